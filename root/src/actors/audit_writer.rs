@@ -1,0 +1,154 @@
+//! Audit writer: appends operational events to the hash-chained trail in batches.
+//!
+//! Every `Append` is answered only after its batch is committed, so a call's response never
+//! precedes its durable audit event. Appends that arrive while a batch is being written queue
+//! in the mailbox and form the next batch. Each row stores the previous row's hash; its own
+//! hash is `sha256(prev_hash "\n" canonical_event_json)`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_shared::event::OperationalEvent;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use sha2::{Digest, Sha256};
+
+use crate::store::{AuditRow, Store};
+
+/// The `prev_hash` of the first row.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The chain hash of a row.
+pub fn chain_hash(prev_hash: &str, event_json: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(prev_hash.as_bytes());
+    h.update(b"\n");
+    h.update(event_json.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The stored form of an event: canonical JSON.
+pub fn event_json(event: &OperationalEvent) -> String {
+    let value = serde_json::to_value(event).unwrap_or(serde_json::Value::Null);
+    String::from_utf8(mcp_shared::canonical::to_vec(&value)).unwrap_or_default()
+}
+
+pub enum Msg {
+    Append(Box<OperationalEvent>, RpcReplyPort<Result<i64, String>>),
+    Flush,
+}
+
+pub struct Args {
+    pub store: Store,
+    pub batch_max: usize,
+}
+
+pub struct AuditWriter;
+
+pub struct State {
+    store: Store,
+    batch_max: usize,
+    head_seq: i64,
+    head_hash: String,
+    pending: Vec<(Box<OperationalEvent>, RpcReplyPort<Result<i64, String>>)>,
+    flush_scheduled: bool,
+}
+
+impl Actor for AuditWriter {
+    type Msg = Msg;
+    type State = State;
+    type Arguments = Arc<Args>;
+
+    async fn pre_start(&self, _myself: ActorRef<Msg>, args: Arc<Args>) -> Result<State, ActorProcessingErr> {
+        let (head_seq, head_hash) = args
+            .store
+            .audit_head()
+            .await?
+            .unwrap_or((0, GENESIS_HASH.to_string()));
+        Ok(State {
+            store: args.store.clone(),
+            batch_max: args.batch_max,
+            head_seq,
+            head_hash,
+            pending: Vec::new(),
+            flush_scheduled: false,
+        })
+    }
+
+    async fn post_stop(&self, _myself: ActorRef<Msg>, state: &mut State) -> Result<(), ActorProcessingErr> {
+        flush(state).await;
+        Ok(())
+    }
+
+    async fn handle(&self, myself: ActorRef<Msg>, msg: Msg, state: &mut State) -> Result<(), ActorProcessingErr> {
+        match msg {
+            Msg::Append(event, reply) => {
+                state.pending.push((event, reply));
+                if state.pending.len() >= state.batch_max {
+                    flush(state).await;
+                } else if !state.flush_scheduled {
+                    state.flush_scheduled = true;
+                    // Queued behind the appends already in the mailbox, so they join this batch.
+                    myself.send_message(Msg::Flush)?;
+                }
+            }
+            Msg::Flush => {
+                state.flush_scheduled = false;
+                flush(state).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn flush(state: &mut State) {
+    if state.pending.is_empty() {
+        return;
+    }
+    let pending = std::mem::take(&mut state.pending);
+    let mut rows = Vec::with_capacity(pending.len());
+    let (mut seq, mut prev) = (state.head_seq, state.head_hash.clone());
+    for (event, _) in &pending {
+        seq += 1;
+        let json = event_json(event);
+        let hash = chain_hash(&prev, &json);
+        rows.push(AuditRow {
+            seq,
+            event: (**event).clone(),
+            event_json: json,
+            prev_hash: std::mem::replace(&mut prev, hash.clone()),
+            hash,
+        });
+    }
+    let mut attempt = 0;
+    let res = loop {
+        match state.store.append_audit(&rows).await {
+            Ok(()) => break Ok(()),
+            Err(err) if attempt < 3 => {
+                attempt += 1;
+                tracing::warn!(%err, attempt, "audit append failed; retrying");
+                tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+            }
+            Err(err) => break Err(err.to_string()),
+        }
+    };
+    match res {
+        Ok(()) => {
+            state.head_seq = seq;
+            state.head_hash = prev;
+            for ((_, reply), row) in pending.into_iter().zip(&rows) {
+                let _ = reply.send(Ok(row.seq));
+            }
+        }
+        Err(err) => {
+            tracing::error!(%err, n = rows.len(), "audit append failed; calls answered with internal");
+            // Re-read the head: a failed transaction appended nothing.
+            if let Ok(Some((s, h))) = state.store.audit_head().await {
+                state.head_seq = s;
+                state.head_hash = h;
+            }
+            for (_, reply) in pending {
+                let _ = reply.send(Err(err.clone()));
+            }
+        }
+    }
+}

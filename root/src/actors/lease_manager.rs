@@ -1,0 +1,291 @@
+//! Lease manager: creates, revokes and rotates MCP Session Leases, and keeps their usage.
+//!
+//! Invariant: the actor is the only writer. The request path authenticates against the
+//! published [`LeaseIndex`] (token hash → entry) and bumps usage atomically; the actor writes
+//! changes to the store *before* publishing them, so a revoke is in force from the next
+//! request, and flushes usage counters to the store every second.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use mcp_shared::lease::{LeaseStatus, SessionLease};
+use mcp_shared::time::{from_unix_ms, now, unix_ms};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use crate::auth;
+use crate::store::Store;
+
+/// One lease as the request path sees it: immutable binding plus atomic status and usage.
+pub struct LeaseEntry {
+    lease: SessionLease,
+    status: AtomicU8,
+    use_count: AtomicU64,
+    last_used_ms: AtomicI64,
+    dirty: AtomicBool,
+}
+
+fn status_code(s: LeaseStatus) -> u8 {
+    match s {
+        LeaseStatus::Active => 0,
+        LeaseStatus::Expired => 1,
+        LeaseStatus::Revoked => 2,
+    }
+}
+
+impl LeaseEntry {
+    fn new(lease: SessionLease) -> LeaseEntry {
+        LeaseEntry {
+            status: AtomicU8::new(status_code(lease.status)),
+            use_count: AtomicU64::new(lease.use_count),
+            last_used_ms: AtomicI64::new(lease.last_used_at.map(unix_ms).unwrap_or(0)),
+            dirty: AtomicBool::new(false),
+            lease,
+        }
+    }
+
+    /// A freshness-normalized copy (expired leases show `expired`, never `active`).
+    pub fn snapshot(&self) -> SessionLease {
+        let mut l = self.lease.clone();
+        l.status = match self.status.load(Ordering::Acquire) {
+            0 => LeaseStatus::Active,
+            1 => LeaseStatus::Expired,
+            _ => LeaseStatus::Revoked,
+        };
+        l.use_count = self.use_count.load(Ordering::Relaxed);
+        let ms = self.last_used_ms.load(Ordering::Relaxed);
+        l.last_used_at = (ms > 0).then(|| from_unix_ms(ms));
+        l.normalized(now())
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.lease.session_id
+    }
+
+    pub fn lease(&self) -> &SessionLease {
+        &self.lease
+    }
+
+    /// Whether the lease authorizes a request now.
+    pub fn is_usable(&self) -> bool {
+        self.status.load(Ordering::Acquire) == 0 && now() < self.lease.deadline_at
+    }
+
+    /// Records one use.
+    pub fn touch(&self) {
+        self.use_count.fetch_add(1, Ordering::Relaxed);
+        self.last_used_ms.store(unix_ms(now()), Ordering::Relaxed);
+        self.dirty.store(true, Ordering::Release);
+    }
+}
+
+/// The published read side: bearer hash → lease, session id → lease.
+#[derive(Default)]
+pub struct LeaseIndex {
+    by_hash: DashMap<String, Arc<LeaseEntry>>,
+    by_id: DashMap<String, Arc<LeaseEntry>>,
+}
+
+impl LeaseIndex {
+    /// The usable lease a bearer resolves to, if any (unknown, expired and revoked: `None`).
+    pub fn authenticate(&self, token: &str) -> Option<Arc<LeaseEntry>> {
+        let entry = self.by_hash.get(&auth::token_hash(token))?.clone();
+        entry.is_usable().then_some(entry)
+    }
+
+    pub fn get(&self, session_id: &str) -> Option<SessionLease> {
+        self.by_id.get(session_id).map(|e| e.snapshot())
+    }
+
+    /// All leases, newest first, freshness-normalized.
+    pub fn list(&self) -> Vec<SessionLease> {
+        let mut v: Vec<_> = self.by_id.iter().map(|e| e.snapshot()).collect();
+        v.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.session_id.cmp(&b.session_id)));
+        v
+    }
+
+    /// Leases active now (for metrics).
+    pub fn active_count(&self) -> usize {
+        self.by_id.iter().filter(|e| e.is_usable()).count()
+    }
+
+    fn insert(&self, hash: String, entry: Arc<LeaseEntry>) {
+        self.by_id.insert(entry.lease.session_id.clone(), entry.clone());
+        self.by_hash.insert(hash, entry);
+    }
+}
+
+/// What a lease is created for (the admin's request, already validated by the caller).
+#[derive(Debug, Clone)]
+pub struct NewLease {
+    pub target_id: String,
+    pub subnet_id: String,
+    pub zone: String,
+    pub audience: String,
+    pub capability_profile: String,
+    pub effective_tools: Vec<String>,
+    pub ttl: Duration,
+}
+
+/// A lease plus its bearer, which is shown exactly once.
+#[derive(Debug, Clone)]
+pub struct IssuedLease {
+    pub lease: SessionLease,
+    pub token: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("no lease `{0}`")]
+    NotFound(String),
+    #[error("lease `{0}` is {1} and cannot be changed")]
+    NotActive(String, &'static str),
+    #[error(transparent)]
+    Store(#[from] crate::store::Error),
+}
+
+pub enum Msg {
+    Create(NewLease, RpcReplyPort<Result<IssuedLease, LeaseError>>),
+    Revoke(String, RpcReplyPort<Result<SessionLease, LeaseError>>),
+    Rotate(String, RpcReplyPort<Result<IssuedLease, LeaseError>>),
+    FlushUsage,
+}
+
+pub struct LeaseManager;
+
+pub struct Args {
+    pub store: Store,
+    pub index: Arc<LeaseIndex>,
+}
+
+pub struct State {
+    store: Store,
+    index: Arc<LeaseIndex>,
+}
+
+impl Actor for LeaseManager {
+    type Msg = Msg;
+    type State = State;
+    type Arguments = Arc<Args>;
+
+    async fn pre_start(&self, myself: ActorRef<Msg>, args: Arc<Args>) -> Result<State, ActorProcessingErr> {
+        // (Re)build the index from the store: after a restart it reflects what was committed.
+        for row in args.store.load_leases().await? {
+            args.index.insert(row.token_hash, Arc::new(LeaseEntry::new(row.lease)));
+        }
+        myself.send_interval(Duration::from_secs(1), || Msg::FlushUsage);
+        Ok(State {
+            store: args.store.clone(),
+            index: args.index.clone(),
+        })
+    }
+
+    async fn post_stop(&self, _myself: ActorRef<Msg>, state: &mut State) -> Result<(), ActorProcessingErr> {
+        flush_usage(state).await;
+        Ok(())
+    }
+
+    async fn handle(&self, _myself: ActorRef<Msg>, msg: Msg, state: &mut State) -> Result<(), ActorProcessingErr> {
+        match msg {
+            Msg::Create(req, reply) => {
+                let _ = reply.send(create(state, req).await);
+            }
+            Msg::Revoke(id, reply) => {
+                let res = async {
+                    let entry = active_entry(state, &id)?;
+                    state.store.set_lease_status(&id, LeaseStatus::Revoked).await?;
+                    entry.status.store(status_code(LeaseStatus::Revoked), Ordering::Release);
+                    Ok(entry.snapshot())
+                }
+                .await;
+                let _ = reply.send(res);
+            }
+            Msg::Rotate(id, reply) => {
+                let res = async {
+                    let entry = active_entry(state, &id)?;
+                    let old = entry.lease.clone();
+                    let remaining = (old.deadline_at - now()).max(time::Duration::seconds(1));
+                    let issued = create(
+                        state,
+                        NewLease {
+                            target_id: old.target_id.clone(),
+                            subnet_id: old.subnet_id.clone(),
+                            zone: old.zone.clone(),
+                            audience: old.audience.clone(),
+                            capability_profile: old.capability_profile.clone(),
+                            effective_tools: old.effective_tools.clone(),
+                            ttl: Duration::from_millis(remaining.whole_milliseconds().max(1000) as u64),
+                        },
+                    )
+                    .await?;
+                    state.store.set_lease_status(&id, LeaseStatus::Revoked).await?;
+                    entry.status.store(status_code(LeaseStatus::Revoked), Ordering::Release);
+                    Ok(issued)
+                }
+                .await;
+                let _ = reply.send(res);
+            }
+            Msg::FlushUsage => flush_usage(state).await,
+        }
+        Ok(())
+    }
+}
+
+fn active_entry(state: &State, id: &str) -> Result<Arc<LeaseEntry>, LeaseError> {
+    let entry = state
+        .index
+        .by_id
+        .get(id)
+        .map(|e| e.clone())
+        .ok_or_else(|| LeaseError::NotFound(id.to_string()))?;
+    match entry.snapshot().status {
+        LeaseStatus::Active => Ok(entry),
+        s => Err(LeaseError::NotActive(id.to_string(), s.as_str())),
+    }
+}
+
+async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError> {
+    let created_at = now();
+    let ttl = time::Duration::try_from(req.ttl).unwrap_or(time::Duration::days(30));
+    let lease = SessionLease {
+        session_id: uuid::Uuid::now_v7().to_string(),
+        audience: req.audience,
+        target_id: req.target_id,
+        subnet_id: req.subnet_id,
+        zone: req.zone,
+        capability_profile: req.capability_profile,
+        effective_tools: req.effective_tools,
+        created_at,
+        deadline_at: created_at + ttl,
+        last_used_at: None,
+        use_count: 0,
+        status: LeaseStatus::Active,
+    };
+    let token = auth::new_token(auth::LEASE_TOKEN_PREFIX);
+    let hash = auth::token_hash(&token);
+    state.store.insert_lease(&lease, &hash).await?;
+    state.index.insert(hash, Arc::new(LeaseEntry::new(lease.clone())));
+    Ok(IssuedLease { lease, token })
+}
+
+async fn flush_usage(state: &State) {
+    let mut batch = Vec::new();
+    for e in state.index.by_id.iter() {
+        if e.dirty.swap(false, Ordering::AcqRel) {
+            batch.push((
+                e.lease.session_id.clone(),
+                e.last_used_ms.load(Ordering::Relaxed),
+                e.use_count.load(Ordering::Relaxed),
+            ));
+        }
+    }
+    if let Err(err) = state.store.record_lease_usage(&batch).await {
+        tracing::warn!(%err, n = batch.len(), "lease usage flush failed; will retry");
+        for (id, _, _) in &batch {
+            if let Some(e) = state.index.by_id.get(id) {
+                e.dirty.store(true, Ordering::Release);
+            }
+        }
+    }
+}

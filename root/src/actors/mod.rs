@@ -1,0 +1,40 @@
+//! The root daemon's actors (ractor) and their supervisor.
+//!
+//! - [`lease_manager`]: the only writer of MCP Session Leases; publishes a read index that the
+//!   request path authenticates against without a round trip.
+//! - [`policy`]: the policy decision point (capability grant, environment guard, destructive
+//!   refusal) with a reason code for every denial.
+//! - [`descriptor_cache`]: root-curated descriptors with freshness.
+//! - [`audit_writer`]: batches events into hash-chained rows; a call's reply waits until its
+//!   event is committed.
+//! - [`router`]: the registry that holds one router session per connected target.
+//!
+//! Guarantees (ractor): messages from one sender are handled in send order, one at a time per
+//! actor. A panic or error in `handle` stops only that actor; the [`supervisor`] restarts it
+//! with the same arguments, and the [`Actors`] handles are swapped to the new instance.
+//! State that must survive a restart lives in the store (leases, audit) or is rebuilt from
+//! configuration in `pre_start` (profiles, contracts, descriptors).
+
+pub mod audit_writer;
+pub mod descriptor_cache;
+pub mod lease_manager;
+pub mod policy;
+pub mod router;
+pub mod supervisor;
+
+use arc_swap::ArcSwap;
+use ractor::ActorRef;
+
+/// Current references to the supervised actors; swapped by the supervisor on restart.
+pub struct Actors {
+    pub leases: ArcSwap<ActorRef<lease_manager::Msg>>,
+    pub policy: ArcSwap<ActorRef<policy::Msg>>,
+    pub descriptors: ArcSwap<ActorRef<descriptor_cache::Msg>>,
+    pub audit: ArcSwap<ActorRef<audit_writer::Msg>>,
+    pub router: ArcSwap<ActorRef<router::Msg>>,
+    /// Set before shutdown so the supervisor does not restart children it is stopping.
+    pub shutting_down: std::sync::atomic::AtomicBool,
+}
+
+/// Default timeout for an RPC to an actor, in milliseconds.
+pub const RPC_TIMEOUT_MS: u64 = 5_000;

@@ -1,0 +1,144 @@
+//! Policy engine: the root's policy decision point.
+//!
+//! Rules, in order; the first that fails is the denial's reason code:
+//! 1. `destructive_refusal`: destructive tools are never callable (`forbidden_destructive`).
+//! 2. `capability_grant`: the lease's profile grants the tool's capability
+//!    (`capability_not_granted`).
+//! 3. Descriptive tools are answered on root: no target rule applies.
+//! 4. `target_resolution`: the lease's target is registered (`target_offline`).
+//! 5. `environment_guard`: the tool allows the target's environment, and writes need a
+//!    `test-only` write scope on a `test` target (`environment_forbidden`).
+//! 6. `skill_enabled`: the target publishes the tool through an enabled skill (`skill_disabled`).
+//! 7. `target_online`: the target is connected (`target_offline`).
+
+use std::sync::Arc;
+
+use mcp_shared::contract::{RoutingClass, SideEffectClass};
+use mcp_shared::error::ErrorCode;
+use mcp_shared::event::{Decision, PolicyDecision};
+use mcp_shared::profile::{CapabilityProfile, ProfileRegistry};
+use mcp_shared::target::{TargetStatus, WriteScope};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use super::router::TargetDirectory;
+use crate::catalog::{ContractEntry, ContractRegistry};
+
+pub enum Msg {
+    /// Decide whether `profile` on `target_id` may call `tool`.
+    Decide {
+        profile: String,
+        target_id: String,
+        tool: Arc<ContractEntry>,
+        reply: RpcReplyPort<PolicyDecision>,
+    },
+    /// The contracts a lease may call right now, in stable order.
+    Visible {
+        profile: String,
+        target_id: String,
+        reply: RpcReplyPort<Vec<Arc<ContractEntry>>>,
+    },
+    /// The profiles, for self-description and lease creation.
+    Profiles(RpcReplyPort<Arc<ProfileRegistry>>),
+}
+
+pub struct Args {
+    pub contracts: Arc<ContractRegistry>,
+    pub profiles: Arc<ProfileRegistry>,
+    pub targets: Arc<TargetDirectory>,
+}
+
+pub struct PolicyEngine;
+
+impl Actor for PolicyEngine {
+    type Msg = Msg;
+    type State = Arc<Args>;
+    type Arguments = Arc<Args>;
+
+    async fn pre_start(&self, _myself: ActorRef<Msg>, args: Arc<Args>) -> Result<Arc<Args>, ActorProcessingErr> {
+        Ok(args)
+    }
+
+    async fn handle(&self, _myself: ActorRef<Msg>, msg: Msg, state: &mut Arc<Args>) -> Result<(), ActorProcessingErr> {
+        match msg {
+            Msg::Decide { profile, target_id, tool, reply } => {
+                let _ = reply.send(decide(state, state.profiles.get(&profile), &target_id, &tool));
+            }
+            Msg::Visible { profile, target_id, reply } => {
+                let p = state.profiles.get(&profile);
+                let visible = state
+                    .contracts
+                    .all()
+                    .iter()
+                    .filter(|c| decide(state, p, &target_id, c).decision == Decision::Allow || listable_offline(state, p, &target_id, c))
+                    .cloned()
+                    .collect();
+                let _ = reply.send(visible);
+            }
+            Msg::Profiles(reply) => {
+                let _ = reply.send(state.profiles.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Operational tools stay listed while their target is briefly offline or the call would be
+/// refused only for liveness; they disappear when the capability or environment forbids them.
+fn listable_offline(state: &Args, profile: Option<&CapabilityProfile>, target_id: &str, c: &ContractEntry) -> bool {
+    let d = decide(state, profile, target_id, c);
+    d.reason == Some(ErrorCode::TargetOffline) && state.targets.get(target_id).is_some()
+}
+
+/// Pure decision over the current configuration and target directory.
+pub fn decide(
+    state: &Args,
+    profile: Option<&CapabilityProfile>,
+    target_id: &str,
+    entry: &ContractEntry,
+) -> PolicyDecision {
+    let c = &entry.contract;
+    let mut checks = Vec::with_capacity(6);
+    let deny = |checks: Vec<String>, reason| PolicyDecision {
+        decision: Decision::Deny,
+        reason: Some(reason),
+        checks,
+    };
+    checks.push("destructive_refusal".to_string());
+    if c.side_effect == SideEffectClass::Destructive {
+        return deny(checks, ErrorCode::ForbiddenDestructive);
+    }
+    checks.push("capability_grant".to_string());
+    let granted = profile.is_some_and(|p| p.capabilities.iter().any(|cap| cap == &c.required_capability));
+    if !granted {
+        return deny(checks, ErrorCode::CapabilityNotGranted);
+    }
+    if c.routing != RoutingClass::DescriptiveCached {
+        checks.push("target_resolution".to_string());
+        let Some(target) = state.targets.get(target_id) else {
+            return deny(checks, ErrorCode::TargetOffline);
+        };
+        checks.push("environment_guard".to_string());
+        if !c.allows_environment(&target.environment) {
+            return deny(checks, ErrorCode::EnvironmentForbidden);
+        }
+        if c.side_effect == SideEffectClass::Write
+            && !(target.policy.write_scope == WriteScope::TestOnly && target.environment == "test")
+        {
+            return deny(checks, ErrorCode::EnvironmentForbidden);
+        }
+        checks.push("skill_enabled".to_string());
+        let surface = &target.operational_surface;
+        if !surface.enabled || !surface.capabilities.iter().any(|t| t == &c.tool_id) {
+            return deny(checks, ErrorCode::SkillDisabled);
+        }
+        checks.push("target_online".to_string());
+        if target.status == TargetStatus::Offline {
+            return deny(checks, ErrorCode::TargetOffline);
+        }
+    }
+    PolicyDecision {
+        decision: Decision::Allow,
+        reason: None,
+        checks,
+    }
+}

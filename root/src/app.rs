@@ -1,0 +1,43 @@
+//! The daemon's shared state: configuration, store, actor handles and the read-side views
+//! the request path uses. One `Arc<App>` is shared by the HTTP and MCP handlers.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use mcp_shared::profile::ProfileRegistry;
+
+use crate::actors::Actors;
+use crate::actors::lease_manager::LeaseIndex;
+use crate::actors::router::TargetDirectory;
+use crate::catalog::ContractRegistry;
+use crate::config::RootConfig;
+use crate::limits::ConcurrencyLimits;
+use crate::metrics::Metrics;
+use crate::redact::Redactor;
+use crate::store::Store;
+
+pub struct App {
+    pub config: RootConfig,
+    pub store: Store,
+    pub actors: Arc<Actors>,
+    pub leases: Arc<LeaseIndex>,
+    pub targets: Arc<TargetDirectory>,
+    pub contracts: Arc<ContractRegistry>,
+    pub profiles: Arc<ProfileRegistry>,
+    pub redactor: Redactor,
+    pub limits: ConcurrencyLimits,
+    pub metrics: Metrics,
+    /// The operator's bearer for admin endpoints.
+    pub admin_token: String,
+    /// MCP transport session id → the lease session that opened it (a session cannot be
+    /// continued with another lease's bearer).
+    pub mcp_sessions: DashMap<String, String>,
+    pub started_at: time::OffsetDateTime,
+}
+
+/// Who is calling, as resolved by root from the bearer.
+#[derive(Clone)]
+pub enum Principal {
+    Lease(Arc<crate::actors::lease_manager::LeaseEntry>),
+    Operator,
+}

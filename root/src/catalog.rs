@@ -1,0 +1,224 @@
+//! Loading the data that defines root's surface: tool contracts, descriptors and capability
+//! profiles, from configured directories or from the copies built into the binary.
+//!
+//! Invariant: a malformed file stops start-up with the file name and the reason; nothing is
+//! half-loaded.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use include_dir::{Dir, include_dir};
+use mcp_shared::contract::{RoutingClass, SideEffectClass, ToolContract};
+use mcp_shared::descriptor::{Descriptor, content_hash};
+use mcp_shared::profile::ProfileRegistry;
+
+static BUILTIN_CONTRACTS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../schemas/tools");
+static BUILTIN_DESCRIPTORS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../config/descriptors");
+const BUILTIN_PROFILES: &str = include_str!("../../config/profiles.toml");
+
+/// Why a catalog file was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {reason}")]
+pub struct CatalogError {
+    pub file: String,
+    pub reason: String,
+}
+
+fn err(file: impl Into<String>, reason: impl Into<String>) -> CatalogError {
+    CatalogError {
+        file: file.into(),
+        reason: reason.into(),
+    }
+}
+
+/// `(file name, contents)` of every `*.json` file in `dir`, or of the built-in directory.
+fn json_files(dir: Option<&Path>, builtin: &Dir<'_>) -> Result<Vec<(String, String)>, CatalogError> {
+    let mut out = Vec::new();
+    match dir {
+        Some(dir) => {
+            let entries = std::fs::read_dir(dir).map_err(|e| err(dir.display().to_string(), e.to_string()))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| err(dir.display().to_string(), e.to_string()))?;
+                let path = entry.path();
+                if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| err(path.display().to_string(), e.to_string()))?;
+                out.push((path.display().to_string(), text));
+            }
+        }
+        None => {
+            for f in builtin.files() {
+                if f.path().extension().and_then(|e| e.to_str()) != Some("json") {
+                    continue;
+                }
+                let text = f
+                    .contents_utf8()
+                    .ok_or_else(|| err(f.path().display().to_string(), "not UTF-8"))?;
+                out.push((format!("(built-in) {}", f.path().display()), text.to_string()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn file_stem(name: &str) -> &str {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    base.strip_suffix(".json").unwrap_or(base)
+}
+
+/// A contract with its compiled validators.
+pub struct ContractEntry {
+    pub contract: ToolContract,
+    pub input: jsonschema::Validator,
+    pub output: jsonschema::Validator,
+}
+
+/// Every tool contract, by id and in stable (id) order.
+pub struct ContractRegistry {
+    by_id: HashMap<String, Arc<ContractEntry>>,
+    ordered: Vec<Arc<ContractEntry>>,
+}
+
+impl ContractRegistry {
+    pub fn load(dir: Option<&Path>) -> Result<ContractRegistry, CatalogError> {
+        let mut map = BTreeMap::new();
+        for (file, text) in json_files(dir, &BUILTIN_CONTRACTS)? {
+            let contract: ToolContract =
+                serde_json::from_str(&text).map_err(|e| err(&file, format!("not a tool contract: {e}")))?;
+            let entry = Self::check(&file, contract)?;
+            if map.insert(entry.contract.tool_id.clone(), Arc::new(entry)).is_some() {
+                return Err(err(&file, "duplicate tool_id"));
+            }
+        }
+        let ordered: Vec<_> = map.values().cloned().collect();
+        Ok(ContractRegistry {
+            by_id: map.into_iter().collect(),
+            ordered,
+        })
+    }
+
+    fn check(file: &str, c: ToolContract) -> Result<ContractEntry, CatalogError> {
+        if file_stem(file) != c.tool_id {
+            return Err(err(file, format!("file name must be `{}.json`", c.tool_id)));
+        }
+        if c.tool_id.is_empty() || !c.tool_id.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch)) {
+            return Err(err(file, "tool_id must be non-empty [A-Za-z0-9._-]"));
+        }
+        for (name, schema) in [("input_schema", &c.input_schema), ("output_schema", &c.output_schema)] {
+            if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+                return Err(err(file, format!("{name} must be an object schema (\"type\": \"object\")")));
+            }
+        }
+        let input = jsonschema::validator_for(&c.input_schema)
+            .map_err(|e| err(file, format!("input_schema does not compile: {e}")))?;
+        let output = jsonschema::validator_for(&c.output_schema)
+            .map_err(|e| err(file, format!("output_schema does not compile: {e}")))?;
+        if c.routing == RoutingClass::DescriptiveCached && c.descriptor.is_none() {
+            return Err(err(file, "a descriptive_cached tool needs a `descriptor` projection"));
+        }
+        if c.routing == RoutingClass::DescriptiveCached && c.side_effect != SideEffectClass::Read {
+            return Err(err(file, "a descriptive_cached tool must be side_effect `read`"));
+        }
+        if c.routing == RoutingClass::OperationalWrite && c.side_effect == SideEffectClass::Read {
+            return Err(err(file, "an operational_write tool cannot be side_effect `read`"));
+        }
+        if c.timeout_ms == 0 || c.concurrency.per_lease == 0 || c.concurrency.per_target == 0 {
+            return Err(err(file, "timeout_ms and concurrency hints must be at least 1"));
+        }
+        if c.allowed_environments.is_empty() {
+            return Err(err(file, "allowed_environments must not be empty"));
+        }
+        for p in &c.redaction.patterns {
+            regex::Regex::new(p).map_err(|e| err(file, format!("redaction pattern `{p}`: {e}")))?;
+        }
+        Ok(ContractEntry {
+            contract: c,
+            input,
+            output,
+        })
+    }
+
+    pub fn get(&self, tool_id: &str) -> Option<&Arc<ContractEntry>> {
+        self.by_id.get(tool_id)
+    }
+
+    /// All contracts in stable order (by tool id).
+    pub fn all(&self) -> &[Arc<ContractEntry>] {
+        &self.ordered
+    }
+}
+
+/// Loads descriptors; each file's `content_hash` must match its content.
+pub fn load_descriptors(dir: Option<&Path>) -> Result<Vec<Descriptor>, CatalogError> {
+    let mut out: Vec<Descriptor> = Vec::new();
+    for (file, text) in json_files(dir, &BUILTIN_DESCRIPTORS)? {
+        let d: Descriptor =
+            serde_json::from_str(&text).map_err(|e| err(&file, format!("not a descriptor: {e}")))?;
+        if file_stem(&file) != d.freshness.descriptor_id {
+            return Err(err(&file, format!("file name must be `{}.json`", d.freshness.descriptor_id)));
+        }
+        let actual = content_hash(&d.content);
+        if actual != d.freshness.content_hash {
+            return Err(err(
+                &file,
+                format!("content_hash {} does not match content ({actual})", d.freshness.content_hash),
+            ));
+        }
+        if d.freshness.fresh_until < d.freshness.generated_at {
+            return Err(err(&file, "fresh_until is before generated_at"));
+        }
+        if out.iter().any(|o| o.freshness.descriptor_id == d.freshness.descriptor_id) {
+            return Err(err(&file, "duplicate descriptor_id"));
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+/// Loads capability profiles from a TOML file or the built-in copy.
+pub fn load_profiles(file: Option<&Path>) -> Result<ProfileRegistry, CatalogError> {
+    let (name, text) = match file {
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read_to_string(p).map_err(|e| err(p.display().to_string(), e.to_string()))?,
+        ),
+        None => ("(built-in) profiles.toml".to_string(), BUILTIN_PROFILES.to_string()),
+    };
+    let reg: ProfileRegistry = toml::from_str(&text).map_err(|e| err(&name, e.to_string()))?;
+    let mut seen = std::collections::HashSet::new();
+    for p in &reg.profiles {
+        if !seen.insert(p.name.clone()) {
+            return Err(err(&name, format!("duplicate profile `{}`", p.name)));
+        }
+        if p.capabilities.is_empty() {
+            return Err(err(&name, format!("profile `{}` grants no capability", p.name)));
+        }
+    }
+    Ok(reg)
+}
+
+/// Cross-checks: every descriptive contract's descriptor exists and its pointer resolves.
+pub fn check_projections(
+    contracts: &ContractRegistry,
+    descriptors: &[Descriptor],
+) -> Result<(), CatalogError> {
+    for entry in contracts.all() {
+        let Some(p) = &entry.contract.descriptor else { continue };
+        let file = format!("{}.json", entry.contract.tool_id);
+        let d = descriptors
+            .iter()
+            .find(|d| d.freshness.descriptor_id == p.descriptor_id)
+            .ok_or_else(|| err(&file, format!("descriptor `{}` is not loaded", p.descriptor_id)))?;
+        if d.content.pointer(&p.pointer).is_none() {
+            return Err(err(
+                &file,
+                format!("pointer `{}` does not resolve in descriptor `{}`", p.pointer, p.descriptor_id),
+            ));
+        }
+    }
+    Ok(())
+}

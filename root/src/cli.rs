@@ -1,0 +1,451 @@
+//! Command line: `serve`, `demo`, and `admin` (a client of a running root over HTTP).
+//!
+//! Exit codes: 0 success, 1 failure, 2 usage error, 3 audit chain broken.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+
+use crate::config::RootConfig;
+
+#[derive(Parser, Debug)]
+#[command(name = "mcp-root", version, about = "Root MCP gateway: governed, audited MCP tools for one zone")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the root daemon.
+    Serve(ServeArgs),
+    /// Run root on the embedded default, create a lease, and print ready-to-paste client config.
+    Demo(ServeArgs),
+    /// Operator commands against a running root.
+    Admin(AdminArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// TOML config file (every field optional).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Listen address, e.g. 127.0.0.1:8700.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Data directory (embedded database, admin token).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Database URL: sqlite:PATH or postgres://...
+    #[arg(long, env = "MCP_ROOT_DATABASE_URL")]
+    pub database_url: Option<String>,
+}
+
+impl ServeArgs {
+    pub fn load(&self) -> anyhow::Result<RootConfig> {
+        let mut cfg = match &self.config {
+            Some(p) => RootConfig::load(p)?,
+            None => RootConfig::default(),
+        };
+        if let Some(l) = self.listen {
+            cfg.listen = l;
+        }
+        if let Some(d) = &self.data_dir {
+            cfg.data_dir = d.clone();
+        }
+        if let Some(u) = &self.database_url {
+            cfg.database_url = Some(u.clone());
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct AdminArgs {
+    /// Root base URL.
+    #[arg(long, env = "MCP_ROOT_URL", default_value = "http://127.0.0.1:8700")]
+    pub root_url: String,
+    /// Admin token; default: read from <data-dir>/admin.token.
+    #[arg(long, env = "MCP_ROOT_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Where to find admin.token when no token is given.
+    #[arg(long, default_value = "./data")]
+    pub data_dir: PathBuf,
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCommand {
+    /// MCP session leases.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
+    /// The audit trail.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LeaseCommand {
+    /// Create a lease; its bearer is printed once.
+    Create {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        profile: String,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+        #[arg(long)]
+        audience: Option<String>,
+        #[arg(long)]
+        subnet: Option<String>,
+        #[arg(long)]
+        zone: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List leases (expired ones show as expired).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one lease.
+    Get {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a lease; in force from the next request.
+    Revoke {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Issue a new bearer for a lease and kill the old one.
+    Rotate {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// The newest events.
+    Tail {
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every event (since T, RFC 3339) as JSON Lines, oldest first.
+    Export {
+        #[arg(long)]
+        since: Option<String>,
+        /// Write to this file instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify the hash chain; names the first broken link.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve(args) => {
+            let mut handle = crate::run(args.load()?).await?;
+            eprintln!("mcp-root listening on {} (MCP endpoint {})", handle.base_url(), handle.mcp_url());
+            tokio::select! {
+                r = handle.wait() => r?,
+                _ = shutdown_signal() => {
+                    eprintln!("shutting down");
+                    handle.shutdown().await;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo(args) => demo(args).await,
+        Command::Admin(args) => admin(args).await,
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let mut handle = crate::run(args.load()?).await?;
+    let client = AdminClient::new(handle.base_url(), handle.admin_token().to_string())?;
+    let lease = client
+        .post("/v1/root/mcp/sessions", json!({ "target_id": "hub:test-alpha", "capability_profile": "AdaOSDevRead", "ttl_sec": 8 * 3600 }))
+        .await?;
+    let url = handle.mcp_url();
+    let token = lease["token"].as_str().unwrap_or_default();
+    println!("Root MCP gateway demo: root is running with the embedded SQLite store.\n");
+    println!("  MCP URL:    {url}");
+    println!("  Bearer:     {token}");
+    println!("  Lease:      {} (profile AdaOSDevRead, target hub:test-alpha, until {})", lease["session_id"].as_str().unwrap_or(""), lease["deadline_at"].as_str().unwrap_or(""));
+    println!("  Admin:      mcp-root admin --root-url {} lease list   (token in {})\n", handle.base_url(), handle.app.config.admin_token_path().display());
+    println!("Codex (~/.codex/config.toml):\n");
+    println!("  [mcp_servers.root]\n  url = \"{url}\"\n  bearer_token_env_var = \"ROOT_MCP_TOKEN\"\n");
+    println!("  then: export ROOT_MCP_TOKEN={token}\n");
+    println!("Claude Code:\n");
+    println!("  claude mcp add --transport http root {url} --header \"Authorization: Bearer {token}\"\n");
+    println!("Try it with curl:\n");
+    println!(
+        "  curl -s {}/v1/root/mcp/call -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{\"tool_id\":\"sdk.list_schemas\"}}'\n",
+        handle.base_url()
+    );
+    println!("Press Ctrl-C to stop.");
+    let _ = std::io::stdout().flush();
+    tokio::select! {
+        r = handle.wait() => r?,
+        _ = shutdown_signal() => handle.shutdown().await,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A small HTTP client for the admin API.
+pub struct AdminClient {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl AdminClient {
+    pub fn new(base: String, token: String) -> anyhow::Result<AdminClient> {
+        let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build()?;
+        Ok(AdminClient { base: base.trim_end_matches('/').to_string(), token, http })
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+        let res = req.bearer_auth(&self.token).send().await.with_context(|| format!("cannot reach root at {}", self.base))?;
+        let status = res.status();
+        let body: Value = res.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let msg = body["error"]["message"].as_str().unwrap_or("no error message");
+            bail!("root answered {status}: {msg}");
+        }
+        Ok(body)
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.send(self.http.get(format!("{}{path}", self.base))).await
+    }
+
+    pub async fn get_query(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Value> {
+        self.send(self.http.get(format!("{}{path}", self.base)).query(query)).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(&body)).await
+    }
+}
+
+fn print(json_out: bool, v: &Value, human: impl FnOnce(&Value) -> String) {
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    } else {
+        println!("{}", human(v));
+    }
+}
+
+fn lease_line(l: &Value) -> String {
+    format!(
+        "{}  {:8}  target={}  profile={}  deadline={}  uses={}  last_used={}",
+        l["session_id"].as_str().unwrap_or(""),
+        l["status"].as_str().unwrap_or(""),
+        l["target_id"].as_str().unwrap_or(""),
+        l["capability_profile"].as_str().unwrap_or(""),
+        l["deadline_at"].as_str().unwrap_or(""),
+        l["use_count"],
+        l["last_used_at"].as_str().unwrap_or("never"),
+    )
+}
+
+fn event_line(e: &Value) -> String {
+    format!(
+        "#{} {}  {:7} {:28} target={} actor={} event={}{}",
+        e["seq"],
+        e["started_at"].as_str().unwrap_or(""),
+        e["status"].as_str().unwrap_or(""),
+        e["tool_id"].as_str().unwrap_or(""),
+        e["target_id"].as_str().unwrap_or("-"),
+        e["actor"]["id"].as_str().unwrap_or(""),
+        e["event_id"].as_str().unwrap_or(""),
+        e["error"]["code"].as_str().map(|c| format!(" error={c}")).unwrap_or_default(),
+    )
+}
+
+async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
+    let token = match args.admin_token {
+        Some(t) => t,
+        None => {
+            let path = args.data_dir.join("admin.token");
+            std::fs::read_to_string(&path)
+                .map(|s| s.trim().to_string())
+                .with_context(|| format!("no --admin-token or MCP_ROOT_ADMIN_TOKEN, and cannot read {}", path.display()))?
+        }
+    };
+    let c = AdminClient::new(args.root_url, token)?;
+    match args.command {
+        AdminCommand::Lease(cmd) => match cmd {
+            LeaseCommand::Create { target, profile, ttl, audience, subnet, zone, json } => {
+                let mut body = json!({ "target_id": target, "capability_profile": profile, "ttl_sec": ttl });
+                for (k, v) in [("audience", audience), ("subnet_id", subnet), ("zone", zone)] {
+                    if let Some(v) = v {
+                        body[k] = json!(v);
+                    }
+                }
+                let v = c.post("/v1/root/mcp/sessions", body).await?;
+                print(json, &v, |v| {
+                    format!(
+                        "session_id: {}\ntoken:      {}  (shown once)\ndeadline:   {}",
+                        v["session_id"].as_str().unwrap_or(""),
+                        v["token"].as_str().unwrap_or(""),
+                        v["deadline_at"].as_str().unwrap_or("")
+                    )
+                });
+            }
+            LeaseCommand::List { json } => {
+                let v = c.get("/v1/root/mcp/sessions").await?;
+                print(json, &v, |v| {
+                    let lines: Vec<String> = v["sessions"].as_array().into_iter().flatten().map(lease_line).collect();
+                    if lines.is_empty() { "no leases".into() } else { lines.join("\n") }
+                });
+            }
+            LeaseCommand::Get { session_id, json } => {
+                let v = c.get(&format!("/v1/root/mcp/sessions/{session_id}")).await?;
+                print(json, &v, lease_line);
+            }
+            LeaseCommand::Revoke { session_id, json } => {
+                let v = c.post(&format!("/v1/root/mcp/sessions/{session_id}/revoke"), json!({})).await?;
+                print(json, &v, lease_line);
+            }
+            LeaseCommand::Rotate { session_id, json } => {
+                let v = c.post(&format!("/v1/root/mcp/sessions/{session_id}/rotate"), json!({})).await?;
+                print(json, &v, |v| {
+                    format!(
+                        "old lease {session_id} revoked\nsession_id: {}\ntoken:      {}  (shown once)\ndeadline:   {}",
+                        v["session_id"].as_str().unwrap_or(""),
+                        v["token"].as_str().unwrap_or(""),
+                        v["deadline_at"].as_str().unwrap_or("")
+                    )
+                });
+            }
+        },
+        AdminCommand::Audit(cmd) => match cmd {
+            AuditCommand::Tail { limit, json } => {
+                let v = c.get_query("/v1/root/mcp/audit", &[("limit", limit.to_string())]).await?;
+                print(json, &v, |v| {
+                    let mut lines: Vec<String> = v["events"].as_array().into_iter().flatten().map(event_line).collect();
+                    lines.reverse();
+                    if lines.is_empty() { "no events".into() } else { lines.join("\n") }
+                });
+            }
+            AuditCommand::Export { since, output, json } => {
+                let mut out: Box<dyn Write> = match &output {
+                    Some(p) => Box::new(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?)),
+                    None => Box::new(std::io::stdout().lock()),
+                };
+                let mut cursor: Option<String> = None;
+                let mut n = 0u64;
+                loop {
+                    let mut q = vec![("order", "asc".to_string()), ("limit", "1000".to_string())];
+                    if let Some(s) = &since {
+                        q.push(("since", s.clone()));
+                    }
+                    if let Some(cur) = &cursor {
+                        q.push(("cursor", cur.clone()));
+                    }
+                    let v = c.get_query("/v1/root/mcp/audit", &q).await?;
+                    for e in v["events"].as_array().into_iter().flatten() {
+                        writeln!(out, "{}", serde_json::to_string(e)?)?;
+                        n += 1;
+                    }
+                    match v["next_cursor"].as_str() {
+                        Some(next) => cursor = Some(next.to_string()),
+                        None => break,
+                    }
+                }
+                out.flush()?;
+                if output.is_some() || json {
+                    eprintln!("{}", if json { json!({ "exported": n }).to_string() } else { format!("exported {n} events") });
+                }
+            }
+            AuditCommand::Verify { json } => {
+                let v = c.get("/v1/root/mcp/audit/verify").await?;
+                let ok = v["ok"].as_bool().unwrap_or(false);
+                print(json, &v, |v| {
+                    if ok {
+                        format!("audit chain intact: {} events, head {}", v["checked"], v["head_hash"].as_str().unwrap_or(""))
+                    } else {
+                        let b = &v["first_broken"];
+                        format!(
+                            "audit chain BROKEN at seq {} (event {}): {}",
+                            b["seq"],
+                            b["event_id"].as_str().unwrap_or("?"),
+                            b["reason"].as_str().unwrap_or("")
+                        )
+                    }
+                });
+                if !ok {
+                    return Ok(ExitCode::from(3));
+                }
+            }
+        },
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,181 @@
+//! Static configuration of the root daemon: loaded once from an optional TOML file, overridden
+//! by command-line flags, passed explicitly. Every field has a default, so `mcp-root serve`
+//! works with no file at all.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RootConfig {
+    /// Address the HTTP server binds (`127.0.0.1:0` picks a free port).
+    pub listen: SocketAddr,
+    /// Directory for the embedded database and the admin token.
+    pub data_dir: PathBuf,
+    /// `sqlite:PATH` or `postgres://...`; default `sqlite:<data_dir>/root.db`.
+    pub database_url: Option<String>,
+    /// The zone this root governs.
+    pub zone: String,
+    /// Hostnames (optionally `host:port`) accepted in `Host`; loopback by default. A public
+    /// root must list its public names here (DNS-rebinding protection).
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted in `Origin` (`scheme://host[:port]`); origins whose host is
+    /// in `allowed_hosts` are always accepted.
+    pub allowed_origins: Vec<String>,
+    /// Tool contract directory; the contracts built into the binary when unset.
+    pub contracts_dir: Option<PathBuf>,
+    /// Descriptor directory; the descriptors built into the binary when unset.
+    pub descriptors_dir: Option<PathBuf>,
+    /// Capability profile file; the profiles built into the binary when unset.
+    pub profiles_file: Option<PathBuf>,
+    /// Where the admin token lives; default `<data_dir>/admin.token`.
+    pub admin_token_file: Option<PathBuf>,
+    pub limits: Limits,
+    pub redaction: RedactionConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body accepted on any endpoint, in bytes.
+    pub max_body_bytes: usize,
+    /// Longest lease a client may be issued, in seconds.
+    pub max_lease_ttl_sec: u64,
+    /// Calls in flight at once for one lease, across all tools.
+    pub per_lease_in_flight: u32,
+    /// Calls in flight at once against one target, across all tools.
+    pub per_target_in_flight: u32,
+    /// Most audit events written in one transaction.
+    pub audit_batch_max: usize,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedactionConfig {
+    /// Extra regular expressions whose matches are redacted before audit.
+    pub patterns: Vec<String>,
+    /// Extra field names whose values are redacted before audit.
+    pub fields: Vec<String>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 1024 * 1024,
+            max_lease_ttl_sec: 30 * 24 * 3600,
+            per_lease_in_flight: 64,
+            per_target_in_flight: 256,
+            audit_batch_max: 512,
+        }
+    }
+}
+
+impl Default for RootConfig {
+    fn default() -> Self {
+        RootConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8700)),
+            data_dir: PathBuf::from("./data"),
+            database_url: None,
+            zone: "zone-local".into(),
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: Vec::new(),
+            contracts_dir: None,
+            descriptors_dir: None,
+            profiles_file: None,
+            admin_token_file: None,
+            limits: Limits::default(),
+            redaction: RedactionConfig::default(),
+        }
+    }
+}
+
+impl RootConfig {
+    /// Loads a config file; missing fields take their defaults, unknown fields are errors.
+    pub fn load(path: &Path) -> Result<RootConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|message| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses config text (TOML).
+    pub fn parse(text: &str) -> Result<RootConfig, String> {
+        let cfg: RootConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.validate().map_err(|e| e.to_string())?;
+        Ok(cfg)
+    }
+
+    /// Checks values that parse but make no sense.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.zone.trim().is_empty() {
+            return Err(ConfigError::Invalid("zone must not be empty".into()));
+        }
+        if self.allowed_hosts.is_empty() {
+            return Err(ConfigError::Invalid(
+                "allowed_hosts must name at least one host".into(),
+            ));
+        }
+        if self.limits.max_body_bytes < 1024 {
+            return Err(ConfigError::Invalid(
+                "limits.max_body_bytes must be at least 1024".into(),
+            ));
+        }
+        if self.limits.per_lease_in_flight == 0 || self.limits.per_target_in_flight == 0 {
+            return Err(ConfigError::Invalid(
+                "in-flight limits must be at least 1".into(),
+            ));
+        }
+        if self.limits.audit_batch_max == 0 {
+            return Err(ConfigError::Invalid(
+                "limits.audit_batch_max must be at least 1".into(),
+            ));
+        }
+        for p in &self.redaction.patterns {
+            regex::Regex::new(p)
+                .map_err(|e| ConfigError::Invalid(format!("redaction pattern `{p}`: {e}")))?;
+        }
+        if let Some(url) = &self.database_url
+            && !(url.starts_with("sqlite:")
+                || url.starts_with("postgres://")
+                || url.starts_with("postgresql://"))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "database_url `{url}` must start with sqlite: or postgres://"
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn database_url(&self) -> String {
+        self.database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite:{}", self.data_dir.join("root.db").display()))
+    }
+
+    pub fn admin_token_path(&self) -> PathBuf {
+        self.admin_token_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("admin.token"))
+    }
+}

@@ -1,0 +1,594 @@
+//! HTTP surface: the MCP endpoint, the REST family `/v1/root/mcp/*`, health and metrics, and
+//! the middleware in front of them (Host/Origin guard, body limit, bearer resolution).
+//!
+//! Invariant: actor identity comes from the bearer (lease or admin token), never from client
+//! headers; tokens are never taken from query strings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{FromRequestParts, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use mcp_shared::error::ErrorCode;
+use mcp_shared::event::Surface;
+use ractor::call_t;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::actors::lease_manager::{self, LeaseError, NewLease};
+use crate::actors::{RPC_TIMEOUT_MS, descriptor_cache, policy, router};
+use crate::app::{App, Principal};
+use crate::call::{self, CallContext};
+use crate::store::AuditFilter;
+
+/// An error answered by a REST endpoint: the status plus a normalized error body.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: ErrorCode,
+    message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into() }
+    }
+    fn not_found(what: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::InvalidArguments, what)
+    }
+    fn bad_request(what: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidArguments, what)
+    }
+    fn internal(e: impl std::fmt::Display) -> ApiError {
+        tracing::error!(error = %e, "internal error on a REST endpoint");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, "internal error; see the root's log")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(json!({ "error": { "code": self.code, "message": self.message, "retryable": self.code.retryable() } }));
+        let mut res = (self.status, body).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            res.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_token\""));
+        }
+        res
+    }
+}
+
+fn unauthorized(app: &App, why: &str) -> ApiError {
+    app.metrics.unauthenticated.inc();
+    ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated, why)
+}
+
+/// The HTTP status a tool error maps to on REST `/call`.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorCode::Forbidden | ErrorCode::CapabilityNotGranted | ErrorCode::EnvironmentForbidden => StatusCode::FORBIDDEN,
+        ErrorCode::ForbiddenDestructive | ErrorCode::SkillDisabled => StatusCode::FORBIDDEN,
+        ErrorCode::UnknownTool => StatusCode::NOT_FOUND,
+        ErrorCode::InvalidArguments => StatusCode::BAD_REQUEST,
+        ErrorCode::ConfirmationRequired => StatusCode::PRECONDITION_REQUIRED,
+        ErrorCode::Busy => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorCode::TargetOffline | ErrorCode::DescriptorUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// Resolves the bearer of a request: a usable lease, the operator, or nothing.
+fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal> {
+    let token = headers.get(header::AUTHORIZATION)?.to_str().ok().and_then(crate::auth::bearer)?;
+    if crate::auth::secret_eq(token, &app.admin_token) {
+        return Some(Principal::Operator);
+    }
+    app.leases.authenticate(token).map(Principal::Lease)
+}
+
+/// Extractor: any authenticated principal.
+pub struct Auth(pub Principal);
+/// Extractor: the operator only.
+pub struct Operator;
+/// Extractor: a lease only.
+pub struct LeaseAuth(pub Arc<lease_manager::LeaseEntry>);
+
+impl FromRequestParts<Arc<App>> for Auth {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut http::request::Parts, app: &Arc<App>) -> Result<Self, ApiError> {
+        match resolve(app, &parts.headers) {
+            Some(p) => {
+                if let Principal::Lease(l) = &p {
+                    l.touch();
+                }
+                Ok(Auth(p))
+            }
+            None => Err(unauthorized(app, "missing, unknown, expired or revoked bearer")),
+        }
+    }
+}
+
+impl FromRequestParts<Arc<App>> for Operator {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut http::request::Parts, app: &Arc<App>) -> Result<Self, ApiError> {
+        match resolve(app, &parts.headers) {
+            Some(Principal::Operator) => Ok(Operator),
+            Some(Principal::Lease(_)) => Err(ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, "this endpoint needs the admin token")),
+            None => Err(unauthorized(app, "missing or invalid admin token")),
+        }
+    }
+}
+
+impl FromRequestParts<Arc<App>> for LeaseAuth {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut http::request::Parts, app: &Arc<App>) -> Result<Self, ApiError> {
+        match resolve(app, &parts.headers) {
+            Some(Principal::Lease(l)) => {
+                l.touch();
+                Ok(LeaseAuth(l))
+            }
+            Some(Principal::Operator) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::Forbidden,
+                "calls need a session lease bearer, not the admin token",
+            )),
+            None => Err(unauthorized(app, "missing, unknown, expired or revoked bearer")),
+        }
+    }
+}
+
+// ---- middleware -----------------------------------------------------------------------------
+
+fn host_allowed(allowed: &[String], host: &str) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    // Strip the port: `[::1]:80`, `127.0.0.1:80`, `name:80`.
+    let bare = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("").to_string()
+    } else if host.matches(':').count() == 1 {
+        host.split(':').next().unwrap_or("").to_string()
+    } else {
+        host.clone()
+    };
+    allowed.iter().any(|a| {
+        let a = a.to_ascii_lowercase();
+        a == bare || a == host
+    })
+}
+
+fn origin_allowed(app: &App, origin: &str) -> bool {
+    if app.config.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin)) {
+        return true;
+    }
+    let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+    rest.is_some_and(|authority| !authority.contains('/') && host_allowed(&app.config.allowed_hosts, authority))
+}
+
+/// DNS-rebinding protection: `Host` must be an allowed host, and a present `Origin` must be
+/// an allowed origin. Refusals are 403 with a JSON-RPC-shaped body (MCP clients parse it).
+async fn guard_host_origin(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| req.uri().authority().map(|a| a.as_str()));
+    let refuse = |why: String| {
+        (StatusCode::FORBIDDEN, Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32600, "message": why } })))
+            .into_response()
+    };
+    match host {
+        Some(h) if host_allowed(&app.config.allowed_hosts, h) => {}
+        Some(h) => return refuse(format!("host `{h}` is not allowed")),
+        None => return refuse("missing Host header".into()),
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let o = origin.to_str().unwrap_or("");
+        if !origin_allowed(&app, o) {
+            return refuse(format!("origin `{o}` is not allowed"));
+        }
+    }
+    next.run(req).await
+}
+
+/// `/mcp` admission: a usable lease bearer, and an MCP session only with the lease that
+/// opened it.
+async fn mcp_auth(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+    let lease = match resolve(&app, req.headers()) {
+        Some(Principal::Lease(l)) => l,
+        Some(Principal::Operator) => return unauthorized(&app, "MCP needs a session lease bearer; create one with `mcp-root admin lease create`").into_response(),
+        None => return unauthorized(&app, "missing, unknown, expired or revoked bearer").into_response(),
+    };
+    if let Some(sid) = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
+        && let Some(owner) = app.mcp_sessions.get(sid)
+        && owner.value() != lease.session_id()
+    {
+        return (StatusCode::NOT_FOUND, Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32001, "message": "session not found" } })))
+            .into_response();
+    }
+    lease.touch();
+    let lease_id = lease.session_id().to_string();
+    req.extensions_mut().insert(Principal::Lease(lease));
+    let res = next.run(req).await;
+    if let Some(sid) = res.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+        app.mcp_sessions.entry(sid.to_string()).or_insert(lease_id);
+    }
+    res
+}
+
+// ---- routes ---------------------------------------------------------------------------------
+
+pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
+    let rest = Router::new()
+        .route("/v1/root/mcp/foundation", get(foundation))
+        .route("/v1/root/mcp/contracts", get(list_contracts))
+        .route("/v1/root/mcp/contracts/{tool_id}", get(get_contract))
+        .route("/v1/root/mcp/descriptors", get(list_descriptors))
+        .route("/v1/root/mcp/descriptors/{id}", get(get_descriptor))
+        .route("/v1/root/mcp/sessions", get(list_sessions).post(create_session))
+        .route("/v1/root/mcp/sessions/{id}", get(get_session))
+        .route("/v1/root/mcp/sessions/{id}/revoke", post(revoke_session))
+        .route("/v1/root/mcp/sessions/{id}/rotate", post(rotate_session))
+        .route("/v1/root/mcp/call", post(rest_call))
+        .route("/v1/root/mcp/audit", get(query_audit))
+        .route("/v1/root/mcp/audit/verify", get(verify_audit))
+        .route("/v1/root/mcp/audit/{event_id}", get(get_audit_event))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(app.clone());
+    let mcp = Router::new()
+        .route("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(app.clone(), mcp_auth));
+    rest.merge(mcp)
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .layer(middleware::from_fn_with_state(app.clone(), guard_host_origin))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(app.config.limits.max_body_bytes))
+}
+
+async fn readyz(State(app): State<Arc<App>>) -> Result<&'static str, ApiError> {
+    tokio::time::timeout(Duration::from_secs(2), app.store.ping())
+        .await
+        .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Internal, "database did not answer"))?
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Internal, e.to_string()))?;
+    Ok("ready")
+}
+
+async fn metrics(State(app): State<Arc<App>>, _op: Operator) -> Response {
+    app.metrics.active_leases.set(app.leases.active_count() as i64);
+    let connected = call_t!(app.actors.router.load(), router::Msg::Connected, RPC_TIMEOUT_MS).unwrap_or(0);
+    app.metrics.connected_targets.set(connected as i64);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], app.metrics.encode()).into_response()
+}
+
+async fn profiles(app: &App) -> Result<Arc<mcp_shared::profile::ProfileRegistry>, ApiError> {
+    call_t!(app.actors.policy.load(), policy::Msg::Profiles, RPC_TIMEOUT_MS).map_err(ApiError::internal)
+}
+
+async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Value>, ApiError> {
+    let profiles = profiles(&app).await?;
+    let mut planes: Vec<&str> = profiles.profiles.iter().map(|p| p.plane.as_str()).collect();
+    planes.sort();
+    planes.dedup();
+    Ok(Json(json!({
+        "name": "mcp-root",
+        "version": env!("CARGO_PKG_VERSION"),
+        "zone": app.config.zone,
+        "mcp_endpoint": "/mcp",
+        "protocol_versions": crate::mcp::SUPPORTED_VERSIONS.iter().map(|v| v.as_str()).collect::<Vec<_>>(),
+        "planes": planes,
+        "capability_profiles": profiles.profiles,
+        "surface_classes": {
+            "routing": ["descriptive_cached", "operational_read", "operational_write"],
+            "side_effect": ["read", "write", "destructive"],
+        },
+        "error_codes": [
+            "unauthenticated", "forbidden", "unknown_tool", "capability_not_granted", "environment_forbidden",
+            "invalid_arguments", "target_offline", "timeout", "busy", "skill_disabled", "confirmation_required",
+            "forbidden_destructive", "descriptor_unavailable", "internal"
+        ],
+        "endpoints": [
+            "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",
+            "/v1/root/mcp/sessions", "/v1/root/mcp/call", "/v1/root/mcp/audit", "/healthz", "/readyz", "/metrics"
+        ],
+        "tools": app.contracts.all().len(),
+    })))
+}
+
+async fn visible_ids(app: &App, p: &Principal) -> Result<Option<Vec<String>>, ApiError> {
+    match p {
+        Principal::Operator => Ok(None),
+        Principal::Lease(l) => {
+            let lease = l.lease();
+            let v = call_t!(
+                app.actors.policy.load(),
+                |reply| policy::Msg::Visible { profile: lease.capability_profile.clone(), target_id: lease.target_id.clone(), reply },
+                RPC_TIMEOUT_MS
+            )
+            .map_err(ApiError::internal)?;
+            Ok(Some(v.iter().map(|c| c.contract.tool_id.clone()).collect()))
+        }
+    }
+}
+
+async fn list_contracts(State(app): State<Arc<App>>, Auth(p): Auth) -> Result<Json<Value>, ApiError> {
+    let visible = visible_ids(&app, &p).await?;
+    let contracts: Vec<_> = app
+        .contracts
+        .all()
+        .iter()
+        .filter(|c| visible.as_ref().is_none_or(|v| v.contains(&c.contract.tool_id)))
+        .map(|c| &c.contract)
+        .collect();
+    Ok(Json(json!({ "contracts": contracts })))
+}
+
+async fn get_contract(State(app): State<Arc<App>>, Auth(p): Auth, Path(tool_id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let visible = visible_ids(&app, &p).await?;
+    match app.contracts.get(&tool_id) {
+        Some(c) if visible.as_ref().is_none_or(|v| v.contains(&tool_id)) => Ok(Json(serde_json::to_value(&c.contract).map_err(ApiError::internal)?)),
+        _ => Err(ApiError::new(StatusCode::NOT_FOUND, ErrorCode::UnknownTool, format!("no tool `{tool_id}` visible to this bearer"))),
+    }
+}
+
+async fn descriptors_for(app: &App, p: &Principal) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, ApiError> {
+    let all = call_t!(app.actors.descriptors.load(), descriptor_cache::Msg::List, RPC_TIMEOUT_MS).map_err(ApiError::internal)?;
+    let Some(visible) = visible_ids(app, p).await? else { return Ok(all) };
+    Ok(all
+        .into_iter()
+        .filter(|d| {
+            let id = &d.freshness.descriptor_id;
+            let projecting: Vec<_> = app
+                .contracts
+                .all()
+                .iter()
+                .filter(|c| c.contract.descriptor.as_ref().is_some_and(|p| &p.descriptor_id == id))
+                .collect();
+            projecting.is_empty() || projecting.iter().any(|c| visible.contains(&c.contract.tool_id))
+        })
+        .collect())
+}
+
+async fn list_descriptors(State(app): State<Arc<App>>, Auth(p): Auth) -> Result<Json<Value>, ApiError> {
+    let list: Vec<Value> = descriptors_for(&app, &p)
+        .await?
+        .iter()
+        .map(|d| {
+            let mut v = serde_json::to_value(&d.freshness).unwrap_or(Value::Null);
+            v["class"] = json!(d.class);
+            v["title"] = json!(d.title);
+            v
+        })
+        .collect();
+    Ok(Json(json!({ "descriptors": list })))
+}
+
+async fn get_descriptor(State(app): State<Arc<App>>, Auth(p): Auth, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    descriptors_for(&app, &p)
+        .await?
+        .into_iter()
+        .find(|d| d.freshness.descriptor_id == id)
+        .map(|d| Json(serde_json::to_value(&*d).unwrap_or(Value::Null)))
+        .ok_or_else(|| ApiError::not_found(format!("no descriptor `{id}` readable by this bearer")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateSession {
+    target_id: String,
+    capability_profile: String,
+    ttl_sec: u64,
+    #[serde(default)]
+    audience: Option<String>,
+    #[serde(default)]
+    subnet_id: Option<String>,
+    #[serde(default)]
+    zone: Option<String>,
+}
+
+fn lease_error(e: LeaseError) -> ApiError {
+    match e {
+        LeaseError::NotFound(id) => ApiError::not_found(format!("no lease `{id}`")),
+        e @ LeaseError::NotActive(..) => ApiError::new(StatusCode::CONFLICT, ErrorCode::InvalidArguments, e.to_string()),
+        LeaseError::Store(e) => ApiError::internal(e),
+    }
+}
+
+fn issued_json(i: &lease_manager::IssuedLease) -> Value {
+    json!({
+        "session_id": i.lease.session_id,
+        "token": i.token,
+        "deadline_at": mcp_shared::time::format(i.lease.deadline_at),
+        "lease": i.lease,
+    })
+}
+
+async fn create_session(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    body: Result<Json<CreateSession>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Json(req) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if req.target_id.trim().is_empty() || req.target_id.len() > 200 {
+        return Err(ApiError::bad_request("target_id must be 1..200 characters"));
+    }
+    if req.ttl_sec == 0 || req.ttl_sec > app.config.limits.max_lease_ttl_sec {
+        return Err(ApiError::bad_request(format!("ttl_sec must be between 1 and {}", app.config.limits.max_lease_ttl_sec)));
+    }
+    let profiles = profiles(&app).await?;
+    let Some(profile) = profiles.get(&req.capability_profile) else {
+        let names: Vec<_> = profiles.profiles.iter().map(|p| p.name.as_str()).collect();
+        return Err(ApiError::bad_request(format!("unknown capability profile `{}` (known: {})", req.capability_profile, names.join(", "))));
+    };
+    let effective_tools = app
+        .contracts
+        .all()
+        .iter()
+        .filter(|c| profile.capabilities.contains(&c.contract.required_capability))
+        .filter(|c| c.contract.side_effect != mcp_shared::contract::SideEffectClass::Destructive)
+        .map(|c| c.contract.tool_id.clone())
+        .collect();
+    let new = NewLease {
+        subnet_id: req.subnet_id.unwrap_or_else(|| "default".into()),
+        zone: req.zone.unwrap_or_else(|| app.config.zone.clone()),
+        audience: req.audience.unwrap_or_else(|| "mcp-client".into()),
+        target_id: req.target_id,
+        capability_profile: req.capability_profile,
+        effective_tools,
+        ttl: Duration::from_secs(req.ttl_sec),
+    };
+    let issued = call_t!(app.actors.leases.load(), lease_manager::Msg::Create, RPC_TIMEOUT_MS, new)
+        .map_err(ApiError::internal)?
+        .map_err(lease_error)?;
+    Ok((StatusCode::CREATED, Json(issued_json(&issued))))
+}
+
+async fn list_sessions(State(app): State<Arc<App>>, _op: Operator) -> Json<Value> {
+    Json(json!({ "sessions": app.leases.list() }))
+}
+
+async fn get_session(State(app): State<Arc<App>>, _op: Operator, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    app.leases
+        .get(&id)
+        .map(|l| Json(json!(l)))
+        .ok_or_else(|| ApiError::not_found(format!("no lease `{id}`")))
+}
+
+async fn revoke_session(State(app): State<Arc<App>>, _op: Operator, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let lease = call_t!(app.actors.leases.load(), lease_manager::Msg::Revoke, RPC_TIMEOUT_MS, id.clone())
+        .map_err(ApiError::internal)?
+        .map_err(lease_error)?;
+    app.limits.forget_prefix(&format!("lease:{id}"));
+    Ok(Json(json!(lease)))
+}
+
+async fn rotate_session(State(app): State<Arc<App>>, _op: Operator, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let issued = call_t!(app.actors.leases.load(), lease_manager::Msg::Rotate, RPC_TIMEOUT_MS, id.clone())
+        .map_err(ApiError::internal)?
+        .map_err(lease_error)?;
+    app.limits.forget_prefix(&format!("lease:{id}"));
+    Ok(Json(issued_json(&issued)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallBody {
+    tool_id: String,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+async fn rest_call(
+    State(app): State<Arc<App>>,
+    LeaseAuth(lease): LeaseAuth,
+    headers: HeaderMap,
+    body: Result<Json<CallBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let ctx = CallContext {
+        surface: Surface::Rest,
+        lease,
+        trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
+        request_id: uuid::Uuid::now_v7().to_string(),
+    };
+    let arguments = body.arguments.unwrap_or_else(|| json!({}));
+    let outcome = call::call(&app, ctx, &body.tool_id, arguments).await;
+    let status = outcome.response.error.as_ref().map(|e| status_of(e.code)).unwrap_or(StatusCode::OK);
+    Ok((status, Json(outcome.response)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    target_id: Option<String>,
+    tool_id: Option<String>,
+    status: Option<String>,
+    trace_id: Option<String>,
+    /// RFC 3339.
+    since: Option<String>,
+    until: Option<String>,
+    limit: Option<i64>,
+    /// Opaque cursor from a previous page.
+    cursor: Option<String>,
+    /// `asc` for oldest first (exports).
+    order: Option<String>,
+}
+
+fn parse_time(name: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
+    v.as_deref()
+        .map(|s| {
+            mcp_shared::time::parse(s)
+                .map(mcp_shared::time::unix_ms)
+                .map_err(|e| ApiError::bad_request(format!("{name} must be RFC 3339: {e}")))
+        })
+        .transpose()
+}
+
+async fn query_audit(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let ascending = match q.order.as_deref() {
+        None | Some("desc") => false,
+        Some("asc") => true,
+        Some(o) => return Err(ApiError::bad_request(format!("order must be asc or desc, not `{o}`"))),
+    };
+    if let Some(s) = &q.status
+        && !["ok", "error", "denied"].contains(&s.as_str())
+    {
+        return Err(ApiError::bad_request(format!("status must be ok, error or denied, not `{s}`")));
+    }
+    let cursor = q
+        .cursor
+        .as_deref()
+        .map(|c| c.strip_prefix("s:").and_then(|n| n.parse::<i64>().ok()).ok_or_else(|| ApiError::bad_request("invalid cursor")))
+        .transpose()?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request("limit must be between 1 and 1000"));
+    }
+    let filter = AuditFilter {
+        target_id: q.target_id,
+        tool_id: q.tool_id,
+        status: q.status,
+        trace_id: q.trace_id,
+        event_id: None,
+        since_ms: parse_time("since", &q.since)?,
+        until_ms: parse_time("until", &q.until)?,
+        before_seq: if ascending { None } else { cursor },
+        after_seq: if ascending { cursor } else { None },
+        limit,
+        ascending,
+    };
+    let rows = app.store.query_audit(&filter).await.map_err(ApiError::internal)?;
+    let next = (rows.len() as i64 == limit).then(|| rows.last().map(|r| format!("s:{}", r.seq))).flatten();
+    let events: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(&r.event).unwrap_or(Value::Null);
+            v["seq"] = json!(r.seq);
+            v["hash"] = json!(r.hash);
+            v
+        })
+        .collect();
+    Ok(Json(json!({ "events": events, "next_cursor": next })))
+}
+
+async fn get_audit_event(State(app): State<Arc<App>>, _op: Operator, Path(event_id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let filter = AuditFilter { event_id: Some(event_id.clone()), limit: 1, ..Default::default() };
+    let rows = app.store.query_audit(&filter).await.map_err(ApiError::internal)?;
+    let r = rows.into_iter().next().ok_or_else(|| ApiError::not_found(format!("no audit event `{event_id}`")))?;
+    let mut v = serde_json::to_value(&r.event).map_err(ApiError::internal)?;
+    v["seq"] = json!(r.seq);
+    v["hash"] = json!(r.hash);
+    v["prev_hash"] = json!(r.prev_hash);
+    Ok(Json(v))
+}
+
+async fn verify_audit(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Value>, ApiError> {
+    let v = crate::audit::verify(&app.store).await.map_err(ApiError::internal)?;
+    Ok(Json(json!(v)))
+}

@@ -1,0 +1,171 @@
+//! `mcp-root`: the Root MCP gateway daemon for one zone.
+//!
+//! # Layout
+//! - [`config`]: static configuration (file + flags), with defaults that need no file.
+//! - [`catalog`]: tool contracts, descriptors and capability profiles, loaded and checked.
+//! - [`store`]: SQLite / PostgreSQL persistence (leases, hash-chained audit).
+//! - [`actors`]: lease manager, policy engine, descriptor cache, audit writer, router, and
+//!   their supervisor.
+//! - [`call`]: the one governed call path behind MCP `tools/call` and REST `/call`.
+//! - [`mcp`]: the MCP `ServerHandler` served over rmcp's Streamable HTTP transport.
+//! - [`http`]: axum routes (REST family, health, metrics) and middleware (Host/Origin guard,
+//!   bearer resolution, body limit).
+//! - [`auth`], [`redact`], [`limits`], [`metrics`], [`audit`]: cross-cutting pieces.
+//! - [`cli`]: `serve`, `demo` and the `admin` client.
+//!
+//! [`run`] starts everything and returns a [`RootHandle`] with the bound address; tests start
+//! the daemon in-process on `127.0.0.1:0`.
+
+pub mod actors;
+pub mod app;
+pub mod audit;
+pub mod auth;
+pub mod call;
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod http;
+pub mod limits;
+pub mod mcp;
+pub mod metrics;
+pub mod redact;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::actors::{audit_writer, descriptor_cache, lease_manager, policy, router, supervisor};
+use crate::app::App;
+use crate::config::RootConfig;
+
+/// A running root: its address, its state, and how to stop it.
+pub struct RootHandle {
+    pub addr: SocketAddr,
+    pub app: Arc<App>,
+    shutdown: CancellationToken,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    supervisor: ractor::ActorRef<supervisor::Msg>,
+}
+
+impl RootHandle {
+    /// `http://ADDR`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The MCP endpoint URL.
+    pub fn mcp_url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// The operator's token.
+    pub fn admin_token(&self) -> &str {
+        &self.app.admin_token
+    }
+
+    /// Resolves when the server stops (on its own or after [`RootHandle::shutdown`]).
+    pub async fn wait(&mut self) -> anyhow::Result<()> {
+        (&mut self.server).await??;
+        Ok(())
+    }
+
+    /// Two-phase shutdown: stop accepting and drain requests (up to 10 s), then stop the
+    /// actors, the audit writer last so that every event of a finished call is on disk.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
+        let actors = &self.app.actors;
+        actors.shutting_down.store(true, std::sync::atomic::Ordering::Release);
+        let t = Some(Duration::from_secs(5));
+        let _ = actors.leases.load().stop_and_wait(None, t).await;
+        let _ = actors.router.load().stop_and_wait(None, t).await;
+        let _ = actors.policy.load().stop_and_wait(None, t).await;
+        let _ = actors.descriptors.load().stop_and_wait(None, t).await;
+        let _ = actors.audit.load().stop_and_wait(None, t).await;
+        let _ = self.supervisor.stop_and_wait(None, t).await;
+    }
+}
+
+/// Starts a root daemon with `config`.
+pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
+    config.validate()?;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+    let admin_token = auth::load_or_create_admin_token(&config.admin_token_path())
+        .with_context(|| format!("cannot read or create {}", config.admin_token_path().display()))?;
+
+    let contracts = Arc::new(catalog::ContractRegistry::load(config.contracts_dir.as_deref()).context("loading tool contracts")?);
+    let descriptors = catalog::load_descriptors(config.descriptors_dir.as_deref()).context("loading descriptors")?;
+    catalog::check_projections(&contracts, &descriptors).context("checking descriptive tool projections")?;
+    let profiles = Arc::new(catalog::load_profiles(config.profiles_file.as_deref()).context("loading capability profiles")?);
+
+    let url = config.database_url();
+    let store = store::Store::open(&url).await.with_context(|| format!("opening database {}", redact_url(&url)))?;
+
+    let leases = Arc::new(lease_manager::LeaseIndex::default());
+    let targets = Arc::new(router::TargetDirectory::default());
+    let (sup, actors) = supervisor::start(supervisor::ChildArgs {
+        leases: Arc::new(lease_manager::Args { store: store.clone(), index: leases.clone() }),
+        policy: Arc::new(policy::Args { contracts: contracts.clone(), profiles: profiles.clone(), targets: targets.clone() }),
+        descriptors: Arc::new(descriptor_cache::Args { descriptors }),
+        audit: Arc::new(audit_writer::Args { store: store.clone(), batch_max: config.limits.audit_batch_max }),
+        router: Arc::new(router::Args { targets: targets.clone() }),
+    })
+    .await
+    .context("starting actors")?;
+
+    let redactor = redact::Redactor::new(&config.redaction.fields, &config.redaction.patterns);
+    let app = Arc::new(App {
+        store,
+        actors,
+        leases,
+        targets,
+        contracts,
+        profiles,
+        redactor,
+        limits: Default::default(),
+        metrics: Default::default(),
+        admin_token,
+        mcp_sessions: Default::default(),
+        started_at: mcp_shared::time::now(),
+        config,
+    });
+
+    let shutdown = CancellationToken::new();
+    let mut mcp_config = StreamableHttpServerConfig::default();
+    mcp_config.allowed_hosts = app.config.allowed_hosts.clone();
+    mcp_config.cancellation_token = shutdown.child_token();
+    mcp_config.max_request_body_bytes = app.config.limits.max_body_bytes;
+    let handler = mcp::RootMcp::new(app.clone());
+    let mcp_service = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), mcp_config);
+    let routes = http::router(app.clone(), axum::routing::any_service(mcp_service));
+
+    let listener = tokio::net::TcpListener::bind(app.config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", app.config.listen))?;
+    let addr = listener.local_addr()?;
+    let token = shutdown.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, routes).with_graceful_shutdown(async move { token.cancelled().await }).await
+    });
+    tracing::info!(%addr, zone = %app.config.zone, backend = app.store.backend(), tools = app.contracts.all().len(), "root listening");
+    Ok(RootHandle { addr, app, shutdown, server, supervisor: sup })
+}
+
+/// A database URL without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{}:***{}", &url[..s + 3], user, &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,58 @@
+//! Concurrency limits per lease and per target, per tool and overall.
+//!
+//! Over a limit the call is refused at once with `busy`: nothing queues without bound.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+#[derive(Default)]
+pub struct ConcurrencyLimits {
+    slots: DashMap<String, Arc<Semaphore>>,
+}
+
+/// Held for the duration of a call; dropping it frees the slots.
+pub struct Permits(#[allow(dead_code)] Vec<OwnedSemaphorePermit>);
+
+impl ConcurrencyLimits {
+    /// Takes one slot in each `(key, limit)` or none at all; `Err(key)` names the full one.
+    pub fn try_acquire(&self, keys: &[(String, u32)]) -> Result<Permits, String> {
+        let mut held = Vec::with_capacity(keys.len());
+        for (key, limit) in keys {
+            let sem = self
+                .slots
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(Semaphore::new(*limit as usize)))
+                .clone();
+            match sem.try_acquire_owned() {
+                Ok(p) => held.push(p),
+                Err(_) => return Err(key.clone()),
+            }
+        }
+        Ok(Permits(held))
+    }
+
+    /// Forgets the slots of a lease that can no longer call (revoked or rotated).
+    pub fn forget_prefix(&self, prefix: &str) {
+        self.slots.retain(|k, _| !k.starts_with(prefix));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn over_the_limit_is_refused_at_once_and_released_on_drop() {
+        let l = ConcurrencyLimits::default();
+        let keys = vec![("lease:a:t".to_string(), 1), ("target:x".to_string(), 2)];
+        let p1 = l.try_acquire(&keys).unwrap();
+        assert_eq!(l.try_acquire(&keys).err().as_deref(), Some("lease:a:t"));
+        drop(p1);
+        let _p2 = l.try_acquire(&keys).unwrap();
+        // The target slot freed by the failed attempt is not leaked.
+        let _p3 = l.try_acquire(&[("target:x".to_string(), 2)]).unwrap();
+        assert!(l.try_acquire(&[("target:x".to_string(), 2)]).is_err());
+    }
+}

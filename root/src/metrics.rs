@@ -1,0 +1,70 @@
+//! Prometheus metrics: calls by tool and status, call latency, denials by reason, active
+//! leases and connected targets. Served as text at `/metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    pub tool: String,
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ToolLabel {
+    pub tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // 100 µs .. ~3.3 s
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub calls: Family<CallLabels, Counter>,
+    pub latency: Family<ToolLabel, Histogram, fn() -> Histogram>,
+    pub denials: Family<ReasonLabel, Counter>,
+    pub active_leases: Gauge,
+    pub connected_targets: Gauge,
+    pub unauthenticated: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("mcp_root");
+        let calls = Family::<CallLabels, Counter>::default();
+        let latency = Family::<ToolLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let denials = Family::<ReasonLabel, Counter>::default();
+        let active_leases = Gauge::default();
+        let connected_targets = Gauge::default();
+        let unauthenticated = Counter::default();
+        registry.register("calls", "Tool calls by tool and status (ok, error, denied)", calls.clone());
+        registry.register("call_latency_seconds", "Tool call latency, including the durable audit write", latency.clone());
+        registry.register("denials", "Denied calls by reason code", denials.clone());
+        registry.register("active_leases", "MCP session leases active now", active_leases.clone());
+        registry.register("connected_targets", "Managed targets with a live router session", connected_targets.clone());
+        registry.register("unauthenticated_requests", "Requests refused with 401", unauthenticated.clone());
+        Metrics { registry, calls, latency, denials, active_leases, connected_targets, unauthenticated }
+    }
+}
+
+impl Metrics {
+    /// The exposition text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

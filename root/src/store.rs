@@ -1,0 +1,457 @@
+//! Persistent storage: leases and the hash-chained audit trail.
+//!
+//! One [`Store`] over an enum of pools chosen by URL scheme (`sqlite:` or `postgres://`).
+//! Every query is written once with `$n` placeholders and runtime `sqlx::query`, and runs on
+//! either backend through the [`on_pool!`] dispatch, so the build needs no database and both
+//! backends share one schema. Timestamps are unix milliseconds (`BIGINT`); JSON is `TEXT`.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use mcp_shared::event::OperationalEvent;
+use mcp_shared::lease::{LeaseStatus, SessionLease};
+use mcp_shared::time::{from_unix_ms, unix_ms};
+use sqlx::Row;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+/// Storage failures, with the operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("unsupported database url `{0}` (expected sqlite:PATH or postgres://...)")]
+    UnsupportedUrl(String),
+    #[error("database error during {op}: {source}")]
+    Db {
+        op: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("stored row is corrupt during {op}: {detail}")]
+    Corrupt { op: &'static str, detail: String },
+}
+
+type Result<T> = std::result::Result<T, Error>;
+
+fn db(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
+    move |source| Error::Db { op, source }
+}
+
+#[derive(Clone)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs the same code against whichever pool is configured.
+macro_rules! on_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.pool {
+            Pool::Sqlite($pool) => $body,
+            Pool::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Schema migrations, applied in order once each; both backends accept this SQL.
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS leases (
+        session_id TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL UNIQUE,
+        audience TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        subnet_id TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        capability_profile TEXT NOT NULL,
+        effective_tools TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        deadline_at BIGINT NOT NULL,
+        last_used_at BIGINT,
+        use_count BIGINT NOT NULL,
+        status TEXT NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS audit_events (
+        seq BIGINT PRIMARY KEY,
+        event_id TEXT NOT NULL UNIQUE,
+        trace_id TEXT NOT NULL,
+        target_id TEXT,
+        tool_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        started_at BIGINT NOT NULL,
+        event TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL
+    )",
+    "CREATE INDEX IF NOT EXISTS audit_events_trace ON audit_events (trace_id)",
+    "CREATE INDEX IF NOT EXISTS audit_events_tool ON audit_events (tool_id, seq)",
+    "CREATE INDEX IF NOT EXISTS audit_events_target ON audit_events (target_id, seq)",
+    "CREATE INDEX IF NOT EXISTS audit_events_started ON audit_events (started_at)",
+];
+
+/// One audit row as stored: the event plus its place in the hash chain.
+#[derive(Debug, Clone)]
+pub struct AuditRow {
+    pub seq: i64,
+    pub event: OperationalEvent,
+    /// The event exactly as stored (what the hash covers).
+    pub event_json: String,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// Filters for the audit query; all optional, newest first, `before_seq` pages backwards.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub target_id: Option<String>,
+    pub tool_id: Option<String>,
+    pub status: Option<String>,
+    pub trace_id: Option<String>,
+    pub event_id: Option<String>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    pub before_seq: Option<i64>,
+    pub after_seq: Option<i64>,
+    pub limit: i64,
+    /// Oldest first instead of newest first (exports).
+    pub ascending: bool,
+}
+
+/// A stored lease and the hash of its bearer.
+#[derive(Debug, Clone)]
+pub struct LeaseRow {
+    pub lease: SessionLease,
+    pub token_hash: String,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `url` and applies migrations.
+    pub async fn open(url: &str) -> Result<Store> {
+        let pool = if let Some(path) = url.strip_prefix("sqlite:") {
+            let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
+                .map_err(db("open sqlite"))?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Full)
+                .busy_timeout(Duration::from_secs(5));
+            Pool::Sqlite(
+                SqlitePoolOptions::new()
+                    .max_connections(4)
+                    .connect_with(opts)
+                    .await
+                    .map_err(db("open sqlite"))?,
+            )
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Pool::Postgres(
+                PgPoolOptions::new()
+                    .max_connections(8)
+                    .acquire_timeout(Duration::from_secs(5))
+                    .connect(url)
+                    .await
+                    .map_err(db("open postgres"))?,
+            )
+        } else {
+            return Err(Error::UnsupportedUrl(url.to_string()));
+        };
+        let store = Store { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Which backend this store runs on: `sqlite` or `postgres`.
+    pub fn backend(&self) -> &'static str {
+        match self.pool {
+            Pool::Sqlite(_) => "sqlite",
+            Pool::Postgres(_) => "postgres",
+        }
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)")
+                .execute(pool).await.map_err(db("migrate"))?;
+            let applied: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations")
+                .fetch_all(pool).await.map_err(db("migrate"))?
+                .iter().map(|r| r.try_get::<i64, _>(0)).collect::<std::result::Result<_, _>>()
+                .map_err(db("migrate"))?;
+            for (i, sql) in MIGRATIONS.iter().enumerate() {
+                let version = i as i64 + 1;
+                if applied.contains(&version) {
+                    continue;
+                }
+                let mut tx = pool.begin().await.map_err(db("migrate"))?;
+                sqlx::query(*sql).execute(&mut *tx).await.map_err(db("migrate"))?;
+                sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
+                    .bind(version).execute(&mut *tx).await.map_err(db("migrate"))?;
+                tx.commit().await.map_err(db("migrate"))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Cheap liveness check for `/readyz`.
+    pub async fn ping(&self) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("SELECT 1").execute(pool).await.map_err(db("ping"))?;
+            Ok(())
+        })
+    }
+
+    // ---- leases -------------------------------------------------------------------------
+
+    pub async fn insert_lease(&self, lease: &SessionLease, token_hash: &str) -> Result<()> {
+        let tools = serde_json::to_string(&lease.effective_tools).unwrap_or_else(|_| "[]".into());
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO leases (session_id, token_hash, audience, target_id, subnet_id, zone,
+                    capability_profile, effective_tools, created_at, deadline_at, last_used_at,
+                    use_count, status)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            )
+            .bind(&lease.session_id)
+            .bind(token_hash)
+            .bind(&lease.audience)
+            .bind(&lease.target_id)
+            .bind(&lease.subnet_id)
+            .bind(&lease.zone)
+            .bind(&lease.capability_profile)
+            .bind(&tools)
+            .bind(unix_ms(lease.created_at))
+            .bind(unix_ms(lease.deadline_at))
+            .bind(lease.last_used_at.map(unix_ms))
+            .bind(lease.use_count as i64)
+            .bind(lease.status.as_str())
+            .execute(pool)
+            .await
+            .map_err(db("insert lease"))?;
+            Ok(())
+        })
+    }
+
+    pub async fn load_leases(&self) -> Result<Vec<LeaseRow>> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT session_id, token_hash, audience, target_id, subnet_id, zone,
+                    capability_profile, effective_tools, created_at, deadline_at, last_used_at,
+                    use_count, status FROM leases ORDER BY created_at",
+            )
+            .fetch_all(pool)
+            .await
+            .map_err(db("load leases"))?;
+            rows.iter().map(|r| -> Result<LeaseRow> {
+                let get_s = |c: &str| r.try_get::<String, _>(c).map_err(db("load leases"));
+                let get_i = |c: &str| r.try_get::<i64, _>(c).map_err(db("load leases"));
+                let status = match get_s("status")?.as_str() {
+                    "active" => LeaseStatus::Active,
+                    "expired" => LeaseStatus::Expired,
+                    "revoked" => LeaseStatus::Revoked,
+                    other => return Err(Error::Corrupt { op: "load leases", detail: format!("status `{other}`") }),
+                };
+                let tools: Vec<String> = serde_json::from_str(&get_s("effective_tools")?)
+                    .map_err(|e| Error::Corrupt { op: "load leases", detail: e.to_string() })?;
+                Ok(LeaseRow {
+                    token_hash: get_s("token_hash")?,
+                    lease: SessionLease {
+                        session_id: get_s("session_id")?,
+                        audience: get_s("audience")?,
+                        target_id: get_s("target_id")?,
+                        subnet_id: get_s("subnet_id")?,
+                        zone: get_s("zone")?,
+                        capability_profile: get_s("capability_profile")?,
+                        effective_tools: tools,
+                        created_at: from_unix_ms(get_i("created_at")?),
+                        deadline_at: from_unix_ms(get_i("deadline_at")?),
+                        last_used_at: r.try_get::<Option<i64>, _>("last_used_at").map_err(db("load leases"))?.map(from_unix_ms),
+                        use_count: get_i("use_count")?.max(0) as u64,
+                        status,
+                    },
+                })
+            }).collect()
+        })
+    }
+
+    pub async fn set_lease_status(&self, session_id: &str, status: LeaseStatus) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE leases SET status = $1 WHERE session_id = $2")
+                .bind(status.as_str())
+                .bind(session_id)
+                .execute(pool)
+                .await
+                .map_err(db("update lease status"))?;
+            Ok(())
+        })
+    }
+
+    /// Persists usage counters (last_used_at, use_count) for many leases in one transaction.
+    pub async fn record_lease_usage(&self, usage: &[(String, i64, u64)]) -> Result<()> {
+        if usage.is_empty() {
+            return Ok(());
+        }
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await.map_err(db("record lease usage"))?;
+            for (session_id, last_used_ms, use_count) in usage {
+                sqlx::query("UPDATE leases SET last_used_at = $1, use_count = $2 WHERE session_id = $3")
+                    .bind(*last_used_ms)
+                    .bind(*use_count as i64)
+                    .bind(session_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db("record lease usage"))?;
+            }
+            tx.commit().await.map_err(db("record lease usage"))?;
+            Ok(())
+        })
+    }
+
+    // ---- audit --------------------------------------------------------------------------
+
+    /// The last row of the chain: `(seq, hash)`, or `None` for an empty trail.
+    pub async fn audit_head(&self) -> Result<Option<(i64, String)>> {
+        on_pool!(self, pool => {
+            let row = sqlx::query("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1")
+                .fetch_optional(pool)
+                .await
+                .map_err(db("audit head"))?;
+            match row {
+                None => Ok(None),
+                Some(r) => Ok(Some((
+                    r.try_get::<i64, _>(0).map_err(db("audit head"))?,
+                    r.try_get::<String, _>(1).map_err(db("audit head"))?,
+                ))),
+            }
+        })
+    }
+
+    /// Appends a batch of already-chained rows in one transaction.
+    pub async fn append_audit(&self, rows: &[AuditRow]) -> Result<()> {
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await.map_err(db("append audit"))?;
+            for row in rows {
+                let e = &row.event;
+                sqlx::query(
+                    "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status,
+                        actor, started_at, event, prev_hash, hash)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                )
+                .bind(row.seq)
+                .bind(&e.event_id)
+                .bind(&e.trace_id)
+                .bind(&e.target_id)
+                .bind(&e.tool_id)
+                .bind(e.status.as_str())
+                .bind(&e.actor.id)
+                .bind(unix_ms(e.started_at))
+                .bind(&row.event_json)
+                .bind(&row.prev_hash)
+                .bind(&row.hash)
+                .execute(&mut *tx)
+                .await
+                .map_err(db("append audit"))?;
+            }
+            tx.commit().await.map_err(db("append audit"))?;
+            Ok(())
+        })
+    }
+
+    /// Queries the trail. Rows whose stored JSON no longer parses are returned as errors, so a
+    /// tampered row is reported rather than skipped.
+    pub async fn query_audit(&self, f: &AuditFilter) -> Result<Vec<AuditRow>> {
+        let mut sql = String::from(
+            "SELECT seq, event, prev_hash, hash FROM audit_events WHERE 1 = 1",
+        );
+        let mut args: Vec<Arg> = Vec::new();
+        let mut push = |sql: &mut String, clause: &str, arg: Arg| {
+            args.push(arg);
+            sql.push_str(&clause.replace('?', &format!("${}", args.len())));
+        };
+        if let Some(v) = &f.target_id {
+            push(&mut sql, " AND target_id = ?", Arg::S(v.clone()));
+        }
+        if let Some(v) = &f.tool_id {
+            push(&mut sql, " AND tool_id = ?", Arg::S(v.clone()));
+        }
+        if let Some(v) = &f.status {
+            push(&mut sql, " AND status = ?", Arg::S(v.clone()));
+        }
+        if let Some(v) = &f.trace_id {
+            push(&mut sql, " AND trace_id = ?", Arg::S(v.clone()));
+        }
+        if let Some(v) = &f.event_id {
+            push(&mut sql, " AND event_id = ?", Arg::S(v.clone()));
+        }
+        if let Some(v) = f.since_ms {
+            push(&mut sql, " AND started_at >= ?", Arg::I(v));
+        }
+        if let Some(v) = f.until_ms {
+            push(&mut sql, " AND started_at < ?", Arg::I(v));
+        }
+        if let Some(v) = f.before_seq {
+            push(&mut sql, " AND seq < ?", Arg::I(v));
+        }
+        if let Some(v) = f.after_seq {
+            push(&mut sql, " AND seq > ?", Arg::I(v));
+        }
+        sql.push_str(if f.ascending { " ORDER BY seq ASC" } else { " ORDER BY seq DESC" });
+        push(&mut sql, " LIMIT ?", Arg::I(f.limit.clamp(1, 10_000)));
+        on_pool!(self, pool => {
+            // `sql` is assembled only from the constant clauses above; values are bound.
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.clone()));
+            for a in &args {
+                q = match a {
+                    Arg::S(s) => q.bind(s.clone()),
+                    Arg::I(i) => q.bind(*i),
+                };
+            }
+            let rows = q.fetch_all(pool).await.map_err(db("query audit"))?;
+            rows.iter().map(|r| -> Result<AuditRow> {
+                let seq: i64 = r.try_get(0).map_err(db("query audit"))?;
+                let event_json: String = r.try_get(1).map_err(db("query audit"))?;
+                let event = serde_json::from_str(&event_json).map_err(|e| Error::Corrupt {
+                    op: "query audit",
+                    detail: format!("event at seq {seq}: {e}"),
+                })?;
+                Ok(AuditRow {
+                    seq,
+                    event,
+                    event_json,
+                    prev_hash: r.try_get(2).map_err(db("query audit"))?,
+                    hash: r.try_get(3).map_err(db("query audit"))?,
+                })
+            }).collect()
+        })
+    }
+
+    /// Raw chain rows `(seq, event_json, prev_hash, hash)` after `after_seq`, oldest first, for
+    /// verification (no parsing, so a tampered row cannot hide behind a parse error).
+    pub async fn audit_chain_page(
+        &self,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, String, String, String)>> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT seq, event, prev_hash, hash FROM audit_events WHERE seq > $1 ORDER BY seq ASC LIMIT $2",
+            )
+            .bind(after_seq)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+            .map_err(db("audit chain"))?;
+            rows.iter().map(|r| Ok((
+                r.try_get::<i64, _>(0).map_err(db("audit chain"))?,
+                r.try_get::<String, _>(1).map_err(db("audit chain"))?,
+                r.try_get::<String, _>(2).map_err(db("audit chain"))?,
+                r.try_get::<String, _>(3).map_err(db("audit chain"))?,
+            ))).collect()
+        })
+    }
+}
+
+enum Arg {
+    S(String),
+    I(i64),
+}

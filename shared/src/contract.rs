@@ -1,0 +1,116 @@
+//! The tool contract: what every MCP-exposed tool publishes (seed "Tool Contract Model").
+//!
+//! Contracts are data. Root loads one JSON file per tool into its contract registry; adding a
+//! tool means adding a file (and, for hub tools, an adapter), never editing the router.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Whether a tool reads, writes, or destroys. Destructive tools are never callable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SideEffectClass {
+    Read,
+    Write,
+    Destructive,
+}
+
+/// Which of the seed's three routing classes a tool belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoutingClass {
+    /// Answered on root from the descriptor cache, never from a target.
+    DescriptiveCached,
+    /// Routed live to the managed target's published operational surface.
+    OperationalRead,
+    /// Routed to the target as a bounded write (preview, confirmation, idempotency).
+    OperationalWrite,
+}
+
+/// Contract stability, as published to agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stability {
+    Stable,
+    Experimental,
+    Internal,
+}
+
+/// Hints the policy engine turns into limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConcurrencyHint {
+    /// Calls of this tool in flight at once for one lease.
+    pub per_lease: u32,
+    /// Calls of this tool in flight at once against one target.
+    pub per_target: u32,
+}
+
+/// What must never be stored or returned verbatim.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionRules {
+    /// Argument or result field names whose values are replaced before audit.
+    #[serde(default)]
+    pub fields: Vec<String>,
+    /// Regular expressions whose matches are replaced in strings before audit.
+    #[serde(default)]
+    pub patterns: Vec<String>,
+}
+
+/// How a descriptive tool is answered from a cached descriptor, without per-tool code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DescriptorProjection {
+    /// The descriptor that answers this tool.
+    pub descriptor_id: String,
+    /// JSON pointer into the descriptor content; empty means the whole content.
+    #[serde(default)]
+    pub pointer: String,
+    /// When set, the value at `pointer` is an array and one element is selected: the one
+    /// whose `key` field equals the argument named `argument`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<Selector>,
+}
+
+/// Selects one element of an array by a key field that an argument names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Selector {
+    pub argument: String,
+    pub key: String,
+}
+
+/// One tool's contract.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolContract {
+    pub tool_id: String,
+    pub title: String,
+    pub summary: String,
+    pub input_schema: Value,
+    pub output_schema: Value,
+    pub side_effect: SideEffectClass,
+    pub routing: RoutingClass,
+    pub required_capability: String,
+    /// Target environments where the tool may run; `"*"` means any.
+    pub allowed_environments: Vec<String>,
+    pub timeout_ms: u64,
+    pub concurrency: ConcurrencyHint,
+    #[serde(default)]
+    pub redaction: RedactionRules,
+    pub stability: Stability,
+    pub plane: String,
+    /// Present for `descriptive_cached` tools: where root finds the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptor: Option<DescriptorProjection>,
+}
+
+impl ToolContract {
+    /// Whether the tool may run against a target in `environment`.
+    pub fn allows_environment(&self, environment: &str) -> bool {
+        self.allowed_environments
+            .iter()
+            .any(|e| e == "*" || e == environment)
+    }
+}

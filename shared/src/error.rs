@@ -1,0 +1,123 @@
+//! Normalized error codes and the normalized tool response (seed "normalized response model").
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Every reason a call can fail, as agents and operators see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// No bearer, or one that is unknown, expired or revoked.
+    Unauthenticated,
+    /// The caller is authenticated but is not an operator.
+    Forbidden,
+    /// No tool has this id.
+    UnknownTool,
+    /// The lease's capability profile does not grant the tool's capability.
+    CapabilityNotGranted,
+    /// The target's environment or write scope does not allow the tool.
+    EnvironmentForbidden,
+    /// Arguments do not match the tool's input schema.
+    InvalidArguments,
+    /// The lease's target is not connected.
+    TargetOffline,
+    /// The tool did not finish within its timeout.
+    Timeout,
+    /// A concurrency limit is reached; retry later.
+    Busy,
+    /// The skill that publishes the tool is disabled on the target.
+    SkillDisabled,
+    /// A write needs a confirmation token from its preview first.
+    ConfirmationRequired,
+    /// Destructive actions are never tools.
+    ForbiddenDestructive,
+    /// The descriptor that answers the tool is missing.
+    DescriptorUnavailable,
+    /// Something went wrong on our side; details are in the server log.
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::UnknownTool => "unknown_tool",
+            ErrorCode::CapabilityNotGranted => "capability_not_granted",
+            ErrorCode::EnvironmentForbidden => "environment_forbidden",
+            ErrorCode::InvalidArguments => "invalid_arguments",
+            ErrorCode::TargetOffline => "target_offline",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Busy => "busy",
+            ErrorCode::SkillDisabled => "skill_disabled",
+            ErrorCode::ConfirmationRequired => "confirmation_required",
+            ErrorCode::ForbiddenDestructive => "forbidden_destructive",
+            ErrorCode::DescriptorUnavailable => "descriptor_unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// Whether retrying the same call later may succeed.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::Busy | ErrorCode::Timeout | ErrorCode::TargetOffline
+        )
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A normalized error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retryable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+impl ToolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ToolError {
+            code,
+            message: message.into(),
+            retryable: code.retryable(),
+            details: None,
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+/// What REST `/call` returns and what MCP `structuredContent` mirrors: the result or the
+/// error, always linked to the audit event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResponse {
+    pub ok: bool,
+    pub tool_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+    pub event_id: String,
+    pub trace_id: String,
+}

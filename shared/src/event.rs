@@ -1,0 +1,106 @@
+//! The operational event (seed "Operational Event Model"): one per handled call, allowed or
+//! denied. Shared by MCP responses, the audit trail and the web views.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::error::ErrorCode;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Deny,
+}
+
+/// The policy engine's verdict and its reason code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyDecision {
+    pub decision: Decision,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<ErrorCode>,
+    /// Which rules were evaluated, in order, e.g. `capability_grant`, `environment_guard`.
+    pub checks: Vec<String>,
+}
+
+/// Which surface a call came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Surface {
+    Mcp,
+    Rest,
+    Admin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventStatus {
+    /// Allowed and completed.
+    Ok,
+    /// Allowed but failed while executing.
+    Error,
+    /// Refused before execution.
+    Denied,
+}
+
+impl EventStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventStatus::Ok => "ok",
+            EventStatus::Error => "error",
+            EventStatus::Denied => "denied",
+        }
+    }
+}
+
+/// Who acted: resolved by root from the lease, never from client headers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Actor {
+    /// `lease:<session_id>`, `operator`, or `anonymous` when no lease resolved.
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability_profile: Option<String>,
+}
+
+/// One field or pattern that was redacted before the event was stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Redaction {
+    /// Where in the event: e.g. `request.arguments.token`.
+    pub path: String,
+    /// Which rule matched: `field:token`, `pattern:bearer`, ...
+    pub rule: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationalEvent {
+    pub event_id: String,
+    pub trace_id: String,
+    pub request_id: String,
+    pub surface: Surface,
+    pub actor: Actor,
+    pub target_id: Option<String>,
+    pub tool_id: String,
+    pub capability: Option<String>,
+    pub policy_decision: PolicyDecision,
+    pub execution_adapter: Option<String>,
+    pub dry_run: bool,
+    pub status: EventStatus,
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub finished_at: OffsetDateTime,
+    /// Redacted copy of the request envelope (tool id and arguments).
+    pub request: Value,
+    pub result_summary: Option<String>,
+    pub error: Option<crate::error::ToolError>,
+    pub redactions: Vec<Redaction>,
+}

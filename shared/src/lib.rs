@@ -1,0 +1,32 @@
+//! Types that cross a process boundary, and nothing else.
+//!
+//! # Layout
+//! - [`canonical`]: canonical JSON for hashes and signatures.
+//! - [`contract`]: the tool contract (one JSON file per tool under `schemas/tools/`).
+//! - [`profile`]: capability profiles (named capability sets a lease is issued for).
+//! - [`lease`]: the MCP Session Lease and its freshness-normalized status.
+//! - [`target`]: the managed target descriptor.
+//! - [`descriptor`]: descriptive artifacts with freshness and provenance fields.
+//! - [`event`]: the operational event that every handled call becomes.
+//! - [`error`]: normalized error codes and the normalized tool response.
+//! - [`protocol`]: the versioned root↔hub protocol.
+//! - [`time`]: RFC 3339 timestamps as used on every wire format here.
+//!
+//! Invariant: everything here is plain serde data with a JSON Schema in `schemas/`
+//! that a test checks against these types.
+
+pub mod canonical;
+pub mod contract;
+pub mod descriptor;
+pub mod error;
+pub mod event;
+pub mod lease;
+pub mod profile;
+pub mod protocol;
+pub mod target;
+pub mod time;
+
+pub use contract::{RoutingClass, SideEffectClass, ToolContract};
+pub use error::{ErrorCode, ToolError, ToolResponse};
+pub use event::{OperationalEvent, PolicyDecision};
+pub use lease::{LeaseStatus, SessionLease};

@@ -1,0 +1,1347 @@
+//! Drift test: the JSON Schemas in `schemas/` against the Rust boundary types.
+//!
+//! For every schema file: fully populated instances built in Rust (every enum variant, every
+//! protocol message) validate; the schema's `properties` are exactly the fields Rust
+//! serializes; its `enum` lists are exactly the Rust variants; and instances with an unknown
+//! field, a wrong enum value, a missing required field or a malformed timestamp are rejected
+//! by the schema and by serde alike. Adding a Rust field or variant without touching the schema
+//! fails here.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use mcp_shared::contract::{
+    ConcurrencyHint, DescriptorProjection, RedactionRules, RoutingClass, Selector,
+    SideEffectClass, Stability, ToolContract,
+};
+use mcp_shared::descriptor::{Descriptor, Freshness, content_hash};
+use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
+use mcp_shared::event::{
+    Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Redaction, Surface,
+};
+use mcp_shared::lease::{LeaseStatus, SessionLease};
+use mcp_shared::profile::{CapabilityProfile, ProfileRegistry};
+use mcp_shared::protocol::{
+    CallOutcome, CallRequest, Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub, SkillCommand,
+};
+use mcp_shared::target::{
+    ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport,
+    WriteScope,
+};
+use mcp_shared::time::{OffsetDateTime, parse};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+// ------------------------------------------------------------------------------------ harness
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+struct Schema {
+    file: &'static str,
+    json: Value,
+    validator: jsonschema::Validator,
+}
+
+impl Schema {
+    fn load(file: &'static str) -> Schema {
+        let path = repo().join("schemas").join(file);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{file}: cannot read {}: {e}", path.display()));
+        let json: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: not JSON: {e}"));
+        if let Err(e) = jsonschema::meta::validate(&json) {
+            panic!("{file}: not a valid JSON Schema: {e}");
+        }
+        assert_eq!(
+            json["$schema"], "https://json-schema.org/draft/2020-12/schema",
+            "{file}: $schema must be draft 2020-12"
+        );
+        assert_eq!(
+            json["$id"],
+            format!("https://root-mcp.local/schemas/{file}"),
+            "{file}: $id must name the file"
+        );
+        for key in ["title", "description"] {
+            assert!(
+                json[key].as_str().is_some_and(|s| !s.is_empty()),
+                "{file}: missing {key}"
+            );
+        }
+        let validator = jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(&json)
+            .unwrap_or_else(|e| panic!("{file}: does not compile: {e}"));
+        Schema {
+            file,
+            json,
+            validator,
+        }
+    }
+
+    fn valid(&self, what: &str, instance: &Value) {
+        let errors: Vec<String> = self
+            .validator
+            .iter_errors(instance)
+            .map(|e| format!("  at `{}`: {e}", e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{}: {what} does not validate:\n{}\ninstance: {instance:#}",
+            self.file,
+            errors.join("\n")
+        );
+    }
+
+    fn invalid(&self, what: &str, instance: &Value) {
+        assert!(
+            !self.validator.is_valid(instance),
+            "{}: {what} validates but must be rejected\ninstance: {instance:#}",
+            self.file
+        );
+    }
+
+    /// The subschema at `pointer`, following local `$ref`s.
+    fn at(&self, pointer: &str) -> &Value {
+        let mut node = self
+            .json
+            .pointer(pointer)
+            .unwrap_or_else(|| panic!("{}: no subschema at `{pointer}`", self.file));
+        while let Some(r) = node.get("$ref").and_then(Value::as_str) {
+            let target = r
+                .strip_prefix('#')
+                .unwrap_or_else(|| panic!("{}: non-local $ref `{r}` at `{pointer}`", self.file));
+            node = self
+                .json
+                .pointer(target)
+                .unwrap_or_else(|| panic!("{}: dangling $ref `{r}` at `{pointer}`", self.file));
+        }
+        node
+    }
+
+    /// The object schema at `pointer` lists exactly the fields the instances serialize, and
+    /// its `required` list names only listed fields.
+    fn same_fields(&self, pointer: &str, instances: &[&Value]) {
+        let schema = self.at(pointer);
+        let listed: BTreeSet<String> = schema["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{}: `{pointer}` has no properties", self.file))
+            .keys()
+            .cloned()
+            .collect();
+        let mut serialized = BTreeSet::new();
+        for instance in instances {
+            let object = instance
+                .as_object()
+                .unwrap_or_else(|| panic!("{}: instance for `{pointer}` is not an object", self.file));
+            serialized.extend(object.keys().cloned());
+        }
+        for field in serialized.difference(&listed) {
+            panic!(
+                "{}: field `{field}` is serialized by Rust but missing from `{pointer}/properties`",
+                self.file
+            );
+        }
+        for field in listed.difference(&serialized) {
+            panic!(
+                "{}: `{pointer}/properties/{field}` is not serialized by the fully populated Rust value",
+                self.file
+            );
+        }
+        assert_eq!(
+            schema["additionalProperties"],
+            Value::Bool(false),
+            "{}: `{pointer}` must set additionalProperties false",
+            self.file
+        );
+        for field in schema["required"].as_array().into_iter().flatten() {
+            let field = field.as_str().unwrap_or_default();
+            assert!(
+                listed.contains(field),
+                "{}: `{pointer}/required` names unknown field `{field}`",
+                self.file
+            );
+        }
+    }
+
+    /// The `required` list at `pointer` is exactly `fields`.
+    fn required(&self, pointer: &str, fields: &[&str]) {
+        let got: BTreeSet<&str> = self.at(pointer)["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let want: BTreeSet<&str> = fields.iter().copied().collect();
+        assert_eq!(
+            got, want,
+            "{}: `{pointer}/required` differs from the Rust non-optional fields",
+            self.file
+        );
+    }
+
+    /// The `enum` at `pointer` lists exactly the serialized names of `variants`.
+    fn same_enum<T: Serialize>(&self, pointer: &str, variants: &[T]) {
+        let listed: Vec<String> = self.at(pointer)["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}: `{pointer}` has no enum", self.file))
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_owned())
+            .collect();
+        let rust: Vec<String> = variants.iter().map(|v| name_of(v)).collect();
+        let (l, r): (BTreeSet<_>, BTreeSet<_>) = (listed.iter().collect(), rust.iter().collect());
+        assert_eq!(l.len(), listed.len(), "{}: `{pointer}` lists a value twice", self.file);
+        for missing in r.difference(&l) {
+            panic!("{}: `{pointer}` misses the Rust variant `{missing}`", self.file);
+        }
+        for extra in l.difference(&r) {
+            panic!("{}: `{pointer}` lists `{extra}`, which no Rust variant serializes to", self.file);
+        }
+    }
+
+    /// The `const` values of `tag` in the branches of the `oneOf` at `pointer`.
+    fn tags(&self, pointer: &str, tag: &str) -> BTreeSet<String> {
+        let branches = self.at(pointer)["oneOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}: `{pointer}` has no oneOf", self.file));
+        (0..branches.len())
+            .map(|i| {
+                let branch = self.at(&format!("{pointer}/oneOf/{i}"));
+                branch["properties"][tag]["const"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{}: `{pointer}/oneOf/{i}` has no {tag} const", self.file))
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    /// The object schema at `pointer` has the same shape as `other`'s at `other_pointer`
+    /// (for the copies every self-contained schema keeps in its `$defs`).
+    fn same_shape(&self, pointer: &str, other: &Schema, other_pointer: &str) {
+        let (a, b) = (self.at(pointer), other.at(other_pointer));
+        for key in ["type", "properties", "required", "additionalProperties", "enum"] {
+            assert_eq!(
+                a.get(key),
+                b.get(key),
+                "{}: `{pointer}` has a different `{key}` than {} `{other_pointer}`",
+                self.file,
+                other.file
+            );
+        }
+    }
+}
+
+fn name_of<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        other => panic!("enum variant does not serialize to a string: {other:?}"),
+    }
+}
+
+fn to_json<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).expect("boundary types serialize")
+}
+
+fn mutated(v: &Value, f: impl FnOnce(&mut Value)) -> Value {
+    let mut v = v.clone();
+    f(&mut v);
+    v
+}
+
+fn with_surplus(v: &Value) -> Value {
+    mutated(v, |v| {
+        v["surplus"] = json!(true);
+    })
+}
+
+/// serde rejects the instance too, so schema and type agree on strictness.
+fn rust_rejects<T: DeserializeOwned>(file: &str, what: &str, v: &Value) {
+    assert!(
+        serde_json::from_value::<T>(v.clone()).is_err(),
+        "{file}: {what} is rejected by the schema but accepted by serde"
+    );
+}
+
+fn rust_round_trips<T: DeserializeOwned + Serialize>(file: &str, v: &Value) {
+    let back: T = serde_json::from_value(v.clone())
+        .unwrap_or_else(|e| panic!("{file}: serialized value does not deserialize: {e}"));
+    assert_eq!(&to_json(&back), v, "{file}: serialization does not round-trip");
+}
+
+fn at(s: &str) -> OffsetDateTime {
+    parse(s).expect("test timestamps are RFC 3339")
+}
+
+// ------------------------------------------------------------------------ every Rust variant
+//
+// Each list is paired with an exhaustive `match`: a new variant fails to compile until it is
+// added to the list, and then fails the enum checks until it is added to the schema.
+
+fn error_codes() -> Vec<ErrorCode> {
+    use ErrorCode::*;
+    let all = vec![
+        Unauthenticated,
+        Forbidden,
+        UnknownTool,
+        CapabilityNotGranted,
+        EnvironmentForbidden,
+        InvalidArguments,
+        TargetOffline,
+        Timeout,
+        Busy,
+        SkillDisabled,
+        ConfirmationRequired,
+        ForbiddenDestructive,
+        DescriptorUnavailable,
+        Internal,
+    ];
+    for c in &all {
+        match c {
+            Unauthenticated | Forbidden | UnknownTool | CapabilityNotGranted
+            | EnvironmentForbidden | InvalidArguments | TargetOffline | Timeout | Busy
+            | SkillDisabled | ConfirmationRequired | ForbiddenDestructive
+            | DescriptorUnavailable | Internal => {}
+        }
+    }
+    all
+}
+
+fn side_effects() -> Vec<SideEffectClass> {
+    let all = vec![
+        SideEffectClass::Read,
+        SideEffectClass::Write,
+        SideEffectClass::Destructive,
+    ];
+    for c in &all {
+        match c {
+            SideEffectClass::Read | SideEffectClass::Write | SideEffectClass::Destructive => {}
+        }
+    }
+    all
+}
+
+fn routings() -> Vec<RoutingClass> {
+    let all = vec![
+        RoutingClass::DescriptiveCached,
+        RoutingClass::OperationalRead,
+        RoutingClass::OperationalWrite,
+    ];
+    for c in &all {
+        match c {
+            RoutingClass::DescriptiveCached
+            | RoutingClass::OperationalRead
+            | RoutingClass::OperationalWrite => {}
+        }
+    }
+    all
+}
+
+fn stabilities() -> Vec<Stability> {
+    let all = vec![
+        Stability::Stable,
+        Stability::Experimental,
+        Stability::Internal,
+    ];
+    for c in &all {
+        match c {
+            Stability::Stable | Stability::Experimental | Stability::Internal => {}
+        }
+    }
+    all
+}
+
+fn lease_statuses() -> Vec<LeaseStatus> {
+    let all = vec![LeaseStatus::Active, LeaseStatus::Expired, LeaseStatus::Revoked];
+    for c in &all {
+        match c {
+            LeaseStatus::Active | LeaseStatus::Expired | LeaseStatus::Revoked => {}
+        }
+    }
+    all
+}
+
+fn target_statuses() -> Vec<TargetStatus> {
+    let all = vec![
+        TargetStatus::Online,
+        TargetStatus::Offline,
+        TargetStatus::Degraded,
+    ];
+    for c in &all {
+        match c {
+            TargetStatus::Online | TargetStatus::Offline | TargetStatus::Degraded => {}
+        }
+    }
+    all
+}
+
+fn write_scopes() -> Vec<WriteScope> {
+    let all = vec![WriteScope::None, WriteScope::TestOnly];
+    for c in &all {
+        match c {
+            WriteScope::None | WriteScope::TestOnly => {}
+        }
+    }
+    all
+}
+
+fn surfaces() -> Vec<Surface> {
+    let all = vec![Surface::Mcp, Surface::Rest, Surface::Admin];
+    for c in &all {
+        match c {
+            Surface::Mcp | Surface::Rest | Surface::Admin => {}
+        }
+    }
+    all
+}
+
+fn event_statuses() -> Vec<EventStatus> {
+    let all = vec![EventStatus::Ok, EventStatus::Error, EventStatus::Denied];
+    for c in &all {
+        match c {
+            EventStatus::Ok | EventStatus::Error | EventStatus::Denied => {}
+        }
+    }
+    all
+}
+
+fn decisions() -> Vec<Decision> {
+    let all = vec![Decision::Allow, Decision::Deny];
+    for c in &all {
+        match c {
+            Decision::Allow | Decision::Deny => {}
+        }
+    }
+    all
+}
+
+fn skill_commands() -> Vec<SkillCommand> {
+    let all = vec![SkillCommand::Enable, SkillCommand::Disable];
+    for c in &all {
+        match c {
+            SkillCommand::Enable | SkillCommand::Disable => {}
+        }
+    }
+    all
+}
+
+// ------------------------------------------------------------------- fully populated values
+
+fn tool_error(code: ErrorCode) -> ToolError {
+    ToolError::new(code, format!("{code} happened")).with_details(json!({"hint": "retry", "n": 2}))
+}
+
+fn contract(side_effect: SideEffectClass, routing: RoutingClass, stability: Stability) -> ToolContract {
+    ToolContract {
+        tool_id: "sdk.get_schema".into(),
+        title: "Get one JSON Schema".into(),
+        summary: "Returns one boundary schema by name".into(),
+        input_schema: json!({"type": "object", "additionalProperties": false}),
+        output_schema: json!({"type": "object"}),
+        side_effect,
+        routing,
+        required_capability: "sdk.read.schemas".into(),
+        allowed_environments: vec!["*".into(), "test".into()],
+        timeout_ms: 2000,
+        concurrency: ConcurrencyHint {
+            per_lease: 8,
+            per_target: 64,
+        },
+        redaction: RedactionRules {
+            fields: vec!["token".into()],
+            patterns: vec!["(?i)bearer [a-z0-9._-]+".into()],
+        },
+        stability,
+        plane: "AdaOSDevPlane".into(),
+        descriptor: Some(DescriptorProjection {
+            descriptor_id: "sdk.schemas".into(),
+            pointer: "/schemas".into(),
+            select: Some(Selector {
+                argument: "name".into(),
+                key: "name".into(),
+            }),
+        }),
+    }
+}
+
+fn lease(status: LeaseStatus) -> SessionLease {
+    SessionLease {
+        session_id: "lease-01".into(),
+        audience: "codex".into(),
+        target_id: "hub:test-alpha".into(),
+        subnet_id: "subnet-lab".into(),
+        zone: "zone-a".into(),
+        capability_profile: "AdaOSDevRead".into(),
+        effective_tools: vec!["sdk.get_metadata".into(), "sdk.get_schema".into()],
+        created_at: at("2026-11-29T10:00:00Z"),
+        deadline_at: at("2026-11-29T11:00:00Z"),
+        last_used_at: Some(at("2026-11-29T10:05:30.250Z")),
+        use_count: 3,
+        status,
+    }
+}
+
+fn target(status: TargetStatus, write_scope: WriteScope) -> ManagedTargetDescriptor {
+    ManagedTargetDescriptor {
+        target_id: "hub:test-alpha".into(),
+        kind: "hub".into(),
+        environment: "test".into(),
+        status,
+        transport: Transport {
+            channel: "hub_root_protocol".into(),
+        },
+        operational_surface: OperationalSurface {
+            published_by: "skill:infra_access_skill".into(),
+            enabled: true,
+            capabilities: vec!["hub.get_status".into(), "hub.run_healthchecks".into()],
+        },
+        policy: TargetPolicy { write_scope },
+    }
+}
+
+fn event(surface: Surface, status: EventStatus, decision: Decision, reason: ErrorCode) -> OperationalEvent {
+    OperationalEvent {
+        event_id: "evt-01".into(),
+        trace_id: "trace-01".into(),
+        request_id: "req-01".into(),
+        surface,
+        actor: Actor {
+            id: "lease:lease-01".into(),
+            session_id: Some("lease-01".into()),
+            audience: Some("codex".into()),
+            capability_profile: Some("InfraOpsRead".into()),
+        },
+        target_id: Some("hub:test-alpha".into()),
+        tool_id: "hub.get_status".into(),
+        capability: Some("hub.get_status".into()),
+        policy_decision: PolicyDecision {
+            decision,
+            reason: Some(reason),
+            checks: vec!["capability_grant".into(), "environment_guard".into()],
+        },
+        execution_adapter: Some("infra_access.status".into()),
+        dry_run: false,
+        status,
+        started_at: at("2026-11-29T10:00:00Z"),
+        finished_at: at("2026-11-29T10:00:00.120Z"),
+        request: json!({"tool_id": "hub.get_status", "arguments": {"token": "[redacted]"}}),
+        result_summary: Some("hub online".into()),
+        error: Some(tool_error(reason)),
+        redactions: vec![Redaction {
+            path: "request.arguments.token".into(),
+            rule: "field:token".into(),
+        }],
+    }
+}
+
+fn descriptor(stability: Stability) -> Descriptor {
+    let content = json!({"index": [{"name": "tool-contract"}], "n": 1});
+    Descriptor {
+        freshness: Freshness {
+            descriptor_id: "sdk.schemas".into(),
+            source_kind: "repository".into(),
+            source_ref: "schemas".into(),
+            generated_at: at("2026-11-29T00:00:00Z"),
+            fresh_until: at("2027-02-27T00:00:00Z"),
+            cache_ttl_sec: 7_776_000,
+            stability,
+            content_hash: content_hash(&content),
+        },
+        class: "schema_registry".into(),
+        title: "JSON Schemas".into(),
+        content,
+    }
+}
+
+fn call_request() -> CallRequest {
+    CallRequest {
+        call_id: "call-01".into(),
+        trace_id: "trace-01".into(),
+        tool_id: "hub.get_status".into(),
+        capability: "hub.get_status".into(),
+        arguments: json!({"verbose": true}),
+        session_id: "lease-01".into(),
+        environment: "test".into(),
+        dry_run: true,
+        expires_at_ms: 1_795_000_000_000,
+        idempotency_key: Some("idem-01".into()),
+        signature: "ab".repeat(32),
+    }
+}
+
+fn root_to_hub_bodies() -> Vec<RootToHub> {
+    let mut all = vec![
+        RootToHub::Welcome {
+            target_id: "hub:test-alpha".into(),
+            heartbeat_interval_ms: 15_000,
+        },
+        RootToHub::Call(call_request()),
+        RootToHub::Cancel {
+            call_id: "call-01".into(),
+        },
+        RootToHub::Heartbeat,
+        RootToHub::ProtocolError {
+            message: "malformed frame".into(),
+        },
+    ];
+    for command in skill_commands() {
+        all.push(RootToHub::SkillCommand {
+            skill: "infra_access_skill".into(),
+            command,
+        });
+    }
+    for body in &all {
+        match body {
+            RootToHub::Welcome { .. }
+            | RootToHub::Call(_)
+            | RootToHub::Cancel { .. }
+            | RootToHub::SkillCommand { .. }
+            | RootToHub::Heartbeat
+            | RootToHub::ProtocolError { .. } => {}
+        }
+    }
+    all
+}
+
+fn hub_to_root_bodies() -> Vec<HubToRoot> {
+    let all = vec![
+        HubToRoot::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            token: "enrol-token".into(),
+            descriptor: target(TargetStatus::Online, WriteScope::TestOnly),
+        },
+        HubToRoot::Progress {
+            call_id: "call-01".into(),
+            progress: 0.5,
+            message: Some("halfway".into()),
+        },
+        HubToRoot::Result {
+            call_id: "call-01".into(),
+            outcome: CallOutcome::Ok {
+                adapter: "infra_access.status".into(),
+                result: json!({"status": "online"}),
+            },
+        },
+        HubToRoot::Result {
+            call_id: "call-02".into(),
+            outcome: CallOutcome::Error {
+                adapter: Some("infra_access.status".into()),
+                error: tool_error(ErrorCode::Timeout),
+            },
+        },
+        HubToRoot::SurfaceChanged {
+            descriptor: target(TargetStatus::Degraded, WriteScope::None),
+        },
+        HubToRoot::Heartbeat,
+        HubToRoot::ProtocolError {
+            message: "unsupported protocol version 9".into(),
+        },
+    ];
+    for body in &all {
+        match body {
+            HubToRoot::Hello { .. }
+            | HubToRoot::Progress { .. }
+            | HubToRoot::Result { .. }
+            | HubToRoot::SurfaceChanged { .. }
+            | HubToRoot::Heartbeat
+            | HubToRoot::ProtocolError { .. } => {}
+        }
+    }
+    all
+}
+
+fn envelope<B: Serialize>(body: B) -> Value {
+    to_json(&Envelope {
+        v: PROTOCOL_VERSION,
+        id: "msg-02".into(),
+        in_reply_to: Some("msg-01".into()),
+        body,
+    })
+}
+
+fn type_of(body: &Value) -> String {
+    body["type"].as_str().expect("bodies are tagged by type").to_owned()
+}
+
+// ---------------------------------------------------------------------------------- tests
+
+#[test]
+fn tool_contract_schema_matches_the_type() {
+    let s = Schema::load("tool-contract.schema.json");
+    for side_effect in side_effects() {
+        for routing in routings() {
+            for stability in stabilities() {
+                let v = to_json(&contract(side_effect, routing, stability));
+                s.valid(&format!("contract {side_effect:?}/{routing:?}/{stability:?}"), &v);
+            }
+        }
+    }
+    let full = to_json(&contract(
+        SideEffectClass::Read,
+        RoutingClass::DescriptiveCached,
+        Stability::Stable,
+    ));
+    rust_round_trips::<ToolContract>(s.file, &full);
+    s.same_fields("", &[&full]);
+    s.same_fields("/$defs/concurrency_hint", &[&full["concurrency"]]);
+    s.same_fields("/$defs/redaction_rules", &[&full["redaction"]]);
+    s.same_fields("/$defs/descriptor_projection", &[&full["descriptor"]]);
+    s.same_fields("/$defs/selector", &[&full["descriptor"]["select"]]);
+    s.required(
+        "",
+        &[
+            "tool_id",
+            "title",
+            "summary",
+            "input_schema",
+            "output_schema",
+            "side_effect",
+            "routing",
+            "required_capability",
+            "allowed_environments",
+            "timeout_ms",
+            "concurrency",
+            "stability",
+            "plane",
+        ],
+    );
+    s.required("/$defs/redaction_rules", &[]);
+    s.required("/$defs/descriptor_projection", &["descriptor_id"]);
+    s.same_enum("/properties/side_effect", &side_effects());
+    s.same_enum("/properties/routing", &routings());
+    s.same_enum("/properties/stability", &stabilities());
+
+    let minimal = mutated(&full, |v| {
+        let o = v.as_object_mut().expect("object");
+        o.remove("redaction");
+        o["routing"] = json!("operational_read");
+        o.remove("descriptor");
+    });
+    s.valid("contract without optional fields", &minimal);
+    serde_json::from_value::<ToolContract>(minimal).expect("serde accepts the minimal contract");
+
+    let cases = [
+        ("an unknown field", with_surplus(&full)),
+        (
+            "an unknown concurrency field",
+            mutated(&full, |v| v["concurrency"]["per_call"] = json!(1)),
+        ),
+        (
+            "an unknown selector field",
+            mutated(&full, |v| v["descriptor"]["select"]["index"] = json!(0)),
+        ),
+        (
+            "side_effect `explosive`",
+            mutated(&full, |v| v["side_effect"] = json!("explosive")),
+        ),
+        (
+            "routing `operational_guess`",
+            mutated(&full, |v| v["routing"] = json!("operational_guess")),
+        ),
+        (
+            "a missing required_capability",
+            mutated(&full, |v| {
+                v.as_object_mut().map(|o| o.remove("required_capability"));
+            }),
+        ),
+        (
+            "a negative timeout_ms",
+            mutated(&full, |v| v["timeout_ms"] = json!(-1)),
+        ),
+    ];
+    for (what, v) in &cases {
+        s.invalid(&format!("contract with {what}"), v);
+        rust_rejects::<ToolContract>(s.file, what, v);
+    }
+    s.invalid(
+        "a descriptive_cached contract without a descriptor projection",
+        &mutated(&full, |v| {
+            v.as_object_mut().map(|o| o.remove("descriptor"));
+        }),
+    );
+}
+
+#[test]
+fn session_lease_schema_matches_the_type() {
+    let s = Schema::load("session-lease.schema.json");
+    for status in lease_statuses() {
+        s.valid(&format!("lease {status:?}"), &to_json(&lease(status)));
+    }
+    let full = to_json(&lease(LeaseStatus::Active));
+    rust_round_trips::<SessionLease>(s.file, &full);
+    s.same_fields("", &[&full]);
+    s.required(
+        "",
+        &[
+            "session_id",
+            "audience",
+            "target_id",
+            "subnet_id",
+            "zone",
+            "capability_profile",
+            "effective_tools",
+            "created_at",
+            "deadline_at",
+            "use_count",
+            "status",
+        ],
+    );
+    s.same_enum("/properties/status", &lease_statuses());
+
+    let never_used = to_json(&SessionLease {
+        last_used_at: None,
+        ..lease(LeaseStatus::Active)
+    });
+    s.valid("a lease never used", &never_used);
+    let absent = mutated(&never_used, |v| {
+        v.as_object_mut().map(|o| o.remove("last_used_at"));
+    });
+    s.valid("a lease without last_used_at", &absent);
+    serde_json::from_value::<SessionLease>(absent).expect("serde accepts a missing last_used_at");
+
+    let cases = [
+        ("an unknown field", with_surplus(&full)),
+        ("status `paused`", mutated(&full, |v| v["status"] = json!("paused"))),
+        (
+            "a created_at that is not RFC 3339",
+            mutated(&full, |v| v["created_at"] = json!("yesterday")),
+        ),
+        (
+            "a missing deadline_at",
+            mutated(&full, |v| {
+                v.as_object_mut().map(|o| o.remove("deadline_at"));
+            }),
+        ),
+    ];
+    for (what, v) in &cases {
+        s.invalid(&format!("lease with {what}"), v);
+        rust_rejects::<SessionLease>(s.file, what, v);
+    }
+}
+
+#[test]
+fn managed_target_schema_matches_the_type() {
+    let s = Schema::load("managed-target.schema.json");
+    for status in target_statuses() {
+        for scope in write_scopes() {
+            s.valid(&format!("target {status:?}/{scope:?}"), &to_json(&target(status, scope)));
+        }
+    }
+    let full = to_json(&target(TargetStatus::Online, WriteScope::TestOnly));
+    rust_round_trips::<ManagedTargetDescriptor>(s.file, &full);
+    s.same_fields("", &[&full]);
+    s.same_fields("/$defs/transport", &[&full["transport"]]);
+    s.same_fields("/$defs/operational_surface", &[&full["operational_surface"]]);
+    s.same_fields("/$defs/target_policy", &[&full["policy"]]);
+    s.same_enum("/properties/status", &target_statuses());
+    s.same_enum("/$defs/target_policy/properties/write_scope", &write_scopes());
+
+    let cases = [
+        ("an unknown field", with_surplus(&full)),
+        (
+            "an unknown surface field",
+            mutated(&full, |v| v["operational_surface"]["shell"] = json!(true)),
+        ),
+        (
+            "write_scope `test_only`",
+            mutated(&full, |v| v["policy"]["write_scope"] = json!("test_only")),
+        ),
+        ("status `up`", mutated(&full, |v| v["status"] = json!("up"))),
+    ];
+    for (what, v) in &cases {
+        s.invalid(&format!("target with {what}"), v);
+        rust_rejects::<ManagedTargetDescriptor>(s.file, what, v);
+    }
+}
+
+#[test]
+fn operational_event_schema_matches_the_type() {
+    let s = Schema::load("operational-event.schema.json");
+    for surface in surfaces() {
+        for status in event_statuses() {
+            for decision in decisions() {
+                for code in error_codes() {
+                    let v = to_json(&event(surface, status, decision, code));
+                    s.valid(&format!("event {surface:?}/{status:?}/{decision:?}/{code}"), &v);
+                }
+            }
+        }
+    }
+    let full = to_json(&event(
+        Surface::Mcp,
+        EventStatus::Denied,
+        Decision::Deny,
+        ErrorCode::CapabilityNotGranted,
+    ));
+    rust_round_trips::<OperationalEvent>(s.file, &full);
+    s.same_fields("", &[&full]);
+    s.same_fields("/$defs/actor", &[&full["actor"]]);
+    s.same_fields("/$defs/policy_decision", &[&full["policy_decision"]]);
+    s.same_fields("/$defs/redaction", &[&full["redactions"][0]]);
+    s.same_fields("/$defs/tool_error", &[&full["error"]]);
+    s.required(
+        "",
+        &[
+            "event_id",
+            "trace_id",
+            "request_id",
+            "surface",
+            "actor",
+            "tool_id",
+            "policy_decision",
+            "dry_run",
+            "status",
+            "started_at",
+            "finished_at",
+            "request",
+            "redactions",
+        ],
+    );
+    s.required("/$defs/actor", &["id"]);
+    s.required("/$defs/policy_decision", &["decision", "checks"]);
+    s.same_enum("/properties/surface", &surfaces());
+    s.same_enum("/properties/status", &event_statuses());
+    s.same_enum("/$defs/policy_decision/properties/decision", &decisions());
+    s.same_enum("/$defs/policy_decision/properties/reason", &error_codes());
+    s.same_enum("/$defs/tool_error/properties/code", &error_codes());
+
+    let sparse = to_json(&OperationalEvent {
+        actor: Actor {
+            id: "anonymous".into(),
+            session_id: None,
+            audience: None,
+            capability_profile: None,
+        },
+        target_id: None,
+        capability: None,
+        policy_decision: PolicyDecision {
+            decision: Decision::Allow,
+            reason: None,
+            checks: vec![],
+        },
+        execution_adapter: None,
+        result_summary: None,
+        error: None,
+        redactions: vec![],
+        ..event(Surface::Rest, EventStatus::Ok, Decision::Allow, ErrorCode::Internal)
+    });
+    s.valid("an event with every optional field empty", &sparse);
+
+    let cases = [
+        ("an unknown field", with_surplus(&full)),
+        (
+            "an unknown actor field",
+            mutated(&full, |v| v["actor"]["ip"] = json!("10.0.0.1")),
+        ),
+        ("surface `grpc`", mutated(&full, |v| v["surface"] = json!("grpc"))),
+        (
+            "reason `nope`",
+            mutated(&full, |v| v["policy_decision"]["reason"] = json!("nope")),
+        ),
+        (
+            "error code `oops`",
+            mutated(&full, |v| v["error"]["code"] = json!("oops")),
+        ),
+        (
+            "a finished_at that is not RFC 3339",
+            mutated(&full, |v| v["finished_at"] = json!("2026-11-29 10:00")),
+        ),
+    ];
+    for (what, v) in &cases {
+        s.invalid(&format!("event with {what}"), v);
+        rust_rejects::<OperationalEvent>(s.file, what, v);
+    }
+}
+
+#[test]
+fn tool_error_schema_matches_the_type() {
+    let s = Schema::load("tool-error.schema.json");
+    for code in error_codes() {
+        let v = to_json(&tool_error(code));
+        s.valid(&format!("error {code}"), &v);
+        s.valid(
+            &format!("error {code} without details"),
+            &to_json(&ToolError::new(code, "no details")),
+        );
+        rust_round_trips::<ToolError>(s.file, &v);
+    }
+    let full = to_json(&tool_error(ErrorCode::Busy));
+    s.same_fields("", &[&full]);
+    s.required("", &["code", "message", "retryable"]);
+    s.same_enum("/properties/code", &error_codes());
+
+    let cases = [
+        ("an unknown field", with_surplus(&full)),
+        ("code `teapot`", mutated(&full, |v| v["code"] = json!("teapot"))),
+        (
+            "a missing message",
+            mutated(&full, |v| {
+                v.as_object_mut().map(|o| o.remove("message"));
+            }),
+        ),
+    ];
+    for (what, v) in &cases {
+        s.invalid(&format!("error with {what}"), v);
+        rust_rejects::<ToolError>(s.file, what, v);
+    }
+}
+
+#[test]
+fn tool_response_schema_matches_the_type() {
+    let s = Schema::load("tool-response.schema.json");
+    let ok = to_json(&ToolResponse {
+        ok: true,
+        tool_id: "sdk.get_metadata".into(),
+        result: Some(json!({"data": {}, "stale": false})),
+        error: None,
+        event_id: "evt-01".into(),
+        trace_id: "trace-01".into(),
+    });
+    s.valid("an ok response", &ok);
+    rust_round_trips::<ToolResponse>(s.file, &ok);
+    let mut failures = Vec::new();
+    for code in error_codes() {
+        let v = to_json(&ToolResponse {
+            ok: false,
+            tool_id: "hub.get_status".into(),
+            result: None,
+            error: Some(tool_error(code)),
+            event_id: "evt-02".into(),
+            trace_id: "trace-02".into(),
+        });
+        s.valid(&format!("a failed response ({code})"), &v);
+        rust_round_trips::<ToolResponse>(s.file, &v);
+        failures.push(v);
+    }
+    s.same_fields("", &[&ok, &failures[0]]);
+    s.same_fields("/$defs/tool_error", &[&failures[0]["error"]]);
+    s.required("", &["ok", "tool_id", "event_id", "trace_id"]);
+    s.same_enum("/$defs/error_code", &error_codes());
+
+    let cases = [
+        ("an unknown field", with_surplus(&ok)),
+        (
+            "error code `gone`",
+            mutated(&failures[0], |v| v["error"]["code"] = json!("gone")),
+        ),
+        (
+            "a missing event_id",
+            mutated(&ok, |v| {
+                v.as_object_mut().map(|o| o.remove("event_id"));
+            }),
+        ),
+    ];
+    for (what, v) in &cases {
+        s.invalid(&format!("response with {what}"), v);
+        rust_rejects::<ToolResponse>(s.file, what, v);
+    }
+    s.invalid(
+        "ok false without an error",
+        &mutated(&failures[0], |v| {
+            v.as_object_mut().map(|o| o.remove("error"));
+        }),
+    );
+    s.invalid(
+        "ok true with an error",
+        &mutated(&failures[0], |v| v["ok"] = json!(true)),
+    );
+}
+
+#[test]
+fn descriptor_schema_matches_the_type() {
+    let s = Schema::load("descriptor.schema.json");
+    for stability in stabilities() {
+        s.valid(&format!("descriptor {stability:?}"), &to_json(&descriptor(stability)));
+    }
+    let full = to_json(&descriptor(Stability::Stable));
+    rust_round_trips::<Descriptor>(s.file, &full);
+    s.same_fields("", &[&full]);
+    s.required(
+        "",
+        &[
+            "descriptor_id",
+            "source_kind",
+            "source_ref",
+            "generated_at",
+            "fresh_until",
+            "cache_ttl_sec",
+            "stability",
+            "content_hash",
+            "class",
+            "title",
+            "content",
+        ],
+    );
+    s.same_enum("/properties/stability", &stabilities());
+
+    let cases = [
+        ("an unknown field", with_surplus(&full)),
+        ("stability `beta`", mutated(&full, |v| v["stability"] = json!("beta"))),
+        (
+            "a fresh_until that is not RFC 3339",
+            mutated(&full, |v| v["fresh_until"] = json!("next year")),
+        ),
+        (
+            "a missing content_hash",
+            mutated(&full, |v| {
+                v.as_object_mut().map(|o| o.remove("content_hash"));
+            }),
+        ),
+    ];
+    for (what, v) in &cases {
+        s.invalid(&format!("descriptor with {what}"), v);
+        rust_rejects::<Descriptor>(s.file, what, v);
+    }
+    s.invalid(
+        "a content_hash without the sha256: prefix",
+        &mutated(&full, |v| v["content_hash"] = json!("deadbeef")),
+    );
+}
+
+#[test]
+fn capability_profiles_schema_matches_the_type() {
+    let s = Schema::load("capability-profiles.schema.json");
+    let full = to_json(&ProfileRegistry {
+        profiles: vec![CapabilityProfile {
+            name: "AdaOSDevRead".into(),
+            plane: "AdaOSDevPlane".into(),
+            description: "Read the development descriptors".into(),
+            capabilities: vec!["sdk.read.metadata".into(), "sdk.read.schemas".into()],
+        }],
+    });
+    s.valid("a profile registry", &full);
+    rust_round_trips::<ProfileRegistry>(s.file, &full);
+    s.same_fields("", &[&full]);
+    s.same_fields("/$defs/capability_profile", &[&full["profile"][0]]);
+
+    let cases = [
+        ("an unknown field", with_surplus(&full)),
+        (
+            "an unknown profile field",
+            mutated(&full, |v| v["profile"][0]["tools"] = json!([])),
+        ),
+        (
+            "a profile without capabilities",
+            mutated(&full, |v| {
+                v["profile"][0].as_object_mut().map(|o| o.remove("capabilities"));
+            }),
+        ),
+    ];
+    for (what, v) in &cases {
+        s.invalid(&format!("registry with {what}"), v);
+        rust_rejects::<ProfileRegistry>(s.file, what, v);
+    }
+}
+
+#[test]
+fn protocol_envelope_schema_matches_the_types() {
+    let s = Schema::load("protocol-envelope.schema.json");
+    assert_eq!(
+        s.at("/properties/v")["const"],
+        json!(PROTOCOL_VERSION),
+        "{}: /properties/v must be the const PROTOCOL_VERSION",
+        s.file
+    );
+
+    let root_bodies: Vec<Value> = root_to_hub_bodies().iter().map(to_json).collect();
+    let hub_bodies: Vec<Value> = hub_to_root_bodies().iter().map(to_json).collect();
+    for body in root_to_hub_bodies() {
+        let v = envelope(&body);
+        s.valid(&format!("root→hub {}", type_of(&v["body"])), &v);
+        rust_round_trips::<Envelope<RootToHub>>(s.file, &v);
+    }
+    for body in hub_to_root_bodies() {
+        let v = envelope(&body);
+        s.valid(&format!("hub→root {}", type_of(&v["body"])), &v);
+        rust_round_trips::<Envelope<HubToRoot>>(s.file, &v);
+    }
+    let no_reply = to_json(&Envelope {
+        v: PROTOCOL_VERSION,
+        id: "msg-01".into(),
+        in_reply_to: None,
+        body: HubToRoot::Heartbeat,
+    });
+    s.valid("an envelope without in_reply_to", &no_reply);
+
+    // Message types: each direction's oneOf lists exactly its Rust variants, and the body's
+    // oneOf is their union.
+    let root_types: BTreeSet<String> = root_bodies.iter().map(type_of).collect();
+    let hub_types: BTreeSet<String> = hub_bodies.iter().map(type_of).collect();
+    assert_eq!(
+        s.tags("/$defs/root_to_hub_body", "type"),
+        root_types,
+        "{}: /$defs/root_to_hub_body differs from the RootToHub variants",
+        s.file
+    );
+    assert_eq!(
+        s.tags("/$defs/hub_to_root_body", "type"),
+        hub_types,
+        "{}: /$defs/hub_to_root_body differs from the HubToRoot variants",
+        s.file
+    );
+    assert_eq!(
+        s.tags("/properties/body", "type"),
+        root_types.union(&hub_types).cloned().collect(),
+        "{}: /properties/body must list every message type once",
+        s.file
+    );
+    assert_eq!(
+        s.tags("/$defs/call_outcome", "status"),
+        ["ok", "error"].into_iter().map(String::from).collect(),
+        "{}: /$defs/call_outcome differs from the CallOutcome variants",
+        s.file
+    );
+
+    // Fields of every message, the outcomes and the embedded target descriptor.
+    for body in root_bodies.iter().chain(&hub_bodies) {
+        s.same_fields(&format!("/$defs/{}", type_of(body)), &[body]);
+    }
+    let outcomes: Vec<&Value> = hub_bodies
+        .iter()
+        .filter(|b| b["type"] == "result")
+        .map(|b| &b["outcome"])
+        .collect();
+    for outcome in &outcomes {
+        let status = outcome["status"].as_str().unwrap_or_default();
+        s.same_fields(&format!("/$defs/call_outcome_{status}"), &[outcome]);
+    }
+    let hello = &hub_bodies[0];
+    s.same_fields("/$defs/managed_target", &[&hello["descriptor"]]);
+    s.same_fields("/$defs/transport", &[&hello["descriptor"]["transport"]]);
+    s.same_fields("/$defs/operational_surface", &[&hello["descriptor"]["operational_surface"]]);
+    s.same_fields("/$defs/target_policy", &[&hello["descriptor"]["policy"]]);
+    s.same_fields("/$defs/tool_error", &[&hub_bodies[3]["outcome"]["error"]]);
+    s.same_fields("", &[&envelope(HubToRoot::Heartbeat)]);
+    s.required("", &["v", "id", "body"]);
+    s.required(
+        "/$defs/call",
+        &[
+            "type",
+            "call_id",
+            "trace_id",
+            "tool_id",
+            "capability",
+            "arguments",
+            "session_id",
+            "environment",
+            "dry_run",
+            "expires_at_ms",
+            "signature",
+        ],
+    );
+    s.required("/$defs/progress", &["type", "call_id", "progress"]);
+    s.required("/$defs/call_outcome_error", &["status", "error"]);
+    s.same_enum("/$defs/skill_command/properties/command", &skill_commands());
+    s.same_enum("/$defs/managed_target/properties/status", &target_statuses());
+    s.same_enum("/$defs/target_policy/properties/write_scope", &write_scopes());
+    s.same_enum("/$defs/error_code", &error_codes());
+
+    let call = envelope(RootToHub::Call(call_request()));
+    let hello = envelope(&hub_bodies[0]);
+    let root_cases = [
+        ("an unknown envelope field", with_surplus(&call)),
+        (
+            "an unknown call field",
+            mutated(&call, |v| v["body"]["shell"] = json!("rm -rf /")),
+        ),
+        (
+            "type `launch_missiles`",
+            mutated(&call, |v| v["body"]["type"] = json!("launch_missiles")),
+        ),
+        (
+            "skill command `purge`",
+            envelope(json!({"type": "skill_command", "skill": "s", "command": "purge"})),
+        ),
+        (
+            "a call without signature",
+            mutated(&call, |v| {
+                v["body"].as_object_mut().map(|o| o.remove("signature"));
+            }),
+        ),
+    ];
+    for (what, v) in &root_cases {
+        s.invalid(&format!("envelope with {what}"), v);
+        rust_rejects::<Envelope<RootToHub>>(s.file, what, v);
+    }
+    let hub_cases = [
+        (
+            "an unknown hello field",
+            mutated(&hello, |v| v["body"]["secret"] = json!("x")),
+        ),
+        (
+            "a descriptor with status `up`",
+            mutated(&hello, |v| v["body"]["descriptor"]["status"] = json!("up")),
+        ),
+        (
+            "an outcome with status `maybe`",
+            envelope(json!({"type": "result", "call_id": "c", "outcome": {"status": "maybe", "adapter": "a", "result": null}})),
+        ),
+    ];
+    for (what, v) in &hub_cases {
+        s.invalid(&format!("envelope with {what}"), v);
+        rust_rejects::<Envelope<HubToRoot>>(s.file, what, v);
+    }
+    // serde ignores extra fields next to the tag of a unit variant even with
+    // deny_unknown_fields, so only the schema refuses this one.
+    s.invalid(
+        "a heartbeat with a payload",
+        &envelope(json!({"type": "heartbeat", "payload": 1})),
+    );
+    s.invalid(
+        "a root→hub message type sent by a hub",
+        &envelope(json!({"type": "welcome", "target_id": "t"})),
+    );
+    s.invalid(
+        "protocol version 2",
+        &mutated(&call, |v| v["v"] = json!(2)),
+    );
+}
+
+/// Each schema is self-contained, so shared shapes are copied into `$defs`; the copies must
+/// stay identical to their source schema.
+#[test]
+fn copied_definitions_match_their_source_schemas() {
+    let error = Schema::load("tool-error.schema.json");
+    let target = Schema::load("managed-target.schema.json");
+    let event = Schema::load("operational-event.schema.json");
+    let response = Schema::load("tool-response.schema.json");
+    let protocol = Schema::load("protocol-envelope.schema.json");
+    for s in [&event, &response, &protocol] {
+        s.same_shape("/$defs/tool_error", &error, "");
+        s.same_shape("/$defs/error_code", &error, "/$defs/error_code");
+    }
+    protocol.same_shape("/$defs/managed_target", &target, "");
+    for def in ["transport", "operational_surface", "target_policy"] {
+        let pointer = format!("/$defs/{def}");
+        protocol.same_shape(&pointer, &target, &pointer);
+    }
+}
+
+#[test]
+fn every_schema_file_is_checked() {
+    let checked: BTreeSet<&str> = [
+        "tool-contract.schema.json",
+        "session-lease.schema.json",
+        "managed-target.schema.json",
+        "operational-event.schema.json",
+        "tool-error.schema.json",
+        "tool-response.schema.json",
+        "descriptor.schema.json",
+        "capability-profiles.schema.json",
+        "protocol-envelope.schema.json",
+    ]
+    .into_iter()
+    .collect();
+    let dir = repo().join("schemas");
+    for entry in std::fs::read_dir(&dir).expect("schemas/ exists") {
+        let name = entry.expect("readable entry").file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".schema.json") {
+            assert!(
+                checked.contains(name.as_ref()),
+                "schemas/{name} has no drift test in shared/tests/schemas.rs"
+            );
+        }
+    }
+}
