@@ -75,13 +75,15 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
         redactions: Vec::new(),
     };
     let entry = app.contracts.get(tool_id).cloned();
+    // Concurrency slots are held until the audit event is durable and the response is ready.
+    let mut permits = None;
     let (result, unknown_tool) = match entry {
         None => {
             event.policy_decision.reason = Some(ErrorCode::UnknownTool);
             event.policy_decision.checks.push("contract_resolution".into());
             (Err(ToolError::new(ErrorCode::UnknownTool, format!("no tool `{tool_id}`"))), true)
         }
-        Some(entry) => (governed(app, &ctx, &entry, &arguments, &mut event).await, false),
+        Some(entry) => (governed(app, &ctx, &entry, &arguments, &mut event, &mut permits).await, false),
     };
 
     // Redact before anything is stored.
@@ -103,7 +105,9 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
             Ok(value)
         }
         Err(mut err) => {
-            event.status = if event.policy_decision.decision == Decision::Allow { EventStatus::Error } else { EventStatus::Denied };
+            // Refused before any adapter ran (policy, arguments, limits): denied; failed while
+            // executing: error.
+            event.status = if event.execution_adapter.is_some() { EventStatus::Error } else { EventStatus::Denied };
             err.message = app.redactor.redact_text("error.message", &err.message, &mut event.redactions);
             event.error = Some(err.clone());
             Err(err)
@@ -125,6 +129,7 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
         }
     };
 
+    drop(permits);
     let m = &app.metrics;
     m.calls
         .get_or_create(&crate::metrics::CallLabels { tool: metric_tool(app, tool_id), status: status.as_str().into() })
@@ -159,6 +164,7 @@ async fn governed(
     entry: &Arc<ContractEntry>,
     arguments: &Value,
     event: &mut OperationalEvent,
+    permits: &mut Option<crate::limits::Permits>,
 ) -> Result<Value, ToolError> {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
@@ -195,9 +201,9 @@ async fn governed(
         keys.push((format!("target:{}:{}", lease.target_id, c.tool_id), c.concurrency.per_target));
         keys.push((format!("target:{}", lease.target_id), app.config.limits.per_target_in_flight));
     }
-    let _permits = app.limits.try_acquire(&keys).map_err(|key| {
+    *permits = Some(app.limits.try_acquire(&keys).map_err(|key| {
         ToolError::new(ErrorCode::Busy, format!("concurrency limit reached ({key}); retry later"))
-    })?;
+    })?);
 
     let timeout = Duration::from_millis(c.timeout_ms);
     let executed = tokio::time::timeout(timeout, execute(app, ctx, entry, arguments, event)).await;

@@ -66,7 +66,7 @@ fn json_files(dir: Option<&Path>, builtin: &Dir<'_>) -> Result<Vec<(String, Stri
 }
 
 fn file_stem(name: &str) -> &str {
-    let base = name.rsplit('/').next().unwrap_or(name);
+    let base = name.rsplit(['/', ' ']).next().unwrap_or(name);
     base.strip_suffix(".json").unwrap_or(base)
 }
 

@@ -58,10 +58,11 @@ mod tests {
     fn key_order_does_not_change_the_bytes() {
         let a = json!({"b": 1, "a": {"d": [1, {"z": 1, "y": 2}], "c": "x"}});
         let b: serde_json::Value =
-            serde_json::from_str(r#"{"a":{"c":"x","d":[1,{"y":2,"z":1}]},"b":1}"#).unwrap();
+            serde_json::from_str(r#"{"a":{"c":"x","d":[1,{"y":2,"z":1}]},"b":1}"#)
+                .expect("valid JSON");
         assert_eq!(super::to_vec(&a), super::to_vec(&b));
         assert_eq!(
-            String::from_utf8(super::to_vec(&a)).unwrap(),
+            String::from_utf8(super::to_vec(&a)).expect("canonical JSON is UTF-8"),
             r#"{"a":{"c":"x","d":[1,{"y":2,"z":1}]},"b":1}"#
         );
     }

@@ -50,6 +50,10 @@ pub struct CallRequest {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one frame at a time; boxing `Call` would only add an allocation per call"
+)]
 pub enum RootToHub {
     Welcome {
         target_id: String,
@@ -125,7 +129,8 @@ pub fn decode<B: for<'de> Deserialize<'de>>(frame: &str) -> Result<Envelope<B>, 
             frame.len()
         ));
     }
-    let env: Envelope<B> = serde_json::from_str(frame).map_err(|e| format!("malformed frame: {e}"))?;
+    let env: Envelope<B> =
+        serde_json::from_str(frame).map_err(|e| format!("malformed frame: {e}"))?;
     if env.v != PROTOCOL_VERSION {
         return Err(format!(
             "unsupported protocol version {} (this side speaks {PROTOCOL_VERSION})",
@@ -142,14 +147,14 @@ mod tests {
     #[test]
     fn unknown_message_type_is_a_decode_error() {
         let err = decode::<HubToRoot>(r#"{"v":1,"id":"x","body":{"type":"launch_missiles"}}"#)
-            .unwrap_err();
+            .expect_err("unknown type must not decode");
         assert!(err.contains("malformed frame"), "{err}");
     }
 
     #[test]
     fn wrong_version_is_named() {
         let err = decode::<HubToRoot>(r#"{"v":9,"id":"x","body":{"type":"heartbeat"}}"#)
-            .unwrap_err();
+            .expect_err("version 9 must not decode");
         assert!(err.contains("unsupported protocol version 9"), "{err}");
     }
 
@@ -161,7 +166,7 @@ mod tests {
             in_reply_to: None,
             body: HubToRoot::Heartbeat,
         };
-        let s = serde_json::to_string(&env).unwrap();
-        assert_eq!(decode::<HubToRoot>(&s).unwrap(), env);
+        let s = serde_json::to_string(&env).expect("envelope serializes");
+        assert_eq!(decode::<HubToRoot>(&s).expect("heartbeat decodes"), env);
     }
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use mcp_shared::contract::{DescriptorProjection, RoutingClass, ToolContract};
 use mcp_shared::descriptor::{Descriptor, content_hash};
+use mcp_shared::profile::ProfileRegistry;
 use serde_json::{Value, json};
 
 fn repo() -> PathBuf {
@@ -21,7 +22,8 @@ fn json_files(dir: &str) -> BTreeMap<String, Value> {
         let path = entry.unwrap_or_else(|e| panic!("{dir}: {e}")).path();
         if path.extension().is_some_and(|e| e == "json") && path.is_file() {
             let name = file_name(&path);
-            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{dir}/{name}: {e}"));
+            let text =
+                std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{dir}/{name}: {e}"));
             let value = serde_json::from_str(&text)
                 .unwrap_or_else(|e| panic!("{dir}/{name}: not JSON: {e}"));
             files.insert(name, value);
@@ -132,13 +134,20 @@ fn projected<'a>(
         .iter()
         .enumerate()
         .map(|(i, item)| {
-            let key = item.get(&select.key).and_then(Value::as_str).unwrap_or_else(|| {
-                panic!(
-                    "{tool}: element {i} of `{}` in {} has no string field `{}`",
-                    projection.pointer, projection.descriptor_id, select.key
-                )
-            });
-            assert!(keys.insert(key), "{tool}: two elements have {} `{key}`", select.key);
+            let key = item
+                .get(&select.key)
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{tool}: element {i} of `{}` in {} has no string field `{}`",
+                        projection.pointer, projection.descriptor_id, select.key
+                    )
+                });
+            assert!(
+                keys.insert(key),
+                "{tool}: two elements have {} `{key}`",
+                select.key
+            );
             (json!({ (select.argument.clone()): key }), item)
         })
         .collect()
@@ -185,16 +194,17 @@ fn tool_contracts_parse_and_answer_from_real_descriptors() {
         if contract.routing != RoutingClass::DescriptiveCached {
             continue;
         }
-        let projection = contract
-            .descriptor
-            .as_ref()
-            .unwrap_or_else(|| panic!("{tool}: descriptive_cached without a descriptor projection"));
-        let (descriptor, _) = descriptors.get(&projection.descriptor_id).unwrap_or_else(|| {
-            panic!(
-                "{tool}: descriptor `{}` has no file in config/descriptors/",
-                projection.descriptor_id
-            )
+        let projection = contract.descriptor.as_ref().unwrap_or_else(|| {
+            panic!("{tool}: descriptive_cached without a descriptor projection")
         });
+        let (descriptor, _) = descriptors
+            .get(&projection.descriptor_id)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{tool}: descriptor `{}` has no file in config/descriptors/",
+                    projection.descriptor_id
+                )
+            });
         if let Some(select) = &projection.select {
             assert!(
                 strings(&contract.input_schema["required"]).contains(&select.argument.as_str()),
@@ -202,8 +212,8 @@ fn tool_contracts_parse_and_answer_from_real_descriptors() {
                 select.argument
             );
         }
-        let output_freshness: BTreeSet<String> = contract.output_schema
-            ["properties"]["descriptor"]["properties"]
+        let output_freshness: BTreeSet<String> = contract.output_schema["properties"]["descriptor"]
+            ["properties"]
             .as_object()
             .unwrap_or_else(|| panic!("{tool}: output_schema has no descriptor object"))
             .keys()
@@ -250,7 +260,11 @@ fn descriptors_parse_hash_and_validate() {
     let schema = validator("descriptor.schema.json", &schema);
     for (id, (descriptor, raw)) in descriptors() {
         let file = format!("config/descriptors/{id}.json");
-        assert_valid(&format!("{file} against descriptor.schema.json"), &schema, &raw);
+        assert_valid(
+            &format!("{file} against descriptor.schema.json"),
+            &schema,
+            &raw,
+        );
         assert_eq!(
             descriptor.freshness.content_hash,
             content_hash(&descriptor.content),
@@ -279,7 +293,9 @@ fn schema_registry_matches_the_schema_files() {
         .into_iter()
         .filter_map(|(name, v)| Some((name.strip_suffix(".schema.json")?.to_owned(), v)))
         .collect();
-    let entries = registry["schemas"].as_array().expect("sdk.schemas /schemas");
+    let entries = registry["schemas"]
+        .as_array()
+        .expect("sdk.schemas /schemas");
     let published: BTreeSet<&str> = entries.iter().filter_map(|e| e["name"].as_str()).collect();
     assert_eq!(
         published,
@@ -293,7 +309,10 @@ fn schema_registry_matches_the_schema_files() {
             &entry["schema"], file,
             "sdk.schemas: `{name}` differs from schemas/{name}.schema.json"
         );
-        assert_eq!(entry["schema_id"], file["$id"], "sdk.schemas: `{name}` schema_id");
+        assert_eq!(
+            entry["schema_id"], file["$id"],
+            "sdk.schemas: `{name}` schema_id"
+        );
         assert_eq!(entry["title"], file["title"], "sdk.schemas: `{name}` title");
         let index = &registry["index"][i];
         for key in ["name", "title", "stability", "schema_id"] {
@@ -314,7 +333,11 @@ fn descriptors_agree_with_each_other_and_the_contracts() {
         .collect();
 
     // SDK metadata names only published schemas.
-    for module in content(&descriptors, "sdk.metadata")["modules"].as_array().into_iter().flatten() {
+    for module in content(&descriptors, "sdk.metadata")["modules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         for item in module["items"].as_array().into_iter().flatten() {
             if let Some(schema) = item["schema"].as_str() {
                 assert!(
@@ -328,7 +351,12 @@ fn descriptors_agree_with_each_other_and_the_contracts() {
 
     // Templates name only published schemas and list the same names in index and detail.
     let templates = content(&descriptors, "sdk.templates");
-    for (i, template) in templates["templates"].as_array().into_iter().flatten().enumerate() {
+    for (i, template) in templates["templates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         for schema in strings(&template["related_schemas"]) {
             assert!(
                 schema_names.contains(schema),
@@ -336,7 +364,10 @@ fn descriptors_agree_with_each_other_and_the_contracts() {
                 template["name"]
             );
         }
-        assert_eq!(templates["index"][i]["name"], template["name"], "sdk.templates: /index/{i}");
+        assert_eq!(
+            templates["index"][i]["name"], template["name"],
+            "sdk.templates: /index/{i}"
+        );
     }
 
     // Capability classes: their tools exist and require them; descriptive tools' capabilities
@@ -347,13 +378,19 @@ fn descriptors_agree_with_each_other_and_the_contracts() {
         let name = class["name"].as_str().unwrap_or_default();
         classes.insert(name);
         for tool in strings(&class["tools"]) {
-            let (contract, _) = contracts
-                .get(tool)
-                .unwrap_or_else(|| panic!("sdk.capability_classes: `{name}` lists unknown tool `{tool}`"));
-            assert_eq!(contract.required_capability, name, "sdk.capability_classes: `{tool}`");
+            let (contract, _) = contracts.get(tool).unwrap_or_else(|| {
+                panic!("sdk.capability_classes: `{name}` lists unknown tool `{tool}`")
+            });
+            assert_eq!(
+                contract.required_capability, name,
+                "sdk.capability_classes: `{tool}`"
+            );
         }
         for id in strings(&class["descriptor_ids"]) {
-            assert!(descriptors.contains_key(id), "sdk.capability_classes: `{name}` names unknown descriptor `{id}`");
+            assert!(
+                descriptors.contains_key(id),
+                "sdk.capability_classes: `{name}` names unknown descriptor `{id}`"
+            );
         }
     }
     for (tool, (contract, _)) in &contracts {
@@ -379,7 +416,10 @@ fn descriptors_agree_with_each_other_and_the_contracts() {
             let (contract, _) = contracts
                 .get(tool)
                 .unwrap_or_else(|| panic!("mcp.planes: `{name}` lists unknown tool `{tool}`"));
-            assert_eq!(contract.plane, name, "mcp.planes: `{tool}` is on another plane");
+            assert_eq!(
+                contract.plane, name,
+                "mcp.planes: `{tool}` is on another plane"
+            );
         }
     }
     for (tool, (contract, _)) in &contracts {
@@ -422,6 +462,49 @@ fn descriptors_agree_with_each_other_and_the_contracts() {
     }
 }
 
+/// `config/profiles.toml` is a valid profile registry, and `sdk.capability_classes` publishes
+/// exactly those profiles, each granting only listed capability classes.
+#[test]
+fn published_profiles_match_the_profile_file() {
+    let text =
+        std::fs::read_to_string(repo().join("config/profiles.toml")).expect("config/profiles.toml");
+    let registry: ProfileRegistry =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("config/profiles.toml: {e}"));
+    let as_json = serde_json::to_value(&registry).expect("registry serializes");
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("schemas/capability-profiles.schema.json"))
+            .expect("schemas/capability-profiles.schema.json"),
+    )
+    .expect("capability-profiles.schema.json is JSON");
+    assert_valid(
+        "config/profiles.toml against capability-profiles.schema.json",
+        &validator("capability-profiles.schema.json", &schema),
+        &as_json,
+    );
+
+    let descriptors = descriptors();
+    let caps = content(&descriptors, "sdk.capability_classes");
+    assert_eq!(
+        caps["profiles"], as_json["profile"],
+        "sdk.capability_classes /profiles differs from config/profiles.toml"
+    );
+    let classes: BTreeSet<&str> = caps["capability_classes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    for profile in &registry.profiles {
+        for capability in &profile.capabilities {
+            assert!(
+                classes.contains(capability.as_str()),
+                "config/profiles.toml: {} grants `{capability}`, which sdk.capability_classes does not list",
+                profile.name
+            );
+        }
+    }
+}
+
 /// The manifest contracts' examples satisfy their own schemas.
 #[test]
 fn manifest_contract_examples_validate() {
@@ -429,9 +512,16 @@ fn manifest_contract_examples_validate() {
     for id in ["sdk.skill_contract", "sdk.scenario_contract"] {
         let contract = content(&descriptors, id);
         let schema = validator(&format!("{id} /schema"), &contract["schema"]);
-        assert_valid(&format!("{id}: /example against /schema"), &schema, &contract["example"]);
+        assert_valid(
+            &format!("{id}: /example against /schema"),
+            &schema,
+            &contract["example"],
+        );
         let mut broken = contract["example"].clone();
         broken["surplus"] = json!(true);
-        assert!(!schema.is_valid(&broken), "{id}: /schema accepts unknown fields");
+        assert!(
+            !schema.is_valid(&broken),
+            "{id}: /schema accepts unknown fields"
+        );
     }
 }

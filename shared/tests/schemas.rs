@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use mcp_shared::contract::{
-    ConcurrencyHint, DescriptorProjection, RedactionRules, RoutingClass, Selector,
-    SideEffectClass, Stability, ToolContract,
+    ConcurrencyHint, DescriptorProjection, RedactionRules, RoutingClass, Selector, SideEffectClass,
+    Stability, ToolContract,
 };
 use mcp_shared::descriptor::{Descriptor, Freshness, content_hash};
 use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
@@ -25,8 +25,7 @@ use mcp_shared::protocol::{
     CallOutcome, CallRequest, Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub, SkillCommand,
 };
 use mcp_shared::target::{
-    ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport,
-    WriteScope,
+    ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport, WriteScope,
 };
 use mcp_shared::time::{OffsetDateTime, parse};
 use serde::Serialize;
@@ -133,23 +132,23 @@ impl Schema {
             .collect();
         let mut serialized = BTreeSet::new();
         for instance in instances {
-            let object = instance
-                .as_object()
-                .unwrap_or_else(|| panic!("{}: instance for `{pointer}` is not an object", self.file));
+            let object = instance.as_object().unwrap_or_else(|| {
+                panic!("{}: instance for `{pointer}` is not an object", self.file)
+            });
             serialized.extend(object.keys().cloned());
         }
-        for field in serialized.difference(&listed) {
-            panic!(
-                "{}: field `{field}` is serialized by Rust but missing from `{pointer}/properties`",
-                self.file
-            );
-        }
-        for field in listed.difference(&serialized) {
-            panic!(
-                "{}: `{pointer}/properties/{field}` is not serialized by the fully populated Rust value",
-                self.file
-            );
-        }
+        let unlisted: Vec<&String> = serialized.difference(&listed).collect();
+        assert!(
+            unlisted.is_empty(),
+            "{}: fields {unlisted:?} are serialized by Rust but missing from `{pointer}/properties`",
+            self.file
+        );
+        let unserialized: Vec<&String> = listed.difference(&serialized).collect();
+        assert!(
+            unserialized.is_empty(),
+            "{}: `{pointer}/properties` lists {unserialized:?}, which the fully populated Rust value does not serialize",
+            self.file
+        );
         assert_eq!(
             schema["additionalProperties"],
             Value::Bool(false),
@@ -192,13 +191,24 @@ impl Schema {
             .collect();
         let rust: Vec<String> = variants.iter().map(|v| name_of(v)).collect();
         let (l, r): (BTreeSet<_>, BTreeSet<_>) = (listed.iter().collect(), rust.iter().collect());
-        assert_eq!(l.len(), listed.len(), "{}: `{pointer}` lists a value twice", self.file);
-        for missing in r.difference(&l) {
-            panic!("{}: `{pointer}` misses the Rust variant `{missing}`", self.file);
-        }
-        for extra in l.difference(&r) {
-            panic!("{}: `{pointer}` lists `{extra}`, which no Rust variant serializes to", self.file);
-        }
+        assert_eq!(
+            l.len(),
+            listed.len(),
+            "{}: `{pointer}` lists a value twice",
+            self.file
+        );
+        let missing: Vec<&&String> = r.difference(&l).collect();
+        assert!(
+            missing.is_empty(),
+            "{}: `{pointer}` misses the Rust variants {missing:?}",
+            self.file
+        );
+        let extra: Vec<&&String> = l.difference(&r).collect();
+        assert!(
+            extra.is_empty(),
+            "{}: `{pointer}` lists {extra:?}, which no Rust variant serializes to",
+            self.file
+        );
     }
 
     /// The `const` values of `tag` in the branches of the `oneOf` at `pointer`.
@@ -211,7 +221,9 @@ impl Schema {
                 let branch = self.at(&format!("{pointer}/oneOf/{i}"));
                 branch["properties"][tag]["const"]
                     .as_str()
-                    .unwrap_or_else(|| panic!("{}: `{pointer}/oneOf/{i}` has no {tag} const", self.file))
+                    .unwrap_or_else(|| {
+                        panic!("{}: `{pointer}/oneOf/{i}` has no {tag} const", self.file)
+                    })
                     .to_owned()
             })
             .collect()
@@ -221,7 +233,13 @@ impl Schema {
     /// (for the copies every self-contained schema keeps in its `$defs`).
     fn same_shape(&self, pointer: &str, other: &Schema, other_pointer: &str) {
         let (a, b) = (self.at(pointer), other.at(other_pointer));
-        for key in ["type", "properties", "required", "additionalProperties", "enum"] {
+        for key in [
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+            "enum",
+        ] {
             assert_eq!(
                 a.get(key),
                 b.get(key),
@@ -267,7 +285,11 @@ fn rust_rejects<T: DeserializeOwned>(file: &str, what: &str, v: &Value) {
 fn rust_round_trips<T: DeserializeOwned + Serialize>(file: &str, v: &Value) {
     let back: T = serde_json::from_value(v.clone())
         .unwrap_or_else(|e| panic!("{file}: serialized value does not deserialize: {e}"));
-    assert_eq!(&to_json(&back), v, "{file}: serialization does not round-trip");
+    assert_eq!(
+        &to_json(&back),
+        v,
+        "{file}: serialization does not round-trip"
+    );
 }
 
 fn at(s: &str) -> OffsetDateTime {
@@ -299,10 +321,20 @@ fn error_codes() -> Vec<ErrorCode> {
     ];
     for c in &all {
         match c {
-            Unauthenticated | Forbidden | UnknownTool | CapabilityNotGranted
-            | EnvironmentForbidden | InvalidArguments | TargetOffline | Timeout | Busy
-            | SkillDisabled | ConfirmationRequired | ForbiddenDestructive
-            | DescriptorUnavailable | Internal => {}
+            Unauthenticated
+            | Forbidden
+            | UnknownTool
+            | CapabilityNotGranted
+            | EnvironmentForbidden
+            | InvalidArguments
+            | TargetOffline
+            | Timeout
+            | Busy
+            | SkillDisabled
+            | ConfirmationRequired
+            | ForbiddenDestructive
+            | DescriptorUnavailable
+            | Internal => {}
         }
     }
     all
@@ -353,7 +385,11 @@ fn stabilities() -> Vec<Stability> {
 }
 
 fn lease_statuses() -> Vec<LeaseStatus> {
-    let all = vec![LeaseStatus::Active, LeaseStatus::Expired, LeaseStatus::Revoked];
+    let all = vec![
+        LeaseStatus::Active,
+        LeaseStatus::Expired,
+        LeaseStatus::Revoked,
+    ];
     for c in &all {
         match c {
             LeaseStatus::Active | LeaseStatus::Expired | LeaseStatus::Revoked => {}
@@ -432,7 +468,11 @@ fn tool_error(code: ErrorCode) -> ToolError {
     ToolError::new(code, format!("{code} happened")).with_details(json!({"hint": "retry", "n": 2}))
 }
 
-fn contract(side_effect: SideEffectClass, routing: RoutingClass, stability: Stability) -> ToolContract {
+fn contract(
+    side_effect: SideEffectClass,
+    routing: RoutingClass,
+    stability: Stability,
+) -> ToolContract {
     ToolContract {
         tool_id: "sdk.get_schema".into(),
         title: "Get one JSON Schema".into(),
@@ -500,7 +540,12 @@ fn target(status: TargetStatus, write_scope: WriteScope) -> ManagedTargetDescrip
     }
 }
 
-fn event(surface: Surface, status: EventStatus, decision: Decision, reason: ErrorCode) -> OperationalEvent {
+fn event(
+    surface: Surface,
+    status: EventStatus,
+    decision: Decision,
+    reason: ErrorCode,
+) -> OperationalEvent {
     OperationalEvent {
         event_id: "evt-01".into(),
         trace_id: "trace-01".into(),
@@ -661,7 +706,10 @@ fn envelope<B: Serialize>(body: B) -> Value {
 }
 
 fn type_of(body: &Value) -> String {
-    body["type"].as_str().expect("bodies are tagged by type").to_owned()
+    body["type"]
+        .as_str()
+        .expect("bodies are tagged by type")
+        .to_owned()
 }
 
 // ---------------------------------------------------------------------------------- tests
@@ -673,7 +721,10 @@ fn tool_contract_schema_matches_the_type() {
         for routing in routings() {
             for stability in stabilities() {
                 let v = to_json(&contract(side_effect, routing, stability));
-                s.valid(&format!("contract {side_effect:?}/{routing:?}/{stability:?}"), &v);
+                s.valid(
+                    &format!("contract {side_effect:?}/{routing:?}/{stability:?}"),
+                    &v,
+                );
             }
         }
     }
@@ -802,7 +853,10 @@ fn session_lease_schema_matches_the_type() {
 
     let cases = [
         ("an unknown field", with_surplus(&full)),
-        ("status `paused`", mutated(&full, |v| v["status"] = json!("paused"))),
+        (
+            "status `paused`",
+            mutated(&full, |v| v["status"] = json!("paused")),
+        ),
         (
             "a created_at that is not RFC 3339",
             mutated(&full, |v| v["created_at"] = json!("yesterday")),
@@ -825,17 +879,26 @@ fn managed_target_schema_matches_the_type() {
     let s = Schema::load("managed-target.schema.json");
     for status in target_statuses() {
         for scope in write_scopes() {
-            s.valid(&format!("target {status:?}/{scope:?}"), &to_json(&target(status, scope)));
+            s.valid(
+                &format!("target {status:?}/{scope:?}"),
+                &to_json(&target(status, scope)),
+            );
         }
     }
     let full = to_json(&target(TargetStatus::Online, WriteScope::TestOnly));
     rust_round_trips::<ManagedTargetDescriptor>(s.file, &full);
     s.same_fields("", &[&full]);
     s.same_fields("/$defs/transport", &[&full["transport"]]);
-    s.same_fields("/$defs/operational_surface", &[&full["operational_surface"]]);
+    s.same_fields(
+        "/$defs/operational_surface",
+        &[&full["operational_surface"]],
+    );
     s.same_fields("/$defs/target_policy", &[&full["policy"]]);
     s.same_enum("/properties/status", &target_statuses());
-    s.same_enum("/$defs/target_policy/properties/write_scope", &write_scopes());
+    s.same_enum(
+        "/$defs/target_policy/properties/write_scope",
+        &write_scopes(),
+    );
 
     let cases = [
         ("an unknown field", with_surplus(&full)),
@@ -863,7 +926,10 @@ fn operational_event_schema_matches_the_type() {
             for decision in decisions() {
                 for code in error_codes() {
                     let v = to_json(&event(surface, status, decision, code));
-                    s.valid(&format!("event {surface:?}/{status:?}/{decision:?}/{code}"), &v);
+                    s.valid(
+                        &format!("event {surface:?}/{status:?}/{decision:?}/{code}"),
+                        &v,
+                    );
                 }
             }
         }
@@ -924,7 +990,12 @@ fn operational_event_schema_matches_the_type() {
         result_summary: None,
         error: None,
         redactions: vec![],
-        ..event(Surface::Rest, EventStatus::Ok, Decision::Allow, ErrorCode::Internal)
+        ..event(
+            Surface::Rest,
+            EventStatus::Ok,
+            Decision::Allow,
+            ErrorCode::Internal,
+        )
     });
     s.valid("an event with every optional field empty", &sparse);
 
@@ -934,7 +1005,10 @@ fn operational_event_schema_matches_the_type() {
             "an unknown actor field",
             mutated(&full, |v| v["actor"]["ip"] = json!("10.0.0.1")),
         ),
-        ("surface `grpc`", mutated(&full, |v| v["surface"] = json!("grpc"))),
+        (
+            "surface `grpc`",
+            mutated(&full, |v| v["surface"] = json!("grpc")),
+        ),
         (
             "reason `nope`",
             mutated(&full, |v| v["policy_decision"]["reason"] = json!("nope")),
@@ -973,7 +1047,10 @@ fn tool_error_schema_matches_the_type() {
 
     let cases = [
         ("an unknown field", with_surplus(&full)),
-        ("code `teapot`", mutated(&full, |v| v["code"] = json!("teapot"))),
+        (
+            "code `teapot`",
+            mutated(&full, |v| v["code"] = json!("teapot")),
+        ),
         (
             "a missing message",
             mutated(&full, |v| {
@@ -1052,7 +1129,10 @@ fn tool_response_schema_matches_the_type() {
 fn descriptor_schema_matches_the_type() {
     let s = Schema::load("descriptor.schema.json");
     for stability in stabilities() {
-        s.valid(&format!("descriptor {stability:?}"), &to_json(&descriptor(stability)));
+        s.valid(
+            &format!("descriptor {stability:?}"),
+            &to_json(&descriptor(stability)),
+        );
     }
     let full = to_json(&descriptor(Stability::Stable));
     rust_round_trips::<Descriptor>(s.file, &full);
@@ -1077,7 +1157,10 @@ fn descriptor_schema_matches_the_type() {
 
     let cases = [
         ("an unknown field", with_surplus(&full)),
-        ("stability `beta`", mutated(&full, |v| v["stability"] = json!("beta"))),
+        (
+            "stability `beta`",
+            mutated(&full, |v| v["stability"] = json!("beta")),
+        ),
         (
             "a fresh_until that is not RFC 3339",
             mutated(&full, |v| v["fresh_until"] = json!("next year")),
@@ -1124,7 +1207,9 @@ fn capability_profiles_schema_matches_the_type() {
         (
             "a profile without capabilities",
             mutated(&full, |v| {
-                v["profile"][0].as_object_mut().map(|o| o.remove("capabilities"));
+                v["profile"][0]
+                    .as_object_mut()
+                    .map(|o| o.remove("capabilities"));
             }),
         ),
     ];
@@ -1209,7 +1294,10 @@ fn protocol_envelope_schema_matches_the_types() {
     let hello = &hub_bodies[0];
     s.same_fields("/$defs/managed_target", &[&hello["descriptor"]]);
     s.same_fields("/$defs/transport", &[&hello["descriptor"]["transport"]]);
-    s.same_fields("/$defs/operational_surface", &[&hello["descriptor"]["operational_surface"]]);
+    s.same_fields(
+        "/$defs/operational_surface",
+        &[&hello["descriptor"]["operational_surface"]],
+    );
     s.same_fields("/$defs/target_policy", &[&hello["descriptor"]["policy"]]);
     s.same_fields("/$defs/tool_error", &[&hub_bodies[3]["outcome"]["error"]]);
     s.same_fields("", &[&envelope(HubToRoot::Heartbeat)]);
@@ -1233,8 +1321,14 @@ fn protocol_envelope_schema_matches_the_types() {
     s.required("/$defs/progress", &["type", "call_id", "progress"]);
     s.required("/$defs/call_outcome_error", &["status", "error"]);
     s.same_enum("/$defs/skill_command/properties/command", &skill_commands());
-    s.same_enum("/$defs/managed_target/properties/status", &target_statuses());
-    s.same_enum("/$defs/target_policy/properties/write_scope", &write_scopes());
+    s.same_enum(
+        "/$defs/managed_target/properties/status",
+        &target_statuses(),
+    );
+    s.same_enum(
+        "/$defs/target_policy/properties/write_scope",
+        &write_scopes(),
+    );
     s.same_enum("/$defs/error_code", &error_codes());
 
     let call = envelope(RootToHub::Call(call_request()));
@@ -1275,7 +1369,9 @@ fn protocol_envelope_schema_matches_the_types() {
         ),
         (
             "an outcome with status `maybe`",
-            envelope(json!({"type": "result", "call_id": "c", "outcome": {"status": "maybe", "adapter": "a", "result": null}})),
+            envelope(
+                json!({"type": "result", "call_id": "c", "outcome": {"status": "maybe", "adapter": "a", "result": null}}),
+            ),
         ),
     ];
     for (what, v) in &hub_cases {
@@ -1292,10 +1388,7 @@ fn protocol_envelope_schema_matches_the_types() {
         "a root→hub message type sent by a hub",
         &envelope(json!({"type": "welcome", "target_id": "t"})),
     );
-    s.invalid(
-        "protocol version 2",
-        &mutated(&call, |v| v["v"] = json!(2)),
-    );
+    s.invalid("protocol version 2", &mutated(&call, |v| v["v"] = json!(2)));
 }
 
 /// Each schema is self-contained, so shared shapes are copied into `$defs`; the copies must

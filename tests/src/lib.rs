@@ -1,1 +1,110 @@
-//! x
+//! Test support shared by the integration suite and the `mcp-load` generator: start a real
+//! root on `127.0.0.1:0`, issue leases over its REST API, and connect real MCP clients.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use mcp_root::RootHandle;
+use mcp_root::config::RootConfig;
+use rmcp::ServiceExt;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+/// Installs the one rustls crypto provider (aws-lc-rs); idempotent.
+pub fn init_crypto() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
+/// A root daemon running in-process on a free loopback port, with its own data directory.
+pub struct TestRoot {
+    pub handle: Option<RootHandle>,
+    pub dir: tempfile::TempDir,
+    pub http: reqwest::Client,
+}
+
+impl TestRoot {
+    /// Starts a root with default config, tweaked by `f`.
+    pub async fn start_with(f: impl FnOnce(&mut RootConfig)) -> anyhow::Result<TestRoot> {
+        init_crypto();
+        let dir = tempfile::tempdir()?;
+        let mut cfg = RootConfig { listen: "127.0.0.1:0".parse()?, data_dir: dir.path().join("data"), ..Default::default() };
+        f(&mut cfg);
+        let handle = mcp_root::run(cfg).await?;
+        Ok(TestRoot { handle: Some(handle), dir, http: reqwest::Client::new() })
+    }
+
+    pub async fn start() -> anyhow::Result<TestRoot> {
+        Self::start_with(|_| {}).await
+    }
+
+    pub fn handle(&self) -> &RootHandle {
+        self.handle.as_ref().expect("root is running")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.handle().base_url())
+    }
+
+    pub fn mcp_url(&self) -> String {
+        self.handle().mcp_url()
+    }
+
+    pub fn admin_token(&self) -> String {
+        self.handle().admin_token().to_string()
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Creates a lease over REST; returns `(session_id, token)`.
+    pub async fn lease(&self, target: &str, profile: &str, ttl_sec: u64) -> anyhow::Result<(String, String)> {
+        let v = self
+            .admin_post("/v1/root/mcp/sessions", json!({ "target_id": target, "capability_profile": profile, "ttl_sec": ttl_sec }))
+            .await?;
+        Ok((
+            v["session_id"].as_str().context("session_id")?.to_string(),
+            v["token"].as_str().context("token")?.to_string(),
+        ))
+    }
+
+    pub async fn admin_get(&self, path: &str) -> anyhow::Result<Value> {
+        let res = self.http.get(self.url(path)).bearer_auth(self.admin_token()).send().await?;
+        anyhow::ensure!(res.status().is_success(), "GET {path}: {}", res.status());
+        Ok(res.json().await?)
+    }
+
+    pub async fn admin_post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        let res = self.http.post(self.url(path)).bearer_auth(self.admin_token()).json(&body).send().await?;
+        anyhow::ensure!(res.status().is_success(), "POST {path}: {}", res.status());
+        Ok(res.json().await?)
+    }
+
+    /// REST `/call` with a lease bearer: `(status, body)`.
+    pub async fn rest_call(&self, token: &str, tool: &str, args: Value) -> anyhow::Result<(u16, Value)> {
+        let res = self
+            .http
+            .post(self.url("/v1/root/mcp/call"))
+            .bearer_auth(token)
+            .json(&json!({ "tool_id": tool, "arguments": args }))
+            .send()
+            .await?;
+        Ok((res.status().as_u16(), res.json().await?))
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown().await;
+        }
+    }
+}
+
+/// An rmcp client connected to `url` with `token` as its bearer.
+pub async fn mcp_client(url: &str, token: &str) -> anyhow::Result<RunningService<rmcp::RoleClient, ()>> {
+    init_crypto();
+    let transport =
+        StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token.to_string()));
+    Ok(().serve(transport).await?)
+}
