@@ -39,21 +39,37 @@ pub async fn verify(store: &Store) -> Result<Verification, crate::store::Error> 
                 ok: false,
                 checked,
                 head_hash: prev.clone(),
-                first_broken: Some(BrokenLink { seq, event_id: event_id.clone(), reason }),
+                first_broken: Some(BrokenLink {
+                    seq,
+                    event_id: event_id.clone(),
+                    reason,
+                }),
             };
             if seq != last_seq + 1 {
-                return Ok(broken(format!("sequence gap: expected {} but found {seq}", last_seq + 1)));
+                return Ok(broken(format!(
+                    "sequence gap: expected {} but found {seq}",
+                    last_seq + 1
+                )));
             }
             if prev_hash != prev {
-                return Ok(broken("prev_hash does not match the previous event's hash".into()));
+                return Ok(broken(
+                    "prev_hash does not match the previous event's hash".into(),
+                ));
             }
             if chain_hash(&prev_hash, &json) != hash {
-                return Ok(broken("stored event does not match its hash (modified after it was written)".into()));
+                return Ok(broken(
+                    "stored event does not match its hash (modified after it was written)".into(),
+                ));
             }
             checked += 1;
             last_seq = seq;
             prev = hash;
         }
     }
-    Ok(Verification { ok: true, checked, head_hash: prev, first_broken: None })
+    Ok(Verification {
+        ok: true,
+        checked,
+        head_hash: prev,
+        first_broken: None,
+    })
 }

@@ -39,8 +39,10 @@ pub fn trace_id_from(traceparent: Option<&str>) -> String {
     traceparent
         .and_then(|tp| {
             let parts: Vec<&str> = tp.split('-').collect();
-            (parts.len() == 4 && parts[1].len() == 32 && parts[1].chars().all(|c| c.is_ascii_hexdigit()))
-                .then(|| parts[1].to_ascii_lowercase())
+            (parts.len() == 4
+                && parts[1].len() == 32
+                && parts[1].chars().all(|c| c.is_ascii_hexdigit()))
+            .then(|| parts[1].to_ascii_lowercase())
         })
         .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string())
 }
@@ -63,7 +65,11 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
         target_id: Some(lease.target_id.clone()),
         tool_id: tool_id.to_string(),
         capability: None,
-        policy_decision: PolicyDecision { decision: Decision::Deny, reason: None, checks: Vec::new() },
+        policy_decision: PolicyDecision {
+            decision: Decision::Deny,
+            reason: None,
+            checks: Vec::new(),
+        },
         execution_adapter: None,
         dry_run: false,
         status: EventStatus::Denied,
@@ -80,22 +86,45 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
     let (result, unknown_tool) = match entry {
         None => {
             event.policy_decision.reason = Some(ErrorCode::UnknownTool);
-            event.policy_decision.checks.push("contract_resolution".into());
-            (Err(ToolError::new(ErrorCode::UnknownTool, format!("no tool `{tool_id}`"))), true)
+            event
+                .policy_decision
+                .checks
+                .push("contract_resolution".into());
+            (
+                Err(ToolError::new(
+                    ErrorCode::UnknownTool,
+                    format!("no tool `{tool_id}`"),
+                )),
+                true,
+            )
         }
-        Some(entry) => (governed(app, &ctx, &entry, &arguments, &mut event, &mut permits).await, false),
+        Some(entry) => (
+            governed(app, &ctx, &entry, &arguments, &mut event, &mut permits).await,
+            false,
+        ),
     };
 
     // Redact before anything is stored.
     let (patterns, fields) = match app.contracts.get(tool_id) {
         Some(e) => (
-            e.contract.redaction.patterns.iter().filter_map(|p| regex::Regex::new(p).ok()).collect(),
+            e.contract
+                .redaction
+                .patterns
+                .iter()
+                .filter_map(|p| regex::Regex::new(p).ok())
+                .collect(),
             e.contract.redaction.fields.clone(),
         ),
         None => (Vec::new(), Vec::new()),
     };
     let mut request = json!({ "tool_id": tool_id, "arguments": arguments });
-    app.redactor.redact("request", &mut request, &fields, &patterns, &mut event.redactions);
+    app.redactor.redact(
+        "request",
+        &mut request,
+        &fields,
+        &patterns,
+        &mut event.redactions,
+    );
     event.request = request;
     event.finished_at = now();
     let result = match result {
@@ -107,8 +136,14 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
         Err(mut err) => {
             // Refused before any adapter ran (policy, arguments, limits): denied; failed while
             // executing: error.
-            event.status = if event.execution_adapter.is_some() { EventStatus::Error } else { EventStatus::Denied };
-            err.message = app.redactor.redact_text("error.message", &err.message, &mut event.redactions);
+            event.status = if event.execution_adapter.is_some() {
+                EventStatus::Error
+            } else {
+                EventStatus::Denied
+            };
+            err.message =
+                app.redactor
+                    .redact_text("error.message", &err.message, &mut event.redactions);
             event.error = Some(err.clone());
             Err(err)
         }
@@ -116,31 +151,51 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
 
     let status = event.status;
     let event_id = event.event_id.clone();
-    let audited = call_t!(app.actors.audit.load(), crate::actors::audit_writer::Msg::Append, 10_000, Box::new(event));
+    let audited = call_t!(
+        app.actors.audit.load(),
+        crate::actors::audit_writer::Msg::Append,
+        10_000,
+        Box::new(event)
+    );
     let result = match audited {
         Ok(Ok(_seq)) => result,
         Ok(Err(e)) => {
             tracing::error!(error = %e, %event_id, "audit append failed; withholding result");
-            Err(ToolError::new(ErrorCode::Internal, "the audit trail is unavailable; the call's result is withheld"))
+            Err(ToolError::new(
+                ErrorCode::Internal,
+                "the audit trail is unavailable; the call's result is withheld",
+            ))
         }
         Err(e) => {
             tracing::error!(error = %e, %event_id, "audit writer unreachable; withholding result");
-            Err(ToolError::new(ErrorCode::Internal, "the audit trail is unavailable; the call's result is withheld"))
+            Err(ToolError::new(
+                ErrorCode::Internal,
+                "the audit trail is unavailable; the call's result is withheld",
+            ))
         }
     };
 
     drop(permits);
     let m = &app.metrics;
     m.calls
-        .get_or_create(&crate::metrics::CallLabels { tool: metric_tool(app, tool_id), status: status.as_str().into() })
+        .get_or_create(&crate::metrics::CallLabels {
+            tool: metric_tool(app, tool_id),
+            status: status.as_str().into(),
+        })
         .inc();
     m.latency
-        .get_or_create(&crate::metrics::ToolLabel { tool: metric_tool(app, tool_id) })
+        .get_or_create(&crate::metrics::ToolLabel {
+            tool: metric_tool(app, tool_id),
+        })
         .observe(started.elapsed().as_secs_f64());
     if let Err(e) = &result
         && status == EventStatus::Denied
     {
-        m.denials.get_or_create(&crate::metrics::ReasonLabel { reason: e.code.as_str().into() }).inc();
+        m.denials
+            .get_or_create(&crate::metrics::ReasonLabel {
+                reason: e.code.as_str().into(),
+            })
+            .inc();
     }
 
     let (ok, result, error) = match result {
@@ -148,14 +203,25 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
         Err(e) => (false, None, Some(e)),
     };
     Outcome {
-        response: ToolResponse { ok, tool_id: tool_id.to_string(), result, error, event_id, trace_id: ctx.trace_id },
+        response: ToolResponse {
+            ok,
+            tool_id: tool_id.to_string(),
+            result,
+            error,
+            event_id,
+            trace_id: ctx.trace_id,
+        },
         unknown_tool,
     }
 }
 
 /// Unknown tool ids are not label values (a client could blow up the metric cardinality).
 fn metric_tool(app: &App, tool_id: &str) -> String {
-    if app.contracts.get(tool_id).is_some() { tool_id.to_string() } else { "unknown".to_string() }
+    if app.contracts.get(tool_id).is_some() {
+        tool_id.to_string()
+    } else {
+        "unknown".to_string()
+    }
 }
 
 async fn governed(
@@ -189,31 +255,57 @@ async fn governed(
     }
 
     if let Err(errors) = validate(&entry.input, arguments) {
-        return Err(ToolError::new(ErrorCode::InvalidArguments, format!("arguments do not match the input schema of `{}`", c.tool_id))
-            .with_details(json!({ "errors": errors })));
+        return Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!("arguments do not match the input schema of `{}`", c.tool_id),
+        )
+        .with_details(json!({ "errors": errors })));
     }
 
     let mut keys = vec![
-        (format!("lease:{}:{}", lease.session_id, c.tool_id), c.concurrency.per_lease),
-        (format!("lease:{}", lease.session_id), app.config.limits.per_lease_in_flight),
+        (
+            format!("lease:{}:{}", lease.session_id, c.tool_id),
+            c.concurrency.per_lease,
+        ),
+        (
+            format!("lease:{}", lease.session_id),
+            app.config.limits.per_lease_in_flight,
+        ),
     ];
     if c.routing != RoutingClass::DescriptiveCached {
-        keys.push((format!("target:{}:{}", lease.target_id, c.tool_id), c.concurrency.per_target));
-        keys.push((format!("target:{}", lease.target_id), app.config.limits.per_target_in_flight));
+        keys.push((
+            format!("target:{}:{}", lease.target_id, c.tool_id),
+            c.concurrency.per_target,
+        ));
+        keys.push((
+            format!("target:{}", lease.target_id),
+            app.config.limits.per_target_in_flight,
+        ));
     }
     *permits = Some(app.limits.try_acquire(&keys).map_err(|key| {
-        ToolError::new(ErrorCode::Busy, format!("concurrency limit reached ({key}); retry later"))
+        ToolError::new(
+            ErrorCode::Busy,
+            format!("concurrency limit reached ({key}); retry later"),
+        )
     })?);
 
     let timeout = Duration::from_millis(c.timeout_ms);
     let executed = tokio::time::timeout(timeout, execute(app, ctx, entry, arguments, event)).await;
     let value = match executed {
         Ok(r) => r?,
-        Err(_) => return Err(ToolError::new(ErrorCode::Timeout, format!("`{}` did not finish within {} ms", c.tool_id, c.timeout_ms))),
+        Err(_) => {
+            return Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!("`{}` did not finish within {} ms", c.tool_id, c.timeout_ms),
+            ));
+        }
     };
     if let Err(errors) = validate(&entry.output, &value) {
         tracing::error!(tool = %c.tool_id, ?errors, "result violates the tool's output schema");
-        return Err(ToolError::new(ErrorCode::Internal, format!("the result of `{}` violates its output schema", c.tool_id)));
+        return Err(ToolError::new(
+            ErrorCode::Internal,
+            format!("the result of `{}` violates its output schema", c.tool_id),
+        ));
     }
     Ok(value)
 }
@@ -231,7 +323,10 @@ async fn execute(
             event.execution_adapter = Some("root.descriptor_cache".into());
             project(app, p, arguments).await
         }
-        (RoutingClass::DescriptiveCached, None) => Err(ToolError::new(ErrorCode::Internal, "descriptive tool without projection")),
+        (RoutingClass::DescriptiveCached, None) => Err(ToolError::new(
+            ErrorCode::Internal,
+            "descriptive tool without projection",
+        )),
         _ => {
             event.execution_adapter = Some("root.router".into());
             let routed = router::RoutedCall {
@@ -240,8 +335,13 @@ async fn execute(
                 arguments: arguments.clone(),
                 trace_id: ctx.trace_id.clone(),
             };
-            let (adapter, value) = call_t!(app.actors.router.load(), router::Msg::Route, c.timeout_ms + 1_000, routed)
-                .map_err(|e| internal("router", e))??;
+            let (adapter, value) = call_t!(
+                app.actors.router.load(),
+                router::Msg::Route,
+                c.timeout_ms + 1_000,
+                routed
+            )
+            .map_err(|e| internal("router", e))??;
             event.execution_adapter = Some(adapter);
             Ok(value)
         }
@@ -249,14 +349,30 @@ async fn execute(
 }
 
 /// Answers a descriptive tool from its descriptor: `{data, descriptor, stale}`.
-async fn project(app: &App, p: &DescriptorProjection, arguments: &Value) -> Result<Value, ToolError> {
-    let d = call_t!(app.actors.descriptors.load(), descriptor_cache::Msg::Get, RPC_TIMEOUT_MS, p.descriptor_id.clone())
-        .map_err(|e| internal("descriptor cache", e))?
-        .ok_or_else(|| ToolError::new(ErrorCode::DescriptorUnavailable, format!("descriptor `{}` is not loaded", p.descriptor_id)))?;
-    let at = d
-        .content
-        .pointer(&p.pointer)
-        .ok_or_else(|| ToolError::new(ErrorCode::DescriptorUnavailable, format!("`{}` has nothing at `{}`", p.descriptor_id, p.pointer)))?;
+async fn project(
+    app: &App,
+    p: &DescriptorProjection,
+    arguments: &Value,
+) -> Result<Value, ToolError> {
+    let d = call_t!(
+        app.actors.descriptors.load(),
+        descriptor_cache::Msg::Get,
+        RPC_TIMEOUT_MS,
+        p.descriptor_id.clone()
+    )
+    .map_err(|e| internal("descriptor cache", e))?
+    .ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::DescriptorUnavailable,
+            format!("descriptor `{}` is not loaded", p.descriptor_id),
+        )
+    })?;
+    let at = d.content.pointer(&p.pointer).ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::DescriptorUnavailable,
+            format!("`{}` has nothing at `{}`", p.descriptor_id, p.pointer),
+        )
+    })?;
     let data = match &p.select {
         None => at.clone(),
         Some(sel) => {
@@ -265,7 +381,13 @@ async fn project(app: &App, p: &DescriptorProjection, arguments: &Value) -> Resu
                 .and_then(|items| items.iter().find(|i| i.get(&sel.key) == Some(&wanted)))
                 .cloned()
                 .ok_or_else(|| {
-                    ToolError::new(ErrorCode::InvalidArguments, format!("no entry with {} = {wanted} in `{}`", sel.key, p.descriptor_id))
+                    ToolError::new(
+                        ErrorCode::InvalidArguments,
+                        format!(
+                            "no entry with {} = {wanted} in `{}`",
+                            sel.key, p.descriptor_id
+                        ),
+                    )
                 })?
         }
     };
@@ -282,7 +404,11 @@ fn validate(validator: &jsonschema::Validator, value: &Value) -> Result<(), Vec<
             format!("{}: {e}", if path.is_empty() { "/" } else { &path })
         })
         .collect();
-    if errors.is_empty() { Ok(()) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
 }
 
 fn internal(component: &str, e: impl std::fmt::Display) -> ToolError {
@@ -290,15 +416,28 @@ fn internal(component: &str, e: impl std::fmt::Display) -> ToolError {
     ToolError::new(ErrorCode::Internal, format!("{component} unavailable"))
 }
 
-fn denial_message(reason: ErrorCode, c: &mcp_shared::ToolContract, lease: &mcp_shared::SessionLease) -> String {
+fn denial_message(
+    reason: ErrorCode,
+    c: &mcp_shared::ToolContract,
+    lease: &mcp_shared::SessionLease,
+) -> String {
     match reason {
         ErrorCode::CapabilityNotGranted => format!(
             "profile `{}` does not grant `{}`, which `{}` requires",
             lease.capability_profile, c.required_capability, c.tool_id
         ),
-        ErrorCode::ForbiddenDestructive => format!("`{}` is destructive; destructive actions are never tools", c.tool_id),
-        ErrorCode::EnvironmentForbidden => format!("target `{}` does not allow `{}` in its environment or write scope", lease.target_id, c.tool_id),
-        ErrorCode::SkillDisabled => format!("target `{}` does not publish `{}` through an enabled skill", lease.target_id, c.tool_id),
+        ErrorCode::ForbiddenDestructive => format!(
+            "`{}` is destructive; destructive actions are never tools",
+            c.tool_id
+        ),
+        ErrorCode::EnvironmentForbidden => format!(
+            "target `{}` does not allow `{}` in its environment or write scope",
+            lease.target_id, c.tool_id
+        ),
+        ErrorCode::SkillDisabled => format!(
+            "target `{}` does not publish `{}` through an enabled skill",
+            lease.target_id, c.tool_id
+        ),
         ErrorCode::TargetOffline => format!("target `{}` is not connected", lease.target_id),
         other => format!("denied: {other}"),
     }
@@ -307,7 +446,11 @@ fn denial_message(reason: ErrorCode, c: &mcp_shared::ToolContract, lease: &mcp_s
 /// A short human summary of a result for the audit trail (no payload).
 fn summarize(value: &Value) -> String {
     let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(0);
-    match value.get("descriptor").and_then(|d| d.get("descriptor_id")).and_then(|d| d.as_str()) {
+    match value
+        .get("descriptor")
+        .and_then(|d| d.get("descriptor_id"))
+        .and_then(|d| d.as_str())
+    {
         Some(id) => format!("descriptor {id}: {size} bytes"),
         None => format!("{size} bytes"),
     }

@@ -33,11 +33,15 @@ fn err(file: impl Into<String>, reason: impl Into<String>) -> CatalogError {
 }
 
 /// `(file name, contents)` of every `*.json` file in `dir`, or of the built-in directory.
-fn json_files(dir: Option<&Path>, builtin: &Dir<'_>) -> Result<Vec<(String, String)>, CatalogError> {
+fn json_files(
+    dir: Option<&Path>,
+    builtin: &Dir<'_>,
+) -> Result<Vec<(String, String)>, CatalogError> {
     let mut out = Vec::new();
     match dir {
         Some(dir) => {
-            let entries = std::fs::read_dir(dir).map_err(|e| err(dir.display().to_string(), e.to_string()))?;
+            let entries = std::fs::read_dir(dir)
+                .map_err(|e| err(dir.display().to_string(), e.to_string()))?;
             for entry in entries {
                 let entry = entry.map_err(|e| err(dir.display().to_string(), e.to_string()))?;
                 let path = entry.path();
@@ -57,7 +61,10 @@ fn json_files(dir: Option<&Path>, builtin: &Dir<'_>) -> Result<Vec<(String, Stri
                 let text = f
                     .contents_utf8()
                     .ok_or_else(|| err(f.path().display().to_string(), "not UTF-8"))?;
-                out.push((format!("(built-in) {}", f.path().display()), text.to_string()));
+                out.push((
+                    format!("(built-in) {}", f.path().display()),
+                    text.to_string(),
+                ));
             }
         }
     }
@@ -87,10 +94,13 @@ impl ContractRegistry {
     pub fn load(dir: Option<&Path>) -> Result<ContractRegistry, CatalogError> {
         let mut map = BTreeMap::new();
         for (file, text) in json_files(dir, &BUILTIN_CONTRACTS)? {
-            let contract: ToolContract =
-                serde_json::from_str(&text).map_err(|e| err(&file, format!("not a tool contract: {e}")))?;
+            let contract: ToolContract = serde_json::from_str(&text)
+                .map_err(|e| err(&file, format!("not a tool contract: {e}")))?;
             let entry = Self::check(&file, contract)?;
-            if map.insert(entry.contract.tool_id.clone(), Arc::new(entry)).is_some() {
+            if map
+                .insert(entry.contract.tool_id.clone(), Arc::new(entry))
+                .is_some()
+            {
                 return Err(err(&file, "duplicate tool_id"));
             }
         }
@@ -105,12 +115,23 @@ impl ContractRegistry {
         if file_stem(file) != c.tool_id {
             return Err(err(file, format!("file name must be `{}.json`", c.tool_id)));
         }
-        if c.tool_id.is_empty() || !c.tool_id.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch)) {
+        if c.tool_id.is_empty()
+            || !c
+                .tool_id
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch))
+        {
             return Err(err(file, "tool_id must be non-empty [A-Za-z0-9._-]"));
         }
-        for (name, schema) in [("input_schema", &c.input_schema), ("output_schema", &c.output_schema)] {
+        for (name, schema) in [
+            ("input_schema", &c.input_schema),
+            ("output_schema", &c.output_schema),
+        ] {
             if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
-                return Err(err(file, format!("{name} must be an object schema (\"type\": \"object\")")));
+                return Err(err(
+                    file,
+                    format!("{name} must be an object schema (\"type\": \"object\")"),
+                ));
             }
         }
         let input = jsonschema::validator_for(&c.input_schema)
@@ -118,16 +139,28 @@ impl ContractRegistry {
         let output = jsonschema::validator_for(&c.output_schema)
             .map_err(|e| err(file, format!("output_schema does not compile: {e}")))?;
         if c.routing == RoutingClass::DescriptiveCached && c.descriptor.is_none() {
-            return Err(err(file, "a descriptive_cached tool needs a `descriptor` projection"));
+            return Err(err(
+                file,
+                "a descriptive_cached tool needs a `descriptor` projection",
+            ));
         }
         if c.routing == RoutingClass::DescriptiveCached && c.side_effect != SideEffectClass::Read {
-            return Err(err(file, "a descriptive_cached tool must be side_effect `read`"));
+            return Err(err(
+                file,
+                "a descriptive_cached tool must be side_effect `read`",
+            ));
         }
         if c.routing == RoutingClass::OperationalWrite && c.side_effect == SideEffectClass::Read {
-            return Err(err(file, "an operational_write tool cannot be side_effect `read`"));
+            return Err(err(
+                file,
+                "an operational_write tool cannot be side_effect `read`",
+            ));
         }
         if c.timeout_ms == 0 || c.concurrency.per_lease == 0 || c.concurrency.per_target == 0 {
-            return Err(err(file, "timeout_ms and concurrency hints must be at least 1"));
+            return Err(err(
+                file,
+                "timeout_ms and concurrency hints must be at least 1",
+            ));
         }
         if c.allowed_environments.is_empty() {
             return Err(err(file, "allowed_environments must not be empty"));
@@ -156,22 +189,31 @@ impl ContractRegistry {
 pub fn load_descriptors(dir: Option<&Path>) -> Result<Vec<Descriptor>, CatalogError> {
     let mut out: Vec<Descriptor> = Vec::new();
     for (file, text) in json_files(dir, &BUILTIN_DESCRIPTORS)? {
-        let d: Descriptor =
-            serde_json::from_str(&text).map_err(|e| err(&file, format!("not a descriptor: {e}")))?;
+        let d: Descriptor = serde_json::from_str(&text)
+            .map_err(|e| err(&file, format!("not a descriptor: {e}")))?;
         if file_stem(&file) != d.freshness.descriptor_id {
-            return Err(err(&file, format!("file name must be `{}.json`", d.freshness.descriptor_id)));
+            return Err(err(
+                &file,
+                format!("file name must be `{}.json`", d.freshness.descriptor_id),
+            ));
         }
         let actual = content_hash(&d.content);
         if actual != d.freshness.content_hash {
             return Err(err(
                 &file,
-                format!("content_hash {} does not match content ({actual})", d.freshness.content_hash),
+                format!(
+                    "content_hash {} does not match content ({actual})",
+                    d.freshness.content_hash
+                ),
             ));
         }
         if d.freshness.fresh_until < d.freshness.generated_at {
             return Err(err(&file, "fresh_until is before generated_at"));
         }
-        if out.iter().any(|o| o.freshness.descriptor_id == d.freshness.descriptor_id) {
+        if out
+            .iter()
+            .any(|o| o.freshness.descriptor_id == d.freshness.descriptor_id)
+        {
             return Err(err(&file, "duplicate descriptor_id"));
         }
         out.push(d);
@@ -186,7 +228,10 @@ pub fn load_profiles(file: Option<&Path>) -> Result<ProfileRegistry, CatalogErro
             p.display().to_string(),
             std::fs::read_to_string(p).map_err(|e| err(p.display().to_string(), e.to_string()))?,
         ),
-        None => ("(built-in) profiles.toml".to_string(), BUILTIN_PROFILES.to_string()),
+        None => (
+            "(built-in) profiles.toml".to_string(),
+            BUILTIN_PROFILES.to_string(),
+        ),
     };
     let reg: ProfileRegistry = toml::from_str(&text).map_err(|e| err(&name, e.to_string()))?;
     let mut seen = std::collections::HashSet::new();
@@ -195,7 +240,10 @@ pub fn load_profiles(file: Option<&Path>) -> Result<ProfileRegistry, CatalogErro
             return Err(err(&name, format!("duplicate profile `{}`", p.name)));
         }
         if p.capabilities.is_empty() {
-            return Err(err(&name, format!("profile `{}` grants no capability", p.name)));
+            return Err(err(
+                &name,
+                format!("profile `{}` grants no capability", p.name),
+            ));
         }
     }
     Ok(reg)
@@ -207,16 +255,26 @@ pub fn check_projections(
     descriptors: &[Descriptor],
 ) -> Result<(), CatalogError> {
     for entry in contracts.all() {
-        let Some(p) = &entry.contract.descriptor else { continue };
+        let Some(p) = &entry.contract.descriptor else {
+            continue;
+        };
         let file = format!("{}.json", entry.contract.tool_id);
         let d = descriptors
             .iter()
             .find(|d| d.freshness.descriptor_id == p.descriptor_id)
-            .ok_or_else(|| err(&file, format!("descriptor `{}` is not loaded", p.descriptor_id)))?;
+            .ok_or_else(|| {
+                err(
+                    &file,
+                    format!("descriptor `{}` is not loaded", p.descriptor_id),
+                )
+            })?;
         if d.content.pointer(&p.pointer).is_none() {
             return Err(err(
                 &file,
-                format!("pointer `{}` does not resolve in descriptor `{}`", p.pointer, p.descriptor_id),
+                format!(
+                    "pointer `{}` does not resolve in descriptor `{}`",
+                    p.pointer, p.descriptor_id
+                ),
             ));
         }
     }

@@ -14,7 +14,11 @@ use serde_json::{Value, json};
 use crate::config::RootConfig;
 
 #[derive(Parser, Debug)]
-#[command(name = "mcp-root", version, about = "Root MCP gateway: governed, audited MCP tools for one zone")]
+#[command(
+    name = "mcp-root",
+    version,
+    about = "Root MCP gateway: governed, audited MCP tools for one zone"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -169,11 +173,19 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -194,7 +206,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => {
             let mut handle = crate::run(args.load()?).await?;
-            eprintln!("mcp-root listening on {} (MCP endpoint {})", handle.base_url(), handle.mcp_url());
+            eprintln!(
+                "mcp-root listening on {} (MCP endpoint {})",
+                handle.base_url(),
+                handle.mcp_url()
+            );
             tokio::select! {
                 r = handle.wait() => r?,
                 _ = shutdown_signal() => {
@@ -212,10 +228,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -236,13 +253,25 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
     println!("Root MCP gateway demo: root is running with the embedded SQLite store.\n");
     println!("  MCP URL:    {url}");
     println!("  Bearer:     {token}");
-    println!("  Lease:      {} (profile AdaOSDevRead, target hub:test-alpha, until {})", lease["session_id"].as_str().unwrap_or(""), lease["deadline_at"].as_str().unwrap_or(""));
-    println!("  Admin:      mcp-root admin --root-url {} lease list   (token in {})\n", handle.base_url(), handle.app.config.admin_token_path().display());
+    println!(
+        "  Lease:      {} (profile AdaOSDevRead, target hub:test-alpha, until {})",
+        lease["session_id"].as_str().unwrap_or(""),
+        lease["deadline_at"].as_str().unwrap_or("")
+    );
+    println!(
+        "  Admin:      mcp-root admin --root-url {} lease list   (token in {})\n",
+        handle.base_url(),
+        handle.app.config.admin_token_path().display()
+    );
     println!("Codex (~/.codex/config.toml):\n");
-    println!("  [mcp_servers.root]\n  url = \"{url}\"\n  bearer_token_env_var = \"ROOT_MCP_TOKEN\"\n");
+    println!(
+        "  [mcp_servers.root]\n  url = \"{url}\"\n  bearer_token_env_var = \"ROOT_MCP_TOKEN\"\n"
+    );
     println!("  then: export ROOT_MCP_TOKEN={token}\n");
     println!("Claude Code:\n");
-    println!("  claude mcp add --transport http root {url} --header \"Authorization: Bearer {token}\"\n");
+    println!(
+        "  claude mcp add --transport http root {url} --header \"Authorization: Bearer {token}\"\n"
+    );
     println!("Try it with curl:\n");
     println!(
         "  curl -s {}/v1/root/mcp/call -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{\"tool_id\":\"sdk.list_schemas\"}}'\n",
@@ -266,31 +295,46 @@ pub struct AdminClient {
 
 impl AdminClient {
     pub fn new(base: String, token: String) -> anyhow::Result<AdminClient> {
-        let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build()?;
-        Ok(AdminClient { base: base.trim_end_matches('/').to_string(), token, http })
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()?;
+        Ok(AdminClient {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            http,
+        })
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
-        let res = req.bearer_auth(&self.token).send().await.with_context(|| format!("cannot reach root at {}", self.base))?;
+        let res = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach root at {}", self.base))?;
         let status = res.status();
         let body: Value = res.json().await.unwrap_or(Value::Null);
         if !status.is_success() {
-            let msg = body["error"]["message"].as_str().unwrap_or("no error message");
+            let msg = body["error"]["message"]
+                .as_str()
+                .unwrap_or("no error message");
             bail!("root answered {status}: {msg}");
         }
         Ok(body)
     }
 
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        self.send(self.http.get(format!("{}{path}", self.base))).await
+        self.send(self.http.get(format!("{}{path}", self.base)))
+            .await
     }
 
     pub async fn get_query(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Value> {
-        self.send(self.http.get(format!("{}{path}", self.base)).query(query)).await
+        self.send(self.http.get(format!("{}{path}", self.base)).query(query))
+            .await
     }
 
     pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        self.send(self.http.post(format!("{}{path}", self.base)).json(&body)).await
+        self.send(self.http.post(format!("{}{path}", self.base)).json(&body))
+            .await
     }
 }
 
@@ -325,7 +369,10 @@ fn event_line(e: &Value) -> String {
         e["target_id"].as_str().unwrap_or("-"),
         e["actor"]["id"].as_str().unwrap_or(""),
         e["event_id"].as_str().unwrap_or(""),
-        e["error"]["code"].as_str().map(|c| format!(" error={c}")).unwrap_or_default(),
+        e["error"]["code"]
+            .as_str()
+            .map(|c| format!(" error={c}"))
+            .unwrap_or_default(),
     )
 }
 
@@ -336,15 +383,33 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
             let path = args.data_dir.join("admin.token");
             std::fs::read_to_string(&path)
                 .map(|s| s.trim().to_string())
-                .with_context(|| format!("no --admin-token or MCP_ROOT_ADMIN_TOKEN, and cannot read {}", path.display()))?
+                .with_context(|| {
+                    format!(
+                        "no --admin-token or MCP_ROOT_ADMIN_TOKEN, and cannot read {}",
+                        path.display()
+                    )
+                })?
         }
     };
     let c = AdminClient::new(args.root_url, token)?;
     match args.command {
         AdminCommand::Lease(cmd) => match cmd {
-            LeaseCommand::Create { target, profile, ttl, audience, subnet, zone, json } => {
-                let mut body = json!({ "target_id": target, "capability_profile": profile, "ttl_sec": ttl });
-                for (k, v) in [("audience", audience), ("subnet_id", subnet), ("zone", zone)] {
+            LeaseCommand::Create {
+                target,
+                profile,
+                ttl,
+                audience,
+                subnet,
+                zone,
+                json,
+            } => {
+                let mut body =
+                    json!({ "target_id": target, "capability_profile": profile, "ttl_sec": ttl });
+                for (k, v) in [
+                    ("audience", audience),
+                    ("subnet_id", subnet),
+                    ("zone", zone),
+                ] {
                     if let Some(v) = v {
                         body[k] = json!(v);
                     }
@@ -362,20 +427,41 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
             LeaseCommand::List { json } => {
                 let v = c.get("/v1/root/mcp/sessions").await?;
                 print(json, &v, |v| {
-                    let lines: Vec<String> = v["sessions"].as_array().into_iter().flatten().map(lease_line).collect();
-                    if lines.is_empty() { "no leases".into() } else { lines.join("\n") }
+                    let lines: Vec<String> = v["sessions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(lease_line)
+                        .collect();
+                    if lines.is_empty() {
+                        "no leases".into()
+                    } else {
+                        lines.join("\n")
+                    }
                 });
             }
             LeaseCommand::Get { session_id, json } => {
-                let v = c.get(&format!("/v1/root/mcp/sessions/{session_id}")).await?;
+                let v = c
+                    .get(&format!("/v1/root/mcp/sessions/{session_id}"))
+                    .await?;
                 print(json, &v, lease_line);
             }
             LeaseCommand::Revoke { session_id, json } => {
-                let v = c.post(&format!("/v1/root/mcp/sessions/{session_id}/revoke"), json!({})).await?;
+                let v = c
+                    .post(
+                        &format!("/v1/root/mcp/sessions/{session_id}/revoke"),
+                        json!({}),
+                    )
+                    .await?;
                 print(json, &v, lease_line);
             }
             LeaseCommand::Rotate { session_id, json } => {
-                let v = c.post(&format!("/v1/root/mcp/sessions/{session_id}/rotate"), json!({})).await?;
+                let v = c
+                    .post(
+                        &format!("/v1/root/mcp/sessions/{session_id}/rotate"),
+                        json!({}),
+                    )
+                    .await?;
                 print(json, &v, |v| {
                     format!(
                         "old lease {session_id} revoked\nsession_id: {}\ntoken:      {}  (shown once)\ndeadline:   {}",
@@ -388,16 +474,34 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
         },
         AdminCommand::Audit(cmd) => match cmd {
             AuditCommand::Tail { limit, json } => {
-                let v = c.get_query("/v1/root/mcp/audit", &[("limit", limit.to_string())]).await?;
+                let v = c
+                    .get_query("/v1/root/mcp/audit", &[("limit", limit.to_string())])
+                    .await?;
                 print(json, &v, |v| {
-                    let mut lines: Vec<String> = v["events"].as_array().into_iter().flatten().map(event_line).collect();
+                    let mut lines: Vec<String> = v["events"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(event_line)
+                        .collect();
                     lines.reverse();
-                    if lines.is_empty() { "no events".into() } else { lines.join("\n") }
+                    if lines.is_empty() {
+                        "no events".into()
+                    } else {
+                        lines.join("\n")
+                    }
                 });
             }
-            AuditCommand::Export { since, output, json } => {
+            AuditCommand::Export {
+                since,
+                output,
+                json,
+            } => {
                 let mut out: Box<dyn Write> = match &output {
-                    Some(p) => Box::new(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?)),
+                    Some(p) => Box::new(std::io::BufWriter::new(
+                        std::fs::File::create(p)
+                            .with_context(|| format!("cannot create {}", p.display()))?,
+                    )),
                     None => Box::new(std::io::stdout().lock()),
                 };
                 let mut cursor: Option<String> = None;
@@ -422,7 +526,14 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 }
                 out.flush()?;
                 if output.is_some() || json {
-                    eprintln!("{}", if json { json!({ "exported": n }).to_string() } else { format!("exported {n} events") });
+                    eprintln!(
+                        "{}",
+                        if json {
+                            json!({ "exported": n }).to_string()
+                        } else {
+                            format!("exported {n} events")
+                        }
+                    );
                 }
             }
             AuditCommand::Verify { json } => {
@@ -430,7 +541,11 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 let ok = v["ok"].as_bool().unwrap_or(false);
                 print(json, &v, |v| {
                     if ok {
-                        format!("audit chain intact: {} events, head {}", v["checked"], v["head_hash"].as_str().unwrap_or(""))
+                        format!(
+                            "audit chain intact: {} events, head {}",
+                            v["checked"],
+                            v["head_hash"].as_str().unwrap_or("")
+                        )
                     } else {
                         let b = &v["first_broken"];
                         format!(

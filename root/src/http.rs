@@ -36,7 +36,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into() }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
     }
     fn not_found(what: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, ErrorCode::InvalidArguments, what)
@@ -46,17 +50,25 @@ impl ApiError {
     }
     fn internal(e: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %e, "internal error on a REST endpoint");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, "internal error; see the root's log")
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            "internal error; see the root's log",
+        )
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(json!({ "error": { "code": self.code, "message": self.message, "retryable": self.code.retryable() } }));
+        let body = Json(
+            json!({ "error": { "code": self.code, "message": self.message, "retryable": self.code.retryable() } }),
+        );
         let mut res = (self.status, body).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
-            res.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_token\""));
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer error=\"invalid_token\""),
+            );
         }
         res
     }
@@ -71,21 +83,29 @@ fn unauthorized(app: &App, why: &str) -> ApiError {
 pub fn status_of(code: ErrorCode) -> StatusCode {
     match code {
         ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
-        ErrorCode::Forbidden | ErrorCode::CapabilityNotGranted | ErrorCode::EnvironmentForbidden => StatusCode::FORBIDDEN,
+        ErrorCode::Forbidden
+        | ErrorCode::CapabilityNotGranted
+        | ErrorCode::EnvironmentForbidden => StatusCode::FORBIDDEN,
         ErrorCode::ForbiddenDestructive | ErrorCode::SkillDisabled => StatusCode::FORBIDDEN,
         ErrorCode::UnknownTool => StatusCode::NOT_FOUND,
         ErrorCode::InvalidArguments => StatusCode::BAD_REQUEST,
         ErrorCode::ConfirmationRequired => StatusCode::PRECONDITION_REQUIRED,
         ErrorCode::Busy => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
-        ErrorCode::TargetOffline | ErrorCode::DescriptorUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::TargetOffline | ErrorCode::DescriptorUnavailable => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
 /// Resolves the bearer of a request: a usable lease, the operator, or nothing.
 fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal> {
-    let token = headers.get(header::AUTHORIZATION)?.to_str().ok().and_then(crate::auth::bearer)?;
+    let token = headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()
+        .and_then(crate::auth::bearer)?;
     if crate::auth::secret_eq(token, &app.admin_token) {
         return Some(Principal::Operator);
     }
@@ -101,7 +121,10 @@ pub struct LeaseAuth(pub Arc<lease_manager::LeaseEntry>);
 
 impl FromRequestParts<Arc<App>> for Auth {
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut http::request::Parts, app: &Arc<App>) -> Result<Self, ApiError> {
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        app: &Arc<App>,
+    ) -> Result<Self, ApiError> {
         match resolve(app, &parts.headers) {
             Some(p) => {
                 if let Principal::Lease(l) = &p {
@@ -109,17 +132,27 @@ impl FromRequestParts<Arc<App>> for Auth {
                 }
                 Ok(Auth(p))
             }
-            None => Err(unauthorized(app, "missing, unknown, expired or revoked bearer")),
+            None => Err(unauthorized(
+                app,
+                "missing, unknown, expired or revoked bearer",
+            )),
         }
     }
 }
 
 impl FromRequestParts<Arc<App>> for Operator {
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut http::request::Parts, app: &Arc<App>) -> Result<Self, ApiError> {
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        app: &Arc<App>,
+    ) -> Result<Self, ApiError> {
         match resolve(app, &parts.headers) {
             Some(Principal::Operator) => Ok(Operator),
-            Some(Principal::Lease(_)) => Err(ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, "this endpoint needs the admin token")),
+            Some(Principal::Lease(_)) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::Forbidden,
+                "this endpoint needs the admin token",
+            )),
             None => Err(unauthorized(app, "missing or invalid admin token")),
         }
     }
@@ -127,7 +160,10 @@ impl FromRequestParts<Arc<App>> for Operator {
 
 impl FromRequestParts<Arc<App>> for LeaseAuth {
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut http::request::Parts, app: &Arc<App>) -> Result<Self, ApiError> {
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        app: &Arc<App>,
+    ) -> Result<Self, ApiError> {
         match resolve(app, &parts.headers) {
             Some(Principal::Lease(l)) => {
                 l.touch();
@@ -138,7 +174,10 @@ impl FromRequestParts<Arc<App>> for LeaseAuth {
                 ErrorCode::Forbidden,
                 "calls need a session lease bearer, not the admin token",
             )),
-            None => Err(unauthorized(app, "missing, unknown, expired or revoked bearer")),
+            None => Err(unauthorized(
+                app,
+                "missing, unknown, expired or revoked bearer",
+            )),
         }
     }
 }
@@ -162,18 +201,30 @@ fn host_allowed(allowed: &[String], host: &str) -> bool {
 }
 
 fn origin_allowed(app: &App, origin: &str) -> bool {
-    if app.config.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin)) {
+    if app
+        .config
+        .allowed_origins
+        .iter()
+        .any(|o| o.eq_ignore_ascii_case(origin))
+    {
         return true;
     }
-    let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
-    rest.is_some_and(|authority| !authority.contains('/') && host_allowed(&app.config.allowed_hosts, authority))
+    let rest = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    rest.is_some_and(|authority| {
+        !authority.contains('/') && host_allowed(&app.config.allowed_hosts, authority)
+    })
 }
 
 /// DNS-rebinding protection: `Host` must be an allowed host, and a present `Origin` must be
 /// an allowed origin. Refusals are 403 with a JSON-RPC-shaped body (MCP clients parse it).
 async fn guard_host_origin(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| req.uri().authority().map(|a| a.as_str()));
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
     let refuse = |why: String| {
         (StatusCode::FORBIDDEN, Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32600, "message": why } })))
             .into_response()
@@ -195,12 +246,23 @@ async fn guard_host_origin(State(app): State<Arc<App>>, req: Request, next: Next
 /// `/mcp` admission: a usable lease bearer, and an MCP session only with the lease that
 /// opened it.
 async fn mcp_auth(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
-    let lease = match resolve(&app, req.headers()) {
-        Some(Principal::Lease(l)) => l,
-        Some(Principal::Operator) => return unauthorized(&app, "MCP needs a session lease bearer; create one with `mcp-root admin lease create`").into_response(),
-        None => return unauthorized(&app, "missing, unknown, expired or revoked bearer").into_response(),
-    };
-    if let Some(sid) = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
+    let lease =
+        match resolve(&app, req.headers()) {
+            Some(Principal::Lease(l)) => l,
+            Some(Principal::Operator) => return unauthorized(
+                &app,
+                "MCP needs a session lease bearer; create one with `mcp-root admin lease create`",
+            )
+            .into_response(),
+            None => {
+                return unauthorized(&app, "missing, unknown, expired or revoked bearer")
+                    .into_response();
+            }
+        };
+    if let Some(sid) = req
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
         && let Some(owner) = app.mcp_sessions.get(sid)
         && owner.value() != lease.session_id()
     {
@@ -211,7 +273,11 @@ async fn mcp_auth(State(app): State<Arc<App>>, mut req: Request, next: Next) -> 
     let lease_id = lease.session_id().to_string();
     req.extensions_mut().insert(Principal::Lease(lease));
     let res = next.run(req).await;
-    if let Some(sid) = res.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+    if let Some(sid) = res
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+    {
         app.mcp_sessions.entry(sid.to_string()).or_insert(lease_id);
     }
     res
@@ -226,7 +292,10 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         .route("/v1/root/mcp/contracts/{tool_id}", get(get_contract))
         .route("/v1/root/mcp/descriptors", get(list_descriptors))
         .route("/v1/root/mcp/descriptors/{id}", get(get_descriptor))
-        .route("/v1/root/mcp/sessions", get(list_sessions).post(create_session))
+        .route(
+            "/v1/root/mcp/sessions",
+            get(list_sessions).post(create_session),
+        )
         .route("/v1/root/mcp/sessions/{id}", get(get_session))
         .route("/v1/root/mcp/sessions/{id}/revoke", post(revoke_session))
         .route("/v1/root/mcp/sessions/{id}/rotate", post(rotate_session))
@@ -243,27 +312,63 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         .layer(middleware::from_fn_with_state(app.clone(), mcp_auth));
     rest.merge(mcp)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
-        .layer(middleware::from_fn_with_state(app.clone(), guard_host_origin))
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(app.config.limits.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            guard_host_origin,
+        ))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            app.config.limits.max_body_bytes,
+        ))
 }
 
 async fn readyz(State(app): State<Arc<App>>) -> Result<&'static str, ApiError> {
     tokio::time::timeout(Duration::from_secs(2), app.store.ping())
         .await
-        .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Internal, "database did not answer"))?
-        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Internal, e.to_string()))?;
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Internal,
+                "database did not answer",
+            )
+        })?
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Internal,
+                e.to_string(),
+            )
+        })?;
     Ok("ready")
 }
 
 async fn metrics(State(app): State<Arc<App>>, _op: Operator) -> Response {
-    app.metrics.active_leases.set(app.leases.active_count() as i64);
-    let connected = call_t!(app.actors.router.load(), router::Msg::Connected, RPC_TIMEOUT_MS).unwrap_or(0);
+    app.metrics
+        .active_leases
+        .set(app.leases.active_count() as i64);
+    let connected = call_t!(
+        app.actors.router.load(),
+        router::Msg::Connected,
+        RPC_TIMEOUT_MS
+    )
+    .unwrap_or(0);
     app.metrics.connected_targets.set(connected as i64);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], app.metrics.encode()).into_response()
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        app.metrics.encode(),
+    )
+        .into_response()
 }
 
 async fn profiles(app: &App) -> Result<Arc<mcp_shared::profile::ProfileRegistry>, ApiError> {
-    call_t!(app.actors.policy.load(), policy::Msg::Profiles, RPC_TIMEOUT_MS).map_err(ApiError::internal)
+    call_t!(
+        app.actors.policy.load(),
+        policy::Msg::Profiles,
+        RPC_TIMEOUT_MS
+    )
+    .map_err(ApiError::internal)
 }
 
 async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Value>, ApiError> {
@@ -303,7 +408,11 @@ async fn visible_ids(app: &App, p: &Principal) -> Result<Option<Vec<String>>, Ap
             let lease = l.lease();
             let v = call_t!(
                 app.actors.policy.load(),
-                |reply| policy::Msg::Visible { profile: lease.capability_profile.clone(), target_id: lease.target_id.clone(), reply },
+                |reply| policy::Msg::Visible {
+                    profile: lease.capability_profile.clone(),
+                    target_id: lease.target_id.clone(),
+                    reply
+                },
                 RPC_TIMEOUT_MS
             )
             .map_err(ApiError::internal)?;
@@ -312,29 +421,56 @@ async fn visible_ids(app: &App, p: &Principal) -> Result<Option<Vec<String>>, Ap
     }
 }
 
-async fn list_contracts(State(app): State<Arc<App>>, Auth(p): Auth) -> Result<Json<Value>, ApiError> {
+async fn list_contracts(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+) -> Result<Json<Value>, ApiError> {
     let visible = visible_ids(&app, &p).await?;
     let contracts: Vec<_> = app
         .contracts
         .all()
         .iter()
-        .filter(|c| visible.as_ref().is_none_or(|v| v.contains(&c.contract.tool_id)))
+        .filter(|c| {
+            visible
+                .as_ref()
+                .is_none_or(|v| v.contains(&c.contract.tool_id))
+        })
         .map(|c| &c.contract)
         .collect();
     Ok(Json(json!({ "contracts": contracts })))
 }
 
-async fn get_contract(State(app): State<Arc<App>>, Auth(p): Auth, Path(tool_id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn get_contract(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+    Path(tool_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let visible = visible_ids(&app, &p).await?;
     match app.contracts.get(&tool_id) {
-        Some(c) if visible.as_ref().is_none_or(|v| v.contains(&tool_id)) => Ok(Json(serde_json::to_value(&c.contract).map_err(ApiError::internal)?)),
-        _ => Err(ApiError::new(StatusCode::NOT_FOUND, ErrorCode::UnknownTool, format!("no tool `{tool_id}` visible to this bearer"))),
+        Some(c) if visible.as_ref().is_none_or(|v| v.contains(&tool_id)) => Ok(Json(
+            serde_json::to_value(&c.contract).map_err(ApiError::internal)?,
+        )),
+        _ => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::UnknownTool,
+            format!("no tool `{tool_id}` visible to this bearer"),
+        )),
     }
 }
 
-async fn descriptors_for(app: &App, p: &Principal) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, ApiError> {
-    let all = call_t!(app.actors.descriptors.load(), descriptor_cache::Msg::List, RPC_TIMEOUT_MS).map_err(ApiError::internal)?;
-    let Some(visible) = visible_ids(app, p).await? else { return Ok(all) };
+async fn descriptors_for(
+    app: &App,
+    p: &Principal,
+) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, ApiError> {
+    let all = call_t!(
+        app.actors.descriptors.load(),
+        descriptor_cache::Msg::List,
+        RPC_TIMEOUT_MS
+    )
+    .map_err(ApiError::internal)?;
+    let Some(visible) = visible_ids(app, p).await? else {
+        return Ok(all);
+    };
     Ok(all
         .into_iter()
         .filter(|d| {
@@ -343,14 +479,25 @@ async fn descriptors_for(app: &App, p: &Principal) -> Result<Vec<Arc<mcp_shared:
                 .contracts
                 .all()
                 .iter()
-                .filter(|c| c.contract.descriptor.as_ref().is_some_and(|p| &p.descriptor_id == id))
+                .filter(|c| {
+                    c.contract
+                        .descriptor
+                        .as_ref()
+                        .is_some_and(|p| &p.descriptor_id == id)
+                })
                 .collect();
-            projecting.is_empty() || projecting.iter().any(|c| visible.contains(&c.contract.tool_id))
+            projecting.is_empty()
+                || projecting
+                    .iter()
+                    .any(|c| visible.contains(&c.contract.tool_id))
         })
         .collect())
 }
 
-async fn list_descriptors(State(app): State<Arc<App>>, Auth(p): Auth) -> Result<Json<Value>, ApiError> {
+async fn list_descriptors(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+) -> Result<Json<Value>, ApiError> {
     let list: Vec<Value> = descriptors_for(&app, &p)
         .await?
         .iter()
@@ -364,7 +511,11 @@ async fn list_descriptors(State(app): State<Arc<App>>, Auth(p): Auth) -> Result<
     Ok(Json(json!({ "descriptors": list })))
 }
 
-async fn get_descriptor(State(app): State<Arc<App>>, Auth(p): Auth, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn get_descriptor(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     descriptors_for(&app, &p)
         .await?
         .into_iter()
@@ -390,7 +541,11 @@ struct CreateSession {
 fn lease_error(e: LeaseError) -> ApiError {
     match e {
         LeaseError::NotFound(id) => ApiError::not_found(format!("no lease `{id}`")),
-        e @ LeaseError::NotActive(..) => ApiError::new(StatusCode::CONFLICT, ErrorCode::InvalidArguments, e.to_string()),
+        e @ LeaseError::NotActive(..) => ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::InvalidArguments,
+            e.to_string(),
+        ),
         LeaseError::Store(e) => ApiError::internal(e),
     }
 }
@@ -414,18 +569,29 @@ async fn create_session(
         return Err(ApiError::bad_request("target_id must be 1..200 characters"));
     }
     if req.ttl_sec == 0 || req.ttl_sec > app.config.limits.max_lease_ttl_sec {
-        return Err(ApiError::bad_request(format!("ttl_sec must be between 1 and {}", app.config.limits.max_lease_ttl_sec)));
+        return Err(ApiError::bad_request(format!(
+            "ttl_sec must be between 1 and {}",
+            app.config.limits.max_lease_ttl_sec
+        )));
     }
     let profiles = profiles(&app).await?;
     let Some(profile) = profiles.get(&req.capability_profile) else {
         let names: Vec<_> = profiles.profiles.iter().map(|p| p.name.as_str()).collect();
-        return Err(ApiError::bad_request(format!("unknown capability profile `{}` (known: {})", req.capability_profile, names.join(", "))));
+        return Err(ApiError::bad_request(format!(
+            "unknown capability profile `{}` (known: {})",
+            req.capability_profile,
+            names.join(", ")
+        )));
     };
     let effective_tools = app
         .contracts
         .all()
         .iter()
-        .filter(|c| profile.capabilities.contains(&c.contract.required_capability))
+        .filter(|c| {
+            profile
+                .capabilities
+                .contains(&c.contract.required_capability)
+        })
         .filter(|c| c.contract.side_effect != mcp_shared::contract::SideEffectClass::Destructive)
         .map(|c| c.contract.tool_id.clone())
         .collect();
@@ -438,9 +604,14 @@ async fn create_session(
         effective_tools,
         ttl: Duration::from_secs(req.ttl_sec),
     };
-    let issued = call_t!(app.actors.leases.load(), lease_manager::Msg::Create, RPC_TIMEOUT_MS, new)
-        .map_err(ApiError::internal)?
-        .map_err(lease_error)?;
+    let issued = call_t!(
+        app.actors.leases.load(),
+        lease_manager::Msg::Create,
+        RPC_TIMEOUT_MS,
+        new
+    )
+    .map_err(ApiError::internal)?
+    .map_err(lease_error)?;
     Ok((StatusCode::CREATED, Json(issued_json(&issued))))
 }
 
@@ -448,25 +619,47 @@ async fn list_sessions(State(app): State<Arc<App>>, _op: Operator) -> Json<Value
     Json(json!({ "sessions": app.leases.list() }))
 }
 
-async fn get_session(State(app): State<Arc<App>>, _op: Operator, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn get_session(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     app.leases
         .get(&id)
         .map(|l| Json(json!(l)))
         .ok_or_else(|| ApiError::not_found(format!("no lease `{id}`")))
 }
 
-async fn revoke_session(State(app): State<Arc<App>>, _op: Operator, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let lease = call_t!(app.actors.leases.load(), lease_manager::Msg::Revoke, RPC_TIMEOUT_MS, id.clone())
-        .map_err(ApiError::internal)?
-        .map_err(lease_error)?;
+async fn revoke_session(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let lease = call_t!(
+        app.actors.leases.load(),
+        lease_manager::Msg::Revoke,
+        RPC_TIMEOUT_MS,
+        id.clone()
+    )
+    .map_err(ApiError::internal)?
+    .map_err(lease_error)?;
     app.limits.forget_prefix(&format!("lease:{id}"));
     Ok(Json(json!(lease)))
 }
 
-async fn rotate_session(State(app): State<Arc<App>>, _op: Operator, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let issued = call_t!(app.actors.leases.load(), lease_manager::Msg::Rotate, RPC_TIMEOUT_MS, id.clone())
-        .map_err(ApiError::internal)?
-        .map_err(lease_error)?;
+async fn rotate_session(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let issued = call_t!(
+        app.actors.leases.load(),
+        lease_manager::Msg::Rotate,
+        RPC_TIMEOUT_MS,
+        id.clone()
+    )
+    .map_err(ApiError::internal)?
+    .map_err(lease_error)?;
     app.limits.forget_prefix(&format!("lease:{id}"));
     Ok(Json(issued_json(&issued)))
 }
@@ -494,7 +687,12 @@ async fn rest_call(
     };
     let arguments = body.arguments.unwrap_or_else(|| json!({}));
     let outcome = call::call(&app, ctx, &body.tool_id, arguments).await;
-    let status = outcome.response.error.as_ref().map(|e| status_of(e.code)).unwrap_or(StatusCode::OK);
+    let status = outcome
+        .response
+        .error
+        .as_ref()
+        .map(|e| status_of(e.code))
+        .unwrap_or(StatusCode::OK);
     Ok((status, Json(outcome.response)).into_response())
 }
 
@@ -534,17 +732,27 @@ async fn query_audit(
     let ascending = match q.order.as_deref() {
         None | Some("desc") => false,
         Some("asc") => true,
-        Some(o) => return Err(ApiError::bad_request(format!("order must be asc or desc, not `{o}`"))),
+        Some(o) => {
+            return Err(ApiError::bad_request(format!(
+                "order must be asc or desc, not `{o}`"
+            )));
+        }
     };
     if let Some(s) = &q.status
         && !["ok", "error", "denied"].contains(&s.as_str())
     {
-        return Err(ApiError::bad_request(format!("status must be ok, error or denied, not `{s}`")));
+        return Err(ApiError::bad_request(format!(
+            "status must be ok, error or denied, not `{s}`"
+        )));
     }
     let cursor = q
         .cursor
         .as_deref()
-        .map(|c| c.strip_prefix("s:").and_then(|n| n.parse::<i64>().ok()).ok_or_else(|| ApiError::bad_request("invalid cursor")))
+        .map(|c| {
+            c.strip_prefix("s:")
+                .and_then(|n| n.parse::<i64>().ok())
+                .ok_or_else(|| ApiError::bad_request("invalid cursor"))
+        })
         .transpose()?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
@@ -563,8 +771,14 @@ async fn query_audit(
         limit,
         ascending,
     };
-    let rows = app.store.query_audit(&filter).await.map_err(ApiError::internal)?;
-    let next = (rows.len() as i64 == limit).then(|| rows.last().map(|r| format!("s:{}", r.seq))).flatten();
+    let rows = app
+        .store
+        .query_audit(&filter)
+        .await
+        .map_err(ApiError::internal)?;
+    let next = (rows.len() as i64 == limit)
+        .then(|| rows.last().map(|r| format!("s:{}", r.seq)))
+        .flatten();
     let events: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -577,10 +791,25 @@ async fn query_audit(
     Ok(Json(json!({ "events": events, "next_cursor": next })))
 }
 
-async fn get_audit_event(State(app): State<Arc<App>>, _op: Operator, Path(event_id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let filter = AuditFilter { event_id: Some(event_id.clone()), limit: 1, ..Default::default() };
-    let rows = app.store.query_audit(&filter).await.map_err(ApiError::internal)?;
-    let r = rows.into_iter().next().ok_or_else(|| ApiError::not_found(format!("no audit event `{event_id}`")))?;
+async fn get_audit_event(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path(event_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let filter = AuditFilter {
+        event_id: Some(event_id.clone()),
+        limit: 1,
+        ..Default::default()
+    };
+    let rows = app
+        .store
+        .query_audit(&filter)
+        .await
+        .map_err(ApiError::internal)?;
+    let r = rows
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::not_found(format!("no audit event `{event_id}`")))?;
     let mut v = serde_json::to_value(&r.event).map_err(ApiError::internal)?;
     v["seq"] = json!(r.seq);
     v["hash"] = json!(r.hash);
@@ -589,6 +818,8 @@ async fn get_audit_event(State(app): State<Arc<App>>, _op: Operator, Path(event_
 }
 
 async fn verify_audit(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Value>, ApiError> {
-    let v = crate::audit::verify(&app.store).await.map_err(ApiError::internal)?;
+    let v = crate::audit::verify(&app.store)
+        .await
+        .map_err(ApiError::internal)?;
     Ok(Json(json!(v)))
 }

@@ -81,7 +81,9 @@ impl RootHandle {
         self.shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
         let actors = &self.app.actors;
-        actors.shutting_down.store(true, std::sync::atomic::Ordering::Release);
+        actors
+            .shutting_down
+            .store(true, std::sync::atomic::Ordering::Release);
         let t = Some(Duration::from_secs(5));
         let _ = actors.leases.load().stop_and_wait(None, t).await;
         let _ = actors.router.load().stop_and_wait(None, t).await;
@@ -97,25 +99,52 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     config.validate()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
-    let admin_token = auth::load_or_create_admin_token(&config.admin_token_path())
-        .with_context(|| format!("cannot read or create {}", config.admin_token_path().display()))?;
+    let admin_token =
+        auth::load_or_create_admin_token(&config.admin_token_path()).with_context(|| {
+            format!(
+                "cannot read or create {}",
+                config.admin_token_path().display()
+            )
+        })?;
 
-    let contracts = Arc::new(catalog::ContractRegistry::load(config.contracts_dir.as_deref()).context("loading tool contracts")?);
-    let descriptors = catalog::load_descriptors(config.descriptors_dir.as_deref()).context("loading descriptors")?;
-    catalog::check_projections(&contracts, &descriptors).context("checking descriptive tool projections")?;
-    let profiles = Arc::new(catalog::load_profiles(config.profiles_file.as_deref()).context("loading capability profiles")?);
+    let contracts = Arc::new(
+        catalog::ContractRegistry::load(config.contracts_dir.as_deref())
+            .context("loading tool contracts")?,
+    );
+    let descriptors = catalog::load_descriptors(config.descriptors_dir.as_deref())
+        .context("loading descriptors")?;
+    catalog::check_projections(&contracts, &descriptors)
+        .context("checking descriptive tool projections")?;
+    let profiles = Arc::new(
+        catalog::load_profiles(config.profiles_file.as_deref())
+            .context("loading capability profiles")?,
+    );
 
     let url = config.database_url();
-    let store = store::Store::open(&url).await.with_context(|| format!("opening database {}", redact_url(&url)))?;
+    let store = store::Store::open(&url)
+        .await
+        .with_context(|| format!("opening database {}", redact_url(&url)))?;
 
     let leases = Arc::new(lease_manager::LeaseIndex::default());
     let targets = Arc::new(router::TargetDirectory::default());
     let (sup, actors) = supervisor::start(supervisor::ChildArgs {
-        leases: Arc::new(lease_manager::Args { store: store.clone(), index: leases.clone() }),
-        policy: Arc::new(policy::Args { contracts: contracts.clone(), profiles: profiles.clone(), targets: targets.clone() }),
+        leases: Arc::new(lease_manager::Args {
+            store: store.clone(),
+            index: leases.clone(),
+        }),
+        policy: Arc::new(policy::Args {
+            contracts: contracts.clone(),
+            profiles: profiles.clone(),
+            targets: targets.clone(),
+        }),
         descriptors: Arc::new(descriptor_cache::Args { descriptors }),
-        audit: Arc::new(audit_writer::Args { store: store.clone(), batch_max: config.limits.audit_batch_max }),
-        router: Arc::new(router::Args { targets: targets.clone() }),
+        audit: Arc::new(audit_writer::Args {
+            store: store.clone(),
+            batch_max: config.limits.audit_batch_max,
+        }),
+        router: Arc::new(router::Args {
+            targets: targets.clone(),
+        }),
     })
     .await
     .context("starting actors")?;
@@ -143,7 +172,11 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     mcp_config.cancellation_token = shutdown.child_token();
     mcp_config.max_request_body_bytes = app.config.limits.max_body_bytes;
     let handler = mcp::RootMcp::new(app.clone());
-    let mcp_service = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), mcp_config);
+    let mcp_service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        mcp_config,
+    );
     let routes = http::router(app.clone(), axum::routing::any_service(mcp_service));
 
     let listener = tokio::net::TcpListener::bind(app.config.listen)
@@ -152,10 +185,18 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     let addr = listener.local_addr()?;
     let token = shutdown.clone();
     let server = tokio::spawn(async move {
-        axum::serve(listener, routes).with_graceful_shutdown(async move { token.cancelled().await }).await
+        axum::serve(listener, routes)
+            .with_graceful_shutdown(async move { token.cancelled().await })
+            .await
     });
     tracing::info!(%addr, zone = %app.config.zone, backend = app.store.backend(), tools = app.contracts.all().len(), "root listening");
-    Ok(RootHandle { addr, app, shutdown, server, supervisor: sup })
+    Ok(RootHandle {
+        addr,
+        app,
+        shutdown,
+        server,
+        supervisor: sup,
+    })
 }
 
 /// A database URL without its password, for messages.

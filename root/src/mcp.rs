@@ -16,10 +16,11 @@ use ractor::call_t;
 // serve (2025-03-26 .. 2025-11-25), and clients call it.
 #[allow(deprecated)]
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
-    Implementation, InitializeResult, ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
-    ServerCapabilities, SetLevelRequestParams, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, Implementation, InitializeResult, ListPromptsResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
+    SetLevelRequestParams, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -60,7 +61,10 @@ fn lease_of(ctx: &RequestContext<RoleServer>) -> Result<Arc<LeaseEntry>, ErrorDa
     let parts = ctx.extensions.get::<http::request::Parts>();
     match parts.and_then(|p| p.extensions.get::<Principal>()) {
         Some(Principal::Lease(l)) => Ok(l.clone()),
-        _ => Err(ErrorData::invalid_request("this endpoint needs a lease bearer", None)),
+        _ => Err(ErrorData::invalid_request(
+            "this endpoint needs a lease bearer",
+            None,
+        )),
     }
 }
 
@@ -80,17 +84,25 @@ pub fn tool_of(entry: &ContractEntry) -> Tool {
         .destructive(c.side_effect == SideEffectClass::Destructive)
         .idempotent(c.side_effect == SideEffectClass::Read)
         .open_world(false);
-    Tool::new(c.tool_id.clone(), c.summary.clone(), object(&c.input_schema))
-        .with_title(c.title.clone())
-        .with_raw_output_schema(object(&c.output_schema))
-        .with_annotations(annotations)
+    Tool::new(
+        c.tool_id.clone(),
+        c.summary.clone(),
+        object(&c.input_schema),
+    )
+    .with_title(c.title.clone())
+    .with_raw_output_schema(object(&c.output_schema))
+    .with_annotations(annotations)
 }
 
 async fn visible(app: &App, lease: &LeaseEntry) -> Result<Vec<Arc<ContractEntry>>, ErrorData> {
     let l = lease.lease();
     call_t!(
         app.actors.policy.load(),
-        |reply| policy::Msg::Visible { profile: l.capability_profile.clone(), target_id: l.target_id.clone(), reply },
+        |reply| policy::Msg::Visible {
+            profile: l.capability_profile.clone(),
+            target_id: l.target_id.clone(),
+            reply
+        },
         RPC_TIMEOUT_MS
     )
     .map_err(|e| ErrorData::internal_error(format!("policy engine unavailable: {e}"), None))
@@ -144,10 +156,14 @@ impl ServerHandler for RootMcp {
         let all = visible(&self.app, &lease).await?;
         let start = parse_cursor(request.as_ref().and_then(|r| r.cursor.as_deref()))?;
         if start > all.len() {
-            return Err(ErrorData::invalid_params("cursor is past the end of the list", None));
+            return Err(ErrorData::invalid_params(
+                "cursor is past the end of the list",
+                None,
+            ));
         }
         let end = (start + PAGE_SIZE).min(all.len());
-        let mut result = ListToolsResult::with_all_items(all[start..end].iter().map(|e| tool_of(e)).collect());
+        let mut result =
+            ListToolsResult::with_all_items(all[start..end].iter().map(|e| tool_of(e)).collect());
         if end < all.len() {
             result.next_cursor = Some(format!("o:{end}"));
         }
@@ -171,7 +187,10 @@ impl ServerHandler for RootMcp {
         let r = outcome.response;
         let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
         if outcome.unknown_tool {
-            return Err(ErrorData::invalid_params(format!("unknown tool `{}`", request.name), Some(meta)));
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                Some(meta),
+            ));
         }
         let meta_obj = serde_json::from_value(meta).ok();
         let result = match (r.result, r.error) {
@@ -208,13 +227,21 @@ impl ServerHandler for RootMcp {
     }
 
     #[allow(deprecated)]
-    async fn set_level(&self, request: SetLevelRequestParams, ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
         let lease = lease_of(&ctx)?;
         tracing::debug!(session = lease.session_id(), level = ?request.level, "client set its log level");
         Ok(())
     }
 
-    async fn complete(&self, _request: CompleteRequestParams, ctx: RequestContext<RoleServer>) -> Result<CompleteResult, ErrorData> {
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
         lease_of(&ctx)?;
         Ok(CompleteResult::default())
     }
@@ -231,10 +258,16 @@ impl ServerHandler for RootMcp {
             readable
                 .iter()
                 .map(|d| {
-                    Resource::new(format!("{DESCRIPTOR_URI_PREFIX}{}", d.freshness.descriptor_id), d.freshness.descriptor_id.clone())
-                        .with_title(d.title.clone())
-                        .with_description(format!("{} descriptor ({})", d.class, d.freshness.content_hash))
-                        .with_mime_type("application/json")
+                    Resource::new(
+                        format!("{DESCRIPTOR_URI_PREFIX}{}", d.freshness.descriptor_id),
+                        d.freshness.descriptor_id.clone(),
+                    )
+                    .with_title(d.title.clone())
+                    .with_description(format!(
+                        "{} descriptor ({})",
+                        d.class, d.freshness.content_hash
+                    ))
+                    .with_mime_type("application/json")
                 })
                 .collect(),
         ))
@@ -248,28 +281,44 @@ impl ServerHandler for RootMcp {
         let lease = lease_of(&ctx)?;
         let readable = readable_descriptors(&self.app, &lease).await?;
         let id = request.uri.strip_prefix(DESCRIPTOR_URI_PREFIX);
-        let Some(d) = id.and_then(|id| readable.iter().find(|d| d.freshness.descriptor_id == id)) else {
+        let Some(d) = id.and_then(|id| readable.iter().find(|d| d.freshness.descriptor_id == id))
+        else {
             return Err(ErrorData::resource_not_found(
                 format!("no readable resource `{}`", request.uri),
                 Some(json!({ "uri": request.uri })),
             ));
         };
         let text = serde_json::to_string_pretty(&**d).unwrap_or_default();
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri).with_mime_type("application/json")]).into())
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri).with_mime_type("application/json"),
+        ])
+        .into())
     }
 }
 
 /// Descriptors a lease may read as resources: those behind a tool it may call, plus those
 /// no tool projects (public self-description such as the plane registry).
-async fn readable_descriptors(app: &App, lease: &LeaseEntry) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, ErrorData> {
+async fn readable_descriptors(
+    app: &App,
+    lease: &LeaseEntry,
+) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, ErrorData> {
     let visible = visible(app, lease).await?;
-    let all = call_t!(app.actors.descriptors.load(), descriptor_cache::Msg::List, RPC_TIMEOUT_MS)
-        .map_err(|e| ErrorData::internal_error(format!("descriptor cache unavailable: {e}"), None))?;
+    let all = call_t!(
+        app.actors.descriptors.load(),
+        descriptor_cache::Msg::List,
+        RPC_TIMEOUT_MS
+    )
+    .map_err(|e| ErrorData::internal_error(format!("descriptor cache unavailable: {e}"), None))?;
     Ok(all
         .into_iter()
         .filter(|d| {
             let id = &d.freshness.descriptor_id;
-            let projected_by = |c: &Arc<ContractEntry>| c.contract.descriptor.as_ref().is_some_and(|p| &p.descriptor_id == id);
+            let projected_by = |c: &Arc<ContractEntry>| {
+                c.contract
+                    .descriptor
+                    .as_ref()
+                    .is_some_and(|p| &p.descriptor_id == id)
+            };
             visible.iter().any(projected_by) || !app.contracts.all().iter().any(projected_by)
         })
         .collect())

@@ -43,18 +43,48 @@ impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("mcp_root");
         let calls = Family::<CallLabels, Counter>::default();
-        let latency = Family::<ToolLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let latency = Family::<ToolLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
         let denials = Family::<ReasonLabel, Counter>::default();
         let active_leases = Gauge::default();
         let connected_targets = Gauge::default();
         let unauthenticated = Counter::default();
-        registry.register("calls", "Tool calls by tool and status (ok, error, denied)", calls.clone());
-        registry.register("call_latency_seconds", "Tool call latency, including the durable audit write", latency.clone());
+        registry.register(
+            "calls",
+            "Tool calls by tool and status (ok, error, denied)",
+            calls.clone(),
+        );
+        registry.register(
+            "call_latency_seconds",
+            "Tool call latency, including the durable audit write",
+            latency.clone(),
+        );
         registry.register("denials", "Denied calls by reason code", denials.clone());
-        registry.register("active_leases", "MCP session leases active now", active_leases.clone());
-        registry.register("connected_targets", "Managed targets with a live router session", connected_targets.clone());
-        registry.register("unauthenticated_requests", "Requests refused with 401", unauthenticated.clone());
-        Metrics { registry, calls, latency, denials, active_leases, connected_targets, unauthenticated }
+        registry.register(
+            "active_leases",
+            "MCP session leases active now",
+            active_leases.clone(),
+        );
+        registry.register(
+            "connected_targets",
+            "Managed targets with a live router session",
+            connected_targets.clone(),
+        );
+        registry.register(
+            "unauthenticated_requests",
+            "Requests refused with 401",
+            unauthenticated.clone(),
+        );
+        Metrics {
+            registry,
+            calls,
+            latency,
+            denials,
+            active_leases,
+            connected_targets,
+            unauthenticated,
+        }
     }
 }
 

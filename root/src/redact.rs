@@ -12,12 +12,22 @@ use serde_json::Value;
 /// What replaces a redacted value.
 pub const REDACTED: &str = "[REDACTED]";
 
-const BUILTIN_FIELDS: &[&str] = &["token", "password", "secret", "authorization", "api_key", "bearer"];
+const BUILTIN_FIELDS: &[&str] = &[
+    "token",
+    "password",
+    "secret",
+    "authorization",
+    "api_key",
+    "bearer",
+];
 
 const BUILTIN_PATTERNS: &[(&str, &str)] = &[
     ("lease_bearer", r"mcpl_[A-Za-z0-9_\-]{16,}"),
     ("admin_token", r"mcpa_[A-Za-z0-9_\-]{16,}"),
-    ("bearer_credential", r"(?i)bearer\s+[A-Za-z0-9._~+/\-]{8,}=*"),
+    (
+        "bearer_credential",
+        r"(?i)bearer\s+[A-Za-z0-9._~+/\-]{8,}=*",
+    ),
 ];
 
 pub struct Redactor {
@@ -56,10 +66,15 @@ impl Redactor {
                 for (k, v) in map.iter_mut() {
                     let lk = k.to_ascii_lowercase();
                     let child = format!("{path}.{k}");
-                    if self.fields.contains(&lk) || contract_fields.iter().any(|f| f.eq_ignore_ascii_case(k)) {
+                    if self.fields.contains(&lk)
+                        || contract_fields.iter().any(|f| f.eq_ignore_ascii_case(k))
+                    {
                         if !v.is_null() {
                             *v = Value::String(REDACTED.into());
-                            out.push(Redaction { path: child, rule: format!("field:{lk}") });
+                            out.push(Redaction {
+                                path: child,
+                                rule: format!("field:{lk}"),
+                            });
                         }
                     } else {
                         self.redact(&child, v, contract_fields, contract_patterns, out);
@@ -68,7 +83,13 @@ impl Redactor {
             }
             Value::Array(items) => {
                 for (i, v) in items.iter_mut().enumerate() {
-                    self.redact(&format!("{path}[{i}]"), v, contract_fields, contract_patterns, out);
+                    self.redact(
+                        &format!("{path}[{i}]"),
+                        v,
+                        contract_fields,
+                        contract_patterns,
+                        out,
+                    );
                 }
             }
             Value::String(s) => {
@@ -77,7 +98,10 @@ impl Redactor {
                 for (name, re) in named.chain(contract) {
                     if re.is_match(s) {
                         *s = re.replace_all(s, REDACTED).into_owned();
-                        out.push(Redaction { path: path.to_string(), rule: format!("pattern:{name}") });
+                        out.push(Redaction {
+                            path: path.to_string(),
+                            rule: format!("pattern:{name}"),
+                        });
                     }
                 }
             }

@@ -13,7 +13,9 @@ use mcp_shared::lease::{LeaseStatus, SessionLease};
 use mcp_shared::time::{from_unix_ms, unix_ms};
 use sqlx::Row;
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 /// Storage failures, with the operation that failed.
 #[derive(Debug, thiserror::Error)]
@@ -360,9 +362,8 @@ impl Store {
     /// Queries the trail. Rows whose stored JSON no longer parses are returned as errors, so a
     /// tampered row is reported rather than skipped.
     pub async fn query_audit(&self, f: &AuditFilter) -> Result<Vec<AuditRow>> {
-        let mut sql = String::from(
-            "SELECT seq, event, prev_hash, hash FROM audit_events WHERE 1 = 1",
-        );
+        let mut sql =
+            String::from("SELECT seq, event, prev_hash, hash FROM audit_events WHERE 1 = 1");
         let mut args: Vec<Arg> = Vec::new();
         let mut push = |sql: &mut String, clause: &str, arg: Arg| {
             args.push(arg);
@@ -395,7 +396,11 @@ impl Store {
         if let Some(v) = f.after_seq {
             push(&mut sql, " AND seq > ?", Arg::I(v));
         }
-        sql.push_str(if f.ascending { " ORDER BY seq ASC" } else { " ORDER BY seq DESC" });
+        sql.push_str(if f.ascending {
+            " ORDER BY seq ASC"
+        } else {
+            " ORDER BY seq DESC"
+        });
         push(&mut sql, " LIMIT ?", Arg::I(f.limit.clamp(1, 10_000)));
         on_pool!(self, pool => {
             // `sql` is assembled only from the constant clauses above; values are bound.

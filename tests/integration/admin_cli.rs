@@ -13,7 +13,11 @@ fn bin() -> PathBuf {
         p.pop();
     }
     let bin = p.join("mcp-root");
-    assert!(bin.exists(), "{} missing: run the suite with `cargo test --workspace`", bin.display());
+    assert!(
+        bin.exists(),
+        "{} missing: run the suite with `cargo test --workspace`",
+        bin.display()
+    );
     bin
 }
 
@@ -27,20 +31,40 @@ fn admin(root: &TestRoot, args: &[&str]) -> (i32, String, String) {
         .env_remove("MCP_ROOT_ADMIN_TOKEN")
         .output()
         .unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_and_audit_commands_work_end_to_end() {
     let root = TestRoot::start().await.unwrap();
-    let (code, out, err) = admin(&root, &["lease", "create", "--target", "hub:test-alpha", "--profile", "AdaOSDevRead", "--ttl", "600", "--json"]);
+    let (code, out, err) = admin(
+        &root,
+        &[
+            "lease",
+            "create",
+            "--target",
+            "hub:test-alpha",
+            "--profile",
+            "AdaOSDevRead",
+            "--ttl",
+            "600",
+            "--json",
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     let token = v["token"].as_str().unwrap().to_string();
     let id = v["session_id"].as_str().unwrap().to_string();
     assert!(v["deadline_at"].is_string());
 
-    let (s, _) = root.rest_call(&token, "sdk.get_metadata", serde_json::json!({})).await.unwrap();
+    let (s, _) = root
+        .rest_call(&token, "sdk.get_metadata", serde_json::json!({}))
+        .await
+        .unwrap();
     assert_eq!(s, 200);
 
     let (code, out, _) = admin(&root, &["lease", "list", "--json"]);
@@ -58,9 +82,23 @@ async fn lease_and_audit_commands_work_end_to_end() {
     assert_eq!(v["events"][0]["tool_id"], "sdk.get_metadata");
 
     let export = root.dir.path().join("audit.jsonl");
-    let (code, _, err) = admin(&root, &["audit", "export", "--since", "2000-01-01T00:00:00Z", "-o", export.to_str().unwrap()]);
+    let (code, _, err) = admin(
+        &root,
+        &[
+            "audit",
+            "export",
+            "--since",
+            "2000-01-01T00:00:00Z",
+            "-o",
+            export.to_str().unwrap(),
+        ],
+    );
     assert_eq!(code, 0, "{err}");
-    let lines: Vec<Value> = std::fs::read_to_string(&export).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = std::fs::read_to_string(&export)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["tool_id"], "sdk.get_metadata");
 
@@ -71,7 +109,10 @@ async fn lease_and_audit_commands_work_end_to_end() {
     let (code, out, _) = admin(&root, &["lease", "rotate", &id, "--json"]);
     assert_eq!(code, 0);
     let rotated: Value = serde_json::from_str(&out).unwrap();
-    let (code, _, _) = admin(&root, &["lease", "revoke", rotated["session_id"].as_str().unwrap()]);
+    let (code, _, _) = admin(
+        &root,
+        &["lease", "revoke", rotated["session_id"].as_str().unwrap()],
+    );
     assert_eq!(code, 0);
     let (code, _, err) = admin(&root, &["lease", "revoke", "no-such-lease"]);
     assert_eq!(code, 1);
@@ -79,13 +120,24 @@ async fn lease_and_audit_commands_work_end_to_end() {
 
     // A wrong admin token is refused with a clear message.
     let out = Command::new(bin())
-        .args(["admin", "--root-url", &root.handle().base_url(), "--admin-token", "wrong", "lease", "list"])
+        .args([
+            "admin",
+            "--root-url",
+            &root.handle().base_url(),
+            "--admin-token",
+            "wrong",
+            "lease",
+            "list",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
     // Bad usage exits 2.
-    let out = Command::new(bin()).args(["admin", "lease", "create"]).output().unwrap();
+    let out = Command::new(bin())
+        .args(["admin", "lease", "create"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     root.stop().await;
 }

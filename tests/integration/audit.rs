@@ -7,10 +7,16 @@ use sqlx::Connection;
 #[tokio::test]
 async fn chain_verification_detects_a_tampered_row() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
     let mut ids = Vec::new();
     for _ in 0..5 {
-        let (s, body) = root.rest_call(&token, "sdk.get_metadata", json!({})).await.unwrap();
+        let (s, body) = root
+            .rest_call(&token, "sdk.get_metadata", json!({}))
+            .await
+            .unwrap();
         assert_eq!(s, 200);
         ids.push(body["event_id"].as_str().unwrap().to_string());
     }
@@ -20,7 +26,9 @@ async fn chain_verification_detects_a_tampered_row() {
 
     // Change the third event behind root's back.
     let db = root.data_dir().join("root.db");
-    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display())).await.unwrap();
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
+        .await
+        .unwrap();
     let n = sqlx::query("UPDATE audit_events SET event = replace(event, '\"status\":\"ok\"', '\"status\":\"denied\"') WHERE event_id = $1")
         .bind(&ids[2])
         .execute(&mut conn)
@@ -41,34 +49,74 @@ async fn chain_verification_detects_a_tampered_row() {
 #[tokio::test]
 async fn audit_filters_and_pages_newest_first() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
     for _ in 0..3 {
-        root.rest_call(&token, "sdk.get_metadata", json!({})).await.unwrap();
-        root.rest_call(&token, "sdk.list_templates", json!({})).await.unwrap();
+        root.rest_call(&token, "sdk.get_metadata", json!({}))
+            .await
+            .unwrap();
+        root.rest_call(&token, "sdk.list_templates", json!({}))
+            .await
+            .unwrap();
     }
-    root.rest_call(&token, "sdk.get_template", json!({"bad": 1})).await.unwrap();
+    root.rest_call(&token, "sdk.get_template", json!({"bad": 1}))
+        .await
+        .unwrap();
     let page1 = root.admin_get("/v1/root/mcp/audit?limit=4").await.unwrap();
     let evs = page1["events"].as_array().unwrap();
     assert_eq!(evs.len(), 4);
     assert!(evs[0]["seq"].as_i64() > evs[1]["seq"].as_i64());
     let cursor = page1["next_cursor"].as_str().unwrap();
-    let page2 = root.admin_get(&format!("/v1/root/mcp/audit?limit=4&cursor={cursor}")).await.unwrap();
+    let page2 = root
+        .admin_get(&format!("/v1/root/mcp/audit?limit=4&cursor={cursor}"))
+        .await
+        .unwrap();
     assert_eq!(page2["events"].as_array().unwrap().len(), 3);
     assert!(page2["next_cursor"].is_null());
 
-    let tmpl = root.admin_get("/v1/root/mcp/audit?tool_id=sdk.list_templates").await.unwrap();
+    let tmpl = root
+        .admin_get("/v1/root/mcp/audit?tool_id=sdk.list_templates")
+        .await
+        .unwrap();
     assert_eq!(tmpl["events"].as_array().unwrap().len(), 3);
-    let denied = root.admin_get("/v1/root/mcp/audit?status=denied").await.unwrap();
+    let denied = root
+        .admin_get("/v1/root/mcp/audit?status=denied")
+        .await
+        .unwrap();
     assert_eq!(denied["events"].as_array().unwrap().len(), 1);
-    let future = root.admin_get("/v1/root/mcp/audit?since=2999-01-01T00:00:00Z").await.unwrap();
+    let future = root
+        .admin_get("/v1/root/mcp/audit?since=2999-01-01T00:00:00Z")
+        .await
+        .unwrap();
     assert!(future["events"].as_array().unwrap().is_empty());
 
-    for bad in ["since=yesterday", "limit=0", "status=weird", "cursor=zzz", "order=sideways", "nope=1"] {
-        let res = root.http.get(root.url(&format!("/v1/root/mcp/audit?{bad}"))).bearer_auth(root.admin_token()).send().await.unwrap();
+    for bad in [
+        "since=yesterday",
+        "limit=0",
+        "status=weird",
+        "cursor=zzz",
+        "order=sideways",
+        "nope=1",
+    ] {
+        let res = root
+            .http
+            .get(root.url(&format!("/v1/root/mcp/audit?{bad}")))
+            .bearer_auth(root.admin_token())
+            .send()
+            .await
+            .unwrap();
         assert_eq!(res.status(), 400, "{bad}");
     }
     // Lease bearers cannot read the trail.
-    let res = root.http.get(root.url("/v1/root/mcp/audit")).bearer_auth(&token).send().await.unwrap();
+    let res = root
+        .http
+        .get(root.url("/v1/root/mcp/audit"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 403);
     root.stop().await;
 }

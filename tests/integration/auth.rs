@@ -18,7 +18,10 @@ async fn post_initialize(root: &TestRoot, bearer: Option<&str>) -> reqwest::Resp
 
 fn assert_invalid_token(res: &reqwest::Response) {
     assert_eq!(res.status(), 401);
-    assert_eq!(res.headers()["www-authenticate"], "Bearer error=\"invalid_token\"");
+    assert_eq!(
+        res.headers()["www-authenticate"],
+        "Bearer error=\"invalid_token\""
+    );
 }
 
 #[tokio::test]
@@ -29,21 +32,32 @@ async fn missing_unknown_expired_and_revoked_bearers_get_401() {
     // The admin token is not a lease: MCP refuses it too.
     assert_invalid_token(&post_initialize(&root, Some(&root.admin_token())).await);
 
-    let (_, short) = root.lease("hub:test-alpha", "AdaOSDevRead", 1).await.unwrap();
+    let (_, short) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 1)
+        .await
+        .unwrap();
     assert_eq!(post_initialize(&root, Some(&short)).await.status(), 200);
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     assert_invalid_token(&post_initialize(&root, Some(&short)).await);
 
-    let (id, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
+    let (id, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     assert!(!client.list_all_tools().await.unwrap().is_empty());
-    root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({})).await.unwrap();
+    root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({}))
+        .await
+        .unwrap();
     // Revocation takes effect on the very next request of an open MCP session.
     assert!(client.list_all_tools().await.is_err());
     assert_invalid_token(&post_initialize(&root, Some(&token)).await);
 
     // REST answers the same way.
-    let (status, body) = root.rest_call(&token, "sdk.get_metadata", json!({})).await.unwrap();
+    let (status, body) = root
+        .rest_call(&token, "sdk.get_metadata", json!({}))
+        .await
+        .unwrap();
     assert_eq!(status, 401);
     assert_eq!(body["error"]["code"], "unauthenticated");
     root.stop().await;
@@ -52,32 +66,72 @@ async fn missing_unknown_expired_and_revoked_bearers_get_401() {
 #[tokio::test]
 async fn leases_are_listed_freshness_normalized_and_rotation_kills_the_old_bearer() {
     let root = TestRoot::start().await.unwrap();
-    let (short_id, _) = root.lease("hub:test-alpha", "AdaOSDevRead", 1).await.unwrap();
-    let (id, old) = root.lease("hub:test-alpha", "InfraOpsRead", 600).await.unwrap();
+    let (short_id, _) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 1)
+        .await
+        .unwrap();
+    let (id, old) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     let list = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
     let status_of = |sid: &str| {
-        list["sessions"].as_array().unwrap().iter().find(|s| s["session_id"] == sid).unwrap()["status"].clone()
+        list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["session_id"] == sid)
+            .unwrap()["status"]
+            .clone()
     };
     assert_eq!(status_of(&short_id), "expired");
     assert_eq!(status_of(&id), "active");
 
     // Use increments the counters.
-    let (s, _) = root.rest_call(&old, "sdk.get_metadata", json!({})).await.unwrap();
+    let (s, _) = root
+        .rest_call(&old, "sdk.get_metadata", json!({}))
+        .await
+        .unwrap();
     assert_eq!(s, 403, "InfraOpsRead does not grant sdk.read.metadata");
-    let got = root.admin_get(&format!("/v1/root/mcp/sessions/{id}")).await.unwrap();
+    let got = root
+        .admin_get(&format!("/v1/root/mcp/sessions/{id}"))
+        .await
+        .unwrap();
     assert_eq!(got["use_count"], 1);
     assert!(got["last_used_at"].is_string());
 
-    let rotated = root.admin_post(&format!("/v1/root/mcp/sessions/{id}/rotate"), json!({})).await.unwrap();
+    let rotated = root
+        .admin_post(&format!("/v1/root/mcp/sessions/{id}/rotate"), json!({}))
+        .await
+        .unwrap();
     let new = rotated["token"].as_str().unwrap();
     assert_ne!(new, old);
-    assert_eq!(root.rest_call(&old, "sdk.get_metadata", json!({})).await.unwrap().0, 401);
-    assert_eq!(root.rest_call(new, "sdk.get_metadata", json!({})).await.unwrap().0, 403);
-    let old_lease = root.admin_get(&format!("/v1/root/mcp/sessions/{id}")).await.unwrap();
+    assert_eq!(
+        root.rest_call(&old, "sdk.get_metadata", json!({}))
+            .await
+            .unwrap()
+            .0,
+        401
+    );
+    assert_eq!(
+        root.rest_call(new, "sdk.get_metadata", json!({}))
+            .await
+            .unwrap()
+            .0,
+        403
+    );
+    let old_lease = root
+        .admin_get(&format!("/v1/root/mcp/sessions/{id}"))
+        .await
+        .unwrap();
     assert_eq!(old_lease["status"], "revoked");
     // The token is never stored or listed.
-    let all = root.admin_get("/v1/root/mcp/sessions").await.unwrap().to_string();
+    let all = root
+        .admin_get("/v1/root/mcp/sessions")
+        .await
+        .unwrap()
+        .to_string();
     assert!(!all.contains(&old) && !all.contains(new));
     root.stop().await;
 }
@@ -85,28 +139,69 @@ async fn leases_are_listed_freshness_normalized_and_rotation_kills_the_old_beare
 #[tokio::test]
 async fn leases_survive_a_restart_and_bad_create_requests_are_refused() {
     let mut root = TestRoot::start().await.unwrap();
-    let (id, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
+    let (id, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
     let dir = root.data_dir();
     root.handle.take().unwrap().shutdown().await;
-    let root2 = TestRoot::start_with(|c| c.data_dir = dir.clone()).await.unwrap();
-    let (s, body) = root2.rest_call(&token, "sdk.get_metadata", json!({})).await.unwrap();
+    let root2 = TestRoot::start_with(|c| c.data_dir = dir.clone())
+        .await
+        .unwrap();
+    let (s, body) = root2
+        .rest_call(&token, "sdk.get_metadata", json!({}))
+        .await
+        .unwrap();
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["tool_id"], "sdk.get_metadata");
-    assert!(root2.admin_get(&format!("/v1/root/mcp/sessions/{id}")).await.is_ok());
+    assert!(
+        root2
+            .admin_get(&format!("/v1/root/mcp/sessions/{id}"))
+            .await
+            .is_ok()
+    );
 
     for (body, why) in [
-        (json!({"target_id":"t","capability_profile":"NoSuchProfile","ttl_sec":60}), "unknown capability profile"),
-        (json!({"target_id":"t","capability_profile":"AdaOSDevRead","ttl_sec":0}), "ttl_sec"),
-        (json!({"target_id":"t","capability_profile":"AdaOSDevRead","ttl_sec":60,"admin":true}), "unknown field"),
-        (json!({"capability_profile":"AdaOSDevRead","ttl_sec":60}), "target_id"),
+        (
+            json!({"target_id":"t","capability_profile":"NoSuchProfile","ttl_sec":60}),
+            "unknown capability profile",
+        ),
+        (
+            json!({"target_id":"t","capability_profile":"AdaOSDevRead","ttl_sec":0}),
+            "ttl_sec",
+        ),
+        (
+            json!({"target_id":"t","capability_profile":"AdaOSDevRead","ttl_sec":60,"admin":true}),
+            "unknown field",
+        ),
+        (
+            json!({"capability_profile":"AdaOSDevRead","ttl_sec":60}),
+            "target_id",
+        ),
     ] {
-        let res = root2.http.post(root2.url("/v1/root/mcp/sessions")).bearer_auth(root2.admin_token()).json(&body).send().await.unwrap();
+        let res = root2
+            .http
+            .post(root2.url("/v1/root/mcp/sessions"))
+            .bearer_auth(root2.admin_token())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(res.status(), 400, "{body}");
-        let msg = res.json::<serde_json::Value>().await.unwrap()["error"]["message"].as_str().unwrap().to_string();
+        let msg = res.json::<serde_json::Value>().await.unwrap()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert!(msg.contains(why), "{msg} should mention {why}");
     }
     // A lease bearer is not an operator.
-    let res = root2.http.get(root2.url("/v1/root/mcp/sessions")).bearer_auth(&token).send().await.unwrap();
+    let res = root2
+        .http
+        .get(root2.url("/v1/root/mcp/sessions"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 403);
     root.dir.close().ok();
     root2.stop().await;
@@ -115,7 +210,10 @@ async fn leases_survive_a_restart_and_bad_create_requests_are_refused() {
 #[tokio::test]
 async fn forged_actor_headers_are_ignored() {
     let root = TestRoot::start().await.unwrap();
-    let (id, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
+    let (id, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
     let res = root
         .http
         .post(root.url("/v1/root/mcp/call"))
@@ -127,7 +225,13 @@ async fn forged_actor_headers_are_ignored() {
         .await
         .unwrap();
     let body: serde_json::Value = res.json().await.unwrap();
-    let event = root.admin_get(&format!("/v1/root/mcp/audit/{}", body["event_id"].as_str().unwrap())).await.unwrap();
+    let event = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            body["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
     assert_eq!(event["actor"]["id"], format!("lease:{id}"));
     assert!(!event.to_string().contains("root-admin"));
     root.stop().await;

@@ -1,7 +1,11 @@
 //! The integration suite: one binary, real root daemons on 127.0.0.1:0, real MCP clients.
 
+// Test helpers unwrap like tests do: a failure is a failed test with its message.
+#![allow(clippy::unwrap_used)]
+
 mod admin_cli;
 mod audit;
 mod auth;
+mod postgres;
 mod protocol;
 mod tools;

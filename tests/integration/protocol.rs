@@ -22,20 +22,28 @@ async fn jsonrpc_body(res: reqwest::Response) -> Value {
 #[tokio::test]
 async fn session_revisions_negotiate_and_the_2026_probe_is_answered() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
     for v in ["2025-03-26", "2025-06-18", "2025-11-25"] {
         let res = root
             .http
             .post(root.mcp_url())
             .bearer_auth(&token)
             .header("accept", ACCEPT)
-            .json(&json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
-                "protocolVersion": v,"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}))
+            .json(
+                &json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+                "protocolVersion": v,"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+            )
             .send()
             .await
             .unwrap();
         assert_eq!(res.status(), 200);
-        assert!(res.headers().get("mcp-session-id").is_some(), "{v} is session-based");
+        assert!(
+            res.headers().get("mcp-session-id").is_some(),
+            "{v} is session-based"
+        );
         let body = jsonrpc_body(res).await;
         assert_eq!(body["result"]["protocolVersion"], v);
     }
@@ -49,10 +57,12 @@ async fn session_revisions_negotiate_and_the_2026_probe_is_answered() {
             .header("accept", ACCEPT)
             .header("mcp-protocol-version", "2026-07-28")
             .header("mcp-method", "server/discover")
-            .json(&json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{
+            .json(
+                &json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{
                 "io.modelcontextprotocol/protocolVersion":"2026-07-28",
                 "io.modelcontextprotocol/clientCapabilities":{},
-                "io.modelcontextprotocol/clientInfo":{"name":"probe","version":"1"}}}}))
+                "io.modelcontextprotocol/clientInfo":{"name":"probe","version":"1"}}}}),
+            )
             .send(),
     )
     .await
@@ -62,8 +72,16 @@ async fn session_revisions_negotiate_and_the_2026_probe_is_answered() {
     let body = jsonrpc_body(res).await;
     if status == 200 && body.get("result").is_some() {
         // Served: the version list must name one the client speaks, and a session revision.
-        let versions: Vec<&str> = body["result"]["supportedVersions"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-        assert!(versions.contains(&"2026-07-28") && versions.contains(&"2025-11-25"), "{body}");
+        let versions: Vec<&str> = body["result"]["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(
+            versions.contains(&"2026-07-28") && versions.contains(&"2025-11-25"),
+            "{body}"
+        );
     } else {
         // Fallback: a 4xx JSON-RPC error that is not -32022.
         assert!((400..500).contains(&status), "{status} {body}");
@@ -75,11 +93,19 @@ async fn session_revisions_negotiate_and_the_2026_probe_is_answered() {
 #[tokio::test]
 async fn foreign_host_and_origin_are_refused() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
         "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
     let send = |host: Option<&'static str>, origin: Option<&'static str>| {
-        let mut req = root.http.post(root.mcp_url()).bearer_auth(&token).header("accept", ACCEPT).json(&init);
+        let mut req = root
+            .http
+            .post(root.mcp_url())
+            .bearer_auth(&token)
+            .header("accept", ACCEPT)
+            .json(&init);
         if let Some(h) = host {
             req = req.header("host", h);
         }
@@ -88,17 +114,46 @@ async fn foreign_host_and_origin_are_refused() {
         }
         req.send()
     };
-    assert_eq!(send(Some("evil.example.com"), None).await.unwrap().status(), 403);
-    assert_eq!(send(None, Some("http://evil.example.com")).await.unwrap().status(), 403);
-    assert_eq!(send(Some("localhost"), Some("http://localhost:1234")).await.unwrap().status(), 200);
+    assert_eq!(
+        send(Some("evil.example.com"), None).await.unwrap().status(),
+        403
+    );
+    assert_eq!(
+        send(None, Some("http://evil.example.com"))
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(
+        send(Some("localhost"), Some("http://localhost:1234"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     assert_eq!(send(None, None).await.unwrap().status(), 200);
     // REST is guarded the same way.
-    let res = root.http.get(root.url("/healthz")).header("host", "evil.example.com").send().await.unwrap();
+    let res = root
+        .http
+        .get(root.url("/healthz"))
+        .header("host", "evil.example.com")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 403);
 
     // A public root lists its names.
-    let public = TestRoot::start_with(|c| c.allowed_hosts = vec!["root.example.net".into()]).await.unwrap();
-    let res = public.http.get(public.url("/healthz")).header("host", "root.example.net").send().await.unwrap();
+    let public = TestRoot::start_with(|c| c.allowed_hosts = vec!["root.example.net".into()])
+        .await
+        .unwrap();
+    let res = public
+        .http
+        .get(public.url("/healthz"))
+        .header("host", "root.example.net")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 200);
     public.stop().await;
     root.stop().await;
@@ -106,28 +161,67 @@ async fn foreign_host_and_origin_are_refused() {
 
 #[tokio::test]
 async fn malformed_and_oversized_input_get_precise_errors() {
-    let root = TestRoot::start_with(|c| c.limits.max_body_bytes = 64 * 1024).await.unwrap();
-    let (_, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
+    let root = TestRoot::start_with(|c| c.limits.max_body_bytes = 64 * 1024)
+        .await
+        .unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
     let big = "x".repeat(200 * 1024);
     let res = root
         .http
         .post(root.url("/v1/root/mcp/call"))
         .bearer_auth(&token)
         .header("content-type", "application/json")
-        .body(format!("{{\"tool_id\":\"sdk.get_schema\",\"arguments\":{{\"name\":\"{big}\"}}}}"))
+        .body(format!(
+            "{{\"tool_id\":\"sdk.get_schema\",\"arguments\":{{\"name\":\"{big}\"}}}}"
+        ))
         .send()
         .await
         .unwrap();
     assert_eq!(res.status(), 413);
-    let res = root.http.post(root.url("/v1/root/mcp/call")).bearer_auth(&token).header("content-type", "application/json").body("{not json").send().await.unwrap();
+    let res = root
+        .http
+        .post(root.url("/v1/root/mcp/call"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 400);
     let v: Value = res.json().await.unwrap();
     assert_eq!(v["error"]["code"], "invalid_arguments");
-    let res = root.http.post(root.mcp_url()).bearer_auth(&token).header("accept", ACCEPT).header("content-type", "application/json").body("{not json").send().await.unwrap();
+    let res = root
+        .http
+        .post(root.mcp_url())
+        .bearer_auth(&token)
+        .header("accept", ACCEPT)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
     assert!(res.status().is_client_error(), "{}", res.status());
-    let res = root.http.post(root.mcp_url()).bearer_auth(&token).header("accept", ACCEPT).header("content-type", "application/json").body(big.clone()).send().await.unwrap();
+    let res = root
+        .http
+        .post(root.mcp_url())
+        .bearer_auth(&token)
+        .header("accept", ACCEPT)
+        .header("content-type", "application/json")
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 413);
-    let res = root.http.get(root.url("/v1/root/mcp/nope")).bearer_auth(&token).send().await.unwrap();
+    let res = root
+        .http
+        .get(root.url("/v1/root/mcp/nope"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 404);
     root.stop().await;
 }
@@ -135,29 +229,106 @@ async fn malformed_and_oversized_input_get_precise_errors() {
 #[tokio::test]
 async fn health_readiness_metrics_and_self_description() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
-    assert_eq!(root.http.get(root.url("/healthz")).send().await.unwrap().status(), 200);
-    assert_eq!(root.http.get(root.url("/readyz")).send().await.unwrap().status(), 200);
-    root.rest_call(&token, "sdk.get_metadata", json!({})).await.unwrap();
-    root.rest_call(&token, "sdk.get_schema", json!({})).await.unwrap();
-    assert_eq!(root.http.get(root.url("/metrics")).send().await.unwrap().status(), 401);
-    let text = root.http.get(root.url("/metrics")).bearer_auth(root.admin_token()).send().await.unwrap().text().await.unwrap();
-    assert!(text.contains("mcp_root_calls_total{tool=\"sdk.get_metadata\",status=\"ok\"} 1"), "{text}");
-    assert!(text.contains("mcp_root_denials_total{reason=\"invalid_arguments\"} 1"), "{text}");
-    assert!(text.contains("mcp_root_call_latency_seconds_bucket"), "{text}");
+    let (_, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    assert_eq!(
+        root.http
+            .get(root.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        root.http
+            .get(root.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    root.rest_call(&token, "sdk.get_metadata", json!({}))
+        .await
+        .unwrap();
+    root.rest_call(&token, "sdk.get_schema", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        root.http
+            .get(root.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    let text = root
+        .http
+        .get(root.url("/metrics"))
+        .bearer_auth(root.admin_token())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("mcp_root_calls_total{tool=\"sdk.get_metadata\",status=\"ok\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mcp_root_denials_total{reason=\"invalid_arguments\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mcp_root_call_latency_seconds_bucket"),
+        "{text}"
+    );
     assert!(text.contains("mcp_root_active_leases 1"), "{text}");
     assert!(text.contains("mcp_root_connected_targets 0"), "{text}");
 
-    let res = root.http.get(root.url("/v1/root/mcp/foundation")).bearer_auth(&token).send().await.unwrap();
+    let res = root
+        .http
+        .get(root.url("/v1/root/mcp/foundation"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     let f: Value = res.json().await.unwrap();
     assert_eq!(f["protocol_versions"][2], "2025-11-25");
-    let planes: Vec<&str> = f["planes"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
-    assert_eq!(planes, ["AdaOSDevPlane", "InfraOpsPlane", "NLUAuthoringPlane", "ProfileOpsPlane"]);
+    let planes: Vec<&str> = f["planes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        planes,
+        [
+            "AdaOSDevPlane",
+            "InfraOpsPlane",
+            "NLUAuthoringPlane",
+            "ProfileOpsPlane"
+        ]
+    );
     assert_eq!(f["capability_profiles"].as_array().unwrap().len(), 8);
 
     let d = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
-    assert!(d["descriptors"].as_array().unwrap().iter().any(|d| d["descriptor_id"] == "sdk.schemas"));
-    let one = root.admin_get("/v1/root/mcp/descriptors/sdk.metadata").await.unwrap();
+    assert!(
+        d["descriptors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["descriptor_id"] == "sdk.schemas")
+    );
+    let one = root
+        .admin_get("/v1/root/mcp/descriptors/sdk.metadata")
+        .await
+        .unwrap();
     assert!(one["content"].is_object());
     root.stop().await;
 }
@@ -165,13 +336,20 @@ async fn health_readiness_metrics_and_self_description() {
 #[tokio::test]
 async fn resources_list_and_read_descriptors() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
-    let client = mcp_tests::mcp_client(&root.mcp_url(), &token).await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    let client = mcp_tests::mcp_client(&root.mcp_url(), &token)
+        .await
+        .unwrap();
     let list = client.list_resources(None).await.unwrap();
     let uris: Vec<&str> = list.resources.iter().map(|r| r.uri.as_str()).collect();
     assert!(uris.contains(&"descriptor://sdk.schemas"), "{uris:?}");
     let read = client
-        .read_resource(rmcp::model::ReadResourceRequestParams::new("descriptor://sdk.metadata"))
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "descriptor://sdk.metadata",
+        ))
         .await
         .unwrap();
     let text = match &read.contents[0] {
@@ -181,10 +359,17 @@ async fn resources_list_and_read_descriptors() {
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["descriptor_id"], "sdk.metadata");
     let err = client
-        .read_resource(rmcp::model::ReadResourceRequestParams::new("descriptor://nope"))
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "descriptor://nope",
+        ))
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("-32002") || err.to_string().to_lowercase().contains("not found") || err.to_string().contains("no readable"), "{err}");
+    assert!(
+        err.to_string().contains("-32002")
+            || err.to_string().to_lowercase().contains("not found")
+            || err.to_string().contains("no readable"),
+        "{err}"
+    );
     let prompts = client.list_prompts(None).await.unwrap();
     assert!(prompts.prompts.is_empty());
     root.stop().await;

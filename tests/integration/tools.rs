@@ -13,15 +13,28 @@ fn args(v: Value) -> serde_json::Map<String, Value> {
 #[tokio::test]
 async fn tools_list_is_filtered_by_profile_and_annotated() {
     let root = TestRoot::start().await.unwrap();
-    let (_, dev) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
-    let (_, nlu) = root.lease("hub:test-alpha", "NLUTeacherRead", 600).await.unwrap();
+    let (_, dev) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    let (_, nlu) = root
+        .lease("hub:test-alpha", "NLUTeacherRead", 600)
+        .await
+        .unwrap();
 
     let client = mcp_client(&root.mcp_url(), &dev).await.unwrap();
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     let expected = [
-        "sdk.get_metadata", "sdk.get_scenario_contract", "sdk.get_schema", "sdk.get_skill_contract", "sdk.get_system_model",
-        "sdk.get_template", "sdk.list_capability_classes", "sdk.list_schemas", "sdk.list_templates",
+        "sdk.get_metadata",
+        "sdk.get_scenario_contract",
+        "sdk.get_schema",
+        "sdk.get_skill_contract",
+        "sdk.get_system_model",
+        "sdk.get_template",
+        "sdk.list_capability_classes",
+        "sdk.list_schemas",
+        "sdk.list_templates",
     ];
     assert_eq!(names, expected, "stable order, all sdk tools");
     for t in &tools {
@@ -29,21 +42,44 @@ async fn tools_list_is_filtered_by_profile_and_annotated() {
         assert_eq!(a.read_only_hint, Some(true));
         assert_eq!(a.destructive_hint, Some(false));
         assert!(t.output_schema.is_some());
-        assert_eq!(t.input_schema.get("type").and_then(|v| v.as_str()), Some("object"));
+        assert_eq!(
+            t.input_schema.get("type").and_then(|v| v.as_str()),
+            Some("object")
+        );
     }
     // Same order twice.
-    let again: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    let again: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
     assert_eq!(again, expected);
 
     let nlu_client = mcp_client(&root.mcp_url(), &nlu).await.unwrap();
-    assert!(nlu_client.list_all_tools().await.unwrap().is_empty(), "no NLU tools exist yet, and no sdk capability");
+    assert!(
+        nlu_client.list_all_tools().await.unwrap().is_empty(),
+        "no NLU tools exist yet, and no sdk capability"
+    );
 
     // REST /contracts agrees with MCP for a lease, and shows everything to the operator.
-    let res = root.http.get(root.url("/v1/root/mcp/contracts")).bearer_auth(&nlu).send().await.unwrap();
+    let res = root
+        .http
+        .get(root.url("/v1/root/mcp/contracts"))
+        .bearer_auth(&nlu)
+        .send()
+        .await
+        .unwrap();
     let v: Value = res.json().await.unwrap();
     assert_eq!(v["contracts"].as_array().unwrap().len(), 0);
     let all = root.admin_get("/v1/root/mcp/contracts").await.unwrap();
-    let ids: BTreeSet<_> = all["contracts"].as_array().unwrap().iter().map(|c| c["tool_id"].as_str().unwrap().to_string()).collect();
+    let ids: BTreeSet<_> = all["contracts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["tool_id"].as_str().unwrap().to_string())
+        .collect();
     assert!(ids.contains("sdk.get_schema"));
     root.stop().await;
 }
@@ -51,15 +87,40 @@ async fn tools_list_is_filtered_by_profile_and_annotated() {
 #[tokio::test]
 async fn descriptive_call_returns_structured_content_linked_to_its_audit_event() {
     let root = TestRoot::start().await.unwrap();
-    let (sid, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
+    let (sid, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
 
-    let res = client.call_tool(CallToolRequestParams::new("sdk.list_schemas")).await.unwrap();
+    let res = client
+        .call_tool(CallToolRequestParams::new("sdk.list_schemas"))
+        .await
+        .unwrap();
     assert_ne!(res.is_error, Some(true));
     let sc = res.structured_content.clone().unwrap();
-    assert!(sc["data"].as_array().unwrap().iter().any(|s| s["name"] == "tool-contract"), "{sc}");
-    for f in ["descriptor_id", "source_kind", "source_ref", "generated_at", "fresh_until", "cache_ttl_sec", "stability", "content_hash"] {
-        assert!(!sc["descriptor"][f].is_null(), "freshness field {f} missing");
+    assert!(
+        sc["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "tool-contract"),
+        "{sc}"
+    );
+    for f in [
+        "descriptor_id",
+        "source_kind",
+        "source_ref",
+        "generated_at",
+        "fresh_until",
+        "cache_ttl_sec",
+        "stability",
+        "content_hash",
+    ] {
+        assert!(
+            !sc["descriptor"][f].is_null(),
+            "freshness field {f} missing"
+        );
     }
     assert_eq!(sc["stale"], false);
     // The text copy is the same JSON.
@@ -69,7 +130,10 @@ async fn descriptive_call_returns_structured_content_linked_to_its_audit_event()
     let event_id = meta.0["event_id"].as_str().unwrap().to_string();
     let trace_id = meta.0["trace_id"].as_str().unwrap().to_string();
 
-    let audit = root.admin_get(&format!("/v1/root/mcp/audit?trace_id={trace_id}")).await.unwrap();
+    let audit = root
+        .admin_get(&format!("/v1/root/mcp/audit?trace_id={trace_id}"))
+        .await
+        .unwrap();
     let events = audit["events"].as_array().unwrap();
     assert_eq!(events.len(), 1);
     let e = &events[0];
@@ -85,7 +149,10 @@ async fn descriptive_call_returns_structured_content_linked_to_its_audit_event()
 
     // Selecting one element by argument.
     let res = client
-        .call_tool(CallToolRequestParams::new("sdk.get_schema").with_arguments(args(json!({"name": "session-lease"}))))
+        .call_tool(
+            CallToolRequestParams::new("sdk.get_schema")
+                .with_arguments(args(json!({"name": "session-lease"}))),
+        )
         .await
         .unwrap();
     let sc = res.structured_content.unwrap();
@@ -97,12 +164,28 @@ async fn descriptive_call_returns_structured_content_linked_to_its_audit_event()
 #[tokio::test]
 async fn invalid_arguments_and_denials_are_tool_errors_with_events() {
     let root = TestRoot::start().await.unwrap();
-    let (_, dev) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
-    let (_, infra) = root.lease("hub:test-alpha", "InfraOpsRead", 600).await.unwrap();
+    let (_, dev) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    let (_, infra) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
     let client = mcp_client(&root.mcp_url(), &dev).await.unwrap();
 
-    for bad in [json!({}), json!({"name": 42}), json!({"name": "x", "extra": true}), json!({"name": ""})] {
-        let res = client.call_tool(CallToolRequestParams::new("sdk.get_schema").with_arguments(args(bad.clone()))).await.unwrap();
+    for bad in [
+        json!({}),
+        json!({"name": 42}),
+        json!({"name": "x", "extra": true}),
+        json!({"name": ""}),
+    ] {
+        let res = client
+            .call_tool(
+                CallToolRequestParams::new("sdk.get_schema").with_arguments(args(bad.clone())),
+            )
+            .await
+            .unwrap();
         assert_eq!(res.is_error, Some(true), "{bad}");
         let sc = res.structured_content.unwrap();
         assert_eq!(sc["error"]["code"], "invalid_arguments", "{bad}: {sc}");
@@ -110,36 +193,78 @@ async fn invalid_arguments_and_denials_are_tool_errors_with_events() {
     }
     // A name that does not exist is a precise error too.
     let res = client
-        .call_tool(CallToolRequestParams::new("sdk.get_schema").with_arguments(args(json!({"name": "nope"}))))
+        .call_tool(
+            CallToolRequestParams::new("sdk.get_schema")
+                .with_arguments(args(json!({"name": "nope"}))),
+        )
         .await
         .unwrap();
-    assert_eq!(res.structured_content.unwrap()["error"]["code"], "invalid_arguments");
+    assert_eq!(
+        res.structured_content.unwrap()["error"]["code"],
+        "invalid_arguments"
+    );
 
     // Unknown tool: JSON-RPC invalid params, still audited.
-    let err = client.call_tool(CallToolRequestParams::new("sdk.no_such_tool")).await.unwrap_err();
+    let err = client
+        .call_tool(CallToolRequestParams::new("sdk.no_such_tool"))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("unknown tool"), "{err}");
-    let denied = root.admin_get("/v1/root/mcp/audit?tool_id=sdk.no_such_tool").await.unwrap();
-    assert_eq!(denied["events"][0]["policy_decision"]["reason"], "unknown_tool");
+    let denied = root
+        .admin_get("/v1/root/mcp/audit?tool_id=sdk.no_such_tool")
+        .await
+        .unwrap();
+    assert_eq!(
+        denied["events"][0]["policy_decision"]["reason"],
+        "unknown_tool"
+    );
 
     // A valid lease without the capability: capability_not_granted, on MCP and REST.
     let infra_client = mcp_client(&root.mcp_url(), &infra).await.unwrap();
-    let res = infra_client.call_tool(CallToolRequestParams::new("sdk.get_metadata")).await.unwrap();
+    let res = infra_client
+        .call_tool(CallToolRequestParams::new("sdk.get_metadata"))
+        .await
+        .unwrap();
     assert_eq!(res.is_error, Some(true));
-    assert_eq!(res.structured_content.unwrap()["error"]["code"], "capability_not_granted");
-    let (status, body) = root.rest_call(&infra, "sdk.get_metadata", json!({})).await.unwrap();
+    assert_eq!(
+        res.structured_content.unwrap()["error"]["code"],
+        "capability_not_granted"
+    );
+    let (status, body) = root
+        .rest_call(&infra, "sdk.get_metadata", json!({}))
+        .await
+        .unwrap();
     assert_eq!(status, 403);
     assert_eq!(body["error"]["code"], "capability_not_granted");
-    let ev = root.admin_get(&format!("/v1/root/mcp/audit/{}", body["event_id"].as_str().unwrap())).await.unwrap();
+    let ev = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            body["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
     assert_eq!(ev["status"], "denied");
     assert_eq!(ev["surface"], "rest");
     assert_eq!(ev["policy_decision"]["reason"], "capability_not_granted");
 
     // Secrets in arguments never reach the trail.
     let leaked = format!("here is {dev}");
-    let (s, body) = root.rest_call(&dev, "sdk.get_schema", json!({"name": leaked})).await.unwrap();
+    let (s, body) = root
+        .rest_call(&dev, "sdk.get_schema", json!({"name": leaked}))
+        .await
+        .unwrap();
     assert_eq!(s, 400);
-    let ev = root.admin_get(&format!("/v1/root/mcp/audit/{}", body["event_id"].as_str().unwrap())).await.unwrap();
-    assert!(!ev.to_string().contains(&dev), "bearer leaked into the audit trail");
+    let ev = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            body["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert!(
+        !ev.to_string().contains(&dev),
+        "bearer leaked into the audit trail"
+    );
     assert_eq!(ev["redactions"][0]["rule"], "pattern:lease_bearer");
     root.stop().await;
 }
@@ -147,13 +272,23 @@ async fn invalid_arguments_and_denials_are_tool_errors_with_events() {
 #[tokio::test]
 async fn over_the_concurrency_limit_calls_get_busy() {
     // One call per lease at a time: overlapping calls must be refused with `busy`, at once.
-    let root = TestRoot::start_with(|c| c.limits.per_lease_in_flight = 1).await.unwrap();
-    let (_, token) = root.lease("hub:test-alpha", "AdaOSDevRead", 600).await.unwrap();
+    let root = TestRoot::start_with(|c| c.limits.per_lease_in_flight = 1)
+        .await
+        .unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
     let mut busy = 0;
     let mut ok = 0;
     for _round in 0..20 {
-        let calls = (0..16).map(|_| root.rest_call(&token, "sdk.get_schema", json!({"name": "tool-contract"})));
-        for (status, body) in futures::future::join_all(calls).await.into_iter().map(|r| r.unwrap()) {
+        let calls = (0..16)
+            .map(|_| root.rest_call(&token, "sdk.get_schema", json!({"name": "tool-contract"})));
+        for (status, body) in futures::future::join_all(calls)
+            .await
+            .into_iter()
+            .map(|r| r.unwrap())
+        {
             match status {
                 200 => ok += 1,
                 429 => {
@@ -169,8 +304,16 @@ async fn over_the_concurrency_limit_calls_get_busy() {
         }
     }
     assert!(ok > 0 && busy > 0, "ok={ok} busy={busy}");
-    let denied = root.admin_get("/v1/root/mcp/audit?status=denied&limit=1000").await.unwrap();
-    let n_busy = denied["events"].as_array().unwrap().iter().filter(|e| e["error"]["code"] == "busy").count();
+    let denied = root
+        .admin_get("/v1/root/mcp/audit?status=denied&limit=1000")
+        .await
+        .unwrap();
+    let n_busy = denied["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["error"]["code"] == "busy")
+        .count();
     assert_eq!(n_busy, busy, "every busy refusal is audited");
     root.stop().await;
 }

@@ -29,10 +29,18 @@ impl TestRoot {
     pub async fn start_with(f: impl FnOnce(&mut RootConfig)) -> anyhow::Result<TestRoot> {
         init_crypto();
         let dir = tempfile::tempdir()?;
-        let mut cfg = RootConfig { listen: "127.0.0.1:0".parse()?, data_dir: dir.path().join("data"), ..Default::default() };
+        let mut cfg = RootConfig {
+            listen: "127.0.0.1:0".parse()?,
+            data_dir: dir.path().join("data"),
+            ..Default::default()
+        };
         f(&mut cfg);
         let handle = mcp_root::run(cfg).await?;
-        Ok(TestRoot { handle: Some(handle), dir, http: reqwest::Client::new() })
+        Ok(TestRoot {
+            handle: Some(handle),
+            dir,
+            http: reqwest::Client::new(),
+        })
     }
 
     pub async fn start() -> anyhow::Result<TestRoot> {
@@ -60,9 +68,17 @@ impl TestRoot {
     }
 
     /// Creates a lease over REST; returns `(session_id, token)`.
-    pub async fn lease(&self, target: &str, profile: &str, ttl_sec: u64) -> anyhow::Result<(String, String)> {
+    pub async fn lease(
+        &self,
+        target: &str,
+        profile: &str,
+        ttl_sec: u64,
+    ) -> anyhow::Result<(String, String)> {
         let v = self
-            .admin_post("/v1/root/mcp/sessions", json!({ "target_id": target, "capability_profile": profile, "ttl_sec": ttl_sec }))
+            .admin_post(
+                "/v1/root/mcp/sessions",
+                json!({ "target_id": target, "capability_profile": profile, "ttl_sec": ttl_sec }),
+            )
             .await?;
         Ok((
             v["session_id"].as_str().context("session_id")?.to_string(),
@@ -71,19 +87,35 @@ impl TestRoot {
     }
 
     pub async fn admin_get(&self, path: &str) -> anyhow::Result<Value> {
-        let res = self.http.get(self.url(path)).bearer_auth(self.admin_token()).send().await?;
+        let res = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(self.admin_token())
+            .send()
+            .await?;
         anyhow::ensure!(res.status().is_success(), "GET {path}: {}", res.status());
         Ok(res.json().await?)
     }
 
     pub async fn admin_post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        let res = self.http.post(self.url(path)).bearer_auth(self.admin_token()).json(&body).send().await?;
+        let res = self
+            .http
+            .post(self.url(path))
+            .bearer_auth(self.admin_token())
+            .json(&body)
+            .send()
+            .await?;
         anyhow::ensure!(res.status().is_success(), "POST {path}: {}", res.status());
         Ok(res.json().await?)
     }
 
     /// REST `/call` with a lease bearer: `(status, body)`.
-    pub async fn rest_call(&self, token: &str, tool: &str, args: Value) -> anyhow::Result<(u16, Value)> {
+    pub async fn rest_call(
+        &self,
+        token: &str,
+        tool: &str,
+        args: Value,
+    ) -> anyhow::Result<(u16, Value)> {
         let res = self
             .http
             .post(self.url("/v1/root/mcp/call"))
@@ -102,9 +134,14 @@ impl TestRoot {
 }
 
 /// An rmcp client connected to `url` with `token` as its bearer.
-pub async fn mcp_client(url: &str, token: &str) -> anyhow::Result<RunningService<rmcp::RoleClient, ()>> {
+pub async fn mcp_client(
+    url: &str,
+    token: &str,
+) -> anyhow::Result<RunningService<rmcp::RoleClient, ()>> {
     init_crypto();
-    let transport =
-        StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token.to_string()));
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_string())
+            .auth_header(token.to_string()),
+    );
     Ok(().serve(transport).await?)
 }

@@ -32,8 +32,11 @@ pub fn event_json(event: &OperationalEvent) -> String {
     String::from_utf8(mcp_shared::canonical::to_vec(&value)).unwrap_or_default()
 }
 
+/// Answered with the event's sequence number once it is committed.
+pub type AppendReply = RpcReplyPort<Result<i64, String>>;
+
 pub enum Msg {
-    Append(Box<OperationalEvent>, RpcReplyPort<Result<i64, String>>),
+    Append(Box<OperationalEvent>, AppendReply),
     Flush,
 }
 
@@ -49,7 +52,7 @@ pub struct State {
     batch_max: usize,
     head_seq: i64,
     head_hash: String,
-    pending: Vec<(Box<OperationalEvent>, RpcReplyPort<Result<i64, String>>)>,
+    pending: Vec<(Box<OperationalEvent>, AppendReply)>,
     flush_scheduled: bool,
 }
 
@@ -58,7 +61,11 @@ impl Actor for AuditWriter {
     type State = State;
     type Arguments = Arc<Args>;
 
-    async fn pre_start(&self, _myself: ActorRef<Msg>, args: Arc<Args>) -> Result<State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Msg>,
+        args: Arc<Args>,
+    ) -> Result<State, ActorProcessingErr> {
         let (head_seq, head_hash) = args
             .store
             .audit_head()
@@ -74,12 +81,21 @@ impl Actor for AuditWriter {
         })
     }
 
-    async fn post_stop(&self, _myself: ActorRef<Msg>, state: &mut State) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Msg>,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
         flush(state).await;
         Ok(())
     }
 
-    async fn handle(&self, myself: ActorRef<Msg>, msg: Msg, state: &mut State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<Msg>,
+        msg: Msg,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             Msg::Append(event, reply) => {
                 state.pending.push((event, reply));

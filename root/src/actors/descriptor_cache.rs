@@ -26,7 +26,11 @@ impl Actor for DescriptorCache {
     type State = State;
     type Arguments = Arc<Args>;
 
-    async fn pre_start(&self, _myself: ActorRef<Msg>, args: Arc<Args>) -> Result<State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Msg>,
+        args: Arc<Args>,
+    ) -> Result<State, ActorProcessingErr> {
         Ok(State {
             by_id: args
                 .descriptors
@@ -36,7 +40,12 @@ impl Actor for DescriptorCache {
         })
     }
 
-    async fn handle(&self, _myself: ActorRef<Msg>, msg: Msg, state: &mut State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<Msg>,
+        msg: Msg,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             Msg::Get(id, reply) => {
                 let _ = reply.send(state.by_id.get(&id).cloned());

@@ -101,7 +101,11 @@ impl LeaseIndex {
     /// All leases, newest first, freshness-normalized.
     pub fn list(&self) -> Vec<SessionLease> {
         let mut v: Vec<_> = self.by_id.iter().map(|e| e.snapshot()).collect();
-        v.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.session_id.cmp(&b.session_id)));
+        v.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then(a.session_id.cmp(&b.session_id))
+        });
         v
     }
 
@@ -111,7 +115,8 @@ impl LeaseIndex {
     }
 
     fn insert(&self, hash: String, entry: Arc<LeaseEntry>) {
-        self.by_id.insert(entry.lease.session_id.clone(), entry.clone());
+        self.by_id
+            .insert(entry.lease.session_id.clone(), entry.clone());
         self.by_hash.insert(hash, entry);
     }
 }
@@ -169,10 +174,15 @@ impl Actor for LeaseManager {
     type State = State;
     type Arguments = Arc<Args>;
 
-    async fn pre_start(&self, myself: ActorRef<Msg>, args: Arc<Args>) -> Result<State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Msg>,
+        args: Arc<Args>,
+    ) -> Result<State, ActorProcessingErr> {
         // (Re)build the index from the store: after a restart it reflects what was committed.
         for row in args.store.load_leases().await? {
-            args.index.insert(row.token_hash, Arc::new(LeaseEntry::new(row.lease)));
+            args.index
+                .insert(row.token_hash, Arc::new(LeaseEntry::new(row.lease)));
         }
         myself.send_interval(Duration::from_secs(1), || Msg::FlushUsage);
         Ok(State {
@@ -181,12 +191,21 @@ impl Actor for LeaseManager {
         })
     }
 
-    async fn post_stop(&self, _myself: ActorRef<Msg>, state: &mut State) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Msg>,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
         flush_usage(state).await;
         Ok(())
     }
 
-    async fn handle(&self, _myself: ActorRef<Msg>, msg: Msg, state: &mut State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<Msg>,
+        msg: Msg,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             Msg::Create(req, reply) => {
                 let _ = reply.send(create(state, req).await);
@@ -194,8 +213,13 @@ impl Actor for LeaseManager {
             Msg::Revoke(id, reply) => {
                 let res = async {
                     let entry = active_entry(state, &id)?;
-                    state.store.set_lease_status(&id, LeaseStatus::Revoked).await?;
-                    entry.status.store(status_code(LeaseStatus::Revoked), Ordering::Release);
+                    state
+                        .store
+                        .set_lease_status(&id, LeaseStatus::Revoked)
+                        .await?;
+                    entry
+                        .status
+                        .store(status_code(LeaseStatus::Revoked), Ordering::Release);
                     Ok(entry.snapshot())
                 }
                 .await;
@@ -215,12 +239,19 @@ impl Actor for LeaseManager {
                             audience: old.audience.clone(),
                             capability_profile: old.capability_profile.clone(),
                             effective_tools: old.effective_tools.clone(),
-                            ttl: Duration::from_millis(remaining.whole_milliseconds().max(1000) as u64),
+                            ttl: Duration::from_millis(
+                                remaining.whole_milliseconds().max(1000) as u64
+                            ),
                         },
                     )
                     .await?;
-                    state.store.set_lease_status(&id, LeaseStatus::Revoked).await?;
-                    entry.status.store(status_code(LeaseStatus::Revoked), Ordering::Release);
+                    state
+                        .store
+                        .set_lease_status(&id, LeaseStatus::Revoked)
+                        .await?;
+                    entry
+                        .status
+                        .store(status_code(LeaseStatus::Revoked), Ordering::Release);
                     Ok(issued)
                 }
                 .await;
@@ -265,7 +296,9 @@ async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError>
     let token = auth::new_token(auth::LEASE_TOKEN_PREFIX);
     let hash = auth::token_hash(&token);
     state.store.insert_lease(&lease, &hash).await?;
-    state.index.insert(hash, Arc::new(LeaseEntry::new(lease.clone())));
+    state
+        .index
+        .insert(hash, Arc::new(LeaseEntry::new(lease.clone())));
     Ok(IssuedLease { lease, token })
 }
 

@@ -54,22 +54,48 @@ impl Actor for PolicyEngine {
     type State = Arc<Args>;
     type Arguments = Arc<Args>;
 
-    async fn pre_start(&self, _myself: ActorRef<Msg>, args: Arc<Args>) -> Result<Arc<Args>, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Msg>,
+        args: Arc<Args>,
+    ) -> Result<Arc<Args>, ActorProcessingErr> {
         Ok(args)
     }
 
-    async fn handle(&self, _myself: ActorRef<Msg>, msg: Msg, state: &mut Arc<Args>) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<Msg>,
+        msg: Msg,
+        state: &mut Arc<Args>,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
-            Msg::Decide { profile, target_id, tool, reply } => {
-                let _ = reply.send(decide(state, state.profiles.get(&profile), &target_id, &tool));
+            Msg::Decide {
+                profile,
+                target_id,
+                tool,
+                reply,
+            } => {
+                let _ = reply.send(decide(
+                    state,
+                    state.profiles.get(&profile),
+                    &target_id,
+                    &tool,
+                ));
             }
-            Msg::Visible { profile, target_id, reply } => {
+            Msg::Visible {
+                profile,
+                target_id,
+                reply,
+            } => {
                 let p = state.profiles.get(&profile);
                 let visible = state
                     .contracts
                     .all()
                     .iter()
-                    .filter(|c| decide(state, p, &target_id, c).decision == Decision::Allow || listable_offline(state, p, &target_id, c))
+                    .filter(|c| {
+                        decide(state, p, &target_id, c).decision == Decision::Allow
+                            || listable_offline(state, p, &target_id, c)
+                    })
                     .cloned()
                     .collect();
                 let _ = reply.send(visible);
@@ -84,7 +110,12 @@ impl Actor for PolicyEngine {
 
 /// Operational tools stay listed while their target is briefly offline or the call would be
 /// refused only for liveness; they disappear when the capability or environment forbids them.
-fn listable_offline(state: &Args, profile: Option<&CapabilityProfile>, target_id: &str, c: &ContractEntry) -> bool {
+fn listable_offline(
+    state: &Args,
+    profile: Option<&CapabilityProfile>,
+    target_id: &str,
+    c: &ContractEntry,
+) -> bool {
     let d = decide(state, profile, target_id, c);
     d.reason == Some(ErrorCode::TargetOffline) && state.targets.get(target_id).is_some()
 }
@@ -108,7 +139,11 @@ pub fn decide(
         return deny(checks, ErrorCode::ForbiddenDestructive);
     }
     checks.push("capability_grant".to_string());
-    let granted = profile.is_some_and(|p| p.capabilities.iter().any(|cap| cap == &c.required_capability));
+    let granted = profile.is_some_and(|p| {
+        p.capabilities
+            .iter()
+            .any(|cap| cap == &c.required_capability)
+    });
     if !granted {
         return deny(checks, ErrorCode::CapabilityNotGranted);
     }

@@ -51,13 +51,22 @@ impl Actor for Router {
     type State = State;
     type Arguments = Arc<Args>;
 
-    async fn pre_start(&self, _myself: ActorRef<Msg>, args: Arc<Args>) -> Result<State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Msg>,
+        args: Arc<Args>,
+    ) -> Result<State, ActorProcessingErr> {
         Ok(State {
             targets: args.targets.clone(),
         })
     }
 
-    async fn handle(&self, _myself: ActorRef<Msg>, msg: Msg, state: &mut State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<Msg>,
+        msg: Msg,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             Msg::Register(d) => {
                 state.targets.insert(d.target_id.clone(), d);

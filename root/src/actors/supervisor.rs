@@ -39,7 +39,13 @@ enum Child {
     Router,
 }
 
-const CHILDREN: [Child; 5] = [Child::Leases, Child::Policy, Child::Descriptors, Child::Audit, Child::Router];
+const CHILDREN: [Child; 5] = [
+    Child::Leases,
+    Child::Policy,
+    Child::Descriptors,
+    Child::Audit,
+    Child::Router,
+];
 
 impl Child {
     fn name(self) -> &'static str {
@@ -53,15 +59,41 @@ impl Child {
     }
 }
 
-async fn spawn_child(child: Child, sup: ActorCell, args: &ChildArgs) -> Result<ActorCell, ActorProcessingErr> {
+async fn spawn_child(
+    child: Child,
+    sup: ActorCell,
+    args: &ChildArgs,
+) -> Result<ActorCell, ActorProcessingErr> {
     Ok(match child {
-        Child::Leases => Actor::spawn_linked(None, lease_manager::LeaseManager, args.leases.clone(), sup).await?.0.get_cell(),
-        Child::Policy => Actor::spawn_linked(None, policy::PolicyEngine, args.policy.clone(), sup).await?.0.get_cell(),
-        Child::Descriptors => {
-            Actor::spawn_linked(None, descriptor_cache::DescriptorCache, args.descriptors.clone(), sup).await?.0.get_cell()
+        Child::Leases => {
+            Actor::spawn_linked(None, lease_manager::LeaseManager, args.leases.clone(), sup)
+                .await?
+                .0
+                .get_cell()
         }
-        Child::Audit => Actor::spawn_linked(None, audit_writer::AuditWriter, args.audit.clone(), sup).await?.0.get_cell(),
-        Child::Router => Actor::spawn_linked(None, router::Router, args.router.clone(), sup).await?.0.get_cell(),
+        Child::Policy => Actor::spawn_linked(None, policy::PolicyEngine, args.policy.clone(), sup)
+            .await?
+            .0
+            .get_cell(),
+        Child::Descriptors => Actor::spawn_linked(
+            None,
+            descriptor_cache::DescriptorCache,
+            args.descriptors.clone(),
+            sup,
+        )
+        .await?
+        .0
+        .get_cell(),
+        Child::Audit => {
+            Actor::spawn_linked(None, audit_writer::AuditWriter, args.audit.clone(), sup)
+                .await?
+                .0
+                .get_cell()
+        }
+        Child::Router => Actor::spawn_linked(None, router::Router, args.router.clone(), sup)
+            .await?
+            .0
+            .get_cell(),
     })
 }
 
@@ -99,7 +131,11 @@ impl Actor for Supervisor {
     type State = State;
     type Arguments = (Arc<ChildArgs>, tokio::sync::oneshot::Sender<Arc<Actors>>);
 
-    async fn pre_start(&self, myself: ActorRef<Msg>, (args, tx): Self::Arguments) -> Result<State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Msg>,
+        (args, tx): Self::Arguments,
+    ) -> Result<State, ActorProcessingErr> {
         let sup = myself.get_cell();
         let leases = spawn_child(Child::Leases, sup.clone(), &args).await?;
         let policy = spawn_child(Child::Policy, sup.clone(), &args).await?;
@@ -115,7 +151,11 @@ impl Actor for Supervisor {
             shutting_down: Default::default(),
         });
         let _ = tx.send(actors.clone());
-        Ok(State { args, actors, restarts: 0 })
+        Ok(State {
+            args,
+            actors,
+            restarts: 0,
+        })
     }
 
     async fn handle_supervisor_evt(
@@ -126,11 +166,18 @@ impl Actor for Supervisor {
     ) -> Result<(), ActorProcessingErr> {
         let (cell, reason) = match &evt {
             SupervisionEvent::ActorFailed(cell, err) => (cell.clone(), err.to_string()),
-            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell.clone(), format!("{reason:?}")),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell.clone(), format!("{reason:?}"))
+            }
             _ => return Ok(()),
         };
-        let Some(child) = which(&state.actors, &cell) else { return Ok(()) };
-        if state.actors.shutting_down.load(std::sync::atomic::Ordering::Acquire)
+        let Some(child) = which(&state.actors, &cell) else {
+            return Ok(());
+        };
+        if state
+            .actors
+            .shutting_down
+            .load(std::sync::atomic::Ordering::Acquire)
             || myself.get_status() != ractor::ActorStatus::Running
         {
             return Ok(());

@@ -46,7 +46,8 @@ async fn main() -> anyhow::Result<()> {
         "mcp-load only targets loopback addresses, not `{host}`"
     );
     let arguments: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(&args.arguments).map_err(|e| anyhow::anyhow!("--arguments must be a JSON object: {e}"))?;
+        serde_json::from_str(&args.arguments)
+            .map_err(|e| anyhow::anyhow!("--arguments must be a JSON object: {e}"))?;
     let next = Arc::new(AtomicUsize::new(0));
     let deadline = Instant::now() + Duration::from_secs(args.max_seconds);
     let mut clients = Vec::new();
@@ -66,9 +67,18 @@ async fn main() -> anyhow::Result<()> {
             while next.fetch_add(1, Ordering::Relaxed) < count && Instant::now() < deadline {
                 let t = Instant::now();
                 let ok = if tool == "ping" {
-                    client.send_request(rmcp::model::ClientRequest::PingRequest(Default::default())).await.is_ok()
+                    client
+                        .send_request(rmcp::model::ClientRequest::PingRequest(Default::default()))
+                        .await
+                        .is_ok()
                 } else {
-                    match client.call_tool(CallToolRequestParams::new(tool.clone()).with_arguments(arguments.clone())).await {
+                    match client
+                        .call_tool(
+                            CallToolRequestParams::new(tool.clone())
+                                .with_arguments(arguments.clone()),
+                        )
+                        .await
+                    {
                         Ok(r) => r.is_error != Some(true),
                         Err(_) => false,
                     }
@@ -91,7 +101,11 @@ async fn main() -> anyhow::Result<()> {
     }
     let elapsed = started.elapsed();
     lat.sort();
-    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or_default();
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
     println!(
         "tool={} calls={} concurrency={} elapsed={:.2}s calls/s={:.0} p50={:.2}ms p99={:.2}ms errors={}",
         args.tool,
@@ -110,7 +124,11 @@ fn url_host(url: &str) -> String {
     let rest = url.split("://").nth(1).unwrap_or(url);
     let authority = rest.split('/').next().unwrap_or("");
     if authority.starts_with('[') {
-        return authority.split(']').next().map(|h| format!("{h}]")).unwrap_or_default();
+        return authority
+            .split(']')
+            .next()
+            .map(|h| format!("{h}]"))
+            .unwrap_or_default();
     }
     authority.split(':').next().unwrap_or("").to_string()
 }
