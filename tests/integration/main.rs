@@ -6,6 +6,7 @@
 mod admin_cli;
 mod audit;
 mod auth;
+mod config;
 mod postgres;
 mod protocol;
 mod tools;

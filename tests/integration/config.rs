@@ -1,0 +1,44 @@
+//! Example configs in `config/` parse and validate; bad configs get precise errors.
+
+use std::path::Path;
+
+use mcp_root::config::RootConfig;
+
+#[test]
+fn root_example_config_parses_and_matches_the_defaults() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/root.example.toml");
+    let cfg = RootConfig::load(&path).unwrap();
+    let def = RootConfig::default();
+    assert_eq!(cfg.listen, def.listen);
+    assert_eq!(cfg.allowed_hosts, def.allowed_hosts);
+    assert_eq!(cfg.limits.max_body_bytes, def.limits.max_body_bytes);
+}
+
+#[test]
+fn bad_configs_are_refused_with_the_reason() {
+    for (text, why) in [
+        ("listen = \"nope\"", "listen"),
+        ("zone = \"\"", "zone must not be empty"),
+        ("unknown_key = 1", "unknown field"),
+        ("[limits]\nper_lease_in_flight = 0", "in-flight"),
+        ("[redaction]\npatterns = [\"(\"]", "redaction pattern"),
+        ("database_url = \"mysql://x\"", "database_url"),
+    ] {
+        let err = RootConfig::parse(text).unwrap_err();
+        assert!(err.contains(why), "{text}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_contract_directory_stops_start_up_with_the_file_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("sdk.broken.json"), "{\"tool_id\": \"sdk.broken\"}").unwrap();
+    let cfg = RootConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.path().join("data"),
+        contracts_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let err = format!("{:#}", mcp_root::run(cfg).await.err().unwrap());
+    assert!(err.contains("sdk.broken.json") && err.contains("not a tool contract"), "{err}");
+}
