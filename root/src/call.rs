@@ -105,24 +105,16 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
     };
 
     // Redact before anything is stored.
-    let (patterns, fields) = match app.contracts.get(tool_id) {
-        Some(e) => (
-            e.contract
-                .redaction
-                .patterns
-                .iter()
-                .filter_map(|p| regex::Regex::new(p).ok())
-                .collect(),
-            e.contract.redaction.fields.clone(),
-        ),
-        None => (Vec::new(), Vec::new()),
-    };
     let mut request = json!({ "tool_id": tool_id, "arguments": arguments });
+    let (fields, patterns): (&[String], &[regex::Regex]) = match app.contracts.get(tool_id) {
+        Some(e) => (&e.contract.redaction.fields, &e.redaction_patterns),
+        None => (&[], &[]),
+    };
     app.redactor.redact(
         "request",
         &mut request,
-        &fields,
-        &patterns,
+        fields,
+        patterns,
         &mut event.redactions,
     );
     event.request = request;

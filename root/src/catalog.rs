@@ -82,6 +82,8 @@ pub struct ContractEntry {
     pub contract: ToolContract,
     pub input: jsonschema::Validator,
     pub output: jsonschema::Validator,
+    /// The contract's redaction patterns, compiled once.
+    pub redaction_patterns: Vec<regex::Regex>,
 }
 
 /// Every tool contract, by id and in stable (id) order.
@@ -165,13 +167,19 @@ impl ContractRegistry {
         if c.allowed_environments.is_empty() {
             return Err(err(file, "allowed_environments must not be empty"));
         }
-        for p in &c.redaction.patterns {
-            regex::Regex::new(p).map_err(|e| err(file, format!("redaction pattern `{p}`: {e}")))?;
-        }
+        let redaction_patterns = c
+            .redaction
+            .patterns
+            .iter()
+            .map(|p| {
+                regex::Regex::new(p).map_err(|e| err(file, format!("redaction pattern `{p}`: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
         Ok(ContractEntry {
             contract: c,
             input,
             output,
+            redaction_patterns,
         })
     }
 

@@ -167,6 +167,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     });
 
     let shutdown = CancellationToken::new();
+    tokio::spawn(janitor(app.clone(), shutdown.clone()));
     let mut mcp_config = StreamableHttpServerConfig::default();
     mcp_config.allowed_hosts = app.config.allowed_hosts.clone();
     mcp_config.cancellation_token = shutdown.child_token();
@@ -197,6 +198,33 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         server,
         supervisor: sup,
     })
+}
+
+/// Forgets per-lease bookkeeping of leases that can no longer authenticate (MCP session
+/// bindings and concurrency slots), so long-running roots do not grow without bound.
+async fn janitor(app: Arc<App>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let dead: Vec<String> = app
+            .leases
+            .list()
+            .into_iter()
+            .filter(|l| l.status != mcp_shared::LeaseStatus::Active)
+            .map(|l| l.session_id)
+            .collect();
+        if dead.is_empty() {
+            continue;
+        }
+        app.mcp_sessions.retain(|_, lease| !dead.contains(lease));
+        for id in &dead {
+            app.limits.forget_prefix(&format!("lease:{id}:"));
+            app.limits.forget_prefix(&format!("lease:{id}"));
+        }
+    }
 }
 
 /// A database URL without its password, for messages.

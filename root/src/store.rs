@@ -138,7 +138,11 @@ impl Store {
                 .map_err(db("open sqlite"))?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Full)
+                .synchronous(if std::env::var("MCP_EXPERIMENT_SYNC_NORMAL").is_ok() {
+                    SqliteSynchronous::Normal
+                } else {
+                    SqliteSynchronous::Full
+                })
                 .busy_timeout(Duration::from_secs(5));
             Pool::Sqlite(
                 SqlitePoolOptions::new()
@@ -328,31 +332,31 @@ impl Store {
         })
     }
 
-    /// Appends a batch of already-chained rows in one transaction.
+    /// Appends a batch of already-chained rows in one transaction, as multi-row inserts (one
+    /// statement per [`AUDIT_ROWS_PER_INSERT`] rows rather than one per row).
     pub async fn append_audit(&self, rows: &[AuditRow]) -> Result<()> {
         on_pool!(self, pool => {
             let mut tx = pool.begin().await.map_err(db("append audit"))?;
-            for row in rows {
-                let e = &row.event;
-                sqlx::query(
-                    "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status,
-                        actor, started_at, event, prev_hash, hash)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                )
-                .bind(row.seq)
-                .bind(&e.event_id)
-                .bind(&e.trace_id)
-                .bind(&e.target_id)
-                .bind(&e.tool_id)
-                .bind(e.status.as_str())
-                .bind(&e.actor.id)
-                .bind(unix_ms(e.started_at))
-                .bind(&row.event_json)
-                .bind(&row.prev_hash)
-                .bind(&row.hash)
-                .execute(&mut *tx)
-                .await
-                .map_err(db("append audit"))?;
+            for chunk in rows.chunks(AUDIT_ROWS_PER_INSERT) {
+                // Only generated placeholders are spliced in; every value is bound.
+                let sql = audit_insert_sql(chunk.len());
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for row in chunk {
+                    let e = &row.event;
+                    q = q
+                        .bind(row.seq)
+                        .bind(e.event_id.clone())
+                        .bind(e.trace_id.clone())
+                        .bind(e.target_id.clone())
+                        .bind(e.tool_id.clone())
+                        .bind(e.status.as_str())
+                        .bind(e.actor.id.clone())
+                        .bind(unix_ms(e.started_at))
+                        .bind(row.event_json.clone())
+                        .bind(row.prev_hash.clone())
+                        .bind(row.hash.clone());
+                }
+                q.execute(&mut *tx).await.map_err(db("append audit"))?;
             }
             tx.commit().await.map_err(db("append audit"))?;
             Ok(())
@@ -454,6 +458,30 @@ impl Store {
             ))).collect()
         })
     }
+}
+
+/// Rows per multi-row audit insert (11 parameters each; well under SQLite's and PostgreSQL's
+/// parameter limits).
+pub const AUDIT_ROWS_PER_INSERT: usize = 64;
+
+fn audit_insert_sql(n: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status, actor, started_at, event, prev_hash, hash) VALUES ",
+    );
+    for r in 0..n {
+        if r > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for c in 0..11 {
+            if c > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("${}", r * 11 + c + 1));
+        }
+        sql.push(')');
+    }
+    sql
 }
 
 enum Arg {

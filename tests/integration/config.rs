@@ -32,7 +32,11 @@ fn bad_configs_are_refused_with_the_reason() {
 #[tokio::test]
 async fn a_malformed_contract_directory_stops_start_up_with_the_file_and_reason() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("sdk.broken.json"), "{\"tool_id\": \"sdk.broken\"}").unwrap();
+    std::fs::write(
+        dir.path().join("sdk.broken.json"),
+        "{\"tool_id\": \"sdk.broken\"}",
+    )
+    .unwrap();
     let cfg = RootConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.path().join("data"),
@@ -40,5 +44,8 @@ async fn a_malformed_contract_directory_stops_start_up_with_the_file_and_reason(
         ..Default::default()
     };
     let err = format!("{:#}", mcp_root::run(cfg).await.err().unwrap());
-    assert!(err.contains("sdk.broken.json") && err.contains("not a tool contract"), "{err}");
+    assert!(
+        err.contains("sdk.broken.json") && err.contains("not a tool contract"),
+        "{err}"
+    );
 }

@@ -317,3 +317,23 @@ async fn over_the_concurrency_limit_calls_get_busy() {
     assert_eq!(n_busy, busy, "every busy refusal is audited");
     root.stop().await;
 }
+
+#[tokio::test]
+async fn a_bad_tools_list_cursor_is_invalid_params() {
+    let root = TestRoot::start().await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    for cursor in ["zzz", "o:-1", "o:999"] {
+        let params =
+            rmcp::model::PaginatedRequestParams::default().with_cursor(Some(cursor.to_string()));
+        let err = client.list_tools(Some(params)).await.unwrap_err();
+        assert!(
+            err.to_string().contains("-32602") || err.to_string().contains("cursor"),
+            "{cursor}: {err}"
+        );
+    }
+    root.stop().await;
+}

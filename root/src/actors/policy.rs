@@ -92,10 +92,7 @@ impl Actor for PolicyEngine {
                     .contracts
                     .all()
                     .iter()
-                    .filter(|c| {
-                        decide(state, p, &target_id, c).decision == Decision::Allow
-                            || listable_offline(state, p, &target_id, c)
-                    })
+                    .filter(|c| listable(state, p, &target_id, c))
                     .cloned()
                     .collect();
                 let _ = reply.send(visible);
@@ -108,16 +105,18 @@ impl Actor for PolicyEngine {
     }
 }
 
-/// Operational tools stay listed while their target is briefly offline or the call would be
-/// refused only for liveness; they disappear when the capability or environment forbids them.
-fn listable_offline(
+/// Whether a tool belongs in the lease's tool list: callable now, or refused only because its
+/// registered target is momentarily offline (it comes back without a new `tools/list`).
+/// Capability, environment and skill refusals hide the tool.
+fn listable(
     state: &Args,
     profile: Option<&CapabilityProfile>,
     target_id: &str,
     c: &ContractEntry,
 ) -> bool {
     let d = decide(state, profile, target_id, c);
-    d.reason == Some(ErrorCode::TargetOffline) && state.targets.get(target_id).is_some()
+    d.decision == Decision::Allow
+        || (d.reason == Some(ErrorCode::TargetOffline) && state.targets.contains_key(target_id))
 }
 
 /// Pure decision over the current configuration and target directory.
