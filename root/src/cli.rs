@@ -259,9 +259,9 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
         lease["deadline_at"].as_str().unwrap_or("")
     );
     println!(
-        "  Admin:      mcp-root admin --root-url {} lease list   (token in {})\n",
+        "  Admin:      mcp-root admin --root-url {} --data-dir {} lease list\n",
         handle.base_url(),
-        handle.app.config.admin_token_path().display()
+        handle.app.config.data_dir.display()
     );
     println!("Codex (~/.codex/config.toml):\n");
     println!(

@@ -20,7 +20,7 @@ async fn jsonrpc_body(res: reqwest::Response) -> Value {
 }
 
 #[tokio::test]
-async fn session_revisions_negotiate_and_the_2026_probe_is_answered() {
+async fn session_revisions_negotiate_and_2026_07_28_is_served_statelessly() {
     let root = TestRoot::start().await.unwrap();
     let (_, token) = root
         .lease("hub:test-alpha", "AdaOSDevRead", 600)
@@ -68,25 +68,79 @@ async fn session_revisions_negotiate_and_the_2026_probe_is_answered() {
     .await
     .expect("the 2026-07-28 probe must never hang")
     .unwrap();
-    let status = res.status().as_u16();
+    assert_eq!(res.status(), 200, "2026-07-28 is served");
     let body = jsonrpc_body(res).await;
-    if status == 200 && body.get("result").is_some() {
-        // Served: the version list must name one the client speaks, and a session revision.
-        let versions: Vec<&str> = body["result"]["supportedVersions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap())
-            .collect();
-        assert!(
-            versions.contains(&"2026-07-28") && versions.contains(&"2025-11-25"),
-            "{body}"
-        );
-    } else {
-        // Fallback: a 4xx JSON-RPC error that is not -32022.
-        assert!((400..500).contains(&status), "{status} {body}");
-        assert_ne!(body["error"]["code"], -32022);
-    }
+    // The version list names the stateless revision and the session revisions clients fall
+    // back to; never only versions a client cannot speak.
+    let versions: Vec<&str> = body["result"]["supportedVersions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        versions,
+        ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"],
+        "{body}"
+    );
+
+    // Stateless requests carry the lease bearer like any other: list and call.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"}
+    });
+    let stateless = |method: &'static str, name: Option<&'static str>, params: Value| {
+        let mut req = root
+            .http
+            .post(root.mcp_url())
+            .bearer_auth(&token)
+            .header("accept", ACCEPT)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}));
+        if let Some(n) = name {
+            req = req.header("mcp-name", n);
+        }
+        req.send()
+    };
+    let list = jsonrpc_body(
+        stateless("tools/list", None, json!({"_meta": meta}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        list["result"]["tools"].as_array().unwrap().len(),
+        9,
+        "{list}"
+    );
+    let call = jsonrpc_body(
+        stateless(
+            "tools/call",
+            Some("sdk.get_metadata"),
+            json!({"name": "sdk.get_metadata", "arguments": {}, "_meta": meta}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert!(
+        call["result"]["structuredContent"]["data"].is_object(),
+        "{call}"
+    );
+    assert!(call["result"]["_meta"]["event_id"].is_string(), "{call}");
+    // And without a bearer, 401 as on every revision.
+    let res = root
+        .http
+        .post(root.mcp_url())
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2026-07-28")
+        .json(&json!({"jsonrpc": "2.0", "id": 8, "method": "server/discover", "params": {"_meta": meta}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
     root.stop().await;
 }
 
