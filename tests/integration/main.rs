@@ -3,6 +3,7 @@
 // Test helpers unwrap like tests do: a failure is a failed test with its message.
 #![allow(clippy::unwrap_used)]
 
+mod actors;
 mod admin_cli;
 mod audit;
 mod auth;
