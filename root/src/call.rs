@@ -388,6 +388,10 @@ async fn project(
 }
 
 fn validate(validator: &jsonschema::Validator, value: &Value) -> Result<(), Vec<String>> {
+    // The fast check first; errors are collected only for invalid values.
+    if validator.is_valid(value) {
+        return Ok(());
+    }
     let errors: Vec<String> = validator
         .iter_errors(value)
         .take(10)
@@ -437,13 +441,20 @@ fn denial_message(
 
 /// A short human summary of a result for the audit trail (no payload).
 fn summarize(value: &Value) -> String {
-    let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(0);
-    match value
+    let descriptor = value
         .get("descriptor")
         .and_then(|d| d.get("descriptor_id"))
-        .and_then(|d| d.as_str())
-    {
-        Some(id) => format!("descriptor {id}: {size} bytes"),
-        None => format!("{size} bytes"),
+        .and_then(|d| d.as_str());
+    let items = value
+        .get("data")
+        .and_then(|d| d.as_array())
+        .map(|a| a.len());
+    match (descriptor, items) {
+        (Some(id), Some(n)) => format!("descriptor {id}: {n} items"),
+        (Some(id), None) => format!("descriptor {id}"),
+        (None, _) => match value {
+            Value::Object(m) => format!("object with {} fields", m.len()),
+            _ => "value".to_string(),
+        },
     }
 }

@@ -195,9 +195,11 @@ impl ServerHandler for RootMcp {
         let meta_obj = serde_json::from_value(meta).ok();
         let result = match (r.result, r.error) {
             (Some(value), _) => {
+                // `CallToolResult::structured` would serialize the value once more for its own
+                // text copy; build the result from our single serialization instead.
                 let text = serde_json::to_string(&value).unwrap_or_default();
-                let mut res = CallToolResult::structured(value);
-                res.content = vec![ContentBlock::text(text)];
+                let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
+                res.structured_content = Some(value);
                 res
             }
             (None, error) => {
