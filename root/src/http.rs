@@ -95,6 +95,11 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::TargetOffline | ErrorCode::DescriptorUnavailable => {
             StatusCode::SERVICE_UNAVAILABLE
         }
+        // The target refused what root forwarded, or its adapter broke: a gateway failure.
+        ErrorCode::SignatureInvalid
+        | ErrorCode::DeadlineExpired
+        | ErrorCode::ReplayRejected
+        | ErrorCode::AdapterFailed => StatusCode::BAD_GATEWAY,
         ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -391,7 +396,8 @@ async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Val
         "error_codes": [
             "unauthenticated", "forbidden", "unknown_tool", "capability_not_granted", "environment_forbidden",
             "invalid_arguments", "target_offline", "timeout", "busy", "skill_disabled", "confirmation_required",
-            "forbidden_destructive", "descriptor_unavailable", "internal"
+            "forbidden_destructive", "descriptor_unavailable", "signature_invalid", "deadline_expired",
+            "replay_rejected", "adapter_failed", "internal"
         ],
         "endpoints": [
             "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",

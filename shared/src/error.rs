@@ -33,6 +33,14 @@ pub enum ErrorCode {
     ForbiddenDestructive,
     /// The descriptor that answers the tool is missing.
     DescriptorUnavailable,
+    /// The target refused a routed call whose signature did not verify.
+    SignatureInvalid,
+    /// The target refused a routed call past its deadline.
+    DeadlineExpired,
+    /// The target refused a routed call id it had already seen.
+    ReplayRejected,
+    /// The execution adapter failed (panicked or crashed) while running the call.
+    AdapterFailed,
     /// Something went wrong on our side; details are in the server log.
     Internal,
 }
@@ -53,6 +61,10 @@ impl ErrorCode {
             ErrorCode::ConfirmationRequired => "confirmation_required",
             ErrorCode::ForbiddenDestructive => "forbidden_destructive",
             ErrorCode::DescriptorUnavailable => "descriptor_unavailable",
+            ErrorCode::SignatureInvalid => "signature_invalid",
+            ErrorCode::DeadlineExpired => "deadline_expired",
+            ErrorCode::ReplayRejected => "replay_rejected",
+            ErrorCode::AdapterFailed => "adapter_failed",
             ErrorCode::Internal => "internal",
         }
     }
@@ -61,7 +73,10 @@ impl ErrorCode {
     pub fn retryable(self) -> bool {
         matches!(
             self,
-            ErrorCode::Busy | ErrorCode::Timeout | ErrorCode::TargetOffline
+            ErrorCode::Busy
+                | ErrorCode::Timeout
+                | ErrorCode::TargetOffline
+                | ErrorCode::AdapterFailed
         )
     }
 }

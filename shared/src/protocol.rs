@@ -5,8 +5,10 @@
 //! decode and is answered with [`HubToRoot::ProtocolError`] / [`RootToHub::ProtocolError`],
 //! never a crash.
 
+use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::error::ToolError;
 use crate::target::ManagedTargetDescriptor;
@@ -29,23 +31,81 @@ pub struct Envelope<B> {
 }
 
 /// A call that root routes to a hub, signed by root so the hub can re-check it.
+///
+/// The hub trusts none of it without [`verify_call`]: the signature covers every field, the
+/// arguments through their SHA-256. The hub checks the environment against its own
+/// configuration, never a claim from root.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallRequest {
+    /// Unique per call; the hub refuses a call id it has seen (replay protection).
     pub call_id: String,
     pub trace_id: String,
+    /// The lease the call was made under.
+    pub session_id: String,
     pub tool_id: String,
     pub capability: String,
     pub arguments: Value,
-    pub session_id: String,
-    pub environment: String,
     pub dry_run: bool,
-    /// Unix milliseconds after which the hub must refuse the call.
+    /// Unix milliseconds after which the hub must refuse (and stop) the call.
     pub expires_at_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
-    /// HMAC-SHA256 over the canonical JSON of the other fields, hex.
+    /// Hex HMAC-SHA256 with the hub's signing key over [`CallRequest::signing_input`].
     pub signature: String,
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Context string of the per-hub call-signing key.
+const SIGNING_KEY_CONTEXT: &[u8] = b"mcp-root/call-signing/v1";
+
+/// The per-hub signing key, derived from the hub's enrolment token. Root stores it at
+/// enrolment (it keeps only a hash of the token); the hub derives it from its token file.
+pub fn signing_key(hub_token: &str) -> [u8; 32] {
+    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(hub_token.as_bytes())
+        .expect("HMAC takes keys of any length");
+    mac.update(SIGNING_KEY_CONTEXT);
+    mac.finalize().into_bytes().into()
+}
+
+impl CallRequest {
+    /// The bytes the signature covers: canonical JSON of every field but the signature, with
+    /// the arguments replaced by their SHA-256.
+    pub fn signing_input(&self) -> Vec<u8> {
+        let args_hash = hex::encode(Sha256::digest(crate::canonical::to_vec(&self.arguments)));
+        let v = serde_json::json!({
+            "call_id": self.call_id,
+            "trace_id": self.trace_id,
+            "session_id": self.session_id,
+            "tool_id": self.tool_id,
+            "capability": self.capability,
+            "arguments_sha256": args_hash,
+            "dry_run": self.dry_run,
+            "expires_at_ms": self.expires_at_ms,
+            "idempotency_key": self.idempotency_key,
+        });
+        crate::canonical::to_vec(&v)
+    }
+
+    /// Sets `signature` for `key`.
+    pub fn sign(&mut self, key: &[u8; 32]) {
+        let mut mac =
+            <HmacSha256 as KeyInit>::new_from_slice(key).expect("HMAC takes keys of any length");
+        mac.update(&self.signing_input());
+        self.signature = hex::encode(mac.finalize().into_bytes());
+    }
+}
+
+/// Whether `call` carries a valid signature for `key` (constant-time comparison).
+pub fn verify_call(call: &CallRequest, key: &[u8; 32]) -> bool {
+    let Ok(sig) = hex::decode(&call.signature) else {
+        return false;
+    };
+    let mut mac =
+        <HmacSha256 as KeyInit>::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(&call.signing_input());
+    mac.verify_slice(&sig).is_ok()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,14 +115,17 @@ pub struct CallRequest {
     reason = "one frame at a time; boxing `Call` would only add an allocation per call"
 )]
 pub enum RootToHub {
+    /// Answer to `hello`: the hub is registered.
     Welcome {
         target_id: String,
         heartbeat_interval_ms: u64,
     },
     Call(CallRequest),
+    /// Stop a call (deadline passed on root, or the client cancelled).
     Cancel {
         call_id: String,
     },
+    /// An operator command for a skill; answered with `skill_state`.
     SkillCommand {
         skill: String,
         command: SkillCommand,
@@ -78,15 +141,29 @@ pub enum RootToHub {
 pub enum SkillCommand {
     Enable,
     Disable,
+    Status,
+}
+
+/// A skill's lifecycle state on a hub.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillState {
+    pub skill: String,
+    pub installed: bool,
+    pub enabled: bool,
+    /// Tool ids the skill publishes right now (empty while disabled).
+    pub published: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum HubToRoot {
+    /// First frame on a new connection: who the hub is and what it publishes.
     Hello {
         protocol_version: u32,
         token: String,
         descriptor: ManagedTargetDescriptor,
+        skills: Vec<SkillState>,
     },
     Progress {
         call_id: String,
@@ -98,9 +175,13 @@ pub enum HubToRoot {
         call_id: String,
         outcome: CallOutcome,
     },
+    /// The published surface changed (skill enabled or disabled).
     SurfaceChanged {
         descriptor: ManagedTargetDescriptor,
+        skills: Vec<SkillState>,
     },
+    /// Answer to `skill_command` (`in_reply_to` names it).
+    SkillState(SkillState),
     Heartbeat,
     ProtocolError {
         message: String,
@@ -156,6 +237,35 @@ mod tests {
         let err = decode::<HubToRoot>(r#"{"v":9,"id":"x","body":{"type":"heartbeat"}}"#)
             .expect_err("version 9 must not decode");
         assert!(err.contains("unsupported protocol version 9"), "{err}");
+    }
+
+    #[test]
+    fn signatures_cover_every_field() {
+        let key = signing_key("mcph_token");
+        let mut call = CallRequest {
+            call_id: "c1".into(),
+            trace_id: "t1".into(),
+            session_id: "s1".into(),
+            tool_id: "hub.get_status".into(),
+            capability: "infra.read.status".into(),
+            arguments: serde_json::json!({"a": 1}),
+            dry_run: false,
+            expires_at_ms: 1,
+            idempotency_key: None,
+            signature: String::new(),
+        };
+        call.sign(&key);
+        assert!(verify_call(&call, &key));
+        assert!(!verify_call(&call, &signing_key("other")));
+        let mut forged = call.clone();
+        forged.arguments = serde_json::json!({"a": 2});
+        assert!(!verify_call(&forged, &key));
+        let mut forged = call.clone();
+        forged.expires_at_ms = 2;
+        assert!(!verify_call(&forged, &key));
+        let mut forged = call;
+        forged.signature = "zz".into();
+        assert!(!verify_call(&forged, &key));
     }
 
     #[test]

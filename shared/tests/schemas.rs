@@ -23,6 +23,7 @@ use mcp_shared::lease::{LeaseStatus, SessionLease};
 use mcp_shared::profile::{CapabilityProfile, ProfileRegistry};
 use mcp_shared::protocol::{
     CallOutcome, CallRequest, Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub, SkillCommand,
+    SkillState,
 };
 use mcp_shared::target::{
     ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport, WriteScope,
@@ -317,6 +318,10 @@ fn error_codes() -> Vec<ErrorCode> {
         ConfirmationRequired,
         ForbiddenDestructive,
         DescriptorUnavailable,
+        SignatureInvalid,
+        DeadlineExpired,
+        ReplayRejected,
+        AdapterFailed,
         Internal,
     ];
     for c in &all {
@@ -334,6 +339,10 @@ fn error_codes() -> Vec<ErrorCode> {
             | ConfirmationRequired
             | ForbiddenDestructive
             | DescriptorUnavailable
+            | SignatureInvalid
+            | DeadlineExpired
+            | ReplayRejected
+            | AdapterFailed
             | Internal => {}
         }
     }
@@ -453,10 +462,14 @@ fn decisions() -> Vec<Decision> {
 }
 
 fn skill_commands() -> Vec<SkillCommand> {
-    let all = vec![SkillCommand::Enable, SkillCommand::Disable];
+    let all = vec![
+        SkillCommand::Enable,
+        SkillCommand::Disable,
+        SkillCommand::Status,
+    ];
     for c in &all {
         match c {
-            SkillCommand::Enable | SkillCommand::Disable => {}
+            SkillCommand::Enable | SkillCommand::Disable | SkillCommand::Status => {}
         }
     }
     all
@@ -599,6 +612,15 @@ fn descriptor(stability: Stability) -> Descriptor {
     }
 }
 
+fn skill_state() -> SkillState {
+    SkillState {
+        skill: "infra_access_skill".into(),
+        installed: true,
+        enabled: true,
+        published: vec!["hub.get_status".into()],
+    }
+}
+
 fn call_request() -> CallRequest {
     CallRequest {
         call_id: "call-01".into(),
@@ -607,7 +629,6 @@ fn call_request() -> CallRequest {
         capability: "hub.get_status".into(),
         arguments: json!({"verbose": true}),
         session_id: "lease-01".into(),
-        environment: "test".into(),
         dry_run: true,
         expires_at_ms: 1_795_000_000_000,
         idempotency_key: Some("idem-01".into()),
@@ -655,6 +676,7 @@ fn hub_to_root_bodies() -> Vec<HubToRoot> {
             protocol_version: PROTOCOL_VERSION,
             token: "enrol-token".into(),
             descriptor: target(TargetStatus::Online, WriteScope::TestOnly),
+            skills: vec![skill_state()],
         },
         HubToRoot::Progress {
             call_id: "call-01".into(),
@@ -677,7 +699,9 @@ fn hub_to_root_bodies() -> Vec<HubToRoot> {
         },
         HubToRoot::SurfaceChanged {
             descriptor: target(TargetStatus::Degraded, WriteScope::None),
+            skills: vec![skill_state()],
         },
+        HubToRoot::SkillState(skill_state()),
         HubToRoot::Heartbeat,
         HubToRoot::ProtocolError {
             message: "unsupported protocol version 9".into(),
@@ -689,6 +713,7 @@ fn hub_to_root_bodies() -> Vec<HubToRoot> {
             | HubToRoot::Progress { .. }
             | HubToRoot::Result { .. }
             | HubToRoot::SurfaceChanged { .. }
+            | HubToRoot::SkillState(_)
             | HubToRoot::Heartbeat
             | HubToRoot::ProtocolError { .. } => {}
         }
@@ -1312,7 +1337,6 @@ fn protocol_envelope_schema_matches_the_types() {
             "capability",
             "arguments",
             "session_id",
-            "environment",
             "dry_run",
             "expires_at_ms",
             "signature",
