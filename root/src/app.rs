@@ -33,6 +33,13 @@ pub struct App {
     /// continued with another lease's bearer).
     pub mcp_sessions: DashMap<String, String>,
     pub started_at: time::OffsetDateTime,
+    /// Enrolled targets by target id.
+    pub enrolments: DashMap<String, crate::hubs::Enrolment>,
+    /// The router session of each target's newest hub connection.
+    pub hub_connections: DashMap<String, ractor::ActorId>,
+    /// MCP transport session id → (the lease's target, the client peer), for
+    /// `notifications/tools/list_changed` when that target's surface changes.
+    pub mcp_peers: DashMap<String, (String, rmcp::Peer<rmcp::RoleServer>)>,
 }
 
 /// Who is calling, as resolved by root from the bearer.

@@ -281,7 +281,16 @@ async fn governed(
         )
     })?);
 
-    let timeout = Duration::from_millis(c.timeout_ms);
+    // Routed calls enforce the deadline themselves (and cancel on the hub); this outer bound
+    // is the deadline for descriptive calls and a safety net for routed ones.
+    let timeout = Duration::from_millis(
+        c.timeout_ms
+            + if c.routing == RoutingClass::DescriptiveCached {
+                0
+            } else {
+                500
+            },
+    );
     let executed = tokio::time::timeout(timeout, execute(app, ctx, entry, arguments, event)).await;
     let value = match executed {
         Ok(r) => r?,
@@ -321,21 +330,65 @@ async fn execute(
         )),
         _ => {
             event.execution_adapter = Some("root.router".into());
-            let routed = router::RoutedCall {
-                target_id: ctx.lease.lease().target_id.clone(),
-                tool_id: c.tool_id.clone(),
-                arguments: arguments.clone(),
-                trace_id: ctx.trace_id.clone(),
-            };
-            let (adapter, value) = call_t!(
-                app.actors.router.load(),
-                router::Msg::Route,
-                c.timeout_ms + 1_000,
-                routed
-            )
-            .map_err(|e| internal("router", e))??;
+            route(app, ctx, entry, arguments, event).await
+        }
+    }
+}
+
+/// Routes an operational call to the lease's target and waits for its result until the
+/// tool's deadline; past it the hub is told to cancel and the caller gets `timeout`.
+async fn route(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    arguments: &Value,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let c = &entry.contract;
+    let lease = ctx.lease.lease();
+    let timeout = Duration::from_millis(c.timeout_ms);
+    let routed = router::RoutedCall {
+        call_id: uuid::Uuid::now_v7().to_string(),
+        target_id: lease.target_id.clone(),
+        session_id: lease.session_id.clone(),
+        tool_id: c.tool_id.clone(),
+        capability: c.required_capability.clone(),
+        arguments: arguments.clone(),
+        trace_id: ctx.trace_id.clone(),
+        dry_run: event.dry_run,
+        expires_at_ms: mcp_shared::time::unix_ms(now()) + c.timeout_ms as i64,
+    };
+    let call_id = routed.call_id.clone();
+    let router = app.actors.router.load_full();
+    let pending = router.call(|reply| router::Msg::Route(routed, reply), None);
+    match tokio::time::timeout(timeout, pending).await {
+        Ok(Ok(ractor::rpc::CallResult::Success(Ok((adapter, value))))) => {
             event.execution_adapter = Some(adapter);
             Ok(value)
+        }
+        Ok(Ok(ractor::rpc::CallResult::Success(Err((adapter, error))))) => {
+            if adapter.is_some() {
+                event.execution_adapter = adapter;
+            }
+            Err(error)
+        }
+        // The session went away with the call (connection closed): the target is offline.
+        Ok(_) => Err(ToolError::new(
+            ErrorCode::TargetOffline,
+            format!("target `{}` disconnected during the call", lease.target_id),
+        )),
+        Err(_) => {
+            let _ = router.send_message(router::Msg::Cancel {
+                target_id: lease.target_id.clone(),
+                call_id,
+            });
+            Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "`{}` did not answer within {} ms; the target was told to cancel",
+                    c.tool_id, c.timeout_ms
+                ),
+            ))
         }
     }
 }

@@ -308,6 +308,15 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         .route("/v1/root/mcp/audit", get(query_audit))
         .route("/v1/root/mcp/audit/verify", get(verify_audit))
         .route("/v1/root/mcp/audit/{event_id}", get(get_audit_event))
+        .route(
+            "/v1/root/hubs",
+            get(crate::hubs::list).post(crate::hubs::enroll),
+        )
+        .route("/v1/root/hubs/connect", get(crate::hubs::connect))
+        .route(
+            "/v1/root/hubs/{target_id}/skills/{skill}/{command}",
+            post(crate::hubs::skill_command),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

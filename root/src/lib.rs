@@ -10,6 +10,7 @@
 //! - [`mcp`]: the MCP `ServerHandler` served over rmcp's Streamable HTTP transport.
 //! - [`http`]: axum routes (REST family, health, metrics) and middleware (Host/Origin guard,
 //!   bearer resolution, body limit).
+//! - [`hubs`]: hub enrolment, the hub WebSocket endpoint, target list, skill commands.
 //! - [`auth`], [`redact`], [`limits`], [`metrics`], [`audit`]: cross-cutting pieces.
 //! - [`cli`]: `serve`, `demo` and the `admin` client.
 //!
@@ -25,6 +26,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod http;
+pub mod hubs;
 pub mod limits;
 pub mod mcp;
 pub mod metrics;
@@ -125,6 +127,22 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         .await
         .with_context(|| format!("opening database {}", redact_url(&url)))?;
 
+    let enrolments = dashmap::DashMap::new();
+    for row in store
+        .load_targets()
+        .await
+        .context("loading enrolled targets")?
+    {
+        let id = row.target_id.clone();
+        match hubs::Enrolment::from_row(row) {
+            Some(e) => {
+                enrolments.insert(id, e);
+            }
+            None => {
+                tracing::error!(target_id = %id, "stored signing key is corrupt; the target cannot connect")
+            }
+        }
+    }
     let leases = Arc::new(lease_manager::LeaseIndex::default());
     let targets = Arc::new(router::TargetDirectory::default());
     let (sup, actors) = supervisor::start(supervisor::ChildArgs {
@@ -163,6 +181,9 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         admin_token,
         mcp_sessions: Default::default(),
         started_at: mcp_shared::time::now(),
+        enrolments,
+        hub_connections: Default::default(),
+        mcp_peers: Default::default(),
         config,
     });
 
@@ -219,6 +240,11 @@ async fn janitor(app: Arc<App>, stop: CancellationToken) {
         if dead.is_empty() {
             continue;
         }
+        app.mcp_peers.retain(|sid, _| {
+            app.mcp_sessions
+                .get(sid)
+                .is_some_and(|l| !dead.contains(l.value()))
+        });
         app.mcp_sessions.retain(|_, lease| !dead.contains(lease));
         for id in &dead {
             app.limits.forget_prefix(&format!("lease:{id}:"));

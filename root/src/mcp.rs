@@ -153,6 +153,13 @@ impl ServerHandler for RootMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let lease = lease_of(&ctx)?;
+        if let Some(sid) = header(&ctx, "mcp-session-id") {
+            // Remember the peer so a change of this target's surface can be announced.
+            self.app.mcp_peers.insert(
+                sid.to_string(),
+                (lease.lease().target_id.clone(), ctx.peer.clone()),
+            );
+        }
         let all = visible(&self.app, &lease).await?;
         let start = parse_cursor(request.as_ref().and_then(|r| r.cursor.as_deref()))?;
         if start > all.len() {
@@ -324,4 +331,27 @@ async fn readable_descriptors(
             visible.iter().any(projected_by) || !app.contracts.all().iter().any(projected_by)
         })
         .collect())
+}
+
+/// Sends `notifications/tools/list_changed` to every MCP session whose lease is bound to
+/// `target_id`; sessions that are gone are forgotten.
+pub fn notify_tools_changed(app: &App, target_id: &str) {
+    let peers: Vec<(String, rmcp::Peer<RoleServer>)> = app
+        .mcp_peers
+        .iter()
+        .filter(|e| e.value().0 == target_id)
+        .map(|e| (e.key().clone(), e.value().1.clone()))
+        .collect();
+    for (sid, peer) in peers {
+        let gone = peer.is_transport_closed();
+        if gone {
+            app.mcp_peers.remove(&sid);
+            continue;
+        }
+        tokio::spawn(async move {
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!(session = %sid, error = %e, "could not announce a tool list change");
+            }
+        });
+    }
 }

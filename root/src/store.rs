@@ -88,7 +88,37 @@ const MIGRATIONS: &[&str] = &[
     "CREATE INDEX IF NOT EXISTS audit_events_tool ON audit_events (tool_id, seq)",
     "CREATE INDEX IF NOT EXISTS audit_events_target ON audit_events (target_id, seq)",
     "CREATE INDEX IF NOT EXISTS audit_events_started ON audit_events (started_at)",
+    "CREATE TABLE IF NOT EXISTS targets (
+        target_id TEXT PRIMARY KEY,
+        environment TEXT NOT NULL,
+        subnet_id TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        token_hash TEXT NOT NULL UNIQUE,
+        signing_key TEXT NOT NULL,
+        enrolled_at BIGINT NOT NULL,
+        last_seen_at BIGINT,
+        descriptor TEXT,
+        skills TEXT
+    )",
 ];
+
+/// An enrolled managed target as stored.
+#[derive(Debug, Clone)]
+pub struct TargetRow {
+    pub target_id: String,
+    pub environment: String,
+    pub subnet_id: String,
+    pub zone: String,
+    pub token_hash: String,
+    /// Hex of the per-hub call-signing key (derived from the hub token at enrolment).
+    pub signing_key: String,
+    pub enrolled_at_ms: i64,
+    pub last_seen_at_ms: Option<i64>,
+    /// The last descriptor the hub registered (JSON), if it ever connected.
+    pub descriptor: Option<String>,
+    /// The last skill states the hub reported (JSON).
+    pub skills: Option<String>,
+}
 
 /// One audit row as stored: the event plus its place in the hash chain.
 #[derive(Debug, Clone)]
@@ -309,6 +339,85 @@ impl Store {
                     .map_err(db("record lease usage"))?;
             }
             tx.commit().await.map_err(db("record lease usage"))?;
+            Ok(())
+        })
+    }
+
+    // ---- targets ------------------------------------------------------------------------
+
+    /// Enrols a target; `Ok(false)` when the target id is already enrolled.
+    pub async fn insert_target(&self, t: &TargetRow) -> Result<bool> {
+        on_pool!(self, pool => {
+            let res = sqlx::query(
+                "INSERT INTO targets (target_id, environment, subnet_id, zone, token_hash, signing_key,
+                    enrolled_at, last_seen_at, descriptor, skills)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 ON CONFLICT (target_id) DO NOTHING",
+            )
+            .bind(&t.target_id)
+            .bind(&t.environment)
+            .bind(&t.subnet_id)
+            .bind(&t.zone)
+            .bind(&t.token_hash)
+            .bind(&t.signing_key)
+            .bind(t.enrolled_at_ms)
+            .bind(t.last_seen_at_ms)
+            .bind(&t.descriptor)
+            .bind(&t.skills)
+            .execute(pool)
+            .await
+            .map_err(db("insert target"))?;
+            Ok(res.rows_affected() == 1)
+        })
+    }
+
+    pub async fn load_targets(&self) -> Result<Vec<TargetRow>> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT target_id, environment, subnet_id, zone, token_hash, signing_key, enrolled_at,
+                    last_seen_at, descriptor, skills FROM targets ORDER BY target_id",
+            )
+            .fetch_all(pool)
+            .await
+            .map_err(db("load targets"))?;
+            rows.iter().map(|r| -> Result<TargetRow> {
+                let op = "load targets";
+                Ok(TargetRow {
+                    target_id: r.try_get("target_id").map_err(db(op))?,
+                    environment: r.try_get("environment").map_err(db(op))?,
+                    subnet_id: r.try_get("subnet_id").map_err(db(op))?,
+                    zone: r.try_get("zone").map_err(db(op))?,
+                    token_hash: r.try_get("token_hash").map_err(db(op))?,
+                    signing_key: r.try_get("signing_key").map_err(db(op))?,
+                    enrolled_at_ms: r.try_get("enrolled_at").map_err(db(op))?,
+                    last_seen_at_ms: r.try_get("last_seen_at").map_err(db(op))?,
+                    descriptor: r.try_get("descriptor").map_err(db(op))?,
+                    skills: r.try_get("skills").map_err(db(op))?,
+                })
+            }).collect()
+        })
+    }
+
+    /// Records what a connected hub registered and when it was last heard from.
+    pub async fn update_target_seen(
+        &self,
+        target_id: &str,
+        last_seen_ms: i64,
+        descriptor: Option<&str>,
+        skills: Option<&str>,
+    ) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE targets SET last_seen_at = $1, descriptor = COALESCE($2, descriptor),
+                    skills = COALESCE($3, skills) WHERE target_id = $4",
+            )
+            .bind(last_seen_ms)
+            .bind(descriptor)
+            .bind(skills)
+            .bind(target_id)
+            .execute(pool)
+            .await
+            .map_err(db("update target"))?;
             Ok(())
         })
     }

@@ -7,18 +7,7 @@ use mcp_tests::TestRoot;
 use serde_json::Value;
 
 fn bin() -> PathBuf {
-    let mut p = std::env::current_exe().unwrap();
-    p.pop();
-    if p.ends_with("deps") {
-        p.pop();
-    }
-    let bin = p.join("mcp-root");
-    assert!(
-        bin.exists(),
-        "{} missing: run the suite with `cargo test --workspace`",
-        bin.display()
-    );
-    bin
+    mcp_tests::workspace_bin("mcp-root").unwrap()
 }
 
 fn admin(root: &TestRoot, args: &[&str]) -> (i32, String, String) {

@@ -145,3 +145,34 @@ pub async fn mcp_client(
     );
     Ok(().serve(transport).await?)
 }
+
+/// The path of a workspace binary (`mcp-root`, `mcp-hub`), built on first use.
+///
+/// `cargo test --workspace` does not build other packages' binaries before running this
+/// crate's tests, so on a fresh clone the binary may be missing: it is then built with the
+/// same cargo and target directory, once per test process.
+pub fn workspace_bin(name: &str) -> anyhow::Result<PathBuf> {
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let mut dir = std::env::current_exe()?;
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let bin = dir.join(name);
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    if !bin.exists() {
+        let package = name;
+        let profile_release = dir.ends_with("release");
+        let target_dir = dir.parent().context("target dir")?.to_path_buf();
+        let mut cmd = std::process::Command::new(env!("CARGO"));
+        cmd.args(["build", "-p", package, "--bin", name])
+            .env("CARGO_TARGET_DIR", &target_dir);
+        if profile_release {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().context("running cargo build")?;
+        anyhow::ensure!(status.success(), "cargo build -p {package} failed");
+    }
+    anyhow::ensure!(bin.exists(), "{} is missing after the build", bin.display());
+    Ok(bin)
+}

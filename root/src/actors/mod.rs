@@ -7,7 +7,9 @@
 //! - [`descriptor_cache`]: root-curated descriptors with freshness.
 //! - [`audit_writer`]: batches events into hash-chained rows; a call's reply waits until its
 //!   event is committed.
-//! - [`router`]: the registry that holds one router session per connected target.
+//! - [`router`]: maps targets to their router sessions and forwards calls to them.
+//! - [`router_session`]: one per connected target; signs calls, matches results, relays
+//!   cancels and skill commands.
 //!
 //! Guarantees (ractor): messages from one sender are handled in send order, one at a time per
 //! actor. A panic or error in `handle` stops only that actor; the [`supervisor`] restarts it
@@ -20,6 +22,7 @@ pub mod descriptor_cache;
 pub mod lease_manager;
 pub mod policy;
 pub mod router;
+pub mod router_session;
 pub mod supervisor;
 
 use arc_swap::ArcSwap;

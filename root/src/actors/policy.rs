@@ -105,18 +105,16 @@ impl Actor for PolicyEngine {
     }
 }
 
-/// Whether a tool belongs in the lease's tool list: callable now, or refused only because its
-/// registered target is momentarily offline (it comes back without a new `tools/list`).
-/// Capability, environment and skill refusals hide the tool.
+/// Whether a tool belongs in the lease's tool list: only when the call would be allowed now.
+/// Operational tools appear while their target is online and publishes them through an
+/// enabled skill, and disappear otherwise (clients are sent `tools/list_changed`).
 fn listable(
     state: &Args,
     profile: Option<&CapabilityProfile>,
     target_id: &str,
     c: &ContractEntry,
 ) -> bool {
-    let d = decide(state, profile, target_id, c);
-    d.decision == Decision::Allow
-        || (d.reason == Some(ErrorCode::TargetOffline) && state.targets.contains_key(target_id))
+    decide(state, profile, target_id, c).decision == Decision::Allow
 }
 
 /// Pure decision over the current configuration and target directory.

@@ -1,0 +1,549 @@
+//! The hub channel on root: enrolment, the WebSocket endpoint `/v1/root/hubs/connect`, the
+//! target list, and operator skill commands.
+//!
+//! A hub authenticates with its `hello` (the enrolment token, checked against the stored
+//! hash) and must register the target id and environment it was enrolled with. Each
+//! connection gets one router session actor; frames go through the versioned protocol in
+//! `mcp-shared`, and a malformed frame is answered with a protocol error, never a crash.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use futures::{SinkExt, StreamExt};
+use mcp_shared::error::ErrorCode;
+use mcp_shared::event::{
+    Actor as EventActor, Decision, EventStatus, OperationalEvent, PolicyDecision, Surface,
+};
+use mcp_shared::protocol::{
+    self, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub, SkillCommand,
+};
+use mcp_shared::target::{ManagedTargetDescriptor, TargetStatus};
+use mcp_shared::time::{now, unix_ms};
+use ractor::{Actor, call_t};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::actors::router_session::{self, RouterSession};
+use crate::actors::{RPC_TIMEOUT_MS, router};
+use crate::app::App;
+use crate::http::{ApiError, Operator};
+use crate::store::TargetRow;
+
+/// Heartbeat interval announced to hubs; a hub silent for three intervals is dropped.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+/// Time a new connection has to send its `hello`.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Frames queued per connection before calls are refused with `busy`.
+const OUTBOUND_QUEUE: usize = 1024;
+/// Prefix of hub enrolment tokens.
+pub const HUB_TOKEN_PREFIX: &str = "mcph_";
+
+/// An enrolled target with its signing key.
+#[derive(Clone)]
+pub struct Enrolment {
+    pub row: TargetRow,
+    pub signing_key: [u8; 32],
+}
+
+impl Enrolment {
+    pub fn from_row(row: TargetRow) -> Option<Enrolment> {
+        let bytes = hex::decode(&row.signing_key).ok()?;
+        let signing_key: [u8; 32] = bytes.try_into().ok()?;
+        Some(Enrolment { row, signing_key })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnrollRequest {
+    target_id: String,
+    environment: String,
+    #[serde(default)]
+    subnet_id: Option<String>,
+    #[serde(default)]
+    zone: Option<String>,
+}
+
+fn valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 200
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._:-".contains(c))
+}
+
+pub async fn enroll(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    body: Result<Json<EnrollRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Json(req) = body.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidArguments,
+            e.body_text(),
+        )
+    })?;
+    if !valid_id(&req.target_id) || !valid_id(&req.environment) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidArguments,
+            "target_id and environment must be 1..200 characters of [A-Za-z0-9._:-]",
+        ));
+    }
+    let token = crate::auth::new_token(HUB_TOKEN_PREFIX);
+    let row = TargetRow {
+        target_id: req.target_id.clone(),
+        environment: req.environment,
+        subnet_id: req.subnet_id.unwrap_or_else(|| "default".into()),
+        zone: req.zone.unwrap_or_else(|| app.config.zone.clone()),
+        token_hash: crate::auth::token_hash(&token),
+        signing_key: hex::encode(protocol::signing_key(&token)),
+        enrolled_at_ms: unix_ms(now()),
+        last_seen_at_ms: None,
+        descriptor: None,
+        skills: None,
+    };
+    let inserted = app.store.insert_target(&row).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            e.to_string(),
+        )
+    })?;
+    if !inserted {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::InvalidArguments,
+            format!("target `{}` is already enrolled", req.target_id),
+        ));
+    }
+    if let Some(e) = Enrolment::from_row(row.clone()) {
+        app.enrolments.insert(row.target_id.clone(), e);
+    }
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "target_id": row.target_id,
+            "environment": row.environment,
+            "subnet_id": row.subnet_id,
+            "zone": row.zone,
+            "token": token,
+        })),
+    ))
+}
+
+pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Value>, ApiError> {
+    let pressure = call_t!(
+        app.actors.router.load(),
+        router::Msg::Pressure,
+        RPC_TIMEOUT_MS
+    )
+    .unwrap_or_default();
+    let mut rows: Vec<TargetRow> = app.store.load_targets().await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            e.to_string(),
+        )
+    })?;
+    rows.sort_by(|a, b| a.target_id.cmp(&b.target_id));
+    let targets: Vec<Value> = rows
+        .into_iter()
+        .map(|r| {
+            let live = app.targets.get(&r.target_id).map(|d| d.clone());
+            let status = match &live {
+                Some(d) => d.status,
+                None => TargetStatus::Offline,
+            };
+            let descriptor: Option<Value> = live
+                .map(|d| json!(d))
+                .or_else(|| r.descriptor.as_deref().and_then(|d| serde_json::from_str(d).ok()));
+            let skills: Value = r.skills.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(json!([]));
+            let published = descriptor
+                .as_ref()
+                .filter(|_| status != TargetStatus::Offline)
+                .and_then(|d| d["operational_surface"]["capabilities"].as_array().cloned())
+                .unwrap_or_default();
+            json!({
+                "target_id": r.target_id,
+                "environment": r.environment,
+                "subnet_id": r.subnet_id,
+                "zone": r.zone,
+                "status": status,
+                "enrolled_at": mcp_shared::time::format(mcp_shared::time::from_unix_ms(r.enrolled_at_ms)),
+                "last_seen_at": r.last_seen_at_ms.map(|ms| mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms))),
+                "descriptor": descriptor,
+                "skills": skills,
+                "published_capabilities": published,
+                "pressure": pressure.get(&r.target_id),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "targets": targets })))
+}
+
+/// `POST /v1/root/hubs/{target_id}/skills/{skill}/{command}`: enable, disable or status,
+/// through root to the hub; audited as an operational event.
+pub async fn skill_command(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path((target_id, skill, command)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let cmd = match command.as_str() {
+        "enable" => SkillCommand::Enable,
+        "disable" => SkillCommand::Disable,
+        "status" => SkillCommand::Status,
+        other => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidArguments,
+                format!("command must be enable, disable or status, not `{other}`"),
+            ));
+        }
+    };
+    if !app.enrolments.contains_key(&target_id) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::InvalidArguments,
+            format!("target `{target_id}` is not enrolled"),
+        ));
+    }
+    let started_at = now();
+    let res = call_t!(
+        app.actors.router.load(),
+        |reply| router::Msg::Skill {
+            target_id: target_id.clone(),
+            skill: skill.clone(),
+            command: cmd,
+            reply
+        },
+        RPC_TIMEOUT_MS
+    );
+    let res = match res {
+        Ok(r) => r,
+        Err(e) => Err(mcp_shared::ToolError::new(
+            ErrorCode::TargetOffline,
+            format!("no answer from target `{target_id}`: {e}"),
+        )),
+    };
+    let tool_id = format!("admin.skill.{command}");
+    let event = OperationalEvent {
+        event_id: uuid::Uuid::now_v7().to_string(),
+        trace_id: uuid::Uuid::now_v7().simple().to_string(),
+        request_id: uuid::Uuid::now_v7().to_string(),
+        surface: Surface::Admin,
+        actor: EventActor {
+            id: "operator".into(),
+            session_id: None,
+            audience: None,
+            capability_profile: None,
+        },
+        target_id: Some(target_id.clone()),
+        tool_id,
+        capability: None,
+        policy_decision: PolicyDecision {
+            decision: Decision::Allow,
+            reason: None,
+            checks: vec!["operator".into()],
+        },
+        execution_adapter: Some(format!("hub.skill:{skill}")),
+        dry_run: false,
+        status: if res.is_ok() {
+            EventStatus::Ok
+        } else {
+            EventStatus::Error
+        },
+        started_at,
+        finished_at: now(),
+        request: json!({ "target_id": target_id, "skill": skill, "command": command }),
+        result_summary: res.as_ref().ok().map(|s| {
+            format!(
+                "{}: installed={} enabled={}",
+                s.skill, s.installed, s.enabled
+            )
+        }),
+        error: res.as_ref().err().cloned(),
+        redactions: Vec::new(),
+    };
+    let event_id = event.event_id.clone();
+    match call_t!(
+        app.actors.audit.load(),
+        crate::actors::audit_writer::Msg::Append,
+        10_000,
+        Box::new(event)
+    ) {
+        Ok(Ok(_)) => {}
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ErrorCode::Internal,
+                "the audit trail is unavailable",
+            ));
+        }
+    }
+    match res {
+        Ok(state) => Ok(Json(
+            json!({ "target_id": target_id, "skill": state, "event_id": event_id }),
+        )
+        .into_response()),
+        Err(e) => Ok((
+            crate::http::status_of(e.code),
+            Json(json!({ "error": e, "event_id": event_id })),
+        )
+            .into_response()),
+    }
+}
+
+pub async fn connect(State(app): State<Arc<App>>, ws: WebSocketUpgrade) -> Response {
+    ws.max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| async move {
+            if let Err(e) = serve(app, socket).await {
+                tracing::info!(error = %e, "hub connection ended");
+            }
+        })
+}
+
+fn encode(body: RootToHub, in_reply_to: Option<String>) -> String {
+    let env = Envelope {
+        v: PROTOCOL_VERSION,
+        id: uuid::Uuid::now_v7().to_string(),
+        in_reply_to,
+        body,
+    };
+    serde_json::to_string(&env).unwrap_or_default()
+}
+
+async fn refuse(socket: &mut WebSocket, message: String) -> anyhow::Result<()> {
+    tracing::warn!(%message, "refusing hub connection");
+    let _ = socket
+        .send(Message::Text(
+            encode(
+                RootToHub::ProtocolError {
+                    message: message.clone(),
+                },
+                None,
+            )
+            .into(),
+        ))
+        .await;
+    let _ = socket.close().await;
+    anyhow::bail!(message)
+}
+
+/// Publishes a target's descriptor and tells MCP sessions bound to it that their tool list
+/// may have changed.
+fn publish(app: &App, descriptor: ManagedTargetDescriptor) {
+    let target_id = descriptor.target_id.clone();
+    app.targets.insert(target_id.clone(), descriptor);
+    crate::mcp::notify_tools_changed(app, &target_id);
+}
+
+async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
+    let first = match tokio::time::timeout(HELLO_TIMEOUT, socket.recv()).await {
+        Ok(Some(Ok(Message::Text(t)))) => t,
+        Ok(Some(Ok(_))) => {
+            return refuse(&mut socket, "the first frame must be a text hello".into()).await;
+        }
+        Ok(_) => anyhow::bail!("closed before hello"),
+        Err(_) => return refuse(&mut socket, "no hello within 10 s".into()).await,
+    };
+    let hello = match protocol::decode::<HubToRoot>(first.as_str()) {
+        Ok(env) => env,
+        Err(e) => return refuse(&mut socket, e).await,
+    };
+    let HubToRoot::Hello {
+        protocol_version,
+        token,
+        mut descriptor,
+        skills,
+    } = hello.body
+    else {
+        return refuse(&mut socket, "the first frame must be hello".into()).await;
+    };
+    if protocol_version != PROTOCOL_VERSION {
+        return refuse(
+            &mut socket,
+            format!("unsupported protocol version {protocol_version}"),
+        )
+        .await;
+    }
+    let hash = crate::auth::token_hash(&token);
+    let Some(enrolment) = app
+        .enrolments
+        .iter()
+        .find(|e| crate::auth::secret_eq(&e.row.token_hash, &hash))
+        .map(|e| e.clone())
+    else {
+        return refuse(&mut socket, "unknown hub token".into()).await;
+    };
+    let target_id = enrolment.row.target_id.clone();
+    if descriptor.target_id != target_id {
+        return refuse(
+            &mut socket,
+            format!(
+                "this token is enrolled for `{target_id}`, not `{}`",
+                descriptor.target_id
+            ),
+        )
+        .await;
+    }
+    if descriptor.environment != enrolment.row.environment {
+        return refuse(
+            &mut socket,
+            format!(
+                "`{target_id}` is enrolled in environment `{}`, not `{}`",
+                enrolment.row.environment, descriptor.environment
+            ),
+        )
+        .await;
+    }
+    descriptor.status = TargetStatus::Online;
+
+    let (out_tx, mut out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
+    let surface_app = app.clone();
+    let surface_target = target_id.clone();
+    let session_args = router_session::Args {
+        target_id: target_id.clone(),
+        signing_key: enrolment.signing_key,
+        outbound: out_tx.clone(),
+        on_surface: Box::new(move |body| {
+            if let HubToRoot::SurfaceChanged {
+                mut descriptor,
+                skills,
+            } = body
+            {
+                if descriptor.target_id != surface_target {
+                    tracing::warn!(target_id = %surface_target, "surface_changed for another target ignored");
+                    return;
+                }
+                descriptor.status = TargetStatus::Online;
+                let store = surface_app.store.clone();
+                let (d, s) = (
+                    serde_json::to_string(&descriptor).ok(),
+                    serde_json::to_string(&skills).ok(),
+                );
+                let t = surface_target.clone();
+                tokio::spawn(async move {
+                    let _ = store
+                        .update_target_seen(&t, unix_ms(now()), d.as_deref(), s.as_deref())
+                        .await;
+                });
+                publish(&surface_app, descriptor);
+            }
+        }),
+    };
+    let (session, _) = Actor::spawn(None, RouterSession, session_args).await?;
+    app.hub_connections
+        .insert(target_id.clone(), session.get_id());
+    app.store
+        .update_target_seen(
+            &target_id,
+            unix_ms(now()),
+            serde_json::to_string(&descriptor).ok().as_deref(),
+            serde_json::to_string(&skills).ok().as_deref(),
+        )
+        .await?;
+    app.actors
+        .router
+        .load()
+        .send_message(router::Msg::Attach(target_id.clone(), session.clone()))?;
+    publish(&app, descriptor);
+    let _ = out_tx
+        .send(encode(
+            RootToHub::Welcome {
+                target_id: target_id.clone(),
+                heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u64,
+            },
+            Some(hello.id),
+        ))
+        .await;
+    tracing::info!(%target_id, "hub connected");
+
+    let (mut sink, mut stream) = socket.split();
+    let writer = tokio::spawn(async move {
+        while let Some(text) = out_rx.recv().await {
+            if sink.send(Message::Text(text.into())).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let mut last_seen_write = std::time::Instant::now();
+    loop {
+        let next = tokio::time::timeout(HEARTBEAT_INTERVAL * 3, stream.next()).await;
+        let msg = match next {
+            Err(_) => {
+                tracing::warn!(%target_id, "hub silent for three heartbeat intervals; dropping it");
+                break;
+            }
+            Ok(None) | Ok(Some(Err(_))) => break,
+            Ok(Some(Ok(m))) => m,
+        };
+        match msg {
+            Message::Text(text) => match protocol::decode::<HubToRoot>(text.as_str()) {
+                Ok(env) => {
+                    if last_seen_write.elapsed() > HEARTBEAT_INTERVAL {
+                        last_seen_write = std::time::Instant::now();
+                        let _ = app
+                            .store
+                            .update_target_seen(&target_id, unix_ms(now()), None, None)
+                            .await;
+                    }
+                    if session
+                        .send_message(router_session::Msg::Frame(Box::new(env)))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%target_id, error = %e, "malformed frame from hub");
+                    let _ = out_tx.try_send(encode(RootToHub::ProtocolError { message: e }, None));
+                }
+            },
+            Message::Binary(_) => {
+                let _ = out_tx.try_send(encode(
+                    RootToHub::ProtocolError {
+                        message: "binary frames are not part of the protocol".into(),
+                    },
+                    None,
+                ));
+            }
+            Message::Close(_) => break,
+            Message::Ping(_) | Message::Pong(_) => {}
+        }
+    }
+    tracing::info!(%target_id, "hub disconnected");
+    app.actors
+        .router
+        .load()
+        .send_message(router::Msg::Detach(target_id.clone(), session.get_id()))
+        .ok();
+    session.stop(Some("connection closed".into()));
+    drop(out_tx);
+    writer.abort();
+    // Only the newest connection of a target may mark it offline: an older one that a
+    // reconnect replaced ends here too.
+    if app
+        .hub_connections
+        .remove_if(&target_id, |_, id| *id == session.get_id())
+        .is_some()
+    {
+        if let Some(mut d) = app.targets.get_mut(&target_id) {
+            d.status = TargetStatus::Offline;
+        }
+        crate::mcp::notify_tools_changed(&app, &target_id);
+    }
+    let _ = app
+        .store
+        .update_target_seen(&target_id, unix_ms(now()), None, None)
+        .await;
+    Ok(())
+}
