@@ -93,6 +93,56 @@ pub enum AdminCommand {
     /// The audit trail.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Managed targets and their hubs.
+    #[command(subcommand)]
+    Hub(HubCommand),
+    /// A skill on a target (through root to the hub; audited).
+    Skill {
+        #[command(subcommand)]
+        command: SkillCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HubCommand {
+    /// Enrol a target; prints the hub token once (root keeps only its hash).
+    Enroll {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        environment: String,
+        #[arg(long)]
+        subnet: Option<String>,
+        #[arg(long)]
+        zone: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Targets with status, last seen, descriptor, skills and published capabilities.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct SkillArgs {
+    #[arg(long)]
+    pub target: String,
+    #[arg(long, default_value = "infra_access_skill")]
+    pub skill: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SkillCmd {
+    /// Publish the skill's operational surface.
+    Enable(SkillArgs),
+    /// Withdraw the skill's operational surface; its tools answer `skill_disabled`.
+    Disable(SkillArgs),
+    /// The skill's state as the hub reports it.
+    Status(SkillArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -472,6 +522,64 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 });
             }
         },
+        AdminCommand::Hub(cmd) => match cmd {
+            HubCommand::Enroll { target, environment, subnet, zone, json } => {
+                let mut body = json!({ "target_id": target, "environment": environment });
+                for (k, v) in [("subnet_id", subnet), ("zone", zone)] {
+                    if let Some(v) = v {
+                        body[k] = json!(v);
+                    }
+                }
+                let v = c.post("/v1/root/hubs", body).await?;
+                print(json, &v, |v| {
+                    format!(
+                        "target_id: {}\ntoken:     {}  (shown once; give it to the hub as its token file)",
+                        v["target_id"].as_str().unwrap_or(""),
+                        v["token"].as_str().unwrap_or("")
+                    )
+                });
+            }
+            HubCommand::List { json } => {
+                let v = c.get("/v1/root/hubs").await?;
+                print(json, &v, |v| {
+                    let lines: Vec<String> = v["targets"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|t| {
+                            format!(
+                                "{}  {:8}  env={}  last_seen={}  published={}",
+                                t["target_id"].as_str().unwrap_or(""),
+                                t["status"].as_str().unwrap_or(""),
+                                t["environment"].as_str().unwrap_or(""),
+                                t["last_seen_at"].as_str().unwrap_or("never"),
+                                t["published_capabilities"].as_array().map(|a| a.len()).unwrap_or(0)
+                            )
+                        })
+                        .collect();
+                    if lines.is_empty() { "no targets".into() } else { lines.join("\n") }
+                });
+            }
+        },
+        AdminCommand::Skill { command } => {
+            let (verb, a) = match command {
+                SkillCmd::Enable(a) => ("enable", a),
+                SkillCmd::Disable(a) => ("disable", a),
+                SkillCmd::Status(a) => ("status", a),
+            };
+            let v = c.post(&format!("/v1/root/hubs/{}/skills/{}/{verb}", a.target, a.skill), json!({})).await?;
+            print(a.json, &v, |v| {
+                let s = &v["skill"];
+                format!(
+                    "{} on {}: installed={} enabled={} published={}",
+                    s["skill"].as_str().unwrap_or(""),
+                    v["target_id"].as_str().unwrap_or(""),
+                    s["installed"],
+                    s["enabled"],
+                    s["published"].as_array().map(|a| a.len()).unwrap_or(0)
+                )
+            });
+        }
         AdminCommand::Audit(cmd) => match cmd {
             AuditCommand::Tail { limit, json } => {
                 let v = c
