@@ -1,49 +1,137 @@
 //! `mcp-hub`: the daemon that runs on a managed target, dials root over WebSocket and hosts
 //! `infra_access_skill` with its execution adapters.
 //!
-//! This stage holds the command line and configuration only; the root channel, the skill and
-//! its adapters arrive with the hub-and-routing work. `mcp-hub run` says so and exits non-zero
-//! rather than pretending to serve.
+//! # Layout
+//! - [`config`]: [`HubConfig`] from TOML plus command-line overrides.
+//! - [`context`]: state shared by the parts (configuration, clocks, lifecycle snapshot).
+//! - [`channel`]: the root channel (hello → welcome → frames, heartbeats, reconnects).
+//! - [`enforcement`]: the final checks on every call (signature, deadline, replay, published
+//!   tool, write scope).
+//! - [`skill`]: `infra_access_skill`, a ractor actor supervising one actor per adapter.
+//! - [`adapters`]: the execution adapters (`hub.get_status`, `hub.get_runtime_summary`,
+//!   `hub.get_operational_surface`, `hub.run_healthchecks`).
+//! - [`cli`]: the command line (`run`, `skill status`).
+//!
+//! Invariant: the hub is transport plus final enforcement. It never owns the tool catalog or
+//! business policy: root decides who may call what; the hub only re-checks root's signature,
+//! the deadline, replays, what its own skill publishes and its own write scope.
 
-use std::path::PathBuf;
+pub mod adapters;
+pub mod channel;
+pub mod cli;
+pub mod config;
+pub mod context;
+pub mod enforcement;
+pub mod skill;
 
-use clap::{Parser, Subcommand};
+#[cfg(test)]
+mod channel_tests;
 
-#[derive(Parser, Debug)]
-#[command(
-    name = "mcp-hub",
-    version,
-    about = "Hub daemon for a managed target of the Root MCP gateway"
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_shared::protocol::SkillState;
+use mcp_shared::target::ManagedTargetDescriptor;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use cli::{Cli, run};
+pub use config::HubConfig;
+
+use crate::channel::Channel;
+use crate::context::HubContext;
+use crate::enforcement::Gate;
+use crate::skill::SkillHandle;
+
+/// A running hub.
+pub struct HubHandle {
+    ctx: Arc<HubContext>,
+    skill: SkillHandle,
+    connected: watch::Receiver<bool>,
+    shutdown: CancellationToken,
+    channel: tokio::task::JoinHandle<()>,
 }
 
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Dial root and serve this target's operational surface.
-    Run {
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Root's http(s) or ws(s) URL.
-        #[arg(long)]
-        root_url: Option<String>,
-        #[arg(long)]
-        token_file: Option<PathBuf>,
-        #[arg(long)]
-        target: Option<String>,
-        #[arg(long)]
-        environment: Option<String>,
-    },
+/// Installs the process-wide rustls crypto provider (aws-lc-rs) once; later calls are no-ops.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
-/// Runs the parsed command; the error explains what is missing.
-pub fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Run { .. } => anyhow::bail!(
-            "the root channel is not implemented in this build of mcp-hub (protocol v{} types exist in mcp-shared)",
-            mcp_shared::protocol::PROTOCOL_VERSION
-        ),
+/// Starts the skill and the root channel; returns at once (the hub connects in the
+/// background and keeps reconnecting).
+pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
+    install_crypto_provider();
+    config.validate()?;
+    let gate = Arc::new(Gate::new(
+        &config.token,
+        &config.environment,
+        config.write_scope,
+    ));
+    let ctx = Arc::new(HubContext::new(config)?);
+    let (skill, _) = SkillHandle::start(ctx.clone()).await?;
+    let (tx, connected) = watch::channel(false);
+    let shutdown = CancellationToken::new();
+    let channel = Channel {
+        ctx: ctx.clone(),
+        gate,
+        skill: skill.clone(),
+        connected: Arc::new(tx),
+        shutdown: shutdown.clone(),
+    };
+    let channel = tokio::spawn(channel.run());
+    Ok(HubHandle {
+        ctx,
+        skill,
+        connected,
+        shutdown,
+        channel,
+    })
+}
+
+impl HubHandle {
+    pub fn target_id(&self) -> &str {
+        &self.ctx.config.target_id
+    }
+
+    /// Whether root has welcomed the hub on the current connection.
+    pub fn is_connected(&self) -> bool {
+        *self.connected.borrow()
+    }
+
+    /// Resolves once root has welcomed the hub on the current connection.
+    pub async fn wait_connected(&self, timeout: Duration) -> anyhow::Result<()> {
+        let mut rx = self.connected.clone();
+        tokio::time::timeout(timeout, rx.wait_for(|c| *c))
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "hub `{}` not connected within {timeout:?}",
+                    self.target_id()
+                )
+            })?
+            .map_err(|_| anyhow::anyhow!("hub `{}` stopped", self.target_id()))?;
+        Ok(())
+    }
+
+    /// The skill's lifecycle state as published now.
+    pub fn skill_state(&self) -> SkillState {
+        self.ctx.lifecycle().skill_state()
+    }
+
+    /// The descriptor the hub announces.
+    pub fn descriptor(&self) -> ManagedTargetDescriptor {
+        self.ctx.descriptor()
+    }
+
+    /// The skill actor, for tests that drive it directly.
+    pub fn skill(&self) -> &SkillHandle {
+        &self.skill
+    }
+
+    /// Closes the connection, stops calls in flight, then the skill and its adapters.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = self.channel.await;
+        self.skill.stop().await;
     }
 }

@@ -40,6 +40,8 @@ pub struct App {
     /// MCP transport session id → (the lease's target, the client peer), for
     /// `notifications/tools/list_changed` when that target's surface changes.
     pub mcp_peers: DashMap<String, (String, rmcp::Peer<rmcp::RoleServer>)>,
+    /// Cancelled when the daemon shuts down; long-lived connections (hubs) end with it.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// Who is calling, as resolved by root from the bearer.

@@ -523,7 +523,13 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
             }
         },
         AdminCommand::Hub(cmd) => match cmd {
-            HubCommand::Enroll { target, environment, subnet, zone, json } => {
+            HubCommand::Enroll {
+                target,
+                environment,
+                subnet,
+                zone,
+                json,
+            } => {
                 let mut body = json!({ "target_id": target, "environment": environment });
                 for (k, v) in [("subnet_id", subnet), ("zone", zone)] {
                     if let Some(v) = v {
@@ -553,11 +559,18 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                                 t["status"].as_str().unwrap_or(""),
                                 t["environment"].as_str().unwrap_or(""),
                                 t["last_seen_at"].as_str().unwrap_or("never"),
-                                t["published_capabilities"].as_array().map(|a| a.len()).unwrap_or(0)
+                                t["published_capabilities"]
+                                    .as_array()
+                                    .map(|a| a.len())
+                                    .unwrap_or(0)
                             )
                         })
                         .collect();
-                    if lines.is_empty() { "no targets".into() } else { lines.join("\n") }
+                    if lines.is_empty() {
+                        "no targets".into()
+                    } else {
+                        lines.join("\n")
+                    }
                 });
             }
         },
@@ -567,7 +580,12 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 SkillCmd::Disable(a) => ("disable", a),
                 SkillCmd::Status(a) => ("status", a),
             };
-            let v = c.post(&format!("/v1/root/hubs/{}/skills/{}/{verb}", a.target, a.skill), json!({})).await?;
+            let v = c
+                .post(
+                    &format!("/v1/root/hubs/{}/skills/{}/{verb}", a.target, a.skill),
+                    json!({}),
+                )
+                .await?;
             print(a.json, &v, |v| {
                 let s = &v["skill"];
                 format!(

@@ -477,7 +477,10 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
     });
     let mut last_seen_write = std::time::Instant::now();
     loop {
-        let next = tokio::time::timeout(HEARTBEAT_INTERVAL * 3, stream.next()).await;
+        let next = tokio::select! {
+            _ = app.shutdown.cancelled() => break,
+            next = tokio::time::timeout(HEARTBEAT_INTERVAL * 3, stream.next()) => next,
+        };
         let msg = match next {
             Err(_) => {
                 tracing::warn!(%target_id, "hub silent for three heartbeat intervals; dropping it");

@@ -184,10 +184,11 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         enrolments,
         hub_connections: Default::default(),
         mcp_peers: Default::default(),
+        shutdown: CancellationToken::new(),
         config,
     });
 
-    let shutdown = CancellationToken::new();
+    let shutdown = app.shutdown.clone();
     tokio::spawn(janitor(app.clone(), shutdown.clone()));
     let mut mcp_config = StreamableHttpServerConfig::default();
     mcp_config.allowed_hosts = app.config.allowed_hosts.clone();

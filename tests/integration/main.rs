@@ -8,6 +8,8 @@ mod admin_cli;
 mod audit;
 mod auth;
 mod config;
+mod hub;
+mod hub_enforcement;
 mod postgres;
 mod protocol;
 mod tools;

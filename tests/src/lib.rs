@@ -176,3 +176,70 @@ pub fn workspace_bin(name: &str) -> anyhow::Result<PathBuf> {
     anyhow::ensure!(bin.exists(), "{} is missing after the build", bin.display());
     Ok(bin)
 }
+
+/// An enrolled hub running in-process against a [`TestRoot`].
+pub struct TestHub {
+    pub handle: Option<mcp_hub::HubHandle>,
+    pub state_dir: tempfile::TempDir,
+    pub token: String,
+    pub target_id: String,
+}
+
+impl TestRoot {
+    /// Enrols `target_id` in `environment`; returns the hub token.
+    pub async fn enroll(&self, target_id: &str, environment: &str) -> anyhow::Result<String> {
+        let v = self
+            .admin_post("/v1/root/hubs", json!({ "target_id": target_id, "environment": environment, "subnet_id": "subnet-a" }))
+            .await?;
+        Ok(v["token"].as_str().context("token")?.to_string())
+    }
+
+    /// Enrols `target_id` (environment `test`) and starts a hub for it with `extra` TOML
+    /// appended to its config; waits until it is connected.
+    pub async fn start_hub(&self, target_id: &str, extra: &str) -> anyhow::Result<TestHub> {
+        let token = self.enroll(target_id, "test").await?;
+        let hub = TestHub::start(&self.handle().base_url(), target_id, &token, extra).await?;
+        Ok(hub)
+    }
+}
+
+impl TestHub {
+    /// Starts a hub with a config file written from these values plus `extra` TOML.
+    pub async fn start(
+        root_url: &str,
+        target_id: &str,
+        token: &str,
+        extra: &str,
+    ) -> anyhow::Result<TestHub> {
+        let state_dir = tempfile::tempdir()?;
+        let path = state_dir.path().join("hub.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "target_id = \"{target_id}\"\nenvironment = \"test\"\nsubnet = \"subnet-a\"\nzone = \"zone-local\"\nroot_url = \"{root_url}\"\ntoken = \"{token}\"\nstate_dir = \"{}\"\nwrite_scope = \"test-only\"\n[reconnect]\ninitial_ms = 50\nmax_ms = 500\n{extra}\n",
+                state_dir.path().join("state").display()
+            ),
+        )?;
+        let cfg = mcp_hub::config::HubFile::load(&path)?.resolve()?;
+        let handle = mcp_hub::start(cfg).await?;
+        handle
+            .wait_connected(std::time::Duration::from_secs(10))
+            .await?;
+        Ok(TestHub {
+            handle: Some(handle),
+            state_dir,
+            token: token.to_string(),
+            target_id: target_id.to_string(),
+        })
+    }
+
+    pub fn handle(&self) -> &mcp_hub::HubHandle {
+        self.handle.as_ref().expect("hub is running")
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! `hub.run_healthchecks`: runs the configured checks concurrently, each under its own
+//! timeout: HTTP GET (status must match), TCP connect, or a program run as an argv vector
+//! (no shell; exit status 0 is healthy). Overall `healthy` when every check passed, else
+//! `degraded`.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::config::HealthcheckConfig;
+use crate::context::HubContext;
+
+/// Longest `detail` returned (command output is cut to this).
+const MAX_DETAIL: usize = 200;
+
+pub async fn run(ctx: &HubContext) -> Value {
+    let checks = futures::future::join_all(
+        ctx.config
+            .skill
+            .healthchecks
+            .iter()
+            .map(|check| run_one(ctx, check)),
+    )
+    .await;
+    let healthy = checks.iter().all(|c| c["ok"] == Value::Bool(true));
+    json!({
+        "status": if healthy { "healthy" } else { "degraded" },
+        "checked_at": mcp_shared::time::format(mcp_shared::time::now()),
+        "checks": checks,
+    })
+}
+
+fn cut(s: &str) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(MAX_DETAIL) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+async fn run_one(ctx: &HubContext, check: &HealthcheckConfig) -> Value {
+    let started = Instant::now();
+    let timeout = Duration::from_millis(check.timeout_ms());
+    let outcome = match tokio::time::timeout(timeout, probe(ctx, check)).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("no answer within {} ms", check.timeout_ms())),
+    };
+    let (ok, detail) = match outcome {
+        Ok(d) => (true, d),
+        Err(d) => (false, d),
+    };
+    json!({
+        "name": check.name(),
+        "kind": check.kind(),
+        "ok": ok,
+        "latency_ms": started.elapsed().as_millis() as u64,
+        "detail": cut(&detail),
+    })
+}
+
+/// `Ok(detail)` when healthy, `Err(detail)` when not.
+async fn probe(ctx: &HubContext, check: &HealthcheckConfig) -> Result<String, String> {
+    match check {
+        HealthcheckConfig::Http {
+            url, expect_status, ..
+        } => {
+            let resp = ctx
+                .http
+                .get(url)
+                .send()
+                .await
+                .map_err(|e| format!("GET failed: {e}"))?;
+            let status = resp.status().as_u16();
+            if status == *expect_status {
+                Ok(format!("HTTP {status}"))
+            } else {
+                Err(format!("HTTP {status}, expected {expect_status}"))
+            }
+        }
+        HealthcheckConfig::Tcp { address, .. } => {
+            let stream = tokio::net::TcpStream::connect(address.as_str())
+                .await
+                .map_err(|e| format!("connect failed: {e}"))?;
+            Ok(match stream.peer_addr() {
+                Ok(peer) => format!("connected to {peer}"),
+                Err(_) => "connected".to_owned(),
+            })
+        }
+        HealthcheckConfig::Command { argv, cwd, .. } => {
+            let Some((program, args)) = argv.split_first() else {
+                return Err("empty argv".to_owned());
+            };
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true);
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            let out = cmd
+                .output()
+                .await
+                .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let said = if stderr.trim().is_empty() {
+                stdout
+            } else {
+                stderr
+            };
+            let said = said.lines().next().unwrap_or_default().to_owned();
+            let detail = match out.status.code() {
+                Some(c) if said.is_empty() => format!("exit status {c}"),
+                Some(c) => format!("exit status {c}: {said}"),
+                None => "killed by a signal".to_owned(),
+            };
+            if out.status.success() {
+                Ok(detail)
+            } else {
+                Err(detail)
+            }
+        }
+    }
+}

@@ -1,0 +1,527 @@
+//! The root channel: dials `<root_url>/v1/root/hubs/connect` over WebSocket, introduces the
+//! hub with `hello`, waits for `welcome`, then serves root's frames until the connection
+//! ends, and reconnects forever with jittered exponential backoff.
+//!
+//! On a live connection one task owns the socket and multiplexes: frames from root, frames
+//! queued by call tasks, the heartbeat timer, and shutdown. Every `call` runs in its own task
+//! (many in flight), through the [`Gate`](crate::enforcement::Gate) and then the skill.
+//! A frame that does not decode is answered with `protocol_error` and logged; it never ends the
+//! connection. `cancel` aborts the call's task and stops its adapter work; the hub then sends
+//! nothing for that call. When the connection drops, calls in flight are stopped the same way
+//! (their results could not be delivered). Root silent for three heartbeat intervals counts as
+//! a dropped connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::protocol::{
+    CallOutcome, CallRequest, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub,
+    SkillCommand, decode,
+};
+use tokio::sync::{mpsc, watch};
+use tokio::task::{AbortHandle, JoinSet};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::HubContext;
+use crate::enforcement::Gate;
+use crate::skill::{CancelOnDrop, SkillHandle};
+
+/// How long root has to answer `hello` with `welcome`.
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
+/// Heartbeat interval used if root announces 0.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+/// Missed heartbeat intervals after which root counts as gone.
+const SILENCE_FACTOR: u32 = 3;
+/// Frames queued for sending on one connection.
+const OUTBOX: usize = 1024;
+
+/// Why a connection ended.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("connect to {url}: {source}")]
+    Connect {
+        url: String,
+        source: Box<tokio_tungstenite::tungstenite::Error>,
+    },
+    #[error("websocket: {0}")]
+    Socket(#[from] Box<tokio_tungstenite::tungstenite::Error>),
+    #[error("root refused the hub: {0}")]
+    Refused(String),
+    #[error("no welcome from root within {0:?}")]
+    NoWelcome(Duration),
+    #[error("root sent {0} before welcome")]
+    UnexpectedBeforeWelcome(String),
+    #[error("root closed the connection")]
+    Closed,
+    #[error("root silent for {0:?}")]
+    Silent(Duration),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+impl From<tokio_tungstenite::tungstenite::Error> for ChannelError {
+    fn from(e: tokio_tungstenite::tungstenite::Error) -> Self {
+        ChannelError::Socket(Box::new(e))
+    }
+}
+
+/// Exponential backoff with jitter between half and all of the current step.
+#[derive(Debug)]
+pub struct Backoff {
+    initial: Duration,
+    max: Duration,
+    next: Duration,
+    seed: u64,
+}
+
+impl Backoff {
+    pub fn new(initial_ms: u64, max_ms: u64) -> Backoff {
+        let initial = Duration::from_millis(initial_ms.max(1));
+        Backoff {
+            initial,
+            max: Duration::from_millis(max_ms.max(initial_ms.max(1))),
+            next: initial,
+            seed: {
+                use std::hash::{BuildHasher, Hasher};
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u64(std::process::id() as u64);
+                h.finish()
+            },
+        }
+    }
+
+    /// After a successful welcome.
+    pub fn reset(&mut self) {
+        self.next = self.initial;
+    }
+
+    /// The delay before the next attempt.
+    pub fn next_delay(&mut self) -> Duration {
+        // xorshift64: enough randomness to spread hubs reconnecting after a root restart.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let step = self.next;
+        self.next = (self.next * 2).min(self.max);
+        let frac = (self.seed % 1_000) as f64 / 1_000.0;
+        step.mul_f64(0.5 + 0.5 * frac)
+    }
+}
+
+/// Everything one connection needs.
+#[derive(Clone)]
+pub struct Channel {
+    pub ctx: Arc<HubContext>,
+    pub gate: Arc<Gate>,
+    pub skill: SkillHandle,
+    pub connected: Arc<watch::Sender<bool>>,
+    pub shutdown: CancellationToken,
+}
+
+fn frame_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+fn envelope(body: HubToRoot, in_reply_to: Option<String>) -> Envelope<HubToRoot> {
+    Envelope {
+        v: PROTOCOL_VERSION,
+        id: frame_id(),
+        in_reply_to,
+        body,
+    }
+}
+
+/// Serializes a frame; a result too large for a frame becomes an `internal` error result.
+fn encode(env: &Envelope<HubToRoot>) -> Option<String> {
+    let text = match serde_json::to_string(env) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serialize a frame");
+            return None;
+        }
+    };
+    if text.len() <= MAX_FRAME_BYTES {
+        return Some(text);
+    }
+    let HubToRoot::Result { call_id, outcome } = &env.body else {
+        tracing::error!(bytes = text.len(), "frame exceeds the limit; dropped");
+        return None;
+    };
+    let adapter = match outcome {
+        CallOutcome::Ok { adapter, .. } => Some(adapter.clone()),
+        CallOutcome::Error { adapter, .. } => adapter.clone(),
+    };
+    let small = Envelope {
+        body: HubToRoot::Result {
+            call_id: call_id.clone(),
+            outcome: CallOutcome::Error {
+                adapter,
+                error: ToolError::new(
+                    ErrorCode::Internal,
+                    format!("the result exceeds the frame limit of {MAX_FRAME_BYTES} bytes"),
+                ),
+            },
+        },
+        ..env.clone()
+    };
+    serde_json::to_string(&small).ok()
+}
+
+/// The `id` of a frame that did not decode, if it has one, for `in_reply_to`.
+fn raw_id(text: &str) -> Option<String> {
+    if text.len() > MAX_FRAME_BYTES {
+        return None;
+    }
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()?
+        .get("id")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+impl Channel {
+    /// Connects and reconnects until shutdown.
+    pub async fn run(self) {
+        let cfg = self.ctx.config.reconnect;
+        let mut backoff = Backoff::new(cfg.initial_ms, cfg.max_ms);
+        loop {
+            let res = tokio::select! {
+                () = self.shutdown.cancelled() => break,
+                res = self.session(&mut backoff) => res,
+            };
+            self.ctx.connected_since.store(None);
+            self.connected.send_replace(false);
+            if self.shutdown.is_cancelled() {
+                break;
+            }
+            let delay = backoff.next_delay();
+            match res {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "root channel down")
+                }
+            }
+            tokio::select! {
+                () = self.shutdown.cancelled() => break,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        self.ctx.connected_since.store(None);
+        self.connected.send_replace(false);
+    }
+
+    /// One connection, from dial to its end. `Ok` only on shutdown.
+    async fn session(&self, backoff: &mut Backoff) -> Result<(), ChannelError> {
+        let url = self
+            .ctx
+            .config
+            .connect_url()
+            .map_err(|e| ChannelError::Config(e.to_string()))?;
+        let ws_config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_FRAME_BYTES))
+            .max_frame_size(Some(MAX_FRAME_BYTES));
+        let (mut ws, _) =
+            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config), true)
+                .await
+                .map_err(|e| ChannelError::Connect {
+                    url: url.clone(),
+                    source: Box::new(e),
+                })?;
+        tracing::debug!(%url, "connected; sending hello");
+
+        let hello = envelope(
+            HubToRoot::Hello {
+                protocol_version: PROTOCOL_VERSION,
+                token: self.ctx.config.token.clone(),
+                descriptor: self.ctx.descriptor(),
+                skills: self.ctx.skill_states(),
+            },
+            None,
+        );
+        if let Some(text) = encode(&hello) {
+            ws.send(Message::text(text)).await?;
+        }
+
+        let heartbeat = tokio::time::timeout(WELCOME_TIMEOUT, async {
+            loop {
+                let Some(msg) = ws.next().await else {
+                    return Err(ChannelError::Closed);
+                };
+                let text = match msg? {
+                    Message::Text(t) => t,
+                    Message::Close(_) => return Err(ChannelError::Closed),
+                    Message::Binary(_) => {
+                        return Err(ChannelError::UnexpectedBeforeWelcome("a binary frame".into()));
+                    }
+                    _ => continue,
+                };
+                match decode::<RootToHub>(&text) {
+                    Ok(Envelope {
+                        body:
+                            RootToHub::Welcome {
+                                target_id,
+                                heartbeat_interval_ms,
+                            },
+                        ..
+                    }) => {
+                        if target_id != self.ctx.config.target_id {
+                            tracing::warn!(configured = %self.ctx.config.target_id, %target_id, "root welcomed this hub under another target id");
+                        }
+                        return Ok(heartbeat_interval_ms);
+                    }
+                    Ok(Envelope {
+                        body: RootToHub::ProtocolError { message },
+                        ..
+                    }) => return Err(ChannelError::Refused(message)),
+                    Ok(Envelope {
+                        body: RootToHub::Heartbeat,
+                        ..
+                    }) => {}
+                    Ok(other) => {
+                        return Err(ChannelError::UnexpectedBeforeWelcome(format!(
+                            "{:?}",
+                            std::mem::discriminant(&other.body)
+                        )));
+                    }
+                    Err(e) => return Err(ChannelError::Refused(format!("undecodable frame: {e}"))),
+                }
+            }
+        })
+        .await
+        .map_err(|_| ChannelError::NoWelcome(WELCOME_TIMEOUT))??;
+
+        let heartbeat = if heartbeat == 0 {
+            DEFAULT_HEARTBEAT
+        } else {
+            Duration::from_millis(heartbeat.max(50))
+        };
+        backoff.reset();
+        self.ctx
+            .connected_since
+            .store(Some(Arc::new(mcp_shared::time::now())));
+        self.connected.send_replace(true);
+        tracing::info!(target_id = %self.ctx.config.target_id, heartbeat_ms = heartbeat.as_millis() as u64, "welcomed by root");
+
+        let (out_tx, mut out_rx) = mpsc::channel::<Envelope<HubToRoot>>(OUTBOX);
+        let mut calls: JoinSet<String> = JoinSet::new();
+        let mut in_flight: std::collections::HashMap<String, AbortHandle> =
+            std::collections::HashMap::new();
+        let mut ticker =
+            tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let silence = heartbeat * SILENCE_FACTOR;
+        let mut last_heard = tokio::time::Instant::now();
+
+        let end = loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => {
+                    let _ = ws.close(None).await;
+                    break Ok(());
+                }
+                msg = ws.next() => {
+                    let Some(msg) = msg else { break Err(ChannelError::Closed) };
+                    let msg = match msg {
+                        Ok(m) => m,
+                        Err(e) => break Err(e.into()),
+                    };
+                    last_heard = tokio::time::Instant::now();
+                    let text = match msg {
+                        Message::Text(t) => t,
+                        Message::Close(_) => break Err(ChannelError::Closed),
+                        Message::Binary(_) => {
+                            tracing::warn!("binary frame from root");
+                            self.send(&mut ws, envelope(HubToRoot::ProtocolError {
+                                message: "binary frames are not part of the protocol".into(),
+                            }, None)).await?;
+                            continue;
+                        }
+                        _ => continue,
+                    };
+                    let env = match decode::<RootToHub>(&text) {
+                        Ok(env) => env,
+                        Err(message) => {
+                            tracing::warn!(%message, "undecodable frame from root");
+                            self.send(&mut ws, envelope(HubToRoot::ProtocolError { message }, raw_id(&text))).await?;
+                            continue;
+                        }
+                    };
+                    match env.body {
+                        RootToHub::Call(call) => {
+                            let call_id = call.call_id.clone();
+                            let task = calls.spawn(run_call(self.clone(), call, env.id, out_tx.clone()));
+                            // A duplicate id is refused by the gate; keep the first task's handle.
+                            in_flight.entry(call_id).or_insert(task);
+                        }
+                        RootToHub::Cancel { call_id } => {
+                            if let Some(task) = in_flight.remove(&call_id) {
+                                tracing::debug!(%call_id, "call cancelled by root");
+                                task.abort();
+                            }
+                        }
+                        RootToHub::SkillCommand { skill, command } => {
+                            for frame in self.skill_command(&skill, command, env.id).await {
+                                self.send(&mut ws, frame).await?;
+                            }
+                        }
+                        RootToHub::Heartbeat => {}
+                        RootToHub::ProtocolError { message } => {
+                            tracing::warn!(%message, in_reply_to = ?env.in_reply_to, "root reports a protocol error");
+                        }
+                        RootToHub::Welcome { .. } => {
+                            tracing::warn!("second welcome on one connection; ignored");
+                        }
+                    }
+                }
+                Some(frame) = out_rx.recv() => {
+                    self.send(&mut ws, frame).await?;
+                }
+                Some(done) = calls.join_next(), if !calls.is_empty() => {
+                    if let Ok(call_id) = done {
+                        in_flight.remove(&call_id);
+                    }
+                }
+                _ = ticker.tick() => {
+                    if last_heard.elapsed() > silence {
+                        break Err(ChannelError::Silent(silence));
+                    }
+                    self.send(&mut ws, envelope(HubToRoot::Heartbeat, None)).await?;
+                }
+            }
+        };
+        // Dropping the set aborts every call still in flight; their guards stop the adapters.
+        calls.abort_all();
+        end
+    }
+
+    async fn send<S>(&self, ws: &mut S, frame: Envelope<HubToRoot>) -> Result<(), ChannelError>
+    where
+        S: futures::Sink<Message, Error = tokio_tungstenite::tungstenite::Error> + Unpin,
+    {
+        if let Some(text) = encode(&frame) {
+            ws.send(Message::text(text)).await?;
+        }
+        Ok(())
+    }
+
+    /// Applies a skill command; the frames to send (surface change first, then the reply).
+    async fn skill_command(
+        &self,
+        skill: &str,
+        command: SkillCommand,
+        frame_id: String,
+    ) -> Vec<Envelope<HubToRoot>> {
+        match self.skill.command(skill, command).await {
+            Ok(state) => {
+                let mut frames = Vec::new();
+                if command != SkillCommand::Status && state.installed {
+                    frames.push(envelope(
+                        HubToRoot::SurfaceChanged {
+                            descriptor: self.ctx.descriptor(),
+                            skills: self.ctx.skill_states(),
+                        },
+                        None,
+                    ));
+                }
+                frames.push(envelope(HubToRoot::SkillState(state), Some(frame_id)));
+                frames
+            }
+            Err(message) => {
+                tracing::error!(%skill, ?command, %message, "skill command failed");
+                vec![envelope(
+                    HubToRoot::ProtocolError {
+                        message: format!("skill command failed: {message}"),
+                    },
+                    Some(frame_id),
+                )]
+            }
+        }
+    }
+}
+
+/// Runs one call: the gate, then the skill; queues the result frame.
+async fn run_call(
+    ch: Channel,
+    call: CallRequest,
+    frame_id: String,
+    out: mpsc::Sender<Envelope<HubToRoot>>,
+) -> String {
+    let call_id = call.call_id.clone();
+    let outcome = execute(&ch, call).await;
+    if let CallOutcome::Error { error, .. } = &outcome {
+        tracing::info!(%call_id, code = %error.code, message = %error.message, "call refused or failed");
+    }
+    let frame = envelope(
+        HubToRoot::Result {
+            call_id: call_id.clone(),
+            outcome,
+        },
+        Some(frame_id),
+    );
+    let _ = out.send(frame).await;
+    call_id
+}
+
+/// Final enforcement, then the adapter.
+pub async fn execute(ch: &Channel, call: CallRequest) -> CallOutcome {
+    let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
+    let decl = match ch.gate.check(&call, now_ms, ch.ctx.published()) {
+        Ok(d) => d,
+        Err(error) => {
+            return CallOutcome::Error {
+                adapter: None,
+                error,
+            };
+        }
+    };
+    let remaining = Duration::from_millis(u64::try_from(call.expires_at_ms - now_ms).unwrap_or(0));
+    let deadline = tokio::time::Instant::now() + remaining;
+    let guard = CancelOnDrop::new(&ch.skill, &call.call_id);
+    let res = ch
+        .skill
+        .execute(&call.call_id, decl, call.arguments, deadline)
+        .await;
+    guard.disarm();
+    match res {
+        Ok(result) => CallOutcome::Ok {
+            adapter: decl.name.to_owned(),
+            result,
+        },
+        Err(error) => CallOutcome::Error {
+            adapter: Some(decl.name.to_owned()),
+            error,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_with_jitter_and_resets() {
+        let mut b = Backoff::new(200, 10_000);
+        let first = b.next_delay();
+        assert!(first >= Duration::from_millis(100) && first <= Duration::from_millis(200));
+        for _ in 0..20 {
+            let d = b.next_delay();
+            assert!(d <= Duration::from_millis(10_000));
+        }
+        let late = b.next_delay();
+        assert!(late >= Duration::from_millis(5_000), "{late:?}");
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_millis(200));
+    }
+
+    #[test]
+    fn raw_id_is_read_from_undecodable_frames() {
+        assert_eq!(
+            raw_id(r#"{"v":1,"id":"f1","body":{"type":"launch"}}"#).as_deref(),
+            Some("f1")
+        );
+        assert_eq!(raw_id("not json"), None);
+    }
+}

@@ -1,0 +1,318 @@
+//! WebSocket-level tests of the hub against a minimal in-test root (tokio-tungstenite server).
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use mcp_shared::error::ErrorCode;
+use mcp_shared::protocol::{
+    CallOutcome, CallRequest, Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub, SkillCommand,
+    decode, signing_key,
+};
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::HubConfig;
+
+const TOKEN: &str = "mcph_channel_test";
+
+type Ws = WebSocketStream<TcpStream>;
+
+async fn accept(listener: &TcpListener) -> Ws {
+    let (tcp, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
+        .await
+        .expect("hub dials within 10 s")
+        .expect("accept");
+    tokio_tungstenite::accept_async(tcp)
+        .await
+        .expect("handshake")
+}
+
+/// The next frame from the hub that is not a heartbeat.
+async fn next(ws: &mut Ws) -> Envelope<HubToRoot> {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a frame within 10 s")
+            .expect("stream open")
+            .expect("frame");
+        if let Message::Text(t) = msg {
+            let env = decode::<HubToRoot>(&t).expect("hub frames decode");
+            if env.body != HubToRoot::Heartbeat {
+                return env;
+            }
+        }
+    }
+}
+
+async fn send(ws: &mut Ws, id: &str, body: RootToHub) {
+    let env = Envelope {
+        v: PROTOCOL_VERSION,
+        id: id.into(),
+        in_reply_to: None,
+        body,
+    };
+    let text = serde_json::to_string(&env).expect("serialize");
+    ws.send(Message::text(text)).await.expect("send");
+}
+
+fn call(id: &str, tool: &str, arguments: serde_json::Value, ttl_ms: i64) -> RootToHub {
+    let mut call = CallRequest {
+        call_id: id.into(),
+        trace_id: format!("trace-{id}"),
+        session_id: "lease-1".into(),
+        tool_id: tool.into(),
+        capability: "infra.read.status".into(),
+        arguments,
+        dry_run: false,
+        expires_at_ms: mcp_shared::time::unix_ms(mcp_shared::time::now()) + ttl_ms,
+        idempotency_key: None,
+        signature: String::new(),
+    };
+    call.sign(&signing_key(TOKEN));
+    RootToHub::Call(call)
+}
+
+async fn handshake(ws: &mut Ws) -> Envelope<HubToRoot> {
+    let hello = next(ws).await;
+    send(
+        ws,
+        "welcome",
+        RootToHub::Welcome {
+            target_id: "hub:test-alpha".into(),
+            heartbeat_interval_ms: 200,
+        },
+    )
+    .await;
+    hello
+}
+
+fn outcome(env: &Envelope<HubToRoot>, call_id: &str) -> CallOutcome {
+    match &env.body {
+        HubToRoot::Result {
+            call_id: id,
+            outcome,
+        } if id == call_id => outcome.clone(),
+        other => panic!("expected the result of {call_id}, got {other:?}"),
+    }
+}
+
+fn error_code(o: &CallOutcome) -> ErrorCode {
+    match o {
+        CallOutcome::Error { error, .. } => error.code,
+        CallOutcome::Ok { .. } => panic!("expected an error, got {o:?}"),
+    }
+}
+
+#[tokio::test]
+async fn hub_serves_root_over_websocket_and_reconnects() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = HubConfig::new(
+        "hub:test-alpha",
+        "test",
+        format!("http://{addr}"),
+        TOKEN,
+        dir.path(),
+    );
+    config.skill.test_faults = true;
+    config.reconnect.initial_ms = 50;
+    config.reconnect.max_ms = 200;
+    let hub = crate::start(config).await.expect("hub starts");
+
+    let mut ws = accept(&listener).await;
+    let hello = handshake(&mut ws).await;
+    let HubToRoot::Hello {
+        token,
+        descriptor,
+        skills,
+        protocol_version,
+    } = hello.body
+    else {
+        panic!("first frame must be hello, got {:?}", hello.body);
+    };
+    assert_eq!(token, TOKEN);
+    assert_eq!(protocol_version, PROTOCOL_VERSION);
+    assert_eq!(descriptor.target_id, "hub:test-alpha");
+    assert_eq!(descriptor.operational_surface.capabilities.len(), 4);
+    assert!(skills[0].enabled);
+    hub.wait_connected(Duration::from_secs(5))
+        .await
+        .expect("welcomed");
+    assert!(hub.is_connected());
+
+    // A signed call runs on its adapter.
+    send(
+        &mut ws,
+        "f1",
+        call("c1", "hub.get_status", json!({}), 5_000),
+    )
+    .await;
+    let res = next(&mut ws).await;
+    assert_eq!(res.in_reply_to.as_deref(), Some("f1"));
+    match outcome(&res, "c1") {
+        CallOutcome::Ok { adapter, result } => {
+            assert_eq!(adapter, "infra_access_skill.status");
+            assert_eq!(result["connected"], true);
+            assert!(result["connected_since"].is_string());
+        }
+        o => panic!("{o:?}"),
+    }
+
+    // Replay, forgery, garbage.
+    send(
+        &mut ws,
+        "f2",
+        call("c1", "hub.get_status", json!({}), 5_000),
+    )
+    .await;
+    assert_eq!(
+        error_code(&outcome(&next(&mut ws).await, "c1")),
+        ErrorCode::ReplayRejected
+    );
+    let RootToHub::Call(mut forged) = call("c2", "hub.get_status", json!({}), 5_000) else {
+        unreachable!()
+    };
+    forged.tool_id = "hub.get_runtime_summary".into();
+    send(&mut ws, "f3", RootToHub::Call(forged)).await;
+    assert_eq!(
+        error_code(&outcome(&next(&mut ws).await, "c2")),
+        ErrorCode::SignatureInvalid
+    );
+    ws.send(Message::text(
+        r#"{"v":1,"id":"junk","body":{"type":"launch"}}"#,
+    ))
+    .await
+    .expect("send junk");
+    let err = next(&mut ws).await;
+    assert!(
+        matches!(err.body, HubToRoot::ProtocolError { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.in_reply_to.as_deref(), Some("junk"));
+
+    // Many calls in flight at once; a hung one is cancelled and answers nothing.
+    send(
+        &mut ws,
+        "f4",
+        call("hang", "hub.get_status", json!({"fault": "hang"}), 30_000),
+    )
+    .await;
+    for i in 0..3 {
+        send(
+            &mut ws,
+            &format!("g{i}"),
+            call(
+                &format!("g{i}"),
+                "hub.get_runtime_summary",
+                json!({}),
+                5_000,
+            ),
+        )
+        .await;
+    }
+    for _ in 0..3 {
+        let env = next(&mut ws).await;
+        assert!(
+            matches!(
+                &env.body,
+                HubToRoot::Result {
+                    outcome: CallOutcome::Ok { .. },
+                    ..
+                }
+            ),
+            "{env:?}"
+        );
+    }
+    send(
+        &mut ws,
+        "f5",
+        RootToHub::Cancel {
+            call_id: "hang".into(),
+        },
+    )
+    .await;
+
+    // Disable: surface change, then the reply; calls are refused.
+    send(
+        &mut ws,
+        "cmd1",
+        RootToHub::SkillCommand {
+            skill: "infra_access_skill".into(),
+            command: SkillCommand::Disable,
+        },
+    )
+    .await;
+    let changed = next(&mut ws).await;
+    match &changed.body {
+        HubToRoot::SurfaceChanged { descriptor, .. } => {
+            assert!(!descriptor.operational_surface.enabled);
+            assert!(descriptor.operational_surface.capabilities.is_empty());
+        }
+        other => panic!("expected surface_changed, got {other:?}"),
+    }
+    let reply = next(&mut ws).await;
+    assert_eq!(reply.in_reply_to.as_deref(), Some("cmd1"));
+    assert!(matches!(&reply.body, HubToRoot::SkillState(s) if !s.enabled));
+    send(
+        &mut ws,
+        "f6",
+        call("c3", "hub.get_status", json!({}), 5_000),
+    )
+    .await;
+    assert_eq!(
+        error_code(&outcome(&next(&mut ws).await, "c3")),
+        ErrorCode::SkillDisabled
+    );
+    send(
+        &mut ws,
+        "cmd2",
+        RootToHub::SkillCommand {
+            skill: "infra_access_skill".into(),
+            command: SkillCommand::Enable,
+        },
+    )
+    .await;
+    assert!(matches!(
+        next(&mut ws).await.body,
+        HubToRoot::SurfaceChanged { .. }
+    ));
+    assert!(matches!(next(&mut ws).await.body, HubToRoot::SkillState(s) if s.enabled));
+
+    // Root goes away: the hub reconnects and introduces itself again.
+    drop(ws);
+    let mut ws = accept(&listener).await;
+    let hello = handshake(&mut ws).await;
+    assert!(matches!(hello.body, HubToRoot::Hello { .. }));
+    hub.wait_connected(Duration::from_secs(5))
+        .await
+        .expect("welcomed again");
+    // The replay cache survives the reconnect.
+    send(
+        &mut ws,
+        "f7",
+        call("c1", "hub.get_status", json!({}), 5_000),
+    )
+    .await;
+    assert_eq!(
+        error_code(&outcome(&next(&mut ws).await, "c1")),
+        ErrorCode::ReplayRejected
+    );
+
+    // Heartbeats flow.
+    let beat = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let Some(Ok(Message::Text(t))) = ws.next().await
+                && decode::<HubToRoot>(&t).map(|e| e.body) == Ok(HubToRoot::Heartbeat)
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(beat.is_ok(), "no heartbeat from the hub");
+
+    hub.shutdown().await;
+}

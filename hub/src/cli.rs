@@ -1,0 +1,137 @@
+//! The command line: `mcp-hub run` (dial root and serve) and `mcp-hub skill status` (the
+//! local lifecycle view, read from the state directory without contacting root).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::config::{HubConfig, HubFile, Overrides};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mcp-hub",
+    version,
+    about = "Hub daemon for a managed target of the Root MCP gateway"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Dial root and serve this target's operational surface (until Ctrl-C or SIGTERM).
+    Run {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        overrides: Overrides,
+    },
+    /// Skill lifecycle on this hub.
+    Skill {
+        #[command(subcommand)]
+        command: SkillCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SkillCmd {
+    /// Print the local view of infra_access_skill (from <state_dir>/skills.json).
+    Status {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        overrides: Overrides,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Entry point of the binary: parses, runs, maps the outcome to an exit code.
+pub fn main() -> std::process::ExitCode {
+    crate::install_crypto_provider();
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the parsed command; the error explains what is missing.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run { config, overrides } => {
+            let config = HubConfig::load(config.as_deref(), &overrides)?;
+            init_tracing();
+            let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
+            rt.block_on(serve(config))
+        }
+        Command::Skill {
+            command:
+                SkillCmd::Status {
+                    config,
+                    overrides,
+                    json,
+                },
+        } => {
+            let mut file = match config.as_deref() {
+                Some(p) => HubFile::load(p)?,
+                None => HubFile::default(),
+            };
+            file.apply(&overrides);
+            let state_dir = file.state_dir.context(
+                "missing configuration: state_dir (--state-dir or state_dir in the config file)",
+            )?;
+            let lifecycle = crate::skill::load_lifecycle(&state_dir)?;
+            let state = lifecycle.skill_state();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&state)?);
+            } else {
+                println!(
+                    "{}: {}, {}",
+                    state.skill,
+                    if state.installed {
+                        "installed"
+                    } else {
+                        "not installed"
+                    },
+                    if state.enabled { "enabled" } else { "disabled" },
+                );
+                if state.published.is_empty() {
+                    println!("publishes nothing");
+                } else {
+                    println!("publishes: {}", state.published.join(", "));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn serve(config: HubConfig) -> anyhow::Result<()> {
+    tracing::info!(target_id = %config.target_id, root = %config.root_url, "mcp-hub starting");
+    let hub = crate::start(config).await?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("Ctrl-C handler")?,
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+    hub.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! What the hub's parts share: the configuration, the process clock, the connection state
+//! and the skill lifecycle snapshot that the gate, the adapters and the channel read.
+//!
+//! Invariant: only the skill actor writes [`HubContext::lifecycle`]; only the channel writes
+//! [`HubContext::connected_since`].
+
+use std::time::Instant;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use mcp_shared::protocol::SkillState;
+use mcp_shared::target::{
+    ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport,
+};
+use mcp_shared::time::OffsetDateTime;
+use serde::{Deserialize, Serialize};
+
+use crate::adapters::{ADAPTERS, AdapterDecl};
+use crate::config::HubConfig;
+use crate::enforcement::Published;
+
+/// The one skill this hub hosts.
+pub const SKILL: &str = "infra_access_skill";
+/// `operational_surface.published_by` in the descriptor.
+pub const PUBLISHED_BY: &str = "skill:infra_access_skill";
+/// `kind` of this managed target.
+pub const TARGET_KIND: &str = "hub";
+/// `transport.channel` of this managed target.
+pub const CHANNEL: &str = "hub_root_protocol";
+
+/// A skill's lifecycle on this hub (persisted in `<state_dir>/skills.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    pub installed: bool,
+    pub enabled: bool,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle {
+            installed: true,
+            enabled: true,
+        }
+    }
+}
+
+impl Lifecycle {
+    /// Whether the skill publishes its tools.
+    pub fn active(self) -> bool {
+        self.installed && self.enabled
+    }
+
+    /// The protocol view of `infra_access_skill` in this lifecycle state.
+    pub fn skill_state(self) -> SkillState {
+        SkillState {
+            skill: SKILL.to_owned(),
+            installed: self.installed,
+            enabled: self.enabled,
+            published: if self.active() {
+                ADAPTERS.iter().map(|a| a.tool_id.to_owned()).collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
+/// Shared state of one hub process.
+pub struct HubContext {
+    pub config: HubConfig,
+    /// When the hub process started (monotonic and wall clock).
+    pub started: Instant,
+    pub started_at: OffsetDateTime,
+    /// When the current connection was welcomed by root; `None` while disconnected.
+    pub connected_since: ArcSwapOption<OffsetDateTime>,
+    pub lifecycle: ArcSwap<Lifecycle>,
+    /// Client for HTTP health checks.
+    pub http: reqwest::Client,
+}
+
+impl HubContext {
+    pub fn new(config: HubConfig) -> anyhow::Result<HubContext> {
+        crate::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::limited(3))
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot build the health-check HTTP client: {e}"))?;
+        Ok(HubContext {
+            config,
+            started: Instant::now(),
+            started_at: mcp_shared::time::now(),
+            connected_since: ArcSwapOption::empty(),
+            lifecycle: ArcSwap::from_pointee(Lifecycle::default()),
+            http,
+        })
+    }
+
+    pub fn lifecycle(&self) -> Lifecycle {
+        **self.lifecycle.load()
+    }
+
+    pub fn skill_states(&self) -> Vec<SkillState> {
+        vec![self.lifecycle().skill_state()]
+    }
+
+    /// What the gate checks calls against.
+    pub fn published(&self) -> Published<'static> {
+        Published {
+            skill: SKILL,
+            active: self.lifecycle().active(),
+            adapters: &ADAPTERS,
+        }
+    }
+
+    /// Adapters whose tools are published right now.
+    pub fn published_adapters(&self) -> Vec<AdapterDecl> {
+        if self.lifecycle().active() {
+            ADAPTERS.to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The managed target descriptor this hub announces in `hello` and `surface_changed`.
+    pub fn descriptor(&self) -> ManagedTargetDescriptor {
+        let lifecycle = self.lifecycle();
+        ManagedTargetDescriptor {
+            target_id: self.config.target_id.clone(),
+            kind: TARGET_KIND.to_owned(),
+            environment: self.config.environment.clone(),
+            status: TargetStatus::Online,
+            transport: Transport {
+                channel: CHANNEL.to_owned(),
+            },
+            operational_surface: OperationalSurface {
+                published_by: PUBLISHED_BY.to_owned(),
+                enabled: lifecycle.active(),
+                capabilities: lifecycle.skill_state().published,
+            },
+            policy: TargetPolicy {
+                write_scope: self.config.write_scope,
+            },
+        }
+    }
+}

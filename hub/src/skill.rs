@@ -1,0 +1,641 @@
+//! `infra_access_skill` as a ractor actor: owns the skill's lifecycle (installed, enabled;
+//! persisted in `<state_dir>/skills.json`), supervises one linked child actor per execution
+//! adapter, and routes each call to the adapter that serves its tool.
+//!
+//! Guarantees: a failed adapter (panic or error in its actor) is restarted with the same
+//! arguments; a call that was in flight on it gets `adapter_failed` only after the replacement
+//! is in place, so the caller's next call runs on a live adapter. Lifecycle changes are written
+//! to disk (atomically, via a temporary file) before they are published or acknowledged.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::protocol::{SkillCommand, SkillState};
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, SupervisionEvent};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::adapters::{
+    AdapterActor, AdapterArgs, AdapterDecl, AdapterKind, AdapterMsg, AdapterReply, CrashReport,
+    KINDS,
+};
+use crate::context::{HubContext, Lifecycle, SKILL};
+
+/// File name of the lifecycle state under `state_dir`.
+pub const STATE_FILE: &str = "skills.json";
+
+/// Why the lifecycle file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+/// `skills.json`: lifecycle by skill name.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateFile {
+    skills: HashMap<String, Lifecycle>,
+}
+
+/// Reads the lifecycle of `infra_access_skill` (installed and enabled when there is no file).
+pub fn load_lifecycle(state_dir: &Path) -> Result<Lifecycle, StateError> {
+    let path = state_dir.join(STATE_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Lifecycle::default()),
+        Err(source) => return Err(StateError::Io { path, source }),
+    };
+    let file: StateFile =
+        serde_json::from_str(&text).map_err(|source| StateError::Parse { path, source })?;
+    Ok(file.skills.get(SKILL).copied().unwrap_or_default())
+}
+
+/// Writes the lifecycle of `infra_access_skill` (temporary file, then rename).
+pub fn save_lifecycle(state_dir: &Path, lifecycle: Lifecycle) -> Result<(), StateError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| StateError::Io { path, source }
+    };
+    std::fs::create_dir_all(state_dir).map_err(io(state_dir))?;
+    let path = state_dir.join(STATE_FILE);
+    let tmp = state_dir.join(format!("{STATE_FILE}.tmp"));
+    let file = StateFile {
+        skills: HashMap::from([(SKILL.to_owned(), lifecycle)]),
+    };
+    let text = serde_json::to_vec_pretty(&file).map_err(|source| StateError::Parse {
+        path: path.clone(),
+        source,
+    })?;
+    std::fs::write(&tmp, text).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    Ok(())
+}
+
+pub enum Msg {
+    /// Route a call (already past the gate) to the adapter serving `tool_id`.
+    Execute {
+        call_id: String,
+        tool_id: String,
+        arguments: Value,
+        deadline: tokio::time::Instant,
+        reply: RpcReplyPort<AdapterReply>,
+    },
+    /// Stop a call wherever it runs.
+    Cancel { call_id: String },
+    /// Enable, disable or report a skill.
+    Command {
+        skill: String,
+        command: SkillCommand,
+        reply: RpcReplyPort<Result<SkillState, String>>,
+    },
+    /// An adapter's call panicked (sent by the adapter before it fails).
+    AdapterCrashed(CrashReport),
+}
+
+pub struct Skill;
+
+pub struct SkillArgs {
+    pub ctx: Arc<HubContext>,
+}
+
+pub struct State {
+    ctx: Arc<HubContext>,
+    adapters: HashMap<&'static str, ActorRef<AdapterMsg>>,
+    restarts: u64,
+}
+
+async fn spawn_adapter(
+    kind: AdapterKind,
+    ctx: &Arc<HubContext>,
+    skill: &ActorRef<Msg>,
+) -> Result<ActorRef<AdapterMsg>, ActorProcessingErr> {
+    let me = skill.clone();
+    let args = Arc::new(AdapterArgs {
+        kind,
+        ctx: ctx.clone(),
+        on_crash: Arc::new(move |report| {
+            let _ = me.cast(Msg::AdapterCrashed(report));
+        }),
+    });
+    let (adapter, _) = Actor::spawn_linked(None, AdapterActor, args, skill.get_cell()).await?;
+    Ok(adapter)
+}
+
+impl State {
+    /// Restarts the adapter of `kind` if `failed` is still the current instance.
+    async fn replace(
+        &mut self,
+        myself: &ActorRef<Msg>,
+        kind: AdapterKind,
+        failed: ractor::ActorId,
+        reason: &str,
+    ) -> Result<(), ActorProcessingErr> {
+        let tool = kind.decl().tool_id;
+        if self.adapters.get(tool).map(|a| a.get_id()) != Some(failed) {
+            return Ok(());
+        }
+        self.restarts += 1;
+        tracing::warn!(adapter = kind.decl().name, %reason, restarts = self.restarts, "adapter failed; restarting");
+        let adapter = spawn_adapter(kind, &self.ctx, myself).await?;
+        self.adapters.insert(tool, adapter);
+        Ok(())
+    }
+
+    fn set_lifecycle(&self, lifecycle: Lifecycle) -> Result<(), String> {
+        save_lifecycle(&self.ctx.config.state_dir, lifecycle).map_err(|e| e.to_string())?;
+        self.ctx.lifecycle.store(Arc::new(lifecycle));
+        Ok(())
+    }
+}
+
+impl Actor for Skill {
+    type Msg = Msg;
+    type State = State;
+    type Arguments = SkillArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Msg>,
+        args: SkillArgs,
+    ) -> Result<State, ActorProcessingErr> {
+        let ctx = args.ctx;
+        let lifecycle = load_lifecycle(&ctx.config.state_dir)?;
+        std::fs::create_dir_all(&ctx.config.state_dir)?;
+        ctx.lifecycle.store(Arc::new(lifecycle));
+        let mut adapters = HashMap::new();
+        for kind in KINDS {
+            adapters.insert(
+                kind.decl().tool_id,
+                spawn_adapter(kind, &ctx, &myself).await?,
+            );
+        }
+        tracing::info!(
+            skill = SKILL,
+            installed = lifecycle.installed,
+            enabled = lifecycle.enabled,
+            "skill started"
+        );
+        Ok(State {
+            ctx,
+            adapters,
+            restarts: 0,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Msg>,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
+        for adapter in state.adapters.values() {
+            adapter.stop(Some("skill stopping".into()));
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Msg>,
+        msg: Msg,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            Msg::Execute {
+                call_id,
+                tool_id,
+                arguments,
+                deadline,
+                reply,
+            } => {
+                let adapter = state.adapters.get(tool_id.as_str());
+                match adapter {
+                    Some(adapter) if state.ctx.lifecycle().active() => {
+                        // A dead adapter drops the message and so the reply port: the caller
+                        // sees `adapter_failed`.
+                        let _ = adapter.send_message(AdapterMsg::Run {
+                            call_id,
+                            arguments,
+                            deadline,
+                            reply,
+                        });
+                    }
+                    _ => {
+                        let _ = reply.send(Err(ToolError::new(
+                            ErrorCode::SkillDisabled,
+                            format!("skill `{SKILL}` does not publish `{tool_id}` right now"),
+                        )));
+                    }
+                }
+            }
+            Msg::Cancel { call_id } => {
+                for adapter in state.adapters.values() {
+                    let _ = adapter.cast(AdapterMsg::Cancel {
+                        call_id: call_id.clone(),
+                    });
+                }
+            }
+            Msg::Command {
+                skill,
+                command,
+                reply,
+            } => {
+                if skill != SKILL {
+                    // Not installed here: report it as such, change nothing.
+                    let _ = reply.send(Ok(SkillState {
+                        skill,
+                        installed: false,
+                        enabled: false,
+                        published: Vec::new(),
+                    }));
+                    return Ok(());
+                }
+                let current = state.ctx.lifecycle();
+                let outcome = match command {
+                    SkillCommand::Status => Ok(current),
+                    SkillCommand::Enable => {
+                        let next = Lifecycle {
+                            enabled: true,
+                            ..current
+                        };
+                        state.set_lifecycle(next).map(|()| next)
+                    }
+                    SkillCommand::Disable => {
+                        let next = Lifecycle {
+                            enabled: false,
+                            ..current
+                        };
+                        state.set_lifecycle(next).map(|()| next)
+                    }
+                };
+                if let Ok(l) = &outcome
+                    && command != SkillCommand::Status
+                {
+                    tracing::info!(
+                        skill = SKILL,
+                        ?command,
+                        enabled = l.enabled,
+                        "skill lifecycle changed"
+                    );
+                }
+                let _ = reply.send(outcome.map(Lifecycle::skill_state));
+            }
+            Msg::AdapterCrashed(report) => {
+                state
+                    .replace(&myself, report.kind, report.adapter, &report.message)
+                    .await?;
+                let _ = report.reply.send(Err(ToolError::new(
+                    ErrorCode::AdapterFailed,
+                    format!(
+                        "adapter `{}` failed while running the call; it was restarted",
+                        report.kind.decl().name
+                    ),
+                )));
+                tracing::debug!(call_id = %report.call_id, "crashed call answered");
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Msg>,
+        evt: SupervisionEvent,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, reason) = match &evt {
+            SupervisionEvent::ActorFailed(cell, err) => (cell.clone(), err.to_string()),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell.clone(), format!("{reason:?}"))
+            }
+            _ => return Ok(()),
+        };
+        if myself.get_status() != ActorStatus::Running {
+            return Ok(());
+        }
+        let id = cell.get_id();
+        let Some(kind) = KINDS
+            .into_iter()
+            .find(|k| state.adapters.get(k.decl().tool_id).map(|a| a.get_id()) == Some(id))
+        else {
+            return Ok(());
+        };
+        state.replace(&myself, kind, id, &reason).await
+    }
+}
+
+/// Default timeout for a request to the skill actor that does not run an adapter.
+const RPC_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long past a call's deadline the caller waits for the adapter's own `timeout` answer.
+const DEADLINE_GRACE: Duration = Duration::from_secs(2);
+
+/// A cheap handle to the skill actor.
+#[derive(Clone)]
+pub struct SkillHandle {
+    actor: ActorRef<Msg>,
+}
+
+impl SkillHandle {
+    /// Starts the skill (and its adapters) for `ctx`.
+    pub async fn start(
+        ctx: Arc<HubContext>,
+    ) -> anyhow::Result<(SkillHandle, tokio::task::JoinHandle<()>)> {
+        let (actor, join) = Actor::spawn(None, Skill, SkillArgs { ctx })
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot start {SKILL}: {e}"))?;
+        Ok((SkillHandle { actor }, join))
+    }
+
+    pub fn actor(&self) -> &ActorRef<Msg> {
+        &self.actor
+    }
+
+    /// Runs a call on the adapter `decl`; answers by the call's deadline.
+    pub async fn execute(
+        &self,
+        call_id: &str,
+        decl: AdapterDecl,
+        arguments: Value,
+        deadline: tokio::time::Instant,
+    ) -> AdapterReply {
+        let wait = deadline.saturating_duration_since(tokio::time::Instant::now()) + DEADLINE_GRACE;
+        let res = self
+            .actor
+            .call(
+                |reply| Msg::Execute {
+                    call_id: call_id.to_owned(),
+                    tool_id: decl.tool_id.to_owned(),
+                    arguments,
+                    deadline,
+                    reply,
+                },
+                Some(wait),
+            )
+            .await;
+        match res {
+            Ok(CallResult::Success(r)) => r,
+            Ok(CallResult::Timeout) => Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!("adapter `{}` did not answer by the deadline", decl.name),
+            )),
+            Ok(CallResult::SenderError) => Err(ToolError::new(
+                ErrorCode::AdapterFailed,
+                format!("adapter `{}` stopped while running the call", decl.name),
+            )),
+            Err(e) => Err(ToolError::new(
+                ErrorCode::AdapterFailed,
+                format!("skill `{SKILL}` is not running: {e}"),
+            )),
+        }
+    }
+
+    /// Stops a call wherever it runs (fire and forget).
+    pub fn cancel(&self, call_id: &str) {
+        let _ = self.actor.cast(Msg::Cancel {
+            call_id: call_id.to_owned(),
+        });
+    }
+
+    /// Applies an operator command; the state afterwards.
+    pub async fn command(&self, skill: &str, command: SkillCommand) -> Result<SkillState, String> {
+        match self
+            .actor
+            .call(
+                |reply| Msg::Command {
+                    skill: skill.to_owned(),
+                    command,
+                    reply,
+                },
+                Some(RPC_TIMEOUT),
+            )
+            .await
+        {
+            Ok(CallResult::Success(r)) => r,
+            Ok(CallResult::Timeout) => Err("the skill did not answer in time".into()),
+            Ok(CallResult::SenderError) => Err("the skill stopped".into()),
+            Err(e) => Err(format!("the skill is not running: {e}")),
+        }
+    }
+
+    /// Stops the skill and its adapters.
+    pub async fn stop(&self) {
+        let _ = self
+            .actor
+            .stop_and_wait(Some("hub shutting down".into()), Some(RPC_TIMEOUT))
+            .await;
+    }
+}
+
+/// Stops a call's adapter work when the call's task is dropped before it finished (a
+/// `cancel` from root, or the connection going away).
+pub struct CancelOnDrop {
+    skill: SkillHandle,
+    call_id: String,
+    armed: bool,
+}
+
+impl CancelOnDrop {
+    pub fn new(skill: &SkillHandle, call_id: &str) -> CancelOnDrop {
+        CancelOnDrop {
+            skill: skill.clone(),
+            call_id: call_id.to_owned(),
+            armed: true,
+        }
+    }
+
+    pub fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.skill.cancel(&self.call_id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::ADAPTERS;
+    use crate::config::HubConfig;
+
+    fn ctx(dir: &Path, concurrency: usize) -> Arc<HubContext> {
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://127.0.0.1:1", "t", dir);
+        config.skill.test_faults = true;
+        config.skill.adapter_concurrency = concurrency;
+        Arc::new(HubContext::new(config).expect("context"))
+    }
+
+    fn soon(ms: u64) -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_millis(ms)
+    }
+
+    const STATUS: AdapterDecl = AdapterKind::Status.decl();
+
+    #[tokio::test]
+    async fn every_adapter_answers_with_real_figures() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ctx(dir.path(), 4);
+        let (skill, _) = SkillHandle::start(ctx.clone()).await.expect("skill");
+        let mut answers = HashMap::new();
+        for decl in ADAPTERS {
+            let v = skill
+                .execute("c", decl, serde_json::json!({}), soon(5_000))
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", decl.tool_id));
+            answers.insert(decl.tool_id, v);
+        }
+        let status = &answers["hub.get_status"];
+        assert_eq!(status["target_id"], "hub:test-alpha");
+        assert_eq!(
+            status["skills"][0]["published"].as_array().map(Vec::len),
+            Some(4)
+        );
+        let runtime = &answers["hub.get_runtime_summary"];
+        assert!(runtime["memory"]["total_bytes"].as_u64().expect("u64") > 0);
+        let surface = &answers["hub.get_operational_surface"];
+        assert_eq!(surface["adapters"][1]["concurrency_limit"], 4);
+        assert_eq!(surface["enabled"], true);
+        let health = &answers["hub.run_healthchecks"];
+        assert_eq!(health["status"], "healthy");
+        skill.stop().await;
+    }
+
+    #[tokio::test]
+    async fn lifecycle_persists_across_a_restart_of_the_skill() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (skill, _) = SkillHandle::start(ctx(dir.path(), 4)).await.expect("skill");
+        let state = skill
+            .command(SKILL, SkillCommand::Disable)
+            .await
+            .expect("disable");
+        assert!(!state.enabled);
+        assert!(state.published.is_empty());
+        let err = skill
+            .execute("c1", STATUS, Value::Null, soon(1_000))
+            .await
+            .expect_err("disabled");
+        assert_eq!(err.code, ErrorCode::SkillDisabled);
+        skill.stop().await;
+
+        let ctx2 = ctx(dir.path(), 4);
+        let (skill, _) = SkillHandle::start(ctx2.clone())
+            .await
+            .expect("restarted skill");
+        let state = skill
+            .command(SKILL, SkillCommand::Status)
+            .await
+            .expect("status");
+        assert!(state.installed && !state.enabled, "{state:?}");
+        assert!(!ctx2.descriptor().operational_surface.enabled);
+        let state = skill
+            .command(SKILL, SkillCommand::Enable)
+            .await
+            .expect("enable");
+        assert_eq!(state.published.len(), 4);
+        assert_eq!(ctx2.descriptor().operational_surface.capabilities.len(), 4);
+        let other = skill
+            .command("other_skill", SkillCommand::Enable)
+            .await
+            .expect("other");
+        assert!(!other.installed);
+        skill.stop().await;
+        assert!(load_lifecycle(dir.path()).expect("load").enabled);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_adapter_fails_the_call_and_is_restarted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (skill, _) = SkillHandle::start(ctx(dir.path(), 4)).await.expect("skill");
+        for i in 0..3 {
+            let err = skill
+                .execute(
+                    &format!("p{i}"),
+                    STATUS,
+                    serde_json::json!({"fault": "panic"}),
+                    soon(5_000),
+                )
+                .await
+                .expect_err("panics");
+            assert_eq!(err.code, ErrorCode::AdapterFailed, "{err}");
+            let v = skill
+                .execute(
+                    &format!("ok{i}"),
+                    STATUS,
+                    serde_json::json!({}),
+                    soon(5_000),
+                )
+                .await
+                .expect("the next call succeeds");
+            assert_eq!(v["environment"], "test");
+        }
+        skill.stop().await;
+    }
+
+    #[tokio::test]
+    async fn over_the_limit_is_busy_and_a_hang_times_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (skill, _) = SkillHandle::start(ctx(dir.path(), 1)).await.expect("skill");
+        let hung = {
+            let skill = skill.clone();
+            tokio::spawn(async move {
+                skill
+                    .execute("h", STATUS, serde_json::json!({"fault": "hang"}), soon(700))
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let started = std::time::Instant::now();
+        let err = skill
+            .execute("b", STATUS, serde_json::json!({}), soon(5_000))
+            .await
+            .expect_err("busy");
+        assert_eq!(err.code, ErrorCode::Busy);
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "busy is immediate"
+        );
+        let err = hung.await.expect("join").expect_err("hang");
+        assert_eq!(err.code, ErrorCode::Timeout);
+        // The slot is free again.
+        skill
+            .execute("after", STATUS, serde_json::json!({}), soon(5_000))
+            .await
+            .expect("runs after the timeout");
+        skill.stop().await;
+    }
+
+    #[tokio::test]
+    async fn faults_need_the_test_flag() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = HubConfig::new("hub:x", "test", "ws://127.0.0.1:1", "t", dir.path());
+        let ctx = Arc::new(HubContext::new(config).expect("context"));
+        let (skill, _) = SkillHandle::start(ctx).await.expect("skill");
+        let err = skill
+            .execute(
+                "f",
+                STATUS,
+                serde_json::json!({"fault": "panic"}),
+                soon(5_000),
+            )
+            .await
+            .expect_err("refused");
+        assert_eq!(err.code, ErrorCode::InvalidArguments);
+        skill.stop().await;
+    }
+}

@@ -1,0 +1,376 @@
+//! Governed routing from root to a real hub over a real WebSocket, through the rmcp client.
+
+use std::time::{Duration, Instant};
+
+use mcp_tests::{TestHub, TestRoot, mcp_client};
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
+
+const HUB_TOOLS: [&str; 4] = [
+    "hub.get_operational_surface",
+    "hub.get_runtime_summary",
+    "hub.get_status",
+    "hub.run_healthchecks",
+];
+
+async fn tool_names(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
+async fn wait_until<F: AsyncFn() -> bool>(what: &str, f: F) {
+    let start = Instant::now();
+    while !f().await {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_routed_call_returns_real_figures_and_an_event_naming_the_adapter() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    assert_eq!(tool_names(&client).await, HUB_TOOLS);
+
+    let res = client
+        .call_tool(CallToolRequestParams::new("hub.get_runtime_summary"))
+        .await
+        .unwrap();
+    assert_ne!(res.is_error, Some(true), "{res:?}");
+    let sc = res.structured_content.unwrap();
+    let text = sc.to_string();
+    assert!(text.contains("memory") && text.contains("load"), "{sc}");
+    let event_id = res.meta.unwrap().0["event_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ev = root
+        .admin_get(&format!("/v1/root/mcp/audit/{event_id}"))
+        .await
+        .unwrap();
+    assert_eq!(ev["status"], "ok");
+    assert_eq!(ev["target_id"], "hub:test-alpha");
+    assert!(
+        ev["execution_adapter"]
+            .as_str()
+            .unwrap()
+            .starts_with("infra_access_skill."),
+        "{ev}"
+    );
+
+    let res = client
+        .call_tool(CallToolRequestParams::new("hub.get_status"))
+        .await
+        .unwrap();
+    assert_eq!(
+        res.structured_content.unwrap()["target_id"],
+        "hub:test-alpha"
+    );
+
+    let list = root.admin_get("/v1/root/hubs").await.unwrap();
+    let t = &list["targets"][0];
+    assert_eq!(t["target_id"], "hub:test-alpha");
+    assert_eq!(t["status"], "online");
+    assert!(t["last_seen_at"].is_string());
+    assert_eq!(t["published_capabilities"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        t["descriptor"]["operational_surface"]["published_by"],
+        "skill:infra_access_skill"
+    );
+
+    // Descriptive reads never touch the hub: they work with the hub gone.
+    hub.stop().await;
+    let (_, dev) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    assert_eq!(
+        root.rest_call(&dev, "sdk.get_metadata", json!({}))
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    root.stop().await;
+}
+
+#[tokio::test]
+async fn a_lease_for_another_target_cannot_reach_this_one() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
+    root.enroll("hub:test-beta", "test").await.unwrap();
+    let (_, beta) = root
+        .lease("hub:test-beta", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let client = mcp_client(&root.mcp_url(), &beta).await.unwrap();
+    assert!(
+        tool_names(&client).await.is_empty(),
+        "beta is offline: no hub tools"
+    );
+    let (status, body) = root
+        .rest_call(&beta, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 503);
+    assert_eq!(body["error"]["code"], "target_offline");
+    // A lease for alpha without the capability cannot either.
+    let (_, dev) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    let (status, body) = root
+        .rest_call(&dev, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 403);
+    assert_eq!(body["error"]["code"], "capability_not_granted");
+    hub.stop().await;
+    root.stop().await;
+}
+
+#[tokio::test]
+async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    assert_eq!(tool_names(&client).await.len(), 4);
+
+    let v = root
+        .admin_post(
+            "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
+            json!({}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["skill"]["enabled"], false);
+    assert!(v["skill"]["published"].as_array().unwrap().is_empty());
+    assert!(tool_names(&client).await.is_empty());
+    let (status, body) = root
+        .rest_call(&token, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "skill_disabled");
+    let ev = root
+        .admin_get("/v1/root/mcp/audit?tool_id=admin.skill.disable")
+        .await
+        .unwrap();
+    assert_eq!(ev["events"][0]["status"], "ok");
+    assert_eq!(ev["events"][0]["actor"]["id"], "operator");
+
+    let v = root
+        .admin_post(
+            "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/status",
+            json!({}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["skill"]["enabled"], false);
+    root.admin_post(
+        "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/enable",
+        json!({}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(tool_names(&client).await.len(), 4);
+    assert_eq!(
+        root.rest_call(&token, "hub.get_status", json!({}))
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    hub.stop().await;
+    root.stop().await;
+}
+
+#[tokio::test]
+async fn killing_the_hub_mid_call_fails_the_call_within_its_deadline() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root
+        .start_hub("hub:test-alpha", "[skill]\ntest_faults = true\n")
+        .await
+        .unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let call = root.rest_call(&token, "hub.get_status", json!({"fault": "hang"}));
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        hub.stop().await;
+    };
+    let ((status, body), ()) = tokio::join!(async { call.await.unwrap() }, kill);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered within the 5 s deadline"
+    );
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "target_offline");
+    let ev = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            body["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert_eq!(ev["status"], "error");
+    root.stop().await;
+}
+
+#[tokio::test]
+async fn a_hanging_adapter_times_out_and_a_panicking_one_is_contained() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root
+        .start_hub("hub:test-alpha", "[skill]\ntest_faults = true\n")
+        .await
+        .unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let (status, body) = root
+        .rest_call(&token, "hub.get_status", json!({"fault": "panic"}))
+        .await
+        .unwrap();
+    assert_eq!(body["error"]["code"], "adapter_failed", "{status} {body}");
+    let (status, body) = root
+        .rest_call(&token, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "the next call succeeds: {body}");
+    let started = Instant::now();
+    let (status, body) = root
+        .rest_call(&token, "hub.get_status", json!({"fault": "hang"}))
+        .await
+        .unwrap();
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["error"]["code"], "timeout");
+    assert!(started.elapsed() < Duration::from_secs(7));
+    assert_eq!(
+        root.rest_call(&token, "hub.get_status", json!({}))
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    assert!(hub.handle().is_connected());
+    hub.stop().await;
+    root.stop().await;
+}
+
+#[tokio::test]
+async fn a_root_restart_heals_without_an_operator() {
+    let mut root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    assert_eq!(
+        root.rest_call(&token, "hub.get_status", json!({}))
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    let addr = root.handle().addr;
+    let dir = root.data_dir();
+    root.handle.take().unwrap().shutdown().await;
+    // Same address and data: leases, enrolment and audit persist; the hub redials.
+    let root2 = TestRoot::start_with(|c| {
+        c.listen = addr;
+        c.data_dir = dir.clone();
+    })
+    .await
+    .unwrap();
+    wait_until("the hub to reconnect", async || {
+        root2
+            .rest_call(&token, "hub.get_status", json!({}))
+            .await
+            .unwrap()
+            .0
+            == 200
+    })
+    .await;
+    let v = root2.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(v["ok"], true);
+    assert!(v["checked"].as_u64().unwrap() >= 2);
+    hub.stop().await;
+    root2.stop().await;
+    drop(root);
+}
+
+#[tokio::test]
+async fn a_wrong_token_target_or_environment_is_refused_and_the_hub_keeps_trying() {
+    let root = TestRoot::start().await.unwrap();
+    let token = root.enroll("hub:test-alpha", "test").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = root.handle().base_url();
+    for (target, env, tok, why) in [
+        (
+            "hub:test-gamma",
+            "test",
+            token.as_str(),
+            "the right token for another target",
+        ),
+        (
+            "hub:test-alpha",
+            "production",
+            token.as_str(),
+            "the right token in another environment",
+        ),
+        ("hub:test-alpha", "test", "mcph_forged", "an unknown token"),
+    ] {
+        let cfg = mcp_hub::config::HubConfig::new(
+            target,
+            env,
+            base.clone(),
+            tok,
+            dir.path().join(target.replace(':', "_")),
+        );
+        let hub = mcp_hub::start(cfg).await.unwrap();
+        assert!(
+            hub.wait_connected(Duration::from_millis(800))
+                .await
+                .is_err(),
+            "{why} must not connect"
+        );
+        hub.shutdown().await;
+    }
+    let list = root.admin_get("/v1/root/hubs").await.unwrap();
+    assert_eq!(list["targets"][0]["status"], "offline");
+    // The real one connects; when it stops, the target shows offline.
+    let hub = TestHub::start(&base, "hub:test-alpha", &token, "")
+        .await
+        .unwrap();
+    assert_eq!(
+        root.admin_get("/v1/root/hubs").await.unwrap()["targets"][0]["status"],
+        "online"
+    );
+    hub.stop().await;
+    wait_until("the target to show offline", async || {
+        root.admin_get("/v1/root/hubs").await.unwrap()["targets"][0]["status"] == "offline"
+    })
+    .await;
+    root.stop().await;
+}
