@@ -294,24 +294,75 @@ async fn shutdown_signal() {
 
 async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut handle = crate::run(args.load()?).await?;
-    let client = AdminClient::new(handle.base_url(), handle.admin_token().to_string())?;
-    let lease = client
-        .post("/v1/root/mcp/sessions", json!({ "target_id": "hub:test-alpha", "capability_profile": "AdaOSDevRead", "ttl_sec": 8 * 3600 }))
-        .await?;
+    let base = handle.base_url();
+    let client = AdminClient::new(base.clone(), handle.admin_token().to_string())?;
+    let data_dir = handle.app.config.data_dir.clone();
+    let target = "hub:test-alpha";
+
+    // The demo hub's token lives beside root's data so a second `demo` reuses the enrolment.
+    let token_path = data_dir.join("demo-hub.token");
+    let hub_token = match std::fs::read_to_string(&token_path) {
+        Ok(t) => Some(t.trim().to_string()),
+        Err(_) => match client
+            .post(
+                "/v1/root/hubs",
+                json!({ "target_id": target, "environment": "test", "subnet_id": "demo-subnet" }),
+            )
+            .await
+        {
+            Ok(v) => {
+                let t = v["token"].as_str().unwrap_or_default().to_string();
+                write_private(&token_path, &t)?;
+                Some(t)
+            }
+            Err(e) => {
+                eprintln!(
+                    "warning: no demo hub: {e:#} (its token file {} is gone)",
+                    token_path.display()
+                );
+                None
+            }
+        },
+    };
+    let hub = match hub_token {
+        Some(token) => {
+            let mut cfg = mcp_hub::config::HubConfig::new(
+                target,
+                "test",
+                base.clone(),
+                token,
+                data_dir.join("demo-hub"),
+            );
+            cfg.subnet = Some("demo-subnet".into());
+            cfg.zone = Some(handle.app.config.zone.clone());
+            let hub = mcp_hub::start(cfg).await?;
+            hub.wait_connected(std::time::Duration::from_secs(10))
+                .await
+                .context("the demo hub did not connect")?;
+            Some(hub)
+        }
+        None => None,
+    };
+
+    let ops = client.post("/v1/root/mcp/sessions", json!({ "target_id": target, "capability_profile": "InfraOpsRead", "ttl_sec": 8 * 3600 })).await?;
+    let dev = client.post("/v1/root/mcp/sessions", json!({ "target_id": target, "capability_profile": "AdaOSDevRead", "ttl_sec": 8 * 3600 })).await?;
     let url = handle.mcp_url();
-    let token = lease["token"].as_str().unwrap_or_default();
-    println!("Root MCP gateway demo: root is running with the embedded SQLite store.\n");
+    let token = ops["token"].as_str().unwrap_or_default();
+    let dev_token = dev["token"].as_str().unwrap_or_default();
+    println!(
+        "Root MCP gateway demo: root on the embedded SQLite store, test hub `{target}` connected.\n"
+    );
     println!("  MCP URL:    {url}");
     println!("  Bearer:     {token}");
     println!(
-        "  Lease:      {} (profile AdaOSDevRead, target hub:test-alpha, until {})",
-        lease["session_id"].as_str().unwrap_or(""),
-        lease["deadline_at"].as_str().unwrap_or("")
+        "              (profile InfraOpsRead on {target}: hub.get_status, hub.get_runtime_summary, ...; until {})",
+        ops["deadline_at"].as_str().unwrap_or("")
     );
+    println!("  Dev bearer: {dev_token}");
+    println!("              (profile AdaOSDevRead: sdk.* descriptive tools)");
     println!(
-        "  Admin:      mcp-root admin --root-url {} --data-dir {} lease list\n",
-        handle.base_url(),
-        handle.app.config.data_dir.display()
+        "  Admin:      mcp-root admin --root-url {base} --data-dir {} hub list\n",
+        data_dir.display()
     );
     println!("Codex (~/.codex/config.toml):\n");
     println!(
@@ -324,16 +375,36 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     println!("Try it with curl:\n");
     println!(
-        "  curl -s {}/v1/root/mcp/call -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{\"tool_id\":\"sdk.list_schemas\"}}'\n",
-        handle.base_url()
+        "  curl -s {base}/v1/root/mcp/call -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{\"tool_id\":\"hub.get_status\"}}'\n"
     );
     println!("Press Ctrl-C to stop.");
     let _ = std::io::stdout().flush();
     tokio::select! {
         r = handle.wait() => r?,
-        _ = shutdown_signal() => handle.shutdown().await,
+        _ = shutdown_signal() => {
+            if let Some(h) = hub {
+                h.shutdown().await;
+            }
+            handle.shutdown().await;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes a secret file readable by its owner only.
+fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    f.write_all(text.as_bytes())?;
+    Ok(())
 }
 
 /// A small HTTP client for the admin API.

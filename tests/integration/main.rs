@@ -11,5 +11,6 @@ mod config;
 mod hub;
 mod hub_enforcement;
 mod postgres;
+mod processes;
 mod protocol;
 mod tools;

@@ -1,0 +1,218 @@
+//! The binaries as users run them: `mcp-root demo` (the README's main job), and `mcp-root
+//! serve` with `mcp-hub run` as separate processes talking over a real WebSocket.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mcp_tests::{mcp_client, workspace_bin};
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+/// Kills a child process when dropped, so a failing test leaves nothing running.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads the child's stdout until a line containing `marker`; returns every line read.
+fn read_until(child: &mut Child, marker: &str) -> Vec<String> {
+    let out = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) => {
+                let done = line.contains(marker);
+                lines.push(line);
+                if done {
+                    return lines;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => break,
+        }
+    }
+    panic!("no line with `{marker}` in: {lines:#?}");
+}
+
+fn field(lines: &[String], label: &str) -> String {
+    lines
+        .iter()
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix(label)
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no `{label}` in {lines:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
+    mcp_tests::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Proc(
+        Command::new(workspace_bin("mcp-root").unwrap())
+            .args(["demo", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = read_until(&mut child.0, "Press Ctrl-C");
+    let url = field(&lines, "MCP URL:");
+    let token = field(&lines, "Bearer:");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("bearer_token_env_var = \"ROOT_MCP_TOKEN\""))
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("claude mcp add --transport http root"))
+    );
+    let client = mcp_client(&url, &token).await.unwrap();
+    let res = client
+        .call_tool(CallToolRequestParams::new("hub.get_status"))
+        .await
+        .unwrap();
+    assert_ne!(res.is_error, Some(true), "{res:?}");
+    assert_eq!(
+        res.structured_content.unwrap()["target_id"],
+        "hub:test-alpha"
+    );
+    let dev = field(&lines, "Dev bearer:");
+    let client = mcp_client(&url, &dev).await.unwrap();
+    let res = client
+        .call_tool(CallToolRequestParams::new("sdk.get_metadata"))
+        .await
+        .unwrap();
+    assert_ne!(res.is_error, Some(true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_and_hub_as_separate_processes() {
+    mcp_tests::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("root");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let base = format!("http://127.0.0.1:{port}");
+    let _root = Proc(
+        Command::new(workspace_bin("mcp-root").unwrap())
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--data-dir",
+            ])
+            .arg(&data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let http = reqwest::Client::new();
+    let start = Instant::now();
+    while http.get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "root did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let admin = std::fs::read_to_string(data.join("admin.token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let post = |path: &str, body: Value| {
+        http.post(format!("{base}{path}"))
+            .bearer_auth(&admin)
+            .json(&body)
+            .send()
+    };
+    let enrol: Value = post(
+        "/v1/root/hubs",
+        json!({"target_id": "hub:test-alpha", "environment": "test"}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let token_file = dir.path().join("hub.token");
+    std::fs::write(&token_file, enrol["token"].as_str().unwrap()).unwrap();
+    let lease: Value = post("/v1/root/mcp/sessions", json!({"target_id": "hub:test-alpha", "capability_profile": "InfraOpsRead", "ttl_sec": 600}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let bearer = lease["token"].as_str().unwrap().to_string();
+
+    // The hub with no config file at all: flags only.
+    let _hub = Proc(
+        Command::new(workspace_bin("mcp-hub").unwrap())
+            .args([
+                "run",
+                "--root-url",
+                &base,
+                "--target",
+                "hub:test-alpha",
+                "--environment",
+                "test",
+                "--token-file",
+            ])
+            .arg(&token_file)
+            .arg("--state-dir")
+            .arg(dir.path().join("hub-state"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let client = mcp_client(&format!("{base}/mcp"), &bearer).await.unwrap();
+    let start = Instant::now();
+    loop {
+        let res = client
+            .call_tool(CallToolRequestParams::new("hub.get_runtime_summary"))
+            .await
+            .unwrap();
+        if res.is_error != Some(true) {
+            let sc = res.structured_content.unwrap();
+            assert!(sc["memory"]["total_bytes"].as_u64().unwrap() > 0, "{sc}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "hub never became reachable: {res:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let hubs: Value = http
+        .get(format!("{base}/v1/root/hubs"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(hubs["targets"][0]["status"], "online");
+}
