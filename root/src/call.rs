@@ -26,6 +26,8 @@ pub struct CallContext {
     pub lease: Arc<LeaseEntry>,
     pub trace_id: String,
     pub request_id: String,
+    /// Cancelled when the client cancels the request (MCP `notifications/cancelled`).
+    pub cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// The outcome plus whether the tool id was unknown (MCP answers that as a protocol error).
@@ -361,7 +363,20 @@ async fn route(
     let call_id = routed.call_id.clone();
     let router = app.actors.router.load_full();
     let pending = router.call(|reply| router::Msg::Route(routed, reply), None);
-    match tokio::time::timeout(timeout, pending).await {
+    let cancelled = async {
+        match &ctx.cancel {
+            Some(ct) => ct.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        r = tokio::time::timeout(timeout, pending) => r,
+        () = cancelled => {
+            let _ = router.send_message(router::Msg::Cancel { target_id: lease.target_id.clone(), call_id });
+            return Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{}`; the target was told to stop", c.tool_id)));
+        }
+    };
+    match outcome {
         Ok(Ok(ractor::rpc::CallResult::Success(Ok((adapter, value))))) => {
             event.execution_adapter = Some(adapter);
             Ok(value)

@@ -100,6 +100,9 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::DeadlineExpired
         | ErrorCode::ReplayRejected
         | ErrorCode::AdapterFailed => StatusCode::BAD_GATEWAY,
+        // 499: the client closed the request (nginx's convention; REST clients see it only
+        // in the audit trail, since they cannot cancel).
+        ErrorCode::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
         ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -406,7 +409,7 @@ async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Val
             "unauthenticated", "forbidden", "unknown_tool", "capability_not_granted", "environment_forbidden",
             "invalid_arguments", "target_offline", "timeout", "busy", "skill_disabled", "confirmation_required",
             "forbidden_destructive", "descriptor_unavailable", "signature_invalid", "deadline_expired",
-            "replay_rejected", "adapter_failed", "internal"
+            "replay_rejected", "adapter_failed", "cancelled", "internal"
         ],
         "endpoints": [
             "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",
@@ -699,6 +702,7 @@ async fn rest_call(
         lease,
         trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
         request_id: uuid::Uuid::now_v7().to_string(),
+        cancel: None,
     };
     let arguments = body.arguments.unwrap_or_else(|| json!({}));
     let outcome = call::call(&app, ctx, &body.tool_id, arguments).await;

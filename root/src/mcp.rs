@@ -189,6 +189,7 @@ impl ServerHandler for RootMcp {
             lease,
             trace_id: call::trace_id_from(header(&ctx, "traceparent")),
             request_id: ctx.id.to_string(),
+            cancel: Some(ctx.ct.clone()),
         };
         let outcome = call::call(&self.app, call_ctx, &request.name, arguments).await;
         let r = outcome.response;

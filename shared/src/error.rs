@@ -41,6 +41,8 @@ pub enum ErrorCode {
     ReplayRejected,
     /// The execution adapter failed (panicked or crashed) while running the call.
     AdapterFailed,
+    /// The client cancelled the call (MCP `notifications/cancelled`); the target was told to stop.
+    Cancelled,
     /// Something went wrong on our side; details are in the server log.
     Internal,
 }
@@ -65,6 +67,7 @@ impl ErrorCode {
             ErrorCode::DeadlineExpired => "deadline_expired",
             ErrorCode::ReplayRejected => "replay_rejected",
             ErrorCode::AdapterFailed => "adapter_failed",
+            ErrorCode::Cancelled => "cancelled",
             ErrorCode::Internal => "internal",
         }
     }

@@ -322,6 +322,7 @@ fn error_codes() -> Vec<ErrorCode> {
         DeadlineExpired,
         ReplayRejected,
         AdapterFailed,
+        Cancelled,
         Internal,
     ];
     for c in &all {
@@ -343,6 +344,7 @@ fn error_codes() -> Vec<ErrorCode> {
             | DeadlineExpired
             | ReplayRejected
             | AdapterFailed
+            | Cancelled
             | Internal => {}
         }
     }

@@ -374,3 +374,101 @@ async fn a_wrong_token_target_or_environment_is_refused_and_the_hub_keeps_trying
     .await;
     root.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_cancel_is_forwarded_to_the_hub_and_audited() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root
+        .start_hub("hub:test-alpha", "[skill]\ntest_faults = true\n")
+        .await
+        .unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    let params = CallToolRequestParams::new("hub.get_status")
+        .with_arguments(json!({"fault": "hang"}).as_object().cloned().unwrap());
+    let handle = client
+        .send_cancellable_request(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::Request::new(params)),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    handle
+        .cancel(Some("user pressed stop".into()))
+        .await
+        .unwrap();
+    wait_until("the cancelled call's audit event", async || {
+        let v = root
+            .admin_get("/v1/root/mcp/audit?tool_id=hub.get_status")
+            .await
+            .unwrap();
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["error"]["code"] == "cancelled")
+    })
+    .await;
+    // The adapter slot was released on the hub: a normal call goes through.
+    assert_eq!(
+        root.rest_call(&token, "hub.get_status", json!({}))
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    hub.stop().await;
+    root.stop().await;
+}
+
+#[tokio::test]
+async fn sessions_bound_to_a_target_hear_that_its_tool_list_changed() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Clone, Default)]
+    struct Counter(Arc<AtomicUsize>);
+    impl rmcp::ClientHandler for Counter {
+        async fn on_tool_list_changed(
+            &self,
+            _ctx: rmcp::service::NotificationContext<rmcp::RoleClient>,
+        ) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    let root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let counter = Counter::default();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            root.mcp_url(),
+        )
+        .auth_header(token),
+    );
+    let client = rmcp::ServiceExt::serve(counter.clone(), transport)
+        .await
+        .unwrap();
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 4);
+    root.admin_post(
+        "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
+        json!({}),
+    )
+    .await
+    .unwrap();
+    wait_until("tools/list_changed", async || {
+        counter.0.load(Ordering::SeqCst) > 0
+    })
+    .await;
+    assert!(client.list_all_tools().await.unwrap().is_empty());
+    hub.stop().await;
+    root.stop().await;
+}
