@@ -459,12 +459,15 @@ impl AdminClient {
     }
 }
 
+/// Prints a result; a closed pipe (`… | head`) is not an error worth a panic.
 fn print(json_out: bool, v: &Value, human: impl FnOnce(&Value) -> String) {
-    if json_out {
-        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    let text = if json_out {
+        serde_json::to_string_pretty(v).unwrap_or_default()
     } else {
-        println!("{}", human(v));
-    }
+        human(v)
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
 fn lease_line(l: &Value) -> String {

@@ -17,7 +17,8 @@ struct Args {
     /// MCP endpoint, e.g. http://127.0.0.1:8700/mcp (loopback only).
     #[arg(long)]
     url: String,
-    /// Lease bearer.
+    /// Lease bearer; several, comma-separated, spread the sessions over several leases (a
+    /// lease's per-tool concurrency limit would otherwise answer `busy`).
     #[arg(long, env = "MCP_LOAD_TOKEN", hide_env_values = true)]
     token: String,
     /// Tool id, or `ping` for the ungoverned protocol ping.
@@ -50,9 +51,16 @@ async fn main() -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--arguments must be a JSON object: {e}"))?;
     let next = Arc::new(AtomicUsize::new(0));
     let deadline = Instant::now() + Duration::from_secs(args.max_seconds);
+    let tokens: Vec<&str> = args
+        .token
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    anyhow::ensure!(!tokens.is_empty(), "--token must name at least one bearer");
     let mut clients = Vec::new();
-    for _ in 0..args.concurrency {
-        clients.push(mcp_tests::mcp_client(&args.url, &args.token).await?);
+    for i in 0..args.concurrency {
+        clients.push(mcp_tests::mcp_client(&args.url, tokens[i % tokens.len()]).await?);
     }
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -107,10 +115,11 @@ async fn main() -> anyhow::Result<()> {
             .unwrap_or_default()
     };
     println!(
-        "tool={} calls={} concurrency={} elapsed={:.2}s calls/s={:.0} p50={:.2}ms p99={:.2}ms errors={}",
+        "tool={} calls={} concurrency={} leases={} elapsed={:.2}s calls/s={:.0} p50={:.2}ms p99={:.2}ms errors={}",
         args.tool,
         lat.len(),
         args.concurrency,
+        tokens.len(),
         elapsed.as_secs_f64(),
         lat.len() as f64 / elapsed.as_secs_f64(),
         pct(0.50).as_secs_f64() * 1000.0,
