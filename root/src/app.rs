@@ -35,6 +35,8 @@ pub struct App {
     pub started_at: time::OffsetDateTime,
     /// Enrolled targets by target id.
     pub enrolments: DashMap<String, crate::hubs::Enrolment>,
+    /// When each connected target last sent a frame (heartbeats included).
+    pub hub_last_frame: DashMap<String, std::time::Instant>,
     /// The router session of each target's newest hub connection.
     pub hub_connections: DashMap<String, ractor::ActorId>,
     /// MCP transport session id → (the lease's target, the client peer), for

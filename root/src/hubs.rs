@@ -157,7 +157,13 @@ pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Val
         .into_iter()
         .map(|r| {
             let live = app.targets.get(&r.target_id).map(|d| d.clone());
+            let late = app
+                .hub_last_frame
+                .get(&r.target_id)
+                .is_some_and(|t| t.elapsed() > HEARTBEAT_INTERVAL * 2);
+            // Degraded: connected, but late with its heartbeats or publishing nothing.
             let status = match &live {
+                Some(d) if d.status == TargetStatus::Online && (late || !d.operational_surface.enabled) => TargetStatus::Degraded,
                 Some(d) => d.status,
                 None => TargetStatus::Offline,
             };
@@ -492,6 +498,8 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
         match msg {
             Message::Text(text) => match protocol::decode::<HubToRoot>(text.as_str()) {
                 Ok(env) => {
+                    app.hub_last_frame
+                        .insert(target_id.clone(), std::time::Instant::now());
                     if last_seen_write.elapsed() > HEARTBEAT_INTERVAL {
                         last_seen_write = std::time::Instant::now();
                         let _ = app

@@ -183,6 +183,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         started_at: mcp_shared::time::now(),
         enrolments,
         hub_connections: Default::default(),
+        hub_last_frame: Default::default(),
         mcp_peers: Default::default(),
         shutdown: CancellationToken::new(),
         config,

@@ -130,3 +130,68 @@ async fn lease_and_audit_commands_work_end_to_end() {
     assert_eq!(out.status.code(), Some(2));
     root.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hub_and_skill_commands_work_end_to_end() {
+    let root = TestRoot::start().await.unwrap();
+    let (code, out, err) = admin(
+        &root,
+        &[
+            "hub",
+            "enroll",
+            "--target",
+            "hub:test-alpha",
+            "--environment",
+            "test",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let token = v["token"].as_str().unwrap().to_string();
+    let (code, _, err) = admin(
+        &root,
+        &[
+            "hub",
+            "enroll",
+            "--target",
+            "hub:test-alpha",
+            "--environment",
+            "test",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("already enrolled"), "{err}");
+    let (code, out, _) = admin(&root, &["hub", "list"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("hub:test-alpha") && out.contains("offline"),
+        "{out}"
+    );
+    let (code, _, err) = admin(&root, &["skill", "status", "--target", "hub:test-alpha"]);
+    assert_eq!(code, 1, "no hub connected");
+    assert!(err.contains("503"), "{err}");
+
+    let hub = mcp_tests::TestHub::start(&root.handle().base_url(), "hub:test-alpha", &token, "")
+        .await
+        .unwrap();
+    let (code, out, _) = admin(&root, &["hub", "list", "--json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["targets"][0]["status"], "online");
+    let (code, out, err) = admin(
+        &root,
+        &["skill", "disable", "--target", "hub:test-alpha", "--json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["skill"]["enabled"], false);
+    let (code, out, _) = admin(&root, &["skill", "enable", "--target", "hub:test-alpha"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("enabled=true") && out.contains("published=4"),
+        "{out}"
+    );
+    hub.stop().await;
+    root.stop().await;
+}
