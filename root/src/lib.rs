@@ -249,7 +249,6 @@ async fn janitor(app: Arc<App>, stop: CancellationToken) {
         });
         app.mcp_sessions.retain(|_, lease| !dead.contains(lease));
         for id in &dead {
-            app.limits.forget_prefix(&format!("lease:{id}:"));
             app.limits.forget_prefix(&format!("lease:{id}"));
         }
     }
