@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 
+use crate::adapters::CallInput;
 use crate::context::HubContext;
 use crate::enforcement::Gate;
 use crate::skill::{CancelOnDrop, SkillHandle};
@@ -480,10 +481,15 @@ pub async fn execute(ch: &Channel, call: CallRequest) -> CallOutcome {
     let remaining = Duration::from_millis(u64::try_from(call.expires_at_ms - now_ms).unwrap_or(0));
     let deadline = tokio::time::Instant::now() + remaining;
     let guard = CancelOnDrop::new(&ch.skill, &call.call_id);
-    let res = ch
-        .skill
-        .execute(&call.call_id, decl, call.arguments, deadline)
-        .await;
+    // The adapter sees the signed call's dry-run flag and idempotency key with the arguments.
+    let input = CallInput {
+        call_id: call.call_id.clone(),
+        arguments: call.arguments,
+        dry_run: call.dry_run,
+        idempotency_key: call.idempotency_key,
+        deadline,
+    };
+    let res = ch.skill.execute_call(decl, input).await;
     guard.disarm();
     match res {
         Ok(result) => CallOutcome::Ok {

@@ -136,7 +136,7 @@ async fn hub_serves_root_over_websocket_and_reconnects() {
     assert_eq!(token, TOKEN);
     assert_eq!(protocol_version, PROTOCOL_VERSION);
     assert_eq!(descriptor.target_id, "hub:test-alpha");
-    assert_eq!(descriptor.operational_surface.capabilities.len(), 4);
+    assert_eq!(descriptor.operational_surface.capabilities.len(), 6);
     assert!(skills[0].enabled);
     hub.wait_connected(Duration::from_secs(5))
         .await
@@ -315,4 +315,112 @@ async fn hub_serves_root_over_websocket_and_reconnects() {
     assert!(beat.is_ok(), "no heartbeat from the hub");
 
     hub.shutdown().await;
+}
+
+/// A signed `hub.run_allowed_tests` call over the socket: the hub honours the call's own
+/// `dry_run` flag and idempotency key (both covered by root's signature), and refuses the
+/// write without `write_scope = "test-only"`.
+#[tokio::test]
+async fn allowed_tests_take_dry_run_and_idempotency_key_from_the_signed_call() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mark = dir.path().join("ran");
+    let mut config = HubConfig::new(
+        "hub:test-alpha",
+        "test",
+        format!("http://{addr}"),
+        TOKEN,
+        dir.path(),
+    );
+    config.write_scope = mcp_shared::target::WriteScope::TestOnly;
+    config.skill.allowed_tests = vec![crate::config::AllowedTestConfig {
+        name: "mark".into(),
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            format!("echo x >> '{}'", mark.display()),
+        ],
+        cwd: None,
+        timeout_ms: 5_000,
+        env: Default::default(),
+    }];
+    let hub = crate::start(config).await.expect("hub starts");
+    let mut ws = accept(&listener).await;
+    handshake(&mut ws).await;
+
+    let write = |id: &str, dry_run: bool, key: Option<&str>| {
+        let RootToHub::Call(mut c) =
+            call(id, "hub.run_allowed_tests", json!({"name": "mark"}), 10_000)
+        else {
+            unreachable!()
+        };
+        c.capability = "infra.write.tests".into();
+        c.dry_run = dry_run;
+        c.idempotency_key = key.map(str::to_owned);
+        c.sign(&signing_key(TOKEN));
+        RootToHub::Call(c)
+    };
+    let ok = |o: CallOutcome| match o {
+        CallOutcome::Ok { adapter, result } => {
+            assert_eq!(adapter, "infra_access_skill.allowed_tests");
+            result
+        }
+        o => panic!("{o:?}"),
+    };
+
+    send(&mut ws, "d", write("dry", true, Some("k1"))).await;
+    let effect = ok(outcome(&next(&mut ws).await, "dry"));
+    assert_eq!(effect["action"], "run_allowed_test");
+    assert!(!mark.exists(), "a dry run runs nothing");
+
+    send(&mut ws, "e1", write("run1", false, Some("k1"))).await;
+    let first = ok(outcome(&next(&mut ws).await, "run1"));
+    assert_eq!(first["passed"], true);
+    send(&mut ws, "e2", write("run2", false, Some("k1"))).await;
+    let again = ok(outcome(&next(&mut ws).await, "run2"));
+    assert_eq!(again["run_id"], first["run_id"]);
+    let lines = std::fs::read_to_string(&mark).expect("ran").lines().count();
+    assert_eq!(lines, 1, "the repeated key ran nothing");
+
+    send(
+        &mut ws,
+        "r",
+        call(
+            "read",
+            "hub.get_test_results",
+            json!({"name": "mark"}),
+            5_000,
+        ),
+    )
+    .await;
+    let read = ok_any(outcome(&next(&mut ws).await, "read"));
+    assert_eq!(read["results"][0], first);
+    hub.shutdown().await;
+
+    // Without the test-only write scope the gate refuses before the adapter runs.
+    let mut config = HubConfig::new(
+        "hub:test-alpha",
+        "test",
+        format!("http://{addr}"),
+        TOKEN,
+        dir.path(),
+    );
+    config.skill.allowed_tests = vec![];
+    let hub = crate::start(config).await.expect("hub starts");
+    let mut ws = accept(&listener).await;
+    handshake(&mut ws).await;
+    send(&mut ws, "e3", write("run3", false, None)).await;
+    assert_eq!(
+        error_code(&outcome(&next(&mut ws).await, "run3")),
+        ErrorCode::EnvironmentForbidden
+    );
+    hub.shutdown().await;
+}
+
+fn ok_any(o: CallOutcome) -> serde_json::Value {
+    match o {
+        CallOutcome::Ok { result, .. } => result,
+        o => panic!("{o:?}"),
+    }
 }

@@ -117,12 +117,38 @@ fn default_adapter_concurrency() -> usize {
     4
 }
 
+fn default_test_timeout_ms() -> u64 {
+    60_000
+}
+
+/// Longest allowed-test name (the tool contract's `maxLength`).
+pub const MAX_TEST_NAME: usize = 200;
+
+/// One test `hub.run_allowed_tests` may run: a fixed program run as an argv vector (never
+/// through a shell), killed (with its process group) after `timeout_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllowedTestConfig {
+    pub name: String,
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    #[serde(default = "default_test_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Variables set for the test on top of the hub's own environment.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
 /// `infra_access_skill` settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SkillConfig {
     #[serde(default)]
     pub healthchecks: Vec<HealthcheckConfig>,
+    /// Tests `hub.run_allowed_tests` may run, by name; nothing else can be run.
+    #[serde(default)]
+    pub allowed_tests: Vec<AllowedTestConfig>,
     /// Calls one adapter runs at once; more are refused with `busy`.
     #[serde(default = "default_adapter_concurrency")]
     pub adapter_concurrency: usize,
@@ -136,6 +162,7 @@ impl Default for SkillConfig {
     fn default() -> Self {
         SkillConfig {
             healthchecks: Vec::new(),
+            allowed_tests: Vec::new(),
             adapter_concurrency: default_adapter_concurrency(),
             test_faults: false,
         }
@@ -377,6 +404,30 @@ impl HubConfig {
                 )));
             }
         }
+        let mut names = std::collections::BTreeSet::new();
+        for test in &self.skill.allowed_tests {
+            let name = test.name.as_str();
+            if name.trim().is_empty() || name.chars().count() > MAX_TEST_NAME {
+                return Err(ConfigError::Invalid(format!(
+                    "allowed test name `{name}` must have 1 to {MAX_TEST_NAME} characters"
+                )));
+            }
+            if !names.insert(name) {
+                return Err(ConfigError::Invalid(format!(
+                    "two allowed tests are named `{name}`"
+                )));
+            }
+            if test.argv.first().is_none_or(|p| p.is_empty()) {
+                return Err(ConfigError::Invalid(format!(
+                    "allowed test `{name}` has an empty argv"
+                )));
+            }
+            if test.timeout_ms == 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "allowed test `{name}` needs timeout_ms of at least 1"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -420,6 +471,14 @@ mod tests {
         let path = repo().join("config/hub.example.toml");
         let mut file = HubFile::load(&path).expect("config/hub.example.toml parses");
         assert_eq!(file.skill.healthchecks.len(), 3);
+        let tests: Vec<&str> = file
+            .skill
+            .allowed_tests
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(tests, ["smoke", "always-fails"]);
+        assert_eq!(file.skill.allowed_tests[1].timeout_ms, 60_000, "default");
         assert_eq!(file.skill.adapter_concurrency, 4);
         assert!(!file.skill.test_faults);
         // The example names a token file that does not exist here; give an inline token.
@@ -504,5 +563,31 @@ mod tests {
         assert!(config.connect_url().is_err());
         config.root_url = "root:8080".into();
         assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn allowed_tests_are_checked() {
+        let file: HubFile = toml::from_str(
+            "[[skill.allowed_tests]]\nname = \"a\"\nargv = [\"true\"]\n\
+             env = { A = \"1\" }\n",
+        )
+        .expect("parses");
+        let test = &file.skill.allowed_tests[0];
+        assert_eq!(test.timeout_ms, 60_000);
+        assert_eq!(test.env["A"], "1");
+        let err = toml::from_str::<HubFile>(
+            "[[skill.allowed_tests]]\nname = \"a\"\nargv = [\"true\"]\nshell = \"x\"\n",
+        )
+        .expect_err("unknown field");
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        let mut config = HubConfig::new("hub:x", "test", "ws://root", "t", "/tmp");
+        config.skill.allowed_tests = vec![test.clone(), test.clone()];
+        assert!(config.validate().is_err(), "duplicate names");
+        let mut empty = test.clone();
+        empty.argv.clear();
+        config.skill.allowed_tests = vec![empty];
+        assert!(config.validate().is_err(), "empty argv");
+        config.skill.allowed_tests = vec![test.clone()];
+        config.validate().expect("valid");
     }
 }

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::adapters::{ADAPTERS, AdapterDecl};
 use crate::config::HubConfig;
 use crate::enforcement::Published;
+use crate::results::TestResults;
 
 /// The one skill this hub hosts.
 pub const SKILL: &str = "infra_access_skill";
@@ -76,6 +77,8 @@ pub struct HubContext {
     pub lifecycle: ArcSwap<Lifecycle>,
     /// Client for HTTP health checks.
     pub http: reqwest::Client,
+    /// Recorded allowed-test results and idempotency keys (`<state_dir>/test-results.json`).
+    pub test_results: TestResults,
 }
 
 impl HubContext {
@@ -86,6 +89,7 @@ impl HubContext {
             .build()
             .map_err(|e| anyhow::anyhow!("cannot build the health-check HTTP client: {e}"))?;
         Ok(HubContext {
+            test_results: TestResults::new(&config.state_dir),
             config,
             started: Instant::now(),
             started_at: mcp_shared::time::now(),

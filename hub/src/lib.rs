@@ -9,7 +9,11 @@
 //!   tool, write scope).
 //! - [`skill`]: `infra_access_skill`, a ractor actor supervising one actor per adapter.
 //! - [`adapters`]: the execution adapters (`hub.get_status`, `hub.get_runtime_summary`,
-//!   `hub.get_operational_surface`, `hub.run_healthchecks`).
+//!   `hub.get_operational_surface`, `hub.run_healthchecks`, `hub.run_allowed_tests`,
+//!   `hub.get_test_results`).
+//! - [`results`]: recorded allowed-test results and idempotency keys
+//!   (`<state_dir>/test-results.json`).
+//! - [`redact`]: secrets removed from test output before it leaves the hub.
 //! - [`cli`]: the command line (`run`, `skill status`).
 //!
 //! Invariant: the hub is transport plus final enforcement. It never owns the tool catalog or
@@ -22,6 +26,8 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod enforcement;
+pub mod redact;
+pub mod results;
 pub mod skill;
 
 #[cfg(test)]

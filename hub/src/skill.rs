@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::adapters::{
-    AdapterActor, AdapterArgs, AdapterDecl, AdapterKind, AdapterMsg, AdapterReply, CrashReport,
-    KINDS,
+    AdapterActor, AdapterArgs, AdapterDecl, AdapterKind, AdapterMsg, AdapterReply, CallInput,
+    CrashReport, KINDS,
 };
 use crate::context::{HubContext, Lifecycle, SKILL};
 
@@ -87,10 +87,8 @@ pub fn save_lifecycle(state_dir: &Path, lifecycle: Lifecycle) -> Result<(), Stat
 pub enum Msg {
     /// Route a call (already past the gate) to the adapter serving `tool_id`.
     Execute {
-        call_id: String,
         tool_id: String,
-        arguments: Value,
-        deadline: tokio::time::Instant,
+        input: CallInput,
         reply: RpcReplyPort<AdapterReply>,
     },
     /// Stop a call wherever it runs.
@@ -214,10 +212,8 @@ impl Actor for Skill {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             Msg::Execute {
-                call_id,
                 tool_id,
-                arguments,
-                deadline,
+                input,
                 reply,
             } => {
                 let adapter = state.adapters.get(tool_id.as_str());
@@ -225,12 +221,7 @@ impl Actor for Skill {
                     Some(adapter) if state.ctx.lifecycle().active() => {
                         // A dead adapter drops the message and so the reply port: the caller
                         // sees `adapter_failed`.
-                        let _ = adapter.send_message(AdapterMsg::Run {
-                            call_id,
-                            arguments,
-                            deadline,
-                            reply,
-                        });
+                        let _ = adapter.send_message(AdapterMsg::Run { input, reply });
                     }
                     _ => {
                         let _ = reply.send(Err(ToolError::new(
@@ -362,7 +353,8 @@ impl SkillHandle {
         &self.actor
     }
 
-    /// Runs a call on the adapter `decl`; answers by the call's deadline.
+    /// Runs a call (not a dry run, no idempotency key) on the adapter `decl`; answers by the
+    /// call's deadline.
     pub async fn execute(
         &self,
         call_id: &str,
@@ -370,15 +362,22 @@ impl SkillHandle {
         arguments: Value,
         deadline: tokio::time::Instant,
     ) -> AdapterReply {
-        let wait = deadline.saturating_duration_since(tokio::time::Instant::now()) + DEADLINE_GRACE;
+        self.execute_call(decl, CallInput::new(call_id, arguments, deadline))
+            .await
+    }
+
+    /// Runs `input` on the adapter `decl`; answers by the call's deadline.
+    pub async fn execute_call(&self, decl: AdapterDecl, input: CallInput) -> AdapterReply {
+        let wait = input
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+            + DEADLINE_GRACE;
         let res = self
             .actor
             .call(
                 |reply| Msg::Execute {
-                    call_id: call_id.to_owned(),
                     tool_id: decl.tool_id.to_owned(),
-                    arguments,
-                    deadline,
+                    input,
                     reply,
                 },
                 Some(wait),
@@ -494,6 +493,10 @@ mod tests {
         let (skill, _) = SkillHandle::start(ctx.clone()).await.expect("skill");
         let mut answers = HashMap::new();
         for decl in ADAPTERS {
+            // The writing adapter needs a test name; its own tests cover it.
+            if decl.writes {
+                continue;
+            }
             let v = skill
                 .execute("c", decl, serde_json::json!({}), soon(5_000))
                 .await
@@ -504,15 +507,93 @@ mod tests {
         assert_eq!(status["target_id"], "hub:test-alpha");
         assert_eq!(
             status["skills"][0]["published"].as_array().map(Vec::len),
-            Some(4)
+            Some(6)
         );
         let runtime = &answers["hub.get_runtime_summary"];
         assert!(runtime["memory"]["total_bytes"].as_u64().expect("u64") > 0);
         let surface = &answers["hub.get_operational_surface"];
         assert_eq!(surface["adapters"][1]["concurrency_limit"], 4);
+        let listed: Vec<(&str, &str, bool)> = surface["adapters"]
+            .as_array()
+            .expect("adapters")
+            .iter()
+            .filter_map(|a| {
+                Some((
+                    a["tool_id"].as_str()?,
+                    a["name"].as_str()?,
+                    a["writes"] == true,
+                ))
+            })
+            .collect();
+        assert!(
+            listed.contains(&(
+                "hub.run_allowed_tests",
+                "infra_access_skill.allowed_tests",
+                true
+            )),
+            "{listed:?}"
+        );
+        assert!(
+            listed.contains(&(
+                "hub.get_test_results",
+                "infra_access_skill.test_results",
+                false
+            )),
+            "{listed:?}"
+        );
+        assert_eq!(
+            answers["hub.get_test_results"]["results"],
+            serde_json::json!([])
+        );
         assert_eq!(surface["enabled"], true);
         let health = &answers["hub.run_healthchecks"];
         assert_eq!(health["status"], "healthy");
+        skill.stop().await;
+    }
+
+    #[tokio::test]
+    async fn the_adapter_sees_the_calls_dry_run_flag_and_idempotency_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mark = dir.path().join("ran");
+        let mut config = HubConfig::new("hub:t", "test", "ws://127.0.0.1:1", "t", dir.path());
+        config.skill.allowed_tests = vec![crate::config::AllowedTestConfig {
+            name: "mark".into(),
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                format!("echo x >> '{}'", mark.display()),
+            ],
+            cwd: None,
+            timeout_ms: 5_000,
+            env: Default::default(),
+        }];
+        let ctx = Arc::new(HubContext::new(config).expect("context"));
+        let (skill, _) = SkillHandle::start(ctx).await.expect("skill");
+        let decl = AdapterKind::AllowedTests.decl();
+        let input = |dry_run: bool, key: &str| CallInput {
+            call_id: format!("{dry_run}-{key}"),
+            arguments: serde_json::json!({"name": "mark"}),
+            dry_run,
+            idempotency_key: Some(key.to_owned()),
+            deadline: soon(5_000),
+        };
+        let effect = skill
+            .execute_call(decl, input(true, "k"))
+            .await
+            .expect("dry");
+        assert_eq!(effect["action"], "run_allowed_test");
+        assert!(!mark.exists(), "nothing ran");
+        let first = skill
+            .execute_call(decl, input(false, "k"))
+            .await
+            .expect("run");
+        let again = skill
+            .execute_call(decl, input(false, "k"))
+            .await
+            .expect("replay");
+        assert_eq!(first, again);
+        let ran = std::fs::read_to_string(&mark).expect("ran once");
+        assert_eq!(ran.lines().count(), 1);
         skill.stop().await;
     }
 
@@ -547,8 +628,8 @@ mod tests {
             .command(SKILL, SkillCommand::Enable)
             .await
             .expect("enable");
-        assert_eq!(state.published.len(), 4);
-        assert_eq!(ctx2.descriptor().operational_surface.capabilities.len(), 4);
+        assert_eq!(state.published.len(), 6);
+        assert_eq!(ctx2.descriptor().operational_surface.capabilities.len(), 6);
         let other = skill
             .command("other_skill", SkillCommand::Enable)
             .await

@@ -330,20 +330,26 @@ async fn execute(
             ErrorCode::Internal,
             "descriptive tool without projection",
         )),
-        _ => {
+        (RoutingClass::OperationalRead, _) => {
             event.execution_adapter = Some("root.router".into());
-            route(app, ctx, entry, arguments, event).await
+            route(app, ctx, entry, arguments.clone(), false, None, event).await
+        }
+        (RoutingClass::OperationalWrite, _) => {
+            event.execution_adapter = Some("root.router".into());
+            crate::writes::write(app, ctx, entry, arguments, event).await
         }
     }
 }
 
 /// Routes an operational call to the lease's target and waits for its result until the
 /// tool's deadline; past it the hub is told to cancel and the caller gets `timeout`.
-async fn route(
+pub(crate) async fn route(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,
-    arguments: &Value,
+    arguments: Value,
+    dry_run: bool,
+    idempotency_key: Option<String>,
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
     let c = &entry.contract;
@@ -355,10 +361,11 @@ async fn route(
         session_id: lease.session_id.clone(),
         tool_id: c.tool_id.clone(),
         capability: c.required_capability.clone(),
-        arguments: arguments.clone(),
+        arguments,
         trace_id: ctx.trace_id.clone(),
-        dry_run: event.dry_run,
+        dry_run,
         expires_at_ms: mcp_shared::time::unix_ms(now()) + c.timeout_ms as i64,
+        idempotency_key,
     };
     let call_id = routed.call_id.clone();
     let router = app.actors.router.load_full();

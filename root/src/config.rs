@@ -64,6 +64,8 @@ pub struct Limits {
     pub per_target_in_flight: u32,
     /// Most audit events written in one transaction.
     pub audit_batch_max: usize,
+    /// How long a write preview's confirmation token stays valid, in seconds.
+    pub confirmation_ttl_sec: u64,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -83,6 +85,7 @@ impl Default for Limits {
             per_lease_in_flight: 64,
             per_target_in_flight: 256,
             audit_batch_max: 512,
+            confirmation_ttl_sec: 120,
         }
     }
 }
@@ -144,6 +147,11 @@ impl RootConfig {
         if self.limits.per_lease_in_flight == 0 || self.limits.per_target_in_flight == 0 {
             return Err(ConfigError::Invalid(
                 "in-flight limits must be at least 1".into(),
+            ));
+        }
+        if self.limits.confirmation_ttl_sec == 0 || self.limits.confirmation_ttl_sec > 3600 {
+            return Err(ConfigError::Invalid(
+                "limits.confirmation_ttl_sec must be between 1 and 3600".into(),
             ));
         }
         if self.limits.audit_batch_max == 0 {

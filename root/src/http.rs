@@ -90,6 +90,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::UnknownTool => StatusCode::NOT_FOUND,
         ErrorCode::InvalidArguments => StatusCode::BAD_REQUEST,
         ErrorCode::ConfirmationRequired => StatusCode::PRECONDITION_REQUIRED,
+        ErrorCode::IdempotencyConflict => StatusCode::CONFLICT,
         ErrorCode::Busy => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorCode::TargetOffline | ErrorCode::DescriptorUnavailable => {
@@ -409,7 +410,7 @@ async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Val
             "unauthenticated", "forbidden", "unknown_tool", "capability_not_granted", "environment_forbidden",
             "invalid_arguments", "target_offline", "timeout", "busy", "skill_disabled", "confirmation_required",
             "forbidden_destructive", "descriptor_unavailable", "signature_invalid", "deadline_expired",
-            "replay_rejected", "adapter_failed", "cancelled", "internal"
+            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "internal"
         ],
         "endpoints": [
             "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",

@@ -7,6 +7,7 @@
 //! - [`actors`]: lease manager, policy engine, descriptor cache, audit writer, router, and
 //!   their supervisor.
 //! - [`call`]: the one governed call path behind MCP `tools/call` and REST `/call`.
+//! - [`writes`]: the safe-write flow (preview, confirmation token, idempotent execute).
 //! - [`mcp`]: the MCP `ServerHandler` served over rmcp's Streamable HTTP transport.
 //! - [`http`]: axum routes (REST family, health, metrics) and middleware (Host/Origin guard,
 //!   bearer resolution, body limit).
@@ -32,6 +33,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod redact;
 pub mod store;
+pub mod writes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -14,6 +14,7 @@ pub const REDACTED: &str = "[REDACTED]";
 
 const BUILTIN_FIELDS: &[&str] = &[
     "token",
+    "confirmation_token",
     "password",
     "secret",
     "authorization",
@@ -24,6 +25,8 @@ const BUILTIN_FIELDS: &[&str] = &[
 const BUILTIN_PATTERNS: &[(&str, &str)] = &[
     ("lease_bearer", r"mcpl_[A-Za-z0-9_\-]{16,}"),
     ("admin_token", r"mcpa_[A-Za-z0-9_\-]{16,}"),
+    ("hub_token", r"mcph_[A-Za-z0-9_\-]{16,}"),
+    ("confirmation_token", r"mcpc_[A-Za-z0-9_\-]{16,}"),
     (
         "bearer_credential",
         r"(?i)bearer\s+[A-Za-z0-9._~+/\-]{8,}=*",

@@ -100,7 +100,44 @@ const MIGRATIONS: &[&str] = &[
         descriptor TEXT,
         skills TEXT
     )",
+    "CREATE TABLE IF NOT EXISTS confirmations (
+        token_hash TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        tool_id TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        expires_at BIGINT NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS idempotency (
+        target_id TEXT NOT NULL,
+        tool_id TEXT NOT NULL,
+        idem_key TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        result TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (target_id, tool_id, idem_key)
+    )",
 ];
+
+/// A single-use confirmation token issued by a write preview, as stored (hash only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfirmationRow {
+    pub token_hash: String,
+    pub session_id: String,
+    pub tool_id: String,
+    pub target_id: String,
+    pub args_hash: String,
+    pub expires_at_ms: i64,
+}
+
+/// The first result of a write executed under an idempotency key.
+#[derive(Debug, Clone)]
+pub struct IdempotencyRow {
+    pub args_hash: String,
+    pub result: String,
+    pub event_id: String,
+}
 
 /// An enrolled managed target as stored.
 #[derive(Debug, Clone)]
@@ -418,6 +455,116 @@ impl Store {
             .execute(pool)
             .await
             .map_err(db("update target"))?;
+            Ok(())
+        })
+    }
+
+    // ---- safe writes --------------------------------------------------------------------
+
+    pub async fn insert_confirmation(&self, c: &ConfirmationRow) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO confirmations (token_hash, session_id, tool_id, target_id, args_hash, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&c.token_hash)
+            .bind(&c.session_id)
+            .bind(&c.tool_id)
+            .bind(&c.target_id)
+            .bind(&c.args_hash)
+            .bind(c.expires_at_ms)
+            .execute(pool)
+            .await
+            .map_err(db("insert confirmation"))?;
+            // Expired tokens are useless; drop them on the way.
+            sqlx::query("DELETE FROM confirmations WHERE expires_at < $1")
+                .bind(c.expires_at_ms - 24 * 3600 * 1000)
+                .execute(pool)
+                .await
+                .map_err(db("insert confirmation"))?;
+            Ok(())
+        })
+    }
+
+    /// Removes and returns a confirmation: a token can be consumed once, whatever follows.
+    pub async fn consume_confirmation(&self, token_hash: &str) -> Result<Option<ConfirmationRow>> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(
+                "DELETE FROM confirmations WHERE token_hash = $1
+                 RETURNING token_hash, session_id, tool_id, target_id, args_hash, expires_at",
+            )
+            .bind(token_hash)
+            .fetch_optional(pool)
+            .await
+            .map_err(db("consume confirmation"))?;
+            let op = "consume confirmation";
+            row.map(|r| -> Result<ConfirmationRow> {
+                Ok(ConfirmationRow {
+                    token_hash: r.try_get("token_hash").map_err(db(op))?,
+                    session_id: r.try_get("session_id").map_err(db(op))?,
+                    tool_id: r.try_get("tool_id").map_err(db(op))?,
+                    target_id: r.try_get("target_id").map_err(db(op))?,
+                    args_hash: r.try_get("args_hash").map_err(db(op))?,
+                    expires_at_ms: r.try_get("expires_at").map_err(db(op))?,
+                })
+            })
+            .transpose()
+        })
+    }
+
+    pub async fn get_idempotency(
+        &self,
+        target_id: &str,
+        tool_id: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRow>> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(
+                "SELECT args_hash, result, event_id FROM idempotency
+                 WHERE target_id = $1 AND tool_id = $2 AND idem_key = $3",
+            )
+            .bind(target_id)
+            .bind(tool_id)
+            .bind(key)
+            .fetch_optional(pool)
+            .await
+            .map_err(db("get idempotency"))?;
+            let op = "get idempotency";
+            row.map(|r| -> Result<IdempotencyRow> {
+                Ok(IdempotencyRow {
+                    args_hash: r.try_get("args_hash").map_err(db(op))?,
+                    result: r.try_get("result").map_err(db(op))?,
+                    event_id: r.try_get("event_id").map_err(db(op))?,
+                })
+            })
+            .transpose()
+        })
+    }
+
+    /// Records the first result under a key; a second record for the same key is ignored.
+    pub async fn put_idempotency(
+        &self,
+        target_id: &str,
+        tool_id: &str,
+        key: &str,
+        row: &IdempotencyRow,
+        created_at_ms: i64,
+    ) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO idempotency (target_id, tool_id, idem_key, args_hash, result, event_id, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+            )
+            .bind(target_id)
+            .bind(tool_id)
+            .bind(key)
+            .bind(&row.args_hash)
+            .bind(&row.result)
+            .bind(&row.event_id)
+            .bind(created_at_ms)
+            .execute(pool)
+            .await
+            .map_err(db("put idempotency"))?;
             Ok(())
         })
     }

@@ -43,6 +43,8 @@ pub enum ErrorCode {
     AdapterFailed,
     /// The client cancelled the call (MCP `notifications/cancelled`); the target was told to stop.
     Cancelled,
+    /// An idempotency key was reused with different arguments.
+    IdempotencyConflict,
     /// Something went wrong on our side; details are in the server log.
     Internal,
 }
@@ -68,6 +70,7 @@ impl ErrorCode {
             ErrorCode::ReplayRejected => "replay_rejected",
             ErrorCode::AdapterFailed => "adapter_failed",
             ErrorCode::Cancelled => "cancelled",
+            ErrorCode::IdempotencyConflict => "idempotency_conflict",
             ErrorCode::Internal => "internal",
         }
     }

@@ -323,6 +323,7 @@ fn error_codes() -> Vec<ErrorCode> {
         ReplayRejected,
         AdapterFailed,
         Cancelled,
+        IdempotencyConflict,
         Internal,
     ];
     for c in &all {
@@ -345,6 +346,7 @@ fn error_codes() -> Vec<ErrorCode> {
             | ReplayRejected
             | AdapterFailed
             | Cancelled
+            | IdempotencyConflict
             | Internal => {}
         }
     }

@@ -6,10 +6,13 @@ use mcp_tests::{TestHub, TestRoot, mcp_client};
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-const HUB_TOOLS: [&str; 4] = [
+/// What an `InfraOpsRead` lease lists on a hub: its reads (the write tool needs
+/// `InfraOpsControl`).
+const HUB_TOOLS: [&str; 5] = [
     "hub.get_operational_surface",
     "hub.get_runtime_summary",
     "hub.get_status",
+    "hub.get_test_results",
     "hub.run_healthchecks",
 ];
 
@@ -85,7 +88,7 @@ async fn a_routed_call_returns_real_figures_and_an_event_naming_the_adapter() {
     assert_eq!(t["target_id"], "hub:test-alpha");
     assert_eq!(t["status"], "online");
     assert!(t["last_seen_at"].is_string());
-    assert_eq!(t["published_capabilities"].as_array().unwrap().len(), 4);
+    assert_eq!(t["published_capabilities"].as_array().unwrap().len(), 6);
     assert_eq!(
         t["descriptor"]["operational_surface"]["published_by"],
         "skill:infra_access_skill"
@@ -151,7 +154,7 @@ async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() 
         .await
         .unwrap();
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
-    assert_eq!(tool_names(&client).await.len(), 4);
+    assert_eq!(tool_names(&client).await.len(), HUB_TOOLS.len());
 
     let v = root
         .admin_post(
@@ -190,7 +193,7 @@ async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() 
     )
     .await
     .unwrap();
-    assert_eq!(tool_names(&client).await.len(), 4);
+    assert_eq!(tool_names(&client).await.len(), HUB_TOOLS.len());
     assert_eq!(
         root.rest_call(&token, "hub.get_status", json!({}))
             .await
@@ -457,7 +460,10 @@ async fn sessions_bound_to_a_target_hear_that_its_tool_list_changed() {
     let client = rmcp::ServiceExt::serve(counter.clone(), transport)
         .await
         .unwrap();
-    assert_eq!(client.list_all_tools().await.unwrap().len(), 4);
+    assert_eq!(
+        client.list_all_tools().await.unwrap().len(),
+        HUB_TOOLS.len()
+    );
     root.admin_post(
         "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
         json!({}),

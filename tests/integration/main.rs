@@ -14,3 +14,4 @@ mod postgres;
 mod processes;
 mod protocol;
 mod tools;
+mod writes;

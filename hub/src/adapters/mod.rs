@@ -5,6 +5,11 @@
 //! - [`runtime`] serves `hub.get_runtime_summary` (from `/proc` and `statvfs`).
 //! - [`surface`] serves `hub.get_operational_surface`.
 //! - [`health`] serves `hub.run_healthchecks`.
+//! - [`allowed_tests`] serves `hub.run_allowed_tests` (writes: runs a configured test).
+//! - [`test_results`] serves `hub.get_test_results`.
+//!
+//! Each call reaches its adapter as a [`CallInput`]: the arguments plus the call's `dry_run`
+//! flag, idempotency key and deadline from root's signed `CallRequest`.
 //!
 //! Guarantees: an adapter runs at most `skill.adapter_concurrency` calls at once and refuses
 //! the next one at once with `busy`; each call runs in its own task and is stopped at its
@@ -12,10 +17,12 @@
 //! adapter actor (its other calls in flight are stopped and get `adapter_failed` too), which
 //! the skill then restarts. A cancelled call is stopped and answered with nothing.
 
+pub mod allowed_tests;
 pub mod health;
 pub mod runtime;
 pub mod status;
 pub mod surface;
+pub mod test_results;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,23 +50,57 @@ pub enum AdapterKind {
     RuntimeSummary,
     OperationalSurface,
     Healthchecks,
+    AllowedTests,
+    TestResults,
 }
 
-/// Every adapter of `infra_access_skill`, with the tool it serves.
-pub const ADAPTERS: [AdapterDecl; 4] = [
-    AdapterKind::Status.decl(),
-    AdapterKind::RuntimeSummary.decl(),
-    AdapterKind::OperationalSurface.decl(),
-    AdapterKind::Healthchecks.decl(),
-];
-
 /// Every adapter kind, in the order of [`ADAPTERS`].
-pub const KINDS: [AdapterKind; 4] = [
+pub const KINDS: [AdapterKind; 6] = [
     AdapterKind::Status,
     AdapterKind::RuntimeSummary,
     AdapterKind::OperationalSurface,
     AdapterKind::Healthchecks,
+    AdapterKind::AllowedTests,
+    AdapterKind::TestResults,
 ];
+
+/// Every adapter of `infra_access_skill`, with the tool it serves.
+pub const ADAPTERS: [AdapterDecl; 6] = {
+    let mut decls = [AdapterKind::Status.decl(); 6];
+    let mut i = 0;
+    while i < KINDS.len() {
+        decls[i] = KINDS[i].decl();
+        i += 1;
+    }
+    decls
+};
+
+/// One call as an adapter receives it.
+#[derive(Debug, Clone)]
+pub struct CallInput {
+    pub call_id: String,
+    /// The tool's arguments (root has stripped its own control fields).
+    pub arguments: Value,
+    /// From the signed `CallRequest`: describe the effect, change nothing.
+    pub dry_run: bool,
+    /// From the signed `CallRequest`.
+    pub idempotency_key: Option<String>,
+    /// When the call must be answered; the adapter task is stopped then.
+    pub deadline: tokio::time::Instant,
+}
+
+impl CallInput {
+    /// A call that is not a dry run and carries no idempotency key.
+    pub fn new(call_id: &str, arguments: Value, deadline: tokio::time::Instant) -> CallInput {
+        CallInput {
+            call_id: call_id.to_owned(),
+            arguments,
+            dry_run: false,
+            idempotency_key: None,
+            deadline,
+        }
+    }
+}
 
 impl AdapterKind {
     pub const fn decl(self) -> AdapterDecl {
@@ -84,6 +125,16 @@ impl AdapterKind {
                 name: "infra_access_skill.healthchecks",
                 writes: false,
             },
+            AdapterKind::AllowedTests => AdapterDecl {
+                tool_id: "hub.run_allowed_tests",
+                name: "infra_access_skill.allowed_tests",
+                writes: true,
+            },
+            AdapterKind::TestResults => AdapterDecl {
+                tool_id: "hub.get_test_results",
+                name: "infra_access_skill.test_results",
+                writes: false,
+            },
         }
     }
 
@@ -92,21 +143,24 @@ impl AdapterKind {
     }
 
     /// Runs the adapter's work (in a task of its own).
-    pub async fn run(self, ctx: Arc<HubContext>, arguments: Value) -> Result<Value, ToolError> {
+    pub async fn run(self, ctx: Arc<HubContext>, input: CallInput) -> Result<Value, ToolError> {
+        let arguments = &input.arguments;
         match self {
-            AdapterKind::Status => status::run(&ctx, &arguments).await,
+            AdapterKind::Status => status::run(&ctx, arguments).await,
             AdapterKind::RuntimeSummary => {
-                no_arguments(&arguments)?;
+                no_arguments(arguments)?;
                 runtime::run(&ctx).await
             }
             AdapterKind::OperationalSurface => {
-                no_arguments(&arguments)?;
+                no_arguments(arguments)?;
                 Ok(surface::run(&ctx))
             }
             AdapterKind::Healthchecks => {
-                no_arguments(&arguments)?;
+                no_arguments(arguments)?;
                 Ok(health::run(&ctx).await)
             }
+            AdapterKind::AllowedTests => allowed_tests::run(&ctx, input).await,
+            AdapterKind::TestResults => test_results::run(&ctx, arguments),
         }
     }
 }
@@ -129,9 +183,7 @@ pub type AdapterReply = Result<Value, ToolError>;
 pub enum AdapterMsg {
     /// Run one call; refused at once with `busy` over the concurrency limit.
     Run {
-        call_id: String,
-        arguments: Value,
-        deadline: tokio::time::Instant,
+        input: CallInput,
         reply: RpcReplyPort<AdapterReply>,
     },
     /// Stop a call in flight (its caller gets no reply).
@@ -227,12 +279,9 @@ impl Actor for AdapterActor {
         state: &mut AdapterState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            AdapterMsg::Run {
-                call_id,
-                arguments,
-                deadline,
-                reply,
-            } => {
+            AdapterMsg::Run { input, reply } => {
+                let call_id = input.call_id.clone();
+                let deadline = input.deadline;
                 let kind = state.args.kind;
                 let Ok(permit) = state.permits.clone().try_acquire_owned() else {
                     let limit = state.args.ctx.config.skill.adapter_concurrency;
@@ -250,7 +299,7 @@ impl Actor for AdapterActor {
                 let id = call_id.clone();
                 let task = tokio::spawn(async move {
                     let _permit = permit;
-                    let work = tokio::spawn(kind.run(ctx, arguments));
+                    let work = tokio::spawn(kind.run(ctx, input));
                     let _guard = AbortOnDrop(work.abort_handle());
                     match tokio::time::timeout_at(deadline, work).await {
                         Ok(Ok(outcome)) => {
@@ -318,7 +367,7 @@ impl Actor for AdapterActor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{HealthcheckConfig, HubConfig};
+    use crate::config::{AllowedTestConfig, HealthcheckConfig, HubConfig};
     use mcp_shared::{SideEffectClass, ToolContract};
     use serde_json::json;
 
@@ -407,13 +456,17 @@ mod tests {
                 let c = contract(decl.tool_id);
                 assert_eq!(c.tool_id, decl.tool_id);
                 assert_eq!(c.side_effect == SideEffectClass::Read, !decl.writes);
+                if kind == AdapterKind::AllowedTests {
+                    // Takes a test name; see `test_tool_answers_match_their_contracts`.
+                    continue;
+                }
                 assert_valid(
                     &format!("{} input", decl.tool_id),
                     &c.input_schema,
                     &json!({}),
                 );
                 let answer = kind
-                    .run(ctx.clone(), json!({}))
+                    .run(ctx.clone(), CallInput::new("c", json!({}), soon()))
                     .await
                     .unwrap_or_else(|e| panic!("{}: {e}", decl.tool_id));
                 assert_valid(
@@ -439,5 +492,99 @@ mod tests {
         let c = contract("hub.get_status");
         assert_valid("fault", &c.input_schema, &json!({"fault": "hang"}));
         assert!(!validator(&c.input_schema).is_valid(&json!({"fault": "explode"})));
+    }
+
+    fn soon() -> tokio::time::Instant {
+        tokio::time::Instant::now() + std::time::Duration::from_secs(10)
+    }
+
+    /// The allowed-test tools: the hub's dry-run effect and run result fit root's write
+    /// envelope (`expected_effect`, `result`), and recorded results fit `hub.get_test_results`.
+    #[tokio::test]
+    async fn test_tool_answers_match_their_contracts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", "t", dir.path());
+        config.skill.allowed_tests = vec![
+            AllowedTestConfig {
+                name: "ok".into(),
+                argv: vec!["echo".into(), "Bearer abcdefgh12345".into()],
+                cwd: Some(dir.path().to_owned()),
+                timeout_ms: 5_000,
+                env: Default::default(),
+            },
+            AllowedTestConfig {
+                name: "slow".into(),
+                argv: vec!["sleep".into(), "5".into()],
+                cwd: None,
+                timeout_ms: 100,
+                env: Default::default(),
+            },
+        ];
+        let ctx = Arc::new(HubContext::new(config).expect("context"));
+        let run_contract = contract("hub.run_allowed_tests");
+        let envelope = &run_contract.output_schema;
+        let input = validator(&run_contract.input_schema);
+        for ok in [
+            json!({"name": "ok"}),
+            json!({"name": "ok", "phase": "preview"}),
+            json!({"name": "ok", "phase": "execute", "confirmation_token": "c", "idempotency_key": "k"}),
+            json!({"name": "ok", "dry_run": true}),
+        ] {
+            assert!(input.is_valid(&ok), "{ok}");
+        }
+        for bad in [
+            json!({}),
+            json!({"name": ""}),
+            json!({"name": "ok", "argv": ["x"]}),
+        ] {
+            assert!(!input.is_valid(&bad), "{bad}");
+        }
+        let call = |name: &str, dry_run: bool| {
+            let mut input = CallInput::new("c", json!({ "name": name }), soon());
+            input.dry_run = dry_run;
+            AdapterKind::AllowedTests.run(ctx.clone(), input)
+        };
+        let effect = call("ok", true).await.expect("dry run");
+        assert_valid(
+            "dry run",
+            envelope,
+            &json!({"phase": "dry_run", "expected_effect": effect}),
+        );
+        let mut results = Vec::new();
+        for name in ["ok", "slow"] {
+            let result = call(name, false).await.expect("runs");
+            assert_valid(
+                "execute",
+                envelope,
+                &json!({"phase": "execute", "result": result, "replay": false, "idempotency_key": "k", "summary": "s"}),
+            );
+            results.push(result);
+        }
+        assert_eq!(results[0]["redactions"], 1);
+        assert_eq!(results[1]["timed_out"], true);
+        let effect = call("ok", true).await.expect("dry run");
+        assert_eq!(effect["last_result"], results[0]);
+        assert_valid(
+            "preview",
+            envelope,
+            &json!({"phase": "preview", "expected_effect": effect, "confirmation_token": "t",
+                    "confirmation_expires_at": "2026-01-01T00:00:00Z"}),
+        );
+        assert!(!validator(envelope).is_valid(&json!({"expected_effect": effect})));
+
+        let read_contract = contract("hub.get_test_results");
+        let answer = AdapterKind::TestResults
+            .run(
+                ctx.clone(),
+                CallInput::new("r", json!({"limit": 50}), soon()),
+            )
+            .await
+            .expect("results");
+        assert_eq!(answer["results"].as_array().map(Vec::len), Some(2));
+        assert_valid("results", &read_contract.output_schema, &answer);
+        let input = validator(&read_contract.input_schema);
+        assert!(input.is_valid(&json!({"name": "ok", "limit": 1})));
+        assert!(!input.is_valid(&json!({"limit": 51})));
+        assert!(!input.is_valid(&json!({"limit": 0})));
     }
 }

@@ -32,6 +32,7 @@ pub struct RoutedCall {
     pub trace_id: String,
     pub dry_run: bool,
     pub expires_at_ms: i64,
+    pub idempotency_key: Option<String>,
 }
 
 /// What a routed call produced: the adapter that ran and its result, or the error (with the

@@ -138,7 +138,7 @@ impl Actor for RouterSession {
                     arguments: call.arguments,
                     dry_run: call.dry_run,
                     expires_at_ms: call.expires_at_ms,
-                    idempotency_key: None,
+                    idempotency_key: call.idempotency_key,
                     signature: String::new(),
                 };
                 req.sign(&state.args.signing_key);

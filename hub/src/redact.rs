@@ -1,0 +1,100 @@
+//! Redaction of text that leaves the hub (an allowed test's output): bearer-like tokens
+//! (`mcpl_…`, `mcph_…`, `mcpa_…`, `Bearer <x>`), PEM private key blocks, passwords in URLs and
+//! AWS access key ids are replaced with `[REDACTED]`, and the replacements are counted.
+//!
+//! Root redacts again before audit; this is the hub's own line, so a secret a test prints is
+//! never sent over the channel or kept in `test-results.json`.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// What replaces a redacted value.
+pub const REDACTED: &str = "[REDACTED]";
+
+struct Rules {
+    /// A whole private key block; an unterminated one runs to the end of the text.
+    key_block: Regex,
+    /// The end of a block whose start is not in the text (the text was cut).
+    key_end: Regex,
+    token: Regex,
+    bearer: Regex,
+    url_password: Regex,
+    aws_key: Regex,
+}
+
+static RULES: LazyLock<Rules> = LazyLock::new(|| {
+    let re = |s: &str| Regex::new(s).expect("built-in redaction pattern compiles");
+    Rules {
+        key_block: re(
+            r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
+        ),
+        key_end: re(r"(?s)\A.*?-----END [A-Z0-9 ]*PRIVATE KEY-----"),
+        token: re(r"\bmcp[lha]_[A-Za-z0-9_\-]+"),
+        bearer: re(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/\-]+=*"),
+        url_password: re(r"\b([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+):[^\s@/]+@"),
+        aws_key: re(r"\bAKIA[0-9A-Z]{16}\b"),
+    }
+});
+
+/// `text` with every secret replaced, and how many replacements were made.
+pub fn redact(text: &str) -> (String, usize) {
+    let r = &*RULES;
+    let mut count = 0;
+    let mut out = text.to_owned();
+    // A block cut at its start: everything up to its END line goes.
+    if let Some(end) = r.key_end.find(&out)
+        && !r.key_block.is_match(&out[..end.end()])
+    {
+        out = format!("{REDACTED}{}", &out[end.end()..]);
+        count += 1;
+    }
+    let mut apply = |re: &Regex, with: &str| {
+        let n = re.find_iter(&out).count();
+        if n > 0 {
+            out = re.replace_all(&out, with).into_owned();
+            count += n;
+        }
+    };
+    apply(&r.key_block, REDACTED);
+    apply(&r.token, REDACTED);
+    apply(&r.bearer, "$1 [REDACTED]");
+    apply(&r.url_password, "$1:[REDACTED]@");
+    apply(&r.aws_key, REDACTED);
+    (out, count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_replaced_and_counted() {
+        let text = "lease mcpl_AAAAbbbb1234_-x and hub mcph_zzz, admin mcpa_q\n\
+                    Authorization: Bearer eyJhbGciOi.J9.sig==\n\
+                    db postgres://app:s3cr3t@db.local:5432/x and https://host/path@x\n\
+                    aws AKIAABCDEFGHIJKLMNOP done\n\
+                    -----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAK\n-----END RSA PRIVATE KEY-----\n\
+                    after";
+        let (out, n) = redact(text);
+        for secret in [
+            "AAAAbbbb", "mcph_zzz", "mcpa_q", "eyJhbG", "s3cr3t", "AKIAABCD", "MIIEow",
+        ] {
+            assert!(!out.contains(secret), "{secret} survived: {out}");
+        }
+        assert!(out.contains("Bearer [REDACTED]"), "{out}");
+        assert!(out.contains("postgres://app:[REDACTED]@db.local"), "{out}");
+        assert!(out.contains("https://host/path@x"), "{out}");
+        assert!(out.ends_with("[REDACTED]\nafter"), "{out}");
+        assert_eq!(n, 7, "{out}");
+        assert_eq!(redact("nothing here"), ("nothing here".to_owned(), 0));
+    }
+
+    #[test]
+    fn cut_and_unterminated_key_blocks_are_replaced() {
+        let (out, n) = redact("AAAB3Nza\nQQ==\n-----END PRIVATE KEY-----\nok");
+        assert_eq!((out.as_str(), n), ("[REDACTED]\nok", 1));
+        let (out, n) = redact("x\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNz");
+        assert_eq!((out.as_str(), n), ("x\n[REDACTED]", 1));
+    }
+}

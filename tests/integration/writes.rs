@@ -1,0 +1,260 @@
+//! Safe writes through root to a real hub: preview, single-use confirmation tokens bound to
+//! lease, tool, target and arguments, idempotent execute, dry runs, and environment guards.
+//! The fixture's test command appends a line to a file, so "ran" and "did not run" are counted.
+
+use std::time::Duration;
+
+use mcp_tests::TestRoot;
+use serde_json::{Value, json};
+
+fn runs(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+fn hub_config(counter: &std::path::Path) -> String {
+    format!(
+        "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {0}; echo secret mcpl_AAAAAAAAAAAAAAAAAAAAAAAAAAAA\"]\ntimeout_ms = 10000\n\
+         [[skill.allowed_tests]]\nname = \"failing\"\nargv = [\"sh\", \"-c\", \"echo run >> {0}; exit 3\"]\ntimeout_ms = 10000\n",
+        counter.display()
+    )
+}
+
+async fn call(root: &TestRoot, token: &str, args: Value) -> (u16, Value) {
+    root.rest_call(token, "hub.run_allowed_tests", args)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn preview_confirm_execute_and_replay() {
+    let root = TestRoot::start_with(|c| c.limits.confirmation_ttl_sec = 2)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("runs.txt");
+    let hub = root
+        .start_hub("hub:test-alpha", &hub_config(&counter))
+        .await
+        .unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let (_, other_lease) = root
+        .lease("hub:test-alpha", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+
+    // Execute without a token: confirmation_required, nothing runs.
+    let (s, b) = call(
+        &root,
+        &token,
+        json!({"name": "smoke", "phase": "execute", "idempotency_key": "k0"}),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (428, Some("confirmation_required")),
+        "{b}"
+    );
+    // No phase means preview: the expected effect and a token, nothing runs.
+    let (s, b) = call(&root, &token, json!({"name": "smoke"})).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["result"]["phase"], "preview");
+    assert_eq!(b["result"]["expected_effect"]["test"], "smoke");
+    let conf = b["result"]["confirmation_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ev = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            b["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert_eq!(ev["dry_run"], true);
+    // A dry run reports and runs nothing either.
+    let (s, b) = call(&root, &token, json!({"name": "smoke", "dry_run": true})).await;
+    assert_eq!(
+        (s, b["result"]["phase"].as_str()),
+        (200, Some("dry_run")),
+        "{b}"
+    );
+    assert_eq!(runs(&counter), 0);
+
+    // The token is bound: other arguments, another lease.
+    let (s, b) = call(&root, &other_lease, json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k1"})).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (428, Some("confirmation_required")),
+        "{b}"
+    );
+    // ... and that attempt consumed it: tokens are single-use whatever happens.
+    let (s, b) = call(&root, &token, json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k1"})).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (428, Some("confirmation_required")),
+        "{b}"
+    );
+    let (_, b) = call(&root, &token, json!({"name": "smoke"})).await;
+    let conf = b["result"]["confirmation_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, b) = call(&root, &token, json!({"name": "failing", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k1"})).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (428, Some("confirmation_required")),
+        "bound to other arguments: {b}"
+    );
+    assert_eq!(runs(&counter), 0);
+
+    // The real thing.
+    let (_, b) = call(&root, &token, json!({"name": "smoke"})).await;
+    let conf = b["result"]["confirmation_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let exec = json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k2"});
+    let (s, first) = call(&root, &token, exec.clone()).await;
+    assert_eq!(s, 200, "{first}");
+    assert_eq!(first["result"]["replay"], false);
+    assert_eq!(first["result"]["result"]["passed"], true);
+    assert_eq!(runs(&counter), 1);
+    // The secret the test printed never reaches the client or the audit store.
+    assert!(!first.to_string().contains("mcpl_AAAA"), "{first}");
+    let ev = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            first["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert!(!ev.to_string().contains("mcpl_AAAA") && !ev.to_string().contains(&conf));
+    assert_eq!(ev["execution_adapter"], "infra_access_skill.allowed_tests");
+
+    // Replay with the same key: the first result, nothing runs again.
+    let (s, again) = call(&root, &token, exec.clone()).await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(again["result"]["replay"], true);
+    assert_eq!(
+        again["result"]["result"]["run_id"],
+        first["result"]["result"]["run_id"]
+    );
+    assert_eq!(runs(&counter), 1);
+    // Same key, other arguments: a conflict.
+    let (s, b) = call(&root, &token, json!({"name": "failing", "phase": "execute", "confirmation_token": "x", "idempotency_key": "k2"})).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (409, Some("idempotency_conflict")),
+        "{b}"
+    );
+
+    // Expired tokens are refused.
+    let (_, b) = call(&root, &token, json!({"name": "failing"})).await;
+    let conf = b["result"]["confirmation_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let (s, b) = call(&root, &token, json!({"name": "failing", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k3"})).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (428, Some("confirmation_required")),
+        "{b}"
+    );
+    assert!(
+        b["error"]["message"].as_str().unwrap().contains("expired"),
+        "{b}"
+    );
+
+    // A failing test is recorded as failed and readable.
+    let (_, b) = call(&root, &token, json!({"name": "failing"})).await;
+    let conf = b["result"]["confirmation_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, b) = call(&root, &token, json!({"name": "failing", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k4"})).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["result"]["result"]["passed"], false);
+    assert_eq!(b["result"]["result"]["exit_code"], 3);
+    let (s, r) = root
+        .rest_call(&token, "hub.get_test_results", json!({"limit": 5}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{r}");
+    let results = r["result"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["test"], "failing");
+    assert_eq!(runs(&counter), 2);
+    hub.stop().await;
+    root.stop().await;
+}
+
+#[tokio::test]
+async fn writes_are_refused_outside_test_environments_and_without_the_capability() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("runs.txt");
+    let hub = root
+        .start_hub("hub:test-alpha", &hub_config(&counter))
+        .await
+        .unwrap();
+    // Read-only profile: the write tool is neither listed nor callable.
+    let (_, read) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let (s, b) = call(&root, &read, json!({"name": "smoke"})).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (403, Some("capability_not_granted")),
+        "{b}"
+    );
+
+    // A production target refuses writes, even with the control profile.
+    let prod_token = root.enroll("hub:prod-1", "production").await.unwrap();
+    let prod_state = tempfile::tempdir().unwrap();
+    let mut cfg = mcp_hub::config::HubConfig::new(
+        "hub:prod-1",
+        "production",
+        root.handle().base_url(),
+        prod_token,
+        prod_state.path(),
+    );
+    cfg.write_scope = mcp_shared::target::WriteScope::TestOnly;
+    let prod = mcp_hub::start(cfg).await.unwrap();
+    prod.wait_connected(Duration::from_secs(10)).await.unwrap();
+    let (_, control) = root
+        .lease("hub:prod-1", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let (s, b) = call(&root, &control, json!({"name": "smoke"})).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (403, Some("environment_forbidden")),
+        "{b}"
+    );
+    let client = mcp_tests::mcp_client(&root.mcp_url(), &control)
+        .await
+        .unwrap();
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(
+        !names.contains(&"hub.run_allowed_tests".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"hub.get_status".to_string()), "{names:?}");
+    assert_eq!(runs(&counter), 0);
+    prod.shutdown().await;
+    hub.stop().await;
+    root.stop().await;
+}
