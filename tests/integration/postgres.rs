@@ -76,3 +76,118 @@ async fn leases_calls_and_the_audit_chain_work_on_postgres() {
         .await
         .unwrap();
 }
+
+/// The write ledger and the target registry on both backends, through the same `Store` code.
+#[tokio::test]
+async fn confirmations_idempotency_and_targets_on_both_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut urls = vec![format!("sqlite:{}", dir.path().join("ledger.db").display())];
+    let mut cleanup = None;
+    match std::env::var("MCP_TEST_DATABASE_URL") {
+        Ok(base) => {
+            let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+            let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            let sep = if base.contains('?') { '&' } else { '?' };
+            urls.push(format!("{base}{sep}options=-c%20search_path%3D{schema}"));
+            cleanup = Some((conn, schema));
+        }
+        Err(_) => eprintln!(
+            "SKIPPED the PostgreSQL half of confirmations_idempotency_and_targets_on_both_backends: MCP_TEST_DATABASE_URL is not set"
+        ),
+    }
+    for url in urls {
+        let store = mcp_root::store::Store::open(&url).await.unwrap();
+        let c = mcp_root::store::ConfirmationRow {
+            token_hash: "h1".into(),
+            session_id: "s".into(),
+            tool_id: "hub.run_allowed_tests".into(),
+            target_id: "hub:t".into(),
+            args_hash: "a".into(),
+            expires_at_ms: 5_000,
+        };
+        store.insert_confirmation(&c).await.unwrap();
+        assert_eq!(
+            store.consume_confirmation("h1").await.unwrap(),
+            Some(c.clone()),
+            "{url}"
+        );
+        assert_eq!(
+            store.consume_confirmation("h1").await.unwrap(),
+            None,
+            "single use on {url}"
+        );
+
+        let row = mcp_root::store::IdempotencyRow {
+            args_hash: "a".into(),
+            result: "{\"x\":1}".into(),
+            event_id: "e1".into(),
+        };
+        store
+            .put_idempotency("hub:t", "tool", "k", &row, 1)
+            .await
+            .unwrap();
+        let other = mcp_root::store::IdempotencyRow {
+            args_hash: "b".into(),
+            result: "{}".into(),
+            event_id: "e2".into(),
+        };
+        store
+            .put_idempotency("hub:t", "tool", "k", &other, 2)
+            .await
+            .unwrap();
+        let got = store
+            .get_idempotency("hub:t", "tool", "k")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (got.args_hash.as_str(), got.event_id.as_str()),
+            ("a", "e1"),
+            "the first record wins on {url}"
+        );
+        assert!(
+            store
+                .get_idempotency("hub:t", "tool", "other")
+                .await
+                .unwrap()
+                .is_none()
+        );
+
+        let t = mcp_root::store::TargetRow {
+            target_id: "hub:t".into(),
+            environment: "test".into(),
+            subnet_id: "s".into(),
+            zone: "z".into(),
+            token_hash: "th".into(),
+            signing_key: "00".repeat(32),
+            enrolled_at_ms: 1,
+            last_seen_at_ms: None,
+            descriptor: None,
+            skills: None,
+        };
+        assert!(store.insert_target(&t).await.unwrap());
+        assert!(
+            !store.insert_target(&t).await.unwrap(),
+            "enrolled once on {url}"
+        );
+        store
+            .update_target_seen("hub:t", 9, Some("{}"), None)
+            .await
+            .unwrap();
+        let rows = store.load_targets().await.unwrap();
+        assert_eq!(
+            (rows[0].last_seen_at_ms, rows[0].descriptor.as_deref()),
+            (Some(9), Some("{}"))
+        );
+    }
+    if let Some((mut conn, schema)) = cleanup {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+}
