@@ -24,6 +24,7 @@ pub struct App {
     pub targets: Arc<TargetDirectory>,
     pub contracts: Arc<ContractRegistry>,
     pub profiles: Arc<ProfileRegistry>,
+    pub destructive: crate::catalog::DestructiveRules,
     pub redactor: Redactor,
     pub limits: ConcurrencyLimits,
     pub metrics: Metrics,

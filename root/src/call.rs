@@ -87,18 +87,39 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
     let mut permits = None;
     let (result, unknown_tool) = match entry {
         None => {
-            event.policy_decision.reason = Some(ErrorCode::UnknownTool);
             event
                 .policy_decision
                 .checks
                 .push("contract_resolution".into());
-            (
-                Err(ToolError::new(
-                    ErrorCode::UnknownTool,
-                    format!("no tool `{tool_id}`"),
-                )),
-                true,
-            )
+            match app.destructive.matching(tool_id) {
+                // A destructive action is never a tool: say so, with what to do instead.
+                Some(rule) => {
+                    event
+                        .policy_decision
+                        .checks
+                        .push("destructive_refusal".into());
+                    event.policy_decision.reason = Some(ErrorCode::ForbiddenDestructive);
+                    let err = ToolError::new(
+                        ErrorCode::ForbiddenDestructive,
+                        format!(
+                            "`{tool_id}` is a destructive action and never a tool: {}",
+                            rule.reason
+                        ),
+                    )
+                    .with_details(json!({ "alternatives": rule.alternatives }));
+                    (Err(err), false)
+                }
+                None => {
+                    event.policy_decision.reason = Some(ErrorCode::UnknownTool);
+                    (
+                        Err(ToolError::new(
+                            ErrorCode::UnknownTool,
+                            format!("no tool `{tool_id}`"),
+                        )),
+                        true,
+                    )
+                }
+            }
         }
         Some(entry) => (
             governed(app, &ctx, &entry, &arguments, &mut event, &mut permits).await,

@@ -16,6 +16,7 @@ use mcp_shared::profile::ProfileRegistry;
 static BUILTIN_CONTRACTS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../schemas/tools");
 static BUILTIN_DESCRIPTORS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../config/descriptors");
 const BUILTIN_PROFILES: &str = include_str!("../../config/profiles.toml");
+const BUILTIN_DESTRUCTIVE: &str = include_str!("../../config/destructive.toml");
 
 /// Why a catalog file was refused.
 #[derive(Debug, thiserror::Error)]
@@ -287,4 +288,65 @@ pub fn check_projections(
         }
     }
     Ok(())
+}
+
+/// One rule of `config/destructive.toml`.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DestructiveRuleFile {
+    pattern: String,
+    reason: String,
+    alternatives: Vec<String>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DestructiveFile {
+    rule: Vec<DestructiveRuleFile>,
+}
+
+/// A destructive action name and what to do instead.
+pub struct DestructiveRule {
+    pub pattern: regex::Regex,
+    pub reason: String,
+    pub alternatives: Vec<String>,
+}
+
+/// Names that are destructive actions: never tools, answered with safe alternatives.
+pub struct DestructiveRules(Vec<DestructiveRule>);
+
+impl DestructiveRules {
+    pub fn load(file: Option<&Path>) -> Result<DestructiveRules, CatalogError> {
+        let (name, text) = match file {
+            Some(p) => (
+                p.display().to_string(),
+                std::fs::read_to_string(p)
+                    .map_err(|e| err(p.display().to_string(), e.to_string()))?,
+            ),
+            None => (
+                "(built-in) destructive.toml".to_string(),
+                BUILTIN_DESTRUCTIVE.to_string(),
+            ),
+        };
+        let f: DestructiveFile = toml::from_str(&text).map_err(|e| err(&name, e.to_string()))?;
+        let rules = f
+            .rule
+            .into_iter()
+            .map(|r| {
+                let pattern = regex::Regex::new(&r.pattern)
+                    .map_err(|e| err(&name, format!("pattern `{}`: {e}", r.pattern)))?;
+                Ok(DestructiveRule {
+                    pattern,
+                    reason: r.reason,
+                    alternatives: r.alternatives,
+                })
+            })
+            .collect::<Result<_, CatalogError>>()?;
+        Ok(DestructiveRules(rules))
+    }
+
+    /// The rule a tool name falls under, if it names a destructive action.
+    pub fn matching(&self, tool_id: &str) -> Option<&DestructiveRule> {
+        self.0.iter().find(|r| r.pattern.is_match(tool_id))
+    }
 }

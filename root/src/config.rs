@@ -45,6 +45,8 @@ pub struct RootConfig {
     pub descriptors_dir: Option<PathBuf>,
     /// Capability profile file; the profiles built into the binary when unset.
     pub profiles_file: Option<PathBuf>,
+    /// Destructive-action rules; the rules built into the binary when unset.
+    pub destructive_file: Option<PathBuf>,
     /// Where the admin token lives; default `<data_dir>/admin.token`.
     pub admin_token_file: Option<PathBuf>,
     pub limits: Limits,
@@ -102,6 +104,7 @@ impl Default for RootConfig {
             contracts_dir: None,
             descriptors_dir: None,
             profiles_file: None,
+            destructive_file: None,
             admin_token_file: None,
             limits: Limits::default(),
             redaction: RedactionConfig::default(),

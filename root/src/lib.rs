@@ -123,6 +123,19 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         catalog::load_profiles(config.profiles_file.as_deref())
             .context("loading capability profiles")?,
     );
+    let destructive = catalog::DestructiveRules::load(config.destructive_file.as_deref())
+        .context("loading destructive-action rules")?;
+    for entry in contracts.all() {
+        if let Some(rule) = destructive.matching(&entry.contract.tool_id)
+            && entry.contract.side_effect != mcp_shared::contract::SideEffectClass::Destructive
+        {
+            anyhow::bail!(
+                "tool contract `{}` has a destructive name ({}) but is not side_effect `destructive`",
+                entry.contract.tool_id,
+                rule.reason
+            );
+        }
+    }
 
     let url = config.database_url();
     let store = store::Store::open(&url)
@@ -177,6 +190,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         targets,
         contracts,
         profiles,
+        destructive,
         redactor,
         limits: Default::default(),
         metrics: Default::default(),

@@ -49,3 +49,25 @@ async fn a_malformed_contract_directory_stops_start_up_with_the_file_and_reason(
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_contract_with_a_destructive_name_must_say_it_is_destructive() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../schemas/tools/hub.get_status.json");
+    let mut c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+    c["tool_id"] = "hub.delete_everything".into();
+    std::fs::write(dir.path().join("hub.delete_everything.json"), c.to_string()).unwrap();
+    let cfg = RootConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.path().join("data"),
+        contracts_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let err = format!("{:#}", mcp_root::run(cfg).await.err().unwrap());
+    assert!(
+        err.contains("hub.delete_everything") && err.contains("destructive"),
+        "{err}"
+    );
+}

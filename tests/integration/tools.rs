@@ -337,3 +337,61 @@ async fn a_bad_tools_list_cursor_is_invalid_params() {
     }
     root.stop().await;
 }
+
+#[tokio::test]
+async fn destructive_action_names_get_forbidden_destructive_with_alternatives() {
+    let root = TestRoot::start().await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    for name in [
+        "hub.delete_deploy",
+        "hub.wipe_state",
+        "hub.exec",
+        "hub.force_push",
+    ] {
+        let (status, body) = root.rest_call(&token, name, json!({})).await.unwrap();
+        assert_eq!(status, 403, "{name}: {body}");
+        assert_eq!(body["error"]["code"], "forbidden_destructive", "{name}");
+        assert!(
+            !body["error"]["details"]["alternatives"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+            "{name}: {body}"
+        );
+        let ev = root
+            .admin_get(&format!(
+                "/v1/root/mcp/audit/{}",
+                body["event_id"].as_str().unwrap()
+            ))
+            .await
+            .unwrap();
+        assert_eq!(ev["policy_decision"]["reason"], "forbidden_destructive");
+    }
+    // Through MCP it is a tool error the agent can read, not a protocol error.
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    let res = client
+        .call_tool(CallToolRequestParams::new("hub.delete_deploy"))
+        .await
+        .unwrap();
+    assert_eq!(res.is_error, Some(true));
+    let sc = res.structured_content.unwrap();
+    assert_eq!(sc["error"]["code"], "forbidden_destructive");
+    assert!(
+        sc["error"]["details"]["alternatives"][0]
+            .as_str()
+            .unwrap()
+            .contains("rollback")
+    );
+    // A name that is merely unknown stays unknown.
+    assert_eq!(
+        root.rest_call(&token, "hub.no_such_thing", json!({}))
+            .await
+            .unwrap()
+            .0,
+        404
+    );
+    root.stop().await;
+}
