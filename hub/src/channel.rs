@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 
+use crate::activity::{ActivityEntry, ActivityStatus, bounded_id};
 use crate::adapters::CallInput;
 use crate::context::HubContext;
 use crate::enforcement::Gate;
@@ -466,8 +467,77 @@ async fn run_call(
     call_id
 }
 
-/// Final enforcement, then the adapter.
+/// Records one call in the hub's activity log when it finishes: with its outcome, or (if the
+/// call's task is dropped first, i.e. cancelled or cut off by a dropped connection) as an
+/// `error` with code `cancelled`.
+struct ActivityRecorder {
+    ctx: Arc<HubContext>,
+    entry: Option<ActivityEntry>,
+    started: std::time::Instant,
+}
+
+impl ActivityRecorder {
+    fn start(ctx: &Arc<HubContext>, call: &CallRequest) -> ActivityRecorder {
+        ActivityRecorder {
+            ctx: ctx.clone(),
+            entry: Some(ActivityEntry {
+                call_id: bounded_id(&call.call_id),
+                trace_id: bounded_id(&call.trace_id),
+                tool_id: bounded_id(&call.tool_id),
+                adapter: None,
+                status: ActivityStatus::Error,
+                error_code: Some(ErrorCode::Cancelled),
+                dry_run: call.dry_run,
+                started_at: mcp_shared::time::now(),
+                duration_ms: 0,
+            }),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Records the outcome: `ok`, `refused` (the gate answered: no adapter) or `error`.
+    fn finish(mut self, outcome: &CallOutcome) {
+        if let Some(entry) = self.entry.as_mut() {
+            match outcome {
+                CallOutcome::Ok { adapter, .. } => {
+                    entry.adapter = Some(adapter.clone());
+                    entry.status = ActivityStatus::Ok;
+                    entry.error_code = None;
+                }
+                CallOutcome::Error { adapter, error } => {
+                    entry.adapter = adapter.clone();
+                    entry.status = if adapter.is_some() {
+                        ActivityStatus::Error
+                    } else {
+                        ActivityStatus::Refused
+                    };
+                    entry.error_code = Some(error.code);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ActivityRecorder {
+    fn drop(&mut self) {
+        if let Some(mut entry) = self.entry.take() {
+            entry.duration_ms =
+                u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.ctx.activity.record(entry);
+        }
+    }
+}
+
+/// Final enforcement, then the adapter; the call is recorded in the activity log when it
+/// finishes (the one place every call handled by the hub ends).
 pub async fn execute(ch: &Channel, call: CallRequest) -> CallOutcome {
+    let recorder = ActivityRecorder::start(&ch.ctx, &call);
+    let outcome = gate_and_run(ch, call).await;
+    recorder.finish(&outcome);
+    outcome
+}
+
+async fn gate_and_run(ch: &Channel, call: CallRequest) -> CallOutcome {
     let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
     let decl = match ch.gate.check(&call, now_ms, ch.ctx.published()) {
         Ok(d) => d,

@@ -136,7 +136,10 @@ async fn hub_serves_root_over_websocket_and_reconnects() {
     assert_eq!(token, TOKEN);
     assert_eq!(protocol_version, PROTOCOL_VERSION);
     assert_eq!(descriptor.target_id, "hub:test-alpha");
-    assert_eq!(descriptor.operational_surface.capabilities.len(), 6);
+    assert_eq!(
+        descriptor.operational_surface.capabilities.len(),
+        crate::adapters::ADAPTERS.len()
+    );
     assert!(skills[0].enabled);
     hub.wait_connected(Duration::from_secs(5))
         .await

@@ -2,7 +2,7 @@
 //! and the skill lifecycle snapshot that the gate, the adapters and the channel read.
 //!
 //! Invariant: only the skill actor writes [`HubContext::lifecycle`]; only the channel writes
-//! [`HubContext::connected_since`].
+//! [`HubContext::connected_since`] and [`HubContext::activity`].
 
 use std::time::Instant;
 
@@ -14,6 +14,7 @@ use mcp_shared::target::{
 use mcp_shared::time::OffsetDateTime;
 use serde::{Deserialize, Serialize};
 
+use crate::activity::ActivityLog;
 use crate::adapters::{ADAPTERS, AdapterDecl};
 use crate::config::HubConfig;
 use crate::enforcement::Published;
@@ -79,6 +80,8 @@ pub struct HubContext {
     pub http: reqwest::Client,
     /// Recorded allowed-test results and idempotency keys (`<state_dir>/test-results.json`).
     pub test_results: TestResults,
+    /// The last calls the hub finished (written by the channel when a call ends).
+    pub activity: ActivityLog,
 }
 
 impl HubContext {
@@ -96,6 +99,7 @@ impl HubContext {
             connected_since: ArcSwapOption::empty(),
             lifecycle: ArcSwap::from_pointee(Lifecycle::default()),
             http,
+            activity: ActivityLog::default(),
         })
     }
 

@@ -3,14 +3,16 @@
 //!
 //! # Layout
 //! - [`config`]: [`HubConfig`] from TOML plus command-line overrides.
-//! - [`context`]: state shared by the parts (configuration, clocks, lifecycle snapshot).
+//! - [`context`]: state shared by the parts (configuration, clocks, lifecycle snapshot,
+//!   activity record).
+//! - [`activity`]: the in-memory record of the last 1000 calls the hub finished.
 //! - [`channel`]: the root channel (hello → welcome → frames, heartbeats, reconnects).
 //! - [`enforcement`]: the final checks on every call (signature, deadline, replay, published
 //!   tool, write scope).
 //! - [`skill`]: `infra_access_skill`, a ractor actor supervising one actor per adapter.
 //! - [`adapters`]: the execution adapters (`hub.get_status`, `hub.get_runtime_summary`,
 //!   `hub.get_operational_surface`, `hub.run_healthchecks`, `hub.run_allowed_tests`,
-//!   `hub.get_test_results`).
+//!   `hub.get_test_results`, `hub.get_activity_log`, `hub.get_capability_usage_summary`).
 //! - [`results`]: recorded allowed-test results and idempotency keys
 //!   (`<state_dir>/test-results.json`).
 //! - [`redact`]: secrets removed from test output before it leaves the hub.
@@ -20,6 +22,7 @@
 //! business policy: root decides who may call what; the hub only re-checks root's signature,
 //! the deadline, replays, what its own skill publishes and its own write scope.
 
+pub mod activity;
 pub mod adapters;
 pub mod channel;
 pub mod cli;
@@ -30,6 +33,8 @@ pub mod redact;
 pub mod results;
 pub mod skill;
 
+#[cfg(test)]
+mod activity_tests;
 #[cfg(test)]
 mod channel_tests;
 

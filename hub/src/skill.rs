@@ -507,7 +507,7 @@ mod tests {
         assert_eq!(status["target_id"], "hub:test-alpha");
         assert_eq!(
             status["skills"][0]["published"].as_array().map(Vec::len),
-            Some(6)
+            Some(ADAPTERS.len())
         );
         let runtime = &answers["hub.get_runtime_summary"];
         assert!(runtime["memory"]["total_bytes"].as_u64().expect("u64") > 0);
@@ -628,8 +628,11 @@ mod tests {
             .command(SKILL, SkillCommand::Enable)
             .await
             .expect("enable");
-        assert_eq!(state.published.len(), 6);
-        assert_eq!(ctx2.descriptor().operational_surface.capabilities.len(), 6);
+        assert_eq!(state.published.len(), ADAPTERS.len());
+        assert_eq!(
+            ctx2.descriptor().operational_surface.capabilities.len(),
+            ADAPTERS.len()
+        );
         let other = skill
             .command("other_skill", SkillCommand::Enable)
             .await

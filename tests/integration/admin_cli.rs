@@ -189,7 +189,7 @@ async fn hub_and_skill_commands_work_end_to_end() {
     let (code, out, _) = admin(&root, &["skill", "enable", "--target", "hub:test-alpha"]);
     assert_eq!(code, 0);
     assert!(
-        out.contains("enabled=true") && out.contains("published=6"),
+        out.contains("enabled=true") && out.contains("published=8"),
         "{out}"
     );
     hub.stop().await;

@@ -8,7 +8,9 @@ use serde_json::json;
 
 /// What an `InfraOpsRead` lease lists on a hub: its reads (the write tool needs
 /// `InfraOpsControl`).
-const HUB_TOOLS: [&str; 5] = [
+const HUB_TOOLS: [&str; 7] = [
+    "hub.get_activity_log",
+    "hub.get_capability_usage_summary",
     "hub.get_operational_surface",
     "hub.get_runtime_summary",
     "hub.get_status",
@@ -88,7 +90,7 @@ async fn a_routed_call_returns_real_figures_and_an_event_naming_the_adapter() {
     assert_eq!(t["target_id"], "hub:test-alpha");
     assert_eq!(t["status"], "online");
     assert!(t["last_seen_at"].is_string());
-    assert_eq!(t["published_capabilities"].as_array().unwrap().len(), 6);
+    assert_eq!(t["published_capabilities"].as_array().unwrap().len(), 8);
     assert_eq!(
         t["descriptor"]["operational_surface"]["published_by"],
         "skill:infra_access_skill"
@@ -475,6 +477,69 @@ async fn sessions_bound_to_a_target_hear_that_its_tool_list_changed() {
     })
     .await;
     assert!(client.list_all_tools().await.unwrap().is_empty());
+    hub.stop().await;
+    root.stop().await;
+}
+
+#[tokio::test]
+async fn the_hub_reports_its_activity_and_capability_usage() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root
+        .start_hub("hub:test-alpha", "[skill]\ntest_faults = true\n")
+        .await
+        .unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            root.rest_call(&token, "hub.get_status", json!({}))
+                .await
+                .unwrap()
+                .0,
+            200
+        );
+    }
+    let (_, b) = root
+        .rest_call(&token, "hub.get_status", json!({"fault": "panic"}))
+        .await
+        .unwrap();
+    assert_eq!(b["error"]["code"], "adapter_failed");
+    let (s, log) = root
+        .rest_call(
+            &token,
+            "hub.get_activity_log",
+            json!({"tool_id": "hub.get_status"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{log}");
+    let entries = log["result"]["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 4);
+    assert_eq!(entries[0]["status"], "error", "newest first: {log}");
+    assert_eq!(entries[0]["error_code"], "adapter_failed");
+    let (s, usage) = root
+        .rest_call(&token, "hub.get_capability_usage_summary", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{usage}");
+    let status = usage["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tool_id"] == "hub.get_status")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (
+            status["calls"].as_u64(),
+            status["ok"].as_u64(),
+            status["errors"].as_u64()
+        ),
+        (Some(4), Some(3), Some(1)),
+        "{status}"
+    );
     hub.stop().await;
     root.stop().await;
 }

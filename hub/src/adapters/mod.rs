@@ -7,6 +7,9 @@
 //! - [`health`] serves `hub.run_healthchecks`.
 //! - [`allowed_tests`] serves `hub.run_allowed_tests` (writes: runs a configured test).
 //! - [`test_results`] serves `hub.get_test_results`.
+//! - [`activity_log`] serves `hub.get_activity_log` (the hub's record of finished calls).
+//! - [`capability_usage`] serves `hub.get_capability_usage_summary` (per-tool counts and
+//!   latency percentiles from that record).
 //!
 //! Each call reaches its adapter as a [`CallInput`]: the arguments plus the call's `dry_run`
 //! flag, idempotency key and deadline from root's signed `CallRequest`.
@@ -17,7 +20,9 @@
 //! adapter actor (its other calls in flight are stopped and get `adapter_failed` too), which
 //! the skill then restarts. A cancelled call is stopped and answered with nothing.
 
+pub mod activity_log;
 pub mod allowed_tests;
+pub mod capability_usage;
 pub mod health;
 pub mod runtime;
 pub mod status;
@@ -52,21 +57,25 @@ pub enum AdapterKind {
     Healthchecks,
     AllowedTests,
     TestResults,
+    ActivityLog,
+    CapabilityUsage,
 }
 
 /// Every adapter kind, in the order of [`ADAPTERS`].
-pub const KINDS: [AdapterKind; 6] = [
+pub const KINDS: [AdapterKind; 8] = [
     AdapterKind::Status,
     AdapterKind::RuntimeSummary,
     AdapterKind::OperationalSurface,
     AdapterKind::Healthchecks,
     AdapterKind::AllowedTests,
     AdapterKind::TestResults,
+    AdapterKind::ActivityLog,
+    AdapterKind::CapabilityUsage,
 ];
 
 /// Every adapter of `infra_access_skill`, with the tool it serves.
-pub const ADAPTERS: [AdapterDecl; 6] = {
-    let mut decls = [AdapterKind::Status.decl(); 6];
+pub const ADAPTERS: [AdapterDecl; KINDS.len()] = {
+    let mut decls = [AdapterKind::Status.decl(); KINDS.len()];
     let mut i = 0;
     while i < KINDS.len() {
         decls[i] = KINDS[i].decl();
@@ -135,6 +144,16 @@ impl AdapterKind {
                 name: "infra_access_skill.test_results",
                 writes: false,
             },
+            AdapterKind::ActivityLog => AdapterDecl {
+                tool_id: "hub.get_activity_log",
+                name: "infra_access_skill.activity_log",
+                writes: false,
+            },
+            AdapterKind::CapabilityUsage => AdapterDecl {
+                tool_id: "hub.get_capability_usage_summary",
+                name: "infra_access_skill.capability_usage",
+                writes: false,
+            },
         }
     }
 
@@ -161,6 +180,11 @@ impl AdapterKind {
             }
             AdapterKind::AllowedTests => allowed_tests::run(&ctx, input).await,
             AdapterKind::TestResults => test_results::run(&ctx, arguments),
+            AdapterKind::ActivityLog => activity_log::run(&ctx, arguments),
+            AdapterKind::CapabilityUsage => {
+                no_arguments(arguments)?;
+                Ok(capability_usage::run(&ctx))
+            }
         }
     }
 }
