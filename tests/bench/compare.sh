@@ -19,16 +19,21 @@ admin() { "$bin/mcp-root" admin --root-url "$base" --data-dir "$work/root" "$@";
 json() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 admin hub enroll --target hub:bench --environment test --json | json token >"$work/hub.token"
 # Adapter concurrency above the load's, so the hub's own `busy` limit is not what is measured.
-printf '[skill]\nadapter_concurrency = 32\n' >"$work/hub.toml"
+printf 'write_scope = "test-only"\n[skill]\nadapter_concurrency = 32\n[[skill.allowed_tests]]\nname = "smoke"\nargv = ["true"]\n' >"$work/hub.toml"
 "$bin/mcp-hub" run --config "$work/hub.toml" --root-url "$base" --target hub:bench --environment test \
   --token-file "$work/hub.token" --state-dir "$work/hub" >"$work/hub.log" 2>&1 &
 hub_pid=$!
 for _ in $(seq 100); do admin hub list --json | grep -q '"online"' && break; sleep 0.1; done
 leases() { local out=; for _ in 1 2 3 4; do out="$out,$(admin lease create --target hub:bench --profile "$1" --ttl 3600 --json | json token)"; done; echo "${out#,}"; }
 ops=$(leases InfraOpsRead)
+control=$(leases InfraOpsControl)
 dev=$(leases AdaOSDevRead)
 for c in 1 16; do
   "$bin/mcp-load" --url "$base/mcp" --token "$dev" --tool ping --count "$count" --concurrency $c
   "$bin/mcp-load" --url "$base/mcp" --token "$dev" --tool sdk.list_schemas --count "$count" --concurrency $c
   "$bin/mcp-load" --url "$base/mcp" --token "$ops" --tool hub.get_status --count "$count" --concurrency $c
 done
+# A routed write preview (dry run on the hub plus a stored confirmation token). Writes are
+# limited to one in flight per lease and two per target by their contract, so: concurrency 1.
+"$bin/mcp-load" --url "$base/mcp" --token "$control" --tool hub.run_allowed_tests \
+  --arguments '{"name":"smoke"}' --count "$count" --concurrency 1
