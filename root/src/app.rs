@@ -53,3 +53,54 @@ pub enum Principal {
     Lease(Arc<crate::actors::lease_manager::LeaseEntry>),
     Operator,
 }
+
+impl App {
+    /// The contracts a lease may call right now, in stable order (the policy engine decides).
+    pub async fn visible_tools(
+        &self,
+        lease: &crate::actors::lease_manager::LeaseEntry,
+    ) -> Result<Vec<Arc<crate::catalog::ContractEntry>>, String> {
+        let l = lease.lease();
+        ractor::call_t!(
+            self.actors.policy.load(),
+            |reply| crate::actors::policy::Msg::Visible {
+                profile: l.capability_profile.clone(),
+                target_id: l.target_id.clone(),
+                reply
+            },
+            crate::actors::RPC_TIMEOUT_MS
+        )
+        .map_err(|e| format!("policy engine unavailable: {e}"))
+    }
+
+    /// Descriptors readable with `visible` tools (`None`: the operator, who reads all): those
+    /// a visible tool projects, plus those no tool projects (public self-description such as
+    /// the plane registry).
+    pub async fn readable_descriptors(
+        &self,
+        visible: Option<&[Arc<crate::catalog::ContractEntry>]>,
+    ) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, String> {
+        let all = ractor::call_t!(
+            self.actors.descriptors.load(),
+            crate::actors::descriptor_cache::Msg::List,
+            crate::actors::RPC_TIMEOUT_MS
+        )
+        .map_err(|e| format!("descriptor cache unavailable: {e}"))?;
+        let Some(visible) = visible else {
+            return Ok(all);
+        };
+        Ok(all
+            .into_iter()
+            .filter(|d| {
+                let id = &d.freshness.descriptor_id;
+                let projects = |c: &Arc<crate::catalog::ContractEntry>| {
+                    c.contract
+                        .descriptor
+                        .as_ref()
+                        .is_some_and(|p| &p.descriptor_id == id)
+                };
+                visible.iter().any(projects) || !self.contracts.all().iter().any(projects)
+            })
+            .collect())
+    }
+}

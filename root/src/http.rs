@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::actors::lease_manager::{self, LeaseError, NewLease};
-use crate::actors::{RPC_TIMEOUT_MS, descriptor_cache, policy, router};
+use crate::actors::{RPC_TIMEOUT_MS, policy, router};
 use crate::app::{App, Principal};
 use crate::call::{self, CallContext};
 use crate::store::AuditFilter;
@@ -424,17 +424,7 @@ async fn visible_ids(app: &App, p: &Principal) -> Result<Option<Vec<String>>, Ap
     match p {
         Principal::Operator => Ok(None),
         Principal::Lease(l) => {
-            let lease = l.lease();
-            let v = call_t!(
-                app.actors.policy.load(),
-                |reply| policy::Msg::Visible {
-                    profile: lease.capability_profile.clone(),
-                    target_id: lease.target_id.clone(),
-                    reply
-                },
-                RPC_TIMEOUT_MS
-            )
-            .map_err(ApiError::internal)?;
+            let v = app.visible_tools(l).await.map_err(ApiError::internal)?;
             Ok(Some(v.iter().map(|c| c.contract.tool_id.clone()).collect()))
         }
     }
@@ -481,36 +471,13 @@ async fn descriptors_for(
     app: &App,
     p: &Principal,
 ) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, ApiError> {
-    let all = call_t!(
-        app.actors.descriptors.load(),
-        descriptor_cache::Msg::List,
-        RPC_TIMEOUT_MS
-    )
-    .map_err(ApiError::internal)?;
-    let Some(visible) = visible_ids(app, p).await? else {
-        return Ok(all);
+    let visible = match p {
+        Principal::Operator => None,
+        Principal::Lease(l) => Some(app.visible_tools(l).await.map_err(ApiError::internal)?),
     };
-    Ok(all
-        .into_iter()
-        .filter(|d| {
-            let id = &d.freshness.descriptor_id;
-            let projecting: Vec<_> = app
-                .contracts
-                .all()
-                .iter()
-                .filter(|c| {
-                    c.contract
-                        .descriptor
-                        .as_ref()
-                        .is_some_and(|p| &p.descriptor_id == id)
-                })
-                .collect();
-            projecting.is_empty()
-                || projecting
-                    .iter()
-                    .any(|c| visible.contains(&c.contract.tool_id))
-        })
-        .collect())
+    app.readable_descriptors(visible.as_deref())
+        .await
+        .map_err(ApiError::internal)
 }
 
 async fn list_descriptors(

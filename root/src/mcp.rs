@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use mcp_shared::contract::SideEffectClass;
 use mcp_shared::event::Surface;
-use ractor::call_t;
 // Logging (`logging/setLevel`) is deprecated by SEP-2577 but still part of the revisions we
 // serve (2025-03-26 .. 2025-11-25), and clients call it.
 #[allow(deprecated)]
@@ -27,7 +26,6 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::actors::lease_manager::LeaseEntry;
-use crate::actors::{RPC_TIMEOUT_MS, descriptor_cache, policy};
 use crate::app::{App, Principal};
 use crate::call::{self, CallContext};
 use crate::catalog::ContractEntry;
@@ -95,17 +93,9 @@ pub fn tool_of(entry: &ContractEntry) -> Tool {
 }
 
 async fn visible(app: &App, lease: &LeaseEntry) -> Result<Vec<Arc<ContractEntry>>, ErrorData> {
-    let l = lease.lease();
-    call_t!(
-        app.actors.policy.load(),
-        |reply| policy::Msg::Visible {
-            profile: l.capability_profile.clone(),
-            target_id: l.target_id.clone(),
-            reply
-        },
-        RPC_TIMEOUT_MS
-    )
-    .map_err(|e| ErrorData::internal_error(format!("policy engine unavailable: {e}"), None))
+    app.visible_tools(lease)
+        .await
+        .map_err(|e| ErrorData::internal_error(e, None))
 }
 
 fn parse_cursor(cursor: Option<&str>) -> Result<usize, ErrorData> {
@@ -313,25 +303,9 @@ async fn readable_descriptors(
     lease: &LeaseEntry,
 ) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, ErrorData> {
     let visible = visible(app, lease).await?;
-    let all = call_t!(
-        app.actors.descriptors.load(),
-        descriptor_cache::Msg::List,
-        RPC_TIMEOUT_MS
-    )
-    .map_err(|e| ErrorData::internal_error(format!("descriptor cache unavailable: {e}"), None))?;
-    Ok(all
-        .into_iter()
-        .filter(|d| {
-            let id = &d.freshness.descriptor_id;
-            let projected_by = |c: &Arc<ContractEntry>| {
-                c.contract
-                    .descriptor
-                    .as_ref()
-                    .is_some_and(|p| &p.descriptor_id == id)
-            };
-            visible.iter().any(projected_by) || !app.contracts.all().iter().any(projected_by)
-        })
-        .collect())
+    app.readable_descriptors(Some(&visible))
+        .await
+        .map_err(|e| ErrorData::internal_error(e, None))
 }
 
 /// Sends `notifications/tools/list_changed` to every MCP session whose lease is bound to
