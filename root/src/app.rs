@@ -43,6 +43,8 @@ pub struct App {
     /// MCP transport session id → (the lease's target, the client peer), for
     /// `notifications/tools/list_changed` when that target's surface changes.
     pub mcp_peers: DashMap<String, (String, rmcp::Peer<rmcp::RoleServer>)>,
+    /// Hub lifecycle events for subnet timelines.
+    pub timeline: crate::timeline::Timeline,
     /// Cancelled when the daemon shuts down; long-lived connections (hubs) end with it.
     pub shutdown: tokio_util::sync::CancellationToken,
 }
@@ -55,6 +57,24 @@ pub enum Principal {
 }
 
 impl App {
+    /// The tools a lease with `profile` may call: every non-destructive contract whose
+    /// capability the profile grants.
+    pub fn effective_tools(&self, profile: &mcp_shared::profile::CapabilityProfile) -> Vec<String> {
+        self.contracts
+            .all()
+            .iter()
+            .filter(|c| {
+                profile
+                    .capabilities
+                    .contains(&c.contract.required_capability)
+            })
+            .filter(|c| {
+                c.contract.side_effect != mcp_shared::contract::SideEffectClass::Destructive
+            })
+            .map(|c| c.contract.tool_id.clone())
+            .collect()
+    }
+
     /// The contracts a lease may call right now, in stable order (the policy engine decides).
     pub async fn visible_tools(
         &self,

@@ -331,7 +331,39 @@ async fn governed(
             format!("the result of `{}` violates its output schema", c.tool_id),
         ));
     }
+    if let Some(retain) = &c.retain {
+        retain_result(app, &lease.target_id, retain, &value, &event.event_id).await?;
+    }
     Ok(value)
+}
+
+/// Keeps what the contract's `retain` names of a successful result (nothing when the result
+/// does not carry it, e.g. a preview).
+async fn retain_result(
+    app: &App,
+    target_id: &str,
+    retain: &mcp_shared::contract::Retention,
+    value: &Value,
+    event_id: &str,
+) -> Result<(), ToolError> {
+    let Some(body) = value.pointer(&retain.pointer) else {
+        return Ok(());
+    };
+    let Some(key) = body.get(&retain.key).and_then(Value::as_str) else {
+        tracing::warn!(pointer = %retain.pointer, key = %retain.key, "retained value has no key; not kept");
+        return Ok(());
+    };
+    app.store
+        .put_retained(&crate::store::RetainedRow {
+            target_id: target_id.to_owned(),
+            collection: retain.collection.clone(),
+            item_key: key.to_owned(),
+            body: body.clone(),
+            retained_at_ms: mcp_shared::time::unix_ms(now()),
+            event_id: event_id.to_owned(),
+        })
+        .await
+        .map_err(|e| internal("retained results", e))
 }
 
 async fn execute(
@@ -352,19 +384,17 @@ async fn execute(
             "descriptive tool without projection",
         )),
         (RoutingClass::OperationalRead, _) => {
-            event.execution_adapter = Some("root.router".into());
-            route(app, ctx, entry, arguments.clone(), false, None, event).await
+            dispatch(app, ctx, entry, arguments.clone(), false, None, event).await
         }
         (RoutingClass::OperationalWrite, _) => {
-            event.execution_adapter = Some("root.router".into());
             crate::writes::write(app, ctx, entry, arguments, event).await
         }
     }
 }
 
-/// Routes an operational call to the lease's target and waits for its result until the
-/// tool's deadline; past it the hub is told to cancel and the caller gets `timeout`.
-pub(crate) async fn route(
+/// Runs an operational call where its contract says: on root when it names an `executor`
+/// (root is the source of truth, e.g. leases), otherwise on the lease's target.
+pub(crate) async fn dispatch(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,
@@ -373,12 +403,52 @@ pub(crate) async fn route(
     idempotency_key: Option<String>,
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
+    match &entry.contract.executor {
+        Some(name) => {
+            event.execution_adapter = Some(name.clone());
+            let input = crate::executors::ExecInput {
+                arguments,
+                dry_run,
+                idempotency_key,
+            };
+            crate::executors::run(app, ctx, entry, name, input, event).await
+        }
+        None => {
+            let target = ctx.lease.lease().target_id.clone();
+            let (adapter, result) = route_to(
+                app,
+                ctx,
+                entry,
+                &target,
+                arguments,
+                dry_run,
+                idempotency_key,
+            )
+            .await;
+            event.execution_adapter = Some(adapter.unwrap_or_else(|| "root.router".into()));
+            result
+        }
+    }
+}
+
+/// Routes an operational call to `target_id` and waits for its result until the tool's
+/// deadline; past it the hub is told to cancel and the caller gets `timeout`. Returns the hub
+/// adapter that ran (if one did) with the outcome.
+pub(crate) async fn route_to(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    target_id: &str,
+    arguments: Value,
+    dry_run: bool,
+    idempotency_key: Option<String>,
+) -> (Option<String>, Result<Value, ToolError>) {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
     let timeout = Duration::from_millis(c.timeout_ms);
     let routed = router::RoutedCall {
         call_id: uuid::Uuid::now_v7().to_string(),
-        target_id: lease.target_id.clone(),
+        target_id: target_id.to_owned(),
         session_id: lease.session_id.clone(),
         tool_id: c.tool_id.clone(),
         capability: c.required_capability.clone(),
@@ -400,38 +470,38 @@ pub(crate) async fn route(
     let outcome = tokio::select! {
         r = tokio::time::timeout(timeout, pending) => r,
         () = cancelled => {
-            let _ = router.send_message(router::Msg::Cancel { target_id: lease.target_id.clone(), call_id });
-            return Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{}`; the target was told to stop", c.tool_id)));
+            let _ = router.send_message(router::Msg::Cancel { target_id: target_id.to_owned(), call_id });
+            return (None, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{}`; the target was told to stop", c.tool_id))));
         }
     };
     match outcome {
         Ok(Ok(ractor::rpc::CallResult::Success(Ok((adapter, value))))) => {
-            event.execution_adapter = Some(adapter);
-            Ok(value)
+            (Some(adapter), Ok(value))
         }
-        Ok(Ok(ractor::rpc::CallResult::Success(Err((adapter, error))))) => {
-            if adapter.is_some() {
-                event.execution_adapter = adapter;
-            }
-            Err(error)
-        }
+        Ok(Ok(ractor::rpc::CallResult::Success(Err((adapter, error))))) => (adapter, Err(error)),
         // The session went away with the call (connection closed): the target is offline.
-        Ok(_) => Err(ToolError::new(
-            ErrorCode::TargetOffline,
-            format!("target `{}` disconnected during the call", lease.target_id),
-        )),
+        Ok(_) => (
+            None,
+            Err(ToolError::new(
+                ErrorCode::TargetOffline,
+                format!("target `{target_id}` disconnected during the call"),
+            )),
+        ),
         Err(_) => {
             let _ = router.send_message(router::Msg::Cancel {
-                target_id: lease.target_id.clone(),
+                target_id: target_id.to_owned(),
                 call_id,
             });
-            Err(ToolError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "`{}` did not answer within {} ms; the target was told to cancel",
-                    c.tool_id, c.timeout_ms
-                ),
-            ))
+            (
+                None,
+                Err(ToolError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "`{}` did not answer within {} ms; the target was told to cancel",
+                        c.tool_id, c.timeout_ms
+                    ),
+                )),
+            )
         }
     }
 }

@@ -159,6 +159,28 @@ impl ContractRegistry {
                 "an operational_write tool cannot be side_effect `read`",
             ));
         }
+        if let Some(executor) = &c.executor {
+            if c.routing == RoutingClass::DescriptiveCached {
+                return Err(err(
+                    file,
+                    "a descriptive_cached tool is answered from its descriptor, not an executor",
+                ));
+            }
+            if !crate::executors::KNOWN.contains(&executor.as_str()) {
+                return Err(err(
+                    file,
+                    format!(
+                        "unknown executor `{executor}` (root has: {})",
+                        crate::executors::KNOWN.join(", ")
+                    ),
+                ));
+            }
+        }
+        if let Some(r) = &c.retain
+            && !(r.pointer.is_empty() || r.pointer.starts_with('/'))
+        {
+            return Err(err(file, "retain.pointer must be a JSON pointer"));
+        }
         if c.timeout_ms == 0 || c.concurrency.per_lease == 0 || c.concurrency.per_target == 0 {
             return Err(err(
                 file,

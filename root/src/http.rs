@@ -87,7 +87,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::CapabilityNotGranted
         | ErrorCode::EnvironmentForbidden => StatusCode::FORBIDDEN,
         ErrorCode::ForbiddenDestructive | ErrorCode::SkillDisabled => StatusCode::FORBIDDEN,
-        ErrorCode::UnknownTool => StatusCode::NOT_FOUND,
+        ErrorCode::UnknownTool | ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::InvalidArguments => StatusCode::BAD_REQUEST,
         ErrorCode::ConfirmationRequired => StatusCode::PRECONDITION_REQUIRED,
         ErrorCode::IdempotencyConflict => StatusCode::CONFLICT,
@@ -410,7 +410,7 @@ async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Val
             "unauthenticated", "forbidden", "unknown_tool", "capability_not_granted", "environment_forbidden",
             "invalid_arguments", "target_offline", "timeout", "busy", "skill_disabled", "confirmation_required",
             "forbidden_destructive", "descriptor_unavailable", "signature_invalid", "deadline_expired",
-            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "internal"
+            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "not_found", "internal"
         ],
         "endpoints": [
             "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",
@@ -569,20 +569,26 @@ async fn create_session(
             names.join(", ")
         )));
     };
-    let effective_tools = app
-        .contracts
-        .all()
-        .iter()
-        .filter(|c| {
-            profile
-                .capabilities
-                .contains(&c.contract.required_capability)
-        })
-        .filter(|c| c.contract.side_effect != mcp_shared::contract::SideEffectClass::Destructive)
-        .map(|c| c.contract.tool_id.clone())
-        .collect();
+    let effective_tools = app.effective_tools(profile);
+    // A lease binds its target's subnet: an enrolled target's subnet is the default, and
+    // another one is refused.
+    let enrolled_subnet = app
+        .enrolments
+        .get(&req.target_id)
+        .map(|e| e.row.subnet_id.clone());
+    let subnet_id = match (req.subnet_id, enrolled_subnet) {
+        (Some(asked), Some(enrolled)) if asked != enrolled => {
+            return Err(ApiError::bad_request(format!(
+                "target `{}` is enrolled in subnet `{enrolled}`, not `{asked}`",
+                req.target_id
+            )));
+        }
+        (_, Some(enrolled)) => enrolled,
+        (Some(asked), None) => asked,
+        (None, None) => "default".into(),
+    };
     let new = NewLease {
-        subnet_id: req.subnet_id.unwrap_or_else(|| "default".into()),
+        subnet_id,
         zone: req.zone.unwrap_or_else(|| app.config.zone.clone()),
         audience: req.audience.unwrap_or_else(|| "mcp-client".into()),
         target_id: req.target_id,

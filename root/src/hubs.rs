@@ -34,13 +34,14 @@ use crate::actors::{RPC_TIMEOUT_MS, router};
 use crate::app::App;
 use crate::http::{ApiError, Operator};
 use crate::store::TargetRow;
+use crate::timeline::LifecycleKind;
 
 /// Heartbeat interval announced to hubs; a hub silent for three intervals is dropped.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 /// Time a new connection has to send its `hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Frames queued per connection before calls are refused with `busy`.
-const OUTBOUND_QUEUE: usize = 1024;
+pub const OUTBOUND_QUEUE: usize = 1024;
 /// Prefix of hub enrolment tokens.
 pub const HUB_TOKEN_PREFIX: &str = "mcph_";
 
@@ -56,6 +57,37 @@ impl Enrolment {
         let bytes = hex::decode(&row.signing_key).ok()?;
         let signing_key: [u8; 32] = bytes.try_into().ok()?;
         Some(Enrolment { row, signing_key })
+    }
+
+    /// The target as the directory shows it while no hub is connected: its last registered
+    /// descriptor marked offline, or (never connected) its enrolment with nothing published
+    /// and no write scope.
+    pub fn offline_descriptor(&self) -> ManagedTargetDescriptor {
+        let stored = self
+            .row
+            .descriptor
+            .as_deref()
+            .and_then(|d| serde_json::from_str::<ManagedTargetDescriptor>(d).ok());
+        let mut d = stored.unwrap_or_else(|| ManagedTargetDescriptor {
+            target_id: self.row.target_id.clone(),
+            kind: "hub".into(),
+            environment: self.row.environment.clone(),
+            status: TargetStatus::Offline,
+            transport: mcp_shared::target::Transport {
+                channel: "websocket".into(),
+            },
+            operational_surface: mcp_shared::target::OperationalSurface {
+                published_by: "none".into(),
+                enabled: false,
+                capabilities: Vec::new(),
+            },
+            policy: mcp_shared::target::TargetPolicy {
+                write_scope: mcp_shared::target::WriteScope::None,
+            },
+        });
+        d.status = TargetStatus::Offline;
+        d.environment = self.row.environment.clone();
+        d
     }
 }
 
@@ -124,6 +156,9 @@ pub async fn enroll(
         ));
     }
     if let Some(e) = Enrolment::from_row(row.clone()) {
+        app.targets
+            .entry(row.target_id.clone())
+            .or_insert_with(|| e.offline_descriptor());
         app.enrolments.insert(row.target_id.clone(), e);
     }
     Ok((
@@ -157,16 +192,7 @@ pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Val
         .into_iter()
         .map(|r| {
             let live = app.targets.get(&r.target_id).map(|d| d.clone());
-            let late = app
-                .hub_last_frame
-                .get(&r.target_id)
-                .is_some_and(|t| t.elapsed() > HEARTBEAT_INTERVAL * 2);
-            // Degraded: connected, but late with its heartbeats or publishing nothing.
-            let status = match &live {
-                Some(d) if d.status == TargetStatus::Online && (late || !d.operational_surface.enabled) => TargetStatus::Degraded,
-                Some(d) => d.status,
-                None => TargetStatus::Offline,
-            };
+            let status = live_status(&app, &r.target_id);
             let descriptor: Option<Value> = live
                 .map(|d| json!(d))
                 .or_else(|| r.descriptor.as_deref().and_then(|d| serde_json::from_str(d).ok()));
@@ -345,6 +371,33 @@ async fn refuse(socket: &mut WebSocket, message: String) -> anyhow::Result<()> {
 
 /// Publishes a target's descriptor and tells MCP sessions bound to it that their tool list
 /// may have changed.
+/// A target's status as operators see it: `degraded` when connected but late with its
+/// heartbeats or publishing nothing through an enabled skill.
+pub fn live_status(app: &App, target_id: &str) -> TargetStatus {
+    let late = app
+        .hub_last_frame
+        .get(target_id)
+        .is_some_and(|t| t.elapsed() > HEARTBEAT_INTERVAL * 2);
+    match app.targets.get(target_id) {
+        Some(d) if d.status == TargetStatus::Online && (late || !d.operational_surface.enabled) => {
+            TargetStatus::Degraded
+        }
+        Some(d) => d.status,
+        None => TargetStatus::Offline,
+    }
+}
+
+/// A lifecycle event's detail: what the target publishes.
+fn surface_detail(d: &ManagedTargetDescriptor) -> String {
+    let s = &d.operational_surface;
+    format!(
+        "{} publishes {} tools ({})",
+        s.published_by,
+        s.capabilities.len(),
+        if s.enabled { "enabled" } else { "disabled" }
+    )
+}
+
 fn publish(app: &App, descriptor: ManagedTargetDescriptor) {
     let target_id = descriptor.target_id.clone();
     app.targets.insert(target_id.clone(), descriptor);
@@ -415,6 +468,8 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
     let (out_tx, mut out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
     let surface_app = app.clone();
     let surface_target = target_id.clone();
+    let subnet_id = enrolment.row.subnet_id.clone();
+    let surface_subnet = subnet_id.clone();
     let session_args = router_session::Args {
         target_id: target_id.clone(),
         signing_key: enrolment.signing_key,
@@ -430,6 +485,12 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
                     return;
                 }
                 descriptor.status = TargetStatus::Online;
+                surface_app.timeline.record(
+                    &surface_target,
+                    &surface_subnet,
+                    LifecycleKind::SurfaceChanged,
+                    surface_detail(&descriptor),
+                );
                 let store = surface_app.store.clone();
                 let (d, s) = (
                     serde_json::to_string(&descriptor).ok(),
@@ -460,6 +521,12 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
         .router
         .load()
         .send_message(router::Msg::Attach(target_id.clone(), session.clone()))?;
+    app.timeline.record(
+        &target_id,
+        &subnet_id,
+        LifecycleKind::Connected,
+        surface_detail(&descriptor),
+    );
     publish(&app, descriptor);
     let _ = out_tx
         .send(encode(
@@ -532,6 +599,12 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
         }
     }
     tracing::info!(%target_id, "hub disconnected");
+    app.timeline.record(
+        &target_id,
+        &subnet_id,
+        LifecycleKind::Disconnected,
+        "the hub's connection ended".into(),
+    );
     app.actors
         .router
         .load()

@@ -8,6 +8,10 @@
 //!   their supervisor.
 //! - [`call`]: the one governed call path behind MCP `tools/call` and REST `/call`.
 //! - [`writes`]: the safe-write flow (preview, confirmation token, idempotent execute).
+//! - [`executors`]: root adapters, for operational tools root executes itself (access tokens
+//!   over its leases, subnet diagnostics, log reads, retained summaries).
+//! - [`timeline`]: the bounded record of hub lifecycle events for subnet timelines.
+//! - [`logging`]: the tracing subscriber and the ring of root's own log lines.
 //! - [`mcp`]: the MCP `ServerHandler` served over rmcp's Streamable HTTP transport.
 //! - [`http`]: axum routes (REST family, health, metrics) and middleware (Host/Origin guard,
 //!   bearer resolution, body limit).
@@ -26,13 +30,16 @@ pub mod call;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod executors;
 pub mod http;
 pub mod hubs;
 pub mod limits;
+pub mod logging;
 pub mod mcp;
 pub mod metrics;
 pub mod redact;
 pub mod store;
+pub mod timeline;
 pub mod writes;
 
 use std::net::SocketAddr;
@@ -160,6 +167,9 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     }
     let leases = Arc::new(lease_manager::LeaseIndex::default());
     let targets = Arc::new(router::TargetDirectory::default());
+    for e in enrolments.iter() {
+        targets.insert(e.key().clone(), e.offline_descriptor());
+    }
     let (sup, actors) = supervisor::start(supervisor::ChildArgs {
         leases: Arc::new(lease_manager::Args {
             store: store.clone(),
@@ -201,6 +211,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         hub_connections: Default::default(),
         hub_last_frame: Default::default(),
         mcp_peers: Default::default(),
+        timeline: Default::default(),
         shutdown: CancellationToken::new(),
         config,
     });

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::app::App;
-use crate::call::{CallContext, route};
+use crate::call::{CallContext, dispatch};
 use crate::catalog::ContractEntry;
 use crate::store::{ConfirmationRow, IdempotencyRow};
 
@@ -68,7 +68,7 @@ pub async fn write(
 
     if dry_run {
         event.dry_run = true;
-        let effect = route(app, ctx, entry, domain, true, None, event).await?;
+        let effect = dispatch(app, ctx, entry, domain, true, None, event).await?;
         return Ok(
             json!({ "phase": "dry_run", "expected_effect": effect, "summary": "dry run: nothing was changed" }),
         );
@@ -76,7 +76,7 @@ pub async fn write(
     match phase.as_str() {
         "preview" => {
             event.dry_run = true;
-            let effect = route(app, ctx, entry, domain, true, None, event).await?;
+            let effect = dispatch(app, ctx, entry, domain, true, None, event).await?;
             let token = crate::auth::new_token(CONFIRMATION_PREFIX);
             let ttl = app.config.limits.confirmation_ttl_sec;
             let expires = now() + time::Duration::seconds(ttl as i64);
@@ -169,10 +169,19 @@ pub async fn write(
                     "the confirmation token was issued for other arguments; preview these",
                 ));
             }
-            let result = route(app, ctx, entry, domain, false, Some(key.clone()), event).await?;
+            let result = dispatch(app, ctx, entry, domain, false, Some(key.clone()), event).await?;
+            // The replay copy never holds a secret (an issued bearer is shown once).
+            let mut stored = result.clone();
+            app.redactor.redact(
+                "result",
+                &mut stored,
+                &c.redaction.fields,
+                &entry.redaction_patterns,
+                &mut Vec::new(),
+            );
             let row = IdempotencyRow {
                 args_hash: hash,
-                result: result.to_string(),
+                result: stored.to_string(),
                 event_id: event.event_id.clone(),
             };
             app.store

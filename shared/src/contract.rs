@@ -81,6 +81,19 @@ pub struct Selector {
     pub key: String,
 }
 
+/// What root keeps of a tool's successful result, so that later reads need no hub round trip
+/// (for example the memory-profile summary that `hub.memory.publish_profile` publishes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retention {
+    /// The collection the value is kept in (per target), e.g. `memory_profiles`.
+    pub collection: String,
+    /// JSON pointer into the result: the value root keeps.
+    pub pointer: String,
+    /// Field of that value that identifies it; a newer value with the same key replaces it.
+    pub key: String,
+}
+
 /// One tool's contract.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -104,6 +117,14 @@ pub struct ToolContract {
     /// Present for `descriptive_cached` tools: where root finds the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub descriptor: Option<DescriptorProjection>,
+    /// Present for operational tools that root executes itself (root is their source of
+    /// truth, e.g. the access-token tools over root's leases): the name of root's adapter.
+    /// Absent: the call is routed to the lease's target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
+    /// Present when root keeps part of a successful result (see [`Retention`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain: Option<Retention>,
 }
 
 impl ToolContract {

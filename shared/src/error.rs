@@ -45,6 +45,9 @@ pub enum ErrorCode {
     Cancelled,
     /// An idempotency key was reused with different arguments.
     IdempotencyConflict,
+    /// The named object (a lease, a session, an artifact, a deploy to roll back) does not exist
+    /// in the caller's scope.
+    NotFound,
     /// Something went wrong on our side; details are in the server log.
     Internal,
 }
@@ -71,6 +74,7 @@ impl ErrorCode {
             ErrorCode::AdapterFailed => "adapter_failed",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::IdempotencyConflict => "idempotency_conflict",
+            ErrorCode::NotFound => "not_found",
             ErrorCode::Internal => "internal",
         }
     }

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use mcp_shared::contract::{
-    ConcurrencyHint, DescriptorProjection, RedactionRules, RoutingClass, Selector, SideEffectClass,
-    Stability, ToolContract,
+    ConcurrencyHint, DescriptorProjection, RedactionRules, Retention, RoutingClass, Selector,
+    SideEffectClass, Stability, ToolContract,
 };
 use mcp_shared::descriptor::{Descriptor, Freshness, content_hash};
 use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
@@ -324,6 +324,7 @@ fn error_codes() -> Vec<ErrorCode> {
         AdapterFailed,
         Cancelled,
         IdempotencyConflict,
+        NotFound,
         Internal,
     ];
     for c in &all {
@@ -347,6 +348,7 @@ fn error_codes() -> Vec<ErrorCode> {
             | AdapterFailed
             | Cancelled
             | IdempotencyConflict
+            | NotFound
             | Internal => {}
         }
     }
@@ -518,6 +520,12 @@ fn contract(
                 argument: "name".into(),
                 key: "name".into(),
             }),
+        }),
+        executor: Some("root.access_tokens.list".into()),
+        retain: Some(Retention {
+            collection: "memory_profiles".into(),
+            pointer: "/result/published_summary".into(),
+            key: "session_id".into(),
         }),
     }
 }
@@ -768,6 +776,8 @@ fn tool_contract_schema_matches_the_type() {
     s.same_fields("/$defs/redaction_rules", &[&full["redaction"]]);
     s.same_fields("/$defs/descriptor_projection", &[&full["descriptor"]]);
     s.same_fields("/$defs/selector", &[&full["descriptor"]["select"]]);
+    s.same_fields("/$defs/retention", &[&full["retain"]]);
+    s.required("/$defs/retention", &["collection", "pointer", "key"]);
     s.required(
         "",
         &[
@@ -797,6 +807,8 @@ fn tool_contract_schema_matches_the_type() {
         o.remove("redaction");
         o["routing"] = json!("operational_read");
         o.remove("descriptor");
+        o.remove("executor");
+        o.remove("retain");
     });
     s.valid("contract without optional fields", &minimal);
     serde_json::from_value::<ToolContract>(minimal).expect("serde accepts the minimal contract");

@@ -188,8 +188,9 @@ async fn hub_and_skill_commands_work_end_to_end() {
     assert_eq!(v["skill"]["enabled"], false);
     let (code, out, _) = admin(&root, &["skill", "enable", "--target", "hub:test-alpha"]);
     assert_eq!(code, 0);
+    let published = format!("published={}", mcp_hub::adapters::ADAPTERS.len());
     assert!(
-        out.contains("enabled=true") && out.contains("published=8"),
+        out.contains("enabled=true") && out.contains(&published),
         "{out}"
     );
     hub.stop().await;

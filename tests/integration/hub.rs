@@ -6,8 +6,8 @@ use mcp_tests::{TestHub, TestRoot, mcp_client};
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-/// What an `InfraOpsRead` lease lists on a hub: its reads (the write tool needs
-/// `InfraOpsControl`).
+/// What an `InfraOpsRead` lease lists on a hub: its reads that the hub publishes (the write
+/// tools need `InfraOpsControl`).
 const HUB_TOOLS: [&str; 7] = [
     "hub.get_activity_log",
     "hub.get_capability_usage_summary",
@@ -17,6 +17,22 @@ const HUB_TOOLS: [&str; 7] = [
     "hub.get_test_results",
     "hub.run_healthchecks",
 ];
+
+/// The reads root executes itself: listed whether or not the hub publishes anything.
+const ROOT_TOOLS: [&str; 5] = [
+    "hub.get_logs",
+    "hub.list_access_tokens",
+    "root.get_subnet_analysis_health",
+    "root.get_subnet_diagnostics",
+    "root.get_subnet_timeline",
+];
+
+/// Everything an `InfraOpsRead` lease lists while its hub is online, sorted like `tools/list`.
+fn all_tools() -> Vec<&'static str> {
+    let mut all: Vec<&str> = HUB_TOOLS.iter().chain(ROOT_TOOLS.iter()).copied().collect();
+    all.sort();
+    all
+}
 
 async fn tool_names(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Vec<String> {
     client
@@ -48,7 +64,7 @@ async fn a_routed_call_returns_real_figures_and_an_event_naming_the_adapter() {
         .await
         .unwrap();
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
-    assert_eq!(tool_names(&client).await, HUB_TOOLS);
+    assert_eq!(tool_names(&client).await, all_tools());
 
     let res = client
         .call_tool(CallToolRequestParams::new("hub.get_runtime_summary"))
@@ -90,7 +106,10 @@ async fn a_routed_call_returns_real_figures_and_an_event_naming_the_adapter() {
     assert_eq!(t["target_id"], "hub:test-alpha");
     assert_eq!(t["status"], "online");
     assert!(t["last_seen_at"].is_string());
-    assert_eq!(t["published_capabilities"].as_array().unwrap().len(), 8);
+    assert_eq!(
+        t["published_capabilities"].as_array().unwrap().len(),
+        mcp_hub::adapters::ADAPTERS.len()
+    );
     assert_eq!(
         t["descriptor"]["operational_surface"]["published_by"],
         "skill:infra_access_skill"
@@ -122,9 +141,10 @@ async fn a_lease_for_another_target_cannot_reach_this_one() {
         .await
         .unwrap();
     let client = mcp_client(&root.mcp_url(), &beta).await.unwrap();
-    assert!(
-        tool_names(&client).await.is_empty(),
-        "beta is offline: no hub tools"
+    assert_eq!(
+        tool_names(&client).await,
+        ROOT_TOOLS,
+        "beta is offline: only the tools root answers itself"
     );
     let (status, body) = root
         .rest_call(&beta, "hub.get_status", json!({}))
@@ -156,7 +176,7 @@ async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() 
         .await
         .unwrap();
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
-    assert_eq!(tool_names(&client).await.len(), HUB_TOOLS.len());
+    assert_eq!(tool_names(&client).await, all_tools());
 
     let v = root
         .admin_post(
@@ -167,7 +187,7 @@ async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() 
         .unwrap();
     assert_eq!(v["skill"]["enabled"], false);
     assert!(v["skill"]["published"].as_array().unwrap().is_empty());
-    assert!(tool_names(&client).await.is_empty());
+    assert_eq!(tool_names(&client).await, ROOT_TOOLS);
     let (status, body) = root
         .rest_call(&token, "hub.get_status", json!({}))
         .await
@@ -195,7 +215,7 @@ async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() 
     )
     .await
     .unwrap();
-    assert_eq!(tool_names(&client).await.len(), HUB_TOOLS.len());
+    assert_eq!(tool_names(&client).await, all_tools());
     assert_eq!(
         root.rest_call(&token, "hub.get_status", json!({}))
             .await
@@ -464,7 +484,7 @@ async fn sessions_bound_to_a_target_hear_that_its_tool_list_changed() {
         .unwrap();
     assert_eq!(
         client.list_all_tools().await.unwrap().len(),
-        HUB_TOOLS.len()
+        all_tools().len()
     );
     root.admin_post(
         "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
@@ -476,7 +496,10 @@ async fn sessions_bound_to_a_target_hear_that_its_tool_list_changed() {
         counter.0.load(Ordering::SeqCst) > 0
     })
     .await;
-    assert!(client.list_all_tools().await.unwrap().is_empty());
+    assert_eq!(
+        client.list_all_tools().await.unwrap().len(),
+        ROOT_TOOLS.len()
+    );
     hub.stop().await;
     root.stop().await;
 }

@@ -79,7 +79,7 @@ async fn forged_expired_replayed_and_unpublished_calls_are_refused_by_the_hub() 
     tampered.call_id = "c-3".into();
     let mut expired = call("c-4", "hub.get_status", now - 1);
     expired.sign(&key);
-    let mut unpublished = call("c-5", "hub.deploy_ref", now + 10_000);
+    let mut unpublished = call("c-5", "hub.not_published_here", now + 10_000);
     unpublished.sign(&key);
     for c in [
         good.clone(),

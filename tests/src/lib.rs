@@ -28,6 +28,8 @@ impl TestRoot {
     /// Starts a root with default config, tweaked by `f`.
     pub async fn start_with(f: impl FnOnce(&mut RootConfig)) -> anyhow::Result<TestRoot> {
         init_crypto();
+        // Root's log ring (read by `hub.get_logs` with source `root_local`), without stderr.
+        mcp_root::logging::init("info", false);
         let dir = tempfile::tempdir()?;
         let mut cfg = RootConfig {
             listen: "127.0.0.1:0".parse()?,
@@ -146,7 +148,8 @@ pub async fn mcp_client(
     Ok(().serve(transport).await?)
 }
 
-/// The path of a workspace binary (`mcp-root`, `mcp-hub`), built on first use.
+/// The path of a workspace binary (`mcp-root`, `mcp-hub`, `mcp-fixture-service`), built on
+/// first use.
 ///
 /// `cargo test --workspace` does not build other packages' binaries before running this
 /// crate's tests, so on a fresh clone the binary may be missing: it is then built with the
@@ -161,7 +164,11 @@ pub fn workspace_bin(name: &str) -> anyhow::Result<PathBuf> {
     let bin = dir.join(name);
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     if !bin.exists() {
-        let package = name;
+        // This package's own binaries; the others are named after their package.
+        let package = match name {
+            "mcp-load" | "mcp-fixture-service" => "mcp-tests",
+            other => other,
+        };
         let profile_release = dir.ends_with("release");
         let target_dir = dir.parent().context("target dir")?.to_path_buf();
         let mut cmd = std::process::Command::new(env!("CARGO"));

@@ -5,11 +5,15 @@
 //! 2. `capability_grant`: the lease's profile grants the tool's capability
 //!    (`capability_not_granted`).
 //! 3. Descriptive tools are answered on root: no target rule applies.
-//! 4. `target_resolution`: the lease's target is registered (`target_offline`).
+//! 4. `target_resolution`: the lease's target is enrolled (`target_offline`); an enrolled target
+//!    whose hub is not connected is in the directory as `offline` with its last descriptor.
 //! 5. `environment_guard`: the tool allows the target's environment, and writes need a
 //!    `test-only` write scope on a `test` target (`environment_forbidden`).
-//! 6. `skill_enabled`: the target publishes the tool through an enabled skill (`skill_disabled`).
-//! 7. `target_online`: the target is connected (`target_offline`).
+//! 6. `target_online`: the target is connected (`target_offline`).
+//! 7. `skill_enabled`: the target publishes the tool through an enabled skill (`skill_disabled`).
+//!
+//! Operational tools that root executes itself (a contract `executor`, e.g. the access-token
+//! tools over root's leases) stop after rule 5: they need no hub to publish or run them.
 
 use std::sync::Arc;
 
@@ -158,14 +162,22 @@ pub fn decide(
         {
             return deny(checks, ErrorCode::EnvironmentForbidden);
         }
-        checks.push("skill_enabled".to_string());
-        let surface = &target.operational_surface;
-        if !surface.enabled || !surface.capabilities.iter().any(|t| t == &c.tool_id) {
-            return deny(checks, ErrorCode::SkillDisabled);
+        // Root executes these itself (its own records): no hub needs to publish or run them.
+        if c.executor.is_some() {
+            return PolicyDecision {
+                decision: Decision::Allow,
+                reason: None,
+                checks,
+            };
         }
         checks.push("target_online".to_string());
         if target.status == TargetStatus::Offline {
             return deny(checks, ErrorCode::TargetOffline);
+        }
+        checks.push("skill_enabled".to_string());
+        let surface = &target.operational_surface;
+        if !surface.enabled || !surface.capabilities.iter().any(|t| t == &c.tool_id) {
+            return deny(checks, ErrorCode::SkillDisabled);
         }
     }
     PolicyDecision {

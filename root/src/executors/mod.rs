@@ -1,0 +1,94 @@
+//! Root adapters: the operational tools that root executes itself because root is their
+//! source of truth. A contract opts in with `"executor": "<name>"`; the governed call path
+//! (policy, validation, limits, preview/confirmation for writes, audit) is the same as for
+//! routed tools, only the last step runs here instead of on the target's hub.
+//!
+//! - [`access_tokens`]: `root.access_tokens.{list,issue,revoke}` manage MCP session leases for
+//!   the caller's target (never wider than the caller's own profile and deadline).
+//! - [`logs`]: `root.logs` serves `hub.get_logs`: `root_local` from root's log ring,
+//!   `subnet_active` by fanning the call out to every connected hub of the lease's subnet.
+//! - [`subnet`]: `root.subnet.{analysis_health,timeline,diagnostics}`, compact subnet views
+//!   from the target directory, router pressure, the audit trail and retained summaries.
+//! - [`retained`]: `root.retained.memory_profiles` serves what hubs published (a contract's
+//!   `retain`), with no hub round trip.
+//!
+//! The table in [`run`] maps adapter names to code; `catalog` refuses a contract naming an
+//! adapter that is not in [`KNOWN`].
+
+pub mod access_tokens;
+pub mod logs;
+pub mod retained;
+pub mod subnet;
+
+use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::event::OperationalEvent;
+use serde_json::Value;
+
+use crate::app::App;
+use crate::call::CallContext;
+use crate::catalog::ContractEntry;
+
+/// Every root adapter name a contract may use.
+pub const KNOWN: &[&str] = &[
+    "root.access_tokens.list",
+    "root.access_tokens.issue",
+    "root.access_tokens.revoke",
+    "root.logs",
+    "root.subnet.analysis_health",
+    "root.subnet.timeline",
+    "root.subnet.diagnostics",
+    "root.retained.memory_profiles",
+];
+
+/// One call as a root adapter receives it (root's control fields already stripped).
+#[derive(Debug, Clone)]
+pub struct ExecInput {
+    pub arguments: Value,
+    /// Describe the effect, change nothing (write previews and dry runs).
+    pub dry_run: bool,
+    pub idempotency_key: Option<String>,
+}
+
+pub async fn run(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    name: &str,
+    input: ExecInput,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    match name {
+        "root.access_tokens.list" => access_tokens::list(app, ctx, &input),
+        "root.access_tokens.issue" => access_tokens::issue(app, ctx, &input).await,
+        "root.access_tokens.revoke" => access_tokens::revoke(app, ctx, &input).await,
+        "root.logs" => logs::run(app, ctx, entry, &input, event).await,
+        "root.subnet.analysis_health" => subnet::analysis_health(app, ctx).await,
+        "root.subnet.timeline" => subnet::timeline(app, ctx, &input).await,
+        "root.subnet.diagnostics" => subnet::diagnostics(app, ctx).await,
+        "root.retained.memory_profiles" => retained::memory_profiles(app, ctx, &input).await,
+        other => Err(ToolError::new(
+            ErrorCode::Internal,
+            format!("no root adapter `{other}`"),
+        )),
+    }
+}
+
+/// A string argument, if present.
+fn arg_str<'a>(input: &'a ExecInput, name: &str) -> Option<&'a str> {
+    input.arguments.get(name).and_then(Value::as_str)
+}
+
+/// An integer argument clamped to `lo..=hi`, or `default`.
+fn arg_u64(input: &ExecInput, name: &str, default: u64, lo: u64, hi: u64) -> u64 {
+    input
+        .arguments
+        .get(name)
+        .and_then(Value::as_u64)
+        .unwrap_or(default)
+        .clamp(lo, hi)
+}
+
+fn internal(component: &str, e: impl std::fmt::Display) -> ToolError {
+    tracing::error!(error = %e, component, "root adapter failure");
+    ToolError::new(ErrorCode::Internal, format!("{component} is unavailable"))
+}
