@@ -8,6 +8,7 @@
 //!   their supervisor.
 //! - [`call`]: the one governed call path behind MCP `tools/call` and REST `/call`.
 //! - [`writes`]: the safe-write flow (preview, confirmation token, idempotent execute).
+//! - [`elicit`]: write confirmation through MCP `elicitation/create` for clients that offer it.
 //! - [`executors`]: root adapters, for operational tools root executes itself (access tokens
 //!   over its leases, subnet diagnostics, log reads, retained summaries).
 //! - [`timeline`]: the bounded record of hub lifecycle events for subnet timelines.
@@ -30,6 +31,7 @@ pub mod call;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod elicit;
 pub mod executors;
 pub mod http;
 pub mod hubs;

@@ -174,14 +174,28 @@ impl ServerHandler for RootMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let lease = lease_of(&ctx)?;
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let call_ctx = CallContext {
+        let trace_id = call::trace_id_from(header(&ctx, "traceparent"));
+        let new_ctx = || CallContext {
             surface: Surface::Mcp,
-            lease,
-            trace_id: call::trace_id_from(header(&ctx, "traceparent")),
+            lease: lease.clone(),
+            trace_id: trace_id.clone(),
             request_id: ctx.id.to_string(),
             cancel: Some(ctx.ct.clone()),
         };
-        let outcome = call::call(&self.app, call_ctx, &request.name, arguments).await;
+        let elicit = crate::elicit::applies(
+            &self.app,
+            &ctx,
+            &lease.lease().target_id,
+            &request.name,
+            &arguments,
+        )
+        .await;
+        let outcome = if elicit {
+            crate::elicit::confirm_and_execute(&self.app, &ctx, new_ctx, &request.name, arguments)
+                .await
+        } else {
+            call::call(&self.app, new_ctx(), &request.name, arguments).await
+        };
         let r = outcome.response;
         let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
         if outcome.unknown_tool {
