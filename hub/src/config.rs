@@ -4,7 +4,8 @@
 //! Every field of the file is optional so that a hub can start from flags alone; what is
 //! still missing after the merge is reported in one error that names every missing field.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
 
 use mcp_shared::target::WriteScope;
 use serde::Deserialize;
@@ -169,6 +170,238 @@ impl Default for SkillConfig {
     }
 }
 
+fn default_true() -> bool {
+    true
+}
+
+fn default_log_max_bytes() -> u64 {
+    1024 * 1024
+}
+
+fn default_stop_timeout_ms() -> u64 {
+    5_000
+}
+
+/// Longest service name (the pattern `[a-z0-9][a-z0-9_.-]{0,63}`).
+pub const MAX_SERVICE_NAME: usize = 64;
+/// Smallest `log_max_bytes` accepted (a smaller cap would rotate on nearly every write).
+pub const MIN_LOG_MAX_BYTES: u64 = 1024;
+/// Longest `stop_timeout_ms` accepted (ten minutes).
+pub const MAX_STOP_TIMEOUT_MS: u64 = 600_000;
+/// Directory under `state_dir` of the default service log files.
+pub const SERVICES_DIR: &str = "services";
+
+/// A managed service's health check: like [`HealthcheckConfig`] without a name (the check is
+/// named after the service).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ServiceHealthConfig {
+    Http {
+        url: String,
+        #[serde(default = "default_expect_status")]
+        expect_status: u16,
+        #[serde(default = "default_check_timeout_ms")]
+        timeout_ms: u64,
+    },
+    Tcp {
+        address: String,
+        #[serde(default = "default_check_timeout_ms")]
+        timeout_ms: u64,
+    },
+    Command {
+        argv: Vec<String>,
+        #[serde(default)]
+        cwd: Option<PathBuf>,
+        #[serde(default = "default_check_timeout_ms")]
+        timeout_ms: u64,
+    },
+}
+
+impl ServiceHealthConfig {
+    /// The check as `hub.run_healthchecks` runs it, named `name`.
+    pub fn check(&self, name: &str) -> HealthcheckConfig {
+        let name = name.to_owned();
+        match self.clone() {
+            ServiceHealthConfig::Http {
+                url,
+                expect_status,
+                timeout_ms,
+            } => HealthcheckConfig::Http {
+                name,
+                url,
+                expect_status,
+                timeout_ms,
+            },
+            ServiceHealthConfig::Tcp {
+                address,
+                timeout_ms,
+            } => HealthcheckConfig::Tcp {
+                name,
+                address,
+                timeout_ms,
+            },
+            ServiceHealthConfig::Command {
+                argv,
+                cwd,
+                timeout_ms,
+            } => HealthcheckConfig::Command {
+                name,
+                argv,
+                cwd,
+                timeout_ms,
+            },
+        }
+    }
+}
+
+/// One `[[services]]` entry: a long-running program the hub starts, supervises and restarts on
+/// request (`hub.restart_service`), with its stdout and stderr in a size-capped log file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// `[a-z0-9][a-z0-9_.-]{0,63}`, unique.
+    pub name: String,
+    /// Run without a shell, in its own process group.
+    pub argv: Vec<String>,
+    /// Working directory; must lie under the state directory or a declared root.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Variables set on top of the hub's own environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Default `<state_dir>/services/<name>.log`; must lie under the state directory or a
+    /// declared root.
+    #[serde(default)]
+    pub log_file: Option<PathBuf>,
+    /// Past this size the log is moved to `<log_file>.1` (replacing it) and started afresh, so
+    /// at most twice this is on disk.
+    #[serde(default = "default_log_max_bytes")]
+    pub log_max_bytes: u64,
+    /// Started when the hub starts (otherwise only by an explicit restart).
+    #[serde(default = "default_true")]
+    pub autostart: bool,
+    /// Checked by `hub.run_healthchecks` under the service's name.
+    #[serde(default)]
+    pub health: Option<ServiceHealthConfig>,
+    /// The argv of the service's profiling mode (ProfileOps restarts it into this).
+    #[serde(default)]
+    pub profiling_argv: Option<Vec<String>>,
+    /// How long a stop waits after SIGTERM to the process group before SIGKILL.
+    #[serde(default = "default_stop_timeout_ms")]
+    pub stop_timeout_ms: u64,
+}
+
+impl ServiceConfig {
+    /// A service with defaults for everything but its name and argv.
+    pub fn new(name: impl Into<String>, argv: Vec<String>) -> ServiceConfig {
+        ServiceConfig {
+            name: name.into(),
+            argv,
+            cwd: None,
+            env: BTreeMap::new(),
+            log_file: None,
+            log_max_bytes: default_log_max_bytes(),
+            autostart: true,
+            health: None,
+            profiling_argv: None,
+            stop_timeout_ms: default_stop_timeout_ms(),
+        }
+    }
+
+    /// Where its output goes: `log_file`, or `<state_dir>/services/<name>.log`.
+    pub fn log_path(&self, state_dir: &Path) -> PathBuf {
+        self.log_file.clone().unwrap_or_else(|| {
+            state_dir
+                .join(SERVICES_DIR)
+                .join(format!("{}.log", self.name))
+        })
+    }
+}
+
+/// Whether `name` matches `[a-z0-9][a-z0-9_.-]{0,63}`.
+pub fn valid_service_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.len() <= MAX_SERVICE_NAME
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
+}
+
+fn default_git() -> String {
+    "git".to_owned()
+}
+
+fn default_deploy_timeout_ms() -> u64 {
+    120_000
+}
+
+/// Longest name of a log source.
+pub const MAX_LOG_SOURCE_NAME: usize = 64;
+/// The stream name of the hub's own log in `hub.get_logs` (no service or log source may use it).
+pub const HUB_STREAM: &str = "hub";
+/// Directory under `state_dir` of the deploy mirror (a bare repository).
+pub const DEPLOY_MIRROR_DIR: &str = "deploy-mirror.git";
+
+/// `[deploy]`: the one deploy target of this hub, for `hub.deploy_ref` and
+/// `hub.rollback_last_test_deploy`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeployConfig {
+    /// Where commits come from: an absolute path of a local git repository, or a URL
+    /// (`https://`, `ssh://`, `file://`, `git://`, `user@host:path`). Fetched into a bare
+    /// mirror at `<state_dir>/deploy-mirror.git`.
+    pub repository: String,
+    /// The deployed working tree (a `git worktree` of the mirror, checked out detached);
+    /// a relative path is taken under `state_dir`. Must lie under `state_dir` or a declared
+    /// root.
+    pub worktree: PathBuf,
+    /// Refs a caller may deploy: names or patterns where `*` matches any run of characters
+    /// (`main`, `release/*`, `v*`); resolved as a tag, else a branch.
+    pub allowed_refs: Vec<String>,
+    /// Whether a full 40-hex commit id may be deployed.
+    #[serde(default)]
+    pub allow_commits: bool,
+    /// Managed services (`[[services]]`) restarted after a deploy or rollback, in this order.
+    #[serde(default)]
+    pub restart_services: Vec<String>,
+    /// argv0 of git.
+    #[serde(default = "default_git")]
+    pub git: String,
+    /// Budget of one deploy operation's git commands (fetch, resolve, checkout); keep it
+    /// under the tools' call timeout.
+    #[serde(default = "default_deploy_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+/// One `[[log_sources]]` entry: a log file `hub.get_logs` may tail (stream `name`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSourceConfig {
+    /// `[A-Za-z0-9][A-Za-z0-9_.-]{0,63}`, unique among log sources and services, not `hub`.
+    pub name: String,
+    /// A relative path is taken under `state_dir`. Must lie under `state_dir` or a declared
+    /// root, also once symbolic links are followed (checked again at every read).
+    pub path: PathBuf,
+}
+
+/// `[redaction]`: patterns redacted on the hub on top of the built-in ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionConfig {
+    /// Regular expressions (Rust `regex` syntax); every match becomes `[REDACTED]`.
+    #[serde(default)]
+    pub patterns: Vec<String>,
+}
+
+/// Whether `name` matches `[A-Za-z0-9][A-Za-z0-9_.-]{0,63}`.
+pub fn valid_log_source_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.len() <= MAX_LOG_SOURCE_NAME
+        && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
 /// The configuration file as written; everything optional.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +419,21 @@ pub struct HubFile {
     pub reconnect: ReconnectConfig,
     #[serde(default)]
     pub skill: SkillConfig,
+    /// Declared roots: directories besides `state_dir` under which service and allowed-test
+    /// working directories and service log files may lie.
+    #[serde(default)]
+    pub allowed_roots: Vec<PathBuf>,
+    /// Managed services (`[[services]]`).
+    #[serde(default)]
+    pub services: Vec<ServiceConfig>,
+    /// The deploy target (`[deploy]`); without it the deploy tools refuse.
+    #[serde(default)]
+    pub deploy: Option<DeployConfig>,
+    /// Log files `hub.get_logs` may tail (`[[log_sources]]`).
+    #[serde(default)]
+    pub log_sources: Vec<LogSourceConfig>,
+    #[serde(default)]
+    pub redaction: RedactionConfig,
 }
 
 impl HubFile {
@@ -277,6 +525,11 @@ impl HubFile {
             write_scope: self.write_scope.unwrap_or(WriteScope::None),
             reconnect: self.reconnect,
             skill: self.skill,
+            allowed_roots: self.allowed_roots,
+            services: self.services,
+            deploy: self.deploy,
+            log_sources: self.log_sources,
+            redaction: self.redaction,
         };
         config.validate()?;
         Ok(config)
@@ -322,6 +575,12 @@ pub struct HubConfig {
     pub write_scope: WriteScope,
     pub reconnect: ReconnectConfig,
     pub skill: SkillConfig,
+    /// Declared roots (see [`HubFile::allowed_roots`]).
+    pub allowed_roots: Vec<PathBuf>,
+    pub services: Vec<ServiceConfig>,
+    pub deploy: Option<DeployConfig>,
+    pub log_sources: Vec<LogSourceConfig>,
+    pub redaction: RedactionConfig,
 }
 
 impl std::fmt::Debug for HubConfig {
@@ -337,6 +596,11 @@ impl std::fmt::Debug for HubConfig {
             .field("write_scope", &self.write_scope)
             .field("reconnect", &self.reconnect)
             .field("skill", &self.skill)
+            .field("allowed_roots", &self.allowed_roots)
+            .field("services", &self.services)
+            .field("deploy", &self.deploy)
+            .field("log_sources", &self.log_sources)
+            .field("redaction", &self.redaction)
             .finish()
     }
 }
@@ -361,6 +625,11 @@ impl HubConfig {
             write_scope: WriteScope::None,
             reconnect: ReconnectConfig::default(),
             skill: SkillConfig::default(),
+            allowed_roots: Vec::new(),
+            services: Vec::new(),
+            deploy: None,
+            log_sources: Vec::new(),
+            redaction: RedactionConfig::default(),
         }
     }
 
@@ -427,6 +696,283 @@ impl HubConfig {
                     "allowed test `{name}` needs timeout_ms of at least 1"
                 )));
             }
+            if let Some(cwd) = &test.cwd {
+                self.check_confined(&format!("allowed test `{name}`: cwd"), cwd)?;
+            }
+        }
+        self.validate_services()?;
+        self.validate_deploy()?;
+        self.validate_log_sources()
+    }
+
+    /// `path`, or `state_dir/path` when it is relative.
+    pub fn under_state_dir(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_owned()
+        } else {
+            self.state_dir.join(path)
+        }
+    }
+
+    /// The bare mirror the deploy adapters fetch into.
+    pub fn deploy_mirror(&self) -> PathBuf {
+        self.state_dir.join(DEPLOY_MIRROR_DIR)
+    }
+
+    /// The deployed working tree, if `[deploy]` is configured.
+    pub fn deploy_worktree(&self) -> Option<PathBuf> {
+        self.deploy
+            .as_ref()
+            .map(|d| self.under_state_dir(&d.worktree))
+    }
+
+    /// Checks `[deploy]`.
+    fn validate_deploy(&self) -> Result<(), ConfigError> {
+        let Some(deploy) = &self.deploy else {
+            return Ok(());
+        };
+        let bad = |m: String| Err(ConfigError::Invalid(format!("deploy: {m}")));
+        let repo = deploy.repository.as_str();
+        if repo.trim().is_empty() {
+            return bad("repository is empty".into());
+        }
+        if repo.starts_with('-') || repo.contains("::") || repo.chars().any(char::is_control) {
+            return bad(format!(
+                "repository `{}` must not start with `-`, name a `<transport>::` helper or contain control characters",
+                repo.escape_debug()
+            ));
+        }
+        let url = repo.contains("://")
+            || repo
+                .split_once(':')
+                .is_some_and(|(host, _)| !host.is_empty() && !host.contains('/'));
+        if !url && !Path::new(repo).is_absolute() {
+            return bad(format!(
+                "repository `{repo}` must be an absolute path or a URL"
+            ));
+        }
+        let worktree = self.under_state_dir(&deploy.worktree);
+        self.check_confined("deploy: worktree", &worktree)?;
+        let state = absolute(&self.state_dir);
+        let full = absolute(&worktree);
+        let mirror = absolute(&self.deploy_mirror());
+        if state.starts_with(&full) || self.allowed_roots.iter().any(|r| r == &full) {
+            return bad(format!(
+                "worktree `{}` must lie strictly inside the state directory or a declared root, not contain it",
+                worktree.display()
+            ));
+        }
+        if full.starts_with(&mirror) {
+            return bad(format!(
+                "worktree `{}` must not lie inside the deploy mirror `{}`",
+                worktree.display(),
+                mirror.display()
+            ));
+        }
+        if deploy.allowed_refs.is_empty() && !deploy.allow_commits {
+            return bad(
+                "allowed_refs is empty (and allow_commits is false): nothing could be deployed"
+                    .into(),
+            );
+        }
+        for pattern in &deploy.allowed_refs {
+            if let Err(e) = crate::refs::check_pattern(pattern) {
+                return bad(format!("allowed_refs: {e}"));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for name in &deploy.restart_services {
+            if !seen.insert(name) {
+                return bad(format!("restart_services names `{name}` twice"));
+            }
+            if !self.services.iter().any(|s| &s.name == name) {
+                let known: Vec<String> = self
+                    .services
+                    .iter()
+                    .map(|s| format!("`{}`", s.name))
+                    .collect();
+                return bad(format!(
+                    "restart_services names `{name}`, which is not a [[services]] entry (services: {})",
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ));
+            }
+        }
+        if deploy.git.trim().is_empty() {
+            return bad("git is empty".into());
+        }
+        if deploy.timeout_ms == 0 {
+            return bad("timeout_ms must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Checks `[[log_sources]]` and `[redaction]`.
+    fn validate_log_sources(&self) -> Result<(), ConfigError> {
+        if self.services.iter().any(|s| s.name == HUB_STREAM) {
+            return Err(ConfigError::Invalid(format!(
+                "service name `{HUB_STREAM}` is taken by the hub's own log stream"
+            )));
+        }
+        let mut names: std::collections::BTreeSet<&str> =
+            self.services.iter().map(|s| s.name.as_str()).collect();
+        for source in &self.log_sources {
+            let name = source.name.as_str();
+            if !valid_log_source_name(name) {
+                return Err(ConfigError::Invalid(format!(
+                    "log source name `{name}` must match [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}}"
+                )));
+            }
+            if name == HUB_STREAM {
+                return Err(ConfigError::Invalid(format!(
+                    "log source name `{HUB_STREAM}` is taken by the hub's own log"
+                )));
+            }
+            if !names.insert(name) {
+                return Err(ConfigError::Invalid(format!(
+                    "log source `{name}`: a service or another log source has that name"
+                )));
+            }
+            self.check_confined(
+                &format!("log source `{name}`: path"),
+                &self.under_state_dir(&source.path),
+            )?;
+        }
+        for pattern in &self.redaction.patterns {
+            if let Err(e) = regex::Regex::new(pattern) {
+                return Err(ConfigError::Invalid(format!(
+                    "redaction: pattern `{pattern}` does not compile: {e}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks `[[services]]` and `allowed_roots`.
+    fn validate_services(&self) -> Result<(), ConfigError> {
+        for root in &self.allowed_roots {
+            if !root.is_absolute() || has_parent_component(root) {
+                return Err(ConfigError::Invalid(format!(
+                    "allowed_roots: `{}` must be an absolute path without `..`",
+                    root.display()
+                )));
+            }
+        }
+        let mut names = std::collections::BTreeSet::new();
+        let mut logs = BTreeMap::new();
+        for service in &self.services {
+            let name = service.name.as_str();
+            if !valid_service_name(name) {
+                return Err(ConfigError::Invalid(format!(
+                    "service name `{name}` must match [a-z0-9][a-z0-9_.-]{{0,63}}"
+                )));
+            }
+            if !names.insert(name) {
+                return Err(ConfigError::Invalid(format!(
+                    "two services are named `{name}`"
+                )));
+            }
+            if service.argv.first().is_none_or(|p| p.is_empty()) {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}` has an empty argv"
+                )));
+            }
+            if let Some(argv) = &service.profiling_argv
+                && argv.first().is_none_or(|p| p.is_empty())
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}` has an empty profiling_argv (leave it out instead)"
+                )));
+            }
+            if let Some(key) = service
+                .env
+                .keys()
+                .find(|k| k.is_empty() || k.contains(['=', '\0']))
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}`: env name `{key}` is empty or contains `=` or NUL"
+                )));
+            }
+            if service.log_max_bytes < MIN_LOG_MAX_BYTES {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}`: log_max_bytes must be at least {MIN_LOG_MAX_BYTES}"
+                )));
+            }
+            if service.stop_timeout_ms == 0 || service.stop_timeout_ms > MAX_STOP_TIMEOUT_MS {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}`: stop_timeout_ms must be between 1 and {MAX_STOP_TIMEOUT_MS}"
+                )));
+            }
+            if let Some(ServiceHealthConfig::Command { argv, .. }) = &service.health
+                && argv.first().is_none_or(|p| p.is_empty())
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}`: the health check has an empty argv"
+                )));
+            }
+            if let Some(cwd) = &service.cwd {
+                self.check_confined(&format!("service `{name}`: cwd"), cwd)?;
+            }
+            let log = service.log_path(&self.state_dir);
+            self.check_confined(&format!("service `{name}`: log_file"), &log)?;
+            if let Some(other) = logs.insert(absolute(&log), name) {
+                return Err(ConfigError::Invalid(format!(
+                    "services `{other}` and `{name}` share the log file `{}`",
+                    log.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `path` must be absolute (or start with a relative state directory), free of `..`, and
+    /// lie under the state directory or a declared root — and, when it exists, so must the
+    /// path it resolves to (symbolic links cannot lead out).
+    fn check_confined(&self, what: &str, path: &Path) -> Result<(), ConfigError> {
+        let roots: Vec<PathBuf> = std::iter::once(absolute(&self.state_dir))
+            .chain(self.allowed_roots.iter().cloned())
+            .collect();
+        let shown = || {
+            let mut listed = vec![format!("state_dir `{}`", self.state_dir.display())];
+            listed.extend(
+                self.allowed_roots
+                    .iter()
+                    .map(|r| format!("`{}`", r.display())),
+            );
+            listed.join(", ")
+        };
+        if has_parent_component(path) {
+            return Err(ConfigError::Invalid(format!(
+                "{what} `{}` must not contain `..`",
+                path.display()
+            )));
+        }
+        if !path.is_absolute() && !path.starts_with(&self.state_dir) {
+            return Err(ConfigError::Invalid(format!(
+                "{what} `{}` must be an absolute path",
+                path.display()
+            )));
+        }
+        let full = absolute(path);
+        if !roots.iter().any(|r| full.starts_with(r)) {
+            return Err(ConfigError::Invalid(format!(
+                "{what} `{}` lies outside the state directory and the declared roots ({}); add a root to allowed_roots",
+                path.display(),
+                shown()
+            )));
+        }
+        // What exists must not lead elsewhere through a symbolic link.
+        let real = resolved(&full);
+        if !roots.iter().any(|r| real.starts_with(resolved(r))) {
+            return Err(ConfigError::Invalid(format!(
+                "{what} `{}` resolves to `{}`, outside the state directory and the declared roots ({})",
+                path.display(),
+                real.display(),
+                shown()
+            )));
         }
         Ok(())
     }
@@ -456,6 +1002,27 @@ impl HubConfig {
         }
         Ok(format!("{scheme}://{rest}{CONNECT_PATH}"))
     }
+}
+
+/// `path` made absolute against the current directory (lexically; nothing is resolved).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// `path` with its longest existing ancestor resolved (symbolic links followed) and the rest
+/// appended as written.
+fn resolved(path: &Path) -> PathBuf {
+    for ancestor in path.ancestors() {
+        if let Ok(real) = ancestor.canonicalize() {
+            let rest = path.strip_prefix(ancestor).unwrap_or(Path::new(""));
+            return real.join(rest);
+        }
+    }
+    path.to_owned()
+}
+
+fn has_parent_component(path: &Path) -> bool {
+    path.components().any(|c| c == Component::ParentDir)
 }
 
 #[cfg(test)]
@@ -589,5 +1156,414 @@ mod tests {
         assert!(config.validate().is_err(), "empty argv");
         config.skill.allowed_tests = vec![test.clone()];
         config.validate().expect("valid");
+    }
+
+    #[test]
+    fn deploy_and_log_sources_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let apps = dir.path().join("apps");
+        let deploy = |extra: &str| {
+            format!(
+                "[deploy]\nrepository = \"/srv/repo.git\"\nworktree = \"deploy/app\"\n\
+                 allowed_refs = [\"main\", \"release/*\", \"v*\"]\n{extra}\n"
+            )
+        };
+        let config = with_services(dir.path(), &deploy("")).expect("valid");
+        let d = config.deploy.as_ref().expect("deploy");
+        assert_eq!(
+            (d.git.as_str(), d.timeout_ms, d.allow_commits),
+            ("git", 120_000, false)
+        );
+        assert!(d.restart_services.is_empty());
+        assert_eq!(
+            config.deploy_worktree(),
+            Some(dir.path().join("state/deploy/app")),
+            "relative to the state dir"
+        );
+        for url in [
+            "https://git.example/app.git",
+            "ssh://git@git.example/app.git",
+            "git@git.example:app.git",
+            "file:///srv/repo.git",
+        ] {
+            let text = deploy("").replace("/srv/repo.git", url);
+            with_services(dir.path(), &text).expect(url);
+        }
+        let err = toml::from_str::<HubFile>(&deploy("branch = \"x\"")).expect_err("unknown field");
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        for (text, expect) in [
+            (
+                deploy("").replace("/srv/repo.git", ""),
+                "deploy: repository is empty",
+            ),
+            (
+                deploy("").replace("/srv/repo.git", "-oProxyCommand=x"),
+                "must not start with `-`",
+            ),
+            (
+                deploy("").replace("/srv/repo.git", "ext::sh -c x"),
+                "`<transport>::`",
+            ),
+            (
+                deploy("").replace("/srv/repo.git", "repo"),
+                "absolute path or a URL",
+            ),
+            (
+                deploy("").replace("deploy/app", "/elsewhere/app"),
+                "deploy: worktree `/elsewhere/app` lies outside",
+            ),
+            (
+                deploy("").replace("deploy/app", "deploy/../../x"),
+                "must not contain `..`",
+            ),
+            (
+                deploy("").replace("deploy/app", "deploy-mirror.git/x"),
+                "inside the deploy mirror",
+            ),
+            (
+                format!(
+                    "allowed_roots = [\"{0}\"]\n{1}",
+                    apps.display(),
+                    deploy("").replace("deploy/app", &apps.display().to_string())
+                ),
+                "strictly inside",
+            ),
+            (
+                deploy("").replace("\"main\", ", "\"-*\", "),
+                "allowed_refs: a pattern must not start with `-`",
+            ),
+            (
+                deploy("").replace("\"main\", ", "\"ma in\", "),
+                "allowed_refs: pattern `ma in` contains ' '",
+            ),
+            (
+                deploy("").replace("[\"main\", \"release/*\", \"v*\"]", "[]"),
+                "allowed_refs is empty",
+            ),
+            (
+                deploy("restart_services = [\"web\"]"),
+                "restart_services names `web`, which is not a [[services]] entry (services: none)",
+            ),
+            (deploy("git = \" \""), "deploy: git is empty"),
+            (
+                deploy("timeout_ms = 0"),
+                "deploy: timeout_ms must be at least 1",
+            ),
+        ] {
+            let m = invalid(dir.path(), &text);
+            assert!(m.contains(expect), "{text}\n{m}");
+        }
+        let ok = format!(
+            "allowed_roots = [\"{}\"]\n{}[[services]]\nname = \"web\"\nargv = [\"x\"]\n",
+            apps.display(),
+            deploy(&format!(
+                "restart_services = [\"web\"]\nworktree = \"{}/app\"",
+                apps.display()
+            ))
+            .replace("worktree = \"deploy/app\"\n", "")
+        );
+        let config = with_services(dir.path(), &ok).expect("valid");
+        assert_eq!(config.deploy_worktree(), Some(apps.join("app")));
+        let m = invalid(
+            dir.path(),
+            &ok.replace("[\"web\"]\n", "[\"web\", \"web\"]\n"),
+        );
+        assert!(m.contains("names `web` twice"), "{m}");
+
+        // Log sources: names, collisions, paths; redaction patterns compile.
+        let source = |name: &str, path: &str| {
+            format!("[[log_sources]]\nname = \"{name}\"\npath = \"{path}\"\n")
+        };
+        let config = with_services(
+            dir.path(),
+            &format!(
+                "allowed_roots = [\"{0}\"]\n{1}{2}[redaction]\npatterns = [\"session=[0-9a-f]+\"]\n",
+                apps.display(),
+                source("app", &format!("{}/app.log", apps.display())),
+                source("Local_1.x", "logs/local.log")
+            ),
+        )
+        .expect("valid");
+        assert_eq!(config.log_sources.len(), 2);
+        assert_eq!(config.redaction.patterns.len(), 1);
+        for (text, expect) in [
+            (source("hub", "a.log"), "log source name `hub` is taken"),
+            (source("-a", "a.log"), "log source name `-a` must match"),
+            (source("a b", "a.log"), "log source name `a b` must match"),
+            (
+                format!("{}{}", source("a", "a.log"), source("a", "b.log")),
+                "log source `a`: a service or another log source",
+            ),
+            (
+                format!(
+                    "[[services]]\nname = \"web\"\nargv = [\"x\"]\n{}",
+                    source("web", "w.log")
+                ),
+                "log source `web`: a service or another log source",
+            ),
+            (
+                source("etc", "/etc/passwd"),
+                "log source `etc`: path `/etc/passwd` lies outside",
+            ),
+            (source("up", "logs/../../x.log"), "must not contain `..`"),
+            (
+                "[redaction]\npatterns = [\"(\"]\n".to_owned(),
+                "redaction: pattern `(` does not compile",
+            ),
+            (
+                "[[services]]\nname = \"hub\"\nargv = [\"x\"]\n".to_owned(),
+                "service name `hub` is taken",
+            ),
+        ] {
+            let m = invalid(dir.path(), &text);
+            assert!(m.contains(expect), "{text}\n{m}");
+        }
+        let err = toml::from_str::<HubFile>(
+            "[[log_sources]]\nname = \"a\"\npath = \"a\"\nfollow = true\n",
+        )
+        .expect_err("unknown field");
+        assert!(err.to_string().contains("unknown field"), "{err}");
+    }
+
+    /// The commented `[[services]]` example of config/hub.example.toml parses once uncommented.
+    #[test]
+    fn the_commented_service_example_parses() {
+        let text =
+            std::fs::read_to_string(repo().join("config/hub.example.toml")).expect("example");
+        let start = text.find("# [[services]]").expect("a [[services]] example");
+        let block: String = text[start..]
+            .lines()
+            .map_while(|l| l.strip_prefix("# "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let file: HubFile = toml::from_str(&block).expect("the example parses");
+        let app = &file.services[0];
+        assert_eq!(app.name, "app");
+        assert!(app.profiling_argv.is_some() && app.health.is_some());
+        assert!(text.contains("# allowed_roots = [\"/srv/app\"]"));
+    }
+
+    fn with_services(dir: &Path, toml_text: &str) -> Result<HubConfig, ConfigError> {
+        let mut file: HubFile = toml::from_str(toml_text).map_err(|e| ConfigError::Parse {
+            path: "test.toml".into(),
+            source: Box::new(e),
+        })?;
+        file.target_id = Some("hub:x".into());
+        file.environment = Some("test".into());
+        file.root_url = Some("ws://root".into());
+        file.token = Some("t".into());
+        file.state_dir = Some(dir.join("state"));
+        file.resolve()
+    }
+
+    fn invalid(dir: &Path, toml_text: &str) -> String {
+        match with_services(dir, toml_text) {
+            Err(ConfigError::Invalid(m)) => m,
+            other => panic!("expected ConfigError::Invalid for {toml_text:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn services_parse_with_defaults() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("apps");
+        let config = with_services(
+            dir.path(),
+            &format!(
+                "allowed_roots = [\"{}\"]\n\
+                 [[services]]\nname = \"web-1\"\nargv = [\"sleep\", \"30\"]\n\
+                 [[services]]\nname = \"api.v2\"\nargv = [\"x\"]\ncwd = \"{0}/api\"\n\
+                 log_file = \"{0}/logs/api.log\"\nlog_max_bytes = 4096\nautostart = false\n\
+                 profiling_argv = [\"x\", \"--profile\"]\nstop_timeout_ms = 100\n\
+                 env = {{ A = \"1\" }}\n\
+                 health = {{ kind = \"http\", url = \"http://127.0.0.1:1/healthz\" }}\n",
+                root.display()
+            ),
+        )
+        .expect("valid");
+        let web = &config.services[0];
+        assert_eq!(web.log_max_bytes, 1024 * 1024);
+        assert!(web.autostart);
+        assert_eq!(web.stop_timeout_ms, 5_000);
+        assert_eq!(web.health, None);
+        assert_eq!(
+            web.log_path(&config.state_dir),
+            dir.path().join("state/services/web-1.log")
+        );
+        let api = &config.services[1];
+        assert!(!api.autostart);
+        assert_eq!(api.env["A"], "1");
+        assert_eq!(api.log_path(&config.state_dir), root.join("logs/api.log"));
+        assert_eq!(
+            api.health.as_ref().map(|h| h.check("api.v2")),
+            Some(HealthcheckConfig::Http {
+                name: "api.v2".into(),
+                url: "http://127.0.0.1:1/healthz".into(),
+                expect_status: 200,
+                timeout_ms: 2_000,
+            })
+        );
+        let err = toml::from_str::<HubFile>(
+            "[[services]]\nname = \"a\"\nargv = [\"x\"]\nshell = \"sh\"\n",
+        )
+        .expect_err("unknown field");
+        assert!(err.to_string().contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn service_names_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for bad in ["", "Web", "-a", "a b", "a/b", &"a".repeat(65)] {
+            let m = invalid(
+                dir.path(),
+                &format!("[[services]]\nname = \"{bad}\"\nargv = [\"x\"]\n"),
+            );
+            assert!(
+                m.contains(&format!("`{bad}`")) && m.contains("[a-z0-9]"),
+                "{m}"
+            );
+        }
+        for good in ["a", "0", "a_b.c-d", &"a".repeat(64)] {
+            assert!(valid_service_name(good), "{good}");
+        }
+        let m = invalid(
+            dir.path(),
+            "[[services]]\nname = \"a\"\nargv = [\"x\"]\n[[services]]\nname = \"a\"\nargv = [\"y\"]\n",
+        );
+        assert!(m.contains("two services are named `a`"), "{m}");
+    }
+
+    #[test]
+    fn service_values_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (extra, expect) in [
+            ("argv = []", "service `s` has an empty argv"),
+            ("argv = [\"\"]", "service `s` has an empty argv"),
+            (
+                "argv = [\"x\"]\nprofiling_argv = []",
+                "empty profiling_argv",
+            ),
+            (
+                "argv = [\"x\"]\nlog_max_bytes = 10",
+                "log_max_bytes must be at least 1024",
+            ),
+            (
+                "argv = [\"x\"]\nstop_timeout_ms = 0",
+                "stop_timeout_ms must be between 1",
+            ),
+            (
+                "argv = [\"x\"]\nenv = { \"A=B\" = \"1\" }",
+                "env name `A=B`",
+            ),
+            (
+                "argv = [\"x\"]\nhealth = { kind = \"command\", argv = [] }",
+                "the health check has an empty argv",
+            ),
+        ] {
+            let m = invalid(
+                dir.path(),
+                &format!("[[services]]\nname = \"s\"\n{extra}\n"),
+            );
+            assert!(m.contains(expect), "{extra}: {m}");
+        }
+    }
+
+    #[test]
+    fn service_paths_must_lie_under_the_state_dir_or_a_declared_root() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let root = dir.path().join("apps");
+        let outside = dir.path().join("elsewhere");
+        let service =
+            |extra: &str| format!("[[services]]\nname = \"svc\"\nargv = [\"x\"]\n{extra}\n");
+        // Under the state dir or a declared root: fine.
+        with_services(
+            dir.path(),
+            &service(&format!("cwd = \"{}/work\"", state.display())),
+        )
+        .expect("under the state dir");
+        with_services(
+            dir.path(),
+            &format!(
+                "allowed_roots = [\"{}\"]\n{}",
+                root.display(),
+                service(&format!(
+                    "cwd = \"{0}\"\nlog_file = \"{0}/svc.log\"",
+                    root.display()
+                ))
+            ),
+        )
+        .expect("under a declared root");
+        // Elsewhere: refused, naming the service, the field and the path.
+        for (field, path) in [
+            ("cwd", outside.clone()),
+            ("log_file", outside.join("svc.log")),
+        ] {
+            let m = invalid(
+                dir.path(),
+                &format!(
+                    "allowed_roots = [\"{}\"]\n{}",
+                    root.display(),
+                    service(&format!("{field} = \"{}\"", path.display()))
+                ),
+            );
+            assert!(
+                m.contains(&format!("service `svc`: {field} `{}`", path.display()))
+                    && m.contains("outside")
+                    && m.contains(&root.display().to_string()),
+                "{m}"
+            );
+        }
+        for (path, expect) in [
+            (
+                format!("{}/../elsewhere", state.display()),
+                "must not contain `..`",
+            ),
+            ("relative/dir".to_owned(), "must be an absolute path"),
+        ] {
+            let m = invalid(dir.path(), &service(&format!("cwd = \"{path}\"")));
+            assert!(
+                m.contains("service `svc`: cwd") && m.contains(expect),
+                "{m}"
+            );
+        }
+        // A symbolic link under the state dir that leads out is refused too.
+        std::fs::create_dir_all(&state).expect("state");
+        std::fs::create_dir_all(&outside).expect("outside");
+        std::os::unix::fs::symlink(&outside, state.join("link")).expect("symlink");
+        let m = invalid(
+            dir.path(),
+            &service(&format!("log_file = \"{}/link/svc.log\"", state.display())),
+        );
+        assert!(
+            m.contains("service `svc`: log_file") && m.contains("resolves to"),
+            "{m}"
+        );
+        // Roots must be absolute; allowed tests are confined too; logs are not shared.
+        let m = invalid(dir.path(), "allowed_roots = [\"apps\"]\n");
+        assert!(m.contains("allowed_roots: `apps`"), "{m}");
+        let m = invalid(
+            dir.path(),
+            &format!(
+                "[[skill.allowed_tests]]\nname = \"t\"\nargv = [\"true\"]\ncwd = \"{}\"\n",
+                outside.display()
+            ),
+        );
+        assert!(
+            m.contains("allowed test `t`: cwd") && m.contains("outside"),
+            "{m}"
+        );
+        let log = format!("log_file = \"{}/same.log\"", state.display());
+        let m = invalid(
+            dir.path(),
+            &format!(
+                "{}[[services]]\nname = \"other\"\nargv = [\"x\"]\n{log}\n",
+                service(&log)
+            ),
+        );
+        assert!(
+            m.contains("services `svc` and `other` share the log file"),
+            "{m}"
+        );
     }
 }

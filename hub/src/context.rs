@@ -17,8 +17,12 @@ use serde::{Deserialize, Serialize};
 use crate::activity::ActivityLog;
 use crate::adapters::{ADAPTERS, AdapterDecl};
 use crate::config::HubConfig;
+use crate::deploys::Deploys;
 use crate::enforcement::Published;
+use crate::hublog::LogRing;
+use crate::ledger::WriteLedger;
 use crate::results::TestResults;
+use crate::services::Services;
 
 /// The one skill this hub hosts.
 pub const SKILL: &str = "infra_access_skill";
@@ -82,6 +86,17 @@ pub struct HubContext {
     pub test_results: TestResults,
     /// The last calls the hub finished (written by the channel when a call ends).
     pub activity: ActivityLog,
+    /// The deploy history and the one-deploy-at-a-time lock (`<state_dir>/deploys.json`).
+    pub deploys: Deploys,
+    /// The hub's own recent log lines (the process-wide ring; see [`crate::hublog`]).
+    pub hub_log: std::sync::Arc<LogRing>,
+    /// `[redaction]` patterns, compiled; applied on top of the built-in ones.
+    pub redaction: Vec<regex::Regex>,
+    /// The managed services (`[[services]]`) and their supervisor (started by
+    /// [`crate::start`]).
+    pub services: Services,
+    /// Hub-side idempotency keys of writes (`<state_dir>/write-ledger.json`).
+    pub ledger: WriteLedger,
 }
 
 impl HubContext {
@@ -91,8 +106,20 @@ impl HubContext {
             .redirect(reqwest::redirect::Policy::limited(3))
             .build()
             .map_err(|e| anyhow::anyhow!("cannot build the health-check HTTP client: {e}"))?;
+        let redaction = config
+            .redaction
+            .patterns
+            .iter()
+            .map(|p| regex::Regex::new(p))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("redaction pattern: {e}"))?;
         Ok(HubContext {
             test_results: TestResults::new(&config.state_dir),
+            services: Services::new(&config),
+            ledger: WriteLedger::new(&config.state_dir),
+            deploys: Deploys::new(&config.state_dir),
+            hub_log: crate::hublog::global(),
+            redaction,
             config,
             started: Instant::now(),
             started_at: mcp_shared::time::now(),

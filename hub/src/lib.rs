@@ -15,7 +15,13 @@
 //!   `hub.get_test_results`, `hub.get_activity_log`, `hub.get_capability_usage_summary`).
 //! - [`results`]: recorded allowed-test results and idempotency keys
 //!   (`<state_dir>/test-results.json`).
-//! - [`redact`]: secrets removed from test output before it leaves the hub.
+//! - [`services`]: the managed services of `[[services]]` (the `ServiceSupervisor` actor
+//!   starts, stops and restarts them; their output goes to size-capped log files).
+//! - [`ledger`]: hub-side idempotency keys of the other writes (`<state_dir>/write-ledger.json`).
+//! - [`redact`]: secrets removed from test output and log lines before they leave the hub.
+//! - [`refs`]: validation of the refs a caller may deploy; [`git`]: git run as argv with a
+//!   deadline; [`deploys`]: the deploy history (`<state_dir>/deploys.json`).
+//! - [`hublog`]: the hub's own recent log lines in memory (stream `hub` of `hub.get_logs`).
 //! - [`cli`]: the command line (`run`, `skill status`).
 //!
 //! Invariant: the hub is transport plus final enforcement. It never owns the tool catalog or
@@ -28,9 +34,15 @@ pub mod channel;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod deploys;
 pub mod enforcement;
+pub mod git;
+pub mod hublog;
+pub mod ledger;
 pub mod redact;
+pub mod refs;
 pub mod results;
+pub mod services;
 pub mod skill;
 
 #[cfg(test)]
@@ -68,8 +80,8 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
-/// Starts the skill and the root channel; returns at once (the hub connects in the
-/// background and keeps reconnecting).
+/// Starts the managed services, the skill and the root channel; returns at once (the hub
+/// connects in the background and keeps reconnecting).
 pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
     install_crypto_provider();
     config.validate()?;
@@ -79,7 +91,14 @@ pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
         config.write_scope,
     ));
     let ctx = Arc::new(HubContext::new(config)?);
-    let (skill, _) = SkillHandle::start(ctx.clone()).await?;
+    ctx.services.start().await?;
+    let (skill, _) = match SkillHandle::start(ctx.clone()).await {
+        Ok(s) => s,
+        Err(e) => {
+            ctx.services.stop().await;
+            return Err(e);
+        }
+    };
     let (tx, connected) = watch::channel(false);
     let shutdown = CancellationToken::new();
     let channel = Channel {
@@ -139,10 +158,12 @@ impl HubHandle {
         &self.skill
     }
 
-    /// Closes the connection, stops calls in flight, then the skill and its adapters.
+    /// Closes the connection, stops calls in flight, then the skill and its adapters, then
+    /// the managed services.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let _ = self.channel.await;
         self.skill.stop().await;
+        self.ctx.services.stop().await;
     }
 }

@@ -1,7 +1,8 @@
 //! `hub.run_healthchecks`: runs the configured checks concurrently, each under its own
 //! timeout: HTTP GET (status must match), TCP connect, or a program run as an argv vector
-//! (no shell; exit status 0 is healthy). Overall `healthy` when every check passed, else
-//! `degraded`.
+//! (no shell; exit status 0 is healthy). Each managed service with a `health` check is checked
+//! too, under the service's name (`service` names it; a service that is not running fails its
+//! check). Overall `healthy` when every check passed, else `degraded`.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -10,19 +11,20 @@ use serde_json::{Value, json};
 
 use crate::config::HealthcheckConfig;
 use crate::context::HubContext;
+use crate::services::{ServiceSnapshot, ServiceState};
 
 /// Longest `detail` returned (command output is cut to this).
 const MAX_DETAIL: usize = 200;
 
 pub async fn run(ctx: &HubContext) -> Value {
-    let checks = futures::future::join_all(
-        ctx.config
-            .skill
-            .healthchecks
-            .iter()
-            .map(|check| run_one(ctx, check)),
-    )
-    .await;
+    let plain = ctx
+        .config
+        .skill
+        .healthchecks
+        .iter()
+        .map(|check| run_one(ctx, check, None));
+    let mut checks = futures::future::join_all(plain).await;
+    checks.extend(futures::future::join_all(services(ctx)).await);
     let healthy = checks.iter().all(|c| c["ok"] == Value::Bool(true));
     json!({
         "status": if healthy { "healthy" } else { "degraded" },
@@ -39,7 +41,59 @@ fn cut(s: &str) -> String {
     }
 }
 
-async fn run_one(ctx: &HubContext, check: &HealthcheckConfig) -> Value {
+/// The health check of every managed service that has one; a service that does not run
+/// fails its check without a probe.
+fn services(ctx: &HubContext) -> Vec<impl Future<Output = Value> + '_> {
+    ctx.config
+        .services
+        .iter()
+        .filter_map(|service| {
+            let check = service.health.as_ref()?.check(&service.name);
+            let now = ctx.services.get(&service.name).ok();
+            Some(async move {
+                match now {
+                    Some(s) if s.state == ServiceState::Running => {
+                        run_one(ctx, &check, Some(&service.name)).await
+                    }
+                    other => {
+                        let detail = match other {
+                            None => "unknown service".to_owned(),
+                            Some(s) => not_running(&s),
+                        };
+                        json!({
+                            "name": check.name(),
+                            "kind": check.kind(),
+                            "ok": false,
+                            "latency_ms": 0,
+                            "detail": cut(&detail),
+                            "service": service.name,
+                        })
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+fn not_running(s: &ServiceSnapshot) -> String {
+    let mut detail = format!("service is not running (state {}", s.state.as_str());
+    if let Some(exit) = &s.last_exit {
+        match (exit.code, exit.signal) {
+            (Some(code), _) => detail.push_str(&format!(", exit status {code} at {}", exit.at)),
+            (None, Some(signal)) => {
+                detail.push_str(&format!(", ended by signal {signal} at {}", exit.at));
+            }
+            (None, None) => {}
+        }
+    }
+    detail.push(')');
+    if let Some(error) = &s.error {
+        detail.push_str(&format!(": {error}"));
+    }
+    detail
+}
+
+async fn run_one(ctx: &HubContext, check: &HealthcheckConfig, service: Option<&str>) -> Value {
     let started = Instant::now();
     let timeout = Duration::from_millis(check.timeout_ms());
     let outcome = match tokio::time::timeout(timeout, probe(ctx, check)).await {
@@ -56,6 +110,7 @@ async fn run_one(ctx: &HubContext, check: &HealthcheckConfig) -> Value {
         "ok": ok,
         "latency_ms": started.elapsed().as_millis() as u64,
         "detail": cut(&detail),
+        "service": service,
     })
 }
 

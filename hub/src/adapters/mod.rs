@@ -10,6 +10,12 @@
 //! - [`activity_log`] serves `hub.get_activity_log` (the hub's record of finished calls).
 //! - [`capability_usage`] serves `hub.get_capability_usage_summary` (per-tool counts and
 //!   latency percentiles from that record).
+//! - [`deploy`] serves `hub.deploy_ref` and `hub.rollback_last_test_deploy` (writes: move the
+//!   `[deploy]` worktree to an allowed ref or back to the previous deploy, restart services).
+//! - [`logs`] serves `hub.get_logs` (tails of service logs, log sources and the hub's own log,
+//!   redacted on the hub; one hub's part of root's subnet-wide answer).
+//! - [`restart_service`] serves `hub.restart_service` (writes: restarts a managed service of
+//!   [`crate::services`]; idempotency keys in [`crate::ledger`]).
 //!
 //! Each call reaches its adapter as a [`CallInput`]: the arguments plus the call's `dry_run`
 //! flag, idempotency key and deadline from root's signed `CallRequest`.
@@ -23,7 +29,10 @@
 pub mod activity_log;
 pub mod allowed_tests;
 pub mod capability_usage;
+pub mod deploy;
 pub mod health;
+pub mod logs;
+pub mod restart_service;
 pub mod runtime;
 pub mod status;
 pub mod surface;
@@ -59,10 +68,14 @@ pub enum AdapterKind {
     TestResults,
     ActivityLog,
     CapabilityUsage,
+    DeployRef,
+    RollbackLastTestDeploy,
+    GetLogs,
+    RestartService,
 }
 
 /// Every adapter kind, in the order of [`ADAPTERS`].
-pub const KINDS: [AdapterKind; 8] = [
+pub const KINDS: [AdapterKind; 12] = [
     AdapterKind::Status,
     AdapterKind::RuntimeSummary,
     AdapterKind::OperationalSurface,
@@ -71,6 +84,10 @@ pub const KINDS: [AdapterKind; 8] = [
     AdapterKind::TestResults,
     AdapterKind::ActivityLog,
     AdapterKind::CapabilityUsage,
+    AdapterKind::DeployRef,
+    AdapterKind::RollbackLastTestDeploy,
+    AdapterKind::GetLogs,
+    AdapterKind::RestartService,
 ];
 
 /// Every adapter of `infra_access_skill`, with the tool it serves.
@@ -154,6 +171,26 @@ impl AdapterKind {
                 name: "infra_access_skill.capability_usage",
                 writes: false,
             },
+            AdapterKind::DeployRef => AdapterDecl {
+                tool_id: "hub.deploy_ref",
+                name: "infra_access_skill.deploy_ref",
+                writes: true,
+            },
+            AdapterKind::RollbackLastTestDeploy => AdapterDecl {
+                tool_id: "hub.rollback_last_test_deploy",
+                name: "infra_access_skill.rollback",
+                writes: true,
+            },
+            AdapterKind::GetLogs => AdapterDecl {
+                tool_id: "hub.get_logs",
+                name: "infra_access_skill.logs",
+                writes: false,
+            },
+            AdapterKind::RestartService => AdapterDecl {
+                tool_id: "hub.restart_service",
+                name: "infra_access_skill.restart_service",
+                writes: true,
+            },
         }
     }
 
@@ -185,6 +222,10 @@ impl AdapterKind {
                 no_arguments(arguments)?;
                 Ok(capability_usage::run(&ctx))
             }
+            AdapterKind::DeployRef => deploy::deploy_ref(&ctx, input).await,
+            AdapterKind::RollbackLastTestDeploy => deploy::rollback(&ctx, input).await,
+            AdapterKind::GetLogs => logs::run(&ctx, arguments).await,
+            AdapterKind::RestartService => restart_service::run(&ctx, input).await,
         }
     }
 }
@@ -480,8 +521,16 @@ mod tests {
                 let c = contract(decl.tool_id);
                 assert_eq!(c.tool_id, decl.tool_id);
                 assert_eq!(c.side_effect == SideEffectClass::Read, !decl.writes);
-                if kind == AdapterKind::AllowedTests {
-                    // Takes a test name; see `test_tool_answers_match_their_contracts`.
+                if matches!(
+                    kind,
+                    AdapterKind::AllowedTests
+                        | AdapterKind::DeployRef
+                        | AdapterKind::RollbackLastTestDeploy
+                        | AdapterKind::RestartService
+                ) {
+                    // Writes with arguments and state; see `test_tool_answers_match_their_contracts`,
+                    // `deploy_tool_answers_match_their_contracts` and
+                    // `service_tool_answers_match_their_contracts`.
                     continue;
                 }
                 assert_valid(
@@ -520,6 +569,86 @@ mod tests {
 
     fn soon() -> tokio::time::Instant {
         tokio::time::Instant::now() + std::time::Duration::from_secs(10)
+    }
+
+    /// The deploy tools: dry-run effects and execute results (first deploy, fast-forward,
+    /// rollback) fit root's write envelope, and their inputs are what root accepts.
+    #[tokio::test]
+    async fn deploy_tool_answers_match_their_contracts() {
+        use super::deploy::tests::{call, config, fixture_repo};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (src, _) = fixture_repo(dir.path());
+        let ctx = Arc::new(HubContext::new(config(dir.path(), &src)).expect("context"));
+        let deploy = contract("hub.deploy_ref");
+        let rollback = contract("hub.rollback_last_test_deploy");
+        let deploy_input = validator(&deploy.input_schema);
+        for ok in [
+            json!({"ref": "v1"}),
+            json!({"ref": "release/1.0", "phase": "preview"}),
+            json!({"ref": "v1", "phase": "execute", "confirmation_token": "c", "idempotency_key": "k"}),
+            json!({"ref": "v1", "dry_run": true}),
+        ] {
+            assert!(deploy_input.is_valid(&ok), "{ok}");
+        }
+        for bad in [
+            json!({}),
+            json!({"ref": ""}),
+            json!({"ref": "main;rm"}),
+            json!({"ref": "v1 v2"}),
+            json!({"ref": "v1", "worktree": "/"}),
+        ] {
+            assert!(!deploy_input.is_valid(&bad), "{bad}");
+        }
+        let rollback_input = validator(&rollback.input_schema);
+        assert!(rollback_input.is_valid(&json!({})));
+        assert!(rollback_input.is_valid(
+            &json!({"phase": "execute", "confirmation_token": "c", "idempotency_key": "k"})
+        ));
+        assert!(!rollback_input.is_valid(&json!({"ref": "v1"})));
+
+        let check = |c: &ToolContract, effect: Option<&Value>, result: Option<&Value>| {
+            if let Some(effect) = effect {
+                for phase in ["dry_run", "preview"] {
+                    assert_valid(
+                        &format!("{} {phase}", c.tool_id),
+                        &c.output_schema,
+                        &json!({"phase": phase, "expected_effect": effect, "confirmation_token": "t",
+                                "confirmation_expires_at": "2026-01-01T00:00:00Z", "summary": "s"}),
+                    );
+                }
+            }
+            if let Some(result) = result {
+                assert_valid(
+                    &format!("{} execute", c.tool_id),
+                    &c.output_schema,
+                    &json!({"phase": "execute", "result": result, "replay": false, "idempotency_key": "k"}),
+                );
+            }
+        };
+        let kind = AdapterKind::DeployRef;
+        for r in ["v1", "main"] {
+            let effect = call(&ctx, kind, json!({"ref": r}), true, None)
+                .await
+                .expect("dry run");
+            let result = call(&ctx, kind, json!({"ref": r}), false, Some(r))
+                .await
+                .expect("deploys");
+            check(&deploy, Some(&effect), Some(&result));
+        }
+        let kind = AdapterKind::RollbackLastTestDeploy;
+        let effect = call(&ctx, kind, json!({}), true, None)
+            .await
+            .expect("dry run");
+        let result = call(&ctx, kind, json!({}), false, Some("r"))
+            .await
+            .expect("rolls back");
+        check(&rollback, Some(&effect), Some(&result));
+        assert!(
+            !validator(&rollback.output_schema).is_valid(
+                &json!({"phase": "execute", "result": {"action": "rollback_last_test_deploy"}})
+            ),
+            "a result must be complete"
+        );
     }
 
     /// The allowed-test tools: the hub's dry-run effect and run result fit root's write
@@ -610,5 +739,120 @@ mod tests {
         assert!(input.is_valid(&json!({"name": "ok", "limit": 1})));
         assert!(!input.is_valid(&json!({"limit": 51})));
         assert!(!input.is_valid(&json!({"limit": 0})));
+    }
+
+    /// Managed services: the runtime summary's `services`, service health checks and
+    /// `hub.restart_service` (dry-run effect, result) fit their contracts.
+    #[tokio::test]
+    async fn service_tool_answers_match_their_contracts() {
+        use crate::config::{ServiceConfig, ServiceHealthConfig};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let open = listener.local_addr().expect("addr").to_string();
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", "t", dir.path());
+        let mut web = ServiceConfig::new("web", vec!["sleep".into(), "30".into()]);
+        web.health = Some(ServiceHealthConfig::Tcp {
+            address: open,
+            timeout_ms: 1_000,
+        });
+        let mut quitter = ServiceConfig::new("quitter", vec!["true".into()]);
+        quitter.health = Some(ServiceHealthConfig::Command {
+            argv: vec!["true".into()],
+            cwd: None,
+            timeout_ms: 1_000,
+        });
+        config.services = vec![
+            web,
+            quitter,
+            ServiceConfig::new("broken", vec!["/nonexistent/x".into()]),
+        ];
+        let ctx = Arc::new(HubContext::new(config).expect("context"));
+        ctx.services.start().await.expect("services");
+        for _ in 0..400 {
+            if ctx.services.get("quitter").expect("known").state
+                == crate::services::ServiceState::Exited
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        let run = |kind: AdapterKind, args: Value, dry_run: bool| {
+            let mut input = CallInput::new("c", args, soon());
+            input.dry_run = dry_run;
+            input.idempotency_key = Some("k".into());
+            kind.run(ctx.clone(), input)
+        };
+
+        let c = contract("hub.get_runtime_summary");
+        let summary = run(AdapterKind::RuntimeSummary, json!({}), false)
+            .await
+            .expect("summary");
+        assert_valid("runtime summary", &c.output_schema, &summary);
+        let states: Vec<&str> = summary["services"]
+            .as_array()
+            .expect("services")
+            .iter()
+            .filter_map(|s| s["state"].as_str())
+            .collect();
+        assert_eq!(states, ["running", "exited", "failed"], "{summary}");
+
+        let c = contract("hub.run_healthchecks");
+        let health = run(AdapterKind::Healthchecks, json!({}), false)
+            .await
+            .expect("health");
+        assert_valid("health", &c.output_schema, &health);
+        let checks: Vec<(&str, bool)> = health["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .map(|c| (c["service"].as_str().unwrap_or("-"), c["ok"] == true))
+            .collect();
+        assert_eq!(checks, [("web", true), ("quitter", false)], "{health}");
+        assert!(
+            health["checks"][1]["detail"]
+                .as_str()
+                .expect("detail")
+                .contains("not running (state exited, exit status 0"),
+            "{health}"
+        );
+
+        let c = contract("hub.restart_service");
+        let input = validator(&c.input_schema);
+        for ok in [
+            json!({"service": "web"}),
+            json!({"service": "web", "phase": "execute", "confirmation_token": "c", "idempotency_key": "k"}),
+            json!({"service": "web", "dry_run": true}),
+        ] {
+            assert!(input.is_valid(&ok), "{ok}");
+        }
+        for bad in [
+            json!({}),
+            json!({"service": "Web"}),
+            json!({"service": "web", "argv": []}),
+        ] {
+            assert!(!input.is_valid(&bad), "{bad}");
+        }
+        let effect = run(AdapterKind::RestartService, json!({"service": "web"}), true)
+            .await
+            .expect("dry run");
+        assert_valid(
+            "preview",
+            &c.output_schema,
+            &json!({"phase": "preview", "expected_effect": effect, "confirmation_token": "t",
+                    "confirmation_expires_at": "2026-01-01T00:00:00Z"}),
+        );
+        let result = run(
+            AdapterKind::RestartService,
+            json!({"service": "web"}),
+            false,
+        )
+        .await
+        .expect("restart");
+        assert_valid(
+            "execute",
+            &c.output_schema,
+            &json!({"phase": "execute", "result": result, "replay": false, "idempotency_key": "k"}),
+        );
+        ctx.services.stop().await;
     }
 }

@@ -1,5 +1,6 @@
 //! `hub.get_runtime_summary`: machine and hub-process figures read from `/proc` and
-//! `statvfs(2)` (Linux), with no extra dependency and no shell.
+//! `statvfs(2)` (Linux), with no extra dependency and no shell, plus the managed services
+//! ([`crate::services`]) with their state, pid, mode, restarts, RSS and CPU seconds.
 
 use std::path::Path;
 
@@ -11,9 +12,35 @@ use crate::context::HubContext;
 pub async fn run(ctx: &HubContext) -> Result<Value, ToolError> {
     let state_dir = ctx.config.state_dir.clone();
     let hub_uptime = ctx.started.elapsed().as_secs();
-    tokio::task::spawn_blocking(move || summary(&state_dir, hub_uptime))
+    let mut v = tokio::task::spawn_blocking(move || summary(&state_dir, hub_uptime))
         .await
-        .map_err(|e| ToolError::new(ErrorCode::Internal, format!("runtime summary task: {e}")))?
+        .map_err(|e| ToolError::new(ErrorCode::Internal, format!("runtime summary task: {e}")))??;
+    v["services"] = services(ctx);
+    Ok(v)
+}
+
+/// The managed services: state, pid, mode, restarts, RSS, CPU seconds, last exit.
+fn services(ctx: &HubContext) -> Value {
+    Value::Array(
+        ctx.services
+            .snapshot()
+            .into_iter()
+            .map(|s| {
+                json!({
+                    "name": s.name,
+                    "state": s.state,
+                    "pid": s.pid,
+                    "mode": s.mode,
+                    "restarts": s.restarts,
+                    "rss_bytes": s.rss_bytes,
+                    "cpu_seconds": s.cpu_seconds,
+                    "started_at": s.started_at,
+                    "last_exit": s.last_exit,
+                    "error": s.error,
+                })
+            })
+            .collect(),
+    )
 }
 
 fn read(path: &str) -> Result<String, ToolError> {
