@@ -112,13 +112,21 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Logs to stderr and, without colours, into the ring that `hub.get_logs` serves as stream
+/// `hub` ([`crate::hublog`]).
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(crate::hublog::RingWriter::new(crate::hublog::global())),
         )
-        .with_writer(std::io::stderr)
         .try_init();
 }
 

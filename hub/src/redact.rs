@@ -1,4 +1,4 @@
-//! Redaction of text that leaves the hub (an allowed test's output): bearer-like tokens
+//! Redaction of text that leaves the hub (an allowed test's output, log lines): bearer-like tokens
 //! (`mcpl_…`, `mcph_…`, `mcpa_…`, `Bearer <x>`), PEM private key blocks, passwords in URLs and
 //! AWS access key ids are replaced with `[REDACTED]`, and the replacements are counted.
 //!
@@ -64,6 +64,19 @@ pub fn redact(text: &str) -> (String, usize) {
     (out, count)
 }
 
+/// [`redact`], then every match of the configured `extra` patterns (`[redaction]`).
+pub fn redact_with(text: &str, extra: &[Regex]) -> (String, usize) {
+    let (mut out, mut count) = redact(text);
+    for re in extra {
+        let n = re.find_iter(&out).count();
+        if n > 0 {
+            out = re.replace_all(&out, REDACTED).into_owned();
+            count += n;
+        }
+    }
+    (out, count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +101,13 @@ mod tests {
         assert!(out.ends_with("[REDACTED]\nafter"), "{out}");
         assert_eq!(n, 7, "{out}");
         assert_eq!(redact("nothing here"), ("nothing here".to_owned(), 0));
+    }
+
+    #[test]
+    fn configured_patterns_apply_after_the_built_in_ones() {
+        let extra = [Regex::new(r"session=[0-9a-f]{8}").expect("compiles")];
+        let (out, n) = redact_with("session=deadbeef and mcph_abc", &extra);
+        assert_eq!((out.as_str(), n), ("[REDACTED] and [REDACTED]", 2));
     }
 
     #[test]

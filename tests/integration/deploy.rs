@@ -1,0 +1,234 @@
+//! Deploys through root to a real hub, over the rmcp client: a local git repository with
+//! three commits (tags `v1`, `v2`, branch `main`), preview → confirmation token → execute with
+//! an idempotency key for `hub.deploy_ref` and `hub.rollback_last_test_deploy`; the worktree's
+//! HEAD and files, the deploy history on the hub, the restarted service's process and the
+//! refusals (refs outside `allowed_refs`, forged refs, nothing to roll back) are checked.
+
+use std::path::{Path, PathBuf};
+
+use mcp_tests::{TestRoot, mcp_client};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use serde_json::{Value, json};
+
+type Client = RunningService<rmcp::RoleClient, ()>;
+
+/// Runs git with a test identity; panics with its output on failure.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `src` with `app.txt` = one, two, three in three commits; `v1`, `v2` tag the first two.
+fn repository(dir: &Path) -> (PathBuf, Vec<String>) {
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q", "-b", "main"]);
+    let mut shas = Vec::new();
+    for (i, word) in ["one", "two", "three"].iter().enumerate() {
+        std::fs::write(src.join("app.txt"), format!("{word}\n")).unwrap();
+        git(&src, &["add", "app.txt"]);
+        git(&src, &["commit", "-q", "-m", &format!("commit {word}")]);
+        shas.push(git(&src, &["rev-parse", "HEAD"]));
+        if i < 2 {
+            git(&src, &["tag", &format!("v{}", i + 1)]);
+        }
+    }
+    (src, shas)
+}
+
+/// A call's structured content (the result, or `{"error": ...}` when `isError`).
+async fn call(client: &Client, tool: &str, args: Value) -> Value {
+    let params = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().cloned().unwrap());
+    let res = client.call_tool(params).await.unwrap();
+    let sc = res.structured_content.unwrap_or(Value::Null);
+    assert_eq!(
+        res.is_error == Some(true),
+        sc.get("error").is_some(),
+        "{tool} {args}: {sc}"
+    );
+    sc
+}
+
+/// Preview (checked to change nothing), then execute with the preview's token and `key`.
+async fn write(client: &Client, tool: &str, args: Value, key: &str) -> (Value, Value) {
+    let preview = call(client, tool, args.clone()).await;
+    assert_eq!(preview["phase"], "preview", "{preview}");
+    let mut exec = args.clone();
+    exec["phase"] = json!("execute");
+    exec["confirmation_token"] = preview["confirmation_token"].clone();
+    exec["idempotency_key"] = json!(key);
+    let done = call(client, tool, exec).await;
+    assert_eq!(done["phase"], "execute", "{done}");
+    (preview, done)
+}
+
+fn history(state: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(state.join("deploys.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v["entries"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn deploy_preview_rollback_and_refusals_through_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, shas) = repository(dir.path());
+    let root = TestRoot::start().await.unwrap();
+    let hub = root
+        .start_hub(
+            "hub:test-alpha",
+            &format!(
+                "[deploy]\nrepository = \"{}\"\nworktree = \"deploy/app\"\n\
+                 allowed_refs = [\"main\", \"v*\"]\nrestart_services = [\"app\"]\n\
+                 [[services]]\nname = \"app\"\nargv = [\"sleep\", \"600\"]\n",
+                src.display()
+            ),
+        )
+        .await
+        .unwrap();
+    let state = hub.state_dir.path().join("state");
+    let worktree = state.join("deploy/app");
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    let tools: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for tool in ["hub.deploy_ref", "hub.rollback_last_test_deploy"] {
+        assert!(
+            tools.iter().any(|t| t == tool),
+            "{tool} not listed: {tools:?}"
+        );
+    }
+
+    // Nothing deployed yet: nothing to roll back.
+    let none = call(&client, "hub.rollback_last_test_deploy", json!({})).await;
+    assert_eq!(none["error"]["code"], "not_found", "{none}");
+
+    // Deploy v1: the preview changes nothing, execute checks it out.
+    let (preview, done) = write(&client, "hub.deploy_ref", json!({"ref": "v1"}), "d1").await;
+    let effect = &preview["expected_effect"];
+    assert_eq!(effect["current"], Value::Null, "{effect}");
+    assert_eq!(effect["target"]["commit"], shas[0]);
+    assert_eq!(effect["restart_services"], json!(["app"]));
+    let first = &done["result"];
+    assert_eq!(done["replay"], false);
+    assert_eq!(first["deployed"]["commit"], shas[0], "{done}");
+    assert_eq!(first["deployed"]["resolved_ref"], "refs/tags/v1");
+    assert_eq!(git(&worktree, &["rev-parse", "HEAD"]), shas[0]);
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("app.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(first["services"][0]["name"], "app");
+    assert_eq!(first["services"][0]["restarted"], true, "{first}");
+    let pid_v1 = first["services"][0]["pid"].as_u64().unwrap();
+
+    // Preview v2: the commits between v1 and v2, a fast-forward; nothing changes.
+    let preview = call(&client, "hub.deploy_ref", json!({"ref": "v2"})).await;
+    let effect = &preview["expected_effect"];
+    assert_eq!(effect["current"], json!({"ref": "v1", "commit": shas[0]}));
+    assert_eq!(effect["target"]["commit"], shas[1]);
+    assert_eq!(
+        effect["commits"],
+        json!([{"sha": shas[1], "subject": "commit two", "author": "t"}])
+    );
+    assert_eq!(effect["commits_truncated"], false);
+    assert_eq!(effect["fast_forward"], true);
+    assert_eq!(effect["commits_removed"], json!([]));
+    assert_eq!(
+        git(&worktree, &["rev-parse", "HEAD"]),
+        shas[0],
+        "a preview changes nothing"
+    );
+
+    // Deploy v2: the service gets a new process.
+    let (_, done) = write(&client, "hub.deploy_ref", json!({"ref": "v2"}), "d2").await;
+    let second = done["result"].clone();
+    assert_eq!(second["previous"], json!({"ref": "v1", "commit": shas[0]}));
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("app.txt")).unwrap(),
+        "two\n"
+    );
+    let pid_v2 = second["services"][0]["pid"].as_u64().unwrap();
+    assert_ne!(pid_v1, pid_v2, "{second}");
+    assert_eq!(history(&state).len(), 2);
+
+    // A replayed execute returns the first result and deploys nothing.
+    let preview = call(&client, "hub.deploy_ref", json!({"ref": "v2"})).await;
+    let again = call(
+        &client,
+        "hub.deploy_ref",
+        json!({"ref": "v2", "phase": "execute", "idempotency_key": "d2",
+               "confirmation_token": preview["confirmation_token"]}),
+    )
+    .await;
+    assert_eq!(again["replay"], true, "{again}");
+    assert_eq!(again["result"]["deploy_id"], second["deploy_id"]);
+    assert_eq!(history(&state).len(), 2, "nothing deployed again");
+
+    // Roll back: the preview names the deploy it undoes; execute returns to v1.
+    let (preview, done) = write(&client, "hub.rollback_last_test_deploy", json!({}), "r1").await;
+    let effect = &preview["expected_effect"];
+    assert_eq!(effect["current"]["commit"], shas[1], "{effect}");
+    assert_eq!(effect["target"]["commit"], shas[0]);
+    assert_eq!(effect["undoes"]["deploy_id"], second["deploy_id"]);
+    assert_eq!(effect["commits_removed"][0]["sha"], shas[1]);
+    assert_eq!(done["result"]["deployed"]["commit"], shas[0], "{done}");
+    assert_eq!(git(&worktree, &["rev-parse", "HEAD"]), shas[0]);
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("app.txt")).unwrap(),
+        "one\n"
+    );
+    let entries = history(&state);
+    assert_eq!(entries.len(), 3);
+    assert_eq!(entries[2]["kind"], "rollback");
+    assert_eq!(entries[2]["previous_commit"], shas[1]);
+    assert_eq!(entries[2]["idempotency_key"], "r1");
+    // v1 was the first deploy: nothing further to roll back.
+    let none = call(&client, "hub.rollback_last_test_deploy", json!({})).await;
+    assert_eq!(none["error"]["code"], "not_found", "{none}");
+
+    // Refs outside allowed_refs and forged refs are refused precisely; nothing moves.
+    for (r, code, why) in [
+        (
+            "feature/x",
+            "invalid_arguments",
+            "allowed refs: `main`, `v*`",
+        ),
+        ("-x", "invalid_arguments", "must not start with `-`"),
+        ("../x", "invalid_arguments", "`..`"),
+        ("main;rm", "invalid_arguments", ""),
+        ("v9", "invalid_arguments", "no tag or branch"),
+    ] {
+        let refused = call(&client, "hub.deploy_ref", json!({"ref": r})).await;
+        assert_eq!(refused["error"]["code"], code, "{r}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(why), "{r}: {message}");
+    }
+    assert_eq!(git(&worktree, &["rev-parse", "HEAD"]), shas[0]);
+    assert_eq!(history(&state).len(), 3);
+
+    client.cancel().await.unwrap();
+    hub.stop().await;
+    root.stop().await;
+}
