@@ -93,7 +93,8 @@ async fn deploy_preview_rollback_and_refusals_through_root() {
             &format!(
                 "[deploy]\nrepository = \"{}\"\nworktree = \"deploy/app\"\n\
                  allowed_refs = [\"main\", \"v*\"]\nrestart_services = [\"app\"]\n\
-                 [[services]]\nname = \"app\"\nargv = [\"sleep\", \"600\"]\n",
+                 [[services]]\nname = \"app\"\nargv = [\"sleep\", \"600\"]\n\
+                 [[log_sources]]\nname = \"release-notes\"\npath = \"notes.log\"\n",
                 src.display()
             ),
         )
@@ -227,6 +228,32 @@ async fn deploy_preview_rollback_and_refusals_through_root() {
     }
     assert_eq!(git(&worktree, &["rev-parse", "HEAD"]), shas[0]);
     assert_eq!(history(&state).len(), 3);
+
+    // The hub's streams through root's subnet-wide hub.get_logs: redacted on the hub.
+    std::fs::write(
+        state.join("notes.log"),
+        "deployed v1\ntoken mcph_AAAAAAAAAAAAAAAAAAAAAAAA\ndeployed v2\n",
+    )
+    .unwrap();
+    let logs = call(&client, "hub.get_logs", json!({"stream": "release-notes"})).await;
+    assert_eq!(logs["source"], "subnet_active", "{logs}");
+    assert_eq!(logs["health"], "healthy", "{logs}");
+    let entry = &logs["entries"][0];
+    assert_eq!(entry["target_id"], "hub:test-alpha");
+    assert_eq!(
+        entry["lines"],
+        json!(["deployed v1", "token [REDACTED]", "deployed v2"])
+    );
+    assert_eq!(entry["redactions"], 1);
+    assert!(!logs.to_string().contains("mcph_AAAA"));
+    let all = call(&client, "hub.get_logs", json!({"lines": 5})).await;
+    let streams: Vec<&str> = all["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["stream"].as_str().unwrap())
+        .collect();
+    assert_eq!(streams, ["app", "release-notes", "hub"], "{all}");
 
     client.cancel().await.unwrap();
     hub.stop().await;

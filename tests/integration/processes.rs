@@ -182,6 +182,7 @@ async fn root_and_hub_as_separate_processes() {
             .arg(&token_file)
             .arg("--state-dir")
             .arg(dir.path().join("hub-state"))
+            .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -205,6 +206,22 @@ async fn root_and_hub_as_separate_processes() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The hub binary keeps its own recent log lines: stream `hub` of hub.get_logs.
+    let res = client
+        .call_tool(
+            CallToolRequestParams::new("hub.get_logs")
+                .with_arguments(json!({"stream": "hub"}).as_object().cloned().unwrap()),
+        )
+        .await
+        .unwrap();
+    let sc = res.structured_content.unwrap();
+    let lines = sc["entries"][0]["lines"].as_array().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("mcp-hub starting")),
+        "{sc}"
+    );
     let hubs: Value = http
         .get(format!("{base}/v1/root/hubs"))
         .bearer_auth(&admin)
