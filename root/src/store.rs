@@ -657,7 +657,7 @@ impl Store {
             });
             out.extend(rows);
         }
-        out.sort_by(|a, b| b.retained_at_ms.cmp(&a.retained_at_ms));
+        out.sort_by_key(|r| std::cmp::Reverse(r.retained_at_ms));
         out.truncate(limit.clamp(1, 10_000) as usize);
         Ok(out)
     }

@@ -58,7 +58,7 @@ pub fn list(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Value, To
         .map(|l| l.normalized(now()))
         .filter(|l| include_inactive || l.status == mcp_shared::lease::LeaseStatus::Active)
         .collect();
-    leases.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    leases.sort_by_key(|l| std::cmp::Reverse(l.created_at));
     let total = leases.len();
     leases.truncate(limit);
     Ok(json!({

@@ -114,6 +114,7 @@ async fn subnet_active(
     )
     .await;
     let mut entries = Vec::new();
+    let mut notes = Vec::new();
     let mut adapters = Vec::new();
     let mut redactions = Vec::new();
     for (t, (adapter, result)) in reachable.iter().zip(answers) {
@@ -122,6 +123,10 @@ async fn subnet_active(
         }
         match result {
             Ok(v) => {
+                // Each hub's own summary names what it could not read.
+                if let Some(note) = v["summary"].as_str() {
+                    notes.push(app.redactor.redact_text("hub_log", note, &mut redactions));
+                }
                 for mut e in v["entries"].as_array().cloned().unwrap_or_default() {
                     // A hub speaks only for itself.
                     e["target_id"] = json!(t);
@@ -171,6 +176,11 @@ async fn subnet_active(
                 .collect::<Vec<_>>()
                 .join("; ")
         )
+    };
+    let summary = if notes.is_empty() {
+        summary
+    } else {
+        format!("{summary}. {}", notes.join(". "))
     };
     Ok(json!({
         "source": "subnet_active",

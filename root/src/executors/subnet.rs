@@ -165,7 +165,7 @@ pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result
             ));
         }
     }
-    items.sort_by(|a, b| b.0.cmp(&a.0));
+    items.sort_by_key(|i| std::cmp::Reverse(i.0));
     let total = items.len();
     items.truncate(limit);
     Ok(json!({
