@@ -45,6 +45,8 @@ pub struct App {
     pub mcp_peers: DashMap<String, (String, rmcp::Peer<rmcp::RoleServer>)>,
     /// Hub lifecycle events for subnet timelines.
     pub timeline: crate::timeline::Timeline,
+    /// The clock descriptor freshness is judged by (tests move it).
+    pub clock: crate::clock::Clock,
     /// Cancelled when the daemon shuts down; long-lived connections (hubs) end with it.
     pub shutdown: tokio_util::sync::CancellationToken,
 }
@@ -100,17 +102,21 @@ impl App {
         &self,
         visible: Option<&[Arc<crate::catalog::ContractEntry>]>,
     ) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, String> {
-        let all = ractor::call_t!(
-            self.actors.descriptors.load(),
-            crate::actors::descriptor_cache::Msg::List,
-            crate::actors::RPC_TIMEOUT_MS
-        )
-        .map_err(|e| format!("descriptor cache unavailable: {e}"))?;
+        let set = crate::descriptors::snapshot(self).await?;
+        Ok(self.readable_in(&set, visible))
+    }
+
+    /// [`App::readable_descriptors`] within one snapshot of the served set.
+    pub fn readable_in(
+        &self,
+        set: &crate::descriptors::DescriptorSet,
+        visible: Option<&[Arc<crate::catalog::ContractEntry>]>,
+    ) -> Vec<Arc<mcp_shared::descriptor::Descriptor>> {
+        let all = set.all();
         let Some(visible) = visible else {
-            return Ok(all);
+            return all;
         };
-        Ok(all
-            .into_iter()
+        all.into_iter()
             .filter(|d| {
                 let id = &d.freshness.descriptor_id;
                 let projects = |c: &Arc<crate::catalog::ContractEntry>| {
@@ -121,6 +127,6 @@ impl App {
                 };
                 visible.iter().any(projects) || !self.contracts.all().iter().any(projects)
             })
-            .collect())
+            .collect()
     }
 }

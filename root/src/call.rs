@@ -506,7 +506,7 @@ pub(crate) async fn route_to(
     }
 }
 
-/// Answers a descriptive tool from its descriptor: `{data, descriptor, stale}`.
+/// Answers a descriptive tool from its descriptor: `{data, descriptor, stale, freshness}`.
 async fn project(
     app: &App,
     p: &DescriptorProjection,
@@ -549,8 +549,11 @@ async fn project(
                 })?
         }
     };
-    let stale = now() > d.freshness.fresh_until;
-    Ok(json!({ "data": data, "descriptor": d.freshness, "stale": stale }))
+    // `freshness` is judged by root's clock: fresh, stale (past fresh_until, served) or
+    // expired (past fresh_until + cache_ttl_sec, still served, flagged).
+    let freshness = d.freshness.state_at(app.clock.now());
+    let stale = freshness != mcp_shared::descriptor::FreshnessState::Fresh;
+    Ok(json!({ "data": data, "descriptor": d.freshness, "stale": stale, "freshness": freshness }))
 }
 
 fn validate(validator: &jsonschema::Validator, value: &Value) -> Result<(), Vec<String>> {

@@ -280,38 +280,6 @@ pub fn load_profiles(file: Option<&Path>) -> Result<ProfileRegistry, CatalogErro
     Ok(reg)
 }
 
-/// Cross-checks: every descriptive contract's descriptor exists and its pointer resolves.
-pub fn check_projections(
-    contracts: &ContractRegistry,
-    descriptors: &[Descriptor],
-) -> Result<(), CatalogError> {
-    for entry in contracts.all() {
-        let Some(p) = &entry.contract.descriptor else {
-            continue;
-        };
-        let file = format!("{}.json", entry.contract.tool_id);
-        let d = descriptors
-            .iter()
-            .find(|d| d.freshness.descriptor_id == p.descriptor_id)
-            .ok_or_else(|| {
-                err(
-                    &file,
-                    format!("descriptor `{}` is not loaded", p.descriptor_id),
-                )
-            })?;
-        if d.content.pointer(&p.pointer).is_none() {
-            return Err(err(
-                &file,
-                format!(
-                    "pointer `{}` does not resolve in descriptor `{}`",
-                    p.pointer, p.descriptor_id
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// One rule of `config/destructive.toml`.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -32,6 +32,37 @@ pub enum Command {
     Demo(ServeArgs),
     /// Operator commands against a running root.
     Admin(AdminArgs),
+    /// The descriptor build pipeline (runs offline, e.g. in CI).
+    #[command(subcommand)]
+    Descriptors(DescriptorsCommand),
+    /// The platform skill catalog client.
+    #[command(subcommand)]
+    Skills(SkillsCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DescriptorsCommand {
+    /// Build normalized descriptor artifacts from a source tree (its `sources.toml`).
+    Build {
+        /// The source tree, e.g. config/descriptor-source.
+        source_dir: PathBuf,
+        /// Where the artifacts go (`<descriptor_id>.json`; other `*.json` there are removed).
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// Override the manifest's `generated_at`: `now` or an RFC 3339 instant.
+        #[arg(long)]
+        generated_at: Option<String>,
+        /// Write nothing; fail (exit 1) if ARTIFACT_DIR differs from what the build produces.
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SkillsCommand {
+    /// Install the platform skill catalog of a root into DEST/NAMESPACE (validated whole,
+    /// staged, swapped in atomically; any failure leaves the installed tree unchanged).
+    Sync(crate::skills_sync::SyncArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -100,6 +131,26 @@ pub enum AdminCommand {
     Skill {
         #[command(subcommand)]
         command: SkillCmd,
+    },
+    /// The descriptor set root serves.
+    #[command(subcommand)]
+    Descriptors(AdminDescriptorsCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminDescriptorsCommand {
+    /// Validate an artifact directory as a whole set and serve it instead of the current one
+    /// (kept across restarts); a refused set changes nothing.
+    Publish {
+        /// Directory of `<descriptor_id>.json` artifacts (`mcp-root descriptors build` output).
+        artifact_dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The served descriptors with their freshness, and where the set came from.
+    List {
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -267,6 +318,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Demo(args) => demo(args).await,
         Command::Admin(args) => admin(args).await,
+        Command::Descriptors(cmd) => descriptors(cmd),
+        Command::Skills(SkillsCommand::Sync(args)) => crate::skills_sync::main(args).await,
     }
 }
 
@@ -384,6 +437,80 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn descriptors(cmd: DescriptorsCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        DescriptorsCommand::Build {
+            source_dir,
+            output,
+            generated_at,
+            check,
+        } => {
+            let generated_at = match generated_at.as_deref() {
+                None => None,
+                Some("now") => Some(mcp_shared::time::now()),
+                Some(t) => Some(
+                    mcp_shared::time::parse(t)
+                        .with_context(|| format!("--generated-at `{t}` must be `now` or RFC 3339"))?,
+                ),
+            };
+            let opts = crate::descriptors::build::BuildOptions { generated_at };
+            let built = crate::descriptors::build::build(&source_dir, &opts)
+                .with_context(|| format!("building {}", source_dir.display()))?;
+            if check {
+                let diffs = crate::descriptors::build::differences(&output, &built);
+                if diffs.is_empty() {
+                    println!("{}: up to date ({} artifacts)", output.display(), built.len());
+                    return Ok(ExitCode::SUCCESS);
+                }
+                for d in &diffs {
+                    eprintln!("{d}");
+                }
+                eprintln!(
+                    "{} differs from the build of {}; run `mcp-root descriptors build {} -o {}`",
+                    output.display(),
+                    source_dir.display(),
+                    source_dir.display(),
+                    output.display()
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+            let written = crate::descriptors::build::write_artifacts(&output, &built)?;
+            for (d, path) in built.iter().zip(&written) {
+                println!(
+                    "{}  {}  {}",
+                    path.display(),
+                    d.class,
+                    d.freshness.content_hash
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Reads an artifact directory: `(file name, JSON)` of every `*.json`, sorted by name.
+pub fn read_artifacts(dir: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") || !path.is_file() {
+            continue;
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let v: Value =
+            serde_json::from_str(&text).with_context(|| format!("{name}: not JSON"))?;
+        out.push((name, v));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    anyhow::ensure!(!out.is_empty(), "{}: no *.json artifacts", dir.display());
+    Ok(out)
 }
 
 /// Writes a secret file readable by its owner only.
@@ -667,6 +794,57 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 )
             });
         }
+        AdminCommand::Descriptors(cmd) => match cmd {
+            AdminDescriptorsCommand::Publish { artifact_dir, json } => {
+                let items = read_artifacts(&artifact_dir)?;
+                let (names, descriptors): (Vec<String>, Vec<Value>) = items.into_iter().unzip();
+                let v = c
+                    .post(
+                        "/v1/root/mcp/descriptors",
+                        json!({ "descriptors": descriptors, "names": names }),
+                    )
+                    .await?;
+                print(json, &v, |v| {
+                    let set = &v["set"];
+                    let mut out = format!(
+                        "published descriptor set revision {} ({} descriptors, {})",
+                        set["revision"],
+                        v["descriptors"].as_array().map(Vec::len).unwrap_or(0),
+                        set["set_hash"].as_str().unwrap_or("")
+                    );
+                    if let Some(c) = v["skill_catalog"].as_object() {
+                        out.push_str(&format!(
+                            "\nskill catalog: {} skills, revision {}",
+                            c["skills"],
+                            c["manifest_sha256"].as_str().unwrap_or("")
+                        ));
+                    }
+                    out
+                });
+            }
+            AdminDescriptorsCommand::List { json } => {
+                let v = c.get("/v1/root/mcp/descriptors").await?;
+                print(json, &v, |v| {
+                    let set = &v["set"];
+                    let mut lines = vec![format!(
+                        "set: {} revision={} {}",
+                        set["source"].as_str().unwrap_or(""),
+                        set["revision"],
+                        set["set_hash"].as_str().unwrap_or("")
+                    )];
+                    lines.extend(v["descriptors"].as_array().into_iter().flatten().map(|d| {
+                        format!(
+                            "{:24} {:8} fresh_until={}  {}",
+                            d["descriptor_id"].as_str().unwrap_or(""),
+                            d["freshness"].as_str().unwrap_or(""),
+                            d["fresh_until"].as_str().unwrap_or(""),
+                            d["class"].as_str().unwrap_or("")
+                        )
+                    }));
+                    lines.join("\n")
+                });
+            }
+        },
         AdminCommand::Audit(cmd) => match cmd {
             AuditCommand::Tail { limit, json } => {
                 let v = c

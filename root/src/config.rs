@@ -51,6 +51,24 @@ pub struct RootConfig {
     pub admin_token_file: Option<PathBuf>,
     pub limits: Limits,
     pub redaction: RedactionConfig,
+    pub skill_catalog: SkillCatalogConfig,
+}
+
+/// The platform skill catalog served as MCP resources.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SkillCatalogConfig {
+    /// URI scheme of the catalog resources: `<scheme>://platform/ontology` and
+    /// `<scheme>://platform/skills/<name>`.
+    pub scheme: String,
+}
+
+impl Default for SkillCatalogConfig {
+    fn default() -> Self {
+        SkillCatalogConfig {
+            scheme: crate::skill_catalog::DEFAULT_SCHEME.into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -68,6 +86,8 @@ pub struct Limits {
     pub audit_batch_max: usize,
     /// How long a write preview's confirmation token stays valid, in seconds.
     pub confirmation_ttl_sec: u64,
+    /// Resources per `resources/list` page.
+    pub resources_page_size: usize,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -88,6 +108,7 @@ impl Default for Limits {
             per_target_in_flight: 256,
             audit_batch_max: 512,
             confirmation_ttl_sec: 120,
+            resources_page_size: 50,
         }
     }
 }
@@ -108,6 +129,7 @@ impl Default for RootConfig {
             admin_token_file: None,
             limits: Limits::default(),
             redaction: RedactionConfig::default(),
+            skill_catalog: SkillCatalogConfig::default(),
         }
     }
 }
@@ -162,6 +184,13 @@ impl RootConfig {
                 "limits.audit_batch_max must be at least 1".into(),
             ));
         }
+        if self.limits.resources_page_size == 0 {
+            return Err(ConfigError::Invalid(
+                "limits.resources_page_size must be at least 1".into(),
+            ));
+        }
+        crate::skill_catalog::check_scheme(&self.skill_catalog.scheme)
+            .map_err(|e| ConfigError::Invalid(format!("skill_catalog.scheme: {e}")))?;
         for p in &self.redaction.patterns {
             regex::Regex::new(p)
                 .map_err(|e| ConfigError::Invalid(format!("redaction pattern `{p}`: {e}")))?;

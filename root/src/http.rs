@@ -299,7 +299,10 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         .route("/v1/root/mcp/foundation", get(foundation))
         .route("/v1/root/mcp/contracts", get(list_contracts))
         .route("/v1/root/mcp/contracts/{tool_id}", get(get_contract))
-        .route("/v1/root/mcp/descriptors", get(list_descriptors))
+        .route(
+            "/v1/root/mcp/descriptors",
+            get(list_descriptors).post(publish_descriptors),
+        )
         .route("/v1/root/mcp/descriptors/{id}", get(get_descriptor))
         .route(
             "/v1/root/mcp/sessions",
@@ -470,31 +473,53 @@ async fn get_contract(
 async fn descriptors_for(
     app: &App,
     p: &Principal,
-) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, ApiError> {
+) -> Result<
+    (
+        Arc<crate::descriptors::DescriptorSet>,
+        Vec<Arc<mcp_shared::descriptor::Descriptor>>,
+    ),
+    ApiError,
+> {
     let visible = match p {
         Principal::Operator => None,
         Principal::Lease(l) => Some(app.visible_tools(l).await.map_err(ApiError::internal)?),
     };
-    app.readable_descriptors(visible.as_deref())
+    let set = crate::descriptors::snapshot(app)
         .await
-        .map_err(ApiError::internal)
+        .map_err(ApiError::internal)?;
+    let readable = app.readable_in(&set, visible.as_deref());
+    Ok((set, readable))
+}
+
+/// A descriptor's JSON with what root says about it now: `freshness` and `expires_at`.
+fn served_json(app: &App, d: &mcp_shared::descriptor::Descriptor, full: bool) -> Value {
+    let mut v = if full {
+        serde_json::to_value(d).unwrap_or(Value::Null)
+    } else {
+        let mut v = serde_json::to_value(&d.freshness).unwrap_or(Value::Null);
+        v["class"] = json!(d.class);
+        v["title"] = json!(d.title);
+        v
+    };
+    if let (Value::Object(m), Value::Object(extra)) = (
+        &mut v,
+        crate::descriptors::served_state(d, app.clock.now()),
+    ) {
+        m.extend(extra);
+    }
+    v
 }
 
 async fn list_descriptors(
     State(app): State<Arc<App>>,
     Auth(p): Auth,
 ) -> Result<Json<Value>, ApiError> {
-    let list: Vec<Value> = descriptors_for(&app, &p)
-        .await?
+    let (set, readable) = descriptors_for(&app, &p).await?;
+    let list: Vec<Value> = readable
         .iter()
-        .map(|d| {
-            let mut v = serde_json::to_value(&d.freshness).unwrap_or(Value::Null);
-            v["class"] = json!(d.class);
-            v["title"] = json!(d.title);
-            v
-        })
+        .map(|d| served_json(&app, d, false))
         .collect();
-    Ok(Json(json!({ "descriptors": list })))
+    Ok(Json(json!({ "descriptors": list, "set": set.origin })))
 }
 
 async fn get_descriptor(
@@ -504,10 +529,131 @@ async fn get_descriptor(
 ) -> Result<Json<Value>, ApiError> {
     descriptors_for(&app, &p)
         .await?
+        .1
         .into_iter()
         .find(|d| d.freshness.descriptor_id == id)
-        .map(|d| Json(serde_json::to_value(&*d).unwrap_or(Value::Null)))
+        .map(|d| Json(served_json(&app, &d, true)))
         .ok_or_else(|| ApiError::not_found(format!("no descriptor `{id}` readable by this bearer")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublishBody {
+    /// The whole set; items are named `descriptors[i]` (or by `names[i]`) in errors.
+    descriptors: Vec<Value>,
+    /// Optional labels for the items (the CLI sends file names).
+    #[serde(default)]
+    names: Vec<String>,
+}
+
+/// `POST /v1/root/mcp/descriptors` (operator): validate a whole set and serve it instead of
+/// the current one; a refused set changes nothing (422 with the first reason).
+async fn publish_descriptors(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    body: Result<Json<PublishBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let started_at = mcp_shared::time::now();
+    let n = body.descriptors.len();
+    let items: Vec<(String, Value)> = body
+        .descriptors
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let name = body
+                .names
+                .get(i)
+                .filter(|n| n.len() <= 200)
+                .cloned()
+                .unwrap_or_else(|| format!("descriptors[{i}]"));
+            (name, v)
+        })
+        .collect();
+    let res = crate::descriptors::publish(&app, items).await;
+    let summary = match &res {
+        Ok(set) => Ok(format!(
+            "descriptor set revision {} ({} descriptors, {})",
+            set.origin.revision.unwrap_or_default(),
+            set.by_id.len(),
+            set.origin.set_hash
+        )),
+        Err(e) => Err(e.to_string()),
+    };
+    audit_admin(&app, "admin.descriptors.publish", started_at, json!({ "descriptors": n }), summary).await?;
+    match res {
+        Ok(set) => Ok(Json(json!({
+            "set": set.origin,
+            "descriptors": set.by_id.values().map(|d| served_json(&app, d, false)).collect::<Vec<_>>(),
+            "skill_catalog": set.catalog.as_ref().map(|c| json!({
+                "ontology": c.ontology.uri,
+                "skills": c.skills.len(),
+                "manifest_sha256": c.ontology.meta.manifest_sha256,
+            })),
+        }))),
+        Err(crate::descriptors::PublishError::Invalid(e)) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidArguments,
+            format!("descriptor set refused, nothing changed: {e}"),
+        )),
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
+/// Records an operator action as an audit event (surface `admin`); the answer waits for it.
+async fn audit_admin(
+    app: &App,
+    tool_id: &str,
+    started_at: time::OffsetDateTime,
+    request: Value,
+    outcome: Result<String, String>,
+) -> Result<(), ApiError> {
+    use mcp_shared::event::{Actor as EventActor, Decision, EventStatus, OperationalEvent, PolicyDecision};
+    let event = OperationalEvent {
+        event_id: uuid::Uuid::now_v7().to_string(),
+        trace_id: uuid::Uuid::now_v7().simple().to_string(),
+        request_id: uuid::Uuid::now_v7().to_string(),
+        surface: Surface::Admin,
+        actor: EventActor {
+            id: "operator".into(),
+            session_id: None,
+            audience: None,
+            capability_profile: None,
+        },
+        target_id: None,
+        tool_id: tool_id.to_string(),
+        capability: None,
+        policy_decision: PolicyDecision {
+            decision: Decision::Allow,
+            reason: None,
+            checks: vec!["operator".into()],
+        },
+        execution_adapter: Some("root.descriptor_cache".into()),
+        dry_run: false,
+        status: if outcome.is_ok() {
+            EventStatus::Ok
+        } else {
+            EventStatus::Error
+        },
+        started_at,
+        finished_at: mcp_shared::time::now(),
+        request,
+        result_summary: outcome.as_ref().ok().cloned(),
+        error: outcome
+            .err()
+            .map(|m| mcp_shared::ToolError::new(ErrorCode::InvalidArguments, m)),
+        redactions: Vec::new(),
+    };
+    match call_t!(
+        app.actors.audit.load(),
+        crate::actors::audit_writer::Msg::Append,
+        10_000,
+        Box::new(event)
+    ) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(ApiError::internal(e)),
+        Err(e) => Err(ApiError::internal(e)),
+    }
 }
 
 #[derive(Deserialize)]

@@ -3,6 +3,10 @@
 //! # Layout
 //! - [`config`]: static configuration (file + flags), with defaults that need no file.
 //! - [`catalog`]: tool contracts, descriptors and capability profiles, loaded and checked.
+//! - [`descriptors`]: descriptor sets (validation, publish, persistence) and the build
+//!   pipeline (`mcp-root descriptors build`); [`clock`]: the clock freshness is judged by.
+//! - [`skill_catalog`]: the platform skill catalog served as MCP resources (wire format,
+//!   rules); [`skills_sync`]: `mcp-root skills sync`, the client that installs it.
 //! - [`store`]: SQLite / PostgreSQL persistence (leases, hash-chained audit).
 //! - [`actors`]: lease manager, policy engine, descriptor cache, audit writer, router, and
 //!   their supervisor.
@@ -30,7 +34,9 @@ pub mod auth;
 pub mod call;
 pub mod catalog;
 pub mod cli;
+pub mod clock;
 pub mod config;
+pub mod descriptors;
 pub mod elicit;
 pub mod executors;
 pub mod http;
@@ -40,6 +46,8 @@ pub mod logging;
 pub mod mcp;
 pub mod metrics;
 pub mod redact;
+pub mod skill_catalog;
+pub mod skills_sync;
 pub mod store;
 pub mod timeline;
 pub mod writes;
@@ -126,8 +134,20 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     );
     let descriptors = catalog::load_descriptors(config.descriptors_dir.as_deref())
         .context("loading descriptors")?;
-    catalog::check_projections(&contracts, &descriptors)
-        .context("checking descriptive tool projections")?;
+    let configured = descriptors::validate(
+        descriptors
+            .iter()
+            .map(|d| {
+                (
+                    format!("{}.json", d.freshness.descriptor_id),
+                    serde_json::to_value(d).unwrap_or_default(),
+                )
+            })
+            .collect(),
+        &contracts,
+        &config.skill_catalog.scheme,
+    )
+    .context("checking the descriptor set")?;
     let profiles = Arc::new(
         catalog::load_profiles(config.profiles_file.as_deref())
             .context("loading capability profiles")?,
@@ -167,6 +187,29 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             }
         }
     }
+    // A published set (kept in the store) wins over the configured one while it still fits
+    // the contracts.
+    let descriptor_set = match descriptors::load_published(
+        &store,
+        &contracts,
+        &config.skill_catalog.scheme,
+    )
+    .await
+    .context("loading the published descriptor set")?
+    {
+        Some(set) => set,
+        None => descriptors::assemble(
+            configured.0,
+            configured.1,
+            if config.descriptors_dir.is_some() {
+                descriptors::SetSource::Configured
+            } else {
+                descriptors::SetSource::BuiltIn
+            },
+            None,
+            None,
+        ),
+    };
     let leases = Arc::new(lease_manager::LeaseIndex::default());
     let targets = Arc::new(router::TargetDirectory::default());
     for e in enrolments.iter() {
@@ -182,7 +225,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             profiles: profiles.clone(),
             targets: targets.clone(),
         }),
-        descriptors: Arc::new(descriptor_cache::Args { descriptors }),
+        descriptors: Arc::new(descriptor_cache::Args::new(descriptor_set)),
         audit: Arc::new(audit_writer::Args {
             store: store.clone(),
             batch_max: config.limits.audit_batch_max,
@@ -214,6 +257,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         hub_last_frame: Default::default(),
         mcp_peers: Default::default(),
         timeline: Default::default(),
+        clock: Default::default(),
         shutdown: CancellationToken::new(),
         config,
     });

@@ -5,6 +5,12 @@
 //! the resolved [`Principal`] into the request extensions, which rmcp hands to the handler in
 //! `ctx.extensions` as `http::request::Parts`. Tools and resources are never listed or
 //! answered without a lease.
+//!
+//! Resources: descriptors (`descriptor://<id>`, with `resources/templates/list` for the
+//! parameterised ones, `descriptor://<id><pointer>/{arg}`, the same answer as the tool with
+//! that `select` projection) and the platform skill catalog (`<scheme>://platform/ontology`,
+//! `<scheme>://platform/skills/<name>`); every descriptor answer carries its freshness
+//! (`fresh`, `stale`, `expired`) in the text and in `_meta`. `resources/list` paginates.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -16,9 +22,10 @@ use mcp_shared::event::Surface;
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, Implementation, InitializeResult, ListPromptsResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
+    ContentBlock, Implementation, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
     SetLevelRequestParams, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
@@ -35,6 +42,10 @@ pub const PAGE_SIZE: usize = 50;
 
 /// URI scheme of descriptors served as resources.
 pub const DESCRIPTOR_URI_PREFIX: &str = "descriptor://";
+
+/// The `_meta` key of a descriptor resource's freshness (`freshness`, `expires_at`,
+/// `content_hash`, `class`).
+pub const DESCRIPTOR_META_KEY: &str = "root-mcp.local/descriptor";
 
 /// Protocol revisions served: the session-based ones and the stateless 2026-07-28.
 pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
@@ -266,25 +277,114 @@ impl ServerHandler for RootMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let lease = lease_of(&ctx)?;
-        parse_cursor(request.as_ref().and_then(|r| r.cursor.as_deref()))?;
-        let readable = readable_descriptors(&self.app, &lease).await?;
-        Ok(ListResourcesResult::with_all_items(
-            readable
-                .iter()
-                .map(|d| {
-                    Resource::new(
-                        format!("{DESCRIPTOR_URI_PREFIX}{}", d.freshness.descriptor_id),
-                        d.freshness.descriptor_id.clone(),
-                    )
-                    .with_title(d.title.clone())
-                    .with_description(format!(
-                        "{} descriptor ({})",
-                        d.class, d.freshness.content_hash
-                    ))
-                    .with_mime_type("application/json")
-                })
-                .collect(),
-        ))
+        let start = parse_cursor(request.as_ref().and_then(|r| r.cursor.as_deref()))?;
+        let view = resource_view(&self.app, &lease).await?;
+        let now = self.app.clock.now();
+        let mut all: Vec<Resource> = view
+            .descriptors
+            .iter()
+            .map(|d| {
+                let state = d.freshness.state_at(now);
+                Resource::new(
+                    format!("{DESCRIPTOR_URI_PREFIX}{}", d.freshness.descriptor_id),
+                    d.freshness.descriptor_id.clone(),
+                )
+                .with_title(d.title.clone())
+                .with_description(format!(
+                    "{} descriptor, {} ({})",
+                    d.class,
+                    state.as_str(),
+                    d.freshness.content_hash
+                ))
+                .with_mime_type("application/json")
+                .with_meta(descriptor_meta(d, now))
+            })
+            .collect();
+        if let Some(catalog) = &view.catalog {
+            all.extend(catalog.resources().map(|r| {
+                Resource::new(r.uri.clone(), r.name.clone())
+                    .with_title(r.title.clone())
+                    .with_description(r.description.clone())
+                    .with_mime_type(r.meta.mime_type.clone())
+                    .with_size(r.meta.size)
+                    .with_meta(r.meta.to_meta())
+            }));
+        }
+        if start > all.len() {
+            return Err(ErrorData::invalid_params(
+                "cursor is past the end of the list",
+                None,
+            ));
+        }
+        let page = self.app.config.limits.resources_page_size;
+        let end = start.saturating_add(page).min(all.len());
+        let mut result = ListResourcesResult::with_all_items(all[start..end].to_vec());
+        if end < all.len() {
+            result.next_cursor = Some(format!("o:{end}"));
+        }
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let lease = lease_of(&ctx)?;
+        if parse_cursor(request.as_ref().and_then(|r| r.cursor.as_deref()))? != 0 {
+            return Err(ErrorData::invalid_params(
+                "cursor is past the end of the list",
+                None,
+            ));
+        }
+        let view = resource_view(&self.app, &lease).await?;
+        let mut templates = vec![
+            ResourceTemplate::new(format!("{DESCRIPTOR_URI_PREFIX}{{descriptor_id}}"), "descriptor")
+                .with_title("A root-cached descriptor")
+                .with_description("One descriptor with its freshness header, by descriptor_id")
+                .with_mime_type("application/json"),
+        ];
+        for c in &view.selectable {
+            let Some((p, sel)) = c
+                .contract
+                .descriptor
+                .as_ref()
+                .and_then(|p| p.select.as_ref().map(|s| (p, s)))
+            else {
+                continue;
+            };
+            templates.push(
+                ResourceTemplate::new(
+                    format!(
+                        "{DESCRIPTOR_URI_PREFIX}{}{}/{{{}}}",
+                        p.descriptor_id, p.pointer, sel.argument
+                    ),
+                    c.contract.tool_id.clone(),
+                )
+                .with_title(c.contract.title.clone())
+                .with_description(format!(
+                    "{} (the same answer as the tool `{}`)",
+                    c.contract.summary, c.contract.tool_id
+                ))
+                .with_mime_type("application/json"),
+            );
+        }
+        if view.catalog.is_some() {
+            let scheme = &self.app.config.skill_catalog.scheme;
+            templates.push(
+                ResourceTemplate::new(
+                    format!("{}{{name}}", crate::skill_catalog::skill_prefix(scheme)),
+                    "platform_skill",
+                )
+                .with_title("A platform skill")
+                .with_description(format!(
+                    "One SKILL.md of the platform skill catalog; {} lists them all",
+                    crate::skill_catalog::ontology_uri(scheme)
+                ))
+                .with_mime_type(crate::skill_catalog::SKILL_MIME),
+            );
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
     async fn read_resource(
@@ -293,33 +393,121 @@ impl ServerHandler for RootMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let lease = lease_of(&ctx)?;
-        let readable = readable_descriptors(&self.app, &lease).await?;
-        let id = request.uri.strip_prefix(DESCRIPTOR_URI_PREFIX);
-        let Some(d) = id.and_then(|id| readable.iter().find(|d| d.freshness.descriptor_id == id))
-        else {
-            return Err(ErrorData::resource_not_found(
-                format!("no readable resource `{}`", request.uri),
-                Some(json!({ "uri": request.uri })),
-            ));
+        let view = resource_view(&self.app, &lease).await?;
+        let now = self.app.clock.now();
+        let uri = request.uri.clone();
+        if let Some(r) = view.catalog.as_ref().and_then(|c| c.get(&uri)) {
+            return Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(r.text.clone(), uri)
+                    .with_mime_type(r.meta.mime_type.clone())
+                    .with_meta(r.meta.to_meta()),
+            ])
+            .into());
+        }
+        let not_found = || {
+            ErrorData::resource_not_found(
+                format!("no readable resource `{uri}`"),
+                Some(json!({ "uri": uri })),
+            )
         };
-        let text = serde_json::to_string_pretty(&**d).unwrap_or_default();
+        let path = uri.strip_prefix(DESCRIPTOR_URI_PREFIX).ok_or_else(not_found)?;
+        let (id, rest) = path.split_once('/').unwrap_or((path, ""));
+        let d = view
+            .descriptors
+            .iter()
+            .find(|d| d.freshness.descriptor_id == id)
+            .ok_or_else(not_found)?;
+        let body = if rest.is_empty() {
+            let mut v = serde_json::to_value(&**d).unwrap_or_default();
+            if let (Value::Object(m), Value::Object(extra)) =
+                (&mut v, crate::descriptors::served_state(d, now))
+            {
+                m.extend(extra);
+            }
+            v
+        } else {
+            // A parameterised read: `descriptor://<id><pointer>/<value>`, as a visible tool
+            // with a `select` projection would answer it.
+            let rest = format!("/{rest}");
+            view.selectable
+                .iter()
+                .find_map(|c| {
+                    let p = c.contract.descriptor.as_ref()?;
+                    let sel = p.select.as_ref()?;
+                    if p.descriptor_id != id {
+                        return None;
+                    }
+                    let value = rest.strip_prefix(&p.pointer)?.strip_prefix('/')?;
+                    if value.is_empty() || value.contains('/') {
+                        return None;
+                    }
+                    let item = d
+                        .content
+                        .pointer(&p.pointer)?
+                        .as_array()?
+                        .iter()
+                        .find(|i| i.get(&sel.key).and_then(Value::as_str) == Some(value))?;
+                    let state = d.freshness.state_at(now);
+                    Some(json!({
+                        "data": item,
+                        "descriptor": d.freshness,
+                        "stale": state != mcp_shared::descriptor::FreshnessState::Fresh,
+                        "freshness": state,
+                    }))
+                })
+                .ok_or_else(not_found)?
+        };
+        let text = serde_json::to_string_pretty(&body).unwrap_or_default();
         Ok(ReadResourceResult::new(vec![
-            ResourceContents::text(text, request.uri).with_mime_type("application/json"),
+            ResourceContents::text(text, request.uri)
+                .with_mime_type("application/json")
+                .with_meta(descriptor_meta(d, now)),
         ])
         .into())
     }
 }
 
-/// Descriptors a lease may read as resources: those behind a tool it may call, plus those
-/// no tool projects (public self-description such as the plane registry).
-async fn readable_descriptors(
-    app: &App,
-    lease: &LeaseEntry,
-) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, ErrorData> {
+/// What a lease may read as resources: the descriptors behind tools it may call plus those
+/// no tool projects (public self-description such as the plane registry), the visible tools
+/// with `select` projections (the parameterised descriptors), and the platform skill catalog,
+/// which any lease may read (it is the gateway's public guidance for agents, like the plane
+/// registry; the ADR requires only an authenticated client).
+struct ResourceView {
+    descriptors: Vec<Arc<mcp_shared::descriptor::Descriptor>>,
+    selectable: Vec<Arc<ContractEntry>>,
+    catalog: Option<Arc<crate::skill_catalog::SkillCatalog>>,
+}
+
+async fn resource_view(app: &App, lease: &LeaseEntry) -> Result<ResourceView, ErrorData> {
     let visible = visible(app, lease).await?;
-    app.readable_descriptors(Some(&visible))
+    let set = crate::descriptors::snapshot(app)
         .await
-        .map_err(|e| ErrorData::internal_error(e, None))
+        .map_err(|e| ErrorData::internal_error(e, None))?;
+    let descriptors = app.readable_in(&set, Some(&visible));
+    let selectable = visible
+        .into_iter()
+        .filter(|c| {
+            c.contract
+                .descriptor
+                .as_ref()
+                .is_some_and(|p| p.select.is_some())
+        })
+        .collect();
+    Ok(ResourceView {
+        descriptors,
+        selectable,
+        catalog: set.catalog.clone(),
+    })
+}
+
+/// `_meta` of a descriptor resource: its freshness now, when it expires, its hash and class.
+fn descriptor_meta(d: &mcp_shared::descriptor::Descriptor, now: time::OffsetDateTime) -> MetaObject {
+    let mut state = crate::descriptors::served_state(d, now);
+    state["content_hash"] = json!(d.freshness.content_hash);
+    state["class"] = json!(d.class);
+    let mut m = serde_json::Map::new();
+    m.insert(DESCRIPTOR_META_KEY.to_string(), state);
+    MetaObject(m)
 }
 
 /// Sends `notifications/tools/list_changed` to every MCP session whose lease is bound to

@@ -231,7 +231,8 @@ fn tool_contracts_parse_and_answer_from_real_descriptors() {
                 &input,
                 &arguments,
             );
-            let answer = json!({"data": data, "descriptor": header, "stale": false});
+            let answer =
+                json!({"data": data, "descriptor": header, "stale": false, "freshness": "fresh"});
             assert_valid(
                 &format!("{tool}: answer for {arguments} against output_schema"),
                 &output,

@@ -1,24 +1,50 @@
-//! Descriptor cache: root-curated descriptors, served without contacting any target.
+//! Descriptor cache: the root-curated descriptor set, served from memory without contacting
+//! any target. A publish replaces the whole set in one message, so every reader sees either
+//! the old set or the new one, never a mix; a restarted cache starts from the last set it
+//! accepted (kept in its arguments), not from the start-up set.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use mcp_shared::descriptor::Descriptor;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use crate::descriptors::DescriptorSet;
 
 pub enum Msg {
     Get(String, RpcReplyPort<Option<Arc<Descriptor>>>),
     List(RpcReplyPort<Vec<Arc<Descriptor>>>),
+    /// The whole served set (descriptors, origin, skill catalog) as one snapshot.
+    Snapshot(RpcReplyPort<Arc<DescriptorSet>>),
+    /// Serve this (already validated) set from now on.
+    Replace(Arc<DescriptorSet>, RpcReplyPort<()>),
 }
 
 pub struct Args {
-    pub descriptors: Vec<Descriptor>,
+    /// The set to serve; updated on every `Replace`, so a restart keeps the newest set.
+    pub current: ArcSwap<DescriptorSet>,
+}
+
+impl Args {
+    pub fn new(set: DescriptorSet) -> Args {
+        Args {
+            current: ArcSwap::from_pointee(set),
+        }
+    }
 }
 
 pub struct DescriptorCache;
 
 pub struct State {
-    by_id: BTreeMap<String, Arc<Descriptor>>,
+    args: Arc<Args>,
+    set: Arc<DescriptorSet>,
+}
+
+impl State {
+    fn by_id(&self) -> &BTreeMap<String, Arc<Descriptor>> {
+        &self.set.by_id
+    }
 }
 
 impl Actor for DescriptorCache {
@@ -31,13 +57,8 @@ impl Actor for DescriptorCache {
         _myself: ActorRef<Msg>,
         args: Arc<Args>,
     ) -> Result<State, ActorProcessingErr> {
-        Ok(State {
-            by_id: args
-                .descriptors
-                .iter()
-                .map(|d| (d.freshness.descriptor_id.clone(), Arc::new(d.clone())))
-                .collect(),
-        })
+        let set = args.current.load_full();
+        Ok(State { args, set })
     }
 
     async fn handle(
@@ -48,10 +69,18 @@ impl Actor for DescriptorCache {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             Msg::Get(id, reply) => {
-                let _ = reply.send(state.by_id.get(&id).cloned());
+                let _ = reply.send(state.by_id().get(&id).cloned());
             }
             Msg::List(reply) => {
-                let _ = reply.send(state.by_id.values().cloned().collect());
+                let _ = reply.send(state.by_id().values().cloned().collect());
+            }
+            Msg::Snapshot(reply) => {
+                let _ = reply.send(state.set.clone());
+            }
+            Msg::Replace(set, reply) => {
+                state.args.current.store(set.clone());
+                state.set = set;
+                let _ = reply.send(());
             }
         }
         Ok(())
