@@ -1,0 +1,135 @@
+//! Smoke test: a secret planted in a managed service's log (and in an allowed test's output)
+//! never reaches the MCP client or root's audit store. The hub redacts before data leaves it;
+//! root redacts again before it stores or answers. The audit store is checked at the bytes on
+//! disk (database and write-ahead log), not only through the API.
+
+use mcp_tests::{TestRoot, mcp_client};
+use serde_json::json;
+
+use crate::services::{call, eventually, fixture_service, free_port, write};
+
+/// The token `mcp-fixture-service --print-secret` writes (`SECRET_LINE` in its source).
+const PLANTED: &str = "sk_live_fixture0123456789abcdef";
+
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut hits = Vec::new();
+    for entry in walk(dir) {
+        if let Ok(bytes) = std::fs::read(&entry)
+            && bytes.windows(needle.len()).any(|w| w == needle)
+        {
+            hits.push(entry.display().to_string());
+        }
+    }
+    hits
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_secret_in_a_service_log_never_reaches_the_client_or_the_audit_store() {
+    let root = TestRoot::start().await.unwrap();
+    let port = free_port();
+    let test_toml = format!(
+        "[[skill.allowed_tests]]\nname = \"leaky\"\nargv = [\"sh\", \"-c\", \"echo 'Authorization: Bearer {PLANTED}'; echo password=https://u:{PLANTED}@db.local/x\"]\ntimeout_ms = 10000\n"
+    );
+    let hub = root
+        .start_hub(
+            "hub:leaky",
+            &format!(
+                "{}{test_toml}",
+                fixture_service("fixture", port, &["--print-secret"], "")
+            ),
+        )
+        .await
+        .unwrap();
+    // The secret really is in the service's own log on the hub.
+    let log = hub.state_dir.path().join("state/services/fixture.log");
+    eventually("the fixture to log its secret", async || {
+        std::fs::read_to_string(&log)
+            .ok()
+            .filter(|s| s.contains(PLANTED))
+    })
+    .await;
+
+    let (_, token) = root
+        .lease("hub:leaky", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    let mut seen = String::new();
+    // Logs through root's subnet fan-out, the service stream and everything.
+    for args in [
+        json!({"stream": "fixture", "lines": 200}),
+        json!({"lines": 1000}),
+        json!({"contains": "sk_live"}),
+        json!({"contains": "Bearer", "lines": 50}),
+    ] {
+        let answer = call(&client, "hub.get_logs", args.clone()).await;
+        assert!(answer["entries"].is_array(), "{args}: {answer}");
+        seen.push_str(&answer.to_string());
+    }
+    let fixture_lines = call(&client, "hub.get_logs", json!({"stream": "fixture"})).await;
+    let entry = &fixture_lines["entries"][0];
+    assert!(entry["redactions"].as_u64().unwrap() > 0, "{fixture_lines}");
+    assert!(
+        entry["lines"].to_string().contains("tick"),
+        "{fixture_lines}"
+    );
+    // The probe for the secret's text finds nothing.
+    let probe = call(&client, "hub.get_logs", json!({"contains": "sk_live"})).await;
+    assert!(
+        probe["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["lines"].as_array().unwrap().is_empty()),
+        "{probe}"
+    );
+    // An allowed test's output, run and read back.
+    let ran = write(
+        &client,
+        "hub.run_allowed_tests",
+        json!({"name": "leaky"}),
+        "k1",
+    )
+    .await;
+    assert_eq!(ran["phase"], "execute", "{ran}");
+    seen.push_str(&ran.to_string());
+    seen.push_str(
+        &call(&client, "hub.get_test_results", json!({"name": "leaky"}))
+            .await
+            .to_string(),
+    );
+    assert!(
+        !seen.contains(PLANTED),
+        "a planted secret reached the client: {seen}"
+    );
+
+    // Nor the audit trail, through the API or on disk.
+    let audit = root
+        .admin_get("/v1/root/mcp/audit?limit=1000")
+        .await
+        .unwrap();
+    assert!(audit["events"].as_array().unwrap().len() >= 7);
+    assert!(!audit.to_string().contains(PLANTED));
+    client.cancel().await.unwrap();
+    hub.stop().await;
+    let data = root.data_dir();
+    root.stop().await;
+    assert_eq!(
+        files_containing(&data, PLANTED.as_bytes()),
+        Vec::<String>::new(),
+        "root's data dir holds the planted secret"
+    );
+}
