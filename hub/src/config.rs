@@ -318,6 +318,80 @@ impl ServiceConfig {
     }
 }
 
+fn default_growth_threshold_bytes() -> u64 {
+    64 * 1024 * 1024
+}
+
+fn default_growth_threshold_percent() -> f64 {
+    50.0
+}
+
+fn default_max_concurrent_sessions() -> usize {
+    2
+}
+
+fn default_artifact_inline_max_bytes() -> u64 {
+    256 * 1024
+}
+
+/// Largest `artifact_inline_max_bytes` (an answer must fit in one 1 MiB protocol frame).
+pub const MAX_ARTIFACT_INLINE_BYTES: u64 = 512 * 1024;
+/// Largest `max_concurrent_sessions`.
+pub const MAX_CONCURRENT_SESSIONS: usize = 64;
+
+/// `[profiling]`: ProfileOps policy on this hub (the hub is the profiling authority).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilingConfig {
+    /// An incident is raised when a session's RSS grew by at least this many bytes ...
+    #[serde(default = "default_growth_threshold_bytes")]
+    pub growth_threshold_bytes: u64,
+    /// ... or by at least this percentage of its first sample.
+    #[serde(default = "default_growth_threshold_percent")]
+    pub growth_threshold_percent: f64,
+    /// Sessions sampling at once; more are refused with `busy`.
+    #[serde(default = "default_max_concurrent_sessions")]
+    pub max_concurrent_sessions: usize,
+    /// Artifacts up to this size are returned inline by `hub.memory.get_artifact`; larger ones
+    /// (and chunks of any) are delivered in chunks of at most this size (at least 1 KiB).
+    #[serde(default = "default_artifact_inline_max_bytes")]
+    pub artifact_inline_max_bytes: u64,
+}
+
+impl Default for ProfilingConfig {
+    fn default() -> Self {
+        ProfilingConfig {
+            growth_threshold_bytes: default_growth_threshold_bytes(),
+            growth_threshold_percent: default_growth_threshold_percent(),
+            max_concurrent_sessions: default_max_concurrent_sessions(),
+            artifact_inline_max_bytes: default_artifact_inline_max_bytes(),
+        }
+    }
+}
+
+impl ProfilingConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(format!("profiling: {m}")));
+        if self.growth_threshold_bytes == 0 {
+            return bad("growth_threshold_bytes must be at least 1".into());
+        }
+        if !(self.growth_threshold_percent.is_finite() && self.growth_threshold_percent > 0.0) {
+            return bad("growth_threshold_percent must be a number above 0".into());
+        }
+        if !(1..=MAX_CONCURRENT_SESSIONS).contains(&self.max_concurrent_sessions) {
+            return bad(format!(
+                "max_concurrent_sessions must be between 1 and {MAX_CONCURRENT_SESSIONS}"
+            ));
+        }
+        if !(1..=MAX_ARTIFACT_INLINE_BYTES).contains(&self.artifact_inline_max_bytes) {
+            return bad(format!(
+                "artifact_inline_max_bytes must be between 1 and {MAX_ARTIFACT_INLINE_BYTES}"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Whether `name` matches `[a-z0-9][a-z0-9_.-]{0,63}`.
 pub fn valid_service_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -426,6 +500,9 @@ pub struct HubFile {
     /// Managed services (`[[services]]`).
     #[serde(default)]
     pub services: Vec<ServiceConfig>,
+    /// ProfileOps policy (`[profiling]`).
+    #[serde(default)]
+    pub profiling: ProfilingConfig,
     /// The deploy target (`[deploy]`); without it the deploy tools refuse.
     #[serde(default)]
     pub deploy: Option<DeployConfig>,
@@ -527,6 +604,7 @@ impl HubFile {
             skill: self.skill,
             allowed_roots: self.allowed_roots,
             services: self.services,
+            profiling: self.profiling,
             deploy: self.deploy,
             log_sources: self.log_sources,
             redaction: self.redaction,
@@ -578,6 +656,7 @@ pub struct HubConfig {
     /// Declared roots (see [`HubFile::allowed_roots`]).
     pub allowed_roots: Vec<PathBuf>,
     pub services: Vec<ServiceConfig>,
+    pub profiling: ProfilingConfig,
     pub deploy: Option<DeployConfig>,
     pub log_sources: Vec<LogSourceConfig>,
     pub redaction: RedactionConfig,
@@ -598,6 +677,7 @@ impl std::fmt::Debug for HubConfig {
             .field("skill", &self.skill)
             .field("allowed_roots", &self.allowed_roots)
             .field("services", &self.services)
+            .field("profiling", &self.profiling)
             .field("deploy", &self.deploy)
             .field("log_sources", &self.log_sources)
             .field("redaction", &self.redaction)
@@ -627,6 +707,7 @@ impl HubConfig {
             skill: SkillConfig::default(),
             allowed_roots: Vec::new(),
             services: Vec::new(),
+            profiling: ProfilingConfig::default(),
             deploy: None,
             log_sources: Vec::new(),
             redaction: RedactionConfig::default(),
@@ -701,6 +782,7 @@ impl HubConfig {
             }
         }
         self.validate_services()?;
+        self.profiling.validate()?;
         self.validate_deploy()?;
         self.validate_log_sources()
     }
@@ -1341,6 +1423,44 @@ mod tests {
         assert_eq!(app.name, "app");
         assert!(app.profiling_argv.is_some() && app.health.is_some());
         assert!(text.contains("# allowed_roots = [\"/srv/app\"]"));
+        let start = text.find("# [profiling]").expect("a [profiling] example");
+        let block: String = text[start..]
+            .lines()
+            .map_while(|l| l.strip_prefix("# "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let file: HubFile = toml::from_str(&block).expect("the example parses");
+        assert_eq!(
+            file.profiling,
+            ProfilingConfig::default(),
+            "the example shows the defaults"
+        );
+    }
+
+    #[test]
+    fn profiling_values_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (value, expect) in [
+            ("growth_threshold_bytes = 0", "growth_threshold_bytes"),
+            ("growth_threshold_percent = 0.0", "growth_threshold_percent"),
+            ("growth_threshold_percent = nan", "growth_threshold_percent"),
+            ("max_concurrent_sessions = 0", "max_concurrent_sessions"),
+            ("max_concurrent_sessions = 65", "max_concurrent_sessions"),
+            (
+                "artifact_inline_max_bytes = 524289",
+                "artifact_inline_max_bytes",
+            ),
+        ] {
+            let m = invalid(dir.path(), &format!("[profiling]\n{value}\n"));
+            assert!(
+                m.starts_with("profiling: ") && m.contains(expect),
+                "{value}: {m}"
+            );
+        }
+        let config =
+            with_services(dir.path(), "[profiling]\nmax_concurrent_sessions = 4\n").expect("valid");
+        assert_eq!(config.profiling.max_concurrent_sessions, 4);
+        assert_eq!(config.profiling.artifact_inline_max_bytes, 256 * 1024);
     }
 
     fn with_services(dir: &Path, toml_text: &str) -> Result<HubConfig, ConfigError> {

@@ -21,6 +21,7 @@ use crate::deploys::Deploys;
 use crate::enforcement::Published;
 use crate::hublog::LogRing;
 use crate::ledger::WriteLedger;
+use crate::profiles::Profiles;
 use crate::results::TestResults;
 use crate::services::Services;
 
@@ -97,6 +98,9 @@ pub struct HubContext {
     pub services: Services,
     /// Hub-side idempotency keys of writes (`<state_dir>/write-ledger.json`).
     pub ledger: WriteLedger,
+    /// ProfileOps: profiling sessions, incidents and artifacts (`<state_dir>/profiles/`);
+    /// its actor is started by [`crate::start`].
+    pub profiles: Profiles,
 }
 
 impl HubContext {
@@ -117,6 +121,7 @@ impl HubContext {
             test_results: TestResults::new(&config.state_dir),
             services: Services::new(&config),
             ledger: WriteLedger::new(&config.state_dir),
+            profiles: Profiles::new(&config),
             deploys: Deploys::new(&config.state_dir),
             hub_log: crate::hublog::global(),
             redaction,

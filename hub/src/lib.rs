@@ -17,6 +17,8 @@
 //!   (`<state_dir>/test-results.json`).
 //! - [`services`]: the managed services of `[[services]]` (the `ServiceSupervisor` actor
 //!   starts, stops and restarts them; their output goes to size-capped log files).
+//! - [`profiles`]: ProfileOps, the hub as profiling authority (the `ProfileOps` actor samples
+//!   service memory into sessions, artifacts and incidents under `<state_dir>/profiles/`).
 //! - [`ledger`]: hub-side idempotency keys of the other writes (`<state_dir>/write-ledger.json`).
 //! - [`redact`]: secrets removed from test output and log lines before they leave the hub.
 //! - [`refs`]: validation of the refs a caller may deploy; [`git`]: git run as argv with a
@@ -39,6 +41,7 @@ pub mod enforcement;
 pub mod git;
 pub mod hublog;
 pub mod ledger;
+pub mod profiles;
 pub mod redact;
 pub mod refs;
 pub mod results;
@@ -92,9 +95,14 @@ pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
     ));
     let ctx = Arc::new(HubContext::new(config)?);
     ctx.services.start().await?;
+    if let Err(e) = ctx.profiles.start(ctx.clone()).await {
+        ctx.services.stop().await;
+        return Err(e);
+    }
     let (skill, _) = match SkillHandle::start(ctx.clone()).await {
         Ok(s) => s,
         Err(e) => {
+            ctx.profiles.stop().await;
             ctx.services.stop().await;
             return Err(e);
         }
@@ -159,11 +167,12 @@ impl HubHandle {
     }
 
     /// Closes the connection, stops calls in flight, then the skill and its adapters, then
-    /// the managed services.
+    /// ProfileOps (running sessions end `interrupted`) and the managed services.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let _ = self.channel.await;
         self.skill.stop().await;
+        self.ctx.profiles.stop().await;
         self.ctx.services.stop().await;
     }
 }

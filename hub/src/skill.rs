@@ -493,8 +493,11 @@ mod tests {
         let (skill, _) = SkillHandle::start(ctx.clone()).await.expect("skill");
         let mut answers = HashMap::new();
         for decl in ADAPTERS {
-            // The writing adapter needs a test name; its own tests cover it.
-            if decl.writes {
+            // Writes and the reads that name an object need arguments; their own tests
+            // cover them.
+            if decl.writes
+                || ["hub.memory.get_session", "hub.memory.get_artifact"].contains(&decl.tool_id)
+            {
                 continue;
             }
             let v = skill

@@ -14,6 +14,7 @@ mod hub;
 mod hub_enforcement;
 mod postgres;
 mod processes;
+mod profileops;
 mod protocol;
 mod root_tools;
 mod services;

@@ -16,6 +16,10 @@
 //!   redacted on the hub; one hub's part of root's subnet-wide answer).
 //! - [`restart_service`] serves `hub.restart_service` (writes: restarts a managed service of
 //!   [`crate::services`]; idempotency keys in [`crate::ledger`]).
+//! - [`memory`] serves the ProfileOps tools `hub.memory.*` over [`crate::profiles`]: reads
+//!   (`get_status`, `list_sessions`, `get_session`, `list_incidents`, `list_artifacts`,
+//!   `get_artifact`) and writes (`start_profile`, `stop_profile`, `retry_profile`,
+//!   `publish_profile`).
 //!
 //! Each call reaches its adapter as a [`CallInput`]: the arguments plus the call's `dry_run`
 //! flag, idempotency key and deadline from root's signed `CallRequest`.
@@ -32,6 +36,7 @@ pub mod capability_usage;
 pub mod deploy;
 pub mod health;
 pub mod logs;
+pub mod memory;
 pub mod restart_service;
 pub mod runtime;
 pub mod status;
@@ -72,10 +77,20 @@ pub enum AdapterKind {
     RollbackLastTestDeploy,
     GetLogs,
     RestartService,
+    MemoryStatus,
+    MemoryListSessions,
+    MemoryGetSession,
+    MemoryListIncidents,
+    MemoryListArtifacts,
+    MemoryGetArtifact,
+    MemoryStartProfile,
+    MemoryStopProfile,
+    MemoryRetryProfile,
+    MemoryPublishProfile,
 }
 
 /// Every adapter kind, in the order of [`ADAPTERS`].
-pub const KINDS: [AdapterKind; 12] = [
+pub const KINDS: [AdapterKind; 22] = [
     AdapterKind::Status,
     AdapterKind::RuntimeSummary,
     AdapterKind::OperationalSurface,
@@ -88,6 +103,16 @@ pub const KINDS: [AdapterKind; 12] = [
     AdapterKind::RollbackLastTestDeploy,
     AdapterKind::GetLogs,
     AdapterKind::RestartService,
+    AdapterKind::MemoryStatus,
+    AdapterKind::MemoryListSessions,
+    AdapterKind::MemoryGetSession,
+    AdapterKind::MemoryListIncidents,
+    AdapterKind::MemoryListArtifacts,
+    AdapterKind::MemoryGetArtifact,
+    AdapterKind::MemoryStartProfile,
+    AdapterKind::MemoryStopProfile,
+    AdapterKind::MemoryRetryProfile,
+    AdapterKind::MemoryPublishProfile,
 ];
 
 /// Every adapter of `infra_access_skill`, with the tool it serves.
@@ -191,6 +216,56 @@ impl AdapterKind {
                 name: "infra_access_skill.restart_service",
                 writes: true,
             },
+            AdapterKind::MemoryStatus => AdapterDecl {
+                tool_id: "hub.memory.get_status",
+                name: "infra_access_skill.memory.status",
+                writes: false,
+            },
+            AdapterKind::MemoryListSessions => AdapterDecl {
+                tool_id: "hub.memory.list_sessions",
+                name: "infra_access_skill.memory.list_sessions",
+                writes: false,
+            },
+            AdapterKind::MemoryGetSession => AdapterDecl {
+                tool_id: "hub.memory.get_session",
+                name: "infra_access_skill.memory.get_session",
+                writes: false,
+            },
+            AdapterKind::MemoryListIncidents => AdapterDecl {
+                tool_id: "hub.memory.list_incidents",
+                name: "infra_access_skill.memory.list_incidents",
+                writes: false,
+            },
+            AdapterKind::MemoryListArtifacts => AdapterDecl {
+                tool_id: "hub.memory.list_artifacts",
+                name: "infra_access_skill.memory.list_artifacts",
+                writes: false,
+            },
+            AdapterKind::MemoryGetArtifact => AdapterDecl {
+                tool_id: "hub.memory.get_artifact",
+                name: "infra_access_skill.memory.get_artifact",
+                writes: false,
+            },
+            AdapterKind::MemoryStartProfile => AdapterDecl {
+                tool_id: "hub.memory.start_profile",
+                name: "infra_access_skill.memory.start_profile",
+                writes: true,
+            },
+            AdapterKind::MemoryStopProfile => AdapterDecl {
+                tool_id: "hub.memory.stop_profile",
+                name: "infra_access_skill.memory.stop_profile",
+                writes: true,
+            },
+            AdapterKind::MemoryRetryProfile => AdapterDecl {
+                tool_id: "hub.memory.retry_profile",
+                name: "infra_access_skill.memory.retry_profile",
+                writes: true,
+            },
+            AdapterKind::MemoryPublishProfile => AdapterDecl {
+                tool_id: "hub.memory.publish_profile",
+                name: "infra_access_skill.memory.publish_profile",
+                writes: true,
+            },
         }
     }
 
@@ -226,6 +301,16 @@ impl AdapterKind {
             AdapterKind::RollbackLastTestDeploy => deploy::rollback(&ctx, input).await,
             AdapterKind::GetLogs => logs::run(&ctx, arguments).await,
             AdapterKind::RestartService => restart_service::run(&ctx, input).await,
+            AdapterKind::MemoryStatus => memory::status(&ctx, arguments),
+            AdapterKind::MemoryListSessions => memory::list_sessions(&ctx, arguments),
+            AdapterKind::MemoryGetSession => memory::get_session(&ctx, arguments),
+            AdapterKind::MemoryListIncidents => memory::list_incidents(&ctx, arguments),
+            AdapterKind::MemoryListArtifacts => memory::list_artifacts(&ctx, arguments),
+            AdapterKind::MemoryGetArtifact => memory::get_artifact(&ctx, arguments),
+            AdapterKind::MemoryStartProfile => memory::start(&ctx, input).await,
+            AdapterKind::MemoryStopProfile => memory::stop(&ctx, input).await,
+            AdapterKind::MemoryRetryProfile => memory::retry(&ctx, input).await,
+            AdapterKind::MemoryPublishProfile => memory::publish(&ctx, input).await,
         }
     }
 }
@@ -527,10 +612,17 @@ mod tests {
                         | AdapterKind::DeployRef
                         | AdapterKind::RollbackLastTestDeploy
                         | AdapterKind::RestartService
+                        | AdapterKind::MemoryGetSession
+                        | AdapterKind::MemoryGetArtifact
+                        | AdapterKind::MemoryStartProfile
+                        | AdapterKind::MemoryStopProfile
+                        | AdapterKind::MemoryRetryProfile
+                        | AdapterKind::MemoryPublishProfile
                 ) {
                     // Writes with arguments and state; see `test_tool_answers_match_their_contracts`,
-                    // `deploy_tool_answers_match_their_contracts` and
-                    // `service_tool_answers_match_their_contracts`.
+                    // `deploy_tool_answers_match_their_contracts`,
+                    // `service_tool_answers_match_their_contracts` and
+                    // `profile_tool_answers_match_their_contracts`.
                     continue;
                 }
                 assert_valid(
@@ -854,5 +946,386 @@ mod tests {
             &json!({"phase": "execute", "result": result, "replay": false, "idempotency_key": "k"}),
         );
         ctx.services.stop().await;
+    }
+
+    /// ProfileOps: every `hub.memory.*` answer (reads, dry-run effects, execute results)
+    /// fits its contract, and the flows behind them work: sessions complete and stop,
+    /// artifacts come inline or in chunks that reassemble to their SHA-256, retries and
+    /// profiling mode restart as configured, publish needs a finished session, idempotency
+    /// keys replay, and a session running when the hub stops ends `interrupted`.
+    #[tokio::test]
+    async fn profile_tool_answers_match_their_contracts() {
+        use crate::config::ServiceConfig;
+        use base64::Engine;
+        use sha2::Digest;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", "t", dir.path());
+        let mut app = ServiceConfig::new("app", vec!["sleep".into(), "30".into()]);
+        app.profiling_argv = Some(vec!["sleep".into(), "31".into()]);
+        config.services = vec![
+            app,
+            ServiceConfig::new("plain", vec!["sleep".into(), "30".into()]),
+        ];
+        config.profiling.artifact_inline_max_bytes = 1024;
+        let ctx = Arc::new(HubContext::new(config).expect("context"));
+        ctx.services.start().await.expect("services");
+        ctx.profiles.start(ctx.clone()).await.expect("profiles");
+        let run = |kind: AdapterKind, args: Value, dry_run: bool, key: Option<&str>| {
+            let mut input = CallInput::new("c", args, soon());
+            input.dry_run = dry_run;
+            input.idempotency_key = key.map(str::to_owned);
+            kind.run(ctx.clone(), input)
+        };
+        let check_read = |tool: &str, answer: &Value| {
+            assert_valid(tool, &contract(tool).output_schema, answer);
+        };
+        let check_effect = |tool: &str, effect: &Value| {
+            assert_valid(
+                &format!("{tool} preview"),
+                &contract(tool).output_schema,
+                &json!({"phase": "preview", "expected_effect": effect, "confirmation_token": "t",
+                        "confirmation_expires_at": "2026-01-01T00:00:00Z"}),
+            );
+        };
+        let check_result = |tool: &str, result: &Value| {
+            assert_valid(
+                &format!("{tool} execute"),
+                &contract(tool).output_schema,
+                &json!({"phase": "execute", "result": result, "replay": false, "idempotency_key": "k"}),
+            );
+        };
+        let session_of = |id: &str| {
+            let ctx = ctx.clone();
+            let id = id.to_owned();
+            async move {
+                let input = CallInput::new("g", json!({"session_id": id}), soon());
+                AdapterKind::MemoryGetSession
+                    .run(ctx, input)
+                    .await
+                    .expect("session")
+            }
+        };
+
+        // Inputs: bounds and shapes.
+        let start_in = validator(&contract("hub.memory.start_profile").input_schema);
+        assert!(
+            start_in.is_valid(&json!({"service": "app", "interval_ms": 100, "duration_sec": 1}))
+        );
+        for bad in [
+            json!({"service": "app", "interval_ms": 99, "duration_sec": 1}),
+            json!({"service": "app", "interval_ms": 100, "duration_sec": 3601}),
+            json!({"service": "app", "interval_ms": 100, "duration_sec": 1, "mode": "x"}),
+            json!({"service": "app", "interval_ms": 100}),
+        ] {
+            assert!(!start_in.is_valid(&bad), "{bad}");
+            let err = run(AdapterKind::MemoryStartProfile, bad.clone(), true, None)
+                .await
+                .expect_err("refused by the hub too");
+            assert_eq!(err.code, ErrorCode::InvalidArguments, "{bad}");
+        }
+
+        // A complete session.
+        let args = json!({"service": "app", "interval_ms": 100, "duration_sec": 1});
+        let effect = run(AdapterKind::MemoryStartProfile, args.clone(), true, None)
+            .await
+            .expect("dry run");
+        check_effect("hub.memory.start_profile", &effect);
+        assert_eq!(
+            (
+                effect["will_restart"].clone(),
+                effect["expected_samples"].clone()
+            ),
+            (json!(false), json!(11))
+        );
+        let started = run(
+            AdapterKind::MemoryStartProfile,
+            args.clone(),
+            false,
+            Some("s1"),
+        )
+        .await
+        .expect("start");
+        check_result("hub.memory.start_profile", &started);
+        let a = started["session"]["session_id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        assert_eq!(
+            run(
+                AdapterKind::MemoryStartProfile,
+                args.clone(),
+                false,
+                Some("s1")
+            )
+            .await
+            .expect("replay"),
+            started,
+            "a replayed key starts nothing"
+        );
+        let err = run(AdapterKind::MemoryStartProfile, args.clone(), false, None)
+            .await
+            .expect_err("one session per service");
+        assert_eq!(err.code, ErrorCode::Busy);
+        let err = run(
+            AdapterKind::MemoryPublishProfile,
+            json!({"session_id": a}),
+            false,
+            None,
+        )
+        .await
+        .expect_err("still running");
+        assert_eq!(err.code, ErrorCode::Busy);
+        let live = session_of(&a).await;
+        check_read("hub.memory.get_session", &live);
+        let mut done = live;
+        for _ in 0..400 {
+            if done["session"]["state"] == "completed" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+            done = session_of(&a).await;
+        }
+        check_read("hub.memory.get_session", &done);
+        assert_eq!(done["session"]["state"], "completed", "{done}");
+        assert!(done["session"]["samples"].as_u64().expect("samples") >= 2);
+        assert!(
+            !done["recent_samples"]
+                .as_array()
+                .expect("samples")
+                .is_empty()
+        );
+
+        // Its artifact is over the inline limit: chunked, and the chunks reassemble.
+        let artifact_id = done["session"]["artifact_id"]
+            .as_str()
+            .expect("artifact")
+            .to_owned();
+        let get = |args: Value| run(AdapterKind::MemoryGetArtifact, args, false, None);
+        let contract_answer = get(json!({"artifact_id": artifact_id}))
+            .await
+            .expect("artifact");
+        check_read("hub.memory.get_artifact", &contract_answer);
+        assert_eq!(contract_answer["delivery"], "chunked", "{contract_answer}");
+        let (size, chunk) = (
+            contract_answer["size_bytes"].as_u64().expect("size"),
+            contract_answer["chunk_bytes"].as_u64().expect("chunk"),
+        );
+        assert!(size > 1024 && chunk == 1024);
+        let mut whole = Vec::new();
+        for i in 0..contract_answer["chunks"].as_u64().expect("chunks") {
+            let part = get(json!({"artifact_id": artifact_id, "offset": i * chunk}))
+                .await
+                .expect("chunk");
+            check_read("hub.memory.get_artifact", &part);
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(part["data_base64"].as_str().expect("data"))
+                .expect("base64");
+            assert_eq!(
+                hex::encode(sha2::Sha256::digest(&bytes)),
+                part["chunk_sha256"]
+            );
+            assert_eq!(part["eof"], (i + 1) * chunk >= size);
+            whole.extend(bytes);
+        }
+        assert_eq!(whole.len() as u64, size);
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(&whole)),
+            contract_answer["sha256"]
+        );
+        let parsed: Value = serde_json::from_slice(&whole).expect("the artifact is JSON");
+        assert_eq!(parsed["session_id"], a);
+        for bad in [
+            json!({"artifact_id": artifact_id, "offset": size}),
+            json!({"artifact_id": artifact_id, "offset": 0, "length": 1025}),
+            json!({"artifact_id": "not-a-uuid"}),
+        ] {
+            assert_eq!(
+                get(bad.clone()).await.expect_err("refused").code,
+                ErrorCode::InvalidArguments,
+                "{bad}"
+            );
+        }
+        let missing = uuid::Uuid::now_v7().to_string();
+        assert_eq!(
+            get(json!({"artifact_id": missing}))
+                .await
+                .expect_err("unknown")
+                .code,
+            ErrorCode::NotFound
+        );
+
+        // Publish: the summary root keeps.
+        let effect = run(
+            AdapterKind::MemoryPublishProfile,
+            json!({"session_id": a}),
+            true,
+            None,
+        )
+        .await
+        .expect("dry run");
+        check_effect("hub.memory.publish_profile", &effect);
+        let published = run(
+            AdapterKind::MemoryPublishProfile,
+            json!({"session_id": a}),
+            false,
+            Some("p1"),
+        )
+        .await
+        .expect("publish");
+        check_result("hub.memory.publish_profile", &published);
+        let summary = &published["published_summary"];
+        assert_eq!(summary["session_id"], a);
+        assert_eq!(summary["artifact"]["artifact_id"], artifact_id);
+        assert_eq!(summary["artifact"]["sha256"], contract_answer["sha256"]);
+        assert!(session_of(&a).await["session"]["published_at"].is_string());
+
+        // Retry (same parameters), stop early: a small artifact comes inline.
+        let effect = run(
+            AdapterKind::MemoryRetryProfile,
+            json!({"session_id": a}),
+            true,
+            None,
+        )
+        .await
+        .expect("dry run");
+        check_effect("hub.memory.retry_profile", &effect);
+        let retried = run(
+            AdapterKind::MemoryRetryProfile,
+            json!({"session_id": a}),
+            false,
+            None,
+        )
+        .await
+        .expect("retry");
+        check_result("hub.memory.retry_profile", &retried);
+        assert_eq!(retried["session"]["retry_of"], a);
+        let b = retried["session"]["session_id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let effect = run(
+            AdapterKind::MemoryStopProfile,
+            json!({"session_id": b}),
+            true,
+            None,
+        )
+        .await
+        .expect("dry run");
+        check_effect("hub.memory.stop_profile", &effect);
+        assert_eq!(effect["running"], true);
+        let stopped = run(
+            AdapterKind::MemoryStopProfile,
+            json!({"session_id": b}),
+            false,
+            None,
+        )
+        .await
+        .expect("stop");
+        check_result("hub.memory.stop_profile", &stopped);
+        assert_eq!(
+            (
+                stopped["stopped"].clone(),
+                stopped["session"]["state"].clone()
+            ),
+            (json!(true), json!("stopped"))
+        );
+        let again = run(
+            AdapterKind::MemoryStopProfile,
+            json!({"session_id": b}),
+            false,
+            None,
+        )
+        .await
+        .expect("stop again");
+        assert_eq!(again["stopped"], false);
+        let small = get(json!({"artifact_id": stopped["session"]["artifact_id"]}))
+            .await
+            .expect("inline");
+        check_read("hub.memory.get_artifact", &small);
+        assert_eq!(small["delivery"], "inline", "{small}");
+        assert_eq!(small["artifact"]["session_id"], b);
+
+        // Profiling mode restarts the service into its profiling argv; a service without one
+        // is refused.
+        let before = ctx.services.get("app").expect("app").pid;
+        let prof = run(
+            AdapterKind::MemoryStartProfile,
+            json!({"service": "app", "interval_ms": 100, "duration_sec": 60, "mode": "profiling"}),
+            false,
+            None,
+        )
+        .await
+        .expect("profiling mode");
+        let now = ctx.services.get("app").expect("app");
+        assert_eq!(now.mode, crate::services::Mode::Profiling);
+        assert_ne!(now.pid, before);
+        assert_eq!(prof["session"]["mode"], "profiling");
+        let err = run(
+            AdapterKind::MemoryStartProfile,
+            json!({"service": "plain", "interval_ms": 100, "duration_sec": 1, "mode": "profiling"}),
+            true,
+            None,
+        )
+        .await
+        .expect_err("no profiling argv");
+        assert!(err.message.contains("profiling_argv"), "{err}");
+
+        // Reads.
+        for (kind, tool) in [
+            (AdapterKind::MemoryStatus, "hub.memory.get_status"),
+            (AdapterKind::MemoryListSessions, "hub.memory.list_sessions"),
+            (
+                AdapterKind::MemoryListIncidents,
+                "hub.memory.list_incidents",
+            ),
+            (
+                AdapterKind::MemoryListArtifacts,
+                "hub.memory.list_artifacts",
+            ),
+        ] {
+            let answer = run(kind, json!({}), false, None).await.expect(tool);
+            check_read(tool, &answer);
+        }
+        let status = run(AdapterKind::MemoryStatus, json!({}), false, None)
+            .await
+            .expect("status");
+        assert_eq!(status["running_sessions"].as_array().map(Vec::len), Some(1));
+        let listed = run(
+            AdapterKind::MemoryListSessions,
+            json!({"service": "app", "state": "stopped", "limit": 5}),
+            false,
+            None,
+        )
+        .await
+        .expect("list");
+        assert_eq!(listed["sessions"].as_array().map(Vec::len), Some(1));
+        let artifacts = run(
+            AdapterKind::MemoryListArtifacts,
+            json!({"limit": 1}),
+            false,
+            None,
+        )
+        .await
+        .expect("artifacts");
+        assert_eq!(artifacts["artifacts"].as_array().map(Vec::len), Some(1));
+
+        // The hub stops with a session running: it ends interrupted, kept on disk.
+        let c = prof["session"]["session_id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        for _ in 0..400 {
+            if session_of(&c).await["session"]["samples"].as_u64() > Some(0) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        ctx.profiles.stop().await;
+        ctx.services.stop().await;
+        let config = ctx.config.clone();
+        let fresh = crate::profiles::Profiles::new(&config);
+        let (session, samples) = fresh.session(&c).expect("kept");
+        assert_eq!(session.state, crate::profiles::SessionState::Interrupted);
+        assert!(session.artifact_id.is_some() && !samples.is_empty());
     }
 }

@@ -1,0 +1,257 @@
+//! ProfileOps through root and a real hub, with the rmcp client and a `ProfileOpsControl`
+//! lease: a managed `mcp-fixture-service` that leaks memory steadily is profiled (restarted
+//! into its profiling argv), the session completes, a memory-growth incident is raised, the
+//! artifact comes in chunks that reassemble to its SHA-256 (and inline when small), a second
+//! session is stopped early, and the first is published (with a replay that publishes nothing
+//! new). Root's retention of published summaries is tested on root's side.
+
+use base64::Engine;
+use mcp_tests::{TestRoot, mcp_client, workspace_bin};
+use serde_json::{Value, json};
+use sha2::Digest;
+
+use crate::services::{call, eventually, fixture_service, free_port, write};
+
+#[tokio::test]
+async fn profile_a_leaking_service_through_mcp() {
+    let root = TestRoot::start().await.unwrap();
+    let port = free_port();
+    let bin = workspace_bin("mcp-fixture-service").unwrap();
+    let profiling_argv = format!(
+        "profiling_argv = [{:?}, \"--port\", \"{port}\", \"--leak-kib-per-sec\", \"2048\", \"--mode\", \"profiling\"]",
+        bin.display().to_string()
+    );
+    let config = format!(
+        "{}[profiling]\ngrowth_threshold_bytes = 1048576\ngrowth_threshold_percent = 1000.0\n\
+         artifact_inline_max_bytes = 1024\nmax_concurrent_sessions = 2\n",
+        fixture_service(
+            "leaky",
+            port,
+            &["--leak-kib-per-sec", "2048"],
+            &profiling_argv
+        )
+    );
+    let hub = root.start_hub("hub:test-alpha", &config).await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "ProfileOpsControl", 600)
+        .await
+        .unwrap();
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    let tools: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for tool in [
+        "hub.memory.get_status",
+        "hub.memory.list_sessions",
+        "hub.memory.get_session",
+        "hub.memory.list_incidents",
+        "hub.memory.list_artifacts",
+        "hub.memory.get_artifact",
+        "hub.memory.start_profile",
+        "hub.memory.stop_profile",
+        "hub.memory.retry_profile",
+        "hub.memory.publish_profile",
+    ] {
+        assert!(
+            tools.iter().any(|t| t == tool),
+            "{tool} not listed: {tools:?}"
+        );
+    }
+
+    let status = call(&client, "hub.memory.get_status", json!({})).await;
+    assert_eq!(status["authority"], "hub", "{status}");
+    assert_eq!(status["services"][0]["name"], "leaky");
+    assert_eq!(status["services"][0]["profiling_available"], true);
+    let normal_pid = status["services"][0]["pid"].as_u64().unwrap();
+
+    // Start in profiling mode: preview, then execute with the token.
+    let args =
+        json!({"service": "leaky", "interval_ms": 200, "duration_sec": 2, "mode": "profiling"});
+    let preview = call(&client, "hub.memory.start_profile", args.clone()).await;
+    assert_eq!(
+        preview["expected_effect"]["will_restart"], true,
+        "{preview}"
+    );
+    assert_eq!(preview["expected_effect"]["pid"], normal_pid);
+    let started = write(&client, "hub.memory.start_profile", args, "start-1").await;
+    assert_eq!(started["phase"], "execute", "{started}");
+    let session = &started["result"]["session"];
+    assert_eq!(session["state"], "running");
+    assert_eq!(session["mode"], "profiling");
+    let a = session["session_id"].as_str().unwrap().to_owned();
+    assert_ne!(session["pid"].as_u64(), Some(normal_pid), "restarted");
+
+    let done = eventually("the session to end", async || {
+        let s = call(&client, "hub.memory.get_session", json!({"session_id": a})).await;
+        (s["session"]["state"] != "running").then_some(s)
+    })
+    .await;
+    let done_session = &done["session"];
+    assert_eq!(done_session["state"], "completed", "{done}");
+    let samples = done_session["samples"].as_u64().unwrap();
+    assert!(samples >= 2, "{done}");
+    assert!(
+        done_session["growth"]["growth_bytes"].as_i64().unwrap() > 0,
+        "{done}"
+    );
+
+    // The leak raised an incident.
+    let incidents = call(
+        &client,
+        "hub.memory.list_incidents",
+        json!({"service": "leaky"}),
+    )
+    .await;
+    let incident = incidents["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["session_id"] == a)
+        .cloned()
+        .unwrap_or_else(|| panic!("no incident for {a}: {incidents} {done}"));
+    assert_eq!(incident["kind"], "memory_growth");
+    assert_eq!(done_session["incident_ids"][0], incident["incident_id"]);
+
+    // Its artifact is over the 1 KiB inline limit: a chunked delivery whose chunks
+    // reassemble to the announced size and SHA-256.
+    let artifact_id = done_session["artifact_id"].as_str().unwrap().to_owned();
+    let delivery = call(
+        &client,
+        "hub.memory.get_artifact",
+        json!({"artifact_id": artifact_id}),
+    )
+    .await;
+    assert_eq!(delivery["delivery"], "chunked", "{delivery}");
+    let chunk = delivery["chunk_bytes"].as_u64().unwrap();
+    let mut bytes = Vec::new();
+    for i in 0..delivery["chunks"].as_u64().unwrap() {
+        let part = call(
+            &client,
+            "hub.memory.get_artifact",
+            json!({"artifact_id": artifact_id, "offset": i * chunk, "length": chunk}),
+        )
+        .await;
+        assert_eq!(part["delivery"], "chunk", "{part}");
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(part["data_base64"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(&data)),
+            part["chunk_sha256"]
+        );
+        bytes.extend(data);
+    }
+    assert_eq!(bytes.len() as u64, delivery["size_bytes"].as_u64().unwrap());
+    assert_eq!(
+        hex::encode(sha2::Sha256::digest(&bytes)),
+        delivery["sha256"]
+    );
+    let artifact: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(artifact["session_id"], a);
+    assert_eq!(
+        artifact["samples"].as_array().unwrap().len() as u64,
+        samples
+    );
+
+    // A second session (normal mode), stopped early: its small artifact comes inline.
+    let b_args = json!({"service": "leaky", "interval_ms": 200, "duration_sec": 600});
+    let b = write(&client, "hub.memory.start_profile", b_args, "start-2").await;
+    let b = b["result"]["session"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    eventually("a first sample", async || {
+        let s = call(&client, "hub.memory.get_session", json!({"session_id": b})).await;
+        (s["session"]["samples"].as_u64() > Some(0)).then_some(())
+    })
+    .await;
+    let stopped = write(
+        &client,
+        "hub.memory.stop_profile",
+        json!({"session_id": b}),
+        "stop-1",
+    )
+    .await;
+    assert_eq!(stopped["result"]["stopped"], true, "{stopped}");
+    assert_eq!(stopped["result"]["session"]["state"], "stopped");
+    let small = call(
+        &client,
+        "hub.memory.get_artifact",
+        json!({"artifact_id": stopped["result"]["session"]["artifact_id"]}),
+    )
+    .await;
+    assert_eq!(small["delivery"], "inline", "{small}");
+    assert_eq!(small["artifact"]["session_id"], b);
+
+    // Publish the first session: the stable summary root keeps.
+    let published = write(
+        &client,
+        "hub.memory.publish_profile",
+        json!({"session_id": a}),
+        "pub-1",
+    )
+    .await;
+    assert_eq!(published["phase"], "execute", "{published}");
+    let summary = &published["result"]["published_summary"];
+    assert_eq!(summary["session_id"], a);
+    assert_eq!(summary["target_id"], "hub:test-alpha");
+    assert_eq!(summary["service"], "leaky");
+    assert_eq!(summary["samples"], samples);
+    assert_eq!(summary["incident_ids"][0], incident["incident_id"]);
+    assert_eq!(summary["artifact"]["sha256"], delivery["sha256"]);
+    assert!(summary["rss"]["peak_bytes"].as_u64() >= summary["rss"]["start_bytes"].as_u64());
+    let again = call(
+        &client,
+        "hub.memory.publish_profile",
+        json!({"session_id": a, "phase": "execute", "idempotency_key": "pub-1"}),
+    )
+    .await;
+    assert_eq!(again["replay"], true, "{again}");
+    assert_eq!(again["result"], published["result"]);
+
+    // Lists.
+    let sessions = call(
+        &client,
+        "hub.memory.list_sessions",
+        json!({"service": "leaky"}),
+    )
+    .await;
+    assert_eq!(
+        sessions["sessions"].as_array().unwrap().len(),
+        2,
+        "{sessions}"
+    );
+    let artifacts = call(&client, "hub.memory.list_artifacts", json!({})).await;
+    assert_eq!(
+        artifacts["artifacts"].as_array().unwrap().len(),
+        2,
+        "{artifacts}"
+    );
+
+    // A read-only lease reads but cannot start.
+    let (_, read) = root
+        .lease("hub:test-alpha", "ProfileOpsRead", 600)
+        .await
+        .unwrap();
+    let (status, body) = root
+        .rest_call(&read, "hub.memory.list_sessions", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = root
+        .rest_call(
+            &read,
+            "hub.memory.start_profile",
+            json!({"service": "leaky", "interval_ms": 200, "duration_sec": 1}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "capability_not_granted");
+    hub.stop().await;
+    root.stop().await;
+}
