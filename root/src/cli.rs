@@ -447,21 +447,25 @@ fn descriptors(cmd: DescriptorsCommand) -> anyhow::Result<ExitCode> {
             generated_at,
             check,
         } => {
-            let generated_at = match generated_at.as_deref() {
-                None => None,
-                Some("now") => Some(mcp_shared::time::now()),
-                Some(t) => Some(
-                    mcp_shared::time::parse(t)
-                        .with_context(|| format!("--generated-at `{t}` must be `now` or RFC 3339"))?,
-                ),
-            };
+            let generated_at =
+                match generated_at.as_deref() {
+                    None => None,
+                    Some("now") => Some(mcp_shared::time::now()),
+                    Some(t) => Some(mcp_shared::time::parse(t).with_context(|| {
+                        format!("--generated-at `{t}` must be `now` or RFC 3339")
+                    })?),
+                };
             let opts = crate::descriptors::build::BuildOptions { generated_at };
             let built = crate::descriptors::build::build(&source_dir, &opts)
                 .with_context(|| format!("building {}", source_dir.display()))?;
             if check {
                 let diffs = crate::descriptors::build::differences(&output, &built);
                 if diffs.is_empty() {
-                    println!("{}: up to date ({} artifacts)", output.display(), built.len());
+                    println!(
+                        "{}: up to date ({} artifacts)",
+                        output.display(),
+                        built.len()
+                    );
                     return Ok(ExitCode::SUCCESS);
                 }
                 for d in &diffs {
@@ -504,8 +508,7 @@ pub fn read_artifacts(dir: &std::path::Path) -> anyhow::Result<Vec<(String, Valu
             .unwrap_or_default();
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let v: Value =
-            serde_json::from_str(&text).with_context(|| format!("{name}: not JSON"))?;
+        let v: Value = serde_json::from_str(&text).with_context(|| format!("{name}: not JSON"))?;
         out.push((name, v));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));

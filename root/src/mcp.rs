@@ -22,11 +22,11 @@ use mcp_shared::event::Surface;
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, Implementation, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
-    SetLevelRequestParams, Tool, ToolAnnotations,
+    ContentBlock, Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ServerCapabilities, SetLevelRequestParams, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -339,10 +339,13 @@ impl ServerHandler for RootMcp {
         }
         let view = resource_view(&self.app, &lease).await?;
         let mut templates = vec![
-            ResourceTemplate::new(format!("{DESCRIPTOR_URI_PREFIX}{{descriptor_id}}"), "descriptor")
-                .with_title("A root-cached descriptor")
-                .with_description("One descriptor with its freshness header, by descriptor_id")
-                .with_mime_type("application/json"),
+            ResourceTemplate::new(
+                format!("{DESCRIPTOR_URI_PREFIX}{{descriptor_id}}"),
+                "descriptor",
+            )
+            .with_title("A root-cached descriptor")
+            .with_description("One descriptor with its freshness header, by descriptor_id")
+            .with_mime_type("application/json"),
         ];
         for c in &view.selectable {
             let Some((p, sel)) = c
@@ -410,7 +413,9 @@ impl ServerHandler for RootMcp {
                 Some(json!({ "uri": uri })),
             )
         };
-        let path = uri.strip_prefix(DESCRIPTOR_URI_PREFIX).ok_or_else(not_found)?;
+        let path = uri
+            .strip_prefix(DESCRIPTOR_URI_PREFIX)
+            .ok_or_else(not_found)?;
         let (id, rest) = path.split_once('/').unwrap_or((path, ""));
         let d = view
             .descriptors
@@ -501,7 +506,10 @@ async fn resource_view(app: &App, lease: &LeaseEntry) -> Result<ResourceView, Er
 }
 
 /// `_meta` of a descriptor resource: its freshness now, when it expires, its hash and class.
-fn descriptor_meta(d: &mcp_shared::descriptor::Descriptor, now: time::OffsetDateTime) -> MetaObject {
+fn descriptor_meta(
+    d: &mcp_shared::descriptor::Descriptor,
+    now: time::OffsetDateTime,
+) -> MetaObject {
     let mut state = crate::descriptors::served_state(d, now);
     state["content_hash"] = json!(d.freshness.content_hash);
     state["class"] = json!(d.class);

@@ -277,7 +277,9 @@ impl ResourceMeta {
     }
 
     /// From an MCP `_meta` object, if it carries catalog metadata.
-    pub fn from_meta(meta: Option<&rmcp::model::MetaObject>) -> Option<Result<ResourceMeta, String>> {
+    pub fn from_meta(
+        meta: Option<&rmcp::model::MetaObject>,
+    ) -> Option<Result<ResourceMeta, String>> {
         let v = meta?.0.get(META_KEY)?;
         Some(serde_json::from_value(v.clone()).map_err(|e| e.to_string()))
     }
@@ -321,8 +323,7 @@ pub fn manifest_sha256(manifest_version: u64, owner: &str, skills: &[SkillEntry]
             })
         })
         .collect();
-    let manifest =
-        json!({ "manifest_version": manifest_version, "owner_application": owner, "skills": entries });
+    let manifest = json!({ "manifest_version": manifest_version, "owner_application": owner, "skills": entries });
     sha256_hex(&mcp_shared::canonical::to_vec(&manifest))
 }
 
@@ -390,17 +391,25 @@ pub fn check_content(c: &CatalogContent) -> Result<(), String> {
         let where_ = |e: String| format!("skill `{}`: {e}", s.path);
         let install = check_skill_path(&s.path).map_err(|e| where_(e.to_string()))?;
         if kebab_to_snake(&s.id).map_err(|e| where_(e.to_string()))? != s.name {
-            return Err(where_(format!("name `{}` is not the snake_case of `{}`", s.name, s.id)));
+            return Err(where_(format!(
+                "name `{}` is not the snake_case of `{}`",
+                s.name, s.id
+            )));
         }
         let fm = parse_front_matter(&s.text).map_err(|e| where_(e.to_string()))?;
         if fm.name != s.id {
-            return Err(where_(format!("front matter name `{}` is not `{}`", fm.name, s.id)));
+            return Err(where_(format!(
+                "front matter name `{}` is not `{}`",
+                fm.name, s.id
+            )));
         }
         if s.mime_type != SKILL_MIME {
             return Err(where_(format!("mime_type must be {SKILL_MIME}")));
         }
         if s.size != s.text.len() as u64 || s.content_sha256 != sha256_hex(s.text.as_bytes()) {
-            return Err(where_("size or content_sha256 does not match the text".into()));
+            return Err(where_(
+                "size or content_sha256 does not match the text".into(),
+            ));
         }
         if !names.insert(s.name.clone()) || !ids.insert(s.id.clone()) {
             return Err(where_(format!("duplicate skill name `{}`", s.name)));
@@ -408,7 +417,9 @@ pub fn check_content(c: &CatalogContent) -> Result<(), String> {
         dirs.push(skill_dir(&install).to_string());
     }
     if let Some((a, b)) = nested_dirs(&dirs) {
-        return Err(format!("skill directory `{b}` lies inside skill directory `{a}`"));
+        return Err(format!(
+            "skill directory `{b}` lies inside skill directory `{a}`"
+        ));
     }
     let expected = manifest_sha256(c.manifest_version, &c.owner_application, &c.skills);
     if c.manifest_sha256 != expected {
@@ -526,8 +537,14 @@ mod tests {
 
     #[test]
     fn paths() {
-        assert_eq!(check_skill_path("skills/a/SKILL.md").as_deref(), Ok("a/SKILL.md"));
-        assert_eq!(check_skill_path("skills/ops/a_b/SKILL.markdown").as_deref(), Ok("ops/a_b/SKILL.markdown"));
+        assert_eq!(
+            check_skill_path("skills/a/SKILL.md").as_deref(),
+            Ok("a/SKILL.md")
+        );
+        assert_eq!(
+            check_skill_path("skills/ops/a_b/SKILL.markdown").as_deref(),
+            Ok("ops/a_b/SKILL.markdown")
+        );
         for bad in [
             "/skills/a/SKILL.md",
             "skills/../a/SKILL.md",
@@ -553,9 +570,18 @@ mod tests {
         assert_eq!(fm.name, "a-b");
         assert_eq!(fm.description.as_deref(), Some("x y"));
         assert_eq!(parse_front_matter("# no"), Err(RuleError::NoFrontMatter));
-        assert_eq!(parse_front_matter("---\nname: a\n"), Err(RuleError::NoFrontMatter));
-        assert_eq!(parse_front_matter("---\n- a\n---\n"), Err(RuleError::NoName));
-        assert!(matches!(parse_front_matter("---\nname: [a\n---\n"), Err(RuleError::BadYaml(_))));
+        assert_eq!(
+            parse_front_matter("---\nname: a\n"),
+            Err(RuleError::NoFrontMatter)
+        );
+        assert_eq!(
+            parse_front_matter("---\n- a\n---\n"),
+            Err(RuleError::NoName)
+        );
+        assert!(matches!(
+            parse_front_matter("---\nname: [a\n---\n"),
+            Err(RuleError::BadYaml(_))
+        ));
     }
 
     #[test]

@@ -181,21 +181,24 @@ pub fn build(source_dir: &Path, opts: &BuildOptions) -> Result<Vec<Descriptor>, 
     }
 
     let contracts_dir = source_dir.join(&manifest.inputs.contracts_dir);
-    let contracts = ContractRegistry::load(Some(&contracts_dir)).map_err(|e| BuildError::Source {
-        file: e.file,
-        reason: e.reason,
-    })?;
-    let profiles_file = source_dir.join(&manifest.inputs.profiles_file);
-    let profiles = crate::catalog::load_profiles(Some(&profiles_file)).map_err(|e| {
-        BuildError::Source {
+    let contracts =
+        ContractRegistry::load(Some(&contracts_dir)).map_err(|e| BuildError::Source {
             file: e.file,
             reason: e.reason,
-        }
-    })?;
+        })?;
+    let profiles_file = source_dir.join(&manifest.inputs.profiles_file);
+    let profiles =
+        crate::catalog::load_profiles(Some(&profiles_file)).map_err(|e| BuildError::Source {
+            file: e.file,
+            reason: e.reason,
+        })?;
     let mut ids = BTreeSet::new();
     for e in &manifest.descriptor {
         if !ids.insert(e.id.clone()) {
-            return Err(bad_manifest(format!("descriptor `{}` is declared twice", e.id)));
+            return Err(bad_manifest(format!(
+                "descriptor `{}` is declared twice",
+                e.id
+            )));
         }
         if !CLASSES.contains(&e.class.as_str()) {
             return Err(bad_manifest(format!(
@@ -255,8 +258,12 @@ pub fn build(source_dir: &Path, opts: &BuildOptions) -> Result<Vec<Descriptor>, 
         ctx.built.insert(e.id.clone(), content.clone());
         let ttl = e.cache_ttl_sec.unwrap_or(manifest.build.cache_ttl_sec);
         let fresh_until = generated_at
-            .checked_add(time::Duration::seconds(i64::try_from(ttl).unwrap_or(i64::MAX)))
-            .ok_or_else(|| bad_manifest(format!("descriptor `{}`: cache_ttl_sec is too large", e.id)))?;
+            .checked_add(time::Duration::seconds(
+                i64::try_from(ttl).unwrap_or(i64::MAX),
+            ))
+            .ok_or_else(|| {
+                bad_manifest(format!("descriptor `{}`: cache_ttl_sec is too large", e.id))
+            })?;
         out.push(Descriptor {
             freshness: Freshness {
                 descriptor_id: e.id.clone(),
@@ -353,18 +360,33 @@ pub fn differences(dir: &Path, descriptors: &[Descriptor]) -> Vec<String> {
 
 // ---- normalizers ----------------------------------------------------------------------------
 
-fn object<'a>(ctx: &Ctx, path: &Path, v: &'a Value) -> Result<&'a serde_json::Map<String, Value>, BuildError> {
+fn object<'a>(
+    ctx: &Ctx,
+    path: &Path,
+    v: &'a Value,
+) -> Result<&'a serde_json::Map<String, Value>, BuildError> {
     v.as_object()
         .ok_or_else(|| ctx.err(path, "must be a JSON object"))
 }
 
-fn array<'a>(ctx: &Ctx, path: &Path, v: &'a Value, key: &str) -> Result<&'a Vec<Value>, BuildError> {
+fn array<'a>(
+    ctx: &Ctx,
+    path: &Path,
+    v: &'a Value,
+    key: &str,
+) -> Result<&'a Vec<Value>, BuildError> {
     v.get(key)
         .and_then(Value::as_array)
         .ok_or_else(|| ctx.err(path, format!("`{key}` must be an array")))
 }
 
-fn string<'a>(ctx: &Ctx, path: &Path, v: &'a Value, key: &str, at: &str) -> Result<&'a str, BuildError> {
+fn string<'a>(
+    ctx: &Ctx,
+    path: &Path,
+    v: &'a Value,
+    key: &str,
+    at: &str,
+) -> Result<&'a str, BuildError> {
     v.get(key)
         .and_then(Value::as_str)
         .filter(|s| !s.trim().is_empty())
@@ -400,7 +422,10 @@ fn architecture(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
     for c in components {
         for key in ["responsibilities", "invariants"] {
             if !c.get(key).is_none_or(Value::is_array) {
-                return Err(ctx.err(path, format!("component `{}`: `{key}` must be an array", c["name"])));
+                return Err(ctx.err(
+                    path,
+                    format!("component `{}`: `{key}` must be an array", c["name"]),
+                ));
             }
         }
     }
@@ -414,7 +439,10 @@ fn sdk_export(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
     let mut v = ctx.json(path)?;
     object(ctx, path, &v)?;
     if v.get("format").and_then(Value::as_str) != Some("mcp-sdk-export") {
-        return Err(ctx.err(path, "`format` must be \"mcp-sdk-export\" (an SDK exporter's output)"));
+        return Err(ctx.err(
+            path,
+            "`format` must be \"mcp-sdk-export\" (an SDK exporter's output)",
+        ));
     }
     let version = v.get("format_version").and_then(Value::as_u64).unwrap_or(0);
     if !SDK_EXPORT_VERSIONS.contains(&version) {
@@ -463,10 +491,16 @@ fn sdk_export(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
 
 fn registry_names(ctx: &Ctx, path: &Path) -> Result<BTreeSet<String>, BuildError> {
     let v = ctx.json(path)?;
-    Ok(unique(ctx, path, array(ctx, path, &v, "schemas")?, "name", "schema")?
-        .into_iter()
-        .map(str::to_string)
-        .collect())
+    Ok(unique(
+        ctx,
+        path,
+        array(ctx, path, &v, "schemas")?,
+        "name",
+        "schema",
+    )?
+    .into_iter()
+    .map(str::to_string)
+    .collect())
 }
 
 fn schema_registry(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
@@ -484,7 +518,8 @@ fn schema_registry(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
         }
         let title = string(ctx, &file, &schema, "title", "schema")?.to_string();
         let id = string(ctx, &file, &schema, "$id", "schema")?.to_string();
-        index.push(json!({ "name": name, "title": title, "stability": stability, "schema_id": id }));
+        index
+            .push(json!({ "name": name, "title": title, "stability": stability, "schema_id": id }));
         schemas.push(json!({ "name": name, "title": title, "stability": stability, "schema_id": id, "schema": schema }));
     }
     // Every schema file is published: one that is not listed is a mistake, not a secret.
@@ -532,10 +567,7 @@ fn manifest_contract(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
     if skill_catalog::check_bundle_path(schema_file).is_err() {
         return Err(ctx.err(path, "`schema` must be a relative file name"));
     }
-    let schema_path = path
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join(schema_file);
+    let schema_path = path.parent().unwrap_or(Path::new(".")).join(schema_file);
     let schema = ctx.json(&schema_path)?;
     if let Err(e) = jsonschema::meta::validate(&schema) {
         return Err(ctx.err(&schema_path, format!("not a valid JSON Schema: {e}")));
@@ -548,7 +580,10 @@ fn manifest_contract(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
         .get("example")
         .ok_or_else(|| ctx.err(path, "`example` is missing"))?;
     if let Some(e) = validation_errors(&validator, example) {
-        return Err(ctx.err(path, format!("the {kind} example does not match its schema: {e}")));
+        return Err(ctx.err(
+            path,
+            format!("the {kind} example does not match its schema: {e}"),
+        ));
     }
     array(ctx, path, &v, "runtime")?;
     let mut content = v.clone();
@@ -609,7 +644,10 @@ fn capabilities(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
         if let Some(cap) = p.capabilities.iter().find(|c| !names.contains(c.as_str())) {
             return Err(ctx.err(
                 path,
-                format!("profile {} grants `{cap}`, which is not a listed capability class", p.name),
+                format!(
+                    "profile {} grants `{cap}`, which is not a listed capability class",
+                    p.name
+                ),
             ));
         }
     }
@@ -647,8 +685,8 @@ fn capabilities(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
         out.push(class);
     }
     v["capability_classes"] = json!(out);
-    v["profiles"] = serde_json::to_value(&ctx.profiles.profiles)
-        .map_err(|e| ctx.err(path, e.to_string()))?;
+    v["profiles"] =
+        serde_json::to_value(&ctx.profiles.profiles).map_err(|e| ctx.err(path, e.to_string()))?;
     Ok(v)
 }
 
@@ -661,12 +699,18 @@ fn planes(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
     for entry in ctx.contracts.all() {
         let c = &entry.contract;
         if !names.contains(c.plane.as_str()) {
-            return Err(ctx.err(path, format!("{}: plane `{}` is not listed", c.tool_id, c.plane)));
+            return Err(ctx.err(
+                path,
+                format!("{}: plane `{}` is not listed", c.tool_id, c.plane),
+            ));
         }
     }
     for p in &ctx.profiles.profiles {
         if !names.contains(p.plane.as_str()) {
-            return Err(ctx.err(path, format!("profile {}: plane `{}` is not listed", p.name, p.plane)));
+            return Err(ctx.err(
+                path,
+                format!("profile {}: plane `{}` is not listed", p.name, p.plane),
+            ));
         }
     }
     let mut out = Vec::new();
@@ -702,9 +746,15 @@ fn planes(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
 
 fn system_model(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
     let v = ctx.json(path)?;
-    let kinds: BTreeSet<&str> = unique(ctx, path, array(ctx, path, &v, "object_kinds")?, "kind", "object kind")?
-        .into_iter()
-        .collect();
+    let kinds: BTreeSet<&str> = unique(
+        ctx,
+        path,
+        array(ctx, path, &v, "object_kinds")?,
+        "kind",
+        "object kind",
+    )?
+    .into_iter()
+    .collect();
     let relations = array(ctx, path, &v, "relation_kinds")?;
     unique(ctx, path, relations, "name", "relation kind")?;
     for r in relations {
@@ -714,7 +764,10 @@ fn system_model(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
                 if !kinds.contains(k) {
                     return Err(ctx.err(
                         path,
-                        format!("relation `{}` names undeclared object kind `{k}`", r["name"]),
+                        format!(
+                            "relation `{}` names undeclared object kind `{k}`",
+                            r["name"]
+                        ),
                     ));
                 }
             }
@@ -734,12 +787,21 @@ fn system_model(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
 /// of the manifest contract `manifest` names. Returns `(file, manifest)`.
 fn manifests(ctx: &Ctx, dir: &Path, e: &Entry) -> Result<Vec<(PathBuf, Value)>, BuildError> {
     let contract_id = e.manifest.as_deref().ok_or_else(|| {
-        ctx.err(dir, format!("descriptor `{}` needs `manifest` (a manifest contract id)", e.id))
+        ctx.err(
+            dir,
+            format!(
+                "descriptor `{}` needs `manifest` (a manifest contract id)",
+                e.id
+            ),
+        )
     })?;
     let contract = ctx.built.get(contract_id).ok_or_else(|| {
         ctx.err(
             dir,
-            format!("`{contract_id}` must be a manifest contract declared before `{}`", e.id),
+            format!(
+                "`{contract_id}` must be a manifest contract declared before `{}`",
+                e.id
+            ),
         )
     })?;
     let validator = compile(ctx, dir, &contract["schema"])?;
@@ -758,7 +820,10 @@ fn manifests(ctx: &Ctx, dir: &Path, e: &Entry) -> Result<Vec<(PathBuf, Value)>, 
     for file in files {
         let v = ctx.json(&file)?;
         if let Some(err) = validation_errors(&validator, &v) {
-            return Err(ctx.err(&file, format!("does not match the {contract_id} schema: {err}")));
+            return Err(ctx.err(
+                &file,
+                format!("does not match the {contract_id} schema: {err}"),
+            ));
         }
         let name = v["name"].as_str().unwrap_or_default().to_string();
         let stem = file
@@ -830,12 +895,18 @@ fn scenario_registry(ctx: &Ctx, dir: &Path, e: &Entry) -> Result<Value, BuildErr
         for step in m["steps"].as_array().into_iter().flatten() {
             let t = step["tool_id"].as_str().unwrap_or_default();
             let Some(c) = ctx.contracts.get(t) else {
-                return Err(ctx.err(&file, format!("step `{}`: tool `{t}` has no contract", step["id"])));
+                return Err(ctx.err(
+                    &file,
+                    format!("step `{}`: tool `{t}` has no contract", step["id"]),
+                ));
             };
             if !p.capabilities.contains(&c.contract.required_capability) {
                 return Err(ctx.err(
                     &file,
-                    format!("step `{}`: profile {profile} does not grant `{}`", step["id"], c.contract.required_capability),
+                    format!(
+                        "step `{}`: profile {profile} does not grant `{}`",
+                        step["id"], c.contract.required_capability
+                    ),
                 ));
             }
             if !tools.contains(&t) {
@@ -851,7 +922,10 @@ fn scenario_registry(ctx: &Ctx, dir: &Path, e: &Entry) -> Result<Value, BuildErr
             .collect();
         for s in &skills {
             if !known_skills.contains(*s) {
-                return Err(ctx.err(&file, format!("needs skill `{s}`, which no public skill registry lists")));
+                return Err(ctx.err(
+                    &file,
+                    format!("needs skill `{s}`, which no public skill registry lists"),
+                ));
             }
         }
         scenarios.push(json!({
@@ -865,7 +939,12 @@ fn scenario_registry(ctx: &Ctx, dir: &Path, e: &Entry) -> Result<Value, BuildErr
 }
 
 /// Every file below `dir` (relative `/`-separated paths), refusing symbolic links.
-fn walk(ctx: &Ctx, dir: &Path, rel: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), BuildError> {
+fn walk(
+    ctx: &Ctx,
+    dir: &Path,
+    rel: &str,
+    out: &mut Vec<(String, PathBuf)>,
+) -> Result<(), BuildError> {
     let entries = std::fs::read_dir(dir).map_err(|e| BuildError::Read {
         file: ctx.show(dir),
         reason: e.to_string(),
@@ -908,7 +987,8 @@ fn skill_catalog_content(ctx: &Ctx, dir: &Path) -> Result<Value, BuildError> {
             file: ctx.show(&path),
             reason: e.to_string(),
         })?;
-        let entry = skill_catalog::skill_entry(&bundle_path, &bytes).map_err(|r| ctx.err(&path, r))?;
+        let entry =
+            skill_catalog::skill_entry(&bundle_path, &bytes).map_err(|r| ctx.err(&path, r))?;
         skills.push(entry);
     }
     let content = skill_catalog::catalog_content(skills).map_err(|r| ctx.err(dir, r))?;

@@ -102,7 +102,9 @@ pub enum SetError {
         "{id}: source_ref `{source_ref}` must be a repository-relative reference (no absolute path, `..`, `~`, scheme or backslash)"
     )]
     SourceRef { id: String, source_ref: String },
-    #[error("{id}: content at `{pointer}` looks like a secret ({rule}); descriptors never carry secrets")]
+    #[error(
+        "{id}: content at `{pointer}` looks like a secret ({rule}); descriptors never carry secrets"
+    )]
     Secret {
         id: String,
         pointer: String,
@@ -116,7 +118,9 @@ pub enum SetError {
         descriptor: String,
         pointer: String,
     },
-    #[error("{tool}: `{pointer}` in `{descriptor}` must be an array of objects with a string `{key}`")]
+    #[error(
+        "{tool}: `{pointer}` in `{descriptor}` must be an array of objects with a string `{key}`"
+    )]
     Select {
         tool: String,
         descriptor: String,
@@ -130,8 +134,9 @@ pub enum SetError {
 }
 
 static DESCRIPTOR_SCHEMA: LazyLock<Result<jsonschema::Validator, String>> = LazyLock::new(|| {
-    let schema: Value = serde_json::from_str(include_str!("../../../schemas/descriptor.schema.json"))
-        .map_err(|e| e.to_string())?;
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schemas/descriptor.schema.json"))
+            .map_err(|e| e.to_string())?;
     jsonschema::draft202012::options()
         .should_validate_formats(true)
         .build(&schema)
@@ -146,7 +151,10 @@ static SECRET_PATTERNS: LazyLock<Vec<(&'static str, regex::Regex)>> = LazyLock::
         ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
         ("AWS access key", r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
         ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{36,}"),
-        ("password in URL", r"[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@"),
+        (
+            "password in URL",
+            r"[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@",
+        ),
     ]
     .into_iter()
     .filter_map(|(n, p)| regex::Regex::new(p).ok().map(|r| (n, r)))
@@ -317,8 +325,10 @@ pub fn validate(
                 second: id,
             });
         }
-        let c = SkillCatalog::from_descriptor(d, scheme)
-            .map_err(|reason| SetError::Catalog { id: id.clone(), reason })?;
+        let c = SkillCatalog::from_descriptor(d, scheme).map_err(|reason| SetError::Catalog {
+            id: id.clone(),
+            reason,
+        })?;
         catalog = Some((id, c));
     }
     Ok((by_id.into_values().collect(), catalog.map(|(_, c)| c)))
