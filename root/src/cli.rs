@@ -281,7 +281,12 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    crate::logging::init("info", true);
+    // The offline and client commands print their own results; only warnings go to stderr.
+    let level = match cli.command {
+        Command::Skills(_) | Command::Descriptors(_) => "warn",
+        _ => "info",
+    };
+    crate::logging::init(level, true);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
