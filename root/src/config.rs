@@ -86,6 +86,9 @@ pub struct Limits {
     pub audit_batch_max: usize,
     /// How long a write preview's confirmation token stays valid, in seconds.
     pub confirmation_ttl_sec: u64,
+    /// How long a write that needs an operator's approval may wait for the decision (and then
+    /// for its execute), in seconds; its confirmation token lives as long.
+    pub approval_ttl_sec: u64,
     /// Resources per `resources/list` page.
     pub resources_page_size: usize,
 }
@@ -108,6 +111,7 @@ impl Default for Limits {
             per_target_in_flight: 256,
             audit_batch_max: 512,
             confirmation_ttl_sec: 120,
+            approval_ttl_sec: 3600,
             resources_page_size: 50,
         }
     }
@@ -172,6 +176,11 @@ impl RootConfig {
         if self.limits.per_lease_in_flight == 0 || self.limits.per_target_in_flight == 0 {
             return Err(ConfigError::Invalid(
                 "in-flight limits must be at least 1".into(),
+            ));
+        }
+        if self.limits.approval_ttl_sec == 0 || self.limits.approval_ttl_sec > 7 * 24 * 3600 {
+            return Err(ConfigError::Invalid(
+                "limits.approval_ttl_sec must be between 1 and 604800 (a week)".into(),
             ));
         }
         if self.limits.confirmation_ttl_sec == 0 || self.limits.confirmation_ttl_sec > 3600 {

@@ -42,13 +42,13 @@ impl ApiError {
             message: message.into(),
         }
     }
-    fn not_found(what: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::InvalidArguments, what)
+    pub(crate) fn not_found(what: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, what)
     }
-    fn bad_request(what: impl Into<String>) -> ApiError {
+    pub(crate) fn bad_request(what: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidArguments, what)
     }
-    fn internal(e: impl std::fmt::Display) -> ApiError {
+    pub(crate) fn internal(e: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %e, "internal error on a REST endpoint");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -90,7 +90,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::UnknownTool | ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::InvalidArguments => StatusCode::BAD_REQUEST,
         ErrorCode::ConfirmationRequired => StatusCode::PRECONDITION_REQUIRED,
-        ErrorCode::IdempotencyConflict => StatusCode::CONFLICT,
+        ErrorCode::IdempotencyConflict | ErrorCode::Conflict => StatusCode::CONFLICT,
+        ErrorCode::ApprovalPending => StatusCode::ACCEPTED,
         ErrorCode::Busy => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorCode::TargetOffline | ErrorCode::DescriptorUnavailable => {
@@ -312,6 +313,12 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         .route("/v1/root/mcp/sessions/{id}/revoke", post(revoke_session))
         .route("/v1/root/mcp/sessions/{id}/rotate", post(rotate_session))
         .route("/v1/root/mcp/call", post(rest_call))
+        .route("/v1/root/mcp/approvals", get(crate::approvals::list))
+        .route("/v1/root/mcp/approvals/{id}", get(crate::approvals::show))
+        .route(
+            "/v1/root/mcp/approvals/{id}/{decision}",
+            post(crate::approvals::decide),
+        )
         .route("/v1/root/mcp/audit", get(query_audit))
         .route("/v1/root/mcp/audit/verify", get(verify_audit))
         .route("/v1/root/mcp/audit/{event_id}", get(get_audit_event))
@@ -413,7 +420,7 @@ async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Val
             "unauthenticated", "forbidden", "unknown_tool", "capability_not_granted", "environment_forbidden",
             "invalid_arguments", "target_offline", "timeout", "busy", "skill_disabled", "confirmation_required",
             "forbidden_destructive", "descriptor_unavailable", "signature_invalid", "deadline_expired",
-            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "not_found", "internal"
+            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "not_found", "conflict", "approval_pending", "internal"
         ],
         "endpoints": [
             "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",
@@ -501,10 +508,9 @@ fn served_json(app: &App, d: &mcp_shared::descriptor::Descriptor, full: bool) ->
         v["title"] = json!(d.title);
         v
     };
-    if let (Value::Object(m), Value::Object(extra)) = (
-        &mut v,
-        crate::descriptors::served_state(d, app.clock.now()),
-    ) {
+    if let (Value::Object(m), Value::Object(extra)) =
+        (&mut v, crate::descriptors::served_state(d, app.clock.now()))
+    {
         m.extend(extra);
     }
     v
@@ -580,7 +586,14 @@ async fn publish_descriptors(
         )),
         Err(e) => Err(e.to_string()),
     };
-    audit_admin(&app, "admin.descriptors.publish", started_at, json!({ "descriptors": n }), summary).await?;
+    audit_admin(
+        &app,
+        "admin.descriptors.publish",
+        started_at,
+        json!({ "descriptors": n }),
+        summary,
+    )
+    .await?;
     match res {
         Ok(set) => Ok(Json(json!({
             "set": set.origin,
@@ -608,7 +621,9 @@ async fn audit_admin(
     request: Value,
     outcome: Result<String, String>,
 ) -> Result<(), ApiError> {
-    use mcp_shared::event::{Actor as EventActor, Decision, EventStatus, OperationalEvent, PolicyDecision};
+    use mcp_shared::event::{
+        Actor as EventActor, Decision, EventStatus, OperationalEvent, PolicyDecision,
+    };
     let event = OperationalEvent {
         event_id: uuid::Uuid::now_v7().to_string(),
         trace_id: uuid::Uuid::now_v7().simple().to_string(),

@@ -12,6 +12,7 @@
 //!   their supervisor.
 //! - [`call`]: the one governed call path behind MCP `tools/call` and REST `/call`.
 //! - [`writes`]: the safe-write flow (preview, confirmation token, idempotent execute).
+//! - [`approvals`]: operator approvals of writes that need one (REST family, audited).
 //! - [`elicit`]: write confirmation through MCP `elicitation/create` for clients that offer it.
 //! - [`executors`]: root adapters, for operational tools root executes itself (access tokens
 //!   over its leases, subnet diagnostics, log reads, retained summaries).
@@ -29,6 +30,7 @@
 
 pub mod actors;
 pub mod app;
+pub mod approvals;
 pub mod audit;
 pub mod auth;
 pub mod call;
@@ -189,27 +191,24 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     }
     // A published set (kept in the store) wins over the configured one while it still fits
     // the contracts.
-    let descriptor_set = match descriptors::load_published(
-        &store,
-        &contracts,
-        &config.skill_catalog.scheme,
-    )
-    .await
-    .context("loading the published descriptor set")?
-    {
-        Some(set) => set,
-        None => descriptors::assemble(
-            configured.0,
-            configured.1,
-            if config.descriptors_dir.is_some() {
-                descriptors::SetSource::Configured
-            } else {
-                descriptors::SetSource::BuiltIn
-            },
-            None,
-            None,
-        ),
-    };
+    let descriptor_set =
+        match descriptors::load_published(&store, &contracts, &config.skill_catalog.scheme)
+            .await
+            .context("loading the published descriptor set")?
+        {
+            Some(set) => set,
+            None => descriptors::assemble(
+                configured.0,
+                configured.1,
+                if config.descriptors_dir.is_some() {
+                    descriptors::SetSource::Configured
+                } else {
+                    descriptors::SetSource::BuiltIn
+                },
+                None,
+                None,
+            ),
+        };
     let leases = Arc::new(lease_manager::LeaseIndex::default());
     let targets = Arc::new(router::TargetDirectory::default());
     for e in enrolments.iter() {

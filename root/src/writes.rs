@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::app::App;
 use crate::call::{CallContext, dispatch};
 use crate::catalog::ContractEntry;
-use crate::store::{ConfirmationRow, IdempotencyRow};
+use crate::store::{ApprovalRow, ConfirmationRow, IdempotencyRow};
 
 /// Prefix of confirmation tokens (redacted like every bearer).
 pub const CONFIRMATION_PREFIX: &str = "mcpc_";
@@ -74,34 +74,15 @@ pub async fn write(
         );
     }
     match phase.as_str() {
-        "preview" => {
-            event.dry_run = true;
-            let effect = dispatch(app, ctx, entry, domain, true, None, event).await?;
-            let token = crate::auth::new_token(CONFIRMATION_PREFIX);
-            let ttl = app.config.limits.confirmation_ttl_sec;
-            let expires = now() + time::Duration::seconds(ttl as i64);
-            app.store
-                .insert_confirmation(&ConfirmationRow {
-                    token_hash: crate::auth::token_hash(&token),
-                    session_id: lease.session_id.clone(),
-                    tool_id: c.tool_id.clone(),
-                    target_id: lease.target_id.clone(),
-                    args_hash: hash,
-                    expires_at_ms: unix_ms(expires),
-                })
-                .await
-                .map_err(internal)?;
-            Ok(json!({
-                "phase": "preview",
-                "expected_effect": effect,
-                "confirmation_token": token,
-                "confirmation_expires_at": format(expires),
-                "summary": format!(
-                    "Nothing was changed. To apply, call `{}` again with the same arguments, phase \"execute\", this confirmation_token and an idempotency_key within {} s.",
-                    c.tool_id, ttl
-                ),
-            }))
-        }
+        "preview" => preview(app, ctx, entry, domain, hash, event).await,
+        "execute" if c.proposes.is_some() => Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!(
+                "`{}` only proposes; execute the proposal with `{}` and its confirmation_token",
+                c.tool_id,
+                c.proposes.as_deref().unwrap_or_default()
+            ),
+        )),
         "execute" => {
             let key = key.ok_or_else(|| {
                 ToolError::new(
@@ -134,9 +115,16 @@ pub async fn write(
             let token = token.ok_or_else(|| {
                 ToolError::new(ErrorCode::ConfirmationRequired, format!("`{}` writes: call it with phase \"preview\" first and execute with its confirmation_token", c.tool_id))
             })?;
+            let token_hash = crate::auth::token_hash(&token);
+            // An approval is checked before the token is consumed: a pending one keeps it.
+            let approval = if c.requires_approval {
+                Some(approved(app, &token_hash).await?)
+            } else {
+                None
+            };
             let Some(conf) = app
                 .store
-                .consume_confirmation(&crate::auth::token_hash(&token))
+                .consume_confirmation(&token_hash)
                 .await
                 .map_err(internal)?
             else {
@@ -163,13 +151,44 @@ pub async fn write(
                     "the confirmation token was issued for another lease, tool or target",
                 ));
             }
-            if conf.args_hash != hash {
-                return Err(ToolError::new(
-                    ErrorCode::ConfirmationRequired,
-                    "the confirmation token was issued for other arguments; preview these",
-                ));
+            // A proposal's token carries its arguments: the execute may repeat them or omit them.
+            let run_args = match &conf.arguments {
+                Some(stored) => {
+                    let empty = domain.as_object().is_some_and(|o| o.is_empty());
+                    if !empty && conf.args_hash != hash {
+                        return Err(ToolError::new(
+                            ErrorCode::ConfirmationRequired,
+                            "the confirmation token was issued for other arguments; propose these",
+                        ));
+                    }
+                    serde_json::from_str(stored).map_err(internal)?
+                }
+                None if conf.args_hash != hash => {
+                    return Err(ToolError::new(
+                        ErrorCode::ConfirmationRequired,
+                        "the confirmation token was issued for other arguments; preview these",
+                    ));
+                }
+                None => domain,
+            };
+            let outcome =
+                dispatch(app, ctx, entry, run_args, false, Some(key.clone()), event).await;
+            if let Some(a) = &approval {
+                let to = if outcome.is_ok() { "applied" } else { "failed" };
+                let _ = app
+                    .store
+                    .transition_approval(
+                        &a.approval_id,
+                        "approved",
+                        to,
+                        unix_ms(now()),
+                        None,
+                        Some(&event.event_id),
+                    )
+                    .await
+                    .map_err(internal)?;
             }
-            let result = dispatch(app, ctx, entry, domain, false, Some(key.clone()), event).await?;
+            let result = outcome?;
             // The replay copy never holds a secret (an issued bearer is shown once).
             let mut stored = result.clone();
             app.redactor.redact(
@@ -188,13 +207,156 @@ pub async fn write(
                 .put_idempotency(&lease.target_id, &c.tool_id, &key, &row, unix_ms(now()))
                 .await
                 .map_err(internal)?;
-            Ok(
-                json!({ "phase": "execute", "replay": false, "idempotency_key": key, "result": result }),
-            )
+            let mut answer = json!({ "phase": "execute", "replay": false, "idempotency_key": key, "result": result });
+            if let Some(a) = approval {
+                answer["approval_id"] = json!(a.approval_id);
+                event.result_summary =
+                    Some(format!("applied after operator approval {}", a.approval_id));
+            }
+            Ok(answer)
         }
         other => Err(ToolError::new(
             ErrorCode::InvalidArguments,
             format!("phase must be \"preview\" or \"execute\", not `{other}`"),
+        )),
+    }
+}
+
+/// The preview phase: the target's (or root adapter's) dry run and a confirmation token for
+/// the tool that will execute (the proposed one for a proposing tool); an approval is opened
+/// when that tool needs one.
+async fn preview(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    domain: Value,
+    hash: String,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let c = &entry.contract;
+    let lease = ctx.lease.lease();
+    // The tool the token is for.
+    let executes = match &c.proposes {
+        Some(id) => app.contracts.get(id).cloned().ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::Internal,
+                format!("proposed tool `{id}` is not loaded"),
+            )
+        })?,
+        None => app
+            .contracts
+            .get(&c.tool_id)
+            .cloned()
+            .ok_or_else(|| ToolError::new(ErrorCode::Internal, "contract vanished"))?,
+    };
+    let needs_approval = executes.contract.requires_approval;
+    event.dry_run = true;
+    let effect = dispatch(app, ctx, entry, domain.clone(), true, None, event).await?;
+    let token = crate::auth::new_token(CONFIRMATION_PREFIX);
+    let ttl = if needs_approval {
+        app.config.limits.approval_ttl_sec
+    } else {
+        app.config.limits.confirmation_ttl_sec
+    };
+    let now_ms = unix_ms(now());
+    let expires = now() + time::Duration::seconds(ttl as i64);
+    let token_hash = crate::auth::token_hash(&token);
+    app.store
+        .insert_confirmation(&ConfirmationRow {
+            token_hash: token_hash.clone(),
+            session_id: lease.session_id.clone(),
+            tool_id: executes.contract.tool_id.clone(),
+            target_id: lease.target_id.clone(),
+            args_hash: hash,
+            expires_at_ms: unix_ms(expires),
+            arguments: c.proposes.as_ref().map(|_| domain.to_string()),
+        })
+        .await
+        .map_err(internal)?;
+    let mut answer = json!({
+        "phase": "preview",
+        "expected_effect": effect,
+        "confirmation_token": token,
+        "confirmation_expires_at": format(expires),
+    });
+    let next = format!(
+        "call `{}` with phase \"execute\", this confirmation_token and an idempotency_key within {} s",
+        executes.contract.tool_id, ttl
+    );
+    if needs_approval {
+        let approval_id = format!("apr_{}", uuid::Uuid::now_v7().simple());
+        app.store
+            .insert_approval(&ApprovalRow {
+                approval_id: approval_id.clone(),
+                token_hash,
+                session_id: lease.session_id.clone(),
+                target_id: lease.target_id.clone(),
+                tool_id: executes.contract.tool_id.clone(),
+                arguments: domain,
+                effect: answer["expected_effect"].clone(),
+                status: "pending".into(),
+                requested_at_ms: now_ms,
+                expires_at_ms: unix_ms(expires),
+                decided_at_ms: None,
+                reason: None,
+                preview_event_id: event.event_id.clone(),
+                applied_event_id: None,
+            })
+            .await
+            .map_err(internal)?;
+        answer["approval"] = json!({
+            "approval_id": approval_id,
+            "status": "pending",
+            "expires_at": format(expires),
+        });
+        answer["summary"] = json!(format!(
+            "Nothing was changed. An operator must approve {approval_id} (mcp-root admin approvals approve {approval_id}); then {next}. Until then the execute answers approval_pending."
+        ));
+    } else {
+        answer["summary"] = json!(format!("Nothing was changed. To apply, {next}."));
+    }
+    Ok(answer)
+}
+
+/// The approval of a token, if it allows the execute now: `approval_pending` while undecided,
+/// `confirmation_required` once rejected, expired, failed or used.
+async fn approved(app: &App, token_hash: &str) -> Result<ApprovalRow, ToolError> {
+    let Some(a) = app
+        .store
+        .get_approval(None, Some(token_hash))
+        .await
+        .map_err(internal)?
+    else {
+        return Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            "the confirmation token is unknown or was already used; preview again",
+        ));
+    };
+    match a.status_at(unix_ms(now())) {
+        "approved" => Ok(a),
+        "pending" => Err(ToolError::new(
+            ErrorCode::ApprovalPending,
+            format!(
+                "approval {} is pending: an operator must approve it; retry this execute afterwards",
+                a.approval_id
+            ),
+        )
+        .with_details(json!({ "approval_id": a.approval_id }))),
+        "rejected" => Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            format!(
+                "approval {} was rejected{}; nothing was changed",
+                a.approval_id,
+                a.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+        )),
+        "expired" => Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            format!("approval {} expired; propose again", a.approval_id),
+        )),
+        other => Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            format!("approval {} was already used ({other}); propose again", a.approval_id),
         )),
     }
 }

@@ -125,6 +125,16 @@ pub struct ToolContract {
     /// Present when root keeps part of a successful result (see [`Retention`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retain: Option<Retention>,
+    /// Present on a write tool that is the preview of another write tool (e.g.
+    /// `nlu_authoring.propose_change` proposes `nlu_authoring.apply_change`): calling it only
+    /// previews (it never executes), and its confirmation token, bound to the arguments it was
+    /// called with, is for the named tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposes: Option<String>,
+    /// A write that an operator must approve before it executes: the preview opens an
+    /// approval, and an execute before the approval is decided answers `approval_pending`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_approval: bool,
 }
 
 impl ToolContract {

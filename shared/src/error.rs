@@ -48,6 +48,12 @@ pub enum ErrorCode {
     /// The named object (a lease, a session, an artifact, a deploy to roll back) does not exist
     /// in the caller's scope.
     NotFound,
+    /// The object changed since the caller read it (a stale fingerprint or base version):
+    /// read it again and redo the change on top of the current version.
+    Conflict,
+    /// The write needs an operator's approval, which is pending: the answer names the
+    /// approval id; retry the same execute after it was approved.
+    ApprovalPending,
     /// Something went wrong on our side; details are in the server log.
     Internal,
 }
@@ -75,6 +81,8 @@ impl ErrorCode {
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::IdempotencyConflict => "idempotency_conflict",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::ApprovalPending => "approval_pending",
             ErrorCode::Internal => "internal",
         }
     }

@@ -325,6 +325,8 @@ fn error_codes() -> Vec<ErrorCode> {
         Cancelled,
         IdempotencyConflict,
         NotFound,
+        Conflict,
+        ApprovalPending,
         Internal,
     ];
     for c in &all {
@@ -349,6 +351,8 @@ fn error_codes() -> Vec<ErrorCode> {
             | Cancelled
             | IdempotencyConflict
             | NotFound
+            | Conflict
+            | ApprovalPending
             | Internal => {}
         }
     }
@@ -527,6 +531,8 @@ fn contract(
             pointer: "/result/published_summary".into(),
             key: "session_id".into(),
         }),
+        proposes: Some("nlu_authoring.apply_change".into()),
+        requires_approval: true,
     }
 }
 
@@ -809,6 +815,8 @@ fn tool_contract_schema_matches_the_type() {
         o.remove("descriptor");
         o.remove("executor");
         o.remove("retain");
+        o.remove("proposes");
+        o.remove("requires_approval");
     });
     s.valid("contract without optional fields", &minimal);
     serde_json::from_value::<ToolContract>(minimal).expect("serde accepts the minimal contract");

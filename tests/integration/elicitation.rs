@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use mcp_tests::TestRoot;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientInfo, ElicitRequestParams, ElicitResult,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, Implementation,
 };
 use serde_json::{Value, json};
@@ -27,8 +27,8 @@ struct Operator {
 }
 
 impl rmcp::ClientHandler for Operator {
-    fn get_info(&self) -> ClientInfo {
-        ClientInfo::new(
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
             ClientCapabilities::builder().enable_elicitation().build(),
             Implementation::new("elicitation-test", "0.1.0"),
         )

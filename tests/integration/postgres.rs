@@ -108,6 +108,7 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             target_id: "hub:t".into(),
             args_hash: "a".into(),
             expires_at_ms: 5_000,
+            arguments: Some("{\"template_id\":\"t\"}".into()),
         };
         store.insert_confirmation(&c).await.unwrap();
         assert_eq!(
@@ -119,6 +120,87 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             store.consume_confirmation("h1").await.unwrap(),
             None,
             "single use on {url}"
+        );
+
+        // Approvals: a pending one is decided once, applied once, never after expiry.
+        let a = mcp_root::store::ApprovalRow {
+            approval_id: "apr_1".into(),
+            token_hash: "th1".into(),
+            session_id: "s".into(),
+            target_id: "hub:t".into(),
+            tool_id: "nlu_authoring.apply_change".into(),
+            arguments: serde_json::json!({"template_id": "t"}),
+            effect: serde_json::json!({"diff": ["+ x"]}),
+            status: "pending".into(),
+            requested_at_ms: 1_000,
+            expires_at_ms: 10_000,
+            decided_at_ms: None,
+            reason: None,
+            preview_event_id: "e0".into(),
+            applied_event_id: None,
+        };
+        store.insert_approval(&a).await.unwrap();
+        assert_eq!(
+            store.get_approval(None, Some("th1")).await.unwrap(),
+            Some(a.clone()),
+            "{url}"
+        );
+        assert_eq!(a.status_at(10_000), "expired");
+        assert!(
+            !store
+                .transition_approval("apr_1", "pending", "approved", 10_000, None, None)
+                .await
+                .unwrap(),
+            "expired on {url}"
+        );
+        assert!(
+            store
+                .transition_approval("apr_1", "pending", "approved", 2_000, Some("ok"), None)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .transition_approval("apr_1", "pending", "rejected", 2_500, None, None)
+                .await
+                .unwrap(),
+            "decided once on {url}"
+        );
+        assert!(
+            store
+                .transition_approval("apr_1", "approved", "applied", 3_000, None, Some("e9"))
+                .await
+                .unwrap()
+        );
+        let got = store
+            .get_approval(Some("apr_1"), None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (
+                got.status.as_str(),
+                got.decided_at_ms,
+                got.reason.as_deref(),
+                got.applied_event_id.as_deref()
+            ),
+            ("applied", Some(2_000), Some("ok"), Some("e9")),
+            "{url}"
+        );
+        assert_eq!(
+            store
+                .list_approvals(Some("applied"), 10)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(
+            store
+                .list_approvals(Some("pending"), 10)
+                .await
+                .unwrap()
+                .is_empty()
         );
 
         let row = mcp_root::store::IdempotencyRow {

@@ -50,7 +50,7 @@ async fn access_tokens_are_leases_bounded_by_the_caller() {
     // The list holds this target's leases only, the caller marked, and no bearer.
     let (s, b) = call(&root, &token, "hub.list_access_tokens", json!({})).await;
     assert_eq!(s, 200, "{b}");
-    assert_eq!(session_ids(&b), [me.clone()]);
+    assert_eq!(session_ids(&b), [me.as_str()]);
     assert_eq!(b["result"]["tokens"][0]["is_caller"], true);
     assert!(!b.to_string().contains(&token));
 

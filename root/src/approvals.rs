@@ -1,0 +1,238 @@
+//! Operator approvals of writes whose contract says `requires_approval` (the NLU authoring
+//! plane's `apply_change`): the REST family `/v1/root/mcp/approvals` (list, show, approve,
+//! reject; operator only) that `mcp-root admin approvals` and the web console use.
+//!
+//! An approval is opened by the write's preview (`writes.rs`) with the expected effect (for
+//! an NLU change, its diff) and lives `limits.approval_ttl_sec`. Deciding it is an audited
+//! admin event (`admin.approval.approve` / `admin.approval.reject`) that carries the decision
+//! and the effect. Only a pending, unexpired approval can be decided; only an approved one
+//! lets its execute run, once; a rejected or expired one never applies.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::event::{
+    Actor as EventActor, Decision, EventStatus, OperationalEvent, PolicyDecision, Surface,
+};
+use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
+use ractor::call_t;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::http::{ApiError, Operator};
+use crate::store::ApprovalRow;
+
+/// An approval as the REST family shows it (status freshness-normalized).
+pub fn view(a: &ApprovalRow) -> Value {
+    let now_ms = unix_ms(now());
+    json!({
+        "approval_id": a.approval_id,
+        "status": a.status_at(now_ms),
+        "tool_id": a.tool_id,
+        "target_id": a.target_id,
+        "session_id": a.session_id,
+        "arguments": a.arguments,
+        "effect": a.effect,
+        "requested_at": format(from_unix_ms(a.requested_at_ms)),
+        "expires_at": format(from_unix_ms(a.expires_at_ms)),
+        "decided_at": a.decided_at_ms.map(|ms| format(from_unix_ms(ms))),
+        "reason": a.reason,
+        "preview_event_id": a.preview_event_id,
+        "applied_event_id": a.applied_event_id,
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// `pending` (default), `approved`, `rejected`, `applied`, `failed`, `expired` or `all`.
+    status: Option<String>,
+    limit: Option<i64>,
+}
+
+/// `GET /v1/root/mcp/approvals?status=pending|…|all&limit=N`.
+pub async fn list(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let want = q.status.unwrap_or_else(|| "pending".into());
+    const KNOWN: [&str; 7] = [
+        "pending", "approved", "rejected", "applied", "failed", "expired", "all",
+    ];
+    if !KNOWN.contains(&want.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "status must be one of {}",
+            KNOWN.join(", ")
+        )));
+    }
+    let limit = q.limit.unwrap_or(100).clamp(1, 1_000);
+    // `expired` is derived from pending/approved rows; filter after normalizing.
+    let rows = app
+        .store
+        .list_approvals(None, 1_000)
+        .await
+        .map_err(ApiError::internal)?;
+    let now_ms = unix_ms(now());
+    let items: Vec<Value> = rows
+        .iter()
+        .filter(|a| want == "all" || a.status_at(now_ms) == want)
+        .take(limit as usize)
+        .map(view)
+        .collect();
+    Ok(Json(json!({ "approvals": items })))
+}
+
+/// `GET /v1/root/mcp/approvals/{id}`.
+pub async fn show(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    app.store
+        .get_approval(Some(&id), None)
+        .await
+        .map_err(ApiError::internal)?
+        .map(|a| Json(view(&a)))
+        .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DecideBody {
+    reason: Option<String>,
+}
+
+/// `POST /v1/root/mcp/approvals/{id}/approve|reject` with an optional `{"reason": "…"}`.
+pub async fn decide(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path((id, decision)): Path<(String, String)>,
+    body: Option<Json<DecideBody>>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let to = match decision.as_str() {
+        "approve" => "approved",
+        "reject" => "rejected",
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "decision must be approve or reject, not `{other}`"
+            )));
+        }
+    };
+    let reason = body.and_then(|Json(b)| b.reason);
+    if reason.as_ref().is_some_and(|r| r.len() > 1_000) {
+        return Err(ApiError::bad_request("reason must be at most 1000 bytes"));
+    }
+    let started_at = now();
+    let Some(before) = app
+        .store
+        .get_approval(Some(&id), None)
+        .await
+        .map_err(ApiError::internal)?
+    else {
+        return Err(ApiError::not_found(format!("no approval `{id}`")));
+    };
+    let changed = app
+        .store
+        .transition_approval(&id, "pending", to, unix_ms(now()), reason.as_deref(), None)
+        .await
+        .map_err(ApiError::internal)?;
+    let outcome: Result<(), ToolError> = if changed {
+        Ok(())
+    } else {
+        Err(ToolError::new(
+            ErrorCode::Conflict,
+            format!(
+                "approval {id} is {} and can no longer be decided",
+                before.status_at(unix_ms(now()))
+            ),
+        ))
+    };
+    // The decision, with the effect it approves or rejects, goes into the audit trail.
+    let event = OperationalEvent {
+        event_id: uuid::Uuid::now_v7().to_string(),
+        trace_id: uuid::Uuid::now_v7().simple().to_string(),
+        request_id: uuid::Uuid::now_v7().to_string(),
+        surface: Surface::Admin,
+        actor: EventActor {
+            id: "operator".into(),
+            session_id: None,
+            audience: None,
+            capability_profile: None,
+        },
+        target_id: Some(before.target_id.clone()),
+        tool_id: format!("admin.approval.{decision}"),
+        capability: None,
+        policy_decision: PolicyDecision {
+            decision: Decision::Allow,
+            reason: None,
+            checks: vec!["operator".into()],
+        },
+        execution_adapter: Some("root.approvals".into()),
+        dry_run: false,
+        status: if outcome.is_ok() {
+            EventStatus::Ok
+        } else {
+            EventStatus::Error
+        },
+        started_at,
+        finished_at: now(),
+        request: json!({
+            "approval_id": id,
+            "tool_id": before.tool_id,
+            "decision": to,
+            "reason": reason,
+            "effect": before.effect,
+            "preview_event_id": before.preview_event_id,
+        }),
+        result_summary: outcome
+            .is_ok()
+            .then(|| format!("{} {to} by the operator", before.tool_id)),
+        error: outcome.as_ref().err().cloned(),
+        redactions: Vec::new(),
+    };
+    let mut event = event;
+    let mut redactions = Vec::new();
+    app.redactor
+        .redact("request", &mut event.request, &[], &[], &mut redactions);
+    event.redactions = redactions;
+    let event_id = event.event_id.clone();
+    match call_t!(
+        app.actors.audit.load(),
+        crate::actors::audit_writer::Msg::Append,
+        10_000,
+        Box::new(event)
+    ) {
+        Ok(Ok(_)) => {}
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ErrorCode::Internal,
+                "the audit trail is unavailable; the decision was recorded but not audited",
+            ));
+        }
+    }
+    match outcome {
+        Ok(()) => {
+            let after = app
+                .store
+                .get_approval(Some(&id), None)
+                .await
+                .map_err(ApiError::internal)?
+                .unwrap_or(before);
+            Ok((
+                StatusCode::OK,
+                Json(json!({ "approval": view(&after), "event_id": event_id })),
+            ))
+        }
+        Err(e) => Ok((
+            StatusCode::CONFLICT,
+            Json(json!({ "error": e, "event_id": event_id })),
+        )),
+    }
+}
