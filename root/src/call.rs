@@ -331,7 +331,10 @@ async fn governed(
             format!("the result of `{}` violates its output schema", c.tool_id),
         ));
     }
-    if let Some(retain) = &c.retain {
+    // A replay returns what was kept the first time; it keeps nothing again.
+    if let Some(retain) = &c.retain
+        && value.get("replay") != Some(&Value::Bool(true))
+    {
         retain_result(app, &lease.target_id, retain, &value, &event.event_id).await?;
     }
     Ok(value)

@@ -252,6 +252,70 @@ async fn profile_a_leaking_service_through_mcp() {
         .unwrap();
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "capability_not_granted");
+
+    // Root kept the published summary: readable with the hub stopped, without a round trip.
     hub.stop().await;
+    eventually("the hub to be offline", async || {
+        let (s, b) = root
+            .rest_call(&read, "hub.memory.list_sessions", json!({}))
+            .await
+            .unwrap();
+        (s == 503 && b["error"]["code"] == "target_offline").then_some(())
+    })
+    .await;
+    let (status, kept) = root
+        .rest_call(&read, "hub.memory.get_published_summaries", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{kept}");
+    assert_eq!(kept["result"]["source"], "root");
+    let summaries = kept["result"]["summaries"].as_array().unwrap();
+    assert_eq!(summaries.len(), 1, "{kept}");
+    assert_eq!(summaries[0]["summary"], *summary);
+    // Kept by the first execute (the replay kept nothing again).
+    let audit = root
+        .admin_get("/v1/root/mcp/audit?tool_id=hub.memory.publish_profile&status=ok")
+        .await
+        .unwrap();
+    let executes: Vec<&Value> = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["dry_run"] == false)
+        .collect();
+    assert_eq!(executes.len(), 2, "{audit}");
+    assert_eq!(summaries[0]["event_id"], executes[1]["event_id"]);
+    let (_, one) = root
+        .rest_call(
+            &read,
+            "hub.memory.get_published_summaries",
+            json!({"session_id": a}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(one["result"]["summaries"].as_array().unwrap().len(), 1);
+    let (_, none) = root
+        .rest_call(
+            &read,
+            "hub.memory.get_published_summaries",
+            json!({"session_id": "nope"}),
+        )
+        .await
+        .unwrap();
+    assert!(none["result"]["summaries"].as_array().unwrap().is_empty());
+    // And the subnet diagnostics carry it as a compact memory-profile projection.
+    let (_, ops) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let (status, diag) = root
+        .rest_call(&ops, "root.get_subnet_diagnostics", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{diag}");
+    let profiles = diag["result"]["memory_profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 1, "{diag}");
+    assert_eq!(profiles[0]["session_id"], a);
+    assert_eq!(profiles[0]["service"], "leaky");
     root.stop().await;
 }
