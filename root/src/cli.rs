@@ -135,6 +135,75 @@ pub enum AdminCommand {
     /// The descriptor set root serves.
     #[command(subcommand)]
     Descriptors(AdminDescriptorsCommand),
+    /// Operator approvals of writes that need one (NLU changes).
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ApprovalsCommand {
+    /// Approvals, newest first (default: pending).
+    List {
+        /// pending, approved, rejected, applied, failed, expired or all.
+        #[arg(long, default_value = "pending")]
+        status: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One approval with its arguments and expected effect (the diff).
+    Show {
+        approval_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve: the write's next execute with its confirmation token applies it.
+    Approve {
+        approval_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reject: the write never applies.
+    Reject {
+        approval_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+async fn decide(
+    c: &AdminClient,
+    verb: &str,
+    approval_id: &str,
+    reason: Option<String>,
+    json_out: bool,
+) -> anyhow::Result<()> {
+    let body = match reason {
+        Some(r) => json!({ "reason": r }),
+        None => json!({}),
+    };
+    let v = c
+        .post(&format!("/v1/root/mcp/approvals/{approval_id}/{verb}"), body)
+        .await?;
+    print(json_out, &v, |v| {
+        format!("{} (audit event {})", approval_line(&v["approval"]), v["event_id"].as_str().unwrap_or(""))
+    });
+    Ok(())
+}
+
+fn approval_line(a: &Value) -> String {
+    format!(
+        "{}  {:8}  {}  target={}  requested={}  expires={}",
+        a["approval_id"].as_str().unwrap_or(""),
+        a["status"].as_str().unwrap_or(""),
+        a["tool_id"].as_str().unwrap_or(""),
+        a["target_id"].as_str().unwrap_or(""),
+        a["requested_at"].as_str().unwrap_or(""),
+        a["expires_at"].as_str().unwrap_or(""),
+    )
 }
 
 #[derive(Subcommand, Debug)]
@@ -802,6 +871,49 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 )
             });
         }
+        AdminCommand::Approvals(cmd) => match cmd {
+            ApprovalsCommand::List { status, json } => {
+                let v = c
+                    .get_query("/v1/root/mcp/approvals", &[("status", status)])
+                    .await?;
+                print(json, &v, |v| {
+                    let rows: Vec<String> = v["approvals"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(approval_line)
+                        .collect();
+                    if rows.is_empty() {
+                        "no approvals".into()
+                    } else {
+                        rows.join("\n")
+                    }
+                });
+            }
+            ApprovalsCommand::Show { approval_id, json } => {
+                let v = c
+                    .get(&format!("/v1/root/mcp/approvals/{approval_id}"))
+                    .await?;
+                print(json, &v, |v| {
+                    format!(
+                        "{}\narguments: {}\neffect:\n{}",
+                        approval_line(v),
+                        v["arguments"],
+                        serde_json::to_string_pretty(&v["effect"]).unwrap_or_default()
+                    )
+                });
+            }
+            ApprovalsCommand::Approve {
+                approval_id,
+                reason,
+                json,
+            } => decide(&c, "approve", &approval_id, reason, json).await?,
+            ApprovalsCommand::Reject {
+                approval_id,
+                reason,
+                json,
+            } => decide(&c, "reject", &approval_id, reason, json).await?,
+        },
         AdminCommand::Descriptors(cmd) => match cmd {
             AdminDescriptorsCommand::Publish { artifact_dir, json } => {
                 let items = read_artifacts(&artifact_dir)?;
