@@ -427,6 +427,10 @@ async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Val
             "/v1/root/mcp/sessions", "/v1/root/mcp/call", "/v1/root/mcp/audit", "/healthz", "/readyz", "/metrics"
         ],
         "tools": app.contracts.all().len(),
+        "skill_catalog": {
+            "ontology": crate::skill_catalog::ontology_uri(&app.config.skill_catalog.scheme),
+            "skills": crate::skill_catalog::skill_prefix(&app.config.skill_catalog.scheme),
+        },
     })))
 }
 

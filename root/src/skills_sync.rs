@@ -676,34 +676,45 @@ impl StreamableHttpClient for RenewingHttp {
     }
 }
 
+/// Whether `e` or anything in its source chain is a timeout (reqwest's connect, read or total
+/// budget).
+fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err
+            .downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_timeout)
+            || err
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    // Some layers keep only the text of the error they wrap.
+    let text = format!("{e:?}");
+    text.contains("TimedOut") || text.contains("timed out")
+}
+
 /// Runs one MCP request under the total budget.
-async fn bounded<T, E: std::fmt::Display>(
+async fn bounded<T, E: std::error::Error + 'static>(
     budgets: &Budgets,
     request: &str,
     fut: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, SyncError> {
+    let timeout = || SyncError::Timeout {
+        request: request.to_string(),
+        budget_ms: budgets.total.as_millis(),
+    };
     match tokio::time::timeout(budgets.total, fut).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => {
-            let reason = e.to_string();
-            // reqwest's own connect/read/total timeouts surface as transport errors.
-            if reason.to_ascii_lowercase().contains("timed out")
-                || reason.to_ascii_lowercase().contains("timeout")
-            {
-                return Err(SyncError::Timeout {
-                    request: request.to_string(),
-                    budget_ms: budgets.total.as_millis(),
-                });
-            }
-            Err(SyncError::Request {
-                request: request.to_string(),
-                reason,
-            })
-        }
-        Err(_) => Err(SyncError::Timeout {
+        Ok(Err(e)) if is_timeout(&e) => Err(timeout()),
+        Ok(Err(e)) => Err(SyncError::Request {
             request: request.to_string(),
-            budget_ms: budgets.total.as_millis(),
+            reason: e.to_string(),
         }),
+        Err(_) => Err(timeout()),
     }
 }
 
@@ -1080,4 +1091,131 @@ pub async fn main(args: SyncArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SCHEME: &str = "mcp-root";
+
+    fn meta(path: &str, bytes: &[u8], mime: &str) -> Value {
+        json!({ rules::META_KEY: {
+            "owner_application": rules::OWNER_APPLICATION,
+            "manifest_version": 1,
+            "manifest_sha256": "ab",
+            "path": path,
+            "content_sha256": rules::sha256_hex(bytes),
+            "mime_type": mime,
+            "size": bytes.len(),
+        }})
+    }
+
+    /// A one-skill catalog whose skill has URI identity `kebab`, listed name `name` and bundle
+    /// path `path`, run through the whole client-side validation.
+    fn check(
+        kebab: &str,
+        name: &str,
+        path: &str,
+        text: &str,
+    ) -> Result<ValidCatalog, CatalogError> {
+        let uri = rules::skill_uri(SCHEME, kebab);
+        let ontology = serde_json::to_vec(&json!({
+            "skill_resources": [{ "name": name, "uri": uri }],
+        }))
+        .unwrap_or_default();
+        let o_meta = meta(rules::ONTOLOGY_PATH, &ontology, rules::ONTOLOGY_MIME);
+        let o_list = Listed {
+            uri: rules::ontology_uri(SCHEME),
+            name: "ontology".into(),
+            mime_type: Some(rules::ONTOLOGY_MIME.into()),
+            size: Some(ontology.len() as u64),
+            meta: Some(o_meta.clone()),
+        };
+        let o_read = Read {
+            uri: o_list.uri.clone(),
+            mime_type: o_list.mime_type.clone(),
+            bytes: ontology,
+            meta: Some(o_meta),
+        };
+        let s_meta = meta(path, text.as_bytes(), rules::SKILL_MIME);
+        let listed = Listed {
+            uri: uri.clone(),
+            name: name.to_string(),
+            mime_type: Some(rules::SKILL_MIME.into()),
+            size: Some(text.len() as u64),
+            meta: Some(s_meta.clone()),
+        };
+        let read = Read {
+            uri: uri.clone(),
+            mime_type: Some(rules::SKILL_MIME.into()),
+            bytes: text.as_bytes().to_vec(),
+            meta: Some(s_meta),
+        };
+        let (ontology, skills) = select(SCHEME, vec![o_list, listed])?;
+        let declared = declared(SCHEME, &ontology, &o_read)?;
+        match_declared(&declared, &skills)?;
+        validate(
+            SCHEME,
+            (&ontology, &o_read),
+            &declared,
+            &[(skills[&uri].clone(), read)],
+        )
+    }
+
+    fn front(kebab: &str) -> String {
+        format!("---\nname: {kebab}\ndescription: d\n---\nbody\n")
+    }
+
+    #[test]
+    fn a_valid_catalog_passes() {
+        let c = check("a-b", "a_b", "skills/x/a_b/SKILL.md", &front("a-b")).unwrap();
+        assert_eq!(c.skills[0].path, "x/a_b/SKILL.md");
+    }
+
+    /// What an accepted install path must be: relative, `/`-separated normal components.
+    fn safe(path: &str) -> bool {
+        !path.starts_with('/')
+            && !path.contains('\\')
+            && std::path::Path::new(path)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+            && !path
+                .split('/')
+                .any(|p| p.is_empty() || p == "." || p == "..")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn paths_never_escape(path in "(/|\\.\\./|\\./|skills/|[a-z_]{1,6}/|\\\\|:|//){0,6}(SKILL\\.md|SKILL\\.markdown|x)?") {
+            if let Ok(install) = rules::check_skill_path(&path) {
+                prop_assert!(safe(&install), "accepted {path} -> {install}");
+            }
+            let text = front("a-b");
+            if let Ok(c) = check("a-b", "a_b", &path, &text) {
+                prop_assert!(c.skills.iter().all(|s| safe(&s.path)), "accepted {path}");
+            }
+        }
+
+        #[test]
+        fn arbitrary_strings_never_panic(path in any::<String>(), name in any::<String>(), kebab in any::<String>(), text in any::<String>()) {
+            let _ = rules::check_bundle_path(&path);
+            let _ = rules::parse_front_matter(&text);
+            if let Ok(c) = check(&kebab, &name, &path, &text) {
+                prop_assert!(c.skills.iter().all(|s| safe(&s.path)));
+                prop_assert!(rules::is_kebab(&kebab) && rules::is_snake(&name));
+            }
+        }
+
+        #[test]
+        fn names_follow_the_uri(kebab in "[a-z][a-z0-9-]{0,20}", name in "[a-z][a-z0-9_]{0,20}") {
+            let path = format!("skills/{name}/SKILL.md");
+            if check(&kebab, &name, &path, &front(&kebab)).is_ok() {
+                prop_assert_eq!(kebab.replace('-', "_"), name);
+            }
+        }
+    }
 }

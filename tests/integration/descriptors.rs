@@ -72,7 +72,8 @@ fn text_of(c: &ResourceContents) -> String {
 }
 
 /// CI's job: build the example source tree, check it is what is committed, publish it.
-#[tokio::test]
+/// Multi-threaded: the `mcp-root` child process talks to the in-process root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_source_tree_builds_every_class_and_is_published() {
     let set = built();
     let classes: std::collections::BTreeSet<&str> = set.iter().map(|d| d.class.as_str()).collect();

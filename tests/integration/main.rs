@@ -20,5 +20,6 @@ mod protocol;
 mod redaction;
 mod root_tools;
 mod services;
+mod skills_sync;
 mod tools;
 mod writes;
