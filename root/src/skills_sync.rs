@@ -179,6 +179,8 @@ pub enum SyncError {
     Token(String),
     #[error("{request}: no answer within the {budget_ms} ms request budget")]
     Timeout { request: String, budget_ms: u128 },
+    #[error("{request}: the server refused the token (401), also after re-reading it once")]
+    Unauthorized { request: String },
     #[error("{request}: {reason}")]
     Request { request: String, reason: String },
     #[error("catalog refused, nothing installed: {0}")]
@@ -544,6 +546,8 @@ struct TokenState {
     source: TokenSource,
     current: std::sync::Mutex<String>,
     renewals: AtomicU32,
+    /// Set when a resend after renewal was refused with 401 too.
+    refused: std::sync::atomic::AtomicBool,
 }
 
 impl TokenState {
@@ -626,7 +630,8 @@ impl StreamableHttpClient for RenewingHttp {
                         format!("HTTP 401 and the token could not be renewed: {why}").into(),
                     )
                 })?;
-                self.http
+                let second = self
+                    .http
                     .post_message_with_response_limits(
                         uri,
                         message,
@@ -635,7 +640,11 @@ impl StreamableHttpClient for RenewingHttp {
                         custom_headers,
                         limits,
                     )
-                    .await
+                    .await;
+                if second.as_ref().err().is_some_and(is_unauthorized) {
+                    self.token.refused.store(true, Ordering::Relaxed);
+                }
+                second
             }
             other => other,
         }
@@ -788,10 +797,14 @@ pub async fn sync(opts: &SyncOptions) -> Result<SyncReport, SyncError> {
         )));
     }
     rules::check_scheme(&opts.scheme).map_err(|e| SyncError::Args(e.to_string()))?;
+    // reqwest is built without a default TLS provider; install the process's one (a no-op
+    // when the binary or another caller already did).
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let token = Arc::new(TokenState {
         current: std::sync::Mutex::new(opts.token.read()?),
         source: opts.token.clone(),
         renewals: AtomicU32::new(0),
+        refused: Default::default(),
     });
     let http = reqwest::Client::builder()
         .connect_timeout(opts.budgets.connect)
@@ -813,10 +826,19 @@ pub async fn sync(opts: &SyncOptions) -> Result<SyncReport, SyncError> {
         Implementation::new("mcp-root skills sync", env!("CARGO_PKG_VERSION")),
     );
     let budgets = opts.budgets;
-    let service = bounded(&budgets, "initialize", info.serve(transport)).await?;
+    // A request that failed because the renewed token was refused too says so.
+    let refused = |e: SyncError| match e {
+        SyncError::Request { request, .. } if token.refused.load(Ordering::Relaxed) => {
+            SyncError::Unauthorized { request }
+        }
+        other => other,
+    };
+    let service = bounded(&budgets, "initialize", info.serve(transport))
+        .await
+        .map_err(refused)?;
     let result = discover(&service, &budgets, &opts.scheme).await;
     let _ = tokio::time::timeout(budgets.connect, service.cancel()).await;
-    let catalog = result?;
+    let catalog = result.map_err(refused)?;
     let report = install(opts, catalog, token.renewals.load(Ordering::Relaxed))?;
     Ok(report)
 }

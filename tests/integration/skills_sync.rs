@@ -768,7 +768,7 @@ async fn a_401_renews_the_token_once() {
     .await
     .expect_err("a refused token fails the sync");
     assert!(
-        matches!(err, SyncError::Request { .. }),
+        matches!(err, SyncError::Unauthorized { .. }),
         "unexpected error: {err}"
     );
     assert_eq!(
