@@ -28,6 +28,10 @@ pub struct App {
     pub redactor: Redactor,
     pub limits: ConcurrencyLimits,
     pub metrics: Metrics,
+    /// The newest committed audit sequence number (the audit live stream waits on it).
+    pub audit_head: Arc<tokio::sync::watch::Sender<i64>>,
+    /// Operator console sessions (cookie logins), in memory.
+    pub console: crate::console::Sessions,
     /// The operator's bearer for admin endpoints.
     pub admin_token: String,
     /// MCP transport session id → the lease session that opened it (a session cannot be

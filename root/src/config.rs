@@ -52,6 +52,29 @@ pub struct RootConfig {
     pub limits: Limits,
     pub redaction: RedactionConfig,
     pub skill_catalog: SkillCatalogConfig,
+    pub console: ConsoleConfig,
+}
+
+/// The operator web console at `/ui`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    /// Serve the console (its login and files); the REST family is there either way.
+    pub enabled: bool,
+    /// How long a console login lasts, in seconds.
+    pub session_ttl_sec: u64,
+    /// Always mark the console cookie `Secure` (it is whenever the login came over `https`).
+    pub secure_cookie: bool,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        ConsoleConfig {
+            enabled: true,
+            session_ttl_sec: 8 * 3600,
+            secure_cookie: false,
+        }
+    }
 }
 
 /// The platform skill catalog served as MCP resources.
@@ -134,6 +157,7 @@ impl Default for RootConfig {
             limits: Limits::default(),
             redaction: RedactionConfig::default(),
             skill_catalog: SkillCatalogConfig::default(),
+            console: ConsoleConfig::default(),
         }
     }
 }
@@ -186,6 +210,11 @@ impl RootConfig {
         if self.limits.confirmation_ttl_sec == 0 || self.limits.confirmation_ttl_sec > 3600 {
             return Err(ConfigError::Invalid(
                 "limits.confirmation_ttl_sec must be between 1 and 3600".into(),
+            ));
+        }
+        if self.console.session_ttl_sec < 60 || self.console.session_ttl_sec > 7 * 24 * 3600 {
+            return Err(ConfigError::Invalid(
+                "console.session_ttl_sec must be between 60 and 604800 (a week)".into(),
             ));
         }
         if self.limits.audit_batch_max == 0 {

@@ -135,7 +135,12 @@ impl FromRequestParts<Arc<App>> for Auth {
         parts: &mut http::request::Parts,
         app: &Arc<App>,
     ) -> Result<Self, ApiError> {
-        match resolve(app, &parts.headers) {
+        let principal = match resolve(app, &parts.headers) {
+            Some(p) => Some(p),
+            None => crate::console::cookie_operator(app, &parts.method, &parts.headers)?
+                .map(|_| Principal::Operator),
+        };
+        match principal {
             Some(p) => {
                 if let Principal::Lease(l) = &p {
                     l.touch();
@@ -156,7 +161,13 @@ impl FromRequestParts<Arc<App>> for Operator {
         parts: &mut http::request::Parts,
         app: &Arc<App>,
     ) -> Result<Self, ApiError> {
-        match resolve(app, &parts.headers) {
+        let principal = match resolve(app, &parts.headers) {
+            Some(p) => Some(p),
+            // The console's cookie, for a browser without the bearer (console.rs).
+            None => crate::console::cookie_operator(app, &parts.method, &parts.headers)?
+                .map(|_| Principal::Operator),
+        };
+        match principal {
             Some(Principal::Operator) => Ok(Operator),
             Some(Principal::Lease(_)) => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -321,6 +332,8 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         )
         .route("/v1/root/mcp/audit", get(query_audit))
         .route("/v1/root/mcp/audit/verify", get(verify_audit))
+        .route("/v1/root/mcp/audit/stream", get(crate::observe::stream))
+        .route("/v1/root/mcp/audit/usage", get(crate::observe::usage))
         .route("/v1/root/mcp/audit/{event_id}", get(get_audit_event))
         .route(
             "/v1/root/hubs",
@@ -331,6 +344,10 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
             "/v1/root/hubs/{target_id}/skills/{skill}/{command}",
             post(crate::hubs::skill_command),
         )
+        .route(
+            "/v1/root/hubs/{target_id}/read",
+            post(crate::inspect::operator_read),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -339,6 +356,7 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         .route("/mcp", mcp)
         .layer(middleware::from_fn_with_state(app.clone(), mcp_auth));
     rest.merge(mcp)
+        .merge(crate::console::routes(app.clone()))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .layer(middleware::from_fn_with_state(
             app.clone(),
@@ -424,8 +442,18 @@ async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Val
         ],
         "endpoints": [
             "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",
-            "/v1/root/mcp/sessions", "/v1/root/mcp/call", "/v1/root/mcp/audit", "/healthz", "/readyz", "/metrics"
+            "/v1/root/mcp/sessions", "/v1/root/mcp/call", "/v1/root/mcp/audit", "/v1/root/mcp/audit/stream",
+            "/v1/root/mcp/audit/usage", "/v1/root/mcp/audit/verify", "/v1/root/mcp/approvals", "/v1/root/hubs",
+            "/healthz", "/readyz", "/metrics", "/ui/"
         ],
+        "limits": {
+            "max_lease_ttl_sec": app.config.limits.max_lease_ttl_sec,
+            "per_lease_in_flight": app.config.limits.per_lease_in_flight,
+            "per_target_in_flight": app.config.limits.per_target_in_flight,
+            "confirmation_ttl_sec": app.config.limits.confirmation_ttl_sec,
+            "approval_ttl_sec": app.config.limits.approval_ttl_sec,
+            "max_body_bytes": app.config.limits.max_body_bytes,
+        },
         "tools": app.contracts.all().len(),
         "skill_catalog": {
             "ontology": crate::skill_catalog::ontology_uri(&app.config.skill_catalog.scheme),
@@ -861,6 +889,8 @@ struct AuditQuery {
     tool_id: Option<String>,
     status: Option<String>,
     trace_id: Option<String>,
+    /// `operator` or `lease:<session id>`.
+    actor: Option<String>,
     /// RFC 3339.
     since: Option<String>,
     until: Option<String>,
@@ -921,6 +951,7 @@ async fn query_audit(
         tool_id: q.tool_id,
         status: q.status,
         trace_id: q.trace_id,
+        actor: q.actor,
         event_id: None,
         since_ms: parse_time("since", &q.since)?,
         until_ms: parse_time("until", &q.until)?,

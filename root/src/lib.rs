@@ -22,6 +22,8 @@
 //! - [`http`]: axum routes (REST family, health, metrics) and middleware (Host/Origin guard,
 //!   bearer resolution, body limit).
 //! - [`hubs`]: hub enrolment, the hub WebSocket endpoint, target list, skill commands.
+//! - [`observe`]: the audit live stream and usage summary; [`inspect`]: operator reads of a
+//!   target's tools through the governed call path; [`console`]: the web console at `/ui`.
 //! - [`auth`], [`redact`], [`limits`], [`metrics`], [`audit`]: cross-cutting pieces.
 //! - [`cli`]: `serve`, `demo` and the `admin` client.
 //!
@@ -38,15 +40,18 @@ pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod descriptors;
 pub mod elicit;
 pub mod executors;
 pub mod http;
 pub mod hubs;
+pub mod inspect;
 pub mod limits;
 pub mod logging;
 pub mod mcp;
 pub mod metrics;
+pub mod observe;
 pub mod redact;
 pub mod skill_catalog;
 pub mod skills_sync;
@@ -214,6 +219,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     for e in enrolments.iter() {
         targets.insert(e.key().clone(), e.offline_descriptor());
     }
+    let audit_head = Arc::new(tokio::sync::watch::Sender::new(0i64));
     let (sup, actors) = supervisor::start(supervisor::ChildArgs {
         leases: Arc::new(lease_manager::Args {
             store: store.clone(),
@@ -228,6 +234,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         audit: Arc::new(audit_writer::Args {
             store: store.clone(),
             batch_max: config.limits.audit_batch_max,
+            head: audit_head.clone(),
         }),
         router: Arc::new(router::Args {
             targets: targets.clone(),
@@ -248,6 +255,8 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         redactor,
         limits: Default::default(),
         metrics: Default::default(),
+        audit_head,
+        console: console::Sessions::default(),
         admin_token,
         mcp_sessions: Default::default(),
         started_at: mcp_shared::time::now(),

@@ -301,6 +301,8 @@ pub struct AuditFilter {
     pub tool_id: Option<String>,
     pub status: Option<String>,
     pub trace_id: Option<String>,
+    /// The stored actor id: `operator` or `lease:<session id>`.
+    pub actor: Option<String>,
     pub event_id: Option<String>,
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
@@ -1024,6 +1026,9 @@ impl Store {
         }
         if let Some(v) = &f.trace_id {
             push(&mut sql, " AND trace_id = ?", Arg::S(v.clone()));
+        }
+        if let Some(v) = &f.actor {
+            push(&mut sql, " AND actor = ?", Arg::S(v.clone()));
         }
         if let Some(v) = &f.event_id {
             push(&mut sql, " AND event_id = ?", Arg::S(v.clone()));

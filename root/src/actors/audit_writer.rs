@@ -43,6 +43,9 @@ pub enum Msg {
 pub struct Args {
     pub store: Store,
     pub batch_max: usize,
+    /// The sequence number of the newest committed row, published after every commit (the
+    /// audit live stream waits on it instead of polling the store).
+    pub head: Arc<tokio::sync::watch::Sender<i64>>,
 }
 
 pub struct AuditWriter;
@@ -52,6 +55,7 @@ pub struct State {
     batch_max: usize,
     head_seq: i64,
     head_hash: String,
+    head_tx: Arc<tokio::sync::watch::Sender<i64>>,
     pending: Vec<(Box<OperationalEvent>, AppendReply)>,
     flush_scheduled: bool,
 }
@@ -71,11 +75,13 @@ impl Actor for AuditWriter {
             .audit_head()
             .await?
             .unwrap_or((0, GENESIS_HASH.to_string()));
+        args.head.send_replace(head_seq);
         Ok(State {
             store: args.store.clone(),
             batch_max: args.batch_max,
             head_seq,
             head_hash,
+            head_tx: args.head.clone(),
             pending: Vec::new(),
             flush_scheduled: false,
         })
@@ -151,6 +157,7 @@ async fn flush(state: &mut State) {
         Ok(()) => {
             state.head_seq = seq;
             state.head_hash = prev;
+            state.head_tx.send_replace(seq);
             for ((_, reply), row) in pending.into_iter().zip(&rows) {
                 let _ = reply.send(Ok(row.seq));
             }

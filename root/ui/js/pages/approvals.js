@@ -1,0 +1,77 @@
+// Approvals: pending writes that need an operator (NLU changes and any contract with
+// `requires_approval`) with their preview (the diff when there is one); approve or reject.
+
+import { h, badge, clear, panel, table, fmtTime, json, toast } from '../dom.js';
+import { get, raw } from '../api.js';
+
+export const title = 'Approvals';
+
+/** The preview: a unified diff coloured line by line when the effect carries one. */
+export function effectView(effect) {
+  const diff = effect && (typeof effect.diff === 'string' ? effect.diff : null);
+  if (diff) {
+    return h('pre', { class: 'diff' }, diff.split('\n').map((line) => {
+      const cls = line.startsWith('+') && !line.startsWith('+++') ? 'add'
+        : line.startsWith('-') && !line.startsWith('---') ? 'del'
+          : line.startsWith('@@') ? 'hunk' : null;
+      return h('span', { class: ['diff-line', cls] }, line, '\n');
+    }));
+  }
+  return json(effect);
+}
+
+export async function render(root) {
+  const pendingBox = h('div', { id: 'approvals-pending' });
+  const recentBox = h('div', { id: 'approvals-recent' });
+
+  async function decide(a, decision, reasonInput) {
+    const reason = reasonInput.value.trim();
+    const r = await raw(`/v1/root/mcp/approvals/${encodeURIComponent(a.approval_id)}/${decision}`, { method: 'POST', body: reason ? { reason } : {} });
+    if (r.status === 200) toast(`${a.approval_id} ${decision === 'approve' ? 'approved' : 'rejected'}.`);
+    else toast(r.body && r.body.error ? r.body.error.message : `HTTP ${r.status}`, 'error');
+    await refresh();
+  }
+
+  async function refresh() {
+    const [pending, all] = await Promise.all([
+      get('/v1/root/mcp/approvals?status=pending'),
+      get('/v1/root/mcp/approvals?status=all&limit=30'),
+    ]);
+    clear(pendingBox);
+    if (pending.approvals.length === 0) pendingBox.append(h('p', { class: 'muted empty', id: 'no-pending' }, 'No approval is waiting.'));
+    for (const a of pending.approvals) {
+      const reason = h('input', { placeholder: 'reason (optional)', class: 'reason', maxlength: 1000 });
+      pendingBox.append(h('article', { class: 'card approval', dataset: { approval: a.approval_id } },
+        h('h3', null, a.tool_id, ' ', badge(a.status, 'pending')),
+        h('p', { class: 'muted small' }, `${a.approval_id} · target ${a.target_id} · lease ${a.session_id} · requested ${fmtTime(a.requested_at)} · expires ${fmtTime(a.expires_at)}`),
+        h('h4', null, 'Preview'),
+        effectView(a.effect),
+        h('details', null, h('summary', null, 'Arguments'), json(a.arguments)),
+        h('div', { class: 'actions' },
+          reason,
+          h('button', { type: 'button', class: 'approve', id: `approve-${a.approval_id}`, onclick: () => decide(a, 'approve', reason) }, 'Approve'),
+          h('button', { type: 'button', class: 'danger', id: `reject-${a.approval_id}`, onclick: () => decide(a, 'reject', reason) }, 'Reject'))));
+    }
+    clear(recentBox).append(table([
+      { label: 'Approval', cell: (a) => h('code', null, a.approval_id) },
+      { label: 'Tool', cell: (a) => a.tool_id, class: 'mono' },
+      { label: 'Target', cell: (a) => a.target_id },
+      { label: 'Status', cell: (a) => h('span', { class: 'approval-status' }, badge(a.status, a.status === 'approved' || a.status === 'applied' ? 'ok' : a.status === 'pending' ? 'pending' : 'muted')) },
+      { label: 'Requested', cell: (a) => fmtTime(a.requested_at) },
+      { label: 'Decided', cell: (a) => fmtTime(a.decided_at) },
+      { label: 'Reason', cell: (a) => a.reason || '', class: 'wrap' },
+    ], all.approvals, { empty: 'No approvals yet.', rowAttrs: (a) => ({ dataset: { approval: a.approval_id, status: a.status } }) }));
+  }
+
+  root.append(
+    h('h1', null, 'Approvals'),
+    panel('Waiting for a decision', pendingBox),
+    panel('Recent', recentBox),
+  );
+  await refresh();
+  const timer = setInterval(() => {
+    // Not while the operator is typing a reason.
+    if (!pendingBox.contains(document.activeElement)) refresh().catch(() => {});
+  }, 10000);
+  return () => clearInterval(timer);
+}

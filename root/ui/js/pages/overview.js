@@ -1,0 +1,59 @@
+// Overview: zone, targets with status, environment, skill state and published capabilities;
+// connected hubs; active leases; recent failures.
+
+import { h, badge, panel, table, fmtTime, kv } from '../dom.js';
+import { get } from '../api.js';
+
+export const title = 'Overview';
+
+export function skillCell(t) {
+  const d = t.descriptor || {};
+  const surf = d.operational_surface || {};
+  if (t.status === 'offline') return badge('unknown', 'muted');
+  return surf.enabled ? badge('enabled', 'ok') : badge('disabled', 'error');
+}
+
+export async function render(root) {
+  const [foundation, hubs, sessions, errors, denied] = await Promise.all([
+    get('/v1/root/mcp/foundation'),
+    get('/v1/root/hubs'),
+    get('/v1/root/mcp/sessions'),
+    get('/v1/root/mcp/audit?status=error&limit=10'),
+    get('/v1/root/mcp/audit?status=denied&limit=10'),
+  ]);
+  const targets = hubs.targets || [];
+  const online = targets.filter((t) => t.status !== 'offline').length;
+  const active = (sessions.sessions || []).filter((s) => s.status === 'active').length;
+  const failures = [...errors.events, ...denied.events].sort((a, b) => b.seq - a.seq).slice(0, 10);
+  root.append(
+    h('h1', null, 'Overview'),
+    h('div', { class: 'cards' },
+      h('div', { class: 'card stat' }, h('span', { class: 'stat-label' }, 'Zone'), h('span', { class: 'stat-value', id: 'ov-zone' }, foundation.zone)),
+      h('div', { class: 'card stat' }, h('span', { class: 'stat-label' }, 'Connected hubs'), h('span', { class: 'stat-value', id: 'ov-connected' }, `${online} / ${targets.length}`)),
+      h('div', { class: 'card stat' }, h('span', { class: 'stat-label' }, 'Active leases'), h('span', { class: 'stat-value', id: 'ov-leases' }, String(active))),
+      h('div', { class: 'card stat' }, h('span', { class: 'stat-label' }, 'Tools'), h('span', { class: 'stat-value' }, String(foundation.tools)))),
+    panel('Targets', table([
+      { label: 'Target', cell: (t) => h('a', { href: `#/targets?t=${encodeURIComponent(t.target_id)}` }, t.target_id) },
+      { label: 'Status', cell: (t) => badge(t.status) },
+      { label: 'Environment', cell: (t) => t.environment },
+      { label: 'Subnet', cell: (t) => t.subnet_id },
+      { label: 'Skill', cell: skillCell },
+      { label: 'Published', cell: (t) => h('span', { class: 'published-count' }, String((t.published_capabilities || []).length)) },
+      { label: 'Last seen', cell: (t) => fmtTime(t.last_seen_at) },
+    ], targets, { class: 'targets-table', empty: 'No target is enrolled. Enrol one with mcp-root admin hub enroll.', rowAttrs: (t) => ({ dataset: { target: t.target_id, status: t.status } }) })),
+    panel('Recent failures', table([
+      { label: 'Time', cell: (e) => fmtTime(e.started_at) },
+      { label: 'Tool', cell: (e) => h('a', { href: `#/requests?event=${encodeURIComponent(e.event_id)}` }, e.tool_id) },
+      { label: 'Target', cell: (e) => e.target_id || '—' },
+      { label: 'Status', cell: (e) => badge(e.status) },
+      { label: 'Code', cell: (e) => (e.error ? e.error.code : '—') },
+      { label: 'Message', cell: (e) => (e.error ? e.error.message : ''), class: 'wrap' },
+    ], failures, { empty: 'No failures recorded.' })),
+    panel('Root', kv([
+      ['Version', foundation.version],
+      ['MCP endpoint', `${location.origin}${foundation.mcp_endpoint}`],
+      ['Protocol versions', (foundation.protocol_versions || []).join(', ')],
+      ['Planes', (foundation.planes || []).join(', ')],
+    ])),
+  );
+}

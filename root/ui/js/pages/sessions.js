@@ -1,0 +1,161 @@
+// Sessions: the MCP Server dialog (choose target, TTL and capability profile; get the bearer
+// once with copy-ready client configuration) and the open MCP session leases (target,
+// deadline, last use, use count; expired shown as expired) with revoke and rotate.
+
+import { h, badge, clear, panel, table, fmtTime, toast } from '../dom.js';
+import { get, post, ApiError } from '../api.js';
+
+export const title = 'Sessions';
+
+const TTLS = [['900', '15 minutes'], ['3600', '1 hour'], ['28800', '8 hours'], ['86400', '1 day'], ['604800', '7 days']];
+
+function copyButton(getText, label) {
+  return h('button', {
+    type: 'button',
+    class: 'secondary copy',
+    onclick: async (e) => {
+      const btn = e.currentTarget;
+      try {
+        await navigator.clipboard.writeText(getText());
+        btn.textContent = 'Copied';
+      } catch {
+        btn.textContent = 'Select and copy';
+      }
+      setTimeout(() => { btn.textContent = label; }, 2000);
+    },
+  }, label);
+}
+
+/** The once-shown bearer with the client configuration `mcp-root demo` prints. */
+function issuedView(issued, verb) {
+  const url = `${location.origin}/mcp`;
+  const token = issued.token;
+  const codex = `[mcp_servers.root]\nurl = "${url}"\nbearer_token_env_var = "ROOT_MCP_TOKEN"\n\n# then, in the shell that starts Codex:\nexport ROOT_MCP_TOKEN=${token}`;
+  const claude = `claude mcp add --transport http root ${url} --header "Authorization: Bearer ${token}"`;
+  const lease = issued.lease || {};
+  return h('div', { class: 'issued', id: 'issued' },
+    h('p', { class: 'warning' }, `Lease ${verb}. This bearer is shown once: copy it now. Root keeps only its hash.`),
+    h('dl', { class: 'kv' },
+      h('dt', null, 'Session'), h('dd', null, h('code', { id: 'issued-session' }, issued.session_id)),
+      h('dt', null, 'Target'), h('dd', null, lease.target_id || ''),
+      h('dt', null, 'Profile'), h('dd', null, lease.capability_profile || ''),
+      h('dt', null, 'Deadline'), h('dd', null, fmtTime(issued.deadline_at)),
+      h('dt', null, 'MCP URL'), h('dd', null, h('code', null, url))),
+    h('label', { for: 'issued-token' }, 'Bearer'),
+    h('div', { class: 'copy-row' }, h('input', { id: 'issued-token', readonly: true, value: token, spellcheck: 'false' }), copyButton(() => token, 'Copy bearer')),
+    h('h3', null, 'Codex (~/.codex/config.toml)'),
+    h('pre', { class: 'config', id: 'codex-config' }, codex),
+    copyButton(() => codex, 'Copy Codex config'),
+    h('h3', null, 'Claude Code'),
+    h('pre', { class: 'config', id: 'claude-config' }, claude),
+    copyButton(() => claude, 'Copy command'));
+}
+
+export async function render(root) {
+  const [hubs, foundation] = await Promise.all([get('/v1/root/hubs'), get('/v1/root/mcp/foundation')]);
+  const listBox = h('div', { id: 'sessions-list' });
+  const dialog = h('dialog', { id: 'mcp-dialog', class: 'dialog' });
+  const result = h('div', { id: 'dialog-result' });
+  const error = h('p', { class: 'error', id: 'dialog-error', role: 'alert' });
+
+  const form = h('form', { id: 'lease-form', method: 'dialog' },
+    h('label', { for: 'lease-target' }, 'Target'),
+    h('select', { id: 'lease-target', name: 'target_id', required: true },
+      (hubs.targets || []).map((t) => h('option', { value: t.target_id }, `${t.target_id} (${t.status})`))),
+    h('label', { for: 'lease-profile' }, 'Capability profile'),
+    h('select', { id: 'lease-profile', name: 'capability_profile', required: true },
+      (foundation.capability_profiles || []).map((p) => h('option', { value: p.name }, `${p.name} — ${p.plane}`))),
+    h('label', { for: 'lease-ttl' }, 'Time to live'),
+    h('select', { id: 'lease-ttl', name: 'ttl_sec' }, TTLS.map(([v, l]) => h('option', { value: v, selected: v === '3600' }, l))),
+    error,
+    h('div', { class: 'actions' },
+      h('button', { type: 'submit', id: 'lease-create' }, 'Create lease'),
+      h('button', { type: 'button', class: 'secondary', id: 'dialog-close', onclick: () => closeDialog() }, 'Close')));
+
+  function closeDialog() {
+    clear(result); // the bearer leaves the page with the dialog
+    error.textContent = '';
+    form.hidden = false;
+    if (dialog.open) dialog.close();
+  }
+  dialog.addEventListener('close', () => { clear(result); form.hidden = false; });
+  dialog.append(h('h2', null, 'MCP Server'), h('p', { class: 'muted' }, 'Issue an MCP session lease: a bearer bound to one target, one capability profile and a deadline.'), form, result);
+
+  function showIssued(issued, verb) {
+    clear(result);
+    form.hidden = true;
+    result.append(issuedView(issued, verb), h('div', { class: 'actions' }, h('button', { type: 'button', id: 'issued-done', onclick: () => closeDialog() }, 'Done')));
+    if (!dialog.open) dialog.showModal();
+  }
+
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    error.textContent = '';
+    const fd = new FormData(form);
+    try {
+      const issued = await post('/v1/root/mcp/sessions', {
+        target_id: fd.get('target_id'),
+        capability_profile: fd.get('capability_profile'),
+        ttl_sec: Number(fd.get('ttl_sec')),
+      });
+      showIssued(issued, 'created');
+      await refresh();
+    } catch (err) {
+      error.textContent = err instanceof ApiError ? err.message : String(err);
+    }
+  });
+
+  function actionButton(label, id, run) {
+    let armed = false;
+    return h('button', {
+      type: 'button',
+      class: 'secondary small-button',
+      id,
+      onclick: async (e) => {
+        const btn = e.currentTarget;
+        if (!armed) {
+          armed = true;
+          btn.textContent = `Confirm ${label.toLowerCase()}`;
+          btn.classList.add('armed');
+          setTimeout(() => { armed = false; btn.textContent = label; btn.classList.remove('armed'); }, 6000);
+          return;
+        }
+        btn.disabled = true;
+        try { await run(); } catch (err) { toast(err.message, 'error'); }
+        await refresh();
+      },
+    }, label);
+  }
+
+  async function refresh() {
+    const { sessions } = await get('/v1/root/mcp/sessions');
+    clear(listBox).append(table([
+      { label: 'Session', cell: (s) => h('code', { title: s.session_id }, s.session_id.slice(-12)) },
+      { label: 'Target', cell: (s) => s.target_id },
+      { label: 'Profile', cell: (s) => s.capability_profile },
+      { label: 'Audience', cell: (s) => s.audience },
+      { label: 'Deadline', cell: (s) => fmtTime(s.deadline_at) },
+      { label: 'Last use', cell: (s) => fmtTime(s.last_used_at) },
+      { label: 'Uses', cell: (s) => h('span', { class: 'use-count' }, String(s.use_count)), class: 'num' },
+      { label: 'Status', cell: (s) => h('span', { class: 'lease-status' }, badge(s.status, s.status === 'active' ? 'ok' : 'muted')) },
+      {
+        label: '',
+        cell: (s) => (s.status === 'active' ? h('span', { class: 'row-actions' },
+          actionButton('Revoke', `revoke-${s.session_id}`, async () => { await post(`/v1/root/mcp/sessions/${encodeURIComponent(s.session_id)}/revoke`); toast('Lease revoked.'); }),
+          actionButton('Rotate', `rotate-${s.session_id}`, async () => { const issued = await post(`/v1/root/mcp/sessions/${encodeURIComponent(s.session_id)}/rotate`); showIssued(issued, 'rotated'); })) : ''),
+      },
+    ], sessions, { class: 'sessions-table', empty: 'No leases yet.', rowAttrs: (s) => ({ dataset: { session: s.session_id, status: s.status } }) }));
+  }
+
+  root.append(
+    h('h1', null, 'MCP sessions'),
+    h('div', { class: 'toolbar' },
+      h('button', { type: 'button', id: 'open-mcp-dialog', onclick: () => { closeDialog(); dialog.showModal(); } }, 'New MCP session…'),
+      h('button', { type: 'button', class: 'secondary', onclick: () => refresh() }, 'Refresh')),
+    dialog,
+    panel('Leases', listBox),
+  );
+  await refresh();
+  const timer = setInterval(() => { if (!dialog.open) refresh().catch(() => {}); }, 15000);
+  return () => { clearInterval(timer); closeDialog(); };
+}

@@ -1,0 +1,170 @@
+// Target inspector: descriptor, skill state with enable/disable (audited admin commands),
+// health checks, runtime summary, ProfileOps sessions and incidents with a memory chart, and
+// the action history. Hub data comes through root's governed path (`/v1/root/hubs/{t}/read`,
+// an operator reader lease; every read is an audit event).
+
+import { h, badge, clear, panel, table, fmtTime, fmtBytes, fmtMs, kv, toast } from '../dom.js';
+import { get, post, qs, readTool } from '../api.js';
+import { lineChart } from '../charts.js';
+import { skillCell } from './overview.js';
+
+export const title = 'Targets';
+
+/** A section filled by an async loader; errors are shown in place. */
+function section(titleText, id, loader) {
+  const body = h('div', { id }, h('p', { class: 'muted' }, 'Loading…'));
+  const p = panel(titleText, body);
+  loader().then((nodes) => { clear(body).append(...[nodes].flat()); })
+    .catch((e) => { clear(body).append(h('p', { class: 'error' }, e.message)); });
+  return p;
+}
+
+/** The result of a tool read, or an Error carrying the tool's error. */
+async function read(targetId, tool, args) {
+  const r = await readTool(targetId, tool, args);
+  if (r.body && r.body.ok) return r.body.result;
+  const e = r.body && r.body.error;
+  throw new Error(e ? `${e.code}: ${e.message}` : `HTTP ${r.status}`);
+}
+
+function memoryChart(targetId, sessions) {
+  const withSamples = sessions.filter((s) => s.samples > 0);
+  if (withSamples.length === 0) return h('p', { class: 'muted' }, 'No profiling session has samples yet.');
+  const box = h('div', { id: 'memory-chart' }, h('p', { class: 'muted' }, 'Loading samples…'));
+  const pick = h('select', { id: 'memory-session' }, withSamples.map((s) => h('option', { value: s.session_id }, `${s.service} · ${fmtTime(s.started_at)} · ${s.state}`)));
+  async function draw() {
+    const r = await read(targetId, 'hub.memory.get_session', { session_id: pick.value });
+    const pts = (r.recent_samples || []).map((x) => ({ x: x.t_ms / 1000, y: x.rss_bytes }));
+    const g = r.session.growth;
+    clear(box).append(
+      lineChart(pts, { fmtX: (v) => `${v.toFixed(0)} s`, fmtY: fmtBytes, title: 'RSS over the session' }),
+      h('p', { class: 'muted small' }, `RSS of ${r.session.service} (pid ${r.session.pid || '—'}), last ${pts.length} samples${g ? `; growth ${fmtBytes(g.growth_bytes)}` : ''}`));
+  }
+  pick.addEventListener('change', () => draw().catch((e) => clear(box).append(h('p', { class: 'error' }, e.message))));
+  draw().catch((e) => clear(box).append(h('p', { class: 'error' }, e.message)));
+  return [h('label', null, 'Session ', pick), box];
+}
+
+export async function render(root, params) {
+  const hubs = await get('/v1/root/hubs');
+  const targets = hubs.targets || [];
+  root.append(h('h1', null, 'Target inspector'));
+  if (targets.length === 0) {
+    root.append(h('p', { class: 'muted' }, 'No target is enrolled.'));
+    return undefined;
+  }
+  const id = params.get('t') || targets[0].target_id;
+  const t = targets.find((x) => x.target_id === id);
+  root.append(h('div', { class: 'window-picker', role: 'tablist' }, targets.map((x) => h('a', {
+    href: `#/targets?t=${encodeURIComponent(x.target_id)}`,
+    class: ['chip', x.target_id === id ? 'active' : null],
+  }, x.target_id, ' ', badge(x.status)))));
+  if (!t) {
+    root.append(h('p', { class: 'error' }, `No target ${id}.`));
+    return undefined;
+  }
+  const d = t.descriptor || {};
+  const surf = d.operational_surface || {};
+  const skills = (Array.isArray(t.skills) && t.skills.length) ? t.skills : [{ skill: surf.published_by && surf.published_by !== 'none' ? surf.published_by : 'infra_access_skill' }];
+
+  async function command(skill, verb) {
+    const r = await post(`/v1/root/hubs/${encodeURIComponent(id)}/skills/${encodeURIComponent(skill)}/${verb}`);
+    toast(`${skill}: ${verb}d (event ${r.event_id}).`);
+    window.dispatchEvent(new HashChangeEvent('hashchange'));
+  }
+
+  const skillPanel = panel('Skill', table([
+    { label: 'Skill', cell: (s) => s.skill, class: 'mono' },
+    { label: 'State', cell: () => h('span', { id: 'skill-state' }, skillCell(t)) },
+    { label: 'Published tools', cell: () => h('span', { id: 'published-count' }, String((t.published_capabilities || []).length)) },
+    {
+      label: '',
+      cell: (s) => h('span', { class: 'row-actions' },
+        h('button', { type: 'button', id: `skill-enable-${s.skill}`, class: 'secondary', disabled: t.status === 'offline' || surf.enabled, onclick: () => command(s.skill, 'enable').catch((e) => toast(e.message, 'error')) }, 'Enable'),
+        h('button', { type: 'button', id: `skill-disable-${s.skill}`, class: 'danger', disabled: t.status === 'offline' || !surf.enabled, onclick: () => command(s.skill, 'disable').catch((e) => toast(e.message, 'error')) }, 'Disable')),
+    },
+  ], skills), h('p', { class: 'muted small' }, 'Enable and disable are admin commands sent to the hub and recorded in the audit trail (admin.skill.*).'));
+
+  root.append(
+    h('div', { class: 'grid-2' },
+      panel('Descriptor', kv([
+        ['Target', h('code', { id: 'inspect-target' }, t.target_id)],
+        ['Status', h('span', { id: 'inspect-status' }, badge(t.status))],
+        ['Environment', t.environment],
+        ['Subnet / zone', `${t.subnet_id} / ${t.zone}`],
+        ['Transport', d.transport ? d.transport.channel : '—'],
+        ['Write scope', d.policy ? d.policy.write_scope : 'none'],
+        ['Published by', surf.published_by || '—'],
+        ['Enrolled', fmtTime(t.enrolled_at)],
+        ['Last seen', fmtTime(t.last_seen_at)],
+        ['Transport pressure', t.pressure ? JSON.stringify(t.pressure) : '—'],
+      ]), h('details', null, h('summary', null, `Published capabilities (${(t.published_capabilities || []).length})`),
+        h('div', { class: 'chips' }, (t.published_capabilities || []).map((c) => h('span', { class: 'chip mono' }, typeof c === 'string' ? c : c.tool_id || JSON.stringify(c)))))),
+      skillPanel),
+    h('div', { class: 'grid-2' },
+      section('Health', 'inspect-health', async () => {
+        const r = await read(id, 'hub.run_healthchecks');
+        return [h('p', null, 'Overall ', h('span', { id: 'health-status' }, badge(r.status, r.status === 'healthy' ? 'ok' : 'error')), ` · checked ${fmtTime(r.checked_at)}`),
+          table([
+            { label: 'Check', cell: (c) => c.name },
+            { label: 'Kind', cell: (c) => c.kind },
+            { label: 'Service', cell: (c) => c.service || '—' },
+            { label: 'Result', cell: (c) => badge(c.ok ? 'ok' : 'failed', c.ok ? 'ok' : 'error') },
+            { label: 'Latency', cell: (c) => fmtMs(c.latency_ms) },
+            { label: 'Detail', cell: (c) => c.detail, class: 'wrap' },
+          ], r.checks || [], { empty: 'No health checks are configured.' })];
+      }),
+      section('Runtime', 'inspect-runtime', async () => {
+        const r = await read(id, 'hub.get_runtime_summary');
+        return [kv([
+          ['OS', `${r.os.pretty_name || r.os.kernel} ${r.os.kernel_release} (${r.os.arch})`],
+          ['CPUs / load', `${r.cpu_count} / ${r.load_average.one} ${r.load_average.five} ${r.load_average.fifteen}`],
+          ['Memory available', `${fmtBytes(r.memory.available_bytes)} of ${fmtBytes(r.memory.total_bytes)}`],
+          ['Disk (state dir)', `${fmtBytes(r.disk.available_bytes)} free of ${fmtBytes(r.disk.total_bytes)}`],
+          ['Hub process', `pid ${r.hub_process.pid}, RSS ${fmtBytes(r.hub_process.rss_bytes)}, up ${r.hub_process.uptime_sec} s`],
+          ['Machine uptime', `${r.machine_uptime_sec} s`],
+        ]), table([
+          { label: 'Service', cell: (x) => x.name },
+          { label: 'State', cell: (x) => badge(x.state, x.state === 'running' ? 'ok' : 'error') },
+          { label: 'Mode', cell: (x) => x.mode },
+          { label: 'PID', cell: (x) => String(x.pid || '—') },
+          { label: 'RSS', cell: (x) => fmtBytes(x.rss_bytes) },
+          { label: 'Restarts', cell: (x) => String(x.restarts) },
+        ], r.services || [], { empty: 'No managed services.' })];
+      })),
+    h('div', { class: 'grid-2' },
+      section('ProfileOps sessions', 'inspect-profiles', async () => {
+        const r = await read(id, 'hub.memory.list_sessions', { limit: 20 });
+        const sessions = r.sessions || [];
+        return [table([
+          { label: 'Service', cell: (x) => x.service },
+          { label: 'State', cell: (x) => badge(x.state, x.state === 'completed' ? 'ok' : x.state === 'running' ? 'pending' : 'muted') },
+          { label: 'Mode', cell: (x) => x.mode },
+          { label: 'Started', cell: (x) => fmtTime(x.started_at) },
+          { label: 'Samples', cell: (x) => String(x.samples), class: 'num' },
+          { label: 'Incidents', cell: (x) => String((x.incident_ids || []).length), class: 'num' },
+        ], sessions, { empty: 'No profiling sessions.' }), memoryChart(id, sessions)];
+      }),
+      section('Incidents', 'inspect-incidents', async () => {
+        const r = await read(id, 'hub.memory.list_incidents', { limit: 20 });
+        return table([
+          { label: 'Raised', cell: (x) => fmtTime(x.raised_at) },
+          { label: 'Service', cell: (x) => x.service },
+          { label: 'Kind', cell: (x) => x.kind },
+          { label: 'Growth', cell: (x) => `${fmtBytes(x.growth_bytes)}${x.growth_percent !== null ? ` (${x.growth_percent.toFixed(1)} %)` : ''}` },
+          { label: 'Detail', cell: (x) => x.detail, class: 'wrap' },
+        ], r.incidents || [], { empty: 'No incidents.' });
+      })),
+    section('Action history', 'inspect-history', async () => {
+      const r = await get(`/v1/root/mcp/audit${qs({ target_id: id, limit: 25 })}`);
+      return table([
+        { label: 'Time', cell: (e) => fmtTime(e.started_at) },
+        { label: 'Tool', cell: (e) => h('a', { href: `#/requests?event=${encodeURIComponent(e.event_id)}` }, e.tool_id), class: 'mono' },
+        { label: 'Actor', cell: (e) => e.actor.id, class: 'mono' },
+        { label: 'Status', cell: (e) => badge(e.status) },
+        { label: 'Summary', cell: (e) => e.result_summary || (e.error ? `${e.error.code}: ${e.error.message}` : ''), class: 'wrap' },
+      ], r.events, { empty: 'No actions yet.' });
+    }),
+  );
+  return undefined;
+}
