@@ -694,3 +694,35 @@ async fn resources_templates_pagination_and_the_skill_catalog() {
     client.cancel().await.unwrap();
     root.stop().await;
 }
+
+/// The committed SDK export is what an exporter of `mcp-shared` produces: one module entry per
+/// `pub mod` of `shared/src/lib.rs`, each pointing at its file.
+#[test]
+fn the_sdk_export_fixture_matches_the_shared_crate() {
+    let lib = std::fs::read_to_string(repo().join("shared/src/lib.rs")).unwrap();
+    let mut modules: Vec<String> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';').to_string())
+        .collect();
+    modules.sort();
+    let export: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("config/descriptor-source/sdk/export.json")).unwrap(),
+    )
+    .unwrap();
+    let mut exported: Vec<String> = export["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["module"].as_str().unwrap().to_string())
+        .collect();
+    exported.sort();
+    assert_eq!(
+        exported, modules,
+        "config/descriptor-source/sdk/export.json is out of date with shared/src/lib.rs"
+    );
+    for m in export["modules"].as_array().unwrap() {
+        let path = m["path"].as_str().unwrap();
+        assert!(repo().join(path).is_file(), "{path} does not exist");
+    }
+}
