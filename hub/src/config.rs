@@ -476,6 +476,39 @@ pub fn valid_log_source_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
 }
 
+/// `[nlu]`: the NLU content the `nlu_authoring.*` tools serve (entities, intents, templates;
+/// see [`crate::nlu`]). Each path is a JSON file; a relative path is taken under `state_dir`;
+/// every path must lie under `state_dir` or a declared root.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NluConfig {
+    /// The named-entity registry (`{"entities": [...]}`).
+    pub entities: PathBuf,
+    /// The intents (`{"intents": [...]}`).
+    pub intents: PathBuf,
+    /// Template files (`{"templates": [...]}`), or directories whose `*.json` files (directly
+    /// inside, in name order) are template files; one path or a list.
+    #[serde(deserialize_with = "one_or_many")]
+    pub templates: Vec<PathBuf>,
+}
+
+/// A path or a list of paths.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(PathBuf),
+        Many(Vec<PathBuf>),
+    }
+    match OneOrMany::deserialize(d) {
+        Ok(OneOrMany::One(p)) => Ok(vec![p]),
+        Ok(OneOrMany::Many(v)) => Ok(v),
+        Err(_) => Err(serde::de::Error::custom(
+            "templates must be a path or a list of paths",
+        )),
+    }
+}
+
 /// The configuration file as written; everything optional.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -511,6 +544,9 @@ pub struct HubFile {
     pub log_sources: Vec<LogSourceConfig>,
     #[serde(default)]
     pub redaction: RedactionConfig,
+    /// NLU content (`[nlu]`); without it the `nlu_authoring.*` tools refuse.
+    #[serde(default)]
+    pub nlu: Option<NluConfig>,
 }
 
 impl HubFile {
@@ -608,6 +644,7 @@ impl HubFile {
             deploy: self.deploy,
             log_sources: self.log_sources,
             redaction: self.redaction,
+            nlu: self.nlu,
         };
         config.validate()?;
         Ok(config)
@@ -660,6 +697,7 @@ pub struct HubConfig {
     pub deploy: Option<DeployConfig>,
     pub log_sources: Vec<LogSourceConfig>,
     pub redaction: RedactionConfig,
+    pub nlu: Option<NluConfig>,
 }
 
 impl std::fmt::Debug for HubConfig {
@@ -681,6 +719,7 @@ impl std::fmt::Debug for HubConfig {
             .field("deploy", &self.deploy)
             .field("log_sources", &self.log_sources)
             .field("redaction", &self.redaction)
+            .field("nlu", &self.nlu)
             .finish()
     }
 }
@@ -711,6 +750,7 @@ impl HubConfig {
             deploy: None,
             log_sources: Vec::new(),
             redaction: RedactionConfig::default(),
+            nlu: None,
         }
     }
 
@@ -784,7 +824,39 @@ impl HubConfig {
         self.validate_services()?;
         self.profiling.validate()?;
         self.validate_deploy()?;
-        self.validate_log_sources()
+        self.validate_log_sources()?;
+        self.validate_nlu()
+    }
+
+    /// The `[nlu]` paths as the hub reads them (relative ones under `state_dir`).
+    pub fn nlu_paths(&self) -> Option<NluConfig> {
+        self.nlu.as_ref().map(|n| NluConfig {
+            entities: self.under_state_dir(&n.entities),
+            intents: self.under_state_dir(&n.intents),
+            templates: n
+                .templates
+                .iter()
+                .map(|p| self.under_state_dir(p))
+                .collect(),
+        })
+    }
+
+    /// Checks `[nlu]`: template paths given, every path confined.
+    fn validate_nlu(&self) -> Result<(), ConfigError> {
+        let Some(nlu) = self.nlu_paths() else {
+            return Ok(());
+        };
+        if nlu.templates.is_empty() {
+            return Err(ConfigError::Invalid(
+                "nlu: templates names no file or directory".into(),
+            ));
+        }
+        self.check_confined("nlu: entities", &nlu.entities)?;
+        self.check_confined("nlu: intents", &nlu.intents)?;
+        for path in &nlu.templates {
+            self.check_confined("nlu: templates", path)?;
+        }
+        Ok(())
     }
 
     /// `path`, or `state_dir/path` when it is relative.

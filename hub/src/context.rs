@@ -21,6 +21,7 @@ use crate::deploys::Deploys;
 use crate::enforcement::Published;
 use crate::hublog::LogRing;
 use crate::ledger::WriteLedger;
+use crate::nlu::Nlu;
 use crate::profiles::Profiles;
 use crate::results::TestResults;
 use crate::services::Services;
@@ -101,6 +102,9 @@ pub struct HubContext {
     /// ProfileOps: profiling sessions, incidents and artifacts (`<state_dir>/profiles/`);
     /// its actor is started by [`crate::start`].
     pub profiles: Profiles,
+    /// NLU content (`[nlu]` plus the changes applied in `<state_dir>/nlu/`), served by the
+    /// `nlu_authoring.*` adapters.
+    pub nlu: Nlu,
 }
 
 impl HubContext {
@@ -117,7 +121,9 @@ impl HubContext {
             .map(|p| regex::Regex::new(p))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("redaction pattern: {e}"))?;
+        let nlu = Nlu::load(&config).map_err(|e| anyhow::anyhow!("NLU content: {e}"))?;
         Ok(HubContext {
+            nlu,
             test_results: TestResults::new(&config.state_dir),
             services: Services::new(&config),
             ledger: WriteLedger::new(&config.state_dir),

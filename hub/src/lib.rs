@@ -20,6 +20,8 @@
 //! - [`profiles`]: ProfileOps, the hub as profiling authority (the `ProfileOps` actor samples
 //!   service memory into sessions, artifacts and incidents under `<state_dir>/profiles/`).
 //! - [`ledger`]: hub-side idempotency keys of the other writes (`<state_dir>/write-ledger.json`).
+//! - [`nlu`]: the NLU content store (entities, intents, templates from `[nlu]`, applied changes
+//!   in `<state_dir>/nlu/`) and its deterministic phrase matcher.
 //! - [`redact`]: secrets removed from test output and log lines before they leave the hub.
 //! - [`refs`]: validation of the refs a caller may deploy; [`git`]: git run as argv with a
 //!   deadline; [`deploys`]: the deploy history (`<state_dir>/deploys.json`).
@@ -41,6 +43,7 @@ pub mod enforcement;
 pub mod git;
 pub mod hublog;
 pub mod ledger;
+pub mod nlu;
 pub mod profiles;
 pub mod redact;
 pub mod refs;

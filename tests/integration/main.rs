@@ -13,6 +13,7 @@ mod descriptors;
 mod elicitation;
 mod hub;
 mod hub_enforcement;
+mod nlu;
 mod postgres;
 mod processes;
 mod profileops;

@@ -184,6 +184,20 @@ pub fn workspace_bin(name: &str) -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
+/// Hub TOML serving the shipped NLU example content (`config/nlu/`, English and Russian):
+/// `allowed_roots` plus `[nlu]`, for the top of a hub's `extra` configuration. The configured
+/// files are only read; applied changes go to the hub's state dir.
+pub fn nlu_hub_toml() -> anyhow::Result<String> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../config/nlu")
+        .canonicalize()
+        .context("config/nlu")?;
+    let d = dir.display();
+    Ok(format!(
+        "allowed_roots = [\"{d}\"]\n[nlu]\nentities = \"{d}/entities.json\"\nintents = \"{d}/intents.json\"\ntemplates = [\"{d}/templates\"]\n"
+    ))
+}
+
 /// An enrolled hub running in-process against a [`TestRoot`].
 pub struct TestHub {
     pub handle: Option<mcp_hub::HubHandle>,
@@ -211,7 +225,9 @@ impl TestRoot {
 }
 
 impl TestHub {
-    /// Starts a hub with a config file written from these values plus `extra` TOML.
+    /// Starts a hub with a config file written from these values plus `extra` TOML, placed at
+    /// the top level (before `[reconnect]`), so `extra` may set top-level keys such as
+    /// `allowed_roots` before its own tables.
     pub async fn start(
         root_url: &str,
         target_id: &str,
@@ -223,7 +239,7 @@ impl TestHub {
         std::fs::write(
             &path,
             format!(
-                "target_id = \"{target_id}\"\nenvironment = \"test\"\nsubnet = \"subnet-a\"\nzone = \"zone-local\"\nroot_url = \"{root_url}\"\ntoken = \"{token}\"\nstate_dir = \"{}\"\nwrite_scope = \"test-only\"\n[reconnect]\ninitial_ms = 50\nmax_ms = 500\n{extra}\n",
+                "target_id = \"{target_id}\"\nenvironment = \"test\"\nsubnet = \"subnet-a\"\nzone = \"zone-local\"\nroot_url = \"{root_url}\"\ntoken = \"{token}\"\nstate_dir = \"{}\"\nwrite_scope = \"test-only\"\n{extra}\n[reconnect]\ninitial_ms = 50\nmax_ms = 500\n",
                 state_dir.path().join("state").display()
             ),
         )?;

@@ -20,6 +20,9 @@
 //!   (`get_status`, `list_sessions`, `get_session`, `list_incidents`, `list_artifacts`,
 //!   `get_artifact`) and writes (`start_profile`, `stop_profile`, `retry_profile`,
 //!   `publish_profile`).
+//! - [`nlu_authoring`] serves the NLUAuthoringPlane tools `nlu_authoring.*` over
+//!   [`crate::nlu`]: reads (`get_context`, `list_templates`, `check_phrase`) and writes
+//!   (`propose_change`, which only ever previews, and `apply_change`).
 //!
 //! Each call reaches its adapter as a [`CallInput`]: the arguments plus the call's `dry_run`
 //! flag, idempotency key and deadline from root's signed `CallRequest`.
@@ -37,6 +40,7 @@ pub mod deploy;
 pub mod health;
 pub mod logs;
 pub mod memory;
+pub mod nlu_authoring;
 pub mod restart_service;
 pub mod runtime;
 pub mod status;
@@ -87,10 +91,15 @@ pub enum AdapterKind {
     MemoryStopProfile,
     MemoryRetryProfile,
     MemoryPublishProfile,
+    NluGetContext,
+    NluListTemplates,
+    NluCheckPhrase,
+    NluProposeChange,
+    NluApplyChange,
 }
 
 /// Every adapter kind, in the order of [`ADAPTERS`].
-pub const KINDS: [AdapterKind; 22] = [
+pub const KINDS: [AdapterKind; 27] = [
     AdapterKind::Status,
     AdapterKind::RuntimeSummary,
     AdapterKind::OperationalSurface,
@@ -113,6 +122,11 @@ pub const KINDS: [AdapterKind; 22] = [
     AdapterKind::MemoryStopProfile,
     AdapterKind::MemoryRetryProfile,
     AdapterKind::MemoryPublishProfile,
+    AdapterKind::NluGetContext,
+    AdapterKind::NluListTemplates,
+    AdapterKind::NluCheckPhrase,
+    AdapterKind::NluProposeChange,
+    AdapterKind::NluApplyChange,
 ];
 
 /// Every adapter of `infra_access_skill`, with the tool it serves.
@@ -266,6 +280,31 @@ impl AdapterKind {
                 name: "infra_access_skill.memory.publish_profile",
                 writes: true,
             },
+            AdapterKind::NluGetContext => AdapterDecl {
+                tool_id: "nlu_authoring.get_context",
+                name: "infra_access_skill.nlu_authoring.get_context",
+                writes: false,
+            },
+            AdapterKind::NluListTemplates => AdapterDecl {
+                tool_id: "nlu_authoring.list_templates",
+                name: "infra_access_skill.nlu_authoring.list_templates",
+                writes: false,
+            },
+            AdapterKind::NluCheckPhrase => AdapterDecl {
+                tool_id: "nlu_authoring.check_phrase",
+                name: "infra_access_skill.nlu_authoring.check_phrase",
+                writes: false,
+            },
+            AdapterKind::NluProposeChange => AdapterDecl {
+                tool_id: "nlu_authoring.propose_change",
+                name: "infra_access_skill.nlu_authoring.propose_change",
+                writes: true,
+            },
+            AdapterKind::NluApplyChange => AdapterDecl {
+                tool_id: "nlu_authoring.apply_change",
+                name: "infra_access_skill.nlu_authoring.apply_change",
+                writes: true,
+            },
         }
     }
 
@@ -311,6 +350,11 @@ impl AdapterKind {
             AdapterKind::MemoryStopProfile => memory::stop(&ctx, input).await,
             AdapterKind::MemoryRetryProfile => memory::retry(&ctx, input).await,
             AdapterKind::MemoryPublishProfile => memory::publish(&ctx, input).await,
+            AdapterKind::NluGetContext => nlu_authoring::get_context(&ctx, arguments),
+            AdapterKind::NluListTemplates => nlu_authoring::list_templates(&ctx, arguments),
+            AdapterKind::NluCheckPhrase => nlu_authoring::check_phrase(&ctx, arguments),
+            AdapterKind::NluProposeChange => nlu_authoring::propose_change(&ctx, &input),
+            AdapterKind::NluApplyChange => nlu_authoring::apply_change(&ctx, &input),
         }
     }
 }
@@ -521,7 +565,7 @@ mod tests {
     use mcp_shared::{SideEffectClass, ToolContract};
     use serde_json::json;
 
-    fn contract(tool: &str) -> ToolContract {
+    pub(super) fn contract(tool: &str) -> ToolContract {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../schemas/tools")
             .join(format!("{tool}.json"));
@@ -529,14 +573,14 @@ mod tests {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
     }
 
-    fn validator(schema: &Value) -> jsonschema::Validator {
+    pub(super) fn validator(schema: &Value) -> jsonschema::Validator {
         jsonschema::draft202012::options()
             .should_validate_formats(true)
             .build(schema)
             .expect("schema compiles")
     }
 
-    fn assert_valid(what: &str, schema: &Value, instance: &Value) {
+    pub(super) fn assert_valid(what: &str, schema: &Value, instance: &Value) {
         let v = validator(schema);
         let errors: Vec<String> = v
             .iter_errors(instance)
@@ -618,11 +662,17 @@ mod tests {
                         | AdapterKind::MemoryStopProfile
                         | AdapterKind::MemoryRetryProfile
                         | AdapterKind::MemoryPublishProfile
+                        | AdapterKind::NluGetContext
+                        | AdapterKind::NluListTemplates
+                        | AdapterKind::NluCheckPhrase
+                        | AdapterKind::NluProposeChange
+                        | AdapterKind::NluApplyChange
                 ) {
                     // Writes with arguments and state; see `test_tool_answers_match_their_contracts`,
                     // `deploy_tool_answers_match_their_contracts`,
-                    // `service_tool_answers_match_their_contracts` and
-                    // `profile_tool_answers_match_their_contracts`.
+                    // `service_tool_answers_match_their_contracts`,
+                    // `profile_tool_answers_match_their_contracts` and (NLU content, which
+                    // these configurations lack) `nlu_authoring::tests`.
                     continue;
                 }
                 assert_valid(

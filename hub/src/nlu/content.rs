@@ -1,0 +1,800 @@
+//! NLU content as written in the files `[nlu]` declares, validated into [`Content`]: the
+//! named-entity registry, the intents and the templates; template text syntax and template
+//! fingerprints.
+//!
+//! Files (JSON, unknown fields refused, at most [`MAX_FILE_BYTES`] each):
+//! - entities: `{"entities": [{"ref": "device:lamp.kitchen", "labels": {"en": "kitchen lamp"},
+//!   "aliases": {"en": ["kitchen light"], "ru": ["кухонная лампа"]}}]}`. A canonical ref is
+//!   `<type>:<id>`; its type is the entity type slots name.
+//! - intents: `{"intents": [{"intent": "device.turn_on", "skill": "home_skill", "tool":
+//!   "home.set_power", "action": "turn_on", "slots": [{"name": "device", "type": "device"}],
+//!   "arguments": {"power": "on"}, "description": "..."}]}`. `arguments` are constants; the
+//!   action preview adds each filled slot as `<slot name>: <canonical ref>`.
+//! - templates: `{"templates": [{"template_id": "en.device.turn_on", "locale": "en", "intent":
+//!   "device.turn_on", "text": "turn on the {device:device}", "examples": ["turn on the
+//!   kitchen lamp"]}]}`.
+//!
+//! Template text: words and slots `{name:type}` (name and type `[a-z][a-z0-9_]{0,31}`), a slot
+//! separated from neighbouring words by spaces; the slots are exactly the intent's slots, each
+//! once; at least one word besides the slots.
+//!
+//! A template's fingerprint is `sha256:<hex>` of the canonical JSON
+//! (`mcp_shared::canonical::to_vec`) of `{template_id, locale, intent, text, examples}`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::normalize;
+
+/// Largest content file read.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// Entities in the registry at most.
+pub const MAX_ENTITIES: usize = 500;
+/// Aliases of one entity in one locale at most.
+pub const MAX_ALIASES: usize = 32;
+/// Words of one label or alias at most (after normalization).
+pub const MAX_ALIAS_WORDS: usize = 6;
+/// Intents at most.
+pub const MAX_INTENTS: usize = 200;
+/// Slots of one intent at most.
+pub const MAX_SLOTS: usize = 8;
+/// Templates at most (over all files); keeps `list_templates` within one protocol frame.
+pub const MAX_TEMPLATES: usize = 100;
+/// Examples of one template at most.
+pub const MAX_EXAMPLES: usize = 20;
+/// Characters of a template text, an example, a label or an alias at most.
+pub const MAX_TEXT_CHARS: usize = 160;
+/// Bytes of the entities and intents as JSON at most (so `get_context` fits one frame).
+pub const MAX_REGISTRY_BYTES: usize = 384 * 1024;
+/// Bytes of all templates as JSON at most (so `list_templates` fits one frame).
+pub const MAX_TEMPLATES_BYTES: usize = 384 * 1024;
+
+fn json_len<T: Serialize>(v: &T) -> usize {
+    serde_json::to_vec(v).map_or(usize::MAX, |b| b.len())
+}
+
+/// A named entity: its canonical ref and the surface forms that recognize it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entity {
+    /// `<type>:<id>`; what dispatch and patches use, never a label.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// Display label per locale (also recognized).
+    pub labels: BTreeMap<String, String>,
+    /// More recognized forms per locale (inflected forms, synonyms).
+    #[serde(default)]
+    pub aliases: BTreeMap<String, Vec<String>>,
+}
+
+impl Entity {
+    /// The entity type (the part of the ref before `:`).
+    pub fn kind(&self) -> &str {
+        self.reference
+            .split_once(':')
+            .map_or(self.reference.as_str(), |(k, _)| k)
+    }
+}
+
+/// One slot an intent takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlotDecl {
+    pub name: String,
+    /// An entity type.
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// An intent and the skill, tool and action it dispatches to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Intent {
+    pub intent: String,
+    pub skill: String,
+    pub tool: String,
+    pub action: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub slots: Vec<SlotDecl>,
+    /// Constant arguments of the action (slot values are added by name).
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+}
+
+/// A template: the fingerprinted unit the authoring tools change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Template {
+    pub template_id: String,
+    pub locale: String,
+    pub intent: String,
+    pub text: String,
+    #[serde(default)]
+    pub examples: Vec<String>,
+}
+
+impl Template {
+    /// `sha256:<hex>` of the template's canonical JSON.
+    pub fn fingerprint(&self) -> String {
+        let value = serde_json::json!({
+            "template_id": self.template_id,
+            "locale": self.locale,
+            "intent": self.intent,
+            "text": self.text,
+            "examples": self.examples,
+        });
+        format!(
+            "sha256:{}",
+            hex::encode(Sha256::digest(mcp_shared::canonical::to_vec(&value)))
+        )
+    }
+
+    /// The template as JSON (the fields the fingerprint covers).
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "template_id": self.template_id,
+            "locale": self.locale,
+            "intent": self.intent,
+            "text": self.text,
+            "examples": self.examples,
+        })
+    }
+}
+
+/// One piece of template text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Literal text between slots (may hold several words).
+    Text(String),
+    Slot {
+        name: String,
+        kind: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntitiesFile {
+    entities: Vec<Entity>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IntentsFile {
+    intents: Vec<Intent>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TemplatesFile {
+    templates: Vec<Template>,
+}
+
+/// Why content could not be loaded: the file (or item) and the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct LoadError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl LoadError {
+    pub fn new(path: &Path, message: impl Into<String>) -> LoadError {
+        LoadError {
+            path: path.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Validated content (templates as configured, before applied changes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Content {
+    /// By ref.
+    pub entities: BTreeMap<String, Entity>,
+    /// By intent id.
+    pub intents: BTreeMap<String, Intent>,
+    /// By template id.
+    pub templates: BTreeMap<String, Template>,
+}
+
+fn is_name(s: &str, max: usize) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && s.len() <= max
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// `[a-z][a-z0-9_]{0,31}`: slot names and entity types.
+pub fn valid_slot_name(s: &str) -> bool {
+    is_name(s, 32)
+}
+
+/// `<type>:<id>` with type `[a-z][a-z0-9_]{0,31}` and id `[a-z0-9][a-z0-9_.-]{0,63}`.
+pub fn valid_ref(s: &str) -> bool {
+    let Some((kind, id)) = s.split_once(':') else {
+        return false;
+    };
+    let mut chars = id.chars();
+    valid_slot_name(kind)
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && id.len() <= 64
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
+}
+
+/// `[a-z0-9][a-z0-9_.-]{0,63}`: template and intent ids.
+pub fn valid_id(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.len() <= 64
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
+}
+
+/// `[a-z]{2}` with an optional `-[A-Z]{2}` region.
+pub fn valid_locale(s: &str) -> bool {
+    let (lang, region) = match s.split_once('-') {
+        Some((l, r)) => (l, Some(r)),
+        None => (s, None),
+    };
+    lang.len() == 2
+        && lang.chars().all(|c| c.is_ascii_lowercase())
+        && region.is_none_or(|r| r.len() == 2 && r.chars().all(|c| c.is_ascii_uppercase()))
+}
+
+/// `[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}`: skill, tool and action names.
+fn valid_dispatch_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.len() <= 128
+        && chars.all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
+}
+
+/// Whether `s` is 1 to [`MAX_TEXT_CHARS`] characters without control characters.
+fn plain_text(s: &str) -> bool {
+    let n = s.chars().count();
+    (1..=MAX_TEXT_CHARS).contains(&n) && !s.chars().any(char::is_control) && !s.trim().is_empty()
+}
+
+/// Splits template text into words and slots, checking the slot syntax.
+pub fn parse_text(text: &str) -> Result<Vec<Piece>, String> {
+    if !plain_text(text) {
+        return Err(format!(
+            "text must have 1 to {MAX_TEXT_CHARS} characters, no control characters"
+        ));
+    }
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let open = rest.find('{');
+        let close = rest.find('}');
+        match (open, close) {
+            (None, None) => {
+                pieces.push(Piece::Text(rest.to_owned()));
+                break;
+            }
+            (Some(o), Some(c)) if o < c => {
+                let before = &rest[..o];
+                let inner = &rest[o + 1..c];
+                let after = &rest[c + 1..];
+                if inner.contains('{') {
+                    return Err(format!("slot `{{{inner}}}`: slots cannot nest"));
+                }
+                if !(before.is_empty() || before.ends_with(char::is_whitespace))
+                    || !(after.is_empty() || after.starts_with(char::is_whitespace))
+                {
+                    return Err(format!(
+                        "slot `{{{inner}}}` must be separated from neighbouring words by spaces"
+                    ));
+                }
+                let Some((name, kind)) = inner.split_once(':') else {
+                    return Err(format!(
+                        "slot `{{{inner}}}` must be written `{{name:type}}`"
+                    ));
+                };
+                if !valid_slot_name(name) || !valid_slot_name(kind) {
+                    return Err(format!(
+                        "slot `{{{inner}}}`: name and type must match [a-z][a-z0-9_]{{0,31}}"
+                    ));
+                }
+                if !before.is_empty() {
+                    pieces.push(Piece::Text(before.to_owned()));
+                }
+                pieces.push(Piece::Slot {
+                    name: name.to_owned(),
+                    kind: kind.to_owned(),
+                });
+                rest = after;
+            }
+            (Some(_), _) => return Err("`{` without a matching `}`".into()),
+            (None, Some(_)) => return Err("`}` without a matching `{`".into()),
+        }
+    }
+    Ok(pieces)
+}
+
+/// The slots of `pieces`, in order.
+pub fn slots(pieces: &[Piece]) -> Vec<SlotDecl> {
+    pieces
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Slot { name, kind } => Some(SlotDecl {
+                name: name.clone(),
+                kind: kind.clone(),
+            }),
+            Piece::Text(_) => None,
+        })
+        .collect()
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, LoadError> {
+    let meta = std::fs::metadata(path).map_err(|e| LoadError::new(path, format!("{e}")))?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(LoadError::new(
+            path,
+            format!(
+                "{} bytes; content files are at most {MAX_FILE_BYTES}",
+                meta.len()
+            ),
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError::new(path, format!("{e}")))?;
+    serde_json::from_str(&text).map_err(|e| LoadError::new(path, format!("{e}")))
+}
+
+/// The template files named by `paths`: files as given, directories as their `*.json` files
+/// in name order.
+pub fn template_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| LoadError::new(path, format!("{e}")))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+                .collect();
+            if found.is_empty() {
+                return Err(LoadError::new(path, "the directory holds no *.json file"));
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+impl Content {
+    /// Reads and validates the files `[nlu]` names.
+    pub fn load(
+        entities: &Path,
+        intents: &Path,
+        templates: &[PathBuf],
+    ) -> Result<Content, LoadError> {
+        let e: EntitiesFile = read_json(entities)?;
+        let i: IntentsFile = read_json(intents)?;
+        let mut all = Vec::new();
+        for file in template_files(templates)? {
+            let t: TemplatesFile = read_json(&file)?;
+            all.extend(t.templates.into_iter().map(|t| (file.clone(), t)));
+        }
+        let entities_map = Self::check_entities(entities, e.entities)?;
+        let kinds: BTreeSet<String> = entities_map.values().map(|e| e.kind().to_owned()).collect();
+        let intents_map = Self::check_intents(intents, i.intents, &kinds)?;
+        let mut content = Content {
+            entities: entities_map,
+            intents: intents_map,
+            templates: BTreeMap::new(),
+        };
+        if all.len() > MAX_TEMPLATES {
+            return Err(LoadError::new(
+                templates.first().map_or(Path::new("templates"), |p| p),
+                format!(
+                    "{} templates; at most {MAX_TEMPLATES} are served",
+                    all.len()
+                ),
+            ));
+        }
+        for (file, template) in all {
+            content
+                .check_template(&template)
+                .map_err(|m| LoadError::new(&file, m))?;
+            if content.templates.contains_key(&template.template_id) {
+                return Err(LoadError::new(
+                    &file,
+                    format!("template `{}` is defined twice", template.template_id),
+                ));
+            }
+            content
+                .templates
+                .insert(template.template_id.clone(), template);
+        }
+        if content.templates.is_empty() {
+            return Err(LoadError::new(
+                templates.first().map_or(Path::new("templates"), |p| p),
+                "no templates",
+            ));
+        }
+        let registry = json_len(&content.entities) + json_len(&content.intents);
+        if registry > MAX_REGISTRY_BYTES {
+            return Err(LoadError::new(
+                entities,
+                format!(
+                    "entities and intents take {registry} bytes as JSON; at most {MAX_REGISTRY_BYTES}"
+                ),
+            ));
+        }
+        let total = content.templates_bytes(None);
+        if total > MAX_TEMPLATES_BYTES {
+            return Err(LoadError::new(
+                templates.first().map_or(Path::new("templates"), |p| p),
+                format!("templates take {total} bytes as JSON; at most {MAX_TEMPLATES_BYTES}"),
+            ));
+        }
+        Ok(content)
+    }
+
+    fn check_entities(
+        path: &Path,
+        list: Vec<Entity>,
+    ) -> Result<BTreeMap<String, Entity>, LoadError> {
+        if list.len() > MAX_ENTITIES {
+            return Err(LoadError::new(
+                path,
+                format!("{} entities; at most {MAX_ENTITIES}", list.len()),
+            ));
+        }
+        let mut map = BTreeMap::new();
+        for entity in list {
+            let r = entity.reference.clone();
+            let bad = |m: String| LoadError::new(path, format!("entity `{r}`: {m}"));
+            if !valid_ref(&r) {
+                return Err(bad(
+                    "ref must be `<type>:<id>` ([a-z][a-z0-9_]{0,31}:[a-z0-9][a-z0-9_.-]{0,63})"
+                        .into(),
+                ));
+            }
+            if entity.labels.is_empty() {
+                return Err(bad("needs a label in at least one locale".into()));
+            }
+            for (locale, label) in &entity.labels {
+                check_alias(locale, label).map_err(|m| bad(format!("label: {m}")))?;
+            }
+            for (locale, aliases) in &entity.aliases {
+                if aliases.len() > MAX_ALIASES {
+                    return Err(bad(format!(
+                        "{} aliases in `{locale}`; at most {MAX_ALIASES}",
+                        aliases.len()
+                    )));
+                }
+                for alias in aliases {
+                    check_alias(locale, alias).map_err(|m| bad(format!("alias: {m}")))?;
+                }
+            }
+            if map.insert(r.clone(), entity).is_some() {
+                return Err(LoadError::new(
+                    path,
+                    format!("entity `{r}` is defined twice"),
+                ));
+            }
+        }
+        Ok(map)
+    }
+
+    fn check_intents(
+        path: &Path,
+        list: Vec<Intent>,
+        kinds: &BTreeSet<String>,
+    ) -> Result<BTreeMap<String, Intent>, LoadError> {
+        if list.len() > MAX_INTENTS {
+            return Err(LoadError::new(
+                path,
+                format!("{} intents; at most {MAX_INTENTS}", list.len()),
+            ));
+        }
+        let mut map = BTreeMap::new();
+        for intent in list {
+            let id = intent.intent.clone();
+            let bad = |m: String| LoadError::new(path, format!("intent `{id}`: {m}"));
+            if !valid_id(&id) {
+                return Err(bad("id must match [a-z0-9][a-z0-9_.-]{0,63}".into()));
+            }
+            for (field, value) in [
+                ("skill", &intent.skill),
+                ("tool", &intent.tool),
+                ("action", &intent.action),
+            ] {
+                if !valid_dispatch_name(value) {
+                    return Err(bad(format!(
+                        "{field} `{value}` must match [A-Za-z0-9][A-Za-z0-9_.:-]{{0,127}}"
+                    )));
+                }
+            }
+            if intent.description.chars().count() > 500 {
+                return Err(bad("description has more than 500 characters".into()));
+            }
+            if intent.slots.len() > MAX_SLOTS {
+                return Err(bad(format!("more than {MAX_SLOTS} slots")));
+            }
+            let mut names = BTreeSet::new();
+            for slot in &intent.slots {
+                if !valid_slot_name(&slot.name) {
+                    return Err(bad(format!(
+                        "slot name `{}` must match [a-z][a-z0-9_]{{0,31}}",
+                        slot.name
+                    )));
+                }
+                if !names.insert(slot.name.as_str()) {
+                    return Err(bad(format!("slot `{}` is declared twice", slot.name)));
+                }
+                if !kinds.contains(&slot.kind) {
+                    return Err(bad(format!(
+                        "slot `{}` has type `{}`, which no entity has (types: {})",
+                        slot.name,
+                        slot.kind,
+                        kinds.iter().cloned().collect::<Vec<_>>().join(", ")
+                    )));
+                }
+                if intent.arguments.contains_key(&slot.name) {
+                    return Err(bad(format!(
+                        "argument `{}` has the name of a slot",
+                        slot.name
+                    )));
+                }
+            }
+            if map.insert(id.clone(), intent).is_some() {
+                return Err(LoadError::new(
+                    path,
+                    format!("intent `{id}` is defined twice"),
+                ));
+            }
+        }
+        Ok(map)
+    }
+
+    /// Checks one template against the registry and intents (not its uniqueness).
+    pub fn check_template(&self, t: &Template) -> Result<(), String> {
+        let id = &t.template_id;
+        let bad = |m: String| Err(format!("template `{id}`: {m}"));
+        if !valid_id(id) {
+            return bad("template_id must match [a-z0-9][a-z0-9_.-]{0,63}".into());
+        }
+        if !valid_locale(&t.locale) {
+            return bad(format!(
+                "locale `{}` must be `xx` or `xx-XX` (ISO 639-1, ISO 3166-1)",
+                t.locale
+            ));
+        }
+        let Some(intent) = self.intents.get(&t.intent) else {
+            return bad(format!("intent `{}` is not defined", t.intent));
+        };
+        if let Err(m) = self.check_text(&t.text, &t.locale, intent) {
+            return bad(m);
+        }
+        if t.examples.len() > MAX_EXAMPLES {
+            return bad(format!(
+                "{} examples; at most {MAX_EXAMPLES}",
+                t.examples.len()
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for example in &t.examples {
+            if let Err(m) = check_form(&t.locale, example) {
+                return bad(format!("example `{example}`: {m}"));
+            }
+            if !seen.insert(normalize::key(example, &t.locale)) {
+                return bad(format!(
+                    "example `{example}` repeats another example (after normalization)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks template text: syntax, slots equal to the intent's, at least one word.
+    pub fn check_text(&self, text: &str, locale: &str, intent: &Intent) -> Result<(), String> {
+        let pieces = parse_text(text)?;
+        let words = pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Text(t) => Some(normalize::normalize(t, locale).len()),
+                Piece::Slot { .. } => None,
+            })
+            .sum::<usize>();
+        if words == 0 {
+            return Err("text needs at least one word besides its slots".into());
+        }
+        let used = slots(&pieces);
+        let mut names = BTreeSet::new();
+        for slot in &used {
+            if !names.insert(slot.name.as_str()) {
+                return Err(format!("slot `{}` appears twice", slot.name));
+            }
+            match intent.slots.iter().find(|s| s.name == slot.name) {
+                None => {
+                    return Err(format!(
+                        "slot `{}` is not a slot of intent `{}` (its slots: {})",
+                        slot.name,
+                        intent.intent,
+                        describe_slots(&intent.slots)
+                    ));
+                }
+                Some(decl) if decl.kind != slot.kind => {
+                    return Err(format!(
+                        "slot `{}` has type `{}` in intent `{}`, not `{}`",
+                        slot.name, decl.kind, intent.intent, slot.kind
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(missing) = intent
+            .slots
+            .iter()
+            .find(|s| !names.contains(s.name.as_str()))
+        {
+            return Err(format!(
+                "slot `{{{}:{}}}` of intent `{}` is missing",
+                missing.name, missing.kind, intent.intent
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes of all templates as JSON, with `replaced` instead of the template of its id.
+    pub fn templates_bytes(&self, replaced: Option<&Template>) -> usize {
+        self.templates
+            .values()
+            .map(|t| match replaced {
+                Some(r) if r.template_id == t.template_id => json_len(r),
+                _ => json_len(t),
+            })
+            .sum()
+    }
+
+    /// Every locale used by templates, labels or aliases.
+    pub fn locales(&self) -> BTreeSet<String> {
+        let mut set: BTreeSet<String> = self.templates.values().map(|t| t.locale.clone()).collect();
+        for e in self.entities.values() {
+            set.extend(e.labels.keys().cloned());
+            set.extend(e.aliases.keys().cloned());
+        }
+        set
+    }
+}
+
+fn describe_slots(slots: &[SlotDecl]) -> String {
+    if slots.is_empty() {
+        return "none".into();
+    }
+    slots
+        .iter()
+        .map(|s| format!("{{{}:{}}}", s.name, s.kind))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks a label, alias or example in `locale`.
+fn check_form(locale: &str, form: &str) -> Result<(), String> {
+    if !valid_locale(locale) {
+        return Err(format!("locale `{locale}` must be `xx` or `xx-XX`"));
+    }
+    if !plain_text(form) {
+        return Err(format!(
+            "`{form}` must have 1 to {MAX_TEXT_CHARS} characters, no control characters"
+        ));
+    }
+    let words = normalize::normalize(form, locale).len();
+    if words == 0 {
+        return Err(format!("`{form}` has no words"));
+    }
+    Ok(())
+}
+
+/// Checks a label or alias: a form of at most [`MAX_ALIAS_WORDS`] words.
+fn check_alias(locale: &str, form: &str) -> Result<(), String> {
+    check_form(locale, form)?;
+    let words = normalize::normalize(form, locale).len();
+    if words > MAX_ALIAS_WORDS {
+        return Err(format!("`{form}` has more than {MAX_ALIAS_WORDS} words"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_syntax() {
+        assert_eq!(
+            parse_text("turn on the {device:device}").expect("ok"),
+            [
+                Piece::Text("turn on the ".into()),
+                Piece::Slot {
+                    name: "device".into(),
+                    kind: "device".into()
+                }
+            ]
+        );
+        for (bad, expect) in [
+            ("turn on {device:device", "without a matching `}`"),
+            ("turn on device}", "without a matching `{`"),
+            ("turn on {device}", "`{name:type}`"),
+            ("turn on {Device:device}", "must match"),
+            ("turn on {de vice:device}", "must match"),
+            ("turn on{device:device}", "separated"),
+            ("turn on {device:device}s", "separated"),
+            ("turn on {a:{b:c}}", "cannot nest"),
+            ("", "1 to 160"),
+            ("a\nb", "control"),
+        ] {
+            let err = parse_text(bad).expect_err(bad);
+            assert!(err.contains(expect), "{bad}: {err}");
+        }
+        assert_eq!(parse_text("{a:b} and {c:d}").expect("ok").len(), 3);
+        let long = "x".repeat(161);
+        assert!(parse_text(&long).is_err());
+    }
+
+    #[test]
+    fn ids_refs_and_locales() {
+        for ok in ["device:lamp.kitchen", "room:living_room", "scene:a-1"] {
+            assert!(valid_ref(ok), "{ok}");
+        }
+        for bad in [
+            "lamp",
+            "Device:x",
+            "device:",
+            ":x",
+            "device:Lamp",
+            "device:x y",
+        ] {
+            assert!(!valid_ref(bad), "{bad}");
+        }
+        for ok in ["en", "ru", "ru-RU"] {
+            assert!(valid_locale(ok), "{ok}");
+        }
+        for bad in ["EN", "eng", "ru_RU", "ru-ru", ""] {
+            assert!(!valid_locale(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn fingerprints_cover_every_field_and_ignore_nothing_else() {
+        let t = Template {
+            template_id: "en.x".into(),
+            locale: "en".into(),
+            intent: "i".into(),
+            text: "do {a:b}".into(),
+            examples: vec!["do it".into()],
+        };
+        let fp = t.fingerprint();
+        assert!(fp.starts_with("sha256:") && fp.len() == 7 + 64, "{fp}");
+        assert_eq!(fp, t.clone().fingerprint(), "stable");
+        let expected = format!(
+            "sha256:{}",
+            hex::encode(Sha256::digest(mcp_shared::canonical::to_vec(&t.to_json())))
+        );
+        assert_eq!(fp, expected);
+        let mut other = t.clone();
+        other.examples.push("again".into());
+        assert_ne!(other.fingerprint(), fp);
+        let mut other = t.clone();
+        other.text = "do {a:b} now".into();
+        assert_ne!(other.fingerprint(), fp);
+        let mut other = t;
+        other.locale = "en-GB".into();
+        assert_ne!(other.fingerprint(), fp);
+    }
+}

@@ -1,0 +1,892 @@
+//! The deterministic phrase matcher behind `nlu_authoring.check_phrase`.
+//!
+//! Built once per content version ([`Index::build`]):
+//! - a gazetteer per locale and entity type: every label and alias, normalized and stemmed
+//!   ([`super::normalize::key`]), mapped to the entities it names (a form shared by several
+//!   entities keeps them all);
+//! - per template, its patterns: the template text (words stemmed, slots kept) and each
+//!   example, delexicalized: spans of the example that name an entity of one of the
+//!   template's slot types become that slot (left to right, longest span first, slots taken in
+//!   text order), so an example generalizes to other entities of the same type.
+//!
+//! Matching a phrase:
+//! 1. locale: the one given (exactly, else by language), or detected: Cyrillic letters in the
+//!    majority pick `ru`, otherwise `en`, among the locales that have templates (else the
+//!    first of them);
+//! 2. normalize and stem the phrase (at most [`MAX_PHRASE_WORDS`] words);
+//! 3. align every pattern of every template of the locale with the phrase: a word part
+//!    matches a phrase word with the same stem, a slot part consumes 1 to N words whose
+//!    joined stems are a form of an entity of the slot's type; unmatched parts and unmatched
+//!    phrase words cost one each, and the alignment of least cost (then fewest unmatched
+//!    parts) wins. Score = matched parts / (parts + unmatched phrase words), from 0 to 1;
+//! 4. a template's score is its best pattern's (text first on ties); templates scoring at
+//!    least [`MIN_SCORE`] are ranked: score descending, then `template_id` ascending; at most
+//!    [`MAX_RANKING`];
+//! 5. the top candidate's slots give the entities: the canonical ref of the entity whose form
+//!    matched (a label before an alias, then the smallest ref; the others are `alternatives`)
+//!    and the action preview: the intent's skill, tool, action and constant arguments plus
+//!    each filled slot as `<slot>: <canonical ref>` (never a label); it executes nothing.
+//!
+//! A phrase that matches nothing is an empty ranking with the trace of what was tried, not an
+//! error.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Map, Value, json};
+
+use super::content::{Content, Entity, Piece, SlotDecl, Template, parse_text, slots};
+use super::normalize::{self, analyze};
+
+/// Least score a template needs to be ranked.
+pub const MIN_SCORE: f64 = 0.5;
+/// Ranked templates at most.
+pub const MAX_RANKING: usize = 10;
+/// Words of a phrase at most.
+pub const MAX_PHRASE_WORDS: usize = 64;
+
+/// How an entity's form was written in the content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MatchedBy {
+    Label,
+    Alias,
+}
+
+impl MatchedBy {
+    fn as_str(self) -> &'static str {
+        match self {
+            MatchedBy::Label => "label",
+            MatchedBy::Alias => "alias",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Hit {
+    by: MatchedBy,
+    reference: String,
+}
+
+/// The forms of one entity type in one locale.
+#[derive(Debug, Default)]
+struct Gazetteer {
+    /// Joined stems → the entities (sorted: labels first, then by ref).
+    forms: HashMap<String, Vec<Hit>>,
+    /// Words of the longest form.
+    max_words: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Word(String),
+    /// Index into the template's slots.
+    Slot(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Text,
+    Example(usize),
+}
+
+#[derive(Debug)]
+struct Pattern {
+    source: Source,
+    parts: Vec<Part>,
+}
+
+#[derive(Debug)]
+struct Compiled {
+    template_id: String,
+    intent: String,
+    slots: Vec<SlotDecl>,
+    patterns: Vec<Pattern>,
+}
+
+#[derive(Debug, Default)]
+struct LocaleIndex {
+    kinds: BTreeMap<String, Gazetteer>,
+    templates: Vec<Compiled>,
+}
+
+/// The compiled content of one version.
+#[derive(Debug, Default)]
+pub struct Index {
+    locales: BTreeMap<String, LocaleIndex>,
+}
+
+/// One slot filled by an alignment.
+#[derive(Debug, Clone)]
+struct Fill {
+    start: usize,
+    end: usize,
+    hits: Vec<Hit>,
+}
+
+/// The best alignment of one pattern with a phrase.
+#[derive(Debug, Clone)]
+struct Aligned {
+    matched: usize,
+    parts: usize,
+    extra: usize,
+    fills: Vec<Option<Fill>>,
+}
+
+impl Aligned {
+    /// Score as a fraction (numerator, denominator).
+    fn score(&self) -> (usize, usize) {
+        (self.matched, self.parts + self.extra)
+    }
+}
+
+/// `a` compared with `b` as fractions.
+fn cmp_fraction(a: (usize, usize), b: (usize, usize)) -> Ordering {
+    (a.0 * b.1).cmp(&(b.0 * a.1))
+}
+
+fn score_value((num, den): (usize, usize)) -> f64 {
+    if den == 0 {
+        return 0.0;
+    }
+    (num as f64 / den as f64 * 10_000.0).round() / 10_000.0
+}
+
+fn ranked((num, den): (usize, usize)) -> bool {
+    num > 0 && num as f64 >= MIN_SCORE * den as f64
+}
+
+fn gazetteer_for(locale: &str, entities: &BTreeMap<String, Entity>) -> BTreeMap<String, Gazetteer> {
+    let mut kinds: BTreeMap<String, Gazetteer> = BTreeMap::new();
+    for entity in entities.values() {
+        let label = entity.labels.get(locale).map(|l| (MatchedBy::Label, l));
+        let aliases = entity
+            .aliases
+            .get(locale)
+            .into_iter()
+            .flatten()
+            .map(|a| (MatchedBy::Alias, a));
+        for (by, form) in label.into_iter().chain(aliases) {
+            let stems = analyze(form, locale).1;
+            if stems.is_empty() {
+                continue;
+            }
+            let g = kinds.entry(entity.kind().to_owned()).or_default();
+            g.max_words = g.max_words.max(stems.len());
+            let hits = g.forms.entry(stems.join(" ")).or_default();
+            if !hits.iter().any(|h| h.reference == entity.reference) {
+                hits.push(Hit {
+                    by,
+                    reference: entity.reference.clone(),
+                });
+                hits.sort();
+            }
+        }
+    }
+    kinds
+}
+
+/// Turns an example into parts: entity spans of the slots' types become slots.
+fn delexicalize(
+    example: &str,
+    locale: &str,
+    slots: &[SlotDecl],
+    kinds: &BTreeMap<String, Gazetteer>,
+) -> Vec<Part> {
+    let stems = analyze(example, locale).1;
+    let mut used = vec![false; slots.len()];
+    let mut parts = Vec::new();
+    let mut j = 0;
+    'words: while j < stems.len() {
+        let longest = slots
+            .iter()
+            .filter_map(|s| kinds.get(&s.kind).map(|g| g.max_words))
+            .max()
+            .unwrap_or(0)
+            .min(stems.len() - j);
+        for len in (1..=longest).rev() {
+            let key = stems[j..j + len].join(" ");
+            let free = slots.iter().enumerate().find(|(i, s)| {
+                !used[*i]
+                    && kinds
+                        .get(&s.kind)
+                        .is_some_and(|g| g.forms.contains_key(&key))
+            });
+            if let Some((i, _)) = free {
+                used[i] = true;
+                parts.push(Part::Slot(i));
+                j += len;
+                continue 'words;
+            }
+        }
+        parts.push(Part::Word(stems[j].clone()));
+        j += 1;
+    }
+    parts
+}
+
+fn compile(template: &Template, kinds: &BTreeMap<String, Gazetteer>) -> Compiled {
+    let locale = &template.locale;
+    // Content is validated before it is compiled; a text that does not parse has no pattern.
+    let pieces = parse_text(&template.text).unwrap_or_default();
+    let slot_list = slots(&pieces);
+    let mut parts = Vec::new();
+    for piece in &pieces {
+        match piece {
+            Piece::Text(t) => parts.extend(analyze(t, locale).1.into_iter().map(Part::Word)),
+            Piece::Slot { name, .. } => {
+                if let Some(i) = slot_list.iter().position(|s| &s.name == name) {
+                    parts.push(Part::Slot(i));
+                }
+            }
+        }
+    }
+    let mut patterns = vec![Pattern {
+        source: Source::Text,
+        parts,
+    }];
+    for (i, example) in template.examples.iter().enumerate() {
+        let parts = delexicalize(example, locale, &slot_list, kinds);
+        if !parts.is_empty() {
+            patterns.push(Pattern {
+                source: Source::Example(i),
+                parts,
+            });
+        }
+    }
+    Compiled {
+        template_id: template.template_id.clone(),
+        intent: template.intent.clone(),
+        slots: slot_list,
+        patterns,
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Start,
+    Extra,
+    Skip,
+    Word,
+    Slot(usize),
+}
+
+/// The least-cost alignment of `pattern` with `stems` (see the module documentation).
+fn align(
+    pattern: &Pattern,
+    slots: &[SlotDecl],
+    stems: &[String],
+    kinds: &BTreeMap<String, Gazetteer>,
+) -> Aligned {
+    let n = pattern.parts.len();
+    let m = stems.len();
+    let at = |i: usize, j: usize| i * (m + 1) + j;
+    let mut best: Vec<Option<(usize, usize)>> = vec![None; (n + 1) * (m + 1)];
+    let mut back = vec![Step::Start; (n + 1) * (m + 1)];
+    best[at(0, 0)] = Some((0, 0));
+    let relax = |best: &mut Vec<Option<(usize, usize)>>,
+                 back: &mut Vec<Step>,
+                 to: usize,
+                 cost: (usize, usize),
+                 step: Step| {
+        if best[to].is_none_or(|b| cost < b) {
+            best[to] = Some(cost);
+            back[to] = step;
+        }
+    };
+    for i in 0..=n {
+        for j in 0..=m {
+            let Some((cost, skipped)) = best[at(i, j)] else {
+                continue;
+            };
+            if j < m {
+                relax(
+                    &mut best,
+                    &mut back,
+                    at(i, j + 1),
+                    (cost + 1, skipped),
+                    Step::Extra,
+                );
+            }
+            if i == n {
+                continue;
+            }
+            relax(
+                &mut best,
+                &mut back,
+                at(i + 1, j),
+                (cost + 1, skipped + 1),
+                Step::Skip,
+            );
+            match &pattern.parts[i] {
+                Part::Word(w) => {
+                    if j < m && &stems[j] == w {
+                        relax(
+                            &mut best,
+                            &mut back,
+                            at(i + 1, j + 1),
+                            (cost, skipped),
+                            Step::Word,
+                        );
+                    }
+                }
+                Part::Slot(s) => {
+                    let Some(g) = slots.get(*s).and_then(|s| kinds.get(&s.kind)) else {
+                        continue;
+                    };
+                    for len in 1..=g.max_words.min(m - j) {
+                        if g.forms.contains_key(&stems[j..j + len].join(" ")) {
+                            relax(
+                                &mut best,
+                                &mut back,
+                                at(i + 1, j + len),
+                                (cost, skipped),
+                                Step::Slot(len),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let (cost, skipped) = best[at(n, m)].unwrap_or((n + m, n));
+    let mut fills = vec![None; slots.len()];
+    let (mut i, mut j) = (n, m);
+    while i > 0 || j > 0 {
+        match back[at(i, j)] {
+            Step::Start => break,
+            Step::Extra => j -= 1,
+            Step::Skip => i -= 1,
+            Step::Word => {
+                i -= 1;
+                j -= 1;
+            }
+            Step::Slot(len) => {
+                i -= 1;
+                j -= len;
+                if let Part::Slot(s) = &pattern.parts[i]
+                    && let Some(g) = slots.get(*s).and_then(|d| kinds.get(&d.kind))
+                {
+                    let hits = g
+                        .forms
+                        .get(&stems[j..j + len].join(" "))
+                        .cloned()
+                        .unwrap_or_default();
+                    fills[*s] = Some(Fill {
+                        start: j,
+                        end: j + len,
+                        hits,
+                    });
+                }
+            }
+        }
+    }
+    Aligned {
+        matched: n - skipped,
+        parts: n,
+        extra: cost - skipped,
+        fills,
+    }
+}
+
+impl Index {
+    /// Compiles `content` (with its current templates).
+    pub fn build(content: &Content) -> Index {
+        let mut locales: BTreeMap<String, LocaleIndex> = BTreeMap::new();
+        for template in content.templates.values() {
+            let entry = locales
+                .entry(template.locale.clone())
+                .or_insert_with(|| LocaleIndex {
+                    kinds: gazetteer_for(&template.locale, &content.entities),
+                    templates: Vec::new(),
+                });
+            let compiled = compile(template, &entry.kinds);
+            entry.templates.push(compiled);
+        }
+        Index { locales }
+    }
+
+    /// Locales that have templates.
+    pub fn locales(&self) -> Vec<&str> {
+        self.locales.keys().map(String::as_str).collect()
+    }
+
+    /// The locale a phrase is matched in, and how it was chosen; `Err` names the known ones.
+    fn pick_locale(&self, phrase: &str, asked: Option<&str>) -> Result<(String, String), String> {
+        let known = self.locales();
+        if let Some(asked) = asked {
+            if self.locales.contains_key(asked) {
+                return Ok((asked.to_owned(), format!("locale `{asked}` as asked")));
+            }
+            let lang = normalize::language(asked);
+            if let Some(l) = known.iter().find(|l| normalize::language(l) == lang) {
+                return Ok((
+                    (*l).to_owned(),
+                    format!("locale `{l}`: asked for `{asked}`, same language"),
+                ));
+            }
+            return Err(format!(
+                "no templates in locale `{asked}` (locales: {})",
+                known.join(", ")
+            ));
+        }
+        let cyrillic = phrase
+            .chars()
+            .filter(|c| ('\u{0400}'..='\u{04FF}').contains(c))
+            .count();
+        let latin = phrase.chars().filter(char::is_ascii_alphabetic).count();
+        let wanted = if cyrillic > latin { "ru" } else { "en" };
+        let chosen = known
+            .iter()
+            .find(|l| normalize::language(l) == wanted)
+            .or(known.first())
+            .map(|l| (*l).to_owned())
+            .unwrap_or_else(|| wanted.to_owned());
+        Ok((
+            chosen.clone(),
+            format!("locale `{chosen}` detected ({cyrillic} Cyrillic and {latin} Latin letters)"),
+        ))
+    }
+
+    /// Matches `phrase`: the `check_phrase` answer. `Err` only for a locale with no templates
+    /// or a phrase over [`MAX_PHRASE_WORDS`] words.
+    pub fn check(
+        &self,
+        content: &Content,
+        phrase: &str,
+        asked: Option<&str>,
+    ) -> Result<Value, String> {
+        let mut trace = Vec::new();
+        let (locale, why) = self.pick_locale(phrase, asked)?;
+        trace.push(json!({"step": "locale", "detail": why}));
+        let (tokens, stems) = analyze(phrase, &locale);
+        if tokens.len() > MAX_PHRASE_WORDS {
+            return Err(format!(
+                "the phrase has {} words; at most {MAX_PHRASE_WORDS}",
+                tokens.len()
+            ));
+        }
+        trace.push(json!({
+            "step": "normalize",
+            "detail": format!("{} words after case folding, locale folding and punctuation removal", tokens.len()),
+            "tokens": tokens,
+        }));
+        trace.push(json!({
+            "step": "stem",
+            "detail": format!("stems for `{}`", normalize::language(&locale)),
+            "tokens": stems,
+        }));
+        let empty = LocaleIndex::default();
+        let index = self.locales.get(&locale).unwrap_or(&empty);
+        let mut candidates: Vec<(&Compiled, Source, Aligned)> = Vec::new();
+        if tokens.is_empty() {
+            trace.push(
+                json!({"step": "rank", "detail": "the phrase has no words; nothing to match"}),
+            );
+        } else {
+            for template in &index.templates {
+                let mut top: Option<(Source, Aligned)> = None;
+                for pattern in &template.patterns {
+                    let a = align(pattern, &template.slots, &stems, &index.kinds);
+                    if top.as_ref().is_none_or(|(_, t)| {
+                        cmp_fraction(a.score(), t.score()) == Ordering::Greater
+                    }) {
+                        top = Some((pattern.source, a));
+                    }
+                }
+                let Some((source, a)) = top else { continue };
+                let ok = ranked(a.score());
+                let mut detail = format!(
+                    "{}: matched {} of {} parts, {} extra words",
+                    source_name(source),
+                    a.matched,
+                    a.parts,
+                    a.extra
+                );
+                for (slot, fill) in template.slots.iter().zip(&a.fills) {
+                    match fill {
+                        Some(f) => detail.push_str(&format!(
+                            "; slot {} = `{}` → {}",
+                            slot.name,
+                            tokens[f.start..f.end].join(" "),
+                            f.hits.first().map_or("?", |h| h.reference.as_str())
+                        )),
+                        None => detail.push_str(&format!("; slot {} unfilled", slot.name)),
+                    }
+                }
+                if !ok {
+                    detail.push_str(&format!("; below the minimum score {MIN_SCORE}"));
+                }
+                trace.push(json!({
+                    "step": if ok { "match" } else { "no_match" },
+                    "detail": detail,
+                    "template_id": template.template_id,
+                    "pattern": source_name(source),
+                    "score": score_value(a.score()),
+                }));
+                if ok {
+                    candidates.push((template, source, a));
+                }
+            }
+        }
+        candidates.sort_by(|x, y| {
+            cmp_fraction(y.2.score(), x.2.score())
+                .then_with(|| x.0.template_id.cmp(&y.0.template_id))
+        });
+        candidates.truncate(MAX_RANKING);
+        let ranking: Vec<Value> = candidates
+            .iter()
+            .map(|(t, source, a)| {
+                json!({
+                    "template_id": t.template_id,
+                    "intent": t.intent,
+                    "score": score_value(a.score()),
+                    "pattern": source_name(*source),
+                })
+            })
+            .collect();
+        if !tokens.is_empty() {
+            trace.push(json!({
+                "step": "rank",
+                "detail": match candidates.first() {
+                    None => format!("no template of locale `{locale}` reached the minimum score {MIN_SCORE}"),
+                    Some((t, _, _)) => format!("{} candidates; top `{}` (score descending, then template_id)", candidates.len(), t.template_id),
+                },
+            }));
+        }
+        let mut entities = Vec::new();
+        let mut action = Value::Null;
+        if let Some((template, _, a)) = candidates.first() {
+            let mut arguments = Map::new();
+            let mut missing = Vec::new();
+            let intent = content.intents.get(&template.intent);
+            if let Some(intent) = intent {
+                arguments.extend(intent.arguments.clone());
+            }
+            for (slot, fill) in template.slots.iter().zip(&a.fills) {
+                let chosen = fill.as_ref().and_then(|f| f.hits.first().map(|h| (f, h)));
+                let Some((f, hit)) = chosen else {
+                    missing.push(slot.name.clone());
+                    continue;
+                };
+                let surface = tokens[f.start..f.end].join(" ");
+                let alternatives: Vec<&str> =
+                    f.hits[1..].iter().map(|h| h.reference.as_str()).collect();
+                trace.push(json!({
+                    "step": "entity",
+                    "detail": format!(
+                        "slot {} `{surface}` → {} (by {}{})",
+                        slot.name,
+                        hit.reference,
+                        hit.by.as_str(),
+                        if alternatives.is_empty() { String::new() } else { format!("; also names {}", alternatives.join(", ")) }
+                    ),
+                    "template_id": template.template_id,
+                }));
+                arguments.insert(slot.name.clone(), Value::String(hit.reference.clone()));
+                entities.push(json!({
+                    "slot": slot.name,
+                    "type": slot.kind,
+                    "surface": surface,
+                    "canonical_ref": hit.reference,
+                    "matched_by": hit.by.as_str(),
+                    "alternatives": alternatives,
+                }));
+            }
+            if let Some(intent) = intent {
+                trace.push(json!({
+                    "step": "action",
+                    "detail": format!(
+                        "would dispatch {}/{}/{}{}; nothing was executed",
+                        intent.skill,
+                        intent.tool,
+                        intent.action,
+                        if missing.is_empty() { String::new() } else { format!(" (slots unfilled: {})", missing.join(", ")) }
+                    ),
+                    "template_id": template.template_id,
+                }));
+                action = json!({
+                    "template_id": template.template_id,
+                    "intent": intent.intent,
+                    "skill": intent.skill,
+                    "tool": intent.tool,
+                    "action": intent.action,
+                    "arguments": arguments,
+                    "missing_slots": missing,
+                    "executes": false,
+                });
+            }
+        }
+        Ok(json!({
+            "phrase": phrase,
+            "locale": locale,
+            "normalized": tokens.join(" "),
+            "trace": trace,
+            "ranking": ranking,
+            "entities": entities,
+            "action_preview": action,
+        }))
+    }
+}
+
+fn source_name(source: Source) -> String {
+    match source {
+        Source::Text => "text".to_owned(),
+        Source::Example(i) => format!("example {i}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nlu::tests::example_content;
+
+    fn check(phrase: &str, locale: Option<&str>) -> Value {
+        let content = example_content();
+        Index::build(&content)
+            .check(&content, phrase, locale)
+            .unwrap_or_else(|e| panic!("{phrase}: {e}"))
+    }
+
+    fn top(answer: &Value) -> (&str, f64) {
+        let r = &answer["ranking"][0];
+        (
+            r["template_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no ranking: {answer}")),
+            r["score"].as_f64().unwrap_or_default(),
+        )
+    }
+
+    fn refs(answer: &Value) -> Vec<&str> {
+        answer["entities"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["canonical_ref"].as_str())
+            .collect()
+    }
+
+    #[test]
+    fn english_aliases_and_plurals_resolve_to_one_ref() {
+        for phrase in [
+            "Turn on the kitchen lamp",
+            "turn on the KITCHEN LIGHT!",
+            "turn on the lamp in the kitchen",
+            "turn on the kitchen lamps",
+        ] {
+            let a = check(phrase, Some("en"));
+            assert_eq!(top(&a), ("en.device.turn_on", 1.0), "{phrase}: {a}");
+            assert_eq!(refs(&a), ["device:lamp.kitchen"], "{phrase}");
+            let preview = &a["action_preview"];
+            assert_eq!(preview["arguments"]["device"], "device:lamp.kitchen");
+            assert_eq!(preview["arguments"]["power"], "on");
+            assert_eq!(preview["executes"], false);
+            assert_eq!(preview["tool"], "home.set_power");
+        }
+    }
+
+    #[test]
+    fn russian_inflected_forms_resolve_to_one_ref() {
+        for phrase in [
+            "Включи лампу на кухне",
+            "включи кухонную лампу",
+            "включите лампа на кухне",
+            "включи, пожалуйста, лампу на кухне",
+        ] {
+            let a = check(phrase, Some("ru"));
+            assert_eq!(a["ranking"][0]["intent"], "device.turn_on", "{phrase}: {a}");
+            assert_eq!(refs(&a), ["device:lamp.kitchen"], "{phrase}: {a}");
+            assert_eq!(
+                a["action_preview"]["arguments"]["device"],
+                "device:lamp.kitchen"
+            );
+        }
+        // ё folds to е: "ёлка" is written with е in the content.
+        let a = check("Выключи ЁЛКУ", None);
+        assert_eq!(a["locale"], "ru");
+        assert_eq!(top(&a).0, "ru.device.turn_off", "{a}");
+        assert_eq!(refs(&a), ["device:tree.living_room"]);
+        // Every Russian form of the bedroom lamp names the same entity.
+        for phrase in [
+            "выключи ночник",
+            "выключи лампу в спальне",
+            "выключи ночника",
+        ] {
+            assert_eq!(
+                refs(&check(phrase, None)),
+                ["device:lamp.bedroom"],
+                "{phrase}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_entity_in_both_locales() {
+        let en = check("switch off the telly", None);
+        let ru = check("выключи телевизор", None);
+        assert_eq!(
+            (en["locale"].as_str(), ru["locale"].as_str()),
+            (Some("en"), Some("ru"))
+        );
+        assert_eq!(refs(&en), refs(&ru));
+        assert_eq!(refs(&en), ["device:tv.living_room"]);
+        assert_eq!(
+            en["action_preview"]["arguments"],
+            ru["action_preview"]["arguments"]
+        );
+    }
+
+    #[test]
+    fn ambiguous_phrases_rank_deterministically() {
+        // "свет на кухне" is both the kitchen lamp (device template) and the kitchen (room
+        // template): equal scores, ordered by template_id.
+        let a = check("включи свет на кухне", Some("ru"));
+        let ids: Vec<(&str, f64)> = a["ranking"]
+            .as_array()
+            .expect("ranking")
+            .iter()
+            .map(|r| {
+                (
+                    r["template_id"].as_str().unwrap_or(""),
+                    r["score"].as_f64().unwrap_or(0.0),
+                )
+            })
+            .take(2)
+            .collect();
+        assert_eq!(
+            ids,
+            [("ru.device.turn_on", 1.0), ("ru.room.lights_on", 1.0)],
+            "{a}"
+        );
+        // A word missing from both "turn on the" and "switch on the": a tie at 0.75.
+        let a = check("on the kitchen lamp", Some("en"));
+        let ids: Vec<&str> = a["ranking"]
+            .as_array()
+            .expect("ranking")
+            .iter()
+            .filter_map(|r| r["template_id"].as_str())
+            .collect();
+        assert_eq!(
+            &ids[..2],
+            ["en.device.switch_on", "en.device.turn_on"],
+            "{a}"
+        );
+        assert_eq!(a["ranking"][0]["score"], a["ranking"][1]["score"]);
+        // "lamp" names two lamps: the smaller ref, the other as an alternative.
+        let a = check("turn on the lamp", Some("en"));
+        assert_eq!(refs(&a), ["device:lamp.bedroom"]);
+        assert_eq!(
+            a["entities"][0]["alternatives"],
+            json!(["device:lamp.kitchen"])
+        );
+        // The same answer whatever the order templates were loaded in.
+        let content = example_content();
+        let mut reversed = content.clone();
+        let ids: Vec<String> = reversed.templates.keys().rev().cloned().collect();
+        let templates = std::mem::take(&mut reversed.templates);
+        for id in ids {
+            if let Some(t) = templates.get(&id) {
+                reversed.templates.insert(id, t.clone());
+            }
+        }
+        for phrase in [
+            "включи свет на кухне",
+            "on the kitchen lamp",
+            "turn on the lamp",
+        ] {
+            assert_eq!(
+                Index::build(&content).check(&content, phrase, None),
+                Index::build(&reversed).check(&reversed, phrase, None),
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_phrases_give_an_empty_ranking_with_a_trace() {
+        for phrase in [
+            "what is the weather like tomorrow",
+            "!!!",
+            "какая завтра погода",
+        ] {
+            let a = check(phrase, None);
+            assert_eq!(a["ranking"], json!([]), "{phrase}: {a}");
+            assert_eq!(a["entities"], json!([]));
+            assert_eq!(a["action_preview"], Value::Null);
+            let steps: Vec<&str> = a["trace"]
+                .as_array()
+                .expect("trace")
+                .iter()
+                .filter_map(|t| t["step"].as_str())
+                .collect();
+            assert!(
+                steps.starts_with(&["locale", "normalize", "stem"]),
+                "{steps:?}"
+            );
+            assert_eq!(steps.last(), Some(&"rank"));
+        }
+        let content = example_content();
+        let err = Index::build(&content)
+            .check(&content, "hello", Some("de"))
+            .expect_err("no German templates");
+        assert!(err.contains("en, ru"), "{err}");
+        assert_eq!(
+            check("turn on the kitchen lamp", Some("en-GB"))["locale"],
+            "en",
+            "same language"
+        );
+    }
+
+    #[test]
+    fn unfilled_slots_are_reported_not_guessed() {
+        let a = check("turn on the fridge", Some("en"));
+        assert_eq!(top(&a).0, "en.device.turn_on", "{a}");
+        assert_eq!(a["entities"], json!([]));
+        assert_eq!(a["action_preview"]["missing_slots"], json!(["device"]));
+        assert!(a["action_preview"]["arguments"].get("device").is_none());
+    }
+
+    #[test]
+    fn examples_generalize_over_entities() {
+        // "could you light up the X" is only an example of en.device.turn_on ("light up the
+        // bedroom lamp"); the example's entity became a slot.
+        let a = check("light up the telly", Some("en"));
+        assert_eq!(top(&a), ("en.device.turn_on", 1.0), "{a}");
+        assert_eq!(a["ranking"][0]["pattern"], "example 1");
+        assert_eq!(refs(&a), ["device:tv.living_room"]);
+    }
+
+    /// Garbage never panics and never ranks unless it contains a template's words.
+    #[test]
+    fn garbage_phrases_never_panic() {
+        let content = example_content();
+        let index = Index::build(&content);
+        let alphabet: Vec<char> =
+            "abc xyzАБВ ёЁлампу{}:\u{0}\u{301}\u{1F600}\u{200B}!?.,'’-\t\n日本語🙂ſK"
+                .chars()
+                .collect();
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..2_000 {
+            let len = (next() % 120) as usize;
+            let phrase: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            for locale in [None, Some("en"), Some("ru")] {
+                if let Ok(a) = index.check(&content, &phrase, locale) {
+                    assert!(
+                        a["ranking"]
+                            .as_array()
+                            .is_some_and(|r| r.len() <= MAX_RANKING)
+                    );
+                }
+            }
+        }
+        let long = "лампа ".repeat(MAX_PHRASE_WORDS + 1);
+        assert!(index.check(&content, &long, None).is_err());
+    }
+}
