@@ -514,6 +514,24 @@ async fn refused_sets_change_nothing(database_url: Option<String>) {
         .unwrap();
     assert_eq!(audit["events"].as_array().unwrap().len(), 1 + bad.len());
 
+    // A restarted descriptor cache serves the last set it accepted, not the start-up set.
+    let actors = &root.handle().app.actors;
+    let before = actors.descriptors.load().get_id();
+    actors.descriptors.load().stop(Some("test".into()));
+    for _ in 0..200 {
+        if actors.descriptors.load().get_id() != before {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_ne!(
+        actors.descriptors.load().get_id(),
+        before,
+        "cache restarted"
+    );
+    let now = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
+    assert_eq!(now["set"]["set_hash"], set_hash);
+
     restart(&mut root).await;
     let now = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
     assert_eq!(now["set"]["set_hash"], set_hash);
