@@ -10,7 +10,7 @@ fn bin() -> PathBuf {
     mcp_tests::workspace_bin("mcp-root").unwrap()
 }
 
-fn admin(root: &TestRoot, args: &[&str]) -> (i32, String, String) {
+pub fn admin(root: &TestRoot, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(bin())
         .arg("admin")
         .args(["--root-url", &root.handle().base_url(), "--data-dir"])
