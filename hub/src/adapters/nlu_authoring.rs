@@ -436,15 +436,32 @@ mod tests {
             ] {
                 assert!(input.is_valid(&ok), "{tool} {ok}");
             }
-            for bad in [
-                json!({"template_id": id, "base_fingerprint": base}),
-                json!({"template_id": id, "add_examples": ["x"]}),
-                json!({"template_id": id, "base_fingerprint": "sha256:x", "add_examples": ["x"]}),
-                json!({"template_id": id, "base_fingerprint": base, "add_examples": []}),
-                json!({"template_id": id, "base_fingerprint": base, "add_examples": [""]}),
-                json!({"template_id": id, "base_fingerprint": base, "text": "x", "other": 1}),
+            // (arguments, whether only something required is missing): root's execute of
+            // apply_change may leave the arguments to the proposal's confirmation token, so
+            // its schema requires nothing; the hub refuses incomplete arguments itself.
+            for (bad, missing) in [
+                (json!({"template_id": id, "base_fingerprint": base}), true),
+                (json!({"template_id": id, "add_examples": ["x"]}), true),
+                (
+                    json!({"template_id": id, "base_fingerprint": "sha256:x", "add_examples": ["x"]}),
+                    false,
+                ),
+                (
+                    json!({"template_id": id, "base_fingerprint": base, "add_examples": []}),
+                    false,
+                ),
+                (
+                    json!({"template_id": id, "base_fingerprint": base, "add_examples": [""]}),
+                    false,
+                ),
+                (
+                    json!({"template_id": id, "base_fingerprint": base, "text": "x", "other": 1}),
+                    false,
+                ),
             ] {
-                assert!(!input.is_valid(&bad), "{tool} {bad}");
+                if tool == "nlu_authoring.propose_change" || !missing {
+                    assert!(!input.is_valid(&bad), "{tool} {bad}");
+                }
                 let err = run(
                     &ctx,
                     AdapterKind::for_tool(tool).expect("kind"),

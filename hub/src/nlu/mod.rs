@@ -517,6 +517,41 @@ pub(crate) mod tests {
         assert!(err.to_string().contains(OVERLAY_FILE), "{err}");
     }
 
+    /// A phrase nothing matched ranks once an example with another entity of the same type
+    /// is applied (the example's entity became a slot).
+    #[test]
+    fn an_applied_example_changes_the_ranking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let nlu = Nlu::load(&config_with_nlu(dir.path())).expect("load");
+        let check = |nlu: &Nlu| {
+            let s = nlu.snapshot().expect("s");
+            s.index
+                .check(&s.content, "Вруби телевизор", None)
+                .expect("check")
+        };
+        let before = check(&nlu);
+        assert_eq!(before["ranking"], json!([]), "{before}");
+        let id = "ru.device.turn_on";
+        let base = nlu
+            .snapshot()
+            .expect("s")
+            .template(id)
+            .expect("t")
+            .fingerprint();
+        nlu.apply(
+            &change(id, &base, json!({"add_examples": ["вруби телик"]})),
+            None,
+        )
+        .expect("apply");
+        let after = check(&nlu);
+        assert_eq!(after["ranking"][0]["template_id"], id, "{after}");
+        assert_eq!(after["ranking"][0]["score"], 1.0);
+        assert_eq!(
+            after["entities"][0]["canonical_ref"],
+            "device:tv.living_room"
+        );
+    }
+
     #[test]
     fn concurrent_changes_on_one_base_apply_once() {
         let dir = tempfile::tempdir().expect("tempdir");
