@@ -151,6 +151,8 @@ async fn the_example_source_tree_builds_every_class_and_is_published() {
         ("sdk.get_system_model", json!({})),
         ("sdk.get_skill_contract", json!({})),
         ("sdk.get_scenario_contract", json!({})),
+        ("sdk.list_public_skills", json!({})),
+        ("sdk.list_public_scenarios", json!({})),
     ] {
         let (status, body) = root.rest_call(&token, tool, args).await.unwrap();
         assert_eq!(status, 200, "{tool}: {body}");

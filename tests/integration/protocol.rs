@@ -112,7 +112,7 @@ async fn session_revisions_negotiate_and_2026_07_28_is_served_statelessly() {
     .await;
     assert_eq!(
         list["result"]["tools"].as_array().unwrap().len(),
-        9,
+        11,
         "{list}"
     );
     let call = jsonrpc_body(

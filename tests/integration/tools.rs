@@ -33,6 +33,8 @@ async fn tools_list_is_filtered_by_profile_and_annotated() {
         "sdk.get_system_model",
         "sdk.get_template",
         "sdk.list_capability_classes",
+        "sdk.list_public_scenarios",
+        "sdk.list_public_skills",
         "sdk.list_schemas",
         "sdk.list_templates",
     ];
