@@ -186,10 +186,17 @@ async fn decide(
         None => json!({}),
     };
     let v = c
-        .post(&format!("/v1/root/mcp/approvals/{approval_id}/{verb}"), body)
+        .post(
+            &format!("/v1/root/mcp/approvals/{approval_id}/{verb}"),
+            body,
+        )
         .await?;
     print(json_out, &v, |v| {
-        format!("{} (audit event {})", approval_line(&v["approval"]), v["event_id"].as_str().unwrap_or(""))
+        format!(
+            "{} (audit event {})",
+            approval_line(&v["approval"]),
+            v["event_id"].as_str().unwrap_or("")
+        )
     });
     Ok(())
 }
@@ -494,6 +501,10 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
     println!("Claude Code:\n");
     println!(
         "  claude mcp add --transport http root {url} --header \"Authorization: Bearer {token}\"\n"
+    );
+    println!("Platform skills for your repository (any lease's bearer):\n");
+    println!(
+        "  mcp-root skills sync --url {url} --token-env ROOT_MCP_TOKEN --dest .agents/skills\n"
     );
     println!("Try it with curl:\n");
     println!(
