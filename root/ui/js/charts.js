@@ -40,8 +40,8 @@ export function barChart(items, { fmt = String, title = '' } = {}) {
  * Stacked columns over time: buckets [{at, ...}], series [{key, cls, label}].
  */
 export function stackedColumns(buckets, series, { title = '' } = {}) {
-  const width = 640;
-  const height = 180;
+  const width = 1000;
+  const height = 220;
   const padL = 36;
   const padB = 22;
   const n = Math.max(1, buckets.length);

@@ -42,14 +42,14 @@ export async function render(root, params) {
   root.append(
     h('h1', null, 'Capability usage'),
     windowPicker('usage', win),
-    u.truncated ? h('p', { class: 'warning' }, `Only the newest ${u.events} events of this window are counted.`) : null,
+    u.truncated ? h('p', { class: 'warning' }, `Only the newest ${u.events} events of this window are counted.`) : '',
     panel('Calls over time', stackedColumns(u.series.buckets, [
       { key: 'ok', cls: 's-ok', label: 'ok' },
       { key: 'error', cls: 's-error', label: 'errors' },
       { key: 'denied', cls: 's-denied', label: 'denied' },
-    ].map((sr) => sr), { title: 'calls over time' })),
+    ], { title: 'calls over time' })),
     h('div', { class: 'grid-2' },
-      panel('Calls per tool', barChart(tools.map((t) => ({ label: t.tool_id, value: t.calls, cls: t.error_rate > 0.2 ? 's-error' : 's-ok' })), { title: 'calls per tool' })),
+      panel('Calls per tool', barChart(tools.map((t) => ({ label: t.tool_id, value: t.calls, cls: (t.error + t.denied) / Math.max(1, t.calls) > 0.2 ? 's-error' : 's-ok' })), { title: 'calls per tool' })),
       panel('p95 latency per tool', barChart(tools.filter((t) => t.latency_ms.p95 !== null).map((t) => ({ label: t.tool_id, value: t.latency_ms.p95, cls: 's-latency' })), { fmt: fmtMs, title: 'p95 latency per tool' }))),
     panel('Per tool', statsTable(u.by_tool, 'tool_id', 'Tool')),
     h('div', { class: 'grid-2' },
