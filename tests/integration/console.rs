@@ -814,48 +814,15 @@ async fn eventually<F: AsyncFn() -> anyhow::Result<bool>>(what: &str, f: F) -> a
     Ok(())
 }
 
-/// Built-in contracts with `requires_approval` on `hub.run_allowed_tests`: a write that needs an
-/// operator's approval without depending on a particular hub plane.
-fn contracts_with_an_approval(dir: &Path) -> PathBuf {
-    let out = dir.join("contracts");
-    std::fs::create_dir_all(&out).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/tools");
-    for e in std::fs::read_dir(src).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_owned();
-        let mut text = std::fs::read_to_string(&p).unwrap();
-        if name == "hub.run_allowed_tests.json" {
-            let mut v: Value = serde_json::from_str(&text).unwrap();
-            v["requires_approval"] = json!(true);
-            // A preview's answer carries the approval it opened, an applied write's names it.
-            v["output_schema"]["properties"]["approval"] = json!({ "type": "object" });
-            v["output_schema"]["properties"]["approval_id"] = json!({ "type": "string" });
-            text = v.to_string();
-        }
-        std::fs::write(out.join(name), text).unwrap();
-    }
-    out
-}
-
 #[tokio::test]
 async fn console_in_a_real_browser() {
     let Some(mut b) = Browser::start().await.unwrap() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let contracts = contracts_with_an_approval(dir.path());
-    let root = TestRoot::start_with(|c| c.contracts_dir = Some(contracts))
-        .await
-        .unwrap();
-    let counter = dir.path().join("runs.txt");
+    let root = TestRoot::start().await.unwrap();
+    // The hub serves the NLU authoring plane, whose apply_change needs an operator's approval.
     let hub = root
-        .start_hub(
-            "hub:ui-alpha",
-            &format!(
-                "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\ntimeout_ms = 10000\n",
-                counter.display()
-            ),
-        )
+        .start_hub("hub:ui-alpha", &mcp_tests::nlu_hub_toml().unwrap())
         .await
         .unwrap();
     let res = scenario(&mut b, &root).await;
@@ -873,13 +840,6 @@ async fn console_in_a_real_browser() {
         shots.display()
     );
     res.unwrap();
-    assert!(
-        std::fs::read_to_string(&counter)
-            .unwrap_or_default()
-            .lines()
-            .count()
-            == 1
-    );
 }
 
 async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
@@ -1016,43 +976,111 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     })
     .await?;
 
-    // Approvals: a write that needs an operator, previewed by a control lease, approved here.
-    let (_, control) = root.lease("hub:ui-alpha", "InfraOpsControl", 600).await?;
-    let (s, preview) = root
-        .rest_call(&control, "hub.run_allowed_tests", json!({"name": "smoke"}))
+    // Approvals: NLU changes proposed by an author lease, one approved and one rejected here;
+    // the approved one then applies, the rejected one never does.
+    let (_, author) = root.lease("hub:ui-alpha", "NLUTeacherAuthor", 600).await?;
+    let (s, list) = root
+        .rest_call(&author, "nlu_authoring.list_templates", json!({}))
         .await?;
-    ensure!(s == 200, "{preview}");
-    let approval_id = preview["result"]["approval"]["approval_id"]
-        .as_str()
-        .with_context(|| format!("no approval in {preview}"))?
+    ensure!(s == 200, "{list}");
+    let fp = list["result"]["templates"]
+        .as_array()
+        .context("templates")?
+        .iter()
+        .find(|t| t["template_id"] == "en.device.turn_on")
+        .and_then(|t| t["fingerprint"].as_str())
+        .with_context(|| format!("no en.device.turn_on in {list}"))?
         .to_string();
-    let confirmation = preview["result"]["confirmation_token"]
-        .as_str()
-        .context("confirmation token")?
-        .to_string();
-    let execute = json!({"name": "smoke", "phase": "execute", "confirmation_token": confirmation, "idempotency_key": "ui-1"});
-    let (s, pending) = root
-        .rest_call(&control, "hub.run_allowed_tests", execute.clone())
+    let propose = async |example: &str| -> anyhow::Result<(String, String)> {
+        let (s, p) = root
+            .rest_call(
+                &author,
+                "nlu_authoring.propose_change",
+                json!({"template_id": "en.device.turn_on", "base_fingerprint": fp, "add_examples": [example]}),
+            )
+            .await?;
+        ensure!(s == 200, "{p}");
+        Ok((
+            p["result"]["approval"]["approval_id"]
+                .as_str()
+                .with_context(|| format!("no approval in {p}"))?
+                .to_string(),
+            p["result"]["confirmation_token"]
+                .as_str()
+                .context("confirmation token")?
+                .to_string(),
+        ))
+    };
+    let (approve_id, approve_token) = propose("illuminate the kitchen lamp").await?;
+    let (reject_id, reject_token) = propose("brighten the hallway lamp").await?;
+    let apply = |token: &str, key: &str| json!({"phase": "execute", "confirmation_token": token, "idempotency_key": key});
+    let (_, pending) = root
+        .rest_call(
+            &author,
+            "nlu_authoring.apply_change",
+            apply(&approve_token, "ui-1"),
+        )
         .await?;
-    ensure!(
-        pending["error"]["code"] == "approval_pending",
-        "{s} {pending}"
-    );
+    ensure!(pending["error"]["code"] == "approval_pending", "{pending}");
     b.click("#nav-approvals").await?;
-    let card = format!("article[data-approval='{approval_id}']");
-    b.text_contains(&card, "hub.run_allowed_tests").await?;
-    b.text_contains(&card, "smoke").await?;
+    let card = format!("article[data-approval='{approve_id}']");
+    b.text_contains(&card, "nlu_authoring.apply_change").await?;
+    // The preview diff: the added example, marked as an addition.
+    b.text_contains(
+        &format!("{card} .diff-line.add"),
+        "illuminate the kitchen lamp",
+    )
+    .await?;
+    b.text_contains(
+        &format!("article[data-approval='{reject_id}'] .diff-line.add"),
+        "brighten the hallway lamp",
+    )
+    .await?;
     b.shot("07-approvals").await?;
-    b.click(&format!("#approve-{approval_id}")).await?;
+    b.click(&format!("#approve-{approve_id}")).await?;
     b.gone(&card).await?;
     b.find(&format!(
-        "tr[data-approval='{approval_id}'][data-status='approved']"
+        "tr[data-approval='{approve_id}'][data-status='approved']"
     ))
     .await?;
+    b.find(&format!(
+        "article[data-approval='{reject_id}'] input.reason"
+    ))
+    .await?
+    .send_keys("not a real phrase")
+    .await?;
+    b.click(&format!("#reject-{reject_id}")).await?;
+    b.find(&format!(
+        "tr[data-approval='{reject_id}'][data-status='rejected']"
+    ))
+    .await?;
+    b.text_contains(
+        &format!("tr[data-approval='{reject_id}']"),
+        "not a real phrase",
+    )
+    .await?;
+    b.text_contains("#approvals-pending", "No approval is waiting")
+        .await?;
     let (s, done) = root
-        .rest_call(&control, "hub.run_allowed_tests", execute)
+        .rest_call(
+            &author,
+            "nlu_authoring.apply_change",
+            apply(&approve_token, "ui-1"),
+        )
         .await?;
     ensure!(s == 200 && done["ok"] == true, "{s} {done}");
+    let (_, refused) = root
+        .rest_call(
+            &author,
+            "nlu_authoring.apply_change",
+            apply(&reject_token, "ui-2"),
+        )
+        .await?;
+    ensure!(
+        refused["ok"] == false,
+        "a rejected change applied: {refused}"
+    );
+    b.shot("08-approvals-decided").await?;
 
     // Revoke the lease from the console; the client's bearer stops working.
     b.click("#nav-sessions").await?;
@@ -1072,7 +1100,7 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
             .unwrap_or(true),
         "a revoked lease still calls: {after:?}"
     );
-    b.shot("08-sessions-revoked").await?;
+    b.shot("09-sessions-revoked").await?;
     drop(client);
 
     // The remaining pages.
@@ -1081,29 +1109,29 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
         .await?;
     b.text_contains("#page-failures", "sdk.get_metadata")
         .await?;
-    b.shot("09-failures").await?;
+    b.shot("10-failures").await?;
     b.click("#nav-usage").await?;
     b.find("tr[data-key='hub.get_status']").await?;
     b.find("svg.chart").await?;
-    b.shot("10-usage").await?;
+    b.shot("11-usage").await?;
     b.click("#nav-policy").await?;
     b.find("article[data-profile='InfraOpsRead']").await?;
     b.text_contains("#page-policy", "test-only").await?;
-    b.shot("11-policy").await?;
+    b.shot("12-policy").await?;
     b.click("#nav-integrity").await?;
     b.text_contains("#verify-verdict", "Chain intact").await?;
-    b.shot("12-integrity").await?;
+    b.shot("13-integrity").await?;
 
     // Phone width: the navigation folds behind the menu button.
     b.c().set_window_size(390, 844).await?;
     b.click("#nav-toggle").await?;
     b.click("#nav-overview").await?;
     b.find(row).await?;
-    b.shot("13-phone-overview").await?;
+    b.shot("14-phone-overview").await?;
     b.click("#nav-toggle").await?;
     b.click("#nav-requests").await?;
     b.find(call_row).await?;
-    b.shot("14-phone-requests").await?;
+    b.shot("15-phone-requests").await?;
 
     // Log out: the login form is back and the API refuses the old session.
     b.click("#logout").await?;

@@ -6,16 +6,50 @@ import { get, raw } from '../api.js';
 
 export const title = 'Approvals';
 
-/** The preview: a unified diff coloured line by line when the effect carries one. */
+function diffLine(text, cls) {
+  return h('span', { class: ['diff-line', cls] }, text, '\n');
+}
+
+/** A line diff of two lists: removed lines first, then added ones, unchanged kept. */
+function listDiff(label, before, after) {
+  const b = new Set(before);
+  const a = new Set(after);
+  return [
+    ...before.map((x) => (a.has(x) ? diffLine(`  ${label}: ${x}`, null) : diffLine(`- ${label}: ${x}`, 'del'))),
+    ...after.filter((x) => !b.has(x)).map((x) => diffLine(`+ ${label}: ${x}`, 'add')),
+  ];
+}
+
+/**
+ * The preview of an approval: a unified diff string, or a before/after diff (an NLU change:
+ * its template's text and examples, with the change lines), or the effect as JSON.
+ */
 export function effectView(effect) {
-  const diff = effect && (typeof effect.diff === 'string' ? effect.diff : null);
-  if (diff) {
+  const diff = effect && effect.diff;
+  if (typeof diff === 'string') {
     return h('pre', { class: 'diff' }, diff.split('\n').map((line) => {
       const cls = line.startsWith('+') && !line.startsWith('+++') ? 'add'
         : line.startsWith('-') && !line.startsWith('---') ? 'del'
           : line.startsWith('@@') ? 'hunk' : null;
-      return h('span', { class: ['diff-line', cls] }, line, '\n');
+      return diffLine(line, cls);
     }));
+  }
+  if (diff && typeof diff === 'object' && diff.before && diff.after) {
+    const { before, after } = diff;
+    const lines = [diffLine(`@@ ${effect.template_id || before.template_id || ''} ${effect.base_fingerprint || ''} → ${effect.new_fingerprint || ''}`, 'hunk')];
+    for (const k of Object.keys(after)) {
+      if (Array.isArray(after[k]) || Array.isArray(before[k])) {
+        lines.push(...listDiff(k, before[k] || [], after[k] || []));
+      } else if (JSON.stringify(before[k]) !== JSON.stringify(after[k])) {
+        lines.push(diffLine(`- ${k}: ${before[k]}`, 'del'), diffLine(`+ ${k}: ${after[k]}`, 'add'));
+      } else {
+        lines.push(diffLine(`  ${k}: ${after[k]}`, null));
+      }
+    }
+    return h('div', null,
+      Array.isArray(diff.changes) ? h('ul', { class: 'changes' }, diff.changes.map((c) => h('li', null, c))) : null,
+      h('pre', { class: 'diff' }, lines),
+      h('details', null, h('summary', null, 'Effect as JSON'), json(effect)));
   }
   return json(effect);
 }
