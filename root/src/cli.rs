@@ -490,8 +490,12 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
     println!("  Dev bearer: {dev_token}");
     println!("              (profile AdaOSDevRead: sdk.* descriptive tools)");
     println!(
-        "  Admin:      mcp-root admin --root-url {base} --data-dir {} hub list\n",
+        "  Admin:      mcp-root admin --root-url {base} --data-dir {} hub list",
         data_dir.display()
+    );
+    println!(
+        "  Console:    {base}/ui/  (log in with the admin token in {})\n",
+        data_dir.join("admin.token").display()
     );
     println!("Codex (~/.codex/config.toml):\n");
     println!(
