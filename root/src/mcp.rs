@@ -36,6 +36,7 @@ use crate::actors::lease_manager::LeaseEntry;
 use crate::app::{App, Principal};
 use crate::call::{self, CallContext};
 use crate::catalog::ContractEntry;
+use crate::skill_catalog::MetaExt;
 
 /// Tools per `tools/list` page.
 pub const PAGE_SIZE: usize = 50;

@@ -19,24 +19,22 @@ use std::collections::BTreeSet;
 
 use mcp_shared::descriptor::Descriptor;
 use saphyr::{LoadableYamlNode, Yaml};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-/// The catalog schema version root publishes (`manifest_version`).
-pub const MANIFEST_VERSION: u64 = 1;
+pub use mcp_shared::skill_catalog::{
+    CatalogContent, MANIFEST_VERSION, META_KEY, OWNER_APPLICATION, Ontology, ResourceMeta,
+    SkillEntry, SkillRef,
+};
+
 /// The catalog schema versions this client understands.
 pub const SUPPORTED_MANIFEST_VERSIONS: &[u64] = &[1];
-/// The owner application of every catalog resource: root, the MCP gateway.
-pub const OWNER_APPLICATION: &str = "mcp_gateway";
 /// MIME type of a skill resource.
 pub const SKILL_MIME: &str = "text/markdown";
 /// MIME type of the ontology resource.
 pub const ONTOLOGY_MIME: &str = "application/json";
 /// Bundle-relative path of the ontology.
 pub const ONTOLOGY_PATH: &str = "ontology.json";
-/// The `_meta` key that holds a catalog resource's metadata.
-pub const META_KEY: &str = "root-mcp.local/catalog";
 /// Descriptor class of the catalog artifact.
 pub const DESCRIPTOR_CLASS: &str = "platform_skill_catalog";
 /// Default URI scheme (root config `skill_catalog.scheme`).
@@ -256,59 +254,18 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// A catalog resource's metadata (list and read alike).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResourceMeta {
-    pub owner_application: String,
-    pub manifest_version: u64,
-    pub manifest_sha256: String,
-    pub path: String,
-    pub content_sha256: String,
-    pub mime_type: String,
-    pub size: u64,
+/// [`ResourceMeta`] as an MCP `_meta` object and back.
+pub trait MetaExt: Sized {
+    fn to_meta(&self) -> rmcp::model::MetaObject;
 }
 
-impl ResourceMeta {
+impl MetaExt for ResourceMeta {
     /// As an MCP `_meta` object.
-    pub fn to_meta(&self) -> rmcp::model::MetaObject {
+    fn to_meta(&self) -> rmcp::model::MetaObject {
         let mut m = serde_json::Map::new();
         m.insert(META_KEY.to_string(), json!(self));
         rmcp::model::MetaObject(m)
     }
-
-    /// From an MCP `_meta` object, if it carries catalog metadata.
-    pub fn from_meta(
-        meta: Option<&rmcp::model::MetaObject>,
-    ) -> Option<Result<ResourceMeta, String>> {
-        let v = meta?.0.get(META_KEY)?;
-        Some(serde_json::from_value(v.clone()).map_err(|e| e.to_string()))
-    }
-}
-
-/// One skill as the catalog artifact stores it (descriptor content `/skills/*`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SkillEntry {
-    /// snake_case resource name.
-    pub name: String,
-    /// kebab-case identity: the URI's last segment and the front matter `name`.
-    pub id: String,
-    pub path: String,
-    pub description: String,
-    pub mime_type: String,
-    pub size: u64,
-    pub content_sha256: String,
-    pub text: String,
-}
-
-/// The catalog artifact's content (the `platform.skills` descriptor).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CatalogContent {
-    pub manifest_version: u64,
-    pub owner_application: String,
-    pub manifest_sha256: String,
-    pub skills: Vec<SkillEntry>,
 }
 
 /// The catalog revision: SHA-256 of the canonical JSON of the manifest (everything but the
@@ -491,14 +448,20 @@ impl SkillCatalog {
                 meta: meta(&s.path, &s.text, SKILL_MIME),
             })
             .collect();
-        let ontology = json!({
-            "manifest_version": c.manifest_version,
-            "manifest_sha256": c.manifest_sha256,
-            "owner_application": c.owner_application,
-            "skill_resources": skills.iter().map(|s| json!({
-                "name": s.name, "uri": s.uri, "path": s.meta.path, "description": s.description,
-            })).collect::<Vec<_>>(),
-        });
+        let ontology = Ontology {
+            manifest_version: c.manifest_version,
+            manifest_sha256: c.manifest_sha256.clone(),
+            owner_application: c.owner_application.clone(),
+            skill_resources: skills
+                .iter()
+                .map(|s| SkillRef {
+                    name: s.name.clone(),
+                    uri: s.uri.clone(),
+                    path: s.meta.path.clone(),
+                    description: s.description.clone(),
+                })
+                .collect(),
+        };
         let text = serde_json::to_string_pretty(&ontology).map_err(|e| e.to_string())?;
         Ok(SkillCatalog {
             ontology: CatalogResource {

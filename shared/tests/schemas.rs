@@ -1471,6 +1471,7 @@ fn every_schema_file_is_checked() {
         "descriptor.schema.json",
         "capability-profiles.schema.json",
         "protocol-envelope.schema.json",
+        "skill-catalog.schema.json",
     ]
     .into_iter()
     .collect();
@@ -1485,4 +1486,88 @@ fn every_schema_file_is_checked() {
             );
         }
     }
+}
+
+#[test]
+fn skill_catalog_schema_matches_the_types() {
+    use mcp_shared::skill_catalog::{
+        CatalogContent, MANIFEST_VERSION, OWNER_APPLICATION, Ontology, ResourceMeta, SkillEntry,
+        SkillRef,
+    };
+    let s = Schema::load("skill-catalog.schema.json");
+    let sha = "a".repeat(64);
+    let text = "---\nname: root-descriptors\ndescription: d\n---\n# body\n";
+    let entry = SkillEntry {
+        name: "root_descriptors".into(),
+        id: "root-descriptors".into(),
+        path: "skills/ops/root_descriptors/SKILL.md".into(),
+        description: "d".into(),
+        mime_type: "text/markdown".into(),
+        size: text.len() as u64,
+        content_sha256: sha.clone(),
+        text: text.into(),
+    };
+    let content = to_json(&CatalogContent {
+        manifest_version: MANIFEST_VERSION,
+        owner_application: OWNER_APPLICATION.into(),
+        manifest_sha256: sha.clone(),
+        skills: vec![entry],
+    });
+    s.valid("a catalog", &content);
+    rust_round_trips::<CatalogContent>(s.file, &content);
+    s.same_fields("", &[&content]);
+    s.same_fields("/$defs/skill_entry", &[&content["skills"][0]]);
+    for (what, v) in [
+        ("an unknown field", with_surplus(&content)),
+        (
+            "a traversing path",
+            mutated(&content, |v| {
+                v["skills"][0]["path"] = json!("skills/../x/SKILL.md")
+            }),
+        ),
+        (
+            "a kebab resource name",
+            mutated(&content, |v| {
+                v["skills"][0]["name"] = json!("root-descriptors")
+            }),
+        ),
+        (
+            "another MIME type",
+            mutated(&content, |v| {
+                v["skills"][0]["mime_type"] = json!("text/plain")
+            }),
+        ),
+    ] {
+        s.invalid(&format!("a catalog with {what}"), &v);
+    }
+    rust_rejects::<CatalogContent>(s.file, "an unknown field", &with_surplus(&content));
+
+    let meta = to_json(&ResourceMeta {
+        owner_application: OWNER_APPLICATION.into(),
+        manifest_version: MANIFEST_VERSION,
+        manifest_sha256: sha.clone(),
+        path: "skills/ops/root_descriptors/SKILL.md".into(),
+        content_sha256: sha.clone(),
+        mime_type: "text/markdown".into(),
+        size: 10,
+    });
+    s.same_fields("/$defs/resource_meta", &[&meta]);
+    rust_round_trips::<ResourceMeta>(s.file, &meta);
+    rust_rejects::<ResourceMeta>(s.file, "an unknown field", &with_surplus(&meta));
+
+    let ontology = to_json(&Ontology {
+        manifest_version: MANIFEST_VERSION,
+        manifest_sha256: sha,
+        owner_application: OWNER_APPLICATION.into(),
+        skill_resources: vec![SkillRef {
+            name: "root_descriptors".into(),
+            uri: "mcp-root://platform/skills/root-descriptors".into(),
+            path: "skills/ops/root_descriptors/SKILL.md".into(),
+            description: "d".into(),
+        }],
+    });
+    s.same_fields("/$defs/ontology", &[&ontology]);
+    s.same_fields("/$defs/skill_ref", &[&ontology["skill_resources"][0]]);
+    rust_round_trips::<Ontology>(s.file, &ontology);
+    rust_rejects::<Ontology>(s.file, "an unknown field", &with_surplus(&ontology));
 }
