@@ -113,18 +113,25 @@ impl ContractRegistry {
             let c = &entry.contract;
             let file = format!("{}.json", c.tool_id);
             if c.requires_approval && c.routing != RoutingClass::OperationalWrite {
-                return Err(err(&file, "requires_approval is only for operational_write tools"));
+                return Err(err(
+                    &file,
+                    "requires_approval is only for operational_write tools",
+                ));
             }
             if let Some(target) = &c.proposes {
                 if c.routing != RoutingClass::OperationalWrite {
                     return Err(err(&file, "a proposing tool must be operational_write"));
                 }
                 match map.get(target) {
-                    Some(t) if t.contract.routing == RoutingClass::OperationalWrite && t.contract.proposes.is_none() => {}
+                    Some(t)
+                        if t.contract.routing == RoutingClass::OperationalWrite
+                            && t.contract.proposes.is_none() => {}
                     Some(_) => {
                         return Err(err(
                             &file,
-                            format!("proposes `{target}`, which is not an operational_write tool that executes"),
+                            format!(
+                                "proposes `{target}`, which is not an operational_write tool that executes"
+                            ),
                         ));
                     }
                     None => return Err(err(&file, format!("proposes unknown tool `{target}`"))),
