@@ -63,6 +63,8 @@ pub enum ChannelError {
     Silent(Duration),
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error("the hub token changed; reconnecting with the new one")]
+    TokenChanged,
 }
 
 impl From<tokio_tungstenite::tungstenite::Error> for ChannelError {
@@ -200,6 +202,10 @@ impl Channel {
             if self.shutdown.is_cancelled() {
                 break;
             }
+            if matches!(res, Err(ChannelError::TokenChanged)) {
+                tracing::info!("reconnecting with the new hub token");
+                continue;
+            }
             let delay = backoff.next_delay();
             match res {
                 Ok(()) => break,
@@ -226,19 +232,32 @@ impl Channel {
         let ws_config = WebSocketConfig::default()
             .max_message_size(Some(MAX_FRAME_BYTES))
             .max_frame_size(Some(MAX_FRAME_BYTES));
-        let (mut ws, _) =
-            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config), true)
-                .await
-                .map_err(|e| ChannelError::Connect {
-                    url: url.clone(),
-                    source: Box::new(e),
-                })?;
+        // The URL's scheme decides: `wss` is verified with the configured roots and pins and
+        // never retried as `ws`.
+        let connector = self
+            .ctx
+            .tls
+            .clone()
+            .map(tokio_tungstenite::Connector::Rustls);
+        let (mut ws, _) = tokio_tungstenite::connect_async_tls_with_config(
+            url.as_str(),
+            Some(ws_config),
+            true,
+            connector,
+        )
+        .await
+        .map_err(|e| ChannelError::Connect {
+            url: url.clone(),
+            source: Box::new(e),
+        })?;
         tracing::debug!(%url, "connected; sending hello");
 
+        let token = self.ctx.token.load_full();
+        self.gate.set_token(&token);
         let hello = envelope(
             HubToRoot::Hello {
                 protocol_version: PROTOCOL_VERSION,
-                token: self.ctx.config.token.clone(),
+                token: token.as_ref().clone(),
                 descriptor: self.ctx.descriptor(),
                 skills: self.ctx.skill_states(),
             },
@@ -323,6 +342,12 @@ impl Channel {
                 () = self.shutdown.cancelled() => {
                     let _ = ws.close(None).await;
                     break Ok(());
+                }
+                () = self.ctx.token_changed.notified() => {
+                    if **self.ctx.token.load() != *token {
+                        let _ = ws.close(None).await;
+                        break Err(ChannelError::TokenChanged);
+                    }
                 }
                 msg = ws.next() => {
                     let Some(msg) = msg else { break Err(ChannelError::Closed) };

@@ -10,6 +10,8 @@ use std::path::{Component, Path, PathBuf};
 use mcp_shared::target::WriteScope;
 use serde::Deserialize;
 
+pub use crate::tls::HubTlsConfig;
+
 /// Path on root that hubs dial.
 pub const CONNECT_PATH: &str = "/v1/root/hubs/connect";
 
@@ -30,6 +32,12 @@ pub enum ConfigError {
     Missing(Vec<&'static str>),
     #[error("invalid configuration: {0}")]
     Invalid(String),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+}
+
+fn default_token_reload_interval_ms() -> u64 {
+    2_000
 }
 
 /// Reconnect backoff: exponential from `initial_ms` to `max_ms`, jittered.
@@ -547,6 +555,17 @@ pub struct HubFile {
     /// NLU content (`[nlu]`); without it the `nlu_authoring.*` tools refuse.
     #[serde(default)]
     pub nlu: Option<NluConfig>,
+    /// `[tls]`: how the hub verifies root on `wss://`, and its client certificate.
+    #[serde(default)]
+    pub tls: HubTlsConfig,
+    /// Allow a plaintext (`http://`, `ws://`) root URL whose host is not loopback: the hub
+    /// token and every call then cross the network unencrypted.
+    #[serde(default)]
+    pub insecure_plaintext: bool,
+    /// How often `token_file` is checked for a new token (key rotation), in milliseconds;
+    /// 0 = never (default 2000).
+    #[serde(default)]
+    pub token_reload_interval_ms: Option<u64>,
 }
 
 impl HubFile {
@@ -556,10 +575,15 @@ impl HubFile {
             path: path.to_owned(),
             source,
         })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        let file: HubFile = toml::from_str(&text).map_err(|source| ConfigError::Parse {
             path: path.to_owned(),
             source: Box::new(source),
-        })
+        })?;
+        // A file with an inline token is a secret file.
+        if file.token.is_some() {
+            crate::tls::check_private_file(path)?;
+        }
+        Ok(file)
     }
 
     /// Applies command-line overrides (a flag wins over the file).
@@ -611,6 +635,7 @@ impl HubFile {
         if !missing.is_empty() {
             return Err(ConfigError::Missing(missing));
         }
+        let token_file = self.token_file.clone();
         let token = match (self.token, self.token_file) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::Invalid(
@@ -618,10 +643,7 @@ impl HubFile {
                 ));
             }
             (Some(t), None) => t,
-            (None, Some(path)) => std::fs::read_to_string(&path)
-                .map_err(|source| ConfigError::Read { path, source })?
-                .trim()
-                .to_owned(),
+            (None, Some(path)) => read_token_file(&path)?,
             (None, None) => return Err(ConfigError::Missing(vec!["token"])),
         };
         if token.is_empty() {
@@ -645,10 +667,28 @@ impl HubFile {
             log_sources: self.log_sources,
             redaction: self.redaction,
             nlu: self.nlu,
+            token_file,
+            tls: self.tls,
+            insecure_plaintext: self.insecure_plaintext,
+            token_reload_interval_ms: self
+                .token_reload_interval_ms
+                .unwrap_or_else(default_token_reload_interval_ms),
         };
         config.validate()?;
         Ok(config)
     }
+}
+
+/// Reads a hub token file (refused when group or others may read it), trimmed.
+pub fn read_token_file(path: &Path) -> Result<String, ConfigError> {
+    crate::tls::check_private_file(path)?;
+    Ok(std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?
+        .trim()
+        .to_owned())
 }
 
 /// Command-line overrides of [`HubFile`] fields.
@@ -698,6 +738,11 @@ pub struct HubConfig {
     pub log_sources: Vec<LogSourceConfig>,
     pub redaction: RedactionConfig,
     pub nlu: Option<NluConfig>,
+    /// Where the token came from, if a file: watched for a new token (key rotation).
+    pub token_file: Option<PathBuf>,
+    pub tls: HubTlsConfig,
+    pub insecure_plaintext: bool,
+    pub token_reload_interval_ms: u64,
 }
 
 impl std::fmt::Debug for HubConfig {
@@ -720,6 +765,10 @@ impl std::fmt::Debug for HubConfig {
             .field("log_sources", &self.log_sources)
             .field("redaction", &self.redaction)
             .field("nlu", &self.nlu)
+            .field("token_file", &self.token_file)
+            .field("tls", &self.tls)
+            .field("insecure_plaintext", &self.insecure_plaintext)
+            .field("token_reload_interval_ms", &self.token_reload_interval_ms)
             .finish()
     }
 }
@@ -751,6 +800,10 @@ impl HubConfig {
             log_sources: Vec::new(),
             redaction: RedactionConfig::default(),
             nlu: None,
+            token_file: None,
+            tls: HubTlsConfig::default(),
+            insecure_plaintext: false,
+            token_reload_interval_ms: default_token_reload_interval_ms(),
         }
     }
 
@@ -767,6 +820,7 @@ impl HubConfig {
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.connect_url()?;
+        crate::tls::validate(&self.tls)?;
         if self.skill.adapter_concurrency == 0 {
             return Err(ConfigError::Invalid(
                 "skill.adapter_concurrency must be at least 1".into(),
@@ -1131,6 +1185,33 @@ impl HubConfig {
         Ok(())
     }
 
+    /// Refuses a plaintext root URL (`http://`, `ws://`) to a non-loopback host unless
+    /// `insecure_plaintext` is set (checked when the hub starts).
+    pub fn check_transport(&self) -> Result<(), ConfigError> {
+        let url = self.connect_url()?;
+        let Some(rest) = url.strip_prefix("ws://") else {
+            return Ok(());
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+        let host = match authority.rsplit_once('@') {
+            Some((_, h)) => h,
+            None => authority,
+        };
+        let host = if host.starts_with('[') {
+            host.split_inclusive(']').next().unwrap_or(host)
+        } else {
+            host.split(':').next().unwrap_or(host)
+        };
+        if !self.insecure_plaintext && !crate::tls::is_loopback_host(host) {
+            return Err(ConfigError::Invalid(format!(
+                "root_url `{}` is plaintext to non-loopback host `{host}`: use https:// or \
+                 wss://, or set insecure_plaintext = true to send the hub token unencrypted",
+                self.root_url
+            )));
+        }
+        Ok(())
+    }
+
     /// The WebSocket URL the hub dials: `root_url` with http→ws, https→wss, plus
     /// [`CONNECT_PATH`].
     pub fn connect_url(&self) -> Result<String, ConfigError> {
@@ -1216,6 +1297,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let token = dir.path().join("token");
         std::fs::write(&token, "mcph_secret\n").expect("write token");
+        private(&token);
         let overrides = Overrides {
             root_url: Some("https://root.example:8443/".into()),
             token_file: Some(token.clone()),
@@ -1240,6 +1322,17 @@ mod tests {
              token = \"inline\"\nstate_dir = \"/nowhere\"\n",
         )
         .expect("write config");
+        // A config file with an inline token is a secret file.
+        #[cfg(unix)]
+        {
+            let err = HubConfig::load(Some(&file), &overrides).expect_err("0644 inline token");
+            assert!(
+                err.to_string()
+                    .contains(&format!("chmod 600 {}", file.display())),
+                "{err}"
+            );
+        }
+        private(&file);
         let config = HubConfig::load(Some(&file), &overrides).expect("merged");
         assert_eq!(config.target_id, "hub:test-alpha");
         assert_eq!(config.environment, "test");
@@ -1252,6 +1345,61 @@ mod tests {
             config.connect_url().expect("url"),
             "ws://a/v1/root/hubs/connect"
         );
+    }
+
+    /// Makes a test's secret file private (mode 0600).
+    fn private(path: &Path) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_token_file_readable_by_others_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let token = dir.path().join("token");
+        std::fs::write(&token, "mcph_secret\n").expect("write token");
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let overrides = Overrides {
+            root_url: Some("https://root.example".into()),
+            token_file: Some(token.clone()),
+            target: Some("hub:x".into()),
+            environment: Some("test".into()),
+            state_dir: Some(dir.path().to_owned()),
+            ..Default::default()
+        };
+        let err = HubConfig::load(None, &overrides).expect_err("0644 token file");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("chmod 600 {}", token.display())),
+            "{msg}"
+        );
+        assert!(!msg.contains("mcph_secret"), "{msg}");
+    }
+
+    #[test]
+    fn plaintext_is_refused_for_non_loopback_roots() {
+        let mut config = HubConfig::new("hub:x", "test", "http://root.example:8700", "t", "/tmp");
+        let err = config
+            .check_transport()
+            .expect_err("plaintext to a remote root");
+        assert!(err.to_string().contains("insecure_plaintext"), "{err}");
+        config.insecure_plaintext = true;
+        config.check_transport().expect("explicitly allowed");
+        for url in [
+            "http://127.0.0.1:8700",
+            "ws://localhost:1/",
+            "http://[::1]:8700",
+            "https://root.example",
+            "wss://10.0.0.1",
+        ] {
+            let config = HubConfig::new("hub:x", "test", url, "t", "/tmp");
+            config.check_transport().expect(url);
+        }
     }
 
     #[test]

@@ -105,6 +105,13 @@ pub struct HubContext {
     /// NLU content (`[nlu]` plus the changes applied in `<state_dir>/nlu/`), served by the
     /// `nlu_authoring.*` adapters.
     pub nlu: Nlu,
+    /// The hub token the next `hello` carries: `config.token` at start, replaced when the
+    /// token file changes (key rotation).
+    pub token: ArcSwap<String>,
+    /// Signalled when [`HubContext::token`] changes; the channel reconnects with it.
+    pub token_changed: tokio::sync::Notify,
+    /// How `wss://` verifies root (built once at start; `None` for a plaintext URL).
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 impl HubContext {
@@ -122,7 +129,16 @@ impl HubContext {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("redaction pattern: {e}"))?;
         let nlu = Nlu::load(&config).map_err(|e| anyhow::anyhow!("NLU content: {e}"))?;
+        // Plaintext URLs are checked by `HubConfig::validate` (loopback or insecure_plaintext).
+        let tls = if config.connect_url().is_ok_and(|u| u.starts_with("wss://")) {
+            Some(crate::tls::client_config(&config.tls)?)
+        } else {
+            None
+        };
         Ok(HubContext {
+            token: ArcSwap::from_pointee(config.token.clone()),
+            token_changed: tokio::sync::Notify::new(),
+            tls,
             nlu,
             test_results: TestResults::new(&config.state_dir),
             services: Services::new(&config),

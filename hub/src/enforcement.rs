@@ -103,16 +103,25 @@ pub struct Published<'a> {
 /// replay cache survives reconnects.
 #[derive(Debug)]
 pub struct Gate {
-    key: [u8; 32],
+    /// The key of the token the current connection said `hello` with (it changes when a
+    /// rotated token is picked up).
+    key: Mutex<[u8; 32]>,
     environment: String,
     write_scope: WriteScope,
     replay: Mutex<ReplayCache>,
 }
 
 impl Gate {
+    /// Verifies calls with the key of `hub_token` from now on (the channel calls this with
+    /// the token it says `hello` with).
+    pub fn set_token(&self, hub_token: &str) {
+        *self.key.lock().unwrap_or_else(|e| e.into_inner()) =
+            mcp_shared::protocol::signing_key(hub_token);
+    }
+
     pub fn new(hub_token: &str, environment: &str, write_scope: WriteScope) -> Gate {
         Gate {
-            key: mcp_shared::protocol::signing_key(hub_token),
+            key: Mutex::new(mcp_shared::protocol::signing_key(hub_token)),
             environment: environment.to_owned(),
             write_scope,
             replay: Mutex::new(ReplayCache::new(REPLAY_CAPACITY)),
@@ -126,7 +135,8 @@ impl Gate {
         now_ms: i64,
         published: Published<'_>,
     ) -> Result<AdapterDecl, ToolError> {
-        if !verify_call(call, &self.key) {
+        let key = *self.key.lock().unwrap_or_else(|e| e.into_inner());
+        if !verify_call(call, &key) {
             return Err(ToolError::new(
                 ErrorCode::SignatureInvalid,
                 "the call's signature does not verify with this hub's key",

@@ -26,6 +26,8 @@
 //! - [`refs`]: validation of the refs a caller may deploy; [`git`]: git run as argv with a
 //!   deadline; [`deploys`]: the deploy history (`<state_dir>/deploys.json`).
 //! - [`hublog`]: the hub's own recent log lines in memory (stream `hub` of `hub.get_logs`).
+//! - [`tls`]: how the hub verifies root on `wss://` (system roots or a CA bundle, SPKI pins,
+//!   a client certificate for mutual TLS) and the secret-file mode check.
 //! - [`cli`]: the command line (`run`, `skill status`).
 //!
 //! Invariant: the hub is transport plus final enforcement. It never owns the tool catalog or
@@ -50,6 +52,7 @@ pub mod refs;
 pub mod results;
 pub mod services;
 pub mod skill;
+pub mod tls;
 
 #[cfg(test)]
 mod activity_tests;
@@ -91,6 +94,7 @@ pub fn install_crypto_provider() {
 pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
     install_crypto_provider();
     config.validate()?;
+    config.check_transport()?;
     let gate = Arc::new(Gate::new(
         &config.token,
         &config.environment,
@@ -120,6 +124,11 @@ pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
         shutdown: shutdown.clone(),
     };
     let channel = tokio::spawn(channel.run());
+    if let Some(path) = ctx.config.token_file.clone()
+        && ctx.config.token_reload_interval_ms > 0
+    {
+        tokio::spawn(watch_token_file(ctx.clone(), path, shutdown.clone()));
+    }
     Ok(HubHandle {
         ctx,
         skill,
@@ -127,6 +136,41 @@ pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
         shutdown,
         channel,
     })
+}
+
+/// Picks up a rotated hub token: polls the token file and, when it holds a new token (and is
+/// still private), makes it the one the next `hello` carries and tells the channel to
+/// reconnect with it. A file that cannot be read or is readable by others is logged and the
+/// current token kept.
+async fn watch_token_file(ctx: Arc<HubContext>, path: std::path::PathBuf, stop: CancellationToken) {
+    let period = Duration::from_millis(ctx.config.token_reload_interval_ms);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match config::read_token_file(&path) {
+            Ok(token) if token.is_empty() => {}
+            Ok(token) => {
+                last_error = None;
+                if token != **ctx.token.load() {
+                    ctx.token.store(Arc::new(token));
+                    tracing::info!(file = %path.display(), "the hub token file holds a new token; reconnecting with it");
+                    ctx.token_changed.notify_one();
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                if last_error.as_deref() != Some(msg.as_str()) {
+                    tracing::error!(error = %msg, "cannot read the hub token file; keeping the current token");
+                    last_error = Some(msg);
+                }
+            }
+        }
+    }
 }
 
 impl HubHandle {

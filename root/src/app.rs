@@ -34,6 +34,8 @@ pub struct App {
     pub console: crate::console::Sessions,
     /// The operator's bearer for admin endpoints.
     pub admin_token: String,
+    /// Encrypts hub signing keys at rest.
+    pub master_key: crate::secrets::MasterKey,
     /// MCP transport session id → the lease session that opened it (a session cannot be
     /// continued with another lease's bearer).
     pub mcp_sessions: DashMap<String, String>,

@@ -79,6 +79,9 @@ pub struct ServeArgs {
     /// Database URL: sqlite:PATH or postgres://...
     #[arg(long, env = "MCP_ROOT_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// Allow plain HTTP on a non-loopback address (warned at every start); prefer [tls].
+    #[arg(long)]
+    pub insecure_http: bool,
 }
 
 impl ServeArgs {
@@ -96,6 +99,9 @@ impl ServeArgs {
         if let Some(u) = &self.database_url {
             cfg.database_url = Some(u.clone());
         }
+        if self.insecure_http {
+            cfg.insecure_http = true;
+        }
         cfg.validate()?;
         Ok(cfg)
     }
@@ -112,6 +118,9 @@ pub struct AdminArgs {
     /// Where to find admin.token when no token is given.
     #[arg(long, default_value = "./data")]
     pub data_dir: PathBuf,
+    /// PEM CA bundle to verify an https root with (instead of the system's roots).
+    #[arg(long, env = "MCP_ROOT_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
     #[command(subcommand)]
     pub command: AdminCommand,
 }
@@ -247,6 +256,21 @@ pub enum HubCommand {
     },
     /// Targets with status, last seen, descriptor, skills and published capabilities.
     List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Issue a new hub token and signing key (the token is shown once); the previous ones keep
+    /// working for the grace period, then a hub still using them is refused.
+    RotateKey {
+        #[arg(long)]
+        target: String,
+        /// Seconds the previous token and key stay valid (default 600, at most a week).
+        #[arg(long)]
+        grace_sec: Option<u64>,
+        /// Write the new token to this file (mode 0600; e.g. the hub's token file, which the
+        /// hub watches) instead of printing it.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -630,9 +654,25 @@ pub struct AdminClient {
 
 impl AdminClient {
     pub fn new(base: String, token: String) -> anyhow::Result<AdminClient> {
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(30))
-            .build()?;
+        Self::with_ca(base, token, None)
+    }
+
+    /// A client that verifies an https root against `ca_file` (PEM) instead of the system's
+    /// roots.
+    pub fn with_ca(
+        base: String,
+        token: String,
+        ca_file: Option<&std::path::Path>,
+    ) -> anyhow::Result<AdminClient> {
+        let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
+        if let Some(path) = ca_file {
+            let pem =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("{}: not a PEM certificate bundle", path.display()))?;
+            builder = builder.tls_certs_only(certs);
+        }
+        let http = builder.build()?;
         Ok(AdminClient {
             base: base.trim_end_matches('/').to_string(),
             token,
@@ -729,7 +769,7 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 })?
         }
     };
-    let c = AdminClient::new(args.root_url, token)?;
+    let c = AdminClient::with_ca(args.root_url, token, args.ca_file.as_deref())?;
     match args.command {
         AdminCommand::Lease(cmd) => match cmd {
             LeaseCommand::Create {
@@ -830,6 +870,33 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                         "target_id: {}\ntoken:     {}  (shown once; give it to the hub as its token file)",
                         v["target_id"].as_str().unwrap_or(""),
                         v["token"].as_str().unwrap_or("")
+                    )
+                });
+            }
+            HubCommand::RotateKey {
+                target,
+                grace_sec,
+                token_file,
+                json,
+            } => {
+                let body = match grace_sec {
+                    Some(g) => json!({ "grace_sec": g }),
+                    None => json!({}),
+                };
+                let mut v = c
+                    .post(&format!("/v1/root/hubs/{target}/rotate-key"), body)
+                    .await?;
+                if let Some(path) = &token_file {
+                    let token = v["token"].as_str().unwrap_or_default().to_owned();
+                    crate::secrets::write_private_file(path, &format!("{token}\n"))?;
+                    v["token"] = json!(format!("written to {}", path.display()));
+                }
+                print(json, &v, |v| {
+                    format!(
+                        "target_id: {}\ntoken:     {}  (shown once; replace the hub's token file with it)\nprevious token and key valid until {}",
+                        v["target_id"].as_str().unwrap_or(""),
+                        v["token"].as_str().unwrap_or(""),
+                        v["previous_valid_until"].as_str().unwrap_or("")
                     )
                 });
             }

@@ -49,10 +49,39 @@ pub struct RootConfig {
     pub destructive_file: Option<PathBuf>,
     /// Where the admin token lives; default `<data_dir>/admin.token`.
     pub admin_token_file: Option<PathBuf>,
+    /// Where the root master key lives (encrypts hub signing keys at rest); default
+    /// `<data_dir>/secrets.key`. Replicas sharing one database share this file.
+    pub master_key_file: Option<PathBuf>,
+    /// Serve HTTPS/WSS with this certificate (`[tls]`); plain HTTP without it.
+    pub tls: Option<TlsConfig>,
+    /// Allow plain HTTP on a non-loopback address (`--insecure-http`); warned at every start.
+    pub insecure_http: bool,
     pub limits: Limits,
     pub redaction: RedactionConfig,
     pub skill_catalog: SkillCatalogConfig,
     pub console: ConsoleConfig,
+}
+
+/// `[tls]`: root's certificate, reloaded on SIGHUP and when the files change.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain, end-entity certificate first.
+    pub cert_file: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1); must be mode 0600.
+    pub key_file: PathBuf,
+    /// PEM CA bundle for hub client certificates: with it, the hub connect path
+    /// (`/v1/root/hubs/connect`) requires a client certificate issued by this CA, in addition
+    /// to the hub token. Other clients may present one (it is then verified) but need not.
+    #[serde(default)]
+    pub client_ca_file: Option<PathBuf>,
+    /// How often the files are checked for change, in seconds; 0 = only on SIGHUP.
+    #[serde(default = "default_tls_reload_interval")]
+    pub reload_interval_sec: u64,
+}
+
+fn default_tls_reload_interval() -> u64 {
+    30
 }
 
 /// The operator web console at `/ui`.
@@ -154,6 +183,9 @@ impl Default for RootConfig {
             profiles_file: None,
             destructive_file: None,
             admin_token_file: None,
+            master_key_file: None,
+            tls: None,
+            insecure_http: false,
             limits: Limits::default(),
             redaction: RedactionConfig::default(),
             skill_catalog: SkillCatalogConfig::default(),
@@ -227,6 +259,13 @@ impl RootConfig {
                 "limits.resources_page_size must be at least 1".into(),
             ));
         }
+        if let Some(tls) = &self.tls
+            && tls.reload_interval_sec > 24 * 3600
+        {
+            return Err(ConfigError::Invalid(
+                "tls.reload_interval_sec must be at most 86400 (0 = only on SIGHUP)".into(),
+            ));
+        }
         crate::skill_catalog::check_scheme(&self.skill_catalog.scheme)
             .map_err(|e| ConfigError::Invalid(format!("skill_catalog.scheme: {e}")))?;
         for p in &self.redaction.patterns {
@@ -249,6 +288,26 @@ impl RootConfig {
         self.database_url
             .clone()
             .unwrap_or_else(|| format!("sqlite:{}", self.data_dir.join("root.db").display()))
+    }
+
+    pub fn master_key_path(&self) -> PathBuf {
+        self.master_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("secrets.key"))
+    }
+
+    /// Why root must not listen as configured: plain HTTP on a non-loopback address without
+    /// `insecure_http`.
+    pub fn check_listener(&self) -> Result<(), ConfigError> {
+        if self.tls.is_none() && !self.listen.ip().is_loopback() && !self.insecure_http {
+            return Err(ConfigError::Invalid(format!(
+                "refusing to serve plain HTTP on non-loopback address {}: configure [tls] \
+                 (cert_file, key_file), listen on a loopback address, or pass --insecure-http \
+                 (insecure_http = true) to accept unencrypted traffic",
+                self.listen
+            )));
+        }
+        Ok(())
     }
 
     pub fn admin_token_path(&self) -> PathBuf {

@@ -341,6 +341,10 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         )
         .route("/v1/root/hubs/connect", get(crate::hubs::connect))
         .route(
+            "/v1/root/hubs/{target_id}/rotate-key",
+            post(crate::hubs::rotate_key),
+        )
+        .route(
             "/v1/root/hubs/{target_id}/skills/{skill}/{command}",
             post(crate::hubs::skill_command),
         )

@@ -33,8 +33,10 @@ use crate::actors::router_session::{self, RouterSession};
 use crate::actors::{RPC_TIMEOUT_MS, router};
 use crate::app::App;
 use crate::http::{ApiError, Operator};
-use crate::store::TargetRow;
+use crate::secrets::{MasterKey, SecretError};
+use crate::store::{PreviousKey, TargetRow};
 use crate::timeline::LifecycleKind;
+use crate::tls::TlsPeer;
 
 /// Heartbeat interval announced to hubs; a hub silent for three intervals is dropped.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
@@ -45,18 +47,64 @@ pub const OUTBOUND_QUEUE: usize = 1024;
 /// Prefix of hub enrolment tokens.
 pub const HUB_TOKEN_PREFIX: &str = "mcph_";
 
-/// An enrolled target with its signing key.
+/// Longest grace period of a key rotation (a week).
+pub const MAX_ROTATION_GRACE_SEC: u64 = 7 * 24 * 3600;
+/// Grace period of a key rotation when the operator names none.
+pub const DEFAULT_ROTATION_GRACE_SEC: u64 = 600;
+
+/// An enrolled target with its signing key (opened with the master key; the row holds it
+/// encrypted).
 #[derive(Clone)]
 pub struct Enrolment {
     pub row: TargetRow,
     pub signing_key: [u8; 32],
+    /// The token and key before the last rotation, valid until their grace period ends.
+    pub previous: Option<PreviousHubKey>,
+}
+
+/// A rotated-out hub token (hash) and its signing key.
+#[derive(Clone)]
+pub struct PreviousHubKey {
+    pub token_hash: String,
+    pub signing_key: [u8; 32],
+    pub expires_at_ms: i64,
 }
 
 impl Enrolment {
-    pub fn from_row(row: TargetRow) -> Option<Enrolment> {
-        let bytes = hex::decode(&row.signing_key).ok()?;
-        let signing_key: [u8; 32] = bytes.try_into().ok()?;
-        Some(Enrolment { row, signing_key })
+    /// Opens a stored enrolment (and its previous key, if a rotation's grace is running).
+    pub fn open(
+        row: TargetRow,
+        previous: Option<PreviousKey>,
+        master: &MasterKey,
+    ) -> Result<Enrolment, SecretError> {
+        let signing_key = master.open_signing_key(&row.target_id, &row.signing_key)?;
+        let previous = match previous {
+            Some(p) => Some(PreviousHubKey {
+                signing_key: master.open_signing_key(&row.target_id, &p.signing_key)?,
+                token_hash: p.token_hash,
+                expires_at_ms: p.expires_at_ms,
+            }),
+            None => None,
+        };
+        Ok(Enrolment {
+            row,
+            signing_key,
+            previous,
+        })
+    }
+
+    /// The signing key that goes with a hub token of this hash at `now_ms`: the current key,
+    /// or the previous one while its grace period runs. Constant-time comparisons.
+    pub fn key_for(&self, token_hash: &str, now_ms: i64) -> Option<[u8; 32]> {
+        if crate::auth::secret_eq(&self.row.token_hash, token_hash) {
+            return Some(self.signing_key);
+        }
+        self.previous
+            .as_ref()
+            .filter(|p| {
+                now_ms < p.expires_at_ms && crate::auth::secret_eq(&p.token_hash, token_hash)
+            })
+            .map(|p| p.signing_key)
     }
 
     /// The target as the directory shows it while no hub is connected: its last registered
@@ -129,13 +177,18 @@ pub async fn enroll(
         ));
     }
     let token = crate::auth::new_token(HUB_TOKEN_PREFIX);
+    let signing_key = protocol::signing_key(&token);
+    let sealed = app
+        .master_key
+        .seal_signing_key(&req.target_id, &signing_key)
+        .map_err(ApiError::internal)?;
     let row = TargetRow {
         target_id: req.target_id.clone(),
         environment: req.environment,
         subnet_id: req.subnet_id.unwrap_or_else(|| "default".into()),
         zone: req.zone.unwrap_or_else(|| app.config.zone.clone()),
         token_hash: crate::auth::token_hash(&token),
-        signing_key: hex::encode(protocol::signing_key(&token)),
+        signing_key: sealed,
         enrolled_at_ms: unix_ms(now()),
         last_seen_at_ms: None,
         descriptor: None,
@@ -155,12 +208,15 @@ pub async fn enroll(
             format!("target `{}` is already enrolled", req.target_id),
         ));
     }
-    if let Some(e) = Enrolment::from_row(row.clone()) {
-        app.targets
-            .entry(row.target_id.clone())
-            .or_insert_with(|| e.offline_descriptor());
-        app.enrolments.insert(row.target_id.clone(), e);
-    }
+    let e = Enrolment {
+        row: row.clone(),
+        signing_key,
+        previous: None,
+    };
+    app.targets
+        .entry(row.target_id.clone())
+        .or_insert_with(|| e.offline_descriptor());
+    app.enrolments.insert(row.target_id.clone(), e);
     Ok((
         StatusCode::CREATED,
         Json(json!({
@@ -332,7 +388,175 @@ pub async fn skill_command(
     }
 }
 
-pub async fn connect(State(app): State<Arc<App>>, ws: WebSocketUpgrade) -> Response {
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotateRequest {
+    /// How long the previous token and key keep working, in seconds.
+    #[serde(default)]
+    grace_sec: Option<u64>,
+}
+
+/// `POST /v1/root/hubs/{target_id}/rotate-key`: a new hub token (shown once) and signing key;
+/// the previous ones keep working for `grace_sec`, then a hub still using them is refused (and
+/// dropped at its next frame). Audited as `admin.hub.rotate_key`, without the token.
+pub async fn rotate_key(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path(target_id): Path<String>,
+    body: Result<Json<RotateRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Json(req) = body.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidArguments,
+            e.body_text(),
+        )
+    })?;
+    let grace_sec = req.grace_sec.unwrap_or(DEFAULT_ROTATION_GRACE_SEC);
+    if grace_sec > MAX_ROTATION_GRACE_SEC {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidArguments,
+            format!("grace_sec must be at most {MAX_ROTATION_GRACE_SEC} (a week)"),
+        ));
+    }
+    let Some(current) = app.enrolments.get(&target_id).map(|e| e.clone()) else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            format!("target `{target_id}` is not enrolled"),
+        ));
+    };
+    let started_at = now();
+    let token = crate::auth::new_token(HUB_TOKEN_PREFIX);
+    let token_hash = crate::auth::token_hash(&token);
+    let signing_key = protocol::signing_key(&token);
+    let sealed = app
+        .master_key
+        .seal_signing_key(&target_id, &signing_key)
+        .map_err(ApiError::internal)?;
+    let expires_at_ms = unix_ms(started_at).saturating_add((grace_sec as i64).saturating_mul(1000));
+    let previous = PreviousKey {
+        token_hash: current.row.token_hash.clone(),
+        signing_key: current.row.signing_key.clone(),
+        expires_at_ms,
+    };
+    let rotated = app
+        .store
+        .rotate_target_key(
+            &target_id,
+            &current.row.token_hash,
+            &token_hash,
+            &sealed,
+            &previous,
+        )
+        .await
+        .map_err(ApiError::internal)?;
+    if !rotated {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::Conflict,
+            format!("the key of `{target_id}` changed meanwhile; try again"),
+        ));
+    }
+    if let Some(mut e) = app.enrolments.get_mut(&target_id) {
+        e.previous = Some(PreviousHubKey {
+            token_hash: current.row.token_hash.clone(),
+            signing_key: current.signing_key,
+            expires_at_ms,
+        });
+        e.row.token_hash = token_hash;
+        e.row.signing_key = sealed;
+        e.signing_key = signing_key;
+    }
+    let valid_until = mcp_shared::time::format(mcp_shared::time::from_unix_ms(expires_at_ms));
+    tracing::info!(%target_id, grace_sec, previous_valid_until = %valid_until, "hub key rotated");
+    let event = OperationalEvent {
+        event_id: uuid::Uuid::now_v7().to_string(),
+        trace_id: uuid::Uuid::now_v7().simple().to_string(),
+        request_id: uuid::Uuid::now_v7().to_string(),
+        surface: Surface::Admin,
+        actor: EventActor {
+            id: "operator".into(),
+            session_id: None,
+            audience: None,
+            capability_profile: None,
+        },
+        target_id: Some(target_id.clone()),
+        tool_id: "admin.hub.rotate_key".into(),
+        capability: None,
+        policy_decision: PolicyDecision {
+            decision: Decision::Allow,
+            reason: None,
+            checks: vec!["operator".into()],
+        },
+        execution_adapter: None,
+        dry_run: false,
+        status: EventStatus::Ok,
+        started_at,
+        finished_at: now(),
+        request: json!({ "target_id": target_id, "grace_sec": grace_sec }),
+        result_summary: Some(format!(
+            "new hub token and signing key issued; the previous ones work until {valid_until}"
+        )),
+        error: None,
+        redactions: Vec::new(),
+    };
+    let event_id = event.event_id.clone();
+    match call_t!(
+        app.actors.audit.load(),
+        crate::actors::audit_writer::Msg::Append,
+        10_000,
+        Box::new(event)
+    ) {
+        Ok(Ok(_)) => {}
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ErrorCode::Internal,
+                "the audit trail is unavailable",
+            ));
+        }
+    }
+    Ok((
+        StatusCode::OK,
+        Json(json!({
+            "target_id": target_id,
+            "token": token,
+            "previous_valid_until": valid_until,
+            "grace_sec": grace_sec,
+            "event_id": event_id,
+        })),
+    ))
+}
+
+/// Whether this root requires hub client certificates (`[tls] client_ca_file`).
+fn requires_client_cert(app: &App) -> bool {
+    app.config
+        .tls
+        .as_ref()
+        .is_some_and(|t| t.client_ca_file.is_some())
+}
+
+pub async fn connect(
+    State(app): State<Arc<App>>,
+    peer: Option<axum::Extension<TlsPeer>>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if requires_client_cert(&app)
+        && peer
+            .as_ref()
+            .and_then(|p| p.client_certificate.as_ref())
+            .is_none()
+    {
+        tracing::warn!("hub connection without a client certificate refused (mutual TLS)");
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            "this root requires hubs to present a client certificate issued by its client CA",
+        )
+        .into_response();
+    }
     ws.max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
         .on_upgrade(move |socket| async move {
@@ -434,14 +658,18 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
         .await;
     }
     let hash = crate::auth::token_hash(&token);
-    let Some(enrolment) = app
+    drop(token);
+    let now_ms = unix_ms(now());
+    let Some((enrolment, signing_key)) = app
         .enrolments
         .iter()
-        .find(|e| crate::auth::secret_eq(&e.row.token_hash, &hash))
-        .map(|e| e.clone())
+        .find_map(|e| e.key_for(&hash, now_ms).map(|k| (e.clone(), k)))
     else {
         return refuse(&mut socket, "unknown hub token".into()).await;
     };
+    if !crate::auth::secret_eq(&enrolment.row.token_hash, &hash) {
+        tracing::warn!(target_id = %enrolment.row.target_id, "hub connected with its previous token (rotation grace period)");
+    }
     let target_id = enrolment.row.target_id.clone();
     if descriptor.target_id != target_id {
         return refuse(
@@ -472,7 +700,7 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
     let surface_subnet = subnet_id.clone();
     let session_args = router_session::Args {
         target_id: target_id.clone(),
-        signing_key: enrolment.signing_key,
+        signing_key,
         outbound: out_tx.clone(),
         on_surface: Box::new(move |body| {
             if let HubToRoot::SurfaceChanged {
@@ -562,6 +790,21 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
             Ok(None) | Ok(Some(Err(_))) => break,
             Ok(Some(Ok(m))) => m,
         };
+        // A rotated-out token works only until its grace period ends.
+        let valid = app
+            .enrolments
+            .get(&target_id)
+            .is_some_and(|e| e.key_for(&hash, unix_ms(now())).is_some());
+        if !valid {
+            tracing::warn!(%target_id, "the hub's token was rotated out and its grace period ended; dropping the connection");
+            let _ = out_tx.try_send(encode(
+                RootToHub::ProtocolError {
+                    message: "this hub token is no longer valid (rotated)".into(),
+                },
+                None,
+            ));
+            break;
+        }
         match msg {
             Message::Text(text) => match protocol::decode::<HubToRoot>(text.as_str()) {
                 Ok(env) => {

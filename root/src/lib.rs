@@ -24,6 +24,9 @@
 //! - [`hubs`]: hub enrolment, the hub WebSocket endpoint, target list, skill commands.
 //! - [`observe`]: the audit live stream and usage summary; [`inspect`]: operator reads of a
 //!   target's tools through the governed call path; [`console`]: the web console at `/ui`.
+//! - [`tls`]: HTTPS/WSS on root's listener, certificate reload, mutual TLS on the hub path.
+//! - [`secrets`]: secret files (mode checks) and the master key that encrypts hub signing
+//!   keys at rest.
 //! - [`auth`], [`redact`], [`limits`], [`metrics`], [`audit`]: cross-cutting pieces.
 //! - [`cli`]: `serve`, `demo` and the `admin` client.
 //!
@@ -53,10 +56,12 @@ pub mod mcp;
 pub mod metrics;
 pub mod observe;
 pub mod redact;
+pub mod secrets;
 pub mod skill_catalog;
 pub mod skills_sync;
 pub mod store;
 pub mod timeline;
+pub mod tls;
 pub mod writes;
 
 use std::net::SocketAddr;
@@ -79,17 +84,33 @@ pub struct RootHandle {
     shutdown: CancellationToken,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     supervisor: ractor::ActorRef<supervisor::Msg>,
+    tls: Option<Arc<tls::TlsState>>,
 }
 
 impl RootHandle {
-    /// `http://ADDR`.
+    /// `http://ADDR`, or `https://ADDR` with TLS.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The MCP endpoint URL.
     pub fn mcp_url(&self) -> String {
-        format!("http://{}/mcp", self.addr)
+        format!("{}/mcp", self.base_url())
+    }
+
+    /// Reloads the TLS certificate, key and client CA now (what SIGHUP does); `Ok(false)`
+    /// without TLS.
+    pub fn reload_tls(&self) -> Result<bool, tls::TlsError> {
+        match &self.tls {
+            Some(t) => t.reload(true),
+            None => Ok(false),
+        }
+    }
+
+    /// SHA-256 fingerprint of the certificate new connections get (with TLS).
+    pub fn tls_fingerprint(&self) -> Option<String> {
+        self.tls.as_ref().map(|t| t.fingerprint())
     }
 
     /// The operator's token.
@@ -125,8 +146,22 @@ impl RootHandle {
 /// Starts a root daemon with `config`.
 pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     config.validate()?;
+    // Refused before anything is bound or created.
+    config.check_listener()?;
+    if config.tls.is_none() && !config.listen.ip().is_loopback() {
+        tracing::warn!(listen = %config.listen, "serving plain HTTP on a non-loopback address (insecure_http): bearers and hub tokens cross the network unencrypted");
+    }
+    let tls_state = match &config.tls {
+        Some(t) => Some(Arc::new(
+            tls::TlsState::load(t).context("loading the TLS certificate")?,
+        )),
+        None => None,
+    };
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+    if config.admin_token_path().exists() {
+        secrets::check_private_file(&config.admin_token_path())?;
+    }
     let admin_token =
         auth::load_or_create_admin_token(&config.admin_token_path()).with_context(|| {
             format!(
@@ -178,22 +213,9 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         .await
         .with_context(|| format!("opening database {}", redact_url(&url)))?;
 
-    let enrolments = dashmap::DashMap::new();
-    for row in store
-        .load_targets()
-        .await
-        .context("loading enrolled targets")?
-    {
-        let id = row.target_id.clone();
-        match hubs::Enrolment::from_row(row) {
-            Some(e) => {
-                enrolments.insert(id, e);
-            }
-            None => {
-                tracing::error!(target_id = %id, "stored signing key is corrupt; the target cannot connect")
-            }
-        }
-    }
+    let (master_key, created) = secrets::MasterKey::load_or_create(&config.master_key_path())
+        .context("loading the master key")?;
+    let enrolments = load_enrolments(&store, &master_key, created, &config).await?;
     // A published set (kept in the store) wins over the configured one while it still fits
     // the contracts.
     let descriptor_set =
@@ -258,6 +280,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         audit_head,
         console: console::Sessions::default(),
         admin_token,
+        master_key,
         mcp_sessions: Default::default(),
         started_at: mcp_shared::time::now(),
         enrolments,
@@ -289,19 +312,109 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         .with_context(|| format!("cannot listen on {}", app.config.listen))?;
     let addr = listener.local_addr()?;
     let token = shutdown.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, routes)
-            .with_graceful_shutdown(async move { token.cancelled().await })
-            .await
-    });
-    tracing::info!(%addr, zone = %app.config.zone, backend = app.store.backend(), tools = app.contracts.all().len(), "root listening");
+    let server = match &tls_state {
+        Some(t) => {
+            let interval = app.config.tls.as_ref().map_or(0, |c| c.reload_interval_sec);
+            tokio::spawn(tls::watch(t.clone(), interval, shutdown.child_token()));
+            tokio::spawn(tls::serve(listener, t.clone(), routes, token))
+        }
+        None => tokio::spawn(async move {
+            axum::serve(listener, routes)
+                .with_graceful_shutdown(async move { token.cancelled().await })
+                .await
+        }),
+    };
+    let scheme = if tls_state.is_some() { "https" } else { "http" };
+    tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), tools = app.contracts.all().len(), "root listening");
     Ok(RootHandle {
         addr,
         app,
         shutdown,
         server,
         supervisor: sup,
+        tls: tls_state,
     })
+}
+
+/// Opens every enrolment with the master key, encrypting signing keys still stored in clear
+/// (rows from before encryption at rest). A master key created just now cannot open keys
+/// sealed under another one: that stops start-up instead of locking every hub out.
+async fn load_enrolments(
+    store: &store::Store,
+    master: &secrets::MasterKey,
+    key_created: bool,
+    config: &RootConfig,
+) -> anyhow::Result<dashmap::DashMap<String, hubs::Enrolment>> {
+    let rows = store
+        .load_targets()
+        .await
+        .context("loading enrolled targets")?;
+    let mut previous: std::collections::HashMap<String, store::PreviousKey> = store
+        .load_previous_keys()
+        .await
+        .context("loading rotated hub keys")?
+        .into_iter()
+        .collect();
+    if key_created
+        && (rows.iter().any(|r| !secrets::is_clear(&r.signing_key))
+            || previous
+                .values()
+                .any(|p| !secrets::is_clear(&p.signing_key)))
+    {
+        anyhow::bail!(
+            "the master key {} was just created, but the database holds signing keys sealed \
+             under another master key; restore that key file (replicas must share it)",
+            config.master_key_path().display()
+        );
+    }
+    let enrolments = dashmap::DashMap::new();
+    let mut migrated = 0usize;
+    let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
+    for row in rows {
+        let id = row.target_id.clone();
+        let prev = previous
+            .remove(&id)
+            .filter(|p| p.expires_at_ms > now_ms && !p.token_hash.is_empty());
+        let clear = secrets::is_clear(&row.signing_key);
+        let prev_clear = prev
+            .as_ref()
+            .is_some_and(|p| secrets::is_clear(&p.signing_key));
+        match hubs::Enrolment::open(row, prev, master) {
+            Ok(mut e) => {
+                if clear {
+                    let sealed = master
+                        .seal_signing_key(&id, &e.signing_key)
+                        .context("encrypting a stored signing key")?;
+                    store
+                        .set_target_signing_key(&id, &sealed)
+                        .await
+                        .context("encrypting a stored signing key")?;
+                    e.row.signing_key = sealed;
+                    migrated += 1;
+                }
+                if prev_clear && let Some(p) = &e.previous {
+                    let sealed = master
+                        .seal_signing_key(&id, &p.signing_key)
+                        .context("encrypting a stored signing key")?;
+                    store
+                        .set_previous_signing_key(&id, &sealed)
+                        .await
+                        .context("encrypting a stored signing key")?;
+                }
+                enrolments.insert(id, e);
+            }
+            Err(e) => {
+                tracing::error!(target_id = %id, error = %e, "stored signing key cannot be opened; the target cannot connect")
+            }
+        }
+    }
+    if migrated > 0 {
+        tracing::info!(
+            count = migrated,
+            "encrypted signing keys that were stored in clear"
+        );
+    }
+    Ok(enrolments)
 }
 
 /// Forgets per-lease bookkeeping of leases that can no longer authenticate (MCP session

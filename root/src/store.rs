@@ -153,6 +153,11 @@ const MIGRATIONS: &[&str] = &[
         applied_event_id TEXT
     )",
     "CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, requested_at)",
+    // Hub key rotation: the previous token (hash) and signing key stay valid until
+    // `prev_expires_at` (the grace period the operator chose).
+    "ALTER TABLE targets ADD COLUMN prev_token_hash TEXT",
+    "ALTER TABLE targets ADD COLUMN prev_signing_key TEXT",
+    "ALTER TABLE targets ADD COLUMN prev_expires_at BIGINT",
 ];
 
 /// A single-use confirmation token issued by a write preview, as stored (hash only).
@@ -281,6 +286,15 @@ pub struct TargetRow {
     pub descriptor: Option<String>,
     /// The last skill states the hub reported (JSON).
     pub skills: Option<String>,
+}
+
+/// A target's previous hub token and signing key, valid until `expires_at_ms` (key rotation).
+#[derive(Debug, Clone)]
+pub struct PreviousKey {
+    pub token_hash: String,
+    /// Stored form (encrypted, see `secrets`).
+    pub signing_key: String,
+    pub expires_at_ms: i64,
 }
 
 /// One audit row as stored: the event plus its place in the hash chain.
@@ -559,6 +573,93 @@ impl Store {
                     descriptor: r.try_get("descriptor").map_err(db(op))?,
                     skills: r.try_get("skills").map_err(db(op))?,
                 })
+            }).collect()
+        })
+    }
+
+    /// Replaces a target's stored signing key (encryption of rows written in clear).
+    pub async fn set_target_signing_key(&self, target_id: &str, signing_key: &str) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE targets SET signing_key = $1 WHERE target_id = $2")
+                .bind(signing_key)
+                .bind(target_id)
+                .execute(pool)
+                .await
+                .map_err(db("update target signing key"))?;
+            Ok(())
+        })
+    }
+
+    /// Key rotation: the new token hash and signing key become current, the current ones
+    /// previous (valid until `previous.expires_at_ms`), only if the current token hash is still
+    /// `expected_hash` (two rotations at once: one wins). `Ok(false)` when nothing changed.
+    pub async fn rotate_target_key(
+        &self,
+        target_id: &str,
+        expected_hash: &str,
+        token_hash: &str,
+        signing_key: &str,
+        previous: &PreviousKey,
+    ) -> Result<bool> {
+        on_pool!(self, pool => {
+            let res = sqlx::query(
+                "UPDATE targets SET token_hash = $1, signing_key = $2, prev_token_hash = $3,
+                    prev_signing_key = $4, prev_expires_at = $5
+                 WHERE target_id = $6 AND token_hash = $7",
+            )
+            .bind(token_hash)
+            .bind(signing_key)
+            .bind(&previous.token_hash)
+            .bind(&previous.signing_key)
+            .bind(previous.expires_at_ms)
+            .bind(target_id)
+            .bind(expected_hash)
+            .execute(pool)
+            .await
+            .map_err(db("rotate target key"))?;
+            Ok(res.rows_affected() == 1)
+        })
+    }
+
+    /// Replaces a target's stored previous signing key (encryption of rows written in clear).
+    pub async fn set_previous_signing_key(&self, target_id: &str, signing_key: &str) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE targets SET prev_signing_key = $1 WHERE target_id = $2")
+                .bind(signing_key)
+                .bind(target_id)
+                .execute(pool)
+                .await
+                .map_err(db("update previous signing key"))?;
+            Ok(())
+        })
+    }
+
+    /// Previous keys of rotated targets, by target id.
+    pub async fn load_previous_keys(&self) -> Result<Vec<(String, PreviousKey)>> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT target_id, prev_token_hash, prev_signing_key, prev_expires_at FROM targets
+                 WHERE prev_token_hash IS NOT NULL ORDER BY target_id",
+            )
+            .fetch_all(pool)
+            .await
+            .map_err(db("load previous keys"))?;
+            rows.iter().map(|r| -> Result<(String, PreviousKey)> {
+                let op = "load previous keys";
+                Ok((
+                    r.try_get("target_id").map_err(db(op))?,
+                    PreviousKey {
+                        token_hash: r.try_get("prev_token_hash").map_err(db(op))?,
+                        signing_key: r
+                            .try_get::<Option<String>, _>("prev_signing_key")
+                            .map_err(db(op))?
+                            .unwrap_or_default(),
+                        expires_at_ms: r
+                            .try_get::<Option<i64>, _>("prev_expires_at")
+                            .map_err(db(op))?
+                            .unwrap_or(0),
+                    },
+                ))
             }).collect()
         })
     }

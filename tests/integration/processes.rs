@@ -158,6 +158,7 @@ async fn root_and_hub_as_separate_processes() {
     .unwrap();
     let token_file = dir.path().join("hub.token");
     std::fs::write(&token_file, enrol["token"].as_str().unwrap()).unwrap();
+    mcp_tests::private_file(&token_file).unwrap();
     let lease: Value = post("/v1/root/mcp/sessions", json!({"target_id": "hub:test-alpha", "capability_profile": "InfraOpsRead", "ttl_sec": 600}))
         .await
         .unwrap()

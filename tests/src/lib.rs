@@ -135,6 +135,17 @@ impl TestRoot {
     }
 }
 
+/// Makes a secret file the test wrote readable by its owner only (mode 0600), as root and hubs
+/// require of every secret file they read.
+pub fn private_file(path: &std::path::Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
 /// An rmcp client connected to `url` with `token` as its bearer.
 pub async fn mcp_client(
     url: &str,
@@ -243,6 +254,8 @@ impl TestHub {
                 state_dir.path().join("state").display()
             ),
         )?;
+        // The file holds the hub token: the hub refuses it unless it is private.
+        private_file(&path)?;
         let cfg = mcp_hub::config::HubFile::load(&path)?.resolve()?;
         let handle = mcp_hub::start(cfg).await?;
         handle
