@@ -214,8 +214,8 @@ pub fn client_config(cfg: &HubTlsConfig) -> Result<Arc<rustls::ClientConfig>, Tl
     Ok(Arc::new(config))
 }
 
-/// Root's end-entity key matched no pin.
-#[derive(Debug)]
+/// Root's end-entity key matched no pin. Debug reads like Display: rustls shows this error
+/// with `{:?}`.
 struct PinMismatch(String);
 
 impl std::fmt::Display for PinMismatch {
@@ -225,6 +225,12 @@ impl std::fmt::Display for PinMismatch {
             "root's certificate key {} matches no configured pin (tls.pins)",
             self.0
         )
+    }
+}
+
+impl std::fmt::Debug for PinMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
     }
 }
 

@@ -24,5 +24,6 @@ mod redaction;
 mod root_tools;
 mod services;
 mod skills_sync;
+mod tls;
 mod tools;
 mod writes;
