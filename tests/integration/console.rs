@@ -748,7 +748,18 @@ impl Browser {
         let start = Instant::now();
         loop {
             let res = match self.find(css).await {
-                Ok(el) => el.click().await.map_err(anyhow::Error::from),
+                Ok(el) => {
+                    // Centre it, so the sticky top bar cannot be the one clicked.
+                    let arg = serde_json::to_value(&el)?;
+                    let _ = self
+                        .c()
+                        .execute(
+                            "arguments[0].scrollIntoView({block: 'center'}); return null",
+                            vec![arg],
+                        )
+                        .await;
+                    el.click().await.map_err(anyhow::Error::from)
+                }
                 Err(e) => Err(e),
             };
             match res {
@@ -820,14 +831,24 @@ async fn console_in_a_real_browser() {
         return;
     };
     let root = TestRoot::start().await.unwrap();
-    // The hub serves the NLU authoring plane, whose apply_change needs an operator's approval.
-    let hub = root
-        .start_hub("hub:ui-alpha", &mcp_tests::nlu_hub_toml().unwrap())
-        .await
-        .unwrap();
+    // The hub serves the NLU authoring plane, whose apply_change needs an operator's approval,
+    // and one managed service that leaks memory, for ProfileOps.
+    let port = crate::services::free_port();
+    let config = format!(
+        "{}{}[profiling]\ngrowth_threshold_bytes = 1048576\ngrowth_threshold_percent = 1000.0\n",
+        mcp_tests::nlu_hub_toml().unwrap(),
+        crate::services::fixture_service("leaky", port, &["--leak-kib-per-sec", "2048"], ""),
+    );
+    let hub = root.start_hub("hub:ui-alpha", &config).await.unwrap();
     let res = scenario(&mut b, &root).await;
     if res.is_err() {
         let _ = b.shot("zz-failure").await;
+        if let Ok(text) = b.js("return document.body.innerText").await {
+            println!(
+                "--- the page at the failure\n{}",
+                text.as_str().unwrap_or("")
+            );
+        }
     }
     let saved = b.saved.clone();
     let shots = b.shots.clone();
@@ -943,14 +964,54 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     b.text_contains("#event-detail", "Redactions").await?;
     b.shot("04-requests-event").await?;
 
-    // Target inspector: health, runtime, then disable the skill and watch the lease's tools go.
+    // A ProfileOps session on the leaking service, run to its end by a control lease.
+    let (_, profiler) = root.lease("hub:ui-alpha", "ProfileOpsControl", 600).await?;
+    let args = json!({"service": "leaky", "interval_ms": 200, "duration_sec": 2, "mode": "normal"});
+    let (s, preview) = root
+        .rest_call(&profiler, "hub.memory.start_profile", args.clone())
+        .await?;
+    ensure!(s == 200, "{preview}");
+    let mut execute = args;
+    execute["phase"] = json!("execute");
+    execute["idempotency_key"] = json!("ui-profile-1");
+    execute["confirmation_token"] = preview["result"]["confirmation_token"].clone();
+    let (s, started) = root
+        .rest_call(&profiler, "hub.memory.start_profile", execute)
+        .await?;
+    ensure!(s == 200, "{started}");
+    let profile_id = started["result"]["result"]["session"]["session_id"]
+        .as_str()
+        .with_context(|| format!("no session in {started}"))?
+        .to_string();
+    eventually("the profiling session ends", async || {
+        let (_, s) = root
+            .rest_call(
+                &profiler,
+                "hub.memory.get_session",
+                json!({ "session_id": profile_id }),
+            )
+            .await?;
+        Ok(s["result"]["session"]["state"] == "completed")
+    })
+    .await?;
+
+    // Target inspector: health, runtime, ProfileOps with the memory chart, then disable the
+    // skill and watch the lease's tools go.
     b.click("#nav-targets").await?;
     b.text_contains("#health-status", "healthy").await?;
+    b.text_contains("#inspect-health", "leaky").await?;
     b.text_contains("#inspect-runtime", "Hub process").await?;
-    b.text_contains("#inspect-profiles", "No profiling sessions")
+    b.text_contains("#inspect-runtime", "leaky").await?;
+    b.text_contains("#inspect-profiles", "completed").await?;
+    b.find("#memory-chart svg.line-chart path.line").await?;
+    b.text_contains("#memory-chart", "RSS of leaky").await?;
+    b.text_contains("#inspect-incidents", "memory_growth")
         .await?;
     b.text_contains("#skill-state", "enabled").await?;
     b.shot("05-target-inspector").await?;
+    b.js("document.getElementById('inspect-profiles').scrollIntoView(); return null")
+        .await?;
+    b.shot("05b-target-profileops").await?;
     b.click("#skill-disable-infra_access_skill").await?;
     b.text_contains("#skill-state", "disabled").await?;
     b.text_contains("#published-count", "0").await?;

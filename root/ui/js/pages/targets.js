@@ -14,7 +14,7 @@ export const title = 'Targets';
 function section(titleText, id, loader) {
   const body = h('div', { id }, h('p', { class: 'muted' }, 'Loading…'));
   const p = panel(titleText, body);
-  loader().then((nodes) => { clear(body).append(...[nodes].flat()); })
+  loader().then((nodes) => { clear(body).append(...[nodes].flat(Infinity)); })
     .catch((e) => { clear(body).append(h('p', { class: 'error' }, e.message)); });
   return p;
 }
