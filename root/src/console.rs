@@ -340,10 +340,12 @@ fn set_cookie(value: &str, max_age_sec: i64, secure: bool) -> Option<HeaderValue
     .ok()
 }
 
-/// Whether the browser reached root over TLS (a TLS-terminating proxy in front of it): the
-/// login's `Origin` is `https://…`, or the configuration says so.
+/// Whether the browser reached root over TLS: root serves HTTPS itself (`[tls]`), the
+/// login's `Origin` is `https://…` (a TLS-terminating proxy in front), or the configuration
+/// says so.
 fn secure(app: &App, headers: &HeaderMap) -> bool {
     app.config.console.secure_cookie
+        || app.config.tls.is_some()
         || headers
             .get(header::ORIGIN)
             .and_then(|v| v.to_str().ok())
