@@ -94,11 +94,33 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for RingWriter {
     }
 }
 
-/// Installs the process's subscriber: `filter` (an `EnvFilter` directive, `RUST_LOG` wins)
-/// over the ring, and over stderr when `stderr` is set. Does nothing if one is installed.
+/// Log targets capped below the level at which they print message payloads, whatever
+/// `RUST_LOG` says: tungstenite traces every WebSocket frame (a hub's `hello` carries its
+/// token) and rmcp debug-logs every JSON-RPC request and result (confirmation tokens, issued
+/// bearers). Secrets never reach a log, at any level.
+pub const PAYLOAD_LOGGING_CAPS: &[&str] =
+    &["tungstenite=debug", "tokio_tungstenite=debug", "rmcp=info"];
+
+/// `filter` with [`PAYLOAD_LOGGING_CAPS`] applied on top.
+pub fn cap_payload_logging(
+    mut filter: tracing_subscriber::EnvFilter,
+) -> tracing_subscriber::EnvFilter {
+    for cap in PAYLOAD_LOGGING_CAPS {
+        if let Ok(directive) = cap.parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
+    filter
+}
+
+/// Installs the process's subscriber: `filter` (an `EnvFilter` directive, `RUST_LOG` wins,
+/// [`PAYLOAD_LOGGING_CAPS`] win over both) over the ring, and over stderr when `stderr` is
+/// set. Does nothing if one is installed.
 pub fn init(default_filter: &str, stderr: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| default_filter.into());
+    let filter = cap_payload_logging(
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| default_filter.into()),
+    );
     let ring = tracing_subscriber::fmt::layer()
         .with_ansi(false)
         .with_writer(RingWriter);

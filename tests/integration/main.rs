@@ -22,6 +22,7 @@ mod profileops;
 mod protocol;
 mod redaction;
 mod root_tools;
+mod secrets;
 mod services;
 mod skills_sync;
 mod tls;
