@@ -827,9 +827,6 @@ async fn eventually<F: AsyncFn() -> anyhow::Result<bool>>(what: &str, f: F) -> a
 
 #[tokio::test]
 async fn console_in_a_real_browser() {
-    let Some(mut b) = Browser::start().await.unwrap() else {
-        return;
-    };
     let root = TestRoot::start().await.unwrap();
     // The hub serves the NLU authoring plane, whose apply_change needs an operator's approval,
     // and one managed service that leaks memory, for ProfileOps.
@@ -840,6 +837,13 @@ async fn console_in_a_real_browser() {
         crate::services::fixture_service("leaky", port, &["--leak-kib-per-sec", "2048"], ""),
     );
     let hub = root.start_hub("hub:ui-alpha", &config).await.unwrap();
+    // From here to `close` nothing panics, so no Chromium outlives the test (chromedriver is
+    // killed on drop, but the browser it started would not be).
+    let Some(mut b) = Browser::start().await.unwrap() else {
+        hub.stop().await;
+        root.stop().await;
+        return;
+    };
     let res = scenario(&mut b, &root).await;
     if res.is_err() {
         let _ = b.shot("zz-failure").await;
