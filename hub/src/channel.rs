@@ -1,6 +1,8 @@
 //! The root channel: dials `<root_url>/v1/root/hubs/connect` over WebSocket, introduces the
 //! hub with `hello`, waits for `welcome`, then serves root's frames until the connection
-//! ends, and reconnects forever with jittered exponential backoff.
+//! ends, and reconnects forever with jittered exponential backoff. With several root URLs
+//! (`root_urls`: replicas of one zone), each new attempt goes to the next URL, so a hub whose
+//! root died is back on another replica after one backoff step.
 //!
 //! On a live connection one task owns the socket and multiplexes: frames from root, frames
 //! queued by call tasks, the heartbeat timer, and shutdown. Every `call` runs in its own task
@@ -188,15 +190,21 @@ fn raw_id(text: &str) -> Option<String> {
 }
 
 impl Channel {
-    /// Connects and reconnects until shutdown.
+    /// Connects and reconnects until shutdown. With several root URLs (replicas of one
+    /// zone), a failed or ended connection moves on to the next URL.
     pub async fn run(self) {
         let cfg = self.ctx.config.reconnect;
         let mut backoff = Backoff::new(cfg.initial_ms, cfg.max_ms);
+        let n_urls = self.ctx.config.root_url_list().len().max(1);
+        let mut url_idx = 0usize;
         loop {
             let res = tokio::select! {
                 () = self.shutdown.cancelled() => break,
-                res = self.session(&mut backoff) => res,
+                res = self.session(&mut backoff, url_idx) => res,
             };
+            if !matches!(res, Err(ChannelError::TokenChanged)) {
+                url_idx = (url_idx + 1) % n_urls;
+            }
             self.ctx.connected_since.store(None);
             self.connected.send_replace(false);
             if self.shutdown.is_cancelled() {
@@ -222,13 +230,18 @@ impl Channel {
         self.connected.send_replace(false);
     }
 
-    /// One connection, from dial to its end. `Ok` only on shutdown.
-    async fn session(&self, backoff: &mut Backoff) -> Result<(), ChannelError> {
-        let url = self
+    /// One connection to the `url_idx`th root URL, from dial to its end. `Ok` only on
+    /// shutdown.
+    async fn session(&self, backoff: &mut Backoff, url_idx: usize) -> Result<(), ChannelError> {
+        let urls = self
             .ctx
             .config
-            .connect_url()
+            .connect_urls()
             .map_err(|e| ChannelError::Config(e.to_string()))?;
+        let url = urls
+            .get(url_idx % urls.len().max(1))
+            .cloned()
+            .ok_or_else(|| ChannelError::Config("no root URL".into()))?;
         let ws_config = WebSocketConfig::default()
             .max_message_size(Some(MAX_FRAME_BYTES))
             .max_frame_size(Some(MAX_FRAME_BYTES));

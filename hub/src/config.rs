@@ -526,6 +526,10 @@ pub struct HubFile {
     pub subnet: Option<String>,
     pub zone: Option<String>,
     pub root_url: Option<String>,
+    /// Several roots of one zone (replicas), tried in order; the hub moves to the next when a
+    /// connection fails or ends. `root_url`, when also set, is tried first.
+    #[serde(default)]
+    pub root_urls: Vec<String>,
     pub token: Option<String>,
     pub token_file: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
@@ -593,7 +597,11 @@ impl HubFile {
                 *slot = Some(v.clone());
             }
         }
-        set(&mut self.root_url, &o.root_url);
+        if let Some(urls) = &o.root_url {
+            // A flag wins over the file: `--root-url A,B` lists replicas in the order tried.
+            self.root_url = None;
+            self.root_urls = urls.split(',').map(|u| u.trim().to_owned()).collect();
+        }
         if o.token_file.is_some() {
             self.token = None;
             self.token_file.clone_from(&o.token_file);
@@ -611,7 +619,15 @@ impl HubFile {
         let non_empty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
         let target_id = non_empty(self.target_id);
         let environment = non_empty(self.environment);
-        let root_url = non_empty(self.root_url);
+        // `root_url` first, then `root_urls`, each once.
+        let mut root_urls: Vec<String> = Vec::new();
+        for url in non_empty(self.root_url).into_iter().chain(self.root_urls) {
+            let url = url.trim().to_owned();
+            if !url.is_empty() && !root_urls.contains(&url) {
+                root_urls.push(url);
+            }
+        }
+        let root_url = root_urls.first().cloned();
         if target_id.is_none() {
             missing.push("target_id (--target)");
         }
@@ -619,7 +635,7 @@ impl HubFile {
             missing.push("environment (--environment)");
         }
         if root_url.is_none() {
-            missing.push("root_url (--root-url)");
+            missing.push("root_url or root_urls (--root-url)");
         }
         if self.token.is_none() && self.token_file.is_none() {
             missing.push("token or token_file (--token-file)");
@@ -655,6 +671,7 @@ impl HubFile {
             subnet: non_empty(self.subnet),
             zone: non_empty(self.zone),
             root_url,
+            root_urls,
             token,
             state_dir,
             write_scope: self.write_scope.unwrap_or(WriteScope::None),
@@ -694,7 +711,8 @@ pub fn read_token_file(path: &Path) -> Result<String, ConfigError> {
 /// Command-line overrides of [`HubFile`] fields.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Overrides {
-    /// Root's http(s) or ws(s) URL.
+    /// Root's http(s) or ws(s) URL; several replicas of one zone as a comma-separated list,
+    /// tried in order.
     #[arg(long)]
     pub root_url: Option<String>,
     /// File holding the hub's enrolment token.
@@ -722,8 +740,10 @@ pub struct HubConfig {
     pub environment: String,
     pub subnet: Option<String>,
     pub zone: Option<String>,
-    /// Root's base URL (http, https, ws or wss).
+    /// Root's base URL (http, https, ws or wss): the first of [`HubConfig::root_urls`].
     pub root_url: String,
+    /// Every root URL of the zone, in the order tried (replicas; empty means `root_url` only).
+    pub root_urls: Vec<String>,
     /// The enrolment token; sent in `hello` and the source of the call-signing key.
     pub token: String,
     pub state_dir: PathBuf,
@@ -753,6 +773,7 @@ impl std::fmt::Debug for HubConfig {
             .field("subnet", &self.subnet)
             .field("zone", &self.zone)
             .field("root_url", &self.root_url)
+            .field("root_urls", &self.root_urls)
             .field("token", &"<redacted>")
             .field("state_dir", &self.state_dir)
             .field("write_scope", &self.write_scope)
@@ -788,6 +809,7 @@ impl HubConfig {
             subnet: None,
             zone: None,
             root_url: root_url.into(),
+            root_urls: Vec::new(),
             token: token.into(),
             state_dir: state_dir.into(),
             write_scope: WriteScope::None,
@@ -819,7 +841,7 @@ impl HubConfig {
 
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.connect_url()?;
+        self.connect_urls()?;
         crate::tls::validate(&self.tls)?;
         if self.skill.adapter_concurrency == 0 {
             return Err(ConfigError::Invalid(
@@ -1186,9 +1208,33 @@ impl HubConfig {
     }
 
     /// Refuses a plaintext root URL (`http://`, `ws://`) to a non-loopback host unless
-    /// `insecure_plaintext` is set (checked when the hub starts).
+    /// `insecure_plaintext` is set (checked when the hub starts), for every root URL.
     pub fn check_transport(&self) -> Result<(), ConfigError> {
-        let url = self.connect_url()?;
+        for url in self.root_url_list() {
+            self.check_one_transport(url)?;
+        }
+        Ok(())
+    }
+
+    /// The root URLs in the order the hub tries them.
+    pub fn root_url_list(&self) -> Vec<&str> {
+        if self.root_urls.is_empty() {
+            vec![self.root_url.as_str()]
+        } else {
+            self.root_urls.iter().map(String::as_str).collect()
+        }
+    }
+
+    /// The WebSocket URL of every root, in the order tried.
+    pub fn connect_urls(&self) -> Result<Vec<String>, ConfigError> {
+        self.root_url_list()
+            .into_iter()
+            .map(connect_url_of)
+            .collect()
+    }
+
+    fn check_one_transport(&self, root_url: &str) -> Result<(), ConfigError> {
+        let url = connect_url_of(root_url)?;
         let Some(rest) = url.strip_prefix("ws://") else {
             return Ok(());
         };
@@ -1204,9 +1250,8 @@ impl HubConfig {
         };
         if !self.insecure_plaintext && !crate::tls::is_loopback_host(host) {
             return Err(ConfigError::Invalid(format!(
-                "root_url `{}` is plaintext to non-loopback host `{host}`: use https:// or \
-                 wss://, or set insecure_plaintext = true to send the hub token unencrypted",
-                self.root_url
+                "root_url `{root_url}` is plaintext to non-loopback host `{host}`: use https:// or \
+                 wss://, or set insecure_plaintext = true to send the hub token unencrypted"
             )));
         }
         Ok(())
@@ -1215,28 +1260,33 @@ impl HubConfig {
     /// The WebSocket URL the hub dials: `root_url` with http→ws, https→wss, plus
     /// [`CONNECT_PATH`].
     pub fn connect_url(&self) -> Result<String, ConfigError> {
-        let url = self.root_url.trim().trim_end_matches('/');
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| {
-            ConfigError::Invalid(format!(
-                "root_url `{url}` has no scheme (http, https, ws, wss)"
-            ))
-        })?;
-        let scheme = match scheme.to_ascii_lowercase().as_str() {
-            "http" | "ws" => "ws",
-            "https" | "wss" => "wss",
-            other => {
-                return Err(ConfigError::Invalid(format!(
-                    "root_url scheme `{other}` is not http, https, ws or wss"
-                )));
-            }
-        };
-        if rest.is_empty() {
+        connect_url_of(&self.root_url)
+    }
+}
+
+/// The WebSocket URL for one root base URL (see [`HubConfig::connect_url`]).
+pub fn connect_url_of(root_url: &str) -> Result<String, ConfigError> {
+    let url = root_url.trim().trim_end_matches('/');
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+        ConfigError::Invalid(format!(
+            "root_url `{url}` has no scheme (http, https, ws, wss)"
+        ))
+    })?;
+    let scheme = match scheme.to_ascii_lowercase().as_str() {
+        "http" | "ws" => "ws",
+        "https" | "wss" => "wss",
+        other => {
             return Err(ConfigError::Invalid(format!(
-                "root_url `{url}` has no host"
+                "root_url scheme `{other}` is not http, https, ws or wss"
             )));
         }
-        Ok(format!("{scheme}://{rest}{CONNECT_PATH}"))
+    };
+    if rest.is_empty() {
+        return Err(ConfigError::Invalid(format!(
+            "root_url `{url}` has no host"
+        )));
     }
+    Ok(format!("{scheme}://{rest}{CONNECT_PATH}"))
 }
 
 /// `path` made absolute against the current directory (lexically; nothing is resolved).
@@ -1344,6 +1394,66 @@ mod tests {
         assert_eq!(
             config.connect_url().expect("url"),
             "ws://a/v1/root/hubs/connect"
+        );
+    }
+
+    #[test]
+    fn several_root_urls_are_tried_in_order_and_each_is_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("hub.toml");
+        std::fs::write(
+            &file,
+            "target_id = \"hub:a\"\nenvironment = \"test\"\nroot_url = \"http://127.0.0.1:1\"\n\
+             root_urls = [\"http://127.0.0.1:2\", \"http://127.0.0.1:1\", \"https://root-b.example\"]\n\
+             token_file = \"/nowhere\"\nstate_dir = \"/nowhere\"\n",
+        )
+        .expect("write config");
+        let mut f = HubFile::load(&file).expect("parses");
+        f.token_file = None;
+        f.token = Some("mcph_x".into());
+        let config = f.clone().resolve().expect("resolves");
+        assert_eq!(config.root_url, "http://127.0.0.1:1", "root_url first");
+        assert_eq!(
+            config.connect_urls().expect("urls"),
+            [
+                "ws://127.0.0.1:1/v1/root/hubs/connect",
+                "ws://127.0.0.1:2/v1/root/hubs/connect",
+                "wss://root-b.example/v1/root/hubs/connect",
+            ]
+        );
+        config.check_transport().expect("loopback and https pass");
+        // Every URL is held to the plaintext rule, not only the first.
+        let mut plain = f.clone();
+        plain.root_urls.push("http://root-c.example".into());
+        let err = plain
+            .resolve()
+            .expect("resolves")
+            .check_transport()
+            .expect_err("plaintext to a remote replica");
+        assert!(err.to_string().contains("root-c.example"), "{err}");
+        // Only root_urls, and a comma-separated --root-url that replaces the file's list.
+        let mut only = f.clone();
+        only.root_url = None;
+        assert_eq!(
+            only.clone().resolve().expect("resolves").root_url,
+            "http://127.0.0.1:2"
+        );
+        only.apply(&Overrides {
+            root_url: Some("http://127.0.0.1:7, http://127.0.0.1:8".into()),
+            ..Overrides::default()
+        });
+        assert_eq!(
+            only.resolve().expect("resolves").root_url_list(),
+            ["http://127.0.0.1:7", "http://127.0.0.1:8"]
+        );
+        let mut none = f;
+        none.root_url = None;
+        none.root_urls.clear();
+        assert!(
+            none.resolve()
+                .expect_err("no root")
+                .to_string()
+                .contains("root_url or root_urls")
         );
     }
 

@@ -130,7 +130,10 @@ impl HubContext {
             .map_err(|e| anyhow::anyhow!("redaction pattern: {e}"))?;
         let nlu = Nlu::load(&config).map_err(|e| anyhow::anyhow!("NLU content: {e}"))?;
         // Plaintext URLs are checked by `HubConfig::validate` (loopback or insecure_plaintext).
-        let tls = if config.connect_url().is_ok_and(|u| u.starts_with("wss://")) {
+        let tls = if config
+            .connect_urls()
+            .is_ok_and(|urls| urls.iter().any(|u| u.starts_with("wss://")))
+        {
             Some(crate::tls::client_config(&config.tls)?)
         } else {
             None

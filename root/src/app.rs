@@ -55,6 +55,9 @@ pub struct App {
     pub clock: crate::clock::Clock,
     /// Cancelled when the daemon shuts down; long-lived connections (hubs) end with it.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// This process as one replica of the zone (PostgreSQL); `None` on SQLite, the single
+    /// replica default.
+    pub zone: Option<Arc<crate::replica::Zone>>,
 }
 
 /// Who is calling, as resolved by root from the bearer.

@@ -435,8 +435,10 @@ pub(crate) async fn dispatch(
 }
 
 /// Routes an operational call to `target_id` and waits for its result until the tool's
-/// deadline; past it the hub is told to cancel and the caller gets `timeout`. Returns the hub
-/// adapter that ran (if one did) with the outcome.
+/// deadline; past it the hub is told to cancel and the caller gets `timeout`. When another
+/// replica of the zone holds the target's hub, the call is forwarded to it (same deadline,
+/// same cancellation; the audit event stays here). Returns the hub adapter that ran (if one
+/// did) with the outcome.
 pub(crate) async fn route_to(
     app: &App,
     ctx: &CallContext,
@@ -461,11 +463,38 @@ pub(crate) async fn route_to(
         expires_at_ms: mcp_shared::time::unix_ms(now()) + c.timeout_ms as i64,
         idempotency_key,
     };
+    if let Some(zone) = &app.zone
+        && !app.hub_connections.contains_key(target_id)
+        && let Some(owner) = zone.owner_of(target_id).await
+    {
+        return crate::replica::forward::route(zone, &owner, routed, timeout, ctx.cancel.as_ref())
+            .await;
+    }
+    route_local(app, routed, timeout, ctx.cancel.as_ref()).await
+}
+
+/// Routes a call through this replica's router (its hub session, or `target_offline`) and
+/// waits until `timeout`; past it, or when `cancel` fires, the hub is told to stop.
+pub(crate) async fn route_local(
+    app: &App,
+    routed: router::RoutedCall,
+    timeout: Duration,
+    cancel: Option<&tokio_util::sync::CancellationToken>,
+) -> (Option<String>, Result<Value, ToolError>) {
     let call_id = routed.call_id.clone();
+    let target_id = routed.target_id.clone();
+    let tool_id = routed.tool_id.clone();
     let router = app.actors.router.load_full();
+    // Dropped before the answer (the caller went away, e.g. a forwarding replica gave up):
+    // the hub is told to stop.
+    let mut guard = CancelOnDrop {
+        router: Some(router.clone()),
+        target_id: target_id.clone(),
+        call_id: call_id.clone(),
+    };
     let pending = router.call(|reply| router::Msg::Route(routed, reply), None);
     let cancelled = async {
-        match &ctx.cancel {
+        match cancel {
             Some(ct) => ct.cancelled().await,
             None => std::future::pending().await,
         }
@@ -473,38 +502,56 @@ pub(crate) async fn route_to(
     let outcome = tokio::select! {
         r = tokio::time::timeout(timeout, pending) => r,
         () = cancelled => {
-            let _ = router.send_message(router::Msg::Cancel { target_id: target_id.to_owned(), call_id });
-            return (None, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{}`; the target was told to stop", c.tool_id))));
+            return (None, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{tool_id}`; the target was told to stop"))));
         }
     };
     match outcome {
         Ok(Ok(ractor::rpc::CallResult::Success(Ok((adapter, value))))) => {
+            guard.router = None;
             (Some(adapter), Ok(value))
         }
-        Ok(Ok(ractor::rpc::CallResult::Success(Err((adapter, error))))) => (adapter, Err(error)),
+        Ok(Ok(ractor::rpc::CallResult::Success(Err((adapter, error))))) => {
+            guard.router = None;
+            (adapter, Err(error))
+        }
         // The session went away with the call (connection closed): the target is offline.
-        Ok(_) => (
-            None,
-            Err(ToolError::new(
-                ErrorCode::TargetOffline,
-                format!("target `{target_id}` disconnected during the call"),
-            )),
-        ),
-        Err(_) => {
-            let _ = router.send_message(router::Msg::Cancel {
-                target_id: target_id.to_owned(),
-                call_id,
-            });
+        Ok(_) => {
+            guard.router = None;
             (
                 None,
                 Err(ToolError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "`{}` did not answer within {} ms; the target was told to cancel",
-                        c.tool_id, c.timeout_ms
-                    ),
+                    ErrorCode::TargetOffline,
+                    format!("target `{target_id}` disconnected during the call"),
                 )),
             )
+        }
+        Err(_) => (
+            None,
+            Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "`{tool_id}` did not answer within {} ms; the target was told to cancel",
+                    timeout.as_millis()
+                ),
+            )),
+        ),
+    }
+}
+
+/// Tells the router to cancel a call unless disarmed (`router` taken) first.
+struct CancelOnDrop {
+    router: Option<Arc<ractor::ActorRef<router::Msg>>>,
+    target_id: String,
+    call_id: String,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(router) = self.router.take() {
+            let _ = router.send_message(router::Msg::Cancel {
+                target_id: std::mem::take(&mut self.target_id),
+                call_id: std::mem::take(&mut self.call_id),
+            });
         }
     }
 }

@@ -147,6 +147,18 @@ pub enum AdminCommand {
     /// Operator approvals of writes that need one (NLU changes).
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// The zone's root replicas, their hubs and health.
+    #[command(subcommand)]
+    Replicas(ReplicasCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ReplicasCommand {
+    /// Every registered replica: health, heartbeat age, the hubs it holds.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -1047,6 +1059,39 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 });
             }
         },
+        AdminCommand::Replicas(ReplicasCommand::List { json }) => {
+            let v = c.get("/v1/root/replicas").await?;
+            print(json, &v, |v| {
+                let mut lines = vec![format!(
+                    "zone {} ({}, {}):",
+                    v["zone"].as_str().unwrap_or("?"),
+                    v["mode"].as_str().unwrap_or("?"),
+                    v["backend"].as_str().unwrap_or("?")
+                )];
+                for r in v["replicas"].as_array().into_iter().flatten() {
+                    let hubs: Vec<&str> = r["hubs"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    lines.push(format!(
+                        "{}{:<24} {:<5} heartbeat {:>6} ms ago  {}  hubs: {}",
+                        if r["self"] == true { "* " } else { "  " },
+                        r["replica_id"].as_str().unwrap_or("?"),
+                        r["health"].as_str().unwrap_or("?"),
+                        r["heartbeat_age_ms"],
+                        r["advertise_url"].as_str().unwrap_or(""),
+                        if hubs.is_empty() {
+                            "-".to_string()
+                        } else {
+                            hubs.join(", ")
+                        }
+                    ));
+                }
+                lines.join("\n")
+            });
+        }
         AdminCommand::Audit(cmd) => match cmd {
             AuditCommand::Tail { limit, json } => {
                 let v = c

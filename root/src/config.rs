@@ -60,6 +60,34 @@ pub struct RootConfig {
     pub redaction: RedactionConfig,
     pub skill_catalog: SkillCatalogConfig,
     pub console: ConsoleConfig,
+    pub replica: ReplicaConfig,
+}
+
+/// `[replica]`: this process as one replica of the zone. Replicas are on when the database is
+/// PostgreSQL (any number of `mcp-root serve` with the same `database_url` and `zone`, and
+/// the same master key and admin token files); on SQLite root is the single replica and this
+/// section is not used.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplicaConfig {
+    /// This replica's id: 1..64 characters of `[A-Za-z0-9_-]`. Default: the id kept in
+    /// `<data_dir>/replica.id`, created on first start.
+    pub id: Option<String>,
+    /// Where the other replicas reach this one (`http(s)://host:port`, no path): forwarded
+    /// calls and skill commands arrive there. Default: the bound listen address, which must
+    /// then be a specific IP (not 0.0.0.0 or ::).
+    pub advertise_url: Option<String>,
+    /// PEM CA bundle that verifies the other replicas' `https` addresses; default: the
+    /// system's roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Whether `id` is a valid replica id.
+pub fn valid_replica_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// `[tls]`: root's certificate, reloaded on SIGHUP and when the files change.
@@ -190,6 +218,7 @@ impl Default for RootConfig {
             redaction: RedactionConfig::default(),
             skill_catalog: SkillCatalogConfig::default(),
             console: ConsoleConfig::default(),
+            replica: ReplicaConfig::default(),
         }
     }
 }
@@ -265,6 +294,23 @@ impl RootConfig {
             return Err(ConfigError::Invalid(
                 "tls.reload_interval_sec must be at most 86400 (0 = only on SIGHUP)".into(),
             ));
+        }
+        if let Some(id) = &self.replica.id
+            && !valid_replica_id(id)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "replica.id `{id}` must be 1..64 characters of [A-Za-z0-9_-]"
+            )));
+        }
+        if let Some(url) = &self.replica.advertise_url {
+            let rest = url
+                .strip_prefix("http://")
+                .or_else(|| url.strip_prefix("https://"));
+            if !rest.is_some_and(|r| !r.is_empty() && !r.trim_end_matches('/').contains('/')) {
+                return Err(ConfigError::Invalid(format!(
+                    "replica.advertise_url `{url}` must be http(s)://host:port without a path"
+                )));
+            }
         }
         crate::skill_catalog::check_scheme(&self.skill_catalog.scheme)
             .map_err(|e| ConfigError::Invalid(format!("skill_catalog.scheme: {e}")))?;

@@ -109,8 +109,9 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
     }
 }
 
-/// Resolves the bearer of a request: a usable lease, the operator, or nothing.
-fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal> {
+/// Resolves the bearer of a request: a usable lease, the operator, or nothing. With
+/// replicas, a lease another replica issued is loaded from the store on first use.
+async fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal> {
     let token = headers
         .get(header::AUTHORIZATION)?
         .to_str()
@@ -119,7 +120,9 @@ fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal> {
     if crate::auth::secret_eq(token, &app.admin_token) {
         return Some(Principal::Operator);
     }
-    app.leases.authenticate(token).map(Principal::Lease)
+    crate::replica::authenticate(app, token)
+        .await
+        .map(Principal::Lease)
 }
 
 /// Extractor: any authenticated principal.
@@ -135,7 +138,7 @@ impl FromRequestParts<Arc<App>> for Auth {
         parts: &mut http::request::Parts,
         app: &Arc<App>,
     ) -> Result<Self, ApiError> {
-        let principal = match resolve(app, &parts.headers) {
+        let principal = match resolve(app, &parts.headers).await {
             Some(p) => Some(p),
             None => crate::console::cookie_operator(app, &parts.method, &parts.headers)?
                 .map(|_| Principal::Operator),
@@ -161,7 +164,7 @@ impl FromRequestParts<Arc<App>> for Operator {
         parts: &mut http::request::Parts,
         app: &Arc<App>,
     ) -> Result<Self, ApiError> {
-        let principal = match resolve(app, &parts.headers) {
+        let principal = match resolve(app, &parts.headers).await {
             Some(p) => Some(p),
             // The console's cookie, for a browser without the bearer (console.rs).
             None => crate::console::cookie_operator(app, &parts.method, &parts.headers)?
@@ -185,7 +188,7 @@ impl FromRequestParts<Arc<App>> for LeaseAuth {
         parts: &mut http::request::Parts,
         app: &Arc<App>,
     ) -> Result<Self, ApiError> {
-        match resolve(app, &parts.headers) {
+        match resolve(app, &parts.headers).await {
             Some(Principal::Lease(l)) => {
                 l.touch();
                 Ok(LeaseAuth(l))
@@ -241,6 +244,11 @@ fn origin_allowed(app: &App, origin: &str) -> bool {
 /// DNS-rebinding protection: `Host` must be an allowed host, and a present `Origin` must be
 /// an allowed origin. Refusals are 403 with a JSON-RPC-shaped body (MCP clients parse it).
 async fn guard_host_origin(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    // The replica channel is called by other replicas at their advertised address, never by
+    // a browser, and is authenticated per request (no ambient credential to rebind).
+    if req.uri().path() == crate::replica::forward::ROUTE_PATH {
+        return next.run(req).await;
+    }
     let headers = req.headers();
     let host = headers
         .get(header::HOST)
@@ -268,7 +276,7 @@ async fn guard_host_origin(State(app): State<Arc<App>>, req: Request, next: Next
 /// opened it.
 async fn mcp_auth(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
     let lease =
-        match resolve(&app, req.headers()) {
+        match resolve(&app, req.headers()).await {
             Some(Principal::Lease(l)) => l,
             Some(Principal::Operator) => return unauthorized(
                 &app,
@@ -352,6 +360,11 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
             "/v1/root/hubs/{target_id}/read",
             post(crate::inspect::operator_read),
         )
+        .route("/v1/root/replicas", get(crate::replica::list))
+        .route(
+            crate::replica::forward::ROUTE_PATH,
+            post(crate::replica::forward::internal_route),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -421,8 +434,9 @@ async fn profiles(app: &App) -> Result<Arc<mcp_shared::profile::ProfileRegistry>
     .map_err(ApiError::internal)
 }
 
-async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Value>, ApiError> {
+async fn foundation(State(app): State<Arc<App>>, auth: Auth) -> Result<Json<Value>, ApiError> {
     let profiles = profiles(&app).await?;
+    let zone_view = crate::replica::view_for(&app, &auth).await?;
     let mut planes: Vec<&str> = profiles.profiles.iter().map(|p| p.plane.as_str()).collect();
     planes.sort();
     planes.dedup();
@@ -448,6 +462,7 @@ async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Val
             "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",
             "/v1/root/mcp/sessions", "/v1/root/mcp/call", "/v1/root/mcp/audit", "/v1/root/mcp/audit/stream",
             "/v1/root/mcp/audit/usage", "/v1/root/mcp/audit/verify", "/v1/root/mcp/approvals", "/v1/root/hubs",
+            "/v1/root/replicas",
             "/healthz", "/readyz", "/metrics", "/ui/"
         ],
         "limits": {
@@ -463,6 +478,7 @@ async fn foundation(State(app): State<Arc<App>>, _auth: Auth) -> Result<Json<Val
             "ontology": crate::skill_catalog::ontology_uri(&app.config.skill_catalog.scheme),
             "skills": crate::skill_catalog::skill_prefix(&app.config.skill_catalog.scheme),
         },
+        "replicas": zone_view,
     })))
 }
 
@@ -801,6 +817,7 @@ async fn create_session(
     )
     .map_err(ApiError::internal)?
     .map_err(lease_error)?;
+    crate::replica::lease_changed(&app, &issued.lease.session_id, false).await;
     Ok((StatusCode::CREATED, Json(issued_json(&issued))))
 }
 
@@ -833,6 +850,8 @@ async fn revoke_session(
     .map_err(ApiError::internal)?
     .map_err(lease_error)?;
     app.limits.forget_prefix(&format!("lease:{id}"));
+    // Returns once every live replica refuses the bearer.
+    crate::replica::lease_changed(&app, &id, true).await;
     Ok(Json(json!(lease)))
 }
 
@@ -850,6 +869,8 @@ async fn rotate_session(
     .map_err(ApiError::internal)?
     .map_err(lease_error)?;
     app.limits.forget_prefix(&format!("lease:{id}"));
+    crate::replica::lease_changed(&app, &issued.lease.session_id, false).await;
+    crate::replica::lease_changed(&app, &id, true).await;
     Ok(Json(issued_json(&issued)))
 }
 
@@ -978,6 +999,9 @@ async fn query_audit(
             let mut v = serde_json::to_value(&r.event).unwrap_or(Value::Null);
             v["seq"] = json!(r.seq);
             v["hash"] = json!(r.hash);
+            if let Some(replica) = &r.replica_id {
+                v["replica_id"] = json!(replica);
+            }
             v
         })
         .collect();
@@ -1007,6 +1031,9 @@ async fn get_audit_event(
     v["seq"] = json!(r.seq);
     v["hash"] = json!(r.hash);
     v["prev_hash"] = json!(r.prev_hash);
+    if let Some(replica) = &r.replica_id {
+        v["replica_id"] = json!(replica);
+    }
     Ok(Json(v))
 }
 

@@ -217,6 +217,7 @@ pub async fn enroll(
         .entry(row.target_id.clone())
         .or_insert_with(|| e.offline_descriptor());
     app.enrolments.insert(row.target_id.clone(), e);
+    crate::replica::target_changed(&app, &row.target_id, true).await;
     Ok((
         StatusCode::CREATED,
         Json(json!({
@@ -303,23 +304,8 @@ pub async fn skill_command(
         ));
     }
     let started_at = now();
-    let res = call_t!(
-        app.actors.router.load(),
-        |reply| router::Msg::Skill {
-            target_id: target_id.clone(),
-            skill: skill.clone(),
-            command: cmd,
-            reply
-        },
-        RPC_TIMEOUT_MS
-    );
-    let res = match res {
-        Ok(r) => r,
-        Err(e) => Err(mcp_shared::ToolError::new(
-            ErrorCode::TargetOffline,
-            format!("no answer from target `{target_id}`: {e}"),
-        )),
-    };
+    // Through this replica's router, or forwarded to the replica holding the hub.
+    let res = crate::replica::forward::skill_command(&app, &target_id, &skill, cmd).await;
     let tool_id = format!("admin.skill.{command}");
     let event = OperationalEvent {
         event_id: uuid::Uuid::now_v7().to_string(),
@@ -469,6 +455,7 @@ pub async fn rotate_key(
         e.row.signing_key = sealed;
         e.signing_key = signing_key;
     }
+    crate::replica::target_changed(&app, &target_id, true).await;
     let valid_until = mcp_shared::time::format(mcp_shared::time::from_unix_ms(expires_at_ms));
     tracing::info!(%target_id, grace_sec, previous_valid_until = %valid_until, "hub key rotated");
     let event = OperationalEvent {
@@ -660,11 +647,20 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
     let hash = crate::auth::token_hash(&token);
     drop(token);
     let now_ms = unix_ms(now());
-    let Some((enrolment, signing_key)) = app
-        .enrolments
-        .iter()
-        .find_map(|e| e.key_for(&hash, now_ms).map(|k| (e.clone(), k)))
-    else {
+    let find = |app: &App| {
+        app.enrolments
+            .iter()
+            .find_map(|e| e.key_for(&hash, now_ms).map(|k| (e.clone(), k)))
+    };
+    let mut found = find(&app);
+    if found.is_none()
+        && let Some(zone) = &app.zone
+    {
+        // Enrolled (or its key rotated) on another replica a moment ago.
+        zone.reload_enrolments(&app).await;
+        found = find(&app);
+    }
+    let Some((enrolment, signing_key)) = found else {
         return refuse(&mut socket, "unknown hub token".into()).await;
     };
     if !crate::auth::secret_eq(&enrolment.row.token_hash, &hash) {
@@ -725,10 +721,12 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
                     serde_json::to_string(&skills).ok(),
                 );
                 let t = surface_target.clone();
+                let changed_app = surface_app.clone();
                 tokio::spawn(async move {
                     let _ = store
                         .update_target_seen(&t, unix_ms(now()), d.as_deref(), s.as_deref())
                         .await;
+                    crate::replica::target_changed(&changed_app, &t, false).await;
                 });
                 publish(&surface_app, descriptor);
             }
@@ -749,6 +747,9 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
         .router
         .load()
         .send_message(router::Msg::Attach(target_id.clone(), session.clone()))?;
+    // Other replicas forward this target's calls here from now on.
+    let connection_id = uuid::Uuid::now_v7().to_string();
+    crate::replica::hub_connected(&app, &target_id, &connection_id).await;
     app.timeline.record(
         &target_id,
         &subnet_id,
@@ -872,5 +873,6 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
         .store
         .update_target_seen(&target_id, unix_ms(now()), None, None)
         .await;
+    crate::replica::hub_disconnected(&app, &target_id, &connection_id).await;
     Ok(())
 }

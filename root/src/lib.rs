@@ -27,6 +27,8 @@
 //! - [`tls`]: HTTPS/WSS on root's listener, certificate reload, mutual TLS on the hub path.
 //! - [`secrets`]: secret files (mode checks) and the master key that encrypts hub signing
 //!   keys at rest.
+//! - [`replica`]: several roots for one zone on PostgreSQL (registry, hub ownership, the
+//!   change feed that keeps caches honest, forwarding to the replica holding a hub).
 //! - [`auth`], [`redact`], [`limits`], [`metrics`], [`audit`]: cross-cutting pieces.
 //! - [`cli`]: `serve`, `demo` and the `admin` client.
 //!
@@ -56,6 +58,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod observe;
 pub mod redact;
+pub mod replica;
 pub mod secrets;
 pub mod skill_catalog;
 pub mod skills_sync;
@@ -129,6 +132,9 @@ impl RootHandle {
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
+        if let Some(zone) = &self.app.zone {
+            zone.stop().await;
+        }
         let actors = &self.app.actors;
         actors
             .shutting_down
@@ -215,6 +221,9 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
 
     let (master_key, created) = secrets::MasterKey::load_or_create(&config.master_key_path())
         .context("loading the master key")?;
+    // Replicas (PostgreSQL): noted before leases, enrolments and descriptors are loaded, so
+    // the change feed is applied from here on and nothing committed meanwhile is missed.
+    let zone = replica::Zone::prepare(&config, &store, &master_key).await?;
     let enrolments = load_enrolments(&store, &master_key, created, &config).await?;
     // A published set (kept in the store) wins over the configured one while it still fits
     // the contracts.
@@ -257,6 +266,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             store: store.clone(),
             batch_max: config.limits.audit_batch_max,
             head: audit_head.clone(),
+            replica_id: zone.as_ref().map(|z| z.replica_id.clone()),
         }),
         router: Arc::new(router::Args {
             targets: targets.clone(),
@@ -290,6 +300,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         timeline: Default::default(),
         clock: Default::default(),
         shutdown: CancellationToken::new(),
+        zone,
         config,
     });
 
@@ -311,6 +322,14 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         .await
         .with_context(|| format!("cannot listen on {}", app.config.listen))?;
     let addr = listener.local_addr()?;
+    if let Some(zone) = &app.zone {
+        let scheme = if tls_state.is_some() { "https" } else { "http" };
+        if let Err(e) = zone.start(app.clone(), addr, scheme).await {
+            shutdown.cancel();
+            sup.stop(Some("replica registration failed".into()));
+            return Err(e);
+        }
+    }
     let token = shutdown.clone();
     let server = match &tls_state {
         Some(t) => {
@@ -325,7 +344,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         }),
     };
     let scheme = if tls_state.is_some() { "https" } else { "http" };
-    tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), tools = app.contracts.all().len(), "root listening");
+    tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.zone.as_ref().map_or("single", |z| z.replica_id.as_str()), tools = app.contracts.all().len(), "root listening");
     Ok(RootHandle {
         addr,
         app,

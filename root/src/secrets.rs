@@ -137,6 +137,17 @@ impl MasterKey {
         })
     }
 
+    /// A 256-bit key for `purpose`, derived from the master key (HMAC-SHA256 with the purpose
+    /// as the message), e.g. the credential replicas of one zone authenticate each other with.
+    pub fn derive_key(&self, purpose: &str) -> [u8; 32] {
+        use hmac::{KeyInit, Mac};
+        let bytes = hex::decode(&self.hex).unwrap_or_default();
+        let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&bytes)
+            .expect("HMAC takes keys of any length");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     /// The key in hex (for leak tests; never log it).
     pub fn expose_hex(&self) -> &str {
         &self.hex

@@ -30,6 +30,10 @@ pub enum Error {
     },
     #[error("stored row is corrupt during {op}: {detail}")]
     Corrupt { op: &'static str, detail: String },
+    #[error(
+        "{0} needs PostgreSQL: replicas share one PostgreSQL database (SQLite is single-replica)"
+    )]
+    NotShared(&'static str),
 }
 
 type Result<T> = std::result::Result<T, Error>;
@@ -158,7 +162,110 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE targets ADD COLUMN prev_token_hash TEXT",
     "ALTER TABLE targets ADD COLUMN prev_signing_key TEXT",
     "ALTER TABLE targets ADD COLUMN prev_expires_at BIGINT",
+    // Replicas (PostgreSQL only; see `replica`): which replica wrote an audit event, the
+    // registry with heartbeats, which replica holds each hub's connection, and the change
+    // feed that invalidates the replicas' caches.
+    "ALTER TABLE audit_events ADD COLUMN replica_id TEXT",
+    "CREATE TABLE IF NOT EXISTS replicas (
+        replica_id TEXT PRIMARY KEY,
+        zone TEXT NOT NULL,
+        advertise_url TEXT NOT NULL,
+        instance_id TEXT NOT NULL,
+        version TEXT NOT NULL,
+        started_at BIGINT NOT NULL,
+        heartbeat_at BIGINT NOT NULL,
+        applied_change BIGINT NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS hub_ownership (
+        target_id TEXT PRIMARY KEY,
+        replica_id TEXT NOT NULL,
+        connection_id TEXT NOT NULL,
+        connected_at BIGINT NOT NULL,
+        heartbeat_at BIGINT NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS zone_changes (
+        change_id BIGINT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        item TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        at BIGINT NOT NULL
+    )",
 ];
+
+/// The database clock in unix milliseconds (PostgreSQL): replica heartbeats and their expiry
+/// are judged by one clock, whatever the replicas' clocks say.
+const PG_NOW_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+
+/// What a PostgreSQL database (and schema) shared by replicas is known by: the names of its
+/// notification channels and the keys of its advisory locks. Channels and advisory locks are
+/// per database, not per schema, so they are derived from the database and schema names;
+/// two zones in two schemas of one database never see each other's notifications.
+#[derive(Debug, Clone)]
+pub struct SharedNames {
+    /// `LISTEN` channel of the change feed.
+    pub changes_channel: String,
+    /// `LISTEN` channel announcing committed audit rows (payload: the newest seq).
+    pub audit_channel: String,
+    audit_lock: i64,
+    changes_lock: i64,
+}
+
+impl SharedNames {
+    fn derive(database: &str, schema: &str) -> SharedNames {
+        use sha2::{Digest, Sha256};
+        let h = Sha256::digest(format!("mcp-root\n{database}\n{schema}").as_bytes());
+        let tag = hex::encode(&h[..8]);
+        let key = |salt: u8| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&h[8..16]);
+            b[0] ^= salt;
+            i64::from_be_bytes(b)
+        };
+        SharedNames {
+            changes_channel: format!("mcp_root_changes_{tag}"),
+            audit_channel: format!("mcp_root_audit_{tag}"),
+            audit_lock: key(0xA5),
+            changes_lock: key(0x5A),
+        }
+    }
+}
+
+/// A registered replica (the zone view).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaRow {
+    pub replica_id: String,
+    pub zone: String,
+    pub advertise_url: String,
+    pub instance_id: String,
+    pub version: String,
+    pub started_at_ms: i64,
+    pub heartbeat_at_ms: i64,
+    /// Milliseconds since the last heartbeat, by the database's clock.
+    pub heartbeat_age_ms: i64,
+    /// The newest change of the feed the replica has applied.
+    pub applied_change: i64,
+}
+
+/// Which replica holds a hub's connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnershipRow {
+    pub target_id: String,
+    pub replica_id: String,
+    pub connection_id: String,
+    pub connected_at_ms: i64,
+    pub heartbeat_age_ms: i64,
+    /// The owner's advertised internal address.
+    pub advertise_url: String,
+}
+
+/// One entry of the change feed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeRow {
+    pub change_id: i64,
+    pub kind: String,
+    pub item: String,
+    pub origin: String,
+}
 
 /// A single-use confirmation token issued by a write preview, as stored (hash only).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,6 +413,8 @@ pub struct AuditRow {
     pub event_json: String,
     pub prev_hash: String,
     pub hash: String,
+    /// The replica that wrote the row (PostgreSQL with replicas; not covered by the hash).
+    pub replica_id: Option<String>,
 }
 
 /// Filters for the audit query; all optional, newest first, `before_seq` pages backwards.
@@ -334,9 +443,61 @@ pub struct LeaseRow {
     pub token_hash: String,
 }
 
+const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status";
+
+/// Reads a [`LeaseRow`] from a row of either backend (expanded inside `on_pool!`).
+macro_rules! lease_from_row {
+    ($r:expr, $op:expr) => {{
+        let r = $r;
+        let op: &'static str = $op;
+        (|| -> Result<LeaseRow> {
+            let get_s = |c: &str| r.try_get::<String, _>(c).map_err(db(op));
+            let get_i = |c: &str| r.try_get::<i64, _>(c).map_err(db(op));
+            let status = match get_s("status")?.as_str() {
+                "active" => LeaseStatus::Active,
+                "expired" => LeaseStatus::Expired,
+                "revoked" => LeaseStatus::Revoked,
+                other => {
+                    return Err(Error::Corrupt {
+                        op,
+                        detail: format!("status `{other}`"),
+                    });
+                }
+            };
+            let tools: Vec<String> =
+                serde_json::from_str(&get_s("effective_tools")?).map_err(|e| Error::Corrupt {
+                    op,
+                    detail: e.to_string(),
+                })?;
+            Ok(LeaseRow {
+                token_hash: get_s("token_hash")?,
+                lease: SessionLease {
+                    session_id: get_s("session_id")?,
+                    audience: get_s("audience")?,
+                    target_id: get_s("target_id")?,
+                    subnet_id: get_s("subnet_id")?,
+                    zone: get_s("zone")?,
+                    capability_profile: get_s("capability_profile")?,
+                    effective_tools: tools,
+                    created_at: from_unix_ms(get_i("created_at")?),
+                    deadline_at: from_unix_ms(get_i("deadline_at")?),
+                    last_used_at: r
+                        .try_get::<Option<i64>, _>("last_used_at")
+                        .map_err(db(op))?
+                        .map(from_unix_ms),
+                    use_count: get_i("use_count")?.max(0) as u64,
+                    status,
+                },
+            })
+        })()
+    }};
+}
+
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
+    /// PostgreSQL only: channel names and lock keys of this database and schema.
+    shared: Option<std::sync::Arc<SharedNames>>,
 }
 
 impl Store {
@@ -372,9 +533,30 @@ impl Store {
         } else {
             return Err(Error::UnsupportedUrl(url.to_string()));
         };
-        let store = Store { pool };
+        let shared = match &pool {
+            Pool::Sqlite(_) => None,
+            Pool::Postgres(pg) => {
+                let row = sqlx::query("SELECT current_database()::TEXT, current_schema()::TEXT")
+                    .fetch_one(pg)
+                    .await
+                    .map_err(db("open postgres"))?;
+                let database: String = row.try_get(0).map_err(db("open postgres"))?;
+                let schema: Option<String> = row.try_get(1).map_err(db("open postgres"))?;
+                Some(std::sync::Arc::new(SharedNames::derive(
+                    &database,
+                    schema.as_deref().unwrap_or("public"),
+                )))
+            }
+        };
+        let store = Store { pool, shared };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// The channel names and lock keys replicas share (PostgreSQL); `None` on SQLite, where
+    /// replica features are off.
+    pub fn shared(&self) -> Option<&SharedNames> {
+        self.shared.as_deref()
     }
 
     /// Which backend this store runs on: `sqlite` or `postgres`.
@@ -386,25 +568,41 @@ impl Store {
     }
 
     async fn migrate(&self) -> Result<()> {
+        // Replicas starting together on one PostgreSQL database migrate one at a time (a
+        // session advisory lock on the connection that migrates).
+        let lock = self.shared.as_ref().map(|n| n.changes_lock ^ 0x4d49_4752);
         on_pool!(self, pool => {
-            sqlx::query("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)")
-                .execute(pool).await.map_err(db("migrate"))?;
-            let applied: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations")
-                .fetch_all(pool).await.map_err(db("migrate"))?
-                .iter().map(|r| r.try_get::<i64, _>(0)).collect::<std::result::Result<_, _>>()
-                .map_err(db("migrate"))?;
-            for (i, sql) in MIGRATIONS.iter().enumerate() {
-                let version = i as i64 + 1;
-                if applied.contains(&version) {
-                    continue;
-                }
-                let mut tx = pool.begin().await.map_err(db("migrate"))?;
-                sqlx::query(*sql).execute(&mut *tx).await.map_err(db("migrate"))?;
-                sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
-                    .bind(version).execute(&mut *tx).await.map_err(db("migrate"))?;
-                tx.commit().await.map_err(db("migrate"))?;
+            let mut conn = pool.acquire().await.map_err(db("migrate"))?;
+            if let Some(key) = lock {
+                sqlx::query("SELECT pg_advisory_lock($1)")
+                    .bind(key).execute(&mut *conn).await.map_err(db("migrate"))?;
             }
-            Ok(())
+            let res = async {
+                sqlx::query("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)")
+                    .execute(&mut *conn).await.map_err(db("migrate"))?;
+                let applied: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations")
+                    .fetch_all(&mut *conn).await.map_err(db("migrate"))?
+                    .iter().map(|r| r.try_get::<i64, _>(0)).collect::<std::result::Result<_, _>>()
+                    .map_err(db("migrate"))?;
+                for (i, sql) in MIGRATIONS.iter().enumerate() {
+                    let version = i as i64 + 1;
+                    if applied.contains(&version) {
+                        continue;
+                    }
+                    let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(db("migrate"))?;
+                    sqlx::query(*sql).execute(&mut *tx).await.map_err(db("migrate"))?;
+                    sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
+                        .bind(version).execute(&mut *tx).await.map_err(db("migrate"))?;
+                    tx.commit().await.map_err(db("migrate"))?;
+                }
+                Ok(())
+            }
+            .await;
+            if let Some(key) = lock {
+                sqlx::query("SELECT pg_advisory_unlock($1)")
+                    .bind(key).execute(&mut *conn).await.map_err(db("migrate"))?;
+            }
+            res
         })
     }
 
@@ -449,43 +647,69 @@ impl Store {
 
     pub async fn load_leases(&self) -> Result<Vec<LeaseRow>> {
         on_pool!(self, pool => {
-            let rows = sqlx::query(
-                "SELECT session_id, token_hash, audience, target_id, subnet_id, zone,
-                    capability_profile, effective_tools, created_at, deadline_at, last_used_at,
-                    use_count, status FROM leases ORDER BY created_at",
-            )
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {LEASE_COLUMNS} FROM leases ORDER BY created_at"
+            )))
             .fetch_all(pool)
             .await
             .map_err(db("load leases"))?;
-            rows.iter().map(|r| -> Result<LeaseRow> {
-                let get_s = |c: &str| r.try_get::<String, _>(c).map_err(db("load leases"));
-                let get_i = |c: &str| r.try_get::<i64, _>(c).map_err(db("load leases"));
-                let status = match get_s("status")?.as_str() {
-                    "active" => LeaseStatus::Active,
-                    "expired" => LeaseStatus::Expired,
-                    "revoked" => LeaseStatus::Revoked,
-                    other => return Err(Error::Corrupt { op: "load leases", detail: format!("status `{other}`") }),
-                };
-                let tools: Vec<String> = serde_json::from_str(&get_s("effective_tools")?)
-                    .map_err(|e| Error::Corrupt { op: "load leases", detail: e.to_string() })?;
-                Ok(LeaseRow {
-                    token_hash: get_s("token_hash")?,
-                    lease: SessionLease {
-                        session_id: get_s("session_id")?,
-                        audience: get_s("audience")?,
-                        target_id: get_s("target_id")?,
-                        subnet_id: get_s("subnet_id")?,
-                        zone: get_s("zone")?,
-                        capability_profile: get_s("capability_profile")?,
-                        effective_tools: tools,
-                        created_at: from_unix_ms(get_i("created_at")?),
-                        deadline_at: from_unix_ms(get_i("deadline_at")?),
-                        last_used_at: r.try_get::<Option<i64>, _>("last_used_at").map_err(db("load leases"))?.map(from_unix_ms),
-                        use_count: get_i("use_count")?.max(0) as u64,
-                        status,
-                    },
-                })
-            }).collect()
+            rows.iter().map(|r| lease_from_row!(r, "load leases")).collect()
+        })
+    }
+
+    /// One lease by the hash of its bearer (a replica authenticating a lease another replica
+    /// issued).
+    pub async fn lease_by_hash(&self, token_hash: &str) -> Result<Option<LeaseRow>> {
+        self.lease_where("token_hash", token_hash).await
+    }
+
+    /// One lease by its session id.
+    pub async fn lease_by_id(&self, session_id: &str) -> Result<Option<LeaseRow>> {
+        self.lease_where("session_id", session_id).await
+    }
+
+    async fn lease_where(&self, col: &'static str, value: &str) -> Result<Option<LeaseRow>> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {LEASE_COLUMNS} FROM leases WHERE {col} = $1"
+            )))
+            .bind(value)
+            .fetch_optional(pool)
+            .await
+            .map_err(db("load lease"))?;
+            row.map(|r| lease_from_row!(&r, "load lease")).transpose()
+        })
+    }
+
+    /// Ids of revoked leases whose deadline has not passed (the replicas' fallback re-reads
+    /// them, so a missed notification never keeps a revoked bearer working).
+    pub async fn revoked_unexpired_leases(&self, now_ms: i64) -> Result<Vec<String>> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT session_id FROM leases WHERE status = 'revoked' AND deadline_at > $1",
+            )
+            .bind(now_ms)
+            .fetch_all(pool)
+            .await
+            .map_err(db("revoked leases"))?;
+            rows.iter()
+                .map(|r| r.try_get::<String, _>(0).map_err(db("revoked leases")))
+                .collect()
+        })
+    }
+
+    /// Revokes a lease that is still active; `Ok(false)` when it was not (another replica
+    /// revoked or rotated it first).
+    pub async fn revoke_lease_if_active(&self, session_id: &str) -> Result<bool> {
+        on_pool!(self, pool => {
+            let res = sqlx::query(
+                "UPDATE leases SET status = 'revoked' WHERE session_id = $1 AND status = 'active'",
+            )
+            .bind(session_id)
+            .execute(pool)
+            .await
+            .map_err(db("revoke lease"))?;
+            Ok(res.rows_affected() == 1)
         })
     }
 
@@ -501,21 +725,29 @@ impl Store {
         })
     }
 
-    /// Persists usage counters (last_used_at, use_count) for many leases in one transaction.
+    /// Adds usage to many leases in one transaction: `(session id, last used ms, uses since
+    /// the last flush)`. Increments, so replicas that serve one lease add up rather than
+    /// overwrite each other.
     pub async fn record_lease_usage(&self, usage: &[(String, i64, u64)]) -> Result<()> {
         if usage.is_empty() {
             return Ok(());
         }
         on_pool!(self, pool => {
             let mut tx = pool.begin().await.map_err(db("record lease usage"))?;
-            for (session_id, last_used_ms, use_count) in usage {
-                sqlx::query("UPDATE leases SET last_used_at = $1, use_count = $2 WHERE session_id = $3")
-                    .bind(*last_used_ms)
-                    .bind(*use_count as i64)
-                    .bind(session_id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db("record lease usage"))?;
+            for (session_id, last_used_ms, uses) in usage {
+                sqlx::query(
+                    "UPDATE leases SET
+                        last_used_at = CASE WHEN last_used_at IS NULL OR last_used_at < $1
+                                            THEN $1 ELSE last_used_at END,
+                        use_count = use_count + $2
+                     WHERE session_id = $3",
+                )
+                .bind(*last_used_ms)
+                .bind(*uses as i64)
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db("record lease usage"))?;
             }
             tx.commit().await.map_err(db("record lease usage"))?;
             Ok(())
@@ -1075,11 +1307,40 @@ impl Store {
         })
     }
 
-    /// Appends a batch of already-chained rows in one transaction, as multi-row inserts (one
-    /// statement per [`AUDIT_ROWS_PER_INSERT`] rows rather than one per row).
-    pub async fn append_audit(&self, rows: &[AuditRow]) -> Result<()> {
+    /// Appends a batch to the hash chain in one transaction: `chain` gets the head the batch
+    /// follows (`(seq, hash)`, `(0, "")` for an empty trail) and returns the chained rows;
+    /// they are written as multi-row inserts (one statement per [`AUDIT_ROWS_PER_INSERT`]
+    /// rows). On PostgreSQL the head is read under a transaction-scoped advisory lock, so
+    /// appends from every replica of the zone form one chain in commit order, and the commit
+    /// announces the new head on the audit channel (the live streams of the other replicas
+    /// wake on it). Returns the rows as written.
+    pub async fn append_audit_chained(
+        &self,
+        chain: impl FnOnce(i64, String) -> Vec<AuditRow>,
+    ) -> Result<Vec<AuditRow>> {
+        let shared = self.shared.clone();
+        let op = "append audit";
         on_pool!(self, pool => {
-            let mut tx = pool.begin().await.map_err(db("append audit"))?;
+            let mut tx = pool.begin().await.map_err(db(op))?;
+            if let Some(n) = &shared {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(n.audit_lock)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(op))?;
+            }
+            let head = sqlx::query("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1")
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db(op))?;
+            let (seq, hash) = match head {
+                None => (0, String::new()),
+                Some(r) => (
+                    r.try_get::<i64, _>(0).map_err(db(op))?,
+                    r.try_get::<String, _>(1).map_err(db(op))?,
+                ),
+            };
+            let rows = chain(seq, hash);
             for chunk in rows.chunks(AUDIT_ROWS_PER_INSERT) {
                 // Only generated placeholders are spliced in; every value is bound.
                 let sql = audit_insert_sql(chunk.len());
@@ -1097,20 +1358,30 @@ impl Store {
                         .bind(unix_ms(e.started_at))
                         .bind(row.event_json.clone())
                         .bind(row.prev_hash.clone())
-                        .bind(row.hash.clone());
+                        .bind(row.hash.clone())
+                        .bind(row.replica_id.clone());
                 }
-                q.execute(&mut *tx).await.map_err(db("append audit"))?;
+                q.execute(&mut *tx).await.map_err(db(op))?;
             }
-            tx.commit().await.map_err(db("append audit"))?;
-            Ok(())
+            if let (Some(n), Some(last)) = (&shared, rows.last()) {
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(&n.audit_channel)
+                    .bind(last.seq.to_string())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(op))?;
+            }
+            tx.commit().await.map_err(db(op))?;
+            Ok(rows)
         })
     }
 
     /// Queries the trail. Rows whose stored JSON no longer parses are returned as errors, so a
     /// tampered row is reported rather than skipped.
     pub async fn query_audit(&self, f: &AuditFilter) -> Result<Vec<AuditRow>> {
-        let mut sql =
-            String::from("SELECT seq, event, prev_hash, hash FROM audit_events WHERE 1 = 1");
+        let mut sql = String::from(
+            "SELECT seq, event, prev_hash, hash, replica_id FROM audit_events WHERE 1 = 1",
+        );
         let mut args: Vec<Arg> = Vec::new();
         let mut push = |sql: &mut String, clause: &str, arg: Arg| {
             args.push(arg);
@@ -1175,6 +1446,7 @@ impl Store {
                     event_json,
                     prev_hash: r.try_get(2).map_err(db("query audit"))?,
                     hash: r.try_get(3).map_err(db("query audit"))?,
+                    replica_id: r.try_get(4).map_err(db("query audit"))?,
                 })
             }).collect()
         })
@@ -1206,24 +1478,24 @@ impl Store {
     }
 }
 
-/// Rows per multi-row audit insert (11 parameters each; well under SQLite's and PostgreSQL's
+/// Rows per multi-row audit insert (12 parameters each; well under SQLite's and PostgreSQL's
 /// parameter limits).
 pub const AUDIT_ROWS_PER_INSERT: usize = 64;
 
 fn audit_insert_sql(n: usize) -> String {
     let mut sql = String::from(
-        "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status, actor, started_at, event, prev_hash, hash) VALUES ",
+        "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status, actor, started_at, event, prev_hash, hash, replica_id) VALUES ",
     );
     for r in 0..n {
         if r > 0 {
             sql.push_str(", ");
         }
         sql.push('(');
-        for c in 0..11 {
+        for c in 0..12 {
             if c > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str(&format!("${}", r * 11 + c + 1));
+            sql.push_str(&format!("${}", r * 12 + c + 1));
         }
         sql.push(')');
     }
@@ -1233,4 +1505,333 @@ fn audit_insert_sql(n: usize) -> String {
 enum Arg {
     S(String),
     I(i64),
+}
+
+/// Replicas of one zone on PostgreSQL: the registry, hub ownership and the change feed.
+/// Heartbeats and their ages are taken from the database's clock. Each method refuses on
+/// SQLite, where replica features are off.
+impl Store {
+    fn pg(&self, op: &'static str) -> Result<(&PgPool, &SharedNames)> {
+        match (&self.pool, &self.shared) {
+            (Pool::Postgres(pg), Some(n)) => Ok((pg, n)),
+            _ => Err(Error::NotShared(op)),
+        }
+    }
+
+    /// Registers (or re-registers after a restart) this replica; `Ok(false)` when a live
+    /// replica with the same id but another instance holds the row (two processes configured
+    /// with one `replica.id`).
+    pub async fn register_replica(&self, r: &ReplicaRow, expiry_ms: i64) -> Result<bool> {
+        let op = "register replica";
+        let (pg, _) = self.pg(op)?;
+        let res = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO replicas (replica_id, zone, advertise_url, instance_id, version,
+                 started_at, heartbeat_at, applied_change)
+             VALUES ($1, $2, $3, $4, $5, {PG_NOW_MS}, {PG_NOW_MS}, $6)
+             ON CONFLICT (replica_id) DO UPDATE SET zone = excluded.zone,
+                 advertise_url = excluded.advertise_url, instance_id = excluded.instance_id,
+                 version = excluded.version, started_at = excluded.started_at,
+                 heartbeat_at = excluded.heartbeat_at, applied_change = excluded.applied_change
+             WHERE replicas.instance_id = excluded.instance_id
+                OR replicas.heartbeat_at < {PG_NOW_MS} - $7"
+        )))
+        .bind(&r.replica_id)
+        .bind(&r.zone)
+        .bind(&r.advertise_url)
+        .bind(&r.instance_id)
+        .bind(&r.version)
+        .bind(r.applied_change)
+        .bind(expiry_ms)
+        .execute(pg)
+        .await
+        .map_err(db(op))?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// One heartbeat: this replica's row and every hub ownership it holds. `Ok(false)` when
+    /// the row is no longer this instance's (another process took the id over).
+    pub async fn heartbeat_replica(&self, replica_id: &str, instance_id: &str) -> Result<bool> {
+        let op = "replica heartbeat";
+        let (pg, _) = self.pg(op)?;
+        let mut tx = pg.begin().await.map_err(db(op))?;
+        let res = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE replicas SET heartbeat_at = {PG_NOW_MS} WHERE replica_id = $1 AND instance_id = $2"
+        )))
+        .bind(replica_id)
+        .bind(instance_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db(op))?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE hub_ownership SET heartbeat_at = {PG_NOW_MS} WHERE replica_id = $1"
+        )))
+        .bind(replica_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db(op))?;
+        tx.commit().await.map_err(db(op))?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Removes this replica from the registry with the hubs it held (clean shutdown).
+    pub async fn unregister_replica(&self, replica_id: &str, instance_id: &str) -> Result<()> {
+        let op = "unregister replica";
+        let (pg, _) = self.pg(op)?;
+        let mut tx = pg.begin().await.map_err(db(op))?;
+        sqlx::query("DELETE FROM hub_ownership WHERE replica_id = $1")
+            .bind(replica_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+        sqlx::query("DELETE FROM replicas WHERE replica_id = $1 AND instance_id = $2")
+            .bind(replica_id)
+            .bind(instance_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+        tx.commit().await.map_err(db(op))?;
+        Ok(())
+    }
+
+    /// Every registered replica, with the age of its heartbeat; rows silent for longer than
+    /// `forget_ms` are dropped on the way.
+    pub async fn list_replicas(&self, forget_ms: i64) -> Result<Vec<ReplicaRow>> {
+        let op = "list replicas";
+        let (pg, _) = self.pg(op)?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM replicas WHERE heartbeat_at < {PG_NOW_MS} - $1"
+        )))
+        .bind(forget_ms)
+        .execute(pg)
+        .await
+        .map_err(db(op))?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT replica_id, zone, advertise_url, instance_id, version, started_at,
+                 heartbeat_at, {PG_NOW_MS} - heartbeat_at AS age, applied_change
+             FROM replicas ORDER BY replica_id"
+        )))
+        .fetch_all(pg)
+        .await
+        .map_err(db(op))?;
+        rows.iter()
+            .map(|r| {
+                Ok(ReplicaRow {
+                    replica_id: r.try_get(0).map_err(db(op))?,
+                    zone: r.try_get(1).map_err(db(op))?,
+                    advertise_url: r.try_get(2).map_err(db(op))?,
+                    instance_id: r.try_get(3).map_err(db(op))?,
+                    version: r.try_get(4).map_err(db(op))?,
+                    started_at_ms: r.try_get(5).map_err(db(op))?,
+                    heartbeat_at_ms: r.try_get(6).map_err(db(op))?,
+                    heartbeat_age_ms: r.try_get(7).map_err(db(op))?,
+                    applied_change: r.try_get(8).map_err(db(op))?,
+                })
+            })
+            .collect()
+    }
+
+    /// Records that `replica_id` has applied the change feed up to `change_id`.
+    pub async fn set_applied_change(&self, replica_id: &str, change_id: i64) -> Result<()> {
+        let op = "record applied change";
+        let (pg, _) = self.pg(op)?;
+        sqlx::query(
+            "UPDATE replicas SET applied_change = $1 WHERE replica_id = $2 AND applied_change < $1",
+        )
+        .bind(change_id)
+        .bind(replica_id)
+        .execute(pg)
+        .await
+        .map_err(db(op))?;
+        Ok(())
+    }
+
+    /// Live replicas other than `me` that have not yet applied `change_id`.
+    pub async fn replicas_behind(
+        &self,
+        me: &str,
+        change_id: i64,
+        expiry_ms: i64,
+    ) -> Result<Vec<String>> {
+        let op = "replicas behind";
+        let (pg, _) = self.pg(op)?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT replica_id FROM replicas
+             WHERE replica_id <> $1 AND applied_change < $2 AND heartbeat_at >= {PG_NOW_MS} - $3"
+        )))
+        .bind(me)
+        .bind(change_id)
+        .bind(expiry_ms)
+        .fetch_all(pg)
+        .await
+        .map_err(db(op))?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).map_err(db(op)))
+            .collect()
+    }
+
+    /// Records that `replica_id` holds `target_id`'s hub connection now (replacing whoever
+    /// held it: the hub has one connection, and the newest is the live one).
+    pub async fn claim_hub(
+        &self,
+        target_id: &str,
+        replica_id: &str,
+        connection_id: &str,
+    ) -> Result<()> {
+        let op = "claim hub";
+        let (pg, _) = self.pg(op)?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO hub_ownership (target_id, replica_id, connection_id, connected_at, heartbeat_at)
+             VALUES ($1, $2, $3, {PG_NOW_MS}, {PG_NOW_MS})
+             ON CONFLICT (target_id) DO UPDATE SET replica_id = excluded.replica_id,
+                 connection_id = excluded.connection_id, connected_at = excluded.connected_at,
+                 heartbeat_at = excluded.heartbeat_at"
+        )))
+        .bind(target_id)
+        .bind(replica_id)
+        .bind(connection_id)
+        .execute(pg)
+        .await
+        .map_err(db(op))?;
+        Ok(())
+    }
+
+    /// Forgets a hub connection that ended, if it is still the recorded one.
+    pub async fn release_hub(&self, target_id: &str, connection_id: &str) -> Result<()> {
+        let op = "release hub";
+        let (pg, _) = self.pg(op)?;
+        sqlx::query("DELETE FROM hub_ownership WHERE target_id = $1 AND connection_id = $2")
+            .bind(target_id)
+            .bind(connection_id)
+            .execute(pg)
+            .await
+            .map_err(db(op))?;
+        Ok(())
+    }
+
+    /// Hub ownerships whose record and owner both heartbeat within `expiry_ms`, with the
+    /// owner's address; `target_id` narrows to one target.
+    pub async fn live_owners(
+        &self,
+        target_id: Option<&str>,
+        expiry_ms: i64,
+    ) -> Result<Vec<OwnershipRow>> {
+        let op = "hub owners";
+        let (pg, _) = self.pg(op)?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT o.target_id, o.replica_id, o.connection_id, o.connected_at,
+                 {PG_NOW_MS} - o.heartbeat_at AS age, r.advertise_url
+             FROM hub_ownership o JOIN replicas r ON r.replica_id = o.replica_id
+             WHERE o.heartbeat_at >= {PG_NOW_MS} - $1 AND r.heartbeat_at >= {PG_NOW_MS} - $1
+               AND ($2::TEXT IS NULL OR o.target_id = $2)
+             ORDER BY o.target_id"
+        )))
+        .bind(expiry_ms)
+        .bind(target_id)
+        .fetch_all(pg)
+        .await
+        .map_err(db(op))?;
+        rows.iter()
+            .map(|r| {
+                Ok(OwnershipRow {
+                    target_id: r.try_get(0).map_err(db(op))?,
+                    replica_id: r.try_get(1).map_err(db(op))?,
+                    connection_id: r.try_get(2).map_err(db(op))?,
+                    connected_at_ms: r.try_get(3).map_err(db(op))?,
+                    heartbeat_age_ms: r.try_get(4).map_err(db(op))?,
+                    advertise_url: r.try_get(5).map_err(db(op))?,
+                })
+            })
+            .collect()
+    }
+
+    /// Appends a change to the feed and announces it on the changes channel, in one
+    /// transaction. Appends are serialized by an advisory lock, so change ids commit in
+    /// order: a replica that has applied id N has seen every change up to N.
+    pub async fn publish_change(&self, kind: &str, item: &str, origin: &str) -> Result<i64> {
+        let op = "publish change";
+        let (pg, n) = self.pg(op)?;
+        let mut tx = pg.begin().await.map_err(db(op))?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(n.changes_lock)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+        let id: i64 = sqlx::query("SELECT COALESCE(MAX(change_id), 0) + 1 FROM zone_changes")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db(op))?
+            .try_get(0)
+            .map_err(db(op))?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO zone_changes (change_id, kind, item, origin, at) VALUES ($1, $2, $3, $4, {PG_NOW_MS})"
+        )))
+        .bind(id)
+        .bind(kind)
+        .bind(item)
+        .bind(origin)
+        .execute(&mut *tx)
+        .await
+        .map_err(db(op))?;
+        let payload = serde_json::json!({ "id": id, "kind": kind, "item": item, "origin": origin });
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(&n.changes_channel)
+            .bind(payload.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+        tx.commit().await.map_err(db(op))?;
+        Ok(id)
+    }
+
+    /// Changes after `after`, oldest first (the fallback for lost notifications).
+    pub async fn changes_after(&self, after: i64, limit: i64) -> Result<Vec<ChangeRow>> {
+        let op = "read changes";
+        let (pg, _) = self.pg(op)?;
+        let rows = sqlx::query(
+            "SELECT change_id, kind, item, origin FROM zone_changes WHERE change_id > $1
+             ORDER BY change_id LIMIT $2",
+        )
+        .bind(after)
+        .bind(limit)
+        .fetch_all(pg)
+        .await
+        .map_err(db(op))?;
+        rows.iter()
+            .map(|r| {
+                Ok(ChangeRow {
+                    change_id: r.try_get(0).map_err(db(op))?,
+                    kind: r.try_get(1).map_err(db(op))?,
+                    item: r.try_get(2).map_err(db(op))?,
+                    origin: r.try_get(3).map_err(db(op))?,
+                })
+            })
+            .collect()
+    }
+
+    /// The newest change id (0 for none).
+    pub async fn last_change(&self) -> Result<i64> {
+        let op = "read changes";
+        let (pg, _) = self.pg(op)?;
+        sqlx::query("SELECT COALESCE(MAX(change_id), 0) FROM zone_changes")
+            .fetch_one(pg)
+            .await
+            .map_err(db(op))?
+            .try_get(0)
+            .map_err(db(op))
+    }
+
+    /// Drops changes older than `keep_ms`, always keeping the newest (ids continue from it).
+    pub async fn prune_changes(&self, keep_ms: i64) -> Result<()> {
+        let op = "prune changes";
+        let (pg, _) = self.pg(op)?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM zone_changes WHERE at < {PG_NOW_MS} - $1
+               AND change_id < (SELECT MAX(change_id) FROM zone_changes)"
+        )))
+        .bind(keep_ms)
+        .execute(pg)
+        .await
+        .map_err(db(op))?;
+        Ok(())
+    }
 }

@@ -10,6 +10,7 @@
 //! - [`event`]: the operational event that every handled call becomes.
 //! - [`error`]: normalized error codes and the normalized tool response.
 //! - [`protocol`]: the versioned root↔hub protocol.
+//! - [`replica`]: the internal channel between root replicas of one zone (forwarded calls).
 //! - [`skill_catalog`]: the platform skill catalog's wire format (ontology, resource metadata).
 //! - [`time`]: RFC 3339 timestamps as used on every wire format here.
 //!
@@ -24,6 +25,7 @@ pub mod event;
 pub mod lease;
 pub mod profile;
 pub mod protocol;
+pub mod replica;
 pub mod skill_catalog;
 pub mod target;
 pub mod time;

@@ -25,6 +25,7 @@ use mcp_shared::protocol::{
     CallOutcome, CallRequest, Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub, SkillCommand,
     SkillState,
 };
+use mcp_shared::replica::{REPLICA_PROTOCOL_VERSION, ReplicaAnswer, ReplicaCall, ReplicaEnvelope};
 use mcp_shared::target::{
     ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport, WriteScope,
 };
@@ -1452,6 +1453,18 @@ fn copied_definitions_match_their_source_schemas() {
         s.same_shape("/$defs/tool_error", &error, "");
         s.same_shape("/$defs/error_code", &error, "/$defs/error_code");
     }
+    let replica = Schema::load("replica-channel.schema.json");
+    replica.same_shape("/$defs/tool_error", &error, "");
+    replica.same_shape("/$defs/error_code", &error, "/$defs/error_code");
+    for def in [
+        "call_outcome",
+        "call_outcome_ok",
+        "call_outcome_error",
+        "skill_state_fields",
+    ] {
+        let pointer = format!("/$defs/{def}");
+        replica.same_shape(&pointer, &protocol, &pointer);
+    }
     protocol.same_shape("/$defs/managed_target", &target, "");
     for def in ["transport", "operational_surface", "target_policy"] {
         let pointer = format!("/$defs/{def}");
@@ -1472,6 +1485,7 @@ fn every_schema_file_is_checked() {
         "capability-profiles.schema.json",
         "protocol-envelope.schema.json",
         "skill-catalog.schema.json",
+        "replica-channel.schema.json",
     ]
     .into_iter()
     .collect();
@@ -1570,4 +1584,197 @@ fn skill_catalog_schema_matches_the_types() {
     s.same_fields("/$defs/skill_ref", &[&ontology["skill_resources"][0]]);
     rust_round_trips::<Ontology>(s.file, &ontology);
     rust_rejects::<Ontology>(s.file, "an unknown field", &with_surplus(&ontology));
+}
+
+fn replica_calls() -> Vec<ReplicaCall> {
+    let mut all = vec![
+        ReplicaCall::Route {
+            target_id: "hub:test-alpha".into(),
+            call_id: "call-01".into(),
+            trace_id: "trace-01".into(),
+            session_id: "lease-01".into(),
+            tool_id: "hub.get_status".into(),
+            capability: "hub.get_status".into(),
+            arguments: json!({"verbose": true}),
+            dry_run: false,
+            remaining_ms: 4_500,
+            idempotency_key: Some("idem-01".into()),
+        },
+        ReplicaCall::Cancel {
+            target_id: "hub:test-alpha".into(),
+            call_id: "call-01".into(),
+        },
+    ];
+    for command in skill_commands() {
+        all.push(ReplicaCall::Skill {
+            target_id: "hub:test-alpha".into(),
+            skill: "infra_access_skill".into(),
+            command,
+        });
+    }
+    for body in &all {
+        match body {
+            ReplicaCall::Route { .. } | ReplicaCall::Cancel { .. } | ReplicaCall::Skill { .. } => {}
+        }
+    }
+    all
+}
+
+fn replica_answers() -> Vec<ReplicaAnswer> {
+    let all = vec![
+        ReplicaAnswer::Routed {
+            outcome: CallOutcome::Ok {
+                adapter: "infra_access.status".into(),
+                result: json!({"status": "online"}),
+            },
+        },
+        ReplicaAnswer::Routed {
+            outcome: CallOutcome::Error {
+                adapter: Some("infra_access.status".into()),
+                error: tool_error(ErrorCode::Timeout),
+            },
+        },
+        ReplicaAnswer::Cancelled,
+        ReplicaAnswer::SkillState {
+            state: skill_state(),
+        },
+        ReplicaAnswer::Refused {
+            error: tool_error(ErrorCode::TargetOffline),
+        },
+    ];
+    for body in &all {
+        match body {
+            ReplicaAnswer::Routed { .. }
+            | ReplicaAnswer::Cancelled
+            | ReplicaAnswer::SkillState { .. }
+            | ReplicaAnswer::Refused { .. } => {}
+        }
+    }
+    all
+}
+
+fn replica_envelope<B: Serialize>(body: B) -> Value {
+    to_json(&ReplicaEnvelope {
+        v: REPLICA_PROTOCOL_VERSION,
+        body,
+    })
+}
+
+#[test]
+fn replica_channel_schema_matches_the_types() {
+    let s = Schema::load("replica-channel.schema.json");
+    assert_eq!(
+        s.at("/properties/v")["const"],
+        json!(REPLICA_PROTOCOL_VERSION),
+        "{}: /properties/v must be the const REPLICA_PROTOCOL_VERSION",
+        s.file
+    );
+    let calls: Vec<Value> = replica_calls().iter().map(to_json).collect();
+    let answers: Vec<Value> = replica_answers().iter().map(to_json).collect();
+    for body in replica_calls() {
+        let v = replica_envelope(&body);
+        s.valid(&format!("request {}", type_of(&v["body"])), &v);
+        rust_round_trips::<ReplicaEnvelope<ReplicaCall>>(s.file, &v);
+    }
+    for body in replica_answers() {
+        let v = replica_envelope(&body);
+        s.valid(&format!("answer {}", type_of(&v["body"])), &v);
+        rust_round_trips::<ReplicaEnvelope<ReplicaAnswer>>(s.file, &v);
+    }
+    let call_types: BTreeSet<String> = calls.iter().map(type_of).collect();
+    let answer_types: BTreeSet<String> = answers.iter().map(type_of).collect();
+    assert_eq!(
+        s.tags("/$defs/replica_call", "type"),
+        call_types,
+        "{}: /$defs/replica_call differs from the ReplicaCall variants",
+        s.file
+    );
+    assert_eq!(
+        s.tags("/$defs/replica_answer", "type"),
+        answer_types,
+        "{}: /$defs/replica_answer differs from the ReplicaAnswer variants",
+        s.file
+    );
+    assert_eq!(
+        s.tags("/properties/body", "type"),
+        call_types.union(&answer_types).cloned().collect(),
+        "{}: /properties/body must list every message type once",
+        s.file
+    );
+    for body in &calls {
+        s.same_fields(&format!("/$defs/{}", type_of(body)), &[body]);
+    }
+    // One instance per answer type; both routed outcomes for the outcome fields.
+    for t in &answer_types {
+        let of_type: Vec<&Value> = answers.iter().filter(|a| &type_of(a) == t).collect();
+        s.same_fields(&format!("/$defs/{t}"), &of_type);
+    }
+    s.same_fields("/$defs/skill_state_fields", &[&answers[3]["state"]]);
+    s.same_fields("/$defs/tool_error", &[&answers[4]["error"]]);
+    s.same_fields("", &[&replica_envelope(ReplicaAnswer::Cancelled)]);
+    s.required("", &["v", "body"]);
+    s.required(
+        "/$defs/route",
+        &[
+            "type",
+            "target_id",
+            "call_id",
+            "trace_id",
+            "session_id",
+            "tool_id",
+            "capability",
+            "arguments",
+            "dry_run",
+            "remaining_ms",
+        ],
+    );
+    s.same_enum("/$defs/skill/properties/command", &skill_commands());
+    s.same_enum("/$defs/error_code", &error_codes());
+
+    let route = replica_envelope(&replica_calls()[0]);
+    let call_cases = [
+        ("an unknown envelope field", with_surplus(&route)),
+        (
+            "an unknown route field",
+            mutated(&route, |v| v["body"]["expires_at_ms"] = json!(1)),
+        ),
+        (
+            "type `shell`",
+            mutated(&route, |v| v["body"]["type"] = json!("shell")),
+        ),
+        (
+            "a negative remaining_ms",
+            mutated(&route, |v| v["body"]["remaining_ms"] = json!(-1)),
+        ),
+        (
+            "a route without target_id",
+            mutated(&route, |v| {
+                v["body"].as_object_mut().map(|o| o.remove("target_id"));
+            }),
+        ),
+        (
+            "skill command `purge`",
+            replica_envelope(
+                json!({"type": "skill", "target_id": "t", "skill": "s", "command": "purge"}),
+            ),
+        ),
+    ];
+    for (what, v) in &call_cases {
+        s.invalid(&format!("request with {what}"), v);
+        rust_rejects::<ReplicaEnvelope<ReplicaCall>>(s.file, what, v);
+    }
+    let answer_cases = [(
+        "an outcome with status `maybe`",
+        replica_envelope(
+            json!({"type": "routed", "outcome": {"status": "maybe", "adapter": "a", "result": null}}),
+        ),
+    )];
+    for (what, v) in &answer_cases {
+        s.invalid(&format!("answer with {what}"), v);
+        rust_rejects::<ReplicaEnvelope<ReplicaAnswer>>(s.file, what, v);
+    }
+    s.invalid(
+        "replica channel version 2",
+        &mutated(&route, |v| v["v"] = json!(2)),
+    );
 }

@@ -21,6 +21,7 @@ mod processes;
 mod profileops;
 mod protocol;
 mod redaction;
+mod replicas;
 mod root_tools;
 mod secrets;
 mod services;

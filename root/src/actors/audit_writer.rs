@@ -4,6 +4,10 @@
 //! precedes its durable audit event. Appends that arrive while a batch is being written queue
 //! in the mailbox and form the next batch. Each row stores the previous row's hash; its own
 //! hash is `sha256(prev_hash "\n" canonical_event_json)`.
+//!
+//! The head a batch follows is read inside the batch's transaction. With replicas on one
+//! PostgreSQL database that read is serialized by an advisory lock, so the writers of every
+//! replica extend one chain for the zone, in commit order (see `Store::append_audit_chained`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +50,8 @@ pub struct Args {
     /// The sequence number of the newest committed row, published after every commit (the
     /// audit live stream waits on it instead of polling the store).
     pub head: Arc<tokio::sync::watch::Sender<i64>>,
+    /// Stored with each row: the replica that wrote it (replicas on PostgreSQL).
+    pub replica_id: Option<String>,
 }
 
 pub struct AuditWriter;
@@ -53,8 +59,7 @@ pub struct AuditWriter;
 pub struct State {
     store: Store,
     batch_max: usize,
-    head_seq: i64,
-    head_hash: String,
+    replica_id: Option<String>,
     head_tx: Arc<tokio::sync::watch::Sender<i64>>,
     pending: Vec<(Box<OperationalEvent>, AppendReply)>,
     flush_scheduled: bool,
@@ -70,17 +75,20 @@ impl Actor for AuditWriter {
         _myself: ActorRef<Msg>,
         args: Arc<Args>,
     ) -> Result<State, ActorProcessingErr> {
-        let (head_seq, head_hash) = args
+        let (head_seq, _) = args
             .store
             .audit_head()
             .await?
             .unwrap_or((0, GENESIS_HASH.to_string()));
-        args.head.send_replace(head_seq);
+        args.head.send_if_modified(|h| {
+            let newer = head_seq > *h;
+            *h = (*h).max(head_seq);
+            newer
+        });
         Ok(State {
             store: args.store.clone(),
             batch_max: args.batch_max,
-            head_seq,
-            head_hash,
+            replica_id: args.replica_id.clone(),
             head_tx: args.head.clone(),
             pending: Vec::new(),
             flush_scheduled: false,
@@ -127,24 +135,36 @@ async fn flush(state: &mut State) {
         return;
     }
     let pending = std::mem::take(&mut state.pending);
-    let mut rows = Vec::with_capacity(pending.len());
-    let (mut seq, mut prev) = (state.head_seq, state.head_hash.clone());
-    for (event, _) in &pending {
-        seq += 1;
-        let json = event_json(event);
-        let hash = chain_hash(&prev, &json);
-        rows.push(AuditRow {
-            seq,
-            event: (**event).clone(),
-            event_json: json,
-            prev_hash: std::mem::replace(&mut prev, hash.clone()),
-            hash,
-        });
-    }
+    let events: Vec<(OperationalEvent, String)> = pending
+        .iter()
+        .map(|(e, _)| ((**e).clone(), event_json(e)))
+        .collect();
+    let chain = |head_seq: i64, head_hash: String| {
+        let (mut seq, mut prev) = if head_seq == 0 {
+            (0, GENESIS_HASH.to_string())
+        } else {
+            (head_seq, head_hash)
+        };
+        events
+            .iter()
+            .map(|(event, json)| {
+                seq += 1;
+                let hash = chain_hash(&prev, json);
+                AuditRow {
+                    seq,
+                    event: event.clone(),
+                    event_json: json.clone(),
+                    prev_hash: std::mem::replace(&mut prev, hash.clone()),
+                    hash,
+                    replica_id: state.replica_id.clone(),
+                }
+            })
+            .collect::<Vec<_>>()
+    };
     let mut attempt = 0;
     let res = loop {
-        match state.store.append_audit(&rows).await {
-            Ok(()) => break Ok(()),
+        match state.store.append_audit_chained(chain).await {
+            Ok(rows) => break Ok(rows),
             Err(err) if attempt < 3 => {
                 attempt += 1;
                 tracing::warn!(%err, attempt, "audit append failed; retrying");
@@ -154,21 +174,21 @@ async fn flush(state: &mut State) {
         }
     };
     match res {
-        Ok(()) => {
-            state.head_seq = seq;
-            state.head_hash = prev;
-            state.head_tx.send_replace(seq);
+        Ok(rows) => {
+            if let Some(last) = rows.last() {
+                let seq = last.seq;
+                state.head_tx.send_if_modified(|h| {
+                    let newer = seq > *h;
+                    *h = (*h).max(seq);
+                    newer
+                });
+            }
             for ((_, reply), row) in pending.into_iter().zip(&rows) {
                 let _ = reply.send(Ok(row.seq));
             }
         }
         Err(err) => {
-            tracing::error!(%err, n = rows.len(), "audit append failed; calls answered with internal");
-            // Re-read the head: a failed transaction appended nothing.
-            if let Ok(Some((s, h))) = state.store.audit_head().await {
-                state.head_seq = s;
-                state.head_hash = h;
-            }
+            tracing::error!(%err, n = pending.len(), "audit append failed; calls answered with internal");
             for (_, reply) in pending {
                 let _ = reply.send(Err(err.clone()));
             }

@@ -1,9 +1,12 @@
 //! Lease manager: creates, revokes and rotates MCP Session Leases, and keeps their usage.
 //!
-//! Invariant: the actor is the only writer. The request path authenticates against the
-//! published [`LeaseIndex`] (token hash → entry) and bumps usage atomically; the actor writes
-//! changes to the store *before* publishing them, so a revoke is in force from the next
-//! request, and flushes usage counters to the store every second.
+//! Invariant: the actor is this replica's only writer. The request path authenticates against
+//! the published [`LeaseIndex`] (token hash → entry) and bumps usage atomically; the actor
+//! writes changes to the store *before* publishing them, so a revoke is in force from the next
+//! request, and flushes usage counters to the store every second (as increments, so replicas
+//! serving one lease add up). With replicas, the index also takes leases other replicas
+//! issued or revoked ([`LeaseIndex::upsert`], from the store), and a revoke or rotate is
+//! conditional on the lease still being active in the store.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
@@ -24,6 +27,8 @@ pub struct LeaseEntry {
     use_count: AtomicU64,
     last_used_ms: AtomicI64,
     dirty: AtomicBool,
+    /// `use_count` when usage was last written to the store.
+    flushed: AtomicU64,
 }
 
 fn status_code(s: LeaseStatus) -> u8 {
@@ -41,6 +46,7 @@ impl LeaseEntry {
             use_count: AtomicU64::new(lease.use_count),
             last_used_ms: AtomicI64::new(lease.last_used_at.map(unix_ms).unwrap_or(0)),
             dirty: AtomicBool::new(false),
+            flushed: AtomicU64::new(lease.use_count),
             lease,
         }
     }
@@ -92,6 +98,32 @@ impl LeaseIndex {
     pub fn authenticate(&self, token: &str) -> Option<Arc<LeaseEntry>> {
         let entry = self.by_hash.get(&auth::token_hash(token))?.clone();
         entry.is_usable().then_some(entry)
+    }
+
+    /// The entry of a bearer hash, usable or not.
+    pub fn by_hash(&self, token_hash: &str) -> Option<Arc<LeaseEntry>> {
+        self.by_hash.get(token_hash).map(|e| e.clone())
+    }
+
+    /// The entry of a session id, usable or not.
+    pub fn entry(&self, session_id: &str) -> Option<Arc<LeaseEntry>> {
+        self.by_id.get(session_id).map(|e| e.clone())
+    }
+
+    /// Takes a lease as stored (issued or changed by another replica): a new entry, or the
+    /// stored status on the existing one. A lease that is no longer active never becomes
+    /// active again here.
+    pub fn upsert(&self, row: crate::store::LeaseRow) -> Arc<LeaseEntry> {
+        if let Some(e) = self.entry(&row.lease.session_id) {
+            if row.lease.status != LeaseStatus::Active {
+                e.status
+                    .store(status_code(row.lease.status), Ordering::Release);
+            }
+            return e;
+        }
+        let entry = Arc::new(LeaseEntry::new(row.lease));
+        self.insert(row.token_hash, entry.clone());
+        entry
     }
 
     pub fn get(&self, session_id: &str) -> Option<SessionLease> {
@@ -212,11 +244,10 @@ impl Actor for LeaseManager {
             }
             Msg::Revoke(id, reply) => {
                 let res = async {
-                    let entry = active_entry(state, &id)?;
-                    state
-                        .store
-                        .set_lease_status(&id, LeaseStatus::Revoked)
-                        .await?;
+                    let entry = active_entry(state, &id).await?;
+                    if !state.store.revoke_lease_if_active(&id).await? {
+                        return Err(changed_meanwhile(state, &id).await);
+                    }
                     entry
                         .status
                         .store(status_code(LeaseStatus::Revoked), Ordering::Release);
@@ -227,7 +258,7 @@ impl Actor for LeaseManager {
             }
             Msg::Rotate(id, reply) => {
                 let res = async {
-                    let entry = active_entry(state, &id)?;
+                    let entry = active_entry(state, &id).await?;
                     let old = entry.lease.clone();
                     let remaining = (old.deadline_at - now()).max(time::Duration::seconds(1));
                     let issued = create(
@@ -245,10 +276,18 @@ impl Actor for LeaseManager {
                         },
                     )
                     .await?;
-                    state
-                        .store
-                        .set_lease_status(&id, LeaseStatus::Revoked)
-                        .await?;
+                    if !state.store.revoke_lease_if_active(&id).await? {
+                        // Another replica revoked or rotated it first: the new lease is void.
+                        state
+                            .store
+                            .set_lease_status(&issued.lease.session_id, LeaseStatus::Revoked)
+                            .await?;
+                        if let Some(e) = state.index.entry(&issued.lease.session_id) {
+                            e.status
+                                .store(status_code(LeaseStatus::Revoked), Ordering::Release);
+                        }
+                        return Err(changed_meanwhile(state, &id).await);
+                    }
                     entry
                         .status
                         .store(status_code(LeaseStatus::Revoked), Ordering::Release);
@@ -263,16 +302,33 @@ impl Actor for LeaseManager {
     }
 }
 
-fn active_entry(state: &State, id: &str) -> Result<Arc<LeaseEntry>, LeaseError> {
-    let entry = state
-        .index
-        .by_id
-        .get(id)
-        .map(|e| e.clone())
-        .ok_or_else(|| LeaseError::NotFound(id.to_string()))?;
+/// The active lease `id`, from the index or (issued by another replica) the store.
+async fn active_entry(state: &State, id: &str) -> Result<Arc<LeaseEntry>, LeaseError> {
+    let entry = match state.index.entry(id) {
+        Some(e) => e,
+        None => state
+            .store
+            .lease_by_id(id)
+            .await?
+            .map(|row| state.index.upsert(row))
+            .ok_or_else(|| LeaseError::NotFound(id.to_string()))?,
+    };
     match entry.snapshot().status {
         LeaseStatus::Active => Ok(entry),
         s => Err(LeaseError::NotActive(id.to_string(), s.as_str())),
+    }
+}
+
+/// The lease changed in the store since this replica looked (another replica revoked or
+/// rotated it): take the stored state and say so.
+async fn changed_meanwhile(state: &State, id: &str) -> LeaseError {
+    match state.store.lease_by_id(id).await {
+        Ok(Some(row)) => {
+            let entry = state.index.upsert(row);
+            LeaseError::NotActive(id.to_string(), entry.snapshot().status.as_str())
+        }
+        Ok(None) => LeaseError::NotFound(id.to_string()),
+        Err(e) => LeaseError::Store(e),
     }
 }
 
@@ -306,18 +362,34 @@ async fn flush_usage(state: &State) {
     let mut batch = Vec::new();
     for e in state.index.by_id.iter() {
         if e.dirty.swap(false, Ordering::AcqRel) {
+            let count = e.use_count.load(Ordering::Relaxed);
+            let delta = count.saturating_sub(e.flushed.load(Ordering::Relaxed));
             batch.push((
                 e.lease.session_id.clone(),
                 e.last_used_ms.load(Ordering::Relaxed),
-                e.use_count.load(Ordering::Relaxed),
+                delta,
+                count,
             ));
         }
     }
-    if let Err(err) = state.store.record_lease_usage(&batch).await {
-        tracing::warn!(%err, n = batch.len(), "lease usage flush failed; will retry");
-        for (id, _, _) in &batch {
-            if let Some(e) = state.index.by_id.get(id) {
-                e.dirty.store(true, Ordering::Release);
+    let usage: Vec<(String, i64, u64)> = batch
+        .iter()
+        .map(|(id, last, delta, _)| (id.clone(), *last, *delta))
+        .collect();
+    match state.store.record_lease_usage(&usage).await {
+        Ok(()) => {
+            for (id, _, _, count) in &batch {
+                if let Some(e) = state.index.by_id.get(id) {
+                    e.flushed.store(*count, Ordering::Relaxed);
+                }
+            }
+        }
+        Err(err) => {
+            tracing::warn!(%err, n = batch.len(), "lease usage flush failed; will retry");
+            for (id, _, _, _) in &batch {
+                if let Some(e) = state.index.by_id.get(id) {
+                    e.dirty.store(true, Ordering::Release);
+                }
             }
         }
     }

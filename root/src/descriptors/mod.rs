@@ -411,6 +411,15 @@ pub async fn publish(
         }
         return Err(PublishError::Cache(e));
     }
+    // Every live replica serves the new set before the publish returns.
+    if let Some(zone) = &app.zone {
+        zone.changed(
+            crate::replica::kind::DESCRIPTORS,
+            &revision.to_string(),
+            true,
+        )
+        .await;
+    }
     Ok(set)
 }
 
@@ -424,7 +433,8 @@ pub async fn snapshot(app: &crate::app::App) -> Result<Arc<DescriptorSet>, Strin
     .map_err(|e| format!("descriptor cache unavailable: {e}"))
 }
 
-async fn replace(app: &crate::app::App, set: Arc<DescriptorSet>) -> Result<(), String> {
+/// Serves `set` (already validated) from now on.
+pub(crate) async fn replace(app: &crate::app::App, set: Arc<DescriptorSet>) -> Result<(), String> {
     ractor::call_t!(
         app.actors.descriptors.load(),
         crate::actors::descriptor_cache::Msg::Replace,

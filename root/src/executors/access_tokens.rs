@@ -170,6 +170,7 @@ pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Va
     )
     .map_err(|e| internal("the lease manager", e))?
     .map_err(lease_error)?;
+    crate::replica::lease_changed(app, &issued.lease.session_id, false).await;
     Ok(json!({
         "session_id": issued.lease.session_id,
         "token": issued.token,
@@ -215,6 +216,8 @@ pub async fn revoke(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<V
     .map_err(|e| internal("the lease manager", e))?
     .map_err(lease_error)?;
     app.limits.forget_prefix(&format!("lease:{session_id}"));
+    // In force on every live replica before the call answers.
+    crate::replica::lease_changed(app, session_id, true).await;
     Ok(json!({ "revoked": token_row(&revoked, &caller.session_id) }))
 }
 

@@ -1,0 +1,482 @@
+//! Forwarding between replicas: the client side (a routed call, a cancel or a skill command
+//! for a hub another replica holds) and the owner's endpoint `POST /v1/root/internal/route`.
+//!
+//! The forwarding replica has already done everything the governed call path does before
+//! routing (policy, argument validation, concurrency slots) and writes the call's one audit
+//! event itself; the owner re-checks only what it alone knows first-hand (that it holds the
+//! hub and that the hub publishes the tool through an enabled skill), signs the call for its
+//! hub and relays the outcome. The deadline travels as the time left (`remaining_ms`), so the
+//! replicas' clocks are never compared; past it the forwarding replica answers `timeout` and
+//! tells the owner to cancel, and the owner cancels the hub call by itself at the same point.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::protocol::{CallOutcome, SkillCommand, SkillState};
+use mcp_shared::replica::{REPLICA_PROTOCOL_VERSION, ReplicaAnswer, ReplicaCall, ReplicaEnvelope};
+use mcp_shared::time::{now, unix_ms};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{Owner, Zone, credential};
+use crate::actors::{RPC_TIMEOUT_MS, router};
+use crate::app::App;
+use crate::http::ApiError;
+
+/// The internal endpoint's path.
+pub const ROUTE_PATH: &str = "/v1/root/internal/route";
+/// Extra time a forwarded call gets on the wire beyond its own deadline (the owner answers
+/// `timeout` itself at the deadline; this only covers the answer's way back).
+const WIRE_SLACK: Duration = Duration::from_millis(250);
+
+/// Why a request to another replica failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    #[error("replica `{replica}` at {url} is unreachable: {source}")]
+    Unreachable {
+        replica: String,
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("replica `{replica}` refused the request ({status}): {message}")]
+    Refused {
+        replica: String,
+        status: u16,
+        message: String,
+    },
+    #[error("replica `{replica}` sent an answer this build cannot read: {detail}")]
+    BadAnswer { replica: String, detail: String },
+}
+
+impl Zone {
+    /// Sends one request to `owner`; the credential lives as long as the request may take.
+    async fn send(
+        &self,
+        owner: &Owner,
+        call: ReplicaCall,
+        budget: Duration,
+    ) -> Result<ReplicaAnswer, ForwardError> {
+        let body = serde_json::to_vec(&ReplicaEnvelope {
+            v: REPLICA_PROTOCOL_VERSION,
+            body: call,
+        })
+        .unwrap_or_default();
+        let lifetime = (budget + Duration::from_secs(5))
+            .min(Duration::from_millis(credential::MAX_LIFETIME_MS as u64));
+        let expires_ms = unix_ms(now()) + lifetime.as_millis() as i64;
+        let cred = credential::mint(
+            &self.key,
+            &self.replica_id,
+            &owner.replica_id,
+            expires_ms,
+            &body,
+        );
+        let url = format!("{}{ROUTE_PATH}", owner.advertise_url);
+        let unreachable = |source| ForwardError::Unreachable {
+            replica: owner.replica_id.clone(),
+            url: owner.advertise_url.clone(),
+            source,
+        };
+        let res = self
+            .http
+            .post(&url)
+            .header(
+                header::AUTHORIZATION,
+                format!("{} {cred}", credential::SCHEME),
+            )
+            .header(header::CONTENT_TYPE, "application/json")
+            .timeout(budget + WIRE_SLACK)
+            .body(body)
+            .send()
+            .await
+            .map_err(unreachable)?;
+        let status = res.status();
+        let bytes = res.bytes().await.map_err(unreachable)?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(200).collect());
+            return Err(ForwardError::Refused {
+                replica: owner.replica_id.clone(),
+                status: status.as_u16(),
+                message,
+            });
+        }
+        let env: ReplicaEnvelope<ReplicaAnswer> =
+            serde_json::from_slice(&bytes).map_err(|e| ForwardError::BadAnswer {
+                replica: owner.replica_id.clone(),
+                detail: e.to_string(),
+            })?;
+        if env.v != REPLICA_PROTOCOL_VERSION {
+            return Err(ForwardError::BadAnswer {
+                replica: owner.replica_id.clone(),
+                detail: format!("channel version {}", env.v),
+            });
+        }
+        Ok(env.body)
+    }
+
+    /// A failed forward as the caller sees it: the owner gone is `target_offline` (the hub
+    /// reconnects to a live replica), anything else an internal failure.
+    fn failed(&self, target_id: &str, e: ForwardError) -> ToolError {
+        match e {
+            ForwardError::Unreachable { .. } => {
+                self.forget_owner(target_id);
+                tracing::warn!(%target_id, error = %e, "forward failed");
+                ToolError::new(
+                    ErrorCode::TargetOffline,
+                    format!(
+                        "target `{target_id}`'s hub is held by a replica that does not answer; retry once the hub has reconnected"
+                    ),
+                )
+            }
+            e => {
+                tracing::error!(%target_id, error = %e, "forward failed");
+                ToolError::new(
+                    ErrorCode::Internal,
+                    "the replica holding the target's hub refused the forwarded request; see the root's log",
+                )
+            }
+        }
+    }
+}
+
+/// Forwards a routed call to the replica holding its hub and waits for the outcome until
+/// `timeout`; past it, or when `cancel` fires, the owner is told to cancel. Returns the hub
+/// adapter that ran (if one did) with the outcome, like a local route.
+pub async fn route(
+    zone: &Arc<Zone>,
+    owner: &Owner,
+    call: router::RoutedCall,
+    timeout: Duration,
+    cancel: Option<&CancellationToken>,
+) -> (Option<String>, Result<Value, ToolError>) {
+    let target_id = call.target_id.clone();
+    let call_id = call.call_id.clone();
+    let tool_id = call.tool_id.clone();
+    let request = ReplicaCall::Route {
+        target_id: call.target_id,
+        call_id: call.call_id,
+        trace_id: call.trace_id,
+        session_id: call.session_id,
+        tool_id: call.tool_id,
+        capability: call.capability,
+        arguments: call.arguments,
+        dry_run: call.dry_run,
+        remaining_ms: timeout.as_millis() as u64,
+        idempotency_key: call.idempotency_key,
+    };
+    let cancelled = async {
+        match cancel {
+            Some(ct) => ct.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let sent = zone.send(owner, request, timeout);
+    let answer = tokio::select! {
+        a = tokio::time::timeout(timeout + WIRE_SLACK, sent) => a,
+        () = cancelled => {
+            cancel_on_owner(zone, owner, &target_id, &call_id);
+            return (None, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{tool_id}`; the target was told to stop"))));
+        }
+    };
+    match answer {
+        Ok(Ok(ReplicaAnswer::Routed { outcome })) => match outcome {
+            CallOutcome::Ok { adapter, result } => (Some(adapter), Ok(result)),
+            CallOutcome::Error { adapter, error } => (adapter, Err(error)),
+        },
+        Ok(Ok(ReplicaAnswer::Refused { error })) => {
+            if error.code == ErrorCode::TargetOffline {
+                zone.forget_owner(&target_id);
+            }
+            (None, Err(error))
+        }
+        Ok(Ok(other)) => (
+            None,
+            Err(zone.failed(
+                &target_id,
+                ForwardError::BadAnswer {
+                    replica: owner.replica_id.clone(),
+                    detail: format!("unexpected answer {other:?} to a route"),
+                },
+            )),
+        ),
+        Ok(Err(ForwardError::Unreachable { source, .. })) if source.is_timeout() => {
+            cancel_on_owner(zone, owner, &target_id, &call_id);
+            (None, Err(timed_out(&tool_id, timeout)))
+        }
+        Ok(Err(e)) => (None, Err(zone.failed(&target_id, e))),
+        Err(_) => {
+            cancel_on_owner(zone, owner, &target_id, &call_id);
+            (None, Err(timed_out(&tool_id, timeout)))
+        }
+    }
+}
+
+fn timed_out(tool_id: &str, timeout: Duration) -> ToolError {
+    ToolError::new(
+        ErrorCode::Timeout,
+        format!(
+            "`{tool_id}` did not answer within {} ms; the target was told to cancel",
+            timeout.as_millis()
+        ),
+    )
+}
+
+/// Tells the owner to cancel a forwarded call, without waiting.
+fn cancel_on_owner(zone: &Arc<Zone>, owner: &Owner, target_id: &str, call_id: &str) {
+    let (zone, owner) = (zone.clone(), owner.clone());
+    let request = ReplicaCall::Cancel {
+        target_id: target_id.to_owned(),
+        call_id: call_id.to_owned(),
+    };
+    tokio::spawn(async move {
+        if let Err(e) = zone.send(&owner, request, Duration::from_secs(2)).await {
+            tracing::debug!(error = %e, "cancel of a forwarded call not delivered");
+        }
+    });
+}
+
+/// An operator's skill command for `target_id`: run by the router when this replica holds the
+/// hub (or is the only replica), else forwarded to the replica that does.
+pub async fn skill_command(
+    app: &App,
+    target_id: &str,
+    skill: &str,
+    command: SkillCommand,
+) -> Result<SkillState, ToolError> {
+    if let Some(zone) = &app.zone
+        && !app.hub_connections.contains_key(target_id)
+        && let Some(owner) = zone.owner_of(target_id).await
+    {
+        let request = ReplicaCall::Skill {
+            target_id: target_id.to_owned(),
+            skill: skill.to_owned(),
+            command,
+        };
+        let budget = Duration::from_millis(RPC_TIMEOUT_MS) + super::ACK_BUDGET;
+        return match zone.send(&owner, request, budget).await {
+            Ok(ReplicaAnswer::SkillState { state }) => Ok(state),
+            Ok(ReplicaAnswer::Refused { error }) => Err(error),
+            Ok(other) => Err(zone.failed(
+                target_id,
+                ForwardError::BadAnswer {
+                    replica: owner.replica_id.clone(),
+                    detail: format!("unexpected answer {other:?} to a skill command"),
+                },
+            )),
+            Err(e) => Err(zone.failed(target_id, e)),
+        };
+    }
+    local_skill_command(app, target_id, skill, command).await
+}
+
+/// A skill command through this replica's router. A changed surface is stored and every live
+/// replica has applied it before this returns, so the next `tools/list` anywhere shows it.
+async fn local_skill_command(
+    app: &App,
+    target_id: &str,
+    skill: &str,
+    command: SkillCommand,
+) -> Result<SkillState, ToolError> {
+    let res = ractor::call_t!(
+        app.actors.router.load(),
+        |reply| router::Msg::Skill {
+            target_id: target_id.to_owned(),
+            skill: skill.to_owned(),
+            command,
+            reply
+        },
+        RPC_TIMEOUT_MS
+    );
+    let state = match res {
+        Ok(r) => r?,
+        Err(e) => {
+            return Err(ToolError::new(
+                ErrorCode::TargetOffline,
+                format!("no answer from target `{target_id}`: {e}"),
+            ));
+        }
+    };
+    if command != SkillCommand::Status
+        && let Some(zone) = &app.zone
+    {
+        // The hub's surface_changed came before its skill_state on the same connection, so
+        // the directory already holds the new surface.
+        let descriptor = app
+            .targets
+            .get(target_id)
+            .and_then(|d| serde_json::to_string(&*d).ok());
+        if let Err(e) = app
+            .store
+            .update_target_seen(target_id, unix_ms(now()), descriptor.as_deref(), None)
+            .await
+        {
+            tracing::warn!(%target_id, error = %e, "cannot store the changed surface");
+        }
+        zone.changed(super::kind::TARGET, target_id, true).await;
+    }
+    Ok(state)
+}
+
+/// `POST /v1/root/internal/route`: a request from another replica of the zone.
+pub async fn internal_route(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(zone) = app.zone.clone() else {
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            "the replica channel is off: this root is the zone's only replica (SQLite)",
+        )
+        .into_response();
+    };
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let from = match credential::verify(&zone.key, &zone.replica_id, auth, &body, unix_ms(now())) {
+        Ok(from) => from,
+        Err(e) => {
+            tracing::warn!(error = %e, "refused a request on the replica channel");
+            app.metrics.unauthenticated.inc();
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::Unauthenticated,
+                e.to_string(),
+            )
+            .into_response();
+        }
+    };
+    let env: ReplicaEnvelope<ReplicaCall> = match serde_json::from_slice(&body) {
+        Ok(env) => env,
+        Err(e) => {
+            return ApiError::bad_request(format!("not a replica request: {e}")).into_response();
+        }
+    };
+    if env.v != REPLICA_PROTOCOL_VERSION {
+        return ApiError::bad_request(format!(
+            "replica channel version {} is not {REPLICA_PROTOCOL_VERSION}",
+            env.v
+        ))
+        .into_response();
+    }
+    let answer = match env.body {
+        ReplicaCall::Route {
+            target_id,
+            call_id,
+            trace_id,
+            session_id,
+            tool_id,
+            capability,
+            arguments,
+            dry_run,
+            remaining_ms,
+            idempotency_key,
+        } => {
+            tracing::debug!(%from, %target_id, %tool_id, %call_id, "forwarded call");
+            if !app.hub_connections.contains_key(&target_id) {
+                ReplicaAnswer::Refused {
+                    error: not_here(&zone, &target_id),
+                }
+            } else if !publishes(&app, &target_id, &tool_id) {
+                ReplicaAnswer::Routed {
+                    outcome: CallOutcome::Error {
+                        adapter: None,
+                        error: ToolError::new(
+                            ErrorCode::SkillDisabled,
+                            format!(
+                                "target `{target_id}` does not publish `{tool_id}` through an enabled skill"
+                            ),
+                        ),
+                    },
+                }
+            } else {
+                let remaining = remaining_ms.min(credential::MAX_LIFETIME_MS as u64);
+                let call = router::RoutedCall {
+                    call_id,
+                    target_id,
+                    session_id,
+                    tool_id,
+                    capability,
+                    arguments,
+                    trace_id,
+                    dry_run,
+                    expires_at_ms: unix_ms(now()) + remaining as i64,
+                    idempotency_key,
+                };
+                let (adapter, result) =
+                    crate::call::route_local(&app, call, Duration::from_millis(remaining), None)
+                        .await;
+                ReplicaAnswer::Routed {
+                    outcome: match result {
+                        Ok(result) => CallOutcome::Ok {
+                            adapter: adapter.unwrap_or_else(|| "root.router".into()),
+                            result,
+                        },
+                        Err(error) => CallOutcome::Error { adapter, error },
+                    },
+                }
+            }
+        }
+        ReplicaCall::Cancel { target_id, call_id } => {
+            let _ = app
+                .actors
+                .router
+                .load()
+                .send_message(router::Msg::Cancel { target_id, call_id });
+            ReplicaAnswer::Cancelled
+        }
+        ReplicaCall::Skill {
+            target_id,
+            skill,
+            command,
+        } => {
+            tracing::info!(%from, %target_id, %skill, ?command, "forwarded skill command");
+            if app.hub_connections.contains_key(&target_id) {
+                match local_skill_command(&app, &target_id, &skill, command).await {
+                    Ok(state) => ReplicaAnswer::SkillState { state },
+                    Err(error) => ReplicaAnswer::Refused { error },
+                }
+            } else {
+                ReplicaAnswer::Refused {
+                    error: not_here(&zone, &target_id),
+                }
+            }
+        }
+    };
+    axum::Json(ReplicaEnvelope {
+        v: REPLICA_PROTOCOL_VERSION,
+        body: answer,
+    })
+    .into_response()
+}
+
+fn not_here(zone: &Zone, target_id: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::TargetOffline,
+        format!(
+            "replica `{}` does not hold `{target_id}`'s hub (it moved or disconnected)",
+            zone.replica_id
+        ),
+    )
+}
+
+/// Whether the hub connected here publishes `tool_id` through an enabled skill.
+fn publishes(app: &App, target_id: &str, tool_id: &str) -> bool {
+    app.targets.get(target_id).is_some_and(|d| {
+        d.operational_surface.enabled
+            && d.operational_surface
+                .capabilities
+                .iter()
+                .any(|t| t == tool_id)
+    })
+}

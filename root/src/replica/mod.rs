@@ -1,0 +1,871 @@
+//! Replicas: several `mcp-root serve` processes for one zone on one PostgreSQL database.
+//!
+//! Everything root persists is in the shared database already; this module keeps the
+//! in-memory views of each replica honest and connects the replicas:
+//!
+//! - **Registry**: each replica registers itself in `replicas` (id, advertised internal
+//!   address) and heartbeats every second; the replica holding a hub's connection records it
+//!   in `hub_ownership`, heartbeated with it. Ages are judged by the database's clock; a row
+//!   silent for [`EXPIRY_MS`] is dead, so a killed replica's hubs are nobody's within seconds.
+//! - **Change feed** (`zone_changes` + `LISTEN/NOTIFY`): a replica that changes something
+//!   other replicas cache (a lease revoked, rotated or created; an enrolment, hub key, hub
+//!   connection or published surface; the descriptor set) appends a change and notifies. Every
+//!   replica applies changes in id order by reloading the named item from the store, then
+//!   records how far it got (`replicas.applied_change`). Changes that take authority away
+//!   (revoke, rotate, skill disable, key rotation, publish) wait until every live replica has
+//!   applied them (at most [`ACK_BUDGET`]), so the operator's request returns only when the
+//!   change is in force on every live replica. A lost notification is caught by the fallback
+//!   reload every [`FALLBACK`], which also re-reads which unexpired leases are revoked, so a
+//!   revoked token never keeps working on a replica that missed the feed.
+//! - **Forwarding** ([`forward`]): a routed call or skill command on a replica without the
+//!   hub goes to the owner over `POST /v1/root/internal/route`, authenticated with a
+//!   [`credential`]; policy, limits and the one audit event stay with the replica the client
+//!   called.
+//!
+//! On SQLite there is one replica and none of this runs (`App::zone` is `None`).
+
+pub mod credential;
+pub mod forward;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Json;
+use axum::extract::State;
+use dashmap::DashMap;
+use mcp_shared::target::TargetStatus;
+use serde_json::{Value, json};
+use sqlx::postgres::PgListener;
+use tokio::sync::Semaphore;
+
+use crate::actors::lease_manager::LeaseEntry;
+use crate::app::{App, Principal};
+use crate::config::{RootConfig, valid_replica_id};
+use crate::http::{ApiError, Auth, Operator};
+use crate::store::{self, ChangeRow, ReplicaRow, Store};
+
+/// How often a replica heartbeats its registry row and its hub ownerships.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+/// A replica or hub ownership silent this long (database clock) is dead.
+pub const EXPIRY_MS: i64 = 5_000;
+/// The bounded-staleness fallback: changes, revocations and hub ownership are re-read this
+/// often, whatever the notifications did.
+pub const FALLBACK: Duration = Duration::from_secs(2);
+/// How long a change that takes authority away waits for every live replica to apply it.
+pub const ACK_BUDGET: Duration = Duration::from_secs(2);
+/// Registry rows silent this long are dropped from the zone view.
+const FORGET_MS: i64 = 3_600_000;
+/// How long applied changes stay in the feed.
+const CHANGE_RETENTION_MS: i64 = 3_600_000;
+/// Bearer hashes remembered as unknown to the store (beyond that the set starts over).
+const UNKNOWN_BEARERS_MAX: usize = 10_000;
+
+/// Kinds of change in the feed; the item names what to reload.
+pub mod kind {
+    /// A lease (item: session id) was created, revoked or rotated.
+    pub const LEASE: &str = "lease";
+    /// A target (item: target id): enrolment, hub key, hub connection or published surface.
+    pub const TARGET: &str = "target";
+    /// A descriptor set (item: revision) was published.
+    pub const DESCRIPTORS: &str = "descriptors";
+}
+
+/// The replica holding a hub's connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub replica_id: String,
+    pub advertise_url: String,
+}
+
+/// This process as one replica of the zone.
+pub struct Zone {
+    pub replica_id: String,
+    /// Unique per process start (a restarted replica keeps its id, not its instance).
+    pub instance_id: String,
+    advertise_url: OnceLock<String>,
+    zone: String,
+    /// Key of the replica credentials (derived from the shared master key).
+    key: [u8; 32],
+    http: reqwest::Client,
+    store: Store,
+    database_url: String,
+    /// The newest change applied here.
+    applied: AtomicI64,
+    /// The newest change recorded as applied in the registry.
+    acked: AtomicI64,
+    apply_lock: tokio::sync::Mutex<()>,
+    /// Target → the live replica holding its hub (not this one).
+    owners: DashMap<String, Owner>,
+    /// Bearer hashes the store does not know (a lease created later has a new random
+    /// bearer, so remembering them is safe).
+    unknown_bearers: DashMap<String, ()>,
+    /// Bounds concurrent store lookups of unknown bearers and hub tokens.
+    lookups: Semaphore,
+}
+
+impl Zone {
+    /// The zone machinery for a PostgreSQL store; `None` on SQLite (one replica). Call it
+    /// before loading leases, enrolments and descriptors: the change feed is read from the
+    /// position it notes here, so nothing committed meanwhile is missed.
+    pub async fn prepare(
+        config: &RootConfig,
+        store: &Store,
+        master_key: &crate::secrets::MasterKey,
+    ) -> anyhow::Result<Option<Arc<Zone>>> {
+        if store.shared().is_none() {
+            return Ok(None);
+        }
+        let replica_id = match &config.replica.id {
+            Some(id) => id.clone(),
+            None => stored_replica_id(&config.data_dir)?,
+        };
+        let watermark = store
+            .last_change()
+            .await
+            .context("reading the change feed")?;
+        let mut http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .pool_idle_timeout(Duration::from_secs(60));
+        if let Some(path) = &config.replica.ca_file {
+            let pem =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("{}: not a PEM certificate bundle", path.display()))?;
+            http = http.tls_certs_only(certs);
+        }
+        Ok(Some(Arc::new(Zone {
+            replica_id,
+            instance_id: uuid::Uuid::now_v7().to_string(),
+            advertise_url: OnceLock::new(),
+            zone: config.zone.clone(),
+            key: master_key.derive_key(credential::KEY_PURPOSE),
+            http: http.build().context("building the replica HTTP client")?,
+            store: store.clone(),
+            database_url: config.database_url(),
+            applied: AtomicI64::new(watermark),
+            acked: AtomicI64::new(watermark),
+            apply_lock: tokio::sync::Mutex::new(()),
+            owners: DashMap::new(),
+            unknown_bearers: DashMap::new(),
+            lookups: Semaphore::new(8),
+        })))
+    }
+
+    /// The address other replicas reach this one at.
+    pub fn advertise_url(&self) -> &str {
+        self.advertise_url.get().map_or("", String::as_str)
+    }
+
+    /// Registers this replica once its listener is bound, and starts the heartbeat, the
+    /// notification listener and the fallback reload. Refuses to start next to a live replica
+    /// of another zone or one using the same replica id.
+    pub async fn start(
+        self: &Arc<Self>,
+        app: Arc<App>,
+        bound: SocketAddr,
+        scheme: &str,
+    ) -> anyhow::Result<()> {
+        let advertise = match &app.config.replica.advertise_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None if bound.ip().is_unspecified() => anyhow::bail!(
+                "root listens on {bound}, which other replicas cannot dial: set \
+                 replica.advertise_url to this replica's internal address"
+            ),
+            None => format!("{scheme}://{bound}"),
+        };
+        let _ = self.advertise_url.set(advertise.clone());
+        let rows = self
+            .store
+            .list_replicas(FORGET_MS)
+            .await
+            .context("reading the replica registry")?;
+        if let Some(other) = rows
+            .iter()
+            .find(|r| r.heartbeat_age_ms <= EXPIRY_MS && r.zone != self.zone)
+        {
+            anyhow::bail!(
+                "this database already serves zone `{}` (replica `{}`); one database (schema) \
+                 holds one zone, so this replica of zone `{}` cannot join it",
+                other.zone,
+                other.replica_id,
+                self.zone
+            );
+        }
+        let row = ReplicaRow {
+            replica_id: self.replica_id.clone(),
+            zone: self.zone.clone(),
+            advertise_url: advertise.clone(),
+            instance_id: self.instance_id.clone(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            started_at_ms: 0,
+            heartbeat_at_ms: 0,
+            heartbeat_age_ms: 0,
+            applied_change: self.applied.load(Ordering::Acquire),
+        };
+        if !self
+            .store
+            .register_replica(&row, EXPIRY_MS)
+            .await
+            .context("registering the replica")?
+        {
+            anyhow::bail!(
+                "replica id `{}` belongs to a live replica (another process): give each \
+                 replica its own replica.id (or data_dir)",
+                self.replica_id
+            );
+        }
+        tracing::info!(replica_id = %self.replica_id, advertise_url = %advertise, zone = %self.zone, "replica registered");
+        tokio::spawn(heartbeat(self.clone(), app.clone()));
+        tokio::spawn(listen(self.clone(), app.clone()));
+        tokio::spawn(fallback(self.clone(), app));
+        Ok(())
+    }
+
+    /// Leaves the registry with the hubs this replica held (clean shutdown).
+    pub async fn stop(&self) {
+        if let Err(e) = self
+            .store
+            .unregister_replica(&self.replica_id, &self.instance_id)
+            .await
+        {
+            tracing::warn!(error = %e, "could not leave the replica registry; the row expires by itself");
+        }
+    }
+
+    /// Records a change for the other replicas. With `wait`, returns once every live replica
+    /// has applied it (or after [`ACK_BUDGET`], logging which have not; they apply it within
+    /// the fallback reload).
+    pub async fn changed(&self, kind: &str, item: &str, wait: bool) {
+        let mut attempt = 0;
+        let id = loop {
+            match self
+                .store
+                .publish_change(kind, item, &self.replica_id)
+                .await
+            {
+                Ok(id) => break id,
+                Err(e) if attempt < 3 => {
+                    attempt += 1;
+                    tracing::warn!(error = %e, kind, item, attempt, "could not record a change; retrying");
+                    tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, kind, item, "could not record a change; other replicas see it only through the fallback reload (revocations) or not at all (surfaces, descriptors) until the next change");
+                    return;
+                }
+            }
+        };
+        if wait {
+            self.await_applied(id).await;
+        }
+    }
+
+    async fn await_applied(&self, id: i64) {
+        let deadline = tokio::time::Instant::now() + ACK_BUDGET;
+        loop {
+            match self
+                .store
+                .replicas_behind(&self.replica_id, id, EXPIRY_MS)
+                .await
+            {
+                Ok(behind) if behind.is_empty() => return,
+                Ok(behind) if tokio::time::Instant::now() >= deadline => {
+                    tracing::warn!(
+                        change = id,
+                        ?behind,
+                        "live replicas did not confirm a change in time; they apply it within the fallback reload"
+                    );
+                    return;
+                }
+                Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+                Err(e) => {
+                    tracing::warn!(error = %e, change = id, "cannot read which replicas applied a change");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Applies every change after the last one applied here, in order.
+    pub async fn catch_up(&self, app: &App) {
+        let _one = self.apply_lock.lock().await;
+        loop {
+            let after = self.applied.load(Ordering::Acquire);
+            let changes = match self.store.changes_after(after, 500).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the change feed; retrying at the next notification or reload");
+                    return;
+                }
+            };
+            let n = changes.len();
+            for c in changes {
+                if let Err(e) = self.apply(app, &c).await {
+                    tracing::warn!(error = %e, change = c.change_id, kind = %c.kind, item = %c.item, "cannot apply a change yet; retrying");
+                    self.ack().await;
+                    return;
+                }
+                self.applied.store(c.change_id, Ordering::Release);
+            }
+            if n < 500 {
+                break;
+            }
+        }
+        self.ack().await;
+    }
+
+    async fn ack(&self) {
+        let applied = self.applied.load(Ordering::Acquire);
+        if applied > self.acked.load(Ordering::Acquire) {
+            match self
+                .store
+                .set_applied_change(&self.replica_id, applied)
+                .await
+            {
+                Ok(()) => self.acked.store(applied, Ordering::Release),
+                Err(e) => tracing::warn!(error = %e, "cannot record the applied change"),
+            }
+        }
+    }
+
+    async fn apply(&self, app: &App, c: &ChangeRow) -> Result<(), store::Error> {
+        match c.kind.as_str() {
+            kind::LEASE => {
+                if let Some(row) = self.store.lease_by_id(&c.item).await? {
+                    let entry = app.leases.upsert(row);
+                    if !entry.is_usable() {
+                        app.limits.forget_prefix(&format!("lease:{}", c.item));
+                    }
+                }
+            }
+            kind::TARGET => self.refresh_target(app, &c.item).await?,
+            kind::DESCRIPTORS => self.refresh_descriptors(app).await?,
+            other => tracing::debug!(kind = other, "change of an unknown kind ignored"),
+        }
+        Ok(())
+    }
+
+    /// Reloads a target's enrolment and, when its hub is not connected here, its directory
+    /// entry: the descriptor the owner stored, online while a live replica holds the hub.
+    async fn refresh_target(&self, app: &App, target_id: &str) -> Result<(), store::Error> {
+        let Some(row) = self
+            .store
+            .load_targets()
+            .await?
+            .into_iter()
+            .find(|r| r.target_id == target_id)
+        else {
+            return Ok(());
+        };
+        let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
+        let previous = self
+            .store
+            .load_previous_keys()
+            .await?
+            .into_iter()
+            .find(|(id, p)| id == target_id && p.expires_at_ms > now_ms && !p.token_hash.is_empty())
+            .map(|(_, p)| p);
+        let enrolment = match crate::hubs::Enrolment::open(row, previous, &app.master_key) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(%target_id, error = %e, "stored signing key cannot be opened; the target cannot connect here");
+                return Ok(());
+            }
+        };
+        let mut descriptor = enrolment.offline_descriptor();
+        app.enrolments.insert(target_id.to_owned(), enrolment);
+        if app.hub_connections.contains_key(target_id) {
+            // This replica holds the hub: its live view is the authority.
+            return Ok(());
+        }
+        let owner = self
+            .store
+            .live_owners(Some(target_id), EXPIRY_MS)
+            .await?
+            .into_iter()
+            .find(|o| o.replica_id != self.replica_id);
+        match owner {
+            Some(o) => {
+                descriptor.status = TargetStatus::Online;
+                self.owners.insert(
+                    target_id.to_owned(),
+                    Owner {
+                        replica_id: o.replica_id,
+                        advertise_url: o.advertise_url,
+                    },
+                );
+            }
+            None => {
+                self.owners.remove(target_id);
+            }
+        }
+        let changed = app
+            .targets
+            .get(target_id)
+            .is_none_or(|old| *old != descriptor);
+        app.targets.insert(target_id.to_owned(), descriptor);
+        if changed {
+            crate::mcp::notify_tools_changed(app, target_id);
+        }
+        Ok(())
+    }
+
+    /// Serves the newest published descriptor set if it is newer than the one served here.
+    async fn refresh_descriptors(&self, app: &App) -> Result<(), store::Error> {
+        let served = crate::descriptors::snapshot(app)
+            .await
+            .ok()
+            .and_then(|s| s.origin.revision);
+        let Some(latest) = self.store.latest_descriptor_set().await? else {
+            return Ok(());
+        };
+        if served.is_some_and(|r| r >= latest.revision) {
+            return Ok(());
+        }
+        if let Some(set) = crate::descriptors::load_published(
+            &app.store,
+            &app.contracts,
+            &app.config.skill_catalog.scheme,
+        )
+        .await?
+        {
+            let revision = set.origin.revision;
+            if let Err(e) = crate::descriptors::replace(app, Arc::new(set)).await {
+                tracing::warn!(error = %e, "cannot serve a descriptor set another replica published");
+            } else {
+                tracing::info!(
+                    ?revision,
+                    "serving the descriptor set another replica published"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Reconciles hub ownership with the registry: targets whose owner died go offline here,
+    /// targets another replica took over come online.
+    async fn reconcile_owners(&self, app: &App) -> Result<(), store::Error> {
+        let live: HashMap<String, Owner> = self
+            .store
+            .live_owners(None, EXPIRY_MS)
+            .await?
+            .into_iter()
+            .filter(|o| o.replica_id != self.replica_id)
+            .map(|o| {
+                (
+                    o.target_id,
+                    Owner {
+                        replica_id: o.replica_id,
+                        advertise_url: o.advertise_url,
+                    },
+                )
+            })
+            .collect();
+        let targets: Vec<String> = app.enrolments.iter().map(|e| e.key().clone()).collect();
+        for target_id in targets {
+            if app.hub_connections.contains_key(&target_id) {
+                continue;
+            }
+            let online = app
+                .targets
+                .get(&target_id)
+                .is_some_and(|d| d.status != TargetStatus::Offline);
+            let owner_moved = match (live.get(&target_id), self.owners.get(&target_id)) {
+                (Some(l), Some(c)) => *l != *c,
+                (l, c) => l.is_some() != c.is_some(),
+            };
+            if online != live.contains_key(&target_id) || owner_moved {
+                self.refresh_target(app, &target_id).await?;
+            }
+        }
+        self.owners.retain(|t, _| live.contains_key(t));
+        Ok(())
+    }
+
+    /// Marks leases revoked in the store but active here (a change this replica missed).
+    async fn reload_revocations(&self, app: &App) -> Result<(), store::Error> {
+        let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
+        for id in self.store.revoked_unexpired_leases(now_ms).await? {
+            if let Some(e) = app.leases.entry(&id)
+                && e.is_usable()
+            {
+                tracing::warn!(session_id = %id, "a lease revoked on another replica was still active here; revoked now (missed notification)");
+                if let Some(row) = self.store.lease_by_id(&id).await? {
+                    app.leases.upsert(row);
+                }
+                app.limits.forget_prefix(&format!("lease:{id}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A lease this replica has not seen (issued by another replica): loaded from the store.
+    pub async fn lease_on_miss(&self, app: &App, token_hash: &str) -> Option<Arc<LeaseEntry>> {
+        if self.unknown_bearers.contains_key(token_hash) {
+            return None;
+        }
+        let _permit = self.lookups.acquire().await.ok()?;
+        if let Some(e) = app.leases.by_hash(token_hash) {
+            return Some(e);
+        }
+        match self.store.lease_by_hash(token_hash).await {
+            Ok(Some(row)) => Some(app.leases.upsert(row)),
+            Ok(None) => {
+                if self.unknown_bearers.len() >= UNKNOWN_BEARERS_MAX {
+                    self.unknown_bearers.clear();
+                }
+                self.unknown_bearers.insert(token_hash.to_owned(), ());
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look a bearer up in the store; refused");
+                None
+            }
+        }
+    }
+
+    /// Reloads every enrolment (a hub presenting a token this replica does not know may have
+    /// been enrolled on another replica).
+    pub async fn reload_enrolments(&self, app: &App) {
+        let Ok(_permit) = self.lookups.acquire().await else {
+            return;
+        };
+        let ids: Vec<String> = match self.store.load_targets().await {
+            Ok(rows) => rows.into_iter().map(|r| r.target_id).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot reload enrolments");
+                return;
+            }
+        };
+        for id in ids {
+            if let Err(e) = self.refresh_target(app, &id).await {
+                tracing::warn!(error = %e, target_id = %id, "cannot reload an enrolment");
+            }
+        }
+    }
+
+    /// The live replica holding `target_id`'s hub, if another one does.
+    pub async fn owner_of(&self, target_id: &str) -> Option<Owner> {
+        if let Some(o) = self.owners.get(target_id) {
+            return Some(o.clone());
+        }
+        let row = self
+            .store
+            .live_owners(Some(target_id), EXPIRY_MS)
+            .await
+            .ok()?
+            .into_iter()
+            .find(|o| o.replica_id != self.replica_id)?;
+        let owner = Owner {
+            replica_id: row.replica_id,
+            advertise_url: row.advertise_url,
+        };
+        self.owners.insert(target_id.to_owned(), owner.clone());
+        Some(owner)
+    }
+
+    /// Forgets a cached owner that could not be reached.
+    pub fn forget_owner(&self, target_id: &str) {
+        self.owners.remove(target_id);
+    }
+
+    /// The zone view: every registered replica with its health and the hubs it holds.
+    /// Internal addresses only for the operator.
+    pub async fn view(&self, operator: bool) -> Result<Value, store::Error> {
+        let replicas = self.store.list_replicas(FORGET_MS).await?;
+        let owners = self.store.live_owners(None, EXPIRY_MS).await?;
+        let last_change = self.store.last_change().await?;
+        let list: Vec<Value> = replicas
+            .iter()
+            .map(|r| {
+                let up = r.heartbeat_age_ms <= EXPIRY_MS;
+                let hubs: Vec<&str> = owners
+                    .iter()
+                    .filter(|o| o.replica_id == r.replica_id)
+                    .map(|o| o.target_id.as_str())
+                    .collect();
+                let mut v = json!({
+                    "replica_id": r.replica_id,
+                    "self": r.replica_id == self.replica_id,
+                    "health": if up { "up" } else { "down" },
+                    "heartbeat_age_ms": r.heartbeat_age_ms,
+                    "last_heartbeat_at": mcp_shared::time::format(mcp_shared::time::from_unix_ms(r.heartbeat_at_ms)),
+                    "started_at": mcp_shared::time::format(mcp_shared::time::from_unix_ms(r.started_at_ms)),
+                    "version": r.version,
+                    "changes_behind": (last_change - r.applied_change).max(0),
+                    "hubs": hubs,
+                });
+                if operator {
+                    v["advertise_url"] = json!(r.advertise_url);
+                }
+                v
+            })
+            .collect();
+        Ok(json!({
+            "mode": "replicated",
+            "backend": "postgres",
+            "zone": self.zone,
+            "self": self.replica_id,
+            "replicas": list,
+        }))
+    }
+}
+
+/// The replica id kept in `<data_dir>/replica.id`, created on first start.
+fn stored_replica_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
+    let path = data_dir.join("replica.id");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let id = text.trim().to_owned();
+            anyhow::ensure!(
+                valid_replica_id(&id),
+                "{} holds `{id}`, not a replica id (1..64 of [A-Za-z0-9_-])",
+                path.display()
+            );
+            Ok(id)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let simple = uuid::Uuid::now_v7().simple().to_string();
+            let id = format!("r-{}", &simple[simple.len() - 12..]);
+            std::fs::write(&path, format!("{id}\n"))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(id)
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// The lease a bearer resolves to, if usable: from the index, or (replicas) from the store
+/// when another replica issued it.
+pub async fn authenticate(app: &App, token: &str) -> Option<Arc<LeaseEntry>> {
+    let hash = crate::auth::token_hash(token);
+    let entry = match app.leases.by_hash(&hash) {
+        Some(e) => e,
+        None => app.zone.as_ref()?.lease_on_miss(app, &hash).await?,
+    };
+    entry.is_usable().then_some(entry)
+}
+
+/// Tells the other replicas that a lease changed; revocations wait until every live replica
+/// refuses the bearer.
+pub async fn lease_changed(app: &App, session_id: &str, revoked: bool) {
+    if let Some(z) = &app.zone {
+        z.changed(kind::LEASE, session_id, revoked).await;
+    }
+}
+
+/// Tells the other replicas that a target changed (enrolment, key, connection, surface).
+pub async fn target_changed(app: &App, target_id: &str, wait: bool) {
+    if let Some(z) = &app.zone {
+        z.changed(kind::TARGET, target_id, wait).await;
+    }
+}
+
+/// This replica now holds `target_id`'s hub connection `connection_id`.
+pub async fn hub_connected(app: &App, target_id: &str, connection_id: &str) {
+    let Some(z) = &app.zone else { return };
+    z.forget_owner(target_id);
+    if let Err(e) = z
+        .store
+        .claim_hub(target_id, &z.replica_id, connection_id)
+        .await
+    {
+        tracing::error!(%target_id, error = %e, "cannot record hub ownership; other replicas cannot forward to this hub");
+    }
+    z.changed(kind::TARGET, target_id, false).await;
+}
+
+/// `target_id`'s hub connection `connection_id` ended here.
+pub async fn hub_disconnected(app: &App, target_id: &str, connection_id: &str) {
+    let Some(z) = &app.zone else { return };
+    if let Err(e) = z.store.release_hub(target_id, connection_id).await {
+        tracing::warn!(%target_id, error = %e, "cannot release hub ownership; it expires by itself");
+    }
+    z.changed(kind::TARGET, target_id, false).await;
+}
+
+async fn heartbeat(zone: Arc<Zone>, app: Arc<App>) {
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut n = 0u64;
+    loop {
+        tokio::select! {
+            () = app.shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        n += 1;
+        match zone
+            .store
+            .heartbeat_replica(&zone.replica_id, &zone.instance_id)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                // The row was dropped (this process stalled past the expiry) or taken over.
+                let row = ReplicaRow {
+                    replica_id: zone.replica_id.clone(),
+                    zone: zone.zone.clone(),
+                    advertise_url: zone.advertise_url().to_owned(),
+                    instance_id: zone.instance_id.clone(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    started_at_ms: 0,
+                    heartbeat_at_ms: 0,
+                    heartbeat_age_ms: 0,
+                    applied_change: zone.acked.load(Ordering::Acquire),
+                };
+                match zone.store.register_replica(&row, EXPIRY_MS).await {
+                    Ok(true) => tracing::warn!("replica row was gone; registered again"),
+                    Ok(false) => {
+                        tracing::error!(replica_id = %zone.replica_id, "another live process uses this replica id")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "replica heartbeat failed"),
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "replica heartbeat failed"),
+        }
+        if n.is_multiple_of(60)
+            && let Err(e) = zone.store.prune_changes(CHANGE_RETENTION_MS).await
+        {
+            tracing::debug!(error = %e, "pruning the change feed failed");
+        }
+    }
+}
+
+/// Waits for notifications: changes trigger a catch-up, audit commits wake the live streams.
+async fn listen(zone: Arc<Zone>, app: Arc<App>) {
+    let Some(names) = zone.store.shared().cloned() else {
+        return;
+    };
+    loop {
+        let connected = async {
+            let mut l = PgListener::connect(&zone.database_url).await?;
+            l.listen_all([names.changes_channel.as_str(), names.audit_channel.as_str()])
+                .await?;
+            Ok::<_, sqlx::Error>(l)
+        };
+        let mut listener = tokio::select! {
+            () = app.shutdown.cancelled() => return,
+            l = connected => match l {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for zone notifications; retrying (the fallback reload keeps replicas in step)");
+                    tokio::select! {
+                        () = app.shutdown.cancelled() => return,
+                        () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    }
+                }
+            },
+        };
+        // Whatever was committed while nobody listened.
+        zone.catch_up(&app).await;
+        loop {
+            let next = tokio::select! {
+                () = app.shutdown.cancelled() => return,
+                n = listener.try_recv() => n,
+            };
+            match next {
+                Ok(Some(n)) => {
+                    let mut changes = false;
+                    let mut note = |n: &sqlx::postgres::PgNotification| {
+                        if n.channel() == names.audit_channel {
+                            if let Ok(seq) = n.payload().parse::<i64>() {
+                                app.audit_head.send_if_modified(|h| {
+                                    let newer = seq > *h;
+                                    *h = (*h).max(seq);
+                                    newer
+                                });
+                            }
+                        } else {
+                            changes = true;
+                        }
+                    };
+                    note(&n);
+                    while let Some(n) = listener.next_buffered() {
+                        note(&n);
+                    }
+                    if changes {
+                        zone.catch_up(&app).await;
+                    }
+                }
+                Ok(None) => {
+                    tracing::warn!(
+                        "zone notification connection lost; reconnecting and catching up"
+                    );
+                    zone.catch_up(&app).await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "zone notifications failed; reconnecting");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The bounded-staleness fallback: every [`FALLBACK`], apply missed changes, re-read which
+/// unexpired leases are revoked, and reconcile hub ownership.
+async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
+    let mut tick = tokio::time::interval(FALLBACK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = app.shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        zone.catch_up(&app).await;
+        if let Err(e) = zone.reload_revocations(&app).await {
+            tracing::warn!(error = %e, "cannot re-read revoked leases");
+        }
+        if let Err(e) = zone.reconcile_owners(&app).await {
+            tracing::warn!(error = %e, "cannot reconcile hub ownership");
+        }
+    }
+}
+
+/// The zone view for a single replica (SQLite): this process and the hubs connected to it.
+fn single_view(app: &App) -> Value {
+    let mut hubs: Vec<String> = app
+        .hub_connections
+        .iter()
+        .map(|e| e.key().clone())
+        .collect();
+    hubs.sort();
+    json!({
+        "mode": "single",
+        "backend": app.store.backend(),
+        "zone": app.config.zone,
+        "self": "single",
+        "replicas": [{
+            "replica_id": "single",
+            "self": true,
+            "health": "up",
+            "heartbeat_age_ms": 0,
+            "started_at": mcp_shared::time::format(app.started_at),
+            "version": env!("CARGO_PKG_VERSION"),
+            "changes_behind": 0,
+            "hubs": hubs,
+        }],
+    })
+}
+
+/// The zone view as the REST family shows it (`/v1/root/replicas`, foundation).
+pub async fn zone_view(app: &App, operator: bool) -> Result<Value, ApiError> {
+    match &app.zone {
+        Some(z) => z.view(operator).await.map_err(ApiError::internal),
+        None => Ok(single_view(app)),
+    }
+}
+
+/// `GET /v1/root/replicas` (operator): the replicas of the zone, their hubs and health.
+pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Value>, ApiError> {
+    zone_view(&app, true).await.map(Json)
+}
+
+/// The zone view for a principal (advertised addresses only for the operator).
+pub async fn view_for(app: &App, auth: &Auth) -> Result<Value, ApiError> {
+    zone_view(app, matches!(auth.0, Principal::Operator)).await
+}
