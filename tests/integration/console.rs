@@ -1012,6 +1012,9 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     b.text_contains("#inspect-incidents", "memory_growth")
         .await?;
     b.text_contains("#skill-state", "enabled").await?;
+    b.text_contains("#subnet-health", "healthy").await?;
+    b.text_contains("#inspect-subnet", "hub:").await?;
+    b.text_contains("#inspect-tokens", "active").await?;
     b.shot("05-target-inspector").await?;
     b.js("document.getElementById('inspect-profiles').scrollIntoView(); return null")
         .await?;

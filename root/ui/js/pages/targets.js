@@ -1,6 +1,6 @@
 // Target inspector: descriptor, skill state with enable/disable (audited admin commands),
-// health checks, runtime summary, ProfileOps sessions and incidents with a memory chart, and
-// the action history. Hub data comes through root's governed path (`/v1/root/hubs/{t}/read`,
+// health checks, runtime summary, ProfileOps sessions and incidents with a memory chart, the
+// subnet's health and pressure, the target's access tokens, and the action history. Hub data comes through root's governed path (`/v1/root/hubs/{t}/read`,
 // an operator reader lease; every read is an audit event).
 
 import { h, badge, clear, panel, table, fmtTime, fmtBytes, fmtMs, kv, toast } from '../dom.js';
@@ -154,6 +154,33 @@ export async function render(root, params) {
           { label: 'Growth', cell: (x) => `${fmtBytes(x.growth_bytes)}${x.growth_percent !== null ? ` (${x.growth_percent.toFixed(1)} %)` : ''}` },
           { label: 'Detail', cell: (x) => x.detail, class: 'wrap' },
         ], r.incidents || [], { empty: 'No incidents.' });
+      })),
+    h('div', { class: 'grid-2' },
+      section('Subnet health', 'inspect-subnet', async () => {
+        const r = await read(id, 'root.get_subnet_analysis_health');
+        const p = await read(id, 'root.get_subnet_diagnostics');
+        const pressure = new Map((p.targets || []).map((x) => [x.target_id, x]));
+        return [h('p', null, `Subnet ${r.subnet_id}: `, h('span', { id: 'subnet-health' }, badge(r.health, r.health === 'healthy' ? 'ok' : 'error')), ` · ${r.summary}`),
+          table([
+            { label: 'Target', cell: (x) => x.target_id, class: 'mono' },
+            { label: 'Status', cell: (x) => badge(x.status) },
+            { label: 'Calls (15 min)', cell: (x) => String(x.recent_calls.total), class: 'num' },
+            { label: 'Error rate', cell: (x) => `${(x.recent_calls.error_rate * 100).toFixed(0)} %`, class: 'num' },
+            { label: 'Backlog / acks', cell: (x) => { const q = pressure.get(x.target_id); return q ? `${q.route_backlog} / ${q.pending_acks}` : '—'; }, class: 'num' },
+            { label: 'Transport', cell: (x) => { const q = pressure.get(x.target_id); return q ? badge(q.transport.pressure, q.transport.pressure === 'low' ? 'ok' : 'error') : '—'; } },
+          ], r.targets || [], { empty: 'No target in this subnet.' }),
+          h('p', { class: 'muted small' }, `${(p.memory_profiles || []).length} memory-profile summaries published to root in this subnet.`)];
+      }),
+      section('Access tokens', 'inspect-tokens', async () => {
+        const r = await read(id, 'hub.list_access_tokens', { include_inactive: true, limit: 50 });
+        return table([
+          { label: 'Session', cell: (x) => x.session_id, class: 'mono' },
+          { label: 'Audience', cell: (x) => x.audience },
+          { label: 'Profile', cell: (x) => x.capability_profile },
+          { label: 'Status', cell: (x) => badge(x.status) },
+          { label: 'Deadline', cell: (x) => fmtTime(x.deadline_at) },
+          { label: 'Uses', cell: (x) => String(x.use_count), class: 'num' },
+        ], r.tokens || [], { empty: 'No leases for this target.' });
       })),
     section('Action history', 'inspect-history', async () => {
       const r = await get(`/v1/root/mcp/audit${qs({ target_id: id, limit: 25 })}`);
