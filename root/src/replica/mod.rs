@@ -105,6 +105,7 @@ pub struct Zone {
     unknown_bearers: DashMap<String, ()>,
     /// Bounds concurrent store lookups of unknown bearers and hub tokens.
     lookups: Semaphore,
+    last_enrolment_reload: tokio::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Zone {
@@ -152,6 +153,7 @@ impl Zone {
             owners: DashMap::new(),
             unknown_bearers: DashMap::new(),
             lookups: Semaphore::new(8),
+            last_enrolment_reload: tokio::sync::Mutex::new(None),
         })))
     }
 
@@ -352,64 +354,92 @@ impl Zone {
     /// Reloads a target's enrolment and, when its hub is not connected here, its directory
     /// entry: the descriptor the owner stored, online while a live replica holds the hub.
     async fn refresh_target(&self, app: &App, target_id: &str) -> Result<(), store::Error> {
-        let Some(row) = self
+        self.refresh_targets(app, Some(&[target_id.to_owned()]))
+            .await
+    }
+
+    /// [`Zone::refresh_target`] for several targets (every enrolled one with `None`), with
+    /// one read of the targets, rotated keys and owners for all of them.
+    async fn refresh_targets(
+        &self,
+        app: &App,
+        only: Option<&[String]>,
+    ) -> Result<(), store::Error> {
+        let wanted = |id: &str| only.is_none_or(|ids| ids.iter().any(|i| i == id));
+        let rows: Vec<_> = self
             .store
             .load_targets()
             .await?
             .into_iter()
-            .find(|r| r.target_id == target_id)
-        else {
+            .filter(|r| wanted(&r.target_id))
+            .collect();
+        if rows.is_empty() {
             return Ok(());
-        };
+        }
         let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
-        let previous = self
+        let mut previous: HashMap<String, store::PreviousKey> = self
             .store
             .load_previous_keys()
             .await?
             .into_iter()
-            .find(|(id, p)| id == target_id && p.expires_at_ms > now_ms && !p.token_hash.is_empty())
-            .map(|(_, p)| p);
-        let enrolment = match crate::hubs::Enrolment::open(row, previous, &app.master_key) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::error!(%target_id, error = %e, "stored signing key cannot be opened; the target cannot connect here");
-                return Ok(());
-            }
+            .filter(|(id, p)| wanted(id) && p.expires_at_ms > now_ms && !p.token_hash.is_empty())
+            .collect();
+        let target = match only {
+            Some([one]) => Some(one.as_str()),
+            _ => None,
         };
-        let mut descriptor = enrolment.offline_descriptor();
-        app.enrolments.insert(target_id.to_owned(), enrolment);
-        if app.hub_connections.contains_key(target_id) {
-            // This replica holds the hub: its live view is the authority.
-            return Ok(());
-        }
-        let owner = self
+        let owners: HashMap<String, Owner> = self
             .store
-            .live_owners(Some(target_id), EXPIRY_MS)
+            .live_owners(target, EXPIRY_MS)
             .await?
             .into_iter()
-            .find(|o| o.replica_id != self.replica_id);
-        match owner {
-            Some(o) => {
-                descriptor.status = TargetStatus::Online;
-                self.owners.insert(
-                    target_id.to_owned(),
+            .filter(|o| o.replica_id != self.replica_id)
+            .map(|o| {
+                (
+                    o.target_id,
                     Owner {
                         replica_id: o.replica_id,
                         advertise_url: o.advertise_url,
                     },
-                );
+                )
+            })
+            .collect();
+        for row in rows {
+            let target_id = row.target_id.clone();
+            let enrolment = match crate::hubs::Enrolment::open(
+                row,
+                previous.remove(&target_id),
+                &app.master_key,
+            ) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::error!(%target_id, error = %e, "stored signing key cannot be opened; the target cannot connect here");
+                    continue;
+                }
+            };
+            let mut descriptor = enrolment.offline_descriptor();
+            app.enrolments.insert(target_id.clone(), enrolment);
+            if app.hub_connections.contains_key(&target_id) {
+                // This replica holds the hub: its live view is the authority.
+                continue;
             }
-            None => {
-                self.owners.remove(target_id);
+            match owners.get(&target_id) {
+                Some(o) => {
+                    descriptor.status = TargetStatus::Online;
+                    self.owners.insert(target_id.clone(), o.clone());
+                }
+                None => {
+                    self.owners.remove(&target_id);
+                }
             }
-        }
-        let changed = app
-            .targets
-            .get(target_id)
-            .is_none_or(|old| *old != descriptor);
-        app.targets.insert(target_id.to_owned(), descriptor);
-        if changed {
-            crate::mcp::notify_tools_changed(app, target_id);
+            let changed = app
+                .targets
+                .get(&target_id)
+                .is_none_or(|old| *old != descriptor);
+            app.targets.insert(target_id.clone(), descriptor);
+            if changed {
+                crate::mcp::notify_tools_changed(app, &target_id);
+            }
         }
         Ok(())
     }
@@ -466,21 +496,25 @@ impl Zone {
             })
             .collect();
         let targets: Vec<String> = app.enrolments.iter().map(|e| e.key().clone()).collect();
-        for target_id in targets {
-            if app.hub_connections.contains_key(&target_id) {
-                continue;
-            }
-            let online = app
-                .targets
-                .get(&target_id)
-                .is_some_and(|d| d.status != TargetStatus::Offline);
-            let owner_moved = match (live.get(&target_id), self.owners.get(&target_id)) {
-                (Some(l), Some(c)) => *l != *c,
-                (l, c) => l.is_some() != c.is_some(),
-            };
-            if online != live.contains_key(&target_id) || owner_moved {
-                self.refresh_target(app, &target_id).await?;
-            }
+        let stale: Vec<String> = targets
+            .into_iter()
+            .filter(|target_id| {
+                if app.hub_connections.contains_key(target_id) {
+                    return false;
+                }
+                let online = app
+                    .targets
+                    .get(target_id)
+                    .is_some_and(|d| d.status != TargetStatus::Offline);
+                let owner_moved = match (live.get(target_id), self.owners.get(target_id)) {
+                    (Some(l), Some(c)) => *l != *c,
+                    (l, c) => l.is_some() != c.is_some(),
+                };
+                online != live.contains_key(target_id) || owner_moved
+            })
+            .collect();
+        if !stale.is_empty() {
+            self.refresh_targets(app, Some(&stale)).await?;
         }
         self.owners.retain(|t, _| live.contains_key(t));
         Ok(())
@@ -529,22 +563,21 @@ impl Zone {
     }
 
     /// Reloads every enrolment (a hub presenting a token this replica does not know may have
-    /// been enrolled on another replica).
+    /// been enrolled on another replica); at most once a second, whatever unknown tokens
+    /// arrive.
     pub async fn reload_enrolments(&self, app: &App) {
         let Ok(_permit) = self.lookups.acquire().await else {
             return;
         };
-        let ids: Vec<String> = match self.store.load_targets().await {
-            Ok(rows) => rows.into_iter().map(|r| r.target_id).collect(),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot reload enrolments");
+        {
+            let mut last = self.last_enrolment_reload.lock().await;
+            if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
                 return;
             }
-        };
-        for id in ids {
-            if let Err(e) = self.refresh_target(app, &id).await {
-                tracing::warn!(error = %e, target_id = %id, "cannot reload an enrolment");
-            }
+            *last = Some(tokio::time::Instant::now());
+        }
+        if let Err(e) = self.refresh_targets(app, None).await {
+            tracing::warn!(error = %e, "cannot reload enrolments");
         }
     }
 
