@@ -638,6 +638,11 @@ async fn the_replica_channel_refuses_forged_expired_and_misdirected_credentials(
     assert_eq!(s, 200, "{v}");
     let answer: ReplicaEnvelope<ReplicaAnswer> = serde_json::from_value(v).unwrap();
     assert_eq!(answer.body, ReplicaAnswer::Cancelled);
+    // Each credential is good once.
+    refused(
+        post(Some(format!("Replica {good}")), body.clone()).await,
+        "already used",
+    );
     // A route for a hub this replica does not hold is refused, never re-forwarded.
     let route = serde_json::to_vec(&ReplicaEnvelope {
         v: REPLICA_PROTOCOL_VERSION,

@@ -6,8 +6,9 @@
 //! SHA-256 of the request body, under a key every replica of the zone derives from the shared
 //! master key (`MasterKey::derive_key("mcp-root/replica-credential/v1")`). So a credential is
 //! good for one body, one receiver and a short time; it cannot be minted without the master
-//! key, and a captured one cannot carry another request or be replayed to another replica. A
-//! replayed forward of the same body would carry the same call id, which the hub refuses.
+//! key, and a captured one cannot carry another request or be replayed to another replica.
+//! The receiver accepts each credential once (it remembers them until they expire); a
+//! forwarded call also carries its call id, which the hub refuses to run twice.
 
 use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
@@ -48,6 +49,8 @@ pub enum CredentialError {
         "replica credential signature does not verify: forged, minted with another zone's master key, or the request was altered"
     )]
     BadSignature,
+    #[error("replica credential was already used (a replayed request)")]
+    Replayed,
 }
 
 type HmacSha256 = hmac::Hmac<Sha256>;

@@ -33,6 +33,10 @@ pub const ROUTE_PATH: &str = "/v1/root/internal/route";
 /// Extra time a forwarded call gets on the wire beyond its own deadline (the owner answers
 /// `timeout` itself at the deadline; this only covers the answer's way back).
 const WIRE_SLACK: Duration = Duration::from_millis(250);
+/// Added to a credential's lifetime for clock differences between replicas.
+const CLOCK_SLACK: Duration = Duration::from_secs(30);
+/// Accepted credentials remembered before expired ones are swept.
+const SEEN_SWEEP_AT: usize = 10_000;
 
 /// Why a request to another replica failed.
 #[derive(Debug, thiserror::Error)]
@@ -67,8 +71,9 @@ impl Zone {
             body: call,
         })
         .unwrap_or_default();
-        let lifetime = (budget + Duration::from_secs(5))
-            .min(Duration::from_millis(credential::MAX_LIFETIME_MS as u64));
+        // Slack for the replicas' clocks (they may disagree by up to this much).
+        let lifetime =
+            (budget + CLOCK_SLACK).min(Duration::from_millis(credential::MAX_LIFETIME_MS as u64));
         let expires_ms = unix_ms(now()) + lifetime.as_millis() as i64;
         let cred = credential::mint(
             &self.key,
@@ -343,7 +348,10 @@ pub async fn internal_route(
     let auth = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let from = match credential::verify(&zone.key, &zone.replica_id, auth, &body, unix_ms(now())) {
+    let now_ms = unix_ms(now());
+    let verified = credential::verify(&zone.key, &zone.replica_id, auth, &body, now_ms)
+        .and_then(|from| first_use(&zone, auth.unwrap_or_default(), now_ms).map(|()| from));
+    let from = match verified {
         Ok(from) => from,
         Err(e) => {
             tracing::warn!(error = %e, "refused a request on the replica channel");
@@ -458,6 +466,30 @@ pub async fn internal_route(
         body: answer,
     })
     .into_response()
+}
+
+/// Each credential is accepted once (a captured request cannot be replayed, e.g. an old
+/// skill command undoing a newer one); remembered until it expires.
+fn first_use(
+    zone: &Zone,
+    credential: &str,
+    now_ms: i64,
+) -> Result<(), credential::CredentialError> {
+    let expires_ms = credential
+        .rsplit('.')
+        .nth(1)
+        .and_then(|e| e.parse::<i64>().ok())
+        .unwrap_or(now_ms + credential::MAX_LIFETIME_MS);
+    if zone.seen_credentials.len() >= SEEN_SWEEP_AT {
+        zone.seen_credentials.retain(|_, exp| *exp > now_ms);
+    }
+    match zone.seen_credentials.entry(credential.to_owned()) {
+        dashmap::Entry::Occupied(_) => Err(credential::CredentialError::Replayed),
+        dashmap::Entry::Vacant(v) => {
+            v.insert(expires_ms);
+            Ok(())
+        }
+    }
 }
 
 fn not_here(zone: &Zone, target_id: &str) -> ToolError {

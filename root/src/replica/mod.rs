@@ -105,6 +105,8 @@ pub struct Zone {
     unknown_bearers: DashMap<String, ()>,
     /// Bounds concurrent store lookups of unknown bearers and hub tokens.
     lookups: Semaphore,
+    /// Replica credentials already accepted, until they expire (each is good once).
+    seen_credentials: DashMap<String, i64>,
     last_enrolment_reload: tokio::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
@@ -153,6 +155,7 @@ impl Zone {
             owners: DashMap::new(),
             unknown_bearers: DashMap::new(),
             lookups: Semaphore::new(8),
+            seen_credentials: DashMap::new(),
             last_enrolment_reload: tokio::sync::Mutex::new(None),
         })))
     }
@@ -208,17 +211,24 @@ impl Zone {
             heartbeat_age_ms: 0,
             applied_change: self.applied.load(Ordering::Acquire),
         };
-        if !self
+        // A row still fresh from this replica's previous process (killed a moment ago)
+        // expires within EXPIRY_MS; one that keeps heartbeating is another live process.
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(EXPIRY_MS as u64 + 1_000);
+        while !self
             .store
             .register_replica(&row, EXPIRY_MS)
             .await
             .context("registering the replica")?
         {
-            anyhow::bail!(
-                "replica id `{}` belongs to a live replica (another process): give each \
-                 replica its own replica.id (or data_dir)",
-                self.replica_id
-            );
+            if tokio::time::Instant::now() >= deadline {
+                anyhow::bail!(
+                    "replica id `{}` belongs to a live replica (another process): give each \
+                     replica its own replica.id (or data_dir)",
+                    self.replica_id
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
         tracing::info!(replica_id = %self.replica_id, advertise_url = %advertise, zone = %self.zone, "replica registered");
         tokio::spawn(heartbeat(self.clone(), app.clone()));
