@@ -6,7 +6,8 @@ use sqlx::Connection;
 
 #[tokio::test]
 async fn chain_verification_detects_a_tampered_row() {
-    let root = TestRoot::start().await.unwrap();
+    // Tampers with the SQLite file itself.
+    let root = TestRoot::start_with(TestRoot::on_sqlite).await.unwrap();
     let (_, token) = root
         .lease("hub:test-alpha", "AdaOSDevRead", 600)
         .await

@@ -676,7 +676,7 @@ async fn the_replica_channel_refuses_forged_expired_and_misdirected_credentials(
 /// is off.
 #[tokio::test]
 async fn on_sqlite_root_is_the_single_replica() {
-    let root = TestRoot::start().await.unwrap();
+    let root = TestRoot::start_with(TestRoot::on_sqlite).await.unwrap();
     assert!(root.handle().app.zone.is_none());
     let view = root.admin_get("/v1/root/replicas").await.unwrap();
     assert_eq!(view["mode"], "single", "{view}");

@@ -276,7 +276,8 @@ fn files(dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signing_keys_are_encrypted_at_rest_and_clear_rows_are_migrated() {
-    let mut root = TestRoot::start().await.unwrap();
+    // Reads and rewrites the SQLite file itself.
+    let mut root = TestRoot::start_with(TestRoot::on_sqlite).await.unwrap();
     let target = "hub:at-rest";
     let token = root.enroll(target, "test").await.unwrap();
     let key_hex = hex::encode(mcp_shared::protocol::signing_key(&token));
@@ -312,9 +313,12 @@ async fn signing_keys_are_encrypted_at_rest_and_clear_rows_are_migrated() {
             .unwrap();
         pool.close().await;
     }
-    let root = TestRoot::start_with(|c| c.data_dir = data.clone())
-        .await
-        .unwrap();
+    let root = TestRoot::start_with(|c| {
+        c.data_dir = data.clone();
+        TestRoot::on_sqlite(c);
+    })
+    .await
+    .unwrap();
     let pool = sqlx::SqlitePool::connect(&db_url).await.unwrap();
     let stored: String = sqlx::query_scalar("SELECT signing_key FROM targets WHERE target_id = $1")
         .bind(target)

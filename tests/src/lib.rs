@@ -24,6 +24,63 @@ pub struct TestRoot {
     pub http: reqwest::Client,
 }
 
+/// File in a test root's data directory naming the PostgreSQL URL (schema) it runs on, so a
+/// root restarted on the same data directory finds its data again.
+const SUITE_PG_URL_FILE: &str = "test-postgres.url";
+
+/// With `MCP_TEST_ALL_ON_POSTGRES` set, every [`TestRoot`] that does not choose its own
+/// database runs on a PostgreSQL schema of its own under `MCP_TEST_DATABASE_URL` instead of
+/// the SQLite default: the whole suite on the second backend. Schemas of earlier runs (named
+/// `tall_<unix seconds>_…`) older than an hour are dropped on the way.
+async fn suite_postgres_url(data_dir: &std::path::Path) -> anyhow::Result<Option<String>> {
+    use sqlx::Connection;
+    if std::env::var_os("MCP_TEST_ALL_ON_POSTGRES").is_none() {
+        return Ok(None);
+    }
+    let kept = data_dir.join(SUITE_PG_URL_FILE);
+    if let Ok(url) = std::fs::read_to_string(&kept) {
+        return Ok(Some(url.trim().to_owned()));
+    }
+    let base = std::env::var("MCP_TEST_DATABASE_URL")
+        .context("MCP_TEST_ALL_ON_POSTGRES needs MCP_TEST_DATABASE_URL")?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    let mut conn = sqlx::PgConnection::connect(&base).await?;
+    static SWEPT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SWEPT.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        let old: Vec<String> = sqlx::query_scalar(
+            "SELECT nspname::TEXT FROM pg_namespace WHERE nspname LIKE 'tall\\_%'",
+        )
+        .fetch_all(&mut conn)
+        .await?;
+        for schema in old {
+            let at: u64 = schema
+                .split('_')
+                .nth(1)
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(now);
+            if at + 3600 < now {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP SCHEMA IF EXISTS {schema} CASCADE"
+                )))
+                .execute(&mut conn)
+                .await?;
+            }
+        }
+    }
+    let simple = uuid::Uuid::now_v7().simple().to_string();
+    let schema = format!("tall_{now}_{}", &simple[simple.len() - 12..]);
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&mut conn)
+        .await?;
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    std::fs::create_dir_all(data_dir)?;
+    std::fs::write(&kept, &url)?;
+    Ok(Some(url))
+}
+
 impl TestRoot {
     /// Starts a root with default config, tweaked by `f`.
     pub async fn start_with(f: impl FnOnce(&mut RootConfig)) -> anyhow::Result<TestRoot> {
@@ -37,6 +94,9 @@ impl TestRoot {
             ..Default::default()
         };
         f(&mut cfg);
+        if cfg.database_url.is_none() {
+            cfg.database_url = suite_postgres_url(&cfg.data_dir).await?;
+        }
         let handle = mcp_root::run(cfg).await?;
         Ok(TestRoot {
             handle: Some(handle),
@@ -47,6 +107,12 @@ impl TestRoot {
 
     pub async fn start() -> anyhow::Result<TestRoot> {
         Self::start_with(|_| {}).await
+    }
+
+    /// Pins `cfg` to the embedded SQLite database in its data directory (for tests about the
+    /// SQLite file itself, which `MCP_TEST_ALL_ON_POSTGRES` must not move).
+    pub fn on_sqlite(cfg: &mut RootConfig) {
+        cfg.database_url = Some(format!("sqlite:{}", cfg.data_dir.join("root.db").display()));
     }
 
     pub fn handle(&self) -> &RootHandle {
