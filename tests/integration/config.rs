@@ -23,6 +23,15 @@ fn bad_configs_are_refused_with_the_reason() {
         ("[limits]\nper_lease_in_flight = 0", "in-flight"),
         ("[redaction]\npatterns = [\"(\"]", "redaction pattern"),
         ("database_url = \"mysql://x\"", "database_url"),
+        ("[replica]\nid = \"root.a\"", "replica.id"),
+        (
+            "[replica]\nadvertise_url = \"http://10.0.0.1:8700/x\"",
+            "replica.advertise_url",
+        ),
+        (
+            "[replica]\nadvertise_url = \"10.0.0.1:8700\"",
+            "replica.advertise_url",
+        ),
     ] {
         let err = RootConfig::parse(text).unwrap_err();
         assert!(err.contains(why), "{text}: {err}");
