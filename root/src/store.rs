@@ -1320,8 +1320,15 @@ impl Store {
     ) -> Result<Vec<AuditRow>> {
         let shared = self.shared.clone();
         let op = "append audit";
+        // SQLite: take the write lock up front (the head is read, then rows are written; a
+        // deferred transaction could find its snapshot outdated by another write meanwhile).
+        let begin = if shared.is_some() {
+            "BEGIN"
+        } else {
+            "BEGIN IMMEDIATE"
+        };
         on_pool!(self, pool => {
-            let mut tx = pool.begin().await.map_err(db(op))?;
+            let mut tx = pool.begin_with(begin).await.map_err(db(op))?;
             if let Some(n) = &shared {
                 sqlx::query("SELECT pg_advisory_xact_lock($1)")
                     .bind(n.audit_lock)
