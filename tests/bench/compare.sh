@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 count=${1:-5000}
 cargo build --release -p mcp-root -p mcp-hub -p mcp-tests >/dev/null 2>&1
-bin=./target/release
+bin=${CARGO_TARGET_DIR:-./target}/release
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
 base="http://127.0.0.1:$port"
@@ -18,6 +18,7 @@ for _ in $(seq 100); do curl -fsS "$base/healthz" >/dev/null 2>&1 && break; slee
 admin() { "$bin/mcp-root" admin --root-url "$base" --data-dir "$work/root" "$@"; }
 json() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 admin hub enroll --target hub:bench --environment test --json | json token >"$work/hub.token"
+chmod 600 "$work/hub.token"   # the hub refuses a token file others may read
 # Adapter concurrency above the load's, so the hub's own `busy` limit is not what is measured.
 printf 'write_scope = "test-only"\n[skill]\nadapter_concurrency = 32\n[[skill.allowed_tests]]\nname = "smoke"\nargv = ["true"]\n' >"$work/hub.toml"
 "$bin/mcp-hub" run --config "$work/hub.toml" --root-url "$base" --target hub:bench --environment test \
