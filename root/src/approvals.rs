@@ -14,11 +14,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use mcp_shared::error::{ErrorCode, ToolError};
-use mcp_shared::event::{
-    Actor as EventActor, Decision, EventStatus, OperationalEvent, PolicyDecision, Surface,
-};
 use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
-use ractor::call_t;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -154,69 +150,28 @@ pub async fn decide(
         ))
     };
     // The decision, with the effect it approves or rejects, goes into the audit trail.
-    let event = OperationalEvent {
-        event_id: uuid::Uuid::now_v7().to_string(),
-        trace_id: uuid::Uuid::now_v7().simple().to_string(),
-        request_id: uuid::Uuid::now_v7().to_string(),
-        surface: Surface::Admin,
-        actor: EventActor {
-            id: "operator".into(),
-            session_id: None,
-            audience: None,
-            capability_profile: None,
+    let event_id = crate::audit::record_admin(
+        &app,
+        crate::audit::AdminAction {
+            tool_id: format!("admin.approval.{decision}"),
+            target_id: Some(&before.target_id),
+            adapter: Some("root.approvals".into()),
+            started_at,
+            request: json!({
+                "approval_id": id,
+                "tool_id": before.tool_id,
+                "decision": to,
+                "reason": reason,
+                "effect": before.effect,
+                "preview_event_id": before.preview_event_id,
+            }),
         },
-        target_id: Some(before.target_id.clone()),
-        tool_id: format!("admin.approval.{decision}"),
-        capability: None,
-        policy_decision: PolicyDecision {
-            decision: Decision::Allow,
-            reason: None,
-            checks: vec!["operator".into()],
+        match &outcome {
+            Ok(()) => Ok(format!("{} {to} by the operator", before.tool_id)),
+            Err(e) => Err(e),
         },
-        execution_adapter: Some("root.approvals".into()),
-        dry_run: false,
-        status: if outcome.is_ok() {
-            EventStatus::Ok
-        } else {
-            EventStatus::Error
-        },
-        started_at,
-        finished_at: now(),
-        request: json!({
-            "approval_id": id,
-            "tool_id": before.tool_id,
-            "decision": to,
-            "reason": reason,
-            "effect": before.effect,
-            "preview_event_id": before.preview_event_id,
-        }),
-        result_summary: outcome
-            .is_ok()
-            .then(|| format!("{} {to} by the operator", before.tool_id)),
-        error: outcome.as_ref().err().cloned(),
-        redactions: Vec::new(),
-    };
-    let mut event = event;
-    let mut redactions = Vec::new();
-    app.redactor
-        .redact("request", &mut event.request, &[], &[], &mut redactions);
-    event.redactions = redactions;
-    let event_id = event.event_id.clone();
-    match call_t!(
-        app.actors.audit.load(),
-        crate::actors::audit_writer::Msg::Append,
-        10_000,
-        Box::new(event)
-    ) {
-        Ok(Ok(_)) => {}
-        _ => {
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                ErrorCode::Internal,
-                "the audit trail is unavailable; the decision was recorded but not audited",
-            ));
-        }
-    }
+    )
+    .await?;
     match outcome {
         Ok(()) => {
             let after = app

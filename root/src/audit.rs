@@ -73,3 +73,75 @@ pub async fn verify(store: &Store) -> Result<Verification, crate::store::Error> 
         first_broken: None,
     })
 }
+
+/// An operator action to record in the trail (surface `admin`, actor `operator`).
+pub struct AdminAction<'a> {
+    /// `admin.<area>.<verb>`, e.g. `admin.skill.disable`.
+    pub tool_id: String,
+    pub target_id: Option<&'a str>,
+    pub adapter: Option<String>,
+    pub started_at: time::OffsetDateTime,
+    /// What the operator asked for; redacted before it is stored.
+    pub request: serde_json::Value,
+}
+
+/// Records an operator action and its outcome (a summary, or the error) as one audit event,
+/// redacted, and waits until it is committed; returns its event id. The operator's answer is
+/// sent only after this, like a tool call's.
+pub async fn record_admin(
+    app: &crate::app::App,
+    action: AdminAction<'_>,
+    outcome: Result<String, &mcp_shared::ToolError>,
+) -> Result<String, crate::http::ApiError> {
+    use mcp_shared::event::{
+        Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Surface,
+    };
+    let mut request = action.request;
+    let mut redactions = Vec::new();
+    app.redactor
+        .redact("request", &mut request, &[], &[], &mut redactions);
+    let event = OperationalEvent {
+        event_id: uuid::Uuid::now_v7().to_string(),
+        trace_id: uuid::Uuid::now_v7().simple().to_string(),
+        request_id: uuid::Uuid::now_v7().to_string(),
+        surface: Surface::Admin,
+        actor: Actor {
+            id: "operator".into(),
+            session_id: None,
+            audience: None,
+            capability_profile: None,
+        },
+        target_id: action.target_id.map(str::to_owned),
+        tool_id: action.tool_id,
+        capability: None,
+        policy_decision: PolicyDecision {
+            decision: Decision::Allow,
+            reason: None,
+            checks: vec!["operator".into()],
+        },
+        execution_adapter: action.adapter,
+        dry_run: false,
+        status: if outcome.is_ok() {
+            EventStatus::Ok
+        } else {
+            EventStatus::Error
+        },
+        started_at: action.started_at,
+        finished_at: mcp_shared::time::now(),
+        request,
+        result_summary: outcome.as_ref().ok().cloned(),
+        error: outcome.err().cloned(),
+        redactions,
+    };
+    let event_id = event.event_id.clone();
+    match ractor::call_t!(
+        app.actors.audit.load(),
+        crate::actors::audit_writer::Msg::Append,
+        10_000,
+        Box::new(event)
+    ) {
+        Ok(Ok(_)) => Ok(event_id),
+        Ok(Err(e)) => Err(crate::http::ApiError::internal(e)),
+        Err(e) => Err(crate::http::ApiError::internal(e)),
+    }
+}

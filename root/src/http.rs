@@ -636,14 +636,21 @@ async fn publish_descriptors(
             set.by_id.len(),
             set.origin.set_hash
         )),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(mcp_shared::ToolError::new(
+            ErrorCode::InvalidArguments,
+            e.to_string(),
+        )),
     };
-    audit_admin(
+    crate::audit::record_admin(
         &app,
-        "admin.descriptors.publish",
-        started_at,
-        json!({ "descriptors": n }),
-        summary,
+        crate::audit::AdminAction {
+            tool_id: "admin.descriptors.publish".into(),
+            target_id: None,
+            adapter: Some("root.descriptor_cache".into()),
+            started_at,
+            request: json!({ "descriptors": n }),
+        },
+        summary.as_ref().cloned(),
     )
     .await?;
     match res {
@@ -661,64 +668,6 @@ async fn publish_descriptors(
             ErrorCode::InvalidArguments,
             format!("descriptor set refused, nothing changed: {e}"),
         )),
-        Err(e) => Err(ApiError::internal(e)),
-    }
-}
-
-/// Records an operator action as an audit event (surface `admin`); the answer waits for it.
-async fn audit_admin(
-    app: &App,
-    tool_id: &str,
-    started_at: time::OffsetDateTime,
-    request: Value,
-    outcome: Result<String, String>,
-) -> Result<(), ApiError> {
-    use mcp_shared::event::{
-        Actor as EventActor, Decision, EventStatus, OperationalEvent, PolicyDecision,
-    };
-    let event = OperationalEvent {
-        event_id: uuid::Uuid::now_v7().to_string(),
-        trace_id: uuid::Uuid::now_v7().simple().to_string(),
-        request_id: uuid::Uuid::now_v7().to_string(),
-        surface: Surface::Admin,
-        actor: EventActor {
-            id: "operator".into(),
-            session_id: None,
-            audience: None,
-            capability_profile: None,
-        },
-        target_id: None,
-        tool_id: tool_id.to_string(),
-        capability: None,
-        policy_decision: PolicyDecision {
-            decision: Decision::Allow,
-            reason: None,
-            checks: vec!["operator".into()],
-        },
-        execution_adapter: Some("root.descriptor_cache".into()),
-        dry_run: false,
-        status: if outcome.is_ok() {
-            EventStatus::Ok
-        } else {
-            EventStatus::Error
-        },
-        started_at,
-        finished_at: mcp_shared::time::now(),
-        request,
-        result_summary: outcome.as_ref().ok().cloned(),
-        error: outcome
-            .err()
-            .map(|m| mcp_shared::ToolError::new(ErrorCode::InvalidArguments, m)),
-        redactions: Vec::new(),
-    };
-    match call_t!(
-        app.actors.audit.load(),
-        crate::actors::audit_writer::Msg::Append,
-        10_000,
-        Box::new(event)
-    ) {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(ApiError::internal(e)),
         Err(e) => Err(ApiError::internal(e)),
     }
 }

@@ -16,9 +16,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use mcp_shared::error::ErrorCode;
-use mcp_shared::event::{
-    Actor as EventActor, Decision, EventStatus, OperationalEvent, PolicyDecision, Surface,
-};
 use mcp_shared::protocol::{
     self, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub, SkillCommand,
 };
@@ -306,61 +303,24 @@ pub async fn skill_command(
     let started_at = now();
     // Through this replica's router, or forwarded to the replica holding the hub.
     let res = crate::replica::forward::skill_command(&app, &target_id, &skill, cmd).await;
-    let tool_id = format!("admin.skill.{command}");
-    let event = OperationalEvent {
-        event_id: uuid::Uuid::now_v7().to_string(),
-        trace_id: uuid::Uuid::now_v7().simple().to_string(),
-        request_id: uuid::Uuid::now_v7().to_string(),
-        surface: Surface::Admin,
-        actor: EventActor {
-            id: "operator".into(),
-            session_id: None,
-            audience: None,
-            capability_profile: None,
+    let event_id = crate::audit::record_admin(
+        &app,
+        crate::audit::AdminAction {
+            tool_id: format!("admin.skill.{command}"),
+            target_id: Some(&target_id),
+            adapter: Some(format!("hub.skill:{skill}")),
+            started_at,
+            request: json!({ "target_id": target_id, "skill": skill, "command": command }),
         },
-        target_id: Some(target_id.clone()),
-        tool_id,
-        capability: None,
-        policy_decision: PolicyDecision {
-            decision: Decision::Allow,
-            reason: None,
-            checks: vec!["operator".into()],
-        },
-        execution_adapter: Some(format!("hub.skill:{skill}")),
-        dry_run: false,
-        status: if res.is_ok() {
-            EventStatus::Ok
-        } else {
-            EventStatus::Error
-        },
-        started_at,
-        finished_at: now(),
-        request: json!({ "target_id": target_id, "skill": skill, "command": command }),
-        result_summary: res.as_ref().ok().map(|s| {
-            format!(
+        match &res {
+            Ok(s) => Ok(format!(
                 "{}: installed={} enabled={}",
                 s.skill, s.installed, s.enabled
-            )
-        }),
-        error: res.as_ref().err().cloned(),
-        redactions: Vec::new(),
-    };
-    let event_id = event.event_id.clone();
-    match call_t!(
-        app.actors.audit.load(),
-        crate::actors::audit_writer::Msg::Append,
-        10_000,
-        Box::new(event)
-    ) {
-        Ok(Ok(_)) => {}
-        _ => {
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                ErrorCode::Internal,
-                "the audit trail is unavailable",
-            ));
-        }
-    }
+            )),
+            Err(e) => Err(e),
+        },
+    )
+    .await?;
     match res {
         Ok(state) => Ok(Json(
             json!({ "target_id": target_id, "skill": state, "event_id": event_id }),
@@ -458,53 +418,20 @@ pub async fn rotate_key(
     crate::replica::target_changed(&app, &target_id, true).await;
     let valid_until = mcp_shared::time::format(mcp_shared::time::from_unix_ms(expires_at_ms));
     tracing::info!(%target_id, grace_sec, previous_valid_until = %valid_until, "hub key rotated");
-    let event = OperationalEvent {
-        event_id: uuid::Uuid::now_v7().to_string(),
-        trace_id: uuid::Uuid::now_v7().simple().to_string(),
-        request_id: uuid::Uuid::now_v7().to_string(),
-        surface: Surface::Admin,
-        actor: EventActor {
-            id: "operator".into(),
-            session_id: None,
-            audience: None,
-            capability_profile: None,
+    let event_id = crate::audit::record_admin(
+        &app,
+        crate::audit::AdminAction {
+            tool_id: "admin.hub.rotate_key".into(),
+            target_id: Some(&target_id),
+            adapter: None,
+            started_at,
+            request: json!({ "target_id": target_id, "grace_sec": grace_sec }),
         },
-        target_id: Some(target_id.clone()),
-        tool_id: "admin.hub.rotate_key".into(),
-        capability: None,
-        policy_decision: PolicyDecision {
-            decision: Decision::Allow,
-            reason: None,
-            checks: vec!["operator".into()],
-        },
-        execution_adapter: None,
-        dry_run: false,
-        status: EventStatus::Ok,
-        started_at,
-        finished_at: now(),
-        request: json!({ "target_id": target_id, "grace_sec": grace_sec }),
-        result_summary: Some(format!(
+        Ok(format!(
             "new hub token and signing key issued; the previous ones work until {valid_until}"
         )),
-        error: None,
-        redactions: Vec::new(),
-    };
-    let event_id = event.event_id.clone();
-    match call_t!(
-        app.actors.audit.load(),
-        crate::actors::audit_writer::Msg::Append,
-        10_000,
-        Box::new(event)
-    ) {
-        Ok(Ok(_)) => {}
-        _ => {
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                ErrorCode::Internal,
-                "the audit trail is unavailable",
-            ));
-        }
-    }
+    )
+    .await?;
     Ok((
         StatusCode::OK,
         Json(json!({
