@@ -11,6 +11,8 @@
 //! - [`error`]: normalized error codes and the normalized tool response.
 //! - [`protocol`]: the versioned root↔hub protocol.
 //! - [`replica`]: the internal channel between root replicas of one zone (forwarded calls).
+//! - [`run_profile`]: the signed run profile and tool profile a generic worker runs under
+//!   (seed 003 applied to leases).
 //! - [`skill_catalog`]: the platform skill catalog's wire format (ontology, resource metadata).
 //! - [`time`]: RFC 3339 timestamps as used on every wire format here.
 //!
@@ -26,6 +28,7 @@ pub mod lease;
 pub mod profile;
 pub mod protocol;
 pub mod replica;
+pub mod run_profile;
 pub mod skill_catalog;
 pub mod target;
 pub mod time;

@@ -1486,6 +1486,8 @@ fn every_schema_file_is_checked() {
         "protocol-envelope.schema.json",
         "skill-catalog.schema.json",
         "replica-channel.schema.json",
+        "run-profile.schema.json",
+        "tool-profile.schema.json",
     ]
     .into_iter()
     .collect();
@@ -1776,5 +1778,229 @@ fn replica_channel_schema_matches_the_types() {
     s.invalid(
         "replica channel version 2",
         &mutated(&route, |v| v["v"] = json!(2)),
+    );
+}
+
+fn phases() -> Vec<mcp_shared::run_profile::Phase> {
+    use mcp_shared::run_profile::Phase;
+    let all = vec![Phase::Preview, Phase::Execute];
+    for c in &all {
+        match c {
+            Phase::Preview | Phase::Execute => {}
+        }
+    }
+    all
+}
+
+/// A signed run profile with every optional field present and one action per side effect.
+fn run_profile() -> mcp_shared::run_profile::RunProfile {
+    use mcp_shared::run_profile::*;
+    let token_ref = "lease:lease-01".to_string();
+    let mut p = RunProfile {
+        schema_version: RUN_PROFILE_VERSION.into(),
+        run_id: "lease-01".into(),
+        created_at: at("2026-06-19T00:00:00Z"),
+        expires_at: at("2026-06-19T00:10:00Z"),
+        audience: "mcp-client".into(),
+        request_id: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".into(),
+        owner: Owner {
+            owner_key: "lease:lease-01".into(),
+            session_id: "lease-01".into(),
+            role: "InfraOpsControl".into(),
+            groups: vec![
+                "zone:zone-local".into(),
+                "subnet:subnet-a".into(),
+                "target:hub:test-alpha".into(),
+            ],
+            requested_by: "operator".into(),
+        },
+        source_surface: Surface::Admin,
+        active_context: ActiveContext {
+            target_id: "hub:test-alpha".into(),
+            subnet_id: "subnet-a".into(),
+            zone: "zone-local".into(),
+            environment: Some("test".into()),
+            lease_deadline_at: at("2026-06-19T01:00:00Z"),
+        },
+        tool_profile: ToolProfile {
+            schema_version: TOOL_PROFILE_VERSION.into(),
+            enabled_tool_packs: vec!["InfraOpsPlane".into()],
+            mcp_servers: vec![McpServer {
+                name: "root".into(),
+                transport: "streamable-http".into(),
+                endpoint: "/mcp".into(),
+                token_ref: token_ref.clone(),
+            }],
+            assistant_actions: AssistantActions {
+                schema_version: ASSISTANT_ACTIONS_VERSION.into(),
+                endpoint: "/v1/root/mcp/call".into(),
+                action_ids: vec!["hub.get_status".into(), "hub.run_allowed_tests".into()],
+                phases: phases(),
+                actions: vec![
+                    ActionGrant {
+                        action_id: "hub.get_status".into(),
+                        side_effect: SideEffectClass::Read,
+                        phases: vec![Phase::Execute],
+                    },
+                    ActionGrant {
+                        action_id: "hub.run_allowed_tests".into(),
+                        side_effect: SideEffectClass::Write,
+                        phases: phases(),
+                    },
+                ],
+                token_ref,
+            },
+        },
+        policy_prompt: "Call only the listed actions.".into(),
+        integrity: None,
+    };
+    p.seal(&[9u8; 32]);
+    p
+}
+
+#[test]
+fn run_profile_schemas_match_the_types() {
+    use mcp_shared::run_profile::{Integrity, RunProfile, ToolProfile};
+    let s = Schema::load("run-profile.schema.json");
+    let tools = Schema::load("tool-profile.schema.json");
+    let full = to_json(&run_profile());
+    s.valid("a signed run profile", &full);
+    rust_round_trips::<RunProfile>(s.file, &full);
+    s.same_fields("", &[&full]);
+    s.required(
+        "",
+        &[
+            "schemaVersion",
+            "runId",
+            "createdAt",
+            "expiresAt",
+            "audience",
+            "requestId",
+            "owner",
+            "sourceSurface",
+            "activeContext",
+            "toolProfile",
+            "policyPrompt",
+        ],
+    );
+    s.same_fields("/$defs/owner", &[&full["owner"]]);
+    s.same_fields("/$defs/active_context", &[&full["activeContext"]]);
+    s.same_fields("/$defs/integrity", &[&full["integrity"]]);
+    s.same_enum("/properties/sourceSurface", &surfaces());
+    let tp = &full["toolProfile"];
+    tools.valid("the tool profile", tp);
+    rust_round_trips::<ToolProfile>(tools.file, tp);
+    tools.same_fields("", &[tp]);
+    tools.same_fields("/$defs/mcp_server", &[&tp["mcpServers"][0]]);
+    tools.same_fields("/$defs/assistant_actions", &[&tp["assistantActions"]]);
+    let actions = &tp["assistantActions"]["actions"];
+    tools.same_fields("/$defs/action_grant", &[&actions[0], &actions[1]]);
+    tools.same_enum("/$defs/phase", &phases());
+    tools.same_enum("/$defs/action_grant/properties/sideEffect", &side_effects());
+    for def in ["mcp_server", "assistant_actions", "action_grant", "phase"] {
+        let pointer = format!("/$defs/{def}");
+        s.same_shape(&pointer, &tools, &pointer);
+    }
+    s.same_shape("/$defs/tool_profile", &tools, "");
+    for (what, value) in [
+        (
+            "schemaVersion",
+            json!(mcp_shared::run_profile::RUN_PROFILE_VERSION),
+        ),
+        (
+            "toolProfile/schemaVersion",
+            json!(mcp_shared::run_profile::TOOL_PROFILE_VERSION),
+        ),
+        (
+            "toolProfile/assistantActions/schemaVersion",
+            json!(mcp_shared::run_profile::ASSISTANT_ACTIONS_VERSION),
+        ),
+        (
+            "integrity/algorithm",
+            json!(mcp_shared::run_profile::INTEGRITY_ALGORITHM),
+        ),
+        (
+            "integrity/canonicalization",
+            json!(mcp_shared::run_profile::CANONICALIZATION),
+        ),
+    ] {
+        assert_eq!(full.pointer(&format!("/{what}")), Some(&value), "{what}");
+    }
+    assert_eq!(
+        s.at("/properties/schemaVersion")["const"],
+        full["schemaVersion"]
+    );
+
+    let unsigned = mutated(&full, |v| {
+        v.as_object_mut().map(|o| o.remove("integrity"));
+    });
+    s.valid("a profile being signed (no integrity)", &unsigned);
+    serde_json::from_value::<RunProfile>(unsigned).expect("serde accepts a missing integrity");
+    let no_env = mutated(&full, |v| {
+        v["activeContext"]
+            .as_object_mut()
+            .map(|o| o.remove("environment"));
+    });
+    s.valid("a profile of a target not enrolled", &no_env);
+
+    let cases = [
+        ("an unknown field", with_surplus(&full)),
+        (
+            "an unknown owner field",
+            mutated(&full, |v| {
+                v["owner"]["email"] = json!("someone@example.org")
+            }),
+        ),
+        (
+            "sourceSurface `engine`",
+            mutated(&full, |v| v["sourceSurface"] = json!("engine")),
+        ),
+        (
+            "phase `delete`",
+            mutated(&full, |v| {
+                v["toolProfile"]["assistantActions"]["phases"][0] = json!("delete")
+            }),
+        ),
+        (
+            "an expiresAt that is not RFC 3339",
+            mutated(&full, |v| v["expiresAt"] = json!("in ten minutes")),
+        ),
+        (
+            "a missing runId",
+            mutated(&full, |v| {
+                v.as_object_mut().map(|o| o.remove("runId"));
+            }),
+        ),
+    ];
+    for (what, v) in &cases {
+        s.invalid(&format!("run profile with {what}"), v);
+        rust_rejects::<RunProfile>(s.file, what, v);
+    }
+    for (what, v) in [
+        (
+            "a bearer in tokenRef",
+            mutated(&full, |v| {
+                v["toolProfile"]["assistantActions"]["tokenRef"] = json!("Bearer mcpl_x")
+            }),
+        ),
+        (
+            "an absolute endpoint",
+            mutated(&full, |v| {
+                v["toolProfile"]["mcpServers"][0]["endpoint"] = json!("http://10.0.0.5:8700/mcp")
+            }),
+        ),
+        (
+            "another schemaVersion",
+            mutated(&full, |v| {
+                v["schemaVersion"] = json!("ai-workspace.run-profile.v2")
+            }),
+        ),
+    ] {
+        s.invalid(&format!("run profile with {what}"), &v);
+    }
+    rust_rejects::<Integrity>(
+        s.file,
+        "an unknown field",
+        &with_surplus(&full["integrity"]),
     );
 }
