@@ -1,6 +1,7 @@
 //! Command line: `serve`, `demo`, and `admin` (a client of a running root over HTTP).
 //!
-//! Exit codes: 0 success, 1 failure, 2 usage error, 3 audit chain broken.
+//! Exit codes: 0 success, 1 failure, 2 usage error, 3 audit chain broken, 4 run profile
+//! invalid.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -348,6 +349,15 @@ pub enum LeaseCommand {
     /// Issue a new bearer for a lease and kill the old one.
     Rotate {
         session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify a run profile (`GET /v1/root/mcp/sessions/{id}/run-profile`) against root's
+    /// signing key: prints valid, or invalid with the reason (tampered, unsigned, unknown
+    /// key, expired, ...) and exits 4.
+    VerifyProfile {
+        /// The run profile JSON; `-` reads standard input.
+        file: PathBuf,
         #[arg(long)]
         json: bool,
     },
@@ -725,6 +735,49 @@ impl AdminClient {
     }
 }
 
+/// `admin lease verify-profile FILE`: root judges the document as it is in the file (not
+/// re-serialized), so any changed byte of meaning reads as tampered. Exit 4 when invalid.
+async fn verify_profile(
+    c: &AdminClient,
+    file: &std::path::Path,
+    json_out: bool,
+) -> anyhow::Result<ExitCode> {
+    let text = if file == std::path::Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).context("cannot read standard input")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
+    };
+    let v = match serde_json::from_str::<Value>(&text) {
+        Ok(document) => c.post("/v1/root/mcp/run-profiles/verify", document).await?,
+        Err(e) => {
+            json!({ "valid": false, "reason": "malformed", "message": format!("not JSON: {e}") })
+        }
+    };
+    let valid = v["valid"] == true;
+    print(json_out, &v, |v| {
+        if valid {
+            format!(
+                "valid: run {} of {}, expires at {} (key {})",
+                v["run_id"].as_str().unwrap_or(""),
+                v["owner"].as_str().unwrap_or(""),
+                v["expires_at"].as_str().unwrap_or(""),
+                v["key_id"].as_str().unwrap_or("")
+            )
+        } else {
+            format!(
+                "invalid ({}): {}",
+                v["reason"].as_str().unwrap_or("unknown"),
+                v["message"].as_str().unwrap_or("")
+            )
+        }
+    });
+    Ok(if valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(4)
+    })
+}
+
 /// Prints a result; a closed pipe (`… | head`) is not an error worth a panic.
 fn print(json_out: bool, v: &Value, human: impl FnOnce(&Value) -> String) {
     let text = if json_out {
@@ -844,6 +897,9 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                     )
                     .await?;
                 print(json, &v, lease_line);
+            }
+            LeaseCommand::VerifyProfile { file, json } => {
+                return verify_profile(&c, &file, json).await;
             }
             LeaseCommand::Rotate { session_id, json } => {
                 let v = c

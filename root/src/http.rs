@@ -331,6 +331,14 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         .route("/v1/root/mcp/sessions/{id}", get(get_session))
         .route("/v1/root/mcp/sessions/{id}/revoke", post(revoke_session))
         .route("/v1/root/mcp/sessions/{id}/rotate", post(rotate_session))
+        .route(
+            "/v1/root/mcp/sessions/{id}/run-profile",
+            get(crate::run_profile::get),
+        )
+        .route(
+            "/v1/root/mcp/run-profiles/verify",
+            post(crate::run_profile::verify),
+        )
         .route("/v1/root/mcp/call", post(rest_call))
         .route("/v1/root/mcp/approvals", get(crate::approvals::list))
         .route("/v1/root/mcp/approvals/{id}", get(crate::approvals::show))

@@ -12,6 +12,8 @@
 //!   their supervisor.
 //! - [`call`]: the one governed call path behind MCP `tools/call` and REST `/call`.
 //! - [`writes`]: the safe-write flow (preview, confirmation token, idempotent execute).
+//! - [`run_profile`]: signed run profiles for generic workers, derived from a lease (seed 003),
+//!   and their verification.
 //! - [`approvals`]: operator approvals of writes that need one (REST family, audited).
 //! - [`elicit`]: write confirmation through MCP `elicitation/create` for clients that offer it.
 //! - [`executors`]: root adapters, for operational tools root executes itself (access tokens
@@ -59,6 +61,7 @@ pub mod metrics;
 pub mod observe;
 pub mod redact;
 pub mod replica;
+pub mod run_profile;
 pub mod secrets;
 pub mod skill_catalog;
 pub mod skills_sync;

@@ -23,6 +23,7 @@ mod protocol;
 mod redaction;
 mod replicas;
 mod root_tools;
+mod run_profile;
 mod secrets;
 mod services;
 mod skills_sync;
