@@ -1,6 +1,9 @@
 //! Test support shared by the integration suite and the `mcp-load` generator: start a real
 //! root on `127.0.0.1:0`, issue leases over its REST API, and connect real MCP clients.
 
+pub mod hubsim;
+pub mod soak;
+
 use std::path::PathBuf;
 
 use anyhow::Context;

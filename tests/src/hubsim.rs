@@ -1,0 +1,684 @@
+//! A light hub simulator: many managed targets speaking the real root↔hub protocol from one
+//! process, for fan-in measurements and tests (`mcp-hubsim`, `tests/integration/fanin.rs`).
+//!
+//! Each simulated hub is one tokio task holding one WebSocket to root's
+//! `/v1/root/hubs/connect`: `hello` with its enrolment token and a descriptor publishing one
+//! read tool, [`SIM_TOOL`], then `welcome`, heartbeats at the interval root announces, and
+//! answers to signed `call`s. Calls pass the same final checks a real hub makes, with the
+//! shared protocol's functions (signature with the key derived from the token, deadline,
+//! replay of the call id, the tool is published); the answer is a canned `hub.get_status`
+//! result naming the simulated target, so a routed call proves it reached the right hub.
+//! Skill commands are answered with the skill's state (enable and disable change what is
+//! published and announce `surface_changed`, as a real hub does).
+//!
+//! Memory per hub is kept small: WebSocket buffers of a few KiB, a short ring of recent call
+//! ids, the target id and the derived key; no adapters, no files, no actors.
+//!
+//! Enrolment goes through root's REST API (`POST /v1/root/hubs`, as `mcp-root admin hub
+//! enroll` does), several requests at once: [`enroll_all`].
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::protocol::{
+    CallOutcome, CallRequest, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub,
+    SkillCommand, SkillState, decode, signing_key, verify_call,
+};
+use mcp_shared::target::{
+    ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport, WriteScope,
+};
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_util::sync::CancellationToken;
+
+/// The one tool every simulated hub publishes and answers.
+pub const SIM_TOOL: &str = "hub.get_status";
+/// The skill that publishes it (the name a real hub uses).
+pub const SIM_SKILL: &str = "infra_access_skill";
+/// `hub_version` in the canned status: says the answer came from the simulator.
+pub const SIM_VERSION: &str = concat!("hubsim-", env!("CARGO_PKG_VERSION"));
+/// Call ids remembered per hub for replay refusal (root never reuses one; this only proves
+/// the check runs without letting memory grow with the call count).
+const REPLAY_RING: usize = 32;
+/// Socket buffer sizes per hub; frames in this protocol are small.
+const SOCKET_BUFFER: usize = 4 * 1024;
+/// How long root has to answer `hello`.
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the simulator could not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("root URL `{0}` must be http://HOST:PORT on a loopback host")]
+    RootUrl(String),
+    #[error("enrolling `{target_id}`: {message}")]
+    Enroll { target_id: String, message: String },
+    #[error("{failed} of {total} hubs were not welcomed: first failure: {first}")]
+    Connect {
+        failed: usize,
+        total: usize,
+        first: String,
+    },
+    #[error("{welcomed} of {total} hubs welcomed after {waited:?}")]
+    ConnectTimeout {
+        welcomed: usize,
+        total: usize,
+        waited: Duration,
+    },
+}
+
+/// Why one hub's connection ended.
+#[derive(Debug, thiserror::Error)]
+enum ConnError {
+    #[error("connect: {0}")]
+    Connect(String),
+    #[error("websocket: {0}")]
+    Socket(#[from] tokio_tungstenite::tungstenite::Error),
+    #[error("root refused the hub: {0}")]
+    Refused(String),
+    #[error("no welcome within {0:?}")]
+    NoWelcome(Duration),
+    #[error("root closed the connection")]
+    Closed,
+    #[error("root silent for {0:?}")]
+    Silent(Duration),
+}
+
+/// An enrolled target: its id and the hub token shown once at enrolment.
+#[derive(Clone)]
+pub struct Enrolled {
+    pub target_id: String,
+    pub token: String,
+}
+
+impl std::fmt::Debug for Enrolled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Enrolled")
+            .field("target_id", &self.target_id)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+/// `<prefix>-00000` … : the target ids of a simulated fleet, sorted as they are numbered.
+pub fn target_ids(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i:05}")).collect()
+}
+
+/// The WebSocket URL of root's hub endpoint for a root base URL (`http://127.0.0.1:PORT`).
+pub fn connect_url(root_url: &str) -> Result<String, SimError> {
+    let bad = || SimError::RootUrl(root_url.to_owned());
+    let rest = root_url.strip_prefix("http://").ok_or_else(bad)?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = if authority.starts_with('[') {
+        authority.split(']').next().map(|h| format!("{h}]"))
+    } else {
+        authority.split(':').next().map(str::to_owned)
+    }
+    .unwrap_or_default();
+    if !matches!(host.as_str(), "127.0.0.1" | "localhost" | "[::1]") {
+        return Err(bad());
+    }
+    Ok(format!("ws://{authority}/v1/root/hubs/connect"))
+}
+
+/// Enrols every target in `environment` (subnet `subnet`) through `POST /v1/root/hubs`,
+/// `concurrency` requests at a time; the tokens in the order of `targets`.
+pub async fn enroll_all(
+    http: &reqwest::Client,
+    root_url: &str,
+    admin_token: &str,
+    targets: &[String],
+    environment: &str,
+    subnet: &str,
+    concurrency: usize,
+) -> Result<Vec<Enrolled>, SimError> {
+    let url = format!("{}/v1/root/hubs", root_url.trim_end_matches('/'));
+    let results: Vec<Result<Enrolled, SimError>> = futures::stream::iter(targets.iter())
+        .map(|target_id| {
+            let (http, url) = (http.clone(), url.clone());
+            async move {
+                let fail = |message: String| SimError::Enroll {
+                    target_id: target_id.clone(),
+                    message,
+                };
+                let res = http
+                    .post(&url)
+                    .bearer_auth(admin_token)
+                    .json(&json!({
+                        "target_id": target_id,
+                        "environment": environment,
+                        "subnet_id": subnet,
+                    }))
+                    .send()
+                    .await
+                    .map_err(|e| fail(e.to_string()))?;
+                let status = res.status();
+                let body: Value = res.json().await.map_err(|e| fail(e.to_string()))?;
+                if !status.is_success() {
+                    return Err(fail(format!("{status}: {body}")));
+                }
+                let token = body["token"]
+                    .as_str()
+                    .ok_or_else(|| fail(format!("no token in {body}")))?
+                    .to_owned();
+                Ok(Enrolled {
+                    target_id: target_id.clone(),
+                    token,
+                })
+            }
+        })
+        .buffered(concurrency.max(1))
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// Counters of a running fleet (all hubs together).
+#[derive(Debug, Default)]
+pub struct FleetStats {
+    /// Hubs holding a welcomed connection right now.
+    pub connected: AtomicUsize,
+    /// Connections welcomed, first ones and reconnects.
+    pub welcomes: AtomicUsize,
+    /// Calls answered with the canned result.
+    pub calls_ok: AtomicUsize,
+    /// Calls refused by the final checks (signature, deadline, replay, tool).
+    pub calls_refused: AtomicUsize,
+    /// Skill commands answered.
+    pub skill_commands: AtomicUsize,
+    /// Protocol errors root reported.
+    pub protocol_errors: AtomicUsize,
+    /// Connections that ended other than by shutdown.
+    pub disconnects: AtomicUsize,
+}
+
+/// A running fleet of simulated hubs; [`Fleet::shutdown`] closes them all.
+pub struct Fleet {
+    pub stats: Arc<FleetStats>,
+    /// From the first dial to the last hub's first welcome.
+    pub registration: Duration,
+    shutdown: CancellationToken,
+    tasks: tokio::task::JoinSet<()>,
+}
+
+/// How a fleet connects.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// Environment every hub announces (must match its enrolment).
+    pub environment: String,
+    /// Subnet and zone in the canned status.
+    pub subnet: String,
+    pub zone: String,
+    /// Handshakes (dial, hello, welcome) in progress at once.
+    pub connect_concurrency: usize,
+    /// How long to wait for every hub's first welcome.
+    pub connect_timeout: Duration,
+}
+
+impl Default for FleetOptions {
+    fn default() -> Self {
+        FleetOptions {
+            environment: "test".into(),
+            subnet: "subnet-sim".into(),
+            zone: "zone-local".into(),
+            connect_concurrency: 64,
+            connect_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What every hub of a fleet shares.
+struct Shared {
+    url: String,
+    opts: FleetOptions,
+    stats: Arc<FleetStats>,
+    started_at: String,
+    started: Instant,
+    shutdown: CancellationToken,
+    handshakes: Semaphore,
+}
+
+impl Fleet {
+    /// Connects one simulated hub per enrolled target and waits until root has welcomed every
+    /// one of them (or one was refused, or `connect_timeout` passed).
+    pub async fn connect(
+        root_url: &str,
+        hubs: Vec<Enrolled>,
+        opts: FleetOptions,
+    ) -> Result<Fleet, SimError> {
+        let url = connect_url(root_url)?;
+        let total = hubs.len();
+        let stats = Arc::new(FleetStats::default());
+        let shutdown = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            url,
+            handshakes: Semaphore::new(opts.connect_concurrency.max(1)),
+            opts,
+            stats: stats.clone(),
+            started_at: mcp_shared::time::format(mcp_shared::time::now()),
+            started: Instant::now(),
+            shutdown: shutdown.clone(),
+        });
+        let (first_tx, mut first_rx) = mpsc::channel::<Result<(), String>>(total.max(1));
+        let started = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for e in hubs {
+            let hub = SimHub::new(shared.clone(), e);
+            tasks.spawn(hub.run(first_tx.clone()));
+        }
+        drop(first_tx);
+        let mut fleet = Fleet {
+            stats,
+            registration: Duration::ZERO,
+            shutdown,
+            tasks,
+        };
+        let timeout = shared.opts.connect_timeout;
+        let mut welcomed = 0usize;
+        let mut failures = Vec::new();
+        let waited = tokio::time::timeout(timeout, async {
+            while welcomed + failures.len() < total {
+                match first_rx.recv().await {
+                    Some(Ok(())) => welcomed += 1,
+                    Some(Err(e)) => failures.push(e),
+                    None => break,
+                }
+            }
+        })
+        .await;
+        fleet.registration = started.elapsed();
+        if let Some(first) = failures.first().cloned() {
+            fleet.shutdown().await;
+            return Err(SimError::Connect {
+                failed: failures.len(),
+                total,
+                first,
+            });
+        }
+        if waited.is_err() || welcomed < total {
+            fleet.shutdown().await;
+            return Err(SimError::ConnectTimeout {
+                welcomed,
+                total,
+                waited: timeout,
+            });
+        }
+        Ok(fleet)
+    }
+
+    /// Closes every connection and waits for the tasks to end.
+    pub async fn shutdown(&mut self) {
+        self.shutdown.cancel();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// One simulated hub.
+struct SimHub {
+    shared: Arc<Shared>,
+    target_id: String,
+    token: String,
+    key: [u8; 32],
+    /// Whether the skill publishes [`SIM_TOOL`] (skill commands flip it).
+    enabled: bool,
+    recent: VecDeque<String>,
+}
+
+fn envelope(body: HubToRoot, in_reply_to: Option<String>) -> Message {
+    let env = Envelope {
+        v: PROTOCOL_VERSION,
+        id: uuid::Uuid::now_v7().to_string(),
+        in_reply_to,
+        body,
+    };
+    Message::text(serde_json::to_string(&env).unwrap_or_default())
+}
+
+impl SimHub {
+    fn new(shared: Arc<Shared>, e: Enrolled) -> SimHub {
+        SimHub {
+            shared,
+            key: signing_key(&e.token),
+            target_id: e.target_id,
+            token: e.token,
+            enabled: true,
+            recent: VecDeque::with_capacity(REPLAY_RING),
+        }
+    }
+
+    fn skill_state(&self) -> SkillState {
+        SkillState {
+            skill: SIM_SKILL.into(),
+            installed: true,
+            enabled: self.enabled,
+            published: if self.enabled {
+                vec![SIM_TOOL.into()]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn descriptor(&self) -> ManagedTargetDescriptor {
+        ManagedTargetDescriptor {
+            target_id: self.target_id.clone(),
+            kind: "hub".into(),
+            environment: self.shared.opts.environment.clone(),
+            status: TargetStatus::Online,
+            transport: Transport {
+                channel: "hub_root_protocol".into(),
+            },
+            operational_surface: OperationalSurface {
+                published_by: format!("skill:{SIM_SKILL}"),
+                enabled: self.enabled,
+                capabilities: self.skill_state().published,
+            },
+            policy: TargetPolicy {
+                write_scope: WriteScope::None,
+            },
+        }
+    }
+
+    /// The canned `hub.get_status` answer: the contract's output shape, this target's id.
+    fn status(&self, connected_since: &str) -> Value {
+        json!({
+            "target_id": self.target_id,
+            "environment": self.shared.opts.environment,
+            "subnet": self.shared.opts.subnet,
+            "zone": self.shared.opts.zone,
+            "hub_version": SIM_VERSION,
+            "protocol_version": PROTOCOL_VERSION,
+            "started_at": self.shared.started_at,
+            "uptime_sec": self.shared.started.elapsed().as_secs(),
+            "connected": true,
+            "connected_since": connected_since,
+            "skills": [self.skill_state()],
+        })
+    }
+
+    /// The final checks a real hub makes, in its order; the answer to send.
+    fn answer(&mut self, call: &CallRequest, connected_since: &str) -> CallOutcome {
+        let refuse = |code, message: String| CallOutcome::Error {
+            adapter: None,
+            error: ToolError::new(code, message),
+        };
+        let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
+        if !verify_call(call, &self.key) {
+            return refuse(
+                ErrorCode::SignatureInvalid,
+                "the call's signature does not verify with this hub's key".into(),
+            );
+        }
+        if call.expires_at_ms <= now_ms {
+            return refuse(
+                ErrorCode::DeadlineExpired,
+                format!(
+                    "the call's deadline passed {} ms ago",
+                    now_ms - call.expires_at_ms
+                ),
+            );
+        }
+        if self.recent.iter().any(|id| *id == call.call_id) {
+            return refuse(
+                ErrorCode::ReplayRejected,
+                format!("call id `{}` was already received", call.call_id),
+            );
+        }
+        if self.recent.len() == REPLAY_RING {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(call.call_id.clone());
+        if !self.enabled || call.tool_id != SIM_TOOL {
+            return refuse(
+                ErrorCode::SkillDisabled,
+                format!("no enabled skill publishes `{}` here", call.tool_id),
+            );
+        }
+        CallOutcome::Ok {
+            adapter: format!("{SIM_SKILL}.status"),
+            result: self.status(connected_since),
+        }
+    }
+
+    /// Connects, and reconnects after a connection ends, until shutdown. The first
+    /// connection's outcome (welcomed, or why not) goes to `first`.
+    async fn run(mut self, first: mpsc::Sender<Result<(), String>>) {
+        let mut first = Some(first);
+        let mut delay = Duration::from_millis(100);
+        let shutdown = self.shared.shutdown.clone();
+        loop {
+            let res = tokio::select! {
+                () = shutdown.cancelled() => return,
+                res = self.session(&mut first) => res,
+            };
+            if let Some(tx) = first.take() {
+                // Never welcomed: the fleet reports it instead of retrying forever.
+                let msg = match res {
+                    Ok(()) => "ended before welcome".to_owned(),
+                    Err(e) => e.to_string(),
+                };
+                let _ = tx.send(Err(format!("{}: {msg}", self.target_id))).await;
+                return;
+            }
+            if self.shared.shutdown.is_cancelled() {
+                return;
+            }
+            self.shared
+                .stats
+                .disconnects
+                .fetch_add(1, Ordering::Relaxed);
+            tokio::select! {
+                () = self.shared.shutdown.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// One connection from dial to its end.
+    async fn session(
+        &mut self,
+        first: &mut Option<mpsc::Sender<Result<(), String>>>,
+    ) -> Result<(), ConnError> {
+        let permit = self.shared.handshakes.acquire().await.ok();
+        let cfg = WebSocketConfig::default()
+            .read_buffer_size(SOCKET_BUFFER)
+            .write_buffer_size(0)
+            .max_message_size(Some(MAX_FRAME_BYTES))
+            .max_frame_size(Some(MAX_FRAME_BYTES));
+        let (mut ws, _) =
+            tokio_tungstenite::connect_async_with_config(self.shared.url.as_str(), Some(cfg), true)
+                .await
+                .map_err(|e| ConnError::Connect(e.to_string()))?;
+        let hello = envelope(
+            HubToRoot::Hello {
+                protocol_version: PROTOCOL_VERSION,
+                token: self.token.clone(),
+                descriptor: self.descriptor(),
+                skills: vec![self.skill_state()],
+            },
+            None,
+        );
+        ws.send(hello).await?;
+        let interval = tokio::time::timeout(WELCOME_TIMEOUT, async {
+            loop {
+                let text = match ws.next().await {
+                    None | Some(Ok(Message::Close(_))) => return Err(ConnError::Closed),
+                    Some(Err(e)) => return Err(e.into()),
+                    Some(Ok(Message::Text(t))) => t,
+                    Some(Ok(_)) => continue,
+                };
+                match decode::<RootToHub>(&text).map(|e| e.body) {
+                    Ok(RootToHub::Welcome {
+                        heartbeat_interval_ms,
+                        ..
+                    }) => return Ok(heartbeat_interval_ms),
+                    Ok(RootToHub::ProtocolError { message }) => {
+                        return Err(ConnError::Refused(message));
+                    }
+                    Ok(_) => continue,
+                    Err(e) => return Err(ConnError::Refused(format!("undecodable frame: {e}"))),
+                }
+            }
+        })
+        .await
+        .map_err(|_| ConnError::NoWelcome(WELCOME_TIMEOUT))??;
+        drop(permit);
+        let connected_since = mcp_shared::time::format(mcp_shared::time::now());
+        let stats = &self.shared.stats;
+        stats.welcomes.fetch_add(1, Ordering::Relaxed);
+        stats.connected.fetch_add(1, Ordering::Relaxed);
+        if let Some(tx) = first.take() {
+            let _ = tx.send(Ok(())).await;
+        }
+        let heartbeat = Duration::from_millis(interval.max(50));
+        let res = self.serve(&mut ws, heartbeat, &connected_since).await;
+        self.shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
+        let _ = ws.close(None).await;
+        res
+    }
+
+    /// The welcomed connection: answers root's frames and sends heartbeats.
+    async fn serve<S>(
+        &mut self,
+        ws: &mut S,
+        heartbeat: Duration,
+        connected_since: &str,
+    ) -> Result<(), ConnError>
+    where
+        S: futures::Sink<Message, Error = tokio_tungstenite::tungstenite::Error>
+            + futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
+            + Unpin,
+    {
+        let mut ticker =
+            tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let silence = heartbeat * 3;
+        let mut last_heard = tokio::time::Instant::now();
+        let stats = self.shared.stats.clone();
+        loop {
+            let msg = tokio::select! {
+                () = self.shared.shutdown.cancelled() => return Ok(()),
+                _ = ticker.tick() => {
+                    if last_heard.elapsed() > silence {
+                        return Err(ConnError::Silent(silence));
+                    }
+                    ws.send(envelope(HubToRoot::Heartbeat, None)).await?;
+                    continue;
+                }
+                msg = ws.next() => msg,
+            };
+            last_heard = tokio::time::Instant::now();
+            let text = match msg {
+                None | Some(Ok(Message::Close(_))) => return Err(ConnError::Closed),
+                Some(Err(e)) => return Err(e.into()),
+                Some(Ok(Message::Text(t))) => t,
+                Some(Ok(_)) => continue,
+            };
+            let env = match decode::<RootToHub>(&text) {
+                Ok(env) => env,
+                Err(message) => {
+                    ws.send(envelope(HubToRoot::ProtocolError { message }, None))
+                        .await?;
+                    continue;
+                }
+            };
+            match env.body {
+                RootToHub::Call(call) => {
+                    let outcome = self.answer(&call, connected_since);
+                    let counter = match outcome {
+                        CallOutcome::Ok { .. } => &stats.calls_ok,
+                        CallOutcome::Error { .. } => &stats.calls_refused,
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    let reply = HubToRoot::Result {
+                        call_id: call.call_id,
+                        outcome,
+                    };
+                    ws.send(envelope(reply, Some(env.id))).await?;
+                }
+                RootToHub::SkillCommand { skill, command } => {
+                    stats.skill_commands.fetch_add(1, Ordering::Relaxed);
+                    if skill != SIM_SKILL {
+                        let message = format!("skill command failed: no skill `{skill}` here");
+                        ws.send(envelope(HubToRoot::ProtocolError { message }, Some(env.id)))
+                            .await?;
+                        continue;
+                    }
+                    match command {
+                        SkillCommand::Enable => self.enabled = true,
+                        SkillCommand::Disable => self.enabled = false,
+                        SkillCommand::Status => {}
+                    }
+                    if command != SkillCommand::Status {
+                        let changed = HubToRoot::SurfaceChanged {
+                            descriptor: self.descriptor(),
+                            skills: vec![self.skill_state()],
+                        };
+                        ws.send(envelope(changed, None)).await?;
+                    }
+                    ws.send(envelope(
+                        HubToRoot::SkillState(self.skill_state()),
+                        Some(env.id),
+                    ))
+                    .await?;
+                }
+                // Answers are immediate, so there is never a call left to stop.
+                RootToHub::Cancel { .. } | RootToHub::Heartbeat | RootToHub::Welcome { .. } => {}
+                RootToHub::ProtocolError { .. } => {
+                    stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+/// Resident memory of process `pid` in KiB (`VmRSS` in `/proc/<pid>/status`).
+pub fn rss_kib(pid: u32) -> std::io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("no VmRSS line in /proc/{pid}/status"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_url_is_loopback_only() {
+        assert_eq!(
+            connect_url("http://127.0.0.1:8700").unwrap(),
+            "ws://127.0.0.1:8700/v1/root/hubs/connect"
+        );
+        assert_eq!(
+            connect_url("http://[::1]:1/").unwrap(),
+            "ws://[::1]:1/v1/root/hubs/connect"
+        );
+        assert!(connect_url("http://10.0.0.1:8700").is_err());
+        assert!(connect_url("https://127.0.0.1:8700").is_err());
+    }
+
+    #[test]
+    fn target_ids_sort_as_numbered() {
+        let ids = target_ids("sim", 12);
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+        assert_eq!(ids[11], "sim-00011");
+    }
+}
