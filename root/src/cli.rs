@@ -406,7 +406,10 @@ pub fn main() -> ExitCode {
     // The offline and client commands print their own results; only warnings go to stderr.
     let level = match cli.command {
         Command::Skills(_) | Command::Descriptors(_) => "warn",
-        _ => "info",
+        // rmcp logs the start and end of every stateless request's service at info (three
+        // lines per call, with the client's whole handshake in one): warnings only, unless
+        // RUST_LOG asks for more.
+        _ => "info,rmcp::service=warn",
     };
     crate::logging::init(level, true);
     let rt = match tokio::runtime::Runtime::new() {

@@ -61,6 +61,27 @@ pub struct RootConfig {
     pub skill_catalog: SkillCatalogConfig,
     pub console: ConsoleConfig,
     pub replica: ReplicaConfig,
+    pub storage: StorageConfig,
+}
+
+/// `[storage]`: how the embedded database commits (PostgreSQL commits as it is configured).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// SQLite's `synchronous` in WAL mode. `full` (default): every commit, and so every
+    /// answered call's audit event, is on disk before the answer (`fsync` per audit batch).
+    /// `normal`: commits survive root being killed, not the machine losing power (the last
+    /// transactions before a power loss may roll back); measured faster in BENCHMARKS.md.
+    pub sqlite_synchronous: SqliteSync,
+}
+
+/// SQLite commit durability, see [`StorageConfig::sqlite_synchronous`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SqliteSync {
+    #[default]
+    Full,
+    Normal,
 }
 
 /// `[replica]`: this process as one replica of the zone. Replicas are on when the database is
@@ -219,6 +240,7 @@ impl Default for RootConfig {
             skill_catalog: SkillCatalogConfig::default(),
             console: ConsoleConfig::default(),
             replica: ReplicaConfig::default(),
+            storage: StorageConfig::default(),
         }
     }
 }

@@ -218,7 +218,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     }
 
     let url = config.database_url();
-    let store = store::Store::open(&url)
+    let store = store::Store::open_with(&url, &config.storage)
         .await
         .with_context(|| format!("opening database {}", redact_url(&url)))?;
 
@@ -313,6 +313,10 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     mcp_config.allowed_hosts = app.config.allowed_hosts.clone();
     mcp_config.cancellation_token = shutdown.child_token();
     mcp_config.max_request_body_bytes = app.config.limits.max_body_bytes;
+    // Stateless (2026-07-28) requests whose handler answers without an intermediate message
+    // get a plain JSON body instead of a one-event SSE stream; rmcp falls back to SSE when a
+    // handler sends a request or notification first (elicitation, progress).
+    mcp_config.json_response = true;
     let handler = mcp::RootMcp::new(app.clone());
     let mcp_service = StreamableHttpService::new(
         move || Ok(handler.clone()),

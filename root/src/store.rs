@@ -501,17 +501,22 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `url` and applies migrations.
+    /// Opens (creating if needed) the database at `url` and applies migrations, with the
+    /// default storage settings.
     pub async fn open(url: &str) -> Result<Store> {
+        Store::open_with(url, &crate::config::StorageConfig::default()).await
+    }
+
+    /// [`Store::open`] with `[storage]` settings.
+    pub async fn open_with(url: &str, storage: &crate::config::StorageConfig) -> Result<Store> {
         let pool = if let Some(path) = url.strip_prefix("sqlite:") {
             let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
                 .map_err(db("open sqlite"))?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(if std::env::var("MCP_EXPERIMENT_SYNC_NORMAL").is_ok() {
-                    SqliteSynchronous::Normal
-                } else {
-                    SqliteSynchronous::Full
+                .synchronous(match storage.sqlite_synchronous {
+                    crate::config::SqliteSync::Full => SqliteSynchronous::Full,
+                    crate::config::SqliteSync::Normal => SqliteSynchronous::Normal,
                 })
                 .busy_timeout(Duration::from_secs(5));
             Pool::Sqlite(

@@ -32,10 +32,47 @@ fn bad_configs_are_refused_with_the_reason() {
             "[replica]\nadvertise_url = \"10.0.0.1:8700\"",
             "replica.advertise_url",
         ),
+        (
+            "[storage]\nsqlite_synchronous = \"off\"",
+            "expected `full` or `normal`",
+        ),
     ] {
         let err = RootConfig::parse(text).unwrap_err();
         assert!(err.contains(why), "{text}: {err}");
     }
+}
+
+#[tokio::test]
+async fn sqlite_synchronous_normal_is_an_operator_choice_that_still_keeps_every_answered_call() {
+    use mcp_root::config::SqliteSync;
+    let cfg = RootConfig::parse("[storage]\nsqlite_synchronous = \"normal\"").unwrap();
+    assert_eq!(cfg.storage.sqlite_synchronous, SqliteSync::Normal);
+    assert_eq!(
+        RootConfig::default().storage.sqlite_synchronous,
+        SqliteSync::Full
+    );
+    // A root on `normal` answers and audits every call, and the chain verifies.
+    let root = mcp_tests::TestRoot::start_with(|c| {
+        mcp_tests::TestRoot::on_sqlite(c);
+        c.storage.sqlite_synchronous = SqliteSync::Normal;
+    })
+    .await
+    .unwrap();
+    let (token, _) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let (status, r) = root
+            .rest_call(&token, "sdk.list_schemas", serde_json::json!({}))
+            .await
+            .unwrap();
+        assert_eq!((status, &r["ok"]), (200, &serde_json::json!(true)), "{r}");
+    }
+    let audit = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(audit["ok"], true, "{audit}");
+    assert!(audit["checked"].as_u64().unwrap_or(0) >= 3, "{audit}");
+    root.stop().await;
 }
 
 #[tokio::test]

@@ -228,6 +228,24 @@ pub async fn mcp_client(
     Ok(().serve(transport).await?)
 }
 
+/// An MCP client on the stateless lifecycle of protocol 2026-07-28: `server/discover`, then
+/// self-contained requests without a transport session.
+pub async fn mcp_client_stateless(
+    url: &str,
+    token: &str,
+) -> anyhow::Result<RunningService<rmcp::RoleClient, ()>> {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    init_crypto();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_string())
+            .auth_header(token.to_string()),
+    );
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    Ok(().serve_with_lifecycle(transport, lifecycle).await?)
+}
+
 /// The path of a workspace binary (`mcp-root`, `mcp-hub`, `mcp-fixture-service`), built on
 /// first use.
 ///

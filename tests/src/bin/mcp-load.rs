@@ -3,6 +3,11 @@
 //! Opens `--concurrency` MCP sessions (real rmcp clients), sends `--count` requests in total
 //! (`tools/call` of `--tool` with `--arguments`, or `ping` with `--tool ping`), and prints one
 //! summary line: calls/s, p50, p99, errors.
+//!
+//! `--lifecycle wire` speaks the stateless 2026-07-28 lifecycle directly over one keep-alive
+//! HTTP connection per worker (JSON-RPC bodies with the `_meta` and `Mcp-Method`/`Mcp-Name`
+//! headers that protocol version requires): the rmcp client opens a new TCP connection for
+//! most requests, which would make connection set-up, not the call, what is measured.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,7 +26,8 @@ struct Args {
     /// lease's per-tool concurrency limit would otherwise answer `busy`).
     #[arg(long, env = "MCP_LOAD_TOKEN", hide_env_values = true)]
     token: String,
-    /// Tool id, or `ping` for the ungoverned protocol ping.
+    /// Tool id, or `ping` for the ungoverned protocol ping (`discover`, i.e. `server/discover`,
+    /// with `--lifecycle wire`).
     #[arg(long, default_value = "ping")]
     tool: String,
     /// Tool arguments as a JSON object.
@@ -33,6 +39,11 @@ struct Args {
     /// Concurrent sessions.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// `session`: the `initialize` handshake and an `Mcp-Session-Id` (protocol 2025-11-25, every
+    /// answer an SSE stream); `stateless`: `server/discover` and self-contained requests
+    /// (protocol 2026-07-28, answers as plain JSON when root can).
+    #[arg(long, default_value = "session", value_parser = ["session", "stateless", "wire"])]
+    lifecycle: String,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120)]
     max_seconds: u64,
@@ -58,9 +69,19 @@ async fn main() -> anyhow::Result<()> {
         .filter(|t| !t.is_empty())
         .collect();
     anyhow::ensure!(!tokens.is_empty(), "--token must name at least one bearer");
+    if args.lifecycle == "wire" {
+        let (lat, errors, elapsed) = run_wire(&args, &tokens, &arguments, next, deadline).await?;
+        report(&args, tokens.len(), lat, errors, elapsed);
+        return Ok(());
+    }
     let mut clients = Vec::new();
     for i in 0..args.concurrency {
-        clients.push(mcp_tests::mcp_client(&args.url, tokens[i % tokens.len()]).await?);
+        let token = tokens[i % tokens.len()];
+        clients.push(if args.lifecycle == "stateless" {
+            mcp_tests::mcp_client_stateless(&args.url, token).await?
+        } else {
+            mcp_tests::mcp_client(&args.url, token).await?
+        });
     }
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -74,11 +95,12 @@ async fn main() -> anyhow::Result<()> {
             let mut errors = 0usize;
             while next.fetch_add(1, Ordering::Relaxed) < count && Instant::now() < deadline {
                 let t = Instant::now();
-                let ok = if tool == "ping" {
+                let failure = if tool == "ping" {
                     client
                         .send_request(rmcp::model::ClientRequest::PingRequest(Default::default()))
                         .await
-                        .is_ok()
+                        .err()
+                        .map(|e| e.to_string())
                 } else {
                     match client
                         .call_tool(
@@ -87,12 +109,17 @@ async fn main() -> anyhow::Result<()> {
                         )
                         .await
                     {
-                        Ok(r) => r.is_error != Some(true),
-                        Err(_) => false,
+                        Ok(r) if r.is_error == Some(true) => Some(format!("{:?}", r.content)),
+                        Ok(_) => None,
+                        Err(e) => Some(e.to_string()),
                     }
                 };
                 lat.push(t.elapsed());
-                if !ok {
+                if let Some(why) = failure {
+                    // The first failure of each session is shown; the rest are counted.
+                    if errors == 0 {
+                        eprintln!("mcp-load: {tool} failed: {why}");
+                    }
                     errors += 1;
                 }
             }
@@ -108,6 +135,12 @@ async fn main() -> anyhow::Result<()> {
         errors += e;
     }
     let elapsed = started.elapsed();
+    report(&args, tokens.len(), lat, errors, elapsed);
+    Ok(())
+}
+
+/// Prints the summary line.
+fn report(args: &Args, leases: usize, mut lat: Vec<Duration>, errors: usize, elapsed: Duration) {
     lat.sort();
     let pct = |p: f64| {
         lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
@@ -115,17 +148,138 @@ async fn main() -> anyhow::Result<()> {
             .unwrap_or_default()
     };
     println!(
-        "tool={} calls={} concurrency={} leases={} elapsed={:.2}s calls/s={:.0} p50={:.2}ms p99={:.2}ms errors={}",
+        "tool={} lifecycle={} calls={} concurrency={} leases={} elapsed={:.2}s calls/s={:.0} p50={:.2}ms p99={:.2}ms errors={}",
         args.tool,
+        args.lifecycle,
         lat.len(),
         args.concurrency,
-        tokens.len(),
+        leases,
         elapsed.as_secs_f64(),
         lat.len() as f64 / elapsed.as_secs_f64(),
         pct(0.50).as_secs_f64() * 1000.0,
         pct(0.99).as_secs_f64() * 1000.0,
         errors
     );
+}
+
+/// The `wire` lifecycle: one keep-alive connection per worker, stateless 2026-07-28 requests.
+async fn run_wire(
+    args: &Args,
+    tokens: &[&str],
+    arguments: &serde_json::Map<String, serde_json::Value>,
+    next: Arc<AtomicUsize>,
+    deadline: Instant,
+) -> anyhow::Result<(Vec<Duration>, usize, Duration)> {
+    anyhow::ensure!(
+        args.tool != "ping",
+        "protocol 2026-07-28 has no `ping`; its ungoverned baseline is `--tool discover` \
+         (`server/discover`)"
+    );
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": { "name": "mcp-load", "version": env!("CARGO_PKG_VERSION") },
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    mcp_tests::init_crypto();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..args.concurrency {
+        // A client of its own per worker: one connection each, kept alive.
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .build()?;
+        let url = args.url.clone();
+        let token = format!("Bearer {}", tokens[i % tokens.len()]);
+        let tool = args.tool.clone();
+        let count = args.count;
+        let body = if tool == "discover" {
+            serde_json::json!({ "jsonrpc": "2.0", "method": "server/discover", "params": { "_meta": meta } })
+        } else {
+            serde_json::json!({
+                "jsonrpc": "2.0",
+                "method": "tools/call",
+                "params": { "name": tool, "arguments": arguments, "_meta": meta },
+            })
+        };
+        let next = next.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut errors = 0usize;
+            let mut id = 0u64;
+            let mut body = body;
+            while next.fetch_add(1, Ordering::Relaxed) < count && Instant::now() < deadline {
+                id += 1;
+                body["id"] = id.into();
+                let t = Instant::now();
+                let failure = wire_call(&http, &url, &token, &tool, &body).await.err();
+                lat.push(t.elapsed());
+                if let Some(why) = failure {
+                    if errors == 0 {
+                        eprintln!("mcp-load: {tool} failed: {why}");
+                    }
+                    errors += 1;
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    let mut lat = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (l, e) = t.await?;
+        lat.extend(l);
+        errors += e;
+    }
+    Ok((lat, errors, started.elapsed()))
+}
+
+/// One `tools/call`; an error unless the answer is a JSON-RPC result without `isError`.
+async fn wire_call(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    tool: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<()> {
+    let mut req = http
+        .post(url)
+        .header("Authorization", token)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28");
+    req = if tool == "discover" {
+        req.header("Mcp-Method", "server/discover")
+    } else {
+        req.header("Mcp-Method", "tools/call")
+            .header("Mcp-Name", tool)
+    };
+    let resp = req.body(serde_json::to_vec(body)?).send().await?;
+    let status = resp.status();
+    let sse = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let bytes = resp.bytes().await?;
+    // An SSE answer (root had something to send first): the last `data:` line is the result.
+    let json: serde_json::Value = if sse {
+        let text = std::str::from_utf8(&bytes)?;
+        let data = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .rfind(|d| !d.is_empty())
+            .ok_or_else(|| anyhow::anyhow!("HTTP {status}: an SSE answer without data"))?;
+        serde_json::from_str(data)?
+    } else {
+        serde_json::from_slice(&bytes)?
+    };
+    if let Some(e) = json.get("error") {
+        anyhow::bail!("HTTP {status}: {e}");
+    }
+    if json.pointer("/result/isError") == Some(&serde_json::Value::Bool(true)) {
+        anyhow::bail!("{}", json["result"]["content"]);
+    }
     Ok(())
 }
 
