@@ -376,9 +376,17 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(app.clone());
+        .with_state(app.clone())
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            crate::front::rest_guard,
+        ));
     let mcp = Router::new()
         .route("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            crate::front::mcp_guard,
+        ))
         .layer(middleware::from_fn_with_state(app.clone(), mcp_auth));
     rest.merge(mcp)
         .merge(crate::console::routes(app.clone()))
@@ -389,6 +397,10 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         ))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             app.config.limits.max_body_bytes,
+        ))
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            crate::front::shape_refusals,
         ))
 }
 

@@ -20,7 +20,8 @@
 //!   over its leases, subnet diagnostics, log reads, retained summaries).
 //! - [`timeline`]: the bounded record of hub lifecycle events for subnet timelines.
 //! - [`logging`]: the tracing subscriber and the ring of root's own log lines.
-//! - [`mcp`]: the MCP `ServerHandler` served over rmcp's Streamable HTTP transport.
+//! - [`mcp`]: the MCP `ServerHandler` served over rmcp's Streamable HTTP transport;
+//!   [`front`]: what a request body must be before rmcp or a REST handler sees it.
 //! - [`http`]: axum routes (REST family, health, metrics) and middleware (Host/Origin guard,
 //!   bearer resolution, body limit).
 //! - [`hubs`]: hub enrolment, the hub WebSocket endpoint, target list, skill commands.
@@ -51,6 +52,7 @@ pub mod console;
 pub mod descriptors;
 pub mod elicit;
 pub mod executors;
+pub mod front;
 pub mod http;
 pub mod hubs;
 pub mod inspect;

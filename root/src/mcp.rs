@@ -22,7 +22,8 @@ use mcp_shared::event::Surface;
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ContentBlock, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ResourceTemplate, ServerCapabilities, SetLevelRequestParams, Tool,
@@ -261,6 +262,29 @@ impl ServerHandler for RootMcp {
         let lease = lease_of(&ctx)?;
         tracing::debug!(session = lease.session_id(), level = ?request.level, "client set its log level");
         Ok(())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        lease_of(&ctx)?;
+        Err(ErrorData::invalid_params(
+            format!("no prompt `{}` (this server offers none)", request.name),
+            None,
+        ))
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(crate::front::unmatched_request(
+            &request.method,
+            request.params.as_ref(),
+        ))
     }
 
     async fn complete(

@@ -6,6 +6,7 @@
 mod actors;
 mod admin_cli;
 mod audit;
+mod bad_input;
 mod boundaries;
 mod auth;
 mod config;

@@ -1,0 +1,876 @@
+//! The bad-input battery (issue 10): malformed, oversized, forged and replayed input at each of
+//! root's doors — the MCP endpoint, the REST family, the hub WebSocket — and at the hub's door
+//! for root's calls. Every case asserts its precise refusal (HTTP status and JSON-RPC code and
+//! message, REST error code, or the hub protocol's `protocol_error` and close code); each test
+//! then proves the daemon still serves, and ends by checking that the audit trail holds
+//! exactly one event per call that reached policy (counted here, case by case) in a chain that
+//! verifies. Refusals before policy (transport, body, bearer) write no event by design.
+//!
+//! Cases already covered precisely elsewhere, and not repeated here:
+//!
+//! | class                                              | where                                            |
+//! |----------------------------------------------------|--------------------------------------------------|
+//! | missing, unknown, expired, revoked bearers (MCP, REST); admin token on `/mcp` | `auth.rs` `missing_unknown_expired_and_revoked_bearers_get_401` |
+//! | rotated bearer (REST), lease bearer on operator endpoints | `auth.rs` `leases_are_listed_…`, `leases_survive_a_restart_…` |
+//! | forged actor headers                               | `auth.rs` `forged_actor_headers_are_ignored`     |
+//! | Host / Origin (DNS rebinding)                      | `protocol.rs` `foreign_host_and_origin_are_refused` |
+//! | unknown tool, schema-invalid arguments, denials (MCP tool errors with events) | `tools.rs` `invalid_arguments_and_denials_are_tool_errors_with_events` |
+//! | bad `tools/list` cursor                            | `tools.rs` `a_bad_tools_list_cursor_is_invalid_params` |
+//! | destructive names                                  | `tools.rs` `destructive_action_names_get_forbidden_destructive_…` |
+//! | lease of an offline target / without the capability | `hub.rs` `a_lease_for_another_target_cannot_reach_this_one` |
+//! | revoking another target's lease                    | `root_tools.rs` `access_tokens_are_leases_bounded_by_the_caller` |
+//! | confirmation token: other lease, other arguments, consumed on use, expired; idempotency conflict | `writes.rs` `preview_confirm_execute_and_replay` |
+//! | hub `hello`: right token for another target, wrong environment, unknown token (real hub) | `hub.rs` `a_wrong_token_target_or_environment_is_refused_…` |
+//! | hub on a rotated-out token                         | `secrets.rs` `a_hub_on_a_rotated_out_token_works_until_the_grace_ends` |
+//! | hub re-checks: forged and tampered signature, expired deadline, replayed call id, unpublished tool, garbage frame | `hub_enforcement.rs` |
+//! | hub client certificate (mutual TLS)                | `tls.rs` `mutual_tls_on_the_hub_path`            |
+//! | replica channel credentials                        | `replicas.rs`                                    |
+//! | property tests and fuzz targets (front, root↔hub decoder, catalog validator) | `root/src/front.rs`, `shared/tests/protocol_props.rs`, `root/src/skills_sync.rs`, `fuzz/` |
+
+use mcp_tests::TestRoot;
+use serde_json::{Value, json};
+
+const ACCEPT: &str = "application/json, text/event-stream";
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"battery","version":"1"}}}"#;
+
+/// The JSON body of a response: plain JSON, or the JSON-RPC message of a one-event SSE stream.
+async fn json_of(res: reqwest::Response) -> (u16, Value) {
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    if text.is_empty() {
+        return (status, Value::Null);
+    }
+    if let Ok(v) = serde_json::from_str(&text) {
+        return (status, v);
+    }
+    let v = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("jsonrpc").is_some())
+        .unwrap_or_else(|| panic!("{status}: no JSON in {text:?}"));
+    (status, v)
+}
+
+/// A raw POST to `/mcp`.
+struct Mcp<'a> {
+    root: &'a TestRoot,
+    bearer: Option<&'a str>,
+    session: Option<&'a str>,
+    content_type: Option<&'a str>,
+    accept: Option<&'a str>,
+}
+
+impl<'a> Mcp<'a> {
+    fn new(root: &'a TestRoot, bearer: &'a str) -> Mcp<'a> {
+        Mcp {
+            root,
+            bearer: Some(bearer),
+            session: None,
+            content_type: Some("application/json"),
+            accept: Some(ACCEPT),
+        }
+    }
+
+    async fn post(&self, body: impl Into<reqwest::Body>) -> (u16, Value) {
+        let mut req = self.root.http.post(self.root.mcp_url()).body(body);
+        if let Some(b) = self.bearer {
+            req = req.bearer_auth(b);
+        }
+        if let Some(s) = self.session {
+            req = req
+                .header("mcp-session-id", s)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        if let Some(ct) = self.content_type {
+            req = req.header("content-type", ct);
+        }
+        if let Some(a) = self.accept {
+            req = req.header("accept", a);
+        }
+        json_of(req.send().await.unwrap()).await
+    }
+}
+
+/// Asserts a JSON-RPC error: HTTP status, code, exact message and id.
+#[track_caller]
+fn rpc_error(got: &(u16, Value), status: u16, code: i64, message: &str, id: Value) {
+    let (s, v) = got;
+    assert_eq!(*s, status, "{v}");
+    assert_eq!(v["jsonrpc"], "2.0", "{v}");
+    assert_eq!(v["error"]["code"], code, "{v}");
+    assert_eq!(v["error"]["message"], message, "{v}");
+    assert_eq!(v["id"], id, "{v}");
+}
+
+/// Asserts a REST error: HTTP status, code and exact message.
+#[track_caller]
+fn rest_error(got: &(u16, Value), status: u16, code: &str, message: &str) {
+    let (s, v) = got;
+    assert_eq!(*s, status, "{v}");
+    assert_eq!(v["error"]["code"], code, "{v}");
+    assert_eq!(v["error"]["message"], message, "{v}");
+}
+
+/// The audit trail holds exactly `expected` events and its chain verifies.
+async fn assert_audit_count(root: &TestRoot, expected: u64) {
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["checked"], expected, "{v}");
+    let events = root
+        .admin_get("/v1/root/mcp/audit?limit=1000")
+        .await
+        .unwrap();
+    assert_eq!(
+        events["events"].as_array().unwrap().len() as u64,
+        expected,
+        "{events}"
+    );
+}
+
+fn deep(levels: usize, inner: &str) -> String {
+    format!("{}{inner}{}", "[".repeat(levels), "]".repeat(levels))
+}
+
+#[tokio::test]
+async fn mcp_endpoint_battery() {
+    let root = TestRoot::start().await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    let limit = root.handle().app.config.limits.max_body_bytes;
+    let mcp = Mcp::new(&root, &token);
+    let mut reached_policy = 0u64;
+
+    // Transport: Accept and Content-Type.
+    let no_accept = Mcp {
+        accept: None,
+        ..Mcp::new(&root, &token)
+    };
+    let not_acceptable =
+        "Not Acceptable: the client must accept both application/json and text/event-stream";
+    rpc_error(
+        &no_accept.post(INIT).await,
+        406,
+        -32600,
+        not_acceptable,
+        Value::Null,
+    );
+    let json_only = Mcp {
+        accept: Some("application/json"),
+        ..Mcp::new(&root, &token)
+    };
+    rpc_error(
+        &json_only.post(INIT).await,
+        406,
+        -32600,
+        not_acceptable,
+        Value::Null,
+    );
+    let text_plain = Mcp {
+        content_type: Some("text/plain"),
+        ..Mcp::new(&root, &token)
+    };
+    rpc_error(
+        &text_plain.post(INIT).await,
+        415,
+        -32600,
+        "Unsupported Media Type: Content-Type must be application/json, not `text/plain`",
+        Value::Null,
+    );
+    let no_type = Mcp {
+        content_type: None,
+        ..Mcp::new(&root, &token)
+    };
+    rpc_error(
+        &no_type.post(INIT).await,
+        415,
+        -32600,
+        "Unsupported Media Type: Content-Type must be application/json, not none",
+        Value::Null,
+    );
+
+    // Size: declared too large (the body limit answers before anything reads it) and streamed
+    // past the limit without a length.
+    let too_large = format!("Payload Too Large: the request body exceeds {limit} bytes");
+    rpc_error(
+        &mcp.post(vec![b' '; limit + 1]).await,
+        413,
+        -32600,
+        &too_large,
+        Value::Null,
+    );
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..=limit / 65_536)
+        .map(|_| Ok(vec![b' '; 65_536]))
+        .collect();
+    rpc_error(
+        &mcp.post(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+            .await,
+        413,
+        -32600,
+        &too_large,
+        Value::Null,
+    );
+
+    // Parse errors: syntax, empty, invalid UTF-8, nesting (100 000 levels, at the top and
+    // inside params: refused by a count, never by recursion).
+    rpc_error(
+        &mcp.post("{not json").await,
+        400,
+        -32700,
+        "Parse error: key must be a string at line 1 column 2",
+        Value::Null,
+    );
+    rpc_error(
+        &mcp.post("").await,
+        400,
+        -32700,
+        "Parse error: the body is empty",
+        Value::Null,
+    );
+    rpc_error(
+        &mcp.post(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}".to_vec())
+            .await,
+        400,
+        -32700,
+        "Parse error: the body is not valid UTF-8 (invalid byte at offset 34)",
+        Value::Null,
+    );
+    let too_deep = "Parse error: JSON nested deeper than 64 levels";
+    rpc_error(
+        &mcp.post(deep(100_000, "")).await,
+        400,
+        -32700,
+        too_deep,
+        Value::Null,
+    );
+    let nested_args = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"sdk.get_schema","arguments":{{"name":{}}}}}}}"#,
+        deep(100_000, "1")
+    );
+    rpc_error(
+        &mcp.post(nested_args).await,
+        400,
+        -32700,
+        too_deep,
+        Value::Null,
+    );
+
+    // Not one JSON-RPC 2.0 message: batches (protocol 2025-06-18 and later have none;
+    // 2025-03-26 had them, the transport never did), scalars, broken envelopes.
+    let batch = "Invalid Request: JSON-RPC batches (arrays) are not supported; MCP removed \
+                 batching in revision 2025-06-18, send one message per POST";
+    rpc_error(
+        &mcp.post(format!("[{INIT}]")).await,
+        400,
+        -32600,
+        batch,
+        Value::Null,
+    );
+    rpc_error(&mcp.post("[]").await, 400, -32600, batch, Value::Null);
+    for (body, why) in [
+        (
+            "42",
+            "the body must be one JSON-RPC message object, not a number",
+        ),
+        (
+            r#""ping""#,
+            "the body must be one JSON-RPC message object, not a string",
+        ),
+        (r#"{"id":1,"method":"ping"}"#, "missing `jsonrpc`: \"2.0\""),
+        (
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+            "`jsonrpc` must be \"2.0\"",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            "`id` must be a string or an integer",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            "`id` must be a string or an integer",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            "`id` must be a string or an integer",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            "`method` must be a string",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":5}"#,
+            "`params` must be an object, not a number",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#,
+            "a request or notification has no `result` or `error`",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+            "member `id` appears twice",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            "a message needs `method` (a request with `id`, or a notification) or `result`/`error` (a response)",
+        ),
+    ] {
+        rpc_error(
+            &mcp.post(body).await,
+            400,
+            -32600,
+            &format!("Invalid Request: {why}"),
+            Value::Null,
+        );
+    }
+    // A request before `initialize`, and a session id root never issued.
+    rpc_error(
+        &mcp.post(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#)
+            .await,
+        400,
+        -32600,
+        "Bad Request: Session ID is required",
+        json!(3),
+    );
+    let ghost = Mcp {
+        session: Some("no-such-session"),
+        ..Mcp::new(&root, &token)
+    };
+    rpc_error(
+        &ghost
+            .post(r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#)
+            .await,
+        404,
+        -32600,
+        "Not Found: Session not found",
+        json!(4),
+    );
+
+    // In a session: methods, params, tools, arguments.
+    let res = root
+        .http
+        .post(root.mcp_url())
+        .bearer_auth(&token)
+        .header("accept", ACCEPT)
+        .header("content-type", "application/json")
+        .body(INIT)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let sid = res.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    drop(res);
+    let session = Mcp {
+        session: Some(&sid),
+        ..Mcp::new(&root, &token)
+    };
+    let (s, _) = session
+        .post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    assert_eq!(s, 202);
+    let call = |id: i64, params: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+    };
+    rpc_error(
+        &session
+            .post(r#"{"jsonrpc":"2.0","id":10,"method":"tools/launch","params":{}}"#)
+            .await,
+        200,
+        -32601,
+        "Method not found: `tools/launch`",
+        json!(10),
+    );
+    rpc_error(
+        &session.post(call(11, json!({}))).await,
+        200,
+        -32602,
+        "Invalid params for `tools/call`: missing field `name`",
+        json!(11),
+    );
+    rpc_error(
+        &session
+            .post(call(
+                12,
+                json!({"name": "sdk.get_schema", "arguments": [1]}),
+            ))
+            .await,
+        200,
+        -32602,
+        "Invalid params for `tools/call`: invalid type: sequence, expected a map",
+        json!(12),
+    );
+    rpc_error(
+        &session
+            .post(r#"{"jsonrpc":"2.0","id":13,"method":"prompts/get","params":{"name":"x"}}"#)
+            .await,
+        200,
+        -32602,
+        "no prompt `x` (this server offers none)",
+        json!(13),
+    );
+    rpc_error(
+        &session.post(format!("[{INIT}]")).await,
+        400,
+        -32600,
+        batch,
+        Value::Null,
+    );
+    // Unknown tool: -32602, and an event (it reached policy).
+    let got = session.post(call(14, json!({"name": "sdk.launch"}))).await;
+    rpc_error(&got, 200, -32602, "unknown tool `sdk.launch`", json!(14));
+    assert!(got.1["error"]["data"]["event_id"].is_string(), "{}", got.1);
+    reached_policy += 1;
+    // Schema-invalid arguments: a tool error naming the path, with an event.
+    let (s, v) = session
+        .post(call(
+            15,
+            json!({"name": "sdk.get_schema", "arguments": {"name": 42}}),
+        ))
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    let e = &v["result"]["structuredContent"]["error"];
+    assert_eq!(e["code"], "invalid_arguments", "{v}");
+    assert_eq!(
+        e["message"],
+        "arguments do not match the input schema of `sdk.get_schema`"
+    );
+    assert_eq!(
+        e["details"]["errors"],
+        json!(["/name: 42 is not of type \"string\""])
+    );
+    reached_policy += 1;
+    // Another lease cannot use this session.
+    let (_, other) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    let hijack = Mcp {
+        session: Some(&sid),
+        ..Mcp::new(&root, &other)
+    };
+    rpc_error(
+        &hijack
+            .post(call(16, json!({"name": "sdk.get_metadata"})))
+            .await,
+        404,
+        -32001,
+        "session not found",
+        Value::Null,
+    );
+
+    // Bearers the other tests do not cover: a forged one of the right shape, another scheme,
+    // one in the query string only, and a rotated one on an open MCP session.
+    let forged = format!("mcpl_{}", "A".repeat(43));
+    for (bearer, query) in [
+        (Some(format!("Bearer {forged}")), ""),
+        (Some(format!("Basic {token}")), ""),
+        (Some("Bearer".to_string()), ""),
+        (None, "?access_token="),
+    ] {
+        let mut req = root
+            .http
+            .post(format!(
+                "{}{query}{}",
+                root.mcp_url(),
+                if query.is_empty() { "" } else { &token }
+            ))
+            .header("accept", ACCEPT)
+            .header("content-type", "application/json")
+            .body(INIT);
+        if let Some(b) = &bearer {
+            req = req.header("authorization", b);
+        }
+        let res = req.send().await.unwrap();
+        assert_eq!(
+            res.headers()["www-authenticate"],
+            "Bearer error=\"invalid_token\"",
+            "{bearer:?}"
+        );
+        rest_error(
+            &json_of(res).await,
+            401,
+            "unauthenticated",
+            "missing, unknown, expired or revoked bearer",
+        );
+    }
+    let (rotated_id, rotated) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    let client = mcp_tests::mcp_client(&root.mcp_url(), &rotated)
+        .await
+        .unwrap();
+    assert!(!client.list_all_tools().await.unwrap().is_empty());
+    let new = root
+        .admin_post(
+            &format!("/v1/root/mcp/sessions/{rotated_id}/rotate"),
+            json!({}),
+        )
+        .await
+        .unwrap();
+    let err = client.list_all_tools().await.unwrap_err();
+    assert!(err.to_string().contains("Auth required"), "{err}");
+    rest_error(
+        &json_of(
+            root.http
+                .post(root.mcp_url())
+                .bearer_auth(&rotated)
+                .header("accept", ACCEPT)
+                .header("content-type", "application/json")
+                .body(INIT)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await,
+        401,
+        "unauthenticated",
+        "missing, unknown, expired or revoked bearer",
+    );
+
+    // Still serving: a real client with the rotated lease's new bearer lists and calls.
+    let client = mcp_tests::mcp_client(&root.mcp_url(), new["token"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert!(!client.list_all_tools().await.unwrap().is_empty());
+    let res = client
+        .call_tool(rmcp::model::CallToolRequestParams::new("sdk.get_metadata"))
+        .await
+        .unwrap();
+    assert_eq!(res.is_error, Some(false));
+    reached_policy += 1;
+    assert_audit_count(&root, reached_policy).await;
+    root.stop().await;
+}
+
+/// Hub TOML with one allowed test that appends a line to `counter` (so "did not run" counts).
+fn allowed_test(counter: &std::path::Path) -> String {
+    format!(
+        "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\ntimeout_ms = 10000\n",
+        counter.display()
+    )
+}
+
+fn runs(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn rest_family_battery() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (alpha_runs, beta_runs) = (dir.path().join("alpha"), dir.path().join("beta"));
+    let alpha = root
+        .start_hub("hub:test-alpha", &allowed_test(&alpha_runs))
+        .await
+        .unwrap();
+    let beta = root
+        .start_hub("hub:test-beta", &allowed_test(&beta_runs))
+        .await
+        .unwrap();
+    let (_, dev) = root
+        .lease("hub:test-alpha", "AdaOSDevRead", 600)
+        .await
+        .unwrap();
+    let limit = root.handle().app.config.limits.max_body_bytes;
+    let mut reached_policy = 0u64;
+    let call_url = root.url("/v1/root/mcp/call");
+    let post = |bearer: &str, ct: Option<&str>, body: reqwest::Body| {
+        let mut req = root.http.post(&call_url).bearer_auth(bearer).body(body);
+        if let Some(ct) = ct {
+            req = req.header("content-type", ct);
+        }
+        async move { json_of(req.send().await.unwrap()).await }
+    };
+    let json_ct = Some("application/json");
+
+    // Body: media type, size (declared and streamed), UTF-8, nesting, syntax, shape.
+    rest_error(
+        &post(
+            &dev,
+            Some("text/plain"),
+            r#"{"tool_id":"sdk.get_metadata"}"#.into(),
+        )
+        .await,
+        415,
+        "invalid_arguments",
+        "Content-Type must be application/json, not `text/plain`",
+    );
+    rest_error(
+        &post(&dev, None, r#"{"tool_id":"sdk.get_metadata"}"#.into()).await,
+        415,
+        "invalid_arguments",
+        "Content-Type must be application/json, not none",
+    );
+    let too_large = format!("the request body exceeds {limit} bytes");
+    rest_error(
+        &post(&dev, json_ct, vec![b' '; limit + 1].into()).await,
+        413,
+        "invalid_arguments",
+        &too_large,
+    );
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..=limit / 65_536)
+        .map(|_| Ok(vec![b' '; 65_536]))
+        .collect();
+    rest_error(
+        &post(
+            &dev,
+            json_ct,
+            reqwest::Body::wrap_stream(futures::stream::iter(chunks)),
+        )
+        .await,
+        413,
+        "invalid_arguments",
+        &too_large,
+    );
+    rest_error(
+        &post(&dev, json_ct, b"{\"tool_id\":\"\xff\xfe\"}".to_vec().into()).await,
+        400,
+        "invalid_arguments",
+        "the body is not valid UTF-8 (invalid byte at offset 12)",
+    );
+    let too_deep = "JSON nested deeper than 64 levels";
+    rest_error(
+        &post(&dev, json_ct, deep(100_000, "").into()).await,
+        400,
+        "invalid_arguments",
+        too_deep,
+    );
+    let nested = format!(
+        r#"{{"tool_id":"sdk.get_schema","arguments":{{"name":{}}}}}"#,
+        deep(100_000, "1")
+    );
+    rest_error(
+        &post(&dev, json_ct, nested.into()).await,
+        400,
+        "invalid_arguments",
+        too_deep,
+    );
+    for (body, message) in [
+        (
+            "{not json",
+            "Failed to parse the request body as JSON: key must be a string at line 1 column 2",
+        ),
+        (
+            "",
+            "Failed to parse the request body as JSON: EOF while parsing a value at line 1 column 0",
+        ),
+        (
+            "[1]",
+            "Failed to deserialize the JSON body into the target type: [0]: invalid type: integer `1`, expected a string at line 1 column 2",
+        ),
+        (
+            r#"{"tool_id":5}"#,
+            "Failed to deserialize the JSON body into the target type: tool_id: invalid type: integer `5`, expected a string at line 1 column 12",
+        ),
+        // A lease names no target: its own is the only one it reaches.
+        (
+            r#"{"tool_id":"hub.get_status","target_id":"hub:test-beta"}"#,
+            "Failed to deserialize the JSON body into the target type: target_id: unknown field `target_id`, expected `tool_id` or `arguments` at line 1 column 39",
+        ),
+    ] {
+        rest_error(
+            &post(&dev, json_ct, body.into()).await,
+            400,
+            "invalid_arguments",
+            message,
+        );
+    }
+
+    // Bearers: forged, the admin token on the call path, a lease on operator endpoints.
+    let forged = format!("mcpl_{}", "A".repeat(43));
+    rest_error(
+        &post(&forged, json_ct, r#"{"tool_id":"sdk.get_metadata"}"#.into()).await,
+        401,
+        "unauthenticated",
+        "missing, unknown, expired or revoked bearer",
+    );
+    rest_error(
+        &post(
+            &root.admin_token(),
+            json_ct,
+            r#"{"tool_id":"sdk.get_metadata"}"#.into(),
+        )
+        .await,
+        403,
+        "forbidden",
+        "calls need a session lease bearer, not the admin token",
+    );
+    let (_, beta_read) = root
+        .lease("hub:test-beta", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    for path in [
+        "/v1/root/hubs/hub:test-alpha/read",
+        "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
+    ] {
+        let res = root
+            .http
+            .post(root.url(path))
+            .bearer_auth(&beta_read)
+            .json(&json!({"tool_id": "hub.get_status"}))
+            .send()
+            .await
+            .unwrap();
+        rest_error(
+            &json_of(res).await,
+            403,
+            "forbidden",
+            "this endpoint needs the admin token",
+        );
+    }
+
+    // Reached policy: unknown tool, arguments off the schema (one naming another target).
+    rest_error(
+        &root.rest_call(&dev, "sdk.launch", json!({})).await.unwrap(),
+        404,
+        "unknown_tool",
+        "no tool `sdk.launch`",
+    );
+    reached_policy += 1;
+    for (tool, bearer, args, error) in [
+        (
+            "sdk.get_schema",
+            &dev,
+            json!({"name": 42}),
+            "/name: 42 is not of type \"string\"",
+        ),
+        (
+            "sdk.get_schema",
+            &dev,
+            json!([1]),
+            "/: [1] is not of type \"object\"",
+        ),
+        (
+            "hub.get_status",
+            &beta_read,
+            json!({"target_id": "hub:test-alpha"}),
+            "/: Additional properties are not allowed ('target_id' was unexpected)",
+        ),
+    ] {
+        let got = root.rest_call(bearer, tool, args).await.unwrap();
+        rest_error(
+            &got,
+            400,
+            "invalid_arguments",
+            &format!("arguments do not match the input schema of `{tool}`"),
+        );
+        assert_eq!(got.1["error"]["details"]["errors"], json!([error]));
+        reached_policy += 1;
+    }
+
+    // Confirmation tokens: bound to lease, tool and target; single use; never guessable.
+    let (_, alpha_ctl) = root
+        .lease("hub:test-alpha", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let (_, beta_ctl) = root
+        .lease("hub:test-beta", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let preview = async || {
+        let (s, b) = root
+            .rest_call(
+                &alpha_ctl,
+                "hub.run_allowed_tests",
+                json!({"name": "smoke"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(s, 200, "{b}");
+        b["result"]["confirmation_token"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let execute = |bearer: &str, tool: &str, token: &str, key: &str| {
+        let mut args = match tool {
+            "hub.run_allowed_tests" => json!({"name": "smoke"}),
+            _ => json!({"capability_profile": "InfraOpsRead", "ttl_sec": 60}),
+        };
+        args["phase"] = json!("execute");
+        args["confirmation_token"] = json!(token);
+        args["idempotency_key"] = json!(key);
+        let (bearer, tool) = (bearer.to_string(), tool.to_string());
+        let root = &root;
+        async move { root.rest_call(&bearer, &tool, args).await.unwrap() }
+    };
+    let other_binding = "the confirmation token was issued for another lease, tool or target";
+    let used = "the confirmation token is unknown or was already used; preview again";
+    // Previewed on alpha for X, presented on beta for X: refused, and spent.
+    let t1 = preview().await;
+    rest_error(
+        &execute(&beta_ctl, "hub.run_allowed_tests", &t1, "k1").await,
+        428,
+        "confirmation_required",
+        other_binding,
+    );
+    rest_error(
+        &execute(&alpha_ctl, "hub.run_allowed_tests", &t1, "k1").await,
+        428,
+        "confirmation_required",
+        used,
+    );
+    // Previewed on alpha for X, presented on alpha for Y.
+    let t2 = preview().await;
+    rest_error(
+        &execute(&alpha_ctl, "hub.issue_access_token", &t2, "k2").await,
+        428,
+        "confirmation_required",
+        other_binding,
+    );
+    // Forged, then the real thing once, then the same token replayed under a new key.
+    rest_error(
+        &execute(
+            &alpha_ctl,
+            "hub.run_allowed_tests",
+            &format!("mcpc_{}", "A".repeat(43)),
+            "k3",
+        )
+        .await,
+        428,
+        "confirmation_required",
+        used,
+    );
+    let t3 = preview().await;
+    let (s, b) = execute(&alpha_ctl, "hub.run_allowed_tests", &t3, "k4").await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["result"]["replay"], false);
+    rest_error(
+        &execute(&alpha_ctl, "hub.run_allowed_tests", &t3, "k5").await,
+        428,
+        "confirmation_required",
+        used,
+    );
+    // 3 previews, 6 executes; only one ran, on alpha.
+    reached_policy += 9;
+    assert_eq!((runs(&alpha_runs), runs(&beta_runs)), (1, 0));
+
+    // Still serving, without an Accept header (REST needs none), on both targets.
+    let res = root
+        .http
+        .post(&call_url)
+        .bearer_auth(&dev)
+        .json(&json!({"tool_id": "sdk.get_metadata"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let (s, b) = root
+        .rest_call(&beta_read, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{b}");
+    reached_policy += 2;
+    assert_audit_count(&root, reached_policy).await;
+    alpha.stop().await;
+    beta.stop().await;
+    root.stop().await;
+}
