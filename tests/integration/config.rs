@@ -58,7 +58,7 @@ async fn sqlite_synchronous_normal_is_an_operator_choice_that_still_keeps_every_
     })
     .await
     .unwrap();
-    let (token, _) = root
+    let (_, token) = root
         .lease("hub:test-alpha", "AdaOSDevRead", 600)
         .await
         .unwrap();
