@@ -101,6 +101,10 @@ pub struct ReplicaConfig {
     /// PEM CA bundle that verifies the other replicas' `https` addresses; default: the
     /// system's roots.
     pub ca_file: Option<PathBuf>,
+    /// Forward to replicas that advertise a plain `http://` address although this replica
+    /// serves `[tls]`. Off by default: a TLS replica refuses to send a forwarded call (its
+    /// arguments, results and replica credential) unencrypted, and the caller is told why.
+    pub insecure_http_peers: bool,
 }
 
 /// Whether `id` is a valid replica id.
@@ -331,6 +335,12 @@ impl RootConfig {
             if !rest.is_some_and(|r| !r.is_empty() && !r.trim_end_matches('/').contains('/')) {
                 return Err(ConfigError::Invalid(format!(
                     "replica.advertise_url `{url}` must be http(s)://host:port without a path"
+                )));
+            }
+            if self.tls.is_some() && url.starts_with("http://") {
+                return Err(ConfigError::Invalid(format!(
+                    "replica.advertise_url `{url}` is plain http:// but this root serves [tls] \
+                     on its only listener: advertise its https:// address"
                 )));
             }
         }

@@ -70,6 +70,7 @@ pub mod skills_sync;
 pub mod store;
 pub mod timeline;
 pub mod tls;
+pub mod tls_client;
 pub mod writes;
 
 use std::net::SocketAddr;

@@ -24,6 +24,7 @@ mod processes;
 mod profileops;
 mod protocol;
 mod redaction;
+mod replica_tls;
 mod replicas;
 mod root_tools;
 mod run_profile;

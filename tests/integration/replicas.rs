@@ -17,14 +17,14 @@ use sqlx::Connection;
 
 /// A schema of its own on the test database, so runs never see each other's rows; `None`
 /// (after saying so) without `MCP_TEST_DATABASE_URL`.
-struct PgSchema {
+pub(crate) struct PgSchema {
     base: String,
     schema: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl PgSchema {
-    async fn create(test: &str) -> Option<PgSchema> {
+    pub(crate) async fn create(test: &str) -> Option<PgSchema> {
         let Ok(base) = std::env::var("MCP_TEST_DATABASE_URL") else {
             eprintln!("SKIPPED {test}: MCP_TEST_DATABASE_URL is not set");
             return None;
@@ -42,7 +42,7 @@ impl PgSchema {
         Some(PgSchema { base, schema, url })
     }
 
-    async fn drop_schema(self) {
+    pub(crate) async fn drop_schema(self) {
         let mut conn = sqlx::PgConnection::connect(&self.base).await.unwrap();
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP SCHEMA {} CASCADE",

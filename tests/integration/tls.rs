@@ -139,7 +139,7 @@ async fn served_cert(ca: &Path, url: &str) -> Vec<u8> {
 }
 
 /// An rmcp client over HTTPS trusting only `ca`.
-async fn mcp_https(
+pub async fn mcp_https(
     ca: &Path,
     url: &str,
     token: &str,
@@ -152,7 +152,7 @@ async fn mcp_https(
 }
 
 /// Hub TOML for `[tls]`.
-fn hub_tls(ca: &Path, pins: &[&str], client: Option<&Leaf>) -> String {
+pub fn hub_tls(ca: &Path, pins: &[&str], client: Option<&Leaf>) -> String {
     let mut s = format!("[tls]\nca_file = \"{}\"\n", ca.display());
     if !pins.is_empty() {
         s.push_str(&format!("pins = {}\n", json!(pins)));

@@ -56,6 +56,23 @@ pub enum ForwardError {
     },
     #[error("replica `{replica}` sent an answer this build cannot read: {detail}")]
     BadAnswer { replica: String, detail: String },
+    /// The TLS handshake with the peer failed (its certificate is not trusted by
+    /// `replica.ca_file` or the system roots, names another host, has expired, ...).
+    #[error(
+        "replica `{replica}` at {url} failed TLS verification: {detail} (check replica.ca_file \
+         and the peer's certificate)"
+    )]
+    Tls {
+        replica: String,
+        url: String,
+        detail: String,
+    },
+    /// This replica serves TLS and the peer advertises plain HTTP.
+    #[error(
+        "replica `{replica}` advertises plain {url}, and this replica serves TLS: forwarding \
+         there is refused unless replica.insecure_http_peers = true"
+    )]
+    PlaintextPeer { replica: String, url: String },
 }
 
 impl Zone {
@@ -82,11 +99,24 @@ impl Zone {
             expires_ms,
             &body,
         );
+        if self.requires_tls_peers && !owner.advertise_url.starts_with("https://") {
+            return Err(ForwardError::PlaintextPeer {
+                replica: owner.replica_id.clone(),
+                url: owner.advertise_url.clone(),
+            });
+        }
         let url = format!("{}{ROUTE_PATH}", owner.advertise_url);
-        let unreachable = |source| ForwardError::Unreachable {
-            replica: owner.replica_id.clone(),
-            url: owner.advertise_url.clone(),
-            source,
+        let unreachable = |source: reqwest::Error| match crate::tls_client::tls_failure(&source) {
+            Some(detail) => ForwardError::Tls {
+                replica: owner.replica_id.clone(),
+                url: owner.advertise_url.clone(),
+                detail,
+            },
+            None => ForwardError::Unreachable {
+                replica: owner.replica_id.clone(),
+                url: owner.advertise_url.clone(),
+                source,
+            },
         };
         let res = self
             .http
@@ -139,6 +169,27 @@ impl Zone {
                     ErrorCode::TargetOffline,
                     format!(
                         "target `{target_id}`'s hub is held by a replica that does not answer; retry once the hub has reconnected"
+                    ),
+                )
+            }
+            ForwardError::Tls { ref detail, .. } => {
+                let message = format!(
+                    "the replica holding target `{target_id}`'s hub failed TLS verification \
+                     ({detail}), so the call was not forwarded; the operator must fix the \
+                     replicas' certificates or replica.ca_file (see the root's log)"
+                );
+                tracing::error!(%target_id, error = %e, "forward refused");
+                ToolError::new(ErrorCode::Internal, message)
+            }
+            ForwardError::PlaintextPeer { .. } => {
+                tracing::error!(%target_id, error = %e, "forward refused");
+                ToolError::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "the replica holding target `{target_id}`'s hub advertises plain HTTP \
+                         and this replica serves TLS, so the call was not forwarded unencrypted; \
+                         the operator must give that replica [tls] or set \
+                         replica.insecure_http_peers (see the root's log)"
                     ),
                 )
             }

@@ -91,6 +91,9 @@ pub struct Zone {
     /// Key of the replica credentials (derived from the shared master key).
     key: [u8; 32],
     http: reqwest::Client,
+    /// This replica serves `[tls]`: it forwards only to `https://` peers unless
+    /// `replica.insecure_http_peers` allows plain ones.
+    requires_tls_peers: bool,
     store: Store,
     database_url: String,
     /// The newest change applied here.
@@ -130,14 +133,15 @@ impl Zone {
             .last_change()
             .await
             .context("reading the change feed")?;
+        let requires_tls_peers = config.tls.is_some() && !config.replica.insecure_http_peers;
+        // Never follows a redirect (it could lead off the peer, or down to plain HTTP).
         let mut http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
-            .pool_idle_timeout(Duration::from_secs(60));
+            .pool_idle_timeout(Duration::from_secs(60))
+            .redirect(reqwest::redirect::Policy::none())
+            .https_only(requires_tls_peers);
         if let Some(path) = &config.replica.ca_file {
-            let pem =
-                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .with_context(|| format!("{}: not a PEM certificate bundle", path.display()))?;
+            let certs = crate::tls_client::load_ca_bundle(path).context("replica.ca_file")?;
             http = http.tls_certs_only(certs);
         }
         Ok(Some(Arc::new(Zone {
@@ -147,6 +151,7 @@ impl Zone {
             zone: config.zone.clone(),
             key: master_key.derive_key(credential::KEY_PURPOSE),
             http: http.build().context("building the replica HTTP client")?,
+            requires_tls_peers,
             store: store.clone(),
             database_url: config.database_url(),
             applied: AtomicI64::new(watermark),
