@@ -15,7 +15,10 @@
 //! per-request budget (5 s to connect, 120 s to read, 125 s in all; each MCP request is also
 //! bounded by the total budget as a whole, renewal and resend included). rmcp has no hook for
 //! re-reading a bearer, so [`RenewingHttp`] wraps reqwest's `StreamableHttpClient`: on a 401
-//! it re-reads the token source once and resends once; a second 401 fails the sync.
+//! it re-reads the token source once and resends once; a second 401 fails the sync. An
+//! `https://` root is verified with the system's roots plus `--ca-file`'s CA bundle (rustls,
+//! aws-lc-rs) and never left for plain HTTP; a certificate it does not accept fails the sync
+//! with [`SyncError::Tls`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -71,6 +74,10 @@ pub struct SyncArgs {
     pub dry_run: bool,
     #[arg(long)]
     pub json: bool,
+    /// PEM CA bundle added to the trust store, for a root whose certificate a private CA
+    /// issued; needs an https:// URL.
+    #[arg(long, env = "MCP_ROOT_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
     /// Per-request connect budget in milliseconds (tests shorten it).
     #[arg(long, hide = true, default_value_t = 5_000)]
     pub connect_timeout_ms: u64,
@@ -134,6 +141,8 @@ pub struct SyncOptions {
     pub scheme: String,
     pub dry_run: bool,
     pub budgets: Budgets,
+    /// PEM CA bundle trusted in addition to the system's roots (`--ca-file`).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// Why a catalog was refused. Each variant names the resource and the rule.
@@ -181,6 +190,11 @@ pub enum SyncError {
     Timeout { request: String, budget_ms: u128 },
     #[error("{request}: the server refused the token (401), also after re-reading it once")]
     Unauthorized { request: String },
+    #[error(
+        "{request}: the root's TLS certificate was not accepted ({detail}); give --ca-file the \
+         PEM bundle of the CA that issued it"
+    )]
+    Tls { request: String, detail: String },
     #[error("{request}: {reason}")]
     Request { request: String, reason: String },
     #[error("catalog refused, nothing installed: {0}")]
@@ -719,9 +733,15 @@ async fn bounded<T, E: std::error::Error + 'static>(
     match tokio::time::timeout(budgets.total, fut).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) if is_timeout(&e) => Err(timeout()),
-        Ok(Err(e)) => Err(SyncError::Request {
-            request: request.to_string(),
-            reason: e.to_string(),
+        Ok(Err(e)) => Err(match crate::tls_client::tls_failure(&e) {
+            Some(detail) => SyncError::Tls {
+                request: request.to_string(),
+                detail,
+            },
+            None => SyncError::Request {
+                request: request.to_string(),
+                reason: e.to_string(),
+            },
         }),
         Err(_) => Err(timeout()),
     }
@@ -806,11 +826,27 @@ pub async fn sync(opts: &SyncOptions) -> Result<SyncReport, SyncError> {
         renewals: AtomicU32::new(0),
         refused: Default::default(),
     });
-    let http = reqwest::Client::builder()
+    let https = opts.url.starts_with("https://");
+    // An https root is never left for plain HTTP (not even by a redirect).
+    let mut http = reqwest::Client::builder()
         .connect_timeout(opts.budgets.connect)
         .read_timeout(opts.budgets.read)
         .timeout(opts.budgets.total)
         .pool_max_idle_per_host(0)
+        .https_only(https);
+    if let Some(path) = &opts.ca_file {
+        if !https {
+            return Err(SyncError::Args(format!(
+                "--ca-file needs an https:// --url, not `{}`: the bearer is never sent in \
+                 plaintext to a root that is meant to be verified",
+                opts.url
+            )));
+        }
+        let certs = crate::tls_client::load_ca_bundle(path)
+            .map_err(|e| SyncError::Args(format!("--ca-file: {e}")))?;
+        http = http.tls_certs_merge(certs);
+    }
+    let http = http
         .build()
         .map_err(|e| SyncError::Args(format!("HTTP client: {e}")))?;
     let client = RenewingHttp {
@@ -1082,6 +1118,7 @@ pub async fn main(args: SyncArgs) -> anyhow::Result<ExitCode> {
             read: Duration::from_millis(args.read_timeout_ms),
             total: Duration::from_millis(args.total_timeout_ms),
         },
+        ca_file: args.ca_file.clone(),
     };
     let report = sync(&opts).await?;
     if args.json {

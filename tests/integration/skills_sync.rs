@@ -324,6 +324,7 @@ fn opts(url: &str, token: PathBuf, dest: &Path, namespace: &str) -> SyncOptions 
         scheme: SCHEME.into(),
         dry_run: false,
         budgets: Budgets::default(),
+        ca_file: None,
     }
 }
 

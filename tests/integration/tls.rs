@@ -603,3 +603,108 @@ async fn secret_files_readable_by_others_are_refused() {
         "{err}"
     );
 }
+
+/// `mcp-root skills sync` against a root serving HTTPS with a private CA: `--ca-file` adds
+/// the CA to the trust store and the sync succeeds; without it, or with another CA, it fails
+/// saying the certificate was not accepted and installs nothing; `--ca-file` with a plain
+/// `http://` URL is refused before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_sync_verifies_an_https_root_with_ca_file() {
+    use mcp_root::skills_sync::{Budgets, SyncError, SyncOptions, TokenSource};
+    let pki = Pki::new("skills");
+    let server = pki.server("root");
+    let root = tls_root(tls_config(&server, None, 0), &pki.ca_file()).await;
+    let (_, token) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let token_file = work.path().join("token");
+    std::fs::write(&token_file, &token).unwrap();
+    let dest = work.path().join("skills");
+    let opts = |ca_file: Option<PathBuf>| SyncOptions {
+        url: root.mcp_url(),
+        token: TokenSource::File(token_file.clone()),
+        dest: dest.clone(),
+        namespace: "mcp_root_platform".into(),
+        scheme: mcp_root::skill_catalog::DEFAULT_SCHEME.into(),
+        dry_run: false,
+        budgets: Budgets::default(),
+        ca_file,
+    };
+    assert!(root.mcp_url().starts_with("https://"));
+
+    // Without --ca-file the system roots do not know the CA: a TLS error, nothing installed.
+    let err = mcp_root::skills_sync::sync(&opts(None)).await.unwrap_err();
+    assert!(matches!(err, SyncError::Tls { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("initialize: the root's TLS certificate was not accepted")
+            && text.contains("UnknownIssuer")
+            && text.contains("--ca-file"),
+        "{text}"
+    );
+    assert!(!dest.exists());
+    // Another CA's bundle does not help either.
+    let other = Pki::new("skills-other");
+    let err = mcp_root::skills_sync::sync(&opts(Some(other.ca_file())))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SyncError::Tls { .. }), "{err:?}");
+    assert!(!dest.exists());
+    // --ca-file means "verify this root": a plain URL is refused, the bearer never sent.
+    let mut plain = opts(Some(pki.ca_file()));
+    plain.url = plain.url.replace("https://", "http://");
+    let err = mcp_root::skills_sync::sync(&plain).await.unwrap_err();
+    assert!(
+        matches!(&err, SyncError::Args(m) if m.contains("--ca-file needs an https:// --url")),
+        "{err:?}"
+    );
+
+    // With the CA: installed.
+    let report = mcp_root::skills_sync::sync(&opts(Some(pki.ca_file())))
+        .await
+        .unwrap();
+    assert!(report.changed);
+    assert!(!report.catalog.skills.is_empty());
+    assert!(
+        dest.join("mcp_root_platform/root_descriptors/SKILL.md")
+            .exists()
+    );
+
+    // The binary: the same with and without --ca-file.
+    let bin = mcp_tests::workspace_bin("mcp-root").unwrap();
+    let run = |ca: Option<&Path>, dest: &Path| {
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.args(["skills", "sync", "--url", &root.mcp_url(), "--token-env"])
+            .arg("SYNC_TLS_TOKEN")
+            .arg("--dest")
+            .arg(dest)
+            .arg("--json")
+            .env("SYNC_TLS_TOKEN", &token)
+            .env_remove("MCP_ROOT_CA_FILE");
+        if let Some(ca) = ca {
+            cmd.arg("--ca-file").arg(ca);
+        }
+        cmd.output().unwrap()
+    };
+    let cli_dest = work.path().join("cli");
+    let out = run(None, &cli_dest);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("TLS certificate was not accepted") && stderr.contains("--ca-file"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&token), "{stderr}");
+    assert!(!cli_dest.exists());
+    let out = run(Some(&pki.ca_file()), &cli_dest);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["changed"], true, "{v}");
+    root.stop().await;
+}
