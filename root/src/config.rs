@@ -128,6 +128,11 @@ pub struct TlsConfig {
     /// to the hub token. Other clients may present one (it is then verified) but need not.
     #[serde(default)]
     pub client_ca_file: Option<PathBuf>,
+    /// With `client_ca_file`: a hub's client certificate must also name the target its hub
+    /// token is enrolled for, as the URI subject alternative name `mcp-hub:<target_id>`; a
+    /// hub presenting another target's certificate is refused at `hello`.
+    #[serde(default)]
+    pub bind_client_cert_to_target: bool,
     /// How often the files are checked for change, in seconds; 0 = only on SIGHUP.
     #[serde(default = "default_tls_reload_interval")]
     pub reload_interval_sec: u64,
@@ -312,6 +317,16 @@ impl RootConfig {
         if self.limits.resources_page_size == 0 {
             return Err(ConfigError::Invalid(
                 "limits.resources_page_size must be at least 1".into(),
+            ));
+        }
+        if let Some(tls) = &self.tls
+            && tls.bind_client_cert_to_target
+            && tls.client_ca_file.is_none()
+        {
+            return Err(ConfigError::Invalid(
+                "tls.bind_client_cert_to_target needs tls.client_ca_file (hub client \
+                 certificates are required only with a client CA)"
+                    .into(),
             ));
         }
         if let Some(tls) = &self.tls

@@ -471,10 +471,11 @@ pub async fn connect(
         )
         .into_response();
     }
+    let client_certificate = peer.and_then(|p| p.0.client_certificate);
     ws.max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
         .on_upgrade(move |socket| async move {
-            if let Err(e) = serve(app, socket).await {
+            if let Err(e) = serve(app, socket, client_certificate).await {
                 tracing::info!(error = %e, "hub connection ended");
             }
         })
@@ -542,7 +543,20 @@ fn publish(app: &App, descriptor: ManagedTargetDescriptor) {
     crate::mcp::notify_tools_changed(app, &target_id);
 }
 
-async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
+/// Whether hub client certificates must name their target (`[tls]
+/// bind_client_cert_to_target`).
+fn binds_client_cert(app: &App) -> bool {
+    app.config
+        .tls
+        .as_ref()
+        .is_some_and(|t| t.client_ca_file.is_some() && t.bind_client_cert_to_target)
+}
+
+async fn serve(
+    app: Arc<App>,
+    mut socket: WebSocket,
+    client_certificate: Option<rustls::pki_types::CertificateDer<'static>>,
+) -> anyhow::Result<()> {
     let first = match tokio::time::timeout(HELLO_TIMEOUT, socket.recv()).await {
         Ok(Some(Ok(Message::Text(t)))) => t,
         Ok(Some(Ok(_))) => {
@@ -613,6 +627,19 @@ async fn serve(app: Arc<App>, mut socket: WebSocket) -> anyhow::Result<()> {
             ),
         )
         .await;
+    }
+    if binds_client_cert(&app) {
+        // `connect` let no hub without a certificate this far.
+        let der = client_certificate.as_ref().map_or(&[][..], |c| c.as_ref());
+        if let Err(e) = crate::hub_identity::check(der, &target_id) {
+            tracing::warn!(
+                %target_id,
+                certificate = %crate::tls::fingerprint(&rustls::pki_types::CertificateDer::from(der)),
+                error = %e,
+                "hub client certificate not bound to its target; refused"
+            );
+            return refuse(&mut socket, e.to_string()).await;
+        }
     }
     descriptor.status = TargetStatus::Online;
 

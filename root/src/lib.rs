@@ -54,6 +54,7 @@ pub mod elicit;
 pub mod executors;
 pub mod front;
 pub mod http;
+pub mod hub_identity;
 pub mod hubs;
 pub mod inspect;
 pub mod limits;

@@ -83,6 +83,19 @@ impl Pki {
         self.leaf(params, file)
     }
 
+    /// A hub client certificate bound to `target`: the URI name `mcp-hub:<target>`.
+    pub fn hub_client(&self, file: &str, target: &str) -> Leaf {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{} hub {target}", self.name));
+        params.subject_alt_names.push(SanType::URI(
+            mcp_root::hub_identity::uri_for(target).try_into().unwrap(),
+        ));
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        self.leaf(params, file)
+    }
+
     fn leaf(&self, params: CertificateParams, file: &str) -> Leaf {
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.ca).unwrap();
@@ -105,6 +118,7 @@ pub fn tls_config(leaf: &Leaf, client_ca: Option<&Path>, reload_interval_sec: u6
         cert_file: leaf.cert.clone(),
         key_file: leaf.key.clone(),
         client_ca_file: client_ca.map(Path::to_owned),
+        bind_client_cert_to_target: false,
         reload_interval_sec,
     }
 }
@@ -414,6 +428,120 @@ async fn mutual_tls_on_the_hub_path() {
     assert_eq!(res.status(), 403);
     drop(client);
     hub.stop().await;
+    root.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hub_client_certificates_bound_to_their_target() {
+    let pki = Pki::new("bound");
+    let server = pki.server("root");
+    // The binding needs a client CA to mean anything.
+    let mut unbound = mcp_root::config::RootConfig {
+        tls: Some(tls_config(&server, None, 0)),
+        ..Default::default()
+    };
+    unbound.tls.as_mut().unwrap().bind_client_cert_to_target = true;
+    let err = unbound.validate().unwrap_err().to_string();
+    assert!(err.contains("needs tls.client_ca_file"), "{err}");
+
+    let mut tls = tls_config(&server, Some(&pki.ca_file()), 0);
+    tls.bind_client_cert_to_target = true;
+    let root = tls_root(tls, &pki.ca_file()).await;
+    let cert_a = pki.hub_client("hub-a", "hub:bound-a");
+    let cert_b = pki.hub_client("hub-b", "hub:bound-b");
+    let token_a = root.enroll("hub:bound-a", "test").await.unwrap();
+    let token_b = root.enroll("hub:bound-b", "test").await.unwrap();
+
+    // The right target's certificate: connected, and its calls served.
+    let hub_a = TestHub::start(
+        &root.handle().base_url(),
+        "hub:bound-a",
+        &token_a,
+        &hub_tls(&pki.ca_file(), &[], Some(&cert_a)),
+    )
+    .await
+    .unwrap();
+    let (_, bearer) = root
+        .lease("hub:bound-a", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let client = mcp_https(&pki.ca_file(), &root.mcp_url(), &bearer).await;
+    let res = client
+        .call_tool(CallToolRequestParams::new("hub.get_status"))
+        .await
+        .unwrap();
+    assert_ne!(res.is_error, Some(true), "{res:?}");
+
+    // B's token with A's certificate (same CA, so the handshake succeeds): refused at hello,
+    // precisely, on both sides, and logged by root with the certificate's fingerprint.
+    let hub = start_unconnected_hub(
+        &root,
+        "hub:bound-b",
+        &token_b,
+        &hub_tls(&pki.ca_file(), &[], Some(&cert_a)),
+    )
+    .await;
+    let refusal = "the hub's client certificate is bound to `hub:bound-a`, not to `hub:bound-b`";
+    let line = wait_for_log(&[
+        "hub client certificate not bound to its target; refused",
+        "target_id=hub:bound-b",
+        &hex_sha256(&cert_a.der),
+        refusal,
+    ])
+    .await;
+    assert!(!line.contains(&token_b), "{line}");
+    wait_for_log(&[
+        "root channel down",
+        "root refused the hub",
+        refusal,
+        "mcp-hub:hub:bound-b",
+    ])
+    .await;
+    assert!(!hub.handle().is_connected());
+    hub.stop().await;
+
+    // A certificate from the CA that names no target at all.
+    let nameless = pki.client("nameless");
+    let hub = start_unconnected_hub(
+        &root,
+        "hub:bound-b",
+        &token_b,
+        &hub_tls(&pki.ca_file(), &[], Some(&nameless)),
+    )
+    .await;
+    wait_for_log(&[
+        "root channel down",
+        "root refused the hub",
+        "names no target (no `mcp-hub:` URI name)",
+        "`mcp-hub:hub:bound-b`",
+    ])
+    .await;
+    assert!(!hub.handle().is_connected());
+    hub.stop().await;
+    let targets = root.admin_get("/v1/root/hubs").await.unwrap();
+    let b = targets["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target_id"] == "hub:bound-b")
+        .unwrap()
+        .clone();
+    assert_eq!(b["status"], "offline", "{b}");
+    assert!(b["last_seen_at"].is_null(), "{b}");
+
+    // B with its own certificate connects; A was never disturbed.
+    let hub_b = TestHub::start(
+        &root.handle().base_url(),
+        "hub:bound-b",
+        &token_b,
+        &hub_tls(&pki.ca_file(), &[], Some(&cert_b)),
+    )
+    .await
+    .unwrap();
+    assert!(hub_a.handle().is_connected());
+    drop(client);
+    hub_b.stop().await;
+    hub_a.stop().await;
     root.stop().await;
 }
 
