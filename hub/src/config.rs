@@ -149,6 +149,47 @@ pub struct AllowedTestConfig {
     pub env: std::collections::BTreeMap<String, String>,
 }
 
+/// Longest time a command adapter may run (ten minutes; tool contracts bound it further).
+pub const MAX_COMMAND_TIMEOUT_MS: u64 = 600_000;
+
+fn default_command_timeout_ms() -> u64 {
+    10_000
+}
+
+/// A command adapter (`[[skill.commands]]`, see [`crate::adapters::command`]): the read tool
+/// `tool_id` is served by running `argv` (never through a shell) with the call's arguments as
+/// one line of JSON on stdin; its stdout (one JSON object) is the result. The hub gives the
+/// tool no meaning: root publishes it only with a contract of that id.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandAdapterConfig {
+    /// Dotted lowercase tool id, e.g. `acme.inventory.count`.
+    pub tool_id: String,
+    /// The program and its arguments; a program given as a path must lie under the state
+    /// directory or a declared root (a bare name is looked up in `PATH`).
+    pub argv: Vec<String>,
+    /// Working directory (under the state directory or a declared root); default `state_dir`.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    #[serde(default = "default_command_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Variables set for the program on top of the hub's own environment.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// Whether `id` is a dotted lowercase tool id (`[a-z][a-z0-9_]*` segments, at least two).
+pub fn valid_tool_id(id: &str) -> bool {
+    let segments: Vec<&str> = id.split('.').collect();
+    id.len() <= 200
+        && segments.len() >= 2
+        && segments.iter().all(|s| {
+            s.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+}
+
 /// `infra_access_skill` settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -158,6 +199,9 @@ pub struct SkillConfig {
     /// Tests `hub.run_allowed_tests` may run, by name; nothing else can be run.
     #[serde(default)]
     pub allowed_tests: Vec<AllowedTestConfig>,
+    /// Command adapters: read tools served by a declared program, one per tool id.
+    #[serde(default)]
+    pub commands: Vec<CommandAdapterConfig>,
     /// Calls one adapter runs at once; more are refused with `busy`.
     #[serde(default = "default_adapter_concurrency")]
     pub adapter_concurrency: usize,
@@ -172,6 +216,7 @@ impl Default for SkillConfig {
         SkillConfig {
             healthchecks: Vec::new(),
             allowed_tests: Vec::new(),
+            commands: Vec::new(),
             adapter_concurrency: default_adapter_concurrency(),
             test_faults: false,
         }
@@ -898,6 +943,7 @@ impl HubConfig {
             }
         }
         self.validate_services()?;
+        self.validate_commands()?;
         self.profiling.validate()?;
         self.validate_deploy()?;
         self.validate_log_sources()?;
@@ -1075,6 +1121,54 @@ impl HubConfig {
             if let Err(e) = regex::Regex::new(pattern) {
                 return Err(ConfigError::Invalid(format!(
                     "redaction: pattern `{pattern}` does not compile: {e}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks `[[skill.commands]]`: valid and distinct tool ids that no built-in adapter
+    /// serves, a program, confined paths, a timeout.
+    fn validate_commands(&self) -> Result<(), ConfigError> {
+        let mut ids = std::collections::BTreeSet::new();
+        for command in &self.skill.commands {
+            let id = command.tool_id.as_str();
+            let bad = |why: String| ConfigError::Invalid(format!("command adapter `{id}`: {why}"));
+            if !valid_tool_id(id) {
+                return Err(bad(
+                    "tool_id must be dotted lowercase segments [a-z][a-z0-9_]*, e.g. acme.inventory.count".into(),
+                ));
+            }
+            if crate::adapters::AdapterKind::for_tool(id).is_some() {
+                return Err(bad("a built-in adapter serves this tool".into()));
+            }
+            if !ids.insert(id) {
+                return Err(bad("declared twice".into()));
+            }
+            let Some(program) = command.argv.first().filter(|p| !p.is_empty()) else {
+                return Err(bad("empty argv".into()));
+            };
+            if program.contains('/') {
+                self.check_confined(
+                    &format!("command adapter `{id}`: program"),
+                    Path::new(program),
+                )?;
+            }
+            if let Some(cwd) = &command.cwd {
+                self.check_confined(&format!("command adapter `{id}`: cwd"), cwd)?;
+            }
+            if command.timeout_ms == 0 || command.timeout_ms > MAX_COMMAND_TIMEOUT_MS {
+                return Err(bad(format!(
+                    "timeout_ms must be between 1 and {MAX_COMMAND_TIMEOUT_MS}"
+                )));
+            }
+            if let Some(key) = command
+                .env
+                .keys()
+                .find(|k| k.is_empty() || k.contains(['=', '\0']))
+            {
+                return Err(bad(format!(
+                    "env name `{key}` is empty or contains `=` or NUL"
                 )));
             }
         }

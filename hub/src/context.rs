@@ -15,7 +15,7 @@ use mcp_shared::time::OffsetDateTime;
 use serde::{Deserialize, Serialize};
 
 use crate::activity::ActivityLog;
-use crate::adapters::{ADAPTERS, AdapterDecl};
+use crate::adapters::{ADAPTERS, AdapterDecl, AdapterKind, KINDS};
 use crate::config::HubConfig;
 use crate::deploys::Deploys;
 use crate::enforcement::Published;
@@ -58,14 +58,21 @@ impl Lifecycle {
         self.installed && self.enabled
     }
 
-    /// The protocol view of `infra_access_skill` in this lifecycle state.
+    /// The protocol view of `infra_access_skill` in this lifecycle state, with the built-in
+    /// adapters only (a hub's own view, with its command adapters, is
+    /// [`HubContext::skill_states`]).
     pub fn skill_state(self) -> SkillState {
+        self.skill_state_with(&ADAPTERS)
+    }
+
+    /// The protocol view of `infra_access_skill` serving `adapters`.
+    pub fn skill_state_with(self, adapters: &[AdapterDecl]) -> SkillState {
         SkillState {
             skill: SKILL.to_owned(),
             installed: self.installed,
             enabled: self.enabled,
             published: if self.active() {
-                ADAPTERS.iter().map(|a| a.tool_id.to_owned()).collect()
+                adapters.iter().map(|a| a.tool_id.to_owned()).collect()
             } else {
                 Vec::new()
             },
@@ -76,6 +83,11 @@ impl Lifecycle {
 /// Shared state of one hub process.
 pub struct HubContext {
     pub config: HubConfig,
+    /// Every adapter of the skill: the built-in ones ([`KINDS`]), then the command adapters of
+    /// `[[skill.commands]]`, in configuration order; fixed for the life of the process.
+    kinds: Vec<AdapterKind>,
+    /// Their declarations, in the same order.
+    decls: Vec<AdapterDecl>,
     /// When the hub process started (monotonic and wall clock).
     pub started: Instant,
     pub started_at: OffsetDateTime,
@@ -138,7 +150,16 @@ impl HubContext {
         } else {
             None
         };
+        let commands = config
+            .skill
+            .commands
+            .iter()
+            .map(crate::adapters::command::kind);
+        let kinds: Vec<AdapterKind> = KINDS.into_iter().chain(commands).collect();
+        let decls = kinds.iter().map(|k| k.decl()).collect();
         Ok(HubContext {
+            kinds,
+            decls,
             token: ArcSwap::from_pointee(config.token.clone()),
             token_changed: tokio::sync::Notify::new(),
             tls,
@@ -165,22 +186,40 @@ impl HubContext {
     }
 
     pub fn skill_states(&self) -> Vec<SkillState> {
-        vec![self.lifecycle().skill_state()]
+        vec![self.lifecycle().skill_state_with(&self.decls)]
+    }
+
+    /// Every adapter of the skill (built-in, then configured commands).
+    pub fn adapter_kinds(&self) -> &[AdapterKind] {
+        &self.kinds
+    }
+
+    /// The declarations of [`HubContext::adapter_kinds`].
+    pub fn adapter_decls(&self) -> &[AdapterDecl] {
+        &self.decls
+    }
+
+    /// The adapter serving `tool_id`, built-in or configured.
+    pub fn adapter_kind(&self, tool_id: &str) -> Option<AdapterKind> {
+        self.kinds
+            .iter()
+            .copied()
+            .find(|k| k.decl().tool_id == tool_id)
     }
 
     /// What the gate checks calls against.
-    pub fn published(&self) -> Published<'static> {
+    pub fn published(&self) -> Published<'_> {
         Published {
             skill: SKILL,
             active: self.lifecycle().active(),
-            adapters: &ADAPTERS,
+            adapters: &self.decls,
         }
     }
 
     /// Adapters whose tools are published right now.
     pub fn published_adapters(&self) -> Vec<AdapterDecl> {
         if self.lifecycle().active() {
-            ADAPTERS.to_vec()
+            self.decls.clone()
         } else {
             Vec::new()
         }
@@ -200,7 +239,7 @@ impl HubContext {
             operational_surface: OperationalSurface {
                 published_by: PUBLISHED_BY.to_owned(),
                 enabled: lifecycle.active(),
-                capabilities: lifecycle.skill_state().published,
+                capabilities: lifecycle.skill_state_with(&self.decls).published,
             },
             policy: TargetPolicy {
                 write_scope: self.config.write_scope,

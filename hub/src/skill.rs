@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::adapters::{
     AdapterActor, AdapterArgs, AdapterDecl, AdapterKind, AdapterMsg, AdapterReply, CallInput,
-    CrashReport, KINDS,
+    CrashReport,
 };
 use crate::context::{HubContext, Lifecycle, SKILL};
 
@@ -174,7 +174,7 @@ impl Actor for Skill {
         std::fs::create_dir_all(&ctx.config.state_dir)?;
         ctx.lifecycle.store(Arc::new(lifecycle));
         let mut adapters = HashMap::new();
-        for kind in KINDS {
+        for &kind in ctx.adapter_kinds() {
             adapters.insert(
                 kind.decl().tool_id,
                 spawn_adapter(kind, &ctx, &myself).await?,
@@ -281,7 +281,8 @@ impl Actor for Skill {
                         "skill lifecycle changed"
                     );
                 }
-                let _ = reply.send(outcome.map(Lifecycle::skill_state));
+                let decls = state.ctx.adapter_decls();
+                let _ = reply.send(outcome.map(|l| l.skill_state_with(decls)));
             }
             Msg::AdapterCrashed(report) => {
                 state
@@ -317,8 +318,11 @@ impl Actor for Skill {
             return Ok(());
         }
         let id = cell.get_id();
-        let Some(kind) = KINDS
-            .into_iter()
+        let Some(kind) = state
+            .ctx
+            .adapter_kinds()
+            .iter()
+            .copied()
             .find(|k| state.adapters.get(k.decl().tool_id).map(|a| a.get_id()) == Some(id))
         else {
             return Ok(());

@@ -23,6 +23,9 @@
 //! - [`nlu_authoring`] serves the NLUAuthoringPlane tools `nlu_authoring.*` over
 //!   [`crate::nlu`]: reads (`get_context`, `list_templates`, `check_phrase`) and writes
 //!   (`propose_change`, which only ever previews, and `apply_change`).
+//! - [`command`] serves the tools of `[[skill.commands]]`: read tools whose work is a declared
+//!   program (JSON arguments on stdin, a JSON object on stdout), the generic extension point
+//!   for adding a tool to the hub without changing its code.
 //!
 //! Each call reaches its adapter as a [`CallInput`]: the arguments plus the call's `dry_run`
 //! flag, idempotency key and deadline from root's signed `CallRequest`.
@@ -36,6 +39,7 @@
 pub mod activity_log;
 pub mod allowed_tests;
 pub mod capability_usage;
+pub mod command;
 pub mod deploy;
 pub mod health;
 pub mod logs;
@@ -69,6 +73,9 @@ pub struct AdapterDecl {
 /// Which implementation an adapter actor runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdapterKind {
+    /// A configured command adapter ([`command`]); it carries its declaration (tool id and
+    /// name from the configuration), so it is not in [`KINDS`].
+    Command(AdapterDecl),
     Status,
     RuntimeSummary,
     OperationalSurface,
@@ -98,7 +105,8 @@ pub enum AdapterKind {
     NluApplyChange,
 }
 
-/// Every adapter kind, in the order of [`ADAPTERS`].
+/// Every built-in adapter kind, in the order of [`ADAPTERS`] (configured command adapters
+/// come from `[[skill.commands]]`: [`crate::context::HubContext::adapter_kinds`]).
 pub const KINDS: [AdapterKind; 27] = [
     AdapterKind::Status,
     AdapterKind::RuntimeSummary,
@@ -129,7 +137,7 @@ pub const KINDS: [AdapterKind; 27] = [
     AdapterKind::NluApplyChange,
 ];
 
-/// Every adapter of `infra_access_skill`, with the tool it serves.
+/// Every built-in adapter of `infra_access_skill`, with the tool it serves.
 pub const ADAPTERS: [AdapterDecl; KINDS.len()] = {
     let mut decls = [AdapterKind::Status.decl(); KINDS.len()];
     let mut i = 0;
@@ -170,6 +178,7 @@ impl CallInput {
 impl AdapterKind {
     pub const fn decl(self) -> AdapterDecl {
         match self {
+            AdapterKind::Command(decl) => decl,
             AdapterKind::Status => AdapterDecl {
                 tool_id: "hub.get_status",
                 name: "infra_access_skill.status",
@@ -308,6 +317,7 @@ impl AdapterKind {
         }
     }
 
+    /// The built-in adapter serving `tool_id`.
     pub fn for_tool(tool_id: &str) -> Option<AdapterKind> {
         KINDS.into_iter().find(|k| k.decl().tool_id == tool_id)
     }
@@ -316,6 +326,7 @@ impl AdapterKind {
     pub async fn run(self, ctx: Arc<HubContext>, input: CallInput) -> Result<Value, ToolError> {
         let arguments = &input.arguments;
         match self {
+            AdapterKind::Command(decl) => command::run(&ctx, decl.tool_id, input).await,
             AdapterKind::Status => status::run(&ctx, arguments).await,
             AdapterKind::RuntimeSummary => {
                 no_arguments(arguments)?;

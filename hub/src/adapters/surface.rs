@@ -3,12 +3,12 @@
 
 use serde_json::{Value, json};
 
-use crate::adapters::ADAPTERS;
 use crate::context::{HubContext, PUBLISHED_BY};
 
 pub fn run(ctx: &HubContext) -> Value {
     let lifecycle = ctx.lifecycle();
-    let adapters: Vec<Value> = ADAPTERS
+    let adapters: Vec<Value> = ctx
+        .adapter_decls()
         .iter()
         .map(|a| {
             json!({
@@ -25,7 +25,7 @@ pub fn run(ctx: &HubContext) -> Value {
         "write_scope": ctx.config.write_scope,
         "published_by": PUBLISHED_BY,
         "enabled": lifecycle.active(),
-        "capabilities": lifecycle.skill_state().published,
+        "capabilities": lifecycle.skill_state_with(ctx.adapter_decls()).published,
         "skills": ctx.skill_states(),
         "adapters": adapters,
     })
