@@ -14,7 +14,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::protocol::{
     self, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub, SkillCommand,
@@ -493,18 +493,13 @@ fn encode(body: RootToHub, in_reply_to: Option<String>) -> String {
 
 async fn refuse(socket: &mut WebSocket, message: String) -> anyhow::Result<()> {
     tracing::warn!(%message, "refusing hub connection");
-    let _ = socket
-        .send(Message::Text(
-            encode(
-                RootToHub::ProtocolError {
-                    message: message.clone(),
-                },
-                None,
-            )
-            .into(),
-        ))
-        .await;
-    let _ = socket.close().await;
+    let frame = encode(
+        RootToHub::ProtocolError {
+            message: message.clone(),
+        },
+        None,
+    );
+    crate::hub_frames::refuse(socket, frame, &message).await;
     anyhow::bail!(message)
 }
 
@@ -562,7 +557,13 @@ async fn serve(
         Ok(Some(Ok(_))) => {
             return refuse(&mut socket, "the first frame must be a text hello".into()).await;
         }
-        Ok(_) => anyhow::bail!("closed before hello"),
+        Ok(Some(Err(e))) => {
+            let closing = crate::hub_frames::Closing::read_error(&e);
+            tracing::warn!(reason = %closing.reason, "hub connection refused: its first frame cannot be read");
+            let _ = socket.send(closing.frame()).await;
+            anyhow::bail!("first frame unreadable: {}", closing.reason)
+        }
+        Ok(None) => anyhow::bail!("closed before hello"),
         Err(_) => return refuse(&mut socket, "no hello within 10 s".into()).await,
     };
     let hello = match protocol::decode::<HubToRoot>(first.as_str()) {
@@ -643,7 +644,7 @@ async fn serve(
     }
     descriptor.status = TargetStatus::Online;
 
-    let (out_tx, mut out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
+    let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
     let surface_app = app.clone();
     let surface_target = target_id.clone();
     let subnet_id = enrolment.row.subnet_id.clone();
@@ -722,27 +723,32 @@ async fn serve(
         .await;
     tracing::info!(%target_id, "hub connected");
 
-    let (mut sink, mut stream) = socket.split();
-    let writer = tokio::spawn(async move {
-        while let Some(text) = out_rx.recv().await {
-            if sink.send(Message::Text(text.into())).await.is_err() {
-                break;
-            }
-        }
-        let _ = sink.close().await;
-    });
+    let (sink, mut stream) = socket.split();
+    let (tell_writer, closing_rx) = tokio::sync::oneshot::channel();
+    let writer = tokio::spawn(crate::hub_frames::write(sink, out_rx, closing_rx));
+    let mut closing = crate::hub_frames::Closing::normal();
     let mut last_seen_write = std::time::Instant::now();
     loop {
         let next = tokio::select! {
-            _ = app.shutdown.cancelled() => break,
+            _ = app.shutdown.cancelled() => {
+                closing = crate::hub_frames::Closing::away("root is shutting down");
+                break;
+            }
             next = tokio::time::timeout(HEARTBEAT_INTERVAL * 3, stream.next()) => next,
         };
         let msg = match next {
             Err(_) => {
                 tracing::warn!(%target_id, "hub silent for three heartbeat intervals; dropping it");
+                closing =
+                    crate::hub_frames::Closing::policy("no frame for three heartbeat intervals");
                 break;
             }
-            Ok(None) | Ok(Some(Err(_))) => break,
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                closing = crate::hub_frames::Closing::read_error(&e);
+                tracing::warn!(%target_id, reason = %closing.reason, "unreadable frame from hub; closing");
+                break;
+            }
             Ok(Some(Ok(m))) => m,
         };
         // A rotated-out token works only until its grace period ends.
@@ -758,11 +764,24 @@ async fn serve(
                 },
                 None,
             ));
+            closing =
+                crate::hub_frames::Closing::policy("this hub token is no longer valid (rotated)");
             break;
         }
         match msg {
             Message::Text(text) => match protocol::decode::<HubToRoot>(text.as_str()) {
                 Ok(env) => {
+                    // Nothing a hub says may widen its enrolment (target, environment).
+                    if let Err(message) = crate::hub_frames::check_claims(
+                        &env.body,
+                        &target_id,
+                        &enrolment.row.environment,
+                    ) {
+                        tracing::warn!(%target_id, %message, "frame claiming beyond the enrolment refused");
+                        let _ = out_tx
+                            .try_send(encode(RootToHub::ProtocolError { message }, Some(env.id)));
+                        continue;
+                    }
                     app.hub_last_frame
                         .insert(target_id.clone(), std::time::Instant::now());
                     if last_seen_write.elapsed() > HEARTBEAT_INTERVAL {
@@ -810,7 +829,7 @@ async fn serve(
         .ok();
     session.stop(Some("connection closed".into()));
     drop(out_tx);
-    writer.abort();
+    crate::hub_frames::finish(writer, tell_writer, closing).await;
     // Only the newest connection of a target may mark it offline: an older one that a
     // reconnect replaced ends here too.
     if app

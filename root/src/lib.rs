@@ -24,7 +24,8 @@
 //!   [`front`]: what a request body must be before rmcp or a REST handler sees it.
 //! - [`http`]: axum routes (REST family, health, metrics) and middleware (Host/Origin guard,
 //!   bearer resolution, body limit).
-//! - [`hubs`]: hub enrolment, the hub WebSocket endpoint, target list, skill commands.
+//! - [`hubs`]: hub enrolment, the hub WebSocket endpoint, target list, skill commands;
+//!   [`hub_frames`]: what a connected hub's frames may claim, and close frames with reasons.
 //! - [`observe`]: the audit live stream and usage summary; [`inspect`]: operator reads of a
 //!   target's tools through the governed call path; [`console`]: the web console at `/ui`.
 //! - [`tls`]: HTTPS/WSS on root's listener, certificate reload, mutual TLS on the hub path.
@@ -54,6 +55,7 @@ pub mod elicit;
 pub mod executors;
 pub mod front;
 pub mod http;
+pub mod hub_frames;
 pub mod hub_identity;
 pub mod hubs;
 pub mod inspect;

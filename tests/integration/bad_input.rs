@@ -874,3 +874,358 @@ async fn rest_family_battery() {
     beta.stop().await;
     root.stop().await;
 }
+
+// ---- the hub WebSocket ----------------------------------------------------------------------
+
+mod hub_door {
+    use std::time::Duration;
+
+    use futures::{SinkExt, StreamExt};
+    use mcp_shared::protocol::{self, Envelope, HubToRoot, MAX_FRAME_BYTES, RootToHub};
+    use mcp_shared::target::{
+        ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport,
+        WriteScope,
+    };
+    use serde_json::Value;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+
+    pub type Ws = tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >;
+
+    pub async fn dial(base_url: &str) -> Ws {
+        let url = format!(
+            "{}/v1/root/hubs/connect",
+            base_url.replacen("http://", "ws://", 1)
+        );
+        tokio_tungstenite::connect_async(url).await.unwrap().0
+    }
+
+    pub fn descriptor(target: &str, environment: &str) -> ManagedTargetDescriptor {
+        ManagedTargetDescriptor {
+            target_id: target.into(),
+            kind: "hub".into(),
+            environment: environment.into(),
+            status: TargetStatus::Online,
+            transport: Transport {
+                channel: "ws".into(),
+            },
+            operational_surface: OperationalSurface {
+                published_by: "infra_access_skill".into(),
+                enabled: true,
+                capabilities: vec!["hub.get_status".into()],
+            },
+            policy: TargetPolicy {
+                write_scope: WriteScope::TestOnly,
+            },
+        }
+    }
+
+    pub fn text(id: &str, body: &HubToRoot) -> Message {
+        let env = Envelope {
+            v: protocol::PROTOCOL_VERSION,
+            id: id.into(),
+            in_reply_to: None,
+            body,
+        };
+        Message::Text(serde_json::to_string(&env).unwrap().into())
+    }
+
+    pub fn hello(token: &str, target: &str, environment: &str) -> Message {
+        text(
+            "hello-1",
+            &HubToRoot::Hello {
+                protocol_version: protocol::PROTOCOL_VERSION,
+                token: token.into(),
+                descriptor: descriptor(target, environment),
+                skills: vec![],
+            },
+        )
+    }
+
+    /// A text frame whose payload is not UTF-8 (tungstenite's `Message::Text` cannot carry one).
+    pub fn not_utf8() -> Message {
+        Message::Frame(Frame::message(
+            vec![b'{', 0xff, 0xfe, b'}'],
+            OpCode::Data(Data::Text),
+            true,
+        ))
+    }
+
+    pub fn oversized() -> Message {
+        Message::Text("x".repeat(MAX_FRAME_BYTES + 1).into())
+    }
+
+    /// The next frame from root that is not a heartbeat, as `(body, in_reply_to)`; a close
+    /// frame as `Err((code, reason))`.
+    pub async fn next(ws: &mut Ws) -> Result<(RootToHub, Option<String>), (u16, String)> {
+        loop {
+            let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+                .await
+                .expect("root answers within 10 s");
+            match msg {
+                Some(Ok(Message::Text(t))) => {
+                    let env = protocol::decode::<RootToHub>(t.as_str()).unwrap();
+                    if env.body != RootToHub::Heartbeat {
+                        return Ok((env.body, env.in_reply_to));
+                    }
+                }
+                Some(Ok(Message::Close(Some(c)))) => {
+                    return Err((u16::from(c.code), c.reason.to_string()));
+                }
+                Some(Ok(Message::Close(None))) => return Err((1005, String::new())),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => panic!("connection failed instead of closing: {e}"),
+                None => panic!("connection dropped without a close frame"),
+            }
+        }
+    }
+
+    /// Root's refusal before `welcome`: a `protocol_error` saying why, then a close frame with
+    /// 1008 and the same reason.
+    pub async fn refused(ws: &mut Ws, why: &str) {
+        match next(ws).await {
+            Ok((RootToHub::ProtocolError { message }, _)) => assert_eq!(message, why),
+            other => panic!("expected a protocol error, got {other:?}"),
+        }
+        assert_eq!(next(ws).await.unwrap_err(), (1008, why.to_string()));
+    }
+
+    /// The next frame is a `protocol_error` with `message` (and `in_reply_to`, when given).
+    pub async fn protocol_error(ws: &mut Ws, message: &str, in_reply_to: Option<&str>) {
+        match next(ws).await {
+            Ok((RootToHub::ProtocolError { message: m }, reply)) => {
+                assert_eq!(m, message);
+                if in_reply_to.is_some() {
+                    assert_eq!(reply.as_deref(), in_reply_to);
+                }
+            }
+            other => panic!("expected protocol error `{message}`, got {other:?}"),
+        }
+    }
+
+    pub fn malformed(text: &str) -> String {
+        protocol::decode::<HubToRoot>(text).unwrap_err()
+    }
+
+    pub fn raw(v: Value) -> Message {
+        Message::Text(v.to_string().into())
+    }
+
+    pub fn result_error(call_id: &str, message: &str) -> HubToRoot {
+        HubToRoot::Result {
+            call_id: call_id.into(),
+            outcome: protocol::CallOutcome::Error {
+                adapter: Some("stand_in.status".into()),
+                error: mcp_shared::ToolError::new(
+                    mcp_shared::error::ErrorCode::AdapterFailed,
+                    message,
+                ),
+            },
+        }
+    }
+
+    pub async fn send(ws: &mut Ws, m: Message) {
+        ws.send(m).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn hub_websocket_battery() {
+    use hub_door::*;
+    use mcp_shared::protocol::{HubToRoot, MAX_FRAME_BYTES, RootToHub};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let root = TestRoot::start().await.unwrap();
+    let base = root.handle().base_url();
+    // A real hub keeps working through all of this.
+    let alpha = root.start_hub("hub:test-alpha", "").await.unwrap();
+    let beta_token = root.enroll("hub:test-beta", "test").await.unwrap();
+    let mut reached_policy = 0u64;
+    let too_big = format!(
+        "Space limit exceeded: Message too long: {} > {MAX_FRAME_BYTES}",
+        MAX_FRAME_BYTES + 1
+    );
+
+    // Before `welcome`: every refusal names its reason, in a protocol error and the close.
+    for (first, why) in [
+        (
+            Message::Binary(vec![0u8, 159, 146, 150].into()),
+            "the first frame must be a text hello".to_string(),
+        ),
+        (
+            Message::Text("{not a frame".into()),
+            malformed("{not a frame"),
+        ),
+        (
+            text("h", &HubToRoot::Heartbeat),
+            "the first frame must be hello".to_string(),
+        ),
+        (
+            raw(json!({"v": 2, "id": "h", "body": {"type": "heartbeat"}})),
+            "unsupported protocol version 2 (this side speaks 1)".to_string(),
+        ),
+        (
+            text(
+                "h",
+                &HubToRoot::Hello {
+                    protocol_version: 2,
+                    token: beta_token.clone(),
+                    descriptor: descriptor("hub:test-beta", "test"),
+                    skills: vec![],
+                },
+            ),
+            "unsupported protocol version 2".to_string(),
+        ),
+        (
+            hello(&format!("mcph_{}", "A".repeat(43)), "hub:test-beta", "test"),
+            "unknown hub token".to_string(),
+        ),
+        // Beta's token claiming alpha's identity while alpha is connected.
+        (
+            hello(&beta_token, "hub:test-alpha", "test"),
+            "this token is enrolled for `hub:test-beta`, not `hub:test-alpha`".to_string(),
+        ),
+        (
+            hello(&beta_token, "hub:test-beta", "production"),
+            "`hub:test-beta` is enrolled in environment `test`, not `production`".to_string(),
+        ),
+    ] {
+        let mut ws = dial(&base).await;
+        send(&mut ws, first).await;
+        refused(&mut ws, &why).await;
+    }
+    // Frames root cannot read at all: closed with their RFC 6455 code and the reason.
+    let mut ws = dial(&base).await;
+    send(&mut ws, oversized()).await;
+    assert_eq!(next(&mut ws).await.unwrap_err(), (1009, too_big.clone()));
+    let mut ws = dial(&base).await;
+    send(&mut ws, not_utf8()).await;
+    let (code, reason) = next(&mut ws).await.unwrap_err();
+    assert_eq!(code, 1007, "{reason}");
+    assert!(reason.starts_with("UTF-8 encoding error"), "{reason}");
+    assert!(alpha.handle().is_connected());
+
+    // After `welcome`: a hub of its own (beta, enrolled) sending junk.
+    let mut ws = dial(&base).await;
+    send(&mut ws, hello(&beta_token, "hub:test-beta", "test")).await;
+    match next(&mut ws).await {
+        Ok((RootToHub::Welcome { target_id, .. }, reply)) => {
+            assert_eq!(target_id, "hub:test-beta");
+            assert_eq!(reply.as_deref(), Some("hello-1"));
+        }
+        other => panic!("expected welcome, got {other:?}"),
+    }
+    send(&mut ws, Message::Text("{not a frame".into())).await;
+    protocol_error(&mut ws, &malformed("{not a frame"), None).await;
+    send(&mut ws, Message::Binary(vec![0xde, 0xad].into())).await;
+    protocol_error(&mut ws, "binary frames are not part of the protocol", None).await;
+    let unknown = json!({"v": 1, "id": "u", "body": {"type": "launch_missiles"}}).to_string();
+    send(&mut ws, Message::Text(unknown.clone().into())).await;
+    protocol_error(&mut ws, &malformed(&unknown), None).await;
+    send(&mut ws, hello(&beta_token, "hub:test-beta", "test")).await;
+    protocol_error(&mut ws, "hello after welcome", None).await;
+    // Claims beyond the enrolment: another target's surface, another environment.
+    let surface = |target: &str, env: &str| HubToRoot::SurfaceChanged {
+        descriptor: descriptor(target, env),
+        skills: vec![],
+    };
+    send(&mut ws, text("s1", &surface("hub:test-alpha", "test"))).await;
+    protocol_error(
+        &mut ws,
+        "surface_changed names `hub:test-alpha`; this connection is `hub:test-beta`",
+        Some("s1"),
+    )
+    .await;
+    send(&mut ws, text("s2", &surface("hub:test-beta", "production"))).await;
+    protocol_error(
+        &mut ws,
+        "surface_changed claims environment `production`; `hub:test-beta` is enrolled in `test`",
+        Some("s2"),
+    )
+    .await;
+    let targets = root.admin_get("/v1/root/hubs").await.unwrap();
+    for t in targets["targets"].as_array().unwrap() {
+        assert_eq!(t["descriptor"]["target_id"], t["target_id"], "{t}");
+        assert_eq!(t["descriptor"]["environment"], "test", "{t}");
+        assert_eq!(t["status"], "online", "{t}");
+    }
+
+    // Results: one for a call never sent, then the real one twice (a replay). The caller gets
+    // the first; the others are dropped and the connection stays up.
+    let (_, beta_lease) = root
+        .lease("hub:test-beta", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    for round in 0..2 {
+        let pending = {
+            let (root_url, lease) = (root.url("/v1/root/mcp/call"), beta_lease.clone());
+            let http = root.http.clone();
+            tokio::spawn(async move {
+                json_of(
+                    http.post(root_url)
+                        .bearer_auth(lease)
+                        .json(&json!({"tool_id": "hub.get_status"}))
+                        .send()
+                        .await
+                        .unwrap(),
+                )
+                .await
+            })
+        };
+        let call_id = match next(&mut ws).await {
+            Ok((RootToHub::Call(c), _)) => {
+                assert_eq!(c.tool_id, "hub.get_status");
+                c.call_id
+            }
+            other => panic!("expected a call, got {other:?}"),
+        };
+        send(&mut ws, text("r0", &result_error("no-such-call", "forged"))).await;
+        let answer = format!("stand-in failure {round}");
+        send(&mut ws, text("r1", &result_error(&call_id, &answer))).await;
+        send(&mut ws, text("r2", &result_error(&call_id, "replayed"))).await;
+        rest_error(&pending.await.unwrap(), 502, "adapter_failed", &answer);
+        reached_policy += 1;
+    }
+    // A frame over the limit ends the connection with 1009 and the reason; beta goes offline.
+    send(&mut ws, oversized()).await;
+    assert_eq!(next(&mut ws).await.unwrap_err(), (1009, too_big));
+    let (s, b) = root
+        .rest_call(&beta_lease, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (503, Some("target_offline")),
+        "{b}"
+    );
+    reached_policy += 1;
+    // So does a text frame that is not UTF-8, on a fresh connection.
+    let mut ws = dial(&base).await;
+    send(&mut ws, hello(&beta_token, "hub:test-beta", "test")).await;
+    assert!(matches!(
+        next(&mut ws).await,
+        Ok((RootToHub::Welcome { .. }, _))
+    ));
+    send(&mut ws, not_utf8()).await;
+    assert_eq!(next(&mut ws).await.unwrap_err().0, 1007);
+
+    // The real hub was never displaced or disturbed.
+    assert!(alpha.handle().is_connected());
+    let (_, alpha_lease) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let (s, b) = root
+        .rest_call(&alpha_lease, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["result"]["target_id"], "hub:test-alpha", "{b}");
+    reached_policy += 1;
+    assert_audit_count(&root, reached_policy).await;
+    alpha.stop().await;
+    root.stop().await;
+}
