@@ -600,6 +600,10 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
         .text()
         .await
         .unwrap();
+    // The web console, as its pages use it: login (the admin token in the body), the session
+    // cookie on every page's API answer, state changes with the CSRF token, a lease issued
+    // in the MCP Server dialog, logout. Each answer is kept for the sweep.
+    let console = run_console(&http, &base, &admin, target).await;
     drop(client);
     hub.stop();
     root.stop();
@@ -624,7 +628,22 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
         ("lease bearer", bearer.clone()),
         ("rotated lease bearer", rotated_bearer.clone()),
         ("confirmation token", confirmation.clone()),
+        ("console cookie", console.cookie.clone()),
+        (
+            "console cookie's MAC",
+            console.cookie.rsplit('.').next().unwrap().to_owned(),
+        ),
+        ("console CSRF token", console.csrf.clone()),
+        ("console-issued lease bearer", console.lease_bearer.clone()),
     ];
+    // Answers that hand a secret out by design (the page needs it), checked for every other.
+    let issued_in = |secret: &str, haystack: &str| match secret {
+        "console CSRF token" => {
+            haystack == "console POST /ui/api/login" || haystack == "console GET /ui/api/session"
+        }
+        "console-issued lease bearer" => haystack == "console POST /v1/root/mcp/sessions",
+        _ => false,
+    };
     let root_text = std::fs::read_to_string(&root_log).unwrap();
     let hub_text = std::fs::read_to_string(&hub_log).unwrap();
     // The sweep is not vacuous: both logs are at trace level and saw the whole scenario.
@@ -644,6 +663,15 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
             [out.stdout, out.stderr].concat(),
         ),
     ];
+    // Not vacuous: the console's answers hold the scenario's events, the stream included.
+    let answer = |name: &str| {
+        String::from_utf8_lossy(&console.answers.iter().rfind(|(n, _)| n == name).unwrap().1)
+            .into_owned()
+    };
+    assert!(answer("console GET /v1/root/mcp/audit?limit=1000").contains("admin.skill.disable"));
+    assert!(answer("console GET /v1/root/mcp/audit/stream").contains("admin.hub.rotate_key"));
+    assert!(console.answers.len() >= 15, "{}", console.answers.len());
+    haystacks.extend(console.answers);
     // Every data file but the secret files themselves (raw bytes: the database, its WAL, the
     // hub's state).
     for p in files(&data, &[data.join("admin.token"), data.join("secrets.key")])
@@ -658,6 +686,13 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     for (what, secret) in &secrets {
         assert!(secret.len() >= 20, "{what} is a real secret");
         for (name, hay) in &haystacks {
+            if issued_in(what, name) {
+                assert!(
+                    hay.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "{name} hands out the {what}"
+                );
+                continue;
+            }
             if hay.windows(secret.len()).any(|w| w == secret.as_bytes()) {
                 // Where: the line, with the secret itself masked.
                 let line = String::from_utf8_lossy(hay)
@@ -675,4 +710,173 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
         }
     }
     assert!(leaks.is_empty(), "secrets leaked: {leaks:#?}");
+}
+
+/// What the console part of the sweep issued and every answer it got.
+struct ConsoleRun {
+    /// The session cookie's value (`v1.<id>.<expiry>.<mac>`).
+    cookie: String,
+    csrf: String,
+    /// The bearer the MCP Server dialog's lease came with.
+    lease_bearer: String,
+    /// `console <METHOD> <path>` → the answer's headers (but `Set-Cookie`) and body.
+    answers: Vec<(String, Vec<u8>)>,
+}
+
+/// Drives the console's API the way its pages do (`root/ui/js/pages/*`), over HTTPS.
+async fn run_console(http: &reqwest::Client, base: &str, admin: &str, target: &str) -> ConsoleRun {
+    let mut answers = Vec::new();
+    let keep =
+        async |answers: &mut Vec<(String, Vec<u8>)>, name: String, res: reqwest::Response| {
+            assert!(res.status().is_success(), "{name}: {}", res.status());
+            let mut kept = Vec::new();
+            for (k, v) in res.headers() {
+                if k != "set-cookie" {
+                    kept.extend_from_slice(format!("{k}: ").as_bytes());
+                    kept.extend_from_slice(v.as_bytes());
+                    kept.push(b'\n');
+                }
+            }
+            let body = res.bytes().await.unwrap();
+            kept.extend_from_slice(&body);
+            answers.push((name, kept));
+            serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null)
+        };
+    let res = http
+        .post(format!("{base}/ui/api/login"))
+        .header("origin", base)
+        .json(&json!({ "token": admin }))
+        .send()
+        .await
+        .unwrap();
+    let set_cookie = res.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        set_cookie.contains("HttpOnly") && set_cookie.contains("Secure"),
+        "{set_cookie}"
+    );
+    let pair = set_cookie.split(';').next().unwrap().to_owned();
+    let cookie = pair.split_once('=').unwrap().1.to_owned();
+    let login = keep(&mut answers, "console POST /ui/api/login".into(), res).await;
+    let csrf = login["csrf_token"].as_str().unwrap().to_owned();
+
+    let get = async |answers: &mut Vec<(String, Vec<u8>)>, path: &str| {
+        let res = http
+            .get(format!("{base}{path}"))
+            .header("cookie", &pair)
+            .send()
+            .await
+            .unwrap();
+        keep(answers, format!("console GET {path}"), res).await
+    };
+    let post = async |answers: &mut Vec<(String, Vec<u8>)>, path: &str, body: Value| {
+        let res = http
+            .post(format!("{base}{path}"))
+            .header("cookie", &pair)
+            .header("origin", base)
+            .header("x-mcp-console-csrf", &csrf)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        keep(answers, format!("console POST {path}"), res).await
+    };
+    get(&mut answers, "/ui/api/session").await;
+    // Overview, targets, sessions, policy, approvals, requests, failures, usage, integrity.
+    for path in [
+        "/v1/root/mcp/foundation",
+        "/v1/root/hubs",
+        "/v1/root/mcp/sessions",
+        "/v1/root/mcp/contracts",
+        "/v1/root/mcp/approvals?status=all&limit=30",
+        "/v1/root/mcp/approvals?status=pending",
+        "/v1/root/mcp/audit?limit=1000",
+        "/v1/root/mcp/audit?status=error&limit=50",
+        "/v1/root/mcp/audit?status=denied&limit=50",
+        &format!("/v1/root/mcp/audit?target_id={target}&limit=25"),
+        "/v1/root/mcp/audit/usage",
+        "/v1/root/mcp/audit/verify",
+        "/v1/root/replicas",
+    ] {
+        get(&mut answers, path).await;
+    }
+    // The event detail of every event (the requests page opens them one by one).
+    let events = get(&mut answers, "/v1/root/mcp/audit?limit=1000&order=asc").await;
+    for e in events["events"].as_array().unwrap() {
+        let id = e["event_id"].as_str().unwrap();
+        get(&mut answers, &format!("/v1/root/mcp/audit/{id}")).await;
+    }
+    // The live request log: the stream from the start, read until it has every event.
+    let mut stream = http
+        .get(format!("{base}/v1/root/mcp/audit/stream?after_seq=0"))
+        .header("cookie", &pair)
+        .send()
+        .await
+        .unwrap();
+    assert!(stream.status().is_success());
+    let last = events["events"].as_array().unwrap().last().unwrap()["event_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut streamed = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !String::from_utf8_lossy(&streamed).contains(&last) {
+        assert!(
+            Instant::now() < deadline,
+            "the audit stream never sent {last}"
+        );
+        match tokio::time::timeout(Duration::from_secs(1), stream.chunk()).await {
+            Ok(Ok(Some(c))) => streamed.extend_from_slice(&c),
+            Ok(other) => panic!("the audit stream ended: {other:?}"),
+            Err(_) => {}
+        }
+    }
+    drop(stream);
+    answers.push(("console GET /v1/root/mcp/audit/stream".into(), streamed));
+    // The target inspector's operator read, a skill disabled and enabled again.
+    post(
+        &mut answers,
+        &format!("/v1/root/hubs/{target}/read"),
+        json!({ "tool_id": "hub.get_status" }),
+    )
+    .await;
+    for verb in ["disable", "enable"] {
+        post(
+            &mut answers,
+            &format!("/v1/root/hubs/{target}/skills/infra_access_skill/{verb}"),
+            json!({}),
+        )
+        .await;
+    }
+    // The MCP Server dialog: a lease (its bearer shown once), then revoked from the list.
+    let lease = post(
+        &mut answers,
+        "/v1/root/mcp/sessions",
+        json!({ "target_id": target, "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
+    )
+    .await;
+    let lease_bearer = lease["token"].as_str().unwrap().to_owned();
+    let lease_id = lease["session_id"].as_str().unwrap().to_owned();
+    let res = http
+        .post(format!("{base}/v1/root/mcp/call"))
+        .bearer_auth(&lease_bearer)
+        .json(&json!({ "tool_id": "hub.get_status" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+    get(&mut answers, "/v1/root/mcp/sessions").await;
+    post(
+        &mut answers,
+        &format!("/v1/root/mcp/sessions/{lease_id}/revoke"),
+        json!({}),
+    )
+    .await;
+    get(&mut answers, "/v1/root/mcp/audit?limit=1000").await;
+    post(&mut answers, "/ui/api/logout", json!({})).await;
+    ConsoleRun {
+        cookie,
+        csrf,
+        lease_bearer,
+        answers,
+    }
 }
