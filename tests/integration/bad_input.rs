@@ -1229,3 +1229,221 @@ async fn hub_websocket_battery() {
     alpha.stop().await;
     root.stop().await;
 }
+
+// ---- the hub's door for root's calls --------------------------------------------------------
+
+/// What the hub re-checks beyond `hub_enforcement.rs`: signatures that are not hex or empty, a
+/// call id replayed under a fresh signature over other arguments, envelopes of another
+/// version, binary and malformed frames, a cancel for a call it never got, a command for a
+/// skill it does not have, a second welcome; then frames it cannot read at all (over the
+/// limit, not UTF-8), after which it drops the connection and dials again. Root here is a
+/// stand-in speaking the real protocol over a real WebSocket.
+#[tokio::test]
+async fn the_hub_rechecks_what_root_sends() {
+    use futures::{SinkExt, StreamExt};
+    use mcp_shared::protocol::{
+        self, CallOutcome, CallRequest, Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub,
+        SkillState,
+    };
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let token = "mcph_standin-token-for-the-bad-input-battery";
+    let key = protocol::signing_key(token);
+    let frame = |id: &str, body: RootToHub| {
+        let env = Envelope {
+            v: PROTOCOL_VERSION,
+            id: id.into(),
+            in_reply_to: None,
+            body,
+        };
+        Message::Text(serde_json::to_string(&env).unwrap().into())
+    };
+    // Welcome as JSON: the fields every protocol revision of this build accepts.
+    let welcome = |hello_id: &str| {
+        hub_door::raw(
+            json!({"v": 1, "id": "welcome", "in_reply_to": hello_id, "body": {
+            "type": "welcome", "target_id": "hub:test-alpha", "heartbeat_interval_ms": 60_000}}),
+        )
+    };
+    async fn hello_of(ws: &mut hub_door::Ws) -> String {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("hello within 10 s")
+            .unwrap()
+            .unwrap();
+        let Message::Text(t) = msg else {
+            panic!("expected hello, got {msg:?}")
+        };
+        let env = protocol::decode::<HubToRoot>(t.as_str()).unwrap();
+        assert!(matches!(env.body, HubToRoot::Hello { .. }), "{env:?}");
+        env.id
+    }
+    let accept = async |listener: &tokio::net::TcpListener| {
+        let (tcp, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
+            .await
+            .expect("the hub dials within 10 s")
+            .unwrap();
+        tokio_tungstenite::accept_async(tokio_tungstenite::MaybeTlsStream::Plain(tcp))
+            .await
+            .unwrap()
+    };
+
+    let hub = tokio::spawn({
+        let url = url.clone();
+        async move { mcp_tests::TestHub::start(&url, "hub:test-alpha", token, "").await }
+    });
+    let mut ws = accept(&listener).await;
+    let hello_id = hello_of(&mut ws).await;
+    ws.send(welcome(&hello_id)).await.unwrap();
+    let hub = hub.await.unwrap().unwrap();
+
+    let now = mcp_shared::time::unix_ms(mcp_shared::time::now());
+    let call = |id: &str, arguments: Value| CallRequest {
+        call_id: id.into(),
+        trace_id: "trace".into(),
+        session_id: "lease".into(),
+        tool_id: "hub.get_status".into(),
+        capability: "infra.read.status".into(),
+        arguments,
+        dry_run: false,
+        expires_at_ms: now + 30_000,
+        idempotency_key: None,
+        signature: String::new(),
+    };
+    let signed = |id: &str, arguments: Value| {
+        let mut c = call(id, arguments);
+        c.sign(&key);
+        c
+    };
+    let mut not_hex = call("c-1", json!({}));
+    not_hex.signature = "zz".into();
+    let empty = call("c-2", json!({}));
+    let malformed_call = json!({"v": 1, "id": "bad", "body": {"type": "call", "call_id": "c-9"}});
+    let malformed_text = malformed_call.to_string();
+    for m in [
+        frame("f1", RootToHub::Call(not_hex)),
+        frame("f2", RootToHub::Call(empty)),
+        frame("f3", RootToHub::Call(signed("c-3", json!({})))),
+        // The same id, freshly signed over other arguments: still a replay.
+        frame("f4", RootToHub::Call(signed("c-3", json!({"other": true})))),
+        hub_door::raw(json!({"v": 2, "id": "v2", "body": {"type": "heartbeat"}})),
+        Message::Binary(vec![1, 2, 3].into()),
+        hub_door::raw(malformed_call),
+        frame(
+            "cancel",
+            RootToHub::Cancel {
+                call_id: "never-sent".into(),
+            },
+        ),
+        frame(
+            "sc",
+            RootToHub::SkillCommand {
+                skill: "launcher".into(),
+                command: protocol::SkillCommand::Enable,
+            },
+        ),
+        welcome("again"),
+        frame("f5", RootToHub::Call(signed("c-4", json!({})))),
+    ] {
+        ws.send(m).await.unwrap();
+    }
+
+    let mut results: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut errors: BTreeMap<Option<String>, String> = BTreeMap::new();
+    let mut skill_state = None;
+    while results.values().map(Vec::len).sum::<usize>() < 5
+        || errors.len() < 3
+        || skill_state.is_none()
+    {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("the hub answers within 10 s")
+            .unwrap()
+            .unwrap();
+        let Message::Text(t) = msg else { continue };
+        let env = protocol::decode::<HubToRoot>(t.as_str()).unwrap();
+        match env.body {
+            HubToRoot::Result { call_id, outcome } => {
+                let code = match outcome {
+                    CallOutcome::Ok { .. } => "ok".to_string(),
+                    CallOutcome::Error { error, .. } => error.code.as_str().to_string(),
+                };
+                results.entry(call_id).or_default().push(code);
+            }
+            HubToRoot::ProtocolError { message } => {
+                errors.insert(env.in_reply_to, message);
+            }
+            HubToRoot::SkillState(s) => skill_state = Some((env.in_reply_to, s)),
+            HubToRoot::Heartbeat => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    for c in ["c-1", "c-2"] {
+        assert_eq!(results[c], ["signature_invalid"], "{c}");
+    }
+    let mut c3 = results["c-3"].clone();
+    c3.sort();
+    assert_eq!(c3, ["ok", "replay_rejected"]);
+    assert_eq!(results["c-4"], ["ok"]);
+    assert_eq!(
+        errors[&Some("v2".to_string())],
+        "unsupported protocol version 2 (this side speaks 1)"
+    );
+    assert_eq!(errors[&None], "binary frames are not part of the protocol");
+    assert_eq!(
+        errors[&Some("bad".to_string())],
+        protocol::decode::<RootToHub>(&malformed_text).unwrap_err()
+    );
+    assert_eq!(
+        skill_state,
+        Some((
+            Some("sc".to_string()),
+            SkillState {
+                skill: "launcher".into(),
+                installed: false,
+                enabled: false,
+                published: vec![],
+            }
+        ))
+    );
+
+    // Frames the hub cannot read end the connection; it dials again, and keeps doing so.
+    for unreadable in [hub_door::oversized(), hub_door::not_utf8()] {
+        ws.send(unreadable).await.unwrap();
+        let mut next = accept(&listener).await;
+        let id = hello_of(&mut next).await;
+        next.send(welcome(&id)).await.unwrap();
+        ws = next;
+    }
+    let wait = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !hub.handle().is_connected() {
+        assert!(
+            tokio::time::Instant::now() < wait,
+            "the hub is welcomed again"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ws.send(frame("f6", RootToHub::Call(signed("c-5", json!({})))))
+        .await
+        .unwrap();
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let Message::Text(t) = msg else { continue };
+        if let HubToRoot::Result { call_id, outcome } =
+            protocol::decode::<HubToRoot>(t.as_str()).unwrap().body
+        {
+            assert_eq!(call_id, "c-5");
+            assert!(matches!(outcome, CallOutcome::Ok { .. }), "{outcome:?}");
+            break;
+        }
+    }
+    hub.stop().await;
+}
