@@ -553,4 +553,114 @@ mod tests {
         assert!(nested_dirs(&["ops/a".into(), "OPS/a".into()]).is_some());
         assert!(nested_dirs(&["a".into(), "ab".into(), "b/a".into()]).is_none());
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A `SKILL.md` at `skills/<dirs>/<name>/<file>` whose front matter may or may not
+        /// match its directory.
+        fn skill_file() -> impl Strategy<Value = (String, Vec<u8>)> {
+            (
+                prop::collection::vec("[a-z][a-z_]{0,5}|[A-Z]{1,3}|\\.\\.|", 0..3),
+                "[a-z][a-z0-9_]{0,8}",
+                prop_oneof![Just("SKILL.md"), Just("SKILL.markdown"), Just("README.md")],
+                prop_oneof!["[a-z][a-z0-9-]{0,8}".prop_map(Some), Just(None),],
+                proptest::option::of(".{0,20}"),
+                prop::collection::vec(any::<u8>(), 0..24),
+            )
+                .prop_map(|(dirs, name, file, fm_name, description, tail)| {
+                    let mut path = vec!["skills".to_string()];
+                    path.extend(dirs);
+                    path.push(name.clone());
+                    path.push(file.to_string());
+                    let fm_name = fm_name.unwrap_or_else(|| name.replace('_', "-"));
+                    let mut text = format!("---\nname: {fm_name}\n");
+                    if let Some(d) = description {
+                        text.push_str(&format!("description: {d}\n"));
+                    }
+                    text.push_str("---\n");
+                    let mut bytes = text.into_bytes();
+                    bytes.extend(tail);
+                    (path.join("/"), bytes)
+                })
+        }
+
+        proptest! {
+            // Cases: `PROPTEST_CASES` (CI bounds it), else proptest's default of 256.
+            #![proptest_config(ProptestConfig::default())]
+
+            /// The publish-side validator: entries built from arbitrary files either fail
+            /// with a reason or make a catalog that every rule accepts, with safe paths.
+            #[test]
+            fn built_catalogs_pass_their_own_rules(files in prop::collection::vec(skill_file(), 0..5)) {
+                let entries: Vec<SkillEntry> = files
+                    .iter()
+                    .filter_map(|(path, bytes)| skill_entry(path, bytes).ok())
+                    .collect();
+                if let Ok(content) = catalog_content(entries) {
+                    prop_assert_eq!(check_content(&content), Ok(()));
+                    for s in &content.skills {
+                        let install = check_skill_path(&s.path);
+                        prop_assert!(install.is_ok(), "{}", s.path);
+                        prop_assert!(!s.path.contains(".."), "{}", s.path);
+                    }
+                }
+            }
+
+            /// Stored content that was tampered with after the build (any one field of any
+            /// one skill changed) is refused, never accepted or a panic.
+            #[test]
+            fn tampered_content_is_refused(
+                files in prop::collection::vec(skill_file(), 1..4),
+                which in any::<prop::sample::Index>(),
+                field in 0usize..6,
+                junk in ".{1,12}",
+            ) {
+                let entries: Vec<SkillEntry> = files
+                    .iter()
+                    .filter_map(|(path, bytes)| skill_entry(path, bytes).ok())
+                    .collect();
+                let Ok(mut content) = catalog_content(entries) else {
+                    return Ok(());
+                };
+                if content.skills.is_empty() {
+                    return Ok(());
+                }
+                let i = which.index(content.skills.len());
+                let s = &mut content.skills[i];
+                match field {
+                    0 => s.name.push_str(&junk),
+                    1 => s.id.push_str(&junk),
+                    2 => s.path = format!("{}{junk}", s.path),
+                    3 => s.text.push_str(&junk),
+                    4 => s.size += 1,
+                    _ => content.manifest_sha256.push_str(&junk),
+                }
+                prop_assert!(check_content(&content).is_err());
+            }
+
+            /// Any JSON that deserializes as catalog content is judged without a panic.
+            #[test]
+            fn arbitrary_content_is_judged(
+                names in prop::collection::vec(".{0,10}", 0..3),
+                texts in prop::collection::vec(".{0,40}", 0..3),
+                version in 0u64..3,
+            ) {
+                let skills: Vec<Value> = names.iter().zip(texts.iter()).map(|(n, t)| json!({
+                    "name": n, "id": n, "path": format!("skills/{n}/SKILL.md"), "description": "d",
+                    "mime_type": SKILL_MIME, "size": t.len(), "content_sha256": sha256_hex(t.as_bytes()),
+                    "text": t,
+                })).collect();
+                let v = json!({
+                    "manifest_version": version, "owner_application": OWNER_APPLICATION,
+                    "manifest_sha256": "00", "skills": skills,
+                });
+                if let Ok(c) = serde_json::from_value::<CatalogContent>(v) {
+                    // The manifest hash is wrong: refused whatever else holds.
+                    prop_assert!(check_content(&c).is_err());
+                }
+            }
+        }
+    }
 }
