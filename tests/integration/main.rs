@@ -6,9 +6,9 @@
 mod actors;
 mod admin_cli;
 mod audit;
+mod auth;
 mod bad_input;
 mod boundaries;
-mod auth;
 mod config;
 mod console;
 mod deploy;
