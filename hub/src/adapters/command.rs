@@ -413,6 +413,27 @@ printf '{"upper":"%s","length":%s}\n' "$(printf '%s' "$text" | tr 'a-z' 'A-Z')" 
         skill.stop().await;
     }
 
+    /// The commented `[[skill.commands]]` example of config/hub.example.toml parses once
+    /// uncommented.
+    #[test]
+    fn the_commented_command_example_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/hub.example.toml");
+        let text = std::fs::read_to_string(path).expect("example");
+        let start = text
+            .find("# [[skill.commands]]")
+            .expect("a [[skill.commands]] example");
+        let block: String = text[start..]
+            .lines()
+            .map_while(|l| l.strip_prefix("# "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let file: crate::config::HubFile = toml::from_str(&block).expect("the example parses");
+        let c = &file.skill.commands[0];
+        assert_eq!(c.tool_id, "acme.inventory.count");
+        assert!(crate::config::valid_tool_id(&c.tool_id));
+        assert_eq!(c.timeout_ms, 5_000);
+    }
+
     #[test]
     fn bad_command_declarations_are_refused_with_the_reason() {
         let dir = tempfile::tempdir().expect("tempdir");
