@@ -287,7 +287,7 @@ fn the_source_scanner_finds_tool_ids_in_code_and_not_in_comments_or_tests() {
     assert_eq!(found, [6, 7, 11], "code lines only: {found:?}");
 }
 
-/// 2. The hub holds no product tool-id allowlist beyond its own adapters: outside
+/// Boundary 2: The hub holds no product tool-id allowlist beyond its own adapters: outside
 /// `hub/src/adapters/` (and tests) no contract's tool id appears in the hub's source; inside,
 /// only the ids its adapters declare. What the hub publishes is exactly its adapters'
 /// declarations.
@@ -321,7 +321,7 @@ fn the_hub_names_tool_ids_only_in_its_adapters() {
     );
 }
 
-/// 3. Root's router and call path hold no per-tool branches: no contract's tool id appears
+/// Boundary 3: Root's router and call path hold no per-tool branches: no contract's tool id appears
 /// as a literal in root's non-test code outside its own adapters (`executors/`), nor in the
 /// protocol types. Tools are data (contracts); the path is the same for all of them.
 #[test]
@@ -433,7 +433,7 @@ fn code(o: &CallOutcome) -> String {
     }
 }
 
-/// 4. The hub evaluates no business policy. What it checks (enforcement.rs): the signature,
+/// Boundary 4: The hub evaluates no business policy. What it checks (enforcement.rs): the signature,
 /// the deadline (in root's time, so clock skew belongs here), replay of the call id, that an
 /// enabled skill publishes the tool (its capability on this target), and its own
 /// environment's write scope; plus a full replay cache answering `busy`. It never looks at
@@ -583,7 +583,7 @@ async fn the_hub_refuses_only_on_signature_expiry_replay_capability_or_environme
 
 // ------------------------------------------------------------------------------ through root
 
-/// 1. The public run profile never exposes bearers or secrets, for a lease that may write too
+/// Boundary 1: The public run profile never exposes bearers or secrets, for a lease that may write too
 /// (its write actions carry phases, never a token), whoever asks, and neither does root's
 /// verification answer. (`run_profile.rs` covers a read lease, the operator's copy and
 /// forged headers.)
@@ -641,7 +641,7 @@ async fn mcp_client_with_headers(
         .unwrap()
 }
 
-/// 5. Forged actor headers are ignored: over MCP (and REST, `auth.rs`) the audit event's
+/// Boundary 5: Forged actor headers are ignored: over MCP (and REST, `auth.rs`) the audit event's
 /// actor is the lease root resolved from the bearer, and the run profile's owner is that
 /// lease (`run_profile.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -738,7 +738,7 @@ fn runs(path: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// 6. Write execution without a confirmation token is blocked, for every write tool any
+/// Boundary 6: Write execution without a confirmation token is blocked, for every write tool any
 /// capability profile grants (found from the contracts, no tool named here): an execute with
 /// an idempotency key but no token is refused before anything runs, on root or on the hub.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -843,7 +843,7 @@ async fn no_write_executes_without_a_confirmation_token() {
     root.stop().await;
 }
 
-/// 7. Write replay with the same idempotency key is safe: one preview, then the same execute
+/// Boundary 7: Write replay with the same idempotency key is safe: one preview, then the same execute
 /// (token and key) sent eight times at once and once more afterwards: the test runs exactly
 /// once, every success is that one result, the later ones are marked replays.
 /// (`writes.rs` covers the sequential replay and a key reused with other arguments.)
@@ -915,7 +915,7 @@ async fn concurrent_replays_of_one_write_have_one_effect() {
     root.stop().await;
 }
 
-/// 8. Destructive actions resolve to safe alternatives (`config/destructive.toml`): a
+/// Boundary 8: Destructive actions resolve to safe alternatives (`config/destructive.toml`): a
 /// delete, drop, wipe, purge, shell or history rewrite on any plane is `forbidden_destructive`
 /// with the rule's reason and alternatives, each of which names an existing tool or an
 /// operator command, and never a tool the lease gets listed.
@@ -968,7 +968,7 @@ async fn destructive_actions_resolve_to_safe_alternatives() {
     root.stop().await;
 }
 
-/// 9. Local and production configurations share one schema: the local and production example
+/// Boundary 9: Local and production configurations share one schema: the local and production example
 /// files of root and of the hub load with the same parsers (`deny_unknown_fields`) and pass
 /// the same validation; they differ only in URLs, transport, token and topology, and both
 /// roots decide with the same contracts, profiles and destructive rules.
