@@ -87,7 +87,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 "missing configuration: state_dir (--state-dir or state_dir in the config file)",
             )?;
             let lifecycle = crate::skill::load_lifecycle(&state_dir)?;
-            let state = lifecycle.skill_state();
+            // The built-in adapters and the configured command adapters, as the running hub.
+            let decls: Vec<crate::adapters::AdapterDecl> = crate::adapters::ADAPTERS
+                .iter()
+                .copied()
+                .chain(
+                    file.skill
+                        .commands
+                        .iter()
+                        .map(|c| crate::adapters::command::kind(c).decl()),
+                )
+                .collect();
+            let state = lifecycle.skill_state_with(&decls);
             if json {
                 println!("{}", serde_json::to_string_pretty(&state)?);
             } else {

@@ -294,6 +294,25 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
         (200, &json!({"upper": "ABC", "length": 3})),
         "{b}"
     );
+    // The hub's own offline view lists it too (`mcp-hub skill status`).
+    let out = std::process::Command::new(mcp_tests::workspace_bin("mcp-hub").unwrap())
+        .args(["skill", "status", "--json", "--config"])
+        .arg(hub.state_dir.path().join("hub.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        status["published"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(TOOL)),
+        "{status}"
+    );
     root.admin_post(
         "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
         json!({}),
