@@ -208,6 +208,7 @@ pub struct SharedNames {
     pub audit_channel: String,
     audit_lock: i64,
     changes_lock: i64,
+    descriptors_lock: i64,
 }
 
 impl SharedNames {
@@ -226,6 +227,7 @@ impl SharedNames {
             audit_channel: format!("mcp_root_audit_{tag}"),
             audit_lock: key(0xA5),
             changes_lock: key(0x5A),
+            descriptors_lock: key(0x3C),
         }
     }
 }
@@ -256,6 +258,17 @@ pub struct OwnershipRow {
     pub heartbeat_age_ms: i64,
     /// The owner's advertised internal address.
     pub advertise_url: String,
+}
+
+/// A zone-wide lock on PostgreSQL (see [`Store::lock_descriptor_publish`]): a transaction
+/// holding an advisory lock until it ends.
+pub struct ZoneLock(sqlx::Transaction<'static, sqlx::Postgres>);
+
+impl ZoneLock {
+    /// Releases the lock (ends its transaction).
+    pub async fn release(self) -> Result<()> {
+        self.0.commit().await.map_err(db("release zone lock"))
+    }
 }
 
 /// One entry of the change feed.
@@ -1560,11 +1573,21 @@ impl Store {
         Ok(res.rows_affected() == 1)
     }
 
-    /// One heartbeat: this replica's row and every hub ownership it holds. `Ok(false)` when
-    /// the row is no longer this instance's (another process took the id over).
-    pub async fn heartbeat_replica(&self, replica_id: &str, instance_id: &str) -> Result<bool> {
+    /// One heartbeat: this replica's row and the hub ownerships of the connections it
+    /// holds (`held`: target id, connection id). Rows of this replica for connections it no
+    /// longer holds are dropped (a release that failed), and a held connection whose row is
+    /// missing is claimed again unless another replica holds the target (a claim that failed,
+    /// or a stale claim whose release removed it). `Ok(false)` when the row is no longer this
+    /// instance's (another process took the id over); ownership is then left alone.
+    pub async fn heartbeat_replica(
+        &self,
+        replica_id: &str,
+        instance_id: &str,
+        held: &[(String, String)],
+    ) -> Result<bool> {
         let op = "replica heartbeat";
         let (pg, _) = self.pg(op)?;
+        let (targets, connections): (Vec<String>, Vec<String>) = held.iter().cloned().unzip();
         let mut tx = pg.begin().await.map_err(db(op))?;
         let res = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE replicas SET heartbeat_at = {PG_NOW_MS} WHERE replica_id = $1 AND instance_id = $2"
@@ -1574,15 +1597,41 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(db(op))?;
+        if res.rows_affected() != 1 {
+            tx.commit().await.map_err(db(op))?;
+            return Ok(false);
+        }
+        sqlx::query(
+            "DELETE FROM hub_ownership WHERE replica_id = $1 AND NOT (connection_id = ANY($2))",
+        )
+        .bind(replica_id)
+        .bind(&connections)
+        .execute(&mut *tx)
+        .await
+        .map_err(db(op))?;
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE hub_ownership SET heartbeat_at = {PG_NOW_MS} WHERE replica_id = $1"
+            "UPDATE hub_ownership SET heartbeat_at = {PG_NOW_MS}
+             WHERE replica_id = $1 AND connection_id = ANY($2)"
         )))
         .bind(replica_id)
+        .bind(&connections)
+        .execute(&mut *tx)
+        .await
+        .map_err(db(op))?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO hub_ownership (target_id, replica_id, connection_id, connected_at, heartbeat_at)
+             SELECT h.target_id, $1, h.connection_id, {PG_NOW_MS}, {PG_NOW_MS}
+             FROM UNNEST($2::TEXT[], $3::TEXT[]) AS h(target_id, connection_id)
+             ON CONFLICT (target_id) DO NOTHING"
+        )))
+        .bind(replica_id)
+        .bind(&targets)
+        .bind(&connections)
         .execute(&mut *tx)
         .await
         .map_err(db(op))?;
         tx.commit().await.map_err(db(op))?;
-        Ok(res.rows_affected() == 1)
+        Ok(true)
     }
 
     /// Removes this replica from the registry with the hubs it held (clean shutdown).
@@ -1830,6 +1879,26 @@ impl Store {
             .map_err(db(op))?
             .try_get(0)
             .map_err(db(op))
+    }
+
+    /// Takes the zone's descriptor-publish lock: a transaction-scoped advisory lock, held
+    /// until [`ZoneLock::release`] (or the guard is dropped, which rolls back and releases
+    /// it). Publishes on every replica of the zone run one at a time under it, so revisions
+    /// are stored and served in one order. Waits at most 30 s for another publish.
+    pub async fn lock_descriptor_publish(&self) -> Result<ZoneLock> {
+        let op = "descriptor publish lock";
+        let (pg, n) = self.pg(op)?;
+        let mut tx = pg.begin().await.map_err(db(op))?;
+        sqlx::query("SET LOCAL lock_timeout = '30s'")
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(n.descriptors_lock)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+        Ok(ZoneLock(tx))
     }
 
     /// Drops changes older than `keep_ms`, always keeping the newest (ids continue from it).

@@ -25,6 +25,7 @@ mod processes;
 mod profileops;
 mod protocol;
 mod redaction;
+mod replica_state;
 mod replica_tls;
 mod replicas;
 mod root_tools;

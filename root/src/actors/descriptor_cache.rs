@@ -1,7 +1,9 @@
 //! Descriptor cache: the root-curated descriptor set, served from memory without contacting
 //! any target. A publish replaces the whole set in one message, so every reader sees either
 //! the old set or the new one, never a mix; a restarted cache starts from the last set it
-//! accepted (kept in its arguments), not from the start-up set.
+//! accepted (kept in its arguments), not from the start-up set. Published sets are taken in
+//! revision order: a set older than the one served is refused, so a replica applying
+//! publishes from several replicas never ends on an older one.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,8 +19,9 @@ pub enum Msg {
     List(RpcReplyPort<Vec<Arc<Descriptor>>>),
     /// The whole served set (descriptors, origin, skill catalog) as one snapshot.
     Snapshot(RpcReplyPort<Arc<DescriptorSet>>),
-    /// Serve this (already validated) set from now on.
-    Replace(Arc<DescriptorSet>, RpcReplyPort<()>),
+    /// Serve this (already validated) set from now on; answers `false` (and keeps the
+    /// served set) when the served set is a newer published revision.
+    Replace(Arc<DescriptorSet>, RpcReplyPort<bool>),
 }
 
 pub struct Args {
@@ -78,9 +81,15 @@ impl Actor for DescriptorCache {
                 let _ = reply.send(state.set.clone());
             }
             Msg::Replace(set, reply) => {
-                state.args.current.store(set.clone());
-                state.set = set;
-                let _ = reply.send(());
+                let older = matches!(
+                    (set.origin.revision, state.set.origin.revision),
+                    (Some(new), Some(served)) if new < served
+                );
+                if !older {
+                    state.args.current.store(set.clone());
+                    state.set = set;
+                }
+                let _ = reply.send(!older);
             }
         }
         Ok(())

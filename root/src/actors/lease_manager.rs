@@ -113,17 +113,27 @@ impl LeaseIndex {
     /// Takes a lease as stored (issued or changed by another replica): a new entry, or the
     /// stored status on the existing one. A lease that is no longer active never becomes
     /// active again here.
+    ///
+    /// Check and insert are one step (the session id's map entry is held), so two replicas'
+    /// views of one lease arriving at once (a bearer's first use and a revocation from the
+    /// change feed) cannot leave the active one in place of the revoked one.
     pub fn upsert(&self, row: crate::store::LeaseRow) -> Arc<LeaseEntry> {
-        if let Some(e) = self.entry(&row.lease.session_id) {
-            if row.lease.status != LeaseStatus::Active {
-                e.status
-                    .store(status_code(row.lease.status), Ordering::Release);
+        match self.by_id.entry(row.lease.session_id.clone()) {
+            dashmap::Entry::Occupied(o) => {
+                let e = o.get().clone();
+                if row.lease.status != LeaseStatus::Active {
+                    e.status
+                        .store(status_code(row.lease.status), Ordering::Release);
+                }
+                e
             }
-            return e;
+            dashmap::Entry::Vacant(v) => {
+                let entry = Arc::new(LeaseEntry::new(row.lease));
+                v.insert(entry.clone());
+                self.by_hash.insert(row.token_hash, entry.clone());
+                entry
+            }
         }
-        let entry = Arc::new(LeaseEntry::new(row.lease));
-        self.insert(row.token_hash, entry.clone());
-        entry
     }
 
     pub fn get(&self, session_id: &str) -> Option<SessionLease> {

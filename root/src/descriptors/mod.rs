@@ -378,12 +378,15 @@ pub enum PublishError {
     Store(#[from] crate::store::Error),
 }
 
-/// One publish at a time, so the store's newest set is the one the cache serves.
+/// One publish at a time in this process, so the store's newest set is the one the cache
+/// serves.
 static PUBLISH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Validates `items` as a whole set, persists it and swaps it into the descriptor cache. A set
 /// that fails validation changes nothing; a set the cache cannot take is removed from the
-/// store again.
+/// store again. With replicas, publishes of the whole zone run one at a time under the
+/// store's publish lock (store → serve → every live replica serves it), so two publishes
+/// through two replicas end with the later revision served everywhere, never a mix.
 pub async fn publish(
     app: &crate::app::App,
     items: Vec<(String, Value)>,
@@ -393,6 +396,10 @@ pub async fn publish(
     let body =
         serde_json::to_string(&descriptors).map_err(|e| PublishError::Cache(e.to_string()))?;
     let hash = set_hash(&descriptors);
+    let zone_lock = match &app.zone {
+        Some(_) => Some(app.store.lock_descriptor_publish().await?),
+        None => None,
+    };
     let now = mcp_shared::time::now();
     let revision = app
         .store
@@ -405,11 +412,18 @@ pub async fn publish(
         Some(revision),
         Some(mcp_shared::time::format(now)),
     ));
-    if let Err(e) = replace(app, set.clone()).await {
-        if let Err(undo) = app.store.delete_descriptor_set(revision).await {
-            tracing::error!(revision, error = %undo, "could not withdraw a stored descriptor set the cache refused");
+    match replace(app, set.clone()).await {
+        Ok(true) => {}
+        // Only a newer revision is served instead, which the publish lock rules out.
+        Ok(false) => {
+            tracing::warn!(revision, "a newer descriptor set is already served here");
         }
-        return Err(PublishError::Cache(e));
+        Err(e) => {
+            if let Err(undo) = app.store.delete_descriptor_set(revision).await {
+                tracing::error!(revision, error = %undo, "could not withdraw a stored descriptor set the cache refused");
+            }
+            return Err(PublishError::Cache(e));
+        }
     }
     // Every live replica serves the new set before the publish returns.
     if let Some(zone) = &app.zone {
@@ -419,6 +433,11 @@ pub async fn publish(
             true,
         )
         .await;
+    }
+    if let Some(lock) = zone_lock
+        && let Err(e) = lock.release().await
+    {
+        tracing::warn!(error = %e, "releasing the descriptor publish lock failed; it ends with its connection");
     }
     Ok(set)
 }
@@ -433,8 +452,12 @@ pub async fn snapshot(app: &crate::app::App) -> Result<Arc<DescriptorSet>, Strin
     .map_err(|e| format!("descriptor cache unavailable: {e}"))
 }
 
-/// Serves `set` (already validated) from now on.
-pub(crate) async fn replace(app: &crate::app::App, set: Arc<DescriptorSet>) -> Result<(), String> {
+/// Serves `set` (already validated) from now on; `Ok(false)` when a newer published revision
+/// is served already (and stays).
+pub(crate) async fn replace(
+    app: &crate::app::App,
+    set: Arc<DescriptorSet>,
+) -> Result<bool, String> {
     ractor::call_t!(
         app.actors.descriptors.load(),
         crate::actors::descriptor_cache::Msg::Replace,

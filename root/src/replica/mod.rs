@@ -103,6 +103,9 @@ pub struct Zone {
     apply_lock: tokio::sync::Mutex<()>,
     /// Target → the live replica holding its hub (not this one).
     owners: DashMap<String, Owner>,
+    /// Target → the id of the hub connection this replica holds (what its heartbeat keeps
+    /// in `hub_ownership`).
+    held: DashMap<String, String>,
     /// Bearer hashes the store does not know (a lease created later has a new random
     /// bearer, so remembering them is safe).
     unknown_bearers: DashMap<String, ()>,
@@ -158,6 +161,7 @@ impl Zone {
             acked: AtomicI64::new(watermark),
             apply_lock: tokio::sync::Mutex::new(()),
             owners: DashMap::new(),
+            held: DashMap::new(),
             unknown_bearers: DashMap::new(),
             lookups: Semaphore::new(8),
             seen_credentials: DashMap::new(),
@@ -320,7 +324,24 @@ impl Zone {
                 }
             };
             let n = changes.len();
+            let mut previous = after;
             for c in changes {
+                // Ids are dense (each is the previous one plus one, under the feed's lock), so
+                // a jump means changes left the feed (pruned) before this replica applied
+                // them (it was stopped that long): reload everything they could have named.
+                if c.change_id > previous + 1 {
+                    tracing::warn!(
+                        after = previous,
+                        next = c.change_id,
+                        "changes left the feed before this replica applied them; reloading targets, descriptors and revocations"
+                    );
+                    if let Err(e) = self.reload_everything(app).await {
+                        tracing::warn!(error = %e, "cannot reload after a gap in the change feed; retrying");
+                        self.ack().await;
+                        return;
+                    }
+                }
+                previous = c.change_id;
                 if let Err(e) = self.apply(app, &c).await {
                     tracing::warn!(error = %e, change = c.change_id, kind = %c.kind, item = %c.item, "cannot apply a change yet; retrying");
                     self.ack().await;
@@ -364,6 +385,14 @@ impl Zone {
             other => tracing::debug!(kind = other, "change of an unknown kind ignored"),
         }
         Ok(())
+    }
+
+    /// Reloads everything the change feed keeps honest: every target, the descriptor set
+    /// and revoked leases (after a gap in the feed).
+    async fn reload_everything(&self, app: &App) -> Result<(), store::Error> {
+        self.refresh_targets(app, None).await?;
+        self.refresh_descriptors(app).await?;
+        self.reload_revocations(app).await
     }
 
     /// Reloads a target's enrolment and, when its hub is not connected here, its directory
@@ -479,13 +508,16 @@ impl Zone {
         .await?
         {
             let revision = set.origin.revision;
-            if let Err(e) = crate::descriptors::replace(app, Arc::new(set)).await {
-                tracing::warn!(error = %e, "cannot serve a descriptor set another replica published");
-            } else {
-                tracing::info!(
+            match crate::descriptors::replace(app, Arc::new(set)).await {
+                Ok(true) => tracing::info!(
                     ?revision,
                     "serving the descriptor set another replica published"
-                );
+                ),
+                // A newer one is served here already (published here meanwhile).
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot serve a descriptor set another replica published")
+                }
             }
         }
         Ok(())
@@ -722,14 +754,18 @@ pub async fn hub_connected(app: &App, target_id: &str, connection_id: &str) {
         .claim_hub(target_id, &z.replica_id, connection_id)
         .await
     {
-        tracing::error!(%target_id, error = %e, "cannot record hub ownership; other replicas cannot forward to this hub");
+        tracing::error!(%target_id, error = %e, "cannot record hub ownership; the next heartbeat claims it again");
     }
+    // Held from now on: the heartbeat keeps the row alive, or claims it again if it is lost.
+    z.held
+        .insert(target_id.to_owned(), connection_id.to_owned());
     z.changed(kind::TARGET, target_id, false).await;
 }
 
 /// `target_id`'s hub connection `connection_id` ended here.
 pub async fn hub_disconnected(app: &App, target_id: &str, connection_id: &str) {
     let Some(z) = &app.zone else { return };
+    z.held.remove_if(target_id, |_, c| c == connection_id);
     if let Err(e) = z.store.release_hub(target_id, connection_id).await {
         tracing::warn!(%target_id, error = %e, "cannot release hub ownership; it expires by itself");
     }
@@ -746,9 +782,14 @@ async fn heartbeat(zone: Arc<Zone>, app: Arc<App>) {
             _ = tick.tick() => {}
         }
         n += 1;
+        let held: Vec<(String, String)> = zone
+            .held
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
         match zone
             .store
-            .heartbeat_replica(&zone.replica_id, &zone.instance_id)
+            .heartbeat_replica(&zone.replica_id, &zone.instance_id, &held)
             .await
         {
             Ok(true) => {}
@@ -855,7 +896,8 @@ async fn listen(zone: Arc<Zone>, app: Arc<App>) {
 }
 
 /// The bounded-staleness fallback: every [`FALLBACK`], apply missed changes, re-read which
-/// unexpired leases are revoked, and reconcile hub ownership.
+/// unexpired leases are revoked, reconcile hub ownership, and wake the audit streams for rows
+/// committed elsewhere.
 async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
     let mut tick = tokio::time::interval(FALLBACK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -870,6 +912,18 @@ async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
         }
         if let Err(e) = zone.reconcile_owners(&app).await {
             tracing::warn!(error = %e, "cannot reconcile hub ownership");
+        }
+        // Audit rows whose notification was lost wake the live streams all the same.
+        match zone.store.audit_head().await {
+            Ok(Some((seq, _))) => {
+                app.audit_head.send_if_modified(|h| {
+                    let newer = seq > *h;
+                    *h = (*h).max(seq);
+                    newer
+                });
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the audit head"),
         }
     }
 }
