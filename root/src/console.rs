@@ -8,8 +8,12 @@
 //!
 //! Invariants:
 //! - The cookie never holds the admin token: it holds `v1.<id>.<expiry>.<mac>`, an HMAC-SHA256
-//!   under a key derived from the admin token, for a session root keeps in memory (logout,
-//!   a restart or a new admin token ends it).
+//!   under a key derived from the admin token, for a session root holds (logout or a new
+//!   admin token ends it). A single replica (SQLite) keeps sessions in memory, so a restart
+//!   ends them too; replicas of a zone (PostgreSQL) share the key (one admin token file) and
+//!   the session records (`console_sessions`), so a login on one replica works on every
+//!   replica, and a logout is in force on every live replica when it returns (the change
+//!   feed, with the fallback re-reading cached sessions every 2 s).
 //! - A cookie-authenticated request that is not `GET`/`HEAD` must carry the session's CSRF
 //!   token in `X-MCP-Console-CSRF` and an allowed `Origin` (the Host/Origin guard checks the
 //!   value); a `Sec-Fetch-Site` other than `same-origin`/`none` is refused. The cookie is
@@ -48,6 +52,8 @@ pub const COOKIE: &str = "mcp_console";
 pub const CSRF_HEADER: &str = "x-mcp-console-csrf";
 /// Console sessions kept at once; the oldest is dropped past it.
 const MAX_SESSIONS: usize = 64;
+/// Ended sessions remembered (see [`Sessions::forget`]).
+const MAX_ENDED: usize = 1024;
 /// Longest admin token accepted by the login form.
 const MAX_TOKEN_LEN: usize = 512;
 /// Key derivation context of console credentials.
@@ -63,8 +69,12 @@ type HmacSha256 = Hmac<Sha256>;
 /// leases (`inspect.rs`).
 #[derive(Default)]
 pub struct Sessions {
-    /// Session id → expiry (unix ms).
+    /// Session id → expiry (unix ms): every session of a single replica; with replicas, the
+    /// ones this replica has seen (the store holds the zone's).
     live: DashMap<String, i64>,
+    /// Sessions ended (logout) here or on another replica, with when: never admitted again,
+    /// even from a store read that raced the logout.
+    ended: DashMap<String, i64>,
     /// (target, profile) → the short-lived lease operator reads run under.
     pub(crate) readers: DashMap<(String, String), Arc<crate::actors::lease_manager::LeaseEntry>>,
 }
@@ -108,9 +118,10 @@ pub fn csrf_token(app: &App, id: &str) -> Option<String> {
 }
 
 impl Sessions {
-    /// Verifies a cookie value: well-formed, signed by this root's key, unexpired, and a
-    /// session root still holds.
-    pub fn verify(&self, app: &App, value: &str) -> Option<ConsoleSession> {
+    /// Verifies a cookie value: well-formed, signed by the zone's key, unexpired, and a
+    /// session root still holds (with replicas: one the zone's store holds, which is how a
+    /// session opened on another replica is found).
+    pub async fn verify(&self, app: &App, value: &str) -> Option<ConsoleSession> {
         let mut parts = value.split('.');
         let (v, id, exp, sig) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         if v != "v1" || parts.next().is_some() || id.len() > 64 {
@@ -124,19 +135,59 @@ impl Sessions {
         let mut m = <HmacSha256 as KeyInit>::new_from_slice(&key(app)?).ok()?;
         m.update(body.as_bytes());
         m.verify_slice(&sig).ok()?;
-        if expires_ms <= unix_ms(now()) {
+        let now_ms = unix_ms(now());
+        if expires_ms <= now_ms || self.ended.contains_key(id) {
             return None;
         }
-        let live = self.live.get(id).map(|e| *e.value())?;
+        let live = match self.live.get(id).map(|e| *e.value()) {
+            Some(live) => live,
+            // Only a cookie the zone's key signed gets here, so a forged id costs no query.
+            None if app.zone.is_some() => match app.store.console_session(id, now_ms).await {
+                Ok(Some(stored)) => {
+                    self.live.insert(id.to_owned(), stored);
+                    // A logout applied while the store was read wins.
+                    if self.ended.contains_key(id) {
+                        self.live.remove(id);
+                        return None;
+                    }
+                    stored
+                }
+                Ok(None) => return None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot look a console session up; refused");
+                    return None;
+                }
+            },
+            None => return None,
+        };
         (live == expires_ms).then(|| ConsoleSession {
             id: id.to_string(),
             expires_ms,
         })
     }
 
-    fn open(&self, ttl: Duration) -> ConsoleSession {
+    async fn open(&self, app: &App, ttl: Duration) -> Result<ConsoleSession, crate::store::Error> {
         let now_ms = unix_ms(now());
         self.live.retain(|_, exp| *exp > now_ms);
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let expires_ms = now_ms + ttl.as_millis() as i64;
+        if let Some(zone) = &app.zone {
+            // The zone keeps its newest MAX_SESSIONS; the others' caches drop the evicted
+            // ones at their next re-read.
+            for gone in app
+                .store
+                .open_console_session(
+                    &id,
+                    now_ms,
+                    expires_ms,
+                    &zone.replica_id,
+                    MAX_SESSIONS as i64,
+                )
+                .await?
+            {
+                self.live.remove(&gone);
+            }
+        }
         while self.live.len() >= MAX_SESSIONS {
             let oldest = self
                 .live
@@ -150,14 +201,65 @@ impl Sessions {
                 None => break,
             }
         }
-        let id = uuid::Uuid::now_v7().simple().to_string();
-        let expires_ms = now_ms + ttl.as_millis() as i64;
         self.live.insert(id.clone(), expires_ms);
-        ConsoleSession { id, expires_ms }
+        Ok(ConsoleSession { id, expires_ms })
     }
 
-    fn close(&self, id: &str) {
+    /// Ends session `id`; with replicas, in the store and on every live replica before it
+    /// returns.
+    async fn close(&self, app: &App, id: &str) -> Result<(), crate::store::Error> {
+        self.forget(id);
+        if let Some(zone) = &app.zone {
+            app.store.end_console_session(id).await?;
+            zone.changed(crate::replica::kind::CONSOLE, id, true).await;
+        }
+        Ok(())
+    }
+
+    /// Session `id` ended (here, or on another replica: the change feed says so).
+    pub fn forget(&self, id: &str) {
+        if self.ended.len() >= MAX_ENDED {
+            // The oldest half; a session ended that long ago has usually expired as well,
+            // and the store no longer holds any of them.
+            let mut at: Vec<i64> = self.ended.iter().map(|e| *e.value()).collect();
+            at.sort_unstable();
+            let cut = at[at.len() / 2];
+            self.ended.retain(|_, t| *t > cut);
+        }
+        self.ended.insert(id.to_owned(), unix_ms(now()));
         self.live.remove(id);
+    }
+
+    /// Drops those of `ids` this replica holds that the zone's store no longer holds (ended
+    /// on another replica, evicted or expired). Nothing to do on a single replica.
+    pub async fn recheck(&self, app: &App, ids: &[String]) -> Result<(), crate::store::Error> {
+        if app.zone.is_none() {
+            return Ok(());
+        }
+        let cached: Vec<String> = ids
+            .iter()
+            .filter(|id| self.live.contains_key(id.as_str()))
+            .cloned()
+            .collect();
+        if cached.is_empty() {
+            return Ok(());
+        }
+        let live = app
+            .store
+            .live_console_sessions(&cached, unix_ms(now()))
+            .await?;
+        for id in cached {
+            if !live.contains(&id) {
+                self.live.remove(&id);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Sessions::recheck`] for every session this replica holds.
+    pub async fn recheck_all(&self, app: &App) -> Result<(), crate::store::Error> {
+        let ids: Vec<String> = self.live.iter().map(|e| e.key().clone()).collect();
+        self.recheck(app, &ids).await
     }
 }
 
@@ -186,7 +288,7 @@ fn same_site_fetch(headers: &HeaderMap) -> bool {
 ///
 /// `Ok(None)`: no usable cookie (the caller answers 401). `Err`: a valid session whose
 /// request fails the cross-site checks (403).
-pub fn cookie_operator(
+pub async fn cookie_operator(
     app: &App,
     method: &Method,
     headers: &HeaderMap,
@@ -194,7 +296,10 @@ pub fn cookie_operator(
     if headers.contains_key(header::AUTHORIZATION) {
         return Ok(None);
     }
-    let Some(session) = cookie_value(headers).and_then(|v| app.console.verify(app, v)) else {
+    let Some(value) = cookie_value(headers) else {
+        return Ok(None);
+    };
+    let Some(session) = app.console.verify(app, value).await else {
         return Ok(None);
     };
     let forbidden = |why: &str| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, why);
@@ -378,7 +483,11 @@ async fn login(
         ));
     }
     let ttl = Duration::from_secs(app.config.console.session_ttl_sec);
-    let s = app.console.open(ttl);
+    let s = app
+        .console
+        .open(&app, ttl)
+        .await
+        .map_err(ApiError::internal)?;
     let (Some(value), Some(csrf)) = (
         credential(&app, &s.id, s.expires_ms),
         csrf_token(&app, &s.id),
@@ -397,12 +506,12 @@ async fn login(
     Ok(res)
 }
 
-fn require_session(
+async fn require_session(
     app: &App,
     method: &Method,
     headers: &HeaderMap,
 ) -> Result<ConsoleSession, ApiError> {
-    cookie_operator(app, method, headers)?.ok_or_else(|| {
+    cookie_operator(app, method, headers).await?.ok_or_else(|| {
         app.metrics.unauthenticated.inc();
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -418,8 +527,11 @@ async fn logout(
     method: Method,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let s = require_session(&app, &method, &headers)?;
-    app.console.close(&s.id);
+    let s = require_session(&app, &method, &headers).await?;
+    app.console
+        .close(&app, &s.id)
+        .await
+        .map_err(ApiError::internal)?;
     tracing::info!(console_session = %s.id, "console logout");
     let mut res = Json(json!({ "logged_out": true })).into_response();
     if let Some(c) = set_cookie("", 0, secure(&app, &headers)) {
@@ -434,7 +546,7 @@ async fn session(
     method: Method,
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let s = require_session(&app, &method, &headers)?;
+    let s = require_session(&app, &method, &headers).await?;
     Ok(Json(json!({
         "csrf_token": csrf_token(&app, &s.id),
         "expires_at": format(from_unix_ms(s.expires_ms)),

@@ -140,7 +140,8 @@ impl FromRequestParts<Arc<App>> for Auth {
     ) -> Result<Self, ApiError> {
         let principal = match resolve(app, &parts.headers).await {
             Some(p) => Some(p),
-            None => crate::console::cookie_operator(app, &parts.method, &parts.headers)?
+            None => crate::console::cookie_operator(app, &parts.method, &parts.headers)
+                .await?
                 .map(|_| Principal::Operator),
         };
         match principal {
@@ -167,7 +168,8 @@ impl FromRequestParts<Arc<App>> for Operator {
         let principal = match resolve(app, &parts.headers).await {
             Some(p) => Some(p),
             // The console's cookie, for a browser without the bearer (console.rs).
-            None => crate::console::cookie_operator(app, &parts.method, &parts.headers)?
+            None => crate::console::cookie_operator(app, &parts.method, &parts.headers)
+                .await?
                 .map(|_| Principal::Operator),
         };
         match principal {

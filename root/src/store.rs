@@ -190,6 +190,14 @@ const MIGRATIONS: &[&str] = &[
         origin TEXT NOT NULL,
         at BIGINT NOT NULL
     )",
+    // Console sessions of a zone with replicas (PostgreSQL only; see `console`): a login on
+    // one replica is honoured by every replica, a logout ends it everywhere.
+    "CREATE TABLE IF NOT EXISTS console_sessions (
+        session_id TEXT PRIMARY KEY,
+        expires_at BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        replica_id TEXT NOT NULL
+    )",
 ];
 
 /// The database clock in unix milliseconds (PostgreSQL): replica heartbeats and their expiry
@@ -1899,6 +1907,97 @@ impl Store {
             .await
             .map_err(db(op))?;
         Ok(ZoneLock(tx))
+    }
+
+    /// Records a console session opened on `replica_id` and keeps the newest `max` of the
+    /// zone (expired ones go first); returns the ids dropped to make room.
+    pub async fn open_console_session(
+        &self,
+        session_id: &str,
+        now_ms: i64,
+        expires_ms: i64,
+        replica_id: &str,
+        max: i64,
+    ) -> Result<Vec<String>> {
+        let op = "open console session";
+        let (pg, _) = self.pg(op)?;
+        let mut tx = pg.begin().await.map_err(db(op))?;
+        sqlx::query("DELETE FROM console_sessions WHERE expires_at <= $1")
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+        sqlx::query(
+            "INSERT INTO console_sessions (session_id, expires_at, created_at, replica_id)
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(session_id)
+        .bind(expires_ms)
+        .bind(now_ms)
+        .bind(replica_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db(op))?;
+        let dropped = sqlx::query(
+            "DELETE FROM console_sessions WHERE session_id IN (
+                 SELECT session_id FROM console_sessions
+                 ORDER BY expires_at DESC, session_id DESC OFFSET $1)
+             RETURNING session_id",
+        )
+        .bind(max)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db(op))?;
+        tx.commit().await.map_err(db(op))?;
+        dropped
+            .iter()
+            .map(|r| r.try_get::<String, _>(0).map_err(db(op)))
+            .collect()
+    }
+
+    /// The expiry of a console session the zone still holds, if it has not passed `now_ms`.
+    pub async fn console_session(&self, session_id: &str, now_ms: i64) -> Result<Option<i64>> {
+        let op = "read console session";
+        let (pg, _) = self.pg(op)?;
+        sqlx::query(
+            "SELECT expires_at FROM console_sessions WHERE session_id = $1 AND expires_at > $2",
+        )
+        .bind(session_id)
+        .bind(now_ms)
+        .fetch_optional(pg)
+        .await
+        .map_err(db(op))?
+        .map(|r| r.try_get::<i64, _>(0).map_err(db(op)))
+        .transpose()
+    }
+
+    /// Which of `ids` are console sessions the zone still holds unexpired.
+    pub async fn live_console_sessions(&self, ids: &[String], now_ms: i64) -> Result<Vec<String>> {
+        let op = "read console sessions";
+        let (pg, _) = self.pg(op)?;
+        let rows = sqlx::query(
+            "SELECT session_id FROM console_sessions WHERE session_id = ANY($1) AND expires_at > $2",
+        )
+        .bind(ids)
+        .bind(now_ms)
+        .fetch_all(pg)
+        .await
+        .map_err(db(op))?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).map_err(db(op)))
+            .collect()
+    }
+
+    /// Ends a console session for the whole zone (logout).
+    pub async fn end_console_session(&self, session_id: &str) -> Result<()> {
+        let op = "end console session";
+        let (pg, _) = self.pg(op)?;
+        sqlx::query("DELETE FROM console_sessions WHERE session_id = $1")
+            .bind(session_id)
+            .execute(pg)
+            .await
+            .map_err(db(op))?;
+        Ok(())
     }
 
     /// Drops changes older than `keep_ms`, always keeping the newest (ids continue from it).

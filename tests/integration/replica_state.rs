@@ -6,6 +6,8 @@
 //!   feed catches up with the set anyway;
 //! - the audit stream of one replica carries the events committed on another, also when the
 //!   notification of an append is lost;
+//! - a console login on one replica works on every replica, a logout on any ends it on all,
+//!   a session the zone dropped is refused everywhere within the fallback;
 //! - a hub ownership row that was lost is claimed again, and one left behind by a failed
 //!   release goes away, within a heartbeat.
 //!
@@ -433,6 +435,126 @@ async fn the_audit_stream_of_one_replica_carries_events_committed_on_another() {
     drop(stream);
     a.stop().await;
     b.stop().await;
+    db.drop_schema().await;
+}
+
+// ---- console logins ---------------------------------------------------------------------------
+
+/// Logs in to the console of `root`; returns `(cookie, csrf)`.
+async fn console_login(root: &TestRoot) -> (String, String) {
+    let res = root
+        .http
+        .post(root.url("/ui/api/login"))
+        .header("origin", root.handle().base_url())
+        .json(&json!({ "token": root.admin_token() }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let cookie = res.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let v: Value = res.json().await.unwrap();
+    (cookie, v["csrf_token"].as_str().unwrap().to_owned())
+}
+
+/// `GET /ui/api/session` on `root` with `cookie`: the status.
+async fn console_session(root: &TestRoot, cookie: &str) -> u16 {
+    root.http
+        .get(root.url("/ui/api/session"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_login_works_on_every_replica_and_a_logout_ends_it_everywhere() {
+    let test = "a_console_login_works_on_every_replica_and_a_logout_ends_it_everywhere";
+    let Some(db) = Db::create(test).await else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let a = replica(&db, shared.path(), "r-a").await;
+    let b = replica(&db, shared.path(), "r-b").await;
+    let c = replica(&db, shared.path(), "r-c").await;
+
+    // Logged in on A: the same cookie reads and acts on B and C.
+    let (cookie, csrf) = console_login(&a).await;
+    for r in [&a, &b, &c] {
+        assert_eq!(console_session(r, &cookie).await, 200);
+    }
+    let res = b
+        .http
+        .get(b.url("/v1/root/replicas"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let res = c
+        .http
+        .post(c.url("/v1/root/hubs"))
+        .header("cookie", &cookie)
+        .header("x-mcp-console-csrf", &csrf)
+        .header("origin", c.handle().base_url())
+        .json(
+            &json!({"target_id": "hub:rs-console", "environment": "test", "subnet_id": "subnet-a"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201, "an operator action through C");
+
+    // Logged out through B: refused on A and C at the next request.
+    let res = b
+        .http
+        .post(b.url("/ui/api/logout"))
+        .header("cookie", &cookie)
+        .header("x-mcp-console-csrf", &csrf)
+        .header("origin", b.handle().base_url())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    for r in [&a, &b, &c] {
+        assert_eq!(console_session(r, &cookie).await, 401);
+    }
+    let res = a
+        .http
+        .get(a.url("/v1/root/replicas"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+
+    // A session the zone dropped without a change reaching the replicas (its row deleted,
+    // as an eviction whose notice was lost leaves it) is refused by a replica that had it
+    // cached, within the fallback.
+    let (cookie, _) = console_login(&c).await;
+    assert_eq!(console_session(&a, &cookie).await, 200);
+    let id = cookie.split('.').nth(1).unwrap().to_owned();
+    let gone = db
+        .exec(&format!(
+            "DELETE FROM console_sessions WHERE session_id = '{id}'"
+        ))
+        .await;
+    assert_eq!(gone, 1);
+    eventually("A refuses the dropped console session", || async {
+        console_session(&a, &cookie).await == 401
+    })
+    .await;
+
+    a.stop().await;
+    b.stop().await;
+    c.stop().await;
     db.drop_schema().await;
 }
 

@@ -72,6 +72,8 @@ pub mod kind {
     pub const TARGET: &str = "target";
     /// A descriptor set (item: revision) was published.
     pub const DESCRIPTORS: &str = "descriptors";
+    /// A console session (item: its id) ended (logout).
+    pub const CONSOLE: &str = "console";
 }
 
 /// The replica holding a hub's connection.
@@ -333,7 +335,7 @@ impl Zone {
                     tracing::warn!(
                         after = previous,
                         next = c.change_id,
-                        "changes left the feed before this replica applied them; reloading targets, descriptors and revocations"
+                        "changes left the feed before this replica applied them; reloading targets, descriptors, revocations and console sessions"
                     );
                     if let Err(e) = self.reload_everything(app).await {
                         tracing::warn!(error = %e, "cannot reload after a gap in the change feed; retrying");
@@ -382,17 +384,19 @@ impl Zone {
             }
             kind::TARGET => self.refresh_target(app, &c.item).await?,
             kind::DESCRIPTORS => self.refresh_descriptors(app).await?,
+            kind::CONSOLE => app.console.forget(&c.item),
             other => tracing::debug!(kind = other, "change of an unknown kind ignored"),
         }
         Ok(())
     }
 
-    /// Reloads everything the change feed keeps honest: every target, the descriptor set
-    /// and revoked leases (after a gap in the feed).
+    /// Reloads everything the change feed keeps honest: every target, the descriptor set,
+    /// revoked leases and console sessions (after a gap in the feed).
     async fn reload_everything(&self, app: &App) -> Result<(), store::Error> {
         self.refresh_targets(app, None).await?;
         self.refresh_descriptors(app).await?;
-        self.reload_revocations(app).await
+        self.reload_revocations(app).await?;
+        app.console.recheck_all(app).await
     }
 
     /// Reloads a target's enrolment and, when its hub is not connected here, its directory
@@ -896,8 +900,8 @@ async fn listen(zone: Arc<Zone>, app: Arc<App>) {
 }
 
 /// The bounded-staleness fallback: every [`FALLBACK`], apply missed changes, re-read which
-/// unexpired leases are revoked, reconcile hub ownership, and wake the audit streams for rows
-/// committed elsewhere.
+/// unexpired leases are revoked, reconcile hub ownership, wake the audit streams for rows
+/// committed elsewhere, and drop console sessions the zone no longer holds.
 async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
     let mut tick = tokio::time::interval(FALLBACK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -924,6 +928,9 @@ async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
             }
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "cannot read the audit head"),
+        }
+        if let Err(e) = app.console.recheck_all(&app).await {
+            tracing::warn!(error = %e, "cannot re-read console sessions");
         }
     }
 }
