@@ -8,6 +8,8 @@
 //!   notification of an append is lost;
 //! - a console login on one replica works on every replica, a logout on any ends it on all,
 //!   a session the zone dropped is refused everywhere within the fallback;
+//! - an MCP session id a replica does not know is answered 404, and an rmcp client sent to
+//!   another replica by a load balancer re-initializes there;
 //! - a hub ownership row that was lost is claimed again, and one left behind by a failed
 //!   release goes away, within a heartbeat.
 //!
@@ -15,11 +17,13 @@
 //! notification, a pruned change, a lost ownership row), it changes the rows the way that
 //! failure would leave them, with its own connection, and says so.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_tests::{TestRoot, workspace_bin};
+use mcp_tests::{TestRoot, mcp_client, workspace_bin};
+use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
@@ -555,6 +559,153 @@ async fn a_console_login_works_on_every_replica_and_a_logout_ends_it_everywhere(
     a.stop().await;
     b.stop().await;
     c.stop().await;
+    db.drop_schema().await;
+}
+
+// ---- MCP transport sessions -------------------------------------------------------------------
+
+/// A TCP load balancer in front of replicas: each new connection goes to the current
+/// upstream; sending another upstream cuts the open connections (the replica they went to
+/// is gone for the client).
+async fn balancer(first: SocketAddr) -> (SocketAddr, tokio::sync::watch::Sender<SocketAddr>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::watch::channel(first);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let mut rx = rx.clone();
+            let upstream = *rx.borrow_and_update();
+            tokio::spawn(async move {
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    _ = rx.changed() => {}
+                }
+            });
+        }
+    });
+    (addr, tx)
+}
+
+/// A raw Streamable HTTP POST to `/mcp` of `root`: `(status, session id header, body)`.
+async fn mcp_post(
+    root: &TestRoot,
+    bearer: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (u16, Option<String>, String) {
+    let mut req = root
+        .http
+        .post(root.mcp_url())
+        .bearer_auth(bearer)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .json(&body);
+    if let Some(sid) = session {
+        req = req
+            .header("mcp-session-id", sid)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let sid = res
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (status, sid, res.text().await.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_unknown_on_a_replica_is_404_and_the_client_reinitializes_there() {
+    let test = "an_mcp_session_unknown_on_a_replica_is_404_and_the_client_reinitializes_there";
+    let Some(db) = Db::create(test).await else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let a = replica(&db, shared.path(), "r-a").await;
+    let b = replica(&db, shared.path(), "r-b").await;
+    let (_, token) = a.lease("hub:rs-any", "AdaOSDevRead", 600).await.unwrap();
+
+    // A session opened on A, with raw requests.
+    let (s, sid, body) = mcp_post(
+        &a,
+        &token,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let sid = sid.expect("a session-based revision gets a session id");
+    let (s, _, _) = mcp_post(
+        &a,
+        &token,
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(s, 202);
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (s, _, body) = mcp_post(&a, &token, Some(&sid), list.clone()).await;
+    assert_eq!(s, 200, "{body}");
+    assert!(body.contains("sdk.get_metadata"), "{body}");
+
+    // The same session id on B (same zone, same lease): 404, which tells a client that
+    // follows the specification to initialize a new session.
+    let (s, _, body) = mcp_post(&b, &token, Some(&sid), list.clone()).await;
+    assert_eq!(s, 404, "{body}");
+    let res = b
+        .http
+        .get(b.mcp_url())
+        .bearer_auth(&token)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404, "the GET stream of an unknown session");
+    // A session id nobody issued: 404 on A as well.
+    let (s, _, _) = mcp_post(&a, &token, Some("no-such-session"), list).await;
+    assert_eq!(s, 404);
+
+    // The rmcp client behind a load balancer: initialized on A, moved to B by the balancer
+    // (A's connections cut); its next request meets the 404, it re-initializes on B, and
+    // the request succeeds there.
+    let (lb, upstream) = balancer(a.handle().addr).await;
+    let client = mcp_client(&format!("http://{lb}/mcp"), &token)
+        .await
+        .unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "sdk.get_metadata"));
+    let sessions_on_b = b.handle().app.mcp_sessions.len();
+    upstream.send(b.handle().addr).unwrap();
+    let res = client
+        .call_tool(CallToolRequestParams::new("sdk.get_metadata"))
+        .await
+        .unwrap();
+    assert_ne!(res.is_error, Some(true), "{res:?}");
+    assert_eq!(
+        b.handle().app.mcp_sessions.len(),
+        sessions_on_b + 1,
+        "the client opened a session on B"
+    );
+    let trace = serde_json::to_value(&res).unwrap()["_meta"]["trace_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let row = a
+        .admin_get(&format!("/v1/root/mcp/audit?trace_id={trace}"))
+        .await
+        .unwrap();
+    assert_eq!(row["events"][0]["replica_id"], "r-b", "{row}");
+    drop(client);
+
+    a.stop().await;
+    b.stop().await;
     db.drop_schema().await;
 }
 
