@@ -299,11 +299,17 @@ impl Channel {
                             RootToHub::Welcome {
                                 target_id,
                                 heartbeat_interval_ms,
+                                root_time_ms,
+                                max_clock_skew_ms,
                             },
                         ..
                     }) => {
                         if target_id != self.ctx.config.target_id {
                             tracing::warn!(configured = %self.ctx.config.target_id, %target_id, "root welcomed this hub under another target id");
+                        }
+                        self.ctx.clock.welcomed(root_time_ms, max_clock_skew_ms);
+                        if let Err(e) = self.ctx.clock.check() {
+                            tracing::error!(message = %e.message, "this hub's clock is too far from root's; every call will be refused");
                         }
                         return Ok(heartbeat_interval_ms);
                     }
@@ -355,6 +361,13 @@ impl Channel {
                 () = self.shutdown.cancelled() => {
                     let _ = ws.close(None).await;
                     break Ok(());
+                }
+                () = self.ctx.surface_changed.notified() => {
+                    // An adapter became unavailable (or available again): root re-reads the surface.
+                    self.send(&mut ws, envelope(HubToRoot::SurfaceChanged {
+                        descriptor: self.ctx.descriptor(),
+                        skills: self.ctx.skill_states(),
+                    }, None)).await?;
                 }
                 () = self.ctx.token_changed.notified() => {
                     if **self.ctx.token.load() != *token {
@@ -576,8 +589,13 @@ pub async fn execute(ch: &Channel, call: CallRequest) -> CallOutcome {
 }
 
 async fn gate_and_run(ch: &Channel, call: CallRequest) -> CallOutcome {
-    let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
-    let decl = match ch.gate.check(&call, now_ms, ch.ctx.published()) {
+    // Deadlines are root's: judged in root's time (the hub's clock plus the offset measured
+    // at welcome).
+    let now_ms = ch.ctx.clock.root_now_ms();
+    let decl = match ch
+        .gate
+        .check_clocked(&call, &ch.ctx.clock, ch.ctx.published())
+    {
         Ok(d) => d,
         Err(error) => {
             return CallOutcome::Error {

@@ -82,6 +82,8 @@ async fn handshake(ws: &mut Ws) -> Envelope<HubToRoot> {
         RootToHub::Welcome {
             target_id: "hub:test-alpha".into(),
             heartbeat_interval_ms: 200,
+            root_time_ms: None,
+            max_clock_skew_ms: None,
         },
     )
     .await;

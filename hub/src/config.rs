@@ -205,10 +205,29 @@ pub struct SkillConfig {
     /// Calls one adapter runs at once; more are refused with `busy`.
     #[serde(default = "default_adapter_concurrency")]
     pub adapter_concurrency: usize,
+    /// Restarts of one adapter allowed within `adapter_restart_window_ms`; one more failure
+    /// makes it unavailable: its tool is withdrawn from the published surface until the skill
+    /// is enabled again (or the hub restarts).
+    #[serde(default = "default_adapter_max_restarts")]
+    pub adapter_max_restarts: u32,
+    #[serde(default = "default_adapter_restart_window_ms")]
+    pub adapter_restart_window_ms: u64,
     /// TEST ONLY: lets `hub.get_status` take `{"fault": "panic" | "hang"}` so tests can prove
     /// panic containment and deadlines. Never set on a real target.
     #[serde(default)]
     pub test_faults: bool,
+    /// TEST ONLY: moves the hub's clock this many milliseconds ahead of the system clock
+    /// (negative: behind), so tests can prove clock-skew handling. Never set on a real target.
+    #[serde(default)]
+    pub test_clock_offset_ms: i64,
+}
+
+fn default_adapter_max_restarts() -> u32 {
+    5
+}
+
+fn default_adapter_restart_window_ms() -> u64 {
+    60_000
 }
 
 impl Default for SkillConfig {
@@ -218,7 +237,10 @@ impl Default for SkillConfig {
             allowed_tests: Vec::new(),
             commands: Vec::new(),
             adapter_concurrency: default_adapter_concurrency(),
+            adapter_max_restarts: default_adapter_max_restarts(),
+            adapter_restart_window_ms: default_adapter_restart_window_ms(),
             test_faults: false,
+            test_clock_offset_ms: 0,
         }
     }
 }
@@ -891,6 +913,11 @@ impl HubConfig {
         if self.skill.adapter_concurrency == 0 {
             return Err(ConfigError::Invalid(
                 "skill.adapter_concurrency must be at least 1".into(),
+            ));
+        }
+        if !(1_000..=86_400_000).contains(&self.skill.adapter_restart_window_ms) {
+            return Err(ConfigError::Invalid(
+                "skill.adapter_restart_window_ms must be between 1000 and 86400000 (a day)".into(),
             ));
         }
         if self.reconnect.initial_ms == 0 || self.reconnect.max_ms < self.reconnect.initial_ms {

@@ -124,6 +124,14 @@ pub struct HubContext {
     pub token_changed: tokio::sync::Notify,
     /// How `wss://` verifies root (built once at start; `None` for a plaintext URL).
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    /// Tools whose adapter used up its restart budget: withdrawn from the published surface
+    /// until the skill is enabled again (written by the skill actor only).
+    pub unavailable: ArcSwap<Vec<&'static str>>,
+    /// Signalled when the published surface changed outside a skill command (an adapter
+    /// became unavailable); the channel then sends `surface_changed`.
+    pub surface_changed: tokio::sync::Notify,
+    /// The hub's clock and root's offset from it (measured at each welcome).
+    pub clock: crate::clock::HubClock,
 }
 
 impl HubContext {
@@ -162,6 +170,9 @@ impl HubContext {
             decls,
             token: ArcSwap::from_pointee(config.token.clone()),
             token_changed: tokio::sync::Notify::new(),
+            unavailable: ArcSwap::from_pointee(Vec::new()),
+            surface_changed: tokio::sync::Notify::new(),
+            clock: crate::clock::HubClock::new(config.skill.test_clock_offset_ms),
             tls,
             nlu,
             test_results: TestResults::new(&config.state_dir),
@@ -185,8 +196,14 @@ impl HubContext {
         **self.lifecycle.load()
     }
 
+    /// The skill's state as published: without the tools of unavailable adapters.
     pub fn skill_states(&self) -> Vec<SkillState> {
-        vec![self.lifecycle().skill_state_with(&self.decls)]
+        let mut state = self.lifecycle().skill_state_with(&self.decls);
+        let unavailable = self.unavailable.load();
+        state
+            .published
+            .retain(|t| !unavailable.contains(&t.as_str()));
+        vec![state]
     }
 
     /// Every adapter of the skill (built-in, then configured commands).
@@ -219,7 +236,12 @@ impl HubContext {
     /// Adapters whose tools are published right now.
     pub fn published_adapters(&self) -> Vec<AdapterDecl> {
         if self.lifecycle().active() {
-            self.decls.clone()
+            let unavailable = self.unavailable.load();
+            self.decls
+                .iter()
+                .filter(|a| !unavailable.contains(&a.tool_id))
+                .copied()
+                .collect()
         } else {
             Vec::new()
         }
@@ -228,6 +250,11 @@ impl HubContext {
     /// The managed target descriptor this hub announces in `hello` and `surface_changed`.
     pub fn descriptor(&self) -> ManagedTargetDescriptor {
         let lifecycle = self.lifecycle();
+        let published = self
+            .skill_states()
+            .pop()
+            .map(|s| s.published)
+            .unwrap_or_default();
         ManagedTargetDescriptor {
             target_id: self.config.target_id.clone(),
             kind: TARGET_KIND.to_owned(),
@@ -239,7 +266,7 @@ impl HubContext {
             operational_surface: OperationalSurface {
                 published_by: PUBLISHED_BY.to_owned(),
                 enabled: lifecycle.active(),
-                capabilities: lifecycle.skill_state_with(&self.decls).published,
+                capabilities: published,
             },
             policy: TargetPolicy {
                 write_scope: self.config.write_scope,

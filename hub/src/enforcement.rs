@@ -2,10 +2,12 @@
 //!
 //! Root is the policy point; the hub re-checks only what it can know itself, in this order:
 //! 1. the signature verifies with the key derived from this hub's token (`signature_invalid`);
-//! 2. the deadline has not passed (`deadline_expired`);
-//! 3. the call id was not seen before (`replay_rejected`), from a bounded cache;
-//! 4. an installed and enabled skill publishes the tool (`skill_disabled`);
-//! 5. a writing adapter runs only with `write_scope = "test-only"` on a `test` environment
+//! 2. on a connection: the hub's clock is within the offset from root's that root accepts
+//!    (`clock_skew`); the checks below judge time in root's clock (see [`crate::clock`]);
+//! 3. the deadline has not passed (`deadline_expired`);
+//! 4. the call id was not seen before (`replay_rejected`), from a bounded cache;
+//! 5. an installed and enabled skill publishes the tool (`skill_disabled`);
+//! 6. a writing adapter runs only with `write_scope = "test-only"` on a `test` environment
 //!    (`environment_forbidden`).
 //!
 //! Invariant: the hub holds no product tool allowlist beyond its own adapters' declarations
@@ -128,13 +130,32 @@ impl Gate {
         }
     }
 
-    /// Runs every check in order; returns the adapter that will run the call.
+    /// Runs every check in order, with `now_ms` as the time deadlines are judged by; returns
+    /// the adapter that will run the call.
     pub fn check(
         &self,
         call: &CallRequest,
         now_ms: i64,
         published: Published<'_>,
     ) -> Result<AdapterDecl, ToolError> {
+        self.verify_signature(call)?;
+        self.after_signature(call, now_ms, published)
+    }
+
+    /// [`Gate::check`] on a connection: after the signature, the hub's clock must be within
+    /// the offset root accepts (`clock_skew`), and deadlines are judged in root's time.
+    pub fn check_clocked(
+        &self,
+        call: &CallRequest,
+        clock: &crate::clock::HubClock,
+        published: Published<'_>,
+    ) -> Result<AdapterDecl, ToolError> {
+        self.verify_signature(call)?;
+        clock.check()?;
+        self.after_signature(call, clock.root_now_ms(), published)
+    }
+
+    fn verify_signature(&self, call: &CallRequest) -> Result<(), ToolError> {
         let key = *self.key.lock().unwrap_or_else(|e| e.into_inner());
         if !verify_call(call, &key) {
             return Err(ToolError::new(
@@ -142,6 +163,15 @@ impl Gate {
                 "the call's signature does not verify with this hub's key",
             ));
         }
+        Ok(())
+    }
+
+    fn after_signature(
+        &self,
+        call: &CallRequest,
+        now_ms: i64,
+        published: Published<'_>,
+    ) -> Result<AdapterDecl, ToolError> {
         if call.expires_at_ms <= now_ms {
             return Err(ToolError::new(
                 ErrorCode::DeadlineExpired,

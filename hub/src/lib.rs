@@ -7,8 +7,8 @@
 //!   activity record).
 //! - [`activity`]: the in-memory record of the last 1000 calls the hub finished.
 //! - [`channel`]: the root channel (hello → welcome → frames, heartbeats, reconnects).
-//! - [`enforcement`]: the final checks on every call (signature, deadline, replay, published
-//!   tool, write scope).
+//! - [`enforcement`]: the final checks on every call (signature, clock skew, deadline, replay,
+//!   published tool, write scope); [`clock`]: the hub's clock and root's offset from it.
 //! - [`skill`]: `infra_access_skill`, a ractor actor supervising one actor per adapter.
 //! - [`adapters`]: the execution adapters (`hub.get_status`, `hub.get_runtime_summary`,
 //!   `hub.get_operational_surface`, `hub.run_healthchecks`, `hub.run_allowed_tests`,
@@ -38,6 +38,7 @@ pub mod activity;
 pub mod adapters;
 pub mod channel;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod context;
 pub mod deploys;
@@ -200,7 +201,10 @@ impl HubHandle {
 
     /// The skill's lifecycle state as published now.
     pub fn skill_state(&self) -> SkillState {
-        self.ctx.lifecycle().skill_state()
+        self.ctx
+            .skill_states()
+            .pop()
+            .unwrap_or_else(|| self.ctx.lifecycle().skill_state())
     }
 
     /// The descriptor the hub announces.

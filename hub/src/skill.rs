@@ -4,13 +4,17 @@
 //!
 //! Guarantees: a failed adapter (panic or error in its actor) is restarted with the same
 //! arguments; a call that was in flight on it gets `adapter_failed` only after the replacement
-//! is in place, so the caller's next call runs on a live adapter. Lifecycle changes are written
+//! is in place, so the caller's next call runs on a live adapter. Restarts are budgeted
+//! (`skill.adapter_max_restarts` within `skill.adapter_restart_window_ms`): the failure past
+//! the budget leaves the adapter down and its tool withdrawn from the published surface (root
+//! is sent `surface_changed`, so the tool leaves `tools/list`), and calls that still reach it
+//! get `adapter_failed` saying why, until the skill is enabled again. Lifecycle changes are written
 //! to disk (atomically, via a temporary file) before they are published or acknowledged.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::protocol::{SkillCommand, SkillState};
@@ -113,6 +117,10 @@ pub struct State {
     ctx: Arc<HubContext>,
     adapters: HashMap<&'static str, ActorRef<AdapterMsg>>,
     restarts: u64,
+    /// When each adapter was last restarted, within the restart window.
+    recent_restarts: HashMap<&'static str, VecDeque<Instant>>,
+    /// Adapters that used up their restart budget, with why (their tools are withdrawn).
+    unavailable: HashMap<&'static str, String>,
 }
 
 async fn spawn_adapter(
@@ -133,7 +141,8 @@ async fn spawn_adapter(
 }
 
 impl State {
-    /// Restarts the adapter of `kind` if `failed` is still the current instance.
+    /// Restarts the adapter of `kind` if `failed` is still the current instance, within its
+    /// restart budget; past the budget the adapter is left down and its tool withdrawn.
     async fn replace(
         &mut self,
         myself: &ActorRef<Msg>,
@@ -145,10 +154,59 @@ impl State {
         if self.adapters.get(tool).map(|a| a.get_id()) != Some(failed) {
             return Ok(());
         }
+        let skill = &self.ctx.config.skill;
+        let window = Duration::from_millis(skill.adapter_restart_window_ms);
+        let recent = self.recent_restarts.entry(tool).or_default();
+        while recent.front().is_some_and(|t| t.elapsed() > window) {
+            recent.pop_front();
+        }
+        if recent.len() >= skill.adapter_max_restarts as usize {
+            let why = format!(
+                "adapter `{}` failed {} times within {} s; it is unavailable until skill `{SKILL}` \
+                 is enabled again",
+                kind.decl().name,
+                recent.len() + 1,
+                window.as_secs()
+            );
+            tracing::error!(adapter = kind.decl().name, %reason, "restart budget used up; the adapter's tool is withdrawn");
+            self.adapters.remove(tool);
+            self.unavailable.insert(tool, why);
+            self.publish_unavailable();
+            return Ok(());
+        }
+        recent.push_back(Instant::now());
         self.restarts += 1;
         tracing::warn!(adapter = kind.decl().name, %reason, restarts = self.restarts, "adapter failed; restarting");
         let adapter = spawn_adapter(kind, &self.ctx, myself).await?;
         self.adapters.insert(tool, adapter);
+        Ok(())
+    }
+
+    /// Publishes which tools are withdrawn and has the channel tell root.
+    fn publish_unavailable(&self) {
+        let mut tools: Vec<&'static str> = self.unavailable.keys().copied().collect();
+        tools.sort_unstable();
+        self.ctx.unavailable.store(Arc::new(tools));
+        self.ctx.surface_changed.notify_one();
+    }
+
+    /// Starts again every adapter that used up its budget, with a fresh budget.
+    async fn revive(&mut self, myself: &ActorRef<Msg>) -> Result<(), ActorProcessingErr> {
+        if self.unavailable.is_empty() {
+            return Ok(());
+        }
+        for tool in std::mem::take(&mut self.unavailable).into_keys() {
+            if let Some(kind) = self.ctx.adapter_kind(tool) {
+                self.adapters
+                    .insert(tool, spawn_adapter(kind, &self.ctx, myself).await?);
+                self.recent_restarts.remove(tool);
+                tracing::info!(
+                    adapter = kind.decl().name,
+                    "unavailable adapter started again"
+                );
+            }
+        }
+        self.publish_unavailable();
         Ok(())
     }
 
@@ -190,6 +248,8 @@ impl Actor for Skill {
             ctx,
             adapters,
             restarts: 0,
+            recent_restarts: HashMap::new(),
+            unavailable: HashMap::new(),
         })
     }
 
@@ -224,10 +284,14 @@ impl Actor for Skill {
                         let _ = adapter.send_message(AdapterMsg::Run { input, reply });
                     }
                     _ => {
-                        let _ = reply.send(Err(ToolError::new(
-                            ErrorCode::SkillDisabled,
-                            format!("skill `{SKILL}` does not publish `{tool_id}` right now"),
-                        )));
+                        let error = match state.unavailable.get(tool_id.as_str()) {
+                            Some(why) => ToolError::new(ErrorCode::AdapterFailed, why.clone()),
+                            None => ToolError::new(
+                                ErrorCode::SkillDisabled,
+                                format!("skill `{SKILL}` does not publish `{tool_id}` right now"),
+                            ),
+                        };
+                        let _ = reply.send(Err(error));
                     }
                 }
             }
@@ -261,6 +325,8 @@ impl Actor for Skill {
                             enabled: true,
                             ..current
                         };
+                        // Enabling also gives adapters that used up their budget a new one.
+                        state.revive(&myself).await?;
                         state.set_lifecycle(next).map(|()| next)
                     }
                     SkillCommand::Disable => {
@@ -288,13 +354,16 @@ impl Actor for Skill {
                 state
                     .replace(&myself, report.kind, report.adapter, &report.message)
                     .await?;
-                let _ = report.reply.send(Err(ToolError::new(
-                    ErrorCode::AdapterFailed,
-                    format!(
+                let message = match state.unavailable.get(report.kind.decl().tool_id) {
+                    Some(why) => format!("the adapter failed while running the call; {why}"),
+                    None => format!(
                         "adapter `{}` failed while running the call; it was restarted",
                         report.kind.decl().name
                     ),
-                )));
+                };
+                let _ = report
+                    .reply
+                    .send(Err(ToolError::new(ErrorCode::AdapterFailed, message)));
                 tracing::debug!(call_id = %report.call_id, "crashed call answered");
             }
         }

@@ -30,6 +30,8 @@ pub struct App {
     pub metrics: Metrics,
     /// The newest committed audit sequence number (the audit live stream waits on it).
     pub audit_head: Arc<tokio::sync::watch::Sender<i64>>,
+    /// Whether the audit trail can be written; calls are refused while it cannot.
+    pub audit_health: Arc<crate::audit_health::AuditHealth>,
     /// Operator console sessions (cookie logins), in memory.
     pub console: crate::console::Sessions,
     /// The operator's bearer for admin endpoints.

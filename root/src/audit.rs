@@ -141,7 +141,13 @@ pub async fn record_admin(
         Box::new(event)
     ) {
         Ok(Ok(_)) => Ok(event_id),
-        Ok(Err(e)) => Err(crate::http::ApiError::internal(e)),
-        Err(e) => Err(crate::http::ApiError::internal(e)),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, %event_id, "operator action not recorded");
+            Err(crate::http::ApiError::of_tool(&app.audit_health.withheld()))
+        }
+        Err(e) => {
+            tracing::error!(error = %e, %event_id, "operator action not recorded");
+            Err(crate::http::ApiError::of_tool(&app.audit_health.withheld()))
+        }
     }
 }

@@ -34,6 +34,22 @@ pub struct CallContext {
 pub struct Outcome {
     pub response: ToolResponse,
     pub unknown_tool: bool,
+    /// No event records this call: it was refused because the audit trail cannot be written,
+    /// or its own event could not be committed. The response's error says so
+    /// (`audit_unavailable`) and its `event_id` names no stored event; REST answers 503 and MCP
+    /// a JSON-RPC error instead of a tool result.
+    pub unaudited: bool,
+}
+
+impl Outcome {
+    /// The `audit_unavailable` error of a call that left no event.
+    pub fn unaudited_error(&self) -> Option<&ToolError> {
+        if self.unaudited {
+            self.response.error.as_ref()
+        } else {
+            None
+        }
+    }
 }
 
 /// A new trace id, or the one from a W3C `traceparent` header.
@@ -50,6 +66,21 @@ pub fn trace_id_from(traceparent: Option<&str>) -> String {
 }
 
 pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Outcome {
+    // Nothing starts while its event could not be written (see `audit_health`).
+    if !app.audit_health.is_available() {
+        return Outcome {
+            response: ToolResponse {
+                ok: false,
+                tool_id: tool_id.to_string(),
+                result: None,
+                error: Some(app.audit_health.refusal()),
+                event_id: String::new(),
+                trace_id: ctx.trace_id,
+            },
+            unknown_tool: false,
+            unaudited: true,
+        };
+    }
     let started = Instant::now();
     let started_at = now();
     let lease = ctx.lease.lease();
@@ -172,21 +203,17 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
         10_000,
         Box::new(event)
     );
-    let result = match audited {
-        Ok(Ok(_seq)) => result,
+    let (result, unaudited) = match audited {
+        Ok(Ok(_seq)) => (result, false),
         Ok(Err(e)) => {
             tracing::error!(error = %e, %event_id, "audit append failed; withholding result");
-            Err(ToolError::new(
-                ErrorCode::Internal,
-                "the audit trail is unavailable; the call's result is withheld",
-            ))
+            (Err(app.audit_health.withheld()), true)
         }
         Err(e) => {
             tracing::error!(error = %e, %event_id, "audit writer unreachable; withholding result");
-            Err(ToolError::new(
-                ErrorCode::Internal,
-                "the audit trail is unavailable; the call's result is withheld",
-            ))
+            app.audit_health
+                .mark_unavailable(&format!("the audit writer did not take an append: {e}"));
+            (Err(app.audit_health.withheld()), true)
         }
     };
 
@@ -223,10 +250,11 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
             tool_id: tool_id.to_string(),
             result,
             error,
-            event_id,
+            event_id: if unaudited { String::new() } else { event_id },
             trace_id: ctx.trace_id,
         },
-        unknown_tool,
+        unknown_tool: unknown_tool && !unaudited,
+        unaudited,
     }
 }
 

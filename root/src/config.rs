@@ -201,6 +201,20 @@ pub struct Limits {
     pub approval_ttl_sec: u64,
     /// Resources per `resources/list` page.
     pub resources_page_size: usize,
+    /// Connections served at once (hub WebSockets and event streams included); past it new
+    /// connections wait in the backlog until one closes.
+    pub max_connections: usize,
+    /// Time a connection has to send each request head (idle keep-alive connections end
+    /// after it too), in milliseconds.
+    pub header_read_timeout_ms: u64,
+    /// Longest a request body may send nothing before the request fails, in milliseconds.
+    pub body_read_timeout_ms: u64,
+    /// Longest a response write may make no progress (a client that does not read) before
+    /// the connection ends, in milliseconds.
+    pub write_stall_timeout_ms: u64,
+    /// Largest difference between a hub's clock and root's, in milliseconds: announced in
+    /// `welcome`; a hub whose clock is further off refuses calls with `clock_skew`.
+    pub max_hub_clock_skew_ms: u64,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -223,6 +237,11 @@ impl Default for Limits {
             confirmation_ttl_sec: 120,
             approval_ttl_sec: 3600,
             resources_page_size: 50,
+            max_connections: 8192,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
+            write_stall_timeout_ms: 30_000,
+            max_hub_clock_skew_ms: 30_000,
         }
     }
 }
@@ -312,6 +331,27 @@ impl RootConfig {
         if self.limits.audit_batch_max == 0 {
             return Err(ConfigError::Invalid(
                 "limits.audit_batch_max must be at least 1".into(),
+            ));
+        }
+        if self.limits.max_connections == 0 {
+            return Err(ConfigError::Invalid(
+                "limits.max_connections must be at least 1".into(),
+            ));
+        }
+        for (name, ms) in [
+            ("header_read_timeout_ms", self.limits.header_read_timeout_ms),
+            ("body_read_timeout_ms", self.limits.body_read_timeout_ms),
+            ("write_stall_timeout_ms", self.limits.write_stall_timeout_ms),
+        ] {
+            if !(100..=3_600_000).contains(&ms) {
+                return Err(ConfigError::Invalid(format!(
+                    "limits.{name} must be between 100 and 3600000 (an hour)"
+                )));
+            }
+        }
+        if self.limits.max_hub_clock_skew_ms > 24 * 3_600_000 {
+            return Err(ConfigError::Invalid(
+                "limits.max_hub_clock_skew_ms must be at most 86400000 (a day)".into(),
             ));
         }
         if self.limits.resources_page_size == 0 {

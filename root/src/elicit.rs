@@ -117,6 +117,7 @@ pub async fn confirm_and_execute(
             trace_id: first.response.trace_id.clone(),
         },
         unknown_tool: false,
+        unaudited: false,
     };
     match answer {
         Ok(r)

@@ -48,6 +48,10 @@ impl ApiError {
     pub(crate) fn bad_request(what: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidArguments, what)
     }
+    /// A tool error as a REST error (its status from [`status_of`]).
+    pub fn of_tool(e: &mcp_shared::ToolError) -> ApiError {
+        ApiError::new(status_of(e.code), e.code, e.message.clone())
+    }
     pub(crate) fn internal(e: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %e, "internal error on a REST endpoint");
         ApiError::new(
@@ -64,6 +68,10 @@ impl IntoResponse for ApiError {
             json!({ "error": { "code": self.code, "message": self.message, "retryable": self.code.retryable() } }),
         );
         let mut res = (self.status, body).into_response();
+        if self.code == ErrorCode::AuditUnavailable {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             res.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -94,13 +102,14 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::ApprovalPending => StatusCode::ACCEPTED,
         ErrorCode::Busy => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
-        ErrorCode::TargetOffline | ErrorCode::DescriptorUnavailable => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        ErrorCode::TargetOffline
+        | ErrorCode::DescriptorUnavailable
+        | ErrorCode::AuditUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         // The target refused what root forwarded, or its adapter broke: a gateway failure.
         ErrorCode::SignatureInvalid
         | ErrorCode::DeadlineExpired
         | ErrorCode::ReplayRejected
+        | ErrorCode::ClockSkew
         | ErrorCode::AdapterFailed => StatusCode::BAD_GATEWAY,
         // 499: the client closed the request (nginx's convention; REST clients see it only
         // in the audit trail, since they cannot cancel).
@@ -407,6 +416,17 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
 }
 
 async fn readyz(State(app): State<Arc<App>>) -> Result<&'static str, ApiError> {
+    // Public: says since when, never the cause (that is in the log and the outage record).
+    if let Some(since) = app.audit_health.unavailable_since() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::AuditUnavailable,
+            format!(
+                "the audit trail cannot be written since {}; calls are refused until it can",
+                mcp_shared::time::format(since)
+            ),
+        ));
+    }
     tokio::time::timeout(Duration::from_secs(2), app.store.ping())
         .await
         .map_err(|_| {
@@ -437,6 +457,9 @@ async fn metrics(State(app): State<Arc<App>>, _op: Operator) -> Response {
     )
     .unwrap_or(0);
     app.metrics.connected_targets.set(connected as i64);
+    app.metrics
+        .audit_available
+        .set(i64::from(app.audit_health.is_available()));
     (
         [(
             header::CONTENT_TYPE,
@@ -478,7 +501,7 @@ async fn foundation(State(app): State<Arc<App>>, auth: Auth) -> Result<Json<Valu
             "unauthenticated", "forbidden", "unknown_tool", "capability_not_granted", "environment_forbidden",
             "invalid_arguments", "target_offline", "timeout", "busy", "skill_disabled", "confirmation_required",
             "forbidden_destructive", "descriptor_unavailable", "signature_invalid", "deadline_expired",
-            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "not_found", "conflict", "approval_pending", "internal"
+            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "not_found", "conflict", "approval_pending", "audit_unavailable", "clock_skew", "internal"
         ],
         "endpoints": [
             "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",
@@ -869,6 +892,9 @@ async fn rest_call(
     };
     let arguments = body.arguments.unwrap_or_else(|| json!({}));
     let outcome = call::call(&app, ctx, &body.tool_id, arguments).await;
+    if let Some(e) = outcome.unaudited_error() {
+        return Err(ApiError::of_tool(e));
+    }
     let status = outcome
         .response
         .error

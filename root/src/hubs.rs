@@ -717,6 +717,8 @@ async fn serve(
             RootToHub::Welcome {
                 target_id: target_id.clone(),
                 heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u64,
+                root_time_ms: Some(unix_ms(now())),
+                max_clock_skew_ms: Some(app.config.limits.max_hub_clock_skew_ms),
             },
             Some(hello.id),
         ))
@@ -728,28 +730,39 @@ async fn serve(
     let writer = tokio::spawn(crate::hub_frames::write(sink, out_rx, closing_rx));
     let mut closing = crate::hub_frames::Closing::normal();
     let mut last_seen_write = std::time::Instant::now();
+    // Root's side of the heartbeat: the hub counts root as gone after three silent intervals.
+    let mut heartbeat = tokio::time::interval_at(
+        tokio::time::Instant::now() + HEARTBEAT_INTERVAL,
+        HEARTBEAT_INTERVAL,
+    );
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_heard = tokio::time::Instant::now();
     loop {
         let next = tokio::select! {
             _ = app.shutdown.cancelled() => {
                 closing = crate::hub_frames::Closing::away("root is shutting down");
                 break;
             }
-            next = tokio::time::timeout(HEARTBEAT_INTERVAL * 3, stream.next()) => next,
-        };
-        let msg = match next {
-            Err(_) => {
+            _ = heartbeat.tick() => {
+                let _ = out_tx.try_send(encode(RootToHub::Heartbeat, None));
+                continue;
+            }
+            () = tokio::time::sleep_until(last_heard + HEARTBEAT_INTERVAL * 3) => {
                 tracing::warn!(%target_id, "hub silent for three heartbeat intervals; dropping it");
-                closing =
-                    crate::hub_frames::Closing::policy("no frame for three heartbeat intervals");
+                closing = crate::hub_frames::Closing::policy("no frame for three heartbeat intervals");
                 break;
             }
-            Ok(None) => break,
-            Ok(Some(Err(e))) => {
+            next = stream.next() => next,
+        };
+        last_heard = tokio::time::Instant::now();
+        let msg = match next {
+            None => break,
+            Some(Err(e)) => {
                 closing = crate::hub_frames::Closing::read_error(&e);
                 tracing::warn!(%target_id, reason = %closing.reason, "unreadable frame from hub; closing");
                 break;
             }
-            Ok(Some(Ok(m))) => m,
+            Some(Ok(m)) => m,
         };
         // A rotated-out token works only until its grace period ends.
         let valid = app

@@ -173,6 +173,9 @@ pub async fn operator_read(
         body.arguments.unwrap_or_else(|| json!({})),
     )
     .await;
+    if let Some(e) = outcome.unaudited_error() {
+        return Err(ApiError::of_tool(e));
+    }
     let status = outcome
         .response
         .error

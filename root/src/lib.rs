@@ -28,12 +28,15 @@
 //!   [`hub_frames`]: what a connected hub's frames may claim, and close frames with reasons.
 //! - [`observe`]: the audit live stream and usage summary; [`inspect`]: operator reads of a
 //!   target's tools through the governed call path; [`console`]: the web console at `/ui`.
+//! - [`listener`]: accepts and serves connections with their bounds (connections at once,
+//!   request head and body timeouts, stalled writes).
 //! - [`tls`]: HTTPS/WSS on root's listener, certificate reload, mutual TLS on the hub path.
 //! - [`secrets`]: secret files (mode checks) and the master key that encrypts hub signing
 //!   keys at rest.
 //! - [`replica`]: several roots for one zone on PostgreSQL (registry, hub ownership, the
 //!   change feed that keeps caches honest, forwarding to the replica holding a hub).
-//! - [`auth`], [`redact`], [`limits`], [`metrics`], [`audit`]: cross-cutting pieces.
+//! - [`auth`], [`redact`], [`limits`], [`metrics`], [`audit`]: cross-cutting pieces;
+//!   [`audit_health`]: calls refused while the audit trail cannot be written.
 //! - [`cli`]: `serve`, `demo` and the `admin` client.
 //!
 //! [`run`] starts everything and returns a [`RootHandle`] with the bound address; tests start
@@ -43,6 +46,7 @@ pub mod actors;
 pub mod app;
 pub mod approvals;
 pub mod audit;
+pub mod audit_health;
 pub mod auth;
 pub mod call;
 pub mod catalog;
@@ -60,6 +64,7 @@ pub mod hub_identity;
 pub mod hubs;
 pub mod inspect;
 pub mod limits;
+pub mod listener;
 pub mod logging;
 pub mod mcp;
 pub mod metrics;
@@ -260,6 +265,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         targets.insert(e.key().clone(), e.offline_descriptor());
     }
     let audit_head = Arc::new(tokio::sync::watch::Sender::new(0i64));
+    let audit_health = Arc::new(audit_health::AuditHealth::default());
     let (sup, actors) = supervisor::start(supervisor::ChildArgs {
         leases: Arc::new(lease_manager::Args {
             store: store.clone(),
@@ -275,6 +281,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             store: store.clone(),
             batch_max: config.limits.audit_batch_max,
             head: audit_head.clone(),
+            health: audit_health.clone(),
             replica_id: zone.as_ref().map(|z| z.replica_id.clone()),
         }),
         router: Arc::new(router::Args {
@@ -297,6 +304,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         limits: Default::default(),
         metrics: Default::default(),
         audit_head,
+        audit_health,
         console: console::Sessions::default(),
         admin_token,
         master_key,
@@ -315,6 +323,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
 
     let shutdown = app.shutdown.clone();
     tokio::spawn(janitor(app.clone(), shutdown.clone()));
+    tokio::spawn(audit_health::watch(app.clone(), shutdown.clone()));
     let mut mcp_config = StreamableHttpServerConfig::default();
     mcp_config.allowed_hosts = app.config.allowed_hosts.clone();
     mcp_config.cancellation_token = shutdown.child_token();
@@ -343,19 +352,18 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             return Err(e);
         }
     }
-    let token = shutdown.clone();
-    let server = match &tls_state {
-        Some(t) => {
-            let interval = app.config.tls.as_ref().map_or(0, |c| c.reload_interval_sec);
-            tokio::spawn(tls::watch(t.clone(), interval, shutdown.child_token()));
-            tokio::spawn(tls::serve(listener, t.clone(), routes, token))
-        }
-        None => tokio::spawn(async move {
-            axum::serve(listener, routes)
-                .with_graceful_shutdown(async move { token.cancelled().await })
-                .await
-        }),
-    };
+    if let Some(t) = &tls_state {
+        let interval = app.config.tls.as_ref().map_or(0, |c| c.reload_interval_sec);
+        tokio::spawn(tls::watch(t.clone(), interval, shutdown.child_token()));
+    }
+    let server = tokio::spawn(crate::listener::serve(
+        listener,
+        tls_state.clone(),
+        routes,
+        crate::listener::ConnLimits::from_config(&app.config.limits),
+        app.metrics.connections.clone(),
+        shutdown.clone(),
+    ));
     let scheme = if tls_state.is_some() { "https" } else { "http" };
     tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.zone.as_ref().map_or("single", |z| z.replica_id.as_str()), tools = app.contracts.all().len(), "root listening");
     Ok(RootHandle {

@@ -209,6 +209,15 @@ impl ServerHandler for RootMcp {
         } else {
             call::call(&self.app, new_ctx(), &request.name, arguments).await
         };
+        if let Some(e) = outcome.unaudited_error() {
+            // No event, so no tool result: a server error whose data names the code.
+            return Err(ErrorData::internal_error(
+                e.message.clone(),
+                Some(
+                    json!({ "code": e.code, "retryable": e.retryable, "trace_id": outcome.response.trace_id }),
+                ),
+            ));
+        }
         let r = outcome.response;
         let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
         if outcome.unknown_tool {

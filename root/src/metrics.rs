@@ -1,5 +1,6 @@
 //! Prometheus metrics: calls by tool and status, call latency, denials by reason, active
-//! leases and connected targets. Served as text at `/metrics`.
+//! leases, connected targets and whether the audit trail can be written. Served as text at
+//! `/metrics`.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -24,6 +25,27 @@ pub struct ReasonLabel {
     pub reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: String,
+}
+
+/// The listener's connection counters (shared with every connection it serves).
+#[derive(Debug, Default)]
+pub struct ConnMetrics {
+    pub open: Gauge,
+    timeouts: Family<KindLabel, Counter>,
+}
+
+impl ConnMetrics {
+    /// A connection bound fired: `header`, `body`, `write_stall` or `handshake`.
+    pub fn timeout(&self, kind: &str) {
+        self.timeouts
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .inc();
+    }
+}
+
 fn latency_histogram() -> Histogram {
     // 100 µs .. ~3.3 s
     Histogram::new(exponential_buckets(0.0001, 2.0, 16))
@@ -37,6 +59,9 @@ pub struct Metrics {
     pub active_leases: Gauge,
     pub connected_targets: Gauge,
     pub unauthenticated: Counter,
+    /// 1 while the audit trail can be written, 0 while calls are refused for it.
+    pub audit_available: Gauge,
+    pub connections: std::sync::Arc<ConnMetrics>,
 }
 
 impl Default for Metrics {
@@ -50,6 +75,8 @@ impl Default for Metrics {
         let active_leases = Gauge::default();
         let connected_targets = Gauge::default();
         let unauthenticated = Counter::default();
+        let audit_available = Gauge::default();
+        audit_available.set(1);
         registry.register(
             "calls",
             "Tool calls by tool and status (ok, error, denied)",
@@ -76,6 +103,23 @@ impl Default for Metrics {
             "Requests refused with 401",
             unauthenticated.clone(),
         );
+        registry.register(
+            "audit_available",
+            "1 while the audit trail can be written; 0 while every call is refused for it",
+            audit_available.clone(),
+        );
+        let connections = std::sync::Arc::new(ConnMetrics::default());
+        registry.register(
+            "connections_open",
+            "Connections being served (at most limits.max_connections)",
+            connections.open.clone(),
+        );
+        registry.register(
+            "connection_timeouts",
+            "Connections ended by a bound: header (request head), body (request body stalled), \
+             write_stall (the client read nothing), handshake (TLS)",
+            connections.timeouts.clone(),
+        );
         Metrics {
             registry,
             calls,
@@ -84,6 +128,8 @@ impl Default for Metrics {
             active_leases,
             connected_targets,
             unauthenticated,
+            audit_available,
+            connections,
         }
     }
 }

@@ -543,6 +543,16 @@ impl Store {
             Pool::Sqlite(
                 SqlitePoolOptions::new()
                     .max_connections(4)
+                    // SQLite rolls a transaction back by itself on some errors (a full disk,
+                    // I/O errors); sqlx then still counts it open, its ROLLBACK fails, and every
+                    // later BEGIN on that connection would fail too. Such a connection is
+                    // closed, never reused (the ping first runs any rollback still queued).
+                    .after_release(|conn, _| {
+                        Box::pin(async move {
+                            sqlx::Connection::ping(&mut *conn).await?;
+                            Ok(!sqlx::Connection::is_in_transaction(&*conn))
+                        })
+                    })
                     .connect_with(opts)
                     .await
                     .map_err(db("open sqlite"))?,

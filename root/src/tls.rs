@@ -1,5 +1,6 @@
-//! HTTPS and WSS on root's own listener (rustls with the aws-lc-rs provider, tokio-rustls,
-//! hyper-util's connection builder), with certificate reload that keeps open connections.
+//! HTTPS and WSS on root's own listener (rustls with the aws-lc-rs provider, tokio-rustls; the
+//! connections themselves are served by [`crate::listener`]), with certificate reload that
+//! keeps open connections.
 //!
 //! The whole `rustls::ServerConfig` (certificate, key, client CA) sits in an `ArcSwap`; each
 //! accepted connection takes the config current at its handshake, so a reload changes what new
@@ -14,29 +15,20 @@
 //! connection has a verified client certificate); MCP clients and operators need none, since
 //! the real MCP clients cannot present one.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ServerSessionMemoryCache, StoresServerSessions, WebPkiClientVerifier};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 
 use crate::config::TlsConfig;
 use crate::secrets::SecretError;
-
-/// Time a new connection has to finish its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why TLS material could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +118,7 @@ impl TlsState {
         Ok(true)
     }
 
-    fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+    pub(crate) fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
         tokio_rustls::TlsAcceptor::from(self.current.load_full())
     }
 }
@@ -278,89 +270,6 @@ pub async fn watch(tls: Arc<TlsState>, interval_sec: u64, stop: CancellationToke
         };
         if let Err(e) = tls.reload(force) {
             tracing::error!(error = %e, "TLS reload failed; the current certificate stays in use");
-        }
-    }
-}
-
-/// Serves `router` over TLS on `listener` until `stop`, then lets open connections finish
-/// their requests (the caller bounds the wait).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    tls: Arc<TlsState>,
-    router: axum::Router,
-    stop: CancellationToken,
-) -> std::io::Result<()> {
-    let tracker = tokio_util::task::TaskTracker::new();
-    loop {
-        let (tcp, remote) = tokio::select! {
-            () = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of descriptors and the like: wait a little instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let acceptor = tls.acceptor();
-        let router = router.clone();
-        let stop = stop.clone();
-        tracker.spawn(connection(acceptor, tcp, remote, router, stop));
-    }
-    tracker.close();
-    tracker.wait().await;
-    Ok(())
-}
-
-async fn connection(
-    acceptor: tokio_rustls::TlsAcceptor,
-    tcp: tokio::net::TcpStream,
-    remote: SocketAddr,
-    router: axum::Router,
-    stop: CancellationToken,
-) {
-    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            tracing::debug!(%remote, error = %e, "TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(%remote, "TLS handshake timed out");
-            return;
-        }
-    };
-    let peer = TlsPeer {
-        client_certificate: stream
-            .get_ref()
-            .1
-            .peer_certificates()
-            .and_then(|c| c.first())
-            .map(|c| c.clone().into_owned()),
-    };
-    let svc = router.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
-        req.extensions_mut().insert(peer.clone());
-        req
-    });
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let mut conn = pin!(
-        builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc))
-    );
-    let mut draining = false;
-    loop {
-        tokio::select! {
-            res = conn.as_mut() => {
-                if let Err(e) = res {
-                    tracing::trace!(%remote, error = %e, "connection ended with an error");
-                }
-                return;
-            }
-            () = stop.cancelled(), if !draining => {
-                draining = true;
-                conn.as_mut().graceful_shutdown();
-            }
         }
     }
 }

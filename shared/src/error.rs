@@ -54,6 +54,12 @@ pub enum ErrorCode {
     /// The write needs an operator's approval, which is pending: the answer names the
     /// approval id; retry the same execute after it was approved.
     ApprovalPending,
+    /// The audit trail cannot be written right now: root refuses every call until it can, so
+    /// nothing runs that could not be recorded (retry later; `/readyz` says when it is back).
+    AuditUnavailable,
+    /// The target's clock differs from root's by more than root allows: the hub refuses
+    /// calls (the message says by how much) until its clock is fixed and it reconnects.
+    ClockSkew,
     /// Something went wrong on our side; details are in the server log.
     Internal,
 }
@@ -83,6 +89,8 @@ impl ErrorCode {
             ErrorCode::NotFound => "not_found",
             ErrorCode::Conflict => "conflict",
             ErrorCode::ApprovalPending => "approval_pending",
+            ErrorCode::AuditUnavailable => "audit_unavailable",
+            ErrorCode::ClockSkew => "clock_skew",
             ErrorCode::Internal => "internal",
         }
     }
@@ -95,6 +103,7 @@ impl ErrorCode {
                 | ErrorCode::Timeout
                 | ErrorCode::TargetOffline
                 | ErrorCode::AdapterFailed
+                | ErrorCode::AuditUnavailable
         )
     }
 }

@@ -119,6 +119,14 @@ pub enum RootToHub {
     Welcome {
         target_id: String,
         heartbeat_interval_ms: u64,
+        /// Root's wall clock (unix ms) when it sent this: the hub measures its clock's offset
+        /// from root's, judges call deadlines in root's time, and refuses calls with
+        /// `clock_skew` while the offset exceeds `max_clock_skew_ms`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        root_time_ms: Option<i64>,
+        /// The largest clock offset root accepts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_clock_skew_ms: Option<u64>,
     },
     Call(CallRequest),
     /// Stop a call (deadline passed on root, or the client cancelled).

@@ -328,6 +328,8 @@ fn error_codes() -> Vec<ErrorCode> {
         NotFound,
         Conflict,
         ApprovalPending,
+        AuditUnavailable,
+        ClockSkew,
         Internal,
     ];
     for c in &all {
@@ -354,6 +356,8 @@ fn error_codes() -> Vec<ErrorCode> {
             | NotFound
             | Conflict
             | ApprovalPending
+            | AuditUnavailable
+            | ClockSkew
             | Internal => {}
         }
     }
@@ -660,6 +664,8 @@ fn root_to_hub_bodies() -> Vec<RootToHub> {
         RootToHub::Welcome {
             target_id: "hub:test-alpha".into(),
             heartbeat_interval_ms: 15_000,
+            root_time_ms: Some(1_790_000_000_000),
+            max_clock_skew_ms: Some(30_000),
         },
         RootToHub::Call(call_request()),
         RootToHub::Cancel {

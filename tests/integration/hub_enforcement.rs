@@ -65,6 +65,8 @@ async fn forged_expired_replayed_and_unpublished_calls_are_refused_by_the_hub() 
     ws.send(frame(RootToHub::Welcome {
         target_id: "hub:test-alpha".into(),
         heartbeat_interval_ms: 60_000,
+        root_time_ms: None,
+        max_clock_skew_ms: None,
     }))
     .await
     .unwrap();

@@ -15,6 +15,7 @@ mod deploy;
 mod descriptors;
 mod elicitation;
 mod fanin;
+mod faults;
 mod generic_worker;
 mod hub;
 mod hub_enforcement;

@@ -209,8 +209,8 @@ fn redacted_tail(tail: &Tail) -> (String, u64) {
     (text[start..].to_owned(), n as u64)
 }
 
-/// Kills the test's process group (it was started as its leader).
-fn kill_group(pid: Option<u32>) {
+/// Kills the process group led by `pid` (a test or a command check started as its leader).
+pub(crate) fn kill_group(pid: Option<u32>) {
     let pid = pid
         .and_then(|p| i32::try_from(p).ok())
         .and_then(rustix::process::Pid::from_raw);

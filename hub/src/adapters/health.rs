@@ -3,6 +3,10 @@
 //! (no shell; exit status 0 is healthy). Each managed service with a `health` check is checked
 //! too, under the service's name (`service` names it; a service that is not running fails its
 //! check). Overall `healthy` when every check passed, else `degraded`.
+//!
+//! A command check runs in its own process group, killed whole when the check ends or times
+//! out; at most 4 KiB of each of its pipes is kept (the rest is read and dropped), so a check
+//! that hangs or floods its output is contained.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -15,6 +19,11 @@ use crate::services::{ServiceSnapshot, ServiceState};
 
 /// Longest `detail` returned (command output is cut to this).
 const MAX_DETAIL: usize = 200;
+/// Bytes of each pipe of a command check kept for its detail; the rest is read and dropped, so
+/// a check that floods its output costs no memory.
+const KEPT_OUTPUT: usize = 4096;
+/// How long the pipes may stay open once the command has exited (a straggler of its group).
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 pub async fn run(ctx: &HubContext) -> Value {
     let plain = ctx
@@ -142,40 +151,89 @@ async fn probe(ctx: &HubContext, check: &HealthcheckConfig) -> Result<String, St
                 Err(_) => "connected".to_owned(),
             })
         }
-        HealthcheckConfig::Command { argv, cwd, .. } => {
-            let Some((program, args)) = argv.split_first() else {
-                return Err("empty argv".to_owned());
-            };
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true);
-            if let Some(dir) = cwd {
-                cmd.current_dir(dir);
+        HealthcheckConfig::Command { argv, cwd, .. } => command(argv, cwd.as_deref()).await,
+    }
+}
+
+/// Runs a command check: in its own process group (killed whole when the check ends, times
+/// out or is cancelled), reading at most [`KEPT_OUTPUT`] bytes of each pipe.
+async fn command(argv: &[String], cwd: Option<&std::path::Path>) -> Result<String, String> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err("empty argv".to_owned());
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    struct GroupGuard(Option<u32>);
+    impl Drop for GroupGuard {
+        fn drop(&mut self) {
+            crate::adapters::allowed_tests::kill_group(self.0);
+        }
+    }
+    let group = GroupGuard(child.id());
+    let stdout = child.stdout.take().map(|p| tokio::spawn(capped(p)));
+    let stderr = child.stderr.take().map(|p| tokio::spawn(capped(p)));
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| format!("cannot wait for `{program}`: {e}"))?;
+    drop(group);
+    let drained = |reader: Option<tokio::task::JoinHandle<Vec<u8>>>| async move {
+        let reader = reader?;
+        let abort = reader.abort_handle();
+        match tokio::time::timeout(DRAIN_WAIT, reader).await {
+            Ok(r) => r.ok(),
+            Err(_) => {
+                abort.abort();
+                None
             }
-            let out = cmd
-                .output()
-                .await
-                .map_err(|e| format!("cannot run `{program}`: {e}"))?;
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let said = if stderr.trim().is_empty() {
-                stdout
-            } else {
-                stderr
-            };
-            let said = said.lines().next().unwrap_or_default().to_owned();
-            let detail = match out.status.code() {
-                Some(c) if said.is_empty() => format!("exit status {c}"),
-                Some(c) => format!("exit status {c}: {said}"),
-                None => "killed by a signal".to_owned(),
-            };
-            if out.status.success() {
-                Ok(detail)
-            } else {
-                Err(detail)
+        }
+    };
+    let (stdout, stderr) = (
+        drained(stdout).await.unwrap_or_default(),
+        drained(stderr).await.unwrap_or_default(),
+    );
+    let stderr = String::from_utf8_lossy(&stderr);
+    let stdout = String::from_utf8_lossy(&stdout);
+    let said = if stderr.trim().is_empty() {
+        stdout
+    } else {
+        stderr
+    };
+    let said = said.lines().next().unwrap_or_default().to_owned();
+    let detail = match status.code() {
+        Some(c) if said.is_empty() => format!("exit status {c}"),
+        Some(c) => format!("exit status {c}: {said}"),
+        None => "killed by a signal".to_owned(),
+    };
+    if status.success() {
+        Ok(detail)
+    } else {
+        Err(detail)
+    }
+}
+
+/// Reads `pipe` to its end, keeping the first [`KEPT_OUTPUT`] bytes.
+async fn capped(mut pipe: impl tokio::io::AsyncRead + Unpin) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = KEPT_OUTPUT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
             }
         }
     }

@@ -25,7 +25,7 @@ pub fn run(ctx: &HubContext) -> Value {
         "write_scope": ctx.config.write_scope,
         "published_by": PUBLISHED_BY,
         "enabled": lifecycle.active(),
-        "capabilities": lifecycle.skill_state_with(ctx.adapter_decls()).published,
+        "capabilities": ctx.skill_states().pop().map(|s| s.published).unwrap_or_default(),
         "skills": ctx.skill_states(),
         "adapters": adapters,
     })

@@ -52,6 +52,8 @@ pub struct Args {
     pub head: Arc<tokio::sync::watch::Sender<i64>>,
     /// Stored with each row: the replica that wrote it (replicas on PostgreSQL).
     pub replica_id: Option<String>,
+    /// Marked unavailable when a batch cannot be committed (calls are then refused).
+    pub health: Arc<crate::audit_health::AuditHealth>,
 }
 
 pub struct AuditWriter;
@@ -61,6 +63,7 @@ pub struct State {
     batch_max: usize,
     replica_id: Option<String>,
     head_tx: Arc<tokio::sync::watch::Sender<i64>>,
+    health: Arc<crate::audit_health::AuditHealth>,
     pending: Vec<(Box<OperationalEvent>, AppendReply)>,
     flush_scheduled: bool,
 }
@@ -90,6 +93,7 @@ impl Actor for AuditWriter {
             batch_max: args.batch_max,
             replica_id: args.replica_id.clone(),
             head_tx: args.head.clone(),
+            health: args.health.clone(),
             pending: Vec::new(),
             flush_scheduled: false,
         })
@@ -167,7 +171,9 @@ async fn flush(state: &mut State) {
             Ok(rows) => break Ok(rows),
             Err(err) if attempt < 3 => {
                 attempt += 1;
-                tracing::warn!(%err, attempt, "audit append failed; retrying");
+                if state.health.is_available() {
+                    tracing::warn!(%err, attempt, "audit append failed; retrying");
+                }
                 tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
             }
             Err(err) => break Err(err.to_string()),
@@ -188,7 +194,12 @@ async fn flush(state: &mut State) {
             }
         }
         Err(err) => {
-            tracing::error!(%err, n = pending.len(), "audit append failed; calls answered with internal");
+            if state.health.is_available() {
+                tracing::error!(%err, n = pending.len(), "audit append failed; its calls are answered with audit_unavailable");
+                state.health.mark_unavailable(&err);
+            } else {
+                tracing::debug!(%err, n = pending.len(), "audit append failed again");
+            }
             for (_, reply) in pending {
                 let _ = reply.send(Err(err.clone()));
             }
