@@ -1139,6 +1139,7 @@ async fn keep_calling(
     base: String,
     bearer: String,
     stop: tokio::sync::watch::Receiver<bool>,
+    answers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) -> Vec<Seen> {
     let http = reqwest::Client::new();
     let mut seen = Vec::new();
@@ -1156,7 +1157,10 @@ async fn keep_calling(
             Err(_) => None,
         };
         match body.and_then(|b| b["event_id"].as_str().map(str::to_owned)) {
-            Some(id) => seen.push(Seen::Answered(id)),
+            Some(id) => {
+                seen.push(Seen::Answered(id));
+                answers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             None => {
                 seen.push(Seen::Cut);
                 // Root is down: stop hammering the closed port.
@@ -1225,15 +1229,22 @@ async fn root_killed_and_restarted(database_url: Option<&str>) {
 
     // Load from two clients, one call the hub holds, then SIGKILL.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let answers = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let loaders: Vec<_> = (0..2)
         .map(|_| {
             tokio::spawn(keep_calling(
                 root.base.clone(),
                 bearer.clone(),
                 stop_rx.clone(),
+                answers.clone(),
             ))
         })
         .collect();
+    // The kill must land under load: wait until the loaders have been answered.
+    eventually("the loaders to be answered", async || {
+        (answers.load(std::sync::atomic::Ordering::Relaxed) >= 4).then_some(())
+    })
+    .await;
     let hanging = {
         let (http, url, bearer) = (
             root.http.clone(),
