@@ -91,7 +91,7 @@ pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError>
         let argv: Vec<String> = test
             .argv
             .iter()
-            .map(|a| crate::redact::redact(a).0)
+            .map(|a| crate::redact::redact_with(a, &ctx.redaction).0)
             .collect();
         return Ok(json!({
             "action": "run_allowed_test",
@@ -127,7 +127,7 @@ pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError>
         .saturating_duration_since(tokio::time::Instant::now())
         .saturating_sub(RECORD_MARGIN);
     let limit = Duration::from_millis(test.timeout_ms).min(budget);
-    let outcome = execute(test, limit).await;
+    let outcome = execute(test, limit, &ctx.redaction).await;
     let key = input.idempotency_key.as_deref().map(|k| (tool, k));
     store.record(&outcome, key).map_err(|e| {
         ToolError::new(
@@ -188,8 +188,9 @@ async fn collect(mut pipe: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
     }
 }
 
-/// The redacted last [`TAIL_BYTES`] of the output, and the number of redactions.
-fn redacted_tail(tail: &Tail) -> (String, u64) {
+/// The last [`TAIL_BYTES`] of the output, redacted with the built-in and the configured
+/// (`extra`, `[redaction]`) patterns, and the number of redactions.
+fn redacted_tail(tail: &Tail, extra: &[regex::Regex]) -> (String, u64) {
     let (bytes, _) = tail.bytes.as_slices();
     let mut raw = bytes.to_vec();
     raw.extend(tail.bytes.as_slices().1);
@@ -201,7 +202,7 @@ fn redacted_tail(tail: &Tail) -> (String, u64) {
             None => String::new(),
         };
     }
-    let (text, n) = crate::redact::redact(&text);
+    let (text, n) = crate::redact::redact_with(&text, extra);
     let mut start = text.len().saturating_sub(TAIL_BYTES);
     while !text.is_char_boundary(start) {
         start += 1;
@@ -219,8 +220,9 @@ pub(crate) fn kill_group(pid: Option<u32>) {
     }
 }
 
-/// Runs `test` for at most `limit`.
-async fn execute(test: &AllowedTestConfig, limit: Duration) -> TestRun {
+/// Runs `test` for at most `limit`; its output is redacted with `extra` on top of the built-in
+/// patterns.
+async fn execute(test: &AllowedTestConfig, limit: Duration, extra: &[regex::Regex]) -> TestRun {
     let run_id = uuid::Uuid::now_v7().to_string();
     let started_at = mcp_shared::time::format(mcp_shared::time::now());
     let started = Instant::now();
@@ -253,7 +255,8 @@ async fn execute(test: &AllowedTestConfig, limit: Duration) -> TestRun {
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let (text, n) = crate::redact::redact(&format!("cannot run `{program}`: {e}"));
+            let (text, n) =
+                crate::redact::redact_with(&format!("cannot run `{program}`: {e}"), extra);
             return finish(None, false, text, n as u64);
         }
     };
@@ -297,7 +300,7 @@ async fn execute(test: &AllowedTestConfig, limit: Duration) -> TestRun {
         let t = tail
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        redacted_tail(&t)
+        redacted_tail(&t, extra)
     };
     let exit_code = if timed_out {
         None
@@ -565,12 +568,35 @@ mod tests {
         assert!(!on_disk.contains("hunter2") && !on_disk.contains("s3cr3tt0ken"));
     }
 
+    #[tokio::test]
+    async fn configured_redaction_patterns_apply_to_test_output_and_previews() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", "t", dir.path());
+        config.redaction.patterns = vec!["session=[0-9a-f]+".into()];
+        config.skill.allowed_tests = vec![sh(
+            "sess",
+            "echo session=deadbeef01; echo plain line",
+            5_000,
+        )];
+        let ctx = Arc::new(HubContext::new(config).expect("context"));
+        let preview = call(&ctx, "sess", true, None).await.expect("preview");
+        assert!(
+            !preview["argv"].to_string().contains("deadbeef01"),
+            "{preview}"
+        );
+        let run = call(&ctx, "sess", false, None).await.expect("runs");
+        let tail = run["output_tail"].as_str().expect("tail");
+        assert!(!tail.contains("deadbeef01"), "{tail}");
+        assert!(tail.contains("[REDACTED]") && tail.contains("plain line"), "{tail}");
+        assert_eq!(run["redactions"], 1, "{tail}");
+    }
+
     #[test]
     fn the_tail_is_the_last_4_kib_and_drops_a_cut_first_line() {
         let mut tail = Tail::default();
         tail.bytes
             .extend(format!("AKIAABCDEFGHIJKLMNOP\n{}\nend", "x".repeat(10_000)).bytes());
-        let (text, n) = redacted_tail(&tail);
+        let (text, n) = redacted_tail(&tail, &[]);
         assert_eq!(n, 1);
         assert!(
             text.len() <= TAIL_BYTES && text.ends_with("x\nend"),
@@ -579,7 +605,7 @@ mod tests {
         );
         tail.cut = true;
         tail.bytes = "mcpl_tail_of_a_token\nkept".bytes().collect();
-        assert_eq!(redacted_tail(&tail), ("kept".to_owned(), 0));
+        assert_eq!(redacted_tail(&tail, &[]), ("kept".to_owned(), 0));
     }
 
     #[tokio::test]

@@ -314,7 +314,7 @@ fn plan(ctx: &HubContext, service: &str, mode: Mode) -> Result<Value, ToolError>
             .profiling_argv
             .iter()
             .flatten()
-            .map(|a| crate::redact::redact(a).0)
+            .map(|a| crate::redact::redact_with(a, &ctx.redaction).0)
             .collect()
     });
     Ok(json!({

@@ -51,7 +51,7 @@ pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError>
         let argv: Vec<String> = config
             .argv
             .iter()
-            .map(|a| crate::redact::redact(a).0)
+            .map(|a| crate::redact::redact_with(a, &ctx.redaction).0)
             .collect();
         let stop = match now.pid {
             Some(pid) => format!(
