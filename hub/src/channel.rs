@@ -613,6 +613,7 @@ async fn gate_and_run(ch: &Channel, call: CallRequest) -> CallOutcome {
         arguments: call.arguments,
         dry_run: call.dry_run,
         idempotency_key: call.idempotency_key,
+        confirmed_effect: call.confirmed_effect,
         deadline,
     };
     let res = ch.skill.execute_call(decl, input).await;

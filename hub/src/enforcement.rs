@@ -270,6 +270,7 @@ mod tests {
             dry_run: false,
             expires_at_ms: NOW + 5_000,
             idempotency_key: None,
+            confirmed_effect: None,
             signature: String::new(),
         };
         call.sign(&signing_key(TOKEN));

@@ -652,6 +652,7 @@ mod tests {
             arguments: serde_json::json!({"name": "mark"}),
             dry_run,
             idempotency_key: Some(key.to_owned()),
+            confirmed_effect: None,
             deadline: soon(5_000),
         };
         let effect = skill

@@ -415,7 +415,8 @@ async fn execute(
             "descriptive tool without projection",
         )),
         (RoutingClass::OperationalRead, _) => {
-            dispatch(app, ctx, entry, arguments.clone(), false, None, event).await
+            let input = crate::executors::ExecInput::run(arguments.clone());
+            dispatch(app, ctx, entry, input, event).await
         }
         (RoutingClass::OperationalWrite, _) => {
             crate::writes::write(app, ctx, entry, arguments, event).await
@@ -429,33 +430,17 @@ pub(crate) async fn dispatch(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,
-    arguments: Value,
-    dry_run: bool,
-    idempotency_key: Option<String>,
+    input: crate::executors::ExecInput,
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
     match &entry.contract.executor {
         Some(name) => {
             event.execution_adapter = Some(name.clone());
-            let input = crate::executors::ExecInput {
-                arguments,
-                dry_run,
-                idempotency_key,
-            };
             crate::executors::run(app, ctx, entry, name, input, event).await
         }
         None => {
             let target = ctx.lease.lease().target_id.clone();
-            let (adapter, result) = route_to(
-                app,
-                ctx,
-                entry,
-                &target,
-                arguments,
-                dry_run,
-                idempotency_key,
-            )
-            .await;
+            let (adapter, result) = route_to(app, ctx, entry, &target, input).await;
             event.execution_adapter = Some(adapter.unwrap_or_else(|| "root.router".into()));
             result
         }
@@ -472,9 +457,7 @@ pub(crate) async fn route_to(
     ctx: &CallContext,
     entry: &ContractEntry,
     target_id: &str,
-    arguments: Value,
-    dry_run: bool,
-    idempotency_key: Option<String>,
+    input: crate::executors::ExecInput,
 ) -> (Option<String>, Result<Value, ToolError>) {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
@@ -485,11 +468,12 @@ pub(crate) async fn route_to(
         session_id: lease.session_id.clone(),
         tool_id: c.tool_id.clone(),
         capability: c.required_capability.clone(),
-        arguments,
+        arguments: input.arguments,
         trace_id: ctx.trace_id.clone(),
-        dry_run,
+        dry_run: input.dry_run,
         expires_at_ms: mcp_shared::time::unix_ms(now()) + c.timeout_ms as i64,
-        idempotency_key,
+        idempotency_key: input.idempotency_key,
+        confirmed_effect: input.confirmed_effect,
     };
     if let Some(zone) = &app.zone
         && !app.hub_connections.contains_key(target_id)

@@ -198,6 +198,9 @@ const MIGRATIONS: &[&str] = &[
         created_at BIGINT NOT NULL,
         replica_id TEXT NOT NULL
     )",
+    // A confirmation keeps the expected effect of its preview: the execute hands it to the
+    // adapter, which refuses when the world moved since (see `CallRequest::confirmed_effect`).
+    "ALTER TABLE confirmations ADD COLUMN effect TEXT",
 ];
 
 /// The database clock in unix milliseconds (PostgreSQL): replica heartbeats and their expiry
@@ -299,6 +302,8 @@ pub struct ConfirmationRow {
     pub expires_at_ms: i64,
     /// The domain arguments, kept for tokens issued by a proposing tool.
     pub arguments: Option<String>,
+    /// The preview's expected effect (JSON): what the caller confirmed.
+    pub effect: Option<String>,
 }
 
 /// An operator approval of a write (a contract's `requires_approval`), as stored.
@@ -961,8 +966,8 @@ impl Store {
     pub async fn insert_confirmation(&self, c: &ConfirmationRow) -> Result<()> {
         on_pool!(self, pool => {
             sqlx::query(
-                "INSERT INTO confirmations (token_hash, session_id, tool_id, target_id, args_hash, expires_at, arguments)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO confirmations (token_hash, session_id, tool_id, target_id, args_hash, expires_at, arguments, effect)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .bind(&c.token_hash)
             .bind(&c.session_id)
@@ -971,6 +976,7 @@ impl Store {
             .bind(&c.args_hash)
             .bind(c.expires_at_ms)
             .bind(&c.arguments)
+            .bind(&c.effect)
             .execute(pool)
             .await
             .map_err(db("insert confirmation"))?;
@@ -989,7 +995,7 @@ impl Store {
         on_pool!(self, pool => {
             let row = sqlx::query(
                 "DELETE FROM confirmations WHERE token_hash = $1
-                 RETURNING token_hash, session_id, tool_id, target_id, args_hash, expires_at, arguments",
+                 RETURNING token_hash, session_id, tool_id, target_id, args_hash, expires_at, arguments, effect",
             )
             .bind(token_hash)
             .fetch_optional(pool)
@@ -1005,6 +1011,7 @@ impl Store {
                     args_hash: r.try_get("args_hash").map_err(db(op))?,
                     expires_at_ms: r.try_get("expires_at").map_err(db(op))?,
                     arguments: r.try_get("arguments").map_err(db(op))?,
+                    effect: r.try_get("effect").map_err(db(op))?,
                 })
             })
             .transpose()

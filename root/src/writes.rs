@@ -12,7 +12,9 @@
 //! - `execute`: needs an `idempotency_key`. A key already used with the same arguments returns
 //!   the first result marked `replay` and runs nothing; with other arguments it is an
 //!   `idempotency_conflict`. Otherwise the token must be presented and is consumed (unknown,
-//!   used, expired or bound to something else: `confirmation_required`), then the write runs.
+//!   used, expired or bound to something else: `confirmation_required`), then the write runs
+//!   with the preview's expected effect as `confirmed_effect`: an adapter whose world moved
+//!   since (a branch to deploy now points elsewhere) refuses with `conflict`.
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::event::OperationalEvent;
@@ -23,6 +25,7 @@ use sha2::{Digest, Sha256};
 use crate::app::App;
 use crate::call::{CallContext, dispatch};
 use crate::catalog::ContractEntry;
+use crate::executors::ExecInput;
 use crate::store::{ApprovalRow, ConfirmationRow, IdempotencyRow};
 
 /// Prefix of confirmation tokens (redacted like every bearer).
@@ -68,7 +71,7 @@ pub async fn write(
 
     if dry_run {
         event.dry_run = true;
-        let effect = dispatch(app, ctx, entry, domain, true, None, event).await?;
+        let effect = dispatch(app, ctx, entry, ExecInput::dry_run(domain), event).await?;
         return Ok(
             json!({ "phase": "dry_run", "expected_effect": effect, "summary": "dry run: nothing was changed" }),
         );
@@ -171,8 +174,21 @@ pub async fn write(
                 }
                 None => domain,
             };
-            let outcome =
-                dispatch(app, ctx, entry, run_args, false, Some(key.clone()), event).await;
+            // What the caller confirmed goes along: the adapter refuses (`conflict`) rather
+            // than run something else should its world have moved since the preview.
+            let confirmed_effect = conf
+                .effect
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(internal)?;
+            let input = ExecInput {
+                arguments: run_args,
+                dry_run: false,
+                idempotency_key: Some(key.clone()),
+                confirmed_effect,
+            };
+            let outcome = dispatch(app, ctx, entry, input, event).await;
             if let Some(a) = &approval {
                 let to = if outcome.is_ok() { "applied" } else { "failed" };
                 let _ = app
@@ -251,7 +267,7 @@ async fn preview(
     };
     let needs_approval = executes.contract.requires_approval;
     event.dry_run = true;
-    let effect = dispatch(app, ctx, entry, domain.clone(), true, None, event).await?;
+    let effect = dispatch(app, ctx, entry, ExecInput::dry_run(domain.clone()), event).await?;
     let token = crate::auth::new_token(CONFIRMATION_PREFIX);
     let ttl = if needs_approval {
         app.config.limits.approval_ttl_sec
@@ -270,6 +286,7 @@ async fn preview(
             args_hash: hash,
             expires_at_ms: unix_ms(expires),
             arguments: c.proposes.as_ref().map(|_| domain.to_string()),
+            effect: Some(effect.to_string()),
         })
         .await
         .map_err(internal)?;

@@ -51,6 +51,13 @@ pub struct CallRequest {
     pub expires_at_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// A write's execute: the `expected_effect` its confirmation token was issued for (the
+    /// dry run the caller previewed and confirmed). An adapter whose world can move between
+    /// preview and execute (a branch to deploy) refuses with `conflict` when the confirmed
+    /// effect no longer holds, rather than running something the caller never saw. Covered by
+    /// the signature through its SHA-256, when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed_effect: Option<Value>,
     /// Hex HMAC-SHA256 with the hub's signing key over [`CallRequest::signing_input`].
     pub signature: String,
 }
@@ -71,10 +78,10 @@ pub fn signing_key(hub_token: &str) -> [u8; 32] {
 
 impl CallRequest {
     /// The bytes the signature covers: canonical JSON of every field but the signature, with
-    /// the arguments replaced by their SHA-256.
+    /// the arguments (and a confirmed effect) replaced by their SHA-256.
     pub fn signing_input(&self) -> Vec<u8> {
         let args_hash = hex::encode(Sha256::digest(crate::canonical::to_vec(&self.arguments)));
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "call_id": self.call_id,
             "trace_id": self.trace_id,
             "session_id": self.session_id,
@@ -85,6 +92,10 @@ impl CallRequest {
             "expires_at_ms": self.expires_at_ms,
             "idempotency_key": self.idempotency_key,
         });
+        if let Some(effect) = &self.confirmed_effect {
+            v["confirmed_effect_sha256"] =
+                hex::encode(Sha256::digest(crate::canonical::to_vec(effect))).into();
+        }
         crate::canonical::to_vec(&v)
     }
 
@@ -260,10 +271,20 @@ mod tests {
             dry_run: false,
             expires_at_ms: 1,
             idempotency_key: None,
+            confirmed_effect: None,
             signature: String::new(),
         };
         call.sign(&key);
         assert!(verify_call(&call, &key));
+        // A confirmed effect added, or changed, after signing does not verify.
+        let mut forged = call.clone();
+        forged.confirmed_effect = Some(serde_json::json!({"target": {"commit": "c0ffee"}}));
+        assert!(!verify_call(&forged, &key));
+        let mut confirmed = forged.clone();
+        confirmed.sign(&key);
+        assert!(verify_call(&confirmed, &key));
+        confirmed.confirmed_effect = Some(serde_json::json!({"target": {"commit": "bad"}}));
+        assert!(!verify_call(&confirmed, &key));
         assert!(!verify_call(&call, &signing_key("other")));
         let mut forged = call.clone();
         forged.arguments = serde_json::json!({"a": 2});

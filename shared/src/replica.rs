@@ -49,6 +49,9 @@ pub enum ReplicaCall {
         remaining_ms: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         idempotency_key: Option<String>,
+        /// See [`crate::protocol::CallRequest::confirmed_effect`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        confirmed_effect: Option<Value>,
     },
     /// Stop a forwarded call (its deadline passed on the forwarding replica, or the client
     /// cancelled).

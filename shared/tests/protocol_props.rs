@@ -221,6 +221,7 @@ fn call_request() -> impl Strategy<Value = CallRequest> {
                 dry_run,
                 expires_at_ms,
                 idempotency_key,
+                confirmed_effect: None,
                 signature: String::new(),
             },
         )

@@ -655,6 +655,7 @@ fn call_request() -> CallRequest {
         dry_run: true,
         expires_at_ms: 1_795_000_000_000,
         idempotency_key: Some("idem-01".into()),
+        confirmed_effect: Some(json!({"target": {"commit": "c0ffee"}})),
         signature: "ab".repeat(32),
     }
 }
@@ -1607,6 +1608,7 @@ fn replica_calls() -> Vec<ReplicaCall> {
             dry_run: false,
             remaining_ms: 4_500,
             idempotency_key: Some("idem-01".into()),
+            confirmed_effect: Some(json!({"target": {"commit": "c0ffee"}})),
         },
         ReplicaCall::Cancel {
             target_id: "hub:test-alpha".into(),

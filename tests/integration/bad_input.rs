@@ -1312,6 +1312,7 @@ async fn the_hub_rechecks_what_root_sends() {
         dry_run: false,
         expires_at_ms: now + 30_000,
         idempotency_key: None,
+        confirmed_effect: None,
         signature: String::new(),
     };
     let signed = |id: &str, arguments: Value| {

@@ -526,6 +526,7 @@ async fn the_hub_refuses_only_on_signature_expiry_replay_capability_or_environme
             dry_run,
             expires_at_ms: now + 30_000,
             idempotency_key: None,
+            confirmed_effect: None,
             signature: String::new(),
         };
         c.sign(&key);

@@ -229,6 +229,35 @@ async fn deploy_preview_rollback_and_refusals_through_root() {
     assert_eq!(git(&worktree, &["rev-parse", "HEAD"]), shas[0]);
     assert_eq!(history(&state).len(), 3);
 
+    // What was confirmed is what runs: `main` previewed at its third commit moves on before
+    // the execute; the hub refuses (`conflict`, naming both commits), nothing is deployed, and
+    // the consumed token is gone. Previewed again, the new commit deploys.
+    let preview = call(&client, "hub.deploy_ref", json!({"ref": "main"})).await;
+    assert_eq!(preview["expected_effect"]["target"]["commit"], shas[2]);
+    std::fs::write(src.join("app.txt"), "four\n").unwrap();
+    git(&src, &["commit", "-qam", "commit four"]);
+    let four = git(&src, &["rev-parse", "HEAD"]);
+    let exec = json!({"ref": "main", "phase": "execute", "idempotency_key": "m1",
+                      "confirmation_token": preview["confirmation_token"]});
+    let moved = call(&client, "hub.deploy_ref", exec.clone()).await;
+    assert_eq!(moved["error"]["code"], "conflict", "{moved}");
+    let message = moved["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&shas[2]) && message.contains(&four),
+        "{message}"
+    );
+    assert_eq!(git(&worktree, &["rev-parse", "HEAD"]), shas[0]);
+    assert_eq!(history(&state).len(), 3);
+    let reused = call(&client, "hub.deploy_ref", exec).await;
+    assert_eq!(reused["error"]["code"], "confirmation_required", "{reused}");
+    let (_, done) = write(&client, "hub.deploy_ref", json!({"ref": "main"}), "m2").await;
+    assert_eq!(
+        done["result"]["deployed"]["commit"],
+        four.as_str(),
+        "{done}"
+    );
+    assert_eq!(history(&state).len(), 4);
+
     // The hub's streams through root's subnet-wide hub.get_logs: redacted on the hub.
     std::fs::write(
         state.join("notes.log"),

@@ -31,6 +31,7 @@ fn call(id: &str, tool: &str, expires_at_ms: i64) -> CallRequest {
         dry_run: false,
         expires_at_ms,
         idempotency_key: None,
+        confirmed_effect: None,
         signature: String::new(),
     }
 }

@@ -109,6 +109,7 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             args_hash: "a".into(),
             expires_at_ms: 5_000,
             arguments: Some("{\"template_id\":\"t\"}".into()),
+            effect: Some("{\"target\":{\"commit\":\"c0ffee\"}}".into()),
         };
         store.insert_confirmation(&c).await.unwrap();
         assert_eq!(

@@ -657,6 +657,7 @@ async fn the_replica_channel_refuses_forged_expired_and_misdirected_credentials(
             dry_run: false,
             remaining_ms: 1_000,
             idempotency_key: None,
+            confirmed_effect: None,
         },
     })
     .unwrap();

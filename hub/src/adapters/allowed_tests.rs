@@ -587,7 +587,10 @@ mod tests {
         let run = call(&ctx, "sess", false, None).await.expect("runs");
         let tail = run["output_tail"].as_str().expect("tail");
         assert!(!tail.contains("deadbeef01"), "{tail}");
-        assert!(tail.contains("[REDACTED]") && tail.contains("plain line"), "{tail}");
+        assert!(
+            tail.contains("[REDACTED]") && tail.contains("plain line"),
+            "{tail}"
+        );
         assert_eq!(run["redactions"], 1, "{tail}");
     }
 

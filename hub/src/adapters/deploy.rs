@@ -13,10 +13,12 @@
 //!   arrive and leave (up to [`MAX_COMMITS`] each, with a `truncated` flag), whether it is a
 //!   fast-forward, tracked files changed locally in the worktree, services to restart. It
 //!   changes nothing but the mirror.
-//! - execute: the same checks (the ref is resolved again: it may have moved since the
-//!   preview), refuses while tracked files in the worktree have local changes, checks out the
-//!   commit, records the deploy, restarts the services and answers the result. A repeated
-//!   idempotency key returns the recorded result and runs nothing.
+//! - execute: the same checks (the ref is resolved again), refuses with `conflict` when the
+//!   preview the caller confirmed (root's `confirmed_effect`) named another current or target
+//!   commit (the branch moved, or another deploy landed, since: what was confirmed is what
+//!   runs, or nothing), refuses while tracked files in the worktree have local changes, checks
+//!   out the commit, records the deploy, restarts the services and answers the result. A
+//!   repeated idempotency key returns the recorded result and runs nothing.
 //!
 //! One deploy operation runs at a time on a hub; git runs as argv with `deploy.timeout_ms`
 //! (bounded by the call's deadline) and is killed with its process group when it is over.
@@ -510,6 +512,43 @@ impl<'a> Ops<'a> {
 }
 
 /// `EnvironmentForbidden` naming the locally changed files.
+/// `conflict` when the effect the caller confirmed (the preview's `current` and `target`
+/// commits) is not the one this execute would have: nothing runs, the caller previews again.
+fn check_confirmed(
+    confirmed: Option<&Value>,
+    current: Option<&Position>,
+    target: &Position,
+) -> Result<(), ToolError> {
+    let Some(confirmed) = confirmed else {
+        return Ok(());
+    };
+    let was_target = confirmed.pointer("/target/commit").and_then(Value::as_str);
+    let was_current = confirmed.pointer("/current/commit").and_then(Value::as_str);
+    let now_current = current.map(|c| c.commit.as_str());
+    let moved = |what: &str, was: Option<&str>, now: Option<&str>| {
+        ToolError::new(
+            ErrorCode::Conflict,
+            format!(
+                "{what} moved since the preview (confirmed {}, now {}); nothing was changed: preview again",
+                was.unwrap_or("none"),
+                now.unwrap_or("none"),
+            ),
+        )
+        .with_details(json!({"confirmed": was, "now": now}))
+    };
+    if was_target.is_some_and(|c| c != target.commit) {
+        let what = match &target.ref_name {
+            Some(r) => format!("`{r}`"),
+            None => "the target commit".to_owned(),
+        };
+        return Err(moved(&what, was_target, Some(&target.commit)));
+    }
+    if confirmed.get("current").is_some() && was_current != now_current {
+        return Err(moved("the deployed worktree", was_current, now_current));
+    }
+    Ok(())
+}
+
 fn dirty(worktree: &Path, changes: &[String]) -> ToolError {
     refused(format!(
         "the worktree {} has local changes to tracked files ({}); nothing was changed",
@@ -564,6 +603,7 @@ pub async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Value, Too
         effect.insert("repository".into(), json!(ops.redact(&deploy.repository)));
         return Ok(Value::Object(effect));
     }
+    check_confirmed(input.confirmed_effect.as_ref(), current.as_ref(), &target)?;
     let changes: Vec<String> =
         serde_json::from_value(effect["local_changes"].clone()).unwrap_or_default();
     if !changes.is_empty() {
@@ -641,6 +681,7 @@ pub async fn rollback(ctx: &HubContext, input: CallInput) -> Result<Value, ToolE
         effect.insert("undoes".into(), undoes);
         return Ok(Value::Object(effect));
     }
+    check_confirmed(input.confirmed_effect.as_ref(), current.as_ref(), &target)?;
     let changes: Vec<String> =
         serde_json::from_value(effect["local_changes"].clone()).unwrap_or_default();
     if !changes.is_empty() {
@@ -857,6 +898,100 @@ pub(crate) mod tests {
     fn content(ctx: &HubContext) -> String {
         std::fs::read_to_string(ctx.config.deploy_worktree().expect("wt").join("app.txt"))
             .expect("app.txt")
+    }
+
+    /// Executes `kind` with the effect a preview answered as the confirmed one.
+    async fn execute_confirmed(
+        ctx: &Arc<HubContext>,
+        kind: AdapterKind,
+        arguments: Value,
+        confirmed: &Value,
+        key: &str,
+    ) -> Result<Value, ToolError> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let mut input = CallInput::new("d", arguments, deadline);
+        input.idempotency_key = Some(key.to_owned());
+        input.confirmed_effect = Some(confirmed.clone());
+        kind.run(ctx.clone(), input).await
+    }
+
+    #[tokio::test]
+    async fn an_execute_runs_what_was_confirmed_or_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (src, [c1, _, c3]) = fixture_repo(dir.path());
+        let ctx = Arc::new(HubContext::new(config(dir.path(), &src)).expect("context"));
+        let deploy = AdapterKind::DeployRef;
+        call(&ctx, deploy, json!({"ref": "v1"}), false, Some("k1"))
+            .await
+            .expect("deploys v1");
+
+        // Previewed `main` at c3; then `main` moves on before the execute.
+        let preview = call(&ctx, deploy, json!({"ref": "main"}), true, None)
+            .await
+            .expect("dry run");
+        assert_eq!(preview["target"]["commit"], c3.as_str());
+        std::fs::write(src.join("app.txt"), "four\n").expect("write");
+        git(&src, &["commit", "-qam", "commit four"]);
+        let c4 = git(&src, &["rev-parse", "HEAD"]);
+        let err = execute_confirmed(&ctx, deploy, json!({"ref": "main"}), &preview, "k2")
+            .await
+            .expect_err("main moved");
+        assert_eq!(err.code, ErrorCode::Conflict, "{err}");
+        assert!(
+            err.message.contains("`main` moved since the preview")
+                && err.message.contains(&c3)
+                && err.message.contains(&c4),
+            "{err}"
+        );
+        assert_eq!(head(&ctx), c1, "nothing was deployed");
+
+        // Another deploy landed after the preview: the worktree moved.
+        let preview = call(&ctx, deploy, json!({"ref": "main"}), true, None)
+            .await
+            .expect("dry run");
+        call(&ctx, deploy, json!({"ref": "v2"}), false, Some("k3"))
+            .await
+            .expect("deploys v2");
+        let err = execute_confirmed(&ctx, deploy, json!({"ref": "main"}), &preview, "k4")
+            .await
+            .expect_err("worktree moved");
+        assert_eq!(err.code, ErrorCode::Conflict, "{err}");
+        assert!(err.message.contains("deployed worktree moved"), "{err}");
+
+        // Previewed again, the confirmed effect holds and the execute runs it.
+        let preview = call(&ctx, deploy, json!({"ref": "main"}), true, None)
+            .await
+            .expect("dry run");
+        let done = execute_confirmed(&ctx, deploy, json!({"ref": "main"}), &preview, "k5")
+            .await
+            .expect("deploys main");
+        assert_eq!(done["deployed"]["commit"], c4.as_str());
+        assert_eq!(content(&ctx), "four\n");
+
+        // A rollback confirmed before another deploy landed is refused too.
+        let preview = call(
+            &ctx,
+            AdapterKind::RollbackLastTestDeploy,
+            json!({}),
+            true,
+            None,
+        )
+        .await
+        .expect("dry run");
+        call(&ctx, deploy, json!({"ref": "v1"}), false, Some("k6"))
+            .await
+            .expect("deploys v1");
+        let err = execute_confirmed(
+            &ctx,
+            AdapterKind::RollbackLastTestDeploy,
+            json!({}),
+            &preview,
+            "k7",
+        )
+        .await
+        .expect_err("moved");
+        assert_eq!(err.code, ErrorCode::Conflict, "{err}");
+        assert_eq!(head(&ctx), c1);
     }
 
     #[tokio::test]

@@ -158,6 +158,9 @@ pub struct CallInput {
     pub dry_run: bool,
     /// From the signed `CallRequest`.
     pub idempotency_key: Option<String>,
+    /// From the signed `CallRequest`: a write's execute carries the dry-run effect the caller
+    /// previewed and confirmed; an adapter whose world can move in between checks it.
+    pub confirmed_effect: Option<Value>,
     /// When the call must be answered; the adapter task is stopped then.
     pub deadline: tokio::time::Instant,
 }
@@ -170,6 +173,7 @@ impl CallInput {
             arguments,
             dry_run: false,
             idempotency_key: None,
+            confirmed_effect: None,
             deadline,
         }
     }

@@ -33,6 +33,8 @@ pub struct RoutedCall {
     pub dry_run: bool,
     pub expires_at_ms: i64,
     pub idempotency_key: Option<String>,
+    /// See [`mcp_shared::protocol::CallRequest::confirmed_effect`].
+    pub confirmed_effect: Option<Value>,
 }
 
 /// What a routed call produced: the adapter that ran and its result, or the error (with the

@@ -139,6 +139,7 @@ impl Actor for RouterSession {
                     dry_run: call.dry_run,
                     expires_at_ms: call.expires_at_ms,
                     idempotency_key: call.idempotency_key,
+                    confirmed_effect: call.confirmed_effect,
                     signature: String::new(),
                 };
                 req.sign(&state.args.signing_key);

@@ -110,7 +110,7 @@ async fn subnet_active(
     let answers = join_all(
         reachable
             .iter()
-            .map(|t| route_to(app, ctx, entry, t, arguments.clone(), false, None)),
+            .map(|t| route_to(app, ctx, entry, t, ExecInput::run(arguments.clone()))),
     )
     .await;
     let mut entries = Vec::new();

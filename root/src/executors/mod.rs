@@ -47,6 +47,30 @@ pub struct ExecInput {
     /// Describe the effect, change nothing (write previews and dry runs).
     pub dry_run: bool,
     pub idempotency_key: Option<String>,
+    /// A write's execute: the `expected_effect` of the preview whose confirmation token it
+    /// consumed (what the caller confirmed). Adapters whose world can move between preview
+    /// and execute (a branch to deploy) refuse with `conflict` when it no longer holds.
+    pub confirmed_effect: Option<Value>,
+}
+
+impl ExecInput {
+    /// A read: no dry run, no idempotency key, nothing confirmed.
+    pub fn run(arguments: Value) -> ExecInput {
+        ExecInput {
+            arguments,
+            dry_run: false,
+            idempotency_key: None,
+            confirmed_effect: None,
+        }
+    }
+
+    /// A dry run (a write's preview or `dry_run: true`).
+    pub fn dry_run(arguments: Value) -> ExecInput {
+        ExecInput {
+            dry_run: true,
+            ..ExecInput::run(arguments)
+        }
+    }
 }
 
 pub async fn run(

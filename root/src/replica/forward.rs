@@ -228,6 +228,7 @@ pub async fn route(
         dry_run: call.dry_run,
         remaining_ms: timeout.as_millis() as u64,
         idempotency_key: call.idempotency_key,
+        confirmed_effect: call.confirmed_effect,
     };
     let cancelled = async {
         match cancel {
@@ -440,6 +441,7 @@ pub async fn internal_route(
             dry_run,
             remaining_ms,
             idempotency_key,
+            confirmed_effect,
         } => {
             tracing::debug!(%from, %target_id, %tool_id, %call_id, "forwarded call");
             if !app.hub_connections.contains_key(&target_id) {
@@ -471,6 +473,7 @@ pub async fn internal_route(
                     dry_run,
                     expires_at_ms: unix_ms(now()) + remaining as i64,
                     idempotency_key,
+                    confirmed_effect,
                 };
                 let (adapter, result) =
                     crate::call::route_local(&app, call, Duration::from_millis(remaining), None)
