@@ -281,17 +281,13 @@ async fn governed(
     if c.routing == RoutingClass::DescriptiveCached {
         event.target_id = None;
     }
-    let decision = call_t!(
-        app.actors.policy.load(),
-        |reply| policy::Msg::Decide {
-            profile: lease.capability_profile.clone(),
-            target_id: lease.target_id.clone(),
-            tool: entry.clone(),
-            reply,
-        },
-        RPC_TIMEOUT_MS
-    )
-    .map_err(|e| internal("policy engine", e))?;
+    // Evaluated here, on the call's task: a pure function of shared read-only state.
+    let decision = policy::decide(
+        &app.targets,
+        app.profiles.get(&lease.capability_profile),
+        &lease.target_id,
+        entry,
+    );
     event.policy_decision = decision.clone();
     if let Some(reason) = decision.reason {
         return Err(ToolError::new(reason, denial_message(reason, c, lease)));

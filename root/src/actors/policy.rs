@@ -14,6 +14,11 @@
 //!
 //! Operational tools that root executes itself (a contract `executor`, e.g. the access-token
 //! tools over root's leases) stop after rule 5: they need no hub to publish or run them.
+//!
+//! A decision is a pure function ([`decide`]) of the contract, the profile and the target
+//! directory, all shared read-only (`Arc`, `DashMap`). The governed call path evaluates it on
+//! its own task (no mailbox hop per call); the actor answers the list and self-description
+//! questions (`Visible`, `Profiles`).
 
 use std::sync::Arc;
 
@@ -28,13 +33,6 @@ use super::router::TargetDirectory;
 use crate::catalog::{ContractEntry, ContractRegistry};
 
 pub enum Msg {
-    /// Decide whether `profile` on `target_id` may call `tool`.
-    Decide {
-        profile: String,
-        target_id: String,
-        tool: Arc<ContractEntry>,
-        reply: RpcReplyPort<PolicyDecision>,
-    },
     /// The contracts a lease may call right now, in stable order.
     Visible {
         profile: String,
@@ -73,19 +71,6 @@ impl Actor for PolicyEngine {
         state: &mut Arc<Args>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            Msg::Decide {
-                profile,
-                target_id,
-                tool,
-                reply,
-            } => {
-                let _ = reply.send(decide(
-                    state,
-                    state.profiles.get(&profile),
-                    &target_id,
-                    &tool,
-                ));
-            }
             Msg::Visible {
                 profile,
                 target_id,
@@ -118,12 +103,12 @@ fn listable(
     target_id: &str,
     c: &ContractEntry,
 ) -> bool {
-    decide(state, profile, target_id, c).decision == Decision::Allow
+    decide(&state.targets, profile, target_id, c).decision == Decision::Allow
 }
 
 /// Pure decision over the current configuration and target directory.
 pub fn decide(
-    state: &Args,
+    targets: &TargetDirectory,
     profile: Option<&CapabilityProfile>,
     target_id: &str,
     entry: &ContractEntry,
@@ -150,7 +135,7 @@ pub fn decide(
     }
     if c.routing != RoutingClass::DescriptiveCached {
         checks.push("target_resolution".to_string());
-        let Some(target) = state.targets.get(target_id) else {
+        let Some(target) = targets.get(target_id) else {
             return deny(checks, ErrorCode::TargetOffline);
         };
         checks.push("environment_guard".to_string());
