@@ -67,6 +67,9 @@ pub enum FrontError {
     TooLarge(usize),
     #[error("Bad Request: the request body could not be read: {0}")]
     Unreadable(String),
+    /// The body sent nothing for `limits.body_read_timeout_ms` (see `listener`).
+    #[error("Request Timeout: the request body sent nothing for {0} ms")]
+    Stalled(u128),
     #[error("Parse error: the body is not valid UTF-8 (invalid byte at offset {0})")]
     NotUtf8(usize),
     #[error("Parse error: JSON nested deeper than {MAX_DEPTH} levels")]
@@ -93,6 +96,7 @@ impl FrontError {
             FrontError::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             FrontError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             FrontError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            FrontError::Stalled(_) => StatusCode::REQUEST_TIMEOUT,
             FrontError::Unreadable(_)
             | FrontError::NotUtf8(_)
             | FrontError::TooDeep
@@ -115,6 +119,7 @@ impl FrontError {
             | FrontError::UnsupportedMediaType(_)
             | FrontError::TooLarge(_)
             | FrontError::Unreadable(_)
+            | FrontError::Stalled(_)
             | FrontError::Batch
             | FrontError::NotAMessage(_)
             | FrontError::Transport(..) => INVALID_REQUEST,
@@ -505,10 +510,26 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, FrontError> {
     axum::body::to_bytes(body, limit).await.map_err(|e| {
         if over_limit(&e) {
             FrontError::TooLarge(limit)
+        } else if let Some(stalled) = stalled(&e) {
+            FrontError::Stalled(stalled.0)
         } else {
             FrontError::Unreadable(e.to_string())
         }
     })
+}
+
+/// The listener's [`BodyStalled`](crate::listener::BodyStalled) in an error's chain.
+fn stalled<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a crate::listener::BodyStalled> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(s) = err.downcast_ref::<crate::listener::BodyStalled>() {
+            return Some(s);
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// A front refusal in the REST family's shape (`invalid_arguments`, the front's status).
@@ -524,7 +545,11 @@ fn rest_error(e: &FrontError) -> Response {
         FrontError::TooDeep => format!("JSON nested deeper than {MAX_DEPTH} levels"),
         other => other.to_string(),
     };
-    ApiError::new(e.status(), ErrorCode::InvalidArguments, message).into_response()
+    let code = match e {
+        FrontError::Stalled(_) => ErrorCode::Timeout,
+        _ => ErrorCode::InvalidArguments,
+    };
+    ApiError::new(e.status(), code, message).into_response()
 }
 
 /// Middleware on the REST family: a request with a body must say `Content-Type:

@@ -505,7 +505,8 @@ async fn foundation(State(app): State<Arc<App>>, auth: Auth) -> Result<Json<Valu
         ],
         "endpoints": [
             "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",
-            "/v1/root/mcp/sessions", "/v1/root/mcp/call", "/v1/root/mcp/audit", "/v1/root/mcp/audit/stream",
+            "/v1/root/mcp/sessions", "/v1/root/mcp/sessions/{id}/run-profile", "/v1/root/mcp/run-profiles/verify",
+            "/v1/root/mcp/call", "/v1/root/mcp/audit", "/v1/root/mcp/audit/stream",
             "/v1/root/mcp/audit/usage", "/v1/root/mcp/audit/verify", "/v1/root/mcp/approvals", "/v1/root/hubs",
             "/v1/root/replicas",
             "/healthz", "/readyz", "/metrics", "/ui/"

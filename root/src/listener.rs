@@ -8,7 +8,7 @@
 //!   which also ends idle keep-alive connections (hyper's HTTP/1 header timer); a TLS
 //!   handshake has its own 10 s;
 //! - `limits.body_read_timeout_ms`: a request body that sends nothing for that long fails
-//!   (its handler sees an error, the connection closes);
+//!   (the front answers `408 Request Timeout`, then the connection closes);
 //! - `limits.write_stall_timeout_ms`: a write that makes no progress for that long (a client
 //!   that never reads its responses or its event stream) ends the connection.
 //!
@@ -309,7 +309,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for StallGuard<T> {
 /// Why a request body failed: it sent nothing for the body read timeout.
 #[derive(Debug, thiserror::Error)]
 #[error("the request body sent nothing for {0} ms")]
-pub struct BodyStalled(u128);
+pub struct BodyStalled(pub u128);
 
 /// A request body with a bound on how long it may send nothing.
 struct StallBody {

@@ -473,6 +473,24 @@ async fn closed_by_peer(s: &mut tokio::net::TcpStream) -> bool {
     end.is_ok()
 }
 
+/// Everything the peer sends until it closes the connection (`None`: it never closed).
+async fn answer_then_close(s: &mut tokio::net::TcpStream) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut all = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .ok()?;
+    Some(String::from_utf8_lossy(&all).into_owned())
+}
+
 /// `mcp_root_connection_timeouts_total{kind}` from root's metrics.
 async fn timeouts(root: &mcp_tests::TestRoot, kind: &str) -> u64 {
     let text = root
@@ -579,9 +597,12 @@ async fn stalled_clients_are_bounded_by_limits_and_others_are_still_served() {
             "a stalled head was never timed out"
         );
     }
+    let answer = answer_then_close(&mut stalled_body)
+        .await
+        .expect("a stalled body was never timed out");
     assert!(
-        closed_by_peer(&mut stalled_body).await,
-        "a stalled body was never timed out"
+        answer.starts_with("HTTP/1.1 408") && answer.contains("sent nothing for 1000 ms"),
+        "a stalled body is told why: {answer}"
     );
     // Root gives up on the client that reads nothing (counted), then closes its connection.
     eventually(

@@ -370,6 +370,23 @@ async fn health_readiness_metrics_and_self_description() {
         ]
     );
     assert_eq!(f["capability_profiles"].as_array().unwrap().len(), 8);
+    // The endpoints a client may discover include the run-profile routes.
+    for endpoint in [
+        "/mcp",
+        "/v1/root/mcp/call",
+        "/v1/root/mcp/sessions/{id}/run-profile",
+        "/v1/root/mcp/run-profiles/verify",
+    ] {
+        assert!(
+            f["endpoints"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e == endpoint),
+            "{endpoint} missing: {}",
+            f["endpoints"]
+        );
+    }
 
     let d = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
     assert!(
