@@ -120,7 +120,8 @@ impl Actor for Router {
             }
             Msg::Route(call, reply) => match state.sessions.get(&call.target_id) {
                 Some(s) => {
-                    if let Err(e) = s.send_message(router_session::Msg::Call(call, reply)) {
+                    if let Err(e) = s.send_message(router_session::Msg::Call(Box::new(call), reply))
+                    {
                         // The session is gone; the reply port inside the message is dropped and
                         // the caller sees the RPC fail, which it maps to target_offline.
                         tracing::debug!(error = %e, "router session stopped while routing");

@@ -30,7 +30,7 @@ pub struct Pressure {
 }
 
 pub enum Msg {
-    Call(RoutedCall, RpcReplyPort<RoutedResult>),
+    Call(Box<RoutedCall>, RpcReplyPort<RoutedResult>),
     Cancel(String),
     Skill(
         String,
@@ -129,6 +129,7 @@ impl Actor for RouterSession {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             Msg::Call(call, reply) => {
+                let call = *call;
                 let mut req = CallRequest {
                     call_id: call.call_id.clone(),
                     trace_id: call.trace_id,
