@@ -246,37 +246,40 @@ pub async fn mcp_client_stateless(
     Ok(().serve_with_lifecycle(transport, lifecycle).await?)
 }
 
-/// The path of a workspace binary (`mcp-root`, `mcp-hub`, `mcp-fixture-service`), built on
-/// first use.
+/// The path of a workspace binary (`mcp-root`, `mcp-hub`, `mcp-fixture-service`), brought up
+/// to date on first use in each test process.
 ///
 /// `cargo test --workspace` does not build other packages' binaries before running this
-/// crate's tests, so on a fresh clone the binary may be missing: it is then built with the
-/// same cargo and target directory, once per test process.
+/// crate's tests: on a fresh clone the binary may be missing, and in a reused target directory
+/// it may be stale (built from older sources: a hub that cannot decode today's frames). So the
+/// first use of each binary in a process runs `cargo build` for it with the same cargo and
+/// target directory (a no-op when it is up to date).
 pub fn workspace_bin(name: &str) -> anyhow::Result<PathBuf> {
-    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut dir = std::env::current_exe()?;
     dir.pop();
     if dir.ends_with("deps") {
         dir.pop();
     }
     let bin = dir.join(name);
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    if !bin.exists() {
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == name) {
         // This package's own binaries; the others are named after their package.
         let package = match name {
-            "mcp-load" | "mcp-fixture-service" => "mcp-tests",
+            "mcp-load" | "mcp-fixture-service" | "mcp-hubsim" => "mcp-tests",
             other => other,
         };
         let profile_release = dir.ends_with("release");
         let target_dir = dir.parent().context("target dir")?.to_path_buf();
         let mut cmd = std::process::Command::new(env!("CARGO"));
-        cmd.args(["build", "-p", package, "--bin", name])
+        cmd.args(["build", "-q", "-p", package, "--bin", name])
             .env("CARGO_TARGET_DIR", &target_dir);
         if profile_release {
             cmd.arg("--release");
         }
         let status = cmd.status().context("running cargo build")?;
         anyhow::ensure!(status.success(), "cargo build -p {package} failed");
+        built.push(name.to_owned());
     }
     anyhow::ensure!(bin.exists(), "{} is missing after the build", bin.display());
     Ok(bin)
