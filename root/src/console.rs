@@ -497,13 +497,41 @@ async fn login(
     let cookie = set_cookie(&value, ttl.as_secs() as i64, secure(&app, &headers))
         .ok_or_else(|| ApiError::internal("console cookie is not a header value"))?;
     tracing::info!(console_session = %s.id, "console login");
+    let event_id = console_event(&app, "login", &s.id, s.expires_ms).await?;
     let mut res = Json(json!({
         "csrf_token": csrf,
         "expires_at": format(from_unix_ms(s.expires_ms)),
+        "event_id": event_id,
     }))
     .into_response();
     res.headers_mut().insert(header::SET_COOKIE, cookie);
     Ok(res)
+}
+
+/// Records a console login or logout (`admin.console.<verb>`) in the audit trail and waits
+/// for its commit, like every operator action. A refused login is not an event (it is counted
+/// in `mcp_root_unauthenticated_total` and logged, like any request without credentials).
+async fn console_event(
+    app: &App,
+    verb: &str,
+    session_id: &str,
+    expires_ms: i64,
+) -> Result<String, ApiError> {
+    crate::audit::record_admin(
+        app,
+        crate::audit::AdminAction {
+            tool_id: format!("admin.console.{verb}"),
+            target_id: None,
+            adapter: Some("root.console".into()),
+            started_at: mcp_shared::time::now(),
+            request: json!({
+                "console_session": session_id,
+                "expires_at": format(from_unix_ms(expires_ms)),
+            }),
+        },
+        Ok(format!("console {verb}")),
+    )
+    .await
 }
 
 async fn require_session(
@@ -533,7 +561,8 @@ async fn logout(
         .await
         .map_err(ApiError::internal)?;
     tracing::info!(console_session = %s.id, "console logout");
-    let mut res = Json(json!({ "logged_out": true })).into_response();
+    let event_id = console_event(&app, "logout", &s.id, s.expires_ms).await?;
+    let mut res = Json(json!({ "logged_out": true, "event_id": event_id })).into_response();
     if let Some(c) = set_cookie("", 0, secure(&app, &headers)) {
         res.headers_mut().insert(header::SET_COOKIE, c);
     }

@@ -280,6 +280,30 @@ async fn console_cookie_is_signed_http_only_and_cross_site_requests_are_refused(
     .await
     .unwrap();
     assert_eq!(res.status(), 401);
+    // The login and the logout are operator events in the trail, the refused logins are not.
+    let audit = root
+        .admin_get("/v1/root/mcp/audit?limit=1000")
+        .await
+        .unwrap();
+    let console: Vec<&str> = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["tool_id"].as_str())
+        .filter(|t| t.starts_with("admin.console."))
+        .collect();
+    assert!(
+        console.contains(&"admin.console.login") && console.contains(&"admin.console.logout"),
+        "{console:?}"
+    );
+    assert_eq!(
+        console
+            .iter()
+            .filter(|t| **t == "admin.console.logout")
+            .count(),
+        1,
+        "{console:?}"
+    );
     root.stop().await;
 
     // Behind TLS (an https origin the root is configured for) the cookie is Secure.

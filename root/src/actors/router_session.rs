@@ -3,7 +3,9 @@
 //! the target's transport pressure (outbound queue depth, calls awaiting a result).
 //!
 //! Invariant: when the connection ends, every call still waiting is answered with
-//! `target_offline` — no caller waits past its deadline for a hub that is gone.
+//! `target_offline` — no caller waits past its deadline for a hub that is gone. A call or
+//! skill command the hub could not decode (its `protocol_error` answers the frame, e.g. a hub
+//! of another build) is answered at once with that error, not at its deadline.
 
 use std::collections::HashMap;
 
@@ -55,8 +57,21 @@ pub struct RouterSession;
 
 pub struct State {
     args: Args,
-    calls: HashMap<String, RpcReplyPort<RoutedResult>>,
+    /// Calls awaiting their result, by call id, with the id of the frame that carried them.
+    calls: HashMap<String, (String, RpcReplyPort<RoutedResult>)>,
+    /// Call ids by the id of the frame that carried them (a `protocol_error` names the frame).
+    call_frames: HashMap<String, String>,
     commands: HashMap<String, RpcReplyPort<Result<SkillState, ToolError>>>,
+}
+
+/// The error of a call or command the hub answered with `protocol_error`.
+fn undecodable(target_id: &str, message: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::Internal,
+        format!(
+            "target `{target_id}` could not decode the request ({message}); root and hub may be of different builds"
+        ),
+    )
 }
 
 fn frame(body: RootToHub) -> (String, String) {
@@ -103,6 +118,7 @@ impl Actor for RouterSession {
         Ok(State {
             args,
             calls: HashMap::new(),
+            call_frames: HashMap::new(),
             commands: HashMap::new(),
         })
     }
@@ -112,7 +128,7 @@ impl Actor for RouterSession {
         _myself: ActorRef<Msg>,
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
-        for (_, reply) in state.calls.drain() {
+        for (_, (_, reply)) in state.calls.drain() {
             let _ = reply.send(Err((None, gone(&state.args.target_id))));
         }
         for (_, reply) in state.commands.drain() {
@@ -144,10 +160,13 @@ impl Actor for RouterSession {
                     signature: String::new(),
                 };
                 req.sign(&state.args.signing_key);
-                let (_, text) = frame(RootToHub::Call(req));
+                let (frame_id, text) = frame(RootToHub::Call(req));
                 match state.send(text) {
                     Ok(()) => {
-                        state.calls.insert(call.call_id, reply);
+                        state
+                            .call_frames
+                            .insert(frame_id.clone(), call.call_id.clone());
+                        state.calls.insert(call.call_id, (frame_id, reply));
                     }
                     Err(e) => {
                         let _ = reply.send(Err((None, e)));
@@ -156,7 +175,9 @@ impl Actor for RouterSession {
             }
             Msg::Cancel(call_id) => {
                 // The caller has given up (deadline or client cancel): forget it and tell the hub.
-                state.calls.remove(&call_id);
+                if let Some((frame_id, _)) = state.calls.remove(&call_id) {
+                    state.call_frames.remove(&frame_id);
+                }
                 let (_, text) = frame(RootToHub::Cancel { call_id });
                 let _ = state.send(text);
             }
@@ -173,7 +194,8 @@ impl Actor for RouterSession {
             }
             Msg::Frame(env) => match env.body {
                 HubToRoot::Result { call_id, outcome } => {
-                    if let Some(reply) = state.calls.remove(&call_id) {
+                    if let Some((frame_id, reply)) = state.calls.remove(&call_id) {
+                        state.call_frames.remove(&frame_id);
                         let _ = reply.send(match outcome {
                             CallOutcome::Ok { adapter, result } => Ok((adapter, result)),
                             CallOutcome::Error { adapter, error } => Err((adapter, error)),
@@ -190,7 +212,18 @@ impl Actor for RouterSession {
                 body @ HubToRoot::SurfaceChanged { .. } => (state.args.on_surface)(body),
                 HubToRoot::Progress { .. } | HubToRoot::Heartbeat => {}
                 HubToRoot::ProtocolError { message } => {
-                    tracing::warn!(target_id = %state.args.target_id, %message, "hub reported a protocol error");
+                    tracing::warn!(target_id = %state.args.target_id, %message, in_reply_to = ?env.in_reply_to, "hub reported a protocol error");
+                    let Some(frame_id) = env.in_reply_to else {
+                        return Ok(());
+                    };
+                    let target_id = &state.args.target_id;
+                    if let Some(call_id) = state.call_frames.remove(&frame_id)
+                        && let Some((_, reply)) = state.calls.remove(&call_id)
+                    {
+                        let _ = reply.send(Err((None, undecodable(target_id, &message))));
+                    } else if let Some(reply) = state.commands.remove(&frame_id) {
+                        let _ = reply.send(Err(undecodable(target_id, &message)));
+                    }
                 }
                 HubToRoot::Hello { .. } => {
                     let (_, text) = frame(RootToHub::ProtocolError {
@@ -209,5 +242,107 @@ impl Actor for RouterSession {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routed(call_id: &str) -> Box<RoutedCall> {
+        Box::new(RoutedCall {
+            call_id: call_id.into(),
+            target_id: "hub:t".into(),
+            session_id: "s".into(),
+            tool_id: "hub.get_status".into(),
+            capability: "infra.read.status".into(),
+            arguments: serde_json::json!({}),
+            trace_id: "t".into(),
+            dry_run: false,
+            expires_at_ms: i64::MAX,
+            idempotency_key: None,
+            confirmed_effect: None,
+        })
+    }
+
+    /// The id of the next frame root queued for the hub.
+    async fn next_frame_id(rx: &mut mpsc::Receiver<String>) -> String {
+        let text = rx.recv().await.expect("a frame");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        v["id"].as_str().expect("id").to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_call_the_hub_cannot_decode_fails_at_once_and_the_other_waits() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let (session, handle) = Actor::spawn(
+            None,
+            RouterSession,
+            Args {
+                target_id: "hub:t".into(),
+                signing_key: [7; 32],
+                outbound: tx,
+                on_surface: Box::new(|_| {}),
+            },
+        )
+        .await
+        .expect("spawn");
+        let call = |id: &'static str| {
+            let session = session.clone();
+            tokio::spawn(async move { session.call(|r| Msg::Call(routed(id), r), None).await })
+        };
+        let first = call("c1");
+        let f1 = next_frame_id(&mut rx).await;
+        let second = call("c2");
+        let _f2 = next_frame_id(&mut rx).await;
+        session
+            .send_message(Msg::Frame(Box::new(Envelope {
+                v: PROTOCOL_VERSION,
+                id: "h1".into(),
+                in_reply_to: Some(f1),
+                body: HubToRoot::ProtocolError {
+                    message: "malformed frame: unknown field `confirmed_effect`".into(),
+                },
+            })))
+            .expect("send");
+        // A protocol error naming no frame changes nothing.
+        session
+            .send_message(Msg::Frame(Box::new(Envelope {
+                v: PROTOCOL_VERSION,
+                id: "h2".into(),
+                in_reply_to: None,
+                body: HubToRoot::ProtocolError {
+                    message: "garbage".into(),
+                },
+            })))
+            .expect("send");
+        let ractor::rpc::CallResult::Success(pressure) =
+            session.call(Msg::Pressure, None).await.expect("rpc")
+        else {
+            panic!("no pressure answer");
+        };
+        assert_eq!(pressure.pending_calls, 1, "one call still waits");
+        // The first call failed at once, with the hub's reason.
+        let outcome = tokio::time::timeout(std::time::Duration::from_secs(5), first)
+            .await
+            .expect("answered at once")
+            .expect("join")
+            .expect("rpc");
+        let ractor::rpc::CallResult::Success(Err((None, err))) = outcome else {
+            panic!("the undecodable call did not fail with an error");
+        };
+        assert_eq!(err.code, ErrorCode::Internal);
+        assert!(
+            err.message.contains("could not decode") && err.message.contains("confirmed_effect"),
+            "{err}"
+        );
+        // The other ends with the connection, as every waiting call does.
+        session.stop(None);
+        handle.await.expect("stopped");
+        let outcome = second.await.expect("join").expect("rpc");
+        let ractor::rpc::CallResult::Success(Err((None, err))) = outcome else {
+            panic!("the waiting call did not end with the connection");
+        };
+        assert_eq!(err.code, ErrorCode::TargetOffline);
     }
 }
