@@ -74,3 +74,7 @@ for lifecycle in wire session; do
   load --lifecycle $lifecycle --token "$writers" --tool hub.run_allowed_tests \
     --arguments '{"name":"smoke"}' --count "$count" --concurrency 16
 done
+# Root's memory per connected hub, in the same run: 500 simulated hubs (the real protocol, one
+# loopback WebSocket each) join the nine real ones; VmRSS of root before and after.
+"$bin/mcp-hubsim" --root-url "$base" --admin-token "$(cat "$work/root/admin.token")" \
+  --root-pid "$root_pid" --hubs 500
