@@ -472,14 +472,21 @@ pub async fn connect(
         .into_response();
     }
     let client_certificate = peer.and_then(|p| p.0.client_certificate);
+    // tungstenite reserves 128 KiB per connection for reading by default; hub frames are
+    // small (a call, a result) and a larger one still arrives (the buffer is the read chunk,
+    // not a frame limit), so a fleet of idle hubs costs far less memory with 16 KiB.
     ws.max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
+        .read_buffer_size(HUB_READ_BUFFER_BYTES)
         .on_upgrade(move |socket| async move {
             if let Err(e) = serve(app, socket, client_certificate).await {
                 tracing::info!(error = %e, "hub connection ended");
             }
         })
 }
+
+/// Read buffer of a hub's WebSocket on root (tungstenite's default is 128 KiB).
+const HUB_READ_BUFFER_BYTES: usize = 16 * 1024;
 
 fn encode(body: RootToHub, in_reply_to: Option<String>) -> String {
     let env = Envelope {
