@@ -20,6 +20,9 @@ pub struct App {
     pub config: RootConfig,
     pub store: Store,
     pub actors: Arc<Actors>,
+    /// The descriptor set being served, read without a message to the descriptor cache
+    /// (which alone replaces it; see `actors::descriptor_cache`).
+    pub descriptors: Arc<crate::actors::descriptor_cache::Args>,
     pub leases: Arc<LeaseIndex>,
     pub targets: Arc<TargetDirectory>,
     pub contracts: Arc<ContractRegistry>,
@@ -32,6 +35,8 @@ pub struct App {
     pub audit_head: Arc<tokio::sync::watch::Sender<i64>>,
     /// Whether the audit trail can be written; calls are refused while it cannot.
     pub audit_health: Arc<crate::audit_health::AuditHealth>,
+    /// Governed calls not yet at their audit append (the audit writer's group-commit hint).
+    pub running_calls: Arc<crate::actors::audit_writer::RunningCalls>,
     /// Operator console sessions (cookie logins), in memory.
     pub console: crate::console::Sessions,
     /// The operator's bearer for admin endpoints.

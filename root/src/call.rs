@@ -16,7 +16,7 @@ use ractor::call_t;
 use serde_json::{Value, json};
 
 use crate::actors::lease_manager::LeaseEntry;
-use crate::actors::{RPC_TIMEOUT_MS, descriptor_cache, policy, router};
+use crate::actors::{policy, router};
 use crate::app::App;
 use crate::catalog::ContractEntry;
 
@@ -81,6 +81,8 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
             unaudited: true,
         };
     }
+    // Counted as running until its event is handed to the audit writer (group commit).
+    let running = app.running_calls.enter();
     let started = Instant::now();
     let started_at = now();
     let lease = ctx.lease.lease();
@@ -197,6 +199,7 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
 
     let status = event.status;
     let event_id = event.event_id.clone();
+    drop(running);
     let audited = call_t!(
         app.actors.audit.load(),
         crate::actors::audit_writer::Msg::Append,
@@ -219,17 +222,16 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
 
     drop(permits);
     let m = &app.metrics;
+    let tool = metric_tool(app, tool_id);
+    m.latency
+        .get_or_create(&crate::metrics::ToolLabel { tool: tool.clone() })
+        .observe(started.elapsed().as_secs_f64());
     m.calls
         .get_or_create(&crate::metrics::CallLabels {
-            tool: metric_tool(app, tool_id),
+            tool,
             status: status.as_str().into(),
         })
         .inc();
-    m.latency
-        .get_or_create(&crate::metrics::ToolLabel {
-            tool: metric_tool(app, tool_id),
-        })
-        .observe(started.elapsed().as_secs_f64());
     if let Err(e) = &result
         && status == EventStatus::Denied
     {
@@ -404,7 +406,7 @@ async fn execute(
     match (&c.routing, &c.descriptor) {
         (RoutingClass::DescriptiveCached, Some(p)) => {
             event.execution_adapter = Some("root.descriptor_cache".into());
-            project(app, p, arguments).await
+            project(app, p, arguments)
         }
         (RoutingClass::DescriptiveCached, None) => Err(ToolError::new(
             ErrorCode::Internal,
@@ -565,19 +567,10 @@ impl Drop for CancelOnDrop {
 }
 
 /// Answers a descriptive tool from its descriptor: `{data, descriptor, stale, freshness}`.
-async fn project(
-    app: &App,
-    p: &DescriptorProjection,
-    arguments: &Value,
-) -> Result<Value, ToolError> {
-    let d = call_t!(
-        app.actors.descriptors.load(),
-        descriptor_cache::Msg::Get,
-        RPC_TIMEOUT_MS,
-        p.descriptor_id.clone()
-    )
-    .map_err(|e| internal("descriptor cache", e))?
-    .ok_or_else(|| {
+fn project(app: &App, p: &DescriptorProjection, arguments: &Value) -> Result<Value, ToolError> {
+    // The served set, read without a round trip to the descriptor cache actor.
+    let set = app.descriptors.current.load();
+    let d = set.by_id.get(&p.descriptor_id).ok_or_else(|| {
         ToolError::new(
             ErrorCode::DescriptorUnavailable,
             format!("descriptor `{}` is not loaded", p.descriptor_id),

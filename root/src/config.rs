@@ -194,6 +194,12 @@ pub struct Limits {
     pub per_target_in_flight: u32,
     /// Most audit events written in one transaction.
     pub audit_batch_max: usize,
+    /// Group commit: while other calls are still running when an event is appended, the
+    /// audit writer waits this long (milliseconds, at the timer's 1 ms granularity) before
+    /// committing, so their events share the commit (its `fsync`) instead of each paying for
+    /// one; the batch is committed at once when it reaches `audit_batch_max`. A call alone
+    /// is committed without waiting. 0 commits every batch as soon as the writer is free.
+    pub audit_commit_delay_ms: u64,
     /// How long a write preview's confirmation token stays valid, in seconds.
     pub confirmation_ttl_sec: u64,
     /// How long a write that needs an operator's approval may wait for the decision (and then
@@ -234,6 +240,7 @@ impl Default for Limits {
             per_lease_in_flight: 64,
             per_target_in_flight: 256,
             audit_batch_max: 512,
+            audit_commit_delay_ms: 1,
             confirmation_ttl_sec: 120,
             approval_ttl_sec: 3600,
             resources_page_size: 50,
@@ -331,6 +338,11 @@ impl RootConfig {
         if self.limits.audit_batch_max == 0 {
             return Err(ConfigError::Invalid(
                 "limits.audit_batch_max must be at least 1".into(),
+            ));
+        }
+        if self.limits.audit_commit_delay_ms > 100 {
+            return Err(ConfigError::Invalid(
+                "limits.audit_commit_delay_ms must be at most 100".into(),
             ));
         }
         if self.limits.max_connections == 0 {

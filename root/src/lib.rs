@@ -266,6 +266,9 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     }
     let audit_head = Arc::new(tokio::sync::watch::Sender::new(0i64));
     let audit_health = Arc::new(audit_health::AuditHealth::default());
+    let descriptors = Arc::new(descriptor_cache::Args::new(descriptor_set));
+    let metrics = metrics::Metrics::default();
+    let running_calls = Arc::new(audit_writer::RunningCalls::default());
     let (sup, actors) = supervisor::start(supervisor::ChildArgs {
         leases: Arc::new(lease_manager::Args {
             store: store.clone(),
@@ -276,13 +279,17 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             profiles: profiles.clone(),
             targets: targets.clone(),
         }),
-        descriptors: Arc::new(descriptor_cache::Args::new(descriptor_set)),
+        descriptors: descriptors.clone(),
         audit: Arc::new(audit_writer::Args {
             store: store.clone(),
             batch_max: config.limits.audit_batch_max,
+            commit_delay: std::time::Duration::from_millis(config.limits.audit_commit_delay_ms),
+            running: running_calls.clone(),
             head: audit_head.clone(),
             health: audit_health.clone(),
             replica_id: zone.as_ref().map(|z| z.replica_id.clone()),
+            commits: metrics.audit_commits.clone(),
+            rows: metrics.audit_rows.clone(),
         }),
         router: Arc::new(router::Args {
             targets: targets.clone(),
@@ -295,6 +302,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     let app = Arc::new(App {
         store,
         actors,
+        descriptors,
         leases,
         targets,
         contracts,
@@ -302,7 +310,8 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         destructive,
         redactor,
         limits: Default::default(),
-        metrics: Default::default(),
+        metrics,
+        running_calls,
         audit_head,
         audit_health,
         console: console::Sessions::default(),

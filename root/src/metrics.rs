@@ -61,6 +61,10 @@ pub struct Metrics {
     pub unauthenticated: Counter,
     /// 1 while the audit trail can be written, 0 while calls are refused for it.
     pub audit_available: Gauge,
+    /// Audit batches committed and the rows they held: their ratio is the group-commit batch
+    /// size (calls share a commit when they end while the previous one is being written).
+    pub audit_commits: Counter,
+    pub audit_rows: Counter,
     pub connections: std::sync::Arc<ConnMetrics>,
 }
 
@@ -108,6 +112,18 @@ impl Default for Metrics {
             "1 while the audit trail can be written; 0 while every call is refused for it",
             audit_available.clone(),
         );
+        let audit_commits = Counter::default();
+        let audit_rows = Counter::default();
+        registry.register(
+            "audit_commits",
+            "Audit batches committed (one transaction each)",
+            audit_commits.clone(),
+        );
+        registry.register(
+            "audit_rows",
+            "Audit events committed; divided by audit_commits, the mean batch size",
+            audit_rows.clone(),
+        );
         let connections = std::sync::Arc::new(ConnMetrics::default());
         registry.register(
             "connections_open",
@@ -129,6 +145,8 @@ impl Default for Metrics {
             connected_targets,
             unauthenticated,
             audit_available,
+            audit_commits,
+            audit_rows,
             connections,
         }
     }

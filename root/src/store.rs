@@ -443,6 +443,28 @@ pub struct AuditRow {
     pub replica_id: Option<String>,
 }
 
+/// One event to append to the trail: the columns the trail is indexed by and the event's
+/// canonical JSON (what the chain hash covers), taken from the event once.
+#[derive(Debug, Clone)]
+pub struct AuditEntry {
+    pub event_id: String,
+    pub trace_id: String,
+    pub target_id: Option<String>,
+    pub tool_id: String,
+    pub status: &'static str,
+    pub actor: String,
+    pub started_at_ms: i64,
+    pub event_json: String,
+}
+
+/// Where an [`AuditEntry`] lands in the hash chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainLink {
+    pub seq: i64,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
 /// Filters for the audit query; all optional, newest first, `before_seq` pages backwards.
 #[derive(Debug, Clone, Default)]
 pub struct AuditFilter {
@@ -1351,16 +1373,18 @@ impl Store {
     }
 
     /// Appends a batch to the hash chain in one transaction: `chain` gets the head the batch
-    /// follows (`(seq, hash)`, `(0, "")` for an empty trail) and returns the chained rows;
-    /// they are written as multi-row inserts (one statement per [`AUDIT_ROWS_PER_INSERT`]
-    /// rows). On PostgreSQL the head is read under a transaction-scoped advisory lock, so
-    /// appends from every replica of the zone form one chain in commit order, and the commit
-    /// announces the new head on the audit channel (the live streams of the other replicas
-    /// wake on it). Returns the rows as written.
+    /// follows (`(seq, hash)`, `(0, "")` for an empty trail) and returns one link per entry,
+    /// in order; they are written as multi-row inserts (one statement per
+    /// [`AUDIT_ROWS_PER_INSERT`] rows). On PostgreSQL the head is read under a
+    /// transaction-scoped advisory lock, so appends from every replica of the zone form one
+    /// chain in commit order, and the commit announces the new head on the audit channel (the
+    /// live streams of the other replicas wake on it). Returns the links as written.
     pub async fn append_audit_chained(
         &self,
-        chain: impl FnOnce(i64, String) -> Vec<AuditRow>,
-    ) -> Result<Vec<AuditRow>> {
+        entries: &[AuditEntry],
+        replica_id: Option<&str>,
+        chain: impl FnOnce(i64, String) -> Vec<ChainLink>,
+    ) -> Result<Vec<ChainLink>> {
         let shared = self.shared.clone();
         let op = "append audit";
         // SQLite: take the write lock up front (the head is read, then rows are written; a
@@ -1390,30 +1414,38 @@ impl Store {
                     r.try_get::<String, _>(1).map_err(db(op))?,
                 ),
             };
-            let rows = chain(seq, hash);
-            for chunk in rows.chunks(AUDIT_ROWS_PER_INSERT) {
+            let links = chain(seq, hash);
+            if links.len() != entries.len() {
+                return Err(Error::Corrupt {
+                    op,
+                    detail: format!("{} chain links for {} entries", links.len(), entries.len()),
+                });
+            }
+            for (chunk, chunk_links) in entries
+                .chunks(AUDIT_ROWS_PER_INSERT)
+                .zip(links.chunks(AUDIT_ROWS_PER_INSERT))
+            {
                 // Only generated placeholders are spliced in; every value is bound.
                 let sql = audit_insert_sql(chunk.len());
                 let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for row in chunk {
-                    let e = &row.event;
+                for (e, link) in chunk.iter().zip(chunk_links) {
                     q = q
-                        .bind(row.seq)
-                        .bind(e.event_id.clone())
-                        .bind(e.trace_id.clone())
-                        .bind(e.target_id.clone())
-                        .bind(e.tool_id.clone())
-                        .bind(e.status.as_str())
-                        .bind(e.actor.id.clone())
-                        .bind(unix_ms(e.started_at))
-                        .bind(row.event_json.clone())
-                        .bind(row.prev_hash.clone())
-                        .bind(row.hash.clone())
-                        .bind(row.replica_id.clone());
+                        .bind(link.seq)
+                        .bind(e.event_id.as_str())
+                        .bind(e.trace_id.as_str())
+                        .bind(e.target_id.as_deref())
+                        .bind(e.tool_id.as_str())
+                        .bind(e.status)
+                        .bind(e.actor.as_str())
+                        .bind(e.started_at_ms)
+                        .bind(e.event_json.as_str())
+                        .bind(link.prev_hash.as_str())
+                        .bind(link.hash.as_str())
+                        .bind(replica_id);
                 }
                 q.execute(&mut *tx).await.map_err(db(op))?;
             }
-            if let (Some(n), Some(last)) = (&shared, rows.last()) {
+            if let (Some(n), Some(last)) = (&shared, links.last()) {
                 sqlx::query("SELECT pg_notify($1, $2)")
                     .bind(&n.audit_channel)
                     .bind(last.seq.to_string())
@@ -1422,7 +1454,7 @@ impl Store {
                     .map_err(db(op))?;
             }
             tx.commit().await.map_err(db(op))?;
-            Ok(rows)
+            Ok(links)
         })
     }
 

@@ -5,18 +5,24 @@
 //! in the mailbox and form the next batch. Each row stores the previous row's hash; its own
 //! hash is `sha256(prev_hash "\n" canonical_event_json)`.
 //!
+//! Group commit: a batch's commit (its `fsync`) costs the same for one row as for many. When
+//! an event arrives while other calls are still running (see [`RunningCalls`]), the writer
+//! waits `audit_commit_delay_ms` before committing so that their events join the batch; an
+//! event with no call running beside it is committed at once, so a lone caller never waits.
+//!
 //! The head a batch follows is read inside the batch's transaction. With replicas on one
 //! PostgreSQL database that read is serialized by an advisory lock, so the writers of every
 //! replica extend one chain for the zone, in commit order (see `Store::append_audit_chained`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use mcp_shared::event::OperationalEvent;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use sha2::{Digest, Sha256};
 
-use crate::store::{AuditRow, Store};
+use crate::store::{AuditEntry, ChainLink, Store};
 
 /// The `prev_hash` of the first row.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -36,6 +42,48 @@ pub fn event_json(event: &OperationalEvent) -> String {
     String::from_utf8(mcp_shared::canonical::to_vec(&value)).unwrap_or_default()
 }
 
+/// The stored form of an event with the columns the trail is indexed by; consumes the event
+/// (nothing is cloned on the way to the store).
+pub fn entry(event: OperationalEvent) -> AuditEntry {
+    let event_json = event_json(&event);
+    AuditEntry {
+        started_at_ms: mcp_shared::time::unix_ms(event.started_at),
+        status: event.status.as_str(),
+        event_id: event.event_id,
+        trace_id: event.trace_id,
+        target_id: event.target_id,
+        tool_id: event.tool_id,
+        actor: event.actor.id,
+        event_json,
+    }
+}
+
+/// Calls between their start and their audit append: the writer's hint that more events are
+/// about to arrive (group commit).
+#[derive(Debug, Default)]
+pub struct RunningCalls(AtomicUsize);
+
+impl RunningCalls {
+    /// Counts a call as running until the guard is dropped (just before its append).
+    pub fn enter(self: &Arc<Self>) -> RunningGuard {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        RunningGuard(self.clone())
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// One running call (see [`RunningCalls::enter`]).
+pub struct RunningGuard(Arc<RunningCalls>);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Answered with the event's sequence number once it is committed.
 pub type AppendReply = RpcReplyPort<Result<i64, String>>;
 
@@ -47,6 +95,10 @@ pub enum Msg {
 pub struct Args {
     pub store: Store,
     pub batch_max: usize,
+    /// How long a batch waits for the events of running calls (0: not at all).
+    pub commit_delay: Duration,
+    /// Calls that will append an event soon.
+    pub running: Arc<RunningCalls>,
     /// The sequence number of the newest committed row, published after every commit (the
     /// audit live stream waits on it instead of polling the store).
     pub head: Arc<tokio::sync::watch::Sender<i64>>,
@@ -54,6 +106,9 @@ pub struct Args {
     pub replica_id: Option<String>,
     /// Marked unavailable when a batch cannot be committed (calls are then refused).
     pub health: Arc<crate::audit_health::AuditHealth>,
+    /// Counted per committed batch and per committed row (`/metrics`).
+    pub commits: prometheus_client::metrics::counter::Counter,
+    pub rows: prometheus_client::metrics::counter::Counter,
 }
 
 pub struct AuditWriter;
@@ -61,10 +116,16 @@ pub struct AuditWriter;
 pub struct State {
     store: Store,
     batch_max: usize,
+    commit_delay: Duration,
+    running: Arc<RunningCalls>,
     replica_id: Option<String>,
     head_tx: Arc<tokio::sync::watch::Sender<i64>>,
     health: Arc<crate::audit_health::AuditHealth>,
-    pending: Vec<(Box<OperationalEvent>, AppendReply)>,
+    commits: prometheus_client::metrics::counter::Counter,
+    rows: prometheus_client::metrics::counter::Counter,
+    /// Entries of the next batch and their callers, in the same order.
+    pending: Vec<AuditEntry>,
+    replies: Vec<AppendReply>,
     flush_scheduled: bool,
 }
 
@@ -91,10 +152,15 @@ impl Actor for AuditWriter {
         Ok(State {
             store: args.store.clone(),
             batch_max: args.batch_max,
+            commit_delay: args.commit_delay,
+            running: args.running.clone(),
             replica_id: args.replica_id.clone(),
             head_tx: args.head.clone(),
             health: args.health.clone(),
+            commits: args.commits.clone(),
+            rows: args.rows.clone(),
             pending: Vec::new(),
+            replies: Vec::new(),
             flush_scheduled: false,
         })
     }
@@ -116,13 +182,20 @@ impl Actor for AuditWriter {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             Msg::Append(event, reply) => {
-                state.pending.push((event, reply));
+                state.pending.push(entry(*event));
+                state.replies.push(reply);
                 if state.pending.len() >= state.batch_max {
                     flush(state).await;
                 } else if !state.flush_scheduled {
                     state.flush_scheduled = true;
-                    // Queued behind the appends already in the mailbox, so they join this batch.
-                    myself.send_message(Msg::Flush)?;
+                    if !state.commit_delay.is_zero() && state.running.count() > 0 {
+                        // Other calls are running: give their events the delay to join.
+                        myself.send_after(state.commit_delay, || Msg::Flush);
+                    } else {
+                        // Queued behind the appends already in the mailbox, so they join
+                        // this batch.
+                        myself.send_message(Msg::Flush)?;
+                    }
                 }
             }
             Msg::Flush => {
@@ -138,37 +211,35 @@ async fn flush(state: &mut State) {
     if state.pending.is_empty() {
         return;
     }
-    let pending = std::mem::take(&mut state.pending);
-    let events: Vec<(OperationalEvent, String)> = pending
-        .iter()
-        .map(|(e, _)| ((**e).clone(), event_json(e)))
-        .collect();
+    let entries = std::mem::take(&mut state.pending);
+    let replies = std::mem::take(&mut state.replies);
     let chain = |head_seq: i64, head_hash: String| {
         let (mut seq, mut prev) = if head_seq == 0 {
             (0, GENESIS_HASH.to_string())
         } else {
             (head_seq, head_hash)
         };
-        events
+        entries
             .iter()
-            .map(|(event, json)| {
+            .map(|e| {
                 seq += 1;
-                let hash = chain_hash(&prev, json);
-                AuditRow {
+                let hash = chain_hash(&prev, &e.event_json);
+                ChainLink {
                     seq,
-                    event: event.clone(),
-                    event_json: json.clone(),
                     prev_hash: std::mem::replace(&mut prev, hash.clone()),
                     hash,
-                    replica_id: state.replica_id.clone(),
                 }
             })
             .collect::<Vec<_>>()
     };
     let mut attempt = 0;
     let res = loop {
-        match state.store.append_audit_chained(chain).await {
-            Ok(rows) => break Ok(rows),
+        match state
+            .store
+            .append_audit_chained(&entries, state.replica_id.as_deref(), chain)
+            .await
+        {
+            Ok(links) => break Ok(links),
             Err(err) if attempt < 3 => {
                 attempt += 1;
                 if state.health.is_available() {
@@ -180,8 +251,10 @@ async fn flush(state: &mut State) {
         }
     };
     match res {
-        Ok(rows) => {
-            if let Some(last) = rows.last() {
+        Ok(links) => {
+            state.commits.inc();
+            state.rows.inc_by(links.len() as u64);
+            if let Some(last) = links.last() {
                 let seq = last.seq;
                 state.head_tx.send_if_modified(|h| {
                     let newer = seq > *h;
@@ -189,20 +262,151 @@ async fn flush(state: &mut State) {
                     newer
                 });
             }
-            for ((_, reply), row) in pending.into_iter().zip(&rows) {
-                let _ = reply.send(Ok(row.seq));
+            for (reply, link) in replies.into_iter().zip(&links) {
+                let _ = reply.send(Ok(link.seq));
             }
         }
         Err(err) => {
             if state.health.is_available() {
-                tracing::error!(%err, n = pending.len(), "audit append failed; its calls are answered with audit_unavailable");
+                tracing::error!(%err, n = entries.len(), "audit append failed; its calls are answered with audit_unavailable");
                 state.health.mark_unavailable(&err);
             } else {
-                tracing::debug!(%err, n = pending.len(), "audit append failed again");
+                tracing::debug!(%err, n = entries.len(), "audit append failed again");
             }
-            for (_, reply) in pending {
+            for reply in replies {
                 let _ = reply.send(Err(err.clone()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_shared::event::{Actor as EventActor, Decision, EventStatus, PolicyDecision, Surface};
+
+    fn event(n: usize) -> Box<OperationalEvent> {
+        let at = mcp_shared::time::now();
+        Box::new(OperationalEvent {
+            event_id: uuid::Uuid::now_v7().to_string(),
+            trace_id: format!("trace-{n}"),
+            request_id: n.to_string(),
+            surface: Surface::Rest,
+            actor: EventActor {
+                id: "lease:s".into(),
+                session_id: Some("s".into()),
+                audience: None,
+                capability_profile: None,
+            },
+            target_id: Some("hub:t".into()),
+            tool_id: "hub.get_status".into(),
+            capability: None,
+            policy_decision: PolicyDecision {
+                decision: Decision::Allow,
+                reason: None,
+                checks: Vec::new(),
+            },
+            execution_adapter: None,
+            dry_run: false,
+            status: EventStatus::Ok,
+            started_at: at,
+            finished_at: at,
+            request: serde_json::json!({ "n": n }),
+            result_summary: None,
+            error: None,
+            redactions: Vec::new(),
+        })
+    }
+
+    struct Writer {
+        actor: ActorRef<Msg>,
+        args: Arc<Args>,
+        _dir: tempfile::TempDir,
+    }
+
+    async fn writer(batch_max: usize, commit_delay: Duration) -> Writer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite:{}", dir.path().join("audit.db").display());
+        let store = Store::open(&url).await.expect("store");
+        let args = Arc::new(Args {
+            store,
+            batch_max,
+            commit_delay,
+            running: Arc::new(RunningCalls::default()),
+            head: Arc::new(tokio::sync::watch::Sender::new(0)),
+            replica_id: None,
+            health: Arc::new(crate::audit_health::AuditHealth::default()),
+            commits: Default::default(),
+            rows: Default::default(),
+        });
+        let (actor, _) = Actor::spawn(None, AuditWriter, args.clone())
+            .await
+            .expect("spawn");
+        Writer {
+            actor,
+            args,
+            _dir: dir,
+        }
+    }
+
+    async fn append(actor: &ActorRef<Msg>, n: usize) -> i64 {
+        // The bound only keeps a broken writer from hanging the test; no timing is asserted.
+        ractor::call_t!(actor, Msg::Append, 30_000, event(n))
+            .expect("answered")
+            .expect("committed")
+    }
+
+    #[tokio::test]
+    async fn a_lone_event_is_committed_without_waiting_for_the_delay() {
+        // A delay no test could sit out: with no call running, the writer must not use it.
+        let w = writer(512, Duration::from_secs(3600)).await;
+        assert_eq!(append(&w.actor, 1).await, 1);
+        assert_eq!(append(&w.actor, 2).await, 2);
+        assert_eq!(w.args.commits.get(), 2);
+        assert_eq!(w.args.rows.get(), 2);
+        w.actor.stop(None);
+    }
+
+    #[tokio::test]
+    async fn events_of_running_calls_share_one_commit() {
+        // While a call runs, the writer waits; the batch goes out when it is full.
+        let w = writer(4, Duration::from_secs(3600)).await;
+        let running = w.args.running.enter();
+        let actor = w.actor.clone();
+        let first = tokio::spawn(async move { append(&actor, 0).await });
+        // Without the delay this first event would be committed alone by now.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            !first.is_finished(),
+            "the writer waits for the running call"
+        );
+        assert_eq!(w.args.commits.get(), 0);
+        let rest = futures::future::join_all((1..4).map(|n| append(&w.actor, n))).await;
+        let mut seqs = rest;
+        seqs.push(first.await.expect("first append"));
+        seqs.sort_unstable();
+        assert_eq!(seqs, vec![1, 2, 3, 4]);
+        assert_eq!(w.args.commits.get(), 1, "four events, one commit");
+        assert_eq!(w.args.rows.get(), 4);
+        drop(running);
+        assert_eq!(w.args.running.count(), 0);
+        // The chain they form verifies like any other.
+        let v = crate::audit::verify(&w.args.store).await.expect("verify");
+        assert!(v.ok, "{:?}", v.first_broken);
+        assert_eq!(v.checked, 4);
+        w.actor.stop(None);
+    }
+
+    #[tokio::test]
+    async fn a_short_delay_commits_a_partial_batch() {
+        let w = writer(512, Duration::from_millis(5)).await;
+        let running = w.args.running.enter();
+        let appends = (0..3).map(|n| append(&w.actor, n));
+        let seqs = futures::future::join_all(appends).await;
+        assert_eq!(seqs.len(), 3);
+        assert_eq!(w.args.rows.get(), 3);
+        assert!(w.args.commits.get() >= 1);
+        drop(running);
+        w.actor.stop(None);
     }
 }

@@ -4,21 +4,19 @@
 //! accepted (kept in its arguments), not from the start-up set. Published sets are taken in
 //! revision order: a set older than the one served is refused, so a replica applying
 //! publishes from several replicas never ends on an older one.
+//!
+//! Readers (descriptive calls, resources, the catalog) load the served set from the shared
+//! [`Args::current`] without a message: a descriptive call costs no round trip to this actor.
+//! Only `Replace` goes through it, so publishes are applied one at a time.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use mcp_shared::descriptor::Descriptor;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::descriptors::DescriptorSet;
 
 pub enum Msg {
-    Get(String, RpcReplyPort<Option<Arc<Descriptor>>>),
-    List(RpcReplyPort<Vec<Arc<Descriptor>>>),
-    /// The whole served set (descriptors, origin, skill catalog) as one snapshot.
-    Snapshot(RpcReplyPort<Arc<DescriptorSet>>),
     /// Serve this (already validated) set from now on; answers `false` (and keeps the
     /// served set) when the served set is a newer published revision.
     Replace(Arc<DescriptorSet>, RpcReplyPort<bool>),
@@ -44,12 +42,6 @@ pub struct State {
     set: Arc<DescriptorSet>,
 }
 
-impl State {
-    fn by_id(&self) -> &BTreeMap<String, Arc<Descriptor>> {
-        &self.set.by_id
-    }
-}
-
 impl Actor for DescriptorCache {
     type Msg = Msg;
     type State = State;
@@ -71,15 +63,6 @@ impl Actor for DescriptorCache {
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            Msg::Get(id, reply) => {
-                let _ = reply.send(state.by_id().get(&id).cloned());
-            }
-            Msg::List(reply) => {
-                let _ = reply.send(state.by_id().values().cloned().collect());
-            }
-            Msg::Snapshot(reply) => {
-                let _ = reply.send(state.set.clone());
-            }
             Msg::Replace(set, reply) => {
                 let older = matches!(
                     (set.origin.revision, state.set.origin.revision),

@@ -444,12 +444,7 @@ pub async fn publish(
 
 /// The set the descriptor cache serves right now.
 pub async fn snapshot(app: &crate::app::App) -> Result<Arc<DescriptorSet>, String> {
-    ractor::call_t!(
-        app.actors.descriptors.load(),
-        crate::actors::descriptor_cache::Msg::Snapshot,
-        crate::actors::RPC_TIMEOUT_MS
-    )
-    .map_err(|e| format!("descriptor cache unavailable: {e}"))
+    Ok(app.descriptors.current.load_full())
 }
 
 /// Serves `set` (already validated) from now on; `Ok(false)` when a newer published revision
