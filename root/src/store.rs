@@ -201,6 +201,9 @@ const MIGRATIONS: &[&str] = &[
     // A confirmation keeps the expected effect of its preview: the execute hands it to the
     // adapter, which refuses when the world moved since (see `CallRequest::confirmed_effect`).
     "ALTER TABLE confirmations ADD COLUMN effect TEXT",
+    // Each preview sweeps tokens expired a day ago; without this index that sweep read the
+    // whole table on every preview (a full scan per write preview, growing with the table).
+    "CREATE INDEX IF NOT EXISTS confirmations_expires ON confirmations (expires_at)",
 ];
 
 /// The database clock in unix milliseconds (PostgreSQL): replica heartbeats and their expiry
@@ -986,7 +989,10 @@ impl Store {
     // ---- safe writes --------------------------------------------------------------------
 
     pub async fn insert_confirmation(&self, c: &ConfirmationRow) -> Result<()> {
+        let op = "insert confirmation";
         on_pool!(self, pool => {
+            // One transaction (one commit) for the token and the sweep.
+            let mut tx = pool.begin().await.map_err(db(op))?;
             sqlx::query(
                 "INSERT INTO confirmations (token_hash, session_id, tool_id, target_id, args_hash, expires_at, arguments, effect)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -999,15 +1005,16 @@ impl Store {
             .bind(c.expires_at_ms)
             .bind(&c.arguments)
             .bind(&c.effect)
-            .execute(pool)
+            .execute(&mut *tx)
             .await
-            .map_err(db("insert confirmation"))?;
-            // Expired tokens are useless; drop them on the way.
+            .map_err(db(op))?;
+            // Tokens expired a day ago are useless; drop them on the way (an index range).
             sqlx::query("DELETE FROM confirmations WHERE expires_at < $1")
                 .bind(c.expires_at_ms - 24 * 3600 * 1000)
-                .execute(pool)
+                .execute(&mut *tx)
                 .await
-                .map_err(db("insert confirmation"))?;
+                .map_err(db(op))?;
+            tx.commit().await.map_err(db(op))?;
             Ok(())
         })
     }
@@ -2062,5 +2069,68 @@ impl Store {
         .await
         .map_err(db(op))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn confirmation(token_hash: &str, expires_at_ms: i64) -> ConfirmationRow {
+        ConfirmationRow {
+            token_hash: token_hash.into(),
+            session_id: "s".into(),
+            tool_id: "hub.run_allowed_tests".into(),
+            target_id: "hub:t".into(),
+            args_hash: "h".into(),
+            expires_at_ms,
+            arguments: None,
+            effect: Some("{}".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_preview_sweeps_tokens_expired_a_day_ago_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&format!("sqlite:{}", dir.path().join("s.db").display()))
+            .await
+            .expect("store");
+        let now = mcp_shared::time::unix_ms(mcp_shared::time::now());
+        let day = 24 * 3600 * 1000;
+        store
+            .insert_confirmation(&confirmation("old", now - 2 * day))
+            .await
+            .expect("old");
+        store
+            .insert_confirmation(&confirmation("recent", now - 1000))
+            .await
+            .expect("recent");
+        store
+            .insert_confirmation(&confirmation("new", now + 120_000))
+            .await
+            .expect("new");
+        assert!(
+            store
+                .consume_confirmation("old")
+                .await
+                .expect("q")
+                .is_none()
+        );
+        let recent = store.consume_confirmation("recent").await.expect("q");
+        assert_eq!(recent.map(|c| c.token_hash), Some("recent".into()));
+        let new = store.consume_confirmation("new").await.expect("q");
+        assert_eq!(new.and_then(|c| c.effect), Some("{}".into()));
+        // The sweep is an index range, not a scan of every token.
+        let plan: Vec<String> = on_pool!(store, pool => {
+            sqlx::query("EXPLAIN QUERY PLAN DELETE FROM confirmations WHERE expires_at < 0")
+                .fetch_all(pool)
+                .await
+                .map(|rows| rows.iter().map(|r| r.get::<String, _>(3)).collect())
+        })
+        .expect("plan");
+        assert!(
+            plan.iter().any(|d| d.contains("confirmations_expires")),
+            "{plan:?}"
+        );
     }
 }
