@@ -111,18 +111,9 @@ impl App {
         .map_err(|e| format!("policy engine unavailable: {e}"))
     }
 
-    /// Descriptors readable with `visible` tools (`None`: the operator, who reads all): those
-    /// a visible tool projects, plus those no tool projects (public self-description such as
-    /// the plane registry).
-    pub async fn readable_descriptors(
-        &self,
-        visible: Option<&[Arc<crate::catalog::ContractEntry>]>,
-    ) -> Result<Vec<Arc<mcp_shared::descriptor::Descriptor>>, String> {
-        let set = crate::descriptors::snapshot(self).await?;
-        Ok(self.readable_in(&set, visible))
-    }
-
-    /// [`App::readable_descriptors`] within one snapshot of the served set.
+    /// Descriptors of `set` readable with `visible` tools (`None`: the operator, who reads
+    /// all): those a visible tool projects, plus those no tool projects (public
+    /// self-description such as the plane registry).
     pub fn readable_in(
         &self,
         set: &crate::descriptors::DescriptorSet,

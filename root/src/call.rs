@@ -568,7 +568,6 @@ impl Drop for CancelOnDrop {
 
 /// Answers a descriptive tool from its descriptor: `{data, descriptor, stale, freshness}`.
 fn project(app: &App, p: &DescriptorProjection, arguments: &Value) -> Result<Value, ToolError> {
-    // The served set, read without a round trip to the descriptor cache actor.
     let set = app.descriptors.current.load();
     let d = set.by_id.get(&p.descriptor_id).ok_or_else(|| {
         ToolError::new(

@@ -589,9 +589,7 @@ async fn descriptors_for(
         Principal::Operator => None,
         Principal::Lease(l) => Some(app.visible_tools(l).await.map_err(ApiError::internal)?),
     };
-    let set = crate::descriptors::snapshot(app)
-        .await
-        .map_err(ApiError::internal)?;
+    let set = crate::descriptors::snapshot(app);
     let readable = app.readable_in(&set, visible.as_deref());
     Ok((set, readable))
 }

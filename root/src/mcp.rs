@@ -519,9 +519,7 @@ struct ResourceView {
 
 async fn resource_view(app: &App, lease: &LeaseEntry) -> Result<ResourceView, ErrorData> {
     let visible = visible(app, lease).await?;
-    let set = crate::descriptors::snapshot(app)
-        .await
-        .map_err(|e| ErrorData::internal_error(e, None))?;
+    let set = crate::descriptors::snapshot(app);
     let descriptors = app.readable_in(&set, Some(&visible));
     let selectable = visible
         .into_iter()

@@ -57,10 +57,9 @@ pub struct RouterSession;
 
 pub struct State {
     args: Args,
-    /// Calls awaiting their result, by call id, with the id of the frame that carried them.
+    /// Calls awaiting their result, by call id, with the id of the frame that carried them
+    /// (a `protocol_error` names the frame; rare enough to be found by a scan).
     calls: HashMap<String, (String, RpcReplyPort<RoutedResult>)>,
-    /// Call ids by the id of the frame that carried them (a `protocol_error` names the frame).
-    call_frames: HashMap<String, String>,
     commands: HashMap<String, RpcReplyPort<Result<SkillState, ToolError>>>,
 }
 
@@ -118,7 +117,6 @@ impl Actor for RouterSession {
         Ok(State {
             args,
             calls: HashMap::new(),
-            call_frames: HashMap::new(),
             commands: HashMap::new(),
         })
     }
@@ -163,9 +161,6 @@ impl Actor for RouterSession {
                 let (frame_id, text) = frame(RootToHub::Call(req));
                 match state.send(text) {
                     Ok(()) => {
-                        state
-                            .call_frames
-                            .insert(frame_id.clone(), call.call_id.clone());
                         state.calls.insert(call.call_id, (frame_id, reply));
                     }
                     Err(e) => {
@@ -175,9 +170,7 @@ impl Actor for RouterSession {
             }
             Msg::Cancel(call_id) => {
                 // The caller has given up (deadline or client cancel): forget it and tell the hub.
-                if let Some((frame_id, _)) = state.calls.remove(&call_id) {
-                    state.call_frames.remove(&frame_id);
-                }
+                state.calls.remove(&call_id);
                 let (_, text) = frame(RootToHub::Cancel { call_id });
                 let _ = state.send(text);
             }
@@ -194,8 +187,7 @@ impl Actor for RouterSession {
             }
             Msg::Frame(env) => match env.body {
                 HubToRoot::Result { call_id, outcome } => {
-                    if let Some((frame_id, reply)) = state.calls.remove(&call_id) {
-                        state.call_frames.remove(&frame_id);
+                    if let Some((_, reply)) = state.calls.remove(&call_id) {
                         let _ = reply.send(match outcome {
                             CallOutcome::Ok { adapter, result } => Ok((adapter, result)),
                             CallOutcome::Error { adapter, error } => Err((adapter, error)),
@@ -217,9 +209,12 @@ impl Actor for RouterSession {
                         return Ok(());
                     };
                     let target_id = &state.args.target_id;
-                    if let Some(call_id) = state.call_frames.remove(&frame_id)
-                        && let Some((_, reply)) = state.calls.remove(&call_id)
-                    {
+                    let call_id = state
+                        .calls
+                        .iter()
+                        .find(|(_, (carried_by, _))| *carried_by == frame_id)
+                        .map(|(call_id, _)| call_id.clone());
+                    if let Some((_, reply)) = call_id.and_then(|id| state.calls.remove(&id)) {
                         let _ = reply.send(Err((None, undecodable(target_id, &message))));
                     } else if let Some(reply) = state.commands.remove(&frame_id) {
                         let _ = reply.send(Err(undecodable(target_id, &message)));

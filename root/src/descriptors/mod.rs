@@ -442,9 +442,9 @@ pub async fn publish(
     Ok(set)
 }
 
-/// The set the descriptor cache serves right now.
-pub async fn snapshot(app: &crate::app::App) -> Result<Arc<DescriptorSet>, String> {
-    Ok(app.descriptors.current.load_full())
+/// The set the descriptor cache serves right now (a lock-free read, no message).
+pub fn snapshot(app: &crate::app::App) -> Arc<DescriptorSet> {
+    app.descriptors.current.load_full()
 }
 
 /// Serves `set` (already validated) from now on; `Ok(false)` when a newer published revision

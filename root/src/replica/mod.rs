@@ -494,10 +494,7 @@ impl Zone {
 
     /// Serves the newest published descriptor set if it is newer than the one served here.
     async fn refresh_descriptors(&self, app: &App) -> Result<(), store::Error> {
-        let served = crate::descriptors::snapshot(app)
-            .await
-            .ok()
-            .and_then(|s| s.origin.revision);
+        let served = crate::descriptors::snapshot(app).origin.revision;
         let Some(latest) = self.store.latest_descriptor_set().await? else {
             return Ok(());
         };
