@@ -25,6 +25,9 @@ pub struct App {
     pub descriptors: Arc<crate::actors::descriptor_cache::Args>,
     pub leases: Arc<LeaseIndex>,
     pub targets: Arc<TargetDirectory>,
+    /// Connected targets' router sessions (kept by the router actor; calls and cancels go to
+    /// them directly, see `actors::router::route`).
+    pub router_sessions: Arc<crate::actors::router::Sessions>,
     pub contracts: Arc<ContractRegistry>,
     pub profiles: Arc<ProfileRegistry>,
     pub destructive: crate::catalog::DestructiveRules,

@@ -494,15 +494,15 @@ pub(crate) async fn route_local(
     let call_id = routed.call_id.clone();
     let target_id = routed.target_id.clone();
     let tool_id = routed.tool_id.clone();
-    let router = app.actors.router.load_full();
     // Dropped before the answer (the caller went away, e.g. a forwarding replica gave up):
     // the hub is told to stop.
     let mut guard = CancelOnDrop {
-        router: Some(router.clone()),
+        sessions: Some(app.router_sessions.clone()),
         target_id: target_id.clone(),
         call_id: call_id.clone(),
     };
-    let pending = router.call(|reply| router::Msg::Route(routed, reply), None);
+    let (tx, pending) = ractor::concurrency::oneshot();
+    router::route(&app.router_sessions, routed, tx.into());
     let cancelled = async {
         match cancel {
             Some(ct) => ct.cancelled().await,
@@ -516,17 +516,17 @@ pub(crate) async fn route_local(
         }
     };
     match outcome {
-        Ok(Ok(ractor::rpc::CallResult::Success(Ok((adapter, value))))) => {
-            guard.router = None;
+        Ok(Ok(Ok((adapter, value)))) => {
+            guard.sessions = None;
             (Some(adapter), Ok(value))
         }
-        Ok(Ok(ractor::rpc::CallResult::Success(Err((adapter, error))))) => {
-            guard.router = None;
+        Ok(Ok(Err((adapter, error)))) => {
+            guard.sessions = None;
             (adapter, Err(error))
         }
         // The session went away with the call (connection closed): the target is offline.
-        Ok(_) => {
-            guard.router = None;
+        Ok(Err(_)) => {
+            guard.sessions = None;
             (
                 None,
                 Err(ToolError::new(
@@ -548,20 +548,21 @@ pub(crate) async fn route_local(
     }
 }
 
-/// Tells the router to cancel a call unless disarmed (`router` taken) first.
+/// Tells the target's session to cancel a call unless disarmed (`sessions` taken) first.
 struct CancelOnDrop {
-    router: Option<Arc<ractor::ActorRef<router::Msg>>>,
+    sessions: Option<Arc<router::Sessions>>,
     target_id: String,
     call_id: String,
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        if let Some(router) = self.router.take() {
-            let _ = router.send_message(router::Msg::Cancel {
-                target_id: std::mem::take(&mut self.target_id),
-                call_id: std::mem::take(&mut self.call_id),
-            });
+        if let Some(sessions) = self.sessions.take() {
+            router::cancel(
+                &sessions,
+                &self.target_id,
+                std::mem::take(&mut self.call_id),
+            );
         }
     }
 }

@@ -261,6 +261,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         };
     let leases = Arc::new(lease_manager::LeaseIndex::default());
     let targets = Arc::new(router::TargetDirectory::default());
+    let router_sessions = Arc::new(router::Sessions::default());
     for e in enrolments.iter() {
         targets.insert(e.key().clone(), e.offline_descriptor());
     }
@@ -293,6 +294,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         }),
         router: Arc::new(router::Args {
             targets: targets.clone(),
+            sessions: router_sessions.clone(),
         }),
     })
     .await
@@ -305,6 +307,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         descriptors,
         leases,
         targets,
+        router_sessions,
         contracts,
         profiles,
         destructive,

@@ -58,6 +58,17 @@ macro_rules! on_pool {
     };
 }
 
+/// [`on_pool!`] for audit appends: SQLite's dedicated audit connection (see
+/// [`Store::audit_pool`]).
+macro_rules! on_audit_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match (&$store.pool, &$store.audit_pool) {
+            (Pool::Sqlite(_), Some($pool)) | (Pool::Sqlite($pool), None) => $body,
+            (Pool::Postgres($pool), _) => $body,
+        }
+    };
+}
+
 /// Schema migrations, applied in order once each; both backends accept this SQL.
 const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS leases (
@@ -544,9 +555,29 @@ macro_rules! lease_from_row {
     }};
 }
 
+/// Whether a SQLite connection goes back to its pool. SQLite rolls a transaction back by
+/// itself on some errors (a full disk, I/O errors); sqlx then still counts it open, its
+/// ROLLBACK fails, and every later BEGIN on that connection would fail too. Such a connection
+/// is closed, never reused. sqlx counts a transaction open until a queued rollback has run,
+/// so a connection it counts closed is reused at once; one it counts open is pinged first
+/// (which runs the queued rollback) and asked again.
+async fn reusable(conn: &mut sqlx::SqliteConnection) -> std::result::Result<bool, sqlx::Error> {
+    if !sqlx::Connection::is_in_transaction(&*conn) {
+        return Ok(true);
+    }
+    sqlx::Connection::ping(&mut *conn).await?;
+    Ok(!sqlx::Connection::is_in_transaction(&*conn))
+}
+
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
+    /// SQLite only: the one connection audit batches are appended on. SQLite drops a
+    /// connection's page cache whenever another connection wrote since its last transaction;
+    /// with appends spread over the pool every batch began by re-reading the trail's index
+    /// pages from the OS. On its own connection (the audit writer is the only frequent writer)
+    /// the pages stay cached between batches.
+    audit_pool: Option<SqlitePool>,
     /// PostgreSQL only: channel names and lock keys of this database and schema.
     shared: Option<std::sync::Arc<SharedNames>>,
 }
@@ -560,6 +591,7 @@ impl Store {
 
     /// [`Store::open`] with `[storage]` settings.
     pub async fn open_with(url: &str, storage: &crate::config::StorageConfig) -> Result<Store> {
+        let mut audit_pool = None;
         let pool = if let Some(path) = url.strip_prefix("sqlite:") {
             let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
                 .map_err(db("open sqlite"))?
@@ -569,20 +601,20 @@ impl Store {
                     crate::config::SqliteSync::Full => SqliteSynchronous::Full,
                     crate::config::SqliteSync::Normal => SqliteSynchronous::Normal,
                 })
-                .busy_timeout(Duration::from_secs(5));
+                .busy_timeout(Duration::from_secs(5))
+                // Statement journals (a multi-row insert keeps one in case a row fails) in
+                // memory instead of a temporary file per statement.
+                .pragma("temp_store", "memory");
+            let audit = SqlitePoolOptions::new()
+                .min_connections(1)
+                .max_connections(1)
+                .after_release(|conn, _| Box::pin(reusable(conn)))
+                .connect_lazy_with(opts.clone());
+            audit_pool = Some(audit);
             Pool::Sqlite(
                 SqlitePoolOptions::new()
                     .max_connections(4)
-                    // SQLite rolls a transaction back by itself on some errors (a full disk,
-                    // I/O errors); sqlx then still counts it open, its ROLLBACK fails, and every
-                    // later BEGIN on that connection would fail too. Such a connection is
-                    // closed, never reused (the ping first runs any rollback still queued).
-                    .after_release(|conn, _| {
-                        Box::pin(async move {
-                            sqlx::Connection::ping(&mut *conn).await?;
-                            Ok(!sqlx::Connection::is_in_transaction(&*conn))
-                        })
-                    })
+                    .after_release(|conn, _| Box::pin(reusable(conn)))
                     .connect_with(opts)
                     .await
                     .map_err(db("open sqlite"))?,
@@ -614,7 +646,11 @@ impl Store {
                 )))
             }
         };
-        let store = Store { pool, shared };
+        let store = Store {
+            pool,
+            audit_pool,
+            shared,
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -1401,7 +1437,7 @@ impl Store {
         } else {
             "BEGIN IMMEDIATE"
         };
-        on_pool!(self, pool => {
+        on_audit_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await.map_err(db(op))?;
             if let Some(n) = &shared {
                 sqlx::query("SELECT pg_advisory_xact_lock($1)")

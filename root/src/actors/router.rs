@@ -1,6 +1,10 @@
 //! Router: maps a target to its router session and forwards routed calls, cancels and skill
 //! commands to it; keeps the directory of managed target descriptors the policy engine reads.
 //!
+//! The actor alone changes the map (attach, detach, its own restart); calls and cancels read
+//! the published map ([`Sessions`], see [`route`]) and go straight to the target's session,
+//! so a routed call costs no message to a zone-wide actor.
+//!
 //! Invariant: the router holds no per-tool branches; it forwards a call to the lease's target
 //! session or answers `target_offline`.
 
@@ -19,6 +23,9 @@ use super::router_session;
 /// Managed target descriptors by target id (status online/offline), published by the hub
 /// channel and read by the policy engine.
 pub type TargetDirectory = DashMap<String, ManagedTargetDescriptor>;
+
+/// Live router sessions by target id: written by the router actor only, read by callers.
+pub type Sessions = DashMap<String, ActorRef<router_session::Msg>>;
 
 /// A call routed to a target.
 #[derive(Debug, Clone)]
@@ -46,10 +53,6 @@ pub enum Msg {
     Attach(String, ActorRef<router_session::Msg>),
     /// A hub's connection ended.
     Detach(String, ractor::ActorId),
-    /// Routes a call to the target's session; answered by the session.
-    Route(RoutedCall, RpcReplyPort<RoutedResult>),
-    /// Tells the target to stop a call (deadline passed or the client cancelled).
-    Cancel { target_id: String, call_id: String },
     /// An operator command for a skill on a target.
     Skill {
         target_id: String,
@@ -65,12 +68,40 @@ pub enum Msg {
 
 pub struct Args {
     pub targets: Arc<TargetDirectory>,
+    /// The published map of sessions (see [`route`]).
+    pub sessions: Arc<Sessions>,
 }
 
 pub struct Router;
 
 pub struct State {
-    sessions: HashMap<String, ActorRef<router_session::Msg>>,
+    sessions: Arc<Sessions>,
+}
+
+/// Sends a call to `target_id`'s session, answered there; with no session the reply is
+/// `target_offline` at once.
+pub fn route(sessions: &Sessions, call: RoutedCall, reply: RpcReplyPort<RoutedResult>) {
+    let session = sessions.get(&call.target_id).map(|s| s.value().clone());
+    match session {
+        Some(s) => {
+            if let Err(e) = s.send_message(router_session::Msg::Call(Box::new(call), reply)) {
+                // The session is gone; the reply port inside the message is dropped and the
+                // caller sees the RPC fail, which it maps to target_offline.
+                tracing::debug!(error = %e, "router session stopped while routing");
+            }
+        }
+        None => {
+            let _ = reply.send(Err((None, offline(&call.target_id))));
+        }
+    }
+}
+
+/// Tells the target to stop a call (deadline passed or the client cancelled).
+pub fn cancel(sessions: &Sessions, target_id: &str, call_id: String) {
+    let session = sessions.get(target_id).map(|s| s.value().clone());
+    if let Some(s) = session {
+        let _ = s.send_message(router_session::Msg::Cancel(call_id));
+    }
 }
 
 fn offline(target_id: &str) -> ToolError {
@@ -88,12 +119,13 @@ impl Actor for Router {
     async fn pre_start(
         &self,
         _myself: ActorRef<Msg>,
-        _args: Arc<Args>,
+        args: Arc<Args>,
     ) -> Result<State, ActorProcessingErr> {
         // Sessions belong to live connections; after a restart hubs re-attach when they
         // reconnect (their connections close with the old sessions' channels).
+        args.sessions.clear();
         Ok(State {
-            sessions: HashMap::new(),
+            sessions: args.sessions.clone(),
         })
     }
 
@@ -110,38 +142,16 @@ impl Actor for Router {
                 }
             }
             Msg::Detach(target_id, id) => {
-                if state
+                state
                     .sessions
-                    .get(&target_id)
-                    .is_some_and(|s| s.get_id() == id)
-                {
-                    state.sessions.remove(&target_id);
-                }
-            }
-            Msg::Route(call, reply) => match state.sessions.get(&call.target_id) {
-                Some(s) => {
-                    if let Err(e) = s.send_message(router_session::Msg::Call(Box::new(call), reply))
-                    {
-                        // The session is gone; the reply port inside the message is dropped and
-                        // the caller sees the RPC fail, which it maps to target_offline.
-                        tracing::debug!(error = %e, "router session stopped while routing");
-                    }
-                }
-                None => {
-                    let _ = reply.send(Err((None, offline(&call.target_id))));
-                }
-            },
-            Msg::Cancel { target_id, call_id } => {
-                if let Some(s) = state.sessions.get(&target_id) {
-                    let _ = s.send_message(router_session::Msg::Cancel(call_id));
-                }
+                    .remove_if(&target_id, |_, s| s.get_id() == id);
             }
             Msg::Skill {
                 target_id,
                 skill,
                 command,
                 reply,
-            } => match state.sessions.get(&target_id) {
+            } => match state.sessions.get(&target_id).map(|s| s.value().clone()) {
                 Some(s) => {
                     let _ = s.send_message(router_session::Msg::Skill(skill, command, reply));
                 }
@@ -153,8 +163,13 @@ impl Actor for Router {
                 let _ = reply.send(state.sessions.len());
             }
             Msg::Pressure(reply) => {
+                let sessions: Vec<_> = state
+                    .sessions
+                    .iter()
+                    .map(|e| (e.key().clone(), e.value().clone()))
+                    .collect();
                 let mut out = HashMap::new();
-                for (t, s) in &state.sessions {
+                for (t, s) in &sessions {
                     if let Ok(p) = ractor::call_t!(s, router_session::Msg::Pressure, 1_000) {
                         out.insert(t.clone(), p);
                     }
@@ -163,5 +178,97 @@ impl Actor for Router {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc;
+
+    fn call(call_id: &str, target_id: &str) -> RoutedCall {
+        RoutedCall {
+            call_id: call_id.into(),
+            target_id: target_id.into(),
+            session_id: "s".into(),
+            tool_id: "hub.get_status".into(),
+            capability: "infra.read.status".into(),
+            arguments: serde_json::json!({}),
+            trace_id: "t".into(),
+            dry_run: false,
+            expires_at_ms: i64::MAX,
+            idempotency_key: None,
+            confirmed_effect: None,
+        }
+    }
+
+    async fn session(target_id: &str) -> (ActorRef<router_session::Msg>, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel(8);
+        let (s, _) = Actor::spawn(
+            None,
+            router_session::RouterSession,
+            router_session::Args {
+                target_id: target_id.into(),
+                signing_key: [7; 32],
+                outbound: tx,
+                on_surface: Box::new(|_| {}),
+            },
+        )
+        .await
+        .expect("spawn session");
+        (s, rx)
+    }
+
+    /// The `type` of the next frame queued for the hub.
+    async fn next_frame(rx: &mut mpsc::Receiver<String>) -> (String, Value) {
+        let text = rx.recv().await.expect("a frame");
+        let v: Value = serde_json::from_str(&text).expect("json");
+        (v["body"]["type"].as_str().unwrap_or_default().to_owned(), v)
+    }
+
+    #[tokio::test]
+    async fn calls_reach_the_attached_session_and_a_stale_detach_keeps_the_newer_one() {
+        let sessions = Arc::new(Sessions::default());
+        let (router, _) = Actor::spawn(
+            None,
+            Router,
+            Arc::new(Args {
+                targets: Default::default(),
+                sessions: sessions.clone(),
+            }),
+        )
+        .await
+        .expect("spawn router");
+
+        // No session: target_offline at once, nothing waits.
+        let (tx, rx) = ractor::concurrency::oneshot();
+        route(&sessions, call("c0", "hub:t"), tx.into());
+        let Err((None, e)) = rx.await.expect("answered") else {
+            panic!("expected an error")
+        };
+        assert_eq!(e.code, ErrorCode::TargetOffline);
+
+        let (old, _old_rx) = session("hub:t").await;
+        let (new, mut new_rx) = session("hub:t").await;
+        ractor::cast!(router, Msg::Attach("hub:t".into(), old.clone())).expect("attach");
+        ractor::cast!(router, Msg::Attach("hub:t".into(), new.clone())).expect("attach");
+        // The old connection's detach arrives late: the newer session stays.
+        ractor::cast!(router, Msg::Detach("hub:t".into(), old.get_id())).expect("detach");
+        let connected = ractor::call_t!(router, Msg::Connected, 1_000).expect("connected");
+        assert_eq!(connected, 1);
+
+        let (tx, _pending) = ractor::concurrency::oneshot();
+        route(&sessions, call("c1", "hub:t"), tx.into());
+        let (kind, frame) = next_frame(&mut new_rx).await;
+        assert_eq!(kind, "call", "{frame}");
+        assert_eq!(frame["body"]["call_id"], "c1");
+        cancel(&sessions, "hub:t", "c1".into());
+        let (kind, frame) = next_frame(&mut new_rx).await;
+        assert_eq!(kind, "cancel", "{frame}");
+
+        ractor::cast!(router, Msg::Detach("hub:t".into(), new.get_id())).expect("detach");
+        let connected = ractor::call_t!(router, Msg::Connected, 1_000).expect("connected");
+        assert_eq!(connected, 0);
+        assert!(sessions.is_empty());
     }
 }

@@ -490,11 +490,7 @@ pub async fn internal_route(
             }
         }
         ReplicaCall::Cancel { target_id, call_id } => {
-            let _ = app
-                .actors
-                .router
-                .load()
-                .send_message(router::Msg::Cancel { target_id, call_id });
+            router::cancel(&app.router_sessions, &target_id, call_id);
             ReplicaAnswer::Cancelled
         }
         ReplicaCall::Skill {
