@@ -182,11 +182,12 @@ impl Actor for Router {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tokio::sync::mpsc;
 
-    fn call(call_id: &str, target_id: &str) -> RoutedCall {
+    /// A routed read of `hub.get_status` (also used by the router session's tests).
+    pub(crate) fn call(call_id: &str, target_id: &str) -> RoutedCall {
         RoutedCall {
             call_id: call_id.into(),
             target_id: target_id.into(),

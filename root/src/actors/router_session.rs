@@ -245,19 +245,7 @@ mod tests {
     use super::*;
 
     fn routed(call_id: &str) -> Box<RoutedCall> {
-        Box::new(RoutedCall {
-            call_id: call_id.into(),
-            target_id: "hub:t".into(),
-            session_id: "s".into(),
-            tool_id: "hub.get_status".into(),
-            capability: "infra.read.status".into(),
-            arguments: serde_json::json!({}),
-            trace_id: "t".into(),
-            dry_run: false,
-            expires_at_ms: i64::MAX,
-            idempotency_key: None,
-            confirmed_effect: None,
-        })
+        Box::new(super::super::router::tests::call(call_id, "hub:t"))
     }
 
     /// The id of the next frame root queued for the hub.
