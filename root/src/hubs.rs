@@ -705,10 +705,7 @@ async fn serve(
             serde_json::to_string(&skills).ok().as_deref(),
         )
         .await?;
-    app.actors
-        .router
-        .load()
-        .send_message(router::Msg::Attach(target_id.clone(), session.clone()))?;
+    router::attach(&app.router_sessions, target_id.clone(), session.clone());
     // Other replicas forward this target's calls here from now on.
     let connection_id = uuid::Uuid::now_v7().to_string();
     crate::replica::hub_connected(&app, &target_id, &connection_id).await;
@@ -842,11 +839,7 @@ async fn serve(
         LifecycleKind::Disconnected,
         "the hub's connection ended".into(),
     );
-    app.actors
-        .router
-        .load()
-        .send_message(router::Msg::Detach(target_id.clone(), session.get_id()))
-        .ok();
+    router::detach(&app.router_sessions, &target_id, session.get_id());
     session.stop(Some("connection closed".into()));
     drop(out_tx);
     crate::hub_frames::finish(writer, tell_writer, closing).await;

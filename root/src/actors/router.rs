@@ -1,9 +1,11 @@
 //! Router: maps a target to its router session and forwards routed calls, cancels and skill
 //! commands to it; keeps the directory of managed target descriptors the policy engine reads.
 //!
-//! The actor alone changes the map (attach, detach, its own restart); calls and cancels read
-//! the published map ([`Sessions`], see [`route`]) and go straight to the target's session,
-//! so a routed call costs no message to a zone-wide actor.
+//! The map of sessions ([`Sessions`]) is shared: a hub's connection task puts its session in
+//! ([`attach`], before the target is published online, so no call finds an online target
+//! without its session) and takes it out ([`detach`]); calls and cancels read it and go
+//! straight to the target's session ([`route`], [`cancel`]), so a routed call costs no
+//! message to a zone-wide actor. The actor answers skill commands, counts and pressure.
 //!
 //! Invariant: the router holds no per-tool branches; it forwards a call to the lease's target
 //! session or answers `target_offline`.
@@ -24,7 +26,8 @@ use super::router_session;
 /// channel and read by the policy engine.
 pub type TargetDirectory = DashMap<String, ManagedTargetDescriptor>;
 
-/// Live router sessions by target id: written by the router actor only, read by callers.
+/// Live router sessions by target id: written by hub connections ([`attach`], [`detach`]),
+/// read by callers.
 pub type Sessions = DashMap<String, ActorRef<router_session::Msg>>;
 
 /// A call routed to a target.
@@ -49,10 +52,6 @@ pub struct RoutedCall {
 pub type RoutedResult = Result<(String, Value), (Option<String>, ToolError)>;
 
 pub enum Msg {
-    /// A hub connected: its session replaces any older one for the same target.
-    Attach(String, ActorRef<router_session::Msg>),
-    /// A hub's connection ended.
-    Detach(String, ractor::ActorId),
     /// An operator command for a skill on a target.
     Skill {
         target_id: String,
@@ -68,7 +67,7 @@ pub enum Msg {
 
 pub struct Args {
     pub targets: Arc<TargetDirectory>,
-    /// The published map of sessions (see [`route`]).
+    /// The shared map of sessions (see [`attach`], [`route`]).
     pub sessions: Arc<Sessions>,
 }
 
@@ -76,6 +75,20 @@ pub struct Router;
 
 pub struct State {
     sessions: Arc<Sessions>,
+}
+
+/// A hub connected: its session replaces any older one for the same target (which is
+/// stopped).
+pub fn attach(sessions: &Sessions, target_id: String, session: ActorRef<router_session::Msg>) {
+    if let Some(old) = sessions.insert(target_id, session) {
+        old.stop(Some("replaced by a newer connection".into()));
+    }
+}
+
+/// A hub's connection ended: its session leaves the map unless a newer connection's
+/// replaced it already.
+pub fn detach(sessions: &Sessions, target_id: &str, id: ractor::ActorId) {
+    sessions.remove_if(target_id, |_, s| s.get_id() == id);
 }
 
 /// Sends a call to `target_id`'s session, answered there; with no session the reply is
@@ -121,9 +134,8 @@ impl Actor for Router {
         _myself: ActorRef<Msg>,
         args: Arc<Args>,
     ) -> Result<State, ActorProcessingErr> {
-        // Sessions belong to live connections; after a restart hubs re-attach when they
-        // reconnect (their connections close with the old sessions' channels).
-        args.sessions.clear();
+        // Sessions belong to live connections (which attach and detach them), not to this
+        // actor: they stay routable across its restart.
         Ok(State {
             sessions: args.sessions.clone(),
         })
@@ -136,16 +148,6 @@ impl Actor for Router {
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            Msg::Attach(target_id, session) => {
-                if let Some(old) = state.sessions.insert(target_id, session) {
-                    old.stop(Some("replaced by a newer connection".into()));
-                }
-            }
-            Msg::Detach(target_id, id) => {
-                state
-                    .sessions
-                    .remove_if(&target_id, |_, s| s.get_id() == id);
-            }
             Msg::Skill {
                 target_id,
                 skill,
@@ -251,10 +253,10 @@ pub(crate) mod tests {
 
         let (old, _old_rx) = session("hub:t").await;
         let (new, mut new_rx) = session("hub:t").await;
-        ractor::cast!(router, Msg::Attach("hub:t".into(), old.clone())).expect("attach");
-        ractor::cast!(router, Msg::Attach("hub:t".into(), new.clone())).expect("attach");
+        attach(&sessions, "hub:t".into(), old.clone());
+        attach(&sessions, "hub:t".into(), new.clone());
         // The old connection's detach arrives late: the newer session stays.
-        ractor::cast!(router, Msg::Detach("hub:t".into(), old.get_id())).expect("detach");
+        detach(&sessions, "hub:t", old.get_id());
         let connected = ractor::call_t!(router, Msg::Connected, 1_000).expect("connected");
         assert_eq!(connected, 1);
 
@@ -267,7 +269,7 @@ pub(crate) mod tests {
         let (kind, frame) = next_frame(&mut new_rx).await;
         assert_eq!(kind, "cancel", "{frame}");
 
-        ractor::cast!(router, Msg::Detach("hub:t".into(), new.get_id())).expect("detach");
+        detach(&sessions, "hub:t", new.get_id());
         let connected = ractor::call_t!(router, Msg::Connected, 1_000).expect("connected");
         assert_eq!(connected, 0);
         assert!(sessions.is_empty());
