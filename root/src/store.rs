@@ -30,6 +30,10 @@ pub enum Error {
     },
     #[error("stored row is corrupt during {op}: {detail}")]
     Corrupt { op: &'static str, detail: String },
+    /// An append given the head its writer last committed found rows after it (another
+    /// writer appended meanwhile); nothing was written. Read the head and append again.
+    #[error("the audit trail's head moved since this writer's last commit")]
+    HeadMoved,
     #[error(
         "{0} needs PostgreSQL: replicas share one PostgreSQL database (SQLite is single-replica)"
     )]
@@ -605,15 +609,20 @@ impl Store {
                 // Statement journals (a multi-row insert keeps one in case a row fails) in
                 // memory instead of a temporary file per statement.
                 .pragma("temp_store", "memory");
+            // No `ping` before each acquire (sqlx's default, a round trip to the connection's
+            // worker thread): a SQLite connection is a file handle, not a peer that can hang
+            // up, and one left unusable by an error is closed on release (`reusable`).
             let audit = SqlitePoolOptions::new()
                 .min_connections(1)
                 .max_connections(1)
+                .test_before_acquire(false)
                 .after_release(|conn, _| Box::pin(reusable(conn)))
                 .connect_lazy_with(opts.clone());
             audit_pool = Some(audit);
             Pool::Sqlite(
                 SqlitePoolOptions::new()
                     .max_connections(4)
+                    .test_before_acquire(false)
                     .after_release(|conn, _| Box::pin(reusable(conn)))
                     .connect_with(opts)
                     .await
@@ -1422,12 +1431,24 @@ impl Store {
     /// transaction-scoped advisory lock, so appends from every replica of the zone form one
     /// chain in commit order, and the commit announces the new head on the audit channel (the
     /// live streams of the other replicas wake on it). Returns the links as written.
+    ///
+    /// `known_head`: the head this writer's previous batch left. On SQLite, where root's audit
+    /// writer is the trail's only writer, it is used instead of reading the head again, and
+    /// the batch goes to the database as one statement list (see
+    /// [`Store::append_audit_after`]); rows appended after it by anyone else make the first
+    /// row's `seq` collide and the append fails with [`Error::HeadMoved`], having written
+    /// nothing. Ignored on PostgreSQL (the replicas of a zone share the chain).
     pub async fn append_audit_chained(
         &self,
         entries: &[AuditEntry],
         replica_id: Option<&str>,
+        known_head: Option<(i64, String)>,
         chain: impl FnOnce(i64, String) -> Vec<ChainLink>,
     ) -> Result<Vec<ChainLink>> {
+        if let (Some((seq, hash)), Pool::Sqlite(_)) = (known_head, &self.pool) {
+            let links = chain(seq, hash);
+            return self.append_audit_after(entries, links).await;
+        }
         let shared = self.shared.clone();
         let op = "append audit";
         // SQLite: take the write lock up front (the head is read, then rows are written; a
@@ -1437,6 +1458,7 @@ impl Store {
         } else {
             "BEGIN IMMEDIATE"
         };
+        let sqlite = matches!(self.pool, Pool::Sqlite(_));
         on_audit_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await.map_err(db(op))?;
             if let Some(n) = &shared {
@@ -1458,35 +1480,18 @@ impl Store {
                 ),
             };
             let links = chain(seq, hash);
-            if links.len() != entries.len() {
-                return Err(Error::Corrupt {
-                    op,
-                    detail: format!("{} chain links for {} entries", links.len(), entries.len()),
-                });
-            }
+            check_links(op, entries, &links)?;
             for (chunk, chunk_links) in entries
                 .chunks(AUDIT_ROWS_PER_INSERT)
                 .zip(links.chunks(AUDIT_ROWS_PER_INSERT))
             {
                 // Only generated placeholders are spliced in; every value is bound.
-                let sql = audit_insert_sql(chunk.len());
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for (e, link) in chunk.iter().zip(chunk_links) {
-                    q = q
-                        .bind(link.seq)
-                        .bind(e.event_id.as_str())
-                        .bind(e.trace_id.as_str())
-                        .bind(e.target_id.as_deref())
-                        .bind(e.tool_id.as_str())
-                        .bind(e.status)
-                        .bind(e.actor.as_str())
-                        .bind(e.started_at_ms)
-                        .bind(e.event_json.as_str())
-                        .bind(link.prev_hash.as_str())
-                        .bind(link.hash.as_str())
-                        .bind(replica_id);
-                }
-                q.execute(&mut *tx).await.map_err(db(op))?;
+                let mut sql = String::new();
+                audit_insert_sql(&mut sql, chunk.len(), sqlite);
+                bind_audit_rows(sqlx::query(sqlx::AssertSqlSafe(sql)), chunk, chunk_links, replica_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(op))?;
             }
             if let (Some(n), Some(last)) = (&shared, links.last()) {
                 sqlx::query("SELECT pg_notify($1, $2)")
@@ -1499,6 +1504,42 @@ impl Store {
             tx.commit().await.map_err(db(op))?;
             Ok(links)
         })
+    }
+
+    /// SQLite with the head known: the batch as one statement list, `BEGIN IMMEDIATE`, its
+    /// inserts, `COMMIT`, sent to the audit connection's worker thread at once instead of one
+    /// round trip per statement. When a statement fails, the transaction it leaves open goes
+    /// with the connection, which is closed (closing rolls it back: nothing of the batch stays).
+    async fn append_audit_after(
+        &self,
+        entries: &[AuditEntry],
+        links: Vec<ChainLink>,
+    ) -> Result<Vec<ChainLink>> {
+        let op = "append audit";
+        check_links(op, entries, &links)?;
+        let pool = match (&self.audit_pool, &self.pool) {
+            (Some(pool), _) | (None, Pool::Sqlite(pool)) => pool,
+            (None, Pool::Postgres(_)) => return Err(Error::NotShared(op)),
+        };
+        let mut sql = String::from("BEGIN IMMEDIATE; ");
+        for chunk in entries.chunks(AUDIT_ROWS_PER_INSERT) {
+            audit_insert_sql(&mut sql, chunk.len(), true);
+            sql.push_str("; ");
+        }
+        sql.push_str("COMMIT");
+        // Only generated placeholders are spliced in; every value is bound.
+        let q = bind_audit_rows(sqlx::query(sqlx::AssertSqlSafe(sql)), entries, &links, None);
+        let mut conn = pool.acquire().await.map_err(db(op))?;
+        match q.execute(&mut *conn).await {
+            Ok(_) => Ok(links),
+            Err(e) => {
+                conn.close_on_drop();
+                match e {
+                    sqlx::Error::Database(d) if d.is_unique_violation() => Err(Error::HeadMoved),
+                    e => Err(db(op)(e)),
+                }
+            }
+        }
     }
 
     /// Queries the trail. Rows whose stored JSON no longer parses are returned as errors, so a
@@ -1607,8 +1648,13 @@ impl Store {
 /// parameter limits).
 pub const AUDIT_ROWS_PER_INSERT: usize = 64;
 
-fn audit_insert_sql(n: usize) -> String {
-    let mut sql = String::from(
+/// Appends the multi-row insert of `n` audit rows to `sql`. `anonymous`: SQLite's `?`
+/// placeholders instead of `$N`; sqlx binds a named parameter by asking SQLite for its name,
+/// a linear search of the statement's names, so `$N` costs time quadratic in the row count
+/// (PostgreSQL needs `$N`).
+fn audit_insert_sql(sql: &mut String, n: usize, anonymous: bool) {
+    use std::fmt::Write;
+    sql.push_str(
         "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status, actor, started_at, event, prev_hash, hash, replica_id) VALUES ",
     );
     for r in 0..n {
@@ -1620,11 +1666,55 @@ fn audit_insert_sql(n: usize) -> String {
             if c > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str(&format!("${}", r * 12 + c + 1));
+            if anonymous {
+                sql.push('?');
+            } else {
+                let _ = write!(sql, "${}", r * 12 + c + 1);
+            }
         }
         sql.push(')');
     }
-    sql
+}
+
+/// Binds the columns of `entries` at `links`, in [`audit_insert_sql`]'s order.
+fn bind_audit_rows<'q, DB: sqlx::Database>(
+    mut q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>,
+    entries: &'q [AuditEntry],
+    links: &'q [ChainLink],
+    replica_id: Option<&'q str>,
+) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>
+where
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for (e, link) in entries.iter().zip(links) {
+        q = q
+            .bind(link.seq)
+            .bind(e.event_id.as_str())
+            .bind(e.trace_id.as_str())
+            .bind(e.target_id.as_deref())
+            .bind(e.tool_id.as_str())
+            .bind(e.status)
+            .bind(e.actor.as_str())
+            .bind(e.started_at_ms)
+            .bind(e.event_json.as_str())
+            .bind(link.prev_hash.as_str())
+            .bind(link.hash.as_str())
+            .bind(replica_id);
+    }
+    q
+}
+
+/// One chain link per entry, or the trail would be written wrong.
+fn check_links(op: &'static str, entries: &[AuditEntry], links: &[ChainLink]) -> Result<()> {
+    if links.len() != entries.len() {
+        return Err(Error::Corrupt {
+            op,
+            detail: format!("{} chain links for {} entries", links.len(), entries.len()),
+        });
+    }
+    Ok(())
 }
 
 enum Arg {

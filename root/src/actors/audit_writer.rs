@@ -127,6 +127,10 @@ pub struct State {
     pending: Vec<AuditEntry>,
     replies: Vec<AppendReply>,
     flush_scheduled: bool,
+    /// The chain's head (`seq`, `hash`) as this writer last committed or read it; `None`
+    /// after a failed batch, so the next one reads it from the store (see
+    /// `Store::append_audit_chained`).
+    head: Option<(i64, String)>,
 }
 
 impl Actor for AuditWriter {
@@ -139,11 +143,8 @@ impl Actor for AuditWriter {
         _myself: ActorRef<Msg>,
         args: Arc<Args>,
     ) -> Result<State, ActorProcessingErr> {
-        let (head_seq, _) = args
-            .store
-            .audit_head()
-            .await?
-            .unwrap_or((0, GENESIS_HASH.to_string()));
+        let head = args.store.audit_head().await?.unwrap_or((0, String::new()));
+        let head_seq = head.0;
         args.head.send_if_modified(|h| {
             let newer = head_seq > *h;
             *h = (*h).max(head_seq);
@@ -162,6 +163,7 @@ impl Actor for AuditWriter {
             pending: Vec::new(),
             replies: Vec::new(),
             flush_scheduled: false,
+            head: Some(head),
         })
     }
 
@@ -234,12 +236,17 @@ async fn flush(state: &mut State) {
     };
     let mut attempt = 0;
     let res = loop {
+        let known_head = state.head.take();
         match state
             .store
-            .append_audit_chained(&entries, state.replica_id.as_deref(), chain)
+            .append_audit_chained(&entries, state.replica_id.as_deref(), known_head, chain)
             .await
         {
             Ok(links) => break Ok(links),
+            // Another writer appended since our last batch: read the head, at once.
+            Err(crate::store::Error::HeadMoved) => {
+                tracing::warn!("audit trail head moved under this writer; reading it again");
+            }
             Err(err) if attempt < 3 => {
                 attempt += 1;
                 if state.health.is_available() {
@@ -255,6 +262,7 @@ async fn flush(state: &mut State) {
             state.commits.inc();
             state.rows.inc_by(links.len() as u64);
             if let Some(last) = links.last() {
+                state.head = Some((last.seq, last.hash.clone()));
                 let seq = last.seq;
                 state.head_tx.send_if_modified(|h| {
                     let newer = seq > *h;
@@ -394,6 +402,71 @@ mod tests {
         let v = crate::audit::verify(&w.args.store).await.expect("verify");
         assert!(v.ok, "{:?}", v.first_broken);
         assert_eq!(v.checked, 4);
+        w.actor.stop(None);
+    }
+
+    #[tokio::test]
+    async fn a_row_appended_behind_the_writers_back_is_chained_after() {
+        // The writer appends after the head it last committed without reading it again; a row
+        // another writer appended meanwhile must not be overwritten, forked or lost.
+        let w = writer(512, Duration::ZERO).await;
+        assert_eq!(append(&w.actor, 1).await, 1);
+        let other = entry(*event(2));
+        let links = w
+            .args
+            .store
+            .append_audit_chained(&[other], None, None, |seq, hash| {
+                vec![ChainLink {
+                    seq: seq + 1,
+                    hash: chain_hash(&hash, "other"),
+                    prev_hash: hash,
+                }]
+            })
+            .await
+            .expect("the other writer's row");
+        assert_eq!(links[0].seq, 2);
+        assert_eq!(append(&w.actor, 3).await, 3, "chained after the other row");
+        let rows = w
+            .args
+            .store
+            .audit_chain_page(0, 10)
+            .await
+            .expect("chain page");
+        assert_eq!(rows.len(), 3);
+        assert_eq!(
+            rows[2].2, rows[1].3,
+            "row 3 links to the other writer's row"
+        );
+        // A stale head given explicitly is refused with nothing written.
+        let stale = w
+            .args
+            .store
+            .append_audit_chained(
+                &[entry(*event(4))],
+                None,
+                Some((1, rows[0].3.clone())),
+                |seq, hash| {
+                    vec![ChainLink {
+                        seq: seq + 1,
+                        hash: "h".into(),
+                        prev_hash: hash,
+                    }]
+                },
+            )
+            .await;
+        assert!(
+            matches!(stale, Err(crate::store::Error::HeadMoved)),
+            "{stale:?}"
+        );
+        assert_eq!(
+            w.args
+                .store
+                .audit_chain_page(0, 10)
+                .await
+                .expect("page")
+                .len(),
+            3
+        );
         w.actor.stop(None);
     }
 
