@@ -345,12 +345,19 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     // handler sends a request or notification first (elicitation, progress).
     mcp_config.json_response = true;
     let handler = mcp::RootMcp::new(app.clone());
-    let mcp_service = StreamableHttpService::new(
+    // One shared instance: axum clones a route's service for every request and rmcp's own
+    // `Service::call` clones it again (its config with the allowed hosts, and its `Arc`s);
+    // `StreamableHttpService::handle` takes `&self`, so the route holds an `Arc` of it.
+    let mcp_service = Arc::new(StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(LocalSessionManager::default()),
         mcp_config,
-    );
-    let routes = http::router(app.clone(), axum::routing::any_service(mcp_service));
+    ));
+    let mcp_route = axum::routing::any(move |req: axum::extract::Request| {
+        let service = mcp_service.clone();
+        async move { service.handle(req).await }
+    });
+    let routes = http::router(app.clone(), mcp_route);
 
     let listener = tokio::net::TcpListener::bind(app.config.listen)
         .await
