@@ -786,7 +786,7 @@ async fn serve(
             break;
         }
         match msg {
-            Message::Text(text) => match protocol::decode::<HubToRoot>(text.as_str()) {
+            Message::Text(text) => match protocol::decode_from_hub(text.as_str()) {
                 Ok(env) => {
                     // Nothing a hub says may widen its enrolment (target, environment).
                     if let Err(message) = crate::hub_frames::check_claims(

@@ -14,18 +14,17 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
 fn write(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            // Keys of one object are unique, so an unstable sort gives the one order.
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
             out.push(b'{');
-            for (i, k) in keys.into_iter().enumerate() {
+            for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_scalar(&Value::String(k.clone()), out);
+                write_str(k, out);
                 out.push(b':');
-                if let Some(v) = map.get(k) {
-                    write(v, out);
-                }
+                write(v, out);
             }
             out.push(b'}');
         }
@@ -43,16 +42,35 @@ fn write(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
+/// A scalar as serde_json writes it, straight into `out`.
 fn write_scalar(value: &Value, out: &mut Vec<u8>) {
-    // Serializing a scalar `Value` cannot fail.
-    if let Ok(bytes) = serde_json::to_vec(value) {
-        out.extend_from_slice(&bytes);
-    }
+    // Writing a scalar `Value` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// A string (an object key) exactly as serde_json writes a `Value::String` of it.
+pub fn write_str(s: &str, out: &mut Vec<u8>) {
+    // Writing a string into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    #[test]
+    fn keys_and_strings_are_escaped_as_serde_json_escapes_them() {
+        // Quotes, backslashes, control characters, DEL and non-ASCII, as keys and as values:
+        // a one-key object has one order, so its canonical form is serde_json's compact form.
+        for s in ["k\"ey", "\\", "\u{1}\n\t", "\u{7f}", "é ё 😀", ""] {
+            let v = json!({ s: [s, null, true, -1.5, 1e300, 7] });
+            assert_eq!(
+                super::to_vec(&v),
+                serde_json::to_vec(&v).expect("serializes"),
+                "{s:?}"
+            );
+        }
+    }
 
     #[test]
     fn key_order_does_not_change_the_bytes() {

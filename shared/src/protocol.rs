@@ -78,25 +78,45 @@ pub fn signing_key(hub_token: &str) -> [u8; 32] {
 
 impl CallRequest {
     /// The bytes the signature covers: canonical JSON of every field but the signature, with
-    /// the arguments (and a confirmed effect) replaced by their SHA-256.
+    /// the arguments (and a confirmed effect) replaced by their SHA-256. Written field by
+    /// field in canonical (sorted) key order rather than through a JSON tree; the golden test
+    /// `signing_input_bytes_are_stable` pins the bytes, which hubs of other builds verify.
     pub fn signing_input(&self) -> Vec<u8> {
-        let args_hash = hex::encode(Sha256::digest(crate::canonical::to_vec(&self.arguments)));
-        let mut v = serde_json::json!({
-            "call_id": self.call_id,
-            "trace_id": self.trace_id,
-            "session_id": self.session_id,
-            "tool_id": self.tool_id,
-            "capability": self.capability,
-            "arguments_sha256": args_hash,
-            "dry_run": self.dry_run,
-            "expires_at_ms": self.expires_at_ms,
-            "idempotency_key": self.idempotency_key,
-        });
-        if let Some(effect) = &self.confirmed_effect {
-            v["confirmed_effect_sha256"] =
-                hex::encode(Sha256::digest(crate::canonical::to_vec(effect))).into();
+        use crate::canonical::write_str;
+        fn key(out: &mut Vec<u8>, k: &str) {
+            out.push(if out.is_empty() { b'{' } else { b',' });
+            write_str(k, out);
+            out.push(b':');
         }
-        crate::canonical::to_vec(&v)
+        let digest = |v: &Value| hex::encode(Sha256::digest(crate::canonical::to_vec(v)));
+        let mut out = Vec::with_capacity(400);
+        key(&mut out, "arguments_sha256");
+        write_str(&digest(&self.arguments), &mut out);
+        key(&mut out, "call_id");
+        write_str(&self.call_id, &mut out);
+        key(&mut out, "capability");
+        write_str(&self.capability, &mut out);
+        if let Some(effect) = &self.confirmed_effect {
+            key(&mut out, "confirmed_effect_sha256");
+            write_str(&digest(effect), &mut out);
+        }
+        key(&mut out, "dry_run");
+        out.extend_from_slice(if self.dry_run { b"true" } else { b"false" });
+        key(&mut out, "expires_at_ms");
+        out.extend_from_slice(self.expires_at_ms.to_string().as_bytes());
+        key(&mut out, "idempotency_key");
+        match &self.idempotency_key {
+            Some(k) => write_str(k, &mut out),
+            None => out.extend_from_slice(b"null"),
+        }
+        key(&mut out, "session_id");
+        write_str(&self.session_id, &mut out);
+        key(&mut out, "tool_id");
+        write_str(&self.tool_id, &mut out);
+        key(&mut out, "trace_id");
+        write_str(&self.trace_id, &mut out);
+        out.push(b'}');
+        out
     }
 
     /// Sets `signature` for `key`.
@@ -240,6 +260,101 @@ pub fn decode<B: for<'de> Deserialize<'de>>(frame: &str) -> Result<Envelope<B>, 
     Ok(env)
 }
 
+/// [`decode`] of a hub's frame, with a fast path for `result` frames (one per routed call).
+///
+/// serde decodes an internally tagged enum by first buffering the whole body into an
+/// intermediate tree, and a result's `outcome` (tagged by `status`) a second time, before the
+/// result's own JSON tree is built. The fast path reads a `result` frame straight into plain
+/// structs; anything it does not take exactly (another type, a missing or extra field, a
+/// `null` where the enum wants a value, a malformed frame) goes through [`decode`], so the
+/// answer and every error are [`decode`]'s own (a property test holds the two equal).
+pub fn decode_from_hub(frame: &str) -> Result<Envelope<HubToRoot>, String> {
+    if frame.len() <= MAX_FRAME_BYTES
+        && let Ok(f) = serde_json::from_str::<fast::ResultFrame>(frame)
+        && f.v == PROTOCOL_VERSION
+        && f.body.kind == "result"
+        && let Some(outcome) = f.body.outcome.into_outcome()
+    {
+        return Ok(Envelope {
+            v: f.v,
+            id: f.id,
+            in_reply_to: f.in_reply_to,
+            body: HubToRoot::Result {
+                call_id: f.body.call_id,
+                outcome,
+            },
+        });
+    }
+    decode(frame)
+}
+
+/// The plain structs of [`decode_from_hub`]'s fast path: a `result` frame with its tags read
+/// as strings and compared, so nothing but the exact wire form is taken.
+mod fast {
+    use serde::Deserialize;
+    use serde_json::Value;
+
+    use super::CallOutcome;
+    use crate::error::ToolError;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct ResultFrame {
+        pub v: u32,
+        pub id: String,
+        #[serde(default)]
+        pub in_reply_to: Option<String>,
+        pub body: ResultBody,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct ResultBody {
+        #[serde(rename = "type")]
+        pub kind: String,
+        pub call_id: String,
+        pub outcome: Outcome,
+    }
+
+    /// `None` only when the member is absent: a member present as `null` is `Some(Null)` for
+    /// a value and a decode error for the others (the full decoder judges those frames).
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct Outcome {
+        status: String,
+        #[serde(default, deserialize_with = "present")]
+        adapter: Option<String>,
+        #[serde(default, deserialize_with = "present")]
+        result: Option<Value>,
+        #[serde(default, deserialize_with = "present")]
+        error: Option<ToolError>,
+    }
+
+    fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+        T: Deserialize<'de>,
+    {
+        T::deserialize(d).map(Some)
+    }
+
+    impl Outcome {
+        /// The outcome when its fields are exactly those of one `status`; `None` sends the
+        /// frame to the full decoder.
+        pub(super) fn into_outcome(self) -> Option<CallOutcome> {
+            match (self.status.as_str(), self.adapter, self.result, self.error) {
+                ("ok", Some(adapter), Some(result), None) => {
+                    Some(CallOutcome::Ok { adapter, result })
+                }
+                ("error", adapter, None, Some(error)) => {
+                    Some(CallOutcome::Error { adapter, error })
+                }
+                _ => None,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +410,75 @@ mod tests {
         let mut forged = call;
         forged.signature = "zz".into();
         assert!(!verify_call(&forged, &key));
+    }
+
+    /// The exact bytes a signature covers. Hubs of an older build verify calls against these
+    /// bytes, so any change here is a protocol change (a new `PROTOCOL_VERSION`).
+    #[test]
+    fn signing_input_bytes_are_stable() {
+        let mut call = CallRequest {
+            call_id: "c1".into(),
+            trace_id: "t\"1".into(),
+            session_id: "s1".into(),
+            tool_id: "hub.get_status".into(),
+            capability: "infra.read.status".into(),
+            arguments: serde_json::json!({"a": 1}),
+            dry_run: false,
+            expires_at_ms: -1,
+            idempotency_key: None,
+            confirmed_effect: None,
+            signature: String::new(),
+        };
+        assert_eq!(
+            String::from_utf8(call.signing_input()).expect("UTF-8"),
+            concat!(
+                r#"{"arguments_sha256":"015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862","#,
+                r#""call_id":"c1","capability":"infra.read.status","dry_run":false,"expires_at_ms":-1,"#,
+                r#""idempotency_key":null,"session_id":"s1","tool_id":"hub.get_status","trace_id":"t\"1"}"#
+            )
+        );
+        call.dry_run = true;
+        call.expires_at_ms = 1_790_000_000_000;
+        call.idempotency_key = Some("k-1".into());
+        call.confirmed_effect = Some(serde_json::json!({"target": {"commit": "c0ffee"}}));
+        assert_eq!(
+            String::from_utf8(call.signing_input()).expect("UTF-8"),
+            concat!(
+                r#"{"arguments_sha256":"015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862","#,
+                r#""call_id":"c1","capability":"infra.read.status","#,
+                r#""confirmed_effect_sha256":"ea8a11e016eb17021c451427d8b92d1547c6c703e6d0a165a4b1c8e7e894bb24","#,
+                r#""dry_run":true,"expires_at_ms":1790000000000,"idempotency_key":"k-1","#,
+                r#""session_id":"s1","tool_id":"hub.get_status","trace_id":"t\"1"}"#
+            )
+        );
+    }
+
+    #[test]
+    fn result_frames_as_hubs_send_them_take_the_fast_path() {
+        for outcome in [
+            CallOutcome::Ok {
+                adapter: "hub.status".into(),
+                result: serde_json::json!({"services": [{"name": "api", "rss": 1.5}]}),
+            },
+            CallOutcome::Error {
+                adapter: None,
+                error: ToolError::new(crate::error::ErrorCode::Timeout, "late"),
+            },
+        ] {
+            let env = Envelope {
+                v: PROTOCOL_VERSION,
+                id: "f-2".into(),
+                in_reply_to: Some("f-1".into()),
+                body: HubToRoot::Result {
+                    call_id: "c-1".into(),
+                    outcome: outcome.clone(),
+                },
+            };
+            let text = serde_json::to_string(&env).expect("serializes");
+            let fast = serde_json::from_str::<fast::ResultFrame>(&text).expect("fast path parses");
+            assert_eq!(fast.body.outcome.into_outcome(), Some(outcome));
+            assert_eq!(decode_from_hub(&text), Ok(env));
+        }
     }
 
     #[test]

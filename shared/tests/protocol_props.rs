@@ -1,5 +1,6 @@
 //! Property tests of the root↔hub decoder (`protocol::decode`): any bytes and any JSON decode
-//! to a frame or to an error naming what was wrong, never a panic; every frame either side
+//! to a frame or to an error naming what was wrong, never a panic, and root's fast path for
+//! result frames (`protocol::decode_from_hub`) answers exactly what `decode` answers; every frame either side
 //! sends decodes back to itself; a signed call verifies after the trip and stops verifying
 //! when any covered field changes. The same entry point is fuzzed in `fuzz/` (nightly); CI
 //! runs these with `PROPTEST_CASES` bounding the cases.
@@ -255,6 +256,7 @@ proptest! {
     #[test]
     fn arbitrary_bytes_decode_or_name_the_error(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
         let text = String::from_utf8_lossy(&bytes);
+        prop_assert_eq!(protocol::decode_from_hub(&text), protocol::decode::<HubToRoot>(&text));
         for e in [
             protocol::decode::<HubToRoot>(&text).err(),
             protocol::decode::<RootToHub>(&text).err(),
@@ -272,6 +274,7 @@ proptest! {
         }
         let env = json!({ "v": PROTOCOL_VERSION, "id": "x", "body": body });
         for text in [v.to_string(), env.to_string()] {
+            prop_assert_eq!(protocol::decode_from_hub(&text), protocol::decode::<HubToRoot>(&text));
             match protocol::decode::<HubToRoot>(&text) {
                 Ok(frame) => roundtrip(frame.body)?,
                 Err(e) => prop_assert!(named(&e), "{e}"),
@@ -286,6 +289,48 @@ proptest! {
     #[test]
     fn every_hub_frame_roundtrips(body in hub_to_root()) {
         roundtrip(body)?;
+    }
+
+    /// Result frames near the wire form, each member present, absent, `null` or of the wrong
+    /// kind, with an extra member or another version now and then: the fast path of
+    /// `decode_from_hub` answers exactly what the full decoder answers.
+    #[test]
+    fn result_frames_decode_the_same_on_the_fast_path(
+        status in prop_oneof![Just(json!("ok")), Just(json!("error")), Just(json!("okay")), Just(json!(null)), Just(json!({"ok": null}))],
+        adapter in prop_oneof![Just(None), Just(Some(json!("hub.status"))), Just(Some(json!(null))), Just(Some(json!(7)))],
+        result in prop_oneof![Just(None), Just(Some(json!(null))), json_value().prop_map(Some)],
+        error in prop_oneof![
+            Just(None),
+            Just(Some(json!(null))),
+            tool_error().prop_map(|e| Some(serde_json::to_value(e).expect("error serializes"))),
+            json_value().prop_map(Some),
+        ],
+        kind in prop_oneof![Just(json!("result")), Just(json!("progress")), Just(json!({"result": null}))],
+        in_reply_to in prop_oneof![Just(None), Just(Some(json!(null))), Just(Some(json!("frame-0")))],
+        extra in prop_oneof![Just(None), Just(Some(0usize)), Just(Some(1)), Just(Some(2))],
+        v in prop_oneof![Just(PROTOCOL_VERSION), Just(PROTOCOL_VERSION + 1)],
+    ) {
+        let mut outcome = serde_json::Map::new();
+        outcome.insert("status".into(), status);
+        for (k, m) in [("adapter", adapter), ("result", result), ("error", error)] {
+            if let Some(m) = m {
+                outcome.insert(k.into(), m);
+            }
+        }
+        let mut body = json!({ "type": kind, "call_id": "c-1", "outcome": outcome });
+        let mut env = json!({ "v": v, "id": "frame-1", "body": null });
+        if let Some(r) = in_reply_to {
+            env["in_reply_to"] = r;
+        }
+        match extra {
+            Some(0) => env["extra"] = json!(1),
+            Some(1) => body["extra"] = json!(1),
+            Some(_) => body["outcome"]["extra"] = json!(1),
+            None => {}
+        }
+        env["body"] = body;
+        let text = env.to_string();
+        prop_assert_eq!(protocol::decode_from_hub(&text), protocol::decode::<HubToRoot>(&text));
     }
 
     #[test]
