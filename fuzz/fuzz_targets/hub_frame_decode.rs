@@ -1,5 +1,6 @@
 //! Fuzzes the root↔hub frame decoder (`mcp_shared::protocol::decode`) in both directions:
-//! any input decodes or names its error, and a decoded frame encodes and decodes to itself.
+//! any input decodes or names its error, a decoded frame encodes and decodes to itself, and
+//! root's fast path for result frames (`decode_from_hub`) answers what `decode` answers.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -28,6 +29,10 @@ where
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
+    assert_eq!(
+        protocol::decode_from_hub(&text),
+        protocol::decode::<HubToRoot>(&text)
+    );
     roundtrip::<HubToRoot>(&text);
     roundtrip::<RootToHub>(&text);
 });
