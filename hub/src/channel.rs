@@ -429,8 +429,14 @@ impl Channel {
                         }
                     }
                 }
+                // Results of calls that finished meanwhile go out with it: one flush, one
+                // system call, for all of them.
                 Some(frame) = out_rx.recv() => {
-                    self.send(&mut ws, frame).await?;
+                    self.feed(&mut ws, frame).await?;
+                    while let Ok(frame) = out_rx.try_recv() {
+                        self.feed(&mut ws, frame).await?;
+                    }
+                    ws.flush().await?;
                 }
                 Some(done) = calls.join_next(), if !calls.is_empty() => {
                     if let Ok(call_id) = done {
@@ -456,6 +462,18 @@ impl Channel {
     {
         if let Some(text) = encode(&frame) {
             ws.send(Message::text(text)).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::send`] without the flush: the frame waits in the socket's buffer for the next
+    /// flush.
+    async fn feed<S>(&self, ws: &mut S, frame: Envelope<HubToRoot>) -> Result<(), ChannelError>
+    where
+        S: futures::Sink<Message, Error = tokio_tungstenite::tungstenite::Error> + Unpin,
+    {
+        if let Some(text) = encode(&frame) {
+            ws.feed(Message::text(text)).await?;
         }
         Ok(())
     }

@@ -118,8 +118,17 @@ pub async fn write(
         tokio::select! {
             biased;
             text = frames.recv() => match text {
+                // Frames queued meanwhile (calls routed while the last write ran) go out with
+                // it: one flush, one system call, for all of them.
                 Some(text) => {
-                    if sink.send(Message::Text(text.into())).await.is_err() {
+                    let mut next = Some(text);
+                    while let Some(text) = next {
+                        if sink.feed(Message::Text(text.into())).await.is_err() {
+                            return;
+                        }
+                        next = frames.try_recv().ok();
+                    }
+                    if sink.flush().await.is_err() {
                         return;
                     }
                 }
