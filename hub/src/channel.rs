@@ -460,9 +460,8 @@ impl Channel {
     where
         S: futures::Sink<Message, Error = tokio_tungstenite::tungstenite::Error> + Unpin,
     {
-        if let Some(text) = encode(&frame) {
-            ws.send(Message::text(text)).await?;
-        }
+        self.feed(ws, frame).await?;
+        ws.flush().await?;
         Ok(())
     }
 
