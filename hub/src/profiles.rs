@@ -21,6 +21,11 @@
 //!   (written atomically before a change is visible or answered), so they survive a hub
 //!   restart; a session still `running` in the file when the hub starts (or when the hub
 //!   stops) is finished as `interrupted` with the samples it had.
+//! - A session that restarted its service into profiling mode returns it to its normal
+//!   `argv` when it ends (completed, stopped or failed; not when the hub itself stops, which
+//!   stops the service too). The actor does this before it takes its next message, so a new
+//!   session for the service cannot race the restart; a restart that fails is logged and the
+//!   service's `mode` (in `hub.get_status`) still says `profiling`.
 //! - Limits: at most `max_concurrent_sessions` sessions and one per service sample at once
 //!   (else `busy`); the last [`KEEP_SESSIONS`] sessions (with their artifacts) and
 //!   [`KEEP_INCIDENTS`] incidents are kept.
@@ -1047,6 +1052,40 @@ impl OpsState {
     }
 }
 
+/// How long returning a service from profiling mode to its normal argv may take (its stop
+/// takes at most the service's `stop_timeout_ms`, then it starts).
+const RESTORE_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl OpsState {
+    /// After a session in profiling mode ended: its service back in its normal argv, if it
+    /// is still in profiling mode.
+    async fn restore_mode(&self, session_id: &str) {
+        let Ok(session) = self.shared.session(session_id) else {
+            return;
+        };
+        let services = &self.ctx.services;
+        if session.mode != Mode::Profiling
+            || !services
+                .get(&session.service)
+                .is_ok_and(|s| s.mode == Mode::Profiling)
+        {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + RESTORE_TIMEOUT;
+        match services
+            .restart(&session.service, Mode::Normal, deadline)
+            .await
+        {
+            Ok(r) => {
+                tracing::info!(service = %session.service, session = session_id, pid = r.new_pid, "profiling session ended; the service runs its normal argv again")
+            }
+            Err(e) => {
+                tracing::error!(service = %session.service, session = session_id, error = %e, "profiling session ended; the service could not be returned to its normal argv")
+            }
+        }
+    }
+}
+
 /// Samples `pid` for `session` until its duration has passed, it is cancelled, or the
 /// process is gone; then tells the actor.
 async fn sampler(
@@ -1201,7 +1240,10 @@ impl Actor for ProfileOps {
                 session_id,
                 state: end,
                 error,
-            } => state.ended(&session_id, end, error),
+            } => {
+                state.ended(&session_id, end, error);
+                state.restore_mode(&session_id).await;
+            }
         }
         Ok(())
     }

@@ -92,6 +92,14 @@ async fn profile_a_leaking_service_through_mcp() {
     .await;
     let done_session = &done["session"];
     assert_eq!(done_session["state"], "completed", "{done}");
+    // The session over, the service runs its normal argv again (a new process).
+    let back = eventually("the service back in its normal argv", async || {
+        let s = call(&client, "hub.memory.get_status", json!({})).await;
+        (s["services"][0]["mode"] == "normal" && s["services"][0]["state"] == "running")
+            .then_some(s)
+    })
+    .await;
+    assert_ne!(back["services"][0]["pid"], session["pid"], "{back}");
     let samples = done_session["samples"].as_u64().unwrap();
     assert!(samples >= 2, "{done}");
     assert!(

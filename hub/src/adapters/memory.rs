@@ -352,8 +352,13 @@ fn describe(
     } else {
         String::new()
     };
+    let back = if plan["will_restart"] == true {
+        ", then restart it in its normal argv when the session ends"
+    } else {
+        ""
+    };
     format!(
-        "{restart}will sample the memory of `{service}` ({} mode) every {interval_ms} ms for {duration_sec} s",
+        "{restart}will sample the memory of `{service}` ({} mode) every {interval_ms} ms for {duration_sec} s{back}",
         mode.as_str()
     )
 }
@@ -424,8 +429,13 @@ pub async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError
     if input.dry_run {
         let running = session.state == SessionState::Running;
         let description = if running {
+            let back = if session.mode == Mode::Profiling {
+                format!(", then restart `{}` in its normal argv", session.service)
+            } else {
+                String::new()
+            };
             format!(
-                "will stop session `{session_id}` of `{}` after {} samples and store its artifact",
+                "will stop session `{session_id}` of `{}` after {} samples and store its artifact{back}",
                 session.service, session.samples
             )
         } else {

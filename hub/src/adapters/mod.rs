@@ -1325,6 +1325,52 @@ mod tests {
         assert_eq!(now.mode, crate::services::Mode::Profiling);
         assert_ne!(now.pid, before);
         assert_eq!(prof["session"]["mode"], "profiling");
+        // Stopped, the session returns the service to its normal argv, before ProfileOps takes
+        // another message (so before this next session starts, in profiling mode again).
+        let stop = run(
+            AdapterKind::MemoryStopProfile,
+            json!({"session_id": prof["session"]["session_id"]}),
+            true,
+            None,
+        )
+        .await
+        .expect("stop preview");
+        assert!(
+            stop["description"]
+                .as_str()
+                .is_some_and(|d| d.ends_with("then restart `app` in its normal argv")),
+            "{stop}"
+        );
+        run(
+            AdapterKind::MemoryStopProfile,
+            json!({"session_id": prof["session"]["session_id"]}),
+            false,
+            None,
+        )
+        .await
+        .expect("stop profiling session");
+        let mut restored = None;
+        for _ in 0..400 {
+            let s = ctx.services.get("app").expect("app");
+            if s.mode == crate::services::Mode::Normal && s.pid.is_some() && s.pid != now.pid {
+                restored = Some(s);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        assert!(restored.is_some(), "app not back in its normal argv");
+        let prof = run(
+            AdapterKind::MemoryStartProfile,
+            json!({"service": "app", "interval_ms": 100, "duration_sec": 60, "mode": "profiling"}),
+            false,
+            None,
+        )
+        .await
+        .expect("profiling mode again");
+        assert_eq!(
+            ctx.services.get("app").expect("app").mode,
+            crate::services::Mode::Profiling
+        );
         let err = run(
             AdapterKind::MemoryStartProfile,
             json!({"service": "plain", "interval_ms": 100, "duration_sec": 1, "mode": "profiling"}),
@@ -1363,7 +1409,8 @@ mod tests {
         )
         .await
         .expect("list");
-        assert_eq!(listed["sessions"].as_array().map(Vec::len), Some(1));
+        // The session stopped earlier and the profiling-mode one.
+        assert_eq!(listed["sessions"].as_array().map(Vec::len), Some(2));
         let artifacts = run(
             AdapterKind::MemoryListArtifacts,
             json!({"limit": 1}),
