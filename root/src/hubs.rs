@@ -512,6 +512,39 @@ async fn refuse(socket: &mut WebSocket, message: String) -> anyhow::Result<()> {
 
 /// Publishes a target's descriptor and tells MCP sessions bound to it that their tool list
 /// may have changed.
+/// Writes when each connected hub was last heard from, every [`HEARTBEAT_INTERVAL`], for all
+/// hubs heard from since the last round in one transaction: a connection's reader never
+/// waits for the store (a routed call's result was held behind this write once per interval)
+/// and a fleet of hubs costs one commit per interval, not one per hub.
+pub async fn record_last_seen(app: Arc<App>, stop: tokio_util::sync::CancellationToken) {
+    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut since = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let round = std::time::Instant::now();
+        let now_ms = unix_ms(now());
+        let seen: Vec<(String, i64)> = app
+            .hub_last_frame
+            .iter()
+            .filter(|e| *e.value() >= since)
+            .map(|e| {
+                let ago = i64::try_from(e.value().elapsed().as_millis()).unwrap_or(i64::MAX);
+                (e.key().clone(), now_ms.saturating_sub(ago))
+            })
+            .collect();
+        match app.store.update_targets_seen(&seen).await {
+            Ok(()) => since = round,
+            Err(e) => {
+                tracing::warn!(error = %e, hubs = seen.len(), "cannot record when hubs were last heard from; next round retries")
+            }
+        }
+    }
+}
+
 /// A target's status as operators see it: `degraded` when connected but late with its
 /// heartbeats or publishing nothing through an enabled skill.
 pub fn live_status(app: &App, target_id: &str) -> TargetStatus {
@@ -733,7 +766,6 @@ async fn serve(
     let (tell_writer, closing_rx) = tokio::sync::oneshot::channel();
     let writer = tokio::spawn(crate::hub_frames::write(sink, out_rx, closing_rx));
     let mut closing = crate::hub_frames::Closing::normal();
-    let mut last_seen_write = std::time::Instant::now();
     // Root's side of the heartbeat: the hub counts root as gone after three silent intervals.
     let mut heartbeat = tokio::time::interval_at(
         tokio::time::Instant::now() + HEARTBEAT_INTERVAL,
@@ -799,15 +831,9 @@ async fn serve(
                             .try_send(encode(RootToHub::ProtocolError { message }, Some(env.id)));
                         continue;
                     }
+                    // Written to the store for the whole fleet at once (`record_last_seen`).
                     app.hub_last_frame
                         .insert(target_id.clone(), std::time::Instant::now());
-                    if last_seen_write.elapsed() > HEARTBEAT_INTERVAL {
-                        last_seen_write = std::time::Instant::now();
-                        let _ = app
-                            .store
-                            .update_target_seen(&target_id, unix_ms(now()), None, None)
-                            .await;
-                    }
                     if session
                         .send_message(router_session::Msg::Frame(Box::new(env)))
                         .is_err()

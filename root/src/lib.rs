@@ -335,6 +335,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
 
     let shutdown = app.shutdown.clone();
     tokio::spawn(janitor(app.clone(), shutdown.clone()));
+    tokio::spawn(hubs::record_last_seen(app.clone(), shutdown.clone()));
     tokio::spawn(audit_health::watch(app.clone(), shutdown.clone()));
     let mut mcp_config = StreamableHttpServerConfig::default();
     mcp_config.allowed_hosts = app.config.allowed_hosts.clone();

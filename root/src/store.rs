@@ -1031,6 +1031,31 @@ impl Store {
         })
     }
 
+    /// Records when each of several connected hubs was last heard from, in one transaction
+    /// (one commit for the whole fleet); a time older than the stored one is not written.
+    pub async fn update_targets_seen(&self, seen: &[(String, i64)]) -> Result<()> {
+        if seen.is_empty() {
+            return Ok(());
+        }
+        let op = "update targets seen";
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await.map_err(db(op))?;
+            for (target_id, ms) in seen {
+                sqlx::query(
+                    "UPDATE targets SET last_seen_at = $1
+                     WHERE target_id = $2 AND (last_seen_at IS NULL OR last_seen_at < $1)",
+                )
+                .bind(ms)
+                .bind(target_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db(op))?;
+            }
+            tx.commit().await.map_err(db(op))?;
+            Ok(())
+        })
+    }
+
     // ---- safe writes --------------------------------------------------------------------
 
     pub async fn insert_confirmation(&self, c: &ConfirmationRow) -> Result<()> {

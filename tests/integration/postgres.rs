@@ -266,6 +266,19 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             (rows[0].last_seen_at_ms, rows[0].descriptor.as_deref()),
             (Some(9), Some("{}"))
         );
+        // The fleet's last-seen times in one transaction: newer ones land, an older one (a
+        // round racing a connection's own write) does not go back, unknown targets are no
+        // error.
+        store
+            .update_targets_seen(&[("hub:t".into(), 20), ("hub:gone".into(), 5)])
+            .await
+            .unwrap();
+        store
+            .update_targets_seen(&[("hub:t".into(), 15)])
+            .await
+            .unwrap();
+        let rows = store.load_targets().await.unwrap();
+        assert_eq!(rows[0].last_seen_at_ms, Some(20), "on {url}");
     }
     if let Some((mut conn, schema)) = cleanup {
         sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
