@@ -954,6 +954,10 @@ struct Running {
     stoppers: Vec<RpcReplyPort<Result<(Session, bool), ToolError>>>,
 }
 
+/// How long returning a service from profiling mode to its normal argv may take (its stop
+/// takes at most the service's `stop_timeout_ms`, then it starts).
+const RESTORE_TIMEOUT: Duration = Duration::from_secs(60);
+
 pub struct OpsState {
     shared: Arc<Shared>,
     ctx: Arc<HubContext>,
@@ -1050,13 +1054,7 @@ impl OpsState {
             }
         }
     }
-}
 
-/// How long returning a service from profiling mode to its normal argv may take (its stop
-/// takes at most the service's `stop_timeout_ms`, then it starts).
-const RESTORE_TIMEOUT: Duration = Duration::from_secs(60);
-
-impl OpsState {
     /// After a session in profiling mode ended: its service back in its normal argv, if it
     /// is still in profiling mode.
     async fn restore_mode(&self, session_id: &str) {

@@ -25,8 +25,8 @@ pub struct App {
     pub descriptors: Arc<crate::actors::descriptor_cache::Args>,
     pub leases: Arc<LeaseIndex>,
     pub targets: Arc<TargetDirectory>,
-    /// Connected targets' router sessions (kept by the router actor; calls and cancels go to
-    /// them directly, see `actors::router::route`).
+    /// Connected targets' router sessions (attached and detached by the hub connections;
+    /// calls and cancels go to them directly, see `actors::router::route`).
     pub router_sessions: Arc<crate::actors::router::Sessions>,
     pub contracts: Arc<ContractRegistry>,
     pub profiles: Arc<ProfileRegistry>,

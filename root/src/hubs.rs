@@ -510,8 +510,6 @@ async fn refuse(socket: &mut WebSocket, message: String) -> anyhow::Result<()> {
     anyhow::bail!(message)
 }
 
-/// Publishes a target's descriptor and tells MCP sessions bound to it that their tool list
-/// may have changed.
 /// Writes when each connected hub was last heard from, every [`HEARTBEAT_INTERVAL`], for all
 /// hubs heard from since the last round in one transaction: a connection's reader never
 /// waits for the store (a routed call's result was held behind this write once per interval)
@@ -572,6 +570,8 @@ fn surface_detail(d: &ManagedTargetDescriptor) -> String {
     )
 }
 
+/// Publishes a target's descriptor and tells MCP sessions bound to it that their tool list
+/// may have changed.
 fn publish(app: &App, descriptor: ManagedTargetDescriptor) {
     let target_id = descriptor.target_id.clone();
     app.targets.insert(target_id.clone(), descriptor);

@@ -1460,7 +1460,7 @@ impl Store {
     /// `known_head`: the head this writer's previous batch left. On SQLite, where root's audit
     /// writer is the trail's only writer, it is used instead of reading the head again, and
     /// the batch goes to the database as one statement list (see
-    /// [`Store::append_audit_after`]); rows appended after it by anyone else make the first
+    /// [`append_audit_after`]); rows appended after it by anyone else make the first
     /// row's `seq` collide and the append fails with [`Error::HeadMoved`], having written
     /// nothing. Ignored on PostgreSQL (the replicas of a zone share the chain).
     pub async fn append_audit_chained(
@@ -1470,9 +1470,9 @@ impl Store {
         known_head: Option<(i64, String)>,
         chain: impl FnOnce(i64, String) -> Vec<ChainLink>,
     ) -> Result<Vec<ChainLink>> {
-        if let (Some((seq, hash)), Pool::Sqlite(_)) = (known_head, &self.pool) {
-            let links = chain(seq, hash);
-            return self.append_audit_after(entries, links).await;
+        if let (Some((seq, hash)), Pool::Sqlite(main)) = (known_head, &self.pool) {
+            let pool = self.audit_pool.as_ref().unwrap_or(main);
+            return append_audit_after(pool, entries, replica_id, chain(seq, hash)).await;
         }
         let shared = self.shared.clone();
         let op = "append audit";
@@ -1529,42 +1529,6 @@ impl Store {
             tx.commit().await.map_err(db(op))?;
             Ok(links)
         })
-    }
-
-    /// SQLite with the head known: the batch as one statement list, `BEGIN IMMEDIATE`, its
-    /// inserts, `COMMIT`, sent to the audit connection's worker thread at once instead of one
-    /// round trip per statement. When a statement fails, the transaction it leaves open goes
-    /// with the connection, which is closed (closing rolls it back: nothing of the batch stays).
-    async fn append_audit_after(
-        &self,
-        entries: &[AuditEntry],
-        links: Vec<ChainLink>,
-    ) -> Result<Vec<ChainLink>> {
-        let op = "append audit";
-        check_links(op, entries, &links)?;
-        let pool = match (&self.audit_pool, &self.pool) {
-            (Some(pool), _) | (None, Pool::Sqlite(pool)) => pool,
-            (None, Pool::Postgres(_)) => return Err(Error::NotShared(op)),
-        };
-        let mut sql = String::from("BEGIN IMMEDIATE; ");
-        for chunk in entries.chunks(AUDIT_ROWS_PER_INSERT) {
-            audit_insert_sql(&mut sql, chunk.len(), true);
-            sql.push_str("; ");
-        }
-        sql.push_str("COMMIT");
-        // Only generated placeholders are spliced in; every value is bound.
-        let q = bind_audit_rows(sqlx::query(sqlx::AssertSqlSafe(sql)), entries, &links, None);
-        let mut conn = pool.acquire().await.map_err(db(op))?;
-        match q.execute(&mut *conn).await {
-            Ok(_) => Ok(links),
-            Err(e) => {
-                conn.close_on_drop();
-                match e {
-                    sqlx::Error::Database(d) if d.is_unique_violation() => Err(Error::HeadMoved),
-                    e => Err(db(op)(e)),
-                }
-            }
-        }
     }
 
     /// Queries the trail. Rows whose stored JSON no longer parses are returned as errors, so a
@@ -1672,6 +1636,45 @@ impl Store {
 /// Rows per multi-row audit insert (12 parameters each; well under SQLite's and PostgreSQL's
 /// parameter limits).
 pub const AUDIT_ROWS_PER_INSERT: usize = 64;
+
+/// SQLite with the head known (see [`Store::append_audit_chained`]): the batch as one
+/// statement list, `BEGIN IMMEDIATE`, its inserts, `COMMIT`, sent to the audit connection's
+/// worker thread at once instead of one round trip per statement. When a statement fails, the
+/// transaction it leaves open goes with the connection, which is closed (closing rolls it
+/// back: nothing of the batch stays).
+async fn append_audit_after(
+    pool: &SqlitePool,
+    entries: &[AuditEntry],
+    replica_id: Option<&str>,
+    links: Vec<ChainLink>,
+) -> Result<Vec<ChainLink>> {
+    let op = "append audit";
+    check_links(op, entries, &links)?;
+    let mut sql = String::from("BEGIN IMMEDIATE; ");
+    for chunk in entries.chunks(AUDIT_ROWS_PER_INSERT) {
+        audit_insert_sql(&mut sql, chunk.len(), true);
+        sql.push_str("; ");
+    }
+    sql.push_str("COMMIT");
+    // Only generated placeholders are spliced in; every value is bound.
+    let q = bind_audit_rows(
+        sqlx::query(sqlx::AssertSqlSafe(sql)),
+        entries,
+        &links,
+        replica_id,
+    );
+    let mut conn = pool.acquire().await.map_err(db(op))?;
+    match q.execute(&mut *conn).await {
+        Ok(_) => Ok(links),
+        Err(e) => {
+            conn.close_on_drop();
+            match e {
+                sqlx::Error::Database(d) if d.is_unique_violation() => Err(Error::HeadMoved),
+                e => Err(db(op)(e)),
+            }
+        }
+    }
+}
 
 /// Appends the multi-row insert of `n` audit rows to `sql`. `anonymous`: SQLite's `?`
 /// placeholders instead of `$N`; sqlx binds a named parameter by asking SQLite for its name,

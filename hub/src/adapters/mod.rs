@@ -1313,14 +1313,15 @@ mod tests {
         // Profiling mode restarts the service into its profiling argv; a service without one
         // is refused.
         let before = ctx.services.get("app").expect("app").pid;
-        let prof = run(
-            AdapterKind::MemoryStartProfile,
-            json!({"service": "app", "interval_ms": 100, "duration_sec": 60, "mode": "profiling"}),
-            false,
-            None,
-        )
-        .await
-        .expect("profiling mode");
+        let start_profiling = || {
+            run(
+                AdapterKind::MemoryStartProfile,
+                json!({"service": "app", "interval_ms": 100, "duration_sec": 60, "mode": "profiling"}),
+                false,
+                None,
+            )
+        };
+        let prof = start_profiling().await.expect("profiling mode");
         let now = ctx.services.get("app").expect("app");
         assert_eq!(now.mode, crate::services::Mode::Profiling);
         assert_ne!(now.pid, before);
@@ -1359,14 +1360,7 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
         assert!(restored.is_some(), "app not back in its normal argv");
-        let prof = run(
-            AdapterKind::MemoryStartProfile,
-            json!({"service": "app", "interval_ms": 100, "duration_sec": 60, "mode": "profiling"}),
-            false,
-            None,
-        )
-        .await
-        .expect("profiling mode again");
+        let prof = start_profiling().await.expect("profiling mode again");
         assert_eq!(
             ctx.services.get("app").expect("app").mode,
             crate::services::Mode::Profiling
