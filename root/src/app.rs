@@ -38,6 +38,9 @@ pub struct App {
     pub audit_head: Arc<tokio::sync::watch::Sender<i64>>,
     /// Whether the audit trail can be written; calls are refused while it cannot.
     pub audit_health: Arc<crate::audit_health::AuditHealth>,
+    /// The audit writer's commit thread on embedded SQLite; events go to it directly (see
+    /// `audit_writer::append`).
+    pub audit_commit_thread: crate::actors::audit_writer::CommitThread,
     /// Governed calls not yet at their audit append (the audit writer's group-commit hint).
     pub running_calls: Arc<crate::actors::audit_writer::RunningCalls>,
     /// Operator console sessions (cookie logins), in memory.

@@ -134,17 +134,14 @@ pub async fn record_admin(
         redactions,
     };
     let event_id = event.event_id.clone();
-    match ractor::call_t!(
-        app.actors.audit.load(),
-        crate::actors::audit_writer::Msg::Append,
-        10_000,
-        Box::new(event)
-    ) {
-        Ok(Ok(_)) => Ok(event_id),
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, %event_id, "operator action not recorded");
-            Err(crate::http::ApiError::of_tool(&app.audit_health.withheld()))
-        }
+    match crate::actors::audit_writer::append(
+        &app.actors.audit.load(),
+        &app.audit_commit_thread,
+        event,
+    )
+    .await
+    {
+        Ok(_) => Ok(event_id),
         Err(e) => {
             tracing::error!(error = %e, %event_id, "operator action not recorded");
             Err(crate::http::ApiError::of_tool(&app.audit_health.withheld()))

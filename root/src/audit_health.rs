@@ -202,14 +202,14 @@ pub async fn watch(app: Arc<App>, stop: CancellationToken) {
             &[],
             &mut event.redactions,
         );
-        let appended = ractor::call_t!(
-            app.actors.audit.load(),
-            crate::actors::audit_writer::Msg::Append,
-            10_000,
-            Box::new(event)
-        );
+        let appended = crate::actors::audit_writer::append(
+            &app.actors.audit.load(),
+            &app.audit_commit_thread,
+            event,
+        )
+        .await;
         match appended {
-            Ok(Ok(seq)) => {
+            Ok(seq) => {
                 if health.recovered(outage.since) {
                     tracing::info!(
                         seq,
@@ -219,8 +219,7 @@ pub async fn watch(app: Arc<App>, stop: CancellationToken) {
                     );
                 }
             }
-            Ok(Err(e)) => tracing::debug!(error = %e, "audit trail still unavailable"),
-            Err(e) => tracing::debug!(error = %e, "audit writer still not answering"),
+            Err(e) => tracing::debug!(error = %e, "audit trail still unavailable"),
         }
     }
 }

@@ -12,7 +12,6 @@ use mcp_shared::contract::{DescriptorProjection, RoutingClass};
 use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
 use mcp_shared::event::{Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Surface};
 use mcp_shared::time::now;
-use ractor::call_t;
 use serde_json::{Value, json};
 
 use crate::actors::lease_manager::LeaseEntry;
@@ -200,22 +199,21 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
     let status = event.status;
     let event_id = event.event_id.clone();
     drop(running);
-    let audited = call_t!(
-        app.actors.audit.load(),
-        crate::actors::audit_writer::Msg::Append,
-        10_000,
-        Box::new(event)
-    );
+    let audited = crate::actors::audit_writer::append(
+        &app.actors.audit.load(),
+        &app.audit_commit_thread,
+        event,
+    )
+    .await;
     let (result, unaudited) = match audited {
-        Ok(Ok(_seq)) => (result, false),
-        Ok(Err(e)) => {
+        Ok(_seq) => (result, false),
+        Err(e @ crate::actors::audit_writer::AppendError::NotCommitted(_)) => {
             tracing::error!(error = %e, %event_id, "audit append failed; withholding result");
             (Err(app.audit_health.withheld()), true)
         }
-        Err(e) => {
+        Err(e @ crate::actors::audit_writer::AppendError::Unreachable(_)) => {
             tracing::error!(error = %e, %event_id, "audit writer unreachable; withholding result");
-            app.audit_health
-                .mark_unavailable(&format!("the audit writer did not take an append: {e}"));
+            app.audit_health.mark_unavailable(&e.to_string());
             (Err(app.audit_health.withheld()), true)
         }
     };

@@ -270,6 +270,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     let descriptors = Arc::new(descriptor_cache::Args::new(descriptor_set));
     let metrics = metrics::Metrics::default();
     let running_calls = Arc::new(audit_writer::RunningCalls::default());
+    let audit_commit_thread = audit_writer::CommitThread::default();
     let (sup, actors) = supervisor::start(supervisor::ChildArgs {
         leases: Arc::new(lease_manager::Args {
             store: store.clone(),
@@ -291,6 +292,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             replica_id: zone.as_ref().map(|z| z.replica_id.clone()),
             commits: metrics.audit_commits.clone(),
             rows: metrics.audit_rows.clone(),
+            commit_thread: audit_commit_thread.clone(),
         }),
         router: Arc::new(router::Args {
             targets: targets.clone(),
@@ -315,6 +317,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         limits: Default::default(),
         metrics,
         running_calls,
+        audit_commit_thread,
         audit_head,
         audit_health,
         console: console::Sessions::default(),

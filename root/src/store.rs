@@ -22,6 +22,10 @@ use sqlx::sqlite::{
 pub enum Error {
     #[error("unsupported database url `{0}` (expected sqlite:PATH or postgres://...)")]
     UnsupportedUrl(String),
+    #[error(
+        "database url `{0}` is an in-memory SQLite database: the audit trail must outlive root, give a file (sqlite:PATH)"
+    )]
+    InMemory(String),
     #[error("database error during {op}: {source}")]
     Db {
         op: &'static str,
@@ -30,10 +34,6 @@ pub enum Error {
     },
     #[error("stored row is corrupt during {op}: {detail}")]
     Corrupt { op: &'static str, detail: String },
-    /// An append given the head its writer last committed found rows after it (another
-    /// writer appended meanwhile); nothing was written. Read the head and append again.
-    #[error("the audit trail's head moved since this writer's last commit")]
-    HeadMoved,
     #[error(
         "{0} needs PostgreSQL: replicas share one PostgreSQL database (SQLite is single-replica)"
     )]
@@ -58,17 +58,6 @@ macro_rules! on_pool {
         match &$store.pool {
             Pool::Sqlite($pool) => $body,
             Pool::Postgres($pool) => $body,
-        }
-    };
-}
-
-/// [`on_pool!`] for audit appends: SQLite's dedicated audit connection (see
-/// [`Store::audit_pool`]).
-macro_rules! on_audit_pool {
-    ($store:expr, $pool:ident => $body:expr) => {
-        match (&$store.pool, &$store.audit_pool) {
-            (Pool::Sqlite(_), Some($pool)) | (Pool::Sqlite($pool), None) => $body,
-            (Pool::Postgres($pool), _) => $body,
         }
     };
 }
@@ -573,15 +562,20 @@ async fn reusable(conn: &mut sqlx::SqliteConnection) -> std::result::Result<bool
     Ok(!sqlx::Connection::is_in_transaction(&*conn))
 }
 
+/// Where an embedded SQLite store lives and how durably it commits.
+#[derive(Debug, Clone)]
+pub struct SqliteFile {
+    pub path: std::path::PathBuf,
+    pub synchronous: crate::config::SqliteSync,
+}
+
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
-    /// SQLite only: the one connection audit batches are appended on. SQLite drops a
-    /// connection's page cache whenever another connection wrote since its last transaction;
-    /// with appends spread over the pool every batch began by re-reading the trail's index
-    /// pages from the OS. On its own connection (the audit writer is the only frequent writer)
-    /// the pages stay cached between batches.
-    audit_pool: Option<SqlitePool>,
+    /// SQLite only: the database file and its durability, for the audit writer's commit
+    /// thread, which appends on a connection of its own (see
+    /// `actors::audit_committer`).
+    sqlite_file: Option<SqliteFile>,
     /// PostgreSQL only: channel names and lock keys of this database and schema.
     shared: Option<std::sync::Arc<SharedNames>>,
 }
@@ -595,8 +589,11 @@ impl Store {
 
     /// [`Store::open`] with `[storage]` settings.
     pub async fn open_with(url: &str, storage: &crate::config::StorageConfig) -> Result<Store> {
-        let mut audit_pool = None;
+        let mut sqlite_file = None;
         let pool = if let Some(path) = url.strip_prefix("sqlite:") {
+            if path == ":memory:" || path.contains("mode=memory") {
+                return Err(Error::InMemory(url.to_string()));
+            }
             let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
                 .map_err(db("open sqlite"))?
                 .create_if_missing(true)
@@ -609,16 +606,13 @@ impl Store {
                 // Statement journals (a multi-row insert keeps one in case a row fails) in
                 // memory instead of a temporary file per statement.
                 .pragma("temp_store", "memory");
+            sqlite_file = Some(SqliteFile {
+                path: opts.get_filename().to_path_buf(),
+                synchronous: storage.sqlite_synchronous,
+            });
             // No `ping` before each acquire (sqlx's default, a round trip to the connection's
             // worker thread): a SQLite connection is a file handle, not a peer that can hang
             // up, and one left unusable by an error is closed on release (`reusable`).
-            let audit = SqlitePoolOptions::new()
-                .min_connections(1)
-                .max_connections(1)
-                .test_before_acquire(false)
-                .after_release(|conn, _| Box::pin(reusable(conn)))
-                .connect_lazy_with(opts.clone());
-            audit_pool = Some(audit);
             Pool::Sqlite(
                 SqlitePoolOptions::new()
                     .max_connections(4)
@@ -657,7 +651,7 @@ impl Store {
         };
         let store = Store {
             pool,
-            audit_pool,
+            sqlite_file,
             shared,
         };
         store.migrate().await?;
@@ -668,6 +662,11 @@ impl Store {
     /// replica features are off.
     pub fn shared(&self) -> Option<&SharedNames> {
         self.shared.as_deref()
+    }
+
+    /// The SQLite database file and its durability; `None` on PostgreSQL.
+    pub fn sqlite_file(&self) -> Option<&SqliteFile> {
+        self.sqlite_file.as_ref()
     }
 
     /// Which backend this store runs on: `sqlite` or `postgres`.
@@ -1457,23 +1456,14 @@ impl Store {
     /// chain in commit order, and the commit announces the new head on the audit channel (the
     /// live streams of the other replicas wake on it). Returns the links as written.
     ///
-    /// `known_head`: the head this writer's previous batch left. On SQLite, where root's audit
-    /// writer is the trail's only writer, it is used instead of reading the head again, and
-    /// the batch goes to the database as one statement list (see
-    /// [`append_audit_after`]); rows appended after it by anyone else make the first
-    /// row's `seq` collide and the append fails with [`Error::HeadMoved`], having written
-    /// nothing. Ignored on PostgreSQL (the replicas of a zone share the chain).
+    /// Root's audit writer appends this way on PostgreSQL; on SQLite it appends from its
+    /// commit thread (`actors::audit_committer`), and this serves everyone else.
     pub async fn append_audit_chained(
         &self,
         entries: &[AuditEntry],
         replica_id: Option<&str>,
-        known_head: Option<(i64, String)>,
         chain: impl FnOnce(i64, String) -> Vec<ChainLink>,
     ) -> Result<Vec<ChainLink>> {
-        if let (Some((seq, hash)), Pool::Sqlite(main)) = (known_head, &self.pool) {
-            let pool = self.audit_pool.as_ref().unwrap_or(main);
-            return append_audit_after(pool, entries, replica_id, chain(seq, hash)).await;
-        }
         let shared = self.shared.clone();
         let op = "append audit";
         // SQLite: take the write lock up front (the head is read, then rows are written; a
@@ -1484,7 +1474,7 @@ impl Store {
             "BEGIN IMMEDIATE"
         };
         let sqlite = matches!(self.pool, Pool::Sqlite(_));
-        on_audit_pool!(self, pool => {
+        on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await.map_err(db(op))?;
             if let Some(n) = &shared {
                 sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -1637,44 +1627,9 @@ impl Store {
 /// parameter limits).
 pub const AUDIT_ROWS_PER_INSERT: usize = 64;
 
-/// SQLite with the head known (see [`Store::append_audit_chained`]): the batch as one
-/// statement list, `BEGIN IMMEDIATE`, its inserts, `COMMIT`, sent to the audit connection's
-/// worker thread at once instead of one round trip per statement. When a statement fails, the
-/// transaction it leaves open goes with the connection, which is closed (closing rolls it
-/// back: nothing of the batch stays).
-async fn append_audit_after(
-    pool: &SqlitePool,
-    entries: &[AuditEntry],
-    replica_id: Option<&str>,
-    links: Vec<ChainLink>,
-) -> Result<Vec<ChainLink>> {
-    let op = "append audit";
-    check_links(op, entries, &links)?;
-    let mut sql = String::from("BEGIN IMMEDIATE; ");
-    for chunk in entries.chunks(AUDIT_ROWS_PER_INSERT) {
-        audit_insert_sql(&mut sql, chunk.len(), true);
-        sql.push_str("; ");
-    }
-    sql.push_str("COMMIT");
-    // Only generated placeholders are spliced in; every value is bound.
-    let q = bind_audit_rows(
-        sqlx::query(sqlx::AssertSqlSafe(sql)),
-        entries,
-        &links,
-        replica_id,
-    );
-    let mut conn = pool.acquire().await.map_err(db(op))?;
-    match q.execute(&mut *conn).await {
-        Ok(_) => Ok(links),
-        Err(e) => {
-            conn.close_on_drop();
-            match e {
-                sqlx::Error::Database(d) if d.is_unique_violation() => Err(Error::HeadMoved),
-                e => Err(db(op)(e)),
-            }
-        }
-    }
-}
+/// One audit row, in [`audit_insert_sql`]'s column order with SQLite's placeholders (the
+/// audit writer's commit thread prepares it once and runs it per row).
+pub const AUDIT_INSERT_ONE_SQL: &str = "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status, actor, started_at, event, prev_hash, hash, replica_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// Appends the multi-row insert of `n` audit rows to `sql`. `anonymous`: SQLite's `?`
 /// placeholders instead of `$N`; sqlx binds a named parameter by asking SQLite for its name,
@@ -2240,6 +2195,15 @@ mod tests {
             expires_at_ms,
             arguments: None,
             effect: Some("{}".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_in_memory_database_is_refused_with_the_reason() {
+        for url in ["sqlite::memory:", "sqlite:file:x?mode=memory&cache=shared"] {
+            let err = Store::open(url).await.err().expect("refused");
+            assert!(matches!(err, Error::InMemory(_)), "{url}: {err}");
+            assert!(err.to_string().contains("must outlive root"), "{err}");
         }
     }
 

@@ -10,9 +10,12 @@
 //! waits `audit_commit_delay_ms` before committing so that their events join the batch; an
 //! event with no call running beside it is committed at once, so a lone caller never waits.
 //!
-//! The head a batch follows is read inside the batch's transaction. With replicas on one
-//! PostgreSQL database that read is serialized by an advisory lock, so the writers of every
-//! replica extend one chain for the zone, in commit order (see `Store::append_audit_chained`).
+//! On embedded SQLite the batches are formed and committed by the writer's commit thread
+//! ([`super::audit_committer`]), which starts the next batch the moment the last one is
+//! durable; the actor hands each event over without waiting. On PostgreSQL the actor batches
+//! itself and the head a batch follows is read inside the batch's transaction, serialized by
+//! an advisory lock, so the writers of every replica extend one chain for the zone, in commit
+//! order (see `Store::append_audit_chained`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,6 +25,7 @@ use mcp_shared::event::OperationalEvent;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use sha2::{Digest, Sha256};
 
+use super::audit_committer::Committer;
 use crate::store::{AuditEntry, ChainLink, Store};
 
 /// The `prev_hash` of the first row.
@@ -87,8 +91,64 @@ impl Drop for RunningGuard {
 /// Answered with the event's sequence number once it is committed.
 pub type AppendReply = RpcReplyPort<Result<i64, String>>;
 
+/// Why an event was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    /// The writer tried and could not commit it (the trail is then marked unavailable).
+    #[error("{0}")]
+    NotCommitted(String),
+    /// The writer did not take the event or did not answer within its deadline.
+    #[error("the audit writer did not take an append: {0}")]
+    Unreachable(String),
+}
+
+/// How long a caller waits for its event to be committed before giving up on the writer.
+pub const APPEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Appends `event` to the trail and returns its `seq` once it is committed. On embedded SQLite
+/// the event goes straight to the writer's commit thread (serialized here, on the caller's
+/// task); otherwise, or when that thread has stopped, through the writer actor.
+pub async fn append(
+    actor: &ActorRef<Msg>,
+    commit_thread: &CommitThread,
+    event: OperationalEvent,
+) -> Result<i64, AppendError> {
+    let mut entry = entry(event);
+    if let Some(committer) = commit_thread.load_full() {
+        let (tx, rx) = ractor::concurrency::oneshot();
+        match committer.append(entry, tx.into()) {
+            Ok(()) => {
+                return match tokio::time::timeout(APPEND_TIMEOUT, rx).await {
+                Ok(Ok(Ok(seq))) => Ok(seq),
+                Ok(Ok(Err(e))) => Err(AppendError::NotCommitted(e)),
+                Ok(Err(_)) => Err(AppendError::Unreachable(
+                    "the commit thread dropped the event".into(),
+                )),
+                Err(_) => Err(AppendError::Unreachable(format!(
+                    "no answer within {} s",
+                    APPEND_TIMEOUT.as_secs()
+                ))),
+                };
+            }
+            // The thread has stopped: the actor (restarted by its supervisor) takes it.
+            Err(returned) => entry = returned,
+        }
+    }
+    match ractor::call_t!(
+        actor,
+        Msg::Append,
+        APPEND_TIMEOUT.as_millis() as u64,
+        Box::new(entry)
+    ) {
+        Ok(Ok(seq)) => Ok(seq),
+        Ok(Err(e)) => Err(AppendError::NotCommitted(e)),
+        Err(e) => Err(AppendError::Unreachable(e.to_string())),
+    }
+}
+
 pub enum Msg {
-    Append(Box<OperationalEvent>, AppendReply),
+    /// An event in its stored form (see [`entry`]).
+    Append(Box<AuditEntry>, AppendReply),
     Flush,
 }
 
@@ -109,7 +169,13 @@ pub struct Args {
     /// Counted per committed batch and per committed row (`/metrics`).
     pub commits: prometheus_client::metrics::counter::Counter,
     pub rows: prometheus_client::metrics::counter::Counter,
+    /// Embedded SQLite: the running writer's commit thread, published so that callers hand
+    /// their events to it directly (see [`append`]); empty on PostgreSQL.
+    pub commit_thread: CommitThread,
 }
+
+/// The commit thread of the running audit writer, if it has one (see [`Args::commit_thread`]).
+pub type CommitThread = Arc<arc_swap::ArcSwapOption<Committer>>;
 
 pub struct AuditWriter;
 
@@ -127,10 +193,9 @@ pub struct State {
     pending: Vec<AuditEntry>,
     replies: Vec<AppendReply>,
     flush_scheduled: bool,
-    /// The chain's head (`seq`, `hash`) as this writer last committed or read it; `None`
-    /// after a failed batch, so the next one reads it from the store (see
-    /// `Store::append_audit_chained`).
-    head: Option<(i64, String)>,
+    /// Embedded SQLite: the commit thread every event is handed to, and where it is published.
+    committer: Option<Arc<Committer>>,
+    commit_thread: CommitThread,
 }
 
 impl Actor for AuditWriter {
@@ -150,6 +215,24 @@ impl Actor for AuditWriter {
             *h = (*h).max(head_seq);
             newer
         });
+        let committer = match args.store.sqlite_file() {
+            Some(file) => Some(Arc::new(Committer::start(
+                super::audit_committer::Settings {
+                    path: file.path.clone(),
+                    synchronous: file.synchronous,
+                    batch_max: args.batch_max,
+                    commit_delay: args.commit_delay,
+                    running: args.running.clone(),
+                    replica_id: args.replica_id.clone(),
+                    head_tx: args.head.clone(),
+                    health: args.health.clone(),
+                    commits: args.commits.clone(),
+                    rows: args.rows.clone(),
+                },
+            )?)),
+            None => None,
+        };
+        args.commit_thread.store(committer.clone());
         Ok(State {
             store: args.store.clone(),
             batch_max: args.batch_max,
@@ -163,7 +246,8 @@ impl Actor for AuditWriter {
             pending: Vec::new(),
             replies: Vec::new(),
             flush_scheduled: false,
-            head: Some(head),
+            committer,
+            commit_thread: args.commit_thread.clone(),
         })
     }
 
@@ -172,7 +256,16 @@ impl Actor for AuditWriter {
         _myself: ActorRef<Msg>,
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
-        flush(state).await;
+        match &state.committer {
+            Some(committer) => {
+                // Unpublished (unless a restarted writer already published its own), then
+                // everything handed over so far is committed.
+                let mine = Some(committer.clone());
+                state.commit_thread.compare_and_swap(&mine, None);
+                committer.drain().await;
+            }
+            None => flush(state).await,
+        }
         Ok(())
     }
 
@@ -184,7 +277,14 @@ impl Actor for AuditWriter {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             Msg::Append(event, reply) => {
-                state.pending.push(entry(*event));
+                if let Some(committer) = &state.committer {
+                    // The thread answers `reply` once the event is committed.
+                    if committer.append(*event, reply).is_err() {
+                        return Err(super::audit_committer::Stopped.into());
+                    }
+                    return Ok(());
+                }
+                state.pending.push(*event);
                 state.replies.push(reply);
                 if state.pending.len() >= state.batch_max {
                     flush(state).await;
@@ -236,17 +336,12 @@ async fn flush(state: &mut State) {
     };
     let mut attempt = 0;
     let res = loop {
-        let known_head = state.head.take();
         match state
             .store
-            .append_audit_chained(&entries, state.replica_id.as_deref(), known_head, chain)
+            .append_audit_chained(&entries, state.replica_id.as_deref(), chain)
             .await
         {
             Ok(links) => break Ok(links),
-            // Another writer appended since our last batch: read the head, at once.
-            Err(crate::store::Error::HeadMoved) => {
-                tracing::warn!("audit trail head moved under this writer; reading it again");
-            }
             Err(err) if attempt < 3 => {
                 attempt += 1;
                 if state.health.is_available() {
@@ -262,7 +357,6 @@ async fn flush(state: &mut State) {
             state.commits.inc();
             state.rows.inc_by(links.len() as u64);
             if let Some(last) = links.last() {
-                state.head = Some((last.seq, last.hash.clone()));
                 let seq = last.seq;
                 state.head_tx.send_if_modified(|h| {
                     let newer = seq > *h;
@@ -346,6 +440,7 @@ mod tests {
             health: Arc::new(crate::audit_health::AuditHealth::default()),
             commits: Default::default(),
             rows: Default::default(),
+            commit_thread: Default::default(),
         });
         let (actor, _) = Actor::spawn(None, AuditWriter, args.clone())
             .await
@@ -359,7 +454,7 @@ mod tests {
 
     async fn append(actor: &ActorRef<Msg>, n: usize) -> i64 {
         // The bound only keeps a broken writer from hanging the test; no timing is asserted.
-        ractor::call_t!(actor, Msg::Append, 30_000, event(n))
+        ractor::call_t!(actor, Msg::Append, 30_000, Box::new(entry(*event(n))))
             .expect("answered")
             .expect("committed")
     }
@@ -415,7 +510,7 @@ mod tests {
         let links = w
             .args
             .store
-            .append_audit_chained(&[other], None, None, |seq, hash| {
+            .append_audit_chained(&[other], None, |seq, hash| {
                 vec![ChainLink {
                     seq: seq + 1,
                     hash: chain_hash(&hash, "other"),
@@ -437,36 +532,25 @@ mod tests {
             rows[2].2, rows[1].3,
             "row 3 links to the other writer's row"
         );
-        // A stale head given explicitly is refused with nothing written.
-        let stale = w
-            .args
-            .store
-            .append_audit_chained(
-                &[entry(*event(4))],
-                None,
-                Some((1, rows[0].3.clone())),
-                |seq, hash| {
-                    vec![ChainLink {
-                        seq: seq + 1,
-                        hash: "h".into(),
-                        prev_hash: hash,
-                    }]
-                },
-            )
-            .await;
-        assert!(
-            matches!(stale, Err(crate::store::Error::HeadMoved)),
-            "{stale:?}"
-        );
-        assert_eq!(
-            w.args
-                .store
-                .audit_chain_page(0, 10)
-                .await
-                .expect("page")
-                .len(),
-            3
-        );
+        w.actor.stop(None);
+    }
+
+    #[tokio::test]
+    async fn concurrent_appends_form_one_gapless_chain() {
+        // Events handed over while batches commit: every caller gets its own seq, the
+        // seqs are 1..=n without a gap, and the chain verifies.
+        let w = writer(512, Duration::ZERO).await;
+        let n = 300;
+        let mut seqs =
+            futures::future::join_all((0..n).map(|i| append(&w.actor, i))).await;
+        seqs.sort_unstable();
+        assert_eq!(seqs, (1..=n as i64).collect::<Vec<_>>());
+        assert_eq!(w.args.rows.get(), n as u64);
+        assert!(w.args.commits.get() >= 1);
+        assert_eq!(*w.args.head.borrow(), n as i64, "the head is published");
+        let v = crate::audit::verify(&w.args.store).await.expect("verify");
+        assert!(v.ok, "{:?}", v.first_broken);
+        assert_eq!(v.checked, n as u64);
         w.actor.stop(None);
     }
 

@@ -17,6 +17,7 @@
 //! State that must survive a restart lives in the store (leases, audit) or is rebuilt from
 //! configuration in `pre_start` (profiles, contracts, descriptors).
 
+pub mod audit_committer;
 pub mod audit_writer;
 pub mod descriptor_cache;
 pub mod lease_manager;

@@ -1,0 +1,316 @@
+//! The audit writer's commit thread on embedded SQLite: one OS thread owning one connection
+//! to the trail, committing batches back to back.
+//!
+//! The audit writer hands each event over without waiting ([`Committer::append`]); the thread
+//! takes everything queued as one batch, chains it after the head it last committed, writes it
+//! in one transaction and answers each caller with its `seq`. Events that arrive while a batch
+//! is committing (its `fsync`) are already queued when it ends, so the next batch starts at
+//! once, on this thread, without a trip through the async runtime: the database is never idle
+//! while events wait, and batches grow with the load (group commit).
+//!
+//! Same rules as the writer's PostgreSQL path: nobody is answered before their row is
+//! committed; a batch that fails is retried three times (50, 100, 150 ms apart) and then marks
+//! the trail unavailable ([`crate::audit_health`]) and answers its callers with the error.
+//! The thread keeps the head it committed instead of reading it per batch; a row appended by
+//! anyone else makes the first `seq` collide (primary key), nothing of the batch is written,
+//! the head is read again and the batch chained after it. After any other failure the
+//! connection is dropped and opened again and the head re-read, so no state of a failed
+//! transaction leaks into the next.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags, params};
+
+use super::audit_writer::{AppendReply, GENESIS_HASH, RunningCalls, chain_hash};
+use crate::config::SqliteSync;
+use crate::store::AuditEntry;
+
+/// What the thread needs besides the events.
+pub struct Settings {
+    pub path: PathBuf,
+    pub synchronous: SqliteSync,
+    pub batch_max: usize,
+    pub commit_delay: Duration,
+    pub running: Arc<RunningCalls>,
+    pub replica_id: Option<String>,
+    pub head_tx: Arc<tokio::sync::watch::Sender<i64>>,
+    pub health: Arc<crate::audit_health::AuditHealth>,
+    pub commits: prometheus_client::metrics::counter::Counter,
+    pub rows: prometheus_client::metrics::counter::Counter,
+}
+
+enum Job {
+    Append(AuditEntry, AppendReply),
+    /// Answered once everything queued before it is committed (or has failed).
+    Drain(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The handle the audit writer keeps; dropping it lets the thread finish what is queued and
+/// exit.
+pub struct Committer {
+    jobs: Sender<Job>,
+}
+
+/// The commit thread has stopped (it panicked); its writer is restarted by the supervisor.
+#[derive(Debug, thiserror::Error)]
+#[error("the audit commit thread has stopped")]
+pub struct Stopped;
+
+impl Committer {
+    /// Starts the thread. It opens its connection when the first batch arrives.
+    pub fn start(settings: Settings) -> std::io::Result<Committer> {
+        let (jobs, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("audit-commit".into())
+            .spawn(move || run(settings, rx))?;
+        Ok(Committer { jobs })
+    }
+
+    /// Queues `entry`; `reply` is answered when its batch is committed or has failed. When
+    /// the thread has stopped the entry is handed back, not lost.
+    pub fn append(&self, entry: AuditEntry, reply: AppendReply) -> Result<(), AuditEntry> {
+        match self.jobs.send(Job::Append(entry, reply)) {
+            Ok(()) => Ok(()),
+            Err(mpsc::SendError(Job::Append(entry, _))) => Err(entry),
+            Err(mpsc::SendError(Job::Drain(_))) => unreachable!("an append was sent"),
+        }
+    }
+
+    /// Waits until everything queued so far is committed (or has failed).
+    pub async fn drain(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.jobs.send(Job::Drain(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// The events of the next batch, their callers in the same order, and the drains waiting.
+#[derive(Default)]
+struct Batch {
+    entries: Vec<AuditEntry>,
+    replies: Vec<AppendReply>,
+    drained: Vec<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Batch {
+    fn take(&mut self, job: Job) {
+        match job {
+            Job::Append(e, r) => {
+                self.entries.push(e);
+                self.replies.push(r);
+            }
+            Job::Drain(tx) => self.drained.push(tx),
+        }
+    }
+}
+
+/// The thread: batch, commit, answer, until the writer drops its [`Committer`].
+fn run(s: Settings, rx: Receiver<Job>) {
+    let mut log = Log {
+        conn: None,
+        head: None,
+    };
+    let mut batch = Batch::default();
+    while let Ok(first) = rx.recv() {
+        batch.take(first);
+        // Everything already queued joins the batch.
+        let mut open = true;
+        while batch.entries.len() < s.batch_max {
+            match rx.try_recv() {
+                Ok(job) => batch.take(job),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        // Calls still running will append soon: give them the delay to join.
+        if open && !batch.entries.is_empty() && !s.commit_delay.is_zero() && s.running.count() > 0
+        {
+            let until = Instant::now() + s.commit_delay;
+            while batch.entries.len() < s.batch_max {
+                match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                    Ok(job) => batch.take(job),
+                    Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        }
+        if !batch.entries.is_empty() {
+            commit(&s, &mut log, &mut batch.entries, &mut batch.replies);
+        }
+        for tx in batch.drained.drain(..) {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// The thread's connection and the head it last committed (`None`: read it first).
+struct Log {
+    conn: Option<Connection>,
+    head: Option<(i64, String)>,
+}
+
+/// How a batch failed.
+enum Failure {
+    /// Rows were appended by someone else since the head this thread knew.
+    HeadMoved,
+    Db(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(e: rusqlite::Error) -> Failure {
+        Failure::Db(e)
+    }
+}
+
+fn commit(
+    s: &Settings,
+    log: &mut Log,
+    entries: &mut Vec<AuditEntry>,
+    replies: &mut Vec<AppendReply>,
+) {
+    let mut attempt = 0;
+    let outcome = loop {
+        match log.append(s, entries) {
+            Ok(last) => break Ok(last),
+            Err(Failure::HeadMoved) if attempt < 3 => {
+                attempt += 1;
+                tracing::warn!("audit trail head moved under this writer; reading it again");
+            }
+            Err(Failure::Db(err)) if attempt < 3 => {
+                attempt += 1;
+                if s.health.is_available() {
+                    tracing::warn!(%err, attempt, "audit append failed; retrying");
+                }
+                std::thread::sleep(Duration::from_millis(50 * attempt));
+            }
+            Err(Failure::HeadMoved) => {
+                break Err("the audit trail's head kept moving under its writer".to_string());
+            }
+            Err(Failure::Db(err)) => break Err(format!("append audit: {err}")),
+        }
+    };
+    match outcome {
+        Ok(last_seq) => {
+            s.commits.inc();
+            s.rows.inc_by(entries.len() as u64);
+            s.head_tx.send_if_modified(|h| {
+                let newer = last_seq > *h;
+                *h = (*h).max(last_seq);
+                newer
+            });
+            let first = last_seq - entries.len() as i64 + 1;
+            for (i, reply) in replies.drain(..).enumerate() {
+                let _ = reply.send(Ok(first + i as i64));
+            }
+        }
+        Err(err) => {
+            if s.health.is_available() {
+                tracing::error!(%err, n = entries.len(), "audit append failed; its calls are answered with audit_unavailable");
+                s.health.mark_unavailable(&err);
+            } else {
+                tracing::debug!(%err, n = entries.len(), "audit append failed again");
+            }
+            for reply in replies.drain(..) {
+                let _ = reply.send(Err(err.clone()));
+            }
+        }
+    }
+    entries.clear();
+}
+
+impl Log {
+    /// Writes `entries` after the head in one transaction; the `seq` of the last on success.
+    /// On failure nothing is written and the connection and head are forgotten.
+    fn append(&mut self, s: &Settings, entries: &[AuditEntry]) -> Result<i64, Failure> {
+        let res = self.try_append(s, entries);
+        if res.is_err() {
+            // Closing the connection rolls back whatever the failed transaction left open.
+            self.conn = None;
+            self.head = None;
+        }
+        res
+    }
+
+    fn try_append(&mut self, s: &Settings, entries: &[AuditEntry]) -> Result<i64, Failure> {
+        if self.conn.is_none() {
+            self.conn = Some(open(s)?);
+        }
+        let conn = self.conn.as_ref().expect("opened above");
+        let (mut seq, mut prev) = match self.head.take() {
+            Some(head) => head,
+            None => read_head(conn)?,
+        };
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        {
+            let mut insert = conn.prepare_cached(crate::store::AUDIT_INSERT_ONE_SQL)?;
+            for e in entries {
+                seq += 1;
+                let hash = chain_hash(&prev, &e.event_json);
+                match insert.execute(params![
+                    seq,
+                    e.event_id,
+                    e.trace_id,
+                    e.target_id,
+                    e.tool_id,
+                    e.status,
+                    e.actor,
+                    e.started_at_ms,
+                    e.event_json,
+                    prev,
+                    hash,
+                    s.replica_id,
+                ]) {
+                    Ok(_) => {}
+                    Err(rusqlite::Error::SqliteFailure(f, _))
+                        if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+                    {
+                        return Err(Failure::HeadMoved);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                prev = hash;
+            }
+        }
+        conn.execute_batch("COMMIT")?;
+        self.head = Some((seq, prev));
+        Ok(seq)
+    }
+}
+
+/// The newest row's `(seq, hash)`, or `(0, GENESIS_HASH)` for an empty trail.
+fn read_head(conn: &Connection) -> rusqlite::Result<(i64, String)> {
+    let head = conn
+        .prepare_cached("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)));
+    match head {
+        Ok(h) => Ok(h),
+        Err(rusqlite::Error::QueryReturnedNoRows) => Ok((0, GENESIS_HASH.to_string())),
+        Err(e) => Err(e),
+    }
+}
+
+/// The thread's connection, with the settings of the store's own (see `Store::open_with`).
+fn open(s: &Settings) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        &s.path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(
+        None,
+        "synchronous",
+        match s.synchronous {
+            SqliteSync::Full => "FULL",
+            SqliteSync::Normal => "NORMAL",
+        },
+    )?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    Ok(conn)
+}
