@@ -43,7 +43,7 @@ pub struct Settings {
 }
 
 enum Job {
-    Append(AuditEntry, AppendReply),
+    Append(Box<AuditEntry>, AppendReply),
     /// Answered once everything queued before it is committed (or has failed).
     Drain(tokio::sync::oneshot::Sender<()>),
 }
@@ -71,7 +71,11 @@ impl Committer {
 
     /// Queues `entry`; `reply` is answered when its batch is committed or has failed. When
     /// the thread has stopped the entry is handed back, not lost.
-    pub fn append(&self, entry: AuditEntry, reply: AppendReply) -> Result<(), AuditEntry> {
+    pub fn append(
+        &self,
+        entry: Box<AuditEntry>,
+        reply: AppendReply,
+    ) -> Result<(), Box<AuditEntry>> {
         match self.jobs.send(Job::Append(entry, reply)) {
             Ok(()) => Ok(()),
             Err(mpsc::SendError(Job::Append(entry, _))) => Err(entry),
@@ -100,7 +104,7 @@ impl Batch {
     fn take(&mut self, job: Job) {
         match job {
             Job::Append(e, r) => {
-                self.entries.push(e);
+                self.entries.push(*e);
                 self.replies.push(r);
             }
             Job::Drain(tx) => self.drained.push(tx),
@@ -130,8 +134,7 @@ fn run(s: Settings, rx: Receiver<Job>) {
             }
         }
         // Calls still running will append soon: give them the delay to join.
-        if open && !batch.entries.is_empty() && !s.commit_delay.is_zero() && s.running.count() > 0
-        {
+        if open && !batch.entries.is_empty() && !s.commit_delay.is_zero() && s.running.count() > 0 {
             let until = Instant::now() + s.commit_delay;
             while batch.entries.len() < s.batch_max {
                 match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {

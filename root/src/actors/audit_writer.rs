@@ -113,33 +113,28 @@ pub async fn append(
     commit_thread: &CommitThread,
     event: OperationalEvent,
 ) -> Result<i64, AppendError> {
-    let mut entry = entry(event);
+    let mut entry = Box::new(entry(event));
     if let Some(committer) = commit_thread.load_full() {
         let (tx, rx) = ractor::concurrency::oneshot();
         match committer.append(entry, tx.into()) {
             Ok(()) => {
                 return match tokio::time::timeout(APPEND_TIMEOUT, rx).await {
-                Ok(Ok(Ok(seq))) => Ok(seq),
-                Ok(Ok(Err(e))) => Err(AppendError::NotCommitted(e)),
-                Ok(Err(_)) => Err(AppendError::Unreachable(
-                    "the commit thread dropped the event".into(),
-                )),
-                Err(_) => Err(AppendError::Unreachable(format!(
-                    "no answer within {} s",
-                    APPEND_TIMEOUT.as_secs()
-                ))),
+                    Ok(Ok(Ok(seq))) => Ok(seq),
+                    Ok(Ok(Err(e))) => Err(AppendError::NotCommitted(e)),
+                    Ok(Err(_)) => Err(AppendError::Unreachable(
+                        "the commit thread dropped the event".into(),
+                    )),
+                    Err(_) => Err(AppendError::Unreachable(format!(
+                        "no answer within {} s",
+                        APPEND_TIMEOUT.as_secs()
+                    ))),
                 };
             }
             // The thread has stopped: the actor (restarted by its supervisor) takes it.
             Err(returned) => entry = returned,
         }
     }
-    match ractor::call_t!(
-        actor,
-        Msg::Append,
-        APPEND_TIMEOUT.as_millis() as u64,
-        Box::new(entry)
-    ) {
+    match ractor::call_t!(actor, Msg::Append, APPEND_TIMEOUT.as_millis() as u64, entry) {
         Ok(Ok(seq)) => Ok(seq),
         Ok(Err(e)) => Err(AppendError::NotCommitted(e)),
         Err(e) => Err(AppendError::Unreachable(e.to_string())),
@@ -279,7 +274,7 @@ impl Actor for AuditWriter {
             Msg::Append(event, reply) => {
                 if let Some(committer) = &state.committer {
                     // The thread answers `reply` once the event is committed.
-                    if committer.append(*event, reply).is_err() {
+                    if committer.append(event, reply).is_err() {
                         return Err(super::audit_committer::Stopped.into());
                     }
                     return Ok(());
@@ -541,8 +536,7 @@ mod tests {
         // seqs are 1..=n without a gap, and the chain verifies.
         let w = writer(512, Duration::ZERO).await;
         let n = 300;
-        let mut seqs =
-            futures::future::join_all((0..n).map(|i| append(&w.actor, i))).await;
+        let mut seqs = futures::future::join_all((0..n).map(|i| append(&w.actor, i))).await;
         seqs.sort_unstable();
         assert_eq!(seqs, (1..=n as i64).collect::<Vec<_>>());
         assert_eq!(w.args.rows.get(), n as u64);
