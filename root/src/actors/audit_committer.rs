@@ -133,10 +133,11 @@ fn run(s: Settings, rx: Receiver<Job>) {
                 }
             }
         }
-        // Calls still running will append soon: give them the delay to join.
-        if open && !batch.entries.is_empty() && !s.commit_delay.is_zero() && s.running.count() > 0 {
+        // Calls still running will append soon: wait for their events until none is
+        // running, the batch is full or the delay is over.
+        if open && !batch.entries.is_empty() && !s.commit_delay.is_zero() {
             let until = Instant::now() + s.commit_delay;
-            while batch.entries.len() < s.batch_max {
+            while batch.entries.len() < s.batch_max && s.running.count() > 0 {
                 match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
                     Ok(job) => batch.take(job),
                     Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
