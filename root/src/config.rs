@@ -195,9 +195,10 @@ pub struct Limits {
     /// Most audit events written in one transaction.
     pub audit_batch_max: usize,
     /// Group commit delay: while other calls are still running when an event is appended,
-    /// the audit writer waits this long (milliseconds, at the timer's 1 ms granularity)
-    /// before committing, so their events share the commit (its `fsync`); the batch is
-    /// committed at once when it reaches `audit_batch_max`, and a call alone never waits.
+    /// the audit writer waits up to this long (milliseconds) before committing, so their
+    /// events share the commit (its `fsync`); the batch is committed at once when it reaches
+    /// `audit_batch_max` (on SQLite also once no call is running), and a call alone never
+    /// waits.
     /// 0 (default): every batch is committed as soon as the writer is free (events that
     /// arrive during a commit still share the next one). A delay saves commits on slow disks
     /// at the price of latency; on this project's benchmark machine it cut root CPU per

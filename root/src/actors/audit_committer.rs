@@ -24,22 +24,16 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use super::audit_writer::{AppendReply, GENESIS_HASH, RunningCalls, chain_hash};
+use super::audit_writer::{AppendReply, Args, GENESIS_HASH, chain_hash, publish_head};
 use crate::config::SqliteSync;
 use crate::store::AuditEntry;
 
-/// What the thread needs besides the events.
+/// What the thread needs besides the events: the database file and the writer's arguments
+/// (batch size, delay, running calls, head channel, health, metrics, replica id).
 pub struct Settings {
     pub path: PathBuf,
     pub synchronous: SqliteSync,
-    pub batch_max: usize,
-    pub commit_delay: Duration,
-    pub running: Arc<RunningCalls>,
-    pub replica_id: Option<String>,
-    pub head_tx: Arc<tokio::sync::watch::Sender<i64>>,
-    pub health: Arc<crate::audit_health::AuditHealth>,
-    pub commits: prometheus_client::metrics::counter::Counter,
-    pub rows: prometheus_client::metrics::counter::Counter,
+    pub writer: Arc<Args>,
 }
 
 enum Job {
@@ -113,7 +107,8 @@ impl Batch {
 }
 
 /// The thread: batch, commit, answer, until the writer drops its [`Committer`].
-fn run(s: Settings, rx: Receiver<Job>) {
+fn run(settings: Settings, rx: Receiver<Job>) {
+    let s = &*settings.writer;
     let mut log = Log {
         conn: None,
         head: None,
@@ -145,7 +140,7 @@ fn run(s: Settings, rx: Receiver<Job>) {
             }
         }
         if !batch.entries.is_empty() {
-            commit(&s, &mut log, &mut batch.entries, &mut batch.replies);
+            commit(&settings, &mut log, &mut batch.entries, &mut batch.replies);
         }
         for tx in batch.drained.drain(..) {
             let _ = tx.send(());
@@ -173,14 +168,15 @@ impl From<rusqlite::Error> for Failure {
 }
 
 fn commit(
-    s: &Settings,
+    settings: &Settings,
     log: &mut Log,
     entries: &mut Vec<AuditEntry>,
     replies: &mut Vec<AppendReply>,
 ) {
+    let s = &*settings.writer;
     let mut attempt = 0;
     let outcome = loop {
-        match log.append(s, entries) {
+        match log.append(settings, entries) {
             Ok(last) => break Ok(last),
             Err(Failure::HeadMoved) if attempt < 3 => {
                 attempt += 1;
@@ -203,11 +199,7 @@ fn commit(
         Ok(last_seq) => {
             s.commits.inc();
             s.rows.inc_by(entries.len() as u64);
-            s.head_tx.send_if_modified(|h| {
-                let newer = last_seq > *h;
-                *h = (*h).max(last_seq);
-                newer
-            });
+            publish_head(&s.head, last_seq);
             let first = last_seq - entries.len() as i64 + 1;
             for (i, reply) in replies.drain(..).enumerate() {
                 let _ = reply.send(Ok(first + i as i64));
@@ -268,7 +260,7 @@ impl Log {
                     e.event_json,
                     prev,
                     hash,
-                    s.replica_id,
+                    s.writer.replica_id,
                 ]) {
                     Ok(_) => {}
                     Err(rusqlite::Error::SqliteFailure(f, _))
@@ -317,4 +309,102 @@ fn open(s: &Settings) -> rusqlite::Result<Connection> {
     )?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer_args(store: crate::store::Store) -> Arc<Args> {
+        Arc::new(Args {
+            store,
+            batch_max: 512,
+            commit_delay: Duration::ZERO,
+            running: Default::default(),
+            head: Arc::new(tokio::sync::watch::Sender::new(0)),
+            replica_id: None,
+            health: Default::default(),
+            commits: Default::default(),
+            rows: Default::default(),
+            commit_thread: Default::default(),
+        })
+    }
+
+    fn entry(n: i64) -> Box<AuditEntry> {
+        Box::new(AuditEntry {
+            event_id: format!("e-{n}"),
+            trace_id: format!("t-{n}"),
+            target_id: None,
+            tool_id: "sdk.list_schemas".into(),
+            status: "ok",
+            actor: "lease:s".into(),
+            started_at_ms: n,
+            event_json: format!("{{\"n\":{n}}}"),
+        })
+    }
+
+    async fn append(c: &Committer, n: i64) -> Result<i64, String> {
+        let (tx, rx) = ractor::concurrency::oneshot();
+        assert!(c.append(entry(n), tx.into()).is_ok(), "the thread runs");
+        rx.await.expect("answered")
+    }
+
+    #[tokio::test]
+    async fn a_trail_that_cannot_be_written_fails_its_callers_and_marks_it_unavailable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store =
+            crate::store::Store::open(&format!("sqlite:{}", dir.path().join("a.db").display()))
+                .await
+                .expect("store");
+        let args = writer_args(store);
+        // The database file is gone (its directory with it): every attempt fails.
+        let c = Committer::start(Settings {
+            path: dir.path().join("gone").join("a.db"),
+            synchronous: SqliteSync::Full,
+            writer: args.clone(),
+        })
+        .expect("thread");
+        let err = append(&c, 1).await.expect_err("nothing to write to");
+        assert!(err.starts_with("append audit: "), "{err}");
+        assert!(
+            !args.health.is_available(),
+            "the trail is marked unavailable"
+        );
+        assert_eq!(args.rows.get(), 0);
+        assert_eq!(*args.head.borrow(), 0, "no head was published");
+    }
+
+    #[tokio::test]
+    async fn a_drain_waits_for_what_was_handed_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("a.db");
+        let store = crate::store::Store::open(&format!("sqlite:{}", path.display()))
+            .await
+            .expect("store");
+        let args = writer_args(store);
+        let c = Committer::start(Settings {
+            path,
+            synchronous: SqliteSync::Full,
+            writer: args.clone(),
+        })
+        .expect("thread");
+        let mut answers = Vec::new();
+        for n in 1..=50 {
+            let (tx, rx) = ractor::concurrency::oneshot();
+            assert!(c.append(entry(n), tx.into()).is_ok());
+            answers.push(rx);
+        }
+        c.drain().await;
+        assert_eq!(
+            args.rows.get(),
+            50,
+            "all fifty committed before the drain returned"
+        );
+        for (n, rx) in answers.into_iter().enumerate() {
+            assert_eq!(rx.await.expect("answered"), Ok(n as i64 + 1));
+        }
+        let v = crate::audit::verify(&args.store).await.expect("verify");
+        assert!(v.ok, "{:?}", v.first_broken);
+        assert_eq!(v.checked, 50);
+    }
 }

@@ -62,6 +62,16 @@ pub fn entry(event: OperationalEvent) -> AuditEntry {
     }
 }
 
+/// Publishes `seq` as the newest committed row, unless a newer one already is (the audit
+/// live stream waits on this channel).
+pub(super) fn publish_head(head: &tokio::sync::watch::Sender<i64>, seq: i64) {
+    head.send_if_modified(|h| {
+        let newer = seq > *h;
+        *h = (*h).max(seq);
+        newer
+    });
+}
+
 /// Calls between their start and their audit append: the writer's hint that more events are
 /// about to arrive (group commit).
 #[derive(Debug, Default)]
@@ -204,25 +214,13 @@ impl Actor for AuditWriter {
         args: Arc<Args>,
     ) -> Result<State, ActorProcessingErr> {
         let head = args.store.audit_head().await?.unwrap_or((0, String::new()));
-        let head_seq = head.0;
-        args.head.send_if_modified(|h| {
-            let newer = head_seq > *h;
-            *h = (*h).max(head_seq);
-            newer
-        });
+        publish_head(&args.head, head.0);
         let committer = match args.store.sqlite_file() {
             Some(file) => Some(Arc::new(Committer::start(
                 super::audit_committer::Settings {
                     path: file.path.clone(),
                     synchronous: file.synchronous,
-                    batch_max: args.batch_max,
-                    commit_delay: args.commit_delay,
-                    running: args.running.clone(),
-                    replica_id: args.replica_id.clone(),
-                    head_tx: args.head.clone(),
-                    health: args.health.clone(),
-                    commits: args.commits.clone(),
-                    rows: args.rows.clone(),
+                    writer: args.clone(),
                 },
             )?)),
             None => None,
@@ -352,12 +350,7 @@ async fn flush(state: &mut State) {
             state.commits.inc();
             state.rows.inc_by(links.len() as u64);
             if let Some(last) = links.last() {
-                let seq = last.seq;
-                state.head_tx.send_if_modified(|h| {
-                    let newer = seq > *h;
-                    *h = (*h).max(seq);
-                    newer
-                });
+                publish_head(&state.head_tx, last.seq);
             }
             for (reply, link) in replies.into_iter().zip(&links) {
                 let _ = reply.send(Ok(link.seq));
