@@ -19,12 +19,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use super::audit_writer::{AppendReply, Args, GENESIS_HASH, chain_hash, publish_head};
+use super::audit_writer::{
+    APPEND_RETRIES, AppendReply, Args, GENESIS_HASH, chain_hash, retry_pause,
+};
 use crate::config::SqliteSync;
 use crate::store::AuditEntry;
 
@@ -117,20 +119,15 @@ fn run(settings: Settings, rx: Receiver<Job>) {
     while let Ok(first) = rx.recv() {
         batch.take(first);
         // Everything already queued joins the batch.
-        let mut open = true;
         while batch.entries.len() < s.batch_max {
             match rx.try_recv() {
                 Ok(job) => batch.take(job),
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    open = false;
-                    break;
-                }
+                Err(_) => break,
             }
         }
         // Calls still running will append soon: wait for their events until none is
-        // running, the batch is full or the delay is over.
-        if open && !batch.entries.is_empty() && !s.commit_delay.is_zero() {
+        // running, the batch is full or the delay is over (at once when the writer is gone).
+        if !batch.entries.is_empty() && !s.commit_delay.is_zero() {
             let until = Instant::now() + s.commit_delay;
             while batch.entries.len() < s.batch_max && s.running.count() > 0 {
                 match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
@@ -178,16 +175,16 @@ fn commit(
     let outcome = loop {
         match log.append(settings, entries) {
             Ok(last) => break Ok(last),
-            Err(Failure::HeadMoved) if attempt < 3 => {
+            Err(Failure::HeadMoved) if attempt < APPEND_RETRIES => {
                 attempt += 1;
                 tracing::warn!("audit trail head moved under this writer; reading it again");
             }
-            Err(Failure::Db(err)) if attempt < 3 => {
+            Err(Failure::Db(err)) if attempt < APPEND_RETRIES => {
                 attempt += 1;
                 if s.health.is_available() {
                     tracing::warn!(%err, attempt, "audit append failed; retrying");
                 }
-                std::thread::sleep(Duration::from_millis(50 * attempt));
+                std::thread::sleep(retry_pause(attempt));
             }
             Err(Failure::HeadMoved) => {
                 break Err("the audit trail's head kept moving under its writer".to_string());
@@ -197,25 +194,9 @@ fn commit(
     };
     match outcome {
         Ok(last_seq) => {
-            s.commits.inc();
-            s.rows.inc_by(entries.len() as u64);
-            publish_head(&s.head, last_seq);
-            let first = last_seq - entries.len() as i64 + 1;
-            for (i, reply) in replies.drain(..).enumerate() {
-                let _ = reply.send(Ok(first + i as i64));
-            }
+            s.answer_committed(std::mem::take(replies), last_seq - entries.len() as i64 + 1)
         }
-        Err(err) => {
-            if s.health.is_available() {
-                tracing::error!(%err, n = entries.len(), "audit append failed; its calls are answered with audit_unavailable");
-                s.health.mark_unavailable(&err);
-            } else {
-                tracing::debug!(%err, n = entries.len(), "audit append failed again");
-            }
-            for reply in replies.drain(..) {
-                let _ = reply.send(Err(err.clone()));
-            }
-        }
+        Err(err) => s.answer_failed(std::mem::take(replies), &err),
     }
     entries.clear();
 }

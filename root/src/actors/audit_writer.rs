@@ -179,28 +179,59 @@ pub struct Args {
     pub commit_thread: CommitThread,
 }
 
+impl Args {
+    /// Counts a committed batch whose first row got `first_seq` (its rows are consecutive),
+    /// publishes the new head, then answers its callers (in that order: a caller that sees
+    /// its `seq` sees the counters and the head include it).
+    pub(super) fn answer_committed(&self, replies: Vec<AppendReply>, first_seq: i64) {
+        if replies.is_empty() {
+            return;
+        }
+        self.commits.inc();
+        self.rows.inc_by(replies.len() as u64);
+        publish_head(&self.head, first_seq + replies.len() as i64 - 1);
+        for (seq, reply) in (first_seq..).zip(replies) {
+            let _ = reply.send(Ok(seq));
+        }
+    }
+
+    /// Answers the callers of a batch that could not be committed after its retries with
+    /// `err`, and marks the trail unavailable (logged once per outage).
+    pub(super) fn answer_failed(&self, replies: Vec<AppendReply>, err: &str) {
+        if self.health.is_available() {
+            tracing::error!(%err, n = replies.len(), "audit append failed; its calls are answered with audit_unavailable");
+            self.health.mark_unavailable(err);
+        } else {
+            tracing::debug!(%err, n = replies.len(), "audit append failed again");
+        }
+        for reply in replies {
+            let _ = reply.send(Err(err.to_owned()));
+        }
+    }
+}
+
+/// How often a batch is retried before its callers get the error.
+pub(super) const APPEND_RETRIES: u64 = 3;
+
+/// The pause before retry `attempt` (1-based) of a failed batch.
+pub(super) fn retry_pause(attempt: u64) -> Duration {
+    Duration::from_millis(50 * attempt)
+}
+
 /// The commit thread of the running audit writer, if it has one (see [`Args::commit_thread`]).
 pub type CommitThread = Arc<arc_swap::ArcSwapOption<Committer>>;
 
 pub struct AuditWriter;
 
 pub struct State {
-    store: Store,
-    batch_max: usize,
-    commit_delay: Duration,
-    running: Arc<RunningCalls>,
-    replica_id: Option<String>,
-    head_tx: Arc<tokio::sync::watch::Sender<i64>>,
-    health: Arc<crate::audit_health::AuditHealth>,
-    commits: prometheus_client::metrics::counter::Counter,
-    rows: prometheus_client::metrics::counter::Counter,
+    args: Arc<Args>,
     /// Entries of the next batch and their callers, in the same order.
     pending: Vec<AuditEntry>,
     replies: Vec<AppendReply>,
     flush_scheduled: bool,
-    /// Embedded SQLite: the commit thread every event is handed to, and where it is published.
+    /// Embedded SQLite: the commit thread every event is handed to (also published in
+    /// `args.commit_thread`).
     committer: Option<Arc<Committer>>,
-    commit_thread: CommitThread,
 }
 
 impl Actor for AuditWriter {
@@ -227,20 +258,11 @@ impl Actor for AuditWriter {
         };
         args.commit_thread.store(committer.clone());
         Ok(State {
-            store: args.store.clone(),
-            batch_max: args.batch_max,
-            commit_delay: args.commit_delay,
-            running: args.running.clone(),
-            replica_id: args.replica_id.clone(),
-            head_tx: args.head.clone(),
-            health: args.health.clone(),
-            commits: args.commits.clone(),
-            rows: args.rows.clone(),
+            args,
             pending: Vec::new(),
             replies: Vec::new(),
             flush_scheduled: false,
             committer,
-            commit_thread: args.commit_thread.clone(),
         })
     }
 
@@ -254,7 +276,7 @@ impl Actor for AuditWriter {
                 // Unpublished (unless a restarted writer already published its own), then
                 // everything handed over so far is committed.
                 let mine = Some(committer.clone());
-                state.commit_thread.compare_and_swap(&mine, None);
+                state.args.commit_thread.compare_and_swap(&mine, None);
                 committer.drain().await;
             }
             None => flush(state).await,
@@ -279,13 +301,14 @@ impl Actor for AuditWriter {
                 }
                 state.pending.push(*event);
                 state.replies.push(reply);
-                if state.pending.len() >= state.batch_max {
+                let args = &state.args;
+                if state.pending.len() >= args.batch_max {
                     flush(state).await;
                 } else if !state.flush_scheduled {
                     state.flush_scheduled = true;
-                    if !state.commit_delay.is_zero() && state.running.count() > 0 {
+                    if !args.commit_delay.is_zero() && args.running.count() > 0 {
                         // Other calls are running: give their events the delay to join.
-                        myself.send_after(state.commit_delay, || Msg::Flush);
+                        myself.send_after(args.commit_delay, || Msg::Flush);
                     } else {
                         // Queued behind the appends already in the mailbox, so they join
                         // this batch.
@@ -327,46 +350,28 @@ async fn flush(state: &mut State) {
             })
             .collect::<Vec<_>>()
     };
+    let args = &state.args;
     let mut attempt = 0;
     let res = loop {
-        match state
+        match args
             .store
-            .append_audit_chained(&entries, state.replica_id.as_deref(), chain)
+            .append_audit_chained(&entries, args.replica_id.as_deref(), chain)
             .await
         {
             Ok(links) => break Ok(links),
-            Err(err) if attempt < 3 => {
+            Err(err) if attempt < APPEND_RETRIES => {
                 attempt += 1;
-                if state.health.is_available() {
+                if args.health.is_available() {
                     tracing::warn!(%err, attempt, "audit append failed; retrying");
                 }
-                tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+                tokio::time::sleep(retry_pause(attempt)).await;
             }
             Err(err) => break Err(err.to_string()),
         }
     };
     match res {
-        Ok(links) => {
-            state.commits.inc();
-            state.rows.inc_by(links.len() as u64);
-            if let Some(last) = links.last() {
-                publish_head(&state.head_tx, last.seq);
-            }
-            for (reply, link) in replies.into_iter().zip(&links) {
-                let _ = reply.send(Ok(link.seq));
-            }
-        }
-        Err(err) => {
-            if state.health.is_available() {
-                tracing::error!(%err, n = entries.len(), "audit append failed; its calls are answered with audit_unavailable");
-                state.health.mark_unavailable(&err);
-            } else {
-                tracing::debug!(%err, n = entries.len(), "audit append failed again");
-            }
-            for reply in replies {
-                let _ = reply.send(Err(err.clone()));
-            }
-        }
+        Ok(links) => args.answer_committed(replies, links.first().map_or(0, |l| l.seq)),
+        Err(err) => args.answer_failed(replies, &err),
     }
 }
 
