@@ -62,6 +62,24 @@ pub struct RootConfig {
     pub console: ConsoleConfig,
     pub replica: ReplicaConfig,
     pub storage: StorageConfig,
+    pub mcp: McpConfig,
+}
+
+/// `[mcp]`: how the MCP endpoint serves requests.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// Answer well-formed stateless (2026-07-28) `tools/call`s of read tools on the direct
+    /// path (`mcp_direct`) instead of through rmcp's per-request service; the answers are
+    /// the same, the CPU per call lower. `false` sends every request through rmcp (for
+    /// comparison, or should a client ever see a difference).
+    pub direct_reads: bool,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig { direct_reads: true }
+    }
 }
 
 /// `[storage]`: how the embedded database commits (PostgreSQL commits as it is configured).
@@ -280,6 +298,7 @@ impl Default for RootConfig {
             console: ConsoleConfig::default(),
             replica: ReplicaConfig::default(),
             storage: StorageConfig::default(),
+            mcp: McpConfig::default(),
         }
     }
 }

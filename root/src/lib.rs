@@ -67,6 +67,7 @@ pub mod limits;
 pub mod listener;
 pub mod logging;
 pub mod mcp;
+pub mod mcp_direct;
 pub mod metrics;
 pub mod observe;
 pub mod redact;
@@ -357,9 +358,17 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     ));
+    let direct_app = app.clone();
     let mcp_route = axum::routing::any(move |req: axum::extract::Request| {
         let service = mcp_service.clone();
-        async move { service.handle(req).await }
+        let app = direct_app.clone();
+        async move {
+            use axum::response::IntoResponse;
+            match mcp_direct::serve(&app, req).await {
+                Ok(answered) => answered,
+                Err(req) => service.handle(req).await.into_response(),
+            }
+        }
     });
     let routes = http::router(app.clone(), mcp_route);
 

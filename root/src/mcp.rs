@@ -186,65 +186,13 @@ impl ServerHandler for RootMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let lease = lease_of(&ctx)?;
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let trace_id = call::trace_id_from(header(&ctx, "traceparent"));
-        let new_ctx = || CallContext {
-            surface: Surface::Mcp,
-            lease: lease.clone(),
-            trace_id: trace_id.clone(),
+        let call = ToolCall {
+            lease,
             request_id: ctx.id.to_string(),
-            cancel: Some(ctx.ct.clone()),
+            traceparent: header(&ctx, "traceparent"),
+            cancel: ctx.ct.clone(),
         };
-        let elicit = crate::elicit::applies(
-            &self.app,
-            &ctx,
-            &lease.lease().target_id,
-            &request.name,
-            &arguments,
-        )
-        .await;
-        let outcome = if elicit {
-            crate::elicit::confirm_and_execute(&self.app, &ctx, new_ctx, &request.name, arguments)
-                .await
-        } else {
-            call::call(&self.app, new_ctx(), &request.name, arguments).await
-        };
-        if let Some(e) = outcome.unaudited_error() {
-            // No event, so no tool result: a server error whose data names the code.
-            return Err(ErrorData::internal_error(
-                e.message.clone(),
-                Some(
-                    json!({ "code": e.code, "retryable": e.retryable, "trace_id": outcome.response.trace_id }),
-                ),
-            ));
-        }
-        let r = outcome.response;
-        let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
-        if outcome.unknown_tool {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool `{}`", request.name),
-                Some(meta),
-            ));
-        }
-        let meta_obj = serde_json::from_value(meta).ok();
-        let result = match (r.result, r.error) {
-            (Some(value), _) => {
-                // `CallToolResult::structured` would serialize the value once more for its own
-                // text copy; build the result from our single serialization instead.
-                let text = serde_json::to_string(&value).unwrap_or_default();
-                let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
-                res.structured_content = Some(value);
-                res
-            }
-            (None, error) => {
-                let body = json!({ "error": error });
-                let text = serde_json::to_string(&body).unwrap_or_default();
-                let mut res = CallToolResult::error(vec![ContentBlock::text(text)]);
-                res.structured_content = Some(body);
-                res
-            }
-        };
-        Ok(result.with_meta(meta_obj).into())
+        answer_call(&self.app, call, request, Some(&ctx)).await
     }
 
     fn get_tool(&self, _name: &str) -> Option<Tool> {
@@ -548,6 +496,96 @@ fn descriptor_meta(
     let mut m = serde_json::Map::new();
     m.insert(DESCRIPTOR_META_KEY.to_string(), state);
     MetaObject(m)
+}
+
+/// What a `tools/call` needs besides its params: the caller's lease, the request's id (the
+/// event's `request_id`), its W3C `traceparent` and its cancellation.
+pub struct ToolCall<'a> {
+    pub lease: Arc<LeaseEntry>,
+    pub request_id: String,
+    pub traceparent: Option<&'a str>,
+    pub cancel: tokio_util::sync::CancellationToken,
+}
+
+/// Answers one `tools/call`: the governed call (or, for a write that the client can confirm,
+/// elicitation first: only with `ctx`, the rmcp request whose peer can be asked) and its MCP
+/// result. Shared by [`RootMcp::call_tool`] and the direct path ([`crate::mcp_direct`]).
+pub async fn answer_call(
+    app: &App,
+    call: ToolCall<'_>,
+    request: CallToolRequestParams,
+    ctx: Option<&RequestContext<RoleServer>>,
+) -> Result<CallToolResponse, ErrorData> {
+    let ToolCall {
+        lease,
+        request_id,
+        traceparent,
+        cancel,
+    } = call;
+    let arguments = Value::Object(request.arguments.unwrap_or_default());
+    let trace_id = call::trace_id_from(traceparent);
+    let new_ctx = || CallContext {
+        surface: Surface::Mcp,
+        lease: lease.clone(),
+        trace_id: trace_id.clone(),
+        request_id: request_id.clone(),
+        cancel: Some(cancel.clone()),
+    };
+    let elicit = match ctx {
+        Some(ctx) => {
+            crate::elicit::applies(
+                app,
+                ctx,
+                &lease.lease().target_id,
+                &request.name,
+                &arguments,
+            )
+            .await
+        }
+        None => false,
+    };
+    let outcome = match ctx {
+        Some(ctx) if elicit => {
+            crate::elicit::confirm_and_execute(app, ctx, new_ctx, &request.name, arguments).await
+        }
+        _ => call::call(app, new_ctx(), &request.name, arguments).await,
+    };
+    if let Some(e) = outcome.unaudited_error() {
+        // No event, so no tool result: a server error whose data names the code.
+        return Err(ErrorData::internal_error(
+            e.message.clone(),
+            Some(
+                json!({ "code": e.code, "retryable": e.retryable, "trace_id": outcome.response.trace_id }),
+            ),
+        ));
+    }
+    let r = outcome.response;
+    let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
+    if outcome.unknown_tool {
+        return Err(ErrorData::invalid_params(
+            format!("unknown tool `{}`", request.name),
+            Some(meta),
+        ));
+    }
+    let meta_obj = serde_json::from_value(meta).ok();
+    let result = match (r.result, r.error) {
+        (Some(value), _) => {
+            // `CallToolResult::structured` would serialize the value once more for its own
+            // text copy; build the result from our single serialization instead.
+            let text = serde_json::to_string(&value).unwrap_or_default();
+            let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
+            res.structured_content = Some(value);
+            res
+        }
+        (None, error) => {
+            let body = json!({ "error": error });
+            let text = serde_json::to_string(&body).unwrap_or_default();
+            let mut res = CallToolResult::error(vec![ContentBlock::text(text)]);
+            res.structured_content = Some(body);
+            res
+        }
+    };
+    Ok(result.with_meta(meta_obj).into())
 }
 
 /// Sends `notifications/tools/list_changed` to every MCP session whose lease is bound to

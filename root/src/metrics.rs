@@ -65,6 +65,8 @@ pub struct Metrics {
     /// size (calls share a commit when they end while the previous one is being written).
     pub audit_commits: Counter,
     pub audit_rows: Counter,
+    /// `tools/call`s answered on the direct path (`mcp_direct`), not through rmcp's service.
+    pub direct_calls: Counter,
     pub connections: std::sync::Arc<ConnMetrics>,
 }
 
@@ -124,6 +126,13 @@ impl Default for Metrics {
             "Audit events committed; divided by audit_commits, the mean batch size",
             audit_rows.clone(),
         );
+        let direct_calls = Counter::default();
+        registry.register(
+            "mcp_direct_calls",
+            "Stateless tools/call of read tools answered on the direct path, without rmcp's \
+             per-request service (the rest of /mcp goes through rmcp)",
+            direct_calls.clone(),
+        );
         let connections = std::sync::Arc::new(ConnMetrics::default());
         registry.register(
             "connections_open",
@@ -147,6 +156,7 @@ impl Default for Metrics {
             audit_available,
             audit_commits,
             audit_rows,
+            direct_calls,
             connections,
         }
     }

@@ -13,6 +13,7 @@ mod config;
 mod console;
 mod deploy;
 mod descriptors;
+mod direct;
 mod elicitation;
 mod fanin;
 mod faults;

@@ -1,0 +1,359 @@
+//! The direct path for stateless reads: a well-formed 2026-07-28 `tools/call` of a read tool
+//! is answered here, without rmcp's per-request service (rmcp's stateless transport builds a
+//! peer, a one-shot transport and a spawned serve loop for every POST, decodes the body
+//! through its untagged message enum and serializes it back to a JSON tree to check the
+//! `Mcp-*` headers: together about a quarter of root's CPU on a routed read).
+//!
+//! The path is an optimization for a strict subset of requests, never a different answer: it
+//! takes a request only when every check rmcp's stateless path would make provably passes,
+//! and hands anything else to rmcp unchanged (same bytes), which answers it as before,
+//! errors included. Taken only when all of these hold:
+//! - `POST` with exactly one `MCP-Protocol-Version: 2026-07-28`, one `Mcp-Method: tools/call`
+//!   and one `Mcp-Name`; no `Mcp-Session-Id`, no `Origin`, no `Mcp-Param-*` header, and a
+//!   `Host` that rmcp's allow-list accepts (an exact host and port match here);
+//! - a lease bearer (resolved by the auth middleware) and a known tool that is not a write
+//!   (writes may confirm through elicitation, which needs rmcp's peer);
+//! - a body of exactly `jsonrpc`, `id`, `method: "tools/call"` and rmcp's own
+//!   `CallToolRequestParams`, whose `name` equals `Mcp-Name`, with no input responses or
+//!   request state (the multi-round-trip flow), and whose `_meta` names 2026-07-28 with every
+//!   key that revision requires.
+//!
+//! The answer is built as rmcp builds it: [`crate::mcp::answer_call`] (the same function
+//! rmcp's handler calls), the result's cache hints filled, rmcp's `ServerJsonRpcMessage`
+//! serialized as the JSON body with rmcp's status mapping. The call runs on its own task, as
+//! under rmcp: a client that disconnects cancels it (the governed call records the
+//! cancellation), and its audit event is written whether or not anyone waits for the answer.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mcp_shared::contract::RoutingClass;
+use rmcp::model::{
+    CallToolRequestParams, ErrorCode, ErrorData, JsonRpcError, JsonRpcResponse, JsonRpcVersion2_0,
+    ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
+};
+use serde::Deserialize;
+
+use crate::app::{App, Principal};
+use crate::mcp::{ToolCall, answer_call};
+
+/// The only revision served here: the one without sessions.
+const VERSION: &str = "2026-07-28";
+
+/// The request body the direct path accepts; anything else (another shape, an unknown
+/// member) fails to decode and goes to rmcp.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirectCall {
+    #[allow(dead_code)] // its decoding checks `"2.0"`
+    jsonrpc: JsonRpcVersion2_0,
+    id: RequestId,
+    method: String,
+    params: CallToolRequestParams,
+}
+
+/// Answers `req` if it belongs to the direct path; otherwise gives it back, unchanged, for
+/// rmcp.
+pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
+    if !app.config.mcp.direct_reads || req.method() != Method::POST {
+        return Err(req);
+    }
+    let Some(name) = eligible_headers(req.headers(), &app.config.allowed_hosts) else {
+        return Err(req);
+    };
+    let lease = match req.extensions().get::<Principal>() {
+        Some(Principal::Lease(l)) => l.clone(),
+        _ => return Err(req),
+    };
+    match app.contracts.get(name) {
+        Some(e) if e.contract.routing != RoutingClass::OperationalWrite => {}
+        _ => return Err(req),
+    }
+    let name = name.to_owned();
+    let (parts, body) = req.into_parts();
+    // The front guard has read and bounded the body already: this takes its one buffer.
+    let bytes = match axum::body::to_bytes(body, app.config.limits.max_body_bytes).await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(error = %e, "direct path: the checked body could not be re-read");
+            return Ok(StatusCode::INTERNAL_SERVER_ERROR.into_response());
+        }
+    };
+    let call = match serde_json::from_slice::<DirectCall>(&bytes) {
+        Ok(c) if eligible_call(&c, &name) => c,
+        _ => return Err(Request::from_parts(parts, Body::from(bytes))),
+    };
+    app.metrics.direct_calls.inc();
+    let traceparent = parts
+        .headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let DirectCall { id, params, .. } = call;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    // Cancels the call if this future is dropped (the client went away) before the answer.
+    let guard = cancel.clone().drop_guard();
+    let task = {
+        let app = app.clone();
+        let request_id = id.to_string();
+        tokio::spawn(async move {
+            let call = ToolCall {
+                lease,
+                request_id,
+                traceparent: traceparent.as_deref(),
+                cancel,
+            };
+            answer_call(&app, call, params, None).await
+        })
+    };
+    let answered = task.await;
+    guard.disarm();
+    let message = match answered {
+        Ok(Ok(response)) => {
+            let mut result = ServerResult::from(response);
+            result.fill_missing_cache_hints();
+            ServerJsonRpcMessage::Response(JsonRpcResponse {
+                jsonrpc: JsonRpcVersion2_0,
+                id,
+                result,
+            })
+        }
+        Ok(Err(error)) => ServerJsonRpcMessage::Error(JsonRpcError::new(Some(id), error)),
+        Err(e) => {
+            tracing::error!(error = %e, "direct path: the call's task failed");
+            ServerJsonRpcMessage::Error(JsonRpcError::new(
+                Some(id),
+                ErrorData::internal_error("the call failed", None),
+            ))
+        }
+    };
+    Ok(json_response(&message))
+}
+
+/// The `Mcp-Name` of a request whose headers qualify for the direct path.
+fn eligible_headers<'a>(headers: &'a HeaderMap, allowed_hosts: &[String]) -> Option<&'a str> {
+    if one(headers, "mcp-protocol-version")? != VERSION
+        || one(headers, "mcp-method")? != "tools/call"
+        || headers.contains_key("mcp-session-id")
+        || headers.contains_key(header::ORIGIN)
+        || headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
+        || !host_allowed(one(headers, header::HOST.as_str())?, allowed_hosts)
+    {
+        return None;
+    }
+    one(headers, "mcp-name")
+}
+
+/// The header's value when it is present exactly once and is visible ASCII.
+fn one<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    first.to_str().ok()
+}
+
+/// Whether rmcp's DNS-rebinding check would accept `host`: an empty allow-list accepts every
+/// host; otherwise an entry must name the same host (case-insensitive, IPv6 brackets
+/// ignored) and, if it names a port, the same port. Anything unusual answers `false`, which
+/// only sends the request to rmcp's own check.
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    if allowed.is_empty() {
+        return true;
+    }
+    let Ok(authority) = host.parse::<http::uri::Authority>() else {
+        return false;
+    };
+    let norm = |h: &str| h.trim_matches(['[', ']']).to_ascii_lowercase();
+    let (host, port) = (norm(authority.host()), authority.port_u16());
+    allowed.iter().any(|entry| {
+        let entry = entry.trim();
+        match entry.parse::<http::uri::Authority>() {
+            Ok(a) => norm(a.host()) == host && a.port_u16().is_none_or(|p| port == Some(p)),
+            Err(_) => !entry.is_empty() && norm(entry) == host,
+        }
+    })
+}
+
+/// Whether a decoded body is one the direct path answers exactly as rmcp would.
+fn eligible_call(call: &DirectCall, name: &str) -> bool {
+    let p = &call.params;
+    let Some(meta) = &p.meta else {
+        return false;
+    };
+    let v2026 = ProtocolVersion::V_2026_07_28;
+    call.method == "tools/call"
+        && p.name == name
+        && p.input_responses.is_none()
+        && p.request_state.is_none()
+        && meta.protocol_version().as_ref() == Some(&v2026)
+        && meta.missing_required_keys(&v2026).is_empty()
+        && crate::mcp::SUPPORTED_VERSIONS.contains(&v2026)
+}
+
+/// The JSON body and status rmcp gives a request's only message on the 2026-07-28 path.
+fn json_response(message: &ServerJsonRpcMessage) -> Response {
+    let status = match message {
+        ServerJsonRpcMessage::Error(e) => match e.error.code {
+            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+            | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+            | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+            ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+            _ => StatusCode::OK,
+        },
+        _ => StatusCode::OK,
+    };
+    match serde_json::to_vec(message) {
+        Ok(body) => (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from(body),
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "direct path: the answer could not be serialized");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    const GOOD: &[(&str, &str)] = &[
+        ("host", "127.0.0.1:8700"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "hub.get_status"),
+    ];
+
+    #[test]
+    fn qualifying_headers_name_the_tool() {
+        let allowed = vec!["127.0.0.1".to_string()];
+        assert_eq!(
+            eligible_headers(&headers(GOOD), &allowed),
+            Some("hub.get_status")
+        );
+    }
+
+    #[test]
+    fn anything_rmcp_would_judge_differently_goes_to_rmcp() {
+        let allowed = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+        let with = |extra: (&'static str, &'static str)| {
+            let mut h = headers(GOOD);
+            h.append(extra.0, HeaderValue::from_static(extra.1));
+            eligible_headers(&h, &allowed).map(str::to_owned)
+        };
+        let none: Option<String> = None;
+        assert_eq!(with(("mcp-session-id", "s1")), none);
+        assert_eq!(with(("origin", "http://127.0.0.1")), none);
+        assert_eq!(with(("mcp-param-region", "eu")), none);
+        assert_eq!(with(("mcp-method", "tools/call")), none, "a duplicate");
+        assert_eq!(with(("mcp-name", "hub.get_status")), none, "a duplicate");
+        let without = |name: &str| {
+            let mut h = headers(GOOD);
+            h.remove(name);
+            eligible_headers(&h, &allowed).map(str::to_owned)
+        };
+        for name in ["host", "mcp-protocol-version", "mcp-method", "mcp-name"] {
+            assert_eq!(without(name), none, "{name} missing");
+        }
+        let mut old = headers(GOOD);
+        old.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2025-11-25"),
+        );
+        assert_eq!(eligible_headers(&old, &allowed), None);
+        let mut list = headers(GOOD);
+        list.insert("mcp-method", HeaderValue::from_static("tools/list"));
+        assert_eq!(eligible_headers(&list, &allowed), None);
+    }
+
+    #[test]
+    fn hosts_match_as_rmcp_matches_them() {
+        let allowed = vec![
+            "localhost".to_string(),
+            "[::1]".to_string(),
+            "root.example:8443".to_string(),
+        ];
+        assert!(host_allowed("localhost:8700", &allowed));
+        assert!(host_allowed("LOCALHOST", &allowed));
+        assert!(host_allowed("[::1]:8700", &allowed));
+        assert!(host_allowed("root.example:8443", &allowed));
+        assert!(!host_allowed("root.example:8444", &allowed));
+        assert!(!host_allowed("root.example", &allowed));
+        assert!(!host_allowed("evil.example", &allowed));
+        assert!(!host_allowed("", &allowed));
+        assert!(host_allowed("anything", &[]));
+    }
+
+    fn decode(body: serde_json::Value) -> Option<DirectCall> {
+        serde_json::from_value(body).ok()
+    }
+
+    fn meta() -> serde_json::Value {
+        serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": { "name": "t", "version": "1" },
+            "io.modelcontextprotocol/clientCapabilities": {}
+        })
+    }
+
+    #[test]
+    fn only_complete_self_contained_calls_qualify() {
+        let ok = |params: serde_json::Value| {
+            decode(serde_json::json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params }))
+                .is_some_and(|c| eligible_call(&c, "hub.get_status"))
+        };
+        assert!(ok(
+            serde_json::json!({ "name": "hub.get_status", "arguments": {}, "_meta": meta() })
+        ));
+        assert!(
+            !ok(serde_json::json!({ "name": "hub.get_logs", "_meta": meta() })),
+            "name differs from Mcp-Name"
+        );
+        assert!(
+            !ok(serde_json::json!({ "name": "hub.get_status" })),
+            "no _meta"
+        );
+        let mut partial = meta();
+        partial
+            .as_object_mut()
+            .unwrap()
+            .remove("io.modelcontextprotocol/clientCapabilities");
+        assert!(!ok(
+            serde_json::json!({ "name": "hub.get_status", "_meta": partial })
+        ));
+        let mut older = meta();
+        older["io.modelcontextprotocol/protocolVersion"] = "2025-11-25".into();
+        assert!(!ok(
+            serde_json::json!({ "name": "hub.get_status", "_meta": older })
+        ));
+        assert!(!ok(
+            serde_json::json!({ "name": "hub.get_status", "_meta": meta(), "requestState": "s" })
+        ));
+        assert!(
+            decode(serde_json::json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": { "name": "x", "_meta": meta() }, "extra": 1 }))
+                .is_none(),
+            "an unknown member"
+        );
+        assert!(
+            decode(serde_json::json!({ "jsonrpc": "1.0", "id": 7, "method": "tools/call", "params": { "name": "x" } }))
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,293 @@
+//! The direct path for stateless reads (`root/src/mcp_direct.rs`): the same requests sent to a
+//! root that takes it and to one that sends everything through rmcp get the same answers;
+//! what does not qualify goes to rmcp; a client that goes away mid-call still leaves the
+//! call's audit event.
+
+use mcp_tests::TestRoot;
+use serde_json::{Value, json};
+
+const ACCEPT: &str = "application/json, text/event-stream";
+
+fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "direct-test", "version": "1"}
+    })
+}
+
+/// One stateless `tools/call` as a 2026-07-28 client sends it; `mcp_name` is the `Mcp-Name`
+/// header (normally the tool's name); `extra` headers are added.
+async fn call(
+    root: &TestRoot,
+    bearer: &str,
+    tool: &str,
+    mcp_name: &str,
+    arguments: Value,
+    extra: &[(&str, &str)],
+) -> (u16, Value) {
+    let mut req = root
+        .http
+        .post(root.mcp_url())
+        .bearer_auth(bearer)
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", mcp_name)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": "c-1", "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "_meta": meta()}}),
+        );
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    let body: Value =
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("a JSON body, not {text}"));
+    (status, body)
+}
+
+/// The answer with what differs between two runs of one call replaced: the event and trace
+/// ids, and in a hub's status its clock readings.
+fn comparable(mut v: Value) -> Value {
+    fn scrub(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m.iter_mut() {
+                    if matches!(
+                        k.as_str(),
+                        "event_id" | "connected_since" | "started_at" | "uptime_sec"
+                    ) || (k == "trace_id"
+                        && x.as_str()
+                            .is_some_and(|t| t != "4bf92f3577b34da6a3ce929d0e0e4736"))
+                    {
+                        *x = json!("-");
+                    } else {
+                        scrub(x);
+                    }
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(scrub),
+            _ => {}
+        }
+    }
+    // The text content is the structured content serialized: compare it parsed.
+    if let Some(content) = v
+        .pointer_mut("/result/content")
+        .and_then(Value::as_array_mut)
+    {
+        for c in content {
+            if let Some(t) = c.get("text").and_then(Value::as_str) {
+                c["text"] = serde_json::from_str(t).unwrap_or(Value::Null);
+            }
+        }
+    }
+    scrub(&mut v);
+    v
+}
+
+async fn direct_calls(root: &TestRoot) -> u64 {
+    let text = root
+        .http
+        .get(root.url("/metrics"))
+        .bearer_auth(root.admin_token())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("mcp_root_mcp_direct_calls_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no direct-call counter in {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_reads_answer_alike_on_the_direct_path_and_through_rmcp() {
+    let direct = TestRoot::start().await.unwrap();
+    let rmcp_only = TestRoot::start_with(|c| c.mcp.direct_reads = false)
+        .await
+        .unwrap();
+    let target = "hub:direct";
+    let _hubs = (
+        direct.start_hub(target, "").await.unwrap(),
+        rmcp_only.start_hub(target, "").await.unwrap(),
+    );
+    let leases = async |root: &TestRoot| {
+        let mut out = Vec::new();
+        for profile in ["AdaOSDevRead", "InfraOpsRead", "InfraOpsControl"] {
+            out.push(root.lease(target, profile, 600).await.unwrap().1);
+        }
+        out
+    };
+    let (a, b) = (leases(&direct).await, leases(&rmcp_only).await);
+    let traceparent = (
+        "traceparent",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    );
+    // (lease index, tool, Mcp-Name, arguments, extra headers, taken directly)
+    type Case<'a> = (
+        usize,
+        &'a str,
+        &'a str,
+        Value,
+        Vec<(&'a str, &'a str)>,
+        bool,
+    );
+    let cases: Vec<Case> = vec![
+        // A descriptive call, a routed read, one with the caller's trace.
+        (
+            0,
+            "sdk.list_schemas",
+            "sdk.list_schemas",
+            json!({}),
+            vec![],
+            true,
+        ),
+        (
+            1,
+            "hub.get_status",
+            "hub.get_status",
+            json!({}),
+            vec![],
+            true,
+        ),
+        (
+            1,
+            "hub.get_status",
+            "hub.get_status",
+            json!({}),
+            vec![traceparent],
+            true,
+        ),
+        // Refusals are answers too: policy, then the input schema.
+        (
+            0,
+            "hub.get_status",
+            "hub.get_status",
+            json!({}),
+            vec![],
+            true,
+        ),
+        (
+            1,
+            "hub.get_logs",
+            "hub.get_logs",
+            json!({"bogus": 1}),
+            vec![],
+            true,
+        ),
+        // Not for the direct path: rmcp answers, on both roots alike.
+        (
+            1,
+            "hub.get_status",
+            "hub.get_logs",
+            json!({}),
+            vec![],
+            false,
+        ),
+        (1, "no.such_tool", "no.such_tool", json!({}), vec![], false),
+        (
+            2,
+            "hub.run_allowed_tests",
+            "hub.run_allowed_tests",
+            json!({"name": "none-such"}),
+            vec![],
+            false,
+        ),
+        (
+            1,
+            "hub.get_status",
+            "hub.get_status",
+            json!({}),
+            vec![("mcp-session-id", "s-1")],
+            false,
+        ),
+    ];
+    let mut expected_direct = 0;
+    for (lease, tool, name, args, extra, taken) in cases {
+        let before = direct_calls(&direct).await;
+        let (sa, va) = call(&direct, &a[lease], tool, name, args.clone(), &extra).await;
+        let (sb, vb) = call(&rmcp_only, &b[lease], tool, name, args, &extra).await;
+        assert_eq!(sa, sb, "{tool} as {name}: status\n{va}\n{vb}");
+        assert_eq!(
+            comparable(va.clone()),
+            comparable(vb.clone()),
+            "{tool} as {name} with {extra:?}: the two paths answered differently"
+        );
+        assert_eq!(
+            direct_calls(&direct).await - before,
+            u64::from(taken),
+            "{tool} as {name} with {extra:?}: direct path taken?"
+        );
+        expected_direct += u64::from(taken);
+        // Every call answered with a result names its event, stored and of this tool.
+        if let Some(event_id) = va.pointer("/result/_meta/event_id").and_then(Value::as_str) {
+            let ev = direct
+                .admin_get(&format!("/v1/root/mcp/audit/{event_id}"))
+                .await
+                .unwrap();
+            assert_eq!(ev["tool_id"], tool, "{ev}");
+            if extra.contains(&traceparent) {
+                assert_eq!(ev["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736", "{ev}");
+            }
+        }
+    }
+    assert_eq!(direct_calls(&rmcp_only).await, 0);
+    assert_eq!(direct_calls(&direct).await, expected_direct);
+    direct.stop().await;
+    rmcp_only.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_mid_call_on_the_direct_path_still_leaves_its_event() {
+    let root = TestRoot::start().await.unwrap();
+    let target = "hub:direct-gone";
+    let _hub = root
+        .start_hub(target, "[skill]\ntest_faults = true\n")
+        .await
+        .unwrap();
+    let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let sent = client
+        .post(root.mcp_url())
+        .bearer_auth(&bearer)
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "hub.get_status")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "hub.get_status", "arguments": {"fault": "hang"}, "_meta": meta()}}))
+        .send()
+        .await;
+    assert!(
+        sent.is_err(),
+        "the hub holds the call past the client's timeout"
+    );
+    assert_eq!(direct_calls(&root).await, 1);
+    // The call is cancelled when its client goes, and its event is written all the same.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let page = root
+            .admin_get("/v1/root/mcp/audit?tool_id=hub.get_status")
+            .await
+            .unwrap();
+        if let Some(ev) = page["events"].as_array().and_then(|e| e.first()) {
+            assert_eq!(ev["error"]["code"], "cancelled", "{ev}");
+            assert_eq!(ev["request"]["arguments"]["fault"], "hang", "{ev}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no audit event for the abandoned call"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    root.stop().await;
+}
