@@ -38,6 +38,9 @@ pub struct Outcome {
     /// (`audit_unavailable`) and its `event_id` names no stored event; REST answers 503 and MCP
     /// a JSON-RPC error instead of a tool result.
     pub unaudited: bool,
+    /// The result's JSON text when it was serialized already (a descriptive answer kept by
+    /// its descriptor set); `None`: serialize `response.result`.
+    pub result_text: Option<Arc<str>>,
 }
 
 impl Outcome {
@@ -78,6 +81,7 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
             },
             unknown_tool: false,
             unaudited: true,
+            result_text: None,
         };
     }
     // Counted as running until its event is handed to the audit writer (group commit).
@@ -117,6 +121,7 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
     let entry = app.contracts.get(tool_id).cloned();
     // Concurrency slots are held until the audit event is durable and the response is ready.
     let mut permits = None;
+    let mut result_text = None;
     let (result, unknown_tool) = match entry {
         None => {
             event
@@ -154,7 +159,16 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
             }
         }
         Some(entry) => (
-            governed(app, &ctx, &entry, &arguments, &mut event, &mut permits).await,
+            governed(
+                app,
+                &ctx,
+                &entry,
+                &arguments,
+                &mut event,
+                &mut permits,
+                &mut result_text,
+            )
+            .await,
             false,
         ),
     };
@@ -255,6 +269,7 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
         },
         unknown_tool: unknown_tool && !unaudited,
         unaudited,
+        result_text: if ok { result_text } else { None },
     }
 }
 
@@ -274,6 +289,7 @@ async fn governed(
     arguments: &Value,
     event: &mut OperationalEvent,
     permits: &mut Option<crate::limits::Permits>,
+    result_text: &mut Option<Arc<str>>,
 ) -> Result<Value, ToolError> {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
@@ -328,6 +344,14 @@ async fn governed(
         )
     })?);
 
+    // A descriptive call is answered from its descriptor set's kept answer (checked against
+    // the output schema when it was built).
+    if let (RoutingClass::DescriptiveCached, Some(p)) = (&c.routing, &c.descriptor) {
+        event.execution_adapter = Some("root.descriptor_cache".into());
+        let answer = descriptive_answer(app, entry, p, arguments)?;
+        *result_text = Some(answer.text.clone());
+        return Ok(answer.value.clone());
+    }
     // Routed calls enforce the deadline themselves (and cancel on the hub); this outer bound
     // is the deadline for descriptive calls and a safety net for routed ones.
     let timeout = Duration::from_millis(
@@ -402,11 +426,7 @@ async fn execute(
 ) -> Result<Value, ToolError> {
     let c = &entry.contract;
     match (&c.routing, &c.descriptor) {
-        (RoutingClass::DescriptiveCached, Some(p)) => {
-            event.execution_adapter = Some("root.descriptor_cache".into());
-            project(app, p, arguments)
-        }
-        (RoutingClass::DescriptiveCached, None) => Err(ToolError::new(
+        (RoutingClass::DescriptiveCached, _) => Err(ToolError::new(
             ErrorCode::Internal,
             "descriptive tool without projection",
         )),
@@ -566,7 +586,16 @@ impl Drop for CancelOnDrop {
 }
 
 /// Answers a descriptive tool from its descriptor: `{data, descriptor, stale, freshness}`.
-fn project(app: &App, p: &DescriptorProjection, arguments: &Value) -> Result<Value, ToolError> {
+/// A descriptive tool's answer from the served descriptor set, built (projected, checked
+/// against the tool's output schema, serialized) on the first call that needs it and kept by
+/// the set: a new set starts empty, and the answer's freshness state is part of its key, so a
+/// descriptor turning stale or expired gets a new answer.
+fn descriptive_answer(
+    app: &App,
+    entry: &ContractEntry,
+    p: &DescriptorProjection,
+    arguments: &Value,
+) -> Result<Arc<crate::descriptors::DescriptiveAnswer>, ToolError> {
     let set = app.descriptors.current.load();
     let d = set.by_id.get(&p.descriptor_id).ok_or_else(|| {
         ToolError::new(
@@ -574,6 +603,43 @@ fn project(app: &App, p: &DescriptorProjection, arguments: &Value) -> Result<Val
             format!("descriptor `{}` is not loaded", p.descriptor_id),
         )
     })?;
+    let freshness = d.freshness.state_at(app.clock.now());
+    let selected = match &p.select {
+        None => String::new(),
+        Some(sel) => arguments
+            .get(&sel.argument)
+            .map_or_else(|| "null".to_owned(), Value::to_string),
+    };
+    let key = (entry.contract.tool_id.clone(), selected, freshness);
+    if let Some(answer) = set.answers.get(&key) {
+        return Ok(answer.clone());
+    }
+    let value = project(d, p, arguments, freshness)?;
+    if let Err(errors) = validate(&entry.output, &value) {
+        tracing::error!(tool = %entry.contract.tool_id, ?errors, "result violates the tool's output schema");
+        return Err(ToolError::new(
+            ErrorCode::Internal,
+            format!(
+                "the result of `{}` violates its output schema",
+                entry.contract.tool_id
+            ),
+        ));
+    }
+    let text = serde_json::to_string(&value).map_err(|e| internal("descriptive answer", e))?;
+    let answer = Arc::new(crate::descriptors::DescriptiveAnswer {
+        value,
+        text: text.into(),
+    });
+    set.answers.insert(key, answer.clone());
+    Ok(answer)
+}
+
+fn project(
+    d: &mcp_shared::descriptor::Descriptor,
+    p: &DescriptorProjection,
+    arguments: &Value,
+    freshness: mcp_shared::descriptor::FreshnessState,
+) -> Result<Value, ToolError> {
     let at = d.content.pointer(&p.pointer).ok_or_else(|| {
         ToolError::new(
             ErrorCode::DescriptorUnavailable,
@@ -600,7 +666,6 @@ fn project(app: &App, p: &DescriptorProjection, arguments: &Value) -> Result<Val
     };
     // `freshness` is judged by root's clock: fresh, stale (past fresh_until, served) or
     // expired (past fresh_until + cache_ttl_sec, still served, flagged).
-    let freshness = d.freshness.state_at(app.clock.now());
     let stale = freshness != mcp_shared::descriptor::FreshnessState::Fresh;
     Ok(json!({ "data": data, "descriptor": d.freshness, "stale": stale, "freshness": freshness }))
 }

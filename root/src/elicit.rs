@@ -118,6 +118,7 @@ pub async fn confirm_and_execute(
         },
         unknown_tool: false,
         unaudited: false,
+        result_text: None,
     };
     match answer {
         Ok(r)

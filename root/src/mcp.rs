@@ -560,6 +560,7 @@ pub async fn answer_call(
         ));
     }
     let r = outcome.response;
+    let kept_text = outcome.result_text;
     let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
     if outcome.unknown_tool {
         return Err(ErrorData::invalid_params(
@@ -572,7 +573,10 @@ pub async fn answer_call(
         (Some(value), _) => {
             // `CallToolResult::structured` would serialize the value once more for its own
             // text copy; build the result from our single serialization instead.
-            let text = serde_json::to_string(&value).unwrap_or_default();
+            let text = match kept_text {
+                Some(t) => String::from(&*t),
+                None => serde_json::to_string(&value).unwrap_or_default(),
+            };
             let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
             res.structured_content = Some(value);
             res

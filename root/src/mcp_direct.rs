@@ -20,11 +20,15 @@
 //!
 //! The answer is built as rmcp builds it: [`crate::mcp::answer_call`] (the same function
 //! rmcp's handler calls), the result's cache hints filled, rmcp's `ServerJsonRpcMessage`
-//! serialized as the JSON body with rmcp's status mapping. The call runs on its own task, as
-//! under rmcp: a client that disconnects cancels it (the governed call records the
-//! cancellation), and its audit event is written whether or not anyone waits for the answer.
+//! serialized as the JSON body with rmcp's status mapping. The call is polled by the request
+//! itself; a client that disconnects cancels it, and it then finishes on a task of its own
+//! (the governed call records the cancellation), so its audit event is written whether or
+//! not anyone waits for the answer.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -94,12 +98,10 @@ pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
         .map(str::to_owned);
     let DirectCall { id, params, .. } = call;
     let cancel = tokio_util::sync::CancellationToken::new();
-    // Cancels the call if this future is dropped (the client went away) before the answer.
-    let guard = cancel.clone().drop_guard();
-    let task = {
-        let app = app.clone();
+    let call = {
+        let (app, cancel) = (app.clone(), cancel.clone());
         let request_id = id.to_string();
-        tokio::spawn(async move {
+        async move {
             let call = ToolCall {
                 lease,
                 request_id,
@@ -107,10 +109,15 @@ pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
                 cancel,
             };
             answer_call(&app, call, params, None).await
-        })
+        }
     };
-    let answered = task.await;
-    guard.disarm();
+    // Polled here; if this future is dropped first (the client went away), the call is
+    // cancelled and finishes on a task of its own, writing its audit event.
+    let answered = Detached::new(
+        futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(call)),
+        cancel,
+    )
+    .await;
     let message = match answered {
         Ok(Ok(response)) => {
             let mut result = ServerResult::from(response);
@@ -122,8 +129,8 @@ pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
             })
         }
         Ok(Err(error)) => ServerJsonRpcMessage::Error(JsonRpcError::new(Some(id), error)),
-        Err(e) => {
-            tracing::error!(error = %e, "direct path: the call's task failed");
+        Err(_) => {
+            tracing::error!("direct path: the call panicked");
             ServerJsonRpcMessage::Error(JsonRpcError::new(
                 Some(id),
                 ErrorData::internal_error("the call failed", None),
@@ -131,6 +138,59 @@ pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
         }
     };
     Ok(json_response(&message))
+}
+
+/// A call polled by the request that made it, which goes on as a task of its own (after its
+/// cancellation token fires) if the request is dropped before the call has finished: the
+/// governed call then records its cancellation and its audit event, as under rmcp (whose
+/// stateless transport spawns every request; this costs a task only when a client leaves).
+struct Detached<T: Send + 'static> {
+    call: Option<Pin<Box<dyn Future<Output = T> + Send>>>,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+impl<T: Send + 'static> Detached<T> {
+    fn new(
+        call: impl Future<Output = T> + Send + 'static,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Self {
+        Detached {
+            call: Some(Box::pin(call)),
+            cancel,
+        }
+    }
+}
+
+impl<T: Send + 'static> Future for Detached<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Pending; // polled after completion: never again
+        };
+        let done = call.as_mut().poll(cx);
+        if done.is_ready() {
+            self.call = None;
+        }
+        done
+    }
+}
+
+impl<T: Send + 'static> Drop for Detached<T> {
+    fn drop(&mut self) {
+        let Some(call) = self.call.take() else {
+            return;
+        };
+        self.cancel.cancel();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    call.await;
+                });
+            }
+            Err(_) => tracing::error!("direct path: a call dropped outside the runtime"),
+        }
+    }
 }
 
 /// The `Mcp-Name` of a request whose headers qualify for the direct path.

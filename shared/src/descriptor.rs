@@ -43,7 +43,7 @@ pub struct Descriptor {
 /// more `cache_ttl_sec`; after that (`expires_at`) `expired`: root still serves it, flagged,
 /// so the development surface never goes dark because CI stopped publishing, but an agent
 /// should treat it as a hint and prefer a live source or ask for a rebuild.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FreshnessState {
     Fresh,

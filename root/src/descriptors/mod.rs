@@ -52,6 +52,22 @@ pub struct DescriptorSet {
     pub origin: SetOrigin,
     /// The platform skill catalog, when the set carries one.
     pub catalog: Option<Arc<SkillCatalog>>,
+    /// Descriptive tools' answers from this set, built on first use (see
+    /// [`crate::call`]'s `descriptive_answer`): at most one per tool, selected entry and
+    /// freshness state, so bounded by the set's own size.
+    pub answers: dashmap::DashMap<AnswerKey, Arc<DescriptiveAnswer>>,
+}
+
+/// What identifies a descriptive answer within one set: the tool, the selected entry's key
+/// (JSON text; empty without a selector) and the freshness state it reports.
+pub type AnswerKey = (String, String, mcp_shared::descriptor::FreshnessState);
+
+/// A descriptive tool's answer: the projection, already checked against the tool's output
+/// schema, and its JSON text (the MCP result's text content).
+#[derive(Debug)]
+pub struct DescriptiveAnswer {
+    pub value: serde_json::Value,
+    pub text: Arc<str>,
 }
 
 impl DescriptorSet {
@@ -355,6 +371,7 @@ pub fn assemble(
             .collect(),
         origin,
         catalog: catalog.map(Arc::new),
+        answers: Default::default(),
     }
 }
 
