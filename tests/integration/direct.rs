@@ -16,19 +16,17 @@ fn meta() -> Value {
     })
 }
 
-/// One stateless `tools/call` as a 2026-07-28 client sends it; `mcp_name` is the `Mcp-Name`
-/// header (normally the tool's name); `extra` headers are added.
-async fn call(
+/// One stateless `tools/call` as a 2026-07-28 client sends it, on `http`; `mcp_name` is the
+/// `Mcp-Name` header (normally the tool's name).
+fn request(
+    http: &reqwest::Client,
     root: &TestRoot,
     bearer: &str,
     tool: &str,
     mcp_name: &str,
     arguments: Value,
-    extra: &[(&str, &str)],
-) -> (u16, Value) {
-    let mut req = root
-        .http
-        .post(root.mcp_url())
+) -> reqwest::RequestBuilder {
+    http.post(root.mcp_url())
         .bearer_auth(bearer)
         .header("accept", ACCEPT)
         .header("mcp-protocol-version", "2026-07-28")
@@ -37,7 +35,19 @@ async fn call(
         .json(
             &json!({"jsonrpc": "2.0", "id": "c-1", "method": "tools/call",
             "params": {"name": tool, "arguments": arguments, "_meta": meta()}}),
-        );
+        )
+}
+
+/// [`request`] with `extra` headers, sent: its status and JSON body.
+async fn call(
+    root: &TestRoot,
+    bearer: &str,
+    tool: &str,
+    mcp_name: &str,
+    arguments: Value,
+    extra: &[(&str, &str)],
+) -> (u16, Value) {
+    let mut req = request(&root.http, root, bearer, tool, mcp_name, arguments);
     for (k, v) in extra {
         req = req.header(*k, *v);
     }
@@ -89,20 +99,10 @@ fn comparable(mut v: Value) -> Value {
 }
 
 async fn direct_calls(root: &TestRoot) -> u64 {
-    let text = root
-        .http
-        .get(root.url("/metrics"))
-        .bearer_auth(root.admin_token())
-        .send()
+    root.metric("mcp_root_mcp_direct_calls_total")
         .await
         .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("mcp_root_mcp_direct_calls_total "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no direct-call counter in {text}"))
+        .expect("root counts direct calls")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +128,8 @@ async fn stateless_reads_answer_alike_on_the_direct_path_and_through_rmcp() {
         "traceparent",
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     );
-    // (lease index, tool, Mcp-Name, arguments, extra headers, taken directly)
+    // (lease index: 0 AdaOSDevRead, 1 InfraOpsRead, 2 InfraOpsControl; tool; Mcp-Name;
+    // arguments; extra headers; whether the direct path takes it)
     type Case<'a> = (
         usize,
         &'a str,
@@ -137,75 +138,21 @@ async fn stateless_reads_answer_alike_on_the_direct_path_and_through_rmcp() {
         Vec<(&'a str, &'a str)>,
         bool,
     );
+    let status = "hub.get_status";
+    #[rustfmt::skip]
     let cases: Vec<Case> = vec![
         // A descriptive call, a routed read, one with the caller's trace.
-        (
-            0,
-            "sdk.list_schemas",
-            "sdk.list_schemas",
-            json!({}),
-            vec![],
-            true,
-        ),
-        (
-            1,
-            "hub.get_status",
-            "hub.get_status",
-            json!({}),
-            vec![],
-            true,
-        ),
-        (
-            1,
-            "hub.get_status",
-            "hub.get_status",
-            json!({}),
-            vec![traceparent],
-            true,
-        ),
+        (0, "sdk.list_schemas", "sdk.list_schemas", json!({}), vec![], true),
+        (1, status, status, json!({}), vec![], true),
+        (1, status, status, json!({}), vec![traceparent], true),
         // Refusals are answers too: policy, then the input schema.
-        (
-            0,
-            "hub.get_status",
-            "hub.get_status",
-            json!({}),
-            vec![],
-            true,
-        ),
-        (
-            1,
-            "hub.get_logs",
-            "hub.get_logs",
-            json!({"bogus": 1}),
-            vec![],
-            true,
-        ),
+        (0, status, status, json!({}), vec![], true),
+        (1, "hub.get_logs", "hub.get_logs", json!({"bogus": 1}), vec![], true),
         // Not for the direct path: rmcp answers, on both roots alike.
-        (
-            1,
-            "hub.get_status",
-            "hub.get_logs",
-            json!({}),
-            vec![],
-            false,
-        ),
+        (1, status, "hub.get_logs", json!({}), vec![], false),
         (1, "no.such_tool", "no.such_tool", json!({}), vec![], false),
-        (
-            2,
-            "hub.run_allowed_tests",
-            "hub.run_allowed_tests",
-            json!({"name": "none-such"}),
-            vec![],
-            false,
-        ),
-        (
-            1,
-            "hub.get_status",
-            "hub.get_status",
-            json!({}),
-            vec![("mcp-session-id", "s-1")],
-            false,
-        ),
+        (2, "hub.run_allowed_tests", "hub.run_allowed_tests", json!({"name": "none-such"}), vec![], false),
+        (1, status, status, json!({}), vec![("mcp-session-id", "s-1")], false),
     ];
     let mut expected_direct = 0;
     for (lease, tool, name, args, extra, taken) in cases {
@@ -255,17 +202,16 @@ async fn a_client_gone_mid_call_on_the_direct_path_still_leaves_its_event() {
         .timeout(std::time::Duration::from_millis(500))
         .build()
         .unwrap();
-    let sent = client
-        .post(root.mcp_url())
-        .bearer_auth(&bearer)
-        .header("accept", ACCEPT)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "hub.get_status")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "hub.get_status", "arguments": {"fault": "hang"}, "_meta": meta()}}))
-        .send()
-        .await;
+    let sent = request(
+        &client,
+        &root,
+        &bearer,
+        "hub.get_status",
+        "hub.get_status",
+        json!({"fault": "hang"}),
+    )
+    .send()
+    .await;
     assert!(
         sent.is_err(),
         "the hub holds the call past the client's timeout"

@@ -493,20 +493,12 @@ async fn answer_then_close(s: &mut tokio::net::TcpStream) -> Option<String> {
 
 /// `mcp_root_connection_timeouts_total{kind}` from root's metrics.
 async fn timeouts(root: &mcp_tests::TestRoot, kind: &str) -> u64 {
-    let text = root
-        .http
-        .get(root.url("/metrics"))
-        .bearer_auth(root.admin_token())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let prefix = format!("mcp_root_connection_timeouts_total{{kind=\"{kind}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map_or(0, |v| v.trim().parse().unwrap())
+    root.metric(&format!(
+        "mcp_root_connection_timeouts_total{{kind=\"{kind}\"}}"
+    ))
+    .await
+    .unwrap()
+    .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

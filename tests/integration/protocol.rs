@@ -320,16 +320,7 @@ async fn health_readiness_metrics_and_self_description() {
             .status(),
         401
     );
-    let text = root
-        .http
-        .get(root.url("/metrics"))
-        .bearer_auth(root.admin_token())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = root.metrics_text().await.unwrap();
     assert!(
         text.contains("mcp_root_calls_total{tool=\"sdk.get_metadata\",status=\"ok\"} 1"),
         "{text}"

@@ -168,6 +168,30 @@ impl TestRoot {
         Ok(res.json().await?)
     }
 
+    /// Root's Prometheus exposition text (`/metrics`, with the admin bearer).
+    pub async fn metrics_text(&self) -> anyhow::Result<String> {
+        let res = self
+            .http
+            .get(self.url("/metrics"))
+            .bearer_auth(self.admin_token())
+            .send()
+            .await?;
+        anyhow::ensure!(res.status().is_success(), "GET /metrics: {}", res.status());
+        Ok(res.text().await?)
+    }
+
+    /// One series of root's metrics, named with its labels as exposed (e.g.
+    /// `mcp_root_calls_total{tool="x",status="ok"}`); `None` when root exposes no such series.
+    pub async fn metric(&self, series: &str) -> anyhow::Result<Option<u64>> {
+        let text = self.metrics_text().await?;
+        let prefix = format!("{series} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map(|v| v.trim().parse::<u64>())
+            .transpose()
+            .with_context(|| format!("the value of {series}"))
+    }
+
     pub async fn admin_post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
         let res = self
             .http
