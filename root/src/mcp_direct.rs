@@ -361,6 +361,31 @@ mod tests {
         assert!(host_allowed("anything", &[]));
     }
 
+    #[tokio::test]
+    async fn a_call_dropped_unfinished_is_cancelled_and_finishes_on_its_own_task() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let (done, finished) = tokio::sync::oneshot::channel();
+        let seen = cancel.clone();
+        let mut call = Detached::new(
+            async move {
+                seen.cancelled().await;
+                let _ = done.send("recorded after the cancellation");
+            },
+            cancel.clone(),
+        );
+        assert!(futures::poll!(&mut call).is_pending());
+        drop(call);
+        assert!(cancel.is_cancelled());
+        assert_eq!(finished.await, Ok("recorded after the cancellation"));
+    }
+
+    #[tokio::test]
+    async fn a_finished_call_is_answered_and_not_cancelled() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        assert_eq!(Detached::new(async { 7 }, cancel.clone()).await, 7);
+        assert!(!cancel.is_cancelled());
+    }
+
     fn decode(body: serde_json::Value) -> Option<DirectCall> {
         serde_json::from_value(body).ok()
     }

@@ -226,6 +226,7 @@ async fn a_client_gone_mid_call_on_the_direct_path_still_leaves_its_event() {
             .unwrap();
         if let Some(ev) = page["events"].as_array().and_then(|e| e.first()) {
             assert_eq!(ev["error"]["code"], "cancelled", "{ev}");
+            assert_eq!(ev["status"], "error", "{ev}");
             assert_eq!(ev["request"]["arguments"]["fault"], "hang", "{ev}");
             break;
         }
