@@ -2,8 +2,9 @@
 //! get the same policy, validation, limits, timeouts and audit.
 //!
 //! Order: resolve contract → policy decision → argument validation → concurrency slots →
-//! execute (descriptor projection on root, or the router for operational classes) under the
-//! tool's timeout → output validation → durable audit event → normalized response.
+//! answer (a descriptive tool: its descriptor set's kept answer, projected and checked
+//! against the output schema once; an operational one: executed on root or routed, under the
+//! tool's timeout, then output validation) → durable audit event → normalized response.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -346,22 +347,18 @@ async fn governed(
 
     // A descriptive call is answered from its descriptor set's kept answer (checked against
     // the output schema when it was built).
-    if let (RoutingClass::DescriptiveCached, Some(p)) = (&c.routing, &c.descriptor) {
+    if c.routing == RoutingClass::DescriptiveCached {
+        let p = c.descriptor.as_ref().ok_or_else(|| {
+            ToolError::new(ErrorCode::Internal, "descriptive tool without projection")
+        })?;
         event.execution_adapter = Some("root.descriptor_cache".into());
         let answer = descriptive_answer(app, entry, p, arguments)?;
         *result_text = Some(answer.text.clone());
         return Ok(answer.value.clone());
     }
     // Routed calls enforce the deadline themselves (and cancel on the hub); this outer bound
-    // is the deadline for descriptive calls and a safety net for routed ones.
-    let timeout = Duration::from_millis(
-        c.timeout_ms
-            + if c.routing == RoutingClass::DescriptiveCached {
-                0
-            } else {
-                500
-            },
-    );
+    // is a safety net for them and the deadline for root-executed ones.
+    let timeout = Duration::from_millis(c.timeout_ms + 500);
     let executed = tokio::time::timeout(timeout, execute(app, ctx, entry, arguments, event)).await;
     let value = match executed {
         Ok(r) => r?,
@@ -425,16 +422,17 @@ async fn execute(
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
     let c = &entry.contract;
-    match (&c.routing, &c.descriptor) {
-        (RoutingClass::DescriptiveCached, _) => Err(ToolError::new(
+    match c.routing {
+        // Answered by `governed` from the descriptor cache, never executed.
+        RoutingClass::DescriptiveCached => Err(ToolError::new(
             ErrorCode::Internal,
-            "descriptive tool without projection",
+            "a descriptive tool is not executed",
         )),
-        (RoutingClass::OperationalRead, _) => {
+        RoutingClass::OperationalRead => {
             let input = crate::executors::ExecInput::run(arguments.clone());
             dispatch(app, ctx, entry, input, event).await
         }
-        (RoutingClass::OperationalWrite, _) => {
+        RoutingClass::OperationalWrite => {
             crate::writes::write(app, ctx, entry, arguments, event).await
         }
     }
@@ -585,7 +583,6 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Answers a descriptive tool from its descriptor: `{data, descriptor, stale, freshness}`.
 /// A descriptive tool's answer from the served descriptor set, built (projected, checked
 /// against the tool's output schema, serialized) on the first call that needs it and kept by
 /// the set: a new set starts empty, and the answer's freshness state is part of its key, so a
@@ -634,6 +631,7 @@ fn descriptive_answer(
     Ok(answer)
 }
 
+/// Answers a descriptive tool from its descriptor: `{data, descriptor, stale, freshness}`.
 fn project(
     d: &mcp_shared::descriptor::Descriptor,
     p: &DescriptorProjection,
