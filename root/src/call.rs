@@ -39,9 +39,10 @@ pub struct Outcome {
     /// (`audit_unavailable`) and its `event_id` names no stored event; REST answers 503 and MCP
     /// a JSON-RPC error instead of a tool result.
     pub unaudited: bool,
-    /// The result's JSON text when it was serialized already (a descriptive answer kept by
-    /// its descriptor set); `None`: serialize `response.result`.
-    pub result_text: Option<Arc<str>>,
+    /// Set by [`call_keeping_answer`] only: the descriptive answer its descriptor set keeps,
+    /// which is then this call's result (and `response.result` is `None`), so an MCP answer
+    /// can use what the set serialized once instead of a copy of the value.
+    pub kept: Option<Arc<crate::descriptors::DescriptiveAnswer>>,
 }
 
 impl Outcome {
@@ -68,7 +69,23 @@ pub fn trace_id_from(traceparent: Option<&str>) -> String {
         .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string())
 }
 
+/// A governed call: its outcome with the result in `response.result`.
 pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Outcome {
+    let mut outcome = call_keeping_answer(app, ctx, tool_id, arguments).await;
+    if let Some(kept) = outcome.kept.take() {
+        outcome.response.result = Some(kept.value.clone());
+    }
+    outcome
+}
+
+/// [`call`], except that a descriptive answer stays in [`Outcome::kept`] (not copied into
+/// `response.result`).
+pub async fn call_keeping_answer(
+    app: &App,
+    ctx: CallContext,
+    tool_id: &str,
+    arguments: Value,
+) -> Outcome {
     // Nothing starts while its event could not be written (see `audit_health`).
     if !app.audit_health.is_available() {
         return Outcome {
@@ -82,7 +99,7 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
             },
             unknown_tool: false,
             unaudited: true,
-            result_text: None,
+            kept: None,
         };
     }
     // Counted as running until its event is handed to the audit writer (group commit).
@@ -122,7 +139,6 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
     let entry = app.contracts.get(tool_id).cloned();
     // Concurrency slots are held until the audit event is durable and the response is ready.
     let mut permits = None;
-    let mut result_text = None;
     let (result, unknown_tool) = match entry {
         None => {
             event
@@ -160,16 +176,7 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
             }
         }
         Some(entry) => (
-            governed(
-                app,
-                &ctx,
-                &entry,
-                &arguments,
-                &mut event,
-                &mut permits,
-                &mut result_text,
-            )
-            .await,
+            governed(app, &ctx, &entry, &arguments, &mut event, &mut permits).await,
             false,
         ),
     };
@@ -190,10 +197,10 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
     event.request = request;
     event.finished_at = now();
     let result = match result {
-        Ok(value) => {
+        Ok(answer) => {
             event.status = EventStatus::Ok;
-            event.result_summary = Some(summarize(&value));
-            Ok(value)
+            event.result_summary = Some(summarize(answer.value()));
+            Ok(answer)
         }
         Err(mut err) => {
             // Refused before any adapter ran (policy, arguments, limits): denied; failed while
@@ -255,13 +262,14 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
             .inc();
     }
 
-    let (ok, result, error) = match result {
-        Ok(v) => (true, Some(v), None),
-        Err(e) => (false, None, Some(e)),
+    let (result, kept, error) = match result {
+        Ok(Answer::Value(v)) => (Some(v), None, None),
+        Ok(Answer::Kept(k)) => (None, Some(k), None),
+        Err(e) => (None, None, Some(e)),
     };
     Outcome {
         response: ToolResponse {
-            ok,
+            ok: error.is_none(),
             tool_id: tool_id.to_string(),
             result,
             error,
@@ -270,7 +278,7 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
         },
         unknown_tool: unknown_tool && !unaudited,
         unaudited,
-        result_text: if ok { result_text } else { None },
+        kept,
     }
 }
 
@@ -290,8 +298,7 @@ async fn governed(
     arguments: &Value,
     event: &mut OperationalEvent,
     permits: &mut Option<crate::limits::Permits>,
-    result_text: &mut Option<Arc<str>>,
-) -> Result<Value, ToolError> {
+) -> Result<Answer, ToolError> {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
     event.capability = Some(c.required_capability.clone());
@@ -352,9 +359,7 @@ async fn governed(
             ToolError::new(ErrorCode::Internal, "descriptive tool without projection")
         })?;
         event.execution_adapter = Some("root.descriptor_cache".into());
-        let answer = descriptive_answer(app, entry, p, arguments)?;
-        *result_text = Some(answer.text.clone());
-        return Ok(answer.value.clone());
+        return descriptive_answer(app, entry, p, arguments).map(Answer::Kept);
     }
     // Routed calls enforce the deadline themselves (and cancel on the hub); this outer bound
     // is a safety net for them and the deadline for root-executed ones.
@@ -382,7 +387,23 @@ async fn governed(
     {
         retain_result(app, &lease.target_id, retain, &value, &event.event_id).await?;
     }
-    Ok(value)
+    Ok(Answer::Value(value))
+}
+
+/// A successful call's result: a value of its own, or a descriptive answer its descriptor
+/// set keeps.
+enum Answer {
+    Value(Value),
+    Kept(Arc<crate::descriptors::DescriptiveAnswer>),
+}
+
+impl Answer {
+    fn value(&self) -> &Value {
+        match self {
+            Answer::Value(v) => v,
+            Answer::Kept(k) => &k.value,
+        }
+    }
 }
 
 /// Keeps what the contract's `retain` names of a successful result (nothing when the result
@@ -626,6 +647,7 @@ fn descriptive_answer(
     let answer = Arc::new(crate::descriptors::DescriptiveAnswer {
         value,
         text: text.into(),
+        mcp_result_open: Default::default(),
     });
     set.answers.insert(key, answer.clone());
     Ok(answer)

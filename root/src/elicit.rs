@@ -118,7 +118,7 @@ pub async fn confirm_and_execute(
         },
         unknown_tool: false,
         unaudited: false,
-        result_text: None,
+        kept: None,
     };
     match answer {
         Ok(r)

@@ -192,7 +192,9 @@ impl ServerHandler for RootMcp {
             traceparent: header(&ctx, "traceparent"),
             cancel: ctx.ct.clone(),
         };
-        answer_call(&self.app, call, request, Some(&ctx)).await
+        answer_call(&self.app, call, request, Some(&ctx))
+            .await
+            .map(McpAnswer::into_response)
     }
 
     fn get_tool(&self, _name: &str) -> Option<Tool> {
@@ -509,13 +511,13 @@ pub struct ToolCall<'a> {
 
 /// Answers one `tools/call`: the governed call (or, for a write that the client can confirm,
 /// elicitation first: only with `ctx`, the rmcp request whose peer can be asked) and its MCP
-/// result. Shared by [`RootMcp::call_tool`] and the direct path ([`crate::mcp_direct`]).
+/// answer. Shared by [`RootMcp::call_tool`] and the direct path ([`crate::mcp_direct`]).
 pub async fn answer_call(
     app: &App,
     call: ToolCall<'_>,
     request: CallToolRequestParams,
     ctx: Option<&RequestContext<RoleServer>>,
-) -> Result<CallToolResponse, ErrorData> {
+) -> Result<McpAnswer, ErrorData> {
     let ToolCall {
         lease,
         request_id,
@@ -548,7 +550,7 @@ pub async fn answer_call(
         Some(ctx) if elicit => {
             crate::elicit::confirm_and_execute(app, ctx, new_ctx, &request.name, arguments).await
         }
-        _ => call::call(app, new_ctx(), &request.name, arguments).await,
+        _ => call::call_keeping_answer(app, new_ctx(), &request.name, arguments).await,
     };
     if let Some(e) = outcome.unaudited_error() {
         // No event, so no tool result: a server error whose data names the code.
@@ -560,7 +562,6 @@ pub async fn answer_call(
         ));
     }
     let r = outcome.response;
-    let kept_text = outcome.result_text;
     let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
     if outcome.unknown_tool {
         return Err(ErrorData::invalid_params(
@@ -568,18 +569,14 @@ pub async fn answer_call(
             Some(meta),
         ));
     }
-    let meta_obj = serde_json::from_value(meta).ok();
+    let meta_obj: Option<MetaObject> = serde_json::from_value(meta).ok();
+    if let (Some(answer), Some(meta)) = (outcome.kept, meta_obj.clone()) {
+        return Ok(McpAnswer::Kept { answer, meta });
+    }
     let result = match (r.result, r.error) {
         (Some(value), _) => {
-            // `CallToolResult::structured` would serialize the value once more for its own
-            // text copy; build the result from our single serialization instead.
-            let text = match kept_text {
-                Some(t) => String::from(&*t),
-                None => serde_json::to_string(&value).unwrap_or_default(),
-            };
-            let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
-            res.structured_content = Some(value);
-            res
+            let text = serde_json::to_string(&value).unwrap_or_default();
+            success_result(value, text)
         }
         (None, error) => {
             let body = json!({ "error": error });
@@ -589,7 +586,56 @@ pub async fn answer_call(
             res
         }
     };
-    Ok(result.with_meta(meta_obj).into())
+    Ok(McpAnswer::Result(result.with_meta(meta_obj).into()))
+}
+
+/// A `tools/call`'s MCP answer: an rmcp result, or a descriptive answer its descriptor set
+/// keeps plus the call's `_meta` (the direct path writes that one from the set's
+/// serialization, [`kept_result_open`], instead of serializing the value again).
+pub enum McpAnswer {
+    Result(CallToolResponse),
+    Kept {
+        answer: Arc<crate::descriptors::DescriptiveAnswer>,
+        meta: MetaObject,
+    },
+}
+
+impl McpAnswer {
+    /// The answer as an rmcp result (a kept answer's value and text are copied into it).
+    pub fn into_response(self) -> CallToolResponse {
+        match self {
+            McpAnswer::Result(r) => r,
+            McpAnswer::Kept { answer, meta } => {
+                success_result(answer.value.clone(), String::from(&*answer.text))
+                    .with_meta(Some(meta))
+                    .into()
+            }
+        }
+    }
+}
+
+/// A successful tool result as MCP carries it: the structured value and, as the
+/// specification asks of a tool returning structured content, its JSON text as text content.
+fn success_result(value: Value, text: String) -> CallToolResult {
+    let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
+    res.structured_content = Some(value);
+    res
+}
+
+/// The JSON text rmcp writes for a kept answer's tool result, up to where its `_meta` would
+/// follow: the serialized result without `_meta` and without its closing brace (so
+/// `open + ,"_meta":{..}}` is exactly what rmcp writes for [`McpAnswer::into_response`]).
+/// Built on first use and kept with the answer; `None` if it could not be serialized.
+pub fn kept_result_open(answer: &crate::descriptors::DescriptiveAnswer) -> Option<&str> {
+    answer
+        .mcp_result_open
+        .get_or_init(|| {
+            let result = success_result(answer.value.clone(), String::from(&*answer.text));
+            let mut text = serde_json::to_string(&result).ok()?;
+            // A result always has `content`, so a member precedes the appended `_meta`.
+            (text.pop() == Some('}') && text.len() > 1).then(|| text.into_boxed_str())
+        })
+        .as_deref()
 }
 
 /// Sends `notifications/tools/list_changed` to every MCP session whose lease is bound to

@@ -20,7 +20,8 @@
 //!
 //! The answer is built as rmcp builds it: [`crate::mcp::answer_call`] (the same function
 //! rmcp's handler calls), the result's cache hints filled, rmcp's `ServerJsonRpcMessage`
-//! serialized as the JSON body with rmcp's status mapping. The call is polled by the request
+//! serialized as the JSON body with rmcp's status mapping; a descriptive answer kept by its
+//! descriptor set is written around that set's own serialization of it (the same bytes). The call is polled by the request
 //! itself; a client that disconnects cancels it, and it then finishes on a task of its own
 //! (the governed call records the cancellation), so its audit event is written whether or
 //! not anyone waits for the answer.
@@ -37,12 +38,13 @@ use axum::response::{IntoResponse, Response};
 use mcp_shared::contract::RoutingClass;
 use rmcp::model::{
     CallToolRequestParams, ErrorCode, ErrorData, JsonRpcError, JsonRpcResponse, JsonRpcVersion2_0,
-    ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
+    MetaObject, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
 };
 use serde::Deserialize;
 
 use crate::app::{App, Principal};
-use crate::mcp::{ToolCall, answer_call};
+use crate::descriptors::DescriptiveAnswer;
+use crate::mcp::{McpAnswer, ToolCall, answer_call, kept_result_open};
 
 /// The only revision served here: the one without sessions.
 const VERSION: &str = "2026-07-28";
@@ -119,8 +121,18 @@ pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
     )
     .await;
     let message = match answered {
-        Ok(Ok(response)) => {
-            let mut result = ServerResult::from(response);
+        Ok(Ok(McpAnswer::Kept { answer, meta })) => {
+            if let Some(body) = kept_body(&id, &answer, &meta) {
+                return Ok(json_body(StatusCode::OK, body));
+            }
+            ServerJsonRpcMessage::Response(JsonRpcResponse {
+                jsonrpc: JsonRpcVersion2_0,
+                id,
+                result: ServerResult::from(McpAnswer::Kept { answer, meta }.into_response()),
+            })
+        }
+        Ok(Ok(answer)) => {
+            let mut result = ServerResult::from(answer.into_response());
             result.fill_missing_cache_hints();
             ServerJsonRpcMessage::Response(JsonRpcResponse {
                 jsonrpc: JsonRpcVersion2_0,
@@ -268,12 +280,7 @@ fn json_response(message: &ServerJsonRpcMessage) -> Response {
         _ => StatusCode::OK,
     };
     match serde_json::to_vec(message) {
-        Ok(body) => (
-            status,
-            [(header::CONTENT_TYPE, "application/json")],
-            Body::from(body),
-        )
-            .into_response(),
+        Ok(body) => json_body(status, body),
         Err(e) => {
             tracing::error!(error = %e, "direct path: the answer could not be serialized");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
@@ -281,10 +288,83 @@ fn json_response(message: &ServerJsonRpcMessage) -> Response {
     }
 }
 
+fn json_body(status: StatusCode, body: Vec<u8>) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from(body),
+    )
+        .into_response()
+}
+
+/// The JSON-RPC response to a call answered by a kept descriptive answer, written around the
+/// answer's kept serialization ([`kept_result_open`]): the bytes rmcp writes for the same
+/// answer as [`McpAnswer::into_response`] (a unit test compares them), without serializing the
+/// value again. `None`: the answer has no kept serialization.
+fn kept_body(id: &RequestId, answer: &DescriptiveAnswer, meta: &MetaObject) -> Option<Vec<u8>> {
+    let open = kept_result_open(answer)?;
+    let mut body = Vec::with_capacity(open.len() + 192);
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut body, id).ok()?;
+    body.extend_from_slice(br#","result":"#);
+    body.extend_from_slice(open.as_bytes());
+    body.extend_from_slice(br#","_meta":"#);
+    serde_json::to_writer(&mut body, meta).ok()?;
+    body.extend_from_slice(b"}}");
+    Some(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    /// A kept answer written around its kept serialization is byte for byte what rmcp writes
+    /// for the same answer (including text that needs escaping and a string request id).
+    #[test]
+    fn a_kept_answer_is_written_as_rmcp_writes_it() {
+        let value = serde_json::json!({
+            "data": [{ "name": "a \"quoted\" \\ name\n\u{7}", "emoji": "\u{1F600}", "n": 1.5 }],
+            "descriptor": { "descriptor_id": "d" },
+            "stale": false,
+        });
+        let answer = || {
+            let text = serde_json::to_string(&value).unwrap_or_default();
+            Arc::new(DescriptiveAnswer {
+                value: value.clone(),
+                text: text.into(),
+                mcp_result_open: Default::default(),
+            })
+        };
+        let meta: MetaObject = serde_json::from_value(serde_json::json!({
+            "event_id": "0192f0c4-0000-7000-8000-000000000001",
+            "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+        }))
+        .unwrap_or_default();
+        let kept = answer();
+        for id in [RequestId::Number(7), RequestId::String("call \"7\"".into())] {
+            let ours = kept_body(&id, &kept, &meta);
+            let mut result = ServerResult::from(
+                McpAnswer::Kept {
+                    answer: answer(),
+                    meta: meta.clone(),
+                }
+                .into_response(),
+            );
+            result.fill_missing_cache_hints();
+            let rmcp = serde_json::to_vec(&ServerJsonRpcMessage::Response(JsonRpcResponse {
+                jsonrpc: JsonRpcVersion2_0,
+                id,
+                result,
+            }))
+            .ok();
+            assert!(ours.is_some());
+            assert_eq!(
+                ours.as_deref().map(String::from_utf8_lossy),
+                rmcp.as_deref().map(String::from_utf8_lossy)
+            );
+        }
+    }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -68,6 +68,9 @@ pub type AnswerKey = (String, String, mcp_shared::descriptor::FreshnessState);
 pub struct DescriptiveAnswer {
     pub value: serde_json::Value,
     pub text: Arc<str>,
+    /// The serialized MCP tool result, filled on first use by
+    /// [`crate::mcp::kept_result_open`].
+    pub mcp_result_open: std::sync::OnceLock<Option<Box<str>>>,
 }
 
 impl DescriptorSet {

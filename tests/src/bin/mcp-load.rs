@@ -233,7 +233,8 @@ async fn run_wire(
     Ok((lat, errors, started.elapsed()))
 }
 
-/// One `tools/call`; an error unless the answer is a JSON-RPC result without `isError`.
+/// One `tools/call` (or `server/discover`); an error unless the answer is a JSON-RPC result
+/// without `isError: true`.
 async fn wire_call(
     http: &reqwest::Client,
     url: &str,
@@ -262,25 +263,55 @@ async fn wire_call(
         .is_some_and(|v| v.starts_with("text/event-stream"));
     let bytes = resp.bytes().await?;
     // An SSE answer (root had something to send first): the last `data:` line is the result.
-    let json: serde_json::Value = if sse {
+    let data: &[u8] = if sse {
         let text = std::str::from_utf8(&bytes)?;
-        let data = text
-            .lines()
+        text.lines()
             .filter_map(|l| l.strip_prefix("data:"))
             .map(str::trim)
             .rfind(|d| !d.is_empty())
-            .ok_or_else(|| anyhow::anyhow!("HTTP {status}: an SSE answer without data"))?;
-        serde_json::from_str(data)?
+            .ok_or_else(|| anyhow::anyhow!("HTTP {status}: an SSE answer without data"))?
+            .as_bytes()
     } else {
-        serde_json::from_slice(&bytes)?
+        &bytes
     };
+    check_answer(status, data)
+}
+
+/// An error unless `data` is a JSON-RPC 2.0 result without `isError: true`.
+fn check_answer(status: reqwest::StatusCode, data: &[u8]) -> anyhow::Result<()> {
+    let answer: WireAnswer = serde_json::from_slice(data)?;
+    if answer.jsonrpc == "2.0"
+        && answer.error.is_none()
+        && answer.result.is_some_and(|r| r.is_error != Some(true))
+    {
+        return Ok(());
+    }
+    // A failure: read it whole to say what it was.
+    let json: serde_json::Value = serde_json::from_slice(data)?;
     if let Some(e) = json.get("error") {
         anyhow::bail!("HTTP {status}: {e}");
     }
-    if json.pointer("/result/isError") == Some(&serde_json::Value::Bool(true)) {
-        anyhow::bail!("{}", json["result"]["content"]);
+    match json.pointer("/result/content") {
+        Some(content) if json["jsonrpc"] == "2.0" => anyhow::bail!("HTTP {status}: {content}"),
+        _ => anyhow::bail!("HTTP {status}: not a JSON-RPC 2.0 result: {json}"),
     }
-    Ok(())
+}
+
+/// What the load client reads of a JSON-RPC answer on success: the whole text is parsed (a
+/// malformed answer is an error) but only the members that decide success are kept, so the
+/// client's own cost grows little with the size of what it is sent (it shares the cores
+/// with root, so a client building a tree of every answer would measure itself).
+#[derive(serde::Deserialize)]
+struct WireAnswer {
+    jsonrpc: String,
+    result: Option<WireResult>,
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct WireResult {
+    #[serde(rename = "isError")]
+    is_error: Option<bool>,
 }
 
 fn url_host(url: &str) -> String {
@@ -294,4 +325,47 @@ fn url_host(url: &str) -> String {
             .unwrap_or_default();
     }
     authority.split(':').next().unwrap_or("").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(body: &str) -> Result<(), String> {
+        check_answer(reqwest::StatusCode::OK, body.as_bytes()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn only_a_json_rpc_result_without_is_error_counts_as_answered() {
+        let big = "x".repeat(10_000);
+        assert_eq!(check(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Ok(()));
+        assert_eq!(
+            check(&format!(
+                r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"{big}"}}],"isError":false,"structuredContent":{{"a":[1,{{"b":null}}]}}}}}}"#
+            )),
+            Ok(())
+        );
+        let tool_error = check(
+            r#"{"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[{"type":"text","text":"denied"}]}}"#,
+        );
+        assert!(
+            tool_error.as_ref().is_err_and(|e| e.contains("denied")),
+            "{tool_error:?}"
+        );
+        let rpc_error = check(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}"#);
+        assert!(
+            rpc_error.as_ref().is_err_and(|e| e.contains("-32602")),
+            "{rpc_error:?}"
+        );
+        for bad in [
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"isError":"yes"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+            "",
+        ] {
+            assert!(check(bad).is_err(), "{bad} is not an answer");
+        }
+    }
 }
