@@ -128,17 +128,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 fn init_tracing() {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Whatever RUST_LOG says: tungstenite traces every frame, and the `hello` frame carries
-    // the hub token. Secrets never reach a log.
-    for cap in ["tungstenite=debug", "tokio_tungstenite=debug"] {
-        if let Ok(directive) = cap.parse() {
-            filter = filter.add_directive(directive);
-        }
-    }
+    // the hub token. The caps only remove lines. Secrets never reach a log.
+    let caps: fn(&tracing::Metadata<'_>) -> bool =
+        mcp_shared::logging::metadata_within_payload_caps;
     let _ = tracing_subscriber::registry()
         .with(filter)
+        .with(tracing_subscriber::filter::filter_fn(caps))
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .with(
             tracing_subscriber::fmt::layer()

@@ -99,6 +99,21 @@ impl Closing {
         Closing::new(code, text)
     }
 
+    /// Whether a read error means the hub went away (its connection reset, with or without
+    /// the WebSocket closing handshake: a hub stopping, a process killed, a network reset)
+    /// rather than that it sent something unreadable. Matched on the WebSocket library's text
+    /// as [`Closing::read_error`] is (axum's error does not expose tungstenite's).
+    pub fn is_gone(e: &axum::Error) -> bool {
+        let text = e.to_string();
+        [
+            "Connection reset without closing handshake",
+            "Connection reset by peer",
+            "Broken pipe",
+        ]
+        .iter()
+        .any(|t| text.contains(t))
+    }
+
     pub fn frame(&self) -> Message {
         Message::Close(Some(CloseFrame {
             code: self.code,
@@ -181,6 +196,25 @@ pub async fn refuse(socket: &mut WebSocket, encoded: String, reason: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reset_connection_is_a_hub_gone_not_an_unreadable_frame() {
+        let err = |text: &str| axum::Error::new(std::io::Error::other(text.to_owned()));
+        for gone in [
+            "WebSocket protocol error: Connection reset without closing handshake",
+            "IO error: Connection reset by peer (os error 104)",
+            "IO error: Broken pipe (os error 32)",
+        ] {
+            assert!(Closing::is_gone(&err(gone)), "{gone}");
+        }
+        for unreadable in [
+            "Space limit exceeded: Message too long: 1048577 > 1048576",
+            "UTF-8 encoding error",
+            "WebSocket protocol error: Reserved bits are non-zero",
+        ] {
+            assert!(!Closing::is_gone(&err(unreadable)), "{unreadable}");
+        }
+    }
     use mcp_shared::target::{
         ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport,
         WriteScope,

@@ -795,7 +795,11 @@ async fn serve(
             None => break,
             Some(Err(e)) => {
                 closing = crate::hub_frames::Closing::read_error(&e);
-                tracing::warn!(%target_id, reason = %closing.reason, "unreadable frame from hub; closing");
+                if crate::hub_frames::Closing::is_gone(&e) {
+                    tracing::info!(%target_id, reason = %closing.reason, "hub connection reset");
+                } else {
+                    tracing::warn!(%target_id, reason = %closing.reason, "unreadable frame from hub; closing");
+                }
                 break;
             }
             Some(Ok(m)) => m,

@@ -94,39 +94,31 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for RingWriter {
     }
 }
 
-/// Log targets capped below the level at which they print message payloads, whatever
-/// `RUST_LOG` says: tungstenite traces every WebSocket frame (a hub's `hello` carries its
-/// token) and rmcp debug-logs every JSON-RPC request and result (confirmation tokens, issued
-/// bearers). Secrets never reach a log, at any level.
-pub const PAYLOAD_LOGGING_CAPS: &[&str] =
-    &["tungstenite=debug", "tokio_tungstenite=debug", "rmcp=info"];
+/// The payload-logging caps as a filter layer.
+pub type PayloadCaps = tracing_subscriber::filter::FilterFn<fn(&tracing::Metadata<'_>) -> bool>;
 
-/// `filter` with [`PAYLOAD_LOGGING_CAPS`] applied on top.
-pub fn cap_payload_logging(
-    mut filter: tracing_subscriber::EnvFilter,
-) -> tracing_subscriber::EnvFilter {
-    for cap in PAYLOAD_LOGGING_CAPS {
-        if let Ok(directive) = cap.parse() {
-            filter = filter.add_directive(directive);
-        }
-    }
-    filter
+/// The process's filters: `RUST_LOG` if set and valid, else `default_filter`; and the
+/// payload-logging caps ([`mcp_shared::logging`]) as a second, global filter that only ever
+/// removes events (tungstenite above `debug`, rmcp above `info`).
+pub fn filters(default_filter: &str) -> (tracing_subscriber::EnvFilter, PayloadCaps) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| default_filter.into());
+    let caps: fn(&tracing::Metadata<'_>) -> bool =
+        mcp_shared::logging::metadata_within_payload_caps;
+    (filter, tracing_subscriber::filter::filter_fn(caps))
 }
 
-/// Installs the process's subscriber: `filter` (an `EnvFilter` directive, `RUST_LOG` wins,
-/// [`PAYLOAD_LOGGING_CAPS`] win over both) over the ring, and over stderr when `stderr` is
-/// set. Does nothing if one is installed.
+/// Installs the process's subscriber: [`filters`] over the ring, and over stderr when
+/// `stderr` is set. Does nothing if one is installed.
 pub fn init(default_filter: &str, stderr: bool) {
-    let filter = cap_payload_logging(
-        tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| default_filter.into()),
-    );
+    let (filter, caps) = filters(default_filter);
     let ring = tracing_subscriber::fmt::layer()
         .with_ansi(false)
         .with_writer(RingWriter);
     let err = stderr.then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
     let _ = tracing_subscriber::registry()
         .with(filter)
+        .with(caps)
         .with(ring)
         .with(err)
         .try_init();
@@ -135,6 +127,67 @@ pub fn init(default_filter: &str, stderr: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    /// What a subscriber built from [`filters`] lets through, for a filter directive.
+    fn logged(directive: &str) -> Vec<String> {
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("lines").extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let (_, caps) = filters("off");
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::EnvFilter::new(directive))
+            .with(caps)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(move || writer.clone()),
+            );
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::trace!(target: "tungstenite::protocol", "tungstenite trace");
+            tracing::debug!(target: "tungstenite::protocol", "tungstenite debug");
+            tracing::debug!(target: "rmcp::service", "rmcp debug");
+            tracing::info!(target: "rmcp::service", "rmcp info");
+            tracing::debug!(target: "mcp_root::hubs", "root debug");
+            tracing::info!(target: "mcp_root::hubs", "root info");
+        });
+        let text = String::from_utf8(lines.0.lock().expect("lines").clone()).unwrap_or_default();
+        let mut seen: Vec<String> = [
+            "tungstenite trace",
+            "tungstenite debug",
+            "rmcp debug",
+            "rmcp info",
+            "root debug",
+            "root info",
+        ]
+        .iter()
+        .filter(|m| text.contains(*m))
+        .map(|m| m.to_string())
+        .collect();
+        seen.sort();
+        seen
+    }
+
+    /// The caps remove payload-printing levels at any verbosity and enable nothing at `info`
+    /// (they used to be `EnvFilter` directives, which turned tungstenite's debug lines on).
+    #[test]
+    fn payload_caps_only_ever_remove_lines() {
+        assert_eq!(logged("info"), ["rmcp info", "root info"]);
+        assert_eq!(
+            logged("trace"),
+            ["rmcp info", "root debug", "root info", "tungstenite debug"]
+        );
+    }
 
     #[test]
     fn the_ring_keeps_the_newest_lines_and_filters() {

@@ -25,6 +25,7 @@ pub mod descriptor;
 pub mod error;
 pub mod event;
 pub mod lease;
+pub mod logging;
 pub mod profile;
 pub mod protocol;
 pub mod replica;
