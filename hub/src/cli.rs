@@ -132,11 +132,11 @@ fn init_tracing() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Whatever RUST_LOG says: tungstenite traces every frame, and the `hello` frame carries
     // the hub token. The caps only remove lines. Secrets never reach a log.
-    let caps: fn(&tracing::Metadata<'_>) -> bool =
-        mcp_shared::logging::metadata_within_payload_caps;
+    let caps =
+        tracing_subscriber::filter::filter_fn(mcp_shared::logging::metadata_within_payload_caps);
     let _ = tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::filter::filter_fn(caps))
+        .with(caps)
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .with(
             tracing_subscriber::fmt::layer()

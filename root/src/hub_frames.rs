@@ -196,6 +196,10 @@ pub async fn refuse(socket: &mut WebSocket, encoded: String, reason: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mcp_shared::target::{
+        ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport,
+        WriteScope,
+    };
 
     #[test]
     fn a_reset_connection_is_a_hub_gone_not_an_unreadable_frame() {
@@ -215,10 +219,6 @@ mod tests {
             assert!(!Closing::is_gone(&err(unreadable)), "{unreadable}");
         }
     }
-    use mcp_shared::target::{
-        ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport,
-        WriteScope,
-    };
 
     fn surface(target: &str, env: &str) -> HubToRoot {
         HubToRoot::SurfaceChanged {

@@ -97,28 +97,26 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for RingWriter {
 /// The payload-logging caps as a filter layer.
 pub type PayloadCaps = tracing_subscriber::filter::FilterFn<fn(&tracing::Metadata<'_>) -> bool>;
 
-/// The process's filters: `RUST_LOG` if set and valid, else `default_filter`; and the
-/// payload-logging caps ([`mcp_shared::logging`]) as a second, global filter that only ever
-/// removes events (tungstenite above `debug`, rmcp above `info`).
-pub fn filters(default_filter: &str) -> (tracing_subscriber::EnvFilter, PayloadCaps) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| default_filter.into());
-    let caps: fn(&tracing::Metadata<'_>) -> bool =
-        mcp_shared::logging::metadata_within_payload_caps;
-    (filter, tracing_subscriber::filter::filter_fn(caps))
+/// The payload-logging caps ([`mcp_shared::logging`]) as a global filter: it only ever
+/// removes events (tungstenite above `debug`, rmcp above `info`), whatever the other filter
+/// enables.
+pub fn payload_caps() -> PayloadCaps {
+    tracing_subscriber::filter::filter_fn(mcp_shared::logging::metadata_within_payload_caps)
 }
 
-/// Installs the process's subscriber: [`filters`] over the ring, and over stderr when
-/// `stderr` is set. Does nothing if one is installed.
+/// Installs the process's subscriber: `RUST_LOG` if set and valid, else `default_filter`,
+/// under [`payload_caps`], over the ring, and over stderr when `stderr` is set. Does nothing
+/// if one is installed.
 pub fn init(default_filter: &str, stderr: bool) {
-    let (filter, caps) = filters(default_filter);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| default_filter.into());
     let ring = tracing_subscriber::fmt::layer()
         .with_ansi(false)
         .with_writer(RingWriter);
     let err = stderr.then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
     let _ = tracing_subscriber::registry()
         .with(filter)
-        .with(caps)
+        .with(payload_caps())
         .with(ring)
         .with(err)
         .try_init();
@@ -129,7 +127,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    /// What a subscriber built from [`filters`] lets through, for a filter directive.
+    /// What a subscriber filtered as [`init`]'s is lets through, for a filter directive.
     fn logged(directive: &str) -> Vec<String> {
         #[derive(Clone, Default)]
         struct Lines(Arc<Mutex<Vec<u8>>>);
@@ -143,11 +141,10 @@ mod tests {
             }
         }
         let lines = Lines::default();
-        let (_, caps) = filters("off");
         let writer = lines.clone();
         let subscriber = tracing_subscriber::registry()
             .with(tracing_subscriber::EnvFilter::new(directive))
-            .with(caps)
+            .with(payload_caps())
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_ansi(false)

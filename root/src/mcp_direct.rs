@@ -21,10 +21,10 @@
 //! The answer is built as rmcp builds it: [`crate::mcp::answer_call`] (the same function
 //! rmcp's handler calls), the result's cache hints filled, rmcp's `ServerJsonRpcMessage`
 //! serialized as the JSON body with rmcp's status mapping; a descriptive answer kept by its
-//! descriptor set is written around that set's own serialization of it (the same bytes). The call is polled by the request
-//! itself; a client that disconnects cancels it, and it then finishes on a task of its own
-//! (the governed call records the cancellation), so its audit event is written whether or
-//! not anyone waits for the answer.
+//! descriptor set is written around that set's own serialization of it (the same bytes).
+//! The call is polled by the request itself; a client that disconnects cancels it, and it
+//! then finishes on a task of its own (the governed call records the cancellation), so its
+//! audit event is written whether or not anyone waits for the answer.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -121,17 +121,12 @@ pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
     )
     .await;
     let message = match answered {
-        Ok(Ok(McpAnswer::Kept { answer, meta })) => {
-            if let Some(body) = kept_body(&id, &answer, &meta) {
+        Ok(Ok(answer)) => {
+            if let McpAnswer::Kept { answer, meta } = &answer
+                && let Some(body) = kept_body(&id, answer, meta)
+            {
                 return Ok(json_body(StatusCode::OK, body));
             }
-            ServerJsonRpcMessage::Response(JsonRpcResponse {
-                jsonrpc: JsonRpcVersion2_0,
-                id,
-                result: ServerResult::from(McpAnswer::Kept { answer, meta }.into_response()),
-            })
-        }
-        Ok(Ok(answer)) => {
             let mut result = ServerResult::from(answer.into_response());
             result.fill_missing_cache_hints();
             ServerJsonRpcMessage::Response(JsonRpcResponse {
