@@ -387,6 +387,12 @@ pub async fn rotate_key(
         signing_key: current.row.signing_key.clone(),
         expires_at_ms,
     };
+    // Store and memory change together with respect to a replica's enrolment reload, which
+    // could otherwise put back what it read before this rotation.
+    let writes = match &app.zone {
+        Some(z) => Some(z.enrolment_writes.lock().await),
+        None => None,
+    };
     let rotated = app
         .store
         .rotate_target_key(
@@ -415,6 +421,8 @@ pub async fn rotate_key(
         e.row.signing_key = sealed;
         e.signing_key = signing_key;
     }
+    // Released before waiting for the change to be applied here (which reloads under it).
+    drop(writes);
     crate::replica::target_changed(&app, &target_id, true).await;
     let valid_until = mcp_shared::time::format(mcp_shared::time::from_unix_ms(expires_at_ms));
     tracing::info!(%target_id, grace_sec, previous_valid_until = %valid_until, "hub key rotated");

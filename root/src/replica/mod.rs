@@ -116,6 +116,9 @@ pub struct Zone {
     /// Replica credentials already accepted, until they expire (each is good once).
     seen_credentials: DashMap<String, i64>,
     last_enrolment_reload: tokio::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Held while enrolments are read from the store and put into memory, and while a key
+    /// rotation writes both: a reload never puts back a snapshot older than what memory has.
+    pub enrolment_writes: tokio::sync::Mutex<()>,
 }
 
 impl Zone {
@@ -168,6 +171,7 @@ impl Zone {
             lookups: Semaphore::new(8),
             seen_credentials: DashMap::new(),
             last_enrolment_reload: tokio::sync::Mutex::new(None),
+            enrolment_writes: tokio::sync::Mutex::new(()),
         })))
     }
 
@@ -414,6 +418,8 @@ impl Zone {
         only: Option<&[String]>,
     ) -> Result<(), store::Error> {
         let wanted = |id: &str| only.is_none_or(|ids| ids.iter().any(|i| i == id));
+        // Read and applied as one step with respect to key rotations (see `enrolment_writes`).
+        let _writes = self.enrolment_writes.lock().await;
         let rows: Vec<_> = self
             .store
             .load_targets()
