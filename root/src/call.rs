@@ -648,6 +648,7 @@ fn descriptive_answer(
         value,
         text: text.into(),
         mcp_result_open: Default::default(),
+        mcp_result_open_legacy: Default::default(),
     });
     set.answers.insert(key, answer.clone());
     Ok(answer)

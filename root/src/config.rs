@@ -74,11 +74,18 @@ pub struct McpConfig {
     /// the same, the CPU per call lower. `false` sends every request through rmcp (for
     /// comparison, or should a client ever see a difference).
     pub direct_reads: bool,
+    /// How long an MCP session (revisions before 2026-07-28) lives without a request, in
+    /// seconds; then it ends and its client must open a new one. Calls answered on the direct
+    /// path count as requests.
+    pub session_idle_sec: u64,
 }
 
 impl Default for McpConfig {
     fn default() -> Self {
-        McpConfig { direct_reads: true }
+        McpConfig {
+            direct_reads: true,
+            session_idle_sec: 300,
+        }
     }
 }
 
@@ -356,6 +363,11 @@ impl RootConfig {
         if self.console.session_ttl_sec < 60 || self.console.session_ttl_sec > 7 * 24 * 3600 {
             return Err(ConfigError::Invalid(
                 "console.session_ttl_sec must be between 60 and 604800 (a week)".into(),
+            ));
+        }
+        if !(1..=86_400).contains(&self.mcp.session_idle_sec) {
+            return Err(ConfigError::Invalid(
+                "mcp.session_idle_sec must be between 1 and 86400 (a day)".into(),
             ));
         }
         if self.limits.audit_batch_max == 0 {

@@ -353,18 +353,24 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     // One shared instance: axum clones a route's service for every request and rmcp's own
     // `Service::call` clones it again (its config with the allowed hosts, and its `Arc`s);
     // `StreamableHttpService::handle` takes `&self`, so the route holds an `Arc` of it.
+    let mut session_manager = LocalSessionManager::default();
+    session_manager.session_config.keep_alive =
+        Some(Duration::from_secs(app.config.mcp.session_idle_sec));
+    let session_manager = Arc::new(session_manager);
+    let sessions = Arc::new(mcp_direct::Sessions::new(session_manager.clone()));
     let mcp_service = Arc::new(StreamableHttpService::new(
         move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
+        session_manager,
         mcp_config,
     ));
     let direct_app = app.clone();
     let mcp_route = axum::routing::any(move |req: axum::extract::Request| {
         let service = mcp_service.clone();
         let app = direct_app.clone();
+        let sessions = sessions.clone();
         async move {
             use axum::response::IntoResponse;
-            match mcp_direct::serve(&app, req).await {
+            match mcp_direct::serve(&app, &sessions, req).await {
                 Ok(answered) => answered,
                 Err(req) => service.handle(req).await.into_response(),
             }

@@ -22,12 +22,12 @@ use mcp_shared::event::Surface;
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, ServerCapabilities, SetLevelRequestParams, Tool,
-    ToolAnnotations,
+    ContentBlock, CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
+    ServerResult, SetLevelRequestParams, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -622,20 +622,60 @@ fn success_result(value: Value, text: String) -> CallToolResult {
     res
 }
 
-/// The JSON text rmcp writes for a kept answer's tool result, up to where its `_meta` would
-/// follow: the serialized result without `_meta` and without its closing brace (so
-/// `open + ,"_meta":{..}}` is exactly what rmcp writes for [`McpAnswer::into_response`]).
+/// The wire shape rmcp gives a result, by the revision its peer speaks: 2026-07-28 fills the
+/// cache hints of cacheable results; the revisions before it (sessions) get no
+/// `resultType: "complete"` and no non-object structured output (rmcp's server handler does
+/// exactly this before answering).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResultShape {
+    Current,
+    Legacy,
+}
+
+impl ResultShape {
+    /// Gives `result` this shape, as rmcp's handler does.
+    pub fn apply(self, result: &mut ServerResult) {
+        match self {
+            ResultShape::Current => result.fill_missing_cache_hints(),
+            ResultShape::Legacy => {
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+            }
+        }
+    }
+
+    /// Gives `error` this shape, as rmcp's handler does: 2026-07-28 reports a missing resource
+    /// as invalid params.
+    pub fn apply_to_error(self, error: &mut ErrorData) {
+        if self == ResultShape::Current && error.code == ErrorCode::RESOURCE_NOT_FOUND {
+            error.code = ErrorCode::INVALID_PARAMS;
+        }
+    }
+}
+
+/// The JSON text rmcp writes for a kept answer's tool result in `shape`, up to where its
+/// `_meta` would follow: the serialized result without `_meta` and without its closing brace
+/// (so `open + ,"_meta":{..}}` is exactly what rmcp writes for [`McpAnswer::into_response`]).
 /// Built on first use and kept with the answer; `None` if it could not be serialized.
-pub fn kept_result_open(answer: &crate::descriptors::DescriptiveAnswer) -> Option<&str> {
-    answer
-        .mcp_result_open
-        .get_or_init(|| {
-            let result = success_result(answer.value.clone(), String::from(&*answer.text));
-            let mut text = serde_json::to_string(&result).ok()?;
-            // A result always has `content`, so a member precedes the appended `_meta`.
-            (text.pop() == Some('}') && text.len() > 1).then(|| text.into_boxed_str())
-        })
-        .as_deref()
+pub fn kept_result_open(
+    answer: &crate::descriptors::DescriptiveAnswer,
+    shape: ResultShape,
+) -> Option<&str> {
+    let cell = match shape {
+        ResultShape::Current => &answer.mcp_result_open,
+        ResultShape::Legacy => &answer.mcp_result_open_legacy,
+    };
+    cell.get_or_init(|| {
+        let mut result = ServerResult::CallToolResult(success_result(
+            answer.value.clone(),
+            String::from(&*answer.text),
+        ));
+        shape.apply(&mut result);
+        let mut text = serde_json::to_string(&result).ok()?;
+        // A result always has `content`, so a member precedes the appended `_meta`.
+        (text.pop() == Some('}') && text.len() > 1).then(|| text.into_boxed_str())
+    })
+    .as_deref()
 }
 
 /// Sends `notifications/tools/list_changed` to every MCP session whose lease is bound to

@@ -1,22 +1,32 @@
-//! The direct path for stateless reads: a well-formed 2026-07-28 `tools/call` of a read tool
-//! is answered here, without rmcp's per-request service (rmcp's stateless transport builds a
+//! The direct path for reads: a well-formed `tools/call` of a read tool is answered here,
+//! without rmcp's per-request machinery. On the stateless 2026-07-28 revision rmcp builds a
 //! peer, a one-shot transport and a spawned serve loop for every POST, decodes the body
 //! through its untagged message enum and serializes it back to a JSON tree to check the
-//! `Mcp-*` headers: together about a quarter of root's CPU on a routed read).
+//! `Mcp-*` headers (together about a quarter of root's CPU on a routed read); on a session
+//! (earlier revisions) it hands the request to the session's worker task, which runs it on a
+//! task of its own and streams the answer back as a one-event SSE stream kept for resumption.
 //!
 //! The path is an optimization for a strict subset of requests, never a different answer: it
-//! takes a request only when every check rmcp's stateless path would make provably passes,
-//! and hands anything else to rmcp unchanged (same bytes), which answers it as before,
-//! errors included. Taken only when all of these hold:
-//! - `POST` with exactly one `MCP-Protocol-Version: 2026-07-28`, one `Mcp-Method: tools/call`
-//!   and one `Mcp-Name`; no `Mcp-Session-Id`, no `Origin`, no `Mcp-Param-*` header, and a
-//!   `Host` that rmcp's allow-list accepts (an exact host and port match here);
-//! - a lease bearer (resolved by the auth middleware) and a known tool that is not a write
-//!   (writes may confirm through elicitation, which needs rmcp's peer);
-//! - a body of exactly `jsonrpc`, `id`, `method: "tools/call"` and rmcp's own
-//!   `CallToolRequestParams`, whose `name` equals `Mcp-Name`, with no input responses or
-//!   request state (the multi-round-trip flow), and whose `_meta` names 2026-07-28 with every
-//!   key that revision requires.
+//! takes a request only when every check rmcp would make provably passes, and hands anything
+//! else to rmcp unchanged (same bytes), which answers it as before, errors included. Taken
+//! only when all of these hold:
+//! - stateless: `POST` with exactly one `MCP-Protocol-Version: 2026-07-28`, one
+//!   `Mcp-Method: tools/call` and one `Mcp-Name`; no `Mcp-Session-Id`, no `Origin`, no
+//!   `Mcp-Param-*` header, and a `Host` that rmcp's allow-list accepts (an exact host and
+//!   port match here); a body of exactly `jsonrpc`, `id`, `method: "tools/call"` and rmcp's
+//!   own `CallToolRequestParams`, whose `name` equals `Mcp-Name`, with no input responses or
+//!   request state (the multi-round-trip flow), and whose `_meta` names 2026-07-28 with
+//!   every key that revision requires;
+//! - on a session: `POST` with exactly one `MCP-Protocol-Version` naming 2025-03-26,
+//!   2025-06-18 or 2025-11-25 (rmcp checks no `Mcp-Method`/`Mcp-Name` header on those) and
+//!   one `Mcp-Session-Id` of a session rmcp holds and this lease opened; no `Origin`, an
+//!   allowed `Host`; the same body without input responses or request state and without a
+//!   revision in `_meta` (one there makes rmcp judge the request by it). The answer is a
+//!   JSON body (the transport lets a server answer a POST with JSON or with an SSE stream;
+//!   clients accept both) with status `200`, as rmcp's stream would carry it. The call resets
+//!   the session's idle timer (`mcp.session_idle_sec`) as one through the session would;
+//! - either way: a lease bearer (resolved by the auth middleware) and a known tool that is
+//!   not a write (writes may confirm through elicitation, which needs rmcp's peer).
 //!
 //! The answer is built as rmcp builds it: [`crate::mcp::answer_call`] (the same function
 //! rmcp's handler calls), the result's cache hints filled, rmcp's `ServerJsonRpcMessage`
@@ -30,21 +40,25 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use dashmap::DashMap;
 use mcp_shared::contract::RoutingClass;
 use rmcp::model::{
     CallToolRequestParams, ErrorCode, ErrorData, JsonRpcError, JsonRpcResponse, JsonRpcVersion2_0,
     MetaObject, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
 };
+use rmcp::transport::common::server_side_http::SessionId;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde::Deserialize;
 
 use crate::app::{App, Principal};
 use crate::descriptors::DescriptiveAnswer;
-use crate::mcp::{McpAnswer, ToolCall, answer_call, kept_result_open};
+use crate::mcp::{McpAnswer, ResultShape, ToolCall, answer_call, kept_result_open};
 
 /// The only revision served here: the one without sessions.
 const VERSION: &str = "2026-07-28";
@@ -61,24 +75,105 @@ struct DirectCall {
     params: CallToolRequestParams,
 }
 
+/// The session layer's live sessions, for calls made on a session (revisions before
+/// 2026-07-28): such a call is taken only on a session rmcp holds, and resets that session's
+/// idle timer as a call through the session would.
+pub struct Sessions {
+    manager: Arc<LocalSessionManager>,
+    /// When a call taken here last reset each session's idle timer.
+    kept_alive: DashMap<String, Instant>,
+    /// How often a session used only here has its idle timer reset: well inside the timeout.
+    keep_alive_every: Duration,
+}
+
+impl Sessions {
+    pub fn new(manager: Arc<LocalSessionManager>) -> Sessions {
+        let idle = manager
+            .session_config
+            .keep_alive
+            .unwrap_or(Duration::from_secs(300));
+        Sessions {
+            manager,
+            kept_alive: DashMap::new(),
+            keep_alive_every: idle / 5,
+        }
+    }
+
+    /// The live session `id`, its idle timer reset if a call taken here has not done so for
+    /// a while; `None` if rmcp holds no such session (ended, timed out, never opened).
+    async fn live(&self, id: &str) -> Option<()> {
+        let session = self
+            .manager
+            .sessions
+            .read()
+            .await
+            .get(&SessionId::from(id))
+            .cloned();
+        let Some(session) = session else {
+            self.kept_alive.remove(id);
+            return None;
+        };
+        let now = Instant::now();
+        let due = self
+            .kept_alive
+            .get(id)
+            .is_none_or(|at| now.duration_since(*at) >= self.keep_alive_every);
+        if due {
+            self.kept_alive.insert(id.to_owned(), now);
+            // Any event resets the session worker's idle timer; closing a request channel
+            // that was never opened (rmcp numbers them from 0) changes nothing else.
+            tokio::spawn(async move {
+                let _ = session.close_request_wise_channel(u64::MAX).await;
+            });
+        }
+        Some(())
+    }
+}
+
+/// Which of the two shapes a qualifying request has.
+enum Route<'a> {
+    /// 2026-07-28, stateless: the tool is named by `Mcp-Name`.
+    Stateless(&'a str),
+    /// An earlier revision on the session with this id.
+    Session(&'a str),
+}
+
 /// Answers `req` if it belongs to the direct path; otherwise gives it back, unchanged, for
 /// rmcp.
-pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
+pub async fn serve(app: &Arc<App>, sessions: &Sessions, req: Request) -> Result<Response, Request> {
     if !app.config.mcp.direct_reads || req.method() != Method::POST {
         return Err(req);
     }
-    let Some(name) = eligible_headers(req.headers(), &app.config.allowed_hosts) else {
-        return Err(req);
+    let route = match eligible_headers(req.headers(), &app.config.allowed_hosts) {
+        Some(name) => Route::Stateless(name),
+        None => match session_headers(req.headers(), &app.config.allowed_hosts) {
+            Some(id) => Route::Session(id),
+            None => return Err(req),
+        },
     };
     let lease = match req.extensions().get::<Principal>() {
         Some(Principal::Lease(l)) => l.clone(),
         _ => return Err(req),
     };
-    match app.contracts.get(name) {
-        Some(e) if e.contract.routing != RoutingClass::OperationalWrite => {}
-        _ => return Err(req),
+    match route {
+        Route::Stateless(name) if !readable(app, name) => return Err(req),
+        Route::Stateless(_) => {}
+        Route::Session(id) => {
+            // Only a session this lease opened (the auth middleware refuses others) and rmcp
+            // still holds.
+            let opened_here = app
+                .mcp_sessions
+                .get(id)
+                .is_some_and(|owner| owner.value() == lease.session_id());
+            if !opened_here || sessions.live(id).await.is_none() {
+                return Err(req);
+            }
+        }
     }
-    let name = name.to_owned();
+    let (stateless_name, shape) = match route {
+        Route::Stateless(name) => (Some(name.to_owned()), ResultShape::Current),
+        Route::Session(_) => (None, ResultShape::Legacy),
+    };
     let (parts, body) = req.into_parts();
     // The front guard has read and bounded the body already: this takes its one buffer.
     let bytes = match axum::body::to_bytes(body, app.config.limits.max_body_bytes).await {
@@ -89,7 +184,14 @@ pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
         }
     };
     let call = match serde_json::from_slice::<DirectCall>(&bytes) {
-        Ok(c) if eligible_call(&c, &name) => c,
+        Ok(c)
+            if match &stateless_name {
+                Some(name) => eligible_call(&c, name),
+                None => eligible_session_call(&c) && readable(app, &c.params.name),
+            } =>
+        {
+            c
+        }
         _ => return Err(Request::from_parts(parts, Body::from(bytes))),
     };
     app.metrics.direct_calls.inc();
@@ -123,19 +225,22 @@ pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
     let message = match answered {
         Ok(Ok(answer)) => {
             if let McpAnswer::Kept { answer, meta } = &answer
-                && let Some(body) = kept_body(&id, answer, meta)
+                && let Some(body) = kept_body(&id, answer, meta, shape)
             {
                 return Ok(json_body(StatusCode::OK, body));
             }
             let mut result = ServerResult::from(answer.into_response());
-            result.fill_missing_cache_hints();
+            shape.apply(&mut result);
             ServerJsonRpcMessage::Response(JsonRpcResponse {
                 jsonrpc: JsonRpcVersion2_0,
                 id,
                 result,
             })
         }
-        Ok(Err(error)) => ServerJsonRpcMessage::Error(JsonRpcError::new(Some(id), error)),
+        Ok(Err(mut error)) => {
+            shape.apply_to_error(&mut error);
+            ServerJsonRpcMessage::Error(JsonRpcError::new(Some(id), error))
+        }
         Err(_) => {
             tracing::error!("direct path: the call panicked");
             ServerJsonRpcMessage::Error(JsonRpcError::new(
@@ -144,7 +249,7 @@ pub async fn serve(app: &Arc<App>, req: Request) -> Result<Response, Request> {
             ))
         }
     };
-    Ok(json_response(&message))
+    Ok(json_response(&message, shape))
 }
 
 /// A call polled by the request that made it, which goes on as a task of its own (after its
@@ -214,6 +319,31 @@ fn eligible_headers<'a>(headers: &'a HeaderMap, allowed_hosts: &[String]) -> Opt
     one(headers, "mcp-name")
 }
 
+/// The revisions with sessions that root serves ([`crate::mcp::SUPPORTED_VERSIONS`] before
+/// 2026-07-28); rmcp checks none of the `Mcp-Method`, `Mcp-Name` or `Mcp-Param-*` headers
+/// on them.
+const SESSION_VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// The `Mcp-Session-Id` of a request whose headers qualify for the direct path on a session.
+fn session_headers<'a>(headers: &'a HeaderMap, allowed_hosts: &[String]) -> Option<&'a str> {
+    let version = one(headers, "mcp-protocol-version")?;
+    if !SESSION_VERSIONS.contains(&version)
+        || headers.contains_key(header::ORIGIN)
+        || !host_allowed(one(headers, header::HOST.as_str())?, allowed_hosts)
+    {
+        return None;
+    }
+    one(headers, "mcp-session-id").filter(|id| !id.is_empty())
+}
+
+/// A tool the direct path answers: known, and not a write (writes may confirm through
+/// elicitation, which needs rmcp's peer).
+fn readable(app: &App, name: &str) -> bool {
+    app.contracts
+        .get(name)
+        .is_some_and(|e| e.contract.routing != RoutingClass::OperationalWrite)
+}
+
 /// The header's value when it is present exactly once and is visible ASCII.
 fn one<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     let mut values = headers.get_all(name).iter();
@@ -262,9 +392,24 @@ fn eligible_call(call: &DirectCall, name: &str) -> bool {
         && crate::mcp::SUPPORTED_VERSIONS.contains(&v2026)
 }
 
-/// The JSON body and status rmcp gives a request's only message on the 2026-07-28 path.
-fn json_response(message: &ServerJsonRpcMessage) -> Response {
+/// Whether a body sent on a session is one the direct path answers exactly as rmcp's session
+/// would: a plain `tools/call` without a request-level revision (`_meta` naming one makes
+/// rmcp judge the request by it) and without the multi-round-trip members.
+fn eligible_session_call(call: &DirectCall) -> bool {
+    let p = &call.params;
+    call.method == "tools/call"
+        && p.input_responses.is_none()
+        && p.request_state.is_none()
+        && p.meta
+            .as_ref()
+            .is_none_or(|m| m.protocol_version().is_none())
+}
+
+/// The JSON body and status rmcp gives a request's only message: on the 2026-07-28 path its
+/// status follows the error; on a session rmcp streams every answer with `200`.
+fn json_response(message: &ServerJsonRpcMessage, shape: ResultShape) -> Response {
     let status = match message {
+        _ if shape == ResultShape::Legacy => StatusCode::OK,
         ServerJsonRpcMessage::Error(e) => match e.error.code {
             ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
             | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -296,8 +441,13 @@ fn json_body(status: StatusCode, body: Vec<u8>) -> Response {
 /// answer's kept serialization ([`kept_result_open`]): the bytes rmcp writes for the same
 /// answer as [`McpAnswer::into_response`] (a unit test compares them), without serializing the
 /// value again. `None`: the answer has no kept serialization.
-fn kept_body(id: &RequestId, answer: &DescriptiveAnswer, meta: &MetaObject) -> Option<Vec<u8>> {
-    let open = kept_result_open(answer)?;
+fn kept_body(
+    id: &RequestId,
+    answer: &DescriptiveAnswer,
+    meta: &MetaObject,
+    shape: ResultShape,
+) -> Option<Vec<u8>> {
+    let open = kept_result_open(answer, shape)?;
     let mut body = Vec::with_capacity(open.len() + 192);
     body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     serde_json::to_writer(&mut body, id).ok()?;
@@ -315,7 +465,8 @@ mod tests {
     use axum::http::HeaderValue;
 
     /// A kept answer written around its kept serialization is byte for byte what rmcp writes
-    /// for the same answer (including text that needs escaping and a string request id).
+    /// for the same answer (including text that needs escaping and a string request id), for
+    /// a 2026-07-28 peer and for one on an earlier revision.
     #[test]
     fn a_kept_answer_is_written_as_rmcp_writes_it() {
         let value = serde_json::json!({
@@ -329,6 +480,7 @@ mod tests {
                 value: value.clone(),
                 text: text.into(),
                 mcp_result_open: Default::default(),
+                mcp_result_open_legacy: Default::default(),
             })
         };
         let meta: MetaObject = serde_json::from_value(serde_json::json!({
@@ -337,8 +489,14 @@ mod tests {
         }))
         .unwrap_or_default();
         let kept = answer();
-        for id in [RequestId::Number(7), RequestId::String("call \"7\"".into())] {
-            let ours = kept_body(&id, &kept, &meta);
+        let ids = [RequestId::Number(7), RequestId::String("call \"7\"".into())];
+        for (id, shape) in ids.into_iter().flat_map(|id| {
+            [
+                (id.clone(), ResultShape::Current),
+                (id, ResultShape::Legacy),
+            ]
+        }) {
+            let ours = kept_body(&id, &kept, &meta, shape);
             let mut result = ServerResult::from(
                 McpAnswer::Kept {
                     answer: answer(),
@@ -346,7 +504,13 @@ mod tests {
                 }
                 .into_response(),
             );
-            result.fill_missing_cache_hints();
+            // What rmcp's handler does by the peer's revision.
+            if shape == ResultShape::Current {
+                result.fill_missing_cache_hints();
+            } else {
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+            }
             let rmcp = serde_json::to_vec(&ServerJsonRpcMessage::Response(JsonRpcResponse {
                 jsonrpc: JsonRpcVersion2_0,
                 id,
@@ -416,6 +580,97 @@ mod tests {
         let mut list = headers(GOOD);
         list.insert("mcp-method", HeaderValue::from_static("tools/list"));
         assert_eq!(eligible_headers(&list, &allowed), None);
+    }
+
+    const ON_SESSION: &[(&str, &str)] = &[
+        ("host", "127.0.0.1:4100"),
+        ("mcp-protocol-version", "2025-11-25"),
+        ("mcp-session-id", "0b1c2d"),
+    ];
+
+    #[test]
+    fn a_call_on_a_session_qualifies_by_its_revision_and_session() {
+        let allowed = vec!["127.0.0.1".to_string()];
+        let check = |edit: &dyn Fn(&mut HeaderMap)| {
+            let mut h = headers(ON_SESSION);
+            edit(&mut h);
+            session_headers(&h, &allowed).map(str::to_owned)
+        };
+        assert_eq!(check(&|_| {}), Some("0b1c2d".to_string()));
+        for version in ["2025-03-26", "2025-06-18"] {
+            assert!(
+                check(&|h| {
+                    h.insert("mcp-protocol-version", HeaderValue::from_static(version));
+                })
+                .is_some()
+            );
+        }
+        // rmcp checks no Mcp-Method or Mcp-Name on these revisions: they do not matter.
+        assert!(
+            check(&|h| {
+                h.insert("mcp-method", HeaderValue::from_static("tools/list"));
+            })
+            .is_some()
+        );
+        type Edit<'a> = &'a dyn Fn(&mut HeaderMap);
+        let refused: [(&str, Edit); 7] = [
+            ("no revision", &|h| {
+                h.remove("mcp-protocol-version");
+            }),
+            ("2024-11-05, which root does not serve", &|h| {
+                h.insert(
+                    "mcp-protocol-version",
+                    HeaderValue::from_static("2024-11-05"),
+                );
+            }),
+            ("2026-07-28, which has no sessions", &|h| {
+                h.insert(
+                    "mcp-protocol-version",
+                    HeaderValue::from_static("2026-07-28"),
+                );
+            }),
+            ("two session ids", &|h| {
+                h.append("mcp-session-id", HeaderValue::from_static("0b1c2d"));
+            }),
+            ("an empty session id", &|h| {
+                h.insert("mcp-session-id", HeaderValue::from_static(""));
+            }),
+            ("an origin", &|h| {
+                h.insert("origin", HeaderValue::from_static("http://127.0.0.1"));
+            }),
+            ("a host not allowed", &|h| {
+                h.insert("host", HeaderValue::from_static("evil.example"));
+            }),
+        ];
+        for (why, edit) in refused {
+            assert_eq!(check(edit), None, "{why}");
+        }
+    }
+
+    #[test]
+    fn a_session_call_qualifies_without_a_revision_of_its_own() {
+        let ok = |params: serde_json::Value| {
+            decode(serde_json::json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params }))
+                .is_some_and(|c| eligible_session_call(&c))
+        };
+        assert!(ok(serde_json::json!({ "name": "hub.get_status" })));
+        assert!(ok(
+            serde_json::json!({ "name": "hub.get_status", "arguments": {}, "_meta": { "progressToken": 1 } })
+        ));
+        assert!(
+            !ok(serde_json::json!({ "name": "hub.get_status", "_meta": meta() })),
+            "a revision in _meta"
+        );
+        assert!(!ok(
+            serde_json::json!({ "name": "hub.get_status", "requestState": "s" })
+        ));
+        assert!(!ok(
+            serde_json::json!({ "name": "hub.get_status", "inputResponses": {} })
+        ));
+        assert!(
+            decode(serde_json::json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": { "name": "x" } }))
+                .is_none_or(|c| !eligible_session_call(&c))
+        );
     }
 
     #[test]

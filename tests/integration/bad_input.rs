@@ -34,7 +34,7 @@ const ACCEPT: &str = "application/json, text/event-stream";
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"battery","version":"1"}}}"#;
 
 /// The JSON body of a response: plain JSON, or the JSON-RPC message of a one-event SSE stream.
-async fn json_of(res: reqwest::Response) -> (u16, Value) {
+pub(crate) async fn json_of(res: reqwest::Response) -> (u16, Value) {
     let status = res.status().as_u16();
     let text = res.text().await.unwrap();
     if text.is_empty() {

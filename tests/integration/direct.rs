@@ -1,7 +1,7 @@
-//! The direct path for stateless reads (`root/src/mcp_direct.rs`): the same requests sent to a
-//! root that takes it and to one that sends everything through rmcp get the same answers;
-//! what does not qualify goes to rmcp; a client that goes away mid-call still leaves the
-//! call's audit event.
+//! The direct path for reads (`root/src/mcp_direct.rs`), stateless and on sessions: the same
+//! requests sent to a root that takes it and to one that sends everything through rmcp get
+//! the same answers; what does not qualify goes to rmcp; a session used only there stays
+//! open; a client that goes away mid-call still leaves the call's audit event.
 
 use mcp_tests::TestRoot;
 use serde_json::{Value, json};
@@ -236,5 +236,194 @@ async fn a_client_gone_mid_call_on_the_direct_path_still_leaves_its_event() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    root.stop().await;
+}
+
+/// Opens an MCP session on revision 2025-11-25 as a client does (`initialize`, then
+/// `notifications/initialized`): its `Mcp-Session-Id`.
+async fn open_session(root: &TestRoot, bearer: &str) -> String {
+    let res = root
+        .http
+        .post(root.mcp_url())
+        .bearer_auth(bearer)
+        .header("accept", ACCEPT)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "direct-session-test", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let sid = res.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    drop(res);
+    let (status, _) = session_post(
+        root,
+        bearer,
+        &sid,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    sid
+}
+
+/// One message on session `sid`: the status and the JSON-RPC answer (a JSON body or the
+/// message of an SSE stream).
+async fn session_post(root: &TestRoot, bearer: &str, sid: &str, body: Value) -> (u16, Value) {
+    let res = root
+        .http
+        .post(root.mcp_url())
+        .bearer_auth(bearer)
+        .header("accept", ACCEPT)
+        .header("mcp-session-id", sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    crate::bad_input::json_of(res).await
+}
+
+fn session_call(tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_reads_answer_alike_on_the_direct_path_and_through_rmcp() {
+    let direct = TestRoot::start().await.unwrap();
+    let rmcp_only = TestRoot::start_with(|c| c.mcp.direct_reads = false)
+        .await
+        .unwrap();
+    let target = "hub:direct-session";
+    let _hubs = (
+        direct.start_hub(target, "").await.unwrap(),
+        rmcp_only.start_hub(target, "").await.unwrap(),
+    );
+    let open = async |root: &TestRoot| {
+        let mut out = Vec::new();
+        for profile in ["AdaOSDevRead", "InfraOpsRead", "InfraOpsControl"] {
+            let bearer = root.lease(target, profile, 600).await.unwrap().1;
+            let sid = open_session(root, &bearer).await;
+            out.push((bearer, sid));
+        }
+        out
+    };
+    let (a, b) = (open(&direct).await, open(&rmcp_only).await);
+    let status = "hub.get_status";
+    // (lease index: 0 AdaOSDevRead, 1 InfraOpsRead, 2 InfraOpsControl; message; whether the
+    // direct path takes it)
+    #[rustfmt::skip]
+    let cases: Vec<(usize, Value, bool)> = vec![
+        // A descriptive call, a routed read, a policy refusal, schema-invalid arguments.
+        (0, session_call("sdk.list_schemas", json!({})), true),
+        (1, session_call(status, json!({})), true),
+        (0, session_call(status, json!({})), true),
+        (1, session_call("hub.get_logs", json!({"bogus": 1})), true),
+        // A string id and a `_meta` without a revision in it.
+        (1, json!({"jsonrpc": "2.0", "id": "s-9", "method": "tools/call",
+            "params": {"name": status, "arguments": {}, "_meta": {"progressToken": 3}}}), true),
+        // Not for the direct path: rmcp answers, on both roots alike.
+        (1, session_call("no.such_tool", json!({})), false),
+        (2, session_call("hub.run_allowed_tests", json!({"name": "none-such"})), false),
+        (1, json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}), false),
+        (1, json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": status, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}), false),
+    ];
+    for (lease, message, taken) in cases {
+        let before = direct_calls(&direct).await;
+        let (bearer, sid) = &a[lease];
+        let (sa, va) = session_post(&direct, bearer, sid, message.clone()).await;
+        let (bearer, sid) = &b[lease];
+        let (sb, vb) = session_post(&rmcp_only, bearer, sid, message.clone()).await;
+        assert_eq!(sa, sb, "{message}: status\n{va}\n{vb}");
+        assert_eq!(
+            comparable(va.clone()),
+            comparable(vb.clone()),
+            "{message}: the two paths answered differently"
+        );
+        assert_eq!(
+            direct_calls(&direct).await - before,
+            u64::from(taken),
+            "{message}: direct path taken?"
+        );
+        if let Some(event_id) = va.pointer("/result/_meta/event_id").and_then(Value::as_str) {
+            let ev = direct
+                .admin_get(&format!("/v1/root/mcp/audit/{event_id}"))
+                .await
+                .unwrap();
+            assert_eq!(ev["tool_id"], message["params"]["name"], "{ev}");
+        }
+    }
+    // A session is the lease's that opened it, on either path; an unknown or ended one is
+    // refused by rmcp, as before.
+    let (bearer, sid) = &a[1];
+    let other = &a[0].0;
+    let before = direct_calls(&direct).await;
+    let (s, v) = session_post(&direct, other, sid, session_call(status, json!({}))).await;
+    assert_eq!(s, 404, "{v}");
+    let (s, v) = session_post(&direct, bearer, "no-such", session_call(status, json!({}))).await;
+    assert_eq!(s, 404, "{v}");
+    let res = direct
+        .http
+        .delete(direct.mcp_url())
+        .bearer_auth(bearer)
+        .header("mcp-session-id", sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    let (s, v) = session_post(&direct, bearer, sid, session_call(status, json!({}))).await;
+    assert_eq!(s, 404, "an ended session: {v}");
+    assert_eq!(
+        direct_calls(&direct).await,
+        before,
+        "none of these was taken"
+    );
+    direct.stop().await;
+    rmcp_only.stop().await;
+}
+
+/// A session used only for calls the direct path answers stays open as one used through rmcp
+/// does: each resets its idle timer. Without calls it ends after `mcp.session_idle_sec`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_used_only_on_the_direct_path_stays_open() {
+    let root = TestRoot::start_with(|c| c.mcp.session_idle_sec = 2)
+        .await
+        .unwrap();
+    let bearer = root.lease("hub:none", "AdaOSDevRead", 600).await.unwrap().1;
+    let (used, idle) = (
+        open_session(&root, &bearer).await,
+        open_session(&root, &bearer).await,
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_millis(3500) {
+        let (s, v) = session_post(
+            &root,
+            &bearer,
+            &used,
+            session_call("sdk.list_schemas", json!({})),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+        assert!(v["result"]["structuredContent"].is_object(), "{v}");
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert!(
+        direct_calls(&root).await >= 10,
+        "the calls took the direct path"
+    );
+    let (s, v) = session_post(&root, &bearer, &used, list.clone()).await;
+    assert_eq!(s, 200, "the session in use is still open: {v}");
+    let (s, v) = session_post(&root, &bearer, &idle, list).await;
+    assert_eq!(s, 404, "the idle session ended: {v}");
     root.stop().await;
 }
