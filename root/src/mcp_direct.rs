@@ -84,7 +84,14 @@ pub struct Sessions {
     kept_alive: DashMap<String, Instant>,
     /// How often a session used only here has its idle timer reset: well inside the timeout.
     keep_alive_every: Duration,
+    /// The sessions' idle timeout; entries older than it are of sessions that ended (or that
+    /// rmcp keeps alive by other requests) and are dropped now and then.
+    idle: Duration,
+    resets: std::sync::atomic::AtomicU64,
 }
+
+/// Every this many idle-timer resets, [`Sessions`] forgets sessions not seen for a timeout.
+const PRUNE_EVERY: u64 = 256;
 
 impl Sessions {
     pub fn new(manager: Arc<LocalSessionManager>) -> Sessions {
@@ -96,6 +103,8 @@ impl Sessions {
             manager,
             kept_alive: DashMap::new(),
             keep_alive_every: idle / 5,
+            idle,
+            resets: Default::default(),
         }
     }
 
@@ -120,6 +129,13 @@ impl Sessions {
             .is_none_or(|at| now.duration_since(*at) >= self.keep_alive_every);
         if due {
             self.kept_alive.insert(id.to_owned(), now);
+            let resets = self
+                .resets
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if resets % PRUNE_EVERY == PRUNE_EVERY - 1 {
+                self.kept_alive
+                    .retain(|_, at| now.duration_since(*at) < self.idle);
+            }
             // Any event resets the session worker's idle timer; closing a request channel
             // that was never opened (rmcp numbers them from 0) changes nothing else.
             tokio::spawn(async move {
