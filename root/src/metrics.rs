@@ -129,8 +129,9 @@ impl Default for Metrics {
         let direct_calls = Counter::default();
         registry.register(
             "mcp_direct_calls",
-            "Stateless tools/call of read tools answered on the direct path, without rmcp's \
-             per-request service (the rest of /mcp goes through rmcp)",
+            "tools/call of read tools answered on the direct path (stateless, or on a session), \
+             without rmcp's per-request service or session worker (the rest of /mcp goes \
+             through rmcp)",
             direct_calls.clone(),
         );
         let connections = std::sync::Arc::new(ConnMetrics::default());
