@@ -17,14 +17,16 @@
 //!   own `CallToolRequestParams`, whose `name` equals `Mcp-Name`, with no input responses or
 //!   request state (the multi-round-trip flow), and whose `_meta` names 2026-07-28 with
 //!   every key that revision requires;
-//! - on a session: `POST` with exactly one `MCP-Protocol-Version` naming 2025-03-26,
-//!   2025-06-18 or 2025-11-25 (rmcp checks no `Mcp-Method`/`Mcp-Name` header on those) and
-//!   one `Mcp-Session-Id` of a session rmcp holds and this lease opened; no `Origin`, an
+//! - on a session (descriptive tools only: a routed call can run long enough to be
+//!   cancelled with `notifications/cancelled`, which only rmcp's session worker sees):
+//!   `POST` with exactly one `MCP-Protocol-Version` naming 2025-03-26, 2025-06-18 or
+//!   2025-11-25 (rmcp checks no `Mcp-Method`/`Mcp-Name` header on those) and one
+//!   `Mcp-Session-Id` of a session rmcp holds and this lease opened; no `Origin`, an
 //!   allowed `Host`; the same body without input responses or request state and without a
 //!   revision in `_meta` (one there makes rmcp judge the request by it). The answer is a
 //!   JSON body (the transport lets a server answer a POST with JSON or with an SSE stream;
-//!   clients accept both) with status `200`, as rmcp's stream would carry it. The call resets
-//!   the session's idle timer (`mcp.session_idle_sec`) as one through the session would;
+//!   clients accept both) with status `200`, as rmcp's stream would carry it. The call
+//!   resets the session's idle timer (`mcp.session_idle_sec`) as one through rmcp would;
 //! - either way: a lease bearer (resolved by the auth middleware) and a known tool that is
 //!   not a write (writes may confirm through elicitation, which needs rmcp's peer).
 //!
@@ -203,7 +205,7 @@ pub async fn serve(app: &Arc<App>, sessions: &Sessions, req: Request) -> Result<
         Ok(c)
             if match &stateless_name {
                 Some(name) => eligible_call(&c, name),
-                None => eligible_session_call(&c) && readable(app, &c.params.name),
+                None => eligible_session_call(&c) && descriptive(app, &c.params.name),
             } =>
         {
             c
@@ -358,6 +360,15 @@ fn readable(app: &App, name: &str) -> bool {
     app.contracts
         .get(name)
         .is_some_and(|e| e.contract.routing != RoutingClass::OperationalWrite)
+}
+
+/// A tool the direct path answers on a session: one answered from the descriptor cache. A
+/// call routed to a hub can run for a while, and on a session a client may cancel it with
+/// `notifications/cancelled`, which goes to rmcp's session worker; those calls stay there.
+fn descriptive(app: &App, name: &str) -> bool {
+    app.contracts
+        .get(name)
+        .is_some_and(|e| e.contract.routing == RoutingClass::DescriptiveCached)
 }
 
 /// The header's value when it is present exactly once and is visible ASCII.

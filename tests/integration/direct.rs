@@ -320,15 +320,20 @@ async fn session_reads_answer_alike_on_the_direct_path_and_through_rmcp() {
     // direct path takes it)
     #[rustfmt::skip]
     let cases: Vec<(usize, Value, bool)> = vec![
-        // A descriptive call, a routed read, a policy refusal, schema-invalid arguments.
+        // Descriptive calls: answered, refused by policy, schema-invalid arguments.
         (0, session_call("sdk.list_schemas", json!({})), true),
-        (1, session_call(status, json!({})), true),
-        (0, session_call(status, json!({})), true),
-        (1, session_call("hub.get_logs", json!({"bogus": 1})), true),
+        (0, session_call("sdk.get_schema", json!({"name": "descriptor"})), true),
+        (1, session_call("sdk.list_schemas", json!({})), true),
+        (0, session_call("sdk.get_schema", json!({"bogus": 1})), true),
         // A string id and a `_meta` without a revision in it.
-        (1, json!({"jsonrpc": "2.0", "id": "s-9", "method": "tools/call",
-            "params": {"name": status, "arguments": {}, "_meta": {"progressToken": 3}}}), true),
-        // Not for the direct path: rmcp answers, on both roots alike.
+        (0, json!({"jsonrpc": "2.0", "id": "s-9", "method": "tools/call",
+            "params": {"name": "sdk.list_schemas", "arguments": {},
+                "_meta": {"progressToken": 3}}}), true),
+        // Not for the direct path: rmcp answers, on both roots alike. Routed reads (a client
+        // may cancel them through the session), unknown tools, writes, other methods, a
+        // request naming its own revision.
+        (1, session_call(status, json!({})), false),
+        (0, session_call(status, json!({})), false),
         (1, session_call("no.such_tool", json!({})), false),
         (2, session_call("hub.run_allowed_tests", json!({"name": "none-such"})), false),
         (1, json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}), false),
