@@ -31,9 +31,10 @@
 //!   not a write (writes may confirm through elicitation, which needs rmcp's peer).
 //!
 //! The answer is built as rmcp builds it: [`crate::mcp::answer_call`] (the same function
-//! rmcp's handler calls), the result's cache hints filled, rmcp's `ServerJsonRpcMessage`
-//! serialized as the JSON body with rmcp's status mapping; a descriptive answer kept by its
-//! descriptor set is written around that set's own serialization of it (the same bytes).
+//! rmcp's handler calls), the result shaped for the peer's revision as rmcp's handler shapes
+//! it ([`ResultShape`]), rmcp's `ServerJsonRpcMessage` serialized as the JSON body with
+//! rmcp's status mapping; a descriptive answer kept by its descriptor set is written around
+//! that set's own serialization of it in that shape (the same bytes).
 //! The call is polled by the request itself; a client that disconnects cancels it, and it
 //! then finishes on a task of its own (the governed call records the cancellation), so its
 //! audit event is written whether or not anyone waits for the answer.
@@ -55,7 +56,7 @@ use rmcp::model::{
     MetaObject, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::common::server_side_http::SessionId;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use serde::Deserialize;
 
 use crate::app::{App, Principal};
@@ -100,7 +101,7 @@ impl Sessions {
         let idle = manager
             .session_config
             .keep_alive
-            .unwrap_or(Duration::from_secs(300));
+            .unwrap_or(SessionConfig::DEFAULT_KEEP_ALIVE);
         Sessions {
             manager,
             kept_alive: DashMap::new(),
@@ -110,9 +111,9 @@ impl Sessions {
         }
     }
 
-    /// The live session `id`, its idle timer reset if a call taken here has not done so for
-    /// a while; `None` if rmcp holds no such session (ended, timed out, never opened).
-    async fn live(&self, id: &str) -> Option<()> {
+    /// Whether rmcp holds session `id` (not ended, timed out or never opened); if so, its
+    /// idle timer is reset unless a call taken here did so a short while ago.
+    async fn live(&self, id: &str) -> bool {
         let session = self
             .manager
             .sessions
@@ -122,7 +123,7 @@ impl Sessions {
             .cloned();
         let Some(session) = session else {
             self.kept_alive.remove(id);
-            return None;
+            return false;
         };
         let now = Instant::now();
         let due = self
@@ -144,16 +145,16 @@ impl Sessions {
                 let _ = session.close_request_wise_channel(u64::MAX).await;
             });
         }
-        Some(())
+        true
     }
 }
 
 /// Which of the two shapes a qualifying request has.
-enum Route<'a> {
-    /// 2026-07-28, stateless: the tool is named by `Mcp-Name`.
-    Stateless(&'a str),
+enum Route {
+    /// 2026-07-28, stateless: the tool named by `Mcp-Name`.
+    Stateless(String),
     /// An earlier revision on the session with this id.
-    Session(&'a str),
+    Session(String),
 }
 
 /// Answers `req` if it belongs to the direct path; otherwise gives it back, unchanged, for
@@ -163,9 +164,9 @@ pub async fn serve(app: &Arc<App>, sessions: &Sessions, req: Request) -> Result<
         return Err(req);
     }
     let route = match eligible_headers(req.headers(), &app.config.allowed_hosts) {
-        Some(name) => Route::Stateless(name),
+        Some(name) => Route::Stateless(name.to_owned()),
         None => match session_headers(req.headers(), &app.config.allowed_hosts) {
-            Some(id) => Route::Session(id),
+            Some(id) => Route::Session(id.to_owned()),
             None => return Err(req),
         },
     };
@@ -173,24 +174,19 @@ pub async fn serve(app: &Arc<App>, sessions: &Sessions, req: Request) -> Result<
         Some(Principal::Lease(l)) => l.clone(),
         _ => return Err(req),
     };
-    match route {
+    let shape = match &route {
         Route::Stateless(name) if !readable(app, name) => return Err(req),
-        Route::Stateless(_) => {}
-        Route::Session(id) => {
-            // Only a session this lease opened (the auth middleware refuses others) and rmcp
-            // still holds.
-            let opened_here = app
+        Route::Stateless(_) => ResultShape::Current,
+        // Only a session this lease opened (the auth middleware refuses others).
+        Route::Session(id)
+            if app
                 .mcp_sessions
                 .get(id)
-                .is_some_and(|owner| owner.value() == lease.session_id());
-            if !opened_here || sessions.live(id).await.is_none() {
-                return Err(req);
-            }
+                .is_none_or(|owner| owner.value() != lease.session_id()) =>
+        {
+            return Err(req);
         }
-    }
-    let (stateless_name, shape) = match route {
-        Route::Stateless(name) => (Some(name.to_owned()), ResultShape::Current),
-        Route::Session(_) => (None, ResultShape::Legacy),
+        Route::Session(_) => ResultShape::Legacy,
     };
     let (parts, body) = req.into_parts();
     // The front guard has read and bounded the body already: this takes its one buffer.
@@ -201,16 +197,19 @@ pub async fn serve(app: &Arc<App>, sessions: &Sessions, req: Request) -> Result<
             return Ok(StatusCode::INTERNAL_SERVER_ERROR.into_response());
         }
     };
-    let call = match serde_json::from_slice::<DirectCall>(&bytes) {
-        Ok(c)
-            if match &stateless_name {
-                Some(name) => eligible_call(&c, name),
-                None => eligible_session_call(&c) && descriptive(app, &c.params.name),
-            } =>
-        {
-            c
-        }
-        _ => return Err(Request::from_parts(parts, Body::from(bytes))),
+    let qualifying = match serde_json::from_slice::<DirectCall>(&bytes) {
+        Ok(c) => match &route {
+            Route::Stateless(name) => eligible_call(&c, name).then_some(c),
+            // Last, as it resets the session's idle timer: a session rmcp still holds.
+            Route::Session(id) => (eligible_session_call(&c)
+                && descriptive(app, &c.params.name)
+                && sessions.live(id).await)
+                .then_some(c),
+        },
+        Err(_) => None,
+    };
+    let Some(call) = qualifying else {
+        return Err(Request::from_parts(parts, Body::from(bytes)));
     };
     app.metrics.direct_calls.inc();
     let traceparent = parts

@@ -348,30 +348,11 @@ async fn mcp_endpoint_battery() {
     );
 
     // In a session: methods, params, tools, arguments.
-    let res = root
-        .http
-        .post(root.mcp_url())
-        .bearer_auth(&token)
-        .header("accept", ACCEPT)
-        .header("content-type", "application/json")
-        .body(INIT)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let sid = res.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    drop(res);
+    let sid = crate::direct::open_session(&root, &token).await;
     let session = Mcp {
         session: Some(&sid),
         ..Mcp::new(&root, &token)
     };
-    let (s, _) = session
-        .post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
-    assert_eq!(s, 202);
     let call = |id: i64, params: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
     };

@@ -240,8 +240,8 @@ async fn a_client_gone_mid_call_on_the_direct_path_still_leaves_its_event() {
 }
 
 /// Opens an MCP session on revision 2025-11-25 as a client does (`initialize`, then
-/// `notifications/initialized`): its `Mcp-Session-Id`.
-async fn open_session(root: &TestRoot, bearer: &str) -> String {
+/// `notifications/initialized`, answered 200 and 202): its `Mcp-Session-Id`.
+pub(crate) async fn open_session(root: &TestRoot, bearer: &str) -> String {
     let res = root
         .http
         .post(root.mcp_url())
