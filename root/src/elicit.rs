@@ -8,7 +8,7 @@
 //! Both phases go through the governed call path and are audited (the preview, then the
 //! execute). The two-call flow always works too; clients without elicitation (and the
 //! stateless 2026-07-28 revision, which forbids server-to-client requests) get
-//! `confirmation_required` as before. A key that was already used is a replay: no question.
+//! `confirmation_required` as before. A key this lease already used is a replay: no question.
 
 use std::time::Duration;
 
@@ -19,15 +19,17 @@ use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::{ElicitationMode, RequestContext};
 use serde_json::{Value, json};
 
+use crate::actors::lease_manager::LeaseEntry;
 use crate::app::App;
 use crate::call::{self, CallContext, Outcome};
+use crate::store::IdempotencyKey;
 
 /// Whether this call should be confirmed through elicitation instead of failing with
 /// `confirmation_required`.
 pub async fn applies(
     app: &App,
     ctx: &RequestContext<RoleServer>,
-    lease_target: &str,
+    lease: &LeaseEntry,
     tool_id: &str,
     arguments: &Value,
 ) -> bool {
@@ -52,10 +54,14 @@ pub async fn applies(
         return false;
     }
     // A used key is answered as a replay by the normal path; nothing to confirm.
-    !matches!(
-        app.store.get_idempotency(lease_target, tool_id, key).await,
-        Ok(Some(_))
-    )
+    let owner = lease.idempotency_owner();
+    let at = IdempotencyKey {
+        owner: &owner,
+        target_id: &lease.lease().target_id,
+        tool_id,
+        key,
+    };
+    !matches!(app.store.get_idempotency(&at).await, Ok(Some(_)))
 }
 
 /// Preview, ask, then execute (or not). `new_ctx` builds the governed call's context (one per

@@ -801,6 +801,7 @@ async fn create_session(
         capability_profile: req.capability_profile,
         effective_tools,
         ttl: Duration::from_secs(req.ttl_sec),
+        lineage: None,
     };
     let issued = call_t!(
         app.actors.leases.load(),

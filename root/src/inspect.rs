@@ -98,6 +98,7 @@ async fn reader_lease(
         capability_profile: profile_name.to_string(),
         effective_tools: app.effective_tools(profile),
         ttl: READER_TTL,
+        lineage: None,
     };
     let issued = call_t!(
         app.actors.leases.load(),

@@ -534,16 +534,7 @@ pub async fn answer_call(
         cancel: Some(cancel.clone()),
     };
     let elicit = match ctx {
-        Some(ctx) => {
-            crate::elicit::applies(
-                app,
-                ctx,
-                &lease.lease().target_id,
-                &request.name,
-                &arguments,
-            )
-            .await
-        }
+        Some(ctx) => crate::elicit::applies(app, ctx, &lease, &request.name, &arguments).await,
         None => false,
     };
     let outcome = match ctx {

@@ -208,6 +208,26 @@ const MIGRATIONS: &[&str] = &[
     // Each preview sweeps tokens expired a day ago; without this index that sweep read the
     // whole table on every preview (a full scan per write preview, growing with the table).
     "CREATE INDEX IF NOT EXISTS confirmations_expires ON confirmations (expires_at)",
+    // Idempotency keys belong to the lease that used them (its lineage: a rotation keeps
+    // it): the key of another lease is another key, never a replay of its result. Rows of
+    // the target-wide table take their owner from the event that stored them.
+    "ALTER TABLE leases ADD COLUMN lineage TEXT",
+    "CREATE TABLE IF NOT EXISTS idempotency_keys (
+        owner TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        tool_id TEXT NOT NULL,
+        idem_key TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        result TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (owner, target_id, tool_id, idem_key)
+    )",
+    "INSERT INTO idempotency_keys (owner, target_id, tool_id, idem_key, args_hash, result, event_id, created_at)
+     SELECT COALESCE((SELECT a.actor FROM audit_events a WHERE a.event_id = i.event_id), ''),
+            i.target_id, i.tool_id, i.idem_key, i.args_hash, i.result, i.event_id, i.created_at
+     FROM idempotency i",
+    "DROP TABLE idempotency",
 ];
 
 /// The database clock in unix milliseconds (PostgreSQL): replica heartbeats and their expiry
@@ -379,6 +399,16 @@ macro_rules! approval_from_row {
     }};
 }
 
+/// Where an idempotency record lives: the key as its owner (`lease:<lineage>`) used it for a
+/// tool on a target. Another owner's identical key is another record.
+#[derive(Debug, Clone, Copy)]
+pub struct IdempotencyKey<'a> {
+    pub owner: &'a str,
+    pub target_id: &'a str,
+    pub tool_id: &'a str,
+    pub key: &'a str,
+}
+
 /// The first result of a write executed under an idempotency key.
 #[derive(Debug, Clone)]
 pub struct IdempotencyRow {
@@ -496,9 +526,12 @@ pub struct AuditFilter {
 pub struct LeaseRow {
     pub lease: SessionLease,
     pub token_hash: String,
+    /// The lease this one descends from by rotation (its own session id when it was not
+    /// rotated from another): what owns its idempotency keys.
+    pub lineage: String,
 }
 
-const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status";
+const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status, lineage";
 
 /// Reads a [`LeaseRow`] from a row of either backend (expanded inside `on_pool!`).
 macro_rules! lease_from_row {
@@ -524,10 +557,15 @@ macro_rules! lease_from_row {
                     op,
                     detail: e.to_string(),
                 })?;
+            let session_id = get_s("session_id")?;
             Ok(LeaseRow {
                 token_hash: get_s("token_hash")?,
+                lineage: r
+                    .try_get::<Option<String>, _>("lineage")
+                    .map_err(db(op))?
+                    .unwrap_or_else(|| session_id.clone()),
                 lease: SessionLease {
-                    session_id: get_s("session_id")?,
+                    session_id,
                     audience: get_s("audience")?,
                     target_id: get_s("target_id")?,
                     subnet_id: get_s("subnet_id")?,
@@ -726,14 +764,19 @@ impl Store {
 
     // ---- leases -------------------------------------------------------------------------
 
-    pub async fn insert_lease(&self, lease: &SessionLease, token_hash: &str) -> Result<()> {
+    pub async fn insert_lease(
+        &self,
+        lease: &SessionLease,
+        token_hash: &str,
+        lineage: &str,
+    ) -> Result<()> {
         let tools = serde_json::to_string(&lease.effective_tools).unwrap_or_else(|_| "[]".into());
         on_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO leases (session_id, token_hash, audience, target_id, subnet_id, zone,
                     capability_profile, effective_tools, created_at, deadline_at, last_used_at,
-                    use_count, status)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                    use_count, status, lineage)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             )
             .bind(&lease.session_id)
             .bind(token_hash)
@@ -748,6 +791,7 @@ impl Store {
             .bind(lease.last_used_at.map(unix_ms))
             .bind(lease.use_count as i64)
             .bind(lease.status.as_str())
+            .bind(lineage)
             .execute(pool)
             .await
             .map_err(db("insert lease"))?;
@@ -1116,20 +1160,16 @@ impl Store {
         })
     }
 
-    pub async fn get_idempotency(
-        &self,
-        target_id: &str,
-        tool_id: &str,
-        key: &str,
-    ) -> Result<Option<IdempotencyRow>> {
+    pub async fn get_idempotency(&self, at: &IdempotencyKey<'_>) -> Result<Option<IdempotencyRow>> {
         on_pool!(self, pool => {
             let row = sqlx::query(
-                "SELECT args_hash, result, event_id FROM idempotency
-                 WHERE target_id = $1 AND tool_id = $2 AND idem_key = $3",
+                "SELECT args_hash, result, event_id FROM idempotency_keys
+                 WHERE owner = $1 AND target_id = $2 AND tool_id = $3 AND idem_key = $4",
             )
-            .bind(target_id)
-            .bind(tool_id)
-            .bind(key)
+            .bind(at.owner)
+            .bind(at.target_id)
+            .bind(at.tool_id)
+            .bind(at.key)
             .fetch_optional(pool)
             .await
             .map_err(db("get idempotency"))?;
@@ -1148,20 +1188,19 @@ impl Store {
     /// Records the first result under a key; a second record for the same key is ignored.
     pub async fn put_idempotency(
         &self,
-        target_id: &str,
-        tool_id: &str,
-        key: &str,
+        at: &IdempotencyKey<'_>,
         row: &IdempotencyRow,
         created_at_ms: i64,
     ) -> Result<()> {
         on_pool!(self, pool => {
             sqlx::query(
-                "INSERT INTO idempotency (target_id, tool_id, idem_key, args_hash, result, event_id, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+                "INSERT INTO idempotency_keys (owner, target_id, tool_id, idem_key, args_hash, result, event_id, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
             )
-            .bind(target_id)
-            .bind(tool_id)
-            .bind(key)
+            .bind(at.owner)
+            .bind(at.target_id)
+            .bind(at.tool_id)
+            .bind(at.key)
             .bind(&row.args_hash)
             .bind(&row.result)
             .bind(&row.event_id)

@@ -9,8 +9,10 @@
 //! - `preview`: the same dry run on the hub, plus a confirmation token bound to the lease,
 //!   tool, target and the SHA-256 of the domain arguments, valid `limits.confirmation_ttl_sec`
 //!   (120 s by default), usable once (only its hash is stored).
-//! - `execute`: needs an `idempotency_key`. A key already used with the same arguments returns
-//!   the first result marked `replay` and runs nothing; with other arguments it is an
+//! - `execute`: needs an `idempotency_key`, which belongs to the lease that sends it (its
+//!   rotation lineage; the adapter gets it as `lease:<lineage>/<key>`): another lease's
+//!   identical key is a different key. A key this lease already used with the same arguments
+//!   returns the first result marked `replay` and runs nothing; with other arguments it is an
 //!   `idempotency_conflict`. Otherwise the token must be presented and is consumed (unknown,
 //!   used, expired or bound to something else: `confirmation_required`), then the write runs
 //!   with the preview's expected effect as `confirmed_effect`: an adapter whose world moved
@@ -26,7 +28,7 @@ use crate::app::App;
 use crate::call::{CallContext, dispatch};
 use crate::catalog::ContractEntry;
 use crate::executors::ExecInput;
-use crate::store::{ApprovalRow, ConfirmationRow, IdempotencyRow};
+use crate::store::{ApprovalRow, ConfirmationRow, IdempotencyKey, IdempotencyRow};
 
 /// Prefix of confirmation tokens (redacted like every bearer).
 pub const CONFIRMATION_PREFIX: &str = "mcpc_";
@@ -34,6 +36,12 @@ pub const CONFIRMATION_PREFIX: &str = "mcpc_";
 fn internal(e: impl std::fmt::Display) -> ToolError {
     tracing::error!(error = %e, "store failure in the write flow");
     ToolError::new(ErrorCode::Internal, "the write ledger is unavailable")
+}
+
+/// The idempotency key an adapter is handed: the caller's key under its owner, so the
+/// target's own ledger (which outlives root's) keeps two leases' keys apart as well.
+pub fn hub_key(owner: &str, key: &str) -> String {
+    format!("{owner}/{key}")
 }
 
 fn args_hash(domain: &Value) -> String {
@@ -93,12 +101,14 @@ pub async fn write(
                     "phase \"execute\" needs an idempotency_key",
                 )
             })?;
-            if let Some(first) = app
-                .store
-                .get_idempotency(&lease.target_id, &c.tool_id, &key)
-                .await
-                .map_err(internal)?
-            {
+            let owner = ctx.lease.idempotency_owner();
+            let at = IdempotencyKey {
+                owner: &owner,
+                target_id: &lease.target_id,
+                tool_id: &c.tool_id,
+                key: &key,
+            };
+            if let Some(first) = app.store.get_idempotency(&at).await.map_err(internal)? {
                 if first.args_hash != hash {
                     return Err(ToolError::new(
                         ErrorCode::IdempotencyConflict,
@@ -185,7 +195,7 @@ pub async fn write(
             let input = ExecInput {
                 arguments: run_args,
                 dry_run: false,
-                idempotency_key: Some(key.clone()),
+                idempotency_key: Some(hub_key(&owner, &key)),
                 confirmed_effect,
             };
             let outcome = dispatch(app, ctx, entry, input, event).await;
@@ -220,7 +230,7 @@ pub async fn write(
                 event_id: event.event_id.clone(),
             };
             app.store
-                .put_idempotency(&lease.target_id, &c.tool_id, &key, &row, unix_ms(now()))
+                .put_idempotency(&at, &row, unix_ms(now()))
                 .await
                 .map_err(internal)?;
             let mut answer = json!({ "phase": "execute", "replay": false, "idempotency_key": key, "result": result });

@@ -204,7 +204,9 @@ async fn deploy_preview_rollback_and_refusals_through_root() {
     assert_eq!(entries.len(), 3);
     assert_eq!(entries[2]["kind"], "rollback");
     assert_eq!(entries[2]["previous_commit"], shas[1]);
-    assert_eq!(entries[2]["idempotency_key"], "r1");
+    // The hub keeps the key under the lease that sent it (`lease:<lineage>/<key>`).
+    let key = entries[2]["idempotency_key"].as_str().unwrap();
+    assert!(key.starts_with("lease:") && key.ends_with("/r1"), "{key}");
     // v1 was the first deploy: nothing further to roll back.
     let none = call(&client, "hub.rollback_last_test_deploy", json!({})).await;
     assert_eq!(none["error"]["code"], "not_found", "{none}");

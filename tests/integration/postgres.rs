@@ -209,8 +209,14 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             result: "{\"x\":1}".into(),
             event_id: "e1".into(),
         };
+        let key = |owner, key| mcp_root::store::IdempotencyKey {
+            owner,
+            target_id: "hub:t",
+            tool_id: "tool",
+            key,
+        };
         store
-            .put_idempotency("hub:t", "tool", "k", &row, 1)
+            .put_idempotency(&key("lease:a", "k"), &row, 1)
             .await
             .unwrap();
         let other = mcp_root::store::IdempotencyRow {
@@ -219,11 +225,11 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             event_id: "e2".into(),
         };
         store
-            .put_idempotency("hub:t", "tool", "k", &other, 2)
+            .put_idempotency(&key("lease:a", "k"), &other, 2)
             .await
             .unwrap();
         let got = store
-            .get_idempotency("hub:t", "tool", "k")
+            .get_idempotency(&key("lease:a", "k"))
             .await
             .unwrap()
             .unwrap();
@@ -234,11 +240,29 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
         );
         assert!(
             store
-                .get_idempotency("hub:t", "tool", "other")
+                .get_idempotency(&key("lease:a", "other"))
                 .await
                 .unwrap()
                 .is_none()
         );
+        // Another owner's identical key is another record.
+        assert!(
+            store
+                .get_idempotency(&key("lease:b", "k"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        store
+            .put_idempotency(&key("lease:b", "k"), &other, 3)
+            .await
+            .unwrap();
+        let theirs = store
+            .get_idempotency(&key("lease:b", "k"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(theirs.event_id, "e2", "on {url}");
 
         let t = mcp_root::store::TargetRow {
             target_id: "hub:t".into(),

@@ -258,3 +258,113 @@ async fn writes_are_refused_outside_test_environments_and_without_the_capability
     hub.stop().await;
     root.stop().await;
 }
+
+/// Idempotency keys belong to the lease that used them: a second lease on the same target
+/// that sends the first lease's key is neither answered with the first result (a leak) nor
+/// spared the confirmation; with its own preview the same key runs its own write. A rotated
+/// lease keeps its keys (a client retrying with the new bearer gets its replay).
+#[tokio::test]
+async fn another_leases_idempotency_key_is_not_a_replay() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("runs.txt");
+    let _hub = root
+        .start_hub("hub:test-alpha", &hub_config(&counter))
+        .await
+        .unwrap();
+    let (first_id, first) = root
+        .lease("hub:test-alpha", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let (_, second) = root
+        .lease("hub:test-alpha", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let execute = |conf: Option<&str>| {
+        let mut a = json!({"name": "smoke", "phase": "execute", "idempotency_key": "shared-key"});
+        if let Some(c) = conf {
+            a["confirmation_token"] = json!(c);
+        }
+        a
+    };
+    let (_, b) = call(&root, &first, json!({"name": "smoke"})).await;
+    let conf = b["result"]["confirmation_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = call(&root, &first, execute(Some(&conf))).await;
+    assert_eq!(
+        (s, b["result"]["replay"].as_bool()),
+        (200, Some(false)),
+        "{b}"
+    );
+    let first_event = b["event_id"].as_str().unwrap().to_owned();
+    assert_eq!(runs(&counter), 1);
+
+    // The second lease, the same key, no confirmation: refused, nothing of the first leaks.
+    let (s, b) = call(&root, &second, execute(None)).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (428, Some("confirmation_required")),
+        "another lease's key is no replay: {b}"
+    );
+    assert!(!b.to_string().contains(&first_event), "{b}");
+    assert!(b["result"].is_null(), "{b}");
+    assert_eq!(runs(&counter), 1);
+
+    // With its own preview the second lease's key is its own: the write runs again.
+    let (_, b) = call(&root, &second, json!({"name": "smoke"})).await;
+    let conf = b["result"]["confirmation_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = call(&root, &second, execute(Some(&conf))).await;
+    assert_eq!(
+        (s, b["result"]["replay"].as_bool()),
+        (200, Some(false)),
+        "{b}"
+    );
+    assert_eq!(
+        runs(&counter),
+        2,
+        "the hub's ledger keeps the leases' keys apart too"
+    );
+
+    // Each lease's replay is its own first result.
+    let (s, b) = call(&root, &first, execute(None)).await;
+    assert_eq!(
+        (s, b["result"]["replay"].as_bool()),
+        (200, Some(true)),
+        "{b}"
+    );
+    assert!(
+        b["result"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&first_event),
+        "{b}"
+    );
+    // A rotated bearer is the same lease: its key replays.
+    let rotated = root
+        .admin_post(
+            &format!("/v1/root/mcp/sessions/{first_id}/rotate"),
+            json!({}),
+        )
+        .await
+        .unwrap();
+    let rotated = rotated["token"].as_str().unwrap();
+    let (s, b) = call(&root, rotated, execute(None)).await;
+    assert_eq!(
+        (s, b["result"]["replay"].as_bool()),
+        (200, Some(true)),
+        "{b}"
+    );
+    assert!(
+        b["result"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&first_event),
+        "{b}"
+    );
+    assert_eq!(runs(&counter), 2);
+}

@@ -23,6 +23,8 @@ use crate::store::Store;
 /// One lease as the request path sees it: immutable binding plus atomic status and usage.
 pub struct LeaseEntry {
     lease: SessionLease,
+    /// The first lease of its rotation chain (see [`LeaseEntry::lineage`]).
+    lineage: String,
     status: AtomicU8,
     use_count: AtomicU64,
     last_used_ms: AtomicI64,
@@ -40,8 +42,9 @@ fn status_code(s: LeaseStatus) -> u8 {
 }
 
 impl LeaseEntry {
-    fn new(lease: SessionLease) -> LeaseEntry {
+    fn new(lease: SessionLease, lineage: String) -> LeaseEntry {
         LeaseEntry {
+            lineage,
             status: AtomicU8::new(status_code(lease.status)),
             use_count: AtomicU64::new(lease.use_count),
             last_used_ms: AtomicI64::new(lease.last_used_at.map(unix_ms).unwrap_or(0)),
@@ -71,6 +74,18 @@ impl LeaseEntry {
 
     pub fn lease(&self) -> &SessionLease {
         &self.lease
+    }
+
+    /// The session id of the lease this one was rotated from, through every rotation (its
+    /// own id when it was issued directly): the owner of its idempotency keys, so a client
+    /// that retries an execute with a rotated bearer still gets its replay.
+    pub fn lineage(&self) -> &str {
+        &self.lineage
+    }
+
+    /// Who owns the idempotency keys this lease sends: `lease:<lineage>`.
+    pub fn idempotency_owner(&self) -> String {
+        format!("lease:{}", self.lineage)
     }
 
     /// Whether the lease authorizes a request now.
@@ -128,7 +143,7 @@ impl LeaseIndex {
                 e
             }
             dashmap::Entry::Vacant(v) => {
-                let entry = Arc::new(LeaseEntry::new(row.lease));
+                let entry = Arc::new(LeaseEntry::new(row.lease, row.lineage));
                 v.insert(entry.clone());
                 self.by_hash.insert(row.token_hash, entry.clone());
                 entry
@@ -173,6 +188,8 @@ pub struct NewLease {
     pub capability_profile: String,
     pub effective_tools: Vec<String>,
     pub ttl: Duration,
+    /// The lineage of the lease this one replaces (a rotation); `None` starts a new one.
+    pub lineage: Option<String>,
 }
 
 /// A lease plus its bearer, which is shown exactly once.
@@ -223,8 +240,10 @@ impl Actor for LeaseManager {
     ) -> Result<State, ActorProcessingErr> {
         // (Re)build the index from the store: after a restart it reflects what was committed.
         for row in args.store.load_leases().await? {
-            args.index
-                .insert(row.token_hash, Arc::new(LeaseEntry::new(row.lease)));
+            args.index.insert(
+                row.token_hash,
+                Arc::new(LeaseEntry::new(row.lease, row.lineage)),
+            );
         }
         myself.send_interval(Duration::from_secs(1), || Msg::FlushUsage);
         Ok(State {
@@ -283,6 +302,7 @@ impl Actor for LeaseManager {
                             ttl: Duration::from_millis(
                                 remaining.whole_milliseconds().max(1000) as u64
                             ),
+                            lineage: Some(entry.lineage.clone()),
                         },
                     )
                     .await?;
@@ -361,10 +381,11 @@ async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError>
     };
     let token = auth::new_token(auth::LEASE_TOKEN_PREFIX);
     let hash = auth::token_hash(&token);
-    state.store.insert_lease(&lease, &hash).await?;
+    let lineage = req.lineage.unwrap_or_else(|| lease.session_id.clone());
+    state.store.insert_lease(&lease, &hash, &lineage).await?;
     state
         .index
-        .insert(hash, Arc::new(LeaseEntry::new(lease.clone())));
+        .insert(hash, Arc::new(LeaseEntry::new(lease.clone(), lineage)));
     Ok(IssuedLease { lease, token })
 }
 

@@ -161,6 +161,7 @@ pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Va
         capability_profile: profile_name.to_owned(),
         effective_tools,
         ttl: Duration::from_secs(ttl_sec),
+        lineage: None,
     };
     let issued = call_t!(
         app.actors.leases.load(),
