@@ -18,6 +18,7 @@ mod elicitation;
 mod fanin;
 mod faults;
 mod generic_worker;
+mod governance;
 mod hub;
 mod hub_enforcement;
 mod nlu;

@@ -1,6 +1,7 @@
 //! `hub.get_logs`: log reads that say where they come from (seed "WebUI and Observability
-//! Model"): `root_local` reads root's own log ring; `subnet_active` fans the call out to every
-//! hub of the lease's subnet and aggregates their answers.
+//! Model"): `root_local` reads root's own log ring, the lines about the lease's target only;
+//! `subnet_active` fans the call out to every hub of the lease's subnet and aggregates their
+//! answers.
 //!
 //! Every answer carries a health summary of the read: `healthy` (all of the path answered),
 //! `partial` (some hubs missing, named in `missing`) or `degraded` (nothing of the subnet
@@ -29,17 +30,24 @@ pub async fn run(
 ) -> Result<Value, ToolError> {
     let source = arg_str(input, "source").unwrap_or("subnet_active");
     if source == "root_local" {
-        return Ok(root_local(app, input, event));
+        return Ok(root_local(app, &ctx.lease.lease().target_id, input, event));
     }
     subnet_active(app, ctx, entry, input, event).await
 }
 
-fn root_local(app: &App, input: &ExecInput, event: &mut OperationalEvent) -> Value {
+/// Root's own log lines about the lease's target (its hub's connection, its calls), never
+/// another target's or root's whole log: a lease reads what concerns it.
+fn root_local(
+    app: &App,
+    target_id: &str,
+    input: &ExecInput,
+    event: &mut OperationalEvent,
+) -> Value {
     let lines = arg_u64(input, "lines", 100, 1, MAX_LINES) as usize;
     // Filter after redaction, so `contains` cannot probe for a secret.
     let contains = arg_str(input, "contains");
     let mut redactions = Vec::new();
-    let (lines, truncated) = crate::logging::RING.tail(lines, |l| {
+    let (lines, truncated) = crate::logging::RING.tail_for(target_id, lines, |l| {
         let mut found = Vec::new();
         let line = app.redactor.redact_text("root_log", l, &mut found);
         if contains.is_some_and(|c| !line.contains(c)) {
@@ -61,7 +69,11 @@ fn root_local(app: &App, input: &ExecInput, event: &mut OperationalEvent) -> Val
             "truncated": truncated,
             "redactions": n,
         }],
-        "summary": format!("{} lines of root's own log (zone {})", lines.len(), app.config.zone),
+        "summary": format!(
+            "{} lines of root's own log about `{target_id}` (zone {})",
+            lines.len(),
+            app.config.zone
+        ),
     })
 }
 
