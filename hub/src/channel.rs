@@ -75,6 +75,24 @@ impl From<tokio_tungstenite::tungstenite::Error> for ChannelError {
     }
 }
 
+/// The upgrade request to `url`, carrying the hub token as `Authorization: Bearer` (marked
+/// sensitive, so no HTTP client logs it).
+pub fn upgrade_request(
+    url: &str,
+    token: &str,
+) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, ChannelError> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::http::{HeaderValue, header};
+    let mut request = url
+        .into_client_request()
+        .map_err(|e| ChannelError::Config(format!("root URL `{url}`: {e}")))?;
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+        .map_err(|_| ChannelError::Config("the hub token is not a valid header value".into()))?;
+    value.set_sensitive(true);
+    request.headers_mut().insert(header::AUTHORIZATION, value);
+    Ok(request)
+}
+
 /// Exponential backoff with jitter between half and all of the current step.
 #[derive(Debug)]
 pub struct Backoff {
@@ -252,8 +270,11 @@ impl Channel {
             .tls
             .clone()
             .map(tokio_tungstenite::Connector::Rustls);
+        // Root authenticates the hub before it upgrades: the token rides in the request.
+        let token = self.ctx.token.load_full();
+        let request = upgrade_request(&url, &token)?;
         let (mut ws, _) = tokio_tungstenite::connect_async_tls_with_config(
-            url.as_str(),
+            request,
             Some(ws_config),
             true,
             connector,
@@ -265,7 +286,6 @@ impl Channel {
         })?;
         tracing::debug!(%url, "connected; sending hello");
 
-        let token = self.ctx.token.load_full();
         self.gate.set_token(&token);
         let hello = envelope(
             HubToRoot::Hello {

@@ -55,6 +55,8 @@ pub struct App {
     pub started_at: time::OffsetDateTime,
     /// Enrolled targets by target id.
     pub enrolments: DashMap<String, crate::hubs::Enrolment>,
+    /// Refused hub upgrades per peer address (`hub_door`).
+    pub hub_door: crate::hub_door::HubDoor,
     /// When each connected target last sent a frame (heartbeats included).
     pub hub_last_frame: DashMap<String, std::time::Instant>,
     /// The router session of each target's newest hub connection.

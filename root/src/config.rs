@@ -250,6 +250,9 @@ pub struct Limits {
     /// Largest difference between a hub's clock and root's, in milliseconds: announced in
     /// `welcome`; a hub whose clock is further off refuses calls with `clock_skew`.
     pub max_hub_clock_skew_ms: u64,
+    /// Hub upgrades an address may have refused (no token, an unknown one) within 10 s;
+    /// past it the address is answered 429 without a token lookup until the 10 s end.
+    pub hub_door_max_failures: u32,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -278,6 +281,7 @@ impl Default for Limits {
             body_read_timeout_ms: 30_000,
             write_stall_timeout_ms: 30_000,
             max_hub_clock_skew_ms: 30_000,
+            hub_door_max_failures: 30,
         }
     }
 }

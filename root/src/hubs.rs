@@ -460,9 +460,14 @@ fn requires_client_cert(app: &App) -> bool {
         .is_some_and(|t| t.client_ca_file.is_some())
 }
 
+/// `GET /v1/root/hubs/connect`: the hub's WebSocket, upgraded only for a request that
+/// carries an enrolled hub token (see `hub_door`) and, where root has a client CA, a client
+/// certificate.
 pub async fn connect(
     State(app): State<Arc<App>>,
     peer: Option<axum::Extension<TlsPeer>>,
+    remote: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    headers: axum::http::HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
     if requires_client_cert(&app)
@@ -479,6 +484,10 @@ pub async fn connect(
         )
         .into_response();
     }
+    let admitted = match crate::hub_door::admit(&app, remote.map(|r| r.0.0.ip()), &headers).await {
+        Ok(a) => a,
+        Err(refusal) => return refusal.into_response(),
+    };
     let client_certificate = peer.and_then(|p| p.0.client_certificate);
     // tungstenite reserves 128 KiB per connection for reading by default; hub frames are
     // small (a call, a result) and a larger one still arrives (the buffer is the read chunk,
@@ -487,7 +496,7 @@ pub async fn connect(
         .max_frame_size(MAX_FRAME_BYTES)
         .read_buffer_size(HUB_READ_BUFFER_BYTES)
         .on_upgrade(move |socket| async move {
-            if let Err(e) = serve(app, socket, client_certificate).await {
+            if let Err(e) = serve(app, socket, admitted, client_certificate).await {
                 tracing::info!(error = %e, "hub connection ended");
             }
         })
@@ -598,6 +607,7 @@ fn binds_client_cert(app: &App) -> bool {
 async fn serve(
     app: Arc<App>,
     mut socket: WebSocket,
+    admitted: crate::hub_door::Admitted,
     client_certificate: Option<rustls::pki_types::CertificateDer<'static>>,
 ) -> anyhow::Result<()> {
     let first = match tokio::time::timeout(HELLO_TIMEOUT, socket.recv()).await {
@@ -634,25 +644,21 @@ async fn serve(
         )
         .await;
     }
+    // The hello speaks for the connection the door admitted: the same token.
     let hash = crate::auth::token_hash(&token);
     drop(token);
-    let now_ms = unix_ms(now());
-    let find = |app: &App| {
-        app.enrolments
-            .iter()
-            .find_map(|e| e.key_for(&hash, now_ms).map(|k| (e.clone(), k)))
-    };
-    let mut found = find(&app);
-    if found.is_none()
-        && let Some(zone) = &app.zone
-    {
-        // Enrolled (or its key rotated) on another replica a moment ago.
-        zone.reload_enrolments(&app).await;
-        found = find(&app);
+    if !crate::auth::secret_eq(&admitted.token_hash, &hash) {
+        return refuse(
+            &mut socket,
+            "the hello's token is not the one this connection was opened with".into(),
+        )
+        .await;
     }
-    let Some((enrolment, signing_key)) = found else {
-        return refuse(&mut socket, "unknown hub token".into()).await;
-    };
+    let crate::hub_door::Admitted {
+        enrolment,
+        signing_key,
+        ..
+    } = admitted;
     if !crate::auth::secret_eq(&enrolment.row.token_hash, &hash) {
         tracing::warn!(target_id = %enrolment.row.target_id, "hub connected with its previous token (rotation grace period)");
     }

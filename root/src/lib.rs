@@ -25,6 +25,7 @@
 //! - [`http`]: axum routes (REST family, health, metrics) and middleware (Host/Origin guard,
 //!   bearer resolution, body limit).
 //! - [`hubs`]: hub enrolment, the hub WebSocket endpoint, target list, skill commands;
+//!   [`hub_door`]: the hub token checked before the upgrade, refusals bounded per address;
 //!   [`hub_frames`]: what a connected hub's frames may claim, and close frames with reasons.
 //! - [`observe`]: the audit live stream and usage summary; [`inspect`]: operator reads of a
 //!   target's tools through the governed call path; [`console`]: the web console at `/ui`.
@@ -59,6 +60,7 @@ pub mod elicit;
 pub mod executors;
 pub mod front;
 pub mod http;
+pub mod hub_door;
 pub mod hub_frames;
 pub mod hub_identity;
 pub mod hubs;
@@ -329,6 +331,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         enrolments,
         hub_connections: Default::default(),
         hub_last_frame: Default::default(),
+        hub_door: Default::default(),
         mcp_peers: Default::default(),
         timeline: Default::default(),
         clock: Default::default(),

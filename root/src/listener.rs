@@ -154,6 +154,7 @@ async fn connection<I>(
     let body_metrics = metrics.clone();
     let svc = router.map_request(move |req: http::Request<hyper::body::Incoming>| {
         let (mut parts, body) = req.into_parts();
+        parts.extensions.insert(axum::extract::ConnectInfo(remote));
         if let Some(peer) = &peer {
             parts.extensions.insert(peer.clone());
         }

@@ -67,6 +67,9 @@ pub struct Metrics {
     pub audit_rows: Counter,
     /// `tools/call`s answered on the direct path (`mcp_direct`), not through rmcp's service.
     pub direct_calls: Counter,
+    /// Hub upgrade requests refused before the upgrade, by reason (`missing`, `unknown`,
+    /// `throttled`).
+    pub hub_door_refusals: Family<ReasonLabel, Counter>,
     pub connections: std::sync::Arc<ConnMetrics>,
 }
 
@@ -134,6 +137,13 @@ impl Default for Metrics {
              through rmcp)",
             direct_calls.clone(),
         );
+        let hub_door_refusals = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "hub_door_refusals",
+            "Hub WebSocket upgrades refused before the upgrade: missing (no hub token), \
+             unknown (a token no enrolment has), throttled (too many refusals from the address)",
+            hub_door_refusals.clone(),
+        );
         let connections = std::sync::Arc::new(ConnMetrics::default());
         registry.register(
             "connections_open",
@@ -158,6 +168,7 @@ impl Default for Metrics {
             audit_commits,
             audit_rows,
             direct_calls,
+            hub_door_refusals,
             connections,
         }
     }

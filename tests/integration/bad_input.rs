@@ -876,12 +876,11 @@ mod hub_door {
         tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
     >;
 
-    pub async fn dial(base_url: &str) -> Ws {
-        let url = format!(
-            "{}/v1/root/hubs/connect",
-            base_url.replacen("http://", "ws://", 1)
-        );
-        tokio_tungstenite::connect_async(url).await.unwrap().0
+    /// A hub door connection opened with `token` (root checks it before the upgrade).
+    pub async fn dial(base_url: &str, token: &str) -> Ws {
+        mcp_tests::dial_hub_door(base_url, Some(token))
+            .await
+            .unwrap()
     }
 
     pub fn descriptor(target: &str, environment: &str) -> ManagedTargetDescriptor {
@@ -1030,6 +1029,40 @@ async fn hub_websocket_battery() {
         MAX_FRAME_BYTES + 1
     );
 
+    // Before the upgrade: no hub token, an unknown one, another scheme. 401 on plain HTTP,
+    // nothing upgraded (root holds no socket for an anonymous client).
+    for (auth, why) in [
+        (None, "a hub connects with its token in the upgrade request"),
+        (
+            Some(format!("Bearer mcph_{}", "B".repeat(43))),
+            "unknown hub token",
+        ),
+        (
+            Some(format!("Basic {beta_token}")),
+            "a hub connects with its token",
+        ),
+    ] {
+        let mut req = root
+            .http
+            .get(root.url("/v1/root/hubs/connect"))
+            .header("connection", "upgrade")
+            .header("upgrade", "websocket")
+            .header("sec-websocket-version", "13")
+            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==");
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let res = req.send().await.unwrap();
+        assert_eq!(res.status(), 401);
+        assert!(res.headers().contains_key("www-authenticate"));
+        let b: Value = res.json().await.unwrap();
+        assert_eq!(b["error"]["code"], "unauthenticated", "{b}");
+        assert!(
+            b["error"]["message"].as_str().unwrap().starts_with(why),
+            "{b}"
+        );
+    }
+
     // Before `welcome`: every refusal names its reason, in a protocol error and the close.
     for (first, why) in [
         (
@@ -1062,7 +1095,7 @@ async fn hub_websocket_battery() {
         ),
         (
             hello(&format!("mcph_{}", "A".repeat(43)), "hub:test-beta", "test"),
-            "unknown hub token".to_string(),
+            "the hello's token is not the one this connection was opened with".to_string(),
         ),
         // Beta's token claiming alpha's identity while alpha is connected.
         (
@@ -1074,15 +1107,15 @@ async fn hub_websocket_battery() {
             "`hub:test-beta` is enrolled in environment `test`, not `production`".to_string(),
         ),
     ] {
-        let mut ws = dial(&base).await;
+        let mut ws = dial(&base, &beta_token).await;
         send(&mut ws, first).await;
         refused(&mut ws, &why).await;
     }
     // Frames root cannot read at all: closed with their RFC 6455 code and the reason.
-    let mut ws = dial(&base).await;
+    let mut ws = dial(&base, &beta_token).await;
     send(&mut ws, oversized()).await;
     assert_eq!(next(&mut ws).await.unwrap_err(), (1009, too_big.clone()));
-    let mut ws = dial(&base).await;
+    let mut ws = dial(&base, &beta_token).await;
     send(&mut ws, not_utf8()).await;
     let (code, reason) = next(&mut ws).await.unwrap_err();
     assert_eq!(code, 1007, "{reason}");
@@ -1090,7 +1123,7 @@ async fn hub_websocket_battery() {
     assert!(alpha.handle().is_connected());
 
     // After `welcome`: a hub of its own (beta, enrolled) sending junk.
-    let mut ws = dial(&base).await;
+    let mut ws = dial(&base, &beta_token).await;
     send(&mut ws, hello(&beta_token, "hub:test-beta", "test")).await;
     match next(&mut ws).await {
         Ok((RootToHub::Welcome { target_id, .. }, reply)) => {
@@ -1184,7 +1217,7 @@ async fn hub_websocket_battery() {
     );
     reached_policy += 1;
     // So does a text frame that is not UTF-8, on a fresh connection.
-    let mut ws = dial(&base).await;
+    let mut ws = dial(&base, &beta_token).await;
     send(&mut ws, hello(&beta_token, "hub:test-beta", "test")).await;
     assert!(matches!(
         next(&mut ws).await,

@@ -53,3 +53,82 @@ async fn root_local_logs_are_scoped_to_the_leases_target() {
     other.stop().await;
     root.stop().await;
 }
+
+/// An upgrade request to the hub door with this `Authorization` header (or none).
+async fn hub_upgrade(root: &TestRoot, auth: Option<&str>) -> reqwest::Response {
+    let mut req = root
+        .http
+        .get(root.url("/v1/root/hubs/connect"))
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==");
+    if let Some(a) = auth {
+        req = req.header("authorization", a);
+    }
+    tokio::time::timeout(std::time::Duration::from_secs(2), req.send())
+        .await
+        .expect("the door answers at once, without holding the socket")
+        .unwrap()
+}
+
+/// The hub socket is authenticated before the upgrade: without a valid hub token root
+/// answers 401 on plain HTTP and never upgrades; refusals are counted and, past the
+/// configured number from one address, answered 429 without a lookup.
+#[tokio::test]
+async fn the_hub_door_authenticates_before_the_upgrade() {
+    let root = TestRoot::start_with(|c| c.limits.hub_door_max_failures = 3)
+        .await
+        .unwrap();
+    let hub = root.start_hub("hub:door-alpha", "").await.unwrap();
+    let refusals = |reason: &'static str| {
+        let root = &root;
+        async move {
+            root.metric(&format!(
+                "mcp_root_hub_door_refusals_total{{reason=\"{reason}\"}}"
+            ))
+            .await
+            .unwrap()
+            .unwrap_or(0)
+        }
+    };
+
+    let res = hub_upgrade(&root, None).await;
+    assert_eq!(res.status(), 401, "no token, no upgrade");
+    assert!(res.headers().get("upgrade").is_none());
+    let b: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(b["error"]["code"], "unauthenticated", "{b}");
+    assert_eq!(refusals("missing").await, 1);
+
+    let forged = format!("Bearer mcph_{}", "Z".repeat(43));
+    let res = hub_upgrade(&root, Some(&forged)).await;
+    assert_eq!(res.status(), 401);
+    assert_eq!(refusals("unknown").await, 1);
+    // A valid token upgrades (101) while the address is within its bound.
+    let res = hub_upgrade(&root, Some(&format!("Bearer {}", hub.token))).await;
+    assert_eq!(res.status(), 101);
+    drop(res);
+
+    // The third refusal reaches the bound: the address is now answered 429, valid token or not.
+    let res = hub_upgrade(&root, Some("Bearer mcph_another")).await;
+    assert_eq!(res.status(), 401);
+    let res = hub_upgrade(&root, Some(&format!("Bearer {}", hub.token))).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(refusals("throttled").await, 1);
+    let b: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(b["error"]["code"], "busy", "{b}");
+
+    // The connected hub was never disturbed.
+    assert!(hub.handle().is_connected());
+    let (_, token) = root
+        .lease("hub:door-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let (s, b) = root
+        .rest_call(&token, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{b}");
+    hub.stop().await;
+    root.stop().await;
+}

@@ -18,17 +18,18 @@ use serde_json::{Value, json};
 
 use crate::tls::{Pki, https_client, tls_config, wait_for_log};
 
-/// Says `hello` with `token` for `target_id` but the wrong environment: root answers "unknown
-/// hub token" when it does not accept the token, and names the environment when it does (so
-/// the probe never attaches as the target's hub).
+/// Opens the hub door with `token` and says `hello` for `target_id` but the wrong
+/// environment: root refuses the upgrade (401) when it does not accept the token, and names
+/// the environment when it does (so the probe never attaches as the target's hub).
 async fn token_accepted(root: &TestRoot, target_id: &str, token: &str) -> bool {
-    let url = format!(
-        "{}/v1/root/hubs/connect",
-        root.handle().base_url().replace("http", "ws")
-    );
-    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str())
-        .await
-        .unwrap();
+    let mut ws = match mcp_tests::dial_hub_door(&root.handle().base_url(), Some(token)).await {
+        Ok(ws) => ws,
+        Err(tokio_tungstenite::tungstenite::Error::Http(res)) => {
+            assert_eq!(res.status(), 401);
+            return false;
+        }
+        Err(e) => panic!("the door neither admitted nor refused the probe: {e}"),
+    };
     let hello = Envelope {
         v: PROTOCOL_VERSION,
         id: "probe".into(),

@@ -492,10 +492,12 @@ impl SimHub {
             .write_buffer_size(0)
             .max_message_size(Some(MAX_FRAME_BYTES))
             .max_frame_size(Some(MAX_FRAME_BYTES));
-        let (mut ws, _) =
-            tokio_tungstenite::connect_async_with_config(self.shared.url.as_str(), Some(cfg), true)
-                .await
-                .map_err(|e| ConnError::Connect(e.to_string()))?;
+        // The hub's own upgrade request: the token rides in `Authorization`.
+        let request = mcp_hub::channel::upgrade_request(&self.shared.url, &self.token)
+            .map_err(|e| ConnError::Connect(e.to_string()))?;
+        let (mut ws, _) = tokio_tungstenite::connect_async_with_config(request, Some(cfg), true)
+            .await
+            .map_err(|e| ConnError::Connect(e.to_string()))?;
         let hello = envelope(
             HubToRoot::Hello {
                 protocol_version: PROTOCOL_VERSION,

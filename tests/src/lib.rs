@@ -309,6 +309,35 @@ pub fn workspace_bin(name: &str) -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
+/// A WebSocket to root's hub door.
+pub type HubSocket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Dials root's hub door (`/v1/root/hubs/connect` under `base_url`, `http` or `https`) as a
+/// hub does, with `token` in the upgrade request when given; a refusal before the upgrade is
+/// `tungstenite::Error::Http` with root's response.
+pub async fn dial_hub_door(
+    base_url: &str,
+    token: Option<&str>,
+) -> Result<HubSocket, tokio_tungstenite::tungstenite::Error> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = format!(
+        "{}/v1/root/hubs/connect",
+        base_url
+            .replacen("https://", "wss://", 1)
+            .replacen("http://", "ws://", 1)
+    );
+    let request = match token {
+        Some(t) => mcp_hub::channel::upgrade_request(&url, t).map_err(|e| {
+            tokio_tungstenite::tungstenite::Error::Url(
+                tokio_tungstenite::tungstenite::error::UrlError::UnableToConnect(e.to_string()),
+            )
+        })?,
+        None => url.into_client_request()?,
+    };
+    Ok(tokio_tungstenite::connect_async(request).await?.0)
+}
+
 /// Hub TOML serving the shipped NLU example content (`config/nlu/`, English and Russian):
 /// `allowed_roots` plus `[nlu]`, for the top of a hub's `extra` configuration. The configured
 /// files are only read; applied changes go to the hub's state dir.
