@@ -70,7 +70,7 @@ fn signed(id: &str, tool: &str, arguments: Value, dry_run: bool, key: &str) -> C
 
 async fn channel(dir: &std::path::Path) -> (Channel, SkillHandle) {
     let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", TOKEN, dir);
-    config.skill.test_faults = true;
+    config.embedded = vec![&crate::test_fault::FAULT];
     let gate = Arc::new(Gate::new(TOKEN, &config.environment, config.write_scope));
     let ctx = Arc::new(HubContext::new(config).expect("context"));
     let (skill, _) = SkillHandle::start(ctx.clone()).await.expect("skill");
@@ -255,7 +255,7 @@ async fn a_cancelled_call_is_recorded_as_cancelled() {
     let ctx = ch.ctx.clone();
     let call = signed(
         "hang",
-        "hub.get_status",
+        crate::test_fault::TOOL,
         json!({"fault": "hang"}),
         false,
         TOKEN,

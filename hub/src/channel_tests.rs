@@ -120,7 +120,7 @@ async fn hub_serves_root_over_websocket_and_reconnects() {
         TOKEN,
         dir.path(),
     );
-    config.skill.test_faults = true;
+    config.embedded = vec![&crate::test_fault::FAULT];
     config.reconnect.initial_ms = 50;
     config.reconnect.max_ms = 200;
     let hub = crate::start(config).await.expect("hub starts");
@@ -141,7 +141,8 @@ async fn hub_serves_root_over_websocket_and_reconnects() {
     assert_eq!(descriptor.target_id, "hub:test-alpha");
     assert_eq!(
         descriptor.operational_surface.capabilities.len(),
-        crate::adapters::ADAPTERS.len()
+        crate::adapters::ADAPTERS.len() + 1,
+        "the built-in adapters and the embedded fault fixture"
     );
     assert!(skills[0].enabled);
     hub.wait_connected(Duration::from_secs(5))
@@ -203,7 +204,12 @@ async fn hub_serves_root_over_websocket_and_reconnects() {
     send(
         &mut ws,
         "f4",
-        call("hang", "hub.get_status", json!({"fault": "hang"}), 30_000),
+        call(
+            "hang",
+            crate::test_fault::TOOL,
+            json!({"fault": "hang"}),
+            30_000,
+        ),
     )
     .await;
     for i in 0..3 {

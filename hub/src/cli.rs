@@ -51,8 +51,14 @@ pub enum SkillCmd {
 
 /// Entry point of the binary: parses, runs, maps the outcome to an exit code.
 pub fn main() -> std::process::ExitCode {
+    main_with(&[])
+}
+
+/// [`main`] for a program that embeds the hub with adapters of its own
+/// ([`crate::adapters::EmbeddedAdapter`]).
+pub fn main_with(embedded: &[&'static crate::adapters::EmbeddedAdapter]) -> std::process::ExitCode {
     crate::install_crypto_provider();
-    match run(Cli::parse()) {
+    match run_with(Cli::parse(), embedded) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -63,9 +69,18 @@ pub fn main() -> std::process::ExitCode {
 
 /// Runs the parsed command; the error explains what is missing.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    run_with(cli, &[])
+}
+
+/// [`run`] with the embedding program's adapters.
+pub fn run_with(
+    cli: Cli,
+    embedded: &[&'static crate::adapters::EmbeddedAdapter],
+) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { config, overrides } => {
-            let config = HubConfig::load(config.as_deref(), &overrides)?;
+            let mut config = HubConfig::load(config.as_deref(), &overrides)?;
+            config.embedded = embedded.to_vec();
             init_tracing();
             let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
             rt.block_on(serve(config))

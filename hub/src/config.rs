@@ -212,10 +212,6 @@ pub struct SkillConfig {
     pub adapter_max_restarts: u32,
     #[serde(default = "default_adapter_restart_window_ms")]
     pub adapter_restart_window_ms: u64,
-    /// TEST ONLY: lets `hub.get_status` take `{"fault": "panic" | "hang"}` so tests can prove
-    /// panic containment and deadlines. Never set on a real target.
-    #[serde(default)]
-    pub test_faults: bool,
     /// TEST ONLY: moves the hub's clock this many milliseconds ahead of the system clock
     /// (negative: behind), so tests can prove clock-skew handling. Never set on a real target.
     #[serde(default)]
@@ -239,7 +235,6 @@ impl Default for SkillConfig {
             adapter_concurrency: default_adapter_concurrency(),
             adapter_max_restarts: default_adapter_max_restarts(),
             adapter_restart_window_ms: default_adapter_restart_window_ms(),
-            test_faults: false,
             test_clock_offset_ms: 0,
         }
     }
@@ -757,6 +752,7 @@ impl HubFile {
             token_reload_interval_ms: self
                 .token_reload_interval_ms
                 .unwrap_or_else(default_token_reload_interval_ms),
+            embedded: Vec::new(),
         };
         config.validate()?;
         Ok(config)
@@ -830,6 +826,9 @@ pub struct HubConfig {
     pub tls: HubTlsConfig,
     pub insecure_plaintext: bool,
     pub token_reload_interval_ms: u64,
+    /// Adapters of the program embedding the hub library (never from a file; `mcp-hub` has
+    /// none): served after the built-in and command adapters.
+    pub embedded: Vec<&'static crate::adapters::EmbeddedAdapter>,
 }
 
 impl std::fmt::Debug for HubConfig {
@@ -857,6 +856,7 @@ impl std::fmt::Debug for HubConfig {
             .field("tls", &self.tls)
             .field("insecure_plaintext", &self.insecure_plaintext)
             .field("token_reload_interval_ms", &self.token_reload_interval_ms)
+            .field("embedded", &self.embedded)
             .finish()
     }
 }
@@ -893,6 +893,7 @@ impl HubConfig {
             tls: HubTlsConfig::default(),
             insecure_plaintext: false,
             token_reload_interval_ms: default_token_reload_interval_ms(),
+            embedded: Vec::new(),
         }
     }
 
@@ -1168,6 +1169,9 @@ impl HubConfig {
             }
             if crate::adapters::AdapterKind::for_tool(id).is_some() {
                 return Err(bad("a built-in adapter serves this tool".into()));
+            }
+            if self.embedded.iter().any(|e| e.decl.tool_id == id) {
+                return Err(bad("an embedded adapter serves this tool".into()));
             }
             if !ids.insert(id) {
                 return Err(bad("declared twice".into()));
@@ -1453,7 +1457,6 @@ mod tests {
         assert_eq!(tests, ["smoke", "always-fails"]);
         assert_eq!(file.skill.allowed_tests[1].timeout_ms, 60_000, "default");
         assert_eq!(file.skill.adapter_concurrency, 4);
-        assert!(!file.skill.test_faults);
         // The example names a token file that does not exist here; give an inline token.
         file.token_file = None;
         file.token = Some("mcph_example".into());

@@ -84,7 +84,8 @@ impl Lifecycle {
 pub struct HubContext {
     pub config: HubConfig,
     /// Every adapter of the skill: the built-in ones ([`KINDS`]), then the command adapters of
-    /// `[[skill.commands]]`, in configuration order; fixed for the life of the process.
+    /// `[[skill.commands]]`, in configuration order, then the embedding program's
+    /// ([`HubConfig::embedded`]); fixed for the life of the process.
     kinds: Vec<AdapterKind>,
     /// Their declarations, in the same order.
     decls: Vec<AdapterDecl>,
@@ -163,7 +164,18 @@ impl HubContext {
             .commands
             .iter()
             .map(crate::adapters::command::kind);
-        let kinds: Vec<AdapterKind> = KINDS.into_iter().chain(commands).collect();
+        let embedded = config.embedded.iter().map(|e| AdapterKind::Embedded(e));
+        let kinds: Vec<AdapterKind> = KINDS.into_iter().chain(commands).chain(embedded).collect();
+        if let Some(e) = config
+            .embedded
+            .iter()
+            .find(|e| AdapterKind::for_tool(e.decl.tool_id).is_some())
+        {
+            anyhow::bail!(
+                "embedded adapter `{}`: a built-in adapter serves this tool",
+                e.decl.tool_id
+            );
+        }
         let decls = kinds.iter().map(|k| k.decl()).collect();
         Ok(HubContext {
             kinds,

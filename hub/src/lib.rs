@@ -59,6 +59,8 @@ pub mod tls;
 mod activity_tests;
 #[cfg(test)]
 mod channel_tests;
+#[cfg(test)]
+mod test_fault;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -548,7 +548,7 @@ mod tests {
 
     fn ctx(dir: &Path, concurrency: usize) -> Arc<HubContext> {
         let mut config = HubConfig::new("hub:test-alpha", "test", "ws://127.0.0.1:1", "t", dir);
-        config.skill.test_faults = true;
+        config.embedded = vec![&crate::test_fault::FAULT];
         config.skill.adapter_concurrency = concurrency;
         Arc::new(HubContext::new(config).expect("context"))
     }
@@ -558,6 +558,7 @@ mod tests {
     }
 
     const STATUS: AdapterDecl = AdapterKind::Status.decl();
+    const FAULT: AdapterDecl = crate::test_fault::FAULT.decl;
 
     #[tokio::test]
     async fn every_adapter_answers_with_real_figures() {
@@ -584,7 +585,8 @@ mod tests {
         assert_eq!(status["target_id"], "hub:test-alpha");
         assert_eq!(
             status["skills"][0]["published"].as_array().map(Vec::len),
-            Some(ADAPTERS.len())
+            Some(ADAPTERS.len() + 1),
+            "the built-in adapters and the embedded fault fixture"
         );
         let runtime = &answers["hub.get_runtime_summary"];
         assert!(runtime["memory"]["total_bytes"].as_u64().expect("u64") > 0);
@@ -706,10 +708,10 @@ mod tests {
             .command(SKILL, SkillCommand::Enable)
             .await
             .expect("enable");
-        assert_eq!(state.published.len(), ADAPTERS.len());
+        assert_eq!(state.published.len(), ADAPTERS.len() + 1);
         assert_eq!(
             ctx2.descriptor().operational_surface.capabilities.len(),
-            ADAPTERS.len()
+            ADAPTERS.len() + 1
         );
         let other = skill
             .command("other_skill", SkillCommand::Enable)
@@ -728,7 +730,7 @@ mod tests {
             let err = skill
                 .execute(
                     &format!("p{i}"),
-                    STATUS,
+                    FAULT,
                     serde_json::json!({"fault": "panic"}),
                     soon(5_000),
                 )
@@ -736,15 +738,10 @@ mod tests {
                 .expect_err("panics");
             assert_eq!(err.code, ErrorCode::AdapterFailed, "{err}");
             let v = skill
-                .execute(
-                    &format!("ok{i}"),
-                    STATUS,
-                    serde_json::json!({}),
-                    soon(5_000),
-                )
+                .execute(&format!("ok{i}"), FAULT, serde_json::json!({}), soon(5_000))
                 .await
                 .expect("the next call succeeds");
-            assert_eq!(v["environment"], "test");
+            assert_eq!(v["ok"], true);
         }
         skill.stop().await;
     }
@@ -757,14 +754,14 @@ mod tests {
             let skill = skill.clone();
             tokio::spawn(async move {
                 skill
-                    .execute("h", STATUS, serde_json::json!({"fault": "hang"}), soon(700))
+                    .execute("h", FAULT, serde_json::json!({"fault": "hang"}), soon(700))
                     .await
             })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;
         let started = std::time::Instant::now();
         let err = skill
-            .execute("b", STATUS, serde_json::json!({}), soon(5_000))
+            .execute("b", FAULT, serde_json::json!({}), soon(5_000))
             .await
             .expect_err("busy");
         assert_eq!(err.code, ErrorCode::Busy);
@@ -776,14 +773,14 @@ mod tests {
         assert_eq!(err.code, ErrorCode::Timeout);
         // The slot is free again.
         skill
-            .execute("after", STATUS, serde_json::json!({}), soon(5_000))
+            .execute("after", FAULT, serde_json::json!({}), soon(5_000))
             .await
             .expect("runs after the timeout");
         skill.stop().await;
     }
 
     #[tokio::test]
-    async fn faults_need_the_test_flag() {
+    async fn hub_get_status_takes_no_arguments() {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = HubConfig::new("hub:x", "test", "ws://127.0.0.1:1", "t", dir.path());
         let ctx = Arc::new(HubContext::new(config).expect("context"));

@@ -191,12 +191,11 @@ async fn stateless_reads_answer_alike_on_the_direct_path_and_through_rmcp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gone_mid_call_on_the_direct_path_still_leaves_its_event() {
-    let root = TestRoot::start().await.unwrap();
-    let target = "hub:direct-gone";
-    let _hub = root
-        .start_hub(target, "[skill]\ntest_faults = true\n")
+    let root = TestRoot::start_with(mcp_tests::faults::with_contract)
         .await
         .unwrap();
+    let target = "hub:direct-gone";
+    let _hub = root.start_fault_hub(target, "").await.unwrap();
     let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_millis(500))
@@ -206,8 +205,8 @@ async fn a_client_gone_mid_call_on_the_direct_path_still_leaves_its_event() {
         &client,
         &root,
         &bearer,
-        "hub.get_status",
-        "hub.get_status",
+        mcp_tests::faults::TOOL,
+        mcp_tests::faults::TOOL,
         json!({"fault": "hang"}),
     )
     .send()
@@ -221,7 +220,7 @@ async fn a_client_gone_mid_call_on_the_direct_path_still_leaves_its_event() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let page = root
-            .admin_get("/v1/root/mcp/audit?tool_id=hub.get_status")
+            .admin_get("/v1/root/mcp/audit?tool_id=test.fault")
             .await
             .unwrap();
         if let Some(ev) = page["events"].as_array().and_then(|e| e.first()) {

@@ -631,6 +631,23 @@ async fn stalled_clients_are_bounded_by_limits_and_others_are_still_served() {
 /// its config (state in `dir/<name>-state`, log in `dir/<name>.log`). Started again with the
 /// same arguments it is the same hub (same state directory and token).
 fn start_hub(dir: &Path, target: &str, token: &str, root_url: &str, extra: &str) -> Proc {
+    start_hub_bin("mcp-hub", dir, target, token, root_url, extra)
+}
+
+/// [`start_hub`] running `mcp-hub-faults`: the hub with the fault fixture
+/// (`mcp_tests::faults`) embedded, for a root that loads its contract.
+fn start_fault_hub(dir: &Path, target: &str, token: &str, root_url: &str, extra: &str) -> Proc {
+    start_hub_bin("mcp-hub-faults", dir, target, token, root_url, extra)
+}
+
+fn start_hub_bin(
+    bin: &str,
+    dir: &Path,
+    target: &str,
+    token: &str,
+    root_url: &str,
+    extra: &str,
+) -> Proc {
     let name = target.replace(':', "_");
     let token_file = dir.join(format!("{name}.token"));
     std::fs::write(&token_file, token).unwrap();
@@ -653,7 +670,7 @@ fn start_hub(dir: &Path, target: &str, token: &str, root_url: &str, extra: &str)
         .open(dir.join(format!("{name}.log")))
         .unwrap();
     Proc(
-        Command::new(workspace_bin("mcp-hub").unwrap())
+        Command::new(workspace_bin(bin).unwrap())
             .args(["run", "--config"])
             .arg(&config)
             .env("RUST_LOG", "info")
@@ -738,14 +755,16 @@ async fn mcp_call(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_killed_mid_call_fails_its_calls_with_target_offline_and_comes_back() {
-    let root = mcp_tests::TestRoot::start().await.unwrap();
+    let root = mcp_tests::TestRoot::start_with(mcp_tests::faults::with_contract)
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let target = "hub:faults-kill";
     let token = root.enroll(target, "test").await.unwrap();
     let base = root.handle().base_url();
     let admin = root.admin_token();
-    let extra = "[skill]\ntest_faults = true\n";
-    let mut hub = start_hub(dir.path(), target, &token, &base, extra);
+    let extra = "";
+    let mut hub = start_fault_hub(dir.path(), target, &token, &base, extra);
     wait_online(&root.http, &base, &admin, target).await;
     let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
     let client = mcp_client(&root.mcp_url(), &bearer).await.unwrap();
@@ -761,14 +780,14 @@ async fn a_hub_killed_mid_call_fails_its_calls_with_target_offline_and_comes_bac
             let res = http
                 .post(url)
                 .bearer_auth(bearer)
-                .json(&json!({"tool_id": "hub.get_status", "arguments": {"fault": "hang"}}))
+                .json(&json!({"tool_id": mcp_tests::faults::TOOL, "arguments": {"fault": "hang"}}))
                 .send()
                 .await
                 .unwrap();
             (res.status().as_u16(), res.json::<Value>().await.unwrap())
         })
     };
-    let mcp = mcp_call(&client, "hub.get_status", json!({"fault": "hang"}));
+    let mcp = mcp_call(&client, mcp_tests::faults::TOOL, json!({"fault": "hang"}));
     let kill = async {
         wait_pending(&root.http, &base, &admin, target, 2).await;
         hub.kill();
@@ -819,7 +838,7 @@ async fn a_hub_killed_mid_call_fails_its_calls_with_target_offline_and_comes_bac
     );
 
     // The same hub started again: back online, calls succeed on the same lease.
-    let _hub = start_hub(dir.path(), target, &token, &base, extra);
+    let _hub = start_fault_hub(dir.path(), target, &token, &base, extra);
     wait_online(&root.http, &base, &admin, target).await;
     let (status, body) = root
         .rest_call(&bearer, "hub.get_status", json!({}))
@@ -1192,20 +1211,19 @@ async fn root_killed_and_restarted(database_url: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("root-data");
     let port = free_port();
-    let extra = database_url
-        .map(|u| format!("database_url = \"{u}\""))
-        .unwrap_or_default();
+    let contracts = mcp_tests::faults::contracts_dir(&dir.path().join("contracts")).unwrap();
+    let extra = format!(
+        "contracts_dir = \"{}\"\n{}",
+        contracts.display(),
+        database_url
+            .map(|u| format!("database_url = \"{u}\""))
+            .unwrap_or_default()
+    );
     let mut root = RootProc::start(dir.path(), "root", port, &data, &extra).await;
     let (ops, nlu) = ("hub:faults-ops", "hub:faults-nlu");
     let ops_token = root.enroll(ops).await;
     let nlu_token = root.enroll(nlu).await;
-    let _ops_hub = start_hub(
-        dir.path(),
-        ops,
-        &ops_token,
-        &root.base,
-        "[skill]\ntest_faults = true\n",
-    );
+    let _ops_hub = start_fault_hub(dir.path(), ops, &ops_token, &root.base, "");
     let _nlu_hub = start_hub(
         dir.path(),
         nlu,
@@ -1267,7 +1285,7 @@ async fn root_killed_and_restarted(database_url: Option<&str>) {
         tokio::spawn(async move {
             http.post(url)
                 .bearer_auth(bearer)
-                .json(&json!({"tool_id": "hub.get_status", "arguments": {"fault": "hang"}}))
+                .json(&json!({"tool_id": mcp_tests::faults::TOOL, "arguments": {"fault": "hang"}}))
                 .timeout(PATIENCE)
                 .send()
                 .await
@@ -1278,7 +1296,7 @@ async fn root_killed_and_restarted(database_url: Option<&str>) {
         tokio::spawn(async move {
             let res = client
                 .call_tool(
-                    CallToolRequestParams::new("hub.get_status")
+                    CallToolRequestParams::new(mcp_tests::faults::TOOL)
                         .with_arguments(json!({"fault": "hang"}).as_object().cloned().unwrap()),
                 )
                 .await;
@@ -1460,7 +1478,9 @@ async fn rest_write(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
-    let root = mcp_tests::TestRoot::start().await.unwrap();
+    let root = mcp_tests::TestRoot::start_with(mcp_tests::faults::with_contract)
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let target = "hub:faults-adapters";
     let token = root.enroll(target, "test").await.unwrap();
@@ -1470,7 +1490,7 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
     let marker = "1000.424242";
     let flood = 512 * 1024 * 1024;
     let extra = format!(
-        "[skill]\ntest_faults = true\nadapter_max_restarts = 2\n\
+        "[skill]\nadapter_max_restarts = 2\n\
          [[skill.healthchecks]]\nname = \"flood\"\nkind = \"command\"\n\
          argv = [\"head\", \"-c\", \"{flood}\", \"/dev/zero\"]\ntimeout_ms = 14000\n\
          [[skill.healthchecks]]\nname = \"hang\"\nkind = \"command\"\n\
@@ -1480,7 +1500,7 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
          [[skill.allowed_tests]]\nname = \"hang\"\nargv = [\"sleep\", \"{marker}\"]\n\
          timeout_ms = 1000\n"
     );
-    let hub = start_hub(dir.path(), target, &token, &base, &extra);
+    let hub = start_fault_hub(dir.path(), target, &token, &base, &extra);
     let hub_pid = hub.0.id();
     wait_online(&root.http, &base, &admin, target).await;
     let (_, reader) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
@@ -1552,7 +1572,7 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
 
     // A hanging adapter call times out and the adapter serves the next one.
     let (status, body) = root
-        .rest_call(&reader, "hub.get_status", json!({"fault": "hang"}))
+        .rest_call(&reader, mcp_tests::faults::TOOL, json!({"fault": "hang"}))
         .await
         .unwrap();
     assert_eq!(
@@ -1561,7 +1581,7 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
         "{body}"
     );
     let (status, body) = root
-        .rest_call(&reader, "hub.get_status", json!({}))
+        .rest_call(&reader, mcp_tests::faults::TOOL, json!({}))
         .await
         .unwrap();
     assert_eq!(status, 200, "{body}");
@@ -1569,7 +1589,7 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
     // A panicking adapter is restarted by its supervisor, within its budget (2 restarts).
     for _ in 0..2 {
         let (status, body) = root
-            .rest_call(&reader, "hub.get_status", json!({"fault": "panic"}))
+            .rest_call(&reader, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
             .await
             .unwrap();
         assert_eq!(status, 502, "{body}");
@@ -1582,14 +1602,14 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
             "{body}"
         );
         let (status, body) = root
-            .rest_call(&reader, "hub.get_status", json!({}))
+            .rest_call(&reader, mcp_tests::faults::TOOL, json!({}))
             .await
             .unwrap();
         assert_eq!(status, 200, "the restarted adapter answers: {body}");
     }
     // Past the budget the adapter stays down and its capability is reported unavailable.
     let (status, body) = root
-        .rest_call(&reader, "hub.get_status", json!({"fault": "panic"}))
+        .rest_call(&reader, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
         .await
         .unwrap();
     assert_eq!(status, 502, "{body}");
@@ -1603,19 +1623,22 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
     eventually("hub.get_status to leave tools/list", async || {
         (!tool_names(&client)
             .await
-            .contains(&"hub.get_status".to_owned()))
+            .contains(&mcp_tests::faults::TOOL.to_owned()))
         .then_some(())
     })
     .await;
     let entry = hub_entry(&root.http, &base, &admin, target).await;
     let published = entry["published_capabilities"].as_array().unwrap();
-    assert!(!published.contains(&json!("hub.get_status")), "{entry}");
+    assert!(
+        !published.contains(&json!(mcp_tests::faults::TOOL)),
+        "{entry}"
+    );
     assert!(
         published.contains(&json!("hub.get_runtime_summary")),
         "{entry}"
     );
     let (status, body) = root
-        .rest_call(&reader, "hub.get_status", json!({}))
+        .rest_call(&reader, mcp_tests::faults::TOOL, json!({}))
         .await
         .unwrap();
     assert_eq!(
@@ -1640,12 +1663,12 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
     eventually("hub.get_status back in tools/list", async || {
         tool_names(&client)
             .await
-            .contains(&"hub.get_status".to_owned())
+            .contains(&mcp_tests::faults::TOOL.to_owned())
             .then_some(())
     })
     .await;
     let (status, body) = root
-        .rest_call(&reader, "hub.get_status", json!({}))
+        .rest_call(&reader, mcp_tests::faults::TOOL, json!({}))
         .await
         .unwrap();
     assert_eq!(status, 200, "{body}");

@@ -132,3 +132,62 @@ async fn the_hub_door_authenticates_before_the_upgrade() {
     hub.stop().await;
     root.stop().await;
 }
+
+/// Test fault injection is in no contract and no release build: `tools/list` shows agents
+/// `hub.get_status` without a `fault` argument, no shipped contract mentions test-only
+/// machinery, a `fault` argument is refused by the contract before any hub sees it, and the
+/// `mcp-hub` binary carries no fault adapter (a root that knows the fixture's contract still
+/// cannot reach one through it).
+#[tokio::test]
+async fn test_faults_are_in_no_contract_and_no_release_hub() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub("hub:faultless", "").await.unwrap();
+    let (_, token) = root
+        .lease("hub:faultless", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let client = mcp_tests::mcp_client(&root.mcp_url(), &token)
+        .await
+        .unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    let status = tools
+        .iter()
+        .find(|t| t.name == "hub.get_status")
+        .expect("listed");
+    let schema = serde_json::to_value(&status.input_schema).unwrap();
+    assert_eq!(schema["properties"], json!({}), "{schema}");
+    for t in &tools {
+        let text = serde_json::to_string(t).unwrap().to_lowercase();
+        assert!(
+            !text.contains("test only") && !text.contains("\"fault\""),
+            "{}: {text}",
+            t.name
+        );
+    }
+    let (s, b) = root
+        .rest_call(&token, "hub.get_status", json!({"fault": "panic"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (400, Some("invalid_arguments")),
+        "{b}"
+    );
+    client.cancel().await.unwrap();
+    hub.stop().await;
+    root.stop().await;
+
+    // The release binary has no fault adapter at all.
+    let bin = mcp_tests::workspace_bin("mcp-hub").unwrap();
+    let bytes = std::fs::read(bin).unwrap();
+    for needle in [&b"test fault injected"[..], b"test.fault"] {
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle),
+            "mcp-hub carries {:?}",
+            String::from_utf8_lossy(needle)
+        );
+    }
+    // While the suite's fault binary does (so the check above can fail).
+    let faulty = std::fs::read(mcp_tests::workspace_bin("mcp-hub-faults").unwrap()).unwrap();
+    assert!(faulty.windows(10).any(|w| w == b"test.fault"));
+}

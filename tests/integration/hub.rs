@@ -229,17 +229,16 @@ async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() 
 
 #[tokio::test]
 async fn killing_the_hub_mid_call_fails_the_call_within_its_deadline() {
-    let root = TestRoot::start().await.unwrap();
-    let hub = root
-        .start_hub("hub:test-alpha", "[skill]\ntest_faults = true\n")
+    let root = TestRoot::start_with(mcp_tests::faults::with_contract)
         .await
         .unwrap();
+    let hub = root.start_fault_hub("hub:test-alpha", "").await.unwrap();
     let (_, token) = root
         .lease("hub:test-alpha", "InfraOpsRead", 600)
         .await
         .unwrap();
     let started = Instant::now();
-    let call = root.rest_call(&token, "hub.get_status", json!({"fault": "hang"}));
+    let call = root.rest_call(&token, mcp_tests::faults::TOOL, json!({"fault": "hang"}));
     let kill = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         hub.stop().await;
@@ -264,17 +263,16 @@ async fn killing_the_hub_mid_call_fails_the_call_within_its_deadline() {
 
 #[tokio::test]
 async fn a_hanging_adapter_times_out_and_a_panicking_one_is_contained() {
-    let root = TestRoot::start().await.unwrap();
-    let hub = root
-        .start_hub("hub:test-alpha", "[skill]\ntest_faults = true\n")
+    let root = TestRoot::start_with(mcp_tests::faults::with_contract)
         .await
         .unwrap();
+    let hub = root.start_fault_hub("hub:test-alpha", "").await.unwrap();
     let (_, token) = root
         .lease("hub:test-alpha", "InfraOpsRead", 600)
         .await
         .unwrap();
     let (status, body) = root
-        .rest_call(&token, "hub.get_status", json!({"fault": "panic"}))
+        .rest_call(&token, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
         .await
         .unwrap();
     assert_eq!(body["error"]["code"], "adapter_failed", "{status} {body}");
@@ -285,7 +283,7 @@ async fn a_hanging_adapter_times_out_and_a_panicking_one_is_contained() {
     assert_eq!(status, 200, "the next call succeeds: {body}");
     let started = Instant::now();
     let (status, body) = root
-        .rest_call(&token, "hub.get_status", json!({"fault": "hang"}))
+        .rest_call(&token, mcp_tests::faults::TOOL, json!({"fault": "hang"}))
         .await
         .unwrap();
     assert_eq!(status, 504, "{body}");
@@ -402,17 +400,16 @@ async fn a_wrong_token_target_or_environment_is_refused_and_the_hub_keeps_trying
 
 #[tokio::test]
 async fn a_client_cancel_is_forwarded_to_the_hub_and_audited() {
-    let root = TestRoot::start().await.unwrap();
-    let hub = root
-        .start_hub("hub:test-alpha", "[skill]\ntest_faults = true\n")
+    let root = TestRoot::start_with(mcp_tests::faults::with_contract)
         .await
         .unwrap();
+    let hub = root.start_fault_hub("hub:test-alpha", "").await.unwrap();
     let (_, token) = root
         .lease("hub:test-alpha", "InfraOpsRead", 600)
         .await
         .unwrap();
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
-    let params = CallToolRequestParams::new("hub.get_status")
+    let params = CallToolRequestParams::new(mcp_tests::faults::TOOL)
         .with_arguments(json!({"fault": "hang"}).as_object().cloned().unwrap());
     let handle = client
         .send_cancellable_request(
@@ -428,7 +425,7 @@ async fn a_client_cancel_is_forwarded_to_the_hub_and_audited() {
         .unwrap();
     wait_until("the cancelled call's audit event", async || {
         let v = root
-            .admin_get("/v1/root/mcp/audit?tool_id=hub.get_status")
+            .admin_get("/v1/root/mcp/audit?tool_id=test.fault")
             .await
             .unwrap();
         v["events"]
@@ -440,7 +437,7 @@ async fn a_client_cancel_is_forwarded_to_the_hub_and_audited() {
     .await;
     // The adapter slot was released on the hub: a normal call goes through.
     assert_eq!(
-        root.rest_call(&token, "hub.get_status", json!({}))
+        root.rest_call(&token, mcp_tests::faults::TOOL, json!({}))
             .await
             .unwrap()
             .0,
@@ -506,11 +503,10 @@ async fn sessions_bound_to_a_target_hear_that_its_tool_list_changed() {
 
 #[tokio::test]
 async fn the_hub_reports_its_activity_and_capability_usage() {
-    let root = TestRoot::start().await.unwrap();
-    let hub = root
-        .start_hub("hub:test-alpha", "[skill]\ntest_faults = true\n")
+    let root = TestRoot::start_with(mcp_tests::faults::with_contract)
         .await
         .unwrap();
+    let hub = root.start_fault_hub("hub:test-alpha", "").await.unwrap();
     let (_, token) = root
         .lease("hub:test-alpha", "InfraOpsRead", 600)
         .await
@@ -525,43 +521,44 @@ async fn the_hub_reports_its_activity_and_capability_usage() {
         );
     }
     let (_, b) = root
-        .rest_call(&token, "hub.get_status", json!({"fault": "panic"}))
+        .rest_call(&token, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
         .await
         .unwrap();
     assert_eq!(b["error"]["code"], "adapter_failed");
     let (s, log) = root
-        .rest_call(
-            &token,
-            "hub.get_activity_log",
-            json!({"tool_id": "hub.get_status"}),
-        )
+        .rest_call(&token, "hub.get_activity_log", json!({}))
         .await
         .unwrap();
     assert_eq!(s, 200, "{log}");
     let entries = log["result"]["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 4);
     assert_eq!(entries[0]["status"], "error", "newest first: {log}");
+    assert_eq!(entries[0]["tool_id"], mcp_tests::faults::TOOL);
     assert_eq!(entries[0]["error_code"], "adapter_failed");
     let (s, usage) = root
         .rest_call(&token, "hub.get_capability_usage_summary", json!({}))
         .await
         .unwrap();
     assert_eq!(s, 200, "{usage}");
-    let status = usage["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["tool_id"] == "hub.get_status")
-        .unwrap()
-        .clone();
+    let counts = |tool: &str| {
+        let t = usage["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tool_id"] == tool)
+            .unwrap()
+            .clone();
+        (t["calls"].as_u64(), t["ok"].as_u64(), t["errors"].as_u64())
+    };
     assert_eq!(
-        (
-            status["calls"].as_u64(),
-            status["ok"].as_u64(),
-            status["errors"].as_u64()
-        ),
-        (Some(4), Some(3), Some(1)),
-        "{status}"
+        counts("hub.get_status"),
+        (Some(3), Some(3), Some(0)),
+        "{usage}"
+    );
+    assert_eq!(
+        counts(mcp_tests::faults::TOOL),
+        (Some(1), Some(0), Some(1)),
+        "{usage}"
     );
     hub.stop().await;
     root.stop().await;

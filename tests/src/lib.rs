@@ -1,6 +1,7 @@
 //! Test support shared by the integration suite and the `mcp-load` generator: start a real
 //! root on `127.0.0.1:0`, issue leases over its REST API, and connect real MCP clients.
 
+pub mod faults;
 pub mod hubsim;
 pub mod soak;
 
@@ -290,7 +291,7 @@ pub fn workspace_bin(name: &str) -> anyhow::Result<PathBuf> {
     if !built.iter().any(|b| b == name) {
         // This package's own binaries; the others are named after their package.
         let package = match name {
-            "mcp-load" | "mcp-fixture-service" | "mcp-hubsim" => "mcp-tests",
+            "mcp-load" | "mcp-fixture-service" | "mcp-hubsim" | "mcp-hub-faults" => "mcp-tests",
             other => other,
         };
         let profile_release = dir.ends_with("release");
@@ -376,6 +377,20 @@ impl TestRoot {
         let hub = TestHub::start(&self.handle().base_url(), target_id, &token, extra).await?;
         Ok(hub)
     }
+
+    /// [`TestRoot::start_hub`] with the fault fixture ([`faults`]) embedded in the hub (the
+    /// root must load its contract: [`faults::with_contract`]).
+    pub async fn start_fault_hub(&self, target_id: &str, extra: &str) -> anyhow::Result<TestHub> {
+        let token = self.enroll(target_id, "test").await?;
+        TestHub::start_embedded(
+            &self.handle().base_url(),
+            target_id,
+            &token,
+            extra,
+            &[&faults::FAULT],
+        )
+        .await
+    }
 }
 
 impl TestHub {
@@ -388,6 +403,17 @@ impl TestHub {
         token: &str,
         extra: &str,
     ) -> anyhow::Result<TestHub> {
+        Self::start_embedded(root_url, target_id, token, extra, &[]).await
+    }
+
+    /// [`TestHub::start`] with adapters embedded in the hub (see [`faults`]).
+    pub async fn start_embedded(
+        root_url: &str,
+        target_id: &str,
+        token: &str,
+        extra: &str,
+        embedded: &[&'static mcp_hub::adapters::EmbeddedAdapter],
+    ) -> anyhow::Result<TestHub> {
         let state_dir = tempfile::tempdir()?;
         let path = state_dir.path().join("hub.toml");
         std::fs::write(
@@ -399,7 +425,8 @@ impl TestHub {
         )?;
         // The file holds the hub token: the hub refuses it unless it is private.
         private_file(&path)?;
-        let cfg = mcp_hub::config::HubFile::load(&path)?.resolve()?;
+        let mut cfg = mcp_hub::config::HubFile::load(&path)?.resolve()?;
+        cfg.embedded = embedded.to_vec();
         let handle = mcp_hub::start(cfg).await?;
         handle
             .wait_connected(std::time::Duration::from_secs(10))

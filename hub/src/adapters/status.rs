@@ -1,55 +1,14 @@
 //! `hub.get_status`: who this hub is, how long it has run, whether it is connected, and its
 //! skills' lifecycle states.
-//!
-//! Test-only fault injection: with `skill.test_faults = true` the argument
-//! `{"fault": "panic"}` panics and `{"fault": "hang"}` never finishes, so tests can prove panic
-//! containment and deadlines. With the flag off (the default) those arguments are refused with
-//! `invalid_arguments`.
 
-use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::error::ToolError;
 use serde_json::{Value, json};
 
 use crate::context::HubContext;
 
 pub async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    match fault(arguments)? {
-        None => {}
-        Some(_) if !ctx.config.skill.test_faults => {
-            return Err(ToolError::new(
-                ErrorCode::InvalidArguments,
-                "`fault` is accepted only on hubs configured with skill.test_faults = true",
-            ));
-        }
-        Some(Fault::Panic) => panic!("test fault injected into hub.get_status"),
-        Some(Fault::Hang) => std::future::pending::<()>().await,
-    }
+    super::no_arguments(arguments)?;
     Ok(status(ctx))
-}
-
-enum Fault {
-    Panic,
-    Hang,
-}
-
-fn fault(arguments: &Value) -> Result<Option<Fault>, ToolError> {
-    let invalid = |m: &str| Err(ToolError::new(ErrorCode::InvalidArguments, m));
-    let map = match arguments {
-        Value::Null => return Ok(None),
-        Value::Object(m) => m,
-        _ => return invalid("arguments must be an object"),
-    };
-    if let Some(k) = map.keys().find(|k| *k != "fault") {
-        return Err(ToolError::new(
-            ErrorCode::InvalidArguments,
-            format!("unknown argument `{k}`"),
-        ));
-    }
-    match map.get("fault") {
-        None => Ok(None),
-        Some(Value::String(s)) if s == "panic" => Ok(Some(Fault::Panic)),
-        Some(Value::String(s)) if s == "hang" => Ok(Some(Fault::Hang)),
-        Some(_) => invalid("`fault` must be \"panic\" or \"hang\""),
-    }
 }
 
 /// The status document.
