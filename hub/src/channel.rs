@@ -507,7 +507,7 @@ impl Channel {
         match self.skill.command(skill, command).await {
             Ok(state) => {
                 let mut frames = Vec::new();
-                if command != SkillCommand::Status && state.installed {
+                if command != SkillCommand::Status && skill == crate::context::SKILL {
                     frames.push(envelope(
                         HubToRoot::SurfaceChanged {
                             descriptor: self.ctx.descriptor(),

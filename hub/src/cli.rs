@@ -1,5 +1,6 @@
-//! The command line: `mcp-hub run` (dial root and serve) and `mcp-hub skill status` (the
-//! local lifecycle view, read from the state directory without contacting root).
+//! The command line: `mcp-hub run` (dial root and serve), `mcp-hub skill status` (the local
+//! lifecycle view, read from the state directory without contacting root) and `mcp-hub skill
+//! enable|disable` (the hub owner's own switch, which a running hub picks up).
 
 use std::path::PathBuf;
 
@@ -37,16 +38,54 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum SkillCmd {
-    /// Print the local view of infra_access_skill (from <state_dir>/skills.json).
+    /// Print the local view of infra_access_skill: root's directions as last received
+    /// (<state_dir>/skills.json) and the owner's switch (<state_dir>/skill-owner.json).
     Status {
-        #[arg(long)]
-        config: Option<PathBuf>,
         #[command(flatten)]
-        overrides: Overrides,
+        at: SkillAt,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
+    /// Switch infra_access_skill off on this hub, as its owner: it publishes nothing,
+    /// whatever root directs, until switched on again. A running hub picks it up within a
+    /// second and tells root, which shows it and cannot override it.
+    Disable {
+        #[command(flatten)]
+        at: SkillAt,
+    },
+    /// Switch infra_access_skill on again on this hub (root's own state still applies).
+    Enable {
+        #[command(flatten)]
+        at: SkillAt,
+    },
+}
+
+/// Which hub a `skill` command is about: its configuration (for the state directory).
+#[derive(clap::Args, Debug)]
+pub struct SkillAt {
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    overrides: Overrides,
+}
+
+impl SkillAt {
+    /// The hub's configuration file (not validated: only its state and adapters are read).
+    fn file(&self) -> anyhow::Result<HubFile> {
+        let mut file = match self.config.as_deref() {
+            Some(p) => HubFile::load(p)?,
+            None => HubFile::default(),
+        };
+        file.apply(&self.overrides);
+        Ok(file)
+    }
+}
+
+fn state_dir(file: &HubFile) -> anyhow::Result<PathBuf> {
+    file.state_dir
+        .clone()
+        .context("missing configuration: state_dir (--state-dir or state_dir in the config file)")
 }
 
 /// Entry point of the binary: parses, runs, maps the outcome to an exit code.
@@ -85,57 +124,69 @@ pub fn run_with(
             let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
             rt.block_on(serve(config))
         }
-        Command::Skill {
-            command:
-                SkillCmd::Status {
-                    config,
-                    overrides,
-                    json,
-                },
-        } => {
-            let mut file = match config.as_deref() {
-                Some(p) => HubFile::load(p)?,
-                None => HubFile::default(),
-            };
-            file.apply(&overrides);
-            let state_dir = file.state_dir.context(
-                "missing configuration: state_dir (--state-dir or state_dir in the config file)",
-            )?;
-            let lifecycle = crate::skill::load_lifecycle(&state_dir)?;
-            // The built-in adapters and the configured command adapters, as the running hub.
-            let decls: Vec<crate::adapters::AdapterDecl> = crate::adapters::ADAPTERS
-                .iter()
-                .copied()
-                .chain(
-                    file.skill
-                        .commands
-                        .iter()
-                        .map(|c| crate::adapters::command::kind(c).decl()),
-                )
-                .collect();
-            let state = lifecycle.skill_state_with(&decls);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&state)?);
-            } else {
-                println!(
-                    "{}: {}, {}",
-                    state.skill,
-                    if state.installed {
-                        "installed"
-                    } else {
-                        "not installed"
-                    },
-                    if state.enabled { "enabled" } else { "disabled" },
-                );
-                if state.published.is_empty() {
-                    println!("publishes nothing");
-                } else {
-                    println!("publishes: {}", state.published.join(", "));
-                }
-            }
-            Ok(())
-        }
+        Command::Skill { command } => skill(command),
     }
+}
+
+/// `mcp-hub skill status|enable|disable`: the local view, and the owner's switch.
+fn skill(command: SkillCmd) -> anyhow::Result<()> {
+    let (at, json) = match &command {
+        SkillCmd::Status { at, json } => (at, *json),
+        SkillCmd::Disable { at } | SkillCmd::Enable { at } => (at, false),
+    };
+    let file = at.file()?;
+    let state_dir = state_dir(&file)?;
+    match command {
+        SkillCmd::Disable { .. } => {
+            crate::skill::save_owner_switch(&state_dir, false)?;
+            println!("infra_access_skill switched off on this hub by its owner");
+        }
+        SkillCmd::Enable { .. } => {
+            crate::skill::save_owner_switch(&state_dir, true)?;
+            println!("infra_access_skill switched on on this hub by its owner");
+        }
+        SkillCmd::Status { .. } => {}
+    }
+    let mut lifecycle = crate::skill::load_lifecycle(&state_dir)?;
+    lifecycle.owner_enabled = crate::skill::load_owner_switch(&state_dir)?;
+    // The built-in adapters and the configured command adapters, as the running hub.
+    let decls: Vec<crate::adapters::AdapterDecl> = crate::adapters::ADAPTERS
+        .iter()
+        .copied()
+        .chain(
+            file.skill
+                .commands
+                .iter()
+                .map(|c| crate::adapters::command::kind(c).decl()),
+        )
+        .collect();
+    let state = lifecycle.skill_state_with(&decls);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&state)?);
+        return Ok(());
+    }
+    println!(
+        "{} {}: {} and {} as root directs; {} by the hub's owner",
+        state.skill,
+        state.version.as_deref().unwrap_or("?"),
+        if state.installed {
+            "installed"
+        } else {
+            "not installed"
+        },
+        if state.enabled { "enabled" } else { "disabled" },
+        if state.owner_disabled {
+            "switched off"
+        } else {
+            "switched on"
+        },
+    );
+    if state.published.is_empty() {
+        println!("publishes nothing");
+    } else {
+        println!("publishes: {}", state.published.join(", "));
+    }
+    Ok(())
 }
 
 /// Logs to stderr and, without colours, into the ring that `hub.get_logs` serves as stream

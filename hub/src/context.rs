@@ -28,6 +28,8 @@ use crate::services::Services;
 
 /// The one skill this hub hosts.
 pub const SKILL: &str = "infra_access_skill";
+/// The skill's version: the hub's build.
+pub const SKILL_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// `operational_surface.published_by` in the descriptor.
 pub const PUBLISHED_BY: &str = "skill:infra_access_skill";
 /// `kind` of this managed target.
@@ -35,12 +37,21 @@ pub const TARGET_KIND: &str = "hub";
 /// `transport.channel` of this managed target.
 pub const CHANNEL: &str = "hub_root_protocol";
 
-/// A skill's lifecycle on this hub (persisted in `<state_dir>/skills.json`).
+/// A skill's lifecycle on this hub: `installed` and `enabled` as root last directed
+/// (persisted in `<state_dir>/skills.json`), and the hub owner's own switch (persisted in
+/// `<state_dir>/skill-owner.json`, set with `mcp-hub skill enable|disable`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Lifecycle {
     pub installed: bool,
     pub enabled: bool,
+    /// The hub owner's switch; off publishes nothing, whatever root directs.
+    #[serde(skip, default = "switched_on")]
+    pub owner_enabled: bool,
+}
+
+fn switched_on() -> bool {
+    true
 }
 
 impl Default for Lifecycle {
@@ -48,14 +59,16 @@ impl Default for Lifecycle {
         Lifecycle {
             installed: true,
             enabled: true,
+            owner_enabled: true,
         }
     }
 }
 
 impl Lifecycle {
-    /// Whether the skill publishes its tools.
+    /// Whether the skill publishes its tools: installed and enabled as root directs, and
+    /// not switched off by the hub's owner.
     pub fn active(self) -> bool {
-        self.installed && self.enabled
+        self.installed && self.enabled && self.owner_enabled
     }
 
     /// The protocol view of `infra_access_skill` in this lifecycle state, with the built-in
@@ -67,15 +80,19 @@ impl Lifecycle {
 
     /// The protocol view of `infra_access_skill` serving `adapters`.
     pub fn skill_state_with(self, adapters: &[AdapterDecl]) -> SkillState {
+        let tools: Vec<String> = adapters.iter().map(|a| a.tool_id.to_owned()).collect();
         SkillState {
             skill: SKILL.to_owned(),
             installed: self.installed,
             enabled: self.enabled,
             published: if self.active() {
-                adapters.iter().map(|a| a.tool_id.to_owned()).collect()
+                tools.clone()
             } else {
                 Vec::new()
             },
+            owner_disabled: !self.owner_enabled,
+            version: Some(SKILL_VERSION.to_owned()),
+            adapters: tools,
         }
     }
 }

@@ -132,6 +132,11 @@ pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
     {
         tokio::spawn(watch_token_file(ctx.clone(), path, shutdown.clone()));
     }
+    tokio::spawn(watch_owner_switch(
+        ctx.clone(),
+        skill.clone(),
+        shutdown.clone(),
+    ));
     Ok(HubHandle {
         ctx,
         skill,
@@ -169,6 +174,35 @@ async fn watch_token_file(ctx: Arc<HubContext>, path: std::path::PathBuf, stop: 
                 let msg = e.to_string();
                 if last_error.as_deref() != Some(msg.as_str()) {
                     tracing::error!(error = %msg, "cannot read the hub token file; keeping the current token");
+                    last_error = Some(msg);
+                }
+            }
+        }
+    }
+}
+
+/// Picks up the hub owner's switch (`mcp-hub skill enable|disable` writes it): polls
+/// `<state_dir>/skill-owner.json` and tells the skill when it changed, which tells root.
+async fn watch_owner_switch(ctx: Arc<HubContext>, skill: SkillHandle, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(skill::OWNER_SWITCH_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match skill::load_owner_switch(&ctx.config.state_dir) {
+            Ok(enabled) => {
+                last_error = None;
+                if enabled != ctx.lifecycle().owner_enabled {
+                    skill.owner_switch(enabled);
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                if last_error.as_deref() != Some(msg.as_str()) {
+                    tracing::error!(error = %msg, "cannot read the owner's skill switch; keeping the current one");
                     last_error = Some(msg);
                 }
             }

@@ -67,25 +67,84 @@ pub fn load_lifecycle(state_dir: &Path) -> Result<Lifecycle, StateError> {
     Ok(file.skills.get(SKILL).copied().unwrap_or_default())
 }
 
-/// Writes the lifecycle of `infra_access_skill` (temporary file, then rename).
-pub fn save_lifecycle(state_dir: &Path, lifecycle: Lifecycle) -> Result<(), StateError> {
+/// File name of the hub owner's switch under `state_dir`.
+pub const OWNER_FILE: &str = "skill-owner.json";
+
+/// `skill-owner.json`: the hub owner's switch by skill name.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OwnerFile {
+    skills: HashMap<String, OwnerSwitch>,
+}
+
+/// The hub owner's switch of a skill.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OwnerSwitch {
+    enabled: bool,
+    /// When the owner last set it (RFC 3339).
+    changed_at: String,
+}
+
+/// Whether the hub's owner has `infra_access_skill` switched on (on when there is no file).
+pub fn load_owner_switch(state_dir: &Path) -> Result<bool, StateError> {
+    let path = state_dir.join(OWNER_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(source) => return Err(StateError::Io { path, source }),
+    };
+    let file: OwnerFile =
+        serde_json::from_str(&text).map_err(|source| StateError::Parse { path, source })?;
+    Ok(file.skills.get(SKILL).is_none_or(|s| s.enabled))
+}
+
+/// Sets the hub owner's switch of `infra_access_skill` (temporary file, then rename); a
+/// running hub picks it up within [`OWNER_SWITCH_POLL`].
+pub fn save_owner_switch(state_dir: &Path, enabled: bool) -> Result<(), StateError> {
+    let file = OwnerFile {
+        skills: HashMap::from([(
+            SKILL.to_owned(),
+            OwnerSwitch {
+                enabled,
+                changed_at: mcp_shared::time::format(mcp_shared::time::now()),
+            },
+        )]),
+    };
+    write_atomically(state_dir, OWNER_FILE, &file)
+}
+
+/// How often a running hub reads the owner's switch.
+pub const OWNER_SWITCH_POLL: Duration = Duration::from_millis(500);
+
+/// Writes `value` as JSON to `state_dir/name` (temporary file, then rename).
+fn write_atomically(
+    state_dir: &Path,
+    name: &str,
+    value: &impl Serialize,
+) -> Result<(), StateError> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| StateError::Io { path, source }
     };
     std::fs::create_dir_all(state_dir).map_err(io(state_dir))?;
-    let path = state_dir.join(STATE_FILE);
-    let tmp = state_dir.join(format!("{STATE_FILE}.tmp"));
-    let file = StateFile {
-        skills: HashMap::from([(SKILL.to_owned(), lifecycle)]),
-    };
-    let text = serde_json::to_vec_pretty(&file).map_err(|source| StateError::Parse {
+    let path = state_dir.join(name);
+    let tmp = state_dir.join(format!("{name}.tmp"));
+    let text = serde_json::to_vec_pretty(value).map_err(|source| StateError::Parse {
         path: path.clone(),
         source,
     })?;
     std::fs::write(&tmp, text).map_err(io(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
     Ok(())
+}
+
+/// Writes the lifecycle of `infra_access_skill` (temporary file, then rename).
+pub fn save_lifecycle(state_dir: &Path, lifecycle: Lifecycle) -> Result<(), StateError> {
+    let file = StateFile {
+        skills: HashMap::from([(SKILL.to_owned(), lifecycle)]),
+    };
+    write_atomically(state_dir, STATE_FILE, &file)
 }
 
 pub enum Msg {
@@ -97,7 +156,9 @@ pub enum Msg {
     },
     /// Stop a call wherever it runs.
     Cancel { call_id: String },
-    /// Enable, disable or report a skill.
+    /// The hub owner switched the skill on or off (`mcp-hub skill enable|disable`).
+    OwnerSwitch(bool),
+    /// Install, enable, disable, uninstall or report a skill (root's desired state).
     Command {
         skill: String,
         command: SkillCommand,
@@ -228,7 +289,8 @@ impl Actor for Skill {
         args: SkillArgs,
     ) -> Result<State, ActorProcessingErr> {
         let ctx = args.ctx;
-        let lifecycle = load_lifecycle(&ctx.config.state_dir)?;
+        let mut lifecycle = load_lifecycle(&ctx.config.state_dir)?;
+        lifecycle.owner_enabled = load_owner_switch(&ctx.config.state_dir)?;
         std::fs::create_dir_all(&ctx.config.state_dir)?;
         ctx.lifecycle.store(Arc::new(lifecycle));
         let mut adapters = HashMap::new();
@@ -314,12 +376,22 @@ impl Actor for Skill {
                         installed: false,
                         enabled: false,
                         published: Vec::new(),
+                        owner_disabled: false,
+                        version: None,
+                        adapters: Vec::new(),
                     }));
                     return Ok(());
                 }
                 let current = state.ctx.lifecycle();
                 let outcome = match command {
                     SkillCommand::Status => Ok(current),
+                    SkillCommand::Install | SkillCommand::Uninstall => {
+                        let next = Lifecycle {
+                            installed: command == SkillCommand::Install,
+                            ..current
+                        };
+                        state.set_lifecycle(next).map(|()| next)
+                    }
                     SkillCommand::Enable => {
                         let next = Lifecycle {
                             enabled: true,
@@ -343,12 +415,29 @@ impl Actor for Skill {
                     tracing::info!(
                         skill = SKILL,
                         ?command,
+                        installed = l.installed,
                         enabled = l.enabled,
-                        "skill lifecycle changed"
+                        "skill lifecycle changed (as root directs)"
                     );
                 }
                 let decls = state.ctx.adapter_decls();
                 let _ = reply.send(outcome.map(|l| l.skill_state_with(decls)));
+            }
+            Msg::OwnerSwitch(enabled) => {
+                let current = state.ctx.lifecycle();
+                if current.owner_enabled != enabled {
+                    state.ctx.lifecycle.store(Arc::new(Lifecycle {
+                        owner_enabled: enabled,
+                        ..current
+                    }));
+                    tracing::warn!(
+                        skill = SKILL,
+                        owner_enabled = enabled,
+                        "the hub's owner switched the skill {}",
+                        if enabled { "on" } else { "off" }
+                    );
+                    state.ctx.surface_changed.notify_one();
+                }
             }
             Msg::AdapterCrashed(report) => {
                 state
@@ -499,6 +588,11 @@ impl SkillHandle {
             Ok(CallResult::SenderError) => Err("the skill stopped".into()),
             Err(e) => Err(format!("the skill is not running: {e}")),
         }
+    }
+
+    /// Applies the hub owner's switch (fire and forget).
+    pub fn owner_switch(&self, enabled: bool) {
+        let _ = self.actor.cast(Msg::OwnerSwitch(enabled));
     }
 
     /// Stops the skill and its adapters.
@@ -776,6 +870,59 @@ mod tests {
             .execute("after", FAULT, serde_json::json!({}), soon(5_000))
             .await
             .expect("runs after the timeout");
+        skill.stop().await;
+    }
+
+    #[tokio::test]
+    async fn uninstall_and_the_owners_switch_withdraw_everything_and_persist() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ctx(dir.path(), 4);
+        let (skill, _) = SkillHandle::start(ctx.clone()).await.expect("skill");
+        let state = skill
+            .command(SKILL, SkillCommand::Uninstall)
+            .await
+            .expect("uninstall");
+        assert!(!state.installed && state.published.is_empty(), "{state:?}");
+        assert_eq!(
+            state.adapters.len(),
+            ADAPTERS.len() + 1,
+            "its adapter set stays known"
+        );
+        let err = skill
+            .execute("u", STATUS, Value::Null, soon(1_000))
+            .await
+            .expect_err("uninstalled");
+        assert_eq!(err.code, ErrorCode::SkillDisabled);
+        assert!(!load_lifecycle(dir.path()).expect("load").installed);
+        skill
+            .command(SKILL, SkillCommand::Install)
+            .await
+            .expect("install");
+
+        // The owner's switch: off wins over root's enabled state, and is kept in its file.
+        save_owner_switch(dir.path(), false).expect("save");
+        assert!(!load_owner_switch(dir.path()).expect("load"));
+        skill.owner_switch(false);
+        let state = skill
+            .command(SKILL, SkillCommand::Enable)
+            .await
+            .expect("enable");
+        assert!(state.owner_disabled && state.enabled && state.published.is_empty());
+        assert!(!ctx.descriptor().operational_surface.enabled);
+        skill.stop().await;
+        // A restarted skill starts switched off by its owner.
+        let ctx2 = super::tests::ctx(dir.path(), 4);
+        let (skill, _) = SkillHandle::start(ctx2.clone()).await.expect("restarted");
+        assert!(!ctx2.lifecycle().owner_enabled);
+        skill.owner_switch(true);
+        let state = skill
+            .command(SKILL, SkillCommand::Status)
+            .await
+            .expect("status");
+        assert!(
+            !state.owner_disabled && !state.published.is_empty(),
+            "{state:?}"
+        );
         skill.stop().await;
     }
 

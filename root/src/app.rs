@@ -53,8 +53,11 @@ pub struct App {
     /// continued with another lease's bearer).
     pub mcp_sessions: DashMap<String, String>,
     pub started_at: time::OffsetDateTime,
-    /// Enrolled targets by target id.
-    pub enrolments: DashMap<String, crate::hubs::Enrolment>,
+    /// Enrolled targets by target id (shared with the policy engine, which reads their skill
+    /// gates).
+    pub enrolments: Arc<crate::hubs::Enrolments>,
+    /// One push of a desired skill state to a hub at a time, per target.
+    pub skill_pushes: crate::target_skill::PushLocks,
     /// Refused hub upgrades per peer address (`hub_door`).
     pub hub_door: crate::hub_door::HubDoor,
     /// When each connected target last sent a frame (heartbeats included).
@@ -79,7 +82,7 @@ pub struct App {
 #[derive(Clone)]
 pub enum Principal {
     Lease(Arc<crate::actors::lease_manager::LeaseEntry>),
-    Operator,
+    Operator(crate::operators::OperatorId),
 }
 
 impl App {

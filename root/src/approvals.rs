@@ -107,7 +107,7 @@ pub struct DecideBody {
 /// `POST /v1/root/mcp/approvals/{id}/approve|reject` with an optional `{"reason": "…"}`.
 pub async fn decide(
     State(app): State<Arc<App>>,
-    _op: Operator,
+    op: Operator,
     Path((id, decision)): Path<(String, String)>,
     body: Option<Json<DecideBody>>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -152,6 +152,7 @@ pub async fn decide(
     // The decision, with the effect it approves or rejects, goes into the audit trail.
     let event_id = crate::audit::record_admin(
         &app,
+        &op,
         crate::audit::AdminAction {
             tool_id: format!("admin.approval.{decision}"),
             target_id: Some(&before.target_id),
@@ -167,7 +168,7 @@ pub async fn decide(
             }),
         },
         match &outcome {
-            Ok(()) => Ok(format!("{} {to} by the operator", before.tool_id)),
+            Ok(()) => Ok(format!("{} {to} by {}", before.tool_id, op.actor_id())),
             Err(e) => Err(e),
         },
     )

@@ -74,7 +74,23 @@ pub async fn verify(store: &Store) -> Result<Verification, crate::store::Error> 
     })
 }
 
-/// An operator action to record in the trail (surface `admin`, actor `operator`).
+/// An event root records besides tool calls: who (an operator, a managed target's hub) did
+/// what, to which target.
+pub struct Recorded<'a> {
+    pub surface: mcp_shared::event::Surface,
+    /// `operator:<name>`, `target:<target id>`.
+    pub actor: String,
+    /// `admin.<area>.<verb>` for operators (e.g. `admin.skill.disable`), `target.<area>.<verb>`
+    /// for what a hub did.
+    pub tool_id: String,
+    pub target_id: Option<&'a str>,
+    pub adapter: Option<String>,
+    pub started_at: time::OffsetDateTime,
+    /// What was asked for; redacted before it is stored.
+    pub request: serde_json::Value,
+}
+
+/// An operator action to record in the trail (surface `admin`).
 pub struct AdminAction<'a> {
     /// `admin.<area>.<verb>`, e.g. `admin.skill.disable`.
     pub tool_id: String,
@@ -85,28 +101,50 @@ pub struct AdminAction<'a> {
     pub request: serde_json::Value,
 }
 
-/// Records an operator action and its outcome (a summary, or the error) as one audit event,
-/// redacted, and waits until it is committed; returns its event id. The operator's answer is
-/// sent only after this, like a tool call's.
+/// Records an operator action and its outcome as one audit event naming the operator; see
+/// [`record`].
 pub async fn record_admin(
     app: &crate::app::App,
+    op: &crate::http::Operator,
     action: AdminAction<'_>,
     outcome: Result<String, &mcp_shared::ToolError>,
 ) -> Result<String, crate::http::ApiError> {
-    use mcp_shared::event::{
-        Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Surface,
+    let action = Recorded {
+        surface: mcp_shared::event::Surface::Admin,
+        actor: op.actor_id(),
+        tool_id: action.tool_id,
+        target_id: action.target_id,
+        adapter: action.adapter,
+        started_at: action.started_at,
+        request: action.request,
     };
+    record(app, action, outcome).await
+}
+
+/// Records an action and its outcome (a summary, or the error) as one audit event, redacted,
+/// and waits until it is committed; returns its event id. The answer to whoever asked is sent
+/// only after this, like a tool call's.
+pub async fn record(
+    app: &crate::app::App,
+    action: Recorded<'_>,
+    outcome: Result<String, &mcp_shared::ToolError>,
+) -> Result<String, crate::http::ApiError> {
+    use mcp_shared::event::{Actor, Decision, EventStatus, OperationalEvent, PolicyDecision};
     let mut request = action.request;
     let mut redactions = Vec::new();
     app.redactor
         .redact("request", &mut request, &[], &[], &mut redactions);
+    let check = match action.surface {
+        mcp_shared::event::Surface::Hub => "hub",
+        _ => "operator",
+    };
     let event = OperationalEvent {
         event_id: uuid::Uuid::now_v7().to_string(),
         trace_id: uuid::Uuid::now_v7().simple().to_string(),
         request_id: uuid::Uuid::now_v7().to_string(),
-        surface: Surface::Admin,
+        surface: action.surface,
         actor: Actor {
-            id: "operator".into(),
+            id: action.actor,
             session_id: None,
             audience: None,
             capability_profile: None,
@@ -117,7 +155,7 @@ pub async fn record_admin(
         policy_decision: PolicyDecision {
             decision: Decision::Allow,
             reason: None,
-            checks: vec!["operator".into()],
+            checks: vec![check.into()],
         },
         execution_adapter: action.adapter,
         dry_run: false,
@@ -143,7 +181,7 @@ pub async fn record_admin(
     {
         Ok(_) => Ok(event_id),
         Err(e) => {
-            tracing::error!(error = %e, %event_id, "operator action not recorded");
+            tracing::error!(error = %e, %event_id, "action not recorded");
             Err(crate::http::ApiError::of_tool(&app.audit_health.withheld()))
         }
     }

@@ -308,13 +308,23 @@ async fn governed(
     // Evaluated here, on the call's task: a pure function of shared read-only state.
     let decision = policy::decide(
         &app.targets,
+        &app.enrolments,
         app.profiles.get(&lease.capability_profile),
         &lease.target_id,
         entry,
     );
     event.policy_decision = decision.clone();
     if let Some(reason) = decision.reason {
-        return Err(ToolError::new(reason, denial_message(reason, c, lease)));
+        let mut message = denial_message(reason, c, lease);
+        if reason == ErrorCode::SkillDisabled
+            && let Some(why) = app
+                .enrolments
+                .get(&lease.target_id)
+                .and_then(|e| e.skill.closed_because())
+        {
+            message = format!("`{}` is not callable: {why}", c.tool_id);
+        }
+        return Err(ToolError::new(reason, message));
     }
 
     if let Err(errors) = validate(&entry.input, arguments) {

@@ -299,13 +299,20 @@ pub struct SkillArgs {
     pub json: bool,
 }
 
+/// Root's desired state of a target's skill: in force at root at once (on every replica),
+/// stored, and pushed to the hub now or when it reconnects. Each command is audited.
 #[derive(Subcommand, Debug)]
 pub enum SkillCmd {
-    /// Publish the skill's operational surface.
+    /// Install the skill on the target (its tools become callable once it is enabled too).
+    Install(SkillArgs),
+    /// Enable the skill: its tools are callable (unless the hub's owner switched it off).
     Enable(SkillArgs),
-    /// Withdraw the skill's operational surface; its tools answer `skill_disabled`.
+    /// Disable the skill: every tool of the target's skill answers `skill_disabled`, whether
+    /// its hub is connected or not.
     Disable(SkillArgs),
-    /// The skill's state as the hub reports it.
+    /// Uninstall the skill from the target: as disabled, until installed again.
+    Uninstall(SkillArgs),
+    /// Root's desired state, the hub's report (live when connected) and whether it is callable.
     Status(SkillArgs),
 }
 
@@ -782,6 +789,47 @@ async fn verify_profile(
 }
 
 /// Prints a result; a closed pipe (`… | head`) is not an error worth a panic.
+/// A target's skill as the admin CLI prints it.
+fn skill_text(v: &Value) -> String {
+    let s = &v["skill"];
+    let d = &s["desired"];
+    let word = |b: &Value, yes: &'static str, no: &'static str| if b == true { yes } else { no };
+    let mut out = format!(
+        "{} on {}: {} and {} by root ({}), {}",
+        s["skill"].as_str().unwrap_or(""),
+        v["target_id"].as_str().unwrap_or(""),
+        word(&d["installed"], "installed", "uninstalled"),
+        word(&d["enabled"], "enabled", "disabled"),
+        d["changed_by"].as_str().unwrap_or("never changed"),
+        word(&s["open"], "callable", "not callable"),
+    );
+    if let Some(why) = s["closed_because"].as_str() {
+        out.push_str(&format!(": {why}"));
+    }
+    match s["hub"].as_object() {
+        Some(h) => out.push_str(&format!(
+            "\nhub reports: version {}, {} published of {} tools{}",
+            h.get("version").and_then(Value::as_str).unwrap_or("?"),
+            h.get("published")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
+            h.get("adapters")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
+            if s["owner_disabled"] == true {
+                ", switched off by the hub's owner"
+            } else {
+                ""
+            },
+        )),
+        None => out.push_str("\nthe hub has never connected"),
+    }
+    if let Some(p) = s["hub_push"].as_str() {
+        out.push_str(&format!("\n{p}"));
+    }
+    out
+}
+
 fn print(json_out: bool, v: &Value, human: impl FnOnce(&Value) -> String) {
     let text = if json_out {
         serde_json::to_string_pretty(v).unwrap_or_default()
@@ -1002,8 +1050,10 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
         },
         AdminCommand::Skill { command } => {
             let (verb, a) = match command {
+                SkillCmd::Install(a) => ("install", a),
                 SkillCmd::Enable(a) => ("enable", a),
                 SkillCmd::Disable(a) => ("disable", a),
+                SkillCmd::Uninstall(a) => ("uninstall", a),
                 SkillCmd::Status(a) => ("status", a),
             };
             let v = c
@@ -1012,17 +1062,7 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                     json!({}),
                 )
                 .await?;
-            print(a.json, &v, |v| {
-                let s = &v["skill"];
-                format!(
-                    "{} on {}: installed={} enabled={} published={}",
-                    s["skill"].as_str().unwrap_or(""),
-                    v["target_id"].as_str().unwrap_or(""),
-                    s["installed"],
-                    s["enabled"],
-                    s["published"].as_array().map(|a| a.len()).unwrap_or(0)
-                )
-            });
+            print(a.json, &v, skill_text);
         }
         AdminCommand::Approvals(cmd) => match cmd {
             ApprovalsCommand::List { status, json } => {

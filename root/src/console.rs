@@ -84,6 +84,8 @@ pub struct Sessions {
 pub struct ConsoleSession {
     pub id: String,
     pub expires_ms: i64,
+    /// Who logged in.
+    pub operator: crate::operators::OperatorId,
 }
 
 fn mac(key: &[u8], parts: &[&[u8]]) -> Option<[u8; 32]> {
@@ -163,6 +165,7 @@ impl Sessions {
         (live == expires_ms).then(|| ConsoleSession {
             id: id.to_string(),
             expires_ms,
+            operator: crate::operators::OperatorId::admin(),
         })
     }
 
@@ -202,7 +205,11 @@ impl Sessions {
             }
         }
         self.live.insert(id.clone(), expires_ms);
-        Ok(ConsoleSession { id, expires_ms })
+        Ok(ConsoleSession {
+            id,
+            expires_ms,
+            operator: crate::operators::OperatorId::admin(),
+        })
     }
 
     /// Ends session `id`; with replicas, in the store and on every live replica before it
@@ -497,7 +504,7 @@ async fn login(
     let cookie = set_cookie(&value, ttl.as_secs() as i64, secure(&app, &headers))
         .ok_or_else(|| ApiError::internal("console cookie is not a header value"))?;
     tracing::info!(console_session = %s.id, "console login");
-    let event_id = console_event(&app, "login", &s.id, s.expires_ms).await?;
+    let event_id = console_event(&app, "login", &s).await?;
     let mut res = Json(json!({
         "csrf_token": csrf,
         "expires_at": format(from_unix_ms(s.expires_ms)),
@@ -514,11 +521,12 @@ async fn login(
 async fn console_event(
     app: &App,
     verb: &str,
-    session_id: &str,
-    expires_ms: i64,
+    session: &ConsoleSession,
 ) -> Result<String, ApiError> {
+    let (session_id, expires_ms) = (&session.id, session.expires_ms);
     crate::audit::record_admin(
         app,
+        &crate::http::Operator(session.operator.clone()),
         crate::audit::AdminAction {
             tool_id: format!("admin.console.{verb}"),
             target_id: None,
@@ -561,7 +569,7 @@ async fn logout(
         .await
         .map_err(ApiError::internal)?;
     tracing::info!(console_session = %s.id, "console logout");
-    let event_id = console_event(&app, "logout", &s.id, s.expires_ms).await?;
+    let event_id = console_event(&app, "logout", &s).await?;
     let mut res = Json(json!({ "logged_out": true, "event_id": event_id })).into_response();
     if let Some(c) = set_cookie("", 0, secure(&app, &headers)) {
         res.headers_mut().insert(header::SET_COOKIE, c);

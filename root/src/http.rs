@@ -127,7 +127,7 @@ async fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal> {
         .ok()
         .and_then(crate::auth::bearer)?;
     if crate::auth::secret_eq(token, &app.admin_token) {
-        return Some(Principal::Operator);
+        return Some(Principal::Operator(crate::operators::OperatorId::admin()));
     }
     crate::replica::authenticate(app, token)
         .await
@@ -136,8 +136,16 @@ async fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal> {
 
 /// Extractor: any authenticated principal.
 pub struct Auth(pub Principal);
-/// Extractor: the operator only.
-pub struct Operator;
+/// Extractor: an operator only (the bootstrap admin token, or the console cookie of an
+/// operator's login).
+pub struct Operator(pub crate::operators::OperatorId);
+
+impl Operator {
+    /// The actor id operator events name: `operator:<name>`.
+    pub fn actor_id(&self) -> String {
+        self.0.actor_id()
+    }
+}
 /// Extractor: a lease only.
 pub struct LeaseAuth(pub Arc<lease_manager::LeaseEntry>);
 
@@ -151,7 +159,7 @@ impl FromRequestParts<Arc<App>> for Auth {
             Some(p) => Some(p),
             None => crate::console::cookie_operator(app, &parts.method, &parts.headers)
                 .await?
-                .map(|_| Principal::Operator),
+                .map(|s| Principal::Operator(s.operator)),
         };
         match principal {
             Some(p) => {
@@ -179,10 +187,10 @@ impl FromRequestParts<Arc<App>> for Operator {
             // The console's cookie, for a browser without the bearer (console.rs).
             None => crate::console::cookie_operator(app, &parts.method, &parts.headers)
                 .await?
-                .map(|_| Principal::Operator),
+                .map(|s| Principal::Operator(s.operator)),
         };
         match principal {
-            Some(Principal::Operator) => Ok(Operator),
+            Some(Principal::Operator(op)) => Ok(Operator(op)),
             Some(Principal::Lease(_)) => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 ErrorCode::Forbidden,
@@ -204,7 +212,7 @@ impl FromRequestParts<Arc<App>> for LeaseAuth {
                 l.touch();
                 Ok(LeaseAuth(l))
             }
-            Some(Principal::Operator) => Err(ApiError::new(
+            Some(Principal::Operator(_)) => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 ErrorCode::Forbidden,
                 "calls need a session lease bearer, not the admin token",
@@ -289,7 +297,7 @@ async fn mcp_auth(State(app): State<Arc<App>>, mut req: Request, next: Next) -> 
     let lease =
         match resolve(&app, req.headers()).await {
             Some(Principal::Lease(l)) => l,
-            Some(Principal::Operator) => return unauthorized(
+            Some(Principal::Operator(_)) => return unauthorized(
                 &app,
                 "MCP needs a session lease bearer; create one with `mcp-root admin lease create`",
             )
@@ -373,7 +381,7 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         )
         .route(
             "/v1/root/hubs/{target_id}/skills/{skill}/{command}",
-            post(crate::hubs::skill_command),
+            post(crate::target_skill::command),
         )
         .route(
             "/v1/root/hubs/{target_id}/read",
@@ -530,7 +538,7 @@ async fn foundation(State(app): State<Arc<App>>, auth: Auth) -> Result<Json<Valu
 
 async fn visible_ids(app: &App, p: &Principal) -> Result<Option<Vec<String>>, ApiError> {
     match p {
-        Principal::Operator => Ok(None),
+        Principal::Operator(_) => Ok(None),
         Principal::Lease(l) => {
             let v = app.visible_tools(l).await.map_err(ApiError::internal)?;
             Ok(Some(v.iter().map(|c| c.contract.tool_id.clone()).collect()))
@@ -586,7 +594,7 @@ async fn descriptors_for(
     ApiError,
 > {
     let visible = match p {
-        Principal::Operator => None,
+        Principal::Operator(_) => None,
         Principal::Lease(l) => Some(app.visible_tools(l).await.map_err(ApiError::internal)?),
     };
     let set = crate::descriptors::snapshot(app);
@@ -652,7 +660,7 @@ struct PublishBody {
 /// the current one; a refused set changes nothing (422 with the first reason).
 async fn publish_descriptors(
     State(app): State<Arc<App>>,
-    _op: Operator,
+    op: Operator,
     body: Result<Json<PublishBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
@@ -687,6 +695,7 @@ async fn publish_descriptors(
     };
     crate::audit::record_admin(
         &app,
+        &op,
         crate::audit::AdminAction {
             tool_id: "admin.descriptors.publish".into(),
             target_id: None,

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::protocol::{
-    self, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub, SkillCommand,
+    self, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub,
 };
 use mcp_shared::target::{ManagedTargetDescriptor, TargetStatus};
 use mcp_shared::time::{now, unix_ms};
@@ -49,6 +49,9 @@ pub const MAX_ROTATION_GRACE_SEC: u64 = 7 * 24 * 3600;
 /// Grace period of a key rotation when the operator names none.
 pub const DEFAULT_ROTATION_GRACE_SEC: u64 = 600;
 
+/// Enrolled targets by target id.
+pub type Enrolments = dashmap::DashMap<String, Enrolment>;
+
 /// An enrolled target with its signing key (opened with the master key; the row holds it
 /// encrypted).
 #[derive(Clone)]
@@ -57,6 +60,8 @@ pub struct Enrolment {
     pub signing_key: [u8; 32],
     /// The token and key before the last rotation, valid until their grace period ends.
     pub previous: Option<PreviousHubKey>,
+    /// Its skill as root governs it (desired state and the hub's last report).
+    pub skill: crate::target_skill::Gate,
 }
 
 /// A rotated-out hub token (hash) and its signing key.
@@ -84,6 +89,7 @@ impl Enrolment {
             None => None,
         };
         Ok(Enrolment {
+            skill: crate::target_skill::Gate::from_row(&row),
             row,
             signing_key,
             previous,
@@ -190,6 +196,7 @@ pub async fn enroll(
         last_seen_at_ms: None,
         descriptor: None,
         skills: None,
+        skill_desired: None,
     };
     let inserted = app.store.insert_target(&row).await.map_err(|e| {
         ApiError::new(
@@ -206,6 +213,7 @@ pub async fn enroll(
         ));
     }
     let e = Enrolment {
+        skill: crate::target_skill::Gate::from_row(&row),
         row: row.clone(),
         signing_key,
         previous: None,
@@ -251,6 +259,7 @@ pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Val
                 .map(|d| json!(d))
                 .or_else(|| r.descriptor.as_deref().and_then(|d| serde_json::from_str(d).ok()));
             let skills: Value = r.skills.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(json!([]));
+            let skill = app.enrolments.get(&r.target_id).map(|e| e.skill.view());
             let published = descriptor
                 .as_ref()
                 .filter(|_| status != TargetStatus::Offline)
@@ -266,72 +275,13 @@ pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Val
                 "last_seen_at": r.last_seen_at_ms.map(|ms| mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms))),
                 "descriptor": descriptor,
                 "skills": skills,
+                "skill": skill,
                 "published_capabilities": published,
                 "pressure": pressure.get(&r.target_id),
             })
         })
         .collect();
     Ok(Json(json!({ "targets": targets })))
-}
-
-/// `POST /v1/root/hubs/{target_id}/skills/{skill}/{command}`: enable, disable or status,
-/// through root to the hub; audited as an operational event.
-pub async fn skill_command(
-    State(app): State<Arc<App>>,
-    _op: Operator,
-    Path((target_id, skill, command)): Path<(String, String, String)>,
-) -> Result<Response, ApiError> {
-    let cmd = match command.as_str() {
-        "enable" => SkillCommand::Enable,
-        "disable" => SkillCommand::Disable,
-        "status" => SkillCommand::Status,
-        other => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                ErrorCode::InvalidArguments,
-                format!("command must be enable, disable or status, not `{other}`"),
-            ));
-        }
-    };
-    if !app.enrolments.contains_key(&target_id) {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            ErrorCode::InvalidArguments,
-            format!("target `{target_id}` is not enrolled"),
-        ));
-    }
-    let started_at = now();
-    // Through this replica's router, or forwarded to the replica holding the hub.
-    let res = crate::replica::forward::skill_command(&app, &target_id, &skill, cmd).await;
-    let event_id = crate::audit::record_admin(
-        &app,
-        crate::audit::AdminAction {
-            tool_id: format!("admin.skill.{command}"),
-            target_id: Some(&target_id),
-            adapter: Some(format!("hub.skill:{skill}")),
-            started_at,
-            request: json!({ "target_id": target_id, "skill": skill, "command": command }),
-        },
-        match &res {
-            Ok(s) => Ok(format!(
-                "{}: installed={} enabled={}",
-                s.skill, s.installed, s.enabled
-            )),
-            Err(e) => Err(e),
-        },
-    )
-    .await?;
-    match res {
-        Ok(state) => Ok(Json(
-            json!({ "target_id": target_id, "skill": state, "event_id": event_id }),
-        )
-        .into_response()),
-        Err(e) => Ok((
-            crate::http::status_of(e.code),
-            Json(json!({ "error": e, "event_id": event_id })),
-        )
-            .into_response()),
-    }
 }
 
 #[derive(Deserialize)]
@@ -347,7 +297,7 @@ pub struct RotateRequest {
 /// dropped at its next frame). Audited as `admin.hub.rotate_key`, without the token.
 pub async fn rotate_key(
     State(app): State<Arc<App>>,
-    _op: Operator,
+    op: Operator,
     Path(target_id): Path<String>,
     body: Result<Json<RotateRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -428,6 +378,7 @@ pub async fn rotate_key(
     tracing::info!(%target_id, grace_sec, previous_valid_until = %valid_until, "hub key rotated");
     let event_id = crate::audit::record_admin(
         &app,
+        &op,
         crate::audit::AdminAction {
             tool_id: "admin.hub.rotate_key".into(),
             target_id: Some(&target_id),
@@ -718,6 +669,7 @@ async fn serve(
                     return;
                 }
                 descriptor.status = TargetStatus::Online;
+                crate::target_skill::reported(&surface_app, &surface_target, &skills);
                 surface_app.timeline.record(
                     &surface_target,
                     &surface_subnet,
@@ -752,6 +704,7 @@ async fn serve(
             serde_json::to_string(&skills).ok().as_deref(),
         )
         .await?;
+    crate::target_skill::reported(&app, &target_id, &skills);
     router::attach(&app.router_sessions, target_id.clone(), session.clone());
     // Other replicas forward this target's calls here from now on.
     let connection_id = uuid::Uuid::now_v7().to_string();
@@ -775,6 +728,17 @@ async fn serve(
         ))
         .await;
     tracing::info!(%target_id, "hub connected");
+    // The hub follows root's desired state of its skill from the start of each connection.
+    {
+        let (app, target_id) = (app.clone(), target_id.clone());
+        tokio::spawn(async move {
+            if let crate::target_skill::Pushed::Failed(why) =
+                crate::target_skill::push(&app, &target_id, None).await
+            {
+                tracing::warn!(%target_id, %why, "the hub did not take root's desired skill state");
+            }
+        });
+    }
 
     let (sink, mut stream) = socket.split();
     let (tell_writer, closing_rx) = tokio::sync::oneshot::channel();

@@ -24,7 +24,9 @@
 //!   [`front`]: what a request body must be before rmcp or a REST handler sees it.
 //! - [`http`]: axum routes (REST family, health, metrics) and middleware (Host/Origin guard,
 //!   bearer resolution, body limit).
-//! - [`hubs`]: hub enrolment, the hub WebSocket endpoint, target list, skill commands;
+//! - [`hubs`]: hub enrolment, the hub WebSocket endpoint, target list;
+//!   [`target_skill`]: each target's `infra_access_skill` as root governs it (desired state,
+//!   the hub's report, the gate policy reads, lifecycle commands);
 //!   [`hub_door`]: the hub token checked before the upgrade, refusals bounded per address;
 //!   [`hub_frames`]: what a connected hub's frames may claim, and close frames with reasons.
 //! - [`observe`]: the audit live stream and usage summary; [`inspect`]: operator reads of a
@@ -36,6 +38,7 @@
 //!   keys at rest.
 //! - [`replica`]: several roots for one zone on PostgreSQL (registry, hub ownership, the
 //!   change feed that keeps caches honest, forwarding to the replica holding a hub).
+//! - [`operators`]: who acts on operator endpoints (every action is an event naming them).
 //! - [`auth`], [`redact`], [`limits`], [`metrics`], [`audit`]: cross-cutting pieces;
 //!   [`audit_health`]: calls refused while the audit trail cannot be written.
 //! - [`cli`]: `serve`, `demo` and the `admin` client.
@@ -72,6 +75,7 @@ pub mod mcp;
 pub mod mcp_direct;
 pub mod metrics;
 pub mod observe;
+pub mod operators;
 pub mod redact;
 pub mod replica;
 pub mod run_profile;
@@ -79,6 +83,7 @@ pub mod secrets;
 pub mod skill_catalog;
 pub mod skills_sync;
 pub mod store;
+pub mod target_skill;
 pub mod timeline;
 pub mod tls;
 pub mod tls_client;
@@ -241,7 +246,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     // Replicas (PostgreSQL): noted before leases, enrolments and descriptors are loaded, so
     // the change feed is applied from here on and nothing committed meanwhile is missed.
     let zone = replica::Zone::prepare(&config, &store, &master_key).await?;
-    let enrolments = load_enrolments(&store, &master_key, created, &config).await?;
+    let enrolments = Arc::new(load_enrolments(&store, &master_key, created, &config).await?);
     // A published set (kept in the store) wins over the configured one while it still fits
     // the contracts.
     let descriptor_set =
@@ -283,6 +288,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             contracts: contracts.clone(),
             profiles: profiles.clone(),
             targets: targets.clone(),
+            enrolments: enrolments.clone(),
         }),
         descriptors: descriptors.clone(),
         audit: Arc::new(audit_writer::Args {
@@ -332,6 +338,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         hub_connections: Default::default(),
         hub_last_frame: Default::default(),
         hub_door: Default::default(),
+        skill_pushes: Default::default(),
         mcp_peers: Default::default(),
         timeline: Default::default(),
         clock: Default::default(),
@@ -425,7 +432,7 @@ async fn load_enrolments(
     master: &secrets::MasterKey,
     key_created: bool,
     config: &RootConfig,
-) -> anyhow::Result<dashmap::DashMap<String, hubs::Enrolment>> {
+) -> anyhow::Result<hubs::Enrolments> {
     let rows = store
         .load_targets()
         .await
@@ -448,7 +455,7 @@ async fn load_enrolments(
             config.master_key_path().display()
         );
     }
-    let enrolments = dashmap::DashMap::new();
+    let enrolments = hubs::Enrolments::new();
     let mut migrated = 0usize;
     let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
     for row in rows {

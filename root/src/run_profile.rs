@@ -90,7 +90,7 @@ pub async fn issue(
         l.deadline_at,
     );
     let (surface, requested_by) = match requested_by {
-        Principal::Operator => (Surface::Admin, "operator".to_string()),
+        Principal::Operator(op) => (Surface::Admin, op.actor_id()),
         Principal::Lease(p) => (Surface::Rest, format!("lease:{}", p.session_id())),
     };
     let policy_prompt = format!(
@@ -188,7 +188,7 @@ pub async fn get(
     let entry = match &principal {
         Principal::Lease(own) if own.session_id() == id => own.clone(),
         Principal::Lease(_) => return Err(not_found()),
-        Principal::Operator => match app.leases.entry(&id) {
+        Principal::Operator(_) => match app.leases.entry(&id) {
             Some(e) => e,
             // With replicas, a lease another replica issued and this one has not seen yet.
             None if app.zone.is_some() => match app.store.lease_by_id(&id).await {

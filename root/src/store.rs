@@ -212,6 +212,9 @@ const MIGRATIONS: &[&str] = &[
     // it): the key of another lease is another key, never a replay of its result. Rows of
     // the target-wide table take their owner from the event that stored them.
     "ALTER TABLE leases ADD COLUMN lineage TEXT",
+    // Root's desired state of each target's infra_access_skill (JSON; NULL: installed and
+    // enabled, as every target was before operators could say otherwise).
+    "ALTER TABLE targets ADD COLUMN skill_desired TEXT",
     "CREATE TABLE IF NOT EXISTS idempotency_keys (
         owner TEXT NOT NULL,
         target_id TEXT NOT NULL,
@@ -456,6 +459,9 @@ pub struct TargetRow {
     pub descriptor: Option<String>,
     /// The last skill states the hub reported (JSON).
     pub skills: Option<String>,
+    /// Root's desired state of the target's skill (JSON of `target_skill::Desired`; `None`:
+    /// installed and enabled).
+    pub skill_desired: Option<String>,
 }
 
 /// A target's previous hub token and signing key, valid until `expires_at_ms` (key rotation).
@@ -915,8 +921,8 @@ impl Store {
         on_pool!(self, pool => {
             let res = sqlx::query(
                 "INSERT INTO targets (target_id, environment, subnet_id, zone, token_hash, signing_key,
-                    enrolled_at, last_seen_at, descriptor, skills)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                    enrolled_at, last_seen_at, descriptor, skills, skill_desired)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
                  ON CONFLICT (target_id) DO NOTHING",
             )
             .bind(&t.target_id)
@@ -929,6 +935,7 @@ impl Store {
             .bind(t.last_seen_at_ms)
             .bind(&t.descriptor)
             .bind(&t.skills)
+            .bind(&t.skill_desired)
             .execute(pool)
             .await
             .map_err(db("insert target"))?;
@@ -940,7 +947,7 @@ impl Store {
         on_pool!(self, pool => {
             let rows = sqlx::query(
                 "SELECT target_id, environment, subnet_id, zone, token_hash, signing_key, enrolled_at,
-                    last_seen_at, descriptor, skills FROM targets ORDER BY target_id",
+                    last_seen_at, descriptor, skills, skill_desired FROM targets ORDER BY target_id",
             )
             .fetch_all(pool)
             .await
@@ -958,8 +965,23 @@ impl Store {
                     last_seen_at_ms: r.try_get("last_seen_at").map_err(db(op))?,
                     descriptor: r.try_get("descriptor").map_err(db(op))?,
                     skills: r.try_get("skills").map_err(db(op))?,
+                    skill_desired: r.try_get("skill_desired").map_err(db(op))?,
                 })
             }).collect()
+        })
+    }
+
+    /// Stores root's desired state of a target's skill; `Ok(false)` when the target is not
+    /// enrolled.
+    pub async fn set_skill_desired(&self, target_id: &str, desired: &str) -> Result<bool> {
+        on_pool!(self, pool => {
+            let res = sqlx::query("UPDATE targets SET skill_desired = $1 WHERE target_id = $2")
+                .bind(desired)
+                .bind(target_id)
+                .execute(pool)
+                .await
+                .map_err(db("set skill desired state"))?;
+            Ok(res.rows_affected() == 1)
         })
     }
 

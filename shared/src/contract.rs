@@ -122,6 +122,13 @@ pub struct ToolContract {
     /// Absent: the call is routed to the lease's target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<String>,
+    /// The skill of the lease's target that publishes this tool, for a tool root executes
+    /// (`executor`) on a target's behalf: like every routed tool, it is callable only while
+    /// that skill is installed and enabled on the target (root's desired state, and not
+    /// switched off by the hub's owner). Routed tools are published by the target's skill
+    /// without saying so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
     /// Present when root keeps part of a successful result (see [`Retention`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retain: Option<Retention>,

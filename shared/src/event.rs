@@ -32,6 +32,8 @@ pub enum Surface {
     Mcp,
     Rest,
     Admin,
+    /// Something a managed target's hub did that root records (a skill update it published).
+    Hub,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -175,12 +175,29 @@ pub enum RootToHub {
     },
 }
 
+/// An operator's lifecycle command for a skill (seed "infra_access_skill": install, enable,
+/// disable, uninstall), or a request for its state. Root's desired state is pushed to a hub
+/// with these whenever it changes and when the hub (re)connects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SkillCommand {
+    Install,
     Enable,
     Disable,
+    Uninstall,
     Status,
+}
+
+impl SkillCommand {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkillCommand::Install => "install",
+            SkillCommand::Enable => "enable",
+            SkillCommand::Disable => "disable",
+            SkillCommand::Uninstall => "uninstall",
+            SkillCommand::Status => "status",
+        }
+    }
 }
 
 /// A skill's lifecycle state on a hub.
@@ -188,10 +205,28 @@ pub enum SkillCommand {
 #[serde(deny_unknown_fields)]
 pub struct SkillState {
     pub skill: String,
+    /// As root last directed (install / uninstall).
     pub installed: bool,
+    /// As root last directed (enable / disable).
     pub enabled: bool,
-    /// Tool ids the skill publishes right now (empty while disabled).
+    /// Tool ids the skill publishes right now (empty unless installed, enabled and not
+    /// switched off by the hub's owner).
     pub published: Vec<String>,
+    /// The hub's owner switched the skill off on the hub itself (`mcp-hub skill disable`):
+    /// nothing is published whatever root directs, until the owner switches it on again.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub owner_disabled: bool,
+    /// The skill's version (the hub's build) as installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Every tool the installed skill serves, published or not: its adapter set. A change
+    /// of this set or of `version` is a skill update, which root records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<String>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -137,13 +137,20 @@ fn skill_state() -> impl Strategy<Value = SkillState> {
         any::<bool>(),
         any::<bool>(),
         prop::collection::vec("[a-z._]{1,20}", 0..3),
+        any::<bool>(),
+        prop::option::of("[0-9.]{1,8}"),
     )
-        .prop_map(|(skill, installed, enabled, published)| SkillState {
-            skill,
-            installed,
-            enabled,
-            published,
-        })
+        .prop_map(
+            |(skill, installed, enabled, published, owner_disabled, version)| SkillState {
+                skill,
+                installed,
+                enabled,
+                adapters: published.clone(),
+                published,
+                owner_disabled,
+                version,
+            },
+        )
 }
 
 fn hub_to_root() -> impl Strategy<Value = HubToRoot> {
@@ -236,8 +243,10 @@ fn root_to_hub() -> impl Strategy<Value = RootToHub> {
         (
             "[a-z_]{1,20}",
             prop_oneof![
+                Just(SkillCommand::Install),
                 Just(SkillCommand::Enable),
                 Just(SkillCommand::Disable),
+                Just(SkillCommand::Uninstall),
                 Just(SkillCommand::Status),
             ]
         )

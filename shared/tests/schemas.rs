@@ -447,10 +447,10 @@ fn write_scopes() -> Vec<WriteScope> {
 }
 
 fn surfaces() -> Vec<Surface> {
-    let all = vec![Surface::Mcp, Surface::Rest, Surface::Admin];
+    let all = vec![Surface::Mcp, Surface::Rest, Surface::Admin, Surface::Hub];
     for c in &all {
         match c {
-            Surface::Mcp | Surface::Rest | Surface::Admin => {}
+            Surface::Mcp | Surface::Rest | Surface::Admin | Surface::Hub => {}
         }
     }
     all
@@ -478,13 +478,19 @@ fn decisions() -> Vec<Decision> {
 
 fn skill_commands() -> Vec<SkillCommand> {
     let all = vec![
+        SkillCommand::Install,
         SkillCommand::Enable,
         SkillCommand::Disable,
+        SkillCommand::Uninstall,
         SkillCommand::Status,
     ];
     for c in &all {
         match c {
-            SkillCommand::Enable | SkillCommand::Disable | SkillCommand::Status => {}
+            SkillCommand::Install
+            | SkillCommand::Enable
+            | SkillCommand::Disable
+            | SkillCommand::Uninstall
+            | SkillCommand::Status => {}
         }
     }
     all
@@ -531,6 +537,7 @@ fn contract(
             }),
         }),
         executor: Some("root.access_tokens.list".into()),
+        skill: Some("infra_access_skill".into()),
         retain: Some(Retention {
             collection: "memory_profiles".into(),
             pointer: "/result/published_summary".into(),
@@ -641,6 +648,9 @@ fn skill_state() -> SkillState {
         installed: true,
         enabled: true,
         published: vec!["hub.get_status".into()],
+        owner_disabled: true,
+        version: Some("0.1.0".into()),
+        adapters: vec!["hub.get_status".into()],
     }
 }
 

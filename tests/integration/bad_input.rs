@@ -1422,6 +1422,9 @@ async fn the_hub_rechecks_what_root_sends() {
                 installed: false,
                 enabled: false,
                 published: vec![],
+                owner_disabled: false,
+                version: None,
+                adapters: vec![],
             }
         ))
     );

@@ -255,8 +255,9 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
             "capability_grant",
             "target_resolution",
             "environment_guard",
+            "skill_enabled",
             "target_online",
-            "skill_enabled"
+            "skill_published"
         ])
     );
 

@@ -191,3 +191,228 @@ async fn test_faults_are_in_no_contract_and_no_release_hub() {
     let faulty = std::fs::read(mcp_tests::workspace_bin("mcp-hub-faults").unwrap()).unwrap();
     assert!(faulty.windows(10).any(|w| w == b"test.fault"));
 }
+
+/// A skill command through the REST family, as the CLI and the console send it.
+async fn skill(root: &TestRoot, target: &str, command: &str) -> serde_json::Value {
+    root.admin_post(
+        &format!("/v1/root/hubs/{target}/skills/infra_access_skill/{command}"),
+        json!({}),
+    )
+    .await
+    .unwrap()
+}
+
+/// `(status, error code)` of a call.
+async fn outcome(
+    root: &TestRoot,
+    token: &str,
+    tool: &str,
+    args: serde_json::Value,
+) -> (u16, String) {
+    let (s, b) = root.rest_call(token, tool, args).await.unwrap();
+    (s, b["error"]["code"].as_str().unwrap_or("").to_owned())
+}
+
+/// Waits until `check` holds (10 s at most).
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// One rule for the skill: disabling `infra_access_skill` cuts every tool of the target off,
+/// routed or executed on root, connected or not; root's desired state is stored and pushed to
+/// the hub when it reconnects; the lifecycle (install, uninstall, update) is real; the hub's
+/// owner can switch the skill off locally, which root shows and cannot override.
+#[tokio::test]
+async fn disabling_the_skill_cuts_the_target_off_everywhere() {
+    let target = "hub:skill-off";
+    let root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub(target, "").await.unwrap();
+    let (_, reader) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let (_, control) = root.lease(target, "InfraOpsControl", 600).await.unwrap();
+    let (victim, _) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let logs = json!({"source": "root_local", "lines": 5});
+    let issue = json!({"capability_profile": "InfraOpsRead", "ttl_sec": 60});
+    let revoke = json!({"session_id": victim});
+    // The tools of the target's skill, wherever they run.
+    let skill_tools = [
+        ("hub.get_status", &reader, json!({})),
+        ("hub.get_logs", &reader, logs.clone()),
+        ("hub.list_access_tokens", &reader, json!({})),
+        ("hub.issue_access_token", &control, issue.clone()),
+        ("hub.revoke_access_token", &control, revoke.clone()),
+    ];
+    assert_eq!(
+        outcome(&root, &reader, "hub.get_logs", logs.clone())
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        outcome(&root, &reader, "hub.list_access_tokens", json!({}))
+            .await
+            .0,
+        200
+    );
+
+    let v = skill(&root, target, "disable").await;
+    assert_eq!(v["skill"]["open"], false, "{v}");
+    for (tool, token, args) in &skill_tools {
+        let (s, code) = outcome(&root, token, tool, args.clone()).await;
+        assert_eq!((s, code.as_str()), (403, "skill_disabled"), "{tool}");
+    }
+    // The subnet views are root's own, not the skill's.
+    assert_eq!(
+        outcome(&root, &reader, "root.get_subnet_analysis_health", json!({}))
+            .await
+            .0,
+        200
+    );
+    let client = mcp_tests::mcp_client(&root.mcp_url(), &reader)
+        .await
+        .unwrap();
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.iter().all(|n| n.starts_with("root.")), "{names:?}");
+    // The hub's own view followed.
+    assert!(!hub.handle().skill_state().enabled);
+    let ev = root
+        .admin_get("/v1/root/mcp/audit?tool_id=admin.skill.disable")
+        .await
+        .unwrap();
+    assert_eq!(ev["events"][0]["actor"]["id"], "operator:admin", "{ev}");
+
+    // The hub goes away; the operator can still switch the target on and off.
+    let hub_token = hub.token.clone();
+    hub.stop().await;
+    eventually("the target to be offline", async || {
+        let list = root.admin_get("/v1/root/hubs").await.unwrap();
+        list["targets"][0]["status"] == "offline"
+    })
+    .await;
+    let v = skill(&root, target, "enable").await;
+    assert_eq!(v["skill"]["open"], true, "{v}");
+    assert!(
+        v["skill"]["hub_push"].as_str().unwrap().contains("offline"),
+        "{v}"
+    );
+    assert_eq!(
+        outcome(&root, &reader, "hub.list_access_tokens", json!({}))
+            .await
+            .0,
+        200
+    );
+    let v = skill(&root, target, "disable").await;
+    assert_eq!(v["skill"]["open"], false, "{v}");
+    let (s, code) = outcome(&root, &reader, "hub.list_access_tokens", json!({})).await;
+    assert_eq!((s, code.as_str()), (403, "skill_disabled"));
+
+    // A hub connecting (a fresh state, so it starts enabled) is told root's state at once.
+    let hub = mcp_tests::TestHub::start(&root.handle().base_url(), target, &hub_token, "")
+        .await
+        .unwrap();
+    eventually("the hub to follow root's disable", async || {
+        !hub.handle().skill_state().enabled
+    })
+    .await;
+    let (s, code) = outcome(&root, &reader, "hub.get_status", json!({})).await;
+    assert_eq!((s, code.as_str()), (403, "skill_disabled"));
+
+    // Uninstall and install are real states, pushed like the rest.
+    skill(&root, target, "enable").await;
+    let v = skill(&root, target, "uninstall").await;
+    assert_eq!(v["skill"]["desired"]["installed"], false, "{v}");
+    assert_eq!(v["skill"]["hub"]["installed"], false, "{v}");
+    assert!(!hub.handle().skill_state().installed);
+    let (s, code) = outcome(&root, &reader, "hub.get_logs", logs.clone()).await;
+    assert_eq!((s, code.as_str()), (403, "skill_disabled"));
+    let v = skill(&root, target, "install").await;
+    assert_eq!(v["skill"]["open"], true, "{v}");
+    assert!(hub.handle().skill_state().installed && hub.handle().skill_state().enabled);
+    assert_eq!(
+        outcome(&root, &reader, "hub.get_status", json!({})).await.0,
+        200
+    );
+
+    // The hub's owner switches the skill off on the hub: root shows it and cannot override.
+    let config = hub.state_dir.path().join("hub.toml");
+    let run = |verb: &str| {
+        let out = std::process::Command::new(mcp_tests::workspace_bin("mcp-hub").unwrap())
+            .args(["skill", verb, "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(run("disable").contains("switched off"));
+    eventually("root to see the owner's switch", async || {
+        let v = skill(&root, target, "status").await;
+        v["skill"]["owner_disabled"] == true && v["skill"]["open"] == false
+    })
+    .await;
+    let v = skill(&root, target, "enable").await;
+    assert_eq!(
+        v["skill"]["open"], false,
+        "root cannot override the owner: {v}"
+    );
+    assert!(
+        v["skill"]["closed_because"]
+            .as_str()
+            .unwrap()
+            .contains("owner"),
+        "{v}"
+    );
+    let (s, code) = outcome(&root, &reader, "hub.list_access_tokens", json!({})).await;
+    assert_eq!((s, code.as_str()), (403, "skill_disabled"));
+    let status = run("status");
+    assert!(
+        status.contains("switched off by the hub's owner"),
+        "{status}"
+    );
+    run("enable");
+    eventually("the owner's switch back on", async || {
+        outcome(&root, &reader, "hub.get_status", json!({})).await.0 == 200
+    })
+    .await;
+    let ev = root
+        .admin_get("/v1/root/mcp/audit?tool_id=target.skill.owner_switch")
+        .await
+        .unwrap();
+    let events = ev["events"].as_array().unwrap();
+    assert_eq!(events.len(), 2, "{ev}");
+    assert_eq!(events[0]["actor"]["id"], format!("target:{target}"));
+    assert_eq!(events[0]["surface"], "hub");
+
+    // An update: the hub comes back with another adapter set.
+    hub.stop().await;
+    let extra = "[[skill.commands]]\ntool_id = \"acme.inventory.count\"\nargv = [\"true\"]\n";
+    let hub = mcp_tests::TestHub::start(&root.handle().base_url(), target, &hub_token, extra)
+        .await
+        .unwrap();
+    eventually("the update to be recorded", async || {
+        let ev = root
+            .admin_get("/v1/root/mcp/audit?tool_id=target.skill.update")
+            .await
+            .unwrap();
+        ev["events"][0]["request"]["added"] == json!(["acme.inventory.count"])
+    })
+    .await;
+    let verified = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(verified["ok"], true, "{verified}");
+    client.cancel().await.unwrap();
+    hub.stop().await;
+    root.stop().await;
+}

@@ -19,6 +19,14 @@ const HUB_TOOLS: [&str; 7] = [
 ];
 
 /// The reads root executes itself: listed whether or not the hub publishes anything.
+/// What an `InfraOpsRead` lease lists while its target's skill is off: root's subnet views
+/// only (no tool of the skill, wherever it runs).
+const SUBNET_TOOLS: [&str; 3] = [
+    "root.get_subnet_analysis_health",
+    "root.get_subnet_diagnostics",
+    "root.get_subnet_timeline",
+];
+
 const ROOT_TOOLS: [&str; 5] = [
     "hub.get_logs",
     "hub.list_access_tokens",
@@ -185,9 +193,18 @@ async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() 
         )
         .await
         .unwrap();
-    assert_eq!(v["skill"]["enabled"], false);
-    assert!(v["skill"]["published"].as_array().unwrap().is_empty());
-    assert_eq!(tool_names(&client).await, ROOT_TOOLS);
+    assert_eq!(v["skill"]["desired"]["enabled"], false);
+    assert_eq!(v["skill"]["open"], false);
+    assert_eq!(v["skill"]["desired"]["changed_by"], "operator:admin");
+    // The hub followed: it publishes nothing.
+    assert_eq!(v["skill"]["hub"]["enabled"], false, "{v}");
+    assert!(
+        v["skill"]["hub"]["published"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(tool_names(&client).await, SUBNET_TOOLS);
     let (status, body) = root
         .rest_call(&token, "hub.get_status", json!({}))
         .await
@@ -199,7 +216,7 @@ async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() 
         .await
         .unwrap();
     assert_eq!(ev["events"][0]["status"], "ok");
-    assert_eq!(ev["events"][0]["actor"]["id"], "operator");
+    assert_eq!(ev["events"][0]["actor"]["id"], "operator:admin");
 
     let v = root
         .admin_post(
@@ -208,7 +225,7 @@ async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() 
         )
         .await
         .unwrap();
-    assert_eq!(v["skill"]["enabled"], false);
+    assert_eq!(v["skill"]["hub"]["enabled"], false);
     root.admin_post(
         "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/enable",
         json!({}),
@@ -495,7 +512,7 @@ async fn sessions_bound_to_a_target_hear_that_its_tool_list_changed() {
     .await;
     assert_eq!(
         client.list_all_tools().await.unwrap().len(),
-        ROOT_TOOLS.len()
+        SUBNET_TOOLS.len()
     );
     hub.stop().await;
     root.stop().await;

@@ -275,6 +275,7 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             last_seen_at_ms: None,
             descriptor: None,
             skills: None,
+            skill_desired: None,
         };
         assert!(store.insert_target(&t).await.unwrap());
         assert!(

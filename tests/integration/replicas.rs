@@ -424,7 +424,8 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
         .await;
     client.calls += 1; // admin.skill.disable
     assert_eq!(s, 200, "{v}");
-    assert_eq!(v["skill"]["enabled"], false, "{v}");
+    assert_eq!(v["skill"]["desired"]["enabled"], false, "{v}");
+    assert_eq!(v["skill"]["hub"]["enabled"], false, "the hub followed: {v}");
     let listed = tool_names(&mcp_three.list_all_tools().await.unwrap());
     assert!(!listed.contains(&"hub.get_status".to_owned()), "{listed:?}");
     let (s, body) = client.call(&a, &three, "hub.get_status").await;

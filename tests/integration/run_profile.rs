@@ -168,7 +168,7 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
             op["sourceSurface"].as_str(),
             op["owner"]["requestedBy"].as_str()
         ),
-        (Some("admin"), Some("operator"))
+        (Some("admin"), Some("operator:admin"))
     );
     assert_eq!(op["owner"]["ownerKey"], format!("lease:{id}"));
 

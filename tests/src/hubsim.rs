@@ -327,6 +327,7 @@ struct SimHub {
     key: [u8; 32],
     /// Whether the skill publishes [`SIM_TOOL`] (skill commands flip it).
     enabled: bool,
+    installed: bool,
     recent: VecDeque<String>,
 }
 
@@ -348,6 +349,7 @@ impl SimHub {
             target_id: e.target_id,
             token: e.token,
             enabled: true,
+            installed: true,
             recent: VecDeque::with_capacity(REPLAY_RING),
         }
     }
@@ -355,13 +357,16 @@ impl SimHub {
     fn skill_state(&self) -> SkillState {
         SkillState {
             skill: SIM_SKILL.into(),
-            installed: true,
+            installed: self.installed,
             enabled: self.enabled,
-            published: if self.enabled {
+            published: if self.enabled && self.installed {
                 vec![SIM_TOOL.into()]
             } else {
                 Vec::new()
             },
+            owner_disabled: false,
+            version: Some("hubsim".into()),
+            adapters: vec![SIM_TOOL.into()],
         }
     }
 
@@ -376,7 +381,7 @@ impl SimHub {
             },
             operational_surface: OperationalSurface {
                 published_by: format!("skill:{SIM_SKILL}"),
-                enabled: self.enabled,
+                enabled: self.enabled && self.installed,
                 capabilities: self.skill_state().published,
             },
             policy: TargetPolicy {
@@ -614,6 +619,8 @@ impl SimHub {
                         continue;
                     }
                     match command {
+                        SkillCommand::Install => self.installed = true,
+                        SkillCommand::Uninstall => self.installed = false,
                         SkillCommand::Enable => self.enabled = true,
                         SkillCommand::Disable => self.enabled = false,
                         SkillCommand::Status => {}

@@ -9,11 +9,15 @@
 //!    whose hub is not connected is in the directory as `offline` with its last descriptor.
 //! 5. `environment_guard`: the tool allows the target's environment, and writes need a
 //!    `test-only` write scope on a `test` target (`environment_forbidden`).
-//! 6. `target_online`: the target is connected (`target_offline`).
-//! 7. `skill_enabled`: the target publishes the tool through an enabled skill (`skill_disabled`).
+//! 6. `skill_enabled`: every tool of the target's skill (routed, or executed on root with a
+//!    contract `skill`) needs the skill installed and enabled by root's desired state and not
+//!    switched off by the hub's owner (`skill_disabled`; see `target_skill`), connected or not.
+//! 7. `target_online`: the target is connected (`target_offline`).
+//! 8. `skill_published`: the hub publishes the tool through its enabled skill
+//!    (`skill_disabled`).
 //!
 //! Operational tools that root executes itself (a contract `executor`, e.g. the access-token
-//! tools over root's leases) stop after rule 5: they need no hub to publish or run them.
+//! tools over root's leases) stop after rule 6: they need no hub to publish or run them.
 //!
 //! A decision is a pure function ([`decide`]) of the contract, the profile and the target
 //! directory, all shared read-only (`Arc`, `DashMap`). The governed call path evaluates it on
@@ -47,6 +51,8 @@ pub struct Args {
     pub contracts: Arc<ContractRegistry>,
     pub profiles: Arc<ProfileRegistry>,
     pub targets: Arc<TargetDirectory>,
+    /// Enrolments, for each target's skill gate (see `target_skill`).
+    pub enrolments: Arc<crate::hubs::Enrolments>,
 }
 
 pub struct PolicyEngine;
@@ -103,12 +109,13 @@ fn listable(
     target_id: &str,
     c: &ContractEntry,
 ) -> bool {
-    decide(&state.targets, profile, target_id, c).decision == Decision::Allow
+    decide(&state.targets, &state.enrolments, profile, target_id, c).decision == Decision::Allow
 }
 
 /// Pure decision over the current configuration and target directory.
 pub fn decide(
     targets: &TargetDirectory,
+    enrolments: &crate::hubs::Enrolments,
     profile: Option<&CapabilityProfile>,
     target_id: &str,
     entry: &ContractEntry,
@@ -147,6 +154,13 @@ pub fn decide(
         {
             return deny(checks, ErrorCode::EnvironmentForbidden);
         }
+        // One rule for the skill: its tools, wherever they run, only while it is on.
+        if c.executor.is_none() || c.skill.is_some() {
+            checks.push("skill_enabled".to_string());
+            if !enrolments.get(target_id).is_some_and(|e| e.skill.open()) {
+                return deny(checks, ErrorCode::SkillDisabled);
+            }
+        }
         // Root executes these itself (its own records): no hub needs to publish or run them.
         if c.executor.is_some() {
             return PolicyDecision {
@@ -159,7 +173,7 @@ pub fn decide(
         if target.status == TargetStatus::Offline {
             return deny(checks, ErrorCode::TargetOffline);
         }
-        checks.push("skill_enabled".to_string());
+        checks.push("skill_published".to_string());
         let surface = &target.operational_surface;
         if !surface.enabled || !surface.capabilities.iter().any(|t| t == &c.tool_id) {
             return deny(checks, ErrorCode::SkillDisabled);

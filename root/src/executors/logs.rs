@@ -99,6 +99,9 @@ async fn subnet_active(
     let mut missing: Vec<(String, String)> = Vec::new();
     for t in &members {
         match app.targets.get(t) {
+            Some(_) if !crate::target_skill::open(app, t) => {
+                missing.push((t.clone(), "skill switched off".into()));
+            }
             Some(d) if d.status == TargetStatus::Offline => {
                 missing.push((t.clone(), "offline".into()));
             }

@@ -472,7 +472,12 @@ impl Zone {
                 }
             };
             let mut descriptor = enrolment.offline_descriptor();
+            let gate_was_open = app.enrolments.get(&target_id).map(|e| e.skill.open());
+            let gate_open = enrolment.skill.open();
             app.enrolments.insert(target_id.clone(), enrolment);
+            if gate_was_open != Some(gate_open) {
+                crate::mcp::notify_tools_changed(app, &target_id);
+            }
             if app.hub_connections.contains_key(&target_id) {
                 // This replica holds the hub: its live view is the authority.
                 continue;
@@ -979,5 +984,5 @@ pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Val
 
 /// The zone view for a principal (advertised addresses only for the operator).
 pub async fn view_for(app: &App, auth: &Auth) -> Result<Value, ApiError> {
-    zone_view(app, matches!(auth.0, Principal::Operator)).await
+    zone_view(app, matches!(auth.0, Principal::Operator(_))).await
 }

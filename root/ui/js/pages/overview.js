@@ -6,11 +6,15 @@ import { get } from '../api.js';
 
 export const title = 'Overview';
 
+// The target's infra_access_skill as root governs it: root's desired state, and the hub
+// owner's switch (which root shows and cannot override).
 export function skillCell(t) {
-  const d = t.descriptor || {};
-  const surf = d.operational_surface || {};
-  if (t.status === 'offline') return badge('unknown', 'muted');
-  return surf.enabled ? badge('enabled', 'ok') : badge('disabled', 'error');
+  const s = t.skill;
+  if (!s) return badge('unknown', 'muted');
+  if (s.open) return badge('enabled', 'ok');
+  if (!s.desired.installed) return badge('uninstalled', 'error');
+  if (!s.desired.enabled) return badge('disabled', 'error');
+  return badge('off on the hub', 'error');
 }
 
 export async function render(root) {

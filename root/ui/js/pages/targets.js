@@ -65,25 +65,35 @@ export async function render(root, params) {
   }
   const d = t.descriptor || {};
   const surf = d.operational_surface || {};
-  const skills = (Array.isArray(t.skills) && t.skills.length) ? t.skills : [{ skill: surf.published_by && surf.published_by !== 'none' ? surf.published_by : 'infra_access_skill' }];
+  const gate = t.skill || { skill: 'infra_access_skill', desired: { installed: true, enabled: true }, hub: null };
+  const skills = [gate];
 
   async function command(skill, verb) {
     const r = await post(`/v1/root/hubs/${encodeURIComponent(id)}/skills/${encodeURIComponent(skill)}/${verb}`);
-    toast(`${skill}: ${verb}d (event ${r.event_id}).`);
+    toast(`${skill}: ${verb} (event ${r.event_id}). ${r.skill && r.skill.hub_push ? r.skill.hub_push : ''}`);
     window.dispatchEvent(new HashChangeEvent('hashchange'));
   }
 
+  const button = (s, verb, label, cls, disabled) => h('button', {
+    type: 'button', id: `skill-${verb}-${s.skill}`, class: cls, disabled,
+    onclick: () => command(s.skill, verb).catch((e) => toast(e.message, 'error')),
+  }, label);
   const skillPanel = panel('Skill', table([
     { label: 'Skill', cell: (s) => s.skill, class: 'mono' },
     { label: 'State', cell: () => h('span', { id: 'skill-state' }, skillCell(t)) },
+    { label: 'Changed by', cell: (s) => h('span', { id: 'skill-changed-by', class: 'mono' }, s.desired.changed_by || '—') },
+    { label: 'Hub', cell: (s) => h('span', { id: 'skill-hub' }, s.hub ? `${s.hub.version || '?'}${s.owner_disabled ? ', switched off by its owner' : ''}` : 'never connected') },
     { label: 'Published tools', cell: () => h('span', { id: 'published-count' }, String((t.published_capabilities || []).length)) },
     {
       label: '',
       cell: (s) => h('span', { class: 'row-actions' },
-        h('button', { type: 'button', id: `skill-enable-${s.skill}`, class: 'secondary', disabled: t.status === 'offline' || surf.enabled, onclick: () => command(s.skill, 'enable').catch((e) => toast(e.message, 'error')) }, 'Enable'),
-        h('button', { type: 'button', id: `skill-disable-${s.skill}`, class: 'danger', disabled: t.status === 'offline' || !surf.enabled, onclick: () => command(s.skill, 'disable').catch((e) => toast(e.message, 'error')) }, 'Disable')),
+        s.desired.installed
+          ? button(s, 'uninstall', 'Uninstall', 'danger', false)
+          : button(s, 'install', 'Install', 'secondary', false),
+        button(s, 'enable', 'Enable', 'secondary', s.desired.enabled),
+        button(s, 'disable', 'Disable', 'danger', !s.desired.enabled)),
     },
-  ], skills), h('p', { class: 'muted small' }, 'Enable and disable are admin commands sent to the hub and recorded in the audit trail (admin.skill.*).'));
+  ], skills), h('p', { class: 'muted small' }, gate.closed_because || 'Install, enable, disable and uninstall are root\'s desired state: in force at root at once (also while the hub is offline), pushed to the hub, and recorded in the audit trail (admin.skill.*). The hub\'s owner can switch the skill off on the hub; root shows it and cannot override it.'));
 
   root.append(
     h('div', { class: 'grid-2' },
