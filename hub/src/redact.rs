@@ -30,7 +30,7 @@ static RULES: LazyLock<Rules> = LazyLock::new(|| {
             r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
         ),
         key_end: re(r"(?s)\A.*?-----END [A-Z0-9 ]*PRIVATE KEY-----"),
-        token: re(r"\bmcp[lha]_[A-Za-z0-9_\-]+"),
+        token: re(r"\bmcp[lhaoc]_[A-Za-z0-9_\-]+"),
         bearer: re(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/\-]+=*"),
         url_password: re(r"\b([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+):[^\s@/]+@"),
         aws_key: re(r"\bAKIA[0-9A-Z]{16}\b"),

@@ -45,8 +45,10 @@ pub struct App {
     pub running_calls: Arc<crate::actors::audit_writer::RunningCalls>,
     /// Operator console sessions (cookie logins), in memory.
     pub console: crate::console::Sessions,
-    /// The operator's bearer for admin endpoints.
+    /// The bootstrap operator's (`admin`) bearer.
     pub admin_token: String,
+    /// Named operators' credentials (`operators`).
+    pub operators: crate::operators::Registry,
     /// Encrypts hub signing keys at rest.
     pub master_key: crate::secrets::MasterKey,
     /// MCP transport session id → the lease session that opened it (a session cannot be

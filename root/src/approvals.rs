@@ -13,7 +13,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::error::ErrorCode;
 use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -104,91 +104,81 @@ pub struct DecideBody {
     reason: Option<String>,
 }
 
-/// `POST /v1/root/mcp/approvals/{id}/approve|reject` with an optional `{"reason": "…"}`.
+/// `POST /v1/root/mcp/approvals/{id}/approve|reject` with an optional `{"reason": "…"}`:
+/// one audit event naming the operator, with the effect approved or rejected (a refusal
+/// too: an unknown approval, one already decided or expired).
 pub async fn decide(
     State(app): State<Arc<App>>,
     op: Operator,
     Path((id, decision)): Path<(String, String)>,
     body: Option<Json<DecideBody>>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let to = match decision.as_str() {
-        "approve" => "approved",
-        "reject" => "rejected",
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "decision must be approve or reject, not `{other}`"
-            )));
-        }
-    };
     let reason = body.and_then(|Json(b)| b.reason);
-    if reason.as_ref().is_some_and(|r| r.len() > 1_000) {
-        return Err(ApiError::bad_request("reason must be at most 1000 bytes"));
-    }
-    let started_at = now();
-    let Some(before) = app
+    let before = app
         .store
         .get_approval(Some(&id), None)
         .await
-        .map_err(ApiError::internal)?
-    else {
-        return Err(ApiError::not_found(format!("no approval `{id}`")));
-    };
-    let changed = app
-        .store
-        .transition_approval(&id, "pending", to, unix_ms(now()), reason.as_deref(), None)
-        .await
         .map_err(ApiError::internal)?;
-    let outcome: Result<(), ToolError> = if changed {
-        Ok(())
-    } else {
-        Err(ToolError::new(
-            ErrorCode::Conflict,
-            format!(
-                "approval {id} is {} and can no longer be decided",
-                before.status_at(unix_ms(now()))
-            ),
-        ))
+    let asked = crate::audit::Asked {
+        tool_id: match decision.as_str() {
+            "approve" => "admin.approval.approve",
+            "reject" => "admin.approval.reject",
+            _ => "admin.approval.unknown",
+        },
+        target_id: before.as_ref().map(|b| b.target_id.clone()),
+        adapter: Some("root.approvals".into()),
+        request: json!({
+            "approval_id": id,
+            "decision": decision,
+            "reason": reason,
+            "tool_id": before.as_ref().map(|b| &b.tool_id),
+            "effect": before.as_ref().map(|b| &b.effect),
+            "preview_event_id": before.as_ref().map(|b| &b.preview_event_id),
+        }),
     };
-    // The decision, with the effect it approves or rejects, goes into the audit trail.
-    let event_id = crate::audit::record_admin(
-        &app,
-        &op,
-        crate::audit::AdminAction {
-            tool_id: format!("admin.approval.{decision}"),
-            target_id: Some(&before.target_id),
-            adapter: Some("root.approvals".into()),
-            started_at,
-            request: json!({
-                "approval_id": id,
-                "tool_id": before.tool_id,
-                "decision": to,
-                "reason": reason,
-                "effect": before.effect,
-                "preview_event_id": before.preview_event_id,
-            }),
-        },
-        match &outcome {
-            Ok(()) => Ok(format!("{} {to} by {}", before.tool_id, op.actor_id())),
-            Err(e) => Err(e),
-        },
-    )
-    .await?;
-    match outcome {
-        Ok(()) => {
-            let after = app
-                .store
-                .get_approval(Some(&id), None)
-                .await
-                .map_err(ApiError::internal)?
-                .unwrap_or(before);
-            Ok((
-                StatusCode::OK,
-                Json(json!({ "approval": view(&after), "event_id": event_id })),
-            ))
+    let (after, event_id) = crate::audit::audited(&app, &op, asked, async {
+        let to = match decision.as_str() {
+            "approve" => "approved",
+            "reject" => "rejected",
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "decision must be approve or reject, not `{other}`"
+                )));
+            }
+        };
+        if reason.as_ref().is_some_and(|r| r.len() > 1_000) {
+            return Err(ApiError::bad_request("reason must be at most 1000 bytes"));
         }
-        Err(e) => Ok((
-            StatusCode::CONFLICT,
-            Json(json!({ "error": e, "event_id": event_id })),
-        )),
-    }
+        let Some(before) = before else {
+            return Err(ApiError::not_found(format!("no approval `{id}`")));
+        };
+        let changed = app
+            .store
+            .transition_approval(&id, "pending", to, unix_ms(now()), reason.as_deref(), None)
+            .await
+            .map_err(ApiError::internal)?;
+        if !changed {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::Conflict,
+                format!(
+                    "approval {id} is {} and can no longer be decided",
+                    before.status_at(unix_ms(now()))
+                ),
+            ));
+        }
+        let summary = format!("{} {to} by {}", before.tool_id, op.actor_id());
+        let after = app
+            .store
+            .get_approval(Some(&id), None)
+            .await
+            .map_err(ApiError::internal)?
+            .unwrap_or(before);
+        Ok((after, summary))
+    })
+    .await?;
+    Ok((
+        StatusCode::OK,
+        Json(json!({ "approval": view(&after), "event_id": event_id })),
+    ))
 }

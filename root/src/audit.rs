@@ -121,6 +121,46 @@ pub async fn record_admin(
     record(app, action, outcome).await
 }
 
+/// What an operator asked for, for [`audited`].
+pub struct Asked {
+    /// `admin.<area>.<verb>`.
+    pub tool_id: &'static str,
+    pub target_id: Option<String>,
+    pub adapter: Option<String>,
+    /// What the operator asked for (never a secret it is handed); redacted before storing.
+    pub request: serde_json::Value,
+}
+
+/// Runs an operator action and records it as one audit event naming the operator, whatever
+/// its outcome: the summary it returns, or the refusal (whose answer then names the event).
+/// Returns the action's value and the event id.
+pub async fn audited<T>(
+    app: &crate::app::App,
+    op: &crate::http::Operator,
+    asked: Asked,
+    run: impl std::future::Future<Output = Result<(T, String), crate::http::ApiError>>,
+) -> Result<(T, String), crate::http::ApiError> {
+    let started_at = mcp_shared::time::now();
+    let outcome = run.await;
+    let action = AdminAction {
+        tool_id: asked.tool_id.to_owned(),
+        target_id: asked.target_id.as_deref(),
+        adapter: asked.adapter,
+        started_at,
+        request: asked.request,
+    };
+    match outcome {
+        Ok((value, summary)) => {
+            let event_id = record_admin(app, op, action, Ok(summary)).await?;
+            Ok((value, event_id))
+        }
+        Err(refusal) => {
+            let event_id = record_admin(app, op, action, Err(&refusal.tool_error())).await?;
+            Err(refusal.with_event(event_id))
+        }
+    }
+}
+
 /// Records an action and its outcome (a summary, or the error) as one audit event, redacted,
 /// and waits until it is committed; returns its event id. The answer to whoever asked is sent
 /// only after this, like a tool call's.

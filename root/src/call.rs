@@ -28,6 +28,9 @@ pub struct CallContext {
     pub request_id: String,
     /// Cancelled when the client cancels the request (MCP `notifications/cancelled`).
     pub cancel: Option<tokio_util::sync::CancellationToken>,
+    /// The operator a call is made for (an operator read under root's reader lease): the
+    /// event names them as its actor, with the lease as its session.
+    pub operator: Option<crate::operators::OperatorId>,
 }
 
 /// The outcome plus whether the tool id was unknown (MCP answers that as a protocol error).
@@ -113,7 +116,10 @@ pub async fn call_keeping_answer(
         request_id: ctx.request_id.clone(),
         surface: ctx.surface,
         actor: Actor {
-            id: format!("lease:{}", lease.session_id),
+            id: match &ctx.operator {
+                Some(op) => op.actor_id(),
+                None => format!("lease:{}", lease.session_id),
+            },
             session_id: Some(lease.session_id.clone()),
             audience: Some(lease.audience.clone()),
             capability_profile: Some(lease.capability_profile.clone()),

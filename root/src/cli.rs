@@ -151,6 +151,35 @@ pub enum AdminCommand {
     /// The zone's root replicas, their hubs and health.
     #[command(subcommand)]
     Replicas(ReplicasCommand),
+    /// Named operators, each with a credential of their own (every operator action is an
+    /// audit event naming them; the admin token file is operator `admin`).
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum OperatorCommand {
+    /// Add an operator; their credential is shown once (or written 0600 to --token-file).
+    /// They use it as the admin CLI's --admin-token (MCP_ROOT_ADMIN_TOKEN) or to log in to
+    /// the console.
+    Add {
+        name: String,
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every operator, active or revoked, with who added and revoked them.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke an operator: their credential and console sessions stop working at once.
+    Revoke {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -789,6 +818,67 @@ async fn verify_profile(
 }
 
 /// Prints a result; a closed pipe (`… | head`) is not an error worth a panic.
+/// `mcp-root admin operator add|list|revoke`.
+async fn operator_command(c: &AdminClient, cmd: OperatorCommand) -> anyhow::Result<()> {
+    match cmd {
+        OperatorCommand::Add {
+            name,
+            token_file,
+            json,
+        } => {
+            let mut v = c
+                .post("/v1/root/operators", json!({ "name": name }))
+                .await?;
+            if let Some(path) = &token_file {
+                let token = v["token"].as_str().unwrap_or_default().to_owned();
+                crate::secrets::write_private_file(path, &format!("{token}\n"))?;
+                v["token"] = json!(format!("written to {}", path.display()));
+            }
+            print(json, &v, |v| {
+                format!(
+                    "operator: {}\ntoken:    {}  (shown once)",
+                    v["name"].as_str().unwrap_or(""),
+                    v["token"].as_str().unwrap_or("")
+                )
+            });
+        }
+        OperatorCommand::List { json } => {
+            let v = c.get("/v1/root/operators").await?;
+            print(json, &v, |v| {
+                v["operators"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|o| {
+                        let by = |k: &str| o[k].as_str().unwrap_or("-").to_owned();
+                        format!(
+                            "{:<24} {:<8} added {} by {}{}",
+                            o["name"].as_str().unwrap_or(""),
+                            o["status"].as_str().unwrap_or(""),
+                            by("created_at"),
+                            by("created_by"),
+                            o["revoked_at"]
+                                .as_str()
+                                .map(|at| format!(", revoked {at} by {}", by("revoked_by")))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        OperatorCommand::Revoke { name, json } => {
+            let v = c
+                .post(&format!("/v1/root/operators/{name}/revoke"), json!({}))
+                .await?;
+            print(json, &v, |v| {
+                format!("operator {} revoked", v["name"].as_str().unwrap_or(""))
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A target's skill as the admin CLI prints it.
 fn skill_text(v: &Value) -> String {
     let s = &v["skill"];
@@ -969,6 +1059,7 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 });
             }
         },
+        AdminCommand::Operator(cmd) => operator_command(&c, cmd).await?,
         AdminCommand::Hub(cmd) => match cmd {
             HubCommand::Enroll {
                 target,

@@ -69,9 +69,9 @@ type HmacSha256 = Hmac<Sha256>;
 /// leases (`inspect.rs`).
 #[derive(Default)]
 pub struct Sessions {
-    /// Session id → expiry (unix ms): every session of a single replica; with replicas, the
-    /// ones this replica has seen (the store holds the zone's).
-    live: DashMap<String, i64>,
+    /// Session id → expiry (unix ms) and the operator who logged in: every session of a single
+    /// replica; with replicas, the ones this replica has seen (the store holds the zone's).
+    live: DashMap<String, (i64, crate::operators::OperatorId)>,
     /// Sessions ended (logout) here or on another replica, with when: never admitted again,
     /// even from a store read that raced the logout.
     ended: DashMap<String, i64>,
@@ -141,18 +141,19 @@ impl Sessions {
         if expires_ms <= now_ms || self.ended.contains_key(id) {
             return None;
         }
-        let live = match self.live.get(id).map(|e| *e.value()) {
+        let (live, operator) = match self.live.get(id).map(|e| e.value().clone()) {
             Some(live) => live,
             // Only a cookie the zone's key signed gets here, so a forged id costs no query.
             None if app.zone.is_some() => match app.store.console_session(id, now_ms).await {
-                Ok(Some(stored)) => {
-                    self.live.insert(id.to_owned(), stored);
+                Ok(Some((stored, name))) => {
+                    let operator = crate::operators::OperatorId::named(&name);
+                    self.live.insert(id.to_owned(), (stored, operator.clone()));
                     // A logout applied while the store was read wins.
                     if self.ended.contains_key(id) {
                         self.live.remove(id);
                         return None;
                     }
-                    stored
+                    (stored, operator)
                 }
                 Ok(None) => return None,
                 Err(e) => {
@@ -165,13 +166,18 @@ impl Sessions {
         (live == expires_ms).then(|| ConsoleSession {
             id: id.to_string(),
             expires_ms,
-            operator: crate::operators::OperatorId::admin(),
+            operator,
         })
     }
 
-    async fn open(&self, app: &App, ttl: Duration) -> Result<ConsoleSession, crate::store::Error> {
+    async fn open(
+        &self,
+        app: &App,
+        ttl: Duration,
+        operator: crate::operators::OperatorId,
+    ) -> Result<ConsoleSession, crate::store::Error> {
         let now_ms = unix_ms(now());
-        self.live.retain(|_, exp| *exp > now_ms);
+        self.live.retain(|_, (exp, _)| *exp > now_ms);
         let id = uuid::Uuid::now_v7().simple().to_string();
         let expires_ms = now_ms + ttl.as_millis() as i64;
         if let Some(zone) = &app.zone {
@@ -184,6 +190,7 @@ impl Sessions {
                     now_ms,
                     expires_ms,
                     &zone.replica_id,
+                    operator.name(),
                     MAX_SESSIONS as i64,
                 )
                 .await?
@@ -195,7 +202,7 @@ impl Sessions {
             let oldest = self
                 .live
                 .iter()
-                .min_by_key(|e| *e.value())
+                .min_by_key(|e| e.value().0)
                 .map(|e| e.key().clone());
             match oldest {
                 Some(k) => {
@@ -204,11 +211,11 @@ impl Sessions {
                 None => break,
             }
         }
-        self.live.insert(id.clone(), expires_ms);
+        self.live.insert(id.clone(), (expires_ms, operator.clone()));
         Ok(ConsoleSession {
             id,
             expires_ms,
-            operator: crate::operators::OperatorId::admin(),
+            operator,
         })
     }
 
@@ -219,6 +226,27 @@ impl Sessions {
         if let Some(zone) = &app.zone {
             app.store.end_console_session(id).await?;
             zone.changed(crate::replica::kind::CONSOLE, id, true).await;
+        }
+        Ok(())
+    }
+
+    /// Ends every console session of operator `name` (revoked), here and, with replicas, in
+    /// the store and on every live replica before it returns.
+    pub async fn end_operator(&self, app: &App, name: &str) -> Result<(), crate::store::Error> {
+        let here: Vec<String> = self
+            .live
+            .iter()
+            .filter(|e| e.value().1.name() == name)
+            .map(|e| e.key().clone())
+            .collect();
+        for id in &here {
+            self.forget(id);
+        }
+        if let Some(zone) = &app.zone {
+            for id in app.store.end_operator_console_sessions(name).await? {
+                self.forget(&id);
+                zone.changed(crate::replica::kind::CONSOLE, &id, true).await;
+            }
         }
         Ok(())
     }
@@ -335,6 +363,29 @@ pub async fn cookie_operator(
 }
 
 // ---- routes ---------------------------------------------------------------------------------
+
+/// The console's API routes (its files apart): a login and a logout are operator actions,
+/// each one audit event (a refused login is not: it has no operator to name).
+pub fn endpoints() -> Vec<crate::http::Endpoint> {
+    use crate::http::{Access, Endpoint};
+    vec![
+        Endpoint {
+            method: "POST",
+            path: "/ui/api/login",
+            access: Access::OperatorAction,
+        },
+        Endpoint {
+            method: "POST",
+            path: "/ui/api/logout",
+            access: Access::OperatorAction,
+        },
+        Endpoint {
+            method: "GET",
+            path: "/ui/api/session",
+            access: Access::OperatorRead,
+        },
+    ]
+}
 
 /// The console's routes; an empty router when the console is disabled.
 pub fn routes(app: Arc<App>) -> Router {
@@ -464,8 +515,9 @@ fn secure(app: &App, headers: &HeaderMap) -> bool {
             .is_some_and(|o| o.starts_with("https://"))
 }
 
-/// `POST /ui/api/login` with `{"token": "<admin token>"}`: opens a console session and sets
-/// its cookie; answers the CSRF token the page sends with state-changing requests.
+/// `POST /ui/api/login` with `{"token": "<operator credential>"}` (the admin token or a named
+/// operator's): opens a console session for that operator and sets its cookie; answers the
+/// CSRF token the page sends with state-changing requests.
 async fn login(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -480,19 +532,26 @@ async fn login(
         ));
     }
     let token = body.token.trim();
-    if token.len() > MAX_TOKEN_LEN || !crate::auth::secret_eq(token, &app.admin_token) {
+    let operator = if token.len() > MAX_TOKEN_LEN {
+        None
+    } else if crate::auth::secret_eq(token, &app.admin_token) {
+        Some(crate::operators::OperatorId::admin())
+    } else {
+        app.operators.authenticate(token)
+    };
+    let Some(operator) = operator else {
         app.metrics.unauthenticated.inc();
-        tracing::warn!("console login refused: wrong admin token");
+        tracing::warn!("console login refused: not an operator credential");
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             ErrorCode::Unauthenticated,
-            "wrong admin token",
+            "not an operator credential",
         ));
-    }
+    };
     let ttl = Duration::from_secs(app.config.console.session_ttl_sec);
     let s = app
         .console
-        .open(&app, ttl)
+        .open(&app, ttl, operator)
         .await
         .map_err(ApiError::internal)?;
     let (Some(value), Some(csrf)) = (
@@ -503,11 +562,12 @@ async fn login(
     };
     let cookie = set_cookie(&value, ttl.as_secs() as i64, secure(&app, &headers))
         .ok_or_else(|| ApiError::internal("console cookie is not a header value"))?;
-    tracing::info!(console_session = %s.id, "console login");
+    tracing::info!(console_session = %s.id, operator = %s.operator.name(), "console login");
     let event_id = console_event(&app, "login", &s).await?;
     let mut res = Json(json!({
         "csrf_token": csrf,
         "expires_at": format(from_unix_ms(s.expires_ms)),
+        "operator": s.operator.name(),
         "event_id": event_id,
     }))
     .into_response();
@@ -587,6 +647,7 @@ async fn session(
     Ok(Json(json!({
         "csrf_token": csrf_token(&app, &s.id),
         "expires_at": format(from_unix_ms(s.expires_ms)),
+        "operator": s.operator.name(),
         "zone": app.config.zone,
         "version": env!("CARGO_PKG_VERSION"),
     })))

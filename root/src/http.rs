@@ -20,7 +20,7 @@ use ractor::call_t;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::actors::lease_manager::{self, LeaseError, NewLease};
+use crate::actors::lease_manager;
 use crate::actors::{RPC_TIMEOUT_MS, policy, router};
 use crate::app::{App, Principal};
 use crate::call::{self, CallContext};
@@ -32,6 +32,8 @@ pub struct ApiError {
     status: StatusCode,
     code: ErrorCode,
     message: String,
+    /// The audit event that records the refused request (an operator action), if any.
+    event_id: Option<String>,
 }
 
 impl ApiError {
@@ -40,7 +42,19 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            event_id: None,
         }
+    }
+
+    /// The refusal as a tool error (for the audit event that records it).
+    pub fn tool_error(&self) -> mcp_shared::ToolError {
+        mcp_shared::ToolError::new(self.code, self.message.clone())
+    }
+
+    /// The refusal, naming the audit event that records it.
+    pub fn with_event(mut self, event_id: String) -> ApiError {
+        self.event_id = Some(event_id);
+        self
     }
     pub(crate) fn not_found(what: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, what)
@@ -64,9 +78,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(
-            json!({ "error": { "code": self.code, "message": self.message, "retryable": self.code.retryable() } }),
-        );
+        let mut body = json!({ "error": { "code": self.code, "message": self.message, "retryable": self.code.retryable() } });
+        if let Some(id) = self.event_id {
+            body["event_id"] = json!(id);
+        }
+        let body = Json(body);
         let mut res = (self.status, body).into_response();
         if self.code == ErrorCode::AuditUnavailable {
             res.headers_mut()
@@ -128,6 +144,9 @@ async fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal> {
         .and_then(crate::auth::bearer)?;
     if crate::auth::secret_eq(token, &app.admin_token) {
         return Some(Principal::Operator(crate::operators::OperatorId::admin()));
+    }
+    if let Some(op) = app.operators.authenticate(token) {
+        return Some(Principal::Operator(op));
     }
     crate::replica::authenticate(app, token)
         .await
@@ -333,68 +352,243 @@ async fn mcp_auth(State(app): State<Arc<App>>, mut req: Request, next: Next) -> 
 
 // ---- routes ---------------------------------------------------------------------------------
 
-pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
-    let rest = Router::new()
-        .route("/v1/root/mcp/foundation", get(foundation))
-        .route("/v1/root/mcp/contracts", get(list_contracts))
-        .route("/v1/root/mcp/contracts/{tool_id}", get(get_contract))
-        .route(
+/// Who may call a route, and whether a call is an operator action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone (health).
+    Public,
+    /// A lease or an operator; each sees what it may.
+    Any,
+    /// A lease's bearer (tool calls).
+    Lease,
+    /// An operator; reads nothing changes, so no audit event.
+    OperatorRead,
+    /// An operator; every call is one audit event naming the operator, refusals included.
+    OperatorAction,
+    /// A hub's token, checked before the upgrade.
+    Hub,
+    /// Another replica of the zone (its own credential).
+    Replica,
+}
+
+/// A route root serves: method, path (axum's syntax) and who may call it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub access: Access,
+}
+
+type Route = (Endpoint, axum::routing::MethodRouter<Arc<App>>);
+
+/// Every REST route with its handler; [`endpoints`] lists them (the console's are in
+/// `console`, `/mcp` apart) and [`router`] serves exactly these.
+fn routes() -> Vec<Route> {
+    use crate::{
+        approvals, inspect, leases, observe, operators, replica, run_profile, target_skill, targets,
+    };
+    use Access::*;
+    let r = |method, path, access, handler| {
+        (
+            Endpoint {
+                method,
+                path,
+                access,
+            },
+            handler,
+        )
+    };
+    vec![
+        r("GET", "/v1/root/mcp/foundation", Any, get(foundation)),
+        r("GET", "/v1/root/mcp/contracts", Any, get(list_contracts)),
+        r(
+            "GET",
+            "/v1/root/mcp/contracts/{tool_id}",
+            Any,
+            get(get_contract),
+        ),
+        r(
+            "GET",
             "/v1/root/mcp/descriptors",
-            get(list_descriptors).post(publish_descriptors),
-        )
-        .route("/v1/root/mcp/descriptors/{id}", get(get_descriptor))
-        .route(
+            Any,
+            get(list_descriptors),
+        ),
+        r(
+            "POST",
+            "/v1/root/mcp/descriptors",
+            OperatorAction,
+            post(publish_descriptors),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/descriptors/{id}",
+            Any,
+            get(get_descriptor),
+        ),
+        r(
+            "GET",
             "/v1/root/mcp/sessions",
-            get(list_sessions).post(create_session),
-        )
-        .route("/v1/root/mcp/sessions/{id}", get(get_session))
-        .route("/v1/root/mcp/sessions/{id}/revoke", post(revoke_session))
-        .route("/v1/root/mcp/sessions/{id}/rotate", post(rotate_session))
-        .route(
+            OperatorRead,
+            get(leases::list),
+        ),
+        r(
+            "POST",
+            "/v1/root/mcp/sessions",
+            OperatorAction,
+            post(leases::create),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/sessions/{id}",
+            OperatorRead,
+            get(leases::get),
+        ),
+        r(
+            "POST",
+            "/v1/root/mcp/sessions/{id}/revoke",
+            OperatorAction,
+            post(leases::revoke),
+        ),
+        r(
+            "POST",
+            "/v1/root/mcp/sessions/{id}/rotate",
+            OperatorAction,
+            post(leases::rotate),
+        ),
+        r(
+            "GET",
             "/v1/root/mcp/sessions/{id}/run-profile",
-            get(crate::run_profile::get),
-        )
-        .route(
+            Any,
+            get(run_profile::get),
+        ),
+        r(
+            "POST",
             "/v1/root/mcp/run-profiles/verify",
-            post(crate::run_profile::verify),
-        )
-        .route("/v1/root/mcp/call", post(rest_call))
-        .route("/v1/root/mcp/approvals", get(crate::approvals::list))
-        .route("/v1/root/mcp/approvals/{id}", get(crate::approvals::show))
-        .route(
+            OperatorRead,
+            post(run_profile::verify),
+        ),
+        r("POST", "/v1/root/mcp/call", Lease, post(rest_call)),
+        r(
+            "GET",
+            "/v1/root/mcp/approvals",
+            OperatorRead,
+            get(approvals::list),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/approvals/{id}",
+            OperatorRead,
+            get(approvals::show),
+        ),
+        r(
+            "POST",
             "/v1/root/mcp/approvals/{id}/{decision}",
-            post(crate::approvals::decide),
-        )
-        .route("/v1/root/mcp/audit", get(query_audit))
-        .route("/v1/root/mcp/audit/verify", get(verify_audit))
-        .route("/v1/root/mcp/audit/stream", get(crate::observe::stream))
-        .route("/v1/root/mcp/audit/usage", get(crate::observe::usage))
-        .route("/v1/root/mcp/audit/{event_id}", get(get_audit_event))
-        .route(
+            OperatorAction,
+            post(approvals::decide),
+        ),
+        r("GET", "/v1/root/mcp/audit", OperatorRead, get(query_audit)),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/verify",
+            OperatorRead,
+            get(verify_audit),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/stream",
+            OperatorRead,
+            get(observe::stream),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/usage",
+            OperatorRead,
+            get(observe::usage),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/{event_id}",
+            OperatorRead,
+            get(get_audit_event),
+        ),
+        r("GET", "/v1/root/hubs", OperatorRead, get(targets::list)),
+        r(
+            "POST",
             "/v1/root/hubs",
-            get(crate::hubs::list).post(crate::hubs::enroll),
-        )
-        .route("/v1/root/hubs/connect", get(crate::hubs::connect))
-        .route(
+            OperatorAction,
+            post(targets::enroll),
+        ),
+        r(
+            "GET",
+            "/v1/root/hubs/connect",
+            Hub,
+            get(crate::hubs::connect),
+        ),
+        r(
+            "POST",
             "/v1/root/hubs/{target_id}/rotate-key",
-            post(crate::hubs::rotate_key),
-        )
-        .route(
+            OperatorAction,
+            post(targets::rotate_key),
+        ),
+        r(
+            "POST",
             "/v1/root/hubs/{target_id}/skills/{skill}/{command}",
-            post(crate::target_skill::command),
-        )
-        .route(
+            OperatorAction,
+            post(target_skill::command),
+        ),
+        // A read of the target's tool, audited as a call naming the operator.
+        r(
+            "POST",
             "/v1/root/hubs/{target_id}/read",
-            post(crate::inspect::operator_read),
-        )
-        .route("/v1/root/replicas", get(crate::replica::list))
-        .route(
-            crate::replica::forward::ROUTE_PATH,
-            post(crate::replica::forward::internal_route),
-        )
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+            OperatorAction,
+            post(inspect::operator_read),
+        ),
+        r(
+            "GET",
+            "/v1/root/operators",
+            OperatorRead,
+            get(operators::list),
+        ),
+        r(
+            "POST",
+            "/v1/root/operators",
+            OperatorAction,
+            post(operators::add),
+        ),
+        r(
+            "POST",
+            "/v1/root/operators/{name}/revoke",
+            OperatorAction,
+            post(operators::revoke),
+        ),
+        r("GET", "/v1/root/replicas", Any, get(replica::list)),
+        r(
+            "POST",
+            replica::forward::ROUTE_PATH,
+            Replica,
+            post(replica::forward::internal_route),
+        ),
+        r("GET", "/healthz", Public, get(|| async { "ok" })),
+        r("GET", "/readyz", Public, get(readyz)),
+        r("GET", "/metrics", OperatorRead, get(metrics)),
+    ]
+}
+
+/// Every route root serves but `/mcp`: the REST family's and the console's.
+pub fn endpoints() -> Vec<Endpoint> {
+    routes()
+        .into_iter()
+        .map(|(e, _)| e)
+        .chain(crate::console::endpoints())
+        .collect()
+}
+
+pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
+    let rest = routes()
+        .into_iter()
+        .fold(Router::new(), |router, (e, handler)| {
+            router.route(e.path, handler)
+        })
         .with_state(app.clone())
         .layer(middleware::from_fn_with_state(
             app.clone(),
@@ -663,218 +857,62 @@ async fn publish_descriptors(
     op: Operator,
     body: Result<Json<PublishBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let started_at = mcp_shared::time::now();
-    let n = body.descriptors.len();
-    let items: Vec<(String, Value)> = body
-        .descriptors
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let name = body
-                .names
-                .get(i)
-                .filter(|n| n.len() <= 200)
-                .cloned()
-                .unwrap_or_else(|| format!("descriptors[{i}]"));
-            (name, v)
-        })
-        .collect();
-    let res = crate::descriptors::publish(&app, items).await;
-    let summary = match &res {
-        Ok(set) => Ok(format!(
+    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
+    let request = match &parsed {
+        Ok(b) => json!({ "descriptors": b.descriptors.len() }),
+        Err(why) => json!({ "invalid_body": why }),
+    };
+    let asked = crate::audit::Asked {
+        tool_id: "admin.descriptors.publish",
+        target_id: None,
+        adapter: Some("root.descriptor_cache".into()),
+        request,
+    };
+    let (set, event_id) = crate::audit::audited(&app, &op, asked, async {
+        let body = parsed.map_err(ApiError::bad_request)?;
+        let items: Vec<(String, Value)> = body
+            .descriptors
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let name = body
+                    .names
+                    .get(i)
+                    .filter(|n| n.len() <= 200)
+                    .cloned()
+                    .unwrap_or_else(|| format!("descriptors[{i}]"));
+                (name, v)
+            })
+            .collect();
+        let set = crate::descriptors::publish(&app, items)
+            .await
+            .map_err(|e| match e {
+                crate::descriptors::PublishError::Invalid(e) => ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    ErrorCode::InvalidArguments,
+                    format!("descriptor set refused, nothing changed: {e}"),
+                ),
+                e => ApiError::internal(e),
+            })?;
+        let summary = format!(
             "descriptor set revision {} ({} descriptors, {})",
             set.origin.revision.unwrap_or_default(),
             set.by_id.len(),
             set.origin.set_hash
-        )),
-        Err(e) => Err(mcp_shared::ToolError::new(
-            ErrorCode::InvalidArguments,
-            e.to_string(),
-        )),
-    };
-    crate::audit::record_admin(
-        &app,
-        &op,
-        crate::audit::AdminAction {
-            tool_id: "admin.descriptors.publish".into(),
-            target_id: None,
-            adapter: Some("root.descriptor_cache".into()),
-            started_at,
-            request: json!({ "descriptors": n }),
-        },
-        summary.as_ref().cloned(),
-    )
-    .await?;
-    match res {
-        Ok(set) => Ok(Json(json!({
-            "set": set.origin,
-            "descriptors": set.by_id.values().map(|d| served_json(&app, d, false)).collect::<Vec<_>>(),
-            "skill_catalog": set.catalog.as_ref().map(|c| json!({
-                "ontology": c.ontology.uri,
-                "skills": c.skills.len(),
-                "manifest_sha256": c.ontology.meta.manifest_sha256,
-            })),
-        }))),
-        Err(crate::descriptors::PublishError::Invalid(e)) => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            ErrorCode::InvalidArguments,
-            format!("descriptor set refused, nothing changed: {e}"),
-        )),
-        Err(e) => Err(ApiError::internal(e)),
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateSession {
-    target_id: String,
-    capability_profile: String,
-    ttl_sec: u64,
-    #[serde(default)]
-    audience: Option<String>,
-    #[serde(default)]
-    subnet_id: Option<String>,
-    #[serde(default)]
-    zone: Option<String>,
-}
-
-fn lease_error(e: LeaseError) -> ApiError {
-    match e {
-        LeaseError::NotFound(id) => ApiError::not_found(format!("no lease `{id}`")),
-        e @ LeaseError::NotActive(..) => ApiError::new(
-            StatusCode::CONFLICT,
-            ErrorCode::InvalidArguments,
-            e.to_string(),
-        ),
-        LeaseError::Store(e) => ApiError::internal(e),
-    }
-}
-
-fn issued_json(i: &lease_manager::IssuedLease) -> Value {
-    json!({
-        "session_id": i.lease.session_id,
-        "token": i.token,
-        "deadline_at": mcp_shared::time::format(i.lease.deadline_at),
-        "lease": i.lease,
+        );
+        Ok((set, summary))
     })
-}
-
-async fn create_session(
-    State(app): State<Arc<App>>,
-    _op: Operator,
-    body: Result<Json<CreateSession>, axum::extract::rejection::JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let Json(req) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    if req.target_id.trim().is_empty() || req.target_id.len() > 200 {
-        return Err(ApiError::bad_request("target_id must be 1..200 characters"));
-    }
-    if req.ttl_sec == 0 || req.ttl_sec > app.config.limits.max_lease_ttl_sec {
-        return Err(ApiError::bad_request(format!(
-            "ttl_sec must be between 1 and {}",
-            app.config.limits.max_lease_ttl_sec
-        )));
-    }
-    let profiles = profiles(&app).await?;
-    let Some(profile) = profiles.get(&req.capability_profile) else {
-        let names: Vec<_> = profiles.profiles.iter().map(|p| p.name.as_str()).collect();
-        return Err(ApiError::bad_request(format!(
-            "unknown capability profile `{}` (known: {})",
-            req.capability_profile,
-            names.join(", ")
-        )));
-    };
-    let effective_tools = app.effective_tools(profile);
-    // A lease binds its target's subnet: an enrolled target's subnet is the default, and
-    // another one is refused.
-    let enrolled_subnet = app
-        .enrolments
-        .get(&req.target_id)
-        .map(|e| e.row.subnet_id.clone());
-    let subnet_id = match (req.subnet_id, enrolled_subnet) {
-        (Some(asked), Some(enrolled)) if asked != enrolled => {
-            return Err(ApiError::bad_request(format!(
-                "target `{}` is enrolled in subnet `{enrolled}`, not `{asked}`",
-                req.target_id
-            )));
-        }
-        (_, Some(enrolled)) => enrolled,
-        (Some(asked), None) => asked,
-        (None, None) => "default".into(),
-    };
-    let new = NewLease {
-        subnet_id,
-        zone: req.zone.unwrap_or_else(|| app.config.zone.clone()),
-        audience: req.audience.unwrap_or_else(|| "mcp-client".into()),
-        target_id: req.target_id,
-        capability_profile: req.capability_profile,
-        effective_tools,
-        ttl: Duration::from_secs(req.ttl_sec),
-        lineage: None,
-    };
-    let issued = call_t!(
-        app.actors.leases.load(),
-        lease_manager::Msg::Create,
-        RPC_TIMEOUT_MS,
-        new
-    )
-    .map_err(ApiError::internal)?
-    .map_err(lease_error)?;
-    crate::replica::lease_changed(&app, &issued.lease.session_id, false).await;
-    Ok((StatusCode::CREATED, Json(issued_json(&issued))))
-}
-
-async fn list_sessions(State(app): State<Arc<App>>, _op: Operator) -> Json<Value> {
-    Json(json!({ "sessions": app.leases.list() }))
-}
-
-async fn get_session(
-    State(app): State<Arc<App>>,
-    _op: Operator,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    app.leases
-        .get(&id)
-        .map(|l| Json(json!(l)))
-        .ok_or_else(|| ApiError::not_found(format!("no lease `{id}`")))
-}
-
-async fn revoke_session(
-    State(app): State<Arc<App>>,
-    _op: Operator,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let lease = call_t!(
-        app.actors.leases.load(),
-        lease_manager::Msg::Revoke,
-        RPC_TIMEOUT_MS,
-        id.clone()
-    )
-    .map_err(ApiError::internal)?
-    .map_err(lease_error)?;
-    app.limits.forget_prefix(&format!("lease:{id}"));
-    // Returns once every live replica refuses the bearer.
-    crate::replica::lease_changed(&app, &id, true).await;
-    Ok(Json(json!(lease)))
-}
-
-async fn rotate_session(
-    State(app): State<Arc<App>>,
-    _op: Operator,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let issued = call_t!(
-        app.actors.leases.load(),
-        lease_manager::Msg::Rotate,
-        RPC_TIMEOUT_MS,
-        id.clone()
-    )
-    .map_err(ApiError::internal)?
-    .map_err(lease_error)?;
-    app.limits.forget_prefix(&format!("lease:{id}"));
-    crate::replica::lease_changed(&app, &issued.lease.session_id, false).await;
-    crate::replica::lease_changed(&app, &id, true).await;
-    Ok(Json(issued_json(&issued)))
+    .await?;
+    Ok(Json(json!({
+        "set": set.origin,
+        "descriptors": set.by_id.values().map(|d| served_json(&app, d, false)).collect::<Vec<_>>(),
+        "skill_catalog": set.catalog.as_ref().map(|c| json!({
+            "ontology": c.ontology.uri,
+            "skills": c.skills.len(),
+            "manifest_sha256": c.ontology.meta.manifest_sha256,
+        })),
+        "event_id": event_id,
+    })))
 }
 
 #[derive(Deserialize)]
@@ -898,6 +936,7 @@ async fn rest_call(
         trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
         request_id: uuid::Uuid::now_v7().to_string(),
         cancel: None,
+        operator: None,
     };
     let arguments = body.arguments.unwrap_or_else(|| json!({}));
     let outcome = call::call(&app, ctx, &body.tool_id, arguments).await;

@@ -1,17 +1,18 @@
-//! The hub channel on root: enrolment, the WebSocket endpoint `/v1/root/hubs/connect`, the
-//! target list, and operator skill commands.
+//! The hub channel on root: enrolments (an enrolled target with its signing keys and skill
+//! gate) and the WebSocket endpoint `/v1/root/hubs/connect`.
 //!
-//! A hub authenticates with its `hello` (the enrolment token, checked against the stored
-//! hash) and must register the target id and environment it was enrolled with. Each
-//! connection gets one router session actor; frames go through the versioned protocol in
-//! `mcp-shared`, and a malformed frame is answered with a protocol error, never a crash.
+//! A hub is admitted at the door by the token in its upgrade request (`hub_door`), says
+//! `hello` with the same token and must register the target id and environment it was
+//! enrolled with. Each connection gets one router session actor; frames go through the
+//! versioned protocol in `mcp-shared`, and a malformed frame is answered with a protocol
+//! error, never a crash. What the hub reports of its skill goes to `target_skill`, which
+//! pushes root's desired state to it at each connection.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
+use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -21,15 +22,13 @@ use mcp_shared::protocol::{
 };
 use mcp_shared::target::{ManagedTargetDescriptor, TargetStatus};
 use mcp_shared::time::{now, unix_ms};
-use ractor::{Actor, call_t};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use ractor::Actor;
 use tokio::sync::mpsc;
 
+use crate::actors::router;
 use crate::actors::router_session::{self, RouterSession};
-use crate::actors::{RPC_TIMEOUT_MS, router};
 use crate::app::App;
-use crate::http::{ApiError, Operator};
+use crate::http::ApiError;
 use crate::secrets::{MasterKey, SecretError};
 use crate::store::{PreviousKey, TargetRow};
 use crate::timeline::LifecycleKind;
@@ -43,11 +42,6 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 pub const OUTBOUND_QUEUE: usize = 1024;
 /// Prefix of hub enrolment tokens.
 pub const HUB_TOKEN_PREFIX: &str = "mcph_";
-
-/// Longest grace period of a key rotation (a week).
-pub const MAX_ROTATION_GRACE_SEC: u64 = 7 * 24 * 3600;
-/// Grace period of a key rotation when the operator names none.
-pub const DEFAULT_ROTATION_GRACE_SEC: u64 = 600;
 
 /// Enrolled targets by target id.
 pub type Enrolments = dashmap::DashMap<String, Enrolment>;
@@ -140,267 +134,6 @@ impl Enrolment {
         d.environment = self.row.environment.clone();
         d
     }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EnrollRequest {
-    target_id: String,
-    environment: String,
-    #[serde(default)]
-    subnet_id: Option<String>,
-    #[serde(default)]
-    zone: Option<String>,
-}
-
-fn valid_id(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 200
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._:-".contains(c))
-}
-
-pub async fn enroll(
-    State(app): State<Arc<App>>,
-    _op: Operator,
-    body: Result<Json<EnrollRequest>, axum::extract::rejection::JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let Json(req) = body.map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::InvalidArguments,
-            e.body_text(),
-        )
-    })?;
-    if !valid_id(&req.target_id) || !valid_id(&req.environment) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::InvalidArguments,
-            "target_id and environment must be 1..200 characters of [A-Za-z0-9._:-]",
-        ));
-    }
-    let token = crate::auth::new_token(HUB_TOKEN_PREFIX);
-    let signing_key = protocol::signing_key(&token);
-    let sealed = app
-        .master_key
-        .seal_signing_key(&req.target_id, &signing_key)
-        .map_err(ApiError::internal)?;
-    let row = TargetRow {
-        target_id: req.target_id.clone(),
-        environment: req.environment,
-        subnet_id: req.subnet_id.unwrap_or_else(|| "default".into()),
-        zone: req.zone.unwrap_or_else(|| app.config.zone.clone()),
-        token_hash: crate::auth::token_hash(&token),
-        signing_key: sealed,
-        enrolled_at_ms: unix_ms(now()),
-        last_seen_at_ms: None,
-        descriptor: None,
-        skills: None,
-        skill_desired: None,
-    };
-    let inserted = app.store.insert_target(&row).await.map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorCode::Internal,
-            e.to_string(),
-        )
-    })?;
-    if !inserted {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            ErrorCode::InvalidArguments,
-            format!("target `{}` is already enrolled", req.target_id),
-        ));
-    }
-    let e = Enrolment {
-        skill: crate::target_skill::Gate::from_row(&row),
-        row: row.clone(),
-        signing_key,
-        previous: None,
-    };
-    app.targets
-        .entry(row.target_id.clone())
-        .or_insert_with(|| e.offline_descriptor());
-    app.enrolments.insert(row.target_id.clone(), e);
-    crate::replica::target_changed(&app, &row.target_id, true).await;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({
-            "target_id": row.target_id,
-            "environment": row.environment,
-            "subnet_id": row.subnet_id,
-            "zone": row.zone,
-            "token": token,
-        })),
-    ))
-}
-
-pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Value>, ApiError> {
-    let pressure = call_t!(
-        app.actors.router.load(),
-        router::Msg::Pressure,
-        RPC_TIMEOUT_MS
-    )
-    .unwrap_or_default();
-    let mut rows: Vec<TargetRow> = app.store.load_targets().await.map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorCode::Internal,
-            e.to_string(),
-        )
-    })?;
-    rows.sort_by(|a, b| a.target_id.cmp(&b.target_id));
-    let targets: Vec<Value> = rows
-        .into_iter()
-        .map(|r| {
-            let live = app.targets.get(&r.target_id).map(|d| d.clone());
-            let status = live_status(&app, &r.target_id);
-            let descriptor: Option<Value> = live
-                .map(|d| json!(d))
-                .or_else(|| r.descriptor.as_deref().and_then(|d| serde_json::from_str(d).ok()));
-            let skills: Value = r.skills.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(json!([]));
-            let skill = app.enrolments.get(&r.target_id).map(|e| e.skill.view());
-            let published = descriptor
-                .as_ref()
-                .filter(|_| status != TargetStatus::Offline)
-                .and_then(|d| d["operational_surface"]["capabilities"].as_array().cloned())
-                .unwrap_or_default();
-            json!({
-                "target_id": r.target_id,
-                "environment": r.environment,
-                "subnet_id": r.subnet_id,
-                "zone": r.zone,
-                "status": status,
-                "enrolled_at": mcp_shared::time::format(mcp_shared::time::from_unix_ms(r.enrolled_at_ms)),
-                "last_seen_at": r.last_seen_at_ms.map(|ms| mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms))),
-                "descriptor": descriptor,
-                "skills": skills,
-                "skill": skill,
-                "published_capabilities": published,
-                "pressure": pressure.get(&r.target_id),
-            })
-        })
-        .collect();
-    Ok(Json(json!({ "targets": targets })))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RotateRequest {
-    /// How long the previous token and key keep working, in seconds.
-    #[serde(default)]
-    grace_sec: Option<u64>,
-}
-
-/// `POST /v1/root/hubs/{target_id}/rotate-key`: a new hub token (shown once) and signing key;
-/// the previous ones keep working for `grace_sec`, then a hub still using them is refused (and
-/// dropped at its next frame). Audited as `admin.hub.rotate_key`, without the token.
-pub async fn rotate_key(
-    State(app): State<Arc<App>>,
-    op: Operator,
-    Path(target_id): Path<String>,
-    body: Result<Json<RotateRequest>, axum::extract::rejection::JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let Json(req) = body.map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::InvalidArguments,
-            e.body_text(),
-        )
-    })?;
-    let grace_sec = req.grace_sec.unwrap_or(DEFAULT_ROTATION_GRACE_SEC);
-    if grace_sec > MAX_ROTATION_GRACE_SEC {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::InvalidArguments,
-            format!("grace_sec must be at most {MAX_ROTATION_GRACE_SEC} (a week)"),
-        ));
-    }
-    let Some(current) = app.enrolments.get(&target_id).map(|e| e.clone()) else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            ErrorCode::NotFound,
-            format!("target `{target_id}` is not enrolled"),
-        ));
-    };
-    let started_at = now();
-    let token = crate::auth::new_token(HUB_TOKEN_PREFIX);
-    let token_hash = crate::auth::token_hash(&token);
-    let signing_key = protocol::signing_key(&token);
-    let sealed = app
-        .master_key
-        .seal_signing_key(&target_id, &signing_key)
-        .map_err(ApiError::internal)?;
-    let expires_at_ms = unix_ms(started_at).saturating_add((grace_sec as i64).saturating_mul(1000));
-    let previous = PreviousKey {
-        token_hash: current.row.token_hash.clone(),
-        signing_key: current.row.signing_key.clone(),
-        expires_at_ms,
-    };
-    // Store and memory change together with respect to a replica's enrolment reload, which
-    // could otherwise put back what it read before this rotation.
-    let writes = match &app.zone {
-        Some(z) => Some(z.enrolment_writes.lock().await),
-        None => None,
-    };
-    let rotated = app
-        .store
-        .rotate_target_key(
-            &target_id,
-            &current.row.token_hash,
-            &token_hash,
-            &sealed,
-            &previous,
-        )
-        .await
-        .map_err(ApiError::internal)?;
-    if !rotated {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            ErrorCode::Conflict,
-            format!("the key of `{target_id}` changed meanwhile; try again"),
-        ));
-    }
-    if let Some(mut e) = app.enrolments.get_mut(&target_id) {
-        e.previous = Some(PreviousHubKey {
-            token_hash: current.row.token_hash.clone(),
-            signing_key: current.signing_key,
-            expires_at_ms,
-        });
-        e.row.token_hash = token_hash;
-        e.row.signing_key = sealed;
-        e.signing_key = signing_key;
-    }
-    // Released before waiting for the change to be applied here (which reloads under it).
-    drop(writes);
-    crate::replica::target_changed(&app, &target_id, true).await;
-    let valid_until = mcp_shared::time::format(mcp_shared::time::from_unix_ms(expires_at_ms));
-    tracing::info!(%target_id, grace_sec, previous_valid_until = %valid_until, "hub key rotated");
-    let event_id = crate::audit::record_admin(
-        &app,
-        &op,
-        crate::audit::AdminAction {
-            tool_id: "admin.hub.rotate_key".into(),
-            target_id: Some(&target_id),
-            adapter: None,
-            started_at,
-            request: json!({ "target_id": target_id, "grace_sec": grace_sec }),
-        },
-        Ok(format!(
-            "new hub token and signing key issued; the previous ones work until {valid_until}"
-        )),
-    )
-    .await?;
-    Ok((
-        StatusCode::OK,
-        Json(json!({
-            "target_id": target_id,
-            "token": token,
-            "previous_valid_until": valid_until,
-            "grace_sec": grace_sec,
-            "event_id": event_id,
-        })),
-    ))
 }
 
 /// Whether this root requires hub client certificates (`[tls] client_ca_file`).

@@ -5,8 +5,9 @@
 //! The read runs through the one governed call path (`call::call`) under a short-lived lease
 //! root issues to the operator: audience [`AUDIENCE`], the narrowest read-only capability
 //! profile that grants the tool, [`READER_TTL`]. So policy, limits, redaction and the audit
-//! trail apply as to any client, the event names that lease as its actor, and the lease is
-//! listed with the others. Its bearer never leaves root (only the lease entry is kept).
+//! trail apply as to any client, the event names the operator as its actor with that lease as
+//! its session, and the lease is listed with the others (its issue is an operator event).
+//! Its bearer never leaves root (only the lease entry is kept).
 //!
 //! Invariant: only `read` tools can be called this way; writes need a client's lease and the
 //! preview/confirmation flow.
@@ -66,6 +67,7 @@ fn read_profile(app: &App, capability: &str) -> Option<String> {
 /// The reader lease for `(target, profile)`, issued when missing or about to end.
 async fn reader_lease(
     app: &App,
+    op: &Operator,
     target_id: &str,
     profile_name: &str,
 ) -> Result<Arc<LeaseEntry>, ApiError> {
@@ -100,14 +102,33 @@ async fn reader_lease(
         ttl: READER_TTL,
         lineage: None,
     };
-    let issued = call_t!(
-        app.actors.leases.load(),
-        lease_manager::Msg::Create,
-        RPC_TIMEOUT_MS,
-        new
-    )
-    .map_err(ApiError::internal)?
-    .map_err(|e| ApiError::internal(format!("issuing the operator's reader lease: {e}")))?;
+    let asked = crate::audit::Asked {
+        tool_id: "admin.lease.create",
+        target_id: Some(target_id.to_owned()),
+        adapter: Some("root.lease_manager".into()),
+        request: json!({
+            "target_id": target_id,
+            "capability_profile": profile_name,
+            "audience": AUDIENCE,
+            "ttl_sec": READER_TTL.as_secs(),
+        }),
+    };
+    let (issued, _) = crate::audit::audited(app, op, asked, async {
+        let issued = call_t!(
+            app.actors.leases.load(),
+            lease_manager::Msg::Create,
+            RPC_TIMEOUT_MS,
+            new
+        )
+        .map_err(ApiError::internal)?
+        .map_err(|e| ApiError::internal(format!("issuing the operator's reader lease: {e}")))?;
+        let summary = format!(
+            "issued reader lease {} for the operator's reads of `{target_id}` ({profile_name})",
+            issued.lease.session_id
+        );
+        Ok((issued, summary))
+    })
+    .await?;
     let entry = app
         .leases
         .authenticate(&issued.token)
@@ -119,7 +140,7 @@ async fn reader_lease(
 /// `POST /v1/root/hubs/{target_id}/read`.
 pub async fn operator_read(
     State(app): State<Arc<App>>,
-    _op: Operator,
+    op: Operator,
     Path(target_id): Path<String>,
     headers: HeaderMap,
     body: Result<Json<ReadBody>, axum::extract::rejection::JsonRejection>,
@@ -158,7 +179,7 @@ pub async fn operator_read(
             ),
         ));
     };
-    let lease = reader_lease(&app, &target_id, &profile).await?;
+    let lease = reader_lease(&app, &op, &target_id, &profile).await?;
     lease.touch();
     let ctx = CallContext {
         surface: Surface::Rest,
@@ -166,6 +187,7 @@ pub async fn operator_read(
         trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
         request_id: uuid::Uuid::now_v7().to_string(),
         cancel: None,
+        operator: Some(op.0.clone()),
     };
     let outcome = call::call(
         &app,

@@ -24,7 +24,8 @@
 //!   [`front`]: what a request body must be before rmcp or a REST handler sees it.
 //! - [`http`]: axum routes (REST family, health, metrics) and middleware (Host/Origin guard,
 //!   bearer resolution, body limit).
-//! - [`hubs`]: hub enrolment, the hub WebSocket endpoint, target list;
+//! - [`hubs`]: enrolments and the hub WebSocket endpoint; [`targets`]: the operator's target
+//!   endpoints (enrol, list, rotate a hub key);
 //!   [`target_skill`]: each target's `infra_access_skill` as root governs it (desired state,
 //!   the hub's report, the gate policy reads, lifecycle commands);
 //!   [`hub_door`]: the hub token checked before the upgrade, refusals bounded per address;
@@ -38,7 +39,8 @@
 //!   keys at rest.
 //! - [`replica`]: several roots for one zone on PostgreSQL (registry, hub ownership, the
 //!   change feed that keeps caches honest, forwarding to the replica holding a hub).
-//! - [`operators`]: who acts on operator endpoints (every action is an event naming them).
+//! - [`operators`]: who acts on operator endpoints (every action is an event naming them);
+//!   [`leases`]: the operator's lease endpoints (issue, list, revoke, rotate).
 //! - [`auth`], [`redact`], [`limits`], [`metrics`], [`audit`]: cross-cutting pieces;
 //!   [`audit_health`]: calls refused while the audit trail cannot be written.
 //! - [`cli`]: `serve`, `demo` and the `admin` client.
@@ -68,6 +70,7 @@ pub mod hub_frames;
 pub mod hub_identity;
 pub mod hubs;
 pub mod inspect;
+pub mod leases;
 pub mod limits;
 pub mod listener;
 pub mod logging;
@@ -84,6 +87,7 @@ pub mod skill_catalog;
 pub mod skills_sync;
 pub mod store;
 pub mod target_skill;
+pub mod targets;
 pub mod timeline;
 pub mod tls;
 pub mod tls_client;
@@ -331,6 +335,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         audit_health,
         console: console::Sessions::default(),
         admin_token,
+        operators: Default::default(),
         master_key,
         mcp_sessions: Default::default(),
         started_at: mcp_shared::time::now(),
@@ -348,6 +353,9 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     });
 
     let shutdown = app.shutdown.clone();
+    operators::reload(&app)
+        .await
+        .context("loading the operators")?;
     tokio::spawn(janitor(app.clone(), shutdown.clone()));
     tokio::spawn(hubs::record_last_seen(app.clone(), shutdown.clone()));
     tokio::spawn(audit_health::watch(app.clone(), shutdown.clone()));

@@ -532,6 +532,7 @@ pub async fn answer_call(
         trace_id: trace_id.clone(),
         request_id: request_id.clone(),
         cancel: Some(cancel.clone()),
+        operator: None,
     };
     let elicit = match ctx {
         Some(ctx) => crate::elicit::applies(app, ctx, &lease, &request.name, &arguments).await,

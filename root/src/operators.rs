@@ -1,13 +1,34 @@
 //! Operators: who acts on root's operator endpoints (the REST family's admin side, the
-//! `mcp-root admin` CLI, the console). Every operator action is one audit event naming the
-//! operator (`operator:<name>`), so "who issued this bearer?" has an answer.
+//! `mcp-root admin` CLI, the console). Each has a credential of their own
+//! (`mcp-root admin operator add NAME` shows it once; root keeps its SHA-256), and every
+//! operator action is one audit event naming the operator (`operator:<name>`), so "who
+//! issued this bearer?" has an answer.
 //!
-//! The bootstrap credential, `admin.token`, is operator [`ADMIN`].
+//! The bootstrap credential, `<data_dir>/admin.token`, is operator [`ADMIN`]; it cannot be
+//! revoked through the API (replace the file). Names are never reused, so an actor in the
+//! trail always means one operator. A revoked operator's credential and console sessions
+//! stop working at once, on every replica (the change feed, kind `operator`).
 
 use std::sync::Arc;
 
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use dashmap::DashMap;
+use mcp_shared::error::ErrorCode;
+use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::audit::{Asked, audited};
+use crate::http::{ApiError, Operator};
+use crate::store::OperatorRow;
+
 /// The operator the bootstrap admin token (`<data_dir>/admin.token`) stands for.
 pub const ADMIN: &str = "admin";
+/// Prefix of named operators' credentials (the redactor knows it).
+pub const OPERATOR_TOKEN_PREFIX: &str = "mcpo_";
 
 /// An authenticated operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,5 +53,251 @@ impl OperatorId {
     /// The actor id events and records name: `operator:<name>`.
     pub fn actor_id(&self) -> String {
         format!("operator:{}", self.name)
+    }
+}
+
+/// The active named operators by credential hash (the bootstrap `admin` is checked apart).
+#[derive(Default)]
+pub struct Registry {
+    by_hash: DashMap<String, OperatorId>,
+}
+
+impl Registry {
+    /// The active operator a credential belongs to.
+    pub fn authenticate(&self, token: &str) -> Option<OperatorId> {
+        if !token.starts_with(OPERATOR_TOKEN_PREFIX) {
+            return None;
+        }
+        self.by_hash
+            .get(&crate::auth::token_hash(token))
+            .map(|o| o.clone())
+    }
+
+    /// Replaces the registry with the active operators of `rows`.
+    pub fn load(&self, rows: &[OperatorRow]) {
+        self.by_hash.retain(|hash, _| {
+            rows.iter()
+                .any(|r| r.revoked_at_ms.is_none() && &r.token_hash == hash)
+        });
+        for r in rows.iter().filter(|r| r.revoked_at_ms.is_none()) {
+            self.by_hash
+                .entry(r.token_hash.clone())
+                .or_insert_with(|| OperatorId::named(&r.name));
+        }
+    }
+}
+
+/// Reads the operators from the store (at start, on a change of the feed, and on every
+/// fallback tick with replicas).
+pub async fn reload(app: &App) -> Result<(), crate::store::Error> {
+    let rows = app.store.load_operators().await?;
+    app.operators.load(&rows);
+    Ok(())
+}
+
+/// Whether `name` may name an operator: 1 to 64 of `[a-z0-9._-]`, starting with a letter or
+/// digit.
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddOperator {
+    name: String,
+}
+
+/// `POST /v1/root/operators` `{"name": …}`: a new operator and their credential, shown once
+/// in this answer (never in the trail). Audited as `admin.operator.add`.
+pub async fn add(
+    State(app): State<Arc<App>>,
+    op: Operator,
+    body: Result<Json<AddOperator>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let parsed = body.map(|Json(b)| b.name).map_err(|e| e.body_text());
+    let request = match &parsed {
+        Ok(name) => json!({ "name": name }),
+        Err(why) => json!({ "invalid_body": why }),
+    };
+    let asked = Asked {
+        tool_id: "admin.operator.add",
+        target_id: None,
+        adapter: Some("root.operators".into()),
+        request,
+    };
+    let ((row, token), event_id) = audited(&app, &op, asked, async {
+        let name = parsed.map_err(ApiError::bad_request)?;
+        if !valid_name(&name) {
+            return Err(ApiError::bad_request(
+                "name must be 1 to 64 of [a-z0-9._-], starting with a letter or digit",
+            ));
+        }
+        if name == ADMIN {
+            return Err(conflict(format!(
+                "`{ADMIN}` is the bootstrap operator (the admin token file)"
+            )));
+        }
+        let token = crate::auth::new_token(OPERATOR_TOKEN_PREFIX);
+        let row = OperatorRow {
+            name: name.clone(),
+            token_hash: crate::auth::token_hash(&token),
+            created_at_ms: unix_ms(now()),
+            created_by: op.actor_id(),
+            revoked_at_ms: None,
+            revoked_by: None,
+        };
+        if !app
+            .store
+            .insert_operator(&row)
+            .await
+            .map_err(ApiError::internal)?
+        {
+            return Err(conflict(format!(
+                "an operator named `{name}` exists or existed; names are never reused"
+            )));
+        }
+        changed(&app, &name).await?;
+        let summary = format!("operator `{name}` added");
+        Ok(((row, token), summary))
+    })
+    .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "name": row.name,
+            "token": token,
+            "created_at": format(from_unix_ms(row.created_at_ms)),
+            "created_by": row.created_by,
+            "event_id": event_id,
+        })),
+    ))
+}
+
+/// `GET /v1/root/operators`: every operator (the bootstrap `admin` first), active or revoked.
+pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Value>, ApiError> {
+    let rows = app
+        .store
+        .load_operators()
+        .await
+        .map_err(ApiError::internal)?;
+    let time = |ms: Option<i64>| ms.map(|ms| format(from_unix_ms(ms)));
+    let mut operators = vec![json!({
+        "name": ADMIN,
+        "status": "active",
+        "credential": "the admin token file (bootstrap)",
+    })];
+    operators.extend(rows.iter().map(|r| {
+        json!({
+            "name": r.name,
+            "status": if r.revoked_at_ms.is_some() { "revoked" } else { "active" },
+            "created_at": time(Some(r.created_at_ms)),
+            "created_by": r.created_by,
+            "revoked_at": time(r.revoked_at_ms),
+            "revoked_by": r.revoked_by,
+        })
+    }));
+    Ok(Json(json!({ "operators": operators })))
+}
+
+/// `POST /v1/root/operators/{name}/revoke`: the operator's credential and console sessions
+/// stop working at once, on every replica. Audited as `admin.operator.revoke`.
+pub async fn revoke(
+    State(app): State<Arc<App>>,
+    op: Operator,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let asked = Asked {
+        tool_id: "admin.operator.revoke",
+        target_id: None,
+        adapter: Some("root.operators".into()),
+        request: json!({ "name": name }),
+    };
+    let ((), event_id) = audited(&app, &op, asked, async {
+        if name == ADMIN {
+            return Err(conflict(format!(
+                "`{ADMIN}` is the bootstrap operator: replace the admin token file to change it"
+            )));
+        }
+        let revoked = app
+            .store
+            .revoke_operator(&name, unix_ms(now()), &op.actor_id())
+            .await
+            .map_err(ApiError::internal)?;
+        if !revoked {
+            return Err(ApiError::not_found(format!("no active operator `{name}`")));
+        }
+        changed(&app, &name).await?;
+        app.console
+            .end_operator(&app, &name)
+            .await
+            .map_err(ApiError::internal)?;
+        Ok(((), format!("operator `{name}` revoked")))
+    })
+    .await?;
+    Ok(Json(
+        json!({ "name": name, "status": "revoked", "event_id": event_id }),
+    ))
+}
+
+fn conflict(message: String) -> ApiError {
+    ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
+}
+
+/// The operators changed: reloaded here, and on every live replica before this returns.
+async fn changed(app: &App, name: &str) -> Result<(), ApiError> {
+    reload(app).await.map_err(ApiError::internal)?;
+    if let Some(zone) = &app.zone {
+        zone.changed(crate::replica::kind::OPERATOR, name, true)
+            .await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_short_lowercase_words() {
+        for ok in ["ann", "ops-bot.2", "9lives", "a_b"] {
+            assert!(valid_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "Ann",
+            "-x",
+            ".x",
+            "a b",
+            "a/b",
+            &"x".repeat(65),
+            "ann:1",
+        ] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_registry_knows_active_operators_only() {
+        let token = crate::auth::new_token(OPERATOR_TOKEN_PREFIX);
+        let row = |revoked: bool| OperatorRow {
+            name: "ann".into(),
+            token_hash: crate::auth::token_hash(&token),
+            created_at_ms: 1,
+            created_by: "operator:admin".into(),
+            revoked_at_ms: revoked.then_some(2),
+            revoked_by: None,
+        };
+        let r = Registry::default();
+        r.load(&[row(false)]);
+        assert_eq!(r.authenticate(&token), Some(OperatorId::named("ann")));
+        assert_eq!(r.authenticate("mcpo_other"), None);
+        assert_eq!(r.authenticate("mcpl_not_an_operator"), None);
+        r.load(&[row(true)]);
+        assert_eq!(r.authenticate(&token), None);
     }
 }

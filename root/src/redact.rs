@@ -27,6 +27,7 @@ const BUILTIN_PATTERNS: &[(&str, &str)] = &[
     ("admin_token", r"mcpa_[A-Za-z0-9_\-]{16,}"),
     ("hub_token", r"mcph_[A-Za-z0-9_\-]{16,}"),
     ("confirmation_token", r"mcpc_[A-Za-z0-9_\-]{16,}"),
+    ("operator_token", r"mcpo_[A-Za-z0-9_\-]{16,}"),
     (
         "bearer_credential",
         r"(?i)bearer\s+[A-Za-z0-9._~+/\-]{8,}=*",

@@ -215,6 +215,17 @@ const MIGRATIONS: &[&str] = &[
     // Root's desired state of each target's infra_access_skill (JSON; NULL: installed and
     // enabled, as every target was before operators could say otherwise).
     "ALTER TABLE targets ADD COLUMN skill_desired TEXT",
+    // Named operators: each has its own credential (hash only); revoked ones are kept so the
+    // trail's actors stay explained. Console sessions name the operator who logged in.
+    "CREATE TABLE IF NOT EXISTS operators (
+        name TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL UNIQUE,
+        created_at BIGINT NOT NULL,
+        created_by TEXT NOT NULL,
+        revoked_at BIGINT,
+        revoked_by TEXT
+    )",
+    "ALTER TABLE console_sessions ADD COLUMN operator TEXT",
     "CREATE TABLE IF NOT EXISTS idempotency_keys (
         owner TEXT NOT NULL,
         target_id TEXT NOT NULL,
@@ -319,6 +330,17 @@ pub struct ChangeRow {
     pub kind: String,
     pub item: String,
     pub origin: String,
+}
+
+/// A named operator as stored (the credential's hash only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorRow {
+    pub name: String,
+    pub token_hash: String,
+    pub created_at_ms: i64,
+    pub created_by: String,
+    pub revoked_at_ms: Option<i64>,
+    pub revoked_by: Option<String>,
 }
 
 /// A single-use confirmation token issued by a write preview, as stored (hash only).
@@ -911,6 +933,68 @@ impl Store {
             }
             tx.commit().await.map_err(db("record lease usage"))?;
             Ok(())
+        })
+    }
+
+    // ---- operators ----------------------------------------------------------------------
+
+    /// Adds an operator; `Ok(false)` when the name is taken (active or revoked: names are
+    /// never reused, so the trail's actors stay unambiguous).
+    pub async fn insert_operator(&self, o: &OperatorRow) -> Result<bool> {
+        on_pool!(self, pool => {
+            let res = sqlx::query(
+                "INSERT INTO operators (name, token_hash, created_at, created_by)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(&o.name)
+            .bind(&o.token_hash)
+            .bind(o.created_at_ms)
+            .bind(&o.created_by)
+            .execute(pool)
+            .await
+            .map_err(db("insert operator"))?;
+            Ok(res.rows_affected() == 1)
+        })
+    }
+
+    /// Every operator, oldest first.
+    pub async fn load_operators(&self) -> Result<Vec<OperatorRow>> {
+        let op = "load operators";
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT name, token_hash, created_at, created_by, revoked_at, revoked_by
+                 FROM operators ORDER BY created_at, name",
+            )
+            .fetch_all(pool)
+            .await
+            .map_err(db(op))?;
+            rows.iter().map(|r| -> Result<OperatorRow> {
+                Ok(OperatorRow {
+                    name: r.try_get("name").map_err(db(op))?,
+                    token_hash: r.try_get("token_hash").map_err(db(op))?,
+                    created_at_ms: r.try_get("created_at").map_err(db(op))?,
+                    created_by: r.try_get("created_by").map_err(db(op))?,
+                    revoked_at_ms: r.try_get("revoked_at").map_err(db(op))?,
+                    revoked_by: r.try_get("revoked_by").map_err(db(op))?,
+                })
+            }).collect()
+        })
+    }
+
+    /// Revokes an active operator; `Ok(false)` when there is none of that name.
+    pub async fn revoke_operator(&self, name: &str, at_ms: i64, by: &str) -> Result<bool> {
+        on_pool!(self, pool => {
+            let res = sqlx::query(
+                "UPDATE operators SET revoked_at = $1, revoked_by = $2
+                 WHERE name = $3 AND revoked_at IS NULL",
+            )
+            .bind(at_ms)
+            .bind(by)
+            .bind(name)
+            .execute(pool)
+            .await
+            .map_err(db("revoke operator"))?;
+            Ok(res.rows_affected() == 1)
         })
     }
 
@@ -2137,12 +2221,14 @@ impl Store {
 
     /// Records a console session opened on `replica_id` and keeps the newest `max` of the
     /// zone (expired ones go first); returns the ids dropped to make room.
+    #[allow(clippy::too_many_arguments, reason = "one row's columns")]
     pub async fn open_console_session(
         &self,
         session_id: &str,
         now_ms: i64,
         expires_ms: i64,
         replica_id: &str,
+        operator: &str,
         max: i64,
     ) -> Result<Vec<String>> {
         let op = "open console session";
@@ -2154,13 +2240,14 @@ impl Store {
             .await
             .map_err(db(op))?;
         sqlx::query(
-            "INSERT INTO console_sessions (session_id, expires_at, created_at, replica_id)
-             VALUES ($1, $2, $3, $4)",
+            "INSERT INTO console_sessions (session_id, expires_at, created_at, replica_id, operator)
+             VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(session_id)
         .bind(expires_ms)
         .bind(now_ms)
         .bind(replica_id)
+        .bind(operator)
         .execute(&mut *tx)
         .await
         .map_err(db(op))?;
@@ -2181,20 +2268,47 @@ impl Store {
             .collect()
     }
 
-    /// The expiry of a console session the zone still holds, if it has not passed `now_ms`.
-    pub async fn console_session(&self, session_id: &str, now_ms: i64) -> Result<Option<i64>> {
+    /// The expiry and operator of a console session the zone still holds, if it has not
+    /// passed `now_ms` (sessions from before named operators are `admin`'s).
+    pub async fn console_session(
+        &self,
+        session_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<(i64, String)>> {
         let op = "read console session";
         let (pg, _) = self.pg(op)?;
         sqlx::query(
-            "SELECT expires_at FROM console_sessions WHERE session_id = $1 AND expires_at > $2",
+            "SELECT expires_at, COALESCE(operator, 'admin') FROM console_sessions
+             WHERE session_id = $1 AND expires_at > $2",
         )
         .bind(session_id)
         .bind(now_ms)
         .fetch_optional(pg)
         .await
         .map_err(db(op))?
-        .map(|r| r.try_get::<i64, _>(0).map_err(db(op)))
+        .map(|r| -> Result<(i64, String)> {
+            Ok((
+                r.try_get::<i64, _>(0).map_err(db(op))?,
+                r.try_get::<String, _>(1).map_err(db(op))?,
+            ))
+        })
         .transpose()
+    }
+
+    /// Ends every console session of `operator` for the whole zone (the operator was
+    /// revoked); the ids ended.
+    pub async fn end_operator_console_sessions(&self, operator: &str) -> Result<Vec<String>> {
+        let op = "end operator console sessions";
+        let (pg, _) = self.pg(op)?;
+        let rows =
+            sqlx::query("DELETE FROM console_sessions WHERE operator = $1 RETURNING session_id")
+                .bind(operator)
+                .fetch_all(pg)
+                .await
+                .map_err(db(op))?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).map_err(db(op)))
+            .collect()
     }
 
     /// Which of `ids` are console sessions the zone still holds unexpired.

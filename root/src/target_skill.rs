@@ -334,6 +334,23 @@ pub async fn push(app: &App, target_id: &str, also: Option<SkillCommand>) -> Pus
     Pushed::Applied
 }
 
+trait AuditId {
+    fn audit_id(self) -> &'static str;
+}
+
+impl AuditId for SkillCommand {
+    /// The operator event of the command.
+    fn audit_id(self) -> &'static str {
+        match self {
+            SkillCommand::Install => "admin.skill.install",
+            SkillCommand::Enable => "admin.skill.enable",
+            SkillCommand::Disable => "admin.skill.disable",
+            SkillCommand::Uninstall => "admin.skill.uninstall",
+            SkillCommand::Status => "admin.skill.status",
+        }
+    }
+}
+
 /// A lifecycle command by name.
 fn command_of(name: &str) -> Option<SkillCommand> {
     Some(match name {
@@ -355,33 +372,42 @@ pub async fn command(
     op: Operator,
     Path((target_id, skill, name)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let command = command_of(&name).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "command must be install, enable, disable, uninstall or status, not `{name}`"
-        ))
-    })?;
-    if skill != SKILL {
-        return Err(ApiError::not_found(format!(
-            "no skill `{skill}`: root governs `{SKILL}`"
-        )));
-    }
-    if !app.enrolments.contains_key(&target_id) {
-        return Err(ApiError::not_found(format!(
-            "target `{target_id}` is not enrolled"
-        )));
-    }
-    let started_at = now();
-    let outcome = match command {
-        SkillCommand::Status => status(&app, &target_id).await,
-        change => set(&app, &op, &target_id, change).await,
+    let asked = crate::audit::Asked {
+        tool_id: match command_of(&name) {
+            Some(c) => c.audit_id(),
+            None => "admin.skill.unknown",
+        },
+        target_id: Some(target_id.clone()),
+        adapter: Some(format!("hub.skill:{SKILL}")),
+        request: json!({ "target_id": target_id, "skill": skill, "command": name }),
     };
-    let gate = app
-        .enrolments
-        .get(&target_id)
-        .map(|e| e.skill.clone())
-        .unwrap_or_default();
-    let summary = outcome.as_ref().map(|pushed| {
-        format!(
+    let (gate, event_id) = crate::audit::audited(&app, &op, asked, async {
+        let command = command_of(&name).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "command must be install, enable, disable, uninstall or status, not `{name}`"
+            ))
+        })?;
+        if skill != SKILL {
+            return Err(ApiError::not_found(format!(
+                "no skill `{skill}`: root governs `{SKILL}`"
+            )));
+        }
+        if !app.enrolments.contains_key(&target_id) {
+            return Err(ApiError::not_found(format!(
+                "target `{target_id}` is not enrolled"
+            )));
+        }
+        let pushed = match command {
+            SkillCommand::Status => status(&app, &target_id).await,
+            change => set(&app, &op, &target_id, change).await,
+        }
+        .map_err(|e| ApiError::of_tool(&e))?;
+        let gate = app
+            .enrolments
+            .get(&target_id)
+            .map(|e| e.skill.clone())
+            .unwrap_or_default();
+        let summary = format!(
             "{SKILL}: desired {}, {}; {}; {}",
             if gate.desired.installed {
                 "installed"
@@ -399,36 +425,17 @@ pub async fn command(
                 "not callable"
             },
             pushed.describe()
-        )
-    });
-    let event_id = crate::audit::record_admin(
-        &app,
-        &op,
-        crate::audit::AdminAction {
-            tool_id: format!("admin.skill.{name}"),
-            target_id: Some(&target_id),
-            adapter: Some(format!("hub.skill:{SKILL}")),
-            started_at,
-            request: json!({ "target_id": target_id, "skill": skill, "command": name }),
-        },
-        summary.clone(),
-    )
+        );
+        Ok(((gate, pushed), summary))
+    })
     .await?;
+    let (gate, pushed) = gate;
     let mut view = gate.view();
-    match outcome {
-        Ok(pushed) => {
-            view["hub_push"] = json!(pushed.describe());
-            Ok(
-                Json(json!({ "target_id": target_id, "skill": view, "event_id": event_id }))
-                    .into_response(),
-            )
-        }
-        Err(e) => Ok((
-            crate::http::status_of(e.code),
-            Json(json!({ "error": e, "skill": view, "event_id": event_id })),
-        )
-            .into_response()),
-    }
+    view["hub_push"] = json!(pushed.describe());
+    Ok(
+        Json(json!({ "target_id": target_id, "skill": view, "event_id": event_id }))
+            .into_response(),
+    )
 }
 
 /// Changes root's desired state: stored, in force here and on every live replica when this

@@ -77,7 +77,8 @@ function showApp(session) {
   $('nav').hidden = false;
   $('logout').hidden = false;
   $('nav-toggle').hidden = false;
-  $('zone').textContent = session.zone ? `zone ${session.zone}` : '';
+  const who = session.operator ? `operator ${session.operator}` : '';
+  $('zone').textContent = [session.zone ? `zone ${session.zone}` : '', who].filter(Boolean).join(' · ');
   route();
 }
 

@@ -54,7 +54,7 @@ async fn stopped_actors_are_restarted_and_state_is_rebuilt() {
     // The restarted audit writer continued the chain from the stored head.
     let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
     assert_eq!(v["ok"], true, "{v}");
-    assert_eq!(v["checked"], 2);
+    assert_eq!(v["checked"], 3, "the lease's issue and two calls");
     // The restarted lease manager still manages the lease created before.
     root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({}))
         .await

@@ -83,13 +83,22 @@ async fn lease_and_audit_commands_work_end_to_end() {
         ],
     );
     assert_eq!(code, 0, "{err}");
-    let lines: Vec<Value> = std::fs::read_to_string(&export)
-        .unwrap()
+    let exported = std::fs::read_to_string(&export).unwrap();
+    let lines: Vec<Value> = exported
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 1);
-    assert_eq!(lines[0]["tool_id"], "sdk.get_metadata");
+    // Issuing the lease is an operator action in the trail (never its bearer), then the call.
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["tool_id"], "admin.lease.create");
+    assert_eq!(lines[0]["actor"]["id"], "operator:admin");
+    assert!(
+        lines[0]["result_summary"].as_str().unwrap().contains(&id),
+        "{}",
+        lines[0]
+    );
+    assert!(!exported.contains(&token));
+    assert_eq!(lines[1]["tool_id"], "sdk.get_metadata");
 
     let (code, out, _) = admin(&root, &["audit", "verify"]);
     assert_eq!(code, 0);
@@ -106,6 +115,30 @@ async fn lease_and_audit_commands_work_end_to_end() {
     let (code, _, err) = admin(&root, &["lease", "revoke", "no-such-lease"]);
     assert_eq!(code, 1);
     assert!(err.contains("404") && err.contains("no lease"), "{err}");
+    // Rotation, revocation and the refused revocation are each one event naming the operator.
+    let (_, out, _) = admin(&root, &["audit", "tail", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let recent: Vec<(&str, &str, &str)> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(3)
+        .map(|e| {
+            (
+                e["tool_id"].as_str().unwrap(),
+                e["status"].as_str().unwrap(),
+                e["actor"]["id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        recent,
+        [
+            ("admin.lease.revoke", "error", "operator:admin"),
+            ("admin.lease.revoke", "ok", "operator:admin"),
+            ("admin.lease.rotate", "ok", "operator:admin"),
+        ]
+    );
 
     // A wrong admin token is refused with a clear message.
     let out = Command::new(bin())

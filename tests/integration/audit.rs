@@ -23,7 +23,7 @@ async fn chain_verification_detects_a_tampered_row() {
     }
     let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
     assert_eq!(v["ok"], true, "{v}");
-    assert_eq!(v["checked"], 5);
+    assert_eq!(v["checked"], 6, "the lease's issue and five calls");
 
     // Change the third event behind root's back.
     let db = root.data_dir().join("root.db");
@@ -41,9 +41,9 @@ async fn chain_verification_detects_a_tampered_row() {
 
     let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
     assert_eq!(v["ok"], false);
-    assert_eq!(v["first_broken"]["seq"], 3);
+    assert_eq!(v["first_broken"]["seq"], 4);
     assert_eq!(v["first_broken"]["event_id"], ids[2].as_str());
-    assert_eq!(v["checked"], 2);
+    assert_eq!(v["checked"], 3);
     root.stop().await;
 }
 
@@ -74,8 +74,17 @@ async fn audit_filters_and_pages_newest_first() {
         .admin_get(&format!("/v1/root/mcp/audit?limit=4&cursor={cursor}"))
         .await
         .unwrap();
-    assert_eq!(page2["events"].as_array().unwrap().len(), 3);
-    assert!(page2["next_cursor"].is_null());
+    // Seven calls and the lease's issue.
+    assert_eq!(page2["events"].as_array().unwrap().len(), 4);
+    let page3 = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit?limit=4&cursor={}",
+            page2["next_cursor"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert!(page3["events"].as_array().unwrap().is_empty());
+    assert!(page3["next_cursor"].is_null());
 
     let tmpl = root
         .admin_get("/v1/root/mcp/audit?tool_id=sdk.list_templates")

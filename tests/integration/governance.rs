@@ -416,3 +416,291 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
     hub.stop().await;
     root.stop().await;
 }
+
+/// Events of the trail whose actor is `actor`.
+async fn events_by(root: &TestRoot, actor: &str) -> Vec<serde_json::Value> {
+    let v = root
+        .admin_get(&format!("/v1/root/mcp/audit?actor={actor}&limit=1000"))
+        .await
+        .unwrap();
+    v["events"].as_array().unwrap().clone()
+}
+
+/// Named operators, every action audited: each operator endpoint of the router (the REST
+/// family's and the console's, as `mcp_root::http::endpoints` lists them) writes exactly one
+/// event naming the operator who called it, refusals included; a case missing here for a new
+/// endpoint fails the test. Operators have credentials of their own, are listed, and a
+/// revoked one is refused at once, console session included.
+#[tokio::test]
+async fn every_operator_action_is_one_event_naming_the_operator() {
+    use mcp_root::http::{Access, endpoints};
+    let root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub("hub:ops-alpha", "").await.unwrap();
+    root.enroll("hub:ops-beta", "test").await.unwrap();
+    let added = root
+        .admin_post("/v1/root/operators", json!({"name": "ann"}))
+        .await
+        .unwrap();
+    let ann = added["token"].as_str().unwrap().to_owned();
+    assert!(ann.starts_with("mcpo_"));
+    let lease = |profile: &'static str| {
+        let root = &root;
+        async move { root.lease("hub:ops-alpha", profile, 600).await.unwrap().0 }
+    };
+    let (to_revoke, to_rotate) = (lease("InfraOpsRead").await, lease("InfraOpsRead").await);
+    let origin = root.handle().base_url();
+    let http = &root.http;
+    let mut console_cookie = String::new();
+    let mut csrf = String::new();
+
+    let actions: Vec<_> = endpoints()
+        .into_iter()
+        .filter(|e| e.access == Access::OperatorAction)
+        .collect();
+    assert!(actions.len() >= 13, "{actions:?}");
+    for e in actions {
+        let before = events_by(&root, "operator:ann").await.len();
+        let url = |path: &str| root.url(path);
+        let req = match (e.method, e.path) {
+            ("POST", "/v1/root/mcp/descriptors") => http
+                .post(url(e.path))
+                .json(&json!({"descriptors": [{"not": "a descriptor"}]})),
+            ("POST", "/v1/root/mcp/sessions") => http.post(url(e.path)).json(&json!({
+                "target_id": "hub:ops-alpha", "capability_profile": "InfraOpsRead", "ttl_sec": 60
+            })),
+            ("POST", "/v1/root/mcp/sessions/{id}/revoke") => {
+                http.post(url(&format!("/v1/root/mcp/sessions/{to_revoke}/revoke")))
+            }
+            ("POST", "/v1/root/mcp/sessions/{id}/rotate") => {
+                http.post(url(&format!("/v1/root/mcp/sessions/{to_rotate}/rotate")))
+            }
+            ("POST", "/v1/root/mcp/approvals/{id}/{decision}") => {
+                http.post(url("/v1/root/mcp/approvals/no-such-approval/approve"))
+            }
+            ("POST", "/v1/root/hubs") => http
+                .post(url(e.path))
+                .json(&json!({"target_id": "hub:ops-gamma", "environment": "test"})),
+            ("POST", "/v1/root/hubs/{target_id}/rotate-key") => http
+                .post(url("/v1/root/hubs/hub:ops-beta/rotate-key"))
+                .json(&json!({"grace_sec": 60})),
+            ("POST", "/v1/root/hubs/{target_id}/skills/{skill}/{command}") => http.post(url(
+                "/v1/root/hubs/hub:ops-beta/skills/infra_access_skill/disable",
+            )),
+            ("POST", "/v1/root/hubs/{target_id}/read") => http
+                .post(url("/v1/root/hubs/hub:ops-alpha/read"))
+                .json(&json!({"tool_id": "hub.get_status"})),
+            ("POST", "/v1/root/operators") => http.post(url(e.path)).json(&json!({"name": "bob"})),
+            ("POST", "/v1/root/operators/{name}/revoke") => {
+                http.post(url("/v1/root/operators/bob/revoke"))
+            }
+            ("POST", "/ui/api/login") => http
+                .post(url(e.path))
+                .header("origin", &origin)
+                .json(&json!({"token": ann})),
+            ("POST", "/ui/api/logout") => http
+                .post(url(e.path))
+                .header("origin", &origin)
+                .header("cookie", &console_cookie)
+                .header("x-mcp-console-csrf", &csrf),
+            (method, path) => panic!(
+                "no case for the operator action {method} {path}: add one, so it is proven audited"
+            ),
+        };
+        // Console requests carry their own credentials; the rest are ann's.
+        let req = if e.path.starts_with("/ui/") {
+            req
+        } else {
+            req.bearer_auth(&ann)
+        };
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        if e.path == "/ui/api/login" {
+            console_cookie = res
+                .headers()
+                .get("set-cookie")
+                .and_then(|c| c.to_str().ok())
+                .and_then(|c| c.split(';').next())
+                .unwrap()
+                .to_owned();
+            let b: serde_json::Value = res.json().await.unwrap();
+            assert_eq!(b["operator"], "ann", "{b}");
+            csrf = b["csrf_token"].as_str().unwrap().to_owned();
+        }
+        let after = events_by(&root, "operator:ann").await;
+        // The first operator read also issues the reader lease it runs under (an event too).
+        let new = after.len() - before;
+        let expected = if e.path.ends_with("/read") { 2 } else { 1 };
+        assert_eq!(
+            new, expected,
+            "{} {} (answered {status}) wrote {new} events naming operator:ann",
+            e.method, e.path
+        );
+        let secret_free = serde_json::to_string(&after).unwrap();
+        assert!(
+            !secret_free.contains(&ann),
+            "no operator credential in the trail"
+        );
+    }
+    // The refused ones are events too, with their error.
+    let refused: Vec<serde_json::Value> = events_by(&root, "operator:ann")
+        .await
+        .into_iter()
+        .filter(|e| e["status"] == "error")
+        .collect();
+    let refused_tools: Vec<&str> = refused
+        .iter()
+        .map(|e| e["tool_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        refused_tools.contains(&"admin.approval.approve"),
+        "{refused_tools:?}"
+    );
+    assert!(
+        refused_tools.contains(&"admin.descriptors.publish"),
+        "{refused_tools:?}"
+    );
+
+    // Operators are listed; names are never reused; admin cannot be revoked through the API.
+    let list = root.admin_get("/v1/root/operators").await.unwrap();
+    let names: Vec<(&str, &str)> = list["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["name"].as_str().unwrap(), o["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [("admin", "active"), ("ann", "active"), ("bob", "revoked")]
+    );
+    for (path, body, code) in [
+        ("/v1/root/operators", json!({"name": "bob"}), 409),
+        ("/v1/root/operators/admin/revoke", json!({}), 409),
+        ("/v1/root/operators", json!({"name": "Not Valid"}), 400),
+    ] {
+        let res = http
+            .post(root.url(path))
+            .bearer_auth(root.admin_token())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), code, "{path}");
+        let b: serde_json::Value = res.json().await.unwrap();
+        assert!(
+            b["event_id"].is_string(),
+            "a refused action names its event: {b}"
+        );
+    }
+
+    // ann's console session and credential end when she is revoked.
+    let relogin = http
+        .post(root.url("/ui/api/login"))
+        .header("origin", &origin)
+        .json(&json!({"token": ann}))
+        .send()
+        .await
+        .unwrap();
+    let cookie = relogin.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let session = || {
+        http.get(root.url("/ui/api/session"))
+            .header("cookie", &cookie)
+            .send()
+    };
+    assert_eq!(session().await.unwrap().status(), 200);
+    root.admin_post("/v1/root/operators/ann/revoke", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(session().await.unwrap().status(), 401);
+    let res = http
+        .get(root.url("/v1/root/mcp/sessions"))
+        .bearer_auth(&ann)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    let verified = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(verified["ok"], true, "{verified}");
+    hub.stop().await;
+    root.stop().await;
+}
+
+/// The admin CLI acts as the operator whose credential it is given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_cli_acts_as_a_named_operator() {
+    let root = TestRoot::start().await.unwrap();
+    let bin = mcp_tests::workspace_bin("mcp-root").unwrap();
+    let admin = |token: &str, args: &[&str]| {
+        let out = std::process::Command::new(&bin)
+            .args([
+                "admin",
+                "--root-url",
+                &root.handle().base_url(),
+                "--admin-token",
+                token,
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let file = root.dir.path().join("carol.token");
+    let (code, out, err) = admin(
+        &root.admin_token(),
+        &[
+            "operator",
+            "add",
+            "carol",
+            "--token-file",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("written to"), "{out}");
+    let carol = std::fs::read_to_string(&file).unwrap().trim().to_owned();
+    let (code, out, err) = admin(
+        &carol,
+        &[
+            "lease",
+            "create",
+            "--target",
+            "hub:cli",
+            "--profile",
+            "InfraOpsRead",
+            "--ttl",
+            "60",
+            "--json",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let lease: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ev = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            lease["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert_eq!(ev["tool_id"], "admin.lease.create");
+    assert_eq!(ev["actor"]["id"], "operator:carol");
+    let (_, out, _) = admin(&carol, &["operator", "list"]);
+    assert!(
+        out.contains("carol") && out.contains("operator:admin"),
+        "{out}"
+    );
+    let (code, _, _) = admin(&root.admin_token(), &["operator", "revoke", "carol"]);
+    assert_eq!(code, Some(0));
+    let (code, _, err) = admin(&carol, &["lease", "list"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("401"), "{err}");
+    root.stop().await;
+}

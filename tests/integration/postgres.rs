@@ -52,7 +52,7 @@ async fn leases_calls_and_the_audit_chain_work_on_postgres() {
     assert_eq!(ev["tool_id"], "sdk.get_schema");
     let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
     assert_eq!(v["ok"], true);
-    assert_eq!(v["checked"], 2);
+    assert_eq!(v["checked"], 3, "the lease's issue and two calls");
     root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({}))
         .await
         .unwrap();
@@ -69,7 +69,7 @@ async fn leases_calls_and_the_audit_chain_work_on_postgres() {
     .fetch_one(&mut conn)
     .await
     .unwrap();
-    assert_eq!(n, 2);
+    assert_eq!(n, 4, "the lease's issue, two calls, its revocation");
     root.stop().await;
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
         .execute(&mut conn)

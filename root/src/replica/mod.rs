@@ -74,6 +74,8 @@ pub mod kind {
     pub const DESCRIPTORS: &str = "descriptors";
     /// A console session (item: its id) ended (logout).
     pub const CONSOLE: &str = "console";
+    /// An operator (item: name) was added or revoked.
+    pub const OPERATOR: &str = "operator";
 }
 
 /// The replica holding a hub's connection.
@@ -389,6 +391,7 @@ impl Zone {
             kind::TARGET => self.refresh_target(app, &c.item).await?,
             kind::DESCRIPTORS => self.refresh_descriptors(app).await?,
             kind::CONSOLE => app.console.forget(&c.item),
+            kind::OPERATOR => crate::operators::reload(app).await?,
             other => tracing::debug!(kind = other, "change of an unknown kind ignored"),
         }
         Ok(())
@@ -400,6 +403,7 @@ impl Zone {
         self.refresh_targets(app, None).await?;
         self.refresh_descriptors(app).await?;
         self.reload_revocations(app).await?;
+        crate::operators::reload(app).await?;
         app.console.recheck_all(app).await
     }
 
@@ -921,6 +925,9 @@ async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
         zone.catch_up(&app).await;
         if let Err(e) = zone.reload_revocations(&app).await {
             tracing::warn!(error = %e, "cannot re-read revoked leases");
+        }
+        if let Err(e) = crate::operators::reload(&app).await {
+            tracing::warn!(error = %e, "cannot re-read the operators");
         }
         if let Err(e) = zone.reconcile_owners(&app).await {
             tracing::warn!(error = %e, "cannot reconcile hub ownership");
