@@ -312,10 +312,17 @@ async fn governed(
         event.target_id = None;
     }
     // Evaluated here, on the call's task: a pure function of shared read-only state.
+    let grant = policy::Grant {
+        profile: app.profiles.get(&lease.capability_profile),
+        scope: lease
+            .parent_session_id
+            .as_ref()
+            .map(|_| lease.effective_tools.as_slice()),
+    };
     let decision = policy::decide(
         &app.targets,
         &app.enrolments,
-        app.profiles.get(&lease.capability_profile),
+        grant,
         &lease.target_id,
         entry,
     );
@@ -738,6 +745,11 @@ fn denial_message(
     lease: &mcp_shared::SessionLease,
 ) -> String {
     match reason {
+        ErrorCode::CapabilityNotGranted if lease.parent_session_id.is_some() => format!(
+            "this run credential grants the {} actions of its run profile; `{}` is not one",
+            lease.effective_tools.len(),
+            c.tool_id
+        ),
         ErrorCode::CapabilityNotGranted => format!(
             "profile `{}` does not grant `{}`, which `{}` requires",
             lease.capability_profile, c.required_capability, c.tool_id

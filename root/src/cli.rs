@@ -388,9 +388,26 @@ pub enum LeaseCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Verify a run profile (`GET /v1/root/mcp/sessions/{id}/run-profile`) against root's
-    /// signing key: prints valid, or invalid with the reason (tampered, unsigned, unknown
-    /// key, expired, ...) and exits 4.
+    /// Issue a run profile for a lease: a run credential (bound to the profile's tools and
+    /// expiry, revoked with the lease) and the signed document naming it. The document goes
+    /// to --output (or standard output), the credential's bearer to --token-file (0600) or
+    /// is printed once.
+    RunProfile {
+        session_id: String,
+        /// Seconds the run lives, 1..=600 (never past the lease's deadline).
+        #[arg(long)]
+        ttl_sec: Option<u64>,
+        /// Only these tools (comma-separated) of those the lease may call.
+        #[arg(long, value_delimiter = ',')]
+        tools: Vec<String>,
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
+    /// Verify a run profile (`mcp-root admin lease run-profile`) against root's signing key:
+    /// prints valid, or invalid with the reason (tampered, unsigned, unknown key, expired,
+    /// ...) and exits 4.
     VerifyProfile {
         /// The run profile JSON; `-` reads standard input.
         file: PathBuf,
@@ -1041,6 +1058,47 @@ async fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
             }
             LeaseCommand::VerifyProfile { file, json } => {
                 return verify_profile(&c, &file, json).await;
+            }
+            LeaseCommand::RunProfile {
+                session_id,
+                ttl_sec,
+                tools,
+                output,
+                token_file,
+            } => {
+                let mut body = json!({});
+                if let Some(t) = ttl_sec {
+                    body["ttl_sec"] = json!(t);
+                }
+                if !tools.is_empty() {
+                    body["tools"] = json!(tools);
+                }
+                let v = c
+                    .post(
+                        &format!("/v1/root/mcp/sessions/{session_id}/run-profile"),
+                        body,
+                    )
+                    .await?;
+                let document = serde_json::to_string_pretty(&v["run_profile"])?;
+                match &output {
+                    Some(path) => std::fs::write(path, format!("{document}\n"))
+                        .with_context(|| format!("writing {}", path.display()))?,
+                    None => println!("{document}"),
+                }
+                let token = v["token"].as_str().unwrap_or_default();
+                match &token_file {
+                    Some(path) => crate::secrets::write_private_file(path, &format!("{token}\n"))?,
+                    None => eprintln!(
+                        "run credential {}: {token}  (shown once)",
+                        v["token_ref"].as_str().unwrap_or("")
+                    ),
+                }
+                eprintln!(
+                    "run credential {} until {} (event {})",
+                    v["token_ref"].as_str().unwrap_or(""),
+                    v["expires_at"].as_str().unwrap_or(""),
+                    v["event_id"].as_str().unwrap_or("")
+                );
             }
             LeaseCommand::Rotate { session_id, json } => {
                 let v = c

@@ -365,6 +365,8 @@ pub enum Access {
     OperatorRead,
     /// An operator; every call is one audit event naming the operator, refusals included.
     OperatorAction,
+    /// A lease (its own) or an operator; every call is one audit event naming the caller.
+    AnyAction,
     /// A hub's token, checked before the upgrade.
     Hub,
     /// Another replica of the zone (its own credential).
@@ -456,10 +458,10 @@ fn routes() -> Vec<Route> {
             post(leases::rotate),
         ),
         r(
-            "GET",
+            "POST",
             "/v1/root/mcp/sessions/{id}/run-profile",
-            Any,
-            get(run_profile::get),
+            AnyAction,
+            post(run_profile::post),
         ),
         r(
             "POST",

@@ -101,6 +101,7 @@ async fn reader_lease(
         effective_tools: app.effective_tools(profile),
         ttl: READER_TTL,
         lineage: None,
+        parent: None,
     };
     let asked = crate::audit::Asked {
         tool_id: "admin.lease.create",

@@ -146,6 +146,7 @@ async fn issue(app: &App, req: CreateSession) -> Result<IssuedLease, ApiError> {
         effective_tools,
         ttl: Duration::from_secs(req.ttl_sec),
         lineage: None,
+        parent: None,
     };
     let issued = call_t!(
         app.actors.leases.load(),
@@ -189,7 +190,7 @@ pub async fn revoke(
         request: json!({ "session_id": id }),
     };
     let (lease, event_id) = audited(&app, &op, asked, async {
-        let lease = call_t!(
+        let revoked = call_t!(
             app.actors.leases.load(),
             lease_manager::Msg::Revoke,
             RPC_TIMEOUT_MS,
@@ -198,9 +199,16 @@ pub async fn revoke(
         .map_err(ApiError::internal)?
         .map_err(lease_error)?;
         app.limits.forget_prefix(&format!("lease:{id}"));
-        // Returns once every live replica refuses the bearer.
+        // Returns once every live replica refuses the bearer and its run credentials.
         crate::replica::lease_changed(&app, &id, true).await;
-        Ok((lease, format!("revoked lease {id}")))
+        for child in &revoked.children {
+            crate::replica::lease_changed(&app, child, true).await;
+        }
+        let summary = match revoked.children.len() {
+            0 => format!("revoked lease {id}"),
+            n => format!("revoked lease {id} and its {n} run credentials"),
+        };
+        Ok((revoked.lease, summary))
     })
     .await?;
     let mut answer = json!(lease);
@@ -233,6 +241,9 @@ pub async fn rotate(
         app.limits.forget_prefix(&format!("lease:{id}"));
         crate::replica::lease_changed(&app, &issued.lease.session_id, false).await;
         crate::replica::lease_changed(&app, &id, true).await;
+        for child in &issued.revoked {
+            crate::replica::lease_changed(&app, child, true).await;
+        }
         let summary = issued_summary(&format!("rotated lease {id} into"), &issued);
         Ok((issued, summary))
     })

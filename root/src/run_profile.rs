@@ -1,14 +1,17 @@
 //! Run profiles for generic workers (seed 003 applied to leases; wire types in
-//! `mcp_shared::run_profile`): `GET /v1/root/mcp/sessions/{id}/run-profile` derives an
-//! `ai-workspace.run-profile.v1` from a lease and signs it; `POST
+//! `mcp_shared::run_profile`): `POST /v1/root/mcp/sessions/{id}/run-profile` issues a run
+//! credential and the signed `ai-workspace.run-profile.v1` naming it; `POST
 //! /v1/root/mcp/run-profiles/verify` (operator; `mcp-root admin lease verify-profile FILE`)
 //! checks one.
 //!
-//! A worker needs this document and root's URL, nothing else: the tool list comes from the
-//! policy engine (the lease's capability profile and the target's current surface, exactly
-//! what `tools/list` shows the lease), endpoints are paths relative to root, and the token is a
-//! reference (`lease:<session id>`) to the bearer the worker was handed with the lease. Adding
-//! a tool changes a contract file (and a hub adapter), never this module.
+//! A worker needs the document, root's URL and the run credential, nothing else: the tool list
+//! comes from the policy engine (what `tools/list` shows the lease now, optionally narrowed),
+//! endpoints are paths relative to root, and `tokenRef` names the run credential
+//! (`lease:<its session id>`): a lease of its own, bound to exactly those tools (the policy
+//! engine's `run_scope`) and to the document's expiry (minutes, never past the lease),
+//! revoked with the lease, unable to issue leases. So a worker holding only it cannot exceed
+//! the profile, and the lease's own bearer never leaves whoever holds it. Adding a tool
+//! changes a contract file (and a hub adapter), never this module.
 //!
 //! The signing key is derived from root's master key (`MasterKey::derive_key(KEY_PURPOSE)`):
 //! kept like root's other secrets (the 0600 master key file), never stored or shown, and the
@@ -21,16 +24,17 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mcp_shared::contract::SideEffectClass;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::event::Surface;
+use mcp_shared::lease::SessionLease;
 use mcp_shared::run_profile::{
     ASSISTANT_ACTIONS_VERSION, ActionGrant, ActiveContext, AssistantActions, KEY_PURPOSE,
     McpServer, Owner, Phase, RUN_PROFILE_VERSION, RunProfile, TOOL_PROFILE_VERSION, ToolProfile,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::actors::lease_manager::LeaseEntry;
@@ -39,6 +43,8 @@ use crate::http::{ApiError, Auth, Operator};
 
 /// The longest a run profile lives (and the default): ten minutes, never past the lease.
 pub const MAX_TTL_SEC: u64 = 600;
+/// Audience of run credentials.
+pub const RUN_AUDIENCE: &str = "run-worker";
 /// The call endpoint named in the tool profile (relative to root's URL).
 pub const CALL_ENDPOINT: &str = "/v1/root/mcp/call";
 /// The MCP endpoint named in the tool profile (relative to root's URL).
@@ -58,16 +64,20 @@ fn phases_of(c: &mcp_shared::ToolContract) -> Vec<Phase> {
     }
 }
 
-/// The signed run profile of `lease` as of now, requested by `requested_by`.
-pub async fn issue(
-    app: &App,
-    lease: &LeaseEntry,
-    requested_by: &Principal,
-    ttl_sec: u64,
-) -> Result<RunProfile, ApiError> {
-    let l = lease.snapshot();
-    let visible = app.visible_tools(lease).await.map_err(ApiError::internal)?;
-    let actions: Vec<ActionGrant> = visible
+/// What a run profile is issued for: the lease it runs under (`parent`), the run credential
+/// issued with it (its own lease), and the actions it grants.
+struct Run<'a> {
+    parent: &'a LeaseEntry,
+    credential: &'a SessionLease,
+    grants: &'a [Arc<crate::catalog::ContractEntry>],
+}
+
+/// The signed run profile of `run`, requested by `requested_by`.
+fn document(app: &App, run: &Run<'_>, requested_by: &Principal) -> RunProfile {
+    let l = run.parent.snapshot();
+    let cred = run.credential;
+    let actions: Vec<ActionGrant> = run
+        .grants
         .iter()
         .map(|c| ActionGrant {
             action_id: c.contract.tool_id.clone(),
@@ -80,42 +90,44 @@ pub async fn issue(
     let mut phases: Vec<Phase> = actions.iter().flat_map(|a| a.phases.clone()).collect();
     phases.sort();
     phases.dedup();
-    let mut packs: Vec<String> = visible.iter().map(|c| c.contract.plane.clone()).collect();
+    let mut packs: Vec<String> = run
+        .grants
+        .iter()
+        .map(|c| c.contract.plane.clone())
+        .collect();
     packs.sort();
     packs.dedup();
-    let token_ref = format!("lease:{}", l.session_id);
-    let created_at = mcp_shared::time::now();
-    let expires_at = std::cmp::min(
-        created_at + time::Duration::seconds(ttl_sec as i64),
-        l.deadline_at,
-    );
+    let token_ref = format!("lease:{}", cred.session_id);
+    let owner_key = format!("lease:{}", l.session_id);
     let (surface, requested_by) = match requested_by {
         Principal::Operator(op) => (Surface::Admin, op.actor_id()),
         Principal::Lease(p) => (Surface::Rest, format!("lease:{}", p.session_id())),
     };
     let policy_prompt = format!(
-        "This run acts as {token_ref} (capability profile {profile}) on target {target} in zone \
-         {zone}. Use only the {n} actions in toolProfile.assistantActions, at its endpoint, with \
-         the bearer of {token_ref}. Read actions execute directly. Write actions take phase \
-         `preview` first (the expected effect and a confirmation token), then phase `execute` \
-         with that `confirmation_token` and an `idempotency_key`; a repeated idempotency key \
-         returns the first result and runs nothing. Destructive actions are not available: root \
-         answers them with `forbidden_destructive` and the safe alternatives. Root decides and \
-         audits every call; this text grants nothing.",
+        "This run acts for {owner_key} (capability profile {profile}) on target {target} in zone \
+         {zone}, with the run credential {token_ref}, which grants exactly the {n} actions in \
+         toolProfile.assistantActions until {until}. Use them at its endpoint with the bearer \
+         of {token_ref}. Read actions execute directly. Write actions take phase `preview` \
+         first (the expected effect and a confirmation token), then phase `execute` with that \
+         `confirmation_token` and an `idempotency_key`; a repeated idempotency key returns the \
+         first result and runs nothing. Destructive actions are not available: root answers \
+         them with `forbidden_destructive` and the safe alternatives. Root decides and audits \
+         every call; this text grants nothing.",
         profile = l.capability_profile,
         target = l.target_id,
         zone = l.zone,
         n = actions.len(),
+        until = mcp_shared::time::format(cred.deadline_at),
     );
     let mut profile = RunProfile {
         schema_version: RUN_PROFILE_VERSION.into(),
-        run_id: l.session_id.clone(),
-        created_at,
-        expires_at,
+        run_id: cred.session_id.clone(),
+        created_at: cred.created_at,
+        expires_at: cred.deadline_at,
         audience: l.audience.clone(),
         request_id: uuid::Uuid::now_v7().to_string(),
         owner: Owner {
-            owner_key: token_ref.clone(),
+            owner_key,
             session_id: l.session_id.clone(),
             role: l.capability_profile.clone(),
             groups: vec![
@@ -158,40 +170,183 @@ pub async fn issue(
         integrity: None,
     };
     profile.seal(&signing_key(app));
-    Ok(profile)
+    profile
 }
 
-#[derive(Deserialize)]
+/// What a run profile is asked for (all optional).
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct RunProfileQuery {
-    /// Seconds the document lives, 1..=600 (default 600; never past the lease's deadline).
+pub struct IssueRunProfile {
+    /// Seconds the run (document and credential) lives, 1..=600 (default 600; never past the
+    /// lease's deadline).
+    #[serde(default)]
     ttl_sec: Option<u64>,
+    /// Only these of the lease's visible tools (default: all of them).
+    #[serde(default)]
+    tools: Option<Vec<String>>,
 }
 
-/// `GET /v1/root/mcp/sessions/{id}/run-profile`: the operator for any active lease, a lease
-/// bearer for its own lease only; any other lease gets the same 404 as an unknown id, so the
-/// answer reveals nothing about leases the caller does not hold.
-pub async fn get(
+/// `POST /v1/root/mcp/sessions/{id}/run-profile`: issues a run credential (a lease of its own,
+/// bound to the run profile's tools and expiry, revoked with the lease) and the signed run
+/// profile naming it (`tokenRef`). The operator for any active lease, a lease bearer for its
+/// own lease only (another lease gets the same 404 as an unknown id); a run credential
+/// cannot issue another. The credential's bearer is in this answer only, never in the
+/// document; the lease's bearer appears nowhere. One audit event (`admin.run_profile.issue`
+/// for an operator, `run_profile.issue` for a lease), refusals included.
+pub async fn post(
     State(app): State<Arc<App>>,
     Auth(principal): Auth,
     Path(id): Path<String>,
-    query: Result<Query<RunProfileQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<RunProfile>, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let ttl_sec = q.ttl_sec.unwrap_or(MAX_TTL_SEC);
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    // No body asks for the defaults.
+    let parsed: Result<IssueRunProfile, String> = if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(IssueRunProfile::default())
+    } else {
+        serde_json::from_slice(&body).map_err(|e| format!("invalid request body: {e}"))
+    };
+    let ask = parsed.as_ref().ok().map(|a| json!(a));
+    let started_at = mcp_shared::time::now();
+    let issued = match &parsed {
+        Ok(ask) => issue_run(&app, &principal, &id, ask).await,
+        Err(why) => Err(ApiError::bad_request(why.clone())),
+    };
+    let (surface, actor, tool_id) = match &principal {
+        Principal::Operator(op) => (Surface::Admin, op.actor_id(), "admin.run_profile.issue"),
+        Principal::Lease(l) => (
+            Surface::Rest,
+            format!("lease:{}", l.session_id()),
+            "run_profile.issue",
+        ),
+    };
+    let target = app.leases.get(&id).map(|l| l.target_id);
+    let action = crate::audit::Recorded {
+        surface,
+        actor,
+        tool_id: tool_id.into(),
+        target_id: target.as_deref(),
+        adapter: Some("root.run_profile".into()),
+        started_at,
+        request: json!({ "session_id": id, "ask": ask.unwrap_or(Value::Null) }),
+    };
+    let outcome = match &issued {
+        Ok((doc, cred)) => Ok(format!(
+            "issued run credential {} for lease {id}: {} actions until {}",
+            cred.lease.session_id,
+            doc.tool_profile.assistant_actions.action_ids.len(),
+            mcp_shared::time::format(cred.lease.deadline_at)
+        )),
+        Err(e) => Err(e.tool_error()),
+    };
+    let event_id = match &outcome {
+        Ok(summary) => crate::audit::record(&app, action, Ok(summary.clone())).await?,
+        Err(refusal) => crate::audit::record(&app, action, Err(refusal)).await?,
+    };
+    let (document, credential) = issued.map_err(|e| e.with_event(event_id.clone()))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "run_profile": document,
+            "session_id": credential.lease.session_id,
+            "token_ref": format!("lease:{}", credential.lease.session_id),
+            "token": credential.token,
+            "expires_at": mcp_shared::time::format(credential.lease.deadline_at),
+            "event_id": event_id,
+        })),
+    ))
+}
+
+/// Resolves the lease, checks the ask, issues the run credential and signs the document.
+async fn issue_run(
+    app: &App,
+    principal: &Principal,
+    id: &str,
+    ask: &IssueRunProfile,
+) -> Result<(RunProfile, crate::actors::lease_manager::IssuedLease), ApiError> {
+    let ttl_sec = ask.ttl_sec.unwrap_or(MAX_TTL_SEC);
     if !(1..=MAX_TTL_SEC).contains(&ttl_sec) {
         return Err(ApiError::bad_request(format!(
             "ttl_sec must be between 1 and {MAX_TTL_SEC}"
         )));
     }
+    let parent = resolve(app, principal, id).await?;
+    let l = parent.lease();
+    if let Some(p) = &l.parent_session_id {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            format!("`{id}` is a run credential (of `{p}`); only a lease issues run profiles"),
+        ));
+    }
+    let visible = app
+        .visible_tools(&parent)
+        .await
+        .map_err(ApiError::internal)?;
+    let grants: Vec<_> = match &ask.tools {
+        None => visible,
+        Some(wanted) => {
+            let unknown: Vec<&str> = wanted
+                .iter()
+                .filter(|t| !visible.iter().any(|c| &c.contract.tool_id == *t))
+                .map(String::as_str)
+                .collect();
+            if wanted.is_empty() || !unknown.is_empty() {
+                return Err(ApiError::bad_request(format!(
+                    "tools must name tools this lease may call now; not: {}",
+                    if unknown.is_empty() {
+                        "an empty list".into()
+                    } else {
+                        unknown.join(", ")
+                    }
+                )));
+            }
+            visible
+                .into_iter()
+                .filter(|c| wanted.contains(&c.contract.tool_id))
+                .collect()
+        }
+    };
+    let now = mcp_shared::time::now();
+    let expires_at = std::cmp::min(now + time::Duration::seconds(ttl_sec as i64), l.deadline_at);
+    let ttl = (expires_at - now).max(time::Duration::seconds(1));
+    let new = crate::actors::lease_manager::NewLease {
+        target_id: l.target_id.clone(),
+        subnet_id: l.subnet_id.clone(),
+        zone: l.zone.clone(),
+        audience: RUN_AUDIENCE.into(),
+        capability_profile: l.capability_profile.clone(),
+        effective_tools: grants.iter().map(|c| c.contract.tool_id.clone()).collect(),
+        ttl: std::time::Duration::from_millis(ttl.whole_milliseconds() as u64),
+        lineage: None,
+        parent: Some(l.session_id.clone()),
+    };
+    let credential = ractor::call_t!(
+        app.actors.leases.load(),
+        crate::actors::lease_manager::Msg::Create,
+        crate::actors::RPC_TIMEOUT_MS,
+        new
+    )
+    .map_err(ApiError::internal)?
+    .map_err(|e| ApiError::internal(format!("issuing the run credential: {e}")))?;
+    crate::replica::lease_changed(app, &credential.lease.session_id, false).await;
+    let run = Run {
+        parent: &parent,
+        credential: &credential.lease,
+        grants: &grants,
+    };
+    Ok((document(app, &run, principal), credential))
+}
+
+/// The active lease `id` as `principal` may see it.
+async fn resolve(app: &App, principal: &Principal, id: &str) -> Result<Arc<LeaseEntry>, ApiError> {
     let not_found = || ApiError::not_found(format!("no lease `{id}` visible to this bearer"));
-    let entry = match &principal {
+    let entry = match principal {
         Principal::Lease(own) if own.session_id() == id => own.clone(),
         Principal::Lease(_) => return Err(not_found()),
-        Principal::Operator(_) => match app.leases.entry(&id) {
+        Principal::Operator(_) => match app.leases.entry(id) {
             Some(e) => e,
             // With replicas, a lease another replica issued and this one has not seen yet.
-            None if app.zone.is_some() => match app.store.lease_by_id(&id).await {
+            None if app.zone.is_some() => match app.store.lease_by_id(id).await {
                 Ok(Some(row)) => app.leases.upsert(row),
                 Ok(None) => return Err(not_found()),
                 Err(e) => return Err(ApiError::internal(e)),
@@ -209,7 +364,7 @@ pub async fn get(
             ),
         ));
     }
-    Ok(Json(issue(&app, &entry, &principal, ttl_sec).await?))
+    Ok(entry)
 }
 
 /// `POST /v1/root/mcp/run-profiles/verify` (operator): whether a document is a valid run

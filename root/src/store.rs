@@ -212,6 +212,9 @@ const MIGRATIONS: &[&str] = &[
     // it): the key of another lease is another key, never a replay of its result. Rows of
     // the target-wide table take their owner from the event that stored them.
     "ALTER TABLE leases ADD COLUMN lineage TEXT",
+    // A run credential's parent lease (revoked with it).
+    "ALTER TABLE leases ADD COLUMN parent_id TEXT",
+    "CREATE INDEX IF NOT EXISTS leases_parent ON leases (parent_id)",
     // Root's desired state of each target's infra_access_skill (JSON; NULL: installed and
     // enabled, as every target was before operators could say otherwise).
     "ALTER TABLE targets ADD COLUMN skill_desired TEXT",
@@ -559,7 +562,7 @@ pub struct LeaseRow {
     pub lineage: String,
 }
 
-const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status, lineage";
+const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status, lineage, parent_id";
 
 /// Reads a [`LeaseRow`] from a row of either backend (expanded inside `on_pool!`).
 macro_rules! lease_from_row {
@@ -608,6 +611,9 @@ macro_rules! lease_from_row {
                         .map(from_unix_ms),
                     use_count: get_i("use_count")?.max(0) as u64,
                     status,
+                    parent_session_id: r
+                        .try_get::<Option<String>, _>("parent_id")
+                        .map_err(db(op))?,
                 },
             })
         })()
@@ -803,8 +809,8 @@ impl Store {
             sqlx::query(
                 "INSERT INTO leases (session_id, token_hash, audience, target_id, subnet_id, zone,
                     capability_profile, effective_tools, created_at, deadline_at, last_used_at,
-                    use_count, status, lineage)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                    use_count, status, lineage, parent_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
             )
             .bind(&lease.session_id)
             .bind(token_hash)
@@ -820,6 +826,7 @@ impl Store {
             .bind(lease.use_count as i64)
             .bind(lease.status.as_str())
             .bind(lineage)
+            .bind(&lease.parent_session_id)
             .execute(pool)
             .await
             .map_err(db("insert lease"))?;
@@ -892,6 +899,24 @@ impl Store {
             .await
             .map_err(db("revoke lease"))?;
             Ok(res.rows_affected() == 1)
+        })
+    }
+
+    /// Revokes the active run credentials issued under `parent`; their session ids.
+    pub async fn revoke_children(&self, parent: &str) -> Result<Vec<String>> {
+        let op = "revoke run credentials";
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "UPDATE leases SET status = 'revoked' WHERE parent_id = $1 AND status = 'active'
+                 RETURNING session_id",
+            )
+            .bind(parent)
+            .fetch_all(pool)
+            .await
+            .map_err(db(op))?;
+            rows.iter()
+                .map(|r| r.try_get::<String, _>(0).map_err(db(op)))
+                .collect()
         })
     }
 

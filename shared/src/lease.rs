@@ -40,6 +40,11 @@ pub struct SessionLease {
     pub last_used_at: Option<OffsetDateTime>,
     pub use_count: u64,
     pub status: LeaseStatus,
+    /// Set on a run credential (issued with a run profile): the lease it was issued under. A
+    /// run credential may call only its `effective_tools`, never outlives its parent, and is
+    /// revoked with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
 }
 
 impl SessionLease {

@@ -562,6 +562,7 @@ fn lease(status: LeaseStatus) -> SessionLease {
         last_used_at: Some(at("2026-11-29T10:05:30.250Z")),
         use_count: 3,
         status,
+        parent_session_id: Some("lease-00".into()),
     }
 }
 

@@ -596,8 +596,10 @@ async fn the_run_profile_never_exposes_bearers_or_secrets() {
         .lease("hub:test-alpha", "InfraOpsControl", 600)
         .await
         .unwrap();
-    let (s, p) = fetch(&root, &id, Some(&token), "", &[]).await;
-    assert_eq!(s, 200, "{p}");
+    let (s, issued) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
+    assert_eq!(s, 201, "{issued}");
+    let p = issued["run_profile"].clone();
+    let credential = issued["token"].as_str().unwrap().to_owned();
     let actions = p["toolProfile"]["assistantActions"]["actions"]
         .as_array()
         .unwrap()
@@ -613,9 +615,14 @@ async fn the_run_profile_never_exposes_bearers_or_secrets() {
         .await
         .unwrap();
     assert_eq!(verdict["valid"], true);
-    let (_, op) = fetch(&root, &id, Some(&root.admin_token()), "", &[]).await;
-    for doc in [&p, &op, &verdict] {
-        assert_no_secret(doc, &[&token, &hub.token], &root);
+    let (_, op) = fetch(&root, &id, Some(&root.admin_token()), Value::Null, &[]).await;
+    let op_credential = op["token"].as_str().unwrap().to_owned();
+    for doc in [&p, &op["run_profile"], &verdict] {
+        assert_no_secret(
+            doc,
+            &[&token, &hub.token, &credential, &op_credential],
+            &root,
+        );
     }
     hub.stop().await;
     root.stop().await;
@@ -961,8 +968,9 @@ async fn destructive_actions_resolve_to_safe_alternatives() {
             );
         }
     }
-    let (_, profile) = fetch(&root, &id, Some(&token), "", &[]).await;
-    let root_ids = profile["toolProfile"]["assistantActions"]["actionIds"].to_string();
+    let (_, issued) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
+    let root_ids =
+        issued["run_profile"]["toolProfile"]["assistantActions"]["actionIds"].to_string();
     for verb in ["delete", "drop", "wipe", "purge", "destroy", "truncate"] {
         assert!(!root_ids.contains(verb), "{root_ids}");
     }

@@ -188,8 +188,9 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
         .unwrap();
 
     // The run profile lists the new tool (profile and the target's surface), nothing else.
-    let (s, profile) = fetch(&root, &id, Some(&token), "", &[]).await;
-    assert_eq!(s, 200, "{profile}");
+    let (s, issued) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
+    assert_eq!(s, 201, "{issued}");
+    let profile = issued["run_profile"].clone();
     let actions = &profile["toolProfile"]["assistantActions"];
     assert_eq!(actions["actionIds"], json!([TOOL]), "{profile:#}");
     assert_eq!(actions["actions"][0]["phases"], json!(["execute"]));
@@ -203,8 +204,12 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
         .unwrap();
     assert_eq!(verdict["valid"], true, "{verdict}");
 
-    // The worker: root's URL, the document, the bearer its tokenRef names.
-    let tokens = BTreeMap::from([(format!("lease:{id}"), token.clone())]);
+    // The worker: root's URL, the document, the run credential its tokenRef names (never the
+    // lease's own bearer).
+    let tokens = BTreeMap::from([(
+        issued["token_ref"].as_str().unwrap().to_owned(),
+        issued["token"].as_str().unwrap().to_owned(),
+    )]);
     let worker = GenericWorker::start(&root.handle().base_url(), &profile, &tokens).await;
     let listed: Vec<rmcp::model::Tool> = worker.client.list_all_tools().await.unwrap();
     assert_eq!(
@@ -233,8 +238,8 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
         .to_string();
     assert!(worker.execute("hub.get_status", json!({})).await.is_err());
 
-    // Audited like every call: the lease's actor, the new capability, the adapter's name,
-    // the same policy checks.
+    // Audited like every call: the run credential as actor, the new capability, the
+    // adapter's name, the same policy checks (and the run's scope).
     let event = root
         .admin_get(&format!("/v1/root/mcp/audit/{event_id}"))
         .await
@@ -242,7 +247,7 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
     assert_eq!(event["tool_id"], TOOL);
     assert_eq!(event["status"], "ok");
     assert_eq!(event["surface"], "mcp");
-    assert_eq!(event["actor"]["id"], format!("lease:{id}"));
+    assert_eq!(event["actor"]["id"], issued["token_ref"]);
     assert_eq!(event["capability"], "fixture.read.echo");
     assert_eq!(
         event["execution_adapter"],
@@ -253,6 +258,7 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
         json!([
             "destructive_refusal",
             "capability_grant",
+            "run_scope",
             "target_resolution",
             "environment_guard",
             "skill_enabled",
@@ -325,9 +331,9 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
         .await
         .unwrap();
     assert_eq!(b["error"]["code"], "skill_disabled", "{s} {b}");
-    let (_, disabled) = fetch(&root, &id, Some(&token), "", &[]).await;
+    let (_, disabled) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
     assert_eq!(
-        disabled["toolProfile"]["assistantActions"]["actionIds"],
+        disabled["run_profile"]["toolProfile"]["assistantActions"]["actionIds"],
         json!([])
     );
     worker.client.cancel().await.ok();

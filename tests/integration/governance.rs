@@ -448,6 +448,7 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
         async move { root.lease("hub:ops-alpha", profile, 600).await.unwrap().0 }
     };
     let (to_revoke, to_rotate) = (lease("InfraOpsRead").await, lease("InfraOpsRead").await);
+    let to_profile = lease("InfraOpsRead").await;
     let origin = root.handle().base_url();
     let http = &root.http;
     let mut console_cookie = String::new();
@@ -455,9 +456,9 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
 
     let actions: Vec<_> = endpoints()
         .into_iter()
-        .filter(|e| e.access == Access::OperatorAction)
+        .filter(|e| matches!(e.access, Access::OperatorAction | Access::AnyAction))
         .collect();
-    assert!(actions.len() >= 13, "{actions:?}");
+    assert!(actions.len() >= 14, "{actions:?}");
     for e in actions {
         let before = events_by(&root, "operator:ann").await.len();
         let url = |path: &str| root.url(path);
@@ -474,6 +475,9 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
             ("POST", "/v1/root/mcp/sessions/{id}/rotate") => {
                 http.post(url(&format!("/v1/root/mcp/sessions/{to_rotate}/rotate")))
             }
+            ("POST", "/v1/root/mcp/sessions/{id}/run-profile") => http.post(url(&format!(
+                "/v1/root/mcp/sessions/{to_profile}/run-profile"
+            ))),
             ("POST", "/v1/root/mcp/approvals/{id}/{decision}") => {
                 http.post(url("/v1/root/mcp/approvals/no-such-approval/approve"))
             }

@@ -26,17 +26,22 @@ fn assert_valid(file: &str, doc: &Value) {
     assert!(errors.is_empty(), "{file}: {errors:?}\n{doc:#}");
 }
 
-/// `GET .../run-profile` with `bearer` (and extra headers): `(status, body)`.
+/// `POST .../run-profile` with `bearer`, `ask` as the body (`Null`: none) and extra headers:
+/// `(status, body)`; a 201's body carries `run_profile`, the run credential's `token`,
+/// `session_id` and `token_ref`.
 pub async fn fetch(
     root: &TestRoot,
     id: &str,
     bearer: Option<&str>,
-    query: &str,
+    ask: Value,
     headers: &[(&str, &str)],
 ) -> (u16, Value) {
     let mut req = root
         .http
-        .get(root.url(&format!("/v1/root/mcp/sessions/{id}/run-profile{query}")));
+        .post(root.url(&format!("/v1/root/mcp/sessions/{id}/run-profile")));
+    if !ask.is_null() {
+        req = req.json(&ask);
+    }
     if let Some(b) = bearer {
         req = req.bearer_auth(b);
     }
@@ -48,6 +53,18 @@ pub async fn fetch(
         res.status().as_u16(),
         res.json().await.unwrap_or(Value::Null),
     )
+}
+
+/// The run profile of a lease, issued by the operator.
+pub async fn operator_profile(root: &TestRoot, id: &str) -> Value {
+    let v = root
+        .admin_post(
+            &format!("/v1/root/mcp/sessions/{id}/run-profile"),
+            json!({}),
+        )
+        .await
+        .unwrap();
+    v["run_profile"].clone()
 }
 
 fn ids(profile: &Value) -> BTreeSet<String> {
@@ -114,13 +131,18 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
         .await
         .unwrap();
 
-    // The lease's own bearer.
-    let (s, p) = fetch(&root, &id, Some(&token), "", &[]).await;
-    assert_eq!(s, 200, "{p}");
+    // The lease's own bearer: a run credential and the signed document naming it.
+    let (s, b) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
+    assert_eq!(s, 201, "{b}");
+    let p = b["run_profile"].clone();
+    let run = b["session_id"].as_str().unwrap().to_owned();
+    let credential = b["token"].as_str().unwrap().to_owned();
+    assert_ne!(run, id, "the run has a credential of its own");
+    assert_eq!(b["token_ref"], format!("lease:{run}"));
     assert_valid("run-profile.schema.json", &p);
     assert_valid("tool-profile.schema.json", &p["toolProfile"]);
     assert_eq!(p["schemaVersion"], "ai-workspace.run-profile.v1");
-    assert_eq!(p["runId"], id);
+    assert_eq!(p["runId"], run);
     assert_eq!(p["audience"], "mcp-client");
     assert_eq!(p["sourceSurface"], "rest");
     assert_eq!(p["owner"]["ownerKey"], format!("lease:{id}"));
@@ -135,34 +157,110 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
     );
     let actions = &p["toolProfile"]["assistantActions"];
     assert_eq!(actions["endpoint"], "/v1/root/mcp/call");
-    assert_eq!(actions["tokenRef"], format!("lease:{id}"));
+    assert_eq!(actions["tokenRef"], format!("lease:{run}"));
     assert_eq!(
         p["toolProfile"]["mcpServers"][0]["tokenRef"],
-        format!("lease:{id}")
+        format!("lease:{run}")
     );
     assert_eq!(p["toolProfile"]["mcpServers"][0]["endpoint"], "/mcp");
-    // Exactly the tools the lease sees over MCP: its profile and the target's surface.
-    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
-    let listed: BTreeSet<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    // Exactly the tools the lease sees over MCP: its profile and the target's surface; the
+    // run credential sees the same.
+    let list = |bearer: String| {
+        let url = root.mcp_url();
+        async move {
+            let client = mcp_client(&url, &bearer).await.unwrap();
+            let names: BTreeSet<String> = client
+                .list_all_tools()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.name.to_string())
+                .collect();
+            client.cancel().await.ok();
+            names
+        }
+    };
+    let listed = list(token.clone()).await;
     assert!(listed.contains("hub.get_status"), "{listed:?}");
     assert_eq!(ids(&p), listed);
+    assert_eq!(list(credential.clone()).await, listed);
     for a in actions["actions"].as_array().unwrap() {
         assert_eq!(a["sideEffect"], "read", "{a}");
         assert_eq!(a["phases"], json!(["execute"]), "{a}");
     }
-    // Every document is fresh: a new request id.
-    let (_, again) = fetch(&root, &id, Some(&token), "", &[]).await;
-    assert_ne!(again["requestId"], p["requestId"]);
+    let (s, r) = root
+        .rest_call(&credential, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        s, 200,
+        "the run credential calls what its profile grants: {r}"
+    );
 
-    // The operator may read any lease's profile; it says so.
-    let (s, op) = fetch(&root, &id, Some(&root.admin_token()), "", &[]).await;
-    assert_eq!(s, 200, "{op}");
+    // A narrowed run: its credential reaches nothing beyond its profile.
+    let (s, narrow) = fetch(
+        &root,
+        &id,
+        Some(&token),
+        json!({"tools": ["hub.get_status"], "ttl_sec": 60}),
+        &[],
+    )
+    .await;
+    assert_eq!(s, 201, "{narrow}");
+    assert_eq!(
+        ids(&narrow["run_profile"]),
+        BTreeSet::from(["hub.get_status".to_owned()])
+    );
+    let scoped = narrow["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        list(scoped.clone()).await,
+        BTreeSet::from(["hub.get_status".to_owned()])
+    );
+    let (s, r) = root
+        .rest_call(&scoped, "hub.get_runtime_summary", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s, r["error"]["code"].as_str()),
+        (403, Some("capability_not_granted")),
+        "{r}"
+    );
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("run credential"),
+        "{r}"
+    );
+    // A run credential issues no run profile of its own.
+    let (s, r) = fetch(
+        &root,
+        narrow["session_id"].as_str().unwrap(),
+        Some(&scoped),
+        json!({}),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (s, r["error"]["code"].as_str()),
+        (403, Some("forbidden")),
+        "{r}"
+    );
+    // Tools the lease cannot call are refused, as is an empty list.
+    for ask in [json!({"tools": ["hub.deploy_ref"]}), json!({"tools": []})] {
+        let (s, r) = fetch(&root, &id, Some(&token), ask.clone(), &[]).await;
+        assert_eq!(s, 400, "{ask}: {r}");
+        assert!(r["event_id"].is_string(), "refusals are events too: {r}");
+    }
+
+    // Every document is fresh: a new request id.
+    let (_, again) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
+    assert_ne!(again["run_profile"]["requestId"], p["requestId"]);
+
+    // The operator may issue any lease's profile; it says so.
+    let (s, op) = fetch(&root, &id, Some(&root.admin_token()), Value::Null, &[]).await;
+    assert_eq!(s, 201, "{op}");
+    let op = op["run_profile"].clone();
     assert_eq!(
         (
             op["sourceSurface"].as_str(),
@@ -171,10 +269,21 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
         (Some("admin"), Some("operator:admin"))
     );
     assert_eq!(op["owner"]["ownerKey"], format!("lease:{id}"));
+    // Each issue is an audit event naming who asked.
+    for (tool, actor) in [
+        ("run_profile.issue", format!("lease:{id}")),
+        ("admin.run_profile.issue", "operator:admin".to_owned()),
+    ] {
+        let v = root
+            .admin_get(&format!("/v1/root/mcp/audit?tool_id={tool}"))
+            .await
+            .unwrap();
+        assert_eq!(v["events"][0]["actor"]["id"], actor, "{v}");
+    }
 
     // Another lease's bearer learns nothing: the same 404 as an id that does not exist.
-    let (s1, b1) = fetch(&root, &id, Some(&other), "", &[]).await;
-    let (s2, b2) = fetch(&root, "no-such-lease", Some(&other), "", &[]).await;
+    let (s1, b1) = fetch(&root, &id, Some(&other), Value::Null, &[]).await;
+    let (s2, b2) = fetch(&root, "no-such-lease", Some(&other), Value::Null, &[]).await;
     assert_eq!((s1, s2), (404, 404), "{b1} {b2}");
     assert_eq!(
         b1["error"]["message"].as_str().unwrap().replace(&id, "ID"),
@@ -183,8 +292,13 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
             .unwrap()
             .replace("no-such-lease", "ID")
     );
-    assert_eq!(fetch(&root, &id, None, "", &[]).await.0, 401);
-    assert_eq!(fetch(&root, &id, Some("mcpl_forged"), "", &[]).await.0, 401);
+    assert_eq!(fetch(&root, &id, None, Value::Null, &[]).await.0, 401);
+    assert_eq!(
+        fetch(&root, &id, Some("mcpl_forged"), Value::Null, &[])
+            .await
+            .0,
+        401
+    );
 
     // Forged actor headers change nothing: the owner is the lease root resolved.
     let forged = [
@@ -195,28 +309,51 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
         ("x-forwarded-email", "mallory@example.org"),
         ("x-actor-role", "root-admin"),
     ];
-    let (s, f) = fetch(&root, &id, Some(&token), "", &forged).await;
-    assert_eq!(s, 200);
+    let (s, f) = fetch(&root, &id, Some(&token), Value::Null, &forged).await;
+    assert_eq!(s, 201);
+    let f = f["run_profile"].clone();
     assert_eq!(f["owner"], p["owner"]);
     assert!(!f.to_string().contains("mallory") && !f.to_string().contains("root-admin"));
 
-    // Short lifetimes on request; never longer than ten minutes.
-    let (s, short) = fetch(&root, &id, Some(&token), "?ttl_sec=30", &[]).await;
-    assert_eq!(s, 200);
+    // Short lifetimes on request, the credential's too; never longer than ten minutes.
+    let (s, short) = fetch(&root, &id, Some(&token), json!({"ttl_sec": 1}), &[]).await;
+    assert_eq!(s, 201);
+    let short_doc = short["run_profile"].clone();
     assert!(
-        rfc3339(&short["expiresAt"]) - rfc3339(&short["createdAt"]) <= time::Duration::seconds(30)
+        rfc3339(&short_doc["expiresAt"]) - rfc3339(&short_doc["createdAt"])
+            <= time::Duration::seconds(1)
     );
-    for bad in ["?ttl_sec=0", "?ttl_sec=601", "?ttl_sec=x", "?other=1"] {
+    for bad in [
+        json!({"ttl_sec": 0}),
+        json!({"ttl_sec": 601}),
+        json!({"ttl_sec": "x"}),
+        json!({"other": 1}),
+    ] {
         assert_eq!(
-            fetch(&root, &id, Some(&token), bad, &[]).await.0,
+            fetch(&root, &id, Some(&token), bad.clone(), &[]).await.0,
             400,
             "{bad}"
         );
     }
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let expired = short["token"].as_str().unwrap();
+    assert_eq!(
+        root.rest_call(expired, "hub.get_status", json!({}))
+            .await
+            .unwrap()
+            .0,
+        401,
+        "a run credential ends with its run profile"
+    );
 
-    // No bearer, hub token, admin token, key or internal URL, in any of them.
-    for doc in [&p, &op, &f, &short] {
-        assert_no_secret(doc, &[&token, &other, &hub.token], &root);
+    // No bearer (the lease's, the run credential's, the hub's), admin token, key or internal
+    // URL, in any of them.
+    for doc in [&p, &op, &f, &short_doc, &narrow["run_profile"]] {
+        assert_no_secret(
+            doc,
+            &[&token, &other, &hub.token, &credential, &scoped],
+            &root,
+        );
     }
 
     // The target's current surface: with the skill disabled its tools leave the profile.
@@ -226,25 +363,64 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
     )
     .await
     .unwrap();
-    let (_, disabled) = fetch(&root, &id, Some(&token), "", &[]).await;
-    assert!(!ids(&disabled).contains("hub.get_status"), "{disabled}");
-    assert!(ids(&disabled).len() < ids(&p).len());
+    let (_, disabled) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
+    assert!(
+        !ids(&disabled["run_profile"]).contains("hub.get_status"),
+        "{disabled}"
+    );
+    assert!(ids(&disabled["run_profile"]).len() < ids(&p).len());
 
-    // A revoked lease has no run profile (and its bearer no longer authenticates).
+    // Revoking the lease revokes its run credentials; a revoked lease has no run profile.
+    root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({}))
+        .await
+        .unwrap();
+    for cred in [&credential, &scoped] {
+        assert_eq!(
+            root.rest_call(cred, "root.get_subnet_timeline", json!({}))
+                .await
+                .unwrap()
+                .0,
+            401,
+            "revoked with its lease"
+        );
+    }
+    let lease = root
+        .admin_get(&format!("/v1/root/mcp/sessions/{run}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            lease["status"].as_str(),
+            lease["parent_session_id"].as_str()
+        ),
+        (Some("revoked"), Some(id.as_str())),
+        "{lease}"
+    );
     root.admin_post(
         &format!("/v1/root/mcp/sessions/{other_id}/revoke"),
         json!({}),
     )
     .await
     .unwrap();
-    let (s, b) = fetch(&root, &other_id, Some(&root.admin_token()), "", &[]).await;
+    let (s, b) = fetch(
+        &root,
+        &other_id,
+        Some(&root.admin_token()),
+        Value::Null,
+        &[],
+    )
+    .await;
     assert_eq!(s, 409, "{b}");
     assert!(
         b["error"]["message"].as_str().unwrap().contains("revoked"),
         "{b}"
     );
-    assert_eq!(fetch(&root, &other_id, Some(&other), "", &[]).await.0, 401);
-    client.cancel().await.ok();
+    assert_eq!(
+        fetch(&root, &other_id, Some(&other), Value::Null, &[])
+            .await
+            .0,
+        401
+    );
     hub.stop().await;
     root.stop().await;
 }
@@ -266,10 +442,7 @@ async fn verify_profile_names_valid_tampered_unsigned_expired_and_unknown_key() 
         .lease("hub:test-alpha", "AdaOSDevRead", 3600)
         .await
         .unwrap();
-    let profile = root
-        .admin_get(&format!("/v1/root/mcp/sessions/{id}/run-profile"))
-        .await
-        .unwrap();
+    let profile = operator_profile(&root, &id).await;
     assert!(!ids(&profile).is_empty());
 
     // As root served it (pretty-printed: whitespace and key order do not matter).
@@ -277,7 +450,7 @@ async fn verify_profile_names_valid_tampered_unsigned_expired_and_unknown_key() 
     let (code, out) = verify_cli(&root, dir.path(), "valid.json", &text);
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("valid: run "), "{out}");
-    assert!(out.contains(&format!("lease:{id}")), "{out}");
+    assert!(out.contains(&format!("lease:{id}")), "the owner: {out}");
     let (code, out, err) = admin(
         &root,
         &[
@@ -359,10 +532,7 @@ async fn verify_profile_names_valid_tampered_unsigned_expired_and_unknown_key() 
         .lease("hub:test-alpha", "AdaOSDevRead", 3600)
         .await
         .unwrap();
-    let foreign = other_root
-        .admin_get(&format!("/v1/root/mcp/sessions/{other_id}/run-profile"))
-        .await
-        .unwrap();
+    let foreign = operator_profile(&other_root, &other_id).await;
     let (code, out) = verify_cli(&root, dir.path(), "foreign.json", &foreign.to_string());
     assert_eq!(code, 4, "{out}");
     assert!(out.starts_with("invalid (unknown_key): "), "{out}");
@@ -409,10 +579,7 @@ async fn every_root_holding_the_zones_master_key_verifies_the_profile() {
         .lease("hub:test-alpha", "AdaOSDevRead", 600)
         .await
         .unwrap();
-    let profile = a
-        .admin_get(&format!("/v1/root/mcp/sessions/{id}/run-profile"))
-        .await
-        .unwrap();
+    let profile = operator_profile(&a, &id).await;
     let on_b = b
         .admin_post("/v1/root/mcp/run-profiles/verify", profile.clone())
         .await

@@ -190,6 +190,15 @@ pub struct NewLease {
     pub ttl: Duration,
     /// The lineage of the lease this one replaces (a rotation); `None` starts a new one.
     pub lineage: Option<String>,
+    /// The lease a run credential is issued under (revoked with it).
+    pub parent: Option<String>,
+}
+
+/// A lease revoked, with the run credentials revoked with it.
+#[derive(Debug, Clone)]
+pub struct Revoked {
+    pub lease: SessionLease,
+    pub children: Vec<String>,
 }
 
 /// A lease plus its bearer, which is shown exactly once.
@@ -197,6 +206,8 @@ pub struct NewLease {
 pub struct IssuedLease {
     pub lease: SessionLease,
     pub token: String,
+    /// Run credentials revoked with the lease this one replaced (a rotation).
+    pub revoked: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -211,7 +222,8 @@ pub enum LeaseError {
 
 pub enum Msg {
     Create(NewLease, RpcReplyPort<Result<IssuedLease, LeaseError>>),
-    Revoke(String, RpcReplyPort<Result<SessionLease, LeaseError>>),
+    Revoke(String, RpcReplyPort<Result<Revoked, LeaseError>>),
+    /// A rotation revokes the old lease's run credentials too (`IssuedLease::revoked`).
     Rotate(String, RpcReplyPort<Result<IssuedLease, LeaseError>>),
     FlushUsage,
 }
@@ -280,7 +292,11 @@ impl Actor for LeaseManager {
                     entry
                         .status
                         .store(status_code(LeaseStatus::Revoked), Ordering::Release);
-                    Ok(entry.snapshot())
+                    let children = revoke_children(state, &id).await?;
+                    Ok(Revoked {
+                        lease: entry.snapshot(),
+                        children,
+                    })
                 }
                 .await;
                 let _ = reply.send(res);
@@ -303,6 +319,7 @@ impl Actor for LeaseManager {
                                 remaining.whole_milliseconds().max(1000) as u64
                             ),
                             lineage: Some(entry.lineage.clone()),
+                            parent: old.parent_session_id.clone(),
                         },
                     )
                     .await?;
@@ -321,6 +338,8 @@ impl Actor for LeaseManager {
                     entry
                         .status
                         .store(status_code(LeaseStatus::Revoked), Ordering::Release);
+                    let mut issued = issued;
+                    issued.revoked = revoke_children(state, &id).await?;
                     Ok(issued)
                 }
                 .await;
@@ -330,6 +349,18 @@ impl Actor for LeaseManager {
         }
         Ok(())
     }
+}
+
+/// Revokes the run credentials issued under `parent`, in the store and here; their ids.
+async fn revoke_children(state: &State, parent: &str) -> Result<Vec<String>, LeaseError> {
+    let children = state.store.revoke_children(parent).await?;
+    for id in &children {
+        if let Some(e) = state.index.entry(id) {
+            e.status
+                .store(status_code(LeaseStatus::Revoked), Ordering::Release);
+        }
+    }
+    Ok(children)
 }
 
 /// The active lease `id`, from the index or (issued by another replica) the store.
@@ -378,6 +409,7 @@ async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError>
         last_used_at: None,
         use_count: 0,
         status: LeaseStatus::Active,
+        parent_session_id: req.parent,
     };
     let token = auth::new_token(auth::LEASE_TOKEN_PREFIX);
     let hash = auth::token_hash(&token);
@@ -386,7 +418,11 @@ async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError>
     state
         .index
         .insert(hash, Arc::new(LeaseEntry::new(lease.clone(), lineage)));
-    Ok(IssuedLease { lease, token })
+    Ok(IssuedLease {
+        lease,
+        token,
+        revoked: Vec::new(),
+    })
 }
 
 async fn flush_usage(state: &State) {

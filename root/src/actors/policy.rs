@@ -3,7 +3,8 @@
 //! Rules, in order; the first that fails is the denial's reason code:
 //! 1. `destructive_refusal`: destructive tools are never callable (`forbidden_destructive`).
 //! 2. `capability_grant`: the lease's profile grants the tool's capability
-//!    (`capability_not_granted`).
+//!    (`capability_not_granted`); a run credential also needs the tool among the actions
+//!    of its run profile (`run_scope`, `capability_not_granted`).
 //! 3. Descriptive tools are answered on root: no target rule applies.
 //! 4. `target_resolution`: the lease's target is enrolled (`target_offline`); an enrolled target
 //!    whose hub is not connected is in the directory as `offline` with its last descriptor.
@@ -41,6 +42,8 @@ pub enum Msg {
     Visible {
         profile: String,
         target_id: String,
+        /// A run credential's tools (`None` for any other lease).
+        scope: Option<Vec<String>>,
         reply: RpcReplyPort<Vec<Arc<ContractEntry>>>,
     },
     /// The profiles, for self-description and lease creation.
@@ -80,6 +83,7 @@ impl Actor for PolicyEngine {
             Msg::Visible {
                 profile,
                 target_id,
+                scope,
                 reply,
             } => {
                 let p = state.profiles.get(&profile);
@@ -87,7 +91,7 @@ impl Actor for PolicyEngine {
                     .contracts
                     .all()
                     .iter()
-                    .filter(|c| listable(state, p, &target_id, c))
+                    .filter(|c| listable(state, p, scope.as_deref(), &target_id, c))
                     .cloned()
                     .collect();
                 let _ = reply.send(visible);
@@ -106,17 +110,27 @@ impl Actor for PolicyEngine {
 fn listable(
     state: &Args,
     profile: Option<&CapabilityProfile>,
+    scope: Option<&[String]>,
     target_id: &str,
     c: &ContractEntry,
 ) -> bool {
-    decide(&state.targets, &state.enrolments, profile, target_id, c).decision == Decision::Allow
+    let grant = Grant { profile, scope };
+    decide(&state.targets, &state.enrolments, grant, target_id, c).decision == Decision::Allow
+}
+
+/// What a lease is granted: its capability profile and, for a run credential, the tools of
+/// its run profile.
+#[derive(Clone, Copy)]
+pub struct Grant<'a> {
+    pub profile: Option<&'a CapabilityProfile>,
+    pub scope: Option<&'a [String]>,
 }
 
 /// Pure decision over the current configuration and target directory.
 pub fn decide(
     targets: &TargetDirectory,
     enrolments: &crate::hubs::Enrolments,
-    profile: Option<&CapabilityProfile>,
+    grant: Grant<'_>,
     target_id: &str,
     entry: &ContractEntry,
 ) -> PolicyDecision {
@@ -132,13 +146,19 @@ pub fn decide(
         return deny(checks, ErrorCode::ForbiddenDestructive);
     }
     checks.push("capability_grant".to_string());
-    let granted = profile.is_some_and(|p| {
+    let granted = grant.profile.is_some_and(|p| {
         p.capabilities
             .iter()
             .any(|cap| cap == &c.required_capability)
     });
     if !granted {
         return deny(checks, ErrorCode::CapabilityNotGranted);
+    }
+    if let Some(scope) = grant.scope {
+        checks.push("run_scope".to_string());
+        if !scope.iter().any(|t| t == &c.tool_id) {
+            return deny(checks, ErrorCode::CapabilityNotGranted);
+        }
     }
     if c.routing != RoutingClass::DescriptiveCached {
         checks.push("target_resolution".to_string());

@@ -71,6 +71,16 @@ pub fn list(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Value, To
 /// `hub.issue_access_token {capability_profile, ttl_sec, audience?}`.
 pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Value, ToolError> {
     let caller = ctx.lease.lease();
+    // A run credential stays within its run profile: a lease it issued would not.
+    if let Some(parent) = &caller.parent_session_id {
+        return Err(ToolError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "a run credential cannot issue access tokens; the lease it was issued under \
+                 (`{parent}`) can"
+            ),
+        ));
+    }
     let profile_name = arg_str(input, "capability_profile").unwrap_or_default();
     let Some(profile) = app.profiles.get(profile_name) else {
         let names: Vec<&str> = app
@@ -162,6 +172,7 @@ pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Va
         effective_tools,
         ttl: Duration::from_secs(ttl_sec),
         lineage: None,
+        parent: None,
     };
     let issued = call_t!(
         app.actors.leases.load(),
@@ -217,9 +228,12 @@ pub async fn revoke(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<V
     .map_err(|e| internal("the lease manager", e))?
     .map_err(lease_error)?;
     app.limits.forget_prefix(&format!("lease:{session_id}"));
-    // In force on every live replica before the call answers.
+    // In force on every live replica before the call answers (its run credentials too).
     crate::replica::lease_changed(app, session_id, true).await;
-    Ok(json!({ "revoked": token_row(&revoked, &caller.session_id) }))
+    for child in &revoked.children {
+        crate::replica::lease_changed(app, child, true).await;
+    }
+    Ok(json!({ "revoked": token_row(&revoked.lease, &caller.session_id) }))
 }
 
 fn lease_error(e: LeaseError) -> ToolError {
