@@ -89,6 +89,18 @@ async fn tools_list_is_filtered_by_profile_and_annotated() {
 #[tokio::test]
 async fn descriptive_call_returns_structured_content_linked_to_its_audit_event() {
     let root = TestRoot::start().await.unwrap();
+    // Judged within the served descriptors' freshness, whatever today's date is.
+    let set = mcp_root::descriptors::snapshot(&root.handle().app);
+    let generated = set
+        .all()
+        .iter()
+        .map(|d| d.freshness.generated_at)
+        .max()
+        .unwrap();
+    root.handle()
+        .app
+        .clock
+        .set(generated + time::Duration::days(1));
     let (sid, token) = root
         .lease("hub:test-alpha", "AdaOSDevRead", 600)
         .await

@@ -102,6 +102,18 @@ impl TestRoot {
             cfg.database_url = suite_postgres_url(&cfg.data_dir).await?;
         }
         let handle = mcp_root::run(cfg).await?;
+        // A run "in the future" (`.ci/run` does one): no test may depend on today's date being
+        // before the committed descriptors' `fresh_until`; a test about freshness sets the
+        // descriptor clock itself.
+        if let Some(days) = std::env::var("MCP_TEST_DESCRIPTOR_CLOCK_DAYS")
+            .ok()
+            .and_then(|d| d.parse::<u64>().ok())
+        {
+            handle
+                .app
+                .clock
+                .advance(std::time::Duration::from_secs(days * 86_400));
+        }
         Ok(TestRoot {
             handle: Some(handle),
             dir,
