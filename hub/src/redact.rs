@@ -1,6 +1,8 @@
-//! Redaction of text that leaves the hub (an allowed test's output, log lines): bearer-like tokens
-//! (`mcpl_…`, `mcph_…`, `mcpa_…`, `Bearer <x>`), PEM private key blocks, passwords in URLs and
-//! AWS access key ids are replaced with `[REDACTED]`, and the replacements are counted.
+//! Redaction of text that leaves the hub (an allowed test's output, log lines): root's tokens
+//! (`mcpl_…`, `mcph_…`, `mcpa_…`, `mcpo_…`, `mcpc_…`), `Bearer <x>`, PEM private key blocks,
+//! passwords in URLs, cloud and API keys (`AKIA…`, `aws_secret_access_key=…`, `sk_live_…`,
+//! `ghp_…`, `xox…-`, `AIza…`), JSON Web Tokens and sensitive paths (`~/.ssh/…`, `/etc/shadow`,
+//! key files) are replaced with `[REDACTED]`, and the replacements are counted.
 //!
 //! Root redacts again before audit; this is the hub's own line, so a secret a test prints is
 //! never sent over the channel or kept in `test-results.json`.
@@ -21,6 +23,10 @@ struct Rules {
     bearer: Regex,
     url_password: Regex,
     aws_key: Regex,
+    /// Bare secrets: cloud and API keys, JSON Web Tokens.
+    keys: Regex,
+    /// Sensitive paths: SSH and GnuPG material, shadow files, key files.
+    paths: Regex,
 }
 
 static RULES: LazyLock<Rules> = LazyLock::new(|| {
@@ -34,6 +40,21 @@ static RULES: LazyLock<Rules> = LazyLock::new(|| {
         bearer: re(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/\-]+=*"),
         url_password: re(r"\b([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+):[^\s@/]+@"),
         aws_key: re(r"\bAKIA[0-9A-Z]{16}\b"),
+        keys: re(concat!(
+            r"(?i:aws_secret_access_key)[\x22']?\s*[=:]\s*[\x22']?[A-Za-z0-9/+=]{40}",
+            r"|\bASIA[0-9A-Z]{16}\b",
+            r"|\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
+            r"|\bgh[pousr]_[A-Za-z0-9]{30,}",
+            r"|\bxox[abposr]-[A-Za-z0-9-]{10,}",
+            r"|\bAIza[0-9A-Za-z_\-]{35}",
+            r"|\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{8,}",
+        )),
+        paths: re(concat!(
+            r"(?:~|/home/[^/\s]+|/root|/Users/[^/\s]+)?/\.(?:ssh|gnupg|aws)/[^\s\x22',;)]*",
+            r"|/etc/(?:g?shadow|sudoers)\b",
+            r"|[^\s\x22',;()]*\bid_(?:rsa|dsa|ecdsa|ed25519)\b",
+            r"|[^\s\x22',;()]+\.(?:pem|key|p12|pfx|jks|keystore)\b",
+        )),
     }
 });
 
@@ -61,6 +82,8 @@ pub fn redact(text: &str) -> (String, usize) {
     apply(&r.bearer, "$1 [REDACTED]");
     apply(&r.url_password, "$1:[REDACTED]@");
     apply(&r.aws_key, REDACTED);
+    apply(&r.keys, REDACTED);
+    apply(&r.paths, REDACTED);
     (out, count)
 }
 
@@ -101,6 +124,26 @@ mod tests {
         assert!(out.ends_with("[REDACTED]\nafter"), "{out}");
         assert_eq!(n, 7, "{out}");
         assert_eq!(redact("nothing here"), ("nothing here".to_owned(), 0));
+    }
+
+    #[test]
+    fn bare_keys_tokens_and_sensitive_paths_are_replaced() {
+        for secret in [
+            "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+            "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB",
+            "xoxb-1234567890-abcdefghij",
+            "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "/home/ann/.ssh/id_ed25519",
+            "/etc/shadow",
+            "/srv/app/tls/server.key",
+        ] {
+            let (out, n) = redact(&format!("read {secret} ok"));
+            assert!(!out.contains(secret) && n >= 1, "{secret}: {out}");
+            assert!(out.starts_with("read ") && out.ends_with(" ok"), "{out}");
+        }
+        assert_eq!(redact("keys=4 tokens=12 /srv/app/log.txt").1, 0);
     }
 
     #[test]

@@ -483,7 +483,8 @@ async fn execute(
 }
 
 /// Runs an operational call where its contract says: on root when it names an `executor`
-/// (root is the source of truth, e.g. leases), otherwise on the lease's target.
+/// (root is the source of truth, e.g. leases), otherwise on the lease's target; its result
+/// redacted (the contract's rules and root's own, but what the tool issues).
 pub(crate) async fn dispatch(
     app: &App,
     ctx: &CallContext,
@@ -491,7 +492,7 @@ pub(crate) async fn dispatch(
     input: crate::executors::ExecInput,
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
-    match &entry.contract.executor {
+    let result = match &entry.contract.executor {
         Some(name) => {
             event.execution_adapter = Some(name.clone());
             crate::executors::run(app, ctx, entry, name, input, event).await
@@ -502,7 +503,18 @@ pub(crate) async fn dispatch(
             event.execution_adapter = Some(adapter.unwrap_or_else(|| "root.router".into()));
             result
         }
-    }
+    };
+    // Redaction in depth: whatever the adapter redacted, root applies the contract's rules and
+    // its own before a result leaves it.
+    result.map(|mut value| {
+        app.redactor.redact_result(
+            &mut value,
+            &entry.contract.redaction,
+            &entry.redaction_patterns,
+            &mut event.redactions,
+        );
+        value
+    })
 }
 
 /// Routes an operational call to `target_id` and waits for its result until the tool's

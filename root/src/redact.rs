@@ -1,9 +1,14 @@
-//! Redaction before audit: secrets never reach the trail.
+//! Redaction: secrets never reach the trail, and never leave root in a result.
 //!
 //! Field rules replace the value of any object key named in the contract's or the config's
-//! field list (and the built-in secret names); pattern rules replace matches in every string
-//! (lease and admin bearers, `Bearer ...` credentials, configured patterns). Each replacement
-//! is reported as a [`Redaction`] with its path and rule.
+//! field list (and the built-in secret names); pattern rules replace matches in every string:
+//! root's own credentials (lease, admin, operator, hub and confirmation tokens), `Bearer …`
+//! credentials, bare secrets (private key blocks, cloud and API keys such as `AKIA…`,
+//! `sk_live_…`, `ghp_…`, `xox…-`, `AIza…`, JSON Web Tokens, passwords in URLs) and sensitive
+//! paths (`~/.ssh/…`, `/etc/shadow`, key files), plus configured patterns. Requests, results
+//! and error messages are redacted before they are stored; results again before they are
+//! answered (the hub redacts first; root does not rely on it). Each replacement is reported
+//! as a [`Redaction`] with its path and rule.
 
 use mcp_shared::event::Redaction;
 use regex::Regex;
@@ -23,6 +28,10 @@ const BUILTIN_FIELDS: &[&str] = &[
 ];
 
 const BUILTIN_PATTERNS: &[(&str, &str)] = &[
+    (
+        "private_key",
+        r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
+    ),
     ("lease_bearer", r"mcpl_[A-Za-z0-9_\-]{16,}"),
     ("admin_token", r"mcpa_[A-Za-z0-9_\-]{16,}"),
     ("hub_token", r"mcph_[A-Za-z0-9_\-]{16,}"),
@@ -32,11 +41,34 @@ const BUILTIN_PATTERNS: &[(&str, &str)] = &[
         "bearer_credential",
         r"(?i)bearer\s+[A-Za-z0-9._~+/\-]{8,}=*",
     ),
+    ("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    (
+        "aws_secret_key",
+        r"(?i)aws_secret_access_key[\x22']?\s*[=:]\s*[\x22']?[A-Za-z0-9/+=]{40}",
+    ),
+    ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+    ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("google_api_key", r"\bAIza[0-9A-Za-z_\-]{35}"),
+    (
+        "jwt",
+        r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{8,}",
+    ),
+    (
+        "url_password",
+        r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:[^\s@/]+@",
+    ),
+    (
+        "sensitive_path",
+        r"(?:~|/home/[^/\s]+|/root|/Users/[^/\s]+)?/\.(?:ssh|gnupg|aws)/[^\s\x22',;)]*|/etc/(?:g?shadow|sudoers)\b|[^\s\x22',;()]*\bid_(?:rsa|dsa|ecdsa|ed25519)\b|[^\s\x22',;()]+\.(?:pem|key|p12|pfx|jks|keystore)\b",
+    ),
 ];
 
 pub struct Redactor {
     fields: Vec<String>,
     patterns: Vec<(String, Regex)>,
+    /// All of `patterns` at once: a string none of them matches costs one scan.
+    any: regex::RegexSet,
 }
 
 impl Redactor {
@@ -53,7 +85,37 @@ impl Redactor {
         }
         let mut fields: Vec<String> = BUILTIN_FIELDS.iter().map(|s| s.to_string()).collect();
         fields.extend(extra_fields.iter().map(|f| f.to_ascii_lowercase()));
-        Redactor { fields, patterns }
+        let any = regex::RegexSet::new(patterns.iter().map(|(_, r)| r.as_str()))
+            .unwrap_or_else(|_| regex::RegexSet::empty());
+        Redactor {
+            fields,
+            patterns,
+            any,
+        }
+    }
+
+    /// Redacts a result before it is answered: the contract's rules and the built-in ones,
+    /// except the top-level fields the tool issues (a new bearer, shown once to its caller;
+    /// audit and replay copies redact them).
+    pub fn redact_result(
+        &self,
+        value: &mut Value,
+        contract: &mcp_shared::contract::RedactionRules,
+        contract_patterns: &[Regex],
+        out: &mut Vec<Redaction>,
+    ) {
+        let issued: Vec<(String, Value)> = match value.as_object_mut() {
+            Some(map) => contract
+                .issued
+                .iter()
+                .filter_map(|k| map.remove(k).map(|v| (k.clone(), v)))
+                .collect(),
+            None => Vec::new(),
+        };
+        self.redact("result", value, &contract.fields, contract_patterns, out);
+        if let Some(map) = value.as_object_mut() {
+            map.extend(issued);
+        }
     }
 
     /// Redacts `value` in place, with the contract's own rules added.
@@ -97,6 +159,9 @@ impl Redactor {
                 }
             }
             Value::String(s) => {
+                if contract_patterns.is_empty() && !self.any.is_match(s) {
+                    return;
+                }
                 let named = self.patterns.iter().map(|(n, r)| (n.as_str(), r));
                 let contract = contract_patterns.iter().map(|r| ("contract", r));
                 for (name, re) in named.chain(contract) {
@@ -128,6 +193,69 @@ impl Redactor {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn bare_secrets_and_sensitive_paths_are_redacted() {
+        let r = Redactor::new(&[], &[]);
+        let pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----";
+        for (rule, secret) in [
+            ("private_key", pem),
+            ("aws_access_key", "AKIAIOSFODNN7EXAMPLE"),
+            (
+                "aws_secret_key",
+                "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            ),
+            ("stripe_key", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+            ("github_token", "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"),
+            ("slack_token", "xoxb-1234567890-abcdefghij"),
+            ("google_api_key", "AIzaSyA1234567890abcdefghijklmnopqrstuv"),
+            (
+                "jwt",
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            ),
+            (
+                "url_password",
+                "postgres://app:s3cr3t-pw@db.internal:5432/prod",
+            ),
+            ("sensitive_path", "/home/ann/.ssh/id_ed25519"),
+            ("sensitive_path", "~/.ssh/config"),
+            ("sensitive_path", "/etc/shadow"),
+            ("sensitive_path", "/etc/mcp-root/tls/key.pem"),
+        ] {
+            let mut v = json!({ "line": format!("found {secret} here") });
+            let mut out = Vec::new();
+            r.redact("result", &mut v, &[], &[], &mut out);
+            let text = v["line"].as_str().unwrap_or_default();
+            assert!(!text.contains(secret), "{rule}: {text}");
+            assert!(text.contains(REDACTED), "{rule}: {text}");
+            assert!(
+                out.iter().any(|o| o.rule == format!("pattern:{rule}")),
+                "{rule}: {out:?}"
+            );
+        }
+        // Ordinary text is left alone.
+        let mut v = json!({ "line": "GET /healthz 200 in 3 ms; keys=4 tokens=12" });
+        let mut out = Vec::new();
+        r.redact("result", &mut v, &[], &[], &mut out);
+        assert_eq!(v["line"], "GET /healthz 200 in 3 ms; keys=4 tokens=12");
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn an_issued_secret_is_answered_once_and_redacted_elsewhere() {
+        let r = Redactor::new(&[], &[]);
+        let rules = mcp_shared::contract::RedactionRules {
+            fields: vec!["token".into()],
+            patterns: vec![],
+            issued: vec!["token".into()],
+        };
+        let bearer = "mcpl_AAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        let mut v = json!({ "token": bearer, "note": format!("copy {bearer}") });
+        let mut out = Vec::new();
+        r.redact_result(&mut v, &rules, &[], &mut out);
+        assert_eq!(v["token"], bearer, "the caller gets what was issued");
+        assert_eq!(v["note"], "copy [REDACTED]", "nowhere else");
+    }
 
     #[test]
     fn fields_and_bearers_are_redacted_and_reported() {

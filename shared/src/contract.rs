@@ -50,12 +50,17 @@ pub struct ConcurrencyHint {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedactionRules {
-    /// Argument or result field names whose values are replaced before audit.
+    /// Argument or result field names whose values are replaced: in requests and results
+    /// before audit, and in results before they are answered.
     #[serde(default)]
     pub fields: Vec<String>,
-    /// Regular expressions whose matches are replaced in strings before audit.
+    /// Regular expressions whose matches are replaced in strings, where `fields` apply.
     #[serde(default)]
     pub patterns: Vec<String>,
+    /// Top-level result fields that hold a secret the tool issues (a new bearer): answered
+    /// once to the caller, redacted everywhere else (audit, replays).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub issued: Vec<String>,
 }
 
 /// How a descriptive tool is answered from a cached descriptor, without per-tool code.

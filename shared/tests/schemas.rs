@@ -525,6 +525,7 @@ fn contract(
         redaction: RedactionRules {
             fields: vec!["token".into()],
             patterns: vec!["(?i)bearer [a-z0-9._-]+".into()],
+            issued: vec!["token".into()],
         },
         stability,
         plane: "AdaOSDevPlane".into(),

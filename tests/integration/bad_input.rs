@@ -860,7 +860,7 @@ async fn rest_family_battery() {
 
 // ---- the hub WebSocket ----------------------------------------------------------------------
 
-mod hub_door {
+pub mod hub_door {
     use std::time::Duration;
 
     use futures::{SinkExt, StreamExt};

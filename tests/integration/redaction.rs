@@ -133,3 +133,127 @@ async fn a_secret_in_a_service_log_never_reaches_the_client_or_the_audit_store()
         "root's data dir holds the planted secret"
     );
 }
+
+/// Redaction in depth: a hub that does not redact (here one on the real protocol that
+/// answers `hub.get_status` with bare secrets in it: a private key, cloud and API keys, a JWT,
+/// a password in a URL, sensitive paths) still leaks none of them, neither to the client nor
+/// into the trail: root applies the contract's rules and its own before a result leaves it.
+#[tokio::test]
+async fn root_redacts_bare_secrets_a_hub_did_not() {
+    use crate::bad_input::hub_door::{hello, next, text};
+    use futures::SinkExt;
+    use mcp_shared::protocol::{CallOutcome, HubToRoot, RootToHub};
+
+    let secrets = [
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAplanted\n-----END RSA PRIVATE KEY-----",
+        "AKIAIOSFODNN7PLANTED",
+        "sk_live_planted0123456789abcd",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.c2lnbmF0dXJlcGxhbnRlZA",
+        "postgres://app:plantedpw@db.internal/prod",
+        "/home/ann/.ssh/id_ed25519",
+        "/etc/shadow",
+    ];
+    let root = TestRoot::start().await.unwrap();
+    let target = "hub:leaky-raw";
+    let token = root.enroll(target, "test").await.unwrap();
+    let mut ws = mcp_tests::dial_hub_door(&root.handle().base_url(), Some(&token))
+        .await
+        .unwrap();
+    ws.send(hello(&token, target, "test")).await.unwrap();
+    assert!(matches!(
+        next(&mut ws).await,
+        Ok((RootToHub::Welcome { .. }, _))
+    ));
+    let (_, lease) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let call = {
+        let (http, url, lease) = (
+            root.http.clone(),
+            root.url("/v1/root/mcp/call"),
+            lease.clone(),
+        );
+        tokio::spawn(async move {
+            let res = http
+                .post(url)
+                .bearer_auth(lease)
+                .json(&json!({"tool_id": "hub.get_status"}))
+                .send()
+                .await
+                .unwrap();
+            (
+                res.status().as_u16(),
+                res.json::<serde_json::Value>().await.unwrap(),
+            )
+        })
+    };
+    let call_id = loop {
+        match next(&mut ws).await {
+            Ok((RootToHub::Call(c), _)) => break c.call_id,
+            Ok(_) => continue,
+            Err(e) => panic!("connection ended: {e:?}"),
+        }
+    };
+    let result = json!({
+        "target_id": target,
+        "environment": "test",
+        "subnet": secrets.join(" | "),
+        "zone": format!("config at {} and {}", secrets[5], secrets[6]),
+        "hub_version": secrets[1],
+        "protocol_version": 1,
+        "started_at": "2026-12-01T00:00:00Z",
+        "uptime_sec": 1,
+        "connected": true,
+        "connected_since": secrets[3],
+        "skills": [],
+    });
+    let answer = HubToRoot::Result {
+        call_id,
+        outcome: CallOutcome::Ok {
+            adapter: "unredacting-fake".into(),
+            result,
+        },
+    };
+    ws.send(text("r1", &answer)).await.unwrap();
+    let (status, body) = call.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let answered = body.to_string();
+    let ev = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            body["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    let stored = ev.to_string();
+    for secret in secrets {
+        let probe = secret.lines().nth(1).unwrap_or(secret);
+        assert!(
+            !answered.contains(probe),
+            "{secret} reached the client: {answered}"
+        );
+        assert!(
+            !stored.contains(probe),
+            "{secret} reached the trail: {stored}"
+        );
+    }
+    assert!(answered.contains("[REDACTED]"), "{answered}");
+    let rules: Vec<&str> = ev["redactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect();
+    for rule in [
+        "private_key",
+        "aws_access_key",
+        "stripe_key",
+        "jwt",
+        "url_password",
+        "sensitive_path",
+    ] {
+        assert!(
+            rules.contains(&format!("pattern:{rule}").as_str()),
+            "{rule}: {rules:?}"
+        );
+    }
+    root.stop().await;
+}
