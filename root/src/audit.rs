@@ -210,6 +210,7 @@ pub async fn record(
         result_summary: outcome.as_ref().ok().cloned(),
         error: outcome.err().cloned(),
         redactions,
+        retried: Vec::new(),
     };
     let event_id = event.event_id.clone();
     match crate::actors::audit_writer::append(

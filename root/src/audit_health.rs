@@ -172,6 +172,7 @@ fn outage_event(o: &Outage) -> OperationalEvent {
             ),
         )),
         redactions: Vec::new(),
+        retried: Vec::new(),
     }
 }
 

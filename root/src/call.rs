@@ -141,6 +141,7 @@ pub async fn call_keeping_answer(
         result_summary: None,
         error: None,
         redactions: Vec::new(),
+        retried: Vec::new(),
     };
     let entry = app.contracts.get(tool_id).cloned();
     // Concurrency slots are held until the audit event is durable and the response is ready.
@@ -499,7 +500,7 @@ pub(crate) async fn dispatch(
         }
         None => {
             let target = ctx.lease.lease().target_id.clone();
-            let (adapter, result) = route_to(app, ctx, entry, &target, input).await;
+            let (adapter, result) = route_retrying(app, ctx, entry, &target, input, event).await;
             event.execution_adapter = Some(adapter.unwrap_or_else(|| "root.router".into()));
             result
         }
@@ -517,6 +518,63 @@ pub(crate) async fn dispatch(
     })
 }
 
+/// [`route_to`] under the contract's retry policy, all inside the tool's deadline: a failure
+/// the policy names (`target_offline`, `busy`) is tried again after its backoff while the
+/// lease is usable and the target's skill is on, each attempt a new signed call with the same
+/// arguments (and idempotency key); the failed attempts are recorded in the event. A write is
+/// retried only for a dry run or an execute that carries an idempotency key.
+async fn route_retrying(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    target_id: &str,
+    input: crate::executors::ExecInput,
+    event: &mut OperationalEvent,
+) -> (Option<String>, Result<Value, ToolError>) {
+    let c = &entry.contract;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(c.timeout_ms);
+    let safe = c.side_effect == mcp_shared::contract::SideEffectClass::Read
+        || input.dry_run
+        || input.idempotency_key.is_some();
+    let policy = c.retry.as_ref().filter(|_| safe);
+    let mut attempt = 1u32;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (adapter, result) = route_for(app, ctx, entry, target_id, input.clone(), left).await;
+        let Some(p) = policy else {
+            return (adapter, result);
+        };
+        let Err(e) = &result else {
+            return (adapter, result);
+        };
+        let wait = Duration::from_millis(p.backoff_ms.saturating_mul(1 << (attempt - 1).min(16)));
+        let retry = p.on.contains(&e.code)
+            && attempt < p.attempts
+            && tokio::time::Instant::now() + wait < deadline
+            && ctx.lease.is_usable()
+            && crate::target_skill::open(app, target_id);
+        if !retry {
+            return (adapter, result);
+        }
+        event.retried.push(mcp_shared::event::RetriedAttempt {
+            attempt,
+            code: e.code,
+            message: e.message.clone(),
+        });
+        let cancelled = async {
+            match &ctx.cancel {
+                Some(ct) => ct.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = cancelled => return (adapter, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{}` between attempts", c.tool_id)))),
+        }
+        attempt += 1;
+    }
+}
+
 /// Routes an operational call to `target_id` and waits for its result until the tool's
 /// deadline; past it the hub is told to cancel and the caller gets `timeout`. When another
 /// replica of the zone holds the target's hub, the call is forwarded to it (same deadline,
@@ -529,9 +587,21 @@ pub(crate) async fn route_to(
     target_id: &str,
     input: crate::executors::ExecInput,
 ) -> (Option<String>, Result<Value, ToolError>) {
+    let timeout = Duration::from_millis(entry.contract.timeout_ms);
+    route_for(app, ctx, entry, target_id, input, timeout).await
+}
+
+/// [`route_to`] with `timeout` left of the call's deadline.
+async fn route_for(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    target_id: &str,
+    input: crate::executors::ExecInput,
+    timeout: Duration,
+) -> (Option<String>, Result<Value, ToolError>) {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
-    let timeout = Duration::from_millis(c.timeout_ms);
     let routed = router::RoutedCall {
         call_id: uuid::Uuid::now_v7().to_string(),
         target_id: target_id.to_owned(),
@@ -541,7 +611,7 @@ pub(crate) async fn route_to(
         arguments: input.arguments,
         trace_id: ctx.trace_id.clone(),
         dry_run: input.dry_run,
-        expires_at_ms: mcp_shared::time::unix_ms(now()) + c.timeout_ms as i64,
+        expires_at_ms: mcp_shared::time::unix_ms(now()) + timeout.as_millis() as i64,
         idempotency_key: input.idempotency_key,
         confirmed_effect: input.confirmed_effect,
     };

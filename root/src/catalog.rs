@@ -221,6 +221,28 @@ impl ContractRegistry {
         if c.allowed_environments.is_empty() {
             return Err(err(file, "allowed_environments must not be empty"));
         }
+        if let Some(r) = &c.retry {
+            use mcp_shared::error::ErrorCode;
+            if !(1..=5).contains(&r.attempts) || r.backoff_ms >= c.timeout_ms {
+                return Err(err(
+                    file,
+                    "retry.attempts must be 1 to 5 and retry.backoff_ms below timeout_ms",
+                ));
+            }
+            if r.on.is_empty()
+                || r.on
+                    .iter()
+                    .any(|code| !matches!(code, ErrorCode::TargetOffline | ErrorCode::Busy))
+            {
+                return Err(err(
+                    file,
+                    "retry.on lists target_offline and/or busy (nothing else is safe to retry)",
+                ));
+            }
+            if c.executor.is_some() || c.routing == RoutingClass::DescriptiveCached {
+                return Err(err(file, "only routed tools are retried"));
+            }
+        }
         let redaction_patterns = c
             .redaction
             .patterns

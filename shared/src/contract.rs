@@ -63,6 +63,22 @@ pub struct RedactionRules {
     pub issued: Vec<String>,
 }
 
+/// How root retries a routed call that failed on the way to or on the target (seed "Required
+/// Controls": per-tool retry policy), inside the call's deadline: a read on the listed codes;
+/// a write only for a dry run or an execute that carries an idempotency key (the target's
+/// ledger answers a repeated key with its first result, so nothing runs twice).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (1 to 5).
+    pub attempts: u32,
+    /// The wait before the second attempt, doubled before each further one.
+    pub backoff_ms: u64,
+    /// The error codes retried: `target_offline` (no connection, or it ended during the
+    /// call: a hub restarting, the replica holding it gone) and `busy`.
+    pub on: Vec<crate::error::ErrorCode>,
+}
+
 /// How a descriptive tool is answered from a cached descriptor, without per-tool code.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -143,6 +159,9 @@ pub struct ToolContract {
     /// called with, is for the named tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proposes: Option<String>,
+    /// How root retries this tool's routed calls (absent: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
     /// A write that an operator must approve before it executes: the preview opens an
     /// approval, and an execute before the approval is decided answers `approval_pending`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -105,4 +105,18 @@ pub struct OperationalEvent {
     pub result_summary: Option<String>,
     pub error: Option<crate::error::ToolError>,
     pub redactions: Vec<Redaction>,
+    /// The attempts that failed before the last one, when root retried the call under its
+    /// contract's retry policy (empty: it ran once).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retried: Vec<RetriedAttempt>,
+}
+
+/// One failed attempt of a call root retried.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetriedAttempt {
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    pub code: crate::error::ErrorCode,
+    pub message: String,
 }

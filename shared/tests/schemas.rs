@@ -11,13 +11,14 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use mcp_shared::contract::{
-    ConcurrencyHint, DescriptorProjection, RedactionRules, Retention, RoutingClass, Selector,
-    SideEffectClass, Stability, ToolContract,
+    ConcurrencyHint, DescriptorProjection, RedactionRules, Retention, RetryPolicy, RoutingClass,
+    Selector, SideEffectClass, Stability, ToolContract,
 };
 use mcp_shared::descriptor::{Descriptor, Freshness, content_hash};
 use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
 use mcp_shared::event::{
-    Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Redaction, Surface,
+    Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Redaction, RetriedAttempt,
+    Surface,
 };
 use mcp_shared::lease::{LeaseStatus, SessionLease};
 use mcp_shared::profile::{CapabilityProfile, ProfileRegistry};
@@ -545,6 +546,11 @@ fn contract(
             key: "session_id".into(),
         }),
         proposes: Some("nlu_authoring.apply_change".into()),
+        retry: Some(RetryPolicy {
+            attempts: 3,
+            backoff_ms: 250,
+            on: vec![ErrorCode::TargetOffline, ErrorCode::Busy],
+        }),
         requires_approval: true,
     }
 }
@@ -621,6 +627,11 @@ fn event(
         redactions: vec![Redaction {
             path: "request.arguments.token".into(),
             rule: "field:token".into(),
+        }],
+        retried: vec![RetriedAttempt {
+            attempt: 1,
+            code: ErrorCode::TargetOffline,
+            message: "target `hub:test-alpha` disconnected during the call".into(),
         }],
     }
 }

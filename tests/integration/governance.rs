@@ -708,3 +708,180 @@ async fn the_admin_cli_acts_as_a_named_operator() {
     assert!(err.contains("401"), "{err}");
     root.stop().await;
 }
+
+/// The next call root routes on `ws`.
+async fn next_call(ws: &mut mcp_tests::HubSocket) -> mcp_shared::protocol::CallRequest {
+    use mcp_shared::protocol::RootToHub;
+    loop {
+        match crate::bad_input::hub_door::next(ws).await {
+            Ok((RootToHub::Call(c), _)) => return c,
+            Ok(_) => continue,
+            Err(e) => panic!("connection ended: {e:?}"),
+        }
+    }
+}
+
+/// Retry policy per tool: a routed read whose connection ends mid-call, or whose hub answers
+/// `busy`, is tried again under its contract's policy inside the call's deadline (a new signed
+/// call each time) and answered once it succeeds; the event records the failed attempts.
+#[tokio::test]
+async fn routed_reads_are_retried_under_their_contracts_policy() {
+    use crate::bad_input::hub_door::{descriptor, next, text};
+    use futures::SinkExt;
+    use mcp_shared::error::{ErrorCode, ToolError};
+    use mcp_shared::protocol::{self, CallOutcome, HubToRoot, RootToHub};
+
+    let root = TestRoot::start().await.unwrap();
+    let target = "hub:retry";
+    let token = root.enroll(target, "test").await.unwrap();
+    let base = root.handle().base_url();
+    let connect = || {
+        let (base, token) = (base.clone(), token.clone());
+        async move {
+            let mut ws = mcp_tests::dial_hub_door(&base, Some(&token)).await.unwrap();
+            let hello = HubToRoot::Hello {
+                protocol_version: protocol::PROTOCOL_VERSION,
+                token: token.clone(),
+                descriptor: descriptor(target, "test"),
+                skills: vec![],
+            };
+            ws.send(text("hello", &hello)).await.unwrap();
+            assert!(matches!(
+                next(&mut ws).await,
+                Ok((RootToHub::Welcome { .. }, _))
+            ));
+            ws
+        }
+    };
+    let status = json!({
+        "target_id": target, "environment": "test", "subnet": null, "zone": null,
+        "hub_version": "fake", "protocol_version": 1, "started_at": "2026-12-01T00:00:00Z",
+        "uptime_sec": 1, "connected": true, "connected_since": null, "skills": [],
+    });
+    let answer = |call_id: String, outcome: CallOutcome| HubToRoot::Result { call_id, outcome };
+    let (_, lease) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let call = || {
+        let (http, url, lease) = (
+            root.http.clone(),
+            root.url("/v1/root/mcp/call"),
+            lease.clone(),
+        );
+        tokio::spawn(async move {
+            let res = http
+                .post(url)
+                .bearer_auth(lease)
+                .json(&json!({"tool_id": "hub.get_status"}))
+                .send()
+                .await
+                .unwrap();
+            (
+                res.status().as_u16(),
+                res.json::<serde_json::Value>().await.unwrap(),
+            )
+        })
+    };
+
+    // The connection ends under the call; the hub comes back; the retry is answered.
+    let mut ws = connect().await;
+    let pending = call();
+    let first = next_call(&mut ws).await;
+    drop(ws);
+    let mut ws = connect().await;
+    let second = next_call(&mut ws).await;
+    assert_ne!(
+        first.call_id, second.call_id,
+        "each attempt is a new signed call"
+    );
+    ws.send(text(
+        "r1",
+        &answer(
+            second.call_id,
+            CallOutcome::Ok {
+                adapter: "fake.status".into(),
+                result: status.clone(),
+            },
+        ),
+    ))
+    .await
+    .unwrap();
+    let (s, body) = pending.await.unwrap();
+    assert_eq!(s, 200, "{body}");
+    let ev = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            body["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    let retried = ev["retried"].as_array().unwrap();
+    assert!(!retried.is_empty(), "{ev}");
+    assert!(
+        retried.iter().all(|r| r["code"] == "target_offline"),
+        "{ev}"
+    );
+    assert_eq!(ev["execution_adapter"], "fake.status");
+
+    // `busy` from the hub is retried too.
+    let pending = call();
+    let first = next_call(&mut ws).await;
+    let busy = ToolError::new(ErrorCode::Busy, "adapter busy");
+    ws.send(text(
+        "r2",
+        &answer(
+            first.call_id,
+            CallOutcome::Error {
+                adapter: Some("fake.status".into()),
+                error: busy,
+            },
+        ),
+    ))
+    .await
+    .unwrap();
+    let second = next_call(&mut ws).await;
+    ws.send(text(
+        "r3",
+        &answer(
+            second.call_id,
+            CallOutcome::Ok {
+                adapter: "fake.status".into(),
+                result: status.clone(),
+            },
+        ),
+    ))
+    .await
+    .unwrap();
+    let (s, body) = pending.await.unwrap();
+    assert_eq!(s, 200, "{body}");
+    let ev = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            body["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert_eq!(ev["retried"][0]["code"], "busy", "{ev}");
+    assert_eq!(ev["retried"].as_array().unwrap().len(), 1);
+
+    // An error the policy does not name is answered at once, not retried.
+    let pending = call();
+    let first = next_call(&mut ws).await;
+    ws.send(text(
+        "r4",
+        &answer(
+            first.call_id,
+            CallOutcome::Error {
+                adapter: Some("fake.status".into()),
+                error: ToolError::new(ErrorCode::AdapterFailed, "broken"),
+            },
+        ),
+    ))
+    .await
+    .unwrap();
+    let (s, body) = pending.await.unwrap();
+    assert_eq!(
+        (s, body["error"]["code"].as_str()),
+        (502, Some("adapter_failed")),
+        "{body}"
+    );
+    root.stop().await;
+}

@@ -441,8 +441,18 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
     let listed = tool_names(&mcp_three.list_all_tools().await.unwrap());
     assert!(listed.contains(&"hub.get_status".to_owned()), "{listed:?}");
 
-    // SIGKILL B: hub one fails over to A, and calls through A and C succeed again.
+    // SIGKILL B: hub one fails over to A, and calls through A and C succeed again. The first
+    // call, made as B dies, is answered all the same: its forward to B fails and hub.get_status's
+    // retry policy routes it again, inside its deadline, to the replica the hub moved to.
     b.proc.kill();
+    let (s, body) = client.call(&a, &one, "hub.get_status").await;
+    assert_eq!(
+        s,
+        200,
+        "retried onto the new owner: {body}\n--- A\n{}",
+        a.log_text()
+    );
+    assert_eq!(body["result"]["target_id"], "hub:r8-one");
     let start = Instant::now();
     loop {
         let (s, body) = client.call(&a, &one, "hub.get_status").await;

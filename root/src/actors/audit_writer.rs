@@ -410,6 +410,7 @@ mod tests {
             result_summary: None,
             error: None,
             redactions: Vec::new(),
+            retried: Vec::new(),
         })
     }
 
