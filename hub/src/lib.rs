@@ -9,7 +9,9 @@
 //! - [`channel`]: the root channel (hello → welcome → frames, heartbeats, reconnects).
 //! - [`enforcement`]: the final checks on every call (signature, clock skew, deadline, replay,
 //!   published tool, write scope); [`clock`]: the hub's clock and root's offset from it.
-//! - [`skill`]: `infra_access_skill`, a ractor actor supervising one actor per adapter.
+//! - [`skill`]: `infra_access_skill`, a ractor actor supervising one actor per adapter;
+//!   [`supervisor`]: the skill, the service supervisor and ProfileOps under one supervisor
+//!   that starts a failed one again with its state rebuilt.
 //! - [`adapters`]: the execution adapters (`hub.get_status`, `hub.get_runtime_summary`,
 //!   `hub.get_operational_surface`, `hub.run_healthchecks`, `hub.run_allowed_tests`,
 //!   `hub.get_test_results`, `hub.get_activity_log`, `hub.get_capability_usage_summary`).
@@ -53,6 +55,7 @@ pub mod refs;
 pub mod results;
 pub mod services;
 pub mod skill;
+pub mod supervisor;
 pub mod tls;
 
 #[cfg(test)]
@@ -82,6 +85,8 @@ use crate::skill::SkillHandle;
 pub struct HubHandle {
     ctx: Arc<HubContext>,
     skill: SkillHandle,
+    supervisor: ractor::ActorRef<supervisor::Msg>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
     connected: watch::Receiver<bool>,
     shutdown: CancellationToken,
     channel: tokio::task::JoinHandle<()>,
@@ -104,14 +109,12 @@ pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
         config.write_scope,
     ));
     let ctx = Arc::new(HubContext::new(config)?);
-    ctx.services.start().await?;
-    if let Err(e) = ctx.profiles.start(ctx.clone()).await {
-        ctx.services.stop().await;
-        return Err(e);
-    }
-    let (skill, _) = match SkillHandle::start(ctx.clone()).await {
+    // The skill, the service supervisor and ProfileOps, under one supervisor.
+    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (supervisor, skill) = match supervisor::start(ctx.clone(), stopping.clone()).await {
         Ok(s) => s,
         Err(e) => {
+            stopping.store(true, std::sync::atomic::Ordering::Release);
             ctx.profiles.stop().await;
             ctx.services.stop().await;
             return Err(e);
@@ -140,6 +143,8 @@ pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
     Ok(HubHandle {
         ctx,
         skill,
+        supervisor,
+        stopping,
         connected,
         shutdown,
         channel,
@@ -256,10 +261,23 @@ impl HubHandle {
     /// Closes the connection, stops calls in flight, then the skill and its adapters, then
     /// ProfileOps (running sessions end `interrupted`) and the managed services.
     pub async fn shutdown(self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Release);
         self.shutdown.cancel();
         let _ = self.channel.await;
         self.skill.stop().await;
         self.ctx.profiles.stop().await;
         self.ctx.services.stop().await;
+        self.supervisor.stop(Some("hub shutting down".into()));
+    }
+
+    /// The hub's supervisor (the skill, the service supervisor and ProfileOps run under it).
+    pub fn supervisor(&self) -> &ractor::ActorRef<supervisor::Msg> {
+        &self.supervisor
+    }
+
+    /// The hub's shared state (the services' table, ProfileOps, the skill's lifecycle).
+    pub fn context(&self) -> &Arc<HubContext> {
+        &self.ctx
     }
 }

@@ -275,6 +275,9 @@ struct Shared {
     index: Mutex<Option<Index>>,
     /// Samples of running sessions, by session id.
     live: Mutex<HashMap<String, Vec<Sample>>>,
+    /// Parent of every sampler's cancellation: a new ProfileOps actor cancels the samplers
+    /// its failed predecessor left running.
+    epoch: Mutex<CancellationToken>,
 }
 
 impl Shared {
@@ -564,6 +567,7 @@ impl Profiles {
                 target_id: config.target_id.clone(),
                 index: Mutex::new(None),
                 live: Mutex::new(HashMap::new()),
+                epoch: Mutex::new(CancellationToken::new()),
             }),
             actor: Mutex::new(None),
         }
@@ -572,20 +576,35 @@ impl Profiles {
     /// Spawns the `ProfileOps` actor (which first finishes sessions a previous hub process
     /// left `running` as `interrupted`).
     pub async fn start(&self, ctx: Arc<HubContext>) -> anyhow::Result<()> {
-        let (actor, _) = Actor::spawn(
-            None,
-            ProfileOps,
-            OpsArgs {
-                shared: self.shared.clone(),
-                ctx,
-            },
-        )
-        .await
+        self.start_under(ctx, None).await.map(|_| ())
+    }
+
+    /// [`Profiles::start`] linked under `supervisor` (the hub's). A restarted actor rebuilds
+    /// its state from the index on disk: sessions that were running end `interrupted` with
+    /// the samples they kept, and their samplers are stopped.
+    pub async fn start_under(
+        &self,
+        ctx: Arc<HubContext>,
+        supervisor: Option<ractor::ActorCell>,
+    ) -> anyhow::Result<ActorRef<Msg>> {
+        let args = OpsArgs {
+            shared: self.shared.clone(),
+            ctx,
+        };
+        let (actor, _) = match supervisor {
+            Some(sup) => Actor::spawn_linked(None, ProfileOps, args, sup).await,
+            None => Actor::spawn(None, ProfileOps, args).await,
+        }
         .map_err(|e| anyhow::anyhow!("cannot start ProfileOps: {e}"))?;
-        if let Some(old) = lock(&self.actor).replace(actor) {
+        if let Some(old) = lock(&self.actor).replace(actor.clone()) {
             old.stop(Some("replaced".into()));
         }
-        Ok(())
+        Ok(actor)
+    }
+
+    /// The `ProfileOps` actor running now, if any.
+    pub fn current(&self) -> Option<ActorRef<Msg>> {
+        lock(&self.actor).clone()
     }
 
     /// Stops the actor; running sessions are finished as `interrupted`.
@@ -940,6 +959,9 @@ pub enum Msg {
         state: SessionState,
         error: Option<String>,
     },
+    /// Test builds only: panic, so tests can prove the hub's supervisor contains it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    Panic,
 }
 
 pub struct ProfileOps;
@@ -1020,7 +1042,7 @@ impl OpsState {
         };
         let recorded = session.clone();
         self.shared.update(|i| i.sessions.push(recorded))?;
-        let cancel = CancellationToken::new();
+        let cancel = lock(&self.shared.epoch).child_token();
         lock(&self.shared.live).insert(session.session_id.clone(), Vec::new());
         tokio::spawn(sampler(
             self.shared.clone(),
@@ -1151,7 +1173,10 @@ impl Actor for ProfileOps {
         args: OpsArgs,
     ) -> Result<OpsState, ActorProcessingErr> {
         let shared = args.shared;
-        // Sessions a previous hub process left running: finished as interrupted with the
+        // Samplers a failed ProfileOps left behind stop; their sessions end below.
+        let old = std::mem::replace(&mut *lock(&shared.epoch), CancellationToken::new());
+        old.cancel();
+        // Sessions a previous hub process (or a failed ProfileOps) left running: finished as interrupted with the
         // samples their files kept. A damaged index is reported by every profiling tool.
         match shared.with(|i| {
             i.sessions
@@ -1234,6 +1259,8 @@ impl Actor for ProfileOps {
             Msg::Publish { session_id, reply } => {
                 let _ = reply.send(state.shared.publish(&session_id));
             }
+            #[cfg(any(test, feature = "fault-injection"))]
+            Msg::Panic => panic!("fault injected into ProfileOps"),
             Msg::Ended {
                 session_id,
                 state: end,
@@ -1301,6 +1328,7 @@ mod tests {
             target_id: "hub:t".into(),
             index: Mutex::new(None),
             live: Mutex::new(HashMap::new()),
+            epoch: Mutex::new(CancellationToken::new()),
         }
     }
 

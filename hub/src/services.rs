@@ -264,20 +264,34 @@ impl Services {
     /// Spawns the `ServiceSupervisor` actor, which starts the autostart services. A service
     /// that cannot be started is recorded as `failed`; the hub starts anyway.
     pub async fn start(&self) -> anyhow::Result<()> {
-        let (actor, _) = Actor::spawn(
-            None,
-            ServiceSupervisor,
-            SupervisorArgs {
-                table: self.table.clone(),
-                state_dir: self.state_dir.clone(),
-            },
-        )
-        .await
+        self.start_under(None).await.map(|_| ())
+    }
+
+    /// [`Services::start`] linked under `supervisor` (the hub's). A restarted supervisor
+    /// takes the table as it is: running services keep running (their exits are still
+    /// recorded), and only autostart services never started are started.
+    pub async fn start_under(
+        &self,
+        supervisor: Option<ractor::ActorCell>,
+    ) -> anyhow::Result<ActorRef<Msg>> {
+        let args = SupervisorArgs {
+            table: self.table.clone(),
+            state_dir: self.state_dir.clone(),
+        };
+        let (actor, _) = match supervisor {
+            Some(sup) => Actor::spawn_linked(None, ServiceSupervisor, args, sup).await,
+            None => Actor::spawn(None, ServiceSupervisor, args).await,
+        }
         .map_err(|e| anyhow::anyhow!("cannot start the service supervisor: {e}"))?;
-        if let Some(old) = lock(&self.actor).replace(actor) {
+        if let Some(old) = lock(&self.actor).replace(actor.clone()) {
             old.stop(Some("replaced".into()));
         }
-        Ok(())
+        Ok(actor)
+    }
+
+    /// The `ServiceSupervisor` running now, if any.
+    pub fn current(&self) -> Option<ActorRef<Msg>> {
+        lock(&self.actor).clone()
     }
 
     /// Stops the supervisor and with it every service; returns once they are gone.
@@ -525,6 +539,9 @@ pub enum Msg {
         mode: Mode,
         reply: RpcReplyPort<Result<RestartOutcome, ToolError>>,
     },
+    /// Test builds only: panic, so tests can prove the hub's supervisor contains it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    Panic,
 }
 
 pub struct ServiceSupervisor;
@@ -703,9 +720,11 @@ impl Actor for ServiceSupervisor {
             table: args.table,
             state_dir: args.state_dir,
         };
+        // Never-started autostart services only: after a restart of this actor the running
+        // ones run on, and one that exited stays exited (never restarted behind the caller).
         let autostart: Vec<String> = lock(&state.table.entries)
             .iter()
-            .filter(|e| e.config.autostart)
+            .filter(|e| e.config.autostart && e.generation == 0)
             .map(|e| e.config.name.clone())
             .collect();
         for name in autostart {
@@ -744,6 +763,8 @@ impl Actor for ServiceSupervisor {
                 let outcome = state.restart(&name, mode).await;
                 let _ = reply.send(outcome);
             }
+            #[cfg(any(test, feature = "fault-injection"))]
+            Msg::Panic => panic!("fault injected into the service supervisor"),
         }
         Ok(())
     }

@@ -166,6 +166,9 @@ pub enum Msg {
     },
     /// An adapter's call panicked (sent by the adapter before it fails).
     AdapterCrashed(CrashReport),
+    /// Test builds only: panic, so tests can prove the hub's supervisor contains it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    Panic,
 }
 
 pub struct Skill;
@@ -291,6 +294,11 @@ impl Actor for Skill {
         let ctx = args.ctx;
         let mut lifecycle = load_lifecycle(&ctx.config.state_dir)?;
         lifecycle.owner_enabled = load_owner_switch(&ctx.config.state_dir)?;
+        // A restarted skill (its predecessor failed) starts every adapter with a fresh budget.
+        if !ctx.unavailable.load().is_empty() {
+            ctx.unavailable.store(Arc::new(Vec::new()));
+            ctx.surface_changed.notify_one();
+        }
         std::fs::create_dir_all(&ctx.config.state_dir)?;
         ctx.lifecycle.store(Arc::new(lifecycle));
         let mut adapters = HashMap::new();
@@ -439,6 +447,8 @@ impl Actor for Skill {
                     state.ctx.surface_changed.notify_one();
                 }
             }
+            #[cfg(any(test, feature = "fault-injection"))]
+            Msg::Panic => panic!("fault injected into {SKILL}"),
             Msg::AdapterCrashed(report) => {
                 state
                     .replace(&myself, report.kind, report.adapter, &report.message)
@@ -494,25 +504,50 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long past a call's deadline the caller waits for the adapter's own `timeout` answer.
 const DEADLINE_GRACE: Duration = Duration::from_secs(2);
 
-/// A cheap handle to the skill actor.
+/// A cheap handle to the skill actor: the current instance (the hub's supervisor swaps in a
+/// restarted one).
 #[derive(Clone)]
 pub struct SkillHandle {
-    actor: ActorRef<Msg>,
+    actor: Arc<arc_swap::ArcSwap<ActorRef<Msg>>>,
 }
 
 impl SkillHandle {
-    /// Starts the skill (and its adapters) for `ctx`.
+    /// Starts the skill (and its adapters) for `ctx`, unsupervised.
     pub async fn start(
         ctx: Arc<HubContext>,
     ) -> anyhow::Result<(SkillHandle, tokio::task::JoinHandle<()>)> {
         let (actor, join) = Actor::spawn(None, Skill, SkillArgs { ctx })
             .await
             .map_err(|e| anyhow::anyhow!("cannot start {SKILL}: {e}"))?;
-        Ok((SkillHandle { actor }, join))
+        Ok((SkillHandle::of(actor), join))
     }
 
-    pub fn actor(&self) -> &ActorRef<Msg> {
-        &self.actor
+    /// A handle to `actor`.
+    pub fn of(actor: ActorRef<Msg>) -> SkillHandle {
+        SkillHandle {
+            actor: Arc::new(arc_swap::ArcSwap::from_pointee(actor)),
+        }
+    }
+
+    /// Spawns the skill for `ctx` linked under `supervisor`.
+    pub async fn spawn_under(
+        ctx: Arc<HubContext>,
+        supervisor: ractor::ActorCell,
+    ) -> anyhow::Result<ActorRef<Msg>> {
+        let (actor, _) = Actor::spawn_linked(None, Skill, SkillArgs { ctx }, supervisor)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot start {SKILL}: {e}"))?;
+        Ok(actor)
+    }
+
+    /// From now on this handle (and its clones) reach `actor`.
+    pub fn replace(&self, actor: ActorRef<Msg>) {
+        self.actor.store(Arc::new(actor));
+    }
+
+    /// The current skill actor.
+    pub fn actor(&self) -> ActorRef<Msg> {
+        (**self.actor.load()).clone()
     }
 
     /// Runs a call (not a dry run, no idempotency key) on the adapter `decl`; answers by the
@@ -535,7 +570,7 @@ impl SkillHandle {
             .saturating_duration_since(tokio::time::Instant::now())
             + DEADLINE_GRACE;
         let res = self
-            .actor
+            .actor()
             .call(
                 |reply| Msg::Execute {
                     tool_id: decl.tool_id.to_owned(),
@@ -564,7 +599,7 @@ impl SkillHandle {
 
     /// Stops a call wherever it runs (fire and forget).
     pub fn cancel(&self, call_id: &str) {
-        let _ = self.actor.cast(Msg::Cancel {
+        let _ = self.actor().cast(Msg::Cancel {
             call_id: call_id.to_owned(),
         });
     }
@@ -572,7 +607,7 @@ impl SkillHandle {
     /// Applies an operator command; the state afterwards.
     pub async fn command(&self, skill: &str, command: SkillCommand) -> Result<SkillState, String> {
         match self
-            .actor
+            .actor()
             .call(
                 |reply| Msg::Command {
                     skill: skill.to_owned(),
@@ -592,13 +627,13 @@ impl SkillHandle {
 
     /// Applies the hub owner's switch (fire and forget).
     pub fn owner_switch(&self, enabled: bool) {
-        let _ = self.actor.cast(Msg::OwnerSwitch(enabled));
+        let _ = self.actor().cast(Msg::OwnerSwitch(enabled));
     }
 
     /// Stops the skill and its adapters.
     pub async fn stop(&self) {
         let _ = self
-            .actor
+            .actor()
             .stop_and_wait(Some("hub shutting down".into()), Some(RPC_TIMEOUT))
             .await;
     }

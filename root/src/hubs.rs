@@ -426,7 +426,12 @@ async fn serve(
             }
         }),
     };
-    let (session, _) = Actor::spawn(None, RouterSession, session_args).await?;
+    // Linked under the router: a session that fails leaves it, and this connection closes so
+    // the hub dials again (a new session, state rebuilt from its hello).
+    let router_cell = app.actors.router.load().get_cell();
+    let (session, session_done) =
+        Actor::spawn_linked(None, RouterSession, session_args, router_cell).await?;
+    let mut session_done = std::pin::pin!(session_done);
     app.hub_connections
         .insert(target_id.clone(), session.get_id());
     app.store
@@ -493,6 +498,11 @@ async fn serve(
             _ = heartbeat.tick() => {
                 let _ = out_tx.try_send(encode(RootToHub::Heartbeat, None));
                 continue;
+            }
+            _ = &mut session_done => {
+                tracing::warn!(%target_id, "the connection's router session ended; closing so the hub dials again");
+                closing = crate::hub_frames::Closing::away("root's session for this hub ended; dial again");
+                break;
             }
             () = tokio::time::sleep_until(last_heard + HEARTBEAT_INTERVAL * 3) => {
                 tracing::warn!(%target_id, "hub silent for three heartbeat intervals; dropping it");

@@ -1,4 +1,7 @@
-//! Supervision: a stopped or failed actor is restarted and the daemon keeps answering.
+//! Supervision: a stopped or failed actor is restarted with its state rebuilt and the daemon
+//! keeps answering. Failures are real panics (the `fault-injection` feature, on in this suite
+//! only), on root (its supervised actors, a router session, the router) and on the hub (the
+//! skill, the service supervisor, ProfileOps), and no other target or call is affected.
 
 use mcp_tests::TestRoot;
 use serde_json::json;
@@ -66,5 +69,266 @@ async fn stopped_actors_are_restarted_and_state_is_rebuilt() {
             .0,
         401
     );
+    root.stop().await;
+}
+
+/// Waits until `check` holds (20 s at most).
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The status of `hub.get_status` with `token`.
+async fn status(root: &TestRoot, token: &str) -> u16 {
+    root.rest_call(token, "hub.get_status", json!({}))
+        .await
+        .unwrap()
+        .0
+}
+
+/// The router session of `target`, if one is attached.
+fn session_of(root: &TestRoot, target: &str) -> Option<ractor::ActorId> {
+    root.handle()
+        .app
+        .router_sessions
+        .get(target)
+        .map(|s| s.get_id())
+}
+
+/// Each of root's actors panics (not a clean stop): the supervisor starts it again with its
+/// state rebuilt, leases issued before still work, the audit chain goes on unbroken; a router
+/// session that panics takes down only its own target's connection (the hub dials again and
+/// is served by a new session), and the other target's session is never touched; a router
+/// that panics is restarted and every hub comes back.
+#[tokio::test]
+async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
+    use mcp_root::actors::{
+        audit_writer, descriptor_cache, lease_manager, policy, router, router_session,
+    };
+    let root = TestRoot::start().await.unwrap();
+    let alpha = root.start_hub("hub:test-alpha", "").await.unwrap();
+    let beta = root.start_hub("hub:test-beta", "").await.unwrap();
+    let (_, a) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let (_, b) = root
+        .lease("hub:test-beta", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    assert_eq!(status(&root, &a).await, 200);
+    assert_eq!(status(&root, &b).await, 200);
+
+    let actors = &root.handle().app.actors;
+    let ids = || {
+        [
+            actors.leases.load().get_id(),
+            actors.policy.load().get_id(),
+            actors.descriptors.load().get_id(),
+            actors.audit.load().get_id(),
+        ]
+    };
+    let before = ids();
+    actors
+        .leases
+        .load()
+        .cast(lease_manager::Msg::Panic)
+        .unwrap();
+    actors.policy.load().cast(policy::Msg::Panic).unwrap();
+    actors
+        .descriptors
+        .load()
+        .cast(descriptor_cache::Msg::Panic)
+        .unwrap();
+    actors.audit.load().cast(audit_writer::Msg::Panic).unwrap();
+    eventually("every panicked actor replaced", async || {
+        ids().iter().zip(before.iter()).all(|(now, was)| now != was)
+    })
+    .await;
+    // Leases issued before the lease manager failed still authenticate; policy decides;
+    // the audit writer continues the chain.
+    assert_eq!(status(&root, &a).await, 200);
+    assert_eq!(status(&root, &b).await, 200);
+    let (s, body) = root
+        .rest_call(&a, "sdk.get_metadata", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s, body["error"]["code"].as_str()),
+        (403, Some("capability_not_granted")),
+        "{body}"
+    );
+
+    // One target's router session panics: only that target reconnects.
+    let alpha_session = session_of(&root, "hub:test-alpha").unwrap();
+    let beta_session = session_of(&root, "hub:test-beta").unwrap();
+    root.handle()
+        .app
+        .router_sessions
+        .get("hub:test-alpha")
+        .unwrap()
+        .cast(router_session::Msg::Panic)
+        .unwrap();
+    eventually("alpha served by a new session", async || {
+        session_of(&root, "hub:test-alpha").is_some_and(|s| s != alpha_session)
+            && status(&root, &a).await == 200
+    })
+    .await;
+    assert_eq!(session_of(&root, "hub:test-beta"), Some(beta_session));
+    assert_eq!(status(&root, &b).await, 200);
+    assert!(beta.handle().is_connected());
+
+    // The router panics: a new router, and both hubs are served again.
+    let router_before = actors.router.load().get_id();
+    actors.router.load().cast(router::Msg::Panic).unwrap();
+    eventually("the router restarted and both hubs back", async || {
+        actors.router.load().get_id() != router_before
+            && status(&root, &a).await == 200
+            && status(&root, &b).await == 200
+    })
+    .await;
+
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    alpha.stop().await;
+    beta.stop().await;
+    root.stop().await;
+}
+
+/// Each of the hub's supervised parts panics in turn: the skill comes back with its lifecycle
+/// read from disk (a skill root disabled stays disabled) and its adapters anew; the service
+/// supervisor comes back over the same service table (the running service keeps its pid and
+/// can still be restarted); ProfileOps comes back from its index (a session that was running
+/// ends `interrupted`, a new one can start). The root channel never drops.
+#[tokio::test]
+async fn hub_parts_that_panic_are_restarted_with_their_state() {
+    use crate::services::{call, fixture_service, free_port, write};
+    let target = "hub:test-alpha";
+    let root = TestRoot::start().await.unwrap();
+    let port = free_port();
+    let hub = root
+        .start_hub(target, &fixture_service("fixture", port, &[], ""))
+        .await
+        .unwrap();
+    let (_, read) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let (_, control) = root.lease(target, "InfraOpsControl", 600).await.unwrap();
+    let (_, profiles) = root.lease(target, "ProfileOpsControl", 600).await.unwrap();
+    let client = mcp_tests::mcp_client(&root.mcp_url(), &control)
+        .await
+        .unwrap();
+    let profiler = mcp_tests::mcp_client(&root.mcp_url(), &profiles)
+        .await
+        .unwrap();
+    let pid_of = async |client| {
+        let summary = call(client, "hub.get_runtime_summary", json!({})).await;
+        summary["services"][0]["pid"].as_u64()
+    };
+    let pid = pid_of(&client).await.expect("the fixture runs");
+    let ctx = hub.handle().context().clone();
+    let connection = session_of(&root, target).unwrap();
+
+    // The skill panics while root has it disabled: the new instance keeps it disabled.
+    let disabled = root
+        .admin_post(
+            &format!("/v1/root/hubs/{target}/skills/infra_access_skill/disable"),
+            json!({}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(disabled["skill"]["desired"]["enabled"], false, "{disabled}");
+    eventually("the hub follows root's disable", async || {
+        !hub.handle().skill_state().enabled
+    })
+    .await;
+    let skill_before = hub.handle().skill().actor().get_id();
+    hub.handle()
+        .skill()
+        .actor()
+        .cast(mcp_hub::skill::Msg::Panic)
+        .unwrap();
+    eventually("a new skill instance", async || {
+        hub.handle().skill().actor().get_id() != skill_before
+    })
+    .await;
+    assert!(!hub.handle().skill_state().enabled, "rebuilt from disk");
+    assert!(hub.handle().skill_state().published.is_empty());
+    root.admin_post(
+        &format!("/v1/root/hubs/{target}/skills/infra_access_skill/enable"),
+        json!({}),
+    )
+    .await
+    .unwrap();
+    eventually("the new skill answers", async || {
+        status(&root, &read).await == 200
+    })
+    .await;
+
+    // The service supervisor panics: the service runs on under the new one and can be
+    // restarted through it.
+    let services_before = ctx.services.current().unwrap();
+    services_before.cast(mcp_hub::services::Msg::Panic).unwrap();
+    eventually("a new service supervisor", async || {
+        ctx.services
+            .current()
+            .is_some_and(|s| s.get_id() != services_before.get_id())
+    })
+    .await;
+    assert_eq!(pid_of(&client).await, Some(pid), "the service ran on");
+    let restarted = write(
+        &client,
+        "hub.restart_service",
+        json!({"service": "fixture"}),
+        "restart-after-panic",
+    )
+    .await;
+    assert_eq!(restarted["phase"], "execute", "{restarted}");
+    let new_pid = pid_of(&client).await.expect("running again");
+    assert_ne!(new_pid, pid, "restarted by the new service supervisor");
+
+    // ProfileOps panics with a session running: the session ends interrupted, and the new
+    // ProfileOps starts another.
+    let args =
+        json!({"service": "fixture", "interval_ms": 100, "duration_sec": 60, "mode": "normal"});
+    let started = write(&profiler, "hub.memory.start_profile", args, "profile-1").await;
+    let session = started["result"]["session"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_owned();
+    let ops_before = ctx.profiles.current().unwrap();
+    ops_before.cast(mcp_hub::profiles::Msg::Panic).unwrap();
+    eventually("the running session ended interrupted", async || {
+        let s = call(
+            &profiler,
+            "hub.memory.get_session",
+            json!({"session_id": session}),
+        )
+        .await;
+        s["session"]["state"] == "interrupted"
+    })
+    .await;
+    assert_ne!(
+        ctx.profiles.current().unwrap().get_id(),
+        ops_before.get_id()
+    );
+    let args =
+        json!({"service": "fixture", "interval_ms": 100, "duration_sec": 1, "mode": "normal"});
+    let again = write(&profiler, "hub.memory.start_profile", args, "profile-2").await;
+    assert_eq!(again["result"]["session"]["state"], "running", "{again}");
+
+    // Nothing above dropped the hub's channel.
+    assert!(hub.handle().is_connected());
+    assert_eq!(
+        session_of(&root, target),
+        Some(connection),
+        "same connection"
+    );
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    client.cancel().await.ok();
+    profiler.cancel().await.ok();
+    hub.stop().await;
     root.stop().await;
 }

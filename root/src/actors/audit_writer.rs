@@ -155,6 +155,9 @@ pub enum Msg {
     /// An event in its stored form (see [`entry`]).
     Append(Box<AuditEntry>, AppendReply),
     Flush,
+    /// Test builds only: panic, so tests can prove the supervisor contains it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    Panic,
 }
 
 pub struct Args {
@@ -291,6 +294,8 @@ impl Actor for AuditWriter {
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            #[cfg(any(test, feature = "fault-injection"))]
+            Msg::Panic => panic!("fault injected into the audit writer"),
             Msg::Append(event, reply) => {
                 if let Some(committer) = &state.committer {
                     // The thread answers `reply` once the event is committed.

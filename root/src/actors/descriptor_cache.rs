@@ -20,6 +20,9 @@ pub enum Msg {
     /// Serve this (already validated) set from now on; answers `false` (and keeps the
     /// served set) when the served set is a newer published revision.
     Replace(Arc<DescriptorSet>, RpcReplyPort<bool>),
+    /// Test builds only: panic, so tests can prove the supervisor contains it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    Panic,
 }
 
 pub struct Args {
@@ -63,6 +66,8 @@ impl Actor for DescriptorCache {
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            #[cfg(any(test, feature = "fault-injection"))]
+            Msg::Panic => panic!("fault injected into the descriptor cache"),
             Msg::Replace(set, reply) => {
                 let older = matches!(
                     (set.origin.revision, state.set.origin.revision),

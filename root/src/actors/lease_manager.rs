@@ -226,6 +226,9 @@ pub enum Msg {
     /// A rotation revokes the old lease's run credentials too (`IssuedLease::revoked`).
     Rotate(String, RpcReplyPort<Result<IssuedLease, LeaseError>>),
     FlushUsage,
+    /// Test builds only: panic, so tests can prove the supervisor contains it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    Panic,
 }
 
 pub struct LeaseManager;
@@ -280,6 +283,8 @@ impl Actor for LeaseManager {
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            #[cfg(any(test, feature = "fault-injection"))]
+            Msg::Panic => panic!("fault injected into the lease manager"),
             Msg::Create(req, reply) => {
                 let _ = reply.send(create(state, req).await);
             }

@@ -15,7 +15,10 @@
 //! actor. A panic or error in `handle` stops only that actor; the [`supervisor`] restarts it
 //! with the same arguments, and the [`Actors`] handles are swapped to the new instance.
 //! State that must survive a restart lives in the store (leases, audit) or is rebuilt from
-//! configuration in `pre_start` (profiles, contracts, descriptors).
+//! configuration in `pre_start` (profiles, contracts, descriptors). Router sessions are linked
+//! under the router: one that fails leaves the map and its connection closes, so its hub dials
+//! again; a router that fails takes its sessions with it and every hub dials again.
+//! `Msg::Panic` (the `fault-injection` feature, test builds only) lets tests prove it.
 
 pub mod audit_committer;
 pub mod audit_writer;

@@ -48,6 +48,9 @@ pub enum Msg {
     },
     /// The profiles, for self-description and lease creation.
     Profiles(RpcReplyPort<Arc<ProfileRegistry>>),
+    /// Test builds only: panic, so tests can prove the supervisor contains it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    Panic,
 }
 
 pub struct Args {
@@ -80,6 +83,8 @@ impl Actor for PolicyEngine {
         state: &mut Arc<Args>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            #[cfg(any(test, feature = "fault-injection"))]
+            Msg::Panic => panic!("fault injected into the policy"),
             Msg::Visible {
                 profile,
                 target_id,

@@ -63,6 +63,9 @@ pub enum Msg {
     Connected(RpcReplyPort<usize>),
     /// Transport pressure of every connected target.
     Pressure(RpcReplyPort<HashMap<String, router_session::Pressure>>),
+    /// Test builds only: panic, so tests can prove the supervisor contains it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    Panic,
 }
 
 pub struct Args {
@@ -148,6 +151,8 @@ impl Actor for Router {
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            #[cfg(any(test, feature = "fault-injection"))]
+            Msg::Panic => panic!("fault injected into the router"),
             Msg::Skill {
                 target_id,
                 skill,
@@ -177,6 +182,35 @@ impl Actor for Router {
                     }
                 }
                 let _ = reply.send(out);
+            }
+        }
+        Ok(())
+    }
+
+    /// A router session (linked under this actor) ended: a failed one leaves the map (its
+    /// connection notices and closes, the hub dials again and gets a new session); other
+    /// targets' sessions are untouched, and the router goes on.
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Msg>,
+        evt: ractor::SupervisionEvent,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, failure) = match &evt {
+            ractor::SupervisionEvent::ActorFailed(cell, err) => (cell, Some(err.to_string())),
+            ractor::SupervisionEvent::ActorTerminated(cell, _, _) => (cell, None),
+            _ => return Ok(()),
+        };
+        let id = cell.get_id();
+        let target = state
+            .sessions
+            .iter()
+            .find(|e| e.value().get_id() == id)
+            .map(|e| e.key().clone());
+        if let Some(target_id) = target {
+            detach(&state.sessions, &target_id, id);
+            if let Some(reason) = failure {
+                tracing::error!(%target_id, %reason, "router session failed; its hub reconnects");
             }
         }
         Ok(())

@@ -42,6 +42,9 @@ pub enum Msg {
     /// A frame from the hub (already decoded by the connection task).
     Frame(Box<Envelope<HubToRoot>>),
     Pressure(RpcReplyPort<Pressure>),
+    /// Test builds only: panic, so tests can prove the supervisor contains it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    Panic,
 }
 
 pub struct Args {
@@ -142,6 +145,8 @@ impl Actor for RouterSession {
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            #[cfg(any(test, feature = "fault-injection"))]
+            Msg::Panic => panic!("fault injected into the router session"),
             Msg::Call(call, reply) => {
                 let call = *call;
                 let mut req = CallRequest {
