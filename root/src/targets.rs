@@ -121,7 +121,7 @@ async fn enrol(app: &App, req: EnrollRequest) -> Result<(TargetRow, String), Api
     if !inserted {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
-            ErrorCode::InvalidArguments,
+            ErrorCode::Conflict,
             format!("target `{}` is already enrolled", req.target_id),
         ));
     }

@@ -1,6 +1,6 @@
 //! The bad-input battery (issue 10): malformed, oversized, forged and replayed input at each of
-//! root's doors — the MCP endpoint, the REST family, the hub WebSocket — and at the hub's door
-//! for root's calls. Every case asserts its precise refusal (HTTP status and JSON-RPC code and
+//! root's doors — the MCP endpoint, the REST family, the operator endpoints, the hub WebSocket
+//! — and at the hub's door for root's calls. Every case asserts its precise refusal (HTTP status and JSON-RPC code and
 //! message, REST error code, or the hub protocol's `protocol_error` and close code); each test
 //! then proves the daemon still serves, and ends by checking that the audit trail holds
 //! exactly one event per call that reached policy (counted here, case by case) in a chain that
@@ -26,6 +26,12 @@
 //! | hub client certificate (mutual TLS)                | `tls.rs` `mutual_tls_on_the_hub_path`            |
 //! | replica channel credentials                        | `replicas.rs`                                    |
 //! | property tests and fuzz targets (front, root↔hub decoder, catalog validator) | `root/src/front.rs`, `shared/tests/protocol_props.rs`, `root/src/skills_sync.rs`, `fuzz/` |
+//! | a disabled skill (`skill_disabled`, routed and root-executed tools, hub offline) | `governance.rs` `disabling_the_skill_cuts_the_target_off_everywhere` |
+//! | hub upgrade without or with a bad token (401 before the upgrade, bounded, counted) | `governance.rs` `the_hub_door_authenticates_before_the_upgrade`, `hub_websocket_battery` here |
+//! | another lease's idempotency key                    | `writes.rs` `another_leases_idempotency_key_is_not_a_replay` |
+//! | a run credential past its profile (other tool, issuing tokens or run profiles, parent revoked) | `run_profile.rs` |
+//! | a revoked operator, a lease on operator endpoints (console included) | `governance.rs` `every_operator_action_is_one_event_naming_the_operator` |
+//! | actors that panic (root's, a router session, the hub's skill, services, ProfileOps) | `actors.rs` |
 
 use mcp_tests::TestRoot;
 use serde_json::{Value, json};
@@ -855,6 +861,268 @@ async fn rest_family_battery() {
     assert_audit_count(&root, reached_policy).await;
     alpha.stop().await;
     beta.stop().await;
+    root.stop().await;
+}
+
+// ---- operator actions ------------------------------------------------------------------------
+
+/// Bad input at the operator endpoints (issue 22): each refusal has its precise status, code
+/// and message, and is one audit event naming the operator, whose id the answer carries and
+/// whose error is the one answered. A bearer that is no operator's is refused before any
+/// action (401, no event, like a lease bearer's). Nothing is lost: the actions that were
+/// refused changed nothing, the chain verifies, the daemon serves.
+#[tokio::test]
+async fn operator_endpoint_battery() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
+    let (lease, token) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let ada = root
+        .admin_post("/v1/root/operators", json!({"name": "ada"}))
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    root.admin_post("/v1/root/operators/ada/revoke", json!({}))
+        .await
+        .unwrap();
+    let admin_events = async || {
+        let v = root
+            .admin_get("/v1/root/mcp/audit?actor=operator:admin&limit=1000")
+            .await
+            .unwrap();
+        v["events"].as_array().unwrap().len()
+    };
+    let before = admin_events().await;
+    let name_rule = "name must be 1 to 64 of [a-z0-9._-], starting with a letter or digit";
+    let run_profile = format!("/v1/root/mcp/sessions/{lease}/run-profile");
+    let cases: Vec<(String, Value, u16, &str, String)> = vec![
+        // Skill commands.
+        (
+            "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/explode".into(),
+            json!({}),
+            400,
+            "invalid_arguments",
+            "command must be install, enable, disable, uninstall or status, not `explode`".into(),
+        ),
+        (
+            "/v1/root/hubs/hub:test-alpha/skills/other_skill/disable".into(),
+            json!({}),
+            404,
+            "not_found",
+            "no skill `other_skill`: root governs `infra_access_skill`".into(),
+        ),
+        (
+            "/v1/root/hubs/hub:nope/skills/infra_access_skill/disable".into(),
+            json!({}),
+            404,
+            "not_found",
+            "target `hub:nope` is not enrolled".into(),
+        ),
+        // Operators: names, the bootstrap operator, reuse, unknown.
+        (
+            "/v1/root/operators".into(),
+            json!({"name": ""}),
+            400,
+            "invalid_arguments",
+            name_rule.into(),
+        ),
+        (
+            "/v1/root/operators".into(),
+            json!({"name": "a b"}),
+            400,
+            "invalid_arguments",
+            name_rule.into(),
+        ),
+        (
+            "/v1/root/operators".into(),
+            json!({"name": "x".repeat(65)}),
+            400,
+            "invalid_arguments",
+            name_rule.into(),
+        ),
+        (
+            "/v1/root/operators".into(),
+            json!({"name": "admin"}),
+            409,
+            "conflict",
+            "`admin` is the bootstrap operator (the admin token file)".into(),
+        ),
+        (
+            "/v1/root/operators".into(),
+            json!({"name": "ada"}),
+            409,
+            "conflict",
+            "an operator named `ada` exists or existed; names are never reused".into(),
+        ),
+        (
+            "/v1/root/operators/nobody/revoke".into(),
+            json!({}),
+            404,
+            "not_found",
+            "no active operator `nobody`".into(),
+        ),
+        (
+            "/v1/root/operators/admin/revoke".into(),
+            json!({}),
+            409,
+            "conflict",
+            "`admin` is the bootstrap operator: replace the admin token file to change it".into(),
+        ),
+        // Leases and run profiles.
+        (
+            "/v1/root/mcp/sessions".into(),
+            json!({"target_id": "hub:test-alpha", "capability_profile": "InfraOpsRead", "ttl_sec": 0}),
+            400,
+            "invalid_arguments",
+            "ttl_sec must be between 1 and 2592000".into(),
+        ),
+        (
+            "/v1/root/mcp/sessions/nope/rotate".into(),
+            json!({}),
+            404,
+            "not_found",
+            "no lease `nope`".into(),
+        ),
+        (
+            "/v1/root/mcp/sessions/nope/revoke".into(),
+            json!({}),
+            404,
+            "not_found",
+            "no lease `nope`".into(),
+        ),
+        (
+            run_profile.clone(),
+            json!({"ttl_sec": 601}),
+            400,
+            "invalid_arguments",
+            "ttl_sec must be between 1 and 600".into(),
+        ),
+        (
+            run_profile.clone(),
+            json!({"tools": ["hub.get_status", "hub.deploy_ref"]}),
+            400,
+            "invalid_arguments",
+            "tools must name tools this lease may call now; not: hub.deploy_ref".into(),
+        ),
+        (
+            "/v1/root/mcp/sessions/nope/run-profile".into(),
+            json!({}),
+            404,
+            "not_found",
+            "no lease `nope` visible to this bearer".into(),
+        ),
+        // Targets, approvals, descriptors.
+        (
+            "/v1/root/hubs".into(),
+            json!({"target_id": "hub:test-alpha", "environment": "test", "subnet_id": "subnet-a"}),
+            409,
+            "conflict",
+            "target `hub:test-alpha` is already enrolled".into(),
+        ),
+        (
+            "/v1/root/hubs".into(),
+            json!({"target_id": "bad id", "environment": "test"}),
+            400,
+            "invalid_arguments",
+            "target_id and environment must be 1..200 characters of [A-Za-z0-9._:-]".into(),
+        ),
+        (
+            "/v1/root/hubs/hub:nope/rotate-key".into(),
+            json!({}),
+            404,
+            "not_found",
+            "target `hub:nope` is not enrolled".into(),
+        ),
+        (
+            "/v1/root/mcp/approvals/nope/maybe".into(),
+            json!({}),
+            400,
+            "invalid_arguments",
+            "decision must be approve or reject, not `maybe`".into(),
+        ),
+        (
+            "/v1/root/mcp/approvals/nope/approve".into(),
+            json!({}),
+            404,
+            "not_found",
+            "no approval `nope`".into(),
+        ),
+    ];
+    let refused = cases.len();
+    for (path, body, status, code, message) in cases {
+        let res = root
+            .http
+            .post(root.url(&path))
+            .bearer_auth(root.admin_token())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let got = json_of(res).await;
+        rest_error(&got, status, code, &message);
+        let id = got.1["event_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{path}: the refusal names no event: {}", got.1));
+        let event = root
+            .admin_get(&format!("/v1/root/mcp/audit/{id}"))
+            .await
+            .unwrap();
+        let event = event.get("event").unwrap_or(&event);
+        assert_eq!(event["status"], "error", "{path}: {event}");
+        assert_eq!(event["error"]["code"], code, "{path}: {event}");
+        assert_eq!(
+            event["error"]["message"],
+            message.as_str(),
+            "{path}: {event}"
+        );
+        assert_eq!(event["surface"], "admin", "{path}: {event}");
+    }
+    assert_eq!(
+        admin_events().await - before,
+        refused,
+        "one event per refusal"
+    );
+
+    // A revoked operator's credential and a lease bearer are no operator's: refused before
+    // any action, no event.
+    for bearer in [&ada, &token] {
+        let res = root
+            .http
+            .post(root.url("/v1/root/operators"))
+            .bearer_auth(bearer)
+            .json(&json!({"name": "eve"}))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        assert!(status == 401 || status == 403, "{status}");
+    }
+    assert_eq!(admin_events().await - before, refused);
+
+    // Nothing refused changed anything; the lease and the target serve as before.
+    let operators = root.admin_get("/v1/root/operators").await.unwrap();
+    let names: Vec<&str> = operators["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !names.contains(&"eve") && !names.contains(&"x"),
+        "{names:?}"
+    );
+    let (s, b) = root
+        .rest_call(&token, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{b}");
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    hub.stop().await;
     root.stop().await;
 }
 
