@@ -8,7 +8,8 @@
 //! - Slow and stalled clients (partial request heads, stalled bodies, clients that never read)
 //!   against small connection limits: each is ended by its bound while others are served.
 //! - A hub process SIGKILLed with calls in flight (`target_offline` at once, audited, back
-//!   after a restart); a network cut between hub and root through a proxy the test pauses
+//!   after a restart; a read whose contract retries is answered by the restarted hub within
+//!   its deadline, its event listing the failed attempts); a network cut between hub and root through a proxy the test pauses
 //!   (calls end at their deadline, root drops the silent hub and withdraws its tools, the hub
 //!   comes back by itself); an idle hub keeps its connection.
 //! - Root SIGKILLed under load and restarted on the same data (SQLite; PostgreSQL with
@@ -18,6 +19,8 @@
 //!   caps, supervised restarts within a budget and the capability withdrawn past it.
 //! - Hub clocks off by 20 s either way (absorbed) and by 5 minutes (refused with
 //!   `clock_skew`, audited).
+//!
+//! - Actors that panic, on root and on the hub: `actors.rs`.
 //!
 //! Every wait is bounded by a generous deadline; no assertion depends on how fast a busy
 //! machine is.
@@ -847,6 +850,65 @@ async fn a_hub_killed_mid_call_fails_its_calls_with_target_offline_and_comes_bac
     assert_eq!(status, 200, "{body}");
     let (answer, _) = mcp_call(&client, "hub.get_status", json!({})).await;
     assert_eq!(answer["target_id"], target, "{answer}");
+    let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(verify["ok"], true, "{verify}");
+    root.stop().await;
+}
+
+/// A read whose contract retries on `target_offline`, held by a hub that is SIGKILLed and
+/// started again: root tries again within the call's deadline and the restarted hub answers;
+/// the caller sees one success, and its one event lists the failed attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_under_a_killed_hub_is_retried_and_answered_when_the_hub_is_back() {
+    let root = mcp_tests::TestRoot::start_with(mcp_tests::faults::with_retrying_contract)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let target = "hub:faults-retry";
+    let token = root.enroll(target, "test").await.unwrap();
+    let base = root.handle().base_url();
+    let admin = root.admin_token();
+    let mut hub = start_fault_hub(dir.path(), target, &token, &base, "");
+    wait_online(&root.http, &base, &admin, target).await;
+    let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let call = {
+        let (http, url, bearer) = (
+            root.http.clone(),
+            root.url("/v1/root/mcp/call"),
+            bearer.clone(),
+        );
+        tokio::spawn(async move {
+            let res = http
+                .post(url)
+                .bearer_auth(bearer)
+                .json(&json!({"tool_id": mcp_tests::faults::TOOL, "arguments": {"fault": "hang_once"}}))
+                .send()
+                .await
+                .unwrap();
+            (res.status().as_u16(), res.json::<Value>().await.unwrap())
+        })
+    };
+    wait_pending(&root.http, &base, &admin, target, 1).await;
+    hub.kill();
+    let _hub = start_fault_hub(dir.path(), target, &token, &base, "");
+    let (status, body) = call.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"], json!({"ok": true}), "{body}");
+    let event = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            body["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert_eq!(event["status"], "ok", "{event}");
+    let retried = event["retried"].as_array().unwrap();
+    assert!(!retried.is_empty(), "{event}");
+    assert!(
+        retried.iter().all(|r| r["code"] == "target_offline"),
+        "{event}"
+    );
+    assert_eq!(retried[0]["attempt"], 1, "{event}");
     let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
     assert_eq!(verify["ok"], true, "{verify}");
     root.stop().await;

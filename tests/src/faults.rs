@@ -3,8 +3,10 @@
 //! and an adapter embedded into the hubs those tests start (in-process through
 //! `HubConfig::embedded`, or the `mcp-hub-faults` binary: `mcp-hub` with this adapter).
 //!
-//! `{"fault": "panic"}` makes the adapter panic, `{"fault": "hang"}` never finishes; any other
-//! call answers `{"ok": true}`. Its capability is `hub.get_status`'s (`infra.read.status`), so
+//! `{"fault": "panic"}` makes the adapter panic, `{"fault": "hang"}` never finishes,
+//! `{"fault": "hang_once"}` hangs the first time a hub's state directory sees it (a marker file
+//! remembers it across the hub's restarts) and answers after; any other call answers
+//! `{"ok": true}`. Its capability is `hub.get_status`'s (`infra.read.status`), so
 //! `InfraOpsRead` leases reach it.
 
 use std::path::{Path, PathBuf};
@@ -28,17 +30,28 @@ pub static FAULT: EmbeddedAdapter = EmbeddedAdapter {
     run,
 };
 
-fn run(_ctx: Arc<HubContext>, input: CallInput) -> BoxFuture<'static, AdapterReply> {
+/// The marker of a `hang_once` that hung, in the hub's state directory.
+const HUNG: &str = "test-fault-hung";
+
+fn run(ctx: Arc<HubContext>, input: CallInput) -> BoxFuture<'static, AdapterReply> {
     Box::pin(async move {
         match input.arguments.get("fault").and_then(Value::as_str) {
             Some("panic") => panic!("test fault injected"),
             Some("hang") => std::future::pending().await,
+            Some("hang_once") => {
+                let marker = ctx.config.state_dir.join(HUNG);
+                if !marker.exists() {
+                    let _ = std::fs::write(&marker, b"hung\n");
+                    std::future::pending::<()>().await;
+                }
+                Ok(json!({ "ok": true }))
+            }
             _ => Ok(json!({ "ok": true })),
         }
     })
 }
 
-/// The fixture's contract: a read routed to the target, 5 s timeout.
+/// The fixture's contract: a read routed to the target, 5 s timeout, never retried.
 pub fn contract() -> Value {
     json!({
         "tool_id": TOOL,
@@ -46,7 +59,7 @@ pub fn contract() -> Value {
         "summary": "Test fixture: panics or hangs on request, answers ok otherwise.",
         "input_schema": {
             "type": "object",
-            "properties": {"fault": {"enum": ["panic", "hang", "none"]}},
+            "properties": {"fault": {"enum": ["panic", "hang", "hang_once", "none"]}},
             "additionalProperties": false
         },
         "output_schema": {
@@ -66,9 +79,18 @@ pub fn contract() -> Value {
     })
 }
 
-/// Writes the shipped contracts plus the fixture's into `dir`; returns it (a root's
-/// `contracts_dir`).
-pub fn contracts_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+/// [`contract`] with a retry policy: 5 attempts from 500 ms on `target_offline`, inside a
+/// 20 s deadline (so a hub killed under a call has about 7 s to come back).
+pub fn retrying_contract() -> Value {
+    let mut c = contract();
+    c["timeout_ms"] = json!(20_000);
+    c["retry"] = json!({"attempts": 5, "backoff_ms": 500, "on": ["target_offline"]});
+    c
+}
+
+/// Writes the shipped contracts plus `fixture` (the fixture's contract) into `dir`; returns
+/// it (a root's `contracts_dir`).
+pub fn contracts_dir_with(dir: &Path, fixture: &Value) -> anyhow::Result<PathBuf> {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/tools");
     std::fs::create_dir_all(dir)?;
     for e in std::fs::read_dir(shipped)? {
@@ -79,9 +101,15 @@ pub fn contracts_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     }
     std::fs::write(
         dir.join(format!("{TOOL}.json")),
-        serde_json::to_string_pretty(&contract())?,
+        serde_json::to_string_pretty(fixture)?,
     )?;
     Ok(dir.to_owned())
+}
+
+/// Writes the shipped contracts plus the fixture's into `dir`; returns it (a root's
+/// `contracts_dir`).
+pub fn contracts_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    contracts_dir_with(dir, &contract())
 }
 
 /// Has a test root load the fixture's contract besides the shipped ones (written next to its
@@ -89,6 +117,15 @@ pub fn contracts_dir(dir: &Path) -> anyhow::Result<PathBuf> {
 pub fn with_contract(cfg: &mut mcp_root::config::RootConfig) {
     let dir = cfg.data_dir.with_file_name("fault-contracts");
     match contracts_dir(&dir) {
+        Ok(dir) => cfg.contracts_dir = Some(dir),
+        Err(e) => panic!("cannot write the fault fixture's contracts: {e}"),
+    }
+}
+
+/// [`with_contract`] with [`retrying_contract`].
+pub fn with_retrying_contract(cfg: &mut mcp_root::config::RootConfig) {
+    let dir = cfg.data_dir.with_file_name("fault-contracts");
+    match contracts_dir_with(&dir, &retrying_contract()) {
         Ok(dir) => cfg.contracts_dir = Some(dir),
         Err(e) => panic!("cannot write the fault fixture's contracts: {e}"),
     }
