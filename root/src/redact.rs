@@ -27,48 +27,122 @@ const BUILTIN_FIELDS: &[&str] = &[
     "bearer",
 ];
 
-const BUILTIN_PATTERNS: &[(&str, &str)] = &[
-    (
-        "private_key",
-        r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
-    ),
-    ("lease_bearer", r"mcpl_[A-Za-z0-9_\-]{16,}"),
-    ("admin_token", r"mcpa_[A-Za-z0-9_\-]{16,}"),
-    ("hub_token", r"mcph_[A-Za-z0-9_\-]{16,}"),
-    ("confirmation_token", r"mcpc_[A-Za-z0-9_\-]{16,}"),
-    ("operator_token", r"mcpo_[A-Za-z0-9_\-]{16,}"),
-    (
-        "bearer_credential",
-        r"(?i)bearer\s+[A-Za-z0-9._~+/\-]{8,}=*",
-    ),
-    ("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    (
-        "aws_secret_key",
-        r"(?i)aws_secret_access_key[\x22']?\s*[=:]\s*[\x22']?[A-Za-z0-9/+=]{40}",
-    ),
-    ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
-    ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    ("google_api_key", r"\bAIza[0-9A-Za-z_\-]{35}"),
-    (
-        "jwt",
-        r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{8,}",
-    ),
-    (
-        "url_password",
-        r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:[^\s@/]+@",
-    ),
-    (
-        "sensitive_path",
-        r"(?:~|/home/[^/\s]+|/root|/Users/[^/\s]+)?/\.(?:ssh|gnupg|aws)/[^\s\x22',;)]*|/etc/(?:g?shadow|sudoers)\b|[^\s\x22',;()]*\bid_(?:rsa|dsa|ecdsa|ed25519)\b|[^\s\x22',;()]+\.(?:pem|key|p12|pfx|jks|keystore)\b",
-    ),
+/// A built-in rule: its name, its pattern, and literals of which every match contains at
+/// least one (ASCII case aside), so a string with none of them is skipped without a regex.
+struct Builtin {
+    name: &'static str,
+    pattern: &'static str,
+    literals: &'static [&'static str],
+}
+
+const BUILTIN_PATTERNS: &[Builtin] = &[
+    Builtin {
+        name: "private_key",
+        pattern: r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
+        literals: &["PRIVATE KEY-----"],
+    },
+    Builtin {
+        name: "lease_bearer",
+        pattern: r"mcpl_[A-Za-z0-9_\-]{16,}",
+        literals: &["mcpl_"],
+    },
+    Builtin {
+        name: "admin_token",
+        pattern: r"mcpa_[A-Za-z0-9_\-]{16,}",
+        literals: &["mcpa_"],
+    },
+    Builtin {
+        name: "hub_token",
+        pattern: r"mcph_[A-Za-z0-9_\-]{16,}",
+        literals: &["mcph_"],
+    },
+    Builtin {
+        name: "confirmation_token",
+        pattern: r"mcpc_[A-Za-z0-9_\-]{16,}",
+        literals: &["mcpc_"],
+    },
+    Builtin {
+        name: "operator_token",
+        pattern: r"mcpo_[A-Za-z0-9_\-]{16,}",
+        literals: &["mcpo_"],
+    },
+    Builtin {
+        name: "bearer_credential",
+        pattern: r"(?i)bearer\s+[A-Za-z0-9._~+/\-]{8,}=*",
+        literals: &["bearer"],
+    },
+    Builtin {
+        name: "aws_access_key",
+        pattern: r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        literals: &["AKIA", "ASIA"],
+    },
+    Builtin {
+        name: "aws_secret_key",
+        pattern: r"(?i)aws_secret_access_key[\x22']?\s*[=:]\s*[\x22']?[A-Za-z0-9/+=]{40}",
+        literals: &["aws_secret_access_key"],
+    },
+    Builtin {
+        name: "stripe_key",
+        pattern: r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
+        literals: &["k_live_", "k_test_"],
+    },
+    Builtin {
+        name: "github_token",
+        pattern: r"\bgh[pousr]_[A-Za-z0-9]{30,}",
+        literals: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+    },
+    Builtin {
+        name: "slack_token",
+        pattern: r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+        literals: &["xox"],
+    },
+    Builtin {
+        name: "google_api_key",
+        pattern: r"\bAIza[0-9A-Za-z_\-]{35}",
+        literals: &["AIza"],
+    },
+    Builtin {
+        name: "jwt",
+        pattern: r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{8,}",
+        literals: &["eyJ"],
+    },
+    Builtin {
+        name: "url_password",
+        pattern: r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:[^\s@/]+@",
+        literals: &["://"],
+    },
+    Builtin {
+        name: "sensitive_path",
+        pattern: r"(?:~|/home/[^/\s]+|/root|/Users/[^/\s]+)?/\.(?:ssh|gnupg|aws)/[^\s\x22',;)]*|/etc/(?:g?shadow|sudoers)\b|[^\s\x22',;()]*\bid_(?:rsa|dsa|ecdsa|ed25519)\b|[^\s\x22',;()]+\.(?:pem|key|p12|pfx|jks|keystore)\b",
+        literals: &[
+            "/.ssh/",
+            "/.gnupg/",
+            "/.aws/",
+            "/etc/shadow",
+            "/etc/gshadow",
+            "/etc/sudoers",
+            "id_rsa",
+            "id_dsa",
+            "id_ecdsa",
+            "id_ed25519",
+            ".pem",
+            ".key",
+            ".p12",
+            ".pfx",
+            ".jks",
+        ],
+    },
 ];
 
 pub struct Redactor {
     fields: Vec<String>,
     patterns: Vec<(String, Regex)>,
-    /// All of `patterns` at once: a string none of them matches costs one scan.
-    any: regex::RegexSet,
+    /// The built-in rules' literals: a string with none of them (and no match of a configured
+    /// pattern) needs no regex at all. One pass of a SIMD literal search, where a set of the
+    /// patterns themselves would run a DFA over every byte.
+    literals: aho_corasick::AhoCorasick,
+    /// The configured patterns at once (their literals are unknown).
+    configured: Option<regex::RegexSet>,
 }
 
 impl Redactor {
@@ -76,22 +150,41 @@ impl Redactor {
     pub fn new(extra_fields: &[String], extra_patterns: &[String]) -> Redactor {
         let mut patterns: Vec<(String, Regex)> = BUILTIN_PATTERNS
             .iter()
-            .filter_map(|(name, re)| Regex::new(re).ok().map(|r| (name.to_string(), r)))
+            .filter_map(|b| Regex::new(b.pattern).ok().map(|r| (b.name.to_string(), r)))
             .collect();
+        let mut configured = Vec::new();
         for (i, p) in extra_patterns.iter().enumerate() {
             if let Ok(r) = Regex::new(p) {
+                configured.push(p.as_str());
                 patterns.push((format!("config_{i}"), r));
             }
         }
         let mut fields: Vec<String> = BUILTIN_FIELDS.iter().map(|s| s.to_string()).collect();
         fields.extend(extra_fields.iter().map(|f| f.to_ascii_lowercase()));
-        let any = regex::RegexSet::new(patterns.iter().map(|(_, r)| r.as_str()))
-            .unwrap_or_else(|_| regex::RegexSet::empty());
+        let literals = aho_corasick::AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(BUILTIN_PATTERNS.iter().flat_map(|b| b.literals.iter()))
+            .expect("the built-in literals build an automaton");
+        let configured = (!configured.is_empty())
+            .then(|| regex::RegexSet::new(configured).ok())
+            .flatten();
         Redactor {
             fields,
             patterns,
-            any,
+            literals,
+            configured,
         }
+    }
+
+    /// Whether some rule may match `s` (no false negatives).
+    fn may_match(&self, s: &str) -> bool {
+        self.literals.is_match(s) || self.configured.as_ref().is_some_and(|c| c.is_match(s))
+    }
+
+    /// Whether `key` names a field redacted whole.
+    fn secret_field(&self, key: &str, contract_fields: &[String]) -> bool {
+        self.fields.iter().any(|f| f.eq_ignore_ascii_case(key))
+            || contract_fields.iter().any(|f| f.eq_ignore_ascii_case(key))
     }
 
     /// Redacts a result before it is answered: the contract's rules and the built-in ones,
@@ -118,7 +211,8 @@ impl Redactor {
         }
     }
 
-    /// Redacts `value` in place, with the contract's own rules added.
+    /// Redacts `value` in place, with the contract's own rules added; `path` names it in the
+    /// reported redactions.
     pub fn redact(
         &self,
         path: &str,
@@ -127,48 +221,55 @@ impl Redactor {
         contract_patterns: &[Regex],
         out: &mut Vec<Redaction>,
     ) {
+        let rules = Rules {
+            fields: contract_fields,
+            patterns: contract_patterns,
+        };
+        self.walk(&mut path.to_owned(), value, &rules, out);
+    }
+
+    /// [`Redactor::redact`] below `at` (extended in place while descending, so a path string
+    /// is made only for a value actually redacted).
+    fn walk(&self, at: &mut String, value: &mut Value, rules: &Rules, out: &mut Vec<Redaction>) {
+        let len = at.len();
         match value {
             Value::Object(map) => {
                 for (k, v) in map.iter_mut() {
-                    let lk = k.to_ascii_lowercase();
-                    let child = format!("{path}.{k}");
-                    if self.fields.contains(&lk)
-                        || contract_fields.iter().any(|f| f.eq_ignore_ascii_case(k))
-                    {
+                    at.push('.');
+                    at.push_str(k);
+                    if self.secret_field(k, rules.fields) {
                         if !v.is_null() {
                             *v = Value::String(REDACTED.into());
                             out.push(Redaction {
-                                path: child,
-                                rule: format!("field:{lk}"),
+                                path: at.clone(),
+                                rule: format!("field:{}", k.to_ascii_lowercase()),
                             });
                         }
                     } else {
-                        self.redact(&child, v, contract_fields, contract_patterns, out);
+                        self.walk(at, v, rules, out);
                     }
+                    at.truncate(len);
                 }
             }
             Value::Array(items) => {
                 for (i, v) in items.iter_mut().enumerate() {
-                    self.redact(
-                        &format!("{path}[{i}]"),
-                        v,
-                        contract_fields,
-                        contract_patterns,
-                        out,
-                    );
+                    use std::fmt::Write as _;
+                    let _ = write!(at, "[{i}]");
+                    self.walk(at, v, rules, out);
+                    at.truncate(len);
                 }
             }
             Value::String(s) => {
-                if contract_patterns.is_empty() && !self.any.is_match(s) {
+                if rules.patterns.is_empty() && !self.may_match(s) {
                     return;
                 }
                 let named = self.patterns.iter().map(|(n, r)| (n.as_str(), r));
-                let contract = contract_patterns.iter().map(|r| ("contract", r));
+                let contract = rules.patterns.iter().map(|r| ("contract", r));
                 for (name, re) in named.chain(contract) {
                     if re.is_match(s) {
                         *s = re.replace_all(s, REDACTED).into_owned();
                         out.push(Redaction {
-                            path: path.to_string(),
+                            path: at.clone(),
                             rule: format!("pattern:{name}"),
                         });
                     }
@@ -187,6 +288,12 @@ impl Redactor {
             _ => String::new(),
         }
     }
+}
+
+/// A contract's own rules, for one walk.
+struct Rules<'a> {
+    fields: &'a [String],
+    patterns: &'a [Regex],
 }
 
 #[cfg(test)]
@@ -239,6 +346,50 @@ mod tests {
         r.redact("result", &mut v, &[], &[], &mut out);
         assert_eq!(v["line"], "GET /healthz 200 in 3 ms; keys=4 tokens=12");
         assert!(out.is_empty());
+    }
+
+    /// The prefilter never hides a match: in every sample, each match of a built-in rule
+    /// contains one of its literals (ASCII case aside).
+    #[test]
+    fn each_rules_literals_cover_its_matches() {
+        let samples = [
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----",
+            "-----BEGIN PRIVATE KEY-----\ncut off",
+            "mcpl_AAAAAAAAAAAAAAAAAAAA mcpa_BBBBBBBBBBBBBBBBBBBB mcph_CCCCCCCCCCCCCCCCCCCC",
+            "mcpc_DDDDDDDDDDDDDDDDDDDD mcpo_EEEEEEEEEEEEEEEEEEEE",
+            "Authorization: BEARER abcdefghijkl== and bearer\tzyxwvutsrq",
+            "AKIAIOSFODNN7EXAMPLE ASIAIOSFODNN7EXAMPLE",
+            "AWS_SECRET_ACCESS_KEY: \"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\"",
+            "sk_live_4eC39HqLyjWDarjtT1zdp7dc rk_test_4eC39HqLyjWDarjtT1zdp7dc",
+            "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB ghs_0123456789abcdefghijklmnopqrstuvwxyzAB",
+            "xoxb-1234567890-abcdefghij xoxp-1234567890-abcdefghij",
+            "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "postgres://app:s3cr3t-pw@db:5432/prod HTTPS://u:p@host/",
+            "/home/ann/.ssh/id_ed25519 ~/.gnupg/pubring.kbx /Users/bo/.aws/credentials /root/.ssh/",
+            "/etc/shadow /etc/gshadow /etc/sudoers id_rsa.pub ./id_ecdsa id_dsa",
+            "tls/key.pem server.KEY a.p12 b.pfx c.jks store.keystore",
+        ];
+        for b in BUILTIN_PATTERNS {
+            let re = Regex::new(b.pattern).unwrap();
+            let mut matched = 0;
+            for sample in samples {
+                for m in re.find_iter(sample) {
+                    matched += 1;
+                    let text = m.as_str().to_ascii_lowercase();
+                    assert!(
+                        b.literals
+                            .iter()
+                            .any(|l| text.contains(&l.to_ascii_lowercase())),
+                        "{}: {:?} holds none of {:?}",
+                        b.name,
+                        m.as_str(),
+                        b.literals
+                    );
+                }
+            }
+            assert!(matched > 0, "{} has a sample", b.name);
+        }
     }
 
     #[test]
