@@ -1,0 +1,686 @@
+//! The oracle: a small model of what operators allowed, and what each step must come to.
+//!
+//! It reads the tool contracts and capability profiles as data (`schemas/tools/*.json`,
+//! `config/profiles.toml`) and decides with its own few rules, written from the seed and the
+//! README, never from root's decision code:
+//!
+//! 1. a lease that was revoked or rotated away is not a bearer at all (401, no event);
+//! 2. the lease's profile must grant the tool's capability;
+//! 3. descriptive tools need nothing more;
+//! 4. the target's environment must be one the contract allows, and a write needs a `test`
+//!    target whose hub has write scope `test-only`;
+//! 5. a tool of `infra_access_skill` (routed, or executed on root for the skill) needs the
+//!    skill installed and enabled by root and not switched off by the hub's owner;
+//! 6. a routed tool needs the target's hub connected;
+//! 7. a write's execute runs only with an unused confirmation from a preview of the same lease
+//!    (any attempt uses the confirmation up), once per idempotency key of the lease's lineage
+//!    (a rotation keeps the lineage); the key used again is a replay that runs nothing.
+//!
+//! Every call made with a bearer is one audit event, every operator action is one, and every
+//! switch by a hub's owner is one (recorded for the target).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+use proptest::prelude::*;
+use proptest::sample::select;
+use proptest_state_machine::ReferenceStateMachine;
+use serde::{Deserialize, Serialize};
+
+/// A managed target of the model's world: its enrolment and its hub's write scope.
+#[derive(Debug)]
+pub struct TargetSpec {
+    pub id: &'static str,
+    pub environment: &'static str,
+    pub subnet: &'static str,
+    /// Whether its hub runs with `write_scope = "test-only"`.
+    pub writes: bool,
+}
+
+/// The targets: writes allowed; a `test` target whose hub allows no writes; production.
+pub const TARGETS: [TargetSpec; 3] = [
+    TargetSpec {
+        id: "hub:m-test",
+        environment: "test",
+        subnet: "subnet-a",
+        writes: true,
+    },
+    TargetSpec {
+        id: "hub:m-locked",
+        environment: "test",
+        subnet: "subnet-b",
+        writes: false,
+    },
+    TargetSpec {
+        id: "hub:m-prod",
+        environment: "production",
+        subnet: "subnet-b",
+        writes: false,
+    },
+];
+
+/// The profiles leases are issued for.
+pub const PROFILES: [&str; 5] = [
+    "InfraOpsRead",
+    "InfraOpsControl",
+    "AdaOSDevRead",
+    "ProfileOpsRead",
+    "NLUTeacherRead",
+];
+
+/// Reads agents make, with their arguments (JSON).
+pub const READS: [(&str, &str); 7] = [
+    ("hub.get_status", "{}"),
+    ("hub.get_logs", r#"{"source": "root_local", "lines": 5}"#),
+    ("hub.list_access_tokens", "{}"),
+    ("hub.get_test_results", "{}"),
+    ("hub.memory.get_status", "{}"),
+    ("root.get_subnet_analysis_health", "{}"),
+    ("sdk.get_metadata", "{}"),
+];
+
+/// The write the model drives through preview, confirmation and execute.
+pub const WRITE: &str = "hub.run_allowed_tests";
+
+/// Root's commands for `infra_access_skill`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkillCommand {
+    Install,
+    Uninstall,
+    Enable,
+    Disable,
+}
+
+impl SkillCommand {
+    pub fn name(self) -> &'static str {
+        match self {
+            SkillCommand::Install => "install",
+            SkillCommand::Uninstall => "uninstall",
+            SkillCommand::Enable => "enable",
+            SkillCommand::Disable => "disable",
+        }
+    }
+}
+
+/// One step of a history: an operator's action, a hub owner's, a fault, or an agent's call.
+/// Recorded histories (`model/histories.json`) hold steps in their JSON form.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Step {
+    Lease {
+        target: usize,
+        profile: Profile,
+    },
+    /// A lease issued for one second, and a call with it once its deadline passed.
+    Expired {
+        target: usize,
+        profile: Profile,
+        tool: ReadTool,
+    },
+    Revoke {
+        lease: usize,
+    },
+    Rotate {
+        lease: usize,
+    },
+    Skill {
+        target: usize,
+        command: SkillCommand,
+    },
+    /// `mcp-hub skill enable|disable` by the hub's owner, on a running hub.
+    Owner {
+        target: usize,
+        on: bool,
+    },
+    StopHub {
+        target: usize,
+    },
+    StartHub {
+        target: usize,
+    },
+    /// Root killed (SIGKILL) and started again on its data.
+    RestartRoot,
+    Read {
+        lease: usize,
+        tool: ReadTool,
+    },
+    Preview {
+        lease: usize,
+    },
+    /// An execute of [`WRITE`] with the confirmation of the model's preview number
+    /// `confirmation` (any lease's) and idempotency key `k<key>`.
+    Execute {
+        lease: usize,
+        confirmation: Option<usize>,
+        key: u8,
+    },
+}
+
+/// A name the model knows (a profile, a read), written as a plain string in histories.
+macro_rules! name {
+    ($name:ident, $names:expr, $what:literal) => {
+        #[derive(Clone, Copy, PartialEq, Eq, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(pub &'static str);
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{:?}", self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let name = String::deserialize(d)?;
+                $names.find(|n| *n == name).map($name).ok_or_else(|| {
+                    serde::de::Error::custom(format!("no {} `{name}` in the model", $what))
+                })
+            }
+        }
+    };
+}
+
+name!(Profile, PROFILES.into_iter(), "profile");
+name!(ReadTool, READS.iter().map(|(t, _)| *t), "read");
+
+/// What the last step must have come to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// A step that answers nothing to compare (a fault, a hub owner's switch).
+    Done,
+    Ok,
+    /// An execute answered from the lineage's stored result; nothing ran.
+    Replay,
+    /// The bearer is no lease: 401 `unauthenticated`, no event.
+    Unauthenticated,
+    /// Root's policy refused the call with this code before anything reached a hub.
+    Denied(&'static str),
+    /// Root refused the call with this code after its policy allowed it (the write flow).
+    Refused(&'static str),
+    /// An operator action refused with this code (audited all the same).
+    OperatorRefused(&'static str),
+}
+
+/// A tool as the oracle sees its contract.
+#[derive(Debug)]
+pub struct Tool {
+    pub capability: String,
+    pub write: bool,
+    pub descriptive: bool,
+    pub environments: Vec<String>,
+    /// Root executes it from its own records (no hub needed).
+    pub on_root: bool,
+    /// It belongs to `infra_access_skill` (routed to the skill's adapters, or executed on
+    /// root for the skill).
+    pub of_skill: bool,
+}
+
+/// The contracts and profiles, read as data.
+#[derive(Debug)]
+pub struct Catalog {
+    pub tools: BTreeMap<String, Tool>,
+    pub profiles: BTreeMap<String, BTreeSet<String>>,
+}
+
+pub static CATALOG: LazyLock<Catalog> = LazyLock::new(load_catalog);
+
+fn load_catalog() -> Catalog {
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut tools = BTreeMap::new();
+    for entry in std::fs::read_dir(top.join("schemas/tools")).expect("schemas/tools") {
+        let path = entry.expect("a contract file").path();
+        let text = std::fs::read_to_string(&path).expect("a readable contract");
+        let c: serde_json::Value = serde_json::from_str(&text).expect("a JSON contract");
+        let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+        let executor = c["executor"].as_str().is_some();
+        tools.insert(
+            s("tool_id"),
+            Tool {
+                capability: s("required_capability"),
+                write: s("side_effect") == "write",
+                descriptive: s("routing") == "descriptive_cached",
+                environments: c["allowed_environments"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|e| e.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                on_root: executor,
+                of_skill: !executor || s("skill") == "infra_access_skill",
+            },
+        );
+    }
+    let text = std::fs::read_to_string(top.join("config/profiles.toml")).expect("profiles");
+    let doc: toml::Table = toml::from_str(&text).expect("profiles TOML");
+    let profiles = doc["profile"]
+        .as_array()
+        .expect("[[profile]]")
+        .iter()
+        .map(|p| {
+            let caps = p["capabilities"].as_array().expect("capabilities");
+            (
+                p["name"].as_str().expect("name").to_owned(),
+                caps.iter()
+                    .map(|c| c.as_str().expect("a capability").to_owned())
+                    .collect(),
+            )
+        })
+        .collect();
+    Catalog { tools, profiles }
+}
+
+/// A target's state: root's desired skill state, the owner's switch, its hub process.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub installed: bool,
+    pub enabled: bool,
+    pub owner_on: bool,
+    pub hub_running: bool,
+}
+
+impl Target {
+    /// Whether the skill's tools may be called.
+    pub fn open(&self) -> bool {
+        self.installed && self.enabled && self.owner_on
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Lease {
+    pub target: usize,
+    pub profile: &'static str,
+    pub live: bool,
+    /// The first lease of its rotations (idempotency keys belong to it).
+    pub lineage: usize,
+}
+
+/// A confirmation from a preview.
+#[derive(Clone, Debug)]
+pub struct Preview {
+    pub lease: usize,
+    pub used: bool,
+}
+
+/// Audit events the world must hold, by kind of actor.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Audit {
+    pub calls: usize,
+    pub operator: usize,
+    pub hub: usize,
+}
+
+impl Audit {
+    pub fn total(&self) -> usize {
+        self.calls + self.operator + self.hub
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub targets: Vec<Target>,
+    pub leases: Vec<Lease>,
+    pub previews: Vec<Preview>,
+    /// Executed `(lineage, key)` pairs.
+    pub records: BTreeSet<(usize, u8)>,
+    /// Writes run, per target.
+    pub runs: Vec<usize>,
+    pub audit: Audit,
+    pub expect: Expect,
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Model {
+            targets: TARGETS
+                .iter()
+                .map(|_| Target {
+                    installed: true,
+                    enabled: true,
+                    owner_on: true,
+                    hub_running: true,
+                })
+                .collect(),
+            leases: Vec::new(),
+            previews: Vec::new(),
+            records: BTreeSet::new(),
+            runs: vec![0; TARGETS.len()],
+            audit: Audit::default(),
+            expect: Expect::Done,
+        }
+    }
+}
+
+impl Model {
+    /// Whether `lease` may call `tool` now, or the code that refuses it (rules 2 to 6).
+    pub fn decide(&self, lease: &Lease, tool: &str) -> Result<(), &'static str> {
+        let c = &CATALOG.tools[tool];
+        if !CATALOG.profiles[lease.profile].contains(&c.capability) {
+            return Err("capability_not_granted");
+        }
+        if c.descriptive {
+            return Ok(());
+        }
+        let spec = &TARGETS[lease.target];
+        let target = &self.targets[lease.target];
+        if !c
+            .environments
+            .iter()
+            .any(|e| e == "*" || e == spec.environment)
+        {
+            return Err("environment_forbidden");
+        }
+        if c.write && !spec.writes {
+            return Err("environment_forbidden");
+        }
+        if c.of_skill && !target.open() {
+            return Err("skill_disabled");
+        }
+        if !c.on_root && !target.hub_running {
+            return Err("target_offline");
+        }
+        Ok(())
+    }
+
+    /// The tools `lease` lists: those it may call now.
+    pub fn visible(&self, lease: &Lease) -> BTreeSet<String> {
+        CATALOG
+            .tools
+            .keys()
+            .filter(|t| self.decide(lease, t).is_ok())
+            .cloned()
+            .collect()
+    }
+
+    /// A call with the lease's bearer, up to the policy (rules 1 to 6).
+    fn call(&mut self, lease: usize, tool: &str) -> Result<(), Expect> {
+        let l = &self.leases[lease];
+        if !l.live {
+            return Err(Expect::Unauthenticated);
+        }
+        self.audit.calls += 1;
+        self.decide(l, tool).map_err(Expect::Denied)
+    }
+
+    fn execute(&mut self, lease: usize, confirmation: Option<usize>, key: u8) -> Expect {
+        if let Err(e) = self.call(lease, WRITE) {
+            return e;
+        }
+        let l = &self.leases[lease];
+        let (lineage, target) = (l.lineage, l.target);
+        if self.records.contains(&(lineage, key)) {
+            return Expect::Replay;
+        }
+        let Some(p) = confirmation else {
+            return Expect::Refused("confirmation_required");
+        };
+        let preview = &mut self.previews[p];
+        let valid = preview.lease == lease && !preview.used;
+        preview.used = true;
+        if !valid {
+            return Expect::Refused("confirmation_required");
+        }
+        self.runs[target] += 1;
+        self.records.insert((lineage, key));
+        Expect::Ok
+    }
+
+    fn operator_on_lease(&mut self, lease: usize, rotate: bool) -> Expect {
+        self.audit.operator += 1;
+        let l = self.leases[lease].clone();
+        if !l.live {
+            return Expect::OperatorRefused("invalid_arguments");
+        }
+        self.leases[lease].live = false;
+        if rotate {
+            self.leases.push(Lease { live: true, ..l });
+        }
+        Expect::Ok
+    }
+
+    /// A lease number, most often of a live lease (a dead bearer now and then).
+    fn live_lease(&self) -> BoxedStrategy<usize> {
+        let live: Vec<usize> = (0..self.leases.len())
+            .filter(|&l| self.leases[l].live)
+            .collect();
+        let any = 0..self.leases.len();
+        if live.is_empty() {
+            return any.boxed();
+        }
+        prop_oneof![5 => select(live), 1 => any].boxed()
+    }
+}
+
+/// The reference state machine: generates histories and applies the oracle to them.
+pub struct Governance;
+
+impl ReferenceStateMachine for Governance {
+    type State = Model;
+    type Transition = Step;
+
+    fn init_state() -> BoxedStrategy<Model> {
+        Just(Model::default()).boxed()
+    }
+
+    /// Histories lean towards what reaches deep: leases that can write on the writable target,
+    /// calls with live leases, executes with a confirmation of the same lease; the rest (other
+    /// profiles and targets, dead bearers, others' confirmations) stays frequent enough to
+    /// meet every rule.
+    fn transitions(m: &Model) -> BoxedStrategy<Step> {
+        let target = || 0..TARGETS.len();
+        let command = select(vec![
+            SkillCommand::Install,
+            SkillCommand::Uninstall,
+            SkillCommand::Enable,
+            SkillCommand::Disable,
+        ]);
+        let lease_target = prop_oneof![3 => Just(0usize), 2 => target()];
+        let profile = prop_oneof![
+            3 => Just("InfraOpsControl"),
+            1 => select(PROFILES.to_vec()),
+        ];
+        let mut arms: Vec<(u32, BoxedStrategy<Step>)> = vec![
+            (
+                4,
+                (lease_target, profile)
+                    .prop_map(|(target, profile)| Step::Lease {
+                        target,
+                        profile: Profile(profile),
+                    })
+                    .boxed(),
+            ),
+            (
+                2,
+                (target(), command)
+                    .prop_map(|(target, command)| Step::Skill { target, command })
+                    .boxed(),
+            ),
+            (
+                1,
+                (target(), any::<bool>())
+                    .prop_map(|(target, on)| Step::Owner { target, on })
+                    .boxed(),
+            ),
+            (
+                1,
+                target().prop_map(|target| Step::StopHub { target }).boxed(),
+            ),
+            (
+                2,
+                target()
+                    .prop_map(|target| Step::StartHub { target })
+                    .boxed(),
+            ),
+            (1, Just(Step::RestartRoot).boxed()),
+            (
+                1,
+                (
+                    target(),
+                    select(PROFILES.to_vec()),
+                    select(READS.iter().map(|(t, _)| *t).collect::<Vec<_>>()),
+                )
+                    .prop_map(|(target, profile, tool)| Step::Expired {
+                        target,
+                        profile: Profile(profile),
+                        tool: ReadTool(tool),
+                    })
+                    .boxed(),
+            ),
+        ];
+        if !m.leases.is_empty() {
+            let reads = select(READS.iter().map(|(t, _)| *t).collect::<Vec<_>>());
+            let writers: Vec<usize> = (0..m.leases.len())
+                .filter(|&l| m.leases[l].live && m.decide(&m.leases[l], WRITE).is_ok())
+                .collect();
+            let writer = if writers.is_empty() {
+                m.live_lease()
+            } else {
+                prop_oneof![3 => select(writers), 1 => m.live_lease()].boxed()
+            };
+            let previews = m.previews.len();
+            let execute = (writer.clone(), any::<bool>(), 0..previews.max(1), 0..2u8).prop_map(
+                move |(lease, own, other, key)| Step::Execute {
+                    lease,
+                    // Most often the newest preview (usually this lease's), else any or none.
+                    confirmation: match (previews, own) {
+                        (0, _) => None,
+                        (n, true) => Some(n - 1),
+                        (_, false) if other % 4 == 0 => None,
+                        (_, false) => Some(other),
+                    },
+                    key,
+                },
+            );
+            arms.extend([
+                (
+                    1,
+                    m.live_lease()
+                        .prop_map(|lease| Step::Revoke { lease })
+                        .boxed(),
+                ),
+                (
+                    1,
+                    m.live_lease()
+                        .prop_map(|lease| Step::Rotate { lease })
+                        .boxed(),
+                ),
+                (
+                    6,
+                    (m.live_lease(), reads)
+                        .prop_map(|(lease, tool)| Step::Read {
+                            lease,
+                            tool: ReadTool(tool),
+                        })
+                        .boxed(),
+                ),
+                (4, writer.prop_map(|lease| Step::Preview { lease }).boxed()),
+                (6, execute.boxed()),
+            ]);
+        }
+        proptest::strategy::Union::new_weighted(arms).boxed()
+    }
+
+    /// What a step needs of the state: a shrunk history drops steps, so indices are checked
+    /// again; hub steps must change something.
+    fn preconditions(m: &Model, step: &Step) -> bool {
+        let lease = |l: &usize| *l < m.leases.len();
+        match step {
+            Step::Lease { .. } | Step::Expired { .. } | Step::Skill { .. } | Step::RestartRoot => {
+                true
+            }
+            Step::Owner { target, on } => {
+                m.targets[*target].hub_running && m.targets[*target].owner_on != *on
+            }
+            Step::StopHub { target } => m.targets[*target].hub_running,
+            Step::StartHub { target } => !m.targets[*target].hub_running,
+            Step::Revoke { lease: l }
+            | Step::Rotate { lease: l }
+            | Step::Read { lease: l, .. }
+            | Step::Preview { lease: l } => lease(l),
+            Step::Execute {
+                lease: l,
+                confirmation,
+                ..
+            } => lease(l) && confirmation.is_none_or(|p| p < m.previews.len()),
+        }
+    }
+
+    fn apply(mut m: Model, step: &Step) -> Model {
+        m.expect = match *step {
+            Step::Lease { target, profile } => {
+                m.audit.operator += 1;
+                let lineage = m.leases.len();
+                m.leases.push(Lease {
+                    target,
+                    profile: profile.0,
+                    live: true,
+                    lineage,
+                });
+                Expect::Ok
+            }
+            Step::Expired {
+                target,
+                profile,
+                tool,
+            } => {
+                m.audit.operator += 1;
+                let lineage = m.leases.len();
+                m.leases.push(Lease {
+                    target,
+                    profile: profile.0,
+                    live: false,
+                    lineage,
+                });
+                match m.call(lineage, tool.0) {
+                    Ok(()) => Expect::Ok,
+                    Err(e) => e,
+                }
+            }
+            Step::Revoke { lease } => m.operator_on_lease(lease, false),
+            Step::Rotate { lease } => m.operator_on_lease(lease, true),
+            Step::Skill { target, command } => {
+                m.audit.operator += 1;
+                let t = &mut m.targets[target];
+                match command {
+                    SkillCommand::Install => t.installed = true,
+                    SkillCommand::Uninstall => t.installed = false,
+                    SkillCommand::Enable => t.enabled = true,
+                    SkillCommand::Disable => t.enabled = false,
+                }
+                Expect::Ok
+            }
+            Step::Owner { target, on } => {
+                m.audit.hub += 1;
+                m.targets[target].owner_on = on;
+                Expect::Done
+            }
+            Step::StopHub { target } => {
+                m.targets[target].hub_running = false;
+                Expect::Done
+            }
+            Step::StartHub { target } => {
+                m.targets[target].hub_running = true;
+                Expect::Done
+            }
+            Step::RestartRoot => Expect::Done,
+            Step::Read { lease, tool } => match m.call(lease, tool.0) {
+                Ok(()) => Expect::Ok,
+                Err(e) => e,
+            },
+            Step::Preview { lease } => match m.call(lease, WRITE) {
+                Ok(()) => {
+                    m.previews.push(Preview { lease, used: false });
+                    Expect::Ok
+                }
+                Err(e) => e,
+            },
+            Step::Execute {
+                lease,
+                confirmation,
+                key,
+            } => m.execute(lease, confirmation, key),
+        };
+        m
+    }
+}

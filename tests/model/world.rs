@@ -1,0 +1,365 @@
+//! The world a history runs against: a root process (`mcp-root serve`) on its own data
+//! directory and a hub process (`mcp-hub run`) per target, on loopback, driven over the REST
+//! family and MCP as operators and agents drive them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::oracle::{Model, TARGETS};
+
+/// A child process, killed when dropped.
+pub struct Proc {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(cmd: &mut Command, log: PathBuf) -> Proc {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("a log file");
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("the process starts");
+        Proc { child, log }
+    }
+
+    /// SIGKILL, and reaped.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The last lines of its log, for a failure's message.
+    pub fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The processes and what the history handed out: lease bearers and confirmations, by the
+/// model's numbering.
+pub struct World {
+    pub rt: tokio::runtime::Runtime,
+    pub http: reqwest::Client,
+    pub dir: tempfile::TempDir,
+    pub base: String,
+    pub admin: String,
+    pub root: Proc,
+    pub hubs: Vec<Option<Proc>>,
+    /// `(session_id, bearer)` of each lease the model numbered.
+    pub leases: Vec<(String, String)>,
+    pub confirmations: Vec<String>,
+    /// Events in the trail before the history began (the enrolments).
+    pub baseline: usize,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn file_name(target: &str) -> String {
+    target.replace(':', "_")
+}
+
+impl World {
+    /// Starts root, enrols the targets and starts their hubs; returns once every hub is
+    /// connected and publishes its skill.
+    pub fn start() -> World {
+        mcp_tests::init_crypto();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let base = format!("http://127.0.0.1:{}", free_port());
+        let root = start_root(dir.path(), &base);
+        let mut w = World {
+            rt,
+            http: reqwest::Client::new(),
+            admin: String::new(),
+            base,
+            root,
+            hubs: Vec::new(),
+            leases: Vec::new(),
+            confirmations: Vec::new(),
+            baseline: 0,
+            dir,
+        };
+        w.wait_healthy();
+        w.admin = std::fs::read_to_string(w.dir.path().join("root/admin.token"))
+            .expect("admin.token")
+            .trim()
+            .to_owned();
+        for spec in &TARGETS {
+            let (s, v) = w.operator(
+                "/v1/root/hubs",
+                json!({"target_id": spec.id, "environment": spec.environment, "subnet_id": spec.subnet}),
+            );
+            assert_eq!(s, 201, "enrol {}: {v}", spec.id);
+            let token = w.dir.path().join(format!("{}.token", file_name(spec.id)));
+            std::fs::write(&token, v["token"].as_str().expect("a hub token")).unwrap();
+            mcp_tests::private_file(&token).unwrap();
+        }
+        for t in 0..TARGETS.len() {
+            let hub = w.start_hub(t);
+            w.hubs.push(Some(hub));
+        }
+        w.settle(&Model::default());
+        w.baseline = w.audit_count();
+        w
+    }
+
+    pub fn block<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = self.block(async {
+                let r = self.http.get(format!("{}/healthz", self.base)).send().await;
+                r.is_ok_and(|r| r.status().is_success())
+            });
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "root did not start:\n{}",
+                self.root.tail()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The file the allowed test `smoke` of a target appends a line to each time it runs.
+    pub fn runs_file(&self, target: usize) -> PathBuf {
+        self.dir
+            .path()
+            .join(format!("{}.runs", file_name(TARGETS[target].id)))
+    }
+
+    pub fn runs(&self, target: usize) -> usize {
+        std::fs::read_to_string(self.runs_file(target))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+
+    fn hub_config(&self, target: usize) -> PathBuf {
+        let spec = &TARGETS[target];
+        let name = file_name(spec.id);
+        let path = self.dir.path().join(format!("{name}.toml"));
+        if !path.exists() {
+            let scope = if spec.writes { "test-only" } else { "none" };
+            std::fs::write(
+                &path,
+                format!(
+                    "target_id = \"{}\"\nenvironment = \"{}\"\nsubnet = \"{}\"\nroot_url = \"{}\"\n\
+                     token_file = \"{}\"\nstate_dir = \"{}\"\nwrite_scope = \"{scope}\"\n\
+                     [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\n\
+                     timeout_ms = 10000\n[reconnect]\ninitial_ms = 50\nmax_ms = 300\n",
+                    spec.id,
+                    spec.environment,
+                    spec.subnet,
+                    self.base,
+                    self.dir.path().join(format!("{name}.token")).display(),
+                    self.dir.path().join(format!("{name}-state")).display(),
+                    self.runs_file(target).display(),
+                ),
+            )
+            .unwrap();
+        }
+        path
+    }
+
+    pub fn start_hub(&self, target: usize) -> Proc {
+        let config = self.hub_config(target);
+        let log = self
+            .dir
+            .path()
+            .join(format!("{}.log", file_name(TARGETS[target].id)));
+        Proc::spawn(
+            Command::new(mcp_tests::workspace_bin("mcp-hub").unwrap())
+                .args(["run", "--config"])
+                .arg(&config)
+                .env("RUST_LOG", "info"),
+            log,
+        )
+    }
+
+    /// `mcp-hub skill enable|disable` on a target's hub, as its owner.
+    pub fn owner_switch(&self, target: usize, on: bool) {
+        let out = Command::new(mcp_tests::workspace_bin("mcp-hub").unwrap())
+            .args(["skill", if on { "enable" } else { "disable" }, "--config"])
+            .arg(self.hub_config(target))
+            .output()
+            .expect("mcp-hub skill");
+        assert!(
+            out.status.success(),
+            "mcp-hub skill: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Root SIGKILLed and started again on the same data directory and port.
+    pub fn restart_root(&mut self) {
+        self.root.kill();
+        self.root = start_root(self.dir.path(), &self.base);
+        self.wait_healthy();
+    }
+
+    /// An operator's POST with the admin bearer: `(status, body)`.
+    pub fn operator(&self, path: &str, body: Value) -> (u16, Value) {
+        self.post(path, &self.admin, body)
+    }
+
+    pub fn post(&self, path: &str, bearer: &str, body: Value) -> (u16, Value) {
+        self.block(async {
+            let res = self
+                .http
+                .post(format!("{}{path}", self.base))
+                .bearer_auth(bearer)
+                .json(&body)
+                .send()
+                .await
+                .expect("root answers");
+            let status = res.status().as_u16();
+            (status, res.json().await.unwrap_or(Value::Null))
+        })
+    }
+
+    pub fn get(&self, path: &str) -> Value {
+        self.block(async {
+            let res = self
+                .http
+                .get(format!("{}{path}", self.base))
+                .bearer_auth(&self.admin)
+                .send()
+                .await
+                .expect("root answers");
+            assert!(res.status().is_success(), "GET {path}: {}", res.status());
+            res.json().await.expect("JSON")
+        })
+    }
+
+    /// A call over REST with lease `lease`'s bearer: `(status, body)`.
+    pub fn call(&self, lease: usize, tool: &str, arguments: Value) -> (u16, Value) {
+        self.post(
+            "/v1/root/mcp/call",
+            &self.leases[lease].1,
+            json!({"tool_id": tool, "arguments": arguments}),
+        )
+    }
+
+    /// The tool names `lease`'s bearer lists over MCP.
+    pub fn tools_list(&self, lease: usize) -> std::collections::BTreeSet<String> {
+        let url = format!("{}/mcp", self.base);
+        self.block(async {
+            let client = mcp_tests::mcp_client(&url, &self.leases[lease].1)
+                .await
+                .expect("an MCP session");
+            let tools = client.list_all_tools().await.expect("tools/list");
+            let _ = client.cancel().await;
+            tools.iter().map(|t| t.name.to_string()).collect()
+        })
+    }
+
+    /// `(events checked, chain verified)` from `audit verify`.
+    pub fn audit_verify(&self) -> (usize, bool) {
+        let v = self.get("/v1/root/mcp/audit/verify");
+        (
+            v["checked"].as_u64().unwrap_or(0) as usize,
+            v["ok"].as_bool().unwrap_or(false),
+        )
+    }
+
+    pub fn audit_count(&self) -> usize {
+        self.audit_verify().0
+    }
+
+    pub fn event(&self, id: &str) -> Value {
+        self.get(&format!("/v1/root/mcp/audit/{id}"))
+    }
+
+    /// Waits until root's view of every target agrees with the model's: connected or not,
+    /// and, while connected, the hub reporting root's desired skill state and its owner's
+    /// switch. Panics with root's view after 15 s.
+    pub fn settle(&self, m: &Model) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let view = self.get("/v1/root/hubs");
+            let off: Vec<String> = (0..TARGETS.len())
+                .filter(|&t| !agrees(&view, t, m))
+                .map(|t| TARGETS[t].id.to_owned())
+                .collect();
+            if off.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "root's view of {off:?} never agreed with the model {:?}:\n{view:#}\n--- root\n{}",
+                m.targets,
+                self.root.tail()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn start_root(dir: &Path, base: &str) -> Proc {
+    let listen = base.trim_start_matches("http://");
+    Proc::spawn(
+        Command::new(mcp_tests::workspace_bin("mcp-root").unwrap())
+            .args(["serve", "--listen", listen, "--data-dir"])
+            .arg(dir.join("root"))
+            .env("RUST_LOG", "info"),
+        dir.join("root.log"),
+    )
+}
+
+/// Whether root's target list shows target `t` as the model has it.
+fn agrees(view: &Value, t: usize, m: &Model) -> bool {
+    let Some(v) = view["targets"]
+        .as_array()
+        .and_then(|a| a.iter().find(|v| v["target_id"] == TARGETS[t].id))
+    else {
+        return false;
+    };
+    let target = &m.targets[t];
+    let connected = v["status"] != "offline";
+    if connected != target.hub_running {
+        return false;
+    }
+    let skill = &v["skill"];
+    if skill["desired"]["installed"] != target.installed
+        || skill["desired"]["enabled"] != target.enabled
+    {
+        return false;
+    }
+    if !target.hub_running {
+        return true;
+    }
+    let hub = &skill["hub"];
+    hub["installed"] == target.installed
+        && hub["enabled"] == target.enabled
+        && skill["owner_disabled"] == !target.owner_on
+}
