@@ -19,40 +19,47 @@ mod oracle;
 mod world;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::test_runner::{Config, TestError, TestRunner};
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest};
 use serde_json::{Value, json};
 
 use oracle::{Expect, Governance, Model, READS, Step, TARGETS, WRITE};
-use world::World;
+use world::{Backend, World};
 
-/// Steps applied to real processes in this run (shrinking included).
-static STEPS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Steps applied to real processes by this test thread (shrinking included).
+    static STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
-/// How often each outcome was checked, for the report (so a run that never reached a write
-/// or a refusal shows it).
-static OUTCOMES: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
+thread_local! {
+    /// How often each outcome was checked, for the report (so a run that never reached a
+    /// write or a refusal shows it).
+    static OUTCOMES: std::cell::RefCell<BTreeMap<String, usize>> =
+        const { std::cell::RefCell::new(BTreeMap::new()) };
+}
 
 fn tally(outcome: &Expect) {
-    let mut all = OUTCOMES.lock().unwrap_or_else(|e| e.into_inner());
-    *all.entry(format!("{outcome:?}")).or_default() += 1;
+    OUTCOMES.with(|all| *all.borrow_mut().entry(format!("{outcome:?}")).or_default() += 1);
 }
 
 struct GovernanceTest;
+
+thread_local! {
+    /// The backend the histories of this test thread run on.
+    static BACKEND: std::cell::RefCell<Backend> = const { std::cell::RefCell::new(Backend::Sqlite) };
+}
 
 impl StateMachineTest for GovernanceTest {
     type SystemUnderTest = World;
     type Reference = Governance;
 
     fn init_test(_: &Model) -> World {
-        World::start()
+        BACKEND.with(|b| World::start(&b.borrow()))
     }
 
     fn apply(mut w: World, m: &Model, step: Step) -> World {
-        STEPS.fetch_add(1, Ordering::Relaxed);
+        STEPS.with(|s| s.set(s.get() + 1));
         let seen = run(&mut w, m, &step);
         if let Some(seen) = seen {
             tally(&seen);
@@ -75,12 +82,17 @@ impl StateMachineTest for GovernanceTest {
 /// Performs `step` on the world; what it came to, for the steps that answer.
 fn run(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
     match *step {
-        Step::Lease { target, profile } => {
-            let (s, v) = w.operator(
+        Step::Lease {
+            target,
+            profile,
+            by,
+        } => {
+            let (s, v) = w.operator_as(
+                by,
                 "/v1/root/mcp/sessions",
                 json!({"target_id": TARGETS[target].id, "capability_profile": profile.0, "ttl_sec": 3600}),
             );
-            Some(lease_created(w, s, &v))
+            Some(lease_created(w, by, s, &v))
         }
         Step::Expired {
             target,
@@ -92,7 +104,7 @@ fn run(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
                 json!({"target_id": TARGETS[target].id, "capability_profile": profile.0, "ttl_sec": 1}),
             );
             assert_eq!(
-                lease_created(w, s, &v),
+                lease_created(w, None, s, &v),
                 Expect::Ok,
                 "a one-second lease: {v}"
             );
@@ -100,27 +112,46 @@ fn run(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             let (s, v) = w.call(w.leases.len() - 1, tool.0, read_arguments(tool.0));
             Some(call_outcome(w, w.leases.len() - 1, s, &v))
         }
-        Step::Revoke { lease } => {
+        Step::Revoke { lease, by } => {
             let path = format!("/v1/root/mcp/sessions/{}/revoke", w.leases[lease].0);
-            let (s, v) = w.operator(&path, json!({}));
-            Some(operator_outcome(w, s, &v))
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            Some(operator_outcome(w, by, s, &v))
         }
-        Step::Rotate { lease } => {
+        Step::Rotate { lease, by } => {
             let path = format!("/v1/root/mcp/sessions/{}/rotate", w.leases[lease].0);
-            let (s, v) = w.operator(&path, json!({}));
+            let (s, v) = w.operator_as(by, &path, json!({}));
             if s == 200 {
-                return Some(lease_created(w, s, &v));
+                return Some(lease_created(w, by, s, &v));
             }
-            Some(operator_outcome(w, s, &v))
+            Some(operator_outcome(w, by, s, &v))
         }
-        Step::Skill { target, command } => {
+        Step::AddOperator { name, by } => {
+            let body = json!({"name": format!("op{name}")});
+            let (s, v) = w.operator_as(by, "/v1/root/operators", body);
+            let seen = operator_outcome(w, by, s, &v);
+            if seen == Expect::Ok {
+                let token = v["token"].as_str().expect("an operator's token");
+                w.operators[name as usize] = Some(token.to_owned());
+            }
+            Some(seen)
+        }
+        Step::RevokeOperator { name, by } => {
+            let path = format!("/v1/root/operators/op{name}/revoke");
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            Some(operator_outcome(w, by, s, &v))
+        }
+        Step::Skill {
+            target,
+            command,
+            by,
+        } => {
             let path = format!(
                 "/v1/root/hubs/{}/skills/infra_access_skill/{}",
                 TARGETS[target].id,
                 command.name()
             );
-            let (s, v) = w.operator(&path, json!({}));
-            let seen = operator_outcome(w, s, &v);
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            let seen = operator_outcome(w, by, s, &v);
             w.settle(m);
             Some(seen)
         }
@@ -139,8 +170,9 @@ fn run(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             w.settle(m);
             None
         }
-        Step::RestartRoot => {
-            w.restart_root();
+        Step::RestartRoot { replica } => {
+            let n = w.replicas.len();
+            w.restart(replica as usize % n);
             w.settle(m);
             None
         }
@@ -180,8 +212,8 @@ fn read_arguments(tool: &str) -> Value {
 }
 
 /// A lease created (or rotated): kept under the model's next number.
-fn lease_created(w: &mut World, status: u16, v: &Value) -> Expect {
-    let seen = operator_outcome(w, status, v);
+fn lease_created(w: &mut World, by: Option<u8>, status: u16, v: &Value) -> Expect {
+    let seen = operator_outcome(w, by, status, v);
     if seen == Expect::Ok {
         let id = v["session_id"].as_str().expect("session_id").to_owned();
         let token = v["token"].as_str().expect("token").to_owned();
@@ -190,13 +222,22 @@ fn lease_created(w: &mut World, status: u16, v: &Value) -> Expect {
     seen
 }
 
-/// An operator action's outcome; its event must name the operator.
-fn operator_outcome(w: &World, status: u16, v: &Value) -> Expect {
+/// An operator action's outcome; its event must name the operator (a revoked operator's
+/// token is no bearer: 401 and no event).
+fn operator_outcome(w: &World, by: Option<u8>, status: u16, v: &Value) -> Expect {
+    if status == 401 {
+        assert!(
+            v.get("event_id").is_none(),
+            "no event for a non-bearer: {v}"
+        );
+        return Expect::Unauthenticated;
+    }
     let id = v["event_id"]
         .as_str()
         .unwrap_or_else(|| panic!("an operator action without its event: {status} {v}"));
     let event = w.event(id);
-    assert_eq!(event["actor"]["id"], "operator:admin", "{event}");
+    let actor = by.map_or("operator:admin".to_owned(), |n| format!("operator:op{n}"));
+    assert_eq!(event["actor"]["id"], actor, "{event}");
     if (200..300).contains(&status) {
         Expect::Ok
     } else {
@@ -242,7 +283,8 @@ fn call_outcome(w: &World, lease: usize, status: u16, v: &Value) -> Expect {
 /// The error code of an answer, as one of the codes the oracle knows (others are kept as
 /// `unexpected`, which no oracle outcome equals).
 fn code(v: &Value) -> &'static str {
-    const KNOWN: [&str; 8] = [
+    const KNOWN: [&str; 9] = [
+        "not_found",
         "capability_not_granted",
         "environment_forbidden",
         "skill_disabled",
@@ -343,9 +385,20 @@ fn record(why: &str, steps: &[Step]) -> String {
     }
 }
 
-/// Every history the model ever found (model/histories.json) holds.
-#[test]
-fn recorded_histories_hold() {
+/// The PostgreSQL backend when `MCP_TEST_DATABASE_URL` is set (else `None`, after saying so).
+fn postgres(test: &str) -> Option<Backend> {
+    match std::env::var("MCP_TEST_DATABASE_URL") {
+        Ok(base_url) => Some(Backend::Postgres { base_url }),
+        Err(_) => {
+            eprintln!("SKIPPED {test}: MCP_TEST_DATABASE_URL is not set");
+            None
+        }
+    }
+}
+
+/// Replays every history the model ever found (model/histories.json) on `backend`.
+fn replay_recorded(backend: Backend) {
+    BACKEND.with(|b| *b.borrow_mut() = backend);
     for (i, history) in recorded().into_iter().enumerate() {
         let mut m = Model::default();
         for step in &history.steps {
@@ -361,7 +414,21 @@ fn recorded_histories_hold() {
 }
 
 #[test]
-fn governance_model() {
+fn recorded_histories_hold() {
+    replay_recorded(Backend::Sqlite);
+}
+
+#[test]
+fn recorded_histories_hold_on_postgres() {
+    if let Some(backend) = postgres("recorded_histories_hold_on_postgres") {
+        replay_recorded(backend);
+    }
+}
+
+/// Random histories on `backend`; panics with the minimal history of a divergence.
+fn explore(backend: Backend) {
+    let label = format!("{backend:?}");
+    BACKEND.with(|b| *b.borrow_mut() = backend);
     let cases = env_number("MCP_MODEL_CASES", 10);
     let steps = env_number("MCP_MODEL_STEPS", 50) as usize;
     let config = Config {
@@ -376,21 +443,38 @@ fn governance_model() {
         GovernanceTest::test_sequential(config.clone(), initial, history, seen);
         Ok(())
     });
-    let ran = STEPS.load(Ordering::Relaxed);
+    let ran = STEPS.with(|s| s.get());
+    let backend = label.split_whitespace().next().unwrap_or("").to_owned();
     match result {
         Ok(()) => eprintln!(
-            "governance model: {cases} histories, {ran} steps on real processes, 0 divergences; outcomes checked: {:?}",
-            OUTCOMES.lock().unwrap_or_else(|e| e.into_inner())
+            "governance model on {backend}: {cases} histories, {ran} steps on real processes, 0 divergences; outcomes checked: {:?}",
+            OUTCOMES.with(|all| all.borrow().clone())
         ),
         Err(TestError::Fail(why, (_, history, _))) => {
             let steps: Vec<String> = history.iter().map(|s| format!("  {s:?}")).collect();
             let kept = record(&why.to_string(), &history);
             panic!(
-                "governance model: 1 divergence after {ran} steps: {why}\nminimal history ({} steps, {kept}):\n{}",
+                "governance model on {backend}: 1 divergence after {ran} steps: {why}\nminimal history ({} steps, {kept}):\n{}",
                 steps.len(),
                 steps.join("\n")
             );
         }
-        Err(TestError::Abort(why)) => panic!("governance model aborted after {ran} steps: {why}"),
+        Err(TestError::Abort(why)) => {
+            panic!("governance model on {backend} aborted after {ran} steps: {why}")
+        }
+    }
+}
+
+#[test]
+fn governance_model() {
+    explore(Backend::Sqlite);
+}
+
+/// Two replicas on one PostgreSQL database: requests alternate between them, hubs prefer
+/// one each, a replica is killed and started again.
+#[test]
+fn governance_model_on_postgres() {
+    if let Some(backend) = postgres("governance_model_on_postgres") {
+        explore(backend);
     }
 }

@@ -110,6 +110,9 @@ pub enum Step {
     Lease {
         target: usize,
         profile: Profile,
+        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
     },
     /// A lease issued for one second, and a call with it once its deadline passed.
     Expired {
@@ -119,13 +122,35 @@ pub enum Step {
     },
     Revoke {
         lease: usize,
+        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
     },
     Rotate {
         lease: usize,
+        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
     },
     Skill {
         target: usize,
         command: SkillCommand,
+        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
+    },
+    /// A named operator `op<name>` added (its token shown once).
+    AddOperator {
+        name: u8,
+        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
+    },
+    RevokeOperator {
+        name: u8,
+        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
     },
     /// `mcp-hub skill enable|disable` by the hub's owner, on a running hub.
     Owner {
@@ -138,8 +163,12 @@ pub enum Step {
     StartHub {
         target: usize,
     },
-    /// Root killed (SIGKILL) and started again on its data.
-    RestartRoot,
+    /// A root replica (number `replica` mod the replicas running) killed with SIGKILL and
+    /// started again on its data.
+    RestartRoot {
+        #[serde(default)]
+        replica: u8,
+    },
     Read {
         lease: usize,
         tool: ReadTool,
@@ -317,9 +346,21 @@ impl Audit {
     }
 }
 
+/// A named operator's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    Never,
+    Active,
+    Revoked,
+}
+
+/// How many named operators histories use (`op0`, `op1`, ...).
+pub const OPERATORS: u8 = 3;
+
 #[derive(Clone, Debug)]
 pub struct Model {
     pub targets: Vec<Target>,
+    pub operators: Vec<Operator>,
     pub leases: Vec<Lease>,
     pub previews: Vec<Preview>,
     /// Executed `(lineage, key)` pairs.
@@ -342,6 +383,7 @@ impl Default for Model {
                     hub_running: true,
                 })
                 .collect(),
+            operators: vec![Operator::Never; OPERATORS as usize],
             leases: Vec::new(),
             previews: Vec::new(),
             records: BTreeSet::new(),
@@ -426,8 +468,20 @@ impl Model {
         Expect::Ok
     }
 
-    fn operator_on_lease(&mut self, lease: usize, rotate: bool) -> Expect {
+    /// An operator's request: refused as no bearer at all when `by` is revoked (no event);
+    /// otherwise one event naming the operator, whatever follows.
+    fn acts(&mut self, by: Option<u8>) -> Result<(), Expect> {
+        if by.is_some_and(|n| self.operators[n as usize] != Operator::Active) {
+            return Err(Expect::Unauthenticated);
+        }
         self.audit.operator += 1;
+        Ok(())
+    }
+
+    fn operator_on_lease(&mut self, lease: usize, rotate: bool, by: Option<u8>) -> Expect {
+        if let Err(e) = self.acts(by) {
+            return e;
+        }
         let l = self.leases[lease].clone();
         if !l.live {
             return Expect::OperatorRefused("invalid_arguments");
@@ -437,6 +491,18 @@ impl Model {
             self.leases.push(Lease { live: true, ..l });
         }
         Expect::Ok
+    }
+
+    /// Who acts for an operator step: mostly `admin`, else an operator that was added
+    /// (active or revoked).
+    fn by(&self) -> BoxedStrategy<Option<u8>> {
+        let added: Vec<u8> = (0..OPERATORS)
+            .filter(|&n| self.operators[n as usize] != Operator::Never)
+            .collect();
+        if added.is_empty() {
+            return Just(None).boxed();
+        }
+        prop_oneof![2 => Just(None), 1 => select(added).prop_map(Some)].boxed()
     }
 
     /// A lease number, most often of a live lease (a dead bearer now and then).
@@ -480,20 +546,39 @@ impl ReferenceStateMachine for Governance {
             3 => Just("InfraOpsControl"),
             1 => select(PROFILES.to_vec()),
         ];
+        let by = m.by();
+        let name = 0..OPERATORS;
         let mut arms: Vec<(u32, BoxedStrategy<Step>)> = vec![
             (
                 4,
-                (lease_target, profile)
-                    .prop_map(|(target, profile)| Step::Lease {
+                (lease_target, profile, by.clone())
+                    .prop_map(|(target, profile, by)| Step::Lease {
                         target,
                         profile: Profile(profile),
+                        by,
                     })
                     .boxed(),
             ),
             (
                 2,
-                (target(), command)
-                    .prop_map(|(target, command)| Step::Skill { target, command })
+                (target(), command, by.clone())
+                    .prop_map(|(target, command, by)| Step::Skill {
+                        target,
+                        command,
+                        by,
+                    })
+                    .boxed(),
+            ),
+            (
+                1,
+                (name.clone(), by.clone())
+                    .prop_map(|(name, by)| Step::AddOperator { name, by })
+                    .boxed(),
+            ),
+            (
+                1,
+                (name, by.clone())
+                    .prop_map(|(name, by)| Step::RevokeOperator { name, by })
                     .boxed(),
             ),
             (
@@ -512,7 +597,12 @@ impl ReferenceStateMachine for Governance {
                     .prop_map(|target| Step::StartHub { target })
                     .boxed(),
             ),
-            (1, Just(Step::RestartRoot).boxed()),
+            (
+                1,
+                (0..2u8)
+                    .prop_map(|replica| Step::RestartRoot { replica })
+                    .boxed(),
+            ),
             (
                 1,
                 (
@@ -555,14 +645,14 @@ impl ReferenceStateMachine for Governance {
             arms.extend([
                 (
                     1,
-                    m.live_lease()
-                        .prop_map(|lease| Step::Revoke { lease })
+                    (m.live_lease(), by.clone())
+                        .prop_map(|(lease, by)| Step::Revoke { lease, by })
                         .boxed(),
                 ),
                 (
                     1,
-                    m.live_lease()
-                        .prop_map(|lease| Step::Rotate { lease })
+                    (m.live_lease(), by)
+                        .prop_map(|(lease, by)| Step::Rotate { lease, by })
                         .boxed(),
                 ),
                 (
@@ -585,19 +675,23 @@ impl ReferenceStateMachine for Governance {
     /// again; hub steps must change something.
     fn preconditions(m: &Model, step: &Step) -> bool {
         let lease = |l: &usize| *l < m.leases.len();
+        // An operator acts with the token it was given: it must have been added.
+        let by = |by: &Option<u8>| by.is_none_or(|n| m.operators[n as usize] != Operator::Never);
         match step {
-            Step::Lease { .. } | Step::Expired { .. } | Step::Skill { .. } | Step::RestartRoot => {
-                true
-            }
+            Step::Expired { .. } | Step::RestartRoot { .. } => true,
+            Step::Lease { by: b, .. }
+            | Step::Skill { by: b, .. }
+            | Step::AddOperator { by: b, .. }
+            | Step::RevokeOperator { by: b, .. } => by(b),
             Step::Owner { target, on } => {
                 m.targets[*target].hub_running && m.targets[*target].owner_on != *on
             }
             Step::StopHub { target } => m.targets[*target].hub_running,
             Step::StartHub { target } => !m.targets[*target].hub_running,
-            Step::Revoke { lease: l }
-            | Step::Rotate { lease: l }
-            | Step::Read { lease: l, .. }
-            | Step::Preview { lease: l } => lease(l),
+            Step::Revoke { lease: l, by: b } | Step::Rotate { lease: l, by: b } => {
+                lease(l) && by(b)
+            }
+            Step::Read { lease: l, .. } | Step::Preview { lease: l } => lease(l),
             Step::Execute {
                 lease: l,
                 confirmation,
@@ -608,17 +702,23 @@ impl ReferenceStateMachine for Governance {
 
     fn apply(mut m: Model, step: &Step) -> Model {
         m.expect = match *step {
-            Step::Lease { target, profile } => {
-                m.audit.operator += 1;
-                let lineage = m.leases.len();
-                m.leases.push(Lease {
-                    target,
-                    profile: profile.0,
-                    live: true,
-                    lineage,
-                });
-                Expect::Ok
-            }
+            Step::Lease {
+                target,
+                profile,
+                by,
+            } => match m.acts(by) {
+                Err(e) => e,
+                Ok(()) => {
+                    let lineage = m.leases.len();
+                    m.leases.push(Lease {
+                        target,
+                        profile: profile.0,
+                        live: true,
+                        lineage,
+                    });
+                    Expect::Ok
+                }
+            },
             Step::Expired {
                 target,
                 profile,
@@ -637,19 +737,45 @@ impl ReferenceStateMachine for Governance {
                     Err(e) => e,
                 }
             }
-            Step::Revoke { lease } => m.operator_on_lease(lease, false),
-            Step::Rotate { lease } => m.operator_on_lease(lease, true),
-            Step::Skill { target, command } => {
-                m.audit.operator += 1;
-                let t = &mut m.targets[target];
-                match command {
-                    SkillCommand::Install => t.installed = true,
-                    SkillCommand::Uninstall => t.installed = false,
-                    SkillCommand::Enable => t.enabled = true,
-                    SkillCommand::Disable => t.enabled = false,
+            Step::Revoke { lease, by } => m.operator_on_lease(lease, false, by),
+            Step::Rotate { lease, by } => m.operator_on_lease(lease, true, by),
+            Step::AddOperator { name, by } => match m.acts(by) {
+                Err(e) => e,
+                Ok(()) if m.operators[name as usize] != Operator::Never => {
+                    Expect::OperatorRefused("conflict")
                 }
-                Expect::Ok
-            }
+                Ok(()) => {
+                    m.operators[name as usize] = Operator::Active;
+                    Expect::Ok
+                }
+            },
+            Step::RevokeOperator { name, by } => match m.acts(by) {
+                Err(e) => e,
+                Ok(()) if m.operators[name as usize] != Operator::Active => {
+                    Expect::OperatorRefused("not_found")
+                }
+                Ok(()) => {
+                    m.operators[name as usize] = Operator::Revoked;
+                    Expect::Ok
+                }
+            },
+            Step::Skill {
+                target,
+                command,
+                by,
+            } => match m.acts(by) {
+                Err(e) => e,
+                Ok(()) => {
+                    let t = &mut m.targets[target];
+                    match command {
+                        SkillCommand::Install => t.installed = true,
+                        SkillCommand::Uninstall => t.installed = false,
+                        SkillCommand::Enable => t.enabled = true,
+                        SkillCommand::Disable => t.enabled = false,
+                    }
+                    Expect::Ok
+                }
+            },
             Step::Owner { target, on } => {
                 m.audit.hub += 1;
                 m.targets[target].owner_on = on;
@@ -663,7 +789,7 @@ impl ReferenceStateMachine for Governance {
                 m.targets[target].hub_running = true;
                 Expect::Done
             }
-            Step::RestartRoot => Expect::Done,
+            Step::RestartRoot { .. } => Expect::Done,
             Step::Read { lease, tool } => match m.call(lease, tool.0) {
                 Ok(()) => Expect::Ok,
                 Err(e) => e,

@@ -51,21 +51,59 @@ impl Drop for Proc {
     }
 }
 
-/// The processes and what the history handed out: lease bearers and confirmations, by the
-/// model's numbering.
+/// Where root keeps its state: the embedded SQLite file of one root, or one PostgreSQL
+/// database shared by two replicas.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    Sqlite,
+    Postgres { base_url: String },
+}
+
+/// One `mcp-root serve` process, started again on the same configuration after a kill.
+pub struct Replica {
+    pub base: String,
+    config: PathBuf,
+    log: PathBuf,
+    pub proc: Proc,
+}
+
+impl Replica {
+    fn start(config: PathBuf, log: PathBuf, base: String) -> Replica {
+        let proc = spawn_root(&config, &log);
+        Replica {
+            base,
+            config,
+            log,
+            proc,
+        }
+    }
+}
+
+/// A schema of its own on the PostgreSQL test database, dropped with the world.
+struct Schema {
+    base_url: String,
+    name: String,
+}
+
+/// The processes and what the history handed out: lease bearers, operators' tokens and
+/// confirmations, by the model's numbering.
 pub struct World {
     pub rt: tokio::runtime::Runtime,
     pub http: reqwest::Client,
     pub dir: tempfile::TempDir,
-    pub base: String,
     pub admin: String,
-    pub root: Proc,
+    pub replicas: Vec<Replica>,
+    /// Requests go to the replicas in turn.
+    turn: std::cell::Cell<usize>,
     pub hubs: Vec<Option<Proc>>,
     /// `(session_id, bearer)` of each lease the model numbered.
     pub leases: Vec<(String, String)>,
+    /// Named operators' tokens, by the model's number.
+    pub operators: Vec<Option<String>>,
     pub confirmations: Vec<String>,
     /// Events in the trail before the history began (the enrolments).
     pub baseline: usize,
+    schema: Option<Schema>,
 }
 
 fn free_port() -> u16 {
@@ -80,9 +118,9 @@ fn file_name(target: &str) -> String {
 }
 
 impl World {
-    /// Starts root, enrols the targets and starts their hubs; returns once every hub is
-    /// connected and publishes its skill.
-    pub fn start() -> World {
+    /// Starts root (one on SQLite, two replicas on PostgreSQL), enrols the targets and starts
+    /// their hubs; returns once every hub is connected and publishes its skill.
+    pub fn start(backend: &Backend) -> World {
         mcp_tests::init_crypto();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -90,22 +128,36 @@ impl World {
             .build()
             .expect("a runtime");
         let dir = tempfile::tempdir().expect("a temp dir");
-        let base = format!("http://127.0.0.1:{}", free_port());
-        let root = start_root(dir.path(), &base);
+        let schema = match backend {
+            Backend::Sqlite => None,
+            Backend::Postgres { base_url } => Some(rt.block_on(create_schema(base_url))),
+        };
         let mut w = World {
             rt,
             http: reqwest::Client::new(),
             admin: String::new(),
-            base,
-            root,
+            replicas: Vec::new(),
+            turn: std::cell::Cell::new(0),
             hubs: Vec::new(),
             leases: Vec::new(),
+            operators: vec![None; crate::oracle::OPERATORS as usize],
             confirmations: Vec::new(),
             baseline: 0,
+            schema,
             dir,
         };
-        w.wait_healthy();
-        w.admin = std::fs::read_to_string(w.dir.path().join("root/admin.token"))
+        let ids: &[&str] = if w.schema.is_some() {
+            &["r-a", "r-b"]
+        } else {
+            &["root"]
+        };
+        for id in ids {
+            // The first creates the admin token and master key the others share.
+            let replica = w.start_replica(id);
+            w.replicas.push(replica);
+            w.wait_ready(w.replicas.len() - 1);
+        }
+        w.admin = std::fs::read_to_string(w.dir.path().join("admin.token"))
             .expect("admin.token")
             .trim()
             .to_owned();
@@ -128,16 +180,45 @@ impl World {
         w
     }
 
+    fn start_replica(&self, id: &str) -> Replica {
+        let base = format!("http://127.0.0.1:{}", free_port());
+        let shared = self.dir.path();
+        let mut config = format!(
+            "listen = \"{}\"\ndata_dir = \"{}\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n",
+            base.trim_start_matches("http://"),
+            shared.join(id).display(),
+            shared.join("admin.token").display(),
+            shared.join("secrets.key").display(),
+        );
+        if let Some(schema) = &self.schema {
+            config += &format!(
+                "database_url = \"{}\"\n[replica]\nid = \"{id}\"\n",
+                schema.url()
+            );
+        }
+        let path = shared.join(format!("{id}.toml"));
+        std::fs::write(&path, config).unwrap();
+        Replica::start(path, shared.join(format!("{id}.log")), base)
+    }
+
     pub fn block<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)
     }
 
-    fn wait_healthy(&self) {
+    /// The replica the next request goes to.
+    fn base(&self) -> &str {
+        let n = self.turn.get();
+        self.turn.set(n + 1);
+        &self.replicas[n % self.replicas.len()].base
+    }
+
+    fn wait_ready(&self, replica: usize) {
+        let r = &self.replicas[replica];
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let ok = self.block(async {
-                let r = self.http.get(format!("{}/healthz", self.base)).send().await;
-                r.is_ok_and(|r| r.status().is_success())
+                let res = self.http.get(format!("{}/readyz", r.base)).send().await;
+                res.is_ok_and(|res| res.status().is_success())
             });
             if ok {
                 return;
@@ -145,10 +226,18 @@ impl World {
             assert!(
                 Instant::now() < deadline,
                 "root did not start:\n{}",
-                self.root.tail()
+                r.proc.tail()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The last lines of every replica's log, for a failure's message.
+    pub fn root_logs(&self) -> String {
+        self.replicas
+            .iter()
+            .map(|r| format!("--- {}\n{}", r.base, r.proc.tail()))
+            .collect()
     }
 
     /// The file the allowed test `smoke` of a target appends a line to each time it runs.
@@ -173,14 +262,14 @@ impl World {
             std::fs::write(
                 &path,
                 format!(
-                    "target_id = \"{}\"\nenvironment = \"{}\"\nsubnet = \"{}\"\nroot_url = \"{}\"\n\
+                    "target_id = \"{}\"\nenvironment = \"{}\"\nsubnet = \"{}\"\nroot_urls = [{}]\n\
                      token_file = \"{}\"\nstate_dir = \"{}\"\nwrite_scope = \"{scope}\"\n\
                      [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\n\
                      timeout_ms = 10000\n[reconnect]\ninitial_ms = 50\nmax_ms = 300\n",
                     spec.id,
                     spec.environment,
                     spec.subnet,
-                    self.base,
+                    self.root_urls(target),
                     self.dir.path().join(format!("{name}.token")).display(),
                     self.dir.path().join(format!("{name}-state")).display(),
                     self.runs_file(target).display(),
@@ -189,6 +278,15 @@ impl World {
             .unwrap();
         }
         path
+    }
+
+    /// The replicas a target's hub dials, in order: target `t` prefers replica `t mod n`.
+    fn root_urls(&self, target: usize) -> String {
+        let n = self.replicas.len();
+        (0..n)
+            .map(|i| format!("\"{}\"", self.replicas[(target + i) % n].base))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     pub fn start_hub(&self, target: usize) -> Proc {
@@ -220,11 +318,12 @@ impl World {
         );
     }
 
-    /// Root SIGKILLed and started again on the same data directory and port.
-    pub fn restart_root(&mut self) {
-        self.root.kill();
-        self.root = start_root(self.dir.path(), &self.base);
-        self.wait_healthy();
+    /// A replica SIGKILLed and started again on the same configuration (data, port).
+    pub fn restart(&mut self, replica: usize) {
+        let r = &mut self.replicas[replica];
+        r.proc.kill();
+        r.proc = spawn_root(&r.config, &r.log);
+        self.wait_ready(replica);
     }
 
     /// An operator's POST with the admin bearer: `(status, body)`.
@@ -232,11 +331,22 @@ impl World {
         self.post(path, &self.admin, body)
     }
 
+    /// A POST by operator `op<by>` (the bootstrap `admin` when `None`).
+    pub fn operator_as(&self, by: Option<u8>, path: &str, body: Value) -> (u16, Value) {
+        match by {
+            None => self.operator(path, body),
+            Some(n) => {
+                let token = self.operators[n as usize].as_deref();
+                self.post(path, token.expect("an operator that was added"), body)
+            }
+        }
+    }
+
     pub fn post(&self, path: &str, bearer: &str, body: Value) -> (u16, Value) {
         self.block(async {
             let res = self
                 .http
-                .post(format!("{}{path}", self.base))
+                .post(format!("{}{path}", self.base()))
                 .bearer_auth(bearer)
                 .json(&body)
                 .send()
@@ -251,7 +361,7 @@ impl World {
         self.block(async {
             let res = self
                 .http
-                .get(format!("{}{path}", self.base))
+                .get(format!("{}{path}", self.base()))
                 .bearer_auth(&self.admin)
                 .send()
                 .await
@@ -272,7 +382,7 @@ impl World {
 
     /// The tool names `lease`'s bearer lists over MCP.
     pub fn tools_list(&self, lease: usize) -> std::collections::BTreeSet<String> {
-        let url = format!("{}/mcp", self.base);
+        let url = format!("{}/mcp", self.base());
         self.block(async {
             let client = mcp_tests::mcp_client(&url, &self.leases[lease].1)
                 .await
@@ -303,12 +413,15 @@ impl World {
     /// Waits until root's view of every target agrees with the model's: connected or not,
     /// and, while connected, the hub reporting root's desired skill state and its owner's
     /// switch. Panics with root's view after 15 s.
+    /// Every replica's view is checked (each asked in turn).
     pub fn settle(&self, m: &Model) {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let view = self.get("/v1/root/hubs");
+            let views: Vec<Value> = (0..self.replicas.len())
+                .map(|_| self.get("/v1/root/hubs"))
+                .collect();
             let off: Vec<String> = (0..TARGETS.len())
-                .filter(|&t| !agrees(&view, t, m))
+                .filter(|&t| !views.iter().all(|view| agrees(view, t, m)))
                 .map(|t| TARGETS[t].id.to_owned())
                 .collect();
             if off.is_empty() {
@@ -316,23 +429,73 @@ impl World {
             }
             assert!(
                 Instant::now() < deadline,
-                "root's view of {off:?} never agreed with the model {:?}:\n{view:#}\n--- root\n{}",
+                "root's view of {off:?} never agreed with the model {:?}:\n{views:#?}\n{}",
                 m.targets,
-                self.root.tail()
+                self.root_logs()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
 
-fn start_root(dir: &Path, base: &str) -> Proc {
-    let listen = base.trim_start_matches("http://");
+impl Drop for World {
+    fn drop(&mut self) {
+        // Processes first (their connections), then the schema.
+        self.hubs.clear();
+        self.replicas.clear();
+        if let Some(schema) = self.schema.take() {
+            self.rt.block_on(drop_schema(schema));
+        }
+    }
+}
+
+impl Schema {
+    fn url(&self) -> String {
+        let sep = if self.base_url.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
+        format!(
+            "{}{sep}options=-c%20search_path%3D{}",
+            self.base_url, self.name
+        )
+    }
+}
+
+async fn create_schema(base_url: &str) -> Schema {
+    use sqlx::Connection;
+    let name = format!("model_{}", uuid::Uuid::now_v7().simple());
+    let mut conn = sqlx::PgConnection::connect(base_url)
+        .await
+        .expect("connect to MCP_TEST_DATABASE_URL");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+        .execute(&mut conn)
+        .await
+        .expect("CREATE SCHEMA");
+    Schema {
+        base_url: base_url.to_owned(),
+        name,
+    }
+}
+
+async fn drop_schema(schema: Schema) {
+    use sqlx::Connection;
+    if let Ok(mut conn) = sqlx::PgConnection::connect(&schema.base_url).await {
+        let drop = format!("DROP SCHEMA IF EXISTS {} CASCADE", schema.name);
+        let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
+            .execute(&mut conn)
+            .await;
+    }
+}
+
+fn spawn_root(config: &Path, log: &Path) -> Proc {
     Proc::spawn(
         Command::new(mcp_tests::workspace_bin("mcp-root").unwrap())
-            .args(["serve", "--listen", listen, "--data-dir"])
-            .arg(dir.join("root"))
+            .args(["serve", "--config"])
+            .arg(config)
             .env("RUST_LOG", "info"),
-        dir.join("root.log"),
+        log.to_path_buf(),
     )
 }
 
