@@ -60,6 +60,8 @@ impl StateMachineTest for GovernanceTest {
 
     fn apply(mut w: World, m: &Model, step: Step) -> World {
         STEPS.with(|s| s.set(s.get() + 1));
+        // Steps take turns among the replicas.
+        w.via(m.steps);
         let seen = run(&mut w, m, &step);
         if let Some(seen) = seen {
             tally(&seen);
@@ -152,6 +154,22 @@ fn run(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             );
             let (s, v) = w.operator_as(by, &path, json!({}));
             let seen = operator_outcome(w, by, s, &v);
+            w.settle(m);
+            Some(seen)
+        }
+        Step::Enrol { target, by } => {
+            let spec = &TARGETS[target];
+            let body = json!({"target_id": spec.id, "environment": spec.environment, "subnet_id": spec.subnet});
+            let (s, v) = w.operator_as(by, "/v1/root/hubs", body);
+            Some(operator_outcome(w, by, s, &v))
+        }
+        Step::RotateHubKey { target, by } => {
+            let path = format!("/v1/root/hubs/{}/rotate-key", TARGETS[target].id);
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            let seen = operator_outcome(w, by, s, &v);
+            if seen == Expect::Ok {
+                w.hub_token(target, v["token"].as_str().expect("the new hub token"));
+            }
             w.settle(m);
             Some(seen)
         }
@@ -333,6 +351,7 @@ fn check_audit(w: &World, m: &Model) {
 
 fn check_tools(w: &World, m: &Model) {
     for (i, lease) in m.leases.iter().enumerate().filter(|(_, l)| l.live) {
+        w.via(i + m.steps);
         let listed = w.tools_list(i);
         let visible = m.visible(lease);
         assert_eq!(

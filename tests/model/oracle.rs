@@ -152,6 +152,21 @@ pub enum Step {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<u8>,
     },
+    /// Enrolling a target again (every target of the model is enrolled: a conflict).
+    Enrol {
+        target: usize,
+        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
+    },
+    /// A new hub token and signing key; the hub's file gets the new token, a running hub
+    /// keeps the previous one (within its grace period) until it is started again.
+    RotateHubKey {
+        target: usize,
+        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
+    },
     /// `mcp-hub skill enable|disable` by the hub's owner, on a running hub.
     Owner {
         target: usize,
@@ -307,6 +322,8 @@ pub struct Target {
     pub enabled: bool,
     pub owner_on: bool,
     pub hub_running: bool,
+    /// The running hub was started with the current token (not one rotated out).
+    pub hub_current: bool,
 }
 
 impl Target {
@@ -369,6 +386,8 @@ pub struct Model {
     pub runs: Vec<usize>,
     pub audit: Audit,
     pub expect: Expect,
+    /// Steps applied so far.
+    pub steps: usize,
 }
 
 impl Default for Model {
@@ -381,6 +400,7 @@ impl Default for Model {
                     enabled: true,
                     owner_on: true,
                     hub_running: true,
+                    hub_current: true,
                 })
                 .collect(),
             operators: vec![Operator::Never; OPERATORS as usize],
@@ -390,6 +410,7 @@ impl Default for Model {
             runs: vec![0; TARGETS.len()],
             audit: Audit::default(),
             expect: Expect::Done,
+            steps: 0,
         }
     }
 }
@@ -577,6 +598,18 @@ impl ReferenceStateMachine for Governance {
             ),
             (
                 1,
+                (target(), by.clone())
+                    .prop_map(|(target, by)| Step::RotateHubKey { target, by })
+                    .boxed(),
+            ),
+            (
+                1,
+                (target(), by.clone())
+                    .prop_map(|(target, by)| Step::Enrol { target, by })
+                    .boxed(),
+            ),
+            (
+                1,
                 (name, by.clone())
                     .prop_map(|(name, by)| Step::RevokeOperator { name, by })
                     .boxed(),
@@ -679,7 +712,14 @@ impl ReferenceStateMachine for Governance {
         let by = |by: &Option<u8>| by.is_none_or(|n| m.operators[n as usize] != Operator::Never);
         match step {
             Step::Expired { .. } | Step::RestartRoot { .. } => true,
+            // One rotation between a hub's starts: the hub holds the current token or the one
+            // in its grace period.
+            Step::RotateHubKey { target, by: b } => {
+                let t = &m.targets[*target];
+                by(b) && (!t.hub_running || t.hub_current)
+            }
             Step::Lease { by: b, .. }
+            | Step::Enrol { by: b, .. }
             | Step::Skill { by: b, .. }
             | Step::AddOperator { by: b, .. }
             | Step::RevokeOperator { by: b, .. } => by(b),
@@ -701,6 +741,7 @@ impl ReferenceStateMachine for Governance {
     }
 
     fn apply(mut m: Model, step: &Step) -> Model {
+        m.steps += 1;
         m.expect = match *step {
             Step::Lease {
                 target,
@@ -787,8 +828,21 @@ impl ReferenceStateMachine for Governance {
             }
             Step::StartHub { target } => {
                 m.targets[target].hub_running = true;
+                m.targets[target].hub_current = true;
                 Expect::Done
             }
+            Step::Enrol { by, .. } => match m.acts(by) {
+                Err(e) => e,
+                Ok(()) => Expect::OperatorRefused("conflict"),
+            },
+            Step::RotateHubKey { target, by } => match m.acts(by) {
+                Err(e) => e,
+                Ok(()) => {
+                    let t = &mut m.targets[target];
+                    t.hub_current = !t.hub_running;
+                    Expect::Ok
+                }
+            },
             Step::RestartRoot { .. } => Expect::Done,
             Step::Read { lease, tool } => match m.call(lease, tool.0) {
                 Ok(()) => Expect::Ok,

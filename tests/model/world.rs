@@ -93,8 +93,9 @@ pub struct World {
     pub dir: tempfile::TempDir,
     pub admin: String,
     pub replicas: Vec<Replica>,
-    /// Requests go to the replicas in turn.
-    turn: std::cell::Cell<usize>,
+    /// The replica this step's requests go to (steps take turns, so a replayed history
+    /// sends each step where it went before).
+    via: std::cell::Cell<usize>,
     pub hubs: Vec<Option<Proc>>,
     /// `(session_id, bearer)` of each lease the model numbered.
     pub leases: Vec<(String, String)>,
@@ -137,7 +138,7 @@ impl World {
             http: reqwest::Client::new(),
             admin: String::new(),
             replicas: Vec::new(),
-            turn: std::cell::Cell::new(0),
+            via: std::cell::Cell::new(0),
             hubs: Vec::new(),
             leases: Vec::new(),
             operators: vec![None; crate::oracle::OPERATORS as usize],
@@ -161,15 +162,17 @@ impl World {
             .expect("admin.token")
             .trim()
             .to_owned();
+        let mut tokens = Vec::new();
         for spec in &TARGETS {
             let (s, v) = w.operator(
                 "/v1/root/hubs",
                 json!({"target_id": spec.id, "environment": spec.environment, "subnet_id": spec.subnet}),
             );
             assert_eq!(s, 201, "enrol {}: {v}", spec.id);
-            let token = w.dir.path().join(format!("{}.token", file_name(spec.id)));
-            std::fs::write(&token, v["token"].as_str().expect("a hub token")).unwrap();
-            mcp_tests::private_file(&token).unwrap();
+            tokens.push(v["token"].as_str().expect("a hub token").to_owned());
+        }
+        for (t, token) in tokens.iter().enumerate() {
+            w.hub_token(t, token);
         }
         for t in 0..TARGETS.len() {
             let hub = w.start_hub(t);
@@ -207,9 +210,12 @@ impl World {
 
     /// The replica the next request goes to.
     fn base(&self) -> &str {
-        let n = self.turn.get();
-        self.turn.set(n + 1);
-        &self.replicas[n % self.replicas.len()].base
+        &self.replicas[self.via.get() % self.replicas.len()].base
+    }
+
+    /// Sends the following requests to replica `n` (mod the replicas).
+    pub fn via(&self, n: usize) {
+        self.via.set(n % self.replicas.len());
     }
 
     fn wait_ready(&self, replica: usize) {
@@ -278,6 +284,14 @@ impl World {
             .unwrap();
         }
         path
+    }
+
+    /// Writes the token a target's hub starts with (a private file, as the hub requires).
+    pub fn hub_token(&self, target: usize, token: &str) {
+        let name = file_name(TARGETS[target].id);
+        let path = self.dir.path().join(format!("{name}.token"));
+        std::fs::write(&path, token).unwrap();
+        mcp_tests::private_file(&path).unwrap();
     }
 
     /// The replicas a target's hub dials, in order: target `t` prefers replica `t mod n`.
@@ -417,9 +431,14 @@ impl World {
     pub fn settle(&self, m: &Model) {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
+            let step = self.via.get();
             let views: Vec<Value> = (0..self.replicas.len())
-                .map(|_| self.get("/v1/root/hubs"))
+                .map(|r| {
+                    self.via(r);
+                    self.get("/v1/root/hubs")
+                })
                 .collect();
+            self.via(step);
             let off: Vec<String> = (0..TARGETS.len())
                 .filter(|&t| !views.iter().all(|view| agrees(view, t, m)))
                 .map(|t| TARGETS[t].id.to_owned())
