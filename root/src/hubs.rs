@@ -260,6 +260,36 @@ pub fn live_status(app: &App, target_id: &str) -> TargetStatus {
     }
 }
 
+/// The sender of a connection's surface changes to the store: one task writes them in the
+/// order the hub sent them (a later surface never overwritten by an earlier one, which other
+/// replicas would then read back), and tells the other replicas after each. It ends when the
+/// connection drops the sender.
+fn store_surfaces_in_order(
+    app: &Arc<App>,
+    target_id: &str,
+) -> mpsc::UnboundedSender<(Option<String>, Option<String>)> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Option<String>, Option<String>)>();
+    let (app, target_id) = (app.clone(), target_id.to_owned());
+    tokio::spawn(async move {
+        while let Some((descriptor, skills)) = rx.recv().await {
+            if let Err(e) = app
+                .store
+                .update_target_seen(
+                    &target_id,
+                    unix_ms(now()),
+                    descriptor.as_deref(),
+                    skills.as_deref(),
+                )
+                .await
+            {
+                tracing::warn!(%target_id, error = %e, "a surface change of the hub was not stored");
+            }
+            crate::replica::target_changed(&app, &target_id, false).await;
+        }
+    });
+    tx
+}
+
 /// A lifecycle event's detail: what the target publishes.
 fn surface_detail(d: &ManagedTargetDescriptor) -> String {
     let s = &d.operational_surface;
@@ -383,6 +413,7 @@ async fn serve(
     descriptor.status = TargetStatus::Online;
 
     let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
+    let surface_writes = store_surfaces_in_order(&app, &target_id);
     let surface_app = app.clone();
     let surface_target = target_id.clone();
     let subnet_id = enrolment.row.subnet_id.clone();
@@ -409,19 +440,10 @@ async fn serve(
                     LifecycleKind::SurfaceChanged,
                     surface_detail(&descriptor),
                 );
-                let store = surface_app.store.clone();
-                let (d, s) = (
+                let _ = surface_writes.send((
                     serde_json::to_string(&descriptor).ok(),
                     serde_json::to_string(&skills).ok(),
-                );
-                let t = surface_target.clone();
-                let changed_app = surface_app.clone();
-                tokio::spawn(async move {
-                    let _ = store
-                        .update_target_seen(&t, unix_ms(now()), d.as_deref(), s.as_deref())
-                        .await;
-                    crate::replica::target_changed(&changed_app, &t, false).await;
-                });
+                ));
                 publish(&surface_app, descriptor);
             }
         }),

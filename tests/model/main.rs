@@ -357,7 +357,8 @@ fn check_tools(w: &World, m: &Model) {
         assert_eq!(
             listed,
             visible,
-            "tools/list of lease {i} ({} on {}): listed {:?} the oracle lacks, lacks {:?}",
+            "after step {}, tools/list of lease {i} ({} on {}): listed {:?} the oracle lacks, lacks {:?}",
+            m.steps,
             lease.profile,
             TARGETS[lease.target].id,
             listed.difference(&visible).collect::<Vec<_>>(),

@@ -541,7 +541,11 @@ fn agrees(view: &Value, t: usize, m: &Model) -> bool {
         return true;
     }
     let hub = &skill["hub"];
+    // What the replica routes by: the target's surface, published exactly while the skill is
+    // open (a replica holding a stale surface shows it here).
+    let published = v["descriptor"]["operational_surface"]["enabled"] == true;
     hub["installed"] == target.installed
         && hub["enabled"] == target.enabled
         && skill["owner_disabled"] == !target.owner_on
+        && published == target.open()
 }
