@@ -33,6 +33,12 @@ thread_local! {
 }
 
 thread_local! {
+    /// Steps applied by kind, for the report.
+    static KINDS: std::cell::RefCell<BTreeMap<String, usize>> =
+        const { std::cell::RefCell::new(BTreeMap::new()) };
+}
+
+thread_local! {
     /// How often each outcome was checked, for the report (so a run that never reached a
     /// write or a refusal shows it).
     static OUTCOMES: std::cell::RefCell<BTreeMap<String, usize>> =
@@ -60,6 +66,9 @@ impl StateMachineTest for GovernanceTest {
 
     fn apply(mut w: World, m: &Model, step: Step) -> World {
         STEPS.with(|s| s.set(s.get() + 1));
+        let kind = format!("{step:?}");
+        let kind = kind.split([' ', '{']).next().unwrap_or_default().to_owned();
+        KINDS.with(|all| *all.borrow_mut().entry(kind).or_default() += 1);
         // Steps take turns among the replicas.
         w.via(m.steps);
         let seen = run(&mut w, m, &step);
@@ -208,6 +217,7 @@ fn run(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             }
             Some(seen)
         }
+        Step::RevokeInFlight { lease } => Some(revoke_in_flight(w, m, lease)),
         Step::Execute {
             lease,
             confirmation,
@@ -222,6 +232,39 @@ fn run(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             Some(call_outcome(w, lease, s, &v))
         }
     }
+}
+
+/// Previews and executes the allowed test `slow`, revokes the lease while it runs; the
+/// execute's outcome (the preview and the revocation must succeed).
+fn revoke_in_flight(w: &mut World, m: &Model, lease: usize) -> Expect {
+    let (s, v) = w.call(lease, WRITE, json!({"name": "slow"}));
+    assert_eq!(call_outcome(w, lease, s, &v), Expect::Ok, "preview: {v}");
+    let token = v["result"]["confirmation_token"]
+        .as_str()
+        .expect("a confirmation");
+    w.confirmations.push(token.to_owned());
+    let args = json!({"name": "slow", "phase": "execute", "confirmation_token": token,
+        "idempotency_key": format!("in-flight-{}", m.steps)});
+    let request = w
+        .http
+        .post(w.url("/v1/root/mcp/call"))
+        .bearer_auth(&w.leases[lease].1)
+        .json(&json!({"tool_id": WRITE, "arguments": args}));
+    let execute = w.rt.spawn(async move {
+        let res = request.send().await.expect("root answers");
+        let status = res.status().as_u16();
+        (status, res.json::<Value>().await.unwrap_or(Value::Null))
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let path = format!("/v1/root/mcp/sessions/{}/revoke", w.leases[lease].0);
+    let (s, v) = w.operator(&path, json!({}));
+    assert_eq!(operator_outcome(w, None, s, &v), Expect::Ok, "revoke: {v}");
+    assert!(
+        !execute.is_finished(),
+        "the slow test finished before the revocation"
+    );
+    let (s, v) = w.block(execute).expect("the execute's task");
+    call_outcome(w, lease, s, &v)
 }
 
 fn read_arguments(tool: &str) -> Value {
@@ -467,7 +510,8 @@ fn explore(backend: Backend) {
     let backend = label.split_whitespace().next().unwrap_or("").to_owned();
     match result {
         Ok(()) => eprintln!(
-            "governance model on {backend}: {cases} histories, {ran} steps on real processes, 0 divergences; outcomes checked: {:?}",
+            "governance model on {backend}: {cases} histories, {ran} steps on real processes, 0 divergences\n  steps: {:?}\n  outcomes checked: {:?}",
+            KINDS.with(|all| all.borrow().clone()),
             OUTCOMES.with(|all| all.borrow().clone())
         ),
         Err(TestError::Fail(why, (_, history, _))) => {

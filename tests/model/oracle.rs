@@ -191,6 +191,12 @@ pub enum Step {
     Preview {
         lease: usize,
     },
+    /// A write in flight when its lease is revoked: the allowed test `slow` (a second long)
+    /// previewed and executed by `lease`, and the lease revoked by `admin` while it runs. The
+    /// revocation refuses what comes after; the call already admitted finishes and is audited.
+    RevokeInFlight {
+        lease: usize,
+    },
     /// An execute of [`WRITE`] with the confirmation of the model's preview number
     /// `confirmation` (any lease's) and idempotency key `k<key>`.
     Execute {
@@ -697,6 +703,13 @@ impl ReferenceStateMachine for Governance {
                         })
                         .boxed(),
                 ),
+                (
+                    1,
+                    writer
+                        .clone()
+                        .prop_map(|lease| Step::RevokeInFlight { lease })
+                        .boxed(),
+                ),
                 (4, writer.prop_map(|lease| Step::Preview { lease }).boxed()),
                 (6, execute.boxed()),
             ]);
@@ -732,6 +745,9 @@ impl ReferenceStateMachine for Governance {
                 lease(l) && by(b)
             }
             Step::Read { lease: l, .. } | Step::Preview { lease: l } => lease(l),
+            Step::RevokeInFlight { lease: l } => {
+                lease(l) && m.leases[*l].live && m.decide(&m.leases[*l], WRITE).is_ok()
+            }
             Step::Execute {
                 lease: l,
                 confirmation,
@@ -860,6 +876,15 @@ impl ReferenceStateMachine for Governance {
                 confirmation,
                 key,
             } => m.execute(lease, confirmation, key),
+            Step::RevokeInFlight { lease } => {
+                // The preview and the execute (its key is the step's own), then the revocation.
+                m.audit.calls += 2;
+                m.audit.operator += 1;
+                m.previews.push(Preview { lease, used: true });
+                m.runs[m.leases[lease].target] += 1;
+                m.leases[lease].live = false;
+                Expect::Ok
+            }
         };
         m
     }

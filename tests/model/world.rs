@@ -213,6 +213,11 @@ impl World {
         &self.replicas[self.via.get() % self.replicas.len()].base
     }
 
+    /// The URL of `path` at this step's replica.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base())
+    }
+
     /// Sends the following requests to replica `n` (mod the replicas).
     pub fn via(&self, n: usize) {
         self.via.set(n % self.replicas.len());
@@ -270,7 +275,9 @@ impl World {
                 format!(
                     "target_id = \"{}\"\nenvironment = \"{}\"\nsubnet = \"{}\"\nroot_urls = [{}]\n\
                      token_file = \"{}\"\nstate_dir = \"{}\"\nwrite_scope = \"{scope}\"\n\
-                     [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\n\
+                     [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {runs}\"]\n\
+                     timeout_ms = 10000\n\
+                     [[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sh\", \"-c\", \"sleep 1; echo run >> {runs}\"]\n\
                      timeout_ms = 10000\n[reconnect]\ninitial_ms = 50\nmax_ms = 300\n",
                     spec.id,
                     spec.environment,
@@ -278,7 +285,7 @@ impl World {
                     self.root_urls(target),
                     self.dir.path().join(format!("{name}.token")).display(),
                     self.dir.path().join(format!("{name}-state")).display(),
-                    self.runs_file(target).display(),
+                    runs = self.runs_file(target).display(),
                 ),
             )
             .unwrap();
