@@ -68,15 +68,34 @@ pub const PROFILES: [&str; 5] = [
     "NLUTeacherRead",
 ];
 
-/// Reads agents make, with their arguments (JSON).
-pub const READS: [(&str, &str); 7] = [
+/// Reads agents make, with their arguments (JSON): every read contract that needs no id of
+/// something created first. Not yet: `nlu_authoring.*` (a hub without NLU content publishes
+/// them and answers `not_found`, which issue "Operators' daily work" changes).
+pub const READS: &[(&str, &str)] = &[
     ("hub.get_status", "{}"),
+    ("hub.get_runtime_summary", "{}"),
+    ("hub.get_operational_surface", "{}"),
+    ("hub.run_healthchecks", "{}"),
+    ("hub.get_activity_log", "{}"),
+    ("hub.get_capability_usage_summary", "{}"),
     ("hub.get_logs", r#"{"source": "root_local", "lines": 5}"#),
     ("hub.list_access_tokens", "{}"),
     ("hub.get_test_results", "{}"),
     ("hub.memory.get_status", "{}"),
+    ("hub.memory.list_sessions", "{}"),
+    ("hub.memory.list_incidents", "{}"),
+    ("hub.memory.list_artifacts", "{}"),
+    ("hub.memory.get_published_summaries", "{}"),
     ("root.get_subnet_analysis_health", "{}"),
+    ("root.get_subnet_diagnostics", "{}"),
+    ("root.get_subnet_timeline", "{}"),
     ("sdk.get_metadata", "{}"),
+    ("sdk.get_system_model", "{}"),
+    ("sdk.list_schemas", "{}"),
+    ("sdk.list_templates", "{}"),
+    ("sdk.list_capability_classes", "{}"),
+    ("sdk.list_public_skills", "{}"),
+    ("sdk.list_public_scenarios", "{}"),
 ];
 
 /// The write the model drives through preview, confirmation and execute.
