@@ -1,5 +1,6 @@
 //! Governance proven by a model: random histories of operator actions, hub owners' switches,
-//! faults and agent calls run against real processes (a root, a hub per target), each step
+//! faults and agent calls run against real processes (a root on SQLite, or two replicas on one
+//! PostgreSQL database; a hub per target), each step
 //! checked against a small oracle (`oracle.rs`) that never looks at root's decision code.
 //!
 //! After every step: the step's outcome equals the oracle's, including who refused (root's

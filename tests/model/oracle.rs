@@ -4,7 +4,8 @@
 //! `config/profiles.toml`) and decides with its own few rules, written from the seed and the
 //! README, never from root's decision code:
 //!
-//! 1. a lease that was revoked or rotated away is not a bearer at all (401, no event);
+//! 1. a lease that was revoked, rotated away or has expired is not a bearer at all (401, no
+//!    event), nor is a revoked operator's token;
 //! 2. the lease's profile must grant the tool's capability;
 //! 3. descriptive tools need nothing more;
 //! 4. the target's environment must be one the contract allows, and a write needs a `test`
@@ -16,8 +17,13 @@
 //!    (any attempt uses the confirmation up), once per idempotency key of the lease's lineage
 //!    (a rotation keeps the lineage); the key used again is a replay that runs nothing.
 //!
-//! Every call made with a bearer is one audit event, every operator action is one, and every
-//! switch by a hub's owner is one (recorded for the target).
+//! 8. a call admitted before its lease was revoked finishes; a hub key rotation changes
+//!    nothing an agent sees (the running hub keeps the previous key within its grace);
+//! 9. operator names are never reused (`conflict`); revoking what is not active is refused
+//!    (`not_found` for an operator, `invalid_arguments` for a lease), audited all the same.
+//!
+//! Every call made with a bearer is one audit event naming the lease, every operator action is
+//! one naming the operator, and every switch by a hub's owner is one (recorded for the target).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;

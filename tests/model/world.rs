@@ -1,6 +1,6 @@
-//! The world a history runs against: a root process (`mcp-root serve`) on its own data
-//! directory and a hub process (`mcp-hub run`) per target, on loopback, driven over the REST
-//! family and MCP as operators and agents drive them.
+//! The world a history runs against: a root process (`mcp-root serve`) on SQLite, or two
+//! replicas sharing a PostgreSQL schema of their own, and a hub process (`mcp-hub run`) per
+//! target, on loopback, driven over the REST family and MCP as operators and agents drive them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
