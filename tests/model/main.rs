@@ -76,9 +76,11 @@ impl StateMachineTest for GovernanceTest {
         if let Some(seen) = seen {
             tally(&seen);
             assert_eq!(
-                seen, m.expect,
-                "{step:?}: the world answered {seen:?}, the oracle {:?}",
-                m.expect
+                seen,
+                m.expect,
+                "{step:?}: the world answered {seen:?}, the oracle {:?} (answer: {})",
+                m.expect,
+                w.last.borrow()
             );
         }
         w
@@ -166,6 +168,12 @@ fn run(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             let seen = operator_outcome(w, by, s, &v);
             w.settle(m);
             Some(seen)
+        }
+        Step::PublishInvalid { by } => {
+            // A descriptor without any of the fields a descriptor needs.
+            let body = json!({"descriptors": [{"descriptor_id": "model.invalid"}]});
+            let (s, v) = w.operator_as(by, "/v1/root/mcp/descriptors", body);
+            Some(operator_outcome(w, by, s, &v))
         }
         Step::Enrol { target, by } => {
             let spec = &TARGETS[target];
@@ -265,6 +273,7 @@ fn revoke_in_flight(w: &mut World, m: &Model, lease: usize) -> Expect {
         "the slow test finished before the revocation"
     );
     let (s, v) = w.block(execute).expect("the execute's task");
+    *w.last.borrow_mut() = v.clone();
     call_outcome(w, lease, s, &v)
 }
 

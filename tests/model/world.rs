@@ -102,6 +102,8 @@ pub struct World {
     /// Named operators' tokens, by the model's number.
     pub operators: Vec<Option<String>>,
     pub confirmations: Vec<String>,
+    /// The last answer root gave (for a divergence's message).
+    pub last: std::cell::RefCell<Value>,
     /// Events in the trail before the history began (the enrolments).
     pub baseline: usize,
     schema: Option<Schema>,
@@ -143,6 +145,7 @@ impl World {
             leases: Vec::new(),
             operators: vec![None; crate::oracle::OPERATORS as usize],
             confirmations: Vec::new(),
+            last: std::cell::RefCell::new(Value::Null),
             baseline: 0,
             schema,
             dir,
@@ -374,7 +377,9 @@ impl World {
                 .await
                 .expect("root answers");
             let status = res.status().as_u16();
-            (status, res.json().await.unwrap_or(Value::Null))
+            let body: Value = res.json().await.unwrap_or(Value::Null);
+            *self.last.borrow_mut() = body.clone();
+            (status, body)
         })
     }
 
