@@ -186,7 +186,21 @@ fn run(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             let (s, v) = w.operator_as(by, &path, json!({}));
             let seen = operator_outcome(w, by, s, &v);
             if seen == Expect::Ok {
+                let reloads = w.token_reloads(target);
                 w.hub_token(target, v["token"].as_str().expect("the new hub token"));
+                // A running hub polls its token file and reconnects with the new token: wait
+                // for that, so no later step meets the reconnection.
+                if m.targets[target].hub_running {
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while w.token_reloads(target) == reloads {
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "the hub of {} never picked up its new token",
+                            TARGETS[target].id
+                        );
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                }
             }
             w.settle(m);
             Some(seen)

@@ -18,7 +18,7 @@
 //!    (a rotation keeps the lineage); the key used again is a replay that runs nothing.
 //!
 //! 8. a call admitted before its lease was revoked finishes; a hub key rotation changes
-//!    nothing an agent sees (the running hub keeps the previous key within its grace);
+//!    nothing an agent sees once the hub has reconnected with its new token;
 //! 9. operator names are never reused (`conflict`); revoking what is not active is refused
 //!    (`not_found` for an operator, `invalid_arguments` for a lease), audited all the same.
 //!
@@ -191,8 +191,8 @@ pub enum Step {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<u8>,
     },
-    /// A new hub token and signing key; the hub's file gets the new token, a running hub
-    /// keeps the previous one (within its grace period) until it is started again.
+    /// A new hub token and signing key; the hub's token file gets the new token, which a
+    /// running hub picks up and reconnects with (the world waits for that).
     RotateHubKey {
         target: usize,
         /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
@@ -360,8 +360,6 @@ pub struct Target {
     pub enabled: bool,
     pub owner_on: bool,
     pub hub_running: bool,
-    /// The running hub was started with the current token (not one rotated out).
-    pub hub_current: bool,
 }
 
 impl Target {
@@ -438,7 +436,6 @@ impl Default for Model {
                     enabled: true,
                     owner_on: true,
                     hub_running: true,
-                    hub_current: true,
                 })
                 .collect(),
             operators: vec![Operator::Never; OPERATORS as usize],
@@ -755,10 +752,7 @@ impl ReferenceStateMachine for Governance {
                 (6, execute.boxed()),
             ]);
         }
-        // Off by default: under load an execute in flight while its lease is revoked has been
-        // answered target_offline (twice in one CI run, not reproduced since); see the commit
-        // that gated it. MCP_MODEL_IN_FLIGHT=1 generates it.
-        if !m.leases.is_empty() && std::env::var_os("MCP_MODEL_IN_FLIGHT").is_some() {
+        if !m.leases.is_empty() {
             arms.push((
                 1,
                 m.writer()
@@ -777,13 +771,8 @@ impl ReferenceStateMachine for Governance {
         let by = |by: &Option<u8>| by.is_none_or(|n| m.operators[n as usize] != Operator::Never);
         match step {
             Step::Expired { .. } | Step::RestartRoot { .. } => true,
-            // One rotation between a hub's starts: the hub holds the current token or the one
-            // in its grace period.
-            Step::RotateHubKey { target, by: b } => {
-                let t = &m.targets[*target];
-                by(b) && (!t.hub_running || t.hub_current)
-            }
             Step::Lease { by: b, .. }
+            | Step::RotateHubKey { by: b, .. }
             | Step::PublishInvalid { by: b }
             | Step::Enrol { by: b, .. }
             | Step::Skill { by: b, .. }
@@ -897,7 +886,6 @@ impl ReferenceStateMachine for Governance {
             }
             Step::StartHub { target } => {
                 m.targets[target].hub_running = true;
-                m.targets[target].hub_current = true;
                 Expect::Done
             }
             Step::PublishInvalid { by } => match m.acts(by) {
@@ -908,13 +896,9 @@ impl ReferenceStateMachine for Governance {
                 Err(e) => e,
                 Ok(()) => Expect::OperatorRefused("conflict"),
             },
-            Step::RotateHubKey { target, by } => match m.acts(by) {
+            Step::RotateHubKey { by, .. } => match m.acts(by) {
                 Err(e) => e,
-                Ok(()) => {
-                    let t = &mut m.targets[target];
-                    t.hub_current = !t.hub_running;
-                    Expect::Ok
-                }
+                Ok(()) => Expect::Ok,
             },
             Step::RestartRoot { .. } => Expect::Done,
             Step::Read { lease, tool } => match m.call(lease, tool.0) {

@@ -278,6 +278,7 @@ impl World {
                 format!(
                     "target_id = \"{}\"\nenvironment = \"{}\"\nsubnet = \"{}\"\nroot_urls = [{}]\n\
                      token_file = \"{}\"\nstate_dir = \"{}\"\nwrite_scope = \"{scope}\"\n\
+                     token_reload_interval_ms = 100\n\
                      [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {runs}\"]\n\
                      timeout_ms = 10000\n\
                      [[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sh\", \"-c\", \"sleep 1; echo run >> {runs}\"]\n\
@@ -294,6 +295,18 @@ impl World {
             .unwrap();
         }
         path
+    }
+
+    /// How many times a target's hub has picked up a new token from its file (its log says
+    /// so each time; the log is kept across the hub's restarts).
+    pub fn token_reloads(&self, target: usize) -> usize {
+        let log = self
+            .dir
+            .path()
+            .join(format!("{}.log", file_name(TARGETS[target].id)));
+        std::fs::read_to_string(log)
+            .map(|t| t.matches("holds a new token").count())
+            .unwrap_or(0)
     }
 
     /// Writes the token a target's hub starts with (a private file, as the hub requires).
