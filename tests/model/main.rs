@@ -307,20 +307,28 @@ fn lease_created(w: &mut World, by: Option<u8>, status: u16, v: &Value) -> Expec
     seen
 }
 
-/// An operator action's outcome; its event must name the operator (a revoked operator's
-/// token is no bearer: 401 and no event).
-fn operator_outcome(w: &World, by: Option<u8>, status: u16, v: &Value) -> Expect {
+/// The event an answer names; `None` for a 401, which must name none (a non-bearer leaves no
+/// trace).
+fn event_of(w: &World, status: u16, v: &Value) -> Option<Value> {
     if status == 401 {
         assert!(
             v.get("event_id").is_none(),
             "no event for a non-bearer: {v}"
         );
-        return Expect::Unauthenticated;
+        return None;
     }
     let id = v["event_id"]
         .as_str()
-        .unwrap_or_else(|| panic!("an operator action without its event: {status} {v}"));
-    let event = w.event(id);
+        .unwrap_or_else(|| panic!("an answer without its event: {status} {v}"));
+    Some(w.event(id))
+}
+
+/// An operator action's outcome; its event must name the operator (a revoked operator's
+/// token is no bearer: 401 and no event).
+fn operator_outcome(w: &World, by: Option<u8>, status: u16, v: &Value) -> Expect {
+    let Some(event) = event_of(w, status, v) else {
+        return Expect::Unauthenticated;
+    };
     let actor = by.map_or("operator:admin".to_owned(), |n| format!("operator:op{n}"));
     assert_eq!(event["actor"]["id"], actor, "{event}");
     if (200..300).contains(&status) {
@@ -333,17 +341,9 @@ fn operator_outcome(w: &World, by: Option<u8>, status: u16, v: &Value) -> Expect
 /// A call's outcome as the oracle words it; its event must name the lease and, for a refusal
 /// by root's policy, say so.
 fn call_outcome(w: &World, lease: usize, status: u16, v: &Value) -> Expect {
-    if status == 401 {
-        assert!(
-            v.get("event_id").is_none(),
-            "no event for a non-bearer: {v}"
-        );
+    let Some(event) = event_of(w, status, v) else {
         return Expect::Unauthenticated;
-    }
-    let id = v["event_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a call without its event: {status} {v}"));
-    let event = w.event(id);
+    };
     assert_eq!(
         event["actor"]["id"],
         format!("lease:{}", w.leases[lease].0),
