@@ -1,269 +1,46 @@
 //! The oracle: a small model of what operators allowed, and what each step must come to.
 //!
 //! It reads the tool contracts and capability profiles as data (`schemas/tools/*.json`,
-//! `config/profiles.toml`) and decides with its own few rules, written from the seed and the
-//! README, never from root's decision code:
+//! `config/profiles.toml`) and decides with its own few rules, written from the seed, the
+//! README and the contracts, never from root's decision code:
 //!
-//! 1. a lease that was revoked, rotated away or has expired is not a bearer at all (401, no
-//!    event), nor is a revoked operator's token;
+//! 1. a lease that was revoked (by an operator, or by an agent with `hub.revoke_access_token`),
+//!    rotated away or has expired is not a bearer at all (401, no event), nor is a revoked
+//!    operator's token;
 //! 2. the lease's profile must grant the tool's capability;
 //! 3. descriptive tools need nothing more;
-//! 4. the target's environment must be one the contract allows, and a write needs a `test`
-//!    target whose hub has write scope `test-only`;
+//! 4. any other tool needs an enrolled target (`target_offline` otherwise, as for a target
+//!    whose hub is not connected: a lease may be issued before its target is enrolled, and
+//!    works once it is); the target's environment must be one the contract allows, and a
+//!    write needs a `test` target whose hub has write scope `test-only`;
 //! 5. a tool of `infra_access_skill` (routed, or executed on root for the skill) needs the
 //!    skill installed and enabled by root and not switched off by the hub's owner;
 //! 6. a routed tool needs the target's hub connected;
-//! 7. a write's execute runs only with an unused confirmation from a preview of the same lease
-//!    (any attempt uses the confirmation up), once per idempotency key of the lease's lineage
-//!    (a rotation keeps the lineage); the key used again is a replay that runs nothing.
-//!
-//! 8. a call admitted before its lease was revoked finishes; a hub key rotation changes
+//! 7. a write's execute runs only with an unused confirmation from a preview of the same lease,
+//!    tool and arguments, once per idempotency key of the lease's lineage and tool (a rotation
+//!    keeps the lineage; the key used again with the same arguments is a replay that runs
+//!    nothing, with others `idempotency_conflict`). Any attempt uses the confirmation up, except
+//!    at a tool that needs an operator's approval, which asks for the approval first and keeps
+//!    the token while it is pending (`approval_pending`); a rejected or used one, or a token that
+//!    opened no approval, is `confirmation_required`;
+//! 8. what the confirmed preview showed is what runs: a deploy or rollback whose worktree moved
+//!    since its preview, or a proposal whose template changed since, is a `conflict` that runs
+//!    nothing; a rollback with no earlier deploy to return to is `not_found`; an agent revokes
+//!    only leases of its own target (`not_found`) that are active (`invalid_arguments`);
+//! 9. a call admitted before its lease was revoked finishes; a hub key rotation changes
 //!    nothing an agent sees once the hub has reconnected with its new token;
-//! 9. operator names are never reused (`conflict`); revoking what is not active is refused
-//!    (`not_found` for an operator, `invalid_arguments` for a lease), audited all the same.
+//! 10. operator names are never reused (`conflict`); revoking what is not active is refused
+//!     (`not_found` for an operator, `invalid_arguments` for a lease), and so is deciding an
+//!     approval already decided (`conflict`), audited all the same.
 //!
-//! Every call made with a bearer is one audit event naming the lease, every operator action is
-//! one naming the operator, and every switch by a hub's owner is one (recorded for the target).
+//! Every call made with a bearer is one audit event naming the lease (a confirmation asked
+//! through elicitation is two: the preview and the execute), every operator action is one
+//! naming the operator, and every switch by a hub's owner is one (recorded for the target).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
-use proptest::prelude::*;
-use proptest::sample::select;
-use proptest_state_machine::ReferenceStateMachine;
-use serde::{Deserialize, Serialize};
-
-/// A managed target of the model's world: its enrolment and its hub's write scope.
-#[derive(Debug)]
-pub struct TargetSpec {
-    pub id: &'static str,
-    pub environment: &'static str,
-    pub subnet: &'static str,
-    /// Whether its hub runs with `write_scope = "test-only"`.
-    pub writes: bool,
-}
-
-/// The targets: writes allowed; a `test` target whose hub allows no writes; production.
-pub const TARGETS: [TargetSpec; 3] = [
-    TargetSpec {
-        id: "hub:m-test",
-        environment: "test",
-        subnet: "subnet-a",
-        writes: true,
-    },
-    TargetSpec {
-        id: "hub:m-locked",
-        environment: "test",
-        subnet: "subnet-b",
-        writes: false,
-    },
-    TargetSpec {
-        id: "hub:m-prod",
-        environment: "production",
-        subnet: "subnet-b",
-        writes: false,
-    },
-];
-
-/// The profiles leases are issued for.
-pub const PROFILES: [&str; 5] = [
-    "InfraOpsRead",
-    "InfraOpsControl",
-    "AdaOSDevRead",
-    "ProfileOpsRead",
-    "NLUTeacherRead",
-];
-
-/// Reads agents make, with their arguments (JSON): every read contract that needs no id of
-/// something created first. Not yet: `nlu_authoring.*` (a hub without NLU content publishes
-/// them and answers `not_found`, which issue "Operators' daily work" changes).
-pub const READS: &[(&str, &str)] = &[
-    ("hub.get_status", "{}"),
-    ("hub.get_runtime_summary", "{}"),
-    ("hub.get_operational_surface", "{}"),
-    ("hub.run_healthchecks", "{}"),
-    ("hub.get_activity_log", "{}"),
-    ("hub.get_capability_usage_summary", "{}"),
-    ("hub.get_logs", r#"{"source": "root_local", "lines": 5}"#),
-    ("hub.list_access_tokens", "{}"),
-    ("hub.get_test_results", "{}"),
-    ("hub.memory.get_status", "{}"),
-    ("hub.memory.list_sessions", "{}"),
-    ("hub.memory.list_incidents", "{}"),
-    ("hub.memory.list_artifacts", "{}"),
-    ("hub.memory.get_published_summaries", "{}"),
-    ("root.get_subnet_analysis_health", "{}"),
-    ("root.get_subnet_diagnostics", "{}"),
-    ("root.get_subnet_timeline", "{}"),
-    ("sdk.get_metadata", "{}"),
-    ("sdk.get_system_model", "{}"),
-    ("sdk.list_schemas", "{}"),
-    ("sdk.list_templates", "{}"),
-    ("sdk.list_capability_classes", "{}"),
-    ("sdk.list_public_skills", "{}"),
-    ("sdk.list_public_scenarios", "{}"),
-];
-
-/// The write the model drives through preview, confirmation and execute.
-pub const WRITE: &str = "hub.run_allowed_tests";
-
-/// Root's commands for `infra_access_skill`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SkillCommand {
-    Install,
-    Uninstall,
-    Enable,
-    Disable,
-}
-
-impl SkillCommand {
-    pub fn name(self) -> &'static str {
-        match self {
-            SkillCommand::Install => "install",
-            SkillCommand::Uninstall => "uninstall",
-            SkillCommand::Enable => "enable",
-            SkillCommand::Disable => "disable",
-        }
-    }
-}
-
-/// One step of a history: an operator's action, a hub owner's, a fault, or an agent's call.
-/// Recorded histories (`model/histories.json`) hold steps in their JSON form.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Step {
-    Lease {
-        target: usize,
-        profile: Profile,
-        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        by: Option<u8>,
-    },
-    /// A lease issued for one second, and a call with it once its deadline passed.
-    Expired {
-        target: usize,
-        profile: Profile,
-        tool: ReadTool,
-    },
-    Revoke {
-        lease: usize,
-        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        by: Option<u8>,
-    },
-    Rotate {
-        lease: usize,
-        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        by: Option<u8>,
-    },
-    Skill {
-        target: usize,
-        command: SkillCommand,
-        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        by: Option<u8>,
-    },
-    /// A named operator `op<name>` added (its token shown once).
-    AddOperator {
-        name: u8,
-        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        by: Option<u8>,
-    },
-    RevokeOperator {
-        name: u8,
-        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        by: Option<u8>,
-    },
-    /// A descriptor set that fails validation published (refused, nothing changed, audited;
-    /// the descriptive reads go on answering from the set served).
-    PublishInvalid {
-        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        by: Option<u8>,
-    },
-    /// Enrolling a target again (every target of the model is enrolled: a conflict).
-    Enrol {
-        target: usize,
-        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        by: Option<u8>,
-    },
-    /// A new hub token and signing key; the hub's token file gets the new token, which a
-    /// running hub picks up and reconnects with (the world waits for that).
-    RotateHubKey {
-        target: usize,
-        /// The operator acting (`op<n>`); the bootstrap `admin` when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        by: Option<u8>,
-    },
-    /// `mcp-hub skill enable|disable` by the hub's owner, on a running hub.
-    Owner {
-        target: usize,
-        on: bool,
-    },
-    StopHub {
-        target: usize,
-    },
-    StartHub {
-        target: usize,
-    },
-    /// A root replica (number `replica` mod the replicas running) killed with SIGKILL and
-    /// started again on its data.
-    RestartRoot {
-        #[serde(default)]
-        replica: u8,
-    },
-    Read {
-        lease: usize,
-        tool: ReadTool,
-    },
-    Preview {
-        lease: usize,
-    },
-    /// A write in flight when its lease is revoked: the allowed test `slow` (a second long)
-    /// previewed and executed by `lease`, and the lease revoked by `admin` while it runs. The
-    /// revocation refuses what comes after; the call already admitted finishes and is audited.
-    RevokeInFlight {
-        lease: usize,
-    },
-    /// An execute of [`WRITE`] with the confirmation of the model's preview number
-    /// `confirmation` (any lease's) and idempotency key `k<key>`.
-    Execute {
-        lease: usize,
-        confirmation: Option<usize>,
-        key: u8,
-    },
-}
-
-/// A name the model knows (a profile, a read), written as a plain string in histories.
-macro_rules! name {
-    ($name:ident, $names:expr, $what:literal) => {
-        #[derive(Clone, Copy, PartialEq, Eq, Serialize)]
-        #[serde(transparent)]
-        pub struct $name(pub &'static str);
-
-        impl std::fmt::Debug for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(f, "{:?}", self.0)
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let name = String::deserialize(d)?;
-                $names.find(|n| *n == name).map($name).ok_or_else(|| {
-                    serde::de::Error::custom(format!("no {} `{name}` in the model", $what))
-                })
-            }
-        }
-    };
-}
-
-name!(Profile, PROFILES.into_iter(), "profile");
-name!(ReadTool, READS.iter().map(|(t, _)| *t), "read");
+use crate::steps::{OPERATORS, PROFILES, SkillCommand, Step, TARGETS, Write};
 
 /// What the last step must have come to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -277,7 +54,8 @@ pub enum Expect {
     Unauthenticated,
     /// Root's policy refused the call with this code before anything reached a hub.
     Denied(&'static str),
-    /// Root refused the call with this code after its policy allowed it (the write flow).
+    /// The call was refused with this code after root's policy allowed it (the write flow,
+    /// or what the target found).
     Refused(&'static str),
     /// An operator action refused with this code (audited all the same).
     OperatorRefused(&'static str),
@@ -336,7 +114,7 @@ fn load_catalog() -> Catalog {
     }
     let text = std::fs::read_to_string(top.join("config/profiles.toml")).expect("profiles");
     let doc: toml::Table = toml::from_str(&text).expect("profiles TOML");
-    let profiles = doc["profile"]
+    let profiles: BTreeMap<String, BTreeSet<String>> = doc["profile"]
         .as_array()
         .expect("[[profile]]")
         .iter()
@@ -350,16 +128,29 @@ fn load_catalog() -> Catalog {
             )
         })
         .collect();
+    let known: BTreeSet<&str> = PROFILES.into_iter().collect();
+    let shipped: BTreeSet<&str> = profiles.keys().map(String::as_str).collect();
+    assert_eq!(known, shipped, "the model uses every shipped profile");
     Catalog { tools, profiles }
 }
 
-/// A target's state: root's desired skill state, the owner's switch, its hub process.
+/// Where a target's deploy worktree stands: `Some(true)` at `main`, `Some(false)` at `v1`.
+pub type Commit = Option<bool>;
+
+/// A target's state: its enrolment, root's desired skill state, the owner's switch, its hub
+/// process and what its writes left behind.
 #[derive(Clone, Debug)]
 pub struct Target {
+    pub enrolled: bool,
     pub installed: bool,
     pub enabled: bool,
     pub owner_on: bool,
     pub hub_running: bool,
+    pub current: Commit,
+    /// Deploys not rolled back, oldest first: `(commit before, commit deployed)`.
+    pub deploys: Vec<(Commit, bool)>,
+    /// Applied changes to [`crate::steps::TEMPLATE`] (a proposal made before is stale).
+    pub template: usize,
 }
 
 impl Target {
@@ -367,6 +158,26 @@ impl Target {
     pub fn open(&self) -> bool {
         self.installed && self.enabled && self.owner_on
     }
+
+    /// The worktree position a rollback returns to, when there is one.
+    fn rollback_to(&self) -> Option<Commit> {
+        match self.deploys.last() {
+            Some((before, _)) if before.is_some() => Some(*before),
+            _ => None,
+        }
+    }
+}
+
+/// What writes did on a target, as the world can count it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Effects {
+    pub tests: usize,
+    pub restarts: usize,
+    pub deploys: usize,
+    pub rollbacks: usize,
+    pub issued: usize,
+    pub profiles: usize,
+    pub applied: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -378,11 +189,26 @@ pub struct Lease {
     pub lineage: usize,
 }
 
-/// A confirmation from a preview.
+/// A confirmation from a preview (or a proposal, for [`Write::Apply`]).
 #[derive(Clone, Debug)]
 pub struct Preview {
     pub lease: usize,
+    pub write: Write,
     pub used: bool,
+    /// What a deploy or rollback preview showed: the worktree then and where it would go.
+    pub moves: (Commit, Commit),
+    /// A proposal's approval and the template's version it was made on.
+    pub approval: Option<usize>,
+    pub template: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Approval {
+    Pending,
+    Approved,
+    Rejected,
+    /// An execute ran under it (applied or failed).
+    Used,
 }
 
 /// Audit events the world must hold, by kind of actor.
@@ -407,19 +233,18 @@ pub enum Operator {
     Revoked,
 }
 
-/// How many named operators histories use (`op0`, `op1`, ...).
-pub const OPERATORS: u8 = 3;
-
 #[derive(Clone, Debug)]
 pub struct Model {
     pub targets: Vec<Target>,
     pub operators: Vec<Operator>,
     pub leases: Vec<Lease>,
     pub previews: Vec<Preview>,
-    /// Executed `(lineage, key)` pairs.
-    pub records: BTreeSet<(usize, u8)>,
-    /// Writes run, per target.
-    pub runs: Vec<usize>,
+    pub approvals: Vec<Approval>,
+    /// Profiling sessions, by the target that ran them.
+    pub sessions: Vec<usize>,
+    /// Executed `(lineage, tool, key)` and the write (arguments) they ran.
+    pub records: BTreeMap<(usize, &'static str, u8), Write>,
+    pub effects: Vec<Effects>,
     pub audit: Audit,
     pub expect: Expect,
     /// Steps applied so far.
@@ -431,24 +256,33 @@ impl Default for Model {
         Model {
             targets: TARGETS
                 .iter()
-                .map(|_| Target {
+                .map(|spec| Target {
+                    enrolled: spec.enrolled,
                     installed: true,
                     enabled: true,
                     owner_on: true,
-                    hub_running: true,
+                    hub_running: spec.enrolled,
+                    current: None,
+                    deploys: Vec::new(),
+                    template: 0,
                 })
                 .collect(),
             operators: vec![Operator::Never; OPERATORS as usize],
             leases: Vec::new(),
             previews: Vec::new(),
-            records: BTreeSet::new(),
-            runs: vec![0; TARGETS.len()],
+            approvals: Vec::new(),
+            sessions: Vec::new(),
+            records: BTreeMap::new(),
+            effects: vec![Effects::default(); TARGETS.len()],
             audit: Audit::default(),
             expect: Expect::Done,
             steps: 0,
         }
     }
 }
+
+/// A result of the oracle's rules: what the step came to, as an error to stop at.
+type Rule = Result<(), Expect>;
 
 impl Model {
     /// Whether `lease` may call `tool` now, or the code that refuses it (rules 2 to 6).
@@ -462,6 +296,9 @@ impl Model {
         }
         let spec = &TARGETS[lease.target];
         let target = &self.targets[lease.target];
+        if !target.enrolled {
+            return Err("target_offline");
+        }
         if !c
             .environments
             .iter()
@@ -492,7 +329,7 @@ impl Model {
     }
 
     /// A call with the lease's bearer, up to the policy (rules 1 to 6).
-    fn call(&mut self, lease: usize, tool: &str) -> Result<(), Expect> {
+    fn call(&mut self, lease: usize, tool: &str) -> Rule {
         let l = &self.leases[lease];
         if !l.live {
             return Err(Expect::Unauthenticated);
@@ -501,32 +338,206 @@ impl Model {
         self.decide(l, tool).map_err(Expect::Denied)
     }
 
-    fn execute(&mut self, lease: usize, confirmation: Option<usize>, key: u8) -> Expect {
-        if let Err(e) = self.call(lease, WRITE) {
+    /// A read call: rules 1 to 6.
+    pub fn read(&mut self, lease: usize, tool: &str) -> Expect {
+        outcome(self.call(lease, tool))
+    }
+
+    /// A preview of `write` (the call, then what the target finds); records its confirmation.
+    pub fn preview(&mut self, lease: usize, write: Write) -> Expect {
+        outcome(self.previewed(lease, write).map(|p| self.previews.push(p)))
+    }
+
+    fn previewed(&mut self, lease: usize, write: Write) -> Result<Preview, Expect> {
+        self.call(lease, write.tool())?;
+        let t = self.leases[lease].target;
+        let target = &self.targets[t];
+        let moves = match write {
+            Write::Deploy { main } => (target.current, Some(main)),
+            Write::Rollback => {
+                let back = target.rollback_to().ok_or(Expect::Refused("not_found"))?;
+                (target.current, back)
+            }
+            Write::RevokeToken { lease: other } if self.leases[other].target != t => {
+                return Err(Expect::Refused("not_found"));
+            }
+            _ => (None, None),
+        };
+        Ok(Preview {
+            lease,
+            write,
+            used: false,
+            moves,
+            approval: None,
+            template: target.template,
+        })
+    }
+
+    /// `list_templates` then `propose_change`: a preview of [`Write::Apply`] with an approval.
+    pub fn propose(&mut self, lease: usize) -> Expect {
+        if let Err(e) = self.call(lease, "nlu_authoring.list_templates") {
             return e;
         }
-        let l = &self.leases[lease];
-        let (lineage, target) = (l.lineage, l.target);
-        if self.records.contains(&(lineage, key)) {
-            return Expect::Replay;
+        let proposed = self.previewed(lease, Write::Apply).map(|mut p| {
+            p.approval = Some(self.approvals.len());
+            self.approvals.push(Approval::Pending);
+            self.previews.push(p);
+        });
+        outcome(proposed)
+    }
+
+    /// An execute of `write` with the confirmation of preview `confirmation` (rule 7), then
+    /// what the target does (rule 8).
+    pub fn execute(
+        &mut self,
+        lease: usize,
+        write: Write,
+        confirmation: Option<usize>,
+        key: u8,
+    ) -> Expect {
+        let run = self
+            .confirmed(lease, write, confirmation, key)
+            .and_then(|p| {
+                let ran = self.run(lease, write, p);
+                if let Some(a) = p.and_then(|p| self.previews[p].approval) {
+                    self.approvals[a] = Approval::Used;
+                }
+                ran
+            });
+        if run.is_ok() {
+            let lineage = self.leases[lease].lineage;
+            self.records.insert((lineage, write.tool(), key), write);
         }
-        let Some(p) = confirmation else {
-            return Expect::Refused("confirmation_required");
-        };
+        outcome(run)
+    }
+
+    /// Rule 7: the call, the key's record, the confirmation; the preview confirmed.
+    fn confirmed(
+        &mut self,
+        lease: usize,
+        write: Write,
+        confirmation: Option<usize>,
+        key: u8,
+    ) -> Result<Option<usize>, Expect> {
+        self.call(lease, write.tool())?;
+        let lineage = self.leases[lease].lineage;
+        match self.records.get(&(lineage, write.tool(), key)) {
+            Some(first) if *first == write => return Err(Expect::Replay),
+            Some(_) => return Err(Expect::Refused("idempotency_conflict")),
+            None => {}
+        }
+        let refused = Expect::Refused("confirmation_required");
+        let p = confirmation.ok_or(refused.clone())?;
+        if write == Write::Apply {
+            let approval = self.previews[p].approval.ok_or(refused.clone())?;
+            match self.approvals[approval] {
+                Approval::Approved => {}
+                Approval::Pending => return Err(Expect::Refused("approval_pending")),
+                Approval::Rejected | Approval::Used => return Err(refused),
+            }
+        }
         let preview = &mut self.previews[p];
-        let valid = preview.lease == lease && !preview.used;
+        let valid = preview.lease == lease && preview.write == write && !preview.used;
         preview.used = true;
         if !valid {
+            return Err(refused);
+        }
+        Ok(Some(p))
+    }
+
+    /// Rule 8: what the target does with a confirmed execute of `write` (its preview `p`).
+    fn run(&mut self, lease: usize, write: Write, p: Option<usize>) -> Rule {
+        let t = self.leases[lease].target;
+        let preview = p.map(|p| self.previews[p].clone());
+        let moved = |target: &Target, now: Commit| {
+            preview
+                .as_ref()
+                .is_some_and(|p| p.moves != (target.current, now))
+        };
+        match write {
+            Write::IssueToken => {
+                self.effects[t].issued += 1;
+                self.new_lease(t, "InfraOpsRead", true);
+                return Ok(());
+            }
+            Write::RevokeToken { lease: other } => {
+                let subject = &mut self.leases[other];
+                if subject.target != t {
+                    return Err(Expect::Refused("not_found"));
+                }
+                if !subject.live {
+                    return Err(Expect::Refused("invalid_arguments"));
+                }
+                subject.live = false;
+                return Ok(());
+            }
+            _ => {}
+        }
+        let target = &mut self.targets[t];
+        let effects = &mut self.effects[t];
+        match write {
+            Write::Tests => effects.tests += 1,
+            Write::Restart => effects.restarts += 1,
+            Write::Deploy { main } => {
+                if moved(target, Some(main)) {
+                    return Err(Expect::Refused("conflict"));
+                }
+                target.deploys.push((target.current, main));
+                target.current = Some(main);
+                effects.deploys += 1;
+            }
+            Write::Rollback => {
+                let back = target.rollback_to().ok_or(Expect::Refused("not_found"))?;
+                if moved(target, back) {
+                    return Err(Expect::Refused("conflict"));
+                }
+                target.deploys.pop();
+                target.current = back;
+                effects.rollbacks += 1;
+            }
+            Write::IssueToken | Write::RevokeToken { .. } => {}
+            Write::StartProfile | Write::RetryProfile { .. } => {
+                effects.profiles += 1;
+                self.sessions.push(t);
+            }
+            Write::StopProfile { .. } | Write::PublishProfile { .. } => {}
+            Write::Apply => {
+                if preview.is_some_and(|p| p.template != target.template) {
+                    return Err(Expect::Refused("conflict"));
+                }
+                target.template += 1;
+                effects.applied += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// An execute without a confirmation from a client that offers elicitation: a key already
+    /// used is answered as usual; else root previews (one event), asks, and on "yes" executes
+    /// with the preview's confirmation (a second event).
+    pub fn elicit(&mut self, lease: usize, write: Write, key: u8, accept: bool) -> Expect {
+        let l = &self.leases[lease];
+        if l.live && self.records.contains_key(&(l.lineage, write.tool(), key)) {
+            return self.execute(lease, write, None, key);
+        }
+        if let Err(e) = self.previewed(lease, write) {
+            return e;
+        }
+        if !accept {
             return Expect::Refused("confirmation_required");
         }
-        self.runs[target] += 1;
-        self.records.insert((lineage, key));
-        Expect::Ok
+        self.audit.calls += 1;
+        let run = self.run(lease, write, None);
+        if run.is_ok() {
+            let lineage = self.leases[lease].lineage;
+            self.records.insert((lineage, write.tool(), key), write);
+        }
+        outcome(run)
     }
 
     /// An operator's request: refused as no bearer at all when `by` is revoked (no event);
     /// otherwise one event naming the operator, whatever follows.
-    fn acts(&mut self, by: Option<u8>) -> Result<(), Expect> {
+    pub fn acts(&mut self, by: Option<u8>) -> Rule {
         if by.is_some_and(|n| self.operators[n as usize] != Operator::Active) {
             return Err(Expect::Unauthenticated);
         }
@@ -534,7 +545,7 @@ impl Model {
         Ok(())
     }
 
-    fn operator_on_lease(&mut self, lease: usize, rotate: bool, by: Option<u8>) -> Expect {
+    pub fn operator_on_lease(&mut self, lease: usize, rotate: bool, by: Option<u8>) -> Expect {
         if let Err(e) = self.acts(by) {
             return e;
         }
@@ -549,272 +560,48 @@ impl Model {
         Expect::Ok
     }
 
-    /// Who acts for an operator step: mostly `admin`, else an operator that was added
-    /// (active or revoked).
-    fn by(&self) -> BoxedStrategy<Option<u8>> {
-        let added: Vec<u8> = (0..OPERATORS)
-            .filter(|&n| self.operators[n as usize] != Operator::Never)
-            .collect();
-        if added.is_empty() {
-            return Just(None).boxed();
+    pub fn decide_approval(&mut self, approval: usize, approve: bool, by: Option<u8>) -> Expect {
+        if let Err(e) = self.acts(by) {
+            return e;
         }
-        prop_oneof![2 => Just(None), 1 => select(added).prop_map(Some)].boxed()
+        if self.approvals[approval] != Approval::Pending {
+            return Expect::OperatorRefused("conflict");
+        }
+        self.approvals[approval] = if approve {
+            Approval::Approved
+        } else {
+            Approval::Rejected
+        };
+        Expect::Ok
     }
 
-    /// A lease number, most often of a lease that may write now.
-    fn writer(&self) -> BoxedStrategy<usize> {
-        let writers: Vec<usize> = (0..self.leases.len())
-            .filter(|&l| self.leases[l].live && self.decide(&self.leases[l], WRITE).is_ok())
-            .collect();
-        if writers.is_empty() {
-            return self.live_lease();
+    pub fn enrol(&mut self, target: usize, by: Option<u8>) -> Expect {
+        if let Err(e) = self.acts(by) {
+            return e;
         }
-        prop_oneof![3 => select(writers), 1 => self.live_lease()].boxed()
+        if self.targets[target].enrolled {
+            return Expect::OperatorRefused("conflict");
+        }
+        self.targets[target].enrolled = true;
+        Expect::Ok
     }
 
-    /// A lease number, most often of a live lease (a dead bearer now and then).
-    fn live_lease(&self) -> BoxedStrategy<usize> {
-        let live: Vec<usize> = (0..self.leases.len())
-            .filter(|&l| self.leases[l].live)
-            .collect();
-        let any = 0..self.leases.len();
-        if live.is_empty() {
-            return any.boxed();
-        }
-        prop_oneof![5 => select(live), 1 => any].boxed()
-    }
-}
-
-/// The reference state machine: generates histories and applies the oracle to them.
-pub struct Governance;
-
-impl ReferenceStateMachine for Governance {
-    type State = Model;
-    type Transition = Step;
-
-    fn init_state() -> BoxedStrategy<Model> {
-        Just(Model::default()).boxed()
+    /// The oracle applied to one step: its outcome in `expect`.
+    pub fn step(&mut self, step: &Step) {
+        self.steps += 1;
+        self.expect = self.outcome_of(step);
     }
 
-    /// Histories lean towards what reaches deep: leases that can write on the writable target,
-    /// calls with live leases, executes with a confirmation of the same lease; the rest (other
-    /// profiles and targets, dead bearers, others' confirmations) stays frequent enough to
-    /// meet every rule.
-    fn transitions(m: &Model) -> BoxedStrategy<Step> {
-        let target = || 0..TARGETS.len();
-        let command = select(vec![
-            SkillCommand::Install,
-            SkillCommand::Uninstall,
-            SkillCommand::Enable,
-            SkillCommand::Disable,
-        ]);
-        let lease_target = prop_oneof![3 => Just(0usize), 2 => target()];
-        let profile = prop_oneof![
-            3 => Just("InfraOpsControl"),
-            1 => select(PROFILES.to_vec()),
-        ];
-        let by = m.by();
-        let name = 0..OPERATORS;
-        let mut arms: Vec<(u32, BoxedStrategy<Step>)> = vec![
-            (
-                4,
-                (lease_target, profile, by.clone())
-                    .prop_map(|(target, profile, by)| Step::Lease {
-                        target,
-                        profile: Profile(profile),
-                        by,
-                    })
-                    .boxed(),
-            ),
-            (
-                2,
-                (target(), command, by.clone())
-                    .prop_map(|(target, command, by)| Step::Skill {
-                        target,
-                        command,
-                        by,
-                    })
-                    .boxed(),
-            ),
-            (
-                1,
-                (name.clone(), by.clone())
-                    .prop_map(|(name, by)| Step::AddOperator { name, by })
-                    .boxed(),
-            ),
-            (
-                1,
-                (target(), by.clone())
-                    .prop_map(|(target, by)| Step::RotateHubKey { target, by })
-                    .boxed(),
-            ),
-            (
-                1,
-                (target(), by.clone())
-                    .prop_map(|(target, by)| Step::Enrol { target, by })
-                    .boxed(),
-            ),
-            (
-                1,
-                by.clone()
-                    .prop_map(|by| Step::PublishInvalid { by })
-                    .boxed(),
-            ),
-            (
-                1,
-                (name, by.clone())
-                    .prop_map(|(name, by)| Step::RevokeOperator { name, by })
-                    .boxed(),
-            ),
-            (
-                1,
-                (target(), any::<bool>())
-                    .prop_map(|(target, on)| Step::Owner { target, on })
-                    .boxed(),
-            ),
-            (
-                1,
-                target().prop_map(|target| Step::StopHub { target }).boxed(),
-            ),
-            (
-                2,
-                target()
-                    .prop_map(|target| Step::StartHub { target })
-                    .boxed(),
-            ),
-            (
-                1,
-                (0..2u8)
-                    .prop_map(|replica| Step::RestartRoot { replica })
-                    .boxed(),
-            ),
-            (
-                1,
-                (
-                    target(),
-                    select(PROFILES.to_vec()),
-                    select(READS.iter().map(|(t, _)| *t).collect::<Vec<_>>()),
-                )
-                    .prop_map(|(target, profile, tool)| Step::Expired {
-                        target,
-                        profile: Profile(profile),
-                        tool: ReadTool(tool),
-                    })
-                    .boxed(),
-            ),
-        ];
-        if !m.leases.is_empty() {
-            let reads = select(READS.iter().map(|(t, _)| *t).collect::<Vec<_>>());
-            let writer = m.writer();
-            let previews = m.previews.len();
-            let execute = (writer.clone(), any::<bool>(), 0..previews.max(1), 0..2u8).prop_map(
-                move |(lease, own, other, key)| Step::Execute {
-                    lease,
-                    // Most often the newest preview (usually this lease's), else any or none.
-                    confirmation: match (previews, own) {
-                        (0, _) => None,
-                        (n, true) => Some(n - 1),
-                        (_, false) if other % 4 == 0 => None,
-                        (_, false) => Some(other),
-                    },
-                    key,
-                },
-            );
-            arms.extend([
-                (
-                    1,
-                    (m.live_lease(), by.clone())
-                        .prop_map(|(lease, by)| Step::Revoke { lease, by })
-                        .boxed(),
-                ),
-                (
-                    1,
-                    (m.live_lease(), by)
-                        .prop_map(|(lease, by)| Step::Rotate { lease, by })
-                        .boxed(),
-                ),
-                (
-                    6,
-                    (m.live_lease(), reads)
-                        .prop_map(|(lease, tool)| Step::Read {
-                            lease,
-                            tool: ReadTool(tool),
-                        })
-                        .boxed(),
-                ),
-                (
-                    4,
-                    writer
-                        .clone()
-                        .prop_map(|lease| Step::Preview { lease })
-                        .boxed(),
-                ),
-                (6, execute.boxed()),
-            ]);
-        }
-        if !m.leases.is_empty() {
-            arms.push((
-                1,
-                m.writer()
-                    .prop_map(|lease| Step::RevokeInFlight { lease })
-                    .boxed(),
-            ));
-        }
-        proptest::strategy::Union::new_weighted(arms).boxed()
-    }
-
-    /// What a step needs of the state: a shrunk history drops steps, so indices are checked
-    /// again; hub steps must change something.
-    fn preconditions(m: &Model, step: &Step) -> bool {
-        let lease = |l: &usize| *l < m.leases.len();
-        // An operator acts with the token it was given: it must have been added.
-        let by = |by: &Option<u8>| by.is_none_or(|n| m.operators[n as usize] != Operator::Never);
-        match step {
-            Step::Expired { .. } | Step::RestartRoot { .. } => true,
-            Step::Lease { by: b, .. }
-            | Step::RotateHubKey { by: b, .. }
-            | Step::PublishInvalid { by: b }
-            | Step::Enrol { by: b, .. }
-            | Step::Skill { by: b, .. }
-            | Step::AddOperator { by: b, .. }
-            | Step::RevokeOperator { by: b, .. } => by(b),
-            Step::Owner { target, on } => {
-                m.targets[*target].hub_running && m.targets[*target].owner_on != *on
-            }
-            Step::StopHub { target } => m.targets[*target].hub_running,
-            Step::StartHub { target } => !m.targets[*target].hub_running,
-            Step::Revoke { lease: l, by: b } | Step::Rotate { lease: l, by: b } => {
-                lease(l) && by(b)
-            }
-            Step::Read { lease: l, .. } | Step::Preview { lease: l } => lease(l),
-            Step::RevokeInFlight { lease: l } => {
-                lease(l) && m.leases[*l].live && m.decide(&m.leases[*l], WRITE).is_ok()
-            }
-            Step::Execute {
-                lease: l,
-                confirmation,
-                ..
-            } => lease(l) && confirmation.is_none_or(|p| p < m.previews.len()),
-        }
-    }
-
-    fn apply(mut m: Model, step: &Step) -> Model {
-        m.steps += 1;
-        m.expect = match *step {
+    fn outcome_of(&mut self, step: &Step) -> Expect {
+        match *step {
             Step::Lease {
                 target,
                 profile,
                 by,
-            } => match m.acts(by) {
+            } => match self.acts(by) {
                 Err(e) => e,
                 Ok(()) => {
-                    let lineage = m.leases.len();
-                    m.leases.push(Lease {
-                        target,
-                        profile: profile.0,
-                        live: true,
-                        lineage,
-                    });
+                    self.new_lease(target, profile.0, true);
                     Expect::Ok
                 }
             },
@@ -823,49 +610,23 @@ impl ReferenceStateMachine for Governance {
                 profile,
                 tool,
             } => {
-                m.audit.operator += 1;
-                let lineage = m.leases.len();
-                m.leases.push(Lease {
-                    target,
-                    profile: profile.0,
-                    live: false,
-                    lineage,
-                });
-                match m.call(lineage, tool.0) {
-                    Ok(()) => Expect::Ok,
-                    Err(e) => e,
-                }
+                self.audit.operator += 1;
+                let lease = self.new_lease(target, profile.0, false);
+                self.read(lease, tool.0)
             }
-            Step::Revoke { lease, by } => m.operator_on_lease(lease, false, by),
-            Step::Rotate { lease, by } => m.operator_on_lease(lease, true, by),
-            Step::AddOperator { name, by } => match m.acts(by) {
-                Err(e) => e,
-                Ok(()) if m.operators[name as usize] != Operator::Never => {
-                    Expect::OperatorRefused("conflict")
-                }
-                Ok(()) => {
-                    m.operators[name as usize] = Operator::Active;
-                    Expect::Ok
-                }
-            },
-            Step::RevokeOperator { name, by } => match m.acts(by) {
-                Err(e) => e,
-                Ok(()) if m.operators[name as usize] != Operator::Active => {
-                    Expect::OperatorRefused("not_found")
-                }
-                Ok(()) => {
-                    m.operators[name as usize] = Operator::Revoked;
-                    Expect::Ok
-                }
-            },
+            Step::Revoke { lease, by } => self.operator_on_lease(lease, false, by),
+            Step::Rotate { lease, by } => self.operator_on_lease(lease, true, by),
+            Step::AddOperator { name, by } => self.operator_named(name, true, by),
+            Step::RevokeOperator { name, by } => self.operator_named(name, false, by),
             Step::Skill {
                 target,
                 command,
                 by,
-            } => match m.acts(by) {
+            } => match self.acts(by) {
                 Err(e) => e,
+                Ok(()) if !self.targets[target].enrolled => Expect::OperatorRefused("not_found"),
                 Ok(()) => {
-                    let t = &mut m.targets[target];
+                    let t = &mut self.targets[target];
                     match command {
                         SkillCommand::Install => t.installed = true,
                         SkillCommand::Uninstall => t.installed = false,
@@ -876,57 +637,101 @@ impl ReferenceStateMachine for Governance {
                 }
             },
             Step::Owner { target, on } => {
-                m.audit.hub += 1;
-                m.targets[target].owner_on = on;
+                self.audit.hub += 1;
+                self.targets[target].owner_on = on;
                 Expect::Done
             }
-            Step::StopHub { target } => {
-                m.targets[target].hub_running = false;
+            Step::StopHub { target } | Step::StartHub { target } => {
+                let t = &mut self.targets[target];
+                t.hub_running = !t.hub_running;
                 Expect::Done
             }
-            Step::StartHub { target } => {
-                m.targets[target].hub_running = true;
-                Expect::Done
-            }
-            Step::PublishInvalid { by } => match m.acts(by) {
+            Step::RestartRoot { .. } => Expect::Done,
+            Step::PublishInvalid { by } => match self.acts(by) {
                 Err(e) => e,
                 Ok(()) => Expect::OperatorRefused("invalid_arguments"),
             },
-            Step::Enrol { by, .. } => match m.acts(by) {
+            Step::Publish { by } => outcome(self.acts(by)),
+            Step::RotateHubKey { target, by } => match self.acts(by) {
                 Err(e) => e,
-                Ok(()) => Expect::OperatorRefused("conflict"),
-            },
-            Step::RotateHubKey { by, .. } => match m.acts(by) {
-                Err(e) => e,
+                Ok(()) if !self.targets[target].enrolled => Expect::OperatorRefused("not_found"),
                 Ok(()) => Expect::Ok,
             },
-            Step::RestartRoot { .. } => Expect::Done,
-            Step::Read { lease, tool } => match m.call(lease, tool.0) {
-                Ok(()) => Expect::Ok,
+            Step::Enrol { target, by } => self.enrol(target, by),
+            Step::Decide {
+                approval,
+                approve,
+                by,
+            } => self.decide_approval(approval, approve, by),
+            Step::Read { lease, tool } => self.read(lease, tool.0),
+            Step::ReadSession { lease, .. } => match self.call(lease, "hub.memory.get_session") {
                 Err(e) => e,
+                Ok(()) => self.read(lease, "hub.memory.get_artifact"),
             },
-            Step::Preview { lease } => match m.call(lease, WRITE) {
-                Ok(()) => {
-                    m.previews.push(Preview { lease, used: false });
-                    Expect::Ok
-                }
-                Err(e) => e,
-            },
+            Step::Preview { lease, write } => self.preview(lease, write),
+            Step::Propose { lease } => self.propose(lease),
             Step::Execute {
                 lease,
+                write,
                 confirmation,
                 key,
-            } => m.execute(lease, confirmation, key),
+            } => self.execute(lease, write, confirmation, key),
+            Step::Elicit {
+                lease,
+                write,
+                key,
+                accept,
+            } => self.elicit(lease, write, key, accept),
             Step::RevokeInFlight { lease } => {
                 // The preview and the execute (its key is the step's own), then the revocation.
-                m.audit.calls += 2;
-                m.audit.operator += 1;
-                m.previews.push(Preview { lease, used: true });
-                m.runs[m.leases[lease].target] += 1;
-                m.leases[lease].live = false;
+                self.audit.calls += 2;
+                self.audit.operator += 1;
+                let t = self.leases[lease].target;
+                self.previews.push(Preview {
+                    lease,
+                    write: Write::Tests,
+                    used: true,
+                    moves: (None, None),
+                    approval: None,
+                    template: self.targets[t].template,
+                });
+                self.effects[t].tests += 1;
+                self.leases[lease].live = false;
                 Expect::Ok
             }
-        };
-        m
+        }
+    }
+
+    /// A lease for `target` (live, or one whose deadline passed); its number.
+    fn new_lease(&mut self, target: usize, profile: &'static str, live: bool) -> usize {
+        let lineage = self.leases.len();
+        self.leases.push(Lease {
+            target,
+            profile,
+            live,
+            lineage,
+        });
+        lineage
+    }
+
+    fn operator_named(&mut self, name: u8, add: bool, by: Option<u8>) -> Expect {
+        if let Err(e) = self.acts(by) {
+            return e;
+        }
+        let state = &mut self.operators[name as usize];
+        match (add, *state) {
+            (true, Operator::Never) => *state = Operator::Active,
+            (true, _) => return Expect::OperatorRefused("conflict"),
+            (false, Operator::Active) => *state = Operator::Revoked,
+            (false, _) => return Expect::OperatorRefused("not_found"),
+        }
+        Expect::Ok
+    }
+}
+
+fn outcome(rule: Rule) -> Expect {
+    match rule {
+        Ok(()) => Expect::Ok,
+        Err(e) => e,
     }
 }

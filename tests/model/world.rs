@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::oracle::{Model, TARGETS};
+use crate::oracle::{Effects, Model};
+use crate::steps::{TARGETS, Write};
 
 /// A child process, killed when dropped.
 pub struct Proc {
@@ -102,11 +103,29 @@ pub struct World {
     /// Named operators' tokens, by the model's number.
     pub operators: Vec<Option<String>>,
     pub confirmations: Vec<String>,
+    /// Approval ids of proposals, by the model's number.
+    pub approvals: Vec<String>,
+    /// Profiling session ids, by the model's number.
+    pub sessions: Vec<String>,
+    /// Hub processes started per target (each start starts its service once).
+    pub hub_starts: Vec<usize>,
+    /// Leases' liveness at the last check (a lease that died since must be refused).
+    pub was_live: std::cell::RefCell<Vec<bool>>,
     /// The last answer root gave (for a divergence's message).
     pub last: std::cell::RefCell<Value>,
     /// Events in the trail before the history began (the enrolments).
     pub baseline: usize,
     schema: Option<Schema>,
+}
+
+/// The audience of leases agents issue with `hub.issue_access_token` (so the world counts them).
+pub const ISSUED: &str = "model-issued";
+
+/// `(allowed_roots line, [nlu] section)` serving the shipped NLU example content.
+fn nlu_toml() -> (String, String) {
+    let toml = mcp_tests::nlu_hub_toml().expect("config/nlu");
+    let (roots, nlu) = toml.split_once("[nlu]").expect("an [nlu] section");
+    (roots.to_owned(), format!("[nlu]{nlu}"))
 }
 
 fn free_port() -> u16 {
@@ -143,8 +162,12 @@ impl World {
             via: std::cell::Cell::new(0),
             hubs: Vec::new(),
             leases: Vec::new(),
-            operators: vec![None; crate::oracle::OPERATORS as usize],
+            operators: vec![None; crate::steps::OPERATORS as usize],
             confirmations: Vec::new(),
+            approvals: Vec::new(),
+            sessions: Vec::new(),
+            hub_starts: vec![0; TARGETS.len()],
+            was_live: std::cell::RefCell::new(Vec::new()),
             last: std::cell::RefCell::new(Value::Null),
             baseline: 0,
             schema,
@@ -165,21 +188,16 @@ impl World {
             .expect("admin.token")
             .trim()
             .to_owned();
-        let mut tokens = Vec::new();
-        for spec in &TARGETS {
-            let (s, v) = w.operator(
-                "/v1/root/hubs",
-                json!({"target_id": spec.id, "environment": spec.environment, "subnet_id": spec.subnet}),
-            );
-            assert_eq!(s, 201, "enrol {}: {v}", spec.id);
-            tokens.push(v["token"].as_str().expect("a hub token").to_owned());
+        w.repository();
+        for (t, spec) in TARGETS.iter().enumerate() {
+            w.hubs.push(None);
+            if spec.enrolled {
+                let (s, v) = w.enrol(t);
+                assert_eq!(s, 201, "enrol {}: {v}", spec.id);
+            }
         }
-        for (t, token) in tokens.iter().enumerate() {
-            w.hub_token(t, token);
-        }
-        for t in 0..TARGETS.len() {
-            let hub = w.start_hub(t);
-            w.hubs.push(Some(hub));
+        for t in (0..TARGETS.len()).filter(|&t| TARGETS[t].enrolled) {
+            w.start_hub(t);
         }
         w.settle(&Model::default());
         w.baseline = w.audit_count();
@@ -261,40 +279,212 @@ impl World {
             .join(format!("{}.runs", file_name(TARGETS[target].id)))
     }
 
-    pub fn runs(&self, target: usize) -> usize {
-        std::fs::read_to_string(self.runs_file(target))
-            .map(|s| s.lines().count())
-            .unwrap_or(0)
-    }
-
     fn hub_config(&self, target: usize) -> PathBuf {
         let spec = &TARGETS[target];
         let name = file_name(spec.id);
         let path = self.dir.path().join(format!("{name}.toml"));
-        if !path.exists() {
-            let scope = if spec.writes { "test-only" } else { "none" };
-            std::fs::write(
-                &path,
-                format!(
-                    "target_id = \"{}\"\nenvironment = \"{}\"\nsubnet = \"{}\"\nroot_urls = [{}]\n\
-                     token_file = \"{}\"\nstate_dir = \"{}\"\nwrite_scope = \"{scope}\"\n\
-                     token_reload_interval_ms = 100\n\
-                     [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {runs}\"]\n\
-                     timeout_ms = 10000\n\
-                     [[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sh\", \"-c\", \"sleep 1; echo run >> {runs}\"]\n\
-                     timeout_ms = 10000\n[reconnect]\ninitial_ms = 50\nmax_ms = 300\n",
-                    spec.id,
-                    spec.environment,
-                    spec.subnet,
-                    self.root_urls(target),
-                    self.dir.path().join(format!("{name}.token")).display(),
-                    self.dir.path().join(format!("{name}-state")).display(),
-                    runs = self.runs_file(target).display(),
-                ),
-            )
-            .unwrap();
+        if path.exists() {
+            return path;
         }
+        let scope = if spec.writes { "test-only" } else { "none" };
+        let runs = self.runs_file(target);
+        let runs = runs.display();
+        let starts = self.starts_file(target);
+        let text = format!(
+            "{nlu_roots}target_id = \"{id}\"\nenvironment = \"{env}\"\nsubnet = \"{subnet}\"\n\
+             root_urls = [{urls}]\ntoken_file = \"{token}\"\nstate_dir = \"{state}\"\n\
+             write_scope = \"{scope}\"\ntoken_reload_interval_ms = 100\n\
+             [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {runs}\"]\n\
+             timeout_ms = 10000\n\
+             [[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sh\", \"-c\", \"sleep 1; echo run >> {runs}\"]\n\
+             timeout_ms = 10000\n\
+             [[services]]\nname = \"app\"\nargv = [\"sh\", \"-c\", \"echo start $$ >> {starts}; exec sleep 3600\"]\n\
+             stop_timeout_ms = 1000\n\
+             [deploy]\nrepository = \"{repo}\"\nworktree = \"deploy/app\"\nallowed_refs = [\"main\", \"v1\"]\n\
+             [reconnect]\ninitial_ms = 50\nmax_ms = 300\n{nlu}",
+            nlu_roots = nlu_toml().0,
+            nlu = nlu_toml().1,
+            id = spec.id,
+            env = spec.environment,
+            subnet = spec.subnet,
+            urls = self.root_urls(target),
+            token = self.dir.path().join(format!("{name}.token")).display(),
+            state = self.state_dir(target).display(),
+            starts = starts.display(),
+            repo = self.dir.path().join("repo").display(),
+        );
+        std::fs::write(&path, text).unwrap();
         path
+    }
+
+    fn state_dir(&self, target: usize) -> PathBuf {
+        self.dir
+            .path()
+            .join(format!("{}-state", file_name(TARGETS[target].id)))
+    }
+
+    /// The file the service `app` of a target appends `start <pid>` to each time it starts.
+    fn starts_file(&self, target: usize) -> PathBuf {
+        self.dir
+            .path()
+            .join(format!("{}.starts", file_name(TARGETS[target].id)))
+    }
+
+    /// The git repository deploys come from: `v1` at its first commit, `main` at the second.
+    fn repository(&self) {
+        let repo = self.dir.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .args(["-c", "user.name=model", "-c", "user.email=model@localhost"])
+                .args(args)
+                .current_dir(&repo)
+                .output()
+                .expect("git runs");
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        git(&["init", "--quiet", "--initial-branch=main"]);
+        for (n, file) in ["one", "two"].iter().enumerate() {
+            std::fs::write(repo.join(file), format!("{n}\n")).unwrap();
+            git(&["add", file]);
+            git(&["commit", "--quiet", "-m", file]);
+            if n == 0 {
+                git(&["tag", "v1"]);
+            }
+        }
+    }
+
+    /// Enrols target `t` (as admin) and writes the hub token its hub starts with.
+    pub fn enrol(&self, t: usize) -> (u16, Value) {
+        self.enrol_as(None, t)
+    }
+
+    pub fn enrol_as(&self, by: Option<u8>, t: usize) -> (u16, Value) {
+        let spec = &TARGETS[t];
+        let body = json!({"target_id": spec.id, "environment": spec.environment, "subnet_id": spec.subnet});
+        let (s, v) = self.operator_as(by, "/v1/root/hubs", body);
+        if s == 201 {
+            self.hub_token(t, v["token"].as_str().expect("a hub token"));
+        }
+        (s, v)
+    }
+
+    /// What writes did on target `t`, as the hub's files and root's lease list show it.
+    pub fn effects(&self, t: usize) -> Effects {
+        let lines = |path: PathBuf| {
+            std::fs::read_to_string(path)
+                .map(|s| s.lines().count())
+                .unwrap_or(0)
+        };
+        let json = |file: &str| -> Value {
+            std::fs::read_to_string(self.state_dir(t).join(file))
+                .ok()
+                .and_then(|s| serde_json::from_str(&s).ok())
+                .unwrap_or(Value::Null)
+        };
+        let count = |v: &Value| v.as_array().map_or(0, Vec::len);
+        let deploys = json("deploys.json");
+        let kinds = |kind: &str| {
+            deploys["entries"]
+                .as_array()
+                .map_or(0, |a| a.iter().filter(|d| d["kind"] == kind).count())
+        };
+        let leases = self.get("/v1/root/mcp/sessions");
+        let issued = leases["sessions"].as_array().map_or(0, |a| {
+            a.iter()
+                .filter(|l| l["target_id"] == TARGETS[t].id && l["audience"] == ISSUED)
+                .count()
+        });
+        Effects {
+            tests: lines(self.runs_file(t)),
+            restarts: lines(self.starts_file(t)).saturating_sub(self.hub_starts[t]),
+            deploys: kinds("deploy"),
+            rollbacks: kinds("rollback"),
+            issued,
+            profiles: count(&json("profiles/index.json")["sessions"]),
+            applied: count(
+                &json("nlu/applied.json")["templates"][crate::steps::TEMPLATE]["history"],
+            ),
+        }
+    }
+
+    /// The arguments of `write` (without the write-control fields).
+    pub fn arguments(&self, write: Write) -> Value {
+        match write {
+            Write::Tests => json!({"name": "smoke"}),
+            Write::Restart => json!({"service": "app"}),
+            Write::Deploy { main } => json!({"ref": if main { "main" } else { "v1" }}),
+            Write::Rollback | Write::Apply => json!({}),
+            Write::IssueToken => {
+                json!({"capability_profile": "InfraOpsRead", "ttl_sec": 600, "audience": ISSUED})
+            }
+            Write::RevokeToken { lease } => json!({"session_id": self.leases[lease].0}),
+            Write::StartProfile => {
+                json!({"service": "app", "interval_ms": 100, "duration_sec": 1})
+            }
+            Write::StopProfile { session }
+            | Write::RetryProfile { session }
+            | Write::PublishProfile { session } => json!({"session_id": self.sessions[session]}),
+        }
+    }
+
+    /// After an execute of `write` ran (answer `v`, REST or MCP): keeps what it handed out
+    /// (an issued bearer, a profiling session, which the world waits to end).
+    pub fn ran(&mut self, write: Write, target: usize, v: &Value) {
+        let result = &v["result"];
+        match write {
+            Write::IssueToken => {
+                let id = result["session_id"].as_str().expect("an issued lease");
+                let token = result["token"].as_str().expect("an issued bearer");
+                self.leases.push((id.to_owned(), token.to_owned()));
+            }
+            Write::StartProfile | Write::RetryProfile { .. } => {
+                let id = result["session"]["session_id"].as_str();
+                let id = id.expect("a profiling session").to_owned();
+                self.wait_ended(target, &id);
+                self.sessions.push(id);
+            }
+            _ => {}
+        }
+    }
+
+    /// Waits until profiling session `id` of target `t` ended (it samples for one second).
+    fn wait_ended(&self, t: usize, id: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let index = std::fs::read_to_string(self.state_dir(t).join("profiles/index.json"))
+                .ok()
+                .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+                .unwrap_or(Value::Null);
+            let ended = index["sessions"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|s| s["session_id"] == id && s["state"] != "running")
+            });
+            if ended {
+                return;
+            }
+            assert!(Instant::now() < deadline, "session {id} never ended");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The artifact of profiling session `session` (it has ended).
+    pub fn artifact(&self, session: usize) -> String {
+        let t = 0;
+        let index = std::fs::read_to_string(self.state_dir(t).join("profiles/index.json"))
+            .expect("the profiles index");
+        let index: Value = serde_json::from_str(&index).expect("JSON");
+        let id = &self.sessions[session];
+        index["sessions"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["session_id"] == id.as_str()))
+            .and_then(|s| s["artifact_id"].as_str())
+            .unwrap_or("art_none")
+            .to_owned()
     }
 
     /// How many times a target's hub has picked up a new token from its file (its log says
@@ -326,19 +516,40 @@ impl World {
             .join(", ")
     }
 
-    pub fn start_hub(&self, target: usize) -> Proc {
-        let config = self.hub_config(target);
+    /// Starts target `t`'s hub (which starts its service `app`).
+    pub fn start_hub(&mut self, t: usize) {
+        let config = self.hub_config(t);
         let log = self
             .dir
             .path()
-            .join(format!("{}.log", file_name(TARGETS[target].id)));
-        Proc::spawn(
+            .join(format!("{}.log", file_name(TARGETS[t].id)));
+        self.hub_starts[t] += 1;
+        self.hubs[t] = Some(Proc::spawn(
             Command::new(mcp_tests::workspace_bin("mcp-hub").unwrap())
                 .args(["run", "--config"])
                 .arg(&config)
                 .env("RUST_LOG", "info"),
             log,
-        )
+        ));
+    }
+
+    /// SIGKILLs target `t`'s hub, and then the service it left running (in a process group
+    /// of its own, so the hub's death does not end it).
+    pub fn stop_hub(&mut self, t: usize) {
+        self.hubs[t] = None;
+        self.end_services(t);
+    }
+
+    /// Ends every process the service `app` of target `t` started (`start <pid>` lines)
+    /// that still runs.
+    fn end_services(&self, t: usize) {
+        let text = std::fs::read_to_string(self.starts_file(t)).unwrap_or_default();
+        for pid in text.lines().filter_map(|l| l.strip_prefix("start ")) {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).starts_with("sleep") {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
     }
 
     /// `mcp-hub skill enable|disable` on a target's hub, as its owner.
@@ -486,6 +697,9 @@ impl Drop for World {
     fn drop(&mut self) {
         // Processes first (their connections), then the schema.
         self.hubs.clear();
+        for t in 0..TARGETS.len() {
+            self.end_services(t);
+        }
         self.replicas.clear();
         if let Some(schema) = self.schema.take() {
             self.rt.block_on(drop_schema(schema));
@@ -545,13 +759,13 @@ fn spawn_root(config: &Path, log: &Path) -> Proc {
 
 /// Whether root's target list shows target `t` as the model has it.
 fn agrees(view: &Value, t: usize, m: &Model) -> bool {
+    let target = &m.targets[t];
     let Some(v) = view["targets"]
         .as_array()
         .and_then(|a| a.iter().find(|v| v["target_id"] == TARGETS[t].id))
     else {
-        return false;
+        return !target.enrolled;
     };
-    let target = &m.targets[t];
     let connected = v["status"] != "offline";
     if connected != target.hub_running {
         return false;
@@ -573,4 +787,88 @@ fn agrees(view: &Value, t: usize, m: &Model) -> bool {
         && hub["enabled"] == target.enabled
         && skill["owner_disabled"] == !target.owner_on
         && published == target.open()
+}
+
+/// The person at an MCP client that offers elicitation: answers every question `accept`.
+#[derive(Clone)]
+struct Person {
+    accept: bool,
+}
+
+impl rmcp::ClientHandler for Person {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::builder()
+                .enable_elicitation()
+                .build(),
+            rmcp::model::Implementation::new("governance-model", "0.1.0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        _: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        use rmcp::model::{ElicitResult, ElicitationAction};
+        Ok(if self.accept {
+            ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirm": true}))
+        } else {
+            ElicitResult::new(ElicitationAction::Decline)
+        })
+    }
+}
+
+impl World {
+    /// A `tools/call` over an MCP session of `lease` whose client offers elicitation and
+    /// answers `accept`; `(status, body)` in the REST call's shape (401 when the bearer opens
+    /// no session).
+    pub fn elicit_call(&self, lease: usize, tool: &str, args: Value, accept: bool) -> (u16, Value) {
+        use rmcp::ServiceExt;
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let url = format!("{}/mcp", self.base());
+        let bearer = self.leases[lease].1.clone();
+        let tool = tool.to_owned();
+        let (status, body) = self.block(async move {
+            let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(bearer);
+            let transport = StreamableHttpClientTransport::from_config(config);
+            let Ok(client) = Person { accept }.serve(transport).await else {
+                return (401, json!({"error": {"code": "unauthenticated"}}));
+            };
+            let params = rmcp::model::CallToolRequestParams::new(tool)
+                .with_arguments(args.as_object().cloned().unwrap_or_default());
+            let res = client.call_tool(params).await.expect("tools/call answers");
+            let _ = client.cancel().await;
+            let content = res.structured_content.unwrap_or(Value::Null);
+            let event = res.meta.map_or(Value::Null, |m| m.0["event_id"].clone());
+            if res.is_error == Some(true) {
+                (
+                    200,
+                    json!({"ok": false, "error": content["error"], "event_id": event}),
+                )
+            } else {
+                (
+                    200,
+                    json!({"ok": true, "result": content, "event_id": event}),
+                )
+            }
+        });
+        *self.last.borrow_mut() = body.clone();
+        (status, body)
+    }
+
+    /// Whether `lease`'s bearer is refused an MCP session (a lease that is no bearer).
+    pub fn refused(&self, lease: usize) -> bool {
+        let url = format!("{}/mcp", self.base());
+        self.block(async {
+            match mcp_tests::mcp_client(&url, &self.leases[lease].1).await {
+                Ok(client) => {
+                    let _ = client.cancel().await;
+                    false
+                }
+                Err(_) => true,
+            }
+        })
+    }
 }

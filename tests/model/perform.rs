@@ -1,0 +1,415 @@
+//! A step performed on the world, as operators and agents perform it, and its answer put in
+//! the oracle's words (checking on the way that each answer's event names who acted).
+
+use serde_json::{Value, json};
+
+use crate::oracle::{Expect, Model};
+use crate::steps::{READS, Step, TARGETS, TEMPLATE, Write};
+use crate::world::World;
+
+/// Performs `step` on the world; what it came to, for the steps that answer.
+pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
+    match *step {
+        Step::Lease {
+            target,
+            profile,
+            by,
+        } => {
+            let (s, v) = w.operator_as(
+                by,
+                "/v1/root/mcp/sessions",
+                json!({"target_id": TARGETS[target].id, "capability_profile": profile.0, "ttl_sec": 3600}),
+            );
+            Some(lease_created(w, by, s, &v))
+        }
+        Step::Expired {
+            target,
+            profile,
+            tool,
+        } => {
+            let (s, v) = w.operator(
+                "/v1/root/mcp/sessions",
+                json!({"target_id": TARGETS[target].id, "capability_profile": profile.0, "ttl_sec": 1}),
+            );
+            assert_eq!(
+                lease_created(w, None, s, &v),
+                Expect::Ok,
+                "a one-second lease: {v}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+            let lease = w.leases.len() - 1;
+            let (s, v) = w.call(lease, tool.0, read_arguments(tool.0));
+            Some(call_outcome(w, lease, s, &v))
+        }
+        Step::Revoke { lease, by } => {
+            let path = format!("/v1/root/mcp/sessions/{}/revoke", w.leases[lease].0);
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            Some(operator_outcome(w, by, s, &v))
+        }
+        Step::Rotate { lease, by } => {
+            let path = format!("/v1/root/mcp/sessions/{}/rotate", w.leases[lease].0);
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            if s == 200 {
+                return Some(lease_created(w, by, s, &v));
+            }
+            Some(operator_outcome(w, by, s, &v))
+        }
+        Step::AddOperator { name, by } => {
+            let body = json!({"name": format!("op{name}")});
+            let (s, v) = w.operator_as(by, "/v1/root/operators", body);
+            let seen = operator_outcome(w, by, s, &v);
+            if seen == Expect::Ok {
+                let token = v["token"].as_str().expect("an operator's token");
+                w.operators[name as usize] = Some(token.to_owned());
+            }
+            Some(seen)
+        }
+        Step::RevokeOperator { name, by } => {
+            let path = format!("/v1/root/operators/op{name}/revoke");
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            Some(operator_outcome(w, by, s, &v))
+        }
+        Step::Skill {
+            target,
+            command,
+            by,
+        } => {
+            let path = format!(
+                "/v1/root/hubs/{}/skills/infra_access_skill/{}",
+                TARGETS[target].id,
+                command.name()
+            );
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            let seen = operator_outcome(w, by, s, &v);
+            w.settle(m);
+            Some(seen)
+        }
+        Step::PublishInvalid { by } => {
+            // A descriptor without any of the fields a descriptor needs.
+            let body = json!({"descriptors": [{"descriptor_id": "model.invalid"}]});
+            let (s, v) = w.operator_as(by, "/v1/root/mcp/descriptors", body);
+            Some(operator_outcome(w, by, s, &v))
+        }
+        Step::Publish { by } => {
+            let body = json!({"descriptors": descriptor_set()});
+            let (s, v) = w.operator_as(by, "/v1/root/mcp/descriptors", body);
+            Some(operator_outcome(w, by, s, &v))
+        }
+        Step::Enrol { target, by } => {
+            let (s, v) = w.enrol_as(by, target);
+            let seen = operator_outcome(w, by, s, &v);
+            w.settle(m);
+            Some(seen)
+        }
+        Step::RotateHubKey { target, by } => Some(rotate_hub_key(w, m, target, by)),
+        Step::Decide {
+            approval,
+            approve,
+            by,
+        } => {
+            let decision = if approve { "approve" } else { "reject" };
+            let path = format!(
+                "/v1/root/mcp/approvals/{}/{decision}",
+                w.approvals[approval]
+            );
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            Some(operator_outcome(w, by, s, &v))
+        }
+        Step::Owner { target, on } => {
+            w.owner_switch(target, on);
+            w.settle(m);
+            None
+        }
+        Step::StopHub { target } => {
+            w.stop_hub(target);
+            w.settle(m);
+            None
+        }
+        Step::StartHub { target } => {
+            w.start_hub(target);
+            w.settle(m);
+            None
+        }
+        Step::RestartRoot { replica } => {
+            let n = w.replicas.len();
+            w.restart(replica as usize % n);
+            w.settle(m);
+            None
+        }
+        Step::Read { lease, tool } => {
+            let (s, v) = w.call(lease, tool.0, read_arguments(tool.0));
+            Some(call_outcome(w, lease, s, &v))
+        }
+        Step::ReadSession { lease, session } => {
+            let args = json!({"session_id": w.sessions[session]});
+            let (s, v) = w.call(lease, "hub.memory.get_session", args);
+            let seen = call_outcome(w, lease, s, &v);
+            if seen != Expect::Ok {
+                return Some(seen);
+            }
+            let args = json!({"artifact_id": w.artifact(session)});
+            let (s, v) = w.call(lease, "hub.memory.get_artifact", args);
+            Some(call_outcome(w, lease, s, &v))
+        }
+        Step::Preview { lease, write } => {
+            let (s, v) = w.call(lease, write.tool(), w.arguments(write));
+            let seen = call_outcome(w, lease, s, &v);
+            if seen == Expect::Ok {
+                let token = v["result"]["confirmation_token"].as_str();
+                w.confirmations
+                    .push(token.expect("a preview's confirmation").to_owned());
+            }
+            Some(seen)
+        }
+        Step::Propose { lease } => Some(propose(w, lease)),
+        Step::RevokeInFlight { lease } => Some(revoke_in_flight(w, m, lease)),
+        Step::Execute {
+            lease,
+            write,
+            confirmation,
+            key,
+        } => {
+            let mut args = w.arguments(write);
+            args["phase"] = json!("execute");
+            args["idempotency_key"] = json!(format!("k{key}"));
+            if let Some(p) = confirmation {
+                args["confirmation_token"] = json!(w.confirmations[p]);
+            }
+            let (s, v) = w.call(lease, write.tool(), args);
+            Some(executed(w, lease, write, s, &v))
+        }
+        Step::Elicit {
+            lease,
+            write,
+            key,
+            accept,
+        } => {
+            let mut args = w.arguments(write);
+            args["phase"] = json!("execute");
+            args["idempotency_key"] = json!(format!("k{key}"));
+            let (s, v) = w.elicit_call(lease, write.tool(), args, accept);
+            Some(executed(w, lease, write, s, &v))
+        }
+    }
+}
+
+/// An execute's outcome; what a write that ran handed out is kept.
+fn executed(w: &mut World, lease: usize, write: Write, s: u16, v: &Value) -> Expect {
+    let seen = call_outcome(w, lease, s, v);
+    if seen == Expect::Ok {
+        let id = target_of(w, lease);
+        let target = TARGETS.iter().position(|t| t.id == id).unwrap_or(0);
+        w.ran(write, target, &v["result"]);
+    }
+    seen
+}
+
+/// The target of the lease numbered `lease`, by root's lease record.
+fn target_of(w: &World, lease: usize) -> String {
+    let l = w.get(&format!("/v1/root/mcp/sessions/{}", w.leases[lease].0));
+    l["target_id"].as_str().unwrap_or_default().to_owned()
+}
+
+fn rotate_hub_key(w: &mut World, m: &Model, target: usize, by: Option<u8>) -> Expect {
+    let path = format!("/v1/root/hubs/{}/rotate-key", TARGETS[target].id);
+    let (s, v) = w.operator_as(by, &path, json!({}));
+    let seen = operator_outcome(w, by, s, &v);
+    if seen == Expect::Ok {
+        let reloads = w.token_reloads(target);
+        w.hub_token(target, v["token"].as_str().expect("the new hub token"));
+        // A running hub polls its token file and reconnects with the new token: wait for
+        // that, so no later step meets the reconnection.
+        if m.targets[target].hub_running {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while w.token_reloads(target) == reloads {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the hub of {} never picked up its new token",
+                    TARGETS[target].id
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+    w.settle(m);
+    seen
+}
+
+/// `list_templates`, then a proposal on the fingerprint listed: the model's example phrase
+/// added where the template lacks it, else removed (so templates never outgrow their limits).
+fn propose(w: &mut World, lease: usize) -> Expect {
+    let (s, v) = w.call(lease, "nlu_authoring.list_templates", json!({}));
+    let seen = call_outcome(w, lease, s, &v);
+    if seen != Expect::Ok {
+        return seen;
+    }
+    let template = v["result"]["templates"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["template_id"] == TEMPLATE))
+        .expect("the template is listed")
+        .clone();
+    let phrase = "turn on the model lamp";
+    let has = template["examples"]
+        .as_array()
+        .is_some_and(|e| e.iter().any(|x| x == phrase));
+    let change = if has {
+        "remove_examples"
+    } else {
+        "add_examples"
+    };
+    let args = json!({"template_id": TEMPLATE, "base_fingerprint": template["fingerprint"], change: [phrase]});
+    let (s, v) = w.call(lease, "nlu_authoring.propose_change", args);
+    let seen = call_outcome(w, lease, s, &v);
+    if seen == Expect::Ok {
+        let token = v["result"]["confirmation_token"].as_str();
+        w.confirmations
+            .push(token.expect("a proposal's confirmation").to_owned());
+        let approval = v["result"]["approval"]["approval_id"].as_str();
+        w.approvals
+            .push(approval.expect("a proposal's approval").to_owned());
+    }
+    seen
+}
+
+/// Previews and executes the allowed test `slow`, revokes the lease while it runs; the
+/// execute's outcome (the preview and the revocation must succeed).
+fn revoke_in_flight(w: &mut World, m: &Model, lease: usize) -> Expect {
+    let (s, v) = w.call(lease, Write::Tests.tool(), json!({"name": "slow"}));
+    assert_eq!(call_outcome(w, lease, s, &v), Expect::Ok, "preview: {v}");
+    let token = v["result"]["confirmation_token"]
+        .as_str()
+        .expect("a confirmation");
+    w.confirmations.push(token.to_owned());
+    let args = json!({"name": "slow", "phase": "execute", "confirmation_token": token,
+        "idempotency_key": format!("in-flight-{}", m.steps)});
+    let request = w
+        .http
+        .post(w.url("/v1/root/mcp/call"))
+        .bearer_auth(&w.leases[lease].1)
+        .json(&json!({"tool_id": Write::Tests.tool(), "arguments": args}));
+    let execute = w.rt.spawn(async move {
+        let res = request.send().await.expect("root answers");
+        let status = res.status().as_u16();
+        (status, res.json::<Value>().await.unwrap_or(Value::Null))
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let path = format!("/v1/root/mcp/sessions/{}/revoke", w.leases[lease].0);
+    let (s, v) = w.operator(&path, json!({}));
+    assert_eq!(operator_outcome(w, None, s, &v), Expect::Ok, "revoke: {v}");
+    assert!(
+        !execute.is_finished(),
+        "the slow test finished before the revocation"
+    );
+    let (s, v) = w.block(execute).expect("the execute's task");
+    *w.last.borrow_mut() = v.clone();
+    call_outcome(w, lease, s, &v)
+}
+
+/// A valid descriptor set built now from the example source tree (fresh from this moment).
+fn descriptor_set() -> Value {
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/descriptor-source");
+    let options = mcp_root::descriptors::build::BuildOptions {
+        generated_at: Some(time::OffsetDateTime::now_utc()),
+    };
+    let set = mcp_root::descriptors::build::build(&source, &options).expect("the source builds");
+    serde_json::to_value(set).expect("JSON")
+}
+
+fn read_arguments(tool: &str) -> Value {
+    let args = READS.iter().find(|(t, _)| *t == tool).map(|(_, a)| *a);
+    serde_json::from_str(args.unwrap_or("{}")).expect("JSON arguments")
+}
+
+/// A lease created (or rotated): kept under the model's next number.
+fn lease_created(w: &mut World, by: Option<u8>, status: u16, v: &Value) -> Expect {
+    let seen = operator_outcome(w, by, status, v);
+    if seen == Expect::Ok {
+        let id = v["session_id"].as_str().expect("session_id").to_owned();
+        let token = v["token"].as_str().expect("token").to_owned();
+        w.leases.push((id, token));
+    }
+    seen
+}
+
+/// The event an answer names; `None` for a 401, which must name none (a non-bearer leaves no
+/// trace).
+fn event_of(w: &World, status: u16, v: &Value) -> Option<Value> {
+    if status == 401 {
+        assert!(
+            v.get("event_id").is_none(),
+            "no event for a non-bearer: {v}"
+        );
+        return None;
+    }
+    let id = v["event_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an answer without its event: {status} {v}"));
+    Some(w.event(id))
+}
+
+/// An operator action's outcome; its event must name the operator (a revoked operator's
+/// token is no bearer: 401 and no event).
+fn operator_outcome(w: &World, by: Option<u8>, status: u16, v: &Value) -> Expect {
+    let Some(event) = event_of(w, status, v) else {
+        return Expect::Unauthenticated;
+    };
+    let actor = by.map_or("operator:admin".to_owned(), |n| format!("operator:op{n}"));
+    assert_eq!(event["actor"]["id"], actor, "{event}");
+    if (200..300).contains(&status) {
+        Expect::Ok
+    } else {
+        Expect::OperatorRefused(code(v))
+    }
+}
+
+/// A call's outcome as the oracle words it; its event must name the lease and, for a refusal
+/// by root's policy, say so.
+fn call_outcome(w: &World, lease: usize, status: u16, v: &Value) -> Expect {
+    let Some(event) = event_of(w, status, v) else {
+        return Expect::Unauthenticated;
+    };
+    assert_eq!(
+        event["actor"]["id"],
+        format!("lease:{}", w.leases[lease].0),
+        "{event}"
+    );
+    if v["ok"] == true {
+        assert_eq!(event["status"], "ok", "{event}");
+        return if v["result"]["replay"] == true {
+            Expect::Replay
+        } else {
+            Expect::Ok
+        };
+    }
+    if event["policy_decision"]["decision"] == "deny" {
+        assert_eq!(event["status"], "denied", "{event}");
+        Expect::Denied(code(v))
+    } else {
+        Expect::Refused(code(v))
+    }
+}
+
+/// The error code of an answer, as one of the codes the oracle knows (others are kept as
+/// `unexpected`, which no oracle outcome equals).
+fn code(v: &Value) -> &'static str {
+    const KNOWN: [&str; 12] = [
+        "not_found",
+        "capability_not_granted",
+        "environment_forbidden",
+        "skill_disabled",
+        "target_offline",
+        "confirmation_required",
+        "invalid_arguments",
+        "unauthenticated",
+        "conflict",
+        "idempotency_conflict",
+        "approval_pending",
+        "busy",
+    ];
+    let c = v["error"]["code"].as_str().unwrap_or("");
+    KNOWN.iter().find(|k| **k == c).copied().unwrap_or_else(|| {
+        eprintln!("an answer with a code the oracle does not know: {v}");
+        "unexpected"
+    })
+}
