@@ -16,6 +16,8 @@
 //!
 //! `MCP_MODEL_CASES` (histories, default 10) and `MCP_MODEL_STEPS` (steps at most per history,
 //! default 50) make a longer run; the report says how many steps ran and what was checked.
+//! Shrinking stops after `MCP_MODEL_SHRINK_ITERS` attempts (300) or `MCP_MODEL_SHRINK_SECS`
+//! (180), whichever comes first.
 
 // Test helpers unwrap like tests do: a failure is a failed test with its message.
 #![allow(clippy::unwrap_used)]
@@ -278,13 +280,27 @@ fn explore(backend: Backend) {
     let config = Config {
         cases,
         max_shrink_iters: env_number("MCP_MODEL_SHRINK_ITERS", 300),
+        // Each shrink attempt starts a world of its own (seconds): bounded in time too, so a
+        // divergence is reported within the CI budget.
+        max_shrink_time: env_number("MCP_MODEL_SHRINK_SECS", 180).saturating_mul(1000),
         failure_persistence: None,
         ..Config::default()
     };
     let mut runner = TestRunner::new(config.clone());
     let strategy = Governance::sequential_strategy(steps / 2..=steps);
+    let started = std::time::Instant::now();
+    // When and after how many steps the first divergence was met (before any shrinking).
+    let found = std::cell::Cell::new(None);
     let result = runner.run(&strategy, |(initial, history, seen)| {
-        GovernanceTest::test_sequential(config.clone(), initial, history, seen);
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            GovernanceTest::test_sequential(config.clone(), initial, history, seen)
+        }));
+        if let Err(panic) = run {
+            if found.get().is_none() {
+                found.set(Some((started.elapsed().as_secs(), STEPS.with(|s| s.get()))));
+            }
+            std::panic::resume_unwind(panic);
+        }
         Ok(())
     });
     let ran = STEPS.with(|s| s.get());
@@ -312,8 +328,10 @@ fn explore(backend: Backend) {
                 Err(_) => record(&why.to_string(), &history),
                 Ok(()) => "not kept: it passed when replayed".to_owned(),
             };
+            let (secs, at) = found.get().unwrap_or_default();
             panic!(
-                "governance model on {backend}: 1 divergence after {ran} steps: {why}\nminimal history ({} steps, {kept}):\n{}",
+                "governance model on {backend}: 1 divergence, found after {secs} s and {at} steps, shrunk by {} s and {ran} steps: {why}\nminimal history ({} steps, {kept}):\n{}",
+                started.elapsed().as_secs(),
                 steps.len(),
                 steps.join("\n")
             );
