@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use mcp_root::skill_catalog as rules;
-use mcp_root::skills_sync::{Listed, Read, declared, match_declared, select, validate};
+use mcp_root::skill_catalog::sync::{Listed, Read, declared, match_declared, select, validate};
 use serde_json::{Value, json};
 
 const SCHEME: &str = "mcp-root";

@@ -1,10 +1,10 @@
-//! Fuzzes the MCP endpoint's front (`mcp_root::front::check_body`): any bytes are one JSON-RPC
+//! Fuzzes the MCP endpoint's front (`mcp_root::mcp::front::check_body`): any bytes are one JSON-RPC
 //! message or a refusal with a client-error status and a JSON-RPC error code, never a panic
 //! or a stack overflow.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_root::front::{self, FrontError};
+use mcp_root::mcp::front::{self, FrontError};
 
 fuzz_target!(|data: &[u8]| {
     match front::check_body(data) {

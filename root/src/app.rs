@@ -7,27 +7,27 @@ use dashmap::DashMap;
 use mcp_shared::profile::ProfileRegistry;
 
 use crate::actors::Actors;
-use crate::actors::lease_manager::LeaseIndex;
-use crate::actors::router::TargetDirectory;
+use crate::call::limits::ConcurrencyLimits;
+use crate::call::redaction::Redactor;
 use crate::catalog::ContractRegistry;
 use crate::config::RootConfig;
-use crate::limits::ConcurrencyLimits;
-use crate::metrics::Metrics;
-use crate::redact::Redactor;
+use crate::hubs::router::TargetDirectory;
+use crate::leases::manager::LeaseIndex;
 use crate::store::Store;
+use crate::telemetry::metrics::Metrics;
 
 pub struct App {
     pub config: RootConfig,
     pub store: Store,
     pub actors: Arc<Actors>,
     /// The descriptor set being served, read without a message to the descriptor cache
-    /// (which alone replaces it; see `actors::descriptor_cache`).
-    pub descriptors: Arc<crate::actors::descriptor_cache::Args>,
+    /// (which alone replaces it; see `descriptors::cache`).
+    pub descriptors: Arc<crate::descriptors::cache::Args>,
     pub leases: Arc<LeaseIndex>,
     pub targets: Arc<TargetDirectory>,
     /// Connected targets' router sessions (attached and detached by the hub connections;
-    /// calls and cancels go to them directly, see `actors::router::route`).
-    pub router_sessions: Arc<crate::actors::router::Sessions>,
+    /// calls and cancels go to them directly, see `hubs::router::route`).
+    pub router_sessions: Arc<crate::hubs::router::Sessions>,
     pub contracts: Arc<ContractRegistry>,
     pub profiles: Arc<ProfileRegistry>,
     pub destructive: crate::catalog::DestructiveRules,
@@ -37,14 +37,14 @@ pub struct App {
     /// The newest committed audit sequence number (the audit live stream waits on it).
     pub audit_head: Arc<tokio::sync::watch::Sender<i64>>,
     /// Whether the audit trail can be written; calls are refused while it cannot.
-    pub audit_health: Arc<crate::audit_health::AuditHealth>,
+    pub audit_health: Arc<crate::audit::health::AuditHealth>,
     /// The audit writer's commit thread on embedded SQLite; events go to it directly (see
-    /// `audit_writer::append`).
-    pub audit_commit_thread: crate::actors::audit_writer::CommitThread,
+    /// `audit::writer::append`).
+    pub audit_commit_thread: crate::audit::writer::CommitThread,
     /// Governed calls not yet at their audit append (the audit writer's group-commit hint).
-    pub running_calls: Arc<crate::actors::audit_writer::RunningCalls>,
+    pub running_calls: Arc<crate::audit::writer::RunningCalls>,
     /// Operator console sessions (cookie logins), in memory.
-    pub console: crate::console::Sessions,
+    pub console: crate::api::console::Sessions,
     /// The bootstrap operator's (`admin`) bearer.
     pub admin_token: String,
     /// Named operators' credentials (`operators`).
@@ -59,9 +59,9 @@ pub struct App {
     /// gates).
     pub enrolments: Arc<crate::hubs::Enrolments>,
     /// One push of a desired skill state to a hub at a time, per target.
-    pub skill_pushes: crate::target_skill::PushLocks,
-    /// Refused hub upgrades per peer address (`hub_door`).
-    pub hub_door: crate::hub_door::HubDoor,
+    pub skill_pushes: crate::hubs::skill::PushLocks,
+    /// Refused hub upgrades per peer address (`hubs::door`).
+    pub hub_door: crate::hubs::door::HubDoor,
     /// When each connected target last sent a frame (heartbeats included).
     pub hub_last_frame: DashMap<String, std::time::Instant>,
     /// The router session of each target's newest hub connection.
@@ -70,9 +70,9 @@ pub struct App {
     /// `notifications/tools/list_changed` when that target's surface changes.
     pub mcp_peers: DashMap<String, (String, rmcp::Peer<rmcp::RoleServer>)>,
     /// Hub lifecycle events for subnet timelines.
-    pub timeline: crate::timeline::Timeline,
+    pub timeline: crate::hubs::timeline::Timeline,
     /// The clock descriptor freshness is judged by (tests move it).
-    pub clock: crate::clock::Clock,
+    pub clock: crate::descriptors::clock::Clock,
     /// Cancelled when the daemon shuts down; long-lived connections (hubs) end with it.
     pub shutdown: tokio_util::sync::CancellationToken,
     /// This process as one replica of the zone (PostgreSQL); `None` on SQLite, the single
@@ -83,7 +83,7 @@ pub struct App {
 /// Who is calling, as resolved by root from the bearer.
 #[derive(Clone)]
 pub enum Principal {
-    Lease(Arc<crate::actors::lease_manager::LeaseEntry>),
+    Lease(Arc<crate::leases::manager::LeaseEntry>),
     Operator(crate::operators::OperatorId),
 }
 
@@ -109,12 +109,12 @@ impl App {
     /// The contracts a lease may call right now, in stable order (the policy engine decides).
     pub async fn visible_tools(
         &self,
-        lease: &crate::actors::lease_manager::LeaseEntry,
+        lease: &crate::leases::manager::LeaseEntry,
     ) -> Result<Vec<Arc<crate::catalog::ContractEntry>>, String> {
         let l = lease.lease();
         ractor::call_t!(
             self.actors.policy.load(),
-            |reply| crate::actors::policy::Msg::Visible {
+            |reply| crate::policy::Msg::Visible {
                 profile: l.capability_profile.clone(),
                 target_id: l.target_id.clone(),
                 scope: l

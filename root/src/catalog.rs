@@ -197,12 +197,12 @@ impl ContractRegistry {
                     "a descriptive_cached tool is answered from its descriptor, not an executor",
                 ));
             }
-            if !crate::executors::KNOWN.contains(&executor.as_str()) {
+            if !crate::call::executors::KNOWN.contains(&executor.as_str()) {
                 return Err(err(
                     file,
                     format!(
                         "unknown executor `{executor}` (root has: {})",
-                        crate::executors::KNOWN.join(", ")
+                        crate::call::executors::KNOWN.join(", ")
                     ),
                 ));
             }

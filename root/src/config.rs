@@ -70,7 +70,7 @@ pub struct RootConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct McpConfig {
     /// Answer well-formed stateless (2026-07-28) `tools/call`s of read tools on the direct
-    /// path (`mcp_direct`) instead of through rmcp's per-request service; the answers are
+    /// path (`mcp::direct`) instead of through rmcp's per-request service; the answers are
     /// the same, the CPU per call lower. `false` sends every request through rmcp (for
     /// comparison, or should a client ever see a difference).
     pub direct_reads: bool,

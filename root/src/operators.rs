@@ -20,9 +20,9 @@ use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::api::{ApiError, Operator};
 use crate::app::App;
 use crate::audit::{Asked, audited};
-use crate::http::{ApiError, Operator};
 use crate::store::OperatorRow;
 
 /// The operator the bootstrap admin token (`<data_dir>/admin.token`) stands for.

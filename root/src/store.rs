@@ -484,7 +484,7 @@ pub struct TargetRow {
     pub descriptor: Option<String>,
     /// The last skill states the hub reported (JSON).
     pub skills: Option<String>,
-    /// Root's desired state of the target's skill (JSON of `target_skill::Desired`; `None`:
+    /// Root's desired state of the target's skill (JSON of `hubs::skill::Desired`; `None`:
     /// installed and enabled).
     pub skill_desired: Option<String>,
 }
@@ -646,7 +646,7 @@ pub struct Store {
     pool: Pool,
     /// SQLite only: the database file and its durability, for the audit writer's commit
     /// thread, which appends on a connection of its own (see
-    /// `actors::audit_committer`).
+    /// `audit::committer`).
     sqlite_file: Option<SqliteFile>,
     /// PostgreSQL only: channel names and lock keys of this database and schema.
     shared: Option<std::sync::Arc<SharedNames>>,
@@ -1627,7 +1627,7 @@ impl Store {
     /// live streams of the other replicas wake on it). Returns the links as written.
     ///
     /// Root's audit writer appends this way on PostgreSQL; on SQLite it appends from its
-    /// commit thread (`actors::audit_committer`), and this serves everyone else.
+    /// commit thread (`audit::committer`), and this serves everyone else.
     pub async fn append_audit_chained(
         &self,
         entries: &[AuditEntry],

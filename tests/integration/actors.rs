@@ -105,9 +105,11 @@ fn session_of(root: &TestRoot, target: &str) -> Option<ractor::ActorId> {
 /// that panics is restarted and every hub comes back.
 #[tokio::test]
 async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
-    use mcp_root::actors::{
-        audit_writer, descriptor_cache, lease_manager, policy, router, router_session,
-    };
+    use mcp_root::audit::writer as audit_writer;
+    use mcp_root::descriptors::cache as descriptor_cache;
+    use mcp_root::hubs::{link, router};
+    use mcp_root::leases::manager as lease_manager;
+    use mcp_root::policy;
     let root = TestRoot::start().await.unwrap();
     let alpha = root.start_hub("hub:test-alpha", "").await.unwrap();
     let beta = root.start_hub("hub:test-beta", "").await.unwrap();
@@ -170,7 +172,7 @@ async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
         .router_sessions
         .get("hub:test-alpha")
         .unwrap()
-        .cast(router_session::Msg::Panic)
+        .cast(link::Msg::Panic)
         .unwrap();
     eventually("alpha served by a new session", async || {
         session_of(&root, "hub:test-alpha").is_some_and(|s| s != alpha_session)

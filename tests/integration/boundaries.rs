@@ -322,25 +322,25 @@ fn the_hub_names_tool_ids_only_in_its_adapters() {
 }
 
 /// Boundary 3: Root's router and call path hold no per-tool branches: no contract's tool id appears
-/// as a literal in root's non-test code outside its own adapters (`executors/`), nor in the
+/// as a literal in root's non-test code outside its own adapters (`call/executors/`), nor in the
 /// protocol types. Tools are data (contracts); the path is the same for all of them.
 #[test]
 fn root_and_the_protocol_name_no_tool() {
     let ids = contract_tool_ids();
     let mut files: Vec<PathBuf> = rust_files("root/src")
         .into_iter()
-        .filter(|p| !p.starts_with("root/src/executors"))
+        .filter(|p| !p.starts_with("root/src/call/executors"))
         .collect();
     for must in [
-        "root/src/call.rs",
-        "root/src/writes.rs",
-        "root/src/mcp.rs",
-        "root/src/http.rs",
-        "root/src/actors/router.rs",
-        "root/src/actors/router_session.rs",
-        "root/src/actors/policy.rs",
+        "root/src/call/mod.rs",
+        "root/src/call/writes.rs",
+        "root/src/mcp/mod.rs",
+        "root/src/api/mod.rs",
+        "root/src/hubs/router.rs",
+        "root/src/hubs/link.rs",
+        "root/src/policy.rs",
         "root/src/replica/forward.rs",
-        "root/src/run_profile.rs",
+        "root/src/api/run_profile.rs",
     ] {
         assert!(files.contains(&PathBuf::from(must)), "{must} is scanned");
     }

@@ -242,7 +242,7 @@ async fn console_cookie_is_signed_http_only_and_cross_site_requests_are_refused(
         .await
         .unwrap();
     assert!(!audit.to_string().contains(&token));
-    let logs = mcp_root::logging::RING
+    let logs = mcp_root::telemetry::logging::RING
         .tail(4000, |l| Some(l.to_string()))
         .0
         .join("\n");
@@ -366,12 +366,12 @@ async fn console_assets_come_from_the_binary_with_security_headers() {
         };
         assert_eq!(
             &body[..],
-            mcp_root::console::asset_bytes(file).unwrap(),
+            mcp_root::api::console::asset_bytes(file).unwrap(),
             "{path}"
         );
     }
     // The page runs no inline script: every <script> names a file.
-    let index = std::str::from_utf8(mcp_root::console::asset_bytes("index.html").unwrap())
+    let index = std::str::from_utf8(mcp_root::api::console::asset_bytes("index.html").unwrap())
         .unwrap()
         .to_string();
     for tag in index.split("<script").skip(1) {

@@ -1,4 +1,4 @@
-//! The direct path for reads (`root/src/mcp_direct.rs`), stateless and on sessions: the same
+//! The direct path for reads (`root/src/mcp/direct.rs`), stateless and on sessions: the same
 //! requests sent to a root that takes it and to one that sends everything through rmcp get
 //! the same answers; what does not qualify goes to rmcp; a session used only there stays
 //! open; a client that goes away mid-call still leaves the call's audit event.

@@ -45,7 +45,7 @@ async fn root_local_logs_are_scoped_to_the_leases_target() {
         "nothing of another target: {b}"
     );
     // Root's log does hold the other target's lines: the scoping is what hides them.
-    let (all, _) = mcp_root::logging::RING.tail(4000, |l| {
+    let (all, _) = mcp_root::telemetry::logging::RING.tail(4000, |l| {
         l.contains("target_id=hub:logs-other").then(|| l.to_owned())
     });
     assert!(!all.is_empty());
@@ -427,13 +427,13 @@ async fn events_by(root: &TestRoot, actor: &str) -> Vec<serde_json::Value> {
 }
 
 /// Named operators, every action audited: each operator endpoint of the router (the REST
-/// family's and the console's, as `mcp_root::http::endpoints` lists them) writes exactly one
+/// family's and the console's, as `mcp_root::api::endpoints` lists them) writes exactly one
 /// event naming the operator who called it, refusals included; a case missing here for a new
 /// endpoint fails the test. Operators have credentials of their own, are listed, and a
 /// revoked one is refused at once, console session included.
 #[tokio::test]
 async fn every_operator_action_is_one_event_naming_the_operator() {
-    use mcp_root::http::{Access, endpoints};
+    use mcp_root::api::{Access, endpoints};
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:ops-alpha", "").await.unwrap();
     root.enroll("hub:ops-beta", "test").await.unwrap();

@@ -201,6 +201,17 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        // A failing test shows what each replica logged, and whether it was still running.
+        if std::thread::panicking() {
+            let status = self.child.try_wait();
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            eprintln!(
+                "--- replica {} ({status:?}), last lines of its log:\n{}",
+                self.base,
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            );
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

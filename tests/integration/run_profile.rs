@@ -84,7 +84,7 @@ fn rfc3339(v: &Value) -> time::OffsetDateTime {
 pub fn assert_no_secret(doc: &Value, secrets: &[&str], root: &TestRoot) {
     let text = doc.to_string();
     let app = &root.handle().app;
-    let derived = hex::encode(mcp_root::run_profile::signing_key(app));
+    let derived = hex::encode(mcp_root::api::run_profile::signing_key(app));
     let internal = root.handle().base_url();
     let host_port = internal
         .trim_start_matches("http://")
@@ -513,7 +513,7 @@ async fn verify_profile_names_valid_tampered_unsigned_expired_and_unknown_key() 
         serde_json::from_value(profile.clone()).unwrap();
     expired.created_at -= time::Duration::minutes(30);
     expired.expires_at = expired.created_at + time::Duration::minutes(10);
-    expired.seal(&mcp_root::run_profile::signing_key(&root.handle().app));
+    expired.seal(&mcp_root::api::run_profile::signing_key(&root.handle().app));
     let (code, out) = verify_cli(
         &root,
         dir.path(),

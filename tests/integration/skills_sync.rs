@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcp_root::skill_catalog::{META_KEY, sha256_hex};
-use mcp_root::skills_sync::{
+use mcp_root::skill_catalog::sync::{
     Budgets, SENTINEL, SyncError, SyncOptions, SyncReport, TokenSource, sync,
 };
+use mcp_root::skill_catalog::{META_KEY, sha256_hex};
 use mcp_tests::TestRoot;
 use rmcp::model::{
     InitializeResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,

@@ -90,7 +90,7 @@ impl TestRoot {
     pub async fn start_with(f: impl FnOnce(&mut RootConfig)) -> anyhow::Result<TestRoot> {
         init_crypto();
         // Root's log ring (read by `hub.get_logs` with source `root_local`), without stderr.
-        mcp_root::logging::init("info", false);
+        mcp_root::telemetry::logging::init("info", false);
         let dir = tempfile::tempdir()?;
         let mut cfg = RootConfig {
             listen: "127.0.0.1:0".parse()?,

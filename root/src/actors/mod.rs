@@ -1,14 +1,14 @@
 //! The root daemon's actors (ractor) and their supervisor.
 //!
-//! - [`lease_manager`]: the only writer of MCP Session Leases; publishes a read index that the
+//! - [`leases::manager`]: the only writer of MCP Session Leases; publishes a read index that the
 //!   request path authenticates against without a round trip.
 //! - [`policy`]: the policy decision point (capability grant, environment guard, destructive
 //!   refusal) with a reason code for every denial.
-//! - [`descriptor_cache`]: root-curated descriptors with freshness.
-//! - [`audit_writer`]: batches events into hash-chained rows; a call's reply waits until its
+//! - [`descriptors::cache`]: root-curated descriptors with freshness.
+//! - [`audit::writer`]: batches events into hash-chained rows; a call's reply waits until its
 //!   event is committed.
 //! - [`router`]: maps targets to their router sessions and forwards calls to them.
-//! - [`router_session`]: one per connected target; signs calls, matches results, relays
+//! - [`hubs::link`]: one per connected target; signs calls, matches results, relays
 //!   cancels and skill commands.
 //!
 //! Guarantees (ractor): messages from one sender are handled in send order, one at a time per
@@ -20,17 +20,16 @@
 //! again; a router that fails takes its sessions with it and every hub dials again.
 //! `Msg::Panic` (the `fault-injection` feature, test builds only) lets tests prove it.
 
-pub mod audit_committer;
-pub mod audit_writer;
-pub mod descriptor_cache;
-pub mod lease_manager;
-pub mod policy;
-pub mod router;
-pub mod router_session;
 pub mod supervisor;
 
 use arc_swap::ArcSwap;
 use ractor::ActorRef;
+
+use crate::audit::writer as audit_writer;
+use crate::descriptors::cache as descriptor_cache;
+use crate::hubs::router;
+use crate::leases::manager as lease_manager;
+use crate::policy;
 
 /// Current references to the supervised actors; swapped by the supervisor on restart.
 pub struct Actors {

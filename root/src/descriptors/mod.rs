@@ -9,6 +9,8 @@
 //! `source_ref` is repository-relative), code, or anything that looks like a credential.
 
 pub mod build;
+pub mod cache;
+pub mod clock;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
@@ -476,7 +478,7 @@ pub(crate) async fn replace(
 ) -> Result<bool, String> {
     ractor::call_t!(
         app.actors.descriptors.load(),
-        crate::actors::descriptor_cache::Msg::Replace,
+        crate::descriptors::cache::Msg::Replace,
         crate::actors::RPC_TIMEOUT_MS,
         set
     )

@@ -24,9 +24,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{Owner, Zone, credential};
-use crate::actors::{RPC_TIMEOUT_MS, router};
+use crate::actors::RPC_TIMEOUT_MS;
+use crate::api::ApiError;
 use crate::app::App;
-use crate::http::ApiError;
+use crate::hubs::router;
 
 /// The internal endpoint's path.
 pub const ROUTE_PATH: &str = "/v1/root/internal/route";
@@ -106,18 +107,19 @@ impl Zone {
             });
         }
         let url = format!("{}{ROUTE_PATH}", owner.advertise_url);
-        let unreachable = |source: reqwest::Error| match crate::tls_client::tls_failure(&source) {
-            Some(detail) => ForwardError::Tls {
-                replica: owner.replica_id.clone(),
-                url: owner.advertise_url.clone(),
-                detail,
-            },
-            None => ForwardError::Unreachable {
-                replica: owner.replica_id.clone(),
-                url: owner.advertise_url.clone(),
-                source,
-            },
-        };
+        let unreachable =
+            |source: reqwest::Error| match crate::net::tls_client::tls_failure(&source) {
+                Some(detail) => ForwardError::Tls {
+                    replica: owner.replica_id.clone(),
+                    url: owner.advertise_url.clone(),
+                    detail,
+                },
+                None => ForwardError::Unreachable {
+                    replica: owner.replica_id.clone(),
+                    url: owner.advertise_url.clone(),
+                    source,
+                },
+            };
         let res = self
             .http
             .post(&url)

@@ -42,10 +42,10 @@ use serde_json::{Value, json};
 use sqlx::postgres::PgListener;
 use tokio::sync::Semaphore;
 
-use crate::actors::lease_manager::LeaseEntry;
+use crate::api::{ApiError, Auth, Operator};
 use crate::app::{App, Principal};
 use crate::config::{RootConfig, valid_replica_id};
-use crate::http::{ApiError, Auth, Operator};
+use crate::leases::manager::LeaseEntry;
 use crate::store::{self, ChangeRow, ReplicaRow, Store};
 
 /// How often a replica heartbeats its registry row and its hub ownerships.
@@ -151,7 +151,7 @@ impl Zone {
             .redirect(reqwest::redirect::Policy::none())
             .https_only(requires_tls_peers);
         if let Some(path) = &config.replica.ca_file {
-            let certs = crate::tls_client::load_ca_bundle(path).context("replica.ca_file")?;
+            let certs = crate::net::tls_client::load_ca_bundle(path).context("replica.ca_file")?;
             http = http.tls_certs_only(certs);
         }
         Ok(Some(Arc::new(Zone {

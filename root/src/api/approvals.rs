@@ -1,0 +1,184 @@
+//! Operator approvals of writes whose contract says `requires_approval` (the NLU authoring
+//! plane's `apply_change`): the REST family `/v1/root/mcp/approvals` (list, show, approve,
+//! reject; operator only) that `mcp-root admin approvals` and the web console use.
+//!
+//! An approval is opened by the write's preview (`writes.rs`) with the expected effect (for
+//! an NLU change, its diff) and lives `limits.approval_ttl_sec`. Deciding it is an audited
+//! admin event (`admin.approval.approve` / `admin.approval.reject`) that carries the decision
+//! and the effect. Only a pending, unexpired approval can be decided; only an approved one
+//! lets its execute run, once; a rejected or expired one never applies.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use mcp_shared::error::ErrorCode;
+use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::api::{ApiError, Operator};
+use crate::app::App;
+use crate::store::ApprovalRow;
+
+/// An approval as the REST family shows it (status freshness-normalized).
+pub fn view(a: &ApprovalRow) -> Value {
+    let now_ms = unix_ms(now());
+    json!({
+        "approval_id": a.approval_id,
+        "status": a.status_at(now_ms),
+        "tool_id": a.tool_id,
+        "target_id": a.target_id,
+        "session_id": a.session_id,
+        "arguments": a.arguments,
+        "effect": a.effect,
+        "requested_at": format(from_unix_ms(a.requested_at_ms)),
+        "expires_at": format(from_unix_ms(a.expires_at_ms)),
+        "decided_at": a.decided_at_ms.map(|ms| format(from_unix_ms(ms))),
+        "reason": a.reason,
+        "preview_event_id": a.preview_event_id,
+        "applied_event_id": a.applied_event_id,
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// `pending` (default), `approved`, `rejected`, `applied`, `failed`, `expired` or `all`.
+    status: Option<String>,
+    limit: Option<i64>,
+}
+
+/// `GET /v1/root/mcp/approvals?status=pending|…|all&limit=N`.
+pub async fn list(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let want = q.status.unwrap_or_else(|| "pending".into());
+    const KNOWN: [&str; 7] = [
+        "pending", "approved", "rejected", "applied", "failed", "expired", "all",
+    ];
+    if !KNOWN.contains(&want.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "status must be one of {}",
+            KNOWN.join(", ")
+        )));
+    }
+    let limit = q.limit.unwrap_or(100).clamp(1, 1_000);
+    // `expired` is derived from pending/approved rows; filter after normalizing.
+    let rows = app
+        .store
+        .list_approvals(None, 1_000)
+        .await
+        .map_err(ApiError::internal)?;
+    let now_ms = unix_ms(now());
+    let items: Vec<Value> = rows
+        .iter()
+        .filter(|a| want == "all" || a.status_at(now_ms) == want)
+        .take(limit as usize)
+        .map(view)
+        .collect();
+    Ok(Json(json!({ "approvals": items })))
+}
+
+/// `GET /v1/root/mcp/approvals/{id}`.
+pub async fn show(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    app.store
+        .get_approval(Some(&id), None)
+        .await
+        .map_err(ApiError::internal)?
+        .map(|a| Json(view(&a)))
+        .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DecideBody {
+    reason: Option<String>,
+}
+
+/// `POST /v1/root/mcp/approvals/{id}/approve|reject` with an optional `{"reason": "…"}`:
+/// one audit event naming the operator, with the effect approved or rejected (a refusal
+/// too: an unknown approval, one already decided or expired).
+pub async fn decide(
+    State(app): State<Arc<App>>,
+    op: Operator,
+    Path((id, decision)): Path<(String, String)>,
+    body: Option<Json<DecideBody>>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let reason = body.and_then(|Json(b)| b.reason);
+    let before = app
+        .store
+        .get_approval(Some(&id), None)
+        .await
+        .map_err(ApiError::internal)?;
+    let asked = crate::audit::Asked {
+        tool_id: match decision.as_str() {
+            "approve" => "admin.approval.approve",
+            "reject" => "admin.approval.reject",
+            _ => "admin.approval.unknown",
+        },
+        target_id: before.as_ref().map(|b| b.target_id.clone()),
+        adapter: Some("root.approvals".into()),
+        request: json!({
+            "approval_id": id,
+            "decision": decision,
+            "reason": reason,
+            "tool_id": before.as_ref().map(|b| &b.tool_id),
+            "effect": before.as_ref().map(|b| &b.effect),
+            "preview_event_id": before.as_ref().map(|b| &b.preview_event_id),
+        }),
+    };
+    let (after, event_id) = crate::audit::audited(&app, &op, asked, async {
+        let to = match decision.as_str() {
+            "approve" => "approved",
+            "reject" => "rejected",
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "decision must be approve or reject, not `{other}`"
+                )));
+            }
+        };
+        if reason.as_ref().is_some_and(|r| r.len() > 1_000) {
+            return Err(ApiError::bad_request("reason must be at most 1000 bytes"));
+        }
+        let Some(before) = before else {
+            return Err(ApiError::not_found(format!("no approval `{id}`")));
+        };
+        let changed = app
+            .store
+            .transition_approval(&id, "pending", to, unix_ms(now()), reason.as_deref(), None)
+            .await
+            .map_err(ApiError::internal)?;
+        if !changed {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::Conflict,
+                format!(
+                    "approval {id} is {} and can no longer be decided",
+                    before.status_at(unix_ms(now()))
+                ),
+            ));
+        }
+        let summary = format!("{} {to} by {}", before.tool_id, op.actor_id());
+        let after = app
+            .store
+            .get_approval(Some(&id), None)
+            .await
+            .map_err(ApiError::internal)?
+            .unwrap_or(before);
+        Ok((after, summary))
+    })
+    .await?;
+    Ok((
+        StatusCode::OK,
+        Json(json!({ "approval": view(&after), "event_id": event_id })),
+    ))
+}

@@ -1,0 +1,681 @@
+//! The operator web console at `/ui`: static assets compiled into the binary (`root/ui/`),
+//! the cookie login that lets a browser act as the operator, and the security headers every
+//! console response carries.
+//!
+//! The console has no API of its own beyond login: its pages call the REST family
+//! (`/v1/root/mcp/*`, `/v1/root/hubs`), whose `Operator` and `Auth` extractors accept the
+//! console cookie besides the bearer (see [`cookie_operator`]).
+//!
+//! Invariants:
+//! - The cookie never holds the admin token: it holds `v1.<id>.<expiry>.<mac>`, an HMAC-SHA256
+//!   under a key derived from the admin token, for a session root holds (logout or a new
+//!   admin token ends it). A single replica (SQLite) keeps sessions in memory, so a restart
+//!   ends them too; replicas of a zone (PostgreSQL) share the key (one admin token file) and
+//!   the session records (`console_sessions`), so a login on one replica works on every
+//!   replica, and a logout is in force on every live replica when it returns (the change
+//!   feed, with the fallback re-reading cached sessions every 2 s).
+//! - A cookie-authenticated request that is not `GET`/`HEAD` must carry the session's CSRF
+//!   token in `X-MCP-Console-CSRF` and an allowed `Origin` (the Host/Origin guard checks the
+//!   value); a `Sec-Fetch-Site` other than `same-origin`/`none` is refused. The cookie is
+//!   `HttpOnly`, `SameSite=Strict`, and `Secure` when the login came over TLS.
+//! - Nothing here logs a token or a cookie; tokens are never read from URLs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use dashmap::DashMap;
+use hmac::{Hmac, KeyInit, Mac};
+use include_dir::{Dir, include_dir};
+use mcp_shared::error::ErrorCode;
+use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
+use serde::Deserialize;
+use serde_json::json;
+use sha2::Sha256;
+
+use crate::api::ApiError;
+use crate::app::App;
+
+/// The console's files: HTML, CSS and JavaScript modules, no build step.
+static ASSETS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/ui");
+
+/// The session cookie's name.
+pub const COOKIE: &str = "mcp_console";
+/// The header a cookie-authenticated state-changing request must carry.
+pub const CSRF_HEADER: &str = "x-mcp-console-csrf";
+/// Console sessions kept at once; the oldest is dropped past it.
+const MAX_SESSIONS: usize = 64;
+/// Ended sessions remembered (see [`Sessions::forget`]).
+const MAX_ENDED: usize = 1024;
+/// Longest admin token accepted by the login form.
+const MAX_TOKEN_LEN: usize = 512;
+/// Key derivation context of console credentials.
+const KEY_CONTEXT: &[u8] = b"mcp-root/console-session/v1";
+
+/// Content-Security-Policy of console responses: only the binary's own files, no inline
+/// script or style, no framing.
+pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Console state shared through [`App`]: live cookie sessions and the operator's reader
+/// leases (`inspect.rs`).
+#[derive(Default)]
+pub struct Sessions {
+    /// Session id → expiry (unix ms) and the operator who logged in: every session of a single
+    /// replica; with replicas, the ones this replica has seen (the store holds the zone's).
+    live: DashMap<String, (i64, crate::operators::OperatorId)>,
+    /// Sessions ended (logout) here or on another replica, with when: never admitted again,
+    /// even from a store read that raced the logout.
+    ended: DashMap<String, i64>,
+    /// (target, profile) → the short-lived lease operator reads run under.
+    pub(crate) readers: DashMap<(String, String), Arc<crate::leases::manager::LeaseEntry>>,
+}
+
+/// A verified console session.
+#[derive(Debug, Clone)]
+pub struct ConsoleSession {
+    pub id: String,
+    pub expires_ms: i64,
+    /// Who logged in.
+    pub operator: crate::operators::OperatorId,
+}
+
+fn mac(key: &[u8], parts: &[&[u8]]) -> Option<[u8; 32]> {
+    let mut m = <HmacSha256 as KeyInit>::new_from_slice(key).ok()?;
+    for p in parts {
+        m.update(p);
+    }
+    Some(m.finalize().into_bytes().into())
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// The key console credentials are signed with, derived from the admin token (a new admin
+/// token invalidates every console session).
+fn key(app: &App) -> Option<[u8; 32]> {
+    mac(app.admin_token.as_bytes(), &[KEY_CONTEXT])
+}
+
+/// The credential a cookie carries for session `id` expiring at `expires_ms`.
+fn credential(app: &App, id: &str, expires_ms: i64) -> Option<String> {
+    let body = format!("v1.{id}.{expires_ms}");
+    let sig = mac(&key(app)?, &[body.as_bytes()])?;
+    Some(format!("{body}.{}", b64(&sig)))
+}
+
+/// The CSRF token of session `id`.
+pub fn csrf_token(app: &App, id: &str) -> Option<String> {
+    let sig = mac(&key(app)?, &[b"csrf.", id.as_bytes()])?;
+    Some(b64(&sig))
+}
+
+impl Sessions {
+    /// Verifies a cookie value: well-formed, signed by the zone's key, unexpired, and a
+    /// session root still holds (with replicas: one the zone's store holds, which is how a
+    /// session opened on another replica is found).
+    pub async fn verify(&self, app: &App, value: &str) -> Option<ConsoleSession> {
+        let mut parts = value.split('.');
+        let (v, id, exp, sig) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if v != "v1" || parts.next().is_some() || id.len() > 64 {
+            return None;
+        }
+        let expires_ms: i64 = exp.parse().ok()?;
+        let body = format!("v1.{id}.{expires_ms}");
+        let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(sig)
+            .ok()?;
+        let mut m = <HmacSha256 as KeyInit>::new_from_slice(&key(app)?).ok()?;
+        m.update(body.as_bytes());
+        m.verify_slice(&sig).ok()?;
+        let now_ms = unix_ms(now());
+        if expires_ms <= now_ms || self.ended.contains_key(id) {
+            return None;
+        }
+        let (live, operator) = match self.live.get(id).map(|e| e.value().clone()) {
+            Some(live) => live,
+            // Only a cookie the zone's key signed gets here, so a forged id costs no query.
+            None if app.zone.is_some() => match app.store.console_session(id, now_ms).await {
+                Ok(Some((stored, name))) => {
+                    let operator = crate::operators::OperatorId::named(&name);
+                    self.live.insert(id.to_owned(), (stored, operator.clone()));
+                    // A logout applied while the store was read wins.
+                    if self.ended.contains_key(id) {
+                        self.live.remove(id);
+                        return None;
+                    }
+                    (stored, operator)
+                }
+                Ok(None) => return None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot look a console session up; refused");
+                    return None;
+                }
+            },
+            None => return None,
+        };
+        (live == expires_ms).then(|| ConsoleSession {
+            id: id.to_string(),
+            expires_ms,
+            operator,
+        })
+    }
+
+    async fn open(
+        &self,
+        app: &App,
+        ttl: Duration,
+        operator: crate::operators::OperatorId,
+    ) -> Result<ConsoleSession, crate::store::Error> {
+        let now_ms = unix_ms(now());
+        self.live.retain(|_, (exp, _)| *exp > now_ms);
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let expires_ms = now_ms + ttl.as_millis() as i64;
+        if let Some(zone) = &app.zone {
+            // The zone keeps its newest MAX_SESSIONS; the others' caches drop the evicted
+            // ones at their next re-read.
+            for gone in app
+                .store
+                .open_console_session(
+                    &id,
+                    now_ms,
+                    expires_ms,
+                    &zone.replica_id,
+                    operator.name(),
+                    MAX_SESSIONS as i64,
+                )
+                .await?
+            {
+                self.live.remove(&gone);
+            }
+        }
+        while self.live.len() >= MAX_SESSIONS {
+            let oldest = self
+                .live
+                .iter()
+                .min_by_key(|e| e.value().0)
+                .map(|e| e.key().clone());
+            match oldest {
+                Some(k) => {
+                    self.live.remove(&k);
+                }
+                None => break,
+            }
+        }
+        self.live.insert(id.clone(), (expires_ms, operator.clone()));
+        Ok(ConsoleSession {
+            id,
+            expires_ms,
+            operator,
+        })
+    }
+
+    /// Ends session `id`; with replicas, in the store and on every live replica before it
+    /// returns.
+    async fn close(&self, app: &App, id: &str) -> Result<(), crate::store::Error> {
+        self.forget(id);
+        if let Some(zone) = &app.zone {
+            app.store.end_console_session(id).await?;
+            zone.changed(crate::replica::kind::CONSOLE, id, true).await;
+        }
+        Ok(())
+    }
+
+    /// Ends every console session of operator `name` (revoked), here and, with replicas, in
+    /// the store and on every live replica before it returns.
+    pub async fn end_operator(&self, app: &App, name: &str) -> Result<(), crate::store::Error> {
+        let here: Vec<String> = self
+            .live
+            .iter()
+            .filter(|e| e.value().1.name() == name)
+            .map(|e| e.key().clone())
+            .collect();
+        for id in &here {
+            self.forget(id);
+        }
+        if let Some(zone) = &app.zone {
+            for id in app.store.end_operator_console_sessions(name).await? {
+                self.forget(&id);
+                zone.changed(crate::replica::kind::CONSOLE, &id, true).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Session `id` ended (here, or on another replica: the change feed says so).
+    pub fn forget(&self, id: &str) {
+        if self.ended.len() >= MAX_ENDED {
+            // The oldest half; a session ended that long ago has usually expired as well,
+            // and the store no longer holds any of them.
+            let mut at: Vec<i64> = self.ended.iter().map(|e| *e.value()).collect();
+            at.sort_unstable();
+            let cut = at[at.len() / 2];
+            self.ended.retain(|_, t| *t > cut);
+        }
+        self.ended.insert(id.to_owned(), unix_ms(now()));
+        self.live.remove(id);
+    }
+
+    /// Drops those of `ids` this replica holds that the zone's store no longer holds (ended
+    /// on another replica, evicted or expired). Nothing to do on a single replica.
+    pub async fn recheck(&self, app: &App, ids: &[String]) -> Result<(), crate::store::Error> {
+        if app.zone.is_none() {
+            return Ok(());
+        }
+        let cached: Vec<String> = ids
+            .iter()
+            .filter(|id| self.live.contains_key(id.as_str()))
+            .cloned()
+            .collect();
+        if cached.is_empty() {
+            return Ok(());
+        }
+        let live = app
+            .store
+            .live_console_sessions(&cached, unix_ms(now()))
+            .await?;
+        for id in cached {
+            if !live.contains(&id) {
+                self.live.remove(&id);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Sessions::recheck`] for every session this replica holds.
+    pub async fn recheck_all(&self, app: &App) -> Result<(), crate::store::Error> {
+        let ids: Vec<String> = self.live.iter().map(|e| e.key().clone()).collect();
+        self.recheck(app, &ids).await
+    }
+}
+
+/// The console cookie's value, if the request has one.
+fn cookie_value(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v.trim())
+}
+
+/// Whether `Sec-Fetch-Site` (when the browser sends it) says the request came from the
+/// console's own origin or from the operator typing the address.
+fn same_site_fetch(headers: &HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|v| v == "same-origin" || v == "none")
+}
+
+/// The operator, from the console cookie of a request without an `Authorization` header.
+///
+/// `Ok(None)`: no usable cookie (the caller answers 401). `Err`: a valid session whose
+/// request fails the cross-site checks (403).
+pub async fn cookie_operator(
+    app: &App,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<Option<ConsoleSession>, ApiError> {
+    if headers.contains_key(header::AUTHORIZATION) {
+        return Ok(None);
+    }
+    let Some(value) = cookie_value(headers) else {
+        return Ok(None);
+    };
+    let Some(session) = app.console.verify(app, value).await else {
+        return Ok(None);
+    };
+    let forbidden = |why: &str| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, why);
+    if !same_site_fetch(headers) {
+        return Err(forbidden("cross-site request refused"));
+    }
+    if method != Method::GET && method != Method::HEAD {
+        // The Host/Origin guard has already refused an origin that is not allowed; a
+        // state-changing console request must name one.
+        if !headers.contains_key(header::ORIGIN) {
+            return Err(forbidden(
+                "a console request that changes state needs an Origin",
+            ));
+        }
+        let sent = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+        let want = csrf_token(app, &session.id);
+        let ok =
+            matches!((sent, want.as_deref()), (Some(s), Some(w)) if crate::auth::secret_eq(s, w));
+        if !ok {
+            return Err(forbidden(
+                "missing or wrong X-MCP-Console-CSRF header on a console request",
+            ));
+        }
+    }
+    Ok(Some(session))
+}
+
+// ---- routes ---------------------------------------------------------------------------------
+
+/// The console's API routes (its files apart): a login and a logout are operator actions,
+/// each one audit event (a refused login is not: it has no operator to name).
+pub fn endpoints() -> Vec<crate::api::Endpoint> {
+    use crate::api::{Access, Endpoint};
+    vec![
+        Endpoint {
+            method: "POST",
+            path: "/ui/api/login",
+            access: Access::OperatorAction,
+        },
+        Endpoint {
+            method: "POST",
+            path: "/ui/api/logout",
+            access: Access::OperatorAction,
+        },
+        Endpoint {
+            method: "GET",
+            path: "/ui/api/session",
+            access: Access::OperatorRead,
+        },
+    ]
+}
+
+/// The console's routes; an empty router when the console is disabled.
+pub fn routes(app: Arc<App>) -> Router {
+    if !app.config.console.enabled {
+        return Router::new();
+    }
+    Router::new()
+        .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
+        .route("/ui/", get(index))
+        .route("/ui/api/login", post(login))
+        .route("/ui/api/logout", post(logout))
+        .route("/ui/api/session", get(session))
+        .route("/ui/api/{*rest}", axum::routing::any(api_not_found))
+        .route("/ui/{*path}", get(asset))
+        .layer(middleware::from_fn(security_headers))
+        .with_state(app)
+}
+
+/// Adds the console's security headers to every response under `/ui`.
+async fn security_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    res
+}
+
+fn content_type(path: &str) -> &'static str {
+    match path.rsplit('.').next().unwrap_or("") {
+        "html" => "text/html; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "js" => "text/javascript; charset=utf-8",
+        "svg" => "image/svg+xml",
+        "json" => "application/json",
+        "png" => "image/png",
+        "ico" => "image/x-icon",
+        "txt" => "text/plain; charset=utf-8",
+        _ => "application/octet-stream",
+    }
+}
+
+/// A file of the console, or 404.
+pub fn asset_bytes(path: &str) -> Option<&'static [u8]> {
+    if path.split('/').any(|seg| seg == ".." || seg.is_empty()) {
+        return None;
+    }
+    ASSETS.get_file(path).map(|f| f.contents())
+}
+
+fn serve_file(path: &str) -> Response {
+    match asset_bytes(path) {
+        Some(bytes) => (
+            [
+                (header::CONTENT_TYPE, content_type(path)),
+                // Revalidate every time, so a new binary's files are picked up at once.
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            bytes,
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "not found",
+        )
+            .into_response(),
+    }
+}
+
+async fn index() -> Response {
+    serve_file("index.html")
+}
+
+async fn asset(Path(path): Path<String>) -> Response {
+    serve_file(&path)
+}
+
+async fn api_not_found() -> ApiError {
+    ApiError::not_found("no such console endpoint")
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginBody {
+    token: String,
+}
+
+fn set_cookie(value: &str, max_age_sec: i64, secure: bool) -> Option<HeaderValue> {
+    HeaderValue::from_str(&format!(
+        "{COOKIE}={value}; Path=/; Max-Age={max_age_sec}; HttpOnly; SameSite=Strict{}",
+        if secure { "; Secure" } else { "" }
+    ))
+    .ok()
+}
+
+/// Whether the browser reached root over TLS: root serves HTTPS itself (`[tls]`), the
+/// login's `Origin` is `https://…` (a TLS-terminating proxy in front), or the configuration
+/// says so.
+fn secure(app: &App, headers: &HeaderMap) -> bool {
+    app.config.console.secure_cookie
+        || app.config.tls.is_some()
+        || headers
+            .get(header::ORIGIN)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|o| o.starts_with("https://"))
+}
+
+/// `POST /ui/api/login` with `{"token": "<operator credential>"}` (the admin token or a named
+/// operator's): opens a console session for that operator and sets its cookie; answers the
+/// CSRF token the page sends with state-changing requests.
+async fn login(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Json<LoginBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if !same_site_fetch(&headers) || !headers.contains_key(header::ORIGIN) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            "log in from the console page",
+        ));
+    }
+    let token = body.token.trim();
+    let operator = if token.len() > MAX_TOKEN_LEN {
+        None
+    } else if crate::auth::secret_eq(token, &app.admin_token) {
+        Some(crate::operators::OperatorId::admin())
+    } else {
+        app.operators.authenticate(token)
+    };
+    let Some(operator) = operator else {
+        app.metrics.unauthenticated.inc();
+        tracing::warn!("console login refused: not an operator credential");
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthenticated,
+            "not an operator credential",
+        ));
+    };
+    let ttl = Duration::from_secs(app.config.console.session_ttl_sec);
+    let s = app
+        .console
+        .open(&app, ttl, operator)
+        .await
+        .map_err(ApiError::internal)?;
+    let (Some(value), Some(csrf)) = (
+        credential(&app, &s.id, s.expires_ms),
+        csrf_token(&app, &s.id),
+    ) else {
+        return Err(ApiError::internal("console credential could not be signed"));
+    };
+    let cookie = set_cookie(&value, ttl.as_secs() as i64, secure(&app, &headers))
+        .ok_or_else(|| ApiError::internal("console cookie is not a header value"))?;
+    tracing::info!(console_session = %s.id, operator = %s.operator.name(), "console login");
+    let event_id = console_event(&app, "login", &s).await?;
+    let mut res = Json(json!({
+        "csrf_token": csrf,
+        "expires_at": format(from_unix_ms(s.expires_ms)),
+        "operator": s.operator.name(),
+        "event_id": event_id,
+    }))
+    .into_response();
+    res.headers_mut().insert(header::SET_COOKIE, cookie);
+    Ok(res)
+}
+
+/// Records a console login or logout (`admin.console.<verb>`) in the audit trail and waits
+/// for its commit, like every operator action. A refused login is not an event (it is counted
+/// in `mcp_root_unauthenticated_total` and logged, like any request without credentials).
+async fn console_event(
+    app: &App,
+    verb: &str,
+    session: &ConsoleSession,
+) -> Result<String, ApiError> {
+    let (session_id, expires_ms) = (&session.id, session.expires_ms);
+    crate::audit::record_admin(
+        app,
+        &crate::api::Operator(session.operator.clone()),
+        crate::audit::AdminAction {
+            tool_id: format!("admin.console.{verb}"),
+            target_id: None,
+            adapter: Some("root.console".into()),
+            started_at: mcp_shared::time::now(),
+            request: json!({
+                "console_session": session_id,
+                "expires_at": format(from_unix_ms(expires_ms)),
+            }),
+        },
+        Ok(format!("console {verb}")),
+    )
+    .await
+}
+
+async fn require_session(
+    app: &App,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<ConsoleSession, ApiError> {
+    cookie_operator(app, method, headers).await?.ok_or_else(|| {
+        app.metrics.unauthenticated.inc();
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthenticated,
+            "not logged in to the console",
+        )
+    })
+}
+
+/// `POST /ui/api/logout`: ends the session and clears the cookie.
+async fn logout(
+    State(app): State<Arc<App>>,
+    method: Method,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let s = require_session(&app, &method, &headers).await?;
+    app.console
+        .close(&app, &s.id)
+        .await
+        .map_err(ApiError::internal)?;
+    tracing::info!(console_session = %s.id, "console logout");
+    let event_id = console_event(&app, "logout", &s).await?;
+    let mut res = Json(json!({ "logged_out": true, "event_id": event_id })).into_response();
+    if let Some(c) = set_cookie("", 0, secure(&app, &headers)) {
+        res.headers_mut().insert(header::SET_COOKIE, c);
+    }
+    Ok(res)
+}
+
+/// `GET /ui/api/session`: the current session (for a reloaded page) with its CSRF token.
+async fn session(
+    State(app): State<Arc<App>>,
+    method: Method,
+    headers: HeaderMap,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let s = require_session(&app, &method, &headers).await?;
+    Ok(Json(json!({
+        "csrf_token": csrf_token(&app, &s.id),
+        "expires_at": format(from_unix_ms(s.expires_ms)),
+        "operator": s.operator.name(),
+        "zone": app.config.zone,
+        "version": env!("CARGO_PKG_VERSION"),
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assets_are_compiled_in_and_paths_cannot_escape() {
+        assert!(asset_bytes("index.html").is_some());
+        assert!(asset_bytes("app.js").is_some());
+        assert!(asset_bytes("../Cargo.toml").is_none());
+        assert!(asset_bytes("js//x.js").is_none());
+        assert_eq!(content_type("a/b.js"), "text/javascript; charset=utf-8");
+    }
+
+    #[test]
+    fn cookie_value_is_found_among_others() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; mcp_console=v1.x.1.y; b=2"),
+        );
+        assert_eq!(cookie_value(&h), Some("v1.x.1.y"));
+        let mut h = HeaderMap::new();
+        h.insert(header::COOKIE, HeaderValue::from_static("xmcp_console=1"));
+        assert_eq!(cookie_value(&h), None);
+    }
+}

@@ -1,0 +1,210 @@
+//! Operator reads of a target's tools: `POST /v1/root/hubs/{target_id}/read` with
+//! `{"tool_id": …, "arguments": {…}}`, for data only a tool provides (health checks, runtime
+//! summary, ProfileOps sessions and incidents) in the console's target inspector.
+//!
+//! The read runs through the one governed call path (`call::call`) under a short-lived lease
+//! root issues to the operator: audience [`AUDIENCE`], the narrowest read-only capability
+//! profile that grants the tool, [`READER_TTL`]. So policy, limits, redaction and the audit
+//! trail apply as to any client, the event names the operator as its actor with that lease as
+//! its session, and the lease is listed with the others (its issue is an operator event).
+//! Its bearer never leaves root (only the lease entry is kept).
+//!
+//! Invariant: only `read` tools can be called this way; writes need a client's lease and the
+//! preview/confirmation flow.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use mcp_shared::contract::{RoutingClass, SideEffectClass};
+use mcp_shared::error::ErrorCode;
+use mcp_shared::event::Surface;
+use mcp_shared::time::now;
+use ractor::call_t;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::actors::RPC_TIMEOUT_MS;
+use crate::api::{ApiError, Operator};
+use crate::app::App;
+use crate::call::{self, CallContext};
+use crate::leases::manager::{self as lease_manager, LeaseEntry, NewLease};
+
+/// Audience of the leases operator reads run under.
+pub const AUDIENCE: &str = "operator-console";
+/// Lifetime of such a lease; a new one is issued when less than [`READER_RENEW`] is left.
+pub const READER_TTL: Duration = Duration::from_secs(600);
+const READER_RENEW: Duration = Duration::from_secs(60);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadBody {
+    tool_id: String,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+/// The narrowest profile granting `capability` whose tools are all reads.
+fn read_profile(app: &App, capability: &str) -> Option<String> {
+    app.profiles
+        .profiles
+        .iter()
+        .filter(|p| p.capabilities.iter().any(|c| c == capability))
+        .filter(|p| {
+            app.effective_tools(p).iter().all(|t| {
+                app.contracts
+                    .get(t)
+                    .is_some_and(|c| c.contract.side_effect == SideEffectClass::Read)
+            })
+        })
+        .min_by_key(|p| p.capabilities.len())
+        .map(|p| p.name.clone())
+}
+
+/// The reader lease for `(target, profile)`, issued when missing or about to end.
+async fn reader_lease(
+    app: &App,
+    op: &Operator,
+    target_id: &str,
+    profile_name: &str,
+) -> Result<Arc<LeaseEntry>, ApiError> {
+    let key = (target_id.to_string(), profile_name.to_string());
+    let renew_at = now() + READER_RENEW;
+    if let Some(l) = app.console.readers.get(&key)
+        && l.is_usable()
+        && l.lease().deadline_at > renew_at
+    {
+        return Ok(l.clone());
+    }
+    let profile = app
+        .profiles
+        .get(profile_name)
+        .ok_or_else(|| ApiError::internal(format!("profile {profile_name} vanished")))?;
+    let Some(subnet_id) = app
+        .enrolments
+        .get(target_id)
+        .map(|e| e.row.subnet_id.clone())
+    else {
+        return Err(ApiError::not_found(format!(
+            "target `{target_id}` is not enrolled"
+        )));
+    };
+    let new = NewLease {
+        target_id: target_id.to_string(),
+        subnet_id,
+        zone: app.config.zone.clone(),
+        audience: AUDIENCE.into(),
+        capability_profile: profile_name.to_string(),
+        effective_tools: app.effective_tools(profile),
+        ttl: READER_TTL,
+        lineage: None,
+        parent: None,
+    };
+    let asked = crate::audit::Asked {
+        tool_id: "admin.lease.create",
+        target_id: Some(target_id.to_owned()),
+        adapter: Some("root.lease_manager".into()),
+        request: json!({
+            "target_id": target_id,
+            "capability_profile": profile_name,
+            "audience": AUDIENCE,
+            "ttl_sec": READER_TTL.as_secs(),
+        }),
+    };
+    let (issued, _) = crate::audit::audited(app, op, asked, async {
+        let issued = call_t!(
+            app.actors.leases.load(),
+            lease_manager::Msg::Create,
+            RPC_TIMEOUT_MS,
+            new
+        )
+        .map_err(ApiError::internal)?
+        .map_err(|e| ApiError::internal(format!("issuing the operator's reader lease: {e}")))?;
+        let summary = format!(
+            "issued reader lease {} for the operator's reads of `{target_id}` ({profile_name})",
+            issued.lease.session_id
+        );
+        Ok((issued, summary))
+    })
+    .await?;
+    let entry = app
+        .leases
+        .authenticate(&issued.token)
+        .ok_or_else(|| ApiError::internal("a new reader lease does not authenticate"))?;
+    app.console.readers.insert(key, entry.clone());
+    Ok(entry)
+}
+
+/// `POST /v1/root/hubs/{target_id}/read`.
+pub async fn operator_read(
+    State(app): State<Arc<App>>,
+    op: Operator,
+    Path(target_id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<ReadBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Some(entry) = app.contracts.get(&body.tool_id).cloned() else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::UnknownTool,
+            format!("no tool `{}`", body.tool_id),
+        ));
+    };
+    let c = &entry.contract;
+    if c.side_effect != SideEffectClass::Read || c.routing == RoutingClass::OperationalWrite {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            format!(
+                "`{}` is not a read; writes run under a client's lease with preview and confirmation",
+                c.tool_id
+            ),
+        ));
+    }
+    if !app.enrolments.contains_key(&target_id) {
+        return Err(ApiError::not_found(format!(
+            "target `{target_id}` is not enrolled"
+        )));
+    }
+    let Some(profile) = read_profile(&app, &c.required_capability) else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::CapabilityNotGranted,
+            format!(
+                "no read-only capability profile grants `{}`",
+                c.required_capability
+            ),
+        ));
+    };
+    let lease = reader_lease(&app, &op, &target_id, &profile).await?;
+    lease.touch();
+    let ctx = CallContext {
+        surface: Surface::Rest,
+        lease,
+        trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
+        request_id: uuid::Uuid::now_v7().to_string(),
+        cancel: None,
+        operator: Some(op.0.clone()),
+    };
+    let outcome = call::call(
+        &app,
+        ctx,
+        &body.tool_id,
+        body.arguments.unwrap_or_else(|| json!({})),
+    )
+    .await;
+    if let Some(e) = outcome.unaudited_error() {
+        return Err(ApiError::of_tool(e));
+    }
+    let status = outcome
+        .response
+        .error
+        .as_ref()
+        .map(|e| crate::api::status_of(e.code))
+        .unwrap_or(StatusCode::OK);
+    Ok((status, Json(outcome.response)).into_response())
+}

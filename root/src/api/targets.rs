@@ -1,0 +1,311 @@
+//! The operator's target endpoints (`/v1/root/hubs`): enrol a managed target (its hub token
+//! shown once), list the targets, rotate a hub's key. Enrolment and rotation are operator
+//! actions, each one audit event naming the operator (`admin.hub.enroll`,
+//! `admin.hub.rotate_key`, refusals included); a hub token never reaches the trail.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use mcp_shared::error::ErrorCode;
+use mcp_shared::protocol;
+use mcp_shared::target::TargetStatus;
+use mcp_shared::time::{now, unix_ms};
+use ractor::call_t;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::actors::RPC_TIMEOUT_MS;
+use crate::api::{ApiError, Operator};
+use crate::app::App;
+use crate::audit::{Asked, audited};
+use crate::hubs::router;
+use crate::hubs::{Enrolment, HUB_TOKEN_PREFIX, PreviousHubKey, live_status};
+use crate::store::{PreviousKey, TargetRow};
+
+/// Longest grace period of a key rotation (a week).
+pub const MAX_ROTATION_GRACE_SEC: u64 = 7 * 24 * 3600;
+/// Grace period of a key rotation when the operator names none.
+pub const DEFAULT_ROTATION_GRACE_SEC: u64 = 600;
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnrollRequest {
+    target_id: String,
+    environment: String,
+    #[serde(default)]
+    subnet_id: Option<String>,
+    #[serde(default)]
+    zone: Option<String>,
+}
+
+fn valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 200
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._:-".contains(c))
+}
+
+/// `POST /v1/root/hubs`: enrols a target; its hub token is shown once, in this answer.
+pub async fn enroll(
+    State(app): State<Arc<App>>,
+    op: Operator,
+    body: Result<Json<EnrollRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
+    let (target_id, request) = match &parsed {
+        Ok(req) => (Some(req.target_id.clone()), json!(req)),
+        Err(why) => (None, json!({ "invalid_body": why })),
+    };
+    let asked = Asked {
+        tool_id: "admin.hub.enroll",
+        target_id,
+        adapter: Some("root.hubs".into()),
+        request,
+    };
+    let ((row, token), event_id) = audited(&app, &op, asked, async {
+        let req = parsed.map_err(ApiError::bad_request)?;
+        let enrolled = enrol(&app, req).await?;
+        let summary = format!(
+            "enrolled `{}` ({}, subnet {}); its hub token was shown once",
+            enrolled.0.target_id, enrolled.0.environment, enrolled.0.subnet_id
+        );
+        Ok((enrolled, summary))
+    })
+    .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "target_id": row.target_id,
+            "environment": row.environment,
+            "subnet_id": row.subnet_id,
+            "zone": row.zone,
+            "token": token,
+            "event_id": event_id,
+        })),
+    ))
+}
+
+/// Validates an enrolment, stores it and makes it known here and on every replica; the row
+/// and the new hub token.
+async fn enrol(app: &App, req: EnrollRequest) -> Result<(TargetRow, String), ApiError> {
+    if !valid_id(&req.target_id) || !valid_id(&req.environment) {
+        return Err(ApiError::bad_request(
+            "target_id and environment must be 1..200 characters of [A-Za-z0-9._:-]",
+        ));
+    }
+    let token = crate::auth::new_token(HUB_TOKEN_PREFIX);
+    let signing_key = protocol::signing_key(&token);
+    let sealed = app
+        .master_key
+        .seal_signing_key(&req.target_id, &signing_key)
+        .map_err(ApiError::internal)?;
+    let row = TargetRow {
+        target_id: req.target_id.clone(),
+        environment: req.environment,
+        subnet_id: req.subnet_id.unwrap_or_else(|| "default".into()),
+        zone: req.zone.unwrap_or_else(|| app.config.zone.clone()),
+        token_hash: crate::auth::token_hash(&token),
+        signing_key: sealed,
+        enrolled_at_ms: unix_ms(now()),
+        last_seen_at_ms: None,
+        descriptor: None,
+        skills: None,
+        skill_desired: None,
+    };
+    let inserted = app
+        .store
+        .insert_target(&row)
+        .await
+        .map_err(ApiError::internal)?;
+    if !inserted {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::Conflict,
+            format!("target `{}` is already enrolled", req.target_id),
+        ));
+    }
+    let e = Enrolment {
+        skill: crate::hubs::skill::Gate::from_row(&row),
+        row: row.clone(),
+        signing_key,
+        previous: None,
+    };
+    app.targets
+        .entry(row.target_id.clone())
+        .or_insert_with(|| e.offline_descriptor());
+    app.enrolments.insert(row.target_id.clone(), e);
+    crate::replica::target_changed(app, &row.target_id, true).await;
+    Ok((row, token))
+}
+
+/// `GET /v1/root/hubs`: every enrolled target with its status, descriptor, skill (root's
+/// desired state and the hub's report) and published capabilities.
+pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Value>, ApiError> {
+    let pressure = call_t!(
+        app.actors.router.load(),
+        router::Msg::Pressure,
+        RPC_TIMEOUT_MS
+    )
+    .unwrap_or_default();
+    let mut rows: Vec<TargetRow> = app.store.load_targets().await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            e.to_string(),
+        )
+    })?;
+    rows.sort_by(|a, b| a.target_id.cmp(&b.target_id));
+    let targets: Vec<Value> = rows
+        .into_iter()
+        .map(|r| {
+            let live = app.targets.get(&r.target_id).map(|d| d.clone());
+            let status = live_status(&app, &r.target_id);
+            let descriptor: Option<Value> = live
+                .map(|d| json!(d))
+                .or_else(|| r.descriptor.as_deref().and_then(|d| serde_json::from_str(d).ok()));
+            let skills: Value = r.skills.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(json!([]));
+            let skill = app.enrolments.get(&r.target_id).map(|e| e.skill.view());
+            let published = descriptor
+                .as_ref()
+                .filter(|_| status != TargetStatus::Offline)
+                .and_then(|d| d["operational_surface"]["capabilities"].as_array().cloned())
+                .unwrap_or_default();
+            json!({
+                "target_id": r.target_id,
+                "environment": r.environment,
+                "subnet_id": r.subnet_id,
+                "zone": r.zone,
+                "status": status,
+                "enrolled_at": mcp_shared::time::format(mcp_shared::time::from_unix_ms(r.enrolled_at_ms)),
+                "last_seen_at": r.last_seen_at_ms.map(|ms| mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms))),
+                "descriptor": descriptor,
+                "skills": skills,
+                "skill": skill,
+                "published_capabilities": published,
+                "pressure": pressure.get(&r.target_id),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "targets": targets })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotateRequest {
+    /// How long the previous token and key keep working, in seconds.
+    #[serde(default)]
+    grace_sec: Option<u64>,
+}
+
+/// `POST /v1/root/hubs/{target_id}/rotate-key`: a new hub token (shown once) and signing key;
+/// the previous ones keep working for `grace_sec`, then a hub still using them is refused (and
+/// dropped at its next frame). Audited as `admin.hub.rotate_key`, without the token.
+pub async fn rotate_key(
+    State(app): State<Arc<App>>,
+    op: Operator,
+    Path(target_id): Path<String>,
+    body: Result<Json<RotateRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
+    let request = match &parsed {
+        Ok(req) => json!({ "target_id": target_id, "grace_sec": req.grace_sec }),
+        Err(why) => json!({ "target_id": target_id, "invalid_body": why }),
+    };
+    let asked = Asked {
+        tool_id: "admin.hub.rotate_key",
+        target_id: Some(target_id.clone()),
+        adapter: Some("root.hubs".into()),
+        request,
+    };
+    let ((token, grace_sec, valid_until), event_id) = audited(&app, &op, asked, async {
+        let req = parsed.map_err(ApiError::bad_request)?;
+        let grace_sec = req.grace_sec.unwrap_or(DEFAULT_ROTATION_GRACE_SEC);
+        let (token, valid_until) = rotate(&app, &target_id, grace_sec).await?;
+        let summary = format!(
+            "new hub token and signing key issued; the previous ones work until {valid_until}"
+        );
+        Ok(((token, grace_sec, valid_until), summary))
+    })
+    .await?;
+    Ok((
+        StatusCode::OK,
+        Json(json!({
+            "target_id": target_id,
+            "token": token,
+            "previous_valid_until": valid_until,
+            "grace_sec": grace_sec,
+            "event_id": event_id,
+        })),
+    ))
+}
+
+/// Rotates `target_id`'s hub key, the previous one valid for `grace_sec`; the new token and
+/// until when the previous works.
+async fn rotate(app: &App, target_id: &str, grace_sec: u64) -> Result<(String, String), ApiError> {
+    if grace_sec > MAX_ROTATION_GRACE_SEC {
+        return Err(ApiError::bad_request(format!(
+            "grace_sec must be at most {MAX_ROTATION_GRACE_SEC} (a week)"
+        )));
+    }
+    let Some(current) = app.enrolments.get(target_id).map(|e| e.clone()) else {
+        return Err(ApiError::not_found(format!(
+            "target `{target_id}` is not enrolled"
+        )));
+    };
+    let started_at = now();
+    let token = crate::auth::new_token(HUB_TOKEN_PREFIX);
+    let token_hash = crate::auth::token_hash(&token);
+    let signing_key = protocol::signing_key(&token);
+    let sealed = app
+        .master_key
+        .seal_signing_key(target_id, &signing_key)
+        .map_err(ApiError::internal)?;
+    let expires_at_ms = unix_ms(started_at).saturating_add((grace_sec as i64).saturating_mul(1000));
+    let previous = PreviousKey {
+        token_hash: current.row.token_hash.clone(),
+        signing_key: current.row.signing_key.clone(),
+        expires_at_ms,
+    };
+    // Store and memory change together with respect to a replica's enrolment reload, which
+    // could otherwise put back what it read before this rotation.
+    let writes = match &app.zone {
+        Some(z) => Some(z.enrolment_writes.lock().await),
+        None => None,
+    };
+    let rotated = app
+        .store
+        .rotate_target_key(
+            target_id,
+            &current.row.token_hash,
+            &token_hash,
+            &sealed,
+            &previous,
+        )
+        .await
+        .map_err(ApiError::internal)?;
+    if !rotated {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::Conflict,
+            format!("the key of `{target_id}` changed meanwhile; try again"),
+        ));
+    }
+    if let Some(mut e) = app.enrolments.get_mut(target_id) {
+        e.previous = Some(PreviousHubKey {
+            token_hash: current.row.token_hash.clone(),
+            signing_key: current.signing_key,
+            expires_at_ms,
+        });
+        e.row.token_hash = token_hash;
+        e.row.signing_key = sealed;
+        e.signing_key = signing_key;
+    }
+    // Released before waiting for the change to be applied here (which reloads under it).
+    drop(writes);
+    crate::replica::target_changed(app, target_id, true).await;
+    let valid_until = mcp_shared::time::format(mcp_shared::time::from_unix_ms(expires_at_ms));
+    tracing::info!(%target_id, grace_sec, previous_valid_until = %valid_until, "hub key rotated");
+    Ok((token, valid_until))
+}

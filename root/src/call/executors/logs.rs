@@ -1,0 +1,207 @@
+//! `hub.get_logs`: log reads that say where they come from (seed "WebUI and Observability
+//! Model"): `root_local` reads root's own log ring, the lines about the lease's target only;
+//! `subnet_active` fans the call out to every hub of the lease's subnet and aggregates their
+//! answers.
+//!
+//! Every answer carries a health summary of the read: `healthy` (all of the path answered),
+//! `partial` (some hubs missing, named in `missing`) or `degraded` (nothing of the subnet
+//! answered). Hubs redact before lines leave them; root redacts again before answering.
+
+use futures::future::join_all;
+use mcp_shared::error::ToolError;
+use mcp_shared::event::OperationalEvent;
+use mcp_shared::target::TargetStatus;
+use serde_json::{Value, json};
+
+use super::{ExecInput, arg_str, arg_u64};
+use crate::app::App;
+use crate::call::{CallContext, route_to};
+use crate::catalog::ContractEntry;
+
+/// Lines per stream a read may ask for.
+const MAX_LINES: u64 = 1_000;
+
+pub async fn run(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    input: &ExecInput,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let source = arg_str(input, "source").unwrap_or("subnet_active");
+    if source == "root_local" {
+        return Ok(root_local(app, &ctx.lease.lease().target_id, input, event));
+    }
+    subnet_active(app, ctx, entry, input, event).await
+}
+
+/// Root's own log lines about the lease's target (its hub's connection, its calls), never
+/// another target's or root's whole log: a lease reads what concerns it.
+fn root_local(
+    app: &App,
+    target_id: &str,
+    input: &ExecInput,
+    event: &mut OperationalEvent,
+) -> Value {
+    let lines = arg_u64(input, "lines", 100, 1, MAX_LINES) as usize;
+    // Filter after redaction, so `contains` cannot probe for a secret.
+    let contains = arg_str(input, "contains");
+    let mut redactions = Vec::new();
+    let (lines, truncated) = crate::telemetry::logging::RING.tail_for(target_id, lines, |l| {
+        let mut found = Vec::new();
+        let line = app.redactor.redact_text("root_log", l, &mut found);
+        if contains.is_some_and(|c| !line.contains(c)) {
+            return None;
+        }
+        redactions.extend(found);
+        Some(line.chars().take(2_048).collect())
+    });
+    let n = redactions.len();
+    event.redactions.extend(redactions.into_iter().take(20));
+    json!({
+        "source": "root_local",
+        "health": "healthy",
+        "missing": [],
+        "entries": [{
+            "target_id": format!("root:{}", app.config.zone),
+            "stream": "root",
+            "lines": lines,
+            "truncated": truncated,
+            "redactions": n,
+        }],
+        "summary": format!(
+            "{} lines of root's own log about `{target_id}` (zone {})",
+            lines.len(),
+            app.config.zone
+        ),
+    })
+}
+
+async fn subnet_active(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    input: &ExecInput,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let lease = ctx.lease.lease();
+    let tool = &entry.contract.tool_id;
+    let mut members: Vec<String> = app
+        .enrolments
+        .iter()
+        .filter(|e| e.row.subnet_id == lease.subnet_id)
+        .map(|e| e.row.target_id.clone())
+        .collect();
+    members.sort();
+    // Which members can answer: online, publishing the tool through an enabled skill, in an
+    // environment the tool allows.
+    let mut reachable = Vec::new();
+    let mut missing: Vec<(String, String)> = Vec::new();
+    for t in &members {
+        match app.targets.get(t) {
+            Some(_) if !crate::hubs::skill::open(app, t) => {
+                missing.push((t.clone(), "skill switched off".into()));
+            }
+            Some(d) if d.status == TargetStatus::Offline => {
+                missing.push((t.clone(), "offline".into()));
+            }
+            Some(d) if !entry.contract.allows_environment(&d.environment) => {
+                missing.push((t.clone(), format!("environment `{}`", d.environment)));
+            }
+            Some(d)
+                if !d.operational_surface.enabled
+                    || !d.operational_surface.capabilities.iter().any(|c| c == tool) =>
+            {
+                missing.push((t.clone(), "does not publish hub.get_logs".into()));
+            }
+            Some(_) => reachable.push(t.clone()),
+            None => missing.push((t.clone(), "never connected".into())),
+        }
+    }
+    let mut arguments = input.arguments.clone();
+    if let Some(o) = arguments.as_object_mut() {
+        o.insert("source".into(), json!("subnet_active"));
+    }
+    let answers = join_all(
+        reachable
+            .iter()
+            .map(|t| route_to(app, ctx, entry, t, ExecInput::run(arguments.clone()))),
+    )
+    .await;
+    let mut entries = Vec::new();
+    let mut notes = Vec::new();
+    let mut adapters = Vec::new();
+    let mut redactions = Vec::new();
+    for (t, (adapter, result)) in reachable.iter().zip(answers) {
+        if let Some(a) = adapter {
+            adapters.push(a);
+        }
+        match result {
+            Ok(v) => {
+                // Each hub's own summary names what it could not read.
+                if let Some(note) = v["summary"].as_str() {
+                    notes.push(app.redactor.redact_text("hub_log", note, &mut redactions));
+                }
+                for mut e in v["entries"].as_array().cloned().unwrap_or_default() {
+                    // A hub speaks only for itself.
+                    e["target_id"] = json!(t);
+                    if let Some(lines) = e["lines"].as_array_mut() {
+                        for l in lines.iter_mut() {
+                            if let Some(s) = l.as_str() {
+                                *l = json!(app.redactor.redact_text("hub_log", s, &mut redactions));
+                            }
+                        }
+                    }
+                    entries.push(e);
+                }
+            }
+            Err(e) => missing.push((t.clone(), format!("{}: {}", e.code, e.message))),
+        }
+    }
+    event.redactions.extend(redactions.into_iter().take(20));
+    if !adapters.is_empty() {
+        adapters.sort();
+        adapters.dedup();
+        event.execution_adapter = Some(format!("root.logs -> {}", adapters.join(", ")));
+    }
+    let answered = members.len() - missing.len();
+    let health = if members.is_empty() || answered == 0 {
+        "degraded"
+    } else if missing.is_empty() {
+        "healthy"
+    } else {
+        "partial"
+    };
+    let summary = if members.is_empty() {
+        format!("subnet `{}` has no enrolled hub", lease.subnet_id)
+    } else if missing.is_empty() {
+        format!(
+            "all {} hubs of subnet `{}` answered",
+            members.len(),
+            lease.subnet_id
+        )
+    } else {
+        format!(
+            "{answered} of {} hubs of subnet `{}` answered; missing: {}",
+            members.len(),
+            lease.subnet_id,
+            missing
+                .iter()
+                .map(|(t, why)| format!("{t} ({why})"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    };
+    let summary = if notes.is_empty() {
+        summary
+    } else {
+        format!("{summary}. {}", notes.join(". "))
+    };
+    Ok(json!({
+        "source": "subnet_active",
+        "health": health,
+        "missing": missing.iter().map(|(t, _)| t).collect::<Vec<_>>(),
+        "entries": entries,
+        "summary": summary,
+    }))
+}

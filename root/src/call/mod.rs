@@ -1,0 +1,878 @@
+//! The governed call path: one function shared by MCP `tools/call` and REST `/call`, so both
+//! get the same policy, validation, limits, timeouts and audit.
+//!
+//! Order: resolve contract → policy decision → argument validation → concurrency slots →
+//! answer (a descriptive tool: its descriptor set's kept answer, projected and checked
+//! against the output schema once; an operational one: executed on root or routed, under the
+//! tool's timeout, then output validation) → durable audit event → normalized response.
+
+pub mod elicitation;
+pub mod executors;
+pub mod limits;
+pub mod redaction;
+pub mod writes;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mcp_shared::contract::{DescriptorProjection, RoutingClass};
+use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
+use mcp_shared::event::{Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Surface};
+use mcp_shared::time::now;
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::catalog::ContractEntry;
+use crate::hubs::router;
+use crate::leases::manager::LeaseEntry;
+use crate::policy;
+
+/// Where a call came from and how to trace it.
+pub struct CallContext {
+    pub surface: Surface,
+    pub lease: Arc<LeaseEntry>,
+    pub trace_id: String,
+    pub request_id: String,
+    /// Cancelled when the client cancels the request (MCP `notifications/cancelled`).
+    pub cancel: Option<tokio_util::sync::CancellationToken>,
+    /// The operator a call is made for (an operator read under root's reader lease): the
+    /// event names them as its actor, with the lease as its session.
+    pub operator: Option<crate::operators::OperatorId>,
+}
+
+/// The outcome plus whether the tool id was unknown (MCP answers that as a protocol error).
+pub struct Outcome {
+    pub response: ToolResponse,
+    pub unknown_tool: bool,
+    /// No event records this call: it was refused because the audit trail cannot be written,
+    /// or its own event could not be committed. The response's error says so
+    /// (`audit_unavailable`) and its `event_id` names no stored event; REST answers 503 and MCP
+    /// a JSON-RPC error instead of a tool result.
+    pub unaudited: bool,
+    /// Set by [`call_keeping_answer`] only: the descriptive answer its descriptor set keeps,
+    /// which is then this call's result (and `response.result` is `None`), so an MCP answer
+    /// can use what the set serialized once instead of a copy of the value.
+    pub kept: Option<Arc<crate::descriptors::DescriptiveAnswer>>,
+}
+
+impl Outcome {
+    /// The `audit_unavailable` error of a call that left no event.
+    pub fn unaudited_error(&self) -> Option<&ToolError> {
+        if self.unaudited {
+            self.response.error.as_ref()
+        } else {
+            None
+        }
+    }
+}
+
+/// A new trace id, or the one from a W3C `traceparent` header.
+pub fn trace_id_from(traceparent: Option<&str>) -> String {
+    traceparent
+        .and_then(|tp| {
+            let parts: Vec<&str> = tp.split('-').collect();
+            (parts.len() == 4
+                && parts[1].len() == 32
+                && parts[1].chars().all(|c| c.is_ascii_hexdigit()))
+            .then(|| parts[1].to_ascii_lowercase())
+        })
+        .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string())
+}
+
+/// A governed call: its outcome with the result in `response.result`.
+pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Outcome {
+    let mut outcome = call_keeping_answer(app, ctx, tool_id, arguments).await;
+    if let Some(kept) = outcome.kept.take() {
+        outcome.response.result = Some(kept.value.clone());
+    }
+    outcome
+}
+
+/// [`call`], except that a descriptive answer stays in [`Outcome::kept`] (not copied into
+/// `response.result`).
+pub async fn call_keeping_answer(
+    app: &App,
+    ctx: CallContext,
+    tool_id: &str,
+    arguments: Value,
+) -> Outcome {
+    // Nothing starts while its event could not be written (see `audit::health`).
+    if !app.audit_health.is_available() {
+        return Outcome {
+            response: ToolResponse {
+                ok: false,
+                tool_id: tool_id.to_string(),
+                result: None,
+                error: Some(app.audit_health.refusal()),
+                event_id: String::new(),
+                trace_id: ctx.trace_id,
+            },
+            unknown_tool: false,
+            unaudited: true,
+            kept: None,
+        };
+    }
+    // Counted as running until its event is handed to the audit writer (group commit).
+    let running = app.running_calls.enter();
+    let started = Instant::now();
+    let started_at = now();
+    let lease = ctx.lease.lease();
+    let mut event = OperationalEvent {
+        event_id: uuid::Uuid::now_v7().to_string(),
+        trace_id: ctx.trace_id.clone(),
+        request_id: ctx.request_id.clone(),
+        surface: ctx.surface,
+        actor: Actor {
+            id: match &ctx.operator {
+                Some(op) => op.actor_id(),
+                None => format!("lease:{}", lease.session_id),
+            },
+            session_id: Some(lease.session_id.clone()),
+            audience: Some(lease.audience.clone()),
+            capability_profile: Some(lease.capability_profile.clone()),
+        },
+        target_id: Some(lease.target_id.clone()),
+        tool_id: tool_id.to_string(),
+        capability: None,
+        policy_decision: PolicyDecision {
+            decision: Decision::Deny,
+            reason: None,
+            checks: Vec::new(),
+        },
+        execution_adapter: None,
+        dry_run: false,
+        status: EventStatus::Denied,
+        started_at,
+        finished_at: started_at,
+        request: Value::Null,
+        result_summary: None,
+        error: None,
+        redactions: Vec::new(),
+        retried: Vec::new(),
+    };
+    let entry = app.contracts.get(tool_id).cloned();
+    // Concurrency slots are held until the audit event is durable and the response is ready.
+    let mut permits = None;
+    let (result, unknown_tool) = match entry {
+        None => {
+            event
+                .policy_decision
+                .checks
+                .push("contract_resolution".into());
+            match app.destructive.matching(tool_id) {
+                // A destructive action is never a tool: say so, with what to do instead.
+                Some(rule) => {
+                    event
+                        .policy_decision
+                        .checks
+                        .push("destructive_refusal".into());
+                    event.policy_decision.reason = Some(ErrorCode::ForbiddenDestructive);
+                    let err = ToolError::new(
+                        ErrorCode::ForbiddenDestructive,
+                        format!(
+                            "`{tool_id}` is a destructive action and never a tool: {}",
+                            rule.reason
+                        ),
+                    )
+                    .with_details(json!({ "alternatives": rule.alternatives }));
+                    (Err(err), false)
+                }
+                None => {
+                    event.policy_decision.reason = Some(ErrorCode::UnknownTool);
+                    (
+                        Err(ToolError::new(
+                            ErrorCode::UnknownTool,
+                            format!("no tool `{tool_id}`"),
+                        )),
+                        true,
+                    )
+                }
+            }
+        }
+        Some(entry) => (
+            governed(app, &ctx, &entry, &arguments, &mut event, &mut permits).await,
+            false,
+        ),
+    };
+
+    // Redact before anything is stored.
+    let mut request = json!({ "tool_id": tool_id, "arguments": arguments });
+    let (fields, patterns): (&[String], &[regex::Regex]) = match app.contracts.get(tool_id) {
+        Some(e) => (&e.contract.redaction.fields, &e.redaction_patterns),
+        None => (&[], &[]),
+    };
+    app.redactor.redact(
+        "request",
+        &mut request,
+        fields,
+        patterns,
+        &mut event.redactions,
+    );
+    event.request = request;
+    event.finished_at = now();
+    let result = match result {
+        Ok(answer) => {
+            event.status = EventStatus::Ok;
+            event.result_summary = Some(summarize(answer.value()));
+            Ok(answer)
+        }
+        Err(mut err) => {
+            // Refused before any adapter ran (policy, arguments, limits): denied; failed while
+            // executing: error.
+            event.status = if event.execution_adapter.is_some() {
+                EventStatus::Error
+            } else {
+                EventStatus::Denied
+            };
+            err.message =
+                app.redactor
+                    .redact_text("error.message", &err.message, &mut event.redactions);
+            event.error = Some(err.clone());
+            Err(err)
+        }
+    };
+
+    let status = event.status;
+    let event_id = event.event_id.clone();
+    drop(running);
+    let audited =
+        crate::audit::writer::append(&app.actors.audit.load(), &app.audit_commit_thread, event)
+            .await;
+    let (result, unaudited) = match audited {
+        Ok(_seq) => (result, false),
+        Err(e @ crate::audit::writer::AppendError::NotCommitted(_)) => {
+            tracing::error!(error = %e, %event_id, "audit append failed; withholding result");
+            (Err(app.audit_health.withheld()), true)
+        }
+        Err(e @ crate::audit::writer::AppendError::Unreachable(_)) => {
+            tracing::error!(error = %e, %event_id, "audit writer unreachable; withholding result");
+            app.audit_health.mark_unavailable(&e.to_string());
+            (Err(app.audit_health.withheld()), true)
+        }
+    };
+
+    drop(permits);
+    let m = &app.metrics;
+    let tool = metric_tool(app, tool_id);
+    m.latency
+        .get_or_create(&crate::telemetry::metrics::ToolLabel { tool: tool.clone() })
+        .observe(started.elapsed().as_secs_f64());
+    m.calls
+        .get_or_create(&crate::telemetry::metrics::CallLabels {
+            tool,
+            status: status.as_str().into(),
+        })
+        .inc();
+    if let Err(e) = &result
+        && status == EventStatus::Denied
+    {
+        m.denials
+            .get_or_create(&crate::telemetry::metrics::ReasonLabel {
+                reason: e.code.as_str().into(),
+            })
+            .inc();
+    }
+
+    let (result, kept, error) = match result {
+        Ok(Answer::Value(v)) => (Some(v), None, None),
+        Ok(Answer::Kept(k)) => (None, Some(k), None),
+        Err(e) => (None, None, Some(e)),
+    };
+    Outcome {
+        response: ToolResponse {
+            ok: error.is_none(),
+            tool_id: tool_id.to_string(),
+            result,
+            error,
+            event_id: if unaudited { String::new() } else { event_id },
+            trace_id: ctx.trace_id,
+        },
+        unknown_tool: unknown_tool && !unaudited,
+        unaudited,
+        kept,
+    }
+}
+
+/// Unknown tool ids are not label values (a client could blow up the metric cardinality).
+fn metric_tool(app: &App, tool_id: &str) -> String {
+    if app.contracts.get(tool_id).is_some() {
+        tool_id.to_string()
+    } else {
+        "unknown".to_string()
+    }
+}
+
+async fn governed(
+    app: &App,
+    ctx: &CallContext,
+    entry: &Arc<ContractEntry>,
+    arguments: &Value,
+    event: &mut OperationalEvent,
+    permits: &mut Option<crate::call::limits::Permits>,
+) -> Result<Answer, ToolError> {
+    let c = &entry.contract;
+    let lease = ctx.lease.lease();
+    event.capability = Some(c.required_capability.clone());
+    if c.routing == RoutingClass::DescriptiveCached {
+        event.target_id = None;
+    }
+    // Evaluated here, on the call's task: a pure function of shared read-only state.
+    let grant = policy::Grant {
+        profile: app.profiles.get(&lease.capability_profile),
+        scope: lease
+            .parent_session_id
+            .as_ref()
+            .map(|_| lease.effective_tools.as_slice()),
+    };
+    let decision = policy::decide(
+        &app.targets,
+        &app.enrolments,
+        grant,
+        &lease.target_id,
+        entry,
+    );
+    event.policy_decision = decision.clone();
+    if let Some(reason) = decision.reason {
+        let mut message = denial_message(reason, c, lease);
+        if reason == ErrorCode::SkillDisabled
+            && let Some(why) = app
+                .enrolments
+                .get(&lease.target_id)
+                .and_then(|e| e.skill.closed_because())
+        {
+            message = format!("`{}` is not callable: {why}", c.tool_id);
+        }
+        return Err(ToolError::new(reason, message));
+    }
+
+    if let Err(errors) = validate(&entry.input, arguments) {
+        return Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!("arguments do not match the input schema of `{}`", c.tool_id),
+        )
+        .with_details(json!({ "errors": errors })));
+    }
+
+    let mut keys = vec![
+        (
+            format!("lease:{}:{}", lease.session_id, c.tool_id),
+            c.concurrency.per_lease,
+        ),
+        (
+            format!("lease:{}", lease.session_id),
+            app.config.limits.per_lease_in_flight,
+        ),
+    ];
+    if c.routing != RoutingClass::DescriptiveCached {
+        keys.push((
+            format!("target:{}:{}", lease.target_id, c.tool_id),
+            c.concurrency.per_target,
+        ));
+        keys.push((
+            format!("target:{}", lease.target_id),
+            app.config.limits.per_target_in_flight,
+        ));
+    }
+    *permits = Some(app.limits.try_acquire(&keys).map_err(|key| {
+        ToolError::new(
+            ErrorCode::Busy,
+            format!("concurrency limit reached ({key}); retry later"),
+        )
+    })?);
+
+    // A descriptive call is answered from its descriptor set's kept answer (checked against
+    // the output schema when it was built).
+    if c.routing == RoutingClass::DescriptiveCached {
+        let p = c.descriptor.as_ref().ok_or_else(|| {
+            ToolError::new(ErrorCode::Internal, "descriptive tool without projection")
+        })?;
+        event.execution_adapter = Some("root.descriptor_cache".into());
+        return descriptive_answer(app, entry, p, arguments).map(Answer::Kept);
+    }
+    // Routed calls enforce the deadline themselves (and cancel on the hub); this outer bound
+    // is a safety net for them and the deadline for root-executed ones.
+    let timeout = Duration::from_millis(c.timeout_ms + 500);
+    let executed = tokio::time::timeout(timeout, execute(app, ctx, entry, arguments, event)).await;
+    let value = match executed {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!("`{}` did not finish within {} ms", c.tool_id, c.timeout_ms),
+            ));
+        }
+    };
+    if let Err(errors) = validate(&entry.output, &value) {
+        tracing::error!(tool = %c.tool_id, ?errors, "result violates the tool's output schema");
+        return Err(ToolError::new(
+            ErrorCode::Internal,
+            format!("the result of `{}` violates its output schema", c.tool_id),
+        ));
+    }
+    // A replay returns what was kept the first time; it keeps nothing again.
+    if let Some(retain) = &c.retain
+        && value.get("replay") != Some(&Value::Bool(true))
+    {
+        retain_result(app, &lease.target_id, retain, &value, &event.event_id).await?;
+    }
+    Ok(Answer::Value(value))
+}
+
+/// A successful call's result: a value of its own, or a descriptive answer its descriptor
+/// set keeps.
+enum Answer {
+    Value(Value),
+    Kept(Arc<crate::descriptors::DescriptiveAnswer>),
+}
+
+impl Answer {
+    fn value(&self) -> &Value {
+        match self {
+            Answer::Value(v) => v,
+            Answer::Kept(k) => &k.value,
+        }
+    }
+}
+
+/// Keeps what the contract's `retain` names of a successful result (nothing when the result
+/// does not carry it, e.g. a preview).
+async fn retain_result(
+    app: &App,
+    target_id: &str,
+    retain: &mcp_shared::contract::Retention,
+    value: &Value,
+    event_id: &str,
+) -> Result<(), ToolError> {
+    let Some(body) = value.pointer(&retain.pointer) else {
+        return Ok(());
+    };
+    let Some(key) = body.get(&retain.key).and_then(Value::as_str) else {
+        tracing::warn!(pointer = %retain.pointer, key = %retain.key, "retained value has no key; not kept");
+        return Ok(());
+    };
+    app.store
+        .put_retained(&crate::store::RetainedRow {
+            target_id: target_id.to_owned(),
+            collection: retain.collection.clone(),
+            item_key: key.to_owned(),
+            body: body.clone(),
+            retained_at_ms: mcp_shared::time::unix_ms(now()),
+            event_id: event_id.to_owned(),
+        })
+        .await
+        .map_err(|e| internal("retained results", e))
+}
+
+async fn execute(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    arguments: &Value,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let c = &entry.contract;
+    match c.routing {
+        // Answered by `governed` from the descriptor cache, never executed.
+        RoutingClass::DescriptiveCached => Err(ToolError::new(
+            ErrorCode::Internal,
+            "a descriptive tool is not executed",
+        )),
+        RoutingClass::OperationalRead => {
+            let input = crate::call::executors::ExecInput::run(arguments.clone());
+            dispatch(app, ctx, entry, input, event).await
+        }
+        RoutingClass::OperationalWrite => {
+            crate::call::writes::write(app, ctx, entry, arguments, event).await
+        }
+    }
+}
+
+/// Runs an operational call where its contract says: on root when it names an `executor`
+/// (root is the source of truth, e.g. leases), otherwise on the lease's target; its result
+/// redacted (the contract's rules and root's own, but what the tool issues).
+pub(crate) async fn dispatch(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    input: crate::call::executors::ExecInput,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let result = match &entry.contract.executor {
+        Some(name) => {
+            event.execution_adapter = Some(name.clone());
+            crate::call::executors::run(app, ctx, entry, name, input, event).await
+        }
+        None => {
+            let target = ctx.lease.lease().target_id.clone();
+            let (adapter, result) = route_retrying(app, ctx, entry, &target, input, event).await;
+            event.execution_adapter = Some(adapter.unwrap_or_else(|| "root.router".into()));
+            result
+        }
+    };
+    // Redaction in depth: whatever the adapter redacted, root applies the contract's rules and
+    // its own before a result leaves it.
+    result.map(|mut value| {
+        app.redactor.redact_result(
+            &mut value,
+            &entry.contract.redaction,
+            &entry.redaction_patterns,
+            &mut event.redactions,
+        );
+        value
+    })
+}
+
+/// [`route_to`] under the contract's retry policy, all inside the tool's deadline: a failure
+/// the policy names (`target_offline`, `busy`) is tried again after its backoff while the
+/// lease is usable and the target's skill is on, each attempt a new signed call with the same
+/// arguments (and idempotency key); the failed attempts are recorded in the event. A write is
+/// retried only for a dry run or an execute that carries an idempotency key.
+async fn route_retrying(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    target_id: &str,
+    input: crate::call::executors::ExecInput,
+    event: &mut OperationalEvent,
+) -> (Option<String>, Result<Value, ToolError>) {
+    let c = &entry.contract;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(c.timeout_ms);
+    let safe = c.side_effect == mcp_shared::contract::SideEffectClass::Read
+        || input.dry_run
+        || input.idempotency_key.is_some();
+    let policy = c.retry.as_ref().filter(|_| safe);
+    let mut attempt = 1u32;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (adapter, result) = route_for(app, ctx, entry, target_id, input.clone(), left).await;
+        let Some(p) = policy else {
+            return (adapter, result);
+        };
+        let Err(e) = &result else {
+            return (adapter, result);
+        };
+        let wait = Duration::from_millis(p.backoff_ms.saturating_mul(1 << (attempt - 1).min(16)));
+        let retry = p.on.contains(&e.code)
+            && attempt < p.attempts
+            && tokio::time::Instant::now() + wait < deadline
+            && ctx.lease.is_usable()
+            && crate::hubs::skill::open(app, target_id);
+        if !retry {
+            return (adapter, result);
+        }
+        event.retried.push(mcp_shared::event::RetriedAttempt {
+            attempt,
+            code: e.code,
+            message: e.message.clone(),
+        });
+        let cancelled = async {
+            match &ctx.cancel {
+                Some(ct) => ct.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = cancelled => return (adapter, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{}` between attempts", c.tool_id)))),
+        }
+        attempt += 1;
+    }
+}
+
+/// Routes an operational call to `target_id` and waits for its result until the tool's
+/// deadline; past it the hub is told to cancel and the caller gets `timeout`. When another
+/// replica of the zone holds the target's hub, the call is forwarded to it (same deadline,
+/// same cancellation; the audit event stays here). Returns the hub adapter that ran (if one
+/// did) with the outcome.
+pub(crate) async fn route_to(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    target_id: &str,
+    input: crate::call::executors::ExecInput,
+) -> (Option<String>, Result<Value, ToolError>) {
+    let timeout = Duration::from_millis(entry.contract.timeout_ms);
+    route_for(app, ctx, entry, target_id, input, timeout).await
+}
+
+/// [`route_to`] with `timeout` left of the call's deadline.
+async fn route_for(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    target_id: &str,
+    input: crate::call::executors::ExecInput,
+    timeout: Duration,
+) -> (Option<String>, Result<Value, ToolError>) {
+    let c = &entry.contract;
+    let lease = ctx.lease.lease();
+    let routed = router::RoutedCall {
+        call_id: uuid::Uuid::now_v7().to_string(),
+        target_id: target_id.to_owned(),
+        session_id: lease.session_id.clone(),
+        tool_id: c.tool_id.clone(),
+        capability: c.required_capability.clone(),
+        arguments: input.arguments,
+        trace_id: ctx.trace_id.clone(),
+        dry_run: input.dry_run,
+        expires_at_ms: mcp_shared::time::unix_ms(now()) + timeout.as_millis() as i64,
+        idempotency_key: input.idempotency_key,
+        confirmed_effect: input.confirmed_effect,
+    };
+    if let Some(zone) = &app.zone
+        && !app.hub_connections.contains_key(target_id)
+        && let Some(owner) = zone.owner_of(target_id).await
+    {
+        return crate::replica::forward::route(zone, &owner, routed, timeout, ctx.cancel.as_ref())
+            .await;
+    }
+    route_local(app, routed, timeout, ctx.cancel.as_ref()).await
+}
+
+/// Routes a call through this replica's router (its hub session, or `target_offline`) and
+/// waits until `timeout`; past it, or when `cancel` fires, the hub is told to stop.
+pub(crate) async fn route_local(
+    app: &App,
+    routed: router::RoutedCall,
+    timeout: Duration,
+    cancel: Option<&tokio_util::sync::CancellationToken>,
+) -> (Option<String>, Result<Value, ToolError>) {
+    let call_id = routed.call_id.clone();
+    let target_id = routed.target_id.clone();
+    let tool_id = routed.tool_id.clone();
+    // Dropped before the answer (the caller went away, e.g. a forwarding replica gave up):
+    // the hub is told to stop.
+    let mut guard = CancelOnDrop {
+        sessions: Some(app.router_sessions.clone()),
+        target_id: target_id.clone(),
+        call_id: call_id.clone(),
+    };
+    let (tx, pending) = ractor::concurrency::oneshot();
+    router::route(&app.router_sessions, routed, tx.into());
+    let cancelled = async {
+        match cancel {
+            Some(ct) => ct.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        r = tokio::time::timeout(timeout, pending) => r,
+        () = cancelled => {
+            return (None, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{tool_id}`; the target was told to stop"))));
+        }
+    };
+    match outcome {
+        Ok(Ok(Ok((adapter, value)))) => {
+            guard.sessions = None;
+            (Some(adapter), Ok(value))
+        }
+        Ok(Ok(Err((adapter, error)))) => {
+            guard.sessions = None;
+            (adapter, Err(error))
+        }
+        // The session went away with the call (connection closed): the target is offline.
+        Ok(Err(_)) => {
+            guard.sessions = None;
+            (
+                None,
+                Err(ToolError::new(
+                    ErrorCode::TargetOffline,
+                    format!("target `{target_id}` disconnected during the call"),
+                )),
+            )
+        }
+        Err(_) => (
+            None,
+            Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "`{tool_id}` did not answer within {} ms; the target was told to cancel",
+                    timeout.as_millis()
+                ),
+            )),
+        ),
+    }
+}
+
+/// Tells the target's session to cancel a call unless disarmed (`sessions` taken) first.
+struct CancelOnDrop {
+    sessions: Option<Arc<router::Sessions>>,
+    target_id: String,
+    call_id: String,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(sessions) = self.sessions.take() {
+            router::cancel(
+                &sessions,
+                &self.target_id,
+                std::mem::take(&mut self.call_id),
+            );
+        }
+    }
+}
+
+/// A descriptive tool's answer from the served descriptor set, built (projected, checked
+/// against the tool's output schema, serialized) on the first call that needs it and kept by
+/// the set: a new set starts empty, and the answer's freshness state is part of its key, so a
+/// descriptor turning stale or expired gets a new answer.
+fn descriptive_answer(
+    app: &App,
+    entry: &ContractEntry,
+    p: &DescriptorProjection,
+    arguments: &Value,
+) -> Result<Arc<crate::descriptors::DescriptiveAnswer>, ToolError> {
+    let set = app.descriptors.current.load();
+    let d = set.by_id.get(&p.descriptor_id).ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::DescriptorUnavailable,
+            format!("descriptor `{}` is not loaded", p.descriptor_id),
+        )
+    })?;
+    let freshness = d.freshness.state_at(app.clock.now());
+    let selected = match &p.select {
+        None => String::new(),
+        Some(sel) => arguments
+            .get(&sel.argument)
+            .map_or_else(|| "null".to_owned(), Value::to_string),
+    };
+    let key = (entry.contract.tool_id.clone(), selected, freshness);
+    if let Some(answer) = set.answers.get(&key) {
+        return Ok(answer.clone());
+    }
+    let value = project(d, p, arguments, freshness)?;
+    if let Err(errors) = validate(&entry.output, &value) {
+        tracing::error!(tool = %entry.contract.tool_id, ?errors, "result violates the tool's output schema");
+        return Err(ToolError::new(
+            ErrorCode::Internal,
+            format!(
+                "the result of `{}` violates its output schema",
+                entry.contract.tool_id
+            ),
+        ));
+    }
+    let text = serde_json::to_string(&value).map_err(|e| internal("descriptive answer", e))?;
+    let answer = Arc::new(crate::descriptors::DescriptiveAnswer {
+        value,
+        text: text.into(),
+        mcp_result_open: Default::default(),
+        mcp_result_open_legacy: Default::default(),
+    });
+    set.answers.insert(key, answer.clone());
+    Ok(answer)
+}
+
+/// Answers a descriptive tool from its descriptor: `{data, descriptor, stale, freshness}`.
+fn project(
+    d: &mcp_shared::descriptor::Descriptor,
+    p: &DescriptorProjection,
+    arguments: &Value,
+    freshness: mcp_shared::descriptor::FreshnessState,
+) -> Result<Value, ToolError> {
+    let at = d.content.pointer(&p.pointer).ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::DescriptorUnavailable,
+            format!("`{}` has nothing at `{}`", p.descriptor_id, p.pointer),
+        )
+    })?;
+    let data = match &p.select {
+        None => at.clone(),
+        Some(sel) => {
+            let wanted = arguments.get(&sel.argument).cloned().unwrap_or(Value::Null);
+            at.as_array()
+                .and_then(|items| items.iter().find(|i| i.get(&sel.key) == Some(&wanted)))
+                .cloned()
+                .ok_or_else(|| {
+                    ToolError::new(
+                        ErrorCode::InvalidArguments,
+                        format!(
+                            "no entry with {} = {wanted} in `{}`",
+                            sel.key, p.descriptor_id
+                        ),
+                    )
+                })?
+        }
+    };
+    // `freshness` is judged by root's clock: fresh, stale (past fresh_until, served) or
+    // expired (past fresh_until + cache_ttl_sec, still served, flagged).
+    let stale = freshness != mcp_shared::descriptor::FreshnessState::Fresh;
+    Ok(json!({ "data": data, "descriptor": d.freshness, "stale": stale, "freshness": freshness }))
+}
+
+fn validate(validator: &jsonschema::Validator, value: &Value) -> Result<(), Vec<String>> {
+    // The fast check first; errors are collected only for invalid values.
+    if validator.is_valid(value) {
+        return Ok(());
+    }
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .take(10)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            format!("{}: {e}", if path.is_empty() { "/" } else { &path })
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+fn internal(component: &str, e: impl std::fmt::Display) -> ToolError {
+    tracing::error!(component, error = %e, "internal failure on the call path");
+    ToolError::new(ErrorCode::Internal, format!("{component} unavailable"))
+}
+
+fn denial_message(
+    reason: ErrorCode,
+    c: &mcp_shared::ToolContract,
+    lease: &mcp_shared::SessionLease,
+) -> String {
+    match reason {
+        ErrorCode::CapabilityNotGranted if lease.parent_session_id.is_some() => format!(
+            "this run credential grants the {} actions of its run profile; `{}` is not one",
+            lease.effective_tools.len(),
+            c.tool_id
+        ),
+        ErrorCode::CapabilityNotGranted => format!(
+            "profile `{}` does not grant `{}`, which `{}` requires",
+            lease.capability_profile, c.required_capability, c.tool_id
+        ),
+        ErrorCode::ForbiddenDestructive => format!(
+            "`{}` is destructive; destructive actions are never tools",
+            c.tool_id
+        ),
+        ErrorCode::EnvironmentForbidden => format!(
+            "target `{}` does not allow `{}` in its environment or write scope",
+            lease.target_id, c.tool_id
+        ),
+        ErrorCode::SkillDisabled => format!(
+            "target `{}` does not publish `{}` through an enabled skill",
+            lease.target_id, c.tool_id
+        ),
+        ErrorCode::TargetOffline => format!("target `{}` is not connected", lease.target_id),
+        other => format!("denied: {other}"),
+    }
+}
+
+/// A short human summary of a result for the audit trail (no payload).
+fn summarize(value: &Value) -> String {
+    let descriptor = value
+        .get("descriptor")
+        .and_then(|d| d.get("descriptor_id"))
+        .and_then(|d| d.as_str());
+    let items = value
+        .get("data")
+        .and_then(|d| d.as_array())
+        .map(|a| a.len());
+    match (descriptor, items) {
+        (Some(id), Some(n)) => format!("descriptor {id}: {n} items"),
+        (Some(id), None) => format!("descriptor {id}"),
+        (None, _) => match value {
+            Value::Object(m) => format!("object with {} fields", m.len()),
+            _ => "value".to_string(),
+        },
+    }
+}

@@ -1,0 +1,389 @@
+//! Safe writes: preview → single-use confirmation token → execute with an idempotency key.
+//!
+//! Every `operational_write` tool goes through [`write`]; nothing here names a tool. The
+//! client's arguments carry the control fields `phase` (`preview`, the default, or
+//! `execute`), `confirmation_token`, `idempotency_key` and `dry_run`; root strips them and
+//! routes the remaining (domain) arguments to the hub.
+//!
+//! - `dry_run: true`: the hub's adapter runs its checks and reports what it would do.
+//! - `preview`: the same dry run on the hub, plus a confirmation token bound to the lease,
+//!   tool, target and the SHA-256 of the domain arguments, valid `limits.confirmation_ttl_sec`
+//!   (120 s by default), usable once (only its hash is stored).
+//! - `execute`: needs an `idempotency_key`, which belongs to the lease that sends it (its
+//!   rotation lineage; the adapter gets it as `lease:<lineage>/<key>`): another lease's
+//!   identical key is a different key. A key this lease already used with the same arguments
+//!   returns the first result marked `replay` and runs nothing; with other arguments it is an
+//!   `idempotency_conflict`. Otherwise the token must be presented and is consumed (unknown,
+//!   used, expired or bound to something else: `confirmation_required`), then the write runs
+//!   with the preview's expected effect as `confirmed_effect`: an adapter whose world moved
+//!   since (a branch to deploy now points elsewhere) refuses with `conflict`.
+
+use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::event::OperationalEvent;
+use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::app::App;
+use crate::call::executors::ExecInput;
+use crate::call::{CallContext, dispatch};
+use crate::catalog::ContractEntry;
+use crate::store::{ApprovalRow, ConfirmationRow, IdempotencyKey, IdempotencyRow};
+
+/// Prefix of confirmation tokens (redacted like every bearer).
+pub const CONFIRMATION_PREFIX: &str = "mcpc_";
+
+fn internal(e: impl std::fmt::Display) -> ToolError {
+    tracing::error!(error = %e, "store failure in the write flow");
+    ToolError::new(ErrorCode::Internal, "the write ledger is unavailable")
+}
+
+/// The idempotency key an adapter is handed: the caller's key under its owner, so the
+/// target's own ledger (which outlives root's) keeps two leases' keys apart as well.
+pub fn hub_key(owner: &str, key: &str) -> String {
+    format!("{owner}/{key}")
+}
+
+fn args_hash(domain: &Value) -> String {
+    hex::encode(Sha256::digest(mcp_shared::canonical::to_vec(domain)))
+}
+
+pub async fn write(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    arguments: &Value,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let c = &entry.contract;
+    let lease = ctx.lease.lease();
+    let mut domain = arguments.clone();
+    let obj = domain.as_object_mut().ok_or_else(|| {
+        ToolError::new(ErrorCode::InvalidArguments, "arguments must be an object")
+    })?;
+    let phase = obj
+        .remove("phase")
+        .and_then(|p| p.as_str().map(String::from))
+        .unwrap_or_else(|| "preview".into());
+    let token = obj
+        .remove("confirmation_token")
+        .and_then(|t| t.as_str().map(String::from));
+    let key = obj
+        .remove("idempotency_key")
+        .and_then(|k| k.as_str().map(String::from));
+    let dry_run = obj
+        .remove("dry_run")
+        .and_then(|d| d.as_bool())
+        .unwrap_or(false);
+    let hash = args_hash(&domain);
+
+    if dry_run {
+        event.dry_run = true;
+        let effect = dispatch(app, ctx, entry, ExecInput::dry_run(domain), event).await?;
+        return Ok(
+            json!({ "phase": "dry_run", "expected_effect": effect, "summary": "dry run: nothing was changed" }),
+        );
+    }
+    match phase.as_str() {
+        "preview" => preview(app, ctx, entry, domain, hash, event).await,
+        "execute" if c.proposes.is_some() => Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!(
+                "`{}` only proposes; execute the proposal with `{}` and its confirmation_token",
+                c.tool_id,
+                c.proposes.as_deref().unwrap_or_default()
+            ),
+        )),
+        "execute" => {
+            let key = key.ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::InvalidArguments,
+                    "phase \"execute\" needs an idempotency_key",
+                )
+            })?;
+            let owner = ctx.lease.idempotency_owner();
+            let at = IdempotencyKey {
+                owner: &owner,
+                target_id: &lease.target_id,
+                tool_id: &c.tool_id,
+                key: &key,
+            };
+            if let Some(first) = app.store.get_idempotency(&at).await.map_err(internal)? {
+                if first.args_hash != hash {
+                    return Err(ToolError::new(
+                        ErrorCode::IdempotencyConflict,
+                        format!("idempotency_key `{key}` was already used with other arguments"),
+                    ));
+                }
+                let result: Value = serde_json::from_str(&first.result).map_err(internal)?;
+                event.result_summary = Some(format!("replay of event {}", first.event_id));
+                return Ok(json!({
+                    "phase": "execute",
+                    "replay": true,
+                    "idempotency_key": key,
+                    "result": result,
+                    "summary": format!("replay: the first execution (event {}) is returned; nothing ran again", first.event_id),
+                }));
+            }
+            let token = token.ok_or_else(|| {
+                ToolError::new(ErrorCode::ConfirmationRequired, format!("`{}` writes: call it with phase \"preview\" first and execute with its confirmation_token", c.tool_id))
+            })?;
+            let token_hash = crate::auth::token_hash(&token);
+            // An approval is checked before the token is consumed: a pending one keeps it.
+            let approval = if c.requires_approval {
+                Some(approved(app, &token_hash).await?)
+            } else {
+                None
+            };
+            let Some(conf) = app
+                .store
+                .consume_confirmation(&token_hash)
+                .await
+                .map_err(internal)?
+            else {
+                return Err(ToolError::new(
+                    ErrorCode::ConfirmationRequired,
+                    "the confirmation token is unknown or was already used; preview again",
+                ));
+            };
+            if conf.expires_at_ms < unix_ms(now()) {
+                return Err(ToolError::new(
+                    ErrorCode::ConfirmationRequired,
+                    format!(
+                        "the confirmation token expired at {}; preview again",
+                        format(from_unix_ms(conf.expires_at_ms))
+                    ),
+                ));
+            }
+            if conf.session_id != lease.session_id
+                || conf.tool_id != c.tool_id
+                || conf.target_id != lease.target_id
+            {
+                return Err(ToolError::new(
+                    ErrorCode::ConfirmationRequired,
+                    "the confirmation token was issued for another lease, tool or target",
+                ));
+            }
+            // A proposal's token carries its arguments: the execute may repeat them or omit them.
+            let run_args = match &conf.arguments {
+                Some(stored) => {
+                    let empty = domain.as_object().is_some_and(|o| o.is_empty());
+                    if !empty && conf.args_hash != hash {
+                        return Err(ToolError::new(
+                            ErrorCode::ConfirmationRequired,
+                            "the confirmation token was issued for other arguments; propose these",
+                        ));
+                    }
+                    serde_json::from_str(stored).map_err(internal)?
+                }
+                None if conf.args_hash != hash => {
+                    return Err(ToolError::new(
+                        ErrorCode::ConfirmationRequired,
+                        "the confirmation token was issued for other arguments; preview these",
+                    ));
+                }
+                None => domain,
+            };
+            // What the caller confirmed goes along: the adapter refuses (`conflict`) rather
+            // than run something else should its world have moved since the preview.
+            let confirmed_effect = conf
+                .effect
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(internal)?;
+            let input = ExecInput {
+                arguments: run_args,
+                dry_run: false,
+                idempotency_key: Some(hub_key(&owner, &key)),
+                confirmed_effect,
+            };
+            let outcome = dispatch(app, ctx, entry, input, event).await;
+            if let Some(a) = &approval {
+                let to = if outcome.is_ok() { "applied" } else { "failed" };
+                let _ = app
+                    .store
+                    .transition_approval(
+                        &a.approval_id,
+                        "approved",
+                        to,
+                        unix_ms(now()),
+                        None,
+                        Some(&event.event_id),
+                    )
+                    .await
+                    .map_err(internal)?;
+            }
+            let result = outcome?;
+            // The replay copy never holds a secret (an issued bearer is shown once).
+            let mut stored = result.clone();
+            app.redactor.redact(
+                "result",
+                &mut stored,
+                &c.redaction.fields,
+                &entry.redaction_patterns,
+                &mut Vec::new(),
+            );
+            let row = IdempotencyRow {
+                args_hash: hash,
+                result: stored.to_string(),
+                event_id: event.event_id.clone(),
+            };
+            app.store
+                .put_idempotency(&at, &row, unix_ms(now()))
+                .await
+                .map_err(internal)?;
+            let mut answer = json!({ "phase": "execute", "replay": false, "idempotency_key": key, "result": result });
+            if let Some(a) = approval {
+                answer["approval_id"] = json!(a.approval_id);
+                event.result_summary =
+                    Some(format!("applied after operator approval {}", a.approval_id));
+            }
+            Ok(answer)
+        }
+        other => Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!("phase must be \"preview\" or \"execute\", not `{other}`"),
+        )),
+    }
+}
+
+/// The preview phase: the target's (or root adapter's) dry run and a confirmation token for
+/// the tool that will execute (the proposed one for a proposing tool); an approval is opened
+/// when that tool needs one.
+async fn preview(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    domain: Value,
+    hash: String,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let c = &entry.contract;
+    let lease = ctx.lease.lease();
+    // The tool the token is for.
+    let executes = match &c.proposes {
+        Some(id) => app.contracts.get(id).cloned().ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::Internal,
+                format!("proposed tool `{id}` is not loaded"),
+            )
+        })?,
+        None => app
+            .contracts
+            .get(&c.tool_id)
+            .cloned()
+            .ok_or_else(|| ToolError::new(ErrorCode::Internal, "contract vanished"))?,
+    };
+    let needs_approval = executes.contract.requires_approval;
+    event.dry_run = true;
+    let effect = dispatch(app, ctx, entry, ExecInput::dry_run(domain.clone()), event).await?;
+    let token = crate::auth::new_token(CONFIRMATION_PREFIX);
+    let ttl = if needs_approval {
+        app.config.limits.approval_ttl_sec
+    } else {
+        app.config.limits.confirmation_ttl_sec
+    };
+    let now_ms = unix_ms(now());
+    let expires = now() + time::Duration::seconds(ttl as i64);
+    let token_hash = crate::auth::token_hash(&token);
+    app.store
+        .insert_confirmation(&ConfirmationRow {
+            token_hash: token_hash.clone(),
+            session_id: lease.session_id.clone(),
+            tool_id: executes.contract.tool_id.clone(),
+            target_id: lease.target_id.clone(),
+            args_hash: hash,
+            expires_at_ms: unix_ms(expires),
+            arguments: c.proposes.as_ref().map(|_| domain.to_string()),
+            effect: Some(effect.to_string()),
+        })
+        .await
+        .map_err(internal)?;
+    let mut answer = json!({
+        "phase": "preview",
+        "expected_effect": effect,
+        "confirmation_token": token,
+        "confirmation_expires_at": format(expires),
+    });
+    let next = format!(
+        "call `{}` with phase \"execute\", this confirmation_token and an idempotency_key within {} s",
+        executes.contract.tool_id, ttl
+    );
+    if needs_approval {
+        let approval_id = format!("apr_{}", uuid::Uuid::now_v7().simple());
+        app.store
+            .insert_approval(&ApprovalRow {
+                approval_id: approval_id.clone(),
+                token_hash,
+                session_id: lease.session_id.clone(),
+                target_id: lease.target_id.clone(),
+                tool_id: executes.contract.tool_id.clone(),
+                arguments: domain,
+                effect: answer["expected_effect"].clone(),
+                status: "pending".into(),
+                requested_at_ms: now_ms,
+                expires_at_ms: unix_ms(expires),
+                decided_at_ms: None,
+                reason: None,
+                preview_event_id: event.event_id.clone(),
+                applied_event_id: None,
+            })
+            .await
+            .map_err(internal)?;
+        answer["approval"] = json!({
+            "approval_id": approval_id,
+            "status": "pending",
+            "expires_at": format(expires),
+        });
+        answer["summary"] = json!(format!(
+            "Nothing was changed. An operator must approve {approval_id} (mcp-root admin approvals approve {approval_id}); then {next}. Until then the execute answers approval_pending."
+        ));
+    } else {
+        answer["summary"] = json!(format!("Nothing was changed. To apply, {next}."));
+    }
+    Ok(answer)
+}
+
+/// The approval of a token, if it allows the execute now: `approval_pending` while undecided,
+/// `confirmation_required` once rejected, expired, failed or used.
+async fn approved(app: &App, token_hash: &str) -> Result<ApprovalRow, ToolError> {
+    let Some(a) = app
+        .store
+        .get_approval(None, Some(token_hash))
+        .await
+        .map_err(internal)?
+    else {
+        return Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            "the confirmation token is unknown or was already used; preview again",
+        ));
+    };
+    match a.status_at(unix_ms(now())) {
+        "approved" => Ok(a),
+        "pending" => Err(ToolError::new(
+            ErrorCode::ApprovalPending,
+            format!(
+                "approval {} is pending: an operator must approve it; retry this execute afterwards",
+                a.approval_id
+            ),
+        )
+        .with_details(json!({ "approval_id": a.approval_id }))),
+        "rejected" => Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            format!(
+                "approval {} was rejected{}; nothing was changed",
+                a.approval_id,
+                a.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+        )),
+        "expired" => Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            format!("approval {} expired; propose again", a.approval_id),
+        )),
+        other => Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            format!("approval {} was already used ({other}); propose again", a.approval_id),
+        )),
+    }
+}

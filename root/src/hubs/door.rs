@@ -1,0 +1,182 @@
+//! The hub door: who may open a hub WebSocket (`GET /v1/root/hubs/connect`).
+//!
+//! A hub presents its enrolment token in the upgrade request itself (`Authorization: Bearer
+//! <hub token>`); root checks it before it upgrades anything, so an anonymous client gets
+//! `401` on plain HTTP and never holds a socket (the `hello` that follows must carry the
+//! same token). Refusals are counted in `mcp_root_hub_door_refusals_total{reason}` and
+//! bounded per peer address: past `limits.hub_door_max_failures` within [`FAILURE_WINDOW`]
+//! the address is answered `429` without a token lookup until the window ends. Like every refusal before
+//! authentication, none of this is an audit event (there is no actor to attribute it to).
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, StatusCode, header};
+use dashmap::DashMap;
+use mcp_shared::error::ErrorCode;
+use mcp_shared::time::{now, unix_ms};
+
+use crate::api::ApiError;
+use crate::app::App;
+use crate::hubs::Enrolment;
+
+/// The window refusals are counted in.
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(10);
+/// Addresses tracked at once; past it, windows that ended are forgotten first.
+const MAX_TRACKED: usize = 10_000;
+
+/// Why an upgrade was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No `Authorization: Bearer` header.
+    Missing,
+    /// A token no enrolment (or rotation grace) has.
+    Unknown,
+    /// The address was refused too often lately.
+    Throttled,
+}
+
+impl Refusal {
+    /// The metric label.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::Missing => "missing",
+            Refusal::Unknown => "unknown",
+            Refusal::Throttled => "throttled",
+        }
+    }
+
+    fn error(self) -> ApiError {
+        match self {
+            Refusal::Missing => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::Unauthenticated,
+                "a hub connects with its token in the upgrade request: Authorization: Bearer <hub token>",
+            ),
+            Refusal::Unknown => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::Unauthenticated,
+                "unknown hub token",
+            ),
+            Refusal::Throttled => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::Busy,
+                format!(
+                    "too many refused hub connections from this address; retry after {} s",
+                    FAILURE_WINDOW.as_secs()
+                ),
+            ),
+        }
+    }
+}
+
+/// A hub admitted at the door: its enrolment, the signing key that goes with the token it
+/// presented (current, or previous within a rotation's grace) and that token's hash.
+pub struct Admitted {
+    pub enrolment: Enrolment,
+    pub signing_key: [u8; 32],
+    pub token_hash: String,
+}
+
+/// Refusal counts per peer address.
+#[derive(Default)]
+pub struct HubDoor {
+    failures: DashMap<IpAddr, (Instant, u32)>,
+}
+
+impl HubDoor {
+    fn throttled(&self, ip: IpAddr, max_failures: u32) -> bool {
+        self.failures
+            .get(&ip)
+            .is_some_and(|f| f.0.elapsed() < FAILURE_WINDOW && f.1 >= max_failures)
+    }
+
+    fn failed(&self, ip: IpAddr) {
+        if self.failures.len() >= MAX_TRACKED {
+            self.failures.retain(|_, f| f.0.elapsed() < FAILURE_WINDOW);
+        }
+        let mut f = self.failures.entry(ip).or_insert((Instant::now(), 0));
+        if f.0.elapsed() >= FAILURE_WINDOW {
+            *f = (Instant::now(), 0);
+        }
+        f.1 = f.1.saturating_add(1);
+    }
+}
+
+/// Checks the upgrade request's hub token; the refusal is the answer to send instead of
+/// upgrading.
+pub async fn admit(
+    app: &App,
+    remote: Option<IpAddr>,
+    headers: &HeaderMap,
+) -> Result<Admitted, ApiError> {
+    let refuse = |r: Refusal| {
+        app.metrics
+            .hub_door_refusals
+            .get_or_create(&crate::telemetry::metrics::ReasonLabel {
+                reason: r.reason().into(),
+            })
+            .inc();
+        if r != Refusal::Throttled {
+            app.metrics.unauthenticated.inc();
+            if let Some(ip) = remote {
+                app.hub_door.failed(ip);
+            }
+        }
+        tracing::warn!(peer = ?remote, reason = r.reason(), "hub connection refused before the upgrade");
+        r.error()
+    };
+    let max_failures = app.config.limits.hub_door_max_failures;
+    if remote.is_some_and(|ip| app.hub_door.throttled(ip, max_failures)) {
+        return Err(refuse(Refusal::Throttled));
+    }
+    let Some(token) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::auth::bearer)
+    else {
+        return Err(refuse(Refusal::Missing));
+    };
+    let token_hash = crate::auth::token_hash(token);
+    let now_ms = unix_ms(now());
+    let find = |app: &App| {
+        app.enrolments
+            .iter()
+            .find_map(|e| e.key_for(&token_hash, now_ms).map(|k| (e.clone(), k)))
+    };
+    let mut found = find(app);
+    if found.is_none()
+        && let Some(zone) = &app.zone
+    {
+        // Enrolled (or its key rotated) on another replica a moment ago.
+        zone.reload_enrolments(app).await;
+        found = find(app);
+    }
+    match found {
+        Some((enrolment, signing_key)) => Ok(Admitted {
+            enrolment,
+            signing_key,
+            token_hash,
+        }),
+        None => Err(refuse(Refusal::Unknown)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_is_throttled_after_its_failures_and_others_are_not() {
+        let door = HubDoor::default();
+        let a: IpAddr = "10.0.0.1".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let b: IpAddr = "10.0.0.2".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        for _ in 0..9 {
+            door.failed(a);
+        }
+        assert!(!door.throttled(a, 10));
+        door.failed(a);
+        assert!(door.throttled(a, 10));
+        assert!(!door.throttled(b, 10));
+    }
+}

@@ -1,0 +1,311 @@
+//! Router: maps a target to its router session and forwards routed calls, cancels and skill
+//! commands to it; keeps the directory of managed target descriptors the policy engine reads.
+//!
+//! The map of sessions ([`Sessions`]) is shared: a hub's connection task puts its session in
+//! ([`attach`], before the target is published online, so no call finds an online target
+//! without its session) and takes it out ([`detach`]); calls and cancels read it and go
+//! straight to the target's session ([`route`], [`cancel`]), so a routed call costs no
+//! message to a zone-wide actor. The actor answers skill commands, counts and pressure.
+//!
+//! Invariant: the router holds no per-tool branches; it forwards a call to the lease's target
+//! session or answers `target_offline`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::protocol::{SkillCommand, SkillState};
+use mcp_shared::target::ManagedTargetDescriptor;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::Value;
+
+use super::link;
+
+/// Managed target descriptors by target id (status online/offline), published by the hub
+/// channel and read by the policy engine.
+pub type TargetDirectory = DashMap<String, ManagedTargetDescriptor>;
+
+/// Live router sessions by target id: written by hub connections ([`attach`], [`detach`]),
+/// read by callers.
+pub type Sessions = DashMap<String, ActorRef<link::Msg>>;
+
+/// A call routed to a target.
+#[derive(Debug, Clone)]
+pub struct RoutedCall {
+    pub call_id: String,
+    pub target_id: String,
+    pub session_id: String,
+    pub tool_id: String,
+    pub capability: String,
+    pub arguments: Value,
+    pub trace_id: String,
+    pub dry_run: bool,
+    pub expires_at_ms: i64,
+    pub idempotency_key: Option<String>,
+    /// See [`mcp_shared::protocol::CallRequest::confirmed_effect`].
+    pub confirmed_effect: Option<Value>,
+}
+
+/// What a routed call produced: the adapter that ran and its result, or the error (with the
+/// adapter when one ran).
+pub type RoutedResult = Result<(String, Value), (Option<String>, ToolError)>;
+
+pub enum Msg {
+    /// An operator command for a skill on a target.
+    Skill {
+        target_id: String,
+        skill: String,
+        command: SkillCommand,
+        reply: RpcReplyPort<Result<SkillState, ToolError>>,
+    },
+    /// Number of targets with a live router session.
+    Connected(RpcReplyPort<usize>),
+    /// Transport pressure of every connected target.
+    Pressure(RpcReplyPort<HashMap<String, link::Pressure>>),
+    /// Test builds only: panic, so tests can prove the supervisor contains it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    Panic,
+}
+
+pub struct Args {
+    pub targets: Arc<TargetDirectory>,
+    /// The shared map of sessions (see [`attach`], [`route`]).
+    pub sessions: Arc<Sessions>,
+}
+
+pub struct Router;
+
+pub struct State {
+    sessions: Arc<Sessions>,
+}
+
+/// A hub connected: its session replaces any older one for the same target (which is
+/// stopped).
+pub fn attach(sessions: &Sessions, target_id: String, session: ActorRef<link::Msg>) {
+    if let Some(old) = sessions.insert(target_id, session) {
+        old.stop(Some("replaced by a newer connection".into()));
+    }
+}
+
+/// A hub's connection ended: its session leaves the map unless a newer connection's
+/// replaced it already.
+pub fn detach(sessions: &Sessions, target_id: &str, id: ractor::ActorId) {
+    sessions.remove_if(target_id, |_, s| s.get_id() == id);
+}
+
+/// Sends a call to `target_id`'s session, answered there; with no session the reply is
+/// `target_offline` at once.
+pub fn route(sessions: &Sessions, call: RoutedCall, reply: RpcReplyPort<RoutedResult>) {
+    let session = sessions.get(&call.target_id).map(|s| s.value().clone());
+    match session {
+        Some(s) => {
+            if let Err(e) = s.send_message(link::Msg::Call(Box::new(call), reply)) {
+                // The session is gone; the reply port inside the message is dropped and the
+                // caller sees the RPC fail, which it maps to target_offline.
+                tracing::debug!(error = %e, "router session stopped while routing");
+            }
+        }
+        None => {
+            let _ = reply.send(Err((None, offline(&call.target_id))));
+        }
+    }
+}
+
+/// Tells the target to stop a call (deadline passed or the client cancelled).
+pub fn cancel(sessions: &Sessions, target_id: &str, call_id: String) {
+    let session = sessions.get(target_id).map(|s| s.value().clone());
+    if let Some(s) = session {
+        let _ = s.send_message(link::Msg::Cancel(call_id));
+    }
+}
+
+fn offline(target_id: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::TargetOffline,
+        format!("target `{target_id}` has no connected hub"),
+    )
+}
+
+impl Actor for Router {
+    type Msg = Msg;
+    type State = State;
+    type Arguments = Arc<Args>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Msg>,
+        args: Arc<Args>,
+    ) -> Result<State, ActorProcessingErr> {
+        // Sessions belong to live connections (which attach and detach them), not to this
+        // actor: they stay routable across its restart.
+        Ok(State {
+            sessions: args.sessions.clone(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Msg>,
+        msg: Msg,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            #[cfg(any(test, feature = "fault-injection"))]
+            Msg::Panic => panic!("fault injected into the router"),
+            Msg::Skill {
+                target_id,
+                skill,
+                command,
+                reply,
+            } => match state.sessions.get(&target_id).map(|s| s.value().clone()) {
+                Some(s) => {
+                    let _ = s.send_message(link::Msg::Skill(skill, command, reply));
+                }
+                None => {
+                    let _ = reply.send(Err(offline(&target_id)));
+                }
+            },
+            Msg::Connected(reply) => {
+                let _ = reply.send(state.sessions.len());
+            }
+            Msg::Pressure(reply) => {
+                let sessions: Vec<_> = state
+                    .sessions
+                    .iter()
+                    .map(|e| (e.key().clone(), e.value().clone()))
+                    .collect();
+                let mut out = HashMap::new();
+                for (t, s) in &sessions {
+                    if let Ok(p) = ractor::call_t!(s, link::Msg::Pressure, 1_000) {
+                        out.insert(t.clone(), p);
+                    }
+                }
+                let _ = reply.send(out);
+            }
+        }
+        Ok(())
+    }
+
+    /// A router session (linked under this actor) ended: a failed one leaves the map (its
+    /// connection notices and closes, the hub dials again and gets a new session); other
+    /// targets' sessions are untouched, and the router goes on.
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Msg>,
+        evt: ractor::SupervisionEvent,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, failure) = match &evt {
+            ractor::SupervisionEvent::ActorFailed(cell, err) => (cell, Some(err.to_string())),
+            ractor::SupervisionEvent::ActorTerminated(cell, _, _) => (cell, None),
+            _ => return Ok(()),
+        };
+        let id = cell.get_id();
+        let target = state
+            .sessions
+            .iter()
+            .find(|e| e.value().get_id() == id)
+            .map(|e| e.key().clone());
+        if let Some(target_id) = target {
+            detach(&state.sessions, &target_id, id);
+            if let Some(reason) = failure {
+                tracing::error!(%target_id, %reason, "router session failed; its hub reconnects");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use tokio::sync::mpsc;
+
+    /// A routed read of `hub.get_status` (also used by the router session's tests).
+    pub(crate) fn call(call_id: &str, target_id: &str) -> RoutedCall {
+        RoutedCall {
+            call_id: call_id.into(),
+            target_id: target_id.into(),
+            session_id: "s".into(),
+            tool_id: "hub.get_status".into(),
+            capability: "infra.read.status".into(),
+            arguments: serde_json::json!({}),
+            trace_id: "t".into(),
+            dry_run: false,
+            expires_at_ms: i64::MAX,
+            idempotency_key: None,
+            confirmed_effect: None,
+        }
+    }
+
+    async fn session(target_id: &str) -> (ActorRef<link::Msg>, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel(8);
+        let (s, _) = Actor::spawn(
+            None,
+            link::RouterSession,
+            link::Args {
+                target_id: target_id.into(),
+                signing_key: [7; 32],
+                outbound: tx,
+                on_surface: Box::new(|_| {}),
+            },
+        )
+        .await
+        .expect("spawn session");
+        (s, rx)
+    }
+
+    /// The `type` of the next frame queued for the hub.
+    async fn next_frame(rx: &mut mpsc::Receiver<String>) -> (String, Value) {
+        let text = rx.recv().await.expect("a frame");
+        let v: Value = serde_json::from_str(&text).expect("json");
+        (v["body"]["type"].as_str().unwrap_or_default().to_owned(), v)
+    }
+
+    #[tokio::test]
+    async fn calls_reach_the_attached_session_and_a_stale_detach_keeps_the_newer_one() {
+        let sessions = Arc::new(Sessions::default());
+        let (router, _) = Actor::spawn(
+            None,
+            Router,
+            Arc::new(Args {
+                targets: Default::default(),
+                sessions: sessions.clone(),
+            }),
+        )
+        .await
+        .expect("spawn router");
+
+        // No session: target_offline at once, nothing waits.
+        let (tx, rx) = ractor::concurrency::oneshot();
+        route(&sessions, call("c0", "hub:t"), tx.into());
+        let Err((None, e)) = rx.await.expect("answered") else {
+            panic!("expected an error")
+        };
+        assert_eq!(e.code, ErrorCode::TargetOffline);
+
+        let (old, _old_rx) = session("hub:t").await;
+        let (new, mut new_rx) = session("hub:t").await;
+        attach(&sessions, "hub:t".into(), old.clone());
+        attach(&sessions, "hub:t".into(), new.clone());
+        // The old connection's detach arrives late: the newer session stays.
+        detach(&sessions, "hub:t", old.get_id());
+        let connected = ractor::call_t!(router, Msg::Connected, 1_000).expect("connected");
+        assert_eq!(connected, 1);
+
+        let (tx, _pending) = ractor::concurrency::oneshot();
+        route(&sessions, call("c1", "hub:t"), tx.into());
+        let (kind, frame) = next_frame(&mut new_rx).await;
+        assert_eq!(kind, "call", "{frame}");
+        assert_eq!(frame["body"]["call_id"], "c1");
+        cancel(&sessions, "hub:t", "c1".into());
+        let (kind, frame) = next_frame(&mut new_rx).await;
+        assert_eq!(kind, "cancel", "{frame}");
+
+        detach(&sessions, "hub:t", new.get_id());
+        let connected = ractor::call_t!(router, Msg::Connected, 1_000).expect("connected");
+        assert_eq!(connected, 0);
+        assert!(sessions.is_empty());
+    }
+}

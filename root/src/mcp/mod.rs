@@ -1,0 +1,706 @@
+//! The MCP endpoint: rmcp's Streamable HTTP server with a hand-written [`ServerHandler`]
+//! whose tool list is built per request from the lease, the contracts and policy.
+//!
+//! The bearer is checked by HTTP middleware before rmcp sees the request; the middleware puts
+//! the resolved [`Principal`] into the request extensions, which rmcp hands to the handler in
+//! `ctx.extensions` as `http::request::Parts`. Tools and resources are never listed or
+//! answered without a lease.
+//!
+//! Resources: descriptors (`descriptor://<id>`, with `resources/templates/list` for the
+//! parameterised ones, `descriptor://<id><pointer>/{arg}`, the same answer as the tool with
+//! that `select` projection) and the platform skill catalog (`<scheme>://platform/ontology`,
+//! `<scheme>://platform/skills/<name>`); every descriptor answer carries its freshness
+//! (`fresh`, `stale`, `expired`) in the text and in `_meta`. `resources/list` paginates.
+
+pub mod direct;
+pub mod front;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use mcp_shared::contract::SideEffectClass;
+use mcp_shared::event::Surface;
+// Logging (`logging/setLevel`) is deprecated by SEP-2577 but still part of the revisions we
+// serve (2025-03-26 .. 2025-11-25), and clients call it.
+#[allow(deprecated)]
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
+    ServerResult, SetLevelRequestParams, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::app::{App, Principal};
+use crate::call::{self, CallContext};
+use crate::catalog::ContractEntry;
+use crate::leases::manager::LeaseEntry;
+use crate::skill_catalog::MetaExt;
+
+/// Tools per `tools/list` page.
+pub const PAGE_SIZE: usize = 50;
+
+/// URI scheme of descriptors served as resources.
+pub const DESCRIPTOR_URI_PREFIX: &str = "descriptor://";
+
+/// The `_meta` key of a descriptor resource's freshness (`freshness`, `expires_at`,
+/// `content_hash`, `class`).
+pub const DESCRIPTOR_META_KEY: &str = "root-mcp.local/descriptor";
+
+/// Protocol revisions served: the session-based ones and the stateless 2026-07-28.
+pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
+
+#[derive(Clone)]
+pub struct RootMcp {
+    app: Arc<App>,
+}
+
+impl RootMcp {
+    pub fn new(app: Arc<App>) -> RootMcp {
+        RootMcp { app }
+    }
+}
+
+fn lease_of(ctx: &RequestContext<RoleServer>) -> Result<Arc<LeaseEntry>, ErrorData> {
+    let parts = ctx.extensions.get::<http::request::Parts>();
+    match parts.and_then(|p| p.extensions.get::<Principal>()) {
+        Some(Principal::Lease(l)) => Ok(l.clone()),
+        _ => Err(ErrorData::invalid_request(
+            "this endpoint needs a lease bearer",
+            None,
+        )),
+    }
+}
+
+fn header<'a>(ctx: &'a RequestContext<RoleServer>, name: &str) -> Option<&'a str> {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.headers.get(name))
+        .and_then(|v| v.to_str().ok())
+}
+
+/// The MCP tool for a contract; annotations come from the side-effect class.
+pub fn tool_of(entry: &ContractEntry) -> Tool {
+    let c = &entry.contract;
+    let object = |v: &Value| Arc::new(v.as_object().cloned().unwrap_or_default());
+    let annotations = ToolAnnotations::with_title(c.title.clone())
+        .read_only(c.side_effect == SideEffectClass::Read)
+        .destructive(c.side_effect == SideEffectClass::Destructive)
+        .idempotent(c.side_effect == SideEffectClass::Read)
+        .open_world(false);
+    Tool::new(
+        c.tool_id.clone(),
+        c.summary.clone(),
+        object(&c.input_schema),
+    )
+    .with_title(c.title.clone())
+    .with_raw_output_schema(object(&c.output_schema))
+    .with_annotations(annotations)
+}
+
+async fn visible(app: &App, lease: &LeaseEntry) -> Result<Vec<Arc<ContractEntry>>, ErrorData> {
+    app.visible_tools(lease)
+        .await
+        .map_err(|e| ErrorData::internal_error(e, None))
+}
+
+fn parse_cursor(cursor: Option<&str>) -> Result<usize, ErrorData> {
+    match cursor {
+        None => Ok(0),
+        Some(c) => c
+            .strip_prefix("o:")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| ErrorData::invalid_params(format!("invalid cursor `{c}`"), None)),
+    }
+}
+
+impl ServerHandler for RootMcp {
+    fn get_info(&self) -> InitializeResult {
+        #[allow(deprecated)]
+        let caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_prompts()
+            .enable_logging()
+            .enable_completions()
+            .build();
+        InitializeResult::new(caps)
+            .with_server_info(
+                Implementation::new("mcp-root", env!("CARGO_PKG_VERSION"))
+                    .with_title("Root MCP gateway")
+                    .with_description("Governed, audited tools for one zone"),
+            )
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_instructions(
+                "Root MCP gateway. The tools listed are those your session lease may call. Descriptive \
+                 tools (sdk.*) answer from root's descriptor cache with freshness fields; every call is \
+                 audited and its result's _meta carries event_id and trace_id.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(SUPPORTED_VERSIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let lease = lease_of(&ctx)?;
+        if let Some(sid) = header(&ctx, "mcp-session-id") {
+            // Remember the peer so a change of this target's surface can be announced.
+            self.app.mcp_peers.insert(
+                sid.to_string(),
+                (lease.lease().target_id.clone(), ctx.peer.clone()),
+            );
+        }
+        let all = visible(&self.app, &lease).await?;
+        let start = parse_cursor(request.as_ref().and_then(|r| r.cursor.as_deref()))?;
+        if start > all.len() {
+            return Err(ErrorData::invalid_params(
+                "cursor is past the end of the list",
+                None,
+            ));
+        }
+        let end = (start + PAGE_SIZE).min(all.len());
+        let mut result =
+            ListToolsResult::with_all_items(all[start..end].iter().map(|e| tool_of(e)).collect());
+        if end < all.len() {
+            result.next_cursor = Some(format!("o:{end}"));
+        }
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let lease = lease_of(&ctx)?;
+        let call = ToolCall {
+            lease,
+            request_id: ctx.id.to_string(),
+            traceparent: header(&ctx, "traceparent"),
+            cancel: ctx.ct.clone(),
+        };
+        answer_call(&self.app, call, request, Some(&ctx))
+            .await
+            .map(McpAnswer::into_response)
+    }
+
+    fn get_tool(&self, _name: &str) -> Option<Tool> {
+        // Visibility depends on the caller's lease, which this synchronous hook cannot see;
+        // `call_tool` validates arguments and results itself.
+        None
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        lease_of(&ctx)?;
+        Ok(ListPromptsResult::with_all_items(Vec::new()))
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let lease = lease_of(&ctx)?;
+        tracing::debug!(session = lease.session_id(), level = ?request.level, "client set its log level");
+        Ok(())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        lease_of(&ctx)?;
+        Err(ErrorData::invalid_params(
+            format!("no prompt `{}` (this server offers none)", request.name),
+            None,
+        ))
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(crate::mcp::front::unmatched_request(
+            &request.method,
+            request.params.as_ref(),
+        ))
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        lease_of(&ctx)?;
+        Ok(CompleteResult::default())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let lease = lease_of(&ctx)?;
+        let start = parse_cursor(request.as_ref().and_then(|r| r.cursor.as_deref()))?;
+        let view = resource_view(&self.app, &lease).await?;
+        let now = self.app.clock.now();
+        let mut all: Vec<Resource> = view
+            .descriptors
+            .iter()
+            .map(|d| {
+                let state = d.freshness.state_at(now);
+                Resource::new(
+                    format!("{DESCRIPTOR_URI_PREFIX}{}", d.freshness.descriptor_id),
+                    d.freshness.descriptor_id.clone(),
+                )
+                .with_title(d.title.clone())
+                .with_description(format!(
+                    "{} descriptor, {} ({})",
+                    d.class,
+                    state.as_str(),
+                    d.freshness.content_hash
+                ))
+                .with_mime_type("application/json")
+                .with_meta(descriptor_meta(d, now))
+            })
+            .collect();
+        if let Some(catalog) = &view.catalog {
+            all.extend(catalog.resources().map(|r| {
+                Resource::new(r.uri.clone(), r.name.clone())
+                    .with_title(r.title.clone())
+                    .with_description(r.description.clone())
+                    .with_mime_type(r.meta.mime_type.clone())
+                    .with_size(r.meta.size)
+                    .with_meta(r.meta.to_meta())
+            }));
+        }
+        if start > all.len() {
+            return Err(ErrorData::invalid_params(
+                "cursor is past the end of the list",
+                None,
+            ));
+        }
+        let page = self.app.config.limits.resources_page_size;
+        let end = start.saturating_add(page).min(all.len());
+        let mut result = ListResourcesResult::with_all_items(all[start..end].to_vec());
+        if end < all.len() {
+            result.next_cursor = Some(format!("o:{end}"));
+        }
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let lease = lease_of(&ctx)?;
+        if parse_cursor(request.as_ref().and_then(|r| r.cursor.as_deref()))? != 0 {
+            return Err(ErrorData::invalid_params(
+                "cursor is past the end of the list",
+                None,
+            ));
+        }
+        let view = resource_view(&self.app, &lease).await?;
+        let mut templates = vec![
+            ResourceTemplate::new(
+                format!("{DESCRIPTOR_URI_PREFIX}{{descriptor_id}}"),
+                "descriptor",
+            )
+            .with_title("A root-cached descriptor")
+            .with_description("One descriptor with its freshness header, by descriptor_id")
+            .with_mime_type("application/json"),
+        ];
+        for c in &view.selectable {
+            let Some((p, sel)) = c
+                .contract
+                .descriptor
+                .as_ref()
+                .and_then(|p| p.select.as_ref().map(|s| (p, s)))
+            else {
+                continue;
+            };
+            templates.push(
+                ResourceTemplate::new(
+                    format!(
+                        "{DESCRIPTOR_URI_PREFIX}{}{}/{{{}}}",
+                        p.descriptor_id, p.pointer, sel.argument
+                    ),
+                    c.contract.tool_id.clone(),
+                )
+                .with_title(c.contract.title.clone())
+                .with_description(format!(
+                    "{} (the same answer as the tool `{}`)",
+                    c.contract.summary, c.contract.tool_id
+                ))
+                .with_mime_type("application/json"),
+            );
+        }
+        if view.catalog.is_some() {
+            let scheme = &self.app.config.skill_catalog.scheme;
+            templates.push(
+                ResourceTemplate::new(
+                    format!("{}{{name}}", crate::skill_catalog::skill_prefix(scheme)),
+                    "platform_skill",
+                )
+                .with_title("A platform skill")
+                .with_description(format!(
+                    "One SKILL.md of the platform skill catalog; {} lists them all",
+                    crate::skill_catalog::ontology_uri(scheme)
+                ))
+                .with_mime_type(crate::skill_catalog::SKILL_MIME),
+            );
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let lease = lease_of(&ctx)?;
+        let view = resource_view(&self.app, &lease).await?;
+        let now = self.app.clock.now();
+        let uri = request.uri.clone();
+        if let Some(r) = view.catalog.as_ref().and_then(|c| c.get(&uri)) {
+            return Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(r.text.clone(), uri)
+                    .with_mime_type(r.meta.mime_type.clone())
+                    .with_meta(r.meta.to_meta()),
+            ])
+            .into());
+        }
+        let not_found = || {
+            ErrorData::resource_not_found(
+                format!("no readable resource `{uri}`"),
+                Some(json!({ "uri": uri })),
+            )
+        };
+        let path = uri
+            .strip_prefix(DESCRIPTOR_URI_PREFIX)
+            .ok_or_else(not_found)?;
+        let (id, rest) = path.split_once('/').unwrap_or((path, ""));
+        let d = view
+            .descriptors
+            .iter()
+            .find(|d| d.freshness.descriptor_id == id)
+            .ok_or_else(not_found)?;
+        let body = if rest.is_empty() {
+            let mut v = serde_json::to_value(&**d).unwrap_or_default();
+            if let (Value::Object(m), Value::Object(extra)) =
+                (&mut v, crate::descriptors::served_state(d, now))
+            {
+                m.extend(extra);
+            }
+            v
+        } else {
+            // A parameterised read: `descriptor://<id><pointer>/<value>`, as a visible tool
+            // with a `select` projection would answer it.
+            let rest = format!("/{rest}");
+            view.selectable
+                .iter()
+                .find_map(|c| {
+                    let p = c.contract.descriptor.as_ref()?;
+                    let sel = p.select.as_ref()?;
+                    if p.descriptor_id != id {
+                        return None;
+                    }
+                    let value = rest.strip_prefix(&p.pointer)?.strip_prefix('/')?;
+                    if value.is_empty() || value.contains('/') {
+                        return None;
+                    }
+                    let item = d
+                        .content
+                        .pointer(&p.pointer)?
+                        .as_array()?
+                        .iter()
+                        .find(|i| i.get(&sel.key).and_then(Value::as_str) == Some(value))?;
+                    let state = d.freshness.state_at(now);
+                    Some(json!({
+                        "data": item,
+                        "descriptor": d.freshness,
+                        "stale": state != mcp_shared::descriptor::FreshnessState::Fresh,
+                        "freshness": state,
+                    }))
+                })
+                .ok_or_else(not_found)?
+        };
+        let text = serde_json::to_string_pretty(&body).unwrap_or_default();
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri)
+                .with_mime_type("application/json")
+                .with_meta(descriptor_meta(d, now)),
+        ])
+        .into())
+    }
+}
+
+/// What a lease may read as resources: the descriptors behind tools it may call plus those
+/// no tool projects (public self-description such as the plane registry), the visible tools
+/// with `select` projections (the parameterised descriptors), and the platform skill catalog,
+/// which any lease may read (it is the gateway's public guidance for agents, like the plane
+/// registry; the ADR requires only an authenticated client).
+struct ResourceView {
+    descriptors: Vec<Arc<mcp_shared::descriptor::Descriptor>>,
+    selectable: Vec<Arc<ContractEntry>>,
+    catalog: Option<Arc<crate::skill_catalog::SkillCatalog>>,
+}
+
+async fn resource_view(app: &App, lease: &LeaseEntry) -> Result<ResourceView, ErrorData> {
+    let visible = visible(app, lease).await?;
+    let set = crate::descriptors::snapshot(app);
+    let descriptors = app.readable_in(&set, Some(&visible));
+    let selectable = visible
+        .into_iter()
+        .filter(|c| {
+            c.contract
+                .descriptor
+                .as_ref()
+                .is_some_and(|p| p.select.is_some())
+        })
+        .collect();
+    Ok(ResourceView {
+        descriptors,
+        selectable,
+        catalog: set.catalog.clone(),
+    })
+}
+
+/// `_meta` of a descriptor resource: its freshness now, when it expires, its hash and class.
+fn descriptor_meta(
+    d: &mcp_shared::descriptor::Descriptor,
+    now: time::OffsetDateTime,
+) -> MetaObject {
+    let mut state = crate::descriptors::served_state(d, now);
+    state["content_hash"] = json!(d.freshness.content_hash);
+    state["class"] = json!(d.class);
+    let mut m = serde_json::Map::new();
+    m.insert(DESCRIPTOR_META_KEY.to_string(), state);
+    MetaObject(m)
+}
+
+/// What a `tools/call` needs besides its params: the caller's lease, the request's id (the
+/// event's `request_id`), its W3C `traceparent` and its cancellation.
+pub struct ToolCall<'a> {
+    pub lease: Arc<LeaseEntry>,
+    pub request_id: String,
+    pub traceparent: Option<&'a str>,
+    pub cancel: tokio_util::sync::CancellationToken,
+}
+
+/// Answers one `tools/call`: the governed call (or, for a write that the client can confirm,
+/// elicitation first: only with `ctx`, the rmcp request whose peer can be asked) and its MCP
+/// answer. Shared by [`RootMcp::call_tool`] and the direct path ([`crate::mcp::direct`]).
+pub async fn answer_call(
+    app: &App,
+    call: ToolCall<'_>,
+    request: CallToolRequestParams,
+    ctx: Option<&RequestContext<RoleServer>>,
+) -> Result<McpAnswer, ErrorData> {
+    let ToolCall {
+        lease,
+        request_id,
+        traceparent,
+        cancel,
+    } = call;
+    let arguments = Value::Object(request.arguments.unwrap_or_default());
+    let trace_id = call::trace_id_from(traceparent);
+    let new_ctx = || CallContext {
+        surface: Surface::Mcp,
+        lease: lease.clone(),
+        trace_id: trace_id.clone(),
+        request_id: request_id.clone(),
+        cancel: Some(cancel.clone()),
+        operator: None,
+    };
+    let elicit = match ctx {
+        Some(ctx) => {
+            crate::call::elicitation::applies(app, ctx, &lease, &request.name, &arguments).await
+        }
+        None => false,
+    };
+    let outcome = match ctx {
+        Some(ctx) if elicit => {
+            crate::call::elicitation::confirm_and_execute(
+                app,
+                ctx,
+                new_ctx,
+                &request.name,
+                arguments,
+            )
+            .await
+        }
+        _ => call::call_keeping_answer(app, new_ctx(), &request.name, arguments).await,
+    };
+    if let Some(e) = outcome.unaudited_error() {
+        // No event, so no tool result: a server error whose data names the code.
+        return Err(ErrorData::internal_error(
+            e.message.clone(),
+            Some(
+                json!({ "code": e.code, "retryable": e.retryable, "trace_id": outcome.response.trace_id }),
+            ),
+        ));
+    }
+    let r = outcome.response;
+    let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
+    if outcome.unknown_tool {
+        return Err(ErrorData::invalid_params(
+            format!("unknown tool `{}`", request.name),
+            Some(meta),
+        ));
+    }
+    let meta_obj: Option<MetaObject> = serde_json::from_value(meta).ok();
+    if let (Some(answer), Some(meta)) = (outcome.kept, meta_obj.clone()) {
+        return Ok(McpAnswer::Kept { answer, meta });
+    }
+    let result = match (r.result, r.error) {
+        (Some(value), _) => {
+            let text = serde_json::to_string(&value).unwrap_or_default();
+            success_result(value, text)
+        }
+        (None, error) => {
+            let body = json!({ "error": error });
+            let text = serde_json::to_string(&body).unwrap_or_default();
+            let mut res = CallToolResult::error(vec![ContentBlock::text(text)]);
+            res.structured_content = Some(body);
+            res
+        }
+    };
+    Ok(McpAnswer::Result(result.with_meta(meta_obj).into()))
+}
+
+/// A `tools/call`'s MCP answer: an rmcp result, or a descriptive answer its descriptor set
+/// keeps plus the call's `_meta` (the direct path writes that one from the set's
+/// serialization, [`kept_result_open`], instead of serializing the value again).
+pub enum McpAnswer {
+    Result(CallToolResponse),
+    Kept {
+        answer: Arc<crate::descriptors::DescriptiveAnswer>,
+        meta: MetaObject,
+    },
+}
+
+impl McpAnswer {
+    /// The answer as an rmcp result (a kept answer's value and text are copied into it).
+    pub fn into_response(self) -> CallToolResponse {
+        match self {
+            McpAnswer::Result(r) => r,
+            McpAnswer::Kept { answer, meta } => {
+                success_result(answer.value.clone(), String::from(&*answer.text))
+                    .with_meta(Some(meta))
+                    .into()
+            }
+        }
+    }
+}
+
+/// A successful tool result as MCP carries it: the structured value and, as the
+/// specification asks of a tool returning structured content, its JSON text as text content.
+fn success_result(value: Value, text: String) -> CallToolResult {
+    let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
+    res.structured_content = Some(value);
+    res
+}
+
+/// The wire shape rmcp gives a result, by the revision its peer speaks: 2026-07-28 fills the
+/// cache hints of cacheable results; the revisions before it (sessions) get no
+/// `resultType: "complete"` and no non-object structured output (rmcp's server handler does
+/// exactly this before answering).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResultShape {
+    Current,
+    Legacy,
+}
+
+impl ResultShape {
+    /// Gives `result` this shape, as rmcp's handler does.
+    pub fn apply(self, result: &mut ServerResult) {
+        match self {
+            ResultShape::Current => result.fill_missing_cache_hints(),
+            ResultShape::Legacy => {
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+            }
+        }
+    }
+
+    /// Gives `error` this shape, as rmcp's handler does: 2026-07-28 reports a missing resource
+    /// as invalid params.
+    pub fn apply_to_error(self, error: &mut ErrorData) {
+        if self == ResultShape::Current && error.code == ErrorCode::RESOURCE_NOT_FOUND {
+            error.code = ErrorCode::INVALID_PARAMS;
+        }
+    }
+}
+
+/// The JSON text rmcp writes for a kept answer's tool result in `shape`, up to where its
+/// `_meta` would follow: the serialized result without `_meta` and without its closing brace
+/// (so `open + ,"_meta":{..}}` is exactly what rmcp writes for [`McpAnswer::into_response`]).
+/// Built on first use and kept with the answer; `None` if it could not be serialized.
+pub fn kept_result_open(
+    answer: &crate::descriptors::DescriptiveAnswer,
+    shape: ResultShape,
+) -> Option<&str> {
+    let cell = match shape {
+        ResultShape::Current => &answer.mcp_result_open,
+        ResultShape::Legacy => &answer.mcp_result_open_legacy,
+    };
+    cell.get_or_init(|| {
+        let mut result = ServerResult::CallToolResult(success_result(
+            answer.value.clone(),
+            String::from(&*answer.text),
+        ));
+        shape.apply(&mut result);
+        let mut text = serde_json::to_string(&result).ok()?;
+        // A result always has `content`, so a member precedes the appended `_meta`.
+        (text.pop() == Some('}') && text.len() > 1).then(|| text.into_boxed_str())
+    })
+    .as_deref()
+}
+
+/// Sends `notifications/tools/list_changed` to every MCP session whose lease is bound to
+/// `target_id`; sessions that are gone are forgotten.
+pub fn notify_tools_changed(app: &App, target_id: &str) {
+    let peers: Vec<(String, rmcp::Peer<RoleServer>)> = app
+        .mcp_peers
+        .iter()
+        .filter(|e| e.value().0 == target_id)
+        .map(|e| (e.key().clone(), e.value().1.clone()))
+        .collect();
+    for (sid, peer) in peers {
+        let gone = peer.is_transport_closed();
+        if gone {
+            app.mcp_peers.remove(&sid);
+            continue;
+        }
+        tokio::spawn(async move {
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!(session = %sid, error = %e, "could not announce a tool list change");
+            }
+        });
+    }
+}

@@ -1,0 +1,478 @@
+//! Starting the daemon: the store, the supervised actors, the shared state, the listener and
+//! the background tasks, in that order; [`run`] returns a [`RootHandle`] with the bound
+//! address (tests start root in-process on `127.0.0.1:0`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::actors::supervisor;
+use crate::api as http;
+use crate::api::console;
+use crate::app::App;
+use crate::audit::health as audit_health;
+use crate::audit::writer as audit_writer;
+use crate::call::redaction as redact;
+use crate::config::RootConfig;
+use crate::descriptors::cache as descriptor_cache;
+use crate::hubs::router;
+use crate::leases::manager as lease_manager;
+use crate::mcp::direct as mcp_direct;
+use crate::net::tls;
+use crate::telemetry::metrics;
+use crate::{auth, catalog, descriptors, hubs, mcp, operators, policy, replica, secrets, store};
+
+/// A running root: its address, its state, and how to stop it.
+pub struct RootHandle {
+    pub addr: SocketAddr,
+    pub app: Arc<App>,
+    shutdown: CancellationToken,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    supervisor: ractor::ActorRef<supervisor::Msg>,
+    tls: Option<Arc<tls::TlsState>>,
+}
+
+impl RootHandle {
+    /// `http://ADDR`, or `https://ADDR` with TLS.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The MCP endpoint URL.
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.base_url())
+    }
+
+    /// Reloads the TLS certificate, key and client CA now (what SIGHUP does); `Ok(false)`
+    /// without TLS.
+    pub fn reload_tls(&self) -> Result<bool, tls::TlsError> {
+        match &self.tls {
+            Some(t) => t.reload(true),
+            None => Ok(false),
+        }
+    }
+
+    /// SHA-256 fingerprint of the certificate new connections get (with TLS).
+    pub fn tls_fingerprint(&self) -> Option<String> {
+        self.tls.as_ref().map(|t| t.fingerprint())
+    }
+
+    /// The operator's token.
+    pub fn admin_token(&self) -> &str {
+        &self.app.admin_token
+    }
+
+    /// Resolves when the server stops (on its own or after [`RootHandle::shutdown`]).
+    pub async fn wait(&mut self) -> anyhow::Result<()> {
+        (&mut self.server).await??;
+        Ok(())
+    }
+
+    /// Two-phase shutdown: stop accepting and drain requests (up to 10 s), then stop the
+    /// actors, the audit writer last so that every event of a finished call is on disk.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
+        if let Some(zone) = &self.app.zone {
+            zone.stop().await;
+        }
+        let actors = &self.app.actors;
+        actors
+            .shutting_down
+            .store(true, std::sync::atomic::Ordering::Release);
+        let t = Some(Duration::from_secs(5));
+        let _ = actors.leases.load().stop_and_wait(None, t).await;
+        let _ = actors.router.load().stop_and_wait(None, t).await;
+        let _ = actors.policy.load().stop_and_wait(None, t).await;
+        let _ = actors.descriptors.load().stop_and_wait(None, t).await;
+        let _ = actors.audit.load().stop_and_wait(None, t).await;
+        let _ = self.supervisor.stop_and_wait(None, t).await;
+    }
+}
+
+/// Starts a root daemon with `config`.
+pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
+    config.validate()?;
+    // Refused before anything is bound or created.
+    config.check_listener()?;
+    if config.tls.is_none() && !config.listen.ip().is_loopback() {
+        tracing::warn!(listen = %config.listen, "serving plain HTTP on a non-loopback address (insecure_http): bearers and hub tokens cross the network unencrypted");
+    }
+    let tls_state = match &config.tls {
+        Some(t) => Some(Arc::new(
+            tls::TlsState::load(t).context("loading the TLS certificate")?,
+        )),
+        None => None,
+    };
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+    if config.admin_token_path().exists() {
+        secrets::check_private_file(&config.admin_token_path())?;
+    }
+    let admin_token =
+        auth::load_or_create_admin_token(&config.admin_token_path()).with_context(|| {
+            format!(
+                "cannot read or create {}",
+                config.admin_token_path().display()
+            )
+        })?;
+
+    let contracts = Arc::new(
+        catalog::ContractRegistry::load(config.contracts_dir.as_deref())
+            .context("loading tool contracts")?,
+    );
+    let descriptors = catalog::load_descriptors(config.descriptors_dir.as_deref())
+        .context("loading descriptors")?;
+    let configured = descriptors::validate(
+        descriptors
+            .iter()
+            .map(|d| {
+                (
+                    format!("{}.json", d.freshness.descriptor_id),
+                    serde_json::to_value(d).unwrap_or_default(),
+                )
+            })
+            .collect(),
+        &contracts,
+        &config.skill_catalog.scheme,
+    )
+    .context("checking the descriptor set")?;
+    let profiles = Arc::new(
+        catalog::load_profiles(config.profiles_file.as_deref())
+            .context("loading capability profiles")?,
+    );
+    let destructive = catalog::DestructiveRules::load(config.destructive_file.as_deref())
+        .context("loading destructive-action rules")?;
+    for entry in contracts.all() {
+        if let Some(rule) = destructive.matching(&entry.contract.tool_id)
+            && entry.contract.side_effect != mcp_shared::contract::SideEffectClass::Destructive
+        {
+            anyhow::bail!(
+                "tool contract `{}` has a destructive name ({}) but is not side_effect `destructive`",
+                entry.contract.tool_id,
+                rule.reason
+            );
+        }
+    }
+
+    let url = config.database_url();
+    let store = store::Store::open_with(&url, &config.storage)
+        .await
+        .with_context(|| format!("opening database {}", redact_url(&url)))?;
+
+    let (master_key, created) = secrets::MasterKey::load_or_create(&config.master_key_path())
+        .context("loading the master key")?;
+    // Replicas (PostgreSQL): noted before leases, enrolments and descriptors are loaded, so
+    // the change feed is applied from here on and nothing committed meanwhile is missed.
+    let zone = replica::Zone::prepare(&config, &store, &master_key).await?;
+    let enrolments = Arc::new(load_enrolments(&store, &master_key, created, &config).await?);
+    // A published set (kept in the store) wins over the configured one while it still fits
+    // the contracts.
+    let descriptor_set =
+        match descriptors::load_published(&store, &contracts, &config.skill_catalog.scheme)
+            .await
+            .context("loading the published descriptor set")?
+        {
+            Some(set) => set,
+            None => descriptors::assemble(
+                configured.0,
+                configured.1,
+                if config.descriptors_dir.is_some() {
+                    descriptors::SetSource::Configured
+                } else {
+                    descriptors::SetSource::BuiltIn
+                },
+                None,
+                None,
+            ),
+        };
+    let leases = Arc::new(lease_manager::LeaseIndex::default());
+    let targets = Arc::new(router::TargetDirectory::default());
+    let router_sessions = Arc::new(router::Sessions::default());
+    for e in enrolments.iter() {
+        targets.insert(e.key().clone(), e.offline_descriptor());
+    }
+    let audit_head = Arc::new(tokio::sync::watch::Sender::new(0i64));
+    let audit_health = Arc::new(audit_health::AuditHealth::default());
+    let descriptors = Arc::new(descriptor_cache::Args::new(descriptor_set));
+    let metrics = metrics::Metrics::default();
+    let running_calls = Arc::new(audit_writer::RunningCalls::default());
+    let audit_commit_thread = audit_writer::CommitThread::default();
+    let (sup, actors) = supervisor::start(supervisor::ChildArgs {
+        leases: Arc::new(lease_manager::Args {
+            store: store.clone(),
+            index: leases.clone(),
+        }),
+        policy: Arc::new(policy::Args {
+            contracts: contracts.clone(),
+            profiles: profiles.clone(),
+            targets: targets.clone(),
+            enrolments: enrolments.clone(),
+        }),
+        descriptors: descriptors.clone(),
+        audit: Arc::new(audit_writer::Args {
+            store: store.clone(),
+            batch_max: config.limits.audit_batch_max,
+            commit_delay: std::time::Duration::from_millis(config.limits.audit_commit_delay_ms),
+            running: running_calls.clone(),
+            head: audit_head.clone(),
+            health: audit_health.clone(),
+            replica_id: zone.as_ref().map(|z| z.replica_id.clone()),
+            commits: metrics.audit_commits.clone(),
+            rows: metrics.audit_rows.clone(),
+            commit_thread: audit_commit_thread.clone(),
+        }),
+        router: Arc::new(router::Args {
+            targets: targets.clone(),
+            sessions: router_sessions.clone(),
+        }),
+    })
+    .await
+    .context("starting actors")?;
+
+    let redactor = redact::Redactor::new(&config.redaction.fields, &config.redaction.patterns);
+    let app = Arc::new(App {
+        store,
+        actors,
+        descriptors,
+        leases,
+        targets,
+        router_sessions,
+        contracts,
+        profiles,
+        destructive,
+        redactor,
+        limits: Default::default(),
+        metrics,
+        running_calls,
+        audit_commit_thread,
+        audit_head,
+        audit_health,
+        console: console::Sessions::default(),
+        admin_token,
+        operators: Default::default(),
+        master_key,
+        mcp_sessions: Default::default(),
+        started_at: mcp_shared::time::now(),
+        enrolments,
+        hub_connections: Default::default(),
+        hub_last_frame: Default::default(),
+        hub_door: Default::default(),
+        skill_pushes: Default::default(),
+        mcp_peers: Default::default(),
+        timeline: Default::default(),
+        clock: Default::default(),
+        shutdown: CancellationToken::new(),
+        zone,
+        config,
+    });
+
+    let shutdown = app.shutdown.clone();
+    operators::reload(&app)
+        .await
+        .context("loading the operators")?;
+    tokio::spawn(janitor(app.clone(), shutdown.clone()));
+    tokio::spawn(hubs::record_last_seen(app.clone(), shutdown.clone()));
+    tokio::spawn(audit_health::watch(app.clone(), shutdown.clone()));
+    let mut mcp_config = StreamableHttpServerConfig::default();
+    mcp_config.allowed_hosts = app.config.allowed_hosts.clone();
+    mcp_config.cancellation_token = shutdown.child_token();
+    mcp_config.max_request_body_bytes = app.config.limits.max_body_bytes;
+    // Stateless (2026-07-28) requests whose handler answers without an intermediate message
+    // get a plain JSON body instead of a one-event SSE stream; rmcp falls back to SSE when a
+    // handler sends a request or notification first (elicitation, progress).
+    mcp_config.json_response = true;
+    let handler = mcp::RootMcp::new(app.clone());
+    // One shared instance: axum clones a route's service for every request and rmcp's own
+    // `Service::call` clones it again (its config with the allowed hosts, and its `Arc`s);
+    // `StreamableHttpService::handle` takes `&self`, so the route holds an `Arc` of it.
+    let mut session_manager = LocalSessionManager::default();
+    session_manager.session_config.keep_alive =
+        Some(Duration::from_secs(app.config.mcp.session_idle_sec));
+    let session_manager = Arc::new(session_manager);
+    let sessions = Arc::new(mcp_direct::Sessions::new(session_manager.clone()));
+    let mcp_service = Arc::new(StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        session_manager,
+        mcp_config,
+    ));
+    let direct_app = app.clone();
+    let mcp_route = axum::routing::any(move |req: axum::extract::Request| {
+        let service = mcp_service.clone();
+        let app = direct_app.clone();
+        let sessions = sessions.clone();
+        async move {
+            use axum::response::IntoResponse;
+            match mcp_direct::serve(&app, &sessions, req).await {
+                Ok(answered) => answered,
+                Err(req) => service.handle(req).await.into_response(),
+            }
+        }
+    });
+    let routes = http::router(app.clone(), mcp_route);
+
+    let listener = tokio::net::TcpListener::bind(app.config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", app.config.listen))?;
+    let addr = listener.local_addr()?;
+    if let Some(zone) = &app.zone {
+        let scheme = if tls_state.is_some() { "https" } else { "http" };
+        if let Err(e) = zone.start(app.clone(), addr, scheme).await {
+            shutdown.cancel();
+            sup.stop(Some("replica registration failed".into()));
+            return Err(e);
+        }
+    }
+    if let Some(t) = &tls_state {
+        let interval = app.config.tls.as_ref().map_or(0, |c| c.reload_interval_sec);
+        tokio::spawn(tls::watch(t.clone(), interval, shutdown.child_token()));
+    }
+    let server = tokio::spawn(crate::net::listener::serve(
+        listener,
+        tls_state.clone(),
+        routes,
+        crate::net::listener::ConnLimits::from_config(&app.config.limits),
+        app.metrics.connections.clone(),
+        shutdown.clone(),
+    ));
+    let scheme = if tls_state.is_some() { "https" } else { "http" };
+    tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.zone.as_ref().map_or("single", |z| z.replica_id.as_str()), tools = app.contracts.all().len(), "root listening");
+    Ok(RootHandle {
+        addr,
+        app,
+        shutdown,
+        server,
+        supervisor: sup,
+        tls: tls_state,
+    })
+}
+
+/// Opens every enrolment with the master key, encrypting signing keys still stored in clear
+/// (rows from before encryption at rest). A master key created just now cannot open keys
+/// sealed under another one: that stops start-up instead of locking every hub out.
+async fn load_enrolments(
+    store: &store::Store,
+    master: &secrets::MasterKey,
+    key_created: bool,
+    config: &RootConfig,
+) -> anyhow::Result<hubs::Enrolments> {
+    let rows = store
+        .load_targets()
+        .await
+        .context("loading enrolled targets")?;
+    let mut previous: std::collections::HashMap<String, store::PreviousKey> = store
+        .load_previous_keys()
+        .await
+        .context("loading rotated hub keys")?
+        .into_iter()
+        .collect();
+    if key_created
+        && (rows.iter().any(|r| !secrets::is_clear(&r.signing_key))
+            || previous
+                .values()
+                .any(|p| !secrets::is_clear(&p.signing_key)))
+    {
+        anyhow::bail!(
+            "the master key {} was just created, but the database holds signing keys sealed \
+             under another master key; restore that key file (replicas must share it)",
+            config.master_key_path().display()
+        );
+    }
+    let enrolments = hubs::Enrolments::new();
+    let mut migrated = 0usize;
+    let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
+    for row in rows {
+        let id = row.target_id.clone();
+        let prev = previous
+            .remove(&id)
+            .filter(|p| p.expires_at_ms > now_ms && !p.token_hash.is_empty());
+        let clear = secrets::is_clear(&row.signing_key);
+        let prev_clear = prev
+            .as_ref()
+            .is_some_and(|p| secrets::is_clear(&p.signing_key));
+        match hubs::Enrolment::open(row, prev, master) {
+            Ok(mut e) => {
+                if clear {
+                    let sealed = master
+                        .seal_signing_key(&id, &e.signing_key)
+                        .context("encrypting a stored signing key")?;
+                    store
+                        .set_target_signing_key(&id, &sealed)
+                        .await
+                        .context("encrypting a stored signing key")?;
+                    e.row.signing_key = sealed;
+                    migrated += 1;
+                }
+                if prev_clear && let Some(p) = &e.previous {
+                    let sealed = master
+                        .seal_signing_key(&id, &p.signing_key)
+                        .context("encrypting a stored signing key")?;
+                    store
+                        .set_previous_signing_key(&id, &sealed)
+                        .await
+                        .context("encrypting a stored signing key")?;
+                }
+                enrolments.insert(id, e);
+            }
+            Err(e) => {
+                tracing::error!(target_id = %id, error = %e, "stored signing key cannot be opened; the target cannot connect")
+            }
+        }
+    }
+    if migrated > 0 {
+        tracing::info!(
+            count = migrated,
+            "encrypted signing keys that were stored in clear"
+        );
+    }
+    Ok(enrolments)
+}
+
+/// Forgets per-lease bookkeeping of leases that can no longer authenticate (MCP session
+/// bindings and concurrency slots), so long-running roots do not grow without bound.
+async fn janitor(app: Arc<App>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let dead: Vec<String> = app
+            .leases
+            .list()
+            .into_iter()
+            .filter(|l| l.status != mcp_shared::LeaseStatus::Active)
+            .map(|l| l.session_id)
+            .collect();
+        if dead.is_empty() {
+            continue;
+        }
+        app.mcp_peers.retain(|sid, _| {
+            app.mcp_sessions
+                .get(sid)
+                .is_some_and(|l| !dead.contains(l.value()))
+        });
+        app.mcp_sessions.retain(|_, lease| !dead.contains(lease));
+        for id in &dead {
+            app.limits.forget_prefix(&format!("lease:{id}"));
+        }
+    }
+}
+
+/// A database URL without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{}:***{}", &url[..s + 3], user, &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
