@@ -442,8 +442,12 @@ pub enum AuditCommand {
     },
 }
 
-/// Entry point of the binary.
-pub fn main() -> ExitCode {
+/// `mcp-root demo`, which the binary brings (it starts a hub, and only the binary depends on
+/// the hub's crate): the serve arguments in, the exit code out.
+pub type Demo = fn(ServeArgs) -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<ExitCode>>>>;
+
+/// Entry point of the binary, with its `demo` when it has one.
+pub fn main_with(demo: Option<Demo>) -> ExitCode {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -472,7 +476,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(dispatch(cli)) {
+    match rt.block_on(dispatch(cli, demo)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -481,7 +485,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn dispatch(cli: Cli, demo: Option<Demo>) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => {
             let mut handle = crate::run(args.load()?).await?;
@@ -499,14 +503,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo(args) => demo(args).await,
+        Command::Demo(args) => match demo {
+            Some(demo) => demo(args).await,
+            None => bail!("this mcp-root was built without its demo (the `demo` feature)"),
+        },
         Command::Admin(args) => admin(args).await,
         Command::Descriptors(cmd) => descriptors(cmd),
         Command::Skills(SkillsCommand::Sync(args)) => crate::skill_catalog::sync::main(args).await,
     }
 }
 
-async fn shutdown_signal() {
+/// Until Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         let mut term =
@@ -521,113 +529,6 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
-}
-
-async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let mut handle = crate::run(args.load()?).await?;
-    let base = handle.base_url();
-    let client = AdminClient::new(base.clone(), handle.admin_token().to_string())?;
-    let data_dir = handle.app.config.data_dir.clone();
-    let target = "hub:test-alpha";
-
-    // The demo hub's token lives beside root's data so a second `demo` reuses the enrolment.
-    let token_path = data_dir.join("demo-hub.token");
-    let hub_token = match std::fs::read_to_string(&token_path) {
-        Ok(t) => Some(t.trim().to_string()),
-        Err(_) => match client
-            .post(
-                "/v1/root/hubs",
-                json!({ "target_id": target, "environment": "test", "subnet_id": "demo-subnet" }),
-            )
-            .await
-        {
-            Ok(v) => {
-                let t = v["token"].as_str().unwrap_or_default().to_string();
-                write_private(&token_path, &t)?;
-                Some(t)
-            }
-            Err(e) => {
-                eprintln!(
-                    "warning: no demo hub: {e:#} (its token file {} is gone)",
-                    token_path.display()
-                );
-                None
-            }
-        },
-    };
-    let hub = match hub_token {
-        Some(token) => {
-            let mut cfg = mcp_hub::config::HubConfig::new(
-                target,
-                "test",
-                base.clone(),
-                token,
-                data_dir.join("demo-hub"),
-            );
-            cfg.subnet = Some("demo-subnet".into());
-            cfg.zone = Some(handle.app.config.zone.clone());
-            let hub = mcp_hub::start(cfg).await?;
-            hub.wait_connected(std::time::Duration::from_secs(10))
-                .await
-                .context("the demo hub did not connect")?;
-            Some(hub)
-        }
-        None => None,
-    };
-
-    let ops = client.post("/v1/root/mcp/sessions", json!({ "target_id": target, "capability_profile": "InfraOpsRead", "ttl_sec": 8 * 3600 })).await?;
-    let dev = client.post("/v1/root/mcp/sessions", json!({ "target_id": target, "capability_profile": "AdaOSDevRead", "ttl_sec": 8 * 3600 })).await?;
-    let url = handle.mcp_url();
-    let token = ops["token"].as_str().unwrap_or_default();
-    let dev_token = dev["token"].as_str().unwrap_or_default();
-    println!(
-        "Root MCP gateway demo: root on the embedded SQLite store, test hub `{target}` connected.\n"
-    );
-    println!("  MCP URL:    {url}");
-    println!("  Bearer:     {token}");
-    println!(
-        "              (profile InfraOpsRead on {target}: hub.get_status, hub.get_runtime_summary, ...; until {})",
-        ops["deadline_at"].as_str().unwrap_or("")
-    );
-    println!("  Dev bearer: {dev_token}");
-    println!("              (profile AdaOSDevRead: sdk.* descriptive tools)");
-    println!(
-        "  Admin:      mcp-root admin --root-url {base} --data-dir {} hub list",
-        data_dir.display()
-    );
-    println!(
-        "  Console:    {base}/ui/  (log in with the admin token in {})\n",
-        data_dir.join("admin.token").display()
-    );
-    println!("Codex (~/.codex/config.toml):\n");
-    println!(
-        "  [mcp_servers.root]\n  url = \"{url}\"\n  bearer_token_env_var = \"ROOT_MCP_TOKEN\"\n"
-    );
-    println!("  then: export ROOT_MCP_TOKEN={token}\n");
-    println!("Claude Code:\n");
-    println!(
-        "  claude mcp add --transport http root {url} --header \"Authorization: Bearer {token}\"\n"
-    );
-    println!("Platform skills for your repository (any lease's bearer):\n");
-    println!(
-        "  mcp-root skills sync --url {url} --token-env ROOT_MCP_TOKEN --dest .agents/skills\n"
-    );
-    println!("Try it with curl:\n");
-    println!(
-        "  curl -s {base}/v1/root/mcp/call -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{\"tool_id\":\"hub.get_status\"}}'\n"
-    );
-    println!("Press Ctrl-C to stop.");
-    let _ = std::io::stdout().flush();
-    tokio::select! {
-        r = handle.wait() => r?,
-        _ = shutdown_signal() => {
-            if let Some(h) = hub {
-                h.shutdown().await;
-            }
-            handle.shutdown().await;
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn descriptors(cmd: DescriptorsCommand) -> anyhow::Result<ExitCode> {
@@ -705,22 +606,6 @@ pub fn read_artifacts(dir: &std::path::Path) -> anyhow::Result<Vec<(String, Valu
     out.sort_by(|a, b| a.0.cmp(&b.0));
     anyhow::ensure!(!out.is_empty(), "{}: no *.json artifacts", dir.display());
     Ok(out)
-}
-
-/// Writes a secret file readable by its owner only.
-fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    f.write_all(text.as_bytes())?;
-    Ok(())
 }
 
 /// A small HTTP client for the admin API.
