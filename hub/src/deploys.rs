@@ -11,13 +11,14 @@
 //! failed write changes nothing. One deploy operation (git fetch, checkout, record, restart)
 //! runs at a time per hub: [`Deploys::exclusive`].
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::state::write_atomic;
 
 /// File name of the history under `state_dir`.
 pub const HISTORY_FILE: &str = "deploys.json";
@@ -198,22 +199,15 @@ impl Deploys {
     }
 
     fn write(&self, file: &HistoryFile) -> Result<(), ToolError> {
-        let path = self.path();
-        let tmp = self.dir.join(format!("{HISTORY_FILE}.tmp"));
-        let fail = |p: &Path, e: std::io::Error| {
-            internal(format!(
-                "{}: cannot write the deploy history: {e}",
-                p.display()
-            ))
-        };
-        std::fs::create_dir_all(&self.dir).map_err(|e| fail(&self.dir, e))?;
         let bytes = serde_json::to_vec_pretty(file)
             .map_err(|e| internal(format!("cannot encode the deploy history: {e}")))?;
-        let mut f = std::fs::File::create(&tmp).map_err(|e| fail(&tmp, e))?;
-        f.write_all(&bytes).map_err(|e| fail(&tmp, e))?;
-        f.sync_all().map_err(|e| fail(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| fail(&path, e))?;
-        Ok(())
+        write_atomic(&self.path(), &bytes).map_err(|e| {
+            internal(format!(
+                "{}: cannot write the deploy history: {}",
+                e.path.display(),
+                e.source
+            ))
+        })
     }
 }
 

@@ -9,13 +9,14 @@
 //! `busy`. A damaged file is named in an `internal` error; the hub still starts.
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::state::write_atomic;
 
 /// File name of the ledger under `state_dir`.
 pub const LEDGER_FILE: &str = "write-ledger.json";
@@ -160,22 +161,15 @@ impl WriteLedger {
     }
 
     fn write(&self, file: &LedgerFile) -> Result<(), ToolError> {
-        let path = self.path();
-        let tmp = self.dir.join(format!("{LEDGER_FILE}.tmp"));
-        let fail = |p: &Path, e: std::io::Error| {
-            internal(format!(
-                "{}: cannot write the write ledger: {e}",
-                p.display()
-            ))
-        };
-        std::fs::create_dir_all(&self.dir).map_err(|e| fail(&self.dir, e))?;
         let bytes = serde_json::to_vec(file)
             .map_err(|e| internal(format!("cannot encode the write ledger: {e}")))?;
-        let mut f = std::fs::File::create(&tmp).map_err(|e| fail(&tmp, e))?;
-        f.write_all(&bytes).map_err(|e| fail(&tmp, e))?;
-        f.sync_all().map_err(|e| fail(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| fail(&path, e))?;
-        Ok(())
+        write_atomic(&self.path(), &bytes).map_err(|e| {
+            internal(format!(
+                "{}: cannot write the write ledger: {}",
+                e.path.display(),
+                e.source
+            ))
+        })
     }
 }
 

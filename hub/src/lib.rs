@@ -22,6 +22,7 @@
 //! - [`profiles`]: ProfileOps, the hub as profiling authority (the `ProfileOps` actor samples
 //!   service memory into sessions, artifacts and incidents under `<state_dir>/profiles/`).
 //! - [`ledger`]: hub-side idempotency keys of the other writes (`<state_dir>/write-ledger.json`).
+//! - [`state`]: the one atomic write (temporary file, fsync, rename) every state file goes through.
 //! - [`nlu`]: the NLU content store (entities, intents, templates from `[nlu]`, applied changes
 //!   in `<state_dir>/nlu/`) and its deterministic phrase matcher.
 //! - [`redact`]: secrets removed from test output and log lines before they leave the hub.
@@ -55,6 +56,7 @@ pub mod refs;
 pub mod results;
 pub mod services;
 pub mod skill;
+pub mod state;
 pub mod supervisor;
 pub mod tls;
 

@@ -346,7 +346,7 @@ impl Shared {
     fn write_index(&self, index: &Index) -> Result<(), ToolError> {
         let bytes = serde_json::to_vec(index)
             .map_err(|e| internal(format!("cannot encode the profiling index: {e}")))?;
-        write_atomic(&self.dir, &self.index_path(), &bytes)
+        write_atomic(&self.index_path(), &bytes)
     }
 
     fn session(&self, session_id: &str) -> Result<Session, ToolError> {
@@ -405,7 +405,7 @@ impl Shared {
             });
             let bytes = serde_json::to_vec(&body)
                 .map_err(|e| internal(format!("cannot encode an artifact: {e}")))?;
-            write_atomic(&self.dir, &self.artifact_path(&artifact_id), &bytes)?;
+            write_atomic(&self.artifact_path(&artifact_id), &bytes)?;
             session.artifact_id = Some(artifact_id.clone());
             artifact = Some(ArtifactMeta {
                 artifact_id,
@@ -508,19 +508,10 @@ impl Shared {
     }
 }
 
-/// Writes `bytes` to `path` through a flushed temporary file in `dir`.
-fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
-    let fail =
-        |p: &Path, e: std::io::Error| internal(format!("{}: cannot write: {e}", p.display()));
-    std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = PathBuf::from(tmp_name);
-    let mut f = std::fs::File::create(&tmp).map_err(|e| fail(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| fail(&tmp, e))?;
-    f.sync_all().map_err(|e| fail(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| fail(path, e))?;
-    Ok(())
+/// Writes `bytes` to `path` (a file in the profiles directory) through [`crate::state::write_atomic`].
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    crate::state::write_atomic(path, bytes)
+        .map_err(|e| internal(format!("{}: cannot write: {}", e.path.display(), e.source)))
 }
 
 /// What `hub.memory.start_profile` and `retry_profile` ask for.

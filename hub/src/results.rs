@@ -9,12 +9,13 @@
 //! [`crate::context::HubContext`] so it survives adapter restarts.
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
+
+use crate::state::write_atomic;
 
 /// File name of the results under `state_dir`.
 pub const RESULTS_FILE: &str = "test-results.json";
@@ -197,19 +198,15 @@ impl TestResults {
 
     /// Writes `file` atomically (temporary file, flushed, then renamed).
     fn write(&self, file: &ResultsFile) -> Result<(), ToolError> {
-        let path = self.path();
-        let tmp = self.dir.join(format!("{RESULTS_FILE}.tmp"));
-        let fail = |p: &Path, e: std::io::Error| {
-            internal(format!("{}: cannot write test results: {e}", p.display()))
-        };
-        std::fs::create_dir_all(&self.dir).map_err(|e| fail(&self.dir, e))?;
         let bytes = serde_json::to_vec(file)
             .map_err(|e| internal(format!("cannot encode test results: {e}")))?;
-        let mut f = std::fs::File::create(&tmp).map_err(|e| fail(&tmp, e))?;
-        f.write_all(&bytes).map_err(|e| fail(&tmp, e))?;
-        f.sync_all().map_err(|e| fail(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| fail(&path, e))?;
-        Ok(())
+        write_atomic(&self.path(), &bytes).map_err(|e| {
+            internal(format!(
+                "{}: cannot write test results: {}",
+                e.path.display(),
+                e.source
+            ))
+        })
     }
 }
 

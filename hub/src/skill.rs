@@ -117,26 +117,19 @@ pub fn save_owner_switch(state_dir: &Path, enabled: bool) -> Result<(), StateErr
 /// How often a running hub reads the owner's switch.
 pub const OWNER_SWITCH_POLL: Duration = Duration::from_millis(500);
 
-/// Writes `value` as JSON to `state_dir/name` (temporary file, then rename).
+/// Writes `value` as JSON to `state_dir/name` through [`crate::state::write_atomic`].
 fn write_atomically(
     state_dir: &Path,
     name: &str,
     value: &impl Serialize,
 ) -> Result<(), StateError> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| StateError::Io { path, source }
-    };
-    std::fs::create_dir_all(state_dir).map_err(io(state_dir))?;
     let path = state_dir.join(name);
-    let tmp = state_dir.join(format!("{name}.tmp"));
     let text = serde_json::to_vec_pretty(value).map_err(|source| StateError::Parse {
         path: path.clone(),
         source,
     })?;
-    std::fs::write(&tmp, text).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
-    Ok(())
+    crate::state::write_atomic(&path, &text)
+        .map_err(|crate::state::WriteError { path, source }| StateError::Io { path, source })
 }
 
 /// Writes the lifecycle of `infra_access_skill` (temporary file, then rename).

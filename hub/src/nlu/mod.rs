@@ -32,7 +32,6 @@ pub mod matcher;
 pub mod normalize;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -326,22 +325,15 @@ fn read_overlay(path: &Path) -> Result<Overlay, LoadError> {
 }
 
 fn write_overlay(path: &Path, overlay: &Overlay) -> Result<(), ToolError> {
-    let fail = |p: &Path, e: std::io::Error| {
-        internal(format!(
-            "{}: cannot write the applied NLU changes: {e}",
-            p.display()
-        ))
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
     let bytes = serde_json::to_vec_pretty(overlay)
         .map_err(|e| internal(format!("cannot encode the applied NLU changes: {e}")))?;
-    let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(|e| fail(&tmp, e))?;
-    f.write_all(&bytes).map_err(|e| fail(&tmp, e))?;
-    f.sync_all().map_err(|e| fail(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| fail(path, e))?;
-    Ok(())
+    crate::state::write_atomic(path, &bytes).map_err(|e| {
+        internal(format!(
+            "{}: cannot write the applied NLU changes: {}",
+            e.path.display(),
+            e.source
+        ))
+    })
 }
 
 #[cfg(test)]
