@@ -1,0 +1,102 @@
+//! `[[skill.commands]]`: command adapters, read tools served by a declared program (see
+//! [`crate::adapters::command`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{ConfigError, HubConfig};
+
+/// Longest time a command adapter may run (ten minutes; tool contracts bound it further).
+pub const MAX_COMMAND_TIMEOUT_MS: u64 = 600_000;
+
+fn default_command_timeout_ms() -> u64 {
+    10_000
+}
+
+/// A command adapter (`[[skill.commands]]`, see [`crate::adapters::command`]): the read tool
+/// `tool_id` is served by running `argv` (never through a shell) with the call's arguments as
+/// one line of JSON on stdin; its stdout (one JSON object) is the result. The hub gives the
+/// tool no meaning: root publishes it only with a contract of that id.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandAdapterConfig {
+    /// Dotted lowercase tool id, e.g. `acme.inventory.count`.
+    pub tool_id: String,
+    /// The program and its arguments; a program given as a path must lie under the state
+    /// directory or a declared root (a bare name is looked up in `PATH`).
+    pub argv: Vec<String>,
+    /// Working directory (under the state directory or a declared root); default `state_dir`.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    #[serde(default = "default_command_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Variables set for the program on top of the hub's own environment.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// Whether `id` is a dotted lowercase tool id (`[a-z][a-z0-9_]*` segments, at least two).
+pub fn valid_tool_id(id: &str) -> bool {
+    let segments: Vec<&str> = id.split('.').collect();
+    id.len() <= 200
+        && segments.len() >= 2
+        && segments.iter().all(|s| {
+            s.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+}
+
+impl HubConfig {
+    /// Checks `[[skill.commands]]`: valid and distinct tool ids that no built-in adapter
+    /// serves, a program, confined paths, a timeout.
+    pub(super) fn validate_commands(&self) -> Result<(), ConfigError> {
+        let mut ids = std::collections::BTreeSet::new();
+        for command in &self.skill.commands {
+            let id = command.tool_id.as_str();
+            let bad = |why: String| ConfigError::Invalid(format!("command adapter `{id}`: {why}"));
+            if !valid_tool_id(id) {
+                return Err(bad(
+                    "tool_id must be dotted lowercase segments [a-z][a-z0-9_]*, e.g. acme.inventory.count".into(),
+                ));
+            }
+            if crate::adapters::AdapterKind::for_tool(id).is_some() {
+                return Err(bad("a built-in adapter serves this tool".into()));
+            }
+            if self.embedded.iter().any(|e| e.decl.tool_id == id) {
+                return Err(bad("an embedded adapter serves this tool".into()));
+            }
+            if !ids.insert(id) {
+                return Err(bad("declared twice".into()));
+            }
+            let Some(program) = command.argv.first().filter(|p| !p.is_empty()) else {
+                return Err(bad("empty argv".into()));
+            };
+            if program.contains('/') {
+                self.check_confined(
+                    &format!("command adapter `{id}`: program"),
+                    Path::new(program),
+                )?;
+            }
+            if let Some(cwd) = &command.cwd {
+                self.check_confined(&format!("command adapter `{id}`: cwd"), cwd)?;
+            }
+            if command.timeout_ms == 0 || command.timeout_ms > MAX_COMMAND_TIMEOUT_MS {
+                return Err(bad(format!(
+                    "timeout_ms must be between 1 and {MAX_COMMAND_TIMEOUT_MS}"
+                )));
+            }
+            if let Some(key) = command
+                .env
+                .keys()
+                .find(|k| k.is_empty() || k.contains(['=', '\0']))
+            {
+                return Err(bad(format!(
+                    "env name `{key}` is empty or contains `=` or NUL"
+                )));
+            }
+        }
+        Ok(())
+    }
+}

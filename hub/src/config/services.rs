@@ -1,0 +1,183 @@
+//! `[[services]]`: the managed services the hub starts and supervises, and `allowed_roots`,
+//! the declared directories their paths (and other configured paths) may lie under.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{ConfigError, HubConfig, ServiceHealthConfig, absolute, has_parent_component};
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_log_max_bytes() -> u64 {
+    1024 * 1024
+}
+
+fn default_stop_timeout_ms() -> u64 {
+    5_000
+}
+
+/// Longest service name (the pattern `[a-z0-9][a-z0-9_.-]{0,63}`).
+pub const MAX_SERVICE_NAME: usize = 64;
+/// Smallest `log_max_bytes` accepted (a smaller cap would rotate on nearly every write).
+pub const MIN_LOG_MAX_BYTES: u64 = 1024;
+/// Longest `stop_timeout_ms` accepted (ten minutes).
+pub const MAX_STOP_TIMEOUT_MS: u64 = 600_000;
+/// Directory under `state_dir` of the default service log files.
+pub const SERVICES_DIR: &str = "services";
+
+/// One `[[services]]` entry: a long-running program the hub starts, supervises and restarts on
+/// request (`hub.restart_service`), with its stdout and stderr in a size-capped log file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// `[a-z0-9][a-z0-9_.-]{0,63}`, unique.
+    pub name: String,
+    /// Run without a shell, in its own process group.
+    pub argv: Vec<String>,
+    /// Working directory; must lie under the state directory or a declared root.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Variables set on top of the hub's own environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Default `<state_dir>/services/<name>.log`; must lie under the state directory or a
+    /// declared root.
+    #[serde(default)]
+    pub log_file: Option<PathBuf>,
+    /// Past this size the log is moved to `<log_file>.1` (replacing it) and started afresh, so
+    /// at most twice this is on disk.
+    #[serde(default = "default_log_max_bytes")]
+    pub log_max_bytes: u64,
+    /// Started when the hub starts (otherwise only by an explicit restart).
+    #[serde(default = "default_true")]
+    pub autostart: bool,
+    /// Checked by `hub.run_healthchecks` under the service's name.
+    #[serde(default)]
+    pub health: Option<ServiceHealthConfig>,
+    /// The argv of the service's profiling mode (ProfileOps restarts it into this).
+    #[serde(default)]
+    pub profiling_argv: Option<Vec<String>>,
+    /// How long a stop waits after SIGTERM to the process group before SIGKILL.
+    #[serde(default = "default_stop_timeout_ms")]
+    pub stop_timeout_ms: u64,
+}
+
+impl ServiceConfig {
+    /// A service with defaults for everything but its name and argv.
+    pub fn new(name: impl Into<String>, argv: Vec<String>) -> ServiceConfig {
+        ServiceConfig {
+            name: name.into(),
+            argv,
+            cwd: None,
+            env: BTreeMap::new(),
+            log_file: None,
+            log_max_bytes: default_log_max_bytes(),
+            autostart: true,
+            health: None,
+            profiling_argv: None,
+            stop_timeout_ms: default_stop_timeout_ms(),
+        }
+    }
+
+    /// Where its output goes: `log_file`, or `<state_dir>/services/<name>.log`.
+    pub fn log_path(&self, state_dir: &Path) -> PathBuf {
+        self.log_file.clone().unwrap_or_else(|| {
+            state_dir
+                .join(SERVICES_DIR)
+                .join(format!("{}.log", self.name))
+        })
+    }
+}
+
+/// Whether `name` matches `[a-z0-9][a-z0-9_.-]{0,63}`.
+pub fn valid_service_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.len() <= MAX_SERVICE_NAME
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
+}
+
+impl HubConfig {
+    /// Checks `[[services]]` and `allowed_roots`.
+    pub(super) fn validate_services(&self) -> Result<(), ConfigError> {
+        for root in &self.allowed_roots {
+            if !root.is_absolute() || has_parent_component(root) {
+                return Err(ConfigError::Invalid(format!(
+                    "allowed_roots: `{}` must be an absolute path without `..`",
+                    root.display()
+                )));
+            }
+        }
+        let mut names = std::collections::BTreeSet::new();
+        let mut logs = BTreeMap::new();
+        for service in &self.services {
+            let name = service.name.as_str();
+            if !valid_service_name(name) {
+                return Err(ConfigError::Invalid(format!(
+                    "service name `{name}` must match [a-z0-9][a-z0-9_.-]{{0,63}}"
+                )));
+            }
+            if !names.insert(name) {
+                return Err(ConfigError::Invalid(format!(
+                    "two services are named `{name}`"
+                )));
+            }
+            if service.argv.first().is_none_or(|p| p.is_empty()) {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}` has an empty argv"
+                )));
+            }
+            if let Some(argv) = &service.profiling_argv
+                && argv.first().is_none_or(|p| p.is_empty())
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}` has an empty profiling_argv (leave it out instead)"
+                )));
+            }
+            if let Some(key) = service
+                .env
+                .keys()
+                .find(|k| k.is_empty() || k.contains(['=', '\0']))
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}`: env name `{key}` is empty or contains `=` or NUL"
+                )));
+            }
+            if service.log_max_bytes < MIN_LOG_MAX_BYTES {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}`: log_max_bytes must be at least {MIN_LOG_MAX_BYTES}"
+                )));
+            }
+            if service.stop_timeout_ms == 0 || service.stop_timeout_ms > MAX_STOP_TIMEOUT_MS {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}`: stop_timeout_ms must be between 1 and {MAX_STOP_TIMEOUT_MS}"
+                )));
+            }
+            if let Some(ServiceHealthConfig::Command { argv, .. }) = &service.health
+                && argv.first().is_none_or(|p| p.is_empty())
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "service `{name}`: the health check has an empty argv"
+                )));
+            }
+            if let Some(cwd) = &service.cwd {
+                self.check_confined(&format!("service `{name}`: cwd"), cwd)?;
+            }
+            let log = service.log_path(&self.state_dir);
+            self.check_confined(&format!("service `{name}`: log_file"), &log)?;
+            if let Some(other) = logs.insert(absolute(&log), name) {
+                return Err(ConfigError::Invalid(format!(
+                    "services `{other}` and `{name}` share the log file `{}`",
+                    log.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,136 @@
+//! `[skill]`: settings of `infra_access_skill` (adapter concurrency and restart budget) and
+//! `[[skill.allowed_tests]]`, the tests `hub.run_allowed_tests` may run. Its other lists are
+//! in [`super::health`] and [`super::commands`].
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{CommandAdapterConfig, ConfigError, HealthcheckConfig, HubConfig};
+
+fn default_adapter_concurrency() -> usize {
+    4
+}
+
+fn default_test_timeout_ms() -> u64 {
+    60_000
+}
+
+/// Longest allowed-test name (the tool contract's `maxLength`).
+pub const MAX_TEST_NAME: usize = 200;
+
+/// One test `hub.run_allowed_tests` may run: a fixed program run as an argv vector (never
+/// through a shell), killed (with its process group) after `timeout_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllowedTestConfig {
+    pub name: String,
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    #[serde(default = "default_test_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Variables set for the test on top of the hub's own environment.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// `infra_access_skill` settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillConfig {
+    #[serde(default)]
+    pub healthchecks: Vec<HealthcheckConfig>,
+    /// Tests `hub.run_allowed_tests` may run, by name; nothing else can be run.
+    #[serde(default)]
+    pub allowed_tests: Vec<AllowedTestConfig>,
+    /// Command adapters: read tools served by a declared program, one per tool id.
+    #[serde(default)]
+    pub commands: Vec<CommandAdapterConfig>,
+    /// Calls one adapter runs at once; more are refused with `busy`.
+    #[serde(default = "default_adapter_concurrency")]
+    pub adapter_concurrency: usize,
+    /// Restarts of one adapter allowed within `adapter_restart_window_ms`; one more failure
+    /// makes it unavailable: its tool is withdrawn from the published surface until the skill
+    /// is enabled again (or the hub restarts).
+    #[serde(default = "default_adapter_max_restarts")]
+    pub adapter_max_restarts: u32,
+    #[serde(default = "default_adapter_restart_window_ms")]
+    pub adapter_restart_window_ms: u64,
+    /// TEST ONLY: moves the hub's clock this many milliseconds ahead of the system clock
+    /// (negative: behind), so tests can prove clock-skew handling. Never set on a real target.
+    #[serde(default)]
+    pub test_clock_offset_ms: i64,
+}
+
+fn default_adapter_max_restarts() -> u32 {
+    5
+}
+
+fn default_adapter_restart_window_ms() -> u64 {
+    60_000
+}
+
+impl Default for SkillConfig {
+    fn default() -> Self {
+        SkillConfig {
+            healthchecks: Vec::new(),
+            allowed_tests: Vec::new(),
+            commands: Vec::new(),
+            adapter_concurrency: default_adapter_concurrency(),
+            adapter_max_restarts: default_adapter_max_restarts(),
+            adapter_restart_window_ms: default_adapter_restart_window_ms(),
+            test_clock_offset_ms: 0,
+        }
+    }
+}
+
+impl HubConfig {
+    /// Checks `skill.adapter_concurrency` and `skill.adapter_restart_window_ms`.
+    pub(super) fn validate_adapter_limits(&self) -> Result<(), ConfigError> {
+        if self.skill.adapter_concurrency == 0 {
+            return Err(ConfigError::Invalid(
+                "skill.adapter_concurrency must be at least 1".into(),
+            ));
+        }
+        if !(1_000..=86_400_000).contains(&self.skill.adapter_restart_window_ms) {
+            return Err(ConfigError::Invalid(
+                "skill.adapter_restart_window_ms must be between 1000 and 86400000 (a day)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks `[[skill.allowed_tests]]`: distinct names of bounded length, a program, a
+    /// timeout, a confined `cwd`.
+    pub(super) fn validate_allowed_tests(&self) -> Result<(), ConfigError> {
+        let mut names = std::collections::BTreeSet::new();
+        for test in &self.skill.allowed_tests {
+            let name = test.name.as_str();
+            if name.trim().is_empty() || name.chars().count() > MAX_TEST_NAME {
+                return Err(ConfigError::Invalid(format!(
+                    "allowed test name `{name}` must have 1 to {MAX_TEST_NAME} characters"
+                )));
+            }
+            if !names.insert(name) {
+                return Err(ConfigError::Invalid(format!(
+                    "two allowed tests are named `{name}`"
+                )));
+            }
+            if test.argv.first().is_none_or(|p| p.is_empty()) {
+                return Err(ConfigError::Invalid(format!(
+                    "allowed test `{name}` has an empty argv"
+                )));
+            }
+            if test.timeout_ms == 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "allowed test `{name}` needs timeout_ms of at least 1"
+                )));
+            }
+            if let Some(cwd) = &test.cwd {
+                self.check_confined(&format!("allowed test `{name}`: cwd"), cwd)?;
+            }
+        }
+        Ok(())
+    }
+}
