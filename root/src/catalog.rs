@@ -18,6 +18,26 @@ static BUILTIN_DESCRIPTORS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../confi
 const BUILTIN_PROFILES: &str = include_str!("../../config/profiles.toml");
 const BUILTIN_DESTRUCTIVE: &str = include_str!("../../config/destructive.toml");
 
+/// Every root adapter name a contract may use (`call::executors` runs each).
+pub const ROOT_EXECUTORS: &[&str] = &[
+    "root.access_tokens.list",
+    "root.access_tokens.issue",
+    "root.access_tokens.revoke",
+    "root.logs",
+    "root.subnet.analysis_health",
+    "root.subnet.timeline",
+    "root.subnet.diagnostics",
+    "root.retained.memory_profiles",
+];
+
+/// What root serves and governs by: the tool contracts, the capability profiles and the
+/// destructive-action rules.
+pub struct Catalog {
+    pub contracts: Arc<ContractRegistry>,
+    pub profiles: Arc<mcp_shared::profile::ProfileRegistry>,
+    pub destructive: DestructiveRules,
+}
+
 /// Why a catalog file was refused.
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: {reason}")]
@@ -197,12 +217,12 @@ impl ContractRegistry {
                     "a descriptive_cached tool is answered from its descriptor, not an executor",
                 ));
             }
-            if !crate::call::executors::KNOWN.contains(&executor.as_str()) {
+            if !ROOT_EXECUTORS.contains(&executor.as_str()) {
                 return Err(err(
                     file,
                     format!(
                         "unknown executor `{executor}` (root has: {})",
-                        crate::call::executors::KNOWN.join(", ")
+                        ROOT_EXECUTORS.join(", ")
                     ),
                 ));
             }

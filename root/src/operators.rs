@@ -20,9 +20,9 @@ use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::api::audited::{Asked, audited};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
-use crate::audit::{Asked, audited};
 use crate::store::OperatorRow;
 
 /// The operator the bootstrap admin token (`<data_dir>/admin.token`) stands for.
@@ -232,7 +232,8 @@ pub async fn revoke(
             return Err(ApiError::not_found(format!("no active operator `{name}`")));
         }
         changed(&app, &name).await?;
-        app.console
+        app.api
+            .console
             .end_operator(&app, &name)
             .await
             .map_err(ApiError::internal)?;

@@ -13,11 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actors::supervisor;
 use crate::api as http;
-use crate::api::console;
 use crate::app::App;
 use crate::audit::health as audit_health;
+use crate::audit::redaction as redact;
 use crate::audit::writer as audit_writer;
-use crate::call::redaction as redact;
 use crate::config::RootConfig;
 use crate::descriptors::cache as descriptor_cache;
 use crate::hubs::router;
@@ -25,7 +24,9 @@ use crate::leases::manager as lease_manager;
 use crate::mcp::direct as mcp_direct;
 use crate::net::tls;
 use crate::telemetry::metrics;
-use crate::{auth, catalog, descriptors, hubs, mcp, operators, policy, replica, secrets, store};
+use crate::{
+    audit, auth, catalog, descriptors, hubs, mcp, operators, policy, replica, secrets, store,
+};
 
 /// A running root: its address, its state, and how to stop it.
 pub struct RootHandle {
@@ -239,35 +240,38 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     let redactor = redact::Redactor::new(&config.redaction.fields, &config.redaction.patterns);
     let app = Arc::new(App {
         store,
-        actors,
+        actors: actors.clone(),
+        catalog: catalog::Catalog {
+            contracts,
+            profiles,
+            destructive,
+        },
         descriptors,
+        clock: Default::default(),
         leases,
-        targets,
-        router_sessions,
-        contracts,
-        profiles,
-        destructive,
-        redactor,
+        hubs: hubs::Hubs {
+            targets,
+            links: router_sessions,
+            enrolments,
+            last_frame: Default::default(),
+            timeline: Default::default(),
+        },
+        audit: Arc::new(audit::Trail {
+            writer: actors.audit.clone(),
+            commit_thread: audit_commit_thread,
+            health: audit_health,
+            head: audit_head,
+            running: running_calls,
+            redactor,
+        }),
         limits: Default::default(),
         metrics,
-        running_calls,
-        audit_commit_thread,
-        audit_head,
-        audit_health,
-        console: console::Sessions::default(),
         admin_token,
         operators: Default::default(),
         master_key,
-        mcp_sessions: Default::default(),
+        mcp: Default::default(),
+        api: Default::default(),
         started_at: mcp_shared::time::now(),
-        enrolments,
-        hub_connections: Default::default(),
-        hub_last_frame: Default::default(),
-        hub_door: Default::default(),
-        skill_pushes: Default::default(),
-        mcp_peers: Default::default(),
-        timeline: Default::default(),
-        clock: Default::default(),
         shutdown: CancellationToken::new(),
         zone,
         config,
@@ -278,8 +282,11 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         .await
         .context("loading the operators")?;
     tokio::spawn(janitor(app.clone(), shutdown.clone()));
-    tokio::spawn(hubs::record_last_seen(app.clone(), shutdown.clone()));
-    tokio::spawn(audit_health::watch(app.clone(), shutdown.clone()));
+    tokio::spawn(crate::api::hub_link::record_last_seen(
+        app.clone(),
+        shutdown.clone(),
+    ));
+    tokio::spawn(audit_health::watch(app.audit.clone(), shutdown.clone()));
     let mut mcp_config = StreamableHttpServerConfig::default();
     mcp_config.allowed_hosts = app.config.allowed_hosts.clone();
     mcp_config.cancellation_token = shutdown.child_token();
@@ -342,7 +349,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         shutdown.clone(),
     ));
     let scheme = if tls_state.is_some() { "https" } else { "http" };
-    tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.zone.as_ref().map_or("single", |z| z.replica_id.as_str()), tools = app.contracts.all().len(), "root listening");
+    tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.zone.as_ref().map_or("single", |z| z.replica_id.as_str()), tools = app.catalog.contracts.all().len(), "root listening");
     Ok(RootHandle {
         addr,
         app,
@@ -453,12 +460,13 @@ async fn janitor(app: Arc<App>, stop: CancellationToken) {
         if dead.is_empty() {
             continue;
         }
-        app.mcp_peers.retain(|sid, _| {
-            app.mcp_sessions
+        app.mcp.peers.retain(|sid, _| {
+            app.mcp
+                .sessions
                 .get(sid)
                 .is_some_and(|l| !dead.contains(l.value()))
         });
-        app.mcp_sessions.retain(|_, lease| !dead.contains(lease));
+        app.mcp.sessions.retain(|_, lease| !dead.contains(lease));
         for id in &dead {
             app.limits.forget_prefix(&format!("lease:{id}"));
         }

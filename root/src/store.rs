@@ -1,4 +1,5 @@
-//! Persistent storage: leases and the hash-chained audit trail.
+//! Persistent storage of every table: leases, the hash-chained audit trail, writes' confirmations
+//! and idempotency records, approvals, targets and their keys, descriptor sets, operators.
 //!
 //! One [`Store`] over an enum of pools chosen by URL scheme (`sqlite:` or `postgres://`).
 //! Every query is written once with `$n` placeholders and runtime `sqlx::query`, and runs on

@@ -91,11 +91,7 @@ async fn status(root: &TestRoot, token: &str) -> u16 {
 
 /// The router session of `target`, if one is attached.
 fn session_of(root: &TestRoot, target: &str) -> Option<ractor::ActorId> {
-    root.handle()
-        .app
-        .router_sessions
-        .get(target)
-        .map(|s| s.get_id())
+    root.handle().app.hubs.links.get(target).map(|s| s.get_id())
 }
 
 /// Each of root's actors panics (not a clean stop): the supervisor starts it again with its
@@ -169,7 +165,8 @@ async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
     let beta_session = session_of(&root, "hub:test-beta").unwrap();
     root.handle()
         .app
-        .router_sessions
+        .hubs
+        .links
         .get("hub:test-alpha")
         .unwrap()
         .cast(link::Msg::Panic)

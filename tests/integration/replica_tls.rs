@@ -165,7 +165,7 @@ async fn replicas_forward_over_tls_and_a_replica_with_the_wrong_ca_refuses() {
     .await
     .unwrap();
     wait_for_owner(&a, target, "tls-b").await;
-    assert!(!a.handle().app.hub_connections.contains_key(target));
+    assert!(!a.handle().app.hubs.connected(target));
 
     // An MCP client on A over HTTPS: the call is forwarded A → B over TLS and answered.
     let (session_a, bearer) = a.lease(target, "InfraOpsRead", 600).await.unwrap();

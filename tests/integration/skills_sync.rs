@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcp_root::skill_catalog::sync::{
+use mcp_root::cli::skills_sync::{
     Budgets, SENTINEL, SyncError, SyncOptions, SyncReport, TokenSource, sync,
 };
 use mcp_root::skill_catalog::{META_KEY, sha256_hex};

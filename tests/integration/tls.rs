@@ -740,7 +740,7 @@ async fn secret_files_readable_by_others_are_refused() {
 /// `http://` URL is refused before anything is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skills_sync_verifies_an_https_root_with_ca_file() {
-    use mcp_root::skill_catalog::sync::{Budgets, SyncError, SyncOptions, TokenSource};
+    use mcp_root::cli::skills_sync::{Budgets, SyncError, SyncOptions, TokenSource};
     let pki = Pki::new("skills");
     let server = pki.server("root");
     let root = tls_root(tls_config(&server, None, 0), &pki.ca_file()).await;
@@ -765,7 +765,7 @@ async fn skills_sync_verifies_an_https_root_with_ca_file() {
     assert!(root.mcp_url().starts_with("https://"));
 
     // Without --ca-file the system roots do not know the CA: a TLS error, nothing installed.
-    let err = mcp_root::skill_catalog::sync::sync(&opts(None))
+    let err = mcp_root::cli::skills_sync::sync(&opts(None))
         .await
         .unwrap_err();
     assert!(matches!(err, SyncError::Tls { .. }), "{err:?}");
@@ -779,7 +779,7 @@ async fn skills_sync_verifies_an_https_root_with_ca_file() {
     assert!(!dest.exists());
     // Another CA's bundle does not help either.
     let other = Pki::new("skills-other");
-    let err = mcp_root::skill_catalog::sync::sync(&opts(Some(other.ca_file())))
+    let err = mcp_root::cli::skills_sync::sync(&opts(Some(other.ca_file())))
         .await
         .unwrap_err();
     assert!(matches!(err, SyncError::Tls { .. }), "{err:?}");
@@ -787,16 +787,14 @@ async fn skills_sync_verifies_an_https_root_with_ca_file() {
     // --ca-file means "verify this root": a plain URL is refused, the bearer never sent.
     let mut plain = opts(Some(pki.ca_file()));
     plain.url = plain.url.replace("https://", "http://");
-    let err = mcp_root::skill_catalog::sync::sync(&plain)
-        .await
-        .unwrap_err();
+    let err = mcp_root::cli::skills_sync::sync(&plain).await.unwrap_err();
     assert!(
         matches!(&err, SyncError::Args(m) if m.contains("--ca-file needs an https:// --url")),
         "{err:?}"
     );
 
     // With the CA: installed.
-    let report = mcp_root::skill_catalog::sync::sync(&opts(Some(pki.ca_file())))
+    let report = mcp_root::cli::skills_sync::sync(&opts(Some(pki.ca_file())))
         .await
         .unwrap();
     assert!(report.changed);

@@ -90,7 +90,7 @@ async fn tools_list_is_filtered_by_profile_and_annotated() {
 async fn descriptive_call_returns_structured_content_linked_to_its_audit_event() {
     let root = TestRoot::start().await.unwrap();
     // Judged within the served descriptors' freshness, whatever today's date is.
-    let set = mcp_root::descriptors::snapshot(&root.handle().app);
+    let set = &root.handle().app.descriptors.snapshot();
     let generated = set
         .all()
         .iter()

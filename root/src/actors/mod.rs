@@ -7,7 +7,7 @@
 //! - [`descriptors::cache`]: root-curated descriptors with freshness.
 //! - [`audit::writer`]: batches events into hash-chained rows; a call's reply waits until its
 //!   event is committed.
-//! - [`router`]: maps targets to their router sessions and forwards calls to them.
+//! - [`hubs::router`]: maps targets to their router sessions and forwards calls to them.
 //! - [`hubs::link`]: one per connected target; signs calls, matches results, relays
 //!   cancels and skill commands.
 //!
@@ -36,7 +36,8 @@ pub struct Actors {
     pub leases: ArcSwap<ActorRef<lease_manager::Msg>>,
     pub policy: ArcSwap<ActorRef<policy::Msg>>,
     pub descriptors: ArcSwap<ActorRef<descriptor_cache::Msg>>,
-    pub audit: ArcSwap<ActorRef<audit_writer::Msg>>,
+    /// Shared with the audit trail (`audit::Trail`), which appends through it.
+    pub audit: std::sync::Arc<ArcSwap<ActorRef<audit_writer::Msg>>>,
     pub router: ArcSwap<ActorRef<router::Msg>>,
     /// Set before shutdown so the supervisor does not restart children it is stopping.
     pub shutting_down: std::sync::atomic::AtomicBool,

@@ -146,7 +146,7 @@ impl Actor for Supervisor {
             leases: ArcSwap::from_pointee(leases.into()),
             policy: ArcSwap::from_pointee(policy.into()),
             descriptors: ArcSwap::from_pointee(descriptors.into()),
-            audit: ArcSwap::from_pointee(audit.into()),
+            audit: Arc::new(ArcSwap::from_pointee(audit.into())),
             router: ArcSwap::from_pointee(router.into()),
             shutting_down: Default::default(),
         });

@@ -119,7 +119,7 @@ pub async fn decide(
         .get_approval(Some(&id), None)
         .await
         .map_err(ApiError::internal)?;
-    let asked = crate::audit::Asked {
+    let asked = crate::api::audited::Asked {
         tool_id: match decision.as_str() {
             "approve" => "admin.approval.approve",
             "reject" => "admin.approval.reject",
@@ -136,7 +136,7 @@ pub async fn decide(
             "preview_event_id": before.as_ref().map(|b| &b.preview_event_id),
         }),
     };
-    let (after, event_id) = crate::audit::audited(&app, &op, asked, async {
+    let (after, event_id) = crate::api::audited::audited(&app, &op, asked, async {
         let to = match decision.as_str() {
             "approve" => "approved",
             "reject" => "rejected",

@@ -334,7 +334,7 @@ pub async fn cookie_operator(
     let Some(value) = cookie_value(headers) else {
         return Ok(None);
     };
-    let Some(session) = app.console.verify(app, value).await else {
+    let Some(session) = app.api.console.verify(app, value).await else {
         return Ok(None);
     };
     let forbidden = |why: &str| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, why);
@@ -550,6 +550,7 @@ async fn login(
     };
     let ttl = Duration::from_secs(app.config.console.session_ttl_sec);
     let s = app
+        .api
         .console
         .open(&app, ttl, operator)
         .await
@@ -584,10 +585,10 @@ async fn console_event(
     session: &ConsoleSession,
 ) -> Result<String, ApiError> {
     let (session_id, expires_ms) = (&session.id, session.expires_ms);
-    crate::audit::record_admin(
+    crate::api::audited::record_admin(
         app,
         &crate::api::Operator(session.operator.clone()),
-        crate::audit::AdminAction {
+        crate::api::audited::AdminAction {
             tool_id: format!("admin.console.{verb}"),
             target_id: None,
             adapter: Some("root.console".into()),
@@ -624,7 +625,8 @@ async fn logout(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let s = require_session(&app, &method, &headers).await?;
-    app.console
+    app.api
+        .console
         .close(&app, &s.id)
         .await
         .map_err(ApiError::internal)?;

@@ -49,13 +49,15 @@ pub struct ReadBody {
 
 /// The narrowest profile granting `capability` whose tools are all reads.
 fn read_profile(app: &App, capability: &str) -> Option<String> {
-    app.profiles
+    app.catalog
+        .profiles
         .profiles
         .iter()
         .filter(|p| p.capabilities.iter().any(|c| c == capability))
         .filter(|p| {
             app.effective_tools(p).iter().all(|t| {
-                app.contracts
+                app.catalog
+                    .contracts
                     .get(t)
                     .is_some_and(|c| c.contract.side_effect == SideEffectClass::Read)
             })
@@ -73,17 +75,19 @@ async fn reader_lease(
 ) -> Result<Arc<LeaseEntry>, ApiError> {
     let key = (target_id.to_string(), profile_name.to_string());
     let renew_at = now() + READER_RENEW;
-    if let Some(l) = app.console.readers.get(&key)
+    if let Some(l) = app.api.console.readers.get(&key)
         && l.is_usable()
         && l.lease().deadline_at > renew_at
     {
         return Ok(l.clone());
     }
     let profile = app
+        .catalog
         .profiles
         .get(profile_name)
         .ok_or_else(|| ApiError::internal(format!("profile {profile_name} vanished")))?;
     let Some(subnet_id) = app
+        .hubs
         .enrolments
         .get(target_id)
         .map(|e| e.row.subnet_id.clone())
@@ -103,7 +107,7 @@ async fn reader_lease(
         lineage: None,
         parent: None,
     };
-    let asked = crate::audit::Asked {
+    let asked = crate::api::audited::Asked {
         tool_id: "admin.lease.create",
         target_id: Some(target_id.to_owned()),
         adapter: Some("root.lease_manager".into()),
@@ -114,7 +118,7 @@ async fn reader_lease(
             "ttl_sec": READER_TTL.as_secs(),
         }),
     };
-    let (issued, _) = crate::audit::audited(app, op, asked, async {
+    let (issued, _) = crate::api::audited::audited(app, op, asked, async {
         let issued = call_t!(
             app.actors.leases.load(),
             lease_manager::Msg::Create,
@@ -134,7 +138,7 @@ async fn reader_lease(
         .leases
         .authenticate(&issued.token)
         .ok_or_else(|| ApiError::internal("a new reader lease does not authenticate"))?;
-    app.console.readers.insert(key, entry.clone());
+    app.api.console.readers.insert(key, entry.clone());
     Ok(entry)
 }
 
@@ -147,7 +151,7 @@ pub async fn operator_read(
     body: Result<Json<ReadBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let Some(entry) = app.contracts.get(&body.tool_id).cloned() else {
+    let Some(entry) = app.catalog.contracts.get(&body.tool_id).cloned() else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             ErrorCode::UnknownTool,
@@ -165,7 +169,7 @@ pub async fn operator_read(
             ),
         ));
     }
-    if !app.enrolments.contains_key(&target_id) {
+    if !app.hubs.enrolments.contains_key(&target_id) {
         return Err(ApiError::not_found(format!(
             "target `{target_id}` is not enrolled"
         )));

@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::actors::RPC_TIMEOUT_MS;
+use crate::api::audited::{Asked, audited};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
-use crate::audit::{Asked, audited};
 use crate::leases::manager::{self as lease_manager, IssuedLease, LeaseError, NewLease};
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -106,8 +106,9 @@ async fn issue(app: &App, req: CreateSession) -> Result<IssuedLease, ApiError> {
             app.config.limits.max_lease_ttl_sec
         )));
     }
-    let Some(profile) = app.profiles.get(&req.capability_profile) else {
+    let Some(profile) = app.catalog.profiles.get(&req.capability_profile) else {
         let names: Vec<_> = app
+            .catalog
             .profiles
             .profiles
             .iter()
@@ -123,6 +124,7 @@ async fn issue(app: &App, req: CreateSession) -> Result<IssuedLease, ApiError> {
     // A lease binds its target's subnet: an enrolled target's subnet is the default, and
     // another one is refused.
     let enrolled_subnet = app
+        .hubs
         .enrolments
         .get(&req.target_id)
         .map(|e| e.row.subnet_id.clone());

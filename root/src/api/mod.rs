@@ -5,11 +5,15 @@
 //! headers; tokens are never taken from query strings.
 
 pub mod approvals;
+pub mod audited;
 pub mod console;
+pub mod descriptors;
+pub mod hub_link;
 pub mod inspect;
 pub mod leases;
 pub mod observe;
 pub mod run_profile;
+pub mod skill;
 pub mod targets;
 
 use std::sync::Arc;
@@ -35,6 +39,17 @@ use crate::hubs::router;
 use crate::leases::manager as lease_manager;
 use crate::policy;
 use crate::store::AuditFilter;
+
+/// What the REST family and the hub door keep between requests.
+#[derive(Default)]
+pub struct Surfaces {
+    /// Operator console sessions (cookie logins), in memory.
+    pub console: console::Sessions,
+    /// Refused hub upgrades per peer address (`hub_link::door`).
+    pub hub_door: hub_link::door::HubDoor,
+    /// One push of a desired skill state to a hub at a time, per target.
+    pub skill_pushes: skill::PushLocks,
+}
 
 /// An error answered by a REST endpoint: the status plus a normalized error body.
 #[derive(Debug)]
@@ -340,7 +355,7 @@ async fn mcp_auth(State(app): State<Arc<App>>, mut req: Request, next: Next) -> 
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
-        && let Some(owner) = app.mcp_sessions.get(sid)
+        && let Some(owner) = app.mcp.sessions.get(sid)
         && owner.value() != lease.session_id()
     {
         return (StatusCode::NOT_FOUND, Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32001, "message": "session not found" } })))
@@ -355,7 +370,7 @@ async fn mcp_auth(State(app): State<Arc<App>>, mut req: Request, next: Next) -> 
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
     {
-        app.mcp_sessions.entry(sid.to_string()).or_insert(lease_id);
+        app.mcp.sessions.entry(sid.to_string()).or_insert(lease_id);
     }
     res
 }
@@ -397,7 +412,6 @@ type Route = (Endpoint, axum::routing::MethodRouter<Arc<App>>);
 /// `console`, `/mcp` apart) and [`router`] serves exactly these.
 fn routes() -> Vec<Route> {
     use crate::api::{approvals, inspect, leases, observe, run_profile, targets};
-    use crate::hubs::skill as target_skill;
     use crate::{operators, replica};
     use Access::*;
     let r = |method, path, access, handler| {
@@ -534,7 +548,7 @@ fn routes() -> Vec<Route> {
             "GET",
             "/v1/root/hubs/connect",
             Hub,
-            get(crate::hubs::connect),
+            get(crate::api::hub_link::connect),
         ),
         r(
             "POST",
@@ -546,7 +560,7 @@ fn routes() -> Vec<Route> {
             "POST",
             "/v1/root/hubs/{target_id}/skills/{skill}/{command}",
             OperatorAction,
-            post(target_skill::command),
+            post(skill::command),
         ),
         // A read of the target's tool, audited as a call naming the operator.
         r(
@@ -631,7 +645,7 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
 
 async fn readyz(State(app): State<Arc<App>>) -> Result<&'static str, ApiError> {
     // Public: says since when, never the cause (that is in the log and the outage record).
-    if let Some(since) = app.audit_health.unavailable_since() {
+    if let Some(since) = app.audit.health.unavailable_since() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::AuditUnavailable,
@@ -673,7 +687,7 @@ async fn metrics(State(app): State<Arc<App>>, _op: Operator) -> Response {
     app.metrics.connected_targets.set(connected as i64);
     app.metrics
         .audit_available
-        .set(i64::from(app.audit_health.is_available()));
+        .set(i64::from(app.audit.health.is_available()));
     (
         [(
             header::CONTENT_TYPE,
@@ -733,7 +747,7 @@ async fn foundation(State(app): State<Arc<App>>, auth: Auth) -> Result<Json<Valu
             "approval_ttl_sec": app.config.limits.approval_ttl_sec,
             "max_body_bytes": app.config.limits.max_body_bytes,
         },
-        "tools": app.contracts.all().len(),
+        "tools": app.catalog.contracts.all().len(),
         "skill_catalog": {
             "ontology": crate::skill_catalog::ontology_uri(&app.config.skill_catalog.scheme),
             "skills": crate::skill_catalog::skill_prefix(&app.config.skill_catalog.scheme),
@@ -758,6 +772,7 @@ async fn list_contracts(
 ) -> Result<Json<Value>, ApiError> {
     let visible = visible_ids(&app, &p).await?;
     let contracts: Vec<_> = app
+        .catalog
         .contracts
         .all()
         .iter()
@@ -777,7 +792,7 @@ async fn get_contract(
     Path(tool_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let visible = visible_ids(&app, &p).await?;
-    match app.contracts.get(&tool_id) {
+    match app.catalog.contracts.get(&tool_id) {
         Some(c) if visible.as_ref().is_none_or(|v| v.contains(&tool_id)) => Ok(Json(
             serde_json::to_value(&c.contract).map_err(ApiError::internal)?,
         )),
@@ -803,7 +818,7 @@ async fn descriptors_for(
         Principal::Operator(_) => None,
         Principal::Lease(l) => Some(app.visible_tools(l).await.map_err(ApiError::internal)?),
     };
-    let set = crate::descriptors::snapshot(app);
+    let set = app.descriptors.snapshot();
     let readable = app.readable_in(&set, visible.as_deref());
     Ok((set, readable))
 }
@@ -874,13 +889,13 @@ async fn publish_descriptors(
         Ok(b) => json!({ "descriptors": b.descriptors.len() }),
         Err(why) => json!({ "invalid_body": why }),
     };
-    let asked = crate::audit::Asked {
+    let asked = crate::api::audited::Asked {
         tool_id: "admin.descriptors.publish",
         target_id: None,
         adapter: Some("root.descriptor_cache".into()),
         request,
     };
-    let (set, event_id) = crate::audit::audited(&app, &op, asked, async {
+    let (set, event_id) = crate::api::audited::audited(&app, &op, asked, async {
         let body = parsed.map_err(ApiError::bad_request)?;
         let items: Vec<(String, Value)> = body
             .descriptors
@@ -896,7 +911,7 @@ async fn publish_descriptors(
                 (name, v)
             })
             .collect();
-        let set = crate::descriptors::publish(&app, items)
+        let set = crate::api::descriptors::publish(&app, items)
             .await
             .map_err(|e| match e {
                 crate::descriptors::PublishError::Invalid(e) => ApiError::new(

@@ -90,7 +90,7 @@ pub async fn stream(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
     check_status(&q.status)?;
-    let head = app.audit_head.subscribe();
+    let head = app.audit.head.subscribe();
     let last_event_id = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())

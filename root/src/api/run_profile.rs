@@ -140,6 +140,7 @@ fn document(app: &App, run: &Run<'_>, requested_by: &Principal) -> RunProfile {
         source_surface: surface,
         active_context: ActiveContext {
             environment: app
+                .hubs
                 .enrolments
                 .get(&l.target_id)
                 .map(|e| e.row.environment.clone()),
@@ -239,8 +240,8 @@ pub async fn post(
         Err(e) => Err(e.tool_error()),
     };
     let event_id = match &outcome {
-        Ok(summary) => crate::audit::record(&app, action, Ok(summary.clone())).await?,
-        Err(refusal) => crate::audit::record(&app, action, Err(refusal)).await?,
+        Ok(summary) => crate::api::audited::record(&app, action, Ok(summary.clone())).await?,
+        Err(refusal) => crate::api::audited::record(&app, action, Err(refusal)).await?,
     };
     let (document, credential) = issued.map_err(|e| e.with_event(event_id.clone()))?;
     Ok((

@@ -17,11 +17,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::actors::RPC_TIMEOUT_MS;
+use crate::api::audited::{Asked, audited};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
-use crate::audit::{Asked, audited};
 use crate::hubs::router;
-use crate::hubs::{Enrolment, HUB_TOKEN_PREFIX, PreviousHubKey, live_status};
+use crate::hubs::{Enrolment, HUB_TOKEN_PREFIX, PreviousHubKey};
 use crate::store::{PreviousKey, TargetRow};
 
 /// Longest grace period of a key rotation (a week).
@@ -132,10 +132,11 @@ async fn enrol(app: &App, req: EnrollRequest) -> Result<(TargetRow, String), Api
         signing_key,
         previous: None,
     };
-    app.targets
+    app.hubs
+        .targets
         .entry(row.target_id.clone())
         .or_insert_with(|| e.offline_descriptor());
-    app.enrolments.insert(row.target_id.clone(), e);
+    app.hubs.enrolments.insert(row.target_id.clone(), e);
     crate::replica::target_changed(app, &row.target_id, true).await;
     Ok((row, token))
 }
@@ -160,13 +161,13 @@ pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Val
     let targets: Vec<Value> = rows
         .into_iter()
         .map(|r| {
-            let live = app.targets.get(&r.target_id).map(|d| d.clone());
-            let status = live_status(&app, &r.target_id);
+            let live = app.hubs.targets.get(&r.target_id).map(|d| d.clone());
+            let status = app.hubs.status(&r.target_id);
             let descriptor: Option<Value> = live
                 .map(|d| json!(d))
                 .or_else(|| r.descriptor.as_deref().and_then(|d| serde_json::from_str(d).ok()));
             let skills: Value = r.skills.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(json!([]));
-            let skill = app.enrolments.get(&r.target_id).map(|e| e.skill.view());
+            let skill = app.hubs.enrolments.get(&r.target_id).map(|e| e.skill.view());
             let published = descriptor
                 .as_ref()
                 .filter(|_| status != TargetStatus::Offline)
@@ -249,7 +250,7 @@ async fn rotate(app: &App, target_id: &str, grace_sec: u64) -> Result<(String, S
             "grace_sec must be at most {MAX_ROTATION_GRACE_SEC} (a week)"
         )));
     }
-    let Some(current) = app.enrolments.get(target_id).map(|e| e.clone()) else {
+    let Some(current) = app.hubs.enrolments.get(target_id).map(|e| e.clone()) else {
         return Err(ApiError::not_found(format!(
             "target `{target_id}` is not enrolled"
         )));
@@ -292,7 +293,7 @@ async fn rotate(app: &App, target_id: &str, grace_sec: u64) -> Result<(String, S
             format!("the key of `{target_id}` changed meanwhile; try again"),
         ));
     }
-    if let Some(mut e) = app.enrolments.get_mut(target_id) {
+    if let Some(mut e) = app.hubs.enrolments.get_mut(target_id) {
         e.previous = Some(PreviousHubKey {
             token_hash: current.row.token_hash.clone(),
             signing_key: current.signing_key,

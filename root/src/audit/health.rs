@@ -29,8 +29,6 @@ use mcp_shared::time::{OffsetDateTime, format, now};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::App;
-
 /// How often [`watch`] tries to write the outage record while the trail is unavailable.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -178,8 +176,8 @@ fn outage_event(o: &Outage) -> OperationalEvent {
 
 /// While the trail is unavailable, tries every [`PROBE_INTERVAL`] to append the outage's
 /// record; the first that commits makes the trail available again.
-pub async fn watch(app: Arc<App>, stop: CancellationToken) {
-    let health = app.audit_health.clone();
+pub async fn watch(trail: Arc<super::Trail>, stop: CancellationToken) {
+    let health = trail.health.clone();
     loop {
         if health.is_available() {
             tokio::select! {
@@ -196,16 +194,14 @@ pub async fn watch(app: Arc<App>, stop: CancellationToken) {
             continue;
         };
         let mut event = outage_event(&outage);
-        app.redactor.redact(
+        trail.redactor.redact(
             "request",
             &mut event.request,
             &[],
             &[],
             &mut event.redactions,
         );
-        let appended =
-            crate::audit::writer::append(&app.actors.audit.load(), &app.audit_commit_thread, event)
-                .await;
+        let appended = trail.append(event).await;
         match appended {
             Ok(seq) => {
                 if health.recovered(outage.since) {

@@ -1,13 +1,48 @@
-//! Audit trail reads: verification of the hash chain.
+//! The audit trail: one hash-chained event per call and per operator action. [`Trail`] is
+//! what the request path appends through; [`verify`] walks the chain; [`record`] writes an
+//! event that is not a tool call (an operator's action, a hub's report).
 
 pub mod committer;
 pub mod health;
+pub mod redaction;
 pub mod writer;
 
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use ractor::ActorRef;
 use serde::Serialize;
+
+use crate::audit::redaction::Redactor;
 
 use crate::audit::writer::{GENESIS_HASH, chain_hash};
 use crate::store::Store;
+
+/// Appending to the trail: the audit writer (swapped by the supervisor when it restarts),
+/// its commit thread on SQLite, the trail's health, the committed head and the redactor
+/// every event passes before it is stored.
+pub struct Trail {
+    pub writer: Arc<ArcSwap<ActorRef<writer::Msg>>>,
+    /// Events go to it directly on embedded SQLite (see [`writer::append`]).
+    pub commit_thread: writer::CommitThread,
+    /// Whether the trail can be written; calls are refused while it cannot.
+    pub health: Arc<health::AuditHealth>,
+    /// The newest committed sequence number (the audit live stream waits on it).
+    pub head: Arc<tokio::sync::watch::Sender<i64>>,
+    /// Governed calls not yet at their append (the writer's group-commit hint).
+    pub running: Arc<writer::RunningCalls>,
+    pub redactor: Redactor,
+}
+
+impl Trail {
+    /// Appends one event and waits until it is committed; its sequence number.
+    pub async fn append(
+        &self,
+        event: mcp_shared::event::OperationalEvent,
+    ) -> Result<i64, writer::AppendError> {
+        writer::append(&self.writer.load(), &self.commit_thread, event).await
+    }
+}
 
 /// The first link that does not hold.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -94,89 +129,19 @@ pub struct Recorded<'a> {
     pub request: serde_json::Value,
 }
 
-/// An operator action to record in the trail (surface `admin`).
-pub struct AdminAction<'a> {
-    /// `admin.<area>.<verb>`, e.g. `admin.skill.disable`.
-    pub tool_id: String,
-    pub target_id: Option<&'a str>,
-    pub adapter: Option<String>,
-    pub started_at: time::OffsetDateTime,
-    /// What the operator asked for; redacted before it is stored.
-    pub request: serde_json::Value,
-}
-
-/// Records an operator action and its outcome as one audit event naming the operator; see
-/// [`record`].
-pub async fn record_admin(
-    app: &crate::app::App,
-    op: &crate::api::Operator,
-    action: AdminAction<'_>,
-    outcome: Result<String, &mcp_shared::ToolError>,
-) -> Result<String, crate::api::ApiError> {
-    let action = Recorded {
-        surface: mcp_shared::event::Surface::Admin,
-        actor: op.actor_id(),
-        tool_id: action.tool_id,
-        target_id: action.target_id,
-        adapter: action.adapter,
-        started_at: action.started_at,
-        request: action.request,
-    };
-    record(app, action, outcome).await
-}
-
-/// What an operator asked for, for [`audited`].
-pub struct Asked {
-    /// `admin.<area>.<verb>`.
-    pub tool_id: &'static str,
-    pub target_id: Option<String>,
-    pub adapter: Option<String>,
-    /// What the operator asked for (never a secret it is handed); redacted before storing.
-    pub request: serde_json::Value,
-}
-
-/// Runs an operator action and records it as one audit event naming the operator, whatever
-/// its outcome: the summary it returns, or the refusal (whose answer then names the event).
-/// Returns the action's value and the event id.
-pub async fn audited<T>(
-    app: &crate::app::App,
-    op: &crate::api::Operator,
-    asked: Asked,
-    run: impl std::future::Future<Output = Result<(T, String), crate::api::ApiError>>,
-) -> Result<(T, String), crate::api::ApiError> {
-    let started_at = mcp_shared::time::now();
-    let outcome = run.await;
-    let action = AdminAction {
-        tool_id: asked.tool_id.to_owned(),
-        target_id: asked.target_id.as_deref(),
-        adapter: asked.adapter,
-        started_at,
-        request: asked.request,
-    };
-    match outcome {
-        Ok((value, summary)) => {
-            let event_id = record_admin(app, op, action, Ok(summary)).await?;
-            Ok((value, event_id))
-        }
-        Err(refusal) => {
-            let event_id = record_admin(app, op, action, Err(&refusal.tool_error())).await?;
-            Err(refusal.with_event(event_id))
-        }
-    }
-}
-
 /// Records an action and its outcome (a summary, or the error) as one audit event, redacted,
 /// and waits until it is committed; returns its event id. The answer to whoever asked is sent
 /// only after this, like a tool call's.
 pub async fn record(
-    app: &crate::app::App,
+    trail: &Trail,
     action: Recorded<'_>,
     outcome: Result<String, &mcp_shared::ToolError>,
-) -> Result<String, crate::api::ApiError> {
+) -> Result<String, mcp_shared::ToolError> {
     use mcp_shared::event::{Actor, Decision, EventStatus, OperationalEvent, PolicyDecision};
     let mut request = action.request;
     let mut redactions = Vec::new();
-    app.redactor
+    trail
+        .redactor
         .redact("request", &mut request, &[], &[], &mut redactions);
     let check = match action.surface {
         mcp_shared::event::Surface::Hub => "hub",
@@ -217,13 +182,11 @@ pub async fn record(
         retried: Vec::new(),
     };
     let event_id = event.event_id.clone();
-    match crate::audit::writer::append(&app.actors.audit.load(), &app.audit_commit_thread, event)
-        .await
-    {
+    match trail.append(event).await {
         Ok(_) => Ok(event_id),
         Err(e) => {
             tracing::error!(error = %e, %event_id, "action not recorded");
-            Err(crate::api::ApiError::of_tool(&app.audit_health.withheld()))
+            Err(trail.health.withheld())
         }
     }
 }

@@ -33,7 +33,7 @@ pub async fn applies(
     tool_id: &str,
     arguments: &Value,
 ) -> bool {
-    let Some(entry) = app.contracts.get(tool_id) else {
+    let Some(entry) = app.catalog.contracts.get(tool_id) else {
         return false;
     };
     if entry.contract.routing != RoutingClass::OperationalWrite

@@ -9,7 +9,6 @@
 pub mod elicitation;
 pub mod executors;
 pub mod limits;
-pub mod redaction;
 pub mod writes;
 
 use std::sync::Arc;
@@ -97,13 +96,13 @@ pub async fn call_keeping_answer(
     arguments: Value,
 ) -> Outcome {
     // Nothing starts while its event could not be written (see `audit::health`).
-    if !app.audit_health.is_available() {
+    if !app.audit.health.is_available() {
         return Outcome {
             response: ToolResponse {
                 ok: false,
                 tool_id: tool_id.to_string(),
                 result: None,
-                error: Some(app.audit_health.refusal()),
+                error: Some(app.audit.health.refusal()),
                 event_id: String::new(),
                 trace_id: ctx.trace_id,
             },
@@ -113,7 +112,7 @@ pub async fn call_keeping_answer(
         };
     }
     // Counted as running until its event is handed to the audit writer (group commit).
-    let running = app.running_calls.enter();
+    let running = app.audit.running.enter();
     let started = Instant::now();
     let started_at = now();
     let lease = ctx.lease.lease();
@@ -150,7 +149,7 @@ pub async fn call_keeping_answer(
         redactions: Vec::new(),
         retried: Vec::new(),
     };
-    let entry = app.contracts.get(tool_id).cloned();
+    let entry = app.catalog.contracts.get(tool_id).cloned();
     // Concurrency slots are held until the audit event is durable and the response is ready.
     let mut permits = None;
     let (result, unknown_tool) = match entry {
@@ -159,7 +158,7 @@ pub async fn call_keeping_answer(
                 .policy_decision
                 .checks
                 .push("contract_resolution".into());
-            match app.destructive.matching(tool_id) {
+            match app.catalog.destructive.matching(tool_id) {
                 // A destructive action is never a tool: say so, with what to do instead.
                 Some(rule) => {
                     event
@@ -197,11 +196,12 @@ pub async fn call_keeping_answer(
 
     // Redact before anything is stored.
     let mut request = json!({ "tool_id": tool_id, "arguments": arguments });
-    let (fields, patterns): (&[String], &[regex::Regex]) = match app.contracts.get(tool_id) {
+    let (fields, patterns): (&[String], &[regex::Regex]) = match app.catalog.contracts.get(tool_id)
+    {
         Some(e) => (&e.contract.redaction.fields, &e.redaction_patterns),
         None => (&[], &[]),
     };
-    app.redactor.redact(
+    app.audit.redactor.redact(
         "request",
         &mut request,
         fields,
@@ -224,9 +224,11 @@ pub async fn call_keeping_answer(
             } else {
                 EventStatus::Denied
             };
-            err.message =
-                app.redactor
-                    .redact_text("error.message", &err.message, &mut event.redactions);
+            err.message = app.audit.redactor.redact_text(
+                "error.message",
+                &err.message,
+                &mut event.redactions,
+            );
             event.error = Some(err.clone());
             Err(err)
         }
@@ -235,19 +237,17 @@ pub async fn call_keeping_answer(
     let status = event.status;
     let event_id = event.event_id.clone();
     drop(running);
-    let audited =
-        crate::audit::writer::append(&app.actors.audit.load(), &app.audit_commit_thread, event)
-            .await;
+    let audited = app.audit.append(event).await;
     let (result, unaudited) = match audited {
         Ok(_seq) => (result, false),
         Err(e @ crate::audit::writer::AppendError::NotCommitted(_)) => {
             tracing::error!(error = %e, %event_id, "audit append failed; withholding result");
-            (Err(app.audit_health.withheld()), true)
+            (Err(app.audit.health.withheld()), true)
         }
         Err(e @ crate::audit::writer::AppendError::Unreachable(_)) => {
             tracing::error!(error = %e, %event_id, "audit writer unreachable; withholding result");
-            app.audit_health.mark_unavailable(&e.to_string());
-            (Err(app.audit_health.withheld()), true)
+            app.audit.health.mark_unavailable(&e.to_string());
+            (Err(app.audit.health.withheld()), true)
         }
     };
 
@@ -295,7 +295,7 @@ pub async fn call_keeping_answer(
 
 /// Unknown tool ids are not label values (a client could blow up the metric cardinality).
 fn metric_tool(app: &App, tool_id: &str) -> String {
-    if app.contracts.get(tool_id).is_some() {
+    if app.catalog.contracts.get(tool_id).is_some() {
         tool_id.to_string()
     } else {
         "unknown".to_string()
@@ -318,15 +318,15 @@ async fn governed(
     }
     // Evaluated here, on the call's task: a pure function of shared read-only state.
     let grant = policy::Grant {
-        profile: app.profiles.get(&lease.capability_profile),
+        profile: app.catalog.profiles.get(&lease.capability_profile),
         scope: lease
             .parent_session_id
             .as_ref()
             .map(|_| lease.effective_tools.as_slice()),
     };
     let decision = policy::decide(
-        &app.targets,
-        &app.enrolments,
+        &app.hubs.targets,
+        &app.hubs.enrolments,
         grant,
         &lease.target_id,
         entry,
@@ -336,6 +336,7 @@ async fn governed(
         let mut message = denial_message(reason, c, lease);
         if reason == ErrorCode::SkillDisabled
             && let Some(why) = app
+                .hubs
                 .enrolments
                 .get(&lease.target_id)
                 .and_then(|e| e.skill.closed_because())
@@ -512,7 +513,7 @@ pub(crate) async fn dispatch(
     // Redaction in depth: whatever the adapter redacted, root applies the contract's rules and
     // its own before a result leaves it.
     result.map(|mut value| {
-        app.redactor.redact_result(
+        app.audit.redactor.redact_result(
             &mut value,
             &entry.contract.redaction,
             &entry.redaction_patterns,
@@ -556,7 +557,7 @@ async fn route_retrying(
             && attempt < p.attempts
             && tokio::time::Instant::now() + wait < deadline
             && ctx.lease.is_usable()
-            && crate::hubs::skill::open(app, target_id);
+            && app.hubs.skill_open(target_id);
         if !retry {
             return (adapter, result);
         }
@@ -620,7 +621,7 @@ async fn route_for(
         confirmed_effect: input.confirmed_effect,
     };
     if let Some(zone) = &app.zone
-        && !app.hub_connections.contains_key(target_id)
+        && !app.hubs.connected(target_id)
         && let Some(owner) = zone.owner_of(target_id).await
     {
         return crate::replica::forward::route(zone, &owner, routed, timeout, ctx.cancel.as_ref())
@@ -643,12 +644,12 @@ pub(crate) async fn route_local(
     // Dropped before the answer (the caller went away, e.g. a forwarding replica gave up):
     // the hub is told to stop.
     let mut guard = CancelOnDrop {
-        sessions: Some(app.router_sessions.clone()),
+        sessions: Some(app.hubs.links.clone()),
         target_id: target_id.clone(),
         call_id: call_id.clone(),
     };
     let (tx, pending) = ractor::concurrency::oneshot();
-    router::route(&app.router_sessions, routed, tx.into());
+    router::route(&app.hubs.links, routed, tx.into());
     let cancelled = async {
         match cancel {
             Some(ct) => ct.cancelled().await,

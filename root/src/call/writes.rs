@@ -217,7 +217,7 @@ pub async fn write(
             let result = outcome?;
             // The replay copy never holds a secret (an issued bearer is shown once).
             let mut stored = result.clone();
-            app.redactor.redact(
+            app.audit.redactor.redact(
                 "result",
                 &mut stored,
                 &c.redaction.fields,
@@ -263,13 +263,14 @@ async fn preview(
     let lease = ctx.lease.lease();
     // The tool the token is for.
     let executes = match &c.proposes {
-        Some(id) => app.contracts.get(id).cloned().ok_or_else(|| {
+        Some(id) => app.catalog.contracts.get(id).cloned().ok_or_else(|| {
             ToolError::new(
                 ErrorCode::Internal,
                 format!("proposed tool `{id}` is not loaded"),
             )
         })?,
         None => app
+            .catalog
             .contracts
             .get(&c.tool_id)
             .cloned()

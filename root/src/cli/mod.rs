@@ -3,6 +3,8 @@
 //! Exit codes: 0 success, 1 failure, 2 usage error, 3 audit chain broken, 4 run profile
 //! invalid.
 
+pub mod skills_sync;
+
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -63,7 +65,7 @@ pub enum DescriptorsCommand {
 pub enum SkillsCommand {
     /// Install the platform skill catalog of a root into DEST/NAMESPACE (validated whole,
     /// staged, swapped in atomically; any failure leaves the installed tree unchanged).
-    Sync(crate::skill_catalog::sync::SyncArgs),
+    Sync(skills_sync::SyncArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -509,7 +511,7 @@ async fn dispatch(cli: Cli, demo: Option<Demo>) -> anyhow::Result<ExitCode> {
         },
         Command::Admin(args) => admin(args).await,
         Command::Descriptors(cmd) => descriptors(cmd),
-        Command::Skills(SkillsCommand::Sync(args)) => crate::skill_catalog::sync::main(args).await,
+        Command::Skills(SkillsCommand::Sync(args)) => skills_sync::main(args).await,
     }
 }
 

@@ -89,9 +89,11 @@ pub fn attach(sessions: &Sessions, target_id: String, session: ActorRef<link::Ms
 }
 
 /// A hub's connection ended: its session leaves the map unless a newer connection's
-/// replaced it already.
-pub fn detach(sessions: &Sessions, target_id: &str, id: ractor::ActorId) {
-    sessions.remove_if(target_id, |_, s| s.get_id() == id);
+/// replaced it already. Whether it was still the target's newest (and so left).
+pub fn detach(sessions: &Sessions, target_id: &str, id: ractor::ActorId) -> bool {
+    sessions
+        .remove_if(target_id, |_, s| s.get_id() == id)
+        .is_some()
 }
 
 /// Sends a call to `target_id`'s session, answered there; with no session the reply is

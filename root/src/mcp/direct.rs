@@ -180,7 +180,8 @@ pub async fn serve(app: &Arc<App>, sessions: &Sessions, req: Request) -> Result<
         // Only a session this lease opened (the auth middleware refuses others).
         Route::Session(id)
             if app
-                .mcp_sessions
+                .mcp
+                .sessions
                 .get(id)
                 .is_none_or(|owner| owner.value() != lease.session_id()) =>
         {
@@ -356,7 +357,8 @@ fn session_headers<'a>(headers: &'a HeaderMap, allowed_hosts: &[String]) -> Opti
 /// A tool the direct path answers: known, and not a write (writes may confirm through
 /// elicitation, which needs rmcp's peer).
 fn readable(app: &App, name: &str) -> bool {
-    app.contracts
+    app.catalog
+        .contracts
         .get(name)
         .is_some_and(|e| e.contract.routing != RoutingClass::OperationalWrite)
 }
@@ -365,7 +367,8 @@ fn readable(app: &App, name: &str) -> bool {
 /// call routed to a hub can run for a while, and on a session a client may cancel it with
 /// `notifications/cancelled`, which goes to rmcp's session worker; those calls stay there.
 fn descriptive(app: &App, name: &str) -> bool {
-    app.contracts
+    app.catalog
+        .contracts
         .get(name)
         .is_some_and(|e| e.contract.routing == RoutingClass::DescriptiveCached)
 }

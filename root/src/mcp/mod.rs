@@ -42,6 +42,17 @@ use crate::catalog::ContractEntry;
 use crate::leases::manager::LeaseEntry;
 use crate::skill_catalog::MetaExt;
 
+/// What the MCP front door keeps per MCP session.
+#[derive(Default)]
+pub struct Bindings {
+    /// MCP session id → the lease session that opened it (a session cannot be continued
+    /// with another lease's bearer).
+    pub sessions: dashmap::DashMap<String, String>,
+    /// MCP session id → (the lease's target, the client peer), for
+    /// `notifications/tools/list_changed` when that target's surface changes.
+    pub peers: dashmap::DashMap<String, (String, rmcp::Peer<rmcp::RoleServer>)>,
+}
+
 /// Tools per `tools/list` page.
 pub const PAGE_SIZE: usize = 50;
 
@@ -161,7 +172,7 @@ impl ServerHandler for RootMcp {
         let lease = lease_of(&ctx)?;
         if let Some(sid) = header(&ctx, "mcp-session-id") {
             // Remember the peer so a change of this target's surface can be announced.
-            self.app.mcp_peers.insert(
+            self.app.mcp.peers.insert(
                 sid.to_string(),
                 (lease.lease().target_id.clone(), ctx.peer.clone()),
             );
@@ -472,7 +483,7 @@ struct ResourceView {
 
 async fn resource_view(app: &App, lease: &LeaseEntry) -> Result<ResourceView, ErrorData> {
     let visible = visible(app, lease).await?;
-    let set = crate::descriptors::snapshot(app);
+    let set = app.descriptors.snapshot();
     let descriptors = app.readable_in(&set, Some(&visible));
     let selectable = visible
         .into_iter()
@@ -686,7 +697,8 @@ pub fn kept_result_open(
 /// `target_id`; sessions that are gone are forgotten.
 pub fn notify_tools_changed(app: &App, target_id: &str) {
     let peers: Vec<(String, rmcp::Peer<RoleServer>)> = app
-        .mcp_peers
+        .mcp
+        .peers
         .iter()
         .filter(|e| e.value().0 == target_id)
         .map(|e| (e.key().clone(), e.value().1.clone()))
@@ -694,7 +706,7 @@ pub fn notify_tools_changed(app: &App, target_id: &str) {
     for (sid, peer) in peers {
         let gone = peer.is_transport_closed();
         if gone {
-            app.mcp_peers.remove(&sid);
+            app.mcp.peers.remove(&sid);
             continue;
         }
         tokio::spawn(async move {

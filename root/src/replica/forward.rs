@@ -312,7 +312,7 @@ pub async fn skill_command(
     command: SkillCommand,
 ) -> Result<SkillState, ToolError> {
     if let Some(zone) = &app.zone
-        && !app.hub_connections.contains_key(target_id)
+        && !app.hubs.connected(target_id)
         && let Some(owner) = zone.owner_of(target_id).await
     {
         let request = ReplicaCall::Skill {
@@ -370,6 +370,7 @@ async fn local_skill_command(
         // The hub's surface_changed came before its skill_state on the same connection, so
         // the directory already holds the new surface.
         let descriptor = app
+            .hubs
             .targets
             .get(target_id)
             .and_then(|d| serde_json::to_string(&*d).ok());
@@ -446,7 +447,7 @@ pub async fn internal_route(
             confirmed_effect,
         } => {
             tracing::debug!(%from, %target_id, %tool_id, %call_id, "forwarded call");
-            if !app.hub_connections.contains_key(&target_id) {
+            if !app.hubs.connected(&target_id) {
                 ReplicaAnswer::Refused {
                     error: not_here(&zone, &target_id),
                 }
@@ -492,7 +493,7 @@ pub async fn internal_route(
             }
         }
         ReplicaCall::Cancel { target_id, call_id } => {
-            router::cancel(&app.router_sessions, &target_id, call_id);
+            router::cancel(&app.hubs.links, &target_id, call_id);
             ReplicaAnswer::Cancelled
         }
         ReplicaCall::Skill {
@@ -501,7 +502,7 @@ pub async fn internal_route(
             command,
         } => {
             tracing::info!(%from, %target_id, %skill, ?command, "forwarded skill command");
-            if app.hub_connections.contains_key(&target_id) {
+            if app.hubs.connected(&target_id) {
                 match local_skill_command(&app, &target_id, &skill, command).await {
                     Ok(state) => ReplicaAnswer::SkillState { state },
                     Err(error) => ReplicaAnswer::Refused { error },
@@ -556,7 +557,7 @@ fn not_here(zone: &Zone, target_id: &str) -> ToolError {
 
 /// Whether the hub connected here publishes `tool_id` through an enabled skill.
 fn publishes(app: &App, target_id: &str, tool_id: &str) -> bool {
-    app.targets.get(target_id).is_some_and(|d| {
+    app.hubs.targets.get(target_id).is_some_and(|d| {
         d.operational_surface.enabled
             && d.operational_surface
                 .capabilities

@@ -390,7 +390,7 @@ impl Zone {
             }
             kind::TARGET => self.refresh_target(app, &c.item).await?,
             kind::DESCRIPTORS => self.refresh_descriptors(app).await?,
-            kind::CONSOLE => app.console.forget(&c.item),
+            kind::CONSOLE => app.api.console.forget(&c.item),
             kind::OPERATOR => crate::operators::reload(app).await?,
             other => tracing::debug!(kind = other, "change of an unknown kind ignored"),
         }
@@ -404,7 +404,7 @@ impl Zone {
         self.refresh_descriptors(app).await?;
         self.reload_revocations(app).await?;
         crate::operators::reload(app).await?;
-        app.console.recheck_all(app).await
+        app.api.console.recheck_all(app).await
     }
 
     /// Reloads a target's enrolment and, when its hub is not connected here, its directory
@@ -476,13 +476,13 @@ impl Zone {
                 }
             };
             let mut descriptor = enrolment.offline_descriptor();
-            let gate_was_open = app.enrolments.get(&target_id).map(|e| e.skill.open());
+            let gate_was_open = app.hubs.enrolments.get(&target_id).map(|e| e.skill.open());
             let gate_open = enrolment.skill.open();
-            app.enrolments.insert(target_id.clone(), enrolment);
+            app.hubs.enrolments.insert(target_id.clone(), enrolment);
             if gate_was_open != Some(gate_open) {
                 crate::mcp::notify_tools_changed(app, &target_id);
             }
-            if app.hub_connections.contains_key(&target_id) {
+            if app.hubs.connected(&target_id) {
                 // This replica holds the hub: its live view is the authority.
                 continue;
             }
@@ -496,10 +496,11 @@ impl Zone {
                 }
             }
             let changed = app
+                .hubs
                 .targets
                 .get(&target_id)
                 .is_none_or(|old| *old != descriptor);
-            app.targets.insert(target_id.clone(), descriptor);
+            app.hubs.targets.insert(target_id.clone(), descriptor);
             if changed {
                 crate::mcp::notify_tools_changed(app, &target_id);
             }
@@ -509,7 +510,7 @@ impl Zone {
 
     /// Serves the newest published descriptor set if it is newer than the one served here.
     async fn refresh_descriptors(&self, app: &App) -> Result<(), store::Error> {
-        let served = crate::descriptors::snapshot(app).origin.revision;
+        let served = app.descriptors.snapshot().origin.revision;
         let Some(latest) = self.store.latest_descriptor_set().await? else {
             return Ok(());
         };
@@ -518,13 +519,15 @@ impl Zone {
         }
         if let Some(set) = crate::descriptors::load_published(
             &app.store,
-            &app.contracts,
+            &app.catalog.contracts,
             &app.config.skill_catalog.scheme,
         )
         .await?
         {
             let revision = set.origin.revision;
-            match crate::descriptors::replace(app, Arc::new(set)).await {
+            match crate::descriptors::cache::replace(&app.actors.descriptors.load(), Arc::new(set))
+                .await
+            {
                 Ok(true) => tracing::info!(
                     ?revision,
                     "serving the descriptor set another replica published"
@@ -558,14 +561,20 @@ impl Zone {
                 )
             })
             .collect();
-        let targets: Vec<String> = app.enrolments.iter().map(|e| e.key().clone()).collect();
+        let targets: Vec<String> = app
+            .hubs
+            .enrolments
+            .iter()
+            .map(|e| e.key().clone())
+            .collect();
         let stale: Vec<String> = targets
             .into_iter()
             .filter(|target_id| {
-                if app.hub_connections.contains_key(target_id) {
+                if app.hubs.connected(target_id) {
                     return false;
                 }
                 let online = app
+                    .hubs
                     .targets
                     .get(target_id)
                     .is_some_and(|d| d.status != TargetStatus::Offline);
@@ -878,7 +887,7 @@ async fn listen(zone: Arc<Zone>, app: Arc<App>) {
                     let mut note = |n: &sqlx::postgres::PgNotification| {
                         if n.channel() == names.audit_channel {
                             if let Ok(seq) = n.payload().parse::<i64>() {
-                                app.audit_head.send_if_modified(|h| {
+                                app.audit.head.send_if_modified(|h| {
                                     let newer = seq > *h;
                                     *h = (*h).max(seq);
                                     newer
@@ -935,7 +944,7 @@ async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
         // Audit rows whose notification was lost wake the live streams all the same.
         match zone.store.audit_head().await {
             Ok(Some((seq, _))) => {
-                app.audit_head.send_if_modified(|h| {
+                app.audit.head.send_if_modified(|h| {
                     let newer = seq > *h;
                     *h = (*h).max(seq);
                     newer
@@ -944,7 +953,7 @@ async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "cannot read the audit head"),
         }
-        if let Err(e) = app.console.recheck_all(&app).await {
+        if let Err(e) = app.api.console.recheck_all(&app).await {
             tracing::warn!(error = %e, "cannot re-read console sessions");
         }
     }
@@ -952,11 +961,7 @@ async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
 
 /// The zone view for a single replica (SQLite): this process and the hubs connected to it.
 fn single_view(app: &App) -> Value {
-    let mut hubs: Vec<String> = app
-        .hub_connections
-        .iter()
-        .map(|e| e.key().clone())
-        .collect();
+    let mut hubs: Vec<String> = app.hubs.links.iter().map(|e| e.key().clone()).collect();
     hubs.sort();
     json!({
         "mode": "single",

@@ -15,8 +15,6 @@
 //!
 //! Invariant: nothing here panics on any input; every refusal names the rule it broke.
 
-pub mod sync;
-
 use std::collections::BTreeSet;
 
 use mcp_shared::descriptor::Descriptor;

@@ -82,8 +82,9 @@ pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Va
         ));
     }
     let profile_name = arg_str(input, "capability_profile").unwrap_or_default();
-    let Some(profile) = app.profiles.get(profile_name) else {
+    let Some(profile) = app.catalog.profiles.get(profile_name) else {
         let names: Vec<&str> = app
+            .catalog
             .profiles
             .profiles
             .iter()
@@ -99,6 +100,7 @@ pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Va
     };
     // No escalation: the new lease holds nothing the caller's profile does not.
     let own = app
+        .catalog
         .profiles
         .get(&caller.capability_profile)
         .map(|p| p.capabilities.clone())

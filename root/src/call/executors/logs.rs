@@ -49,7 +49,7 @@ fn root_local(
     let mut redactions = Vec::new();
     let (lines, truncated) = crate::telemetry::logging::RING.tail_for(target_id, lines, |l| {
         let mut found = Vec::new();
-        let line = app.redactor.redact_text("root_log", l, &mut found);
+        let line = app.audit.redactor.redact_text("root_log", l, &mut found);
         if contains.is_some_and(|c| !line.contains(c)) {
             return None;
         }
@@ -87,6 +87,7 @@ async fn subnet_active(
     let lease = ctx.lease.lease();
     let tool = &entry.contract.tool_id;
     let mut members: Vec<String> = app
+        .hubs
         .enrolments
         .iter()
         .filter(|e| e.row.subnet_id == lease.subnet_id)
@@ -98,8 +99,8 @@ async fn subnet_active(
     let mut reachable = Vec::new();
     let mut missing: Vec<(String, String)> = Vec::new();
     for t in &members {
-        match app.targets.get(t) {
-            Some(_) if !crate::hubs::skill::open(app, t) => {
+        match app.hubs.targets.get(t) {
+            Some(_) if !app.hubs.skill_open(t) => {
                 missing.push((t.clone(), "skill switched off".into()));
             }
             Some(d) if d.status == TargetStatus::Offline => {
@@ -140,7 +141,11 @@ async fn subnet_active(
             Ok(v) => {
                 // Each hub's own summary names what it could not read.
                 if let Some(note) = v["summary"].as_str() {
-                    notes.push(app.redactor.redact_text("hub_log", note, &mut redactions));
+                    notes.push(
+                        app.audit
+                            .redactor
+                            .redact_text("hub_log", note, &mut redactions),
+                    );
                 }
                 for mut e in v["entries"].as_array().cloned().unwrap_or_default() {
                     // A hub speaks only for itself.
@@ -148,7 +153,11 @@ async fn subnet_active(
                     if let Some(lines) = e["lines"].as_array_mut() {
                         for l in lines.iter_mut() {
                             if let Some(s) = l.as_str() {
-                                *l = json!(app.redactor.redact_text("hub_log", s, &mut redactions));
+                                *l = json!(app.audit.redactor.redact_text(
+                                    "hub_log",
+                                    s,
+                                    &mut redactions
+                                ));
                             }
                         }
                     }

@@ -13,7 +13,7 @@
 //!   `retain`), with no hub round trip.
 //!
 //! The table in [`run`] maps adapter names to code; `catalog` refuses a contract naming an
-//! adapter that is not in [`KNOWN`].
+//! adapter that is not in [`crate::catalog::ROOT_EXECUTORS`].
 
 pub mod access_tokens;
 pub mod logs;
@@ -27,18 +27,6 @@ use serde_json::Value;
 use crate::app::App;
 use crate::call::CallContext;
 use crate::catalog::ContractEntry;
-
-/// Every root adapter name a contract may use.
-pub const KNOWN: &[&str] = &[
-    "root.access_tokens.list",
-    "root.access_tokens.issue",
-    "root.access_tokens.revoke",
-    "root.logs",
-    "root.subnet.analysis_health",
-    "root.subnet.timeline",
-    "root.subnet.diagnostics",
-    "root.retained.memory_profiles",
-];
 
 /// One call as a root adapter receives it (root's control fields already stripped).
 #[derive(Debug, Clone)]

@@ -21,8 +21,8 @@ use super::{ExecInput, arg_u64, internal};
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::app::App;
 use crate::call::CallContext;
+use crate::hubs::OUTBOUND_QUEUE;
 use crate::hubs::router;
-use crate::hubs::{OUTBOUND_QUEUE, live_status};
 use crate::store::AuditFilter;
 
 /// The window `analysis_health` computes error rates over.
@@ -32,6 +32,7 @@ const HEALTH_WINDOW_MIN: i64 = 15;
 fn members(app: &App, ctx: &CallContext) -> Vec<(String, String)> {
     let subnet = &ctx.lease.lease().subnet_id;
     let mut m: Vec<(String, String)> = app
+        .hubs
         .enrolments
         .iter()
         .filter(|e| &e.row.subnet_id == subnet)
@@ -58,7 +59,7 @@ pub async fn analysis_health(app: &App, ctx: &CallContext) -> Result<Value, Tool
     let mut healthy = 0;
     let members = members(app, ctx);
     for (target_id, environment) in &members {
-        let status = live_status(app, target_id);
+        let status = app.hubs.status(target_id);
         let rows = app
             .store
             .query_audit(&AuditFilter {
@@ -79,6 +80,7 @@ pub async fn analysis_health(app: &App, ctx: &CallContext) -> Result<Value, Tool
             .filter(|r| r.event.status == mcp_shared::event::EventStatus::Denied)
             .count();
         let (enabled, published) = app
+            .hubs
             .targets
             .get(target_id)
             .map(|d| {
@@ -98,6 +100,7 @@ pub async fn analysis_health(app: &App, ctx: &CallContext) -> Result<Value, Tool
             healthy += 1;
         }
         let last_seen = app
+            .hubs
             .enrolments
             .get(target_id)
             .and_then(|e| e.row.last_seen_at_ms)
@@ -127,8 +130,7 @@ pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result
     let since_min = arg_u64(input, "since_minutes", 60, 1, 7 * 24 * 60) as i64;
     let limit = arg_u64(input, "limit", 100, 1, 500) as usize;
     let since = now() - time::Duration::minutes(since_min);
-    let mut items: Vec<(i64, Value)> = app
-        .timeline
+    let mut items: Vec<(i64, Value)> = app.hubs.timeline
         .recent(&subnet, since, limit)
         .into_iter()
         .map(|e| {
@@ -209,7 +211,7 @@ pub async fn diagnostics(app: &App, ctx: &CallContext) -> Result<Value, ToolErro
         }
         targets.push(json!({
             "target_id": target_id,
-            "status": live_status(app, target_id),
+            "status": app.hubs.status(target_id),
             "connected": pressure.contains_key(target_id),
             "route_backlog": p.pending_calls,
             "pending_acks": p.pending_commands,

@@ -120,14 +120,14 @@ pub async fn admit(
         if r != Refusal::Throttled {
             app.metrics.unauthenticated.inc();
             if let Some(ip) = remote {
-                app.hub_door.failed(ip);
+                app.api.hub_door.failed(ip);
             }
         }
         tracing::warn!(peer = ?remote, reason = r.reason(), "hub connection refused before the upgrade");
         r.error()
     };
     let max_failures = app.config.limits.hub_door_max_failures;
-    if remote.is_some_and(|ip| app.hub_door.throttled(ip, max_failures)) {
+    if remote.is_some_and(|ip| app.api.hub_door.throttled(ip, max_failures)) {
         return Err(refuse(Refusal::Throttled));
     }
     let Some(token) = headers
@@ -140,7 +140,8 @@ pub async fn admit(
     let token_hash = crate::auth::token_hash(token);
     let now_ms = unix_ms(now());
     let find = |app: &App| {
-        app.enrolments
+        app.hubs
+            .enrolments
             .iter()
             .find_map(|e| e.key_for(&token_hash, now_ms).map(|k| (e.clone(), k)))
     };

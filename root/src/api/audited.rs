@@ -1,0 +1,90 @@
+//! Operator actions in the audit trail: [`audited`] runs one and records it as one event
+//! naming the operator, whatever its outcome; the REST handlers answer only after it is
+//! committed.
+
+use crate::api::{ApiError, Operator};
+use crate::app::App;
+use crate::audit::Recorded;
+
+/// An operator action to record in the trail (surface `admin`).
+pub struct AdminAction<'a> {
+    /// `admin.<area>.<verb>`, e.g. `admin.skill.disable`.
+    pub tool_id: String,
+    pub target_id: Option<&'a str>,
+    pub adapter: Option<String>,
+    pub started_at: time::OffsetDateTime,
+    /// What the operator asked for; redacted before it is stored.
+    pub request: serde_json::Value,
+}
+
+/// Records an operator action and its outcome as one audit event naming the operator; see
+/// [`record`].
+pub async fn record_admin(
+    app: &App,
+    op: &Operator,
+    action: AdminAction<'_>,
+    outcome: Result<String, &mcp_shared::ToolError>,
+) -> Result<String, ApiError> {
+    let action = Recorded {
+        surface: mcp_shared::event::Surface::Admin,
+        actor: op.actor_id(),
+        tool_id: action.tool_id,
+        target_id: action.target_id,
+        adapter: action.adapter,
+        started_at: action.started_at,
+        request: action.request,
+    };
+    record(app, action, outcome).await
+}
+
+/// What an operator asked for, for [`audited`].
+pub struct Asked {
+    /// `admin.<area>.<verb>`.
+    pub tool_id: &'static str,
+    pub target_id: Option<String>,
+    pub adapter: Option<String>,
+    /// What the operator asked for (never a secret it is handed); redacted before storing.
+    pub request: serde_json::Value,
+}
+
+/// Runs an operator action and records it as one audit event naming the operator, whatever
+/// its outcome: the summary it returns, or the refusal (whose answer then names the event).
+/// Returns the action's value and the event id.
+pub async fn audited<T>(
+    app: &App,
+    op: &Operator,
+    asked: Asked,
+    run: impl std::future::Future<Output = Result<(T, String), ApiError>>,
+) -> Result<(T, String), ApiError> {
+    let started_at = mcp_shared::time::now();
+    let outcome = run.await;
+    let action = AdminAction {
+        tool_id: asked.tool_id.to_owned(),
+        target_id: asked.target_id.as_deref(),
+        adapter: asked.adapter,
+        started_at,
+        request: asked.request,
+    };
+    match outcome {
+        Ok((value, summary)) => {
+            let event_id = record_admin(app, op, action, Ok(summary)).await?;
+            Ok((value, event_id))
+        }
+        Err(refusal) => {
+            let event_id = record_admin(app, op, action, Err(&refusal.tool_error())).await?;
+            Err(refusal.with_event(event_id))
+        }
+    }
+}
+
+/// [`crate::audit::record`] for a handler: a trail that cannot be written answers as the
+/// refusal calls get while it is unavailable.
+pub async fn record(
+    app: &App,
+    action: Recorded<'_>,
+    outcome: Result<String, &mcp_shared::ToolError>,
+) -> Result<String, ApiError> {
+    crate::audit::record(&app.audit, action, outcome)
+        .await
+        .map_err(|e| ApiError::of_tool(&e))
+}

@@ -1,0 +1,516 @@
+//! `GET /v1/root/hubs/connect`: a hub's WebSocket on root. A hub is admitted at the door by
+//! the token in its upgrade request ([`super::hub_door`]), says `hello` with the same token
+//! and must register the target id and environment it was enrolled with. Each connection gets
+//! one link actor (`hubs::link`); frames go through the versioned protocol in `mcp-shared`,
+//! and a malformed frame is answered with a protocol error, never a crash. What the hub
+//! reports of its skill goes to [`super::skill`], which pushes root's desired state to it at
+//! each connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use mcp_shared::error::ErrorCode;
+use mcp_shared::protocol::{
+    self, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub,
+};
+use mcp_shared::target::{ManagedTargetDescriptor, TargetStatus};
+use mcp_shared::time::{now, unix_ms};
+use ractor::Actor;
+use tokio::sync::mpsc;
+
+use crate::api::ApiError;
+use crate::app::App;
+use crate::hubs::link::{self, RouterSession};
+use crate::hubs::timeline::LifecycleKind;
+use crate::net::tls::TlsPeer;
+
+use crate::hubs::{HEARTBEAT_INTERVAL, OUTBOUND_QUEUE, router};
+
+pub mod door;
+pub mod frames;
+
+/// Time a new connection has to send its `hello`.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether this root requires hub client certificates (`[tls] client_ca_file`).
+fn requires_client_cert(app: &App) -> bool {
+    app.config
+        .tls
+        .as_ref()
+        .is_some_and(|t| t.client_ca_file.is_some())
+}
+
+/// `GET /v1/root/hubs/connect`: the hub's WebSocket, upgraded only for a request that
+/// carries an enrolled hub token (see `hubs::door`) and, where root has a client CA, a client
+/// certificate.
+pub async fn connect(
+    State(app): State<Arc<App>>,
+    peer: Option<axum::Extension<TlsPeer>>,
+    remote: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    headers: axum::http::HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if requires_client_cert(&app)
+        && peer
+            .as_ref()
+            .and_then(|p| p.client_certificate.as_ref())
+            .is_none()
+    {
+        tracing::warn!("hub connection without a client certificate refused (mutual TLS)");
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            "this root requires hubs to present a client certificate issued by its client CA",
+        )
+        .into_response();
+    }
+    let admitted = match door::admit(&app, remote.map(|r| r.0.0.ip()), &headers).await {
+        Ok(a) => a,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let client_certificate = peer.and_then(|p| p.0.client_certificate);
+    // tungstenite reserves 128 KiB per connection for reading by default; hub frames are
+    // small (a call, a result) and a larger one still arrives (the buffer is the read chunk,
+    // not a frame limit), so a fleet of idle hubs costs far less memory with 16 KiB.
+    ws.max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .read_buffer_size(HUB_READ_BUFFER_BYTES)
+        .on_upgrade(move |socket| async move {
+            if let Err(e) = serve(app, socket, admitted, client_certificate).await {
+                tracing::info!(error = %e, "hub connection ended");
+            }
+        })
+}
+
+/// Read buffer of a hub's WebSocket on root (tungstenite's default is 128 KiB).
+const HUB_READ_BUFFER_BYTES: usize = 16 * 1024;
+
+fn encode(body: RootToHub, in_reply_to: Option<String>) -> String {
+    let env = Envelope {
+        v: PROTOCOL_VERSION,
+        id: uuid::Uuid::now_v7().to_string(),
+        in_reply_to,
+        body,
+    };
+    serde_json::to_string(&env).unwrap_or_default()
+}
+
+async fn refuse(socket: &mut WebSocket, message: String) -> anyhow::Result<()> {
+    tracing::warn!(%message, "refusing hub connection");
+    let frame = encode(
+        RootToHub::ProtocolError {
+            message: message.clone(),
+        },
+        None,
+    );
+    frames::refuse(socket, frame, &message).await;
+    anyhow::bail!(message)
+}
+
+/// Writes when each connected hub was last heard from, every [`HEARTBEAT_INTERVAL`], for all
+/// hubs heard from since the last round in one transaction: a connection's reader never
+/// waits for the store (a routed call's result was held behind this write once per interval)
+/// and a fleet of hubs costs one commit per interval, not one per hub.
+pub async fn record_last_seen(app: Arc<App>, stop: tokio_util::sync::CancellationToken) {
+    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut since = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let round = std::time::Instant::now();
+        let now_ms = unix_ms(now());
+        let seen: Vec<(String, i64)> = app
+            .hubs
+            .last_frame
+            .iter()
+            .filter(|e| *e.value() >= since)
+            .map(|e| {
+                let ago = i64::try_from(e.value().elapsed().as_millis()).unwrap_or(i64::MAX);
+                (e.key().clone(), now_ms.saturating_sub(ago))
+            })
+            .collect();
+        match app.store.update_targets_seen(&seen).await {
+            Ok(()) => since = round,
+            Err(e) => {
+                tracing::warn!(error = %e, hubs = seen.len(), "cannot record when hubs were last heard from; next round retries")
+            }
+        }
+    }
+}
+
+/// The sender of a connection's surface changes to the store: one task writes them in the
+/// order the hub sent them (a later surface never overwritten by an earlier one, which other
+/// replicas would then read back), and tells the other replicas after each. It ends when the
+/// connection drops the sender.
+fn store_surfaces_in_order(
+    app: &Arc<App>,
+    target_id: &str,
+) -> mpsc::UnboundedSender<(Option<String>, Option<String>)> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Option<String>, Option<String>)>();
+    let (app, target_id) = (app.clone(), target_id.to_owned());
+    tokio::spawn(async move {
+        while let Some((descriptor, skills)) = rx.recv().await {
+            if let Err(e) = app
+                .store
+                .update_target_seen(
+                    &target_id,
+                    unix_ms(now()),
+                    descriptor.as_deref(),
+                    skills.as_deref(),
+                )
+                .await
+            {
+                tracing::warn!(%target_id, error = %e, "a surface change of the hub was not stored");
+            }
+            crate::replica::target_changed(&app, &target_id, false).await;
+        }
+    });
+    tx
+}
+
+/// A lifecycle event's detail: what the target publishes.
+fn surface_detail(d: &ManagedTargetDescriptor) -> String {
+    let s = &d.operational_surface;
+    format!(
+        "{} publishes {} tools ({})",
+        s.published_by,
+        s.capabilities.len(),
+        if s.enabled { "enabled" } else { "disabled" }
+    )
+}
+
+/// Publishes a target's descriptor and tells MCP sessions bound to it that their tool list
+/// may have changed.
+fn publish(app: &App, descriptor: ManagedTargetDescriptor) {
+    let target_id = descriptor.target_id.clone();
+    app.hubs.targets.insert(target_id.clone(), descriptor);
+    crate::mcp::notify_tools_changed(app, &target_id);
+}
+
+/// Whether hub client certificates must name their target (`[tls]
+/// bind_client_cert_to_target`).
+fn binds_client_cert(app: &App) -> bool {
+    app.config
+        .tls
+        .as_ref()
+        .is_some_and(|t| t.client_ca_file.is_some() && t.bind_client_cert_to_target)
+}
+
+async fn serve(
+    app: Arc<App>,
+    mut socket: WebSocket,
+    admitted: door::Admitted,
+    client_certificate: Option<rustls::pki_types::CertificateDer<'static>>,
+) -> anyhow::Result<()> {
+    let first = match tokio::time::timeout(HELLO_TIMEOUT, socket.recv()).await {
+        Ok(Some(Ok(Message::Text(t)))) => t,
+        Ok(Some(Ok(_))) => {
+            return refuse(&mut socket, "the first frame must be a text hello".into()).await;
+        }
+        Ok(Some(Err(e))) => {
+            let closing = frames::Closing::read_error(&e);
+            tracing::warn!(reason = %closing.reason, "hub connection refused: its first frame cannot be read");
+            let _ = socket.send(closing.frame()).await;
+            anyhow::bail!("first frame unreadable: {}", closing.reason)
+        }
+        Ok(None) => anyhow::bail!("closed before hello"),
+        Err(_) => return refuse(&mut socket, "no hello within 10 s".into()).await,
+    };
+    let hello = match protocol::decode::<HubToRoot>(first.as_str()) {
+        Ok(env) => env,
+        Err(e) => return refuse(&mut socket, e).await,
+    };
+    let HubToRoot::Hello {
+        protocol_version,
+        token,
+        mut descriptor,
+        skills,
+    } = hello.body
+    else {
+        return refuse(&mut socket, "the first frame must be hello".into()).await;
+    };
+    if protocol_version != PROTOCOL_VERSION {
+        return refuse(
+            &mut socket,
+            format!("unsupported protocol version {protocol_version}"),
+        )
+        .await;
+    }
+    // The hello speaks for the connection the door admitted: the same token.
+    let hash = crate::auth::token_hash(&token);
+    drop(token);
+    if !crate::auth::secret_eq(&admitted.token_hash, &hash) {
+        return refuse(
+            &mut socket,
+            "the hello's token is not the one this connection was opened with".into(),
+        )
+        .await;
+    }
+    let door::Admitted {
+        enrolment,
+        signing_key,
+        ..
+    } = admitted;
+    if !crate::auth::secret_eq(&enrolment.row.token_hash, &hash) {
+        tracing::warn!(target_id = %enrolment.row.target_id, "hub connected with its previous token (rotation grace period)");
+    }
+    let target_id = enrolment.row.target_id.clone();
+    if descriptor.target_id != target_id {
+        return refuse(
+            &mut socket,
+            format!(
+                "this token is enrolled for `{target_id}`, not `{}`",
+                descriptor.target_id
+            ),
+        )
+        .await;
+    }
+    if descriptor.environment != enrolment.row.environment {
+        return refuse(
+            &mut socket,
+            format!(
+                "`{target_id}` is enrolled in environment `{}`, not `{}`",
+                enrolment.row.environment, descriptor.environment
+            ),
+        )
+        .await;
+    }
+    if binds_client_cert(&app) {
+        // `connect` let no hub without a certificate this far.
+        let der = client_certificate.as_ref().map_or(&[][..], |c| c.as_ref());
+        if let Err(e) = crate::hubs::identity::check(der, &target_id) {
+            tracing::warn!(
+                %target_id,
+                certificate = %crate::net::tls::fingerprint(&rustls::pki_types::CertificateDer::from(der)),
+                error = %e,
+                "hub client certificate not bound to its target; refused"
+            );
+            return refuse(&mut socket, e.to_string()).await;
+        }
+    }
+    descriptor.status = TargetStatus::Online;
+
+    let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
+    let surface_writes = store_surfaces_in_order(&app, &target_id);
+    let surface_app = app.clone();
+    let surface_target = target_id.clone();
+    let subnet_id = enrolment.row.subnet_id.clone();
+    let surface_subnet = subnet_id.clone();
+    let session_args = link::Args {
+        target_id: target_id.clone(),
+        signing_key,
+        outbound: out_tx.clone(),
+        on_surface: Box::new(move |body| {
+            if let HubToRoot::SurfaceChanged {
+                mut descriptor,
+                skills,
+            } = body
+            {
+                if descriptor.target_id != surface_target {
+                    tracing::warn!(target_id = %surface_target, "surface_changed for another target ignored");
+                    return;
+                }
+                descriptor.status = TargetStatus::Online;
+                crate::api::skill::reported(&surface_app, &surface_target, &skills);
+                surface_app.hubs.timeline.record(
+                    &surface_target,
+                    &surface_subnet,
+                    LifecycleKind::SurfaceChanged,
+                    surface_detail(&descriptor),
+                );
+                let _ = surface_writes.send((
+                    serde_json::to_string(&descriptor).ok(),
+                    serde_json::to_string(&skills).ok(),
+                ));
+                publish(&surface_app, descriptor);
+            }
+        }),
+    };
+    // Linked under the router: a session that fails leaves it, and this connection closes so
+    // the hub dials again (a new session, state rebuilt from its hello).
+    let router_cell = app.actors.router.load().get_cell();
+    let (session, session_done) =
+        Actor::spawn_linked(None, RouterSession, session_args, router_cell).await?;
+    let mut session_done = std::pin::pin!(session_done);
+    app.store
+        .update_target_seen(
+            &target_id,
+            unix_ms(now()),
+            serde_json::to_string(&descriptor).ok().as_deref(),
+            serde_json::to_string(&skills).ok().as_deref(),
+        )
+        .await?;
+    crate::api::skill::reported(&app, &target_id, &skills);
+    router::attach(&app.hubs.links, target_id.clone(), session.clone());
+    // Other replicas forward this target's calls here from now on.
+    let connection_id = uuid::Uuid::now_v7().to_string();
+    crate::replica::hub_connected(&app, &target_id, &connection_id).await;
+    app.hubs.timeline.record(
+        &target_id,
+        &subnet_id,
+        LifecycleKind::Connected,
+        surface_detail(&descriptor),
+    );
+    publish(&app, descriptor);
+    let _ = out_tx
+        .send(encode(
+            RootToHub::Welcome {
+                target_id: target_id.clone(),
+                heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u64,
+                root_time_ms: Some(unix_ms(now())),
+                max_clock_skew_ms: Some(app.config.limits.max_hub_clock_skew_ms),
+            },
+            Some(hello.id),
+        ))
+        .await;
+    tracing::info!(%target_id, "hub connected");
+    // The hub follows root's desired state of its skill from the start of each connection.
+    {
+        let (app, target_id) = (app.clone(), target_id.clone());
+        tokio::spawn(async move {
+            if let crate::api::skill::Pushed::Failed(why) =
+                crate::api::skill::push(&app, &target_id, None).await
+            {
+                tracing::warn!(%target_id, %why, "the hub did not take root's desired skill state");
+            }
+        });
+    }
+
+    let (sink, mut stream) = socket.split();
+    let (tell_writer, closing_rx) = tokio::sync::oneshot::channel();
+    let writer = tokio::spawn(frames::write(sink, out_rx, closing_rx));
+    let mut closing = frames::Closing::normal();
+    // Root's side of the heartbeat: the hub counts root as gone after three silent intervals.
+    let mut heartbeat = tokio::time::interval_at(
+        tokio::time::Instant::now() + HEARTBEAT_INTERVAL,
+        HEARTBEAT_INTERVAL,
+    );
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_heard = tokio::time::Instant::now();
+    loop {
+        let next = tokio::select! {
+            _ = app.shutdown.cancelled() => {
+                closing = frames::Closing::away("root is shutting down");
+                break;
+            }
+            _ = heartbeat.tick() => {
+                let _ = out_tx.try_send(encode(RootToHub::Heartbeat, None));
+                continue;
+            }
+            _ = &mut session_done => {
+                tracing::warn!(%target_id, "the connection's router session ended; closing so the hub dials again");
+                closing = frames::Closing::away("root's session for this hub ended; dial again");
+                break;
+            }
+            () = tokio::time::sleep_until(last_heard + HEARTBEAT_INTERVAL * 3) => {
+                tracing::warn!(%target_id, "hub silent for three heartbeat intervals; dropping it");
+                closing = frames::Closing::policy("no frame for three heartbeat intervals");
+                break;
+            }
+            next = stream.next() => next,
+        };
+        last_heard = tokio::time::Instant::now();
+        let msg = match next {
+            None => break,
+            Some(Err(e)) => {
+                closing = frames::Closing::read_error(&e);
+                if frames::Closing::is_gone(&e) {
+                    tracing::info!(%target_id, reason = %closing.reason, "hub connection reset");
+                } else {
+                    tracing::warn!(%target_id, reason = %closing.reason, "unreadable frame from hub; closing");
+                }
+                break;
+            }
+            Some(Ok(m)) => m,
+        };
+        // A rotated-out token works only until its grace period ends.
+        let valid = app
+            .hubs
+            .enrolments
+            .get(&target_id)
+            .is_some_and(|e| e.key_for(&hash, unix_ms(now())).is_some());
+        if !valid {
+            tracing::warn!(%target_id, "the hub's token was rotated out and its grace period ended; dropping the connection");
+            let _ = out_tx.try_send(encode(
+                RootToHub::ProtocolError {
+                    message: "this hub token is no longer valid (rotated)".into(),
+                },
+                None,
+            ));
+            closing = frames::Closing::policy("this hub token is no longer valid (rotated)");
+            break;
+        }
+        match msg {
+            Message::Text(text) => match protocol::decode_from_hub(text.as_str()) {
+                Ok(env) => {
+                    // Nothing a hub says may widen its enrolment (target, environment).
+                    if let Err(message) =
+                        frames::check_claims(&env.body, &target_id, &enrolment.row.environment)
+                    {
+                        tracing::warn!(%target_id, %message, "frame claiming beyond the enrolment refused");
+                        let _ = out_tx
+                            .try_send(encode(RootToHub::ProtocolError { message }, Some(env.id)));
+                        continue;
+                    }
+                    // Written to the store for the whole fleet at once (`record_last_seen`).
+                    app.hubs
+                        .last_frame
+                        .insert(target_id.clone(), std::time::Instant::now());
+                    if session
+                        .send_message(link::Msg::Frame(Box::new(env)))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%target_id, error = %e, "malformed frame from hub");
+                    let _ = out_tx.try_send(encode(RootToHub::ProtocolError { message: e }, None));
+                }
+            },
+            Message::Binary(_) => {
+                let _ = out_tx.try_send(encode(
+                    RootToHub::ProtocolError {
+                        message: "binary frames are not part of the protocol".into(),
+                    },
+                    None,
+                ));
+            }
+            Message::Close(_) => break,
+            Message::Ping(_) | Message::Pong(_) => {}
+        }
+    }
+    tracing::info!(%target_id, "hub disconnected");
+    app.hubs.timeline.record(
+        &target_id,
+        &subnet_id,
+        LifecycleKind::Disconnected,
+        "the hub's connection ended".into(),
+    );
+    let newest = router::detach(&app.hubs.links, &target_id, session.get_id());
+    session.stop(Some("connection closed".into()));
+    drop(out_tx);
+    frames::finish(writer, tell_writer, closing).await;
+    // Only the newest connection of a target may mark it offline: an older one that a
+    // reconnect replaced ends here too.
+    if newest {
+        if let Some(mut d) = app.hubs.targets.get_mut(&target_id) {
+            d.status = TargetStatus::Offline;
+        }
+        crate::mcp::notify_tools_changed(&app, &target_id);
+    }
+    let _ = app
+        .store
+        .update_target_seen(&target_id, unix_ms(now()), None, None)
+        .await;
+    crate::replica::hub_disconnected(&app, &target_id, &connection_id).await;
+    Ok(())
+}
