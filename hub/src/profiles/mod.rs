@@ -1,0 +1,509 @@
+//! ProfileOps on the hub: the hub is the profiling authority for its managed services.
+//!
+//! One ractor actor, `ProfileOps`, owns every change to the profiling state: it starts
+//! sessions (restarting a service into its `profiling_argv` first when asked), stops them,
+//! finishes them (artifact, growth, incident) and marks them published. Each running session
+//! samples in a task of its own; readers (`hub.memory.get_status`, `list_sessions`,
+//! `get_session`, `list_incidents`, `list_artifacts`, `get_artifact`) read the shared index
+//! without waiting for the actor.
+//!
+//! - A sample reads `/proc/<pid>/smaps_rollup` (RSS, PSS, anonymous, swap) and falls back to
+//!   `/proc/<pid>/status` (`VmRSS`, `RssAnon`, `VmSwap`; no PSS) when it cannot be read. A
+//!   session samples at once and then every `interval_ms` until `duration_sec` has passed, it
+//!   is stopped, or the process is gone (then it ends `failed`, keeping its samples).
+//! - Each sample is also appended to `<state_dir>/profiles/<session>.samples.jsonl`, so a
+//!   session cut short by a hub crash keeps what it sampled.
+//! - At its end a session's samples become an artifact, `<state_dir>/profiles/<artifact>.json`
+//!   (with its size and SHA-256 in the index); growth over the window (last minus first RSS,
+//!   percent of the first, least-squares slope) is computed, and an incident is raised when
+//!   growth reaches `[profiling] growth_threshold_bytes` or `growth_threshold_percent`.
+//! - Sessions, incidents and artifact records are kept in `<state_dir>/profiles/index.json`
+//!   (written atomically before a change is visible or answered), so they survive a hub
+//!   restart; a session still `running` in the file when the hub starts (or when the hub
+//!   stops) is finished as `interrupted` with the samples it had.
+//! - A session that restarted its service into profiling mode returns it to its normal
+//!   `argv` when it ends (completed, stopped or failed; not when the hub itself stops, which
+//!   stops the service too). The actor does this before it takes its next message, so a new
+//!   session for the service cannot race the restart; a restart that fails is logged and the
+//!   service's `mode` (in `hub.get_status`) still says `profiling`.
+//! - Limits: at most `max_concurrent_sessions` sessions and one per service sample at once
+//!   (else `busy`); the last [`KEEP_SESSIONS`] sessions (with their artifacts) and
+//!   [`KEEP_INCIDENTS`] incidents are kept.
+
+mod actor;
+mod sample;
+mod store;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use mcp_shared::error::{ErrorCode, ToolError};
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorRef, RpcReplyPort};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{HubConfig, ProfilingConfig};
+use crate::context::HubContext;
+use crate::services::Mode;
+
+pub use actor::{Msg, OpsArgs, OpsState, ProfileOps};
+pub use sample::{Growth, Sample, growth, sample};
+pub use store::{ArtifactMeta, Incident, Session, SessionState};
+use store::{Index, Shared};
+
+/// Directory of the profiling state under `state_dir`.
+pub const PROFILES_DIR: &str = "profiles";
+/// The index file in that directory.
+pub const INDEX_FILE: &str = "index.json";
+/// `format` of an artifact file.
+pub const ARTIFACT_FORMAT: &str = "mcp-hub.memory-profile/v1";
+/// Sessions kept (oldest dropped first, with their artifacts).
+pub const KEEP_SESSIONS: usize = 200;
+/// Incidents kept.
+pub const KEEP_INCIDENTS: usize = 500;
+/// Samples `get_session` shows of a session (the newest).
+pub const RECENT_SAMPLES: usize = 60;
+/// Smallest chunk of a chunked artifact delivery.
+pub const MIN_CHUNK_BYTES: u64 = 1024;
+/// Accepted sampling intervals, in ms.
+pub const INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
+/// Accepted session durations, in seconds.
+pub const DURATION_SEC: std::ops::RangeInclusive<u64> = 1..=3_600;
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(super) fn internal(message: String) -> ToolError {
+    ToolError::new(ErrorCode::Internal, message)
+}
+
+pub(super) fn not_found(what: &str, id: &str) -> ToolError {
+    ToolError::new(ErrorCode::NotFound, format!("no {what} `{id}` on this hub"))
+}
+
+pub(super) fn now() -> String {
+    mcp_shared::time::format(mcp_shared::time::now())
+}
+
+/// What `hub.memory.start_profile` and `retry_profile` ask for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartRequest {
+    pub service: String,
+    pub mode: Mode,
+    pub interval_ms: u64,
+    pub duration_sec: u64,
+    pub retry_of: Option<String>,
+}
+
+/// How a chunk or a whole artifact is delivered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    /// The whole artifact (parsed JSON).
+    Inline { meta: ArtifactMeta, artifact: Value },
+    /// Too large to inline: fetch `chunks` chunks of `chunk_bytes` by offset.
+    Chunked {
+        meta: ArtifactMeta,
+        chunk_bytes: u64,
+        chunks: u64,
+    },
+    /// One chunk.
+    Chunk {
+        meta: ArtifactMeta,
+        offset: u64,
+        bytes: Vec<u8>,
+    },
+}
+
+/// The profiling authority of one hub (in [`crate::context::HubContext::profiles`]).
+pub struct Profiles {
+    shared: Arc<Shared>,
+    actor: Mutex<Option<ActorRef<Msg>>>,
+}
+
+impl Profiles {
+    pub fn new(config: &HubConfig) -> Profiles {
+        Profiles {
+            shared: Arc::new(Shared {
+                dir: config.state_dir.join(PROFILES_DIR),
+                config: config.profiling.clone(),
+                target_id: config.target_id.clone(),
+                index: Mutex::new(None),
+                live: Mutex::new(HashMap::new()),
+                epoch: Mutex::new(CancellationToken::new()),
+            }),
+            actor: Mutex::new(None),
+        }
+    }
+
+    /// Spawns the `ProfileOps` actor (which first finishes sessions a previous hub process
+    /// left `running` as `interrupted`).
+    pub async fn start(&self, ctx: Arc<HubContext>) -> anyhow::Result<()> {
+        self.start_under(ctx, None).await.map(|_| ())
+    }
+
+    /// [`Profiles::start`] linked under `supervisor` (the hub's). A restarted actor rebuilds
+    /// its state from the index on disk: sessions that were running end `interrupted` with
+    /// the samples they kept, and their samplers are stopped.
+    pub async fn start_under(
+        &self,
+        ctx: Arc<HubContext>,
+        supervisor: Option<ractor::ActorCell>,
+    ) -> anyhow::Result<ActorRef<Msg>> {
+        let args = OpsArgs {
+            shared: self.shared.clone(),
+            ctx,
+        };
+        let (actor, _) = match supervisor {
+            Some(sup) => Actor::spawn_linked(None, ProfileOps, args, sup).await,
+            None => Actor::spawn(None, ProfileOps, args).await,
+        }
+        .map_err(|e| anyhow::anyhow!("cannot start ProfileOps: {e}"))?;
+        if let Some(old) = lock(&self.actor).replace(actor.clone()) {
+            old.stop(Some("replaced".into()));
+        }
+        Ok(actor)
+    }
+
+    /// The `ProfileOps` actor running now, if any.
+    pub fn current(&self) -> Option<ActorRef<Msg>> {
+        lock(&self.actor).clone()
+    }
+
+    /// Stops the actor; running sessions are finished as `interrupted`.
+    pub async fn stop(&self) {
+        let actor = lock(&self.actor).take();
+        if let Some(actor) = actor {
+            let _ = actor
+                .stop_and_wait(
+                    Some("hub shutting down".into()),
+                    Some(Duration::from_secs(10)),
+                )
+                .await;
+        }
+    }
+
+    pub fn config(&self) -> &ProfilingConfig {
+        &self.shared.config
+    }
+
+    /// Chunk size of chunked deliveries.
+    pub fn chunk_bytes(&self) -> u64 {
+        self.shared
+            .config
+            .artifact_inline_max_bytes
+            .max(MIN_CHUNK_BYTES)
+    }
+
+    /// Sessions newest first, filtered.
+    pub fn sessions(
+        &self,
+        service: Option<&str>,
+        state: Option<SessionState>,
+        limit: usize,
+    ) -> Result<Vec<Session>, ToolError> {
+        let list = self.shared.with(|i| {
+            i.sessions
+                .iter()
+                .rev()
+                .filter(|s| service.is_none_or(|n| s.service == n))
+                .filter(|s| state.is_none_or(|st| s.state == st))
+                .take(limit)
+                .cloned()
+                .collect::<Vec<_>>()
+        })?;
+        Ok(list.into_iter().map(|s| self.shared.view(s)).collect())
+    }
+
+    /// Counts: sessions, running sessions, incidents, artifacts.
+    pub fn counts(&self) -> Result<(usize, Vec<String>, usize, usize), ToolError> {
+        self.shared.with(|i| {
+            (
+                i.sessions.len(),
+                i.sessions
+                    .iter()
+                    .filter(|s| s.state == SessionState::Running)
+                    .map(|s| s.session_id.clone())
+                    .collect(),
+                i.incidents.len(),
+                i.artifacts.len(),
+            )
+        })
+    }
+
+    /// One session and its newest samples.
+    pub fn session(&self, session_id: &str) -> Result<(Session, Vec<Sample>), ToolError> {
+        let session = self.shared.view(self.shared.session(session_id)?);
+        let recent = if session.state == SessionState::Running {
+            lock(&self.shared.live)
+                .get(session_id)
+                .map(|s| s[s.len().saturating_sub(RECENT_SAMPLES)..].to_vec())
+                .unwrap_or_default()
+        } else if let Some(id) = &session.artifact_id {
+            let bytes = self.artifact_bytes(id)?.1;
+            let artifact: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| internal(format!("artifact `{id}` is not JSON: {e}")))?;
+            let samples: Vec<Sample> = serde_json::from_value(artifact["samples"].clone())
+                .map_err(|e| internal(format!("artifact `{id}` has bad samples: {e}")))?;
+            samples[samples.len().saturating_sub(RECENT_SAMPLES)..].to_vec()
+        } else {
+            Vec::new()
+        };
+        Ok((session, recent))
+    }
+
+    /// Incidents newest first.
+    pub fn incidents(
+        &self,
+        service: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Incident>, ToolError> {
+        self.shared.with(|i| {
+            i.incidents
+                .iter()
+                .rev()
+                .filter(|x| service.is_none_or(|n| x.service == n))
+                .take(limit)
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// Artifact records newest first.
+    pub fn artifacts(
+        &self,
+        service: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ArtifactMeta>, ToolError> {
+        self.shared.with(|i| {
+            i.artifacts
+                .iter()
+                .rev()
+                .filter(|x| service.is_none_or(|n| x.service == n))
+                .take(limit)
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// An artifact's record and bytes (checked against the recorded SHA-256).
+    fn artifact_bytes(&self, artifact_id: &str) -> Result<(ArtifactMeta, Vec<u8>), ToolError> {
+        let meta = self
+            .shared
+            .with(|i| {
+                i.artifacts
+                    .iter()
+                    .find(|a| a.artifact_id == artifact_id)
+                    .cloned()
+            })?
+            .ok_or_else(|| not_found("artifact", artifact_id))?;
+        let path = self.shared.artifact_path(&meta.artifact_id);
+        let bytes = std::fs::read(&path)
+            .map_err(|e| internal(format!("{}: cannot read the artifact: {e}", path.display())))?;
+        if hex::encode(Sha256::digest(&bytes)) != meta.sha256 {
+            return Err(internal(format!(
+                "{}: the artifact no longer matches its recorded SHA-256",
+                path.display()
+            )));
+        }
+        Ok((meta, bytes))
+    }
+
+    /// `get_artifact`: the whole artifact inline when small enough and no range is asked,
+    /// else the chunked delivery contract, or the chunk at `offset` (at most `chunk_bytes`).
+    pub fn artifact(
+        &self,
+        artifact_id: &str,
+        offset: Option<u64>,
+        length: Option<u64>,
+    ) -> Result<Delivery, ToolError> {
+        let (meta, bytes) = self.artifact_bytes(artifact_id)?;
+        let chunk = self.chunk_bytes();
+        let size = bytes.len() as u64;
+        if offset.is_none() && length.is_none() {
+            if size <= self.shared.config.artifact_inline_max_bytes {
+                let artifact = serde_json::from_slice(&bytes)
+                    .map_err(|e| internal(format!("artifact `{artifact_id}` is not JSON: {e}")))?;
+                return Ok(Delivery::Inline { meta, artifact });
+            }
+            return Ok(Delivery::Chunked {
+                meta,
+                chunk_bytes: chunk,
+                chunks: size.div_ceil(chunk),
+            });
+        }
+        let offset = offset.unwrap_or(0);
+        if offset >= size {
+            return Err(ToolError::new(
+                ErrorCode::InvalidArguments,
+                format!(
+                    "offset {offset} is past the end of artifact `{artifact_id}` ({size} bytes)"
+                ),
+            ));
+        }
+        let length = length.unwrap_or(chunk);
+        if length == 0 || length > chunk {
+            return Err(ToolError::new(
+                ErrorCode::InvalidArguments,
+                format!("length must be between 1 and the chunk size {chunk}"),
+            ));
+        }
+        let end = offset.saturating_add(length).min(size);
+        let range = usize::try_from(offset).unwrap_or(usize::MAX)
+            ..usize::try_from(end).unwrap_or(usize::MAX);
+        Ok(Delivery::Chunk {
+            meta,
+            offset,
+            bytes: bytes.get(range).unwrap_or_default().to_vec(),
+        })
+    }
+
+    fn actor(&self) -> Result<ActorRef<Msg>, ToolError> {
+        lock(&self.actor)
+            .clone()
+            .ok_or_else(|| internal("ProfileOps is not running".into()))
+    }
+
+    async fn ask<T>(
+        &self,
+        deadline: tokio::time::Instant,
+        msg: impl FnOnce(RpcReplyPort<Result<T, ToolError>>) -> Msg,
+    ) -> Result<T, ToolError>
+    where
+        T: Send + 'static,
+    {
+        let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match self.actor()?.call(msg, Some(wait)).await {
+            Ok(CallResult::Success(r)) => r,
+            Ok(CallResult::Timeout) => Err(ToolError::new(
+                ErrorCode::Timeout,
+                "ProfileOps did not answer before the call's deadline",
+            )),
+            Ok(CallResult::SenderError) | Err(_) => {
+                Err(internal("ProfileOps stopped while answering".into()))
+            }
+        }
+    }
+
+    /// Starts a session (restarting the service into profiling mode first when asked).
+    pub async fn start_session(
+        &self,
+        request: StartRequest,
+        deadline: tokio::time::Instant,
+    ) -> Result<Session, ToolError> {
+        self.ask(deadline, |reply| Msg::Start {
+            request,
+            deadline,
+            reply,
+        })
+        .await
+    }
+
+    /// Stops a running session; `(session, whether it was running)`.
+    pub async fn stop_session(
+        &self,
+        session_id: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<(Session, bool), ToolError> {
+        let session_id = session_id.to_owned();
+        self.ask(deadline, |reply| Msg::Stop { session_id, reply })
+            .await
+    }
+
+    /// Marks a finished session published; its summary.
+    pub async fn publish(
+        &self,
+        session_id: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<Value, ToolError> {
+        let session_id = session_id.to_owned();
+        self.ask(deadline, |reply| Msg::Publish { session_id, reply })
+            .await
+    }
+
+    /// The session `session_id` (as readers see it).
+    pub fn get(&self, session_id: &str) -> Result<Session, ToolError> {
+        Ok(self.shared.view(self.shared.session(session_id)?))
+    }
+
+    /// Whether a new session for `service` would be refused with `busy`, and why.
+    pub fn admission(&self, service: &str) -> Result<Option<String>, ToolError> {
+        self.shared
+            .with(|i| admission(&self.shared.config, i, service))
+    }
+
+    /// The compact summary `publish_profile` publishes for `session` (see its contract);
+    /// `busy` while it runs.
+    pub fn summary(&self, session: &Session) -> Result<Value, ToolError> {
+        self.shared.summary(session)
+    }
+}
+
+/// The summary of a finished session.
+fn summary(target_id: &str, s: &Session, artifact: Option<Value>) -> Result<Value, ToolError> {
+    let ended_at = s.ended_at.clone().ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::Busy,
+            format!(
+                "session `{}` is still running; stop it or wait until it ends, then publish",
+                s.session_id
+            ),
+        )
+    })?;
+    let duration_ms = match (
+        mcp_shared::time::parse(&s.started_at),
+        mcp_shared::time::parse(&ended_at),
+    ) {
+        (Ok(a), Ok(b)) => (b - a).whole_milliseconds().max(0) as u64,
+        _ => 0,
+    };
+    Ok(json!({
+        "session_id": s.session_id,
+        "target_id": target_id,
+        "service": s.service,
+        "mode": s.mode,
+        "state": s.state,
+        "window": {"started_at": s.started_at, "ended_at": ended_at, "duration_ms": duration_ms},
+        "interval_ms": s.interval_ms,
+        "samples": s.samples,
+        "rss": s.growth.as_ref().map(|g| json!({
+            "start_bytes": g.start_rss_bytes,
+            "end_bytes": g.end_rss_bytes,
+            "peak_bytes": g.peak_rss_bytes,
+        })),
+        "growth": s.growth.as_ref().map(|g| json!({
+            "bytes": g.growth_bytes,
+            "percent": g.growth_percent,
+            "slope_bytes_per_sec": g.slope_bytes_per_sec,
+        })),
+        "incident_ids": s.incident_ids,
+        "artifact": artifact,
+    }))
+}
+
+/// Why a new session for `service` must wait, if it must.
+fn admission(config: &ProfilingConfig, index: &Index, service: &str) -> Option<String> {
+    let running: Vec<&Session> = index
+        .sessions
+        .iter()
+        .filter(|s| s.state == SessionState::Running)
+        .collect();
+    if let Some(s) = running.iter().find(|s| s.service == service) {
+        return Some(format!(
+            "session `{}` already profiles `{service}`; stop it or wait for it to end",
+            s.session_id
+        ));
+    }
+    (running.len() >= config.max_concurrent_sessions).then(|| {
+        format!(
+            "{} profiling sessions are running, the most this hub allows (max_concurrent_sessions); retry later",
+            running.len()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,371 @@
+//! The profiling state on disk and in memory: sessions, incidents and artifact records in
+//! `<state_dir>/profiles/index.json` ([`Index`]), the artifacts and sample logs beside it, and
+//! [`Shared`], what the readers and the actor share (finishing a session, publishing it,
+//! raising incidents).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use mcp_shared::error::ToolError;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ProfilingConfig;
+use crate::services::Mode;
+
+use super::sample::{Growth, Sample, growth};
+use super::{
+    ARTIFACT_FORMAT, INDEX_FILE, KEEP_INCIDENTS, KEEP_SESSIONS, internal, lock, not_found, now,
+    summary,
+};
+
+/// Where a session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    Running,
+    /// Sampled for its whole duration.
+    Completed,
+    /// Stopped by `hub.memory.stop_profile`.
+    Stopped,
+    /// The process went away (exited, restarted) before the end.
+    Failed,
+    /// The hub stopped while it ran.
+    Interrupted,
+}
+
+impl SessionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Running => "running",
+            SessionState::Completed => "completed",
+            SessionState::Stopped => "stopped",
+            SessionState::Failed => "failed",
+            SessionState::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// One profiling session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Session {
+    pub session_id: String,
+    pub service: String,
+    pub mode: Mode,
+    pub interval_ms: u64,
+    pub duration_sec: u64,
+    pub state: SessionState,
+    /// RFC 3339.
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    /// The process sampled.
+    pub pid: Option<u32>,
+    /// Samples taken so far.
+    pub samples: u64,
+    /// The session this one retries.
+    pub retry_of: Option<String>,
+    pub artifact_id: Option<String>,
+    pub incident_ids: Vec<String>,
+    pub growth: Option<Growth>,
+    /// When it was last published to root (RFC 3339).
+    pub published_at: Option<String>,
+    /// Why it failed or was interrupted.
+    pub error: Option<String>,
+}
+
+/// A memory-growth incident.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Incident {
+    pub incident_id: String,
+    pub session_id: String,
+    pub service: String,
+    /// Always `memory_growth`.
+    pub kind: String,
+    pub raised_at: String,
+    pub window_started_at: String,
+    pub window_ended_at: String,
+    pub growth_bytes: i64,
+    pub growth_percent: Option<f64>,
+    pub threshold_bytes: u64,
+    pub threshold_percent: f64,
+    pub detail: String,
+}
+
+/// An artifact's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactMeta {
+    pub artifact_id: String,
+    pub session_id: String,
+    pub service: String,
+    pub created_at: String,
+    pub size_bytes: u64,
+    /// Hex SHA-256 of the file's bytes.
+    pub sha256: String,
+}
+
+/// `index.json`; every list oldest first.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Index {
+    pub(super) sessions: Vec<Session>,
+    pub(super) incidents: Vec<Incident>,
+    pub(super) artifacts: Vec<ArtifactMeta>,
+}
+
+/// What readers and the actor share.
+pub(super) struct Shared {
+    pub(super) dir: PathBuf,
+    pub(super) config: ProfilingConfig,
+    pub(super) target_id: String,
+    pub(super) index: Mutex<Option<Index>>,
+    /// Samples of running sessions, by session id.
+    pub(super) live: Mutex<HashMap<String, Vec<Sample>>>,
+    /// Parent of every sampler's cancellation: a new ProfileOps actor cancels the samplers
+    /// its failed predecessor left running.
+    pub(super) epoch: Mutex<CancellationToken>,
+}
+
+impl Shared {
+    pub(super) fn index_path(&self) -> PathBuf {
+        self.dir.join(INDEX_FILE)
+    }
+
+    pub(super) fn samples_path(&self, session_id: &str) -> PathBuf {
+        self.dir.join(format!("{session_id}.samples.jsonl"))
+    }
+
+    pub(super) fn artifact_path(&self, artifact_id: &str) -> PathBuf {
+        self.dir.join(format!("{artifact_id}.json"))
+    }
+
+    /// Runs `f` on the index, reading it on first use.
+    pub(super) fn with<R>(&self, f: impl FnOnce(&mut Index) -> R) -> Result<R, ToolError> {
+        let mut guard = lock(&self.index);
+        if guard.is_none() {
+            let path = self.index_path();
+            let index = match std::fs::read_to_string(&path) {
+                Ok(text) => serde_json::from_str(&text).map_err(|e| {
+                    internal(format!(
+                        "{}: cannot parse the profiling index: {e}",
+                        path.display()
+                    ))
+                })?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Index::default(),
+                Err(e) => {
+                    return Err(internal(format!(
+                        "{}: cannot read the profiling index: {e}",
+                        path.display()
+                    )));
+                }
+            };
+            *guard = Some(index);
+        }
+        Ok(f(guard.get_or_insert_with(Index::default)))
+    }
+
+    /// Applies `change` to a copy of the index, writes it, then makes it current.
+    pub(super) fn update<R>(&self, change: impl FnOnce(&mut Index) -> R) -> Result<R, ToolError> {
+        self.with(|index| {
+            let mut next = index.clone();
+            let out = change(&mut next);
+            self.prune(&mut next);
+            self.write_index(&next)?;
+            *index = next;
+            Ok(out)
+        })?
+    }
+
+    /// Drops the oldest sessions (and their artifacts) and incidents past the limits.
+    pub(super) fn prune(&self, index: &mut Index) {
+        let over = index.sessions.len().saturating_sub(KEEP_SESSIONS);
+        for gone in index.sessions.drain(..over) {
+            if let Some(id) = &gone.artifact_id {
+                let _ = std::fs::remove_file(self.artifact_path(id));
+                index.artifacts.retain(|a| &a.artifact_id != id);
+            }
+        }
+        let over = index.incidents.len().saturating_sub(KEEP_INCIDENTS);
+        index.incidents.drain(..over);
+    }
+
+    pub(super) fn write_index(&self, index: &Index) -> Result<(), ToolError> {
+        let bytes = serde_json::to_vec(index)
+            .map_err(|e| internal(format!("cannot encode the profiling index: {e}")))?;
+        write_atomic(&self.index_path(), &bytes)
+    }
+
+    pub(super) fn session(&self, session_id: &str) -> Result<Session, ToolError> {
+        self.with(|i| {
+            i.sessions
+                .iter()
+                .find(|s| s.session_id == session_id)
+                .cloned()
+        })?
+        .ok_or_else(|| not_found("profiling session", session_id))
+    }
+
+    /// The session as readers see it: a running one with its live sample count.
+    pub(super) fn view(&self, mut session: Session) -> Session {
+        if session.state == SessionState::Running
+            && let Some(samples) = lock(&self.live).get(&session.session_id)
+        {
+            session.samples = samples.len() as u64;
+        }
+        session
+    }
+
+    /// Turns a session's samples into an artifact, growth and maybe an incident, and records
+    /// it as `state`.
+    pub(super) fn finish(
+        &self,
+        session_id: &str,
+        state: SessionState,
+        error: Option<String>,
+        samples: Vec<Sample>,
+    ) -> Result<Session, ToolError> {
+        let mut session = self.session(session_id)?;
+        let ended_at = now();
+        session.state = state;
+        session.ended_at = Some(ended_at.clone());
+        session.samples = samples.len() as u64;
+        session.growth = growth(&samples);
+        session.error = error;
+        let mut artifact = None;
+        if !samples.is_empty() {
+            let artifact_id = uuid::Uuid::now_v7().to_string();
+            let body = json!({
+                "format": ARTIFACT_FORMAT,
+                "artifact_id": artifact_id,
+                "session_id": session.session_id,
+                "target_id": self.target_id,
+                "service": session.service,
+                "pid": session.pid,
+                "mode": session.mode,
+                "state": state,
+                "interval_ms": session.interval_ms,
+                "started_at": session.started_at,
+                "ended_at": ended_at,
+                "growth": session.growth,
+                "samples": samples,
+            });
+            let bytes = serde_json::to_vec(&body)
+                .map_err(|e| internal(format!("cannot encode an artifact: {e}")))?;
+            write_atomic(&self.artifact_path(&artifact_id), &bytes)?;
+            session.artifact_id = Some(artifact_id.clone());
+            artifact = Some(ArtifactMeta {
+                artifact_id,
+                session_id: session.session_id.clone(),
+                service: session.service.clone(),
+                created_at: ended_at.clone(),
+                size_bytes: bytes.len() as u64,
+                sha256: hex::encode(Sha256::digest(&bytes)),
+            });
+        }
+        let incident = session
+            .growth
+            .as_ref()
+            .filter(|_| samples.len() >= 2)
+            .and_then(|g| self.incident(&session, g, &ended_at));
+        if let Some(i) = &incident {
+            session.incident_ids.push(i.incident_id.clone());
+            tracing::warn!(service = %session.service, session = %session.session_id, growth_bytes = i.growth_bytes, "memory growth incident");
+        }
+        let done = session.clone();
+        self.update(|index| {
+            if let Some(s) = index
+                .sessions
+                .iter_mut()
+                .find(|s| s.session_id == done.session_id)
+            {
+                *s = done.clone();
+            }
+            index.artifacts.extend(artifact);
+            index.incidents.extend(incident);
+        })?;
+        let _ = std::fs::remove_file(self.samples_path(session_id));
+        tracing::info!(service = %session.service, session = %session.session_id, state = state.as_str(), samples = session.samples, "profiling session finished");
+        Ok(session)
+    }
+
+    /// The summary of a finished `session`, with its artifact's record.
+    pub(super) fn summary(&self, session: &Session) -> Result<Value, ToolError> {
+        let artifact = match &session.artifact_id {
+            Some(id) => self.with(|i| {
+                i.artifacts
+                    .iter()
+                    .find(|a| &a.artifact_id == id)
+                    .map(|a| json!({"artifact_id": a.artifact_id, "size_bytes": a.size_bytes, "sha256": a.sha256}))
+            })?,
+            None => None,
+        };
+        summary(&self.target_id, session, artifact)
+    }
+
+    /// Marks `session_id` published (now); its summary.
+    pub(super) fn publish(&self, session_id: &str) -> Result<Value, ToolError> {
+        let session = self.session(session_id)?;
+        let summary = self.summary(&session)?;
+        let at = now();
+        self.update(|i| {
+            if let Some(s) = i.sessions.iter_mut().find(|s| s.session_id == session_id) {
+                s.published_at = Some(at);
+            }
+        })?;
+        Ok(summary)
+    }
+
+    /// An incident when `g` reaches a threshold.
+    pub(super) fn incident(
+        &self,
+        session: &Session,
+        g: &Growth,
+        ended_at: &str,
+    ) -> Option<Incident> {
+        let c = &self.config;
+        let by_bytes =
+            g.growth_bytes > 0 && g.growth_bytes.unsigned_abs() >= c.growth_threshold_bytes;
+        let by_percent = g.growth_bytes > 0
+            && g.growth_percent
+                .is_some_and(|p| p >= c.growth_threshold_percent);
+        if !(by_bytes || by_percent) {
+            return None;
+        }
+        let percent = g
+            .growth_percent
+            .map_or_else(|| "n/a".to_owned(), |p| format!("{p:.1}%"));
+        Some(Incident {
+            incident_id: uuid::Uuid::now_v7().to_string(),
+            session_id: session.session_id.clone(),
+            service: session.service.clone(),
+            kind: "memory_growth".into(),
+            raised_at: now(),
+            window_started_at: session.started_at.clone(),
+            window_ended_at: ended_at.to_owned(),
+            growth_bytes: g.growth_bytes,
+            growth_percent: g.growth_percent,
+            threshold_bytes: c.growth_threshold_bytes,
+            threshold_percent: c.growth_threshold_percent,
+            detail: format!(
+                "RSS of `{}` grew by {} bytes ({percent}) from {} to {} bytes; thresholds {} bytes or {}%",
+                session.service,
+                g.growth_bytes,
+                g.start_rss_bytes,
+                g.end_rss_bytes,
+                c.growth_threshold_bytes,
+                c.growth_threshold_percent
+            ),
+        })
+    }
+}
+
+/// Writes `bytes` to `path` (a file in the profiles directory) through [`crate::state::write_atomic`].
+pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    crate::state::write_atomic(path, bytes)
+        .map_err(|e| internal(format!("{}: cannot write: {}", e.path.display(), e.source)))
+}
