@@ -43,6 +43,10 @@ const SILENCE_FACTOR: u32 = 3;
 /// Frames queued for sending on one connection.
 const OUTBOX: usize = 1024;
 
+/// The socket of one connection to root.
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 /// Why a connection ended.
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -251,6 +255,29 @@ impl Channel {
     /// One connection to the `url_idx`th root URL, from dial to its end. `Ok` only on
     /// shutdown.
     async fn session(&self, backoff: &mut Backoff, url_idx: usize) -> Result<(), ChannelError> {
+        let (mut ws, token) = self.dial(url_idx).await?;
+        let heartbeat = tokio::time::timeout(WELCOME_TIMEOUT, self.welcome(&mut ws))
+            .await
+            .map_err(|_| ChannelError::NoWelcome(WELCOME_TIMEOUT))??;
+
+        let heartbeat = if heartbeat == 0 {
+            DEFAULT_HEARTBEAT
+        } else {
+            Duration::from_millis(heartbeat.max(50))
+        };
+        backoff.reset();
+        self.ctx
+            .connected_since
+            .store(Some(Arc::new(mcp_shared::time::now())));
+        self.connected.send_replace(true);
+        tracing::info!(target_id = %self.ctx.config.target_id, heartbeat_ms = heartbeat.as_millis() as u64, "welcomed by root");
+
+        self.serve(&mut ws, token, heartbeat).await
+    }
+
+    /// Dials the `url_idx`th root URL (the token rides in the upgrade request) and sends
+    /// `hello`; returns the socket and the token it was opened with.
+    async fn dial(&self, url_idx: usize) -> Result<(Socket, Arc<String>), ChannelError> {
         let urls = self
             .ctx
             .config
@@ -299,73 +326,74 @@ impl Channel {
         if let Some(text) = encode(&hello) {
             ws.send(Message::text(text)).await?;
         }
+        Ok((ws, token))
+    }
 
-        let heartbeat = tokio::time::timeout(WELCOME_TIMEOUT, async {
-            loop {
-                let Some(msg) = ws.next().await else {
-                    return Err(ChannelError::Closed);
-                };
-                let text = match msg? {
-                    Message::Text(t) => t,
-                    Message::Close(_) => return Err(ChannelError::Closed),
-                    Message::Binary(_) => {
-                        return Err(ChannelError::UnexpectedBeforeWelcome("a binary frame".into()));
-                    }
-                    _ => continue,
-                };
-                match decode::<RootToHub>(&text) {
-                    Ok(Envelope {
-                        body:
-                            RootToHub::Welcome {
-                                target_id,
-                                heartbeat_interval_ms,
-                                root_time_ms,
-                                max_clock_skew_ms,
-                            },
-                        ..
-                    }) => {
-                        if target_id != self.ctx.config.target_id {
-                            tracing::warn!(configured = %self.ctx.config.target_id, %target_id, "root welcomed this hub under another target id");
-                        }
-                        self.ctx.clock.welcomed(root_time_ms, max_clock_skew_ms);
-                        if let Err(e) = self.ctx.clock.check() {
-                            tracing::error!(message = %e.message, "this hub's clock is too far from root's; every call will be refused");
-                        }
-                        return Ok(heartbeat_interval_ms);
-                    }
-                    Ok(Envelope {
-                        body: RootToHub::ProtocolError { message },
-                        ..
-                    }) => return Err(ChannelError::Refused(message)),
-                    Ok(Envelope {
-                        body: RootToHub::Heartbeat,
-                        ..
-                    }) => {}
-                    Ok(other) => {
-                        return Err(ChannelError::UnexpectedBeforeWelcome(format!(
-                            "{:?}",
-                            std::mem::discriminant(&other.body)
-                        )));
-                    }
-                    Err(e) => return Err(ChannelError::Refused(format!("undecodable frame: {e}"))),
+    /// Waits for root's `welcome` (heartbeats are skipped; anything else refuses the
+    /// connection) and takes root's clock from it; returns the announced heartbeat interval.
+    async fn welcome(&self, ws: &mut Socket) -> Result<u64, ChannelError> {
+        loop {
+            let Some(msg) = ws.next().await else {
+                return Err(ChannelError::Closed);
+            };
+            let text = match msg? {
+                Message::Text(t) => t,
+                Message::Close(_) => return Err(ChannelError::Closed),
+                Message::Binary(_) => {
+                    return Err(ChannelError::UnexpectedBeforeWelcome(
+                        "a binary frame".into(),
+                    ));
                 }
+                _ => continue,
+            };
+            match decode::<RootToHub>(&text) {
+                Ok(Envelope {
+                    body:
+                        RootToHub::Welcome {
+                            target_id,
+                            heartbeat_interval_ms,
+                            root_time_ms,
+                            max_clock_skew_ms,
+                        },
+                    ..
+                }) => {
+                    if target_id != self.ctx.config.target_id {
+                        tracing::warn!(configured = %self.ctx.config.target_id, %target_id, "root welcomed this hub under another target id");
+                    }
+                    self.ctx.clock.welcomed(root_time_ms, max_clock_skew_ms);
+                    if let Err(e) = self.ctx.clock.check() {
+                        tracing::error!(message = %e.message, "this hub's clock is too far from root's; every call will be refused");
+                    }
+                    return Ok(heartbeat_interval_ms);
+                }
+                Ok(Envelope {
+                    body: RootToHub::ProtocolError { message },
+                    ..
+                }) => return Err(ChannelError::Refused(message)),
+                Ok(Envelope {
+                    body: RootToHub::Heartbeat,
+                    ..
+                }) => {}
+                Ok(other) => {
+                    return Err(ChannelError::UnexpectedBeforeWelcome(format!(
+                        "{:?}",
+                        std::mem::discriminant(&other.body)
+                    )));
+                }
+                Err(e) => return Err(ChannelError::Refused(format!("undecodable frame: {e}"))),
             }
-        })
-        .await
-        .map_err(|_| ChannelError::NoWelcome(WELCOME_TIMEOUT))??;
+        }
+    }
 
-        let heartbeat = if heartbeat == 0 {
-            DEFAULT_HEARTBEAT
-        } else {
-            Duration::from_millis(heartbeat.max(50))
-        };
-        backoff.reset();
-        self.ctx
-            .connected_since
-            .store(Some(Arc::new(mcp_shared::time::now())));
-        self.connected.send_replace(true);
-        tracing::info!(target_id = %self.ctx.config.target_id, heartbeat_ms = heartbeat.as_millis() as u64, "welcomed by root");
-
+    /// Serves a welcomed connection until it ends: root's frames, results queued by call
+    /// tasks, surface and token changes, heartbeats (root silent for [`SILENCE_FACTOR`]
+    /// intervals ends it), shutdown. Calls still in flight at the end are stopped.
+    async fn serve(
+        &self,
+        ws: &mut Socket,
+        token: Arc<String>,
+        heartbeat: Duration,
+    ) -> Result<(), ChannelError> {
         let (out_tx, mut out_rx) = mpsc::channel::<Envelope<HubToRoot>>(OUTBOX);
         let mut calls: JoinSet<String> = JoinSet::new();
         let mut in_flight: std::collections::HashMap<String, AbortHandle> =
@@ -384,7 +412,7 @@ impl Channel {
                 }
                 () = self.ctx.surface_changed.notified() => {
                     // An adapter became unavailable (or available again): root re-reads the surface.
-                    self.send(&mut ws, envelope(HubToRoot::SurfaceChanged {
+                    self.send(ws, envelope(HubToRoot::SurfaceChanged {
                         descriptor: self.ctx.descriptor(),
                         skills: self.ctx.skill_states(),
                     }, None)).await?;
@@ -407,7 +435,7 @@ impl Channel {
                         Message::Close(_) => break Err(ChannelError::Closed),
                         Message::Binary(_) => {
                             tracing::warn!("binary frame from root");
-                            self.send(&mut ws, envelope(HubToRoot::ProtocolError {
+                            self.send(ws, envelope(HubToRoot::ProtocolError {
                                 message: "binary frames are not part of the protocol".into(),
                             }, None)).await?;
                             continue;
@@ -418,7 +446,7 @@ impl Channel {
                         Ok(env) => env,
                         Err(message) => {
                             tracing::warn!(%message, "undecodable frame from root");
-                            self.send(&mut ws, envelope(HubToRoot::ProtocolError { message }, raw_id(&text))).await?;
+                            self.send(ws, envelope(HubToRoot::ProtocolError { message }, raw_id(&text))).await?;
                             continue;
                         }
                     };
@@ -437,7 +465,7 @@ impl Channel {
                         }
                         RootToHub::SkillCommand { skill, command } => {
                             for frame in self.skill_command(&skill, command, env.id).await {
-                                self.send(&mut ws, frame).await?;
+                                self.send(ws, frame).await?;
                             }
                         }
                         RootToHub::Heartbeat => {}
@@ -452,9 +480,9 @@ impl Channel {
                 // Results of calls that finished meanwhile go out with it: one flush, one
                 // system call, for all of them.
                 Some(frame) = out_rx.recv() => {
-                    self.feed(&mut ws, frame).await?;
+                    self.feed(ws, frame).await?;
                     while let Ok(frame) = out_rx.try_recv() {
-                        self.feed(&mut ws, frame).await?;
+                        self.feed(ws, frame).await?;
                     }
                     ws.flush().await?;
                 }
@@ -467,7 +495,7 @@ impl Channel {
                     if last_heard.elapsed() > silence {
                         break Err(ChannelError::Silent(silence));
                     }
-                    self.send(&mut ws, envelope(HubToRoot::Heartbeat, None)).await?;
+                    self.send(ws, envelope(HubToRoot::Heartbeat, None)).await?;
                 }
             }
         };
