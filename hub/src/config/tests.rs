@@ -258,7 +258,7 @@ fn allowed_tests_are_checked() {
 }
 
 #[test]
-fn deploy_and_log_sources_are_checked() {
+fn deploy_is_checked() {
     let dir = tempfile::tempdir().expect("tempdir");
     let apps = dir.path().join("apps");
     let deploy = |extra: &str| {
@@ -368,8 +368,13 @@ fn deploy_and_log_sources_are_checked() {
         &ok.replace("[\"web\"]\n", "[\"web\", \"web\"]\n"),
     );
     assert!(m.contains("names `web` twice"), "{m}");
+}
 
-    // Log sources: names, collisions, paths; redaction patterns compile.
+/// Log sources: names, collisions, paths; redaction patterns compile.
+#[test]
+fn log_sources_and_redaction_are_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let apps = dir.path().join("apps");
     let source =
         |name: &str, path: &str| format!("[[log_sources]]\nname = \"{name}\"\npath = \"{path}\"\n");
     let config = with_services(
