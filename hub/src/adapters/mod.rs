@@ -60,7 +60,7 @@ pub mod surface;
 pub mod test_results;
 
 #[cfg(test)]
-mod tests;
+mod contract_tests;
 
 use serde_json::Value;
 

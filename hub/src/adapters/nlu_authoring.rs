@@ -275,7 +275,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::adapters::tests::{assert_valid, contract, validator};
+    use crate::adapters::contract_tests::{assert_valid, contract, validator};
     use crate::nlu::tests::config_with_nlu;
 
     fn soon() -> tokio::time::Instant {

@@ -22,7 +22,7 @@ mod skill;
 mod transport;
 
 #[cfg(test)]
-mod tests;
+mod config_tests;
 
 use std::path::{Component, Path, PathBuf};
 

@@ -506,4 +506,4 @@ fn admission(config: &ProfilingConfig, index: &Index, service: &str) -> Option<S
 }
 
 #[cfg(test)]
-mod tests;
+mod profiles_tests;

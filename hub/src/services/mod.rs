@@ -409,4 +409,4 @@ fn with_figures(mut s: ServiceSnapshot) -> ServiceSnapshot {
 }
 
 #[cfg(test)]
-mod tests;
+mod services_tests;

@@ -206,4 +206,4 @@ impl Drop for CancelOnDrop {
 }
 
 #[cfg(test)]
-mod tests;
+mod skill_tests;

@@ -399,4 +399,4 @@ async fn restart_services(
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+pub(crate) mod deploy_tests;

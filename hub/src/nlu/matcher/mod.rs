@@ -663,4 +663,4 @@ fn source_name(source: Source) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+mod matcher_tests;

@@ -279,7 +279,7 @@ async fn uninstall_and_the_owners_switch_withdraw_everything_and_persist() {
     assert!(!ctx.descriptor().operational_surface.enabled);
     skill.stop().await;
     // A restarted skill starts switched off by its owner.
-    let ctx2 = super::tests::ctx(dir.path(), 4);
+    let ctx2 = super::skill_tests::ctx(dir.path(), 4);
     let (skill, _) = SkillHandle::start(ctx2.clone()).await.expect("restarted");
     assert!(!ctx2.lifecycle().owner_enabled);
     skill.owner_switch(true);

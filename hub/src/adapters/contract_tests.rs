@@ -161,7 +161,7 @@ fn soon() -> tokio::time::Instant {
 /// rollback) fit root's write envelope, and their inputs are what root accepts.
 #[tokio::test]
 async fn deploy_tool_answers_match_their_contracts() {
-    use super::deploy::tests::{call, config, fixture_repo};
+    use super::deploy::deploy_tests::{call, config, fixture_repo};
     let dir = tempfile::tempdir().expect("tempdir");
     let (src, _) = fixture_repo(dir.path());
     let ctx = Arc::new(HubContext::new(config(dir.path(), &src)).expect("context"));
