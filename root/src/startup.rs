@@ -124,6 +124,82 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             )
         })?;
 
+    let (
+        catalog::Catalog {
+            contracts,
+            profiles,
+            destructive,
+        },
+        configured,
+    ) = load_catalog(&config)?;
+    let (app, sup) = compose(
+        config,
+        contracts,
+        profiles,
+        destructive,
+        configured,
+        admin_token,
+    )
+    .await?;
+    let shutdown = app.shutdown.clone();
+    operators::reload(&app)
+        .await
+        .context("loading the operators")?;
+    tokio::spawn(janitor(app.clone(), shutdown.clone()));
+    tokio::spawn(crate::api::hub_link::record_last_seen(
+        app.clone(),
+        shutdown.clone(),
+    ));
+    tokio::spawn(audit_health::watch(app.audit.clone(), shutdown.clone()));
+    let mcp_route = mcp_route(&app, &shutdown);
+    let routes = http::router(app.clone(), mcp_route);
+
+    let listener = tokio::net::TcpListener::bind(app.config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", app.config.listen))?;
+    let addr = listener.local_addr()?;
+    if let Some(zone) = &app.zone {
+        let scheme = if tls_state.is_some() { "https" } else { "http" };
+        if let Err(e) = zone.start(app.clone(), addr, scheme).await {
+            shutdown.cancel();
+            sup.stop(Some("replica registration failed".into()));
+            return Err(e);
+        }
+    }
+    if let Some(t) = &tls_state {
+        let interval = app.config.tls.as_ref().map_or(0, |c| c.reload_interval_sec);
+        tokio::spawn(tls::watch(t.clone(), interval, shutdown.child_token()));
+    }
+    let server = tokio::spawn(crate::net::listener::serve(
+        listener,
+        tls_state.clone(),
+        routes,
+        crate::net::listener::ConnLimits::from_config(&app.config.limits),
+        app.metrics.connections.clone(),
+        shutdown.clone(),
+    ));
+    let scheme = if tls_state.is_some() { "https" } else { "http" };
+    tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.zone.as_ref().map_or("single", |z| z.replica_id.as_str()), tools = app.catalog.contracts.all().len(), "root listening");
+    Ok(RootHandle {
+        addr,
+        app,
+        shutdown,
+        server,
+        supervisor: sup,
+        tls: tls_state,
+    })
+}
+
+/// The configured descriptors: what `validate` makes of them (descriptors and skill catalog).
+type Configured = (
+    Vec<mcp_shared::descriptor::Descriptor>,
+    Option<crate::skill_catalog::SkillCatalog>,
+);
+
+/// Loads the contracts, the configured descriptor set (checked against them), the capability
+/// profiles and the destructive-action rules; a contract with a destructive name that is not
+/// `destructive` stops start-up.
+fn load_catalog(config: &RootConfig) -> anyhow::Result<(catalog::Catalog, Configured)> {
     let contracts = Arc::new(
         catalog::ContractRegistry::load(config.contracts_dir.as_deref())
             .context("loading tool contracts")?,
@@ -162,6 +238,26 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         }
     }
 
+    Ok((
+        catalog::Catalog {
+            contracts,
+            profiles,
+            destructive,
+        },
+        configured,
+    ))
+}
+
+/// Opens the store (and the zone on PostgreSQL), loads enrolments, leases and the served
+/// descriptor set, starts the supervised actors and composes [`App`].
+async fn compose(
+    config: RootConfig,
+    contracts: Arc<catalog::ContractRegistry>,
+    profiles: Arc<mcp_shared::profile::ProfileRegistry>,
+    destructive: catalog::DestructiveRules,
+    configured: Configured,
+    admin_token: String,
+) -> anyhow::Result<(Arc<App>, ractor::ActorRef<supervisor::Msg>)> {
     let url = config.database_url();
     let store = store::Store::open_with(&url, &config.storage)
         .await
@@ -277,16 +373,11 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         config,
     });
 
-    let shutdown = app.shutdown.clone();
-    operators::reload(&app)
-        .await
-        .context("loading the operators")?;
-    tokio::spawn(janitor(app.clone(), shutdown.clone()));
-    tokio::spawn(crate::api::hub_link::record_last_seen(
-        app.clone(),
-        shutdown.clone(),
-    ));
-    tokio::spawn(audit_health::watch(app.audit.clone(), shutdown.clone()));
+    Ok((app, sup))
+}
+
+/// The MCP endpoint: the direct path first, rmcp's Streamable HTTP transport for the rest.
+fn mcp_route(app: &Arc<App>, shutdown: &CancellationToken) -> axum::routing::MethodRouter {
     let mut mcp_config = StreamableHttpServerConfig::default();
     mcp_config.allowed_hosts = app.config.allowed_hosts.clone();
     mcp_config.cancellation_token = shutdown.child_token();
@@ -310,7 +401,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         mcp_config,
     ));
     let direct_app = app.clone();
-    let mcp_route = axum::routing::any(move |req: axum::extract::Request| {
+    axum::routing::any(move |req: axum::extract::Request| {
         let service = mcp_service.clone();
         let app = direct_app.clone();
         let sessions = sessions.clone();
@@ -321,42 +412,6 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
                 Err(req) => service.handle(req).await.into_response(),
             }
         }
-    });
-    let routes = http::router(app.clone(), mcp_route);
-
-    let listener = tokio::net::TcpListener::bind(app.config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", app.config.listen))?;
-    let addr = listener.local_addr()?;
-    if let Some(zone) = &app.zone {
-        let scheme = if tls_state.is_some() { "https" } else { "http" };
-        if let Err(e) = zone.start(app.clone(), addr, scheme).await {
-            shutdown.cancel();
-            sup.stop(Some("replica registration failed".into()));
-            return Err(e);
-        }
-    }
-    if let Some(t) = &tls_state {
-        let interval = app.config.tls.as_ref().map_or(0, |c| c.reload_interval_sec);
-        tokio::spawn(tls::watch(t.clone(), interval, shutdown.child_token()));
-    }
-    let server = tokio::spawn(crate::net::listener::serve(
-        listener,
-        tls_state.clone(),
-        routes,
-        crate::net::listener::ConnLimits::from_config(&app.config.limits),
-        app.metrics.connections.clone(),
-        shutdown.clone(),
-    ));
-    let scheme = if tls_state.is_some() { "https" } else { "http" };
-    tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.zone.as_ref().map_or("single", |z| z.replica_id.as_str()), tools = app.catalog.contracts.all().len(), "root listening");
-    Ok(RootHandle {
-        addr,
-        app,
-        shutdown,
-        server,
-        supervisor: sup,
-        tls: tls_state,
     })
 }
 

@@ -227,7 +227,28 @@ fn literals_outside_tests(src: &str) -> Vec<(usize, String)> {
     out
 }
 
-/// `*.rs` files under `dir`, recursively, as paths relative to the repository.
+/// Whether `path` is a module of tests only: a `tests.rs` or `*_tests.rs` that its parent
+/// module declares under `#[cfg(test)]` (its items are not the product's code).
+fn test_only(path: &Path) -> bool {
+    let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+        return false;
+    };
+    if stem != "tests" && !stem.ends_with("_tests") {
+        return false;
+    }
+    let dir = path.parent().unwrap();
+    let mut parents = vec![dir.join("mod.rs"), dir.join("lib.rs"), dir.join("main.rs")];
+    if let (Some(up), Some(name)) = (dir.parent(), dir.file_name()) {
+        parents.push(up.join(format!("{}.rs", name.to_string_lossy())));
+    }
+    let declared = format!("#[cfg(test)]\nmod {stem};");
+    parents
+        .iter()
+        .any(|p| std::fs::read_to_string(p).is_ok_and(|src| src.contains(&declared)))
+}
+
+/// `*.rs` files under `dir`, recursively, as paths relative to the repository; modules of
+/// tests only ([`test_only`]) are left out, as `#[cfg(test)]` items are within a file.
 fn rust_files(dir: &str) -> Vec<PathBuf> {
     fn walk(p: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(p).unwrap() {
@@ -241,6 +262,7 @@ fn rust_files(dir: &str) -> Vec<PathBuf> {
     }
     let mut out = Vec::new();
     walk(&repo().join(dir), &mut out);
+    out.retain(|p| !test_only(p));
     out.sort();
     out.into_iter()
         .map(|p| p.strip_prefix(repo()).unwrap().to_path_buf())

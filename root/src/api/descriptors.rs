@@ -1,10 +1,17 @@
 //! Publishing a descriptor set (`POST /v1/root/mcp/descriptors`): validated as a whole,
-//! stored, served here and then on every live replica before the answer.
+//! stored, served here and then on every live replica before the answer; one audited
+//! operator action.
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use mcp_shared::error::ErrorCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
 
+use crate::api::{ApiError, Operator};
 use crate::app::App;
 use crate::descriptors::{self, DescriptorSet, PublishError, cache};
 
@@ -74,4 +81,79 @@ pub async fn publish(
         tracing::warn!(error = %e, "releasing the descriptor publish lock failed; it ends with its connection");
     }
     Ok(set)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PublishBody {
+    /// The whole set; items are named `descriptors[i]` (or by `names[i]`) in errors.
+    descriptors: Vec<Value>,
+    /// Optional labels for the items (the CLI sends file names).
+    #[serde(default)]
+    names: Vec<String>,
+}
+
+/// `POST /v1/root/mcp/descriptors` (operator): validate a whole set and serve it instead of
+/// the current one; a refused set changes nothing (422 with the first reason).
+pub(super) async fn publish_descriptors(
+    State(app): State<Arc<App>>,
+    op: Operator,
+    body: Result<Json<PublishBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
+    let request = match &parsed {
+        Ok(b) => json!({ "descriptors": b.descriptors.len() }),
+        Err(why) => json!({ "invalid_body": why }),
+    };
+    let asked = crate::api::audited::Asked {
+        tool_id: "admin.descriptors.publish",
+        target_id: None,
+        adapter: Some("root.descriptor_cache".into()),
+        request,
+    };
+    let (set, event_id) = crate::api::audited::audited(&app, &op, asked, async {
+        let body = parsed.map_err(ApiError::bad_request)?;
+        let items: Vec<(String, Value)> = body
+            .descriptors
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let name = body
+                    .names
+                    .get(i)
+                    .filter(|n| n.len() <= 200)
+                    .cloned()
+                    .unwrap_or_else(|| format!("descriptors[{i}]"));
+                (name, v)
+            })
+            .collect();
+        let set = crate::api::descriptors::publish(&app, items)
+            .await
+            .map_err(|e| match e {
+                crate::descriptors::PublishError::Invalid(e) => ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    ErrorCode::InvalidArguments,
+                    format!("descriptor set refused, nothing changed: {e}"),
+                ),
+                e => ApiError::internal(e),
+            })?;
+        let summary = format!(
+            "descriptor set revision {} ({} descriptors, {})",
+            set.origin.revision.unwrap_or_default(),
+            set.by_id.len(),
+            set.origin.set_hash
+        );
+        Ok((set, summary))
+    })
+    .await?;
+    Ok(Json(json!({
+        "set": set.origin,
+        "descriptors": set.by_id.values().map(|d| super::catalog::served_json(&app, d, false)).collect::<Vec<_>>(),
+        "skill_catalog": set.catalog.as_ref().map(|c| json!({
+            "ontology": c.ontology.uri,
+            "skills": c.skills.len(),
+            "manifest_sha256": c.ontology.meta.manifest_sha256,
+        })),
+        "event_id": event_id,
+    })))
 }

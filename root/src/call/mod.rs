@@ -97,26 +97,73 @@ pub async fn call_keeping_answer(
 ) -> Outcome {
     // Nothing starts while its event could not be written (see `audit::health`).
     if !app.audit.health.is_available() {
-        return Outcome {
-            response: ToolResponse {
-                ok: false,
-                tool_id: tool_id.to_string(),
-                result: None,
-                error: Some(app.audit.health.refusal()),
-                event_id: String::new(),
-                trace_id: ctx.trace_id,
-            },
-            unknown_tool: false,
-            unaudited: true,
-            kept: None,
-        };
+        return audit_unavailable(app, ctx, tool_id);
     }
     // Counted as running until its event is handed to the audit writer (group commit).
     let running = app.audit.running.enter();
     let started = Instant::now();
-    let started_at = now();
+    let mut event = new_event(&ctx, tool_id, now());
+    let entry = app.catalog.contracts.get(tool_id).cloned();
+    // Concurrency slots are held until the audit event is durable and the response is ready.
+    let mut permits = None;
+    let (result, unknown_tool) = match entry {
+        None => uncontracted(app, tool_id, &mut event),
+        Some(entry) => (
+            governed(app, &ctx, &entry, &arguments, &mut event, &mut permits).await,
+            false,
+        ),
+    };
+
+    let result = seal(app, tool_id, arguments, result, &mut event);
+
+    let status = event.status;
+    let event_id = event.event_id.clone();
+    drop(running);
+    let audited = app.audit.append(event).await;
+    let (result, unaudited) = match audited {
+        Ok(_seq) => (result, false),
+        Err(e @ crate::audit::writer::AppendError::NotCommitted(_)) => {
+            tracing::error!(error = %e, %event_id, "audit append failed; withholding result");
+            (Err(app.audit.health.withheld()), true)
+        }
+        Err(e @ crate::audit::writer::AppendError::Unreachable(_)) => {
+            tracing::error!(error = %e, %event_id, "audit writer unreachable; withholding result");
+            app.audit.health.mark_unavailable(&e.to_string());
+            (Err(app.audit.health.withheld()), true)
+        }
+    };
+
+    drop(permits);
+    count(app, tool_id, started, status, &result);
+
+    let (result, kept, error) = match result {
+        Ok(Answer::Value(v)) => (Some(v), None, None),
+        Ok(Answer::Kept(k)) => (None, Some(k), None),
+        Err(e) => (None, None, Some(e)),
+    };
+    Outcome {
+        response: ToolResponse {
+            ok: error.is_none(),
+            tool_id: tool_id.to_string(),
+            result,
+            error,
+            event_id: if unaudited { String::new() } else { event_id },
+            trace_id: ctx.trace_id,
+        },
+        unknown_tool: unknown_tool && !unaudited,
+        unaudited,
+        kept,
+    }
+}
+
+/// The event of a call as it starts: denied until the call is governed and runs.
+fn new_event(
+    ctx: &CallContext,
+    tool_id: &str,
+    started_at: time::OffsetDateTime,
+) -> OperationalEvent {
     let lease = ctx.lease.lease();
-    let mut event = OperationalEvent {
+    OperationalEvent {
         event_id: uuid::Uuid::now_v7().to_string(),
         trace_id: ctx.trace_id.clone(),
         request_id: ctx.request_id.clone(),
@@ -148,52 +195,60 @@ pub async fn call_keeping_answer(
         error: None,
         redactions: Vec::new(),
         retried: Vec::new(),
-    };
-    let entry = app.catalog.contracts.get(tool_id).cloned();
-    // Concurrency slots are held until the audit event is durable and the response is ready.
-    let mut permits = None;
-    let (result, unknown_tool) = match entry {
-        None => {
+    }
+}
+
+/// A call to no contract: a destructive action (never a tool: said so, with what to do
+/// instead) or an unknown tool (`true`).
+fn uncontracted(
+    app: &App,
+    tool_id: &str,
+    event: &mut OperationalEvent,
+) -> (Result<Answer, ToolError>, bool) {
+    event
+        .policy_decision
+        .checks
+        .push("contract_resolution".into());
+    match app.catalog.destructive.matching(tool_id) {
+        // A destructive action is never a tool: say so, with what to do instead.
+        Some(rule) => {
             event
                 .policy_decision
                 .checks
-                .push("contract_resolution".into());
-            match app.catalog.destructive.matching(tool_id) {
-                // A destructive action is never a tool: say so, with what to do instead.
-                Some(rule) => {
-                    event
-                        .policy_decision
-                        .checks
-                        .push("destructive_refusal".into());
-                    event.policy_decision.reason = Some(ErrorCode::ForbiddenDestructive);
-                    let err = ToolError::new(
-                        ErrorCode::ForbiddenDestructive,
-                        format!(
-                            "`{tool_id}` is a destructive action and never a tool: {}",
-                            rule.reason
-                        ),
-                    )
-                    .with_details(json!({ "alternatives": rule.alternatives }));
-                    (Err(err), false)
-                }
-                None => {
-                    event.policy_decision.reason = Some(ErrorCode::UnknownTool);
-                    (
-                        Err(ToolError::new(
-                            ErrorCode::UnknownTool,
-                            format!("no tool `{tool_id}`"),
-                        )),
-                        true,
-                    )
-                }
-            }
+                .push("destructive_refusal".into());
+            event.policy_decision.reason = Some(ErrorCode::ForbiddenDestructive);
+            let err = ToolError::new(
+                ErrorCode::ForbiddenDestructive,
+                format!(
+                    "`{tool_id}` is a destructive action and never a tool: {}",
+                    rule.reason
+                ),
+            )
+            .with_details(json!({ "alternatives": rule.alternatives }));
+            (Err(err), false)
         }
-        Some(entry) => (
-            governed(app, &ctx, &entry, &arguments, &mut event, &mut permits).await,
-            false,
-        ),
-    };
+        None => {
+            event.policy_decision.reason = Some(ErrorCode::UnknownTool);
+            (
+                Err(ToolError::new(
+                    ErrorCode::UnknownTool,
+                    format!("no tool `{tool_id}`"),
+                )),
+                true,
+            )
+        }
+    }
+}
 
+/// The call's request and outcome written into its event, redacted before anything is
+/// stored: `ok`, `denied` (refused before any adapter ran) or `error` (failed executing).
+fn seal(
+    app: &App,
+    tool_id: &str,
+    arguments: Value,
+    result: Result<Answer, ToolError>,
+    event: &mut OperationalEvent,
+) -> Result<Answer, ToolError> {
     // Redact before anything is stored.
     let mut request = json!({ "tool_id": tool_id, "arguments": arguments });
     let (fields, patterns): (&[String], &[regex::Regex]) = match app.catalog.contracts.get(tool_id)
@@ -210,7 +265,7 @@ pub async fn call_keeping_answer(
     );
     event.request = request;
     event.finished_at = now();
-    let result = match result {
+    match result {
         Ok(answer) => {
             event.status = EventStatus::Ok;
             event.result_summary = Some(summarize(answer.value()));
@@ -232,26 +287,34 @@ pub async fn call_keeping_answer(
             event.error = Some(err.clone());
             Err(err)
         }
-    };
+    }
+}
 
-    let status = event.status;
-    let event_id = event.event_id.clone();
-    drop(running);
-    let audited = app.audit.append(event).await;
-    let (result, unaudited) = match audited {
-        Ok(_seq) => (result, false),
-        Err(e @ crate::audit::writer::AppendError::NotCommitted(_)) => {
-            tracing::error!(error = %e, %event_id, "audit append failed; withholding result");
-            (Err(app.audit.health.withheld()), true)
-        }
-        Err(e @ crate::audit::writer::AppendError::Unreachable(_)) => {
-            tracing::error!(error = %e, %event_id, "audit writer unreachable; withholding result");
-            app.audit.health.mark_unavailable(&e.to_string());
-            (Err(app.audit.health.withheld()), true)
-        }
-    };
+/// A call refused because its event could not be written (see `audit::health`).
+fn audit_unavailable(app: &App, ctx: CallContext, tool_id: &str) -> Outcome {
+    Outcome {
+        response: ToolResponse {
+            ok: false,
+            tool_id: tool_id.to_string(),
+            result: None,
+            error: Some(app.audit.health.refusal()),
+            event_id: String::new(),
+            trace_id: ctx.trace_id,
+        },
+        unknown_tool: false,
+        unaudited: true,
+        kept: None,
+    }
+}
 
-    drop(permits);
+/// Counts a finished call: its latency and status per tool, and a denial by its code.
+fn count(
+    app: &App,
+    tool_id: &str,
+    started: Instant,
+    status: EventStatus,
+    result: &Result<Answer, ToolError>,
+) {
     let m = &app.metrics;
     let tool = metric_tool(app, tool_id);
     m.latency
@@ -271,25 +334,6 @@ pub async fn call_keeping_answer(
                 reason: e.code.as_str().into(),
             })
             .inc();
-    }
-
-    let (result, kept, error) = match result {
-        Ok(Answer::Value(v)) => (Some(v), None, None),
-        Ok(Answer::Kept(k)) => (None, Some(k), None),
-        Err(e) => (None, None, Some(e)),
-    };
-    Outcome {
-        response: ToolResponse {
-            ok: error.is_none(),
-            tool_id: tool_id.to_string(),
-            result,
-            error,
-            event_id: if unaudited { String::new() } else { event_id },
-            trace_id: ctx.trace_id,
-        },
-        unknown_tool: unknown_tool && !unaudited,
-        unaudited,
-        kept,
     }
 }
 

@@ -48,6 +48,48 @@ fn args_hash(domain: &Value) -> String {
     hex::encode(Sha256::digest(mcp_shared::canonical::to_vec(domain)))
 }
 
+/// The write-control fields a write carries beside its domain arguments, taken out of them
+/// before the arguments are hashed or run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Controls {
+    pub phase: Phase,
+    pub confirmation_token: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub dry_run: bool,
+}
+
+/// A write's phase (`preview` when the call names none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    Preview,
+    Execute,
+    /// A phase no write has, refused by name.
+    Unknown(String),
+}
+
+impl Controls {
+    /// Takes the control fields out of `arguments`, leaving the domain arguments.
+    pub fn take(arguments: &mut serde_json::Map<String, Value>) -> Controls {
+        let text = |v: Option<Value>| v.and_then(|v| v.as_str().map(String::from));
+        let phase = match text(arguments.remove("phase")).as_deref() {
+            None | Some("preview") => Phase::Preview,
+            Some("execute") => Phase::Execute,
+            Some(other) => Phase::Unknown(other.to_owned()),
+        };
+        Controls {
+            phase,
+            confirmation_token: text(arguments.remove("confirmation_token")),
+            idempotency_key: text(arguments.remove("idempotency_key")),
+            dry_run: arguments
+                .remove("dry_run")
+                .and_then(|d| d.as_bool())
+                .unwrap_or(false),
+        }
+    }
+}
+
+/// A write call: a dry run, its preview (a confirmation token) or its execute (once per
+/// idempotency key, with the preview's token).
 pub async fn write(
     app: &App,
     ctx: &CallContext,
@@ -56,37 +98,23 @@ pub async fn write(
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
     let c = &entry.contract;
-    let lease = ctx.lease.lease();
     let mut domain = arguments.clone();
     let obj = domain.as_object_mut().ok_or_else(|| {
         ToolError::new(ErrorCode::InvalidArguments, "arguments must be an object")
     })?;
-    let phase = obj
-        .remove("phase")
-        .and_then(|p| p.as_str().map(String::from))
-        .unwrap_or_else(|| "preview".into());
-    let token = obj
-        .remove("confirmation_token")
-        .and_then(|t| t.as_str().map(String::from));
-    let key = obj
-        .remove("idempotency_key")
-        .and_then(|k| k.as_str().map(String::from));
-    let dry_run = obj
-        .remove("dry_run")
-        .and_then(|d| d.as_bool())
-        .unwrap_or(false);
+    let controls = Controls::take(obj);
     let hash = args_hash(&domain);
 
-    if dry_run {
+    if controls.dry_run {
         event.dry_run = true;
         let effect = dispatch(app, ctx, entry, ExecInput::dry_run(domain), event).await?;
         return Ok(
             json!({ "phase": "dry_run", "expected_effect": effect, "summary": "dry run: nothing was changed" }),
         );
     }
-    match phase.as_str() {
-        "preview" => preview(app, ctx, entry, domain, hash, event).await,
-        "execute" if c.proposes.is_some() => Err(ToolError::new(
+    match &controls.phase {
+        Phase::Preview => preview(app, ctx, entry, domain, hash, event).await,
+        Phase::Execute if c.proposes.is_some() => Err(ToolError::new(
             ErrorCode::InvalidArguments,
             format!(
                 "`{}` only proposes; execute the proposal with `{}` and its confirmation_token",
@@ -94,158 +122,188 @@ pub async fn write(
                 c.proposes.as_deref().unwrap_or_default()
             ),
         )),
-        "execute" => {
-            let key = key.ok_or_else(|| {
-                ToolError::new(
-                    ErrorCode::InvalidArguments,
-                    "phase \"execute\" needs an idempotency_key",
-                )
-            })?;
-            let owner = ctx.lease.idempotency_owner();
-            let at = IdempotencyKey {
-                owner: &owner,
-                target_id: &lease.target_id,
-                tool_id: &c.tool_id,
-                key: &key,
-            };
-            if let Some(first) = app.store.get_idempotency(&at).await.map_err(internal)? {
-                if first.args_hash != hash {
-                    return Err(ToolError::new(
-                        ErrorCode::IdempotencyConflict,
-                        format!("idempotency_key `{key}` was already used with other arguments"),
-                    ));
-                }
-                let result: Value = serde_json::from_str(&first.result).map_err(internal)?;
-                event.result_summary = Some(format!("replay of event {}", first.event_id));
-                return Ok(json!({
-                    "phase": "execute",
-                    "replay": true,
-                    "idempotency_key": key,
-                    "result": result,
-                    "summary": format!("replay: the first execution (event {}) is returned; nothing ran again", first.event_id),
-                }));
-            }
-            let token = token.ok_or_else(|| {
-                ToolError::new(ErrorCode::ConfirmationRequired, format!("`{}` writes: call it with phase \"preview\" first and execute with its confirmation_token", c.tool_id))
-            })?;
-            let token_hash = crate::auth::token_hash(&token);
-            // An approval is checked before the token is consumed: a pending one keeps it.
-            let approval = if c.requires_approval {
-                Some(approved(app, &token_hash).await?)
-            } else {
-                None
-            };
-            let Some(conf) = app
-                .store
-                .consume_confirmation(&token_hash)
-                .await
-                .map_err(internal)?
-            else {
-                return Err(ToolError::new(
-                    ErrorCode::ConfirmationRequired,
-                    "the confirmation token is unknown or was already used; preview again",
-                ));
-            };
-            if conf.expires_at_ms < unix_ms(now()) {
-                return Err(ToolError::new(
-                    ErrorCode::ConfirmationRequired,
-                    format!(
-                        "the confirmation token expired at {}; preview again",
-                        format(from_unix_ms(conf.expires_at_ms))
-                    ),
-                ));
-            }
-            if conf.session_id != lease.session_id
-                || conf.tool_id != c.tool_id
-                || conf.target_id != lease.target_id
-            {
-                return Err(ToolError::new(
-                    ErrorCode::ConfirmationRequired,
-                    "the confirmation token was issued for another lease, tool or target",
-                ));
-            }
-            // A proposal's token carries its arguments: the execute may repeat them or omit them.
-            let run_args = match &conf.arguments {
-                Some(stored) => {
-                    let empty = domain.as_object().is_some_and(|o| o.is_empty());
-                    if !empty && conf.args_hash != hash {
-                        return Err(ToolError::new(
-                            ErrorCode::ConfirmationRequired,
-                            "the confirmation token was issued for other arguments; propose these",
-                        ));
-                    }
-                    serde_json::from_str(stored).map_err(internal)?
-                }
-                None if conf.args_hash != hash => {
-                    return Err(ToolError::new(
-                        ErrorCode::ConfirmationRequired,
-                        "the confirmation token was issued for other arguments; preview these",
-                    ));
-                }
-                None => domain,
-            };
-            // What the caller confirmed goes along: the adapter refuses (`conflict`) rather
-            // than run something else should its world have moved since the preview.
-            let confirmed_effect = conf
-                .effect
-                .as_deref()
-                .map(serde_json::from_str)
-                .transpose()
-                .map_err(internal)?;
-            let input = ExecInput {
-                arguments: run_args,
-                dry_run: false,
-                idempotency_key: Some(hub_key(&owner, &key)),
-                confirmed_effect,
-            };
-            let outcome = dispatch(app, ctx, entry, input, event).await;
-            if let Some(a) = &approval {
-                let to = if outcome.is_ok() { "applied" } else { "failed" };
-                let _ = app
-                    .store
-                    .transition_approval(
-                        &a.approval_id,
-                        "approved",
-                        to,
-                        unix_ms(now()),
-                        None,
-                        Some(&event.event_id),
-                    )
-                    .await
-                    .map_err(internal)?;
-            }
-            let result = outcome?;
-            // The replay copy never holds a secret (an issued bearer is shown once).
-            let mut stored = result.clone();
-            app.audit.redactor.redact(
-                "result",
-                &mut stored,
-                &c.redaction.fields,
-                &entry.redaction_patterns,
-                &mut Vec::new(),
-            );
-            let row = IdempotencyRow {
-                args_hash: hash,
-                result: stored.to_string(),
-                event_id: event.event_id.clone(),
-            };
-            app.store
-                .put_idempotency(&at, &row, unix_ms(now()))
-                .await
-                .map_err(internal)?;
-            let mut answer = json!({ "phase": "execute", "replay": false, "idempotency_key": key, "result": result });
-            if let Some(a) = approval {
-                answer["approval_id"] = json!(a.approval_id);
-                event.result_summary =
-                    Some(format!("applied after operator approval {}", a.approval_id));
-            }
-            Ok(answer)
-        }
-        other => Err(ToolError::new(
+        Phase::Execute => execute(app, ctx, entry, domain, hash, controls, event).await,
+        Phase::Unknown(other) => Err(ToolError::new(
             ErrorCode::InvalidArguments,
             format!("phase must be \"preview\" or \"execute\", not `{other}`"),
         )),
     }
+}
+
+/// The execute phase: a replay of the key answers its first execution; otherwise the
+/// confirmation token is redeemed, the adapter runs, and the result is kept under the key.
+async fn execute(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    domain: Value,
+    hash: String,
+    controls: Controls,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let c = &entry.contract;
+    let lease = ctx.lease.lease();
+    let key = controls.idempotency_key.ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::InvalidArguments,
+            "phase \"execute\" needs an idempotency_key",
+        )
+    })?;
+    let owner = ctx.lease.idempotency_owner();
+    let at = IdempotencyKey {
+        owner: &owner,
+        target_id: &lease.target_id,
+        tool_id: &c.tool_id,
+        key: &key,
+    };
+    if let Some(first) = app.store.get_idempotency(&at).await.map_err(internal)? {
+        if first.args_hash != hash {
+            return Err(ToolError::new(
+                ErrorCode::IdempotencyConflict,
+                format!("idempotency_key `{key}` was already used with other arguments"),
+            ));
+        }
+        let result: Value = serde_json::from_str(&first.result).map_err(internal)?;
+        event.result_summary = Some(format!("replay of event {}", first.event_id));
+        return Ok(json!({
+            "phase": "execute",
+            "replay": true,
+            "idempotency_key": key,
+            "result": result,
+            "summary": format!("replay: the first execution (event {}) is returned; nothing ran again", first.event_id),
+        }));
+    }
+    let token = controls.confirmation_token.ok_or_else(|| {
+        ToolError::new(ErrorCode::ConfirmationRequired, format!("`{}` writes: call it with phase \"preview\" first and execute with its confirmation_token", c.tool_id))
+    })?;
+    let token_hash = crate::auth::token_hash(&token);
+    // An approval is checked before the token is consumed: a pending one keeps it.
+    let approval = if c.requires_approval {
+        Some(approved(app, &token_hash).await?)
+    } else {
+        None
+    };
+    let (run_args, confirmed_effect) = redeem(app, ctx, c, &token_hash, domain, &hash).await?;
+    let input = ExecInput {
+        arguments: run_args,
+        dry_run: false,
+        idempotency_key: Some(hub_key(&owner, &key)),
+        confirmed_effect,
+    };
+    let outcome = dispatch(app, ctx, entry, input, event).await;
+    if let Some(a) = &approval {
+        let to = if outcome.is_ok() { "applied" } else { "failed" };
+        let _ = app
+            .store
+            .transition_approval(
+                &a.approval_id,
+                "approved",
+                to,
+                unix_ms(now()),
+                None,
+                Some(&event.event_id),
+            )
+            .await
+            .map_err(internal)?;
+    }
+    let result = outcome?;
+    // The replay copy never holds a secret (an issued bearer is shown once).
+    let mut stored = result.clone();
+    app.audit.redactor.redact(
+        "result",
+        &mut stored,
+        &c.redaction.fields,
+        &entry.redaction_patterns,
+        &mut Vec::new(),
+    );
+    let row = IdempotencyRow {
+        args_hash: hash,
+        result: stored.to_string(),
+        event_id: event.event_id.clone(),
+    };
+    app.store
+        .put_idempotency(&at, &row, unix_ms(now()))
+        .await
+        .map_err(internal)?;
+    let mut answer =
+        json!({ "phase": "execute", "replay": false, "idempotency_key": key, "result": result });
+    if let Some(a) = approval {
+        answer["approval_id"] = json!(a.approval_id);
+        event.result_summary = Some(format!("applied after operator approval {}", a.approval_id));
+    }
+    Ok(answer)
+}
+
+/// Consumes a confirmation token (single use, whatever follows) and checks it was issued for
+/// this lease, tool, target and arguments and has not expired. What runs: the arguments
+/// (a proposal's token carries its own) and the effect the caller confirmed.
+async fn redeem(
+    app: &App,
+    ctx: &CallContext,
+    c: &mcp_shared::contract::ToolContract,
+    token_hash: &str,
+    domain: Value,
+    hash: &str,
+) -> Result<(Value, Option<Value>), ToolError> {
+    let lease = ctx.lease.lease();
+    let Some(conf) = app
+        .store
+        .consume_confirmation(token_hash)
+        .await
+        .map_err(internal)?
+    else {
+        return Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            "the confirmation token is unknown or was already used; preview again",
+        ));
+    };
+    if conf.expires_at_ms < unix_ms(now()) {
+        return Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            format!(
+                "the confirmation token expired at {}; preview again",
+                format(from_unix_ms(conf.expires_at_ms))
+            ),
+        ));
+    }
+    if conf.session_id != lease.session_id
+        || conf.tool_id != c.tool_id
+        || conf.target_id != lease.target_id
+    {
+        return Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            "the confirmation token was issued for another lease, tool or target",
+        ));
+    }
+    // A proposal's token carries its arguments: the execute may repeat them or omit them.
+    let run_args = match &conf.arguments {
+        Some(stored) => {
+            let empty = domain.as_object().is_some_and(|o| o.is_empty());
+            if !empty && conf.args_hash != hash {
+                return Err(ToolError::new(
+                    ErrorCode::ConfirmationRequired,
+                    "the confirmation token was issued for other arguments; propose these",
+                ));
+            }
+            serde_json::from_str(stored).map_err(internal)?
+        }
+        None if conf.args_hash != hash => {
+            return Err(ToolError::new(
+                ErrorCode::ConfirmationRequired,
+                "the confirmation token was issued for other arguments; preview these",
+            ));
+        }
+        None => domain,
+    };
+    // What the caller confirmed goes along: the adapter refuses (`conflict`) rather
+    // than run something else should its world have moved since the preview.
+    let confirmed_effect = conf
+        .effect
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(internal)?;
+    Ok((run_args, confirmed_effect))
 }
 
 /// The preview phase: the target's (or root adapter's) dry run and a confirmation token for

@@ -47,13 +47,16 @@ pub enum Msg {
     Panic,
 }
 
+/// What a link does with a hub's `surface_changed` (the hub connection decides).
+pub type OnSurface = Box<dyn Fn(HubToRoot) + Send + Sync>;
+
 pub struct Args {
     pub target_id: String,
     pub signing_key: [u8; 32],
     /// Serialized frames for the connection's writer task.
     pub outbound: mpsc::Sender<String>,
     /// Called with every `surface_changed` (descriptor and skills) the hub sends.
-    pub on_surface: Box<dyn Fn(HubToRoot) + Send + Sync>,
+    pub on_surface: OnSurface,
 }
 
 pub struct RouterSession;

@@ -100,7 +100,7 @@ fn encode(body: RootToHub, in_reply_to: Option<String>) -> String {
     serde_json::to_string(&env).unwrap_or_default()
 }
 
-async fn refuse(socket: &mut WebSocket, message: String) -> anyhow::Result<()> {
+async fn refuse<T>(socket: &mut WebSocket, message: String) -> anyhow::Result<T> {
     tracing::warn!(%message, "refusing hub connection");
     let frame = encode(
         RootToHub::ProtocolError {
@@ -204,16 +204,72 @@ fn binds_client_cert(app: &App) -> bool {
         .is_some_and(|t| t.client_ca_file.is_some() && t.bind_client_cert_to_target)
 }
 
+/// A hub whose hello was accepted: what it registered and the enrolment it speaks for.
+struct Greeted {
+    hello_id: String,
+    descriptor: ManagedTargetDescriptor,
+    skills: Vec<mcp_shared::protocol::SkillState>,
+    enrolment: crate::hubs::Enrolment,
+    signing_key: [u8; 32],
+    /// The hash of the token the connection was opened and greeted with.
+    token_hash: String,
+}
+
 async fn serve(
     app: Arc<App>,
     mut socket: WebSocket,
     admitted: door::Admitted,
     client_certificate: Option<rustls::pki_types::CertificateDer<'static>>,
 ) -> anyhow::Result<()> {
+    let greeted = greet(&app, &mut socket, admitted, client_certificate).await?;
+    let target_id = greeted.enrolment.row.target_id.clone();
+    let subnet_id = greeted.enrolment.row.subnet_id.clone();
+    let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
+    let (session, session_done, connection_id) = open_link(&app, &greeted, &out_tx).await?;
+    let (sink, stream) = socket.split();
+    let (tell_writer, closing_rx) = tokio::sync::oneshot::channel();
+    let writer = tokio::spawn(frames::write(sink, out_rx, closing_rx));
+    let closing = relay(&app, &greeted, stream, &out_tx, &session, session_done).await;
+    tracing::info!(%target_id, "hub disconnected");
+    app.hubs.timeline.record(
+        &target_id,
+        &subnet_id,
+        LifecycleKind::Disconnected,
+        "the hub's connection ended".into(),
+    );
+    let newest = router::detach(&app.hubs.links, &target_id, session.get_id());
+    session.stop(Some("connection closed".into()));
+    drop(out_tx);
+    frames::finish(writer, tell_writer, closing).await;
+    // Only the newest connection of a target may mark it offline: an older one that a
+    // reconnect replaced ends here too.
+    if newest {
+        if let Some(mut d) = app.hubs.targets.get_mut(&target_id) {
+            d.status = TargetStatus::Offline;
+        }
+        crate::mcp::notify_tools_changed(&app, &target_id);
+    }
+    let _ = app
+        .store
+        .update_target_seen(&target_id, unix_ms(now()), None, None)
+        .await;
+    crate::replica::hub_disconnected(&app, &target_id, &connection_id).await;
+    Ok(())
+}
+
+/// Reads the hub's hello and checks it against the connection the door admitted: the same
+/// token, the protocol version, the enrolled target and environment, and (where root binds
+/// them) a client certificate issued for that target. Anything else is refused.
+async fn greet(
+    app: &App,
+    socket: &mut WebSocket,
+    admitted: door::Admitted,
+    client_certificate: Option<rustls::pki_types::CertificateDer<'static>>,
+) -> anyhow::Result<Greeted> {
     let first = match tokio::time::timeout(HELLO_TIMEOUT, socket.recv()).await {
         Ok(Some(Ok(Message::Text(t)))) => t,
         Ok(Some(Ok(_))) => {
-            return refuse(&mut socket, "the first frame must be a text hello".into()).await;
+            return refuse(socket, "the first frame must be a text hello".into()).await;
         }
         Ok(Some(Err(e))) => {
             let closing = frames::Closing::read_error(&e);
@@ -222,11 +278,11 @@ async fn serve(
             anyhow::bail!("first frame unreadable: {}", closing.reason)
         }
         Ok(None) => anyhow::bail!("closed before hello"),
-        Err(_) => return refuse(&mut socket, "no hello within 10 s".into()).await,
+        Err(_) => return refuse(socket, "no hello within 10 s".into()).await,
     };
     let hello = match protocol::decode::<HubToRoot>(first.as_str()) {
         Ok(env) => env,
-        Err(e) => return refuse(&mut socket, e).await,
+        Err(e) => return refuse(socket, e).await,
     };
     let HubToRoot::Hello {
         protocol_version,
@@ -235,11 +291,11 @@ async fn serve(
         skills,
     } = hello.body
     else {
-        return refuse(&mut socket, "the first frame must be hello".into()).await;
+        return refuse(socket, "the first frame must be hello".into()).await;
     };
     if protocol_version != PROTOCOL_VERSION {
         return refuse(
-            &mut socket,
+            socket,
             format!("unsupported protocol version {protocol_version}"),
         )
         .await;
@@ -249,7 +305,7 @@ async fn serve(
     drop(token);
     if !crate::auth::secret_eq(&admitted.token_hash, &hash) {
         return refuse(
-            &mut socket,
+            socket,
             "the hello's token is not the one this connection was opened with".into(),
         )
         .await;
@@ -265,7 +321,7 @@ async fn serve(
     let target_id = enrolment.row.target_id.clone();
     if descriptor.target_id != target_id {
         return refuse(
-            &mut socket,
+            socket,
             format!(
                 "this token is enrolled for `{target_id}`, not `{}`",
                 descriptor.target_id
@@ -275,7 +331,7 @@ async fn serve(
     }
     if descriptor.environment != enrolment.row.environment {
         return refuse(
-            &mut socket,
+            socket,
             format!(
                 "`{target_id}` is enrolled in environment `{}`, not `{}`",
                 enrolment.row.environment, descriptor.environment
@@ -283,7 +339,7 @@ async fn serve(
         )
         .await;
     }
-    if binds_client_cert(&app) {
+    if binds_client_cert(app) {
         // `connect` let no hub without a certificate this far.
         let der = client_certificate.as_ref().map_or(&[][..], |c| c.as_ref());
         if let Err(e) = crate::hubs::identity::check(der, &target_id) {
@@ -293,73 +349,66 @@ async fn serve(
                 error = %e,
                 "hub client certificate not bound to its target; refused"
             );
-            return refuse(&mut socket, e.to_string()).await;
+            return refuse(socket, e.to_string()).await;
         }
     }
     descriptor.status = TargetStatus::Online;
+    Ok(Greeted {
+        hello_id: hello.id,
+        descriptor,
+        skills,
+        enrolment,
+        signing_key,
+        token_hash: hash,
+    })
+}
 
-    let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
-    let surface_writes = store_surfaces_in_order(&app, &target_id);
-    let surface_app = app.clone();
-    let surface_target = target_id.clone();
-    let subnet_id = enrolment.row.subnet_id.clone();
-    let surface_subnet = subnet_id.clone();
+/// Starts the connection's link (router session), stores and publishes what the hub
+/// registered, attaches the link so calls reach it, welcomes the hub and pushes root's
+/// desired skill state to it. Returns the link, its end and this connection's id.
+async fn open_link(
+    app: &Arc<App>,
+    greeted: &Greeted,
+    out_tx: &mpsc::Sender<String>,
+) -> anyhow::Result<(
+    ractor::ActorRef<link::Msg>,
+    ractor::concurrency::JoinHandle<()>,
+    String,
+)> {
+    let target_id = greeted.enrolment.row.target_id.clone();
+    let subnet_id = greeted.enrolment.row.subnet_id.clone();
+    let (descriptor, skills) = (greeted.descriptor.clone(), &greeted.skills);
     let session_args = link::Args {
         target_id: target_id.clone(),
-        signing_key,
+        signing_key: greeted.signing_key,
         outbound: out_tx.clone(),
-        on_surface: Box::new(move |body| {
-            if let HubToRoot::SurfaceChanged {
-                mut descriptor,
-                skills,
-            } = body
-            {
-                if descriptor.target_id != surface_target {
-                    tracing::warn!(target_id = %surface_target, "surface_changed for another target ignored");
-                    return;
-                }
-                descriptor.status = TargetStatus::Online;
-                crate::api::skill::reported(&surface_app, &surface_target, &skills);
-                surface_app.hubs.timeline.record(
-                    &surface_target,
-                    &surface_subnet,
-                    LifecycleKind::SurfaceChanged,
-                    surface_detail(&descriptor),
-                );
-                let _ = surface_writes.send((
-                    serde_json::to_string(&descriptor).ok(),
-                    serde_json::to_string(&skills).ok(),
-                ));
-                publish(&surface_app, descriptor);
-            }
-        }),
+        on_surface: on_surface(app, &target_id, &subnet_id),
     };
     // Linked under the router: a session that fails leaves it, and this connection closes so
     // the hub dials again (a new session, state rebuilt from its hello).
     let router_cell = app.actors.router.load().get_cell();
     let (session, session_done) =
         Actor::spawn_linked(None, RouterSession, session_args, router_cell).await?;
-    let mut session_done = std::pin::pin!(session_done);
     app.store
         .update_target_seen(
             &target_id,
             unix_ms(now()),
             serde_json::to_string(&descriptor).ok().as_deref(),
-            serde_json::to_string(&skills).ok().as_deref(),
+            serde_json::to_string(skills).ok().as_deref(),
         )
         .await?;
-    crate::api::skill::reported(&app, &target_id, &skills);
+    crate::api::skill::reported(app, &target_id, skills);
     router::attach(&app.hubs.links, target_id.clone(), session.clone());
     // Other replicas forward this target's calls here from now on.
     let connection_id = uuid::Uuid::now_v7().to_string();
-    crate::replica::hub_connected(&app, &target_id, &connection_id).await;
+    crate::replica::hub_connected(app, &target_id, &connection_id).await;
     app.hubs.timeline.record(
         &target_id,
         &subnet_id,
         LifecycleKind::Connected,
         surface_detail(&descriptor),
     );
-    publish(&app, descriptor);
+    publish(app, descriptor);
     let _ = out_tx
         .send(encode(
             RootToHub::Welcome {
@@ -368,7 +417,7 @@ async fn serve(
                 root_time_ms: Some(unix_ms(now())),
                 max_clock_skew_ms: Some(app.config.limits.max_hub_clock_skew_ms),
             },
-            Some(hello.id),
+            Some(greeted.hello_id.clone()),
         ))
         .await;
     tracing::info!(%target_id, "hub connected");
@@ -384,9 +433,58 @@ async fn serve(
         });
     }
 
-    let (sink, mut stream) = socket.split();
-    let (tell_writer, closing_rx) = tokio::sync::oneshot::channel();
-    let writer = tokio::spawn(frames::write(sink, out_rx, closing_rx));
+    Ok((session, session_done, connection_id))
+}
+
+/// What the link does with a hub's `surface_changed`: the gate takes the skill report, the
+/// timeline and the store record it (in order), and the directory publishes the descriptor.
+fn on_surface(app: &Arc<App>, target_id: &str, subnet_id: &str) -> link::OnSurface {
+    let surface_writes = store_surfaces_in_order(app, target_id);
+    let surface_app = app.clone();
+    let surface_target = target_id.to_owned();
+    let surface_subnet = subnet_id.to_owned();
+    Box::new(move |body| {
+        if let HubToRoot::SurfaceChanged {
+            mut descriptor,
+            skills,
+        } = body
+        {
+            if descriptor.target_id != surface_target {
+                tracing::warn!(target_id = %surface_target, "surface_changed for another target ignored");
+                return;
+            }
+            descriptor.status = TargetStatus::Online;
+            crate::api::skill::reported(&surface_app, &surface_target, &skills);
+            surface_app.hubs.timeline.record(
+                &surface_target,
+                &surface_subnet,
+                LifecycleKind::SurfaceChanged,
+                surface_detail(&descriptor),
+            );
+            let _ = surface_writes.send((
+                serde_json::to_string(&descriptor).ok(),
+                serde_json::to_string(&skills).ok(),
+            ));
+            publish(&surface_app, descriptor);
+        }
+    })
+}
+
+/// Relays the hub's frames to its link until the connection ends (the hub leaves, falls
+/// silent for three heartbeats, sends what cannot be read, outlives its rotated token, or
+/// root shuts down); root's heartbeats go out meanwhile. How the connection is to close.
+async fn relay(
+    app: &App,
+    greeted: &Greeted,
+    mut stream: futures::stream::SplitStream<WebSocket>,
+    out_tx: &mpsc::Sender<String>,
+    session: &ractor::ActorRef<link::Msg>,
+    session_done: ractor::concurrency::JoinHandle<()>,
+) -> frames::Closing {
+    let target_id = &greeted.enrolment.row.target_id;
+    let environment = &greeted.enrolment.row.environment;
+    let hash = &greeted.token_hash;
+    let mut session_done = std::pin::pin!(session_done);
     let mut closing = frames::Closing::normal();
     // Root's side of the heartbeat: the hub counts root as gone after three silent intervals.
     let mut heartbeat = tokio::time::interval_at(
@@ -435,8 +533,8 @@ async fn serve(
         let valid = app
             .hubs
             .enrolments
-            .get(&target_id)
-            .is_some_and(|e| e.key_for(&hash, unix_ms(now())).is_some());
+            .get(target_id)
+            .is_some_and(|e| e.key_for(hash, unix_ms(now())).is_some());
         if !valid {
             tracing::warn!(%target_id, "the hub's token was rotated out and its grace period ended; dropping the connection");
             let _ = out_tx.try_send(encode(
@@ -452,9 +550,7 @@ async fn serve(
             Message::Text(text) => match protocol::decode_from_hub(text.as_str()) {
                 Ok(env) => {
                     // Nothing a hub says may widen its enrolment (target, environment).
-                    if let Err(message) =
-                        frames::check_claims(&env.body, &target_id, &enrolment.row.environment)
-                    {
+                    if let Err(message) = frames::check_claims(&env.body, target_id, environment) {
                         tracing::warn!(%target_id, %message, "frame claiming beyond the enrolment refused");
                         let _ = out_tx
                             .try_send(encode(RootToHub::ProtocolError { message }, Some(env.id)));
@@ -488,29 +584,5 @@ async fn serve(
             Message::Ping(_) | Message::Pong(_) => {}
         }
     }
-    tracing::info!(%target_id, "hub disconnected");
-    app.hubs.timeline.record(
-        &target_id,
-        &subnet_id,
-        LifecycleKind::Disconnected,
-        "the hub's connection ended".into(),
-    );
-    let newest = router::detach(&app.hubs.links, &target_id, session.get_id());
-    session.stop(Some("connection closed".into()));
-    drop(out_tx);
-    frames::finish(writer, tell_writer, closing).await;
-    // Only the newest connection of a target may mark it offline: an older one that a
-    // reconnect replaced ends here too.
-    if newest {
-        if let Some(mut d) = app.hubs.targets.get_mut(&target_id) {
-            d.status = TargetStatus::Offline;
-        }
-        crate::mcp::notify_tools_changed(&app, &target_id);
-    }
-    let _ = app
-        .store
-        .update_target_seen(&target_id, unix_ms(now()), None, None)
-        .await;
-    crate::replica::hub_disconnected(&app, &target_id, &connection_id).await;
-    Ok(())
+    closing
 }

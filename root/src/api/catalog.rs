@@ -1,0 +1,178 @@
+//! What a caller may know: the foundation, contracts and descriptors, each filtered by what
+//! the caller's lease may call (the operator reads all).
+
+use super::*;
+
+pub(super) async fn profiles(
+    app: &App,
+) -> Result<Arc<mcp_shared::profile::ProfileRegistry>, ApiError> {
+    call_t!(
+        app.actors.policy.load(),
+        policy::Msg::Profiles,
+        RPC_TIMEOUT_MS
+    )
+    .map_err(ApiError::internal)
+}
+
+pub(super) async fn foundation(
+    State(app): State<Arc<App>>,
+    auth: Auth,
+) -> Result<Json<Value>, ApiError> {
+    let profiles = profiles(&app).await?;
+    let zone_view = crate::replica::view_for(&app, &auth).await?;
+    let mut planes: Vec<&str> = profiles.profiles.iter().map(|p| p.plane.as_str()).collect();
+    planes.sort();
+    planes.dedup();
+    Ok(Json(json!({
+        "name": "mcp-root",
+        "version": env!("CARGO_PKG_VERSION"),
+        "zone": app.config.zone,
+        "mcp_endpoint": "/mcp",
+        "protocol_versions": crate::mcp::SUPPORTED_VERSIONS.iter().map(|v| v.as_str()).collect::<Vec<_>>(),
+        "planes": planes,
+        "capability_profiles": profiles.profiles,
+        "surface_classes": {
+            "routing": ["descriptive_cached", "operational_read", "operational_write"],
+            "side_effect": ["read", "write", "destructive"],
+        },
+        "error_codes": [
+            "unauthenticated", "forbidden", "unknown_tool", "capability_not_granted", "environment_forbidden",
+            "invalid_arguments", "target_offline", "timeout", "busy", "skill_disabled", "confirmation_required",
+            "forbidden_destructive", "descriptor_unavailable", "signature_invalid", "deadline_expired",
+            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "not_found", "conflict", "approval_pending", "audit_unavailable", "clock_skew", "internal"
+        ],
+        "endpoints": [
+            "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",
+            "/v1/root/mcp/sessions", "/v1/root/mcp/sessions/{id}/run-profile", "/v1/root/mcp/run-profiles/verify",
+            "/v1/root/mcp/call", "/v1/root/mcp/audit", "/v1/root/mcp/audit/stream",
+            "/v1/root/mcp/audit/usage", "/v1/root/mcp/audit/verify", "/v1/root/mcp/approvals", "/v1/root/hubs",
+            "/v1/root/replicas",
+            "/healthz", "/readyz", "/metrics", "/ui/"
+        ],
+        "limits": {
+            "max_lease_ttl_sec": app.config.limits.max_lease_ttl_sec,
+            "per_lease_in_flight": app.config.limits.per_lease_in_flight,
+            "per_target_in_flight": app.config.limits.per_target_in_flight,
+            "confirmation_ttl_sec": app.config.limits.confirmation_ttl_sec,
+            "approval_ttl_sec": app.config.limits.approval_ttl_sec,
+            "max_body_bytes": app.config.limits.max_body_bytes,
+        },
+        "tools": app.catalog.contracts.all().len(),
+        "skill_catalog": {
+            "ontology": crate::skill_catalog::ontology_uri(&app.config.skill_catalog.scheme),
+            "skills": crate::skill_catalog::skill_prefix(&app.config.skill_catalog.scheme),
+        },
+        "replicas": zone_view,
+    })))
+}
+
+pub(super) async fn visible_ids(app: &App, p: &Principal) -> Result<Option<Vec<String>>, ApiError> {
+    match p {
+        Principal::Operator(_) => Ok(None),
+        Principal::Lease(l) => {
+            let v = app.visible_tools(l).await.map_err(ApiError::internal)?;
+            Ok(Some(v.iter().map(|c| c.contract.tool_id.clone()).collect()))
+        }
+    }
+}
+
+pub(super) async fn list_contracts(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+) -> Result<Json<Value>, ApiError> {
+    let visible = visible_ids(&app, &p).await?;
+    let contracts: Vec<_> = app
+        .catalog
+        .contracts
+        .all()
+        .iter()
+        .filter(|c| {
+            visible
+                .as_ref()
+                .is_none_or(|v| v.contains(&c.contract.tool_id))
+        })
+        .map(|c| &c.contract)
+        .collect();
+    Ok(Json(json!({ "contracts": contracts })))
+}
+
+pub(super) async fn get_contract(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+    Path(tool_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let visible = visible_ids(&app, &p).await?;
+    match app.catalog.contracts.get(&tool_id) {
+        Some(c) if visible.as_ref().is_none_or(|v| v.contains(&tool_id)) => Ok(Json(
+            serde_json::to_value(&c.contract).map_err(ApiError::internal)?,
+        )),
+        _ => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::UnknownTool,
+            format!("no tool `{tool_id}` visible to this bearer"),
+        )),
+    }
+}
+
+pub(super) async fn descriptors_for(
+    app: &App,
+    p: &Principal,
+) -> Result<
+    (
+        Arc<crate::descriptors::DescriptorSet>,
+        Vec<Arc<mcp_shared::descriptor::Descriptor>>,
+    ),
+    ApiError,
+> {
+    let visible = match p {
+        Principal::Operator(_) => None,
+        Principal::Lease(l) => Some(app.visible_tools(l).await.map_err(ApiError::internal)?),
+    };
+    let set = app.descriptors.snapshot();
+    let readable = app.readable_in(&set, visible.as_deref());
+    Ok((set, readable))
+}
+
+/// A descriptor's JSON with what root says about it now: `freshness` and `expires_at`.
+pub(super) fn served_json(app: &App, d: &mcp_shared::descriptor::Descriptor, full: bool) -> Value {
+    let mut v = if full {
+        serde_json::to_value(d).unwrap_or(Value::Null)
+    } else {
+        let mut v = serde_json::to_value(&d.freshness).unwrap_or(Value::Null);
+        v["class"] = json!(d.class);
+        v["title"] = json!(d.title);
+        v
+    };
+    if let (Value::Object(m), Value::Object(extra)) =
+        (&mut v, crate::descriptors::served_state(d, app.clock.now()))
+    {
+        m.extend(extra);
+    }
+    v
+}
+
+pub(super) async fn list_descriptors(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+) -> Result<Json<Value>, ApiError> {
+    let (set, readable) = descriptors_for(&app, &p).await?;
+    let list: Vec<Value> = readable
+        .iter()
+        .map(|d| served_json(&app, d, false))
+        .collect();
+    Ok(Json(json!({ "descriptors": list, "set": set.origin })))
+}
+
+pub(super) async fn get_descriptor(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    descriptors_for(&app, &p)
+        .await?
+        .1
+        .into_iter()
+        .find(|d| d.freshness.descriptor_id == id)
+        .map(|d| Json(served_json(&app, &d, true)))
+        .ok_or_else(|| ApiError::not_found(format!("no descriptor `{id}` readable by this bearer")))
+}

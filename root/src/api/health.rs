@@ -1,0 +1,58 @@
+//! `/readyz` and `/metrics`.
+
+use super::*;
+
+pub(super) async fn readyz(State(app): State<Arc<App>>) -> Result<&'static str, ApiError> {
+    // Public: says since when, never the cause (that is in the log and the outage record).
+    if let Some(since) = app.audit.health.unavailable_since() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::AuditUnavailable,
+            format!(
+                "the audit trail cannot be written since {}; calls are refused until it can",
+                mcp_shared::time::format(since)
+            ),
+        ));
+    }
+    tokio::time::timeout(Duration::from_secs(2), app.store.ping())
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Internal,
+                "database did not answer",
+            )
+        })?
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Internal,
+                e.to_string(),
+            )
+        })?;
+    Ok("ready")
+}
+
+pub(super) async fn metrics(State(app): State<Arc<App>>, _op: Operator) -> Response {
+    app.metrics
+        .active_leases
+        .set(app.leases.active_count() as i64);
+    let connected = call_t!(
+        app.actors.router.load(),
+        router::Msg::Connected,
+        RPC_TIMEOUT_MS
+    )
+    .unwrap_or(0);
+    app.metrics.connected_targets.set(connected as i64);
+    app.metrics
+        .audit_available
+        .set(i64::from(app.audit.health.is_available()));
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        app.metrics.encode(),
+    )
+        .into_response()
+}

@@ -1,0 +1,167 @@
+//! Who is calling: the bearer resolved to a lease or an operator (never a client header),
+//! as extractors for the handlers and the middleware in front of `/mcp`.
+
+use super::*;
+
+pub(super) fn unauthorized(app: &App, why: &str) -> ApiError {
+    app.metrics.unauthenticated.inc();
+    ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated, why)
+}
+
+/// Resolves the bearer of a request: a usable lease, the operator, or nothing. With
+/// replicas, a lease another replica issued is loaded from the store on first use.
+pub(super) async fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal> {
+    let token = headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()
+        .and_then(crate::auth::bearer)?;
+    if crate::auth::secret_eq(token, &app.admin_token) {
+        return Some(Principal::Operator(crate::operators::OperatorId::admin()));
+    }
+    if let Some(op) = app.operators.authenticate(token) {
+        return Some(Principal::Operator(op));
+    }
+    crate::replica::authenticate(app, token)
+        .await
+        .map(Principal::Lease)
+}
+
+/// Extractor: any authenticated principal.
+pub struct Auth(pub Principal);
+/// Extractor: an operator only (the bootstrap admin token, or the console cookie of an
+/// operator's login).
+pub struct Operator(pub crate::operators::OperatorId);
+
+impl Operator {
+    /// The actor id operator events name: `operator:<name>`.
+    pub fn actor_id(&self) -> String {
+        self.0.actor_id()
+    }
+}
+/// Extractor: a lease only.
+pub struct LeaseAuth(pub Arc<lease_manager::LeaseEntry>);
+
+impl FromRequestParts<Arc<App>> for Auth {
+    type Rejection = ApiError;
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        app: &Arc<App>,
+    ) -> Result<Self, ApiError> {
+        let principal = match resolve(app, &parts.headers).await {
+            Some(p) => Some(p),
+            None => crate::api::console::cookie_operator(app, &parts.method, &parts.headers)
+                .await?
+                .map(|s| Principal::Operator(s.operator)),
+        };
+        match principal {
+            Some(p) => {
+                if let Principal::Lease(l) = &p {
+                    l.touch();
+                }
+                Ok(Auth(p))
+            }
+            None => Err(unauthorized(
+                app,
+                "missing, unknown, expired or revoked bearer",
+            )),
+        }
+    }
+}
+
+impl FromRequestParts<Arc<App>> for Operator {
+    type Rejection = ApiError;
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        app: &Arc<App>,
+    ) -> Result<Self, ApiError> {
+        let principal = match resolve(app, &parts.headers).await {
+            Some(p) => Some(p),
+            // The console's cookie, for a browser without the bearer (console.rs).
+            None => crate::api::console::cookie_operator(app, &parts.method, &parts.headers)
+                .await?
+                .map(|s| Principal::Operator(s.operator)),
+        };
+        match principal {
+            Some(Principal::Operator(op)) => Ok(Operator(op)),
+            Some(Principal::Lease(_)) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::Forbidden,
+                "this endpoint needs the admin token",
+            )),
+            None => Err(unauthorized(app, "missing or invalid admin token")),
+        }
+    }
+}
+
+impl FromRequestParts<Arc<App>> for LeaseAuth {
+    type Rejection = ApiError;
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        app: &Arc<App>,
+    ) -> Result<Self, ApiError> {
+        match resolve(app, &parts.headers).await {
+            Some(Principal::Lease(l)) => {
+                l.touch();
+                Ok(LeaseAuth(l))
+            }
+            Some(Principal::Operator(_)) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::Forbidden,
+                "calls need a session lease bearer, not the admin token",
+            )),
+            None => Err(unauthorized(
+                app,
+                "missing, unknown, expired or revoked bearer",
+            )),
+        }
+    }
+}
+
+// ---- middleware -----------------------------------------------------------------------------
+
+/// `/mcp` admission: a usable lease bearer, and an MCP session only with the lease that
+/// opened it.
+pub(super) async fn mcp_auth(
+    State(app): State<Arc<App>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let lease =
+        match resolve(&app, req.headers()).await {
+            Some(Principal::Lease(l)) => l,
+            Some(Principal::Operator(_)) => return unauthorized(
+                &app,
+                "MCP needs a session lease bearer; create one with `mcp-root admin lease create`",
+            )
+            .into_response(),
+            None => {
+                return unauthorized(&app, "missing, unknown, expired or revoked bearer")
+                    .into_response();
+            }
+        };
+    if let Some(sid) = req
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        && let Some(owner) = app.mcp.sessions.get(sid)
+        && owner.value() != lease.session_id()
+    {
+        return (StatusCode::NOT_FOUND, Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32001, "message": "session not found" } })))
+            .into_response();
+    }
+    lease.touch();
+    let lease_id = lease.session_id().to_string();
+    req.extensions_mut().insert(Principal::Lease(lease));
+    let res = next.run(req).await;
+    if let Some(sid) = res
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        app.mcp.sessions.entry(sid.to_string()).or_insert(lease_id);
+    }
+    res
+}
+
+// ---- routes ---------------------------------------------------------------------------------

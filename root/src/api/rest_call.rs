@@ -1,0 +1,40 @@
+//! `POST /v1/root/mcp/call`: the governed call over REST.
+
+use super::*;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CallBody {
+    tool_id: String,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+pub(super) async fn rest_call(
+    State(app): State<Arc<App>>,
+    LeaseAuth(lease): LeaseAuth,
+    headers: HeaderMap,
+    body: Result<Json<CallBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let ctx = CallContext {
+        surface: Surface::Rest,
+        lease,
+        trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
+        request_id: uuid::Uuid::now_v7().to_string(),
+        cancel: None,
+        operator: None,
+    };
+    let arguments = body.arguments.unwrap_or_else(|| json!({}));
+    let outcome = call::call(&app, ctx, &body.tool_id, arguments).await;
+    if let Some(e) = outcome.unaudited_error() {
+        return Err(ApiError::of_tool(e));
+    }
+    let status = outcome
+        .response
+        .error
+        .as_ref()
+        .map(|e| status_of(e.code))
+        .unwrap_or(StatusCode::OK);
+    Ok((status, Json(outcome.response)).into_response())
+}

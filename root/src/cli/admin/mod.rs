@@ -1,0 +1,422 @@
+//! `mcp-root admin …`: a client of a running root's REST family, one file per area.
+
+mod approvals;
+mod audit;
+mod descriptors;
+mod hubs;
+mod leases;
+mod operators;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+#[derive(Args, Debug)]
+pub struct AdminArgs {
+    /// Root base URL.
+    #[arg(long, env = "MCP_ROOT_URL", default_value = "http://127.0.0.1:8700")]
+    pub root_url: String,
+    /// Admin token; default: read from <data-dir>/admin.token.
+    #[arg(long, env = "MCP_ROOT_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Where to find admin.token when no token is given.
+    #[arg(long, default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// PEM CA bundle to verify an https root with (instead of the system's roots).
+    #[arg(long, env = "MCP_ROOT_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCommand {
+    /// MCP session leases.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
+    /// The audit trail.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Managed targets and their hubs.
+    #[command(subcommand)]
+    Hub(HubCommand),
+    /// A skill on a target (through root to the hub; audited).
+    Skill {
+        #[command(subcommand)]
+        command: SkillCmd,
+    },
+    /// The descriptor set root serves.
+    #[command(subcommand)]
+    Descriptors(AdminDescriptorsCommand),
+    /// Operator approvals of writes that need one (NLU changes).
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
+    /// The zone's root replicas, their hubs and health.
+    #[command(subcommand)]
+    Replicas(ReplicasCommand),
+    /// Named operators, each with a credential of their own (every operator action is an
+    /// audit event naming them; the admin token file is operator `admin`).
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum OperatorCommand {
+    /// Add an operator; their credential is shown once (or written 0600 to --token-file).
+    /// They use it as the admin CLI's --admin-token (MCP_ROOT_ADMIN_TOKEN) or to log in to
+    /// the console.
+    Add {
+        name: String,
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every operator, active or revoked, with who added and revoked them.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke an operator: their credential and console sessions stop working at once.
+    Revoke {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ReplicasCommand {
+    /// Every registered replica: health, heartbeat age, the hubs it holds.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ApprovalsCommand {
+    /// Approvals, newest first (default: pending).
+    List {
+        /// pending, approved, rejected, applied, failed, expired or all.
+        #[arg(long, default_value = "pending")]
+        status: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One approval with its arguments and expected effect (the diff).
+    Show {
+        approval_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve: the write's next execute with its confirmation token applies it.
+    Approve {
+        approval_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reject: the write never applies.
+    Reject {
+        approval_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminDescriptorsCommand {
+    /// Validate an artifact directory as a whole set and serve it instead of the current one
+    /// (kept across restarts); a refused set changes nothing.
+    Publish {
+        /// Directory of `<descriptor_id>.json` artifacts (`mcp-root descriptors build` output).
+        artifact_dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The served descriptors with their freshness, and where the set came from.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HubCommand {
+    /// Enrol a target; prints the hub token once (root keeps only its hash).
+    Enroll {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        environment: String,
+        #[arg(long)]
+        subnet: Option<String>,
+        #[arg(long)]
+        zone: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Targets with status, last seen, descriptor, skills and published capabilities.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Issue a new hub token and signing key (the token is shown once); the previous ones keep
+    /// working for the grace period, then a hub still using them is refused.
+    RotateKey {
+        #[arg(long)]
+        target: String,
+        /// Seconds the previous token and key stay valid (default 600, at most a week).
+        #[arg(long)]
+        grace_sec: Option<u64>,
+        /// Write the new token to this file (mode 0600; e.g. the hub's token file, which the
+        /// hub watches) instead of printing it.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct SkillArgs {
+    #[arg(long)]
+    pub target: String,
+    #[arg(long, default_value = "infra_access_skill")]
+    pub skill: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Root's desired state of a target's skill: in force at root at once (on every replica),
+/// stored, and pushed to the hub now or when it reconnects. Each command is audited.
+#[derive(Subcommand, Debug)]
+pub enum SkillCmd {
+    /// Install the skill on the target (its tools become callable once it is enabled too).
+    Install(SkillArgs),
+    /// Enable the skill: its tools are callable (unless the hub's owner switched it off).
+    Enable(SkillArgs),
+    /// Disable the skill: every tool of the target's skill answers `skill_disabled`, whether
+    /// its hub is connected or not.
+    Disable(SkillArgs),
+    /// Uninstall the skill from the target: as disabled, until installed again.
+    Uninstall(SkillArgs),
+    /// Root's desired state, the hub's report (live when connected) and whether it is callable.
+    Status(SkillArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LeaseCommand {
+    /// Create a lease; its bearer is printed once.
+    Create {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        profile: String,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+        #[arg(long)]
+        audience: Option<String>,
+        #[arg(long)]
+        subnet: Option<String>,
+        #[arg(long)]
+        zone: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List leases (expired ones show as expired).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one lease.
+    Get {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a lease; in force from the next request.
+    Revoke {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Issue a new bearer for a lease and kill the old one.
+    Rotate {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Issue a run profile for a lease: a run credential (bound to the profile's tools and
+    /// expiry, revoked with the lease) and the signed document naming it. The document goes
+    /// to --output (or standard output), the credential's bearer to --token-file (0600) or
+    /// is printed once.
+    RunProfile {
+        session_id: String,
+        /// Seconds the run lives, 1..=600 (never past the lease's deadline).
+        #[arg(long)]
+        ttl_sec: Option<u64>,
+        /// Only these tools (comma-separated) of those the lease may call.
+        #[arg(long, value_delimiter = ',')]
+        tools: Vec<String>,
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
+    /// Verify a run profile (`mcp-root admin lease run-profile`) against root's signing key:
+    /// prints valid, or invalid with the reason (tampered, unsigned, unknown key, expired,
+    /// ...) and exits 4.
+    VerifyProfile {
+        /// The run profile JSON; `-` reads standard input.
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// The newest events.
+    Tail {
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every event (since T, RFC 3339) as JSON Lines, oldest first.
+    Export {
+        #[arg(long)]
+        since: Option<String>,
+        /// Write to this file instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify the hash chain; names the first broken link.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A small HTTP client for the admin API.
+pub struct AdminClient {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl AdminClient {
+    pub fn new(base: String, token: String) -> anyhow::Result<AdminClient> {
+        Self::with_ca(base, token, None)
+    }
+
+    /// A client that verifies an https root against `ca_file` (PEM) instead of the system's
+    /// roots.
+    pub fn with_ca(
+        base: String,
+        token: String,
+        ca_file: Option<&std::path::Path>,
+    ) -> anyhow::Result<AdminClient> {
+        let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
+        if let Some(path) = ca_file {
+            let pem =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("{}: not a PEM certificate bundle", path.display()))?;
+            builder = builder.tls_certs_only(certs);
+        }
+        let http = builder.build()?;
+        Ok(AdminClient {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            http,
+        })
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+        let res = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach root at {}", self.base))?;
+        let status = res.status();
+        let body: Value = res.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let msg = body["error"]["message"]
+                .as_str()
+                .unwrap_or("no error message");
+            bail!("root answered {status}: {msg}");
+        }
+        Ok(body)
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.send(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    pub async fn get_query(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Value> {
+        self.send(self.http.get(format!("{}{path}", self.base)).query(query))
+            .await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(&body))
+            .await
+    }
+}
+
+/// Prints a result; a closed pipe (`… | head`) is not an error worth a panic.
+fn print(json_out: bool, v: &Value, human: impl FnOnce(&Value) -> String) {
+    let text = if json_out {
+        serde_json::to_string_pretty(v).unwrap_or_default()
+    } else {
+        human(v)
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+}
+
+/// Runs one admin command against the root at `--root-url`.
+pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
+    let token = match args.admin_token {
+        Some(t) => t,
+        None => {
+            let path = args.data_dir.join("admin.token");
+            std::fs::read_to_string(&path)
+                .map(|s| s.trim().to_string())
+                .with_context(|| {
+                    format!(
+                        "no --admin-token or MCP_ROOT_ADMIN_TOKEN, and cannot read {}",
+                        path.display()
+                    )
+                })?
+        }
+    };
+    let c = AdminClient::with_ca(args.root_url, token, args.ca_file.as_deref())?;
+    match args.command {
+        AdminCommand::Lease(cmd) => return leases::run(&c, cmd).await,
+        AdminCommand::Operator(cmd) => operators::run(&c, cmd).await?,
+        AdminCommand::Hub(cmd) => hubs::run(&c, cmd).await?,
+        AdminCommand::Skill { command } => hubs::skill(&c, command).await?,
+        AdminCommand::Approvals(cmd) => approvals::run(&c, cmd).await?,
+        AdminCommand::Descriptors(cmd) => descriptors::run(&c, cmd).await?,
+        AdminCommand::Replicas(ReplicasCommand::List { json }) => {
+            descriptors::replicas(&c, json).await?
+        }
+        AdminCommand::Audit(cmd) => return audit::run(&c, cmd).await,
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,329 @@
+//! Safe writes: confirmations, idempotency records and approvals.
+
+use super::*;
+
+/// A single-use confirmation token issued by a write preview, as stored (hash only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfirmationRow {
+    pub token_hash: String,
+    pub session_id: String,
+    pub tool_id: String,
+    pub target_id: String,
+    pub args_hash: String,
+    pub expires_at_ms: i64,
+    /// The domain arguments, kept for tokens issued by a proposing tool.
+    pub arguments: Option<String>,
+    /// The preview's expected effect (JSON): what the caller confirmed.
+    pub effect: Option<String>,
+}
+
+/// An operator approval of a write (a contract's `requires_approval`), as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRow {
+    pub approval_id: String,
+    /// Hash of the confirmation token the approval belongs to.
+    pub token_hash: String,
+    pub session_id: String,
+    pub target_id: String,
+    pub tool_id: String,
+    pub arguments: serde_json::Value,
+    /// The preview's expected effect (for an NLU change: its diff).
+    pub effect: serde_json::Value,
+    /// `pending`, `approved`, `rejected` or `applied` (an `expired` status is derived).
+    pub status: String,
+    pub requested_at_ms: i64,
+    pub expires_at_ms: i64,
+    pub decided_at_ms: Option<i64>,
+    pub reason: Option<String>,
+    pub preview_event_id: String,
+    pub applied_event_id: Option<String>,
+}
+
+impl ApprovalRow {
+    /// The status as of `now_ms`: an undecided or unapplied approval past its expiry is
+    /// `expired`.
+    pub fn status_at(&self, now_ms: i64) -> &str {
+        match self.status.as_str() {
+            "pending" | "approved" if now_ms >= self.expires_at_ms => "expired",
+            s => s,
+        }
+    }
+}
+
+const APPROVAL_COLUMNS: &str = "approval_id, token_hash, session_id, target_id, tool_id, arguments, effect, status, requested_at, expires_at, decided_at, reason, preview_event_id, applied_event_id";
+
+/// Reads an [`ApprovalRow`] from a row of either backend (expanded inside `on_pool!`).
+macro_rules! approval_from_row {
+    ($r:expr, $op:expr) => {{
+        let r = $r;
+        let op = $op;
+        let json = |col: &str| -> Result<serde_json::Value> {
+            let text: String = r.try_get(col).map_err(db(op))?;
+            serde_json::from_str(&text).map_err(|e| Error::Corrupt {
+                op,
+                detail: format!("{col}: {e}"),
+            })
+        };
+        Ok::<ApprovalRow, Error>(ApprovalRow {
+            approval_id: r.try_get("approval_id").map_err(db(op))?,
+            token_hash: r.try_get("token_hash").map_err(db(op))?,
+            session_id: r.try_get("session_id").map_err(db(op))?,
+            target_id: r.try_get("target_id").map_err(db(op))?,
+            tool_id: r.try_get("tool_id").map_err(db(op))?,
+            arguments: json("arguments")?,
+            effect: json("effect")?,
+            status: r.try_get("status").map_err(db(op))?,
+            requested_at_ms: r.try_get("requested_at").map_err(db(op))?,
+            expires_at_ms: r.try_get("expires_at").map_err(db(op))?,
+            decided_at_ms: r.try_get("decided_at").map_err(db(op))?,
+            reason: r.try_get("reason").map_err(db(op))?,
+            preview_event_id: r.try_get("preview_event_id").map_err(db(op))?,
+            applied_event_id: r.try_get("applied_event_id").map_err(db(op))?,
+        })
+    }};
+}
+
+/// Where an idempotency record lives: the key as its owner (`lease:<lineage>`) used it for a
+/// tool on a target. Another owner's identical key is another record.
+#[derive(Debug, Clone, Copy)]
+pub struct IdempotencyKey<'a> {
+    pub owner: &'a str,
+    pub target_id: &'a str,
+    pub tool_id: &'a str,
+    pub key: &'a str,
+}
+
+/// The first result of a write executed under an idempotency key.
+#[derive(Debug, Clone)]
+pub struct IdempotencyRow {
+    pub args_hash: String,
+    pub result: String,
+    pub event_id: String,
+}
+
+impl Store {
+    // ---- safe writes --------------------------------------------------------------------
+
+    pub async fn insert_confirmation(&self, c: &ConfirmationRow) -> Result<()> {
+        let op = "insert confirmation";
+        on_pool!(self, pool => {
+            // One transaction (one commit) for the token and the sweep.
+            let mut tx = pool.begin().await.map_err(db(op))?;
+            sqlx::query(
+                "INSERT INTO confirmations (token_hash, session_id, tool_id, target_id, args_hash, expires_at, arguments, effect)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(&c.token_hash)
+            .bind(&c.session_id)
+            .bind(&c.tool_id)
+            .bind(&c.target_id)
+            .bind(&c.args_hash)
+            .bind(c.expires_at_ms)
+            .bind(&c.arguments)
+            .bind(&c.effect)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+            // Tokens expired a day ago are useless; drop them on the way (an index range).
+            sqlx::query("DELETE FROM confirmations WHERE expires_at < $1")
+                .bind(c.expires_at_ms - 24 * 3600 * 1000)
+                .execute(&mut *tx)
+                .await
+                .map_err(db(op))?;
+            tx.commit().await.map_err(db(op))?;
+            Ok(())
+        })
+    }
+
+    /// Removes and returns a confirmation: a token can be consumed once, whatever follows.
+    pub async fn consume_confirmation(&self, token_hash: &str) -> Result<Option<ConfirmationRow>> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(
+                "DELETE FROM confirmations WHERE token_hash = $1
+                 RETURNING token_hash, session_id, tool_id, target_id, args_hash, expires_at, arguments, effect",
+            )
+            .bind(token_hash)
+            .fetch_optional(pool)
+            .await
+            .map_err(db("consume confirmation"))?;
+            let op = "consume confirmation";
+            row.map(|r| -> Result<ConfirmationRow> {
+                Ok(ConfirmationRow {
+                    token_hash: r.try_get("token_hash").map_err(db(op))?,
+                    session_id: r.try_get("session_id").map_err(db(op))?,
+                    tool_id: r.try_get("tool_id").map_err(db(op))?,
+                    target_id: r.try_get("target_id").map_err(db(op))?,
+                    args_hash: r.try_get("args_hash").map_err(db(op))?,
+                    expires_at_ms: r.try_get("expires_at").map_err(db(op))?,
+                    arguments: r.try_get("arguments").map_err(db(op))?,
+                    effect: r.try_get("effect").map_err(db(op))?,
+                })
+            })
+            .transpose()
+        })
+    }
+
+    pub async fn get_idempotency(&self, at: &IdempotencyKey<'_>) -> Result<Option<IdempotencyRow>> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(
+                "SELECT args_hash, result, event_id FROM idempotency_keys
+                 WHERE owner = $1 AND target_id = $2 AND tool_id = $3 AND idem_key = $4",
+            )
+            .bind(at.owner)
+            .bind(at.target_id)
+            .bind(at.tool_id)
+            .bind(at.key)
+            .fetch_optional(pool)
+            .await
+            .map_err(db("get idempotency"))?;
+            let op = "get idempotency";
+            row.map(|r| -> Result<IdempotencyRow> {
+                Ok(IdempotencyRow {
+                    args_hash: r.try_get("args_hash").map_err(db(op))?,
+                    result: r.try_get("result").map_err(db(op))?,
+                    event_id: r.try_get("event_id").map_err(db(op))?,
+                })
+            })
+            .transpose()
+        })
+    }
+
+    /// Records the first result under a key; a second record for the same key is ignored.
+    pub async fn put_idempotency(
+        &self,
+        at: &IdempotencyKey<'_>,
+        row: &IdempotencyRow,
+        created_at_ms: i64,
+    ) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO idempotency_keys (owner, target_id, tool_id, idem_key, args_hash, result, event_id, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+            )
+            .bind(at.owner)
+            .bind(at.target_id)
+            .bind(at.tool_id)
+            .bind(at.key)
+            .bind(&row.args_hash)
+            .bind(&row.result)
+            .bind(&row.event_id)
+            .bind(created_at_ms)
+            .execute(pool)
+            .await
+            .map_err(db("put idempotency"))?;
+            Ok(())
+        })
+    }
+
+    // ---- approvals --------------------------------------------------------------------------
+
+    pub async fn insert_approval(&self, a: &ApprovalRow) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO approvals ({APPROVAL_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+            )))
+            .bind(&a.approval_id)
+            .bind(&a.token_hash)
+            .bind(&a.session_id)
+            .bind(&a.target_id)
+            .bind(&a.tool_id)
+            .bind(a.arguments.to_string())
+            .bind(a.effect.to_string())
+            .bind(&a.status)
+            .bind(a.requested_at_ms)
+            .bind(a.expires_at_ms)
+            .bind(a.decided_at_ms)
+            .bind(&a.reason)
+            .bind(&a.preview_event_id)
+            .bind(&a.applied_event_id)
+            .execute(pool)
+            .await
+            .map_err(db("insert approval"))?;
+            Ok(())
+        })
+    }
+
+    /// One approval by id, or by the hash of its confirmation token.
+    pub async fn get_approval(
+        &self,
+        id: Option<&str>,
+        token_hash: Option<&str>,
+    ) -> Result<Option<ApprovalRow>> {
+        let (col, value) = match (id, token_hash) {
+            (Some(id), _) => ("approval_id", id),
+            (None, Some(h)) => ("token_hash", h),
+            (None, None) => return Ok(None),
+        };
+        on_pool!(self, pool => {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE {col} = $1"
+            )))
+            .bind(value)
+            .fetch_optional(pool)
+            .await
+            .map_err(db("get approval"))?;
+            row.map(|r| approval_from_row!(&r, "get approval")).transpose()
+        })
+    }
+
+    /// Approvals newest first, optionally only those with a stored `status`.
+    pub async fn list_approvals(
+        &self,
+        status: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<ApprovalRow>> {
+        on_pool!(self, pool => {
+            let rows = match status {
+                Some(s) => sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE status = $1 ORDER BY requested_at DESC LIMIT $2"
+                )))
+                .bind(s)
+                .bind(limit.clamp(1, 1_000))
+                .fetch_all(pool)
+                .await,
+                None => sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals ORDER BY requested_at DESC LIMIT $1"
+                )))
+                .bind(limit.clamp(1, 1_000))
+                .fetch_all(pool)
+                .await,
+            }
+            .map_err(db("list approvals"))?;
+            rows.iter().map(|r| approval_from_row!(r, "list approvals")).collect()
+        })
+    }
+
+    /// Moves an approval from `from` to `to` (with the decision's time and reason, or the
+    /// applying event); false when it was not in `from` or has expired (nothing changes).
+    pub async fn transition_approval(
+        &self,
+        id: &str,
+        from: &str,
+        to: &str,
+        now_ms: i64,
+        reason: Option<&str>,
+        applied_event_id: Option<&str>,
+    ) -> Result<bool> {
+        on_pool!(self, pool => {
+            let done = sqlx::query(
+                "UPDATE approvals SET status = $1,
+                     decided_at = CASE WHEN $2 = 'applied' THEN decided_at ELSE $3 END,
+                     reason = COALESCE($4, reason),
+                     applied_event_id = COALESCE($5, applied_event_id)
+                 WHERE approval_id = $6 AND status = $7 AND expires_at > $3",
+            )
+            .bind(to)
+            .bind(to)
+            .bind(now_ms)
+            .bind(reason)
+            .bind(applied_event_id)
+            .bind(id)
+            .bind(from)
+            .execute(pool)
+            .await
+            .map_err(db("transition approval"))?;
+            Ok(done.rows_affected() == 1)
+        })
+    }
+}
