@@ -1,0 +1,195 @@
+//! A routed call: sent to the target's link (here or on the replica holding the hub),
+//! retried once where the contract allows, cancelled on the hub if the caller goes away.
+
+use super::*;
+
+/// [`route_to`] under the contract's retry policy, all inside the tool's deadline: a failure
+/// the policy names (`target_offline`, `busy`) is tried again after its backoff while the
+/// lease is usable and the target's skill is on, each attempt a new signed call with the same
+/// arguments (and idempotency key); the failed attempts are recorded in the event. A write is
+/// retried only for a dry run or an execute that carries an idempotency key.
+pub(super) async fn route_retrying(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    target_id: &str,
+    input: crate::call::executors::ExecInput,
+    event: &mut OperationalEvent,
+) -> (Option<String>, Result<Value, ToolError>) {
+    let c = &entry.contract;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(c.timeout_ms);
+    let safe = c.side_effect == mcp_shared::contract::SideEffectClass::Read
+        || input.dry_run
+        || input.idempotency_key.is_some();
+    let policy = c.retry.as_ref().filter(|_| safe);
+    let mut attempt = 1u32;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (adapter, result) = route_for(app, ctx, entry, target_id, input.clone(), left).await;
+        let Some(p) = policy else {
+            return (adapter, result);
+        };
+        let Err(e) = &result else {
+            return (adapter, result);
+        };
+        let wait = Duration::from_millis(p.backoff_ms.saturating_mul(1 << (attempt - 1).min(16)));
+        let retry = p.on.contains(&e.code)
+            && attempt < p.attempts
+            && tokio::time::Instant::now() + wait < deadline
+            && ctx.lease.is_usable()
+            && app.hubs.skill_open(target_id);
+        if !retry {
+            return (adapter, result);
+        }
+        event.retried.push(mcp_shared::event::RetriedAttempt {
+            attempt,
+            code: e.code,
+            message: e.message.clone(),
+        });
+        let cancelled = async {
+            match &ctx.cancel {
+                Some(ct) => ct.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = cancelled => return (adapter, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{}` between attempts", c.tool_id)))),
+        }
+        attempt += 1;
+    }
+}
+
+/// Routes an operational call to `target_id` and waits for its result until the tool's
+/// deadline; past it the hub is told to cancel and the caller gets `timeout`. When another
+/// replica of the zone holds the target's hub, the call is forwarded to it (same deadline,
+/// same cancellation; the audit event stays here). Returns the hub adapter that ran (if one
+/// did) with the outcome.
+pub(crate) async fn route_to(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    target_id: &str,
+    input: crate::call::executors::ExecInput,
+) -> (Option<String>, Result<Value, ToolError>) {
+    let timeout = Duration::from_millis(entry.contract.timeout_ms);
+    route_for(app, ctx, entry, target_id, input, timeout).await
+}
+
+/// [`route_to`] with `timeout` left of the call's deadline.
+pub(super) async fn route_for(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    target_id: &str,
+    input: crate::call::executors::ExecInput,
+    timeout: Duration,
+) -> (Option<String>, Result<Value, ToolError>) {
+    let c = &entry.contract;
+    let lease = ctx.lease.lease();
+    let routed = router::RoutedCall {
+        call_id: uuid::Uuid::now_v7().to_string(),
+        target_id: target_id.to_owned(),
+        session_id: lease.session_id.clone(),
+        tool_id: c.tool_id.clone(),
+        capability: c.required_capability.clone(),
+        arguments: input.arguments,
+        trace_id: ctx.trace_id.clone(),
+        dry_run: input.dry_run,
+        expires_at_ms: mcp_shared::time::unix_ms(now()) + timeout.as_millis() as i64,
+        idempotency_key: input.idempotency_key,
+        confirmed_effect: input.confirmed_effect,
+    };
+    if let Some(zone) = &app.zone
+        && !app.hubs.connected(target_id)
+        && let Some(owner) = zone.owner_of(target_id).await
+    {
+        return crate::replica::forward::route(zone, &owner, routed, timeout, ctx.cancel.as_ref())
+            .await;
+    }
+    route_local(app, routed, timeout, ctx.cancel.as_ref()).await
+}
+
+/// Routes a call through this replica's router (its hub session, or `target_offline`) and
+/// waits until `timeout`; past it, or when `cancel` fires, the hub is told to stop.
+pub(crate) async fn route_local(
+    app: &App,
+    routed: router::RoutedCall,
+    timeout: Duration,
+    cancel: Option<&tokio_util::sync::CancellationToken>,
+) -> (Option<String>, Result<Value, ToolError>) {
+    let call_id = routed.call_id.clone();
+    let target_id = routed.target_id.clone();
+    let tool_id = routed.tool_id.clone();
+    // Dropped before the answer (the caller went away, e.g. a forwarding replica gave up):
+    // the hub is told to stop.
+    let mut guard = CancelOnDrop {
+        sessions: Some(app.hubs.links.clone()),
+        target_id: target_id.clone(),
+        call_id: call_id.clone(),
+    };
+    let (tx, pending) = ractor::concurrency::oneshot();
+    router::route(&app.hubs.links, routed, tx.into());
+    let cancelled = async {
+        match cancel {
+            Some(ct) => ct.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        r = tokio::time::timeout(timeout, pending) => r,
+        () = cancelled => {
+            return (None, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{tool_id}`; the target was told to stop"))));
+        }
+    };
+    match outcome {
+        Ok(Ok(Ok((adapter, value)))) => {
+            guard.sessions = None;
+            (Some(adapter), Ok(value))
+        }
+        Ok(Ok(Err((adapter, error)))) => {
+            guard.sessions = None;
+            (adapter, Err(error))
+        }
+        // The session went away with the call (connection closed): the target is offline.
+        Ok(Err(_)) => {
+            guard.sessions = None;
+            (
+                None,
+                Err(ToolError::new(
+                    ErrorCode::TargetOffline,
+                    format!("target `{target_id}` disconnected during the call"),
+                )),
+            )
+        }
+        Err(_) => (
+            None,
+            Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "`{tool_id}` did not answer within {} ms; the target was told to cancel",
+                    timeout.as_millis()
+                ),
+            )),
+        ),
+    }
+}
+
+/// Tells the target's session to cancel a call unless disarmed (`sessions` taken) first.
+struct CancelOnDrop {
+    sessions: Option<Arc<router::Sessions>>,
+    target_id: String,
+    call_id: String,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(sessions) = self.sessions.take() {
+            router::cancel(
+                &sessions,
+                &self.target_id,
+                std::mem::take(&mut self.call_id),
+            );
+        }
+    }
+}

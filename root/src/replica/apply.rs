@@ -1,0 +1,344 @@
+//! Applying the zone's change feed on this replica: catch up, reload what a change names
+//! (leases, targets, descriptors, hub owners, revocations) and acknowledge it.
+
+use super::*;
+
+impl Zone {
+    /// Applies every change after the last one applied here, in order.
+    pub async fn catch_up(&self, app: &App) {
+        let _one = self.apply_lock.lock().await;
+        loop {
+            let after = self.applied.load(Ordering::Acquire);
+            let changes = match self.store.changes_after(after, 500).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the change feed; retrying at the next notification or reload");
+                    return;
+                }
+            };
+            let n = changes.len();
+            let mut previous = after;
+            for c in changes {
+                // Ids are dense (each is the previous one plus one, under the feed's lock), so
+                // a jump means changes left the feed (pruned) before this replica applied
+                // them (it was stopped that long): reload everything they could have named.
+                if c.change_id > previous + 1 {
+                    tracing::warn!(
+                        after = previous,
+                        next = c.change_id,
+                        "changes left the feed before this replica applied them; reloading targets, descriptors, revocations and console sessions"
+                    );
+                    if let Err(e) = self.reload_everything(app).await {
+                        tracing::warn!(error = %e, "cannot reload after a gap in the change feed; retrying");
+                        self.ack().await;
+                        return;
+                    }
+                }
+                previous = c.change_id;
+                if let Err(e) = self.apply(app, &c).await {
+                    tracing::warn!(error = %e, change = c.change_id, kind = %c.kind, item = %c.item, "cannot apply a change yet; retrying");
+                    self.ack().await;
+                    return;
+                }
+                self.applied.store(c.change_id, Ordering::Release);
+            }
+            if n < 500 {
+                break;
+            }
+        }
+        self.ack().await;
+    }
+
+    pub(super) async fn ack(&self) {
+        let applied = self.applied.load(Ordering::Acquire);
+        if applied > self.acked.load(Ordering::Acquire) {
+            match self
+                .store
+                .set_applied_change(&self.replica_id, applied)
+                .await
+            {
+                Ok(()) => self.acked.store(applied, Ordering::Release),
+                Err(e) => tracing::warn!(error = %e, "cannot record the applied change"),
+            }
+        }
+    }
+
+    pub(super) async fn apply(&self, app: &App, c: &ChangeRow) -> Result<(), store::Error> {
+        match c.kind.as_str() {
+            kind::LEASE => {
+                if let Some(row) = self.store.lease_by_id(&c.item).await? {
+                    let entry = app.leases.upsert(row);
+                    if !entry.is_usable() {
+                        app.limits.forget_prefix(&format!("lease:{}", c.item));
+                    }
+                }
+            }
+            kind::TARGET => self.refresh_target(app, &c.item).await?,
+            kind::DESCRIPTORS => self.refresh_descriptors(app).await?,
+            kind::CONSOLE => app.api.console.forget(&c.item),
+            kind::OPERATOR => crate::operators::reload(app).await?,
+            other => tracing::debug!(kind = other, "change of an unknown kind ignored"),
+        }
+        Ok(())
+    }
+
+    /// Reloads everything the change feed keeps honest: every target, the descriptor set,
+    /// revoked leases and console sessions (after a gap in the feed).
+    pub(super) async fn reload_everything(&self, app: &App) -> Result<(), store::Error> {
+        self.refresh_targets(app, None).await?;
+        self.refresh_descriptors(app).await?;
+        self.reload_revocations(app).await?;
+        crate::operators::reload(app).await?;
+        app.api.console.recheck_all(app).await
+    }
+
+    /// Reloads a target's enrolment and, when its hub is not connected here, its directory
+    /// entry: the descriptor the owner stored, online while a live replica holds the hub.
+    pub(super) async fn refresh_target(
+        &self,
+        app: &App,
+        target_id: &str,
+    ) -> Result<(), store::Error> {
+        self.refresh_targets(app, Some(&[target_id.to_owned()]))
+            .await
+    }
+
+    /// [`Zone::refresh_target`] for several targets (every enrolled one with `None`), with
+    /// one read of the targets, rotated keys and owners for all of them.
+    pub(super) async fn refresh_targets(
+        &self,
+        app: &App,
+        only: Option<&[String]>,
+    ) -> Result<(), store::Error> {
+        let wanted = |id: &str| only.is_none_or(|ids| ids.iter().any(|i| i == id));
+        // Read and applied as one step with respect to key rotations (see `enrolment_writes`).
+        let _writes = self.enrolment_writes.lock().await;
+        let rows: Vec<_> = self
+            .store
+            .load_targets()
+            .await?
+            .into_iter()
+            .filter(|r| wanted(&r.target_id))
+            .collect();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
+        let mut previous: HashMap<String, store::PreviousKey> = self
+            .store
+            .load_previous_keys()
+            .await?
+            .into_iter()
+            .filter(|(id, p)| wanted(id) && p.expires_at_ms > now_ms && !p.token_hash.is_empty())
+            .collect();
+        let target = match only {
+            Some([one]) => Some(one.as_str()),
+            _ => None,
+        };
+        let owners: HashMap<String, Owner> = self
+            .store
+            .live_owners(target, EXPIRY_MS)
+            .await?
+            .into_iter()
+            .filter(|o| o.replica_id != self.replica_id)
+            .map(|o| {
+                (
+                    o.target_id,
+                    Owner {
+                        replica_id: o.replica_id,
+                        advertise_url: o.advertise_url,
+                    },
+                )
+            })
+            .collect();
+        for row in rows {
+            let target_id = row.target_id.clone();
+            let enrolment = match crate::hubs::Enrolment::open(
+                row,
+                previous.remove(&target_id),
+                &app.master_key,
+            ) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::error!(%target_id, error = %e, "stored signing key cannot be opened; the target cannot connect here");
+                    continue;
+                }
+            };
+            let mut descriptor = enrolment.offline_descriptor();
+            let gate_was_open = app.hubs.enrolments.get(&target_id).map(|e| e.skill.open());
+            let gate_open = enrolment.skill.open();
+            app.hubs.enrolments.insert(target_id.clone(), enrolment);
+            if gate_was_open != Some(gate_open) {
+                crate::mcp::notify_tools_changed(app, &target_id);
+            }
+            if app.hubs.connected(&target_id) {
+                // This replica holds the hub: its live view is the authority.
+                continue;
+            }
+            match owners.get(&target_id) {
+                Some(o) => {
+                    descriptor.status = TargetStatus::Online;
+                    self.owners.insert(target_id.clone(), o.clone());
+                }
+                None => {
+                    self.owners.remove(&target_id);
+                }
+            }
+            let changed = app
+                .hubs
+                .targets
+                .get(&target_id)
+                .is_none_or(|old| *old != descriptor);
+            app.hubs.targets.insert(target_id.clone(), descriptor);
+            if changed {
+                crate::mcp::notify_tools_changed(app, &target_id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Serves the newest published descriptor set if it is newer than the one served here.
+    pub(super) async fn refresh_descriptors(&self, app: &App) -> Result<(), store::Error> {
+        let served = app.descriptors.snapshot().origin.revision;
+        let Some(latest) = self.store.latest_descriptor_set().await? else {
+            return Ok(());
+        };
+        if served.is_some_and(|r| r >= latest.revision) {
+            return Ok(());
+        }
+        if let Some(set) = crate::descriptors::load_published(
+            &app.store,
+            &app.catalog.contracts,
+            &app.config.skill_catalog.scheme,
+        )
+        .await?
+        {
+            let revision = set.origin.revision;
+            match crate::descriptors::cache::replace(&app.actors.descriptors.load(), Arc::new(set))
+                .await
+            {
+                Ok(true) => tracing::info!(
+                    ?revision,
+                    "serving the descriptor set another replica published"
+                ),
+                // A newer one is served here already (published here meanwhile).
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot serve a descriptor set another replica published")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reconciles hub ownership with the registry: targets whose owner died go offline here,
+    /// targets another replica took over come online.
+    pub(super) async fn reconcile_owners(&self, app: &App) -> Result<(), store::Error> {
+        let live: HashMap<String, Owner> = self
+            .store
+            .live_owners(None, EXPIRY_MS)
+            .await?
+            .into_iter()
+            .filter(|o| o.replica_id != self.replica_id)
+            .map(|o| {
+                (
+                    o.target_id,
+                    Owner {
+                        replica_id: o.replica_id,
+                        advertise_url: o.advertise_url,
+                    },
+                )
+            })
+            .collect();
+        let targets: Vec<String> = app
+            .hubs
+            .enrolments
+            .iter()
+            .map(|e| e.key().clone())
+            .collect();
+        let stale: Vec<String> = targets
+            .into_iter()
+            .filter(|target_id| {
+                if app.hubs.connected(target_id) {
+                    return false;
+                }
+                let online = app
+                    .hubs
+                    .targets
+                    .get(target_id)
+                    .is_some_and(|d| d.status != TargetStatus::Offline);
+                let owner_moved = match (live.get(target_id), self.owners.get(target_id)) {
+                    (Some(l), Some(c)) => *l != *c,
+                    (l, c) => l.is_some() != c.is_some(),
+                };
+                online != live.contains_key(target_id) || owner_moved
+            })
+            .collect();
+        if !stale.is_empty() {
+            self.refresh_targets(app, Some(&stale)).await?;
+        }
+        self.owners.retain(|t, _| live.contains_key(t));
+        Ok(())
+    }
+
+    /// Marks leases revoked in the store but active here (a change this replica missed).
+    pub(super) async fn reload_revocations(&self, app: &App) -> Result<(), store::Error> {
+        let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
+        for id in self.store.revoked_unexpired_leases(now_ms).await? {
+            if let Some(e) = app.leases.entry(&id)
+                && e.is_usable()
+            {
+                tracing::warn!(session_id = %id, "a lease revoked on another replica was still active here; revoked now (missed notification)");
+                if let Some(row) = self.store.lease_by_id(&id).await? {
+                    app.leases.upsert(row);
+                }
+                app.limits.forget_prefix(&format!("lease:{id}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A lease this replica has not seen (issued by another replica): loaded from the store.
+    pub async fn lease_on_miss(&self, app: &App, token_hash: &str) -> Option<Arc<LeaseEntry>> {
+        if self.unknown_bearers.contains_key(token_hash) {
+            return None;
+        }
+        let _permit = self.lookups.acquire().await.ok()?;
+        if let Some(e) = app.leases.by_hash(token_hash) {
+            return Some(e);
+        }
+        match self.store.lease_by_hash(token_hash).await {
+            Ok(Some(row)) => Some(app.leases.upsert(row)),
+            Ok(None) => {
+                if self.unknown_bearers.len() >= UNKNOWN_BEARERS_MAX {
+                    self.unknown_bearers.clear();
+                }
+                self.unknown_bearers.insert(token_hash.to_owned(), ());
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look a bearer up in the store; refused");
+                None
+            }
+        }
+    }
+
+    /// Reloads every enrolment (a hub presenting a token this replica does not know may have
+    /// been enrolled on another replica); at most once a second, whatever unknown tokens
+    /// arrive.
+    pub async fn reload_enrolments(&self, app: &App) {
+        let Ok(_permit) = self.lookups.acquire().await else {
+            return;
+        };
+        {
+            let mut last = self.last_enrolment_reload.lock().await;
+            if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                return;
+            }
+            *last = Some(tokio::time::Instant::now());
+        }
+        if let Err(e) = self.refresh_targets(app, None).await {
+            tracing::warn!(error = %e, "cannot reload enrolments");
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The loops that keep this replica in the zone: its heartbeat, the change feed's
+//! `LISTEN`, and the polling fallback when notifications are lost.
+
+use super::*;
+
+pub(super) async fn heartbeat(zone: Arc<Zone>, app: Arc<App>) {
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut n = 0u64;
+    loop {
+        tokio::select! {
+            () = app.shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        n += 1;
+        let held: Vec<(String, String)> = zone
+            .held
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        match zone
+            .store
+            .heartbeat_replica(&zone.replica_id, &zone.instance_id, &held)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                // The row was dropped (this process stalled past the expiry) or taken over.
+                let row = ReplicaRow {
+                    replica_id: zone.replica_id.clone(),
+                    zone: zone.zone.clone(),
+                    advertise_url: zone.advertise_url().to_owned(),
+                    instance_id: zone.instance_id.clone(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    started_at_ms: 0,
+                    heartbeat_at_ms: 0,
+                    heartbeat_age_ms: 0,
+                    applied_change: zone.acked.load(Ordering::Acquire),
+                };
+                match zone.store.register_replica(&row, EXPIRY_MS).await {
+                    Ok(true) => tracing::warn!("replica row was gone; registered again"),
+                    Ok(false) => {
+                        tracing::error!(replica_id = %zone.replica_id, "another live process uses this replica id")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "replica heartbeat failed"),
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "replica heartbeat failed"),
+        }
+        if n.is_multiple_of(60)
+            && let Err(e) = zone.store.prune_changes(CHANGE_RETENTION_MS).await
+        {
+            tracing::debug!(error = %e, "pruning the change feed failed");
+        }
+    }
+}
+
+/// Waits for notifications: changes trigger a catch-up, audit commits wake the live streams.
+pub(super) async fn listen(zone: Arc<Zone>, app: Arc<App>) {
+    let Some(names) = zone.store.shared().cloned() else {
+        return;
+    };
+    loop {
+        let connected = async {
+            let mut l = PgListener::connect(&zone.database_url).await?;
+            l.listen_all([names.changes_channel.as_str(), names.audit_channel.as_str()])
+                .await?;
+            Ok::<_, sqlx::Error>(l)
+        };
+        let mut listener = tokio::select! {
+            () = app.shutdown.cancelled() => return,
+            l = connected => match l {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for zone notifications; retrying (the fallback reload keeps replicas in step)");
+                    tokio::select! {
+                        () = app.shutdown.cancelled() => return,
+                        () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    }
+                }
+            },
+        };
+        // Whatever was committed while nobody listened.
+        zone.catch_up(&app).await;
+        loop {
+            let next = tokio::select! {
+                () = app.shutdown.cancelled() => return,
+                n = listener.try_recv() => n,
+            };
+            match next {
+                Ok(Some(n)) => {
+                    let mut changes = false;
+                    let mut note = |n: &sqlx::postgres::PgNotification| {
+                        if n.channel() == names.audit_channel {
+                            if let Ok(seq) = n.payload().parse::<i64>() {
+                                app.audit.head.send_if_modified(|h| {
+                                    let newer = seq > *h;
+                                    *h = (*h).max(seq);
+                                    newer
+                                });
+                            }
+                        } else {
+                            changes = true;
+                        }
+                    };
+                    note(&n);
+                    while let Some(n) = listener.next_buffered() {
+                        note(&n);
+                    }
+                    if changes {
+                        zone.catch_up(&app).await;
+                    }
+                }
+                Ok(None) => {
+                    tracing::warn!(
+                        "zone notification connection lost; reconnecting and catching up"
+                    );
+                    zone.catch_up(&app).await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "zone notifications failed; reconnecting");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The bounded-staleness fallback: every [`FALLBACK`], apply missed changes, re-read which
+/// unexpired leases are revoked, reconcile hub ownership, wake the audit streams for rows
+/// committed elsewhere, and drop console sessions the zone no longer holds.
+pub(super) async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
+    let mut tick = tokio::time::interval(FALLBACK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = app.shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        zone.catch_up(&app).await;
+        if let Err(e) = zone.reload_revocations(&app).await {
+            tracing::warn!(error = %e, "cannot re-read revoked leases");
+        }
+        if let Err(e) = crate::operators::reload(&app).await {
+            tracing::warn!(error = %e, "cannot re-read the operators");
+        }
+        if let Err(e) = zone.reconcile_owners(&app).await {
+            tracing::warn!(error = %e, "cannot reconcile hub ownership");
+        }
+        // Audit rows whose notification was lost wake the live streams all the same.
+        match zone.store.audit_head().await {
+            Ok(Some((seq, _))) => {
+                app.audit.head.send_if_modified(|h| {
+                    let newer = seq > *h;
+                    *h = (*h).max(seq);
+                    newer
+                });
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the audit head"),
+        }
+        if let Err(e) = app.api.console.recheck_all(&app).await {
+            tracing::warn!(error = %e, "cannot re-read console sessions");
+        }
+    }
+}
