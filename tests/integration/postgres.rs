@@ -312,3 +312,62 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             .unwrap();
     }
 }
+
+/// A PostgreSQL database the runner before sqlx's migrated (its versions in
+/// `schema_migrations`, no `_sqlx_migrations`) opens under sqlx's migrator without running a
+/// migration again (an `ALTER TABLE ... ADD COLUMN` twice would fail), every version recorded
+/// once, its rows kept.
+#[tokio::test]
+async fn an_earlier_runners_postgres_database_continues_under_sqlx_migrations() {
+    let Ok(base) = std::env::var("MCP_TEST_DATABASE_URL") else {
+        eprintln!(
+            "SKIPPED an_earlier_runners_postgres_database_continues_under_sqlx_migrations: MCP_TEST_DATABASE_URL is not set"
+        );
+        return;
+    };
+    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    let store = mcp_root::store::Store::open(&url).await.unwrap();
+    drop(store);
+    // Turn it into the earlier runner's database: its versions table instead of sqlx's.
+    let q = |sql: String| sqlx::query(sqlx::AssertSqlSafe(sql));
+    let all: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM {schema}._sqlx_migrations"
+    )))
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert!(all > 30, "{all} migrations");
+    for sql in [
+        format!("DROP TABLE {schema}._sqlx_migrations"),
+        format!("CREATE TABLE {schema}.schema_migrations (version BIGINT PRIMARY KEY)"),
+        format!("INSERT INTO {schema}.schema_migrations SELECT generate_series(1, {all})"),
+        format!(
+            "INSERT INTO {schema}.operators (name, token_hash, created_at, created_by) \
+             VALUES ('ann', 'h-ann', 1, 'admin')"
+        ),
+    ] {
+        q(sql).execute(&mut conn).await.unwrap();
+    }
+    let store = mcp_root::store::Store::open(&url).await.unwrap();
+    let recorded: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT version FROM {schema}._sqlx_migrations WHERE success ORDER BY version"
+    )))
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(recorded, (1..=all).collect::<Vec<_>>());
+    let operators = store.load_operators().await.unwrap();
+    assert!(operators.iter().any(|o| o.name == "ann"), "rows are kept");
+    drop(store);
+    q(format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+}

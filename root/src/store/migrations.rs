@@ -1,10 +1,18 @@
-//! The schema, as migrations applied in order once each (recorded in `schema_migrations`);
-//! both backends accept this SQL.
+//! The schema, as sqlx migrations (`sqlx::migrate::Migrator`), version `n` being
+//! `MIGRATIONS[n - 1]`; both backends accept this SQL, and sqlx records each version it applies
+//! in `_sqlx_migrations`. A database an earlier root migrated with its own runner (versions in
+//! `schema_migrations`) is bridged once: those versions are marked applied, not run again.
+
+use std::borrow::Cow;
+
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 use super::*;
 
-/// Schema migrations, applied in order once each; both backends accept this SQL.
-const MIGRATIONS: &[&str] = &[
+/// The migrations, oldest first. Append only: an applied migration's SQL never changes (sqlx
+/// refuses a database whose applied migrations no longer match their checksums).
+pub(super) const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS leases (
         session_id TEXT PRIMARY KEY,
         token_hash TEXT NOT NULL UNIQUE,
@@ -188,11 +196,68 @@ const MIGRATIONS: &[&str] = &[
     "DROP TABLE idempotency",
 ];
 
+/// What a migration does, from its SQL (sqlx records it beside the version).
+fn describe(sql: &str) -> String {
+    let words: Vec<String> = sql
+        .split_whitespace()
+        .map(|w| w.trim_end_matches('(').to_ascii_lowercase())
+        .filter(|w| !matches!(w.as_str(), "if" | "not" | "exists" | ""))
+        .take(6)
+        .collect();
+    match words
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["alter", "table", t, "add", "column", c, ..] => format!("add column {t}.{c}"),
+        ["insert", "into", t, ..] => format!("fill {t}"),
+        [verb, kind, name, ..] => format!("{verb} {kind} {name}"),
+        other => other.join(" "),
+    }
+}
+
+/// The schema as sqlx's migrator applies it, version `n` being `MIGRATIONS[n - 1]`.
+pub(super) fn migrator() -> Migrator {
+    let migrations = MIGRATIONS
+        .iter()
+        .enumerate()
+        .map(|(i, sql)| {
+            Migration::new(
+                i as i64 + 1,
+                Cow::Owned(describe(sql)),
+                MigrationType::Simple,
+                sql.into_sql_str(),
+                false,
+            )
+        })
+        .collect();
+    Migrator::with_migrations(migrations)
+}
+
+/// The table the runner before sqlx's kept its applied versions in.
+const LEGACY_TABLE: &str = "schema_migrations";
+/// sqlx's migrations table (its default name).
+const SQLX_TABLE: &str = "_sqlx_migrations";
+
 impl Store {
+    /// Applies the migrations this database lacks, one replica at a time on PostgreSQL (a
+    /// session advisory lock on the connection that migrates). A database the runner before
+    /// sqlx's migrated is bridged first: the versions `schema_migrations` lists are marked
+    /// applied in sqlx's table without running them again (`Migrator::skip`), once; the old
+    /// table stays as it was, so a root one build older still starts on the database.
     pub(super) async fn migrate(&self) -> Result<()> {
-        // Replicas starting together on one PostgreSQL database migrate one at a time (a
-        // session advisory lock on the connection that migrates).
         let lock = self.shared.as_ref().map(|n| n.changes_lock ^ 0x4d49_4752);
+        let tables = match self.pool {
+            Pool::Sqlite(_) => {
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ($1, $2)"
+            }
+            Pool::Postgres(_) => {
+                "SELECT table_name::TEXT FROM information_schema.tables
+                 WHERE table_schema = current_schema() AND table_name IN ($1, $2)"
+            }
+        };
+        let migrator = migrator();
         on_pool!(self, pool => {
             let mut conn = pool.acquire().await.map_err(db("migrate"))?;
             if let Some(key) = lock {
@@ -200,24 +265,24 @@ impl Store {
                     .bind(key).execute(&mut *conn).await.map_err(db("migrate"))?;
             }
             let res = async {
-                sqlx::query("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)")
-                    .execute(&mut *conn).await.map_err(db("migrate"))?;
-                let applied: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations")
-                    .fetch_all(&mut *conn).await.map_err(db("migrate"))?
-                    .iter().map(|r| r.try_get::<i64, _>(0)).collect::<std::result::Result<_, _>>()
+                let present: Vec<String> = sqlx::query_scalar(tables)
+                    .bind(LEGACY_TABLE)
+                    .bind(SQLX_TABLE)
+                    .fetch_all(&mut *conn)
+                    .await
                     .map_err(db("migrate"))?;
-                for (i, sql) in MIGRATIONS.iter().enumerate() {
-                    let version = i as i64 + 1;
-                    if applied.contains(&version) {
-                        continue;
+                if present.iter().any(|t| t == LEGACY_TABLE) && !present.iter().any(|t| t == SQLX_TABLE) {
+                    let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
+                        .fetch_all(&mut *conn)
+                        .await
+                        .map_err(db("migrate"))?;
+                    let applied = legacy_applied(&versions)?;
+                    if applied > 0 {
+                        migrator.skip(&mut *conn, Some(applied)).await.map_err(Error::Migrate)?;
+                        tracing::info!(applied, "migrations of the earlier runner recorded for sqlx's migrator");
                     }
-                    let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(db("migrate"))?;
-                    sqlx::query(*sql).execute(&mut *tx).await.map_err(db("migrate"))?;
-                    sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
-                        .bind(version).execute(&mut *tx).await.map_err(db("migrate"))?;
-                    tx.commit().await.map_err(db("migrate"))?;
                 }
-                Ok(())
+                migrator.run(&mut *conn).await.map_err(Error::Migrate)
             }
             .await;
             if let Some(key) = lock {
@@ -227,4 +292,21 @@ impl Store {
             res
         })
     }
+}
+
+/// The newest version the earlier runner applied: it applied them in order, once each, so
+/// the versions are 1..=n; anything else is a database this root cannot vouch for.
+fn legacy_applied(versions: &[i64]) -> Result<i64> {
+    let n = versions.len() as i64;
+    let in_order = versions.iter().zip(1..).all(|(v, want)| *v == want);
+    if !in_order || n > MIGRATIONS.len() as i64 {
+        return Err(Error::Corrupt {
+            op: "migrate",
+            detail: format!(
+                "schema_migrations lists versions {versions:?}; expected 1..=n with n at most {}",
+                MIGRATIONS.len()
+            ),
+        });
+    }
+    Ok(n)
 }

@@ -39,6 +39,8 @@ pub enum Error {
         "{0} needs PostgreSQL: replicas share one PostgreSQL database (SQLite is single-replica)"
     )]
     NotShared(&'static str),
+    #[error("migrating the database failed: {0}")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
 }
 
 type Result<T> = std::result::Result<T, Error>;

@@ -68,3 +68,100 @@ async fn a_preview_sweeps_tokens_expired_a_day_ago_and_keeps_the_rest() {
         "{plan:?}"
     );
 }
+
+/// The database an earlier root left: the first `applied` migrations, run by the runner
+/// before sqlx's (its versions in `schema_migrations`), and one lease.
+async fn earlier_runners_database(url: &str, applied: usize, versions: &[i64]) {
+    let opts = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+        .unwrap()
+        .create_if_missing(true);
+    let pool = sqlx::SqlitePool::connect_with(opts).await.unwrap();
+    for sql in &super::migrations::MIGRATIONS[..applied] {
+        sqlx::query(*sql).execute(&pool).await.unwrap();
+    }
+    sqlx::query("CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    for v in versions {
+        sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
+            .bind(v)
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    sqlx::query(
+        "INSERT INTO leases (session_id, token_hash, audience, target_id, subnet_id, zone,
+            capability_profile, effective_tools, created_at, deadline_at, use_count, status)
+         VALUES ('s-old', 'h-old', 'mcp-client', 'hub:a', 'default', 'z', 'InfraOpsRead',
+            '[]', 1, 2, 0, 'active')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+}
+
+/// The versions sqlx's migrator records as applied.
+async fn recorded(url: &str) -> Vec<i64> {
+    let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+    let v =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    pool.close().await;
+    v
+}
+
+/// A database the earlier runner migrated, fully or partly, opens under sqlx's migrator:
+/// what it applied is not run again (an `ALTER TABLE ... ADD COLUMN` twice would fail), what
+/// it did not is, every version is recorded once, and the data stays. Reopening runs nothing.
+#[tokio::test]
+async fn a_database_of_the_earlier_runner_continues_under_sqlx_migrations() {
+    let all = super::migrations::MIGRATIONS.len();
+    for applied in [all, all - 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("root.db").display());
+        let versions: Vec<i64> = (1..=applied as i64).collect();
+        earlier_runners_database(&url, applied, &versions).await;
+        let store = Store::open(&url).await.unwrap();
+        assert_eq!(recorded(&url).await, (1..=all as i64).collect::<Vec<_>>());
+        let lease = store.lease_by_id("s-old").await.unwrap();
+        assert!(
+            lease.is_some(),
+            "the lease the earlier root stored is still there"
+        );
+        drop(store);
+        Store::open(&url).await.unwrap();
+        assert_eq!(
+            recorded(&url).await.len(),
+            all,
+            "reopening recorded nothing new"
+        );
+    }
+}
+
+/// A fresh database is migrated by sqlx's migrator alone (no `schema_migrations`), and an
+/// earlier runner's table that does not list 1..=n is refused with what it lists.
+#[tokio::test]
+async fn a_fresh_database_has_only_sqlx_migrations_and_a_gap_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("fresh.db").display());
+    Store::open(&url).await.unwrap();
+    let all = super::migrations::MIGRATIONS.len();
+    assert_eq!(recorded(&url).await.len(), all);
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let legacy: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'schema_migrations'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(legacy, 0);
+    pool.close().await;
+
+    let gap = format!("sqlite:{}", dir.path().join("gap.db").display());
+    earlier_runners_database(&gap, 3, &[1, 3]).await;
+    let err = Store::open(&gap).await.err().expect("a gap is refused");
+    assert!(err.to_string().contains("[1, 3]"), "{err}");
+}
