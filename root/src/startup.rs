@@ -291,7 +291,7 @@ async fn compose(
         };
     let leases = Arc::new(lease_manager::LeaseIndex::default());
     let targets = Arc::new(router::TargetDirectory::default());
-    let router_sessions = Arc::new(router::Sessions::default());
+    let links = Arc::new(router::Links::default());
     for e in enrolments.iter() {
         targets.insert(e.key().clone(), e.offline_descriptor());
     }
@@ -327,7 +327,7 @@ async fn compose(
         }),
         router: Arc::new(router::Args {
             targets: targets.clone(),
-            sessions: router_sessions.clone(),
+            links: links.clone(),
         }),
     })
     .await
@@ -347,7 +347,7 @@ async fn compose(
         leases,
         hubs: hubs::Hubs {
             targets,
-            links: router_sessions,
+            links,
             enrolments,
             last_frame: Default::default(),
             timeline: Default::default(),

@@ -132,7 +132,7 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             tool_id: "nlu_authoring.apply_change".into(),
             arguments: serde_json::json!({"template_id": "t"}),
             effect: serde_json::json!({"diff": ["+ x"]}),
-            status: "pending".into(),
+            status: mcp_root::store::ApprovalStatus::Pending,
             requested_at_ms: 1_000,
             expires_at_ms: 10_000,
             decided_at_ms: None,
@@ -146,30 +146,61 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             Some(a.clone()),
             "{url}"
         );
-        assert_eq!(a.status_at(10_000), "expired");
+        assert_eq!(
+            a.status_at(10_000),
+            mcp_root::store::ApprovalStatus::Expired
+        );
         assert!(
             !store
-                .transition_approval("apr_1", "pending", "approved", 10_000, None, None)
+                .transition_approval(
+                    "apr_1",
+                    mcp_root::store::ApprovalStatus::Pending,
+                    mcp_root::store::ApprovalStatus::Approved,
+                    10_000,
+                    None,
+                    None
+                )
                 .await
                 .unwrap(),
             "expired on {url}"
         );
         assert!(
             store
-                .transition_approval("apr_1", "pending", "approved", 2_000, Some("ok"), None)
+                .transition_approval(
+                    "apr_1",
+                    mcp_root::store::ApprovalStatus::Pending,
+                    mcp_root::store::ApprovalStatus::Approved,
+                    2_000,
+                    Some("ok"),
+                    None
+                )
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .transition_approval("apr_1", "pending", "rejected", 2_500, None, None)
+                .transition_approval(
+                    "apr_1",
+                    mcp_root::store::ApprovalStatus::Pending,
+                    mcp_root::store::ApprovalStatus::Rejected,
+                    2_500,
+                    None,
+                    None
+                )
                 .await
                 .unwrap(),
             "decided once on {url}"
         );
         assert!(
             store
-                .transition_approval("apr_1", "approved", "applied", 3_000, None, Some("e9"))
+                .transition_approval(
+                    "apr_1",
+                    mcp_root::store::ApprovalStatus::Approved,
+                    mcp_root::store::ApprovalStatus::Applied,
+                    3_000,
+                    None,
+                    Some("e9")
+                )
                 .await
                 .unwrap()
         );
@@ -190,7 +221,7 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
         );
         assert_eq!(
             store
-                .list_approvals(Some("applied"), 10)
+                .list_approvals(Some(mcp_root::store::ApprovalStatus::Applied), 10)
                 .await
                 .unwrap()
                 .len(),
@@ -198,7 +229,7 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
         );
         assert!(
             store
-                .list_approvals(Some("pending"), 10)
+                .list_approvals(Some(mcp_root::store::ApprovalStatus::Pending), 10)
                 .await
                 .unwrap()
                 .is_empty()

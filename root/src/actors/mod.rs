@@ -7,7 +7,7 @@
 //! - [`descriptors::cache`]: root-curated descriptors with freshness.
 //! - [`audit::writer`]: batches events into hash-chained rows; a call's reply waits until its
 //!   event is committed.
-//! - [`hubs::router`]: maps targets to their router sessions and forwards calls to them.
+//! - [`hubs::router`]: maps targets to their links and forwards calls to them.
 //! - [`hubs::link`]: one per connected target; signs calls, matches results, relays
 //!   cancels and skill commands.
 //!
@@ -15,9 +15,9 @@
 //! actor. A panic or error in `handle` stops only that actor; the [`supervisor`] restarts it
 //! with the same arguments, and the [`Actors`] handles are swapped to the new instance.
 //! State that must survive a restart lives in the store (leases, audit) or is rebuilt from
-//! configuration in `pre_start` (profiles, contracts, descriptors). Router sessions are linked
+//! configuration in `pre_start` (profiles, contracts, descriptors). Links are supervised
 //! under the router: one that fails leaves the map and its connection closes, so its hub dials
-//! again; a router that fails takes its sessions with it and every hub dials again.
+//! again; a router that fails takes its links with it and every hub dials again.
 //! `Msg::Panic` (the `fault-injection` feature, test builds only) lets tests prove it.
 
 pub mod supervisor;

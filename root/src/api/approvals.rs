@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::api::{ApiError, Operator};
 use crate::app::App;
-use crate::store::ApprovalRow;
+use crate::store::{ApprovalRow, ApprovalStatus};
 
 /// An approval as the REST family shows it (status freshness-normalized).
 pub fn view(a: &ApprovalRow) -> Value {
@@ -58,15 +58,18 @@ pub async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let want = q.status.unwrap_or_else(|| "pending".into());
-    const KNOWN: [&str; 7] = [
-        "pending", "approved", "rejected", "applied", "failed", "expired", "all",
-    ];
-    if !KNOWN.contains(&want.as_str()) {
-        return Err(ApiError::bad_request(format!(
-            "status must be one of {}",
-            KNOWN.join(", ")
-        )));
-    }
+    // `None`: all of them.
+    let want = match (want.as_str(), ApprovalStatus::named(&want)) {
+        ("all", _) => None,
+        (_, Some(status)) => Some(status),
+        (_, None) => {
+            let known: Vec<&str> = ApprovalStatus::ALL.iter().map(|s| s.as_str()).collect();
+            return Err(ApiError::bad_request(format!(
+                "status must be one of {}, all",
+                known.join(", ")
+            )));
+        }
+    };
     let limit = q.limit.unwrap_or(100).clamp(1, 1_000);
     // `expired` is derived from pending/approved rows; filter after normalizing.
     let rows = app
@@ -77,7 +80,7 @@ pub async fn list(
     let now_ms = unix_ms(now());
     let items: Vec<Value> = rows
         .iter()
-        .filter(|a| want == "all" || a.status_at(now_ms) == want)
+        .filter(|a| want.is_none_or(|w| a.status_at(now_ms) == w))
         .take(limit as usize)
         .map(view)
         .collect();
@@ -138,8 +141,8 @@ pub async fn decide(
     };
     let (after, event_id) = crate::api::audited::audited(&app, &op, asked, async {
         let to = match decision.as_str() {
-            "approve" => "approved",
-            "reject" => "rejected",
+            "approve" => ApprovalStatus::Approved,
+            "reject" => ApprovalStatus::Rejected,
             other => {
                 return Err(ApiError::bad_request(format!(
                     "decision must be approve or reject, not `{other}`"
@@ -154,7 +157,14 @@ pub async fn decide(
         };
         let changed = app
             .store
-            .transition_approval(&id, "pending", to, unix_ms(now()), reason.as_deref(), None)
+            .transition_approval(
+                &id,
+                ApprovalStatus::Pending,
+                to,
+                unix_ms(now()),
+                reason.as_deref(),
+                None,
+            )
             .await
             .map_err(ApiError::internal)?;
         if !changed {

@@ -52,7 +52,7 @@ pub const COOKIE: &str = "mcp_console";
 pub const CSRF_HEADER: &str = "x-mcp-console-csrf";
 /// Console sessions kept at once; the oldest is dropped past it.
 const MAX_SESSIONS: usize = 64;
-/// Ended sessions remembered (see [`Sessions::forget`]).
+/// Ended sessions remembered (see [`Logins::forget`]).
 const MAX_ENDED: usize = 1024;
 /// Longest admin token accepted by the login form.
 const MAX_TOKEN_LEN: usize = 512;
@@ -68,11 +68,11 @@ type HmacSha256 = Hmac<Sha256>;
 /// Console state shared through [`App`]: live cookie sessions and the operator's reader
 /// leases (`inspect.rs`).
 #[derive(Default)]
-pub struct Sessions {
+pub struct Logins {
     /// Session id → expiry (unix ms) and the operator who logged in: every session of a single
     /// replica; with replicas, the ones this replica has seen (the store holds the zone's).
     live: DashMap<String, (i64, crate::operators::OperatorId)>,
-    /// Sessions ended (logout) here or on another replica, with when: never admitted again,
+    /// Logins ended (logout) here or on another replica, with when: never admitted again,
     /// even from a store read that raced the logout.
     ended: DashMap<String, i64>,
     /// (target, profile) → the short-lived lease operator reads run under.
@@ -119,7 +119,7 @@ pub fn csrf_token(app: &App, id: &str) -> Option<String> {
     Some(b64(&sig))
 }
 
-impl Sessions {
+impl Logins {
     /// Verifies a cookie value: well-formed, signed by the zone's key, unexpired, and a
     /// session root still holds (with replicas: one the zone's store holds, which is how a
     /// session opened on another replica is found).
@@ -291,7 +291,7 @@ impl Sessions {
         Ok(())
     }
 
-    /// [`Sessions::recheck`] for every session this replica holds.
+    /// [`Logins::recheck`] for every session this replica holds.
     pub async fn recheck_all(&self, app: &App) -> Result<(), crate::store::Error> {
         let ids: Vec<String> = self.live.iter().map(|e| e.key().clone()).collect();
         self.recheck(app, &ids).await

@@ -59,7 +59,7 @@ use rest_call::rest_call;
 #[derive(Default)]
 pub struct Surfaces {
     /// Operator console sessions (cookie logins), in memory.
-    pub console: console::Sessions,
+    pub console: console::Logins,
     /// Refused hub upgrades per peer address (`hub_link::door`).
     pub hub_door: hub_link::door::HubDoor,
     /// One push of a desired skill state to a hub at a time, per target.

@@ -177,7 +177,7 @@ pub(crate) async fn route_local(
 
 /// Tells the target's session to cancel a call unless disarmed (`sessions` taken) first.
 struct CancelOnDrop {
-    sessions: Option<Arc<router::Sessions>>,
+    sessions: Option<Arc<router::Links>>,
     target_id: String,
     call_id: String,
 }

@@ -28,7 +28,7 @@ use crate::app::App;
 use crate::call::executors::ExecInput;
 use crate::call::{CallContext, dispatch};
 use crate::catalog::ContractEntry;
-use crate::store::{ApprovalRow, ConfirmationRow, IdempotencyKey, IdempotencyRow};
+use crate::store::{ApprovalRow, ApprovalStatus, ConfirmationRow, IdempotencyKey, IdempotencyRow};
 
 /// Prefix of confirmation tokens (redacted like every bearer).
 pub const CONFIRMATION_PREFIX: &str = "mcpc_";
@@ -192,12 +192,16 @@ async fn execute(
     };
     let outcome = dispatch(app, ctx, entry, input, event).await;
     if let Some(a) = &approval {
-        let to = if outcome.is_ok() { "applied" } else { "failed" };
+        let to = if outcome.is_ok() {
+            ApprovalStatus::Applied
+        } else {
+            ApprovalStatus::Failed
+        };
         let _ = app
             .store
             .transition_approval(
                 &a.approval_id,
-                "approved",
+                ApprovalStatus::Approved,
                 to,
                 unix_ms(now()),
                 None,
@@ -380,7 +384,7 @@ async fn preview(
                 tool_id: executes.contract.tool_id.clone(),
                 arguments: domain,
                 effect: answer["expected_effect"].clone(),
-                status: "pending".into(),
+                status: ApprovalStatus::Pending,
                 requested_at_ms: now_ms,
                 expires_at_ms: unix_ms(expires),
                 decided_at_ms: None,
@@ -392,7 +396,7 @@ async fn preview(
             .map_err(internal)?;
         answer["approval"] = json!({
             "approval_id": approval_id,
-            "status": "pending",
+            "status": ApprovalStatus::Pending,
             "expires_at": format(expires),
         });
         answer["summary"] = json!(format!(
@@ -419,8 +423,8 @@ async fn approved(app: &App, token_hash: &str) -> Result<ApprovalRow, ToolError>
         ));
     };
     match a.status_at(unix_ms(now())) {
-        "approved" => Ok(a),
-        "pending" => Err(ToolError::new(
+        ApprovalStatus::Approved => Ok(a),
+        ApprovalStatus::Pending => Err(ToolError::new(
             ErrorCode::ApprovalPending,
             format!(
                 "approval {} is pending: an operator must approve it; retry this execute afterwards",
@@ -428,7 +432,7 @@ async fn approved(app: &App, token_hash: &str) -> Result<ApprovalRow, ToolError>
             ),
         )
         .with_details(json!({ "approval_id": a.approval_id }))),
-        "rejected" => Err(ToolError::new(
+        ApprovalStatus::Rejected => Err(ToolError::new(
             ErrorCode::ConfirmationRequired,
             format!(
                 "approval {} was rejected{}; nothing was changed",
@@ -436,11 +440,11 @@ async fn approved(app: &App, token_hash: &str) -> Result<ApprovalRow, ToolError>
                 a.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
             ),
         )),
-        "expired" => Err(ToolError::new(
+        ApprovalStatus::Expired => Err(ToolError::new(
             ErrorCode::ConfirmationRequired,
             format!("approval {} expired; propose again", a.approval_id),
         )),
-        other => Err(ToolError::new(
+        other @ (ApprovalStatus::Applied | ApprovalStatus::Failed) => Err(ToolError::new(
             ErrorCode::ConfirmationRequired,
             format!("approval {} was already used ({other}); propose again", a.approval_id),
         )),

@@ -1,4 +1,4 @@
-//! Router session: one actor per connected target. It signs and sends routed calls over the
+//! A link: one actor per connected target (the router session of earlier builds). It signs and sends routed calls over the
 //! hub's WebSocket, matches results to callers, relays cancels and skill commands, and keeps
 //! the target's transport pressure (outbound queue depth, calls awaiting a result).
 //!
@@ -59,7 +59,7 @@ pub struct Args {
     pub on_surface: OnSurface,
 }
 
-pub struct RouterSession;
+pub struct Link;
 
 pub struct State {
     args: Args,
@@ -110,7 +110,7 @@ impl State {
     }
 }
 
-impl Actor for RouterSession {
+impl Actor for Link {
     type Msg = Msg;
     type State = State;
     type Arguments = Args;
@@ -268,7 +268,7 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(8);
         let (session, handle) = Actor::spawn(
             None,
-            RouterSession,
+            Link,
             Args {
                 target_id: "hub:t".into(),
                 signing_key: [7; 32],

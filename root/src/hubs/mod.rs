@@ -125,7 +125,7 @@ pub struct Hubs {
     pub targets: Arc<router::TargetDirectory>,
     /// Connected targets' links (attached and detached by the hub connections; calls and
     /// cancels go to them directly, see [`router::route`]).
-    pub links: Arc<router::Sessions>,
+    pub links: Arc<router::Links>,
     /// Enrolled targets by target id (shared with the policy engine, which reads their skill
     /// gates).
     pub enrolments: Arc<Enrolments>,

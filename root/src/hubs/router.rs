@@ -1,7 +1,7 @@
-//! Router: maps a target to its router session and forwards routed calls, cancels and skill
+//! Router: maps a target to its link and forwards routed calls, cancels and skill
 //! commands to it; keeps the directory of managed target descriptors the policy engine reads.
 //!
-//! The map of sessions ([`Sessions`]) is shared: a hub's connection task puts its session in
+//! The map of links ([`Links`]) is shared: a hub's connection task puts its session in
 //! ([`attach`], before the target is published online, so no call finds an online target
 //! without its session) and takes it out ([`detach`]); calls and cancels read it and go
 //! straight to the target's session ([`route`], [`cancel`]), so a routed call costs no
@@ -26,9 +26,9 @@ use super::link;
 /// channel and read by the policy engine.
 pub type TargetDirectory = DashMap<String, ManagedTargetDescriptor>;
 
-/// Live router sessions by target id: written by hub connections ([`attach`], [`detach`]),
+/// Live router links by target id: written by hub connections ([`attach`], [`detach`]),
 /// read by callers.
-pub type Sessions = DashMap<String, ActorRef<link::Msg>>;
+pub type Links = DashMap<String, ActorRef<link::Msg>>;
 
 /// A call routed to a target.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ pub enum Msg {
         command: SkillCommand,
         reply: RpcReplyPort<Result<SkillState, ToolError>>,
     },
-    /// Number of targets with a live router session.
+    /// Number of targets with a live link.
     Connected(RpcReplyPort<usize>),
     /// Transport pressure of every connected target.
     Pressure(RpcReplyPort<HashMap<String, link::Pressure>>),
@@ -70,42 +70,42 @@ pub enum Msg {
 
 pub struct Args {
     pub targets: Arc<TargetDirectory>,
-    /// The shared map of sessions (see [`attach`], [`route`]).
-    pub sessions: Arc<Sessions>,
+    /// The shared map of links (see [`attach`], [`route`]).
+    pub links: Arc<Links>,
 }
 
 pub struct Router;
 
 pub struct State {
-    sessions: Arc<Sessions>,
+    links: Arc<Links>,
 }
 
 /// A hub connected: its session replaces any older one for the same target (which is
 /// stopped).
-pub fn attach(sessions: &Sessions, target_id: String, session: ActorRef<link::Msg>) {
-    if let Some(old) = sessions.insert(target_id, session) {
+pub fn attach(links: &Links, target_id: String, session: ActorRef<link::Msg>) {
+    if let Some(old) = links.insert(target_id, session) {
         old.stop(Some("replaced by a newer connection".into()));
     }
 }
 
 /// A hub's connection ended: its session leaves the map unless a newer connection's
 /// replaced it already. Whether it was still the target's newest (and so left).
-pub fn detach(sessions: &Sessions, target_id: &str, id: ractor::ActorId) -> bool {
-    sessions
+pub fn detach(links: &Links, target_id: &str, id: ractor::ActorId) -> bool {
+    links
         .remove_if(target_id, |_, s| s.get_id() == id)
         .is_some()
 }
 
 /// Sends a call to `target_id`'s session, answered there; with no session the reply is
 /// `target_offline` at once.
-pub fn route(sessions: &Sessions, call: RoutedCall, reply: RpcReplyPort<RoutedResult>) {
-    let session = sessions.get(&call.target_id).map(|s| s.value().clone());
+pub fn route(links: &Links, call: RoutedCall, reply: RpcReplyPort<RoutedResult>) {
+    let session = links.get(&call.target_id).map(|s| s.value().clone());
     match session {
         Some(s) => {
             if let Err(e) = s.send_message(link::Msg::Call(Box::new(call), reply)) {
                 // The session is gone; the reply port inside the message is dropped and the
                 // caller sees the RPC fail, which it maps to target_offline.
-                tracing::debug!(error = %e, "router session stopped while routing");
+                tracing::debug!(error = %e, "link stopped while routing");
             }
         }
         None => {
@@ -115,8 +115,8 @@ pub fn route(sessions: &Sessions, call: RoutedCall, reply: RpcReplyPort<RoutedRe
 }
 
 /// Tells the target to stop a call (deadline passed or the client cancelled).
-pub fn cancel(sessions: &Sessions, target_id: &str, call_id: String) {
-    let session = sessions.get(target_id).map(|s| s.value().clone());
+pub fn cancel(links: &Links, target_id: &str, call_id: String) {
+    let session = links.get(target_id).map(|s| s.value().clone());
     if let Some(s) = session {
         let _ = s.send_message(link::Msg::Cancel(call_id));
     }
@@ -139,10 +139,10 @@ impl Actor for Router {
         _myself: ActorRef<Msg>,
         args: Arc<Args>,
     ) -> Result<State, ActorProcessingErr> {
-        // Sessions belong to live connections (which attach and detach them), not to this
+        // Links belong to live connections (which attach and detach them), not to this
         // actor: they stay routable across its restart.
         Ok(State {
-            sessions: args.sessions.clone(),
+            links: args.links.clone(),
         })
     }
 
@@ -160,7 +160,7 @@ impl Actor for Router {
                 skill,
                 command,
                 reply,
-            } => match state.sessions.get(&target_id).map(|s| s.value().clone()) {
+            } => match state.links.get(&target_id).map(|s| s.value().clone()) {
                 Some(s) => {
                     let _ = s.send_message(link::Msg::Skill(skill, command, reply));
                 }
@@ -169,16 +169,16 @@ impl Actor for Router {
                 }
             },
             Msg::Connected(reply) => {
-                let _ = reply.send(state.sessions.len());
+                let _ = reply.send(state.links.len());
             }
             Msg::Pressure(reply) => {
-                let sessions: Vec<_> = state
-                    .sessions
+                let links: Vec<_> = state
+                    .links
                     .iter()
                     .map(|e| (e.key().clone(), e.value().clone()))
                     .collect();
                 let mut out = HashMap::new();
-                for (t, s) in &sessions {
+                for (t, s) in &links {
                     if let Ok(p) = ractor::call_t!(s, link::Msg::Pressure, 1_000) {
                         out.insert(t.clone(), p);
                     }
@@ -189,9 +189,9 @@ impl Actor for Router {
         Ok(())
     }
 
-    /// A router session (linked under this actor) ended: a failed one leaves the map (its
+    /// A link (linked under this actor) ended: a failed one leaves the map (its
     /// connection notices and closes, the hub dials again and gets a new session); other
-    /// targets' sessions are untouched, and the router goes on.
+    /// targets' links are untouched, and the router goes on.
     async fn handle_supervisor_evt(
         &self,
         _myself: ActorRef<Msg>,
@@ -205,14 +205,14 @@ impl Actor for Router {
         };
         let id = cell.get_id();
         let target = state
-            .sessions
+            .links
             .iter()
             .find(|e| e.value().get_id() == id)
             .map(|e| e.key().clone());
         if let Some(target_id) = target {
-            detach(&state.sessions, &target_id, id);
+            detach(&state.links, &target_id, id);
             if let Some(reason) = failure {
-                tracing::error!(%target_id, %reason, "router session failed; its hub reconnects");
+                tracing::error!(%target_id, %reason, "link failed; its hub reconnects");
             }
         }
         Ok(())
@@ -224,7 +224,7 @@ pub(crate) mod tests {
     use super::*;
     use tokio::sync::mpsc;
 
-    /// A routed read of `hub.get_status` (also used by the router session's tests).
+    /// A routed read of `hub.get_status` (also used by the link's tests).
     pub(crate) fn call(call_id: &str, target_id: &str) -> RoutedCall {
         RoutedCall {
             call_id: call_id.into(),
@@ -245,7 +245,7 @@ pub(crate) mod tests {
         let (tx, rx) = mpsc::channel(8);
         let (s, _) = Actor::spawn(
             None,
-            link::RouterSession,
+            link::Link,
             link::Args {
                 target_id: target_id.into(),
                 signing_key: [7; 32],
@@ -267,13 +267,13 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn calls_reach_the_attached_session_and_a_stale_detach_keeps_the_newer_one() {
-        let sessions = Arc::new(Sessions::default());
+        let links = Arc::new(Links::default());
         let (router, _) = Actor::spawn(
             None,
             Router,
             Arc::new(Args {
                 targets: Default::default(),
-                sessions: sessions.clone(),
+                links: links.clone(),
             }),
         )
         .await
@@ -281,7 +281,7 @@ pub(crate) mod tests {
 
         // No session: target_offline at once, nothing waits.
         let (tx, rx) = ractor::concurrency::oneshot();
-        route(&sessions, call("c0", "hub:t"), tx.into());
+        route(&links, call("c0", "hub:t"), tx.into());
         let Err((None, e)) = rx.await.expect("answered") else {
             panic!("expected an error")
         };
@@ -289,25 +289,25 @@ pub(crate) mod tests {
 
         let (old, _old_rx) = session("hub:t").await;
         let (new, mut new_rx) = session("hub:t").await;
-        attach(&sessions, "hub:t".into(), old.clone());
-        attach(&sessions, "hub:t".into(), new.clone());
+        attach(&links, "hub:t".into(), old.clone());
+        attach(&links, "hub:t".into(), new.clone());
         // The old connection's detach arrives late: the newer session stays.
-        detach(&sessions, "hub:t", old.get_id());
+        detach(&links, "hub:t", old.get_id());
         let connected = ractor::call_t!(router, Msg::Connected, 1_000).expect("connected");
         assert_eq!(connected, 1);
 
         let (tx, _pending) = ractor::concurrency::oneshot();
-        route(&sessions, call("c1", "hub:t"), tx.into());
+        route(&links, call("c1", "hub:t"), tx.into());
         let (kind, frame) = next_frame(&mut new_rx).await;
         assert_eq!(kind, "call", "{frame}");
         assert_eq!(frame["body"]["call_id"], "c1");
-        cancel(&sessions, "hub:t", "c1".into());
+        cancel(&links, "hub:t", "c1".into());
         let (kind, frame) = next_frame(&mut new_rx).await;
         assert_eq!(kind, "cancel", "{frame}");
 
-        detach(&sessions, "hub:t", new.get_id());
+        detach(&links, "hub:t", new.get_id());
         let connected = ractor::call_t!(router, Msg::Connected, 1_000).expect("connected");
         assert_eq!(connected, 0);
-        assert!(sessions.is_empty());
+        assert!(links.is_empty());
     }
 }

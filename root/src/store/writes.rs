@@ -29,8 +29,8 @@ pub struct ApprovalRow {
     pub arguments: serde_json::Value,
     /// The preview's expected effect (for an NLU change: its diff).
     pub effect: serde_json::Value,
-    /// `pending`, `approved`, `rejected` or `applied` (an `expired` status is derived).
-    pub status: String,
+    /// As stored (`expired` is derived, see [`ApprovalRow::status_at`]).
+    pub status: ApprovalStatus,
     pub requested_at_ms: i64,
     pub expires_at_ms: i64,
     pub decided_at_ms: Option<i64>,
@@ -42,11 +42,61 @@ pub struct ApprovalRow {
 impl ApprovalRow {
     /// The status as of `now_ms`: an undecided or unapplied approval past its expiry is
     /// `expired`.
-    pub fn status_at(&self, now_ms: i64) -> &str {
-        match self.status.as_str() {
-            "pending" | "approved" if now_ms >= self.expires_at_ms => "expired",
+    pub fn status_at(&self, now_ms: i64) -> ApprovalStatus {
+        match self.status {
+            ApprovalStatus::Pending | ApprovalStatus::Approved if now_ms >= self.expires_at_ms => {
+                ApprovalStatus::Expired
+            }
             s => s,
         }
+    }
+}
+
+/// Where an approval is: `pending` until an operator decides, then `approved` or `rejected`;
+/// an approved one is `applied` or `failed` once its execute ran; `expired` (derived, never
+/// stored) when its time ran out first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalStatus {
+    Pending,
+    Approved,
+    Rejected,
+    Applied,
+    Failed,
+    Expired,
+}
+
+impl ApprovalStatus {
+    /// Every status, in the order operators read them.
+    pub const ALL: [ApprovalStatus; 6] = [
+        ApprovalStatus::Pending,
+        ApprovalStatus::Approved,
+        ApprovalStatus::Rejected,
+        ApprovalStatus::Applied,
+        ApprovalStatus::Failed,
+        ApprovalStatus::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::Pending => "pending",
+            ApprovalStatus::Approved => "approved",
+            ApprovalStatus::Rejected => "rejected",
+            ApprovalStatus::Applied => "applied",
+            ApprovalStatus::Failed => "failed",
+            ApprovalStatus::Expired => "expired",
+        }
+    }
+
+    /// The status named `name`, if there is one.
+    pub fn named(name: &str) -> Option<ApprovalStatus> {
+        ApprovalStatus::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for ApprovalStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -72,7 +122,13 @@ macro_rules! approval_from_row {
             tool_id: r.try_get("tool_id").map_err(db(op))?,
             arguments: json("arguments")?,
             effect: json("effect")?,
-            status: r.try_get("status").map_err(db(op))?,
+            status: {
+                let name: String = r.try_get("status").map_err(db(op))?;
+                ApprovalStatus::named(&name).ok_or_else(|| Error::Corrupt {
+                    op,
+                    detail: format!("status: no approval status `{name}`"),
+                })?
+            },
             requested_at_ms: r.try_get("requested_at").map_err(db(op))?,
             expires_at_ms: r.try_get("expires_at").map_err(db(op))?,
             decided_at_ms: r.try_get("decided_at").map_err(db(op))?,
@@ -230,7 +286,7 @@ impl Store {
             .bind(&a.tool_id)
             .bind(a.arguments.to_string())
             .bind(a.effect.to_string())
-            .bind(&a.status)
+            .bind(a.status.as_str())
             .bind(a.requested_at_ms)
             .bind(a.expires_at_ms)
             .bind(a.decided_at_ms)
@@ -270,7 +326,7 @@ impl Store {
     /// Approvals newest first, optionally only those with a stored `status`.
     pub async fn list_approvals(
         &self,
-        status: Option<&str>,
+        status: Option<ApprovalStatus>,
         limit: i64,
     ) -> Result<Vec<ApprovalRow>> {
         on_pool!(self, pool => {
@@ -278,7 +334,7 @@ impl Store {
                 Some(s) => sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE status = $1 ORDER BY requested_at DESC LIMIT $2"
                 )))
-                .bind(s)
+                .bind(s.as_str())
                 .bind(limit.clamp(1, 1_000))
                 .fetch_all(pool)
                 .await,
@@ -299,8 +355,8 @@ impl Store {
     pub async fn transition_approval(
         &self,
         id: &str,
-        from: &str,
-        to: &str,
+        from: ApprovalStatus,
+        to: ApprovalStatus,
         now_ms: i64,
         reason: Option<&str>,
         applied_event_id: Option<&str>,
@@ -313,13 +369,13 @@ impl Store {
                      applied_event_id = COALESCE($5, applied_event_id)
                  WHERE approval_id = $6 AND status = $7 AND expires_at > $3",
             )
-            .bind(to)
-            .bind(to)
+            .bind(to.as_str())
+            .bind(to.as_str())
             .bind(now_ms)
             .bind(reason)
             .bind(applied_event_id)
             .bind(id)
-            .bind(from)
+            .bind(from.as_str())
             .execute(pool)
             .await
             .map_err(db("transition approval"))?;

@@ -6,7 +6,7 @@
 //! `surface_changed` must name the enrolment's target and environment ([`check_claims`]),
 //! else it is answered with a `protocol_error` and changes nothing. A `result` for a call that
 //! is not waiting on this connection (late, answered twice, or never sent to it) is dropped by
-//! the router session, so a hub can only ever answer the calls routed to it, once.
+//! the link, so a hub can only ever answer the calls routed to it, once.
 //!
 //! Root ends a connection with a close frame carrying an RFC 6455 code and the reason
 //! ([`Closing`]): 1009 for a frame over the limit, 1007 for a text frame that is not UTF-8,

@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 
 use crate::api::ApiError;
 use crate::app::App;
-use crate::hubs::link::{self, RouterSession};
+use crate::hubs::link::{self, Link};
 use crate::hubs::timeline::LifecycleKind;
 use crate::net::tls::TlsPeer;
 
@@ -388,7 +388,7 @@ async fn open_link(
     // the hub dials again (a new session, state rebuilt from its hello).
     let router_cell = app.actors.router.load().get_cell();
     let (session, session_done) =
-        Actor::spawn_linked(None, RouterSession, session_args, router_cell).await?;
+        Actor::spawn_linked(None, Link, session_args, router_cell).await?;
     app.store
         .update_target_seen(
             &target_id,
