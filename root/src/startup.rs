@@ -379,7 +379,9 @@ async fn compose(
 /// The MCP endpoint: the direct path first, rmcp's Streamable HTTP transport for the rest.
 fn mcp_route(app: &Arc<App>, shutdown: &CancellationToken) -> axum::routing::MethodRouter {
     let mut mcp_config = StreamableHttpServerConfig::default();
-    mcp_config.allowed_hosts = app.config.allowed_hosts.clone();
+    // The guard in front of every surface is root's one Host/Origin rule (`api::guard`);
+    // rmcp's own Host check would be a second one.
+    mcp_config.allowed_hosts = Vec::new();
     mcp_config.cancellation_token = shutdown.child_token();
     mcp_config.max_request_body_bytes = app.config.limits.max_body_bytes;
     // Stateless (2026-07-28) requests whose handler answers without an intermediate message

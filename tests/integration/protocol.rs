@@ -187,6 +187,30 @@ async fn foreign_host_and_origin_are_refused() {
         200
     );
     assert_eq!(send(None, None).await.unwrap().status(), 200);
+    // So is a call the direct path would answer (2026-07-28, no session): the guard in front
+    // of every surface is the one Host rule.
+    let direct = |host: &'static str| {
+        root.http
+            .post(root.mcp_url())
+            .bearer_auth(&token)
+            .header("accept", ACCEPT)
+            .header("host", host)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "sdk.get_schema")
+            .json(
+                &json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{
+                "name":"sdk.get_schema","arguments":{"name":"tool-contract"},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"}
+                }}}),
+            )
+            .send()
+    };
+    assert_eq!(direct("evil.example.com").await.unwrap().status(), 403);
+    assert_eq!(direct("localhost").await.unwrap().status(), 200);
     // REST is guarded the same way.
     let res = root
         .http

@@ -1,23 +1,30 @@
-//! The Host and Origin guard in front of every surface (DNS rebinding, cross-site requests).
+//! The Host and Origin guard in front of every surface (DNS rebinding, cross-site requests):
+//! the one rule root has for both. rmcp's own Host check is off (`startup::mcp_route`), and
+//! the direct path checks nothing the guard has not.
 
 use super::*;
 
-pub(super) fn host_allowed(allowed: &[String], host: &str) -> bool {
-    let host = host.trim().to_ascii_lowercase();
-    // Strip the port: `[::1]:80`, `127.0.0.1:80`, `name:80`.
-    let bare = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("").to_string()
-    } else if host.matches(':').count() == 1 {
-        host.split(':').next().unwrap_or("").to_string()
-    } else {
-        host.clone()
+/// The one Host rule, for every surface (`/mcp`, the REST family, the console, the hub
+/// door): `host` names an entry of `allowed`, compared case-insensitively with IPv6 brackets
+/// ignored; an entry with a port matches that port only, one without matches any port.
+/// Anything that does not parse as an authority is refused.
+pub fn host_allowed(allowed: &[String], host: &str) -> bool {
+    let Ok(authority) = host.trim().parse::<http::uri::Authority>() else {
+        return false;
     };
-    allowed.iter().any(|a| {
-        let a = a.to_ascii_lowercase();
-        a == bare || a == host
+    let norm = |h: &str| h.trim_matches(['[', ']']).to_ascii_lowercase();
+    let (host, port) = (norm(authority.host()), authority.port_u16());
+    allowed.iter().any(|entry| {
+        let entry = entry.trim();
+        match entry.parse::<http::uri::Authority>() {
+            Ok(a) => norm(a.host()) == host && a.port_u16().is_none_or(|p| port == Some(p)),
+            Err(_) => !entry.is_empty() && norm(entry) == host,
+        }
     })
 }
 
+/// An `Origin` is allowed when `allowed_origins` names it, or when it is `http(s)://` and
+/// an authority the Host rule ([`host_allowed`]) allows.
 pub(super) fn origin_allowed(app: &App, origin: &str) -> bool {
     if app
         .config
@@ -68,4 +75,34 @@ pub(super) async fn guard_host_origin(
         }
     }
     next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_allowed;
+
+    #[test]
+    fn hosts_match_by_name_and_by_port_where_the_entry_names_one() {
+        let allowed = vec![
+            "localhost".to_string(),
+            "[::1]".to_string(),
+            "::1".to_string(),
+            "root.example:8443".to_string(),
+        ];
+        assert!(host_allowed(&allowed, "localhost:8700"));
+        assert!(host_allowed(&allowed, "LOCALHOST"));
+        assert!(host_allowed(&allowed, "[::1]:8700"));
+        assert!(host_allowed(&["::1".to_string()], "[::1]:8700"));
+        assert!(host_allowed(&allowed, "root.example:8443"));
+        assert!(!host_allowed(&allowed, "root.example:8444"));
+        assert!(!host_allowed(&allowed, "root.example"));
+        assert!(!host_allowed(&allowed, "evil.example"));
+        assert!(!host_allowed(&allowed, "localhost.evil.example"));
+        assert!(!host_allowed(&allowed, ""));
+        assert!(!host_allowed(&allowed, "local host"));
+        assert!(
+            !host_allowed(&[], "anything"),
+            "an empty list allows nothing"
+        );
+    }
 }

@@ -163,9 +163,9 @@ pub async fn serve(app: &Arc<App>, sessions: &Sessions, req: Request) -> Result<
     if !app.config.mcp.direct_reads || req.method() != Method::POST {
         return Err(req);
     }
-    let route = match eligible_headers(req.headers(), &app.config.allowed_hosts) {
+    let route = match eligible_headers(req.headers()) {
         Some(name) => Route::Stateless(name.to_owned()),
-        None => match session_headers(req.headers(), &app.config.allowed_hosts) {
+        None => match session_headers(req.headers()) {
             Some(id) => Route::Session(id.to_owned()),
             None => return Err(req),
         },
@@ -324,13 +324,12 @@ impl<T: Send + 'static> Drop for Detached<T> {
 }
 
 /// The `Mcp-Name` of a request whose headers qualify for the direct path.
-fn eligible_headers<'a>(headers: &'a HeaderMap, allowed_hosts: &[String]) -> Option<&'a str> {
+fn eligible_headers(headers: &HeaderMap) -> Option<&str> {
     if one(headers, "mcp-protocol-version")? != VERSION
         || one(headers, "mcp-method")? != "tools/call"
         || headers.contains_key("mcp-session-id")
         || headers.contains_key(header::ORIGIN)
         || headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
-        || !host_allowed(one(headers, header::HOST.as_str())?, allowed_hosts)
     {
         return None;
     }
@@ -343,12 +342,9 @@ fn eligible_headers<'a>(headers: &'a HeaderMap, allowed_hosts: &[String]) -> Opt
 const SESSION_VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// The `Mcp-Session-Id` of a request whose headers qualify for the direct path on a session.
-fn session_headers<'a>(headers: &'a HeaderMap, allowed_hosts: &[String]) -> Option<&'a str> {
+fn session_headers(headers: &HeaderMap) -> Option<&str> {
     let version = one(headers, "mcp-protocol-version")?;
-    if !SESSION_VERSIONS.contains(&version)
-        || headers.contains_key(header::ORIGIN)
-        || !host_allowed(one(headers, header::HOST.as_str())?, allowed_hosts)
-    {
+    if !SESSION_VERSIONS.contains(&version) || headers.contains_key(header::ORIGIN) {
         return None;
     }
     one(headers, "mcp-session-id").filter(|id| !id.is_empty())
@@ -381,28 +377,6 @@ fn one<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         return None;
     }
     first.to_str().ok()
-}
-
-/// Whether rmcp's DNS-rebinding check would accept `host`: an empty allow-list accepts every
-/// host; otherwise an entry must name the same host (case-insensitive, IPv6 brackets
-/// ignored) and, if it names a port, the same port. Anything unusual answers `false`, which
-/// only sends the request to rmcp's own check.
-fn host_allowed(host: &str, allowed: &[String]) -> bool {
-    if allowed.is_empty() {
-        return true;
-    }
-    let Ok(authority) = host.parse::<http::uri::Authority>() else {
-        return false;
-    };
-    let norm = |h: &str| h.trim_matches(['[', ']']).to_ascii_lowercase();
-    let (host, port) = (norm(authority.host()), authority.port_u16());
-    allowed.iter().any(|entry| {
-        let entry = entry.trim();
-        match entry.parse::<http::uri::Authority>() {
-            Ok(a) => norm(a.host()) == host && a.port_u16().is_none_or(|p| port == Some(p)),
-            Err(_) => !entry.is_empty() && norm(entry) == host,
-        }
-    })
 }
 
 /// Whether a decoded body is one the direct path answers exactly as rmcp would.
@@ -571,20 +545,17 @@ mod tests {
 
     #[test]
     fn qualifying_headers_name_the_tool() {
-        let allowed = vec!["127.0.0.1".to_string()];
-        assert_eq!(
-            eligible_headers(&headers(GOOD), &allowed),
-            Some("hub.get_status")
-        );
+        assert_eq!(eligible_headers(&headers(GOOD)), Some("hub.get_status"));
     }
 
     #[test]
     fn anything_rmcp_would_judge_differently_goes_to_rmcp() {
-        let allowed = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+        // Host is the guard's, in front of every surface (`api::guard`), and no longer a
+        // question here; `protocol.rs` sends the direct path a foreign Host.
         let with = |extra: (&'static str, &'static str)| {
             let mut h = headers(GOOD);
             h.append(extra.0, HeaderValue::from_static(extra.1));
-            eligible_headers(&h, &allowed).map(str::to_owned)
+            eligible_headers(&h).map(str::to_owned)
         };
         let none: Option<String> = None;
         assert_eq!(with(("mcp-session-id", "s1")), none);
@@ -595,9 +566,9 @@ mod tests {
         let without = |name: &str| {
             let mut h = headers(GOOD);
             h.remove(name);
-            eligible_headers(&h, &allowed).map(str::to_owned)
+            eligible_headers(&h).map(str::to_owned)
         };
-        for name in ["host", "mcp-protocol-version", "mcp-method", "mcp-name"] {
+        for name in ["mcp-protocol-version", "mcp-method", "mcp-name"] {
             assert_eq!(without(name), none, "{name} missing");
         }
         let mut old = headers(GOOD);
@@ -605,10 +576,10 @@ mod tests {
             "mcp-protocol-version",
             HeaderValue::from_static("2025-11-25"),
         );
-        assert_eq!(eligible_headers(&old, &allowed), None);
+        assert_eq!(eligible_headers(&old), None);
         let mut list = headers(GOOD);
         list.insert("mcp-method", HeaderValue::from_static("tools/list"));
-        assert_eq!(eligible_headers(&list, &allowed), None);
+        assert_eq!(eligible_headers(&list), None);
     }
 
     const ON_SESSION: &[(&str, &str)] = &[
@@ -619,11 +590,10 @@ mod tests {
 
     #[test]
     fn a_call_on_a_session_qualifies_by_its_revision_and_session() {
-        let allowed = vec!["127.0.0.1".to_string()];
         let check = |edit: &dyn Fn(&mut HeaderMap)| {
             let mut h = headers(ON_SESSION);
             edit(&mut h);
-            session_headers(&h, &allowed).map(str::to_owned)
+            session_headers(&h).map(str::to_owned)
         };
         assert_eq!(check(&|_| {}), Some("0b1c2d".to_string()));
         for version in ["2025-03-26", "2025-06-18"] {
@@ -642,7 +612,7 @@ mod tests {
             .is_some()
         );
         type Edit<'a> = &'a dyn Fn(&mut HeaderMap);
-        let refused: [(&str, Edit); 7] = [
+        let refused: [(&str, Edit); 6] = [
             ("no revision", &|h| {
                 h.remove("mcp-protocol-version");
             }),
@@ -666,9 +636,6 @@ mod tests {
             }),
             ("an origin", &|h| {
                 h.insert("origin", HeaderValue::from_static("http://127.0.0.1"));
-            }),
-            ("a host not allowed", &|h| {
-                h.insert("host", HeaderValue::from_static("evil.example"));
             }),
         ];
         for (why, edit) in refused {
@@ -700,24 +667,6 @@ mod tests {
             decode(serde_json::json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": { "name": "x" } }))
                 .is_none_or(|c| !eligible_session_call(&c))
         );
-    }
-
-    #[test]
-    fn hosts_match_as_rmcp_matches_them() {
-        let allowed = vec![
-            "localhost".to_string(),
-            "[::1]".to_string(),
-            "root.example:8443".to_string(),
-        ];
-        assert!(host_allowed("localhost:8700", &allowed));
-        assert!(host_allowed("LOCALHOST", &allowed));
-        assert!(host_allowed("[::1]:8700", &allowed));
-        assert!(host_allowed("root.example:8443", &allowed));
-        assert!(!host_allowed("root.example:8444", &allowed));
-        assert!(!host_allowed("root.example", &allowed));
-        assert!(!host_allowed("evil.example", &allowed));
-        assert!(!host_allowed("", &allowed));
-        assert!(host_allowed("anything", &[]));
     }
 
     #[tokio::test]
