@@ -23,7 +23,7 @@
 //! A decision is a pure function ([`decide`]) of the contract, the profile and the target
 //! directory, all shared read-only (`Arc`, `DashMap`). The governed call path evaluates it on
 //! its own task (no mailbox hop per call); the actor answers the list and self-description
-//! questions (`Visible`, `Profiles`).
+//! list question (`Visible`).
 
 use std::sync::Arc;
 
@@ -46,8 +46,6 @@ pub enum Msg {
         scope: Option<Vec<String>>,
         reply: RpcReplyPort<Vec<Arc<ContractEntry>>>,
     },
-    /// The profiles, for self-description and lease creation.
-    Profiles(RpcReplyPort<Arc<ProfileRegistry>>),
     /// Test builds only: panic, so tests can prove the supervisor contains it.
     #[cfg(any(test, feature = "fault-injection"))]
     Panic,
@@ -100,9 +98,6 @@ impl Actor for PolicyEngine {
                     .cloned()
                     .collect();
                 let _ = reply.send(visible);
-            }
-            Msg::Profiles(reply) => {
-                let _ = reply.send(state.profiles.clone());
             }
         }
         Ok(())

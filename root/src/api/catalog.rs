@@ -3,22 +3,11 @@
 
 use super::*;
 
-pub(super) async fn profiles(
-    app: &App,
-) -> Result<Arc<mcp_shared::profile::ProfileRegistry>, ApiError> {
-    call_t!(
-        app.actors.policy.load(),
-        policy::Msg::Profiles,
-        RPC_TIMEOUT_MS
-    )
-    .map_err(ApiError::internal)
-}
-
 pub(super) async fn foundation(
     State(app): State<Arc<App>>,
     auth: Auth,
 ) -> Result<Json<Value>, ApiError> {
-    let profiles = profiles(&app).await?;
+    let profiles = app.catalog.profiles.clone();
     let zone_view = crate::replica::view_for(&app, &auth).await?;
     let mut planes: Vec<&str> = profiles.profiles.iter().map(|p| p.plane.as_str()).collect();
     planes.sort();

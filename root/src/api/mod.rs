@@ -43,7 +43,6 @@ use crate::app::{App, Principal};
 use crate::call::{self, CallContext};
 use crate::hubs::router;
 use crate::leases::manager as lease_manager;
-use crate::policy;
 use crate::store::AuditFilter;
 
 use audit::{get_audit_event, query_audit, verify_audit};
