@@ -300,6 +300,12 @@ async fn set(
     target_id: &str,
     command: SkillCommand,
 ) -> Result<Pushed, ToolError> {
+    // Store and memory change together with respect to a replica's enrolment reload (as a
+    // key rotation does), which could otherwise put back the state it read before this one.
+    let one_writer = match &app.zone {
+        Some(z) => Some(z.enrolment_writes.lock().await),
+        None => None,
+    };
     let current = app
         .hubs
         .enrolments
@@ -329,6 +335,7 @@ async fn set(
         e.row.skill_desired = Some(stored);
         e.skill.desired = desired;
     }
+    drop(one_writer);
     crate::mcp::notify_tools_changed(app, target_id);
     // Every live replica refuses (or allows) from here on.
     crate::replica::target_changed(app, target_id, true).await;

@@ -153,7 +153,7 @@ impl Zone {
             .collect();
         for row in rows {
             let target_id = row.target_id.clone();
-            let enrolment = match crate::hubs::Enrolment::open(
+            let mut enrolment = match crate::hubs::Enrolment::open(
                 row,
                 previous.remove(&target_id),
                 &app.master_key,
@@ -164,6 +164,13 @@ impl Zone {
                     continue;
                 }
             };
+            // A hub connected here reports to memory first (the store follows): its last
+            // report is the one in memory, never an older stored one.
+            if app.hubs.connected(&target_id)
+                && let Some(live) = app.hubs.enrolments.get(&target_id)
+            {
+                enrolment.skill.reported = live.skill.reported.clone();
+            }
             let mut descriptor = enrolment.offline_descriptor();
             let gate_was_open = app.hubs.enrolments.get(&target_id).map(|e| e.skill.open());
             let gate_open = enrolment.skill.open();

@@ -125,7 +125,8 @@ pub struct Zone {
     seen_credentials: DashMap<String, i64>,
     last_enrolment_reload: tokio::sync::Mutex<Option<tokio::time::Instant>>,
     /// Held while enrolments are read from the store and put into memory, and while a key
-    /// rotation writes both: a reload never puts back a snapshot older than what memory has.
+    /// rotation or an operator's skill command writes both: a reload never puts back a
+    /// snapshot older than what memory has.
     pub enrolment_writes: tokio::sync::Mutex<()>,
 }
 
