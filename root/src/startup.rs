@@ -124,23 +124,8 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             )
         })?;
 
-    let (
-        catalog::Catalog {
-            contracts,
-            profiles,
-            destructive,
-        },
-        configured,
-    ) = load_catalog(&config)?;
-    let (app, sup) = compose(
-        config,
-        contracts,
-        profiles,
-        destructive,
-        configured,
-        admin_token,
-    )
-    .await?;
+    let (catalog, configured) = load_catalog(&config)?;
+    let (app, sup) = compose(config, catalog, configured, admin_token).await?;
     let shutdown = app.shutdown.clone();
     operators::reload(&app)
         .await
@@ -252,9 +237,7 @@ fn load_catalog(config: &RootConfig) -> anyhow::Result<(catalog::Catalog, Config
 /// descriptor set, starts the supervised actors and composes [`App`].
 async fn compose(
     config: RootConfig,
-    contracts: Arc<catalog::ContractRegistry>,
-    profiles: Arc<mcp_shared::profile::ProfileRegistry>,
-    destructive: catalog::DestructiveRules,
+    catalog: catalog::Catalog,
     configured: Configured,
     admin_token: String,
 ) -> anyhow::Result<(Arc<App>, ractor::ActorRef<supervisor::Msg>)> {
@@ -272,7 +255,7 @@ async fn compose(
     // A published set (kept in the store) wins over the configured one while it still fits
     // the contracts.
     let descriptor_set =
-        match descriptors::load_published(&store, &contracts, &config.skill_catalog.scheme)
+        match descriptors::load_published(&store, &catalog.contracts, &config.skill_catalog.scheme)
             .await
             .context("loading the published descriptor set")?
         {
@@ -307,8 +290,8 @@ async fn compose(
             index: leases.clone(),
         }),
         policy: Arc::new(policy::Args {
-            contracts: contracts.clone(),
-            profiles: profiles.clone(),
+            contracts: catalog.contracts.clone(),
+            profiles: catalog.profiles.clone(),
             targets: targets.clone(),
             enrolments: enrolments.clone(),
         }),
@@ -337,11 +320,7 @@ async fn compose(
     let app = Arc::new(App {
         store,
         actors: actors.clone(),
-        catalog: catalog::Catalog {
-            contracts,
-            profiles,
-            destructive,
-        },
+        catalog,
         descriptors,
         clock: Default::default(),
         leases,

@@ -13,7 +13,19 @@ use serde_json::{Value, json};
 
 use crate::api::{ApiError, Operator};
 use crate::app::App;
-use crate::descriptors::{self, DescriptorSet, PublishError, cache};
+use crate::descriptors::{self, DescriptorSet, PublishError};
+
+/// Serves `set` (already validated) from now on; `Ok(false)` when a newer published revision
+/// is served already (and stays).
+pub async fn replace(app: &App, set: Arc<DescriptorSet>) -> Result<bool, String> {
+    ractor::call_t!(
+        app.actors.descriptors.load(),
+        crate::descriptors::cache::Msg::Replace,
+        crate::actors::RPC_TIMEOUT_MS,
+        set
+    )
+    .map_err(|e| format!("descriptor cache unavailable: {e}"))
+}
 
 /// One publish at a time in this process, so the store's newest set is the one the cache
 /// serves.
@@ -53,7 +65,7 @@ pub async fn publish(
         Some(revision),
         Some(mcp_shared::time::format(now)),
     ));
-    match cache::replace(&app.actors.descriptors.load(), set.clone()).await {
+    match replace(app, set.clone()).await {
         Ok(true) => {}
         // Only a newer revision is served instead, which the publish lock rules out.
         Ok(false) => {

@@ -112,15 +112,22 @@ pub async fn call_keeping_answer(
     let entry = app.catalog.contracts.get(tool_id).cloned();
     // Concurrency slots are held until the audit event is durable and the response is ready.
     let mut permits = None;
-    let (result, unknown_tool) = match entry {
+    let (result, unknown_tool) = match &entry {
         None => uncontracted(app, tool_id, &mut event),
         Some(entry) => (
-            governed(app, &ctx, &entry, &arguments, &mut event, &mut permits).await,
+            governed(app, &ctx, entry, &arguments, &mut event, &mut permits).await,
             false,
         ),
     };
 
-    let result = seal(app, tool_id, arguments, result, &mut event);
+    let result = seal(
+        app,
+        entry.as_deref(),
+        tool_id,
+        arguments,
+        result,
+        &mut event,
+    );
 
     let status = event.status;
     let event_id = event.event_id.clone();
@@ -250,6 +257,7 @@ fn uncontracted(
 /// stored: `ok`, `denied` (refused before any adapter ran) or `error` (failed executing).
 fn seal(
     app: &App,
+    entry: Option<&ContractEntry>,
     tool_id: &str,
     arguments: Value,
     result: Result<Answer, ToolError>,
@@ -257,8 +265,7 @@ fn seal(
 ) -> Result<Answer, ToolError> {
     // Redact before anything is stored.
     let mut request = json!({ "tool_id": tool_id, "arguments": arguments });
-    let (fields, patterns): (&[String], &[regex::Regex]) = match app.catalog.contracts.get(tool_id)
-    {
+    let (fields, patterns): (&[String], &[regex::Regex]) = match entry {
         Some(e) => (&e.contract.redaction.fields, &e.redaction_patterns),
         None => (&[], &[]),
     };

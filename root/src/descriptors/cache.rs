@@ -43,16 +43,6 @@ impl Args {
     }
 }
 
-/// How long [`replace`] waits for the cache.
-const REPLACE_TIMEOUT_MS: u64 = 5_000;
-
-/// Serves `set` (already validated) from now on; `Ok(false)` when a newer published revision
-/// is served already (and stays).
-pub async fn replace(cache: &ActorRef<Msg>, set: Arc<DescriptorSet>) -> Result<bool, String> {
-    ractor::call_t!(cache, Msg::Replace, REPLACE_TIMEOUT_MS, set)
-        .map_err(|e| format!("descriptor cache unavailable: {e}"))
-}
-
 pub struct DescriptorCache;
 
 pub struct State {

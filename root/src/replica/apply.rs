@@ -221,9 +221,7 @@ impl Zone {
         .await?
         {
             let revision = set.origin.revision;
-            match crate::descriptors::cache::replace(&app.actors.descriptors.load(), Arc::new(set))
-                .await
-            {
+            match crate::api::descriptors::replace(app, Arc::new(set)).await {
                 Ok(true) => tracing::info!(
                     ?revision,
                     "serving the descriptor set another replica published"
