@@ -69,21 +69,18 @@ pub struct RootConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpConfig {
-    /// Answer well-formed stateless (2026-07-28) `tools/call`s of read tools on the direct
-    /// path (`mcp::direct`) instead of through rmcp's per-request service; the answers are
-    /// the same, the CPU per call lower. `false` sends every request through rmcp (for
-    /// comparison, or should a client ever see a difference).
-    pub direct_reads: bool,
-    /// How long an MCP session (revisions before 2026-07-28) lives without a request, in
-    /// seconds; then it ends and its client must open a new one. Calls answered on the direct
-    /// path count as requests.
+    /// Retired: root's own transport (`mcp::transport`) answers every request one way.
+    /// Accepted, and ignored with a warning, so configurations that set it still load.
+    pub direct_reads: Option<bool>,
+    /// How long an MCP session (revisions before 2026-07-28) lives without a message while
+    /// nothing is in flight, in seconds; then it ends and its client must open a new one.
     pub session_idle_sec: u64,
 }
 
 impl Default for McpConfig {
     fn default() -> Self {
         McpConfig {
-            direct_reads: true,
+            direct_reads: None,
             session_idle_sec: 300,
         }
     }

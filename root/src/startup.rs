@@ -7,8 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::supervisor;
@@ -21,7 +19,6 @@ use crate::config::RootConfig;
 use crate::descriptors::cache as descriptor_cache;
 use crate::hubs::router;
 use crate::leases::manager as lease_manager;
-use crate::mcp::direct as mcp_direct;
 use crate::net::tls;
 use crate::telemetry::metrics;
 use crate::{
@@ -102,6 +99,11 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     config.validate()?;
     // Refused before anything is bound or created.
     config.check_listener()?;
+    if config.mcp.direct_reads.is_some() {
+        tracing::warn!(
+            "[mcp] direct_reads is retired and has no effect: root's own transport answers every /mcp request one way"
+        );
+    }
     if config.tls.is_none() && !config.listen.ip().is_loopback() {
         tracing::warn!(listen = %config.listen, "serving plain HTTP on a non-loopback address (insecure_http): bearers and hub tokens cross the network unencrypted");
     }
@@ -357,42 +359,10 @@ async fn compose(
 
 /// The MCP endpoint: the direct path first, rmcp's Streamable HTTP transport for the rest.
 fn mcp_route(app: &Arc<App>, shutdown: &CancellationToken) -> axum::routing::MethodRouter {
-    let mut mcp_config = StreamableHttpServerConfig::default();
-    // The guard in front of every surface is root's one Host/Origin rule (`api::guard`);
-    // rmcp's own Host check would be a second one.
-    mcp_config.allowed_hosts = Vec::new();
-    mcp_config.cancellation_token = shutdown.child_token();
-    mcp_config.max_request_body_bytes = app.config.limits.max_body_bytes;
-    // Stateless (2026-07-28) requests whose handler answers without an intermediate message
-    // get a plain JSON body instead of a one-event SSE stream; rmcp falls back to SSE when a
-    // handler sends a request or notification first (elicitation, progress).
-    mcp_config.json_response = true;
-    let handler = mcp::RootMcp::new(app.clone());
-    // One shared instance: axum clones a route's service for every request and rmcp's own
-    // `Service::call` clones it again (its config with the allowed hosts, and its `Arc`s);
-    // `StreamableHttpService::handle` takes `&self`, so the route holds an `Arc` of it.
-    let mut session_manager = LocalSessionManager::default();
-    session_manager.session_config.keep_alive =
-        Some(Duration::from_secs(app.config.mcp.session_idle_sec));
-    let session_manager = Arc::new(session_manager);
-    let sessions = Arc::new(mcp_direct::Sessions::new(session_manager.clone()));
-    let mcp_service = Arc::new(StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        session_manager,
-        mcp_config,
-    ));
-    let direct_app = app.clone();
+    let door = mcp::transport::Door::start(app.clone(), shutdown);
     axum::routing::any(move |req: axum::extract::Request| {
-        let service = mcp_service.clone();
-        let app = direct_app.clone();
-        let sessions = sessions.clone();
-        async move {
-            use axum::response::IntoResponse;
-            match mcp_direct::serve(&app, &sessions, req).await {
-                Ok(answered) => answered,
-                Err(req) => service.handle(req).await.into_response(),
-            }
-        }
+        let door = door.clone();
+        async move { door.serve(req).await }
     })
 }
 

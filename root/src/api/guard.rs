@@ -1,6 +1,6 @@
 //! The Host and Origin guard in front of every surface (DNS rebinding, cross-site requests):
-//! the one rule root has for both. rmcp's own Host check is off (`startup::mcp_route`), and
-//! the direct path checks nothing the guard has not.
+//! the one rule root has for both, `/mcp` included (its transport, `mcp::transport`, checks
+//! no host of its own).
 
 use super::*;
 

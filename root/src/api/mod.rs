@@ -441,10 +441,6 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         ));
     let mcp = Router::new()
         .route("/mcp", mcp)
-        .layer(middleware::from_fn_with_state(
-            app.clone(),
-            crate::mcp::front::mcp_guard,
-        ))
         .layer(middleware::from_fn_with_state(app.clone(), mcp_auth));
     rest.merge(mcp)
         .merge(crate::api::console::routes(app.clone()))

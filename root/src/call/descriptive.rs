@@ -46,8 +46,6 @@ pub(super) fn descriptive_answer(
     let answer = Arc::new(crate::descriptors::DescriptiveAnswer {
         value,
         text: text.into(),
-        mcp_result_open: Default::default(),
-        mcp_result_open_legacy: Default::default(),
     });
     set.answers.insert(key, answer.clone());
     Ok(answer)

@@ -70,10 +70,6 @@ pub type AnswerKey = (String, String, mcp_shared::descriptor::FreshnessState);
 pub struct DescriptiveAnswer {
     pub value: serde_json::Value,
     pub text: Arc<str>,
-    /// The serialized MCP tool result, filled on first use by
-    /// [`crate::mcp::kept_result_open`]: as 2026-07-28 has it, and as the revisions before.
-    pub mcp_result_open: std::sync::OnceLock<Option<Box<str>>>,
-    pub mcp_result_open_legacy: std::sync::OnceLock<Option<Box<str>>>,
 }
 
 impl DescriptorSet {

@@ -1,23 +1,18 @@
-//! The front door for request bodies: what a POST must be before rmcp's transport (`/mcp`) or
-//! a REST handler sees it, refused with the precise status and an error in the shape of the
-//! endpoint (a JSON-RPC error on `/mcp`, `{"error": {code, message}}` on the REST family).
-//!
-//! rmcp answers any body it cannot deserialize with `415` and a plain-text line, whatever was
-//! wrong with it (bad syntax, invalid UTF-8, a batch, nesting past serde_json's recursion
-//! limit, params that do not fit a method). [`mcp_guard`] decides first, in order, each with
-//! its status and JSON-RPC error (`id` null, as JSON-RPC requires when the request's id cannot
-//! be known):
+//! What a request body must be before `/mcp` ([`crate::mcp::transport`]) or a REST handler
+//! reads it, refused with the precise status and an error in the shape of the endpoint (a
+//! JSON-RPC error on `/mcp`, `{"error": {code, message}}` on the REST family). On `/mcp`, in
+//! order, each with its status and JSON-RPC error (`id` null, as JSON-RPC requires when the
+//! request's id cannot be known):
 //! 1. `Accept` lists `application/json` and `text/event-stream`: else `406`, -32600;
 //! 2. `Content-Type` is `application/json`: else `415`, -32600;
 //! 3. the body fits `limits.max_body_bytes`: else `413`, -32600;
 //! 4. UTF-8, at most [`MAX_DEPTH`] levels of nesting, JSON syntax: else `400`, -32700;
 //! 5. one JSON-RPC 2.0 message object, not a batch (array): else `400`, -32600.
 //!
-//! What passes goes to rmcp with the same bytes. A message rmcp still cannot deserialize is
-//! answered `400`, -32602 with the request's id; rmcp's other plain-text refusals (session
-//! required, session not found) keep their status and get a JSON-RPC body. A request rmcp
-//! parses but cannot match to a method it serves reaches [`unmatched_request`]: -32602 for a
-//! known method with params that do not fit it, -32601 for an unknown one.
+//! A message that still does not decode as an MCP client message is answered `400`, -32602
+//! with the request's id. rmcp decodes a request whose params do not fit its method as a
+//! custom request, which reaches [`unmatched_request`]: -32602 for a known method with params
+//! that do not fit it, -32601 for an unknown one.
 //!
 //! [`rest_guard`] does steps 2–4 for the REST family (syntax and fields are the handler's
 //! typed extractor's, answered 400 `invalid_arguments`), and [`shape_refusals`] gives the
@@ -25,9 +20,9 @@
 //! endpoint's shape.
 //!
 //! Batches: MCP 2025-03-26 let clients send JSON-RPC batches (arrays) and required servers to
-//! accept them; 2025-06-18 removed batching, and 2025-11-25 and 2026-07-28 have none. rmcp
-//! (the transport) has no batch support on any revision, so a batch is refused with a message
-//! saying so; a 2025-03-26 client must send its messages one per POST.
+//! accept them; 2025-06-18 removed batching, and 2025-11-25 and 2026-07-28 have none. Root
+//! serves no batches on any revision and says so; a 2025-03-26 client sends its messages one
+//! per POST.
 
 use std::sync::Arc;
 
@@ -52,9 +47,6 @@ pub const MAX_DEPTH: usize = 64;
 pub const PARSE_ERROR: i32 = -32700;
 pub const INVALID_REQUEST: i32 = -32600;
 pub const INVALID_PARAMS: i32 = -32602;
-
-/// Largest rmcp refusal body read back for rewriting (they are one line).
-const REFUSAL_READ_MAX: usize = 16 * 1024;
 
 /// Why the front refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -148,7 +140,7 @@ pub struct Probe {
 }
 
 /// Accepted media types of an `Accept` header list, without parameters; `q=0` excludes.
-fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
+pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
@@ -436,66 +428,6 @@ fn over_limit(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// Middleware on `/mcp`, inside bearer admission: checks a POST (steps 1–5) and turns rmcp's
-/// plain-text refusals into JSON-RPC errors. Other methods (the SSE `GET`, `DELETE`) pass.
-pub async fn mcp_guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    if req.method() != Method::POST {
-        return next.run(req).await;
-    }
-    if let Err(e) = check_headers(req.headers()) {
-        return e.response(None);
-    }
-    let (parts, body) = req.into_parts();
-    let bytes = match read_body(body, app.config.limits.max_body_bytes).await {
-        Ok(b) => b,
-        Err(e) => return e.response(None),
-    };
-    let probe = match check_body(&bytes) {
-        Ok(p) => p,
-        Err(e) => return e.response(None),
-    };
-    let res = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
-    rewrite_refusal(res, &probe).await
-}
-
-/// rmcp's plain-text client errors as JSON-RPC errors; everything else unchanged.
-async fn rewrite_refusal(res: Response, probe: &Probe) -> Response {
-    let status = res.status();
-    let plain = res
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_none_or(|ct| ct.starts_with("text/plain"));
-    if !status.is_client_error() || !plain {
-        return res;
-    }
-    let text = match axum::body::to_bytes(res.into_body(), REFUSAL_READ_MAX).await {
-        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
-        Err(_) => status.canonical_reason().unwrap_or("refused").to_string(),
-    };
-    // The front already checked the media type, so rmcp's 415 is always "cannot deserialize
-    // this message": params that do not fit the method.
-    let err = if status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        let detail = text
-            .strip_prefix("fail to deserialize request body")
-            .unwrap_or(&text)
-            .trim()
-            .to_string();
-        match &probe.method {
-            Some(method) => FrontError::InvalidParams {
-                method: method.clone(),
-                detail,
-            },
-            None => FrontError::NotAMessage(detail),
-        }
-    } else {
-        FrontError::Transport(status.as_u16(), text)
-    };
-    err.response(probe.id.as_ref())
-}
-
 /// The body checks shared by both doors: UTF-8 and nesting depth (no parse, so no recursion).
 pub fn check_text(body: &[u8]) -> Result<&str, FrontError> {
     let text = std::str::from_utf8(body).map_err(|e| FrontError::NotUtf8(e.valid_up_to()))?;
@@ -506,7 +438,7 @@ pub fn check_text(body: &[u8]) -> Result<&str, FrontError> {
 }
 
 /// Reads a body up to `limit` bytes; over it, [`FrontError::TooLarge`].
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, FrontError> {
+pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, FrontError> {
     axum::body::to_bytes(body, limit).await.map_err(|e| {
         if over_limit(&e) {
             FrontError::TooLarge(limit)

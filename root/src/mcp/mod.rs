@@ -12,8 +12,8 @@
 //! `<scheme>://platform/skills/<name>`); every descriptor answer carries its freshness
 //! (`fresh`, `stale`, `expired`) in the text and in `_meta`. `resources/list` paginates.
 
-pub mod direct;
 pub mod front;
+pub mod transport;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -25,12 +25,12 @@ use mcp_shared::event::Surface;
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams,
-    GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
-    ServerResult, SetLevelRequestParams, Tool, ToolAnnotations,
+    ContentBlock, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ServerCapabilities, SetLevelRequestParams, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -206,9 +206,7 @@ impl ServerHandler for RootMcp {
             traceparent: header(&ctx, "traceparent"),
             cancel: ctx.ct.clone(),
         };
-        answer_call(&self.app, call, request, Some(&ctx))
-            .await
-            .map(McpAnswer::into_response)
+        answer_call(&self.app, call, request, &ctx).await
     }
 
     fn get_tool(&self, _name: &str) -> Option<Tool> {
@@ -524,14 +522,13 @@ pub struct ToolCall<'a> {
 }
 
 /// Answers one `tools/call`: the governed call (or, for a write that the client can confirm,
-/// elicitation first: only with `ctx`, the rmcp request whose peer can be asked) and its MCP
-/// answer. Shared by [`RootMcp::call_tool`] and the direct path ([`crate::mcp::direct`]).
-pub async fn answer_call(
+/// elicitation first, asking through the request's peer) and its MCP answer.
+async fn answer_call(
     app: &App,
     call: ToolCall<'_>,
     request: CallToolRequestParams,
-    ctx: Option<&RequestContext<RoleServer>>,
-) -> Result<McpAnswer, ErrorData> {
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
     let ToolCall {
         lease,
         request_id,
@@ -548,24 +545,13 @@ pub async fn answer_call(
         cancel: Some(cancel.clone()),
         operator: None,
     };
-    let elicit = match ctx {
-        Some(ctx) => {
-            crate::call::elicitation::applies(app, ctx, &lease, &request.name, &arguments).await
-        }
-        None => false,
-    };
-    let outcome = match ctx {
-        Some(ctx) if elicit => {
-            crate::call::elicitation::confirm_and_execute(
-                app,
-                ctx,
-                new_ctx,
-                &request.name,
-                arguments,
-            )
+    let elicit =
+        crate::call::elicitation::applies(app, ctx, &lease, &request.name, &arguments).await;
+    let outcome = if elicit {
+        crate::call::elicitation::confirm_and_execute(app, ctx, new_ctx, &request.name, arguments)
             .await
-        }
-        _ => call::call_keeping_answer(app, new_ctx(), &request.name, arguments).await,
+    } else {
+        call::call_keeping_answer(app, new_ctx(), &request.name, arguments).await
     };
     if let Some(e) = outcome.unaudited_error() {
         // No event, so no tool result: a server error whose data names the code.
@@ -585,8 +571,9 @@ pub async fn answer_call(
         ));
     }
     let meta_obj: Option<MetaObject> = serde_json::from_value(meta).ok();
-    if let (Some(answer), Some(meta)) = (outcome.kept, meta_obj.clone()) {
-        return Ok(McpAnswer::Kept { answer, meta });
+    if let Some(answer) = outcome.kept {
+        let result = success_result(answer.value.clone(), String::from(&*answer.text));
+        return Ok(result.with_meta(meta_obj).into());
     }
     let result = match (r.result, r.error) {
         (Some(value), _) => {
@@ -601,32 +588,7 @@ pub async fn answer_call(
             res
         }
     };
-    Ok(McpAnswer::Result(result.with_meta(meta_obj).into()))
-}
-
-/// A `tools/call`'s MCP answer: an rmcp result, or a descriptive answer its descriptor set
-/// keeps plus the call's `_meta` (the direct path writes that one from the set's
-/// serialization, [`kept_result_open`], instead of serializing the value again).
-pub enum McpAnswer {
-    Result(CallToolResponse),
-    Kept {
-        answer: Arc<crate::descriptors::DescriptiveAnswer>,
-        meta: MetaObject,
-    },
-}
-
-impl McpAnswer {
-    /// The answer as an rmcp result (a kept answer's value and text are copied into it).
-    pub fn into_response(self) -> CallToolResponse {
-        match self {
-            McpAnswer::Result(r) => r,
-            McpAnswer::Kept { answer, meta } => {
-                success_result(answer.value.clone(), String::from(&*answer.text))
-                    .with_meta(Some(meta))
-                    .into()
-            }
-        }
-    }
+    Ok(result.with_meta(meta_obj).into())
 }
 
 /// A successful tool result as MCP carries it: the structured value and, as the
@@ -635,62 +597,6 @@ fn success_result(value: Value, text: String) -> CallToolResult {
     let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
     res.structured_content = Some(value);
     res
-}
-
-/// The wire shape rmcp gives a result, by the revision its peer speaks: 2026-07-28 fills the
-/// cache hints of cacheable results; the revisions before it (sessions) get no
-/// `resultType: "complete"` and no non-object structured output (rmcp's server handler does
-/// exactly this before answering).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResultShape {
-    Current,
-    Legacy,
-}
-
-impl ResultShape {
-    /// Gives `result` this shape, as rmcp's handler does.
-    pub fn apply(self, result: &mut ServerResult) {
-        match self {
-            ResultShape::Current => result.fill_missing_cache_hints(),
-            ResultShape::Legacy => {
-                result.strip_result_type_for_legacy_peer();
-                result.strip_non_object_output_for_legacy_peer();
-            }
-        }
-    }
-
-    /// Gives `error` this shape, as rmcp's handler does: 2026-07-28 reports a missing resource
-    /// as invalid params.
-    pub fn apply_to_error(self, error: &mut ErrorData) {
-        if self == ResultShape::Current && error.code == ErrorCode::RESOURCE_NOT_FOUND {
-            error.code = ErrorCode::INVALID_PARAMS;
-        }
-    }
-}
-
-/// The JSON text rmcp writes for a kept answer's tool result in `shape`, up to where its
-/// `_meta` would follow: the serialized result without `_meta` and without its closing brace
-/// (so `open + ,"_meta":{..}}` is exactly what rmcp writes for [`McpAnswer::into_response`]).
-/// Built on first use and kept with the answer; `None` if it could not be serialized.
-pub fn kept_result_open(
-    answer: &crate::descriptors::DescriptiveAnswer,
-    shape: ResultShape,
-) -> Option<&str> {
-    let cell = match shape {
-        ResultShape::Current => &answer.mcp_result_open,
-        ResultShape::Legacy => &answer.mcp_result_open_legacy,
-    };
-    cell.get_or_init(|| {
-        let mut result = ServerResult::CallToolResult(success_result(
-            answer.value.clone(),
-            String::from(&*answer.text),
-        ));
-        shape.apply(&mut result);
-        let mut text = serde_json::to_string(&result).ok()?;
-        // A result always has `content`, so a member precedes the appended `_meta`.
-        (text.pop() == Some('}') && text.len() > 1).then(|| text.into_boxed_str())
-    })
-    .as_deref()
 }
 
 /// Sends `notifications/tools/list_changed` to every MCP session whose lease is bound to

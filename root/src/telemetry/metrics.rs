@@ -65,8 +65,6 @@ pub struct Metrics {
     /// size (calls share a commit when they end while the previous one is being written).
     pub audit_commits: Counter,
     pub audit_rows: Counter,
-    /// `tools/call`s answered on the direct path (`mcp::direct`), not through rmcp's service.
-    pub direct_calls: Counter,
     /// Hub upgrade requests refused before the upgrade, by reason (`missing`, `unknown`,
     /// `throttled`).
     pub hub_door_refusals: Family<ReasonLabel, Counter>,
@@ -129,14 +127,6 @@ impl Default for Metrics {
             "Audit events committed; divided by audit_commits, the mean batch size",
             audit_rows.clone(),
         );
-        let direct_calls = Counter::default();
-        registry.register(
-            "mcp_direct_calls",
-            "tools/call of read tools answered on the direct path (stateless, or on a session), \
-             without rmcp's per-request service or session worker (the rest of /mcp goes \
-             through rmcp)",
-            direct_calls.clone(),
-        );
         let hub_door_refusals = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "hub_door_refusals",
@@ -167,7 +157,6 @@ impl Default for Metrics {
             audit_available,
             audit_commits,
             audit_rows,
-            direct_calls,
             hub_door_refusals,
             connections,
         }

@@ -1,0 +1,220 @@
+//! The wire between root's HTTP front door and one rmcp service: an [`rmcp::transport::Transport`]
+//! whose inbound side is a channel the door writes client messages into, and whose outbound
+//! side routes each server message to the HTTP response waiting for it.
+//!
+//! Routing of what the service sends:
+//! - a response or error goes to the POST whose request it answers, and ends that answer;
+//! - a request the handler makes while answering one (elicitation) carries rmcp's
+//!   [`OriginatingRequestId`] and rides that request's answer (which becomes an SSE stream);
+//! - a progress notification rides the answer of the request that gave its progress token;
+//! - anything else (`notifications/tools/list_changed`, log messages) goes to the session's
+//!   standalone stream (`GET /mcp`) when one is open, and is dropped otherwise.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use rmcp::RoleServer;
+use rmcp::model::{
+    ClientJsonRpcMessage, GetExtensions, ProgressToken, RequestId, ServerJsonRpcMessage,
+    ServerNotification,
+};
+use rmcp::service::OriginatingRequestId;
+use tokio::sync::mpsc;
+
+/// Messages of one answer in flight: the terminal one last.
+pub type Answer = mpsc::UnboundedReceiver<ServerJsonRpcMessage>;
+
+/// Where the service's messages go.
+#[derive(Default)]
+pub struct Routes {
+    /// Client request id (as the service sees it) → the answer waiting for it.
+    waiting: DashMap<RequestId, mpsc::UnboundedSender<ServerJsonRpcMessage>>,
+    /// Progress token → the request that gave it.
+    progress: DashMap<ProgressToken, RequestId>,
+    /// The session's standalone stream, while a `GET /mcp` holds it.
+    standalone: Mutex<Option<mpsc::UnboundedSender<ServerJsonRpcMessage>>>,
+    /// Requests in flight (for the idle timer: a session answering a call is not idle).
+    in_flight: AtomicUsize,
+}
+
+impl Routes {
+    /// Registers a request before it is handed to the service; its messages arrive on the
+    /// returned receiver.
+    pub fn expect(&self, id: RequestId, progress: Option<ProgressToken>) -> Answer {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.waiting.insert(id.clone(), tx);
+        if let Some(token) = progress {
+            self.progress.insert(token, id);
+        }
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        rx
+    }
+
+    /// Forgets a request whose answer nobody reads any more (it stays in flight in the
+    /// service until it finishes; its answer is then dropped).
+    pub fn abandon(&self, id: &RequestId) {
+        if self.waiting.remove(id).is_some() {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.progress.retain(|_, r| r != id);
+    }
+
+    /// Opens the standalone stream, replacing (and so ending) an earlier one.
+    pub fn open_standalone(&self) -> Answer {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self.slot() = Some(tx);
+        rx
+    }
+
+    pub fn close_standalone(&self) {
+        self.slot().take();
+    }
+
+    /// The standalone stream's slot (a poisoned lock only means a panic elsewhere while it
+    /// was held; the slot is still a plain `Option`).
+    fn slot(&self) -> MutexGuard<'_, Option<mpsc::UnboundedSender<ServerJsonRpcMessage>>> {
+        self.standalone
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn busy(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) > 0
+    }
+
+    fn deliver(&self, message: ServerJsonRpcMessage) {
+        match &message {
+            ServerJsonRpcMessage::Response(r) => self.finish(r.id.clone(), message),
+            ServerJsonRpcMessage::Error(e) => match e.id.clone() {
+                Some(id) => self.finish(id, message),
+                None => self.to_standalone(message),
+            },
+            ServerJsonRpcMessage::Request(r) => {
+                let origin = r
+                    .request
+                    .extensions()
+                    .get::<OriginatingRequestId>()
+                    .map(|o| o.0.clone());
+                self.to_request(origin, message);
+            }
+            ServerJsonRpcMessage::Notification(n) => {
+                let origin = match &n.notification {
+                    ServerNotification::ProgressNotification(p) => self
+                        .progress
+                        .get(&p.params.progress_token)
+                        .map(|r| r.value().clone()),
+                    _ => None,
+                };
+                self.to_request(origin, message);
+            }
+        }
+    }
+
+    fn finish(&self, id: RequestId, message: ServerJsonRpcMessage) {
+        if let Some((_, tx)) = self.waiting.remove(&id) {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if !self.progress.is_empty() {
+                self.progress.retain(|_, r| *r != id);
+            }
+            let _ = tx.send(message);
+        } else {
+            tracing::debug!(request = %id, "an answer nobody waits for any more was dropped");
+        }
+    }
+
+    fn to_request(&self, origin: Option<RequestId>, message: ServerJsonRpcMessage) {
+        let tx = origin.and_then(|id| self.waiting.get(&id).map(|t| t.value().clone()));
+        match tx {
+            Some(tx) => {
+                let _ = tx.send(message);
+            }
+            None => self.to_standalone(message),
+        }
+    }
+
+    fn to_standalone(&self, message: ServerJsonRpcMessage) {
+        let mut slot = self.slot();
+        if let Some(tx) = slot.as_ref()
+            && tx.send(message).is_err()
+        {
+            *slot = None;
+        }
+    }
+}
+
+/// The door's end of a wire: it writes client messages in.
+#[derive(Clone)]
+pub struct Inlet {
+    tx: mpsc::UnboundedSender<ClientJsonRpcMessage>,
+    pub routes: Arc<Routes>,
+}
+
+impl Inlet {
+    /// Hands a message to the service; `false` when the service has ended.
+    pub fn send(&self, message: ClientJsonRpcMessage) -> bool {
+        self.tx.send(message).is_ok()
+    }
+}
+
+/// The service's end of a wire: rmcp's transport.
+pub struct Outlet {
+    rx: mpsc::UnboundedReceiver<ClientJsonRpcMessage>,
+    routes: Arc<Routes>,
+    /// For a session: how long it may receive nothing while nothing is in flight before it
+    /// ends (`mcp.session_idle_sec`).
+    idle: Option<Duration>,
+}
+
+/// A new wire.
+pub fn wire(idle: Option<Duration>) -> (Inlet, Outlet) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let routes = Arc::new(Routes::default());
+    (
+        Inlet {
+            tx,
+            routes: routes.clone(),
+        },
+        Outlet { rx, routes, idle },
+    )
+}
+
+/// The transport never fails: a message for an answer nobody waits for is dropped.
+#[derive(Debug, thiserror::Error)]
+#[error("the MCP wire is closed")]
+pub struct Closed;
+
+impl rmcp::transport::Transport<RoleServer> for Outlet {
+    type Error = Closed;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Closed>> + Send + 'static {
+        self.routes.deliver(item);
+        std::future::ready(Ok(()))
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        let Some(idle) = self.idle else {
+            return self.rx.recv().await;
+        };
+        loop {
+            match tokio::time::timeout(idle, self.rx.recv()).await {
+                Ok(message) => return message,
+                Err(_) if self.routes.busy() => continue,
+                Err(_) => {
+                    tracing::debug!("an MCP session ended after its idle timeout");
+                    return None;
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Closed> {
+        self.rx.close();
+        Ok(())
+    }
+}
