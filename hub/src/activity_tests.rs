@@ -131,7 +131,7 @@ async fn every_finished_call_is_recorded_and_served_newest_first() {
         signed("c5", "hub.no_such_tool", json!({}), false, TOKEN),
     )
     .await;
-    assert_eq!(ctx.activity.retained(), 5);
+    assert_eq!(ctx.stores.activity.retained(), 5);
 
     let log_contract = contract("hub.get_activity_log");
     let answer = read(&ctx, AdapterKind::ActivityLog, json!({})).await;
@@ -212,7 +212,7 @@ async fn every_finished_call_is_recorded_and_served_newest_first() {
         panic!("{own:?}")
     };
     assert_eq!(result["entries"][0]["call_id"], "c5");
-    assert_eq!(ctx.activity.retained(), 6);
+    assert_eq!(ctx.stores.activity.retained(), 6);
 
     // Summary over the same record.
     let summary_contract = contract("hub.get_capability_usage_summary");
@@ -242,7 +242,7 @@ async fn every_finished_call_is_recorded_and_served_newest_first() {
     assert!((rate - 1.0 / 3.0).abs() < 1e-9, "{rate}");
     assert_eq!(summary["tools"][2]["errors"], 1);
     assert_eq!(summary["tools"][2]["error_rate"], 1.0);
-    let oldest = ctx.activity.snapshot()[0].started_at;
+    let oldest = ctx.stores.activity.snapshot()[0].started_at;
     assert_eq!(summary["since"], mcp_shared::time::format(oldest));
 
     skill.stop().await;
@@ -265,7 +265,7 @@ async fn a_cancelled_call_is_recorded_as_cancelled() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     task.abort();
     let _ = task.await;
-    let entries = ctx.activity.recent(10, None, None);
+    let entries = ctx.stores.activity.recent(10, None, None);
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(entries[0].status, ActivityStatus::Error);
     assert_eq!(entries[0].error_code, Some(ErrorCode::Cancelled));
@@ -297,7 +297,10 @@ async fn summary_counts_and_percentiles_and_the_ring_is_bounded() {
     // Empty record: since is the hub's start, no tools.
     let empty = read(&ctx, AdapterKind::CapabilityUsage, json!({})).await;
     assert_valid("empty summary", &summary_contract.output_schema, &empty);
-    assert_eq!(empty["since"], mcp_shared::time::format(ctx.started_at));
+    assert_eq!(
+        empty["since"],
+        mcp_shared::time::format(ctx.process.started_at)
+    );
     assert_eq!(empty["tools"], json!([]));
 
     // 100 calls of `b` with durations 1..=100 (every 10th an error, every 25th refused),
@@ -310,11 +313,13 @@ async fn summary_counts_and_percentiles_and_the_ring_is_bounded() {
         } else {
             ActivityStatus::Ok
         };
-        ctx.activity
+        ctx.stores
+            .activity
             .record(synthetic(n as usize, "hub.b", status, 101 - n));
     }
     for (i, d) in [5u64, 7, 3].into_iter().enumerate() {
-        ctx.activity
+        ctx.stores
+            .activity
             .record(synthetic(200 + i, "hub.a", ActivityStatus::Ok, d));
     }
     let s = read(&ctx, AdapterKind::CapabilityUsage, json!({})).await;
@@ -337,10 +342,11 @@ async fn summary_counts_and_percentiles_and_the_ring_is_bounded() {
 
     // The ring keeps the last CAPACITY calls.
     for n in 0..CAPACITY {
-        ctx.activity
+        ctx.stores
+            .activity
             .record(synthetic(1_000 + n, "hub.c", ActivityStatus::Ok, 1));
     }
-    assert_eq!(ctx.activity.retained(), CAPACITY);
+    assert_eq!(ctx.stores.activity.retained(), CAPACITY);
     let log = read(&ctx, AdapterKind::ActivityLog, json!({"limit": 200})).await;
     assert_valid("full log", &log_contract.output_schema, &log);
     assert_eq!(log["entries"].as_array().map(Vec::len), Some(200));

@@ -88,7 +88,8 @@ async fn answers_match_the_tool_contracts() {
         config.zone = zone;
         config.skill.healthchecks = checks;
         let ctx = Arc::new(HubContext::new(config).expect("context"));
-        ctx.connected_since
+        ctx.connection
+            .connected_since
             .store(Some(Arc::new(mcp_shared::time::now())));
         for kind in KINDS {
             let decl = kind.decl();
@@ -355,9 +356,9 @@ async fn service_tool_answers_match_their_contracts() {
         ServiceConfig::new("broken", vec!["/nonexistent/x".into()]),
     ];
     let ctx = Arc::new(HubContext::new(config).expect("context"));
-    ctx.services.start().await.expect("services");
+    ctx.machine.services.start().await.expect("services");
     for _ in 0..400 {
-        if ctx.services.get("quitter").expect("known").state
+        if ctx.machine.services.get("quitter").expect("known").state
             == crate::services::ServiceState::Exited
         {
             break;
@@ -441,7 +442,7 @@ async fn service_tool_answers_match_their_contracts() {
         &c.output_schema,
         &json!({"phase": "execute", "result": result, "replay": false, "idempotency_key": "k"}),
     );
-    ctx.services.stop().await;
+    ctx.machine.services.stop().await;
 }
 
 /// ProfileOps: every `hub.memory.*` answer (reads, dry-run effects, execute results)
@@ -464,8 +465,12 @@ async fn profile_tool_answers_match_their_contracts() {
     ];
     config.profiling.artifact_inline_max_bytes = 1024;
     let ctx = Arc::new(HubContext::new(config).expect("context"));
-    ctx.services.start().await.expect("services");
-    ctx.profiles.start(ctx.clone()).await.expect("profiles");
+    ctx.machine.services.start().await.expect("services");
+    ctx.machine
+        .profiles
+        .start(ctx.clone())
+        .await
+        .expect("profiles");
     let run = |kind: AdapterKind, args: Value, dry_run: bool, key: Option<&str>| {
         let mut input = CallInput::new("c", args, soon());
         input.dry_run = dry_run;
@@ -741,7 +746,7 @@ async fn profile_tool_answers_match_their_contracts() {
 
     // Profiling mode restarts the service into its profiling argv; a service without one
     // is refused.
-    let before = ctx.services.get("app").expect("app").pid;
+    let before = ctx.machine.services.get("app").expect("app").pid;
     let start_profiling = || {
         run(
             AdapterKind::MemoryStartProfile,
@@ -751,7 +756,7 @@ async fn profile_tool_answers_match_their_contracts() {
         )
     };
     let prof = start_profiling().await.expect("profiling mode");
-    let now = ctx.services.get("app").expect("app");
+    let now = ctx.machine.services.get("app").expect("app");
     assert_eq!(now.mode, crate::services::Mode::Profiling);
     assert_ne!(now.pid, before);
     assert_eq!(prof["session"]["mode"], "profiling");
@@ -781,7 +786,7 @@ async fn profile_tool_answers_match_their_contracts() {
     .expect("stop profiling session");
     let mut restored = None;
     for _ in 0..400 {
-        let s = ctx.services.get("app").expect("app");
+        let s = ctx.machine.services.get("app").expect("app");
         if s.mode == crate::services::Mode::Normal && s.pid.is_some() && s.pid != now.pid {
             restored = Some(s);
             break;
@@ -791,7 +796,7 @@ async fn profile_tool_answers_match_their_contracts() {
     assert!(restored.is_some(), "app not back in its normal argv");
     let prof = start_profiling().await.expect("profiling mode again");
     assert_eq!(
-        ctx.services.get("app").expect("app").mode,
+        ctx.machine.services.get("app").expect("app").mode,
         crate::services::Mode::Profiling
     );
     let err = run(
@@ -855,8 +860,8 @@ async fn profile_tool_answers_match_their_contracts() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
-    ctx.profiles.stop().await;
-    ctx.services.stop().await;
+    ctx.machine.profiles.stop().await;
+    ctx.machine.services.stop().await;
     let config = ctx.config.clone();
     let fresh = crate::profiles::Profiles::new(&config);
     let (session, samples) = fresh.session(&c).expect("kept");

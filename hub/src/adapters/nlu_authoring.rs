@@ -96,7 +96,7 @@ fn locale_hint(locale: &str, templates: usize) -> Value {
 /// `nlu_authoring.get_context`.
 pub fn get_context(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     args(arguments, &[])?;
-    let snap = ctx.nlu.snapshot()?;
+    let snap = ctx.stores.nlu.snapshot()?;
     let content = &snap.content;
     let locales: Vec<Value> = content
         .locales()
@@ -178,7 +178,7 @@ pub fn list_templates(ctx: &HubContext, arguments: &Value) -> Result<Value, Tool
             return Err(bad("`intent` must match [a-z0-9][a-z0-9_.-]{0,63}".into()));
         }
     };
-    let snap = ctx.nlu.snapshot()?;
+    let snap = ctx.stores.nlu.snapshot()?;
     let templates: Vec<Value> = snap
         .content
         .templates
@@ -216,27 +216,27 @@ pub fn check_phrase(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolEr
         }
     };
     let locale = locale_arg(map)?;
-    let snap = ctx.nlu.snapshot()?;
+    let snap = ctx.stores.nlu.snapshot()?;
     snap.index.check(&snap.content, phrase, locale).map_err(bad)
 }
 
 /// `nlu_authoring.propose_change`: the preview, whatever `dry_run` says.
 pub fn propose_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolError> {
     let req = ChangeRequest::parse(&input.arguments)?;
-    ctx.nlu.snapshot()?.preview(&req)
+    ctx.stores.nlu.snapshot()?.preview(&req)
 }
 
 /// `nlu_authoring.apply_change`.
 pub fn apply_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolError> {
     let req = ChangeRequest::parse(&input.arguments)?;
     if input.dry_run {
-        return ctx.nlu.snapshot()?.preview(&req);
+        return ctx.stores.nlu.snapshot()?.preview(&req);
     }
     let tool = AdapterKind::NluApplyChange.decl().tool_id;
     let Some(key) = &input.idempotency_key else {
-        return ctx.nlu.apply(&req, None);
+        return ctx.stores.nlu.apply(&req, None);
     };
-    let _claim = match ctx.ledger.begin(tool, key)? {
+    let _claim = match ctx.stores.ledger.begin(tool, key)? {
         Begin::Replay(first) => {
             if first["arguments"] != input.arguments {
                 return Err(ToolError::new(
@@ -251,8 +251,8 @@ pub fn apply_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolEr
         }
         Begin::Run(claim) => claim,
     };
-    let result = ctx.nlu.apply(&req, Some(key))?;
-    ctx.ledger
+    let result = ctx.stores.nlu.apply(&req, Some(key))?;
+    ctx.stores.ledger
         .record(
             tool,
             key,
