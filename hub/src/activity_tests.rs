@@ -95,19 +95,24 @@ async fn read(ctx: &Arc<HubContext>, kind: AdapterKind, arguments: Value) -> Val
         .unwrap_or_else(|e| panic!("{kind:?}: {e}"))
 }
 
-#[tokio::test]
-async fn every_finished_call_is_recorded_and_served_newest_first() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (ch, skill) = channel(dir.path()).await;
-    let ctx = ch.ctx.clone();
+/// The `call_id`s of an activity log answer, in order.
+fn ids_of(v: &Value) -> Vec<String> {
+    v["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["call_id"].as_str().map(str::to_owned))
+        .collect()
+}
 
-    // ok, ok (dry run), error (adapter refuses the arguments), refused (bad signature),
-    // refused (unpublished tool).
-    let ok = execute(&ch, signed("c1", "hub.get_status", json!({}), false, TOKEN)).await;
+/// Runs five calls through the channel (c1..c5): ok, ok (dry run), error (adapter refuses
+/// the arguments), refused (bad signature), refused (unpublished tool).
+async fn record_five_calls(ch: &Channel) {
+    let ok = execute(ch, signed("c1", "hub.get_status", json!({}), false, TOKEN)).await;
     assert!(matches!(ok, CallOutcome::Ok { .. }), "{ok:?}");
-    execute(&ch, signed("c2", "hub.get_status", json!({}), true, TOKEN)).await;
+    execute(ch, signed("c2", "hub.get_status", json!({}), true, TOKEN)).await;
     let err = execute(
-        &ch,
+        ch,
         signed(
             "c3",
             "hub.get_test_results",
@@ -122,17 +127,50 @@ async fn every_finished_call_is_recorded_and_served_newest_first() {
         "{err:?}"
     );
     execute(
-        &ch,
+        ch,
         signed("c4", "hub.get_status", json!({}), false, "wrong"),
     )
     .await;
     execute(
-        &ch,
+        ch,
         signed("c5", "hub.no_such_tool", json!({}), false, TOKEN),
     )
     .await;
-    assert_eq!(ctx.stores.activity.retained(), 5);
+    assert_eq!(ch.ctx.stores.activity.retained(), 5);
+}
 
+/// Filters and limit over the log of [`record_five_calls`]; returns the answer filtered by
+/// tool and status and limited to one.
+async fn assert_filters(ctx: &Arc<HubContext>) -> Value {
+    let refused = read(ctx, AdapterKind::ActivityLog, json!({"status": "refused"})).await;
+    assert_eq!(ids_of(&refused), ["c5", "c4"]);
+    assert_eq!(refused["retained"], 5, "retained counts the whole record");
+    let status = read(
+        ctx,
+        AdapterKind::ActivityLog,
+        json!({"tool_id": "hub.get_status"}),
+    )
+    .await;
+    assert_eq!(ids_of(&status), ["c4", "c2", "c1"]);
+    let both = read(
+        ctx,
+        AdapterKind::ActivityLog,
+        json!({"tool_id": "hub.get_status", "status": "ok", "limit": 1}),
+    )
+    .await;
+    assert_eq!(ids_of(&both), ["c2"]);
+    let limited = read(ctx, AdapterKind::ActivityLog, json!({"limit": 2})).await;
+    assert_eq!(ids_of(&limited), ["c5", "c4"]);
+    both
+}
+
+#[tokio::test]
+async fn every_finished_call_is_recorded_and_served_newest_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ch, skill) = channel(dir.path()).await;
+    let ctx = ch.ctx.clone();
+
+    record_five_calls(&ch).await;
     let log_contract = contract("hub.get_activity_log");
     let answer = read(&ctx, AdapterKind::ActivityLog, json!({})).await;
     assert_valid("activity log", &log_contract.output_schema, &answer);
@@ -172,34 +210,7 @@ async fn every_finished_call_is_recorded_and_served_newest_first() {
     assert_eq!(c5["error_code"], "skill_disabled");
     assert_eq!(c5["tool_id"], "hub.no_such_tool");
 
-    // Filters and limit.
-    let ids_of = |v: &Value| -> Vec<String> {
-        v["entries"]
-            .as_array()
-            .expect("entries")
-            .iter()
-            .filter_map(|e| e["call_id"].as_str().map(str::to_owned))
-            .collect()
-    };
-    let refused = read(&ctx, AdapterKind::ActivityLog, json!({"status": "refused"})).await;
-    assert_eq!(ids_of(&refused), ["c5", "c4"]);
-    assert_eq!(refused["retained"], 5, "retained counts the whole record");
-    let status = read(
-        &ctx,
-        AdapterKind::ActivityLog,
-        json!({"tool_id": "hub.get_status"}),
-    )
-    .await;
-    assert_eq!(ids_of(&status), ["c4", "c2", "c1"]);
-    let both = read(
-        &ctx,
-        AdapterKind::ActivityLog,
-        json!({"tool_id": "hub.get_status", "status": "ok", "limit": 1}),
-    )
-    .await;
-    assert_eq!(ids_of(&both), ["c2"]);
-    let limited = read(&ctx, AdapterKind::ActivityLog, json!({"limit": 2})).await;
-    assert_eq!(ids_of(&limited), ["c5", "c4"]);
+    let both = assert_filters(&ctx).await;
     assert_valid("filtered log", &log_contract.output_schema, &both);
 
     // A call through the channel to the log itself is recorded after it answers.
