@@ -95,19 +95,24 @@ async fn read(ctx: &Arc<HubContext>, kind: AdapterKind, arguments: Value) -> Val
         .unwrap_or_else(|e| panic!("{kind:?}: {e}"))
 }
 
-#[tokio::test]
-async fn every_finished_call_is_recorded_and_served_newest_first() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (ch, skill) = channel(dir.path()).await;
-    let ctx = ch.ctx.clone();
+/// The `call_id`s of an activity log answer, in order.
+fn ids_of(v: &Value) -> Vec<String> {
+    v["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["call_id"].as_str().map(str::to_owned))
+        .collect()
+}
 
-    // ok, ok (dry run), error (adapter refuses the arguments), refused (bad signature),
-    // refused (unpublished tool).
-    let ok = execute(&ch, signed("c1", "hub.get_status", json!({}), false, TOKEN)).await;
+/// Runs five calls through the channel (c1..c5): ok, ok (dry run), error (adapter refuses
+/// the arguments), refused (bad signature), refused (unpublished tool).
+async fn record_five_calls(ch: &Channel) {
+    let ok = execute(ch, signed("c1", "hub.get_status", json!({}), false, TOKEN)).await;
     assert!(matches!(ok, CallOutcome::Ok { .. }), "{ok:?}");
-    execute(&ch, signed("c2", "hub.get_status", json!({}), true, TOKEN)).await;
+    execute(ch, signed("c2", "hub.get_status", json!({}), true, TOKEN)).await;
     let err = execute(
-        &ch,
+        ch,
         signed(
             "c3",
             "hub.get_test_results",
@@ -122,17 +127,50 @@ async fn every_finished_call_is_recorded_and_served_newest_first() {
         "{err:?}"
     );
     execute(
-        &ch,
+        ch,
         signed("c4", "hub.get_status", json!({}), false, "wrong"),
     )
     .await;
     execute(
-        &ch,
+        ch,
         signed("c5", "hub.no_such_tool", json!({}), false, TOKEN),
     )
     .await;
-    assert_eq!(ctx.activity.retained(), 5);
+    assert_eq!(ch.ctx.stores.activity.retained(), 5);
+}
 
+/// Filters and limit over the log of [`record_five_calls`]; returns the answer filtered by
+/// tool and status and limited to one.
+async fn assert_filters(ctx: &Arc<HubContext>) -> Value {
+    let refused = read(ctx, AdapterKind::ActivityLog, json!({"status": "refused"})).await;
+    assert_eq!(ids_of(&refused), ["c5", "c4"]);
+    assert_eq!(refused["retained"], 5, "retained counts the whole record");
+    let status = read(
+        ctx,
+        AdapterKind::ActivityLog,
+        json!({"tool_id": "hub.get_status"}),
+    )
+    .await;
+    assert_eq!(ids_of(&status), ["c4", "c2", "c1"]);
+    let both = read(
+        ctx,
+        AdapterKind::ActivityLog,
+        json!({"tool_id": "hub.get_status", "status": "ok", "limit": 1}),
+    )
+    .await;
+    assert_eq!(ids_of(&both), ["c2"]);
+    let limited = read(ctx, AdapterKind::ActivityLog, json!({"limit": 2})).await;
+    assert_eq!(ids_of(&limited), ["c5", "c4"]);
+    both
+}
+
+#[tokio::test]
+async fn every_finished_call_is_recorded_and_served_newest_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ch, skill) = channel(dir.path()).await;
+    let ctx = ch.ctx.clone();
+
+    record_five_calls(&ch).await;
     let log_contract = contract("hub.get_activity_log");
     let answer = read(&ctx, AdapterKind::ActivityLog, json!({})).await;
     assert_valid("activity log", &log_contract.output_schema, &answer);
@@ -172,34 +210,7 @@ async fn every_finished_call_is_recorded_and_served_newest_first() {
     assert_eq!(c5["error_code"], "skill_disabled");
     assert_eq!(c5["tool_id"], "hub.no_such_tool");
 
-    // Filters and limit.
-    let ids_of = |v: &Value| -> Vec<String> {
-        v["entries"]
-            .as_array()
-            .expect("entries")
-            .iter()
-            .filter_map(|e| e["call_id"].as_str().map(str::to_owned))
-            .collect()
-    };
-    let refused = read(&ctx, AdapterKind::ActivityLog, json!({"status": "refused"})).await;
-    assert_eq!(ids_of(&refused), ["c5", "c4"]);
-    assert_eq!(refused["retained"], 5, "retained counts the whole record");
-    let status = read(
-        &ctx,
-        AdapterKind::ActivityLog,
-        json!({"tool_id": "hub.get_status"}),
-    )
-    .await;
-    assert_eq!(ids_of(&status), ["c4", "c2", "c1"]);
-    let both = read(
-        &ctx,
-        AdapterKind::ActivityLog,
-        json!({"tool_id": "hub.get_status", "status": "ok", "limit": 1}),
-    )
-    .await;
-    assert_eq!(ids_of(&both), ["c2"]);
-    let limited = read(&ctx, AdapterKind::ActivityLog, json!({"limit": 2})).await;
-    assert_eq!(ids_of(&limited), ["c5", "c4"]);
+    let both = assert_filters(&ctx).await;
     assert_valid("filtered log", &log_contract.output_schema, &both);
 
     // A call through the channel to the log itself is recorded after it answers.
@@ -212,7 +223,7 @@ async fn every_finished_call_is_recorded_and_served_newest_first() {
         panic!("{own:?}")
     };
     assert_eq!(result["entries"][0]["call_id"], "c5");
-    assert_eq!(ctx.activity.retained(), 6);
+    assert_eq!(ctx.stores.activity.retained(), 6);
 
     // Summary over the same record.
     let summary_contract = contract("hub.get_capability_usage_summary");
@@ -242,7 +253,7 @@ async fn every_finished_call_is_recorded_and_served_newest_first() {
     assert!((rate - 1.0 / 3.0).abs() < 1e-9, "{rate}");
     assert_eq!(summary["tools"][2]["errors"], 1);
     assert_eq!(summary["tools"][2]["error_rate"], 1.0);
-    let oldest = ctx.activity.snapshot()[0].started_at;
+    let oldest = ctx.stores.activity.snapshot()[0].started_at;
     assert_eq!(summary["since"], mcp_shared::time::format(oldest));
 
     skill.stop().await;
@@ -265,7 +276,7 @@ async fn a_cancelled_call_is_recorded_as_cancelled() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     task.abort();
     let _ = task.await;
-    let entries = ctx.activity.recent(10, None, None);
+    let entries = ctx.stores.activity.recent(10, None, None);
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(entries[0].status, ActivityStatus::Error);
     assert_eq!(entries[0].error_code, Some(ErrorCode::Cancelled));
@@ -297,7 +308,10 @@ async fn summary_counts_and_percentiles_and_the_ring_is_bounded() {
     // Empty record: since is the hub's start, no tools.
     let empty = read(&ctx, AdapterKind::CapabilityUsage, json!({})).await;
     assert_valid("empty summary", &summary_contract.output_schema, &empty);
-    assert_eq!(empty["since"], mcp_shared::time::format(ctx.started_at));
+    assert_eq!(
+        empty["since"],
+        mcp_shared::time::format(ctx.process.started_at)
+    );
     assert_eq!(empty["tools"], json!([]));
 
     // 100 calls of `b` with durations 1..=100 (every 10th an error, every 25th refused),
@@ -310,11 +324,13 @@ async fn summary_counts_and_percentiles_and_the_ring_is_bounded() {
         } else {
             ActivityStatus::Ok
         };
-        ctx.activity
+        ctx.stores
+            .activity
             .record(synthetic(n as usize, "hub.b", status, 101 - n));
     }
     for (i, d) in [5u64, 7, 3].into_iter().enumerate() {
-        ctx.activity
+        ctx.stores
+            .activity
             .record(synthetic(200 + i, "hub.a", ActivityStatus::Ok, d));
     }
     let s = read(&ctx, AdapterKind::CapabilityUsage, json!({})).await;
@@ -337,10 +353,11 @@ async fn summary_counts_and_percentiles_and_the_ring_is_bounded() {
 
     // The ring keeps the last CAPACITY calls.
     for n in 0..CAPACITY {
-        ctx.activity
+        ctx.stores
+            .activity
             .record(synthetic(1_000 + n, "hub.c", ActivityStatus::Ok, 1));
     }
-    assert_eq!(ctx.activity.retained(), CAPACITY);
+    assert_eq!(ctx.stores.activity.retained(), CAPACITY);
     let log = read(&ctx, AdapterKind::ActivityLog, json!({"limit": 200})).await;
     assert_valid("full log", &log_contract.output_schema, &log);
     assert_eq!(log["entries"].as_array().map(Vec::len), Some(200));

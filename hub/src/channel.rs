@@ -227,7 +227,7 @@ impl Channel {
             if !matches!(res, Err(ChannelError::TokenChanged)) {
                 url_idx = (url_idx + 1) % n_urls;
             }
-            self.ctx.connected_since.store(None);
+            self.ctx.connection.connected_since.store(None);
             self.connected.send_replace(false);
             if self.shutdown.is_cancelled() {
                 break;
@@ -248,7 +248,7 @@ impl Channel {
                 () = tokio::time::sleep(delay) => {}
             }
         }
-        self.ctx.connected_since.store(None);
+        self.ctx.connection.connected_since.store(None);
         self.connected.send_replace(false);
     }
 
@@ -267,6 +267,7 @@ impl Channel {
         };
         backoff.reset();
         self.ctx
+            .connection
             .connected_since
             .store(Some(Arc::new(mcp_shared::time::now())));
         self.connected.send_replace(true);
@@ -294,11 +295,12 @@ impl Channel {
         // never retried as `ws`.
         let connector = self
             .ctx
+            .connection
             .tls
             .clone()
             .map(tokio_tungstenite::Connector::Rustls);
         // Root authenticates the hub before it upgrades: the token rides in the request.
-        let token = self.ctx.token.load_full();
+        let token = self.ctx.connection.token.load_full();
         let request = upgrade_request(&url, &token)?;
         let (mut ws, _) = tokio_tungstenite::connect_async_tls_with_config(
             request,
@@ -360,8 +362,11 @@ impl Channel {
                     if target_id != self.ctx.config.target_id {
                         tracing::warn!(configured = %self.ctx.config.target_id, %target_id, "root welcomed this hub under another target id");
                     }
-                    self.ctx.clock.welcomed(root_time_ms, max_clock_skew_ms);
-                    if let Err(e) = self.ctx.clock.check() {
+                    self.ctx
+                        .connection
+                        .clock
+                        .welcomed(root_time_ms, max_clock_skew_ms);
+                    if let Err(e) = self.ctx.connection.clock.check() {
                         tracing::error!(message = %e.message, "this hub's clock is too far from root's; every call will be refused");
                     }
                     return Ok(heartbeat_interval_ms);
@@ -410,15 +415,15 @@ impl Channel {
                     let _ = ws.close(None).await;
                     break Ok(());
                 }
-                () = self.ctx.surface_changed.notified() => {
+                () = self.ctx.skill.surface_changed.notified() => {
                     // An adapter became unavailable (or available again): root re-reads the surface.
                     self.send(ws, envelope(HubToRoot::SurfaceChanged {
                         descriptor: self.ctx.descriptor(),
                         skills: self.ctx.skill_states(),
                     }, None)).await?;
                 }
-                () = self.ctx.token_changed.notified() => {
-                    if **self.ctx.token.load() != *token {
+                () = self.ctx.connection.token_changed.notified() => {
+                    if **self.ctx.connection.token.load() != *token {
                         let _ = ws.close(None).await;
                         break Err(ChannelError::TokenChanged);
                     }
@@ -639,7 +644,7 @@ impl Drop for ActivityRecorder {
         if let Some(mut entry) = self.entry.take() {
             entry.duration_ms =
                 u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.ctx.activity.record(entry);
+            self.ctx.stores.activity.record(entry);
         }
     }
 }
@@ -656,10 +661,10 @@ pub async fn execute(ch: &Channel, call: CallRequest) -> CallOutcome {
 async fn gate_and_run(ch: &Channel, call: CallRequest) -> CallOutcome {
     // Deadlines are root's: judged in root's time (the hub's clock plus the offset measured
     // at welcome).
-    let now_ms = ch.ctx.clock.root_now_ms();
+    let now_ms = ch.ctx.connection.clock.root_now_ms();
     let decl = match ch
         .gate
-        .check_clocked(&call, &ch.ctx.clock, ch.ctx.published())
+        .check_clocked(&call, &ch.ctx.connection.clock, ch.ctx.published())
     {
         Ok(d) => d,
         Err(error) => {

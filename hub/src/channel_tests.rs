@@ -108,6 +108,179 @@ fn error_code(o: &CallOutcome) -> ErrorCode {
     }
 }
 
+/// The first frame: `hello` with the hub's token, protocol, descriptor and skill.
+fn assert_hello(hello: HubToRoot) {
+    let HubToRoot::Hello {
+        token,
+        descriptor,
+        skills,
+        protocol_version,
+    } = hello
+    else {
+        panic!("first frame must be hello, got {hello:?}");
+    };
+    assert_eq!(token, TOKEN);
+    assert_eq!(protocol_version, PROTOCOL_VERSION);
+    assert_eq!(descriptor.target_id, "hub:test-alpha");
+    assert_eq!(
+        descriptor.operational_surface.capabilities.len(),
+        crate::adapters::ADAPTERS.len() + 1,
+        "the built-in adapters and the embedded fault fixture"
+    );
+    assert!(skills[0].enabled);
+}
+
+/// A signed call runs on its adapter.
+async fn signed_call_runs(ws: &mut Ws) {
+    send(ws, "f1", call("c1", "hub.get_status", json!({}), 5_000)).await;
+    let res = next(ws).await;
+    assert_eq!(res.in_reply_to.as_deref(), Some("f1"));
+    match outcome(&res, "c1") {
+        CallOutcome::Ok { adapter, result } => {
+            assert_eq!(adapter, "infra_access_skill.status");
+            assert_eq!(result["connected"], true);
+            assert!(result["connected_since"].is_string());
+        }
+        o => panic!("{o:?}"),
+    }
+}
+
+/// A replayed call, a forged one and a garbage frame are refused.
+async fn replay_forgery_and_garbage_are_refused(ws: &mut Ws) {
+    send(ws, "f2", call("c1", "hub.get_status", json!({}), 5_000)).await;
+    assert_eq!(
+        error_code(&outcome(&next(ws).await, "c1")),
+        ErrorCode::ReplayRejected
+    );
+    let RootToHub::Call(mut forged) = call("c2", "hub.get_status", json!({}), 5_000) else {
+        unreachable!()
+    };
+    forged.tool_id = "hub.get_runtime_summary".into();
+    send(ws, "f3", RootToHub::Call(forged)).await;
+    assert_eq!(
+        error_code(&outcome(&next(ws).await, "c2")),
+        ErrorCode::SignatureInvalid
+    );
+    ws.send(Message::text(
+        r#"{"v":1,"id":"junk","body":{"type":"launch"}}"#,
+    ))
+    .await
+    .expect("send junk");
+    let err = next(ws).await;
+    assert!(
+        matches!(err.body, HubToRoot::ProtocolError { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.in_reply_to.as_deref(), Some("junk"));
+}
+
+/// Many calls in flight at once; a hung one is cancelled and answers nothing.
+async fn many_calls_in_flight(ws: &mut Ws) {
+    send(
+        ws,
+        "f4",
+        call(
+            "hang",
+            crate::test_fault::TOOL,
+            json!({"fault": "hang"}),
+            30_000,
+        ),
+    )
+    .await;
+    for i in 0..3 {
+        send(
+            ws,
+            &format!("g{i}"),
+            call(
+                &format!("g{i}"),
+                "hub.get_runtime_summary",
+                json!({}),
+                5_000,
+            ),
+        )
+        .await;
+    }
+    for _ in 0..3 {
+        let env = next(ws).await;
+        assert!(
+            matches!(
+                &env.body,
+                HubToRoot::Result {
+                    outcome: CallOutcome::Ok { .. },
+                    ..
+                }
+            ),
+            "{env:?}"
+        );
+    }
+    send(
+        ws,
+        "f5",
+        RootToHub::Cancel {
+            call_id: "hang".into(),
+        },
+    )
+    .await;
+}
+
+/// Disable: surface change, then the reply; calls are refused. Enable publishes again.
+async fn disable_then_enable(ws: &mut Ws) {
+    send(
+        ws,
+        "cmd1",
+        RootToHub::SkillCommand {
+            skill: "infra_access_skill".into(),
+            command: SkillCommand::Disable,
+        },
+    )
+    .await;
+    let changed = next(ws).await;
+    match &changed.body {
+        HubToRoot::SurfaceChanged { descriptor, .. } => {
+            assert!(!descriptor.operational_surface.enabled);
+            assert!(descriptor.operational_surface.capabilities.is_empty());
+        }
+        other => panic!("expected surface_changed, got {other:?}"),
+    }
+    let reply = next(ws).await;
+    assert_eq!(reply.in_reply_to.as_deref(), Some("cmd1"));
+    assert!(matches!(&reply.body, HubToRoot::SkillState(s) if !s.enabled));
+    send(ws, "f6", call("c3", "hub.get_status", json!({}), 5_000)).await;
+    assert_eq!(
+        error_code(&outcome(&next(ws).await, "c3")),
+        ErrorCode::SkillDisabled
+    );
+    send(
+        ws,
+        "cmd2",
+        RootToHub::SkillCommand {
+            skill: "infra_access_skill".into(),
+            command: SkillCommand::Enable,
+        },
+    )
+    .await;
+    assert!(matches!(
+        next(ws).await.body,
+        HubToRoot::SurfaceChanged { .. }
+    ));
+    assert!(matches!(next(ws).await.body, HubToRoot::SkillState(s) if s.enabled));
+}
+
+/// Heartbeats flow.
+async fn heartbeat_arrives(ws: &mut Ws) {
+    let beat = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let Some(Ok(Message::Text(t))) = ws.next().await
+                && decode::<HubToRoot>(&t).map(|e| e.body) == Ok(HubToRoot::Heartbeat)
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(beat.is_ok(), "no heartbeat from the hub");
+}
+
 #[tokio::test]
 async fn hub_serves_root_over_websocket_and_reconnects() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -127,171 +300,16 @@ async fn hub_serves_root_over_websocket_and_reconnects() {
 
     let mut ws = accept(&listener).await;
     let hello = handshake(&mut ws).await;
-    let HubToRoot::Hello {
-        token,
-        descriptor,
-        skills,
-        protocol_version,
-    } = hello.body
-    else {
-        panic!("first frame must be hello, got {:?}", hello.body);
-    };
-    assert_eq!(token, TOKEN);
-    assert_eq!(protocol_version, PROTOCOL_VERSION);
-    assert_eq!(descriptor.target_id, "hub:test-alpha");
-    assert_eq!(
-        descriptor.operational_surface.capabilities.len(),
-        crate::adapters::ADAPTERS.len() + 1,
-        "the built-in adapters and the embedded fault fixture"
-    );
-    assert!(skills[0].enabled);
+    assert_hello(hello.body);
     hub.wait_connected(Duration::from_secs(5))
         .await
         .expect("welcomed");
     assert!(hub.is_connected());
 
-    // A signed call runs on its adapter.
-    send(
-        &mut ws,
-        "f1",
-        call("c1", "hub.get_status", json!({}), 5_000),
-    )
-    .await;
-    let res = next(&mut ws).await;
-    assert_eq!(res.in_reply_to.as_deref(), Some("f1"));
-    match outcome(&res, "c1") {
-        CallOutcome::Ok { adapter, result } => {
-            assert_eq!(adapter, "infra_access_skill.status");
-            assert_eq!(result["connected"], true);
-            assert!(result["connected_since"].is_string());
-        }
-        o => panic!("{o:?}"),
-    }
-
-    // Replay, forgery, garbage.
-    send(
-        &mut ws,
-        "f2",
-        call("c1", "hub.get_status", json!({}), 5_000),
-    )
-    .await;
-    assert_eq!(
-        error_code(&outcome(&next(&mut ws).await, "c1")),
-        ErrorCode::ReplayRejected
-    );
-    let RootToHub::Call(mut forged) = call("c2", "hub.get_status", json!({}), 5_000) else {
-        unreachable!()
-    };
-    forged.tool_id = "hub.get_runtime_summary".into();
-    send(&mut ws, "f3", RootToHub::Call(forged)).await;
-    assert_eq!(
-        error_code(&outcome(&next(&mut ws).await, "c2")),
-        ErrorCode::SignatureInvalid
-    );
-    ws.send(Message::text(
-        r#"{"v":1,"id":"junk","body":{"type":"launch"}}"#,
-    ))
-    .await
-    .expect("send junk");
-    let err = next(&mut ws).await;
-    assert!(
-        matches!(err.body, HubToRoot::ProtocolError { .. }),
-        "{err:?}"
-    );
-    assert_eq!(err.in_reply_to.as_deref(), Some("junk"));
-
-    // Many calls in flight at once; a hung one is cancelled and answers nothing.
-    send(
-        &mut ws,
-        "f4",
-        call(
-            "hang",
-            crate::test_fault::TOOL,
-            json!({"fault": "hang"}),
-            30_000,
-        ),
-    )
-    .await;
-    for i in 0..3 {
-        send(
-            &mut ws,
-            &format!("g{i}"),
-            call(
-                &format!("g{i}"),
-                "hub.get_runtime_summary",
-                json!({}),
-                5_000,
-            ),
-        )
-        .await;
-    }
-    for _ in 0..3 {
-        let env = next(&mut ws).await;
-        assert!(
-            matches!(
-                &env.body,
-                HubToRoot::Result {
-                    outcome: CallOutcome::Ok { .. },
-                    ..
-                }
-            ),
-            "{env:?}"
-        );
-    }
-    send(
-        &mut ws,
-        "f5",
-        RootToHub::Cancel {
-            call_id: "hang".into(),
-        },
-    )
-    .await;
-
-    // Disable: surface change, then the reply; calls are refused.
-    send(
-        &mut ws,
-        "cmd1",
-        RootToHub::SkillCommand {
-            skill: "infra_access_skill".into(),
-            command: SkillCommand::Disable,
-        },
-    )
-    .await;
-    let changed = next(&mut ws).await;
-    match &changed.body {
-        HubToRoot::SurfaceChanged { descriptor, .. } => {
-            assert!(!descriptor.operational_surface.enabled);
-            assert!(descriptor.operational_surface.capabilities.is_empty());
-        }
-        other => panic!("expected surface_changed, got {other:?}"),
-    }
-    let reply = next(&mut ws).await;
-    assert_eq!(reply.in_reply_to.as_deref(), Some("cmd1"));
-    assert!(matches!(&reply.body, HubToRoot::SkillState(s) if !s.enabled));
-    send(
-        &mut ws,
-        "f6",
-        call("c3", "hub.get_status", json!({}), 5_000),
-    )
-    .await;
-    assert_eq!(
-        error_code(&outcome(&next(&mut ws).await, "c3")),
-        ErrorCode::SkillDisabled
-    );
-    send(
-        &mut ws,
-        "cmd2",
-        RootToHub::SkillCommand {
-            skill: "infra_access_skill".into(),
-            command: SkillCommand::Enable,
-        },
-    )
-    .await;
-    assert!(matches!(
-        next(&mut ws).await.body,
-        HubToRoot::SurfaceChanged { .. }
-    ));
-    assert!(matches!(next(&mut ws).await.body, HubToRoot::SkillState(s) if s.enabled));
+    signed_call_runs(&mut ws).await;
+    replay_forgery_and_garbage_are_refused(&mut ws).await;
+    many_calls_in_flight(&mut ws).await;
+    disable_then_enable(&mut ws).await;
 
     // Root goes away: the hub reconnects and introduces itself again.
     drop(ws);
@@ -313,18 +331,7 @@ async fn hub_serves_root_over_websocket_and_reconnects() {
         ErrorCode::ReplayRejected
     );
 
-    // Heartbeats flow.
-    let beat = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            if let Some(Ok(Message::Text(t))) = ws.next().await
-                && decode::<HubToRoot>(&t).map(|e| e.body) == Ok(HubToRoot::Heartbeat)
-            {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(beat.is_ok(), "no heartbeat from the hub");
+    heartbeat_arrives(&mut ws).await;
 
     hub.shutdown().await;
 }

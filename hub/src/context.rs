@@ -1,8 +1,8 @@
 //! What the hub's parts share: the configuration, the process clock, the connection state
 //! and the skill lifecycle snapshot that the gate, the adapters and the channel read.
 //!
-//! Invariant: only the skill actor writes [`HubContext::lifecycle`]; only the channel writes
-//! [`HubContext::connected_since`] and [`HubContext::activity`].
+//! Invariant: only the skill actor writes [`SkillSurface`]; only the channel writes
+//! [`Connection::connected_since`] and [`Stores::activity`].
 
 use std::time::Instant;
 
@@ -97,59 +97,94 @@ impl Lifecycle {
     }
 }
 
-/// Shared state of one hub process.
+/// Shared state of one hub process, grouped by who reads and writes it.
 pub struct HubContext {
     pub config: HubConfig,
+    /// When the hub process started.
+    pub process: Process,
+    /// The channel's connection to root.
+    pub connection: Connection,
+    /// The skill's adapters, lifecycle and published surface.
+    pub skill: SkillSurface,
+    /// What the hub keeps: the stores under `state_dir` and the activity log.
+    pub stores: Stores,
+    /// What acts on the machine: the managed services, ProfileOps and health checks.
+    pub machine: Machine,
+    /// The hub's own log and the redaction applied to what it returns.
+    pub logging: Logging,
+}
+
+/// The process clock: when the hub process started (monotonic and wall clock).
+pub struct Process {
+    pub started: Instant,
+    pub started_at: OffsetDateTime,
+}
+
+/// The connection to root: what the channel dials with and what it learned at the last
+/// `welcome`.
+pub struct Connection {
+    /// The hub token the next `hello` carries: `config.token` at start, replaced when the
+    /// token file changes (key rotation).
+    pub token: ArcSwap<String>,
+    /// Signalled when [`Connection::token`] changes; the channel reconnects with it.
+    pub token_changed: tokio::sync::Notify,
+    /// How `wss://` verifies root (built once at start; `None` for a plaintext URL).
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    /// When the current connection was welcomed by root; `None` while disconnected.
+    pub connected_since: ArcSwapOption<OffsetDateTime>,
+    /// The hub's clock and root's offset from it (measured at each welcome).
+    pub clock: crate::clock::HubClock,
+}
+
+/// The skill's state: its adapters, its lifecycle and what of it is published (read by the
+/// gate, the adapters and the channel; written by the skill actor only).
+pub struct SkillSurface {
     /// Every adapter of the skill: the built-in ones ([`KINDS`]), then the command adapters of
     /// `[[skill.commands]]`, in configuration order, then the embedding program's
     /// ([`HubConfig::embedded`]); fixed for the life of the process.
     kinds: Vec<AdapterKind>,
     /// Their declarations, in the same order.
     decls: Vec<AdapterDecl>,
-    /// When the hub process started (monotonic and wall clock).
-    pub started: Instant,
-    pub started_at: OffsetDateTime,
-    /// When the current connection was welcomed by root; `None` while disconnected.
-    pub connected_since: ArcSwapOption<OffsetDateTime>,
     pub lifecycle: ArcSwap<Lifecycle>,
-    /// Client for HTTP health checks.
-    pub http: reqwest::Client,
-    /// Recorded allowed-test results and idempotency keys (`<state_dir>/test-results.json`).
-    pub test_results: TestResults,
-    /// The last calls the hub finished (written by the channel when a call ends).
-    pub activity: ActivityLog,
-    /// The deploy history and the one-deploy-at-a-time lock (`<state_dir>/deploys.json`).
-    pub deploys: Deploys,
-    /// The hub's own recent log lines (the process-wide ring; see [`crate::hublog`]).
-    pub hub_log: std::sync::Arc<LogRing>,
-    /// `[redaction]` patterns, compiled; applied on top of the built-in ones.
-    pub redaction: Vec<regex::Regex>,
-    /// The managed services (`[[services]]`) and their supervisor (started by
-    /// [`crate::start`]).
-    pub services: Services,
-    /// Hub-side idempotency keys of writes (`<state_dir>/write-ledger.json`).
-    pub ledger: WriteLedger,
-    /// ProfileOps: profiling sessions, incidents and artifacts (`<state_dir>/profiles/`);
-    /// its actor is started by [`crate::start`].
-    pub profiles: Profiles,
-    /// NLU content (`[nlu]` plus the changes applied in `<state_dir>/nlu/`), served by the
-    /// `nlu_authoring.*` adapters.
-    pub nlu: Nlu,
-    /// The hub token the next `hello` carries: `config.token` at start, replaced when the
-    /// token file changes (key rotation).
-    pub token: ArcSwap<String>,
-    /// Signalled when [`HubContext::token`] changes; the channel reconnects with it.
-    pub token_changed: tokio::sync::Notify,
-    /// How `wss://` verifies root (built once at start; `None` for a plaintext URL).
-    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     /// Tools whose adapter used up its restart budget: withdrawn from the published surface
-    /// until the skill is enabled again (written by the skill actor only).
+    /// until the skill is enabled again.
     pub unavailable: ArcSwap<Vec<&'static str>>,
     /// Signalled when the published surface changed outside a skill command (an adapter
     /// became unavailable); the channel then sends `surface_changed`.
     pub surface_changed: tokio::sync::Notify,
-    /// The hub's clock and root's offset from it (measured at each welcome).
-    pub clock: crate::clock::HubClock,
+}
+
+/// What the hub keeps: the stores under `state_dir`, and the in-memory activity log.
+pub struct Stores {
+    /// Recorded allowed-test results and idempotency keys (`<state_dir>/test-results.json`).
+    pub test_results: TestResults,
+    /// The deploy history and the one-deploy-at-a-time lock (`<state_dir>/deploys.json`).
+    pub deploys: Deploys,
+    /// Hub-side idempotency keys of writes (`<state_dir>/write-ledger.json`).
+    pub ledger: WriteLedger,
+    /// NLU content (`[nlu]` plus the changes applied in `<state_dir>/nlu/`), served by the
+    /// `nlu_authoring.*` adapters.
+    pub nlu: Nlu,
+    /// The last calls the hub finished (written by the channel when a call ends).
+    pub activity: ActivityLog,
+}
+
+/// What acts on the machine: the actors [`crate::start`] starts, and the health-check client.
+pub struct Machine {
+    /// The managed services (`[[services]]`) and their supervisor.
+    pub services: Services,
+    /// ProfileOps: profiling sessions, incidents and artifacts (`<state_dir>/profiles/`).
+    pub profiles: Profiles,
+    /// Client for HTTP health checks.
+    pub http: reqwest::Client,
+}
+
+/// The hub's own log and the redaction applied to the text it returns.
+pub struct Logging {
+    /// The hub's own recent log lines (the process-wide ring; see [`crate::hublog`]).
+    pub hub_log: std::sync::Arc<LogRing>,
+    /// `[redaction]` patterns, compiled; applied on top of the built-in ones.
+    pub redaction: Vec<regex::Regex>,
 }
 
 impl HubContext {
@@ -195,40 +230,52 @@ impl HubContext {
         }
         let decls = kinds.iter().map(|k| k.decl()).collect();
         Ok(HubContext {
-            kinds,
-            decls,
-            token: ArcSwap::from_pointee(config.token.clone()),
-            token_changed: tokio::sync::Notify::new(),
-            unavailable: ArcSwap::from_pointee(Vec::new()),
-            surface_changed: tokio::sync::Notify::new(),
-            clock: crate::clock::HubClock::new(config.skill.test_clock_offset_ms),
-            tls,
-            nlu,
-            test_results: TestResults::new(&config.state_dir),
-            services: Services::new(&config),
-            ledger: WriteLedger::new(&config.state_dir),
-            profiles: Profiles::new(&config),
-            deploys: Deploys::new(&config.state_dir),
-            hub_log: crate::hublog::global(),
-            redaction,
+            process: Process {
+                started: Instant::now(),
+                started_at: mcp_shared::time::now(),
+            },
+            connection: Connection {
+                token: ArcSwap::from_pointee(config.token.clone()),
+                token_changed: tokio::sync::Notify::new(),
+                tls,
+                connected_since: ArcSwapOption::empty(),
+                clock: crate::clock::HubClock::new(config.skill.test_clock_offset_ms),
+            },
+            skill: SkillSurface {
+                kinds,
+                decls,
+                lifecycle: ArcSwap::from_pointee(Lifecycle::default()),
+                unavailable: ArcSwap::from_pointee(Vec::new()),
+                surface_changed: tokio::sync::Notify::new(),
+            },
+            stores: Stores {
+                test_results: TestResults::new(&config.state_dir),
+                deploys: Deploys::new(&config.state_dir),
+                ledger: WriteLedger::new(&config.state_dir),
+                nlu,
+                activity: ActivityLog::default(),
+            },
+            machine: Machine {
+                services: Services::new(&config),
+                profiles: Profiles::new(&config),
+                http,
+            },
+            logging: Logging {
+                hub_log: crate::hublog::global(),
+                redaction,
+            },
             config,
-            started: Instant::now(),
-            started_at: mcp_shared::time::now(),
-            connected_since: ArcSwapOption::empty(),
-            lifecycle: ArcSwap::from_pointee(Lifecycle::default()),
-            http,
-            activity: ActivityLog::default(),
         })
     }
 
     pub fn lifecycle(&self) -> Lifecycle {
-        **self.lifecycle.load()
+        **self.skill.lifecycle.load()
     }
 
     /// The skill's state as published: without the tools of unavailable adapters.
     pub fn skill_states(&self) -> Vec<SkillState> {
-        let mut state = self.lifecycle().skill_state_with(&self.decls);
-        let unavailable = self.unavailable.load();
+        let mut state = self.lifecycle().skill_state_with(&self.skill.decls);
+        let unavailable = self.skill.unavailable.load();
         state
             .published
             .retain(|t| !unavailable.contains(&t.as_str()));
@@ -237,17 +284,18 @@ impl HubContext {
 
     /// Every adapter of the skill (built-in, then configured commands).
     pub fn adapter_kinds(&self) -> &[AdapterKind] {
-        &self.kinds
+        &self.skill.kinds
     }
 
     /// The declarations of [`HubContext::adapter_kinds`].
     pub fn adapter_decls(&self) -> &[AdapterDecl] {
-        &self.decls
+        &self.skill.decls
     }
 
     /// The adapter serving `tool_id`, built-in or configured.
     pub fn adapter_kind(&self, tool_id: &str) -> Option<AdapterKind> {
-        self.kinds
+        self.skill
+            .kinds
             .iter()
             .copied()
             .find(|k| k.decl().tool_id == tool_id)
@@ -258,15 +306,16 @@ impl HubContext {
         Published {
             skill: SKILL,
             active: self.lifecycle().active(),
-            adapters: &self.decls,
+            adapters: &self.skill.decls,
         }
     }
 
     /// Adapters whose tools are published right now.
     pub fn published_adapters(&self) -> Vec<AdapterDecl> {
         if self.lifecycle().active() {
-            let unavailable = self.unavailable.load();
-            self.decls
+            let unavailable = self.skill.unavailable.load();
+            self.skill
+                .decls
                 .iter()
                 .filter(|a| !unavailable.contains(&a.tool_id))
                 .copied()

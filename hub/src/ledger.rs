@@ -38,7 +38,7 @@ struct LedgerFile {
     records: Vec<Record>,
 }
 
-/// The ledger (one per hub process, in [`crate::context::HubContext::ledger`]).
+/// The ledger (one per hub process, in [`crate::context::Stores::ledger`]).
 #[derive(Debug)]
 pub struct WriteLedger {
     dir: PathBuf,

@@ -117,8 +117,8 @@ pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
         Ok(s) => s,
         Err(e) => {
             stopping.store(true, std::sync::atomic::Ordering::Release);
-            ctx.profiles.stop().await;
-            ctx.services.stop().await;
+            ctx.machine.profiles.stop().await;
+            ctx.machine.services.stop().await;
             return Err(e);
         }
     };
@@ -171,10 +171,10 @@ async fn watch_token_file(ctx: Arc<HubContext>, path: std::path::PathBuf, stop: 
             Ok(token) if token.is_empty() => {}
             Ok(token) => {
                 last_error = None;
-                if token != **ctx.token.load() {
-                    ctx.token.store(Arc::new(token));
+                if token != **ctx.connection.token.load() {
+                    ctx.connection.token.store(Arc::new(token));
                     tracing::info!(file = %path.display(), "the hub token file holds a new token; reconnecting with it");
-                    ctx.token_changed.notify_one();
+                    ctx.connection.token_changed.notify_one();
                 }
             }
             Err(e) => {
@@ -268,8 +268,8 @@ impl HubHandle {
         self.shutdown.cancel();
         let _ = self.channel.await;
         self.skill.stop().await;
-        self.ctx.profiles.stop().await;
-        self.ctx.services.stop().await;
+        self.ctx.machine.profiles.stop().await;
+        self.ctx.machine.services.stop().await;
         self.supervisor.stop(Some("hub shutting down".into()));
     }
 

@@ -93,8 +93,9 @@ impl State {
                 }
                 id
             }
-            Child::Services => ctx.services.start_under(Some(me)).await?.get_id(),
+            Child::Services => ctx.machine.services.start_under(Some(me)).await?.get_id(),
             Child::Profiles => ctx
+                .machine
                 .profiles
                 .start_under(ctx.clone(), Some(me))
                 .await?

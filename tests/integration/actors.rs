@@ -267,10 +267,11 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
 
     // The service supervisor panics: the service runs on under the new one and can be
     // restarted through it.
-    let services_before = ctx.services.current().unwrap();
+    let services_before = ctx.machine.services.current().unwrap();
     services_before.cast(mcp_hub::services::Msg::Panic).unwrap();
     eventually("a new service supervisor", async || {
-        ctx.services
+        ctx.machine
+            .services
             .current()
             .is_some_and(|s| s.get_id() != services_before.get_id())
     })
@@ -296,7 +297,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
         .as_str()
         .unwrap_or_else(|| panic!("{started}"))
         .to_owned();
-    let ops_before = ctx.profiles.current().unwrap();
+    let ops_before = ctx.machine.profiles.current().unwrap();
     ops_before.cast(mcp_hub::profiles::Msg::Panic).unwrap();
     eventually("the running session ended interrupted", async || {
         let s = call(
@@ -309,7 +310,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
     })
     .await;
     assert_ne!(
-        ctx.profiles.current().unwrap().get_id(),
+        ctx.machine.profiles.current().unwrap().get_id(),
         ops_before.get_id()
     );
     let args =

@@ -1,8 +1,8 @@
 //! `hub.get_activity_log`: the hub's record of the calls it finished, newest first, from the
-//! in-memory ring in [`HubContext::activity`]. Arguments: `{"limit"?: 1..=200 (default 50),
-//! "tool_id"?: string, "status"?: "ok" | "error" | "refused"}`. Answer: `{"entries": [...],
-//! "retained": n, "capacity": 1000}`, where `retained` counts every call in the ring
-//! (unfiltered).
+//! in-memory ring in [`crate::context::Stores::activity`]. Arguments: `{"limit"?: 1..=200
+//! (default 50), "tool_id"?: string, "status"?: "ok" | "error" | "refused"}`. Answer:
+//! `{"entries": [...], "retained": n, "capacity": 1000}`, where `retained` counts every call in
+//! the ring (unfiltered).
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
@@ -57,10 +57,10 @@ pub fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
             }
         },
     };
-    let entries = ctx.activity.recent(limit, tool_id, status);
+    let entries = ctx.stores.activity.recent(limit, tool_id, status);
     Ok(json!({
         "entries": entries,
-        "retained": ctx.activity.retained(),
-        "capacity": ctx.activity.capacity(),
+        "retained": ctx.stores.activity.retained(),
+        "capacity": ctx.stores.activity.capacity(),
     }))
 }

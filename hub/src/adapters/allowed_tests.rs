@@ -85,13 +85,13 @@ pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError>
         .iter()
         .find(|t| t.name == name)
         .ok_or_else(|| unknown_test(ctx, name))?;
-    let store = &ctx.test_results;
+    let store = &ctx.stores.test_results;
     if input.dry_run {
         let last = store.last(name)?;
         let argv: Vec<String> = test
             .argv
             .iter()
-            .map(|a| crate::redact::redact_with(a, &ctx.redaction).0)
+            .map(|a| crate::redact::redact_with(a, &ctx.logging.redaction).0)
             .collect();
         return Ok(json!({
             "action": "run_allowed_test",
@@ -127,7 +127,7 @@ pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError>
         .saturating_duration_since(tokio::time::Instant::now())
         .saturating_sub(RECORD_MARGIN);
     let limit = Duration::from_millis(test.timeout_ms).min(budget);
-    let outcome = execute(test, limit, &ctx.redaction).await;
+    let outcome = execute(test, limit, &ctx.logging.redaction).await;
     let key = input.idempotency_key.as_deref().map(|k| (tool, k));
     store.record(&outcome, key).map_err(|e| {
         ToolError::new(
@@ -467,7 +467,7 @@ mod tests {
         assert_eq!(run["exit_code"], Value::Null);
         assert_eq!(run["output_tail"], "started\n");
         assert!(run["duration_ms"].as_u64().expect("ms") >= 300);
-        let last = ctx.test_results.last("slow").expect("store");
+        let last = ctx.stores.test_results.last("slow").expect("store");
         assert_eq!(serde_json::to_value(last).expect("json"), run);
     }
 
@@ -483,7 +483,13 @@ mod tests {
             .await
             .expect("answered before the deadline");
         assert_eq!(run["timed_out"], true);
-        assert!(ctx.test_results.last("long").expect("store").is_some());
+        assert!(
+            ctx.stores
+                .test_results
+                .last("long")
+                .expect("store")
+                .is_some()
+        );
     }
 
     #[tokio::test]
@@ -518,7 +524,8 @@ mod tests {
         assert_eq!(lines(dir.path()), 2);
         // The replayed key is recorded once: results hold the two real runs.
         assert_eq!(
-            ctx2.test_results
+            ctx2.stores
+                .test_results
                 .recent(Some("pass"), 50)
                 .expect("recent")
                 .len(),

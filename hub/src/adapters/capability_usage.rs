@@ -1,8 +1,8 @@
 //! `hub.get_capability_usage_summary`: per-tool usage computed from the hub's activity ring
-//! ([`HubContext::activity`]). Takes no arguments. Answer: `{"since": RFC 3339, "tools":
-//! [{"tool_id", "calls", "ok", "errors", "refused", "error_rate", "p50_ms", "p99_ms"}]}`,
-//! tools sorted by id. `since` is the oldest retained call's start, or the hub's start when
-//! the ring is empty. `error_rate` is `(errors + refused) / calls`; the percentiles are
+//! ([`crate::context::Stores::activity`]). Takes no arguments. Answer: `{"since": RFC 3339,
+//! "tools": [{"tool_id", "calls", "ok", "errors", "refused", "error_rate", "p50_ms",
+//! "p99_ms"}]}`, tools sorted by id. `since` is the oldest retained call's start, or the hub's
+//! start when the ring is empty. `error_rate` is `(errors + refused) / calls`; the percentiles are
 //! nearest-rank over the durations of all of the tool's retained calls.
 
 use std::collections::BTreeMap;
@@ -33,12 +33,12 @@ pub fn percentile(sorted: &[u64], q: u64) -> u64 {
 }
 
 pub fn run(ctx: &HubContext) -> Value {
-    let entries = ctx.activity.snapshot();
+    let entries = ctx.stores.activity.snapshot();
     let since = entries
         .iter()
         .map(|e| e.started_at)
         .min()
-        .unwrap_or(ctx.started_at);
+        .unwrap_or(ctx.process.started_at);
     let mut by_tool: BTreeMap<String, Usage> = BTreeMap::new();
     for e in entries {
         let u = by_tool.entry(e.tool_id).or_default();

@@ -191,7 +191,8 @@ pub async fn run(ctx: &HubContext, tool_id: &str, input: CallInput) -> Result<Va
         }
     };
     let detail = || {
-        let (text, _) = crate::redact::redact_with(&String::from_utf8_lossy(&err), &ctx.redaction);
+        let (text, _) =
+            crate::redact::redact_with(&String::from_utf8_lossy(&err), &ctx.logging.redaction);
         let text = text.trim();
         let mut start = text.len().saturating_sub(MAX_DETAIL);
         while !text.is_char_boundary(start) {
@@ -236,7 +237,7 @@ pub async fn run(ctx: &HubContext, tool_id: &str, input: CallInput) -> Result<Va
 /// `value` with every string redacted.
 fn redact_strings(value: Value, ctx: &HubContext) -> Value {
     match value {
-        Value::String(s) => Value::String(crate::redact::redact_with(&s, &ctx.redaction).0),
+        Value::String(s) => Value::String(crate::redact::redact_with(&s, &ctx.logging.redaction).0),
         Value::Array(items) => {
             Value::Array(items.into_iter().map(|v| redact_strings(v, ctx)).collect())
         }

@@ -58,7 +58,7 @@ fn services(ctx: &HubContext) -> Vec<impl Future<Output = Value> + '_> {
         .iter()
         .filter_map(|service| {
             let check = service.health.as_ref()?.check(&service.name);
-            let now = ctx.services.get(&service.name).ok();
+            let now = ctx.machine.services.get(&service.name).ok();
             Some(async move {
                 match now {
                     Some(s) if s.state == ServiceState::Running => {
@@ -130,6 +130,7 @@ async fn probe(ctx: &HubContext, check: &HealthcheckConfig) -> Result<String, St
             url, expect_status, ..
         } => {
             let resp = ctx
+                .machine
                 .http
                 .get(url)
                 .send()

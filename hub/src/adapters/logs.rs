@@ -303,7 +303,7 @@ pub async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError
     for (name, origin) in &chosen {
         let raw = match origin {
             Origin::Hub => {
-                let snap = ctx.hub_log.snapshot();
+                let snap = ctx.logging.hub_log.snapshot();
                 Ok(Raw {
                     text: snap.lines.join("\n"),
                     partial_first: false,
@@ -325,7 +325,7 @@ pub async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError
             }
         };
         match raw {
-            Ok(raw) => tails.push(tail(raw, &req, &ctx.redaction)),
+            Ok(raw) => tails.push(tail(raw, &req, &ctx.logging.redaction)),
             Err(why) => {
                 problems.push(format!("`{name}`: {why}"));
                 tails.push(Tail {

@@ -115,15 +115,17 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ToolError> {
 /// `hub.memory.get_status`.
 pub fn status(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     args(arguments, &[])?;
-    let p = &ctx.profiles;
+    let p = &ctx.machine.profiles;
     let (sessions, running, incidents, artifacts) = p.counts()?;
     let c = p.config();
     let services: Vec<Value> = ctx
+        .machine
         .services
         .snapshot()
         .into_iter()
         .map(|s| {
             let profiling = ctx
+                .machine
                 .services
                 .config(&s.name)
                 .is_ok_and(|c| c.profiling_argv.is_some());
@@ -171,6 +173,7 @@ pub fn list_sessions(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolE
         ),
     };
     let sessions = ctx
+        .machine
         .profiles
         .sessions(service_filter(map)?, state, limit(map)?)?;
     Ok(json!({ "sessions": to_value(&sessions)? }))
@@ -179,21 +182,27 @@ pub fn list_sessions(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolE
 /// `hub.memory.get_session`.
 pub fn get_session(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["session_id"])?;
-    let (session, recent) = ctx.profiles.session(id(map, "session_id")?)?;
+    let (session, recent) = ctx.machine.profiles.session(id(map, "session_id")?)?;
     Ok(json!({ "session": to_value(&session)?, "recent_samples": to_value(&recent)? }))
 }
 
 /// `hub.memory.list_incidents`.
 pub fn list_incidents(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["service", "limit"])?;
-    let incidents = ctx.profiles.incidents(service_filter(map)?, limit(map)?)?;
+    let incidents = ctx
+        .machine
+        .profiles
+        .incidents(service_filter(map)?, limit(map)?)?;
     Ok(json!({ "incidents": to_value(&incidents)? }))
 }
 
 /// `hub.memory.list_artifacts`.
 pub fn list_artifacts(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["service", "limit"])?;
-    let artifacts = ctx.profiles.artifacts(service_filter(map)?, limit(map)?)?;
+    let artifacts = ctx
+        .machine
+        .profiles
+        .artifacts(service_filter(map)?, limit(map)?)?;
     Ok(json!({ "artifacts": to_value(&artifacts)? }))
 }
 
@@ -203,45 +212,47 @@ pub fn get_artifact(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolEr
     let artifact_id = id(map, "artifact_id")?;
     let offset = number(map, "offset", 0..=u64::MAX)?;
     let length = number(map, "length", 1..=u64::MAX)?;
-    Ok(match ctx.profiles.artifact(artifact_id, offset, length)? {
-        Delivery::Inline { meta, artifact } => json!({
-            "artifact_id": meta.artifact_id,
-            "delivery": "inline",
-            "size_bytes": meta.size_bytes,
-            "sha256": meta.sha256,
-            "artifact": artifact,
-        }),
-        Delivery::Chunked {
-            meta,
-            chunk_bytes,
-            chunks,
-        } => json!({
-            "artifact_id": meta.artifact_id,
-            "delivery": "chunked",
-            "size_bytes": meta.size_bytes,
-            "sha256": meta.sha256,
-            "chunk_bytes": chunk_bytes,
-            "chunks": chunks,
-        }),
-        Delivery::Chunk {
-            meta,
-            offset,
-            bytes,
-        } => {
-            let length = bytes.len() as u64;
-            json!({
+    Ok(
+        match ctx.machine.profiles.artifact(artifact_id, offset, length)? {
+            Delivery::Inline { meta, artifact } => json!({
                 "artifact_id": meta.artifact_id,
-                "delivery": "chunk",
+                "delivery": "inline",
                 "size_bytes": meta.size_bytes,
                 "sha256": meta.sha256,
-                "offset": offset,
-                "length": length,
-                "chunk_sha256": hex::encode(Sha256::digest(&bytes)),
-                "data_base64": base64::engine::general_purpose::STANDARD.encode(&bytes),
-                "eof": offset + length >= meta.size_bytes,
-            })
-        }
-    })
+                "artifact": artifact,
+            }),
+            Delivery::Chunked {
+                meta,
+                chunk_bytes,
+                chunks,
+            } => json!({
+                "artifact_id": meta.artifact_id,
+                "delivery": "chunked",
+                "size_bytes": meta.size_bytes,
+                "sha256": meta.sha256,
+                "chunk_bytes": chunk_bytes,
+                "chunks": chunks,
+            }),
+            Delivery::Chunk {
+                meta,
+                offset,
+                bytes,
+            } => {
+                let length = bytes.len() as u64;
+                json!({
+                    "artifact_id": meta.artifact_id,
+                    "delivery": "chunk",
+                    "size_bytes": meta.size_bytes,
+                    "sha256": meta.sha256,
+                    "offset": offset,
+                    "length": length,
+                    "chunk_sha256": hex::encode(Sha256::digest(&bytes)),
+                    "data_base64": base64::engine::general_purpose::STANDARD.encode(&bytes),
+                    "eof": offset + length >= meta.size_bytes,
+                })
+            }
+        },
+    )
 }
 
 /// Runs a write once per idempotency key: a recorded key answers its first result (when the
@@ -259,7 +270,7 @@ where
     let Some(key) = &input.idempotency_key else {
         return run.await;
     };
-    let _claim = match ctx.ledger.begin(tool, key)? {
+    let _claim = match ctx.stores.ledger.begin(tool, key)? {
         Begin::Replay(first) => {
             if first["arguments"] != input.arguments {
                 return Err(bad(format!(
@@ -272,7 +283,8 @@ where
         Begin::Run(claim) => claim,
     };
     let result = run.await?;
-    ctx.ledger
+    ctx.stores
+        .ledger
         .record(
             tool,
             key,
@@ -292,8 +304,8 @@ where
 
 /// Checks that a session for `service` in `mode` could start now; what would happen.
 fn plan(ctx: &HubContext, service: &str, mode: Mode) -> Result<Value, ToolError> {
-    let config = ctx.services.config(service)?;
-    let now = ctx.services.get(service)?;
+    let config = ctx.machine.services.config(service)?;
+    let now = ctx.machine.services.get(service)?;
     let will_restart = mode == Mode::Profiling;
     if will_restart && config.profiling_argv.is_none() {
         return Err(bad(format!(
@@ -306,7 +318,7 @@ fn plan(ctx: &HubContext, service: &str, mode: Mode) -> Result<Value, ToolError>
             now.state.as_str()
         )));
     }
-    if let Some(why) = ctx.profiles.admission(service)? {
+    if let Some(why) = ctx.machine.profiles.admission(service)? {
         return Err(ToolError::new(ErrorCode::Busy, why));
     }
     let argv: Option<Vec<String>> = will_restart.then(|| {
@@ -314,7 +326,7 @@ fn plan(ctx: &HubContext, service: &str, mode: Mode) -> Result<Value, ToolError>
             .profiling_argv
             .iter()
             .flatten()
-            .map(|a| crate::redact::redact_with(a, &ctx.redaction).0)
+            .map(|a| crate::redact::redact_with(a, &ctx.logging.redaction).0)
             .collect()
     });
     Ok(json!({
@@ -389,7 +401,7 @@ pub async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, ToolErro
     };
     if input.dry_run {
         let plan = plan(ctx, service, mode)?;
-        let c = ctx.profiles.config();
+        let c = ctx.machine.profiles.config();
         return Ok(json!({
             "action": "start_profile",
             "service": service,
@@ -415,7 +427,11 @@ pub async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, ToolErro
     };
     once(ctx, AdapterKind::MemoryStartProfile, &input, async {
         plan(ctx, service, mode)?;
-        let session = ctx.profiles.start_session(request, input.deadline).await?;
+        let session = ctx
+            .machine
+            .profiles
+            .start_session(request, input.deadline)
+            .await?;
         Ok(json!({ "session": to_value(&session)? }))
     })
     .await
@@ -425,7 +441,7 @@ pub async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, ToolErro
 pub async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let map = args(&input.arguments, &["session_id"])?;
     let session_id = id(map, "session_id")?;
-    let session = ctx.profiles.get(session_id)?;
+    let session = ctx.machine.profiles.get(session_id)?;
     if input.dry_run {
         let running = session.state == SessionState::Running;
         let description = if running {
@@ -453,6 +469,7 @@ pub async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError
     }
     once(ctx, AdapterKind::MemoryStopProfile, &input, async {
         let (session, stopped) = ctx
+            .machine
             .profiles
             .stop_session(session_id, input.deadline)
             .await?;
@@ -465,7 +482,7 @@ pub async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError
 pub async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let map = args(&input.arguments, &["session_id"])?;
     let session_id = id(map, "session_id")?;
-    let old = ctx.profiles.get(session_id)?;
+    let old = ctx.machine.profiles.get(session_id)?;
     if input.dry_run {
         let plan = plan(ctx, &old.service, old.mode)?;
         return Ok(json!({
@@ -488,7 +505,11 @@ pub async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, ToolErro
     };
     once(ctx, AdapterKind::MemoryRetryProfile, &input, async {
         plan(ctx, &request.service, request.mode)?;
-        let session = ctx.profiles.start_session(request, input.deadline).await?;
+        let session = ctx
+            .machine
+            .profiles
+            .start_session(request, input.deadline)
+            .await?;
         Ok(json!({ "session": to_value(&session)? }))
     })
     .await
@@ -498,9 +519,9 @@ pub async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, ToolErro
 pub async fn publish(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let map = args(&input.arguments, &["session_id"])?;
     let session_id = id(map, "session_id")?;
-    let session = ctx.profiles.get(session_id)?;
+    let session = ctx.machine.profiles.get(session_id)?;
     if input.dry_run {
-        let summary = ctx.profiles.summary(&session)?;
+        let summary = ctx.machine.profiles.summary(&session)?;
         return Ok(json!({
             "action": "publish_profile",
             "session_id": session_id,
@@ -512,7 +533,11 @@ pub async fn publish(ctx: &HubContext, input: CallInput) -> Result<Value, ToolEr
         }));
     }
     once(ctx, AdapterKind::MemoryPublishProfile, &input, async {
-        let summary = ctx.profiles.publish(session_id, input.deadline).await?;
+        let summary = ctx
+            .machine
+            .profiles
+            .publish(session_id, input.deadline)
+            .await?;
         Ok(json!({ "published_summary": summary }))
     })
     .await

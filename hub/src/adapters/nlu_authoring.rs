@@ -96,7 +96,7 @@ fn locale_hint(locale: &str, templates: usize) -> Value {
 /// `nlu_authoring.get_context`.
 pub fn get_context(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     args(arguments, &[])?;
-    let snap = ctx.nlu.snapshot()?;
+    let snap = ctx.stores.nlu.snapshot()?;
     let content = &snap.content;
     let locales: Vec<Value> = content
         .locales()
@@ -178,7 +178,7 @@ pub fn list_templates(ctx: &HubContext, arguments: &Value) -> Result<Value, Tool
             return Err(bad("`intent` must match [a-z0-9][a-z0-9_.-]{0,63}".into()));
         }
     };
-    let snap = ctx.nlu.snapshot()?;
+    let snap = ctx.stores.nlu.snapshot()?;
     let templates: Vec<Value> = snap
         .content
         .templates
@@ -216,27 +216,27 @@ pub fn check_phrase(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolEr
         }
     };
     let locale = locale_arg(map)?;
-    let snap = ctx.nlu.snapshot()?;
+    let snap = ctx.stores.nlu.snapshot()?;
     snap.index.check(&snap.content, phrase, locale).map_err(bad)
 }
 
 /// `nlu_authoring.propose_change`: the preview, whatever `dry_run` says.
 pub fn propose_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolError> {
     let req = ChangeRequest::parse(&input.arguments)?;
-    ctx.nlu.snapshot()?.preview(&req)
+    ctx.stores.nlu.snapshot()?.preview(&req)
 }
 
 /// `nlu_authoring.apply_change`.
 pub fn apply_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolError> {
     let req = ChangeRequest::parse(&input.arguments)?;
     if input.dry_run {
-        return ctx.nlu.snapshot()?.preview(&req);
+        return ctx.stores.nlu.snapshot()?.preview(&req);
     }
     let tool = AdapterKind::NluApplyChange.decl().tool_id;
     let Some(key) = &input.idempotency_key else {
-        return ctx.nlu.apply(&req, None);
+        return ctx.stores.nlu.apply(&req, None);
     };
-    let _claim = match ctx.ledger.begin(tool, key)? {
+    let _claim = match ctx.stores.ledger.begin(tool, key)? {
         Begin::Replay(first) => {
             if first["arguments"] != input.arguments {
                 return Err(ToolError::new(
@@ -251,8 +251,8 @@ pub fn apply_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolEr
         }
         Begin::Run(claim) => claim,
     };
-    let result = ctx.nlu.apply(&req, Some(key))?;
-    ctx.ledger
+    let result = ctx.stores.nlu.apply(&req, Some(key))?;
+    ctx.stores.ledger
         .record(
             tool,
             key,
@@ -318,12 +318,26 @@ mod tests {
         );
     }
 
-    /// Every NLU tool's real answers fit its contract; the write tools' inputs are the domain
-    /// arguments plus root's control fields; conflicts, unknown templates and replays behave.
+    /// A fresh hub with the test's `[nlu]` content, in `dir`.
+    fn nlu_ctx(dir: &std::path::Path) -> Arc<HubContext> {
+        Arc::new(HubContext::new(config_with_nlu(dir)).expect("context"))
+    }
+
+    /// The template the write tests change, its listed fingerprint, and the domain arguments
+    /// of the change (one example added).
+    async fn domain_change(ctx: &Arc<HubContext>) -> (&'static str, String, Value) {
+        let id = "en.device.turn_on";
+        let base = listed_fingerprint(ctx, id).await;
+        let domain = json!({"template_id": id, "base_fingerprint": base, "add_examples": ["power up the telly"]});
+        (id, base, domain)
+    }
+
+    /// Every NLU read tool's real answers fit its contract; bad read arguments are refused by
+    /// the contract and by the hub.
     #[tokio::test]
-    async fn nlu_tool_answers_match_their_contracts() {
+    async fn nlu_read_answers_match_their_contracts() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let ctx = Arc::new(HubContext::new(config_with_nlu(dir.path())).expect("context"));
+        let ctx = nlu_ctx(dir.path());
 
         // Reads.
         for (kind, args) in [
@@ -417,11 +431,17 @@ mod tests {
                 .expect_err("refused");
             assert_eq!(err.code, ErrorCode::InvalidArguments, "{tool} {bad}");
         }
+    }
+
+    /// The write tools' inputs are the domain arguments plus root's control fields;
+    /// incomplete or malformed arguments are refused by the hub too.
+    #[tokio::test]
+    async fn nlu_write_inputs_are_domain_arguments_plus_control_fields() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = nlu_ctx(dir.path());
 
         // Write inputs: domain arguments plus root's control fields.
-        let id = "en.device.turn_on";
-        let base = listed_fingerprint(&ctx, id).await;
-        let domain = json!({"template_id": id, "base_fingerprint": base, "add_examples": ["power up the telly"]});
+        let (id, base, domain) = domain_change(&ctx).await;
         for tool in ["nlu_authoring.propose_change", "nlu_authoring.apply_change"] {
             let input = validator(&contract(tool).input_schema);
             let mut full = domain.clone();
@@ -474,6 +494,16 @@ mod tests {
                 assert_eq!(err.code, ErrorCode::InvalidArguments, "{tool} {bad}");
             }
         }
+    }
+
+    /// Propose and dry runs change nothing; apply changes the template once (a replayed key
+    /// applies nothing), stale bases conflict, unknown templates are not found, and the
+    /// applied template serves phrases.
+    #[tokio::test]
+    async fn nlu_changes_preview_apply_replay_and_conflict() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = nlu_ctx(dir.path());
+        let (id, base, domain) = domain_change(&ctx).await;
 
         // Propose: a preview, never a change (dry run or not).
         for dry_run in [true, false] {
@@ -562,8 +592,14 @@ mod tests {
         .await
         .expect_err("unknown");
         assert_eq!(err.code, ErrorCode::NotFound);
+        assert_applied_template_serves(&ctx, id).await;
+    }
+
+    /// After the change to `id`: a phrase only its new example matches ranks it first, and
+    /// the listing shows it applied next to the configured template.
+    async fn assert_applied_template_serves(ctx: &Arc<HubContext>, id: &str) {
         let checked = run(
-            &ctx,
+            ctx,
             AdapterKind::NluCheckPhrase,
             json!({"phrase": "power up the kettle"}),
             false,
@@ -577,7 +613,7 @@ mod tests {
             "device:kettle.kitchen"
         );
         let listed = run(
-            &ctx,
+            ctx,
             AdapterKind::NluListTemplates,
             json!({"intent": "device.turn_on", "locale": "en"}),
             false,
@@ -597,7 +633,13 @@ mod tests {
             })
             .collect();
         assert_eq!(origin, [("en.device.switch_on", "config"), (id, "applied")]);
+    }
 
+    /// Without `[nlu]`, every NLU tool answers not_found.
+    #[tokio::test]
+    async fn without_nlu_every_tool_answers_not_found() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_, _, domain) = domain_change(&nlu_ctx(dir.path())).await;
         // Without [nlu], every tool answers not_found.
         let plain = Arc::new(
             HubContext::new(crate::config::HubConfig::new(

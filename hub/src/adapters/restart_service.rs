@@ -45,13 +45,13 @@ pub fn service_name(arguments: &Value) -> Result<&str, ToolError> {
 
 pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let name = service_name(&input.arguments)?;
-    let config = ctx.services.config(name)?;
+    let config = ctx.machine.services.config(name)?;
     if input.dry_run {
-        let now = ctx.services.get(name)?;
+        let now = ctx.machine.services.get(name)?;
         let argv: Vec<String> = config
             .argv
             .iter()
-            .map(|a| crate::redact::redact_with(a, &ctx.redaction).0)
+            .map(|a| crate::redact::redact_with(a, &ctx.logging.redaction).0)
             .collect();
         let stop = match now.pid {
             Some(pid) => format!(
@@ -79,20 +79,21 @@ pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError>
     }
     let tool = tool_id();
     let _claim = match &input.idempotency_key {
-        Some(key) => match ctx.ledger.begin(tool, key)? {
+        Some(key) => match ctx.stores.ledger.begin(tool, key)? {
             Begin::Replay(first) => return replayed(first, name, key),
             Begin::Run(claim) => Some(claim),
         },
         None => None,
     };
     let outcome = ctx
+        .machine
         .services
         .restart(name, Mode::Normal, input.deadline)
         .await?;
     let result = serde_json::to_value(&outcome)
         .map_err(|e| ToolError::new(ErrorCode::Internal, format!("cannot encode result: {e}")))?;
     if let Some(key) = &input.idempotency_key {
-        ctx.ledger.record(tool, key, &result).map_err(|e| {
+        ctx.stores.ledger.record(tool, key, &result).map_err(|e| {
             ToolError::new(
                 ErrorCode::Internal,
                 format!(
@@ -153,8 +154,14 @@ mod tests {
             ServiceConfig::new("db", vec!["sleep".into(), "30".into()]),
         ];
         let ctx = Arc::new(HubContext::new(config).expect("context"));
-        ctx.services.start().await.expect("start");
-        let pid = ctx.services.get("web").expect("web").pid.expect("pid");
+        ctx.machine.services.start().await.expect("start");
+        let pid = ctx
+            .machine
+            .services
+            .get("web")
+            .expect("web")
+            .pid
+            .expect("pid");
 
         let effect = call(&ctx, json!({"service": "web"}), true, Some("k"))
             .await
@@ -169,7 +176,7 @@ mod tests {
             "{effect}"
         );
         assert_eq!(
-            ctx.services.get("web").expect("web").pid,
+            ctx.machine.services.get("web").expect("web").pid,
             Some(pid),
             "nothing changed"
         );
@@ -184,7 +191,7 @@ mod tests {
             .await
             .expect("replay");
         assert_eq!(again, first);
-        let now = ctx.services.get("web").expect("web");
+        let now = ctx.machine.services.get("web").expect("web");
         assert_eq!(
             (now.pid, now.restarts),
             (first["new_pid"].as_u64().map(|p| p as u32), 1)
@@ -212,6 +219,6 @@ mod tests {
             err.message.contains("`web`") && err.message.contains("`db`"),
             "{err}"
         );
-        ctx.services.stop().await;
+        ctx.machine.services.stop().await;
     }
 }

@@ -11,7 +11,7 @@ use crate::context::HubContext;
 
 pub async fn run(ctx: &HubContext) -> Result<Value, ToolError> {
     let state_dir = ctx.config.state_dir.clone();
-    let hub_uptime = ctx.started.elapsed().as_secs();
+    let hub_uptime = ctx.process.started.elapsed().as_secs();
     let mut v = tokio::task::spawn_blocking(move || summary(&state_dir, hub_uptime))
         .await
         .map_err(|e| ToolError::new(ErrorCode::Internal, format!("runtime summary task: {e}")))??;
@@ -22,7 +22,8 @@ pub async fn run(ctx: &HubContext) -> Result<Value, ToolError> {
 /// The managed services: state, pid, mode, restarts, RSS, CPU seconds, last exit.
 fn services(ctx: &HubContext) -> Value {
     Value::Array(
-        ctx.services
+        ctx.machine
+            .services
             .snapshot()
             .into_iter()
             .map(|s| {

@@ -13,7 +13,7 @@ pub async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError
 
 /// The status document.
 pub fn status(ctx: &HubContext) -> Value {
-    let connected_since = ctx.connected_since.load_full();
+    let connected_since = ctx.connection.connected_since.load_full();
     json!({
         "target_id": ctx.config.target_id,
         "environment": ctx.config.environment,
@@ -21,8 +21,8 @@ pub fn status(ctx: &HubContext) -> Value {
         "zone": ctx.config.zone,
         "hub_version": env!("CARGO_PKG_VERSION"),
         "protocol_version": mcp_shared::protocol::PROTOCOL_VERSION,
-        "started_at": mcp_shared::time::format(ctx.started_at),
-        "uptime_sec": ctx.started.elapsed().as_secs(),
+        "started_at": mcp_shared::time::format(ctx.process.started_at),
+        "uptime_sec": ctx.process.started.elapsed().as_secs(),
         "connected": connected_since.is_some(),
         "connected_since": connected_since.map(|t| mcp_shared::time::format(*t)),
         "skills": ctx.skill_states(),

@@ -36,7 +36,7 @@ pub fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
             _ => return Err(bad("`limit` must be an integer from 1 to 50".into())),
         },
     };
-    let results = ctx.test_results.recent(name, limit)?;
+    let results = ctx.stores.test_results.recent(name, limit)?;
     if let Some(name) = name
         && results.is_empty()
         && !ctx

@@ -168,7 +168,7 @@ struct Store {
     overlay: Mutex<Overlay>,
 }
 
-/// The NLU content of this hub (in [`crate::context::HubContext::nlu`]); empty without `[nlu]`.
+/// The NLU content of this hub (in [`crate::context::Stores::nlu`]); empty without `[nlu]`.
 pub struct Nlu {
     store: Option<Store>,
 }

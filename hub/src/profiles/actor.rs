@@ -80,7 +80,7 @@ impl OpsState {
         {
             return Err(ToolError::new(ErrorCode::Busy, why));
         }
-        let services = &self.ctx.services;
+        let services = &self.ctx.machine.services;
         let pid = if request.mode == Mode::Profiling {
             services
                 .restart(service, Mode::Profiling, deadline)
@@ -163,7 +163,7 @@ impl OpsState {
         let Ok(session) = self.shared.session(session_id) else {
             return;
         };
-        let services = &self.ctx.services;
+        let services = &self.ctx.machine.services;
         if session.mode != Mode::Profiling
             || !services
                 .get(&session.service)

@@ -118,7 +118,7 @@ pub enum Delivery {
     },
 }
 
-/// The profiling authority of one hub (in [`crate::context::HubContext::profiles`]).
+/// The profiling authority of one hub (in [`crate::context::Machine::profiles`]).
 pub struct Profiles {
     shared: Arc<Shared>,
     actor: Mutex<Option<ActorRef<Msg>>>,

@@ -157,8 +157,12 @@ async fn a_session_left_running_is_interrupted_at_the_next_start() {
         .collect();
     std::fs::write(sh.samples_path(&id), lines.join("\n") + "\n").expect("samples");
     let ctx = Arc::new(HubContext::new(config).expect("context"));
-    ctx.profiles.start(ctx.clone()).await.expect("start");
-    let (session, samples) = ctx.profiles.session(&id).expect("kept");
+    ctx.machine
+        .profiles
+        .start(ctx.clone())
+        .await
+        .expect("start");
+    let (session, samples) = ctx.machine.profiles.session(&id).expect("kept");
     assert_eq!(session.state, SessionState::Interrupted);
     assert_eq!(session.samples, 2);
     assert_eq!(samples.len(), 2);
@@ -172,5 +176,5 @@ async fn a_session_left_running_is_interrupted_at_the_next_start() {
         !sh.samples_path(&id).exists(),
         "the samples file became the artifact"
     );
-    ctx.profiles.stop().await;
+    ctx.machine.profiles.stop().await;
 }

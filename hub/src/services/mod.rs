@@ -1,7 +1,7 @@
 //! Managed services: the long-running programs of `[[services]]` that the hub starts,
 //! supervises and restarts on request.
 //!
-//! [`Services`] (in [`crate::context::HubContext::services`]) holds the service table that
+//! [`Services`] (in [`crate::context::Machine::services`]) holds the service table that
 //! readers (`hub.get_runtime_summary`, `hub.run_healthchecks`, ProfileOps) snapshot without
 //! waiting, and a handle to the `ServiceSupervisor` ractor actor that owns every control
 //! action. The hub spawns the actor at start ([`Services::start`]: autostart services are

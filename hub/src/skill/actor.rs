@@ -120,8 +120,8 @@ impl State {
     fn publish_unavailable(&self) {
         let mut tools: Vec<&'static str> = self.unavailable.keys().copied().collect();
         tools.sort_unstable();
-        self.ctx.unavailable.store(Arc::new(tools));
-        self.ctx.surface_changed.notify_one();
+        self.ctx.skill.unavailable.store(Arc::new(tools));
+        self.ctx.skill.surface_changed.notify_one();
     }
 
     /// Starts again every adapter that used up its budget, with a fresh budget.
@@ -146,7 +146,7 @@ impl State {
 
     fn set_lifecycle(&self, lifecycle: Lifecycle) -> Result<(), String> {
         save_lifecycle(&self.ctx.config.state_dir, lifecycle).map_err(|e| e.to_string())?;
-        self.ctx.lifecycle.store(Arc::new(lifecycle));
+        self.ctx.skill.lifecycle.store(Arc::new(lifecycle));
         Ok(())
     }
 }
@@ -165,12 +165,12 @@ impl Actor for Skill {
         let mut lifecycle = load_lifecycle(&ctx.config.state_dir)?;
         lifecycle.owner_enabled = load_owner_switch(&ctx.config.state_dir)?;
         // A restarted skill (its predecessor failed) starts every adapter with a fresh budget.
-        if !ctx.unavailable.load().is_empty() {
-            ctx.unavailable.store(Arc::new(Vec::new()));
-            ctx.surface_changed.notify_one();
+        if !ctx.skill.unavailable.load().is_empty() {
+            ctx.skill.unavailable.store(Arc::new(Vec::new()));
+            ctx.skill.surface_changed.notify_one();
         }
         std::fs::create_dir_all(&ctx.config.state_dir)?;
-        ctx.lifecycle.store(Arc::new(lifecycle));
+        ctx.skill.lifecycle.store(Arc::new(lifecycle));
         let mut adapters = HashMap::new();
         for &kind in ctx.adapter_kinds() {
             adapters.insert(
@@ -304,7 +304,7 @@ impl Actor for Skill {
             Msg::OwnerSwitch(enabled) => {
                 let current = state.ctx.lifecycle();
                 if current.owner_enabled != enabled {
-                    state.ctx.lifecycle.store(Arc::new(Lifecycle {
+                    state.ctx.skill.lifecycle.store(Arc::new(Lifecycle {
                         owner_enabled: enabled,
                         ..current
                     }));
@@ -314,7 +314,7 @@ impl Actor for Skill {
                         "the hub's owner switched the skill {}",
                         if enabled { "on" } else { "off" }
                     );
-                    state.ctx.surface_changed.notify_one();
+                    state.ctx.skill.surface_changed.notify_one();
                 }
             }
             #[cfg(any(test, feature = "fault-injection"))]

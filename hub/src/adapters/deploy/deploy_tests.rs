@@ -247,7 +247,7 @@ async fn deploy_preview_rollback_and_replay() {
         .await
         .expect_err("same key, other ref");
     assert_eq!(err.code, ErrorCode::InvalidArguments);
-    assert_eq!(ctx.deploys.entries().expect("history").len(), 2);
+    assert_eq!(ctx.stores.deploys.entries().expect("history").len(), 2);
 
     let effect = call(&ctx, rollback, json!({}), true, None)
         .await
@@ -276,7 +276,7 @@ async fn deploy_preview_rollback_and_replay() {
         .expect_err("v1 was the first deploy");
     assert_eq!(err.code, ErrorCode::NotFound);
     assert!(err.message.contains("first"), "{err}");
-    let history = ctx.deploys.entries().expect("history");
+    let history = ctx.stores.deploys.entries().expect("history");
     let kinds: Vec<DeployKind> = history.iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds,
@@ -321,7 +321,7 @@ async fn forged_refs_never_reach_git() {
         }
     }
     assert!(!ctx.config.deploy_worktree().expect("wt").exists());
-    assert!(ctx.deploys.entries().expect("history").is_empty());
+    assert!(ctx.stores.deploys.entries().expect("history").is_empty());
     let err = call(
         &ctx,
         AdapterKind::RollbackLastTestDeploy,
@@ -456,7 +456,7 @@ async fn a_deploy_restarts_the_configured_services() {
     }
     config.validate().expect("valid");
     let ctx = Arc::new(HubContext::new(config).expect("context"));
-    ctx.services.start().await.expect("services start");
+    ctx.machine.services.start().await.expect("services start");
     let effect = call(
         &ctx,
         AdapterKind::DeployRef,
@@ -478,12 +478,17 @@ async fn a_deploy_restarts_the_configured_services() {
         assert_eq!(service["error"], Value::Null);
         let pid = service["pid"].as_u64().expect("pid");
         assert_eq!(
-            ctx.services.get("app").expect("app").pid.map(u64::from),
+            ctx.machine
+                .services
+                .get("app")
+                .expect("app")
+                .pid
+                .map(u64::from),
             Some(pid)
         );
         pids.push(pid);
         // The recorded result carries the restarts (a replay shows them).
-        let last = ctx.deploys.last().expect("history").expect("entry");
+        let last = ctx.stores.deploys.last().expect("history").expect("entry");
         assert_eq!(last.result, done);
     }
     assert_ne!(pids[0], pids[1], "a new process each time");
@@ -498,7 +503,7 @@ async fn a_deploy_restarts_the_configured_services() {
     .expect("rolls back");
     assert_eq!(back["deployed"]["commit"], c1.as_str());
     assert_eq!(back["services"][0]["restarted"], true);
-    ctx.services.stop().await;
+    ctx.machine.services.stop().await;
 }
 
 /// A config whose worktree is an existing repository (`existing`) under a declared root.

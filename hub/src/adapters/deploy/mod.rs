@@ -167,11 +167,11 @@ pub async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Value, Too
     let wanted =
         crate::refs::check_requested(requested, &deploy.allowed_refs, deploy.allow_commits)
             .map_err(invalid)?;
-    let _op = ctx.deploys.exclusive(input.deadline).await?;
+    let _op = ctx.stores.deploys.exclusive(input.deadline).await?;
     let tool = deploy_tool();
     if !input.dry_run
         && let Some(key) = &input.idempotency_key
-        && let Some(first) = ctx.deploys.replay(tool, key)?
+        && let Some(first) = ctx.stores.deploys.replay(tool, key)?
     {
         return replayed(first, tool, key, Some(requested));
     }
@@ -209,15 +209,15 @@ pub async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Value, Too
 pub async fn rollback(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let deploy = config(ctx)?;
     no_arguments(&input.arguments)?;
-    let _op = ctx.deploys.exclusive(input.deadline).await?;
+    let _op = ctx.stores.deploys.exclusive(input.deadline).await?;
     let tool = rollback_tool();
     if !input.dry_run
         && let Some(key) = &input.idempotency_key
-        && let Some(first) = ctx.deploys.replay(tool, key)?
+        && let Some(first) = ctx.stores.deploys.replay(tool, key)?
     {
         return replayed(first, tool, key, None);
     }
-    let Some(point) = ctx.deploys.rollback_point()? else {
+    let Some(point) = ctx.stores.deploys.rollback_point()? else {
         return Err(ToolError::new(
             ErrorCode::NotFound,
             "nothing to roll back: no deploy is recorded on this hub",
@@ -333,7 +333,7 @@ async fn finish(
         idempotency_key: input.idempotency_key.clone(),
         result: result.clone(),
     };
-    ops.ctx.deploys.record(&record).map_err(|e| {
+    ops.ctx.stores.deploys.record(&record).map_err(|e| {
         ToolError::new(
             ErrorCode::Internal,
             format!(
@@ -359,7 +359,7 @@ async fn finish(
         .unwrap_or(input.deadline);
     result["services"] =
         Value::Array(restart_services(ops.ctx, &ops.deploy.restart_services, restart_by).await);
-    ops.ctx.deploys.set_result(&deploy_id, &result).map_err(|e| {
+    ops.ctx.stores.deploys.set_result(&deploy_id, &result).map_err(|e| {
         ToolError::new(
             ErrorCode::Internal,
             format!(
@@ -381,6 +381,7 @@ async fn restart_services(
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let outcome = ctx
+            .machine
             .services
             .restart(name, crate::services::Mode::Normal, deadline)
             .await;

@@ -73,7 +73,7 @@ impl<'a> Ops<'a> {
     }
 
     pub(super) fn redact(&self, text: &str) -> String {
-        crate::redact::redact_with(text, &self.ctx.redaction).0
+        crate::redact::redact_with(text, &self.ctx.logging.redaction).0
     }
 
     /// A git failure as the caller sees it (git's output redacted).
@@ -327,7 +327,7 @@ impl<'a> Ops<'a> {
         let Worktree::Ours { head } = state else {
             return Ok(None);
         };
-        let last = self.ctx.deploys.last()?;
+        let last = self.ctx.stores.deploys.last()?;
         let (ref_name, resolved_ref) = match last {
             Some(e) if &e.commit == head => (e.ref_name, e.resolved_ref),
             _ => (None, None),
