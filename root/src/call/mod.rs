@@ -56,7 +56,7 @@ pub struct Outcome {
     pub unaudited: bool,
     /// Set by [`call_keeping_answer`] only: the descriptive answer its descriptor set keeps,
     /// which is then this call's result (and `response.result` is `None`), so an MCP answer
-    /// can use what the set serialized once instead of a copy of the value.
+    /// can use the JSON text the set serialized once instead of serializing the value again.
     pub kept: Option<Arc<crate::descriptors::DescriptiveAnswer>>,
 }
 

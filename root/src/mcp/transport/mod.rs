@@ -154,21 +154,13 @@ impl Door {
                     .exchange(&session.inlet, message, parts, Lifecycle::Session)
                     .await)
             }
+            // (A `server/discover` never gets here: with a complete `_meta` it is stateless,
+            // without one `checks` refused it.)
             None => match &message {
                 ClientJsonRpcMessage::Request(r)
                     if matches!(r.request, ClientRequest::InitializeRequest(_)) =>
                 {
                     Ok(self.open(message, parts).await)
-                }
-                ClientJsonRpcMessage::Request(r)
-                    if matches!(r.request, ClientRequest::DiscoverRequest(_)) =>
-                {
-                    let lifecycle = Lifecycle::Stateless {
-                        meta_malformed: true,
-                    };
-                    Ok(self
-                        .exchange(&self.stateless, message, parts, lifecycle)
-                        .await)
                 }
                 _ => Err(Refusal::transport(
                     StatusCode::BAD_REQUEST,

@@ -59,7 +59,14 @@ impl Routes {
         if self.waiting.remove(id).is_some() {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
         }
-        self.progress.retain(|_, r| r != id);
+        self.forget_progress(id);
+    }
+
+    /// Drops the progress tokens of a request that is answered or abandoned.
+    fn forget_progress(&self, id: &RequestId) {
+        if !self.progress.is_empty() {
+            self.progress.retain(|_, r| r != id);
+        }
     }
 
     /// Opens the standalone stream, replacing (and so ending) an earlier one.
@@ -116,9 +123,7 @@ impl Routes {
     fn finish(&self, id: RequestId, message: ServerJsonRpcMessage) {
         if let Some((_, tx)) = self.waiting.remove(&id) {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            if !self.progress.is_empty() {
-                self.progress.retain(|_, r| *r != id);
-            }
+            self.forget_progress(&id);
             let _ = tx.send(message);
         } else {
             tracing::debug!(request = %id, "an answer nobody waits for any more was dropped");
