@@ -6,9 +6,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use mcp_root::api::bodies::{Audited, EnrollRequest, Enrolled, IssuedLeaseBody, NewLeaseRequest};
 use mcp_root::cli::{AdminClient, ServeArgs, shutdown_signal};
 use mcp_root::secrets::write_private_file;
-use serde_json::json;
 
 /// The binary's [`mcp_root::cli::Demo`].
 pub fn run(args: ServeArgs) -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<ExitCode>>>> {
@@ -27,14 +27,19 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let hub_token = match std::fs::read_to_string(&token_path) {
         Ok(t) => Some(t.trim().to_string()),
         Err(_) => match client
-            .post(
+            .post::<_, Audited<Enrolled>>(
                 "/v1/root/hubs",
-                json!({ "target_id": target, "environment": "test", "subnet_id": "demo-subnet" }),
+                &EnrollRequest {
+                    target_id: target.into(),
+                    environment: "test".into(),
+                    subnet_id: Some("demo-subnet".into()),
+                    zone: None,
+                },
             )
             .await
         {
-            Ok(v) => {
-                let t = v["token"].as_str().unwrap_or_default().to_string();
+            Ok(enrolled) => {
+                let t = enrolled.item.token;
                 write_private_file(&token_path, &t)?;
                 Some(t)
             }
@@ -67,11 +72,28 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
 
-    let ops = client.post("/v1/root/mcp/sessions", json!({ "target_id": target, "capability_profile": "InfraOpsRead", "ttl_sec": 8 * 3600 })).await?;
-    let dev = client.post("/v1/root/mcp/sessions", json!({ "target_id": target, "capability_profile": "AdaOSDevRead", "ttl_sec": 8 * 3600 })).await?;
+    let lease = |profile: &str| {
+        let ask = NewLeaseRequest {
+            target_id: target.into(),
+            capability_profile: profile.into(),
+            ttl_sec: 8 * 3600,
+            audience: None,
+            subnet_id: None,
+            zone: None,
+        };
+        let client = &client;
+        async move {
+            client
+                .post::<_, Audited<IssuedLeaseBody>>("/v1/root/mcp/sessions", &ask)
+                .await
+                .map(|issued| issued.item)
+        }
+    };
+    let ops = lease("InfraOpsRead").await?;
+    let dev = lease("AdaOSDevRead").await?;
     let url = handle.mcp_url();
-    let token = ops["token"].as_str().unwrap_or_default();
-    let dev_token = dev["token"].as_str().unwrap_or_default();
+    let token = &ops.token;
+    let dev_token = &dev.token;
     println!(
         "Root MCP gateway demo: root on the embedded SQLite store, test hub `{target}` connected.\n"
     );
@@ -79,7 +101,7 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
     println!("  Bearer:     {token}");
     println!(
         "              (profile InfraOpsRead on {target}: hub.get_status, hub.get_runtime_summary, ...; until {})",
-        ops["deadline_at"].as_str().unwrap_or("")
+        ops.deadline_at
     );
     println!("  Dev bearer: {dev_token}");
     println!("              (profile AdaOSDevRead: sdk.* descriptive tools)");

@@ -17,10 +17,13 @@ use axum::http::StatusCode;
 use dashmap::DashMap;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::api::audited::{Asked, audited};
+use crate::api::bodies::{
+    Audited, NewOperator, NewOperatorRequest, OperatorList, OperatorStatus, OperatorView,
+    RevokedOperator,
+};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
 use crate::store::OperatorRow;
@@ -106,19 +109,13 @@ fn valid_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AddOperator {
-    name: String,
-}
-
 /// `POST /v1/root/operators` `{"name": …}`: a new operator and their credential, shown once
 /// in this answer (never in the trail). Audited as `admin.operator.add`.
 pub async fn add(
     State(app): State<Arc<App>>,
     op: Operator,
-    body: Result<Json<AddOperator>, axum::extract::rejection::JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    body: Result<Json<NewOperatorRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Audited<NewOperator>>), ApiError> {
     let parsed = body.map(|Json(b)| b.name).map_err(|e| e.body_text());
     let request = match &parsed {
         Ok(name) => json!({ "name": name }),
@@ -168,40 +165,51 @@ pub async fn add(
     .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({
-            "name": row.name,
-            "token": token,
-            "created_at": format(from_unix_ms(row.created_at_ms)),
-            "created_by": row.created_by,
-            "event_id": event_id,
-        })),
+        Json(Audited {
+            item: NewOperator {
+                name: row.name,
+                token,
+                created_at: format(from_unix_ms(row.created_at_ms)),
+                created_by: row.created_by,
+            },
+            event_id,
+        }),
     ))
 }
 
 /// `GET /v1/root/operators`: every operator (the bootstrap `admin` first), active or revoked.
-pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Value>, ApiError> {
+pub async fn list(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+) -> Result<Json<OperatorList>, ApiError> {
     let rows = app
         .store
         .load_operators()
         .await
         .map_err(ApiError::internal)?;
-    let time = |ms: Option<i64>| ms.map(|ms| format(from_unix_ms(ms)));
-    let mut operators = vec![json!({
-        "name": ADMIN,
-        "status": "active",
-        "credential": "the admin token file (bootstrap)",
-    })];
-    operators.extend(rows.iter().map(|r| {
-        json!({
-            "name": r.name,
-            "status": if r.revoked_at_ms.is_some() { "revoked" } else { "active" },
-            "created_at": time(Some(r.created_at_ms)),
-            "created_by": r.created_by,
-            "revoked_at": time(r.revoked_at_ms),
-            "revoked_by": r.revoked_by,
-        })
+    let time = |ms: i64| format(from_unix_ms(ms));
+    let mut operators = vec![OperatorView {
+        name: ADMIN.into(),
+        status: OperatorStatus::Active,
+        credential: Some("the admin token file (bootstrap)".into()),
+        created_at: None,
+        created_by: None,
+        revoked_at: None,
+        revoked_by: None,
+    }];
+    operators.extend(rows.into_iter().map(|r| OperatorView {
+        name: r.name,
+        status: match r.revoked_at_ms {
+            Some(_) => OperatorStatus::Revoked,
+            None => OperatorStatus::Active,
+        },
+        credential: None,
+        created_at: Some(time(r.created_at_ms)),
+        created_by: Some(r.created_by),
+        revoked_at: r.revoked_at_ms.map(time),
+        revoked_by: r.revoked_by,
     }));
-    Ok(Json(json!({ "operators": operators })))
+    Ok(Json(OperatorList { operators }))
 }
 
 /// `POST /v1/root/operators/{name}/revoke`: the operator's credential and console sessions
@@ -210,7 +218,7 @@ pub async fn revoke(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Audited<RevokedOperator>>, ApiError> {
     let asked = Asked {
         tool_id: "admin.operator.revoke",
         target_id: None,
@@ -240,9 +248,13 @@ pub async fn revoke(
         Ok(((), format!("operator `{name}` revoked")))
     })
     .await?;
-    Ok(Json(
-        json!({ "name": name, "status": "revoked", "event_id": event_id }),
-    ))
+    Ok(Json(Audited {
+        item: RevokedOperator {
+            name,
+            status: OperatorStatus::Revoked,
+        },
+        event_id,
+    }))
 }
 
 fn conflict(message: String) -> ApiError {

@@ -10,6 +10,16 @@ pub enum TargetStatus {
     Degraded,
 }
 
+impl TargetStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetStatus::Online => "online",
+            TargetStatus::Offline => "offline",
+            TargetStatus::Degraded => "degraded",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Transport {

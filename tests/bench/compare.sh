@@ -3,47 +3,19 @@
 # to a hub vs a routed write preview, at concurrency 1 and 16, against a release root and
 # hubs on loopback, for two client lifecycles. Prints mcp-load lines with root's CPU per call.
 #   bash tests/bench/compare.sh [COUNT]
-set -euo pipefail
-cd "$(dirname "$0")/../.."
 count=${1:-5000}
-cargo build --release -p mcp-root -p mcp-hub -p mcp-tests >/dev/null 2>&1
-bin=${CARGO_TARGET_DIR:-./target}/release
-work=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
-base="http://127.0.0.1:$port"
-"$bin/mcp-root" serve --listen "127.0.0.1:$port" --data-dir "$work/root" >"$work/root.log" 2>&1 &
-root_pid=$!
-hub_pid=
-trap 'kill $root_pid $hub_pid 2>/dev/null || true' EXIT  # hub_pid: a list
-for _ in $(seq 100); do curl -fsS "$base/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-admin() { "$bin/mcp-root" admin --root-url "$base" --data-dir "$work/root" "$@"; }
-json() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
-admin hub enroll --target hub:bench --environment test --json | json token >"$work/hub.token"
-chmod 600 "$work/hub.token"   # the hub refuses a token file others may read
+source "$(dirname "$0")/setup.sh"
 # Adapter concurrency above the load's, so the hub's own `busy` limit is not what is measured.
-printf 'write_scope = "test-only"\n[skill]\nadapter_concurrency = 32\n[[skill.allowed_tests]]\nname = "smoke"\nargv = ["true"]\n' >"$work/hub.toml"
-"$bin/mcp-hub" run --config "$work/hub.toml" --root-url "$base" --target hub:bench --environment test \
-  --token-file "$work/hub.token" --state-dir "$work/hub" >"$work/hub.log" 2>&1 &
-hub_pid=$!
+hub_toml=$(printf 'write_scope = "test-only"\n[skill]\nadapter_concurrency = 32\n[[skill.allowed_tests]]\nname = "smoke"\nargv = ["true"]\n')
+start_hub hub:bench "$hub_toml"
 # Eight more targets for writes at concurrency 16 (two write calls in flight per target).
-for i in 1 2 3 4 5 6 7 8; do
-  admin hub enroll --target "hub:w$i" --environment test --json | json token >"$work/w$i.token"
-  chmod 600 "$work/w$i.token"
-  "$bin/mcp-hub" run --config "$work/hub.toml" --root-url "$base" --target "hub:w$i" --environment test \
-    --token-file "$work/w$i.token" --state-dir "$work/w$i" >"$work/w$i.log" 2>&1 &
-  hub_pid="$hub_pid $!"
-done
-for _ in $(seq 100); do [ "$(admin hub list --json | grep -o '"online"' | wc -l)" -ge 9 ] && break; sleep 0.1; done
-leases() { local out=; for _ in 1 2 3 4; do out="$out,$(admin lease create --target hub:bench --profile "$1" --ttl 3600 --json | json token)"; done; echo "${out#,}"; }
-ops=$(leases InfraOpsRead)
-control=$(leases InfraOpsControl)
-dev=$(leases AdaOSDevRead)
+for i in 1 2 3 4 5 6 7 8; do start_hub "hub:w$i" "$hub_toml"; done
+wait_online 9
+ops=$(leases hub:bench InfraOpsRead 4)
+control=$(leases hub:bench InfraOpsControl 4)
+dev=$(leases hub:bench AdaOSDevRead 4)
 writers=
-for i in 1 2 3 4 5 6 7 8; do
-  for _ in 1 2; do
-    writers="$writers,$(admin lease create --target "hub:w$i" --profile InfraOpsControl --ttl 3600 --json | json token)"
-  done
-done
+for i in 1 2 3 4 5 6 7 8; do writers="$writers,$(leases "hub:w$i" InfraOpsControl 2)"; done
 writers=${writers#,}
 # Root's CPU time (user + system) in microseconds, from /proc/<pid>/stat (fields 14 and 15).
 cpu_us() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%d", ($14 + $15) * 1000000 / hz }' "/proc/$root_pid/stat"; }

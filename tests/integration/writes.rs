@@ -84,6 +84,27 @@ async fn preview_confirm_execute_and_replay() {
         "{b}"
     );
     assert_eq!(runs(&counter), 0);
+    // A control field of the wrong type is refused by name, not read as absent: a dry run
+    // asked for as a string must not become a preview, a numeric key not a missing one; the
+    // refusal consumes no token.
+    for (args, field) in [
+        (json!({"name": "smoke", "dry_run": "true"}), "dry_run"),
+        (
+            json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": 7}),
+            "idempotency_key",
+        ),
+        (json!({"name": "smoke", "phase": ["execute"]}), "phase"),
+    ] {
+        let (s, b) = call(&root, &token, args).await;
+        assert_eq!(
+            (s, b["error"]["code"].as_str()),
+            (400, Some("invalid_arguments")),
+            "{b}"
+        );
+        // The contract's input schema names the field (root's write path would as well).
+        assert!(b["error"].to_string().contains(field), "{b}");
+    }
+    assert_eq!(runs(&counter), 0);
 
     // The token is bound: other arguments, another lease.
     let (s, b) = call(&root, &other_lease, json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k1"})).await;

@@ -16,30 +16,31 @@ use axum::http::StatusCode;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::api::bodies::{ApprovalList, ApprovalView, Audited, Decided, DecisionRequest};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
 use crate::store::{ApprovalRow, ApprovalStatus};
 
 /// An approval as the REST family shows it (status freshness-normalized).
-pub fn view(a: &ApprovalRow) -> Value {
+pub fn view(a: &ApprovalRow) -> ApprovalView {
     let now_ms = unix_ms(now());
-    json!({
-        "approval_id": a.approval_id,
-        "status": a.status_at(now_ms),
-        "tool_id": a.tool_id,
-        "target_id": a.target_id,
-        "session_id": a.session_id,
-        "arguments": a.arguments,
-        "effect": a.effect,
-        "requested_at": format(from_unix_ms(a.requested_at_ms)),
-        "expires_at": format(from_unix_ms(a.expires_at_ms)),
-        "decided_at": a.decided_at_ms.map(|ms| format(from_unix_ms(ms))),
-        "reason": a.reason,
-        "preview_event_id": a.preview_event_id,
-        "applied_event_id": a.applied_event_id,
-    })
+    ApprovalView {
+        approval_id: a.approval_id.clone(),
+        status: a.status_at(now_ms),
+        tool_id: a.tool_id.clone(),
+        target_id: a.target_id.clone(),
+        session_id: a.session_id.clone(),
+        arguments: a.arguments.clone(),
+        effect: a.effect.clone(),
+        requested_at: format(from_unix_ms(a.requested_at_ms)),
+        expires_at: format(from_unix_ms(a.expires_at_ms)),
+        decided_at: a.decided_at_ms.map(|ms| format(from_unix_ms(ms))),
+        reason: a.reason.clone(),
+        preview_event_id: a.preview_event_id.clone(),
+        applied_event_id: a.applied_event_id.clone(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -55,7 +56,7 @@ pub async fn list(
     State(app): State<Arc<App>>,
     _op: Operator,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApprovalList>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let want = q.status.unwrap_or_else(|| "pending".into());
     // `None`: all of them.
@@ -78,13 +79,13 @@ pub async fn list(
         .await
         .map_err(ApiError::internal)?;
     let now_ms = unix_ms(now());
-    let items: Vec<Value> = rows
+    let approvals = rows
         .iter()
         .filter(|a| want.is_none_or(|w| a.status_at(now_ms) == w))
         .take(limit as usize)
         .map(view)
         .collect();
-    Ok(Json(json!({ "approvals": items })))
+    Ok(Json(ApprovalList { approvals }))
 }
 
 /// `GET /v1/root/mcp/approvals/{id}`.
@@ -92,19 +93,13 @@ pub async fn show(
     State(app): State<Arc<App>>,
     _op: Operator,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApprovalView>, ApiError> {
     app.store
         .get_approval(Some(&id), None)
         .await
         .map_err(ApiError::internal)?
         .map(|a| Json(view(&a)))
         .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct DecideBody {
-    reason: Option<String>,
 }
 
 /// `POST /v1/root/mcp/approvals/{id}/approve|reject` with an optional `{"reason": "…"}`:
@@ -114,8 +109,8 @@ pub async fn decide(
     State(app): State<Arc<App>>,
     op: Operator,
     Path((id, decision)): Path<(String, String)>,
-    body: Option<Json<DecideBody>>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    body: Option<Json<DecisionRequest>>,
+) -> Result<(StatusCode, Json<Audited<Decided>>), ApiError> {
     let reason = body.and_then(|Json(b)| b.reason);
     let before = app
         .store
@@ -189,6 +184,11 @@ pub async fn decide(
     .await?;
     Ok((
         StatusCode::OK,
-        Json(json!({ "approval": view(&after), "event_id": event_id })),
+        Json(Audited {
+            item: Decided {
+                approval: view(&after),
+            },
+            event_id,
+        }),
     ))
 }

@@ -1,6 +1,8 @@
 //! The audit trail over REST: query, one event, verification.
 
 use super::*;
+use crate::api::bodies::{AuditEntry, AuditPage};
+use crate::audit::Verification;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,7 +37,7 @@ pub(super) async fn query_audit(
     State(app): State<Arc<App>>,
     _op: Operator,
     q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AuditPage>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let ascending = match q.order.as_deref() {
         None | Some("desc") => false,
@@ -88,26 +90,27 @@ pub(super) async fn query_audit(
     let next = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|r| format!("s:{}", r.seq)))
         .flatten();
-    let events: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            let mut v = serde_json::to_value(&r.event).unwrap_or(Value::Null);
-            v["seq"] = json!(r.seq);
-            v["hash"] = json!(r.hash);
-            if let Some(replica) = &r.replica_id {
-                v["replica_id"] = json!(replica);
-            }
-            v
+    let events = rows
+        .into_iter()
+        .map(|r| AuditEntry {
+            event: r.event,
+            seq: r.seq,
+            hash: r.hash,
+            prev_hash: None,
+            replica_id: r.replica_id,
         })
         .collect();
-    Ok(Json(json!({ "events": events, "next_cursor": next })))
+    Ok(Json(AuditPage {
+        events,
+        next_cursor: next,
+    }))
 }
 
 pub(super) async fn get_audit_event(
     State(app): State<Arc<App>>,
     _op: Operator,
     Path(event_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AuditEntry>, ApiError> {
     let filter = AuditFilter {
         event_id: Some(event_id.clone()),
         limit: 1,
@@ -122,22 +125,21 @@ pub(super) async fn get_audit_event(
         .into_iter()
         .next()
         .ok_or_else(|| ApiError::not_found(format!("no audit event `{event_id}`")))?;
-    let mut v = serde_json::to_value(&r.event).map_err(ApiError::internal)?;
-    v["seq"] = json!(r.seq);
-    v["hash"] = json!(r.hash);
-    v["prev_hash"] = json!(r.prev_hash);
-    if let Some(replica) = &r.replica_id {
-        v["replica_id"] = json!(replica);
-    }
-    Ok(Json(v))
+    Ok(Json(AuditEntry {
+        event: r.event,
+        seq: r.seq,
+        hash: r.hash,
+        prev_hash: Some(r.prev_hash),
+        replica_id: r.replica_id,
+    }))
 }
 
 pub(super) async fn verify_audit(
     State(app): State<Arc<App>>,
     _op: Operator,
-) -> Result<Json<Value>, ApiError> {
-    let v = crate::audit::verify(&app.store)
+) -> Result<Json<Verification>, ApiError> {
+    crate::audit::verify(&app.store)
         .await
-        .map_err(ApiError::internal)?;
-    Ok(Json(json!(v)))
+        .map(Json)
+        .map_err(ApiError::internal)
 }

@@ -2,6 +2,7 @@
 //! the caller's lease may call (the operator reads all).
 
 use super::*;
+use crate::api::bodies::{DescriptorList, DescriptorSummary};
 
 pub(super) async fn foundation(
     State(app): State<Arc<App>>,
@@ -123,15 +124,8 @@ pub(super) async fn descriptors_for(
 }
 
 /// A descriptor's JSON with what root says about it now: `freshness` and `expires_at`.
-pub(super) fn served_json(app: &App, d: &mcp_shared::descriptor::Descriptor, full: bool) -> Value {
-    let mut v = if full {
-        serde_json::to_value(d).unwrap_or(Value::Null)
-    } else {
-        let mut v = serde_json::to_value(&d.freshness).unwrap_or(Value::Null);
-        v["class"] = json!(d.class);
-        v["title"] = json!(d.title);
-        v
-    };
+pub(super) fn served_json(app: &App, d: &mcp_shared::descriptor::Descriptor) -> Value {
+    let mut v = serde_json::to_value(d).unwrap_or(Value::Null);
     if let (Value::Object(m), Value::Object(extra)) =
         (&mut v, crate::descriptors::served_state(d, app.clock.now()))
     {
@@ -140,16 +134,27 @@ pub(super) fn served_json(app: &App, d: &mcp_shared::descriptor::Descriptor, ful
     v
 }
 
+/// A served descriptor without its content, with its state as of now.
+pub(super) fn summary(app: &App, d: &mcp_shared::descriptor::Descriptor) -> DescriptorSummary {
+    DescriptorSummary {
+        header: d.freshness.clone(),
+        class: d.class.clone(),
+        title: d.title.clone(),
+        freshness: d.freshness.state_at(app.clock.now()).as_str().into(),
+        expires_at: mcp_shared::time::format(d.freshness.expires_at()),
+    }
+}
+
 pub(super) async fn list_descriptors(
     State(app): State<Arc<App>>,
     Auth(p): Auth,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DescriptorList>, ApiError> {
     let (set, readable) = descriptors_for(&app, &p).await?;
-    let list: Vec<Value> = readable
-        .iter()
-        .map(|d| served_json(&app, d, false))
-        .collect();
-    Ok(Json(json!({ "descriptors": list, "set": set.origin })))
+    Ok(Json(DescriptorList {
+        set: set.origin.clone(),
+        descriptors: readable.iter().map(|d| summary(&app, d)).collect(),
+        skill_catalog: None,
+    }))
 }
 
 pub(super) async fn get_descriptor(
@@ -162,6 +167,6 @@ pub(super) async fn get_descriptor(
         .1
         .into_iter()
         .find(|d| d.freshness.descriptor_id == id)
-        .map(|d| Json(served_json(&app, &d, true)))
+        .map(|d| Json(served_json(&app, &d)))
         .ok_or_else(|| ApiError::not_found(format!("no descriptor `{id}` readable by this bearer")))
 }

@@ -8,9 +8,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use mcp_shared::error::ErrorCode;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::api::bodies::{Audited, CatalogSummary, DescriptorList, PublishRequest};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
 use crate::descriptors::{self, DescriptorSet, PublishError};
@@ -95,23 +95,13 @@ pub async fn publish(
     Ok(set)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct PublishBody {
-    /// The whole set; items are named `descriptors[i]` (or by `names[i]`) in errors.
-    descriptors: Vec<Value>,
-    /// Optional labels for the items (the CLI sends file names).
-    #[serde(default)]
-    names: Vec<String>,
-}
-
 /// `POST /v1/root/mcp/descriptors` (operator): validate a whole set and serve it instead of
 /// the current one; a refused set changes nothing (422 with the first reason).
 pub(super) async fn publish_descriptors(
     State(app): State<Arc<App>>,
     op: Operator,
-    body: Result<Json<PublishBody>, axum::extract::rejection::JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+    body: Result<Json<PublishRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Audited<DescriptorList>>, ApiError> {
     let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
     let request = match &parsed {
         Ok(b) => json!({ "descriptors": b.descriptors.len() }),
@@ -158,14 +148,21 @@ pub(super) async fn publish_descriptors(
         Ok((set, summary))
     })
     .await?;
-    Ok(Json(json!({
-        "set": set.origin,
-        "descriptors": set.by_id.values().map(|d| super::catalog::served_json(&app, d, false)).collect::<Vec<_>>(),
-        "skill_catalog": set.catalog.as_ref().map(|c| json!({
-            "ontology": c.ontology.uri,
-            "skills": c.skills.len(),
-            "manifest_sha256": c.ontology.meta.manifest_sha256,
-        })),
-        "event_id": event_id,
-    })))
+    let skill_catalog = set.catalog.as_ref().map(|c| CatalogSummary {
+        ontology: c.ontology.uri.clone(),
+        skills: c.skills.len(),
+        manifest_sha256: c.ontology.meta.manifest_sha256.clone(),
+    });
+    Ok(Json(Audited {
+        item: DescriptorList {
+            set: set.origin.clone(),
+            descriptors: set
+                .by_id
+                .values()
+                .map(|d| super::catalog::summary(&app, d))
+                .collect(),
+            skill_catalog,
+        },
+        event_id,
+    }))
 }

@@ -10,29 +10,16 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mcp_shared::error::ErrorCode;
+use mcp_shared::lease::SessionLease;
 use ractor::call_t;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::api::audited::{Asked, audited};
+use crate::api::bodies::{Audited, IssuedLeaseBody, LeaseList, NewLeaseRequest};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
 use crate::leases::manager::{self as lease_manager, IssuedLease, LeaseError, NewLease};
-
-#[derive(Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateSession {
-    target_id: String,
-    capability_profile: String,
-    ttl_sec: u64,
-    #[serde(default)]
-    audience: Option<String>,
-    #[serde(default)]
-    subnet_id: Option<String>,
-    #[serde(default)]
-    zone: Option<String>,
-}
 
 fn lease_error(e: LeaseError) -> ApiError {
     match e {
@@ -46,13 +33,16 @@ fn lease_error(e: LeaseError) -> ApiError {
     }
 }
 
-fn issued_json(i: &IssuedLease) -> Value {
-    json!({
-        "session_id": i.lease.session_id,
-        "token": i.token,
-        "deadline_at": mcp_shared::time::format(i.lease.deadline_at),
-        "lease": i.lease,
-    })
+fn issued_body(i: IssuedLease, event_id: String) -> Audited<IssuedLeaseBody> {
+    Audited {
+        item: IssuedLeaseBody {
+            session_id: i.lease.session_id.clone(),
+            token: i.token,
+            deadline_at: mcp_shared::time::format(i.lease.deadline_at),
+            lease: i.lease,
+        },
+        event_id,
+    }
 }
 
 /// An issued lease in the trail's words: never its bearer.
@@ -70,8 +60,8 @@ fn issued_summary(verb: &str, i: &IssuedLease) -> String {
 pub async fn create(
     State(app): State<Arc<App>>,
     op: Operator,
-    body: Result<Json<CreateSession>, axum::extract::rejection::JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    body: Result<Json<NewLeaseRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Audited<IssuedLeaseBody>>), ApiError> {
     let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
     let (target_id, request) = match &parsed {
         Ok(req) => (Some(req.target_id.clone()), json!(req)),
@@ -90,13 +80,11 @@ pub async fn create(
         Ok((issued, summary))
     })
     .await?;
-    let mut answer = issued_json(&issued);
-    answer["event_id"] = json!(event_id);
-    Ok((StatusCode::CREATED, Json(answer)))
+    Ok((StatusCode::CREATED, Json(issued_body(issued, event_id))))
 }
 
 /// Validates a lease request and issues the lease.
-async fn issue(app: &App, req: CreateSession) -> Result<IssuedLease, ApiError> {
+async fn issue(app: &App, req: NewLeaseRequest) -> Result<IssuedLease, ApiError> {
     if req.target_id.trim().is_empty() || req.target_id.len() > 200 {
         return Err(ApiError::bad_request("target_id must be 1..200 characters"));
     }
@@ -163,8 +151,10 @@ async fn issue(app: &App, req: CreateSession) -> Result<IssuedLease, ApiError> {
 }
 
 /// `GET /v1/root/mcp/sessions`: every lease, newest first, freshness-normalized.
-pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Json<Value> {
-    Json(json!({ "sessions": app.leases.list() }))
+pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Json<LeaseList> {
+    Json(LeaseList {
+        sessions: app.leases.list(),
+    })
 }
 
 /// `GET /v1/root/mcp/sessions/{id}`.
@@ -172,10 +162,10 @@ pub async fn get(
     State(app): State<Arc<App>>,
     _op: Operator,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SessionLease>, ApiError> {
     app.leases
         .get(&id)
-        .map(|l| Json(json!(l)))
+        .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("no lease `{id}`")))
 }
 
@@ -184,7 +174,7 @@ pub async fn revoke(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Audited<SessionLease>>, ApiError> {
     let asked = Asked {
         tool_id: "admin.lease.revoke",
         target_id: app.leases.get(&id).map(|l| l.target_id),
@@ -213,9 +203,10 @@ pub async fn revoke(
         Ok((revoked.lease, summary))
     })
     .await?;
-    let mut answer = json!(lease);
-    answer["event_id"] = json!(event_id);
-    Ok(Json(answer))
+    Ok(Json(Audited {
+        item: lease,
+        event_id,
+    }))
 }
 
 /// `POST /v1/root/mcp/sessions/{id}/rotate`: a new bearer for the same binding (and
@@ -224,7 +215,7 @@ pub async fn rotate(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Audited<IssuedLeaseBody>>, ApiError> {
     let asked = Asked {
         tool_id: "admin.lease.rotate",
         target_id: app.leases.get(&id).map(|l| l.target_id),
@@ -250,7 +241,5 @@ pub async fn rotate(
         Ok((issued, summary))
     })
     .await?;
-    let mut answer = issued_json(&issued);
-    answer["event_id"] = json!(event_id);
-    Ok(Json(answer))
+    Ok(Json(issued_body(issued, event_id)))
 }

@@ -7,6 +7,7 @@
 pub mod approvals;
 mod audit;
 pub mod audited;
+pub mod bodies;
 mod catalog;
 pub mod console;
 pub mod descriptors;
@@ -117,11 +118,14 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({ "error": { "code": self.code, "message": self.message, "retryable": self.code.retryable() } });
-        if let Some(id) = self.event_id {
-            body["event_id"] = json!(id);
-        }
-        let body = Json(body);
+        let body = Json(bodies::ErrorAnswer {
+            error: bodies::ErrorDetail {
+                code: self.code,
+                retryable: self.code.retryable(),
+                message: self.message,
+            },
+            event_id: self.event_id,
+        });
         let mut res = (self.status, body).into_response();
         if self.code == ErrorCode::AuditUnavailable {
             res.headers_mut()

@@ -34,9 +34,9 @@ use mcp_shared::run_profile::{
     ASSISTANT_ACTIONS_VERSION, ActionGrant, ActiveContext, AssistantActions, KEY_PURPOSE,
     McpServer, Owner, Phase, RUN_PROFILE_VERSION, RunProfile, TOOL_PROFILE_VERSION, ToolProfile,
 };
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::api::bodies::{Audited, IssuedRunProfile, ProfileVerdict, RunProfileRequest};
 use crate::api::{ApiError, Auth, Operator};
 use crate::app::{App, Principal};
 use crate::leases::manager::LeaseEntry;
@@ -174,19 +174,6 @@ fn document(app: &App, run: &Run<'_>, requested_by: &Principal) -> RunProfile {
     profile
 }
 
-/// What a run profile is asked for (all optional).
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct IssueRunProfile {
-    /// Seconds the run (document and credential) lives, 1..=600 (default 600; never past the
-    /// lease's deadline).
-    #[serde(default)]
-    ttl_sec: Option<u64>,
-    /// Only these of the lease's visible tools (default: all of them).
-    #[serde(default)]
-    tools: Option<Vec<String>>,
-}
-
 /// `POST /v1/root/mcp/sessions/{id}/run-profile`: issues a run credential (a lease of its own,
 /// bound to the run profile's tools and expiry, revoked with the lease) and the signed run
 /// profile naming it (`tokenRef`). The operator for any active lease, a lease bearer for its
@@ -199,10 +186,10 @@ pub async fn post(
     Auth(principal): Auth,
     Path(id): Path<String>,
     body: axum::body::Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Audited<IssuedRunProfile>>), ApiError> {
     // No body asks for the defaults.
-    let parsed: Result<IssueRunProfile, String> = if body.iter().all(u8::is_ascii_whitespace) {
-        Ok(IssueRunProfile::default())
+    let parsed: Result<RunProfileRequest, String> = if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(RunProfileRequest::default())
     } else {
         serde_json::from_slice(&body).map_err(|e| format!("invalid request body: {e}"))
     };
@@ -246,14 +233,16 @@ pub async fn post(
     let (document, credential) = issued.map_err(|e| e.with_event(event_id.clone()))?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({
-            "run_profile": document,
-            "session_id": credential.lease.session_id,
-            "token_ref": format!("lease:{}", credential.lease.session_id),
-            "token": credential.token,
-            "expires_at": mcp_shared::time::format(credential.lease.deadline_at),
-            "event_id": event_id,
-        })),
+        Json(Audited {
+            item: IssuedRunProfile {
+                run_profile: json!(document),
+                token_ref: format!("lease:{}", credential.lease.session_id),
+                session_id: credential.lease.session_id,
+                token: credential.token,
+                expires_at: mcp_shared::time::format(credential.lease.deadline_at),
+            },
+            event_id,
+        }),
     ))
 }
 
@@ -262,7 +251,7 @@ async fn issue_run(
     app: &App,
     principal: &Principal,
     id: &str,
-    ask: &IssueRunProfile,
+    ask: &RunProfileRequest,
 ) -> Result<(RunProfile, crate::leases::manager::IssuedLease), ApiError> {
     let ttl_sec = ask.ttl_sec.unwrap_or(MAX_TTL_SEC);
     if !(1..=MAX_TTL_SEC).contains(&ttl_sec) {
@@ -375,26 +364,24 @@ pub async fn verify(
     State(app): State<Arc<App>>,
     _op: Operator,
     body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ProfileVerdict>, ApiError> {
     let Json(document) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
     Ok(Json(verdict(&app, &document)))
 }
 
 /// The verification answer for `document` as of now.
-pub fn verdict(app: &App, document: &Value) -> Value {
+pub fn verdict(app: &App, document: &Value) -> ProfileVerdict {
     let key = signing_key(app);
     match mcp_shared::run_profile::verify(document, &key, mcp_shared::time::now()) {
-        Ok(p) => json!({
-            "valid": true,
-            "run_id": p.run_id,
-            "owner": p.owner.owner_key,
-            "expires_at": mcp_shared::time::format(p.expires_at),
-            "key_id": mcp_shared::run_profile::key_id(&key),
-        }),
-        Err(e) => json!({
-            "valid": false,
-            "reason": e.code(),
-            "message": e.to_string(),
-        }),
+        Ok(p) => ProfileVerdict {
+            valid: true,
+            run_id: Some(p.run_id),
+            owner: Some(p.owner.owner_key),
+            expires_at: Some(mcp_shared::time::format(p.expires_at)),
+            key_id: Some(mcp_shared::run_profile::key_id(&key)),
+            reason: None,
+            message: None,
+        },
+        Err(e) => ProfileVerdict::invalid(e.code(), e.to_string()),
     }
 }

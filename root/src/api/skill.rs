@@ -12,6 +12,7 @@ use mcp_shared::protocol::{SkillCommand, SkillState};
 use mcp_shared::time::now;
 use serde_json::{Value, json};
 
+use crate::api::bodies::{Audited, SkillAnswer};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
 use crate::hubs::skill::SKILL;
@@ -284,12 +285,13 @@ pub async fn command(
     })
     .await?;
     let (gate, pushed) = gate;
-    let mut view = gate.view();
-    view["hub_push"] = json!(pushed.describe());
-    Ok(
-        Json(json!({ "target_id": target_id, "skill": view, "event_id": event_id }))
-            .into_response(),
-    )
+    let mut skill = gate.view();
+    skill.hub_push = Some(pushed.describe());
+    let answer = Audited {
+        item: SkillAnswer { target_id, skill },
+        event_id,
+    };
+    Ok(Json(answer).into_response())
 }
 
 /// Changes root's desired state: stored, in force here and on every live replica when this

@@ -13,11 +13,13 @@ use mcp_shared::protocol;
 use mcp_shared::target::TargetStatus;
 use mcp_shared::time::{now, unix_ms};
 use ractor::call_t;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::api::audited::{Asked, audited};
+use crate::api::bodies::{
+    Audited, EnrollRequest, Enrolled, KeyRotated, RotateKeyRequest, TargetList, TargetView,
+};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
 use crate::hubs::router;
@@ -28,17 +30,6 @@ use crate::store::{PreviousKey, TargetRow};
 pub const MAX_ROTATION_GRACE_SEC: u64 = 7 * 24 * 3600;
 /// Grace period of a key rotation when the operator names none.
 pub const DEFAULT_ROTATION_GRACE_SEC: u64 = 600;
-
-#[derive(Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct EnrollRequest {
-    target_id: String,
-    environment: String,
-    #[serde(default)]
-    subnet_id: Option<String>,
-    #[serde(default)]
-    zone: Option<String>,
-}
 
 fn valid_id(s: &str) -> bool {
     !s.is_empty()
@@ -52,7 +43,7 @@ pub async fn enroll(
     State(app): State<Arc<App>>,
     op: Operator,
     body: Result<Json<EnrollRequest>, axum::extract::rejection::JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Audited<Enrolled>>), ApiError> {
     let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
     let (target_id, request) = match &parsed {
         Ok(req) => (Some(req.target_id.clone()), json!(req)),
@@ -76,14 +67,16 @@ pub async fn enroll(
     .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({
-            "target_id": row.target_id,
-            "environment": row.environment,
-            "subnet_id": row.subnet_id,
-            "zone": row.zone,
-            "token": token,
-            "event_id": event_id,
-        })),
+        Json(Audited {
+            item: Enrolled {
+                target_id: row.target_id,
+                environment: row.environment,
+                subnet_id: row.subnet_id,
+                zone: row.zone,
+                token,
+            },
+            event_id,
+        }),
     ))
 }
 
@@ -143,61 +136,59 @@ async fn enrol(app: &App, req: EnrollRequest) -> Result<(TargetRow, String), Api
 
 /// `GET /v1/root/hubs`: every enrolled target with its status, descriptor, skill (root's
 /// desired state and the hub's report) and published capabilities.
-pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<Value>, ApiError> {
+pub async fn list(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+) -> Result<Json<TargetList>, ApiError> {
     let pressure = call_t!(
         app.actors.router.load(),
         router::Msg::Pressure,
         RPC_TIMEOUT_MS
     )
     .unwrap_or_default();
-    let mut rows: Vec<TargetRow> = app.store.load_targets().await.map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorCode::Internal,
-            e.to_string(),
-        )
-    })?;
+    let mut rows: Vec<TargetRow> = app.store.load_targets().await.map_err(ApiError::internal)?;
     rows.sort_by(|a, b| a.target_id.cmp(&b.target_id));
-    let targets: Vec<Value> = rows
+    let time = |ms| mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms));
+    let targets = rows
         .into_iter()
         .map(|r| {
             let live = app.hubs.targets.get(&r.target_id).map(|d| d.clone());
             let status = app.hubs.status(&r.target_id);
-            let descriptor: Option<Value> = live
-                .map(|d| json!(d))
-                .or_else(|| r.descriptor.as_deref().and_then(|d| serde_json::from_str(d).ok()));
-            let skills: Value = r.skills.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(json!([]));
-            let skill = app.hubs.enrolments.get(&r.target_id).map(|e| e.skill.view());
-            let published = descriptor
+            let descriptor: Option<Value> = live.map(|d| json!(d)).or_else(|| {
+                r.descriptor
+                    .as_deref()
+                    .and_then(|d| serde_json::from_str(d).ok())
+            });
+            let published_capabilities = descriptor
                 .as_ref()
                 .filter(|_| status != TargetStatus::Offline)
                 .and_then(|d| d["operational_surface"]["capabilities"].as_array().cloned())
                 .unwrap_or_default();
-            json!({
-                "target_id": r.target_id,
-                "environment": r.environment,
-                "subnet_id": r.subnet_id,
-                "zone": r.zone,
-                "status": status,
-                "enrolled_at": mcp_shared::time::format(mcp_shared::time::from_unix_ms(r.enrolled_at_ms)),
-                "last_seen_at": r.last_seen_at_ms.map(|ms| mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms))),
-                "descriptor": descriptor,
-                "skills": skills,
-                "skill": skill,
-                "published_capabilities": published,
-                "pressure": pressure.get(&r.target_id),
-            })
+            TargetView {
+                skills: r
+                    .skills
+                    .as_deref()
+                    .and_then(|s| serde_json::from_str(s).ok())
+                    .unwrap_or(json!([])),
+                skill: app
+                    .hubs
+                    .enrolments
+                    .get(&r.target_id)
+                    .map(|e| e.skill.view()),
+                pressure: pressure.get(&r.target_id).cloned(),
+                enrolled_at: time(r.enrolled_at_ms),
+                last_seen_at: r.last_seen_at_ms.map(time),
+                target_id: r.target_id,
+                environment: r.environment,
+                subnet_id: r.subnet_id,
+                zone: r.zone,
+                status,
+                descriptor,
+                published_capabilities,
+            }
         })
         .collect();
-    Ok(Json(json!({ "targets": targets })))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RotateRequest {
-    /// How long the previous token and key keep working, in seconds.
-    #[serde(default)]
-    grace_sec: Option<u64>,
+    Ok(Json(TargetList { targets }))
 }
 
 /// `POST /v1/root/hubs/{target_id}/rotate-key`: a new hub token (shown once) and signing key;
@@ -207,8 +198,8 @@ pub async fn rotate_key(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(target_id): Path<String>,
-    body: Result<Json<RotateRequest>, axum::extract::rejection::JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    body: Result<Json<RotateKeyRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Audited<KeyRotated>>), ApiError> {
     let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
     let request = match &parsed {
         Ok(req) => json!({ "target_id": target_id, "grace_sec": req.grace_sec }),
@@ -232,13 +223,15 @@ pub async fn rotate_key(
     .await?;
     Ok((
         StatusCode::OK,
-        Json(json!({
-            "target_id": target_id,
-            "token": token,
-            "previous_valid_until": valid_until,
-            "grace_sec": grace_sec,
-            "event_id": event_id,
-        })),
+        Json(Audited {
+            item: KeyRotated {
+                target_id,
+                token,
+                previous_valid_until: valid_until,
+                grace_sec,
+            },
+            event_id,
+        }),
     ))
 }
 

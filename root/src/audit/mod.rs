@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use ractor::ActorRef;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::audit::redaction::Redactor;
 
@@ -45,19 +45,19 @@ impl Trail {
 }
 
 /// The first link that does not hold.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BrokenLink {
     pub seq: i64,
     pub event_id: Option<String>,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verification {
     pub ok: bool,
     pub checked: u64,
     pub head_hash: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_broken: Option<BrokenLink>,
 }
 

@@ -20,6 +20,7 @@ use rmcp::service::{ElicitationMode, RequestContext};
 use serde_json::{Value, json};
 
 use crate::app::App;
+use crate::call::writes::{Controls, Phase, Preview};
 use crate::call::{self, CallContext, Outcome};
 use crate::leases::manager::LeaseEntry;
 use crate::store::IdempotencyKey;
@@ -36,14 +37,19 @@ pub async fn applies(
     let Some(entry) = app.catalog.contracts.get(tool_id) else {
         return false;
     };
-    if entry.contract.routing != RoutingClass::OperationalWrite
-        || arguments.get("phase").and_then(Value::as_str) != Some("execute")
-        || arguments.get("confirmation_token").is_some()
-        || arguments.get("dry_run").and_then(Value::as_bool) == Some(true)
-    {
+    if entry.contract.routing != RoutingClass::OperationalWrite {
         return false;
     }
-    let Some(key) = arguments.get("idempotency_key").and_then(Value::as_str) else {
+    // Malformed control fields are refused by the normal path, by name.
+    let Some(Ok(controls)) = Controls::read(arguments) else {
+        return false;
+    };
+    let (Phase::Execute, None, false, Some(key)) = (
+        &controls.phase,
+        &controls.confirmation_token,
+        controls.dry_run,
+        &controls.idempotency_key,
+    ) else {
         return false;
     };
     if !ctx
@@ -79,15 +85,15 @@ pub async fn confirm_and_execute(
         o.insert("phase".into(), json!("preview"));
     }
     let first = call::call(app, new_ctx(), tool_id, preview_args).await;
-    let preview = match &first.response.result {
-        Some(v) if first.response.ok => v.clone(),
+    let preview: Preview = match &first.response.result {
+        Some(v) if first.response.ok => match serde_json::from_value(v.clone()) {
+            Ok(p) => p,
+            Err(_) => return first,
+        },
         _ => return first,
     };
-    let Some(token) = preview["confirmation_token"].as_str().map(str::to_owned) else {
-        return first;
-    };
     let target = new_ctx().lease.lease().target_id.clone();
-    let effect = &preview["expected_effect"];
+    let effect = &preview.expected_effect;
     let described = effect["description"]
         .as_str()
         .map(str::to_owned)
@@ -137,7 +143,10 @@ pub async fn confirm_and_execute(
         {
             let mut exec = arguments;
             if let Some(o) = exec.as_object_mut() {
-                o.insert("confirmation_token".into(), json!(token));
+                o.insert(
+                    "confirmation_token".into(),
+                    json!(preview.confirmation_token),
+                );
             }
             call::call(app, new_ctx(), tool_id, exec).await
         }

@@ -21,6 +21,7 @@
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::event::OperationalEvent;
 use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -68,24 +69,71 @@ pub enum Phase {
 }
 
 impl Controls {
-    /// Takes the control fields out of `arguments`, leaving the domain arguments.
-    pub fn take(arguments: &mut serde_json::Map<String, Value>) -> Controls {
-        let text = |v: Option<Value>| v.and_then(|v| v.as_str().map(String::from));
-        let phase = match text(arguments.remove("phase")).as_deref() {
+    /// Takes the control fields out of `arguments`, leaving the domain arguments. A control
+    /// field of the wrong type (`"dry_run": "true"`, a numeric key) is refused by name rather
+    /// than read as absent, which could turn a dry run into a preview.
+    pub fn take(arguments: &mut serde_json::Map<String, Value>) -> Result<Controls, ToolError> {
+        let wrong = |name: &str, kind: &str| {
+            ToolError::new(
+                ErrorCode::InvalidArguments,
+                format!("`{name}` must be {kind}"),
+            )
+        };
+        let mut text = |name: &str| match arguments.remove(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(wrong(name, "a string")),
+        };
+        let phase = match text("phase")?.as_deref() {
             None | Some("preview") => Phase::Preview,
             Some("execute") => Phase::Execute,
             Some(other) => Phase::Unknown(other.to_owned()),
         };
-        Controls {
+        let confirmation_token = text("confirmation_token")?;
+        let idempotency_key = text("idempotency_key")?;
+        let dry_run = match arguments.remove("dry_run") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => b,
+            Some(_) => return Err(wrong("dry_run", "true or false")),
+        };
+        Ok(Controls {
             phase,
-            confirmation_token: text(arguments.remove("confirmation_token")),
-            idempotency_key: text(arguments.remove("idempotency_key")),
-            dry_run: arguments
-                .remove("dry_run")
-                .and_then(|d| d.as_bool())
-                .unwrap_or(false),
-        }
+            confirmation_token,
+            idempotency_key,
+            dry_run,
+        })
     }
+
+    /// The control fields of `arguments`, which stay as they are (`None`: not an object).
+    pub fn read(arguments: &Value) -> Option<Result<Controls, ToolError>> {
+        let mut copy = arguments.as_object()?.clone();
+        Some(Controls::take(&mut copy))
+    }
+}
+
+/// What a write's preview answers: the expected effect and the token its execute presents
+/// (and, for a write that needs one, the operator approval it waits for).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Preview {
+    /// Always `preview`.
+    pub phase: String,
+    pub expected_effect: Value,
+    pub confirmation_token: String,
+    /// RFC 3339.
+    pub confirmation_expires_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<PendingApproval>,
+    /// What to do next, in words.
+    pub summary: String,
+}
+
+/// The approval a preview opened.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PendingApproval {
+    pub approval_id: String,
+    pub status: ApprovalStatus,
+    /// RFC 3339.
+    pub expires_at: String,
 }
 
 /// A write call: a dry run, its preview (a confirmation token) or its execute (once per
@@ -102,7 +150,7 @@ pub async fn write(
     let obj = domain.as_object_mut().ok_or_else(|| {
         ToolError::new(ErrorCode::InvalidArguments, "arguments must be an object")
     })?;
-    let controls = Controls::take(obj);
+    let controls = Controls::take(obj)?;
     let hash = args_hash(&domain);
 
     if controls.dry_run {
@@ -363,16 +411,18 @@ async fn preview(
         })
         .await
         .map_err(internal)?;
-    let mut answer = json!({
-        "phase": "preview",
-        "expected_effect": effect,
-        "confirmation_token": token,
-        "confirmation_expires_at": format(expires),
-    });
     let next = format!(
         "call `{}` with phase \"execute\", this confirmation_token and an idempotency_key within {} s",
         executes.contract.tool_id, ttl
     );
+    let mut answer = Preview {
+        phase: "preview".into(),
+        expected_effect: effect,
+        confirmation_token: token,
+        confirmation_expires_at: format(expires),
+        approval: None,
+        summary: format!("Nothing was changed. To apply, {next}."),
+    };
     if needs_approval {
         let approval_id = format!("apr_{}", uuid::Uuid::now_v7().simple());
         app.store
@@ -383,7 +433,7 @@ async fn preview(
                 target_id: lease.target_id.clone(),
                 tool_id: executes.contract.tool_id.clone(),
                 arguments: domain,
-                effect: answer["expected_effect"].clone(),
+                effect: answer.expected_effect.clone(),
                 status: ApprovalStatus::Pending,
                 requested_at_ms: now_ms,
                 expires_at_ms: unix_ms(expires),
@@ -394,18 +444,16 @@ async fn preview(
             })
             .await
             .map_err(internal)?;
-        answer["approval"] = json!({
-            "approval_id": approval_id,
-            "status": ApprovalStatus::Pending,
-            "expires_at": format(expires),
-        });
-        answer["summary"] = json!(format!(
+        answer.summary = format!(
             "Nothing was changed. An operator must approve {approval_id} (mcp-root admin approvals approve {approval_id}); then {next}. Until then the execute answers approval_pending."
-        ));
-    } else {
-        answer["summary"] = json!(format!("Nothing was changed. To apply, {next}."));
+        );
+        answer.approval = Some(PendingApproval {
+            approval_id,
+            status: ApprovalStatus::Pending,
+            expires_at: format(expires),
+        });
     }
-    Ok(answer)
+    Ok(json!(answer))
 }
 
 /// The approval of a token, if it allows the execute now: `approval_pending` while undecided,
@@ -448,5 +496,58 @@ async fn approved(app: &App, token_hash: &str) -> Result<ApprovalRow, ToolError>
             ErrorCode::ConfirmationRequired,
             format!("approval {} was already used ({other}); propose again", a.approval_id),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn take(v: Value) -> Result<(Controls, Value), ToolError> {
+        let mut v = v;
+        let controls = Controls::take(v.as_object_mut().unwrap())?;
+        Ok((controls, v))
+    }
+
+    #[test]
+    fn controls_are_taken_out_of_the_domain_arguments() {
+        let (c, domain) = take(json!({
+            "name": "smoke", "phase": "execute", "confirmation_token": "mcpc_x",
+            "idempotency_key": "k1", "dry_run": false
+        }))
+        .unwrap();
+        assert_eq!(domain, json!({ "name": "smoke" }));
+        assert_eq!(c.phase, Phase::Execute);
+        assert_eq!(c.confirmation_token.as_deref(), Some("mcpc_x"));
+        assert_eq!(c.idempotency_key.as_deref(), Some("k1"));
+        assert!(!c.dry_run);
+        let (c, _) = take(json!({ "name": "smoke", "confirmation_token": null })).unwrap();
+        assert_eq!((c.phase, c.confirmation_token), (Phase::Preview, None));
+        let (c, _) = take(json!({ "phase": "apply" })).unwrap();
+        assert_eq!(c.phase, Phase::Unknown("apply".into()));
+    }
+
+    #[test]
+    fn a_control_field_of_the_wrong_type_is_refused_by_name() {
+        for (args, field) in [
+            (json!({ "dry_run": "true" }), "`dry_run`"),
+            (json!({ "idempotency_key": 7 }), "`idempotency_key`"),
+            (
+                json!({ "confirmation_token": ["mcpc_x"] }),
+                "`confirmation_token`",
+            ),
+            (json!({ "phase": true }), "`phase`"),
+        ] {
+            let e = take(args).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidArguments);
+            assert!(e.message.contains(field), "{}", e.message);
+        }
+        assert!(Controls::read(&json!([1])).is_none());
+        let args = json!({ "phase": "execute", "idempotency_key": "k" });
+        assert!(Controls::read(&args).unwrap().is_ok());
+        assert_eq!(
+            args["phase"], "execute",
+            "read leaves the arguments as they are"
+        );
     }
 }

@@ -17,14 +17,14 @@ use std::sync::{Arc, LazyLock};
 
 use mcp_shared::contract::RoutingClass;
 use mcp_shared::descriptor::{Descriptor, content_hash};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::catalog::ContractRegistry;
 use crate::skill_catalog::{self, SkillCatalog};
 
 /// Where the served set came from.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum SetSource {
     /// Compiled into the binary (`config/descriptors/`).
@@ -35,8 +35,18 @@ pub enum SetSource {
     Published,
 }
 
+impl SetSource {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SetSource::BuiltIn => "built_in",
+            SetSource::Configured => "configured",
+            SetSource::Published => "published",
+        }
+    }
+}
+
 /// Provenance of the served set.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SetOrigin {
     pub source: SetSource,
     /// The store's revision of a published set.

@@ -15,13 +15,13 @@ use mcp_shared::protocol::{
     SkillState,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::router::{RoutedCall, RoutedResult};
 
 /// A target's transport pressure.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Pressure {
     /// Frames queued for the socket and not yet written.
     pub queue_depth: usize,

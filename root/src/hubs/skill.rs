@@ -18,7 +18,6 @@
 use mcp_shared::protocol::{SkillCommand, SkillState};
 use mcp_shared::time::{format, now};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 use crate::store::TargetRow;
 
@@ -136,16 +135,34 @@ impl Gate {
     }
 
     /// The operator's view: desired, reported, and whether it is open (and why not).
-    pub fn view(&self) -> Value {
-        json!({
-            "skill": SKILL,
-            "desired": self.desired,
-            "hub": self.reported,
-            "owner_disabled": self.owner_disabled(),
-            "open": self.open(),
-            "closed_because": self.closed_because(),
-        })
+    pub fn view(&self) -> SkillView {
+        SkillView {
+            skill: SKILL.into(),
+            desired: self.desired.clone(),
+            hub: self.reported.clone(),
+            owner_disabled: self.owner_disabled(),
+            open: self.open(),
+            closed_because: self.closed_because(),
+            hub_push: None,
+        }
     }
+}
+
+/// A target's skill as operators see it (the REST family, the console, the admin CLI).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillView {
+    pub skill: String,
+    /// Root's desired state.
+    pub desired: Desired,
+    /// The hub's last report (`None` if it never connected).
+    pub hub: Option<SkillState>,
+    pub owner_disabled: bool,
+    /// Whether its tools are callable.
+    pub open: bool,
+    pub closed_because: Option<String>,
+    /// What pushing a command to the hub came to (answers to a command only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub_push: Option<String>,
 }
 
 #[cfg(test)]

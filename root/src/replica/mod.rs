@@ -44,7 +44,6 @@ use axum::Json;
 use axum::extract::State;
 use dashmap::DashMap;
 use mcp_shared::target::TargetStatus;
-use serde_json::{Value, json};
 use sqlx::postgres::PgListener;
 use tokio::sync::Semaphore;
 

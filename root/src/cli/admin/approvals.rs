@@ -1,41 +1,33 @@
 //! `mcp-root admin approvals …`: list, show, approve and reject write approvals.
 
-use serde_json::{Value, json};
-
 use super::ApprovalsCommand;
-use super::{AdminClient, print};
+use super::{AdminClient, lines_or, print};
+use crate::api::bodies::{ApprovalList, ApprovalView, Audited, Decided, DecisionRequest};
 
 /// Runs one approvals command.
 pub async fn run(c: &AdminClient, cmd: ApprovalsCommand) -> anyhow::Result<()> {
     match cmd {
         ApprovalsCommand::List { status, json } => {
-            let v = c
+            let list: ApprovalList = c
                 .get_query("/v1/root/mcp/approvals", &[("status", status)])
                 .await?;
-            print(json, &v, |v| {
-                let rows: Vec<String> = v["approvals"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(approval_line)
-                    .collect();
-                if rows.is_empty() {
-                    "no approvals".into()
-                } else {
-                    rows.join("\n")
-                }
+            print(json, &list, |l| {
+                lines_or(
+                    l.approvals.iter().map(approval_line).collect(),
+                    "no approvals",
+                )
             });
         }
         ApprovalsCommand::Show { approval_id, json } => {
-            let v = c
+            let a: ApprovalView = c
                 .get(&format!("/v1/root/mcp/approvals/{approval_id}"))
                 .await?;
-            print(json, &v, |v| {
+            print(json, &a, |a| {
                 format!(
                     "{}\narguments: {}\neffect:\n{}",
-                    approval_line(v),
-                    v["arguments"],
-                    serde_json::to_string_pretty(&v["effect"]).unwrap_or_default()
+                    approval_line(a),
+                    a.arguments,
+                    serde_json::to_string_pretty(&a.effect).unwrap_or_default()
                 )
             });
         }
@@ -60,34 +52,30 @@ async fn decide(
     reason: Option<String>,
     json_out: bool,
 ) -> anyhow::Result<()> {
-    let body = match reason {
-        Some(r) => json!({ "reason": r }),
-        None => json!({}),
-    };
-    let v = c
+    let decided: Audited<Decided> = c
         .post(
             &format!("/v1/root/mcp/approvals/{approval_id}/{verb}"),
-            body,
+            &DecisionRequest { reason },
         )
         .await?;
-    print(json_out, &v, |v| {
+    print(json_out, &decided, |d| {
         format!(
             "{} (audit event {})",
-            approval_line(&v["approval"]),
-            v["event_id"].as_str().unwrap_or("")
+            approval_line(&d.item.approval),
+            d.event_id
         )
     });
     Ok(())
 }
 
-fn approval_line(a: &Value) -> String {
+fn approval_line(a: &ApprovalView) -> String {
     format!(
         "{}  {:8}  {}  target={}  requested={}  expires={}",
-        a["approval_id"].as_str().unwrap_or(""),
-        a["status"].as_str().unwrap_or(""),
-        a["tool_id"].as_str().unwrap_or(""),
-        a["target_id"].as_str().unwrap_or(""),
-        a["requested_at"].as_str().unwrap_or(""),
-        a["expires_at"].as_str().unwrap_or(""),
+        a.approval_id,
+        a.status.as_str(),
+        a.tool_id,
+        a.target_id,
+        a.requested_at,
+        a.expires_at,
     )
 }

@@ -7,28 +7,19 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::AuditCommand;
-use super::{AdminClient, print};
+use super::{AdminClient, lines_or, print};
+use crate::api::bodies::{AuditEntry, AuditPage};
+use crate::audit::Verification;
 
 /// Runs one audit command; exit 3 when the chain is broken.
 pub async fn run(c: &AdminClient, cmd: AuditCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         AuditCommand::Tail { limit, json } => {
-            let v = c
+            let page: AuditPage = c
                 .get_query("/v1/root/mcp/audit", &[("limit", limit.to_string())])
                 .await?;
-            print(json, &v, |v| {
-                let mut lines: Vec<String> = v["events"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(event_line)
-                    .collect();
-                lines.reverse();
-                if lines.is_empty() {
-                    "no events".into()
-                } else {
-                    lines.join("\n")
-                }
+            print(json, &page, |p| {
+                lines_or(p.events.iter().rev().map(event_line).collect(), "no events")
             });
         }
         AuditCommand::Export {
@@ -53,13 +44,14 @@ pub async fn run(c: &AdminClient, cmd: AuditCommand) -> anyhow::Result<ExitCode>
                 if let Some(cur) = &cursor {
                     q.push(("cursor", cur.clone()));
                 }
-                let v = c.get_query("/v1/root/mcp/audit", &q).await?;
-                for e in v["events"].as_array().into_iter().flatten() {
+                // The events as root wrote them, fields this build does not know included.
+                let page: AuditPage<Value> = c.get_query("/v1/root/mcp/audit", &q).await?;
+                for e in &page.events {
                     writeln!(out, "{}", serde_json::to_string(e)?)?;
                     n += 1;
                 }
-                match v["next_cursor"].as_str() {
-                    Some(next) => cursor = Some(next.to_string()),
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
                     None => break,
                 }
             }
@@ -76,26 +68,21 @@ pub async fn run(c: &AdminClient, cmd: AuditCommand) -> anyhow::Result<ExitCode>
             }
         }
         AuditCommand::Verify { json } => {
-            let v = c.get("/v1/root/mcp/audit/verify").await?;
-            let ok = v["ok"].as_bool().unwrap_or(false);
-            print(json, &v, |v| {
-                if ok {
-                    format!(
-                        "audit chain intact: {} events, head {}",
-                        v["checked"],
-                        v["head_hash"].as_str().unwrap_or("")
-                    )
-                } else {
-                    let b = &v["first_broken"];
-                    format!(
-                        "audit chain BROKEN at seq {} (event {}): {}",
-                        b["seq"],
-                        b["event_id"].as_str().unwrap_or("?"),
-                        b["reason"].as_str().unwrap_or("")
-                    )
-                }
+            let v: Verification = c.get("/v1/root/mcp/audit/verify").await?;
+            print(json, &v, |v| match &v.first_broken {
+                Some(b) if !v.ok => format!(
+                    "audit chain BROKEN at seq {} (event {}): {}",
+                    b.seq,
+                    b.event_id.as_deref().unwrap_or("?"),
+                    b.reason
+                ),
+                None if !v.ok => "audit chain BROKEN".into(),
+                _ => format!(
+                    "audit chain intact: {} events, head {}",
+                    v.checked, v.head_hash
+                ),
             });
-            if !ok {
+            if !v.ok {
                 return Ok(ExitCode::from(3));
             }
         }
@@ -103,19 +90,20 @@ pub async fn run(c: &AdminClient, cmd: AuditCommand) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-fn event_line(e: &Value) -> String {
+fn event_line(entry: &AuditEntry) -> String {
+    let e = &entry.event;
     format!(
         "#{} {}  {:7} {:28} target={} actor={} event={}{}",
-        e["seq"],
-        e["started_at"].as_str().unwrap_or(""),
-        e["status"].as_str().unwrap_or(""),
-        e["tool_id"].as_str().unwrap_or(""),
-        e["target_id"].as_str().unwrap_or("-"),
-        e["actor"]["id"].as_str().unwrap_or(""),
-        e["event_id"].as_str().unwrap_or(""),
-        e["error"]["code"]
-            .as_str()
-            .map(|c| format!(" error={c}"))
+        entry.seq,
+        mcp_shared::time::format(e.started_at),
+        e.status.as_str(),
+        e.tool_id,
+        e.target_id.as_deref().unwrap_or("-"),
+        e.actor.id,
+        e.event_id,
+        e.error
+            .as_ref()
+            .map(|err| format!(" error={}", err.code.as_str()))
             .unwrap_or_default(),
     )
 }

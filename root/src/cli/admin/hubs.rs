@@ -1,10 +1,14 @@
 //! `mcp-root admin hub …` and `admin skill …`: enrol targets, rotate their keys, list them;
 //! switch a target's `infra_access_skill`.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{AdminClient, print};
+use super::{AdminClient, lines_or, print};
 use super::{HubCommand, SkillCmd};
+use crate::api::bodies::{
+    Audited, EnrollRequest, Enrolled, KeyRotated, RotateKeyRequest, SkillAnswer, TargetList,
+    TargetView,
+};
 
 /// Runs one hub command.
 pub async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> {
@@ -16,18 +20,17 @@ pub async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> {
             zone,
             json,
         } => {
-            let mut body = json!({ "target_id": target, "environment": environment });
-            for (k, v) in [("subnet_id", subnet), ("zone", zone)] {
-                if let Some(v) = v {
-                    body[k] = json!(v);
-                }
-            }
-            let v = c.post("/v1/root/hubs", body).await?;
-            print(json, &v, |v| {
+            let ask = EnrollRequest {
+                target_id: target,
+                environment,
+                subnet_id: subnet,
+                zone,
+            };
+            let enrolled: Audited<Enrolled> = c.post("/v1/root/hubs", &ask).await?;
+            print(json, &enrolled, |e| {
                 format!(
                     "target_id: {}\ntoken:     {}  (shown once; give it to the hub as its token file)",
-                    v["target_id"].as_str().unwrap_or(""),
-                    v["token"].as_str().unwrap_or("")
+                    e.item.target_id, e.item.token
                 )
             });
         }
@@ -37,57 +40,42 @@ pub async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> {
             token_file,
             json,
         } => {
-            let body = match grace_sec {
-                Some(g) => json!({ "grace_sec": g }),
-                None => json!({}),
-            };
-            let mut v = c
-                .post(&format!("/v1/root/hubs/{target}/rotate-key"), body)
+            let mut rotated: Audited<KeyRotated> = c
+                .post(
+                    &format!("/v1/root/hubs/{target}/rotate-key"),
+                    &RotateKeyRequest { grace_sec },
+                )
                 .await?;
             if let Some(path) = &token_file {
-                let token = v["token"].as_str().unwrap_or_default().to_owned();
-                crate::secrets::write_private_file(path, &format!("{token}\n"))?;
-                v["token"] = json!(format!("written to {}", path.display()));
+                crate::secrets::write_private_file(path, &format!("{}\n", rotated.item.token))?;
+                rotated.item.token = format!("written to {}", path.display());
             }
-            print(json, &v, |v| {
+            print(json, &rotated, |r| {
                 format!(
                     "target_id: {}\ntoken:     {}  (shown once; replace the hub's token file with it)\nprevious token and key valid until {}",
-                    v["target_id"].as_str().unwrap_or(""),
-                    v["token"].as_str().unwrap_or(""),
-                    v["previous_valid_until"].as_str().unwrap_or("")
+                    r.item.target_id, r.item.token, r.item.previous_valid_until
                 )
             });
         }
         HubCommand::List { json } => {
-            let v = c.get("/v1/root/hubs").await?;
-            print(json, &v, |v| {
-                let lines: Vec<String> = v["targets"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|t| {
-                        format!(
-                            "{}  {:8}  env={}  last_seen={}  published={}",
-                            t["target_id"].as_str().unwrap_or(""),
-                            t["status"].as_str().unwrap_or(""),
-                            t["environment"].as_str().unwrap_or(""),
-                            t["last_seen_at"].as_str().unwrap_or("never"),
-                            t["published_capabilities"]
-                                .as_array()
-                                .map(|a| a.len())
-                                .unwrap_or(0)
-                        )
-                    })
-                    .collect();
-                if lines.is_empty() {
-                    "no targets".into()
-                } else {
-                    lines.join("\n")
-                }
+            let list: TargetList = c.get("/v1/root/hubs").await?;
+            print(json, &list, |l| {
+                lines_or(l.targets.iter().map(target_line).collect(), "no targets")
             });
         }
     }
     Ok(())
+}
+
+fn target_line(t: &TargetView) -> String {
+    format!(
+        "{}  {:8}  env={}  last_seen={}  published={}",
+        t.target_id,
+        t.status.as_str(),
+        t.environment,
+        t.last_seen_at.as_deref().unwrap_or("never"),
+        t.published_capabilities.len()
+    )
 }
 
 /// Runs one skill command.
@@ -99,44 +87,39 @@ pub async fn skill(c: &AdminClient, command: SkillCmd) -> anyhow::Result<()> {
         SkillCmd::Uninstall(a) => ("uninstall", a),
         SkillCmd::Status(a) => ("status", a),
     };
-    let v = c
+    let answer: Audited<SkillAnswer> = c
         .post(
             &format!("/v1/root/hubs/{}/skills/{}/{verb}", a.target, a.skill),
-            json!({}),
+            &json!({}),
         )
         .await?;
-    print(a.json, &v, skill_text);
+    print(a.json, &answer, |a| skill_text(&a.item));
     Ok(())
 }
 
 /// A target's skill as the admin CLI prints it.
-fn skill_text(v: &Value) -> String {
-    let s = &v["skill"];
-    let d = &s["desired"];
-    let word = |b: &Value, yes: &'static str, no: &'static str| if b == true { yes } else { no };
+fn skill_text(answer: &SkillAnswer) -> String {
+    let s = &answer.skill;
+    let word = |b: bool, yes: &'static str, no: &'static str| if b { yes } else { no };
     let mut out = format!(
         "{} on {}: {} and {} by root ({}), {}",
-        s["skill"].as_str().unwrap_or(""),
-        v["target_id"].as_str().unwrap_or(""),
-        word(&d["installed"], "installed", "uninstalled"),
-        word(&d["enabled"], "enabled", "disabled"),
-        d["changed_by"].as_str().unwrap_or("never changed"),
-        word(&s["open"], "callable", "not callable"),
+        s.skill,
+        answer.target_id,
+        word(s.desired.installed, "installed", "uninstalled"),
+        word(s.desired.enabled, "enabled", "disabled"),
+        s.desired.changed_by.as_deref().unwrap_or("never changed"),
+        word(s.open, "callable", "not callable"),
     );
-    if let Some(why) = s["closed_because"].as_str() {
+    if let Some(why) = &s.closed_because {
         out.push_str(&format!(": {why}"));
     }
-    match s["hub"].as_object() {
+    match &s.hub {
         Some(h) => out.push_str(&format!(
             "\nhub reports: version {}, {} published of {} tools{}",
-            h.get("version").and_then(Value::as_str).unwrap_or("?"),
-            h.get("published")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len),
-            h.get("adapters")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len),
-            if s["owner_disabled"] == true {
+            h.version.as_deref().unwrap_or("?"),
+            h.published.len(),
+            h.adapters.len(),
+            if s.owner_disabled {
                 ", switched off by the hub's owner"
             } else {
                 ""
@@ -144,7 +127,7 @@ fn skill_text(v: &Value) -> String {
         )),
         None => out.push_str("\nthe hub has never connected"),
     }
-    if let Some(p) = s["hub_push"].as_str() {
+    if let Some(p) = &s.hub_push {
         out.push_str(&format!("\n{p}"));
     }
     out

@@ -3,10 +3,15 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use mcp_shared::lease::SessionLease;
 use serde_json::{Value, json};
 
 use super::LeaseCommand;
-use super::{AdminClient, print};
+use super::{AdminClient, lines_or, print};
+use crate::api::bodies::{
+    Audited, IssuedLeaseBody, IssuedRunProfile, LeaseList, NewLeaseRequest, ProfileVerdict,
+    RunProfileRequest,
+};
 
 /// Runs one lease command.
 pub async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<ExitCode> {
@@ -20,57 +25,37 @@ pub async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<ExitCode>
             zone,
             json,
         } => {
-            let mut body =
-                json!({ "target_id": target, "capability_profile": profile, "ttl_sec": ttl });
-            for (k, v) in [
-                ("audience", audience),
-                ("subnet_id", subnet),
-                ("zone", zone),
-            ] {
-                if let Some(v) = v {
-                    body[k] = json!(v);
-                }
-            }
-            let v = c.post("/v1/root/mcp/sessions", body).await?;
-            print(json, &v, |v| {
-                format!(
-                    "session_id: {}\ntoken:      {}  (shown once)\ndeadline:   {}",
-                    v["session_id"].as_str().unwrap_or(""),
-                    v["token"].as_str().unwrap_or(""),
-                    v["deadline_at"].as_str().unwrap_or("")
-                )
-            });
+            let ask = NewLeaseRequest {
+                target_id: target,
+                capability_profile: profile,
+                ttl_sec: ttl,
+                audience,
+                subnet_id: subnet,
+                zone,
+            };
+            let issued: Audited<IssuedLeaseBody> = c.post("/v1/root/mcp/sessions", &ask).await?;
+            print(json, &issued, |i| issued_text(&i.item));
         }
         LeaseCommand::List { json } => {
-            let v = c.get("/v1/root/mcp/sessions").await?;
-            print(json, &v, |v| {
-                let lines: Vec<String> = v["sessions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(lease_line)
-                    .collect();
-                if lines.is_empty() {
-                    "no leases".into()
-                } else {
-                    lines.join("\n")
-                }
+            let list: LeaseList = c.get("/v1/root/mcp/sessions").await?;
+            print(json, &list, |l| {
+                lines_or(l.sessions.iter().map(lease_line).collect(), "no leases")
             });
         }
         LeaseCommand::Get { session_id, json } => {
-            let v = c
+            let lease: SessionLease = c
                 .get(&format!("/v1/root/mcp/sessions/{session_id}"))
                 .await?;
-            print(json, &v, lease_line);
+            print(json, &lease, lease_line);
         }
         LeaseCommand::Revoke { session_id, json } => {
-            let v = c
+            let revoked: Audited<SessionLease> = c
                 .post(
                     &format!("/v1/root/mcp/sessions/{session_id}/revoke"),
-                    json!({}),
+                    &json!({}),
                 )
                 .await?;
-            print(json, &v, lease_line);
+            print(json, &revoked, |r| lease_line(&r.item));
         }
         LeaseCommand::VerifyProfile { file, json } => {
             return verify_profile(c, &file, json).await;
@@ -82,54 +67,46 @@ pub async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<ExitCode>
             output,
             token_file,
         } => {
-            let mut body = json!({});
-            if let Some(t) = ttl_sec {
-                body["ttl_sec"] = json!(t);
-            }
-            if !tools.is_empty() {
-                body["tools"] = json!(tools);
-            }
-            let v = c
+            let ask = RunProfileRequest {
+                ttl_sec,
+                tools: (!tools.is_empty()).then_some(tools),
+            };
+            let issued: Audited<IssuedRunProfile> = c
                 .post(
                     &format!("/v1/root/mcp/sessions/{session_id}/run-profile"),
-                    body,
+                    &ask,
                 )
                 .await?;
-            let document = serde_json::to_string_pretty(&v["run_profile"])?;
+            let run = &issued.item;
+            let document = serde_json::to_string_pretty(&run.run_profile)?;
             match &output {
                 Some(path) => std::fs::write(path, format!("{document}\n"))
                     .with_context(|| format!("writing {}", path.display()))?,
                 None => println!("{document}"),
             }
-            let token = v["token"].as_str().unwrap_or_default();
             match &token_file {
-                Some(path) => crate::secrets::write_private_file(path, &format!("{token}\n"))?,
+                Some(path) => {
+                    crate::secrets::write_private_file(path, &format!("{}\n", run.token))?
+                }
                 None => eprintln!(
-                    "run credential {}: {token}  (shown once)",
-                    v["token_ref"].as_str().unwrap_or("")
+                    "run credential {}: {}  (shown once)",
+                    run.token_ref, run.token
                 ),
             }
             eprintln!(
                 "run credential {} until {} (event {})",
-                v["token_ref"].as_str().unwrap_or(""),
-                v["expires_at"].as_str().unwrap_or(""),
-                v["event_id"].as_str().unwrap_or("")
+                run.token_ref, run.expires_at, issued.event_id
             );
         }
         LeaseCommand::Rotate { session_id, json } => {
-            let v = c
+            let issued: Audited<IssuedLeaseBody> = c
                 .post(
                     &format!("/v1/root/mcp/sessions/{session_id}/rotate"),
-                    json!({}),
+                    &json!({}),
                 )
                 .await?;
-            print(json, &v, |v| {
-                format!(
-                    "old lease {session_id} revoked\nsession_id: {}\ntoken:      {}  (shown once)\ndeadline:   {}",
-                    v["session_id"].as_str().unwrap_or(""),
-                    v["token"].as_str().unwrap_or(""),
-                    v["deadline_at"].as_str().unwrap_or("")
-                )
+            print(json, &issued, |i| {
+                format!("old lease {session_id} revoked\n{}", issued_text(&i.item))
             });
         }
     }
@@ -148,46 +125,55 @@ async fn verify_profile(
     } else {
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
     };
-    let v = match serde_json::from_str::<Value>(&text) {
-        Ok(document) => c.post("/v1/root/mcp/run-profiles/verify", document).await?,
-        Err(e) => {
-            json!({ "valid": false, "reason": "malformed", "message": format!("not JSON: {e}") })
+    let verdict = match serde_json::from_str::<Value>(&text) {
+        Ok(document) => {
+            c.post::<_, ProfileVerdict>("/v1/root/mcp/run-profiles/verify", &document)
+                .await?
         }
+        Err(e) => ProfileVerdict::invalid("malformed", format!("not JSON: {e}")),
     };
-    let valid = v["valid"] == true;
-    print(json_out, &v, |v| {
-        if valid {
+    print(json_out, &verdict, |v| {
+        let or = |s: &Option<String>| s.clone().unwrap_or_default();
+        if v.valid {
             format!(
                 "valid: run {} of {}, expires at {} (key {})",
-                v["run_id"].as_str().unwrap_or(""),
-                v["owner"].as_str().unwrap_or(""),
-                v["expires_at"].as_str().unwrap_or(""),
-                v["key_id"].as_str().unwrap_or("")
+                or(&v.run_id),
+                or(&v.owner),
+                or(&v.expires_at),
+                or(&v.key_id)
             )
         } else {
             format!(
                 "invalid ({}): {}",
-                v["reason"].as_str().unwrap_or("unknown"),
-                v["message"].as_str().unwrap_or("")
+                v.reason.as_deref().unwrap_or("unknown"),
+                or(&v.message)
             )
         }
     });
-    Ok(if valid {
+    Ok(if verdict.valid {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(4)
     })
 }
 
-fn lease_line(l: &Value) -> String {
+fn issued_text(i: &IssuedLeaseBody) -> String {
+    format!(
+        "session_id: {}\ntoken:      {}  (shown once)\ndeadline:   {}",
+        i.session_id, i.token, i.deadline_at
+    )
+}
+
+fn lease_line(l: &SessionLease) -> String {
     format!(
         "{}  {:8}  target={}  profile={}  deadline={}  uses={}  last_used={}",
-        l["session_id"].as_str().unwrap_or(""),
-        l["status"].as_str().unwrap_or(""),
-        l["target_id"].as_str().unwrap_or(""),
-        l["capability_profile"].as_str().unwrap_or(""),
-        l["deadline_at"].as_str().unwrap_or(""),
-        l["use_count"],
-        l["last_used_at"].as_str().unwrap_or("never"),
+        l.session_id,
+        l.status.as_str(),
+        l.target_id,
+        l.capability_profile,
+        mcp_shared::time::format(l.deadline_at),
+        l.use_count,
+        l.last_used_at
+            .map_or_else(|| "never".into(), mcp_shared::time::format),
     )
 }

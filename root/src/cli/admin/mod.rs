@@ -13,7 +13,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::bodies::ErrorAnswer;
 
 #[derive(Args, Debug)]
 pub struct AdminArgs {
@@ -345,48 +348,79 @@ impl AdminClient {
         })
     }
 
-    async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+    /// Sends `req` with the admin bearer; the answer as `T`, or root's refusal as an error.
+    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> anyhow::Result<T> {
         let res = req
             .bearer_auth(&self.token)
             .send()
             .await
             .with_context(|| format!("cannot reach root at {}", self.base))?;
         let status = res.status();
-        let body: Value = res.json().await.unwrap_or(Value::Null);
+        let body = res
+            .bytes()
+            .await
+            .with_context(|| format!("reading root's answer ({status})"))?;
         if !status.is_success() {
-            let msg = body["error"]["message"]
-                .as_str()
-                .unwrap_or("no error message");
-            bail!("root answered {status}: {msg}");
+            let why = match serde_json::from_slice::<ErrorAnswer>(&body) {
+                Ok(e) => e.error.message,
+                Err(_) => String::from_utf8_lossy(&body).chars().take(500).collect(),
+            };
+            bail!("root answered {status}: {why}");
         }
-        Ok(body)
+        serde_json::from_slice(&body).with_context(|| {
+            format!(
+                "root's answer is not the {} this CLI reads",
+                std::any::type_name::<T>()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or("body")
+            )
+        })
     }
 
-    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
         self.send(self.http.get(format!("{}{path}", self.base)))
             .await
     }
 
-    pub async fn get_query(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Value> {
+    pub async fn get_query<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> anyhow::Result<T> {
         self.send(self.http.get(format!("{}{path}", self.base)).query(query))
             .await
     }
 
-    pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        self.send(self.http.post(format!("{}{path}", self.base)).json(&body))
+    pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> anyhow::Result<T> {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(body))
             .await
     }
 }
 
-/// Prints a result; a closed pipe (`… | head`) is not an error worth a panic.
-fn print(json_out: bool, v: &Value, human: impl FnOnce(&Value) -> String) {
+/// Prints an answer: as JSON with `--json`, else as the human line(s) `human` makes of it. A
+/// closed pipe (`… | head`) is not an error worth a panic.
+fn print<T: Serialize>(json_out: bool, answer: &T, human: impl FnOnce(&T) -> String) {
     let text = if json_out {
-        serde_json::to_string_pretty(v).unwrap_or_default()
+        serde_json::to_string_pretty(answer).unwrap_or_default()
     } else {
-        human(v)
+        human(answer)
     };
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+}
+
+/// `lines` one per line, or `none` when there are none.
+fn lines_or(lines: Vec<String>, none: &str) -> String {
+    if lines.is_empty() {
+        none.into()
+    } else {
+        lines.join("\n")
+    }
 }
 
 /// Runs one admin command against the root at `--root-url`.

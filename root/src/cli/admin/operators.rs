@@ -4,6 +4,10 @@ use serde_json::json;
 
 use super::OperatorCommand;
 use super::{AdminClient, print};
+use crate::api::bodies::{
+    Audited, NewOperator, NewOperatorRequest, OperatorList, OperatorStatus, OperatorView,
+    RevokedOperator,
+};
 
 /// `mcp-root admin operator add|list|revoke`.
 pub async fn run(c: &AdminClient, cmd: OperatorCommand) -> anyhow::Result<()> {
@@ -13,55 +17,53 @@ pub async fn run(c: &AdminClient, cmd: OperatorCommand) -> anyhow::Result<()> {
             token_file,
             json,
         } => {
-            let mut v = c
-                .post("/v1/root/operators", json!({ "name": name }))
+            let mut added: Audited<NewOperator> = c
+                .post("/v1/root/operators", &NewOperatorRequest { name })
                 .await?;
             if let Some(path) = &token_file {
-                let token = v["token"].as_str().unwrap_or_default().to_owned();
-                crate::secrets::write_private_file(path, &format!("{token}\n"))?;
-                v["token"] = json!(format!("written to {}", path.display()));
+                crate::secrets::write_private_file(path, &format!("{}\n", added.item.token))?;
+                added.item.token = format!("written to {}", path.display());
             }
-            print(json, &v, |v| {
+            print(json, &added, |a| {
                 format!(
                     "operator: {}\ntoken:    {}  (shown once)",
-                    v["name"].as_str().unwrap_or(""),
-                    v["token"].as_str().unwrap_or("")
+                    a.item.name, a.item.token
                 )
             });
         }
         OperatorCommand::List { json } => {
-            let v = c.get("/v1/root/operators").await?;
-            print(json, &v, |v| {
-                v["operators"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|o| {
-                        let by = |k: &str| o[k].as_str().unwrap_or("-").to_owned();
-                        format!(
-                            "{:<24} {:<8} added {} by {}{}",
-                            o["name"].as_str().unwrap_or(""),
-                            o["status"].as_str().unwrap_or(""),
-                            by("created_at"),
-                            by("created_by"),
-                            o["revoked_at"]
-                                .as_str()
-                                .map(|at| format!(", revoked {at} by {}", by("revoked_by")))
-                                .unwrap_or_default()
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
+            let list: OperatorList = c.get("/v1/root/operators").await?;
+            print(json, &list, |l| {
+                let lines: Vec<String> = l.operators.iter().map(operator_line).collect();
+                lines.join("\n")
             });
         }
         OperatorCommand::Revoke { name, json } => {
-            let v = c
-                .post(&format!("/v1/root/operators/{name}/revoke"), json!({}))
+            let revoked: Audited<RevokedOperator> = c
+                .post(&format!("/v1/root/operators/{name}/revoke"), &json!({}))
                 .await?;
-            print(json, &v, |v| {
-                format!("operator {} revoked", v["name"].as_str().unwrap_or(""))
+            print(json, &revoked, |r| {
+                format!("operator {} revoked", r.item.name)
             });
         }
     }
     Ok(())
+}
+
+fn operator_line(o: &OperatorView) -> String {
+    let or_dash = |s: &Option<String>| s.as_deref().unwrap_or("-").to_owned();
+    format!(
+        "{:<24} {:<8} added {} by {}{}",
+        o.name,
+        match o.status {
+            OperatorStatus::Active => "active",
+            OperatorStatus::Revoked => "revoked",
+        },
+        or_dash(&o.created_at),
+        or_dash(&o.created_by),
+        o.revoked_at
+            .as_ref()
+            .map(|at| format!(", revoked {at} by {}", or_dash(&o.revoked_by)))
+            .unwrap_or_default()
+    )
 }
