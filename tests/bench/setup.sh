@@ -3,8 +3,14 @@
 # and start hubs and to issue leases. Everything it starts is stopped on exit, by PID.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-cargo build --release -p mcp-root -p mcp-hub -p mcp-tests >/dev/null 2>&1
-bin=${CARGO_TARGET_DIR:-./target}/release
+# MCP_BENCH_BIN names a directory of prebuilt binaries instead (to alternate two builds in
+# one window with the same load generator).
+if [ -n "${MCP_BENCH_BIN:-}" ]; then
+  bin=$MCP_BENCH_BIN
+else
+  cargo build --release -p mcp-root -p mcp-hub -p mcp-tests >/dev/null 2>&1
+  bin=${CARGO_TARGET_DIR:-./target}/release
+fi
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT

@@ -193,6 +193,7 @@ pub async fn operator_read(
         request_id: uuid::Uuid::now_v7().to_string(),
         cancel: None,
         operator: Some(op.0.clone()),
+        confirmation: None,
     };
     let outcome = call::call(
         &app,

@@ -24,6 +24,7 @@ pub(super) async fn rest_call(
         request_id: uuid::Uuid::now_v7().to_string(),
         cancel: None,
         operator: None,
+        confirmation: None,
     };
     let arguments = body.arguments.unwrap_or_else(|| json!({}));
     let outcome = call::call(&app, ctx, &body.tool_id, arguments).await;

@@ -6,9 +6,9 @@
 //! `confirmation_required`.
 //!
 //! Both phases go through the governed call path and are audited (the preview, then the
-//! execute). The two-call flow always works too; clients without elicitation (and the
-//! stateless 2026-07-28 revision, which forbids server-to-client requests) get
+//! execute). The two-call flow always works too; clients without elicitation get
 //! `confirmation_required` as before. A key this lease already used is a replay: no question.
+//! On 2026-07-28 the same confirmation runs as a multi-round-trip request (`mcp::confirm`).
 
 use std::time::Duration;
 
@@ -27,9 +27,11 @@ use crate::store::IdempotencyKey;
 
 /// Whether this call should be confirmed through elicitation instead of failing with
 /// `confirmation_required`.
+/// `form`: whether the client can answer a form elicitation (declared at `initialize` for a
+/// session, in each request's `_meta` on 2026-07-28).
 pub async fn applies(
     app: &App,
-    ctx: &RequestContext<RoleServer>,
+    form: bool,
     lease: &LeaseEntry,
     tool_id: &str,
     arguments: &Value,
@@ -52,11 +54,7 @@ pub async fn applies(
     ) else {
         return false;
     };
-    if !ctx
-        .peer
-        .supported_elicitation_modes()
-        .contains(&ElicitationMode::Form)
-    {
+    if !form {
         return false;
     }
     // A used key is answered as a replay by the normal path; nothing to confirm.
@@ -68,6 +66,25 @@ pub async fn applies(
         key,
     };
     !matches!(app.store.get_idempotency(&at).await, Ok(Some(_)))
+}
+
+/// Whether a session's client can answer a form elicitation (declared at `initialize`).
+pub fn session_has_form(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.peer
+        .supported_elicitation_modes()
+        .contains(&ElicitationMode::Form)
+}
+
+/// What the person is asked about a previewed write.
+pub fn question(tool_id: &str, target: &str, preview: &Preview) -> String {
+    let effect = &preview.expected_effect;
+    let described = effect["description"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| serde_json::to_string_pretty(effect).unwrap_or_default());
+    format!(
+        "An agent asks to run `{tool_id}` on `{target}`. Expected effect:\n{described}\n\nApply this change?"
+    )
 }
 
 /// Preview, ask, then execute (or not). `new_ctx` builds the governed call's context (one per
@@ -93,14 +110,7 @@ pub async fn confirm_and_execute(
         _ => return first,
     };
     let target = new_ctx().lease.lease().target_id.clone();
-    let effect = &preview.expected_effect;
-    let described = effect["description"]
-        .as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| serde_json::to_string_pretty(effect).unwrap_or_default());
-    let message = format!(
-        "An agent asks to run `{tool_id}` on `{target}`. Expected effect:\n{described}\n\nApply this change?"
-    );
+    let message = question(tool_id, &target, &preview);
     let schema = ElicitationSchema::builder()
         .required_bool_property("confirm", |b| b.title("Apply this change"))
         .build_unchecked();

@@ -43,6 +43,9 @@ pub struct CallContext {
     /// The operator a call is made for (an operator read under root's reader lease): the
     /// event names them as its actor, with the lease as its session.
     pub operator: Option<crate::operators::OperatorId>,
+    /// A write's confirmation, answered by the client's retry (MCP multi-round-trip
+    /// requests); refused for any other tool.
+    pub confirmation: Option<writes::Confirmation>,
 }
 
 /// The outcome plus whether the tool id was unknown (MCP answers that as a protocol error).
@@ -403,6 +406,15 @@ async fn governed(
         return Err(ToolError::new(reason, message));
     }
 
+    if ctx.confirmation.is_some() && c.routing != RoutingClass::OperationalWrite {
+        return Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!(
+                "`{}` asks for no input: a requestState belongs to the write that issued it",
+                c.tool_id
+            ),
+        ));
+    }
     if let Err(errors) = validate(&entry.input, arguments) {
         return Err(ToolError::new(
             ErrorCode::InvalidArguments,

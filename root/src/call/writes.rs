@@ -45,7 +45,8 @@ pub fn hub_key(owner: &str, key: &str) -> String {
     format!("{owner}/{key}")
 }
 
-fn args_hash(domain: &Value) -> String {
+/// The digest a confirmation is bound to: SHA-256 of the domain arguments' canonical JSON.
+pub fn args_hash(domain: &Value) -> String {
     hex::encode(Sha256::digest(mcp_shared::canonical::to_vec(domain)))
 }
 
@@ -150,7 +151,10 @@ pub async fn write(
     let obj = domain.as_object_mut().ok_or_else(|| {
         ToolError::new(ErrorCode::InvalidArguments, "arguments must be an object")
     })?;
-    let controls = Controls::take(obj)?;
+    let mut controls = Controls::take(obj)?;
+    if let Some(answer) = &ctx.confirmation {
+        answered(app, c, &mut controls, answer).await?;
+    }
     let hash = args_hash(&domain);
 
     if controls.dry_run {
@@ -175,6 +179,56 @@ pub async fn write(
             ErrorCode::InvalidArguments,
             format!("phase must be \"preview\" or \"execute\", not `{other}`"),
         )),
+    }
+}
+
+/// A confirmation the client answered by retrying the call (MCP 2026-07-28 multi-round-trip
+/// requests, `mcp::confirm`): the retry is the execute, and the answer stands in for the
+/// `confirmation_token` argument.
+#[derive(Debug, Clone)]
+pub enum Confirmation {
+    /// The person confirmed: the execute redeems the preview's token.
+    Confirmed(String),
+    /// Not confirmed (declined, cancelled, or accepted without confirming, `why`): the token
+    /// is spent and nothing runs.
+    Refused { token: String, why: String },
+    /// The retry's state did not verify (forged, expired, issued for another request).
+    Invalid(ToolError),
+}
+
+/// Applies a retry's confirmation answer to the execute it was asked for.
+async fn answered(
+    app: &App,
+    c: &mcp_shared::ToolContract,
+    controls: &mut Controls,
+    answer: &Confirmation,
+) -> Result<(), ToolError> {
+    if controls.phase != Phase::Execute || controls.dry_run || controls.confirmation_token.is_some()
+    {
+        return Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            "requestState answers the execute it was issued for: phase \"execute\", no dry_run and no confirmation_token",
+        ));
+    }
+    match answer {
+        Confirmation::Confirmed(token) => {
+            controls.confirmation_token = Some(token.clone());
+            Ok(())
+        }
+        Confirmation::Refused { token, why } => {
+            app.store
+                .consume_confirmation(&crate::auth::token_hash(token))
+                .await
+                .map_err(internal)?;
+            Err(ToolError::new(
+                ErrorCode::ConfirmationRequired,
+                format!(
+                    "`{}` was not confirmed ({why}); nothing was changed",
+                    c.tool_id
+                ),
+            ))
+        }
+        Confirmation::Invalid(e) => Err(e.clone()),
     }
 }
 

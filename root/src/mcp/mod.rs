@@ -1,5 +1,6 @@
-//! The MCP endpoint: rmcp's Streamable HTTP server with a hand-written [`ServerHandler`]
-//! whose tool list is built per request from the lease, the contracts and policy.
+//! The MCP endpoint: root's own Streamable HTTP transport (`transport/`) in front of a
+//! hand-written rmcp [`ServerHandler`] whose tool list is built per request from the lease,
+//! the contracts and policy; a write's confirmation on 2026-07-28 is `confirm`.
 //!
 //! The bearer is checked by HTTP middleware before rmcp sees the request; the middleware puts
 //! the resolved [`Principal`] into the request extensions, which rmcp hands to the handler in
@@ -12,6 +13,7 @@
 //! `<scheme>://platform/skills/<name>`); every descriptor answer carries its freshness
 //! (`fresh`, `stale`, `expired`) in the text and in `_meta`. `resources/list` paginates.
 
+pub mod confirm;
 pub mod front;
 pub mod transport;
 
@@ -37,7 +39,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::app::{App, Principal};
-use crate::call::{self, CallContext};
+use crate::call::{self, CallContext, elicitation};
 use crate::catalog::ContractEntry;
 use crate::leases::manager::LeaseEntry;
 use crate::skill_catalog::MetaExt;
@@ -535,8 +537,16 @@ async fn answer_call(
         traceparent,
         cancel,
     } = call;
-    let arguments = Value::Object(request.arguments.unwrap_or_default());
+    let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
     let trace_id = call::trace_id_from(traceparent);
+    // A retry that answers a question root asked (multi-round-trip requests).
+    let confirmation = match request.request_state.as_deref() {
+        Some(state) => match confirm::retry(app, &lease, &request, &arguments, state) {
+            confirm::Retry::AskAgain(question) => return Ok(question.into()),
+            confirm::Retry::Answered(answer) => Some(answer),
+        },
+        None => None,
+    };
     let new_ctx = || CallContext {
         surface: Surface::Mcp,
         lease: lease.clone(),
@@ -544,15 +554,43 @@ async fn answer_call(
         request_id: request_id.clone(),
         cancel: Some(cancel.clone()),
         operator: None,
+        confirmation: confirmation.clone(),
     };
-    let elicit =
-        crate::call::elicitation::applies(app, ctx, &lease, &request.name, &arguments).await;
-    let outcome = if elicit {
-        crate::call::elicitation::confirm_and_execute(app, ctx, new_ctx, &request.name, arguments)
-            .await
+    let tool_id = &request.name;
+    let modern = ctx
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    let outcome = if confirmation.is_some() {
+        call::call_keeping_answer(app, new_ctx(), tool_id, arguments).await
+    } else if modern {
+        let form = confirm::declares_form_elicitation(ctx);
+        if elicitation::applies(app, form, &lease, tool_id, &arguments).await {
+            match confirm::ask(app, new_ctx, tool_id, arguments).await {
+                Ok(question) => return Ok(question.into()),
+                Err(outcome) => outcome,
+            }
+        } else {
+            call::call_keeping_answer(app, new_ctx(), tool_id, arguments).await
+        }
+    } else if elicitation::applies(
+        app,
+        elicitation::session_has_form(ctx),
+        &lease,
+        tool_id,
+        &arguments,
+    )
+    .await
+    {
+        elicitation::confirm_and_execute(app, ctx, new_ctx, tool_id, arguments).await
     } else {
-        call::call_keeping_answer(app, new_ctx(), &request.name, arguments).await
+        call::call_keeping_answer(app, new_ctx(), tool_id, arguments).await
     };
+    tool_answer(outcome, tool_id)
+}
+
+/// A governed call's outcome as MCP answers it: a tool result, or a protocol error for an
+/// unknown tool and for a call that left no audit event.
+fn tool_answer(outcome: call::Outcome, tool_id: &str) -> Result<CallToolResponse, ErrorData> {
     if let Some(e) = outcome.unaudited_error() {
         // No event, so no tool result: a server error whose data names the code.
         return Err(ErrorData::internal_error(
@@ -566,7 +604,7 @@ async fn answer_call(
     let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
     if outcome.unknown_tool {
         return Err(ErrorData::invalid_params(
-            format!("unknown tool `{}`", request.name),
+            format!("unknown tool `{tool_id}`"),
             Some(meta),
         ));
     }
