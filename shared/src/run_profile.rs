@@ -127,7 +127,7 @@ pub struct McpServer {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AssistantActions {
     pub schema_version: String,
-    /// Relative to root's URL (`/v1/root/mcp/call`).
+    /// Relative to root's URL (`/api/ai-workspace/assistant/v1/actions`).
     pub endpoint: String,
     /// Every action id, sorted; the same set as `actions`.
     pub action_ids: Vec<String>,
@@ -345,7 +345,7 @@ mod tests {
                 }],
                 assistant_actions: AssistantActions {
                     schema_version: ASSISTANT_ACTIONS_VERSION.into(),
-                    endpoint: "/v1/root/mcp/call".into(),
+                    endpoint: "/api/ai-workspace/assistant/v1/actions".into(),
                     action_ids: vec!["hub.get_status".into()],
                     phases: vec![Phase::Execute],
                     actions: vec![ActionGrant {

@@ -340,3 +340,223 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
     hub.stop().await;
     root.stop().await;
 }
+
+/// A worker written to seed 003 alone: it reads `toolProfile.assistantActions` (endpoint,
+/// action ids, phases) from its run profile and POSTs the seed's bodies with its run
+/// credential; root answers in the seed's terms, governs and audits every call.
+#[tokio::test]
+async fn a_seed_003_worker_uses_the_assistant_action_endpoint_as_written() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("runs.txt");
+    let hub = root
+        .start_hub(
+            "hub:test-alpha",
+            &format!(
+                "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\ntimeout_ms = 10000\n",
+                counter.display()
+            ),
+        )
+        .await
+        .unwrap();
+    let runs = || {
+        std::fs::read_to_string(&counter)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let (lease_id, lease) = root
+        .lease("hub:test-alpha", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let ask = json!({"tools": ["hub.get_status", "hub.run_allowed_tests"]});
+    let (s, issued) = fetch(&root, &lease_id, Some(&lease), ask, &[]).await;
+    assert_eq!(s, 201, "{issued}");
+    let credential = issued["token"].as_str().unwrap().to_owned();
+    let actions = &issued["run_profile"]["toolProfile"]["assistantActions"];
+    assert_eq!(
+        actions["schemaVersion"],
+        "ai-workspace.assistant-actions.v1"
+    );
+    assert_eq!(
+        actions["phases"],
+        json!(["preview", "execute"]),
+        "{actions}"
+    );
+    let url = root.url(actions["endpoint"].as_str().unwrap());
+    let post = |body: Value| {
+        let (http, url, credential) = (&root.http, &url, &credential);
+        async move {
+            let res = http
+                .post(url)
+                .bearer_auth(credential)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (res.status().as_u16(), res.json::<Value>().await.unwrap())
+        }
+    };
+
+    // A read executes at once.
+    let (s, read) =
+        post(json!({"phase": "execute", "input": {"actionId": "hub.get_status"}})).await;
+    assert_eq!(s, 200, "{read}");
+    assert_eq!(
+        (read["phase"].as_str(), read["actionId"].as_str()),
+        (Some("execute"), Some("hub.get_status"))
+    );
+    assert_eq!(read["result"]["target_id"], "hub:test-alpha", "{read}");
+    // A write: the preview's human-readable effect and token, then the execute, once.
+    let (s, preview) = post(json!({"phase": "preview", "input": {
+        "actionId": "hub.run_allowed_tests", "name": "smoke", "idempotencyKey": "hub.run_allowed_tests:worker:smoke"
+    }}))
+    .await;
+    assert_eq!(s, 200, "{preview}");
+    assert_eq!(preview["phase"], "preview");
+    assert_eq!(preview["expectedEffect"]["test"], "smoke", "{preview}");
+    assert!(
+        preview["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Nothing was changed")
+    );
+    let token = preview["confirmationToken"].as_str().unwrap().to_owned();
+    assert_eq!(runs(), 0);
+    let execute = json!({"phase": "execute", "input": {
+        "actionId": "hub.run_allowed_tests", "name": "smoke",
+        "confirmationToken": token, "idempotencyKey": "hub.run_allowed_tests:worker:smoke"
+    }});
+    let (s, done) = post(execute.clone()).await;
+    assert_eq!(s, 200, "{done}");
+    assert_eq!(
+        (
+            done["result"]["phase"].as_str(),
+            done["result"]["replay"].as_bool()
+        ),
+        (Some("execute"), Some(false)),
+        "{done}"
+    );
+    assert_eq!(runs(), 1);
+    let (s, again) = post(execute).await;
+    assert_eq!(
+        (s, again["result"]["replay"].as_bool()),
+        (200, Some(true)),
+        "{again}"
+    );
+    assert_eq!(runs(), 1);
+    // Each was one governed, audited call under the run credential.
+    for answer in [&read, &preview, &done] {
+        let event = root
+            .admin_get(&format!(
+                "/v1/root/mcp/audit/{}",
+                answer["eventId"].as_str().unwrap()
+            ))
+            .await
+            .unwrap();
+        assert_eq!(event["tool_id"], answer["actionId"], "{event}");
+        assert_eq!(event["status"], "ok", "{event}");
+        assert_eq!(
+            event["actor"]["session_id"], issued["session_id"],
+            "{event}"
+        );
+    }
+
+    // Refusals in the seed's terms, each with its event: no token, beyond the profile,
+    // destructive (with safe alternatives).
+    let refused = [
+        (
+            json!({"phase": "execute", "input": {"actionId": "hub.run_allowed_tests", "name": "smoke", "idempotencyKey": "k2"}}),
+            428,
+            "confirmation_required",
+        ),
+        (
+            json!({"phase": "execute", "input": {"actionId": "hub.get_logs"}}),
+            403,
+            "capability_not_granted",
+        ),
+        (
+            json!({"phase": "execute", "input": {"actionId": "hub.delete_deploy", "ref": "main"}}),
+            403,
+            "forbidden_destructive",
+        ),
+    ];
+    for (body, status, code) in refused {
+        let (s, r) = post(body).await;
+        assert_eq!(
+            (s, r["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{r}"
+        );
+        assert!(
+            r["eventId"].as_str().is_some_and(|id| !id.is_empty()),
+            "{r}"
+        );
+    }
+    let (_, forbidden) =
+        post(json!({"phase": "execute", "input": {"actionId": "hub.wipe_state"}})).await;
+    let alternatives = forbidden["error"]["safeAlternatives"].as_array().unwrap();
+    assert!(
+        alternatives.iter().any(|a| a
+            .as_str()
+            .unwrap()
+            .contains("hub.rollback_last_test_deploy")),
+        "{forbidden}"
+    );
+    assert_eq!(runs(), 1);
+
+    // Malformed requests: a precise 400, nothing called.
+    let malformed = [
+        (json!({"input": {"actionId": "hub.get_status"}}), "phase"),
+        (
+            json!({"phase": "apply", "input": {"actionId": "hub.get_status"}}),
+            "phase",
+        ),
+        (json!({"phase": "execute", "input": {}}), "actionId"),
+        (
+            json!({"phase": "execute", "input": {"actionId": 7}}),
+            "actionId",
+        ),
+        (
+            json!({"phase": "preview", "input": {"actionId": "hub.get_status"}}),
+            "no preview",
+        ),
+        (
+            json!({"phase": "execute", "input": {"actionId": "hub.get_status", "idempotencyKey": "k"}}),
+            "read action",
+        ),
+        (
+            json!({"phase": "execute", "input": {"actionId": "hub.run_allowed_tests", "name": "smoke", "confirmation_token": "x"}}),
+            "confirmationToken",
+        ),
+        (
+            json!({"phase": "preview", "input": {"actionId": "hub.run_allowed_tests", "name": "smoke", "confirmationToken": "x"}}),
+            "takes no confirmationToken",
+        ),
+        (
+            json!({"phase": "execute", "input": {"actionId": "hub.run_allowed_tests", "name": "smoke", "idempotencyKey": 5}}),
+            "must be a string",
+        ),
+        (
+            json!({"phase": "execute", "input": {"actionId": "hub.get_status"}, "extra": 1}),
+            "extra",
+        ),
+    ];
+    for (body, why) in malformed {
+        let (s, r) = post(body.clone()).await;
+        assert_eq!(s, 400, "{body}: {r}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains(why), "{body}: {message}");
+    }
+    // Without a bearer, or with one that is no lease: refused before anything runs.
+    let res = root
+        .http
+        .post(&url)
+        .json(&json!({"phase": "execute", "input": {"actionId": "hub.get_status"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    assert_eq!(runs(), 1);
+    hub.stop().await;
+    root.stop().await;
+}

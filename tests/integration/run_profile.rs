@@ -156,7 +156,10 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
         "{lifetime}"
     );
     let actions = &p["toolProfile"]["assistantActions"];
-    assert_eq!(actions["endpoint"], "/v1/root/mcp/call");
+    assert_eq!(
+        actions["endpoint"],
+        "/api/ai-workspace/assistant/v1/actions"
+    );
     assert_eq!(actions["tokenRef"], format!("lease:{run}"));
     assert_eq!(
         p["toolProfile"]["mcpServers"][0]["tokenRef"],

@@ -4,6 +4,7 @@
 //! Invariant: actor identity comes from the bearer (lease or admin token), never from client
 //! headers; tokens are never taken from query strings.
 
+pub mod actions;
 pub mod approvals;
 mod audit;
 pub mod audited;
@@ -300,6 +301,12 @@ fn mcp_routes() -> Vec<Route> {
             post(run_profile::verify),
         ),
         r("POST", "/v1/root/mcp/call", Lease, post(rest_call)),
+        r(
+            "POST",
+            actions::ACTIONS_ENDPOINT,
+            Lease,
+            post(actions::post),
+        ),
     ]
 }
 

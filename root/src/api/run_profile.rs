@@ -45,8 +45,6 @@ use crate::leases::manager::LeaseEntry;
 pub const MAX_TTL_SEC: u64 = 600;
 /// Audience of run credentials.
 pub const RUN_AUDIENCE: &str = "run-worker";
-/// The call endpoint named in the tool profile (relative to root's URL).
-pub const CALL_ENDPOINT: &str = "/v1/root/mcp/call";
 /// The MCP endpoint named in the tool profile (relative to root's URL).
 pub const MCP_ENDPOINT: &str = "/mcp";
 
@@ -107,10 +105,11 @@ fn document(app: &App, run: &Run<'_>, requested_by: &Principal) -> RunProfile {
         "This run acts for {owner_key} (capability profile {profile}) on target {target} in zone \
          {zone}, with the run credential {token_ref}, which grants exactly the {n} actions in \
          toolProfile.assistantActions until {until}. Use them at its endpoint with the bearer \
-         of {token_ref}. Read actions execute directly. Write actions take phase `preview` \
-         first (the expected effect and a confirmation token), then phase `execute` with that \
-         `confirmation_token` and an `idempotency_key`; a repeated idempotency key returns the \
-         first result and runs nothing. Destructive actions are not available: root answers \
+         of {token_ref}, as {{\"phase\", \"input\": {{\"actionId\", arguments...}}}}. Read \
+         actions execute directly. Write actions take phase `preview` first (the expected \
+         effect and a confirmationToken), then phase `execute` with that `confirmationToken` \
+         and an `idempotencyKey`; a repeated idempotency key returns the first result and runs \
+         nothing. Destructive actions are not available: root answers \
          them with `forbidden_destructive` and the safe alternatives. Root decides and audits \
          every call; this text grants nothing.",
         profile = l.capability_profile,
@@ -160,7 +159,7 @@ fn document(app: &App, run: &Run<'_>, requested_by: &Principal) -> RunProfile {
             }],
             assistant_actions: AssistantActions {
                 schema_version: ASSISTANT_ACTIONS_VERSION.into(),
-                endpoint: CALL_ENDPOINT.into(),
+                endpoint: crate::api::actions::ACTIONS_ENDPOINT.into(),
                 action_ids,
                 phases,
                 actions,
