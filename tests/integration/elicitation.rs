@@ -530,3 +530,54 @@ async fn request_state_is_single_use_bound_and_unforgeable() {
     hub.stop().await;
     root.stop().await;
 }
+
+/// The same two round trips with a client of another implementation: the Python SDK 2.3 on
+/// 2026-07-28 (`tests/clients/mrtr.py`), whose `elicitation_callback` answers the question.
+#[tokio::test]
+async fn the_python_sdk_confirms_or_declines_a_write_in_two_round_trips() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("runs.txt");
+    let hub = root
+        .start_hub("hub:mrtr-py", &smoke_hub(&counter))
+        .await
+        .unwrap();
+    let (_, token) = root
+        .lease("hub:mrtr-py", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let url = root.mcp_url();
+    let accepted = mcp_tests::run_python_client("mrtr.py", &[&url, &token, "accept", "py-1"])
+        .await
+        .unwrap();
+    assert_eq!(accepted["is_error"], false, "{accepted}");
+    assert_eq!(accepted["structured"]["phase"], "execute", "{accepted}");
+    let asked = accepted["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{accepted}");
+    assert!(
+        asked[0].as_str().unwrap().contains("hub.run_allowed_tests"),
+        "{accepted}"
+    );
+    assert_eq!(runs(&counter), 1);
+    let declined = mcp_tests::run_python_client("mrtr.py", &[&url, &token, "decline", "py-2"])
+        .await
+        .unwrap();
+    assert_eq!(declined["is_error"], true, "{declined}");
+    assert_eq!(
+        declined["structured"]["error"]["code"], "confirmation_required",
+        "{declined}"
+    );
+    assert_eq!(runs(&counter), 1);
+    let ok = |dry: bool| ("ok".to_owned(), dry, None);
+    let denied = (
+        "denied".to_owned(),
+        false,
+        Some("confirmation_required".to_owned()),
+    );
+    assert_eq!(
+        write_events(&root).await,
+        [ok(true), ok(false), ok(true), denied]
+    );
+    hub.stop().await;
+    root.stop().await;
+}

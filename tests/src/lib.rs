@@ -322,6 +322,51 @@ pub fn workspace_bin(name: &str) -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
+/// The Python interpreter of the venv holding the MCP Python SDK (`mcp` 2.3, a client of
+/// another implementation): `MCP_TEST_PYTHON`, or `<target>/py/bin/python`, which `.ci/run`
+/// creates (`python3 -m venv target/py && target/py/bin/pip install mcp==2.3.0`).
+pub fn python_sdk() -> anyhow::Result<PathBuf> {
+    if let Ok(p) = std::env::var("MCP_TEST_PYTHON") {
+        return Ok(PathBuf::from(p));
+    }
+    let mut dir = std::env::current_exe()?;
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let python = dir.parent().context("target dir")?.join("py/bin/python");
+    anyhow::ensure!(
+        python.exists(),
+        "{} is missing: run `python3 -m venv target/py && target/py/bin/pip install mcp==2.3.0` \
+         (as .ci/run does) or set MCP_TEST_PYTHON",
+        python.display()
+    );
+    Ok(python)
+}
+
+/// A client script of `tests/clients/` run with the Python SDK: its last stdout line as JSON.
+pub async fn run_python_client(script: &str, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("clients")
+        .join(script);
+    let out = tokio::process::Command::new(python_sdk()?)
+        .arg(&path)
+        .args(args)
+        .output()
+        .await
+        .context("running the Python client")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    anyhow::ensure!(
+        out.status.success(),
+        "{script} failed ({}): {}{}",
+        out.status,
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).with_context(|| format!("{script} printed no JSON line: {stdout}"))
+}
+
 /// A WebSocket to root's hub door.
 pub type HubSocket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
