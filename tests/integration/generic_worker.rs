@@ -462,7 +462,7 @@ async fn a_seed_003_worker_uses_the_assistant_action_endpoint_as_written() {
     }
 
     // Refusals in the seed's terms, each with its event: no token, beyond the profile,
-    // destructive (with safe alternatives).
+    // destructive (with safe alternatives), no such action.
     let refused = [
         (
             json!({"phase": "execute", "input": {"actionId": "hub.run_allowed_tests", "name": "smoke", "idempotencyKey": "k2"}}),
@@ -478,6 +478,11 @@ async fn a_seed_003_worker_uses_the_assistant_action_endpoint_as_written() {
             json!({"phase": "execute", "input": {"actionId": "hub.delete_deploy", "ref": "main"}}),
             403,
             "forbidden_destructive",
+        ),
+        (
+            json!({"phase": "execute", "input": {"actionId": "hub.no_such_action", "idempotencyKey": "k3"}}),
+            404,
+            "unknown_tool",
         ),
     ];
     for (body, status, code) in refused {

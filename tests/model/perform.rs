@@ -50,7 +50,11 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             let path = format!("/v1/root/mcp/sessions/{}/rotate", w.leases[lease].0);
             let (s, v) = w.operator_as(by, &path, json!({}));
             if s == 200 {
-                return Some(lease_created(w, by, s, &v));
+                let seen = lease_created(w, by, s, &v);
+                if let Some(id) = v["session_id"].as_str() {
+                    w.rotated_into.insert(id.to_owned());
+                }
+                return Some(seen);
             }
             Some(operator_outcome(w, by, s, &v))
         }

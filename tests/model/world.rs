@@ -100,6 +100,9 @@ pub struct World {
     pub hubs: Vec<Option<Proc>>,
     /// `(session_id, bearer)` of each lease the model numbered.
     pub leases: Vec<(String, String)>,
+    /// Leases an operator's rotation made (a new bearer for an existing lease, not a lease
+    /// the target's write issued).
+    pub rotated_into: std::collections::HashSet<String>,
     /// Named operators' tokens, by the model's number.
     pub operators: Vec<Option<String>>,
     pub confirmations: Vec<String>,
@@ -167,6 +170,7 @@ impl World {
             approvals: Vec::new(),
             sessions: Vec::new(),
             hub_starts: vec![0; TARGETS.len()],
+            rotated_into: Default::default(),
             was_live: std::cell::RefCell::new(Vec::new()),
             last: std::cell::RefCell::new(Value::Null),
             baseline: 0,
@@ -397,6 +401,11 @@ impl World {
         let issued = leases["sessions"].as_array().map_or(0, |a| {
             a.iter()
                 .filter(|l| l["target_id"] == TARGETS[t].id && l["audience"] == ISSUED)
+                .filter(|l| {
+                    l["session_id"]
+                        .as_str()
+                        .is_none_or(|id| !self.rotated_into.contains(id))
+                })
                 .count()
         });
         Effects {

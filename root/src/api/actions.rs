@@ -181,41 +181,44 @@ fn arguments_of(
     };
     let token = text("confirmationToken")?;
     let key = text("idempotencyKey")?;
-    let write = app
+    // A name that is no tool goes to the call path as it is, which refuses it (a destructive
+    // one with its safe alternatives) and audits the refusal.
+    let Some(routing) = app
         .catalog
         .contracts
         .get(&action_id)
-        .is_some_and(|e| e.contract.routing == RoutingClass::OperationalWrite);
-    if write {
-        match phase {
-            ActionPhase::Preview if token.is_some() => {
-                return Err(ApiError::bad_request(
-                    "a preview takes no confirmationToken: it issues one",
-                ));
-            }
-            ActionPhase::Preview => {
-                input.insert("phase".into(), json!("preview"));
-            }
-            ActionPhase::Execute => {
-                input.insert("phase".into(), json!("execute"));
-                for (name, v) in [("confirmation_token", token), ("idempotency_key", key)] {
-                    if let Some(v) = v {
-                        input.insert(name.into(), json!(v));
-                    }
+        .map(|e| e.contract.routing)
+    else {
+        return Ok((action_id, Value::Object(input)));
+    };
+    match (routing == RoutingClass::OperationalWrite, phase) {
+        (true, ActionPhase::Preview) if token.is_some() => {
+            return Err(ApiError::bad_request(
+                "a preview takes no confirmationToken: it issues one",
+            ));
+        }
+        (true, ActionPhase::Preview) => {
+            input.insert("phase".into(), json!("preview"));
+        }
+        (true, ActionPhase::Execute) => {
+            input.insert("phase".into(), json!("execute"));
+            for (name, v) in [("confirmation_token", token), ("idempotency_key", key)] {
+                if let Some(v) = v {
+                    input.insert(name.into(), json!(v));
                 }
             }
         }
-    } else if phase == ActionPhase::Preview {
-        // A read (or a name that is no tool, which the call path answers) only executes.
-        if app.catalog.contracts.get(&action_id).is_some() {
+        (false, ActionPhase::Preview) => {
             return Err(ApiError::bad_request(format!(
                 "`{action_id}` is a read action: it has no preview; execute it"
             )));
         }
-    } else if token.is_some() || key.is_some() {
-        return Err(ApiError::bad_request(format!(
-            "`{action_id}` is a read action: it takes no confirmationToken or idempotencyKey"
-        )));
+        (false, ActionPhase::Execute) if token.is_some() || key.is_some() => {
+            return Err(ApiError::bad_request(format!(
+                "`{action_id}` is a read action: it takes no confirmationToken or idempotencyKey"
+            )));
+        }
+        (false, ActionPhase::Execute) => {}
     }
     Ok((action_id, Value::Object(input)))
 }

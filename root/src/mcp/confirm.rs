@@ -36,8 +36,11 @@ use crate::leases::manager::LeaseEntry;
 const INPUT_KEY: &str = "confirm";
 const STATE_PREFIX: &str = "mrs1.";
 const KEY_PURPOSE: &str = "mcp request state v1";
-/// Longest `requestState` root reads (its own are far shorter).
+/// Longest `requestState` root reads (its own are shorter: the question it keeps is cut to
+/// [`MAX_KEPT_QUESTION`]).
 const MAX_STATE_LEN: usize = 16 * 1024;
+/// Longest question kept in a state, to be asked again (a long effect is cut).
+const MAX_KEPT_QUESTION: usize = 4 * 1024;
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -55,7 +58,8 @@ struct State {
     args_hash: String,
     /// Unix milliseconds after which the state is refused.
     expires_at_ms: i64,
-    /// The question asked, asked again when a retry carries no answer.
+    /// The question asked (cut to [`MAX_KEPT_QUESTION`]), asked again when a retry carries
+    /// no answer.
     message: String,
 }
 
@@ -104,7 +108,16 @@ pub async fn ask(
     ) else {
         return Err(first);
     };
-    let message = crate::call::elicitation::question(tool_id, &lease.target_id, &preview);
+    let question = crate::call::elicitation::question(tool_id, &lease.target_id, &preview);
+    let mut message = question.clone();
+    if message.len() > MAX_KEPT_QUESTION {
+        let mut cut = MAX_KEPT_QUESTION;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push_str("\n…\n\nApply this change?");
+    }
     let state = State {
         token: preview.confirmation_token,
         session_id: lease.session_id,
@@ -113,7 +126,7 @@ pub async fn ask(
         expires_at_ms: mcp_shared::time::unix_ms(expires),
         message,
     };
-    Ok(input_required(app, &state))
+    Ok(input_required(app, &state, &question))
 }
 
 /// A retry that carries `state`: opens it against this call and reads the person's answer.
@@ -133,7 +146,7 @@ pub fn retry(
         .as_ref()
         .and_then(|r| r.get(INPUT_KEY))
     else {
-        return Retry::AskAgain(input_required(app, &state));
+        return Retry::AskAgain(input_required(app, &state, &state.message));
     };
     let refused = |why: &str| Confirmation::Refused {
         token: state.token.clone(),
@@ -159,13 +172,13 @@ pub fn retry(
 }
 
 /// The question and the state, as MCP carries them.
-fn input_required(app: &App, state: &State) -> InputRequiredResult {
+fn input_required(app: &App, state: &State, message: &str) -> InputRequiredResult {
     let schema = ElicitationSchema::builder()
         .required_bool_property("confirm", |b| b.title("Apply this change"))
         .build_unchecked();
     let question = ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: state.message.clone(),
+        message: message.to_owned(),
         requested_schema: schema,
     });
     let requests: InputRequests =
