@@ -244,7 +244,15 @@ async fn serve(
     // Only the newest connection of a target may mark it offline: an older one that a
     // reconnect replaced ends here too.
     if newest {
-        if let Some(mut d) = app.hubs.targets.get_mut(&target_id) {
+        // Decided under the target's entry: a reconnect attaches its link before it
+        // publishes its surface (which takes this entry), so a link present here means the
+        // hub is connected again, and a link attached after this check is published after
+        // it. (Writing offline unconditionally here, after the awaits above, could overwrite
+        // a reconnect's online: the governance model found root showing a connected hub
+        // offline after a key rotation.)
+        if let Some(mut d) = app.hubs.targets.get_mut(&target_id)
+            && !app.hubs.links.contains_key(&target_id)
+        {
             d.status = TargetStatus::Offline;
         }
         crate::mcp::notify_tools_changed(&app, &target_id);
