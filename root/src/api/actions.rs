@@ -20,14 +20,13 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use mcp_shared::contract::RoutingClass;
 use mcp_shared::error::ToolError;
-use mcp_shared::event::Surface;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::api::{ApiError, LeaseAuth, status_of};
 use crate::app::App;
+use crate::call;
 use crate::call::writes::Preview;
-use crate::call::{self, CallContext};
 
 /// The path, relative to root's URL, that run profiles name as `assistantActions.endpoint`.
 pub const ACTIONS_ENDPOINT: &str = "/api/ai-workspace/assistant/v1/actions";
@@ -104,15 +103,7 @@ pub async fn post(
 ) -> Result<Response, ApiError> {
     let Json(request) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let (action_id, arguments) = arguments_of(&app, request.phase, request.input)?;
-    let ctx = CallContext {
-        surface: Surface::Rest,
-        lease,
-        trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
-        request_id: uuid::Uuid::now_v7().to_string(),
-        cancel: None,
-        operator: None,
-        confirmation: None,
-    };
+    let ctx = crate::api::rest_call::rest_context(lease, &headers);
     let outcome = call::call(&app, ctx, &action_id, arguments).await;
     if let Some(e) = outcome.unaudited_error() {
         return Err(ApiError::of_tool(e));

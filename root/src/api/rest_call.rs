@@ -17,15 +17,7 @@ pub(super) async fn rest_call(
     body: Result<Json<CallBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let ctx = CallContext {
-        surface: Surface::Rest,
-        lease,
-        trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
-        request_id: uuid::Uuid::now_v7().to_string(),
-        cancel: None,
-        operator: None,
-        confirmation: None,
-    };
+    let ctx = rest_context(lease, &headers);
     let arguments = body.arguments.unwrap_or_else(|| json!({}));
     let outcome = call::call(&app, ctx, &body.tool_id, arguments).await;
     if let Some(e) = outcome.unaudited_error() {
@@ -38,4 +30,21 @@ pub(super) async fn rest_call(
         .map(|e| status_of(e.code))
         .unwrap_or(StatusCode::OK);
     Ok((status, Json(outcome.response)).into_response())
+}
+
+/// The context of a governed call made over REST under `lease` (`/call`, the action
+/// endpoint): a trace continued from the request's `traceparent`.
+pub(crate) fn rest_context(
+    lease: Arc<crate::leases::manager::LeaseEntry>,
+    headers: &HeaderMap,
+) -> CallContext {
+    CallContext {
+        surface: Surface::Rest,
+        lease,
+        trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
+        request_id: uuid::Uuid::now_v7().to_string(),
+        cancel: None,
+        operator: None,
+        confirmation: None,
+    }
 }

@@ -87,6 +87,31 @@ pub fn question(tool_id: &str, target: &str, preview: &Preview) -> String {
     )
 }
 
+/// The preview an execute without a token is asked about: the governed preview call (an
+/// audited dry run) of the same arguments and its typed answer; the call's outcome as it is
+/// when it did not preview (refused, failed, or not a write).
+pub async fn preview_first(
+    app: &App,
+    ctx: CallContext,
+    tool_id: &str,
+    arguments: &Value,
+) -> Result<(Outcome, Preview), Outcome> {
+    let mut preview_args = arguments.clone();
+    if let Some(o) = preview_args.as_object_mut() {
+        o.remove("idempotency_key");
+        o.insert("phase".into(), json!("preview"));
+    }
+    let first = call::call(app, ctx, tool_id, preview_args).await;
+    let preview = match &first.response.result {
+        Some(v) if first.response.ok => serde_json::from_value::<Preview>(v.clone()).ok(),
+        _ => None,
+    };
+    match preview {
+        Some(p) => Ok((first, p)),
+        None => Err(first),
+    }
+}
+
 /// Preview, ask, then execute (or not). `new_ctx` builds the governed call's context (one per
 /// phase, same trace).
 pub async fn confirm_and_execute(
@@ -96,18 +121,9 @@ pub async fn confirm_and_execute(
     tool_id: &str,
     arguments: Value,
 ) -> Outcome {
-    let mut preview_args = arguments.clone();
-    if let Some(o) = preview_args.as_object_mut() {
-        o.remove("idempotency_key");
-        o.insert("phase".into(), json!("preview"));
-    }
-    let first = call::call(app, new_ctx(), tool_id, preview_args).await;
-    let preview: Preview = match &first.response.result {
-        Some(v) if first.response.ok => match serde_json::from_value(v.clone()) {
-            Ok(p) => p,
-            Err(_) => return first,
-        },
-        _ => return first,
+    let (first, preview) = match preview_first(app, new_ctx(), tool_id, &arguments).await {
+        Ok(previewed) => previewed,
+        Err(outcome) => return outcome,
     };
     let target = new_ctx().lease.lease().target_id.clone();
     let message = question(tool_id, &target, &preview);

@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::app::App;
-use crate::call::writes::{Confirmation, Controls, Preview, args_hash};
-use crate::call::{self, CallContext, Outcome};
+use crate::call::writes::{Confirmation, Controls, args_hash};
+use crate::call::{CallContext, Outcome};
 use crate::leases::manager::LeaseEntry;
 
 /// The key of the one input request: the person's answer.
@@ -86,22 +86,11 @@ pub async fn ask(
     tool_id: &str,
     arguments: Value,
 ) -> Result<InputRequiredResult, Outcome> {
-    let mut preview_args = arguments.clone();
     let domain_hash = domain_hash(&arguments);
-    if let Some(o) = preview_args.as_object_mut() {
-        o.remove("idempotency_key");
-        o.insert("phase".into(), json!("preview"));
-    }
     let ctx = new_ctx();
     let lease = ctx.lease.lease().clone();
-    let first = call::call(app, ctx, tool_id, preview_args).await;
-    let preview: Preview = match &first.response.result {
-        Some(v) if first.response.ok => match serde_json::from_value(v.clone()) {
-            Ok(p) => p,
-            Err(_) => return Err(first),
-        },
-        _ => return Err(first),
-    };
+    let (first, preview) =
+        crate::call::elicitation::preview_first(app, ctx, tool_id, &arguments).await?;
     let (Some(args_hash), Ok(expires)) = (
         domain_hash,
         mcp_shared::time::parse(&preview.confirmation_expires_at),
