@@ -63,6 +63,7 @@ pub struct RootConfig {
     pub replica: ReplicaConfig,
     pub storage: StorageConfig,
     pub mcp: McpConfig,
+    pub oauth: OauthConfig,
 }
 
 /// `[mcp]`: how the MCP endpoint serves requests.
@@ -186,6 +187,85 @@ impl Default for ConsoleConfig {
     }
 }
 
+/// `[oauth]`: root as its own OAuth 2.1 authorization server, so an MCP client can sign in
+/// (an operator approves in the console) instead of being handed a pasted lease bearer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OauthConfig {
+    /// Advertise OAuth and serve its endpoints: protected-resource and authorization-server
+    /// metadata, `resource_metadata` in `WWW-Authenticate`, `/oauth/*`. Off by default: some
+    /// clients stop sending a configured `Authorization` header once a server answers OAuth
+    /// discovery (see the README's table), so turning it on is the operator's choice.
+    pub discovery: bool,
+    /// The URL clients reach root at (`https://host[:port]`, no path): the issuer, and the
+    /// MCP URL `<public_url>/mcp` every token is bound to. Default: the request's scheme and
+    /// `Host` (which the Host guard has checked against `allowed_hosts`).
+    pub public_url: Option<String>,
+    /// How long one access token (a lease) lives, in seconds; a refresh issues the next one
+    /// while the operator's approval lasts.
+    pub access_ttl_sec: u64,
+    /// How long an authorization code may be exchanged, in seconds.
+    pub code_ttl_sec: u64,
+    /// How long the console has to approve a sign-in, in seconds.
+    pub approval_ttl_sec: u64,
+    /// Dynamically registered clients kept at most (registration is unauthenticated).
+    pub max_clients: u64,
+}
+
+impl Default for OauthConfig {
+    fn default() -> Self {
+        OauthConfig {
+            discovery: false,
+            public_url: None,
+            access_ttl_sec: 3600,
+            code_ttl_sec: 60,
+            approval_ttl_sec: 600,
+            max_clients: 1000,
+        }
+    }
+}
+
+impl OauthConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !(60..=24 * 3600).contains(&self.access_ttl_sec) {
+            return Err(ConfigError::Invalid(
+                "oauth.access_ttl_sec must be between 60 and 86400 (a day)".into(),
+            ));
+        }
+        if !(10..=600).contains(&self.code_ttl_sec) {
+            return Err(ConfigError::Invalid(
+                "oauth.code_ttl_sec must be between 10 and 600".into(),
+            ));
+        }
+        if !(60..=3600).contains(&self.approval_ttl_sec) {
+            return Err(ConfigError::Invalid(
+                "oauth.approval_ttl_sec must be between 60 and 3600".into(),
+            ));
+        }
+        if self.max_clients == 0 {
+            return Err(ConfigError::Invalid(
+                "oauth.max_clients must be at least 1".into(),
+            ));
+        }
+        if let Some(url) = &self.public_url {
+            let ok = url::Url::parse(url).is_ok_and(|u| {
+                matches!(u.scheme(), "http" | "https")
+                    && u.host().is_some()
+                    && u.path() == "/"
+                    && u.query().is_none()
+                    && u.fragment().is_none()
+                    && !url.ends_with('/')
+            });
+            if !ok {
+                return Err(ConfigError::Invalid(format!(
+                    "oauth.public_url `{url}` must be http(s)://host[:port] with no path"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The platform skill catalog served as MCP resources.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -304,6 +384,7 @@ impl Default for RootConfig {
             redaction: RedactionConfig::default(),
             skill_catalog: SkillCatalogConfig::default(),
             console: ConsoleConfig::default(),
+            oauth: OauthConfig::default(),
             replica: ReplicaConfig::default(),
             storage: StorageConfig::default(),
             mcp: McpConfig::default(),
@@ -371,6 +452,7 @@ impl RootConfig {
                 "mcp.session_idle_sec must be between 1 and 86400 (a day)".into(),
             ));
         }
+        self.oauth.validate()?;
         if self.limits.audit_batch_max == 0 {
             return Err(ConfigError::Invalid(
                 "limits.audit_batch_max must be at least 1".into(),

@@ -76,6 +76,12 @@ impl Registry {
             .map(|o| o.clone())
     }
 
+    /// Whether `name` is an operator who may act now (the bootstrap `admin`, or a named
+    /// operator not revoked).
+    pub fn is_active(&self, name: &str) -> bool {
+        name == ADMIN || self.by_hash.iter().any(|o| o.value().name() == name)
+    }
+
     /// Replaces the registry with the active operators of `rows`.
     pub fn load(&self, rows: &[OperatorRow]) {
         self.by_hash.retain(|hash, _| {

@@ -19,6 +19,17 @@ use aws_lc_rs::aead::{AES_256_GCM, Aad, NONCE_LEN, Nonce, RandomizedNonceKey};
 /// Prefix of an encrypted signing key as stored.
 pub const ENCRYPTED_PREFIX: &str = "enc:v1:";
 
+/// Why sealed state did not open ([`MasterKey::open`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    #[error("not issued by this root")]
+    NotOurs,
+    #[error("it does not verify (altered, or not issued by this zone)")]
+    Altered,
+    #[error("its payload is unreadable")]
+    Unreadable,
+}
+
 /// Why a secret could not be read, written or opened.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
@@ -146,6 +157,57 @@ impl MasterKey {
             .expect("HMAC takes keys of any length");
         mac.update(purpose.as_bytes());
         mac.finalize().into_bytes().into()
+    }
+
+    /// `value` as `<prefix><base64url JSON>.<base64url HMAC-SHA256>`, under the key derived
+    /// for `purpose`: state root hands a client and reads back (a multi-round-trip request's
+    /// `requestState`, an OAuth sign-in awaiting the operator), readable by any replica of
+    /// the zone and unforgeable without the master key. Not encrypted: never seal a secret.
+    pub fn seal<T: serde::Serialize>(&self, purpose: &str, prefix: &str, value: &T) -> String {
+        use base64::Engine;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use hmac::Mac;
+        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(value).unwrap_or_default());
+        let mut m = self.mac(purpose);
+        m.update(payload.as_bytes());
+        let tag = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
+        format!("{prefix}{payload}.{tag}")
+    }
+
+    /// What [`MasterKey::seal`] sealed under `purpose` and `prefix`, if `text` is that, at
+    /// most `max_len` bytes long and unaltered.
+    pub fn open<T: serde::de::DeserializeOwned>(
+        &self,
+        purpose: &str,
+        prefix: &str,
+        text: &str,
+        max_len: usize,
+    ) -> Result<T, SealError> {
+        use base64::Engine;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use hmac::Mac;
+        let (payload, tag) = text
+            .strip_prefix(prefix)
+            .filter(|_| text.len() <= max_len)
+            .and_then(|rest| rest.split_once('.'))
+            .ok_or(SealError::NotOurs)?;
+        let tag = URL_SAFE_NO_PAD
+            .decode(tag)
+            .map_err(|_| SealError::NotOurs)?;
+        let mut m = self.mac(purpose);
+        m.update(payload.as_bytes());
+        m.verify_slice(&tag).map_err(|_| SealError::Altered)?;
+        URL_SAFE_NO_PAD
+            .decode(payload)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or(SealError::Unreadable)
+    }
+
+    fn mac(&self, purpose: &str) -> hmac::Hmac<sha2::Sha256> {
+        use hmac::KeyInit;
+        <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.derive_key(purpose))
+            .expect("HMAC takes keys of any length")
     }
 
     /// The key in hex (for leak tests; never log it).

@@ -889,6 +889,20 @@ async fn a_read_under_a_killed_hub_is_retried_and_answered_when_the_hub_is_back(
         })
     };
     wait_pending(&root.http, &base, &admin, target, 1).await;
+    // Root has sent the call; killed before its adapter ran, the restarted hub would hang on
+    // the retry instead. The adapter's marker says it is hanging now.
+    let marker = dir
+        .path()
+        .join(format!("{}-state", target.replace(':', "_")))
+        .join("test-fault-hung");
+    let started = Instant::now();
+    while !marker.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the adapter never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     hub.kill();
     let _hub = start_fault_hub(dir.path(), target, &token, &base, "");
     let (status, body) = call.await.unwrap();

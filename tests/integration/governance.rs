@@ -434,7 +434,9 @@ async fn events_by(root: &TestRoot, actor: &str) -> Vec<serde_json::Value> {
 #[tokio::test]
 async fn every_operator_action_is_one_event_naming_the_operator() {
     use mcp_root::api::{Access, endpoints};
-    let root = TestRoot::start().await.unwrap();
+    let root = TestRoot::start_with(|c| c.oauth.discovery = true)
+        .await
+        .unwrap();
     let hub = root.start_hub("hub:ops-alpha", "").await.unwrap();
     root.enroll("hub:ops-beta", "test").await.unwrap();
     let added = root
@@ -497,6 +499,14 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
             ("POST", "/v1/root/operators/{name}/revoke") => {
                 http.post(url("/v1/root/operators/bob/revoke"))
             }
+            // A sign-in request that is not root's: refused, and the refusal is an event.
+            ("POST", "/oauth/authorize/approve") => http.post(url(e.path)).json(&json!({
+                "request": "oar1.forged.AAAA", "target_id": "hub:ops-alpha",
+                "capability_profile": "InfraOpsRead", "ttl_sec": 600
+            })),
+            ("POST", "/oauth/authorize/deny") => http
+                .post(url(e.path))
+                .json(&json!({"request": "oar1.forged.AAAA"})),
             ("POST", "/ui/api/login") => http
                 .post(url(e.path))
                 .header("origin", &origin)

@@ -22,6 +22,7 @@ mod hub;
 mod hub_enforcement;
 mod nlu;
 mod nlu_approval;
+mod oauth;
 mod postgres;
 mod processes;
 mod profileops;

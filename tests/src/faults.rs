@@ -79,12 +79,12 @@ pub fn contract() -> Value {
     })
 }
 
-/// [`contract`] with a retry policy: 5 attempts from 500 ms on `target_offline`, inside a
-/// 20 s deadline (so a hub killed under a call has about 7 s to come back).
+/// [`contract`] with a retry policy: 5 attempts from 1 s on `target_offline`, inside a 20 s
+/// deadline (so a hub killed under a call has about 15 s to come back, on a loaded machine).
 pub fn retrying_contract() -> Value {
     let mut c = contract();
     c["timeout_ms"] = json!(20_000);
-    c["retry"] = json!({"attempts": 5, "backoff_ms": 500, "on": ["target_offline"]});
+    c["retry"] = json!({"attempts": 5, "backoff_ms": 1000, "on": ["target_offline"]});
     c
 }
 

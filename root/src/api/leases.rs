@@ -75,7 +75,7 @@ pub async fn create(
     };
     let (issued, event_id) = audited(&app, &op, asked, async {
         let req = parsed.map_err(ApiError::bad_request)?;
-        let issued = issue(&app, req).await?;
+        let issued = issue(&app, req, None).await?;
         let summary = issued_summary("issued", &issued);
         Ok((issued, summary))
     })
@@ -83,8 +83,13 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(issued_body(issued, event_id))))
 }
 
-/// Validates a lease request and issues the lease.
-async fn issue(app: &App, req: NewLeaseRequest) -> Result<IssuedLease, ApiError> {
+/// Validates a lease request and issues the lease (in `lineage`, the rotation chain of an
+/// earlier lease, when given: an OAuth refresh).
+pub(crate) async fn issue(
+    app: &App,
+    req: NewLeaseRequest,
+    lineage: Option<String>,
+) -> Result<IssuedLease, ApiError> {
     if req.target_id.trim().is_empty() || req.target_id.len() > 200 {
         return Err(ApiError::bad_request("target_id must be 1..200 characters"));
     }
@@ -135,7 +140,7 @@ async fn issue(app: &App, req: NewLeaseRequest) -> Result<IssuedLease, ApiError>
         capability_profile: req.capability_profile,
         effective_tools,
         ttl: Duration::from_secs(req.ttl_sec),
-        lineage: None,
+        lineage,
         parent: None,
     };
     let issued = call_t!(
@@ -182,20 +187,7 @@ pub async fn revoke(
         request: json!({ "session_id": id }),
     };
     let (lease, event_id) = audited(&app, &op, asked, async {
-        let revoked = call_t!(
-            app.actors.leases.load(),
-            lease_manager::Msg::Revoke,
-            RPC_TIMEOUT_MS,
-            id.clone()
-        )
-        .map_err(ApiError::internal)?
-        .map_err(lease_error)?;
-        app.limits.forget_prefix(&format!("lease:{id}"));
-        // Returns once every live replica refuses the bearer and its run credentials.
-        crate::replica::lease_changed(&app, &id, true).await;
-        for child in &revoked.children {
-            crate::replica::lease_changed(&app, child, true).await;
-        }
+        let revoked = end(&app, &id).await?;
         let summary = match revoked.children.len() {
             0 => format!("revoked lease {id}"),
             n => format!("revoked lease {id} and its {n} run credentials"),
@@ -207,6 +199,30 @@ pub async fn revoke(
         item: lease,
         event_id,
     }))
+}
+
+/// Revokes lease `id` with its run credentials and the OAuth grant its bearer came from (no
+/// refresh issues another), and returns once every live replica refuses them.
+pub(crate) async fn end(app: &App, id: &str) -> Result<lease_manager::Revoked, ApiError> {
+    let revoked = call_t!(
+        app.actors.leases.load(),
+        lease_manager::Msg::Revoke,
+        RPC_TIMEOUT_MS,
+        id.to_owned()
+    )
+    .map_err(ApiError::internal)?
+    .map_err(lease_error)?;
+    app.limits.forget_prefix(&format!("lease:{id}"));
+    let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
+    app.store
+        .end_grants_of_lease(id, now_ms)
+        .await
+        .map_err(ApiError::internal)?;
+    crate::replica::lease_changed(app, id, true).await;
+    for child in &revoked.children {
+        crate::replica::lease_changed(app, child, true).await;
+    }
+    Ok(revoked)
 }
 
 /// `POST /v1/root/mcp/sessions/{id}/rotate`: a new bearer for the same binding (and

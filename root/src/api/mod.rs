@@ -17,6 +17,7 @@ mod health;
 pub mod hub_link;
 pub mod inspect;
 pub mod leases;
+pub mod oauth;
 pub mod observe;
 mod principal;
 mod rest_call;
@@ -436,6 +437,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         .into_iter()
         .map(|(e, _)| e)
         .chain(crate::api::console::endpoints())
+        .chain(oauth::endpoints())
         .collect()
 }
 
@@ -455,7 +457,12 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         .layer(middleware::from_fn_with_state(app.clone(), mcp_auth));
     rest.merge(mcp)
         .merge(crate::api::console::routes(app.clone()))
+        .merge(oauth::routes(app.clone()))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            oauth::challenge_unauthorized,
+        ))
         .layer(middleware::from_fn_with_state(
             app.clone(),
             guard_host_origin,

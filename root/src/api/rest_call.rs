@@ -29,7 +29,17 @@ pub(super) async fn rest_call(
         .as_ref()
         .map(|e| status_of(e.code))
         .unwrap_or(StatusCode::OK);
-    Ok((status, Json(outcome.response)).into_response())
+    let needs_scope = outcome
+        .response
+        .error
+        .as_ref()
+        .is_some_and(|e| e.code == ErrorCode::CapabilityNotGranted);
+    let mut res = (status, Json(outcome.response)).into_response();
+    // An OAuth client learns which scope (capability profile) would allow the call.
+    if needs_scope && let Some(c) = oauth::insufficient_scope(&app, &headers, &body.tool_id) {
+        res.headers_mut().insert(header::WWW_AUTHENTICATE, c);
+    }
+    Ok(res)
 }
 
 /// The context of a governed call made over REST under `lease` (`/call`, the action

@@ -14,9 +14,6 @@
 //! any refused call; the token it holds is only ever redeemed by the write path, which
 //! checks its binding again.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{KeyInit, Mac};
 use mcp_shared::error::{ErrorCode, ToolError};
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -41,8 +38,6 @@ const KEY_PURPOSE: &str = "mcp request state v1";
 const MAX_STATE_LEN: usize = 16 * 1024;
 /// Longest question kept in a state, to be asked again (a long effect is cut).
 const MAX_KEPT_QUESTION: usize = 4 * 1024;
-
-type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
 /// What a `requestState` holds (integrity-protected, readable by the client, which must not
 /// look: nothing in it is secret from the lease that asked).
@@ -183,17 +178,8 @@ fn domain_hash(arguments: &Value) -> Option<String> {
     Some(args_hash(&Value::Object(domain)))
 }
 
-fn mac(app: &App) -> HmacSha256 {
-    <HmacSha256 as KeyInit>::new_from_slice(&app.master_key.derive_key(KEY_PURPOSE))
-        .expect("HMAC takes keys of any length")
-}
-
 fn seal(app: &App, state: &State) -> String {
-    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(state).unwrap_or_default());
-    let mut m = mac(app);
-    m.update(payload.as_bytes());
-    let tag = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
-    format!("{STATE_PREFIX}{payload}.{tag}")
+    app.master_key.seal(KEY_PURPOSE, STATE_PREFIX, state)
 }
 
 /// The state, if it is root's, unexpired, and issued for this lease, tool and arguments.
@@ -210,23 +196,13 @@ fn open(
             format!("requestState refused: {why}"),
         )
     };
-    let (payload, tag) = text
-        .strip_prefix(STATE_PREFIX)
-        .filter(|_| text.len() <= MAX_STATE_LEN)
-        .and_then(|rest| rest.split_once('.'))
-        .ok_or_else(|| invalid("not a request state of this root"))?;
-    let tag = URL_SAFE_NO_PAD
-        .decode(tag)
-        .map_err(|_| invalid("not a request state of this root"))?;
-    let mut m = mac(app);
-    m.update(payload.as_bytes());
-    m.verify_slice(&tag)
-        .map_err(|_| invalid("it does not verify (altered, or not issued by this zone)"))?;
-    let state: State = URL_SAFE_NO_PAD
-        .decode(payload)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| invalid("its payload is unreadable"))?;
+    let state: State = app
+        .master_key
+        .open(KEY_PURPOSE, STATE_PREFIX, text, MAX_STATE_LEN)
+        .map_err(|e| match e {
+            crate::secrets::SealError::NotOurs => invalid("not a request state of this root"),
+            e => invalid(&e.to_string()),
+        })?;
     if state.session_id != lease.lease().session_id {
         return Err(invalid("it was issued to another lease"));
     }

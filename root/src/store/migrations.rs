@@ -194,6 +194,38 @@ pub(super) const MIGRATIONS: &[&str] = &[
             i.target_id, i.tool_id, i.idem_key, i.args_hash, i.result, i.event_id, i.created_at
      FROM idempotency i",
     "DROP TABLE idempotency",
+    // OAuth sign-in (api::oauth): registered clients, and one grant per operator approval
+    // (its single-use code, its current refresh token and the lease its tokens are now;
+    // hashes only). A refresh token that was replaced is kept as spent, so its reuse is seen.
+    "CREATE TABLE IF NOT EXISTS oauth_clients (
+        client_id TEXT PRIMARY KEY,
+        metadata TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS oauth_grants (
+        grant_id TEXT PRIMARY KEY,
+        client_id TEXT NOT NULL,
+        operator TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        capability_profile TEXT NOT NULL,
+        resource TEXT NOT NULL,
+        redirect_uri TEXT NOT NULL,
+        code_challenge TEXT NOT NULL,
+        code_hash TEXT NOT NULL UNIQUE,
+        code_expires_at BIGINT NOT NULL,
+        code_used_at BIGINT,
+        created_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        session_id TEXT,
+        refresh_hash TEXT UNIQUE,
+        ended_at BIGINT
+    )",
+    "CREATE INDEX IF NOT EXISTS oauth_grants_session ON oauth_grants (session_id)",
+    "CREATE TABLE IF NOT EXISTS oauth_spent_refresh (
+        token_hash TEXT PRIMARY KEY,
+        grant_id TEXT NOT NULL,
+        spent_at BIGINT NOT NULL
+    )",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

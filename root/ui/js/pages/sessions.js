@@ -1,6 +1,9 @@
 // Sessions: the MCP Server dialog (choose target, TTL and capability profile; get the bearer
 // once with copy-ready client configuration) and the open MCP session leases (target,
-// deadline, last use, use count; expired shown as expired) with revoke and rotate.
+// deadline, last use, use count; expired shown as expired) with revoke and rotate. Opened as
+// #/sessions?authorize=<request>, the dialog is an OAuth client's sign-in: the operator picks
+// target, profile and lifetime and approves (the browser returns to the client with a code)
+// or denies.
 
 import { h, badge, clear, panel, table, fmtTime, toast } from '../dom.js';
 import { get, post, ApiError } from '../api.js';
@@ -51,7 +54,70 @@ function issuedView(issued, verb) {
     copyButton(() => claude, 'Copy command'));
 }
 
-export async function render(root) {
+/** Target, profile and lifetime selects, with ids under `prefix`. */
+function grantFields(prefix, hubs, foundation, profile, ttl) {
+  return [
+    h('label', { for: `${prefix}-target` }, 'Target'),
+    h('select', { id: `${prefix}-target`, name: 'target_id', required: true },
+      (hubs.targets || []).map((t) => h('option', { value: t.target_id }, `${t.target_id} (${t.status})`))),
+    h('label', { for: `${prefix}-profile` }, 'Capability profile'),
+    h('select', { id: `${prefix}-profile`, name: 'capability_profile', required: true },
+      (foundation.capability_profiles || []).map((p) => h('option', { value: p.name, selected: p.name === profile }, `${p.name} — ${p.plane}`))),
+    h('label', { for: `${prefix}-ttl` }, prefix === 'oauth' ? 'Sign-in lasts' : 'Time to live'),
+    h('select', { id: `${prefix}-ttl`, name: 'ttl_sec' }, TTLS.map(([v, l]) => h('option', { value: v, selected: v === ttl }, l))),
+  ];
+}
+
+/** The sign-in dialog of an OAuth client's authorization request. */
+async function signInDialog(sealed, hubs, foundation) {
+  const dialog = h('dialog', { id: 'oauth-dialog', class: 'dialog' });
+  const error = h('p', { class: 'error', id: 'oauth-error', role: 'alert' });
+  let asked;
+  try {
+    asked = await post('/oauth/authorize/request', { request: sealed });
+  } catch (err) {
+    dialog.append(h('h2', null, 'MCP Server'), h('p', { class: 'error', id: 'oauth-error' }, err.message));
+    return dialog;
+  }
+  const decide = async (path, body) => {
+    error.textContent = '';
+    try {
+      const decided = await post(path, body);
+      location.assign(decided.redirect);
+    } catch (err) {
+      error.textContent = err instanceof ApiError ? err.message : String(err);
+    }
+  };
+  const form = h('form', { id: 'oauth-form', method: 'dialog' },
+    ...grantFields('oauth', hubs, foundation, asked.capability_profile, '28800'),
+    error,
+    h('div', { class: 'actions' },
+      h('button', { type: 'submit', id: 'oauth-approve' }, 'Approve sign-in'),
+      h('button', { type: 'button', class: 'secondary', id: 'oauth-deny', onclick: () => decide('/oauth/authorize/deny', { request: sealed }) }, 'Deny')));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const fd = new FormData(form);
+    decide('/oauth/authorize/approve', {
+      request: sealed,
+      target_id: fd.get('target_id'),
+      capability_profile: fd.get('capability_profile'),
+      ttl_sec: Number(fd.get('ttl_sec')),
+    });
+  });
+  dialog.append(
+    h('h2', null, 'MCP Server'),
+    h('p', null, 'An MCP client asks to sign in to this root. Approving issues it a session lease bound to the target, profile and lifetime you choose, under your name.'),
+    h('dl', { class: 'kv' },
+      h('dt', null, 'Client'), h('dd', { id: 'oauth-client' }, asked.client_name),
+      h('dt', null, 'Client id'), h('dd', null, h('code', null, asked.client_id)),
+      h('dt', null, 'Returns to'), h('dd', null, h('code', { id: 'oauth-redirect' }, asked.redirect_uri)),
+      h('dt', null, 'MCP URL'), h('dd', null, h('code', null, asked.resource)),
+      h('dt', null, 'Decide by'), h('dd', null, fmtTime(asked.expires_at))),
+    form);
+  return dialog;
+}
+
+export async function render(root, params) {
   const [hubs, foundation] = await Promise.all([get('/v1/root/hubs'), get('/v1/root/mcp/foundation')]);
   const listBox = h('div', { id: 'sessions-list' });
   const dialog = h('dialog', { id: 'mcp-dialog', class: 'dialog' });
@@ -59,14 +125,7 @@ export async function render(root) {
   const error = h('p', { class: 'error', id: 'dialog-error', role: 'alert' });
 
   const form = h('form', { id: 'lease-form', method: 'dialog' },
-    h('label', { for: 'lease-target' }, 'Target'),
-    h('select', { id: 'lease-target', name: 'target_id', required: true },
-      (hubs.targets || []).map((t) => h('option', { value: t.target_id }, `${t.target_id} (${t.status})`))),
-    h('label', { for: 'lease-profile' }, 'Capability profile'),
-    h('select', { id: 'lease-profile', name: 'capability_profile', required: true },
-      (foundation.capability_profiles || []).map((p) => h('option', { value: p.name }, `${p.name} — ${p.plane}`))),
-    h('label', { for: 'lease-ttl' }, 'Time to live'),
-    h('select', { id: 'lease-ttl', name: 'ttl_sec' }, TTLS.map(([v, l]) => h('option', { value: v, selected: v === '3600' }, l))),
+    ...grantFields('lease', hubs, foundation, null, '3600'),
     error,
     h('div', { class: 'actions' },
       h('button', { type: 'submit', id: 'lease-create' }, 'Create lease'),
@@ -156,6 +215,12 @@ export async function render(root) {
     panel('Leases', listBox),
   );
   await refresh();
+  const sealed = params && params.get('authorize');
+  if (sealed) {
+    const signIn = await signInDialog(sealed, hubs, foundation);
+    root.append(signIn);
+    signIn.showModal();
+  }
   const timer = setInterval(() => { if (!dialog.open) refresh().catch(() => {}); }, 15000);
   return () => { clearInterval(timer); closeDialog(); };
 }

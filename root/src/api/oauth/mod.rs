@@ -1,0 +1,338 @@
+//! OAuth 2.1 sign-in that ends in a lease (`[oauth] discovery`, off by default): root is a
+//! protected resource (RFC 9728 metadata at `/.well-known/oauth-protected-resource` and its
+//! `/mcp`-suffixed form, `resource_metadata` in every 401's challenge) and its own
+//! authorization server (RFC 8414 metadata; authorization code with PKCE S256 only; clients
+//! registered dynamically, RFC 7591; tokens bound to this root's MCP URL, RFC 8707).
+//!
+//! A sign-in: the client registers (`register`), sends the person's browser to
+//! `/oauth/authorize`, which checks the request and hands it, sealed, to the console's MCP
+//! Server dialog (`authorize`); a signed-in operator picks target, capability profile and
+//! lifetime and approves (an operator action, audited), which records a grant with a
+//! single-use code and sends the browser back to the client. The client exchanges the code
+//! (`token`) for an access token that is a lease like any other, issued under the approving
+//! operator's name through that client (audience `oauth:<client_id>`), and a refresh token
+//! that rotates: each refresh issues the next lease of the same lineage while the approval
+//! lasts. Revoking the lease, a reused code or a reused refresh token ends the grant.
+//!
+//! Invariants: codes and refresh tokens are stored as hashes only and never logged; a token
+//! never outlives the operator's approval, nor the operator; nothing is read from a URL
+//! but the authorization request's own parameters.
+
+mod authorize;
+mod register;
+mod token;
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::api::{Access, Endpoint};
+use crate::app::App;
+
+/// The protected-resource metadata path (RFC 9728), and its form for `/mcp`.
+pub const RESOURCE_METADATA: &str = "/.well-known/oauth-protected-resource";
+const RESOURCE_METADATA_MCP: &str = "/.well-known/oauth-protected-resource/mcp";
+/// The authorization-server metadata path (RFC 8414).
+pub const SERVER_METADATA: &str = "/.well-known/oauth-authorization-server";
+
+/// The OAuth endpoints the operator calls (the console's dialog); the client's endpoints
+/// (`/oauth/register`, `/oauth/authorize`, `/oauth/token`) take no root credential.
+pub fn endpoints() -> Vec<Endpoint> {
+    vec![
+        Endpoint {
+            method: "POST",
+            path: authorize::REQUEST_PATH,
+            access: Access::OperatorRead,
+        },
+        Endpoint {
+            method: "POST",
+            path: authorize::APPROVE_PATH,
+            access: Access::OperatorAction,
+        },
+        Endpoint {
+            method: "POST",
+            path: authorize::DENY_PATH,
+            access: Access::OperatorAction,
+        },
+    ]
+}
+
+/// The OAuth routes; none (a clean 404 for every discovery probe) while discovery is off.
+pub fn routes(app: Arc<App>) -> Router {
+    if !app.config.oauth.discovery {
+        return Router::new();
+    }
+    Router::new()
+        .route(RESOURCE_METADATA, get(resource_metadata))
+        .route(RESOURCE_METADATA_MCP, get(resource_metadata))
+        .route(SERVER_METADATA, get(server_metadata))
+        .route("/oauth/register", post(register::register))
+        .route("/oauth/authorize", get(authorize::authorize))
+        .route(authorize::REQUEST_PATH, post(authorize::describe))
+        .route(authorize::APPROVE_PATH, post(authorize::approve))
+        .route(authorize::DENY_PATH, post(authorize::deny))
+        .route("/oauth/token", post(token::token))
+        .with_state(app)
+}
+
+/// Where this root is, as its clients reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Urls {
+    /// `scheme://host[:port]`: the issuer, and the base of every endpoint.
+    pub issuer: String,
+}
+
+impl Urls {
+    /// From `[oauth] public_url`, or the request's scheme and `Host` (which the Host guard
+    /// has already checked against `allowed_hosts`).
+    pub fn of(app: &App, headers: &HeaderMap) -> Urls {
+        if let Some(url) = &app.config.oauth.public_url {
+            return Urls {
+                issuer: url.clone(),
+            };
+        }
+        let scheme = if app.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost");
+        Urls {
+            issuer: format!("{scheme}://{host}"),
+        }
+    }
+
+    /// The MCP URL tokens are bound to (the `resource`, RFC 8707).
+    pub fn mcp(&self) -> String {
+        format!("{}/mcp", self.issuer)
+    }
+
+    fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.issuer)
+    }
+}
+
+/// The scopes root grants: capability profile names (a token carries exactly one).
+fn scopes(app: &App) -> Vec<String> {
+    app.catalog
+        .profiles
+        .profiles
+        .iter()
+        .map(|p| p.name.clone())
+        .collect()
+}
+
+/// `GET /.well-known/oauth-protected-resource[/mcp]` (RFC 9728).
+async fn resource_metadata(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let urls = Urls::of(&app, &headers);
+    public_json(json!({
+        "resource": urls.mcp(),
+        "authorization_servers": [urls.issuer],
+        "scopes_supported": scopes(&app),
+        "bearer_methods_supported": ["header"],
+        "resource_name": format!("Root MCP gateway, zone {}", app.config.zone),
+    }))
+}
+
+/// `GET /.well-known/oauth-authorization-server` (RFC 8414).
+async fn server_metadata(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let urls = Urls::of(&app, &headers);
+    public_json(json!({
+        "issuer": urls.issuer,
+        "authorization_endpoint": urls.at("/oauth/authorize"),
+        "token_endpoint": urls.at("/oauth/token"),
+        "registration_endpoint": urls.at("/oauth/register"),
+        "scopes_supported": scopes(&app),
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "code_challenge_methods_supported": ["S256"],
+        "authorization_response_iss_parameter_supported": true,
+    }))
+}
+
+/// Metadata any client may read, from any origin (browser-based clients discover too).
+fn public_json(body: serde_json::Value) -> Response {
+    let mut res = Json(body).into_response();
+    res.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    res
+}
+
+/// The challenge of a 401 while discovery is on: where the protected-resource metadata is.
+pub fn challenge(app: &App, headers: &HeaderMap) -> Option<HeaderValue> {
+    if !app.config.oauth.discovery {
+        return None;
+    }
+    let urls = Urls::of(app, headers);
+    let scope = scopes(app).join(" ");
+    HeaderValue::from_str(&format!(
+        "Bearer error=\"invalid_token\", resource_metadata=\"{}\", scope=\"{scope}\"",
+        urls.at(RESOURCE_METADATA_MCP)
+    ))
+    .ok()
+}
+
+/// The challenge of a 403 for a call the lease's profile does not grant, naming the
+/// profiles that would (RFC 6750 `insufficient_scope`).
+pub fn insufficient_scope(app: &App, headers: &HeaderMap, tool_id: &str) -> Option<HeaderValue> {
+    if !app.config.oauth.discovery {
+        return None;
+    }
+    let urls = Urls::of(app, headers);
+    let granting: Vec<String> = app
+        .catalog
+        .profiles
+        .profiles
+        .iter()
+        .filter(|p| app.effective_tools(p).iter().any(|t| t == tool_id))
+        .map(|p| p.name.clone())
+        .collect();
+    HeaderValue::from_str(&format!(
+        "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+        granting.join(" "),
+        urls.at(RESOURCE_METADATA_MCP)
+    ))
+    .ok()
+}
+
+/// Middleware: every 401 root answers names the protected-resource metadata while discovery
+/// is on (a client learns where to sign in from any refused request).
+pub async fn challenge_unauthorized(
+    State(app): State<Arc<App>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let challenge = challenge(&app, req.headers());
+    let mut res = next.run(req).await;
+    if res.status() == StatusCode::UNAUTHORIZED
+        && let Some(c) = challenge
+    {
+        res.headers_mut().insert(header::WWW_AUTHENTICATE, c);
+    }
+    res
+}
+
+/// An OAuth error answer (RFC 6749 §5.2): `{"error", "error_description"}`, never cached.
+#[derive(Debug)]
+pub struct OauthError {
+    status: StatusCode,
+    error: &'static str,
+    description: String,
+}
+
+impl OauthError {
+    fn new(error: &'static str, description: impl Into<String>) -> OauthError {
+        OauthError {
+            status: StatusCode::BAD_REQUEST,
+            error,
+            description: description.into(),
+        }
+    }
+    fn invalid_request(d: impl Into<String>) -> OauthError {
+        OauthError::new("invalid_request", d)
+    }
+    fn invalid_grant(d: impl Into<String>) -> OauthError {
+        OauthError::new("invalid_grant", d)
+    }
+    fn invalid_client(d: impl Into<String>) -> OauthError {
+        OauthError {
+            status: StatusCode::UNAUTHORIZED,
+            ..OauthError::new("invalid_client", d)
+        }
+    }
+    fn server_error(e: impl std::fmt::Display) -> OauthError {
+        tracing::error!(error = %e, "internal error on an OAuth endpoint");
+        OauthError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            ..OauthError::new("server_error", "internal error; see the root's log")
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct OauthErrorBody<'a> {
+    error: &'a str,
+    error_description: &'a str,
+}
+
+impl IntoResponse for OauthError {
+    fn into_response(self) -> Response {
+        let body = Json(OauthErrorBody {
+            error: self.error,
+            error_description: &self.description,
+        });
+        let mut res = (self.status, body).into_response();
+        no_store(&mut res);
+        res
+    }
+}
+
+/// Marks an answer that carries or refuses credentials as never to be cached.
+fn no_store(res: &mut Response) {
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res.headers_mut()
+        .insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+}
+
+/// A random credential with a recognizable prefix (`mcpc_` codes, `mcpr_` refresh tokens).
+fn credential(prefix: &str) -> String {
+    use base64::Engine;
+    let bytes: [u8; 32] = rand::random();
+    format!(
+        "{prefix}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
+/// PKCE S256 (RFC 7636 §4.2): whether `verifier` hashes to `challenge`.
+fn pkce_matches(verifier: &str, challenge: &str) -> bool {
+    use base64::Engine;
+    use sha2::Digest;
+    let ok_chars = verifier
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b));
+    if !(43..=128).contains(&verifier.len()) || !ok_chars {
+        return false;
+    }
+    let digest = sha2::Sha256::digest(verifier.as_bytes());
+    let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
+    crate::auth::secret_eq(&computed, challenge)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pkce_matches;
+
+    #[test]
+    fn pkce_s256_is_the_base64url_sha256_of_the_verifier() {
+        // The challenge as Python's hashlib and base64 compute it for this verifier.
+        let verifier = "dBjftJeZ4CVP-mJ92aXxqMPRjUTr0uBY5z-VqECuQcg";
+        let challenge = "le-0ARP0YVwocISqy7mDilnKomHeyeZatyEIYztrUU0";
+        assert!(pkce_matches(verifier, challenge));
+        assert!(!pkce_matches(
+            verifier,
+            "le-0ARP0YVwocISqy7mDilnKomHeyeZatyEIYztrUU1"
+        ));
+        assert!(!pkce_matches("short", challenge), "too short a verifier");
+        assert!(
+            !pkce_matches(&format!("{verifier}!"), challenge),
+            "a character PKCE forbids"
+        );
+    }
+}

@@ -1,0 +1,334 @@
+//! The token endpoint: an authorization code (with its PKCE verifier) or a refresh token in,
+//! a lease bearer out. Every lease it issues is an operator action of the approving
+//! operator (`admin.lease.create` for a code, `admin.lease.refresh` for a refresh), naming
+//! the client; a reused code or refresh token ends its grant and revokes the lease it holds.
+
+use super::register::client;
+use super::*;
+use crate::api::audited::{Asked, audited};
+use crate::api::bodies::NewLeaseRequest;
+use crate::api::{ApiError, Operator};
+use crate::leases::manager::IssuedLease;
+use crate::store::{GrantRow, RefreshClaim};
+use axum::body::Bytes;
+use mcp_shared::time::{now, unix_ms};
+
+/// What the token endpoint answers (RFC 6749 §5.1).
+#[derive(Debug, Serialize)]
+struct Tokens {
+    access_token: String,
+    token_type: &'static str,
+    expires_in: i64,
+    refresh_token: String,
+    scope: String,
+}
+
+/// The form's parameters, each at most once.
+fn form(
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<std::collections::HashMap<String, String>, OauthError> {
+    let form_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| {
+            v.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        });
+    if !form_type {
+        return Err(OauthError::invalid_request(
+            "the token request must be application/x-www-form-urlencoded",
+        ));
+    }
+    let mut out = std::collections::HashMap::new();
+    for (k, v) in url::form_urlencoded::parse(body) {
+        if out.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(OauthError::invalid_request(format!(
+                "parameter `{k}` is repeated"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// `POST /oauth/token`.
+pub(super) async fn token(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, OauthError> {
+    let p = form(&headers, &body)?;
+    let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("");
+    let Some(client) = client(&app, get("client_id")).await? else {
+        return Err(OauthError::invalid_client(
+            "client_id is missing or not registered here",
+        ));
+    };
+    let urls = Urls::of(&app, &headers);
+    if let Some(r) = p.get("resource")
+        && r.trim_end_matches('/') != urls.mcp()
+    {
+        return Err(OauthError::new(
+            "invalid_target",
+            format!("resource must be this root's MCP URL, {}", urls.mcp()),
+        ));
+    }
+    if !client.grant_types.iter().any(|g| g == get("grant_type")) {
+        return Err(OauthError::new(
+            "unsupported_grant_type",
+            "grant_type must be authorization_code or refresh_token (as the client registered)",
+        ));
+    }
+    let tokens = match get("grant_type") {
+        "authorization_code" => exchange(&app, &client.client_id, &p).await?,
+        _ => refresh(&app, &client.client_id, get("refresh_token")).await?,
+    };
+    let mut res = Json(tokens).into_response();
+    no_store(&mut res);
+    Ok(res)
+}
+
+/// An authorization code for the grant's first lease.
+async fn exchange(
+    app: &App,
+    client_id: &str,
+    p: &std::collections::HashMap<String, String>,
+) -> Result<Tokens, OauthError> {
+    let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("");
+    let now_ms = unix_ms(now());
+    let code_hash = crate::auth::token_hash(get("code"));
+    let grant = match app
+        .store
+        .claim_code(&code_hash, now_ms)
+        .await
+        .map_err(OauthError::server_error)?
+    {
+        Ok(Some(g)) => g,
+        Ok(None) => return Err(OauthError::invalid_grant("unknown authorization code")),
+        Err(used) => {
+            end_grant(app, &used, "its authorization code was presented again").await;
+            return Err(OauthError::invalid_grant(
+                "the authorization code was used before; the tokens issued for it are revoked",
+            ));
+        }
+    };
+    if grant.client_id != client_id {
+        return Err(OauthError::invalid_grant(
+            "the code was issued to another client",
+        ));
+    }
+    if now_ms >= grant.code_expires_at_ms {
+        return Err(OauthError::invalid_grant("the authorization code expired"));
+    }
+    if get("redirect_uri") != grant.redirect_uri {
+        return Err(OauthError::invalid_grant(
+            "redirect_uri differs from the authorization request's",
+        ));
+    }
+    if !pkce_matches(get("code_verifier"), &grant.code_challenge) {
+        return Err(OauthError::invalid_grant(
+            "code_verifier does not match the code_challenge (PKCE S256)",
+        ));
+    }
+    let refresh_token = credential("mcpr_");
+    let issued = issue(app, &grant, None, "admin.lease.create").await?;
+    app.store
+        .set_grant_tokens(
+            &grant.grant_id,
+            &issued.lease.session_id,
+            Some(&crate::auth::token_hash(&refresh_token)),
+        )
+        .await
+        .map_err(OauthError::server_error)?;
+    Ok(answer(issued, refresh_token, &grant))
+}
+
+/// A refresh token for the grant's next lease (the token rotates).
+async fn refresh(app: &App, client_id: &str, presented: &str) -> Result<Tokens, OauthError> {
+    let now_ms = unix_ms(now());
+    let refresh_token = credential("mcpr_");
+    let claim = app
+        .store
+        .claim_refresh(
+            &crate::auth::token_hash(presented),
+            &crate::auth::token_hash(&refresh_token),
+            now_ms,
+        )
+        .await
+        .map_err(OauthError::server_error)?;
+    let grant = match claim {
+        RefreshClaim::Claimed(g) => *g,
+        RefreshClaim::Unknown => return Err(OauthError::invalid_grant("unknown refresh token")),
+        RefreshClaim::Spent { grant_id } => {
+            if let Ok(Some(g)) = app.store.end_grant(&grant_id, now_ms).await {
+                revoke_current(app, &g, "its refresh token was presented again").await;
+            }
+            return Err(OauthError::invalid_grant(
+                "the refresh token was used before; the grant is ended and its lease revoked",
+            ));
+        }
+    };
+    if grant.client_id != client_id {
+        end_grant(
+            app,
+            &grant,
+            "its refresh token was presented by another client",
+        )
+        .await;
+        return Err(OauthError::invalid_grant(
+            "the refresh token was issued to another client; the grant is ended",
+        ));
+    }
+    let current = grant
+        .session_id
+        .as_deref()
+        .and_then(|id| app.leases.entry(id));
+    if current
+        .as_ref()
+        .is_some_and(|l| l.snapshot().status == mcp_shared::lease::LeaseStatus::Revoked)
+    {
+        end_grant(app, &grant, "its lease was revoked").await;
+        return Err(OauthError::invalid_grant(
+            "the lease of this sign-in was revoked; sign in again",
+        ));
+    }
+    let lineage = current.as_ref().map(|l| l.lineage().to_owned());
+    let issued = issue(app, &grant, lineage, "admin.lease.refresh").await?;
+    app.store
+        .set_grant_tokens(&grant.grant_id, &issued.lease.session_id, None)
+        .await
+        .map_err(OauthError::server_error)?;
+    // One live lease per sign-in: the one the client just replaced ends (when it has not
+    // expired already, which is when clients refresh).
+    if let Some(old) = current.filter(|l| l.is_usable()) {
+        let _ = crate::api::leases::end(app, old.session_id()).await;
+    }
+    Ok(answer(issued, refresh_token, &grant))
+}
+
+fn answer(issued: IssuedLease, refresh_token: String, grant: &GrantRow) -> Tokens {
+    let expires_in = (issued.lease.deadline_at - now()).whole_seconds().max(1);
+    Tokens {
+        access_token: issued.token,
+        token_type: "Bearer",
+        expires_in,
+        refresh_token,
+        scope: grant.capability_profile.clone(),
+    }
+}
+
+/// Issues the grant's next lease, audited as the approving operator's action through the
+/// client; refused once the approval or the operator has ended.
+async fn issue(
+    app: &App,
+    grant: &GrantRow,
+    lineage: Option<String>,
+    tool_id: &'static str,
+) -> Result<IssuedLease, OauthError> {
+    let now_ms = unix_ms(now());
+    let left_sec = (grant.expires_at_ms - now_ms) / 1000;
+    if left_sec < 1 {
+        end_grant(app, grant, "the operator's approval ended").await;
+        return Err(OauthError::invalid_grant(
+            "the operator's approval of this sign-in has ended; sign in again",
+        ));
+    }
+    if !app.operators.is_active(&grant.operator) {
+        end_grant(app, grant, "the operator who approved it was revoked").await;
+        return Err(OauthError::invalid_grant(
+            "the operator who approved this sign-in was revoked; sign in again",
+        ));
+    }
+    let ttl_sec = (app.config.oauth.access_ttl_sec as i64).min(left_sec) as u64;
+    let op = Operator(crate::operators::OperatorId::named(&grant.operator));
+    let asked = Asked {
+        tool_id,
+        target_id: Some(grant.target_id.clone()),
+        adapter: Some("root.oauth".into()),
+        request: json!({
+            "target_id": grant.target_id,
+            "capability_profile": grant.capability_profile,
+            "ttl_sec": ttl_sec,
+            "oauth_client": grant.client_id,
+            "grant_id": grant.grant_id,
+        }),
+    };
+    let req = NewLeaseRequest {
+        target_id: grant.target_id.clone(),
+        capability_profile: grant.capability_profile.clone(),
+        ttl_sec,
+        audience: Some(format!("oauth:{}", grant.client_id)),
+        subnet_id: None,
+        zone: None,
+    };
+    let issued = audited(app, &op, asked, async {
+        let issued = crate::api::leases::issue(app, req, lineage).await?;
+        let summary = format!(
+            "issued lease {} for `{}` ({}) until {} through OAuth client {} (grant {})",
+            issued.lease.session_id,
+            issued.lease.target_id,
+            issued.lease.capability_profile,
+            mcp_shared::time::format(issued.lease.deadline_at),
+            grant.client_id,
+            grant.grant_id
+        );
+        Ok((issued, summary))
+    })
+    .await;
+    match issued {
+        Ok((issued, _)) => Ok(issued),
+        Err(e) => Err(refused(e)),
+    }
+}
+
+/// A refused lease issue as the client sees it (the event records the detail).
+fn refused(e: ApiError) -> OauthError {
+    let t = e.tool_error();
+    if t.code == mcp_shared::error::ErrorCode::InvalidArguments {
+        OauthError::invalid_grant(t.message)
+    } else {
+        OauthError::server_error(t.message)
+    }
+}
+
+/// Ends a grant and revokes the lease it holds.
+async fn end_grant(app: &App, grant: &GrantRow, why: &str) {
+    let now_ms = unix_ms(now());
+    match app.store.end_grant(&grant.grant_id, now_ms).await {
+        Ok(Some(g)) => revoke_current(app, &g, why).await,
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!(error = %e, grant_id = %grant.grant_id, "an OAuth grant could not be ended")
+        }
+    }
+}
+
+/// Revokes the lease an ended grant held, as one audit event of the approving operator's.
+async fn revoke_current(app: &App, grant: &GrantRow, why: &str) {
+    let Some(id) = grant.session_id.clone() else {
+        return;
+    };
+    if !app.leases.entry(&id).is_some_and(|l| l.is_usable()) {
+        return;
+    }
+    tracing::warn!(grant_id = %grant.grant_id, session_id = %id, %why, "OAuth grant ended; its lease is revoked");
+    let op = Operator(crate::operators::OperatorId::named(&grant.operator));
+    let asked = Asked {
+        tool_id: "admin.lease.revoke",
+        target_id: Some(grant.target_id.clone()),
+        adapter: Some("root.oauth".into()),
+        request: json!({ "session_id": id, "oauth_client": grant.client_id, "grant_id": grant.grant_id }),
+    };
+    let _ = audited(app, &op, asked, async {
+        crate::api::leases::end(app, &id).await?;
+        Ok((
+            (),
+            format!(
+                "revoked lease {id}: OAuth grant {} ended ({why})",
+                grant.grant_id
+            ),
+        ))
+    })
+    .await;
+}

@@ -1,0 +1,722 @@
+//! OAuth sign-in that ends in a lease: the Python SDK's OAuth client signs in end to end (the
+//! test plays the browser and the operator), and every refusal a client or an attacker meets
+//! at the metadata, registration, authorization and token endpoints, on real roots.
+
+use base64::Engine;
+use mcp_tests::TestRoot;
+use serde_json::{Value, json};
+use sha2::Digest;
+
+fn with_oauth(cfg: &mut mcp_root::config::RootConfig) {
+    cfg.oauth.discovery = true;
+}
+
+/// A client that does not follow redirects (the test reads them).
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// A PKCE verifier and its S256 challenge.
+fn pkce() -> (String, String) {
+    let verifier = format!(
+        "{}{}",
+        uuid::Uuid::now_v7().simple(),
+        uuid::Uuid::now_v7().simple()
+    );
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()));
+    (verifier, challenge)
+}
+
+fn form(pairs: &[(&str, &str)]) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish()
+}
+
+/// The query parameters of a redirect's `Location`.
+fn location_query(res: &reqwest::Response) -> std::collections::HashMap<String, String> {
+    let loc = res.headers()["location"].to_str().unwrap();
+    url::Url::parse(loc)
+        .unwrap()
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+const REDIRECT: &str = "http://127.0.0.1:47999/callback";
+
+async fn register(root: &TestRoot) -> String {
+    let res = root
+        .http
+        .post(root.url("/oauth/register"))
+        .json(&json!({"client_name": "refusal-test", "redirect_uris": [REDIRECT]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["token_endpoint_auth_method"], "none", "{body}");
+    body["client_id"].as_str().unwrap().to_owned()
+}
+
+/// `/oauth/authorize` with the usual parameters, `extra` replacing or adding some.
+async fn authorize(
+    root: &TestRoot,
+    client_id: &str,
+    challenge: &str,
+    extra: &[(&str, &str)],
+) -> reqwest::Response {
+    let resource = root.url("/mcp");
+    let mut pairs: Vec<(&str, &str)> = vec![
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", REDIRECT),
+        ("state", "st-1"),
+        ("code_challenge", challenge),
+        ("code_challenge_method", "S256"),
+        ("resource", &resource),
+    ];
+    for (k, v) in extra {
+        pairs.retain(|(pk, _)| pk != k);
+        if !v.is_empty() {
+            pairs.push((k, v));
+        }
+    }
+    browser()
+        .get(format!("{}?{}", root.url("/oauth/authorize"), form(&pairs)))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Signs a request in as the admin (the operator's decision over the REST bearer): the code.
+async fn approved_code(root: &TestRoot, client_id: &str, challenge: &str, target: &str) -> String {
+    let res = authorize(root, client_id, challenge, &[]).await;
+    assert_eq!(res.status(), 302);
+    let loc = res.headers()["location"].to_str().unwrap().to_owned();
+    let sealed = loc.split_once("authorize=").unwrap().1;
+    let decided = root
+        .admin_post(
+            "/oauth/authorize/approve",
+            json!({"request": sealed, "target_id": target, "capability_profile": "InfraOpsRead", "ttl_sec": 3600}),
+        )
+        .await
+        .unwrap();
+    let redirect = url::Url::parse(decided["redirect"].as_str().unwrap()).unwrap();
+    let q: std::collections::HashMap<_, _> = redirect.query_pairs().into_owned().collect();
+    assert_eq!(q["state"], "st-1");
+    assert_eq!(q["iss"], root.handle().base_url());
+    q["code"].clone()
+}
+
+async fn token(root: &TestRoot, pairs: &[(&str, &str)]) -> (u16, Value) {
+    let res = root
+        .http
+        .post(root.url("/oauth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(pairs))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["cache-control"], "no-store");
+    (res.status().as_u16(), res.json().await.unwrap())
+}
+
+async fn exchange(root: &TestRoot, client_id: &str, code: &str, verifier: &str) -> (u16, Value) {
+    let resource = root.url("/mcp");
+    token(
+        root,
+        &[
+            ("grant_type", "authorization_code"),
+            ("client_id", client_id),
+            ("code", code),
+            ("redirect_uri", REDIRECT),
+            ("code_verifier", verifier),
+            ("resource", &resource),
+        ],
+    )
+    .await
+}
+
+async fn status_call(root: &TestRoot, bearer: &str) -> u16 {
+    root.rest_call(bearer, "hub.get_status", json!({}))
+        .await
+        .unwrap()
+        .0
+}
+
+/// The Python SDK's OAuth client, end to end: discovery from the 401, dynamic registration,
+/// authorization (the operator approves in the dialog's endpoints), code exchange, a call,
+/// a refresh and a call; the tokens are leases under the operator's name through that
+/// client, and the replaced refresh token presented again ends the sign-in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_signs_in_with_oauth_and_its_token_is_a_lease() {
+    let root = TestRoot::start_with(with_oauth).await.unwrap();
+    let target = "hub:oauth-alpha";
+    let _hub = root.start_hub(target, "").await.unwrap();
+    let added = root
+        .admin_post("/v1/root/operators", json!({"name": "ann"}))
+        .await
+        .unwrap();
+    let ann = added["token"].as_str().unwrap();
+    let out = mcp_tests::run_python_client(
+        "oauth.py",
+        &[&root.url("/mcp"), ann, target, "InfraOpsRead"],
+    )
+    .await
+    .unwrap();
+    let client_id = out["client_id"].as_str().unwrap();
+    assert_eq!(out["token_endpoint_auth_method"], "none", "{out}");
+    assert_eq!(
+        out["shown"]["client_name"], "python-sdk-oauth-test",
+        "{out}"
+    );
+    // The SDK asks for the scopes the 401 names (every profile): the operator picks one.
+    assert_eq!(out["shown"]["capability_profile"], Value::Null, "{out}");
+    assert_eq!(out["shown"]["resource"], root.url("/mcp"), "{out}");
+    assert_eq!(out["redirected_to"], "http://127.0.0.1:47321/callback");
+    assert_eq!(out["iss"], root.handle().base_url());
+    for r in out["results"].as_array().unwrap() {
+        assert_eq!(r["target_id"], target, "{out}");
+    }
+    let (first, second) = (&out["first"], &out["second"]);
+    assert_eq!(first["scope"], "InfraOpsRead");
+    assert_ne!(first["access_token"], second["access_token"], "refreshed");
+    assert_ne!(first["refresh_token"], second["refresh_token"], "rotated");
+
+    // Both tokens were leases of that client, issued under ann's name; the first ended
+    // with the refresh.
+    let leases = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
+    let mine: Vec<&Value> = leases["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["audience"] == format!("oauth:{client_id}"))
+        .collect();
+    assert_eq!(mine.len(), 2, "{leases}");
+    let statuses: Vec<&str> = mine.iter().map(|l| l["status"].as_str().unwrap()).collect();
+    assert!(
+        statuses.contains(&"active") && statuses.contains(&"revoked"),
+        "{statuses:?}"
+    );
+    assert!(
+        mine.iter()
+            .all(|l| l["target_id"] == target && l["capability_profile"] == "InfraOpsRead")
+    );
+    let trail = root
+        .admin_get("/v1/root/mcp/audit?limit=1000")
+        .await
+        .unwrap();
+    let ann_trail = root
+        .admin_get("/v1/root/mcp/audit?actor=operator:ann&limit=1000")
+        .await
+        .unwrap();
+    let by_ann: Vec<&Value> = ann_trail["events"].as_array().unwrap().iter().collect();
+    let tools: Vec<&str> = by_ann
+        .iter()
+        .map(|e| e["tool_id"].as_str().unwrap())
+        .collect();
+    for t in [
+        "admin.oauth.approve",
+        "admin.lease.create",
+        "admin.lease.refresh",
+    ] {
+        assert!(tools.contains(&t), "{t} in {tools:?}");
+    }
+    let created = by_ann
+        .iter()
+        .find(|e| e["tool_id"] == "admin.lease.create")
+        .unwrap();
+    assert!(created.to_string().contains(client_id), "{created}");
+    let trail_text = trail.to_string();
+    for secret in [
+        &first["access_token"],
+        &first["refresh_token"],
+        &second["refresh_token"],
+    ] {
+        assert!(
+            !trail_text.contains(secret.as_str().unwrap()),
+            "no token in the trail"
+        );
+    }
+
+    // The replaced refresh token again: a reuse, which ends the sign-in.
+    let second_access = second["access_token"].as_str().unwrap();
+    assert_eq!(status_call(&root, second_access).await, 200);
+    let resource = root.url("/mcp");
+    let (status, body) = token(
+        &root,
+        &[
+            ("grant_type", "refresh_token"),
+            ("client_id", client_id),
+            ("refresh_token", first["refresh_token"].as_str().unwrap()),
+            ("resource", &resource),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    assert_eq!(
+        status_call(&root, second_access).await,
+        401,
+        "the lease ended with the grant"
+    );
+    let (status, body) = token(
+        &root,
+        &[
+            ("grant_type", "refresh_token"),
+            ("client_id", client_id),
+            ("refresh_token", second["refresh_token"].as_str().unwrap()),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(verify["ok"], true, "{verify}");
+    root.stop().await;
+}
+
+/// Discovery is off by default: every OAuth path is a clean 404 and a 401 names no metadata
+/// (clients that pasted a bearer keep using it).
+#[tokio::test]
+async fn without_discovery_root_answers_no_oauth_at_all() {
+    let root = TestRoot::start().await.unwrap();
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+        "/oauth/authorize",
+    ] {
+        let res = root.http.get(root.url(path)).send().await.unwrap();
+        assert_eq!(res.status(), 404, "{path}");
+    }
+    let res = root.http.post(root.url("/mcp")).send().await.unwrap();
+    assert_eq!(res.status(), 401);
+    let challenge = res.headers()["www-authenticate"].to_str().unwrap();
+    assert!(!challenge.contains("resource_metadata"), "{challenge}");
+    root.stop().await;
+}
+
+/// With discovery on: the metadata, the challenge on every 401 (before any 405), and
+/// `insufficient_scope` naming the profiles that would allow a refused REST call.
+#[tokio::test]
+async fn discovery_names_the_metadata_and_the_scope_a_call_needs() {
+    let root = TestRoot::start_with(with_oauth).await.unwrap();
+    let base = root.handle().base_url();
+    let expected = format!("resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\"");
+    for method in [
+        reqwest::Method::POST,
+        reqwest::Method::GET,
+        reqwest::Method::DELETE,
+    ] {
+        let res = root
+            .http
+            .request(method.clone(), root.url("/mcp"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 401, "{method}");
+        let c = res.headers()["www-authenticate"].to_str().unwrap();
+        assert!(
+            c.starts_with("Bearer ") && c.contains(&expected),
+            "{method}: {c}"
+        );
+    }
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let prm: Value = root
+            .http
+            .get(root.url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(prm["resource"], format!("{base}/mcp"), "{prm}");
+        assert_eq!(prm["authorization_servers"], json!([base]), "{prm}");
+        assert!(
+            prm["scopes_supported"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("InfraOpsRead"))
+        );
+    }
+    let asm: Value = root
+        .http
+        .get(root.url("/.well-known/oauth-authorization-server"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(asm["issuer"], base);
+    assert_eq!(asm["code_challenge_methods_supported"], json!(["S256"]));
+    assert_eq!(asm["token_endpoint"], format!("{base}/oauth/token"));
+    assert_eq!(
+        asm["registration_endpoint"],
+        format!("{base}/oauth/register")
+    );
+
+    // A read lease calling a write: 403, and the scopes that grant it.
+    let _hub = root.start_hub("hub:oauth-scope", "").await.unwrap();
+    let (_, bearer) = root
+        .lease("hub:oauth-scope", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let res = root
+        .http
+        .post(root.url("/v1/root/mcp/call"))
+        .bearer_auth(&bearer)
+        .json(&json!({"tool_id": "hub.run_allowed_tests", "arguments": {"name": "smoke", "phase": "preview"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    let c = res.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        c.contains("error=\"insufficient_scope\"") && c.contains("InfraOpsControl"),
+        "{c}"
+    );
+    assert!(!c.contains("InfraOpsRead"), "{c}");
+    root.stop().await;
+}
+
+/// Registration and authorization refuse what they must: a bad client or redirect is
+/// answered at root (never redirected), the rest goes back to the client as an error.
+#[tokio::test]
+async fn registration_and_authorization_refuse_bad_requests() {
+    let root = TestRoot::start_with(with_oauth).await.unwrap();
+    for (body, error) in [
+        (
+            json!({"redirect_uris": ["http://evil.example/cb"]}),
+            "invalid_redirect_uri",
+        ),
+        (json!({"redirect_uris": []}), "invalid_redirect_uri"),
+        (
+            json!({"redirect_uris": [REDIRECT], "grant_types": ["password"]}),
+            "invalid_client_metadata",
+        ),
+        (
+            json!({"redirect_uris": "not a list"}),
+            "invalid_client_metadata",
+        ),
+    ] {
+        let res = root
+            .http
+            .post(root.url("/oauth/register"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{body}");
+        let b: Value = res.json().await.unwrap();
+        assert_eq!(b["error"], error, "{body}: {b}");
+    }
+    let client_id = register(&root).await;
+    let (_, challenge) = pkce();
+
+    let res = authorize(&root, "mcpclient_nobody", &challenge, &[]).await;
+    assert_eq!(res.status(), 401);
+    assert!(res.headers().get("location").is_none());
+    let res = authorize(
+        &root,
+        &client_id,
+        &challenge,
+        &[("redirect_uri", "http://127.0.0.1:47999/elsewhere")],
+    )
+    .await;
+    assert_eq!(
+        res.status(),
+        400,
+        "an unregistered redirect is not followed"
+    );
+    assert!(res.headers().get("location").is_none());
+    let res = browser()
+        .get(format!(
+            "{}?client_id={client_id}&client_id={client_id}&redirect_uri={REDIRECT}",
+            root.url("/oauth/authorize")
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400, "a repeated parameter");
+    assert!(res.headers().get("location").is_none());
+
+    for (extra, error) in [
+        (
+            vec![("resource", "http://127.0.0.1:1/mcp")],
+            "invalid_target",
+        ),
+        (vec![("code_challenge_method", "plain")], "invalid_request"),
+        (vec![("code_challenge", "")], "invalid_request"),
+        (
+            vec![("response_type", "token")],
+            "unsupported_response_type",
+        ),
+        (vec![("scope", "NoSuchProfile")], "invalid_scope"),
+    ] {
+        let res = authorize(&root, &client_id, &challenge, &extra).await;
+        assert_eq!(res.status(), 302, "{extra:?}");
+        let q = location_query(&res);
+        assert_eq!(q["error"], error, "{extra:?}: {q:?}");
+        assert_eq!(q["state"], "st-1");
+        assert!(
+            res.headers()["location"]
+                .to_str()
+                .unwrap()
+                .starts_with(REDIRECT)
+        );
+    }
+
+    // A forged or altered sealed request is refused, and the refusal is an audited action.
+    let res = authorize(&root, &client_id, &challenge, &[]).await;
+    let loc = res.headers()["location"].to_str().unwrap().to_owned();
+    let sealed = loc.split_once("authorize=").unwrap().1.to_owned();
+    let altered = format!("{}x", sealed);
+    for request in [altered.as_str(), "oar1.e30.AAAA", "garbage"] {
+        let res = root
+            .http
+            .post(root.url("/oauth/authorize/approve"))
+            .bearer_auth(root.admin_token())
+            .json(&json!({"request": request, "target_id": "hub:x", "capability_profile": "InfraOpsRead", "ttl_sec": 600}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{request}");
+        let b: Value = res.json().await.unwrap();
+        assert!(b["event_id"].is_string(), "{b}");
+    }
+    // Denied: the client hears access_denied.
+    let decided = root
+        .admin_post("/oauth/authorize/deny", json!({"request": sealed}))
+        .await
+        .unwrap();
+    let q: std::collections::HashMap<_, _> = url::Url::parse(decided["redirect"].as_str().unwrap())
+        .unwrap()
+        .query_pairs()
+        .into_owned()
+        .collect();
+    assert_eq!(q["error"], "access_denied");
+    assert_eq!(q["state"], "st-1");
+    root.stop().await;
+}
+
+/// The token endpoint: PKCE, redirect, resource and client must match; a code works once,
+/// and presented again revokes what it issued; a revoked lease ends its refresh token; a
+/// token or a code of another root is worth nothing here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_endpoint_refuses_what_it_must() {
+    let root = TestRoot::start_with(with_oauth).await.unwrap();
+    let target = "hub:oauth-token";
+    let _hub = root.start_hub(target, "").await.unwrap();
+    let client_id = register(&root).await;
+
+    let (status, body) = token(
+        &root,
+        &[
+            ("grant_type", "authorization_code"),
+            ("client_id", "mcpclient_nobody"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (401, Some("invalid_client"))
+    );
+    let res = root
+        .http
+        .post(root.url("/oauth/token"))
+        .json(&json!({"grant_type": "authorization_code", "client_id": client_id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400, "JSON is not a token request");
+    let (status, body) = token(
+        &root,
+        &[("grant_type", "password"), ("client_id", &client_id)],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("unsupported_grant_type"))
+    );
+
+    // PKCE mismatch: refused, and the code is spent.
+    let (verifier, challenge) = pkce();
+    let code = approved_code(&root, &client_id, &challenge, target).await;
+    let (status, body) = exchange(&root, &client_id, &code, &pkce().0).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    let (status, body) = exchange(&root, &client_id, &code, &verifier).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+
+    // Wrong resource: refused before the code is spent; another redirect URI: refused.
+    let code = approved_code(&root, &client_id, &challenge, target).await;
+    let (status, body) = token(
+        &root,
+        &[
+            ("grant_type", "authorization_code"),
+            ("client_id", &client_id),
+            ("code", &code),
+            ("redirect_uri", REDIRECT),
+            ("code_verifier", &verifier),
+            ("resource", "http://127.0.0.1:1/mcp"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_target")),
+        "{body}"
+    );
+    let (status, body) = exchange(&root, &client_id, &code, &verifier).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["token_type"], "Bearer");
+    assert_eq!(body["scope"], "InfraOpsRead");
+    let expires_in = body["expires_in"].as_i64().unwrap();
+    assert!((3500..=3600).contains(&expires_in), "{body}");
+    let access = body["access_token"].as_str().unwrap().to_owned();
+    let refresh = body["refresh_token"].as_str().unwrap().to_owned();
+    assert_eq!(status_call(&root, &access).await, 200);
+
+    // The code again: refused, and the lease it issued is revoked.
+    let (status, body) = exchange(&root, &client_id, &code, &verifier).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    assert_eq!(status_call(&root, &access).await, 401);
+    let (status, _) = token(
+        &root,
+        &[
+            ("grant_type", "refresh_token"),
+            ("client_id", &client_id),
+            ("refresh_token", &refresh),
+        ],
+    )
+    .await;
+    assert_eq!(status, 400, "the grant ended with the replay");
+
+    // The operator revokes the lease: its refresh token ends too.
+    let code = approved_code(&root, &client_id, &challenge, target).await;
+    let (_, body) = exchange(&root, &client_id, &code, &verifier).await;
+    let access = body["access_token"].as_str().unwrap().to_owned();
+    let refresh = body["refresh_token"].as_str().unwrap().to_owned();
+    let leases = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
+    let lease = leases["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["status"] == "active" && l["audience"] == format!("oauth:{client_id}"))
+        .unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    root.admin_post(&format!("/v1/root/mcp/sessions/{lease}/revoke"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status_call(&root, &access).await, 401);
+    let (status, body) = token(
+        &root,
+        &[
+            ("grant_type", "refresh_token"),
+            ("client_id", &client_id),
+            ("refresh_token", &refresh),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+
+    // Another root: this root's token and code mean nothing there.
+    let code = approved_code(&root, &client_id, &challenge, target).await;
+    let (_, body) = exchange(&root, &client_id, &code, &verifier).await;
+    let access = body["access_token"].as_str().unwrap().to_owned();
+    let other = TestRoot::start_with(with_oauth).await.unwrap();
+    let res = other
+        .http
+        .post(other.url("/mcp"))
+        .bearer_auth(&access)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401, "a token of another root");
+    let (status, body) = exchange(&other, &client_id, &code, &verifier).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (401, Some("invalid_client")),
+        "{body}"
+    );
+    let other_client = register(&other).await;
+    let (status, body) = exchange(&other, &other_client, &code, &verifier).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    other.stop().await;
+    let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(verify["ok"], true, "{verify}");
+    root.stop().await;
+}
+
+/// A code not exchanged within `[oauth] code_ttl_sec` is refused.
+#[tokio::test]
+async fn an_expired_code_is_refused() {
+    let root = TestRoot::start_with(|c| {
+        c.oauth.discovery = true;
+        c.oauth.code_ttl_sec = 10;
+    })
+    .await
+    .unwrap();
+    let client_id = register(&root).await;
+    let (verifier, challenge) = pkce();
+    let code = approved_code(&root, &client_id, &challenge, "hub:oauth-late").await;
+    tokio::time::sleep(std::time::Duration::from_millis(10_200)).await;
+    let (status, body) = exchange(&root, &client_id, &code, &verifier).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{body}"
+    );
+    root.stop().await;
+}
