@@ -12,6 +12,8 @@ fn root_example_config_parses_and_matches_the_defaults() {
     assert_eq!(cfg.listen, def.listen);
     assert_eq!(cfg.allowed_hosts, def.allowed_hosts);
     assert_eq!(cfg.limits.max_body_bytes, def.limits.max_body_bytes);
+    assert_eq!(cfg.oauth.discovery, def.oauth.discovery);
+    assert_eq!(cfg.oauth.access_ttl_sec, def.oauth.access_ttl_sec);
 }
 
 #[test]
@@ -31,6 +33,11 @@ fn bad_configs_are_refused_with_the_reason() {
         (
             "[replica]\nadvertise_url = \"10.0.0.1:8700\"",
             "replica.advertise_url",
+        ),
+        ("[oauth]\naccess_ttl_sec = 1", "oauth.access_ttl_sec"),
+        (
+            "[oauth]\npublic_url = \"https://root.example/x\"",
+            "oauth.public_url",
         ),
         (
             "[storage]\nsqlite_synchronous = \"off\"",

@@ -1234,3 +1234,121 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     ensure!(status == json!(401), "{status}");
     Ok(())
 }
+
+/// An OAuth client's sign-in approved in the console: the browser opens the client's
+/// authorization URL, root sends it to the console, the operator logs in and approves in
+/// the MCP Server dialog, and the browser lands on the client's redirect URI with a code
+/// the client exchanges for a lease bearer that calls the target.
+#[tokio::test]
+async fn an_oauth_sign_in_is_approved_in_the_console_dialog() {
+    let root = TestRoot::start_with(|c| c.oauth.discovery = true)
+        .await
+        .unwrap();
+    let hub = root.start_hub("hub:ui-oauth", "").await.unwrap();
+    let Some(mut b) = Browser::start().await.unwrap() else {
+        hub.stop().await;
+        root.stop().await;
+        return;
+    };
+    let res = oauth_scenario(&mut b, &root).await;
+    if res.is_err() {
+        let _ = b.shot("zz-oauth-failure").await;
+    }
+    b.close().await;
+    hub.stop().await;
+    root.stop().await;
+    res.unwrap();
+}
+
+async fn oauth_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
+    use base64::Engine;
+    use sha2::Digest;
+    let redirect = format!("http://127.0.0.1:{}/callback", free_port());
+    let client: Value = root
+        .http
+        .post(root.url("/oauth/register"))
+        .json(&json!({"client_name": "Browser Test Client", "redirect_uris": [redirect]}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let client_id = client["client_id"].as_str().context("client_id")?;
+    let verifier = format!(
+        "{}{}",
+        uuid::Uuid::now_v7().simple(),
+        uuid::Uuid::now_v7().simple()
+    );
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()));
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("response_type", "code"),
+            ("client_id", client_id),
+            ("redirect_uri", &redirect),
+            ("state", "browser-state"),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+            ("scope", "InfraOpsRead"),
+        ])
+        .finish();
+    b.c()
+        .goto(&format!("{}?{query}", root.url("/oauth/authorize")))
+        .await?;
+    // Not logged in yet: the console asks first, and keeps the request.
+    b.find("#login-token")
+        .await?
+        .send_keys(&root.admin_token())
+        .await?;
+    b.click("#login-submit").await?;
+    b.text_contains("#oauth-client", "Browser Test Client")
+        .await?;
+    b.text_contains("#oauth-redirect", &redirect).await?;
+    let profile = b.find("#oauth-profile").await?.prop("value").await?;
+    ensure!(
+        profile.as_deref() == Some("InfraOpsRead"),
+        "the asked scope is preselected: {profile:?}"
+    );
+    b.find("#oauth-target")
+        .await?
+        .select_by_value("hub:ui-oauth")
+        .await?;
+    b.find("#oauth-ttl").await?.select_by_value("3600").await?;
+    b.shot("20-oauth-sign-in").await?;
+    b.click("#oauth-approve").await?;
+    eventually("the browser returns to the client", async || {
+        Ok(b.c().current_url().await?.as_str().starts_with(&redirect))
+    })
+    .await?;
+    let landed = b.c().current_url().await?.to_string();
+    let back = url::Url::parse(&landed)?;
+    let q: std::collections::HashMap<_, _> = back.query_pairs().into_owned().collect();
+    ensure!(
+        q.get("state").map(String::as_str) == Some("browser-state"),
+        "{landed}"
+    );
+    let form = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("grant_type", "authorization_code"),
+            ("client_id", client_id),
+            ("code", q.get("code").context("code")?),
+            ("redirect_uri", &redirect),
+            ("code_verifier", &verifier),
+        ])
+        .finish();
+    let tokens: Value = root
+        .http
+        .post(root.url("/oauth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let access = tokens["access_token"].as_str().context("access_token")?;
+    let (status, body) = root.rest_call(access, "hub.get_status", json!({})).await?;
+    ensure!(
+        status == 200 && body["result"]["target_id"] == "hub:ui-oauth",
+        "{body}"
+    );
+    Ok(())
+}

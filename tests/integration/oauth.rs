@@ -720,3 +720,82 @@ async fn an_expired_code_is_refused() {
     );
     root.stop().await;
 }
+
+/// Claude Code (the CLI `.ci/run` installs) with OAuth discovery on: a server configured with
+/// a pasted lease bearer still connects with it; one configured without a header is told it
+/// needs authentication (its OAuth sign-in); with discovery off that one fails to connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_keeps_its_pasted_bearer_when_discovery_is_on() {
+    let on = TestRoot::start_with(with_oauth).await.unwrap();
+    let off = TestRoot::start().await.unwrap();
+    let (_, on_bearer) = on
+        .lease("hub:oauth-claude", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let (_, off_bearer) = off
+        .lease("hub:oauth-claude", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let claude = mcp_tests::claude_code().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: Vec<String>| {
+        let mut cmd = tokio::process::Command::new(&claude);
+        cmd.args(args)
+            .current_dir(home.path())
+            .env("HOME", home.path())
+            .env("DISABLE_TELEMETRY", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .kill_on_drop(true);
+        async move {
+            let out = tokio::time::timeout(std::time::Duration::from_secs(120), cmd.output())
+                .await
+                .expect("claude answers within 2 minutes")
+                .unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.status.success(), "{text}");
+            text
+        }
+    };
+    let add = |name: &str, url: String, bearer: Option<&str>| {
+        let mut args = vec!["mcp", "add", "--transport", "http", name]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>();
+        args.push(url);
+        if let Some(b) = bearer {
+            args.push("--header".into());
+            args.push(format!("Authorization: Bearer {b}"));
+        }
+        args
+    };
+    run(add("pasted-on", on.url("/mcp"), Some(&on_bearer))).await;
+    run(add("signin-on", on.url("/mcp"), None)).await;
+    run(add("pasted-off", off.url("/mcp"), Some(&off_bearer))).await;
+    run(add("signin-off", off.url("/mcp"), None)).await;
+    let listed = run(vec!["mcp".into(), "list".into()]).await;
+    let line = |name: &str| {
+        listed
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in {listed}"))
+            .to_owned()
+    };
+    assert!(line("pasted-on").contains("Connected"), "{listed}");
+    assert!(line("pasted-off").contains("Connected"), "{listed}");
+    assert!(
+        line("signin-on").contains("Needs authentication"),
+        "{listed}"
+    );
+    assert!(line("signin-off").contains("Failed to connect"), "{listed}");
+    let used = on.admin_get("/v1/root/mcp/sessions").await.unwrap();
+    assert!(
+        used["sessions"][0]["use_count"].as_u64().unwrap() > 0,
+        "{used}"
+    );
+    on.stop().await;
+    off.stop().await;
+}

@@ -396,7 +396,7 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     std::fs::write(
         &root_toml,
         format!(
-            "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\n[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nreload_interval_sec = 0\n",
+            "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\n[oauth]\ndiscovery = true\n[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nreload_interval_sec = 0\n",
             data.display(),
             tls.cert_file.display(),
             tls.key_file.display()
@@ -581,6 +581,9 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     })
     .await;
 
+    // An OAuth sign-in: code, access token, refresh, the refreshed tokens used.
+    let oauth = oauth_sign_in(&pki.ca_file(), &base, &admin, target).await;
+
     // What an operator or a scraper reads.
     let audit = http
         .get(format!("{base}/v1/root/mcp/audit?limit=1000"))
@@ -636,6 +639,17 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
         ),
         ("console CSRF token", console.csrf.clone()),
         ("console-issued lease bearer", console.lease_bearer.clone()),
+        ("OAuth authorization code", oauth.code.clone()),
+        ("OAuth access token", oauth.access.clone()),
+        ("OAuth refresh token", oauth.refresh.clone()),
+        (
+            "refreshed OAuth access token",
+            oauth.refreshed_access.clone(),
+        ),
+        (
+            "refreshed OAuth refresh token",
+            oauth.refreshed_refresh.clone(),
+        ),
     ];
     // Answers that hand a secret out by design (the page needs it), checked for every other.
     let issued_in = |secret: &str, haystack: &str| match secret {
@@ -725,6 +739,129 @@ struct ConsoleRun {
 }
 
 /// Drives the console's API the way its pages do (`root/ui/js/pages/*`), over HTTPS.
+/// The credentials of one OAuth sign-in (see [`oauth_sign_in`]).
+struct OauthRun {
+    code: String,
+    access: String,
+    refresh: String,
+    refreshed_access: String,
+    refreshed_refresh: String,
+}
+
+/// Signs a client in with OAuth over HTTPS (the admin approves), exchanges the code,
+/// refreshes once, and calls with both access tokens.
+async fn oauth_sign_in(ca: &Path, base: &str, admin: &str, target: &str) -> OauthRun {
+    use base64::Engine;
+    use sha2::Digest;
+    let pem = std::fs::read(ca).unwrap();
+    let http = reqwest::Client::builder()
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(&pem).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let redirect = "http://127.0.0.1:47555/cb";
+    let client: Value = http
+        .post(format!("{base}/oauth/register"))
+        .json(&json!({"client_name": "sweep", "redirect_uris": [redirect]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let client_id = client["client_id"].as_str().unwrap();
+    let verifier = format!(
+        "{}{}",
+        uuid::Uuid::now_v7().simple(),
+        uuid::Uuid::now_v7().simple()
+    );
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()));
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("response_type", "code"),
+            ("client_id", client_id),
+            ("redirect_uri", redirect),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+        ])
+        .finish();
+    let res = http
+        .get(format!("{base}/oauth/authorize?{query}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 302);
+    let location = res.headers()["location"].to_str().unwrap().to_owned();
+    let sealed = location.split_once("authorize=").unwrap().1;
+    let decided: Value = http
+        .post(format!("{base}/oauth/authorize/approve"))
+        .bearer_auth(admin)
+        .json(&json!({"request": sealed, "target_id": target, "capability_profile": "InfraOpsRead", "ttl_sec": 600}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let back = url::Url::parse(decided["redirect"].as_str().unwrap()).unwrap();
+    let code = back
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .unwrap()
+        .1
+        .into_owned();
+    let token = async |pairs: &[(&str, &str)]| -> Value {
+        let res = http
+            .post(format!("{base}/oauth/token"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(
+                url::form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(pairs)
+                    .finish(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        res.json().await.unwrap()
+    };
+    let first = token(&[
+        ("grant_type", "authorization_code"),
+        ("client_id", client_id),
+        ("code", &code),
+        ("redirect_uri", redirect),
+        ("code_verifier", &verifier),
+    ])
+    .await;
+    let refresh = first["refresh_token"].as_str().unwrap().to_owned();
+    let second = token(&[
+        ("grant_type", "refresh_token"),
+        ("client_id", client_id),
+        ("refresh_token", &refresh),
+    ])
+    .await;
+    let run = OauthRun {
+        code,
+        access: first["access_token"].as_str().unwrap().to_owned(),
+        refresh,
+        refreshed_access: second["access_token"].as_str().unwrap().to_owned(),
+        refreshed_refresh: second["refresh_token"].as_str().unwrap().to_owned(),
+    };
+    // The refresh replaced the first lease (revoked); the second calls.
+    for (bearer, status) in [(&run.access, 401), (&run.refreshed_access, 200)] {
+        let res = http
+            .post(format!("{base}/v1/root/mcp/call"))
+            .bearer_auth(bearer)
+            .json(&json!({ "tool_id": "hub.get_status" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), status);
+    }
+    run
+}
+
 async fn run_console(http: &reqwest::Client, base: &str, admin: &str, target: &str) -> ConsoleRun {
     let mut answers = Vec::new();
     let keep =

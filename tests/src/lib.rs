@@ -344,6 +344,30 @@ pub fn python_sdk() -> anyhow::Result<PathBuf> {
     Ok(python)
 }
 
+/// The Claude Code CLI: `MCP_TEST_CLAUDE`, or the one `.ci/run` installs from npm into
+/// `target/npm`.
+pub fn claude_code() -> anyhow::Result<PathBuf> {
+    if let Ok(p) = std::env::var("MCP_TEST_CLAUDE") {
+        return Ok(PathBuf::from(p));
+    }
+    let mut dir = std::env::current_exe()?;
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let claude = dir
+        .parent()
+        .context("target dir")?
+        .join("npm/node_modules/.bin/claude");
+    anyhow::ensure!(
+        claude.exists(),
+        "{} is missing: run `npm install --prefix target/npm @anthropic-ai/claude-code@2.1.197` \
+         (as .ci/run does) or set MCP_TEST_CLAUDE",
+        claude.display()
+    );
+    Ok(claude)
+}
+
 /// A client script of `tests/clients/` run with the Python SDK: its last stdout line as JSON.
 pub async fn run_python_client(script: &str, args: &[&str]) -> anyhow::Result<serde_json::Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

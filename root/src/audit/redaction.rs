@@ -62,6 +62,16 @@ const BUILTIN_PATTERNS: &[Builtin] = &[
         literals: &["mcpc_"],
     },
     Builtin {
+        name: "oauth_code",
+        pattern: r"mcpg_[A-Za-z0-9_\-]{16,}",
+        literals: &["mcpg_"],
+    },
+    Builtin {
+        name: "oauth_refresh_token",
+        pattern: r"mcpr_[A-Za-z0-9_\-]{16,}",
+        literals: &["mcpr_"],
+    },
+    Builtin {
         name: "operator_token",
         pattern: r"mcpo_[A-Za-z0-9_\-]{16,}",
         literals: &["mcpo_"],
@@ -357,6 +367,7 @@ mod tests {
             "-----BEGIN PRIVATE KEY-----\ncut off",
             "mcpl_AAAAAAAAAAAAAAAAAAAA mcpa_BBBBBBBBBBBBBBBBBBBB mcph_CCCCCCCCCCCCCCCCCCCC",
             "mcpc_DDDDDDDDDDDDDDDDDDDD mcpo_EEEEEEEEEEEEEEEEEEEE",
+            "mcpg_FFFFFFFFFFFFFFFFFFFF mcpr_GGGGGGGGGGGGGGGGGGGG",
             "Authorization: BEARER abcdefghijkl== and bearer\tzyxwvutsrq",
             "AKIAIOSFODNN7EXAMPLE ASIAIOSFODNN7EXAMPLE",
             "AWS_SECRET_ACCESS_KEY: \"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\"",

@@ -300,7 +300,7 @@ pub(super) async fn approve(
             .map_err(|_| ApiError::internal("the client registry cannot be read"))?
             .ok_or_else(|| ApiError::not_found("the client is no longer registered"))?;
         check_grant(&app, &a)?;
-        let code = credential("mcpc_");
+        let code = credential("mcpg_");
         let now_ms = unix_ms(now());
         let grant = crate::store::GrantRow {
             grant_id: uuid::Uuid::now_v7().to_string(),

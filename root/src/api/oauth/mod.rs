@@ -290,7 +290,8 @@ fn no_store(res: &mut Response) {
         .insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
 }
 
-/// A random credential with a recognizable prefix (`mcpc_` codes, `mcpr_` refresh tokens).
+/// A random credential with a recognizable prefix (`mcpg_` authorization codes, `mcpr_`
+/// refresh tokens; both redacted from events like every other credential of root's).
 fn credential(prefix: &str) -> String {
     use base64::Engine;
     let bytes: [u8; 32] = rand::random();
