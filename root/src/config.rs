@@ -210,6 +210,12 @@ pub struct OauthConfig {
     pub approval_ttl_sec: u64,
     /// Dynamically registered clients kept at most (registration is unauthenticated).
     pub max_clients: u64,
+    /// PEM CA bundle that verifies the `https` servers of client ID metadata documents (a
+    /// client whose `client_id` is the URL of its metadata); default: the system's roots.
+    pub client_metadata_ca_file: Option<PathBuf>,
+    /// Fetch client metadata documents from loopback and private addresses too. Off by
+    /// default: anyone can make root fetch a `client_id` URL, which must not reach inside.
+    pub client_metadata_private_hosts: bool,
 }
 
 impl Default for OauthConfig {
@@ -221,6 +227,8 @@ impl Default for OauthConfig {
             code_ttl_sec: 60,
             approval_ttl_sec: 600,
             max_clients: 1000,
+            client_metadata_ca_file: None,
+            client_metadata_private_hosts: false,
         }
     }
 }

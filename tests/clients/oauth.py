@@ -5,15 +5,21 @@ token, refreshes it and calls again. This script also plays the browser and the 
 it follows the authorization redirect to the console, signs in there with the operator's
 credential and approves the request in the MCP Server dialog's endpoints.
 
-    python tests/clients/oauth.py MCP_URL OPERATOR_TOKEN TARGET PROFILE
+    python tests/clients/oauth.py MCP_URL OPERATOR_TOKEN TARGET PROFILE [CERT KEY]
+
+With CERT and KEY the client does not register: it serves its client ID metadata document
+over HTTPS (that certificate) on 127.0.0.1 and signs in with that URL as its client_id.
 
 Prints one JSON line: the registered client, the tokens the SDK held (first and after the
 refresh), the tool's structured results and what the operator's dialog was shown.
 """
 
 import json
+import ssl
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import anyio
@@ -47,7 +53,46 @@ class Memory(TokenStorage):
         self.client = client_info
 
 
-async def main(url: str, operator_token: str, target: str, profile: str) -> None:
+REDIRECT = "http://127.0.0.1:47321/callback"
+
+
+def serve_metadata_document(cert: str, key: str) -> str:
+    """Serves this client's metadata document over HTTPS; returns its URL (the client_id)."""
+    document: dict = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(document).encode()
+            self.send_response(200 if self.path == "/client.json" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    url = f"https://127.0.0.1:{server.server_address[1]}/client.json"
+    document.update(
+        {
+            "client_id": url,
+            "client_name": "python-sdk-cimd-test",
+            "redirect_uris": [REDIRECT],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        }
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return url
+
+
+async def main(url: str, operator_token: str, target: str, profile: str, *cimd: str) -> None:
+    metadata_url = serve_metadata_document(*cimd) if cimd else None
     base = f"{urlparse(url).scheme}://{urlparse(url).netloc}"
     parse: dict = {}
     shown: dict = {}
@@ -94,7 +139,7 @@ async def main(url: str, operator_token: str, target: str, profile: str) -> None
         server_url=url,
         client_metadata=OAuthClientMetadata(
             client_name="python-sdk-oauth-test",
-            redirect_uris=["http://127.0.0.1:47321/callback"],
+            redirect_uris=[REDIRECT],
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
             token_endpoint_auth_method="none",
@@ -103,6 +148,7 @@ async def main(url: str, operator_token: str, target: str, profile: str) -> None
         storage=storage,
         redirect_handler=browser_and_operator,
         callback_handler=callback,
+        client_metadata_url=metadata_url,
     )
     results = []
     http = httpx2.AsyncClient(auth=provider, timeout=30)
@@ -135,4 +181,4 @@ async def main(url: str, operator_token: str, target: str, profile: str) -> None
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:5])
+    anyio.run(main, *sys.argv[1:7])

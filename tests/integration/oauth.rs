@@ -799,3 +799,89 @@ async fn claude_code_keeps_its_pasted_bearer_when_discovery_is_on() {
     on.stop().await;
     off.stop().await;
 }
+
+/// A client named by its client ID metadata document (no registration): the Python SDK
+/// serves its document over HTTPS and signs in with that URL as its client_id; root fetches
+/// the document, and the operator's dialog says who published it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_named_by_its_metadata_document_signs_in() {
+    let pki = crate::tls::Pki::new("cimd");
+    let leaf = pki.server("cimd");
+    let ca = pki.ca_file();
+    let root = TestRoot::start_with(|c| {
+        c.oauth.discovery = true;
+        c.oauth.client_metadata_ca_file = Some(ca.clone());
+        c.oauth.client_metadata_private_hosts = true;
+    })
+    .await
+    .unwrap();
+    let target = "hub:oauth-cimd";
+    let _hub = root.start_hub(target, "").await.unwrap();
+    let asm = root
+        .admin_get("/.well-known/oauth-authorization-server")
+        .await
+        .unwrap();
+    assert_eq!(asm["client_id_metadata_document_supported"], true);
+    let out = mcp_tests::run_python_client(
+        "oauth.py",
+        &[
+            &root.url("/mcp"),
+            &root.admin_token(),
+            target,
+            "InfraOpsRead",
+            leaf.cert.to_str().unwrap(),
+            leaf.key.to_str().unwrap(),
+        ],
+    )
+    .await
+    .unwrap();
+    let client_id = out["client_id"].as_str().unwrap();
+    assert!(
+        client_id.starts_with("https://127.0.0.1:") && client_id.ends_with("/client.json"),
+        "{out}"
+    );
+    let shown = out["shown"]["client_name"].as_str().unwrap();
+    assert!(
+        shown.starts_with("python-sdk-cimd-test (published by 127.0.0.1:"),
+        "{shown}"
+    );
+    for r in out["results"].as_array().unwrap() {
+        assert_eq!(r["target_id"], target, "{out}");
+    }
+    let leases = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
+    assert!(
+        leases["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["audience"] == format!("oauth:{client_id}") && l["status"] == "active"),
+        "{leases}"
+    );
+    root.stop().await;
+}
+
+/// Root does not fetch a client_id URL that points inside (loopback or private addresses,
+/// by literal or by name) unless told to, and says so.
+#[tokio::test]
+async fn metadata_documents_are_not_fetched_from_inside() {
+    let root = TestRoot::start_with(with_oauth).await.unwrap();
+    let (_, challenge) = pkce();
+    for (client_id, why) in [
+        (
+            "https://127.0.0.1:9/client.json",
+            "does not fetch client metadata from 127.0.0.1",
+        ),
+        ("https://localhost:9/client.json", "resolves to no address"),
+        ("https://app.example/", "https with a path"),
+        ("https://u:p@app.example/c.json", "credentials"),
+    ] {
+        let res = authorize(&root, client_id, &challenge, &[]).await;
+        assert_eq!(res.status(), 401, "{client_id}");
+        assert!(res.headers().get("location").is_none());
+        let b: Value = res.json().await.unwrap();
+        assert_eq!(b["error"], "invalid_client", "{client_id}: {b}");
+        let d = b["error_description"].as_str().unwrap();
+        assert!(d.contains(why), "{client_id}: {d}");
+    }
+    root.stop().await;
+}

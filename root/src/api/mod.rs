@@ -66,6 +66,8 @@ pub struct Surfaces {
     pub hub_door: hub_link::door::HubDoor,
     /// One push of a desired skill state to a hub at a time, per target.
     pub skill_pushes: skill::PushLocks,
+    /// Client ID metadata documents fetched for OAuth sign-in.
+    pub oauth: oauth::Documents,
 }
 
 /// An error answered by a REST endpoint: the status plus a normalized error body.

@@ -2,7 +2,8 @@
 //! protected resource (RFC 9728 metadata at `/.well-known/oauth-protected-resource` and its
 //! `/mcp`-suffixed form, `resource_metadata` in every 401's challenge) and its own
 //! authorization server (RFC 8414 metadata; authorization code with PKCE S256 only; clients
-//! registered dynamically, RFC 7591; tokens bound to this root's MCP URL, RFC 8707).
+//! registered dynamically, RFC 7591, or by client ID metadata documents, `documents`; tokens
+//! bound to this root's MCP URL, RFC 8707).
 //!
 //! A sign-in: the client registers (`register`), sends the person's browser to
 //! `/oauth/authorize`, which checks the request and hands it, sealed, to the console's MCP
@@ -19,8 +20,11 @@
 //! but the authorization request's own parameters.
 
 mod authorize;
+mod documents;
 mod register;
 mod token;
+
+pub use documents::Documents;
 
 use std::sync::Arc;
 
@@ -160,6 +164,7 @@ async fn server_metadata(State(app): State<Arc<App>>, headers: HeaderMap) -> Res
         "token_endpoint_auth_methods_supported": ["none"],
         "code_challenge_methods_supported": ["S256"],
         "authorization_response_iss_parameter_supported": true,
+        "client_id_metadata_document_supported": true,
     }))
 }
 

@@ -15,15 +15,15 @@ const MAX_NAME_LEN: usize = 200;
 #[derive(Debug, Deserialize)]
 pub(super) struct Registration {
     #[serde(default)]
-    redirect_uris: Vec<String>,
+    pub redirect_uris: Vec<String>,
     #[serde(default)]
-    client_name: Option<String>,
+    pub client_name: Option<String>,
     #[serde(default)]
-    grant_types: Option<Vec<String>>,
+    pub grant_types: Option<Vec<String>>,
     #[serde(default)]
-    response_types: Option<Vec<String>>,
+    pub response_types: Option<Vec<String>>,
     #[serde(default)]
-    scope: Option<String>,
+    pub scope: Option<String>,
 }
 
 /// A client as registered: what `/oauth/register` answers and the store keeps.
@@ -41,11 +41,23 @@ pub(super) struct Client {
 }
 
 impl Client {
-    /// How the console names the client: its name and where it signs in from.
+    /// How the console names the client: its name, and for a metadata document the host
+    /// that published it.
     pub fn label(&self) -> String {
-        self.client_name
+        let name = self
+            .client_name
             .clone()
-            .unwrap_or_else(|| "an unnamed client".into())
+            .unwrap_or_else(|| "an unnamed client".into());
+        match url::Url::parse(&self.client_id) {
+            Ok(u) if super::documents::is_document_url(&self.client_id) => {
+                let host = u.host_str().unwrap_or("");
+                match u.port() {
+                    Some(port) => format!("{name} (published by {host}:{port})"),
+                    None => format!("{name} (published by {host})"),
+                }
+            }
+            _ => name,
+        }
     }
 
     /// Whether `uri` is one of the client's redirect URIs. A loopback `http` URI matches on
@@ -106,8 +118,8 @@ fn invalid_metadata(d: impl Into<String>) -> OauthError {
     OauthError::new("invalid_client_metadata", d)
 }
 
-/// Checks a registration and answers the client it registers.
-fn check(req: Registration, now_ms: i64) -> Result<Client, OauthError> {
+/// Checks a registration (or a metadata document's) and answers the client it registers.
+pub(super) fn check(req: Registration, now_ms: i64) -> Result<Client, OauthError> {
     if req.redirect_uris.is_empty() || req.redirect_uris.len() > MAX_REDIRECT_URIS {
         return Err(OauthError::new(
             "invalid_redirect_uri",
@@ -190,8 +202,13 @@ pub(super) async fn register(
     Ok(res)
 }
 
-/// A registered client, if `client_id` names one.
+/// The client `client_id` names, if any: one registered here, or the one a client ID
+/// metadata document describes (an `https` client_id; a document that cannot be used is
+/// `invalid_client` with the reason).
 pub(super) async fn client(app: &App, client_id: &str) -> Result<Option<Client>, OauthError> {
+    if super::documents::is_document_url(client_id) {
+        return super::documents::client(app, client_id).await.map(Some);
+    }
     if client_id.is_empty() || client_id.len() > 200 {
         return Ok(None);
     }
