@@ -17,7 +17,9 @@ trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 port=$(free_port)
 base="http://127.0.0.1:$port"
-"$bin/mcp-root" serve --listen "127.0.0.1:$port" --data-dir "$work/root" >"$work/root.log" 2>&1 &
+# MCP_BENCH_ROOT_CONFIG: a root config file (TOML) to serve with.
+"$bin/mcp-root" serve ${MCP_BENCH_ROOT_CONFIG:+--config "$MCP_BENCH_ROOT_CONFIG"} \
+  --listen "127.0.0.1:$port" --data-dir "$work/root" >"$work/root.log" 2>&1 &
 root_pid=$!
 pids+=("$root_pid")
 for _ in $(seq 100); do curl -fsS "$base/healthz" >/dev/null 2>&1 && break; sleep 0.1; done

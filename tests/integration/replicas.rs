@@ -87,6 +87,17 @@ impl Replica {
     /// Starts a replica of zone `zone-r8` with the shared admin token and master key in
     /// `shared`, and waits until it answers.
     async fn start(dir: &Path, id: &'static str, db: &str, shared: &Path) -> Replica {
+        Replica::start_with(dir, id, db, shared, "").await
+    }
+
+    /// [`Replica::start`] with `extra` appended to its configuration.
+    async fn start_with(
+        dir: &Path,
+        id: &'static str,
+        db: &str,
+        shared: &Path,
+        extra: &str,
+    ) -> Replica {
         let port = free_port();
         let data = dir.join(id);
         let config = dir.join(format!("{id}.toml"));
@@ -95,7 +106,7 @@ impl Replica {
             format!(
                 "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\ndatabase_url = \"{db}\"\n\
                  zone = \"zone-r8\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n\
-                 [replica]\nid = \"{id}\"\n",
+                 {extra}\n[replica]\nid = \"{id}\"\n",
                 data.display(),
                 shared.join("admin.token").display(),
                 shared.join("secrets.key").display(),
@@ -747,4 +758,181 @@ async fn on_sqlite_root_is_the_single_replica() {
         .unwrap();
     assert_eq!(res.status().as_u16(), 404);
     root.stop().await;
+}
+
+/// An OAuth sign-in spans the zone: registered on one replica, authorized on another,
+/// approved on the first, exchanged and refreshed on either; the token calls on both, and
+/// revoking its lease on one ends the sign-in on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oauth_sign_in_spans_the_replicas() {
+    use base64::Engine;
+    use sha2::Digest;
+    let Some(db) = PgSchema::create("an_oauth_sign_in_spans_the_replicas").await else {
+        return;
+    };
+    mcp_tests::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let oauth = "[oauth]\ndiscovery = true\npublic_url = \"http://zone-r8.example\"\n";
+    let a = Replica::start_with(dir.path(), "r-a", &db.url, &shared, oauth).await;
+    let b = Replica::start_with(dir.path(), "r-b", &db.url, &shared, oauth).await;
+    let admin = std::fs::read_to_string(shared.join("admin.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let redirect = "http://127.0.0.1:47888/cb";
+    let client: Value = http
+        .post(format!("{}/oauth/register", a.base))
+        .json(&json!({"client_name": "zone", "redirect_uris": [redirect]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let client_id = client["client_id"].as_str().unwrap();
+    let verifier = format!(
+        "{}{}",
+        uuid::Uuid::now_v7().simple(),
+        uuid::Uuid::now_v7().simple()
+    );
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()));
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("response_type", "code"),
+            ("client_id", client_id),
+            ("redirect_uri", redirect),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+            ("resource", "http://zone-r8.example/mcp"),
+        ])
+        .finish();
+    let res = http
+        .get(format!("{}/oauth/authorize?{query}", b.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 302, "{}", b.log_text());
+    let location = res.headers()["location"].to_str().unwrap().to_owned();
+    let sealed = location.split_once("authorize=").unwrap().1;
+    let decided: Value = http
+        .post(format!("{}/oauth/authorize/approve", a.base))
+        .bearer_auth(&admin)
+        .json(&json!({"request": sealed, "target_id": "hub:r8-oauth", "capability_profile": "InfraOpsRead", "ttl_sec": 600}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let back = url::Url::parse(decided["redirect"].as_str().unwrap()).unwrap();
+    let q: std::collections::HashMap<_, _> = back.query_pairs().into_owned().collect();
+    assert_eq!(q["iss"], "http://zone-r8.example");
+    let token = async |base: &str, pairs: &[(&str, &str)]| -> (u16, Value) {
+        let res = http
+            .post(format!("{base}/oauth/token"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(
+                url::form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(pairs)
+                    .finish(),
+            )
+            .send()
+            .await
+            .unwrap();
+        (res.status().as_u16(), res.json().await.unwrap())
+    };
+    let (status, first) = token(
+        &b.base,
+        &[
+            ("grant_type", "authorization_code"),
+            ("client_id", client_id),
+            ("code", &q["code"]),
+            ("redirect_uri", redirect),
+            ("code_verifier", &verifier),
+            ("resource", "http://zone-r8.example/mcp"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    let tools_list = async |base: &str, bearer: &str| -> u16 {
+        http.post(format!("{base}/mcp"))
+            .bearer_auth(bearer)
+            .header("accept", "application/json, text/event-stream")
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "replica-test", "version": "1"}}}}),
+            )
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/list")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    let access = first["access_token"].as_str().unwrap();
+    assert_eq!(tools_list(&a.base, access).await, 200);
+    assert_eq!(tools_list(&b.base, access).await, 200);
+    let (status, second) = token(
+        &a.base,
+        &[
+            ("grant_type", "refresh_token"),
+            ("client_id", client_id),
+            ("refresh_token", first["refresh_token"].as_str().unwrap()),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    let access = second["access_token"].as_str().unwrap();
+    assert_eq!(tools_list(&b.base, access).await, 200);
+    // The operator revokes the lease on B: the refresh is refused on A.
+    let leases: Value = http
+        .get(format!("{}/v1/root/mcp/sessions", b.base))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let live = leases["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["status"] == "active")
+        .unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let res = http
+        .post(format!("{}/v1/root/mcp/sessions/{live}/revoke", b.base))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+    assert_eq!(tools_list(&a.base, access).await, 401);
+    let (status, body) = token(
+        &a.base,
+        &[
+            ("grant_type", "refresh_token"),
+            ("client_id", client_id),
+            ("refresh_token", second["refresh_token"].as_str().unwrap()),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
 }

@@ -63,17 +63,21 @@ macro_rules! grant_from_row {
 pub enum RefreshClaim {
     /// The grant's current token, now replaced by the new one: the caller issues the lease.
     Claimed(Box<GrantRow>),
-    /// A token the grant replaced earlier (or a concurrent refresh won): a reuse.
+    /// A token the live grant replaced earlier (or a concurrent refresh won): a reuse.
     Spent {
         grant_id: String,
     },
+    /// A token of a grant that has ended.
+    Ended,
     Unknown,
 }
 
 impl Store {
     // ---- oauth ----------------------------------------------------------------------------
 
-    /// Registers a client unless `max` are registered already (`Ok(false)`).
+    /// Registers a client unless `max` are registered already (`Ok(false)`). When full,
+    /// registrations older than a day that never got a grant are dropped first (anyone may
+    /// register, so the unused ones must not lock the registry).
     pub async fn insert_oauth_client(
         &self,
         client_id: &str,
@@ -83,12 +87,25 @@ impl Store {
     ) -> Result<bool> {
         let op = "register an oauth client";
         on_pool!(self, pool => {
-            let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM oauth_clients")
-                .fetch_one(pool)
+            let count = async || -> Result<u64> {
+                let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM oauth_clients")
+                    .fetch_one(pool)
+                    .await
+                    .map_err(db(op))?;
+                Ok(n as u64)
+            };
+            if count().await? >= max {
+                sqlx::query(
+                    "DELETE FROM oauth_clients WHERE created_at < $1
+                     AND client_id NOT IN (SELECT client_id FROM oauth_grants)",
+                )
+                .bind(now_ms - 24 * 3600 * 1000)
+                .execute(pool)
                 .await
                 .map_err(db(op))?;
-            if n as u64 >= max {
-                return Ok(false);
+                if count().await? >= max {
+                    return Ok(false);
+                }
             }
             sqlx::query("INSERT INTO oauth_clients (client_id, metadata, created_at) VALUES ($1, $2, $3)")
                 .bind(client_id)
@@ -211,16 +228,17 @@ impl Store {
                     RefreshClaim::Claimed(Box::new(grant))
                 }
                 None => {
-                    let spent: Option<String> = sqlx::query_scalar(
-                        "SELECT grant_id FROM oauth_spent_refresh WHERE token_hash = $1
-                         UNION ALL SELECT grant_id FROM oauth_grants WHERE refresh_hash = $1",
+                    let spent: Option<(String, Option<i64>)> = sqlx::query_as(
+                        "SELECT s.grant_id, g.ended_at FROM oauth_spent_refresh s
+                         JOIN oauth_grants g ON g.grant_id = s.grant_id WHERE s.token_hash = $1",
                     )
                     .bind(old_hash)
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(db(op))?;
                     match spent {
-                        Some(grant_id) => RefreshClaim::Spent { grant_id },
+                        Some((grant_id, None)) => RefreshClaim::Spent { grant_id },
+                        Some((_, Some(_))) => RefreshClaim::Ended,
                         None => RefreshClaim::Unknown,
                     }
                 }
@@ -252,34 +270,61 @@ impl Store {
         })
     }
 
-    /// Ends a grant (its refresh token no longer works); returns it if it was live.
+    /// Ends a grant (its refresh token, kept as spent, no longer works); returns it if it
+    /// was live.
     pub async fn end_grant(&self, grant_id: &str, now_ms: i64) -> Result<Option<GrantRow>> {
+        let op = "end an oauth grant";
         on_pool!(self, pool => {
+            let mut tx = pool.begin().await.map_err(db(op))?;
+            sqlx::query(
+                "INSERT INTO oauth_spent_refresh (token_hash, grant_id, spent_at)
+                 SELECT refresh_hash, grant_id, $2 FROM oauth_grants
+                 WHERE grant_id = $1 AND ended_at IS NULL AND refresh_hash IS NOT NULL",
+            )
+            .bind(grant_id)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
             let row = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE oauth_grants SET ended_at = $2, refresh_hash = NULL
                  WHERE grant_id = $1 AND ended_at IS NULL RETURNING {GRANT_COLUMNS}"
             )))
             .bind(grant_id)
             .bind(now_ms)
-            .fetch_optional(pool)
+            .fetch_optional(&mut *tx)
             .await
-            .map_err(db("end an oauth grant"))?;
+            .map_err(db(op))?;
+            tx.commit().await.map_err(db(op))?;
             row.map(|r| grant_from_row!(&r)).transpose()
         })
     }
 
     /// Ends the grants whose tokens are lease `session_id` (the operator revoked it).
     pub async fn end_grants_of_lease(&self, session_id: &str, now_ms: i64) -> Result<u64> {
+        let op = "end the oauth grants of a lease";
         on_pool!(self, pool => {
+            let mut tx = pool.begin().await.map_err(db(op))?;
+            sqlx::query(
+                "INSERT INTO oauth_spent_refresh (token_hash, grant_id, spent_at)
+                 SELECT refresh_hash, grant_id, $2 FROM oauth_grants
+                 WHERE session_id = $1 AND ended_at IS NULL AND refresh_hash IS NOT NULL",
+            )
+            .bind(session_id)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
             let res = sqlx::query(
                 "UPDATE oauth_grants SET ended_at = $2, refresh_hash = NULL
                  WHERE session_id = $1 AND ended_at IS NULL",
             )
             .bind(session_id)
             .bind(now_ms)
-            .execute(pool)
+            .execute(&mut *tx)
             .await
-            .map_err(db("end the oauth grants of a lease"))?;
+            .map_err(db(op))?;
+            tx.commit().await.map_err(db(op))?;
             Ok(res.rows_affected())
         })
     }

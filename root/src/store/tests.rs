@@ -165,3 +165,111 @@ async fn a_fresh_database_has_only_sqlx_migrations_and_a_gap_is_refused() {
     let err = Store::open(&gap).await.err().expect("a gap is refused");
     assert!(err.to_string().contains("[1, 3]"), "{err}");
 }
+
+fn grant(grant_id: &str, client_id: &str, code_hash: &str) -> GrantRow {
+    GrantRow {
+        grant_id: grant_id.into(),
+        client_id: client_id.into(),
+        operator: "admin".into(),
+        target_id: "hub:t".into(),
+        capability_profile: "InfraOpsRead".into(),
+        resource: "http://127.0.0.1/mcp".into(),
+        redirect_uri: "http://127.0.0.1/cb".into(),
+        code_challenge: "c".into(),
+        code_hash: code_hash.into(),
+        code_expires_at_ms: 0,
+        code_used_at_ms: None,
+        created_at_ms: 0,
+        expires_at_ms: 0,
+        session_id: None,
+        refresh_hash: None,
+        ended_at_ms: None,
+    }
+}
+
+#[tokio::test]
+async fn a_full_client_registry_drops_day_old_clients_without_a_grant_and_nothing_else() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&format!("sqlite:{}", dir.path().join("s.db").display()))
+        .await
+        .expect("store");
+    let day = 24 * 3600 * 1000;
+    let t0 = 1_000 * day;
+    for id in ["old-unused", "old-used"] {
+        assert!(store.insert_oauth_client(id, "{}", t0, 2).await.unwrap());
+    }
+    store
+        .insert_oauth_grant(&grant("g", "old-used", "code"))
+        .await
+        .unwrap();
+    // Full, nothing old enough: refused.
+    assert!(
+        !store
+            .insert_oauth_client("new", "{}", t0 + 1000, 2)
+            .await
+            .unwrap()
+    );
+    // A day later the unused registration makes room; the one with a grant stays.
+    assert!(
+        store
+            .insert_oauth_client("new", "{}", t0 + 2 * day, 2)
+            .await
+            .unwrap()
+    );
+    assert!(store.oauth_client("old-unused").await.unwrap().is_none());
+    assert!(store.oauth_client("old-used").await.unwrap().is_some());
+    assert!(
+        !store
+            .insert_oauth_client("newer", "{}", t0 + 2 * day, 2)
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_code_is_claimed_once_and_a_refresh_token_rotates_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&format!("sqlite:{}", dir.path().join("s.db").display()))
+        .await
+        .expect("store");
+    store
+        .insert_oauth_grant(&grant("g", "c", "code"))
+        .await
+        .unwrap();
+    let first = store.claim_code("code", 5).await.unwrap().unwrap().unwrap();
+    assert_eq!(first.code_used_at_ms, Some(5));
+    let again = store.claim_code("code", 6).await.unwrap().unwrap_err();
+    assert_eq!(again.grant_id, "g");
+    assert!(
+        store
+            .claim_code("nope", 6)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_none()
+    );
+    store.set_grant_tokens("g", "s1", Some("r1")).await.unwrap();
+    assert!(matches!(
+        store.claim_refresh("r1", "r2", 7).await.unwrap(),
+        RefreshClaim::Claimed(_)
+    ));
+    assert_eq!(
+        store.claim_refresh("r1", "r3", 8).await.unwrap(),
+        RefreshClaim::Spent {
+            grant_id: "g".into()
+        }
+    );
+    assert_eq!(
+        store.claim_refresh("zz", "r4", 8).await.unwrap(),
+        RefreshClaim::Unknown
+    );
+    assert_eq!(store.end_grants_of_lease("s1", 9).await.unwrap(), 1);
+    assert_eq!(
+        store.claim_refresh("r2", "r5", 9).await.unwrap(),
+        RefreshClaim::Ended
+    );
+    assert_eq!(
+        store.claim_refresh("r1", "r5", 9).await.unwrap(),
+        RefreshClaim::Ended
+    );
+}

@@ -222,10 +222,17 @@ pub async fn challenge_unauthorized(
     req: Request,
     next: Next,
 ) -> Response {
-    let challenge = challenge(&app, req.headers());
+    if !app.config.oauth.discovery {
+        return next.run(req).await;
+    }
+    // Only the Host is kept (the challenge is built for the rare 401 alone).
+    let mut host = HeaderMap::new();
+    if let Some(h) = req.headers().get(header::HOST) {
+        host.insert(header::HOST, h.clone());
+    }
     let mut res = next.run(req).await;
     if res.status() == StatusCode::UNAUTHORIZED
-        && let Some(c) = challenge
+        && let Some(c) = challenge(&app, &host)
     {
         res.headers_mut().insert(header::WWW_AUTHENTICATE, c);
     }

@@ -160,6 +160,12 @@ async fn refresh(app: &App, client_id: &str, presented: &str) -> Result<Tokens, 
     let grant = match claim {
         RefreshClaim::Claimed(g) => *g,
         RefreshClaim::Unknown => return Err(OauthError::invalid_grant("unknown refresh token")),
+        RefreshClaim::Ended => {
+            return Err(OauthError::invalid_grant(
+                "this sign-in has ended (its lease was revoked, its approval ran out, or a \
+                 token was reused); sign in again",
+            ));
+        }
         RefreshClaim::Spent { grant_id } => {
             if let Ok(Some(g)) = app.store.end_grant(&grant_id, now_ms).await {
                 revoke_current(app, &g, "its refresh token was presented again").await;
