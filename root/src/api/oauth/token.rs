@@ -186,10 +186,10 @@ async fn refresh(app: &App, client_id: &str, presented: &str) -> Result<Tokens, 
             "the refresh token was issued to another client; the grant is ended",
         ));
     }
-    let current = grant
-        .session_id
-        .as_deref()
-        .and_then(|id| app.leases.entry(id));
+    let current = match grant.session_id.as_deref() {
+        Some(id) => lease_entry(app, id).await,
+        None => None,
+    };
     if current
         .as_ref()
         .is_some_and(|l| l.snapshot().status == mcp_shared::lease::LeaseStatus::Revoked)
@@ -211,6 +211,25 @@ async fn refresh(app: &App, client_id: &str, presented: &str) -> Result<Tokens, 
         let _ = crate::api::leases::end(app, old.session_id()).await;
     }
     Ok(answer(issued, refresh_token, &grant))
+}
+
+/// Lease `id` as this replica knows it, or as the store holds it (another replica issued
+/// it and this one has not seen it yet).
+async fn lease_entry(
+    app: &App,
+    id: &str,
+) -> Option<std::sync::Arc<crate::leases::manager::LeaseEntry>> {
+    if let Some(e) = app.leases.entry(id) {
+        return Some(e);
+    }
+    match app.store.lease_by_id(id).await {
+        Ok(Some(row)) => Some(app.leases.upsert(row)),
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, session_id = %id, "a lease could not be read");
+            None
+        }
+    }
 }
 
 fn answer(issued: IssuedLease, refresh_token: String, grant: &GrantRow) -> Tokens {
@@ -315,7 +334,7 @@ async fn revoke_current(app: &App, grant: &GrantRow, why: &str) {
     let Some(id) = grant.session_id.clone() else {
         return;
     };
-    if !app.leases.entry(&id).is_some_and(|l| l.is_usable()) {
+    if !lease_entry(app, &id).await.is_some_and(|l| l.is_usable()) {
         return;
     }
     tracing::warn!(grant_id = %grant.grant_id, session_id = %id, %why, "OAuth grant ended; its lease is revoked");
