@@ -191,9 +191,11 @@ impl MasterKey {
             .filter(|_| text.len() <= max_len)
             .and_then(|rest| rest.split_once('.'))
             .ok_or(SealError::NotOurs)?;
+        // Root's shape with a tag that does not even decode was altered, like one that
+        // decodes to the wrong MAC.
         let tag = URL_SAFE_NO_PAD
             .decode(tag)
-            .map_err(|_| SealError::NotOurs)?;
+            .map_err(|_| SealError::Altered)?;
         let mut m = self.mac(purpose);
         m.update(payload.as_bytes());
         m.verify_slice(&tag).map_err(|_| SealError::Altered)?;
@@ -289,6 +291,43 @@ mod tests {
         );
         assert!(is_clear(&hex::encode(signing)) && !is_clear(&stored));
         assert!(!format!("{key:?}").contains(key.expose_hex()));
+    }
+
+    #[test]
+    fn sealed_state_opens_only_unaltered_under_its_purpose() {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, _) = MasterKey::load_or_create(&dir.path().join("secrets.key")).unwrap();
+        let value = serde_json::json!({"lease": "s-1", "n": 42});
+        let sealed = key.seal("test purpose", "t1.", &value);
+        let open =
+            |text: &str, purpose: &str| key.open::<serde_json::Value>(purpose, "t1.", text, 4096);
+        assert_eq!(open(&sealed, "test purpose"), Ok(value));
+        assert_eq!(open(&sealed, "other purpose"), Err(SealError::Altered));
+        // Every one-character change after the prefix is refused as altered (a tag that
+        // no longer decodes included), never opened.
+        let body = sealed.len() - "t1.".len();
+        for i in 0..body {
+            let mut bytes = sealed.clone().into_bytes();
+            let at = "t1.".len() + i;
+            bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+            let changed = String::from_utf8(bytes).unwrap();
+            let got = open(&changed, "test purpose");
+            assert!(
+                matches!(got, Err(SealError::Altered | SealError::NotOurs)),
+                "{i}: {got:?}"
+            );
+            if changed.as_bytes()[at] != b'.' && sealed.as_bytes()[at] != b'.' {
+                assert_eq!(got, Err(SealError::Altered), "{i}");
+            }
+        }
+        assert_eq!(open("t2.x.y", "test purpose"), Err(SealError::NotOurs));
+        assert_eq!(open("t1.nodot", "test purpose"), Err(SealError::NotOurs));
+        assert!(open(&sealed, "test purpose").is_ok());
+        assert_eq!(
+            key.open::<serde_json::Value>("test purpose", "t1.", &sealed, 10),
+            Err(SealError::NotOurs),
+            "longer than allowed"
+        );
     }
 
     #[cfg(unix)]

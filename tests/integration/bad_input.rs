@@ -32,6 +32,7 @@
 //! | a run credential past its profile (other tool, issuing tokens or run profiles, parent revoked) | `run_profile.rs` |
 //! | a revoked operator, a lease on operator endpoints (console included) | `governance.rs` `every_operator_action_is_one_event_naming_the_operator` |
 //! | actors that panic (root's, a router session, the hub's skill, services, ProfileOps) | `actors.rs` |
+//! | OAuth: malformed registration, authorization and token requests, forged sealed requests, wrong resource, PKCE, reused and expired codes, inside-pointing client ID URLs | `oauth.rs` |
 
 use mcp_tests::TestRoot;
 use serde_json::{Value, json};

@@ -885,3 +885,112 @@ async fn metadata_documents_are_not_fetched_from_inside() {
     }
     root.stop().await;
 }
+
+/// Malformed OAuth requests get precise errors and change nothing: bodies of the wrong type
+/// or too large, missing parameters, an approval that is not one.
+#[tokio::test]
+async fn malformed_oauth_requests_get_precise_errors() {
+    let root = TestRoot::start_with(with_oauth).await.unwrap();
+    let client_id = register(&root).await;
+    let res = root
+        .http
+        .post(root.url("/oauth/register"))
+        .header("content-type", "text/plain")
+        .body("redirect_uris=x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    let b: Value = res.json().await.unwrap();
+    assert_eq!(b["error"], "invalid_client_metadata", "{b}");
+    let res = root
+        .http
+        .post(root.url("/oauth/register"))
+        .header("content-type", "application/json")
+        .body(vec![b' '; 2 * 1024 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 413);
+    for (pairs, status, error) in [
+        (vec![], 401, "invalid_client"),
+        (
+            vec![("client_id", client_id.as_str())],
+            400,
+            "unsupported_grant_type",
+        ),
+        (
+            vec![
+                ("client_id", client_id.as_str()),
+                ("grant_type", "authorization_code"),
+            ],
+            400,
+            "invalid_grant",
+        ),
+        (
+            vec![
+                ("client_id", client_id.as_str()),
+                ("grant_type", "refresh_token"),
+            ],
+            400,
+            "invalid_grant",
+        ),
+        (
+            vec![
+                ("client_id", client_id.as_str()),
+                ("client_id", client_id.as_str()),
+            ],
+            400,
+            "invalid_request",
+        ),
+    ] {
+        let (got, body) = token(&root, &pairs).await;
+        assert_eq!(
+            (got, body["error"].as_str()),
+            (status, Some(error)),
+            "{pairs:?}: {body}"
+        );
+    }
+    let res = root
+        .http
+        .post(root.url("/oauth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(vec![0xff, 0xfe, b'=', 0xfd])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401, "not UTF-8: no client named");
+    for body in [
+        json!({}),
+        json!({"request": 5}),
+        json!({"request": "x", "extra": 1}),
+    ] {
+        let res = root
+            .http
+            .post(root.url("/oauth/authorize/approve"))
+            .bearer_auth(root.admin_token())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{body}");
+        let b: Value = res.json().await.unwrap();
+        assert_eq!(b["error"]["code"], "invalid_arguments", "{body}: {b}");
+        assert!(b["event_id"].is_string(), "the refusal is audited: {b}");
+    }
+    let res = root
+        .http
+        .post(root.url("/oauth/authorize/approve"))
+        .json(&json!({"request": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.status(),
+        401,
+        "the operator's endpoint needs an operator"
+    );
+    let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    assert_eq!(verify["ok"], true, "{verify}");
+    root.stop().await;
+}
