@@ -994,3 +994,96 @@ async fn malformed_oauth_requests_get_precise_errors() {
     assert_eq!(verify["ok"], true, "{verify}");
     root.stop().await;
 }
+
+/// A client ends its sign-in at the revocation endpoint (RFC 7009) with either token: the
+/// lease is revoked and the refresh token ends; an unknown token is answered like a revoked
+/// one, another client's is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_revokes_its_sign_in_with_either_token() {
+    let root = TestRoot::start_with(with_oauth).await.unwrap();
+    let target = "hub:oauth-revoke";
+    let _hub = root.start_hub(target, "").await.unwrap();
+    let asm = root
+        .admin_get("/.well-known/oauth-authorization-server")
+        .await
+        .unwrap();
+    assert_eq!(asm["revocation_endpoint"], root.url("/oauth/revoke"));
+    let client_id = register(&root).await;
+    let other = register(&root).await;
+    let revoke = async |client: &str, token: &str| -> (u16, Value) {
+        let res = root
+            .http
+            .post(root.url("/oauth/revoke"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("client_id", client), ("token", token)]))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    };
+    let (verifier, challenge) = pkce();
+    for which in ["refresh_token", "access_token"] {
+        let code = approved_code(&root, &client_id, &challenge, target).await;
+        let (_, tokens) = exchange(&root, &client_id, &code, &verifier).await;
+        let access = tokens["access_token"].as_str().unwrap();
+        let refresh = tokens["refresh_token"].as_str().unwrap();
+        assert_eq!(status_call(&root, access).await, 200);
+        let (status, body) = revoke(&other, tokens[which].as_str().unwrap()).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (400, Some("unauthorized_client")),
+            "{body}"
+        );
+        assert_eq!(
+            status_call(&root, access).await,
+            200,
+            "another client revoked nothing"
+        );
+        assert_eq!(
+            revoke(&client_id, tokens[which].as_str().unwrap()).await.0,
+            200
+        );
+        assert_eq!(
+            status_call(&root, access).await,
+            401,
+            "{which}: the lease is revoked"
+        );
+        let (status, body) = token(
+            &root,
+            &[
+                ("grant_type", "refresh_token"),
+                ("client_id", &client_id),
+                ("refresh_token", refresh),
+            ],
+        )
+        .await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (400, Some("invalid_grant")),
+            "{which}: {body}"
+        );
+        assert_eq!(
+            revoke(&client_id, refresh).await.0,
+            200,
+            "revoked again: still 200"
+        );
+    }
+    assert_eq!(revoke(&client_id, "mcpr_unknown").await.0, 200);
+    let (status, body) = revoke(&client_id, "").await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_request"))
+    );
+    let trail = root
+        .admin_get("/v1/root/mcp/audit?tool_id=admin.lease.revoke&limit=100")
+        .await
+        .unwrap();
+    let revoked = trail["events"].as_array().unwrap();
+    assert_eq!(
+        revoked.len(),
+        2,
+        "one audited revocation per sign-in: {trail}"
+    );
+    root.stop().await;
+}

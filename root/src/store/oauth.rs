@@ -248,6 +248,27 @@ impl Store {
         })
     }
 
+    /// The live grant whose current refresh token or current lease is `refresh_hash` or
+    /// `session_id` (a revocation request names one of them).
+    pub async fn live_grant_of(
+        &self,
+        refresh_hash: &str,
+        session_id: Option<&str>,
+    ) -> Result<Option<GrantRow>> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {GRANT_COLUMNS} FROM oauth_grants
+                 WHERE ended_at IS NULL AND (refresh_hash = $1 OR session_id = $2)"
+            )))
+            .bind(refresh_hash)
+            .bind(session_id)
+            .fetch_optional(pool)
+            .await
+            .map_err(db("find an oauth grant"))?;
+            row.map(|r| grant_from_row!(&r)).transpose()
+        })
+    }
+
     /// The lease a grant's tokens are now, and its refresh token (after a code exchange).
     pub async fn set_grant_tokens(
         &self,

@@ -84,6 +84,7 @@ pub fn routes(app: Arc<App>) -> Router {
         .route(authorize::APPROVE_PATH, post(authorize::approve))
         .route(authorize::DENY_PATH, post(authorize::deny))
         .route("/oauth/token", post(token::token))
+        .route("/oauth/revoke", post(token::revoke))
         .with_state(app)
 }
 
@@ -157,6 +158,8 @@ async fn server_metadata(State(app): State<Arc<App>>, headers: HeaderMap) -> Res
         "authorization_endpoint": urls.at("/oauth/authorize"),
         "token_endpoint": urls.at("/oauth/token"),
         "registration_endpoint": urls.at("/oauth/register"),
+        "revocation_endpoint": urls.at("/oauth/revoke"),
+        "revocation_endpoint_auth_methods_supported": ["none"],
         "scopes_supported": scopes(&app),
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],

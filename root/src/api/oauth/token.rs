@@ -89,6 +89,56 @@ pub(super) async fn token(
     Ok(res)
 }
 
+/// `POST /oauth/revoke` (RFC 7009): a client ends its sign-in by revoking its access or
+/// refresh token; the grant ends and its lease is revoked (audited). An unknown token is
+/// answered 200 like a revoked one; a token of another client is refused.
+pub(super) async fn revoke(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, OauthError> {
+    let p = form(&headers, &body)?;
+    let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("");
+    let Some(client) = client(&app, get("client_id")).await? else {
+        return Err(OauthError::invalid_client(
+            "client_id is missing or not registered here",
+        ));
+    };
+    let presented = get("token");
+    if presented.is_empty() {
+        return Err(OauthError::invalid_request("token is missing"));
+    }
+    let hash = crate::auth::token_hash(presented);
+    // An access token is a lease bearer: its lease, here or (issued on another replica)
+    // in the store.
+    let session_id = match app.leases.by_hash(&hash) {
+        Some(l) => Some(l.session_id().to_owned()),
+        None => app
+            .store
+            .lease_by_hash(&hash)
+            .await
+            .map_err(OauthError::server_error)?
+            .map(|row| row.lease.session_id),
+    };
+    let grant = app
+        .store
+        .live_grant_of(&hash, session_id.as_deref())
+        .await
+        .map_err(OauthError::server_error)?;
+    if let Some(g) = grant {
+        if g.client_id != client.client_id {
+            return Err(OauthError::new(
+                "unauthorized_client",
+                "the token was not issued to this client",
+            ));
+        }
+        end_grant(&app, &g, "the client revoked its token").await;
+    }
+    let mut res = StatusCode::OK.into_response();
+    no_store(&mut res);
+    Ok(res)
+}
+
 /// An authorization code for the grant's first lease.
 async fn exchange(
     app: &App,
