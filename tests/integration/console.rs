@@ -1261,8 +1261,6 @@ async fn an_oauth_sign_in_is_approved_in_the_console_dialog() {
 }
 
 async fn oauth_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
-    use base64::Engine;
-    use sha2::Digest;
     let redirect = format!("http://127.0.0.1:{}/callback", free_port());
     let client: Value = root
         .http
@@ -1273,24 +1271,13 @@ async fn oauth_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> 
         .json()
         .await?;
     let client_id = client["client_id"].as_str().context("client_id")?;
-    let verifier = format!(
-        "{}{}",
-        uuid::Uuid::now_v7().simple(),
-        uuid::Uuid::now_v7().simple()
+    let pkce = mcp_tests::oauth::pkce();
+    let query = mcp_tests::oauth::authorize_query(
+        client_id,
+        &redirect,
+        &pkce.challenge,
+        &[("state", "browser-state"), ("scope", "InfraOpsRead")],
     );
-    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(sha2::Sha256::digest(verifier.as_bytes()));
-    let query = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs([
-            ("response_type", "code"),
-            ("client_id", client_id),
-            ("redirect_uri", &redirect),
-            ("state", "browser-state"),
-            ("code_challenge", &challenge),
-            ("code_challenge_method", "S256"),
-            ("scope", "InfraOpsRead"),
-        ])
-        .finish();
     b.c()
         .goto(&format!("{}?{query}", root.url("/oauth/authorize")))
         .await?;
@@ -1320,21 +1307,18 @@ async fn oauth_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> 
     })
     .await?;
     let landed = b.c().current_url().await?.to_string();
-    let back = url::Url::parse(&landed)?;
-    let q: std::collections::HashMap<_, _> = back.query_pairs().into_owned().collect();
+    let q = mcp_tests::oauth::query_of(&landed);
     ensure!(
         q.get("state").map(String::as_str) == Some("browser-state"),
         "{landed}"
     );
-    let form = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs([
-            ("grant_type", "authorization_code"),
-            ("client_id", client_id),
-            ("code", q.get("code").context("code")?),
-            ("redirect_uri", &redirect),
-            ("code_verifier", &verifier),
-        ])
-        .finish();
+    let form = mcp_tests::oauth::form(&[
+        ("grant_type", "authorization_code"),
+        ("client_id", client_id),
+        ("code", q.get("code").context("code")?),
+        ("redirect_uri", &redirect),
+        ("code_verifier", &pkce.verifier),
+    ]);
     let tokens: Value = root
         .http
         .post(root.url("/oauth/token"))

@@ -2,10 +2,9 @@
 //! test plays the browser and the operator), and every refusal a client or an attacker meets
 //! at the metadata, registration, authorization and token endpoints, on real roots.
 
-use base64::Engine;
 use mcp_tests::TestRoot;
+use mcp_tests::oauth::{authorize_query, form, query_of, sealed_request};
 use serde_json::{Value, json};
-use sha2::Digest;
 
 fn with_oauth(cfg: &mut mcp_root::config::RootConfig) {
     cfg.oauth.discovery = true;
@@ -21,30 +20,13 @@ fn browser() -> reqwest::Client {
 
 /// A PKCE verifier and its S256 challenge.
 fn pkce() -> (String, String) {
-    let verifier = format!(
-        "{}{}",
-        uuid::Uuid::now_v7().simple(),
-        uuid::Uuid::now_v7().simple()
-    );
-    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(sha2::Sha256::digest(verifier.as_bytes()));
-    (verifier, challenge)
-}
-
-fn form(pairs: &[(&str, &str)]) -> String {
-    url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(pairs)
-        .finish()
+    let p = mcp_tests::oauth::pkce();
+    (p.verifier, p.challenge)
 }
 
 /// The query parameters of a redirect's `Location`.
 fn location_query(res: &reqwest::Response) -> std::collections::HashMap<String, String> {
-    let loc = res.headers()["location"].to_str().unwrap();
-    url::Url::parse(loc)
-        .unwrap()
-        .query_pairs()
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect()
+    query_of(res.headers()["location"].to_str().unwrap())
 }
 
 const REDIRECT: &str = "http://127.0.0.1:47999/callback";
@@ -71,23 +53,11 @@ async fn authorize(
     extra: &[(&str, &str)],
 ) -> reqwest::Response {
     let resource = root.url("/mcp");
-    let mut pairs: Vec<(&str, &str)> = vec![
-        ("response_type", "code"),
-        ("client_id", client_id),
-        ("redirect_uri", REDIRECT),
-        ("state", "st-1"),
-        ("code_challenge", challenge),
-        ("code_challenge_method", "S256"),
-        ("resource", &resource),
-    ];
-    for (k, v) in extra {
-        pairs.retain(|(pk, _)| pk != k);
-        if !v.is_empty() {
-            pairs.push((k, v));
-        }
-    }
+    let mut pairs = vec![("state", "st-1"), ("resource", resource.as_str())];
+    pairs.extend_from_slice(extra);
+    let query = authorize_query(client_id, REDIRECT, challenge, &pairs);
     browser()
-        .get(format!("{}?{}", root.url("/oauth/authorize"), form(&pairs)))
+        .get(format!("{}?{query}", root.url("/oauth/authorize")))
         .send()
         .await
         .unwrap()
@@ -98,7 +68,7 @@ async fn approved_code(root: &TestRoot, client_id: &str, challenge: &str, target
     let res = authorize(root, client_id, challenge, &[]).await;
     assert_eq!(res.status(), 302);
     let loc = res.headers()["location"].to_str().unwrap().to_owned();
-    let sealed = loc.split_once("authorize=").unwrap().1;
+    let sealed = sealed_request(&loc).unwrap();
     let decided = root
         .admin_post(
             "/oauth/authorize/approve",
@@ -106,8 +76,7 @@ async fn approved_code(root: &TestRoot, client_id: &str, challenge: &str, target
         )
         .await
         .unwrap();
-    let redirect = url::Url::parse(decided["redirect"].as_str().unwrap()).unwrap();
-    let q: std::collections::HashMap<_, _> = redirect.query_pairs().into_owned().collect();
+    let q = query_of(decided["redirect"].as_str().unwrap());
     assert_eq!(q["state"], "st-1");
     assert_eq!(q["iss"], root.handle().base_url());
     q["code"].clone()
@@ -490,7 +459,7 @@ async fn registration_and_authorization_refuse_bad_requests() {
     // A forged or altered sealed request is refused, and the refusal is an audited action.
     let res = authorize(&root, &client_id, &challenge, &[]).await;
     let loc = res.headers()["location"].to_str().unwrap().to_owned();
-    let sealed = loc.split_once("authorize=").unwrap().1.to_owned();
+    let sealed = sealed_request(&loc).unwrap().to_owned();
     let altered = format!("{}x", sealed);
     for request in [altered.as_str(), "oar1.e30.AAAA", "garbage"] {
         let res = root
@@ -510,11 +479,7 @@ async fn registration_and_authorization_refuse_bad_requests() {
         .admin_post("/oauth/authorize/deny", json!({"request": sealed}))
         .await
         .unwrap();
-    let q: std::collections::HashMap<_, _> = url::Url::parse(decided["redirect"].as_str().unwrap())
-        .unwrap()
-        .query_pairs()
-        .into_owned()
-        .collect();
+    let q = query_of(decided["redirect"].as_str().unwrap());
     assert_eq!(q["error"], "access_denied");
     assert_eq!(q["state"], "st-1");
     root.stop().await;

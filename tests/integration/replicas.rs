@@ -765,8 +765,6 @@ async fn on_sqlite_root_is_the_single_replica() {
 /// revoking its lease on one ends the sign-in on the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oauth_sign_in_spans_the_replicas() {
-    use base64::Engine;
-    use sha2::Digest;
     let Some(db) = PgSchema::create("an_oauth_sign_in_spans_the_replicas").await else {
         return;
     };
@@ -796,23 +794,16 @@ async fn an_oauth_sign_in_spans_the_replicas() {
         .await
         .unwrap();
     let client_id = client["client_id"].as_str().unwrap();
-    let verifier = format!(
-        "{}{}",
-        uuid::Uuid::now_v7().simple(),
-        uuid::Uuid::now_v7().simple()
+    let mcp_tests::oauth::Pkce {
+        verifier,
+        challenge,
+    } = mcp_tests::oauth::pkce();
+    let query = mcp_tests::oauth::authorize_query(
+        client_id,
+        redirect,
+        &challenge,
+        &[("resource", "http://zone-r8.example/mcp")],
     );
-    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(sha2::Sha256::digest(verifier.as_bytes()));
-    let query = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs([
-            ("response_type", "code"),
-            ("client_id", client_id),
-            ("redirect_uri", redirect),
-            ("code_challenge", &challenge),
-            ("code_challenge_method", "S256"),
-            ("resource", "http://zone-r8.example/mcp"),
-        ])
-        .finish();
     let res = http
         .get(format!("{}/oauth/authorize?{query}", b.base))
         .send()
@@ -820,7 +811,7 @@ async fn an_oauth_sign_in_spans_the_replicas() {
         .unwrap();
     assert_eq!(res.status(), 302, "{}", b.log_text());
     let location = res.headers()["location"].to_str().unwrap().to_owned();
-    let sealed = location.split_once("authorize=").unwrap().1;
+    let sealed = mcp_tests::oauth::sealed_request(&location).unwrap();
     let decided: Value = http
         .post(format!("{}/oauth/authorize/approve", a.base))
         .bearer_auth(&admin)
@@ -831,18 +822,13 @@ async fn an_oauth_sign_in_spans_the_replicas() {
         .json()
         .await
         .unwrap();
-    let back = url::Url::parse(decided["redirect"].as_str().unwrap()).unwrap();
-    let q: std::collections::HashMap<_, _> = back.query_pairs().into_owned().collect();
+    let q = mcp_tests::oauth::query_of(decided["redirect"].as_str().unwrap());
     assert_eq!(q["iss"], "http://zone-r8.example");
     let token = async |base: &str, pairs: &[(&str, &str)]| -> (u16, Value) {
         let res = http
             .post(format!("{base}/oauth/token"))
             .header("content-type", "application/x-www-form-urlencoded")
-            .body(
-                url::form_urlencoded::Serializer::new(String::new())
-                    .extend_pairs(pairs)
-                    .finish(),
-            )
+            .body(mcp_tests::oauth::form(pairs))
             .send()
             .await
             .unwrap();

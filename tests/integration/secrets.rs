@@ -751,8 +751,6 @@ struct OauthRun {
 /// Signs a client in with OAuth over HTTPS (the admin approves), exchanges the code,
 /// refreshes once, and calls with both access tokens.
 async fn oauth_sign_in(ca: &Path, base: &str, admin: &str, target: &str) -> OauthRun {
-    use base64::Engine;
-    use sha2::Digest;
     let pem = std::fs::read(ca).unwrap();
     let http = reqwest::Client::builder()
         .tls_certs_only(reqwest::Certificate::from_pem_bundle(&pem).unwrap())
@@ -770,22 +768,11 @@ async fn oauth_sign_in(ca: &Path, base: &str, admin: &str, target: &str) -> Oaut
         .await
         .unwrap();
     let client_id = client["client_id"].as_str().unwrap();
-    let verifier = format!(
-        "{}{}",
-        uuid::Uuid::now_v7().simple(),
-        uuid::Uuid::now_v7().simple()
-    );
-    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(sha2::Sha256::digest(verifier.as_bytes()));
-    let query = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs([
-            ("response_type", "code"),
-            ("client_id", client_id),
-            ("redirect_uri", redirect),
-            ("code_challenge", &challenge),
-            ("code_challenge_method", "S256"),
-        ])
-        .finish();
+    let mcp_tests::oauth::Pkce {
+        verifier,
+        challenge,
+    } = mcp_tests::oauth::pkce();
+    let query = mcp_tests::oauth::authorize_query(client_id, redirect, &challenge, &[]);
     let res = http
         .get(format!("{base}/oauth/authorize?{query}"))
         .send()
@@ -793,7 +780,7 @@ async fn oauth_sign_in(ca: &Path, base: &str, admin: &str, target: &str) -> Oaut
         .unwrap();
     assert_eq!(res.status(), 302);
     let location = res.headers()["location"].to_str().unwrap().to_owned();
-    let sealed = location.split_once("authorize=").unwrap().1;
+    let sealed = mcp_tests::oauth::sealed_request(&location).unwrap();
     let decided: Value = http
         .post(format!("{base}/oauth/authorize/approve"))
         .bearer_auth(admin)
@@ -804,22 +791,12 @@ async fn oauth_sign_in(ca: &Path, base: &str, admin: &str, target: &str) -> Oaut
         .json()
         .await
         .unwrap();
-    let back = url::Url::parse(decided["redirect"].as_str().unwrap()).unwrap();
-    let code = back
-        .query_pairs()
-        .find(|(k, _)| k == "code")
-        .unwrap()
-        .1
-        .into_owned();
+    let code = mcp_tests::oauth::query_of(decided["redirect"].as_str().unwrap())["code"].clone();
     let token = async |pairs: &[(&str, &str)]| -> Value {
         let res = http
             .post(format!("{base}/oauth/token"))
             .header("content-type", "application/x-www-form-urlencoded")
-            .body(
-                url::form_urlencoded::Serializer::new(String::new())
-                    .extend_pairs(pairs)
-                    .finish(),
-            )
+            .body(mcp_tests::oauth::form(pairs))
             .send()
             .await
             .unwrap();

@@ -3,6 +3,7 @@
 
 pub mod faults;
 pub mod hubsim;
+pub mod oauth;
 pub mod soak;
 
 use std::path::PathBuf;
@@ -322,6 +323,17 @@ pub fn workspace_bin(name: &str) -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
+/// The cargo target directory this test binary runs from (where `.ci/run` puts the client
+/// installs: `py/`, `npm/`).
+fn target_dir() -> anyhow::Result<PathBuf> {
+    let mut dir = std::env::current_exe()?;
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    Ok(dir.parent().context("target dir")?.to_owned())
+}
+
 /// The Python interpreter of the venv holding the MCP Python SDK (`mcp` 2.3, a client of
 /// another implementation): `MCP_TEST_PYTHON`, or `<target>/py/bin/python`, which `.ci/run`
 /// creates (`python3 -m venv target/py && target/py/bin/pip install mcp==2.3.0`).
@@ -329,12 +341,7 @@ pub fn python_sdk() -> anyhow::Result<PathBuf> {
     if let Ok(p) = std::env::var("MCP_TEST_PYTHON") {
         return Ok(PathBuf::from(p));
     }
-    let mut dir = std::env::current_exe()?;
-    dir.pop();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let python = dir.parent().context("target dir")?.join("py/bin/python");
+    let python = target_dir()?.join("py/bin/python");
     anyhow::ensure!(
         python.exists(),
         "{} is missing: run `python3 -m venv target/py && target/py/bin/pip install mcp==2.3.0` \
@@ -350,15 +357,7 @@ pub fn claude_code() -> anyhow::Result<PathBuf> {
     if let Ok(p) = std::env::var("MCP_TEST_CLAUDE") {
         return Ok(PathBuf::from(p));
     }
-    let mut dir = std::env::current_exe()?;
-    dir.pop();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let claude = dir
-        .parent()
-        .context("target dir")?
-        .join("npm/node_modules/.bin/claude");
+    let claude = target_dir()?.join("npm/node_modules/.bin/claude");
     anyhow::ensure!(
         claude.exists(),
         "{} is missing: run `npm install --prefix target/npm @anthropic-ai/claude-code@2.1.197` \

@@ -294,59 +294,53 @@ impl Store {
     /// Ends a grant (its refresh token, kept as spent, no longer works); returns it if it
     /// was live.
     pub async fn end_grant(&self, grant_id: &str, now_ms: i64) -> Result<Option<GrantRow>> {
-        let op = "end an oauth grant";
-        on_pool!(self, pool => {
-            let mut tx = pool.begin().await.map_err(db(op))?;
-            sqlx::query(
-                "INSERT INTO oauth_spent_refresh (token_hash, grant_id, spent_at)
-                 SELECT refresh_hash, grant_id, $2 FROM oauth_grants
-                 WHERE grant_id = $1 AND ended_at IS NULL AND refresh_hash IS NOT NULL",
-            )
-            .bind(grant_id)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await
-            .map_err(db(op))?;
-            let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE oauth_grants SET ended_at = $2, refresh_hash = NULL
-                 WHERE grant_id = $1 AND ended_at IS NULL RETURNING {GRANT_COLUMNS}"
-            )))
-            .bind(grant_id)
-            .bind(now_ms)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db(op))?;
-            tx.commit().await.map_err(db(op))?;
-            row.map(|r| grant_from_row!(&r)).transpose()
-        })
+        Ok(self
+            .end_grants("grant_id", grant_id, now_ms)
+            .await?
+            .into_iter()
+            .next())
     }
 
     /// Ends the grants whose tokens are lease `session_id` (the operator revoked it).
     pub async fn end_grants_of_lease(&self, session_id: &str, now_ms: i64) -> Result<u64> {
-        let op = "end the oauth grants of a lease";
+        Ok(self
+            .end_grants("session_id", session_id, now_ms)
+            .await?
+            .len() as u64)
+    }
+
+    /// Ends the live grants whose `column` is `value`, keeping their current refresh tokens
+    /// as spent (so a later refresh is told the sign-in ended); returns them.
+    async fn end_grants(
+        &self,
+        column: &'static str,
+        value: &str,
+        now_ms: i64,
+    ) -> Result<Vec<GrantRow>> {
+        let op = "end oauth grants";
         on_pool!(self, pool => {
             let mut tx = pool.begin().await.map_err(db(op))?;
-            sqlx::query(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO oauth_spent_refresh (token_hash, grant_id, spent_at)
                  SELECT refresh_hash, grant_id, $2 FROM oauth_grants
-                 WHERE session_id = $1 AND ended_at IS NULL AND refresh_hash IS NOT NULL",
-            )
-            .bind(session_id)
+                 WHERE {column} = $1 AND ended_at IS NULL AND refresh_hash IS NOT NULL"
+            )))
+            .bind(value)
             .bind(now_ms)
             .execute(&mut *tx)
             .await
             .map_err(db(op))?;
-            let res = sqlx::query(
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE oauth_grants SET ended_at = $2, refresh_hash = NULL
-                 WHERE session_id = $1 AND ended_at IS NULL",
-            )
-            .bind(session_id)
+                 WHERE {column} = $1 AND ended_at IS NULL RETURNING {GRANT_COLUMNS}"
+            )))
+            .bind(value)
             .bind(now_ms)
-            .execute(&mut *tx)
+            .fetch_all(&mut *tx)
             .await
             .map_err(db(op))?;
             tx.commit().await.map_err(db(op))?;
-            Ok(res.rows_affected())
+            rows.iter().map(|r| grant_from_row!(r)).collect()
         })
     }
 }

@@ -40,17 +40,6 @@ struct Pending {
     expires_at_ms: i64,
 }
 
-/// The request's parameters, each at most once (RFC 6749 §3.1).
-fn params(query: Option<&str>) -> Result<std::collections::HashMap<String, String>, String> {
-    let mut out = std::collections::HashMap::new();
-    for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-        if out.insert(k.to_string(), v.to_string()).is_some() {
-            return Err(format!("parameter `{k}` is repeated"));
-        }
-    }
-    Ok(out)
-}
-
 /// `url` with `pairs` added to its query.
 fn with_query(url: &str, pairs: &[(&str, &str)]) -> String {
     match url::Url::parse(url) {
@@ -82,7 +71,7 @@ pub(super) async fn authorize(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, OauthError> {
-    let p = params(query.as_deref()).map_err(OauthError::invalid_request)?;
+    let p = parameters(query.as_deref().unwrap_or("").as_bytes())?;
     let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("");
     let Some(client) = client(&app, get("client_id")).await? else {
         return Err(OauthError::invalid_client(

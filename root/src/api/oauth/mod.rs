@@ -297,6 +297,20 @@ impl IntoResponse for OauthError {
     }
 }
 
+/// An OAuth request's parameters (a query or a form body), each at most once (RFC 6749
+/// §3.1): `invalid_request` naming a repeated one.
+fn parameters(encoded: &[u8]) -> Result<std::collections::HashMap<String, String>, OauthError> {
+    let mut out = std::collections::HashMap::new();
+    for (k, v) in url::form_urlencoded::parse(encoded) {
+        if out.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(OauthError::invalid_request(format!(
+                "parameter `{k}` is repeated"
+            )));
+        }
+    }
+    Ok(out)
+}
+
 /// Marks an answer that carries or refuses credentials as never to be cached.
 fn no_store(res: &mut Response) {
     res.headers_mut()

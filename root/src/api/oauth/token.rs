@@ -23,7 +23,7 @@ struct Tokens {
     scope: String,
 }
 
-/// The form's parameters, each at most once.
+/// A form body's parameters (it must be a form), each at most once.
 fn form(
     headers: &HeaderMap,
     body: &[u8],
@@ -41,15 +41,7 @@ fn form(
             "the token request must be application/x-www-form-urlencoded",
         ));
     }
-    let mut out = std::collections::HashMap::new();
-    for (k, v) in url::form_urlencoded::parse(body) {
-        if out.insert(k.to_string(), v.to_string()).is_some() {
-            return Err(OauthError::invalid_request(format!(
-                "parameter `{k}` is repeated"
-            )));
-        }
-    }
-    Ok(out)
+    parameters(body)
 }
 
 /// `POST /oauth/token`.
