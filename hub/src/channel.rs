@@ -573,7 +573,20 @@ async fn run_call(
     out: mpsc::Sender<Envelope<HubToRoot>>,
 ) -> String {
     let call_id = call.call_id.clone();
-    let outcome = execute(&ch, call).await;
+    let progress = {
+        let (out, call_id) = (out.clone(), call_id.clone());
+        crate::adapters::Progress::new(move |progress, total, message| {
+            let body = HubToRoot::Progress {
+                call_id: call_id.clone(),
+                progress,
+                total,
+                message: Some(message),
+            };
+            // Best effort: a full queue drops a progress frame, never a result.
+            let _ = out.try_send(envelope(body, None));
+        })
+    };
+    let outcome = execute(&ch, call, progress).await;
     if let CallOutcome::Error { error, .. } = &outcome {
         tracing::info!(%call_id, code = %error.code, message = %error.message, "call refused or failed");
     }
@@ -651,14 +664,22 @@ impl Drop for ActivityRecorder {
 
 /// Final enforcement, then the adapter; the call is recorded in the activity log when it
 /// finishes (the one place every call handled by the hub ends).
-pub async fn execute(ch: &Channel, call: CallRequest) -> CallOutcome {
+pub async fn execute(
+    ch: &Channel,
+    call: CallRequest,
+    progress: crate::adapters::Progress,
+) -> CallOutcome {
     let recorder = ActivityRecorder::start(&ch.ctx, &call);
-    let outcome = gate_and_run(ch, call).await;
+    let outcome = gate_and_run(ch, call, progress).await;
     recorder.finish(&outcome);
     outcome
 }
 
-async fn gate_and_run(ch: &Channel, call: CallRequest) -> CallOutcome {
+async fn gate_and_run(
+    ch: &Channel,
+    call: CallRequest,
+    progress: crate::adapters::Progress,
+) -> CallOutcome {
     // Deadlines are root's: judged in root's time (the hub's clock plus the offset measured
     // at welcome).
     let now_ms = ch.ctx.connection.clock.root_now_ms();
@@ -685,6 +706,7 @@ async fn gate_and_run(ch: &Channel, call: CallRequest) -> CallOutcome {
         idempotency_key: call.idempotency_key,
         confirmed_effect: call.confirmed_effect,
         deadline,
+        progress,
     };
     let res = ch.skill.execute_call(decl, input).await;
     guard.disarm();

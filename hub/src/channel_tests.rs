@@ -363,6 +363,8 @@ async fn allowed_tests_take_dry_run_and_idempotency_key_from_the_signed_call() {
         cwd: None,
         timeout_ms: 5_000,
         env: Default::default(),
+        progress_line: None,
+        progress_total: None,
     }];
     let hub = crate::start(config).await.expect("hub starts");
     let mut ws = accept(&listener).await;

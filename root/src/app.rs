@@ -39,6 +39,8 @@ pub struct App {
     pub master_key: crate::secrets::MasterKey,
     /// What the MCP front door keeps per MCP session.
     pub mcp: crate::mcp::Bindings,
+    /// The tasks (calls run past their request) this replica runs.
+    pub tasks: crate::call::tasks::Tasks,
     /// What the REST family and the hub door keep between requests.
     pub api: crate::api::Surfaces,
     pub started_at: time::OffsetDateTime,

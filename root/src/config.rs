@@ -76,6 +76,11 @@ pub struct McpConfig {
     /// How long an MCP session (revisions before 2026-07-28) lives without a message while
     /// nothing is in flight, in seconds; then it ends and its client must open a new one.
     pub session_idle_sec: u64,
+    /// How long root keeps a task (a call run past its request) after it was created, in
+    /// seconds: its owner can read how it ended until then.
+    pub task_ttl_sec: u64,
+    /// How often a client should poll a task, in milliseconds (told to it with each task).
+    pub task_poll_interval_ms: u64,
 }
 
 impl Default for McpConfig {
@@ -83,6 +88,8 @@ impl Default for McpConfig {
         McpConfig {
             direct_reads: None,
             session_idle_sec: 300,
+            task_ttl_sec: 86_400,
+            task_poll_interval_ms: 1_000,
         }
     }
 }
@@ -458,6 +465,16 @@ impl RootConfig {
         if !(1..=86_400).contains(&self.mcp.session_idle_sec) {
             return Err(ConfigError::Invalid(
                 "mcp.session_idle_sec must be between 1 and 86400 (a day)".into(),
+            ));
+        }
+        if !(60..=30 * 86_400).contains(&self.mcp.task_ttl_sec) {
+            return Err(ConfigError::Invalid(
+                "mcp.task_ttl_sec must be between 60 and 2592000 (30 days)".into(),
+            ));
+        }
+        if !(100..=60_000).contains(&self.mcp.task_poll_interval_ms) {
+            return Err(ConfigError::Invalid(
+                "mcp.task_poll_interval_ms must be between 100 and 60000".into(),
             ));
         }
         self.oauth.validate()?;

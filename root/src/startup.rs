@@ -77,6 +77,8 @@ impl RootHandle {
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
+        // Tasks commit their events while the audit writer still runs.
+        crate::call::tasks::drain(&self.app).await;
         if let Some(zone) = &self.app.zone {
             zone.stop().await;
         }
@@ -132,6 +134,8 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     operators::reload(&app)
         .await
         .context("loading the operators")?;
+    // Tasks this root was running when it last stopped end now, with their events.
+    crate::call::tasks::recover(&app).await;
     tokio::spawn(janitor(app.clone(), shutdown.clone()));
     tokio::spawn(crate::api::hub_link::record_last_seen(
         app.clone(),
@@ -347,6 +351,7 @@ async fn compose(
         operators: Default::default(),
         master_key,
         mcp: Default::default(),
+        tasks: Default::default(),
         api: Default::default(),
         started_at: mcp_shared::time::now(),
         shutdown: CancellationToken::new(),
@@ -455,6 +460,14 @@ async fn janitor(app: Arc<App>, stop: CancellationToken) {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
+        }
+        crate::call::tasks::sweep(&app).await;
+        // A replica silent this long has stopped (a live one beats every second); its
+        // tasks are ended here. Far above the registry's expiry: a busy replica is not gone.
+        if let Some(zone) = &app.zone
+            && let Some(live) = zone.replicas_heard_within(60_000).await
+        {
+            crate::call::tasks::recover_gone_replicas(&app, &live).await;
         }
         let dead: Vec<String> = app
             .leases

@@ -27,6 +27,25 @@ pub enum RoutingClass {
     OperationalWrite,
 }
 
+/// Whether a call of the tool may run as an MCP task (the `io.modelcontextprotocol/tasks`
+/// extension on 2026-07-28, the tasks of 2025-11-25 on sessions): work that can outlast a
+/// request, kept by root until the client polls its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSupport {
+    /// Always answered within the request.
+    #[default]
+    Forbidden,
+    /// A client that supports tasks gets one; others get the answer within the request.
+    Optional,
+}
+
+impl TaskSupport {
+    pub fn is_forbidden(&self) -> bool {
+        *self == TaskSupport::Forbidden
+    }
+}
+
 /// Contract stability, as published to agents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -166,6 +185,9 @@ pub struct ToolContract {
     /// approval, and an execute before the approval is decided answers `approval_pending`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub requires_approval: bool,
+    /// Whether a call may run as an MCP task (absent: never).
+    #[serde(default, skip_serializing_if = "TaskSupport::is_forbidden")]
+    pub task_support: TaskSupport,
 }
 
 impl ToolContract {

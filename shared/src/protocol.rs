@@ -239,9 +239,13 @@ pub enum HubToRoot {
         descriptor: ManagedTargetDescriptor,
         skills: Vec<SkillState>,
     },
+    /// How far a call's adapter has got (deploy steps, tests run): `progress` only grows,
+    /// in the unit of `total` when the adapter knows it.
     Progress {
         call_id: String,
         progress: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },

@@ -160,11 +160,13 @@ fn hub_to_root() -> impl Strategy<Value = HubToRoot> {
         (
             "[a-z0-9-]{1,36}",
             -1e6f64..1e6,
+            proptest::option::of(0f64..1e6),
             proptest::option::of(".{0,30}")
         )
-            .prop_map(|(call_id, progress, message)| HubToRoot::Progress {
+            .prop_map(|(call_id, progress, total, message)| HubToRoot::Progress {
                 call_id,
                 progress,
+                total,
                 message,
             }),
         ("[a-z0-9-]{1,36}", "[a-z_.]{1,30}", json_value()).prop_map(

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use mcp_shared::contract::{
     ConcurrencyHint, DescriptorProjection, RedactionRules, Retention, RetryPolicy, RoutingClass,
-    Selector, SideEffectClass, Stability, ToolContract,
+    Selector, SideEffectClass, Stability, TaskSupport, ToolContract,
 };
 use mcp_shared::descriptor::{Descriptor, Freshness, content_hash};
 use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
@@ -552,6 +552,7 @@ fn contract(
             on: vec![ErrorCode::TargetOffline, ErrorCode::Busy],
         }),
         requires_approval: true,
+        task_support: TaskSupport::Optional,
     }
 }
 
@@ -729,8 +730,9 @@ fn hub_to_root_bodies() -> Vec<HubToRoot> {
         },
         HubToRoot::Progress {
             call_id: "call-01".into(),
-            progress: 0.5,
-            message: Some("halfway".into()),
+            progress: 2.0,
+            total: Some(4.0),
+            message: Some("step 2 of 4: checkout".into()),
         },
         HubToRoot::Result {
             call_id: "call-01".into(),

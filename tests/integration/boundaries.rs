@@ -404,11 +404,8 @@ async fn stand_in_root(
         cfg.write_scope = mcp_shared::target::WriteScope::TestOnly;
     }
     cfg.skill.allowed_tests = vec![mcp_hub::config::AllowedTestConfig {
-        name: "smoke".into(),
-        argv: vec!["true".into()],
-        cwd: None,
         timeout_ms: 5_000,
-        env: Default::default(),
+        ..mcp_hub::config::AllowedTestConfig::new("smoke", vec!["true".into()])
     }];
     let hub = tokio::spawn(async move {
         let hub = mcp_hub::start(cfg).await.unwrap();

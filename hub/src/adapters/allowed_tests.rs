@@ -8,7 +8,9 @@
 //!   idempotency key that is already recorded for this tool gets that call's result back
 //!   (same `run_id`) and runs nothing; a second call with a key still in flight gets `busy`.
 //!
-//! The output tail is redacted ([`crate::redact`]) before it is recorded or returned.
+//! The output tail is redacted ([`crate::redact`]) before it is recorded or returned. A test
+//! with `progress_line` (and `progress_total`) reports how many tests are done while it runs,
+//! read from its output lines; only the counts leave the hub that way.
 
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -19,7 +21,7 @@ use mcp_shared::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::adapters::{AdapterKind, CallInput};
+use crate::adapters::{AdapterKind, CallInput, Progress};
 use crate::config::{AllowedTestConfig, MAX_TEST_NAME};
 use crate::context::HubContext;
 use crate::results::TestRun;
@@ -33,6 +35,10 @@ const WINDOW_BYTES: usize = 16 * 1024;
 const RECORD_MARGIN: Duration = Duration::from_millis(500);
 /// How long to wait for the output pipes to close once the process group is gone.
 const DRAIN_WAIT: Duration = Duration::from_secs(1);
+/// Progress of a run is reported at most this often.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// Bytes of one output line looked at for progress (the rest of a longer line is not).
+const LINE_BYTES: usize = 4096;
 
 fn tool_id() -> &'static str {
     AdapterKind::AllowedTests.decl().tool_id
@@ -127,7 +133,8 @@ pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError>
         .saturating_duration_since(tokio::time::Instant::now())
         .saturating_sub(RECORD_MARGIN);
     let limit = Duration::from_millis(test.timeout_ms).min(budget);
-    let outcome = execute(test, limit, &ctx.logging.redaction).await;
+    let counter = Counter::new(test, &input.progress).map(Arc::new);
+    let outcome = execute(test, limit, &ctx.logging.redaction, counter).await;
     let key = input.idempotency_key.as_deref().map(|k| (tool, k));
     store.record(&outcome, key).map_err(|e| {
         ToolError::new(
@@ -168,12 +175,113 @@ struct Tail {
     cut: bool,
 }
 
-async fn collect(mut pipe: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
+/// Counts the tests a run has done from its output lines (`progress_line`,
+/// `progress_total`) and reports the counts, at most every [`PROGRESS_EVERY`].
+struct Counter {
+    line: Option<regex::Regex>,
+    total_line: Option<regex::Regex>,
+    progress: Progress,
+    state: Mutex<Count>,
+}
+
+#[derive(Default)]
+struct Count {
+    done: u64,
+    total: Option<u64>,
+    reported: Option<(Instant, u64, Option<u64>)>,
+}
+
+impl Counter {
+    /// A counter for `test`, if it declares how to count (the patterns were checked when the
+    /// configuration was read).
+    fn new(test: &AllowedTestConfig, progress: &Progress) -> Option<Counter> {
+        let compile = |p: &Option<String>| p.as_deref().and_then(|p| regex::Regex::new(p).ok());
+        let (line, total_line) = (compile(&test.progress_line), compile(&test.progress_total));
+        (line.is_some() || total_line.is_some()).then(|| Counter {
+            line,
+            total_line,
+            progress: progress.clone(),
+            state: Mutex::new(Count::default()),
+        })
+    }
+
+    /// One line of output.
+    fn line(&self, line: &str) {
+        let total = self
+            .total_line
+            .as_ref()
+            .and_then(|r| r.captures(line))
+            .and_then(|c| c.get(1))
+            .and_then(|m| m.as_str().parse::<u64>().ok());
+        let done = self.line.as_ref().is_some_and(|r| r.is_match(line));
+        if total.is_none() && !done {
+            return;
+        }
+        let mut c = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = total {
+            c.total = Some(c.total.unwrap_or(0).saturating_add(n));
+        }
+        c.done += u64::from(done);
+        self.report(&mut c, false);
+    }
+
+    /// Reports the counts if they changed, unless one was reported less than
+    /// [`PROGRESS_EVERY`] ago (`last`: the run is over, report anyway).
+    fn report(&self, c: &mut Count, last: bool) {
+        if let Some((at, done, total)) = c.reported
+            && ((done, total) == (c.done, c.total) || (!last && at.elapsed() < PROGRESS_EVERY))
+        {
+            return;
+        }
+        let message = match c.total {
+            Some(total) => format!("{} of {total} tests done", c.done),
+            None => format!("{} tests done", c.done),
+        };
+        self.progress
+            .report(c.done as f64, c.total.map(|t| t as f64), message);
+        c.reported = Some((Instant::now(), c.done, c.total));
+    }
+
+    fn finish(&self) {
+        let mut c = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.report(&mut c, true);
+    }
+}
+
+async fn collect(
+    mut pipe: impl AsyncRead + Unpin,
+    tail: Arc<Mutex<Tail>>,
+    counter: Option<Arc<Counter>>,
+) {
     let mut buf = [0u8; 8192];
+    let mut line = Vec::new();
     loop {
         match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => {
+                if let Some(counter) = &counter
+                    && !line.is_empty()
+                {
+                    counter.line(&String::from_utf8_lossy(&line));
+                }
+                return;
+            }
             Ok(n) => {
+                if let Some(counter) = &counter {
+                    for &b in &buf[..n] {
+                        if b == b'\n' {
+                            counter.line(String::from_utf8_lossy(&line).trim_end_matches('\r'));
+                            line.clear();
+                        } else if line.len() < LINE_BYTES {
+                            line.push(b);
+                        }
+                    }
+                }
                 let mut t = tail
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -222,7 +330,12 @@ pub(crate) fn kill_group(pid: Option<u32>) {
 
 /// Runs `test` for at most `limit`; its output is redacted with `extra` on top of the built-in
 /// patterns.
-async fn execute(test: &AllowedTestConfig, limit: Duration, extra: &[regex::Regex]) -> TestRun {
+async fn execute(
+    test: &AllowedTestConfig,
+    limit: Duration,
+    extra: &[regex::Regex],
+    counter: Option<Arc<Counter>>,
+) -> TestRun {
     let run_id = uuid::Uuid::now_v7().to_string();
     let started_at = mcp_shared::time::format(mcp_shared::time::now());
     let started = Instant::now();
@@ -274,11 +387,11 @@ async fn execute(test: &AllowedTestConfig, limit: Duration, extra: &[regex::Rege
         child
             .stdout
             .take()
-            .map(|p| tokio::spawn(collect(p, tail.clone()))),
+            .map(|p| tokio::spawn(collect(p, tail.clone(), counter.clone()))),
         child
             .stderr
             .take()
-            .map(|p| tokio::spawn(collect(p, tail.clone()))),
+            .map(|p| tokio::spawn(collect(p, tail.clone(), counter.clone()))),
     ];
     let (status, timed_out) = match tokio::time::timeout(limit, child.wait()).await {
         Ok(status) => (status.ok(), false),
@@ -295,6 +408,9 @@ async fn execute(test: &AllowedTestConfig, limit: Duration, extra: &[regex::Rege
         if tokio::time::timeout(DRAIN_WAIT, reader).await.is_err() {
             abort.abort();
         }
+    }
+    if let Some(counter) = &counter {
+        counter.finish();
     }
     let (output_tail, redactions) = {
         let t = tail
@@ -328,6 +444,8 @@ mod tests {
             cwd: None,
             timeout_ms,
             env: Default::default(),
+            progress_line: None,
+            progress_total: None,
         }
     }
 

@@ -253,6 +253,8 @@ async fn test_tool_answers_match_their_contracts() {
             cwd: Some(dir.path().to_owned()),
             timeout_ms: 5_000,
             env: Default::default(),
+            progress_line: None,
+            progress_total: None,
         },
         AllowedTestConfig {
             name: "slow".into(),
@@ -260,6 +262,8 @@ async fn test_tool_answers_match_their_contracts() {
             cwd: None,
             timeout_ms: 100,
             env: Default::default(),
+            progress_line: None,
+            progress_total: None,
         },
     ];
     let ctx = Arc::new(HubContext::new(config).expect("context"));

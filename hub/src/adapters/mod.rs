@@ -62,6 +62,8 @@ pub mod test_results;
 #[cfg(test)]
 mod contract_tests;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use mcp_shared::error::ToolError;
@@ -85,6 +87,38 @@ pub struct CallInput {
     pub confirmed_effect: Option<Value>,
     /// When the call must be answered; the adapter task is stopped then.
     pub deadline: tokio::time::Instant,
+    /// Where the adapter reports how far it has got.
+    pub progress: Progress,
+}
+
+/// Where an adapter reports how far a call has got (deploy steps, tests run): `progress`
+/// frames to root, best effort (one the connection cannot queue at once is dropped). The
+/// message says counts and step names, never output.
+#[derive(Clone, Default)]
+pub struct Progress(Option<Arc<dyn Fn(f64, Option<f64>, String) + Send + Sync>>);
+
+impl Progress {
+    /// Progress reported to `report(done, total, message)`.
+    pub fn new(report: impl Fn(f64, Option<f64>, String) + Send + Sync + 'static) -> Progress {
+        Progress(Some(Arc::new(report)))
+    }
+
+    /// Reports `done` (of `total`, when known); `done` only grows.
+    pub fn report(&self, done: f64, total: Option<f64>, message: impl Into<String>) {
+        if let Some(report) = &self.0 {
+            report(done, total, message.into());
+        }
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Progress(reported)"
+        } else {
+            "Progress(none)"
+        })
+    }
 }
 
 impl CallInput {
@@ -97,6 +131,7 @@ impl CallInput {
             idempotency_key: None,
             confirmed_effect: None,
             deadline,
+            progress: Progress::default(),
         }
     }
 }

@@ -33,6 +33,29 @@ pub struct AllowedTestConfig {
     /// Variables set for the test on top of the hub's own environment.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// A run's progress, read from its output: each line matching this pattern is one test
+    /// done (e.g. `^test .* \.\.\. (ok|FAILED|ignored)$`). Only the count leaves the hub.
+    #[serde(default)]
+    pub progress_line: Option<String>,
+    /// A line matching this pattern says how many tests there are: its first capture group
+    /// (e.g. `^running (\d+) tests?$`; several such lines add up).
+    #[serde(default)]
+    pub progress_total: Option<String>,
+}
+
+impl AllowedTestConfig {
+    /// A test run as `argv`, with the defaults for everything else.
+    pub fn new(name: impl Into<String>, argv: Vec<String>) -> AllowedTestConfig {
+        AllowedTestConfig {
+            name: name.into(),
+            argv,
+            cwd: None,
+            timeout_ms: default_test_timeout_ms(),
+            env: Default::default(),
+            progress_line: None,
+            progress_total: None,
+        }
+    }
 }
 
 /// `infra_access_skill` settings.
@@ -129,6 +152,18 @@ impl HubConfig {
             }
             if let Some(cwd) = &test.cwd {
                 self.check_confined(&format!("allowed test `{name}`: cwd"), cwd)?;
+            }
+            for (field, pattern) in [
+                ("progress_line", &test.progress_line),
+                ("progress_total", &test.progress_total),
+            ] {
+                if let Some(p) = pattern
+                    && let Err(e) = regex::Regex::new(p)
+                {
+                    return Err(ConfigError::Invalid(format!(
+                        "allowed test `{name}`: {field} is not a regular expression: {e}"
+                    )));
+                }
             }
         }
         Ok(())

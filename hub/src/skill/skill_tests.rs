@@ -107,6 +107,8 @@ async fn the_adapter_sees_the_calls_dry_run_flag_and_idempotency_key() {
         cwd: None,
         timeout_ms: 5_000,
         env: Default::default(),
+        progress_line: None,
+        progress_total: None,
     }];
     let ctx = Arc::new(HubContext::new(config).expect("context"));
     let (skill, _) = SkillHandle::start(ctx).await.expect("skill");
@@ -118,6 +120,7 @@ async fn the_adapter_sees_the_calls_dry_run_flag_and_idempotency_key() {
         idempotency_key: Some(key.to_owned()),
         confirmed_effect: None,
         deadline: soon(5_000),
+        progress: Default::default(),
     };
     let effect = skill
         .execute_call(decl, input(true, "k"))

@@ -194,6 +194,7 @@ pub async fn operator_read(
         cancel: None,
         operator: Some(op.0.clone()),
         confirmation: None,
+        progress: None,
     };
     let outcome = call::call(
         &app,

@@ -56,5 +56,6 @@ pub(crate) fn rest_context(
         cancel: None,
         operator: None,
         confirmation: None,
+        progress: None,
     }
 }

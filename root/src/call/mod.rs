@@ -11,6 +11,7 @@ pub mod elicitation;
 pub mod executors;
 pub mod limits;
 mod route;
+pub mod tasks;
 pub mod writes;
 
 use descriptive::descriptive_answer;
@@ -46,6 +47,9 @@ pub struct CallContext {
     /// A write's confirmation, answered by the client's retry (MCP multi-round-trip
     /// requests); refused for any other tool.
     pub confirmation: Option<writes::Confirmation>,
+    /// Where a routed call's progress goes (the client's progress notifications, a task's
+    /// status); `None`: nowhere.
+    pub progress: Option<router::ProgressSink>,
 }
 
 /// The outcome plus whether the tool id was unknown (MCP answers that as a protocol error).
@@ -104,71 +108,225 @@ pub async fn call_keeping_answer(
     tool_id: &str,
     arguments: Value,
 ) -> Outcome {
+    match admit(app, ctx, tool_id, arguments).await {
+        Admission::Admitted(call) => call.run(app).await,
+        Admission::Refused(outcome) => outcome,
+    }
+}
+
+/// A call's governed checks: what [`admit`] decided.
+pub enum Admission {
+    /// Every check passed; [`Admitted::run`] answers it.
+    Admitted(Box<Admitted>),
+    /// Refused (unknown tool, policy, arguments, limits, audit unavailable): its outcome, with
+    /// its event committed.
+    Refused(Outcome),
+}
+
+/// A call that passed its governed checks (contract, policy, arguments, concurrency slots,
+/// which it holds) and has not run yet. A task runs it later, on a task of its own.
+pub struct Admitted {
+    ctx: CallContext,
+    entry: Arc<ContractEntry>,
+    arguments: Value,
+    event: OperationalEvent,
+    permits: Option<crate::call::limits::Permits>,
+    started: Instant,
+}
+
+impl Admitted {
+    /// The call's event as it will be committed unless it runs to its end here: its id,
+    /// actor, tool and decision, with the redacted request.
+    pub fn pending_event(&self, app: &App) -> OperationalEvent {
+        let mut event = self.event.clone();
+        let _ = seal(
+            app,
+            Some(&*self.entry),
+            &self.event.tool_id,
+            self.arguments.clone(),
+            Err(ToolError::new(ErrorCode::Internal, "not finished")),
+            &mut event,
+        );
+        event.error = None;
+        event
+    }
+
+    pub fn event_id(&self) -> &str {
+        &self.event.event_id
+    }
+
+    pub fn contract(&self) -> &ContractEntry {
+        &self.entry
+    }
+
+    /// Refuses the admitted call after all (`error`), committing its event.
+    pub async fn refuse(self, app: &App, error: ToolError) -> Outcome {
+        let call = Finished {
+            ctx: self.ctx,
+            entry: Some(self.entry),
+            arguments: self.arguments,
+            result: Err(error),
+            event: self.event,
+            permits: self.permits,
+            started: self.started,
+            unknown_tool: false,
+        };
+        call.commit(app, None).await
+    }
+
+    /// Runs the admitted call and commits its event.
+    pub async fn run(self, app: &App) -> Outcome {
+        let Admitted {
+            ctx,
+            entry,
+            arguments,
+            mut event,
+            permits,
+            started,
+        } = self;
+        // Counted as running until its event is handed to the audit writer (group commit).
+        let running = app.audit.running.enter();
+        let result = answer(app, &ctx, &entry, &arguments, &mut event).await;
+        let call = Finished {
+            ctx,
+            entry: Some(entry),
+            arguments,
+            result,
+            event,
+            permits,
+            started,
+            unknown_tool: false,
+        };
+        call.commit(app, Some(running)).await
+    }
+}
+
+/// The governed checks of one call, in order: audit health, contract, policy, arguments,
+/// concurrency slots. A refusal is committed as its event here.
+pub async fn admit(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Admission {
     // Nothing starts while its event could not be written (see `audit::health`).
     if !app.audit.health.is_available() {
-        return audit_unavailable(app, ctx, tool_id);
+        return Admission::Refused(audit_unavailable(app, ctx, tool_id));
     }
-    // Counted as running until its event is handed to the audit writer (group commit).
-    let running = app.audit.running.enter();
     let started = Instant::now();
     let mut event = new_event(&ctx, tool_id, now());
-    let entry = app.catalog.contracts.get(tool_id).cloned();
-    // Concurrency slots are held until the audit event is durable and the response is ready.
-    let mut permits = None;
-    let (result, unknown_tool) = match &entry {
-        None => uncontracted(app, tool_id, &mut event),
-        Some(entry) => (
-            governed(app, &ctx, entry, &arguments, &mut event, &mut permits).await,
-            false,
-        ),
-    };
-
-    let result = seal(
-        app,
-        entry.as_deref(),
-        tool_id,
-        arguments,
-        result,
-        &mut event,
-    );
-
-    let status = event.status;
-    let event_id = event.event_id.clone();
-    drop(running);
-    let audited = app.audit.append(event).await;
-    let (result, unaudited) = match audited {
-        Ok(_seq) => (result, false),
-        Err(e @ crate::audit::writer::AppendError::NotCommitted(_)) => {
-            tracing::error!(error = %e, %event_id, "audit append failed; withholding result");
-            (Err(app.audit.health.withheld()), true)
-        }
-        Err(e @ crate::audit::writer::AppendError::Unreachable(_)) => {
-            tracing::error!(error = %e, %event_id, "audit writer unreachable; withholding result");
-            app.audit.health.mark_unavailable(&e.to_string());
-            (Err(app.audit.health.withheld()), true)
-        }
-    };
-
-    drop(permits);
-    count(app, tool_id, started, status, &result);
-
-    let (result, kept, error) = match result {
-        Ok(Answer::Value(v)) => (Some(v), None, None),
-        Ok(Answer::Kept(k)) => (None, Some(k), None),
-        Err(e) => (None, None, Some(e)),
-    };
-    Outcome {
-        response: ToolResponse {
-            ok: error.is_none(),
-            tool_id: tool_id.to_string(),
+    let Some(entry) = app.catalog.contracts.get(tool_id).cloned() else {
+        let (result, unknown_tool) = uncontracted(app, tool_id, &mut event);
+        let call = Finished {
+            ctx,
+            entry: None,
+            arguments,
             result,
-            error,
-            event_id: if unaudited { String::new() } else { event_id },
-            trace_id: ctx.trace_id,
-        },
-        unknown_tool: unknown_tool && !unaudited,
-        unaudited,
-        kept,
+            event,
+            permits: None,
+            started,
+            unknown_tool,
+        };
+        return Admission::Refused(call.commit(app, None).await);
+    };
+    // Concurrency slots are held until the audit event is durable and the response is ready.
+    match checks(app, &ctx, &entry, &arguments, &mut event) {
+        Ok(permits) => Admission::Admitted(Box::new(Admitted {
+            ctx,
+            entry,
+            arguments,
+            event,
+            permits,
+            started,
+        })),
+        Err(e) => {
+            let call = Finished {
+                ctx,
+                entry: Some(entry),
+                arguments,
+                result: Err(e),
+                event,
+                permits: None,
+                started,
+                unknown_tool: false,
+            };
+            Admission::Refused(call.commit(app, None).await)
+        }
+    }
+}
+
+/// A call whose answer (or refusal) is known and whose event is still to be committed.
+struct Finished {
+    ctx: CallContext,
+    entry: Option<Arc<ContractEntry>>,
+    arguments: Value,
+    result: Result<Answer, ToolError>,
+    event: OperationalEvent,
+    permits: Option<crate::call::limits::Permits>,
+    started: Instant,
+    unknown_tool: bool,
+}
+
+impl Finished {
+    /// Seals the event (redacted), commits it, and only then gives the answer: without a
+    /// committed event the answer is withheld (`audit_unavailable`).
+    async fn commit(
+        self,
+        app: &App,
+        running: Option<crate::audit::writer::RunningGuard>,
+    ) -> Outcome {
+        let Finished {
+            ctx,
+            entry,
+            arguments,
+            result,
+            mut event,
+            permits,
+            started,
+            unknown_tool,
+        } = self;
+        let tool_id = event.tool_id.clone();
+        let result = seal(
+            app,
+            entry.as_deref(),
+            &tool_id,
+            arguments,
+            result,
+            &mut event,
+        );
+        let status = event.status;
+        let event_id = event.event_id.clone();
+        drop(running);
+        let audited = app.audit.append(event).await;
+        let (result, unaudited) = match audited {
+            Ok(_seq) => (result, false),
+            Err(e @ crate::audit::writer::AppendError::NotCommitted(_)) => {
+                tracing::error!(error = %e, %event_id, "audit append failed; withholding result");
+                (Err(app.audit.health.withheld()), true)
+            }
+            Err(e @ crate::audit::writer::AppendError::Unreachable(_)) => {
+                tracing::error!(error = %e, %event_id, "audit writer unreachable; withholding result");
+                app.audit.health.mark_unavailable(&e.to_string());
+                (Err(app.audit.health.withheld()), true)
+            }
+        };
+
+        drop(permits);
+        count(app, &tool_id, started, status, &result);
+
+        let (result, kept, error) = match result {
+            Ok(Answer::Value(v)) => (Some(v), None, None),
+            Ok(Answer::Kept(k)) => (None, Some(k), None),
+            Err(e) => (None, None, Some(e)),
+        };
+        Outcome {
+            response: ToolResponse {
+                ok: error.is_none(),
+                tool_id,
+                result,
+                error,
+                event_id: if unaudited { String::new() } else { event_id },
+                trace_id: ctx.trace_id,
+            },
+            unknown_tool: unknown_tool && !unaudited,
+            unaudited,
+            kept,
+        }
     }
 }
 
@@ -362,14 +520,15 @@ fn metric_tool(app: &App, tool_id: &str) -> String {
     }
 }
 
-async fn governed(
+/// The governed checks of a contracted call: policy, arguments, concurrency slots (held
+/// until the call's event is committed).
+fn checks(
     app: &App,
     ctx: &CallContext,
     entry: &Arc<ContractEntry>,
     arguments: &Value,
     event: &mut OperationalEvent,
-    permits: &mut Option<crate::call::limits::Permits>,
-) -> Result<Answer, ToolError> {
+) -> Result<Option<crate::call::limits::Permits>, ToolError> {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
     event.capability = Some(c.required_capability.clone());
@@ -443,13 +602,26 @@ async fn governed(
             app.config.limits.per_target_in_flight,
         ));
     }
-    *permits = Some(app.limits.try_acquire(&keys).map_err(|key| {
+    let permits = app.limits.try_acquire(&keys).map_err(|key| {
         ToolError::new(
             ErrorCode::Busy,
             format!("concurrency limit reached ({key}); retry later"),
         )
-    })?);
+    })?;
+    Ok(Some(permits))
+}
 
+/// The answer of an admitted call: a descriptive tool's kept answer, or an operational
+/// tool's result (executed on root or routed, under the tool's timeout, output validated).
+async fn answer(
+    app: &App,
+    ctx: &CallContext,
+    entry: &Arc<ContractEntry>,
+    arguments: &Value,
+    event: &mut OperationalEvent,
+) -> Result<Answer, ToolError> {
+    let c = &entry.contract;
+    let lease = ctx.lease.lease();
     // A descriptive call is answered from its descriptor set's kept answer (checked against
     // the output schema when it was built).
     if c.routing == RoutingClass::DescriptiveCached {

@@ -99,6 +99,7 @@ pub(super) async fn route_for(
         expires_at_ms: mcp_shared::time::unix_ms(now()) + timeout.as_millis() as i64,
         idempotency_key: input.idempotency_key,
         confirmed_effect: input.confirmed_effect,
+        progress: ctx.progress.clone(),
     };
     if let Some(zone) = &app.zone
         && !app.hubs.connected(target_id)

@@ -18,7 +18,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::router::{RoutedCall, RoutedResult};
+use super::router::{Progress, ProgressSink, RoutedCall, RoutedResult};
 
 /// A target's transport pressure.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -63,11 +63,22 @@ pub struct Link;
 
 pub struct State {
     args: Args,
-    /// Calls awaiting their result, by call id, with the id of the frame that carried them
-    /// (a `protocol_error` names the frame; rare enough to be found by a scan).
-    calls: HashMap<String, (String, RpcReplyPort<RoutedResult>)>,
+    /// Calls awaiting their result, by call id.
+    calls: HashMap<String, Waiting>,
     commands: HashMap<String, RpcReplyPort<Result<SkillState, ToolError>>>,
 }
+
+/// A call sent to the hub and not yet answered.
+struct Waiting {
+    /// The id of the frame that carried it (a `protocol_error` names the frame; rare enough
+    /// to be found by a scan).
+    frame_id: String,
+    reply: RpcReplyPort<RoutedResult>,
+    progress: Option<ProgressSink>,
+}
+
+/// Longest progress message passed on (characters); a longer one is cut.
+const MAX_PROGRESS_MESSAGE: usize = 256;
 
 /// The error of a call or command the hub answered with `protocol_error`.
 fn undecodable(target_id: &str, message: &str) -> ToolError {
@@ -132,8 +143,8 @@ impl Actor for Link {
         _myself: ActorRef<Msg>,
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
-        for (_, (_, reply)) in state.calls.drain() {
-            let _ = reply.send(Err((None, gone(&state.args.target_id))));
+        for (_, waiting) in state.calls.drain() {
+            let _ = waiting.reply.send(Err((None, gone(&state.args.target_id))));
         }
         for (_, reply) in state.commands.drain() {
             let _ = reply.send(Err(gone(&state.args.target_id)));
@@ -169,7 +180,12 @@ impl Actor for Link {
                 let (frame_id, text) = frame(RootToHub::Call(req));
                 match state.send(text) {
                     Ok(()) => {
-                        state.calls.insert(call.call_id, (frame_id, reply));
+                        let waiting = Waiting {
+                            frame_id,
+                            reply,
+                            progress: call.progress,
+                        };
+                        state.calls.insert(call.call_id, waiting);
                     }
                     Err(e) => {
                         let _ = reply.send(Err((None, e)));
@@ -195,7 +211,7 @@ impl Actor for Link {
             }
             Msg::Frame(env) => match env.body {
                 HubToRoot::Result { call_id, outcome } => {
-                    if let Some((_, reply)) = state.calls.remove(&call_id) {
+                    if let Some(Waiting { reply, .. }) = state.calls.remove(&call_id) {
                         let _ = reply.send(match outcome {
                             CallOutcome::Ok { adapter, result } => Ok((adapter, result)),
                             CallOutcome::Error { adapter, error } => Err((adapter, error)),
@@ -210,7 +226,27 @@ impl Actor for Link {
                     }
                 }
                 body @ HubToRoot::SurfaceChanged { .. } => (state.args.on_surface)(body),
-                HubToRoot::Progress { .. } | HubToRoot::Heartbeat => {}
+                HubToRoot::Progress {
+                    call_id,
+                    progress,
+                    total,
+                    message,
+                } => {
+                    let sink = state.calls.get(&call_id).and_then(|w| w.progress.as_ref());
+                    if let Some(sink) = sink
+                        && progress.is_finite()
+                        && total.is_none_or(f64::is_finite)
+                    {
+                        let message =
+                            message.map(|m| m.chars().take(MAX_PROGRESS_MESSAGE).collect());
+                        sink.report(Progress {
+                            progress,
+                            total,
+                            message,
+                        });
+                    }
+                }
+                HubToRoot::Heartbeat => {}
                 HubToRoot::ProtocolError { message } => {
                     tracing::warn!(target_id = %state.args.target_id, %message, in_reply_to = ?env.in_reply_to, "hub reported a protocol error");
                     let Some(frame_id) = env.in_reply_to else {
@@ -220,10 +256,10 @@ impl Actor for Link {
                     let call_id = state
                         .calls
                         .iter()
-                        .find(|(_, (carried_by, _))| *carried_by == frame_id)
+                        .find(|(_, w)| w.frame_id == frame_id)
                         .map(|(call_id, _)| call_id.clone());
-                    if let Some((_, reply)) = call_id.and_then(|id| state.calls.remove(&id)) {
-                        let _ = reply.send(Err((None, undecodable(target_id, &message))));
+                    if let Some(w) = call_id.and_then(|id| state.calls.remove(&id)) {
+                        let _ = w.reply.send(Err((None, undecodable(target_id, &message))));
                     } else if let Some(reply) = state.commands.remove(&frame_id) {
                         let _ = reply.send(Err(undecodable(target_id, &message)));
                     }

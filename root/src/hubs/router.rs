@@ -45,6 +45,37 @@ pub struct RoutedCall {
     pub idempotency_key: Option<String>,
     /// See [`mcp_shared::protocol::CallRequest::confirmed_effect`].
     pub confirmed_effect: Option<Value>,
+    /// Where the hub's `progress` frames for this call go (nowhere: dropped).
+    pub progress: Option<ProgressSink>,
+}
+
+/// What a hub reports of a call while it runs: work done so far (only grows), the whole of
+/// it when known, and the two in words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Where a routed call's progress goes (the caller's client, a task's record).
+#[derive(Clone)]
+pub struct ProgressSink(Arc<dyn Fn(Progress) + Send + Sync>);
+
+impl ProgressSink {
+    pub fn new(report: impl Fn(Progress) + Send + Sync + 'static) -> ProgressSink {
+        ProgressSink(Arc::new(report))
+    }
+
+    pub fn report(&self, progress: Progress) {
+        (self.0)(progress)
+    }
+}
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressSink")
+    }
 }
 
 /// What a routed call produced: the adapter that ran and its result, or the error (with the
@@ -238,6 +269,7 @@ pub(crate) mod tests {
             expires_at_ms: i64::MAX,
             idempotency_key: None,
             confirmed_effect: None,
+            progress: None,
         }
     }
 

@@ -15,6 +15,7 @@
 
 pub mod confirm;
 pub mod front;
+pub mod tasks;
 pub mod transport;
 
 use std::borrow::Cow;
@@ -26,13 +27,14 @@ use mcp_shared::event::Surface;
 // serve (2025-03-26 .. 2025-11-25), and clients call it.
 #[allow(deprecated)]
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, CustomRequest, CustomResult,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ResourceTemplate, ServerCapabilities, SetLevelRequestParams, Tool,
-    ToolAnnotations,
+    ToolAnnotations, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -147,6 +149,7 @@ impl ServerHandler for RootMcp {
             .enable_prompts()
             .enable_logging()
             .enable_completions()
+            .enable_tasks()
             .build();
         InitializeResult::new(caps)
             .with_server_info(
@@ -209,6 +212,46 @@ impl ServerHandler for RootMcp {
             cancel: ctx.ct.clone(),
         };
         answer_call(&self.app, call, request, &ctx).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let lease = lease_of(&ctx)?;
+        let row = call::tasks::get(&self.app, &lease, &request.task_id)
+            .await
+            .map_err(tasks::task_error)?;
+        Ok(tasks::detailed(&self.app, &row))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let lease = lease_of(&ctx)?;
+        match call::tasks::cancel(&self.app, &lease, &request.task_id).await {
+            // Cancellation is eventually consistent: a task that has just ended is acknowledged.
+            Ok(_) | Err(call::tasks::TaskError::Ended(..)) => Ok(()),
+            Err(e) => Err(tasks::task_error(e)),
+        }
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let lease = lease_of(&ctx)?;
+        // Root's tasks never ask for input (a write is confirmed before its task starts):
+        // every response is to a key that is not outstanding, which the extension says to
+        // ignore, once the task is known to be this lease's.
+        call::tasks::get(&self.app, &lease, &request.task_id)
+            .await
+            .map_err(tasks::task_error)?;
+        Ok(())
     }
 
     fn get_tool(&self, _name: &str) -> Option<Tool> {
@@ -524,9 +567,10 @@ pub struct ToolCall<'a> {
 }
 
 /// Answers one `tools/call`: the governed call (or, for a write that the client can confirm,
-/// elicitation first, asking through the request's peer) and its MCP answer.
+/// elicitation first, asking through the request's peer; or a task, for a client that takes
+/// one) and its MCP answer.
 async fn answer_call(
-    app: &App,
+    app: &Arc<App>,
     call: ToolCall<'_>,
     request: CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
@@ -547,6 +591,10 @@ async fn answer_call(
         },
         None => None,
     };
+    let progress = ctx
+        .meta
+        .get_progress_token()
+        .map(|token| progress_to_client(app, ctx.peer.clone(), token, None));
     let new_ctx = || CallContext {
         surface: Surface::Mcp,
         lease: lease.clone(),
@@ -555,42 +603,80 @@ async fn answer_call(
         cancel: Some(cancel.clone()),
         operator: None,
         confirmation: confirmation.clone(),
+        progress: progress.clone(),
     };
     let tool_id = &request.name;
     let modern = ctx
         .protocol_version()
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-    let outcome = if confirmation.is_some() {
-        call::call_keeping_answer(app, new_ctx(), tool_id, arguments).await
-    } else if modern {
-        let form = confirm::declares_form_elicitation(ctx);
-        if elicitation::applies(app, form, &lease, tool_id, &arguments).await {
-            match confirm::ask(app, new_ctx, tool_id, arguments).await {
-                Ok(question) => return Ok(question.into()),
-                Err(outcome) => outcome,
-            }
-        } else {
-            call::call_keeping_answer(app, new_ctx(), tool_id, arguments).await
+    let unconfirmed = confirmation.is_none();
+    let outcome = if unconfirmed
+        && modern
+        && elicitation::applies(
+            app,
+            confirm::declares_form_elicitation(ctx),
+            &lease,
+            tool_id,
+            &arguments,
+        )
+        .await
+    {
+        match confirm::ask(app, new_ctx, tool_id, arguments).await {
+            Ok(question) => return Ok(question.into()),
+            Err(outcome) => outcome,
         }
-    } else if elicitation::applies(
-        app,
-        elicitation::session_has_form(ctx),
-        &lease,
-        tool_id,
-        &arguments,
-    )
-    .await
+    } else if unconfirmed
+        && !modern
+        && elicitation::applies(
+            app,
+            elicitation::session_has_form(ctx),
+            &lease,
+            tool_id,
+            &arguments,
+        )
+        .await
     {
         elicitation::confirm_and_execute(app, ctx, new_ctx, tool_id, arguments).await
+    } else if tasks::wanted(app, ctx, tool_id, &arguments) {
+        return tasks::create(app, new_ctx(), tool_id, arguments).await;
     } else {
         call::call_keeping_answer(app, new_ctx(), tool_id, arguments).await
     };
     tool_answer(outcome, tool_id)
 }
 
+/// A call's progress as `notifications/progress` to the client that gave `token` (its
+/// messages redacted by root), in order, on a task that ends with the call; `meta` rides
+/// each notification.
+pub fn progress_to_client(
+    app: &Arc<App>,
+    peer: rmcp::Peer<RoleServer>,
+    token: rmcp::model::ProgressToken,
+    meta: Option<rmcp::model::NotificationMetaObject>,
+) -> crate::hubs::router::ProgressSink {
+    let (sink, mut reports) = call::tasks::progress_channel();
+    let app = app.clone();
+    tokio::spawn(async move {
+        while let Some(p) = reports.recv().await {
+            let p = call::tasks::redacted(&app, p);
+            let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
+            param.total = p.total;
+            param.message = p.message;
+            param.meta = meta.clone();
+            if peer.notify_progress(param).await.is_err() {
+                return;
+            }
+        }
+    });
+    sink
+}
+
 /// A governed call's outcome as MCP answers it: a tool result, or a protocol error for an
 /// unknown tool and for a call that left no audit event.
-fn tool_answer(outcome: call::Outcome, tool_id: &str) -> Result<CallToolResponse, ErrorData> {
+pub(crate) fn tool_answer(
+    outcome: call::Outcome,
+    tool_id: &str,
+) -> Result<CallToolResponse, ErrorData> {
     if let Some(e) = outcome.unaudited_error() {
         // No event, so no tool result: a server error whose data names the code.
         return Err(ErrorData::internal_error(
@@ -608,11 +694,19 @@ fn tool_answer(outcome: call::Outcome, tool_id: &str) -> Result<CallToolResponse
             Some(meta),
         ));
     }
-    let meta_obj: Option<MetaObject> = serde_json::from_value(meta).ok();
     if let Some(answer) = outcome.kept {
+        let meta_obj: Option<MetaObject> = serde_json::from_value(meta).ok();
         let result = success_result(answer.value.clone(), String::from(&*answer.text));
         return Ok(result.with_meta(meta_obj).into());
     }
+    Ok(tool_result(r).into())
+}
+
+/// A governed call's response as an MCP tool result: its value, or its error with
+/// `isError`; `_meta` names the call's event and trace.
+pub fn tool_result(r: mcp_shared::error::ToolResponse) -> CallToolResult {
+    let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
+    let meta_obj: Option<MetaObject> = serde_json::from_value(meta).ok();
     let result = match (r.result, r.error) {
         (Some(value), _) => {
             let text = serde_json::to_string(&value).unwrap_or_default();
@@ -626,7 +720,7 @@ fn tool_answer(outcome: call::Outcome, tool_id: &str) -> Result<CallToolResponse
             res
         }
     };
-    Ok(result.with_meta(meta_obj).into())
+    result.with_meta(meta_obj)
 }
 
 /// A successful tool result as MCP carries it: the structured value and, as the

@@ -77,6 +77,9 @@ impl Zone {
             kind::DESCRIPTORS => self.refresh_descriptors(app).await?,
             kind::CONSOLE => app.api.console.forget(&c.item),
             kind::OPERATOR => crate::operators::reload(app).await?,
+            kind::TASK => {
+                crate::call::tasks::stop_local(app, &c.item);
+            }
             other => tracing::debug!(kind = other, "change of an unknown kind ignored"),
         }
         Ok(())

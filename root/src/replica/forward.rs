@@ -477,6 +477,7 @@ pub async fn internal_route(
                     expires_at_ms: unix_ms(now()) + remaining as i64,
                     idempotency_key,
                     confirmed_effect,
+                    progress: None,
                 };
                 let (adapter, result) =
                     crate::call::route_local(&app, call, Duration::from_millis(remaining), None)

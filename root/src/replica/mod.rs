@@ -81,6 +81,8 @@ pub mod kind {
     pub const CONSOLE: &str = "console";
     /// An operator (item: name) was added or revoked.
     pub const OPERATOR: &str = "operator";
+    /// A task (item: its id) was cancelled: the replica running it stops its call.
+    pub const TASK: &str = "task";
 }
 
 /// The replica holding a hub's connection.
@@ -321,6 +323,23 @@ impl Zone {
                     tracing::warn!(error = %e, change = id, "cannot read which replicas applied a change");
                     return;
                 }
+            }
+        }
+    }
+
+    /// The ids of the zone's replicas heard from within `within_ms` (`None`: the registry
+    /// could not be read).
+    pub async fn replicas_heard_within(&self, within_ms: i64) -> Option<Vec<String>> {
+        match self.store.list_replicas(FORGET_MS).await {
+            Ok(rows) => Some(
+                rows.into_iter()
+                    .filter(|r| r.heartbeat_age_ms <= within_ms)
+                    .map(|r| r.replica_id)
+                    .collect(),
+            ),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read the replica registry");
+                None
             }
         }
     }

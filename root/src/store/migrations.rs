@@ -226,6 +226,26 @@ pub(super) const MIGRATIONS: &[&str] = &[
         grant_id TEXT NOT NULL,
         spent_at BIGINT NOT NULL
     )",
+    // MCP tasks (call::tasks): a governed call that outlasts its request, its state and
+    // outcome kept for its owner (a lease lineage) on every replica and across restarts.
+    "CREATE TABLE IF NOT EXISTS tasks (
+        task_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        tool_id TEXT NOT NULL,
+        replica TEXT NOT NULL,
+        status TEXT NOT NULL,
+        status_message TEXT,
+        outcome TEXT,
+        event TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL
+    )",
+    "CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, created_at)",
+    "CREATE INDEX IF NOT EXISTS tasks_status ON tasks (status, replica)",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

@@ -73,6 +73,7 @@ mod oauth;
 mod operators;
 mod retained;
 mod targets;
+mod tasks;
 #[cfg(test)]
 mod tests;
 mod writes;
@@ -85,6 +86,7 @@ pub use oauth::*;
 pub use operators::*;
 pub use retained::*;
 pub use targets::*;
+pub use tasks::*;
 pub use writes::*;
 pub use zone::*;
 

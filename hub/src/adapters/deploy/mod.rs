@@ -20,6 +20,9 @@
 //!   out the commit, records the deploy, restarts the services and answers the result. A
 //!   repeated idempotency key returns the recorded result and runs nothing.
 //!
+//! An execute reports its steps as progress (fetch, resolve, check out, each service
+//! restart), so a client following it as a task sees where it is.
+//!
 //! One deploy operation runs at a time on a hub; git runs as argv with `deploy.timeout_ms`
 //! (bounded by the call's deadline) and is killed with its process group when it is over.
 //! Commit subjects, author names, git's error output and the repository URL are redacted.
@@ -30,7 +33,7 @@ use std::time::Duration;
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
-use crate::adapters::{AdapterKind, CallInput};
+use crate::adapters::{AdapterKind, CallInput, Progress};
 use crate::config::DeployConfig;
 use crate::context::HubContext;
 use crate::deploys::{DeployKind, DeployRecord};
@@ -142,6 +145,38 @@ fn dirty(worktree: &Path, changes: &[String]) -> ToolError {
     .with_details(json!({"local_changes": changes}))
 }
 
+/// The steps of an execute, reported as progress when each starts (a dry run reports none).
+struct Steps {
+    progress: Progress,
+    total: usize,
+    started: usize,
+}
+
+impl Steps {
+    fn new(input: &CallInput, total: usize) -> Steps {
+        Steps {
+            progress: if input.dry_run {
+                Progress::default()
+            } else {
+                input.progress.clone()
+            },
+            total,
+            started: 0,
+        }
+    }
+
+    /// Step `what` starts.
+    fn next(&mut self, what: &str) {
+        let done = self.started;
+        self.started += 1;
+        self.progress.report(
+            done as f64,
+            Some(self.total as f64),
+            format!("step {} of {}: {what}", self.started, self.total),
+        );
+    }
+}
+
 /// The recorded result for a repeated idempotency key of `tool`.
 fn replayed(
     record: DeployRecord,
@@ -176,7 +211,10 @@ pub async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Value, Too
         return replayed(first, tool, key, Some(requested));
     }
     let ops = Ops::new(ctx, deploy, &input);
+    let mut steps = Steps::new(&input, 3 + deploy.restart_services.len());
+    steps.next("fetching the repository");
     ops.fetch().await?;
+    steps.next(&format!("resolving `{requested}`"));
     let target = ops.resolve(&wanted).await?;
     let state = ops.worktree().await?;
     let current = ops.current(&state).await?;
@@ -196,6 +234,7 @@ pub async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Value, Too
     finish(
         &ops,
         &input,
+        &mut steps,
         DeployKind::Deploy,
         tool,
         &state,
@@ -235,6 +274,8 @@ pub async fn rollback(ctx: &HubContext, input: CallInput) -> Result<Value, ToolE
         ));
     };
     let ops = Ops::new(ctx, deploy, &input);
+    let mut steps = Steps::new(&input, 2 + deploy.restart_services.len());
+    steps.next("finding the commit before the last deploy");
     ops.ensure_mirror().await?;
     if ops.commit_of(&previous).await?.is_none() {
         ops.fetch().await?;
@@ -274,6 +315,7 @@ pub async fn rollback(ctx: &HubContext, input: CallInput) -> Result<Value, ToolE
     finish(
         &ops,
         &input,
+        &mut steps,
         DeployKind::Rollback,
         tool,
         &state,
@@ -298,6 +340,7 @@ fn tool_action(tool: &str) -> &'static str {
 async fn finish(
     ops: &Ops<'_>,
     input: &CallInput,
+    steps: &mut Steps,
     kind: DeployKind,
     tool: &str,
     state: &Worktree,
@@ -305,6 +348,7 @@ async fn finish(
     target: Position,
     undoes: Option<Value>,
 ) -> Result<Value, ToolError> {
+    steps.next(&format!("checking out {}", target.commit));
     ops.checkout(state, &target.commit).await?;
     let deploy_id = uuid::Uuid::now_v7().to_string();
     let at = mcp_shared::time::format(mcp_shared::time::now());
@@ -357,8 +401,9 @@ async fn finish(
         .deadline
         .checked_sub(Duration::from_millis(250))
         .unwrap_or(input.deadline);
-    result["services"] =
-        Value::Array(restart_services(ops.ctx, &ops.deploy.restart_services, restart_by).await);
+    result["services"] = Value::Array(
+        restart_services(ops.ctx, &ops.deploy.restart_services, restart_by, steps).await,
+    );
     ops.ctx.stores.deploys.set_result(&deploy_id, &result).map_err(|e| {
         ToolError::new(
             ErrorCode::Internal,
@@ -377,9 +422,11 @@ async fn restart_services(
     ctx: &HubContext,
     names: &[String],
     deadline: tokio::time::Instant,
+    steps: &mut Steps,
 ) -> Vec<Value> {
     let mut out = Vec::with_capacity(names.len());
     for name in names {
+        steps.next(&format!("restarting service `{name}`"));
         let outcome = ctx
             .machine
             .services

@@ -24,7 +24,7 @@ pub mod wire;
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -37,18 +37,20 @@ use dashmap::DashMap;
 use futures::Stream;
 use rmcp::model::{
     CancelledNotification, CancelledNotificationParam, ClientCapabilities, ClientJsonRpcMessage,
-    ClientNotification, ClientRequest, GetExtensions, GetMeta, Implementation,
-    InitializeRequestParams, JsonRpcNotification, JsonRpcVersion2_0, ProtocolVersion, RequestId,
-    ServerJsonRpcMessage,
+    ClientNotification, ClientRequest, CustomResult, GetExtensions, GetMeta, Implementation,
+    InitializeRequestParams, JsonRpcError, JsonRpcNotification, JsonRpcResponse, JsonRpcVersion2_0,
+    NumberOrString, ProgressNotification, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerNotification, ServerResult,
 };
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use tokio_util::sync::CancellationToken;
 
 use self::checks::Refusal;
 use self::wire::{Answer, Inlet};
-use crate::app::App;
-use crate::mcp::RootMcp;
+use crate::app::{App, Principal};
+use crate::hubs::router::ProgressSink;
 use crate::mcp::front::{self, FrontError};
+use crate::mcp::{RootMcp, tasks};
 
 /// SSE comment lines keeping idle streams open through proxies.
 const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -70,7 +72,13 @@ pub struct Door {
 struct Session {
     inlet: Inlet,
     ends: CancellationToken,
+    /// The session negotiated 2025-11-25: its task messages are answered here
+    /// (`mcp::tasks::legacy`), and its `tools/list` answers name which tools run as tasks.
+    legacy_tasks: Arc<AtomicBool>,
 }
+
+/// What the door adds to an answer that rmcp's model cannot carry (2025-11-25 tasks).
+type Patch = Arc<dyn Fn(&mut serde_json::Value) + Send + Sync>;
 
 /// Which service a request goes to, which decides its ids, status and cancellation.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -143,15 +151,18 @@ impl Door {
             };
             let lifecycle = Lifecycle::Stateless { meta_malformed };
             return Ok(self
-                .exchange(&self.stateless, message, parts, lifecycle)
+                .exchange(&self.stateless, message, parts, lifecycle, None)
                 .await);
         }
         let id = checks::request_id(&message);
         match session_id(&parts.headers) {
             Some(sid) => {
                 let session = self.session(sid, id)?;
+                if session.legacy_tasks.load(Ordering::Acquire) {
+                    return Ok(self.legacy_tasks(&session, message, parts, &bytes).await);
+                }
                 Ok(self
-                    .exchange(&session.inlet, message, parts, Lifecycle::Session)
+                    .exchange(&session.inlet, message, parts, Lifecycle::Session, None)
                     .await)
             }
             // (A `server/discover` never gets here: with a complete `_meta` it is stateless,
@@ -187,9 +198,11 @@ impl Door {
         let idle = Duration::from_secs(self.app.config.mcp.session_idle_sec);
         let (inlet, outlet) = wire::wire(Some(idle));
         let ends = self.shutdown.child_token();
+        let legacy_tasks = Arc::new(AtomicBool::new(false));
         let session = Session {
             inlet: inlet.clone(),
             ends: ends.clone(),
+            legacy_tasks: legacy_tasks.clone(),
         };
         self.sessions.insert(sid.clone(), session);
         let (sessions, handler, routes, id) = (
@@ -208,8 +221,13 @@ impl Door {
             sessions.remove(&id);
             routes.close_standalone();
         });
+        let patch: Patch = Arc::new(move |answer| {
+            if tasks::legacy::patch_initialize(answer) {
+                legacy_tasks.store(true, Ordering::Release);
+            }
+        });
         let mut res = self
-            .exchange(&inlet, message, parts, Lifecycle::Session)
+            .exchange(&inlet, message, parts, Lifecycle::Session, Some(patch))
             .await;
         if let Ok(v) = HeaderValue::from_str(&sid) {
             res.headers_mut().insert(HEADER_SESSION_ID, v);
@@ -217,13 +235,93 @@ impl Door {
         res
     }
 
-    /// Hands one message to a service and answers the POST that carried it.
+    /// A message of a 2025-11-25 session: its task messages are answered here, the rest by
+    /// the session's service (`tools/list` naming the tools that run as tasks).
+    async fn legacy_tasks(
+        &self,
+        session: &Session,
+        message: ClientJsonRpcMessage,
+        parts: Parts,
+        body: &Bytes,
+    ) -> Response {
+        let ClientJsonRpcMessage::Request(request) = message else {
+            return self
+                .exchange(&session.inlet, message, parts, Lifecycle::Session, None)
+                .await;
+        };
+        if !tasks::legacy::handles(&request.request, body) {
+            let patch: Option<Patch> =
+                matches!(request.request, ClientRequest::ListToolsRequest(_)).then(|| {
+                    let app = self.app.clone();
+                    Arc::new(move |answer: &mut serde_json::Value| {
+                        tasks::legacy::patch_tools(&app, answer)
+                    }) as Patch
+                });
+            let message = ClientJsonRpcMessage::Request(request);
+            return self
+                .exchange(&session.inlet, message, parts, Lifecycle::Session, patch)
+                .await;
+        }
+        session.inlet.routes.touch();
+        let Some(Principal::Lease(lease)) = parts.extensions.get::<Principal>().cloned() else {
+            return refused(Refusal::invalid_request(
+                Some(request.id),
+                "this endpoint needs a lease bearer",
+            ));
+        };
+        let routes = session.inlet.routes.clone();
+        let progress = tasks::legacy::progress_token(&request.request).map(|token| {
+            Box::new(move |task_id: &str| {
+                let meta = tasks::legacy::related(task_id);
+                ProgressSink::new(move |p| {
+                    let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
+                    param.total = p.total;
+                    param.message = p.message;
+                    param.meta = Some(meta.clone());
+                    routes.notify(ServerJsonRpcMessage::Notification(JsonRpcNotification {
+                        jsonrpc: JsonRpcVersion2_0,
+                        notification: ServerNotification::ProgressNotification(
+                            ProgressNotification::new(param),
+                        ),
+                    }));
+                })
+            }) as Box<dyn FnOnce(&str) -> ProgressSink + Send>
+        });
+        let caller = tasks::legacy::Caller {
+            lease,
+            request_id: request.id.to_string(),
+            traceparent: parts
+                .headers
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            progress,
+        };
+        let id = request.id.clone();
+        let message = match tasks::legacy::answer(&self.app, caller, request.request).await {
+            Ok(result) => ServerJsonRpcMessage::Response(JsonRpcResponse {
+                jsonrpc: JsonRpcVersion2_0,
+                id,
+                result: ServerResult::CustomResult(CustomResult(result)),
+            }),
+            Err(error) => ServerJsonRpcMessage::Error(JsonRpcError {
+                jsonrpc: JsonRpcVersion2_0,
+                id: Some(id),
+                error,
+            }),
+        };
+        json_message(StatusCode::OK, &message, None)
+    }
+
+    /// Hands one message to a service and answers the POST that carried it; `patch` adds
+    /// to the answer what rmcp's model cannot carry.
     async fn exchange(
         &self,
         inlet: &Inlet,
         message: ClientJsonRpcMessage,
         parts: Parts,
         lifecycle: Lifecycle,
+        patch: Option<Patch>,
     ) -> Response {
         let stateless = lifecycle != Lifecycle::Session;
         match message {
@@ -233,7 +331,18 @@ impl Door {
                     r.id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
                 }
                 let id = r.id.clone();
-                let progress = r.request.get_meta().get_progress_token();
+                let mut progress = r
+                    .request
+                    .get_meta()
+                    .get_progress_token()
+                    .map(|t| (t.clone(), t));
+                if stateless && let Some((_, ours)) = progress.as_mut() {
+                    // Clients of the shared stateless service may pick the same token: the
+                    // service sees one of ours, unique like the id; its notifications leave
+                    // with the client's again.
+                    *ours = ProgressToken(NumberOrString::String(format!("p{id}").into()));
+                    r.request.get_meta_mut().set_progress_token(ours.clone());
+                }
                 r.request.extensions_mut().insert(parts);
                 let answer = inlet.routes.expect(id.clone(), progress);
                 if !inlet.send(ClientJsonRpcMessage::Request(r)) {
@@ -250,7 +359,7 @@ impl Door {
                     cancel_on_drop: stateless,
                     armed: true,
                 };
-                self.answer(pending, answer, asked, lifecycle).await
+                self.answer(pending, answer, asked, lifecycle, patch).await
             }
             ClientJsonRpcMessage::Notification(mut n) if !stateless => {
                 n.notification.extensions_mut().insert(parts);
@@ -277,6 +386,7 @@ impl Door {
         mut answer: Answer,
         asked: RequestId,
         lifecycle: Lifecycle,
+        patch: Option<Patch>,
     ) -> Response {
         let first = tokio::select! {
             m = answer.recv() => m,
@@ -298,29 +408,32 @@ impl Door {
                     checks::stateless_status(&message, meta_malformed)
                 }
             };
-            return json_message(status, &message);
+            return json_message(status, &message, patch.as_ref());
         }
         let stream = futures::stream::unfold(
             (Some(first), answer, pending, asked, false),
-            |(first, mut answer, mut pending, asked, done)| async move {
-                if done {
-                    return None;
+            move |(first, mut answer, mut pending, asked, done)| {
+                let patch = patch.clone();
+                async move {
+                    if done {
+                        return None;
+                    }
+                    let message = match first {
+                        Some(m) => m,
+                        None => answer.recv().await?,
+                    };
+                    let last = terminal(&message);
+                    if last {
+                        pending.armed = false;
+                    }
+                    let (message, patch) = if last {
+                        (with_id(message, &asked), patch)
+                    } else {
+                        (message, None)
+                    };
+                    let event = sse_event(&message, patch.as_ref());
+                    Some((event, (None, answer, pending, asked, last)))
                 }
-                let message = match first {
-                    Some(m) => m,
-                    None => answer.recv().await?,
-                };
-                let last = terminal(&message);
-                if last {
-                    pending.armed = false;
-                }
-                let message = if last {
-                    with_id(message, &asked)
-                } else {
-                    message
-                };
-                let event = sse_event(&message);
-                Some((event, (None, answer, pending, asked, last)))
             },
         );
         sse(stream, self.shutdown.clone())
@@ -344,7 +457,7 @@ impl Door {
         let messages = session.inlet.routes.open_standalone();
         let stream = futures::stream::unfold(messages, |mut messages| async move {
             let message = messages.recv().await?;
-            Some((sse_event(&message), messages))
+            Some((sse_event(&message, None), messages))
         });
         Ok(sse(stream, session.ends.clone()))
     }
@@ -442,8 +555,27 @@ fn with_id(mut message: ServerJsonRpcMessage, id: &RequestId) -> ServerJsonRpcMe
     message
 }
 
-fn json_message(status: StatusCode, message: &ServerJsonRpcMessage) -> Response {
-    match serde_json::to_vec(message) {
+/// A message as JSON text, with `patch` applied.
+fn encode(
+    message: &ServerJsonRpcMessage,
+    patch: Option<&Patch>,
+) -> Result<Vec<u8>, serde_json::Error> {
+    match patch {
+        None => serde_json::to_vec(message),
+        Some(patch) => {
+            let mut value = serde_json::to_value(message)?;
+            patch(&mut value);
+            serde_json::to_vec(&value)
+        }
+    }
+}
+
+fn json_message(
+    status: StatusCode,
+    message: &ServerJsonRpcMessage,
+    patch: Option<&Patch>,
+) -> Response {
+    match encode(message, patch) {
         Ok(body) => (
             status,
             [(header::CONTENT_TYPE, "application/json")],
@@ -457,11 +589,13 @@ fn json_message(status: StatusCode, message: &ServerJsonRpcMessage) -> Response 
     }
 }
 
-fn sse_event(message: &ServerJsonRpcMessage) -> Result<Event, Infallible> {
-    let data = serde_json::to_string(message).unwrap_or_else(|e| {
-        tracing::error!(error = %e, "an MCP message could not be serialized");
-        String::new()
-    });
+fn sse_event(message: &ServerJsonRpcMessage, patch: Option<&Patch>) -> Result<Event, Infallible> {
+    let data = encode(message, patch)
+        .map(|b| String::from_utf8(b).unwrap_or_default())
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "an MCP message could not be serialized");
+            String::new()
+        });
     Ok(Event::default().event("message").data(data))
 }
 

@@ -11,7 +11,7 @@
 //!   standalone stream (`GET /mcp`) when one is open, and is dropped otherwise.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -32,22 +32,32 @@ pub type Answer = mpsc::UnboundedReceiver<ServerJsonRpcMessage>;
 pub struct Routes {
     /// Client request id (as the service sees it) → the answer waiting for it.
     waiting: DashMap<RequestId, mpsc::UnboundedSender<ServerJsonRpcMessage>>,
-    /// Progress token → the request that gave it.
-    progress: DashMap<ProgressToken, RequestId>,
+    /// Progress token (as the service sees it) → the request that gave it, and the token as
+    /// its client gave it.
+    progress: DashMap<ProgressToken, (RequestId, ProgressToken)>,
     /// The session's standalone stream, while a `GET /mcp` holds it.
     standalone: Mutex<Option<mpsc::UnboundedSender<ServerJsonRpcMessage>>>,
     /// Requests in flight (for the idle timer: a session answering a call is not idle).
     in_flight: AtomicUsize,
+    /// When the door last answered a message of the session itself (2025-11-25 tasks), in
+    /// milliseconds since the wire was made: that is use too.
+    touched_ms: AtomicU64,
+    made: std::sync::OnceLock<std::time::Instant>,
 }
 
 impl Routes {
     /// Registers a request before it is handed to the service; its messages arrive on the
-    /// returned receiver.
-    pub fn expect(&self, id: RequestId, progress: Option<ProgressToken>) -> Answer {
+    /// returned receiver. `progress`: its progress token as the client gave it and as the
+    /// service sees it.
+    pub fn expect(
+        &self,
+        id: RequestId,
+        progress: Option<(ProgressToken, ProgressToken)>,
+    ) -> Answer {
         let (tx, rx) = mpsc::unbounded_channel();
         self.waiting.insert(id.clone(), tx);
-        if let Some(token) = progress {
-            self.progress.insert(token, id);
+        if let Some((client, ours)) = progress {
+            self.progress.insert(ours, (id, client));
         }
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         rx
@@ -65,7 +75,7 @@ impl Routes {
     /// Drops the progress tokens of a request that is answered or abandoned.
     fn forget_progress(&self, id: &RequestId) {
         if !self.progress.is_empty() {
-            self.progress.retain(|_, r| r != id);
+            self.progress.retain(|_, (r, _)| r != id);
         }
     }
 
@@ -92,8 +102,30 @@ impl Routes {
         self.in_flight.load(Ordering::Relaxed) > 0
     }
 
-    fn deliver(&self, message: ServerJsonRpcMessage) {
-        match &message {
+    fn since_made(&self) -> u64 {
+        let made = self.made.get_or_init(std::time::Instant::now);
+        u64::try_from(made.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The session was used by a message the door answered itself.
+    pub fn touch(&self) {
+        self.touched_ms
+            .store(self.since_made().max(1), Ordering::Relaxed);
+    }
+
+    /// Whether the session was touched within `idle`.
+    fn touched_within(&self, idle: Duration) -> bool {
+        let at = self.touched_ms.load(Ordering::Relaxed);
+        at > 0 && self.since_made().saturating_sub(at) < idle.as_millis() as u64
+    }
+
+    /// Sends a server message to the session's standalone stream (dropped when none is open).
+    pub fn notify(&self, message: ServerJsonRpcMessage) {
+        self.to_standalone(message);
+    }
+
+    fn deliver(&self, mut message: ServerJsonRpcMessage) {
+        match &mut message {
             ServerJsonRpcMessage::Response(r) => self.finish(r.id.clone(), message),
             ServerJsonRpcMessage::Error(e) => match e.id.clone() {
                 Some(id) => self.finish(id, message),
@@ -108,11 +140,15 @@ impl Routes {
                 self.to_request(origin, message);
             }
             ServerJsonRpcMessage::Notification(n) => {
-                let origin = match &n.notification {
-                    ServerNotification::ProgressNotification(p) => self
-                        .progress
-                        .get(&p.params.progress_token)
-                        .map(|r| r.value().clone()),
+                let origin = match &mut n.notification {
+                    ServerNotification::ProgressNotification(p) => {
+                        let found = self.progress.get(&p.params.progress_token);
+                        found.map(|r| {
+                            let (id, client) = r.value().clone();
+                            p.params.progress_token = client;
+                            id
+                        })
+                    }
                     _ => None,
                 };
                 self.to_request(origin, message);
@@ -209,7 +245,7 @@ impl rmcp::transport::Transport<RoleServer> for Outlet {
         loop {
             match tokio::time::timeout(idle, self.rx.recv()).await {
                 Ok(message) => return message,
-                Err(_) if self.routes.busy() => continue,
+                Err(_) if self.routes.busy() || self.routes.touched_within(idle) => continue,
                 Err(_) => {
                     tracing::debug!("an MCP session ended after its idle timeout");
                     return None;
