@@ -4,50 +4,15 @@
 //! HEAD and files, the deploy history on the hub, the restarted service's process and the
 //! refusals (refs outside `allowed_refs`, forged refs, nothing to roll back) are checked.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use mcp_tests::git::{git, repository};
 use mcp_tests::{TestRoot, mcp_client};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
 type Client = RunningService<rmcp::RoleClient, ()>;
-
-/// Runs git with a test identity; panics with its output on failure.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// `src` with `app.txt` = one, two, three in three commits; `v1`, `v2` tag the first two.
-fn repository(dir: &Path) -> (PathBuf, Vec<String>) {
-    let src = dir.join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    git(&src, &["init", "-q", "-b", "main"]);
-    let mut shas = Vec::new();
-    for (i, word) in ["one", "two", "three"].iter().enumerate() {
-        std::fs::write(src.join("app.txt"), format!("{word}\n")).unwrap();
-        git(&src, &["add", "app.txt"]);
-        git(&src, &["commit", "-q", "-m", &format!("commit {word}")]);
-        shas.push(git(&src, &["rev-parse", "HEAD"]));
-        if i < 2 {
-            git(&src, &["tag", &format!("v{}", i + 1)]);
-        }
-    }
-    (src, shas)
-}
 
 /// A call's structured content (the result, or `{"error": ...}` when `isError`).
 async fn call(client: &Client, tool: &str, args: Value) -> Value {

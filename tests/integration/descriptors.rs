@@ -56,14 +56,6 @@ async fn publish(root: &TestRoot, token: &str, set: &[Value]) -> (u16, Value) {
     )
 }
 
-/// Stops root and starts it again on the same data directory and database.
-async fn restart(root: &mut TestRoot) {
-    let h = root.handle.take().unwrap();
-    let cfg = h.app.config.clone();
-    h.shutdown().await;
-    root.handle = Some(mcp_root::run(cfg).await.unwrap());
-}
-
 fn text_of(c: &ResourceContents) -> String {
     match c {
         ResourceContents::TextResourceContents { text, .. } => text.clone(),
@@ -534,7 +526,7 @@ async fn refused_sets_change_nothing(database_url: Option<String>) {
     let now = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
     assert_eq!(now["set"]["set_hash"], set_hash);
 
-    restart(&mut root).await;
+    root.restart().await.unwrap();
     let now = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
     assert_eq!(now["set"]["set_hash"], set_hash);
     assert_eq!(now["set"]["source"], "published");

@@ -37,11 +37,11 @@ use serde_json::{Value, json};
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A child process this test started; SIGKILLed (by its PID) when dropped.
-struct Proc(Child);
+pub(crate) struct Proc(Child);
 
 impl Proc {
     /// SIGKILL, then reap.
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -53,7 +53,7 @@ impl Drop for Proc {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
 }
@@ -71,18 +71,24 @@ async fn eventually<T, F: AsyncFnMut() -> Option<T>>(what: &str, mut f: F) -> T 
 }
 
 /// One `mcp-root serve` process with its config, data directory and log file.
-struct RootProc {
-    base: String,
+pub(crate) struct RootProc {
+    pub(crate) base: String,
     log: PathBuf,
     admin: String,
     http: reqwest::Client,
-    proc: Proc,
+    pub(crate) proc: Proc,
 }
 
 impl RootProc {
     /// Starts `mcp-root serve` on `127.0.0.1:port` with `data` and `extra` TOML appended to
     /// its config, and waits until it answers `/healthz`.
-    async fn start(dir: &Path, name: &str, port: u16, data: &Path, extra: &str) -> RootProc {
+    pub(crate) async fn start(
+        dir: &Path,
+        name: &str,
+        port: u16,
+        data: &Path,
+        extra: &str,
+    ) -> RootProc {
         let config = dir.join(format!("{name}.toml"));
         std::fs::write(
             &config,
@@ -140,7 +146,7 @@ impl RootProc {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    async fn admin_get(&self, path: &str) -> Value {
+    pub(crate) async fn admin_get(&self, path: &str) -> Value {
         let res = self
             .http
             .get(format!("{}{path}", self.base))
@@ -166,7 +172,7 @@ impl RootProc {
     }
 
     /// Enrols `target` (environment `test`); the hub token.
-    async fn enroll(&self, target: &str) -> String {
+    pub(crate) async fn enroll(&self, target: &str) -> String {
         let v = self
             .admin_post(
                 "/v1/root/hubs",
@@ -177,7 +183,7 @@ impl RootProc {
     }
 
     /// A lease on `target` with `profile`: `(session id, bearer)`.
-    async fn lease(&self, target: &str, profile: &str) -> (String, String) {
+    pub(crate) async fn lease(&self, target: &str, profile: &str) -> (String, String) {
         let v = self
             .admin_post(
                 "/v1/root/mcp/sessions",

@@ -37,6 +37,7 @@ mod secrets;
 mod services;
 mod skills_sync;
 mod soak;
+mod tasks;
 mod tls;
 mod tools;
 mod transport;

@@ -153,6 +153,11 @@ impl Replica {
 
 /// One `mcp-hub run` process dialing `root_urls` in order.
 fn start_hub(dir: &Path, target: &str, token: &str, root_urls: &[&str]) -> Proc {
+    start_hub_with(dir, target, token, root_urls, "")
+}
+
+/// [`start_hub`] with `extra` at the top of the hub's configuration.
+fn start_hub_with(dir: &Path, target: &str, token: &str, root_urls: &[&str], extra: &str) -> Proc {
     let name = target.replace(':', "_");
     let token_file = dir.join(format!("{name}.token"));
     std::fs::write(&token_file, token).unwrap();
@@ -164,7 +169,7 @@ fn start_hub(dir: &Path, target: &str, token: &str, root_urls: &[&str]) -> Proc 
         format!(
             "target_id = \"{target}\"\nenvironment = \"test\"\nsubnet = \"subnet-a\"\n\
              root_urls = [{}]\ntoken_file = \"{}\"\nstate_dir = \"{}\"\n\
-             [reconnect]\ninitial_ms = 50\nmax_ms = 500\n",
+             {extra}\n[reconnect]\ninitial_ms = 50\nmax_ms = 500\n",
             urls.join(", "),
             token_file.display(),
             dir.join(format!("{name}-state")).display(),
@@ -921,4 +926,122 @@ async fn an_oauth_sign_in_spans_the_replicas() {
         (400, Some("invalid_grant")),
         "{body}"
     );
+}
+
+#[tokio::test]
+async fn a_task_is_read_and_cancelled_through_the_other_replica() {
+    use crate::tasks::{connect_to, get, poll_until, start_task, terminal};
+    use rmcp::model::{CancelTaskParams, TaskPayload, TaskStatus};
+    let Some(db) = PgSchema::create("a_task_is_read_and_cancelled_through_the_other_replica").await
+    else {
+        return;
+    };
+    mcp_tests::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let a = Replica::start(dir.path(), "r-a", &db.url, &shared).await;
+    let b = Replica::start(dir.path(), "r-b", &db.url, &shared).await;
+    let client = Client {
+        http: reqwest::Client::new(),
+        admin: std::fs::read_to_string(shared.join("admin.token"))
+            .unwrap()
+            .trim()
+            .to_owned(),
+        calls: 0,
+        traces: Vec::new(),
+    };
+    let target = "hub:r8-tasks";
+    let (s, v) = client
+        .admin_post(
+            &a.base,
+            "/v1/root/hubs",
+            json!({"target_id": target, "environment": "test", "subnet_id": "subnet-a"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let tests = "write_scope = \"test-only\"\n\
+                 [[skill.allowed_tests]]\nname = \"quick\"\nargv = [\"true\"]\n\
+                 [[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sleep\", \"30\"]\ntimeout_ms = 60000\n";
+    let _hub = start_hub_with(
+        dir.path(),
+        target,
+        v["token"].as_str().unwrap(),
+        &[&a.base],
+        tests,
+    );
+    eventually("the hub online on r-a", || async {
+        let view = client.admin_get(&a.base, "/v1/root/replicas").await;
+        hubs_of(&view, "r-a").contains(&target)
+    })
+    .await;
+    let (_, bearer) = client.lease(&a.base, target, "InfraOpsControl").await;
+    let on_a = connect_to(&format!("{}/mcp", a.base), &bearer, true).await;
+    let on_b = connect_to(&format!("{}/mcp", b.base), &bearer, true).await;
+
+    // Run on r-a (it holds the hub), read through r-b.
+    let quick = start_task(
+        &on_a,
+        "hub.run_allowed_tests",
+        json!({"name": "quick"}),
+        "k-q",
+    )
+    .await;
+    let (done, _) = poll_until(&on_b, &quick.task.task_id, terminal).await;
+    let TaskPayload::Completed { result } = &done.task.payload else {
+        panic!("{done:?}")
+    };
+    assert_eq!(
+        result["structuredContent"]["result"]["passed"], true,
+        "{result:?}"
+    );
+
+    // Cancelled through r-b: r-a stops the call, the hub stops the test.
+    let slow = start_task(
+        &on_a,
+        "hub.run_allowed_tests",
+        json!({"name": "slow"}),
+        "k-s",
+    )
+    .await;
+    let id = slow.task.task_id.clone();
+    assert_eq!(get(&on_b, &id).await.task.status(), TaskStatus::Working);
+    on_b.peer()
+        .cancel_task(CancelTaskParams::new(id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(get(&on_a, &id).await.task.status(), TaskStatus::Cancelled);
+    eventually("the cancelled call's event", || async {
+        let audit = client
+            .admin_get(&b.base, "/v1/root/mcp/audit?tool_id=hub.run_allowed_tests")
+            .await;
+        audit["events"].as_array().unwrap().iter().any(|e| {
+            e["error"]["code"] == "cancelled" && e["replica_id"].as_str().is_none_or(|r| r == "r-a")
+        })
+    })
+    .await;
+    let reader = client.lease(&b.base, target, "InfraOpsRead").await.1;
+    eventually("the hub's record of the stopped test", || async {
+        let res: Value = client
+            .http
+            .post(format!("{}/v1/root/mcp/call", b.base))
+            .bearer_auth(&reader)
+            .json(&json!({"tool_id": "hub.get_activity_log", "arguments": {}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        res["result"]["entries"].as_array().is_some_and(|entries| {
+            entries.iter().any(|e| {
+                e["tool_id"] == "hub.run_allowed_tests"
+                    && e["dry_run"] == false
+                    && e["error_code"] == "cancelled"
+            })
+        })
+    })
+    .await;
+    drop((a, b));
+    db.drop_schema().await;
 }

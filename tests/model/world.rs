@@ -338,19 +338,7 @@ impl World {
     fn repository(&self) {
         let repo = self.dir.path().join("repo");
         std::fs::create_dir_all(&repo).unwrap();
-        let git = |args: &[&str]| {
-            let out = Command::new("git")
-                .args(["-c", "user.name=model", "-c", "user.email=model@localhost"])
-                .args(args)
-                .current_dir(&repo)
-                .output()
-                .expect("git runs");
-            assert!(
-                out.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
+        let git = |args: &[&str]| mcp_tests::git::git(&repo, args);
         git(&["init", "--quiet", "--initial-branch=main"]);
         for (n, file) in ["one", "two"].iter().enumerate() {
             std::fs::write(repo.join(file), format!("{n}\n")).unwrap();

@@ -2,6 +2,7 @@
 //! root on `127.0.0.1:0`, issue leases over its REST API, and connect real MCP clients.
 
 pub mod faults;
+pub mod git;
 pub mod hubsim;
 pub mod oauth;
 pub mod soak;
@@ -240,6 +241,15 @@ impl TestRoot {
             h.shutdown().await;
         }
     }
+
+    /// Stops root and starts it again on the same data directory and database.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        let h = self.handle.take().context("root is running")?;
+        let cfg = h.app.config.clone();
+        h.shutdown().await;
+        self.handle = Some(mcp_root::run(cfg).await?);
+        Ok(())
+    }
 }
 
 /// Makes a secret file the test wrote readable by its owner only (mode 0600), as root and hubs
@@ -378,6 +388,45 @@ pub async fn run_python_client(script: &str, args: &[&str]) -> anyhow::Result<se
         .output()
         .await
         .context("running the Python client")?;
+    last_json_line(script, &out)
+}
+
+/// Where the npm clients are installed (`node_modules/` inside): `MCP_TEST_NPM`, or
+/// `<target>/npm`, where `.ci/run` installs Claude Code and the MCP TypeScript SDK.
+pub fn npm_prefix() -> anyhow::Result<PathBuf> {
+    if let Ok(p) = std::env::var("MCP_TEST_NPM") {
+        return Ok(PathBuf::from(p));
+    }
+    let prefix = target_dir()?.join("npm");
+    anyhow::ensure!(
+        prefix
+            .join("node_modules/@modelcontextprotocol/sdk/package.json")
+            .exists(),
+        "{} has no MCP TypeScript SDK: run `npm install --prefix target/npm \
+         @modelcontextprotocol/sdk@1.32.2` (as .ci/run does) or set MCP_TEST_NPM",
+        prefix.display()
+    );
+    Ok(prefix)
+}
+
+/// Runs `tests/clients/<script>` (a Node.js client on the MCP TypeScript SDK) with the npm
+/// prefix and `args`; its last line of output, as JSON.
+pub async fn run_node_client(script: &str, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("clients")
+        .join(script);
+    let out = tokio::process::Command::new("node")
+        .arg(&path)
+        .arg(npm_prefix()?)
+        .args(args)
+        .output()
+        .await
+        .context("running the Node.js client")?;
+    last_json_line(script, &out)
+}
+
+/// The last line a client printed, as JSON; its whole output when it failed.
+fn last_json_line(script: &str, out: &std::process::Output) -> anyhow::Result<serde_json::Value> {
     let stdout = String::from_utf8_lossy(&out.stdout);
     anyhow::ensure!(
         out.status.success(),

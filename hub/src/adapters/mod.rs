@@ -95,7 +95,10 @@ pub struct CallInput {
 /// frames to root, best effort (one the connection cannot queue at once is dropped). The
 /// message says counts and step names, never output.
 #[derive(Clone, Default)]
-pub struct Progress(Option<Arc<dyn Fn(f64, Option<f64>, String) + Send + Sync>>);
+pub struct Progress(Option<Arc<Report>>);
+
+/// What a [`Progress`] reports to: `(done, total, message)`.
+type Report = dyn Fn(f64, Option<f64>, String) + Send + Sync;
 
 impl Progress {
     /// Progress reported to `report(done, total, message)`.

@@ -555,6 +555,9 @@ pub fn unmatched_request(method: &str, params: Option<&Value>) -> rmcp::ErrorDat
         "prompts/get" => misfit::<m::GetPromptRequestParams>(params),
         "completion/complete" => misfit::<m::CompleteRequestParams>(params),
         "logging/setLevel" => misfit::<m::SetLevelRequestParams>(params),
+        "tasks/get" => misfit::<m::GetTaskParams>(params),
+        "tasks/update" => misfit::<m::UpdateTaskParams>(params),
+        "tasks/cancel" => misfit::<m::CancelTaskParams>(params),
         "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
             misfit::<Option<m::PaginatedRequestParams>>(params)
         }

@@ -115,8 +115,11 @@ pub struct Caller {
     pub traceparent: Option<String>,
     /// The session's progress notifications for the task (its id given), for a call that
     /// gave a progress token.
-    pub progress: Option<Box<dyn FnOnce(&str) -> ProgressSink + Send>>,
+    pub progress: Option<ProgressFor>,
 }
+
+/// The progress sink of a task, made once its id is known.
+pub type ProgressFor = Box<dyn FnOnce(&str) -> ProgressSink + Send>;
 
 /// Answers one of [`handles`]'s messages: the result's JSON, or the error.
 pub async fn answer(

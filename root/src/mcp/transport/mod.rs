@@ -285,7 +285,7 @@ impl Door {
                         ),
                     }));
                 })
-            }) as Box<dyn FnOnce(&str) -> ProgressSink + Send>
+            }) as tasks::legacy::ProgressFor
         });
         let caller = tasks::legacy::Caller {
             lease,
