@@ -8,19 +8,23 @@
 //! queued by call tasks, the heartbeat timer, and shutdown. Every `call` runs in its own task
 //! (many in flight), through the [`Gate`](crate::enforcement::Gate) and then the skill.
 //! A frame that does not decode is answered with `protocol_error` and logged; it never ends the
-//! connection. `cancel` aborts the call's task and stops its adapter work; the hub then sends
+//! connection. `hello` announces the protocol features this hub understands and `welcome`
+//! root's; the hub sends root only the optional fields root announced, and a root of an
+//! earlier build, which refuses a `hello` with features, is greeted without them from then on.
+//! `cancel` aborts the call's task and stops its adapter work; the hub then sends
 //! nothing for that call. When the connection drops, calls in flight are stopped the same way
 //! (their results could not be delivered). Root silent for three heartbeat intervals counts as
 //! a dropped connection.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::protocol::{
-    CallOutcome, CallRequest, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub,
-    SkillCommand, decode,
+    CallOutcome, CallRequest, Envelope, Features, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    RootToHub, SkillCommand, decode, feature,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
@@ -316,12 +320,18 @@ impl Channel {
         tracing::debug!(%url, "connected; sending hello");
 
         self.gate.set_token(&token);
+        let features = if self.ctx.connection.plain_hello.load(Ordering::Relaxed) {
+            Vec::new()
+        } else {
+            mcp_shared::protocol::announce(self.ctx.config.features.as_deref())
+        };
         let hello = envelope(
             HubToRoot::Hello {
                 protocol_version: PROTOCOL_VERSION,
                 token: token.as_ref().clone(),
                 descriptor: self.ctx.descriptor(),
                 skills: self.ctx.skill_states(),
+                features,
             },
             None,
         );
@@ -356,9 +366,15 @@ impl Channel {
                             heartbeat_interval_ms,
                             root_time_ms,
                             max_clock_skew_ms,
+                            features,
                         },
                     ..
                 }) => {
+                    tracing::debug!(?features, "root's protocol features");
+                    self.ctx
+                        .connection
+                        .root_features
+                        .store(Arc::new(Features::announced(&features)));
                     if target_id != self.ctx.config.target_id {
                         tracing::warn!(configured = %self.ctx.config.target_id, %target_id, "root welcomed this hub under another target id");
                     }
@@ -374,7 +390,18 @@ impl Channel {
                 Ok(Envelope {
                     body: RootToHub::ProtocolError { message },
                     ..
-                }) => return Err(ChannelError::Refused(message)),
+                }) => {
+                    // A root of an earlier build refuses the `features` it does not know:
+                    // greet it the way it knows from now on.
+                    if message.contains("unknown field `features`") {
+                        tracing::info!("root predates protocol features; hellos announce none");
+                        self.ctx
+                            .connection
+                            .plain_hello
+                            .store(true, Ordering::Relaxed);
+                    }
+                    return Err(ChannelError::Refused(message));
+                }
                 Ok(Envelope {
                     body: RootToHub::Heartbeat,
                     ..
@@ -575,7 +602,15 @@ async fn run_call(
     let call_id = call.call_id.clone();
     let progress = {
         let (out, call_id) = (out.clone(), call_id.clone());
+        let ctx = ch.ctx.clone();
         crate::adapters::Progress::new(move |progress, total, message| {
+            // `total` only for a root that reads it.
+            let total = total.filter(|_| {
+                ctx.connection
+                    .root_features
+                    .load()
+                    .has(feature::PROGRESS_TOTAL)
+            });
             let body = HubToRoot::Progress {
                 call_id: call_id.clone(),
                 progress,

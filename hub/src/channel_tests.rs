@@ -85,6 +85,7 @@ async fn handshake(ws: &mut Ws) -> Envelope<HubToRoot> {
             heartbeat_interval_ms: 200,
             root_time_ms: None,
             max_clock_skew_ms: None,
+            features: Vec::new(),
         },
     )
     .await;
@@ -115,12 +116,18 @@ fn assert_hello(hello: HubToRoot) {
         descriptor,
         skills,
         protocol_version,
+        features,
     } = hello
     else {
         panic!("first frame must be hello, got {hello:?}");
     };
     assert_eq!(token, TOKEN);
     assert_eq!(protocol_version, PROTOCOL_VERSION);
+    assert_eq!(
+        features,
+        mcp_shared::protocol::announce(None),
+        "every feature it understands"
+    );
     assert_eq!(descriptor.target_id, "hub:test-alpha");
     assert_eq!(
         descriptor.operational_surface.capabilities.len(),
@@ -443,5 +450,128 @@ fn ok_any(o: CallOutcome) -> serde_json::Value {
     match o {
         CallOutcome::Ok { result, .. } => result,
         o => panic!("{o:?}"),
+    }
+}
+
+/// Protocol features: a root of an earlier build refuses a hello that announces them; the hub
+/// greets it without from then on, and sends it no field it did not announce (`total` in
+/// progress). A root that announces `progress.total` gets it.
+#[tokio::test]
+async fn features_follow_what_root_announced() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = HubConfig::new(
+        "hub:test-alpha",
+        "test",
+        format!("http://{addr}"),
+        TOKEN,
+        dir.path(),
+    );
+    config.write_scope = mcp_shared::target::WriteScope::TestOnly;
+    config.reconnect.initial_ms = 50;
+    config.reconnect.max_ms = 200;
+    config.skill.allowed_tests = vec![crate::config::AllowedTestConfig {
+        timeout_ms: 5_000,
+        progress_line: Some("^ok$".into()),
+        progress_total: Some("^of (\\d+)$".into()),
+        ..crate::config::AllowedTestConfig::new(
+            "count",
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "echo of 2; echo ok; echo ok".into(),
+            ],
+        )
+    }];
+    let hub = crate::start(config).await.expect("hub starts");
+
+    // A root of an earlier build: `features` is a field it does not know.
+    let mut ws = accept(&listener).await;
+    let HubToRoot::Hello { features, .. } = next(&mut ws).await.body else {
+        panic!("hello first")
+    };
+    assert!(
+        features.contains(&"progress.total".to_owned()),
+        "{features:?}"
+    );
+    send(
+        &mut ws,
+        "refused",
+        RootToHub::ProtocolError {
+            message: "malformed frame: unknown field `features`, expected one of `protocol_version`, `token`, `descriptor`, `skills`".into(),
+        },
+    )
+    .await;
+    drop(ws);
+    let mut ws = accept(&listener).await;
+    let HubToRoot::Hello { features, .. } = handshake(&mut ws).await.body else {
+        panic!("hello first")
+    };
+    assert!(features.is_empty(), "greeted as it knows: {features:?}");
+    hub.wait_connected(Duration::from_secs(5))
+        .await
+        .expect("welcomed");
+    let progress = run_counting_test(&mut ws, "c-old").await;
+    assert!(!progress.is_empty());
+    assert!(
+        progress.iter().all(|(_, total)| total.is_none()),
+        "no `total` for a root that did not announce it: {progress:?}"
+    );
+
+    // A root that announces `progress.total` (to a hub that announced features).
+    drop(ws);
+    let mut ws = accept(&listener).await;
+    let _ = next(&mut ws).await;
+    send(
+        &mut ws,
+        "welcome",
+        RootToHub::Welcome {
+            target_id: "hub:test-alpha".into(),
+            heartbeat_interval_ms: 200,
+            root_time_ms: None,
+            max_clock_skew_ms: None,
+            features: vec!["progress.total".into()],
+        },
+    )
+    .await;
+    hub.wait_connected(Duration::from_secs(5))
+        .await
+        .expect("welcomed");
+    let progress = run_counting_test(&mut ws, "c-new").await;
+    assert!(
+        progress
+            .iter()
+            .any(|(done, total)| *total == Some(2.0) && *done >= 1.0),
+        "{progress:?}"
+    );
+    hub.shutdown().await;
+}
+
+/// Runs the allowed test `count` as `call_id`; the `(progress, total)` of its progress frames.
+async fn run_counting_test(ws: &mut Ws, call_id: &str) -> Vec<(f64, Option<f64>)> {
+    let RootToHub::Call(mut c) = call(
+        call_id,
+        "hub.run_allowed_tests",
+        json!({"name": "count"}),
+        10_000,
+    ) else {
+        unreachable!()
+    };
+    c.capability = "infra.write.tests".into();
+    c.sign(&signing_key(TOKEN));
+    send(ws, call_id, RootToHub::Call(c)).await;
+    let mut progress = Vec::new();
+    loop {
+        match next(ws).await.body {
+            HubToRoot::Progress {
+                progress: p, total, ..
+            } => progress.push((p, total)),
+            HubToRoot::Result { outcome, .. } => {
+                assert_eq!(ok_any(outcome)["passed"], true);
+                return progress;
+            }
+            _ => {}
+        }
     }
 }

@@ -134,6 +134,11 @@ pub struct Connection {
     pub connected_since: ArcSwapOption<OffsetDateTime>,
     /// The hub's clock and root's offset from it (measured at each welcome).
     pub clock: crate::clock::HubClock,
+    /// The protocol features root announced in its last welcome.
+    pub root_features: ArcSwap<mcp_shared::protocol::Features>,
+    /// Root refused a `hello` that announced features (a root of an earlier build, which
+    /// knows no `features` field): later hellos announce none.
+    pub plain_hello: std::sync::atomic::AtomicBool,
 }
 
 /// The skill's state: its adapters, its lifecycle and what of it is published (read by the
@@ -240,6 +245,8 @@ impl HubContext {
                 tls,
                 connected_since: ArcSwapOption::empty(),
                 clock: crate::clock::HubClock::new(config.skill.test_clock_offset_ms),
+                root_features: ArcSwap::from_pointee(Default::default()),
+                plain_hello: Default::default(),
             },
             skill: SkillSurface {
                 kinds,

@@ -64,6 +64,10 @@ pub struct RootConfig {
     pub storage: StorageConfig,
     pub mcp: McpConfig,
     pub oauth: OauthConfig,
+    /// The protocol features root announces to hubs, when not all it understands (never from
+    /// a file: a test's root of an earlier build).
+    #[serde(skip)]
+    pub protocol_features: Option<Vec<String>>,
 }
 
 /// `[mcp]`: how the MCP endpoint serves requests.
@@ -403,6 +407,7 @@ impl Default for RootConfig {
             replica: ReplicaConfig::default(),
             storage: StorageConfig::default(),
             mcp: McpConfig::default(),
+            protocol_features: None,
         }
     }
 }

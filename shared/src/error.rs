@@ -116,7 +116,8 @@ impl std::fmt::Display for ErrorCode {
 
 /// A normalized error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+// Read tolerantly: it travels in `result` frames (see `protocol`), where a newer hub may add
+// fields.
 pub struct ToolError {
     pub code: ErrorCode,
     pub message: String,

@@ -4,6 +4,14 @@
 //! [`RootToHub`] or a [`HubToRoot`] body. Both enums are closed: an unknown `type` fails to
 //! decode and is answered with [`HubToRoot::ProtocolError`] / [`RootToHub::ProtocolError`],
 //! never a crash.
+//!
+//! Upgrades need no flag day: root and hubs of different builds talk as long as they share
+//! the protocol version. Each side announces the optional parts it understands ([`feature`])
+//! in `hello` and `welcome`, and a sender includes an optional field only for a peer that
+//! announced it; a reader ignores fields it does not know (a newer peer's), so an unknown
+//! optional field is never fatal. A peer that announces nothing understands this protocol as
+//! the first build with features spoke it. A signed field joins the signature only when it
+//! is present, so a hub that does not know it verifies the same bytes.
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
@@ -19,8 +27,42 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest frame either side accepts, in bytes.
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 
+/// The optional parts of the protocol, by the names peers announce them with.
+pub mod feature {
+    /// `progress` frames may carry `total` (root reads it).
+    pub const PROGRESS_TOTAL: &str = "progress.total";
+}
+
+/// Every feature this build understands, announced in its `hello` or `welcome`.
+pub const FEATURES: &[&str] = &[feature::PROGRESS_TOTAL];
+
+/// What a peer announced it understands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Features(Vec<String>);
+
+impl Features {
+    /// The features a peer announced (unknown names are kept and never matter).
+    pub fn announced(names: &[String]) -> Features {
+        Features(names.to_vec())
+    }
+
+    /// Whether the peer understands `feature`.
+    pub fn has(&self, feature: &str) -> bool {
+        self.0.iter().any(|f| f == feature)
+    }
+}
+
+/// `features` as this build announces them, limited to `only` when given (a test's older
+/// peer).
+pub fn announce(only: Option<&[String]>) -> Vec<String> {
+    FEATURES
+        .iter()
+        .filter(|f| only.is_none_or(|o| o.iter().any(|x| x == *f)))
+        .map(|f| (*f).to_owned())
+        .collect()
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Envelope<B> {
     pub v: u32,
     /// Unique per sender; replies name it in `in_reply_to`.
@@ -36,7 +78,6 @@ pub struct Envelope<B> {
 /// arguments through their SHA-256. The hub checks the environment against its own
 /// configuration, never a claim from root.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CallRequest {
     /// Unique per call; the hub refuses a call id it has seen (replay protection).
     pub call_id: String,
@@ -140,7 +181,7 @@ pub fn verify_call(call: &CallRequest, key: &[u8; 32]) -> bool {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "snake_case")]
 #[allow(
     clippy::large_enum_variant,
     reason = "one frame at a time; boxing `Call` would only add an allocation per call"
@@ -158,6 +199,10 @@ pub enum RootToHub {
         /// The largest clock offset root accepts.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_clock_skew_ms: Option<u64>,
+        /// What root understands ([`feature`]); sent only to a hub that announced its own
+        /// (a hub of an earlier build would not know the field).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        features: Vec<String>,
     },
     Call(CallRequest),
     /// Stop a call (deadline passed on root, or the client cancelled).
@@ -202,7 +247,6 @@ impl SkillCommand {
 
 /// A skill's lifecycle state on a hub.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct SkillState {
     pub skill: String,
     /// As root last directed (install / uninstall).
@@ -230,7 +274,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum HubToRoot {
     /// First frame on a new connection: who the hub is and what it publishes.
     Hello {
@@ -238,12 +282,16 @@ pub enum HubToRoot {
         token: String,
         descriptor: ManagedTargetDescriptor,
         skills: Vec<SkillState>,
+        /// What the hub understands ([`feature`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        features: Vec<String>,
     },
     /// How far a call's adapter has got (deploy steps, tests run): `progress` only grows,
     /// in the unit of `total` when the adapter knows it.
     Progress {
         call_id: String,
         progress: f64,
+        /// Only to a root that announced [`feature::PROGRESS_TOTAL`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         total: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -267,7 +315,7 @@ pub enum HubToRoot {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "status", rename_all = "snake_case")]
 pub enum CallOutcome {
     Ok {
         adapter: String,

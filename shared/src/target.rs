@@ -21,13 +21,11 @@ impl TargetStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Transport {
     pub channel: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct OperationalSurface {
     pub published_by: String,
     pub enabled: bool,
@@ -45,13 +43,12 @@ pub enum WriteScope {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct TargetPolicy {
     pub write_scope: WriteScope,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+// Read tolerantly: it travels in `hello` (see `protocol`), where a newer hub may add fields.
 pub struct ManagedTargetDescriptor {
     pub target_id: String,
     pub kind: String,

@@ -197,6 +197,7 @@ fn hub_to_root() -> impl Strategy<Value = HubToRoot> {
                 token,
                 descriptor,
                 skills,
+                features: vec!["progress.total".into()],
             }),
     ]
 }

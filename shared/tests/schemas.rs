@@ -277,6 +277,25 @@ fn with_surplus(v: &Value) -> Value {
     })
 }
 
+/// serde reads the instance and drops the fields it does not know: the protocol's readers
+/// are tolerant (a newer peer may add optional fields), while the schema says exactly what
+/// this version sends. `without` is the instance as this version would send it.
+fn rust_ignores<T: DeserializeOwned + Serialize>(
+    file: &str,
+    what: &str,
+    v: &Value,
+    without: &Value,
+) {
+    let read: T = serde_json::from_value(v.clone()).unwrap_or_else(|e| {
+        panic!("{file}: {what} must be read (the unknown part ignored), not refused: {e}")
+    });
+    assert_eq!(
+        &to_json(&read),
+        without,
+        "{file}: {what}: the unknown part is not dropped"
+    );
+}
+
 /// serde rejects the instance too, so schema and type agree on strictness.
 fn rust_rejects<T: DeserializeOwned>(file: &str, what: &str, v: &Value) {
     assert!(
@@ -691,6 +710,7 @@ fn root_to_hub_bodies() -> Vec<RootToHub> {
             heartbeat_interval_ms: 15_000,
             root_time_ms: Some(1_790_000_000_000),
             max_clock_skew_ms: Some(30_000),
+            features: vec!["progress.total".into()],
         },
         RootToHub::Call(call_request()),
         RootToHub::Cancel {
@@ -727,6 +747,7 @@ fn hub_to_root_bodies() -> Vec<HubToRoot> {
             token: "enrol-token".into(),
             descriptor: target(TargetStatus::Online, WriteScope::TestOnly),
             skills: vec![skill_state()],
+            features: vec!["progress.total".into()],
         },
         HubToRoot::Progress {
             call_id: "call-01".into(),
@@ -982,12 +1003,18 @@ fn managed_target_schema_matches_the_type() {
         &write_scopes(),
     );
 
-    let cases = [
+    // It travels in `hello`: a newer hub's fields are read and ignored.
+    for (what, v) in [
         ("an unknown field", with_surplus(&full)),
         (
             "an unknown surface field",
             mutated(&full, |v| v["operational_surface"]["shell"] = json!(true)),
         ),
+    ] {
+        s.invalid(&format!("target with {what}"), &v);
+        rust_ignores::<ManagedTargetDescriptor>(s.file, what, &v, &full);
+    }
+    let cases = [
         (
             "write_scope `test_only`",
             mutated(&full, |v| v["policy"]["write_scope"] = json!("test_only")),
@@ -1127,8 +1154,11 @@ fn tool_error_schema_matches_the_type() {
     s.required("", &["code", "message", "retryable"]);
     s.same_enum("/properties/code", &error_codes());
 
+    // It travels in `result` frames: a newer hub's fields are read and ignored.
+    let surplus = with_surplus(&full);
+    s.invalid("error with an unknown field", &surplus);
+    rust_ignores::<ToolError>(s.file, "an unknown field", &surplus, &full);
     let cases = [
-        ("an unknown field", with_surplus(&full)),
         (
             "code `teapot`",
             mutated(&full, |v| v["code"] = json!("teapot")),
@@ -1414,12 +1444,23 @@ fn protocol_envelope_schema_matches_the_types() {
 
     let call = envelope(RootToHub::Call(call_request()));
     let hello = envelope(&hub_bodies[0]);
-    let root_cases = [
+    // A newer peer's fields are ignored (never obeyed: the hub acts on the signed fields it
+    // knows); the schema still says they are not part of this version.
+    let unknown = [
         ("an unknown envelope field", with_surplus(&call)),
         (
             "an unknown call field",
             mutated(&call, |v| v["body"]["shell"] = json!("rm -rf /")),
         ),
+    ];
+    for (what, v) in &unknown {
+        s.invalid(&format!("envelope with {what}"), v);
+        rust_ignores::<Envelope<RootToHub>>(s.file, what, v, &call);
+    }
+    let unknown_hello = mutated(&hello, |v| v["body"]["secret"] = json!("x"));
+    s.invalid("envelope with an unknown hello field", &unknown_hello);
+    rust_ignores::<Envelope<HubToRoot>>(s.file, "an unknown hello field", &unknown_hello, &hello);
+    let root_cases = [
         (
             "type `launch_missiles`",
             mutated(&call, |v| v["body"]["type"] = json!("launch_missiles")),
@@ -1440,10 +1481,6 @@ fn protocol_envelope_schema_matches_the_types() {
         rust_rejects::<Envelope<RootToHub>>(s.file, what, v);
     }
     let hub_cases = [
-        (
-            "an unknown hello field",
-            mutated(&hello, |v| v["body"]["secret"] = json!("x")),
-        ),
         (
             "a descriptor with status `up`",
             mutated(&hello, |v| v["body"]["descriptor"]["status"] = json!("up")),

@@ -89,6 +89,7 @@ const code = async (f) => {
 };
 seen.second_cancel = await code(() => client.experimental.tasks.cancelTask(slowId));
 seen.unknown = await code(() => client.experimental.tasks.getTask('no-such-task'));
+seen.bad_cursor = await code(() => client.experimental.tasks.listTasks('not-a-cursor'));
 seen.cancelled_result = await code(() => client.experimental.tasks.getTaskResult(slowId));
 await client.close();
 console.log(JSON.stringify(seen));

@@ -1192,6 +1192,7 @@ pub mod hub_door {
                 token: token.into(),
                 descriptor: descriptor(target, environment),
                 skills: vec![],
+                features: Vec::new(),
             },
         )
     }
@@ -1360,6 +1361,7 @@ async fn hub_websocket_battery() {
                     token: beta_token.clone(),
                     descriptor: descriptor("hub:test-beta", "test"),
                     skills: vec![],
+                    features: Vec::new(),
                 },
             ),
             "unsupported protocol version 2".to_string(),

@@ -754,6 +754,7 @@ async fn routed_reads_are_retried_under_their_contracts_policy() {
                 token: token.clone(),
                 descriptor: descriptor(target, "test"),
                 skills: vec![],
+                features: Vec::new(),
             };
             ws.send(text("hello", &hello)).await.unwrap();
             assert!(matches!(

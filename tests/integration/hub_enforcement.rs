@@ -68,6 +68,7 @@ async fn forged_expired_replayed_and_unpublished_calls_are_refused_by_the_hub() 
         heartbeat_interval_ms: 60_000,
         root_time_ms: None,
         max_clock_skew_ms: None,
+        features: Vec::new(),
     }))
     .await
     .unwrap();

@@ -41,4 +41,5 @@ mod tasks;
 mod tls;
 mod tools;
 mod transport;
+mod upgrades;
 mod writes;

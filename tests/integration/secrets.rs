@@ -55,6 +55,7 @@ async fn token_accepted(root: &TestRoot, target_id: &str, token: &str) -> bool {
                 },
             },
             skills: Vec::new(),
+            features: Vec::new(),
         },
     };
     ws.send(tokio_tungstenite::tungstenite::Message::text(

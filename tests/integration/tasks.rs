@@ -27,7 +27,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 #[derive(Clone, Default)]
 pub(crate) struct TaskClient {
     tasks: bool,
-    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    pub(crate) progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
 }
 
 impl rmcp::ClientHandler for TaskClient {
@@ -548,6 +548,7 @@ async fn the_typescript_sdk_runs_a_2025_11_25_task_on_a_session() {
     assert_eq!(seen["cancelled_status"], "cancelled", "{seen}");
     assert_eq!(seen["second_cancel"], -32602, "{seen}");
     assert_eq!(seen["unknown"], -32602, "{seen}");
+    assert_eq!(seen["bad_cursor"], -32602, "{seen}");
     assert_eq!(seen["cancelled_result"], -32603, "{seen}");
     // The cancelled task's call ends with its event, saying so.
     let start = Instant::now();

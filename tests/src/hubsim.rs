@@ -509,6 +509,7 @@ impl SimHub {
                 token: self.token.clone(),
                 descriptor: self.descriptor(),
                 skills: vec![self.skill_state()],
+                features: mcp_shared::protocol::announce(None),
             },
             None,
         );

@@ -543,6 +543,22 @@ impl TestHub {
         extra: &str,
         embedded: &[&'static mcp_hub::adapters::EmbeddedAdapter],
     ) -> anyhow::Result<TestHub> {
+        let embedded = embedded.to_vec();
+        Self::start_with(root_url, target_id, token, extra, move |cfg| {
+            cfg.embedded = embedded
+        })
+        .await
+    }
+
+    /// [`TestHub::start`] with its resolved configuration changed by `f` (what no file sets:
+    /// embedded adapters, the protocol features it announces).
+    pub async fn start_with(
+        root_url: &str,
+        target_id: &str,
+        token: &str,
+        extra: &str,
+        f: impl FnOnce(&mut mcp_hub::HubConfig),
+    ) -> anyhow::Result<TestHub> {
         let state_dir = tempfile::tempdir()?;
         let path = state_dir.path().join("hub.toml");
         std::fs::write(
@@ -555,7 +571,7 @@ impl TestHub {
         // The file holds the hub token: the hub refuses it unless it is private.
         private_file(&path)?;
         let mut cfg = mcp_hub::config::HubFile::load(&path)?.resolve()?;
-        cfg.embedded = embedded.to_vec();
+        f(&mut cfg);
         let handle = mcp_hub::start(cfg).await?;
         handle
             .wait_connected(std::time::Duration::from_secs(10))

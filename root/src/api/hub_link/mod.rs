@@ -207,6 +207,8 @@ fn binds_client_cert(app: &App) -> bool {
 /// A hub whose hello was accepted: what it registered and the enrolment it speaks for.
 struct Greeted {
     hello_id: String,
+    /// What the hub announced it understands (nothing: a hub of an earlier build).
+    features: Vec<String>,
     descriptor: ManagedTargetDescriptor,
     skills: Vec<mcp_shared::protocol::SkillState>,
     enrolment: crate::hubs::Enrolment,
@@ -297,6 +299,7 @@ async fn greet(
         token,
         mut descriptor,
         skills,
+        features,
     } = hello.body
     else {
         return refuse(socket, "the first frame must be hello".into()).await;
@@ -363,6 +366,7 @@ async fn greet(
     descriptor.status = TargetStatus::Online;
     Ok(Greeted {
         hello_id: hello.id,
+        features,
         descriptor,
         skills,
         enrolment,
@@ -424,11 +428,17 @@ async fn open_link(
                 heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u64,
                 root_time_ms: Some(unix_ms(now())),
                 max_clock_skew_ms: Some(app.config.limits.max_hub_clock_skew_ms),
+                // A hub that announced nothing is of an earlier build: it knows no `features`.
+                features: if greeted.features.is_empty() {
+                    Vec::new()
+                } else {
+                    mcp_shared::protocol::announce(app.config.protocol_features.as_deref())
+                },
             },
             Some(greeted.hello_id.clone()),
         ))
         .await;
-    tracing::info!(%target_id, "hub connected");
+    tracing::info!(%target_id, features = ?greeted.features, "hub connected");
     // The hub follows root's desired state of its skill from the start of each connection.
     {
         let (app, target_id) = (app.clone(), target_id.clone());
