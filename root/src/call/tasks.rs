@@ -5,7 +5,7 @@
 //! A task is one governed call. Its checks (contract, policy, arguments, concurrency slots)
 //! run once, when it is created ([`start`]): a call they refuse is answered at once, as
 //! without a task. An admitted call becomes a row in the store (both backends) before the
-//! client hears of it, then runs on a task of its own, detached from the request: a client
+//! client hears of it, then runs in the background (a tokio task), detached from the request: a client
 //! that goes away does not stop it. Its progress (the hub adapter's steps and counts) becomes
 //! the row's status message and, for a client that asked, progress notifications. When it
 //! ends, its event is committed as any call's is, and then the row records how it ended.
@@ -99,9 +99,9 @@ pub fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// Starts `tool_id` as task `task_id` ([`new_id`]): its checks now, its work on a task of its
-/// own. `notify`, when given, also receives the call's progress (a session's client that gave
-/// a progress token).
+/// Starts `tool_id` as task `task_id` ([`new_id`]): its checks now, its work in the
+/// background. `notify`, when given, also receives the call's progress (a session's client
+/// that gave a progress token).
 pub async fn start(
     app: &Arc<App>,
     mut ctx: CallContext,

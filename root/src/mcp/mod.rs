@@ -646,8 +646,8 @@ async fn answer_call(
 }
 
 /// A call's progress as `notifications/progress` to the client that gave `token` (its
-/// messages redacted by root), in order, on a task that ends with the call; `meta` rides
-/// each notification.
+/// messages redacted by root), in order, from a background loop that ends with the call;
+/// `meta` rides each notification.
 pub fn progress_to_client(
     app: &Arc<App>,
     peer: rmcp::Peer<RoleServer>,

@@ -401,6 +401,14 @@ async fn open_link(
     let router_cell = app.actors.router.load().get_cell();
     let (session, session_done) =
         Actor::spawn_linked(None, Link, session_args, router_cell).await?;
+    // Stored, reported and attached as one step with respect to a replica's reload of the
+    // target (which reads the store and takes the report of a hub connected here): a reload
+    // between the store and the attach would take this report as the previous one, and the
+    // skill update it is would go unrecorded.
+    let writes = match &app.zone {
+        Some(zone) => Some(zone.enrolment_writes.lock().await),
+        None => None,
+    };
     app.store
         .update_target_seen(
             &target_id,
@@ -411,6 +419,7 @@ async fn open_link(
         .await?;
     crate::api::skill::reported(app, &target_id, skills);
     router::attach(&app.hubs.links, target_id.clone(), session.clone());
+    drop(writes);
     // Other replicas forward this target's calls here from now on.
     let connection_id = uuid::Uuid::now_v7().to_string();
     crate::replica::hub_connected(app, &target_id, &connection_id).await;
