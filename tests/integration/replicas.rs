@@ -371,14 +371,25 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
     .await;
 
     // A client on A calls the hub B holds: forwarded A → B, answered by hub one.
+    // Each replica learns of the other replicas' hubs through the change feed: wait until every
+    // directory has both online (a call before that is refused as `target_offline`, retryable,
+    // which is not what this test is about).
     let (_, one) = client.lease(&a.base, "hub:r8-one", "InfraOpsRead").await;
-    eventually("hub one online on A", || async {
-        let v = client.admin_get(&a.base, "/v1/root/hubs").await;
-        v["targets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["target_id"] == "hub:r8-one" && t["status"] == "online")
+    eventually("both hubs online on every replica", || async {
+        for base in [&a.base, &b.base, &c.base] {
+            let v = client.admin_get(base, "/v1/root/hubs").await;
+            let online = |id: &str| {
+                v["targets"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|t| t["target_id"] == id && t["status"] == "online")
+            };
+            if !(online("hub:r8-one") && online("hub:r8-two")) {
+                return false;
+            }
+        }
+        true
     })
     .await;
     let (s, body) = client.call(&a, &one, "hub.get_status").await;
