@@ -323,7 +323,7 @@ impl Channel {
         let features = if self.ctx.connection.plain_hello.load(Ordering::Relaxed) {
             Vec::new()
         } else {
-            mcp_shared::protocol::announce(self.ctx.config.features.as_deref())
+            mcp_shared::protocol::announce(self.ctx.config.protocol_features.as_deref())
         };
         let hello = envelope(
             HubToRoot::Hello {

@@ -135,7 +135,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         .await
         .context("loading the operators")?;
     // Tasks this root was running when it last stopped end now, with their events.
-    crate::call::tasks::recover(&app).await;
+    crate::call::tasks::recover(&app, None).await;
     tokio::spawn(janitor(app.clone(), shutdown.clone()));
     tokio::spawn(crate::api::hub_link::record_last_seen(
         app.clone(),
@@ -467,7 +467,7 @@ async fn janitor(app: Arc<App>, stop: CancellationToken) {
         if let Some(zone) = &app.zone
             && let Some(live) = zone.replicas_heard_within(60_000).await
         {
-            crate::call::tasks::recover_gone_replicas(&app, &live).await;
+            crate::call::tasks::recover(&app, Some(&live)).await;
         }
         let dead: Vec<String> = app
             .leases

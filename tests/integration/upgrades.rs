@@ -179,7 +179,7 @@ async fn every_tool_works_between_older_and_newer_peers() {
             target,
             &token,
             &hub_toml(&repo),
-            |cfg| cfg.features = hub_features,
+            |cfg| cfg.protocol_features = hub_features,
         )
         .await
         .unwrap();

@@ -244,7 +244,7 @@ impl HubFile {
                 .token_reload_interval_ms
                 .unwrap_or_else(default_token_reload_interval_ms),
             embedded: Vec::new(),
-            features: None,
+            protocol_features: None,
         };
         config.validate()?;
         Ok(config)
@@ -323,7 +323,7 @@ pub struct HubConfig {
     pub embedded: Vec<&'static crate::adapters::EmbeddedAdapter>,
     /// The protocol features this hub announces, when not all it understands (never from a
     /// file: a test's hub of an earlier build).
-    pub features: Option<Vec<String>>,
+    pub protocol_features: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for HubConfig {
@@ -352,7 +352,7 @@ impl std::fmt::Debug for HubConfig {
             .field("insecure_plaintext", &self.insecure_plaintext)
             .field("token_reload_interval_ms", &self.token_reload_interval_ms)
             .field("embedded", &self.embedded)
-            .field("features", &self.features)
+            .field("protocol_features", &self.protocol_features)
             .finish()
     }
 }
@@ -390,7 +390,7 @@ impl HubConfig {
             insecure_plaintext: false,
             token_reload_interval_ms: default_token_reload_interval_ms(),
             embedded: Vec::new(),
-            features: None,
+            protocol_features: None,
         }
     }
 

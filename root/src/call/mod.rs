@@ -16,6 +16,7 @@ pub mod writes;
 
 use descriptive::descriptive_answer;
 use route::route_retrying;
+pub use route::{progress_channel, redacted};
 pub(crate) use route::{route_local, route_to};
 
 use std::sync::Arc;
@@ -68,6 +69,14 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The outcome with a kept descriptive answer copied into `response.result`.
+    pub fn with_result(mut self) -> Outcome {
+        if let Some(kept) = self.kept.take() {
+            self.response.result = Some(kept.value.clone());
+        }
+        self
+    }
+
     /// The `audit_unavailable` error of a call that left no event.
     pub fn unaudited_error(&self) -> Option<&ToolError> {
         if self.unaudited {
@@ -93,11 +102,9 @@ pub fn trace_id_from(traceparent: Option<&str>) -> String {
 
 /// A governed call: its outcome with the result in `response.result`.
 pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Outcome {
-    let mut outcome = call_keeping_answer(app, ctx, tool_id, arguments).await;
-    if let Some(kept) = outcome.kept.take() {
-        outcome.response.result = Some(kept.value.clone());
-    }
-    outcome
+    call_keeping_answer(app, ctx, tool_id, arguments)
+        .await
+        .with_result()
 }
 
 /// [`call`], except that a descriptive answer stays in [`Outcome::kept`] (not copied into
@@ -124,7 +131,7 @@ pub enum Admission {
 }
 
 /// A call that passed its governed checks (contract, policy, arguments, concurrency slots,
-/// which it holds) and has not run yet. A task runs it later, on a task of its own.
+/// which it holds) and has not run yet. A task runs it later, in the background.
 pub struct Admitted {
     ctx: CallContext,
     entry: Arc<ContractEntry>,
@@ -139,65 +146,53 @@ impl Admitted {
     /// actor, tool and decision, with the redacted request.
     pub fn pending_event(&self, app: &App) -> OperationalEvent {
         let mut event = self.event.clone();
-        let _ = seal(
+        record_request(
             app,
-            Some(&*self.entry),
+            Some(&self.entry),
             &self.event.tool_id,
             self.arguments.clone(),
-            Err(ToolError::new(ErrorCode::Internal, "not finished")),
             &mut event,
         );
-        event.error = None;
         event
-    }
-
-    pub fn event_id(&self) -> &str {
-        &self.event.event_id
-    }
-
-    pub fn contract(&self) -> &ContractEntry {
-        &self.entry
     }
 
     /// Refuses the admitted call after all (`error`), committing its event.
     pub async fn refuse(self, app: &App, error: ToolError) -> Outcome {
+        self.finish(app, Err(error), None).await
+    }
+
+    /// Runs the admitted call and commits its event.
+    pub async fn run(mut self, app: &App) -> Outcome {
+        // Counted as running until its event is handed to the audit writer (group commit).
+        let running = app.audit.running.enter();
+        let result = answer(
+            app,
+            &self.ctx,
+            &self.entry,
+            &self.arguments,
+            &mut self.event,
+        )
+        .await;
+        self.finish(app, result, Some(running)).await
+    }
+
+    async fn finish(
+        self,
+        app: &App,
+        result: Result<Answer, ToolError>,
+        running: Option<crate::audit::writer::RunningGuard>,
+    ) -> Outcome {
         let call = Finished {
             ctx: self.ctx,
             entry: Some(self.entry),
             arguments: self.arguments,
-            result: Err(error),
+            result,
             event: self.event,
             permits: self.permits,
             started: self.started,
             unknown_tool: false,
         };
-        call.commit(app, None).await
-    }
-
-    /// Runs the admitted call and commits its event.
-    pub async fn run(self, app: &App) -> Outcome {
-        let Admitted {
-            ctx,
-            entry,
-            arguments,
-            mut event,
-            permits,
-            started,
-        } = self;
-        // Counted as running until its event is handed to the audit writer (group commit).
-        let running = app.audit.running.enter();
-        let result = answer(app, &ctx, &entry, &arguments, &mut event).await;
-        let call = Finished {
-            ctx,
-            entry: Some(entry),
-            arguments,
-            result,
-            event,
-            permits,
-            started,
-            unknown_tool: false,
-        };
-        call.commit(app, Some(running)).await
+        call.commit(app, running).await
     }
 }
 
@@ -225,28 +220,21 @@ pub async fn admit(app: &App, ctx: CallContext, tool_id: &str, arguments: Value)
         return Admission::Refused(call.commit(app, None).await);
     };
     // Concurrency slots are held until the audit event is durable and the response is ready.
-    match checks(app, &ctx, &entry, &arguments, &mut event) {
-        Ok(permits) => Admission::Admitted(Box::new(Admitted {
-            ctx,
-            entry,
-            arguments,
-            event,
-            permits,
-            started,
-        })),
-        Err(e) => {
-            let call = Finished {
-                ctx,
-                entry: Some(entry),
-                arguments,
-                result: Err(e),
-                event,
-                permits: None,
-                started,
-                unknown_tool: false,
-            };
-            Admission::Refused(call.commit(app, None).await)
-        }
+    let (permits, refusal) = match checks(app, &ctx, &entry, &arguments, &mut event) {
+        Ok(permits) => (Some(permits), None),
+        Err(e) => (None, Some(e)),
+    };
+    let call = Admitted {
+        ctx,
+        entry,
+        arguments,
+        event,
+        permits,
+        started,
+    };
+    match refusal {
+        None => Admission::Admitted(Box::new(call)),
+        Some(e) => Admission::Refused(call.refuse(app, e).await),
     }
 }
 
@@ -414,17 +402,14 @@ fn uncontracted(
     }
 }
 
-/// The call's request and outcome written into its event, redacted before anything is
-/// stored: `ok`, `denied` (refused before any adapter ran) or `error` (failed executing).
-fn seal(
+/// The call's request written into its event, redacted before anything is stored.
+fn record_request(
     app: &App,
     entry: Option<&ContractEntry>,
     tool_id: &str,
     arguments: Value,
-    result: Result<Answer, ToolError>,
     event: &mut OperationalEvent,
-) -> Result<Answer, ToolError> {
-    // Redact before anything is stored.
+) {
     let mut request = json!({ "tool_id": tool_id, "arguments": arguments });
     let (fields, patterns): (&[String], &[regex::Regex]) = match entry {
         Some(e) => (&e.contract.redaction.fields, &e.redaction_patterns),
@@ -438,6 +423,19 @@ fn seal(
         &mut event.redactions,
     );
     event.request = request;
+}
+
+/// The call's request and outcome written into its event, redacted before anything is
+/// stored: `ok`, `denied` (refused before any adapter ran) or `error` (failed executing).
+fn seal(
+    app: &App,
+    entry: Option<&ContractEntry>,
+    tool_id: &str,
+    arguments: Value,
+    result: Result<Answer, ToolError>,
+    event: &mut OperationalEvent,
+) -> Result<Answer, ToolError> {
+    record_request(app, entry, tool_id, arguments, event);
     event.finished_at = now();
     match result {
         Ok(answer) => {
@@ -528,7 +526,7 @@ fn checks(
     entry: &Arc<ContractEntry>,
     arguments: &Value,
     event: &mut OperationalEvent,
-) -> Result<Option<crate::call::limits::Permits>, ToolError> {
+) -> Result<crate::call::limits::Permits, ToolError> {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
     event.capability = Some(c.required_capability.clone());
@@ -602,13 +600,12 @@ fn checks(
             app.config.limits.per_target_in_flight,
         ));
     }
-    let permits = app.limits.try_acquire(&keys).map_err(|key| {
+    app.limits.try_acquire(&keys).map_err(|key| {
         ToolError::new(
             ErrorCode::Busy,
             format!("concurrency limit reached ({key}); retry later"),
         )
-    })?;
-    Ok(Some(permits))
+    })
 }
 
 /// The answer of an admitted call: a descriptive tool's kept answer, or an operational

@@ -1,5 +1,6 @@
 //! A routed call: sent to the target's link (here or on the replica holding the hub),
-//! retried once where the contract allows, cancelled on the hub if the caller goes away.
+//! retried once where the contract allows, cancelled on the hub if the caller goes away; the
+//! hub's progress reports go to the caller's sink (`progress_channel`), redacted by root.
 
 use super::*;
 
@@ -193,4 +194,34 @@ impl Drop for CancelOnDrop {
             );
         }
     }
+}
+
+/// Progress reports queued per call; more are dropped (progress is best effort).
+const PROGRESS_QUEUE: usize = 64;
+
+/// A progress sink whose reports arrive, in order, on the returned receiver (a report the
+/// queue cannot take at once is dropped).
+pub fn progress_channel() -> (
+    router::ProgressSink,
+    tokio::sync::mpsc::Receiver<router::Progress>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel(PROGRESS_QUEUE);
+    (
+        router::ProgressSink::new(move |p| {
+            let _ = tx.try_send(p);
+        }),
+        rx,
+    )
+}
+
+/// `p` with root's redaction applied to its message (a hub redacts too; root does again).
+pub fn redacted(app: &App, mut p: router::Progress) -> router::Progress {
+    if let Some(m) = &p.message {
+        p.message = Some(
+            app.audit
+                .redactor
+                .redact_text("progress", m, &mut Vec::new()),
+        );
+    }
+    p
 }

@@ -41,8 +41,6 @@ use crate::store::{TaskRow, TaskState};
 const DRAIN: Duration = Duration::from_secs(10);
 /// A running task's status message is written at most this often.
 const MESSAGE_EVERY: Duration = Duration::from_millis(500);
-/// Progress reports queued per task; more are dropped (progress is best effort).
-const PROGRESS_QUEUE: usize = 64;
 /// Tasks per `tasks/list` page.
 pub const PAGE: i64 = 50;
 /// The replica name of a task run by a root on SQLite (one replica).
@@ -113,7 +111,7 @@ pub async fn start(
     let task_id = task_id.to_owned();
     let cancel = CancellationToken::new();
     ctx.cancel = Some(cancel.clone());
-    let (sink, progress) = progress_channel();
+    let (sink, progress) = call::progress_channel();
     ctx.progress = Some(sink);
     let lease = ctx.lease.clone();
     let admitted = match call::admit(app, ctx, tool_id, arguments).await {
@@ -166,10 +164,7 @@ pub async fn start(
 
 /// Runs an admitted call to its end and records how it ended.
 async fn run(app: Arc<App>, admitted: Box<call::Admitted>, task_id: String) {
-    let mut outcome = admitted.run(&app).await;
-    if let Some(kept) = outcome.kept.take() {
-        outcome.response.result = Some(kept.value.clone());
-    }
+    let outcome = admitted.run(&app).await.with_result();
     let (state, message) = ending(&outcome);
     let response = serde_json::to_value(&outcome.response).unwrap_or_default();
     for attempt in 1..=5u64 {
@@ -210,30 +205,6 @@ fn ending(outcome: &Outcome) -> (TaskState, String) {
     }
 }
 
-/// A progress sink whose reports arrive, in order, on the returned receiver (a report the
-/// queue cannot take at once is dropped).
-pub fn progress_channel() -> (ProgressSink, mpsc::Receiver<Progress>) {
-    let (tx, rx) = mpsc::channel(PROGRESS_QUEUE);
-    (
-        ProgressSink::new(move |p| {
-            let _ = tx.try_send(p);
-        }),
-        rx,
-    )
-}
-
-/// `p` with root's redaction applied to its message (a hub redacts too; root does again).
-pub fn redacted(app: &App, mut p: Progress) -> Progress {
-    if let Some(m) = &p.message {
-        p.message = Some(
-            app.audit
-                .redactor
-                .redact_text("progress", m, &mut Vec::new()),
-        );
-    }
-    p
-}
-
 /// A task's progress in words.
 fn in_words(p: &Progress) -> String {
     match (&p.message, p.total) {
@@ -265,7 +236,7 @@ async fn follow(
             }
         };
         let Some(p) = next else { break };
-        let p = redacted(&app, p);
+        let p = call::redacted(&app, p);
         if let Some(n) = &notify {
             n.report(p.clone());
         }
@@ -405,36 +376,33 @@ pub async fn drain(app: &App) {
     }
 }
 
-/// Ends the tasks this replica was running when it stopped (on start-up) and, on a zone, those
-/// of replicas that are gone: each `failed`, its event committed now.
-pub async fn recover(app: &App) {
+/// Ends as `failed`, each with its event committed now, the working tasks whose root stopped
+/// under them: this replica's own at start-up (`live` is `None`), or, on a zone, those of the
+/// replicas not in `live`.
+pub async fn recover(app: &App, live: Option<&[String]>) {
     let mine = replica(app);
-    let rows = match app.store.working_tasks(Some(&mine)).await {
+    let rows = match app
+        .store
+        .working_tasks(live.is_none().then_some(mine.as_str()))
+        .await
+    {
         Ok(rows) => rows,
         Err(e) => {
-            tracing::warn!(error = %e, "cannot read the tasks this root was running");
+            tracing::warn!(error = %e, "cannot read the working tasks");
             return;
         }
     };
     for row in rows {
-        if !app.tasks.running.contains_key(&row.task_id) {
-            orphaned(app, row, "root stopped while the task ran").await;
-        }
-    }
-}
-
-/// Ends the working tasks of replicas that are no longer live (a zone only).
-pub async fn recover_gone_replicas(app: &App, live: &[String]) {
-    let rows = match app.store.working_tasks(None).await {
-        Ok(rows) => rows,
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot read the zone's working tasks");
-            return;
-        }
-    };
-    for row in rows {
-        if !live.contains(&row.replica) {
-            let why = format!("replica `{}` stopped while the task ran", row.replica);
+        let stopped = match live {
+            None => !app.tasks.running.contains_key(&row.task_id),
+            Some(live) => !live.contains(&row.replica),
+        };
+        if stopped {
+            let why = if row.replica == mine {
+                "root stopped while the task ran".to_owned()
+            } else {
+                format!("replica `{}` stopped while the task ran", row.replica)
+            };
             orphaned(app, row, &why).await;
         }
     }
@@ -450,46 +418,31 @@ async fn orphaned(app: &App, row: TaskRow, why: &str) {
             row.tool_id
         ),
     );
-    let response = ToolResponse {
+    let event = serde_json::from_str::<OperationalEvent>(&row.event)
+        .inspect_err(|e| {
+            tracing::error!(error = %e, task = %row.task_id, "a task's stored event does not decode; ending it without one");
+        })
+        .ok();
+    let response = event.as_ref().map(|event| ToolResponse {
         ok: false,
         tool_id: row.tool_id.clone(),
         result: None,
         error: Some(error.clone()),
         event_id: row.event_id.clone(),
-        trace_id: String::new(),
-    };
-    let mut event: OperationalEvent = match serde_json::from_str(&row.event) {
-        Ok(e) => e,
-        Err(e) => {
-            tracing::error!(error = %e, task = %row.task_id, "a task's stored event does not decode; ending it without one");
-            let _ = app
-                .store
-                .end_task(
-                    &row.task_id,
-                    None,
-                    TaskState::Failed,
-                    &error.message,
-                    None,
-                    unix_ms(now()),
-                )
-                .await;
-            return;
-        }
-    };
-    let response = ToolResponse {
         trace_id: event.trace_id.clone(),
-        ..response
-    };
-    let outcome = serde_json::to_value(&response).unwrap_or_default();
+    });
+    let outcome = response.and_then(|r| serde_json::to_value(r).ok());
+    let at = unix_ms(now());
+    let state = TaskState::Failed;
     match app
         .store
         .end_task(
             &row.task_id,
             None,
-            TaskState::Failed,
+            state,
             &error.message,
-            Some(&outcome),
-            unix_ms(now()),
+            outcome.as_ref(),
+            at,
         )
         .await
     {
@@ -500,6 +453,7 @@ async fn orphaned(app: &App, row: TaskRow, why: &str) {
             return;
         }
     }
+    let Some(mut event) = event else { return };
     event.status = EventStatus::Error;
     event.error = Some(error);
     event.finished_at = now();

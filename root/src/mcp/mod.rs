@@ -591,10 +591,12 @@ async fn answer_call(
         },
         None => None,
     };
+    // Only a call routed to a hub reports progress: no sink (and no loop) for the others.
     let progress = ctx
         .meta
         .get_progress_token()
-        .map(|token| progress_to_client(app, ctx.peer.clone(), token, None));
+        .filter(|_| reports_progress(app, &request.name))
+        .map(|token| progress_to_client(app, ctx.peer.clone(), token));
     let new_ctx = || CallContext {
         surface: Surface::Mcp,
         lease: lease.clone(),
@@ -645,30 +647,45 @@ async fn answer_call(
     tool_answer(outcome, tool_id)
 }
 
+/// Whether a call of `tool_id` can report progress: it is routed to a hub.
+fn reports_progress(app: &App, tool_id: &str) -> bool {
+    app.catalog.contracts.get(tool_id).is_some_and(|e| {
+        e.contract.routing != mcp_shared::contract::RoutingClass::DescriptiveCached
+            && e.contract.executor.is_none()
+    })
+}
+
 /// A call's progress as `notifications/progress` to the client that gave `token` (its
-/// messages redacted by root), in order, from a background loop that ends with the call;
-/// `meta` rides each notification.
-pub fn progress_to_client(
+/// messages redacted by root), in order, from a background loop that ends with the call.
+fn progress_to_client(
     app: &Arc<App>,
     peer: rmcp::Peer<RoleServer>,
     token: rmcp::model::ProgressToken,
-    meta: Option<rmcp::model::NotificationMetaObject>,
 ) -> crate::hubs::router::ProgressSink {
-    let (sink, mut reports) = call::tasks::progress_channel();
+    let (sink, mut reports) = call::progress_channel();
     let app = app.clone();
     tokio::spawn(async move {
         while let Some(p) = reports.recv().await {
-            let p = call::tasks::redacted(&app, p);
-            let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
-            param.total = p.total;
-            param.message = p.message;
-            param.meta = meta.clone();
+            let param = progress_param(token.clone(), call::redacted(&app, p), None);
             if peer.notify_progress(param).await.is_err() {
                 return;
             }
         }
     });
     sink
+}
+
+/// The `notifications/progress` parameters of `p` for `token`, `meta` riding along.
+pub fn progress_param(
+    token: rmcp::model::ProgressToken,
+    p: crate::hubs::router::Progress,
+    meta: Option<rmcp::model::NotificationMetaObject>,
+) -> ProgressNotificationParam {
+    let mut param = ProgressNotificationParam::new(token, p.progress);
+    param.total = p.total;
+    param.message = p.message;
+    param.meta = meta;
+    param
 }
 
 /// A governed call's outcome as MCP answers it: a tool result, or a protocol error for an

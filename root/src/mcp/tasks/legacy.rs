@@ -17,7 +17,10 @@ use mcp_shared::contract::TaskSupport;
 use mcp_shared::event::Surface;
 use mcp_shared::time::{format, from_unix_ms};
 use rmcp::ErrorData;
-use rmcp::model::{CallToolRequestParams, ClientRequest, GetMeta, ProtocolVersion};
+use rmcp::model::{
+    CallToolRequestParams, ClientRequest, JsonRpcNotification, JsonRpcVersion2_0,
+    ProgressNotification, ProtocolVersion, ServerJsonRpcMessage, ServerNotification,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -26,6 +29,7 @@ use crate::call::tasks::Started;
 use crate::call::{self, CallContext};
 use crate::hubs::router::ProgressSink;
 use crate::leases::manager::LeaseEntry;
+use crate::mcp::transport::wire::Routes;
 use crate::store::{TaskRow, TaskState};
 
 /// The revision whose tasks these are.
@@ -113,13 +117,11 @@ pub struct Caller {
     pub lease: Arc<LeaseEntry>,
     pub request_id: String,
     pub traceparent: Option<String>,
-    /// The session's progress notifications for the task (its id given), for a call that
-    /// gave a progress token.
-    pub progress: Option<ProgressFor>,
+    /// The progress token the call gave, if it did: the task's progress goes to the
+    /// session's stream under it for as long as the task runs.
+    pub progress_token: Option<rmcp::model::ProgressToken>,
+    pub stream: Arc<Routes>,
 }
-
-/// The progress sink of a task, made once its id is known.
-pub type ProgressFor = Box<dyn FnOnce(&str) -> ProgressSink + Send>;
 
 /// Answers one of [`handles`]'s messages: the result's JSON, or the error.
 pub async fn answer(
@@ -207,7 +209,18 @@ async fn create(
     };
     let arguments = Value::Object(params.arguments.unwrap_or_default());
     let task_id = call::tasks::new_id();
-    let notify = caller.progress.map(|f| f(&task_id));
+    let notify = caller.progress_token.map(|token| {
+        let (stream, meta) = (caller.stream, related(&task_id));
+        ProgressSink::new(move |p| {
+            let param = crate::mcp::progress_param(token.clone(), p, Some(meta.clone()));
+            stream.notify(ServerJsonRpcMessage::Notification(JsonRpcNotification {
+                jsonrpc: JsonRpcVersion2_0,
+                notification: ServerNotification::ProgressNotification(ProgressNotification::new(
+                    param,
+                )),
+            }));
+        })
+    });
     match call::tasks::start(app, ctx, &task_id, &tool_id, arguments, notify).await {
         Started::Task(row) => Ok(json!({ "task": task_of(app, &row) })),
         Started::Refused(outcome) => {
@@ -260,14 +273,9 @@ pub fn task_of(app: &App, row: &TaskRow) -> Value {
 }
 
 /// The `_meta` of a message about task `task_id`.
-pub fn related(task_id: &str) -> rmcp::model::NotificationMetaObject {
+fn related(task_id: &str) -> rmcp::model::NotificationMetaObject {
     let mut meta = rmcp::model::NotificationMetaObject::default();
     meta.0
         .insert(RELATED_TASK.into(), json!({ "taskId": task_id }));
     meta
-}
-
-/// The progress token of a request, if it gave one.
-pub fn progress_token(request: &ClientRequest) -> Option<rmcp::model::ProgressToken> {
-    request.get_meta().get_progress_token()
 }

@@ -39,8 +39,7 @@ use rmcp::model::{
     CancelledNotification, CancelledNotificationParam, ClientCapabilities, ClientJsonRpcMessage,
     ClientNotification, ClientRequest, CustomResult, GetExtensions, GetMeta, Implementation,
     InitializeRequestParams, JsonRpcError, JsonRpcNotification, JsonRpcResponse, JsonRpcVersion2_0,
-    NumberOrString, ProgressNotification, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerNotification, ServerResult,
+    NumberOrString, ProgressToken, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use tokio_util::sync::CancellationToken;
@@ -48,7 +47,6 @@ use tokio_util::sync::CancellationToken;
 use self::checks::Refusal;
 use self::wire::{Answer, Inlet};
 use crate::app::{App, Principal};
-use crate::hubs::router::ProgressSink;
 use crate::mcp::front::{self, FrontError};
 use crate::mcp::{RootMcp, tasks};
 
@@ -269,24 +267,6 @@ impl Door {
                 "this endpoint needs a lease bearer",
             ));
         };
-        let routes = session.inlet.routes.clone();
-        let progress = tasks::legacy::progress_token(&request.request).map(|token| {
-            Box::new(move |task_id: &str| {
-                let meta = tasks::legacy::related(task_id);
-                ProgressSink::new(move |p| {
-                    let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
-                    param.total = p.total;
-                    param.message = p.message;
-                    param.meta = Some(meta.clone());
-                    routes.notify(ServerJsonRpcMessage::Notification(JsonRpcNotification {
-                        jsonrpc: JsonRpcVersion2_0,
-                        notification: ServerNotification::ProgressNotification(
-                            ProgressNotification::new(param),
-                        ),
-                    }));
-                })
-            }) as tasks::legacy::ProgressFor
-        });
         let caller = tasks::legacy::Caller {
             lease,
             request_id: request.id.to_string(),
@@ -295,7 +275,8 @@ impl Door {
                 .get("traceparent")
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned),
-            progress,
+            progress_token: request.request.get_meta().get_progress_token(),
+            stream: session.inlet.routes.clone(),
         };
         let id = request.id.clone();
         let message = match tasks::legacy::answer(&self.app, caller, request.request).await {

@@ -11,8 +11,8 @@
 //!   standalone stream (`GET /mcp`) when one is open, and is dropped otherwise.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -39,10 +39,9 @@ pub struct Routes {
     standalone: Mutex<Option<mpsc::UnboundedSender<ServerJsonRpcMessage>>>,
     /// Requests in flight (for the idle timer: a session answering a call is not idle).
     in_flight: AtomicUsize,
-    /// When the door last answered a message of the session itself (2025-11-25 tasks), in
-    /// milliseconds since the wire was made: that is use too.
-    touched_ms: AtomicU64,
-    made: std::sync::OnceLock<std::time::Instant>,
+    /// When the door last answered a message of the session itself (2025-11-25 tasks): that
+    /// is use too.
+    touched: Mutex<Option<std::time::Instant>>,
 }
 
 impl Routes {
@@ -95,28 +94,25 @@ impl Routes {
     fn slot(&self) -> MutexGuard<'_, Option<mpsc::UnboundedSender<ServerJsonRpcMessage>>> {
         self.standalone
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn busy(&self) -> bool {
         self.in_flight.load(Ordering::Relaxed) > 0
     }
 
-    fn since_made(&self) -> u64 {
-        let made = self.made.get_or_init(std::time::Instant::now);
-        u64::try_from(made.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
     /// The session was used by a message the door answered itself.
     pub fn touch(&self) {
-        self.touched_ms
-            .store(self.since_made().max(1), Ordering::Relaxed);
+        *self.touched.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(std::time::Instant::now());
     }
 
     /// Whether the session was touched within `idle`.
     fn touched_within(&self, idle: Duration) -> bool {
-        let at = self.touched_ms.load(Ordering::Relaxed);
-        at > 0 && self.since_made().saturating_sub(at) < idle.as_millis() as u64
+        self.touched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|at| at.elapsed() < idle)
     }
 
     /// Sends a server message to the session's standalone stream (dropped when none is open).
