@@ -303,6 +303,7 @@ async fn hub_serves_root_over_websocket_and_reconnects() {
     config.embedded = vec![&crate::test_fault::FAULT];
     config.reconnect.initial_ms = 50;
     config.reconnect.max_ms = 200;
+    crate::adapters::serve_everything(&mut config);
     let hub = crate::start(config).await.expect("hub starts");
 
     let mut ws = accept(&listener).await;
@@ -426,7 +427,8 @@ async fn allowed_tests_take_dry_run_and_idempotency_key_from_the_signed_call() {
     assert_eq!(read["results"][0], first);
     hub.shutdown().await;
 
-    // Without the test-only write scope the gate refuses before the adapter runs.
+    // Without the test-only write scope the gate refuses before the adapter runs (a test
+    // that would fail the run if it ran).
     let mut config = HubConfig::new(
         "hub:test-alpha",
         "test",
@@ -434,7 +436,10 @@ async fn allowed_tests_take_dry_run_and_idempotency_key_from_the_signed_call() {
         TOKEN,
         dir.path(),
     );
-    config.skill.allowed_tests = vec![];
+    config.skill.allowed_tests = vec![crate::config::AllowedTestConfig::new(
+        "mark",
+        vec!["false".into()],
+    )];
     let hub = crate::start(config).await.expect("hub starts");
     let mut ws = accept(&listener).await;
     handshake(&mut ws).await;

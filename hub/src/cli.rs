@@ -150,9 +150,8 @@ fn skill(command: SkillCmd) -> anyhow::Result<()> {
     let mut lifecycle = crate::skill::load_lifecycle(&state_dir)?;
     lifecycle.owner_enabled = crate::skill::load_owner_switch(&state_dir)?;
     // The built-in adapters and the configured command adapters, as the running hub.
-    let decls: Vec<crate::adapters::AdapterDecl> = crate::adapters::ADAPTERS
-        .iter()
-        .copied()
+    let decls: Vec<crate::adapters::AdapterDecl> = crate::adapters::served(file.provided())
+        .map(|k| k.decl())
         .chain(
             file.skill
                 .commands

@@ -15,7 +15,7 @@ use mcp_shared::time::OffsetDateTime;
 use serde::{Deserialize, Serialize};
 
 use crate::activity::ActivityLog;
-use crate::adapters::{ADAPTERS, AdapterDecl, AdapterKind, KINDS};
+use crate::adapters::{ADAPTERS, AdapterDecl, AdapterKind, served};
 use crate::config::HubConfig;
 use crate::deploys::Deploys;
 use crate::enforcement::Published;
@@ -144,9 +144,9 @@ pub struct Connection {
 /// The skill's state: its adapters, its lifecycle and what of it is published (read by the
 /// gate, the adapters and the channel; written by the skill actor only).
 pub struct SkillSurface {
-    /// Every adapter of the skill: the built-in ones ([`KINDS`]), then the command adapters of
-    /// `[[skill.commands]]`, in configuration order, then the embedding program's
-    /// ([`HubConfig::embedded`]); fixed for the life of the process.
+    /// Every adapter of the skill: the built-in ones its configuration serves ([`served`]), then
+    /// the command adapters of `[[skill.commands]]`, in configuration order, then the embedding
+    /// program's ([`HubConfig::embedded`]); fixed for the life of the process.
     kinds: Vec<AdapterKind>,
     /// Their declarations, in the same order.
     decls: Vec<AdapterDecl>,
@@ -222,7 +222,10 @@ impl HubContext {
             .iter()
             .map(crate::adapters::command::kind);
         let embedded = config.embedded.iter().map(|e| AdapterKind::Embedded(e));
-        let kinds: Vec<AdapterKind> = KINDS.into_iter().chain(commands).chain(embedded).collect();
+        let kinds: Vec<AdapterKind> = served(config.provided())
+            .chain(commands)
+            .chain(embedded)
+            .collect();
         if let Some(e) = config
             .embedded
             .iter()

@@ -610,7 +610,8 @@ async fn the_hub_refuses_only_on_signature_expiry_replay_capability_or_environme
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_run_profile_never_exposes_bearers_or_secrets() {
     let root = TestRoot::start().await.unwrap();
-    let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
+    let tests = "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"true\"]\n";
+    let hub = root.start_hub("hub:test-alpha", tests).await.unwrap();
     let (id, token) = root
         .lease("hub:test-alpha", "InfraOpsControl", 600)
         .await
@@ -777,7 +778,8 @@ async fn no_write_executes_without_a_confirmation_token() {
         .start_hub(
             "hub:test-alpha",
             &format!(
-                "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\n",
+                "{}\n[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\n",
+                mcp_tests::serving_everything_toml().unwrap(),
                 counter.display()
             ),
         )

@@ -419,7 +419,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 #[tokio::test]
 async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
     let root = TestRoot::start().await.unwrap();
-    let hub = root.start_hub("hub:console-a", "").await.unwrap();
+    let everything = mcp_tests::serving_everything_toml().unwrap();
+    let hub = root.start_hub("hub:console-a", &everything).await.unwrap();
     let (session_id, token) = root
         .lease("hub:console-a", "InfraOpsRead", 600)
         .await

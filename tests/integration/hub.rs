@@ -6,16 +6,15 @@ use mcp_tests::{TestHub, TestRoot, mcp_client};
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-/// What an `InfraOpsRead` lease lists on a hub: its reads that the hub publishes (the write
-/// tools need `InfraOpsControl`).
-const HUB_TOOLS: [&str; 7] = [
+/// What an `InfraOpsRead` lease lists on a hub with nothing configured: its reads that the
+/// hub publishes (the write tools need `InfraOpsControl`; health checks and test results need
+/// a configuration that gives them something to serve).
+const HUB_TOOLS: [&str; 5] = [
     "hub.get_activity_log",
     "hub.get_capability_usage_summary",
     "hub.get_operational_surface",
     "hub.get_runtime_summary",
     "hub.get_status",
-    "hub.get_test_results",
-    "hub.run_healthchecks",
 ];
 
 /// The reads root executes itself: listed whether or not the hub publishes anything.
@@ -116,7 +115,7 @@ async fn a_routed_call_returns_real_figures_and_an_event_naming_the_adapter() {
     assert!(t["last_seen_at"].is_string());
     assert_eq!(
         t["published_capabilities"].as_array().unwrap().len(),
-        mcp_hub::adapters::ADAPTERS.len()
+        ALWAYS_SERVED.len()
     );
     assert_eq!(
         t["descriptor"]["operational_surface"]["published_by"],
@@ -578,5 +577,84 @@ async fn the_hub_reports_its_activity_and_capability_usage() {
         "{usage}"
     );
     hub.stop().await;
+    root.stop().await;
+}
+
+/// The tools that answer from the hub itself, whatever its configuration.
+const ALWAYS_SERVED: [&str; 6] = [
+    "hub.get_activity_log",
+    "hub.get_capability_usage_summary",
+    "hub.get_logs",
+    "hub.get_operational_surface",
+    "hub.get_runtime_summary",
+    "hub.get_status",
+];
+
+#[tokio::test]
+async fn a_hub_publishes_only_the_tools_its_configuration_serves() {
+    let root = TestRoot::start().await.unwrap();
+    // Nothing configured: no health checks, tests, services, deploy repository or NLU content.
+    let bare = root.start_hub("hub:bare", "").await.unwrap();
+    // The same hub with NLU content and an allowed test.
+    let extra = format!(
+        "{}[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"true\"]\n",
+        mcp_tests::nlu_hub_toml().unwrap()
+    );
+    let served = root.start_hub("hub:served", &extra).await.unwrap();
+    let published = async |target: &str| {
+        let list = root.admin_get("/v1/root/hubs").await.unwrap();
+        let t = list["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["target_id"] == target)
+            .cloned()
+            .unwrap();
+        let mut tools: Vec<String> = t["published_capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        tools.sort();
+        tools
+    };
+    assert_eq!(published("hub:bare").await, ALWAYS_SERVED);
+    let mut expected: Vec<&str> = ALWAYS_SERVED.to_vec();
+    expected.extend([
+        "hub.get_test_results",
+        "hub.run_allowed_tests",
+        "nlu_authoring.apply_change",
+        "nlu_authoring.check_phrase",
+        "nlu_authoring.get_context",
+        "nlu_authoring.list_templates",
+        "nlu_authoring.propose_change",
+    ]);
+    expected.sort();
+    assert_eq!(published("hub:served").await, expected);
+
+    // A tool the hub does not serve is refused at root, by name, with an event; the hub that
+    // serves it answers.
+    for (target, ok) in [("hub:bare", false), ("hub:served", true)] {
+        let (_, bearer) = root.lease(target, "NLUTeacherRead", 600).await.unwrap();
+        let (status, body) = root
+            .rest_call(&bearer, "nlu_authoring.get_context", json!({}))
+            .await
+            .unwrap();
+        if ok {
+            assert_eq!((status, &body["ok"]), (200, &json!(true)), "{body}");
+        } else {
+            assert_eq!(body["error"]["code"], "skill_disabled", "{body}");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("does not publish `nlu_authoring.get_context`"),
+                "{body}"
+            );
+            assert!(body["event_id"].is_string(), "{body}");
+        }
+    }
+    drop((bare, served));
     root.stop().await;
 }

@@ -300,6 +300,7 @@ impl World {
              write_scope = \"{scope}\"\ntoken_reload_interval_ms = 100\n\
              [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {runs}\"]\n\
              timeout_ms = 10000\n\
+             [[skill.healthchecks]]\nname = \"alive\"\nkind = \"command\"\nargv = [\"true\"]\n\
              [[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sh\", \"-c\", \"sleep 1; echo run >> {runs}\"]\n\
              timeout_ms = 10000\n\
              [[services]]\nname = \"app\"\nargv = [\"sh\", \"-c\", \"echo start $$ >> {starts}; exec sleep 3600\"]\n\

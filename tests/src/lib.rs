@@ -468,6 +468,19 @@ pub async fn dial_hub_door(
     Ok(tokio_tungstenite::connect_async(request).await?.0)
 }
 
+/// Hub TOML giving every built-in adapter something to serve (a hub publishes only those):
+/// the shipped NLU content, a health check, a managed service that is never started and a
+/// deploy repository that is never fetched. For the top of a hub's `extra` (it sets
+/// `allowed_roots`); more tables may follow.
+pub fn serving_everything_toml() -> anyhow::Result<String> {
+    Ok(format!(
+        "{}\n[[skill.healthchecks]]\nname = \"discard-port\"\nkind = \"tcp\"\naddress = \"127.0.0.1:9\"\n\n\
+         [[services]]\nname = \"idle\"\nargv = [\"sleep\", \"3600\"]\nautostart = false\n\n\
+         [deploy]\nrepository = \"https://deploy.invalid/app.git\"\nworktree = \"deploy/app\"\nallowed_refs = [\"main\"]\n",
+        nlu_hub_toml()?
+    ))
+}
+
 /// Hub TOML serving the shipped NLU example content (`config/nlu/`, English and Russian):
 /// `allowed_roots` plus `[nlu]`, for the top of a hub's `extra` configuration. The configured
 /// files are only read; applied changes go to the hub's state dir.

@@ -290,6 +290,7 @@ mod tests {
         );
         c.allowed_roots = vec![dir.to_path_buf()];
         c.skill.commands = commands;
+        crate::adapters::serve_everything(&mut c);
         c
     }
 

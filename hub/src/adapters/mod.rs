@@ -70,7 +70,11 @@ use mcp_shared::error::ToolError;
 
 pub use actor::{AdapterActor, AdapterArgs, AdapterMsg, AdapterState, CrashReport};
 use registry::no_arguments;
-pub use registry::{ADAPTERS, AdapterDecl, AdapterKind, EmbeddedAdapter, EmbeddedRun, KINDS};
+#[cfg(test)]
+pub(crate) use registry::serve_everything;
+pub use registry::{
+    ADAPTERS, AdapterDecl, AdapterKind, EmbeddedAdapter, EmbeddedRun, KINDS, served,
+};
 
 /// One call as an adapter receives it.
 #[derive(Debug, Clone)]

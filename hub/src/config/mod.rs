@@ -125,7 +125,40 @@ pub struct HubFile {
     pub token_reload_interval_ms: Option<u64>,
 }
 
+/// What a configuration gives the built-in adapters to serve (health checks, allowed tests,
+/// managed services, a deploy repository, NLU content), read alike from a [`HubConfig`] and a
+/// [`HubFile`]: [`crate::adapters::served`] publishes from it.
+#[derive(Debug, Clone, Copy)]
+pub struct Provided<'a> {
+    pub skill: &'a SkillConfig,
+    pub services: &'a [ServiceConfig],
+    pub deploy: bool,
+    pub nlu: bool,
+}
+
+impl HubConfig {
+    /// See [`Provided`].
+    pub fn provided(&self) -> Provided<'_> {
+        Provided {
+            skill: &self.skill,
+            services: &self.services,
+            deploy: self.deploy.is_some(),
+            nlu: self.nlu.is_some(),
+        }
+    }
+}
+
 impl HubFile {
+    /// See [`Provided`].
+    pub fn provided(&self) -> Provided<'_> {
+        Provided {
+            skill: &self.skill,
+            services: &self.services,
+            deploy: self.deploy.is_some(),
+            nlu: self.nlu.is_some(),
+        }
+    }
+
     /// Reads and parses a configuration file.
     pub fn load(path: &Path) -> Result<HubFile, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {

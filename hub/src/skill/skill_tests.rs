@@ -12,6 +12,7 @@ fn ctx(dir: &Path, concurrency: usize) -> Arc<HubContext> {
     let mut config = HubConfig::new("hub:test-alpha", "test", "ws://127.0.0.1:1", "t", dir);
     config.embedded = vec![&crate::test_fault::FAULT];
     config.skill.adapter_concurrency = concurrency;
+    crate::adapters::serve_everything(&mut config);
     Arc::new(HubContext::new(config).expect("context"))
 }
 
