@@ -1,5 +1,5 @@
 //! `mcp-root` binary: parses the command line and hands over to [`mcp_root::cli`], with the
-//! demo (`demo.rs`) when built with the `demo` feature (the default).
+//! demo (`demo/`) when built with the `demo` feature (the default).
 
 #[cfg(feature = "demo")]
 mod demo;
@@ -11,6 +11,10 @@ mod demo;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    #[cfg(feature = "demo")]
+    if std::env::args().nth(1).as_deref() == Some(demo::app::COMMAND) {
+        return demo::app::main(std::env::args().skip(2).collect());
+    }
     #[cfg(feature = "demo")]
     let demo: Option<mcp_root::cli::Demo> = Some(demo::run);
     #[cfg(not(feature = "demo"))]

@@ -9,11 +9,22 @@ use mcp_tests::{mcp_client, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-/// Kills a child process when dropped, so a failing test leaves nothing running.
+/// Stops a child process when dropped, so a failing test leaves nothing running: SIGTERM
+/// first (a root with a hub in-process stops the hub's managed services), then SIGKILL.
 struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -102,6 +113,106 @@ async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
         .await
         .unwrap();
     assert_ne!(res.is_error, Some(true));
+    the_demo_hub_serves_every_part(&lines, &token).await;
+}
+
+/// The demo's walk-through and the rest of its hub, as a newcomer would try them: every part
+/// of the product answers with something real.
+async fn the_demo_hub_serves_every_part(lines: &[String], read: &str) {
+    let base = field(lines, "MCP URL:").trim_end_matches("/mcp").to_owned();
+    let control = field(lines, "Control bearer:");
+    let rest = Rest {
+        http: reqwest::Client::new(),
+        url: format!("{base}/v1/root/mcp/call"),
+    };
+    // The walk-through: a read, then the printed preview and its execute.
+    let walk: Vec<&String> = lines.iter().filter(|l| l.contains("curl -s")).collect();
+    assert_eq!(walk.len(), 3, "{lines:#?}");
+    assert!(walk[0].contains("hub.run_healthchecks") && walk[1].contains(&control));
+    crate::services::eventually("the demo app healthy", async || {
+        let checks = rest
+            .call(read, json!({"tool_id": "hub.run_healthchecks"}))
+            .await;
+        (checks["result"]["status"] == "healthy").then_some(())
+    })
+    .await;
+    let restarted = rest
+        .write(
+            &control,
+            "hub.restart_service",
+            json!({"service": "demo-app"}),
+        )
+        .await;
+    assert_eq!(restarted["state"], "running", "{restarted}");
+    // The allowed test checks the app (and reports progress, counted from its output).
+    let run = rest
+        .write(
+            &control,
+            "hub.run_allowed_tests",
+            json!({"name": "demo-app-checks"}),
+        )
+        .await;
+    assert_eq!(run["passed"], true, "{run}");
+    // A release from the demo's repository, deployed and the app restarted on it.
+    let deployed = rest
+        .write(&control, "hub.deploy_ref", json!({"ref": "v2"}))
+        .await;
+    assert_eq!(deployed["deployed"]["ref"], "v2", "{deployed}");
+    assert_eq!(deployed["services"][0]["restarted"], true, "{deployed}");
+    // ProfileOps sees the managed service; NLU answers from the sample content.
+    let profile = field(lines, "Profile bearer:");
+    let memory = rest
+        .call(&profile, json!({"tool_id": "hub.memory.get_status"}))
+        .await;
+    assert_eq!(
+        memory["result"]["services"][0]["name"], "demo-app",
+        "{memory}"
+    );
+    let nlu = field(lines, "NLU bearer:");
+    let context = rest
+        .call(&nlu, json!({"tool_id": "nlu_authoring.get_context"}))
+        .await;
+    assert_eq!(context["ok"], true, "{context}");
+}
+
+/// `POST /v1/root/mcp/call` with one bearer per call.
+struct Rest {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Rest {
+    async fn call(&self, bearer: &str, body: Value) -> Value {
+        self.http
+            .post(&self.url)
+            .bearer_auth(bearer)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// A write's preview, then its execute with the confirmation token; the execute's result.
+    async fn write(&self, bearer: &str, tool: &str, arguments: Value) -> Value {
+        let preview = self
+            .call(bearer, json!({"tool_id": tool, "arguments": arguments}))
+            .await;
+        let token = preview["result"]["confirmation_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{preview}"));
+        let mut execute = arguments;
+        execute["phase"] = json!("execute");
+        execute["confirmation_token"] = json!(token);
+        execute["idempotency_key"] = json!(format!("demo-{tool}"));
+        let done = self
+            .call(bearer, json!({"tool_id": tool, "arguments": execute}))
+            .await;
+        assert_eq!(done["ok"], true, "{done}");
+        done["result"]["result"].clone()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

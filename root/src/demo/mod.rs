@@ -1,14 +1,24 @@
 //! `mcp-root demo`: root on the embedded SQLite store with a test hub connected in-process,
-//! leases created and client configuration printed. Compiled into the binary only (the
-//! `demo` feature, on by default), so that the library never depends on the hub's crate.
+//! leases created and client configuration printed. The hub ([`hub`]) serves every part of
+//! the product: a managed service ([`app`]) with health checks, an allowed test, releases to
+//! deploy, ProfileOps and NLU content, writes allowed (a `test` target, `test-only` scope).
+//! Everything lives under the data directory. Compiled into the binary only (the `demo`
+//! feature, on by default), so that the library never depends on the hub's crate.
+
+pub mod app;
+mod hub;
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use mcp_root::api::bodies::{Audited, EnrollRequest, Enrolled, IssuedLeaseBody, NewLeaseRequest};
 use mcp_root::cli::{AdminClient, ServeArgs, shutdown_signal};
 use mcp_root::secrets::write_private_file;
+
+/// The demo's one target.
+const TARGET: &str = "hub:test-alpha";
 
 /// The binary's [`mcp_root::cli::Demo`].
 pub fn run(args: ServeArgs) -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<ExitCode>>>> {
@@ -20,90 +30,138 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let base = handle.base_url();
     let client = AdminClient::new(base.clone(), handle.admin_token().to_string())?;
     let data_dir = handle.app.config.data_dir.clone();
-    let target = "hub:test-alpha";
 
     // The demo hub's token lives beside root's data so a second `demo` reuses the enrolment.
     let token_path = data_dir.join("demo-hub.token");
-    let hub_token = match std::fs::read_to_string(&token_path) {
-        Ok(t) => Some(t.trim().to_string()),
-        Err(_) => match client
-            .post::<_, Audited<Enrolled>>(
-                "/v1/root/hubs",
-                &EnrollRequest {
-                    target_id: target.into(),
-                    environment: "test".into(),
-                    subnet_id: Some("demo-subnet".into()),
-                    zone: None,
-                },
-            )
+    let hub = if enrol(&client, &token_path).await {
+        let parts = hub::prepare(
+            &data_dir,
+            &base,
+            &handle.app.config.zone,
+            TARGET,
+            &token_path,
+        )?;
+        let cfg = mcp_hub::config::HubConfig::load(Some(&parts.config), &Default::default())
+            .with_context(|| format!("the demo hub's {}", parts.config.display()))?;
+        let hub = mcp_hub::start(cfg).await?;
+        hub.wait_connected(std::time::Duration::from_secs(10))
             .await
-        {
-            Ok(enrolled) => {
-                let t = enrolled.item.token;
-                write_private_file(&token_path, &t)?;
-                Some(t)
-            }
-            Err(e) => {
-                eprintln!(
-                    "warning: no demo hub: {e:#} (its token file {} is gone)",
-                    token_path.display()
-                );
-                None
-            }
-        },
-    };
-    let hub = match hub_token {
-        Some(token) => {
-            let mut cfg = mcp_hub::config::HubConfig::new(
-                target,
-                "test",
-                base.clone(),
-                token,
-                data_dir.join("demo-hub"),
-            );
-            cfg.subnet = Some("demo-subnet".into());
-            cfg.zone = Some(handle.app.config.zone.clone());
-            let hub = mcp_hub::start(cfg).await?;
-            hub.wait_connected(std::time::Duration::from_secs(10))
-                .await
-                .context("the demo hub did not connect")?;
-            Some(hub)
-        }
-        None => None,
+            .context("the demo hub did not connect")?;
+        Some((hub, parts))
+    } else {
+        None
     };
 
-    let lease = |profile: &str| {
-        let ask = NewLeaseRequest {
-            target_id: target.into(),
-            capability_profile: profile.into(),
-            ttl_sec: 8 * 3600,
-            audience: None,
-            subnet_id: None,
-            zone: None,
-        };
-        let client = &client;
-        async move {
-            client
-                .post::<_, Audited<IssuedLeaseBody>>("/v1/root/mcp/sessions", &ask)
-                .await
-                .map(|issued| issued.item)
-        }
+    let bearers = Bearers {
+        ops: lease(&client, "InfraOpsRead").await?,
+        control: lease(&client, "InfraOpsControl").await?,
+        profile: lease(&client, "ProfileOpsControl").await?,
+        nlu: lease(&client, "NLUTeacherAuthor").await?,
+        dev: lease(&client, "AdaOSDevRead").await?,
     };
-    let ops = lease("InfraOpsRead").await?;
-    let dev = lease("AdaOSDevRead").await?;
-    let url = handle.mcp_url();
-    let token = &ops.token;
-    let dev_token = &dev.token;
-    println!(
-        "Root MCP gateway demo: root on the embedded SQLite store, test hub `{target}` connected.\n"
+    welcome(
+        &handle.mcp_url(),
+        &base,
+        &data_dir,
+        &bearers,
+        hub.as_ref().map(|(_, parts)| parts),
     );
+    let _ = std::io::stdout().flush();
+    tokio::select! {
+        r = handle.wait() => r?,
+        _ = shutdown_signal() => {
+            if let Some((h, _)) = hub {
+                h.shutdown().await;
+            }
+            handle.shutdown().await;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Enrols the demo target once (its token kept in `token_path`); whether a hub can connect.
+async fn enrol(client: &AdminClient, token_path: &Path) -> bool {
+    if token_path.exists() {
+        return true;
+    }
+    let request = EnrollRequest {
+        target_id: TARGET.into(),
+        environment: "test".into(),
+        subnet_id: Some("demo-subnet".into()),
+        zone: None,
+    };
+    let enrolled = client
+        .post::<_, Audited<Enrolled>>("/v1/root/hubs", &request)
+        .await
+        .and_then(|e| write_private_file(token_path, &e.item.token).map_err(Into::into));
+    match enrolled {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!(
+                "warning: no demo hub: {e:#} (its token file {} is gone)",
+                token_path.display()
+            );
+            false
+        }
+    }
+}
+
+async fn lease(client: &AdminClient, profile: &str) -> anyhow::Result<IssuedLeaseBody> {
+    let ask = NewLeaseRequest {
+        target_id: TARGET.into(),
+        capability_profile: profile.into(),
+        ttl_sec: 8 * 3600,
+        audience: None,
+        subnet_id: None,
+        zone: None,
+    };
+    let issued = client
+        .post::<_, Audited<IssuedLeaseBody>>("/v1/root/mcp/sessions", &ask)
+        .await?;
+    Ok(issued.item)
+}
+
+/// The demo's leases, one per kind of work.
+struct Bearers {
+    ops: IssuedLeaseBody,
+    control: IssuedLeaseBody,
+    profile: IssuedLeaseBody,
+    nlu: IssuedLeaseBody,
+    dev: IssuedLeaseBody,
+}
+
+fn welcome(url: &str, base: &str, data_dir: &Path, b: &Bearers, hub: Option<&hub::DemoHub>) {
+    let token = &b.ops.token;
+    match hub {
+        Some(parts) => println!(
+            "Root MCP gateway demo: root on the embedded SQLite store, test hub `{TARGET}` connected\n\
+             (its configuration: {}; managed service `{}`, allowed test `{}`{}).\n",
+            parts.config.display(),
+            hub::SERVICE,
+            hub::TEST,
+            if parts.deploys {
+                ", releases v1 and v2 to deploy"
+            } else {
+                ""
+            },
+        ),
+        None => println!("Root MCP gateway demo: root on the embedded SQLite store, no hub.\n"),
+    }
     println!("  MCP URL:    {url}");
     println!("  Bearer:     {token}");
     println!(
-        "              (profile InfraOpsRead on {target}: hub.get_status, hub.get_runtime_summary, ...; until {})",
-        ops.deadline_at
+        "              (profile InfraOpsRead on {TARGET}: hub.get_status, hub.run_healthchecks, hub.get_logs, ...; until {})",
+        b.ops.deadline_at
     );
-    println!("  Dev bearer: {dev_token}");
+    println!("  Control bearer: {}", b.control.token);
+    println!(
+        "              (InfraOpsControl: also the test-only writes: restart, allowed tests, deploy, rollback)"
+    );
+    println!("  Profile bearer: {}", b.profile.token);
+    println!("              (ProfileOpsControl: hub.memory.* on the managed service)");
+    println!("  NLU bearer: {}", b.nlu.token);
+    println!("              (NLUTeacherAuthor: nlu_authoring.* on the sample content)");
+    println!("  Dev bearer: {}", b.dev.token);
     println!("              (profile AdaOSDevRead: sdk.* descriptive tools)");
     println!(
         "  Admin:      mcp-root admin --root-url {base} --data-dir {} hub list",
@@ -126,20 +184,38 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
     println!(
         "  mcp-root skills sync --url {url} --token-env ROOT_MCP_TOKEN --dest .agents/skills\n"
     );
-    println!("Try it with curl:\n");
-    println!(
-        "  curl -s {base}/v1/root/mcp/call -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{\"tool_id\":\"hub.get_status\"}}'\n"
-    );
+    walk_through(base, token, &b.control.token);
     println!("Press Ctrl-C to stop.");
-    let _ = std::io::stdout().flush();
-    tokio::select! {
-        r = handle.wait() => r?,
-        _ = shutdown_signal() => {
-            if let Some(h) = hub {
-                h.shutdown().await;
-            }
-            handle.shutdown().await;
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+}
+
+/// Three calls with curl: a read, a write's preview, and its execute.
+fn walk_through(base: &str, read: &str, control: &str) {
+    let call = |bearer: &str, body: &str| {
+        format!(
+            "curl -s {base}/v1/root/mcp/call -H 'Authorization: Bearer {bearer}' -H 'Content-Type: application/json' -d '{body}'"
+        )
+    };
+    let service = hub::SERVICE;
+    println!(
+        "Try it with curl (a read; a write's preview, which answers a confirmation_token; its execute):\n"
+    );
+    println!("  {}", call(read, r#"{"tool_id":"hub.run_healthchecks"}"#));
+    println!(
+        "  {}",
+        call(
+            control,
+            &format!(
+                r#"{{"tool_id":"hub.restart_service","arguments":{{"service":"{service}"}}}}"#
+            )
+        )
+    );
+    println!(
+        "  {}\n",
+        call(
+            control,
+            &format!(
+                r#"{{"tool_id":"hub.restart_service","arguments":{{"service":"{service}","phase":"execute","confirmation_token":"<from the preview>","idempotency_key":"demo-1"}}}}"#
+            )
+        )
+    );
 }
