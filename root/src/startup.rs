@@ -312,6 +312,7 @@ async fn compose(
             replica_id: zone.as_ref().map(|z| z.replica_id.clone()),
             commits: metrics.audit_commits.clone(),
             rows: metrics.audit_rows.clone(),
+            commit_latency: metrics.audit_commit_latency.clone(),
             commit_thread: audit_commit_thread.clone(),
         }),
         router: Arc::new(router::Args {

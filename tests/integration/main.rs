@@ -23,6 +23,7 @@ mod hub_enforcement;
 mod nlu;
 mod nlu_approval;
 mod oauth;
+mod observability;
 mod postgres;
 mod processes;
 mod profileops;

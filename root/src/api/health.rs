@@ -1,6 +1,8 @@
 //! `/readyz` and `/metrics`.
 
 use super::*;
+use crate::telemetry::metrics::{ProfileLabel, TargetLabel};
+use mcp_shared::target::TargetStatus;
 
 pub(super) async fn readyz(State(app): State<Arc<App>>) -> Result<&'static str, ApiError> {
     // Public: says since when, never the cause (that is in the log and the outage record).
@@ -37,6 +39,24 @@ pub(super) async fn metrics(State(app): State<Arc<App>>, _op: Operator) -> Respo
     app.metrics
         .active_leases
         .set(app.leases.active_count() as i64);
+    // Series of a profile or target that went away do not linger: rebuilt at each scrape.
+    app.metrics.leases.clear();
+    for (profile, n) in app.leases.active_by_profile() {
+        app.metrics
+            .leases
+            .get_or_create(&ProfileLabel { profile })
+            .set(n as i64);
+    }
+    app.metrics.targets.connected.clear();
+    for t in app.hubs.targets.iter() {
+        app.metrics
+            .targets
+            .connected
+            .get_or_create(&TargetLabel {
+                target: t.key().clone(),
+            })
+            .set(i64::from(t.status == TargetStatus::Online));
+    }
     let connected = call_t!(
         app.actors.router.load(),
         router::Msg::Connected,

@@ -169,6 +169,7 @@ fn commit(
     replies: &mut Vec<AppendReply>,
 ) {
     let s = &*settings.writer;
+    let started = std::time::Instant::now();
     let mut attempt = 0;
     let outcome = loop {
         match log.append(settings, entries) {
@@ -192,7 +193,8 @@ fn commit(
     };
     match outcome {
         Ok(last_seq) => {
-            s.answer_committed(std::mem::take(replies), last_seq - entries.len() as i64 + 1)
+            let first = last_seq - entries.len() as i64 + 1;
+            s.answer_committed(std::mem::take(replies), first, started)
         }
         Err(err) => s.answer_failed(std::mem::take(replies), &err),
     }
@@ -305,6 +307,7 @@ mod tests {
             health: Default::default(),
             commits: Default::default(),
             rows: Default::default(),
+            commit_latency: crate::telemetry::metrics::latency_histogram(),
             commit_thread: Default::default(),
         })
     }

@@ -177,6 +177,8 @@ pub struct Args {
     /// Counted per committed batch and per committed row (`/metrics`).
     pub commits: prometheus_client::metrics::counter::Counter,
     pub rows: prometheus_client::metrics::counter::Counter,
+    /// Observed per committed batch: from its first attempt to its commit.
+    pub commit_latency: prometheus_client::metrics::histogram::Histogram,
     /// Embedded SQLite: the running writer's commit thread, published so that callers hand
     /// their events to it directly (see [`append`]); empty on PostgreSQL.
     pub commit_thread: CommitThread,
@@ -186,11 +188,17 @@ impl Args {
     /// Counts a committed batch whose first row got `first_seq` (its rows are consecutive),
     /// publishes the new head, then answers its callers (in that order: a caller that sees
     /// its `seq` sees the counters and the head include it).
-    pub(super) fn answer_committed(&self, replies: Vec<AppendReply>, first_seq: i64) {
+    pub(super) fn answer_committed(
+        &self,
+        replies: Vec<AppendReply>,
+        first_seq: i64,
+        started: std::time::Instant,
+    ) {
         if replies.is_empty() {
             return;
         }
         self.commits.inc();
+        self.commit_latency.observe(started.elapsed().as_secs_f64());
         self.rows.inc_by(replies.len() as u64);
         publish_head(&self.head, first_seq + replies.len() as i64 - 1);
         for (seq, reply) in (first_seq..).zip(replies) {
@@ -354,6 +362,7 @@ async fn flush(state: &mut State) {
             .collect::<Vec<_>>()
     };
     let args = &state.args;
+    let started = std::time::Instant::now();
     let mut attempt = 0;
     let res = loop {
         match args
@@ -373,7 +382,7 @@ async fn flush(state: &mut State) {
         }
     };
     match res {
-        Ok(links) => args.answer_committed(replies, links.first().map_or(0, |l| l.seq)),
+        Ok(links) => args.answer_committed(replies, links.first().map_or(0, |l| l.seq), started),
         Err(err) => args.answer_failed(replies, &err),
     }
 }
@@ -437,6 +446,7 @@ mod tests {
             health: Arc::new(crate::audit::health::AuditHealth::default()),
             commits: Default::default(),
             rows: Default::default(),
+            commit_latency: crate::telemetry::metrics::latency_histogram(),
             commit_thread: Default::default(),
         });
         let (actor, _) = Actor::spawn(None, AuditWriter, args.clone())

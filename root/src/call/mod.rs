@@ -479,7 +479,7 @@ fn audit_unavailable(app: &App, ctx: CallContext, tool_id: &str) -> Outcome {
     }
 }
 
-/// Counts a finished call: its latency and status per tool, and a denial by its code.
+/// Counts a finished call: its latency and status per tool, a denial or an error by its code.
 fn count(
     app: &App,
     tool_id: &str,
@@ -498,14 +498,22 @@ fn count(
             status: status.as_str().into(),
         })
         .inc();
-    if let Err(e) = &result
-        && status == EventStatus::Denied
-    {
-        m.denials
-            .get_or_create(&crate::telemetry::metrics::ReasonLabel {
-                reason: e.code.as_str().into(),
-            })
-            .inc();
+    match (result, status) {
+        (Err(e), EventStatus::Denied) => {
+            m.denials
+                .get_or_create(&crate::telemetry::metrics::ReasonLabel {
+                    reason: e.code.as_str().into(),
+                })
+                .inc();
+        }
+        (Err(e), EventStatus::Error) => {
+            m.errors
+                .get_or_create(&crate::telemetry::metrics::CodeLabel {
+                    code: e.code.as_str().into(),
+                })
+                .inc();
+        }
+        _ => {}
     }
 }
 

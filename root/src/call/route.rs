@@ -130,6 +130,7 @@ pub(crate) async fn route_local(
         target_id: target_id.clone(),
         call_id: call_id.clone(),
     };
+    let _routing = app.metrics.targets.routing(&target_id);
     let (tx, pending) = ractor::concurrency::oneshot();
     router::route(&app.hubs.links, routed, tx.into());
     let cancelled = async {

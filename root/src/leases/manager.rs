@@ -171,6 +171,15 @@ impl LeaseIndex {
         self.by_id.iter().filter(|e| e.is_usable()).count()
     }
 
+    /// Usable leases by capability profile.
+    pub fn active_by_profile(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut by = std::collections::BTreeMap::new();
+        for e in self.by_id.iter().filter(|e| e.is_usable()) {
+            *by.entry(e.lease.capability_profile.clone()).or_default() += 1;
+        }
+        by
+    }
+
     fn insert(&self, hash: String, entry: Arc<LeaseEntry>) {
         self.by_id
             .insert(entry.lease.session_id.clone(), entry.clone());

@@ -1,6 +1,10 @@
-//! Prometheus metrics: calls by tool and status, call latency, denials by reason, active
-//! leases, connected targets and whether the audit trail can be written. Served as text at
-//! `/metrics`.
+//! Prometheus metrics, served as text at `/metrics` (prefix `mcp_root_`): calls and latency
+//! by tool and status, denials and errors by code, per target (connection state, reconnects,
+//! calls in flight, routed latency), leases by profile, audit commits and their latency, and
+//! whether the audit trail can be written. Labels are bounded: tool ids of loaded contracts
+//! (`unknown` otherwise), error codes, enrolled targets, configured profiles; never a lease,
+//! call or event id. `config/grafana/` and `config/prometheus/` are built on these names
+//! (a test checks that every metric they name exists).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -30,6 +34,77 @@ pub struct KindLabel {
     pub kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabel {
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TargetLabel {
+    pub target: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProfileLabel {
+    pub profile: String,
+}
+
+/// Per managed target: one series each per enrolled target.
+pub struct TargetMetrics {
+    /// 1 while the target's hub is connected (to this replica or another of its zone); set
+    /// from the target directory at each scrape.
+    pub connected: Family<TargetLabel, Gauge>,
+    /// Connections of a target after its first one since this root started.
+    reconnects: Family<TargetLabel, Counter>,
+    seen: dashmap::DashSet<String>,
+    /// Routed calls waiting for their hub's answer.
+    inflight: Family<TargetLabel, Gauge>,
+    /// From handing a call to the hub's link to its answer (or its end).
+    latency: Family<TargetLabel, Histogram, fn() -> Histogram>,
+}
+
+impl TargetMetrics {
+    /// A hub of `target` connected here.
+    pub fn connected_now(&self, target: &str) {
+        if !self.seen.insert(target.to_owned()) {
+            self.reconnects
+                .get_or_create(&TargetLabel {
+                    target: target.into(),
+                })
+                .inc();
+        }
+    }
+
+    /// A call routed to `target` starts: in flight until the guard is dropped, which also
+    /// observes its latency.
+    pub fn routing(&self, target: &str) -> Routing {
+        let label = TargetLabel {
+            target: target.into(),
+        };
+        let inflight = self.inflight.get_or_create(&label).clone();
+        inflight.inc();
+        Routing {
+            inflight,
+            latency: self.latency.get_or_create(&label).clone(),
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+/// A routed call in flight (see [`TargetMetrics::routing`]).
+pub struct Routing {
+    inflight: Gauge,
+    latency: Histogram,
+    started: std::time::Instant,
+}
+
+impl Drop for Routing {
+    fn drop(&mut self) {
+        self.inflight.dec();
+        self.latency.observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
 /// The listener's connection counters (shared with every connection it serves).
 #[derive(Debug, Default)]
 pub struct ConnMetrics {
@@ -46,7 +121,8 @@ impl ConnMetrics {
     }
 }
 
-fn latency_histogram() -> Histogram {
+/// A latency histogram of the buckets every latency metric here uses.
+pub fn latency_histogram() -> Histogram {
     // 100 µs .. ~3.3 s
     Histogram::new(exponential_buckets(0.0001, 2.0, 16))
 }
@@ -56,7 +132,12 @@ pub struct Metrics {
     pub calls: Family<CallLabels, Counter>,
     pub latency: Family<ToolLabel, Histogram, fn() -> Histogram>,
     pub denials: Family<ReasonLabel, Counter>,
+    /// Calls that ended in an error (not a denial), by error code.
+    pub errors: Family<CodeLabel, Counter>,
     pub active_leases: Gauge,
+    /// Active leases by capability profile (set at each scrape).
+    pub leases: Family<ProfileLabel, Gauge>,
+    pub targets: TargetMetrics,
     pub connected_targets: Gauge,
     pub unauthenticated: Counter,
     /// 1 while the audit trail can be written, 0 while calls are refused for it.
@@ -65,6 +146,8 @@ pub struct Metrics {
     /// size (calls share a commit when they end while the previous one is being written).
     pub audit_commits: Counter,
     pub audit_rows: Counter,
+    /// How long a batch took to commit durably (retries included).
+    pub audit_commit_latency: Histogram,
     /// Hub upgrade requests refused before the upgrade, by reason (`missing`, `unknown`,
     /// `throttled`).
     pub hub_door_refusals: Family<ReasonLabel, Counter>,
@@ -95,6 +178,45 @@ impl Default for Metrics {
             latency.clone(),
         );
         registry.register("denials", "Denied calls by reason code", denials.clone());
+        let errors = Family::<CodeLabel, Counter>::default();
+        registry.register(
+            "call_errors",
+            "Calls that failed (not denied), by error code",
+            errors.clone(),
+        );
+        let leases = Family::<ProfileLabel, Gauge>::default();
+        registry.register(
+            "leases",
+            "MCP session leases active now, by capability profile",
+            leases.clone(),
+        );
+        let targets = TargetMetrics {
+            connected: Family::default(),
+            reconnects: Family::default(),
+            seen: Default::default(),
+            inflight: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+        };
+        registry.register(
+            "target_connected",
+            "1 while the target's hub is connected to the zone, 0 while it is offline",
+            targets.connected.clone(),
+        );
+        registry.register(
+            "target_reconnects",
+            "Connections of a target's hub after its first since this root started",
+            targets.reconnects.clone(),
+        );
+        registry.register(
+            "target_inflight_calls",
+            "Calls routed to the target waiting for its answer",
+            targets.inflight.clone(),
+        );
+        registry.register(
+            "target_routed_latency_seconds",
+            "Routed call latency per target, from the hub link to its answer",
+            targets.latency.clone(),
+        );
         registry.register(
             "active_leases",
             "MCP session leases active now",
@@ -127,6 +249,12 @@ impl Default for Metrics {
             "Audit events committed; divided by audit_commits, the mean batch size",
             audit_rows.clone(),
         );
+        let audit_commit_latency = latency_histogram();
+        registry.register(
+            "audit_commit_latency_seconds",
+            "Time to commit one audit batch durably (retries included)",
+            audit_commit_latency.clone(),
+        );
         let hub_door_refusals = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "hub_door_refusals",
@@ -151,12 +279,16 @@ impl Default for Metrics {
             calls,
             latency,
             denials,
+            errors,
             active_leases,
+            leases,
+            targets,
             connected_targets,
             unauthenticated,
             audit_available,
             audit_commits,
             audit_rows,
+            audit_commit_latency,
             hub_door_refusals,
             connections,
         }

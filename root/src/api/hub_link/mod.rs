@@ -420,6 +420,7 @@ async fn open_link(
     crate::api::skill::reported(app, &target_id, skills);
     router::attach(&app.hubs.links, target_id.clone(), session.clone());
     drop(writes);
+    app.metrics.targets.connected_now(&target_id);
     // Other replicas forward this target's calls here from now on.
     let connection_id = uuid::Uuid::now_v7().to_string();
     crate::replica::hub_connected(app, &target_id, &connection_id).await;
