@@ -67,6 +67,7 @@ fn signed(id: &str, tool: &str, arguments: Value, dry_run: bool, key: &str) -> C
         expires_at_ms: mcp_shared::time::unix_ms(mcp_shared::time::now()) + 10_000,
         idempotency_key: None,
         confirmed_effect: None,
+        traceparent: None,
         signature: String::new(),
     };
     call.sign(&signing_key(key));

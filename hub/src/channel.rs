@@ -31,6 +31,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::activity::{ActivityEntry, ActivityStatus, bounded_id};
 use crate::adapters::CallInput;
@@ -621,7 +622,10 @@ async fn run_call(
             let _ = out.try_send(envelope(body, None));
         })
     };
-    let outcome = execute(&ch, call, progress).await;
+    // Root's trace continued (OpenTelemetry on, and a root that sent its route's traceparent).
+    let span = mcp_shared::otel_span!("hub call", otel.kind = "server", tool = %call.tool_id);
+    mcp_shared::otel::continue_from(&span, call.traceparent.as_deref());
+    let outcome = execute(&ch, call, progress).instrument(span).await;
     if let CallOutcome::Error { error, .. } = &outcome {
         tracing::info!(%call_id, code = %error.code, message = %error.message, "call refused or failed");
     }
@@ -742,6 +746,7 @@ async fn gate_and_run(
         confirmed_effect: call.confirmed_effect,
         deadline,
         progress,
+        span: tracing::Span::current(),
     };
     let res = ch.skill.execute_call(decl, input).await;
     guard.disarm();

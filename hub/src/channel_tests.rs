@@ -69,6 +69,7 @@ fn call(id: &str, tool: &str, arguments: serde_json::Value, ttl_ms: i64) -> Root
         expires_at_ms: mcp_shared::time::unix_ms(mcp_shared::time::now()) + ttl_ms,
         idempotency_key: None,
         confirmed_effect: None,
+        traceparent: None,
         signature: String::new(),
     };
     call.sign(&signing_key(TOKEN));

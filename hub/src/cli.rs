@@ -120,9 +120,14 @@ pub fn run_with(
         Command::Run { config, overrides } => {
             let mut config = HubConfig::load(config.as_deref(), &overrides)?;
             config.embedded = embedded.to_vec();
-            init_tracing();
+            let otel = start_otel(&config);
+            init_tracing(otel.as_ref());
             let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
-            rt.block_on(serve(config))
+            let served = rt.block_on(serve(config));
+            if let Some(otel) = otel {
+                otel.shutdown();
+            }
+            served
         }
         Command::Skill { command } => skill(command),
     }
@@ -190,11 +195,30 @@ fn skill(command: SkillCmd) -> anyhow::Result<()> {
 
 /// Logs to stderr and, without colours, into the ring that `hub.get_logs` serves as stream
 /// `hub` ([`crate::hublog`]).
-fn init_tracing() {
+/// The OpenTelemetry exporter, when `[telemetry]` or the `OTEL_*` variables configure one.
+fn start_otel(config: &HubConfig) -> Option<mcp_shared::otel::Otel> {
+    // The exporter's HTTP client is built now, on the process's TLS provider.
+    crate::install_crypto_provider();
+    let endpoint = mcp_shared::otel::endpoint(config.telemetry.otlp_endpoint.as_deref())?;
+    match mcp_shared::otel::Otel::start(&endpoint, "mcp-hub") {
+        Ok(otel) => Some(otel),
+        Err(e) => {
+            eprintln!("warning: no traces are exported: {e}");
+            None
+        }
+    }
+}
+
+fn init_tracing(otel: Option<&mcp_shared::otel::Otel>) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if otel.is_some()
+        && let Ok(directive) = mcp_shared::otel::Otel::directive().parse()
+    {
+        filter = filter.add_directive(directive);
+    }
     // Whatever RUST_LOG says: tungstenite traces every frame, and the `hello` frame carries
     // the hub token. The caps only remove lines. Secrets never reach a log.
     let caps =
@@ -208,6 +232,7 @@ fn init_tracing() {
                 .with_ansi(false)
                 .with_writer(crate::hublog::RingWriter::new(crate::hublog::global())),
         )
+        .with(otel.map(|o| o.layer()))
         .try_init();
 }
 

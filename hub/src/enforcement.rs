@@ -271,6 +271,7 @@ mod tests {
             expires_at_ms: NOW + 5_000,
             idempotency_key: None,
             confirmed_effect: None,
+            traceparent: None,
             signature: String::new(),
         };
         call.sign(&signing_key(TOKEN));

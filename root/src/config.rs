@@ -60,6 +60,7 @@ pub struct RootConfig {
     pub redaction: RedactionConfig,
     pub skill_catalog: SkillCatalogConfig,
     pub console: ConsoleConfig,
+    pub telemetry: TelemetryConfig,
     pub replica: ReplicaConfig,
     pub storage: StorageConfig,
     pub mcp: McpConfig,
@@ -174,6 +175,16 @@ pub struct TlsConfig {
 
 fn default_tls_reload_interval() -> u64 {
     30
+}
+
+/// `[telemetry]`: OpenTelemetry traces (see [`mcp_shared::otel`]); off unless an endpoint is
+/// set here or in the standard `OTEL_EXPORTER_OTLP_ENDPOINT`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP endpoint's base URL (`/v1/traces` is appended), e.g.
+    /// `http://127.0.0.1:4318`.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The operator web console at `/ui`.
@@ -403,6 +414,7 @@ impl Default for RootConfig {
             redaction: RedactionConfig::default(),
             skill_catalog: SkillCatalogConfig::default(),
             console: ConsoleConfig::default(),
+            telemetry: TelemetryConfig::default(),
             oauth: OauthConfig::default(),
             replica: ReplicaConfig::default(),
             storage: StorageConfig::default(),

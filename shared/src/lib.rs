@@ -1,4 +1,4 @@
-//! Types that cross a process boundary, and nothing else.
+//! Types that cross a process boundary, and what both daemons' tracing shares.
 //!
 //! # Layout
 //! - [`canonical`]: canonical JSON for hashes and signatures.
@@ -15,6 +15,8 @@
 //!   (seed 003 applied to leases).
 //! - [`skill_catalog`]: the platform skill catalog's wire format (ontology, resource metadata).
 //! - [`time`]: RFC 3339 timestamps as used on every wire format here.
+//! - [`logging`] and [`otel`]: what both daemons' tracing shares (payload caps; OpenTelemetry
+//!   export, off unless configured).
 //!
 //! Invariant: everything here is plain serde data with a JSON Schema in `schemas/`
 //! that a test checks against these types.
@@ -26,6 +28,7 @@ pub mod error;
 pub mod event;
 pub mod lease;
 pub mod logging;
+pub mod otel;
 pub mod profile;
 pub mod protocol;
 pub mod replica;

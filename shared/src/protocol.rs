@@ -31,10 +31,12 @@ pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 pub mod feature {
     /// `progress` frames may carry `total` (root reads it).
     pub const PROGRESS_TOTAL: &str = "progress.total";
+    /// A `call` may carry `traceparent` (the hub continues root's trace).
+    pub const CALL_TRACEPARENT: &str = "call.traceparent";
 }
 
 /// Every feature this build understands, announced in its `hello` or `welcome`.
-pub const FEATURES: &[&str] = &[feature::PROGRESS_TOTAL];
+pub const FEATURES: &[&str] = &[feature::PROGRESS_TOTAL, feature::CALL_TRACEPARENT];
 
 /// What a peer announced it understands.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -74,9 +76,9 @@ pub struct Envelope<B> {
 
 /// A call that root routes to a hub, signed by root so the hub can re-check it.
 ///
-/// The hub trusts none of it without [`verify_call`]: the signature covers every field, the
-/// arguments through their SHA-256. The hub checks the environment against its own
-/// configuration, never a claim from root.
+/// The hub trusts none of it without [`verify_call`]: the signature covers every field but
+/// `traceparent`, the arguments through their SHA-256. The hub checks the environment against
+/// its own configuration, never a claim from root.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRequest {
     /// Unique per call; the hub refuses a call id it has seen (replay protection).
@@ -99,6 +101,11 @@ pub struct CallRequest {
     /// the signature through its SHA-256, when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmed_effect: Option<Value>,
+    /// The W3C `traceparent` of root's span routing the call, for a hub that announced
+    /// [`feature::CALL_TRACEPARENT`]: where the hub's spans attach. Not signed (it grants
+    /// nothing; the event's `trace_id` is signed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     /// Hex HMAC-SHA256 with the hub's signing key over [`CallRequest::signing_input`].
     pub signature: String,
 }
@@ -474,6 +481,7 @@ mod tests {
             expires_at_ms: 1,
             idempotency_key: None,
             confirmed_effect: None,
+            traceparent: None,
             signature: String::new(),
         };
         call.sign(&key);
@@ -514,6 +522,7 @@ mod tests {
             expires_at_ms: -1,
             idempotency_key: None,
             confirmed_effect: None,
+            traceparent: None,
             signature: String::new(),
         };
         assert_eq!(

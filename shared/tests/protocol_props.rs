@@ -233,6 +233,7 @@ fn call_request() -> impl Strategy<Value = CallRequest> {
                 expires_at_ms,
                 idempotency_key,
                 confirmed_effect: None,
+                traceparent: None,
                 signature: String::new(),
             },
         )

@@ -699,6 +699,7 @@ fn call_request() -> CallRequest {
         expires_at_ms: 1_795_000_000_000,
         idempotency_key: Some("idem-01".into()),
         confirmed_effect: Some(json!({"target": {"commit": "c0ffee"}})),
+        traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
         signature: "ab".repeat(32),
     }
 }

@@ -1600,6 +1600,7 @@ async fn the_hub_rechecks_what_root_sends() {
         expires_at_ms: now + 30_000,
         idempotency_key: None,
         confirmed_effect: None,
+        traceparent: None,
         signature: String::new(),
     };
     let signed = |id: &str, arguments: Value| {

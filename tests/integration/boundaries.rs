@@ -546,6 +546,7 @@ async fn the_hub_refuses_only_on_signature_expiry_replay_capability_or_environme
             expires_at_ms: now + 30_000,
             idempotency_key: None,
             confirmed_effect: None,
+            traceparent: None,
             signature: String::new(),
         };
         c.sign(&key);

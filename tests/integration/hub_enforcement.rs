@@ -32,6 +32,7 @@ fn call(id: &str, tool: &str, expires_at_ms: i64) -> CallRequest {
         expires_at_ms,
         idempotency_key: None,
         confirmed_effect: None,
+        traceparent: None,
         signature: String::new(),
     }
 }

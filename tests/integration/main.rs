@@ -24,6 +24,7 @@ mod nlu;
 mod nlu_approval;
 mod oauth;
 mod observability;
+mod otel;
 mod packages;
 mod postgres;
 mod processes;

@@ -9,6 +9,7 @@ use mcp_shared::error::{ErrorCode, ToolError};
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
+use tracing::Instrument;
 
 use super::{AdapterKind, AdapterReply, CallInput};
 use crate::context::HubContext;
@@ -130,9 +131,12 @@ impl Actor for AdapterActor {
                 let ctx = state.args.ctx.clone();
                 let me = myself.clone();
                 let id = call_id.clone();
+                let span = input
+                    .span
+                    .in_scope(|| mcp_shared::otel_span!("adapter run", adapter = kind.decl().name));
                 let task = tokio::spawn(async move {
                     let _permit = permit;
-                    let work = tokio::spawn(kind.run(ctx, input));
+                    let work = tokio::spawn(kind.run(ctx, input).instrument(span));
                     let _guard = AbortOnDrop(work.abort_handle());
                     match tokio::time::timeout_at(deadline, work).await {
                         Ok(Ok(outcome)) => {

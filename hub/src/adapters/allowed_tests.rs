@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tracing::Instrument;
 
 use crate::adapters::{AdapterKind, CallInput, Progress};
 use crate::config::{AllowedTestConfig, MAX_TEST_NAME};
@@ -134,7 +135,10 @@ pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError>
         .saturating_sub(RECORD_MARGIN);
     let limit = Duration::from_millis(test.timeout_ms).min(budget);
     let counter = Counter::new(test, &input.progress).map(Arc::new);
-    let outcome = execute(test, limit, &ctx.logging.redaction, counter).await;
+    let process = mcp_shared::otel_span!("child process", test = %test.name);
+    let outcome = execute(test, limit, &ctx.logging.redaction, counter)
+        .instrument(process)
+        .await;
     let key = input.idempotency_key.as_deref().map(|k| (tool, k));
     store.record(&outcome, key).map_err(|e| {
         ToolError::new(

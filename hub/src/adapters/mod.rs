@@ -93,6 +93,9 @@ pub struct CallInput {
     pub deadline: tokio::time::Instant,
     /// Where the adapter reports how far it has got.
     pub progress: Progress,
+    /// The call's span (root's trace continued, OpenTelemetry on): the adapter's run is its
+    /// child.
+    pub span: tracing::Span,
 }
 
 /// Where an adapter reports how far a call has got (deploy steps, tests run): `progress`
@@ -139,6 +142,7 @@ impl CallInput {
             confirmed_effect: None,
             deadline,
             progress: Progress::default(),
+            span: tracing::Span::none(),
         }
     }
 }

@@ -23,6 +23,16 @@ pub struct LogSourceConfig {
     pub path: PathBuf,
 }
 
+/// `[telemetry]`: OpenTelemetry traces (see [`mcp_shared::otel`]): the hub's spans of each
+/// call, continuing root's trace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP endpoint's base URL (`/v1/traces` is appended).
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
+}
+
 /// `[redaction]`: patterns redacted on the hub on top of the built-in ones.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -34,7 +34,8 @@ pub use commands::{CommandAdapterConfig, MAX_COMMAND_TIMEOUT_MS, valid_tool_id};
 pub use deploy::{DEPLOY_MIRROR_DIR, DeployConfig};
 pub use health::{HealthcheckConfig, ServiceHealthConfig};
 pub use logs::{
-    HUB_STREAM, LogSourceConfig, MAX_LOG_SOURCE_NAME, RedactionConfig, valid_log_source_name,
+    HUB_STREAM, LogSourceConfig, MAX_LOG_SOURCE_NAME, RedactionConfig, TelemetryConfig,
+    valid_log_source_name,
 };
 pub use nlu::NluConfig;
 pub use profiling::{MAX_ARTIFACT_INLINE_BYTES, MAX_CONCURRENT_SESSIONS, ProfilingConfig};
@@ -109,6 +110,10 @@ pub struct HubFile {
     pub log_sources: Vec<LogSourceConfig>,
     #[serde(default)]
     pub redaction: RedactionConfig,
+    /// `[telemetry]`: OpenTelemetry traces (off unless an endpoint is set here or in
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
     /// NLU content (`[nlu]`); without it the `nlu_authoring.*` tools refuse.
     #[serde(default)]
     pub nlu: Option<NluConfig>,
@@ -269,6 +274,7 @@ impl HubFile {
             deploy: self.deploy,
             log_sources: self.log_sources,
             redaction: self.redaction,
+            telemetry: self.telemetry,
             nlu: self.nlu,
             token_file,
             tls: self.tls,
@@ -345,6 +351,7 @@ pub struct HubConfig {
     pub deploy: Option<DeployConfig>,
     pub log_sources: Vec<LogSourceConfig>,
     pub redaction: RedactionConfig,
+    pub telemetry: TelemetryConfig,
     pub nlu: Option<NluConfig>,
     /// Where the token came from, if a file: watched for a new token (key rotation).
     pub token_file: Option<PathBuf>,
@@ -417,6 +424,7 @@ impl HubConfig {
             deploy: None,
             log_sources: Vec::new(),
             redaction: RedactionConfig::default(),
+            telemetry: TelemetryConfig::default(),
             nlu: None,
             token_file: None,
             tls: HubTlsConfig::default(),

@@ -122,6 +122,7 @@ async fn the_adapter_sees_the_calls_dry_run_flag_and_idempotency_key() {
         confirmed_effect: None,
         deadline: soon(5_000),
         progress: Default::default(),
+        span: tracing::Span::none(),
     };
     let effect = skill
         .execute_call(decl, input(true, "k"))

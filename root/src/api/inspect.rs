@@ -186,10 +186,12 @@ pub async fn operator_read(
     };
     let lease = reader_lease(&app, &op, &target_id, &profile).await?;
     lease.touch();
+    let trace = call::trace(headers.get("traceparent").and_then(|v| v.to_str().ok()));
     let ctx = CallContext {
         surface: Surface::Rest,
         lease,
-        trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
+        trace_id: trace.id,
+        span: trace.span,
         request_id: uuid::Uuid::now_v7().to_string(),
         cancel: None,
         operator: Some(op.0.clone()),

@@ -48,10 +48,12 @@ pub(crate) fn rest_context(
     lease: Arc<crate::leases::manager::LeaseEntry>,
     headers: &HeaderMap,
 ) -> CallContext {
+    let trace = call::trace(headers.get("traceparent").and_then(|v| v.to_str().ok()));
     CallContext {
         surface: Surface::Rest,
         lease,
-        trace_id: call::trace_id_from(headers.get("traceparent").and_then(|v| v.to_str().ok())),
+        trace_id: trace.id,
+        span: trace.span,
         request_id: uuid::Uuid::now_v7().to_string(),
         cancel: None,
         operator: None,

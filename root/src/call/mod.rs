@@ -27,6 +27,7 @@ use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
 use mcp_shared::event::{Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Surface};
 use mcp_shared::time::now;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::app::App;
 use crate::catalog::ContractEntry;
@@ -38,7 +39,11 @@ use crate::policy;
 pub struct CallContext {
     pub surface: Surface,
     pub lease: Arc<LeaseEntry>,
+    /// The event's `trace_id`: the trace of [`CallContext::span`] (see [`trace`]).
     pub trace_id: String,
+    /// The call's span, exported while OpenTelemetry is on ([`tracing::Span::none`] otherwise);
+    /// policy, validation, route and audit commit are its children.
+    pub span: tracing::Span,
     pub request_id: String,
     /// Cancelled when the client cancels the request (MCP `notifications/cancelled`).
     pub cancel: Option<tokio_util::sync::CancellationToken>,
@@ -87,6 +92,32 @@ impl Outcome {
     }
 }
 
+/// A call's trace: its span and the trace id its event records.
+pub struct Trace {
+    pub id: String,
+    pub span: tracing::Span,
+}
+
+/// The trace of a call made with `traceparent` (W3C, from the request's headers or `_meta`):
+/// with OpenTelemetry on, a span continuing it (or starting a trace) whose trace id is the
+/// event's; off, the trace id alone ([`trace_id_from`]) and no span.
+pub fn trace(traceparent: Option<&str>) -> Trace {
+    if !mcp_shared::otel::on() {
+        return Trace {
+            id: trace_id_from(traceparent),
+            span: tracing::Span::none(),
+        };
+    }
+    let span = mcp_shared::otel_span!(
+        "governed call",
+        otel.kind = "server",
+        tool = tracing::field::Empty
+    );
+    mcp_shared::otel::continue_from(&span, traceparent);
+    let id = mcp_shared::otel::trace_id_of(&span).unwrap_or_else(|| trace_id_from(traceparent));
+    Trace { id, span }
+}
+
 /// A new trace id, or the one from a W3C `traceparent` header.
 pub fn trace_id_from(traceparent: Option<&str>) -> String {
     traceparent
@@ -115,7 +146,10 @@ pub async fn call_keeping_answer(
     tool_id: &str,
     arguments: Value,
 ) -> Outcome {
-    match admit(app, ctx, tool_id, arguments).await {
+    let span = ctx.span.clone();
+    span.record("tool", tool_id);
+    let admission = admit(app, ctx, tool_id, arguments).instrument(span).await;
+    match admission {
         Admission::Admitted(call) => call.run(app).await,
         Admission::Refused(outcome) => outcome,
     }
@@ -161,8 +195,14 @@ impl Admitted {
         self.finish(app, Err(error), None).await
     }
 
-    /// Runs the admitted call and commits its event.
-    pub async fn run(mut self, app: &App) -> Outcome {
+    /// Runs the admitted call and commits its event (in its span: a task's runs detached from
+    /// the request that admitted it).
+    pub async fn run(self, app: &App) -> Outcome {
+        let span = self.ctx.span.clone();
+        self.run_in_span(app).instrument(span).await
+    }
+
+    async fn run_in_span(mut self, app: &App) -> Outcome {
         // Counted as running until its event is handed to the audit writer (group commit).
         let running = app.audit.running.enter();
         let result = answer(
@@ -280,7 +320,11 @@ impl Finished {
         let status = event.status;
         let event_id = event.event_id.clone();
         drop(running);
-        let audited = app.audit.append(event).await;
+        let audited = app
+            .audit
+            .append(event)
+            .instrument(mcp_shared::otel_span!("audit commit"))
+            .await;
         let (result, unaudited) = match audited {
             Ok(_seq) => (result, false),
             Err(e @ crate::audit::writer::AppendError::NotCommitted(_)) => {
@@ -549,13 +593,15 @@ fn checks(
             .as_ref()
             .map(|_| lease.effective_tools.as_slice()),
     };
-    let decision = policy::decide(
-        &app.hubs.targets,
-        &app.hubs.enrolments,
-        grant,
-        &lease.target_id,
-        entry,
-    );
+    let decision = mcp_shared::otel_span!("policy").in_scope(|| {
+        policy::decide(
+            &app.hubs.targets,
+            &app.hubs.enrolments,
+            grant,
+            &lease.target_id,
+            entry,
+        )
+    });
     event.policy_decision = decision.clone();
     if let Some(reason) = decision.reason {
         let mut message = denial_message(reason, c, lease);
@@ -580,7 +626,9 @@ fn checks(
             ),
         ));
     }
-    if let Err(errors) = validate(&entry.input, arguments) {
+    if let Err(errors) =
+        mcp_shared::otel_span!("validation").in_scope(|| validate(&entry.input, arguments))
+    {
         return Err(ToolError::new(
             ErrorCode::InvalidArguments,
             format!("arguments do not match the input schema of `{}`", c.tool_id),

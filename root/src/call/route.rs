@@ -88,6 +88,9 @@ pub(super) async fn route_for(
 ) -> (Option<String>, Result<Value, ToolError>) {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
+    // The route's span: the hub's spans attach to it (its traceparent rides in the call).
+    let span = mcp_shared::otel_span!("route", target = %target_id);
+    let traceparent = mcp_shared::otel::traceparent_of(&span);
     let routed = router::RoutedCall {
         call_id: uuid::Uuid::now_v7().to_string(),
         target_id: target_id.to_owned(),
@@ -101,15 +104,26 @@ pub(super) async fn route_for(
         idempotency_key: input.idempotency_key,
         confirmed_effect: input.confirmed_effect,
         progress: ctx.progress.clone(),
+        traceparent,
     };
-    if let Some(zone) = &app.zone
-        && !app.hubs.connected(target_id)
-        && let Some(owner) = zone.owner_of(target_id).await
-    {
-        return crate::replica::forward::route(zone, &owner, routed, timeout, ctx.cancel.as_ref())
+    async move {
+        if let Some(zone) = &app.zone
+            && !app.hubs.connected(target_id)
+            && let Some(owner) = zone.owner_of(target_id).await
+        {
+            return crate::replica::forward::route(
+                zone,
+                &owner,
+                routed,
+                timeout,
+                ctx.cancel.as_ref(),
+            )
             .await;
+        }
+        route_local(app, routed, timeout, ctx.cancel.as_ref()).await
     }
-    route_local(app, routed, timeout, ctx.cancel.as_ref()).await
+    .instrument(span)
+    .await
 }
 
 /// Routes a call through this replica's router (its hub session, or `target_offline`) and

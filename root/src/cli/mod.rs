@@ -138,7 +138,8 @@ pub fn main_with(demo: Option<Demo>) -> ExitCode {
         // RUST_LOG asks for more.
         _ => "info,rmcp::service=warn",
     };
-    crate::telemetry::logging::init(level, true);
+    let otel = start_otel(&cli.command);
+    crate::telemetry::logging::init_with(level, true, otel.as_ref());
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -146,11 +147,32 @@ pub fn main_with(demo: Option<Demo>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(dispatch(cli, demo)) {
+    let code = match rt.block_on(dispatch(cli, demo)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
+        }
+    };
+    if let Some(otel) = otel {
+        otel.shutdown();
+    }
+    code
+}
+
+/// The daemon commands' OpenTelemetry exporter, when configured (`[telemetry]` or the
+/// `OTEL_*` variables); a configuration that does not load is reported by the command itself.
+fn start_otel(command: &Command) -> Option<mcp_shared::otel::Otel> {
+    let (Command::Serve(args) | Command::Demo(args)) = command else {
+        return None;
+    };
+    let configured = args.load().ok().and_then(|c| c.telemetry.otlp_endpoint);
+    let endpoint = mcp_shared::otel::endpoint(configured.as_deref())?;
+    match mcp_shared::otel::Otel::start(&endpoint, "mcp-root") {
+        Ok(otel) => Some(otel),
+        Err(e) => {
+            eprintln!("warning: no traces are exported: {e}");
+            None
         }
     }
 }

@@ -57,6 +57,9 @@ pub struct Args {
     pub outbound: mpsc::Sender<String>,
     /// Called with every `surface_changed` (descriptor and skills) the hub sends.
     pub on_surface: OnSurface,
+    /// Whether calls carry their `traceparent` (both sides announced
+    /// [`mcp_shared::protocol::feature::CALL_TRACEPARENT`]).
+    pub traceparent: bool,
 }
 
 pub struct Link;
@@ -174,6 +177,7 @@ impl Actor for Link {
                     expires_at_ms: call.expires_at_ms,
                     idempotency_key: call.idempotency_key,
                     confirmed_effect: call.confirmed_effect,
+                    traceparent: call.traceparent.filter(|_| state.args.traceparent),
                     signature: String::new(),
                 };
                 req.sign(&state.args.signing_key);
@@ -310,6 +314,7 @@ mod tests {
                 signing_key: [7; 32],
                 outbound: tx,
                 on_surface: Box::new(|_| {}),
+                traceparent: false,
             },
         )
         .await

@@ -47,6 +47,8 @@ pub struct RoutedCall {
     pub confirmed_effect: Option<Value>,
     /// Where the hub's `progress` frames for this call go (nowhere: dropped).
     pub progress: Option<ProgressSink>,
+    /// The route span's W3C `traceparent` (OpenTelemetry on), for a hub that continues it.
+    pub traceparent: Option<String>,
 }
 
 /// What a hub reports of a call while it runs: work done so far (only grows), the whole of
@@ -270,6 +272,7 @@ pub(crate) mod tests {
             idempotency_key: None,
             confirmed_effect: None,
             progress: None,
+            traceparent: None,
         }
     }
 
@@ -283,6 +286,7 @@ pub(crate) mod tests {
                 signing_key: [7; 32],
                 outbound: tx,
                 on_surface: Box::new(|_| {}),
+                traceparent: false,
             },
         )
         .await

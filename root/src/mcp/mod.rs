@@ -97,6 +97,16 @@ fn lease_of(ctx: &RequestContext<RoleServer>) -> Result<Arc<LeaseEntry>, ErrorDa
     }
 }
 
+/// The request's W3C `traceparent`: from its `_meta` (where MCP carries trace context), else
+/// from the HTTP header.
+fn traceparent(ctx: &RequestContext<RoleServer>) -> Option<&str> {
+    ctx.meta
+        .0
+        .get("traceparent")
+        .and_then(Value::as_str)
+        .or_else(|| header(ctx, "traceparent"))
+}
+
 fn header<'a>(ctx: &'a RequestContext<RoleServer>, name: &str) -> Option<&'a str> {
     ctx.extensions
         .get::<http::request::Parts>()
@@ -208,7 +218,7 @@ impl ServerHandler for RootMcp {
         let call = ToolCall {
             lease,
             request_id: ctx.id.to_string(),
-            traceparent: header(&ctx, "traceparent"),
+            traceparent: traceparent(&ctx),
             cancel: ctx.ct.clone(),
         };
         answer_call(&self.app, call, request, &ctx).await
@@ -582,7 +592,8 @@ async fn answer_call(
         cancel,
     } = call;
     let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-    let trace_id = call::trace_id_from(traceparent);
+    let trace = call::trace(traceparent);
+    let trace_id = trace.id.clone();
     // A retry that answers a question root asked (multi-round-trip requests).
     let confirmation = match request.request_state.as_deref() {
         Some(state) => match confirm::retry(app, &lease, &request, &arguments, state) {
@@ -601,6 +612,7 @@ async fn answer_call(
         surface: Surface::Mcp,
         lease: lease.clone(),
         trace_id: trace_id.clone(),
+        span: trace.span.clone(),
         request_id: request_id.clone(),
         cancel: Some(cancel.clone()),
         operator: None,

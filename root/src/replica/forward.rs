@@ -478,6 +478,8 @@ pub async fn internal_route(
                     idempotency_key,
                     confirmed_effect,
                     progress: None,
+                    // The forwarding replica's trace ends at its forward.
+                    traceparent: None,
                 };
                 let (adapter, result) =
                     crate::call::route_local(&app, call, Duration::from_millis(remaining), None)

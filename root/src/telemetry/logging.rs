@@ -200,14 +200,25 @@ pub fn payload_caps() -> PayloadCaps {
 /// under [`payload_caps`], over the ring, and over stderr when `stderr` is set. Does nothing
 /// if one is installed.
 pub fn init(default_filter: &str, stderr: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    init_with(default_filter, stderr, None);
+}
+
+/// [`init`], with OpenTelemetry's spans exported through `otel` (and enabled in the filter).
+pub fn init_with(default_filter: &str, stderr: bool, otel: Option<&mcp_shared::otel::Otel>) {
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| default_filter.into());
+    if otel.is_some()
+        && let Ok(directive) = mcp_shared::otel::Otel::directive().parse()
+    {
+        filter = filter.add_directive(directive);
+    }
     let err = stderr.then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
     let _ = tracing_subscriber::registry()
         .with(filter)
         .with(payload_caps())
         .with(RingLayer)
         .with(err)
+        .with(otel.map(|o| o.layer()))
         .try_init();
 }
 

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::protocol::{
-    self, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub,
+    self, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub, feature,
 };
 use mcp_shared::target::{ManagedTargetDescriptor, TargetStatus};
 use mcp_shared::time::{now, unix_ms};
@@ -375,6 +375,15 @@ async fn greet(
     })
 }
 
+/// Whether `feature` is understood on both sides: announced by the hub (`announced`) and by
+/// this root (its `protocol_features`, a test's older root).
+fn understood(app: &App, announced: &[String], feature: &str) -> bool {
+    mcp_shared::protocol::Features::announced(announced).has(feature)
+        && mcp_shared::protocol::announce(app.config.protocol_features.as_deref())
+            .iter()
+            .any(|f| f == feature)
+}
+
 /// Starts the connection's link (router session), stores and publishes what the hub
 /// registered, attaches the link so calls reach it, welcomes the hub and pushes root's
 /// desired skill state to it. Returns the link, its end and this connection's id.
@@ -395,6 +404,7 @@ async fn open_link(
         signing_key: greeted.signing_key,
         outbound: out_tx.clone(),
         on_surface: on_surface(app, &target_id, &subnet_id),
+        traceparent: understood(app, &greeted.features, feature::CALL_TRACEPARENT),
     };
     // Linked under the router: a session that fails leaves it, and this connection closes so
     // the hub dials again (a new session, state rebuilt from its hello).

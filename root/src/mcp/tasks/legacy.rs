@@ -197,10 +197,12 @@ async fn create(
             None,
         ));
     }
+    let trace = call::trace(caller.traceparent.as_deref());
     let ctx = CallContext {
         surface: Surface::Mcp,
         lease: caller.lease,
-        trace_id: call::trace_id_from(caller.traceparent.as_deref()),
+        trace_id: trace.id,
+        span: trace.span,
         request_id: caller.request_id,
         cancel: None,
         operator: None,

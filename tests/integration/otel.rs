@@ -1,0 +1,377 @@
+//! OpenTelemetry across root and a hub: both run as processes exporting over OTLP/HTTP to a
+//! receiver in this test (the standard `OTEL_*` variables), and one governed call is one
+//! trace: root's call with its policy, validation, route and audit commit, continued on the
+//! hub (its call, the adapter's run, the allowed test's child process), the trace id the
+//! event's `trace_id`, a client's `traceparent` continued.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use mcp_tests::{private_file, workspace_bin};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use prost::Message;
+use serde_json::{Value, json};
+
+/// One exported span, as the receiver saw it.
+#[derive(Debug, Clone)]
+struct Exported {
+    service: String,
+    name: String,
+    trace_id: String,
+    span_id: String,
+    parent_span_id: String,
+}
+
+type Received = Arc<Mutex<Vec<Exported>>>;
+
+/// An OTLP/HTTP traces receiver on 127.0.0.1:0: its base URL and what it received.
+async fn receiver() -> (String, Received) {
+    let received: Received = Arc::default();
+    let store = received.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: Bytes| {
+            let store = store.clone();
+            async move {
+                let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
+                store.lock().unwrap().extend(spans_of(request));
+                (
+                    [("content-type", "application/x-protobuf")],
+                    ExportTraceServiceResponse::default().encode_to_vec(),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (base, received)
+}
+
+fn spans_of(request: ExportTraceServiceRequest) -> Vec<Exported> {
+    let mut out = Vec::new();
+    for rs in request.resource_spans {
+        let service = rs
+            .resource
+            .iter()
+            .flat_map(|r| r.attributes.iter())
+            .find(|kv| kv.key == "service.name")
+            .and_then(|kv| kv.value.as_ref()?.value.as_ref())
+            .map(|v| match v {
+                AnyValue::StringValue(s) => s.clone(),
+                other => format!("{other:?}"),
+            })
+            .unwrap_or_default();
+        for span in rs.scope_spans.into_iter().flat_map(|s| s.spans) {
+            out.push(Exported {
+                service: service.clone(),
+                name: span.name,
+                trace_id: hex(&span.trace_id),
+                span_id: hex(&span.span_id),
+                parent_span_id: hex(&span.parent_span_id),
+            });
+        }
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A daemon process: stopped with SIGTERM (it flushes its spans), SIGKILL if it hangs.
+struct Daemon(Option<Child>);
+
+impl Daemon {
+    /// SIGTERM, then waits (without holding a runtime thread: the receiver still answers
+    /// the daemon's last export).
+    async fn stop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn exporting(cmd: &mut Command, otlp: &str) -> Daemon {
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env_remove("OTEL_SERVICE_NAME")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    Daemon(Some(cmd.spawn().unwrap()))
+}
+
+struct Rest {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Rest {
+    async fn post(&self, bearer: &str, path: &str, body: Value, headers: &[(&str, &str)]) -> Value {
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(bearer)
+            .json(&body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send().await.unwrap().json().await.unwrap()
+    }
+}
+
+/// Waits until `f` finds what it looks for in the received spans.
+async fn received<T>(spans: &Received, what: &str, f: impl Fn(&[Exported]) -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(t) = f(&spans.lock().unwrap()) {
+            return t;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {:#?}",
+            spans.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The spans of `trace`, by service and name.
+fn by_name(spans: &[Exported], trace: &str) -> BTreeMap<(String, String), Exported> {
+    spans
+        .iter()
+        .filter(|s| s.trace_id == trace)
+        .map(|s| ((s.service.clone(), s.name.clone()), s.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_call_is_one_trace_across_root_and_hub() {
+    mcp_tests::init_crypto();
+    let (otlp, spans) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base = format!("http://127.0.0.1:{port}");
+    let data = dir.path().join("root");
+    let mut root = exporting(
+        Command::new(workspace_bin("mcp-root").unwrap())
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--data-dir",
+            ])
+            .arg(&data),
+        &otlp,
+    );
+    let rest = Rest {
+        http: reqwest::Client::new(),
+        base: base.clone(),
+    };
+    let start = Instant::now();
+    while rest
+        .http
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "root did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let admin = std::fs::read_to_string(data.join("admin.token")).unwrap();
+    let admin = admin.trim();
+    let enrolled = rest
+        .post(
+            admin,
+            "/v1/root/hubs",
+            json!({"target_id": "hub:otel", "environment": "test"}),
+            &[],
+        )
+        .await;
+    let config = dir.path().join("hub.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "target_id = \"hub:otel\"\nenvironment = \"test\"\nroot_url = \"{base}\"\n\
+             token = \"{}\"\nstate_dir = \"{}\"\nwrite_scope = \"test-only\"\n\
+             [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"true\"]\n",
+            enrolled["token"].as_str().unwrap(),
+            dir.path().join("hub").display()
+        ),
+    )
+    .unwrap();
+    private_file(&config).unwrap();
+    let mut hub = exporting(
+        Command::new(workspace_bin("mcp-hub").unwrap())
+            .args(["run", "--config"])
+            .arg(&config),
+        &otlp,
+    );
+    let lease = rest
+        .post(
+            admin,
+            "/v1/root/mcp/sessions",
+            json!({"target_id": "hub:otel", "capability_profile": "InfraOpsControl", "ttl_sec": 600}),
+            &[],
+        )
+        .await;
+    let bearer = lease["token"].as_str().unwrap();
+    let call =
+        |tool: &'static str, arguments: Value, headers: &'static [(&'static str, &'static str)]| {
+            let rest = &rest;
+            async move {
+                rest.post(
+                    bearer,
+                    "/v1/root/mcp/call",
+                    json!({"tool_id": tool, "arguments": arguments}),
+                    headers,
+                )
+                .await
+            }
+        };
+    let start = Instant::now();
+    let status = loop {
+        let v = call("hub.get_status", json!({}), &[]).await;
+        if v["ok"] == true {
+            break v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "hub not online: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    // A routed read: root's spans and the hub's in the trace its event names.
+    let trace = status["trace_id"].as_str().unwrap().to_owned();
+    let tree = received(&spans, "root's and the hub's spans of the read", |s| {
+        let tree = by_name(s, &trace);
+        let names = [
+            ("mcp-root", "governed call"),
+            ("mcp-root", "policy"),
+            ("mcp-root", "validation"),
+            ("mcp-root", "route"),
+            ("mcp-root", "audit commit"),
+            ("mcp-hub", "hub call"),
+            ("mcp-hub", "adapter run"),
+        ];
+        names
+            .iter()
+            .all(|(svc, n)| tree.contains_key(&((*svc).to_owned(), (*n).to_owned())))
+            .then_some(tree)
+    })
+    .await;
+    let span = |svc: &str, name: &str| tree[&(svc.to_owned(), name.to_owned())].clone();
+    let call_span = span("mcp-root", "governed call");
+    assert_eq!(
+        call_span.parent_span_id, "",
+        "a trace of its own: {call_span:?}"
+    );
+    for child in ["policy", "validation", "route", "audit commit"] {
+        assert_eq!(
+            span("mcp-root", child).parent_span_id,
+            call_span.span_id,
+            "{child}"
+        );
+    }
+    // The hub continues root's route span, through the call's envelope.
+    let hub_call = span("mcp-hub", "hub call");
+    assert_eq!(hub_call.parent_span_id, span("mcp-root", "route").span_id);
+    assert_eq!(
+        span("mcp-hub", "adapter run").parent_span_id,
+        hub_call.span_id
+    );
+    let event = rest
+        .http
+        .get(format!(
+            "{base}/v1/root/mcp/audit/{}",
+            status["event_id"].as_str().unwrap()
+        ))
+        .bearer_auth(admin)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(event["trace_id"], trace.as_str(), "{event}");
+
+    // A client's traceparent is continued: the event's trace id is the client's.
+    const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let preview = call(
+        "hub.run_allowed_tests",
+        json!({"name": "smoke"}),
+        &[(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )],
+    )
+    .await;
+    assert_eq!(preview["trace_id"], CLIENT_TRACE, "{preview}");
+    let token = preview["result"]["confirmation_token"].as_str().unwrap();
+    let run = call(
+        "hub.run_allowed_tests",
+        json!({"name": "smoke", "phase": "execute", "confirmation_token": token, "idempotency_key": "otel-1"}),
+        &[],
+    )
+    .await;
+    assert_eq!(run["result"]["result"]["passed"], true, "{run}");
+    let run_trace = run["trace_id"].as_str().unwrap().to_owned();
+    let continued = received(&spans, "the client's trace continued", |s| {
+        s.iter()
+            .find(|x| x.trace_id == CLIENT_TRACE && x.name == "governed call")
+            .cloned()
+    })
+    .await;
+    assert_eq!(continued.parent_span_id, "00f067aa0ba902b7");
+    // The execute's allowed test: its child process under the adapter's run, on the hub.
+    let tree = received(&spans, "the allowed test's child process", |s| {
+        let tree = by_name(s, &run_trace);
+        tree.contains_key(&("mcp-hub".to_owned(), "child process".to_owned()))
+            .then_some(tree)
+    })
+    .await;
+    let key = |n: &str| ("mcp-hub".to_owned(), n.to_owned());
+    assert_eq!(
+        tree[&key("child process")].parent_span_id,
+        tree[&key("adapter run")].span_id
+    );
+    hub.stop().await;
+    root.stop().await;
+}
