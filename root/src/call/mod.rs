@@ -146,10 +146,7 @@ pub async fn call_keeping_answer(
     tool_id: &str,
     arguments: Value,
 ) -> Outcome {
-    let span = ctx.span.clone();
-    span.record("tool", tool_id);
-    let admission = admit(app, ctx, tool_id, arguments).instrument(span).await;
-    match admission {
+    match admit(app, ctx, tool_id, arguments).await {
         Admission::Admitted(call) => call.run(app).await,
         Admission::Refused(outcome) => outcome,
     }
@@ -238,7 +235,16 @@ impl Admitted {
 
 /// The governed checks of one call, in order: audit health, contract, policy, arguments,
 /// concurrency slots. A refusal is committed as its event here.
+/// They run in the call's span (whichever path admits it: a request, or a task's creation).
 pub async fn admit(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Admission {
+    let span = ctx.span.clone();
+    span.record("tool", tool_id);
+    admit_in_span(app, ctx, tool_id, arguments)
+        .instrument(span)
+        .await
+}
+
+async fn admit_in_span(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Admission {
     // Nothing starts while its event could not be written (see `audit::health`).
     if !app.audit.health.is_available() {
         return Admission::Refused(audit_unavailable(app, ctx, tool_id));

@@ -30,7 +30,6 @@ use mcp_shared::time::{now, unix_ms};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::app::App;
 use crate::call::{self, Admission, CallContext, Outcome};
@@ -115,11 +114,7 @@ pub async fn start(
     let (sink, progress) = call::progress_channel();
     ctx.progress = Some(sink);
     let lease = ctx.lease.clone();
-    let span = ctx.span.clone();
-    let admission = call::admit(app, ctx, tool_id, arguments)
-        .instrument(span)
-        .await;
-    let admitted = match admission {
+    let admitted = match call::admit(app, ctx, tool_id, arguments).await {
         Admission::Admitted(a) => a,
         Admission::Refused(outcome) => return Started::Refused(outcome),
     };
