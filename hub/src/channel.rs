@@ -22,9 +22,10 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::profiling::EvidenceCursor;
 use mcp_shared::protocol::{
-    CallOutcome, CallRequest, Envelope, Features, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION,
-    RootToHub, SkillCommand, decode, feature,
+    CallOutcome, CallRequest, Envelope, Evidence, Features, HubToRoot, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION, RootToHub, SkillCommand, decode, feature,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
@@ -261,7 +262,7 @@ impl Channel {
     /// shutdown.
     async fn session(&self, backoff: &mut Backoff, url_idx: usize) -> Result<(), ChannelError> {
         let (mut ws, token) = self.dial(url_idx).await?;
-        let heartbeat = tokio::time::timeout(WELCOME_TIMEOUT, self.welcome(&mut ws))
+        let (heartbeat, evidence) = tokio::time::timeout(WELCOME_TIMEOUT, self.welcome(&mut ws))
             .await
             .map_err(|_| ChannelError::NoWelcome(WELCOME_TIMEOUT))??;
 
@@ -278,7 +279,7 @@ impl Channel {
         self.connected.send_replace(true);
         tracing::info!(target_id = %self.ctx.config.target_id, heartbeat_ms = heartbeat.as_millis() as u64, "welcomed by root");
 
-        self.serve(&mut ws, token, heartbeat).await
+        self.serve(&mut ws, token, heartbeat, evidence).await
     }
 
     /// Dials the `url_idx`th root URL (the token rides in the upgrade request) and sends
@@ -343,8 +344,12 @@ impl Channel {
     }
 
     /// Waits for root's `welcome` (heartbeats are skipped; anything else refuses the
-    /// connection) and takes root's clock from it; returns the announced heartbeat interval.
-    async fn welcome(&self, ws: &mut Socket) -> Result<u64, ChannelError> {
+    /// connection) and takes root's clock from it; returns the announced heartbeat interval
+    /// and how far root holds this hub's evidence (when root takes evidence).
+    async fn welcome(
+        &self,
+        ws: &mut Socket,
+    ) -> Result<(u64, Option<EvidenceCursor>), ChannelError> {
         loop {
             let Some(msg) = ws.next().await else {
                 return Err(ChannelError::Closed);
@@ -368,6 +373,7 @@ impl Channel {
                             root_time_ms,
                             max_clock_skew_ms,
                             features,
+                            evidence,
                         },
                     ..
                 }) => {
@@ -386,7 +392,8 @@ impl Channel {
                     if let Err(e) = self.ctx.connection.clock.check() {
                         tracing::error!(message = %e.message, "this hub's clock is too far from root's; every call will be refused");
                     }
-                    return Ok(heartbeat_interval_ms);
+                    let root_takes = Features::announced(&features).has(feature::EVIDENCE);
+                    return Ok((heartbeat_interval_ms, evidence.filter(|_| root_takes)));
                 }
                 Ok(Envelope {
                     body: RootToHub::ProtocolError { message },
@@ -426,6 +433,7 @@ impl Channel {
         ws: &mut Socket,
         token: Arc<String>,
         heartbeat: Duration,
+        evidence: Option<EvidenceCursor>,
     ) -> Result<(), ChannelError> {
         let (out_tx, mut out_rx) = mpsc::channel::<Envelope<HubToRoot>>(OUTBOX);
         let mut calls: JoinSet<String> = JoinSet::new();
@@ -436,6 +444,10 @@ impl Channel {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let silence = heartbeat * SILENCE_FACTOR;
         let mut last_heard = tokio::time::Instant::now();
+        // Root's position in this hub's evidence log; `None`: root takes no evidence.
+        let mut evidence = evidence;
+        let mut evidence_changes = self.ctx.machine.profiles.evidence_changes();
+        self.send_evidence(ws, &mut evidence).await?;
 
         let end = loop {
             tokio::select! {
@@ -449,6 +461,9 @@ impl Channel {
                         descriptor: self.ctx.descriptor(),
                         skills: self.ctx.skill_states(),
                     }, None)).await?;
+                }
+                Ok(()) = evidence_changes.changed(), if evidence.is_some() => {
+                    self.send_evidence(ws, &mut evidence).await?;
                 }
                 () = self.ctx.connection.token_changed.notified() => {
                     if **self.ctx.connection.token.load() != *token {
@@ -500,6 +515,8 @@ impl Channel {
                             for frame in self.skill_command(&skill, command, env.id).await {
                                 self.send(ws, frame).await?;
                             }
+                            // Enabled again: what changed meanwhile goes out now.
+                            self.send_evidence(ws, &mut evidence).await?;
                         }
                         RootToHub::Heartbeat => {}
                         RootToHub::ProtocolError { message } => {
@@ -535,6 +552,62 @@ impl Channel {
         // Dropping the set aborts every call still in flight; their guards stop the adapters.
         calls.abort_all();
         end
+    }
+
+    /// Sends root the evidence changed after `held` (root's position), while the skill is
+    /// active (it publishes nothing otherwise), and moves `held` past it. A log root holds
+    /// in another epoch, or ahead of this one (a restored state directory), is sent whole.
+    async fn send_evidence(
+        &self,
+        ws: &mut Socket,
+        held: &mut Option<EvidenceCursor>,
+    ) -> Result<(), ChannelError> {
+        let Some(cursor) = held.as_mut() else {
+            return Ok(());
+        };
+        if !self.ctx.lifecycle().active() {
+            return Ok(());
+        }
+        let profiles = &self.ctx.machine.profiles;
+        let (epoch, latest, after) = match profiles.evidence_head() {
+            Ok((epoch, latest)) if epoch == cursor.epoch && cursor.seq <= latest => {
+                let after = cursor.seq;
+                (epoch, latest, after)
+            }
+            Ok((epoch, latest)) => (epoch, latest, 0),
+            Err(e) => {
+                tracing::warn!(error = %e.message, "profiling index unreadable; no evidence sent");
+                return Ok(());
+            }
+        };
+        let changes = match profiles.evidence_after(after) {
+            Ok((_, changes)) => changes,
+            Err(e) => {
+                tracing::warn!(error = %e.message, "profiling index unreadable; no evidence sent");
+                return Ok(());
+            }
+        };
+        let mut batches = crate::profiles::evidence_frames(&epoch, after, changes);
+        if batches.is_empty() && cursor.epoch != epoch {
+            // Root holds another epoch (or nothing): an empty batch tells it this log holds
+            // nothing it lacks, so root knows the hub's evidence, empty as it is.
+            batches.push(Evidence {
+                epoch: epoch.clone(),
+                after: 0,
+                upto: latest,
+                records: Vec::new(),
+            });
+        }
+        for batch in batches {
+            let upto = batch.upto;
+            self.send(ws, envelope(HubToRoot::Evidence(batch), None))
+                .await?;
+            *cursor = EvidenceCursor {
+                epoch: epoch.clone(),
+                seq: upto,
+            };
+        }
+        Ok(())
     }
 
     async fn send<S>(&self, ws: &mut S, frame: Envelope<HubToRoot>) -> Result<(), ChannelError>

@@ -87,6 +87,7 @@ async fn handshake(ws: &mut Ws) -> Envelope<HubToRoot> {
             root_time_ms: None,
             max_clock_skew_ms: None,
             features: Vec::new(),
+            evidence: None,
         },
     )
     .await;
@@ -538,6 +539,7 @@ async fn features_follow_what_root_announced() {
             root_time_ms: None,
             max_clock_skew_ms: None,
             features: vec!["progress.total".into()],
+            evidence: None,
         },
     )
     .await;

@@ -30,6 +30,16 @@ pub const ROOT_EXECUTORS: &[&str] = &[
     "root.retained.memory_profiles",
 ];
 
+/// Every root adapter a routed read may name to answer while its target is offline (a
+/// contract's `offline`; `call::executors::evidence` runs each).
+pub const ROOT_OFFLINE_EXECUTORS: &[&str] = &[
+    "root.evidence.list_sessions",
+    "root.evidence.get_session",
+    "root.evidence.list_incidents",
+    "root.evidence.list_artifacts",
+    "root.evidence.get_artifact",
+];
+
 /// What root serves and governs by: the tool contracts, the capability profiles and the
 /// destructive-action rules.
 pub struct Catalog {
@@ -223,6 +233,23 @@ impl ContractRegistry {
                     format!(
                         "unknown executor `{executor}` (root has: {})",
                         ROOT_EXECUTORS.join(", ")
+                    ),
+                ));
+            }
+        }
+        if let Some(offline) = &c.offline {
+            if c.routing != RoutingClass::OperationalRead || c.executor.is_some() {
+                return Err(err(
+                    file,
+                    "only a routed read (operational_read, no executor) has an `offline` adapter",
+                ));
+            }
+            if !ROOT_OFFLINE_EXECUTORS.contains(&offline.as_str()) {
+                return Err(err(
+                    file,
+                    format!(
+                        "unknown offline adapter `{offline}` (root has: {})",
+                        ROOT_OFFLINE_EXECUTORS.join(", ")
                     ),
                 ));
             }

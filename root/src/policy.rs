@@ -13,9 +13,11 @@
 //! 6. `skill_enabled`: every tool of the target's skill (routed, or executed on root with a
 //!    contract `skill`) needs the skill installed and enabled by root's desired state and not
 //!    switched off by the hub's owner (`skill_disabled`; see `hubs::skill`), connected or not.
-//! 7. `target_online`: the target is connected (`target_offline`).
-//! 8. `skill_published`: the hub publishes the tool through its enabled skill
-//!    (`skill_disabled`).
+//! 7. `target_online`: the target is connected (`target_offline`), unless the tool is a read
+//!    root answers from the hub's published evidence while it is offline (a contract
+//!    `offline`, e.g. `hub.memory.list_sessions`).
+//! 8. `skill_published`: the hub publishes the tool through its enabled skill, or published
+//!    it when it was last connected (`skill_disabled`).
 //!
 //! Operational tools that root executes itself (a contract `executor`, e.g. the access-token
 //! tools over root's leases) stop after rule 6: they need no hub to publish or run them.
@@ -190,7 +192,9 @@ pub fn decide(
             };
         }
         checks.push("target_online".to_string());
-        if target.status == TargetStatus::Offline {
+        // A read with an `offline` adapter is answered on root from the hub's evidence; it
+        // must still be one the hub published when it was last connected.
+        if target.status == TargetStatus::Offline && c.offline.is_none() {
             return deny(checks, ErrorCode::TargetOffline);
         }
         checks.push("skill_published".to_string());

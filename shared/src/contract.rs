@@ -162,6 +162,11 @@ pub struct ToolContract {
     /// Absent: the call is routed to the lease's target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<String>,
+    /// On a routed read: the name of root's adapter that answers while the lease's target is
+    /// offline, from the evidence the hub published to root (seed "ProfileOps": reads split
+    /// by evidence source). Absent: such a call is refused with `target_offline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline: Option<String>,
     /// The skill of the lease's target that publishes this tool, for a tool root executes
     /// (`executor`) on a target's behalf: like every routed tool, it is callable only while
     /// that skill is installed and enabled on the target (root's desired state, and not

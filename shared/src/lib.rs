@@ -10,6 +10,8 @@
 //! - [`event`]: the operational event that every handled call becomes.
 //! - [`error`]: normalized error codes and the normalized tool response.
 //! - [`protocol`]: the versioned root↔hub protocol.
+//! - [`profiling`]: ProfileOps records (sessions, incidents, artifacts) a hub publishes to
+//!   root as evidence.
 //! - [`replica`]: the internal channel between root replicas of one zone (forwarded calls).
 //! - [`run_profile`]: the signed run profile and tool profile a generic worker runs under
 //!   (seed 003 applied to leases).
@@ -30,6 +32,7 @@ pub mod lease;
 pub mod logging;
 pub mod otel;
 pub mod profile;
+pub mod profiling;
 pub mod protocol;
 pub mod replica;
 pub mod run_profile;

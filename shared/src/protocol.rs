@@ -19,6 +19,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::ToolError;
+use crate::profiling::{EvidenceCursor, EvidenceRecord};
 use crate::target::ManagedTargetDescriptor;
 
 /// The protocol version this build speaks.
@@ -33,10 +34,17 @@ pub mod feature {
     pub const PROGRESS_TOTAL: &str = "progress.total";
     /// A `call` may carry `traceparent` (the hub continues root's trace).
     pub const CALL_TRACEPARENT: &str = "call.traceparent";
+    /// A hub sends `evidence` frames (its ProfileOps records) and root tells it, in
+    /// `welcome.evidence`, how far it holds them.
+    pub const EVIDENCE: &str = "evidence";
 }
 
 /// Every feature this build understands, announced in its `hello` or `welcome`.
-pub const FEATURES: &[&str] = &[feature::PROGRESS_TOTAL, feature::CALL_TRACEPARENT];
+pub const FEATURES: &[&str] = &[
+    feature::PROGRESS_TOTAL,
+    feature::CALL_TRACEPARENT,
+    feature::EVIDENCE,
+];
 
 /// What a peer announced it understands.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -210,6 +218,10 @@ pub enum RootToHub {
         /// (a hub of an earlier build would not know the field).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         features: Vec<String>,
+        /// How far root holds the hub's evidence log (only to a hub that announced
+        /// [`feature::EVIDENCE`]): the hub sends what changed after it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        evidence: Option<EvidenceCursor>,
     },
     Call(CallRequest),
     /// Stop a call (deadline passed on root, or the client cancelled).
@@ -315,10 +327,25 @@ pub enum HubToRoot {
     },
     /// Answer to `skill_command` (`in_reply_to` names it).
     SkillState(SkillState),
+    /// ProfileOps records that changed on the hub (only to a root that announced
+    /// [`feature::EVIDENCE`]).
+    Evidence(Evidence),
     Heartbeat,
     ProtocolError {
         message: String,
     },
+}
+
+/// A batch of a hub's evidence log: the records that changed after position `after` up to
+/// `upto`, in the log `epoch`. Root stores a batch only when it continues what it holds
+/// (`after` is its position, or 0 in a new epoch), so a lost batch is sent again from root's
+/// position on the next connection, never skipped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub epoch: String,
+    pub after: u64,
+    pub upto: u64,
+    pub records: Vec<EvidenceRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

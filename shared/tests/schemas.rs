@@ -558,6 +558,7 @@ fn contract(
             }),
         }),
         executor: Some("root.access_tokens.list".into()),
+        offline: Some("root.evidence.list_sessions".into()),
         skill: Some("infra_access_skill".into()),
         retain: Some(Retention {
             collection: "memory_profiles".into(),
@@ -704,6 +705,77 @@ fn call_request() -> CallRequest {
     }
 }
 
+/// One batch with a record of every kind.
+fn evidence_batch() -> mcp_shared::protocol::Evidence {
+    use mcp_shared::profiling::{
+        ArtifactMeta, EvidenceRecord, Growth, Incident, Mode, Session, SessionState,
+    };
+    let (session, artifact, incident) = (
+        "0199a1b2-0000-7000-8000-00000000000a",
+        "0199a1b2-0000-7000-8000-00000000000b",
+        "0199a1b2-0000-7000-8000-00000000000c",
+    );
+    let at = "2026-12-04T08:00:00Z";
+    let content = r#"{"format":"mcp-hub.memory-profile/v1"}"#;
+    mcp_shared::protocol::Evidence {
+        epoch: "0199a1b2-0000-7000-8000-000000000001".into(),
+        after: 12,
+        upto: 15,
+        records: vec![
+            EvidenceRecord::Session(Session {
+                session_id: session.into(),
+                service: "demo-app".into(),
+                mode: Mode::Profiling,
+                interval_ms: 200,
+                duration_sec: 2,
+                state: SessionState::Completed,
+                started_at: at.into(),
+                ended_at: Some(at.into()),
+                pid: Some(4242),
+                samples: 11,
+                retry_of: None,
+                artifact_id: Some(artifact.into()),
+                incident_ids: vec![incident.into()],
+                growth: Some(Growth {
+                    start_rss_bytes: 1000,
+                    end_rss_bytes: 3000,
+                    peak_rss_bytes: 3000,
+                    growth_bytes: 2000,
+                    growth_percent: Some(200.0),
+                    slope_bytes_per_sec: Some(1000.0),
+                }),
+                published_at: None,
+                error: None,
+            }),
+            EvidenceRecord::Incident(Incident {
+                incident_id: incident.into(),
+                session_id: session.into(),
+                service: "demo-app".into(),
+                kind: "memory_growth".into(),
+                raised_at: at.into(),
+                window_started_at: at.into(),
+                window_ended_at: at.into(),
+                growth_bytes: 2000,
+                growth_percent: Some(200.0),
+                threshold_bytes: 1024,
+                threshold_percent: 10.0,
+                detail: "RSS grew by 2000 bytes".into(),
+            }),
+            EvidenceRecord::Artifact {
+                meta: ArtifactMeta {
+                    artifact_id: artifact.into(),
+                    session_id: session.into(),
+                    service: "demo-app".into(),
+                    created_at: at.into(),
+                    size_bytes: content.len() as u64,
+                    sha256: "ab".repeat(32),
+                },
+                content: Some(content.into()),
+            },
+        ],
+    }
+}
+
 fn root_to_hub_bodies() -> Vec<RootToHub> {
     let mut all = vec![
         RootToHub::Welcome {
@@ -711,7 +783,11 @@ fn root_to_hub_bodies() -> Vec<RootToHub> {
             heartbeat_interval_ms: 15_000,
             root_time_ms: Some(1_790_000_000_000),
             max_clock_skew_ms: Some(30_000),
-            features: vec!["progress.total".into()],
+            features: vec!["progress.total".into(), "evidence".into()],
+            evidence: Some(mcp_shared::profiling::EvidenceCursor {
+                epoch: "0199a1b2-0000-7000-8000-000000000001".into(),
+                seq: 12,
+            }),
         },
         RootToHub::Call(call_request()),
         RootToHub::Cancel {
@@ -775,6 +851,7 @@ fn hub_to_root_bodies() -> Vec<HubToRoot> {
             skills: vec![skill_state()],
         },
         HubToRoot::SkillState(skill_state()),
+        HubToRoot::Evidence(evidence_batch()),
         HubToRoot::Heartbeat,
         HubToRoot::ProtocolError {
             message: "unsupported protocol version 9".into(),
@@ -787,6 +864,7 @@ fn hub_to_root_bodies() -> Vec<HubToRoot> {
             | HubToRoot::Result { .. }
             | HubToRoot::SurfaceChanged { .. }
             | HubToRoot::SkillState(_)
+            | HubToRoot::Evidence(_)
             | HubToRoot::Heartbeat
             | HubToRoot::ProtocolError { .. } => {}
         }

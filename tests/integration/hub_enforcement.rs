@@ -70,6 +70,7 @@ async fn forged_expired_replayed_and_unpublished_calls_are_refused_by_the_hub() 
         root_time_ms: None,
         max_clock_skew_ms: None,
         features: Vec::new(),
+        evidence: None,
     }))
     .await
     .unwrap();

@@ -3,7 +3,9 @@
 //! into its profiling argv), the session completes, a memory-growth incident is raised, the
 //! artifact comes in chunks that reassemble to its SHA-256 (and inline when small), a second
 //! session is stopped early, and the first is published (with a replay that publishes nothing
-//! new). Root's retention of published summaries is tested on root's side.
+//! new). Root's retention of published summaries is tested on root's side, and so is the
+//! evidence the hub published as it went: with the hub stopped (and after root restarts), the
+//! profiler reads are answered from root, saying so and how old the answer is.
 
 use base64::Engine;
 use mcp_tests::{TestRoot, mcp_client, workspace_bin};
@@ -23,7 +25,8 @@ async fn profile_a_leaking_service_through_mcp() {
     );
     let config = format!(
         "{}[profiling]\ngrowth_threshold_bytes = 1048576\ngrowth_threshold_percent = 1000.0\n\
-         artifact_inline_max_bytes = 1024\nmax_concurrent_sessions = 2\n",
+         artifact_inline_max_bytes = 1024\nmax_concurrent_sessions = 2\n\
+         evidence_artifact_max_bytes = 1024\n",
         fixture_service(
             "leaky",
             port,
@@ -265,12 +268,20 @@ async fn profile_a_leaking_service_through_mcp() {
     hub.stop().await;
     eventually("the hub to be offline", async || {
         let (s, b) = root
-            .rest_call(&read, "hub.memory.list_sessions", json!({}))
+            .rest_call(&read, "hub.memory.get_status", json!({}))
             .await
             .unwrap();
         (s == 503 && b["error"]["code"] == "target_offline").then_some(())
     })
     .await;
+    let hub_said = HubSaid {
+        sessions: sessions["sessions"].clone(),
+        incidents: incidents["incidents"].clone(),
+        artifacts: artifacts["artifacts"].clone(),
+        chunked: delivery.clone(),
+        inline: small.clone(),
+    };
+    evidence_answers_while_the_hub_is_offline(&root, &read, &hub_said).await;
     let (status, kept) = root
         .rest_call(&read, "hub.memory.get_published_summaries", json!({}))
         .await
@@ -325,5 +336,150 @@ async fn profile_a_leaking_service_through_mcp() {
     assert_eq!(profiles.len(), 1, "{diag}");
     assert_eq!(profiles[0]["session_id"], a);
     assert_eq!(profiles[0]["service"], "leaky");
+    // The evidence outlives root's restart too (it is in root's store).
+    let mut root = root;
+    root.restart().await.unwrap();
+    evidence_answers_while_the_hub_is_offline(&root, &read, &hub_said).await;
+    // Tools a lease lists while its hub is offline: the reads root answers, not the rest.
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    let listed: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for tool in [
+        "hub.memory.list_sessions",
+        "hub.memory.get_session",
+        "hub.memory.list_incidents",
+        "hub.memory.list_artifacts",
+        "hub.memory.get_artifact",
+        "hub.memory.get_published_summaries",
+    ] {
+        assert!(listed.iter().any(|t| t == tool), "{tool}: {listed:?}");
+    }
+    for tool in ["hub.memory.get_status", "hub.memory.start_profile"] {
+        assert!(!listed.iter().any(|t| t == tool), "{tool}: {listed:?}");
+    }
+    let offline = call(&client, "hub.memory.list_incidents", json!({})).await;
+    assert_eq!(offline["evidence"]["source"], "root", "{offline}");
     root.stop().await;
+}
+
+/// What the hub answered while it was connected.
+struct HubSaid {
+    sessions: Value,
+    incidents: Value,
+    artifacts: Value,
+    /// `get_artifact` of the first session's artifact (over the 1 KiB root is sent: chunked).
+    chunked: Value,
+    /// `get_artifact` of the second's (small: inline, and kept at root).
+    inline: Value,
+}
+
+/// With the hub offline, root answers the profiler reads from the evidence the hub published:
+/// the same records, saying so and how old they are; the small artifact inline (and by
+/// chunks), the larger one as where it is; each call audited as answered on root.
+async fn evidence_answers_while_the_hub_is_offline(root: &TestRoot, lease: &str, hub: &HubSaid) {
+    let read = async |tool: &str, args: Value| {
+        let (status, body) = root.rest_call(lease, tool, args).await.unwrap();
+        assert_eq!(status, 200, "{tool}: {body}");
+        let result = body["result"].clone();
+        assert_eq!(result["evidence"]["source"], "root", "{tool}: {result}");
+        assert!(
+            result["evidence"]["age_seconds"].as_u64().unwrap() < 300,
+            "{result}"
+        );
+        mcp_shared::time::parse(result["evidence"]["as_of"].as_str().unwrap()).unwrap();
+        result
+    };
+    let sessions = read("hub.memory.list_sessions", json!({"service": "leaky"})).await;
+    assert_eq!(sessions["sessions"], hub.sessions);
+    let stopped = read("hub.memory.list_sessions", json!({"state": "stopped"})).await;
+    assert_eq!(
+        stopped["sessions"].as_array().unwrap().len(),
+        1,
+        "{stopped}"
+    );
+    assert_eq!(stopped["sessions"][0], hub.sessions[0]);
+    let incidents = read("hub.memory.list_incidents", json!({})).await;
+    assert_eq!(incidents["incidents"], hub.incidents);
+    let artifacts = read("hub.memory.list_artifacts", json!({})).await;
+    assert_eq!(artifacts["artifacts"], hub.artifacts);
+
+    // Newest first: [1] is the first session (its artifact too large to go to root).
+    let first = &hub.sessions[1];
+    let one = read(
+        "hub.memory.get_session",
+        json!({"session_id": first["session_id"]}),
+    )
+    .await;
+    assert_eq!(one["session"], *first);
+    assert_eq!(one["recent_samples"], json!([]), "{one}");
+    let large = read(
+        "hub.memory.get_artifact",
+        json!({"artifact_id": first["artifact_id"]}),
+    )
+    .await;
+    assert_eq!(large["delivery"], "on_hub", "{large}");
+    assert_eq!(large["sha256"], hub.chunked["sha256"]);
+    assert_eq!(large["size_bytes"], hub.chunked["size_bytes"]);
+
+    let second = &hub.sessions[0];
+    let two = read(
+        "hub.memory.get_session",
+        json!({"session_id": second["session_id"]}),
+    )
+    .await;
+    assert_eq!(two["recent_samples"], hub.inline["artifact"]["samples"]);
+    let kept = read(
+        "hub.memory.get_artifact",
+        json!({"artifact_id": second["artifact_id"]}),
+    )
+    .await;
+    assert_eq!(kept["delivery"], "inline", "{kept}");
+    assert_eq!(kept["artifact"], hub.inline["artifact"]);
+    assert_eq!(kept["sha256"], hub.inline["sha256"]);
+    let chunk = read(
+        "hub.memory.get_artifact",
+        json!({"artifact_id": second["artifact_id"], "offset": 0, "length": 64}),
+    )
+    .await;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(chunk["data_base64"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(data.len(), 64);
+    assert_eq!(
+        hex::encode(sha2::Sha256::digest(&data)),
+        chunk["chunk_sha256"]
+    );
+
+    let (status, missing) = root
+        .rest_call(
+            lease,
+            "hub.memory.get_session",
+            json!({"session_id": uuid::Uuid::now_v7().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 404, "{missing}");
+    assert_eq!(missing["error"]["code"], "not_found");
+    // The live status has no evidence to answer from.
+    let (status, live) = root
+        .rest_call(lease, "hub.memory.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, &live["error"]["code"]),
+        (503, &json!("target_offline"))
+    );
+
+    let audit = root
+        .admin_get("/v1/root/mcp/audit?tool_id=hub.memory.list_incidents&limit=1")
+        .await
+        .unwrap();
+    let event = &audit["events"][0];
+    assert_eq!(event["status"], "ok", "{audit}");
+    assert_eq!(event["execution_adapter"], "root.evidence.list_incidents");
 }

@@ -15,7 +15,9 @@
 //!    write needs a `test` target whose hub has write scope `test-only`;
 //! 5. a tool of `infra_access_skill` (routed, or executed on root for the skill) needs the
 //!    skill installed and enabled by root and not switched off by the hub's owner;
-//! 6. a routed tool needs the target's hub connected;
+//! 6. a routed tool needs the target's hub connected, except a read root answers from the
+//!    evidence the hub published (a contract `offline`) for a tool the hub published when it
+//!    was last connected (`skill_disabled` otherwise);
 //! 7. a write's execute runs only with an unused confirmation from a preview of the same lease,
 //!    tool and arguments, once per idempotency key of the lease's lineage and tool (a rotation
 //!    keeps the lineage; the key used again with the same arguments is a replay that runs
@@ -70,6 +72,9 @@ pub struct Tool {
     pub environments: Vec<String>,
     /// Root executes it from its own records (no hub needed).
     pub on_root: bool,
+    /// A routed read root answers from the hub's published evidence while the hub is offline
+    /// (a contract `offline`).
+    pub offline_answer: bool,
     /// It belongs to `infra_access_skill` (routed to the skill's adapters, or executed on
     /// root for the skill).
     pub of_skill: bool,
@@ -108,6 +113,7 @@ fn load_catalog() -> Catalog {
                     })
                     .unwrap_or_default(),
                 on_root: executor,
+                offline_answer: c["offline"].as_str().is_some(),
                 of_skill: !executor || s("skill") == "infra_access_skill",
             },
         );
@@ -146,6 +152,9 @@ pub struct Target {
     pub enabled: bool,
     pub owner_on: bool,
     pub hub_running: bool,
+    /// Whether the hub published the skill's tools when it last stopped (root answers an
+    /// offline read only for a tool the hub published when it was last connected).
+    pub published_at_stop: bool,
     pub current: Commit,
     /// Deploys not rolled back, oldest first: `(commit before, commit deployed)`.
     pub deploys: Vec<(Commit, bool)>,
@@ -262,6 +271,7 @@ impl Default for Model {
                     enabled: true,
                     owner_on: true,
                     hub_running: spec.enrolled,
+                    published_at_stop: false,
                     current: None,
                     deploys: Vec::new(),
                     template: 0,
@@ -313,7 +323,14 @@ impl Model {
             return Err("skill_disabled");
         }
         if !c.on_root && !target.hub_running {
-            return Err("target_offline");
+            // Root answers a read with an `offline` adapter from the evidence the hub
+            // published, for a tool the hub published when it was last connected.
+            if !c.offline_answer {
+                return Err("target_offline");
+            }
+            if !target.published_at_stop {
+                return Err("skill_disabled");
+            }
         }
         Ok(())
     }
@@ -643,6 +660,9 @@ impl Model {
             }
             Step::StopHub { target } | Step::StartHub { target } => {
                 let t = &mut self.targets[target];
+                if t.hub_running {
+                    t.published_at_stop = t.open();
+                }
                 t.hub_running = !t.hub_running;
                 Expect::Done
             }

@@ -112,6 +112,17 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ToolError> {
     })
 }
 
+/// A read's answer from the hub itself: live (`evidence.source` "hub"; root answers from its
+/// copy while the hub is offline).
+fn live(mut answer: Value) -> Value {
+    answer["evidence"] = json!({
+        "source": "hub",
+        "as_of": mcp_shared::time::format(mcp_shared::time::now()),
+        "age_seconds": 0,
+    });
+    answer
+}
+
 /// `hub.memory.get_status`.
 pub fn status(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     args(arguments, &[])?;
@@ -176,14 +187,16 @@ pub fn list_sessions(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolE
         .machine
         .profiles
         .sessions(service_filter(map)?, state, limit(map)?)?;
-    Ok(json!({ "sessions": to_value(&sessions)? }))
+    Ok(live(json!({ "sessions": to_value(&sessions)? })))
 }
 
 /// `hub.memory.get_session`.
 pub fn get_session(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["session_id"])?;
     let (session, recent) = ctx.machine.profiles.session(id(map, "session_id")?)?;
-    Ok(json!({ "session": to_value(&session)?, "recent_samples": to_value(&recent)? }))
+    Ok(live(
+        json!({ "session": to_value(&session)?, "recent_samples": to_value(&recent)? }),
+    ))
 }
 
 /// `hub.memory.list_incidents`.
@@ -193,7 +206,7 @@ pub fn list_incidents(ctx: &HubContext, arguments: &Value) -> Result<Value, Tool
         .machine
         .profiles
         .incidents(service_filter(map)?, limit(map)?)?;
-    Ok(json!({ "incidents": to_value(&incidents)? }))
+    Ok(live(json!({ "incidents": to_value(&incidents)? })))
 }
 
 /// `hub.memory.list_artifacts`.
@@ -203,7 +216,7 @@ pub fn list_artifacts(ctx: &HubContext, arguments: &Value) -> Result<Value, Tool
         .machine
         .profiles
         .artifacts(service_filter(map)?, limit(map)?)?;
-    Ok(json!({ "artifacts": to_value(&artifacts)? }))
+    Ok(live(json!({ "artifacts": to_value(&artifacts)? })))
 }
 
 /// `hub.memory.get_artifact`.
@@ -212,7 +225,7 @@ pub fn get_artifact(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolEr
     let artifact_id = id(map, "artifact_id")?;
     let offset = number(map, "offset", 0..=u64::MAX)?;
     let length = number(map, "length", 1..=u64::MAX)?;
-    Ok(
+    Ok(live(
         match ctx.machine.profiles.artifact(artifact_id, offset, length)? {
             Delivery::Inline { meta, artifact } => json!({
                 "artifact_id": meta.artifact_id,
@@ -252,7 +265,7 @@ pub fn get_artifact(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolEr
                 })
             }
         },
-    )
+    ))
 }
 
 /// Runs a write once per idempotency key: a recorded key answers its first result (when the

@@ -1,5 +1,5 @@
 //! `[profiling]`: ProfileOps policy on this hub (incident thresholds, concurrent sessions,
-//! artifact delivery size).
+//! artifact delivery size, the artifacts that go to root as evidence).
 
 use serde::Deserialize;
 
@@ -19,6 +19,10 @@ fn default_max_concurrent_sessions() -> usize {
 
 fn default_artifact_inline_max_bytes() -> u64 {
     256 * 1024
+}
+
+fn default_evidence_artifact_max_bytes() -> u64 {
+    mcp_shared::profiling::EVIDENCE_CONTENT_MAX_BYTES
 }
 
 /// Largest `artifact_inline_max_bytes` (an answer must fit in one 1 MiB protocol frame).
@@ -43,6 +47,11 @@ pub struct ProfilingConfig {
     /// (and chunks of any) are delivered in chunks of at most this size (at least 1 KiB).
     #[serde(default = "default_artifact_inline_max_bytes")]
     pub artifact_inline_max_bytes: u64,
+    /// Artifacts up to this size go to root with their record (root keeps them and serves
+    /// them while the hub is offline); larger ones stay here only. 0 sends none; at most
+    /// 256 KiB (the largest root keeps).
+    #[serde(default = "default_evidence_artifact_max_bytes")]
+    pub evidence_artifact_max_bytes: u64,
 }
 
 impl Default for ProfilingConfig {
@@ -52,6 +61,7 @@ impl Default for ProfilingConfig {
             growth_threshold_percent: default_growth_threshold_percent(),
             max_concurrent_sessions: default_max_concurrent_sessions(),
             artifact_inline_max_bytes: default_artifact_inline_max_bytes(),
+            evidence_artifact_max_bytes: default_evidence_artifact_max_bytes(),
         }
     }
 }
@@ -73,6 +83,12 @@ impl ProfilingConfig {
         if !(1..=MAX_ARTIFACT_INLINE_BYTES).contains(&self.artifact_inline_max_bytes) {
             return bad(format!(
                 "artifact_inline_max_bytes must be between 1 and {MAX_ARTIFACT_INLINE_BYTES}"
+            ));
+        }
+        let most = mcp_shared::profiling::EVIDENCE_CONTENT_MAX_BYTES;
+        if self.evidence_artifact_max_bytes > most {
+            return bad(format!(
+                "evidence_artifact_max_bytes must be at most {most} (the largest artifact root keeps)"
             ));
         }
         Ok(())

@@ -31,6 +31,7 @@
 //!   [`KEEP_INCIDENTS`] incidents are kept.
 
 mod actor;
+mod evidence;
 mod sample;
 mod store;
 
@@ -50,6 +51,7 @@ use crate::context::HubContext;
 use crate::services::Mode;
 
 pub use actor::{Msg, OpsArgs, OpsState, ProfileOps};
+pub use evidence::{Change, frames as evidence_frames};
 pub use sample::{Growth, Sample, growth, sample};
 pub use store::{ArtifactMeta, Incident, Session, SessionState};
 use store::{Index, Shared};
@@ -134,6 +136,7 @@ impl Profiles {
                 index: Mutex::new(None),
                 live: Mutex::new(HashMap::new()),
                 epoch: Mutex::new(CancellationToken::new()),
+                evidence_seq: tokio::sync::watch::channel(0).0,
             }),
             actor: Mutex::new(None),
         }
@@ -188,6 +191,30 @@ impl Profiles {
 
     pub fn config(&self) -> &ProfilingConfig {
         &self.shared.config
+    }
+
+    /// Follows the evidence log's latest position (see [`evidence`]).
+    pub fn evidence_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.evidence_seq.subscribe()
+    }
+
+    /// The evidence log's epoch and latest position.
+    pub fn evidence_head(&self) -> Result<(String, u64), ToolError> {
+        self.shared
+            .with(|i| (i.evidence.epoch.clone(), i.evidence.seq))
+    }
+
+    /// The evidence log's epoch and the records changed after `after` (each small artifact
+    /// with its bytes), in log order.
+    pub fn evidence_after(&self, after: u64) -> Result<(String, Vec<Change>), ToolError> {
+        let max = self.shared.config.evidence_artifact_max_bytes;
+        let (epoch, changes) = self.shared.with(|i| {
+            let changes =
+                evidence::changes_after(i, after, |id| self.shared.artifact_path(id), max);
+            (i.evidence.epoch.clone(), changes)
+        })?;
+        // The files are read outside the index's lock.
+        Ok((epoch, changes.into_iter().map(Change::load).collect()))
     }
 
     /// Chunk size of chunked deliveries.

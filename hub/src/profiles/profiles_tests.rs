@@ -56,6 +56,7 @@ fn shared(dir: &Path, config: ProfilingConfig) -> Shared {
         index: Mutex::new(None),
         live: Mutex::new(HashMap::new()),
         epoch: Mutex::new(CancellationToken::new()),
+        evidence_seq: tokio::sync::watch::channel(0).0,
     }
 }
 
@@ -177,4 +178,111 @@ async fn a_session_left_running_is_interrupted_at_the_next_start() {
         "the samples file became the artifact"
     );
     ctx.machine.profiles.stop().await;
+}
+
+/// The evidence log: each change marks what it touched with the next position; root is sent
+/// what changed after its position, the small artifacts with their bytes, in batches that
+/// continue one another; an index of an earlier build starts a new epoch with everything.
+#[test]
+fn the_evidence_log_marks_changes_and_batches_them_for_root() {
+    use mcp_shared::profiling::EvidenceRecord;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = ProfilingConfig {
+        growth_threshold_bytes: 1000,
+        growth_threshold_percent: 1000.0,
+        evidence_artifact_max_bytes: 100_000,
+        ..ProfilingConfig::default()
+    };
+    let sh = shared(dir.path(), config.clone());
+    let (epoch, seq) = sh
+        .with(|i| (i.evidence.epoch.clone(), i.evidence.seq))
+        .expect("log");
+    assert!(!epoch.is_empty());
+    assert_eq!(seq, 0, "nothing recorded yet");
+    sh.update(|i| i.sessions.push(running("a", "web")))
+        .expect("a");
+    sh.update(|i| i.sessions.push(running("b", "web")))
+        .expect("b");
+    assert_eq!(*sh.evidence_seq.borrow(), 2);
+    // Unchanged records keep their marks; a changed one moves to the end.
+    sh.finish(
+        "a",
+        SessionState::Completed,
+        None,
+        vec![s(0, 1000), s(100, 5000)],
+    )
+    .expect("finish");
+    let path = |id: &str| sh.artifact_path(id);
+    let changes = sh
+        .with(|i| evidence::changes_after(i, 0, path, 100_000))
+        .expect("changes");
+    let order: Vec<(u64, &str)> = changes.iter().map(|c| (c.seq, c.record.kind())).collect();
+    assert_eq!(
+        order,
+        vec![
+            (2, "session"),
+            (3, "artifact"),
+            (4, "incident"),
+            (5, "session")
+        ],
+        "b, then what finishing a touched"
+    );
+    let after_b = sh
+        .with(|i| evidence::changes_after(i, 2, path, 100_000))
+        .expect("after");
+    assert_eq!(after_b.len(), 3);
+    let loaded: Vec<Change> = after_b.into_iter().map(Change::load).collect();
+    let EvidenceRecord::Artifact { meta, content } = &loaded[0].record else {
+        panic!("the artifact first");
+    };
+    let bytes = content.as_deref().expect("small: sent with its bytes");
+    assert_eq!(hex::encode(Sha256::digest(bytes.as_bytes())), meta.sha256);
+    // Over the limit, the record goes without its bytes.
+    let big = sh
+        .with(|i| evidence::changes_after(i, 2, path, 10))
+        .expect("changes");
+    let EvidenceRecord::Artifact { content, .. } =
+        &big.into_iter().next().expect("one").load().record
+    else {
+        panic!("the artifact first");
+    };
+    assert_eq!(*content, None);
+
+    // Batches continue one another and end at the last change.
+    let batches = evidence::frames(&epoch, 1, loaded);
+    assert_eq!(batches.len(), 1);
+    assert_eq!((batches[0].after, batches[0].upto), (1, 5));
+
+    // An index without a log (an earlier build's) starts a new epoch with every record.
+    let mut old: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(sh.index_path()).expect("index")).expect("json");
+    old.as_object_mut().expect("object").remove("evidence");
+    std::fs::write(sh.index_path(), old.to_string()).expect("write");
+    let again = shared(dir.path(), config);
+    let (epoch2, seq2) = again
+        .with(|i| (i.evidence.epoch.clone(), i.evidence.seq))
+        .expect("log");
+    assert_ne!(epoch2, epoch);
+    assert_eq!(seq2, 4, "two sessions, an artifact and an incident");
+}
+
+#[test]
+fn evidence_batches_stay_inside_a_frame() {
+    use mcp_shared::profiling::EvidenceRecord;
+    let changes: Vec<Change> = (1..=600)
+        .map(|n| Change {
+            seq: n,
+            record: EvidenceRecord::Session(running(&format!("s-{n}"), "web")),
+            content_of: None,
+        })
+        .collect();
+    let batches = evidence::frames("e", 0, changes);
+    assert_eq!(batches.len(), 3, "at most 256 records each");
+    assert_eq!((batches[0].after, batches[0].upto), (0, 256));
+    assert_eq!((batches[1].after, batches[1].upto), (256, 512));
+    assert_eq!((batches[2].after, batches[2].upto), (512, 600));
+    for b in &batches {
+        let frame = serde_json::to_string(b).expect("json");
+        assert!(frame.len() < mcp_shared::protocol::MAX_FRAME_BYTES);
+    }
 }

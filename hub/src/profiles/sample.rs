@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::services::kb_field;
+pub use mcp_shared::profiling::Growth;
 
 /// One memory sample of a process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,21 +44,6 @@ pub fn sample(pid: u32, t_ms: u64) -> Option<Sample> {
         swap_bytes: kb_field(&status, "VmSwap"),
         source: "status".into(),
     })
-}
-
-/// RSS growth over a session's window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Growth {
-    pub start_rss_bytes: u64,
-    pub end_rss_bytes: u64,
-    pub peak_rss_bytes: u64,
-    /// `end - start` (negative when it shrank).
-    pub growth_bytes: i64,
-    /// Of `start`; `None` when `start` is 0.
-    pub growth_percent: Option<f64>,
-    /// Least-squares slope of RSS over time; `None` with fewer than two samples.
-    pub slope_bytes_per_sec: Option<f64>,
 }
 
 /// Growth of `samples` (`None` when there are none).

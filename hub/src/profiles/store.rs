@@ -14,108 +14,25 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ProfilingConfig;
-use crate::services::Mode;
+pub use mcp_shared::profiling::{ArtifactMeta, Incident, Session, SessionState};
 
+use super::evidence::EvidenceLog;
 use super::sample::{Growth, Sample, growth};
 use super::{
     ARTIFACT_FORMAT, INDEX_FILE, KEEP_INCIDENTS, KEEP_SESSIONS, internal, lock, not_found, now,
     summary,
 };
 
-/// Where a session is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionState {
-    Running,
-    /// Sampled for its whole duration.
-    Completed,
-    /// Stopped by `hub.memory.stop_profile`.
-    Stopped,
-    /// The process went away (exited, restarted) before the end.
-    Failed,
-    /// The hub stopped while it ran.
-    Interrupted,
-}
-
-impl SessionState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SessionState::Running => "running",
-            SessionState::Completed => "completed",
-            SessionState::Stopped => "stopped",
-            SessionState::Failed => "failed",
-            SessionState::Interrupted => "interrupted",
-        }
-    }
-}
-
-/// One profiling session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Session {
-    pub session_id: String,
-    pub service: String,
-    pub mode: Mode,
-    pub interval_ms: u64,
-    pub duration_sec: u64,
-    pub state: SessionState,
-    /// RFC 3339.
-    pub started_at: String,
-    pub ended_at: Option<String>,
-    /// The process sampled.
-    pub pid: Option<u32>,
-    /// Samples taken so far.
-    pub samples: u64,
-    /// The session this one retries.
-    pub retry_of: Option<String>,
-    pub artifact_id: Option<String>,
-    pub incident_ids: Vec<String>,
-    pub growth: Option<Growth>,
-    /// When it was last published to root (RFC 3339).
-    pub published_at: Option<String>,
-    /// Why it failed or was interrupted.
-    pub error: Option<String>,
-}
-
-/// A memory-growth incident.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Incident {
-    pub incident_id: String,
-    pub session_id: String,
-    pub service: String,
-    /// Always `memory_growth`.
-    pub kind: String,
-    pub raised_at: String,
-    pub window_started_at: String,
-    pub window_ended_at: String,
-    pub growth_bytes: i64,
-    pub growth_percent: Option<f64>,
-    pub threshold_bytes: u64,
-    pub threshold_percent: f64,
-    pub detail: String,
-}
-
-/// An artifact's record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ArtifactMeta {
-    pub artifact_id: String,
-    pub session_id: String,
-    pub service: String,
-    pub created_at: String,
-    pub size_bytes: u64,
-    /// Hex SHA-256 of the file's bytes.
-    pub sha256: String,
-}
-
-/// `index.json`; every list oldest first.
+/// `index.json`; every list oldest first. Read tolerantly: an index a later build wrote
+/// still loads after a downgrade.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct Index {
     pub(super) sessions: Vec<Session>,
     pub(super) incidents: Vec<Incident>,
     pub(super) artifacts: Vec<ArtifactMeta>,
+    /// What root has yet to hear of (see [`super::evidence`]).
+    #[serde(default)]
+    pub(super) evidence: EvidenceLog,
 }
 
 /// What readers and the actor share.
@@ -129,6 +46,8 @@ pub(super) struct Shared {
     /// Parent of every sampler's cancellation: a new ProfileOps actor cancels the samplers
     /// its failed predecessor left running.
     pub(super) epoch: Mutex<CancellationToken>,
+    /// The evidence log's latest position, for the channel to follow.
+    pub(super) evidence_seq: tokio::sync::watch::Sender<u64>,
 }
 
 impl Shared {
@@ -164,6 +83,11 @@ impl Shared {
                     )));
                 }
             };
+            let mut index: Index = index;
+            if index.evidence.epoch.is_empty() {
+                EvidenceLog::start(&mut index);
+            }
+            self.evidence_seq.send_replace(index.evidence.seq);
             *guard = Some(index);
         }
         Ok(f(guard.get_or_insert_with(Index::default)))
@@ -175,8 +99,11 @@ impl Shared {
             let mut next = index.clone();
             let out = change(&mut next);
             self.prune(&mut next);
+            EvidenceLog::mark(index, &mut next);
             self.write_index(&next)?;
+            let seq = next.evidence.seq;
             *index = next;
+            self.evidence_seq.send_replace(seq);
             Ok(out)
         })?
     }

@@ -46,6 +46,7 @@ use tokio::sync::watch;
 use crate::config::{HubConfig, ServiceConfig};
 
 pub use capped_log::CappedLog;
+pub use mcp_shared::profiling::Mode;
 pub use process::{cpu_seconds, kb_field, rss_bytes};
 pub use supervisor::{Msg, ServiceSupervisor, SupervisorArgs, SupervisorState};
 
@@ -71,23 +72,6 @@ impl ServiceState {
             ServiceState::Exited => "exited",
             ServiceState::Stopped => "stopped",
             ServiceState::Failed => "failed",
-        }
-    }
-}
-
-/// Which argv a service runs: `argv` (normal) or `profiling_argv` (profiling).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    Normal,
-    Profiling,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Normal => "normal",
-            Mode::Profiling => "profiling",
         }
     }
 }

@@ -803,12 +803,7 @@ pub(crate) async fn dispatch(
             event.execution_adapter = Some(name.clone());
             crate::call::executors::run(app, ctx, entry, name, input, event).await
         }
-        None => {
-            let target = ctx.lease.lease().target_id.clone();
-            let (adapter, result) = route_retrying(app, ctx, entry, &target, input, event).await;
-            event.execution_adapter = Some(adapter.unwrap_or_else(|| "root.router".into()));
-            result
-        }
+        None => routed(app, ctx, entry, input, event).await,
     };
     // Redaction in depth: whatever the adapter redacted, root applies the contract's rules and
     // its own before a result leaves it.
@@ -821,6 +816,43 @@ pub(crate) async fn dispatch(
         );
         value
     })
+}
+
+/// A routed call: to the lease's target, or, for a read with an `offline` adapter while the
+/// target is offline (before routing, or found so by the route), answered on root from the
+/// evidence its hub published.
+async fn routed(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    input: crate::call::executors::ExecInput,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let target = ctx.lease.lease().target_id.clone();
+    let offline = entry.contract.offline.as_deref();
+    let answer_on_root = |event: &mut OperationalEvent, name: &str| {
+        event.execution_adapter = Some(name.to_owned());
+    };
+    if let Some(name) = offline
+        && app
+            .hubs
+            .targets
+            .get(&target)
+            .is_some_and(|d| d.status == mcp_shared::target::TargetStatus::Offline)
+    {
+        answer_on_root(event, name);
+        return crate::call::executors::evidence::run(app, ctx, name, &input).await;
+    }
+    let kept = offline.map(|_| input.clone());
+    let (adapter, result) = route_retrying(app, ctx, entry, &target, input, event).await;
+    event.execution_adapter = Some(adapter.unwrap_or_else(|| "root.router".into()));
+    match (result, offline, kept) {
+        (Err(e), Some(name), Some(input)) if e.code == ErrorCode::TargetOffline => {
+            answer_on_root(event, name);
+            crate::call::executors::evidence::run(app, ctx, name, &input).await
+        }
+        (result, ..) => result,
+    }
 }
 
 fn validate(validator: &jsonschema::Validator, value: &Value) -> Result<(), Vec<String>> {

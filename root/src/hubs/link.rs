@@ -250,7 +250,8 @@ impl Actor for Link {
                         });
                     }
                 }
-                HubToRoot::Heartbeat => {}
+                // The connection hands evidence to its intake (`hubs::evidence`), never here.
+                HubToRoot::Heartbeat | HubToRoot::Evidence(_) => {}
                 HubToRoot::ProtocolError { message } => {
                     tracing::warn!(target_id = %state.args.target_id, %message, in_reply_to = ?env.in_reply_to, "hub reported a protocol error");
                     let Some(frame_id) = env.in_reply_to else {

@@ -1,7 +1,8 @@
 //! Managed targets on root: enrolments (an enrolled target with its signing keys and skill
 //! gate), the directory of their descriptors, the link (router session) of each connected
-//! hub, and their lifecycle timeline. The WebSocket endpoint hubs dial is `api::hub_link`.
+//! hub, their lifecycle timeline, and the evidence hubs publish. The WebSocket endpoint hubs dial is `api::hub_link`.
 
+pub mod evidence;
 pub mod identity;
 pub mod link;
 pub mod router;

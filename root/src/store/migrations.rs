@@ -246,6 +246,24 @@ pub(super) const MIGRATIONS: &[&str] = &[
     )",
     "CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, created_at)",
     "CREATE INDEX IF NOT EXISTS tasks_status ON tasks (status, replica)",
+    // ProfileOps evidence hubs publish (hubs::evidence): each record as the hub last sent it
+    // (an artifact's bytes beside it when small), and how far root holds each hub's log.
+    "CREATE TABLE IF NOT EXISTS evidence (
+        target_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        item_id TEXT NOT NULL,
+        service TEXT NOT NULL,
+        record TEXT NOT NULL,
+        content TEXT,
+        received_at BIGINT NOT NULL,
+        PRIMARY KEY (target_id, kind, item_id)
+    )",
+    "CREATE TABLE IF NOT EXISTS evidence_cursors (
+        target_id TEXT PRIMARY KEY,
+        epoch TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        synced_at BIGINT NOT NULL
+    )",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

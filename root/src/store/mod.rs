@@ -67,6 +67,7 @@ macro_rules! on_pool {
 
 mod audit;
 mod descriptors;
+mod evidence;
 mod leases;
 mod migrations;
 mod oauth;
@@ -81,6 +82,7 @@ mod zone;
 
 pub use audit::*;
 pub use descriptors::*;
+pub use evidence::*;
 pub use leases::*;
 pub use oauth::*;
 pub use operators::*;

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::protocol::{
-    self, Envelope, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub, feature,
+    self, Envelope, Evidence, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub, feature,
 };
 use mcp_shared::target::{ManagedTargetDescriptor, TargetStatus};
 use mcp_shared::time::{now, unix_ms};
@@ -29,7 +29,7 @@ use crate::hubs::link::{self, Link};
 use crate::hubs::timeline::LifecycleKind;
 use crate::net::tls::TlsPeer;
 
-use crate::hubs::{HEARTBEAT_INTERVAL, OUTBOUND_QUEUE, router};
+use crate::hubs::{HEARTBEAT_INTERVAL, OUTBOUND_QUEUE, evidence, router};
 
 pub mod door;
 pub mod frames;
@@ -227,11 +227,25 @@ async fn serve(
     let target_id = greeted.enrolment.row.target_id.clone();
     let subnet_id = greeted.enrolment.row.subnet_id.clone();
     let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
-    let (session, session_done, connection_id) = open_link(&app, &greeted, &out_tx).await?;
+    let intake = open_intake(&app, &greeted).await;
+    let cursor = intake.as_ref().map(|(_, c)| c.clone());
+    let (session, session_done, connection_id) = open_link(&app, &greeted, &out_tx, cursor).await?;
+    let evidence = intake.map(|(intake, _)| take_evidence(intake));
     let (sink, stream) = socket.split();
     let (tell_writer, closing_rx) = tokio::sync::oneshot::channel();
     let writer = tokio::spawn(frames::write(sink, out_rx, closing_rx));
-    let closing = relay(&app, &greeted, stream, &out_tx, &session, session_done).await;
+    let closing = relay(
+        &app,
+        &greeted,
+        stream,
+        &out_tx,
+        &session,
+        session_done,
+        evidence.as_ref(),
+    )
+    .await;
+    // The intake stores what is queued, then records when root's copy was last complete.
+    drop(evidence);
     tracing::info!(%target_id, "hub disconnected");
     app.hubs.timeline.record(
         &target_id,
@@ -384,13 +398,63 @@ fn understood(app: &App, announced: &[String], feature: &str) -> bool {
             .any(|f| f == feature)
 }
 
+/// The evidence intake of a hub that announced the `evidence` feature (when this root takes
+/// it), and how far root holds the hub's evidence (`welcome` tells it). A store that cannot
+/// say leaves the connection without evidence: the hub sends it on a later one.
+async fn open_intake(
+    app: &App,
+    greeted: &Greeted,
+) -> Option<(evidence::Intake, mcp_shared::profiling::EvidenceCursor)> {
+    if !understood(app, &greeted.features, feature::EVIDENCE) {
+        return None;
+    }
+    let target_id = &greeted.enrolment.row.target_id;
+    match evidence::Intake::open(app.store.clone(), target_id, &app.catalog.contracts).await {
+        Ok(opened) => Some(opened),
+        Err(e) => {
+            tracing::warn!(%target_id, error = %e, "cannot read how far root holds the hub's evidence; none taken on this connection");
+            None
+        }
+    }
+}
+
+/// Stores a connection's evidence batches in the order the hub sent them, on a task of its
+/// own (the connection never waits for the store); when the connection drops the sender,
+/// records that root's copy was complete until then.
+fn take_evidence(mut intake: evidence::Intake) -> mpsc::UnboundedSender<Evidence> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Evidence>();
+    tokio::spawn(async move {
+        while let Some(batch) = rx.recv().await {
+            let (records, upto) = (batch.records.len(), batch.upto);
+            match intake.take(batch).await {
+                evidence::Taken::Stored { kept, refused } => {
+                    tracing::debug!(target_id = %intake.target_id(), kept, upto, "hub evidence stored");
+                    for why in refused {
+                        tracing::warn!(target_id = %intake.target_id(), %why, "hub evidence record refused");
+                    }
+                }
+                evidence::Taken::Gap { held, after } => {
+                    tracing::warn!(target_id = %intake.target_id(), ?held, after, records, "hub evidence batch does not continue what root holds; not stored (the hub sends it again on its next connection)");
+                }
+                evidence::Taken::Failed(why) => {
+                    tracing::error!(target_id = %intake.target_id(), %why, "hub evidence not stored; taken again on the hub's next connection");
+                }
+            }
+        }
+        intake.close().await;
+    });
+    tx
+}
+
 /// Starts the connection's link (router session), stores and publishes what the hub
-/// registered, attaches the link so calls reach it, welcomes the hub and pushes root's
-/// desired skill state to it. Returns the link, its end and this connection's id.
+/// registered, attaches the link so calls reach it, welcomes the hub (with how far root holds
+/// its evidence, for a hub that sends it) and pushes root's desired skill state to it.
+/// Returns the link, its end and this connection's id.
 async fn open_link(
     app: &Arc<App>,
     greeted: &Greeted,
     out_tx: &mpsc::Sender<String>,
+    evidence: Option<mcp_shared::profiling::EvidenceCursor>,
 ) -> anyhow::Result<(
     ractor::ActorRef<link::Msg>,
     ractor::concurrency::JoinHandle<()>,
@@ -454,6 +518,7 @@ async fn open_link(
                 } else {
                     mcp_shared::protocol::announce(app.config.protocol_features.as_deref())
                 },
+                evidence,
             },
             Some(greeted.hello_id.clone()),
         ))
@@ -518,6 +583,7 @@ async fn relay(
     out_tx: &mpsc::Sender<String>,
     session: &ractor::ActorRef<link::Msg>,
     session_done: ractor::concurrency::JoinHandle<()>,
+    evidence: Option<&mpsc::UnboundedSender<Evidence>>,
 ) -> frames::Closing {
     let target_id = &greeted.enrolment.row.target_id;
     let environment = &greeted.enrolment.row.environment;
@@ -598,6 +664,22 @@ async fn relay(
                     app.hubs
                         .last_frame
                         .insert(target_id.clone(), std::time::Instant::now());
+                    // Evidence goes to the intake, never through the link (calls' path).
+                    let env = match (env.body, evidence) {
+                        (HubToRoot::Evidence(batch), Some(intake)) => {
+                            let _ = intake.send(batch);
+                            continue;
+                        }
+                        (HubToRoot::Evidence(_), None) => {
+                            let message = "this root takes no evidence on this connection (feature `evidence` not agreed)".to_owned();
+                            let _ = out_tx.try_send(encode(
+                                RootToHub::ProtocolError { message },
+                                Some(env.id),
+                            ));
+                            continue;
+                        }
+                        (body, _) => Envelope { body, ..env },
+                    };
                     if session
                         .send_message(link::Msg::Frame(Box::new(env)))
                         .is_err()

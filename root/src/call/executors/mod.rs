@@ -11,11 +11,14 @@
 //!   from the target directory, router pressure, the audit trail and retained summaries.
 //! - [`retained`]: `root.retained.memory_profiles` serves what hubs published (a contract's
 //!   `retain`), with no hub round trip.
+//! - [`evidence`]: `root.evidence.*` answer the ProfileOps reads while the target is offline
+//!   (a contract's `offline`), from the evidence its hub published.
 //!
 //! The table in [`run`] maps adapter names to code; `catalog` refuses a contract naming an
 //! adapter that is not in [`crate::catalog::ROOT_EXECUTORS`].
 
 pub mod access_tokens;
+pub mod evidence;
 pub mod logs;
 pub mod retained;
 pub mod subnet;
