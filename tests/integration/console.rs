@@ -589,9 +589,19 @@ async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
         .unwrap();
     assert_eq!(ev["actor"]["audience"], "operator-console");
     assert_eq!(ev["actor"]["capability_profile"], "InfraOpsRead");
-    // The reader lease is reused and listed like any other.
+    // The reader lease is reused and listed like any other; the inspector's typed feeds are
+    // reads it is granted too.
     let res = read("hub.get_runtime_summary").send().await.unwrap();
     assert_eq!(res.status(), 200);
+    for tool in [
+        "hub.get_operational_surface",
+        "hub.get_activity_log",
+        "hub.get_capability_usage_summary",
+        "root.get_subnet_timeline",
+    ] {
+        let body: Value = read(tool).send().await.unwrap().json().await.unwrap();
+        assert_eq!(body["ok"], true, "{tool}: {body}");
+    }
     let sessions = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
     let readers: Vec<_> = sessions["sessions"]
         .as_array()
@@ -832,6 +842,24 @@ impl Browser {
         Ok(self.c().execute(script, vec![]).await?)
     }
 
+    /// Fails if the page shows raw JSON: a `pre.json` block, or text that reads like a JSON
+    /// object dump (`{"` or an object opening `{ "key":`, compact or pretty-printed).
+    async fn no_raw_json(&self, page: &str) -> anyhow::Result<()> {
+        let found = self
+            .js(r#"const text = document.getElementById('page').innerText;
+                const m = text.match(/[{\[]\s*"[^"\n]{0,200}"\s*:/) || text.match(/\{"/);
+                return {
+                  pre: document.querySelectorAll('pre.json').length,
+                  dump: m ? text.slice(Math.max(0, m.index - 80), m.index + 120) : null,
+                };"#)
+            .await?;
+        ensure!(
+            found["pre"] == json!(0) && found["dump"].is_null(),
+            "the {page} page shows raw JSON: {found}"
+        );
+        Ok(())
+    }
+
     async fn close(mut self) {
         if let Some(c) = self.client.take() {
             let _ = c.close().await;
@@ -869,7 +897,9 @@ async fn console_in_a_real_browser() {
         root.stop().await;
         return;
     };
-    let res = scenario(&mut b, &root).await;
+    // The scenario stops the hub near its end (the inspector of an offline target).
+    let mut hub = Some(hub);
+    let res = scenario(&mut b, &root, &mut hub).await;
     if res.is_err() {
         let _ = b.shot("zz-failure").await;
         if let Ok(text) = b.js("return document.body.innerText").await {
@@ -882,7 +912,9 @@ async fn console_in_a_real_browser() {
     let saved = b.saved.clone();
     let shots = b.shots.clone();
     b.close().await;
-    hub.stop().await;
+    if let Some(hub) = hub {
+        hub.stop().await;
+    }
     root.stop().await;
     println!(
         "console screenshots ({}) in {}",
@@ -892,7 +924,11 @@ async fn console_in_a_real_browser() {
     res.unwrap();
 }
 
-async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
+async fn scenario(
+    b: &mut Browser,
+    root: &TestRoot,
+    hub: &mut Option<mcp_tests::TestHub>,
+) -> anyhow::Result<()> {
     let base = root.handle().base_url();
     // Log in.
     b.c().goto(&format!("{base}/ui/")).await?;
@@ -919,6 +955,7 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     b.text_contains(row, "enabled").await?;
     b.text_contains("#ov-connected", "1 / 1").await?;
     b.shot("02-overview").await?;
+    b.no_raw_json("overview").await?;
 
     // Sessions: the MCP Server dialog issues a lease and shows the bearer once.
     b.click("#nav-sessions").await?;
@@ -991,7 +1028,10 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     b.text_contains("#detail-dry-run", "no").await?;
     b.text_contains("#detail-linked", "this event").await?;
     b.text_contains("#event-detail", "Redactions").await?;
+    // The request body reads as fields, not JSON.
+    b.text_contains("#detail-request", "hub.get_status").await?;
     b.shot("04-requests-event").await?;
+    b.no_raw_json("requests").await?;
 
     // A ProfileOps session on the leaking service, run to its end by a control lease.
     let (_, profiler) = root.lease("hub:ui-alpha", "ProfileOpsControl", 600).await?;
@@ -1044,6 +1084,7 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     b.js("document.getElementById('inspect-profiles').scrollIntoView(); return null")
         .await?;
     b.shot("05b-target-profileops").await?;
+    typed_feeds(b, root).await?;
     b.click("#skill-disable-infra_access_skill").await?;
     b.text_contains("#skill-state", "disabled").await?;
     b.text_contains("#published-count", "0").await?;
@@ -1129,7 +1170,15 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
         "brighten the hallway lamp",
     )
     .await?;
+    // The arguments read as fields, not JSON.
+    b.text_contains(&format!("{card} details.arguments"), "Arguments")
+        .await?;
+    b.js("document.querySelectorAll('details').forEach((d) => { d.open = true; }); return null")
+        .await?;
+    b.text_contains(&format!("{card} details.arguments"), "add_examples")
+        .await?;
     b.shot("07-approvals").await?;
+    b.no_raw_json("approvals").await?;
     b.click(&format!("#approve-{approve_id}")).await?;
     b.gone(&card).await?;
     b.find(&format!(
@@ -1154,6 +1203,7 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     .await?;
     b.text_contains("#approvals-pending", "No approval is waiting")
         .await?;
+    b.no_raw_json("approvals").await?;
     let (s, done) = root
         .rest_call(
             &author,
@@ -1194,6 +1244,7 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
         "a revoked lease still calls: {after:?}"
     );
     b.shot("09-sessions-revoked").await?;
+    b.no_raw_json("sessions").await?;
     drop(client);
 
     // The remaining pages.
@@ -1203,17 +1254,21 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     b.text_contains("#page-failures", "sdk.get_metadata")
         .await?;
     b.shot("10-failures").await?;
+    b.no_raw_json("failures").await?;
     b.click("#nav-usage").await?;
     b.find("tr[data-key='hub.get_status']").await?;
     b.find("svg.chart").await?;
     b.shot("11-usage").await?;
+    b.no_raw_json("usage").await?;
     b.click("#nav-policy").await?;
     b.find("article[data-profile='InfraOpsRead']").await?;
     b.text_contains("#page-policy", "test-only").await?;
     b.shot("12-policy").await?;
+    b.no_raw_json("policy").await?;
     b.click("#nav-integrity").await?;
     b.text_contains("#verify-verdict", "Chain intact").await?;
     b.shot("13-integrity").await?;
+    b.no_raw_json("integrity").await?;
 
     // Phone width: the navigation folds behind the menu button.
     b.c().set_window_size(390, 844).await?;
@@ -1226,6 +1281,44 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     b.find(call_row).await?;
     b.shot("15-phone-requests").await?;
 
+    // The hub goes away: its panels say so once each, root's own records still answer.
+    b.c().set_window_size(1366, 1000).await?;
+    hub.take().context("the hub runs")?.stop().await;
+    eventually("root sees the hub offline", async || {
+        let hubs = root.admin_get("/v1/root/hubs").await?;
+        Ok(hubs["targets"][0]["status"] == "offline")
+    })
+    .await?;
+    b.click("#nav-targets").await?;
+    b.text_contains("#inspect-status", "offline").await?;
+    b.find("#inspect-offline").await?;
+    b.text_contains("#transport-pressure", "no connection")
+        .await?;
+    for panel in [
+        "#inspect-surface",
+        "#inspect-usage",
+        "#inspect-activity",
+        "#inspect-health",
+        "#inspect-profiles",
+    ] {
+        b.text_contains(&format!("{panel} .unavailable"), "hub:ui-alpha is offline")
+            .await?;
+    }
+    b.find("#inspect-timeline tr[data-kind='disconnected'][data-target='hub:ui-alpha']")
+        .await?;
+    b.text_contains("#subnet-health", "").await?;
+    b.find("#inspect-tokens table").await?;
+    b.find("#inspect-history table").await?;
+    let errors = b
+        .js("return [...document.querySelectorAll('#page-targets .error')].map((e) => e.innerText)")
+        .await?;
+    ensure!(
+        errors == json!([]),
+        "errors on the offline target's page: {errors}"
+    );
+    b.shot("16-target-offline").await?;
+    b.no_raw_json("offline target").await?;
+
     // Log out: the login form is back and the API refuses the old session.
     b.click("#logout").await?;
     b.find("#login-form").await?;
@@ -1234,6 +1327,90 @@ async fn scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
         .await?;
     ensure!(status == json!(401), "{status}");
     Ok(())
+}
+
+/// The inspector's typed feeds show what the hub and root report: transport pressure as
+/// labelled numbers, the hub's surface joined with the contracts, its activity log and usage
+/// naming the client's earlier `hub.get_status` call (the count the hub itself reports), and
+/// the subnet timeline with the hub's `connected` event.
+async fn typed_feeds(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
+    let pressure = b
+        .text_contains("#transport-pressure", "Pending commands")
+        .await?;
+    for label in ["Queue depth", "Pending calls", "Pending commands"] {
+        let n = pressure
+            .split(label)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .with_context(|| format!("no `{label}` in `{pressure}`"))?;
+        ensure!(
+            n.parse::<u64>().is_ok(),
+            "{label} is not a number: `{pressure}`"
+        );
+    }
+    b.find("#inspect-surface tr[data-tool='hub.get_status'][data-published='true']")
+        .await?;
+    // Side effect and capability come from the contract, writes from the hub's adapter.
+    let apply = "#inspect-surface tr[data-tool='nlu_authoring.apply_change']";
+    for want in ["published", "write", "nlu.author", "yes"] {
+        b.text_contains(apply, want).await?;
+    }
+    // The newest calls are the inspector's own reads and the profiler's polls: the tool
+    // filter finds the client's call.
+    b.find("#inspect-activity tr[data-tool='hub.memory.get_session'][data-status='ok']")
+        .await?;
+    b.find("#activity-tool")
+        .await?
+        .select_by_value("hub.get_status")
+        .await?;
+    b.find("#inspect-activity tr[data-tool='hub.get_status'][data-status='ok']")
+        .await?;
+    b.gone("#inspect-activity tr:not([data-tool='hub.get_status'])[data-tool]")
+        .await?;
+    b.find("#inspect-usage tr[data-capability='infra.read.status']")
+        .await?;
+    let chart = b
+        .js("return document.querySelector('#usage-chart svg.bar-chart').textContent")
+        .await?;
+    ensure!(
+        chart
+            .as_str()
+            .is_some_and(|t| t.contains("hub.memory.get_session")),
+        "the usage chart: {chart}"
+    );
+    let shown = b
+        .find("#inspect-usage tr[data-tool='hub.get_status'] .calls")
+        .await?
+        .text()
+        .await?;
+    let (_, reader) = root.lease("hub:ui-alpha", "InfraOpsRead", 60).await?;
+    let (s, usage) = root
+        .rest_call(&reader, "hub.get_capability_usage_summary", json!({}))
+        .await?;
+    ensure!(s == 200, "{usage}");
+    let calls = usage["result"]["tools"]
+        .as_array()
+        .context("tools")?
+        .iter()
+        .find(|t| t["tool_id"] == "hub.get_status")
+        .map(|t| t["calls"].to_string())
+        .with_context(|| format!("no hub.get_status in {usage}"))?;
+    ensure!(
+        shown == calls,
+        "the panel shows {shown} calls, the hub {calls}"
+    );
+    b.find("#inspect-timeline tr[data-kind='connected'][data-target='hub:ui-alpha']")
+        .await?;
+    b.js("document.getElementById('inspect-surface').scrollIntoView(); return null")
+        .await?;
+    b.shot("05c-target-surface").await?;
+    b.js("document.getElementById('inspect-usage').scrollIntoView(); return null")
+        .await?;
+    b.shot("05d-target-usage").await?;
+    b.js("document.getElementById('inspect-timeline').scrollIntoView(); return null")
+        .await?;
+    b.shot("05e-target-timeline").await?;
+    b.no_raw_json("targets").await
 }
 
 /// An OAuth client's sign-in approved in the console: the browser opens the client's

@@ -107,13 +107,54 @@ export function table(columns, rows, opts = {}) {
     rows.length === 0 ? h('p', { class: 'muted empty' }, opts.empty || 'Nothing here yet.') : null);
 }
 
-/** Pretty JSON in a <pre>. */
-export function json(v) {
-  return h('pre', { class: 'json' }, JSON.stringify(v, null, 2));
-}
-
 export function kv(pairs) {
   return h('dl', { class: 'kv' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', null, k), h('dd', null, v)]));
+}
+
+// Readable renderings of API values. Operators read arguments, effects and request bodies;
+// the console never shows them as JSON text.
+
+const MAX_DEPTH = 6;
+const isScalar = (v) => v === null || typeof v !== 'object';
+const isRecord = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** A value as one line of plain text (for diff lines and table cells): `a: 1, b: x`. */
+export function plainText(v) {
+  if (v === null || v === undefined) return '—';
+  if (typeof v === 'boolean') return v ? 'yes' : 'no';
+  if (isScalar(v)) return String(v);
+  if (Array.isArray(v)) return v.length ? v.map(plainText).join(', ') : 'none';
+  const e = Object.entries(v);
+  return e.length ? e.map(([k, x]) => `${k}: ${isScalar(x) ? plainText(x) : `(${plainText(x)})`}`).join(', ') : 'empty';
+}
+
+/** The columns of a list of flat records with few keys, or null when a table would not fit. */
+function recordColumns(list) {
+  if (!list.every((r) => isRecord(r) && Object.values(r).every(isScalar))) return null;
+  const keys = [...new Set(list.flatMap((r) => Object.keys(r)))];
+  return keys.length > 0 && keys.length <= 8 ? keys : null;
+}
+
+/**
+ * A JSON value as markup: scalars as text, objects as nested key/value lists, lists of flat
+ * records as tables, lists of scalars as chips; deeper than a few levels, a summary.
+ */
+export function valueView(v, depth = 0) {
+  if (v === null || v === undefined) return h('span', { class: 'muted' }, '—');
+  if (typeof v === 'string') return v.includes('\n') ? h('pre', { class: 'text' }, v) : v;
+  if (isScalar(v)) return plainText(v);
+  if (Array.isArray(v)) {
+    if (v.length === 0) return h('span', { class: 'muted' }, 'none');
+    if (depth >= MAX_DEPTH) return h('span', { class: 'muted' }, `list of ${v.length} items`);
+    if (v.every(isScalar)) return h('span', { class: 'chips' }, v.map((x) => h('span', { class: 'chip' }, plainText(x))));
+    const cols = recordColumns(v);
+    if (cols) return table(cols.map((k) => ({ label: k, cell: (r) => plainText(r[k]) })), v, { class: 'values' });
+    return h('ol', { class: 'values' }, v.map((x) => h('li', null, valueView(x, depth + 1))));
+  }
+  const entries = Object.entries(v);
+  if (entries.length === 0) return h('span', { class: 'muted' }, 'empty');
+  if (depth >= MAX_DEPTH) return h('span', { class: 'muted' }, `object with ${entries.length} fields`);
+  return h('dl', { class: 'kv nested' }, entries.map(([k, x]) => [h('dt', null, k), h('dd', null, valueView(x, depth + 1))]));
 }
 
 let toastTimer = null;

@@ -1,7 +1,7 @@
 // Approvals: pending writes that need an operator (NLU changes and any contract with
 // `requires_approval`) with their preview (the diff when there is one); approve or reject.
 
-import { h, badge, clear, panel, table, fmtTime, json, toast } from '../dom.js';
+import { h, badge, clear, panel, table, fmtTime, plainText, valueView, toast } from '../dom.js';
 import { get, raw } from '../api.js';
 
 export const title = 'Approvals';
@@ -15,14 +15,14 @@ function listDiff(label, before, after) {
   const b = new Set(before);
   const a = new Set(after);
   return [
-    ...before.map((x) => (a.has(x) ? diffLine(`  ${label}: ${x}`, null) : diffLine(`- ${label}: ${x}`, 'del'))),
-    ...after.filter((x) => !b.has(x)).map((x) => diffLine(`+ ${label}: ${x}`, 'add')),
+    ...before.map((x) => (a.has(x) ? diffLine(`  ${label}: ${plainText(x)}`, null) : diffLine(`- ${label}: ${plainText(x)}`, 'del'))),
+    ...after.filter((x) => !b.has(x)).map((x) => diffLine(`+ ${label}: ${plainText(x)}`, 'add')),
   ];
 }
 
 /**
  * The preview of an approval: a unified diff string, or a before/after diff (an NLU change:
- * its template's text and examples, with the change lines), or the effect as JSON.
+ * its template's text and examples, with the change lines), or the effect's fields.
  */
 export function effectView(effect) {
   const diff = effect && effect.diff;
@@ -41,17 +41,18 @@ export function effectView(effect) {
       if (Array.isArray(after[k]) || Array.isArray(before[k])) {
         lines.push(...listDiff(k, before[k] || [], after[k] || []));
       } else if (JSON.stringify(before[k]) !== JSON.stringify(after[k])) {
-        lines.push(diffLine(`- ${k}: ${before[k]}`, 'del'), diffLine(`+ ${k}: ${after[k]}`, 'add'));
+        lines.push(diffLine(`- ${k}: ${plainText(before[k])}`, 'del'), diffLine(`+ ${k}: ${plainText(after[k])}`, 'add'));
       } else {
-        lines.push(diffLine(`  ${k}: ${after[k]}`, null));
+        lines.push(diffLine(`  ${k}: ${plainText(after[k])}`, null));
       }
     }
+    const { diff: _shown, ...rest } = effect;
     return h('div', null,
-      Array.isArray(diff.changes) ? h('ul', { class: 'changes' }, diff.changes.map((c) => h('li', null, c))) : null,
+      Array.isArray(diff.changes) ? h('ul', { class: 'changes' }, diff.changes.map((c) => h('li', null, plainText(c)))) : null,
       h('pre', { class: 'diff' }, lines),
-      h('details', null, h('summary', null, 'Effect as JSON'), json(effect)));
+      h('details', null, h('summary', null, 'The rest of the effect'), valueView(rest)));
   }
-  return json(effect);
+  return h('div', { class: 'effect' }, valueView(effect));
 }
 
 export async function render(root) {
@@ -80,7 +81,7 @@ export async function render(root) {
         h('p', { class: 'muted small' }, `${a.approval_id} · target ${a.target_id} · lease ${a.session_id} · requested ${fmtTime(a.requested_at)} · expires ${fmtTime(a.expires_at)}`),
         h('h4', null, 'Preview'),
         effectView(a.effect),
-        h('details', null, h('summary', null, 'Arguments'), json(a.arguments)),
+        h('details', { class: 'arguments' }, h('summary', null, 'Arguments'), valueView(a.arguments)),
         h('div', { class: 'actions' },
           reason,
           h('button', { type: 'button', class: 'approve', id: `approve-${a.approval_id}`, onclick: () => decide(a, 'approve', reason) }, 'Approve'),

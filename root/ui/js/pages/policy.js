@@ -47,7 +47,7 @@ export async function render(root) {
       { label: 'Side effect', cell: (c) => badge(c.side_effect, c.side_effect === 'read' ? 'ok' : 'denied') },
       { label: 'Capability', cell: (c) => c.required_capability, class: 'mono' },
       { label: 'Approval', cell: (c) => (c.requires_approval ? 'operator approval' : '') },
-      { label: 'Description', cell: (c) => c.description || '', class: 'wrap' },
+      { label: 'Description', cell: (c) => c.summary || '', class: 'wrap' },
     ], all)),
   );
 }

@@ -2,7 +2,7 @@
 // `/v1/root/mcp/audit/stream` (SSE); one click opens an event with its policy decision,
 // adapter, dry-run flag, timings, redactions and the events sharing its trace id.
 
-import { h, badge, clear, panel, fmtTime, fmtMs, latencyMs, json, kv } from '../dom.js';
+import { h, badge, clear, panel, fmtTime, fmtMs, latencyMs, valueView, kv } from '../dom.js';
 import { get, qs } from '../api.js';
 
 export const title = 'Requests';
@@ -72,7 +72,7 @@ export async function renderDetail(box, eventId) {
       ? h('ul', { class: 'redactions' }, ev.redactions.map((r) => h('li', null, h('code', null, r.path), ` by ${r.rule}`)))
       : h('p', { class: 'muted' }, 'Nothing was redacted.'),
     h('h3', null, 'Request'),
-    json(ev.request),
+    h('div', { id: 'detail-request' }, valueView(ev.request)),
     h('h3', null, 'Linked events (same trace)'),
     h('ul', { class: 'linked', id: 'detail-linked' }, linked.events.map((l) => h('li', null,
       l.event_id === ev.event_id ? h('strong', null, `#${l.seq} ${l.tool_id} (this event)`)

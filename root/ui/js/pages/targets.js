@@ -1,39 +1,41 @@
-// Target inspector: descriptor, skill state with enable/disable (audited admin commands),
-// health checks, runtime summary, ProfileOps sessions and incidents with a memory chart, the
-// subnet's health and pressure, the target's access tokens, and the action history. Hub data comes through root's governed path (`/v1/root/hubs/{t}/read`,
-// an operator reader lease; every read is an audit event).
+// Target inspector: descriptor with transport pressure, skill state with enable/disable
+// (audited admin commands), the typed feeds (operational surface, capability usage, activity
+// log, subnet timeline: ./target-feeds.js), health checks, runtime summary, ProfileOps
+// sessions and incidents with a memory chart, the subnet's health and pressure, the target's
+// access tokens, and the action history. Hub data comes through root's governed path
+// (`/v1/root/hubs/{t}/read`, an operator reader lease; every read is an audit event).
 
 import { h, badge, clear, panel, table, fmtTime, fmtBytes, fmtMs, kv, toast } from '../dom.js';
-import { get, post, qs, readTool } from '../api.js';
+import { get, post, qs } from '../api.js';
 import { lineChart } from '../charts.js';
+import { section, reader, contracts } from '../inspect.js';
 import { skillCell } from './overview.js';
+import { surfacePanel, activityPanel, usagePanel, timelinePanel } from './target-feeds.js';
 
 export const title = 'Targets';
 
-/** A section filled by an async loader; errors are shown in place. */
-function section(titleText, id, loader) {
-  const body = h('div', { id }, h('p', { class: 'muted' }, 'Loading…'));
-  const p = panel(titleText, body);
-  loader().then((nodes) => { clear(body).append(...[nodes].flat(Infinity)); })
-    .catch((e) => { clear(body).append(h('p', { class: 'error' }, e.message)); });
-  return p;
+// The link's counters (root/src/hubs/link.rs `Pressure`), labelled.
+const PRESSURE = [
+  ['queue_depth', 'Queue depth', 'Frames queued for the hub\'s socket and not yet written'],
+  ['pending_calls', 'Pending calls', 'Calls sent to the hub and not yet answered'],
+  ['pending_commands', 'Pending commands', 'Skill commands sent to the hub and not yet answered'],
+];
+
+function pressureView(p) {
+  if (!p) return h('span', { id: 'transport-pressure', class: 'muted' }, 'no connection');
+  return h('span', { id: 'transport-pressure', class: 'pressure' }, PRESSURE.map(([key, label, why], i) => [
+    i ? ' · ' : null,
+    h('span', { class: 'pressure-item', title: why, dataset: { key } }, `${label} `, h('strong', null, String(p[key] ?? '—'))),
+  ]));
 }
 
-/** The result of a tool read, or an Error carrying the tool's error. */
-async function read(targetId, tool, args) {
-  const r = await readTool(targetId, tool, args);
-  if (r.body && r.body.ok) return r.body.result;
-  const e = r.body && r.body.error;
-  throw new Error(e ? `${e.code}: ${e.message}` : `HTTP ${r.status}`);
-}
-
-function memoryChart(targetId, sessions) {
+function memoryChart(read, sessions) {
   const withSamples = sessions.filter((s) => s.samples > 0);
   if (withSamples.length === 0) return h('p', { class: 'muted' }, 'No profiling session has samples yet.');
   const box = h('div', { id: 'memory-chart' }, h('p', { class: 'muted' }, 'Loading samples…'));
   const pick = h('select', { id: 'memory-session' }, withSamples.map((s) => h('option', { value: s.session_id }, `${s.service} · ${fmtTime(s.started_at)} · ${s.state}`)));
   async function draw() {
-    const r = await read(targetId, 'hub.memory.get_session', { session_id: pick.value });
+    const r = await read('hub.memory.get_session', { session_id: pick.value });
     const pts = (r.recent_samples || []).map((x) => ({ x: x.t_ms / 1000, y: x.rss_bytes }));
     const g = r.session.growth;
     clear(box).append(
@@ -67,6 +69,8 @@ export async function render(root, params) {
   const surf = d.operational_surface || {};
   const gate = t.skill || { skill: 'infra_access_skill', desired: { installed: true, enabled: true }, hub: null };
   const skills = [gate];
+  const contractsP = contracts();
+  const read = reader(t, contractsP);
 
   async function command(skill, verb) {
     const r = await post(`/v1/root/hubs/${encodeURIComponent(id)}/skills/${encodeURIComponent(skill)}/${verb}`);
@@ -95,6 +99,9 @@ export async function render(root, params) {
     },
   ], skills), h('p', { class: 'muted small' }, gate.closed_because || 'Install, enable, disable and uninstall are root\'s desired state: in force at root at once (also while the hub is offline), pushed to the hub, and recorded in the audit trail (admin.skill.*). The hub\'s owner can switch the skill off on the hub; root shows it and cannot override it.'));
 
+  if (t.status === 'offline') {
+    root.append(h('p', { class: 'warning', id: 'inspect-offline' }, `${id} is offline (last seen ${fmtTime(t.last_seen_at)}). Panels that read its hub wait for it to reconnect; root's own records below (subnet health and timeline, access tokens, action history) are current.`));
+  }
   root.append(
     h('div', { class: 'grid-2' },
       panel('Descriptor', kv([
@@ -107,13 +114,13 @@ export async function render(root, params) {
         ['Published by', surf.published_by || '—'],
         ['Enrolled', fmtTime(t.enrolled_at)],
         ['Last seen', fmtTime(t.last_seen_at)],
-        ['Transport pressure', t.pressure ? JSON.stringify(t.pressure) : '—'],
+        ['Transport pressure', pressureView(t.pressure)],
       ]), h('details', null, h('summary', null, `Published capabilities (${(t.published_capabilities || []).length})`),
-        h('div', { class: 'chips' }, (t.published_capabilities || []).map((c) => h('span', { class: 'chip mono' }, typeof c === 'string' ? c : c.tool_id || JSON.stringify(c)))))),
+        h('div', { class: 'chips', id: 'published-chips' }, (t.published_capabilities || []).map((c) => h('span', { class: 'chip mono' }, typeof c === 'string' ? c : c.tool_id || 'unnamed'))))),
       skillPanel),
     h('div', { class: 'grid-2' },
       section('Health', 'inspect-health', async () => {
-        const r = await read(id, 'hub.run_healthchecks');
+        const r = await read('hub.run_healthchecks');
         return [h('p', null, 'Overall ', h('span', { id: 'health-status' }, badge(r.status, r.status === 'healthy' ? 'ok' : 'error')), ` · checked ${fmtTime(r.checked_at)}`),
           table([
             { label: 'Check', cell: (c) => c.name },
@@ -125,7 +132,7 @@ export async function render(root, params) {
           ], r.checks || [], { empty: 'No health checks are configured.' })];
       }),
       section('Runtime', 'inspect-runtime', async () => {
-        const r = await read(id, 'hub.get_runtime_summary');
+        const r = await read('hub.get_runtime_summary');
         return [kv([
           ['OS', `${r.os.pretty_name || r.os.kernel} ${r.os.kernel_release} (${r.os.arch})`],
           ['CPUs / load', `${r.cpu_count} / ${r.load_average.one} ${r.load_average.five} ${r.load_average.fifteen}`],
@@ -142,9 +149,12 @@ export async function render(root, params) {
           { label: 'Restarts', cell: (x) => String(x.restarts) },
         ], r.services || [], { empty: 'No managed services.' })];
       })),
+    surfacePanel(read, contractsP),
+    usagePanel(read, contractsP),
+    activityPanel(read, t.published_capabilities || []),
     h('div', { class: 'grid-2' },
       section('ProfileOps sessions', 'inspect-profiles', async () => {
-        const r = await read(id, 'hub.memory.list_sessions', { limit: 20 });
+        const r = await read('hub.memory.list_sessions', { limit: 20 });
         const sessions = r.sessions || [];
         return [table([
           { label: 'Service', cell: (x) => x.service },
@@ -153,10 +163,10 @@ export async function render(root, params) {
           { label: 'Started', cell: (x) => fmtTime(x.started_at) },
           { label: 'Samples', cell: (x) => String(x.samples), class: 'num' },
           { label: 'Incidents', cell: (x) => String((x.incident_ids || []).length), class: 'num' },
-        ], sessions, { empty: 'No profiling sessions.' }), memoryChart(id, sessions)];
+        ], sessions, { empty: 'No profiling sessions.' }), memoryChart(read, sessions)];
       }),
       section('Incidents', 'inspect-incidents', async () => {
-        const r = await read(id, 'hub.memory.list_incidents', { limit: 20 });
+        const r = await read('hub.memory.list_incidents', { limit: 20 });
         return table([
           { label: 'Raised', cell: (x) => fmtTime(x.raised_at) },
           { label: 'Service', cell: (x) => x.service },
@@ -167,8 +177,7 @@ export async function render(root, params) {
       })),
     h('div', { class: 'grid-2' },
       section('Subnet health', 'inspect-subnet', async () => {
-        const r = await read(id, 'root.get_subnet_analysis_health');
-        const p = await read(id, 'root.get_subnet_diagnostics');
+        const [r, p] = await Promise.all([read('root.get_subnet_analysis_health'), read('root.get_subnet_diagnostics')]);
         const pressure = new Map((p.targets || []).map((x) => [x.target_id, x]));
         return [h('p', null, `Subnet ${r.subnet_id}: `, h('span', { id: 'subnet-health' }, badge(r.health, r.health === 'healthy' ? 'ok' : 'error')), ` · ${r.summary}`),
           table([
@@ -182,7 +191,7 @@ export async function render(root, params) {
           h('p', { class: 'muted small' }, `${(p.memory_profiles || []).length} memory-profile summaries published to root in this subnet.`)];
       }),
       section('Access tokens', 'inspect-tokens', async () => {
-        const r = await read(id, 'hub.list_access_tokens', { include_inactive: true, limit: 50 });
+        const r = await read('hub.list_access_tokens', { include_inactive: true, limit: 50 });
         return table([
           { label: 'Session', cell: (x) => x.session_id, class: 'mono' },
           { label: 'Audience', cell: (x) => x.audience },
@@ -192,6 +201,7 @@ export async function render(root, params) {
           { label: 'Uses', cell: (x) => String(x.use_count), class: 'num' },
         ], r.tokens || [], { empty: 'No leases for this target.' });
       })),
+    timelinePanel(read, id),
     section('Action history', 'inspect-history', async () => {
       const r = await get(`/v1/root/mcp/audit${qs({ target_id: id, limit: 25 })}`);
       return table([
