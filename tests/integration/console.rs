@@ -1281,7 +1281,8 @@ async fn scenario(
     b.find(call_row).await?;
     b.shot("15-phone-requests").await?;
 
-    // The hub goes away: its panels say so once each, root's own records still answer.
+    // The hub goes away: its panels say so once each, root's own records still answer, and
+    // so does the ProfileOps evidence the hub published.
     b.c().set_window_size(1366, 1000).await?;
     hub.take().context("the hub runs")?.stop().await;
     eventually("root sees the hub offline", async || {
@@ -1299,11 +1300,17 @@ async fn scenario(
         "#inspect-usage",
         "#inspect-activity",
         "#inspect-health",
-        "#inspect-profiles",
     ] {
         b.text_contains(&format!("{panel} .unavailable"), "hub:ui-alpha is offline")
             .await?;
     }
+    // ProfileOps still shows what the hub published, from root's copy, saying so.
+    b.text_contains("#profiles-source", "From root's copy").await?;
+    b.text_contains("#inspect-profiles", "leaky").await?;
+    b.text_contains("#incidents-source", "From root's copy").await?;
+    b.text_contains("#inspect-incidents", "memory_growth")
+        .await?;
+    b.text_contains("#memory-chart", "RSS of leaky").await?;
     b.find("#inspect-timeline tr[data-kind='disconnected'][data-target='hub:ui-alpha']")
         .await?;
     b.text_contains("#subnet-health", "").await?;

@@ -39,15 +39,17 @@ export function contracts() {
  * `read(tool, args)` for target `t`: the tool's result, an Unavailable when the hub cannot
  * answer (offline, or its skill closed), or an Error with the tool's error. Tools root
  * executes itself (a contract `executor`: subnet views, access tokens, logs) still answer
- * while the hub is offline; routed ones are not tried then, so the operator gets one clear
- * line rather than a refusal per panel after root's retries.
+ * while the hub is offline, and so do the reads root answers from the evidence the hub
+ * published (a contract `offline`: ProfileOps sessions, incidents, artifacts); other routed
+ * ones are not tried then, so the operator gets one clear line rather than a refusal per
+ * panel after root's retries.
  */
 export function reader(t, contractsP) {
   const offline = () => new Unavailable(`${t.target_id} is offline (last seen ${fmtTime(t.last_seen_at)}): its hub answers this again once it reconnects.`);
   return async (tool, args) => {
     if (t.status === 'offline') {
       const c = (await contractsP.catch(() => new Map())).get(tool);
-      if (!c || !c.executor) throw offline();
+      if (!c || !(c.executor || c.offline)) throw offline();
     }
     const r = await readTool(t.target_id, tool, args);
     if (r.body && r.body.ok) return r.body.result;
@@ -61,4 +63,14 @@ export function reader(t, contractsP) {
     }
     throw new Error(e ? `${e.code}: ${e.message}` : `HTTP ${r.status}`);
   };
+}
+
+/**
+ * Where a ProfileOps answer came from, when not live from the hub: root's copy of the
+ * evidence the hub published, and how old it is.
+ */
+export function evidenceNote(result, id) {
+  const e = result && result.evidence;
+  if (!e || e.source !== 'root') return [];
+  return [h('p', { class: 'notice evidence', id }, `From root's copy of what the hub published, as of ${fmtTime(e.as_of)} (${e.age_seconds} s old): the hub is offline.`)];
 }

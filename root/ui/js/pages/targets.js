@@ -8,7 +8,7 @@
 import { h, badge, clear, panel, table, fmtTime, fmtBytes, fmtMs, kv, toast } from '../dom.js';
 import { get, post, qs } from '../api.js';
 import { lineChart } from '../charts.js';
-import { section, reader, contracts } from '../inspect.js';
+import { section, reader, contracts, evidenceNote } from '../inspect.js';
 import { skillCell } from './overview.js';
 import { surfacePanel, activityPanel, usagePanel, timelinePanel } from './target-feeds.js';
 
@@ -100,7 +100,7 @@ export async function render(root, params) {
   ], skills), h('p', { class: 'muted small' }, gate.closed_because || 'Install, enable, disable and uninstall are root\'s desired state: in force at root at once (also while the hub is offline), pushed to the hub, and recorded in the audit trail (admin.skill.*). The hub\'s owner can switch the skill off on the hub; root shows it and cannot override it.'));
 
   if (t.status === 'offline') {
-    root.append(h('p', { class: 'warning', id: 'inspect-offline' }, `${id} is offline (last seen ${fmtTime(t.last_seen_at)}). Panels that read its hub wait for it to reconnect; root's own records below (subnet health and timeline, access tokens, action history) are current.`));
+    root.append(h('p', { class: 'warning', id: 'inspect-offline' }, `${id} is offline (last seen ${fmtTime(t.last_seen_at)}). Panels that read its hub wait for it to reconnect; root's own records below (subnet health and timeline, access tokens, action history) are current, and ProfileOps shows what the hub published until it went offline.`));
   }
   root.append(
     h('div', { class: 'grid-2' },
@@ -156,7 +156,7 @@ export async function render(root, params) {
       section('ProfileOps sessions', 'inspect-profiles', async () => {
         const r = await read('hub.memory.list_sessions', { limit: 20 });
         const sessions = r.sessions || [];
-        return [table([
+        return [...evidenceNote(r, 'profiles-source'), table([
           { label: 'Service', cell: (x) => x.service },
           { label: 'State', cell: (x) => badge(x.state, x.state === 'completed' ? 'ok' : x.state === 'running' ? 'pending' : 'muted') },
           { label: 'Mode', cell: (x) => x.mode },
@@ -167,13 +167,13 @@ export async function render(root, params) {
       }),
       section('Incidents', 'inspect-incidents', async () => {
         const r = await read('hub.memory.list_incidents', { limit: 20 });
-        return table([
+        return [...evidenceNote(r, 'incidents-source'), table([
           { label: 'Raised', cell: (x) => fmtTime(x.raised_at) },
           { label: 'Service', cell: (x) => x.service },
           { label: 'Kind', cell: (x) => x.kind },
           { label: 'Growth', cell: (x) => `${fmtBytes(x.growth_bytes)}${x.growth_percent !== null ? ` (${x.growth_percent.toFixed(1)} %)` : ''}` },
           { label: 'Detail', cell: (x) => x.detail, class: 'wrap' },
-        ], r.incidents || [], { empty: 'No incidents.' });
+        ], r.incidents || [], { empty: 'No incidents.' })];
       })),
     h('div', { class: 'grid-2' },
       section('Subnet health', 'inspect-subnet', async () => {
