@@ -576,10 +576,26 @@ async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
         )
         .json(&json!({ "tool_id": tool }))
     };
-    let res = read("hub.run_healthchecks").send().await.unwrap();
-    assert_eq!(res.status(), 200);
-    let body: Value = res.json().await.unwrap();
-    assert_eq!(body["ok"], true, "{body}");
+    // Panels load at once (the inspector's typed feeds among them): the reads that find no
+    // reader lease share the one issued first.
+    let panels = [
+        "hub.run_healthchecks",
+        "hub.get_runtime_summary",
+        "hub.get_operational_surface",
+        "hub.get_activity_log",
+        "hub.get_capability_usage_summary",
+        "root.get_subnet_timeline",
+    ];
+    let first = futures::future::join_all(panels.map(|tool| read(tool).send())).await;
+    let mut bodies = Vec::new();
+    for (tool, res) in panels.iter().zip(first) {
+        let res = res.unwrap();
+        assert_eq!(res.status(), 200, "{tool}");
+        let body = res.json::<Value>().await.unwrap();
+        assert_eq!(body["ok"], true, "{tool}: {body}");
+        bodies.push(body);
+    }
+    let body = &bodies[0];
     let ev = root
         .admin_get(&format!(
             "/v1/root/mcp/audit/{}",
@@ -589,19 +605,9 @@ async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
         .unwrap();
     assert_eq!(ev["actor"]["audience"], "operator-console");
     assert_eq!(ev["actor"]["capability_profile"], "InfraOpsRead");
-    // The reader lease is reused and listed like any other; the inspector's typed feeds are
-    // reads it is granted too.
+    // The reader lease is reused and listed like any other.
     let res = read("hub.get_runtime_summary").send().await.unwrap();
     assert_eq!(res.status(), 200);
-    for tool in [
-        "hub.get_operational_surface",
-        "hub.get_activity_log",
-        "hub.get_capability_usage_summary",
-        "root.get_subnet_timeline",
-    ] {
-        let body: Value = read(tool).send().await.unwrap().json().await.unwrap();
-        assert_eq!(body["ok"], true, "{tool}: {body}");
-    }
     let sessions = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
     let readers: Vec<_> = sessions["sessions"]
         .as_array()
@@ -610,6 +616,17 @@ async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
         .filter(|s| s["audience"] == "operator-console")
         .collect();
     assert_eq!(readers.len(), 1, "{sessions}");
+    let issued = root
+        .admin_get("/v1/root/mcp/audit?tool_id=admin.lease.create")
+        .await
+        .unwrap();
+    let for_reads = issued["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["request"]["audience"] == "operator-console")
+        .count();
+    assert_eq!(for_reads, 1, "one reader lease issued: {issued}");
     // ProfileOps reads pick the ProfileOps read profile.
     let res = read("hub.memory.list_sessions").send().await.unwrap();
     let body: Value = res.json().await.unwrap();
@@ -1305,9 +1322,11 @@ async fn scenario(
             .await?;
     }
     // ProfileOps still shows what the hub published, from root's copy, saying so.
-    b.text_contains("#profiles-source", "From root's copy").await?;
+    b.text_contains("#profiles-source", "From root's copy")
+        .await?;
     b.text_contains("#inspect-profiles", "leaky").await?;
-    b.text_contains("#incidents-source", "From root's copy").await?;
+    b.text_contains("#incidents-source", "From root's copy")
+        .await?;
     b.text_contains("#inspect-incidents", "memory_growth")
         .await?;
     b.text_contains("#memory-chart", "RSS of leaky").await?;

@@ -77,6 +77,9 @@ pub struct Logins {
     ended: DashMap<String, i64>,
     /// (target, profile) → the short-lived lease operator reads run under.
     pub(crate) readers: DashMap<(String, String), Arc<crate::leases::manager::LeaseEntry>>,
+    /// Held while a reader lease is issued: panels that load at once share one lease rather
+    /// than each issuing (and auditing) its own.
+    pub(crate) issuing: tokio::sync::Mutex<()>,
 }
 
 /// A verified console session.

@@ -74,12 +74,22 @@ async fn reader_lease(
     profile_name: &str,
 ) -> Result<Arc<LeaseEntry>, ApiError> {
     let key = (target_id.to_string(), profile_name.to_string());
-    let renew_at = now() + READER_RENEW;
-    if let Some(l) = app.api.console.readers.get(&key)
-        && l.is_usable()
-        && l.lease().deadline_at > renew_at
-    {
-        return Ok(l.clone());
+    let usable = || {
+        let renew_at = now() + READER_RENEW;
+        app.api
+            .console
+            .readers
+            .get(&key)
+            .filter(|l| l.is_usable() && l.lease().deadline_at > renew_at)
+            .map(|l| l.clone())
+    };
+    if let Some(l) = usable() {
+        return Ok(l);
+    }
+    // One issuer at a time; a read that waited finds the lease the one before it issued.
+    let _issuing = app.api.console.issuing.lock().await;
+    if let Some(l) = usable() {
+        return Ok(l);
     }
     let profile = app
         .catalog

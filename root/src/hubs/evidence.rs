@@ -19,21 +19,22 @@ use sha2::{Digest, Sha256};
 use crate::catalog::ContractRegistry;
 use crate::store::{EvidenceBatch, EvidenceCursorRow, EvidenceRow, Store};
 
-/// The contract (and the pointer to its list's items) whose shape each kind must have.
+/// The shape each kind must have: the items of the list read whose contract names this
+/// offline adapter (the read root serves the records with).
 const SHAPES: &[(&str, &str, &str)] = &[
     (
         "session",
-        "hub.memory.list_sessions",
+        "root.evidence.list_sessions",
         "/properties/sessions/items",
     ),
     (
         "incident",
-        "hub.memory.list_incidents",
+        "root.evidence.list_incidents",
         "/properties/incidents/items",
     ),
     (
         "artifact",
-        "hub.memory.list_artifacts",
+        "root.evidence.list_artifacts",
         "/properties/artifacts/items",
     ),
 ];
@@ -78,12 +79,12 @@ impl Intake {
             .unwrap_or_default();
         let shapes = SHAPES
             .iter()
-            .filter_map(|(kind, tool, pointer)| {
-                let schema = contracts
-                    .get(tool)?
-                    .contract
-                    .output_schema
-                    .pointer(pointer)?;
+            .filter_map(|(kind, adapter, pointer)| {
+                let read = contracts
+                    .all()
+                    .iter()
+                    .find(|c| c.contract.offline.as_deref() == Some(*adapter))?;
+                let schema = read.contract.output_schema.pointer(pointer)?;
                 jsonschema::validator_for(schema).ok().map(|v| (*kind, v))
             })
             .collect();
