@@ -2,7 +2,8 @@
 //! receiver in this test (the standard `OTEL_*` variables), and one governed call is one
 //! trace: root's call with its policy, validation, route and audit commit, continued on the
 //! hub (its call, the adapter's run, the allowed test's child process), the trace id the
-//! event's `trace_id`, a client's `traceparent` continued.
+//! event's `trace_id`, a client's `traceparent` continued (from a REST header, and from an
+//! MCP request's `_meta`); and a call forwarded between replicas stays one trace.
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
@@ -372,6 +373,222 @@ async fn one_call_is_one_trace_across_root_and_hub() {
         tree[&key("child process")].parent_span_id,
         tree[&key("adapter run")].span_id
     );
+
+    // Over MCP the client's traceparent rides in the request's `_meta` (a 2026-07-28
+    // stateless tools/call): root's call continues it, and so does the hub.
+    const MCP_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+    let res = rest
+        .http
+        .post(format!("{base}/mcp"))
+        .bearer_auth(bearer)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "hub.get_status")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": "t-1", "method": "tools/call",
+            "params": {"name": "hub.get_status", "arguments": {}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "otel-test", "version": "1"},
+                "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+            }}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (code, answer) = crate::bad_input::json_of(res).await;
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let tree = received(&spans, "the MCP client's trace continued", |s| {
+        let tree = by_name(s, MCP_TRACE);
+        tree.contains_key(&("mcp-hub".to_owned(), "hub call".to_owned()))
+            .then_some(tree)
+    })
+    .await;
+    assert_eq!(
+        tree[&("mcp-root".to_owned(), "governed call".to_owned())].parent_span_id,
+        "b7ad6b7169203331"
+    );
+    let events = rest
+        .http
+        .get(format!("{base}/v1/root/mcp/audit?trace_id={MCP_TRACE}"))
+        .bearer_auth(admin)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(events["events"][0]["tool_id"], "hub.get_status", "{events}");
     hub.stop().await;
     root.stop().await;
+}
+
+/// A call made on one replica for a hub another replica holds is still one trace: the
+/// forwarding replica's route, the owner's forwarded call, the hub's call (PostgreSQL).
+#[tokio::test]
+async fn a_forwarded_call_is_one_trace_across_replicas_and_the_hub() {
+    let Some(db) = crate::replicas::PgSchema::create("otel_forwarded_call").await else {
+        return;
+    };
+    mcp_tests::init_crypto();
+    let (otlp, spans) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let replica = |id: &str| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = dir.path().join(format!("{id}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\ndatabase_url = \"{}\"\n\
+                 zone = \"zone-otel\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n\
+                 [replica]\nid = \"{id}\"\n",
+                dir.path().join(id).display(),
+                db.url,
+                shared.join("admin.token").display(),
+                shared.join("secrets.key").display(),
+            ),
+        )
+        .unwrap();
+        let daemon = exporting(
+            Command::new(workspace_bin("mcp-root").unwrap())
+                .args(["serve", "--config"])
+                .arg(&config),
+            &otlp,
+        );
+        (format!("http://127.0.0.1:{port}"), daemon)
+    };
+    let http = reqwest::Client::new();
+    let ready = async |base: &str| {
+        let start = Instant::now();
+        while http
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .map_or(true, |r| !r.status().is_success())
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{base} not ready"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    // A first: it writes the admin token and master key B shares.
+    let (a, mut a_daemon) = replica("r-a");
+    ready(&a).await;
+    let (b, mut b_daemon) = replica("r-b");
+    ready(&b).await;
+    let admin = std::fs::read_to_string(shared.join("admin.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let rest = Rest {
+        http: http.clone(),
+        base: a.clone(),
+    };
+    let enrolled = rest
+        .post(
+            &admin,
+            "/v1/root/hubs",
+            json!({"target_id": "hub:otel-far", "environment": "test", "subnet_id": "subnet-a"}),
+            &[],
+        )
+        .await;
+    // The hub dials B only; the client calls A.
+    let config = dir.path().join("hub.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "target_id = \"hub:otel-far\"\nenvironment = \"test\"\nsubnet = \"subnet-a\"\n\
+             root_url = \"{b}\"\ntoken = \"{}\"\nstate_dir = \"{}\"\n",
+            enrolled["token"].as_str().unwrap(),
+            dir.path().join("hub").display()
+        ),
+    )
+    .unwrap();
+    private_file(&config).unwrap();
+    let mut hub = exporting(
+        Command::new(workspace_bin("mcp-hub").unwrap())
+            .args(["run", "--config"])
+            .arg(&config),
+        &otlp,
+    );
+    let lease = rest
+        .post(
+            &admin,
+            "/v1/root/mcp/sessions",
+            json!({"target_id": "hub:otel-far", "capability_profile": "InfraOpsRead", "ttl_sec": 600}),
+            &[],
+        )
+        .await;
+    let bearer = lease["token"].as_str().unwrap();
+    let call = async |headers: &[(&str, &str)]| {
+        rest.post(
+            bearer,
+            "/v1/root/mcp/call",
+            json!({"tool_id": "hub.get_status", "arguments": {}}),
+            headers,
+        )
+        .await
+    };
+    // Until A's directory has the hub B holds online (the change feed).
+    let start = Instant::now();
+    loop {
+        let v = call(&[]).await;
+        if v["ok"] == true {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "hub not reachable through A: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    const TRACE: &str = "5cf92f3577b34da6a3ce929d0e0e4737";
+    let v = call(&[(
+        "traceparent",
+        "00-5cf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b8-01",
+    )])
+    .await;
+    assert_eq!(
+        (&v["ok"], &v["trace_id"]),
+        (&json!(true), &json!(TRACE)),
+        "{v}"
+    );
+    let tree = received(
+        &spans,
+        "A's route, B's forwarded call, the hub's call",
+        |s| {
+            let tree = by_name(s, TRACE);
+            [
+                ("mcp-root", "route"),
+                ("mcp-root", "forwarded call"),
+                ("mcp-hub", "hub call"),
+            ]
+            .iter()
+            .all(|(svc, n)| tree.contains_key(&((*svc).to_owned(), (*n).to_owned())))
+            .then_some(tree)
+        },
+    )
+    .await;
+    let span = |svc: &str, name: &str| tree[&(svc.to_owned(), name.to_owned())].clone();
+    assert_eq!(
+        span("mcp-root", "forwarded call").parent_span_id,
+        span("mcp-root", "route").span_id
+    );
+    assert_eq!(
+        span("mcp-hub", "hub call").parent_span_id,
+        span("mcp-root", "forwarded call").span_id
+    );
+    hub.stop().await;
+    b_daemon.stop().await;
+    a_daemon.stop().await;
 }

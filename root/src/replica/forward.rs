@@ -8,6 +8,8 @@
 //! hub and relays the outcome. The deadline travels as the time left (`remaining_ms`), so the
 //! replicas' clocks are never compared; past it the forwarding replica answers `timeout` and
 //! tells the owner to cancel, and the owner cancels the hub call by itself at the same point.
+//! With OpenTelemetry on, the forward carries the route span's W3C `traceparent` header and
+//! the owner's `forwarded call` span continues it, so one call stays one trace.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,8 +24,12 @@ use mcp_shared::replica::{REPLICA_PROTOCOL_VERSION, ReplicaAnswer, ReplicaCall, 
 use mcp_shared::time::{now, unix_ms};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::{Owner, Zone, credential};
+
+/// The W3C trace-context header a forward carries.
+const TRACEPARENT: &str = "traceparent";
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::api::ApiError;
 use crate::app::App;
@@ -78,11 +84,14 @@ pub enum ForwardError {
 
 impl Zone {
     /// Sends one request to `owner`; the credential lives as long as the request may take.
+    /// A routed call's `traceparent` (OpenTelemetry on) rides in the W3C header, which a
+    /// replica of an earlier build ignores: the owner continues the trace.
     async fn send(
         &self,
         owner: &Owner,
         call: ReplicaCall,
         budget: Duration,
+        traceparent: Option<&str>,
     ) -> Result<ReplicaAnswer, ForwardError> {
         let body = serde_json::to_vec(&ReplicaEnvelope {
             v: REPLICA_PROTOCOL_VERSION,
@@ -120,9 +129,11 @@ impl Zone {
                     source,
                 },
             };
-        let res = self
-            .http
-            .post(&url)
+        let mut request = self.http.post(&url);
+        if let Some(tp) = traceparent {
+            request = request.header(TRACEPARENT, tp);
+        }
+        let res = request
             .header(
                 header::AUTHORIZATION,
                 format!("{} {cred}", credential::SCHEME),
@@ -219,6 +230,7 @@ pub async fn route(
     let target_id = call.target_id.clone();
     let call_id = call.call_id.clone();
     let tool_id = call.tool_id.clone();
+    let traceparent = call.traceparent.clone();
     let request = ReplicaCall::Route {
         target_id: call.target_id,
         call_id: call.call_id,
@@ -238,7 +250,7 @@ pub async fn route(
             None => std::future::pending().await,
         }
     };
-    let sent = zone.send(owner, request, timeout);
+    let sent = zone.send(owner, request, timeout, traceparent.as_deref());
     let answer = tokio::select! {
         a = tokio::time::timeout(timeout + WIRE_SLACK, sent) => a,
         () = cancelled => {
@@ -297,7 +309,10 @@ fn cancel_on_owner(zone: &Arc<Zone>, owner: &Owner, target_id: &str, call_id: &s
         call_id: call_id.to_owned(),
     };
     tokio::spawn(async move {
-        if let Err(e) = zone.send(&owner, request, Duration::from_secs(2)).await {
+        if let Err(e) = zone
+            .send(&owner, request, Duration::from_secs(2), None)
+            .await
+        {
             tracing::debug!(error = %e, "cancel of a forwarded call not delivered");
         }
     });
@@ -321,7 +336,7 @@ pub async fn skill_command(
             command,
         };
         let budget = Duration::from_millis(RPC_TIMEOUT_MS) + super::ACK_BUDGET;
-        return match zone.send(&owner, request, budget).await {
+        return match zone.send(&owner, request, budget, None).await {
             Ok(ReplicaAnswer::SkillState { state }) => Ok(state),
             Ok(ReplicaAnswer::Refused { error }) => Err(error),
             Ok(other) => Err(zone.failed(
@@ -465,6 +480,11 @@ pub async fn internal_route(
                 }
             } else {
                 let remaining = remaining_ms.min(credential::MAX_LIFETIME_MS as u64);
+                // The forwarding replica's route continues here, and on to the hub.
+                let span =
+                    mcp_shared::otel_span!("forwarded call", target = %target_id, tool = %tool_id);
+                let traceparent = headers.get(TRACEPARENT).and_then(|v| v.to_str().ok());
+                mcp_shared::otel::continue_from(&span, traceparent);
                 let call = router::RoutedCall {
                     call_id,
                     target_id,
@@ -478,11 +498,11 @@ pub async fn internal_route(
                     idempotency_key,
                     confirmed_effect,
                     progress: None,
-                    // The forwarding replica's trace ends at its forward.
-                    traceparent: None,
+                    traceparent: mcp_shared::otel::traceparent_of(&span),
                 };
                 let (adapter, result) =
                     crate::call::route_local(&app, call, Duration::from_millis(remaining), None)
+                        .instrument(span)
                         .await;
                 ReplicaAnswer::Routed {
                     outcome: match result {
