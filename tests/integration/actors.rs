@@ -3,7 +3,7 @@
 //! only), on root (its supervised actors, a router session, the router) and on the hub (the
 //! skill, the service supervisor, ProfileOps), and no other target or call is affected.
 
-use mcp_tests::TestRoot;
+use mcp_tests::{TestRoot, until};
 use serde_json::json;
 
 #[tokio::test]
@@ -72,15 +72,6 @@ async fn stopped_actors_are_restarted_and_state_is_rebuilt() {
     root.stop().await;
 }
 
-/// Waits until `check` holds (20 s at most).
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !check().await {
-        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 /// The status of `hub.get_status` with `token`.
 async fn status(root: &TestRoot, token: &str) -> u16 {
     root.rest_call(token, "hub.get_status", json!({}))
@@ -142,7 +133,7 @@ async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
         .cast(descriptor_cache::Msg::Panic)
         .unwrap();
     actors.audit.load().cast(audit_writer::Msg::Panic).unwrap();
-    eventually("every panicked actor replaced", async || {
+    until("every panicked actor replaced", async || {
         ids().iter().zip(before.iter()).all(|(now, was)| now != was)
     })
     .await;
@@ -171,7 +162,7 @@ async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
         .unwrap()
         .cast(link::Msg::Panic)
         .unwrap();
-    eventually("alpha served by a new session", async || {
+    until("alpha served by a new session", async || {
         session_of(&root, "hub:test-alpha").is_some_and(|s| s != alpha_session)
             && status(&root, &a).await == 200
     })
@@ -183,7 +174,7 @@ async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
     // The router panics: a new router, and both hubs are served again.
     let router_before = actors.router.load().get_id();
     actors.router.load().cast(router::Msg::Panic).unwrap();
-    eventually("the router restarted and both hubs back", async || {
+    until("the router restarted and both hubs back", async || {
         actors.router.load().get_id() != router_before
             && status(&root, &a).await == 200
             && status(&root, &b).await == 200
@@ -238,7 +229,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
         .await
         .unwrap();
     assert_eq!(disabled["skill"]["desired"]["enabled"], false, "{disabled}");
-    eventually("the hub follows root's disable", async || {
+    until("the hub follows root's disable", async || {
         !hub.handle().skill_state().enabled
     })
     .await;
@@ -248,7 +239,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
         .actor()
         .cast(mcp_hub::skill::Msg::Panic)
         .unwrap();
-    eventually("a new skill instance", async || {
+    until("a new skill instance", async || {
         hub.handle().skill().actor().get_id() != skill_before
     })
     .await;
@@ -260,7 +251,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
     )
     .await
     .unwrap();
-    eventually("the new skill answers", async || {
+    until("the new skill answers", async || {
         status(&root, &read).await == 200
     })
     .await;
@@ -269,7 +260,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
     // restarted through it.
     let services_before = ctx.machine.services.current().unwrap();
     services_before.cast(mcp_hub::services::Msg::Panic).unwrap();
-    eventually("a new service supervisor", async || {
+    until("a new service supervisor", async || {
         ctx.machine
             .services
             .current()
@@ -299,7 +290,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
         .to_owned();
     let ops_before = ctx.machine.profiles.current().unwrap();
     ops_before.cast(mcp_hub::profiles::Msg::Panic).unwrap();
-    eventually("the running session ended interrupted", async || {
+    until("the running session ended interrupted", async || {
         let s = call(
             &profiler,
             "hub.memory.get_session",

@@ -72,13 +72,7 @@ async fn deploy_preview_rollback_and_refusals_through_root() {
         .await
         .unwrap();
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
-    let tools: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let tools: Vec<String> = mcp_tests::listed_tools(&client).await;
     for tool in ["hub.deploy_ref", "hub.rollback_last_test_deploy"] {
         assert!(
             tools.iter().any(|t| t == tool),

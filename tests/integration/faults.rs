@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_tests::{TestHub, mcp_client, workspace_bin};
+use mcp_tests::{TestHub, eventually, mcp_client, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
@@ -56,18 +56,6 @@ impl Drop for Proc {
 pub(crate) fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
-}
-
-/// Polls `f` until it returns `Some`, for at most [`PATIENCE`].
-async fn eventually<T, F: AsyncFnMut() -> Option<T>>(what: &str, mut f: F) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// One `mcp-root serve` process with its config, data directory and log file.

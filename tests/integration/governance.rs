@@ -1,7 +1,7 @@
 //! Governance without holes (issue 22): each promise an operator relies on, tried the way a
 //! new operator would, against real daemons: what a lease reads of root's own log.
 
-use mcp_tests::TestRoot;
+use mcp_tests::{TestRoot, until};
 use serde_json::json;
 
 /// `hub.get_logs` with `root_local` hands a lease root's log lines about its own target only:
@@ -213,15 +213,6 @@ async fn outcome(
     (s, b["error"]["code"].as_str().unwrap_or("").to_owned())
 }
 
-/// Waits until `check` holds (10 s at most).
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !check().await {
-        assert!(std::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 /// One rule for the skill: disabling `infra_access_skill` cuts every tool of the target off,
 /// routed or executed on root, connected or not; root's desired state is stored and pushed to
 /// the hub when it reconnects; the lifecycle (install, uninstall, update) is real; the hub's
@@ -274,13 +265,7 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
     let client = mcp_tests::mcp_client(&root.mcp_url(), &reader)
         .await
         .unwrap();
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names: Vec<String> = mcp_tests::listed_tools(&client).await;
     assert!(names.iter().all(|n| n.starts_with("root.")), "{names:?}");
     // The hub's own view followed.
     assert!(!hub.handle().skill_state().enabled);
@@ -293,7 +278,7 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
     // The hub goes away; the operator can still switch the target on and off.
     let hub_token = hub.token.clone();
     hub.stop().await;
-    eventually("the target to be offline", async || {
+    until("the target to be offline", async || {
         let list = root.admin_get("/v1/root/hubs").await.unwrap();
         list["targets"][0]["status"] == "offline"
     })
@@ -319,7 +304,7 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
     let hub = mcp_tests::TestHub::start(&root.handle().base_url(), target, &hub_token, "")
         .await
         .unwrap();
-    eventually("the hub to follow root's disable", async || {
+    until("the hub to follow root's disable", async || {
         !hub.handle().skill_state().enabled
     })
     .await;
@@ -358,7 +343,7 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     assert!(run("disable").contains("switched off"));
-    eventually("root to see the owner's switch", async || {
+    until("root to see the owner's switch", async || {
         let v = skill(&root, target, "status").await;
         v["skill"]["owner_disabled"] == true && v["skill"]["open"] == false
     })
@@ -383,7 +368,7 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
         "{status}"
     );
     run("enable");
-    eventually("the owner's switch back on", async || {
+    until("the owner's switch back on", async || {
         outcome(&root, &reader, "hub.get_status", json!({})).await.0 == 200
     })
     .await;
@@ -402,7 +387,7 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
     let hub = mcp_tests::TestHub::start(&root.handle().base_url(), target, &hub_token, extra)
         .await
         .unwrap();
-    eventually("the update to be recorded", async || {
+    until("the update to be recorded", async || {
         let ev = root
             .admin_get("/v1/root/mcp/audit?tool_id=target.skill.update")
             .await

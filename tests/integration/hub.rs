@@ -42,13 +42,7 @@ fn all_tools() -> Vec<&'static str> {
 }
 
 async fn tool_names(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Vec<String> {
-    client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect()
+    mcp_tests::listed_tools(client).await
 }
 
 async fn wait_until<F: AsyncFn() -> bool>(what: &str, f: F) {

@@ -34,13 +34,7 @@ async fn nlu_reads_and_phrase_checks_through_mcp() {
         .unwrap();
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
 
-    let mut tools: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let mut tools: Vec<String> = mcp_tests::listed_tools(&client).await;
     tools.sort();
     assert_eq!(
         tools,

@@ -117,7 +117,7 @@ async fn metrics_count_per_target_code_and_audit_commit_with_bounded_labels() {
     tokio::io::AsyncWriteExt::write_all(&mut silent, b"GET /healthz HTTP/1.1\r\n")
         .await
         .unwrap();
-    crate::services::eventually("the request head's bound fired", async || {
+    mcp_tests::eventually("the request head's bound fired", async || {
         let fired = root
             .metric("mcp_root_connection_timeouts_total{kind=\"header\"}")
             .await

@@ -120,6 +120,25 @@ impl Drop for Daemon {
     }
 }
 
+/// An `mcp-hub run` process on `settings` (its state under `dir`), exporting to `otlp`.
+fn exporting_hub(dir: &std::path::Path, settings: &str, otlp: &str) -> Daemon {
+    let config = dir.join("hub.toml");
+    let state = dir.join("hub");
+    std::fs::write(
+        &config,
+        // Top-level keys first: `settings` may end inside a table.
+        format!("state_dir = \"{}\"\n{settings}", state.display()),
+    )
+    .unwrap();
+    private_file(&config).unwrap();
+    exporting(
+        Command::new(workspace_bin("mcp-hub").unwrap())
+            .args(["run", "--config"])
+            .arg(&config),
+        otlp,
+    )
+}
+
 fn exporting(cmd: &mut Command, otlp: &str) -> Daemon {
     cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")
@@ -225,23 +244,14 @@ async fn one_call_is_one_trace_across_root_and_hub() {
             &[],
         )
         .await;
-    let config = dir.path().join("hub.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let mut hub = exporting_hub(
+        dir.path(),
+        &format!(
             "target_id = \"hub:otel\"\nenvironment = \"test\"\nroot_url = \"{base}\"\n\
-             token = \"{}\"\nstate_dir = \"{}\"\nwrite_scope = \"test-only\"\n\
+             token = \"{}\"\nwrite_scope = \"test-only\"\n\
              [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"true\"]\n",
             enrolled["token"].as_str().unwrap(),
-            dir.path().join("hub").display()
         ),
-    )
-    .unwrap();
-    private_file(&config).unwrap();
-    let mut hub = exporting(
-        Command::new(workspace_bin("mcp-hub").unwrap())
-            .args(["run", "--config"])
-            .arg(&config),
         &otlp,
     );
     let lease = rest
@@ -503,22 +513,13 @@ async fn a_forwarded_call_is_one_trace_across_replicas_and_the_hub() {
         )
         .await;
     // The hub dials B only; the client calls A.
-    let config = dir.path().join("hub.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let mut hub = exporting_hub(
+        dir.path(),
+        &format!(
             "target_id = \"hub:otel-far\"\nenvironment = \"test\"\nsubnet = \"subnet-a\"\n\
-             root_url = \"{b}\"\ntoken = \"{}\"\nstate_dir = \"{}\"\n",
+             root_url = \"{b}\"\ntoken = \"{}\"\n",
             enrolled["token"].as_str().unwrap(),
-            dir.path().join("hub").display()
         ),
-    )
-    .unwrap();
-    private_file(&config).unwrap();
-    let mut hub = exporting(
-        Command::new(workspace_bin("mcp-hub").unwrap())
-            .args(["run", "--config"])
-            .arg(&config),
         &otlp,
     );
     let lease = rest

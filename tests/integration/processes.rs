@@ -129,7 +129,7 @@ async fn the_demo_hub_serves_every_part(lines: &[String], read: &str) {
     let walk: Vec<&String> = lines.iter().filter(|l| l.contains("curl -s")).collect();
     assert_eq!(walk.len(), 3, "{lines:#?}");
     assert!(walk[0].contains("hub.run_healthchecks") && walk[1].contains(&control));
-    crate::services::eventually("the demo app healthy", async || {
+    mcp_tests::eventually("the demo app healthy", async || {
         let checks = rest
             .call(read, json!({"tool_id": "hub.run_healthchecks"}))
             .await;

@@ -12,7 +12,9 @@ use mcp_tests::{TestRoot, mcp_client, workspace_bin};
 use serde_json::{Value, json};
 use sha2::Digest;
 
-use crate::services::{call, eventually, fixture_service, free_port, write};
+use mcp_tests::eventually;
+
+use crate::services::{call, fixture_service, free_port, write};
 
 #[tokio::test]
 async fn profile_a_leaking_service_through_mcp() {
@@ -40,13 +42,7 @@ async fn profile_a_leaking_service_through_mcp() {
         .await
         .unwrap();
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
-    let tools: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let tools: Vec<String> = mcp_tests::listed_tools(&client).await;
     for tool in [
         "hub.memory.get_status",
         "hub.memory.list_sessions",
@@ -342,13 +338,7 @@ async fn profile_a_leaking_service_through_mcp() {
     evidence_answers_while_the_hub_is_offline(&root, &read, &hub_said).await;
     // Tools a lease lists while its hub is offline: the reads root answers, not the rest.
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
-    let listed: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let listed: Vec<String> = mcp_tests::listed_tools(&client).await;
     for tool in [
         "hub.memory.list_sessions",
         "hub.memory.get_session",

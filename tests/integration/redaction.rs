@@ -6,7 +6,9 @@
 use mcp_tests::{TestRoot, mcp_client};
 use serde_json::json;
 
-use crate::services::{call, eventually, fixture_service, free_port, write};
+use mcp_tests::eventually;
+
+use crate::services::{call, fixture_service, free_port, write};
 
 /// The token `mcp-fixture-service --print-secret` writes (`SECRET_LINE` in its source).
 const PLANTED: &str = "sk_live_fixture0123456789abcdef";

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_tests::{TestRoot, mcp_client, workspace_bin};
+use mcp_tests::{TestRoot, mcp_client, until, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use sqlx::Connection;
@@ -91,19 +91,6 @@ async fn replica(db: &Db, shared: &Path, id: &str) -> TestRoot {
     })
     .await
     .unwrap()
-}
-
-/// Polls `f` every 100 ms until it holds or [`WAIT`] has passed.
-async fn eventually<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !f().await {
-        assert!(start.elapsed() < WAIT, "never happened: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// The hubs the zone view says `replica` holds.
@@ -313,7 +300,7 @@ async fn concurrent_publishes_through_two_replicas_end_with_one_set_served_every
         // Each publish returns once every live replica serves it (or after the
         // acknowledgement budget, on a slow machine): the later one is what stays.
         for p in [&a, &b, &c] {
-            eventually(
+            until(
                 &format!("round {round}: {} serves the later set", p.base),
                 || async {
                     let set = served(&http, &p.base, &admin).await;
@@ -562,7 +549,7 @@ async fn a_console_login_works_on_every_replica_and_a_logout_ends_it_everywhere(
         ))
         .await;
     assert_eq!(gone, 1);
-    eventually("A refuses the dropped console session", || async {
+    until("A refuses the dropped console session", || async {
         console_session(&a, &cookie).await == 401
     })
     .await;
@@ -734,7 +721,7 @@ async fn lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat() {
     let hub = a.start_hub("hub:rs-owned", "").await.unwrap();
     a.enroll("hub:rs-ghost", "test").await.unwrap();
     let view = || async { b.admin_get("/v1/root/replicas").await.unwrap() };
-    eventually("A holds hub:rs-owned in the zone view", || async {
+    until("A holds hub:rs-owned in the zone view", || async {
         hubs_of(&view().await, "r-a") == ["hub:rs-owned"]
     })
     .await;
@@ -745,7 +732,7 @@ async fn lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat() {
         .exec("DELETE FROM hub_ownership WHERE target_id = 'hub:rs-owned'")
         .await;
     assert_eq!(lost, 1);
-    eventually("A holds hub:rs-owned again", || async {
+    until("A holds hub:rs-owned again", || async {
         hubs_of(&view().await, "r-a") == ["hub:rs-owned"]
     })
     .await;
@@ -767,12 +754,12 @@ async fn lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat() {
         )
         .await;
     assert_eq!(ghost, 1);
-    eventually("the row left behind is gone", || async {
+    until("the row left behind is gone", || async {
         hubs_of(&view().await, "r-a") == ["hub:rs-owned"]
     })
     .await;
     // B's directory, kept from the zone's ownership, says nobody holds it.
-    eventually("hub:rs-ghost offline on B", || async {
+    until("hub:rs-ghost offline on B", || async {
         b.admin_get("/v1/root/hubs").await.unwrap()["targets"]
             .as_array()
             .unwrap()

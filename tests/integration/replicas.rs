@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use mcp_root::replica::credential;
 use mcp_shared::replica::{REPLICA_PROTOCOL_VERSION, ReplicaAnswer, ReplicaCall, ReplicaEnvelope};
-use mcp_tests::{TestRoot, mcp_client, workspace_bin};
+use mcp_tests::{TestRoot, mcp_client, until, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use sqlx::Connection;
@@ -288,22 +288,6 @@ fn health_of(view: &Value, replica: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Polls `f` every 100 ms until it holds or 30 s have passed.
-async fn eventually<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !f().await {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "never happened: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 fn tool_names(tools: &[rmcp::model::Tool]) -> Vec<String> {
     tools.iter().map(|t| t.name.to_string()).collect()
 }
@@ -364,7 +348,7 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
         &tokens[1],
         &[c.base.as_str(), a.base.as_str()],
     );
-    eventually("hub one on B and hub two on C in A's zone view", || async {
+    until("hub one on B and hub two on C in A's zone view", || async {
         let v = client.admin_get(&a.base, "/v1/root/replicas").await;
         hubs_of(&v, "r-b") == ["hub:r8-one"] && hubs_of(&v, "r-c") == ["hub:r8-two"]
     })
@@ -375,7 +359,7 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
     // directory has both online (a call before that is refused as `target_offline`, retryable,
     // which is not what this test is about).
     let (_, one) = client.lease(&a.base, "hub:r8-one", "InfraOpsRead").await;
-    eventually("both hubs online on every replica", || async {
+    until("both hubs online on every replica", || async {
         for base in [&a.base, &b.base, &c.base] {
             let v = client.admin_get(base, "/v1/root/hubs").await;
             let online = |id: &str| {
@@ -506,7 +490,7 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    eventually("B down and hub one on A in the zone view", || async {
+    until("B down and hub one on A in the zone view", || async {
         let v = client.admin_get(&c.base, "/v1/root/replicas").await;
         health_of(&v, "r-b") == "down"
             && hubs_of(&v, "r-a") == ["hub:r8-one"]
@@ -981,7 +965,7 @@ async fn a_task_is_read_and_cancelled_through_the_other_replica() {
         &[&a.base],
         tests,
     );
-    eventually("the hub online on r-a", || async {
+    until("the hub online on r-a", || async {
         let view = client.admin_get(&a.base, "/v1/root/replicas").await;
         hubs_of(&view, "r-a").contains(&target)
     })
@@ -1022,7 +1006,7 @@ async fn a_task_is_read_and_cancelled_through_the_other_replica() {
         .await
         .unwrap();
     assert_eq!(get(&on_a, &id).await.task.status(), TaskStatus::Cancelled);
-    eventually("the cancelled call's event", || async {
+    until("the cancelled call's event", || async {
         let audit = client
             .admin_get(&b.base, "/v1/root/mcp/audit?tool_id=hub.run_allowed_tests")
             .await;
@@ -1032,7 +1016,7 @@ async fn a_task_is_read_and_cancelled_through_the_other_replica() {
     })
     .await;
     let reader = client.lease(&b.base, target, "InfraOpsRead").await.1;
-    eventually("the hub's record of the stopped test", || async {
+    until("the hub's record of the stopped test", || async {
         let res: Value = client
             .http
             .post(format!("{}/v1/root/mcp/call", b.base))

@@ -4,9 +4,7 @@
 //! health check in `hub.run_healthchecks` passing while it runs and failing once it exited.
 //! The service is `mcp-fixture-service` (tests/src/bin).
 
-use std::time::{Duration, Instant};
-
-use mcp_tests::{TestRoot, mcp_client, workspace_bin};
+use mcp_tests::{TestRoot, eventually, mcp_client, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
@@ -60,21 +58,6 @@ pub async fn write(client: &Client, tool: &str, args: Value, key: &str) -> Value
     exec["confirmation_token"] = json!(token);
     exec["idempotency_key"] = json!(key);
     call(client, tool, exec).await
-}
-
-/// Polls `f` every 50 ms until it returns `Some`, for at most 20 s.
-pub async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn service(client: &Client, name: &str) -> Value {

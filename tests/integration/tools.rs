@@ -50,13 +50,7 @@ async fn tools_list_is_filtered_by_profile_and_annotated() {
         );
     }
     // Same order twice.
-    let again: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let again: Vec<String> = mcp_tests::listed_tools(&client).await;
     assert_eq!(again, expected);
 
     let nlu_client = mcp_client(&root.mcp_url(), &nlu).await.unwrap();

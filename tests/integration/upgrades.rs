@@ -207,7 +207,27 @@ async fn every_tool_works_between_older_and_newer_peers() {
             progress.iter().all(|p| p.total.is_none()),
             "{target}: {progress:?}"
         );
+        // Evidence was not agreed either: the hub's ProfileOps answers carry no `evidence`
+        // for a root that did not announce it (its contract would refuse the field), and
+        // root holds none of an older hub's, so with the hub gone the read is target_offline.
+        let (_, profiler) = root.lease(target, "ProfileOpsRead", 600).await.unwrap();
+        let (status, sessions) = root
+            .rest_call(&profiler, "hub.memory.list_sessions", json!({}))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{target}: {sessions}");
+        if target == "hub:up-old-root" {
+            assert!(sessions["result"].get("evidence").is_none(), "{sessions}");
+        }
         hub.stop().await;
+        mcp_tests::eventually("the hub offline", async || {
+            let (s, b) = root
+                .rest_call(&profiler, "hub.memory.list_sessions", json!({}))
+                .await
+                .unwrap();
+            (s == 503).then_some(b)
+        })
+        .await;
         root.stop().await;
     }
 }

@@ -262,13 +262,7 @@ async fn writes_are_refused_outside_test_environments_and_without_the_capability
     let client = mcp_tests::mcp_client(&root.mcp_url(), &control)
         .await
         .unwrap();
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names: Vec<String> = mcp_tests::listed_tools(&client).await;
     assert!(
         !names.contains(&"hub.run_allowed_tests".to_string()),
         "{names:?}"

@@ -276,6 +276,39 @@ pub async fn mcp_client(
     Ok(().serve(transport).await?)
 }
 
+/// How long [`eventually`] and [`until`] wait (long enough for a hub to restart or a
+/// replica to learn a change; a passing test never waits it out).
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Polls `f` every 50 ms until it gives a value, for at most [`PATIENCE`]; panics naming
+/// `what` if it never does.
+pub async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// [`eventually`] for a condition.
+pub async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    eventually(what, async || check().await.then_some(())).await
+}
+
+/// The names of the tools `client` lists (every page).
+pub async fn listed_tools(client: &RunningService<rmcp::RoleClient, ()>) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
 /// An MCP client on the stateless lifecycle of protocol 2026-07-28: `server/discover`, then
 /// self-contained requests without a transport session.
 pub async fn mcp_client_stateless(

@@ -113,13 +113,17 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ToolError> {
 }
 
 /// A read's answer from the hub itself: live (`evidence.source` "hub"; root answers from its
-/// copy while the hub is offline).
-fn live(mut answer: Value) -> Value {
-    answer["evidence"] = json!({
-        "source": "hub",
-        "as_of": mcp_shared::time::format(mcp_shared::time::now()),
-        "age_seconds": 0,
-    });
+/// copy while the hub is offline). Said only to a root that announced the `evidence` feature:
+/// an earlier root's contract has no such field, and would refuse the answer.
+fn live(ctx: &HubContext, mut answer: Value) -> Value {
+    let features = ctx.connection.root_features.load();
+    if features.has(mcp_shared::protocol::feature::EVIDENCE) {
+        answer["evidence"] = json!({
+            "source": "hub",
+            "as_of": mcp_shared::time::format(mcp_shared::time::now()),
+            "age_seconds": 0,
+        });
+    }
     answer
 }
 
@@ -187,7 +191,7 @@ pub fn list_sessions(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolE
         .machine
         .profiles
         .sessions(service_filter(map)?, state, limit(map)?)?;
-    Ok(live(json!({ "sessions": to_value(&sessions)? })))
+    Ok(live(ctx, json!({ "sessions": to_value(&sessions)? })))
 }
 
 /// `hub.memory.get_session`.
@@ -195,6 +199,7 @@ pub fn get_session(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolErr
     let map = args(arguments, &["session_id"])?;
     let (session, recent) = ctx.machine.profiles.session(id(map, "session_id")?)?;
     Ok(live(
+        ctx,
         json!({ "session": to_value(&session)?, "recent_samples": to_value(&recent)? }),
     ))
 }
@@ -206,7 +211,7 @@ pub fn list_incidents(ctx: &HubContext, arguments: &Value) -> Result<Value, Tool
         .machine
         .profiles
         .incidents(service_filter(map)?, limit(map)?)?;
-    Ok(live(json!({ "incidents": to_value(&incidents)? })))
+    Ok(live(ctx, json!({ "incidents": to_value(&incidents)? })))
 }
 
 /// `hub.memory.list_artifacts`.
@@ -216,7 +221,7 @@ pub fn list_artifacts(ctx: &HubContext, arguments: &Value) -> Result<Value, Tool
         .machine
         .profiles
         .artifacts(service_filter(map)?, limit(map)?)?;
-    Ok(live(json!({ "artifacts": to_value(&artifacts)? })))
+    Ok(live(ctx, json!({ "artifacts": to_value(&artifacts)? })))
 }
 
 /// `hub.memory.get_artifact`.
@@ -226,6 +231,7 @@ pub fn get_artifact(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolEr
     let offset = number(map, "offset", 0..=u64::MAX)?;
     let length = number(map, "length", 1..=u64::MAX)?;
     Ok(live(
+        ctx,
         match ctx.machine.profiles.artifact(artifact_id, offset, length)? {
             Delivery::Inline { meta, artifact } => json!({
                 "artifact_id": meta.artifact_id,
