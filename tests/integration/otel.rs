@@ -374,7 +374,10 @@ async fn one_call_is_one_trace_across_root_and_hub() {
     // The execute's allowed test: its child process under the adapter's run, on the hub.
     let tree = received(&spans, "the allowed test's child process", |s| {
         let tree = by_name(s, &run_trace);
-        tree.contains_key(&("mcp-hub".to_owned(), "child process".to_owned()))
+        // The child's span ends before its adapter run's: they may ship in two batches.
+        ["child process", "adapter run"]
+            .iter()
+            .all(|n| tree.contains_key(&("mcp-hub".to_owned(), (*n).to_owned())))
             .then_some(tree)
     })
     .await;
@@ -412,8 +415,10 @@ async fn one_call_is_one_trace_across_root_and_hub() {
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     let tree = received(&spans, "the MCP client's trace continued", |s| {
         let tree = by_name(s, MCP_TRACE);
-        tree.contains_key(&("mcp-hub".to_owned(), "hub call".to_owned()))
-            .then_some(tree)
+        let root_span = ("mcp-root".to_owned(), "governed call".to_owned());
+        let hub_span = ("mcp-hub".to_owned(), "hub call".to_owned());
+        // Root and hub export in their own batches: wait for both.
+        (tree.contains_key(&root_span) && tree.contains_key(&hub_span)).then_some(tree)
     })
     .await;
     assert_eq!(

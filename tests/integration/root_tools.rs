@@ -323,6 +323,36 @@ async fn subnet_views_answer_from_root_and_notice_a_missing_hub() {
             .unwrap()
     };
     assert!(pos("disconnected") < pos("connected"));
+    // `kinds` selects: lifecycle events only (no call crowds them out), or one kind.
+    let (s, b) = call(
+        &root,
+        &token,
+        "root.get_subnet_timeline",
+        json!({"kinds": ["connected", "disconnected", "surface_changed"]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    let events = b["result"]["events"].as_array().unwrap();
+    assert!(events.len() >= 3, "{b}");
+    assert!(events.iter().all(|e| e["kind"] != "call"), "{b}");
+    let (_, b) = call(
+        &root,
+        &token,
+        "root.get_subnet_timeline",
+        json!({"kinds": ["disconnected"]}),
+    )
+    .await;
+    let only: Vec<&Value> = b["result"]["events"].as_array().unwrap().iter().collect();
+    assert_eq!(only.len(), 1, "{b}");
+    assert_eq!(only[0]["target_id"], "hub:sub-b");
+    let (s, b) = call(
+        &root,
+        &token,
+        "root.get_subnet_timeline",
+        json!({"kinds": ["rumour"]}),
+    )
+    .await;
+    assert_eq!((s, &b["error"]["code"]), (400, &json!("invalid_arguments")), "{b}");
     let (s, b) = call(&root, &token, "root.get_subnet_diagnostics", json!({})).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["result"]["targets"][1]["connected"], false);

@@ -130,6 +130,13 @@ pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result
     let since_min = arg_u64(input, "since_minutes", 60, 1, 7 * 24 * 60) as i64;
     let limit = arg_u64(input, "limit", 100, 1, 500) as usize;
     let since = now() - time::Duration::minutes(since_min);
+    // `kinds` (default all): lifecycle kinds by their wire names, and `call`.
+    let kinds: Option<Vec<&str>> = input
+        .arguments
+        .get("kinds")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect());
+    let wanted = |kind: &str| kinds.as_ref().is_none_or(|k| k.contains(&kind));
     let mut items: Vec<(i64, Value)> = app.hubs.timeline
         .recent(&subnet, since, limit)
         .into_iter()
@@ -139,8 +146,10 @@ pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result
                 json!({ "at": format(e.at), "target_id": e.target_id, "kind": e.kind, "detail": e.detail }),
             )
         })
+        .filter(|(_, e)| e["kind"].as_str().is_some_and(wanted))
         .collect();
-    for (target_id, _) in members(app, ctx) {
+    let members = if wanted("call") { members(app, ctx) } else { Vec::new() };
+    for (target_id, _) in members {
         let rows = app
             .store
             .query_audit(&AuditFilter {

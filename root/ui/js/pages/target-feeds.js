@@ -150,20 +150,23 @@ export function timelinePanel(read, targetId) {
   const win = h('select', { id: 'timeline-window', 'aria-label': 'Window' },
     WINDOWS.map(([m, l]) => h('option', { value: String(m), selected: m === 1440 }, l)));
   const calls = h('input', { type: 'checkbox', id: 'timeline-calls' });
-  // One read per window; the calls switch only filters what is shown.
+  // One read per window and switch: lifecycle events only unless calls are asked for, so
+  // calls (the console's own reads among them) never crowd the lifecycle out.
   let asked = null;
   let answer = null;
   const load = async () => {
-    if (asked !== win.value) {
-      asked = win.value;
-      answer = read('root.get_subnet_timeline', { since_minutes: Number(win.value), limit: 500 });
+    const key = `${win.value}/${calls.checked}`;
+    if (asked !== key) {
+      asked = key;
+      const kinds = ['connected', 'disconnected', 'surface_changed', ...(calls.checked ? ['call'] : [])];
+      answer = read('root.get_subnet_timeline', { since_minutes: Number(win.value), limit: 500, kinds });
     }
     const r = await answer.catch((e) => { asked = null; throw e; });
     const lifecycle = r.events.filter((e) => e.kind !== 'call');
-    const shown = calls.checked ? r.events : lifecycle;
+    const shown = r.events;
     return [
-      h('p', { id: 'timeline-summary' }, `Subnet ${r.subnet_id} since ${fmtTime(r.since)}: ${lifecycle.length} lifecycle events, ${r.events.length - lifecycle.length} governed calls.`),
-      r.truncated ? h('p', { class: 'warning' }, 'Only the newest 500 events of this window are counted; older ones, lifecycle events included, are cut off. A shorter window shows them.') : null,
+      h('p', { id: 'timeline-summary' }, `Subnet ${r.subnet_id} since ${fmtTime(r.since)}: ${lifecycle.length} lifecycle events${calls.checked ? `, ${r.events.length - lifecycle.length} governed calls` : ''}.`),
+      r.truncated ? h('p', { class: 'warning' }, 'Only the newest 500 events of this window are shown; older ones are cut off. A shorter window shows them.') : null,
       table([
         { label: 'Time', cell: (e) => fmtTime(e.at) },
         { label: 'Target', cell: (e) => (e.target_id === targetId ? h('strong', null, e.target_id) : h('a', { href: `#/targets?t=${encodeURIComponent(e.target_id)}` }, e.target_id)), class: 'mono' },
