@@ -352,7 +352,11 @@ async fn subnet_views_answer_from_root_and_notice_a_missing_hub() {
         json!({"kinds": ["rumour"]}),
     )
     .await;
-    assert_eq!((s, &b["error"]["code"]), (400, &json!("invalid_arguments")), "{b}");
+    assert_eq!(
+        (s, &b["error"]["code"]),
+        (400, &json!("invalid_arguments")),
+        "{b}"
+    );
     let (s, b) = call(&root, &token, "root.get_subnet_diagnostics", json!({})).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["result"]["targets"][1]["connected"], false);

@@ -148,7 +148,11 @@ pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result
         })
         .filter(|(_, e)| e["kind"].as_str().is_some_and(wanted))
         .collect();
-    let members = if wanted("call") { members(app, ctx) } else { Vec::new() };
+    let members = if wanted("call") {
+        members(app, ctx)
+    } else {
+        Vec::new()
+    };
     for (target_id, _) in members {
         let rows = app
             .store
