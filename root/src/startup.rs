@@ -324,6 +324,7 @@ async fn compose(
     .context("starting actors")?;
 
     let redactor = redact::Redactor::new(&config.redaction.fields, &config.redaction.patterns);
+    let evidence_shapes = Arc::new(hubs::evidence::Shapes::new(&catalog.contracts));
     let app = Arc::new(App {
         store,
         actors: actors.clone(),
@@ -337,6 +338,7 @@ async fn compose(
             enrolments,
             last_frame: Default::default(),
             timeline: Default::default(),
+            evidence: evidence_shapes,
         },
         audit: Arc::new(audit::Trail {
             writer: actors.audit.clone(),

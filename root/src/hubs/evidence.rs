@@ -15,6 +15,7 @@ use mcp_shared::profiling::{EVIDENCE_CONTENT_MAX_BYTES, EvidenceCursor, Evidence
 use mcp_shared::protocol::Evidence;
 use mcp_shared::time::{now, unix_ms};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 use crate::catalog::ContractRegistry;
 use crate::store::{EvidenceBatch, EvidenceCursorRow, EvidenceRow, Store};
@@ -53,12 +54,40 @@ pub enum Taken {
     Failed(String),
 }
 
+/// The shape each evidence kind must have, compiled once per root from the contracts (a
+/// connection's intake shares them: a validator per hub would cost each connection more
+/// than the rest of its state).
+pub struct Shapes(Vec<(&'static str, jsonschema::Validator)>);
+
+impl Shapes {
+    /// The shapes of the reads whose contracts name the offline adapters of [`SHAPES`].
+    pub fn new(contracts: &ContractRegistry) -> Shapes {
+        Shapes(
+            SHAPES
+                .iter()
+                .filter_map(|(kind, adapter, pointer)| {
+                    let read = contracts
+                        .all()
+                        .iter()
+                        .find(|c| c.contract.offline.as_deref() == Some(*adapter))?;
+                    let schema = read.contract.output_schema.pointer(pointer)?;
+                    jsonschema::validator_for(schema).ok().map(|v| (*kind, v))
+                })
+                .collect(),
+        )
+    }
+
+    fn of(&self, kind: &str) -> Option<&jsonschema::Validator> {
+        self.0.iter().find(|(k, _)| *k == kind).map(|(_, v)| v)
+    }
+}
+
 /// One hub connection's evidence intake.
 pub struct Intake {
     store: Store,
     target_id: String,
     held: Option<EvidenceCursorRow>,
-    shapes: Vec<(&'static str, jsonschema::Validator)>,
+    shapes: Arc<Shapes>,
     failed: bool,
 }
 
@@ -67,7 +96,7 @@ impl Intake {
     pub async fn open(
         store: Store,
         target_id: &str,
-        contracts: &ContractRegistry,
+        shapes: Arc<Shapes>,
     ) -> Result<(Intake, EvidenceCursor), crate::store::Error> {
         let held = store.evidence_cursor(target_id).await?;
         let cursor = held
@@ -77,17 +106,6 @@ impl Intake {
                 seq: u64::try_from(h.seq).unwrap_or(0),
             })
             .unwrap_or_default();
-        let shapes = SHAPES
-            .iter()
-            .filter_map(|(kind, adapter, pointer)| {
-                let read = contracts
-                    .all()
-                    .iter()
-                    .find(|c| c.contract.offline.as_deref() == Some(*adapter))?;
-                let schema = read.contract.output_schema.pointer(pointer)?;
-                jsonschema::validator_for(schema).ok().map(|v| (*kind, v))
-            })
-            .collect();
         let intake = Intake {
             store,
             target_id: target_id.to_owned(),
@@ -194,7 +212,7 @@ impl Intake {
             EvidenceRecord::Incident(i) => (serde_json::to_value(&i), None),
         };
         let value = value.map_err(|e| format!("{kind} `{id}` cannot be encoded: {e}"))?;
-        if let Some((_, shape)) = self.shapes.iter().find(|(k, _)| *k == kind)
+        if let Some(shape) = self.shapes.of(kind)
             && let Some(error) = shape.iter_errors(&value).next()
         {
             return Err(format!(
@@ -227,4 +245,191 @@ impl Intake {
 
 fn bounded(s: &str) -> String {
     s.chars().take(64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use mcp_shared::profiling::{ArtifactMeta, Mode, Session, SessionState};
+
+    use super::*;
+
+    const TARGET: &str = "hub:ev";
+
+    fn session(id: &str, service: &str) -> EvidenceRecord {
+        EvidenceRecord::Session(Session {
+            session_id: id.to_owned(),
+            service: service.to_owned(),
+            mode: Mode::Profiling,
+            interval_ms: 500,
+            duration_sec: 60,
+            state: SessionState::Completed,
+            started_at: "2026-12-04T10:00:00Z".to_owned(),
+            ended_at: Some("2026-12-04T10:01:00Z".to_owned()),
+            pid: Some(42),
+            samples: 120,
+            retry_of: None,
+            artifact_id: None,
+            incident_ids: Vec::new(),
+            growth: None,
+            published_at: None,
+            error: None,
+        })
+    }
+
+    fn artifact(id: &str, content: &str, sha256: String) -> EvidenceRecord {
+        EvidenceRecord::Artifact {
+            meta: ArtifactMeta {
+                artifact_id: id.to_owned(),
+                session_id: uuid::Uuid::now_v7().to_string(),
+                service: "app".to_owned(),
+                created_at: "2026-12-04T10:01:00Z".to_owned(),
+                size_bytes: content.len() as u64,
+                sha256,
+            },
+            content: Some(content.to_owned()),
+        }
+    }
+
+    fn batch(epoch: &str, after: u64, upto: u64, records: Vec<EvidenceRecord>) -> Evidence {
+        Evidence {
+            epoch: epoch.to_owned(),
+            after,
+            upto,
+            records,
+        }
+    }
+
+    async fn opened() -> (tempfile::TempDir, Store, Arc<Shapes>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&format!("sqlite:{}", dir.path().join("e.db").display()))
+            .await
+            .unwrap();
+        let contracts = ContractRegistry::load(None).unwrap();
+        let shapes = Arc::new(Shapes::new(&contracts));
+        assert_eq!(
+            shapes.0.len(),
+            SHAPES.len(),
+            "every kind has its read's shape"
+        );
+        (dir, store, shapes)
+    }
+
+    #[tokio::test]
+    async fn forged_records_are_refused_with_the_reason_and_the_rest_kept() {
+        let (_dir, store, shapes) = opened().await;
+        let (mut intake, cursor) = Intake::open(store.clone(), TARGET, shapes).await.unwrap();
+        assert_eq!(cursor, EvidenceCursor::default());
+        let good = uuid::Uuid::now_v7().to_string();
+        let shaped_wrong = uuid::Uuid::now_v7().to_string();
+        let taken = intake
+            .take(batch(
+                "e1",
+                0,
+                3,
+                vec![
+                    session(&good, "app"),
+                    session("../../etc/passwd", "app"),
+                    session(&shaped_wrong, "Not A Service!"),
+                ],
+            ))
+            .await;
+        let Taken::Stored { kept, refused } = taken else {
+            panic!("stored: {taken:?}");
+        };
+        assert_eq!(kept, 1);
+        assert!(refused[0].contains("is not a UUID"), "{refused:?}");
+        assert!(
+            refused[1].contains("does not have the shape its read serves")
+                && refused[1].contains("/service"),
+            "{refused:?}"
+        );
+        let rows = store
+            .list_evidence(TARGET, "session", None, None, 10)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].item_id, good);
+    }
+
+    #[tokio::test]
+    async fn artifact_bytes_are_kept_only_when_their_size_and_digest_match() {
+        let (_dir, store, shapes) = opened().await;
+        let (mut intake, _) = Intake::open(store.clone(), TARGET, shapes).await.unwrap();
+        let bytes = r#"{"samples":[]}"#;
+        let digest = hex::encode(Sha256::digest(bytes.as_bytes()));
+        let (intact, forged) = (
+            uuid::Uuid::now_v7().to_string(),
+            uuid::Uuid::now_v7().to_string(),
+        );
+        let records = vec![
+            artifact(&intact, bytes, digest),
+            artifact(
+                &forged,
+                bytes,
+                hex::encode(Sha256::digest(b"something else")),
+            ),
+        ];
+        let taken = intake.take(batch("e1", 0, 2, records)).await;
+        assert_eq!(
+            taken,
+            Taken::Stored {
+                kept: 2,
+                refused: vec![]
+            }
+        );
+        let rows = store
+            .list_evidence(TARGET, "artifact", None, None, 10)
+            .await
+            .unwrap();
+        let content = |id: &str| {
+            rows.iter()
+                .find(|r| r.item_id == id)
+                .unwrap()
+                .content
+                .clone()
+        };
+        assert_eq!(content(&intact).as_deref(), Some(bytes));
+        assert_eq!(
+            content(&forged),
+            None,
+            "the record is kept, its bytes are not"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_batch_that_does_not_continue_what_root_holds_is_not_stored() {
+        let (_dir, store, shapes) = opened().await;
+        let (mut intake, _) = Intake::open(store.clone(), TARGET, shapes.clone())
+            .await
+            .unwrap();
+        let one = uuid::Uuid::now_v7().to_string();
+        let first = intake
+            .take(batch("e1", 0, 4, vec![session(&one, "app")]))
+            .await;
+        assert!(matches!(first, Taken::Stored { kept: 1, .. }), "{first:?}");
+        // A later position of the same log (a batch lost in between), another epoch's
+        // continuation, and a range that runs backwards: none is stored.
+        let two = uuid::Uuid::now_v7().to_string();
+        for b in [
+            batch("e1", 6, 8, vec![session(&two, "app")]),
+            batch("e2", 4, 6, vec![session(&two, "app")]),
+            batch("e1", 4, 3, vec![session(&two, "app")]),
+        ] {
+            let taken = intake.take(b).await;
+            assert!(matches!(taken, Taken::Gap { .. }), "{taken:?}");
+        }
+        let next = intake
+            .take(batch("e1", 4, 5, vec![session(&two, "app")]))
+            .await;
+        assert!(matches!(next, Taken::Stored { kept: 1, .. }), "{next:?}");
+        intake.close().await;
+        // The next connection is told where root stands.
+        let (_, cursor) = Intake::open(store.clone(), TARGET, shapes).await.unwrap();
+        assert_eq!((cursor.epoch.as_str(), cursor.seq), ("e1", 5));
+        let rows = store
+            .list_evidence(TARGET, "session", None, None, 10)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 2);
+    }
 }

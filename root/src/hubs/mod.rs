@@ -120,7 +120,6 @@ impl Enrolment {
 
 /// The managed targets as root sees them, shared by the request path, the policy engine and
 /// the hub connections.
-#[derive(Default)]
 pub struct Hubs {
     /// Each target's descriptor as it last published it (offline ones from their enrolment).
     pub targets: Arc<router::TargetDirectory>,
@@ -134,6 +133,8 @@ pub struct Hubs {
     pub last_frame: DashMap<String, Instant>,
     /// Hub lifecycle events for subnet timelines.
     pub timeline: timeline::Timeline,
+    /// The shapes hubs' evidence records are checked against (one set per root).
+    pub evidence: Arc<evidence::Shapes>,
 }
 
 impl Hubs {

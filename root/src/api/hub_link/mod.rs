@@ -409,7 +409,7 @@ async fn open_intake(
         return None;
     }
     let target_id = &greeted.enrolment.row.target_id;
-    match evidence::Intake::open(app.store.clone(), target_id, &app.catalog.contracts).await {
+    match evidence::Intake::open(app.store.clone(), target_id, app.hubs.evidence.clone()).await {
         Ok(opened) => Some(opened),
         Err(e) => {
             tracing::warn!(%target_id, error = %e, "cannot read how far root holds the hub's evidence; none taken on this connection");
