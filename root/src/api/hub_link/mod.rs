@@ -227,7 +227,7 @@ async fn serve(
     let target_id = greeted.enrolment.row.target_id.clone();
     let subnet_id = greeted.enrolment.row.subnet_id.clone();
     let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
-    let intake = open_intake(&app, &greeted).await;
+    let intake = Box::pin(open_intake(&app, &greeted)).await;
     let cursor = intake.as_ref().map(|(_, c)| c.clone());
     let (session, session_done, connection_id) = open_link(&app, &greeted, &out_tx, cursor).await?;
     let evidence = intake.map(|(intake, _)| take_evidence(intake));
@@ -426,7 +426,9 @@ fn take_evidence(mut intake: evidence::Intake) -> mpsc::UnboundedSender<Evidence
     tokio::spawn(async move {
         while let Some(batch) = rx.recv().await {
             let (records, upto) = (batch.records.len(), batch.upto);
-            match intake.take(batch).await {
+            // Boxed: a store call's future is large, and an idle connection should not
+            // carry its room (root's memory per connected hub).
+            match Box::pin(intake.take(batch)).await {
                 evidence::Taken::Stored { kept, refused } => {
                     tracing::debug!(target_id = %intake.target_id(), kept, upto, "hub evidence stored");
                     for why in refused {
@@ -441,7 +443,7 @@ fn take_evidence(mut intake: evidence::Intake) -> mpsc::UnboundedSender<Evidence
                 }
             }
         }
-        intake.close().await;
+        Box::pin(intake.close()).await;
     });
     tx
 }
