@@ -345,6 +345,16 @@ async fn subnet_views_answer_from_root_and_notice_a_missing_hub() {
     let only: Vec<&Value> = b["result"]["events"].as_array().unwrap().iter().collect();
     assert_eq!(only.len(), 1, "{b}");
     assert_eq!(only[0]["target_id"], "hub:sub-b");
+    // The limit counts the kinds asked for: the newest event (a disconnection) does not
+    // hide the newest connection.
+    let (_, b) = call(
+        &root,
+        &token,
+        "root.get_subnet_timeline",
+        json!({"kinds": ["connected"], "limit": 1}),
+    )
+    .await;
+    assert_eq!(b["result"]["events"][0]["kind"], "connected", "{b}");
     let (s, b) = call(
         &root,
         &token,

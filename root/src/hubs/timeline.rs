@@ -22,6 +22,17 @@ pub enum LifecycleKind {
     SurfaceChanged,
 }
 
+impl LifecycleKind {
+    /// Its wire name (`connected`, `disconnected`, `surface_changed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LifecycleKind::Connected => "connected",
+            LifecycleKind::Disconnected => "disconnected",
+            LifecycleKind::SurfaceChanged => "surface_changed",
+        }
+    }
+}
+
 /// One lifecycle event.
 #[derive(Debug, Clone, Serialize)]
 pub struct LifecycleEvent {
@@ -55,12 +66,14 @@ impl Timeline {
         });
     }
 
-    /// The newest `limit` events of `subnet_id` since `since`, newest first.
+    /// The newest `limit` events of `subnet_id` since `since` of the kinds `wanted` takes,
+    /// newest first.
     pub fn recent(
         &self,
         subnet_id: &str,
         since: OffsetDateTime,
         limit: usize,
+        wanted: impl Fn(LifecycleKind) -> bool,
     ) -> Vec<LifecycleEvent> {
         let Ok(events) = self.events.lock() else {
             return Vec::new();
@@ -68,7 +81,7 @@ impl Timeline {
         events
             .iter()
             .rev()
-            .filter(|e| e.subnet_id == subnet_id && e.at >= since)
+            .filter(|e| e.subnet_id == subnet_id && e.at >= since && wanted(e.kind))
             .take(limit)
             .cloned()
             .collect()

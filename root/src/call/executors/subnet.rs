@@ -138,7 +138,7 @@ pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result
         .map(|a| a.iter().filter_map(Value::as_str).collect());
     let wanted = |kind: &str| kinds.as_ref().is_none_or(|k| k.contains(&kind));
     let mut items: Vec<(i64, Value)> = app.hubs.timeline
-        .recent(&subnet, since, limit)
+        .recent(&subnet, since, limit, |k| wanted(k.as_str()))
         .into_iter()
         .map(|e| {
             (
@@ -146,7 +146,6 @@ pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result
                 json!({ "at": format(e.at), "target_id": e.target_id, "kind": e.kind, "detail": e.detail }),
             )
         })
-        .filter(|(_, e)| e["kind"].as_str().is_some_and(wanted))
         .collect();
     let members = if wanted("call") {
         members(app, ctx)
