@@ -89,10 +89,7 @@ impl App {
             |reply| crate::policy::Msg::Visible {
                 profile: l.capability_profile.clone(),
                 target_id: l.target_id.clone(),
-                scope: l
-                    .parent_session_id
-                    .as_ref()
-                    .map(|_| l.effective_tools.clone()),
+                scope: l.is_run().then(|| l.effective_tools.clone()),
                 reply
             },
             crate::actors::RPC_TIMEOUT_MS

@@ -230,8 +230,13 @@ pub struct OauthConfig {
     pub code_ttl_sec: u64,
     /// How long the console has to approve a sign-in, in seconds.
     pub approval_ttl_sec: u64,
-    /// Dynamically registered clients kept at most (registration is unauthenticated).
+    /// Dynamically registered clients kept at most (registration is unauthenticated). When
+    /// full, a registration drops the oldest client that never signed in.
     pub max_clients: u64,
+    /// Registrations one client address (an IPv4 address, an IPv6 /64) may make per hour,
+    /// and at most that many at once; past it `/oauth/register` answers `429` with
+    /// `Retry-After`. Per replica.
+    pub registrations_per_hour: u32,
     /// PEM CA bundle that verifies the `https` servers of client ID metadata documents (a
     /// client whose `client_id` is the URL of its metadata); default: the system's roots.
     pub client_metadata_ca_file: Option<PathBuf>,
@@ -249,6 +254,7 @@ impl Default for OauthConfig {
             code_ttl_sec: 60,
             approval_ttl_sec: 600,
             max_clients: 1000,
+            registrations_per_hour: 20,
             client_metadata_ca_file: None,
             client_metadata_private_hosts: false,
         }
@@ -275,6 +281,11 @@ impl OauthConfig {
         if self.max_clients == 0 {
             return Err(ConfigError::Invalid(
                 "oauth.max_clients must be at least 1".into(),
+            ));
+        }
+        if !(1..=10_000).contains(&self.registrations_per_hour) {
+            return Err(ConfigError::Invalid(
+                "oauth.registrations_per_hour must be between 1 and 10000".into(),
             ));
         }
         if let Some(url) = &self.public_url {

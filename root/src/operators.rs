@@ -21,8 +21,8 @@ use serde_json::json;
 
 use crate::api::audited::{Asked, audited};
 use crate::api::bodies::{
-    Audited, NewOperator, NewOperatorRequest, OperatorList, OperatorStatus, OperatorView,
-    RevokedOperator,
+    Audited, EndedWithOperator, NewOperator, NewOperatorRequest, OperatorList, OperatorStatus,
+    OperatorView, RevokeOperatorRequest, RevokedOperator,
 };
 use crate::api::{ApiError, Operator};
 use crate::app::App;
@@ -218,20 +218,35 @@ pub async fn list(
     Ok(Json(OperatorList { operators }))
 }
 
-/// `POST /v1/root/operators/{name}/revoke`: the operator's credential and console sessions
-/// stop working at once, on every replica. Audited as `admin.operator.revoke`.
+/// `POST /v1/root/operators/{name}/revoke` `{"cascade": bool}`: the operator's credential
+/// and console sessions stop working at once, on every replica, and so do the OAuth sign-ins
+/// they approved (a token never outlives the operator's approval, nor the operator). The
+/// leases they issued keep their own deadlines unless `cascade` ends them too, with their
+/// descendants. Audited as `admin.operator.revoke`, one event counting what ended.
 pub async fn revoke(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(name): Path<String>,
+    body: axum::body::Bytes,
 ) -> Result<Json<Audited<RevokedOperator>>, ApiError> {
+    let parsed: Result<RevokeOperatorRequest, String> = if body.iter().all(u8::is_ascii_whitespace)
+    {
+        Ok(RevokeOperatorRequest::default())
+    } else {
+        serde_json::from_slice(&body).map_err(|e| format!("invalid body: {e}"))
+    };
+    let request = match &parsed {
+        Ok(r) => json!({ "name": name, "cascade": r.cascade }),
+        Err(why) => json!({ "name": name, "invalid_body": why }),
+    };
     let asked = Asked {
         tool_id: "admin.operator.revoke",
         target_id: None,
         adapter: Some("root.operators".into()),
-        request: json!({ "name": name }),
+        request,
     };
-    let ((), event_id) = audited(&app, &op, asked, async {
+    let (ended, event_id) = audited(&app, &op, asked, async {
+        let cascade = parsed.map_err(ApiError::bad_request)?.cascade;
         if name == ADMIN {
             return Err(conflict(format!(
                 "`{ADMIN}` is the bootstrap operator: replace the admin token file to change it"
@@ -251,16 +266,65 @@ pub async fn revoke(
             .end_operator(&app, &name)
             .await
             .map_err(ApiError::internal)?;
-        Ok(((), format!("operator `{name}` revoked")))
+        let ended = end_authority(&app, &name, cascade).await?;
+        let summary = format!(
+            "operator `{name}` revoked; ended {} OAuth grants they approved, {} leases{} and {}",
+            ended.grants,
+            ended.leases,
+            if cascade {
+                " (their sign-ins' and every lease they issued)"
+            } else {
+                " (their sign-ins'; leases they issued keep their deadlines)"
+            },
+            if ended.descendants == 1 {
+                "1 descendant".to_owned()
+            } else {
+                format!("{} descendants", ended.descendants)
+            }
+        );
+        Ok((ended, summary))
     })
     .await?;
     Ok(Json(Audited {
         item: RevokedOperator {
             name,
             status: OperatorStatus::Revoked,
+            ended,
         },
         event_id,
     }))
+}
+
+/// Ends what a revoked operator's authority held: the OAuth grants they approved with their
+/// leases, and (`cascade`) every lease they issued; each with its descendants.
+async fn end_authority(
+    app: &App,
+    name: &str,
+    cascade: bool,
+) -> Result<EndedWithOperator, ApiError> {
+    use crate::leases::manager::Ending;
+    let grants = app
+        .store
+        .end_grants_of_operator(name, unix_ms(now()))
+        .await
+        .map_err(ApiError::internal)?;
+    let mut ended = EndedWithOperator {
+        cascade,
+        grants: grants.len(),
+        ..EndedWithOperator::default()
+    };
+    for g in &grants {
+        let e = crate::api::leases::end_all(app, Ending::Grant(g.grant_id.clone())).await?;
+        ended.leases += e.leases.len();
+        ended.descendants += e.descendants.len();
+    }
+    if cascade {
+        let actor = OperatorId::named(name).actor_id();
+        let e = crate::api::leases::end_all(app, Ending::IssuedBy(actor)).await?;
+        ended.leases += e.leases.len();
+        ended.descendants += e.descendants.len();
+    }
+    Ok(ended)
 }
 
 fn conflict(message: String) -> ApiError {

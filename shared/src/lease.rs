@@ -21,6 +21,32 @@ impl LeaseStatus {
     }
 }
 
+/// How a lease came to be: its place in the delegation graph. An `issued` lease is the top of
+/// its chain (an operator issued it, or approved the OAuth sign-in it came from); a `minted`
+/// lease and a `run` credential were handed on by another lease (`parent_session_id`), never
+/// exceed it, and stop working when it does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseKind {
+    /// Issued by an operator (REST, CLI, console) or an OAuth sign-in an operator approved.
+    #[default]
+    Issued,
+    /// Minted by another lease with `hub.issue_access_token`.
+    Minted,
+    /// A run credential, issued under a lease with a run profile.
+    Run,
+}
+
+impl LeaseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseKind::Issued => "issued",
+            LeaseKind::Minted => "minted",
+            LeaseKind::Run => "run",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionLease {
@@ -40,14 +66,29 @@ pub struct SessionLease {
     pub last_used_at: Option<OffsetDateTime>,
     pub use_count: u64,
     pub status: LeaseStatus,
-    /// Set on a run credential (issued with a run profile): the lease it was issued under. A
-    /// run credential may call only its `effective_tools`, never outlives its parent, and is
-    /// revoked with it.
+    /// Set on a minted lease and a run credential: the lease that handed its authority on. It
+    /// never outlives that lease, holds no capability it lacks, and works only while it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_session_id: Option<String>,
+    #[serde(default)]
+    pub kind: LeaseKind,
+    /// Who issued the top of the chain: `operator:<name>`, the operator who issued this lease
+    /// or approved the OAuth sign-in it came from (absent on minted leases and run
+    /// credentials, whose issuer is their parent, and on leases older than the record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issued_by: Option<String>,
+    /// The OAuth grant (an operator's approval of a client's sign-in) this lease is an access
+    /// token of: it ends when the grant does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_id: Option<String>,
 }
 
 impl SessionLease {
+    /// Whether this is a run credential (bound to exactly its run profile's actions).
+    pub fn is_run(&self) -> bool {
+        self.kind == LeaseKind::Run
+    }
+
     /// The status as of `now`: an active lease past its deadline is `expired`.
     pub fn status_at(&self, now: OffsetDateTime) -> LeaseStatus {
         match self.status {

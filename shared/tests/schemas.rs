@@ -20,7 +20,7 @@ use mcp_shared::event::{
     Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Redaction, RetriedAttempt,
     Surface,
 };
-use mcp_shared::lease::{LeaseStatus, SessionLease};
+use mcp_shared::lease::{LeaseKind, LeaseStatus, SessionLease};
 use mcp_shared::profile::{CapabilityProfile, ProfileRegistry};
 use mcp_shared::protocol::{
     CallOutcome, CallRequest, Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub, SkillCommand,
@@ -591,6 +591,21 @@ fn lease(status: LeaseStatus) -> SessionLease {
         use_count: 3,
         status,
         parent_session_id: Some("lease-00".into()),
+        kind: LeaseKind::Minted,
+        issued_by: None,
+        grant_id: None,
+    }
+}
+
+/// A lease an OAuth sign-in issued: the top of its chain, with its issuer and grant.
+fn oauth_lease() -> SessionLease {
+    SessionLease {
+        parent_session_id: None,
+        kind: LeaseKind::Issued,
+        issued_by: Some("operator:bob".into()),
+        grant_id: Some("grant-01".into()),
+        audience: "oauth:client-01".into(),
+        ..lease(LeaseStatus::Active)
     }
 }
 
@@ -1002,8 +1017,11 @@ fn session_lease_schema_matches_the_type() {
         s.valid(&format!("lease {status:?}"), &to_json(&lease(status)));
     }
     let full = to_json(&lease(LeaseStatus::Active));
+    let oauth = to_json(&oauth_lease());
+    s.valid("a lease of an OAuth sign-in", &oauth);
     rust_round_trips::<SessionLease>(s.file, &full);
-    s.same_fields("", &[&full]);
+    rust_round_trips::<SessionLease>(s.file, &oauth);
+    s.same_fields("", &[&full, &oauth]);
     s.required(
         "",
         &[
@@ -1021,6 +1039,10 @@ fn session_lease_schema_matches_the_type() {
         ],
     );
     s.same_enum("/properties/status", &lease_statuses());
+    s.same_enum(
+        "/properties/kind",
+        &[LeaseKind::Issued, LeaseKind::Minted, LeaseKind::Run],
+    );
 
     let never_used = to_json(&SessionLease {
         last_used_at: None,

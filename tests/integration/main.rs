@@ -11,6 +11,7 @@ mod bad_input;
 mod boundaries;
 mod config;
 mod console;
+mod delegation;
 mod deploy;
 mod descriptors;
 mod elicitation;

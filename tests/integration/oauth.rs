@@ -1052,3 +1052,170 @@ async fn a_client_revokes_its_sign_in_with_either_token() {
     );
     root.stop().await;
 }
+
+/// Redirect URIs match as strings (RFC 6749 §3.1.2, RFC 9700 §2.1): only a loopback port may
+/// vary (RFC 8252 §7.3); a fragment or userinfo is refused by name at registration and at
+/// authorization, and never reaches a redirect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirect_uris_match_exactly_but_for_a_loopback_port() {
+    let root = TestRoot::start_with(with_oauth).await.unwrap();
+    let registered = "http://127.0.0.1:5999/cb";
+    let res = root
+        .http
+        .post(root.url("/oauth/register"))
+        .json(&json!({"client_name": "exact", "redirect_uris": [registered]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let client_id = res.json::<Value>().await.unwrap()["client_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, challenge) = pkce();
+    let ask = async |redirect: &str| {
+        let query = authorize_query(&client_id, redirect, &challenge, &[("state", "s")]);
+        browser()
+            .get(format!("{}?{query}", root.url("/oauth/authorize")))
+            .send()
+            .await
+            .unwrap()
+    };
+    for (redirect, why) in [
+        ("http://127.0.0.1:5999/cb#evil", "fragment"),
+        ("http://evil.example@127.0.0.1:5999/cb", "userinfo"),
+        ("http://u:p@127.0.0.1:6000/cb", "userinfo"),
+        (
+            "http://127.0.0.1:5999/cb?x=1",
+            "not one the client registered",
+        ),
+        ("http://127.0.0.1:5999/cb/", "not one the client registered"),
+        ("http://localhost:5999/cb", "not one the client registered"),
+    ] {
+        let res = ask(redirect).await;
+        assert_eq!(res.status(), 400, "{redirect}");
+        assert!(res.headers().get("location").is_none(), "{redirect}");
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(body["error"], "invalid_request", "{redirect}: {body}");
+        assert!(
+            body["error_description"].as_str().unwrap().contains(why),
+            "{redirect}: {body}"
+        );
+    }
+    // The registered URI, and the same URI on another loopback port, are sent on.
+    for redirect in [registered, "http://127.0.0.1:6000/cb"] {
+        assert_eq!(ask(redirect).await.status(), 302, "{redirect}");
+    }
+    // Registration refuses what authorization would.
+    for bad in [
+        "http://evil.example@127.0.0.1:5999/cb",
+        "http://127.0.0.1:5999/cb#",
+    ] {
+        let res = root
+            .http
+            .post(root.url("/oauth/register"))
+            .json(&json!({"redirect_uris": [bad]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{bad}");
+        assert_eq!(
+            res.json::<Value>().await.unwrap()["error"],
+            "invalid_redirect_uri"
+        );
+    }
+    root.stop().await;
+}
+
+/// Registration is bounded per client address (429 with Retry-After), and a full registry
+/// drops its oldest never-used registration, so a flood locks nobody out; both counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_registrations_cannot_lock_the_registry() {
+    use mcp_tests::oauth::{register, sign_in_client};
+    // Per address: two at once, then 429 with when to come back.
+    let root = TestRoot::start_with(|cfg| {
+        with_oauth(cfg);
+        cfg.oauth.registrations_per_hour = 2;
+    })
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        assert_eq!(register(&root).await.unwrap().0, 201);
+    }
+    let res = root
+        .http
+        .post(root.url("/oauth/register"))
+        .json(&json!({"redirect_uris": [mcp_tests::oauth::REDIRECT]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 429);
+    let retry: u64 = res.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=1800).contains(&retry), "Retry-After {retry}");
+    assert_eq!(
+        root.metric("mcp_root_oauth_registrations_total{outcome=\"rate_limited\"}")
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    root.stop().await;
+
+    // A full registry drops the oldest registration that never signed in.
+    let root = TestRoot::start_with(|cfg| {
+        with_oauth(cfg);
+        cfg.oauth.max_clients = 3;
+    })
+    .await
+    .unwrap();
+    let target = "hub:oauth-flood";
+    let _hub = root.start_hub(target, "").await.unwrap();
+    let admin = root.admin_token();
+    let id = |b: &Value| b["client_id"].as_str().unwrap().to_owned();
+    let used = id(&register(&root).await.unwrap().1);
+    sign_in_client(&root, &used, &admin, target, "InfraOpsRead")
+        .await
+        .unwrap();
+    let oldest = id(&register(&root).await.unwrap().1);
+    let next = id(&register(&root).await.unwrap().1);
+    let (status, newest) = register(&root).await.unwrap();
+    assert_eq!(status, 201, "a full registry takes a new client: {newest}");
+    let (_, challenge) = pkce();
+    let known = async |client: &str| authorize(&root, client, &challenge, &[]).await.status();
+    assert_eq!(
+        known(&oldest).await,
+        401,
+        "the oldest unused one was dropped"
+    );
+    for kept in [&used, &next, &id(&newest)] {
+        assert_ne!(known(kept).await, 401, "{kept} is kept");
+    }
+    assert_eq!(
+        root.metric("mcp_root_oauth_registrations_total{outcome=\"evicted\"}")
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    // Only when every registration has signed in is the registry full.
+    for client in [next, id(&newest)] {
+        sign_in_client(&root, &client, &admin, target, "InfraOpsRead")
+            .await
+            .unwrap();
+    }
+    let (status, body) = register(&root).await.unwrap();
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("temporarily_unavailable")),
+        "{body}"
+    );
+    assert_eq!(
+        root.metric("mcp_root_oauth_registrations_total{outcome=\"full\"}")
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    root.stop().await;
+}

@@ -6,7 +6,8 @@
 //!
 //! 1. a lease that was revoked (by an operator, or by an agent with `hub.revoke_access_token`),
 //!    rotated away or has expired is not a bearer at all (401, no event), nor is a revoked
-//!    operator's token;
+//!    operator's token, nor any lease minted below one of those (a credential works iff
+//!    every ancestor does);
 //! 2. the lease's profile must grant the tool's capability;
 //! 3. descriptive tools need nothing more;
 //! 4. any other tool needs an enrolled target (`target_offline` otherwise, as for a target
@@ -19,9 +20,10 @@
 //!    evidence the hub published (a contract `offline`) for a tool the hub published when it
 //!    was last connected (`skill_disabled` otherwise);
 //! 7. a write's execute runs only with an unused confirmation from a preview of the same lease,
-//!    tool and arguments, once per idempotency key of the lease's lineage and tool (a rotation
-//!    keeps the lineage; the key used again with the same arguments is a replay that runs
-//!    nothing, with others `idempotency_conflict`). Any attempt uses the confirmation up, except
+//!    tool and arguments, once per idempotency key of the lease's owner and tool (the owner is
+//!    the lineage at the top of its chain: a rotation keeps it, a minted lease takes its
+//!    parent's; the key used again with the same arguments is a replay that runs nothing,
+//!    with others `idempotency_conflict`). Any attempt uses the confirmation up, except
 //!    at a tool that needs an operator's approval, which asks for the approval first and keeps
 //!    the token while it is pending (`approval_pending`); a rejected or used one, or a token that
 //!    opened no approval, is `confirmation_required`;
@@ -193,9 +195,13 @@ pub struct Effects {
 pub struct Lease {
     pub target: usize,
     pub profile: &'static str,
+    /// It is a bearer: not revoked, rotated away or expired, and neither is any lease it came
+    /// from (a lease that ends takes what it minted with it).
     pub live: bool,
-    /// The first lease of its rotations (idempotency keys belong to it).
-    pub lineage: usize,
+    /// The lease that minted it (`hub.issue_access_token`).
+    pub parent: Option<usize>,
+    /// The lineage at the top of its chain: idempotency keys belong to it.
+    pub owner: usize,
 }
 
 /// A confirmation from a preview (or a proposal, for [`Write::Apply`]).
@@ -251,7 +257,7 @@ pub struct Model {
     pub approvals: Vec<Approval>,
     /// Profiling sessions, by the target that ran them.
     pub sessions: Vec<usize>,
-    /// Executed `(lineage, tool, key)` and the write (arguments) they ran.
+    /// Executed `(owner, tool, key)` and the write (arguments) they ran.
     pub records: BTreeMap<(usize, &'static str, u8), Write>,
     pub effects: Vec<Effects>,
     pub audit: Audit,
@@ -422,8 +428,8 @@ impl Model {
                 ran
             });
         if run.is_ok() {
-            let lineage = self.leases[lease].lineage;
-            self.records.insert((lineage, write.tool(), key), write);
+            let owner = self.leases[lease].owner;
+            self.records.insert((owner, write.tool(), key), write);
         }
         outcome(run)
     }
@@ -437,8 +443,8 @@ impl Model {
         key: u8,
     ) -> Result<Option<usize>, Expect> {
         self.call(lease, write.tool())?;
-        let lineage = self.leases[lease].lineage;
-        match self.records.get(&(lineage, write.tool(), key)) {
+        let owner = self.leases[lease].owner;
+        match self.records.get(&(owner, write.tool(), key)) {
             Some(first) if *first == write => return Err(Expect::Replay),
             Some(_) => return Err(Expect::Refused("idempotency_conflict")),
             None => {}
@@ -474,7 +480,7 @@ impl Model {
         match write {
             Write::IssueToken => {
                 self.effects[t].issued += 1;
-                self.new_lease(t, "InfraOpsRead", true);
+                self.new_lease(t, "InfraOpsRead", true, Some(lease));
                 return Ok(());
             }
             Write::RevokeToken { lease: other } => {
@@ -485,7 +491,7 @@ impl Model {
                 if !subject.live {
                     return Err(Expect::Refused("invalid_arguments"));
                 }
-                subject.live = false;
+                self.end(other);
                 return Ok(());
             }
             _ => {}
@@ -534,7 +540,7 @@ impl Model {
     /// with the preview's confirmation (a second event).
     pub fn elicit(&mut self, lease: usize, write: Write, key: u8, accept: bool) -> Expect {
         let l = &self.leases[lease];
-        if l.live && self.records.contains_key(&(l.lineage, write.tool(), key)) {
+        if l.live && self.records.contains_key(&(l.owner, write.tool(), key)) {
             return self.execute(lease, write, None, key);
         }
         if let Err(e) = self.previewed(lease, write) {
@@ -546,8 +552,8 @@ impl Model {
         self.audit.calls += 1;
         let run = self.run(lease, write, None);
         if run.is_ok() {
-            let lineage = self.leases[lease].lineage;
-            self.records.insert((lineage, write.tool(), key), write);
+            let owner = self.leases[lease].owner;
+            self.records.insert((owner, write.tool(), key), write);
         }
         outcome(run)
     }
@@ -570,7 +576,7 @@ impl Model {
         if !l.live {
             return Expect::OperatorRefused("invalid_arguments");
         }
-        self.leases[lease].live = false;
+        self.end(lease);
         if rotate {
             self.leases.push(Lease { live: true, ..l });
         }
@@ -618,7 +624,7 @@ impl Model {
             } => match self.acts(by) {
                 Err(e) => e,
                 Ok(()) => {
-                    self.new_lease(target, profile.0, true);
+                    self.new_lease(target, profile.0, true, None);
                     Expect::Ok
                 }
             },
@@ -628,7 +634,7 @@ impl Model {
                 tool,
             } => {
                 self.audit.operator += 1;
-                let lease = self.new_lease(target, profile.0, false);
+                let lease = self.new_lease(target, profile.0, false, None);
                 self.read(lease, tool.0)
             }
             Step::Revoke { lease, by } => self.operator_on_lease(lease, false, by),
@@ -716,22 +722,43 @@ impl Model {
                     template: self.targets[t].template,
                 });
                 self.effects[t].tests += 1;
-                self.leases[lease].live = false;
+                self.end(lease);
                 Expect::Ok
             }
         }
     }
 
-    /// A lease for `target` (live, or one whose deadline passed); its number.
-    fn new_lease(&mut self, target: usize, profile: &'static str, live: bool) -> usize {
-        let lineage = self.leases.len();
+    /// A lease for `target` (live, or one whose deadline passed), minted by `parent` if
+    /// given; its number.
+    fn new_lease(
+        &mut self,
+        target: usize,
+        profile: &'static str,
+        live: bool,
+        parent: Option<usize>,
+    ) -> usize {
+        let number = self.leases.len();
         self.leases.push(Lease {
             target,
             profile,
             live,
-            lineage,
+            parent,
+            owner: parent.map_or(number, |p| self.leases[p].owner),
         });
-        lineage
+        number
+    }
+
+    /// Lease `lease` stops being a bearer, and so does every lease below it.
+    fn end(&mut self, lease: usize) {
+        self.leases[lease].live = false;
+        // Children are numbered after their parents: one pass reaches every descendant.
+        for i in lease + 1..self.leases.len() {
+            if let Some(p) = self.leases[i].parent
+                && !self.leases[p].live
+            {
+                self.leases[i].live = false;
+            }
+        }
     }
 
     fn operator_named(&mut self, name: u8, add: bool, by: Option<u8>) -> Expect {

@@ -236,6 +236,49 @@ impl TestRoot {
         Ok((res.status().as_u16(), res.json().await?))
     }
 
+    /// A write's preview over REST `/call`: its confirmation token.
+    pub async fn preview(&self, token: &str, tool: &str, args: Value) -> anyhow::Result<String> {
+        let (status, body) = self.rest_call(token, tool, args).await?;
+        anyhow::ensure!(status == 200, "preview of {tool}: {status} {body}");
+        Ok(body["result"]["confirmation_token"]
+            .as_str()
+            .with_context(|| format!("a confirmation token in {body}"))?
+            .to_owned())
+    }
+
+    /// A write's execute over REST `/call` with `confirmation` (if any) and idempotency key
+    /// `key`: `(status, body)`.
+    pub async fn execute(
+        &self,
+        token: &str,
+        tool: &str,
+        args: Value,
+        confirmation: Option<&str>,
+        key: &str,
+    ) -> anyhow::Result<(u16, Value)> {
+        let mut args = args;
+        args["phase"] = json!("execute");
+        args["idempotency_key"] = json!(key);
+        if let Some(c) = confirmation {
+            args["confirmation_token"] = json!(c);
+        }
+        self.rest_call(token, tool, args).await
+    }
+
+    /// A write's preview, then its execute with the preview's confirmation and idempotency
+    /// key `key`: the execute's `(status, body)`.
+    pub async fn write(
+        &self,
+        token: &str,
+        tool: &str,
+        args: Value,
+        key: &str,
+    ) -> anyhow::Result<(u16, Value)> {
+        let confirmation = self.preview(token, tool, args.clone()).await?;
+        self.execute(token, tool, args, Some(&confirmation), key)
+            .await
+    }
+
     pub async fn stop(mut self) {
         if let Some(h) = self.handle.take() {
             h.shutdown().await;

@@ -68,3 +68,133 @@ pub fn query_of(url: &str) -> HashMap<String, String> {
         .map(|u| u.query_pairs().into_owned().collect())
         .unwrap_or_default()
 }
+
+/// Where a sign-in ended: the client and its tokens.
+pub struct SignIn {
+    pub client_id: String,
+    pub access: String,
+    pub refresh: String,
+}
+
+/// The loopback redirect the scripted client registers.
+pub const REDIRECT: &str = "http://127.0.0.1:47999/callback";
+
+/// Registers a client with [`REDIRECT`] (`POST /oauth/register`): `(status, body)`.
+pub async fn register(root: &crate::TestRoot) -> anyhow::Result<(u16, serde_json::Value)> {
+    let res = root
+        .http
+        .post(root.url("/oauth/register"))
+        .json(&serde_json::json!({"client_name": "scripted", "redirect_uris": [REDIRECT]}))
+        .send()
+        .await?;
+    Ok((res.status().as_u16(), res.json().await?))
+}
+
+/// A whole sign-in against a root with `[oauth] discovery` on: registration, the
+/// authorization request, the approval by the operator whose bearer is `approver` (for
+/// `target` and `profile`), and the code exchange.
+pub async fn sign_in(
+    root: &crate::TestRoot,
+    approver: &str,
+    target: &str,
+    profile: &str,
+) -> anyhow::Result<SignIn> {
+    use anyhow::Context;
+    let (status, registered) = register(root).await?;
+    anyhow::ensure!(status == 201, "registration: {status} {registered}");
+    let client_id = registered["client_id"].as_str().context("client_id")?;
+    sign_in_client(root, client_id, approver, target, profile).await
+}
+
+/// [`sign_in`] with a client registered already.
+pub async fn sign_in_client(
+    root: &crate::TestRoot,
+    client_id: &str,
+    approver: &str,
+    target: &str,
+    profile: &str,
+) -> anyhow::Result<SignIn> {
+    use anyhow::Context;
+    let client_id = client_id.to_owned();
+    let pkce = pkce();
+    let resource = root.url("/mcp");
+    let query = authorize_query(
+        &client_id,
+        REDIRECT,
+        &pkce.challenge,
+        &[("state", "st"), ("resource", &resource)],
+    );
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let res = browser
+        .get(format!("{}?{query}", root.url("/oauth/authorize")))
+        .send()
+        .await?;
+    let location = res.headers()["location"].to_str()?.to_owned();
+    let sealed = sealed_request(&location).context("a sealed request")?;
+    let decided: serde_json::Value = root
+        .http
+        .post(root.url("/oauth/authorize/approve"))
+        .bearer_auth(approver)
+        .json(&serde_json::json!({"request": sealed, "target_id": target, "capability_profile": profile, "ttl_sec": 3600}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let code = query_of(decided["redirect"].as_str().context("redirect")?)
+        .remove("code")
+        .context("code")?;
+    let (status, tokens) = token(
+        root,
+        &[
+            ("grant_type", "authorization_code"),
+            ("client_id", &client_id),
+            ("code", &code),
+            ("redirect_uri", REDIRECT),
+            ("code_verifier", &pkce.verifier),
+            ("resource", &resource),
+        ],
+    )
+    .await?;
+    anyhow::ensure!(status == 200, "code exchange: {status} {tokens}");
+    Ok(SignIn {
+        client_id,
+        access: tokens["access_token"]
+            .as_str()
+            .context("access")?
+            .to_owned(),
+        refresh: tokens["refresh_token"]
+            .as_str()
+            .context("refresh")?
+            .to_owned(),
+    })
+}
+
+/// `POST /oauth/token` with a form body: `(status, body)`.
+pub async fn token(
+    root: &crate::TestRoot,
+    pairs: &[(&str, &str)],
+) -> anyhow::Result<(u16, serde_json::Value)> {
+    let res = root
+        .http
+        .post(root.url("/oauth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(pairs))
+        .send()
+        .await?;
+    Ok((res.status().as_u16(), res.json().await?))
+}
+
+/// `POST /oauth/revoke` (RFC 7009) of `token` by `client_id`: the status.
+pub async fn revoke(root: &crate::TestRoot, client_id: &str, token: &str) -> anyhow::Result<u16> {
+    let res = root
+        .http
+        .post(root.url("/oauth/revoke"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("client_id", client_id), ("token", token)]))
+        .send()
+        .await?;
+    Ok(res.status().as_u16())
+}

@@ -187,11 +187,38 @@ pub struct OperatorList {
     pub operators: Vec<OperatorView>,
 }
 
+/// `POST /v1/root/operators/{name}/revoke` (an empty body is `{}`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeOperatorRequest {
+    /// Also end every lease the operator issued (with their descendants); without it they
+    /// keep their own deadlines. The OAuth sign-ins the operator approved end either way.
+    #[serde(default)]
+    pub cascade: bool,
+}
+
 /// `POST /v1/root/operators/{name}/revoke`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RevokedOperator {
     pub name: String,
     pub status: OperatorStatus,
+    /// What ended with the operator.
+    #[serde(default)]
+    pub ended: EndedWithOperator,
+}
+
+/// What a revoked operator's authority took with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndedWithOperator {
+    /// Whether the leases the operator issued were ended too (`cascade`).
+    pub cascade: bool,
+    /// OAuth grants (sign-ins) the operator approved that were live.
+    pub grants: usize,
+    /// Leases that stopped working: the grants' access tokens, and with `cascade` every
+    /// lease the operator issued.
+    pub leases: usize,
+    /// Leases those had handed on (minted leases, run credentials, theirs).
+    pub descendants: usize,
 }
 
 // ---- approvals (`/v1/root/mcp/approvals`) ----

@@ -115,7 +115,10 @@ async fn reader_lease(
         effective_tools: app.effective_tools(profile),
         ttl: READER_TTL,
         lineage: None,
-        parent: None,
+        source: crate::leases::manager::Source::Issued {
+            by: Some(op.actor_id()),
+            grant: None,
+        },
     };
     let asked = crate::api::audited::Asked {
         tool_id: "admin.lease.create",

@@ -19,14 +19,21 @@ use crate::api::audited::{Asked, audited};
 use crate::api::bodies::{Audited, IssuedLeaseBody, LeaseList, NewLeaseRequest};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
-use crate::leases::manager::{self as lease_manager, IssuedLease, LeaseError, NewLease};
+use crate::leases::manager::{
+    self as lease_manager, Ended, IssuedLease, LeaseError, NewLease, Revoked, Source,
+};
 
-fn lease_error(e: LeaseError) -> ApiError {
+pub(crate) fn lease_error(e: LeaseError) -> ApiError {
     match e {
         LeaseError::NotFound(id) => ApiError::not_found(format!("no lease `{id}`")),
         e @ LeaseError::NotActive(..) => ApiError::new(
             StatusCode::CONFLICT,
             ErrorCode::InvalidArguments,
+            e.to_string(),
+        ),
+        e @ (LeaseError::ExceedsParent { .. } | LeaseError::ChainTooLong(_)) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::CapabilityNotGranted,
             e.to_string(),
         ),
         LeaseError::Store(e) => ApiError::internal(e),
@@ -75,7 +82,11 @@ pub async fn create(
     };
     let (issued, event_id) = audited(&app, &op, asked, async {
         let req = parsed.map_err(ApiError::bad_request)?;
-        let issued = issue(&app, req, None).await?;
+        let source = Source::Issued {
+            by: Some(op.actor_id()),
+            grant: None,
+        };
+        let issued = issue(&app, req, None, source).await?;
         let summary = issued_summary("issued", &issued);
         Ok((issued, summary))
     })
@@ -84,11 +95,12 @@ pub async fn create(
 }
 
 /// Validates a lease request and issues the lease (in `lineage`, the rotation chain of an
-/// earlier lease, when given: an OAuth refresh).
+/// earlier lease, when given: an OAuth refresh), with its authority from `source`.
 pub(crate) async fn issue(
     app: &App,
     req: NewLeaseRequest,
     lineage: Option<String>,
+    source: Source,
 ) -> Result<IssuedLease, ApiError> {
     if req.target_id.trim().is_empty() || req.target_id.len() > 200 {
         return Err(ApiError::bad_request("target_id must be 1..200 characters"));
@@ -141,7 +153,7 @@ pub(crate) async fn issue(
         effective_tools,
         ttl: Duration::from_secs(req.ttl_sec),
         lineage,
-        parent: None,
+        source,
     };
     let issued = call_t!(
         app.actors.leases.load(),
@@ -188,10 +200,10 @@ pub async fn revoke(
     };
     let (lease, event_id) = audited(&app, &op, asked, async {
         let revoked = end(&app, &id).await?;
-        let summary = match revoked.children.len() {
-            0 => format!("revoked lease {id}"),
-            n => format!("revoked lease {id} and its {n} run credentials"),
-        };
+        let summary = format!(
+            "revoked lease {id} and its {}",
+            descendants_phrase(&revoked.descendants)
+        );
         Ok((revoked.lease, summary))
     })
     .await?;
@@ -201,9 +213,9 @@ pub async fn revoke(
     }))
 }
 
-/// Revokes lease `id` with its run credentials and the OAuth grant its bearer came from (no
+/// Revokes lease `id` with its descendants and the OAuth grant its bearer came from (no
 /// refresh issues another), and returns once every live replica refuses them.
-pub(crate) async fn end(app: &App, id: &str) -> Result<lease_manager::Revoked, ApiError> {
+pub(crate) async fn end(app: &App, id: &str) -> Result<Revoked, ApiError> {
     let revoked = call_t!(
         app.actors.leases.load(),
         lease_manager::Msg::Revoke,
@@ -212,17 +224,78 @@ pub(crate) async fn end(app: &App, id: &str) -> Result<lease_manager::Revoked, A
     )
     .map_err(ApiError::internal)?
     .map_err(lease_error)?;
-    app.limits.forget_prefix(&format!("lease:{id}"));
     let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
     app.store
         .end_grants_of_lease(id, now_ms)
         .await
         .map_err(ApiError::internal)?;
-    crate::replica::lease_changed(app, id, true).await;
-    for child in &revoked.children {
-        crate::replica::lease_changed(app, child, true).await;
-    }
+    ended_everywhere(
+        app,
+        std::slice::from_ref(&id.to_owned()),
+        &revoked.descendants,
+    )
+    .await;
     Ok(revoked)
+}
+
+/// Revokes every active lease of `ending` with its descendants, and returns once every live
+/// replica refuses them.
+pub(crate) async fn end_all(app: &App, ending: lease_manager::Ending) -> Result<Ended, ApiError> {
+    let ended = call_t!(
+        app.actors.leases.load(),
+        lease_manager::Msg::End,
+        RPC_TIMEOUT_MS,
+        ending
+    )
+    .map_err(ApiError::internal)?
+    .map_err(lease_error)?;
+    ended_everywhere(app, &ended.leases, &ended.descendants).await;
+    Ok(ended)
+}
+
+/// Forgets the per-lease bookkeeping of ended leases and tells the other replicas. Telling
+/// them the tops of the ended subtrees is enough: their descendants' entries refuse through
+/// their ancestors (and the store holds every one revoked).
+pub(crate) async fn ended_everywhere(
+    app: &App,
+    tops: &[String],
+    descendants: &[(String, mcp_shared::lease::LeaseKind)],
+) {
+    for id in tops.iter().chain(descendants.iter().map(|(id, _)| id)) {
+        app.limits.forget_prefix(&format!("lease:{id}"));
+    }
+    futures::future::join_all(
+        tops.iter()
+            .map(|id| crate::replica::lease_changed(app, id, true)),
+    )
+    .await;
+}
+
+/// How the trail counts what ended with a lease: `2 descendants (1 minted lease, 1 run
+/// credential)`.
+pub(crate) fn descendants_phrase(descendants: &[(String, mcp_shared::lease::LeaseKind)]) -> String {
+    use mcp_shared::lease::LeaseKind;
+    let count = |k: LeaseKind| descendants.iter().filter(|(_, d)| *d == k).count();
+    let plural = |n: usize, one: &str, many: &str| match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    };
+    let parts: Vec<String> = [
+        (count(LeaseKind::Minted), "minted lease", "minted leases"),
+        (count(LeaseKind::Run), "run credential", "run credentials"),
+    ]
+    .into_iter()
+    .filter(|(n, ..)| *n > 0)
+    .map(|(n, one, many)| plural(n, one, many))
+    .collect();
+    match descendants.len() {
+        0 => "no descendants".to_owned(),
+        n => format!(
+            "{} ({})",
+            plural(n, "descendant", "descendants"),
+            parts.join(", ")
+        ),
+    }
 }
 
 /// `POST /v1/root/mcp/sessions/{id}/rotate`: a new bearer for the same binding (and
@@ -247,13 +320,13 @@ pub async fn rotate(
         )
         .map_err(ApiError::internal)?
         .map_err(lease_error)?;
-        app.limits.forget_prefix(&format!("lease:{id}"));
         crate::replica::lease_changed(&app, &issued.lease.session_id, false).await;
-        crate::replica::lease_changed(&app, &id, true).await;
-        for child in &issued.revoked {
-            crate::replica::lease_changed(&app, child, true).await;
-        }
-        let summary = issued_summary(&format!("rotated lease {id} into"), &issued);
+        ended_everywhere(&app, std::slice::from_ref(&id), &issued.revoked).await;
+        let summary = format!(
+            "{}; ended with the old lease: {}",
+            issued_summary(&format!("rotated lease {id} into"), &issued),
+            descendants_phrase(&issued.revoked)
+        );
         Ok((issued, summary))
     })
     .await?;

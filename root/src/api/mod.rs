@@ -68,6 +68,8 @@ pub struct Surfaces {
     pub skill_pushes: skill::PushLocks,
     /// Client ID metadata documents fetched for OAuth sign-in.
     pub oauth: oauth::Documents,
+    /// OAuth registrations per client address.
+    pub oauth_registrations: oauth::Registrations,
 }
 
 /// An error answered by a REST endpoint: the status plus a normalized error body.

@@ -260,7 +260,8 @@ async fn issue_run(
     }
     let parent = resolve(app, principal, id).await?;
     let l = parent.lease();
-    if let Some(p) = &l.parent_session_id {
+    if l.is_run() {
+        let p = l.parent_session_id.as_deref().unwrap_or("another lease");
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             ErrorCode::Forbidden,
@@ -307,7 +308,9 @@ async fn issue_run(
         effective_tools: grants.iter().map(|c| c.contract.tool_id.clone()).collect(),
         ttl: std::time::Duration::from_millis(ttl.whole_milliseconds() as u64),
         lineage: None,
-        parent: Some(l.session_id.clone()),
+        source: crate::leases::manager::Source::Run {
+            parent: l.session_id.clone(),
+        },
     };
     let credential = ractor::call_t!(
         app.actors.leases.load(),
@@ -316,7 +319,7 @@ async fn issue_run(
         new
     )
     .map_err(ApiError::internal)?
-    .map_err(|e| ApiError::internal(format!("issuing the run credential: {e}")))?;
+    .map_err(crate::api::leases::lease_error)?;
     crate::replica::lease_changed(app, &credential.lease.session_id, false).await;
     let run = Run {
         parent: &parent,

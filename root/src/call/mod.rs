@@ -594,10 +594,7 @@ fn checks(
     // Evaluated here, on the call's task: a pure function of shared read-only state.
     let grant = policy::Grant {
         profile: app.catalog.profiles.get(&lease.capability_profile),
-        scope: lease
-            .parent_session_id
-            .as_ref()
-            .map(|_| lease.effective_tools.as_slice()),
+        scope: lease.is_run().then_some(lease.effective_tools.as_slice()),
     };
     let decision = mcp_shared::otel_span!("policy").in_scope(|| {
         policy::decide(
@@ -886,7 +883,7 @@ fn denial_message(
     lease: &mcp_shared::SessionLease,
 ) -> String {
     match reason {
-        ErrorCode::CapabilityNotGranted if lease.parent_session_id.is_some() => format!(
+        ErrorCode::CapabilityNotGranted if lease.is_run() => format!(
             "this run credential grants the {} actions of its run profile; `{}` is not one",
             lease.effective_tools.len(),
             c.tool_id

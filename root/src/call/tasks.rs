@@ -122,7 +122,7 @@ pub async fn start(
     let event = admitted.pending_event(app);
     let row = TaskRow {
         task_id: task_id.clone(),
-        owner: lease.idempotency_owner(),
+        owner: lease.task_owner(),
         session_id: lease.session_id().to_owned(),
         target_id: lease.lease().target_id.clone(),
         tool_id: tool_id.to_owned(),
@@ -269,7 +269,7 @@ pub async fn get(app: &App, lease: &LeaseEntry, task_id: &str) -> Result<TaskRow
         .store
         .task(task_id)
         .await?
-        .filter(|t| t.owner == lease.idempotency_owner())
+        .filter(|t| t.owner == lease.task_owner())
         .ok_or_else(|| TaskError::NotFound(task_id.to_owned()))?;
     if row.expires_at_ms < unix_ms(now()) {
         return Err(TaskError::Expired(task_id.to_owned()));
@@ -292,7 +292,7 @@ pub async fn list(
                 .ok_or_else(|| TaskError::Cursor(c.to_owned()))?,
         ),
     };
-    let owner = lease.idempotency_owner();
+    let owner = lease.task_owner();
     let mut rows = app.store.list_tasks(&owner, after, PAGE + 1).await?;
     let now_ms = unix_ms(now());
     let next = (rows.len() as i64 > PAGE).then(|| {

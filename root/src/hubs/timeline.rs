@@ -66,14 +66,14 @@ impl Timeline {
         });
     }
 
-    /// The newest `limit` events of `subnet_id` since `since` of the kinds `wanted` takes,
-    /// newest first.
+    /// The newest `limit` events of `subnet_id` since `since` that `wanted` takes (by kind,
+    /// by target), newest first.
     pub fn recent(
         &self,
         subnet_id: &str,
         since: OffsetDateTime,
         limit: usize,
-        wanted: impl Fn(LifecycleKind) -> bool,
+        wanted: impl Fn(&LifecycleEvent) -> bool,
     ) -> Vec<LifecycleEvent> {
         let Ok(events) = self.events.lock() else {
             return Vec::new();
@@ -81,7 +81,7 @@ impl Timeline {
         events
             .iter()
             .rev()
-            .filter(|e| e.subnet_id == subnet_id && e.at >= since && wanted(e.kind))
+            .filter(|e| e.subnet_id == subnet_id && e.at >= since && wanted(e))
             .take(limit)
             .cloned()
             .collect()

@@ -7,24 +7,38 @@
 //! serving one lease add up). With replicas, the index also takes leases other replicas
 //! issued or revoked ([`LeaseIndex::upsert`], from the store), and a revoke or rotate is
 //! conditional on the lease still being active in the store.
+//!
+//! The delegation graph: a lease minted by another (`hub.issue_access_token`) or issued under
+//! it as a run credential keeps a pointer to its parent's entry, and works only while every
+//! ancestor does ([`LeaseEntry::is_usable`] walks the chain), so ending a lease ends its
+//! descendants on every replica the moment the lease itself is refused there. The store is
+//! told too: ending a lease, an OAuth grant's leases or an operator's revokes every active
+//! descendant in one statement. A child is checked against its parent when it is created
+//! (same target, subnet and zone, no later deadline, a chain of at most
+//! [`MAX_CHAIN`](crate::store::MAX_CHAIN) ancestors) and again after it is written, so a
+//! revocation racing with it on another replica is seen by one side or the other.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use dashmap::DashMap;
-use mcp_shared::lease::{LeaseStatus, SessionLease};
+use mcp_shared::lease::{LeaseKind, LeaseStatus, SessionLease};
 use mcp_shared::time::{from_unix_ms, now, unix_ms};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::auth;
-use crate::store::Store;
+use crate::store::{LeaseRow, LeaseSource, MAX_CHAIN, Store};
 
 /// One lease as the request path sees it: immutable binding plus atomic status and usage.
 pub struct LeaseEntry {
     lease: SessionLease,
     /// The first lease of its rotation chain (see [`LeaseEntry::lineage`]).
     lineage: String,
+    /// The lineage at the top of its delegation chain (see [`LeaseEntry::idempotency_owner`]).
+    owner: String,
+    /// The lease that handed this one its authority (a minted lease, a run credential).
+    parent: Option<Arc<LeaseEntry>>,
     status: AtomicU8,
     use_count: AtomicU64,
     last_used_ms: AtomicI64,
@@ -42,9 +56,12 @@ fn status_code(s: LeaseStatus) -> u8 {
 }
 
 impl LeaseEntry {
-    fn new(lease: SessionLease, lineage: String) -> LeaseEntry {
+    fn new(row: LeaseRow, parent: Option<Arc<LeaseEntry>>) -> LeaseEntry {
+        let lease = row.lease;
         LeaseEntry {
-            lineage,
+            lineage: row.lineage,
+            owner: row.owner,
+            parent,
             status: AtomicU8::new(status_code(lease.status)),
             use_count: AtomicU64::new(lease.use_count),
             last_used_ms: AtomicI64::new(lease.last_used_at.map(unix_ms).unwrap_or(0)),
@@ -54,7 +71,8 @@ impl LeaseEntry {
         }
     }
 
-    /// A freshness-normalized copy (expired leases show `expired`, never `active`).
+    /// A freshness-normalized copy (expired leases show `expired`, never `active`; a lease
+    /// whose ancestor ended shows `revoked`).
     pub fn snapshot(&self) -> SessionLease {
         let mut l = self.lease.clone();
         l.status = match self.status.load(Ordering::Acquire) {
@@ -65,7 +83,22 @@ impl LeaseEntry {
         l.use_count = self.use_count.load(Ordering::Relaxed);
         let ms = self.last_used_ms.load(Ordering::Relaxed);
         l.last_used_at = (ms > 0).then(|| from_unix_ms(ms));
-        l.normalized(now())
+        let mut l = l.normalized(now());
+        if l.status == LeaseStatus::Active && !self.ancestors().all(|a| a.is_usable()) {
+            l.status = LeaseStatus::Revoked;
+        }
+        l
+    }
+
+    /// Its ancestors, parent first.
+    pub fn ancestors(&self) -> impl Iterator<Item = &LeaseEntry> {
+        std::iter::successors(self.parent.as_deref(), |e| e.parent.as_deref())
+    }
+
+    /// Marks the entry revoked here (the store was told first).
+    fn set_revoked(&self) {
+        self.status
+            .store(status_code(LeaseStatus::Revoked), Ordering::Release);
     }
 
     pub fn session_id(&self) -> &str {
@@ -83,14 +116,25 @@ impl LeaseEntry {
         &self.lineage
     }
 
-    /// Who owns the idempotency keys this lease sends: `lease:<lineage>`.
+    /// Who owns the idempotency keys this lease sends: `lease:<owner>`, the lineage at the
+    /// top of its delegation chain, so a key replayed by any rotation, run credential or
+    /// minted lease of that chain is the same key (and another chain's is another key).
     pub fn idempotency_owner(&self) -> String {
+        format!("lease:{}", self.owner)
+    }
+
+    /// Who owns the tasks this lease creates: `lease:<lineage>` (its rotations, not its
+    /// parent or children, which may call other tools).
+    pub fn task_owner(&self) -> String {
         format!("lease:{}", self.lineage)
     }
 
-    /// Whether the lease authorizes a request now.
+    /// Whether the lease authorizes a request now: it is active and before its deadline, and
+    /// so is every ancestor (a credential works iff every ancestor does).
     pub fn is_usable(&self) -> bool {
-        self.status.load(Ordering::Acquire) == 0 && now() < self.lease.deadline_at
+        self.status.load(Ordering::Acquire) == 0
+            && now() < self.lease.deadline_at
+            && self.parent.as_ref().is_none_or(|p| p.is_usable())
     }
 
     /// Records one use.
@@ -132,7 +176,26 @@ impl LeaseIndex {
     /// Check and insert are one step (the session id's map entry is held), so two replicas'
     /// views of one lease arriving at once (a bearer's first use and a revocation from the
     /// change feed) cannot leave the active one in place of the revoked one.
-    pub fn upsert(&self, row: crate::store::LeaseRow) -> Arc<LeaseEntry> {
+    ///
+    /// A lease with a parent takes the parent's entry, which must be here already (load the
+    /// chain with [`LeaseIndex::upsert_chain`]); one whose parent is not is refused here.
+    pub fn upsert(&self, row: LeaseRow) -> Arc<LeaseEntry> {
+        let parent = match &row.lease.parent_session_id {
+            Some(p) => match self.entry(p) {
+                Some(e) => Some(e),
+                None => {
+                    tracing::warn!(session_id = %row.lease.session_id, parent = %p, "a lease's parent is not known here; the lease is refused");
+                    let entry = self.upsert_with(row, None);
+                    entry.set_revoked();
+                    return entry;
+                }
+            },
+            None => None,
+        };
+        self.upsert_with(row, parent)
+    }
+
+    fn upsert_with(&self, row: LeaseRow, parent: Option<Arc<LeaseEntry>>) -> Arc<LeaseEntry> {
         match self.by_id.entry(row.lease.session_id.clone()) {
             dashmap::Entry::Occupied(o) => {
                 let e = o.get().clone();
@@ -143,12 +206,23 @@ impl LeaseIndex {
                 e
             }
             dashmap::Entry::Vacant(v) => {
-                let entry = Arc::new(LeaseEntry::new(row.lease, row.lineage));
+                let hash = row.token_hash.clone();
+                let entry = Arc::new(LeaseEntry::new(row, parent));
                 v.insert(entry.clone());
-                self.by_hash.insert(row.token_hash, entry.clone());
+                self.by_hash.insert(hash, entry.clone());
                 entry
             }
         }
+    }
+
+    /// Takes a lease with its ancestors (top first, as [`Store::lease_chain`] reads them);
+    /// the lease's entry.
+    pub fn upsert_chain(&self, chain: Vec<LeaseRow>) -> Option<Arc<LeaseEntry>> {
+        let mut last = None;
+        for row in chain {
+            last = Some(self.upsert(row));
+        }
+        last
     }
 
     pub fn get(&self, session_id: &str) -> Option<SessionLease> {
@@ -180,10 +254,32 @@ impl LeaseIndex {
         by
     }
 
-    fn insert(&self, hash: String, entry: Arc<LeaseEntry>) {
-        self.by_id
-            .insert(entry.lease.session_id.clone(), entry.clone());
-        self.by_hash.insert(hash, entry);
+    /// Takes every stored lease (at start, and again after the manager restarts): parents
+    /// before their children, whatever order the rows came in; an entry already here is kept
+    /// (holders of it see later changes) and takes the stored status.
+    fn load(&self, rows: Vec<LeaseRow>) {
+        let mut pending = rows;
+        loop {
+            let before = pending.len();
+            pending.retain(|row| {
+                let ready = row
+                    .lease
+                    .parent_session_id
+                    .as_ref()
+                    .is_none_or(|p| self.by_id.contains_key(p));
+                if ready {
+                    self.upsert(row.clone());
+                }
+                !ready
+            });
+            if pending.is_empty() || pending.len() == before {
+                break;
+            }
+        }
+        // Parents that never came (a store edited by hand): refused, as `upsert` does.
+        for row in pending {
+            self.upsert(row);
+        }
     }
 }
 
@@ -199,15 +295,78 @@ pub struct NewLease {
     pub ttl: Duration,
     /// The lineage of the lease this one replaces (a rotation); `None` starts a new one.
     pub lineage: Option<String>,
-    /// The lease a run credential is issued under (revoked with it).
-    pub parent: Option<String>,
+    /// Where its authority comes from.
+    pub source: Source,
 }
 
-/// A lease revoked, with the run credentials revoked with it.
+/// Where a new lease's authority comes from: its place in the delegation graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Issued by operator `by` (`operator:<name>`; `None` only for rotations of leases older
+    /// than the record), through OAuth grant `grant` when it is a sign-in's access token.
+    Issued {
+        by: Option<String>,
+        grant: Option<String>,
+    },
+    /// Minted by lease `parent` (`hub.issue_access_token`).
+    Minted { parent: String },
+    /// A run credential of lease `parent`.
+    Run { parent: String },
+}
+
+impl Source {
+    /// The source of a lease as stored (a rotation keeps it).
+    pub fn of(lease: &SessionLease) -> Source {
+        match (&lease.parent_session_id, lease.kind) {
+            (Some(parent), LeaseKind::Run) => Source::Run {
+                parent: parent.clone(),
+            },
+            (Some(parent), _) => Source::Minted {
+                parent: parent.clone(),
+            },
+            (None, _) => Source::Issued {
+                by: lease.issued_by.clone(),
+                grant: lease.grant_id.clone(),
+            },
+        }
+    }
+
+    fn parent(&self) -> Option<&str> {
+        match self {
+            Source::Minted { parent } | Source::Run { parent } => Some(parent),
+            Source::Issued { .. } => None,
+        }
+    }
+}
+
+/// A lease revoked, with its descendants revoked with it.
 #[derive(Debug, Clone)]
 pub struct Revoked {
     pub lease: SessionLease,
-    pub children: Vec<String>,
+    pub descendants: Vec<(String, LeaseKind)>,
+}
+
+/// Leases ended together (an OAuth grant's, an operator's), with their descendants.
+#[derive(Debug, Clone, Default)]
+pub struct Ended {
+    pub leases: Vec<String>,
+    pub descendants: Vec<(String, LeaseKind)>,
+}
+
+impl Ended {
+    /// Every lease that stopped working.
+    pub fn count(&self) -> usize {
+        self.leases.len() + self.descendants.len()
+    }
+}
+
+/// What ends together with one command.
+#[derive(Debug, Clone)]
+pub enum Ending {
+    /// The access tokens of an OAuth grant (the grant itself is the caller's).
+    Grant(String),
+    /// Every lease an operator (`operator:<name>`) issued or approved.
+    IssuedBy(String),
 }
 
 /// A lease plus its bearer, which is shown exactly once.
@@ -215,8 +374,8 @@ pub struct Revoked {
 pub struct IssuedLease {
     pub lease: SessionLease,
     pub token: String,
-    /// Run credentials revoked with the lease this one replaced (a rotation).
-    pub revoked: Vec<String>,
+    /// Descendants revoked with the lease this one replaced (a rotation).
+    pub revoked: Vec<(String, LeaseKind)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -225,14 +384,24 @@ pub enum LeaseError {
     NotFound(String),
     #[error("lease `{0}` is {1} and cannot be changed")]
     NotActive(String, &'static str),
+    /// A child asked for more than its parent holds.
+    #[error("a lease handed on by `{parent}` cannot exceed it: {why}")]
+    ExceedsParent { parent: String, why: String },
+    #[error(
+        "lease `{0}` already has {MAX_CHAIN} ancestors; a chain of handed-on leases ends there"
+    )]
+    ChainTooLong(String),
     #[error(transparent)]
     Store(#[from] crate::store::Error),
 }
 
 pub enum Msg {
     Create(NewLease, RpcReplyPort<Result<IssuedLease, LeaseError>>),
+    /// Revokes an active lease and every descendant.
     Revoke(String, RpcReplyPort<Result<Revoked, LeaseError>>),
-    /// A rotation revokes the old lease's run credentials too (`IssuedLease::revoked`).
+    /// Revokes every active lease of a source and every descendant.
+    End(Ending, RpcReplyPort<Result<Ended, LeaseError>>),
+    /// A rotation revokes the old lease's descendants too (`IssuedLease::revoked`).
     Rotate(String, RpcReplyPort<Result<IssuedLease, LeaseError>>),
     FlushUsage,
     /// Test builds only: panic, so tests can prove the supervisor contains it.
@@ -263,12 +432,7 @@ impl Actor for LeaseManager {
         args: Arc<Args>,
     ) -> Result<State, ActorProcessingErr> {
         // (Re)build the index from the store: after a restart it reflects what was committed.
-        for row in args.store.load_leases().await? {
-            args.index.insert(
-                row.token_hash,
-                Arc::new(LeaseEntry::new(row.lease, row.lineage)),
-            );
-        }
+        args.index.load(args.store.load_leases().await?);
         myself.send_interval(Duration::from_secs(1), || Msg::FlushUsage);
         Ok(State {
             store: args.store.clone(),
@@ -303,13 +467,32 @@ impl Actor for LeaseManager {
                     if !state.store.revoke_lease_if_active(&id).await? {
                         return Err(changed_meanwhile(state, &id).await);
                     }
-                    entry
-                        .status
-                        .store(status_code(LeaseStatus::Revoked), Ordering::Release);
-                    let children = revoke_children(state, &id).await?;
+                    entry.set_revoked();
+                    let descendants = revoke_descendants(state, std::slice::from_ref(&id)).await?;
                     Ok(Revoked {
                         lease: entry.snapshot(),
-                        children,
+                        descendants,
+                    })
+                }
+                .await;
+                let _ = reply.send(res);
+            }
+            Msg::End(ending, reply) => {
+                let res = async {
+                    let (source, value) = match &ending {
+                        Ending::Grant(g) => (LeaseSource::Grant, g),
+                        Ending::IssuedBy(by) => (LeaseSource::IssuedBy, by),
+                    };
+                    let leases = state.store.revoke_leases_where(source, value).await?;
+                    for id in &leases {
+                        if let Some(e) = state.index.entry(id) {
+                            e.set_revoked();
+                        }
+                    }
+                    let descendants = revoke_descendants(state, &leases).await?;
+                    Ok(Ended {
+                        leases,
+                        descendants,
                     })
                 }
                 .await;
@@ -333,7 +516,7 @@ impl Actor for LeaseManager {
                                 remaining.whole_milliseconds().max(1000) as u64
                             ),
                             lineage: Some(entry.lineage.clone()),
-                            parent: old.parent_session_id.clone(),
+                            source: Source::of(&old),
                         },
                     )
                     .await?;
@@ -344,16 +527,13 @@ impl Actor for LeaseManager {
                             .set_lease_status(&issued.lease.session_id, LeaseStatus::Revoked)
                             .await?;
                         if let Some(e) = state.index.entry(&issued.lease.session_id) {
-                            e.status
-                                .store(status_code(LeaseStatus::Revoked), Ordering::Release);
+                            e.set_revoked();
                         }
                         return Err(changed_meanwhile(state, &id).await);
                     }
-                    entry
-                        .status
-                        .store(status_code(LeaseStatus::Revoked), Ordering::Release);
+                    entry.set_revoked();
                     let mut issued = issued;
-                    issued.revoked = revoke_children(state, &id).await?;
+                    issued.revoked = revoke_descendants(state, std::slice::from_ref(&id)).await?;
                     Ok(issued)
                 }
                 .await;
@@ -365,16 +545,19 @@ impl Actor for LeaseManager {
     }
 }
 
-/// Revokes the run credentials issued under `parent`, in the store and here; their ids.
-async fn revoke_children(state: &State, parent: &str) -> Result<Vec<String>, LeaseError> {
-    let children = state.store.revoke_children(parent).await?;
-    for id in &children {
+/// Revokes the active descendants of `roots`, in the store and here (where their ancestors'
+/// entries already refuse them); their ids and kinds.
+async fn revoke_descendants(
+    state: &State,
+    roots: &[String],
+) -> Result<Vec<(String, LeaseKind)>, LeaseError> {
+    let descendants = state.store.revoke_descendants(roots).await?;
+    for (id, _) in &descendants {
         if let Some(e) = state.index.entry(id) {
-            e.status
-                .store(status_code(LeaseStatus::Revoked), Ordering::Release);
+            e.set_revoked();
         }
     }
-    Ok(children)
+    Ok(descendants)
 }
 
 /// The active lease `id`, from the index or (issued by another replica) the store.
@@ -382,10 +565,8 @@ async fn active_entry(state: &State, id: &str) -> Result<Arc<LeaseEntry>, LeaseE
     let entry = match state.index.entry(id) {
         Some(e) => e,
         None => state
-            .store
-            .lease_by_id(id)
-            .await?
-            .map(|row| state.index.upsert(row))
+            .index
+            .upsert_chain(state.store.lease_chain(id).await?)
             .ok_or_else(|| LeaseError::NotFound(id.to_string()))?,
     };
     match entry.snapshot().status {
@@ -397,12 +578,11 @@ async fn active_entry(state: &State, id: &str) -> Result<Arc<LeaseEntry>, LeaseE
 /// The lease changed in the store since this replica looked (another replica revoked or
 /// rotated it): take the stored state and say so.
 async fn changed_meanwhile(state: &State, id: &str) -> LeaseError {
-    match state.store.lease_by_id(id).await {
-        Ok(Some(row)) => {
-            let entry = state.index.upsert(row);
-            LeaseError::NotActive(id.to_string(), entry.snapshot().status.as_str())
-        }
-        Ok(None) => LeaseError::NotFound(id.to_string()),
+    match state.store.lease_chain(id).await {
+        Ok(chain) => match state.index.upsert_chain(chain) {
+            Some(entry) => LeaseError::NotActive(id.to_string(), entry.snapshot().status.as_str()),
+            None => LeaseError::NotFound(id.to_string()),
+        },
         Err(e) => LeaseError::Store(e),
     }
 }
@@ -410,6 +590,15 @@ async fn changed_meanwhile(state: &State, id: &str) -> LeaseError {
 async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError> {
     let created_at = now();
     let ttl = time::Duration::try_from(req.ttl).unwrap_or(time::Duration::days(30));
+    let parent = match req.source.parent() {
+        Some(id) => Some(usable_parent(state, id).await?),
+        None => None,
+    };
+    let (kind, issued_by, grant_id) = match &req.source {
+        Source::Issued { by, grant } => (LeaseKind::Issued, by.clone(), grant.clone()),
+        Source::Minted { .. } => (LeaseKind::Minted, None, None),
+        Source::Run { .. } => (LeaseKind::Run, None, None),
+    };
     let lease = SessionLease {
         session_id: uuid::Uuid::now_v7().to_string(),
         audience: req.audience,
@@ -419,24 +608,81 @@ async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError>
         capability_profile: req.capability_profile,
         effective_tools: req.effective_tools,
         created_at,
-        deadline_at: created_at + ttl,
+        // A child ends no later than its parent (callers refuse a longer ask by name; what
+        // they computed a moment ago is not let past it by the time it took to get here).
+        deadline_at: parent.as_ref().map_or(created_at + ttl, |p| {
+            (created_at + ttl).min(p.lease().deadline_at)
+        }),
         last_used_at: None,
         use_count: 0,
         status: LeaseStatus::Active,
-        parent_session_id: req.parent,
+        parent_session_id: parent.as_ref().map(|p| p.session_id().to_owned()),
+        kind,
+        issued_by,
+        grant_id,
     };
+    if let Some(p) = &parent {
+        within(p, &lease)?;
+    }
     let token = auth::new_token(auth::LEASE_TOKEN_PREFIX);
-    let hash = auth::token_hash(&token);
     let lineage = req.lineage.unwrap_or_else(|| lease.session_id.clone());
-    state.store.insert_lease(&lease, &hash, &lineage).await?;
-    state
-        .index
-        .insert(hash, Arc::new(LeaseEntry::new(lease.clone(), lineage)));
+    let row = LeaseRow {
+        owner: parent
+            .as_ref()
+            .map_or_else(|| lineage.clone(), |p| p.owner.clone()),
+        lineage,
+        token_hash: auth::token_hash(&token),
+        lease: lease.clone(),
+    };
+    state.store.insert_lease(&row).await?;
+    let entry = state.index.upsert_with(row, parent.clone());
+    // Checked again once written: a revocation of the parent (or the end of the grant) on
+    // another replica either saw this lease, or is seen here.
+    let now_ms = unix_ms(now());
+    let source_ended = match (&parent, &lease.grant_id) {
+        (Some(p), _) => (!state.store.chain_active(p.session_id(), now_ms).await?)
+            .then(|| p.session_id().to_owned()),
+        (None, Some(g)) => (!state.store.grant_live(g).await?).then(|| format!("grant {g}")),
+        (None, None) => None,
+    };
+    if let Some(source) = source_ended {
+        state
+            .store
+            .set_lease_status(&lease.session_id, LeaseStatus::Revoked)
+            .await?;
+        entry.set_revoked();
+        return Err(LeaseError::NotActive(source, "ended"));
+    }
     Ok(IssuedLease {
         lease,
         token,
         revoked: Vec::new(),
     })
+}
+
+/// The parent of a new child: usable, with room for one more link in its chain.
+async fn usable_parent(state: &State, id: &str) -> Result<Arc<LeaseEntry>, LeaseError> {
+    let parent = active_entry(state, id).await?;
+    if !parent.is_usable() {
+        return Err(LeaseError::NotActive(id.to_owned(), "ended"));
+    }
+    if parent.ancestors().count() + 1 >= MAX_CHAIN {
+        return Err(LeaseError::ChainTooLong(id.to_owned()));
+    }
+    Ok(parent)
+}
+
+/// A child holds nothing its parent does not: its binding (its deadline is clamped to the
+/// parent's; callers check the profile, which needs the catalog).
+fn within(parent: &LeaseEntry, child: &SessionLease) -> Result<(), LeaseError> {
+    let p = parent.lease();
+    if (&p.target_id, &p.subnet_id, &p.zone) != (&child.target_id, &child.subnet_id, &child.zone) {
+        return Err(LeaseError::ExceedsParent {
+            parent: p.session_id.clone(),
+            why: "another target, subnet or zone".to_owned(),
+        });
+    }
+    Ok(())
 }
 
 async fn flush_usage(state: &State) {

@@ -66,11 +66,12 @@ impl Zone {
     pub(super) async fn apply(&self, app: &App, c: &ChangeRow) -> Result<(), store::Error> {
         match c.kind.as_str() {
             kind::LEASE => {
-                if let Some(row) = self.store.lease_by_id(&c.item).await? {
-                    let entry = app.leases.upsert(row);
-                    if !entry.is_usable() {
-                        app.limits.forget_prefix(&format!("lease:{}", c.item));
-                    }
+                if let Some(entry) = app
+                    .leases
+                    .upsert_chain(self.store.lease_chain(&c.item).await?)
+                    && !entry.is_usable()
+                {
+                    app.limits.forget_prefix(&format!("lease:{}", c.item));
                 }
             }
             kind::TARGET => self.refresh_target(app, &c.item).await?,
@@ -297,9 +298,7 @@ impl Zone {
                 && e.is_usable()
             {
                 tracing::warn!(session_id = %id, "a lease revoked on another replica was still active here; revoked now (missed notification)");
-                if let Some(row) = self.store.lease_by_id(&id).await? {
-                    app.leases.upsert(row);
-                }
+                app.leases.upsert_chain(self.store.lease_chain(&id).await?);
                 app.limits.forget_prefix(&format!("lease:{id}"));
             }
         }
@@ -315,8 +314,13 @@ impl Zone {
         if let Some(e) = app.leases.by_hash(token_hash) {
             return Some(e);
         }
-        match self.store.lease_by_hash(token_hash).await {
-            Ok(Some(row)) => Some(app.leases.upsert(row)),
+        let chain = match self.store.lease_by_hash(token_hash).await {
+            Ok(Some(row)) => self.store.lease_chain(&row.lease.session_id).await,
+            Ok(None) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        };
+        match chain.map(|c| app.leases.upsert_chain(c)) {
+            Ok(Some(entry)) => Some(entry),
             Ok(None) => {
                 if self.unknown_bearers.len() >= UNKNOWN_BEARERS_MAX {
                     self.unknown_bearers.clear();

@@ -1,4 +1,9 @@
-//! MCP session leases: rows by token hash, status, usage.
+//! MCP session leases: rows by token hash, status, usage, and the delegation graph over them
+//! (`parent_id`: the lease that minted this one or issued it as a run credential;
+//! `grant_id`: the OAuth grant it is an access token of; `issued_by`: the operator at the top
+//! of its chain). Ending a lease ends its descendants in one statement.
+
+use mcp_shared::lease::LeaseKind;
 
 use super::*;
 
@@ -8,11 +13,28 @@ pub struct LeaseRow {
     pub lease: SessionLease,
     pub token_hash: String,
     /// The lease this one descends from by rotation (its own session id when it was not
-    /// rotated from another): what owns its idempotency keys.
+    /// rotated from another): what owns its tasks.
     pub lineage: String,
+    /// The lineage at the top of its delegation chain (its own lineage when it was issued,
+    /// its parent's owner when it was handed on): what owns its idempotency keys.
+    pub owner: String,
 }
 
-const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status, lineage, parent_id";
+const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status, lineage, parent_id, kind, issued_by, grant_id, owner";
+
+/// How many ancestors a lease may have: a chain of handed-on authority stays short.
+pub const MAX_CHAIN: usize = 8;
+
+fn kind_of(s: Option<&str>, parent: bool) -> LeaseKind {
+    match s {
+        Some("minted") => LeaseKind::Minted,
+        Some("run") => LeaseKind::Run,
+        Some(_) => LeaseKind::Issued,
+        // Rows from before the delegation graph: a parent meant a run credential.
+        None if parent => LeaseKind::Run,
+        None => LeaseKind::Issued,
+    }
+}
 
 /// Reads a [`LeaseRow`] from a row of either backend (expanded inside `on_pool!`).
 macro_rules! lease_from_row {
@@ -39,12 +61,13 @@ macro_rules! lease_from_row {
                     detail: e.to_string(),
                 })?;
             let session_id = get_s("session_id")?;
+            let get_o = |c: &str| r.try_get::<Option<String>, _>(c).map_err(db(op));
+            let lineage = get_o("lineage")?.unwrap_or_else(|| session_id.clone());
+            let parent = get_o("parent_id")?;
             Ok(LeaseRow {
                 token_hash: get_s("token_hash")?,
-                lineage: r
-                    .try_get::<Option<String>, _>("lineage")
-                    .map_err(db(op))?
-                    .unwrap_or_else(|| session_id.clone()),
+                owner: get_o("owner")?.unwrap_or_else(|| lineage.clone()),
+                lineage,
                 lease: SessionLease {
                     session_id,
                     audience: get_s("audience")?,
@@ -61,34 +84,39 @@ macro_rules! lease_from_row {
                         .map(from_unix_ms),
                     use_count: get_i("use_count")?.max(0) as u64,
                     status,
-                    parent_session_id: r
-                        .try_get::<Option<String>, _>("parent_id")
-                        .map_err(db(op))?,
+                    kind: kind_of(get_o("kind")?.as_deref(), parent.is_some()),
+                    parent_session_id: parent,
+                    issued_by: get_o("issued_by")?,
+                    grant_id: get_o("grant_id")?,
                 },
             })
         })()
     }};
 }
 
+/// Where a set of leases came from, for ending them together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseSource {
+    /// The access tokens of one OAuth grant.
+    Grant,
+    /// The leases one operator issued (`operator:<name>`), OAuth ones included.
+    IssuedBy,
+}
+
 impl Store {
     // ---- leases -------------------------------------------------------------------------
 
-    pub async fn insert_lease(
-        &self,
-        lease: &SessionLease,
-        token_hash: &str,
-        lineage: &str,
-    ) -> Result<()> {
+    pub async fn insert_lease(&self, row: &LeaseRow) -> Result<()> {
+        let lease = &row.lease;
         let tools = serde_json::to_string(&lease.effective_tools).unwrap_or_else(|_| "[]".into());
         on_pool!(self, pool => {
-            sqlx::query(
-                "INSERT INTO leases (session_id, token_hash, audience, target_id, subnet_id, zone,
-                    capability_profile, effective_tools, created_at, deadline_at, last_used_at,
-                    use_count, status, lineage, parent_id)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-            )
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO leases ({LEASE_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                         $17, $18, $19)",
+            )))
             .bind(&lease.session_id)
-            .bind(token_hash)
+            .bind(&row.token_hash)
             .bind(&lease.audience)
             .bind(&lease.target_id)
             .bind(&lease.subnet_id)
@@ -100,8 +128,12 @@ impl Store {
             .bind(lease.last_used_at.map(unix_ms))
             .bind(lease.use_count as i64)
             .bind(lease.status.as_str())
-            .bind(lineage)
+            .bind(&row.lineage)
             .bind(&lease.parent_session_id)
+            .bind(lease.kind.as_str())
+            .bind(&lease.issued_by)
+            .bind(&lease.grant_id)
+            .bind(&row.owner)
             .execute(pool)
             .await
             .map_err(db("insert lease"))?;
@@ -125,6 +157,116 @@ impl Store {
     /// issued).
     pub async fn lease_by_hash(&self, token_hash: &str) -> Result<Option<LeaseRow>> {
         self.lease_where("token_hash", token_hash).await
+    }
+
+    /// A lease and its ancestors, the top of its chain first (what an index needs to judge
+    /// it: a lease works only while every ancestor does); empty when there is no such lease.
+    pub async fn lease_chain(&self, session_id: &str) -> Result<Vec<LeaseRow>> {
+        let op = "load a lease's ancestors";
+        let mut chain = Vec::new();
+        let mut next = Some(session_id.to_owned());
+        while let Some(id) = next {
+            let Some(row) = self.lease_by_id(&id).await? else {
+                break;
+            };
+            next = row.lease.parent_session_id.clone();
+            chain.push(row);
+            if chain.len() > MAX_CHAIN + 1 {
+                return Err(Error::Corrupt {
+                    op,
+                    detail: format!("lease `{session_id}` has more than {MAX_CHAIN} ancestors"),
+                });
+            }
+        }
+        chain.reverse();
+        Ok(chain)
+    }
+
+    /// The leases descended from `session_id` (minted by it, run credentials of it, and theirs
+    /// in turn), oldest first; the lease itself not included.
+    pub async fn lease_descendants(&self, session_id: &str) -> Result<Vec<LeaseRow>> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "WITH RECURSIVE tree(id) AS (
+                     SELECT session_id FROM leases WHERE parent_id = $1
+                     UNION SELECT l.session_id FROM leases l JOIN tree t ON l.parent_id = t.id)
+                 SELECT {LEASE_COLUMNS} FROM leases WHERE session_id IN (SELECT id FROM tree)
+                 ORDER BY created_at, session_id"
+            )))
+            .bind(session_id)
+            .fetch_all(pool)
+            .await
+            .map_err(db("load a lease's descendants"))?;
+            rows.iter().map(|r| lease_from_row!(r, "load a lease's descendants")).collect()
+        })
+    }
+
+    /// Whether lease `session_id` and every ancestor of it are active in the store (checked
+    /// after a child is written, so a revocation racing with it on another replica is seen by
+    /// one side or the other).
+    pub async fn chain_active(&self, session_id: &str, now_ms: i64) -> Result<bool> {
+        let chain = self.lease_chain(session_id).await?;
+        Ok(!chain.is_empty()
+            && chain.iter().all(|r| {
+                r.lease.status == LeaseStatus::Active && unix_ms(r.lease.deadline_at) > now_ms
+            }))
+    }
+
+    /// Revokes the active descendants of the leases `roots` (whatever their own status), in
+    /// one statement; the revoked ones with their kinds.
+    pub async fn revoke_descendants(&self, roots: &[String]) -> Result<Vec<(String, LeaseKind)>> {
+        let op = "revoke a lease's descendants";
+        let mut out = Vec::new();
+        for root in roots {
+            on_pool!(self, pool => {
+                let rows = sqlx::query(
+                    "WITH RECURSIVE tree(id) AS (
+                         SELECT session_id FROM leases WHERE parent_id = $1
+                         UNION SELECT l.session_id FROM leases l JOIN tree t ON l.parent_id = t.id)
+                     UPDATE leases SET status = 'revoked'
+                     WHERE session_id IN (SELECT id FROM tree) AND status = 'active'
+                     RETURNING session_id, kind, parent_id",
+                )
+                .bind(root)
+                .fetch_all(pool)
+                .await
+                .map_err(db(op))?;
+                for r in &rows {
+                    let id: String = r.try_get(0).map_err(db(op))?;
+                    let kind: Option<String> = r.try_get(1).map_err(db(op))?;
+                    let parent: Option<String> = r.try_get(2).map_err(db(op))?;
+                    out.push((id, kind_of(kind.as_deref(), parent.is_some())));
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// Revokes the active leases whose `column` (`grant_id` or `issued_by`) is `value`; their
+    /// ids (their descendants are the caller's next step).
+    pub async fn revoke_leases_where(
+        &self,
+        column: LeaseSource,
+        value: &str,
+    ) -> Result<Vec<String>> {
+        let op = "revoke leases by source";
+        let column = match column {
+            LeaseSource::Grant => "grant_id",
+            LeaseSource::IssuedBy => "issued_by",
+        };
+        on_pool!(self, pool => {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE leases SET status = 'revoked' WHERE {column} = $1 AND status = 'active'
+                 RETURNING session_id"
+            )))
+            .bind(value)
+            .fetch_all(pool)
+            .await
+            .map_err(db(op))?;
+            rows.iter()
+                .map(|r| r.try_get::<String, _>(0).map_err(db(op)))
+                .collect()
+        })
     }
 
     /// One lease by its session id.
@@ -174,24 +316,6 @@ impl Store {
             .await
             .map_err(db("revoke lease"))?;
             Ok(res.rows_affected() == 1)
-        })
-    }
-
-    /// Revokes the active run credentials issued under `parent`; their session ids.
-    pub async fn revoke_children(&self, parent: &str) -> Result<Vec<String>> {
-        let op = "revoke run credentials";
-        on_pool!(self, pool => {
-            let rows = sqlx::query(
-                "UPDATE leases SET status = 'revoked' WHERE parent_id = $1 AND status = 'active'
-                 RETURNING session_id",
-            )
-            .bind(parent)
-            .fetch_all(pool)
-            .await
-            .map_err(db(op))?;
-            rows.iter()
-                .map(|r| r.try_get::<String, _>(0).map_err(db(op)))
-                .collect()
         })
     }
 

@@ -264,6 +264,28 @@ pub(super) const MIGRATIONS: &[&str] = &[
         seq BIGINT NOT NULL,
         synced_at BIGINT NOT NULL
     )",
+    // The delegation graph (leases::manager): what a lease is (`issued`, `minted` by another
+    // lease, a `run` credential), the operator at the top of its chain, the OAuth grant it is
+    // an access token of, and the owner of its idempotency keys (the lineage at the top of
+    // its chain). Rows from before: a parent meant a run credential, whose keys now belong
+    // to its parent's lineage; an OAuth lease is found by its grant.
+    "ALTER TABLE leases ADD COLUMN kind TEXT",
+    "ALTER TABLE leases ADD COLUMN issued_by TEXT",
+    "ALTER TABLE leases ADD COLUMN grant_id TEXT",
+    "ALTER TABLE leases ADD COLUMN owner TEXT",
+    "UPDATE leases SET kind = CASE WHEN parent_id IS NULL THEN 'issued' ELSE 'run' END,
+        owner = COALESCE((SELECT COALESCE(p.lineage, p.session_id) FROM leases p
+                          WHERE p.session_id = leases.parent_id),
+                         lineage, session_id)
+     WHERE kind IS NULL",
+    "UPDATE leases SET
+        grant_id = (SELECT g.grant_id FROM oauth_grants g WHERE g.session_id = leases.session_id),
+        issued_by = (SELECT 'operator:' || g.operator FROM oauth_grants g
+                     WHERE g.session_id = leases.session_id)
+     WHERE grant_id IS NULL
+       AND EXISTS (SELECT 1 FROM oauth_grants g WHERE g.session_id = leases.session_id)",
+    "CREATE INDEX IF NOT EXISTS leases_grant ON leases (grant_id)",
+    "CREATE INDEX IF NOT EXISTS leases_issued_by ON leases (issued_by)",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

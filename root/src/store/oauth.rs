@@ -58,6 +58,15 @@ macro_rules! grant_from_row {
     }};
 }
 
+/// What registering a client came to ([`Store::insert_oauth_client`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registered {
+    /// Stored, after dropping `evicted` registrations that never signed in.
+    Stored { evicted: u64 },
+    /// Every registration kept has signed in: nothing was stored.
+    Full,
+}
+
 /// How a refresh token was found ([`Store::claim_refresh`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefreshClaim {
@@ -75,16 +84,16 @@ pub enum RefreshClaim {
 impl Store {
     // ---- oauth ----------------------------------------------------------------------------
 
-    /// Registers a client unless `max` are registered already (`Ok(false)`). When full,
-    /// registrations older than a day that never got a grant are dropped first (anyone may
-    /// register, so the unused ones must not lock the registry).
+    /// Registers a client while fewer than `max` are registered. When full, the oldest
+    /// registration that never got a grant is dropped first (anyone may register, so unused
+    /// ones must not lock the registry); `Full` when every one has signed in.
     pub async fn insert_oauth_client(
         &self,
         client_id: &str,
         metadata: &str,
         now_ms: i64,
         max: u64,
-    ) -> Result<bool> {
+    ) -> Result<Registered> {
         let op = "register an oauth client";
         on_pool!(self, pool => {
             let count = async || -> Result<u64> {
@@ -94,18 +103,21 @@ impl Store {
                     .map_err(db(op))?;
                 Ok(n as u64)
             };
-            if count().await? >= max {
-                sqlx::query(
-                    "DELETE FROM oauth_clients WHERE created_at < $1
-                     AND client_id NOT IN (SELECT client_id FROM oauth_grants)",
+            let mut evicted = 0;
+            while count().await? >= max {
+                let dropped = sqlx::query(
+                    "DELETE FROM oauth_clients WHERE client_id = (
+                         SELECT client_id FROM oauth_clients
+                         WHERE client_id NOT IN (SELECT client_id FROM oauth_grants)
+                         ORDER BY created_at, client_id LIMIT 1)",
                 )
-                .bind(now_ms - 24 * 3600 * 1000)
                 .execute(pool)
                 .await
                 .map_err(db(op))?;
-                if count().await? >= max {
-                    return Ok(false);
+                if dropped.rows_affected() == 0 {
+                    return Ok(Registered::Full);
                 }
+                evicted += 1;
             }
             sqlx::query("INSERT INTO oauth_clients (client_id, metadata, created_at) VALUES ($1, $2, $3)")
                 .bind(client_id)
@@ -114,7 +126,7 @@ impl Store {
                 .execute(pool)
                 .await
                 .map_err(db(op))?;
-            Ok(true)
+            Ok(Registered::Stored { evicted })
         })
     }
 
@@ -299,6 +311,54 @@ impl Store {
             .await?
             .into_iter()
             .next())
+    }
+
+    /// Ends the live grants operator `name` approved (the operator was revoked); returns them.
+    pub async fn end_grants_of_operator(&self, name: &str, now_ms: i64) -> Result<Vec<GrantRow>> {
+        self.end_grants("operator", name, now_ms).await
+    }
+
+    /// Whether grant `grant_id` is live (not ended).
+    pub async fn grant_live(&self, grant_id: &str) -> Result<bool> {
+        on_pool!(self, pool => {
+            let ended: Option<Option<i64>> =
+                sqlx::query_scalar("SELECT ended_at FROM oauth_grants WHERE grant_id = $1")
+                    .bind(grant_id)
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(db("read an oauth grant"))?;
+            Ok(matches!(ended, Some(None)))
+        })
+    }
+
+    /// A grant by id, live or ended.
+    pub async fn grant(&self, grant_id: &str) -> Result<Option<GrantRow>> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {GRANT_COLUMNS} FROM oauth_grants WHERE grant_id = $1"
+            )))
+            .bind(grant_id)
+            .fetch_optional(pool)
+            .await
+            .map_err(db("read an oauth grant"))?;
+            row.map(|r| grant_from_row!(&r)).transpose()
+        })
+    }
+
+    /// The grants operator `name` approved, newest first (at most `limit`).
+    pub async fn grants_of_operator(&self, name: &str, limit: i64) -> Result<Vec<GrantRow>> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {GRANT_COLUMNS} FROM oauth_grants WHERE operator = $1
+                 ORDER BY created_at DESC LIMIT $2"
+            )))
+            .bind(name)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+            .map_err(db("read an operator's oauth grants"))?;
+            rows.iter().map(|r| grant_from_row!(r)).collect()
+        })
     }
 
     /// Ends the grants whose tokens are lease `session_id` (the operator revoked it).

@@ -188,42 +188,51 @@ fn grant(grant_id: &str, client_id: &str, code_hash: &str) -> GrantRow {
 }
 
 #[tokio::test]
-async fn a_full_client_registry_drops_day_old_clients_without_a_grant_and_nothing_else() {
+async fn a_full_client_registry_drops_its_oldest_unused_client_and_never_a_used_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&format!("sqlite:{}", dir.path().join("s.db").display()))
         .await
         .expect("store");
-    let day = 24 * 3600 * 1000;
-    let t0 = 1_000 * day;
-    for id in ["old-unused", "old-used"] {
-        assert!(store.insert_oauth_client(id, "{}", t0, 2).await.unwrap());
+    let t0 = 1_000_000;
+    let stored = Registered::Stored { evicted: 0 };
+    for (i, id) in ["used", "unused-1", "unused-2"].into_iter().enumerate() {
+        let at = t0 + i as i64;
+        assert_eq!(
+            store.insert_oauth_client(id, "{}", at, 3).await.unwrap(),
+            stored
+        );
     }
     store
-        .insert_oauth_grant(&grant("g", "old-used", "code"))
+        .insert_oauth_grant(&grant("g", "used", "code"))
         .await
         .unwrap();
-    // Full, nothing old enough: refused.
-    assert!(
-        !store
-            .insert_oauth_client("new", "{}", t0 + 1000, 2)
-            .await
-            .unwrap()
-    );
-    // A day later the unused registration makes room; the one with a grant stays.
-    assert!(
+    // Full: the oldest registration that never got a grant makes room, at once.
+    assert_eq!(
         store
-            .insert_oauth_client("new", "{}", t0 + 2 * day, 2)
+            .insert_oauth_client("new", "{}", t0 + 10, 3)
             .await
-            .unwrap()
+            .unwrap(),
+        Registered::Stored { evicted: 1 }
     );
-    assert!(store.oauth_client("old-unused").await.unwrap().is_none());
-    assert!(store.oauth_client("old-used").await.unwrap().is_some());
-    assert!(
-        !store
-            .insert_oauth_client("newer", "{}", t0 + 2 * day, 2)
+    assert!(store.oauth_client("unused-1").await.unwrap().is_none());
+    for kept in ["used", "unused-2", "new"] {
+        assert!(store.oauth_client(kept).await.unwrap().is_some(), "{kept}");
+    }
+    // When every registration kept has signed in, nothing is dropped and nothing stored.
+    for (g, client) in [("g2", "unused-2"), ("g3", "new")] {
+        store
+            .insert_oauth_grant(&grant(g, client, &format!("code-{g}")))
             .await
-            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(
+        store
+            .insert_oauth_client("late", "{}", t0 + 20, 3)
+            .await
+            .unwrap(),
+        Registered::Full
     );
+    assert!(store.oauth_client("late").await.unwrap().is_none());
 }
 
 #[tokio::test]

@@ -35,6 +35,11 @@ pub struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
     pub code: String,
 }
@@ -151,6 +156,9 @@ pub struct Metrics {
     /// Hub upgrade requests refused before the upgrade, by reason (`missing`, `unknown`,
     /// `throttled`).
     pub hub_door_refusals: Family<ReasonLabel, Counter>,
+    /// OAuth client registrations by outcome: `registered`, `rate_limited` (429),
+    /// `evicted` (never-used registrations dropped for new ones), `full` (503).
+    pub oauth_registrations: Family<OutcomeLabel, Counter>,
     pub connections: std::sync::Arc<ConnMetrics>,
 }
 
@@ -262,6 +270,14 @@ impl Default for Metrics {
              unknown (a token no enrolment has), throttled (too many refusals from the address)",
             hub_door_refusals.clone(),
         );
+        let oauth_registrations = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "oauth_registrations",
+            "OAuth client registrations: registered, rate_limited (429, too many from one \
+             address), evicted (registrations that never signed in, dropped for new ones), full \
+             (503, every registration kept has signed in)",
+            oauth_registrations.clone(),
+        );
         let connections = std::sync::Arc::new(ConnMetrics::default());
         registry.register(
             "connections_open",
@@ -290,6 +306,7 @@ impl Default for Metrics {
             audit_rows,
             audit_commit_latency,
             hub_door_refusals,
+            oauth_registrations,
             connections,
         }
     }

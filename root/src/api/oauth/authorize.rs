@@ -79,6 +79,9 @@ pub(super) async fn authorize(
         ));
     };
     let redirect_uri = get("redirect_uri");
+    if let Some(why) = super::register::malformed_redirect(redirect_uri) {
+        return Err(OauthError::invalid_request(why));
+    }
     if !client.redirects_to(redirect_uri) {
         return Err(OauthError::invalid_request(
             "redirect_uri is missing or not one the client registered",

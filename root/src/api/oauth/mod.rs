@@ -25,6 +25,7 @@ mod register;
 mod token;
 
 pub use documents::Documents;
+pub use register::Registrations;
 
 use std::sync::Arc;
 
@@ -248,6 +249,8 @@ pub struct OauthError {
     status: StatusCode,
     error: &'static str,
     description: String,
+    /// Seconds for `Retry-After` (a `429`).
+    retry_after: Option<u64>,
 }
 
 impl OauthError {
@@ -256,6 +259,7 @@ impl OauthError {
             status: StatusCode::BAD_REQUEST,
             error,
             description: description.into(),
+            retry_after: None,
         }
     }
     fn invalid_request(d: impl Into<String>) -> OauthError {
@@ -293,6 +297,10 @@ impl IntoResponse for OauthError {
         });
         let mut res = (self.status, body).into_response();
         no_store(&mut res);
+        if let Some(secs) = self.retry_after {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         res
     }
 }

@@ -264,9 +264,8 @@ async fn lease_entry(
     if let Some(e) = app.leases.entry(id) {
         return Some(e);
     }
-    match app.store.lease_by_id(id).await {
-        Ok(Some(row)) => Some(app.leases.upsert(row)),
-        Ok(None) => None,
+    match app.store.lease_chain(id).await {
+        Ok(chain) => app.leases.upsert_chain(chain),
         Err(e) => {
             tracing::warn!(error = %e, session_id = %id, "a lease could not be read");
             None
@@ -329,8 +328,12 @@ async fn issue(
         subnet_id: None,
         zone: None,
     };
+    let source = crate::leases::manager::Source::Issued {
+        by: Some(op.actor_id()),
+        grant: Some(grant.grant_id.clone()),
+    };
     let issued = audited(app, &op, asked, async {
-        let issued = crate::api::leases::issue(app, req, lineage).await?;
+        let issued = crate::api::leases::issue(app, req, lineage, source).await?;
         let summary = format!(
             "issued lease {} for `{}` ({}) until {} through OAuth client {} (grant {})",
             issued.lease.session_id,
@@ -371,28 +374,42 @@ async fn end_grant(app: &App, grant: &GrantRow, why: &str) {
     }
 }
 
-/// Revokes the lease an ended grant held, as one audit event of the approving operator's.
-async fn revoke_current(app: &App, grant: &GrantRow, why: &str) {
-    let Some(id) = grant.session_id.clone() else {
-        return;
+/// Revokes the leases an ended grant holds and everything they handed on, as one audit event
+/// of the approving operator's.
+pub(crate) async fn revoke_current(app: &App, grant: &GrantRow, why: &str) {
+    let live = match grant.session_id.as_deref() {
+        Some(id) => lease_entry(app, id).await.is_some_and(|l| l.is_usable()),
+        None => false,
     };
-    if !lease_entry(app, &id).await.is_some_and(|l| l.is_usable()) {
+    if !live {
+        // Nothing of it works; the store is made to agree (a lease left over, a descendant).
+        let _ = crate::api::leases::end_all(
+            app,
+            crate::leases::manager::Ending::Grant(grant.grant_id.clone()),
+        )
+        .await;
         return;
     }
-    tracing::warn!(grant_id = %grant.grant_id, session_id = %id, %why, "OAuth grant ended; its lease is revoked");
+    tracing::warn!(grant_id = %grant.grant_id, %why, "OAuth grant ended; its leases are revoked");
     let op = Operator(crate::operators::OperatorId::named(&grant.operator));
     let asked = Asked {
         tool_id: "admin.lease.revoke",
         target_id: Some(grant.target_id.clone()),
         adapter: Some("root.oauth".into()),
-        request: json!({ "session_id": id, "oauth_client": grant.client_id, "grant_id": grant.grant_id }),
+        request: json!({ "session_id": grant.session_id, "oauth_client": grant.client_id, "grant_id": grant.grant_id }),
     };
     let _ = audited(app, &op, asked, async {
-        crate::api::leases::end(app, &id).await?;
+        let ended = crate::api::leases::end_all(
+            app,
+            crate::leases::manager::Ending::Grant(grant.grant_id.clone()),
+        )
+        .await?;
         Ok((
             (),
             format!(
-                "revoked lease {id}: OAuth grant {} ended ({why})",
+                "revoked lease {} and its {}: OAuth grant {} ended ({why})",
+                ended.leases.join(", "),
+                crate::api::leases::descendants_phrase(&ended.descendants),
                 grant.grant_id
             ),
         ))

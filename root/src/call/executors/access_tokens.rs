@@ -4,7 +4,9 @@
 //!
 //! Bounds: a lease can only issue a lease for its own target, subnet and zone, with a profile
 //! whose capabilities its own profile already holds, that ends no later than its own deadline.
-//! It can revoke only leases of its own target. A bearer is shown once, in the execute result;
+//! The lease it issues is its child (`minted`): it works only while the caller's lease and
+//! every ancestor of it do, and ends with any of them. It can revoke only leases of its own
+//! target, and their descendants end with them. A bearer is shown once, in the execute result;
 //! the idempotency record keeps the result with the bearer redacted, so a replay cannot show it
 //! again.
 
@@ -20,7 +22,7 @@ use super::{ExecInput, arg_str, arg_u64, internal};
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::app::App;
 use crate::call::CallContext;
-use crate::leases::manager::{self as lease_manager, LeaseError, NewLease};
+use crate::leases::manager::{self as lease_manager, LeaseError, NewLease, Source};
 
 /// Default audience of an issued lease.
 const DEFAULT_AUDIENCE: &str = "mcp-client";
@@ -72,12 +74,13 @@ pub fn list(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Value, To
 pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Value, ToolError> {
     let caller = ctx.lease.lease();
     // A run credential stays within its run profile: a lease it issued would not.
-    if let Some(parent) = &caller.parent_session_id {
+    if caller.is_run() {
         return Err(ToolError::new(
             ErrorCode::Forbidden,
             format!(
                 "a run credential cannot issue access tokens; the lease it was issued under \
-                 (`{parent}`) can"
+                 (`{}`) can",
+                caller.parent_session_id.as_deref().unwrap_or("its parent")
             ),
         ));
     }
@@ -174,7 +177,9 @@ pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Va
         effective_tools,
         ttl: Duration::from_secs(ttl_sec),
         lineage: None,
-        parent: None,
+        source: Source::Minted {
+            parent: caller.session_id.clone(),
+        },
     };
     let issued = call_t!(
         app.actors.leases.load(),
@@ -191,7 +196,8 @@ pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Va
         "deadline_at": format(issued.lease.deadline_at),
         "capability_profile": issued.lease.capability_profile,
         "audience": issued.lease.audience,
-        "note": "The bearer is shown once; a replay of this call returns it redacted.",
+        "parent_session_id": caller.session_id,
+        "note": "The bearer is shown once; a replay of this call returns it redacted. It works only while the lease that issued it does.",
     }))
 }
 
@@ -229,19 +235,26 @@ pub async fn revoke(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<V
     )
     .map_err(|e| internal("the lease manager", e))?
     .map_err(lease_error)?;
-    app.limits.forget_prefix(&format!("lease:{session_id}"));
-    // In force on every live replica before the call answers (its run credentials too).
-    crate::replica::lease_changed(app, session_id, true).await;
-    for child in &revoked.children {
-        crate::replica::lease_changed(app, child, true).await;
-    }
-    Ok(json!({ "revoked": token_row(&revoked.lease, &caller.session_id) }))
+    // In force on every live replica before the call answers (its descendants too).
+    crate::api::leases::ended_everywhere(
+        app,
+        std::slice::from_ref(&session_id.to_owned()),
+        &revoked.descendants,
+    )
+    .await;
+    Ok(json!({
+        "revoked": token_row(&revoked.lease, &caller.session_id),
+        "descendants_revoked": revoked.descendants.len(),
+    }))
 }
 
 fn lease_error(e: LeaseError) -> ToolError {
     match e {
         LeaseError::NotFound(id) => ToolError::new(ErrorCode::NotFound, format!("no lease `{id}`")),
         e @ LeaseError::NotActive(..) => ToolError::new(ErrorCode::InvalidArguments, e.to_string()),
+        e @ (LeaseError::ExceedsParent { .. } | LeaseError::ChainTooLong(_)) => {
+            ToolError::new(ErrorCode::CapabilityNotGranted, e.to_string())
+        }
         LeaseError::Store(e) => internal("the lease store", e),
     }
 }

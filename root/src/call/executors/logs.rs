@@ -1,11 +1,13 @@
 //! `hub.get_logs`: log reads that say where they come from (seed "WebUI and Observability
 //! Model"): `root_local` reads root's own log ring, the lines about the lease's target only;
-//! `subnet_active` fans the call out to every hub of the lease's subnet and aggregates their
-//! answers.
+//! `subnet_active` fans the call out to every hub of the lease's subnet in its target's
+//! environment ([`Reach`]) and aggregates their answers.
 //!
 //! Every answer carries a health summary of the read: `healthy` (all of the path answered),
 //! `partial` (some hubs missing, named in `missing`) or `degraded` (nothing of the subnet
-//! answered). Hubs redact before lines leave them; root redacts again before answering.
+//! answered); `missing_reasons` says why each missing target is (a target of another
+//! environment is never asked). Hubs redact before lines leave them; root redacts again
+//! before answering.
 
 use futures::future::join_all;
 use mcp_shared::error::ToolError;
@@ -13,6 +15,7 @@ use mcp_shared::event::OperationalEvent;
 use mcp_shared::target::TargetStatus;
 use serde_json::{Value, json};
 
+use super::reach::Reach;
 use super::{ExecInput, arg_str, arg_u64};
 use crate::app::App;
 use crate::call::{CallContext, route_to};
@@ -62,6 +65,7 @@ fn root_local(
         "source": "root_local",
         "health": "healthy",
         "missing": [],
+        "missing_reasons": [],
         "entries": [{
             "target_id": format!("root:{}", app.config.zone),
             "stream": "root",
@@ -86,19 +90,16 @@ async fn subnet_active(
 ) -> Result<Value, ToolError> {
     let lease = ctx.lease.lease();
     let tool = &entry.contract.tool_id;
-    let mut members: Vec<String> = app
-        .hubs
-        .enrolments
-        .iter()
-        .filter(|e| e.row.subnet_id == lease.subnet_id)
-        .map(|e| e.row.target_id.clone())
-        .collect();
+    // Targets of another environment than the lease's target are never asked.
+    let reach = Reach::of(app, lease);
+    let mut missing: Vec<(String, String)> = reach.excluded.clone();
+    let mut members = reach.members.clone();
+    members.extend(reach.excluded.iter().map(|(t, _)| t.clone()));
     members.sort();
-    // Which members can answer: online, publishing the tool through an enabled skill, in an
-    // environment the tool allows.
+    // Which targets in reach can answer: online, publishing the tool through an enabled
+    // skill, in an environment the tool allows.
     let mut reachable = Vec::new();
-    let mut missing: Vec<(String, String)> = Vec::new();
-    for t in &members {
+    for t in &reach.members {
         match app.hubs.targets.get(t) {
             Some(_) if !app.hubs.skill_open(t) => {
                 missing.push((t.clone(), "skill switched off".into()));
@@ -206,10 +207,15 @@ async fn subnet_active(
     } else {
         format!("{summary}. {}", notes.join(". "))
     };
+    missing.sort();
     Ok(json!({
         "source": "subnet_active",
         "health": health,
         "missing": missing.iter().map(|(t, _)| t).collect::<Vec<_>>(),
+        "missing_reasons": missing
+            .iter()
+            .map(|(t, why)| json!({ "target_id": t, "reason": why }))
+            .collect::<Vec<_>>(),
         "entries": entries,
         "summary": summary,
     }))

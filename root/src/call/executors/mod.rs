@@ -13,6 +13,8 @@
 //!   `retain`), with no hub round trip.
 //! - [`evidence`]: `root.evidence.*` answer the ProfileOps reads while the target is offline
 //!   (a contract's `offline`), from the evidence its hub published.
+//! - [`reach`]: how far the tools that reach several targets go (the lease's subnet, in the
+//!   environment of the lease's target).
 //!
 //! The table in [`run`] maps adapter names to code; `catalog` refuses a contract naming an
 //! adapter that is not in [`crate::catalog::ROOT_EXECUTORS`].
@@ -20,6 +22,7 @@
 pub mod access_tokens;
 pub mod evidence;
 pub mod logs;
+pub mod reach;
 pub mod retained;
 pub mod subnet;
 

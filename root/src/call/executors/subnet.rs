@@ -9,7 +9,9 @@
 //!   pressure (the outbound queue), and the memory-profile summaries hubs published to root.
 //!
 //! All three read root's own state (target directory, router, audit store, retained
-//! summaries); none needs a hub round trip, so they answer while hubs are down.
+//! summaries); none needs a hub round trip, so they answer while hubs are down. Each covers
+//! the targets the lease reaches (its subnet, in its target's environment: [`Reach`]) and
+//! names the others in `excluded`.
 
 use mcp_shared::error::ToolError;
 use mcp_shared::target::TargetStatus;
@@ -17,6 +19,7 @@ use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use ractor::call_t;
 use serde_json::{Value, json};
 
+use super::reach::Reach;
 use super::{ExecInput, arg_u64, internal};
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::app::App;
@@ -28,18 +31,16 @@ use crate::store::AuditFilter;
 /// The window `analysis_health` computes error rates over.
 const HEALTH_WINDOW_MIN: i64 = 15;
 
-/// Enrolled targets of the lease's subnet, sorted.
-fn members(app: &App, ctx: &CallContext) -> Vec<(String, String)> {
-    let subnet = &ctx.lease.lease().subnet_id;
-    let mut m: Vec<(String, String)> = app
-        .hubs
-        .enrolments
+/// The targets of the lease's reach with their environment, sorted; and the reach.
+fn members(app: &App, ctx: &CallContext) -> (Vec<(String, String)>, Reach) {
+    let reach = Reach::of(app, ctx.lease.lease());
+    let env = reach.environment.clone().unwrap_or_default();
+    let m = reach
+        .members
         .iter()
-        .filter(|e| &e.row.subnet_id == subnet)
-        .map(|e| (e.row.target_id.clone(), e.row.environment.clone()))
+        .map(|t| (t.clone(), env.clone()))
         .collect();
-    m.sort();
-    m
+    (m, reach)
 }
 
 fn overall(total: usize, healthy: usize) -> &'static str {
@@ -57,7 +58,7 @@ pub async fn analysis_health(app: &App, ctx: &CallContext) -> Result<Value, Tool
     let since = unix_ms(now()) - HEALTH_WINDOW_MIN * 60_000;
     let mut targets = Vec::new();
     let mut healthy = 0;
-    let members = members(app, ctx);
+    let (members, reach) = members(app, ctx);
     for (target_id, environment) in &members {
         let status = app.hubs.status(target_id);
         let rows = app
@@ -121,6 +122,7 @@ pub async fn analysis_health(app: &App, ctx: &CallContext) -> Result<Value, Tool
         "subnet_id": subnet,
         "health": health,
         "targets": targets,
+        "excluded": reach.excluded_json(),
         "summary": format!("{healthy} of {} targets of subnet `{subnet}` are online and answering", members.len()),
     }))
 }
@@ -137,8 +139,11 @@ pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_str).collect());
     let wanted = |kind: &str| kinds.as_ref().is_none_or(|k| k.contains(&kind));
+    let (members, reach) = members(app, ctx);
     let mut items: Vec<(i64, Value)> = app.hubs.timeline
-        .recent(&subnet, since, limit, |k| wanted(k.as_str()))
+        .recent(&subnet, since, limit, |e| {
+            wanted(e.kind.as_str()) && reach.contains(&e.target_id)
+        })
         .into_iter()
         .map(|e| {
             (
@@ -147,11 +152,7 @@ pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result
             )
         })
         .collect();
-    let members = if wanted("call") {
-        members(app, ctx)
-    } else {
-        Vec::new()
-    };
+    let members = if wanted("call") { members } else { Vec::new() };
     for (target_id, _) in members {
         let rows = app
             .store
@@ -188,6 +189,7 @@ pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result
         "since": format(since),
         "events": items.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
         "truncated": total > limit,
+        "excluded": reach.excluded_json(),
     }))
 }
 
@@ -210,7 +212,7 @@ pub async fn diagnostics(app: &App, ctx: &CallContext) -> Result<Value, ToolErro
         RPC_TIMEOUT_MS
     )
     .map_err(|e| internal("the router", e))?;
-    let members = members(app, ctx);
+    let (members, reach) = members(app, ctx);
     let mut targets = Vec::new();
     let (mut backlog_total, mut acks_total, mut high) = (0, 0, 0);
     for (target_id, _) in &members {
@@ -255,6 +257,7 @@ pub async fn diagnostics(app: &App, ctx: &CallContext) -> Result<Value, ToolErro
         "targets": targets,
         "totals": { "route_backlog": backlog_total, "pending_acks": acks_total, "targets_under_high_pressure": high },
         "memory_profiles": memory_profiles,
+        "excluded": reach.excluded_json(),
         "summary": format!(
             "{} targets; {backlog_total} calls awaiting results, {acks_total} commands awaiting acks; {} memory-profile summaries",
             members.len(), memory_profiles.len()

@@ -84,9 +84,14 @@ pub enum OperatorCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke an operator: their credential and console sessions stop working at once.
+    /// Revoke an operator: their credential and console sessions stop working at once, and so
+    /// do the OAuth sign-ins they approved. Leases they issued keep their deadlines unless
+    /// --cascade is given.
     Revoke {
         name: String,
+        /// Also end every lease the operator issued, with everything those leases handed on.
+        #[arg(long)]
+        cascade: bool,
         #[arg(long)]
         json: bool,
     },

@@ -1,12 +1,10 @@
 //! `mcp-root admin operator …`: add, list and revoke named operators.
 
-use serde_json::json;
-
 use super::OperatorCommand;
 use super::{AdminClient, print};
 use crate::api::bodies::{
     Audited, NewOperator, NewOperatorRequest, OperatorList, OperatorStatus, OperatorView,
-    RevokedOperator,
+    RevokeOperatorRequest, RevokedOperator,
 };
 
 /// `mcp-root admin operator add|list|revoke`.
@@ -38,12 +36,31 @@ pub async fn run(c: &AdminClient, cmd: OperatorCommand) -> anyhow::Result<()> {
                 lines.join("\n")
             });
         }
-        OperatorCommand::Revoke { name, json } => {
+        OperatorCommand::Revoke {
+            name,
+            cascade,
+            json,
+        } => {
             let revoked: Audited<RevokedOperator> = c
-                .post(&format!("/v1/root/operators/{name}/revoke"), &json!({}))
+                .post(
+                    &format!("/v1/root/operators/{name}/revoke"),
+                    &RevokeOperatorRequest { cascade },
+                )
                 .await?;
             print(json, &revoked, |r| {
-                format!("operator {} revoked", r.item.name)
+                let e = &r.item.ended;
+                format!(
+                    "operator {} revoked\nended: {} OAuth grants, {} leases, {} descendants{}",
+                    r.item.name,
+                    e.grants,
+                    e.leases,
+                    e.descendants,
+                    if e.cascade {
+                        ""
+                    } else {
+                        " (leases they issued keep their deadlines; --cascade ends them)"
+                    }
+                )
             });
         }
     }
