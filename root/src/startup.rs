@@ -33,6 +33,8 @@ pub struct RootHandle {
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     supervisor: ractor::ActorRef<supervisor::Msg>,
     tls: Option<Arc<tls::TlsState>>,
+    /// Set when the actors' supervisor stopped on its own (a restart budget spent).
+    actors_stopped: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RootHandle {
@@ -66,9 +68,20 @@ impl RootHandle {
         &self.app.admin_token
     }
 
-    /// Resolves when the server stops (on its own or after [`RootHandle::shutdown`]).
+    /// Resolves when the server stops (on its own, after [`RootHandle::shutdown`], or with an
+    /// error when root's actors stopped because one of them spent its restart budget).
     pub async fn wait(&mut self) -> anyhow::Result<()> {
         (&mut self.server).await??;
+        if self
+            .actors_stopped
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            anyhow::bail!(
+                "root stopped: an actor failed more than {} times within {} s (see the log)",
+                supervisor::RESTART_BUDGET,
+                supervisor::RESTART_WINDOW.as_secs()
+            );
+        }
         Ok(())
     }
 
@@ -92,6 +105,7 @@ impl RootHandle {
         let _ = actors.policy.load().stop_and_wait(None, t).await;
         let _ = actors.descriptors.load().stop_and_wait(None, t).await;
         let _ = actors.audit.load().stop_and_wait(None, t).await;
+        let _ = actors.links.load().stop_and_wait(None, t).await;
         let _ = self.supervisor.stop_and_wait(None, t).await;
     }
 }
@@ -131,6 +145,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     let (catalog, configured) = load_catalog(&config)?;
     let (app, sup) = compose(config, catalog, configured, admin_token).await?;
     let shutdown = app.shutdown.clone();
+    let actors_stopped = watch_actors(&app, &sup);
     operators::reload(&app)
         .await
         .context("loading the operators")?;
@@ -178,7 +193,29 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         server,
         supervisor: sup,
         tls: tls_state,
+        actors_stopped,
     })
+}
+
+/// Stops root when its actors' supervisor stops on its own (a child spent its restart
+/// budget): the listener drains and [`RootHandle::wait`] answers an error, so the service
+/// manager starts root afresh instead of it serving without its actors.
+fn watch_actors(
+    app: &Arc<App>,
+    sup: &ractor::ActorRef<supervisor::Msg>,
+) -> Arc<std::sync::atomic::AtomicBool> {
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (app, sup, flag) = (app.clone(), sup.clone(), stopped.clone());
+    tokio::spawn(async move {
+        let _ = sup.wait(None).await;
+        let ordering = std::sync::atomic::Ordering::Acquire;
+        if !app.actors.shutting_down.load(ordering) && !app.shutdown.is_cancelled() {
+            tracing::error!("root's actors stopped (a restart budget is spent); root stops");
+            flag.store(true, std::sync::atomic::Ordering::Release);
+            app.shutdown.cancel();
+        }
+    });
+    stopped
 }
 
 /// The configured descriptors: what `validate` makes of them (descriptors and skill catalog).

@@ -89,7 +89,7 @@ fn session_of(root: &TestRoot, target: &str) -> Option<ractor::ActorId> {
 /// state rebuilt, leases issued before still work, the audit chain goes on unbroken; a router
 /// session that panics takes down only its own target's connection (the hub dials again and
 /// is served by a new session), and the other target's session is never touched; a router
-/// that panics is restarted and every hub comes back.
+/// that panics is restarted and no hub's session is touched.
 #[tokio::test]
 async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
     use mcp_root::audit::writer as audit_writer;
@@ -171,15 +171,27 @@ async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
     assert_eq!(status(&root, &b).await, 200);
     assert!(beta.handle().is_connected());
 
-    // The router panics: a new router, and both hubs are served again.
+    // The router panics: a new router, and both hubs keep their sessions.
+    let sessions = (
+        session_of(&root, "hub:test-alpha").unwrap(),
+        session_of(&root, "hub:test-beta").unwrap(),
+    );
     let router_before = actors.router.load().get_id();
     actors.router.load().cast(router::Msg::Panic).unwrap();
-    until("the router restarted and both hubs back", async || {
+    until("the router restarted", async || {
         actors.router.load().get_id() != router_before
-            && status(&root, &a).await == 200
-            && status(&root, &b).await == 200
     })
     .await;
+    assert_eq!(status(&root, &a).await, 200);
+    assert_eq!(status(&root, &b).await, 200);
+    assert_eq!(
+        (
+            session_of(&root, "hub:test-alpha").unwrap(),
+            session_of(&root, "hub:test-beta").unwrap()
+        ),
+        sessions,
+        "no hub reconnected"
+    );
 
     let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
     assert_eq!(v["ok"], true, "{v}");
@@ -322,4 +334,149 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
     profiler.cancel().await.ok();
     hub.stop().await;
     root.stop().await;
+}
+
+/// A router that fails drops no hub connection and fails no call that was not inside it:
+/// forty simulated hubs and a real one keep their sessions (no disconnect, no second
+/// welcome) while calls stream to them and a slow write runs through the failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_router_drops_no_hub_and_no_call() {
+    use mcp_root::hubs::router;
+    use mcp_tests::hubsim::{self, Fleet, FleetOptions};
+    let root = TestRoot::start().await.unwrap();
+    let base = root.handle().base_url();
+    let targets = hubsim::target_ids("router-sim", 40);
+    let enrolled = hubsim::enroll_all(
+        &root.http,
+        &base,
+        &root.admin_token(),
+        &targets,
+        "test",
+        "subnet-sim",
+        8,
+    )
+    .await
+    .unwrap();
+    let mut fleet = Fleet::connect(&base, enrolled, FleetOptions::default())
+        .await
+        .unwrap();
+    let slow = "[[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sleep\", \"2\"]\n";
+    let hub = root.start_hub("hub:router-real", slow).await.unwrap();
+    let mut tokens = Vec::new();
+    for t in &targets {
+        tokens.push(root.lease(t, "InfraOpsRead", 600).await.unwrap().1);
+    }
+    let (_, control) = root
+        .lease("hub:router-real", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let mut ids: Vec<ractor::ActorId> = targets
+        .iter()
+        .map(|t| session_of(&root, t).unwrap())
+        .collect();
+    ids.push(session_of(&root, "hub:router-real").unwrap());
+
+    // A write that runs two seconds, in flight when the router fails.
+    let confirmation = root
+        .preview(&control, "hub.run_allowed_tests", json!({"name": "slow"}))
+        .await
+        .unwrap();
+    let root = std::sync::Arc::new(root);
+    let write = {
+        let (root, control) = (root.clone(), control.clone());
+        tokio::spawn(async move {
+            root.execute(
+                &control,
+                "hub.run_allowed_tests",
+                json!({"name": "slow"}),
+                Some(&confirmation),
+                "k",
+            )
+            .await
+            .unwrap()
+        })
+    };
+    // Reads streaming to every simulated hub before, during and after the failure.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for chunk in tokens.chunks(10) {
+        let (root, chunk, stop) = (root.clone(), chunk.to_vec(), stop.clone());
+        readers.push(tokio::spawn(async move {
+            let mut answers = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                for t in &chunk {
+                    answers.push(status(&root, t).await);
+                }
+            }
+            answers
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let actors = &root.handle().app.actors;
+    let router_before = actors.router.load().get_id();
+    actors.router.load().cast(router::Msg::Panic).unwrap();
+    until("the router restarted", async || {
+        actors.router.load().get_id() != router_before
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    for r in readers {
+        let answers = r.await.unwrap();
+        assert!(!answers.is_empty());
+        assert!(answers.iter().all(|s| *s == 200), "{answers:?}");
+    }
+    let (s, b) = write.await.unwrap();
+    assert_eq!(s, 200, "the write in flight finished: {b}");
+    assert_eq!(b["result"]["replay"], false, "{b}");
+
+    // Every hub kept its session; the new router knows them all.
+    let mut now: Vec<ractor::ActorId> = targets
+        .iter()
+        .map(|t| session_of(&root, t).unwrap())
+        .collect();
+    now.push(session_of(&root, "hub:router-real").unwrap());
+    assert_eq!(now, ids, "no hub reconnected");
+    let ordering = std::sync::atomic::Ordering::Acquire;
+    assert_eq!(fleet.stats.disconnects.load(ordering), 0);
+    assert_eq!(fleet.stats.welcomes.load(ordering), targets.len());
+    assert!(hub.handle().is_connected());
+    let connected = ractor::call_t!(actors.router.load(), router::Msg::Connected, 5_000).unwrap();
+    assert_eq!(connected, targets.len() + 1);
+    fleet.shutdown().await;
+    hub.stop().await;
+    std::sync::Arc::try_unwrap(root)
+        .ok()
+        .expect("every task ended")
+        .stop()
+        .await;
+}
+
+/// An actor that keeps failing spends its restart budget (five restarts in a minute) and
+/// root stops, saying why, rather than serve without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_stops_when_an_actor_spends_its_restart_budget() {
+    use mcp_root::actors::supervisor::RESTART_BUDGET;
+    use mcp_root::policy;
+    let mut root = TestRoot::start().await.unwrap();
+    for i in 0..=RESTART_BUDGET {
+        let actors = &root.handle().app.actors;
+        let before = actors.policy.load().get_id();
+        actors.policy.load().cast(policy::Msg::Panic).unwrap();
+        if i < RESTART_BUDGET {
+            until("the policy engine restarted", async || {
+                actors.policy.load().get_id() != before
+            })
+            .await;
+        }
+    }
+    let handle = root.handle.as_mut().unwrap();
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(20), handle.wait())
+        .await
+        .expect("root stops");
+    let why = stopped.unwrap_err().to_string();
+    assert!(
+        why.contains("failed more than 5 times within 60 s"),
+        "{why}"
+    );
 }

@@ -15,10 +15,14 @@
 //! actor. A panic or error in `handle` stops only that actor; the [`supervisor`] restarts it
 //! with the same arguments, and the [`Actors`] handles are swapped to the new instance.
 //! State that must survive a restart lives in the store (leases, audit) or is rebuilt from
-//! configuration in `pre_start` (profiles, contracts, descriptors). Links are supervised
-//! under the router: one that fails leaves the map and its connection closes, so its hub dials
-//! again; a router that fails takes its links with it and every hub dials again.
-//! `Msg::Panic` (the `fault-injection` feature, test builds only) lets tests prove it.
+//! configuration in `pre_start` (profiles, contracts, descriptors). Links are supervised by
+//! the [`router::LinkSupervisor`], a child with no messages: a link that fails leaves the map
+//! and its connection closes, so its hub dials again; a router that fails is restarted and
+//! drops no link. The restart budget is a window: a child may be restarted
+//! [`supervisor::RESTART_BUDGET`] times within [`supervisor::RESTART_WINDOW`]; one more failure
+//! in that window stops the supervisor, and root with it (a root that runs without, say, its
+//! audit writer would be worse), for the service manager to start again. `Msg::Panic` (the
+//! `fault-injection` feature, test builds only) lets tests prove it.
 
 pub mod supervisor;
 
@@ -39,6 +43,8 @@ pub struct Actors {
     /// Shared with the audit trail (`audit::Trail`), which appends through it.
     pub audit: std::sync::Arc<ArcSwap<ActorRef<audit_writer::Msg>>>,
     pub router: ArcSwap<ActorRef<router::Msg>>,
+    /// The parent links are spawned under (see [`router::LinkSupervisor`]).
+    pub links: ArcSwap<ActorRef<()>>,
     /// Set before shutdown so the supervisor does not restart children it is stopping.
     pub shutting_down: std::sync::atomic::AtomicBool,
 }

@@ -7,6 +7,12 @@
 //! straight to the target's session ([`route`], [`cancel`]), so a routed call costs no
 //! message to a zone-wide actor. The actor answers skill commands, counts and pressure.
 //!
+//! Links are not the router's children: they are spawned linked under the
+//! [`LinkSupervisor`], an actor with no messages of its own (so nothing it handles can fail),
+//! which takes a failed link out of the map. A router that fails and is restarted drops no
+//! link, no connection and no call; only what was inside it (a skill command, a pressure
+//! read) gets an error.
+//!
 //! Invariant: the router holds no per-tool branches; it forwards a call to the lease's target
 //! session or answers `target_offline`.
 
@@ -172,8 +178,8 @@ impl Actor for Router {
         _myself: ActorRef<Msg>,
         args: Arc<Args>,
     ) -> Result<State, ActorProcessingErr> {
-        // Links belong to live connections (which attach and detach them), not to this
-        // actor: they stay routable across its restart.
+        // Links belong to live connections (which attach and detach them) and are supervised
+        // by the `LinkSupervisor`, not this actor: they stay routable across its restart.
         Ok(State {
             links: args.links.clone(),
         })
@@ -221,15 +227,32 @@ impl Actor for Router {
         }
         Ok(())
     }
+}
 
-    /// A link (linked under this actor) ended: a failed one leaves the map (its
-    /// connection notices and closes, the hub dials again and gets a new session); other
-    /// targets' links are untouched, and the router goes on.
+/// The parent of every link: a link that ends leaves the map (a failed one is logged; its
+/// connection notices and closes, the hub dials again and gets a new session), and no other
+/// link is touched. It has no messages, so it cannot fail on one; the router restarting
+/// never touches it.
+pub struct LinkSupervisor;
+
+impl Actor for LinkSupervisor {
+    type Msg = ();
+    type State = Arc<Links>;
+    type Arguments = Arc<Links>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<()>,
+        links: Arc<Links>,
+    ) -> Result<Arc<Links>, ActorProcessingErr> {
+        Ok(links)
+    }
+
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<Msg>,
+        _myself: ActorRef<()>,
         evt: ractor::SupervisionEvent,
-        state: &mut State,
+        links: &mut Arc<Links>,
     ) -> Result<(), ActorProcessingErr> {
         let (cell, failure) = match &evt {
             ractor::SupervisionEvent::ActorFailed(cell, err) => (cell, Some(err.to_string())),
@@ -237,13 +260,12 @@ impl Actor for Router {
             _ => return Ok(()),
         };
         let id = cell.get_id();
-        let target = state
-            .links
+        let target = links
             .iter()
             .find(|e| e.value().get_id() == id)
             .map(|e| e.key().clone());
         if let Some(target_id) = target {
-            detach(&state.links, &target_id, id);
+            detach(links, &target_id, id);
             if let Some(reason) = failure {
                 tracing::error!(%target_id, %reason, "link failed; its hub reconnects");
             }

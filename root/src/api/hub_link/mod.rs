@@ -472,11 +472,11 @@ async fn open_link(
         on_surface: on_surface(app, &target_id, &subnet_id),
         traceparent: understood(app, &greeted.features, feature::CALL_TRACEPARENT),
     };
-    // Linked under the router: a session that fails leaves it, and this connection closes so
-    // the hub dials again (a new session, state rebuilt from its hello).
-    let router_cell = app.actors.router.load().get_cell();
-    let (session, session_done) =
-        Actor::spawn_linked(None, Link, session_args, router_cell).await?;
+    // Linked under the link supervisor (not the router, whose failure must drop no link): a
+    // session that fails leaves the map, and this connection closes so the hub dials again
+    // (a new session, state rebuilt from its hello).
+    let parent = app.actors.links.load().get_cell();
+    let (session, session_done) = Actor::spawn_linked(None, Link, session_args, parent).await?;
     // Stored, reported and attached as one step with respect to a replica's reload of the
     // target (which reads the store and takes the report of a hub connected here): a reload
     // between the store and the attach would take this report as the previous one, and the
