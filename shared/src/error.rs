@@ -163,4 +163,7 @@ pub struct ToolResponse {
     pub error: Option<ToolError>,
     pub event_id: String,
     pub trace_id: String,
+    /// What root redacted from this answer (count and paths, never values).
+    #[serde(default)]
+    pub redactions: crate::event::RedactionSummary,
 }

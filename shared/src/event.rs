@@ -75,10 +75,53 @@ pub struct Actor {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Redaction {
-    /// Where in the event: e.g. `request.arguments.token`.
+    /// Where in the event: e.g. `request.arguments.token`, `result.entries[0].lines[3]`.
     pub path: String,
-    /// Which rule matched: `field:token`, `pattern:bearer`, ...
+    /// Which rule matched: `field:token`, `pattern:bearer`, ...; `hub` for values the
+    /// target's hub redacted there before they left it. A rule that matched `n` times at one
+    /// path (the lines of a log stream) is written once as `<rule>*<n>`.
     pub rule: String,
+}
+
+/// What was redacted from an answer before it was given: how many values, and where (paths
+/// into the answer: `result…`, the tool's result, or `error.message`); never a value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionSummary {
+    pub count: u64,
+    /// Each place redacted once, in order (at most [`RedactionSummary::MAX_PATHS`]; `count`
+    /// counts them all).
+    pub paths: Vec<String>,
+}
+
+impl RedactionSummary {
+    /// Paths listed at most.
+    pub const MAX_PATHS: usize = 50;
+
+    /// The summary of what `redactions` (an event's) took out of the answer: those under
+    /// `result` or `error`, not the request's.
+    pub fn of(redactions: &[Redaction]) -> RedactionSummary {
+        let mut summary = RedactionSummary::default();
+        for r in redactions {
+            let in_answer = ["result", "error"].iter().any(|top| {
+                r.path
+                    .strip_prefix(top)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+            });
+            if !in_answer {
+                continue;
+            }
+            summary.count += r
+                .rule
+                .rsplit_once('*')
+                .and_then(|(_, n)| n.parse().ok())
+                .unwrap_or(1);
+            if summary.paths.len() < Self::MAX_PATHS && !summary.paths.contains(&r.path) {
+                summary.paths.push(r.path.clone());
+            }
+        }
+        summary
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -17,8 +17,8 @@ use mcp_shared::contract::{
 use mcp_shared::descriptor::{Descriptor, Freshness, content_hash};
 use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
 use mcp_shared::event::{
-    Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Redaction, RetriedAttempt,
-    Surface,
+    Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Redaction, RedactionSummary,
+    RetriedAttempt, Surface,
 };
 use mcp_shared::lease::{LeaseKind, LeaseStatus, SessionLease};
 use mcp_shared::profile::{CapabilityProfile, ProfileRegistry};
@@ -1287,6 +1287,10 @@ fn tool_response_schema_matches_the_type() {
         error: None,
         event_id: "evt-01".into(),
         trace_id: "trace-01".into(),
+        redactions: RedactionSummary {
+            count: 3,
+            paths: vec!["result.entries[0].lines[2]".into(), "result.token".into()],
+        },
     });
     s.valid("an ok response", &ok);
     rust_round_trips::<ToolResponse>(s.file, &ok);
@@ -1299,6 +1303,7 @@ fn tool_response_schema_matches_the_type() {
             error: Some(tool_error(code)),
             event_id: "evt-02".into(),
             trace_id: "trace-02".into(),
+            redactions: RedactionSummary::default(),
         });
         s.valid(&format!("a failed response ({code})"), &v);
         rust_round_trips::<ToolResponse>(s.file, &v);
@@ -1306,7 +1311,8 @@ fn tool_response_schema_matches_the_type() {
     }
     s.same_fields("", &[&ok, &failures[0]]);
     s.same_fields("/$defs/tool_error", &[&failures[0]["error"]]);
-    s.required("", &["ok", "tool_id", "event_id", "trace_id"]);
+    s.same_fields("/$defs/redaction_summary", &[&ok["redactions"]]);
+    s.required("", &["ok", "tool_id", "event_id", "trace_id", "redactions"]);
     s.same_enum("/$defs/error_code", &error_codes());
 
     let cases = [
@@ -1321,11 +1327,21 @@ fn tool_response_schema_matches_the_type() {
                 v.as_object_mut().map(|o| o.remove("event_id"));
             }),
         ),
+        (
+            "a redaction summary with a value",
+            mutated(&ok, |v| v["redactions"]["value"] = json!("s3cr3t")),
+        ),
     ];
     for (what, v) in &cases {
         s.invalid(&format!("response with {what}"), v);
         rust_rejects::<ToolResponse>(s.file, what, v);
     }
+    s.invalid(
+        "a redaction path outside the answer",
+        &mutated(&ok, |v| {
+            v["redactions"]["paths"][0] = json!("request.arguments.token")
+        }),
+    );
     s.invalid(
         "ok false without an error",
         &mutated(&failures[0], |v| {

@@ -1242,6 +1242,38 @@ async fn scenario(
     );
     b.shot("08-approvals-decided").await?;
 
+    // A lease and what it minted: its chain is one click away, and revoking it in the console
+    // ends what it minted.
+    let (parent, parent_token) = root.lease("hub:ui-alpha", "InfraOpsControl", 600).await?;
+    let (s, minted) = root
+        .write(
+            &parent_token,
+            "hub.issue_access_token",
+            json!({"capability_profile": "InfraOpsRead", "ttl_sec": 300}),
+            "ui-mint",
+        )
+        .await?;
+    ensure!(s == 200, "{minted}");
+    let child = minted["result"]["result"]["session_id"]
+        .as_str()
+        .context("the minted lease")?
+        .to_owned();
+    b.click("#nav-sessions").await?;
+    let child_row = format!("tr[data-session='{child}']");
+    b.text_contains(&child_row, "minted of").await?;
+    b.click(&format!("#chain-{child}")).await?;
+    b.text_contains("#delegation", &parent[parent.len() - 12..])
+        .await?;
+    b.text_contains("#delegation", "(this lease)").await?;
+    b.text_contains("#delegation-issuer", "operator:admin")
+        .await?;
+    let revoke_parent = format!("#revoke-{parent}");
+    b.click(&revoke_parent).await?;
+    b.click(&revoke_parent).await?;
+    b.find(&format!("{child_row}[data-status='revoked']"))
+        .await?;
+    b.shot("09-sessions-chain").await?;
+
     // Revoke the lease from the console; the client's bearer stops working.
     b.click("#nav-sessions").await?;
     let revoke = format!("#revoke-{session_id}");

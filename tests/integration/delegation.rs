@@ -94,6 +94,21 @@ async fn a_minted_lease_ends_with_every_lease_above_it() {
     );
     works(&root, &child_token, "the child").await;
     works(&root, &grandchild_token, "the grandchild").await;
+    // `mcp-root admin lease show` draws the chain: the parent above, the grandchild below.
+    let (code, out, err) = crate::admin_cli::admin(&root, &["lease", "show", &child]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "issued by operator:admin", "{out}");
+    assert!(lines[1].starts_with(&format!("{parent} issued ")), "{out}");
+    assert!(lines[2].starts_with(&format!("  {child} minted ")), "{out}");
+    assert!(lines[2].ends_with("<- this lease"), "{out}");
+    assert!(
+        lines[3].starts_with(&format!("    {grandchild} minted")),
+        "{out}"
+    );
+    let (_, json_out, _) = crate::admin_cli::admin(&root, &["lease", "show", &parent, "--json"]);
+    let view: Value = serde_json::from_str(&json_out).unwrap();
+    assert_eq!(view["descendants"][1]["depth"], 2, "{view}");
 
     // The operator revokes the parent: one event, counting what ended with it.
     let revoked = root
@@ -364,6 +379,23 @@ async fn a_revoked_operators_sign_ins_end_and_their_leases_only_when_asked() {
             .contains("operator `carol` revoked; ended 1 OAuth grants they approved, 2 leases")),
         "{summaries:?}"
     );
+
+    // The CLI asks for the cascade by flag and says what ended.
+    let erin = add_operator(&root, "erin").await;
+    let (_, erin_lease) = issued_by(&root, &erin, target).await;
+    let (code, out, err) =
+        crate::admin_cli::admin(&root, &["operator", "revoke", "erin", "--cascade"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("ended: 0 OAuth grants, 1 leases, 0 descendants"),
+        "{out}"
+    );
+    refused(
+        &root,
+        &erin_lease,
+        "a lease of an operator revoked with --cascade",
+    )
+    .await;
 
     // A body that is not the request's shape is refused, and nothing is revoked.
     let dave = add_operator(&root, "dave").await;

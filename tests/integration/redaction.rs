@@ -83,7 +83,53 @@ async fn a_secret_in_a_service_log_never_reaches_the_client_or_the_audit_store()
     }
     let fixture_lines = call(&client, "hub.get_logs", json!({"stream": "fixture"})).await;
     let entry = &fixture_lines["entries"][0];
-    assert!(entry["redactions"].as_u64().unwrap() > 0, "{fixture_lines}");
+    let markers = entry["redactions"].as_u64().unwrap();
+    assert!(markers > 0, "{fixture_lines}");
+    // Every answer says what was redacted from it (how many, which stream's lines): over
+    // MCP in the result's `_meta`, over REST and the seed-003 endpoint in the body.
+    let params = rmcp::model::CallToolRequestParams::new("hub.get_logs")
+        .with_arguments(json!({"stream": "fixture"}).as_object().cloned().unwrap());
+    let res = client.call_tool(params).await.unwrap();
+    let meta = serde_json::to_value(res.meta.unwrap()).unwrap();
+    let summary = &meta["redactions"];
+    assert!(summary["count"].as_u64().unwrap() >= markers, "{meta}");
+    assert_eq!(
+        summary["paths"],
+        json!(["result.entries[0].lines"]),
+        "{meta}"
+    );
+    let (s, rest) = root
+        .rest_call(&token, "hub.get_logs", json!({"stream": "fixture"}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{rest}");
+    assert_eq!(
+        rest["redactions"]["paths"],
+        json!(["result.entries[0].lines"])
+    );
+    let res = root
+        .http
+        .post(root.url("/api/ai-workspace/assistant/v1/actions"))
+        .bearer_auth(&token)
+        .json(&json!({"phase": "execute", "input": {"actionId": "hub.get_logs", "stream": "fixture"}}))
+        .send()
+        .await
+        .unwrap();
+    let action: serde_json::Value = res.json().await.unwrap();
+    assert!(
+        action["redactions"]["count"].as_u64().unwrap() > 0,
+        "{action}"
+    );
+    // A read with nothing to redact says so.
+    let (_, clean) = root
+        .rest_call(&token, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        clean["redactions"],
+        json!({"count": 0, "paths": []}),
+        "{clean}"
+    );
     assert!(
         entry["lines"].to_string().contains("tick"),
         "{fixture_lines}"
@@ -257,5 +303,24 @@ async fn root_redacts_bare_secrets_a_hub_did_not() {
             "{rule}: {rules:?}"
         );
     }
+    // The answer says what was redacted, and where: never what.
+    let summary = &body["redactions"];
+    let paths: Vec<&str> = summary["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "result.connected_since",
+            "result.hub_version",
+            "result.subnet",
+            "result.zone"
+        ],
+        "{summary}"
+    );
+    assert!(summary["count"].as_u64().unwrap() >= 7, "{summary}");
     root.stop().await;
 }

@@ -69,6 +69,9 @@ pub struct ActionAnswer {
     pub summary: Option<String>,
     pub event_id: String,
     pub trace_id: String,
+    /// What root redacted from this answer (count and paths, never values).
+    #[serde(default)]
+    pub redactions: mcp_shared::event::RedactionSummary,
 }
 
 /// A refused or failed action call.
@@ -79,6 +82,9 @@ pub struct ActionRefusal {
     pub action_id: String,
     pub event_id: String,
     pub trace_id: String,
+    /// What root redacted from this answer (count and paths, never values).
+    #[serde(default)]
+    pub redactions: mcp_shared::event::RedactionSummary,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -111,7 +117,8 @@ pub async fn post(
     let r = outcome.response;
     match (r.result, r.error) {
         (Some(value), None) => {
-            let answer = answer(request.phase, action_id, value, r.event_id, r.trace_id);
+            let mut answer = answer(request.phase, action_id, value, r.event_id, r.trace_id);
+            answer.redactions = r.redactions;
             Ok(Json(answer).into_response())
         }
         (_, error) => {
@@ -133,6 +140,7 @@ pub async fn post(
                 action_id,
                 event_id: r.event_id,
                 trace_id: r.trace_id,
+                redactions: r.redactions,
             };
             Ok((status_of(refusal.error.code), Json(refusal)).into_response())
         }
@@ -236,6 +244,7 @@ fn answer(
             summary: Some(p.summary),
             event_id,
             trace_id,
+            redactions: Default::default(),
         },
         None => ActionAnswer {
             phase,
@@ -247,6 +256,7 @@ fn answer(
             result: Some(value),
             event_id,
             trace_id,
+            redactions: Default::default(),
         },
     }
 }

@@ -61,6 +61,41 @@ pub struct NewLeaseRequest {
     pub zone: Option<String>,
 }
 
+/// `GET /v1/root/mcp/sessions/{id}/delegation`: where a lease's authority came from and
+/// what it handed on. It works only while every ancestor works.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DelegationView {
+    pub lease: SessionLease,
+    /// The OAuth grant at the top of the chain, when the chain came from a sign-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<GrantView>,
+    /// The leases it came from, its parent first.
+    pub ancestors: Vec<SessionLease>,
+    /// The leases it handed on and theirs, each under its parent (`depth` 1: its children).
+    pub descendants: Vec<DescendantView>,
+}
+
+/// A lease below another in the delegation graph.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DescendantView {
+    pub depth: usize,
+    pub lease: SessionLease,
+}
+
+/// An OAuth grant: an operator's approval of one client's sign-in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GrantView {
+    pub grant_id: String,
+    pub client_id: String,
+    /// `operator:<name>`, who approved.
+    pub approved_by: String,
+    /// RFC 3339: when the approval ends (no token of the grant outlives it).
+    pub expires_at: String,
+    /// RFC 3339, when the grant ended (revoked, its operator revoked, a token reused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+}
+
 /// A lease as issued (created or rotated): its bearer, shown in this answer only.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IssuedLeaseBody {

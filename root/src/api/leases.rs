@@ -10,13 +10,15 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mcp_shared::error::ErrorCode;
-use mcp_shared::lease::SessionLease;
+use mcp_shared::lease::{LeaseStatus, SessionLease};
 use ractor::call_t;
 use serde_json::json;
 
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::api::audited::{Asked, audited};
-use crate::api::bodies::{Audited, IssuedLeaseBody, LeaseList, NewLeaseRequest};
+use crate::api::bodies::{
+    Audited, DelegationView, DescendantView, GrantView, IssuedLeaseBody, LeaseList, NewLeaseRequest,
+};
 use crate::api::{ApiError, Operator};
 use crate::app::App;
 use crate::leases::manager::{
@@ -184,6 +186,105 @@ pub async fn get(
         .get(&id)
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("no lease `{id}`")))
+}
+
+/// `GET /v1/root/mcp/sessions/{id}/delegation`: the lease, where its authority came from
+/// (its ancestors and the OAuth grant at the top), and every lease below it, from the store
+/// (every replica's), each status as it stands (a lease under an ended one reads revoked).
+pub async fn delegation(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path(id): Path<String>,
+) -> Result<Json<DelegationView>, ApiError> {
+    let mut chain = app
+        .store
+        .lease_chain(&id)
+        .await
+        .map_err(ApiError::internal)?;
+    let entry = app
+        .leases
+        .upsert_chain(chain.clone())
+        .ok_or_else(|| ApiError::not_found(format!("no lease `{id}`")))?;
+    chain.pop();
+    let now = mcp_shared::time::now();
+    let as_stands = |row: crate::store::LeaseRow| match app.leases.entry(&row.lease.session_id) {
+        Some(e) => e.snapshot(),
+        None => row.lease.normalized(now),
+    };
+    let ancestors: Vec<SessionLease> = chain.into_iter().rev().map(as_stands).collect();
+    let rows = app
+        .store
+        .lease_descendants(&id)
+        .await
+        .map_err(ApiError::internal)?;
+    let descendants = in_tree_order(&id, rows)
+        .into_iter()
+        .map(|(depth, row)| {
+            let mut lease = as_stands(row);
+            // Below an ended lease nothing works, whatever its row says.
+            if entry.snapshot().status != LeaseStatus::Active && lease.status == LeaseStatus::Active
+            {
+                lease.status = LeaseStatus::Revoked;
+            }
+            DescendantView { depth, lease }
+        })
+        .collect();
+    let top = ancestors
+        .last()
+        .cloned()
+        .unwrap_or_else(|| entry.snapshot());
+    let grant = match &top.grant_id {
+        Some(g) => app
+            .store
+            .grant(g)
+            .await
+            .map_err(ApiError::internal)?
+            .map(|g| GrantView {
+                grant_id: g.grant_id,
+                client_id: g.client_id,
+                approved_by: crate::operators::OperatorId::named(&g.operator).actor_id(),
+                expires_at: mcp_shared::time::format(mcp_shared::time::from_unix_ms(
+                    g.expires_at_ms,
+                )),
+                ended_at: g
+                    .ended_at_ms
+                    .map(|ms| mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms))),
+            }),
+        None => None,
+    };
+    Ok(Json(DelegationView {
+        lease: entry.snapshot(),
+        grant,
+        ancestors,
+        descendants,
+    }))
+}
+
+/// `rows` (descendants of `top`, oldest first) as a tree read top-down: each lease right
+/// after its parent, with its depth below `top`.
+fn in_tree_order(
+    top: &str,
+    rows: Vec<crate::store::LeaseRow>,
+) -> Vec<(usize, crate::store::LeaseRow)> {
+    fn below(
+        parent: &str,
+        depth: usize,
+        rows: &[crate::store::LeaseRow],
+        out: &mut Vec<(usize, crate::store::LeaseRow)>,
+    ) {
+        for row in rows
+            .iter()
+            .filter(|r| r.lease.parent_session_id.as_deref() == Some(parent))
+        {
+            out.push((depth, row.clone()));
+            if depth < crate::store::MAX_CHAIN {
+                below(&row.lease.session_id, depth + 1, rows, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    below(top, 1, &rows, &mut out);
+    out
 }
 
 /// `POST /v1/root/mcp/sessions/{id}/revoke`: refused on every live replica when it returns.

@@ -282,6 +282,12 @@ fn mcp_routes() -> Vec<Route> {
             get(leases::get),
         ),
         r(
+            "GET",
+            "/v1/root/mcp/sessions/{id}/delegation",
+            OperatorRead,
+            get(leases::delegation),
+        ),
+        r(
             "POST",
             "/v1/root/mcp/sessions/{id}/revoke",
             OperatorAction,

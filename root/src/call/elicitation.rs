@@ -153,6 +153,7 @@ pub async fn confirm_and_execute(
             ),
             event_id: first.response.event_id.clone(),
             trace_id: first.response.trace_id.clone(),
+            redactions: Default::default(),
         },
         unknown_tool: false,
         unaudited: false,

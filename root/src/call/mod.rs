@@ -325,6 +325,7 @@ impl Finished {
         );
         let status = event.status;
         let event_id = event.event_id.clone();
+        let redactions = mcp_shared::event::RedactionSummary::of(&event.redactions);
         drop(running);
         let audited = app
             .audit
@@ -360,6 +361,11 @@ impl Finished {
                 error,
                 event_id: if unaudited { String::new() } else { event_id },
                 trace_id: ctx.trace_id,
+                redactions: if unaudited {
+                    Default::default()
+                } else {
+                    redactions
+                },
             },
             unknown_tool: unknown_tool && !unaudited,
             unaudited,
@@ -522,6 +528,7 @@ fn audit_unavailable(app: &App, ctx: CallContext, tool_id: &str) -> Outcome {
             error: Some(app.audit.health.refusal()),
             event_id: String::new(),
             trace_id: ctx.trace_id,
+            redactions: Default::default(),
         },
         unknown_tool: false,
         unaudited: true,

@@ -430,6 +430,7 @@ async fn orphaned(app: &App, row: TaskRow, why: &str) {
         error: Some(error.clone()),
         event_id: row.event_id.clone(),
         trace_id: event.trace_id.clone(),
+        redactions: Default::default(),
     });
     let outcome = response.and_then(|r| serde_json::to_value(r).ok());
     let at = unix_ms(now());

@@ -716,7 +716,7 @@ pub(crate) fn tool_answer(
         ));
     }
     let r = outcome.response;
-    let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
+    let meta = meta_of(&r);
     if outcome.unknown_tool {
         return Err(ErrorData::invalid_params(
             format!("unknown tool `{tool_id}`"),
@@ -731,10 +731,17 @@ pub(crate) fn tool_answer(
     Ok(tool_result(r).into())
 }
 
+/// The `_meta` of a governed call's MCP answer: its event, its trace, and what root
+/// redacted from the answer (the structured content is the tool's own typed result, so the
+/// summary rides beside it).
+fn meta_of(r: &mcp_shared::error::ToolResponse) -> Value {
+    json!({ "event_id": r.event_id, "trace_id": r.trace_id, "redactions": r.redactions })
+}
+
 /// A governed call's response as an MCP tool result: its value, or its error with
-/// `isError`; `_meta` names the call's event and trace.
+/// `isError`; `_meta` names the call's event and trace, and what was redacted.
 pub fn tool_result(r: mcp_shared::error::ToolResponse) -> CallToolResult {
-    let meta = json!({ "event_id": r.event_id, "trace_id": r.trace_id });
+    let meta = meta_of(&r);
     let meta_obj: Option<MetaObject> = serde_json::from_value(meta).ok();
     let result = match (r.result, r.error) {
         (Some(value), _) => {

@@ -11,7 +11,7 @@
 
 use futures::future::join_all;
 use mcp_shared::error::ToolError;
-use mcp_shared::event::OperationalEvent;
+use mcp_shared::event::{OperationalEvent, Redaction};
 use mcp_shared::target::TargetStatus;
 use serde_json::{Value, json};
 
@@ -23,6 +23,34 @@ use crate::catalog::ContractEntry;
 
 /// Lines per stream a read may ask for.
 const MAX_LINES: u64 = 1_000;
+
+/// The path the redactor names while a stream's lines are redacted (rewritten per stream by
+/// [`per_stream`]).
+const STREAM_LINES: &str = "lines";
+
+/// What was redacted in the lines of entry `index` (`found` by root, and `by_hub` values
+/// its hub redacted before they left it), once per rule with its count (`pattern:bearer*3`,
+/// `hub*2`): the event and the answer's summary name the stream's lines, not each line.
+fn per_stream(index: usize, found: &[Redaction], by_hub: u64) -> Vec<Redaction> {
+    let mut counts: std::collections::BTreeMap<&str, u64> = Default::default();
+    for r in found {
+        *counts.entry(r.rule.as_str()).or_default() += 1;
+    }
+    if by_hub > 0 {
+        counts.insert("hub", by_hub);
+    }
+    counts
+        .into_iter()
+        .map(|(rule, n)| Redaction {
+            path: format!("result.entries[{index}].lines"),
+            rule: if n == 1 {
+                rule.to_owned()
+            } else {
+                format!("{rule}*{n}")
+            },
+        })
+        .collect()
+}
 
 pub async fn run(
     app: &App,
@@ -52,7 +80,7 @@ fn root_local(
     let mut redactions = Vec::new();
     let (lines, truncated) = crate::telemetry::logging::RING.tail_for(target_id, lines, |l| {
         let mut found = Vec::new();
-        let line = app.audit.redactor.redact_text("root_log", l, &mut found);
+        let line = app.audit.redactor.redact_text(STREAM_LINES, l, &mut found);
         if contains.is_some_and(|c| !line.contains(c)) {
             return None;
         }
@@ -60,7 +88,7 @@ fn root_local(
         Some(line.chars().take(2_048).collect())
     });
     let n = redactions.len();
-    event.redactions.extend(redactions.into_iter().take(20));
+    event.redactions.extend(per_stream(0, &redactions, 0));
     json!({
         "source": "root_local",
         "health": "healthy",
@@ -79,6 +107,31 @@ fn root_local(
             app.config.zone
         ),
     })
+}
+
+/// One stream a hub answered, as root answers it: named for the hub that read it, its lines
+/// redacted again, its `redactions` the hub's and root's together, both recorded.
+fn stream_entry(
+    app: &App,
+    target_id: &str,
+    mut e: Value,
+    index: usize,
+    event: &mut OperationalEvent,
+) -> Value {
+    // A hub speaks only for itself.
+    e["target_id"] = json!(target_id);
+    let by_hub = e["redactions"].as_u64().unwrap_or(0);
+    let mut found = Vec::new();
+    if let Some(lines) = e["lines"].as_array_mut() {
+        for l in lines.iter_mut() {
+            if let Some(s) = l.as_str() {
+                *l = json!(app.audit.redactor.redact_text(STREAM_LINES, s, &mut found));
+            }
+        }
+    }
+    event.redactions.extend(per_stream(index, &found, by_hub));
+    e["redactions"] = json!(by_hub.saturating_add(found.len() as u64));
+    e
 }
 
 async fn subnet_active(
@@ -133,7 +186,6 @@ async fn subnet_active(
     let mut entries = Vec::new();
     let mut notes = Vec::new();
     let mut adapters = Vec::new();
-    let mut redactions = Vec::new();
     for (t, (adapter, result)) in reachable.iter().zip(answers) {
         if let Some(a) = adapter {
             adapters.push(a);
@@ -142,33 +194,20 @@ async fn subnet_active(
             Ok(v) => {
                 // Each hub's own summary names what it could not read.
                 if let Some(note) = v["summary"].as_str() {
-                    notes.push(
-                        app.audit
-                            .redactor
-                            .redact_text("hub_log", note, &mut redactions),
-                    );
+                    notes.push(app.audit.redactor.redact_text(
+                        "result.summary",
+                        note,
+                        &mut event.redactions,
+                    ));
                 }
-                for mut e in v["entries"].as_array().cloned().unwrap_or_default() {
-                    // A hub speaks only for itself.
-                    e["target_id"] = json!(t);
-                    if let Some(lines) = e["lines"].as_array_mut() {
-                        for l in lines.iter_mut() {
-                            if let Some(s) = l.as_str() {
-                                *l = json!(app.audit.redactor.redact_text(
-                                    "hub_log",
-                                    s,
-                                    &mut redactions
-                                ));
-                            }
-                        }
-                    }
-                    entries.push(e);
+                for e in v["entries"].as_array().cloned().unwrap_or_default() {
+                    let index = entries.len();
+                    entries.push(stream_entry(app, t, e, index, event));
                 }
             }
             Err(e) => missing.push((t.clone(), format!("{}: {}", e.code, e.message))),
         }
     }
-    event.redactions.extend(redactions.into_iter().take(20));
     if !adapters.is_empty() {
         adapters.sort();
         adapters.dedup();

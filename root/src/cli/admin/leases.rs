@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use super::LeaseCommand;
 use super::{AdminClient, lines_or, print};
 use crate::api::bodies::{
-    Audited, IssuedLeaseBody, IssuedRunProfile, LeaseList, NewLeaseRequest, ProfileVerdict,
-    RunProfileRequest,
+    Audited, DelegationView, IssuedLeaseBody, IssuedRunProfile, LeaseList, NewLeaseRequest,
+    ProfileVerdict, RunProfileRequest,
 };
 
 /// Runs one lease command.
@@ -47,6 +47,12 @@ pub async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<ExitCode>
                 .get(&format!("/v1/root/mcp/sessions/{session_id}"))
                 .await?;
             print(json, &lease, lease_line);
+        }
+        LeaseCommand::Show { session_id, json } => {
+            let view: DelegationView = c
+                .get(&format!("/v1/root/mcp/sessions/{session_id}/delegation"))
+                .await?;
+            print(json, &view, delegation_text);
         }
         LeaseCommand::Revoke { session_id, json } => {
             let revoked: Audited<SessionLease> = c
@@ -161,6 +167,57 @@ fn issued_text(i: &IssuedLeaseBody) -> String {
     format!(
         "session_id: {}\ntoken:      {}  (shown once)\ndeadline:   {}",
         i.session_id, i.token, i.deadline_at
+    )
+}
+
+/// A lease's place in the delegation graph: where its authority came from, top first, then
+/// the lease, then what it handed on, indented under their parents.
+fn delegation_text(v: &DelegationView) -> String {
+    let mut out = Vec::new();
+    if let Some(g) = &v.grant {
+        out.push(format!(
+            "OAuth grant {} (client {}) approved by {} until {}{}",
+            g.grant_id,
+            g.client_id,
+            g.approved_by,
+            g.expires_at,
+            g.ended_at
+                .as_ref()
+                .map_or_else(String::new, |at| format!(", ended {at}"))
+        ));
+    }
+    let top = v.ancestors.last().unwrap_or(&v.lease);
+    if let Some(by) = &top.issued_by {
+        out.push(format!("issued by {by}"));
+    }
+    for (depth, l) in v.ancestors.iter().rev().enumerate() {
+        out.push(format!("{}{}", "  ".repeat(depth), node(l)));
+    }
+    let depth = v.ancestors.len();
+    out.push(format!(
+        "{}{}  <- this lease",
+        "  ".repeat(depth),
+        node(&v.lease)
+    ));
+    for d in &v.descendants {
+        out.push(format!(
+            "{}{}",
+            "  ".repeat(depth + d.depth),
+            node(&d.lease)
+        ));
+    }
+    out.join("\n")
+}
+
+/// One lease of a delegation tree: id, kind, status, profile and deadline.
+fn node(l: &SessionLease) -> String {
+    format!(
+        "{} {:6} {:8} {} until {}",
+        l.session_id,
+        l.kind.as_str(),
+        l.status.as_str(),
+        l.capability_profile,
+        mcp_shared::time::format(l.deadline_at)
     )
 }
 

@@ -252,7 +252,14 @@ pub enum LeaseCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke a lease; in force from the next request.
+    /// Show one lease with where its authority came from (its ancestors, the operator and the
+    /// OAuth grant at the top) and every lease it handed on.
+    Show {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a lease and every lease it handed on; in force from the next request.
     Revoke {
         session_id: String,
         #[arg(long)]

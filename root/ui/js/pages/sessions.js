@@ -1,6 +1,8 @@
 // Sessions: the MCP Server dialog (choose target, TTL and capability profile; get the bearer
 // once with copy-ready client configuration) and the open MCP session leases (target,
-// deadline, last use, use count; expired shown as expired) with revoke and rotate. Opened as
+// deadline, last use, use count; expired shown as expired) with revoke and rotate, each with
+// its place in the delegation graph (issued, minted by another lease, a run credential) and,
+// one click away, its chain: where its authority came from and what it handed on. Opened as
 // #/sessions?authorize=<request>, the dialog is an OAuth client's sign-in: the operator picks
 // target, profile and lifetime and approves (the browser returns to the client with a code)
 // or denies.
@@ -117,9 +119,44 @@ async function signInDialog(sealed, hubs, foundation) {
   return dialog;
 }
 
+/** One lease of a chain: short id, kind, status, profile and deadline. */
+function chainNode(l, depth, self) {
+  const cls = `chain-node depth-${Math.min(depth, 9)}${self ? ' self' : ''}`;
+  return h('li', { class: cls, dataset: { session: l.session_id, status: l.status } },
+    h('code', { title: l.session_id }, l.session_id.slice(-12)), ' ',
+    badge(l.kind || 'issued', 'muted'), ' ',
+    badge(l.status, l.status === 'active' ? 'ok' : 'muted'), ' ',
+    `${l.capability_profile} until ${fmtTime(l.deadline_at)}`,
+    self ? h('strong', null, ' (this lease)') : '');
+}
+
+/** A lease's delegation chain: the grant and operator at the top, its ancestors, the lease,
+ *  and everything below it. */
+function chainView(view) {
+  const top = view.ancestors.length ? view.ancestors[view.ancestors.length - 1] : view.lease;
+  const source = [];
+  if (view.grant) {
+    const g = view.grant;
+    source.push(h('p', { id: 'delegation-grant' },
+      `OAuth sign-in of client ${g.client_id}, approved by ${g.approved_by} until ${fmtTime(g.expires_at)}`,
+      g.ended_at ? ` (ended ${fmtTime(g.ended_at)})` : ''));
+  } else if (top.issued_by) {
+    source.push(h('p', { id: 'delegation-issuer' }, `Issued by ${top.issued_by}`));
+  }
+  const nodes = [];
+  [...view.ancestors].reverse().forEach((l, i) => nodes.push(chainNode(l, i, false)));
+  const depth = view.ancestors.length;
+  nodes.push(chainNode(view.lease, depth, true));
+  view.descendants.forEach((d) => nodes.push(chainNode(d.lease, depth + d.depth, false)));
+  return h('div', null, ...source,
+    h('p', { class: 'muted' }, 'A lease works only while every lease above it does; revoking or rotating one ends everything below it.'),
+    h('ul', { class: 'chain' }, ...nodes));
+}
+
 export async function render(root, params) {
   const [hubs, foundation] = await Promise.all([get('/v1/root/hubs'), get('/v1/root/mcp/foundation')]);
   const listBox = h('div', { id: 'sessions-list' });
+  const chainBox = h('div', { id: 'delegation' }, h('p', { class: 'muted' }, 'Choose Chain on a lease to see where its authority came from and what it handed on.'));
   const dialog = h('dialog', { id: 'mcp-dialog', class: 'dialog' });
   const result = h('div', { id: 'dialog-result' });
   const error = h('p', { class: 'error', id: 'dialog-error', role: 'alert' });
@@ -186,10 +223,22 @@ export async function render(root, params) {
     }, label);
   }
 
+  async function showChain(id) {
+    const view = await get(`/v1/root/mcp/sessions/${encodeURIComponent(id)}/delegation`);
+    clear(chainBox).append(chainView(view));
+  }
+
+  function kindCell(s) {
+    const kind = s.kind || 'issued';
+    if (s.parent_session_id) return h('span', null, kind, ' of ', h('code', { title: s.parent_session_id }, s.parent_session_id.slice(-12)));
+    return h('span', null, kind, s.issued_by ? ` by ${s.issued_by.replace(/^operator:/, '')}` : '');
+  }
+
   async function refresh() {
     const { sessions } = await get('/v1/root/mcp/sessions');
     clear(listBox).append(table([
       { label: 'Session', cell: (s) => h('code', { title: s.session_id }, s.session_id.slice(-12)) },
+      { label: 'Kind', cell: kindCell },
       { label: 'Target', cell: (s) => s.target_id },
       { label: 'Profile', cell: (s) => s.capability_profile },
       { label: 'Audience', cell: (s) => s.audience },
@@ -199,9 +248,11 @@ export async function render(root, params) {
       { label: 'Status', cell: (s) => h('span', { class: 'lease-status' }, badge(s.status, s.status === 'active' ? 'ok' : 'muted')) },
       {
         label: '',
-        cell: (s) => (s.status === 'active' ? h('span', { class: 'row-actions' },
-          actionButton('Revoke', `revoke-${s.session_id}`, async () => { await post(`/v1/root/mcp/sessions/${encodeURIComponent(s.session_id)}/revoke`); toast('Lease revoked.'); }),
-          actionButton('Rotate', `rotate-${s.session_id}`, async () => { const issued = await post(`/v1/root/mcp/sessions/${encodeURIComponent(s.session_id)}/rotate`); showIssued(issued, 'rotated'); })) : ''),
+        cell: (s) => h('span', { class: 'row-actions' },
+          h('button', { type: 'button', class: 'secondary small-button', id: `chain-${s.session_id}`, onclick: () => showChain(s.session_id).catch((err) => toast(err.message, 'error')) }, 'Chain'),
+          ...(s.status === 'active' ? [
+            actionButton('Revoke', `revoke-${s.session_id}`, async () => { await post(`/v1/root/mcp/sessions/${encodeURIComponent(s.session_id)}/revoke`); toast('Lease revoked with everything it handed on.'); }),
+            actionButton('Rotate', `rotate-${s.session_id}`, async () => { const issued = await post(`/v1/root/mcp/sessions/${encodeURIComponent(s.session_id)}/rotate`); showIssued(issued, 'rotated'); })] : [])),
       },
     ], sessions, { class: 'sessions-table', empty: 'No leases yet.', rowAttrs: (s) => ({ dataset: { session: s.session_id, status: s.status } }) }));
   }
@@ -213,6 +264,7 @@ export async function render(root, params) {
       h('button', { type: 'button', class: 'secondary', onclick: () => refresh() }, 'Refresh')),
     dialog,
     panel('Leases', listBox),
+    panel('Delegation chain', chainBox),
   );
   await refresh();
   const sealed = params && params.get('authorize');
