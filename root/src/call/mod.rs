@@ -148,7 +148,7 @@ pub async fn call_keeping_answer(
 ) -> Outcome {
     match admit(app, ctx, tool_id, arguments).await {
         Admission::Admitted(call) => call.run(app).await,
-        Admission::Refused(outcome) => outcome,
+        Admission::Refused(outcome) => *outcome,
     }
 }
 
@@ -158,7 +158,7 @@ pub enum Admission {
     Admitted(Box<Admitted>),
     /// Refused (unknown tool, policy, arguments, limits, audit unavailable): its outcome, with
     /// its event committed.
-    Refused(Outcome),
+    Refused(Box<Outcome>),
 }
 
 /// A call that passed its governed checks (contract, policy, arguments, concurrency slots,
@@ -247,7 +247,7 @@ pub async fn admit(app: &App, ctx: CallContext, tool_id: &str, arguments: Value)
 async fn admit_in_span(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Admission {
     // Nothing starts while its event could not be written (see `audit::health`).
     if !app.audit.health.is_available() {
-        return Admission::Refused(audit_unavailable(app, ctx, tool_id));
+        return Admission::Refused(Box::new(audit_unavailable(app, ctx, tool_id)));
     }
     let started = Instant::now();
     let mut event = new_event(&ctx, tool_id, now());
@@ -263,7 +263,7 @@ async fn admit_in_span(app: &App, ctx: CallContext, tool_id: &str, arguments: Va
             started,
             unknown_tool,
         };
-        return Admission::Refused(call.commit(app, None).await);
+        return Admission::Refused(Box::new(call.commit(app, None).await));
     };
     // Concurrency slots are held until the audit event is durable and the response is ready.
     let (permits, refusal) = match checks(app, &ctx, &entry, &arguments, &mut event) {
@@ -280,7 +280,7 @@ async fn admit_in_span(app: &App, ctx: CallContext, tool_id: &str, arguments: Va
     };
     match refusal {
         None => Admission::Admitted(Box::new(call)),
-        Some(e) => Admission::Refused(call.refuse(app, e).await),
+        Some(e) => Admission::Refused(Box::new(call.refuse(app, e).await)),
     }
 }
 

@@ -66,7 +66,7 @@ pub enum Started {
     Task(Box<TaskRow>),
     /// The call's checks refused it (or no task could be recorded): its outcome, answered as
     /// a call without a task would be.
-    Refused(Outcome),
+    Refused(Box<Outcome>),
 }
 
 /// Why a task cannot be read or cancelled.
@@ -145,7 +145,7 @@ pub async fn start(
                 "`{tool_id}` could not be started as a task (tasks cannot be recorded right now); nothing ran"
             ),
         );
-        return Started::Refused(admitted.refuse(app, refusal).await);
+        return Started::Refused(Box::new(admitted.refuse(app, refusal).await));
     }
     app.tasks.running.insert(
         task_id.clone(),

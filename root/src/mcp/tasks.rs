@@ -95,7 +95,7 @@ pub async fn create(
                 CreateTaskResult::new(task_of(app, &row)).with_meta(meta),
             ))
         }
-        Started::Refused(outcome) => super::tool_answer(outcome, tool_id),
+        Started::Refused(outcome) => super::tool_answer(*outcome, tool_id),
     }
 }
 

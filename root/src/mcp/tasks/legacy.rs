@@ -226,7 +226,7 @@ async fn create(
     match call::tasks::start(app, ctx, &task_id, &tool_id, arguments, notify).await {
         Started::Task(row) => Ok(json!({ "task": task_of(app, &row) })),
         Started::Refused(outcome) => {
-            let answer = match crate::mcp::tool_answer(outcome, &tool_id)? {
+            let answer = match crate::mcp::tool_answer(*outcome, &tool_id)? {
                 rmcp::model::CallToolResponse::Complete(r) => serde_json::to_value(r),
                 other => serde_json::to_value(rmcp::model::ServerResult::from(other)),
             };
