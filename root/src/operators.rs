@@ -233,7 +233,13 @@ pub async fn revoke(
     {
         Ok(RevokeOperatorRequest::default())
     } else {
-        serde_json::from_slice(&body).map_err(|e| format!("invalid body: {e}"))
+        match serde_json::from_slice::<serde_json::Value>(&body) {
+            Ok(v) if v.is_object() => {
+                serde_json::from_value(v).map_err(|e| format!("invalid body: {e}"))
+            }
+            Ok(_) => Err("the body must be a JSON object, e.g. {\"cascade\": true}".to_owned()),
+            Err(e) => Err(format!("invalid body: {e}")),
+        }
     };
     let request = match &parsed {
         Ok(r) => json!({ "name": name, "cascade": r.cascade }),

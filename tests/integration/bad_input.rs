@@ -33,6 +33,9 @@
 //! | a revoked operator, a lease on operator endpoints (console included) | `governance.rs` `every_operator_action_is_one_event_naming_the_operator` |
 //! | actors that panic (root's, a router session, the hub's skill, services, ProfileOps) | `actors.rs` |
 //! | OAuth: malformed registration, authorization and token requests, forged sealed requests, wrong resource, PKCE, reused and expired codes, inside-pointing client ID URLs | `oauth.rs` |
+//! | OAuth redirect URIs with a fragment, userinfo or another spelling; registration floods (429, eviction, full) | `oauth.rs` `redirect_uris_match_…`, `anonymous_registrations_…` |
+//! | bearers of ended chains: a minted lease after its parent, an OAuth sign-in's tokens after `/oauth/revoke`, a refresh or its operator's revocation | `delegation.rs` |
+//! | a child wider than its parent (profile, deadline); a run credential minting | `root_tools.rs`, `run_profile.rs`, `delegation_battery` here |
 
 use mcp_tests::TestRoot;
 use serde_json::{Value, json};
@@ -1738,4 +1741,138 @@ async fn the_hub_rechecks_what_root_sends() {
         }
     }
     hub.stop().await;
+}
+
+/// The delegation graph's doors: a chain longer than root keeps, a malformed operator
+/// revocation, an unknown lease's chain, a child asked of an ended parent. Each refusal is
+/// precise and audited, and nothing is half done.
+#[tokio::test]
+async fn delegation_battery() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub("hub:chain", "").await.unwrap();
+    let mint = async |bearer: &str, ttl: u64, key: &str| {
+        root.write(
+            bearer,
+            "hub.issue_access_token",
+            json!({"capability_profile": "InfraOpsControl", "ttl_sec": ttl}),
+            key,
+        )
+        .await
+        .unwrap()
+    };
+    let mut calls = 0;
+    // A chain of eight leases (the top and seven handed on) is as long as root keeps.
+    let (_, mut bearer) = root
+        .lease("hub:chain", "InfraOpsControl", 3600)
+        .await
+        .unwrap();
+    for depth in 1..8u64 {
+        let (s, b) = mint(&bearer, 3000 - depth * 100, &format!("m{depth}")).await;
+        calls += 2;
+        assert_eq!(s, 200, "depth {depth}: {b}");
+        bearer = b["result"]["result"]["token"].as_str().unwrap().to_owned();
+    }
+    let got = mint(&bearer, 60, "m8").await;
+    calls += 2;
+    let (s, b) = &got;
+    assert_eq!(*s, 403, "{b}");
+    assert_eq!(b["error"]["code"], "capability_not_granted", "{b}");
+    assert!(
+        b["error"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("ends a chain of 8 leases, as long as handed-on authority may go"),
+        "{b}"
+    );
+    // The deepest lease still works; nothing was issued for the refused ask.
+    let (s, _) = root
+        .rest_call(&bearer, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    calls += 1;
+    assert_eq!(s, 200);
+
+    // A revocation body that is not `{"cascade": bool}`: 400, audited, nothing revoked.
+    root.admin_post("/v1/root/operators", json!({"name": "ops"}))
+        .await
+        .unwrap();
+    for body in [
+        json!({"cascade": "yes"}),
+        json!({"cascade": true, "extra": 1}),
+        json!([]),
+    ] {
+        let res = root
+            .http
+            .post(root.url("/v1/root/operators/ops/revoke"))
+            .bearer_auth(root.admin_token())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let v: Value = res.json().await.unwrap();
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (400, Some("invalid_arguments")),
+            "{body}: {v}"
+        );
+        assert!(v["event_id"].is_string(), "the refusal is audited: {v}");
+    }
+    let ops = root.admin_get("/v1/root/operators").await.unwrap();
+    let status = ops["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "ops")
+        .map(|o| o["status"].clone());
+    assert_eq!(status, Some(json!("active")));
+    // Revoking an operator that does not exist, or again.
+    let res = root
+        .http
+        .post(root.url("/v1/root/operators/nobody/revoke"))
+        .bearer_auth(root.admin_token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+
+    // The chain of an unknown lease.
+    let res = root
+        .http
+        .get(root.url("/v1/root/mcp/sessions/no-such-lease/delegation"))
+        .bearer_auth(root.admin_token())
+        .send()
+        .await
+        .unwrap();
+    let got = (res.status().as_u16(), res.json::<Value>().await.unwrap());
+    rest_error(&got, 404, "not_found", "no lease `no-such-lease`");
+
+    // A lease whose parent ended is no bearer: it mints nothing and leaves no event.
+    let (parent_id, parent) = root
+        .lease("hub:chain", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let (s, b) = mint(&parent, 300, "p1").await;
+    calls += 2;
+    assert_eq!(s, 200, "{b}");
+    let child = b["result"]["result"]["token"].as_str().unwrap().to_owned();
+    root.admin_post(
+        &format!("/v1/root/mcp/sessions/{parent_id}/revoke"),
+        json!({}),
+    )
+    .await
+    .unwrap();
+    let (s, b) = root
+        .rest_call(
+            &child,
+            "hub.issue_access_token",
+            json!({"capability_profile": "InfraOpsRead", "ttl_sec": 60}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s, 401, "{b}");
+    assert!(b.get("event_id").is_none(), "{b}");
+    assert_audit_count(&root, calls).await;
+    hub.stop().await;
+    root.stop().await;
 }

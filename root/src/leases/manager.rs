@@ -15,7 +15,7 @@
 //! told too: ending a lease, an OAuth grant's leases or an operator's revokes every active
 //! descendant in one statement. A child is checked against its parent when it is created
 //! (same target, subnet and zone, no later deadline, a chain of at most
-//! [`MAX_CHAIN`](crate::store::MAX_CHAIN) ancestors) and again after it is written, so a
+//! [`MAX_CHAIN`](crate::store::MAX_CHAIN) leases) and again after it is written, so a
 //! revocation racing with it on another replica is seen by one side or the other.
 
 use std::sync::Arc;
@@ -388,7 +388,7 @@ pub enum LeaseError {
     #[error("a lease handed on by `{parent}` cannot exceed it: {why}")]
     ExceedsParent { parent: String, why: String },
     #[error(
-        "lease `{0}` already has {MAX_CHAIN} ancestors; a chain of handed-on leases ends there"
+        "lease `{0}` ends a chain of {MAX_CHAIN} leases, as long as handed-on authority may go"
     )]
     ChainTooLong(String),
     #[error(transparent)]
@@ -660,7 +660,7 @@ async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError>
     })
 }
 
-/// The parent of a new child: usable, with room for one more link in its chain.
+/// The parent of a new child: usable, with room for one more lease in its chain.
 async fn usable_parent(state: &State, id: &str) -> Result<Arc<LeaseEntry>, LeaseError> {
     let parent = active_entry(state, id).await?;
     if !parent.is_usable() {

@@ -22,7 +22,8 @@ pub struct LeaseRow {
 
 const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status, lineage, parent_id, kind, issued_by, grant_id, owner";
 
-/// How many ancestors a lease may have: a chain of handed-on authority stays short.
+/// How many leases a chain of handed-on authority holds at most (the top and its
+/// descendants down one line): a chain stays short.
 pub const MAX_CHAIN: usize = 8;
 
 fn kind_of(s: Option<&str>, parent: bool) -> LeaseKind {
@@ -171,10 +172,10 @@ impl Store {
             };
             next = row.lease.parent_session_id.clone();
             chain.push(row);
-            if chain.len() > MAX_CHAIN + 1 {
+            if chain.len() > MAX_CHAIN {
                 return Err(Error::Corrupt {
                     op,
-                    detail: format!("lease `{session_id}` has more than {MAX_CHAIN} ancestors"),
+                    detail: format!("lease `{session_id}` is in a chain of more than {MAX_CHAIN}"),
                 });
             }
         }
