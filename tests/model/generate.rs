@@ -97,8 +97,22 @@ fn operator_steps(m: &Model) -> Arms {
         ),
         (
             1,
-            (name, by.clone())
-                .prop_map(|(name, by)| Step::RevokeOperator { name, by })
+            (name, by.clone(), any::<bool>())
+                .prop_map(|(name, by, cascade)| Step::RevokeOperator { name, by, cascade })
+                .boxed(),
+        ),
+        (
+            2,
+            (
+                prop_oneof![3 => Just(0usize), 1 => target()],
+                prop_oneof![3 => Just("InfraOpsControl"), 1 => Just("InfraOpsRead")],
+                by.clone(),
+            )
+                .prop_map(|(target, profile, by)| Step::SignIn {
+                    target,
+                    profile: Profile(profile),
+                    by,
+                })
                 .boxed(),
         ),
         (
@@ -121,6 +135,31 @@ fn operator_steps(m: &Model) -> Arms {
         ),
         (1, by.clone().prop_map(|by| Step::Publish { by }).boxed()),
     ];
+    if !m.leases.is_empty() {
+        let chooser = Chooser::of(m);
+        arms.push((
+            2,
+            (chooser.live(), by.clone())
+                .prop_map(|(lease, by)| Step::RunProfile { lease, by })
+                .boxed(),
+        ));
+    }
+    if !m.grants.is_empty() {
+        let grants = 0..m.grants.len();
+        arms.push((
+            2,
+            grants
+                .clone()
+                .prop_map(|grant| Step::Refresh { grant })
+                .boxed(),
+        ));
+        arms.push((
+            1,
+            (grants, any::<bool>())
+                .prop_map(|(grant, refresh)| Step::OAuthRevoke { grant, refresh })
+                .boxed(),
+        ));
+    }
     if !m.approvals.is_empty() {
         arms.push((
             3,
@@ -258,6 +297,20 @@ fn agent_steps(m: &Model) -> Arms {
                 })
                 .boxed(),
         ),
+        (
+            2,
+            chooser
+                .live()
+                .prop_map(|lease| Step::FanOut { lease })
+                .boxed(),
+        ),
+        (
+            1,
+            chooser
+                .live()
+                .prop_map(|lease| Step::Destructive { lease })
+                .boxed(),
+        ),
         (6, preview.boxed()),
         (8, execute.boxed()),
         (2, elicit.boxed()),
@@ -290,6 +343,7 @@ fn writes(m: &Model) -> BoxedStrategy<Write> {
         ),
         (1, Just(Write::Rollback).boxed()),
         (1, Just(Write::IssueToken).boxed()),
+        (2, Just(Write::IssueControl).boxed()),
         (
             1,
             (0..leases)
@@ -358,6 +412,7 @@ impl Chooser {
             Write::Deploy { main: true },
             Write::Rollback,
             Write::IssueToken,
+            Write::IssueControl,
             Write::RevokeToken { lease: 0 },
             Write::StartProfile,
             Write::StopProfile { session: 0 },
@@ -447,7 +502,11 @@ pub fn allows(m: &Model, step: &Step) -> bool {
         | Step::Enrol { by: b, .. }
         | Step::Skill { by: b, .. }
         | Step::AddOperator { by: b, .. }
+        | Step::SignIn { by: b, .. }
         | Step::RevokeOperator { by: b, .. } => by(b),
+        Step::RunProfile { lease: l, by: b } => lease(l) && by(b),
+        Step::Refresh { grant } | Step::OAuthRevoke { grant, .. } => *grant < m.grants.len(),
+        Step::FanOut { lease: l } | Step::Destructive { lease: l } => lease(l),
         Step::Decide {
             approval, by: b, ..
         } => *approval < m.approvals.len() && by(b),

@@ -8,7 +8,8 @@
 //!    rotated away or has expired is not a bearer at all (401, no event), nor is a revoked
 //!    operator's token, nor any lease minted below one of those (a credential works iff
 //!    every ancestor does);
-//! 2. the lease's profile must grant the tool's capability;
+//! 2. the lease's profile must grant the tool's capability, and a run credential's run profile
+//!    must hold the tool (the tools its lease could call when it was issued);
 //! 3. descriptive tools need nothing more;
 //! 4. any other tool needs an enrolled target (`target_offline` otherwise, as for a target
 //!    whose hub is not connected: a lease may be issued before its target is enrolled, and
@@ -18,7 +19,8 @@
 //!    skill installed and enabled by root and not switched off by the hub's owner;
 //! 6. a routed tool needs the target's hub connected, except a read root answers from the
 //!    evidence the hub published (a contract `offline`) for a tool the hub published when it
-//!    was last connected (`skill_disabled` otherwise);
+//!    was last connected (`skill_disabled` otherwise), and the hub must publish it: a hub
+//!    whose configuration does not serve a tool does not (`skill_disabled`);
 //! 7. a write's execute runs only with an unused confirmation from a preview of the same lease,
 //!    tool and arguments, once per idempotency key of the lease's owner and tool (the owner is
 //!    the lineage at the top of its chain: a rotation keeps it, a minted lease takes its
@@ -35,7 +37,19 @@
 //!    nothing an agent sees once the hub has reconnected with its new token;
 //! 10. operator names are never reused (`conflict`); revoking what is not active is refused
 //!     (`not_found` for an operator, `invalid_arguments` for a lease), and so is deciding an
-//!     approval already decided (`conflict`), audited all the same.
+//!     approval already decided (`conflict`), audited all the same;
+//! 11. delegation: a lease minted by another, a run credential and an OAuth sign-in's access
+//!     token work while every credential above them does. Ending a lease (revoked by an
+//!     operator or an agent, rotated, its sign-in revoked or refreshed) ends its descendants;
+//!     revoking a sign-in's current token ends the sign-in; revoking an operator ends the
+//!     sign-ins they approved and, with `cascade`, every lease they issued. A chain holds at
+//!     most 8 leases (`capability_not_granted` past it); a run credential issues nothing
+//!     (`forbidden`), and an operator's access token is not rotated by an operator
+//!     (`conflict`); a sign-in's refresh after it ended is `invalid_grant`;
+//! 12. a fan-out (`hub.get_logs` from the subnet) reaches the enrolled targets of the lease's
+//!     subnet in its target's environment, and of those answers what is connected with its
+//!     skill open; every other target of the subnet is named missing;
+//! 13. a destructive action's name is refused `forbidden_destructive` by root's policy.
 //!
 //! Every call made with a bearer is one audit event naming the lease (a confirmation asked
 //! through elicitation is two: the preview and the execute), every operator action is one
@@ -63,6 +77,13 @@ pub enum Expect {
     Refused(&'static str),
     /// An operator action refused with this code (audited all the same).
     OperatorRefused(&'static str),
+    /// An OAuth client's request refused with this `error` (no event).
+    OAuthRefused(&'static str),
+    /// A fan-out's targets (sorted): those whose lines it read, and those it named missing.
+    Reached {
+        answered: Vec<&'static str>,
+        missing: Vec<&'static str>,
+    },
 }
 
 /// A tool as the oracle sees its contract.
@@ -191,6 +212,30 @@ pub struct Effects {
     pub applied: usize,
 }
 
+/// How a lease came to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// By an operator (`Lease`, `Expired`), or an OAuth sign-in's access token.
+    Issued,
+    /// By another lease (`hub.issue_access_token`).
+    Minted,
+    /// A run credential.
+    Run,
+}
+
+/// An OAuth sign-in.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    /// The operator who approved it (`None`: `admin`).
+    pub by: Option<u8>,
+    pub live: bool,
+    /// Its current access token.
+    pub lease: usize,
+}
+
+/// How many leases a chain of handed-on authority holds at most.
+pub const MAX_CHAIN: usize = 8;
+
 #[derive(Clone, Debug)]
 pub struct Lease {
     pub target: usize,
@@ -198,6 +243,17 @@ pub struct Lease {
     /// It is a bearer: not revoked, rotated away or expired, and neither is any lease it came
     /// from (a lease that ends takes what it minted with it).
     pub live: bool,
+    pub kind: Kind,
+    /// Who issued an issued lease (`None`: `admin`).
+    pub issued_by: Option<u8>,
+    /// The sign-in it is an access token of.
+    pub grant: Option<usize>,
+    /// A run credential's tools.
+    pub scope: Option<BTreeSet<String>>,
+    /// Leases above it.
+    pub depth: usize,
+    /// Its target was enrolled when the lease was issued (else its subnet is `default`).
+    pub subnet_known: bool,
     /// The lease that minted it (`hub.issue_access_token`).
     pub parent: Option<usize>,
     /// The lineage at the top of its chain: idempotency keys belong to it.
@@ -255,6 +311,7 @@ pub struct Model {
     pub leases: Vec<Lease>,
     pub previews: Vec<Preview>,
     pub approvals: Vec<Approval>,
+    pub grants: Vec<Grant>,
     /// Profiling sessions, by the target that ran them.
     pub sessions: Vec<usize>,
     /// Executed `(owner, tool, key)` and the write (arguments) they ran.
@@ -287,6 +344,7 @@ impl Default for Model {
             leases: Vec::new(),
             previews: Vec::new(),
             approvals: Vec::new(),
+            grants: Vec::new(),
             sessions: Vec::new(),
             records: BTreeMap::new(),
             effects: vec![Effects::default(); TARGETS.len()],
@@ -305,6 +363,9 @@ impl Model {
     pub fn decide(&self, lease: &Lease, tool: &str) -> Result<(), &'static str> {
         let c = &CATALOG.tools[tool];
         if !CATALOG.profiles[lease.profile].contains(&c.capability) {
+            return Err("capability_not_granted");
+        }
+        if lease.scope.as_ref().is_some_and(|s| !s.contains(tool)) {
             return Err("capability_not_granted");
         }
         if c.descriptive {
@@ -337,6 +398,9 @@ impl Model {
             if !target.published_at_stop {
                 return Err("skill_disabled");
             }
+        }
+        if !c.on_root && spec.lacks.contains(&tool) {
+            return Err("skill_disabled");
         }
         Ok(())
     }
@@ -383,6 +447,9 @@ impl Model {
             }
             Write::RevokeToken { lease: other } if self.leases[other].target != t => {
                 return Err(Expect::Refused("not_found"));
+            }
+            Write::IssueToken | Write::IssueControl if self.leases[lease].kind == Kind::Run => {
+                return Err(Expect::Refused("forbidden"));
             }
             _ => (None, None),
         };
@@ -478,9 +545,21 @@ impl Model {
                 .is_some_and(|p| p.moves != (target.current, now))
         };
         match write {
-            Write::IssueToken => {
+            Write::IssueToken | Write::IssueControl => {
+                let caller = &self.leases[lease];
+                if caller.kind == Kind::Run {
+                    return Err(Expect::Refused("forbidden"));
+                }
+                if caller.depth + 1 >= MAX_CHAIN {
+                    return Err(Expect::Refused("capability_not_granted"));
+                }
                 self.effects[t].issued += 1;
-                self.new_lease(t, "InfraOpsRead", true, Some(lease));
+                let profile = if write == Write::IssueToken {
+                    "InfraOpsRead"
+                } else {
+                    "InfraOpsControl"
+                };
+                self.child(lease, Kind::Minted, profile, None);
                 return Ok(());
             }
             Write::RevokeToken { lease: other } => {
@@ -491,7 +570,7 @@ impl Model {
                 if !subject.live {
                     return Err(Expect::Refused("invalid_arguments"));
                 }
-                self.end(other);
+                self.revoke(other);
                 return Ok(());
             }
             _ => {}
@@ -518,7 +597,7 @@ impl Model {
                 target.current = back;
                 effects.rollbacks += 1;
             }
-            Write::IssueToken | Write::RevokeToken { .. } => {}
+            Write::IssueToken | Write::IssueControl | Write::RevokeToken { .. } => {}
             Write::StartProfile | Write::RetryProfile { .. } => {
                 effects.profiles += 1;
                 self.sessions.push(t);
@@ -576,7 +655,10 @@ impl Model {
         if !l.live {
             return Expect::OperatorRefused("invalid_arguments");
         }
-        self.end(lease);
+        if rotate && l.grant.is_some() {
+            return Expect::OperatorRefused("conflict");
+        }
+        self.revoke(lease);
         if rotate {
             self.leases.push(Lease { live: true, ..l });
         }
@@ -624,7 +706,7 @@ impl Model {
             } => match self.acts(by) {
                 Err(e) => e,
                 Ok(()) => {
-                    self.new_lease(target, profile.0, true, None);
+                    self.issue(target, profile.0, true, by);
                     Expect::Ok
                 }
             },
@@ -634,13 +716,34 @@ impl Model {
                 tool,
             } => {
                 self.audit.operator += 1;
-                let lease = self.new_lease(target, profile.0, false, None);
+                let lease = self.issue(target, profile.0, false, None);
                 self.read(lease, tool.0)
             }
             Step::Revoke { lease, by } => self.operator_on_lease(lease, false, by),
             Step::Rotate { lease, by } => self.operator_on_lease(lease, true, by),
-            Step::AddOperator { name, by } => self.operator_named(name, true, by),
-            Step::RevokeOperator { name, by } => self.operator_named(name, false, by),
+            Step::AddOperator { name, by } => self.operator_named(name, true, by, false),
+            Step::RevokeOperator { name, by, cascade } => {
+                self.operator_named(name, false, by, cascade)
+            }
+            Step::RunProfile { lease, by } => self.run_profile(lease, by),
+            Step::SignIn {
+                target,
+                profile,
+                by,
+            } => self.sign_in(target, profile.0, by),
+            Step::Refresh { grant } => self.refresh(grant),
+            Step::OAuthRevoke { grant, .. } => {
+                self.sign_out(grant);
+                Expect::Ok
+            }
+            Step::FanOut { lease } => self.fan_out(lease),
+            Step::Destructive { lease } => {
+                if !self.leases[lease].live {
+                    return Expect::Unauthenticated;
+                }
+                self.audit.calls += 1;
+                Expect::Denied("forbidden_destructive")
+            }
             Step::Skill {
                 target,
                 command,
@@ -722,30 +825,163 @@ impl Model {
                     template: self.targets[t].template,
                 });
                 self.effects[t].tests += 1;
-                self.end(lease);
+                self.revoke(lease);
                 Expect::Ok
             }
         }
     }
 
-    /// A lease for `target` (live, or one whose deadline passed), minted by `parent` if
-    /// given; its number.
-    fn new_lease(
-        &mut self,
-        target: usize,
-        profile: &'static str,
-        live: bool,
-        parent: Option<usize>,
-    ) -> usize {
+    /// A lease an operator (`by`, `None`: `admin`) issues for `target` (live, or one whose
+    /// deadline passed); its number.
+    fn issue(&mut self, target: usize, profile: &'static str, live: bool, by: Option<u8>) -> usize {
         let number = self.leases.len();
         self.leases.push(Lease {
             target,
             profile,
             live,
-            parent,
-            owner: parent.map_or(number, |p| self.leases[p].owner),
+            kind: Kind::Issued,
+            issued_by: by,
+            grant: None,
+            scope: None,
+            depth: 0,
+            subnet_known: self.targets[target].enrolled,
+            parent: None,
+            owner: number,
         });
         number
+    }
+
+    /// A lease `parent` hands on (minted, or a run credential bound to `scope`); its number.
+    fn child(
+        &mut self,
+        parent: usize,
+        kind: Kind,
+        profile: &'static str,
+        scope: Option<BTreeSet<String>>,
+    ) -> usize {
+        let number = self.leases.len();
+        let p = &self.leases[parent];
+        let lease = Lease {
+            target: p.target,
+            profile,
+            live: true,
+            kind,
+            issued_by: None,
+            grant: None,
+            scope,
+            depth: p.depth + 1,
+            subnet_known: p.subnet_known,
+            parent: Some(parent),
+            owner: p.owner,
+        };
+        self.leases.push(lease);
+        number
+    }
+
+    /// Lease `lease` revoked (by an operator or an agent): it ends with its descendants, and
+    /// so does the sign-in whose current token it is.
+    fn revoke(&mut self, lease: usize) {
+        self.end(lease);
+        for g in self
+            .grants
+            .iter_mut()
+            .filter(|g| g.live && g.lease == lease)
+        {
+            g.live = false;
+        }
+    }
+
+    /// A sign-in ends: its current token with its descendants; one event when that ended
+    /// anything.
+    fn sign_out(&mut self, grant: usize) {
+        let g = &mut self.grants[grant];
+        if !g.live {
+            return;
+        }
+        g.live = false;
+        let lease = g.lease;
+        if self.leases[lease].live {
+            self.audit.operator += 1;
+            self.end(lease);
+        }
+    }
+
+    /// An operator issues a run profile of `lease`: a run credential bound to the tools the
+    /// lease may call now.
+    fn run_profile(&mut self, lease: usize, by: Option<u8>) -> Expect {
+        if let Err(e) = self.acts(by) {
+            return e;
+        }
+        let l = &self.leases[lease];
+        if !l.live {
+            return Expect::OperatorRefused("conflict");
+        }
+        if l.kind == Kind::Run {
+            return Expect::OperatorRefused("forbidden");
+        }
+        let scope = self.visible(l);
+        let profile = l.profile;
+        self.child(lease, Kind::Run, profile, Some(scope));
+        Expect::Ok
+    }
+
+    /// An OAuth sign-in approved by `by` (two events: the approval, the token's lease).
+    fn sign_in(&mut self, target: usize, profile: &'static str, by: Option<u8>) -> Expect {
+        if let Err(e) = self.acts(by) {
+            return e;
+        }
+        self.audit.operator += 1;
+        let lease = self.issue(target, profile, true, by);
+        self.leases[lease].grant = Some(self.grants.len());
+        self.grants.push(Grant {
+            by,
+            live: true,
+            lease,
+        });
+        Expect::Ok
+    }
+
+    /// A refresh: the sign-in's next token (one event), the one it replaces ended.
+    fn refresh(&mut self, grant: usize) -> Expect {
+        let g = self.grants[grant].clone();
+        if !g.live || !self.leases[g.lease].live {
+            self.grants[grant].live = false;
+            return Expect::OAuthRefused("invalid_grant");
+        }
+        self.audit.operator += 1;
+        let current = self.leases[g.lease].clone();
+        let next = self.leases.len();
+        self.leases.push(Lease {
+            subnet_known: self.targets[current.target].enrolled,
+            ..current
+        });
+        self.end(g.lease);
+        self.grants[grant].lease = next;
+        Expect::Ok
+    }
+
+    /// `hub.get_logs` from the subnet: which targets of its reach answer, which are missing.
+    fn fan_out(&mut self, lease: usize) -> Expect {
+        if let Err(e) = self.call(lease, "hub.get_logs") {
+            return e;
+        }
+        let l = &self.leases[lease];
+        let own = &TARGETS[l.target];
+        let mut answered = Vec::new();
+        let mut missing = Vec::new();
+        for (t, spec) in TARGETS.iter().enumerate() {
+            let target = &self.targets[t];
+            if !l.subnet_known || !target.enrolled || spec.subnet != own.subnet {
+                continue;
+            }
+            let reached = spec.environment == own.environment;
+            if reached && target.hub_running && target.open() {
+                answered.push(spec.id);
+            } else {
+                missing.push(spec.id);
+            }
+        }
+        Expect::Reached { answered, missing }
     }
 
     /// Lease `lease` stops being a bearer, and so does every lease below it.
@@ -761,7 +997,7 @@ impl Model {
         }
     }
 
-    fn operator_named(&mut self, name: u8, add: bool, by: Option<u8>) -> Expect {
+    fn operator_named(&mut self, name: u8, add: bool, by: Option<u8>, cascade: bool) -> Expect {
         if let Err(e) = self.acts(by) {
             return e;
         }
@@ -771,6 +1007,25 @@ impl Model {
             (true, _) => return Expect::OperatorRefused("conflict"),
             (false, Operator::Active) => *state = Operator::Revoked,
             (false, _) => return Expect::OperatorRefused("not_found"),
+        }
+        if !add {
+            // The sign-ins they approved end; with `cascade`, every lease they issued too.
+            for g in 0..self.grants.len() {
+                let grant = &mut self.grants[g];
+                if grant.live && grant.by == Some(name) {
+                    grant.live = false;
+                    let lease = grant.lease;
+                    self.end(lease);
+                }
+            }
+            if cascade {
+                for l in 0..self.leases.len() {
+                    let lease = &self.leases[l];
+                    if lease.live && lease.kind == Kind::Issued && lease.issued_by == Some(name) {
+                        self.end(l);
+                    }
+                }
+            }
         }
         Expect::Ok
     }

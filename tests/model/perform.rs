@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::oracle::{Expect, Model};
 use crate::steps::{READS, Step, TARGETS, TEMPLATE, Write};
-use crate::world::World;
+use crate::world::{SignInAnswer, SignedIn, World};
 
 /// Performs `step` on the world; what it came to, for the steps that answer.
 pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
@@ -20,7 +20,7 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
                 "/v1/root/mcp/sessions",
                 json!({"target_id": TARGETS[target].id, "capability_profile": profile.0, "ttl_sec": 3600}),
             );
-            Some(lease_created(w, by, s, &v))
+            Some(lease_created(w, by, s, &v, 0))
         }
         Step::Expired {
             target,
@@ -32,7 +32,7 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
                 json!({"target_id": TARGETS[target].id, "capability_profile": profile.0, "ttl_sec": 1}),
             );
             assert_eq!(
-                lease_created(w, None, s, &v),
+                lease_created(w, None, s, &v, 0),
                 Expect::Ok,
                 "a one-second lease: {v}"
             );
@@ -50,7 +50,8 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             let path = format!("/v1/root/mcp/sessions/{}/rotate", w.leases[lease].0);
             let (s, v) = w.operator_as(by, &path, json!({}));
             if s == 200 {
-                let seen = lease_created(w, by, s, &v);
+                let depth = w.depths[lease];
+                let seen = lease_created(w, by, s, &v, depth);
                 if let Some(id) = v["session_id"].as_str() {
                     w.rotated_into.insert(id.to_owned());
                 }
@@ -68,10 +69,46 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             }
             Some(seen)
         }
-        Step::RevokeOperator { name, by } => {
+        Step::RevokeOperator { name, by, cascade } => {
             let path = format!("/v1/root/operators/op{name}/revoke");
-            let (s, v) = w.operator_as(by, &path, json!({}));
+            let (s, v) = w.operator_as(by, &path, json!({ "cascade": cascade }));
             Some(operator_outcome(w, by, s, &v))
+        }
+        Step::RunProfile { lease, by } => {
+            let path = format!("/v1/root/mcp/sessions/{}/run-profile", w.leases[lease].0);
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            let depth = w.depths[lease] + 1;
+            Some(lease_created(w, by, s, &v, depth))
+        }
+        Step::SignIn {
+            target,
+            profile,
+            by,
+        } => Some(sign_in(w, by, target, profile.0)),
+        Step::Refresh { grant } => Some(refresh(w, grant)),
+        Step::OAuthRevoke { grant, refresh } => {
+            let g = &w.grants[grant];
+            let token = if refresh {
+                g.refresh.clone()
+            } else {
+                w.leases[g.lease].1.clone()
+            };
+            let status = w.oauth_revoke(&g.client_id, &token);
+            assert_eq!(status, 200, "RFC 7009: a revocation is answered 200");
+            Some(Expect::Ok)
+        }
+        Step::FanOut { lease } => {
+            let args = json!({"source": "subnet_active", "lines": 5});
+            let (s, v) = w.call(lease, "hub.get_logs", args);
+            let seen = call_outcome(w, lease, s, &v);
+            if seen != Expect::Ok {
+                return Some(seen);
+            }
+            Some(reached(&v["result"]))
+        }
+        Step::Destructive { lease } => {
+            let (s, v) = w.call(lease, "hub.delete_deploy", json!({}));
+            Some(call_outcome(w, lease, s, &v))
         }
         Step::Skill {
             target,
@@ -156,7 +193,7 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             Some(call_outcome(w, lease, s, &v))
         }
         Step::Preview { lease, write } => {
-            let (s, v) = w.call(lease, write.tool(), w.arguments(write));
+            let (s, v) = w.call(lease, write.tool(), w.arguments(write, lease));
             let seen = call_outcome(w, lease, s, &v);
             if seen == Expect::Ok {
                 let token = v["result"]["confirmation_token"].as_str();
@@ -173,7 +210,7 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             confirmation,
             key,
         } => {
-            let mut args = w.arguments(write);
+            let mut args = w.arguments(write, lease);
             args["phase"] = json!("execute");
             args["idempotency_key"] = json!(format!("k{key}"));
             if let Some(p) = confirmation {
@@ -188,7 +225,7 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             key,
             accept,
         } => {
-            let mut args = w.arguments(write);
+            let mut args = w.arguments(write, lease);
             args["phase"] = json!("execute");
             args["idempotency_key"] = json!(format!("k{key}"));
             let (s, v) = w.elicit_call(lease, write.tool(), args, accept);
@@ -203,7 +240,7 @@ fn executed(w: &mut World, lease: usize, write: Write, s: u16, v: &Value) -> Exp
     if seen == Expect::Ok {
         let id = target_of(w, lease);
         let target = TARGETS.iter().position(|t| t.id == id).unwrap_or(0);
-        w.ran(write, target, &v["result"]);
+        w.ran(write, lease, target, &v["result"]);
     }
     seen
 }
@@ -325,15 +362,108 @@ fn read_arguments(tool: &str) -> Value {
     serde_json::from_str(args.unwrap_or("{}")).expect("JSON arguments")
 }
 
-/// A lease created (or rotated): kept under the model's next number.
-fn lease_created(w: &mut World, by: Option<u8>, status: u16, v: &Value) -> Expect {
+/// A lease created (or rotated, or a run credential), `depth` leases below the top of its
+/// chain: kept under the model's next number.
+fn lease_created(w: &mut World, by: Option<u8>, status: u16, v: &Value, depth: usize) -> Expect {
     let seen = operator_outcome(w, by, status, v);
     if seen == Expect::Ok {
         let id = v["session_id"].as_str().expect("session_id").to_owned();
         let token = v["token"].as_str().expect("token").to_owned();
         w.leases.push((id, token));
+        w.depths.push(depth);
     }
     seen
+}
+
+/// An OAuth sign-in approved by `by`: its access token kept as the model's next lease.
+fn sign_in(w: &mut World, by: Option<u8>, target: usize, profile: &str) -> Expect {
+    match w.sign_in(by, TARGETS[target].id, profile) {
+        SignInAnswer::Refused(s, v) => operator_outcome(w, by, s, &v),
+        SignInAnswer::Approved {
+            approval,
+            tokens,
+            client_id,
+        } => {
+            let seen = operator_outcome(w, by, approval.0, &approval.1);
+            assert_eq!(seen, Expect::Ok, "approved: {approval:?}");
+            assert_eq!(tokens.0, 200, "the code exchanged: {}", tokens.1);
+            let access = tokens.1["access_token"].as_str().expect("an access token");
+            let refresh = tokens.1["refresh_token"].as_str().expect("a refresh token");
+            w.leases
+                .push((w.oauth_lease(&client_id), access.to_owned()));
+            w.depths.push(0);
+            w.grants.push(SignedIn {
+                client_id,
+                refresh: refresh.to_owned(),
+                lease: w.leases.len() - 1,
+            });
+            Expect::Ok
+        }
+    }
+}
+
+/// A sign-in's refresh: its next access token kept as the model's next lease.
+fn refresh(w: &mut World, grant: usize) -> Expect {
+    let (client_id, presented) = (
+        w.grants[grant].client_id.clone(),
+        w.grants[grant].refresh.clone(),
+    );
+    let (s, v) = w.block(w.oauth_token(&[
+        ("grant_type", "refresh_token"),
+        ("client_id", &client_id),
+        ("refresh_token", &presented),
+    ]));
+    if s != 200 {
+        let error = match v["error"].as_str() {
+            Some("invalid_grant") => "invalid_grant",
+            _ => "unexpected",
+        };
+        return Expect::OAuthRefused(error);
+    }
+    let access = v["access_token"].as_str().expect("an access token");
+    w.leases
+        .push((w.oauth_lease(&client_id), access.to_owned()));
+    w.depths.push(0);
+    let g = &mut w.grants[grant];
+    g.refresh = v["refresh_token"]
+        .as_str()
+        .expect("a refresh token")
+        .to_owned();
+    g.lease = w.leases.len() - 1;
+    Expect::Ok
+}
+
+/// A fan-out's answer in the oracle's words: the targets whose lines it holds, and the ones
+/// it names missing (each sorted).
+fn reached(result: &Value) -> Expect {
+    let known = |id: &str| {
+        TARGETS
+            .iter()
+            .find(|t| t.id == id)
+            .map(|t| t.id)
+            .unwrap_or("unexpected")
+    };
+    let ids = |v: &Value, field: Option<&str>| -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = v
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| match field {
+                        Some(f) => e[f].as_str(),
+                        None => e.as_str(),
+                    })
+                    .map(known)
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_unstable();
+        out.dedup();
+        out
+    };
+    Expect::Reached {
+        answered: ids(&result["entries"], Some("target_id")),
+        missing: ids(&result["missing"], None),
+    }
 }
 
 /// The event an answer names; `None` for a 401, which must name none (a non-bearer leaves no
@@ -397,7 +527,9 @@ fn call_outcome(w: &World, lease: usize, status: u16, v: &Value) -> Expect {
 /// The error code of an answer, as one of the codes the oracle knows (others are kept as
 /// `unexpected`, which no oracle outcome equals).
 fn code(v: &Value) -> &'static str {
-    const KNOWN: [&str; 12] = [
+    const KNOWN: [&str; 14] = [
+        "forbidden",
+        "forbidden_destructive",
         "not_found",
         "capability_not_granted",
         "environment_forbidden",

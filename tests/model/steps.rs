@@ -15,10 +15,26 @@ pub struct TargetSpec {
     /// Enrolled (and its hub started) before the history begins; else an operator enrols it
     /// during the history, and only then can its hub connect.
     pub enrolled: bool,
+    /// Tools its hub does not publish, for want of the configuration that serves them (so
+    /// hubs' surfaces differ): `[nlu]`'s, or the allowed tests'.
+    pub lacks: &'static [&'static str],
 }
 
-/// The targets: writes allowed; a `test` target whose hub allows no writes; production; and
-/// a staging target enrolled during the history.
+/// What a hub without `[nlu]` does not publish.
+const NO_NLU: &[&str] = &[
+    "nlu_authoring.get_context",
+    "nlu_authoring.list_templates",
+    "nlu_authoring.check_phrase",
+    "nlu_authoring.propose_change",
+    "nlu_authoring.apply_change",
+];
+
+/// What a hub without allowed tests does not publish.
+const NO_TESTS: &[&str] = &["hub.run_allowed_tests", "hub.get_test_results"];
+
+/// The targets: writes allowed; a `test` target whose hub allows no writes and serves no NLU;
+/// production, in the same subnet, without allowed tests; and a staging target enrolled
+/// during the history.
 pub const TARGETS: [TargetSpec; 4] = [
     TargetSpec {
         id: "hub:m-test",
@@ -26,6 +42,7 @@ pub const TARGETS: [TargetSpec; 4] = [
         subnet: "subnet-a",
         writes: true,
         enrolled: true,
+        lacks: &[],
     },
     TargetSpec {
         id: "hub:m-locked",
@@ -33,6 +50,7 @@ pub const TARGETS: [TargetSpec; 4] = [
         subnet: "subnet-b",
         writes: false,
         enrolled: true,
+        lacks: NO_NLU,
     },
     TargetSpec {
         id: "hub:m-prod",
@@ -40,6 +58,7 @@ pub const TARGETS: [TargetSpec; 4] = [
         subnet: "subnet-b",
         writes: false,
         enrolled: true,
+        lacks: NO_TESTS,
     },
     TargetSpec {
         id: "hub:m-new",
@@ -47,6 +66,7 @@ pub const TARGETS: [TargetSpec; 4] = [
         subnet: "subnet-c",
         writes: false,
         enrolled: false,
+        lacks: &[],
     },
 ];
 
@@ -123,8 +143,10 @@ pub enum Write {
     /// `hub.rollback_last_test_deploy {}`.
     Rollback,
     /// `hub.issue_access_token`: an `InfraOpsRead` lease for the caller's target, which the
-    /// model numbers like any other.
+    /// model numbers like any other (the caller's child).
     IssueToken,
+    /// `hub.issue_access_token` of an `InfraOpsControl` lease: a child that can mint in turn.
+    IssueControl,
     /// `hub.revoke_access_token {"session_id": …}` of the model's lease `lease`.
     RevokeToken {
         lease: usize,
@@ -154,7 +176,7 @@ impl Write {
             Write::Restart => "hub.restart_service",
             Write::Deploy { .. } => "hub.deploy_ref",
             Write::Rollback => "hub.rollback_last_test_deploy",
-            Write::IssueToken => "hub.issue_access_token",
+            Write::IssueToken | Write::IssueControl => "hub.issue_access_token",
             Write::RevokeToken { .. } => "hub.revoke_access_token",
             Write::StartProfile => "hub.memory.start_profile",
             Write::StopProfile { .. } => "hub.memory.stop_profile",
@@ -228,6 +250,43 @@ pub enum Step {
         name: u8,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<u8>,
+        /// Also end every lease the operator issued (`--cascade`).
+        #[serde(default)]
+        cascade: bool,
+    },
+    /// A run profile of the model's lease `lease`, issued by an operator: its run credential
+    /// is the lease's child, numbered like any lease, bound to the tools the lease may call now.
+    RunProfile {
+        lease: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
+    },
+    /// An MCP client signs in with OAuth: it registers, its authorization request is approved
+    /// by operator `by` for `target` and `profile`, and it exchanges the code; its access token
+    /// is a lease the model numbers, and the sign-in a grant.
+    SignIn {
+        target: usize,
+        profile: Profile,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
+    },
+    /// The client of grant `grant` refreshes: a new access token, the one it replaces ended.
+    Refresh {
+        grant: usize,
+    },
+    /// The client of grant `grant` revokes its access token or its refresh token (RFC 7009).
+    OAuthRevoke {
+        grant: usize,
+        refresh: bool,
+    },
+    /// `hub.get_logs` with `subnet_active`: which hubs of the lease's subnet answered and
+    /// which are missing.
+    FanOut {
+        lease: usize,
+    },
+    /// A destructive action's name called as a tool.
+    Destructive {
+        lease: usize,
     },
     /// A descriptor set that fails validation published (refused, nothing changed, audited;
     /// the descriptive reads go on answering from the set served).

@@ -100,6 +100,12 @@ pub struct World {
     pub hubs: Vec<Option<Proc>>,
     /// `(session_id, bearer)` of each lease the model numbered.
     pub leases: Vec<(String, String)>,
+    /// How many leases are above each lease (what the ones it mints may live, see
+    /// [`World::arguments`]).
+    pub depths: Vec<usize>,
+    /// Each OAuth sign-in's client, its current refresh token and access token (a lease by
+    /// the model's number).
+    pub grants: Vec<SignedIn>,
     /// Leases an operator's rotation made (a new bearer for an existing lease, not a lease
     /// the target's write issued).
     pub rotated_into: std::collections::HashSet<String>,
@@ -123,6 +129,14 @@ pub struct World {
 
 /// The audience of leases agents issue with `hub.issue_access_token` (so the world counts them).
 pub const ISSUED: &str = "model-issued";
+
+/// An OAuth sign-in as its client holds it.
+pub struct SignedIn {
+    pub client_id: String,
+    pub refresh: String,
+    /// The lease its access token is, by the model's number.
+    pub lease: usize,
+}
 
 /// `(allowed_roots line, [nlu] section)` serving the shipped NLU example content.
 fn nlu_toml() -> (String, String) {
@@ -165,6 +179,8 @@ impl World {
             via: std::cell::Cell::new(0),
             hubs: Vec::new(),
             leases: Vec::new(),
+            depths: Vec::new(),
+            grants: Vec::new(),
             operators: vec![None; crate::steps::OPERATORS as usize],
             confirmations: Vec::new(),
             approvals: Vec::new(),
@@ -224,6 +240,8 @@ impl World {
                 schema.url()
             );
         }
+        // MCP clients sign in with OAuth (approved over the console's endpoints).
+        config += "[oauth]\ndiscovery = true\n";
         let path = shared.join(format!("{id}.toml"));
         std::fs::write(&path, config).unwrap();
         Replica::start(path, shared.join(format!("{id}.log")), base)
@@ -294,21 +312,33 @@ impl World {
         let runs = self.runs_file(target);
         let runs = runs.display();
         let starts = self.starts_file(target);
+        // Hubs' surfaces differ: a target lacking a tool gets no configuration serving it.
+        let tests = if spec.lacks.contains(&"hub.run_allowed_tests") {
+            String::new()
+        } else {
+            format!(
+                "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {runs}\"]\n\
+                 timeout_ms = 10000\n\
+                 [[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sh\", \"-c\", \"sleep 1; echo run >> {runs}\"]\n\
+                 timeout_ms = 10000\n"
+            )
+        };
+        let nlu = if spec.lacks.contains(&"nlu_authoring.get_context") {
+            String::new()
+        } else {
+            nlu_toml().1
+        };
         let text = format!(
             "{nlu_roots}target_id = \"{id}\"\nenvironment = \"{env}\"\nsubnet = \"{subnet}\"\n\
              root_urls = [{urls}]\ntoken_file = \"{token}\"\nstate_dir = \"{state}\"\n\
              write_scope = \"{scope}\"\ntoken_reload_interval_ms = 100\n\
-             [[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {runs}\"]\n\
-             timeout_ms = 10000\n\
+             {tests}\
              [[skill.healthchecks]]\nname = \"alive\"\nkind = \"command\"\nargv = [\"true\"]\n\
-             [[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sh\", \"-c\", \"sleep 1; echo run >> {runs}\"]\n\
-             timeout_ms = 10000\n\
              [[services]]\nname = \"app\"\nargv = [\"sh\", \"-c\", \"echo start $$ >> {starts}; exec sleep 3600\"]\n\
              stop_timeout_ms = 1000\n\
              [deploy]\nrepository = \"{repo}\"\nworktree = \"deploy/app\"\nallowed_refs = [\"main\", \"v1\"]\n\
              [reconnect]\ninitial_ms = 50\nmax_ms = 300\n{nlu}",
             nlu_roots = nlu_toml().0,
-            nlu = nlu_toml().1,
             id = spec.id,
             env = spec.environment,
             subnet = spec.subnet,
@@ -410,15 +440,27 @@ impl World {
         }
     }
 
-    /// The arguments of `write` (without the write-control fields).
-    pub fn arguments(&self, write: Write) -> Value {
+    /// How long a lease minted by lease `lease` may live: less at each step down a chain,
+    /// so a child never asks to outlive its parent (a deadline a moment away by the time the
+    /// history reaches it).
+    fn child_ttl(&self, lease: usize) -> u64 {
+        3000 - 400 * self.depths.get(lease).copied().unwrap_or(0).min(7) as u64
+    }
+
+    /// The arguments of `write` by lease `lease` (without the write-control fields).
+    pub fn arguments(&self, write: Write, lease: usize) -> Value {
         match write {
             Write::Tests => json!({"name": "smoke"}),
             Write::Restart => json!({"service": "app"}),
             Write::Deploy { main } => json!({"ref": if main { "main" } else { "v1" }}),
             Write::Rollback | Write::Apply => json!({}),
             Write::IssueToken => {
-                json!({"capability_profile": "InfraOpsRead", "ttl_sec": 600, "audience": ISSUED})
+                let ttl = self.child_ttl(lease).min(600);
+                json!({"capability_profile": "InfraOpsRead", "ttl_sec": ttl, "audience": ISSUED})
+            }
+            Write::IssueControl => {
+                let ttl = self.child_ttl(lease);
+                json!({"capability_profile": "InfraOpsControl", "ttl_sec": ttl, "audience": ISSUED})
             }
             Write::RevokeToken { lease } => json!({"session_id": self.leases[lease].0}),
             Write::StartProfile => {
@@ -430,15 +472,16 @@ impl World {
         }
     }
 
-    /// After an execute of `write` ran (answer `v`, REST or MCP): keeps what it handed out
-    /// (an issued bearer, a profiling session, which the world waits to end).
-    pub fn ran(&mut self, write: Write, target: usize, v: &Value) {
+    /// After an execute of `write` by `lease` ran (answer `v`, REST or MCP): keeps what it
+    /// handed out (an issued bearer, a profiling session, which the world waits to end).
+    pub fn ran(&mut self, write: Write, lease: usize, target: usize, v: &Value) {
         let result = &v["result"];
         match write {
-            Write::IssueToken => {
+            Write::IssueToken | Write::IssueControl => {
                 let id = result["session_id"].as_str().expect("an issued lease");
                 let token = result["token"].as_str().expect("an issued bearer");
                 self.leases.push((id.to_owned(), token.to_owned()));
+                self.depths.push(self.depths[lease] + 1);
             }
             Write::StartProfile | Write::RetryProfile { .. } => {
                 let id = result["session"]["session_id"].as_str();
@@ -868,5 +911,137 @@ impl World {
                 Err(_) => true,
             }
         })
+    }
+}
+
+/// How an OAuth sign-in came out, step by step.
+pub enum SignInAnswer {
+    /// The operator's approval was refused: its status and body.
+    Refused(u16, Value),
+    /// Approved (its answer) and exchanged for tokens (their status and body).
+    Approved {
+        approval: (u16, Value),
+        tokens: (u16, Value),
+        client_id: String,
+    },
+}
+
+impl World {
+    /// An MCP client signs in: registers, asks to be authorized, operator `by` approves for
+    /// `target` and `profile`, and the client exchanges the code.
+    pub fn sign_in(&self, by: Option<u8>, target: &str, profile: &str) -> SignInAnswer {
+        use mcp_tests::oauth::{REDIRECT, authorize_query, pkce, query_of, sealed_request};
+        let approver = match by {
+            None => self.admin.clone(),
+            Some(n) => self.operators[n as usize]
+                .clone()
+                .expect("an added operator"),
+        };
+        self.block(async {
+            let registered: Value = self
+                .http
+                .post(self.url("/oauth/register"))
+                .json(&json!({"client_name": "model", "redirect_uris": [REDIRECT]}))
+                .send()
+                .await
+                .expect("root answers")
+                .json()
+                .await
+                .expect("JSON");
+            let client_id = registered["client_id"].as_str().expect("a client").to_owned();
+            let pkce = pkce();
+            let resource = self.url("/mcp");
+            let query = authorize_query(&client_id, REDIRECT, &pkce.challenge, &[("resource", &resource)]);
+            let browser = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("a client");
+            let res = browser
+                .get(format!("{}?{query}", self.url("/oauth/authorize")))
+                .send()
+                .await
+                .expect("root answers");
+            let location = res.headers()["location"].to_str().expect("a redirect").to_owned();
+            let sealed = sealed_request(&location).expect("a sealed request").to_owned();
+            let res = self
+                .http
+                .post(self.url("/oauth/authorize/approve"))
+                .bearer_auth(approver)
+                .json(&json!({"request": sealed, "target_id": target, "capability_profile": profile, "ttl_sec": 3600}))
+                .send()
+                .await
+                .expect("root answers");
+            let approval = (res.status().as_u16(), res.json().await.unwrap_or(Value::Null));
+            if approval.0 != 200 {
+                return SignInAnswer::Refused(approval.0, approval.1);
+            }
+            let code = query_of(approval.1["redirect"].as_str().expect("a redirect"))
+                .remove("code")
+                .expect("a code");
+            let tokens = self
+                .oauth_token(&[
+                    ("grant_type", "authorization_code"),
+                    ("client_id", &client_id),
+                    ("code", &code),
+                    ("redirect_uri", REDIRECT),
+                    ("code_verifier", &pkce.verifier),
+                    ("resource", &resource),
+                ])
+                .await;
+            SignInAnswer::Approved {
+                approval,
+                tokens,
+                client_id,
+            }
+        })
+    }
+
+    /// `POST /oauth/token` with a form: `(status, body)`.
+    pub async fn oauth_token(&self, pairs: &[(&str, &str)]) -> (u16, Value) {
+        let res = self
+            .http
+            .post(self.url("/oauth/token"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(mcp_tests::oauth::form(pairs))
+            .send()
+            .await
+            .expect("root answers");
+        let status = res.status().as_u16();
+        let body: Value = res.json().await.unwrap_or(Value::Null);
+        *self.last.borrow_mut() = body.clone();
+        (status, body)
+    }
+
+    /// `POST /oauth/revoke` of `token` by its client: the status.
+    pub fn oauth_revoke(&self, client_id: &str, token: &str) -> u16 {
+        self.block(async {
+            let res = self
+                .http
+                .post(self.url("/oauth/revoke"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(mcp_tests::oauth::form(&[
+                    ("client_id", client_id),
+                    ("token", token),
+                ]))
+                .send()
+                .await
+                .expect("root answers");
+            res.status().as_u16()
+        })
+    }
+
+    /// The session id of the active lease of OAuth client `client_id` (its current access
+    /// token).
+    pub fn oauth_lease(&self, client_id: &str) -> String {
+        let leases = self.get("/v1/root/mcp/sessions");
+        let audience = format!("oauth:{client_id}");
+        let active: Vec<&Value> = leases["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .filter(|l| l["audience"] == audience.as_str() && l["status"] == "active")
+            .collect();
+        assert_eq!(active.len(), 1, "one live lease per sign-in: {active:?}");
+        active[0]["session_id"].as_str().expect("an id").to_owned()
     }
 }

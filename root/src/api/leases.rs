@@ -413,6 +413,21 @@ pub async fn rotate(
         request: json!({ "session_id": id }),
     };
     let (issued, event_id) = audited(&app, &op, asked, async {
+        // A sign-in's access token is replaced by its client's refresh, not by an operator
+        // (a bearer the operator saw would not be the client's, and the grant holds one).
+        if let Some(l) = app.leases.get(&id)
+            && l.status == LeaseStatus::Active
+            && let Some(grant) = &l.grant_id
+        {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::Conflict,
+                format!(
+                    "lease `{id}` is an access token of OAuth grant {grant}: its client refreshes \
+                     it; revoke it to end the sign-in"
+                ),
+            ));
+        }
         let issued = call_t!(
             app.actors.leases.load(),
             lease_manager::Msg::Rotate,

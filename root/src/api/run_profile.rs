@@ -338,9 +338,8 @@ async fn resolve(app: &App, principal: &Principal, id: &str) -> Result<Arc<Lease
         Principal::Operator(_) => match app.leases.entry(id) {
             Some(e) => e,
             // With replicas, a lease another replica issued and this one has not seen yet.
-            None if app.zone.is_some() => match app.store.lease_by_id(id).await {
-                Ok(Some(row)) => app.leases.upsert(row),
-                Ok(None) => return Err(not_found()),
+            None if app.zone.is_some() => match app.store.lease_chain(id).await {
+                Ok(chain) => app.leases.upsert_chain(chain).ok_or_else(not_found)?,
                 Err(e) => return Err(ApiError::internal(e)),
             },
             None => return Err(not_found()),

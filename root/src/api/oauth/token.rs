@@ -374,22 +374,18 @@ async fn end_grant(app: &App, grant: &GrantRow, why: &str) {
     }
 }
 
-/// Revokes the leases an ended grant holds and everything they handed on, as one audit event
-/// of the approving operator's.
+/// Revokes the leases an ended grant holds and everything they handed on; when that ended
+/// anything, it is one audit event of the approving operator's.
 pub(crate) async fn revoke_current(app: &App, grant: &GrantRow, why: &str) {
-    let live = match grant.session_id.as_deref() {
-        Some(id) => lease_entry(app, id).await.is_some_and(|l| l.is_usable()),
-        None => false,
+    let ending = crate::leases::manager::Ending::Grant(grant.grant_id.clone());
+    let ended = match crate::api::leases::end_all(app, ending).await {
+        Ok(ended) if ended.count() > 0 => ended,
+        Ok(_) => return,
+        Err(e) => {
+            tracing::error!(error = ?e.tool_error(), grant_id = %grant.grant_id, "an ended OAuth grant's leases could not be revoked");
+            return;
+        }
     };
-    if !live {
-        // Nothing of it works; the store is made to agree (a lease left over, a descendant).
-        let _ = crate::api::leases::end_all(
-            app,
-            crate::leases::manager::Ending::Grant(grant.grant_id.clone()),
-        )
-        .await;
-        return;
-    }
     tracing::warn!(grant_id = %grant.grant_id, %why, "OAuth grant ended; its leases are revoked");
     let op = Operator(crate::operators::OperatorId::named(&grant.operator));
     let asked = Asked {
@@ -398,21 +394,11 @@ pub(crate) async fn revoke_current(app: &App, grant: &GrantRow, why: &str) {
         adapter: Some("root.oauth".into()),
         request: json!({ "session_id": grant.session_id, "oauth_client": grant.client_id, "grant_id": grant.grant_id }),
     };
-    let _ = audited(app, &op, asked, async {
-        let ended = crate::api::leases::end_all(
-            app,
-            crate::leases::manager::Ending::Grant(grant.grant_id.clone()),
-        )
-        .await?;
-        Ok((
-            (),
-            format!(
-                "revoked lease {} and its {}: OAuth grant {} ended ({why})",
-                ended.leases.join(", "),
-                crate::api::leases::descendants_phrase(&ended.descendants),
-                grant.grant_id
-            ),
-        ))
-    })
-    .await;
+    let summary = format!(
+        "revoked lease {} and its {}: OAuth grant {} ended ({why})",
+        ended.leases.join(", "),
+        crate::api::leases::descendants_phrase(&ended.descendants),
+        grant.grant_id
+    );
+    let _ = audited(app, &op, asked, async { Ok(((), summary)) }).await;
 }

@@ -235,6 +235,12 @@ pub async fn revoke(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<V
     )
     .map_err(|e| internal("the lease manager", e))?
     .map_err(lease_error)?;
+    // The OAuth sign-in whose token this was ends with it (no refresh issues another).
+    let now_ms = mcp_shared::time::unix_ms(now());
+    app.store
+        .end_grants_of_lease(session_id, now_ms)
+        .await
+        .map_err(|e| internal("the grant store", e))?;
     // In force on every live replica before the call answers (its descendants too).
     crate::api::leases::ended_everywhere(
         app,
