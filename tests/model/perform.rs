@@ -408,11 +408,11 @@ fn refresh(w: &mut World, grant: usize) -> Expect {
         w.grants[grant].client_id.clone(),
         w.grants[grant].refresh.clone(),
     );
-    let (s, v) = w.block(w.oauth_token(&[
+    let (s, v) = w.oauth_token(&[
         ("grant_type", "refresh_token"),
         ("client_id", &client_id),
         ("refresh_token", &presented),
-    ]));
+    ]);
     if s != 200 {
         let error = match v["error"].as_str() {
             Some("invalid_grant") => "invalid_grant",

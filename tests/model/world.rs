@@ -927,69 +927,43 @@ pub enum SignInAnswer {
 }
 
 impl World {
+    /// The scripted OAuth client of this step's replica.
+    fn oauth(&self) -> mcp_tests::oauth::Client<'_> {
+        mcp_tests::oauth::Client {
+            http: &self.http,
+            base: self.base().to_owned(),
+        }
+    }
+
     /// An MCP client signs in: registers, asks to be authorized, operator `by` approves for
     /// `target` and `profile`, and the client exchanges the code.
     pub fn sign_in(&self, by: Option<u8>, target: &str, profile: &str) -> SignInAnswer {
-        use mcp_tests::oauth::{REDIRECT, authorize_query, pkce, query_of, sealed_request};
         let approver = match by {
             None => self.admin.clone(),
             Some(n) => self.operators[n as usize]
                 .clone()
                 .expect("an added operator"),
         };
+        let oauth = self.oauth();
         self.block(async {
-            let registered: Value = self
-                .http
-                .post(self.url("/oauth/register"))
-                .json(&json!({"client_name": "model", "redirect_uris": [REDIRECT]}))
-                .send()
+            let (_, registered) = oauth.register().await.expect("a registration");
+            let client_id = registered["client_id"]
+                .as_str()
+                .expect("a client")
+                .to_owned();
+            let approval = oauth
+                .approve(&client_id, &approver, target, profile)
                 .await
-                .expect("root answers")
-                .json()
-                .await
-                .expect("JSON");
-            let client_id = registered["client_id"].as_str().expect("a client").to_owned();
-            let pkce = pkce();
-            let resource = self.url("/mcp");
-            let query = authorize_query(&client_id, REDIRECT, &pkce.challenge, &[("resource", &resource)]);
-            let browser = reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .expect("a client");
-            let res = browser
-                .get(format!("{}?{query}", self.url("/oauth/authorize")))
-                .send()
-                .await
-                .expect("root answers");
-            let location = res.headers()["location"].to_str().expect("a redirect").to_owned();
-            let sealed = sealed_request(&location).expect("a sealed request").to_owned();
-            let res = self
-                .http
-                .post(self.url("/oauth/authorize/approve"))
-                .bearer_auth(approver)
-                .json(&json!({"request": sealed, "target_id": target, "capability_profile": profile, "ttl_sec": 3600}))
-                .send()
-                .await
-                .expect("root answers");
-            let approval = (res.status().as_u16(), res.json().await.unwrap_or(Value::Null));
-            if approval.0 != 200 {
-                return SignInAnswer::Refused(approval.0, approval.1);
+                .expect("an approval's answer");
+            if approval.status != 200 {
+                return SignInAnswer::Refused(approval.status, approval.body);
             }
-            let code = query_of(approval.1["redirect"].as_str().expect("a redirect"))
-                .remove("code")
-                .expect("a code");
-            let tokens = self
-                .oauth_token(&[
-                    ("grant_type", "authorization_code"),
-                    ("client_id", &client_id),
-                    ("code", &code),
-                    ("redirect_uri", REDIRECT),
-                    ("code_verifier", &pkce.verifier),
-                    ("resource", &resource),
-                ])
-                .await;
+            let tokens = oauth
+                .exchange(&client_id, &approval)
+                .await
+                .expect("the token endpoint answers");
             SignInAnswer::Approved {
-                approval,
+                approval: (approval.status, approval.body),
                 tokens,
                 client_id,
             }
@@ -997,37 +971,18 @@ impl World {
     }
 
     /// `POST /oauth/token` with a form: `(status, body)`.
-    pub async fn oauth_token(&self, pairs: &[(&str, &str)]) -> (u16, Value) {
-        let res = self
-            .http
-            .post(self.url("/oauth/token"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(mcp_tests::oauth::form(pairs))
-            .send()
-            .await
-            .expect("root answers");
-        let status = res.status().as_u16();
-        let body: Value = res.json().await.unwrap_or(Value::Null);
+    pub fn oauth_token(&self, pairs: &[(&str, &str)]) -> (u16, Value) {
+        let (status, body) = self
+            .block(self.oauth().token(pairs))
+            .expect("the token endpoint answers");
         *self.last.borrow_mut() = body.clone();
         (status, body)
     }
 
     /// `POST /oauth/revoke` of `token` by its client: the status.
     pub fn oauth_revoke(&self, client_id: &str, token: &str) -> u16 {
-        self.block(async {
-            let res = self
-                .http
-                .post(self.url("/oauth/revoke"))
-                .header("content-type", "application/x-www-form-urlencoded")
-                .body(mcp_tests::oauth::form(&[
-                    ("client_id", client_id),
-                    ("token", token),
-                ]))
-                .send()
-                .await
-                .expect("root answers");
-            res.status().as_u16()
-        })
+        self.block(self.oauth().revoke(client_id, token))
+            .expect("the revocation endpoint answers")
     }
 
     /// The session id of the active lease of OAuth client `client_id` (its current access
