@@ -314,8 +314,8 @@ pub struct Model {
     pub grants: Vec<Grant>,
     /// Profiling sessions, by the target that ran them.
     pub sessions: Vec<usize>,
-    /// Executed `(owner, tool, key)` and the write (arguments) they ran.
-    pub records: BTreeMap<(usize, &'static str, u8), Write>,
+    /// Executed `(owner, tool, key)` and the arguments they ran with.
+    pub records: BTreeMap<(usize, &'static str, u8), Arguments>,
     pub effects: Vec<Effects>,
     pub audit: Audit,
     pub expect: Expect,
@@ -354,6 +354,11 @@ impl Default for Model {
         }
     }
 }
+
+/// A write's arguments as the world sends them: the write and, for a lease it mints, how long
+/// that lease may live (less at each step down a chain: `World::arguments`), so the same key
+/// sent by a parent and its child carries other arguments.
+pub type Arguments = (Write, Option<u64>);
 
 /// A result of the oracle's rules: what the step came to, as an error to stop at.
 type Rule = Result<(), Expect>;
@@ -403,6 +408,17 @@ impl Model {
             return Err("skill_disabled");
         }
         Ok(())
+    }
+
+    /// What `write` by `lease` sends (see [`Arguments`]).
+    fn arguments(&self, lease: usize, write: Write) -> Arguments {
+        let ttl = 3000 - 400 * self.leases[lease].depth.min(7) as u64;
+        let ttl = match write {
+            Write::IssueControl => Some(ttl),
+            Write::IssueToken => Some(ttl.min(600)),
+            _ => None,
+        };
+        (write, ttl)
     }
 
     /// The tools `lease` lists: those it may call now.
@@ -496,7 +512,8 @@ impl Model {
             });
         if run.is_ok() {
             let owner = self.leases[lease].owner;
-            self.records.insert((owner, write.tool(), key), write);
+            let args = self.arguments(lease, write);
+            self.records.insert((owner, write.tool(), key), args);
         }
         outcome(run)
     }
@@ -512,7 +529,7 @@ impl Model {
         self.call(lease, write.tool())?;
         let owner = self.leases[lease].owner;
         match self.records.get(&(owner, write.tool(), key)) {
-            Some(first) if *first == write => return Err(Expect::Replay),
+            Some(first) if *first == self.arguments(lease, write) => return Err(Expect::Replay),
             Some(_) => return Err(Expect::Refused("idempotency_conflict")),
             None => {}
         }
@@ -632,7 +649,8 @@ impl Model {
         let run = self.run(lease, write, None);
         if run.is_ok() {
             let owner = self.leases[lease].owner;
-            self.records.insert((owner, write.tool(), key), write);
+            let args = self.arguments(lease, write);
+            self.records.insert((owner, write.tool(), key), args);
         }
         outcome(run)
     }
