@@ -1,7 +1,7 @@
 //! The oracle: a small model of what operators allowed, and what each step must come to.
 //!
-//! It reads the tool contracts and capability profiles as data (`schemas/tools/*.json`,
-//! `config/profiles.toml`) and decides with its own few rules, written from the seed, the
+//! It reads the tool contracts and capability profiles as data (`schemas/tools/*.json` and
+//! the model's fixture `model/fixture/*.json`, `config/profiles.toml`) and decides with its own few rules, written from the seed, the
 //! README and the contracts, never from root's decision code:
 //!
 //! 1. a lease that was revoked (by an operator, or by an agent with `hub.revoke_access_token`),
@@ -115,7 +115,9 @@ pub static CATALOG: LazyLock<Catalog> = LazyLock::new(load_catalog);
 fn load_catalog() -> Catalog {
     let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut tools = BTreeMap::new();
-    for entry in std::fs::read_dir(top.join("schemas/tools")).expect("schemas/tools") {
+    let shipped = std::fs::read_dir(top.join("schemas/tools")).expect("schemas/tools");
+    let fixture = std::fs::read_dir(top.join("tests/model/fixture")).expect("model/fixture");
+    for entry in shipped.chain(fixture) {
         let path = entry.expect("a contract file").path();
         let text = std::fs::read_to_string(&path).expect("a readable contract");
         let c: serde_json::Value = serde_json::from_str(&text).expect("a JSON contract");

@@ -84,9 +84,11 @@ pub const PROFILES: [&str; 8] = [
 
 /// Reads agents make, with their arguments (JSON): every read contract but the two that name
 /// something a write created (`hub.memory.get_session` and `get_artifact`, which are
-/// [`Step::ReadSession`]).
+/// [`Step::ReadSession`]), and the model's fixture `model.test_status` (a read its contract
+/// allows on test targets only, served by a command adapter on every hub).
 pub const READS: &[(&str, &str)] = &[
     ("hub.get_status", "{}"),
+    ("model.test_status", "{}"),
     ("hub.get_runtime_summary", "{}"),
     ("hub.get_operational_surface", "{}"),
     ("hub.run_healthchecks", "{}"),

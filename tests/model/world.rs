@@ -240,11 +240,29 @@ impl World {
                 schema.url()
             );
         }
+        // The shipped contracts and the model's fixture (a read for test targets only).
+        config += &format!("contracts_dir = \"{}\"\n", self.contracts().display());
         // MCP clients sign in with OAuth (approved over the console's endpoints).
         config += "[oauth]\ndiscovery = true\n";
         let path = shared.join(format!("{id}.toml"));
         std::fs::write(&path, config).unwrap();
         Replica::start(path, shared.join(format!("{id}.log")), base)
+    }
+
+    /// The contracts root loads: the shipped ones and the model's fixture, copied once.
+    fn contracts(&self) -> PathBuf {
+        let dir = self.dir.path().join("contracts");
+        if !dir.exists() {
+            std::fs::create_dir_all(&dir).unwrap();
+            let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+            for from in ["../schemas/tools", "model/fixture"] {
+                for e in std::fs::read_dir(top.join(from)).unwrap() {
+                    let p = e.unwrap().path();
+                    std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+                }
+            }
+        }
+        dir
     }
 
     pub fn block<F: std::future::Future>(&self, f: F) -> F::Output {
@@ -334,6 +352,8 @@ impl World {
              write_scope = \"{scope}\"\ntoken_reload_interval_ms = 100\n\
              {tests}\
              [[skill.healthchecks]]\nname = \"alive\"\nkind = \"command\"\nargv = [\"true\"]\n\
+             [[skill.commands]]\ntool_id = \"model.test_status\"\n\
+             argv = [\"sh\", \"-c\", \"read -r _; echo '{{\\\"ok\\\": true}}'\"]\n\
              [[services]]\nname = \"app\"\nargv = [\"sh\", \"-c\", \"echo start $$ >> {starts}; exec sleep 3600\"]\n\
              stop_timeout_ms = 1000\n\
              [deploy]\nrepository = \"{repo}\"\nworktree = \"deploy/app\"\nallowed_refs = [\"main\", \"v1\"]\n\
