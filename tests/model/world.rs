@@ -234,14 +234,14 @@ impl World {
             shared.join("admin.token").display(),
             shared.join("secrets.key").display(),
         );
+        // The shipped contracts and the model's fixture (a read for test targets only).
+        config += &format!("contracts_dir = \"{}\"\n", self.contracts().display());
         if let Some(schema) = &self.schema {
             config += &format!(
                 "database_url = \"{}\"\n[replica]\nid = \"{id}\"\n",
                 schema.url()
             );
         }
-        // The shipped contracts and the model's fixture (a read for test targets only).
-        config += &format!("contracts_dir = \"{}\"\n", self.contracts().display());
         // MCP clients sign in with OAuth (approved over the console's endpoints).
         config += "[oauth]\ndiscovery = true\n";
         let path = shared.join(format!("{id}.toml"));
