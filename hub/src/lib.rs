@@ -12,9 +12,11 @@
 //! - [`skill`]: `infra_access_skill`, a ractor actor supervising one actor per adapter;
 //!   [`supervisor`]: the skill, the service supervisor and ProfileOps under one supervisor
 //!   that starts a failed one again with its state rebuilt.
-//! - [`adapters`]: the execution adapters (`hub.get_status`, `hub.get_runtime_summary`,
-//!   `hub.get_operational_surface`, `hub.run_healthchecks`, `hub.run_allowed_tests`,
-//!   `hub.get_test_results`, `hub.get_activity_log`, `hub.get_capability_usage_summary`).
+//! - [`adapters`]: the execution adapters, one table of them in `adapters/registry.rs`
+//!   (status, runtime summary, operational surface, health checks, allowed tests and their
+//!   results, activity log, capability usage, deploy and rollback, logs, service restart,
+//!   the `hub.memory.*` ProfileOps tools, the `nlu_authoring.*` tools), and configured
+//!   command adapters (`[[skill.commands]]`).
 //! - [`results`]: recorded allowed-test results and idempotency keys
 //!   (`<state_dir>/test-results.json`).
 //! - [`services`]: the managed services of `[[services]]` (the `ServiceSupervisor` actor
