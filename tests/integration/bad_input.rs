@@ -25,7 +25,7 @@
 //! | hub re-checks: forged and tampered signature, expired deadline, replayed call id, unpublished tool, garbage frame | `hub_enforcement.rs` |
 //! | hub client certificate (mutual TLS)                | `tls.rs` `mutual_tls_on_the_hub_path`            |
 //! | replica channel credentials                        | `replicas.rs`                                    |
-//! | property tests and fuzz targets (front, root↔hub decoder, catalog validator) | `root/src/mcp/front.rs`, `shared/tests/protocol_props.rs`, `root/src/skill_catalog/sync.rs`, `fuzz/` |
+//! | property tests and fuzz targets (front, root↔hub decoder, catalog validator) | `root/src/mcp/front.rs`, `shared/tests/protocol_props.rs`, `root-core/src/skill_catalog/mod.rs`, `fuzz/` |
 //! | a disabled skill (`skill_disabled`, routed and root-executed tools, hub offline) | `governance.rs` `disabling_the_skill_cuts_the_target_off_everywhere` |
 //! | hub upgrade without or with a bad token (401 before the upgrade, bounded, counted) | `governance.rs` `the_hub_door_authenticates_before_the_upgrade`, `hub_websocket_battery` here |
 //! | another lease's idempotency key                    | `writes.rs` `another_leases_idempotency_key_is_not_a_replay` |

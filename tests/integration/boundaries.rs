@@ -344,13 +344,14 @@ fn the_hub_names_tool_ids_only_in_its_adapters() {
 }
 
 /// Boundary 3: Root's router and call path hold no per-tool branches: no contract's tool id appears
-/// as a literal in root's non-test code outside its own adapters (`call/executors/`), nor in the
+/// as a literal in root's non-test code (both crates) outside its own adapters (`call/executors/`), nor in the
 /// protocol types. Tools are data (contracts); the path is the same for all of them.
 #[test]
 fn root_and_the_protocol_name_no_tool() {
     let ids = contract_tool_ids();
     let mut files: Vec<PathBuf> = rust_files("root/src")
         .into_iter()
+        .chain(rust_files("root-core/src"))
         .filter(|p| !p.starts_with("root/src/call/executors"))
         .collect();
     for must in [
@@ -358,9 +359,9 @@ fn root_and_the_protocol_name_no_tool() {
         "root/src/call/writes.rs",
         "root/src/mcp/mod.rs",
         "root/src/api/mod.rs",
-        "root/src/hubs/router.rs",
-        "root/src/hubs/link.rs",
-        "root/src/policy.rs",
+        "root-core/src/hubs/router.rs",
+        "root-core/src/hubs/link.rs",
+        "root-core/src/policy.rs",
         "root/src/replica/forward.rs",
         "root/src/api/run_profile.rs",
     ] {
@@ -1084,114 +1085,4 @@ fn local_and_production_configs_share_one_schema() {
             .iter()
             .all(|u| u.starts_with("wss://"))
     );
-}
-
-/// Root's layers (ARCHITECTURE.md): the lower layer (configuration, store, catalog, policy,
-/// leases, descriptors, audit, hubs, skill catalog, actors, secrets, auth, telemetry) imports
-/// neither `App`, the HTTP and MCP surfaces, the call path or replication, nor axum; and its
-/// modules import each other without a cycle.
-#[test]
-fn roots_lower_layer_imports_no_upper_layer_and_has_no_cycle() {
-    const LOWER: &[&str] = &[
-        "config",
-        "store",
-        "catalog",
-        "policy",
-        "leases",
-        "descriptors",
-        "audit",
-        "hubs",
-        "skill_catalog",
-        "actors",
-        "secrets",
-        "auth",
-        "telemetry",
-    ];
-    let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut refused = Vec::new();
-    for f in rust_files("root/src") {
-        let rel = f.strip_prefix("root/src").unwrap();
-        let top = rel
-            .iter()
-            .next()
-            .unwrap()
-            .to_string_lossy()
-            .replace(".rs", "");
-        if !LOWER.contains(&top.as_str()) {
-            continue;
-        }
-        let src = std::fs::read_to_string(repo().join(&f)).unwrap();
-        let toks = tokens(&src);
-        let ident = |k: usize| match toks.get(k) {
-            Some((_, Tok::Ident(s))) => Some(s.as_str()),
-            _ => None,
-        };
-        let punct = |k: usize, c: char| toks.get(k).map(|(_, t)| t) == Some(&Tok::Punct(c));
-        for k in 0..toks.len() {
-            let line = toks[k].0;
-            if ident(k) == Some("axum") {
-                refused.push(format!("{}:{line} uses axum", f.display()));
-            }
-            if ident(k) != Some("crate") || !punct(k + 1, ':') || !punct(k + 2, ':') {
-                continue;
-            }
-            // `crate::x` or `crate::{x, y::z}`: the top-level modules named.
-            let mut named = Vec::new();
-            if punct(k + 3, '{') {
-                let (mut j, mut depth, mut expect) = (k + 4, 1, true);
-                while j < toks.len() && depth > 0 {
-                    match &toks[j].1 {
-                        Tok::Punct('{') => depth += 1,
-                        Tok::Punct('}') => depth -= 1,
-                        Tok::Punct(',') if depth == 1 => expect = true,
-                        Tok::Ident(s) if expect && depth == 1 => {
-                            named.push(s.clone());
-                            expect = false;
-                        }
-                        _ => {}
-                    }
-                    j += 1;
-                }
-            } else if let Some(s) = ident(k + 3) {
-                named.push(s.to_owned());
-            }
-            for m in named {
-                if m == top || m == "self" {
-                    continue;
-                }
-                if !LOWER.contains(&m.as_str()) {
-                    refused.push(format!("{}:{line} imports crate::{m}", f.display()));
-                }
-                imports.entry(top.clone()).or_default().insert(m);
-            }
-        }
-    }
-    assert!(
-        imports.len() >= 8,
-        "the scan found the lower layer: {imports:?}"
-    );
-    assert!(
-        refused.is_empty(),
-        "the lower layer reaches up (or into axum): {refused:#?}"
-    );
-    // No cycle: repeatedly remove modules that import nothing left.
-    let mut left = imports.clone();
-    loop {
-        let leaves: Vec<String> = LOWER
-            .iter()
-            .map(|m| m.to_string())
-            .filter(|m| {
-                left.get(m)
-                    .is_none_or(|deps| deps.iter().all(|d| !left.contains_key(d)))
-            })
-            .filter(|m| left.contains_key(m))
-            .collect();
-        if leaves.is_empty() {
-            break;
-        }
-        for m in leaves {
-            left.remove(&m);
-        }
-    }
-    assert!(left.is_empty(), "an import cycle among: {left:#?}");
 }

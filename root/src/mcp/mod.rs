@@ -44,7 +44,6 @@ use crate::app::{App, Principal};
 use crate::call::{self, CallContext, elicitation};
 use crate::catalog::ContractEntry;
 use crate::leases::manager::LeaseEntry;
-use crate::skill_catalog::MetaExt;
 
 /// What the MCP front door keeps per MCP session.
 #[derive(Default)]
@@ -358,7 +357,7 @@ impl ServerHandler for RootMcp {
                     .with_description(r.description.clone())
                     .with_mime_type(r.meta.mime_type.clone())
                     .with_size(r.meta.size)
-                    .with_meta(r.meta.to_meta())
+                    .with_meta(resource_meta(&r.meta))
             }));
         }
         if start > all.len() {
@@ -454,7 +453,7 @@ impl ServerHandler for RootMcp {
             return Ok(ReadResourceResult::new(vec![
                 ResourceContents::text(r.text.clone(), uri)
                     .with_mime_type(r.meta.mime_type.clone())
-                    .with_meta(r.meta.to_meta()),
+                    .with_meta(resource_meta(&r.meta)),
             ])
             .into());
         }
@@ -789,4 +788,14 @@ pub fn notify_tools_changed(app: &App, target_id: &str) {
             }
         });
     }
+}
+
+/// A skill's catalog metadata as an MCP `_meta` object (under `skill_catalog::META_KEY`).
+fn resource_meta(meta: &mcp_shared::skill_catalog::ResourceMeta) -> rmcp::model::MetaObject {
+    let mut m = serde_json::Map::new();
+    m.insert(
+        mcp_shared::skill_catalog::META_KEY.to_string(),
+        serde_json::json!(meta),
+    );
+    rmcp::model::MetaObject(m)
 }

@@ -254,20 +254,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// [`ResourceMeta`] as an MCP `_meta` object and back.
-pub trait MetaExt: Sized {
-    fn to_meta(&self) -> rmcp::model::MetaObject;
-}
-
-impl MetaExt for ResourceMeta {
-    /// As an MCP `_meta` object.
-    fn to_meta(&self) -> rmcp::model::MetaObject {
-        let mut m = serde_json::Map::new();
-        m.insert(META_KEY.to_string(), json!(self));
-        rmcp::model::MetaObject(m)
-    }
-}
-
 /// The catalog revision: SHA-256 of the canonical JSON of the manifest (everything but the
 /// skill texts, which their content hashes stand for).
 pub fn manifest_sha256(manifest_version: u64, owner: &str, skills: &[SkillEntry]) -> String {
