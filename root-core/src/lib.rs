@@ -10,6 +10,7 @@
 //!   hashes.
 //! - [`catalog`]: tool contracts, capability profiles and destructive-action rules.
 //! - [`leases`]: MCP session leases (the lease manager and its read index).
+//! - [`operators`]: who acts on operator endpoints (named operators' credentials).
 //! - [`policy`]: the policy decision point, a reason code for every denial.
 //! - [`descriptors`]: descriptor sets (validation, the cache that serves them, the clock
 //!   freshness is judged by) and the build pipeline.
@@ -29,6 +30,7 @@ pub mod config;
 pub mod descriptors;
 pub mod hubs;
 pub mod leases;
+pub mod operators;
 pub mod policy;
 pub mod secrets;
 pub mod skill_catalog;

@@ -23,6 +23,8 @@ pub struct App {
     /// The descriptor set being served, read without a message to the descriptor cache
     /// (which alone replaces it; see `descriptors::cache`).
     pub descriptors: Arc<crate::descriptors::cache::Args>,
+    /// Publishes descriptor sets, one at a time.
+    pub publisher: crate::descriptors::publish::Publisher,
     /// The clock descriptor freshness is judged by (tests move it).
     pub clock: crate::descriptors::clock::Clock,
     /// Enrolled and connected targets, their links and timeline.
@@ -37,8 +39,6 @@ pub struct App {
     pub operators: crate::operators::Registry,
     /// Encrypts hub signing keys at rest.
     pub master_key: crate::secrets::MasterKey,
-    /// What the MCP front door keeps per MCP session.
-    pub mcp: crate::mcp::Bindings,
     /// The tasks (calls run past their request) this replica runs.
     pub tasks: crate::call::tasks::Tasks,
     /// What the REST family and the hub door keep between requests.
@@ -48,7 +48,7 @@ pub struct App {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// This process as one replica of the zone (PostgreSQL); `None` on SQLite, the single
     /// replica default.
-    pub zone: Option<Arc<crate::replica::Zone>>,
+    pub zone: Option<Arc<crate::replica::zone::Zone>>,
 }
 
 /// Who is calling, as resolved by root from the bearer.

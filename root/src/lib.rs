@@ -16,8 +16,7 @@
 //! - [`mcp`]: the MCP front door (rmcp's Streamable HTTP transport, its front checks, the
 //!   direct path).
 //! - [`api`]: every HTTP handler: the REST family, health and metrics, the web console,
-//!   operator actions as audited events, and the hub WebSocket (`api::hub_link`);
-//!   [`operators`]: who acts on operator endpoints.
+//!   operator actions as audited events, and the hub WebSocket (`api::hub_link`).
 //! - [`replica`]: several roots for one zone on PostgreSQL.
 //! - [`cli`]: `serve`, the `admin` client and `skills sync` (`demo` is the binary's).
 //!
@@ -25,7 +24,7 @@
 //! the daemon in-process on `127.0.0.1:0`.
 
 pub use mcp_root_core::{
-    actors, audit, auth, catalog, config, descriptors, hubs, leases, policy, secrets,
+    actors, audit, auth, catalog, config, descriptors, hubs, leases, operators, policy, secrets,
     skill_catalog, store, telemetry,
 };
 
@@ -35,7 +34,6 @@ pub mod call;
 pub mod cli;
 pub mod mcp;
 pub mod net;
-pub mod operators;
 pub mod replica;
 mod startup;
 

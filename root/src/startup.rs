@@ -21,9 +21,7 @@ use crate::hubs::router;
 use crate::leases::manager as lease_manager;
 use crate::net::tls;
 use crate::telemetry::metrics;
-use crate::{
-    audit, auth, catalog, descriptors, hubs, mcp, operators, policy, replica, secrets, store,
-};
+use crate::{audit, auth, catalog, descriptors, hubs, mcp, policy, replica, secrets, store};
 
 /// A running root: its address, its state, and how to stop it.
 pub struct RootHandle {
@@ -35,6 +33,8 @@ pub struct RootHandle {
     tls: Option<Arc<tls::TlsState>>,
     /// Set when the actors' supervisor stopped on its own (a restart budget spent).
     actors_stopped: Arc<std::sync::atomic::AtomicBool>,
+    /// The MCP endpoint.
+    door: Arc<mcp::transport::Door>,
 }
 
 impl RootHandle {
@@ -47,6 +47,11 @@ impl RootHandle {
     /// The MCP endpoint URL.
     pub fn mcp_url(&self) -> String {
         format!("{}/mcp", self.base_url())
+    }
+
+    /// How many MCP sessions this root has bound to the lease that opened them.
+    pub fn mcp_sessions(&self) -> usize {
+        self.door.bound_sessions()
     }
 
     /// Reloads the TLS certificate, key and client CA now (what SIGHUP does); `Ok(false)`
@@ -146,18 +151,20 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     let (app, sup) = compose(config, catalog, configured, admin_token).await?;
     let shutdown = app.shutdown.clone();
     let actors_stopped = watch_actors(&app, &sup);
-    operators::reload(&app)
+    app.operators
+        .reload(&app.store)
         .await
         .context("loading the operators")?;
     // Tasks this root was running when it last stopped end now, with their events.
     crate::call::tasks::recover(&app, None).await;
-    tokio::spawn(janitor(app.clone(), shutdown.clone()));
+    let door = mcp::transport::Door::start(app.clone(), &shutdown);
+    tokio::spawn(janitor(app.clone(), door.clone(), shutdown.clone()));
     tokio::spawn(crate::api::hub_link::record_last_seen(
         app.clone(),
         shutdown.clone(),
     ));
     tokio::spawn(audit_health::watch(app.audit.clone(), shutdown.clone()));
-    let mcp_route = mcp_route(&app, &shutdown);
+    let mcp_route = mcp_route(door.clone());
     let routes = http::router(app.clone(), mcp_route);
 
     let listener = tokio::net::TcpListener::bind(app.config.listen)
@@ -187,6 +194,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     let scheme = if tls_state.is_some() { "https" } else { "http" };
     tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.zone.as_ref().map_or("single", |z| z.replica_id.as_str()), tools = app.catalog.contracts.all().len(), "root listening");
     Ok(RootHandle {
+        door,
         addr,
         app,
         shutdown,
@@ -368,6 +376,7 @@ async fn compose(
         catalog,
         descriptors,
         clock: Default::default(),
+        publisher: Default::default(),
         leases,
         hubs: hubs::Hubs {
             targets,
@@ -376,6 +385,7 @@ async fn compose(
             last_frame: Default::default(),
             timeline: Default::default(),
             evidence: evidence_shapes,
+            surface: tokio::sync::broadcast::channel(hubs::SURFACE_BACKLOG).0,
         },
         audit: Arc::new(audit::Trail {
             writer: actors.audit.clone(),
@@ -390,7 +400,6 @@ async fn compose(
         admin_token,
         operators: Default::default(),
         master_key,
-        mcp: Default::default(),
         tasks: Default::default(),
         api: Default::default(),
         started_at: mcp_shared::time::now(),
@@ -403,8 +412,7 @@ async fn compose(
 }
 
 /// The MCP endpoint: the direct path first, rmcp's Streamable HTTP transport for the rest.
-fn mcp_route(app: &Arc<App>, shutdown: &CancellationToken) -> axum::routing::MethodRouter {
-    let door = mcp::transport::Door::start(app.clone(), shutdown);
+fn mcp_route(door: Arc<mcp::transport::Door>) -> axum::routing::MethodRouter {
     axum::routing::any(move |req: axum::extract::Request| {
         let door = door.clone();
         async move { door.serve(req).await }
@@ -494,7 +502,7 @@ async fn load_enrolments(
 
 /// Forgets per-lease bookkeeping of leases that can no longer authenticate (MCP session
 /// bindings and concurrency slots), so long-running roots do not grow without bound.
-async fn janitor(app: Arc<App>, stop: CancellationToken) {
+async fn janitor(app: Arc<App>, door: Arc<mcp::transport::Door>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(30));
     loop {
         tokio::select! {
@@ -519,13 +527,7 @@ async fn janitor(app: Arc<App>, stop: CancellationToken) {
         if dead.is_empty() {
             continue;
         }
-        app.mcp.peers.retain(|sid, _| {
-            app.mcp
-                .sessions
-                .get(sid)
-                .is_some_and(|l| !dead.contains(l.value()))
-        });
-        app.mcp.sessions.retain(|_, lease| !dead.contains(lease));
+        door.forget_leases(&dead);
         for id in &dead {
             app.limits.forget_prefix(&format!("lease:{id}"));
         }

@@ -679,7 +679,7 @@ async fn an_mcp_session_unknown_on_a_replica_is_404_and_the_client_reinitializes
         .unwrap();
     let tools = client.list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "sdk.get_metadata"));
-    let sessions_on_b = b.handle().app.mcp.sessions.len();
+    let sessions_on_b = b.handle().mcp_sessions();
     upstream.send(b.handle().addr).unwrap();
     let res = client
         .call_tool(CallToolRequestParams::new("sdk.get_metadata"))
@@ -687,7 +687,7 @@ async fn an_mcp_session_unknown_on_a_replica_is_404_and_the_client_reinitializes
         .unwrap();
     assert_ne!(res.is_error, Some(true), "{res:?}");
     assert_eq!(
-        b.handle().app.mcp.sessions.len(),
+        b.handle().mcp_sessions(),
         sessions_on_b + 1,
         "the client opened a session on B"
     );

@@ -11,6 +11,7 @@
 pub mod build;
 pub mod cache;
 pub mod clock;
+pub mod publish;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};

@@ -135,9 +135,22 @@ pub struct Hubs {
     pub timeline: timeline::Timeline,
     /// The shapes hubs' evidence records are checked against (one set per root).
     pub evidence: Arc<evidence::Shapes>,
+    /// Targets whose published surface (tools a lease may see) just changed: a skill
+    /// switched, a hub published, connected or left, here or on another replica. The MCP
+    /// door subscribes and tells its sessions on those targets.
+    pub surface: tokio::sync::broadcast::Sender<String>,
 }
 
+/// Surface changes a slow subscriber may fall behind by before it is told it lagged (and
+/// then announces a change to every session).
+pub const SURFACE_BACKLOG: usize = 1024;
+
 impl Hubs {
+    /// Announces that `target_id`'s surface changed (no one listening is fine).
+    pub fn surface_changed(&self, target_id: &str) {
+        let _ = self.surface.send(target_id.to_string());
+    }
+
     /// Whether `target_id`'s hub is connected to this replica.
     pub fn connected(&self, target_id: &str) -> bool {
         self.links.contains_key(target_id)

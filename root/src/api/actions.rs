@@ -23,7 +23,8 @@ use mcp_shared::error::ToolError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::api::{ApiError, LeaseAuth, status_of};
+use crate::api::error::{ApiError, status_of};
+use crate::api::principal::LeaseAuth;
 use crate::app::App;
 use crate::call;
 use crate::call::writes::Preview;

@@ -19,7 +19,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::api::bodies::{ApprovalList, ApprovalView, Audited, Decided, DecisionRequest};
-use crate::api::{ApiError, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
 use crate::app::App;
 use crate::store::{ApprovalRow, ApprovalStatus};
 

@@ -2,7 +2,8 @@
 //! naming the operator, whatever its outcome; the REST handlers answer only after it is
 //! committed.
 
-use crate::api::{ApiError, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
 use crate::app::App;
 use crate::audit::Recorded;
 

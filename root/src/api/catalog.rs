@@ -9,7 +9,7 @@ pub(super) async fn foundation(
     auth: Auth,
 ) -> Result<Json<Value>, ApiError> {
     let profiles = app.catalog.profiles.clone();
-    let zone_view = crate::replica::view_for(&app, &auth).await?;
+    let zone_view = crate::api::replicas::view_for(&app, &auth).await?;
     let mut planes: Vec<&str> = profiles.profiles.iter().map(|p| p.plane.as_str()).collect();
     planes.sort();
     planes.dedup();

@@ -40,7 +40,7 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::Sha256;
 
-use crate::api::ApiError;
+use crate::api::error::ApiError;
 use crate::app::App;
 
 /// The console's files: HTML, CSS and JavaScript modules, no build step.
@@ -369,8 +369,8 @@ pub async fn cookie_operator(
 
 /// The console's API routes (its files apart): a login and a logout are operator actions,
 /// each one audit event (a refused login is not: it has no operator to name).
-pub fn endpoints() -> Vec<crate::api::Endpoint> {
-    use crate::api::{Access, Endpoint};
+pub fn endpoints() -> Vec<crate::api::endpoint::Endpoint> {
+    use crate::api::endpoint::{Access, Endpoint};
     vec![
         Endpoint {
             method: "POST",
@@ -590,7 +590,7 @@ async fn console_event(
     let (session_id, expires_ms) = (&session.id, session.expires_ms);
     crate::api::audited::record_admin(
         app,
-        &crate::api::Operator(session.operator.clone()),
+        &crate::api::principal::Operator(session.operator.clone()),
         crate::api::audited::AdminAction {
             tool_id: format!("admin.console.{verb}"),
             target_id: None,

@@ -1,6 +1,6 @@
-//! Publishing a descriptor set (`POST /v1/root/mcp/descriptors`): validated as a whole,
-//! stored, served here and then on every live replica before the answer; one audited
-//! operator action.
+//! `POST /v1/root/mcp/descriptors`: an operator publishes a descriptor set (validated as a
+//! whole, stored, served here and then on every live replica before the answer; see
+//! `descriptors::publish`), one audited operator action.
 
 use std::sync::Arc;
 
@@ -11,89 +11,11 @@ use mcp_shared::error::ErrorCode;
 use serde_json::{Value, json};
 
 use crate::api::bodies::{Audited, CatalogSummary, DescriptorList, PublishRequest};
-use crate::api::{ApiError, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
 use crate::app::App;
-use crate::descriptors::{self, DescriptorSet, PublishError};
-
-/// Serves `set` (already validated) from now on; `Ok(false)` when a newer published revision
-/// is served already (and stays).
-pub async fn replace(app: &App, set: Arc<DescriptorSet>) -> Result<bool, String> {
-    ractor::call_t!(
-        app.actors.descriptors.load(),
-        crate::descriptors::cache::Msg::Replace,
-        crate::actors::RPC_TIMEOUT_MS,
-        set
-    )
-    .map_err(|e| format!("descriptor cache unavailable: {e}"))
-}
-
-/// One publish at a time in this process, so the store's newest set is the one the cache
-/// serves.
-static PUBLISH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Validates `items` as a whole set, persists it and swaps it into the descriptor cache. A set
-/// that fails validation changes nothing; a set the cache cannot take is removed from the
-/// store again. With replicas, publishes of the whole zone run one at a time under the
-/// store's publish lock (store → serve → every live replica serves it), so two publishes
-/// through two replicas end with the later revision served everywhere, never a mix.
-pub async fn publish(
-    app: &App,
-    items: Vec<(String, Value)>,
-) -> Result<Arc<DescriptorSet>, PublishError> {
-    let _one = PUBLISH.lock().await;
-    let (descriptors, catalog) = descriptors::validate(
-        items,
-        &app.catalog.contracts,
-        &app.config.skill_catalog.scheme,
-    )?;
-    let body =
-        serde_json::to_string(&descriptors).map_err(|e| PublishError::Cache(e.to_string()))?;
-    let hash = descriptors::set_hash(&descriptors);
-    let zone_lock = match &app.zone {
-        Some(_) => Some(app.store.lock_descriptor_publish().await?),
-        None => None,
-    };
-    let now = mcp_shared::time::now();
-    let revision = app
-        .store
-        .put_descriptor_set(&hash, mcp_shared::time::unix_ms(now), &body)
-        .await?;
-    let set = Arc::new(descriptors::assemble(
-        descriptors,
-        catalog,
-        descriptors::SetSource::Published,
-        Some(revision),
-        Some(mcp_shared::time::format(now)),
-    ));
-    match replace(app, set.clone()).await {
-        Ok(true) => {}
-        // Only a newer revision is served instead, which the publish lock rules out.
-        Ok(false) => {
-            tracing::warn!(revision, "a newer descriptor set is already served here");
-        }
-        Err(e) => {
-            if let Err(undo) = app.store.delete_descriptor_set(revision).await {
-                tracing::error!(revision, error = %undo, "could not withdraw a stored descriptor set the cache refused");
-            }
-            return Err(PublishError::Cache(e));
-        }
-    }
-    // Every live replica serves the new set before the publish returns.
-    if let Some(zone) = &app.zone {
-        zone.changed(
-            crate::replica::kind::DESCRIPTORS,
-            &revision.to_string(),
-            true,
-        )
-        .await;
-    }
-    if let Some(lock) = zone_lock
-        && let Err(e) = lock.release().await
-    {
-        tracing::warn!(error = %e, "releasing the descriptor publish lock failed; it ends with its connection");
-    }
-    Ok(set)
-}
+use crate::descriptors::PublishError;
+use crate::descriptors::publish::Publish;
 
 /// `POST /v1/root/mcp/descriptors` (operator): validate a whole set and serve it instead of
 /// the current one; a refused set changes nothing (422 with the first reason).
@@ -129,16 +51,14 @@ pub(super) async fn publish_descriptors(
                 (name, v)
             })
             .collect();
-        let set = crate::api::descriptors::publish(&app, items)
-            .await
-            .map_err(|e| match e {
-                crate::descriptors::PublishError::Invalid(e) => ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    ErrorCode::InvalidArguments,
-                    format!("descriptor set refused, nothing changed: {e}"),
-                ),
-                e => ApiError::internal(e),
-            })?;
+        let set = publish(&app, items).await.map_err(|e| match e {
+            crate::descriptors::PublishError::Invalid(e) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidArguments,
+                format!("descriptor set refused, nothing changed: {e}"),
+            ),
+            e => ApiError::internal(e),
+        })?;
         let summary = format!(
             "descriptor set revision {} ({} descriptors, {})",
             set.origin.revision.unwrap_or_default(),
@@ -165,4 +85,32 @@ pub(super) async fn publish_descriptors(
         },
         event_id,
     }))
+}
+
+/// Publishes `items` through this root's publisher; with replicas, every live one serves the
+/// new revision before this returns.
+async fn publish(
+    app: &App,
+    items: Vec<(String, Value)>,
+) -> Result<Arc<crate::descriptors::DescriptorSet>, PublishError> {
+    let cache = app.actors.descriptors.load();
+    let to = Publish {
+        store: &app.store,
+        contracts: &app.catalog.contracts,
+        scheme: &app.config.skill_catalog.scheme,
+        cache: &cache,
+        zone_wide: app.zone.is_some(),
+    };
+    app.publisher
+        .publish(to, items, |revision| async move {
+            if let Some(zone) = &app.zone {
+                zone.changed(
+                    crate::replica::kind::DESCRIPTORS,
+                    &revision.to_string(),
+                    true,
+                )
+                .await;
+            }
+        })
+        .await
 }

@@ -28,7 +28,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::actors::RPC_TIMEOUT_MS;
-use crate::api::{ApiError, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
 use crate::app::App;
 use crate::call::{self, CallContext};
 use crate::leases::manager::{self as lease_manager, LeaseEntry, NewLease};
@@ -225,7 +226,7 @@ pub async fn operator_read(
         .response
         .error
         .as_ref()
-        .map(|e| crate::api::status_of(e.code))
+        .map(|e| crate::api::error::status_of(e.code))
         .unwrap_or(StatusCode::OK);
     Ok((status, Json(outcome.response)).into_response())
 }

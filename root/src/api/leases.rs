@@ -19,7 +19,8 @@ use crate::api::audited::{Asked, audited};
 use crate::api::bodies::{
     Audited, DelegationView, DescendantView, GrantView, IssuedLeaseBody, LeaseList, NewLeaseRequest,
 };
-use crate::api::{ApiError, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
 use crate::app::App;
 use crate::leases::manager::{
     self as lease_manager, Ended, IssuedLease, LeaseError, NewLease, Revoked, Source,

@@ -12,6 +12,8 @@ pub mod bodies;
 mod catalog;
 pub mod console;
 pub mod descriptors;
+pub mod endpoint;
+pub mod error;
 mod guard;
 mod health;
 pub mod hub_link;
@@ -19,7 +21,9 @@ pub mod inspect;
 pub mod leases;
 pub mod oauth;
 pub mod observe;
-mod principal;
+pub mod operators;
+pub mod principal;
+pub mod replicas;
 mod rest_call;
 pub mod run_profile;
 pub mod skill;
@@ -31,7 +35,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::Router;
 use axum::extract::{FromRequestParts, Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -51,6 +55,8 @@ use crate::store::AuditFilter;
 use audit::{get_audit_event, query_audit, verify_audit};
 use catalog::{foundation, get_contract, get_descriptor, list_contracts, list_descriptors};
 use descriptors::publish_descriptors;
+pub use endpoint::{Access, Endpoint};
+pub use error::{ApiError, status_of};
 use guard::guard_host_origin;
 use health::{metrics, readyz};
 use principal::mcp_auth;
@@ -70,141 +76,6 @@ pub struct Surfaces {
     pub oauth: oauth::Documents,
     /// OAuth registrations per client address.
     pub oauth_registrations: oauth::Registrations,
-}
-
-/// An error answered by a REST endpoint: the status plus a normalized error body.
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    code: ErrorCode,
-    message: String,
-    /// The audit event that records the refused request (an operator action), if any.
-    event_id: Option<String>,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            event_id: None,
-        }
-    }
-
-    /// The refusal as a tool error (for the audit event that records it).
-    pub fn tool_error(&self) -> mcp_shared::ToolError {
-        mcp_shared::ToolError::new(self.code, self.message.clone())
-    }
-
-    /// The refusal, naming the audit event that records it.
-    pub fn with_event(mut self, event_id: String) -> ApiError {
-        self.event_id = Some(event_id);
-        self
-    }
-    pub(crate) fn not_found(what: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, what)
-    }
-    pub(crate) fn bad_request(what: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidArguments, what)
-    }
-    /// A tool error as a REST error (its status from [`status_of`]).
-    pub fn of_tool(e: &mcp_shared::ToolError) -> ApiError {
-        ApiError::new(status_of(e.code), e.code, e.message.clone())
-    }
-    pub(crate) fn internal(e: impl std::fmt::Display) -> ApiError {
-        tracing::error!(error = %e, "internal error on a REST endpoint");
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorCode::Internal,
-            "internal error; see the root's log",
-        )
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = Json(bodies::ErrorAnswer {
-            error: bodies::ErrorDetail {
-                code: self.code,
-                retryable: self.code.retryable(),
-                message: self.message,
-            },
-            event_id: self.event_id,
-        });
-        let mut res = (self.status, body).into_response();
-        if self.code == ErrorCode::AuditUnavailable {
-            res.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        if self.status == StatusCode::UNAUTHORIZED {
-            res.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer error=\"invalid_token\""),
-            );
-        }
-        res
-    }
-}
-
-/// The HTTP status a tool error maps to on REST `/call`.
-pub fn status_of(code: ErrorCode) -> StatusCode {
-    match code {
-        ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
-        ErrorCode::Forbidden
-        | ErrorCode::CapabilityNotGranted
-        | ErrorCode::EnvironmentForbidden => StatusCode::FORBIDDEN,
-        ErrorCode::ForbiddenDestructive | ErrorCode::SkillDisabled => StatusCode::FORBIDDEN,
-        ErrorCode::UnknownTool | ErrorCode::NotFound => StatusCode::NOT_FOUND,
-        ErrorCode::InvalidArguments => StatusCode::BAD_REQUEST,
-        ErrorCode::ConfirmationRequired => StatusCode::PRECONDITION_REQUIRED,
-        ErrorCode::IdempotencyConflict | ErrorCode::Conflict => StatusCode::CONFLICT,
-        ErrorCode::ApprovalPending => StatusCode::ACCEPTED,
-        ErrorCode::Busy => StatusCode::TOO_MANY_REQUESTS,
-        ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
-        ErrorCode::TargetOffline
-        | ErrorCode::DescriptorUnavailable
-        | ErrorCode::AuditUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-        // The target refused what root forwarded, or its adapter broke: a gateway failure.
-        ErrorCode::SignatureInvalid
-        | ErrorCode::DeadlineExpired
-        | ErrorCode::ReplayRejected
-        | ErrorCode::ClockSkew
-        | ErrorCode::AdapterFailed => StatusCode::BAD_GATEWAY,
-        // 499: the client closed the request (nginx's convention; REST clients see it only
-        // in the audit trail, since they cannot cancel).
-        ErrorCode::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
-        ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-/// Who may call a route, and whether a call is an operator action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Anyone (health).
-    Public,
-    /// A lease or an operator; each sees what it may.
-    Any,
-    /// A lease's bearer (tool calls).
-    Lease,
-    /// An operator; reads nothing changes, so no audit event.
-    OperatorRead,
-    /// An operator; every call is one audit event naming the operator, refusals included.
-    OperatorAction,
-    /// A lease (its own) or an operator; every call is one audit event naming the caller.
-    AnyAction,
-    /// A hub's token, checked before the upgrade.
-    Hub,
-    /// Another replica of the zone (its own credential).
-    Replica,
-}
-
-/// A route root serves: method, path (axum's syntax) and who may call it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Endpoint {
-    pub method: &'static str,
-    pub path: &'static str,
-    pub access: Access,
 }
 
 type Route = (Endpoint, axum::routing::MethodRouter<Arc<App>>);
@@ -375,7 +246,7 @@ fn audit_routes() -> Vec<Route> {
 /// Targets, operators, replicas, health and metrics.
 fn fleet_routes() -> Vec<Route> {
     use crate::api::{inspect, targets};
-    use crate::{operators, replica};
+    use crate::replica;
     use Access::*;
     vec![
         r("GET", "/v1/root/hubs", OperatorRead, get(targets::list)),
@@ -428,7 +299,7 @@ fn fleet_routes() -> Vec<Route> {
             OperatorAction,
             post(operators::revoke),
         ),
-        r("GET", "/v1/root/replicas", Any, get(replica::list)),
+        r("GET", "/v1/root/replicas", Any, get(replicas::list)),
         r(
             "POST",
             replica::forward::ROUTE_PATH,

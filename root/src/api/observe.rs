@@ -25,7 +25,8 @@ use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::{ApiError, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
 use crate::app::App;
 use crate::store::{AuditFilter, AuditRow};
 

@@ -140,28 +140,9 @@ pub(super) async fn mcp_auth(
                     .into_response();
             }
         };
-    if let Some(sid) = req
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        && let Some(owner) = app.mcp.sessions.get(sid)
-        && owner.value() != lease.session_id()
-    {
-        return (StatusCode::NOT_FOUND, Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32001, "message": "session not found" } })))
-            .into_response();
-    }
     lease.touch();
-    let lease_id = lease.session_id().to_string();
     req.extensions_mut().insert(Principal::Lease(lease));
-    let res = next.run(req).await;
-    if let Some(sid) = res
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-    {
-        app.mcp.sessions.entry(sid.to_string()).or_insert(lease_id);
-    }
-    res
+    next.run(req).await
 }
 
 // ---- routes ---------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ use mcp_shared::run_profile::{
 use serde_json::{Value, json};
 
 use crate::api::bodies::{Audited, IssuedRunProfile, ProfileVerdict, RunProfileRequest};
-use crate::api::{ApiError, Auth, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::{Auth, Operator};
 use crate::app::{App, Principal};
 use crate::leases::manager::LeaseEntry;
 

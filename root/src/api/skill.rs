@@ -13,7 +13,8 @@ use mcp_shared::time::now;
 use serde_json::{Value, json};
 
 use crate::api::bodies::{Audited, SkillAnswer};
-use crate::api::{ApiError, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
 use crate::app::App;
 use crate::hubs::skill::SKILL;
 
@@ -32,7 +33,7 @@ pub fn reported(app: &Arc<App>, target_id: &str, skills: &[SkillState]) {
     let now_open = e.skill.open();
     drop(e);
     if was_open != now_open {
-        crate::mcp::notify_tools_changed(app, target_id);
+        app.hubs.surface_changed(target_id);
     }
     let Some(old) = previous else { return };
     let mut changes = Vec::new();
@@ -338,7 +339,7 @@ async fn set(
         e.skill.desired = desired;
     }
     drop(one_writer);
-    crate::mcp::notify_tools_changed(app, target_id);
+    app.hubs.surface_changed(target_id);
     // Every live replica refuses (or allows) from here on.
     crate::replica::target_changed(app, target_id, true).await;
     tracing::info!(%target_id, command = command.as_str(), operator = %op.actor_id(), "skill desired state changed");

@@ -20,7 +20,8 @@ use crate::api::audited::{Asked, audited};
 use crate::api::bodies::{
     Audited, EnrollRequest, Enrolled, KeyRotated, RotateKeyRequest, TargetList, TargetView,
 };
-use crate::api::{ApiError, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
 use crate::app::App;
 use crate::hubs::router;
 use crate::hubs::{Enrolment, HUB_TOKEN_PREFIX, PreviousHubKey};

@@ -35,7 +35,7 @@ use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 
-use crate::api::ApiError;
+use crate::api::error::ApiError;
 use crate::app::App;
 use mcp_shared::error::ErrorCode;
 

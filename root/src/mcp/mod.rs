@@ -13,6 +13,7 @@
 //! `<scheme>://platform/skills/<name>`); every descriptor answer carries its freshness
 //! (`fresh`, `stale`, `expired`) in the text and in `_meta`. `resources/list` paginates.
 
+pub(crate) mod bindings;
 pub mod confirm;
 pub mod front;
 pub mod tasks;
@@ -45,17 +46,6 @@ use crate::call::{self, CallContext, elicitation};
 use crate::catalog::ContractEntry;
 use crate::leases::manager::LeaseEntry;
 
-/// What the MCP front door keeps per MCP session.
-#[derive(Default)]
-pub struct Bindings {
-    /// MCP session id → the lease session that opened it (a session cannot be continued
-    /// with another lease's bearer).
-    pub sessions: dashmap::DashMap<String, String>,
-    /// MCP session id → (the lease's target, the client peer), for
-    /// `notifications/tools/list_changed` when that target's surface changes.
-    pub peers: dashmap::DashMap<String, (String, rmcp::Peer<rmcp::RoleServer>)>,
-}
-
 /// Tools per `tools/list` page.
 pub const PAGE_SIZE: usize = 50;
 
@@ -77,11 +67,13 @@ pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
 #[derive(Clone)]
 pub struct RootMcp {
     app: Arc<App>,
+    /// The door's sessions: which lease opened each, and their peers.
+    pub(crate) bindings: Arc<bindings::Bindings>,
 }
 
 impl RootMcp {
-    pub fn new(app: Arc<App>) -> RootMcp {
-        RootMcp { app }
+    pub(crate) fn new(app: Arc<App>, bindings: Arc<bindings::Bindings>) -> RootMcp {
+        RootMcp { app, bindings }
     }
 }
 
@@ -186,7 +178,7 @@ impl ServerHandler for RootMcp {
         let lease = lease_of(&ctx)?;
         if let Some(sid) = header(&ctx, "mcp-session-id") {
             // Remember the peer so a change of this target's surface can be announced.
-            self.app.mcp.peers.insert(
+            self.bindings.peers.insert(
                 sid.to_string(),
                 (lease.lease().target_id.clone(), ctx.peer.clone()),
             );
@@ -764,30 +756,6 @@ fn success_result(value: Value, text: String) -> CallToolResult {
     let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
     res.structured_content = Some(value);
     res
-}
-
-/// Sends `notifications/tools/list_changed` to every MCP session whose lease is bound to
-/// `target_id`; sessions that are gone are forgotten.
-pub fn notify_tools_changed(app: &App, target_id: &str) {
-    let peers: Vec<(String, rmcp::Peer<RoleServer>)> = app
-        .mcp
-        .peers
-        .iter()
-        .filter(|e| e.value().0 == target_id)
-        .map(|e| (e.key().clone(), e.value().1.clone()))
-        .collect();
-    for (sid, peer) in peers {
-        let gone = peer.is_transport_closed();
-        if gone {
-            app.mcp.peers.remove(&sid);
-            continue;
-        }
-        tokio::spawn(async move {
-            if let Err(e) = peer.notify_tool_list_changed().await {
-                tracing::debug!(session = %sid, error = %e, "could not announce a tool list change");
-            }
-        });
-    }
 }
 
 /// A skill's catalog metadata as an MCP `_meta` object (under `skill_catalog::META_KEY`).

@@ -1,7 +1,16 @@
 //! Applying the zone's change feed on this replica: catch up, reload what a change names
 //! (leases, targets, descriptors, hub owners, revocations) and acknowledge it.
 
-use super::*;
+use super::zone::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::app::App;
+use crate::leases::manager::LeaseEntry;
+use crate::store::{self, ChangeRow};
+use mcp_shared::target::TargetStatus;
 
 impl Zone {
     /// Applies every change after the last one applied here, in order.
@@ -77,7 +86,7 @@ impl Zone {
             kind::TARGET => self.refresh_target(app, &c.item).await?,
             kind::DESCRIPTORS => self.refresh_descriptors(app).await?,
             kind::CONSOLE => app.api.console.forget(&c.item),
-            kind::OPERATOR => crate::operators::reload(app).await?,
+            kind::OPERATOR => app.operators.reload(&app.store).await?,
             kind::TASK => {
                 crate::call::tasks::stop_local(app, &c.item);
             }
@@ -92,7 +101,7 @@ impl Zone {
         self.refresh_targets(app, None).await?;
         self.refresh_descriptors(app).await?;
         self.reload_revocations(app).await?;
-        crate::operators::reload(app).await?;
+        app.operators.reload(&app.store).await?;
         app.api.console.recheck_all(app).await
     }
 
@@ -180,7 +189,7 @@ impl Zone {
             let gate_open = enrolment.skill.open();
             app.hubs.enrolments.insert(target_id.clone(), enrolment);
             if gate_was_open != Some(gate_open) {
-                crate::mcp::notify_tools_changed(app, &target_id);
+                app.hubs.surface_changed(&target_id);
             }
             if app.hubs.connected(&target_id) {
                 // This replica holds the hub: its live view is the authority.
@@ -202,7 +211,7 @@ impl Zone {
                 .is_none_or(|old| *old != descriptor);
             app.hubs.targets.insert(target_id.clone(), descriptor);
             if changed {
-                crate::mcp::notify_tools_changed(app, &target_id);
+                app.hubs.surface_changed(&target_id);
             }
         }
         Ok(())
@@ -225,7 +234,12 @@ impl Zone {
         .await?
         {
             let revision = set.origin.revision;
-            match crate::api::descriptors::replace(app, Arc::new(set)).await {
+            match crate::descriptors::publish::replace(
+                &app.actors.descriptors.load(),
+                Arc::new(set),
+            )
+            .await
+            {
                 Ok(true) => tracing::info!(
                     ?revision,
                     "serving the descriptor set another replica published"

@@ -1,7 +1,17 @@
 //! The loops that keep this replica in the zone: its heartbeat, the change feed's
 //! `LISTEN`, and the polling fallback when notifications are lost.
 
-use super::*;
+use super::zone::*;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::postgres::PgListener;
+
+use crate::app::App;
+use crate::store::ReplicaRow;
 
 pub(super) async fn heartbeat(zone: Arc<Zone>, app: Arc<App>) {
     let mut tick = tokio::time::interval(HEARTBEAT);
@@ -141,7 +151,7 @@ pub(super) async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
         if let Err(e) = zone.reload_revocations(&app).await {
             tracing::warn!(error = %e, "cannot re-read revoked leases");
         }
-        if let Err(e) = crate::operators::reload(&app).await {
+        if let Err(e) = app.operators.reload(&app.store).await {
             tracing::warn!(error = %e, "cannot re-read the operators");
         }
         if let Err(e) = zone.reconcile_owners(&app).await {
@@ -162,5 +172,79 @@ pub(super) async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
         if let Err(e) = app.api.console.recheck_all(&app).await {
             tracing::warn!(error = %e, "cannot re-read console sessions");
         }
+    }
+}
+
+impl Zone {
+    /// Registers this replica once its listener is bound, and starts the heartbeat, the
+    /// notification listener and the fallback reload. Refuses to start next to a live replica
+    /// of another zone or one using the same replica id.
+    pub async fn start(
+        self: &Arc<Self>,
+        app: Arc<App>,
+        bound: SocketAddr,
+        scheme: &str,
+    ) -> anyhow::Result<()> {
+        let advertise = match &app.config.replica.advertise_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None if bound.ip().is_unspecified() => anyhow::bail!(
+                "root listens on {bound}, which other replicas cannot dial: set \
+                 replica.advertise_url to this replica's internal address"
+            ),
+            None => format!("{scheme}://{bound}"),
+        };
+        let _ = self.advertise_url.set(advertise.clone());
+        let rows = self
+            .store
+            .list_replicas(FORGET_MS)
+            .await
+            .context("reading the replica registry")?;
+        if let Some(other) = rows
+            .iter()
+            .find(|r| r.heartbeat_age_ms <= EXPIRY_MS && r.zone != self.zone)
+        {
+            anyhow::bail!(
+                "this database already serves zone `{}` (replica `{}`); one database (schema) \
+                 holds one zone, so this replica of zone `{}` cannot join it",
+                other.zone,
+                other.replica_id,
+                self.zone
+            );
+        }
+        let row = ReplicaRow {
+            replica_id: self.replica_id.clone(),
+            zone: self.zone.clone(),
+            advertise_url: advertise.clone(),
+            instance_id: self.instance_id.clone(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            started_at_ms: 0,
+            heartbeat_at_ms: 0,
+            heartbeat_age_ms: 0,
+            applied_change: self.applied.load(Ordering::Acquire),
+        };
+        // A row still fresh from this replica's previous process (killed a moment ago)
+        // expires within EXPIRY_MS; one that keeps heartbeating is another live process.
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(EXPIRY_MS as u64 + 1_000);
+        while !self
+            .store
+            .register_replica(&row, EXPIRY_MS)
+            .await
+            .context("registering the replica")?
+        {
+            if tokio::time::Instant::now() >= deadline {
+                anyhow::bail!(
+                    "replica id `{}` belongs to a live replica (another process): give each \
+                     replica its own replica.id (or data_dir)",
+                    self.replica_id
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        tracing::info!(replica_id = %self.replica_id, advertise_url = %advertise, zone = %self.zone, "replica registered");
+        tokio::spawn(heartbeat(self.clone(), app.clone()));
+        tokio::spawn(listen(self.clone(), app.clone()));
+        tokio::spawn(fallback(self.clone(), app));
+        Ok(())
     }
 }

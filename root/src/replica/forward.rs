@@ -31,7 +31,7 @@ use super::{Owner, Zone, credential};
 /// The W3C trace-context header a forward carries.
 const TRACEPARENT: &str = "traceparent";
 use crate::actors::RPC_TIMEOUT_MS;
-use crate::api::ApiError;
+use crate::api::error::ApiError;
 use crate::app::App;
 use crate::hubs::router;
 

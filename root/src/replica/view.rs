@@ -1,7 +1,10 @@
 //! The zone as operators and callers see it: replicas, their health and the hubs each holds.
 
-use super::*;
+use super::zone::*;
 use crate::api::bodies::{Health, ReplicaView, ZoneView};
+use crate::api::error::ApiError;
+use crate::app::App;
+use crate::store;
 
 impl Zone {
     /// The zone view: every registered replica with its health and the hubs it holds.
@@ -74,14 +77,4 @@ pub async fn zone_view(app: &App, operator: bool) -> Result<ZoneView, ApiError> 
         Some(z) => z.view(operator).await.map_err(ApiError::internal),
         None => Ok(single_view(app)),
     }
-}
-
-/// `GET /v1/root/replicas` (operator): the replicas of the zone, their hubs and health.
-pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<ZoneView>, ApiError> {
-    zone_view(&app, true).await.map(Json)
-}
-
-/// The zone view for a principal (advertised addresses only for the operator).
-pub async fn view_for(app: &App, auth: &Auth) -> Result<ZoneView, ApiError> {
-    zone_view(app, matches!(auth.0, Principal::Operator(_))).await
 }

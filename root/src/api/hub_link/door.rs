@@ -16,7 +16,7 @@ use dashmap::DashMap;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::time::{now, unix_ms};
 
-use crate::api::ApiError;
+use crate::api::error::ApiError;
 use crate::app::App;
 use crate::hubs::Enrolment;
 

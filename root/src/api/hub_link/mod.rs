@@ -23,7 +23,7 @@ use mcp_shared::time::{now, unix_ms};
 use ractor::Actor;
 use tokio::sync::mpsc;
 
-use crate::api::ApiError;
+use crate::api::error::ApiError;
 use crate::app::App;
 use crate::hubs::link::{self, Link};
 use crate::hubs::timeline::LifecycleKind;
@@ -192,7 +192,7 @@ fn surface_detail(d: &ManagedTargetDescriptor) -> String {
 fn publish(app: &App, descriptor: ManagedTargetDescriptor) {
     let target_id = descriptor.target_id.clone();
     app.hubs.targets.insert(target_id.clone(), descriptor);
-    crate::mcp::notify_tools_changed(app, &target_id);
+    app.hubs.surface_changed(&target_id);
 }
 
 /// Whether hub client certificates must name their target (`[tls]
@@ -271,7 +271,7 @@ async fn serve(
         {
             d.status = TargetStatus::Offline;
         }
-        crate::mcp::notify_tools_changed(&app, &target_id);
+        app.hubs.surface_changed(&target_id);
     }
     let _ = app
         .store

@@ -9,7 +9,8 @@
 use super::register::{Client, client};
 use super::*;
 use crate::api::audited::{Asked, audited};
-use crate::api::{ApiError, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
 use axum::extract::RawQuery;
 use axum::extract::rejection::JsonRejection;
 use mcp_shared::time::{now, unix_ms};

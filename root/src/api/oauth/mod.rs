@@ -39,7 +39,7 @@ use axum::routing::{get, post};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::api::{Access, Endpoint};
+use crate::api::endpoint::{Access, Endpoint};
 use crate::app::App;
 
 /// The protected-resource metadata path (RFC 9728), and its form for `/mcp`.

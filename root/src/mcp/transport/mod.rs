@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 use self::checks::Refusal;
 use self::wire::{Answer, Inlet};
 use crate::app::{App, Principal};
+use crate::mcp::bindings::Bindings;
 use crate::mcp::front::{self, FrontError};
 use crate::mcp::{RootMcp, tasks};
 
@@ -88,7 +89,13 @@ enum Lifecycle {
 impl Door {
     /// The door, with its stateless service running until `shutdown`.
     pub fn start(app: Arc<App>, shutdown: &CancellationToken) -> Arc<Door> {
-        let handler = RootMcp::new(app.clone());
+        let bindings = Arc::new(Bindings::default());
+        tokio::spawn(
+            bindings
+                .clone()
+                .announce_changes(app.hubs.surface.subscribe(), shutdown.child_token()),
+        );
+        let handler = RootMcp::new(app.clone(), bindings);
         let (stateless, outlet) = wire::wire(None);
         let peer =
             InitializeRequestParams::new(ClientCapabilities::default(), Implementation::default())
@@ -112,15 +119,40 @@ impl Door {
         })
     }
 
-    /// Answers one request to `/mcp`.
+    /// Answers one request to `/mcp`. A session is continued only with the bearer of the
+    /// lease that opened it.
     pub async fn serve(self: &Arc<Self>, req: Request) -> Response {
+        let bindings = &self.handler.bindings;
+        let lease = match req.extensions().get::<Principal>() {
+            Some(Principal::Lease(l)) => Some(l.session_id().to_string()),
+            _ => None,
+        };
+        if let (Some(lease), Some(sid)) = (&lease, session_id(req.headers()))
+            && !bindings.continues(sid, lease)
+        {
+            return session_not_found();
+        }
         let result = match *req.method() {
             Method::POST => self.post(req).await,
             Method::GET => self.get(req),
             Method::DELETE => self.delete(req),
             _ => Ok(method_not_allowed()),
         };
-        result.unwrap_or_else(refused)
+        let res = result.unwrap_or_else(refused);
+        if let (Some(lease), Some(sid)) = (&lease, session_id(res.headers())) {
+            bindings.bind(sid, lease);
+        }
+        res
+    }
+
+    /// How many sessions are bound to the lease that opened them.
+    pub fn bound_sessions(&self) -> usize {
+        self.handler.bindings.sessions.len()
+    }
+
+    /// Forgets the sessions of leases that can no longer authenticate.
+    pub fn forget_leases(&self, dead: &[String]) {
+        self.handler.bindings.forget_leases(dead);
     }
 
     async fn post(self: &Arc<Self>, req: Request) -> Result<Response, Refusal> {
@@ -603,4 +635,16 @@ fn method_not_allowed() -> Response {
 
 fn refused(r: Refusal) -> Response {
     (r.status, axum::Json(r.body())).into_response()
+}
+
+/// A session continued with another lease's bearer: as if it did not exist.
+fn session_not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(serde_json::json!({
+            "jsonrpc": "2.0", "id": null,
+            "error": { "code": -32001, "message": "session not found" }
+        })),
+    )
+        .into_response()
 }

@@ -1,20 +1,11 @@
-//! Operators: who acts on root's operator endpoints (the REST family's admin side, the
-//! `mcp-root admin` CLI, the console). Each has a credential of their own
-//! (`mcp-root admin operator add NAME` shows it once; root keeps its SHA-256), and every
-//! operator action is one audit event naming the operator (`operator:<name>`), so "who
-//! issued this bearer?" has an answer.
-//!
-//! The bootstrap credential, `<data_dir>/admin.token`, is operator [`ADMIN`]; it cannot be
-//! revoked through the API (replace the file). Names are never reused, so an actor in the
-//! trail always means one operator. A revoked operator's credential and console sessions
-//! stop working at once, on every replica (the change feed, kind `operator`).
+//! The operator endpoints (`/v1/root/operators`): add, list and revoke named operators, each
+//! one audited operator action. Who operators are is `operators` (the registry below).
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use dashmap::DashMap;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde_json::json;
@@ -24,96 +15,11 @@ use crate::api::bodies::{
     Audited, EndedWithOperator, NewOperator, NewOperatorRequest, OperatorList, OperatorStatus,
     OperatorView, RevokeOperatorRequest, RevokedOperator,
 };
-use crate::api::{ApiError, Operator};
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
 use crate::app::App;
+use crate::operators::{ADMIN, OPERATOR_TOKEN_PREFIX, OperatorId, valid_name};
 use crate::store::OperatorRow;
-
-/// The operator the bootstrap admin token (`<data_dir>/admin.token`) stands for.
-pub const ADMIN: &str = "admin";
-/// Prefix of named operators' credentials (the redactor knows it).
-pub const OPERATOR_TOKEN_PREFIX: &str = "mcpo_";
-
-/// An authenticated operator.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OperatorId {
-    name: Arc<str>,
-}
-
-impl OperatorId {
-    /// The operator of the bootstrap admin token.
-    pub fn admin() -> OperatorId {
-        OperatorId::named(ADMIN)
-    }
-
-    pub fn named(name: &str) -> OperatorId {
-        OperatorId { name: name.into() }
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The actor id events and records name: `operator:<name>`.
-    pub fn actor_id(&self) -> String {
-        format!("operator:{}", self.name)
-    }
-}
-
-/// The active named operators by credential hash (the bootstrap `admin` is checked apart).
-#[derive(Default)]
-pub struct Registry {
-    by_hash: DashMap<String, OperatorId>,
-}
-
-impl Registry {
-    /// The active operator a credential belongs to.
-    pub fn authenticate(&self, token: &str) -> Option<OperatorId> {
-        if !token.starts_with(OPERATOR_TOKEN_PREFIX) {
-            return None;
-        }
-        self.by_hash
-            .get(&crate::auth::token_hash(token))
-            .map(|o| o.clone())
-    }
-
-    /// Whether `name` is an operator who may act now (the bootstrap `admin`, or a named
-    /// operator not revoked).
-    pub fn is_active(&self, name: &str) -> bool {
-        name == ADMIN || self.by_hash.iter().any(|o| o.value().name() == name)
-    }
-
-    /// Replaces the registry with the active operators of `rows`.
-    pub fn load(&self, rows: &[OperatorRow]) {
-        self.by_hash.retain(|hash, _| {
-            rows.iter()
-                .any(|r| r.revoked_at_ms.is_none() && &r.token_hash == hash)
-        });
-        for r in rows.iter().filter(|r| r.revoked_at_ms.is_none()) {
-            self.by_hash
-                .entry(r.token_hash.clone())
-                .or_insert_with(|| OperatorId::named(&r.name));
-        }
-    }
-}
-
-/// Reads the operators from the store (at start, on a change of the feed, and on every
-/// fallback tick with replicas).
-pub async fn reload(app: &App) -> Result<(), crate::store::Error> {
-    let rows = app.store.load_operators().await?;
-    app.operators.load(&rows);
-    Ok(())
-}
-
-/// Whether `name` may name an operator: 1 to 64 of `[a-z0-9._-]`, starting with a letter or
-/// digit.
-fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && name.len() <= 64
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
-}
 
 /// `POST /v1/root/operators` `{"name": …}`: a new operator and their credential, shown once
 /// in this answer (never in the trail). Audited as `admin.operator.add`.
@@ -339,54 +245,13 @@ fn conflict(message: String) -> ApiError {
 
 /// The operators changed: reloaded here, and on every live replica before this returns.
 async fn changed(app: &App, name: &str) -> Result<(), ApiError> {
-    reload(app).await.map_err(ApiError::internal)?;
+    app.operators
+        .reload(&app.store)
+        .await
+        .map_err(ApiError::internal)?;
     if let Some(zone) = &app.zone {
         zone.changed(crate::replica::kind::OPERATOR, name, true)
             .await;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_short_lowercase_words() {
-        for ok in ["ann", "ops-bot.2", "9lives", "a_b"] {
-            assert!(valid_name(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "Ann",
-            "-x",
-            ".x",
-            "a b",
-            "a/b",
-            &"x".repeat(65),
-            "ann:1",
-        ] {
-            assert!(!valid_name(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn the_registry_knows_active_operators_only() {
-        let token = crate::auth::new_token(OPERATOR_TOKEN_PREFIX);
-        let row = |revoked: bool| OperatorRow {
-            name: "ann".into(),
-            token_hash: crate::auth::token_hash(&token),
-            created_at_ms: 1,
-            created_by: "operator:admin".into(),
-            revoked_at_ms: revoked.then_some(2),
-            revoked_by: None,
-        };
-        let r = Registry::default();
-        r.load(&[row(false)]);
-        assert_eq!(r.authenticate(&token), Some(OperatorId::named("ann")));
-        assert_eq!(r.authenticate("mcpo_other"), None);
-        assert_eq!(r.authenticate("mcpl_not_an_operator"), None);
-        r.load(&[row(true)]);
-        assert_eq!(r.authenticate(&token), None);
-    }
 }

@@ -1,0 +1,115 @@
+//! `ApiError`: what a REST endpoint answers when it refuses or fails (status, normalized
+//! error body, the audit event that records it), and the status each error code maps to.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mcp_shared::error::ErrorCode;
+
+use crate::api::bodies;
+
+/// An error answered by a REST endpoint: the status plus a normalized error body.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: ErrorCode,
+    message: String,
+    /// The audit event that records the refused request (an operator action), if any.
+    event_id: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            event_id: None,
+        }
+    }
+
+    /// The refusal as a tool error (for the audit event that records it).
+    pub fn tool_error(&self) -> mcp_shared::ToolError {
+        mcp_shared::ToolError::new(self.code, self.message.clone())
+    }
+
+    /// The refusal, naming the audit event that records it.
+    pub fn with_event(mut self, event_id: String) -> ApiError {
+        self.event_id = Some(event_id);
+        self
+    }
+    pub(crate) fn not_found(what: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, what)
+    }
+    pub(crate) fn bad_request(what: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidArguments, what)
+    }
+    /// A tool error as a REST error (its status from [`status_of`]).
+    pub fn of_tool(e: &mcp_shared::ToolError) -> ApiError {
+        ApiError::new(status_of(e.code), e.code, e.message.clone())
+    }
+    pub(crate) fn internal(e: impl std::fmt::Display) -> ApiError {
+        tracing::error!(error = %e, "internal error on a REST endpoint");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            "internal error; see the root's log",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(bodies::ErrorAnswer {
+            error: bodies::ErrorDetail {
+                code: self.code,
+                retryable: self.code.retryable(),
+                message: self.message,
+            },
+            event_id: self.event_id,
+        });
+        let mut res = (self.status, body).into_response();
+        if self.code == ErrorCode::AuditUnavailable {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer error=\"invalid_token\""),
+            );
+        }
+        res
+    }
+}
+
+/// The HTTP status a tool error maps to on REST `/call`.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorCode::Forbidden
+        | ErrorCode::CapabilityNotGranted
+        | ErrorCode::EnvironmentForbidden => StatusCode::FORBIDDEN,
+        ErrorCode::ForbiddenDestructive | ErrorCode::SkillDisabled => StatusCode::FORBIDDEN,
+        ErrorCode::UnknownTool | ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::InvalidArguments => StatusCode::BAD_REQUEST,
+        ErrorCode::ConfirmationRequired => StatusCode::PRECONDITION_REQUIRED,
+        ErrorCode::IdempotencyConflict | ErrorCode::Conflict => StatusCode::CONFLICT,
+        ErrorCode::ApprovalPending => StatusCode::ACCEPTED,
+        ErrorCode::Busy => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorCode::TargetOffline
+        | ErrorCode::DescriptorUnavailable
+        | ErrorCode::AuditUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        // The target refused what root forwarded, or its adapter broke: a gateway failure.
+        ErrorCode::SignatureInvalid
+        | ErrorCode::DeadlineExpired
+        | ErrorCode::ReplayRejected
+        | ErrorCode::ClockSkew
+        | ErrorCode::AdapterFailed => StatusCode::BAD_GATEWAY,
+        // 499: the client closed the request (nginx's convention; REST clients see it only
+        // in the audit trail, since they cannot cancel).
+        ErrorCode::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+        ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
