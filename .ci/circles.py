@@ -50,7 +50,12 @@ def paths_in(src, children):
     groups expanded."""
     out = []
     heads = '|'.join(['crate', 'super', 'self'] + sorted(children))
-    for m in re.finditer(r'(?<![\w:])(' + heads + r')((?:::\w+)+)(::\{)?', src):
+    for m in re.finditer(r'(?<![\w:])(' + heads + r')((?:::\w+)*)(::\{|::\*)?', src):
+        if not m.group(2) and m.group(3) != '::*':
+            continue  # a bare `crate`, `super` (`pub(super)`) or child name is not a path
+        if m.group(3) == '::*':
+            out.append([m.group(1)] + [p for p in m.group(2).split('::') if p])
+            continue
         head = [m.group(1)] + [p for p in m.group(2).split('::') if p]
         if m.group(3):
             depth, i, start = 1, m.end(), m.end()
@@ -59,9 +64,10 @@ def paths_in(src, children):
                 i += 1
             for item in re.split(r',', re.sub(r'\{[^{}]*\}', '', src[start:i - 1])):
                 item = item.strip().split(' as ')[0].strip()
-                if item and item != 'self':
+                if item == 'self':
+                    out.append(head)
+                elif item:
                     out.append(head + [p for p in item.split('::') if p])
-            out.append(head)
         else:
             out.append(head)
     return out

@@ -40,9 +40,9 @@ pub struct App {
     /// Encrypts hub signing keys at rest.
     pub master_key: crate::secrets::MasterKey,
     /// The tasks (calls run past their request) this replica runs.
-    pub tasks: crate::call::tasks::Tasks,
-    /// What the REST family and the hub door keep between requests.
-    pub api: crate::api::Surfaces,
+    pub tasks: crate::call::running::Running,
+    /// Operators' console sessions and the reader leases their reads run under.
+    pub logins: crate::logins::Logins,
     pub started_at: time::OffsetDateTime,
     /// Cancelled when the daemon shuts down; long-lived connections (hubs) end with it.
     pub shutdown: tokio_util::sync::CancellationToken,

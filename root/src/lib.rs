@@ -9,7 +9,7 @@
 //!
 //! This crate is the **upper layer**, the daemon that composes them:
 //! - [`net`]: the listener with its bounds and TLS.
-//! - [`app`]: `App`, one field per concept.
+//! - [`app`]: `App`, one field per concept; [`logins`]: operators' console sessions.
 //! - [`call`]: the one governed call path behind MCP `tools/call` and REST `/call`: writes
 //!   (preview, confirmation, idempotent execute), elicitation, limits, and the executors for
 //!   tools root runs itself.
@@ -32,6 +32,7 @@ pub mod api;
 pub mod app;
 pub mod call;
 pub mod cli;
+pub mod logins;
 pub mod mcp;
 pub mod net;
 pub mod replica;

@@ -386,6 +386,7 @@ async fn compose(
             timeline: Default::default(),
             evidence: evidence_shapes,
             surface: tokio::sync::broadcast::channel(hubs::SURFACE_BACKLOG).0,
+            pushes: Default::default(),
         },
         audit: Arc::new(audit::Trail {
             writer: actors.audit.clone(),
@@ -401,7 +402,7 @@ async fn compose(
         operators: Default::default(),
         master_key,
         tasks: Default::default(),
-        api: Default::default(),
+        logins: Default::default(),
         started_at: mcp_shared::time::now(),
         shutdown: CancellationToken::new(),
         zone,

@@ -1,7 +1,19 @@
 //! What a caller may know: the foundation, contracts and descriptors, each filtered by what
 //! the caller's lease may call (the operator reads all).
 
-use super::*;
+use crate::api::error::ApiError;
+use crate::api::principal::Auth;
+use crate::app::App;
+use crate::app::Principal;
+use axum::Json;
+use axum::extract::Path;
+use axum::extract::State;
+use axum::http::StatusCode;
+use mcp_shared::error::ErrorCode;
+use serde_json::Value;
+use serde_json::json;
+use std::sync::Arc;
+
 use crate::api::bodies::{DescriptorList, DescriptorSummary};
 
 pub(super) async fn foundation(

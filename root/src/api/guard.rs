@@ -2,7 +2,17 @@
 //! the one rule root has for both, `/mcp` included (its transport, `mcp::transport`, checks
 //! no host of its own).
 
-use super::*;
+use crate::app::App;
+use axum::Json;
+use axum::extract::Request;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use serde_json::json;
+use std::sync::Arc;
 
 /// The one Host rule, for every surface (`/mcp`, the REST family, the console, the hub
 /// door): `host` names an entry of `allowed`, compared case-insensitively with IPv6 brackets

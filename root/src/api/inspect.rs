@@ -77,8 +77,7 @@ async fn reader_lease(
     let key = (target_id.to_string(), profile_name.to_string());
     let usable = || {
         let renew_at = now() + READER_RENEW;
-        app.api
-            .console
+        app.logins
             .readers
             .get(&key)
             .filter(|l| l.is_usable() && l.lease().deadline_at > renew_at)
@@ -88,7 +87,7 @@ async fn reader_lease(
         return Ok(l);
     }
     // One issuer at a time; a read that waited finds the lease the one before it issued.
-    let _issuing = app.api.console.issuing.lock().await;
+    let _issuing = app.logins.issuing.lock().await;
     if let Some(l) = usable() {
         return Ok(l);
     }
@@ -152,7 +151,7 @@ async fn reader_lease(
         .leases
         .authenticate(&issued.token)
         .ok_or_else(|| ApiError::internal("a new reader lease does not authenticate"))?;
-    app.api.console.readers.insert(key, entry.clone());
+    app.logins.readers.insert(key, entry.clone());
     Ok(entry)
 }
 

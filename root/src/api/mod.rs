@@ -34,22 +34,18 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{FromRequestParts, Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use mcp_shared::error::ErrorCode;
-use mcp_shared::event::Surface;
 use ractor::call_t;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use crate::actors::RPC_TIMEOUT_MS;
-use crate::app::{App, Principal};
-use crate::call::{self, CallContext};
+use crate::app::App;
 use crate::hubs::router;
-use crate::leases::manager as lease_manager;
 use crate::store::AuditFilter;
 
 use audit::{get_audit_event, query_audit, verify_audit};
@@ -62,21 +58,6 @@ use health::{metrics, readyz};
 use principal::mcp_auth;
 pub use principal::{Auth, LeaseAuth, Operator};
 use rest_call::rest_call;
-
-/// What the REST family and the hub door keep between requests.
-#[derive(Default)]
-pub struct Surfaces {
-    /// Operator console sessions (cookie logins), in memory.
-    pub console: console::Logins,
-    /// Refused hub upgrades per peer address (`hub_link::door`).
-    pub hub_door: hub_link::door::HubDoor,
-    /// One push of a desired skill state to a hub at a time, per target.
-    pub skill_pushes: skill::PushLocks,
-    /// Client ID metadata documents fetched for OAuth sign-in.
-    pub oauth: oauth::Documents,
-    /// OAuth registrations per client address.
-    pub oauth_registrations: oauth::Registrations,
-}
 
 type Route = (Endpoint, axum::routing::MethodRouter<Arc<App>>);
 
@@ -340,6 +321,9 @@ pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
         .merge(crate::api::console::routes(app.clone()))
         .merge(oauth::routes(app.clone()))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .layer(axum::Extension(
+            Arc::new(hub_link::door::HubDoor::default()),
+        ))
         .layer(middleware::from_fn_with_state(
             app.clone(),
             oauth::challenge_unauthorized,

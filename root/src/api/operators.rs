@@ -173,8 +173,7 @@ pub async fn revoke(
             return Err(ApiError::not_found(format!("no active operator `{name}`")));
         }
         changed(&app, &name).await?;
-        app.api
-            .console
+        app.logins
             .end_operator(&app, &name)
             .await
             .map_err(ApiError::internal)?;

@@ -1,7 +1,24 @@
 //! Who is calling: the bearer resolved to a lease or an operator (never a client header),
 //! as extractors for the handlers and the middleware in front of `/mcp`.
 
-use super::*;
+use axum::response::IntoResponse;
+
+use crate::api::error::ApiError;
+use crate::app::App;
+use crate::app::Principal;
+use crate::leases::manager as lease_manager;
+use axum::extract::FromRequestParts;
+use axum::extract::Request;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::http::StatusCode;
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::Response;
+use mcp_shared::error::ErrorCode;
+use std::sync::Arc;
+
+use axum::extract::FromRef;
 
 pub(super) fn unauthorized(app: &App, why: &str) -> ApiError {
     app.metrics.unauthenticated.inc();
@@ -42,12 +59,16 @@ impl Operator {
 /// Extractor: a lease only.
 pub struct LeaseAuth(pub Arc<lease_manager::LeaseEntry>);
 
-impl FromRequestParts<Arc<App>> for Auth {
+impl<S: Send + Sync> FromRequestParts<S> for Auth
+where
+    Arc<App>: FromRef<S>,
+{
     type Rejection = ApiError;
     async fn from_request_parts(
         parts: &mut http::request::Parts,
-        app: &Arc<App>,
+        state: &S,
     ) -> Result<Self, ApiError> {
+        let app = &Arc::<App>::from_ref(state);
         let principal = match resolve(app, &parts.headers).await {
             Some(p) => Some(p),
             None => crate::api::console::cookie_operator(app, &parts.method, &parts.headers)
@@ -69,12 +90,16 @@ impl FromRequestParts<Arc<App>> for Auth {
     }
 }
 
-impl FromRequestParts<Arc<App>> for Operator {
+impl<S: Send + Sync> FromRequestParts<S> for Operator
+where
+    Arc<App>: FromRef<S>,
+{
     type Rejection = ApiError;
     async fn from_request_parts(
         parts: &mut http::request::Parts,
-        app: &Arc<App>,
+        state: &S,
     ) -> Result<Self, ApiError> {
+        let app = &Arc::<App>::from_ref(state);
         let principal = match resolve(app, &parts.headers).await {
             Some(p) => Some(p),
             // The console's cookie, for a browser without the bearer (console.rs).
@@ -94,12 +119,16 @@ impl FromRequestParts<Arc<App>> for Operator {
     }
 }
 
-impl FromRequestParts<Arc<App>> for LeaseAuth {
+impl<S: Send + Sync> FromRequestParts<S> for LeaseAuth
+where
+    Arc<App>: FromRef<S>,
+{
     type Rejection = ApiError;
     async fn from_request_parts(
         parts: &mut http::request::Parts,
-        app: &Arc<App>,
+        state: &S,
     ) -> Result<Self, ApiError> {
+        let app = &Arc::<App>::from_ref(state);
         match resolve(app, &parts.headers).await {
             Some(Principal::Lease(l)) => {
                 l.touch();

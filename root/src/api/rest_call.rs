@@ -1,6 +1,26 @@
 //! `POST /v1/root/mcp/call`: the governed call over REST.
 
-use super::*;
+use axum::response::IntoResponse;
+
+use crate::api::error::ApiError;
+use crate::api::error::status_of;
+use crate::api::oauth;
+use crate::api::principal::LeaseAuth;
+use crate::app::App;
+use crate::call;
+use crate::call::CallContext;
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::http::StatusCode;
+use axum::http::header;
+use axum::response::Response;
+use mcp_shared::error::ErrorCode;
+use mcp_shared::event::Surface;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::json;
+use std::sync::Arc;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -101,17 +101,6 @@ fn update_event(old: &SkillState, new: &SkillState) -> (&'static str, Value, Str
     )
 }
 
-/// Serializes pushes of the desired state to one target's hub, so the last one sent is the
-/// newest (an operator's command and a reconnect's push never overtake each other).
-#[derive(Default)]
-pub struct PushLocks(dashmap::DashMap<String, Arc<tokio::sync::Mutex<()>>>);
-
-impl PushLocks {
-    fn of(&self, target_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.0.entry(target_id.to_owned()).or_default().clone()
-    }
-}
-
 /// What a push of the desired state came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pushed {
@@ -138,7 +127,7 @@ impl Pushed {
 /// operator's own command (`also`) is sent even when the report already matches: an enable
 /// also gives adapters that used up their restart budget a new one on the hub.
 pub async fn push(app: &App, target_id: &str, also: Option<SkillCommand>) -> Pushed {
-    let lock = app.api.skill_pushes.of(target_id);
+    let lock = app.hubs.pushes.of(target_id);
     let _one_at_a_time = lock.lock().await;
     let Some(gate) = app.hubs.enrolments.get(target_id).map(|e| e.skill.clone()) else {
         return Pushed::Failed("not enrolled".into());

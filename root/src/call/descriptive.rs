@@ -1,7 +1,16 @@
 //! A descriptive call, answered on root from the served descriptor set: the descriptor (or
 //! the part a contract projects) with its freshness.
 
-use super::*;
+use std::sync::Arc;
+
+use mcp_shared::contract::DescriptorProjection;
+use mcp_shared::error::{ErrorCode, ToolError};
+use serde_json::{Value, json};
+
+use super::failure::internal;
+use super::schema::validate;
+use crate::app::App;
+use crate::catalog::ContractEntry;
 
 /// A descriptive tool's answer from the served descriptor set, built (projected, checked
 /// against the tool's output schema, serialized) on the first call that needs it and kept by

@@ -6,57 +6,39 @@
 //! against the output schema once; an operational one: executed on root or routed, under the
 //! tool's timeout, then output validation) → durable audit event → normalized response.
 
+pub mod context;
 mod descriptive;
+pub(crate) mod dispatch;
 pub mod elicitation;
 pub mod executors;
+mod failure;
 pub mod limits;
-mod route;
+pub(crate) mod route;
+pub mod running;
+mod schema;
 pub mod tasks;
 pub mod writes;
 
+pub use context::{CallContext, Confirmation, Trace, trace, trace_id_from};
 use descriptive::descriptive_answer;
-use route::route_retrying;
+use dispatch::dispatch;
+use failure::internal;
 pub use route::{progress_channel, redacted};
-pub(crate) use route::{route_local, route_to};
+use schema::validate;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_shared::contract::{DescriptorProjection, RoutingClass};
+use mcp_shared::contract::RoutingClass;
 use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
-use mcp_shared::event::{Actor, Decision, EventStatus, OperationalEvent, PolicyDecision, Surface};
+use mcp_shared::event::{Actor, Decision, EventStatus, OperationalEvent, PolicyDecision};
 use mcp_shared::time::now;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::app::App;
 use crate::catalog::ContractEntry;
-use crate::hubs::router;
-use crate::leases::manager::LeaseEntry;
 use crate::policy;
-
-/// Where a call came from and how to trace it.
-pub struct CallContext {
-    pub surface: Surface,
-    pub lease: Arc<LeaseEntry>,
-    /// The event's `trace_id`: the trace of [`CallContext::span`] (see [`trace`]).
-    pub trace_id: String,
-    /// The call's span, exported while OpenTelemetry is on ([`tracing::Span::none`] otherwise);
-    /// policy, validation, route and audit commit are its children.
-    pub span: tracing::Span,
-    pub request_id: String,
-    /// Cancelled when the client cancels the request (MCP `notifications/cancelled`).
-    pub cancel: Option<tokio_util::sync::CancellationToken>,
-    /// The operator a call is made for (an operator read under root's reader lease): the
-    /// event names them as its actor, with the lease as its session.
-    pub operator: Option<crate::operators::OperatorId>,
-    /// A write's confirmation, answered by the client's retry (MCP multi-round-trip
-    /// requests); refused for any other tool.
-    pub confirmation: Option<writes::Confirmation>,
-    /// Where a routed call's progress goes (the client's progress notifications, a task's
-    /// status); `None`: nowhere.
-    pub progress: Option<router::ProgressSink>,
-}
 
 /// The outcome plus whether the tool id was unknown (MCP answers that as a protocol error).
 pub struct Outcome {
@@ -90,45 +72,6 @@ impl Outcome {
             None
         }
     }
-}
-
-/// A call's trace: its span and the trace id its event records.
-pub struct Trace {
-    pub id: String,
-    pub span: tracing::Span,
-}
-
-/// The trace of a call made with `traceparent` (W3C, from the request's headers or `_meta`):
-/// with OpenTelemetry on, a span continuing it (or starting a trace) whose trace id is the
-/// event's; off, the trace id alone ([`trace_id_from`]) and no span.
-pub fn trace(traceparent: Option<&str>) -> Trace {
-    if !mcp_shared::otel::on() {
-        return Trace {
-            id: trace_id_from(traceparent),
-            span: tracing::Span::none(),
-        };
-    }
-    let span = mcp_shared::otel_span!(
-        "governed call",
-        otel.kind = "server",
-        tool = tracing::field::Empty
-    );
-    mcp_shared::otel::continue_from(&span, traceparent);
-    let id = mcp_shared::otel::trace_id_of(&span).unwrap_or_else(|| trace_id_from(traceparent));
-    Trace { id, span }
-}
-
-/// A new trace id, or the one from a W3C `traceparent` header.
-pub fn trace_id_from(traceparent: Option<&str>) -> String {
-    traceparent
-        .and_then(|tp| {
-            let parts: Vec<&str> = tp.split('-').collect();
-            (parts.len() == 4
-                && parts[1].len() == 32
-                && parts[1].chars().all(|c| c.is_ascii_hexdigit()))
-            .then(|| parts[1].to_ascii_lowercase())
-        })
-        .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string())
 }
 
 /// A governed call: its outcome with the result in `response.result`.
@@ -783,105 +726,13 @@ async fn execute(
             "a descriptive tool is not executed",
         )),
         RoutingClass::OperationalRead => {
-            let input = crate::call::executors::ExecInput::run(arguments.clone());
+            let input = crate::call::executors::input::ExecInput::run(arguments.clone());
             dispatch(app, ctx, entry, input, event).await
         }
         RoutingClass::OperationalWrite => {
             crate::call::writes::write(app, ctx, entry, arguments, event).await
         }
     }
-}
-
-/// Runs an operational call where its contract says: on root when it names an `executor`
-/// (root is the source of truth, e.g. leases), otherwise on the lease's target; its result
-/// redacted (the contract's rules and root's own, but what the tool issues).
-pub(crate) async fn dispatch(
-    app: &App,
-    ctx: &CallContext,
-    entry: &ContractEntry,
-    input: crate::call::executors::ExecInput,
-    event: &mut OperationalEvent,
-) -> Result<Value, ToolError> {
-    let result = match &entry.contract.executor {
-        Some(name) => {
-            event.execution_adapter = Some(name.clone());
-            crate::call::executors::run(app, ctx, entry, name, input, event).await
-        }
-        None => routed(app, ctx, entry, input, event).await,
-    };
-    // Redaction in depth: whatever the adapter redacted, root applies the contract's rules and
-    // its own before a result leaves it.
-    result.map(|mut value| {
-        app.audit.redactor.redact_result(
-            &mut value,
-            &entry.contract.redaction,
-            &entry.redaction_patterns,
-            &mut event.redactions,
-        );
-        value
-    })
-}
-
-/// A routed call: to the lease's target, or, for a read with an `offline` adapter while the
-/// target is offline (before routing, or found so by the route), answered on root from the
-/// evidence its hub published.
-async fn routed(
-    app: &App,
-    ctx: &CallContext,
-    entry: &ContractEntry,
-    input: crate::call::executors::ExecInput,
-    event: &mut OperationalEvent,
-) -> Result<Value, ToolError> {
-    let target = ctx.lease.lease().target_id.clone();
-    let offline = entry.contract.offline.as_deref();
-    let answer_on_root = |event: &mut OperationalEvent, name: &str| {
-        event.execution_adapter = Some(name.to_owned());
-    };
-    if let Some(name) = offline
-        && app
-            .hubs
-            .targets
-            .get(&target)
-            .is_some_and(|d| d.status == mcp_shared::target::TargetStatus::Offline)
-    {
-        answer_on_root(event, name);
-        return crate::call::executors::evidence::run(app, ctx, name, &input).await;
-    }
-    let kept = offline.map(|_| input.clone());
-    let (adapter, result) = route_retrying(app, ctx, entry, &target, input, event).await;
-    event.execution_adapter = Some(adapter.unwrap_or_else(|| "root.router".into()));
-    match (result, offline, kept) {
-        (Err(e), Some(name), Some(input)) if e.code == ErrorCode::TargetOffline => {
-            answer_on_root(event, name);
-            crate::call::executors::evidence::run(app, ctx, name, &input).await
-        }
-        (result, ..) => result,
-    }
-}
-
-fn validate(validator: &jsonschema::Validator, value: &Value) -> Result<(), Vec<String>> {
-    // The fast check first; errors are collected only for invalid values.
-    if validator.is_valid(value) {
-        return Ok(());
-    }
-    let errors: Vec<String> = validator
-        .iter_errors(value)
-        .take(10)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            format!("{}: {e}", if path.is_empty() { "/" } else { &path })
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
-}
-
-fn internal(component: &str, e: impl std::fmt::Display) -> ToolError {
-    tracing::error!(component, error = %e, "internal failure on the call path");
-    ToolError::new(ErrorCode::Internal, format!("{component} unavailable"))
 }
 
 fn denial_message(

@@ -2,19 +2,31 @@
 //! retried once where the contract allows, cancelled on the hub if the caller goes away; the
 //! hub's progress reports go to the caller's sink (`progress_channel`), redacted by root.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::event::OperationalEvent;
+use mcp_shared::time::now;
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::app::App;
+use crate::call::context::CallContext;
+use crate::catalog::ContractEntry;
+use crate::hubs::router;
 
 /// [`route_to`] under the contract's retry policy, all inside the tool's deadline: a failure
 /// the policy names (`target_offline`, `busy`) is tried again after its backoff while the
 /// lease is usable and the target's skill is on, each attempt a new signed call with the same
 /// arguments (and idempotency key); the failed attempts are recorded in the event. A write is
 /// retried only for a dry run or an execute that carries an idempotency key.
-pub(super) async fn route_retrying(
+pub(crate) async fn route_retrying(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,
     target_id: &str,
-    input: crate::call::executors::ExecInput,
+    input: crate::call::executors::input::ExecInput,
     event: &mut OperationalEvent,
 ) -> (Option<String>, Result<Value, ToolError>) {
     let c = &entry.contract;
@@ -71,7 +83,7 @@ pub(crate) async fn route_to(
     ctx: &CallContext,
     entry: &ContractEntry,
     target_id: &str,
-    input: crate::call::executors::ExecInput,
+    input: crate::call::executors::input::ExecInput,
 ) -> (Option<String>, Result<Value, ToolError>) {
     let timeout = Duration::from_millis(entry.contract.timeout_ms);
     route_for(app, ctx, entry, target_id, input, timeout).await
@@ -83,7 +95,7 @@ pub(super) async fn route_for(
     ctx: &CallContext,
     entry: &ContractEntry,
     target_id: &str,
-    input: crate::call::executors::ExecInput,
+    input: crate::call::executors::input::ExecInput,
     timeout: Duration,
 ) -> (Option<String>, Result<Value, ToolError>) {
     let c = &entry.contract;

@@ -23,7 +23,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use mcp_shared::error::{ErrorCode, ToolError, ToolResponse};
 use mcp_shared::event::{EventStatus, OperationalEvent};
 use mcp_shared::time::{now, unix_ms};
@@ -45,20 +44,6 @@ const MESSAGE_EVERY: Duration = Duration::from_millis(500);
 pub const PAGE: i64 = 50;
 /// The replica name of a task run by a root on SQLite (one replica).
 const LOCAL: &str = "local";
-
-/// The tasks this replica runs.
-#[derive(Default)]
-pub struct Tasks {
-    /// Task id → how to stop its call.
-    running: DashMap<String, Running>,
-    /// Signalled whenever a task here ends (a stopping root waits for them).
-    ended: tokio::sync::Notify,
-}
-
-struct Running {
-    cancel: CancellationToken,
-    abort: Option<tokio::task::AbortHandle>,
-}
 
 /// What [`start`] did with a call.
 pub enum Started {
@@ -147,18 +132,10 @@ pub async fn start(
         );
         return Started::Refused(Box::new(admitted.refuse(app, refusal).await));
     }
-    app.tasks.running.insert(
-        task_id.clone(),
-        Running {
-            cancel,
-            abort: None,
-        },
-    );
+    app.tasks.started(&task_id, cancel);
     tokio::spawn(follow(app.clone(), task_id.clone(), progress, notify));
     let runner = tokio::spawn(run(app.clone(), admitted, task_id.clone()));
-    if let Some(mut r) = app.tasks.running.get_mut(&task_id) {
-        r.abort = Some(runner.abort_handle());
-    }
+    app.tasks.runs_in(&task_id, runner.abort_handle());
     Started::Task(Box::new(row))
 }
 
@@ -187,8 +164,7 @@ async fn run(app: Arc<App>, admitted: Box<call::Admitted>, task_id: String) {
             }
         }
     }
-    app.tasks.running.remove(&task_id);
-    app.tasks.ended.notify_waiters();
+    app.tasks.ended(&task_id);
 }
 
 /// How a call that ran as a task ended: `completed` with its result (a tool error
@@ -326,7 +302,7 @@ pub async fn cancel(app: &App, lease: &LeaseEntry, task_id: &str) -> Result<Task
         let now = get(app, lease, task_id).await?;
         return Err(TaskError::Ended(task_id.to_owned(), now.state.as_str()));
     }
-    if !stop_local(app, task_id)
+    if !app.tasks.stop(task_id)
         && let Some(zone) = &app.zone
     {
         zone.changed(crate::replica::kind::TASK, task_id, false)
@@ -341,38 +317,15 @@ pub async fn cancel(app: &App, lease: &LeaseEntry, task_id: &str) -> Result<Task
     })
 }
 
-/// Stops the call of a task running here (`false`: none runs here).
-pub fn stop_local(app: &App, task_id: &str) -> bool {
-    match app.tasks.running.get(task_id) {
-        Some(r) => {
-            r.cancel.cancel();
-            true
-        }
-        None => false,
-    }
-}
-
 /// A stopping root: waits up to [`DRAIN`] for its tasks, then stops what still runs (the
 /// hub is told to stop it); those are ended when a root starts again ([`recover`]).
 pub async fn drain(app: &App) {
-    let deadline = tokio::time::Instant::now() + DRAIN;
-    loop {
-        let ended = app.tasks.ended.notified();
-        if app.tasks.running.is_empty() {
-            return;
-        }
-        if tokio::time::timeout_at(deadline, ended).await.is_err() {
-            break;
-        }
-    }
-    tracing::warn!(
-        tasks = app.tasks.running.len(),
-        "tasks still running as root stops; they are ended as failed when root starts again"
-    );
-    for r in app.tasks.running.iter() {
-        if let Some(abort) = &r.abort {
-            abort.abort();
-        }
+    let left = app.tasks.drain(DRAIN).await;
+    if left > 0 {
+        tracing::warn!(
+            tasks = left,
+            "tasks still running as root stops; they are ended as failed when root starts again"
+        );
     }
 }
 
@@ -394,7 +347,7 @@ pub async fn recover(app: &App, live: Option<&[String]>) {
     };
     for row in rows {
         let stopped = match live {
-            None => !app.tasks.running.contains_key(&row.task_id),
+            None => !app.tasks.contains(&row.task_id),
             Some(live) => !live.contains(&row.replica),
         };
         if stopped {

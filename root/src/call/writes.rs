@@ -26,8 +26,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::app::App;
-use crate::call::executors::ExecInput;
-use crate::call::{CallContext, dispatch};
+use crate::call::context::{CallContext, Confirmation};
+use crate::call::dispatch::dispatch;
+use crate::call::executors::input::ExecInput;
 use crate::catalog::ContractEntry;
 use crate::store::{ApprovalRow, ApprovalStatus, ConfirmationRow, IdempotencyKey, IdempotencyRow};
 
@@ -180,20 +181,6 @@ pub async fn write(
             format!("phase must be \"preview\" or \"execute\", not `{other}`"),
         )),
     }
-}
-
-/// A confirmation the client answered by retrying the call (MCP 2026-07-28 multi-round-trip
-/// requests, `mcp::confirm`): the retry is the execute, and the answer stands in for the
-/// `confirmation_token` argument.
-#[derive(Debug, Clone)]
-pub enum Confirmation {
-    /// The person confirmed: the execute redeems the preview's token.
-    Confirmed(String),
-    /// Not confirmed (declined, cancelled, or accepted without confirming, `why`): the token
-    /// is spent and nothing runs.
-    Refused { token: String, why: String },
-    /// The retry's state did not verify (forged, expired, issued for another request).
-    Invalid(ToolError),
 }
 
 /// Applies a retry's confirmation answer to the execute it was asked for.

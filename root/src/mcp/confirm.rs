@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::app::App;
-use crate::call::writes::{Confirmation, Controls, args_hash};
+use crate::call::context::Confirmation;
+use crate::call::writes::{Controls, args_hash};
 use crate::call::{CallContext, Outcome};
 use crate::leases::manager::LeaseEntry;
 

@@ -85,10 +85,10 @@ impl Zone {
             }
             kind::TARGET => self.refresh_target(app, &c.item).await?,
             kind::DESCRIPTORS => self.refresh_descriptors(app).await?,
-            kind::CONSOLE => app.api.console.forget(&c.item),
+            kind::CONSOLE => app.logins.forget(&c.item),
             kind::OPERATOR => app.operators.reload(&app.store).await?,
             kind::TASK => {
-                crate::call::tasks::stop_local(app, &c.item);
+                app.tasks.stop(&c.item);
             }
             other => tracing::debug!(kind = other, "change of an unknown kind ignored"),
         }
@@ -102,7 +102,7 @@ impl Zone {
         self.refresh_descriptors(app).await?;
         self.reload_revocations(app).await?;
         app.operators.reload(&app.store).await?;
-        app.api.console.recheck_all(app).await
+        app.logins.recheck_all(app).await
     }
 
     /// Reloads a target's enrolment and, when its hub is not connected here, its directory

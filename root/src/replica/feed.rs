@@ -169,7 +169,7 @@ pub(super) async fn fallback(zone: Arc<Zone>, app: Arc<App>) {
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "cannot read the audit head"),
         }
-        if let Err(e) = app.api.console.recheck_all(&app).await {
+        if let Err(e) = app.logins.recheck_all(&app).await {
             tracing::warn!(error = %e, "cannot re-read console sessions");
         }
     }

@@ -500,10 +500,14 @@ pub async fn internal_route(
                     progress: None,
                     traceparent: mcp_shared::otel::traceparent_of(&span),
                 };
-                let (adapter, result) =
-                    crate::call::route_local(&app, call, Duration::from_millis(remaining), None)
-                        .instrument(span)
-                        .await;
+                let (adapter, result) = crate::call::route::route_local(
+                    &app,
+                    call,
+                    Duration::from_millis(remaining),
+                    None,
+                )
+                .instrument(span)
+                .await;
                 ReplicaAnswer::Routed {
                     outcome: match result {
                         Ok(result) => CallOutcome::Ok {

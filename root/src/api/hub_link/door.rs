@@ -107,6 +107,7 @@ impl HubDoor {
 /// upgrading.
 pub async fn admit(
     app: &App,
+    door: &HubDoor,
     remote: Option<IpAddr>,
     headers: &HeaderMap,
 ) -> Result<Admitted, ApiError> {
@@ -120,14 +121,14 @@ pub async fn admit(
         if r != Refusal::Throttled {
             app.metrics.unauthenticated.inc();
             if let Some(ip) = remote {
-                app.api.hub_door.failed(ip);
+                door.failed(ip);
             }
         }
         tracing::warn!(peer = ?remote, reason = r.reason(), "hub connection refused before the upgrade");
         r.error()
     };
     let max_failures = app.config.limits.hub_door_max_failures;
-    if remote.is_some_and(|ip| app.api.hub_door.throttled(ip, max_failures)) {
+    if remote.is_some_and(|ip| door.throttled(ip, max_failures)) {
         return Err(refuse(Refusal::Throttled));
     }
     let Some(token) = headers

@@ -50,6 +50,7 @@ fn requires_client_cert(app: &App) -> bool {
 /// certificate.
 pub async fn connect(
     State(app): State<Arc<App>>,
+    axum::Extension(hub_door): axum::Extension<Arc<door::HubDoor>>,
     peer: Option<axum::Extension<TlsPeer>>,
     remote: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: axum::http::HeaderMap,
@@ -69,7 +70,7 @@ pub async fn connect(
         )
         .into_response();
     }
-    let admitted = match door::admit(&app, remote.map(|r| r.0.0.ip()), &headers).await {
+    let admitted = match door::admit(&app, &hub_door, remote.map(|r| r.0.0.ip()), &headers).await {
         Ok(a) => a,
         Err(refusal) => return refusal.into_response(),
     };

@@ -69,12 +69,13 @@ fn found(location: &str) -> Response {
 /// `GET /oauth/authorize`.
 pub(super) async fn authorize(
     State(app): State<Arc<App>>,
+    State(documents): State<Arc<Documents>>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, OauthError> {
     let p = parameters(query.as_deref().unwrap_or("").as_bytes())?;
     let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("");
-    let Some(client) = client(&app, get("client_id")).await? else {
+    let Some(client) = client(&app, &documents, get("client_id")).await? else {
         return Err(OauthError::invalid_client(
             "client_id is missing or not registered here (register at /oauth/register)",
         ));
@@ -230,12 +231,13 @@ pub(super) struct Described {
 /// `POST /oauth/authorize/request` `{"request"}`: the sign-in request, for the dialog.
 pub(super) async fn describe(
     State(app): State<Arc<App>>,
+    State(documents): State<Arc<Documents>>,
     _op: Operator,
     body: Result<Json<Named>, JsonRejection>,
 ) -> Result<Json<Described>, ApiError> {
     let Json(named) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let pending = open(&app, &named.request)?;
-    let client = client(&app, &pending.client_id)
+    let client = client(&app, &documents, &pending.client_id)
         .await
         .map_err(|_| ApiError::internal("the client registry cannot be read"))?
         .ok_or_else(|| ApiError::not_found("the client is no longer registered"))?;
@@ -268,6 +270,7 @@ pub(super) struct Decided {
 /// `POST /oauth/authorize/approve`: a grant with a single-use code for the client.
 pub(super) async fn approve(
     State(app): State<Arc<App>>,
+    State(documents): State<Arc<Documents>>,
     op: Operator,
     body: Result<Json<Approval>, JsonRejection>,
 ) -> Result<Json<Decided>, ApiError> {
@@ -288,7 +291,7 @@ pub(super) async fn approve(
     let (redirect, event_id) = audited(&app, &op, asked, async {
         let a = parsed.map_err(ApiError::bad_request)?;
         let pending = open(&app, &a.request)?;
-        let client = client(&app, &pending.client_id)
+        let client = client(&app, &documents, &pending.client_id)
             .await
             .map_err(|_| ApiError::internal("the client registry cannot be read"))?
             .ok_or_else(|| ApiError::not_found("the client is no longer registered"))?;

@@ -134,9 +134,8 @@ impl reqwest::dns::Resolve for Guarded {
     }
 }
 
-fn http(app: &App) -> Result<reqwest::Client, String> {
-    app.api
-        .oauth
+fn http(app: &App, documents: &Documents) -> Result<reqwest::Client, String> {
+    documents
         .http
         .get_or_init(|| {
             let mut b = reqwest::Client::builder()
@@ -158,8 +157,12 @@ fn http(app: &App) -> Result<reqwest::Client, String> {
 
 /// The client a metadata document describes (fetched, or kept from a fetch within five
 /// minutes); `invalid_client` naming why when it cannot be used.
-pub(super) async fn client(app: &App, url: &str) -> Result<Client, OauthError> {
-    if let Some(kept) = app.api.oauth.kept.get(url)
+pub(super) async fn client(
+    app: &App,
+    documents: &Documents,
+    url: &str,
+) -> Result<Client, OauthError> {
+    if let Some(kept) = documents.kept.get(url)
         && kept.0.elapsed() < KEPT
     {
         return Ok(kept.1.clone());
@@ -167,9 +170,9 @@ pub(super) async fn client(app: &App, url: &str) -> Result<Client, OauthError> {
     if let Some(why) = refuse_url(app, url) {
         return Err(OauthError::invalid_client(why));
     }
-    let doc = fetch(app, url).await?;
+    let doc = fetch(app, documents, url).await?;
     let client = check(url, doc)?;
-    let kept = &app.api.oauth.kept;
+    let kept = &documents.kept;
     if kept.len() >= MAX_KEPT {
         kept.clear();
     }
@@ -177,8 +180,8 @@ pub(super) async fn client(app: &App, url: &str) -> Result<Client, OauthError> {
     Ok(client)
 }
 
-async fn fetch(app: &App, url: &str) -> Result<Document, OauthError> {
-    let http = http(app).map_err(OauthError::server_error)?;
+async fn fetch(app: &App, documents: &Documents, url: &str) -> Result<Document, OauthError> {
+    let http = http(app, documents).map_err(OauthError::server_error)?;
     let unusable =
         |why: String| OauthError::invalid_client(format!("client metadata at {url}: {why}"));
     let mut res = http

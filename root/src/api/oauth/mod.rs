@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{FromRef, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -86,7 +86,39 @@ pub fn routes(app: Arc<App>) -> Router {
         .route(authorize::DENY_PATH, post(authorize::deny))
         .route("/oauth/token", post(token::token))
         .route("/oauth/revoke", post(token::revoke))
-        .with_state(app)
+        .with_state(Oauth {
+            app,
+            documents: Default::default(),
+            registrations: Default::default(),
+        })
+}
+
+/// The OAuth server's state: the daemon's, plus what only sign-in keeps between requests.
+#[derive(Clone)]
+pub(crate) struct Oauth {
+    app: Arc<App>,
+    /// Client ID metadata documents fetched for sign-in.
+    documents: Arc<Documents>,
+    /// Registrations per client address.
+    registrations: Arc<register::Registrations>,
+}
+
+impl FromRef<Oauth> for Arc<App> {
+    fn from_ref(o: &Oauth) -> Arc<App> {
+        o.app.clone()
+    }
+}
+
+impl FromRef<Oauth> for Arc<Documents> {
+    fn from_ref(o: &Oauth) -> Arc<Documents> {
+        o.documents.clone()
+    }
+}
+
+impl FromRef<Oauth> for Arc<register::Registrations> {
+    fn from_ref(o: &Oauth) -> Arc<register::Registrations> {
+        o.registrations.clone()
+    }
 }
 
 /// Where this root is, as its clients reach it.

@@ -265,6 +265,7 @@ pub(super) fn check(req: Registration, now_ms: i64) -> Result<Client, OauthError
 /// `POST /oauth/register`.
 pub(super) async fn register(
     State(app): State<Arc<App>>,
+    State(registrations): State<Arc<Registrations>>,
     remote: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     body: Result<Json<Registration>, JsonRejection>,
 ) -> Result<Response, OauthError> {
@@ -277,10 +278,7 @@ pub(super) async fn register(
             .inc_by(n);
     };
     if let Some(axum::Extension(ConnectInfo(peer))) = remote
-        && let Err(wait) = app
-            .api
-            .oauth_registrations
-            .take(app.config.oauth.registrations_per_hour, peer.ip())
+        && let Err(wait) = registrations.take(app.config.oauth.registrations_per_hour, peer.ip())
     {
         counted("rate_limited", 1);
         return Err(slow_down(wait));
@@ -331,9 +329,15 @@ pub(super) async fn register(
 /// The client `client_id` names, if any: one registered here, or the one a client ID
 /// metadata document describes (an `https` client_id; a document that cannot be used is
 /// `invalid_client` with the reason).
-pub(super) async fn client(app: &App, client_id: &str) -> Result<Option<Client>, OauthError> {
+pub(super) async fn client(
+    app: &App,
+    documents: &Documents,
+    client_id: &str,
+) -> Result<Option<Client>, OauthError> {
     if super::documents::is_document_url(client_id) {
-        return super::documents::client(app, client_id).await.map(Some);
+        return super::documents::client(app, documents, client_id)
+            .await
+            .map(Some);
     }
     if client_id.is_empty() || client_id.len() > 200 {
         return Ok(None);

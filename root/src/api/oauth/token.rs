@@ -48,12 +48,13 @@ fn form(
 /// `POST /oauth/token`.
 pub(super) async fn token(
     State(app): State<Arc<App>>,
+    State(documents): State<Arc<Documents>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, OauthError> {
     let p = form(&headers, &body)?;
     let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("");
-    let Some(client) = client(&app, get("client_id")).await? else {
+    let Some(client) = client(&app, &documents, get("client_id")).await? else {
         return Err(OauthError::invalid_client(
             "client_id is missing or not registered here",
         ));
@@ -87,12 +88,13 @@ pub(super) async fn token(
 /// answered 200 like a revoked one; a token of another client is refused.
 pub(super) async fn revoke(
     State(app): State<Arc<App>>,
+    State(documents): State<Arc<Documents>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, OauthError> {
     let p = form(&headers, &body)?;
     let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("");
-    let Some(client) = client(&app, get("client_id")).await? else {
+    let Some(client) = client(&app, &documents, get("client_id")).await? else {
         return Err(OauthError::invalid_client(
             "client_id is missing or not registered here",
         ));

@@ -18,10 +18,10 @@ use mcp_shared::time::{format, now};
 use ractor::call_t;
 use serde_json::{Value, json};
 
-use super::{ExecInput, arg_str, arg_u64, internal};
+use super::input::{ExecInput, arg_str, arg_u64, internal};
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::app::App;
-use crate::call::CallContext;
+use crate::call::context::CallContext;
 use crate::leases::manager::{self as lease_manager, LeaseError, NewLease, Source};
 
 /// Default audience of an issued lease.

@@ -16,9 +16,9 @@ use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{ExecInput, arg_str, internal};
+use super::input::{ExecInput, arg_str, internal};
 use crate::app::App;
-use crate::call::CallContext;
+use crate::call::context::CallContext;
 use crate::store::{EVIDENCE_KEEP, EvidenceRow};
 
 /// Samples `get_session` shows (the newest), as the hub does.

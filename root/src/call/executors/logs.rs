@@ -15,10 +15,11 @@ use mcp_shared::event::{OperationalEvent, Redaction};
 use mcp_shared::target::TargetStatus;
 use serde_json::{Value, json};
 
+use super::input::{ExecInput, arg_str, arg_u64};
 use super::reach::Reach;
-use super::{ExecInput, arg_str, arg_u64};
 use crate::app::App;
-use crate::call::{CallContext, route_to};
+use crate::call::context::CallContext;
+use crate::call::route::route_to;
 use crate::catalog::ContractEntry;
 
 /// Lines per stream a read may ask for.

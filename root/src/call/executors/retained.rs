@@ -6,9 +6,9 @@ use mcp_shared::error::ToolError;
 use mcp_shared::time::{format, from_unix_ms};
 use serde_json::{Value, json};
 
-use super::{ExecInput, arg_str, arg_u64, internal};
+use super::input::{ExecInput, arg_str, arg_u64, internal};
 use crate::app::App;
-use crate::call::CallContext;
+use crate::call::context::CallContext;
 
 pub async fn memory_profiles(
     app: &App,

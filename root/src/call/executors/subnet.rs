@@ -19,11 +19,11 @@ use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use ractor::call_t;
 use serde_json::{Value, json};
 
+use super::input::{ExecInput, arg_u64, internal};
 use super::reach::Reach;
-use super::{ExecInput, arg_u64, internal};
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::app::App;
-use crate::call::CallContext;
+use crate::call::context::CallContext;
 use crate::hubs::OUTBOUND_QUEUE;
 use crate::hubs::router;
 use crate::store::AuditFilter;
