@@ -51,7 +51,7 @@ def paths_in(src, children):
     out = []
     heads = '|'.join(['crate', 'super', 'self'] + sorted(children))
     for m in re.finditer(r'(?<![\w:])(' + heads + r')((?:::\w+)*)(::\{|::\*)?', src):
-        if not m.group(2) and m.group(3) != '::*':
+        if not m.group(2) and m.group(3) is None:
             continue  # a bare `crate`, `super` (`pub(super)`) or child name is not a path
         if m.group(3) == '::*':
             out.append([m.group(1)] + [p for p in m.group(2).split('::') if p])

@@ -1,6 +1,16 @@
 //! The audit trail over REST: query, one event, verification.
 
-use super::*;
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
+use crate::app::App;
+use crate::store::AuditFilter;
+use axum::Json;
+use axum::extract::Path;
+use axum::extract::Query;
+use axum::extract::State;
+use serde::Deserialize;
+use std::sync::Arc;
+
 use crate::api::bodies::{AuditEntry, AuditPage};
 use crate::audit::Verification;
 

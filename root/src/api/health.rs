@@ -1,6 +1,21 @@
 //! `/readyz` and `/metrics`.
 
-use super::*;
+use axum::response::IntoResponse;
+
+use crate::actors::RPC_TIMEOUT_MS;
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
+use crate::app::App;
+use crate::hubs::router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::http::header;
+use axum::response::Response;
+use mcp_shared::error::ErrorCode;
+use ractor::call_t;
+use std::sync::Arc;
+use std::time::Duration;
+
 use crate::telemetry::metrics::{ProfileLabel, TargetLabel};
 use mcp_shared::target::TargetStatus;
 

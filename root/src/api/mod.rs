@@ -30,23 +30,12 @@ pub mod skill;
 pub mod targets;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::Json;
 use axum::Router;
-use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
 use axum::middleware::{self};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mcp_shared::error::ErrorCode;
-use ractor::call_t;
-use serde::Deserialize;
 
-use crate::actors::RPC_TIMEOUT_MS;
 use crate::app::App;
-use crate::hubs::router;
-use crate::store::AuditFilter;
 
 use audit::{get_audit_event, query_audit, verify_audit};
 use catalog::{foundation, get_contract, get_descriptor, list_contracts, list_descriptors};

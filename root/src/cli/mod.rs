@@ -12,7 +12,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use serde_json::Value;
 
 use crate::config::RootConfig;
 use admin::AdminArgs;
@@ -276,26 +275,4 @@ fn descriptors(cmd: DescriptorsCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// Reads an artifact directory: `(file name, JSON)` of every `*.json`, sorted by name.
-pub fn read_artifacts(dir: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("json") || !path.is_file() {
-            continue;
-        }
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let v: Value = serde_json::from_str(&text).with_context(|| format!("{name}: not JSON"))?;
-        out.push((name, v));
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    anyhow::ensure!(!out.is_empty(), "{}: no *.json artifacts", dir.display());
-    Ok(out)
 }

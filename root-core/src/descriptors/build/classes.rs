@@ -2,7 +2,13 @@
 //! SDK export, schema registry, manifest contract, templates, capabilities, planes, system
 //! model.
 
-use super::*;
+use crate::skill_catalog;
+use serde_json::Value;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::inputs::*;
 
 pub(super) fn architecture(ctx: &Ctx, path: &Path) -> Result<Value, BuildError> {
     let v = ctx.json(path)?;

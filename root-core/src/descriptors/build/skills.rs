@@ -1,7 +1,15 @@
 //! The normalizers that read a tree: skill and scenario registries (their manifests) and
 //! the platform skill catalog's content.
 
-use super::*;
+use crate::skill_catalog;
+use serde_json::Value;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::path::PathBuf;
+
+use super::classes::{compile, validation_errors};
+use super::inputs::*;
 
 /// `*.json` manifests directly in `dir`, sorted by file name, each checked against the schema
 /// of the manifest contract `manifest` names. Returns `(file, manifest)`.

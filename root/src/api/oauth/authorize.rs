@@ -6,8 +6,24 @@
 //! denies. Either is an operator action (one audit event) answered with the URL the browser
 //! goes back to: the client's redirect URI with a single-use code, or `access_denied`.
 
+use super::documents::Documents;
+use super::protocol::OauthError;
+use super::protocol::Urls;
+use super::protocol::{credential, no_store, parameters};
+use crate::app::App;
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::http::HeaderValue;
+use axum::http::StatusCode;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use serde::Serialize;
+use serde_json::json;
+use std::sync::Arc;
+
 use super::register::{Client, client};
-use super::*;
 use crate::api::audited::{Asked, audited};
 use crate::api::error::ApiError;
 use crate::api::principal::Operator;

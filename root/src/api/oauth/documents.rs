@@ -5,6 +5,10 @@
 //! `[oauth] client_metadata_private_hosts`, never reaches a loopback or private address (the
 //! name is resolved and checked before connecting).
 
+use super::protocol::OauthError;
+use crate::app::App;
+use axum::http::header;
+
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -12,7 +16,6 @@ use dashmap::DashMap;
 use serde::Deserialize;
 
 use super::register::Client;
-use super::*;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_DOCUMENT: usize = 64 * 1024;

@@ -8,11 +8,22 @@
 //! `max_clients` are kept, a new registration drops the oldest one that never signed in.
 //! Outcomes are counted in `mcp_root_oauth_registrations_total{outcome}`.
 
+use super::documents::Documents;
+use super::protocol::OauthError;
+use super::protocol::no_store;
+use crate::app::App;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use serde::Serialize;
+use std::sync::Arc;
+
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::OnceLock;
 
-use super::*;
 use axum::extract::ConnectInfo;
 use axum::extract::rejection::JsonRejection;
 use governor::clock::Clock;

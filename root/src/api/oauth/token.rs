@@ -3,8 +3,23 @@
 //! operator (`admin.lease.create` for a code, `admin.lease.refresh` for a refresh), naming
 //! the client; a reused code or refresh token ends its grant and revokes the lease it holds.
 
+use super::documents::Documents;
+use super::protocol::OauthError;
+use super::protocol::Urls;
+use super::protocol::{credential, no_store, parameters, pkce_matches};
+use crate::app::App;
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::http::StatusCode;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use serde::Serialize;
+use serde_json::json;
+use std::sync::Arc;
+
 use super::register::client;
-use super::*;
 use crate::api::audited::{Asked, audited};
 use crate::api::bodies::NewLeaseRequest;
 use crate::api::error::ApiError;

@@ -1,7 +1,7 @@
 //! `mcp-root admin approvals …`: list, show, approve and reject write approvals.
 
-use super::ApprovalsCommand;
-use super::{AdminClient, lines_or, print};
+use super::client::{AdminClient, lines_or, print};
+use super::commands::ApprovalsCommand;
 use crate::api::bodies::{ApprovalList, ApprovalView, Audited, Decided, DecisionRequest};
 
 /// Runs one approvals command.

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::AuditCommand;
-use super::{AdminClient, lines_or, print};
+use super::client::{AdminClient, lines_or, print};
+use super::commands::AuditCommand;
 use crate::api::bodies::{AuditEntry, AuditPage};
 use crate::audit::Verification;
 

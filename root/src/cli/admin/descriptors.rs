@@ -1,8 +1,11 @@
 //! `mcp-root admin descriptors …` and `admin replicas list`: publish and list the served
 //! descriptor set; the zone's replicas.
 
-use super::AdminDescriptorsCommand;
-use super::{AdminClient, print};
+use anyhow::Context;
+use serde_json::Value;
+
+use super::client::{AdminClient, print};
+use super::commands::AdminDescriptorsCommand;
 use crate::api::bodies::{
     Audited, DescriptorList, DescriptorSummary, Health, PublishRequest, ZoneView,
 };
@@ -12,9 +15,7 @@ use crate::descriptors::SetOrigin;
 pub async fn run(c: &AdminClient, cmd: AdminDescriptorsCommand) -> anyhow::Result<()> {
     match cmd {
         AdminDescriptorsCommand::Publish { artifact_dir, json } => {
-            let (names, descriptors) = crate::cli::read_artifacts(&artifact_dir)?
-                .into_iter()
-                .unzip();
+            let (names, descriptors) = read_artifacts(&artifact_dir)?.into_iter().unzip();
             let published: Audited<DescriptorList> = c
                 .post(
                     "/v1/root/mcp/descriptors",
@@ -97,4 +98,26 @@ pub async fn replicas(c: &AdminClient, json: bool) -> anyhow::Result<()> {
         lines.join("\n")
     });
     Ok(())
+}
+
+/// Reads an artifact directory: `(file name, JSON)` of every `*.json`, sorted by name.
+fn read_artifacts(dir: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") || !path.is_file() {
+            continue;
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let v: Value = serde_json::from_str(&text).with_context(|| format!("{name}: not JSON"))?;
+        out.push((name, v));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    anyhow::ensure!(!out.is_empty(), "{}: no *.json artifacts", dir.display());
+    Ok(out)
 }

@@ -3,8 +3,8 @@
 
 use serde_json::json;
 
-use super::{AdminClient, lines_or, print};
-use super::{HubCommand, SkillCmd};
+use super::client::{AdminClient, lines_or, print};
+use super::commands::{HubCommand, SkillCmd};
 use crate::api::bodies::{
     Audited, EnrollRequest, Enrolled, KeyRotated, RotateKeyRequest, SkillAnswer, TargetList,
     TargetView,

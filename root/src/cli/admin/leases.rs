@@ -6,8 +6,8 @@ use anyhow::Context;
 use mcp_shared::lease::SessionLease;
 use serde_json::{Value, json};
 
-use super::LeaseCommand;
-use super::{AdminClient, lines_or, print};
+use super::client::{AdminClient, lines_or, print};
+use super::commands::LeaseCommand;
 use crate::api::bodies::{
     Audited, DelegationView, IssuedLeaseBody, IssuedRunProfile, LeaseList, NewLeaseRequest,
     ProfileVerdict, RunProfileRequest,

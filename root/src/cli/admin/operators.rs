@@ -1,7 +1,7 @@
 //! `mcp-root admin operator …`: add, list and revoke named operators.
 
-use super::OperatorCommand;
-use super::{AdminClient, print};
+use super::client::{AdminClient, print};
+use super::commands::OperatorCommand;
 use crate::api::bodies::{
     Audited, NewOperator, NewOperatorRequest, OperatorList, OperatorStatus, OperatorView,
     RevokeOperatorRequest, RevokedOperator,

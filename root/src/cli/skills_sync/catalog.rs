@@ -1,7 +1,15 @@
 //! Client-side validation of a skill catalog as discovered: the desired set from the ontology,
 //! the listed and read resources checked against their metadata, the whole catalog or nothing.
 
-use super::*;
+use super::options::CatalogError;
+use base64::Engine;
+
+use crate::skill_catalog as rules;
+use crate::skill_catalog::ResourceMeta;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 /// A resource as `resources/list` showed it.
 #[derive(Debug, Clone)]

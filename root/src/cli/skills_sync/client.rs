@@ -1,7 +1,13 @@
 //! The transport of one sync: reqwest under rmcp's Streamable HTTP client, re-reading the
 //! bearer once on a 401, each request bounded by the sync's budgets.
 
-use super::*;
+use super::options::{Budgets, SyncError, TokenSource};
+use rmcp::transport::streamable_http_client::StreamableHttpClient;
+use rmcp::transport::streamable_http_client::StreamableHttpError;
+use rmcp::transport::streamable_http_client::StreamableHttpPostResponse;
+use rmcp::transport::streamable_http_client::StreamableHttpResponseLimits;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Renewal state shared by every request of one sync.
 pub(super) struct TokenState {

@@ -1,7 +1,11 @@
 //! Installing a validated catalog: stage the namespace beside the destination and swap it in,
 //! leaving the old tree and its sentinel byte for byte as they were on any failure.
 
-use super::*;
+use super::catalog::ValidCatalog;
+use super::options::{SENTINEL, SyncError, SyncOptions, SyncReport};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::Path;
 
 // ---- installation ---------------------------------------------------------------------------
 

@@ -1,7 +1,10 @@
 //! Client-side catalog validation and installation, without a root.
 
+use std::collections::BTreeMap;
+
 use super::*;
 use proptest::prelude::*;
+use serde_json::{Value, json};
 
 const SCHEME: &str = "mcp-root";
 

@@ -1,0 +1,120 @@
+//! The admin client: root's REST family with the operator's bearer, an error body turned into
+//! the command's error, and the two ways an answer is printed (JSON or lines for people).
+
+use std::io::Write;
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::bodies::ErrorAnswer;
+
+/// A small HTTP client for the admin API.
+pub struct AdminClient {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl AdminClient {
+    pub fn new(base: String, token: String) -> anyhow::Result<AdminClient> {
+        Self::with_ca(base, token, None)
+    }
+
+    /// A client that verifies an https root against `ca_file` (PEM) instead of the system's
+    /// roots.
+    pub fn with_ca(
+        base: String,
+        token: String,
+        ca_file: Option<&std::path::Path>,
+    ) -> anyhow::Result<AdminClient> {
+        let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
+        if let Some(path) = ca_file {
+            let pem =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("{}: not a PEM certificate bundle", path.display()))?;
+            builder = builder.tls_certs_only(certs);
+        }
+        let http = builder.build()?;
+        Ok(AdminClient {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            http,
+        })
+    }
+
+    /// Sends `req` with the admin bearer; the answer as `T`, or root's refusal as an error.
+    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> anyhow::Result<T> {
+        let res = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach root at {}", self.base))?;
+        let status = res.status();
+        let body = res
+            .bytes()
+            .await
+            .with_context(|| format!("reading root's answer ({status})"))?;
+        if !status.is_success() {
+            let why = match serde_json::from_slice::<ErrorAnswer>(&body) {
+                Ok(e) => e.error.message,
+                Err(_) => String::from_utf8_lossy(&body).chars().take(500).collect(),
+            };
+            bail!("root answered {status}: {why}");
+        }
+        serde_json::from_slice(&body).with_context(|| {
+            format!(
+                "root's answer is not the {} this CLI reads",
+                std::any::type_name::<T>()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or("body")
+            )
+        })
+    }
+
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        self.send(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    pub async fn get_query<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> anyhow::Result<T> {
+        self.send(self.http.get(format!("{}{path}", self.base)).query(query))
+            .await
+    }
+
+    pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> anyhow::Result<T> {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(body))
+            .await
+    }
+}
+
+/// Prints an answer: as JSON with `--json`, else as the human line(s) `human` makes of it. A
+/// closed pipe (`… | head`) is not an error worth a panic.
+pub(super) fn print<T: Serialize>(json_out: bool, answer: &T, human: impl FnOnce(&T) -> String) {
+    let text = if json_out {
+        serde_json::to_string_pretty(answer).unwrap_or_default()
+    } else {
+        human(answer)
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+}
+
+/// `lines` one per line, or `none` when there are none.
+pub(super) fn lines_or(lines: Vec<String>, none: &str) -> String {
+    if lines.is_empty() {
+        none.into()
+    } else {
+        lines.join("\n")
+    }
+}

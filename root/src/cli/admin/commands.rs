@@ -1,0 +1,313 @@
+//! The `mcp-root admin` command line: its arguments and subcommands (clap), one enum per
+//! area; each area's module runs its own.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+#[derive(Args, Debug)]
+pub struct AdminArgs {
+    /// Root base URL.
+    #[arg(long, env = "MCP_ROOT_URL", default_value = "http://127.0.0.1:8700")]
+    pub root_url: String,
+    /// Admin token; default: read from <data-dir>/admin.token.
+    #[arg(long, env = "MCP_ROOT_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Where to find admin.token when no token is given.
+    #[arg(long, default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// PEM CA bundle to verify an https root with (instead of the system's roots).
+    #[arg(long, env = "MCP_ROOT_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCommand {
+    /// MCP session leases.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
+    /// The audit trail.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Managed targets and their hubs.
+    #[command(subcommand)]
+    Hub(HubCommand),
+    /// A skill on a target (through root to the hub; audited).
+    Skill {
+        #[command(subcommand)]
+        command: SkillCmd,
+    },
+    /// The descriptor set root serves.
+    #[command(subcommand)]
+    Descriptors(AdminDescriptorsCommand),
+    /// Operator approvals of writes that need one (NLU changes).
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
+    /// The zone's root replicas, their hubs and health.
+    #[command(subcommand)]
+    Replicas(ReplicasCommand),
+    /// Named operators, each with a credential of their own (every operator action is an
+    /// audit event naming them; the admin token file is operator `admin`).
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum OperatorCommand {
+    /// Add an operator; their credential is shown once (or written 0600 to --token-file).
+    /// They use it as the admin CLI's --admin-token (MCP_ROOT_ADMIN_TOKEN) or to log in to
+    /// the console.
+    Add {
+        name: String,
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every operator, active or revoked, with who added and revoked them.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke an operator: their credential and console sessions stop working at once, and so
+    /// do the OAuth sign-ins they approved. Leases they issued keep their deadlines unless
+    /// --cascade is given.
+    Revoke {
+        name: String,
+        /// Also end every lease the operator issued, with everything those leases handed on.
+        #[arg(long)]
+        cascade: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ReplicasCommand {
+    /// Every registered replica: health, heartbeat age, the hubs it holds.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ApprovalsCommand {
+    /// Approvals, newest first (default: pending).
+    List {
+        /// pending, approved, rejected, applied, failed, expired or all.
+        #[arg(long, default_value = "pending")]
+        status: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One approval with its arguments and expected effect (the diff).
+    Show {
+        approval_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve: the write's next execute with its confirmation token applies it.
+    Approve {
+        approval_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reject: the write never applies.
+    Reject {
+        approval_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminDescriptorsCommand {
+    /// Validate an artifact directory as a whole set and serve it instead of the current one
+    /// (kept across restarts); a refused set changes nothing.
+    Publish {
+        /// Directory of `<descriptor_id>.json` artifacts (`mcp-root descriptors build` output).
+        artifact_dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The served descriptors with their freshness, and where the set came from.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HubCommand {
+    /// Enrol a target; prints the hub token once (root keeps only its hash).
+    Enroll {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        environment: String,
+        #[arg(long)]
+        subnet: Option<String>,
+        #[arg(long)]
+        zone: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Targets with status, last seen, descriptor, skills and published capabilities.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Issue a new hub token and signing key (the token is shown once); the previous ones keep
+    /// working for the grace period, then a hub still using them is refused.
+    RotateKey {
+        #[arg(long)]
+        target: String,
+        /// Seconds the previous token and key stay valid (default 600, at most a week).
+        #[arg(long)]
+        grace_sec: Option<u64>,
+        /// Write the new token to this file (mode 0600; e.g. the hub's token file, which the
+        /// hub watches) instead of printing it.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct SkillArgs {
+    #[arg(long)]
+    pub target: String,
+    #[arg(long, default_value = "infra_access_skill")]
+    pub skill: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Root's desired state of a target's skill: in force at root at once (on every replica),
+/// stored, and pushed to the hub now or when it reconnects. Each command is audited.
+#[derive(Subcommand, Debug)]
+pub enum SkillCmd {
+    /// Install the skill on the target (its tools become callable once it is enabled too).
+    Install(SkillArgs),
+    /// Enable the skill: its tools are callable (unless the hub's owner switched it off).
+    Enable(SkillArgs),
+    /// Disable the skill: every tool of the target's skill answers `skill_disabled`, whether
+    /// its hub is connected or not.
+    Disable(SkillArgs),
+    /// Uninstall the skill from the target: as disabled, until installed again.
+    Uninstall(SkillArgs),
+    /// Root's desired state, the hub's report (live when connected) and whether it is callable.
+    Status(SkillArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LeaseCommand {
+    /// Create a lease; its bearer is printed once.
+    Create {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        profile: String,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+        #[arg(long)]
+        audience: Option<String>,
+        #[arg(long)]
+        subnet: Option<String>,
+        #[arg(long)]
+        zone: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List leases (expired ones show as expired).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one lease.
+    Get {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one lease with where its authority came from (its ancestors, the operator and the
+    /// OAuth grant at the top) and every lease it handed on.
+    Show {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a lease and every lease it handed on; in force from the next request.
+    Revoke {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Issue a new bearer for a lease and kill the old one.
+    Rotate {
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Issue a run profile for a lease: a run credential (bound to the profile's tools and
+    /// expiry, revoked with the lease) and the signed document naming it. The document goes
+    /// to --output (or standard output), the credential's bearer to --token-file (0600) or
+    /// is printed once.
+    RunProfile {
+        session_id: String,
+        /// Seconds the run lives, 1..=600 (never past the lease's deadline).
+        #[arg(long)]
+        ttl_sec: Option<u64>,
+        /// Only these tools (comma-separated) of those the lease may call.
+        #[arg(long, value_delimiter = ',')]
+        tools: Vec<String>,
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
+    /// Verify a run profile (`mcp-root admin lease run-profile`) against root's signing key:
+    /// prints valid, or invalid with the reason (tampered, unsigned, unknown key, expired,
+    /// ...) and exits 4.
+    VerifyProfile {
+        /// The run profile JSON; `-` reads standard input.
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// The newest events.
+    Tail {
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every event (since T, RFC 3339) as JSON Lines, oldest first.
+    Export {
+        #[arg(long)]
+        since: Option<String>,
+        /// Write to this file instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify the hash chain; names the first broken link.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+}
