@@ -14,17 +14,17 @@ use mcp_shared::target::{
 use mcp_shared::time::OffsetDateTime;
 use serde::{Deserialize, Serialize};
 
-use crate::activity::ActivityLog;
-use crate::adapters::{ADAPTERS, AdapterDecl, AdapterKind, served};
 use crate::config::HubConfig;
-use crate::deploys::Deploys;
-use crate::enforcement::Published;
-use crate::hublog::LogRing;
-use crate::ledger::WriteLedger;
+use crate::link::enforcement::Published;
+use crate::machine::deploys::Deploys;
+use crate::machine::services::Services;
 use crate::nlu::Nlu;
 use crate::profiles::Profiles;
-use crate::results::TestResults;
-use crate::services::Services;
+use crate::skill::adapters::{ADAPTERS, AdapterDecl, AdapterKind, served};
+use crate::store::activity::ActivityLog;
+use crate::store::hublog::LogRing;
+use crate::store::ledger::WriteLedger;
+use crate::store::results::TestResults;
 
 /// The one skill this hub hosts.
 pub const SKILL: &str = "infra_access_skill";
@@ -133,7 +133,7 @@ pub struct Connection {
     /// When the current connection was welcomed by root; `None` while disconnected.
     pub connected_since: ArcSwapOption<OffsetDateTime>,
     /// The hub's clock and root's offset from it (measured at each welcome).
-    pub clock: crate::clock::HubClock,
+    pub clock: crate::link::clock::HubClock,
     /// The protocol features root announced in its last welcome.
     pub root_features: ArcSwap<mcp_shared::protocol::Features>,
     /// Root refused a `hello` that announced features (a root of an earlier build, which
@@ -186,7 +186,7 @@ pub struct Machine {
 
 /// The hub's own log and the redaction applied to the text it returns.
 pub struct Logging {
-    /// The hub's own recent log lines (the process-wide ring; see [`crate::hublog`]).
+    /// The hub's own recent log lines (the process-wide ring; see [`crate::store::hublog`]).
     pub hub_log: std::sync::Arc<LogRing>,
     /// `[redaction]` patterns, compiled; applied on top of the built-in ones.
     pub redaction: Vec<regex::Regex>,
@@ -212,7 +212,7 @@ impl HubContext {
             .connect_urls()
             .is_ok_and(|urls| urls.iter().any(|u| u.starts_with("wss://")))
         {
-            Some(crate::tls::client_config(&config.tls)?)
+            Some(crate::link::tls::client_config(&config.tls)?)
         } else {
             None
         };
@@ -220,7 +220,7 @@ impl HubContext {
             .skill
             .commands
             .iter()
-            .map(crate::adapters::command::kind);
+            .map(crate::skill::adapters::command::kind);
         let embedded = config.embedded.iter().map(|e| AdapterKind::Embedded(e));
         let kinds: Vec<AdapterKind> = served(config.provided())
             .chain(commands)
@@ -247,7 +247,7 @@ impl HubContext {
                 token_changed: tokio::sync::Notify::new(),
                 tls,
                 connected_since: ArcSwapOption::empty(),
-                clock: crate::clock::HubClock::new(config.skill.test_clock_offset_ms),
+                clock: crate::link::clock::HubClock::new(config.skill.test_clock_offset_ms),
                 root_features: ArcSwap::from_pointee(Default::default()),
                 plain_hello: Default::default(),
             },
@@ -271,7 +271,7 @@ impl HubContext {
                 http,
             },
             logging: Logging {
-                hub_log: crate::hublog::global(),
+                hub_log: crate::store::hublog::global(),
                 redaction,
             },
             config,

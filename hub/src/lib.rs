@@ -39,35 +39,16 @@
 //! business policy: root decides who may call what; the hub only re-checks root's signature,
 //! the deadline, replays, what its own skill publishes and its own write scope.
 
-pub mod activity;
-pub mod adapters;
-pub mod channel;
 pub mod cli;
-pub mod clock;
 pub mod config;
 pub mod context;
-pub mod deploys;
-pub mod enforcement;
-pub mod git;
-pub mod hublog;
-pub mod ledger;
+pub mod link;
+pub mod machine;
 pub mod nlu;
 pub mod profiles;
-pub mod redact;
-pub mod refs;
-pub mod results;
-pub mod services;
 pub mod skill;
-pub mod state;
+pub mod store;
 pub mod supervisor;
-pub mod tls;
-
-#[cfg(test)]
-mod activity_tests;
-#[cfg(test)]
-mod channel_tests;
-#[cfg(test)]
-mod test_fault;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,9 +61,9 @@ use tokio_util::sync::CancellationToken;
 pub use cli::{Cli, run};
 pub use config::HubConfig;
 
-use crate::channel::Channel;
 use crate::context::HubContext;
-use crate::enforcement::Gate;
+use crate::link::channel::Channel;
+use crate::link::enforcement::Gate;
 use crate::skill::SkillHandle;
 
 /// A running hub.

@@ -271,7 +271,9 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
     // The service supervisor panics: the service runs on under the new one and can be
     // restarted through it.
     let services_before = ctx.machine.services.current().unwrap();
-    services_before.cast(mcp_hub::services::Msg::Panic).unwrap();
+    services_before
+        .cast(mcp_hub::machine::services::Msg::Panic)
+        .unwrap();
     until("a new service supervisor", async || {
         ctx.machine
             .services

@@ -534,7 +534,7 @@ pub async fn dial_hub_door(
             .replacen("http://", "ws://", 1)
     );
     let request = match token {
-        Some(t) => mcp_hub::channel::upgrade_request(&url, t).map_err(|e| {
+        Some(t) => mcp_hub::link::channel::upgrade_request(&url, t).map_err(|e| {
             tokio_tungstenite::tungstenite::Error::Url(
                 tokio_tungstenite::tungstenite::error::UrlError::UnableToConnect(e.to_string()),
             )
@@ -630,7 +630,7 @@ impl TestHub {
         target_id: &str,
         token: &str,
         extra: &str,
-        embedded: &[&'static mcp_hub::adapters::EmbeddedAdapter],
+        embedded: &[&'static mcp_hub::skill::adapters::EmbeddedAdapter],
     ) -> anyhow::Result<TestHub> {
         let embedded = embedded.to_vec();
         Self::start_with(root_url, target_id, token, extra, move |cfg| {

@@ -1,5 +1,5 @@
 //! `[[skill.commands]]`: command adapters, read tools served by a declared program (see
-//! [`crate::adapters::command`]).
+//! [`crate::skill::adapters::command`]).
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +14,7 @@ fn default_command_timeout_ms() -> u64 {
     10_000
 }
 
-/// A command adapter (`[[skill.commands]]`, see [`crate::adapters::command`]): the read tool
+/// A command adapter (`[[skill.commands]]`, see [`crate::skill::adapters::command`]): the read tool
 /// `tool_id` is served by running `argv` (never through a shell) with the call's arguments as
 /// one line of JSON on stdin; its stdout (one JSON object) is the result. The hub gives the
 /// tool no meaning: root publishes it only with a contract of that id.
@@ -61,7 +61,7 @@ impl HubConfig {
                     "tool_id must be dotted lowercase segments [a-z][a-z0-9_]*, e.g. acme.inventory.count".into(),
                 ));
             }
-            if crate::adapters::AdapterKind::for_tool(id).is_some() {
+            if crate::skill::adapters::AdapterKind::for_tool(id).is_some() {
                 return Err(bad("a built-in adapter serves this tool".into()));
             }
             if self.embedded.iter().any(|e| e.decl.tool_id == id) {

@@ -9,7 +9,7 @@
 //! [`health`] (`[[skill.healthchecks]]`, a service's `health`), [`commands`]
 //! (`[[skill.commands]]`), [`services`] (`[[services]]`, `allowed_roots`), [`profiling`],
 //! [`deploy`], [`logs`] (`[[log_sources]]`, `[redaction]`), [`nlu`]; `[tls]` is
-//! [`crate::tls`]. [`HubConfig::validate`] runs the sections' checks in a fixed order.
+//! [`crate::link::tls`]. [`HubConfig::validate`] runs the sections' checks in a fixed order.
 
 mod commands;
 mod deploy;
@@ -29,7 +29,7 @@ use std::path::{Component, Path, PathBuf};
 use mcp_shared::target::WriteScope;
 use serde::Deserialize;
 
-pub use crate::tls::HubTlsConfig;
+pub use crate::link::tls::HubTlsConfig;
 pub use commands::{CommandAdapterConfig, MAX_COMMAND_TIMEOUT_MS, valid_tool_id};
 pub use deploy::{DEPLOY_MIRROR_DIR, DeployConfig};
 pub use health::{HealthcheckConfig, ServiceHealthConfig};
@@ -64,7 +64,7 @@ pub enum ConfigError {
     #[error("invalid configuration: {0}")]
     Invalid(String),
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] crate::link::tls::TlsError),
 }
 
 fn default_token_reload_interval_ms() -> u64 {
@@ -132,7 +132,7 @@ pub struct HubFile {
 
 /// What a configuration gives the built-in adapters to serve (health checks, allowed tests,
 /// managed services, a deploy repository, NLU content), read alike from a [`HubConfig`] and a
-/// [`HubFile`]: [`crate::adapters::served`] publishes from it.
+/// [`HubFile`]: [`crate::skill::adapters::served`] publishes from it.
 #[derive(Debug, Clone, Copy)]
 pub struct Provided<'a> {
     pub skill: &'a SkillConfig,
@@ -176,7 +176,7 @@ impl HubFile {
         })?;
         // A file with an inline token is a secret file.
         if file.token.is_some() {
-            crate::tls::check_private_file(path)?;
+            crate::link::tls::check_private_file(path)?;
         }
         Ok(file)
     }
@@ -292,7 +292,7 @@ impl HubFile {
 
 /// Reads a hub token file (refused when group or others may read it), trimmed.
 pub fn read_token_file(path: &Path) -> Result<String, ConfigError> {
-    crate::tls::check_private_file(path)?;
+    crate::link::tls::check_private_file(path)?;
     Ok(std::fs::read_to_string(path)
         .map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -360,7 +360,7 @@ pub struct HubConfig {
     pub token_reload_interval_ms: u64,
     /// Adapters of the program embedding the hub library (never from a file; `mcp-hub` has
     /// none): served after the built-in and command adapters.
-    pub embedded: Vec<&'static crate::adapters::EmbeddedAdapter>,
+    pub embedded: Vec<&'static crate::skill::adapters::EmbeddedAdapter>,
     /// The protocol features this hub announces, when not all it understands (never from a
     /// file: a test's hub of an earlier build).
     pub protocol_features: Option<Vec<String>>,
@@ -449,7 +449,7 @@ impl HubConfig {
     /// problem found is the one reported).
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.connect_urls()?;
-        crate::tls::validate(&self.tls)?;
+        crate::link::tls::validate(&self.tls)?;
         self.validate_adapter_limits()?;
         self.reconnect.validate()?;
         self.validate_healthchecks()?;

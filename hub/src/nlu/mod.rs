@@ -1,5 +1,5 @@
 //! The hub's NLU content store, served by the `nlu_authoring.*` tools of the
-//! NLUAuthoringPlane (see [`crate::adapters::nlu_authoring`]).
+//! NLUAuthoringPlane (see [`crate::skill::adapters::nlu_authoring`]).
 //!
 //! # Layout
 //! - [`content`]: the files `[nlu]` declares (entities, intents, templates), validated; the
@@ -327,7 +327,7 @@ fn read_overlay(path: &Path) -> Result<Overlay, LoadError> {
 fn write_overlay(path: &Path, overlay: &Overlay) -> Result<(), ToolError> {
     let bytes = serde_json::to_vec_pretty(overlay)
         .map_err(|e| internal(format!("cannot encode the applied NLU changes: {e}")))?;
-    crate::state::write_atomic(path, &bytes).map_err(|e| {
+    crate::store::state::write_atomic(path, &bytes).map_err(|e| {
         internal(format!(
             "{}: cannot write the applied NLU changes: {}",
             e.path.display(),

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::HubContext;
-use crate::services::{Mode, ServiceState};
+use crate::machine::services::{Mode, ServiceState};
 
 use super::sample::{Sample, sample};
 use super::store::{Session, SessionState, Shared};

@@ -48,7 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{HubConfig, ProfilingConfig};
 use crate::context::HubContext;
-use crate::services::Mode;
+use crate::machine::services::Mode;
 
 pub use actor::{Msg, OpsArgs, OpsState, ProfileOps};
 pub use evidence::{Change, frames as evidence_frames};

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::services::kb_field;
+use crate::machine::services::kb_field;
 pub use mcp_shared::profiling::Growth;
 
 /// One memory sample of a process.

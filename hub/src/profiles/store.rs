@@ -291,8 +291,8 @@ impl Shared {
     }
 }
 
-/// Writes `bytes` to `path` (a file in the profiles directory) through [`crate::state::write_atomic`].
+/// Writes `bytes` to `path` (a file in the profiles directory) through [`crate::store::state::write_atomic`].
 pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
-    crate::state::write_atomic(path, bytes)
+    crate::store::state::write_atomic(path, bytes)
         .map_err(|e| internal(format!("{}: cannot write: {}", e.path.display(), e.source)))
 }

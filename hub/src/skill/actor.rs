@@ -10,10 +10,10 @@ use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::protocol::{SkillCommand, SkillState};
 use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, SupervisionEvent};
 
-use crate::adapters::{
+use crate::context::{HubContext, Lifecycle, SKILL};
+use crate::skill::adapters::{
     AdapterActor, AdapterArgs, AdapterKind, AdapterMsg, AdapterReply, CallInput, CrashReport,
 };
-use crate::context::{HubContext, Lifecycle, SKILL};
 
 use super::lifecycle::{load_lifecycle, load_owner_switch, save_lifecycle};
 

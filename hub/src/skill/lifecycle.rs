@@ -98,7 +98,7 @@ pub fn save_owner_switch(state_dir: &Path, enabled: bool) -> Result<(), StateErr
 /// How often a running hub reads the owner's switch.
 pub const OWNER_SWITCH_POLL: Duration = Duration::from_millis(500);
 
-/// Writes `value` as JSON to `state_dir/name` through [`crate::state::write_atomic`].
+/// Writes `value` as JSON to `state_dir/name` through [`crate::store::state::write_atomic`].
 fn write_atomically(
     state_dir: &Path,
     name: &str,
@@ -109,8 +109,8 @@ fn write_atomically(
         path: path.clone(),
         source,
     })?;
-    crate::state::write_atomic(&path, &text)
-        .map_err(|crate::state::WriteError { path, source }| StateError::Io { path, source })
+    crate::store::state::write_atomic(&path, &text)
+        .map_err(|crate::store::state::WriteError { path, source }| StateError::Io { path, source })
 }
 
 /// Writes the lifecycle of `infra_access_skill` (temporary file, then rename).

@@ -15,7 +15,10 @@
 //! (here) is how the rest of the hub talks to it.
 
 mod actor;
+pub mod adapters;
 mod lifecycle;
+#[cfg(test)]
+pub(crate) mod test_fault;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,8 +29,8 @@ use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
 use serde_json::Value;
 
-use crate::adapters::{AdapterDecl, AdapterReply, CallInput};
 use crate::context::{HubContext, SKILL};
+use crate::skill::adapters::{AdapterDecl, AdapterReply, CallInput};
 
 pub use actor::{Msg, Skill, SkillArgs, State};
 pub use lifecycle::{

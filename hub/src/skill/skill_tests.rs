@@ -5,14 +5,14 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::*;
-use crate::adapters::{ADAPTERS, AdapterKind};
 use crate::config::HubConfig;
+use crate::skill::adapters::{ADAPTERS, AdapterKind};
 
 fn ctx(dir: &Path, concurrency: usize) -> Arc<HubContext> {
     let mut config = HubConfig::new("hub:test-alpha", "test", "ws://127.0.0.1:1", "t", dir);
-    config.embedded = vec![&crate::test_fault::FAULT];
+    config.embedded = vec![&crate::skill::test_fault::FAULT];
     config.skill.adapter_concurrency = concurrency;
-    crate::adapters::serve_everything(&mut config);
+    crate::skill::adapters::serve_everything(&mut config);
     Arc::new(HubContext::new(config).expect("context"))
 }
 
@@ -21,7 +21,7 @@ fn soon(ms: u64) -> tokio::time::Instant {
 }
 
 const STATUS: AdapterDecl = AdapterKind::Status.decl();
-const FAULT: AdapterDecl = crate::test_fault::FAULT.decl;
+const FAULT: AdapterDecl = crate::skill::test_fault::FAULT.decl;
 
 #[tokio::test]
 async fn every_adapter_answers_with_real_figures() {

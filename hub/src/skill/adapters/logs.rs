@@ -1,0 +1,624 @@
+//! `hub.get_logs` on the hub: the tail of this hub's log streams, redacted here before
+//! anything leaves the hub.
+//!
+//! Streams, in this order: each managed service's log file (`[[services]]`, stream = service
+//! name; its rotated previous part `<log_file>.1` is read first), each `[[log_sources]]` file (stream = its name), and `hub` (the hub's own recent log
+//! lines, [`crate::store::hublog`]). Arguments: `source` (`subnet_active`, the default; `root_local`
+//! is root's own log and is refused here), `stream` (one stream; default all), `lines` (1 to
+//! 1000, default 100) and `contains` (only lines containing this text, matched after
+//! redaction so a filter cannot probe for a secret).
+//!
+//! The answer has the shape root returns for the whole subnet: `{source, health, missing,
+//! entries, summary}` with `source: "subnet_active"`, `health: "healthy"`, `missing: []` and
+//! one entry per stream, `{target_id, stream, lines, truncated, redactions}`; root merges the
+//! entries of every hub of the subnet and sets `health` and `missing` from the hubs that did
+//! not answer. An unreadable stream (missing file, not a regular file, a path that resolves
+//! outside the declared roots) is an entry with no lines, named in `summary`.
+//!
+//! Bounds: at most the last [`WINDOW_BYTES`] of a file are read (a partial first line is
+//! dropped); the whole window is redacted (so a multi-line private key is recognised whole),
+//! then split into lines; ANSI colour sequences are removed and other control characters
+//! replaced; lines are cut at [`MAX_LINE_BYTES`]; the entries share [`BUDGET_BYTES`], newest
+//! lines kept. `truncated` says that the stream holds (or may hold, beyond the window) more
+//! matching lines than were returned. `redactions` counts the `[REDACTED]` markers in the
+//! returned lines.
+
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use mcp_shared::error::{ErrorCode, ToolError};
+use regex::Regex;
+use serde_json::{Value, json};
+
+use crate::config::HUB_STREAM;
+use crate::context::HubContext;
+use crate::skill::adapters::redact::REDACTED;
+
+/// Bytes read from the end of a log file.
+pub const WINDOW_BYTES: u64 = 1024 * 1024;
+/// Longest line returned (longer lines are cut and end with `…`).
+pub const MAX_LINE_BYTES: usize = 2048;
+/// Bytes of lines in one answer, shared by its entries (the channel's frames are at most
+/// 1 MiB).
+pub const BUDGET_BYTES: usize = 512 * 1024;
+/// Most lines per stream a caller may ask for, and the default.
+pub const MAX_LINES: u64 = 1000;
+pub const DEFAULT_LINES: u64 = 100;
+/// Longest `contains` filter.
+pub const MAX_FILTER: usize = 200;
+
+static ANSI: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]").expect("built-in ANSI pattern compiles")
+});
+
+fn invalid(message: impl Into<String>) -> ToolError {
+    ToolError::new(ErrorCode::InvalidArguments, message)
+}
+
+/// Where a stream's lines come from.
+#[derive(Debug, Clone)]
+enum Origin {
+    /// A service's log file (its path is checked by the configuration).
+    Service(PathBuf),
+    /// A log source (its path is checked again at every read, links followed).
+    Source(PathBuf),
+    /// The hub's own ring.
+    Hub,
+}
+
+/// Every stream of this hub, in answer order.
+fn streams(ctx: &HubContext) -> Vec<(String, Origin)> {
+    let config = &ctx.config;
+    let mut out: Vec<(String, Origin)> = config
+        .services
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                Origin::Service(config.under_state_dir(&s.log_path(&config.state_dir))),
+            )
+        })
+        .collect();
+    out.extend(config.log_sources.iter().map(|s| {
+        (
+            s.name.clone(),
+            Origin::Source(config.under_state_dir(&s.path)),
+        )
+    }));
+    out.push((HUB_STREAM.to_owned(), Origin::Hub));
+    out
+}
+
+/// The validated arguments.
+struct Request {
+    stream: Option<String>,
+    lines: usize,
+    contains: Option<String>,
+}
+
+fn request(arguments: &Value) -> Result<Request, ToolError> {
+    let map = match arguments {
+        Value::Null => {
+            return Ok(Request {
+                stream: None,
+                lines: DEFAULT_LINES as usize,
+                contains: None,
+            });
+        }
+        Value::Object(m) => m,
+        _ => return Err(invalid("arguments must be an object")),
+    };
+    if let Some(k) = map
+        .keys()
+        .find(|k| !matches!(k.as_str(), "source" | "stream" | "lines" | "contains"))
+    {
+        return Err(invalid(format!(
+            "unknown argument `{k}`; this tool takes source, stream, lines and contains"
+        )));
+    }
+    match map.get("source") {
+        None => {}
+        Some(Value::String(s)) if s == "subnet_active" => {}
+        Some(Value::String(s)) if s == "root_local" => {
+            return Err(invalid(
+                "source `root_local` is root's own log and is answered by root, not by a hub",
+            ));
+        }
+        Some(other) => {
+            return Err(invalid(format!(
+                "`source` must be \"subnet_active\" or \"root_local\", not {other}"
+            )));
+        }
+    }
+    let stream = match map.get("stream") {
+        None => None,
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 64 => Some(s.clone()),
+        Some(_) => return Err(invalid("`stream` must be a name of 1 to 64 characters")),
+    };
+    let lines = match map.get("lines") {
+        None => DEFAULT_LINES,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=MAX_LINES).contains(&n) => n,
+            _ => {
+                return Err(invalid(format!(
+                    "`lines` must be an integer from 1 to {MAX_LINES}"
+                )));
+            }
+        },
+    };
+    let contains = match map.get("contains") {
+        None => None,
+        Some(Value::String(s)) if !s.is_empty() && s.chars().count() <= MAX_FILTER => {
+            Some(s.clone())
+        }
+        Some(_) => {
+            return Err(invalid(format!(
+                "`contains` must be a string of 1 to {MAX_FILTER} characters"
+            )));
+        }
+    };
+    Ok(Request {
+        stream,
+        lines: usize::try_from(lines).unwrap_or(usize::MAX),
+        contains,
+    })
+}
+
+/// Raw text of a stream: the text, whether its first line is partial, whether earlier lines
+/// exist that are not in it.
+struct Raw {
+    text: String,
+    partial_first: bool,
+    earlier: bool,
+}
+
+/// The roots a log source must resolve under (links followed).
+fn roots(ctx: &HubContext) -> Vec<PathBuf> {
+    std::iter::once(&ctx.config.state_dir)
+        .chain(ctx.config.allowed_roots.iter())
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .collect()
+}
+
+/// Reads the last [`WINDOW_BYTES`] of `path`; the error is a short reason for the summary.
+fn read_file(path: &Path, confine: Option<&[PathBuf]>) -> Result<Raw, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let real = std::fs::canonicalize(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file yet".to_owned(),
+        _ => format!("cannot open: {e}"),
+    })?;
+    if let Some(roots) = confine
+        && !roots.iter().any(|r| real.starts_with(r))
+    {
+        return Err(
+            "resolves outside the state directory and the declared roots; not read".to_owned(),
+        );
+    }
+    let mut file = std::fs::File::open(&real).map_err(|e| format!("cannot open: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file; not read".to_owned());
+    }
+    let start = meta.len().saturating_sub(WINDOW_BYTES);
+    file.seek(SeekFrom::Start(start))
+        .map_err(|e| format!("cannot seek: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(WINDOW_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    Ok(Raw {
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        partial_first: start > 0,
+        earlier: start > 0,
+    })
+}
+
+/// A service's log: its previous part (`<log_file>.1`, if any) followed by the current file.
+fn read_service(path: &Path) -> Result<Raw, String> {
+    let current = read_file(path, None);
+    let previous = read_file(
+        &crate::machine::services::CappedLog::rotated_path(path),
+        None,
+    )
+    .ok();
+    match (previous, current) {
+        (None, current) => current,
+        (Some(previous), Err(_)) => Ok(previous),
+        // One byte stream cut in two: joined as written.
+        (Some(previous), Ok(current)) => Ok(Raw {
+            text: previous.text + &current.text,
+            partial_first: previous.partial_first,
+            earlier: previous.earlier,
+        }),
+    }
+}
+
+/// Makes a line safe to show: no ANSI sequences, no control characters, at most
+/// [`MAX_LINE_BYTES`].
+fn clean(line: &str) -> String {
+    let line = ANSI.replace_all(line, "");
+    let mut out: String = line
+        .chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if out.len() > MAX_LINE_BYTES {
+        let mut end = MAX_LINE_BYTES - '…'.len_utf8();
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+        out.push('…');
+    }
+    out
+}
+
+/// One stream's answer before the budget is applied.
+struct Tail {
+    lines: Vec<String>,
+    truncated: bool,
+}
+
+/// Redacts the raw text, splits it into lines, filters, keeps the last `n`.
+fn tail(raw: Raw, req: &Request, extra: &[Regex]) -> Tail {
+    let text = if raw.partial_first {
+        raw.text
+            .split_once('\n')
+            .map_or(String::new(), |(_, rest)| rest.to_owned())
+    } else {
+        raw.text
+    };
+    let (text, _) = crate::skill::adapters::redact::redact_with(&text, extra);
+    let matching: Vec<&str> = text
+        .lines()
+        .filter(|l| req.contains.as_deref().is_none_or(|c| l.contains(c)))
+        .collect();
+    let skip = matching.len().saturating_sub(req.lines);
+    Tail {
+        lines: matching[skip..].iter().map(|l| clean(l)).collect(),
+        truncated: skip > 0 || raw.earlier,
+    }
+}
+
+pub async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+    let req = request(arguments)?;
+    let all = streams(ctx);
+    let chosen: Vec<(String, Origin)> = match &req.stream {
+        None => all,
+        Some(name) => match all.iter().find(|(n, _)| n == name) {
+            Some(s) => vec![s.clone()],
+            None => {
+                let names: Vec<String> = all.iter().map(|(n, _)| format!("`{n}`")).collect();
+                return Err(invalid(format!(
+                    "no log stream `{name}` on this hub; streams: {}",
+                    names.join(", ")
+                )));
+            }
+        },
+    };
+    let roots = roots(ctx);
+    let mut tails = Vec::with_capacity(chosen.len());
+    let mut problems = Vec::new();
+    for (name, origin) in &chosen {
+        let raw = match origin {
+            Origin::Hub => {
+                let snap = ctx.logging.hub_log.snapshot();
+                Ok(Raw {
+                    text: snap.lines.join("\n"),
+                    partial_first: false,
+                    earlier: snap.dropped,
+                })
+            }
+            Origin::Service(path) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || read_service(&path))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the read failed: {e}")))
+            }
+            Origin::Source(path) => {
+                let path = path.clone();
+                let roots = roots.clone();
+                tokio::task::spawn_blocking(move || read_file(&path, Some(&roots)))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the read failed: {e}")))
+            }
+        };
+        match raw {
+            Ok(raw) => tails.push(tail(raw, &req, &ctx.logging.redaction)),
+            Err(why) => {
+                problems.push(format!("`{name}`: {why}"));
+                tails.push(Tail {
+                    lines: Vec::new(),
+                    truncated: false,
+                });
+            }
+        }
+    }
+    // The entries share the budget; each keeps its newest lines within its share.
+    let share = BUDGET_BYTES / tails.len().max(1);
+    for t in &mut tails {
+        let mut used = 0;
+        let keep = t
+            .lines
+            .iter()
+            .rev()
+            .take_while(|l| {
+                used += l.len() + 8;
+                used <= share
+            })
+            .count();
+        if keep < t.lines.len() {
+            t.lines.drain(..t.lines.len() - keep);
+            t.truncated = true;
+        }
+    }
+    let target = &ctx.config.target_id;
+    let mut total_lines = 0;
+    let mut total_redactions = 0;
+    let entries: Vec<Value> = chosen
+        .iter()
+        .zip(tails)
+        .map(|((name, _), t)| {
+            let redactions: usize = t.lines.iter().map(|l| l.matches(REDACTED).count()).sum();
+            total_lines += t.lines.len();
+            total_redactions += redactions;
+            json!({
+                "target_id": target,
+                "stream": name,
+                "lines": t.lines,
+                "truncated": t.truncated,
+                "redactions": redactions,
+            })
+        })
+        .collect();
+    let mut summary = format!(
+        "{target}: {} stream(s), {total_lines} line(s), {total_redactions} redaction(s)",
+        entries.len()
+    );
+    if !problems.is_empty() {
+        summary.push_str("; unreadable: ");
+        summary.push_str(&problems.join("; "));
+    }
+    Ok(json!({
+        "source": "subnet_active",
+        "health": "healthy",
+        "missing": [],
+        "entries": entries,
+        "summary": summary,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::config::{HubConfig, LogSourceConfig};
+    use crate::skill::adapters::{AdapterKind, CallInput};
+
+    fn soon() -> tokio::time::Instant {
+        tokio::time::Instant::now() + std::time::Duration::from_secs(10)
+    }
+
+    async fn call(ctx: &Arc<HubContext>, arguments: Value) -> Result<Value, ToolError> {
+        AdapterKind::GetLogs
+            .run(ctx.clone(), CallInput::new("l", arguments, soon()))
+            .await
+    }
+
+    /// A hub with log sources `app` (with planted secrets) and `outside` (a link leading out
+    /// of the declared roots), and a configured redaction pattern.
+    fn ctx(dir: &Path) -> Arc<HubContext> {
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs).expect("logs");
+        let outside = dir.join("elsewhere");
+        std::fs::create_dir_all(&outside).expect("outside");
+        std::fs::write(outside.join("secret.txt"), "root:x:0:0\n").expect("write");
+        std::fs::write(
+            logs.join("app.log"),
+            "starting\n\
+             connecting to postgres://app:hunter2@db.local/app\n\
+             \x1b[32mready\x1b[0m\n\
+             auth header Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig\n\
+             key follows\n\
+             -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0\nAQEFAASCBKcwggSjAgEAAoIBAQ\n-----END PRIVATE KEY-----\n\
+             session=0123abcd opened\n\
+             request ok\n",
+        )
+        .expect("write");
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", "t", dir.join("state"));
+        config.allowed_roots = vec![logs.clone()];
+        config.log_sources = vec![
+            LogSourceConfig {
+                name: "app".into(),
+                path: logs.join("app.log"),
+            },
+            LogSourceConfig {
+                name: "outside".into(),
+                path: logs.join("outside.log"),
+            },
+            LogSourceConfig {
+                name: "later".into(),
+                path: logs.join("later.log"),
+            },
+        ];
+        config.redaction.patterns = vec![r"session=[0-9a-f]{8}".into()];
+        config.validate().expect("valid config");
+        // Planted after start-up validation: only the check at read time can catch it.
+        std::os::unix::fs::symlink(outside.join("secret.txt"), logs.join("outside.log"))
+            .expect("symlink");
+        let ctx = HubContext::new(config).expect("context");
+        Arc::new(ctx)
+    }
+
+    #[tokio::test]
+    async fn planted_secrets_never_leave_the_hub() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ctx(dir.path());
+        let answer = call(&ctx, json!({"stream": "app", "lines": 1000}))
+            .await
+            .expect("logs");
+        let text = answer.to_string();
+        for secret in [
+            "hunter2",
+            "eyJhbGciOiJIUzI1NiJ9",
+            "MIIEvQIBADANBgkqhkiG9w0",
+            "AQEFAASCBKcwggSjAgEAAoIBAQ",
+            "0123abcd",
+        ] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+        assert_eq!(answer["source"], "subnet_active");
+        assert_eq!(answer["health"], "healthy");
+        assert_eq!(answer["missing"], json!([]));
+        let entry = &answer["entries"][0];
+        assert_eq!(entry["target_id"], "hub:test-alpha");
+        assert_eq!(entry["stream"], "app");
+        assert_eq!(entry["truncated"], false);
+        let lines: Vec<&str> = entry["lines"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .map(|l| l.as_str().expect("string"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "starting",
+                "connecting to postgres://app:[REDACTED]@db.local/app",
+                "ready",
+                "auth header Bearer [REDACTED]",
+                "key follows",
+                "[REDACTED]",
+                "[REDACTED] opened",
+                "request ok",
+            ]
+        );
+        assert_eq!(entry["redactions"], 4);
+
+        // A filter sees only redacted text: probing for a secret finds nothing.
+        let probe = call(&ctx, json!({"stream": "app", "contains": "hunter2"}))
+            .await
+            .expect("logs");
+        assert_eq!(probe["entries"][0]["lines"], json!([]));
+        let two = call(&ctx, json!({"stream": "app", "lines": 2}))
+            .await
+            .expect("logs");
+        assert_eq!(
+            two["entries"][0]["lines"],
+            json!(["[REDACTED] opened", "request ok"])
+        );
+        assert_eq!(two["entries"][0]["truncated"], true);
+        let filtered = call(
+            &ctx,
+            json!({"stream": "app", "contains": "REDACTED", "lines": 1}),
+        )
+        .await
+        .expect("logs");
+        assert_eq!(
+            filtered["entries"][0]["lines"],
+            json!(["[REDACTED] opened"])
+        );
+        assert_eq!(filtered["entries"][0]["redactions"], 1);
+    }
+
+    #[tokio::test]
+    async fn all_streams_links_out_of_the_roots_and_bad_arguments() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ctx(dir.path());
+        let answer = call(&ctx, json!({})).await.expect("logs");
+        let streams: Vec<&str> = answer["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| e["stream"].as_str().expect("stream"))
+            .collect();
+        assert_eq!(streams, ["app", "outside", "later", "hub"]);
+        assert_eq!(answer["entries"][1]["lines"], json!([]), "not followed out");
+        assert!(!answer.to_string().contains("root:x:0:0"));
+        let summary = answer["summary"].as_str().expect("summary");
+        assert!(summary.contains("`outside`: resolves outside"), "{summary}");
+        assert!(summary.contains("`later`: no such file yet"), "{summary}");
+
+        for (bad, why) in [
+            (
+                json!({"stream": "nope"}),
+                "streams: `app`, `outside`, `later`, `hub`",
+            ),
+            (json!({"source": "root_local"}), "answered by root"),
+            (json!({"source": "everywhere"}), "`source` must be"),
+            (json!({"lines": 0}), "`lines` must be"),
+            (json!({"lines": 1001}), "`lines` must be"),
+            (json!({"contains": ""}), "`contains` must be"),
+            (json!({"path": "/etc/passwd"}), "unknown argument `path`"),
+        ] {
+            let err = call(&ctx, bad.clone()).await.expect_err("refused");
+            assert_eq!(err.code, ErrorCode::InvalidArguments, "{bad}");
+            assert!(err.message.contains(why), "{bad}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_service_log_is_read_with_its_previous_part() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", "t", dir.path());
+        config.services = vec![crate::config::ServiceConfig::new(
+            "web",
+            vec!["true".into()],
+        )];
+        let log = config.services[0].log_path(&config.state_dir);
+        std::fs::create_dir_all(log.parent().expect("dir")).expect("dir");
+        std::fs::write(
+            crate::machine::services::CappedLog::rotated_path(&log),
+            "old 1\nold 2 AKIAABCDEFGHIJKLMNOP\nhalf ",
+        )
+        .expect("write");
+        std::fs::write(&log, "a line\nnew 1\n").expect("write");
+        let ctx = Arc::new(HubContext::new(config).expect("context"));
+        let answer = call(&ctx, json!({"stream": "web"})).await.expect("logs");
+        let entry = &answer["entries"][0];
+        assert_eq!(
+            entry["lines"],
+            json!(["old 1", "old 2 [REDACTED]", "half a line", "new 1"])
+        );
+        assert_eq!(
+            (entry["redactions"].as_u64(), entry["truncated"].as_bool()),
+            (Some(1), Some(false))
+        );
+        let all = call(&ctx, json!({"lines": 1})).await.expect("logs");
+        let streams: Vec<&Value> = all["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| &e["stream"])
+            .collect();
+        assert_eq!(streams, [&json!("web"), &json!("hub")]);
+        assert_eq!(all["entries"][0]["lines"], json!(["new 1"]));
+        assert_eq!(all["entries"][0]["truncated"], true);
+    }
+
+    #[test]
+    fn a_cut_window_drops_its_partial_first_line_and_lines_are_cleaned() {
+        let req = Request {
+            stream: None,
+            lines: 10,
+            contains: None,
+        };
+        let raw = Raw {
+            text: "mcph_second_half_of_a_token\nkept\n".into(),
+            partial_first: true,
+            earlier: true,
+        };
+        let t = tail(raw, &req, &[]);
+        assert_eq!(t.lines, ["kept"]);
+        assert!(t.truncated);
+        let long = clean(&format!("a\u{7}b{}", "é".repeat(MAX_LINE_BYTES)));
+        assert!(long.starts_with("a\u{FFFD}b") && long.ends_with('…'));
+        assert!(long.len() <= MAX_LINE_BYTES);
+    }
+}

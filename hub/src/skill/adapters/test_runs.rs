@@ -1,0 +1,791 @@
+//! `hub.run_allowed_tests`: runs one test named in `[[skill.allowed_tests]]` — a fixed argv
+//! run without a shell, in its own process group, killed (the whole group) at its timeout —
+//! and records the result in `<state_dir>/test-results.json`.
+//!
+//! - `dry_run`: runs nothing; answers the expected effect (what would run, and the last
+//!   recorded result of that test).
+//! - otherwise: runs the test and answers the recorded result. A call carrying an
+//!   idempotency key that is already recorded for this tool gets that call's result back
+//!   (same `run_id`) and runs nothing; a second call with a key still in flight gets `busy`.
+//!
+//! The output tail is redacted ([`crate::skill::adapters::redact`]) before it is recorded or returned. A test
+//! with `progress_line` (and `progress_total`) reports how many tests are done while it runs,
+//! read from its output lines; only the counts leave the hub that way.
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcp_shared::error::{ErrorCode, ToolError};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tracing::Instrument;
+
+use crate::config::{AllowedTestConfig, MAX_TEST_NAME};
+use crate::context::HubContext;
+use crate::skill::adapters::{AdapterKind, CallInput, Progress};
+use crate::store::results::TestRun;
+
+/// Bytes of output returned (the tail of stdout and stderr).
+pub const TAIL_BYTES: usize = 4096;
+/// Bytes of output kept and redacted before the tail is cut, so a secret that starts before
+/// the tail is still recognised whole.
+const WINDOW_BYTES: usize = 16 * 1024;
+/// Time kept back from the call's deadline to kill the test and record its result.
+const RECORD_MARGIN: Duration = Duration::from_millis(500);
+/// How long to wait for the output pipes to close once the process group is gone.
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
+/// Progress of a run is reported at most this often.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// Bytes of one output line looked at for progress (the rest of a longer line is not).
+const LINE_BYTES: usize = 4096;
+
+fn tool_id() -> &'static str {
+    AdapterKind::AllowedTests.decl().tool_id
+}
+
+/// `invalid_arguments` naming the allowed tests.
+pub fn unknown_test(ctx: &HubContext, name: &str) -> ToolError {
+    let names: Vec<String> = ctx
+        .config
+        .skill
+        .allowed_tests
+        .iter()
+        .map(|t| format!("`{}`", t.name))
+        .collect();
+    let allowed = if names.is_empty() {
+        "none are configured on this hub".to_owned()
+    } else {
+        format!("allowed tests: {}", names.join(", "))
+    };
+    ToolError::new(
+        ErrorCode::InvalidArguments,
+        format!("`{name}` is not an allowed test; {allowed}"),
+    )
+}
+
+/// The test name from `{"name": "..."}` (nothing else is accepted).
+fn test_name(arguments: &Value) -> Result<&str, ToolError> {
+    let bad = |m: &str| ToolError::new(ErrorCode::InvalidArguments, m.to_owned());
+    let Value::Object(map) = arguments else {
+        return Err(bad("arguments must be an object {\"name\": \"<test>\"}"));
+    };
+    if let Some(k) = map.keys().find(|k| *k != "name") {
+        return Err(bad(&format!(
+            "unknown argument `{k}`; this tool takes only `name`"
+        )));
+    }
+    match map.get("name").and_then(Value::as_str) {
+        Some(n) if !n.is_empty() && n.chars().count() <= MAX_TEST_NAME => Ok(n),
+        Some(_) => Err(bad("`name` must have 1 to 200 characters")),
+        None => Err(bad("`name` (a string) is required")),
+    }
+}
+
+pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
+    let name = test_name(&input.arguments)?;
+    let test = ctx
+        .config
+        .skill
+        .allowed_tests
+        .iter()
+        .find(|t| t.name == name)
+        .ok_or_else(|| unknown_test(ctx, name))?;
+    let store = &ctx.stores.test_results;
+    if input.dry_run {
+        let last = store.last(name)?;
+        let argv: Vec<String> = test
+            .argv
+            .iter()
+            .map(|a| crate::skill::adapters::redact::redact_with(a, &ctx.logging.redaction).0)
+            .collect();
+        return Ok(json!({
+            "action": "run_allowed_test",
+            "test": test.name,
+            "argv": argv,
+            "cwd": test.cwd.as_ref().map(|p| p.display().to_string()),
+            "timeout_ms": test.timeout_ms,
+            "last_result": last,
+        }));
+    }
+    let tool = tool_id();
+    let _claim = match &input.idempotency_key {
+        Some(key) => {
+            if let Some(first) = store.replay(tool, key)? {
+                return replayed(first, name, key);
+            }
+            let claim = store.claim(tool, key).ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::Busy,
+                    format!("a call with idempotency key `{key}` is still running; retry later"),
+                )
+            })?;
+            // It may have finished between the lookup and the claim.
+            if let Some(first) = store.replay(tool, key)? {
+                return replayed(first, name, key);
+            }
+            Some(claim)
+        }
+        None => None,
+    };
+    let budget = input
+        .deadline
+        .saturating_duration_since(tokio::time::Instant::now())
+        .saturating_sub(RECORD_MARGIN);
+    let limit = Duration::from_millis(test.timeout_ms).min(budget);
+    let counter = Counter::new(test, &input.progress).map(Arc::new);
+    let process = mcp_shared::otel_span!("child process", test = %test.name);
+    let outcome = execute(test, limit, &ctx.logging.redaction, counter)
+        .instrument(process)
+        .await;
+    let key = input.idempotency_key.as_deref().map(|k| (tool, k));
+    store.record(&outcome, key).map_err(|e| {
+        ToolError::new(
+            ErrorCode::Internal,
+            format!(
+                "test `{name}` ran (run {}, passed: {}) but its result was not recorded: {}",
+                outcome.run_id, outcome.passed, e.message
+            ),
+        )
+    })?;
+    tracing::info!(test = name, run_id = %outcome.run_id, passed = outcome.passed, timed_out = outcome.timed_out, "allowed test ran");
+    to_value(&outcome)
+}
+
+/// The recorded result for a repeated idempotency key (which must name the same test).
+fn replayed(first: TestRun, name: &str, key: &str) -> Result<Value, ToolError> {
+    if first.test != name {
+        return Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!(
+                "idempotency key `{key}` was already used to run test `{}`, not `{name}`",
+                first.test
+            ),
+        ));
+    }
+    to_value(&first)
+}
+
+fn to_value(run: &TestRun) -> Result<Value, ToolError> {
+    serde_json::to_value(run)
+        .map_err(|e| ToolError::new(ErrorCode::Internal, format!("cannot encode result: {e}")))
+}
+
+/// Output of both pipes, in the order read, bounded to the last [`WINDOW_BYTES`].
+#[derive(Default)]
+struct Tail {
+    bytes: VecDeque<u8>,
+    cut: bool,
+}
+
+/// Counts the tests a run has done from its output lines (`progress_line`,
+/// `progress_total`) and reports the counts, at most every [`PROGRESS_EVERY`].
+struct Counter {
+    line: Option<regex::Regex>,
+    total_line: Option<regex::Regex>,
+    progress: Progress,
+    state: Mutex<Count>,
+}
+
+#[derive(Default)]
+struct Count {
+    done: u64,
+    total: Option<u64>,
+    reported: Option<(Instant, u64, Option<u64>)>,
+}
+
+impl Counter {
+    /// A counter for `test`, if it declares how to count (the patterns were checked when the
+    /// configuration was read).
+    fn new(test: &AllowedTestConfig, progress: &Progress) -> Option<Counter> {
+        let compile = |p: &Option<String>| p.as_deref().and_then(|p| regex::Regex::new(p).ok());
+        let (line, total_line) = (compile(&test.progress_line), compile(&test.progress_total));
+        (line.is_some() || total_line.is_some()).then(|| Counter {
+            line,
+            total_line,
+            progress: progress.clone(),
+            state: Mutex::new(Count::default()),
+        })
+    }
+
+    /// One line of output.
+    fn line(&self, line: &str) {
+        let total = self
+            .total_line
+            .as_ref()
+            .and_then(|r| r.captures(line))
+            .and_then(|c| c.get(1))
+            .and_then(|m| m.as_str().parse::<u64>().ok());
+        let done = self.line.as_ref().is_some_and(|r| r.is_match(line));
+        if total.is_none() && !done {
+            return;
+        }
+        let mut c = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = total {
+            c.total = Some(c.total.unwrap_or(0).saturating_add(n));
+        }
+        c.done += u64::from(done);
+        self.report(&mut c, false);
+    }
+
+    /// Reports the counts if they changed, unless one was reported less than
+    /// [`PROGRESS_EVERY`] ago (`last`: the run is over, report anyway).
+    fn report(&self, c: &mut Count, last: bool) {
+        if let Some((at, done, total)) = c.reported
+            && ((done, total) == (c.done, c.total) || (!last && at.elapsed() < PROGRESS_EVERY))
+        {
+            return;
+        }
+        let message = match c.total {
+            Some(total) => format!("{} of {total} tests done", c.done),
+            None => format!("{} tests done", c.done),
+        };
+        self.progress
+            .report(c.done as f64, c.total.map(|t| t as f64), message);
+        c.reported = Some((Instant::now(), c.done, c.total));
+    }
+
+    fn finish(&self) {
+        let mut c = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.report(&mut c, true);
+    }
+}
+
+async fn collect(
+    mut pipe: impl AsyncRead + Unpin,
+    tail: Arc<Mutex<Tail>>,
+    counter: Option<Arc<Counter>>,
+) {
+    let mut buf = [0u8; 8192];
+    let mut line = Vec::new();
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                if let Some(counter) = &counter
+                    && !line.is_empty()
+                {
+                    counter.line(&String::from_utf8_lossy(&line));
+                }
+                return;
+            }
+            Ok(n) => {
+                if let Some(counter) = &counter {
+                    for &b in &buf[..n] {
+                        if b == b'\n' {
+                            counter.line(String::from_utf8_lossy(&line).trim_end_matches('\r'));
+                            line.clear();
+                        } else if line.len() < LINE_BYTES {
+                            line.push(b);
+                        }
+                    }
+                }
+                let mut t = tail
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                t.bytes.extend(&buf[..n]);
+                let over = t.bytes.len().saturating_sub(WINDOW_BYTES);
+                if over > 0 {
+                    t.bytes.drain(..over);
+                    t.cut = true;
+                }
+            }
+        }
+    }
+}
+
+/// The last [`TAIL_BYTES`] of the output, redacted with the built-in and the configured
+/// (`extra`, `[redaction]`) patterns, and the number of redactions.
+fn redacted_tail(tail: &Tail, extra: &[regex::Regex]) -> (String, u64) {
+    let (bytes, _) = tail.bytes.as_slices();
+    let mut raw = bytes.to_vec();
+    raw.extend(tail.bytes.as_slices().1);
+    let mut text = String::from_utf8_lossy(&raw).into_owned();
+    if tail.cut {
+        // The first line is partial: drop it rather than show half of a secret.
+        text = match text.split_once('\n') {
+            Some((_, rest)) => rest.to_owned(),
+            None => String::new(),
+        };
+    }
+    let (text, n) = crate::skill::adapters::redact::redact_with(&text, extra);
+    let mut start = text.len().saturating_sub(TAIL_BYTES);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    (text[start..].to_owned(), n as u64)
+}
+
+/// Kills the process group led by `pid` (a test or a command check started as its leader).
+pub(crate) fn kill_group(pid: Option<u32>) {
+    let pid = pid
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Runs `test` for at most `limit`; its output is redacted with `extra` on top of the built-in
+/// patterns.
+async fn execute(
+    test: &AllowedTestConfig,
+    limit: Duration,
+    extra: &[regex::Regex],
+    counter: Option<Arc<Counter>>,
+) -> TestRun {
+    let run_id = uuid::Uuid::now_v7().to_string();
+    let started_at = mcp_shared::time::format(mcp_shared::time::now());
+    let started = Instant::now();
+    let finish =
+        |exit_code: Option<i32>, timed_out: bool, output_tail: String, redactions| TestRun {
+            run_id: run_id.clone(),
+            test: test.name.clone(),
+            passed: exit_code == Some(0) && !timed_out,
+            exit_code,
+            timed_out,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            started_at: started_at.clone(),
+            output_tail,
+            redactions,
+        };
+    let Some((program, args)) = test.argv.split_first() else {
+        return finish(None, false, "empty argv".into(), 0);
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .envs(&test.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = &test.cwd {
+        cmd.current_dir(dir);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let (text, n) = crate::skill::adapters::redact::redact_with(
+                &format!("cannot run `{program}`: {e}"),
+                extra,
+            );
+            return finish(None, false, text, n as u64);
+        }
+    };
+    let pid = child.id();
+    // Should this call be stopped (cancel, deadline), the group goes with it.
+    struct GroupGuard(Option<u32>);
+    impl Drop for GroupGuard {
+        fn drop(&mut self) {
+            kill_group(self.0);
+        }
+    }
+    let _group = GroupGuard(pid);
+    let tail = Arc::new(Mutex::new(Tail::default()));
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|p| tokio::spawn(collect(p, tail.clone(), counter.clone()))),
+        child
+            .stderr
+            .take()
+            .map(|p| tokio::spawn(collect(p, tail.clone(), counter.clone()))),
+    ];
+    let (status, timed_out) = match tokio::time::timeout(limit, child.wait()).await {
+        Ok(status) => (status.ok(), false),
+        Err(_) => {
+            kill_group(pid);
+            let _ = child.kill().await;
+            (child.wait().await.ok(), true)
+        }
+    };
+    // Stragglers of the group still holding the pipes are killed too.
+    kill_group(pid);
+    for reader in readers.into_iter().flatten() {
+        let abort = reader.abort_handle();
+        if tokio::time::timeout(DRAIN_WAIT, reader).await.is_err() {
+            abort.abort();
+        }
+    }
+    if let Some(counter) = &counter {
+        counter.finish();
+    }
+    let (output_tail, redactions) = {
+        let t = tail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        redacted_tail(&t, extra)
+    };
+    let exit_code = if timed_out {
+        None
+    } else {
+        status.and_then(|s| s.code())
+    };
+    finish(exit_code, timed_out, output_tail, redactions)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::HubConfig;
+
+    fn soon(ms: u64) -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_millis(ms)
+    }
+
+    fn sh(name: &str, script: &str, timeout_ms: u64) -> AllowedTestConfig {
+        AllowedTestConfig {
+            name: name.into(),
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            cwd: None,
+            timeout_ms,
+            env: Default::default(),
+            progress_line: None,
+            progress_total: None,
+        }
+    }
+
+    /// A hub whose allowed tests append a line to `<dir>/ran` each time they run.
+    fn ctx(dir: &Path) -> Arc<HubContext> {
+        let mark = dir.join("ran");
+        let mark = mark.display();
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", "t", dir);
+        let mut pass = sh(
+            "pass",
+            &format!("echo run >> '{mark}'; echo all good"),
+            5_000,
+        );
+        pass.cwd = Some(dir.to_owned());
+        pass.env.insert("GREETING".into(), "hello".into());
+        config.skill.allowed_tests = vec![
+            pass,
+            sh(
+                "fail",
+                &format!("echo run >> '{mark}'; echo broken >&2; exit 3"),
+                5_000,
+            ),
+            sh("slow", "echo started; sleep 30; echo never", 300),
+            sh(
+                "leaky",
+                "echo token=mcpl_AAAAAAAAAAAAAAAAAAAA; echo url=https://ci:hunter2@git.local/x; \
+                 echo key=AKIAABCDEFGHIJKLMNOP; echo \"auth: Bearer $GREETING.xyz\"; \
+                 printf -- '-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBg\\n-----END PRIVATE KEY-----\\n'",
+                5_000,
+            ),
+        ];
+        config.skill.allowed_tests[3]
+            .env
+            .insert("GREETING".into(), "s3cr3tt0ken".into());
+        Arc::new(HubContext::new(config).expect("context"))
+    }
+
+    fn lines(dir: &Path) -> usize {
+        std::fs::read_to_string(dir.join("ran"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+
+    async fn call(
+        ctx: &Arc<HubContext>,
+        name: &str,
+        dry_run: bool,
+        key: Option<&str>,
+    ) -> Result<Value, ToolError> {
+        let mut input = CallInput::new("c", json!({ "name": name }), soon(10_000));
+        input.dry_run = dry_run;
+        input.idempotency_key = key.map(str::to_owned);
+        AdapterKind::AllowedTests.run(ctx.clone(), input).await
+    }
+
+    async fn results(ctx: &Arc<HubContext>, arguments: Value) -> Result<Value, ToolError> {
+        let input = CallInput::new("r", arguments, soon(5_000));
+        AdapterKind::TestResults.run(ctx.clone(), input).await
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_runs_nothing_and_describes_the_effect() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ctx(dir.path());
+        let effect = call(&ctx, "pass", true, Some("k1")).await.expect("dry run");
+        assert_eq!(lines(dir.path()), 0, "a dry run must not run the test");
+        assert_eq!(effect["action"], "run_allowed_test");
+        assert_eq!(effect["test"], "pass");
+        assert_eq!(effect["argv"][0], "sh");
+        assert_eq!(effect["cwd"], dir.path().display().to_string());
+        assert_eq!(effect["timeout_ms"], 5_000);
+        assert_eq!(effect["last_result"], Value::Null);
+        assert!(
+            !dir.path()
+                .join(crate::store::results::RESULTS_FILE)
+                .exists()
+        );
+
+        let run = call(&ctx, "pass", false, None).await.expect("runs");
+        let effect = call(&ctx, "pass", true, None).await.expect("dry run");
+        assert_eq!(effect["last_result"], run, "the last recorded result");
+        assert_eq!(lines(dir.path()), 1);
+
+        let err = call(&ctx, "rm-rf", true, None).await.expect_err("unknown");
+        assert_eq!(err.code, ErrorCode::InvalidArguments);
+        for name in ["`pass`", "`fail`", "`slow`", "`leaky`"] {
+            assert!(err.message.contains(name), "{err}");
+        }
+        let input = CallInput::new("c", json!({"name": "pass", "argv": ["id"]}), soon(1_000));
+        let err = AdapterKind::AllowedTests
+            .run(ctx.clone(), input)
+            .await
+            .expect_err("only a name");
+        assert_eq!(err.code, ErrorCode::InvalidArguments);
+        assert_eq!(lines(dir.path()), 1);
+    }
+
+    #[tokio::test]
+    async fn execute_records_passing_and_failing_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ctx(dir.path());
+        let ok = call(&ctx, "pass", false, None).await.expect("runs");
+        assert_eq!(lines(dir.path()), 1);
+        assert_eq!(ok["test"], "pass");
+        assert_eq!(ok["passed"], true);
+        assert_eq!(ok["exit_code"], 0);
+        assert_eq!(ok["timed_out"], false);
+        assert_eq!(ok["output_tail"], "all good\n");
+        assert_eq!(ok["redactions"], 0);
+        uuid::Uuid::parse_str(ok["run_id"].as_str().expect("run_id")).expect("a uuid");
+        mcp_shared::time::parse(ok["started_at"].as_str().expect("started_at")).expect("rfc3339");
+
+        let bad = call(&ctx, "fail", false, None).await.expect("runs");
+        assert_eq!(lines(dir.path()), 2);
+        assert_eq!(bad["passed"], false);
+        assert_eq!(bad["exit_code"], 3);
+        assert_eq!(bad["timed_out"], false);
+        assert_eq!(bad["output_tail"], "broken\n");
+
+        // Recorded on disk: a fresh store (a restarted hub) sees both.
+        let store = crate::store::results::TestResults::new(dir.path());
+        let recorded = store.recent(None, 10).expect("recent");
+        assert_eq!(recorded.len(), 2);
+        assert_eq!(serde_json::to_value(&recorded[0]).expect("json"), bad);
+        assert_eq!(serde_json::to_value(&recorded[1]).expect("json"), ok);
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_process_group_and_is_recorded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ctx(dir.path());
+        let started = Instant::now();
+        let run = call(&ctx, "slow", false, None).await.expect("runs");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "killed at its timeout, not after `sleep 30`: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(run["timed_out"], true);
+        assert_eq!(run["passed"], false);
+        assert_eq!(run["exit_code"], Value::Null);
+        assert_eq!(run["output_tail"], "started\n");
+        assert!(run["duration_ms"].as_u64().expect("ms") >= 300);
+        let last = ctx.stores.test_results.last("slow").expect("store");
+        assert_eq!(serde_json::to_value(last).expect("json"), run);
+    }
+
+    #[tokio::test]
+    async fn a_call_deadline_shorter_than_the_timeout_still_records() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", "t", dir.path());
+        config.skill.allowed_tests = vec![sh("long", "sleep 30", 60_000)];
+        let ctx = Arc::new(HubContext::new(config).expect("context"));
+        let input = CallInput::new("c", json!({"name": "long"}), soon(1_500));
+        let run = AdapterKind::AllowedTests
+            .run(ctx.clone(), input)
+            .await
+            .expect("answered before the deadline");
+        assert_eq!(run["timed_out"], true);
+        assert!(
+            ctx.stores
+                .test_results
+                .last("long")
+                .expect("store")
+                .is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_idempotency_key_returns_the_first_result_without_running_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ctx(dir.path());
+        let first = call(&ctx, "pass", false, Some("key-1"))
+            .await
+            .expect("runs");
+        let again = call(&ctx, "pass", false, Some("key-1"))
+            .await
+            .expect("replay");
+        assert_eq!(again, first, "same result, same run_id");
+        assert_eq!(lines(dir.path()), 1, "ran once");
+        // Survives a restart of the hub (the keys are in the state dir).
+        let ctx2 = self::ctx(dir.path());
+        let third = call(&ctx2, "pass", false, Some("key-1"))
+            .await
+            .expect("replay");
+        assert_eq!(third, first);
+        assert_eq!(lines(dir.path()), 1);
+        // Another key runs; the same key for another test is refused.
+        let other = call(&ctx2, "pass", false, Some("key-2"))
+            .await
+            .expect("runs");
+        assert_ne!(other["run_id"], first["run_id"]);
+        assert_eq!(lines(dir.path()), 2);
+        let err = call(&ctx2, "fail", false, Some("key-1"))
+            .await
+            .expect_err("key names another test");
+        assert_eq!(err.code, ErrorCode::InvalidArguments);
+        assert_eq!(lines(dir.path()), 2);
+        // The replayed key is recorded once: results hold the two real runs.
+        assert_eq!(
+            ctx2.stores
+                .test_results
+                .recent(Some("pass"), 50)
+                .expect("recent")
+                .len(),
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn a_concurrent_call_with_the_same_key_is_busy() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", "t", dir.path());
+        config.skill.allowed_tests = vec![sh("nap", "sleep 1", 5_000)];
+        let ctx = Arc::new(HubContext::new(config).expect("context"));
+        let first = {
+            let ctx = ctx.clone();
+            tokio::spawn(async move { call(&ctx, "nap", false, Some("k")).await })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let err = call(&ctx, "nap", false, Some("k"))
+            .await
+            .expect_err("in flight");
+        assert_eq!(err.code, ErrorCode::Busy);
+        let first = first.await.expect("join").expect("runs");
+        assert_eq!(
+            call(&ctx, "nap", false, Some("k")).await.expect("replay"),
+            first
+        );
+    }
+
+    #[tokio::test]
+    async fn secrets_printed_by_a_test_are_redacted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ctx(dir.path());
+        let run = call(&ctx, "leaky", false, None).await.expect("runs");
+        let tail = run["output_tail"].as_str().expect("tail");
+        for secret in ["mcpl_AAAA", "hunter2", "AKIAABCD", "s3cr3tt0ken", "MIIEvQ"] {
+            assert!(!tail.contains(secret), "{secret} leaked: {tail}");
+        }
+        assert!(
+            tail.contains("url=https://ci:[REDACTED]@git.local/x"),
+            "{tail}"
+        );
+        assert!(tail.contains("auth: Bearer [REDACTED]"), "{tail}");
+        assert_eq!(run["redactions"], 5, "{tail}");
+        let on_disk = std::fs::read_to_string(dir.path().join(crate::store::results::RESULTS_FILE))
+            .expect("file");
+        assert!(!on_disk.contains("hunter2") && !on_disk.contains("s3cr3tt0ken"));
+    }
+
+    #[tokio::test]
+    async fn configured_redaction_patterns_apply_to_test_output_and_previews() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", "t", dir.path());
+        config.redaction.patterns = vec!["session=[0-9a-f]+".into()];
+        config.skill.allowed_tests = vec![sh(
+            "sess",
+            "echo session=deadbeef01; echo plain line",
+            5_000,
+        )];
+        let ctx = Arc::new(HubContext::new(config).expect("context"));
+        let preview = call(&ctx, "sess", true, None).await.expect("preview");
+        assert!(
+            !preview["argv"].to_string().contains("deadbeef01"),
+            "{preview}"
+        );
+        let run = call(&ctx, "sess", false, None).await.expect("runs");
+        let tail = run["output_tail"].as_str().expect("tail");
+        assert!(!tail.contains("deadbeef01"), "{tail}");
+        assert!(
+            tail.contains("[REDACTED]") && tail.contains("plain line"),
+            "{tail}"
+        );
+        assert_eq!(run["redactions"], 1, "{tail}");
+    }
+
+    #[test]
+    fn the_tail_is_the_last_4_kib_and_drops_a_cut_first_line() {
+        let mut tail = Tail::default();
+        tail.bytes
+            .extend(format!("AKIAABCDEFGHIJKLMNOP\n{}\nend", "x".repeat(10_000)).bytes());
+        let (text, n) = redacted_tail(&tail, &[]);
+        assert_eq!(n, 1);
+        assert!(
+            text.len() <= TAIL_BYTES && text.ends_with("x\nend"),
+            "{}",
+            text.len()
+        );
+        tail.cut = true;
+        tail.bytes = "mcpl_tail_of_a_token\nkept".bytes().collect();
+        assert_eq!(redacted_tail(&tail, &[]), ("kept".to_owned(), 0));
+    }
+
+    #[tokio::test]
+    async fn get_test_results_is_newest_first_with_a_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ctx(dir.path());
+        let empty = results(&ctx, json!({})).await.expect("empty");
+        assert_eq!(empty, json!({"results": []}));
+        let mut ids = Vec::new();
+        for name in ["pass", "fail", "pass", "fail", "pass"] {
+            let run = call(&ctx, name, false, None).await.expect("runs");
+            ids.push(run["run_id"].clone());
+        }
+        let all = results(&ctx, json!({})).await.expect("all");
+        let got: Vec<&Value> = all["results"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|r| &r["run_id"])
+            .collect();
+        assert_eq!(got, ids.iter().rev().collect::<Vec<_>>(), "newest first");
+        let two = results(&ctx, json!({"name": "pass", "limit": 2}))
+            .await
+            .expect("two");
+        let two = two["results"].as_array().expect("array");
+        assert_eq!(two.len(), 2);
+        assert_eq!(two[0]["run_id"], ids[4]);
+        assert_eq!(two[1]["run_id"], ids[2]);
+        assert!(two.iter().all(|r| r["test"] == "pass"));
+        let slow = results(&ctx, json!({"name": "slow"}))
+            .await
+            .expect("none yet");
+        assert_eq!(slow, json!({"results": []}));
+        for bad in [
+            json!({"limit": 0}),
+            json!({"limit": 51}),
+            json!({"name": 3}),
+            json!({"other": 1}),
+            json!({"name": "nope"}),
+        ] {
+            let err = results(&ctx, bad.clone()).await.expect_err("refused");
+            assert_eq!(err.code, ErrorCode::InvalidArguments, "{bad}");
+        }
+    }
+}
