@@ -120,12 +120,11 @@ pub fn run_with(
 ) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { config, overrides } => {
-            let mut config = HubConfig::load(config.as_deref(), &overrides)?;
-            config.embedded = embedded.to_vec();
+            let config = HubConfig::load(config.as_deref(), &overrides)?;
             let otel = start_otel(&config);
             init_tracing(otel.as_ref());
             let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
-            let served = rt.block_on(serve(config));
+            let served = rt.block_on(serve(config, embedded));
             if let Some(otel) = otel {
                 otel.shutdown();
             }
@@ -160,12 +159,7 @@ fn skill(command: SkillCmd) -> anyhow::Result<()> {
     let decls: Vec<crate::skill::adapters::AdapterDecl> =
         crate::skill::adapters::served(file.provided())
             .map(|k| k.decl())
-            .chain(
-                file.skill
-                    .commands
-                    .iter()
-                    .map(|c| crate::skill::adapters::command::kind(c).decl()),
-            )
+            .chain(file.skill.commands.iter().map(|c| c.decl()))
             .collect();
     let state = lifecycle.skill_state_with(&decls);
     if json {
@@ -241,9 +235,12 @@ fn init_tracing(otel: Option<&mcp_shared::otel::Otel>) {
         .try_init();
 }
 
-async fn serve(config: HubConfig) -> anyhow::Result<()> {
+async fn serve(
+    config: HubConfig,
+    embedded: &[&'static crate::skill::adapters::EmbeddedAdapter],
+) -> anyhow::Result<()> {
     tracing::info!(target_id = %config.target_id, root = %config.root_url, "mcp-hub starting");
-    let hub = crate::start(config).await?;
+    let hub = crate::start_with(config, embedded).await?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
     tokio::select! {

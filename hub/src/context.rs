@@ -6,96 +6,31 @@
 
 use std::time::Instant;
 
-use arc_swap::{ArcSwap, ArcSwapOption};
-use mcp_shared::protocol::SkillState;
-use mcp_shared::target::{
-    ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport,
-};
-use mcp_shared::time::OffsetDateTime;
-use serde::{Deserialize, Serialize};
-
 use crate::config::HubConfig;
 use crate::link::enforcement::Published;
 use crate::machine::deploys::Deploys;
 use crate::machine::services::Services;
 use crate::nlu::Nlu;
 use crate::profiles::Profiles;
-use crate::skill::adapters::{ADAPTERS, AdapterDecl, AdapterKind, served};
+use crate::skill::adapters::decl::{ADAPTERS, AdapterDecl, Builtin, served};
+use crate::skill::lifecycle::{Lifecycle, SKILL};
 use crate::store::activity::ActivityLog;
 use crate::store::hublog::LogRing;
 use crate::store::ledger::WriteLedger;
 use crate::store::results::TestResults;
+use arc_swap::{ArcSwap, ArcSwapOption};
+use mcp_shared::protocol::SkillState;
+use mcp_shared::target::{
+    ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport,
+};
+use mcp_shared::time::OffsetDateTime;
 
-/// The one skill this hub hosts.
-pub const SKILL: &str = "infra_access_skill";
-/// The skill's version: the hub's build.
-pub const SKILL_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// `operational_surface.published_by` in the descriptor.
 pub const PUBLISHED_BY: &str = "skill:infra_access_skill";
 /// `kind` of this managed target.
 pub const TARGET_KIND: &str = "hub";
 /// `transport.channel` of this managed target.
 pub const CHANNEL: &str = "hub_root_protocol";
-
-/// A skill's lifecycle on this hub: `installed` and `enabled` as root last directed
-/// (persisted in `<state_dir>/skills.json`), and the hub owner's own switch (persisted in
-/// `<state_dir>/skill-owner.json`, set with `mcp-hub skill enable|disable`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Lifecycle {
-    pub installed: bool,
-    pub enabled: bool,
-    /// The hub owner's switch; off publishes nothing, whatever root directs.
-    #[serde(skip, default = "switched_on")]
-    pub owner_enabled: bool,
-}
-
-fn switched_on() -> bool {
-    true
-}
-
-impl Default for Lifecycle {
-    fn default() -> Self {
-        Lifecycle {
-            installed: true,
-            enabled: true,
-            owner_enabled: true,
-        }
-    }
-}
-
-impl Lifecycle {
-    /// Whether the skill publishes its tools: installed and enabled as root directs, and
-    /// not switched off by the hub's owner.
-    pub fn active(self) -> bool {
-        self.installed && self.enabled && self.owner_enabled
-    }
-
-    /// The protocol view of `infra_access_skill` in this lifecycle state, with the built-in
-    /// adapters only (a hub's own view, with its command adapters, is
-    /// [`HubContext::skill_states`]).
-    pub fn skill_state(self) -> SkillState {
-        self.skill_state_with(&ADAPTERS)
-    }
-
-    /// The protocol view of `infra_access_skill` serving `adapters`.
-    pub fn skill_state_with(self, adapters: &[AdapterDecl]) -> SkillState {
-        let tools: Vec<String> = adapters.iter().map(|a| a.tool_id.to_owned()).collect();
-        SkillState {
-            skill: SKILL.to_owned(),
-            installed: self.installed,
-            enabled: self.enabled,
-            published: if self.active() {
-                tools.clone()
-            } else {
-                Vec::new()
-            },
-            owner_disabled: !self.owner_enabled,
-            version: Some(SKILL_VERSION.to_owned()),
-            adapters: tools,
-        }
-    }
-}
 
 /// Shared state of one hub process, grouped by who reads and writes it.
 pub struct HubContext {
@@ -144,11 +79,9 @@ pub struct Connection {
 /// The skill's state: its adapters, its lifecycle and what of it is published (read by the
 /// gate, the adapters and the channel; written by the skill actor only).
 pub struct SkillSurface {
-    /// Every adapter of the skill: the built-in ones its configuration serves ([`served`]), then
-    /// the command adapters of `[[skill.commands]]`, in configuration order, then the embedding
-    /// program's ([`HubConfig::embedded`]); fixed for the life of the process.
-    kinds: Vec<AdapterKind>,
-    /// Their declarations, in the same order.
+    /// What every adapter of the skill declares: the built-in ones its configuration serves
+    /// ([`served`]), then the command adapters of `[[skill.commands]]`, in configuration
+    /// order, then the embedding program's; fixed for the life of the process.
     decls: Vec<AdapterDecl>,
     pub lifecycle: ArcSwap<Lifecycle>,
     /// Tools whose adapter used up its restart budget: withdrawn from the published surface
@@ -193,7 +126,17 @@ pub struct Logging {
 }
 
 impl HubContext {
+    /// The context of a hub with the built-in and command adapters its configuration serves.
     pub fn new(config: HubConfig) -> anyhow::Result<HubContext> {
+        HubContext::with_embedded(config, &[])
+    }
+
+    /// [`HubContext::new`] for a program that embeds adapters of its own: `embedded` are their
+    /// declarations, served after the others. No two adapters may serve one tool.
+    pub fn with_embedded(
+        config: HubConfig,
+        embedded: &[AdapterDecl],
+    ) -> anyhow::Result<HubContext> {
         crate::install_crypto_provider();
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::limited(3))
@@ -216,27 +159,32 @@ impl HubContext {
         } else {
             None
         };
-        let commands = config
-            .skill
-            .commands
+        if let Some(e) = embedded
             .iter()
-            .map(crate::skill::adapters::command::kind);
-        let embedded = config.embedded.iter().map(|e| AdapterKind::Embedded(e));
-        let kinds: Vec<AdapterKind> = served(config.provided())
-            .chain(commands)
-            .chain(embedded)
-            .collect();
-        if let Some(e) = config
-            .embedded
-            .iter()
-            .find(|e| AdapterKind::for_tool(e.decl.tool_id).is_some())
+            .find(|e| ADAPTERS.iter().any(|a| a.tool_id == e.tool_id))
         {
             anyhow::bail!(
                 "embedded adapter `{}`: a built-in adapter serves this tool",
-                e.decl.tool_id
+                e.tool_id
             );
         }
-        let decls = kinds.iter().map(|k| k.decl()).collect();
+        if let Some(c) = config
+            .skill
+            .commands
+            .iter()
+            .find(|c| embedded.iter().any(|e| e.tool_id == c.tool_id))
+        {
+            anyhow::bail!(
+                "invalid configuration: command adapter `{}`: an embedded adapter serves this tool",
+                c.tool_id
+            );
+        }
+        let commands = config.skill.commands.iter().map(|c| c.decl());
+        let decls = served(config.provided())
+            .map(Builtin::decl)
+            .chain(commands)
+            .chain(embedded.iter().copied())
+            .collect();
         Ok(HubContext {
             process: Process {
                 started: Instant::now(),
@@ -252,7 +200,6 @@ impl HubContext {
                 plain_hello: Default::default(),
             },
             skill: SkillSurface {
-                kinds,
                 decls,
                 lifecycle: ArcSwap::from_pointee(Lifecycle::default()),
                 unavailable: ArcSwap::from_pointee(Vec::new()),
@@ -292,23 +239,9 @@ impl HubContext {
         vec![state]
     }
 
-    /// Every adapter of the skill (built-in, then configured commands).
-    pub fn adapter_kinds(&self) -> &[AdapterKind] {
-        &self.skill.kinds
-    }
-
-    /// The declarations of [`HubContext::adapter_kinds`].
+    /// What every adapter of the skill declares (built-in, configured commands, embedded).
     pub fn adapter_decls(&self) -> &[AdapterDecl] {
         &self.skill.decls
-    }
-
-    /// The adapter serving `tool_id`, built-in or configured.
-    pub fn adapter_kind(&self, tool_id: &str) -> Option<AdapterKind> {
-        self.skill
-            .kinds
-            .iter()
-            .copied()
-            .find(|k| k.decl().tool_id == tool_id)
     }
 
     /// What the gate checks calls against.

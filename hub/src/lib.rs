@@ -65,6 +65,7 @@ use crate::context::HubContext;
 use crate::link::channel::Channel;
 use crate::link::enforcement::Gate;
 use crate::skill::SkillHandle;
+use crate::skill::adapters::EmbeddedAdapter;
 
 /// A running hub.
 pub struct HubHandle {
@@ -85,6 +86,15 @@ pub fn install_crypto_provider() {
 /// Starts the managed services, the skill and the root channel; returns at once (the hub
 /// connects in the background and keeps reconnecting).
 pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
+    start_with(config, &[]).await
+}
+
+/// [`start`] for a program that embeds the hub library with adapters of its own (`embedded`,
+/// served after the built-in and command adapters; `mcp-hub` has none).
+pub async fn start_with(
+    config: HubConfig,
+    embedded: &[&'static EmbeddedAdapter],
+) -> anyhow::Result<HubHandle> {
     install_crypto_provider();
     config.validate()?;
     config.check_transport()?;
@@ -93,18 +103,20 @@ pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
         &config.environment,
         config.write_scope,
     ));
-    let ctx = Arc::new(HubContext::new(config)?);
+    let decls: Vec<_> = embedded.iter().map(|e| e.decl).collect();
+    let ctx = Arc::new(HubContext::with_embedded(config, &decls)?);
     // The skill, the service supervisor and ProfileOps, under one supervisor.
     let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (supervisor, skill) = match supervisor::start(ctx.clone(), stopping.clone()).await {
-        Ok(s) => s,
-        Err(e) => {
-            stopping.store(true, std::sync::atomic::Ordering::Release);
-            ctx.machine.profiles.stop().await;
-            ctx.machine.services.stop().await;
-            return Err(e);
-        }
-    };
+    let (supervisor, skill) =
+        match supervisor::start(ctx.clone(), embedded.into(), stopping.clone()).await {
+            Ok(s) => s,
+            Err(e) => {
+                stopping.store(true, std::sync::atomic::Ordering::Release);
+                ctx.machine.profiles.stop().await;
+                ctx.machine.services.stop().await;
+                return Err(e);
+            }
+        };
     let (tx, connected) = watch::channel(false);
     let shutdown = CancellationToken::new();
     let channel = Channel {

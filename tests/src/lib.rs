@@ -632,20 +632,27 @@ impl TestHub {
         extra: &str,
         embedded: &[&'static mcp_hub::skill::adapters::EmbeddedAdapter],
     ) -> anyhow::Result<TestHub> {
-        let embedded = embedded.to_vec();
-        Self::start_with(root_url, target_id, token, extra, move |cfg| {
-            cfg.embedded = embedded
-        })
-        .await
+        Self::start_full(root_url, target_id, token, extra, embedded, |_| {}).await
     }
 
     /// [`TestHub::start`] with its resolved configuration changed by `f` (what no file sets:
-    /// embedded adapters, the protocol features it announces).
+    /// the protocol features it announces).
     pub async fn start_with(
         root_url: &str,
         target_id: &str,
         token: &str,
         extra: &str,
+        f: impl FnOnce(&mut mcp_hub::HubConfig),
+    ) -> anyhow::Result<TestHub> {
+        Self::start_full(root_url, target_id, token, extra, &[], f).await
+    }
+
+    async fn start_full(
+        root_url: &str,
+        target_id: &str,
+        token: &str,
+        extra: &str,
+        embedded: &[&'static mcp_hub::skill::adapters::EmbeddedAdapter],
         f: impl FnOnce(&mut mcp_hub::HubConfig),
     ) -> anyhow::Result<TestHub> {
         let state_dir = tempfile::tempdir()?;
@@ -661,7 +668,7 @@ impl TestHub {
         private_file(&path)?;
         let mut cfg = mcp_hub::config::HubFile::load(&path)?.resolve()?;
         f(&mut cfg);
-        let handle = mcp_hub::start(cfg).await?;
+        let handle = mcp_hub::start_with(cfg, embedded).await?;
         handle
             .wait_connected(std::time::Duration::from_secs(10))
             .await?;

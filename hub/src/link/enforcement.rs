@@ -20,7 +20,7 @@ use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::protocol::{CallRequest, verify_call};
 use mcp_shared::target::WriteScope;
 
-use crate::skill::adapters::AdapterDecl;
+use crate::skill::adapters::decl::AdapterDecl;
 
 /// How long past its deadline a call id is remembered (covers clock skew with root).
 pub const REPLAY_MARGIN_MS: i64 = 60_000;

@@ -12,8 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::HubContext;
-use crate::machine::services::{Mode, ServiceState};
+use crate::machine::services::{Mode, ServiceState, Services};
 
 use super::sample::{Sample, sample};
 use super::store::{Session, SessionState, Shared};
@@ -48,7 +47,7 @@ pub struct ProfileOps;
 
 pub struct OpsArgs {
     pub(super) shared: Arc<Shared>,
-    pub(super) ctx: Arc<HubContext>,
+    pub(super) services: Services,
 }
 
 struct Running {
@@ -62,7 +61,7 @@ const RESTORE_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub struct OpsState {
     shared: Arc<Shared>,
-    ctx: Arc<HubContext>,
+    services: Services,
     running: HashMap<String, Running>,
 }
 
@@ -80,7 +79,7 @@ impl OpsState {
         {
             return Err(ToolError::new(ErrorCode::Busy, why));
         }
-        let services = &self.ctx.machine.services;
+        let services = &self.services;
         let pid = if request.mode == Mode::Profiling {
             services
                 .restart(service, Mode::Profiling, deadline)
@@ -163,7 +162,7 @@ impl OpsState {
         let Ok(session) = self.shared.session(session_id) else {
             return;
         };
-        let services = &self.ctx.machine.services;
+        let services = &self.services;
         if session.mode != Mode::Profiling
             || !services
                 .get(&session.service)
@@ -288,7 +287,7 @@ impl Actor for ProfileOps {
         }
         Ok(OpsState {
             shared,
-            ctx: args.ctx,
+            services: args.services,
             running: HashMap::new(),
         })
     }

@@ -47,8 +47,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{HubConfig, ProfilingConfig};
-use crate::context::HubContext;
-use crate::machine::services::Mode;
+use crate::machine::services::{Mode, Services};
 
 pub use actor::{Msg, OpsArgs, OpsState, ProfileOps};
 pub use evidence::{Change, frames as evidence_frames};
@@ -144,8 +143,8 @@ impl Profiles {
 
     /// Spawns the `ProfileOps` actor (which first finishes sessions a previous hub process
     /// left `running` as `interrupted`).
-    pub async fn start(&self, ctx: Arc<HubContext>) -> anyhow::Result<()> {
-        self.start_under(ctx, None).await.map(|_| ())
+    pub async fn start(&self, services: Services) -> anyhow::Result<()> {
+        self.start_under(services, None).await.map(|_| ())
     }
 
     /// [`Profiles::start`] linked under `supervisor` (the hub's). A restarted actor rebuilds
@@ -153,12 +152,12 @@ impl Profiles {
     /// the samples they kept, and their samplers are stopped.
     pub async fn start_under(
         &self,
-        ctx: Arc<HubContext>,
+        services: Services,
         supervisor: Option<ractor::ActorCell>,
     ) -> anyhow::Result<ActorRef<Msg>> {
         let args = OpsArgs {
             shared: self.shared.clone(),
-            ctx,
+            services,
         };
         let (actor, _) = match supervisor {
             Some(sup) => Actor::spawn_linked(None, ProfileOps, args, sup).await,

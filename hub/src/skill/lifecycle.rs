@@ -1,4 +1,5 @@
-//! The skill's lifecycle on disk: `<state_dir>/skills.json` (installed, enabled) and
+//! The skill's lifecycle ([`Lifecycle`]: installed, enabled, the owner's switch) and its
+//! protocol view, and that lifecycle on disk: `<state_dir>/skills.json` (installed, enabled) and
 //! `<state_dir>/skill-owner.json` (the hub owner's switch), read at start and written before a
 //! change is published or acknowledged.
 
@@ -6,9 +7,74 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mcp_shared::protocol::SkillState;
 use serde::{Deserialize, Serialize};
 
-use crate::context::{Lifecycle, SKILL};
+use crate::skill::adapters::decl::{ADAPTERS, AdapterDecl};
+
+/// The one skill this hub hosts.
+pub const SKILL: &str = "infra_access_skill";
+/// The skill's version: the hub's build.
+pub const SKILL_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// A skill's lifecycle on this hub: `installed` and `enabled` as root last directed
+/// (persisted in `<state_dir>/skills.json`), and the hub owner's own switch (persisted in
+/// `<state_dir>/skill-owner.json`, set with `mcp-hub skill enable|disable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    pub installed: bool,
+    pub enabled: bool,
+    /// The hub owner's switch; off publishes nothing, whatever root directs.
+    #[serde(skip, default = "switched_on")]
+    pub owner_enabled: bool,
+}
+
+fn switched_on() -> bool {
+    true
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle {
+            installed: true,
+            enabled: true,
+            owner_enabled: true,
+        }
+    }
+}
+
+impl Lifecycle {
+    /// Whether the skill publishes its tools: installed and enabled as root directs, and
+    /// not switched off by the hub's owner.
+    pub fn active(self) -> bool {
+        self.installed && self.enabled && self.owner_enabled
+    }
+
+    /// The protocol view of `infra_access_skill` in this lifecycle state, with the built-in
+    /// adapters only (a hub's own view, with its command adapters, is
+    /// `HubContext::skill_states`).
+    pub fn skill_state(self) -> SkillState {
+        self.skill_state_with(&ADAPTERS)
+    }
+
+    /// The protocol view of `infra_access_skill` serving `adapters`.
+    pub fn skill_state_with(self, adapters: &[AdapterDecl]) -> SkillState {
+        let tools: Vec<String> = adapters.iter().map(|a| a.tool_id.to_owned()).collect();
+        SkillState {
+            skill: SKILL.to_owned(),
+            installed: self.installed,
+            enabled: self.enabled,
+            published: if self.active() {
+                tools.clone()
+            } else {
+                Vec::new()
+            },
+            owner_disabled: !self.owner_enabled,
+            version: Some(SKILL_VERSION.to_owned()),
+            adapters: tools,
+        }
+    }
+}
 
 /// File name of the lifecycle state under `state_dir`.
 pub const STATE_FILE: &str = "skills.json";

@@ -16,7 +16,7 @@
 
 mod actor;
 pub mod adapters;
-mod lifecycle;
+pub(crate) mod lifecycle;
 #[cfg(test)]
 pub(crate) mod test_fault;
 
@@ -29,10 +29,11 @@ use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
 use serde_json::Value;
 
-use crate::context::{HubContext, SKILL};
+use crate::context::HubContext;
 use crate::skill::adapters::{AdapterDecl, AdapterReply, CallInput};
+use lifecycle::SKILL;
 
-pub use actor::{Msg, Skill, SkillArgs, State};
+pub use actor::{Embedded, Msg, Skill, SkillArgs, State};
 pub use lifecycle::{
     OWNER_FILE, OWNER_SWITCH_POLL, STATE_FILE, StateError, load_lifecycle, load_owner_switch,
     save_lifecycle, save_owner_switch,
@@ -51,11 +52,13 @@ pub struct SkillHandle {
 }
 
 impl SkillHandle {
-    /// Starts the skill (and its adapters) for `ctx`, unsupervised.
+    /// Starts the skill (and its adapters) for `ctx`, with the embedding program's adapters
+    /// `embedded`, unsupervised.
     pub async fn start(
         ctx: Arc<HubContext>,
+        embedded: Embedded,
     ) -> anyhow::Result<(SkillHandle, tokio::task::JoinHandle<()>)> {
-        let (actor, join) = Actor::spawn(None, Skill, SkillArgs { ctx })
+        let (actor, join) = Actor::spawn(None, Skill, SkillArgs { ctx, embedded })
             .await
             .map_err(|e| anyhow::anyhow!("cannot start {SKILL}: {e}"))?;
         Ok((SkillHandle::of(actor), join))
@@ -68,12 +71,14 @@ impl SkillHandle {
         }
     }
 
-    /// Spawns the skill for `ctx` linked under `supervisor`.
+    /// Spawns the skill for `ctx` (with the embedding program's adapters `embedded`) linked
+    /// under `supervisor`.
     pub async fn spawn_under(
         ctx: Arc<HubContext>,
+        embedded: Embedded,
         supervisor: ractor::ActorCell,
     ) -> anyhow::Result<ActorRef<Msg>> {
-        let (actor, _) = Actor::spawn_linked(None, Skill, SkillArgs { ctx }, supervisor)
+        let (actor, _) = Actor::spawn_linked(None, Skill, SkillArgs { ctx, embedded }, supervisor)
             .await
             .map_err(|e| anyhow::anyhow!("cannot start {SKILL}: {e}"))?;
         Ok(actor)

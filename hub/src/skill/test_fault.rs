@@ -13,6 +13,11 @@ use crate::skill::adapters::{AdapterDecl, AdapterReply, CallInput, EmbeddedAdapt
 
 pub const TOOL: &str = "test.fault";
 
+/// The fixture as a hub's embedded adapters.
+pub fn embedded() -> crate::skill::Embedded {
+    vec![&FAULT].into()
+}
+
 pub static FAULT: EmbeddedAdapter = EmbeddedAdapter {
     decl: AdapterDecl {
         tool_id: TOOL,

@@ -641,7 +641,7 @@ impl Channel {
         match self.skill.command(skill, command).await {
             Ok(state) => {
                 let mut frames = Vec::new();
-                if command != SkillCommand::Status && skill == crate::context::SKILL {
+                if command != SkillCommand::Status && skill == crate::skill::lifecycle::SKILL {
                     frames.push(envelope(
                         HubToRoot::SurfaceChanged {
                             descriptor: self.ctx.descriptor(),

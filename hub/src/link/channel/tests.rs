@@ -303,11 +303,12 @@ async fn hub_serves_root_over_websocket_and_reconnects() {
         TOKEN,
         dir.path(),
     );
-    config.embedded = vec![&crate::skill::test_fault::FAULT];
     config.reconnect.initial_ms = 50;
     config.reconnect.max_ms = 200;
     crate::skill::adapters::serve_everything(&mut config);
-    let hub = crate::start(config).await.expect("hub starts");
+    let hub = crate::start_with(config, &[&crate::skill::test_fault::FAULT])
+        .await
+        .expect("hub starts");
 
     let mut ws = accept(&listener).await;
     let hello = handshake(&mut ws).await;

@@ -4,11 +4,9 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-
-use super::lock;
 
 /// A log file capped at `cap` bytes: past it, the file becomes `<path>.1` and a new one starts.
 pub struct CappedLog {
@@ -95,7 +93,10 @@ pub(super) async fn pump(mut pipe: impl AsyncRead + Unpin, log: Arc<Mutex<Capped
     loop {
         match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => lock(&log).write(&buf[..n]),
+            Ok(n) => log
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .write(&buf[..n]),
         }
     }
 }

@@ -210,11 +210,13 @@ impl Table {
     }
 }
 
-/// The managed services of one hub: the table plus the supervisor actor once started.
+/// The managed services of one hub: the table plus the supervisor actor once started. Clones
+/// share them (ProfileOps holds one).
+#[derive(Clone)]
 pub struct Services {
     table: Arc<Table>,
     state_dir: PathBuf,
-    actor: Mutex<Option<ActorRef<Msg>>>,
+    actor: Arc<Mutex<Option<ActorRef<Msg>>>>,
 }
 
 impl Services {
@@ -244,7 +246,7 @@ impl Services {
                 entries: Mutex::new(entries),
             }),
             state_dir: config.state_dir.clone(),
-            actor: Mutex::new(None),
+            actor: Arc::new(Mutex::new(None)),
         }
     }
 

@@ -18,9 +18,7 @@
 //! semantics, which stay with compiled-in adapters. Root calls the tool only if a `read`
 //! contract names it, like any other tool.
 
-use std::collections::BTreeSet;
 use std::process::Stdio;
-use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use mcp_shared::error::{ErrorCode, ToolError};
@@ -29,7 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::config::CommandAdapterConfig;
 use crate::context::HubContext;
-use crate::skill::adapters::{AdapterDecl, AdapterKind, CallInput};
+use crate::skill::adapters::{AdapterKind, CallInput};
 
 /// Largest stdout accepted (the result); a program that writes more is killed.
 pub const MAX_OUTPUT: usize = 1024 * 1024;
@@ -38,31 +36,9 @@ const STDERR_TAIL: usize = 4096;
 /// Longest stderr excerpt put in an error message.
 const MAX_DETAIL: usize = 300;
 
-/// Process-wide interned names, so an adapter declaration can be `&'static` (like the
-/// compiled-in ones) while each distinct name is allocated once per process, however many
-/// hubs a process starts.
-static NAMES: LazyLock<Mutex<BTreeSet<&'static str>>> = LazyLock::new(Default::default);
-
-fn intern(s: String) -> &'static str {
-    let mut names = NAMES
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(&known) = names.get(s.as_str()) {
-        return known;
-    }
-    let leaked: &'static str = Box::leak(s.into_boxed_str());
-    names.insert(leaked);
-    leaked
-}
-
-/// The adapter kind of a configured command: its declaration, named
-/// `infra_access_skill.command.<tool id>`, never writing.
+/// The adapter kind of a configured command (see [`CommandAdapterConfig::decl`]).
 pub fn kind(config: &CommandAdapterConfig) -> AdapterKind {
-    AdapterKind::Command(AdapterDecl {
-        tool_id: intern(config.tool_id.clone()),
-        name: intern(format!("infra_access_skill.command.{}", config.tool_id)),
-        writes: false,
-    })
+    AdapterKind::Command(config.decl())
 }
 
 fn failed(tool_id: &str, what: impl std::fmt::Display) -> ToolError {
@@ -308,7 +284,11 @@ printf '{"upper":"%s","length":%s}\n' "$(printf '%s' "$text" | tr 'a-z' 'A-Z')" 
         tool: &str,
         args: Value,
     ) -> Result<Value, ToolError> {
-        let decl = ctx.adapter_kind(tool).expect("declared").decl();
+        let decl = *ctx
+            .adapter_decls()
+            .iter()
+            .find(|d| d.tool_id == tool)
+            .expect("declared");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         skill
             .execute(&uuid::Uuid::now_v7().to_string(), decl, args, deadline)
@@ -336,10 +316,16 @@ printf '{"upper":"%s","length":%s}\n' "$(printf '%s' "$text" | tr 'a-z' 'A-Z')" 
             "{published:?}"
         );
         assert_eq!(published.len(), crate::skill::adapters::ADAPTERS.len() + 1);
-        let decl = ctx.adapter_kind("hub.fixture.shout").expect("kind").decl();
+        let decl = *ctx
+            .adapter_decls()
+            .iter()
+            .find(|d| d.tool_id == "hub.fixture.shout")
+            .expect("kind");
         assert_eq!(decl.name, "infra_access_skill.command.hub.fixture.shout");
         assert!(!decl.writes);
-        let (skill, _) = SkillHandle::start(ctx.clone()).await.expect("skill");
+        let (skill, _) = SkillHandle::start(ctx.clone(), Vec::new().into())
+            .await
+            .expect("skill");
         let v = call(&skill, &ctx, "hub.fixture.shout", json!({"text": "hello"}))
             .await
             .expect("answer");
@@ -388,7 +374,9 @@ printf '{"upper":"%s","length":%s}\n' "$(printf '%s' "$text" | tr 'a-z' 'A-Z')" 
             .map(|(id, p, t)| command(id, vec![p.display().to_string()], *t))
             .collect();
         let ctx = Arc::new(HubContext::new(config(d, commands)).expect("context"));
-        let (skill, _) = SkillHandle::start(ctx.clone()).await.expect("skill");
+        let (skill, _) = SkillHandle::start(ctx.clone(), Vec::new().into())
+            .await
+            .expect("skill");
         let err = |r: Result<Value, ToolError>| r.expect_err("refused");
         let e = err(call(&skill, &ctx, "hub.fixture.not_json", json!({})).await);
         assert_eq!(e.code, ErrorCode::AdapterFailed);

@@ -471,7 +471,7 @@ impl Memory {
         ctx.machine.services.start().await.expect("services");
         ctx.machine
             .profiles
-            .start(ctx.clone())
+            .start(ctx.machine.services.clone())
             .await
             .expect("profiles");
         Memory { ctx }

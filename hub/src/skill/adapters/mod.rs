@@ -39,13 +39,16 @@
 //! the skill then restarts. A cancelled call is stopped and answered with nothing.
 
 //!
-//! Layout: [`registry`] is the table of built-in adapters ([`AdapterKind`], [`KINDS`],
-//! [`ADAPTERS`]); [`actor`] is the adapter actor ([`AdapterActor`]) that runs their calls.
+//! Layout: [`table`] is the table of built-in adapters, expanded into their declarations in
+//! [`decl`] ([`AdapterDecl`], [`Builtin`], [`ADAPTERS`]) and their dispatch in [`registry`]
+//! ([`AdapterKind`], [`KINDS`]); [`actor`] is the adapter actor ([`AdapterActor`]) that runs
+//! their calls.
 
 pub mod activity_log;
 mod actor;
 pub mod capability_usage;
 pub mod command;
+pub(crate) mod decl;
 pub mod deploy;
 pub mod health;
 pub mod logs;
@@ -57,6 +60,7 @@ pub mod restart_service;
 pub mod runtime;
 pub mod status;
 pub mod surface;
+mod table;
 pub mod test_results;
 pub mod test_runs;
 
@@ -70,12 +74,11 @@ use serde_json::Value;
 use mcp_shared::error::ToolError;
 
 pub use actor::{AdapterActor, AdapterArgs, AdapterMsg, AdapterState, CrashReport};
+pub use decl::{ADAPTERS, AdapterDecl, Builtin, Provided};
 use registry::no_arguments;
 #[cfg(test)]
 pub(crate) use registry::serve_everything;
-pub use registry::{
-    ADAPTERS, AdapterDecl, AdapterKind, EmbeddedAdapter, EmbeddedRun, KINDS, served,
-};
+pub use registry::{AdapterKind, EmbeddedAdapter, EmbeddedRun, KINDS, served};
 
 /// One call as an adapter receives it.
 #[derive(Debug, Clone)]

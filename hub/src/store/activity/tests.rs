@@ -77,11 +77,13 @@ fn signed(id: &str, tool: &str, arguments: Value, dry_run: bool, key: &str) -> C
 
 async fn channel(dir: &std::path::Path) -> (Channel, SkillHandle) {
     let mut config = HubConfig::new("hub:test-alpha", "test", "ws://x", TOKEN, dir);
-    config.embedded = vec![&crate::skill::test_fault::FAULT];
     crate::skill::adapters::serve_everything(&mut config);
     let gate = Arc::new(Gate::new(TOKEN, &config.environment, config.write_scope));
-    let ctx = Arc::new(HubContext::new(config).expect("context"));
-    let (skill, _) = SkillHandle::start(ctx.clone()).await.expect("skill");
+    let fault = [crate::skill::test_fault::FAULT.decl];
+    let ctx = Arc::new(HubContext::with_embedded(config, &fault).expect("context"));
+    let (skill, _) = SkillHandle::start(ctx.clone(), crate::skill::test_fault::embedded())
+        .await
+        .expect("skill");
     let (tx, _) = watch::channel(false);
     let ch = Channel {
         ctx,
