@@ -12,13 +12,12 @@
 //! runs at a time per hub: [`Deploys::exclusive`].
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::store::state::write_atomic;
+use crate::store::json_file::JsonFile;
 
 /// File name of the history under `state_dir`.
 pub const HISTORY_FILE: &str = "deploys.json";
@@ -68,30 +67,20 @@ struct HistoryFile {
 /// The history store (one per hub process, shared through the context).
 #[derive(Debug)]
 pub struct Deploys {
-    dir: PathBuf,
-    loaded: Mutex<Option<HistoryFile>>,
+    file: JsonFile<HistoryFile>,
     op: tokio::sync::Mutex<()>,
-}
-
-fn internal(message: String) -> ToolError {
-    ToolError::new(ErrorCode::Internal, message)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Deploys {
     pub fn new(state_dir: &Path) -> Deploys {
         Deploys {
-            dir: state_dir.to_owned(),
-            loaded: Mutex::new(None),
+            file: JsonFile::new(state_dir.join(HISTORY_FILE), "the deploy history").pretty(),
             op: tokio::sync::Mutex::new(()),
         }
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.join(HISTORY_FILE)
+        self.file.path().to_owned()
     }
 
     /// Waits (until `deadline`) to be the one deploy operation running on this hub.
@@ -109,43 +98,19 @@ impl Deploys {
             })
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut HistoryFile) -> R) -> Result<R, ToolError> {
-        let mut guard = lock(&self.loaded);
-        if guard.is_none() {
-            let path = self.path();
-            let file = match std::fs::read_to_string(&path) {
-                Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                    internal(format!(
-                        "{}: cannot parse the deploy history: {e}",
-                        path.display()
-                    ))
-                })?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => HistoryFile::default(),
-                Err(e) => {
-                    return Err(internal(format!(
-                        "{}: cannot read the deploy history: {e}",
-                        path.display()
-                    )));
-                }
-            };
-            *guard = Some(file);
-        }
-        Ok(f(guard.get_or_insert_with(HistoryFile::default)))
-    }
-
     /// Every kept entry, oldest first.
     pub fn entries(&self) -> Result<Vec<DeployRecord>, ToolError> {
-        self.with(|f| f.entries.clone())
+        self.file.read(|f| f.entries.clone())
     }
 
     /// The newest entry.
     pub fn last(&self) -> Result<Option<DeployRecord>, ToolError> {
-        self.with(|f| f.entries.last().cloned())
+        self.file.read(|f| f.entries.last().cloned())
     }
 
     /// The entry made by `tool` with idempotency key `key`, if kept.
     pub fn replay(&self, tool: &str, key: &str) -> Result<Option<DeployRecord>, ToolError> {
-        self.with(|f| {
+        self.file.read(|f| {
             f.entries
                 .iter()
                 .rev()
@@ -156,7 +121,7 @@ impl Deploys {
 
     /// The deploy a rollback would undo (the top of the deploy stack), if any.
     pub fn rollback_point(&self) -> Result<Option<DeployRecord>, ToolError> {
-        self.with(|f| {
+        self.file.read(|f| {
             let mut stack: Vec<&DeployRecord> = Vec::new();
             for e in &f.entries {
                 match e.kind {
@@ -172,7 +137,7 @@ impl Deploys {
 
     /// Appends `record`, writing the file before it is visible.
     pub fn record(&self, record: &DeployRecord) -> Result<(), ToolError> {
-        self.change(|next| {
+        self.file.change(|next| {
             next.entries.push(record.clone());
             let over = next.entries.len().saturating_sub(KEEP);
             next.entries.drain(..over);
@@ -181,32 +146,10 @@ impl Deploys {
 
     /// Replaces the recorded result of `deploy_id` (once its services have restarted).
     pub fn set_result(&self, deploy_id: &str, result: &Value) -> Result<(), ToolError> {
-        self.change(|next| {
+        self.file.change(|next| {
             if let Some(e) = next.entries.iter_mut().find(|e| e.deploy_id == deploy_id) {
                 e.result = result.clone();
             }
-        })
-    }
-
-    fn change(&self, f: impl FnOnce(&mut HistoryFile)) -> Result<(), ToolError> {
-        self.with(|file| {
-            let mut next = file.clone();
-            f(&mut next);
-            self.write(&next)?;
-            *file = next;
-            Ok(())
-        })?
-    }
-
-    fn write(&self, file: &HistoryFile) -> Result<(), ToolError> {
-        let bytes = serde_json::to_vec_pretty(file)
-            .map_err(|e| internal(format!("cannot encode the deploy history: {e}")))?;
-        write_atomic(&self.path(), &bytes).map_err(|e| {
-            internal(format!(
-                "{}: cannot write the deploy history: {}",
-                e.path.display(),
-                e.source
-            ))
         })
     }
 }

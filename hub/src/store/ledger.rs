@@ -8,15 +8,13 @@
 //! returned; a key is claimed while its call runs, so a concurrent call with the same key gets
 //! `busy`. A damaged file is named in an `internal` error; the hub still starts.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::store::state::write_atomic;
+use super::json_file::{Claim, JsonFile};
 
 /// File name of the ledger under `state_dir`.
 pub const LEDGER_FILE: &str = "write-ledger.json";
@@ -41,29 +39,7 @@ struct LedgerFile {
 /// The ledger (one per hub process, in [`crate::context::Stores::ledger`]).
 #[derive(Debug)]
 pub struct WriteLedger {
-    dir: PathBuf,
-    loaded: Mutex<Option<LedgerFile>>,
-    in_flight: Mutex<HashSet<(String, String)>>,
-}
-
-fn internal(message: String) -> ToolError {
-    ToolError::new(ErrorCode::Internal, message)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Holds a key as in flight; released when dropped.
-pub struct Claim<'a> {
-    ledger: &'a WriteLedger,
-    slot: (String, String),
-}
-
-impl Drop for Claim<'_> {
-    fn drop(&mut self) {
-        lock(&self.ledger.in_flight).remove(&self.slot);
-    }
+    file: JsonFile<LedgerFile>,
 }
 
 /// What [`WriteLedger::begin`] found for a key.
@@ -77,43 +53,17 @@ pub enum Begin<'a> {
 impl WriteLedger {
     pub fn new(state_dir: &Path) -> WriteLedger {
         WriteLedger {
-            dir: state_dir.to_owned(),
-            loaded: Mutex::new(None),
-            in_flight: Mutex::new(HashSet::new()),
+            file: JsonFile::new(state_dir.join(LEDGER_FILE), "the write ledger"),
         }
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.join(LEDGER_FILE)
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&mut LedgerFile) -> R) -> Result<R, ToolError> {
-        let mut guard = lock(&self.loaded);
-        if guard.is_none() {
-            let path = self.path();
-            let file = match std::fs::read_to_string(&path) {
-                Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                    internal(format!(
-                        "{}: cannot parse the write ledger: {e}",
-                        path.display()
-                    ))
-                })?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => LedgerFile::default(),
-                Err(e) => {
-                    return Err(internal(format!(
-                        "{}: cannot read the write ledger: {e}",
-                        path.display()
-                    )));
-                }
-            };
-            *guard = Some(file);
-        }
-        Ok(f(guard.get_or_insert_with(LedgerFile::default)))
+        self.file.path().to_owned()
     }
 
     /// The result first recorded for `key` of `tool`.
     pub fn replay(&self, tool: &str, key: &str) -> Result<Option<Value>, ToolError> {
-        self.with(|f| {
+        self.file.read(|f| {
             f.records
                 .iter()
                 .rev()
@@ -127,15 +77,12 @@ impl WriteLedger {
         if let Some(first) = self.replay(tool, key)? {
             return Ok(Begin::Replay(first));
         }
-        let slot = (tool.to_owned(), key.to_owned());
-        let claimed = lock(&self.in_flight).insert(slot.clone());
-        if !claimed {
+        let Some(claim) = self.file.claim(tool, key) else {
             return Err(ToolError::new(
                 ErrorCode::Busy,
                 format!("a call with idempotency key `{key}` is still running; retry later"),
             ));
-        }
-        let claim = Claim { ledger: self, slot };
+        };
         // It may have finished between the lookup and the claim.
         if let Some(first) = self.replay(tool, key)? {
             return Ok(Begin::Replay(first));
@@ -145,8 +92,7 @@ impl WriteLedger {
 
     /// Records `result` for `key` of `tool`, on disk before it is visible.
     pub fn record(&self, tool: &str, key: &str, result: &Value) -> Result<(), ToolError> {
-        self.with(|file| {
-            let mut next = file.clone();
+        self.file.change(|next| {
             next.records.push(Record {
                 tool: tool.to_owned(),
                 key: key.to_owned(),
@@ -154,21 +100,6 @@ impl WriteLedger {
             });
             let over = next.records.len().saturating_sub(KEEP_KEYS);
             next.records.drain(..over);
-            self.write(&next)?;
-            *file = next;
-            Ok(())
-        })?
-    }
-
-    fn write(&self, file: &LedgerFile) -> Result<(), ToolError> {
-        let bytes = serde_json::to_vec(file)
-            .map_err(|e| internal(format!("cannot encode the write ledger: {e}")))?;
-        write_atomic(&self.path(), &bytes).map_err(|e| {
-            internal(format!(
-                "{}: cannot write the write ledger: {}",
-                e.path.display(),
-                e.source
-            ))
         })
     }
 }

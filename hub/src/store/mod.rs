@@ -3,6 +3,7 @@
 
 pub mod activity;
 pub mod hublog;
+pub mod json_file;
 pub mod ledger;
 pub mod results;
 pub mod state;

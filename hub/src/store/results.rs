@@ -8,14 +8,12 @@
 //! Only the adapters of `infra_access_skill` use the store; it is shared through
 //! [`crate::context::HubContext`] so it survives adapter restarts.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::error::ToolError;
 use serde::{Deserialize, Serialize};
 
-use crate::store::state::write_atomic;
+use super::json_file::{Claim, JsonFile};
 
 /// File name of the results under `state_dir`.
 pub const RESULTS_FILE: &str = "test-results.json";
@@ -64,78 +62,29 @@ struct ResultsFile {
 /// The results store (one per hub process).
 #[derive(Debug)]
 pub struct TestResults {
-    dir: PathBuf,
-    loaded: Mutex<Option<ResultsFile>>,
-    in_flight: Mutex<HashSet<(String, String)>>,
-}
-
-fn internal(message: String) -> ToolError {
-    ToolError::new(ErrorCode::Internal, message)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Holds an idempotency key as in flight; released when dropped.
-pub struct KeyClaim<'a> {
-    store: &'a TestResults,
-    slot: (String, String),
-}
-
-impl Drop for KeyClaim<'_> {
-    fn drop(&mut self) {
-        lock(&self.store.in_flight).remove(&self.slot);
-    }
+    file: JsonFile<ResultsFile>,
 }
 
 impl TestResults {
     pub fn new(state_dir: &Path) -> TestResults {
         TestResults {
-            dir: state_dir.to_owned(),
-            loaded: Mutex::new(None),
-            in_flight: Mutex::new(HashSet::new()),
+            file: JsonFile::new(state_dir.join(RESULTS_FILE), "test results"),
         }
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.join(RESULTS_FILE)
-    }
-
-    /// Runs `f` on the loaded file (reading it on first use).
-    fn with<R>(&self, f: impl FnOnce(&mut ResultsFile) -> R) -> Result<R, ToolError> {
-        let mut guard = lock(&self.loaded);
-        if guard.is_none() {
-            let path = self.path();
-            let file = match std::fs::read_to_string(&path) {
-                Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                    internal(format!(
-                        "{}: cannot parse test results: {e}",
-                        path.display()
-                    ))
-                })?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => ResultsFile::default(),
-                Err(e) => {
-                    return Err(internal(format!(
-                        "{}: cannot read test results: {e}",
-                        path.display()
-                    )));
-                }
-            };
-            *guard = Some(file);
-        }
-        let file = guard.get_or_insert_with(ResultsFile::default);
-        Ok(f(file))
+        self.file.path().to_owned()
     }
 
     /// The newest recorded run of `test`.
     pub fn last(&self, test: &str) -> Result<Option<TestRun>, ToolError> {
-        self.with(|f| f.runs.iter().rev().find(|r| r.test == test).cloned())
+        self.file
+            .read(|f| f.runs.iter().rev().find(|r| r.test == test).cloned())
     }
 
     /// Up to `limit` recorded runs (of `test`, or of every test), newest first.
     pub fn recent(&self, test: Option<&str>, limit: usize) -> Result<Vec<TestRun>, ToolError> {
-        self.with(|f| {
+        self.file.read(|f| {
             f.runs
                 .iter()
                 .rev()
@@ -148,7 +97,7 @@ impl TestResults {
 
     /// The result recorded for `key` of `tool`, if any.
     pub fn replay(&self, tool: &str, key: &str) -> Result<Option<TestRun>, ToolError> {
-        self.with(|f| {
+        self.file.read(|f| {
             f.idempotency
                 .iter()
                 .rev()
@@ -158,17 +107,13 @@ impl TestResults {
     }
 
     /// Marks `key` of `tool` as in flight; `None` if a call with it is already running.
-    pub fn claim(&self, tool: &str, key: &str) -> Option<KeyClaim<'_>> {
-        let slot = (tool.to_owned(), key.to_owned());
-        // The guard is released before a claim exists (its drop takes the lock).
-        let claimed = lock(&self.in_flight).insert(slot.clone());
-        claimed.then(|| KeyClaim { store: self, slot })
+    pub fn claim(&self, tool: &str, key: &str) -> Option<Claim<'_>> {
+        self.file.claim(tool, key)
     }
 
     /// Records `run` (and `key` of `tool` with it), writing the file before it is visible.
     pub fn record(&self, run: &TestRun, key: Option<(&str, &str)>) -> Result<(), ToolError> {
-        self.with(|file| {
-            let mut next = file.clone();
+        self.file.change(|next| {
             next.runs.push(run.clone());
             let of_test = next.runs.iter().filter(|r| r.test == run.test).count();
             if of_test > KEEP_PER_TEST {
@@ -190,22 +135,6 @@ impl TestResults {
                 let over = next.idempotency.len().saturating_sub(KEEP_KEYS);
                 next.idempotency.drain(..over);
             }
-            self.write(&next)?;
-            *file = next;
-            Ok(())
-        })?
-    }
-
-    /// Writes `file` atomically (temporary file, flushed, then renamed).
-    fn write(&self, file: &ResultsFile) -> Result<(), ToolError> {
-        let bytes = serde_json::to_vec(file)
-            .map_err(|e| internal(format!("cannot encode test results: {e}")))?;
-        write_atomic(&self.path(), &bytes).map_err(|e| {
-            internal(format!(
-                "{}: cannot write test results: {}",
-                e.path.display(),
-                e.source
-            ))
         })
     }
 }
@@ -213,6 +142,7 @@ impl TestResults {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mcp_shared::error::ErrorCode;
 
     fn run(test: &str, i: usize) -> TestRun {
         TestRun {
