@@ -1,6 +1,6 @@
 //! NLU content as written in the files `[nlu]` declares, validated into [`Content`]: the
-//! named-entity registry, the intents and the templates; template text syntax and template
-//! fingerprints.
+//! named-entity registry, the intents and the templates, and template fingerprints (the
+//! syntax of names, refs, locales and template text is [`super::syntax`]).
 //!
 //! Files (JSON, unknown fields refused, at most [`MAX_FILE_BYTES`] each):
 //! - entities: `{"entities": [{"ref": "device:lamp.kitchen", "labels": {"en": "kitchen lamp"},
@@ -29,6 +29,11 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::normalize;
+pub use super::syntax::{
+    MAX_ALIAS_WORDS, MAX_TEXT_CHARS, Piece, parse_text, valid_id, valid_locale, valid_ref,
+    valid_slot_name,
+};
+use super::syntax::{check_alias, check_form, valid_dispatch_name};
 
 /// Largest content file read.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -36,8 +41,6 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 pub const MAX_ENTITIES: usize = 500;
 /// Aliases of one entity in one locale at most.
 pub const MAX_ALIASES: usize = 32;
-/// Words of one label or alias at most (after normalization).
-pub const MAX_ALIAS_WORDS: usize = 6;
 /// Intents at most.
 pub const MAX_INTENTS: usize = 200;
 /// Slots of one intent at most.
@@ -46,8 +49,6 @@ pub const MAX_SLOTS: usize = 8;
 pub const MAX_TEMPLATES: usize = 100;
 /// Examples of one template at most.
 pub const MAX_EXAMPLES: usize = 20;
-/// Characters of a template text, an example, a label or an alias at most.
-pub const MAX_TEXT_CHARS: usize = 160;
 /// Bytes of the entities and intents as JSON at most (so `get_context` fits one frame).
 pub const MAX_REGISTRY_BYTES: usize = 384 * 1024;
 /// Bytes of all templates as JSON at most (so `list_templates` fits one frame).
@@ -147,17 +148,6 @@ impl Template {
     }
 }
 
-/// One piece of template text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece {
-    /// Literal text between slots (may hold several words).
-    Text(String),
-    Slot {
-        name: String,
-        kind: String,
-    },
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EntitiesFile {
@@ -202,124 +192,6 @@ pub struct Content {
     pub intents: BTreeMap<String, Intent>,
     /// By template id.
     pub templates: BTreeMap<String, Template>,
-}
-
-fn is_name(s: &str, max: usize) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && s.len() <= max
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
-
-/// `[a-z][a-z0-9_]{0,31}`: slot names and entity types.
-pub fn valid_slot_name(s: &str) -> bool {
-    is_name(s, 32)
-}
-
-/// `<type>:<id>` with type `[a-z][a-z0-9_]{0,31}` and id `[a-z0-9][a-z0-9_.-]{0,63}`.
-pub fn valid_ref(s: &str) -> bool {
-    let Some((kind, id)) = s.split_once(':') else {
-        return false;
-    };
-    let mut chars = id.chars();
-    valid_slot_name(kind)
-        && chars
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && id.len() <= 64
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
-}
-
-/// `[a-z0-9][a-z0-9_.-]{0,63}`: template and intent ids.
-pub fn valid_id(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && s.len() <= 64
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
-}
-
-/// `[a-z]{2}` with an optional `-[A-Z]{2}` region.
-pub fn valid_locale(s: &str) -> bool {
-    let (lang, region) = match s.split_once('-') {
-        Some((l, r)) => (l, Some(r)),
-        None => (s, None),
-    };
-    lang.len() == 2
-        && lang.chars().all(|c| c.is_ascii_lowercase())
-        && region.is_none_or(|r| r.len() == 2 && r.chars().all(|c| c.is_ascii_uppercase()))
-}
-
-/// `[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}`: skill, tool and action names.
-fn valid_dispatch_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && s.len() <= 128
-        && chars.all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
-}
-
-/// Whether `s` is 1 to [`MAX_TEXT_CHARS`] characters without control characters.
-fn plain_text(s: &str) -> bool {
-    let n = s.chars().count();
-    (1..=MAX_TEXT_CHARS).contains(&n) && !s.chars().any(char::is_control) && !s.trim().is_empty()
-}
-
-/// Splits template text into words and slots, checking the slot syntax.
-pub fn parse_text(text: &str) -> Result<Vec<Piece>, String> {
-    if !plain_text(text) {
-        return Err(format!(
-            "text must have 1 to {MAX_TEXT_CHARS} characters, no control characters"
-        ));
-    }
-    let mut pieces = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let open = rest.find('{');
-        let close = rest.find('}');
-        match (open, close) {
-            (None, None) => {
-                pieces.push(Piece::Text(rest.to_owned()));
-                break;
-            }
-            (Some(o), Some(c)) if o < c => {
-                let before = &rest[..o];
-                let inner = &rest[o + 1..c];
-                let after = &rest[c + 1..];
-                if inner.contains('{') {
-                    return Err(format!("slot `{{{inner}}}`: slots cannot nest"));
-                }
-                if !(before.is_empty() || before.ends_with(char::is_whitespace))
-                    || !(after.is_empty() || after.starts_with(char::is_whitespace))
-                {
-                    return Err(format!(
-                        "slot `{{{inner}}}` must be separated from neighbouring words by spaces"
-                    ));
-                }
-                let Some((name, kind)) = inner.split_once(':') else {
-                    return Err(format!(
-                        "slot `{{{inner}}}` must be written `{{name:type}}`"
-                    ));
-                };
-                if !valid_slot_name(name) || !valid_slot_name(kind) {
-                    return Err(format!(
-                        "slot `{{{inner}}}`: name and type must match [a-z][a-z0-9_]{{0,31}}"
-                    ));
-                }
-                if !before.is_empty() {
-                    pieces.push(Piece::Text(before.to_owned()));
-                }
-                pieces.push(Piece::Slot {
-                    name: name.to_owned(),
-                    kind: kind.to_owned(),
-                });
-                rest = after;
-            }
-            (Some(_), _) => return Err("`{` without a matching `}`".into()),
-            (None, Some(_)) => return Err("`}` without a matching `{`".into()),
-        }
-    }
-    Ok(pieces)
 }
 
 /// The slots of `pieces`, in order.
@@ -684,117 +556,5 @@ fn describe_slots(slots: &[SlotDecl]) -> String {
         .join(", ")
 }
 
-/// Checks a label, alias or example in `locale`.
-fn check_form(locale: &str, form: &str) -> Result<(), String> {
-    if !valid_locale(locale) {
-        return Err(format!("locale `{locale}` must be `xx` or `xx-XX`"));
-    }
-    if !plain_text(form) {
-        return Err(format!(
-            "`{form}` must have 1 to {MAX_TEXT_CHARS} characters, no control characters"
-        ));
-    }
-    let words = normalize::normalize(form, locale).len();
-    if words == 0 {
-        return Err(format!("`{form}` has no words"));
-    }
-    Ok(())
-}
-
-/// Checks a label or alias: a form of at most [`MAX_ALIAS_WORDS`] words.
-fn check_alias(locale: &str, form: &str) -> Result<(), String> {
-    check_form(locale, form)?;
-    let words = normalize::normalize(form, locale).len();
-    if words > MAX_ALIAS_WORDS {
-        return Err(format!("`{form}` has more than {MAX_ALIAS_WORDS} words"));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_syntax() {
-        assert_eq!(
-            parse_text("turn on the {device:device}").expect("ok"),
-            [
-                Piece::Text("turn on the ".into()),
-                Piece::Slot {
-                    name: "device".into(),
-                    kind: "device".into()
-                }
-            ]
-        );
-        for (bad, expect) in [
-            ("turn on {device:device", "without a matching `}`"),
-            ("turn on device}", "without a matching `{`"),
-            ("turn on {device}", "`{name:type}`"),
-            ("turn on {Device:device}", "must match"),
-            ("turn on {de vice:device}", "must match"),
-            ("turn on{device:device}", "separated"),
-            ("turn on {device:device}s", "separated"),
-            ("turn on {a:{b:c}}", "cannot nest"),
-            ("", "1 to 160"),
-            ("a\nb", "control"),
-        ] {
-            let err = parse_text(bad).expect_err(bad);
-            assert!(err.contains(expect), "{bad}: {err}");
-        }
-        assert_eq!(parse_text("{a:b} and {c:d}").expect("ok").len(), 3);
-        let long = "x".repeat(161);
-        assert!(parse_text(&long).is_err());
-    }
-
-    #[test]
-    fn ids_refs_and_locales() {
-        for ok in ["device:lamp.kitchen", "room:living_room", "scene:a-1"] {
-            assert!(valid_ref(ok), "{ok}");
-        }
-        for bad in [
-            "lamp",
-            "Device:x",
-            "device:",
-            ":x",
-            "device:Lamp",
-            "device:x y",
-        ] {
-            assert!(!valid_ref(bad), "{bad}");
-        }
-        for ok in ["en", "ru", "ru-RU"] {
-            assert!(valid_locale(ok), "{ok}");
-        }
-        for bad in ["EN", "eng", "ru_RU", "ru-ru", ""] {
-            assert!(!valid_locale(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn fingerprints_cover_every_field_and_ignore_nothing_else() {
-        let t = Template {
-            template_id: "en.x".into(),
-            locale: "en".into(),
-            intent: "i".into(),
-            text: "do {a:b}".into(),
-            examples: vec!["do it".into()],
-        };
-        let fp = t.fingerprint();
-        assert!(fp.starts_with("sha256:") && fp.len() == 7 + 64, "{fp}");
-        assert_eq!(fp, t.clone().fingerprint(), "stable");
-        let expected = format!(
-            "sha256:{}",
-            hex::encode(Sha256::digest(mcp_shared::canonical::to_vec(&t.to_json())))
-        );
-        assert_eq!(fp, expected);
-        let mut other = t.clone();
-        other.examples.push("again".into());
-        assert_ne!(other.fingerprint(), fp);
-        let mut other = t.clone();
-        other.text = "do {a:b} now".into();
-        assert_ne!(other.fingerprint(), fp);
-        let mut other = t;
-        other.locale = "en-GB".into();
-        assert_ne!(other.fingerprint(), fp);
-    }
-}
+mod tests;

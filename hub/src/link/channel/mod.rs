@@ -21,24 +21,30 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::profiling::EvidenceCursor;
 use mcp_shared::protocol::{
-    CallOutcome, CallRequest, Envelope, Evidence, Features, HubToRoot, MAX_FRAME_BYTES,
-    PROTOCOL_VERSION, RootToHub, SkillCommand, decode, feature,
+    Envelope, Evidence, Features, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub,
+    SkillCommand, decode, feature,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
+
+mod call;
+mod connect;
+mod frames;
+
+pub use call::execute;
+use call::run_call;
+use connect::Socket;
+pub use connect::{Backoff, ChannelError, upgrade_request};
+use frames::{encode, envelope, raw_id};
 
 use crate::context::HubContext;
 use crate::link::enforcement::Gate;
-use crate::skill::adapters::CallInput;
-use crate::skill::{CancelOnDrop, SkillHandle};
-use crate::store::activity::{ActivityEntry, ActivityStatus, bounded_id};
+use crate::skill::SkillHandle;
 
 /// How long root has to answer `hello` with `welcome`.
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,103 +55,6 @@ const SILENCE_FACTOR: u32 = 3;
 /// Frames queued for sending on one connection.
 const OUTBOX: usize = 1024;
 
-/// The socket of one connection to root.
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// Why a connection ended.
-#[derive(Debug, thiserror::Error)]
-pub enum ChannelError {
-    #[error("connect to {url}: {source}")]
-    Connect {
-        url: String,
-        source: Box<tokio_tungstenite::tungstenite::Error>,
-    },
-    #[error("websocket: {0}")]
-    Socket(#[from] Box<tokio_tungstenite::tungstenite::Error>),
-    #[error("root refused the hub: {0}")]
-    Refused(String),
-    #[error("no welcome from root within {0:?}")]
-    NoWelcome(Duration),
-    #[error("root sent {0} before welcome")]
-    UnexpectedBeforeWelcome(String),
-    #[error("root closed the connection")]
-    Closed,
-    #[error("root silent for {0:?}")]
-    Silent(Duration),
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    #[error("the hub token changed; reconnecting with the new one")]
-    TokenChanged,
-}
-
-impl From<tokio_tungstenite::tungstenite::Error> for ChannelError {
-    fn from(e: tokio_tungstenite::tungstenite::Error) -> Self {
-        ChannelError::Socket(Box::new(e))
-    }
-}
-
-/// The upgrade request to `url`, carrying the hub token as `Authorization: Bearer` (marked
-/// sensitive, so no HTTP client logs it).
-pub fn upgrade_request(
-    url: &str,
-    token: &str,
-) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, ChannelError> {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    use tokio_tungstenite::tungstenite::http::{HeaderValue, header};
-    let mut request = url
-        .into_client_request()
-        .map_err(|e| ChannelError::Config(format!("root URL `{url}`: {e}")))?;
-    let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
-        .map_err(|_| ChannelError::Config("the hub token is not a valid header value".into()))?;
-    value.set_sensitive(true);
-    request.headers_mut().insert(header::AUTHORIZATION, value);
-    Ok(request)
-}
-
-/// Exponential backoff with jitter between half and all of the current step.
-#[derive(Debug)]
-pub struct Backoff {
-    initial: Duration,
-    max: Duration,
-    next: Duration,
-    seed: u64,
-}
-
-impl Backoff {
-    pub fn new(initial_ms: u64, max_ms: u64) -> Backoff {
-        let initial = Duration::from_millis(initial_ms.max(1));
-        Backoff {
-            initial,
-            max: Duration::from_millis(max_ms.max(initial_ms.max(1))),
-            next: initial,
-            seed: {
-                use std::hash::{BuildHasher, Hasher};
-                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-                h.write_u64(std::process::id() as u64);
-                h.finish()
-            },
-        }
-    }
-
-    /// After a successful welcome.
-    pub fn reset(&mut self) {
-        self.next = self.initial;
-    }
-
-    /// The delay before the next attempt.
-    pub fn next_delay(&mut self) -> Duration {
-        // xorshift64: enough randomness to spread hubs reconnecting after a root restart.
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
-        let step = self.next;
-        self.next = (self.next * 2).min(self.max);
-        let frac = (self.seed % 1_000) as f64 / 1_000.0;
-        step.mul_f64(0.5 + 0.5 * frac)
-    }
-}
-
 /// Everything one connection needs.
 #[derive(Clone)]
 pub struct Channel {
@@ -154,67 +63,6 @@ pub struct Channel {
     pub skill: SkillHandle,
     pub connected: Arc<watch::Sender<bool>>,
     pub shutdown: CancellationToken,
-}
-
-fn frame_id() -> String {
-    uuid::Uuid::now_v7().to_string()
-}
-
-fn envelope(body: HubToRoot, in_reply_to: Option<String>) -> Envelope<HubToRoot> {
-    Envelope {
-        v: PROTOCOL_VERSION,
-        id: frame_id(),
-        in_reply_to,
-        body,
-    }
-}
-
-/// Serializes a frame; a result too large for a frame becomes an `internal` error result.
-fn encode(env: &Envelope<HubToRoot>) -> Option<String> {
-    let text = match serde_json::to_string(env) {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot serialize a frame");
-            return None;
-        }
-    };
-    if text.len() <= MAX_FRAME_BYTES {
-        return Some(text);
-    }
-    let HubToRoot::Result { call_id, outcome } = &env.body else {
-        tracing::error!(bytes = text.len(), "frame exceeds the limit; dropped");
-        return None;
-    };
-    let adapter = match outcome {
-        CallOutcome::Ok { adapter, .. } => Some(adapter.clone()),
-        CallOutcome::Error { adapter, .. } => adapter.clone(),
-    };
-    let small = Envelope {
-        body: HubToRoot::Result {
-            call_id: call_id.clone(),
-            outcome: CallOutcome::Error {
-                adapter,
-                error: ToolError::new(
-                    ErrorCode::Internal,
-                    format!("the result exceeds the frame limit of {MAX_FRAME_BYTES} bytes"),
-                ),
-            },
-        },
-        ..env.clone()
-    };
-    serde_json::to_string(&small).ok()
-}
-
-/// The `id` of a frame that did not decode, if it has one, for `in_reply_to`.
-fn raw_id(text: &str) -> Option<String> {
-    if text.len() > MAX_FRAME_BYTES {
-        return None;
-    }
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()?
-        .get("id")?
-        .as_str()
-        .map(str::to_owned)
 }
 
 impl Channel {
@@ -663,175 +511,6 @@ impl Channel {
                 )]
             }
         }
-    }
-}
-
-/// Runs one call: the gate, then the skill; queues the result frame.
-async fn run_call(
-    ch: Channel,
-    call: CallRequest,
-    frame_id: String,
-    out: mpsc::Sender<Envelope<HubToRoot>>,
-) -> String {
-    let call_id = call.call_id.clone();
-    let progress = {
-        let (out, call_id) = (out.clone(), call_id.clone());
-        let ctx = ch.ctx.clone();
-        crate::skill::adapters::Progress::new(move |progress, total, message| {
-            // `total` only for a root that reads it.
-            let total = total.filter(|_| {
-                ctx.connection
-                    .root_features
-                    .load()
-                    .has(feature::PROGRESS_TOTAL)
-            });
-            let body = HubToRoot::Progress {
-                call_id: call_id.clone(),
-                progress,
-                total,
-                message: Some(message),
-            };
-            // Best effort: a full queue drops a progress frame, never a result.
-            let _ = out.try_send(envelope(body, None));
-        })
-    };
-    // Root's trace continued (OpenTelemetry on, and a root that sent its route's traceparent).
-    let span = mcp_shared::otel_span!("hub call", otel.kind = "server", tool = %call.tool_id);
-    mcp_shared::otel::continue_from(&span, call.traceparent.as_deref());
-    let outcome = execute(&ch, call, progress).instrument(span).await;
-    if let CallOutcome::Error { error, .. } = &outcome {
-        tracing::info!(%call_id, code = %error.code, message = %error.message, "call refused or failed");
-    }
-    let frame = envelope(
-        HubToRoot::Result {
-            call_id: call_id.clone(),
-            outcome,
-        },
-        Some(frame_id),
-    );
-    let _ = out.send(frame).await;
-    call_id
-}
-
-/// Records one call in the hub's activity log when it finishes: with its outcome, or (if the
-/// call's task is dropped first, i.e. cancelled or cut off by a dropped connection) as an
-/// `error` with code `cancelled`.
-struct ActivityRecorder {
-    ctx: Arc<HubContext>,
-    entry: Option<ActivityEntry>,
-    started: std::time::Instant,
-}
-
-impl ActivityRecorder {
-    fn start(ctx: &Arc<HubContext>, call: &CallRequest) -> ActivityRecorder {
-        ActivityRecorder {
-            ctx: ctx.clone(),
-            entry: Some(ActivityEntry {
-                call_id: bounded_id(&call.call_id),
-                trace_id: bounded_id(&call.trace_id),
-                tool_id: bounded_id(&call.tool_id),
-                adapter: None,
-                status: ActivityStatus::Error,
-                error_code: Some(ErrorCode::Cancelled),
-                dry_run: call.dry_run,
-                started_at: mcp_shared::time::now(),
-                duration_ms: 0,
-            }),
-            started: std::time::Instant::now(),
-        }
-    }
-
-    /// Records the outcome: `ok`, `refused` (the gate answered: no adapter) or `error`.
-    fn finish(mut self, outcome: &CallOutcome) {
-        if let Some(entry) = self.entry.as_mut() {
-            match outcome {
-                CallOutcome::Ok { adapter, .. } => {
-                    entry.adapter = Some(adapter.clone());
-                    entry.status = ActivityStatus::Ok;
-                    entry.error_code = None;
-                }
-                CallOutcome::Error { adapter, error } => {
-                    entry.adapter = adapter.clone();
-                    entry.status = if adapter.is_some() {
-                        ActivityStatus::Error
-                    } else {
-                        ActivityStatus::Refused
-                    };
-                    entry.error_code = Some(error.code);
-                }
-            }
-        }
-    }
-}
-
-impl Drop for ActivityRecorder {
-    fn drop(&mut self) {
-        if let Some(mut entry) = self.entry.take() {
-            entry.duration_ms =
-                u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.ctx.stores.activity.record(entry);
-        }
-    }
-}
-
-/// Final enforcement, then the adapter; the call is recorded in the activity log when it
-/// finishes (the one place every call handled by the hub ends).
-pub async fn execute(
-    ch: &Channel,
-    call: CallRequest,
-    progress: crate::skill::adapters::Progress,
-) -> CallOutcome {
-    let recorder = ActivityRecorder::start(&ch.ctx, &call);
-    let outcome = gate_and_run(ch, call, progress).await;
-    recorder.finish(&outcome);
-    outcome
-}
-
-async fn gate_and_run(
-    ch: &Channel,
-    call: CallRequest,
-    progress: crate::skill::adapters::Progress,
-) -> CallOutcome {
-    // Deadlines are root's: judged in root's time (the hub's clock plus the offset measured
-    // at welcome).
-    let now_ms = ch.ctx.connection.clock.root_now_ms();
-    let decl = match ch
-        .gate
-        .check_clocked(&call, &ch.ctx.connection.clock, ch.ctx.published())
-    {
-        Ok(d) => d,
-        Err(error) => {
-            return CallOutcome::Error {
-                adapter: None,
-                error,
-            };
-        }
-    };
-    let remaining = Duration::from_millis(u64::try_from(call.expires_at_ms - now_ms).unwrap_or(0));
-    let deadline = tokio::time::Instant::now() + remaining;
-    let guard = CancelOnDrop::new(&ch.skill, &call.call_id);
-    // The adapter sees the signed call's dry-run flag and idempotency key with the arguments.
-    let input = CallInput {
-        call_id: call.call_id.clone(),
-        arguments: call.arguments,
-        dry_run: call.dry_run,
-        idempotency_key: call.idempotency_key,
-        confirmed_effect: call.confirmed_effect,
-        deadline,
-        progress,
-        span: tracing::Span::current(),
-    };
-    let res = ch.skill.execute_call(decl, input).await;
-    guard.disarm();
-    match res {
-        Ok(result) => CallOutcome::Ok {
-            adapter: decl.name.to_owned(),
-            result,
-        },
-        Err(error) => CallOutcome::Error {
-            adapter: Some(decl.name.to_owned()),
-            error,
-        },
     }
 }
 
