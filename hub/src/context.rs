@@ -26,38 +26,38 @@ use mcp_shared::target::{
 use mcp_shared::time::OffsetDateTime;
 
 /// `operational_surface.published_by` in the descriptor.
-pub const PUBLISHED_BY: &str = "skill:infra_access_skill";
+pub(crate) const PUBLISHED_BY: &str = "skill:infra_access_skill";
 /// `kind` of this managed target.
-pub const TARGET_KIND: &str = "hub";
+pub(crate) const TARGET_KIND: &str = "hub";
 /// `transport.channel` of this managed target.
-pub const CHANNEL: &str = "hub_root_protocol";
+pub(crate) const CHANNEL: &str = "hub_root_protocol";
 
 /// Shared state of one hub process, grouped by who reads and writes it.
 pub struct HubContext {
     pub config: HubConfig,
     /// When the hub process started.
-    pub process: Process,
+    pub(crate) process: Process,
     /// The channel's connection to root.
-    pub connection: Connection,
+    pub(crate) connection: Connection,
     /// The skill's adapters, lifecycle and published surface.
-    pub skill: SkillSurface,
+    pub(crate) skill: SkillSurface,
     /// What the hub keeps: the stores under `state_dir` and the activity log.
-    pub stores: Stores,
+    pub(crate) stores: Stores,
     /// What acts on the machine: the managed services, ProfileOps and health checks.
     pub machine: Machine,
     /// The hub's own log and the redaction applied to what it returns.
-    pub logging: Logging,
+    pub(crate) logging: Logging,
 }
 
 /// The process clock: when the hub process started (monotonic and wall clock).
-pub struct Process {
+pub(crate) struct Process {
     pub started: Instant,
     pub started_at: OffsetDateTime,
 }
 
 /// The connection to root: what the channel dials with and what it learned at the last
 /// `welcome`.
-pub struct Connection {
+pub(crate) struct Connection {
     /// The hub token the next `hello` carries: `config.token` at start, replaced when the
     /// token file changes (key rotation).
     pub token: ArcSwap<String>,
@@ -78,7 +78,7 @@ pub struct Connection {
 
 /// The skill's state: its adapters, its lifecycle and what of it is published (read by the
 /// gate, the adapters and the channel; written by the skill actor only).
-pub struct SkillSurface {
+pub(crate) struct SkillSurface {
     /// What every adapter of the skill declares: the built-in ones its configuration serves
     /// ([`served`]), then the command adapters of `[[skill.commands]]`, in configuration
     /// order, then the embedding program's; fixed for the life of the process.
@@ -93,7 +93,7 @@ pub struct SkillSurface {
 }
 
 /// What the hub keeps: the stores under `state_dir`, and the in-memory activity log.
-pub struct Stores {
+pub(crate) struct Stores {
     /// Recorded allowed-test results and idempotency keys (`<state_dir>/test-results.json`).
     pub test_results: TestResults,
     /// The deploy history and the one-deploy-at-a-time lock (`<state_dir>/deploys.json`).
@@ -114,11 +114,11 @@ pub struct Machine {
     /// ProfileOps: profiling sessions, incidents and artifacts (`<state_dir>/profiles/`).
     pub profiles: Profiles,
     /// Client for HTTP health checks.
-    pub http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
 }
 
 /// The hub's own log and the redaction applied to the text it returns.
-pub struct Logging {
+pub(crate) struct Logging {
     /// The hub's own recent log lines (the process-wide ring; see [`crate::store::hublog`]).
     pub hub_log: std::sync::Arc<LogRing>,
     /// `[redaction]` patterns, compiled; applied on top of the built-in ones.

@@ -39,16 +39,18 @@
 //! business policy: root decides who may call what; the hub only re-checks root's signature,
 //! the deadline, replays, what its own skill publishes and its own write scope.
 
+#![warn(unreachable_pub)]
+
 pub mod cli;
 pub mod config;
-pub mod context;
-pub mod link;
-pub mod machine;
-pub mod nlu;
-pub mod profiles;
-pub mod skill;
-pub mod store;
-pub mod supervisor;
+mod context;
+mod link;
+mod machine;
+mod nlu;
+mod profiles;
+mod skill;
+mod store;
+mod supervisor;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,12 +62,24 @@ use tokio_util::sync::CancellationToken;
 
 pub use cli::{Cli, run};
 pub use config::HubConfig;
+pub use context::{HubContext, Machine};
+pub use link::channel::connect::upgrade_request;
+pub use link::tls::spki_pin;
+pub use machine::services::Services;
+/// The actors' messages; their `Panic` variant (feature `fault-injection`) lets tests fail
+/// an actor on purpose.
+pub use machine::services::supervisor::Msg as ServiceSupervisorMsg;
+pub use profiles::Profiles;
+pub use profiles::actor::Msg as ProfileOpsMsg;
+pub use skill::SkillHandle;
+pub use skill::actor::Msg as SkillMsg;
+pub use skill::adapters::decl::{ADAPTERS, AdapterDecl};
+pub use skill::adapters::registry::{AdapterKind, EmbeddedAdapter, EmbeddedRun, served};
+pub use skill::adapters::{AdapterReply, CallInput, Progress};
+pub use supervisor::Msg as SupervisorMsg;
 
-use crate::context::HubContext;
 use crate::link::channel::Channel;
 use crate::link::enforcement::Gate;
-use crate::skill::SkillHandle;
-use crate::skill::adapters::EmbeddedAdapter;
 
 /// A running hub.
 pub struct HubHandle {

@@ -19,13 +19,13 @@ use crate::context::HubContext;
 use crate::skill::{Embedded, SkillHandle};
 
 /// Restarts of one child allowed within [`RESTART_WINDOW`].
-pub const MAX_RESTARTS: usize = 5;
+pub(crate) const MAX_RESTARTS: usize = 5;
 /// The window restarts are counted in.
-pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
 /// A supervised part of the hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Child {
+pub(crate) enum Child {
     Skill,
     Services,
     Profiles,
@@ -41,9 +41,9 @@ impl Child {
     }
 }
 
-pub struct HubSupervisor;
+pub(crate) struct HubSupervisor;
 
-pub struct Args {
+pub(crate) struct Args {
     pub ctx: Arc<HubContext>,
     /// The adapters of the program embedding the hub (the skill serves them).
     pub embedded: Embedded,
@@ -53,7 +53,7 @@ pub struct Args {
     pub skill: tokio::sync::oneshot::Sender<SkillHandle>,
 }
 
-pub struct State {
+pub(crate) struct State {
     ctx: Arc<HubContext>,
     embedded: Embedded,
     stopping: Arc<AtomicBool>,
@@ -63,7 +63,7 @@ pub struct State {
 }
 
 /// Starts the supervisor and its children; returns it and the skill's handle.
-pub async fn start(
+pub(crate) async fn start(
     ctx: Arc<HubContext>,
     embedded: Embedded,
     stopping: Arc<AtomicBool>,

@@ -328,7 +328,7 @@ fn the_hub_names_tool_ids_only_in_its_adapters() {
         found.is_empty(),
         "tool ids outside the hub's adapters (an allowlist or per-tool branch): {found:#?}"
     );
-    let declared: BTreeSet<String> = mcp_hub::skill::adapters::ADAPTERS
+    let declared: BTreeSet<String> = mcp_hub::ADAPTERS
         .iter()
         .map(|a| a.tool_id.to_string())
         .collect();

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use mcp_hub::context::HubContext;
-use mcp_hub::skill::adapters::{AdapterDecl, AdapterReply, CallInput, EmbeddedAdapter};
+use mcp_hub::HubContext;
+use mcp_hub::{AdapterDecl, AdapterReply, CallInput, EmbeddedAdapter};
 use serde_json::{Value, json};
 
 /// The fixture tool.

@@ -534,7 +534,7 @@ pub async fn dial_hub_door(
             .replacen("http://", "ws://", 1)
     );
     let request = match token {
-        Some(t) => mcp_hub::link::channel::upgrade_request(&url, t).map_err(|e| {
+        Some(t) => mcp_hub::upgrade_request(&url, t).map_err(|e| {
             tokio_tungstenite::tungstenite::Error::Url(
                 tokio_tungstenite::tungstenite::error::UrlError::UnableToConnect(e.to_string()),
             )
@@ -630,7 +630,7 @@ impl TestHub {
         target_id: &str,
         token: &str,
         extra: &str,
-        embedded: &[&'static mcp_hub::skill::adapters::EmbeddedAdapter],
+        embedded: &[&'static mcp_hub::EmbeddedAdapter],
     ) -> anyhow::Result<TestHub> {
         Self::start_full(root_url, target_id, token, extra, embedded, |_| {}).await
     }
@@ -652,7 +652,7 @@ impl TestHub {
         target_id: &str,
         token: &str,
         extra: &str,
-        embedded: &[&'static mcp_hub::skill::adapters::EmbeddedAdapter],
+        embedded: &[&'static mcp_hub::EmbeddedAdapter],
         f: impl FnOnce(&mut mcp_hub::HubConfig),
     ) -> anyhow::Result<TestHub> {
         let state_dir = tempfile::tempdir()?;

@@ -29,7 +29,7 @@ use std::path::{Component, Path, PathBuf};
 use mcp_shared::target::WriteScope;
 use serde::Deserialize;
 
-use crate::skill::adapters::decl::Provided;
+pub use crate::skill::adapters::decl::Provided;
 
 pub use crate::link::tls::HubTlsConfig;
 pub use commands::{CommandAdapterConfig, MAX_COMMAND_TIMEOUT_MS, valid_tool_id};

@@ -18,7 +18,7 @@ use mcp_shared::error::{ErrorCode, ToolError};
 
 /// The hub's clock and root's offset from it.
 #[derive(Debug, Default)]
-pub struct HubClock {
+pub(crate) struct HubClock {
     /// Added to the system clock (tests only).
     test_offset_ms: i64,
     /// Root's clock minus the hub's, as last measured.
@@ -28,7 +28,7 @@ pub struct HubClock {
 }
 
 impl HubClock {
-    pub fn new(test_offset_ms: i64) -> HubClock {
+    pub(crate) fn new(test_offset_ms: i64) -> HubClock {
         HubClock {
             test_offset_ms,
             root_offset_ms: AtomicI64::new(0),
@@ -37,18 +37,18 @@ impl HubClock {
     }
 
     /// The hub's own wall clock, unix milliseconds.
-    pub fn now_ms(&self) -> i64 {
+    pub(crate) fn now_ms(&self) -> i64 {
         mcp_shared::time::unix_ms(mcp_shared::time::now()).saturating_add(self.test_offset_ms)
     }
 
     /// Root's clock, as far as the hub knows: what deadlines are judged by.
-    pub fn root_now_ms(&self) -> i64 {
+    pub(crate) fn root_now_ms(&self) -> i64 {
         self.now_ms()
             .saturating_add(self.root_offset_ms.load(Ordering::Acquire))
     }
 
     /// Takes root's time and window from a `welcome` received now.
-    pub fn welcomed(&self, root_time_ms: Option<i64>, max_skew_ms: Option<u64>) {
+    pub(crate) fn welcomed(&self, root_time_ms: Option<i64>, max_skew_ms: Option<u64>) {
         let offset = root_time_ms.map_or(0, |t| t.saturating_sub(self.now_ms()));
         self.root_offset_ms.store(offset, Ordering::Release);
         self.max_skew_ms.store(
@@ -65,12 +65,12 @@ impl HubClock {
     }
 
     /// How far the hub's clock is ahead of root's (negative: behind), as last measured.
-    pub fn ahead_of_root_ms(&self) -> i64 {
+    pub(crate) fn ahead_of_root_ms(&self) -> i64 {
         -self.root_offset_ms.load(Ordering::Acquire)
     }
 
     /// `clock_skew` while the hub's clock is further from root's than root accepts.
-    pub fn check(&self) -> Result<(), ToolError> {
+    pub(crate) fn check(&self) -> Result<(), ToolError> {
         let max = self.max_skew_ms.load(Ordering::Acquire);
         let ahead = self.ahead_of_root_ms();
         if ahead.unsigned_abs() <= max {

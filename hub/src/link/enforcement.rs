@@ -23,22 +23,22 @@ use mcp_shared::target::WriteScope;
 use crate::skill::adapters::decl::AdapterDecl;
 
 /// How long past its deadline a call id is remembered (covers clock skew with root).
-pub const REPLAY_MARGIN_MS: i64 = 60_000;
+pub(crate) const REPLAY_MARGIN_MS: i64 = 60_000;
 
 /// Call ids remembered at most; when full of unexpired ids new calls are refused (`busy`)
 /// rather than forgetting an id that could still be replayed.
-pub const REPLAY_CAPACITY: usize = 65_536;
+pub(crate) const REPLAY_CAPACITY: usize = 65_536;
 
 /// Call ids seen, each kept until its deadline plus [`REPLAY_MARGIN_MS`].
 #[derive(Debug, Default)]
-pub struct ReplayCache {
+pub(crate) struct ReplayCache {
     by_id: HashMap<String, i64>,
     by_expiry: BTreeSet<(i64, String)>,
     capacity: usize,
 }
 
 impl ReplayCache {
-    pub fn new(capacity: usize) -> ReplayCache {
+    pub(crate) fn new(capacity: usize) -> ReplayCache {
         ReplayCache {
             capacity,
             ..Default::default()
@@ -46,7 +46,7 @@ impl ReplayCache {
     }
 
     /// Records `call_id`; `Err` if it was already seen (or the cache is full).
-    pub fn insert(
+    pub(crate) fn insert(
         &mut self,
         call_id: &str,
         expires_at_ms: i64,
@@ -72,7 +72,7 @@ impl ReplayCache {
     }
 
     /// Forgets ids whose retention ended before `now_ms`.
-    pub fn prune(&mut self, now_ms: i64) {
+    pub(crate) fn prune(&mut self, now_ms: i64) {
         while let Some((keep_until, _)) = self.by_expiry.first()
             && *keep_until < now_ms
         {
@@ -80,14 +80,6 @@ impl ReplayCache {
                 self.by_id.remove(&id);
             }
         }
-    }
-
-    pub fn len(&self) -> usize {
-        self.by_id.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
     }
 }
 
@@ -104,7 +96,7 @@ pub struct Published<'a> {
 /// The hub's final enforcement point; one per hub process, shared by all connections so the
 /// replay cache survives reconnects.
 #[derive(Debug)]
-pub struct Gate {
+pub(crate) struct Gate {
     /// The key of the token the current connection said `hello` with (it changes when a
     /// rotated token is picked up).
     key: Mutex<[u8; 32]>,
@@ -116,12 +108,12 @@ pub struct Gate {
 impl Gate {
     /// Verifies calls with the key of `hub_token` from now on (the channel calls this with
     /// the token it says `hello` with).
-    pub fn set_token(&self, hub_token: &str) {
+    pub(crate) fn set_token(&self, hub_token: &str) {
         *self.key.lock().unwrap_or_else(|e| e.into_inner()) =
             mcp_shared::protocol::signing_key(hub_token);
     }
 
-    pub fn new(hub_token: &str, environment: &str, write_scope: WriteScope) -> Gate {
+    pub(crate) fn new(hub_token: &str, environment: &str, write_scope: WriteScope) -> Gate {
         Gate {
             key: Mutex::new(mcp_shared::protocol::signing_key(hub_token)),
             environment: environment.to_owned(),
@@ -130,21 +122,9 @@ impl Gate {
         }
     }
 
-    /// Runs every check in order, with `now_ms` as the time deadlines are judged by; returns
-    /// the adapter that will run the call.
-    pub fn check(
-        &self,
-        call: &CallRequest,
-        now_ms: i64,
-        published: Published<'_>,
-    ) -> Result<AdapterDecl, ToolError> {
-        self.verify_signature(call)?;
-        self.after_signature(call, now_ms, published)
-    }
-
-    /// [`Gate::check`] on a connection: after the signature, the hub's clock must be within
+    /// Runs every check in order on a connection: after the signature, the hub's clock must be within
     /// the offset root accepts (`clock_skew`), and deadlines are judged in root's time.
-    pub fn check_clocked(
+    pub(crate) fn check_clocked(
         &self,
         call: &CallRequest,
         clock: &crate::link::clock::HubClock,
@@ -221,20 +201,42 @@ impl Gate {
         }
         Ok(adapter)
     }
-
-    /// Call ids currently remembered.
-    pub fn replay_len(&self) -> usize {
-        self.replay
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .len()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use mcp_shared::protocol::signing_key;
+
+    impl ReplayCache {
+        fn len(&self) -> usize {
+            self.by_id.len()
+        }
+    }
+
+    /// What the tests look at beyond the product's entry point.
+    impl Gate {
+        /// Runs every check in order, with `now_ms` as the time deadlines are judged by (no
+        /// clock-skew check); returns the adapter that will run the call.
+        fn check(
+            &self,
+            call: &CallRequest,
+            now_ms: i64,
+            published: Published<'_>,
+        ) -> Result<AdapterDecl, ToolError> {
+            self.verify_signature(call)?;
+            self.after_signature(call, now_ms, published)
+        }
+
+        /// Call ids currently remembered.
+        fn replay_len(&self) -> usize {
+            self.replay
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .by_id
+                .len()
+        }
+    }
 
     const TOKEN: &str = "mcph_test_token";
     const NOW: i64 = 1_800_000_000_000;

@@ -2,7 +2,7 @@
 //! final checks on every call before it reaches the skill, the clock those checks judge
 //! deadlines by, and how `wss://` verifies root.
 
-pub mod channel;
-pub mod clock;
-pub mod enforcement;
-pub mod tls;
+pub(crate) mod channel;
+pub(crate) mod clock;
+pub(crate) mod enforcement;
+pub(crate) mod tls;

@@ -78,7 +78,7 @@ pub enum TlsError {
 }
 
 /// Refuses a secret file that group or others may read or write.
-pub fn check_private_file(path: &Path) -> Result<(), TlsError> {
+pub(crate) fn check_private_file(path: &Path) -> Result<(), TlsError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -98,7 +98,7 @@ pub fn check_private_file(path: &Path) -> Result<(), TlsError> {
 }
 
 /// Parses `sha256/<base64>` into the 32-byte digest.
-pub fn parse_pin(pin: &str) -> Result<[u8; 32], TlsError> {
+pub(crate) fn parse_pin(pin: &str) -> Result<[u8; 32], TlsError> {
     let bad = || TlsError::BadPin(pin.to_owned());
     let b64 = pin.trim().strip_prefix("sha256/").ok_or_else(bad)?;
     base64::engine::general_purpose::STANDARD
@@ -132,7 +132,7 @@ fn pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 }
 
 /// Checks what can be checked without connecting (pins, client certificate pairing).
-pub fn validate(cfg: &HubTlsConfig) -> Result<(), TlsError> {
+pub(crate) fn validate(cfg: &HubTlsConfig) -> Result<(), TlsError> {
     for pin in &cfg.pins {
         parse_pin(pin)?;
     }
@@ -143,7 +143,7 @@ pub fn validate(cfg: &HubTlsConfig) -> Result<(), TlsError> {
 }
 
 /// The rustls client config the hub dials `wss://` with.
-pub fn client_config(cfg: &HubTlsConfig) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+pub(crate) fn client_config(cfg: &HubTlsConfig) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     validate(cfg)?;
     let provider = provider();
     let mut roots = rustls::RootCertStore::empty();
@@ -238,7 +238,7 @@ impl std::error::Error for PinMismatch {}
 
 /// Normal verification, then an SPKI SHA-256 pin on the end-entity certificate.
 #[derive(Debug)]
-pub struct PinnedVerifier {
+pub(crate) struct PinnedVerifier {
     inner: Arc<WebPkiServerVerifier>,
     pins: Vec<[u8; 32]>,
 }
@@ -295,7 +295,7 @@ impl ServerCertVerifier for PinnedVerifier {
 
 /// Whether `host` (as in a URL: a name, an IPv4 address or a bracketed IPv6 address) is a
 /// loopback host.
-pub fn is_loopback_host(host: &str) -> bool {
+pub(crate) fn is_loopback_host(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if host.eq_ignore_ascii_case("localhost") {
         return true;

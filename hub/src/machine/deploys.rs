@@ -11,7 +11,7 @@
 //! failed write changes nothing. One deploy operation (git fetch, checkout, record, restart)
 //! runs at a time per hub: [`Deploys::exclusive`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
@@ -20,14 +20,14 @@ use serde_json::Value;
 use crate::store::json_file::JsonFile;
 
 /// File name of the history under `state_dir`.
-pub const HISTORY_FILE: &str = "deploys.json";
+pub(crate) const HISTORY_FILE: &str = "deploys.json";
 /// Entries kept (oldest forgotten first).
-pub const KEEP: usize = 200;
+pub(crate) const KEEP: usize = 200;
 
 /// Whether an entry moved forward to a ref or back to the previous commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum DeployKind {
+pub(crate) enum DeployKind {
     Deploy,
     Rollback,
 }
@@ -35,7 +35,7 @@ pub enum DeployKind {
 /// One recorded deploy or rollback.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DeployRecord {
+pub(crate) struct DeployRecord {
     pub deploy_id: String,
     pub kind: DeployKind,
     /// The tool that made it (the scope of its idempotency key).
@@ -66,25 +66,21 @@ struct HistoryFile {
 
 /// The history store (one per hub process, shared through the context).
 #[derive(Debug)]
-pub struct Deploys {
+pub(crate) struct Deploys {
     file: JsonFile<HistoryFile>,
     op: tokio::sync::Mutex<()>,
 }
 
 impl Deploys {
-    pub fn new(state_dir: &Path) -> Deploys {
+    pub(crate) fn new(state_dir: &Path) -> Deploys {
         Deploys {
             file: JsonFile::new(state_dir.join(HISTORY_FILE), "the deploy history").pretty(),
             op: tokio::sync::Mutex::new(()),
         }
     }
 
-    pub fn path(&self) -> PathBuf {
-        self.file.path().to_owned()
-    }
-
     /// Waits (until `deadline`) to be the one deploy operation running on this hub.
-    pub async fn exclusive(
+    pub(crate) async fn exclusive(
         &self,
         deadline: tokio::time::Instant,
     ) -> Result<tokio::sync::MutexGuard<'_, ()>, ToolError> {
@@ -99,17 +95,18 @@ impl Deploys {
     }
 
     /// Every kept entry, oldest first.
-    pub fn entries(&self) -> Result<Vec<DeployRecord>, ToolError> {
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> Result<Vec<DeployRecord>, ToolError> {
         self.file.read(|f| f.entries.clone())
     }
 
     /// The newest entry.
-    pub fn last(&self) -> Result<Option<DeployRecord>, ToolError> {
+    pub(crate) fn last(&self) -> Result<Option<DeployRecord>, ToolError> {
         self.file.read(|f| f.entries.last().cloned())
     }
 
     /// The entry made by `tool` with idempotency key `key`, if kept.
-    pub fn replay(&self, tool: &str, key: &str) -> Result<Option<DeployRecord>, ToolError> {
+    pub(crate) fn replay(&self, tool: &str, key: &str) -> Result<Option<DeployRecord>, ToolError> {
         self.file.read(|f| {
             f.entries
                 .iter()
@@ -120,7 +117,7 @@ impl Deploys {
     }
 
     /// The deploy a rollback would undo (the top of the deploy stack), if any.
-    pub fn rollback_point(&self) -> Result<Option<DeployRecord>, ToolError> {
+    pub(crate) fn rollback_point(&self) -> Result<Option<DeployRecord>, ToolError> {
         self.file.read(|f| {
             let mut stack: Vec<&DeployRecord> = Vec::new();
             for e in &f.entries {
@@ -136,7 +133,7 @@ impl Deploys {
     }
 
     /// Appends `record`, writing the file before it is visible.
-    pub fn record(&self, record: &DeployRecord) -> Result<(), ToolError> {
+    pub(crate) fn record(&self, record: &DeployRecord) -> Result<(), ToolError> {
         self.file.change(|next| {
             next.entries.push(record.clone());
             let over = next.entries.len().saturating_sub(KEEP);
@@ -145,7 +142,7 @@ impl Deploys {
     }
 
     /// Replaces the recorded result of `deploy_id` (once its services have restarted).
-    pub fn set_result(&self, deploy_id: &str, result: &Value) -> Result<(), ToolError> {
+    pub(crate) fn set_result(&self, deploy_id: &str, result: &Value) -> Result<(), ToolError> {
         self.file.change(|next| {
             if let Some(e) = next.entries.iter_mut().find(|e| e.deploy_id == deploy_id) {
                 e.result = result.clone();

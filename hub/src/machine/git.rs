@@ -29,7 +29,7 @@ const SCRUBBED: [&str; 8] = [
 
 /// Why a git run did not succeed.
 #[derive(Debug)]
-pub enum GitError {
+pub(crate) enum GitError {
     /// git could not be started.
     Spawn(std::io::Error),
     /// The deadline passed; the process group was killed.
@@ -53,7 +53,7 @@ impl std::fmt::Display for GitError {
 
 /// How git runs: its argv0 and the deadline shared by all runs of one operation.
 #[derive(Debug, Clone)]
-pub struct Git {
+pub(crate) struct Git {
     pub program: String,
     pub deadline: Instant,
 }
@@ -79,7 +79,7 @@ impl Drop for GroupGuard {
 
 impl Git {
     /// Runs `git <args>` (in `dir` if given); stdout on success.
-    pub async fn run<S: AsRef<OsStr>>(
+    pub(crate) async fn run<S: AsRef<OsStr>>(
         &self,
         dir: Option<&Path>,
         args: &[S],
@@ -96,7 +96,7 @@ impl Git {
     }
 
     /// Runs `git <args>`; the exit code (`None`: a signal), stdout and the tail of stderr.
-    pub async fn run_status<S: AsRef<OsStr>>(
+    pub(crate) async fn run_status<S: AsRef<OsStr>>(
         &self,
         dir: Option<&Path>,
         args: &[S],

@@ -15,11 +15,11 @@
 //! (git's own order), in the hub's mirror of the repository.
 
 /// Longest ref a caller may name.
-pub const MAX_REF: usize = 200;
+pub(crate) const MAX_REF: usize = 200;
 
 /// What a validated request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Wanted {
+pub(crate) enum Wanted {
     /// A tag or branch name.
     Name(String),
     /// A full commit id (lower case).
@@ -27,7 +27,7 @@ pub enum Wanted {
 }
 
 /// Whether `s` is a full 40-hex commit id (either case).
-pub fn is_full_commit(s: &str) -> bool {
+pub(crate) fn is_full_commit(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
@@ -78,12 +78,12 @@ fn check_shape(s: &str, pattern: bool) -> Result<(), String> {
 }
 
 /// Checks one configured `allowed_refs` pattern.
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
+pub(crate) fn check_pattern(pattern: &str) -> Result<(), String> {
     check_shape(pattern, true)
 }
 
 /// Whether `name` matches `pattern` (`*` is any run of characters, possibly empty).
-pub fn matches(pattern: &str, name: &str) -> bool {
+pub(crate) fn matches(pattern: &str, name: &str) -> bool {
     let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
     let (mut pi, mut ni) = (0, 0);
     // Where the last `*` was, and the name position it is tried against.
@@ -108,7 +108,7 @@ pub fn matches(pattern: &str, name: &str) -> bool {
 
 /// Validates a requested ref against its shape and the policy; the error is the message for
 /// the caller.
-pub fn check_requested(
+pub(crate) fn check_requested(
     requested: &str,
     allowed_refs: &[String],
     allow_commits: bool,

@@ -13,11 +13,11 @@ use super::content::{Content, MAX_TEMPLATES_BYTES, MAX_TEXT_CHARS, Template, val
 use super::normalize;
 
 /// Examples one change adds (or removes) at most.
-pub const MAX_CHANGE_ITEMS: usize = 20;
+pub(crate) const MAX_CHANGE_ITEMS: usize = 20;
 
 /// The domain arguments of a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChangeRequest {
+pub(crate) struct ChangeRequest {
     pub template_id: String,
     pub base_fingerprint: String,
     pub add_examples: Vec<String>,
@@ -30,7 +30,7 @@ fn bad(message: String) -> ToolError {
 }
 
 /// Whether `s` is `sha256:` and 64 lower-case hex digits.
-pub fn valid_fingerprint(s: &str) -> bool {
+pub(crate) fn valid_fingerprint(s: &str) -> bool {
     s.strip_prefix("sha256:")
         .is_some_and(|h| h.len() == 64 && h.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')))
 }
@@ -68,7 +68,7 @@ fn string_list(map: &Map<String, Value>, key: &str) -> Result<Vec<String>, ToolE
 
 impl ChangeRequest {
     /// Parses the domain arguments (root has stripped its control fields).
-    pub fn parse(arguments: &Value) -> Result<ChangeRequest, ToolError> {
+    pub(crate) fn parse(arguments: &Value) -> Result<ChangeRequest, ToolError> {
         const KEYS: [&str; 5] = [
             "template_id",
             "base_fingerprint",
@@ -129,7 +129,7 @@ impl ChangeRequest {
     }
 
     /// The template after this change, with a line per change; checked against `content`.
-    pub fn apply_to(
+    pub(crate) fn apply_to(
         &self,
         before: &Template,
         content: &Content,
@@ -221,7 +221,7 @@ impl ChangeRequest {
 }
 
 /// The preview of a change: what `propose_change` answers and `apply_change` applies.
-pub fn preview(before: &Template, after: &Template, changes: &[String]) -> Value {
+pub(crate) fn preview(before: &Template, after: &Template, changes: &[String]) -> Value {
     json!({
         "template_id": before.template_id,
         "base_fingerprint": before.fingerprint(),
@@ -231,7 +231,7 @@ pub fn preview(before: &Template, after: &Template, changes: &[String]) -> Value
 }
 
 /// `{before, after, changes}`.
-pub fn diff(before: &Template, after: &Template, changes: &[String]) -> Value {
+pub(crate) fn diff(before: &Template, after: &Template, changes: &[String]) -> Value {
     json!({
         "before": before.to_json(),
         "after": after.to_json(),

@@ -29,30 +29,29 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::normalize;
-pub use super::syntax::{
-    MAX_ALIAS_WORDS, MAX_TEXT_CHARS, Piece, parse_text, valid_id, valid_locale, valid_ref,
-    valid_slot_name,
+pub(crate) use super::syntax::{
+    MAX_TEXT_CHARS, Piece, parse_text, valid_id, valid_locale, valid_ref, valid_slot_name,
 };
 use super::syntax::{check_alias, check_form, valid_dispatch_name};
 
 /// Largest content file read.
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// Entities in the registry at most.
-pub const MAX_ENTITIES: usize = 500;
+pub(crate) const MAX_ENTITIES: usize = 500;
 /// Aliases of one entity in one locale at most.
-pub const MAX_ALIASES: usize = 32;
+pub(crate) const MAX_ALIASES: usize = 32;
 /// Intents at most.
-pub const MAX_INTENTS: usize = 200;
+pub(crate) const MAX_INTENTS: usize = 200;
 /// Slots of one intent at most.
-pub const MAX_SLOTS: usize = 8;
+pub(crate) const MAX_SLOTS: usize = 8;
 /// Templates at most (over all files); keeps `list_templates` within one protocol frame.
-pub const MAX_TEMPLATES: usize = 100;
+pub(crate) const MAX_TEMPLATES: usize = 100;
 /// Examples of one template at most.
-pub const MAX_EXAMPLES: usize = 20;
+pub(crate) const MAX_EXAMPLES: usize = 20;
 /// Bytes of the entities and intents as JSON at most (so `get_context` fits one frame).
-pub const MAX_REGISTRY_BYTES: usize = 384 * 1024;
+pub(crate) const MAX_REGISTRY_BYTES: usize = 384 * 1024;
 /// Bytes of all templates as JSON at most (so `list_templates` fits one frame).
-pub const MAX_TEMPLATES_BYTES: usize = 384 * 1024;
+pub(crate) const MAX_TEMPLATES_BYTES: usize = 384 * 1024;
 
 fn json_len<T: Serialize>(v: &T) -> usize {
     serde_json::to_vec(v).map_or(usize::MAX, |b| b.len())
@@ -61,7 +60,7 @@ fn json_len<T: Serialize>(v: &T) -> usize {
 /// A named entity: its canonical ref and the surface forms that recognize it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Entity {
+pub(crate) struct Entity {
     /// `<type>:<id>`; what dispatch and patches use, never a label.
     #[serde(rename = "ref")]
     pub reference: String,
@@ -74,7 +73,7 @@ pub struct Entity {
 
 impl Entity {
     /// The entity type (the part of the ref before `:`).
-    pub fn kind(&self) -> &str {
+    pub(crate) fn kind(&self) -> &str {
         self.reference
             .split_once(':')
             .map_or(self.reference.as_str(), |(k, _)| k)
@@ -84,7 +83,7 @@ impl Entity {
 /// One slot an intent takes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SlotDecl {
+pub(crate) struct SlotDecl {
     pub name: String,
     /// An entity type.
     #[serde(rename = "type")]
@@ -94,7 +93,7 @@ pub struct SlotDecl {
 /// An intent and the skill, tool and action it dispatches to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Intent {
+pub(crate) struct Intent {
     pub intent: String,
     pub skill: String,
     pub tool: String,
@@ -111,7 +110,7 @@ pub struct Intent {
 /// A template: the fingerprinted unit the authoring tools change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Template {
+pub(crate) struct Template {
     pub template_id: String,
     pub locale: String,
     pub intent: String,
@@ -122,7 +121,7 @@ pub struct Template {
 
 impl Template {
     /// `sha256:<hex>` of the template's canonical JSON.
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         let value = serde_json::json!({
             "template_id": self.template_id,
             "locale": self.locale,
@@ -137,7 +136,7 @@ impl Template {
     }
 
     /// The template as JSON (the fields the fingerprint covers).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::json!({
             "template_id": self.template_id,
             "locale": self.locale,
@@ -169,13 +168,13 @@ struct TemplatesFile {
 /// Why content could not be loaded: the file (or item) and the reason.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
-pub struct LoadError {
+pub(crate) struct LoadError {
     pub path: PathBuf,
     pub message: String,
 }
 
 impl LoadError {
-    pub fn new(path: &Path, message: impl Into<String>) -> LoadError {
+    pub(crate) fn new(path: &Path, message: impl Into<String>) -> LoadError {
         LoadError {
             path: path.to_owned(),
             message: message.into(),
@@ -185,7 +184,7 @@ impl LoadError {
 
 /// Validated content (templates as configured, before applied changes).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Content {
+pub(crate) struct Content {
     /// By ref.
     pub entities: BTreeMap<String, Entity>,
     /// By intent id.
@@ -195,7 +194,7 @@ pub struct Content {
 }
 
 /// The slots of `pieces`, in order.
-pub fn slots(pieces: &[Piece]) -> Vec<SlotDecl> {
+pub(crate) fn slots(pieces: &[Piece]) -> Vec<SlotDecl> {
     pieces
         .iter()
         .filter_map(|p| match p {
@@ -225,7 +224,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, LoadError
 
 /// The template files named by `paths`: files as given, directories as their `*.json` files
 /// in name order.
-pub fn template_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+pub(crate) fn template_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
@@ -248,7 +247,7 @@ pub fn template_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
 
 impl Content {
     /// Reads and validates the files `[nlu]` names.
-    pub fn load(
+    pub(crate) fn load(
         entities: &Path,
         intents: &Path,
         templates: &[PathBuf],
@@ -435,7 +434,7 @@ impl Content {
     }
 
     /// Checks one template against the registry and intents (not its uniqueness).
-    pub fn check_template(&self, t: &Template) -> Result<(), String> {
+    pub(crate) fn check_template(&self, t: &Template) -> Result<(), String> {
         let id = &t.template_id;
         let bad = |m: String| Err(format!("template `{id}`: {m}"));
         if !valid_id(id) {
@@ -474,7 +473,12 @@ impl Content {
     }
 
     /// Checks template text: syntax, slots equal to the intent's, at least one word.
-    pub fn check_text(&self, text: &str, locale: &str, intent: &Intent) -> Result<(), String> {
+    pub(crate) fn check_text(
+        &self,
+        text: &str,
+        locale: &str,
+        intent: &Intent,
+    ) -> Result<(), String> {
         let pieces = parse_text(text)?;
         let words = pieces
             .iter()
@@ -524,7 +528,7 @@ impl Content {
     }
 
     /// Bytes of all templates as JSON, with `replaced` instead of the template of its id.
-    pub fn templates_bytes(&self, replaced: Option<&Template>) -> usize {
+    pub(crate) fn templates_bytes(&self, replaced: Option<&Template>) -> usize {
         self.templates
             .values()
             .map(|t| match replaced {
@@ -535,7 +539,7 @@ impl Content {
     }
 
     /// Every locale used by templates, labels or aliases.
-    pub fn locales(&self) -> BTreeSet<String> {
+    pub(crate) fn locales(&self) -> BTreeSet<String> {
         let mut set: BTreeSet<String> = self.templates.values().map(|t| t.locale.clone()).collect();
         for e in self.entities.values() {
             set.extend(e.labels.keys().cloned());

@@ -26,11 +26,11 @@
 //! happen under one lock, so of two changes on the same base fingerprint one applies and the
 //! other gets `conflict`.
 
-pub mod change;
-pub mod content;
-pub mod matcher;
-pub mod normalize;
-pub mod syntax;
+pub(crate) mod change;
+pub(crate) mod content;
+pub(crate) mod matcher;
+pub(crate) mod normalize;
+pub(crate) mod syntax;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,16 +48,16 @@ use content::{Content, LoadError, Template};
 use matcher::Index;
 
 /// Directory under `state_dir` of the NLU overlay.
-pub const NLU_DIR: &str = "nlu";
+pub(crate) const NLU_DIR: &str = "nlu";
 /// The overlay file in [`NLU_DIR`].
-pub const OVERLAY_FILE: &str = "applied.json";
+pub(crate) const OVERLAY_FILE: &str = "applied.json";
 /// Applied changes kept in a template's history (oldest forgotten first).
-pub const KEEP_HISTORY: usize = 50;
+pub(crate) const KEEP_HISTORY: usize = 50;
 
 /// Where a template's current version comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Origin {
+pub(crate) enum Origin {
     /// The configured file.
     Config,
     /// An applied change (the overlay in the state dir).
@@ -93,7 +93,7 @@ struct Overlay {
 
 /// One content version: what reads use.
 #[derive(Debug)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub content: Content,
     pub origins: BTreeMap<String, Origin>,
     pub index: Index,
@@ -110,7 +110,7 @@ impl Snapshot {
     }
 
     /// `sha256:` of the canonical JSON of the whole content (entities, intents, templates).
-    pub fn content_fingerprint(&self) -> String {
+    pub(crate) fn content_fingerprint(&self) -> String {
         let value = json!({
             "entities": self.content.entities.values().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect::<Vec<_>>(),
             "intents": self.content.intents.values().map(|i| serde_json::to_value(i).unwrap_or(Value::Null)).collect::<Vec<_>>(),
@@ -123,7 +123,7 @@ impl Snapshot {
     }
 
     /// The template `id`, `not_found` naming the known ones otherwise.
-    pub fn template(&self, id: &str) -> Result<&Template, ToolError> {
+    pub(crate) fn template(&self, id: &str) -> Result<&Template, ToolError> {
         self.content.templates.get(id).ok_or_else(|| {
             let known: Vec<&str> = self.content.templates.keys().map(String::as_str).collect();
             ToolError::new(
@@ -153,7 +153,7 @@ impl Snapshot {
     }
 
     /// The preview of `req` on the current version (changes nothing).
-    pub fn preview(&self, req: &ChangeRequest) -> Result<Value, ToolError> {
+    pub(crate) fn preview(&self, req: &ChangeRequest) -> Result<Value, ToolError> {
         let before = self.template(&req.template_id)?;
         self.check_base(before, &req.base_fingerprint)?;
         let (after, changes) = req.apply_to(before, &self.content)?;
@@ -170,7 +170,7 @@ struct Store {
 }
 
 /// The NLU content of this hub (in [`crate::context::Stores::nlu`]); empty without `[nlu]`.
-pub struct Nlu {
+pub(crate) struct Nlu {
     store: Option<Store>,
 }
 
@@ -188,7 +188,7 @@ fn internal(message: String) -> ToolError {
 
 impl Nlu {
     /// Loads the content `[nlu]` declares plus the applied changes in the state dir.
-    pub fn load(config: &HubConfig) -> Result<Nlu, LoadError> {
+    pub(crate) fn load(config: &HubConfig) -> Result<Nlu, LoadError> {
         let Some(paths) = config.nlu_paths() else {
             return Ok(Nlu { store: None });
         };
@@ -245,11 +245,6 @@ impl Nlu {
         })
     }
 
-    /// Whether `[nlu]` is configured.
-    pub fn configured(&self) -> bool {
-        self.store.is_some()
-    }
-
     fn store(&self) -> Result<&Store, ToolError> {
         self.store.as_ref().ok_or_else(|| {
             ToolError::new(
@@ -260,13 +255,13 @@ impl Nlu {
     }
 
     /// The current content version.
-    pub fn snapshot(&self) -> Result<Arc<Snapshot>, ToolError> {
+    pub(crate) fn snapshot(&self) -> Result<Arc<Snapshot>, ToolError> {
         Ok(self.store()?.current.load_full())
     }
 
     /// Applies `req` if `base_fingerprint` is still current: persists it, then makes it
     /// visible. Answers `{template_id, previous_fingerprint, fingerprint, diff}`.
-    pub fn apply(&self, req: &ChangeRequest, key: Option<&str>) -> Result<Value, ToolError> {
+    pub(crate) fn apply(&self, req: &ChangeRequest, key: Option<&str>) -> Result<Value, ToolError> {
         let store = self.store()?;
         let mut overlay = store.overlay.lock().unwrap_or_else(PoisonError::into_inner);
         let snapshot = store.current.load_full();

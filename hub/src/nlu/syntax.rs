@@ -5,13 +5,13 @@
 use super::normalize;
 
 /// Words of one label or alias at most (after normalization).
-pub const MAX_ALIAS_WORDS: usize = 6;
+pub(crate) const MAX_ALIAS_WORDS: usize = 6;
 /// Characters of a template text, an example, a label or an alias at most.
-pub const MAX_TEXT_CHARS: usize = 160;
+pub(crate) const MAX_TEXT_CHARS: usize = 160;
 
 /// One piece of template text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece {
+pub(crate) enum Piece {
     /// Literal text between slots (may hold several words).
     Text(String),
     Slot {
@@ -28,12 +28,12 @@ fn is_name(s: &str, max: usize) -> bool {
 }
 
 /// `[a-z][a-z0-9_]{0,31}`: slot names and entity types.
-pub fn valid_slot_name(s: &str) -> bool {
+pub(crate) fn valid_slot_name(s: &str) -> bool {
     is_name(s, 32)
 }
 
 /// `<type>:<id>` with type `[a-z][a-z0-9_]{0,31}` and id `[a-z0-9][a-z0-9_.-]{0,63}`.
-pub fn valid_ref(s: &str) -> bool {
+pub(crate) fn valid_ref(s: &str) -> bool {
     let Some((kind, id)) = s.split_once(':') else {
         return false;
     };
@@ -47,7 +47,7 @@ pub fn valid_ref(s: &str) -> bool {
 }
 
 /// `[a-z0-9][a-z0-9_.-]{0,63}`: template and intent ids.
-pub fn valid_id(s: &str) -> bool {
+pub(crate) fn valid_id(s: &str) -> bool {
     let mut chars = s.chars();
     chars
         .next()
@@ -57,7 +57,7 @@ pub fn valid_id(s: &str) -> bool {
 }
 
 /// `[a-z]{2}` with an optional `-[A-Z]{2}` region.
-pub fn valid_locale(s: &str) -> bool {
+pub(crate) fn valid_locale(s: &str) -> bool {
     let (lang, region) = match s.split_once('-') {
         Some((l, r)) => (l, Some(r)),
         None => (s, None),
@@ -82,7 +82,7 @@ fn plain_text(s: &str) -> bool {
 }
 
 /// Splits template text into words and slots, checking the slot syntax.
-pub fn parse_text(text: &str) -> Result<Vec<Piece>, String> {
+pub(crate) fn parse_text(text: &str) -> Result<Vec<Piece>, String> {
     if !plain_text(text) {
         return Err(format!(
             "text must have 1 to {MAX_TEXT_CHARS} characters, no control characters"

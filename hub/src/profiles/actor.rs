@@ -43,9 +43,9 @@ pub enum Msg {
     Panic,
 }
 
-pub struct ProfileOps;
+pub(crate) struct ProfileOps;
 
-pub struct OpsArgs {
+pub(crate) struct OpsArgs {
     pub(super) shared: Arc<Shared>,
     pub(super) services: Services,
 }
@@ -59,7 +59,7 @@ struct Running {
 /// takes at most the service's `stop_timeout_ms`, then it starts).
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub struct OpsState {
+pub(crate) struct OpsState {
     shared: Arc<Shared>,
     services: Services,
     running: HashMap<String, Running>,

@@ -30,7 +30,7 @@
 //!   (else `busy`); the last [`KEEP_SESSIONS`] sessions (with their artifacts) and
 //!   [`KEEP_INCIDENTS`] incidents are kept.
 
-mod actor;
+pub(crate) mod actor;
 mod evidence;
 mod sample;
 mod store;
@@ -49,30 +49,32 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{HubConfig, ProfilingConfig};
 use crate::machine::services::{Mode, Services};
 
-pub use actor::{Msg, OpsArgs, OpsState, ProfileOps};
-pub use evidence::{Change, frames as evidence_frames};
-pub use sample::{Growth, Sample, growth, sample};
-pub use store::{ArtifactMeta, Incident, Session, SessionState};
+pub(crate) use actor::{Msg, OpsArgs, ProfileOps};
+pub(crate) use evidence::{Change, frames as evidence_frames};
+pub(crate) use sample::Sample;
+#[cfg(test)]
+pub(crate) use sample::{growth, sample};
+pub(crate) use store::{ArtifactMeta, Incident, Session, SessionState};
 use store::{Index, Shared};
 
 /// Directory of the profiling state under `state_dir`.
-pub const PROFILES_DIR: &str = "profiles";
+pub(crate) const PROFILES_DIR: &str = "profiles";
 /// The index file in that directory.
-pub const INDEX_FILE: &str = "index.json";
+pub(crate) const INDEX_FILE: &str = "index.json";
 /// `format` of an artifact file.
-pub const ARTIFACT_FORMAT: &str = "mcp-hub.memory-profile/v1";
+pub(crate) const ARTIFACT_FORMAT: &str = "mcp-hub.memory-profile/v1";
 /// Sessions kept (oldest dropped first, with their artifacts).
-pub const KEEP_SESSIONS: usize = 200;
+pub(crate) const KEEP_SESSIONS: usize = 200;
 /// Incidents kept.
-pub const KEEP_INCIDENTS: usize = 500;
+pub(crate) const KEEP_INCIDENTS: usize = 500;
 /// Samples `get_session` shows of a session (the newest).
-pub const RECENT_SAMPLES: usize = 60;
+pub(crate) const RECENT_SAMPLES: usize = 60;
 /// Smallest chunk of a chunked artifact delivery.
-pub const MIN_CHUNK_BYTES: u64 = 1024;
+pub(crate) const MIN_CHUNK_BYTES: u64 = 1024;
 /// Accepted sampling intervals, in ms.
-pub const INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
+pub(crate) const INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
 /// Accepted session durations, in seconds.
-pub const DURATION_SEC: std::ops::RangeInclusive<u64> = 1..=3_600;
+pub(crate) const DURATION_SEC: std::ops::RangeInclusive<u64> = 1..=3_600;
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -102,7 +104,7 @@ pub struct StartRequest {
 
 /// How a chunk or a whole artifact is delivered.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Delivery {
+pub(crate) enum Delivery {
     /// The whole artifact (parsed JSON).
     Inline { meta: ArtifactMeta, artifact: Value },
     /// Too large to inline: fetch `chunks` chunks of `chunk_bytes` by offset.
@@ -126,7 +128,7 @@ pub struct Profiles {
 }
 
 impl Profiles {
-    pub fn new(config: &HubConfig) -> Profiles {
+    pub(crate) fn new(config: &HubConfig) -> Profiles {
         Profiles {
             shared: Arc::new(Shared {
                 dir: config.state_dir.join(PROFILES_DIR),
@@ -142,15 +144,16 @@ impl Profiles {
     }
 
     /// Spawns the `ProfileOps` actor (which first finishes sessions a previous hub process
-    /// left `running` as `interrupted`).
-    pub async fn start(&self, services: Services) -> anyhow::Result<()> {
+    /// left `running` as `interrupted`). The hub's supervisor uses [`Profiles::start_under`].
+    #[cfg(test)]
+    pub(crate) async fn start(&self, services: Services) -> anyhow::Result<()> {
         self.start_under(services, None).await.map(|_| ())
     }
 
     /// [`Profiles::start`] linked under `supervisor` (the hub's). A restarted actor rebuilds
     /// its state from the index on disk: sessions that were running end `interrupted` with
     /// the samples they kept, and their samplers are stopped.
-    pub async fn start_under(
+    pub(crate) async fn start_under(
         &self,
         services: Services,
         supervisor: Option<ractor::ActorCell>,
@@ -176,7 +179,7 @@ impl Profiles {
     }
 
     /// Stops the actor; running sessions are finished as `interrupted`.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         let actor = lock(&self.actor).take();
         if let Some(actor) = actor {
             let _ = actor
@@ -188,24 +191,24 @@ impl Profiles {
         }
     }
 
-    pub fn config(&self) -> &ProfilingConfig {
+    pub(crate) fn config(&self) -> &ProfilingConfig {
         &self.shared.config
     }
 
     /// Follows the evidence log's latest position (see [`evidence`]).
-    pub fn evidence_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub(crate) fn evidence_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.shared.evidence_seq.subscribe()
     }
 
     /// The evidence log's epoch and latest position.
-    pub fn evidence_head(&self) -> Result<(String, u64), ToolError> {
+    pub(crate) fn evidence_head(&self) -> Result<(String, u64), ToolError> {
         self.shared
             .with(|i| (i.evidence.epoch.clone(), i.evidence.seq))
     }
 
     /// The evidence log's epoch and the records changed after `after` (each small artifact
     /// with its bytes), in log order.
-    pub fn evidence_after(&self, after: u64) -> Result<(String, Vec<Change>), ToolError> {
+    pub(crate) fn evidence_after(&self, after: u64) -> Result<(String, Vec<Change>), ToolError> {
         let max = self.shared.config.evidence_artifact_max_bytes;
         let (epoch, changes) = self.shared.with(|i| {
             let changes =
@@ -217,7 +220,7 @@ impl Profiles {
     }
 
     /// Chunk size of chunked deliveries.
-    pub fn chunk_bytes(&self) -> u64 {
+    pub(crate) fn chunk_bytes(&self) -> u64 {
         self.shared
             .config
             .artifact_inline_max_bytes
@@ -225,7 +228,7 @@ impl Profiles {
     }
 
     /// Sessions newest first, filtered.
-    pub fn sessions(
+    pub(crate) fn sessions(
         &self,
         service: Option<&str>,
         state: Option<SessionState>,
@@ -245,7 +248,7 @@ impl Profiles {
     }
 
     /// Counts: sessions, running sessions, incidents, artifacts.
-    pub fn counts(&self) -> Result<(usize, Vec<String>, usize, usize), ToolError> {
+    pub(crate) fn counts(&self) -> Result<(usize, Vec<String>, usize, usize), ToolError> {
         self.shared.with(|i| {
             (
                 i.sessions.len(),
@@ -261,7 +264,7 @@ impl Profiles {
     }
 
     /// One session and its newest samples.
-    pub fn session(&self, session_id: &str) -> Result<(Session, Vec<Sample>), ToolError> {
+    pub(crate) fn session(&self, session_id: &str) -> Result<(Session, Vec<Sample>), ToolError> {
         let session = self.shared.view(self.shared.session(session_id)?);
         let recent = if session.state == SessionState::Running {
             lock(&self.shared.live)
@@ -282,7 +285,7 @@ impl Profiles {
     }
 
     /// Incidents newest first.
-    pub fn incidents(
+    pub(crate) fn incidents(
         &self,
         service: Option<&str>,
         limit: usize,
@@ -299,7 +302,7 @@ impl Profiles {
     }
 
     /// Artifact records newest first.
-    pub fn artifacts(
+    pub(crate) fn artifacts(
         &self,
         service: Option<&str>,
         limit: usize,
@@ -340,7 +343,7 @@ impl Profiles {
 
     /// `get_artifact`: the whole artifact inline when small enough and no range is asked,
     /// else the chunked delivery contract, or the chunk at `offset` (at most `chunk_bytes`).
-    pub fn artifact(
+    pub(crate) fn artifact(
         &self,
         artifact_id: &str,
         offset: Option<u64>,
@@ -415,7 +418,7 @@ impl Profiles {
     }
 
     /// Starts a session (restarting the service into profiling mode first when asked).
-    pub async fn start_session(
+    pub(crate) async fn start_session(
         &self,
         request: StartRequest,
         deadline: tokio::time::Instant,
@@ -429,7 +432,7 @@ impl Profiles {
     }
 
     /// Stops a running session; `(session, whether it was running)`.
-    pub async fn stop_session(
+    pub(crate) async fn stop_session(
         &self,
         session_id: &str,
         deadline: tokio::time::Instant,
@@ -440,7 +443,7 @@ impl Profiles {
     }
 
     /// Marks a finished session published; its summary.
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         session_id: &str,
         deadline: tokio::time::Instant,
@@ -451,19 +454,19 @@ impl Profiles {
     }
 
     /// The session `session_id` (as readers see it).
-    pub fn get(&self, session_id: &str) -> Result<Session, ToolError> {
+    pub(crate) fn get(&self, session_id: &str) -> Result<Session, ToolError> {
         Ok(self.shared.view(self.shared.session(session_id)?))
     }
 
     /// Whether a new session for `service` would be refused with `busy`, and why.
-    pub fn admission(&self, service: &str) -> Result<Option<String>, ToolError> {
+    pub(crate) fn admission(&self, service: &str) -> Result<Option<String>, ToolError> {
         self.shared
             .with(|i| admission(&self.shared.config, i, service))
     }
 
     /// The compact summary `publish_profile` publishes for `session` (see its contract);
     /// `busy` while it runs.
-    pub fn summary(&self, session: &Session) -> Result<Value, ToolError> {
+    pub(crate) fn summary(&self, session: &Session) -> Result<Value, ToolError> {
         self.shared.summary(session)
     }
 }

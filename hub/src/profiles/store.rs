@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ProfilingConfig;
-pub use mcp_shared::profiling::{ArtifactMeta, Incident, Session, SessionState};
+pub(crate) use mcp_shared::profiling::{ArtifactMeta, Incident, Session, SessionState};
 
 use super::evidence::EvidenceLog;
 use super::sample::{Growth, Sample, growth};

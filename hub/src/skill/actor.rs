@@ -42,18 +42,18 @@ pub enum Msg {
     Panic,
 }
 
-pub struct Skill;
+pub(crate) struct Skill;
 
-pub struct SkillArgs {
+pub(crate) struct SkillArgs {
     pub ctx: Arc<HubContext>,
     /// The adapters of the program embedding the hub (declared in the context too).
     pub embedded: Embedded,
 }
 
 /// The adapters of the program embedding the hub library (none in `mcp-hub`).
-pub type Embedded = Arc<[&'static EmbeddedAdapter]>;
+pub(crate) type Embedded = Arc<[&'static EmbeddedAdapter]>;
 
-pub struct State {
+pub(crate) struct State {
     ctx: Arc<HubContext>,
     /// Every adapter of the skill, in the order of the context's declarations.
     kinds: Vec<AdapterKind>,

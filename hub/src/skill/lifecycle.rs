@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::skill::adapters::decl::{ADAPTERS, AdapterDecl};
 
 /// The one skill this hub hosts.
-pub const SKILL: &str = "infra_access_skill";
+pub(crate) const SKILL: &str = "infra_access_skill";
 /// The skill's version: the hub's build.
-pub const SKILL_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const SKILL_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A skill's lifecycle on this hub: `installed` and `enabled` as root last directed
 /// (persisted in `<state_dir>/skills.json`), and the hub owner's own switch (persisted in
 /// `<state_dir>/skill-owner.json`, set with `mcp-hub skill enable|disable`).
@@ -77,11 +77,11 @@ impl Lifecycle {
 }
 
 /// File name of the lifecycle state under `state_dir`.
-pub const STATE_FILE: &str = "skills.json";
+pub(crate) const STATE_FILE: &str = "skills.json";
 
 /// Why the lifecycle file could not be read or written.
 #[derive(Debug, thiserror::Error)]
-pub enum StateError {
+pub(crate) enum StateError {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -102,7 +102,7 @@ struct StateFile {
 }
 
 /// Reads the lifecycle of `infra_access_skill` (installed and enabled when there is no file).
-pub fn load_lifecycle(state_dir: &Path) -> Result<Lifecycle, StateError> {
+pub(crate) fn load_lifecycle(state_dir: &Path) -> Result<Lifecycle, StateError> {
     let path = state_dir.join(STATE_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -115,7 +115,7 @@ pub fn load_lifecycle(state_dir: &Path) -> Result<Lifecycle, StateError> {
 }
 
 /// File name of the hub owner's switch under `state_dir`.
-pub const OWNER_FILE: &str = "skill-owner.json";
+pub(crate) const OWNER_FILE: &str = "skill-owner.json";
 
 /// `skill-owner.json`: the hub owner's switch by skill name.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -134,7 +134,7 @@ struct OwnerSwitch {
 }
 
 /// Whether the hub's owner has `infra_access_skill` switched on (on when there is no file).
-pub fn load_owner_switch(state_dir: &Path) -> Result<bool, StateError> {
+pub(crate) fn load_owner_switch(state_dir: &Path) -> Result<bool, StateError> {
     let path = state_dir.join(OWNER_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -148,7 +148,7 @@ pub fn load_owner_switch(state_dir: &Path) -> Result<bool, StateError> {
 
 /// Sets the hub owner's switch of `infra_access_skill` (temporary file, then rename); a
 /// running hub picks it up within [`OWNER_SWITCH_POLL`].
-pub fn save_owner_switch(state_dir: &Path, enabled: bool) -> Result<(), StateError> {
+pub(crate) fn save_owner_switch(state_dir: &Path, enabled: bool) -> Result<(), StateError> {
     let file = OwnerFile {
         skills: HashMap::from([(
             SKILL.to_owned(),
@@ -162,7 +162,7 @@ pub fn save_owner_switch(state_dir: &Path, enabled: bool) -> Result<(), StateErr
 }
 
 /// How often a running hub reads the owner's switch.
-pub const OWNER_SWITCH_POLL: Duration = Duration::from_millis(500);
+pub(crate) const OWNER_SWITCH_POLL: Duration = Duration::from_millis(500);
 
 /// Writes `value` as JSON to `state_dir/name` through [`crate::store::state::write_atomic`].
 fn write_atomically(
@@ -180,7 +180,7 @@ fn write_atomically(
 }
 
 /// Writes the lifecycle of `infra_access_skill` (temporary file, then rename).
-pub fn save_lifecycle(state_dir: &Path, lifecycle: Lifecycle) -> Result<(), StateError> {
+pub(crate) fn save_lifecycle(state_dir: &Path, lifecycle: Lifecycle) -> Result<(), StateError> {
     let file = StateFile {
         skills: HashMap::from([(SKILL.to_owned(), lifecycle)]),
     };

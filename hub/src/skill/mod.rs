@@ -14,8 +14,8 @@
 //! Layout: [`lifecycle`] is the state on disk, [`actor`] the `Skill` actor; [`SkillHandle`]
 //! (here) is how the rest of the hub talks to it.
 
-mod actor;
-pub mod adapters;
+pub(crate) mod actor;
+pub(crate) mod adapters;
 pub(crate) mod lifecycle;
 #[cfg(test)]
 pub(crate) mod test_fault;
@@ -33,10 +33,9 @@ use crate::context::HubContext;
 use crate::skill::adapters::{AdapterDecl, AdapterReply, CallInput};
 use lifecycle::SKILL;
 
-pub use actor::{Embedded, Msg, Skill, SkillArgs, State};
-pub use lifecycle::{
-    OWNER_FILE, OWNER_SWITCH_POLL, STATE_FILE, StateError, load_lifecycle, load_owner_switch,
-    save_lifecycle, save_owner_switch,
+pub(crate) use actor::{Embedded, Msg, Skill, SkillArgs};
+pub(crate) use lifecycle::{
+    OWNER_SWITCH_POLL, load_lifecycle, load_owner_switch, save_owner_switch,
 };
 
 /// Default timeout for a request to the skill actor that does not run an adapter.
@@ -185,14 +184,14 @@ impl SkillHandle {
 
 /// Stops a call's adapter work when the call's task is dropped before it finished (a
 /// `cancel` from root, or the connection going away).
-pub struct CancelOnDrop {
+pub(crate) struct CancelOnDrop {
     skill: SkillHandle,
     call_id: String,
     armed: bool,
 }
 
 impl CancelOnDrop {
-    pub fn new(skill: &SkillHandle, call_id: &str) -> CancelOnDrop {
+    pub(crate) fn new(skill: &SkillHandle, call_id: &str) -> CancelOnDrop {
         CancelOnDrop {
             skill: skill.clone(),
             call_id: call_id.to_owned(),
@@ -200,7 +199,7 @@ impl CancelOnDrop {
         }
     }
 
-    pub fn disarm(mut self) {
+    pub(crate) fn disarm(mut self) {
         self.armed = false;
     }
 }

@@ -11,14 +11,14 @@ use serde_json::json;
 use crate::context::HubContext;
 use crate::skill::adapters::{AdapterDecl, AdapterReply, CallInput, EmbeddedAdapter};
 
-pub const TOOL: &str = "test.fault";
+pub(crate) const TOOL: &str = "test.fault";
 
 /// The fixture as a hub's embedded adapters.
-pub fn embedded() -> crate::skill::Embedded {
+pub(crate) fn embedded() -> crate::skill::Embedded {
     vec![&FAULT].into()
 }
 
-pub static FAULT: EmbeddedAdapter = EmbeddedAdapter {
+pub(crate) static FAULT: EmbeddedAdapter = EmbeddedAdapter {
     decl: AdapterDecl {
         tool_id: TOOL,
         name: "test.fault",

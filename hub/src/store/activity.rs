@@ -12,14 +12,14 @@ use mcp_shared::time::OffsetDateTime;
 use serde::Serialize;
 
 /// Calls retained; the oldest is dropped when a new one arrives.
-pub const CAPACITY: usize = 1000;
+pub(crate) const CAPACITY: usize = 1000;
 /// Longest recorded identifier (call id, trace id, tool id), in characters.
-pub const MAX_ID_CHARS: usize = 200;
+pub(crate) const MAX_ID_CHARS: usize = 200;
 
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ActivityStatus {
+pub(crate) enum ActivityStatus {
     /// The adapter answered.
     Ok,
     /// The call reached an adapter, which failed it (including `busy`, `timeout`,
@@ -30,7 +30,7 @@ pub enum ActivityStatus {
 }
 
 impl ActivityStatus {
-    pub fn parse(s: &str) -> Option<ActivityStatus> {
+    pub(crate) fn parse(s: &str) -> Option<ActivityStatus> {
         match s {
             "ok" => Some(ActivityStatus::Ok),
             "error" => Some(ActivityStatus::Error),
@@ -42,7 +42,7 @@ impl ActivityStatus {
 
 /// One finished call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ActivityEntry {
+pub(crate) struct ActivityEntry {
     pub call_id: String,
     pub trace_id: String,
     pub tool_id: String,
@@ -57,7 +57,7 @@ pub struct ActivityEntry {
 }
 
 /// Truncates an identifier to [`MAX_ID_CHARS`] characters.
-pub fn bounded_id(s: &str) -> String {
+pub(crate) fn bounded_id(s: &str) -> String {
     match s.char_indices().nth(MAX_ID_CHARS) {
         Some((at, _)) => s[..at].to_owned(),
         None => s.to_owned(),
@@ -66,7 +66,7 @@ pub fn bounded_id(s: &str) -> String {
 
 /// The ring of the last [`CAPACITY`] calls, oldest first.
 #[derive(Debug)]
-pub struct ActivityLog {
+pub(crate) struct ActivityLog {
     capacity: usize,
     entries: Mutex<VecDeque<ActivityEntry>>,
 }
@@ -78,7 +78,7 @@ impl Default for ActivityLog {
 }
 
 impl ActivityLog {
-    pub fn with_capacity(capacity: usize) -> ActivityLog {
+    pub(crate) fn with_capacity(capacity: usize) -> ActivityLog {
         let capacity = capacity.max(1);
         ActivityLog {
             capacity,
@@ -86,7 +86,7 @@ impl ActivityLog {
         }
     }
 
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
 
@@ -96,7 +96,7 @@ impl ActivityLog {
     }
 
     /// Appends a finished call, dropping the oldest beyond capacity.
-    pub fn record(&self, entry: ActivityEntry) {
+    pub(crate) fn record(&self, entry: ActivityEntry) {
         let mut entries = self.lock();
         while entries.len() >= self.capacity {
             entries.pop_front();
@@ -105,17 +105,17 @@ impl ActivityLog {
     }
 
     /// How many calls are retained.
-    pub fn retained(&self) -> usize {
+    pub(crate) fn retained(&self) -> usize {
         self.lock().len()
     }
 
     /// Every retained call, oldest first.
-    pub fn snapshot(&self) -> Vec<ActivityEntry> {
+    pub(crate) fn snapshot(&self) -> Vec<ActivityEntry> {
         self.lock().iter().cloned().collect()
     }
 
     /// Up to `limit` retained calls matching the filters, newest first.
-    pub fn recent(
+    pub(crate) fn recent(
         &self,
         limit: usize,
         tool_id: Option<&str>,

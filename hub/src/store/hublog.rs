@@ -11,13 +11,13 @@ use std::io::Write;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 /// Lines kept.
-pub const CAPACITY: usize = 1000;
+pub(crate) const CAPACITY: usize = 1000;
 /// Longest line kept (longer lines are cut at a character boundary).
-pub const MAX_LINE: usize = 4096;
+pub(crate) const MAX_LINE: usize = 4096;
 
 /// A bounded ring of log lines.
 #[derive(Debug, Default)]
-pub struct LogRing {
+pub(crate) struct LogRing {
     inner: Mutex<Ring>,
 }
 
@@ -30,7 +30,7 @@ struct Ring {
 
 /// What a reader sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Oldest first.
     pub lines: Vec<String>,
     /// Whether older lines were pushed out.
@@ -39,7 +39,7 @@ pub struct Snapshot {
 
 impl LogRing {
     /// Appends one line (without its newline).
-    pub fn push(&self, line: &str) {
+    pub(crate) fn push(&self, line: &str) {
         let mut end = line.len().min(MAX_LINE);
         while !line.is_char_boundary(end) {
             end -= 1;
@@ -52,7 +52,7 @@ impl LogRing {
         ring.lines.push_back(line[..end].to_owned());
     }
 
-    pub fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         let ring = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         Snapshot {
             lines: ring.lines.iter().cloned().collect(),
@@ -64,19 +64,19 @@ impl LogRing {
 static GLOBAL: LazyLock<Arc<LogRing>> = LazyLock::new(|| Arc::new(LogRing::default()));
 
 /// The process's ring (what the `hub` stream shows).
-pub fn global() -> Arc<LogRing> {
+pub(crate) fn global() -> Arc<LogRing> {
     GLOBAL.clone()
 }
 
 /// `MakeWriter` for a `fmt` layer: each event's text is split into lines and pushed.
 #[derive(Debug, Clone)]
-pub struct RingWriter {
+pub(crate) struct RingWriter {
     ring: Arc<LogRing>,
     buf: Vec<u8>,
 }
 
 impl RingWriter {
-    pub fn new(ring: Arc<LogRing>) -> RingWriter {
+    pub(crate) fn new(ring: Arc<LogRing>) -> RingWriter {
         RingWriter {
             ring,
             buf: Vec::new(),

@@ -6,7 +6,7 @@
 //! and claims idempotency keys while their call runs.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use mcp_shared::error::{ErrorCode, ToolError};
@@ -17,7 +17,7 @@ use super::state::write_atomic;
 
 /// A typed JSON file: `T` as last written, loaded on first use.
 #[derive(Debug)]
-pub struct JsonFile<T> {
+pub(crate) struct JsonFile<T> {
     path: PathBuf,
     /// What the file holds, as error messages name it (`the write ledger`).
     what: &'static str,
@@ -28,7 +28,7 @@ pub struct JsonFile<T> {
 }
 
 /// Holds an idempotency key of a tool as in flight; released when dropped.
-pub struct Claim<'a> {
+pub(crate) struct Claim<'a> {
     in_flight: &'a Mutex<HashSet<(String, String)>>,
     slot: (String, String),
 }
@@ -49,7 +49,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl<T: Serialize + DeserializeOwned + Default + Clone> JsonFile<T> {
     /// The file at `path`, holding `what`, written on one line.
-    pub fn new(path: PathBuf, what: &'static str) -> JsonFile<T> {
+    pub(crate) fn new(path: PathBuf, what: &'static str) -> JsonFile<T> {
         JsonFile {
             path,
             what,
@@ -60,26 +60,22 @@ impl<T: Serialize + DeserializeOwned + Default + Clone> JsonFile<T> {
     }
 
     /// The same file, written indented.
-    pub fn pretty(self) -> JsonFile<T> {
+    pub(crate) fn pretty(self) -> JsonFile<T> {
         JsonFile {
             pretty: true,
             ..self
         }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Runs `f` on the file's content (reading the file on first use).
-    pub fn read<R>(&self, f: impl FnOnce(&T) -> R) -> Result<R, ToolError> {
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&T) -> R) -> Result<R, ToolError> {
         let mut guard = lock(&self.loaded);
         Ok(f(self.loaded(&mut guard)?))
     }
 
     /// Changes a copy of the content with `f`, writes it, and only then makes it the content;
     /// when the write fails nothing changes.
-    pub fn change<R>(&self, f: impl FnOnce(&mut T) -> R) -> Result<R, ToolError> {
+    pub(crate) fn change<R>(&self, f: impl FnOnce(&mut T) -> R) -> Result<R, ToolError> {
         let mut guard = lock(&self.loaded);
         let current = self.loaded(&mut guard)?;
         let mut next = current.clone();
@@ -90,7 +86,7 @@ impl<T: Serialize + DeserializeOwned + Default + Clone> JsonFile<T> {
     }
 
     /// Marks `key` of `tool` as in flight; `None` if a call with it is already running.
-    pub fn claim(&self, tool: &str, key: &str) -> Option<Claim<'_>> {
+    pub(crate) fn claim(&self, tool: &str, key: &str) -> Option<Claim<'_>> {
         let slot = (tool.to_owned(), key.to_owned());
         // The guard is released before a claim exists (its drop takes the lock).
         let claimed = lock(&self.in_flight).insert(slot.clone());

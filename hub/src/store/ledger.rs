@@ -8,7 +8,7 @@
 //! returned; a key is claimed while its call runs, so a concurrent call with the same key gets
 //! `busy`. A damaged file is named in an `internal` error; the hub still starts.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
@@ -17,9 +17,9 @@ use serde_json::Value;
 use super::json_file::{Claim, JsonFile};
 
 /// File name of the ledger under `state_dir`.
-pub const LEDGER_FILE: &str = "write-ledger.json";
+pub(crate) const LEDGER_FILE: &str = "write-ledger.json";
 /// Keys kept (oldest forgotten first), over all tools.
-pub const KEEP_KEYS: usize = 1000;
+pub(crate) const KEEP_KEYS: usize = 1000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,12 +38,12 @@ struct LedgerFile {
 
 /// The ledger (one per hub process, in [`crate::context::Stores::ledger`]).
 #[derive(Debug)]
-pub struct WriteLedger {
+pub(crate) struct WriteLedger {
     file: JsonFile<LedgerFile>,
 }
 
 /// What [`WriteLedger::begin`] found for a key.
-pub enum Begin<'a> {
+pub(crate) enum Begin<'a> {
     /// The key was used before: its first result.
     Replay(Value),
     /// The key is new and now claimed: run the write, then [`WriteLedger::record`].
@@ -51,18 +51,14 @@ pub enum Begin<'a> {
 }
 
 impl WriteLedger {
-    pub fn new(state_dir: &Path) -> WriteLedger {
+    pub(crate) fn new(state_dir: &Path) -> WriteLedger {
         WriteLedger {
             file: JsonFile::new(state_dir.join(LEDGER_FILE), "the write ledger"),
         }
     }
 
-    pub fn path(&self) -> PathBuf {
-        self.file.path().to_owned()
-    }
-
     /// The result first recorded for `key` of `tool`.
-    pub fn replay(&self, tool: &str, key: &str) -> Result<Option<Value>, ToolError> {
+    pub(crate) fn replay(&self, tool: &str, key: &str) -> Result<Option<Value>, ToolError> {
         self.file.read(|f| {
             f.records
                 .iter()
@@ -73,7 +69,7 @@ impl WriteLedger {
     }
 
     /// Looks `key` of `tool` up and claims it when new; `busy` when a call with it runs.
-    pub fn begin(&self, tool: &str, key: &str) -> Result<Begin<'_>, ToolError> {
+    pub(crate) fn begin(&self, tool: &str, key: &str) -> Result<Begin<'_>, ToolError> {
         if let Some(first) = self.replay(tool, key)? {
             return Ok(Begin::Replay(first));
         }
@@ -91,7 +87,7 @@ impl WriteLedger {
     }
 
     /// Records `result` for `key` of `tool`, on disk before it is visible.
-    pub fn record(&self, tool: &str, key: &str, result: &Value) -> Result<(), ToolError> {
+    pub(crate) fn record(&self, tool: &str, key: &str, result: &Value) -> Result<(), ToolError> {
         self.file.change(|next| {
             next.records.push(Record {
                 tool: tool.to_owned(),

@@ -8,7 +8,7 @@
 //! Only the adapters of `infra_access_skill` use the store; it is shared through
 //! [`crate::context::HubContext`] so it survives adapter restarts.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use mcp_shared::error::ToolError;
 use serde::{Deserialize, Serialize};
@@ -16,16 +16,16 @@ use serde::{Deserialize, Serialize};
 use super::json_file::{Claim, JsonFile};
 
 /// File name of the results under `state_dir`.
-pub const RESULTS_FILE: &str = "test-results.json";
+pub(crate) const RESULTS_FILE: &str = "test-results.json";
 /// Results kept per test.
-pub const KEEP_PER_TEST: usize = 50;
+pub(crate) const KEEP_PER_TEST: usize = 50;
 /// Idempotency keys kept (oldest forgotten first).
-pub const KEEP_KEYS: usize = 1000;
+pub(crate) const KEEP_KEYS: usize = 1000;
 
 /// One run of an allowed test, as returned and recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TestRun {
+pub(crate) struct TestRun {
     pub run_id: String,
     pub test: String,
     pub passed: bool,
@@ -61,29 +61,29 @@ struct ResultsFile {
 
 /// The results store (one per hub process).
 #[derive(Debug)]
-pub struct TestResults {
+pub(crate) struct TestResults {
     file: JsonFile<ResultsFile>,
 }
 
 impl TestResults {
-    pub fn new(state_dir: &Path) -> TestResults {
+    pub(crate) fn new(state_dir: &Path) -> TestResults {
         TestResults {
             file: JsonFile::new(state_dir.join(RESULTS_FILE), "test results"),
         }
     }
 
-    pub fn path(&self) -> PathBuf {
-        self.file.path().to_owned()
-    }
-
     /// The newest recorded run of `test`.
-    pub fn last(&self, test: &str) -> Result<Option<TestRun>, ToolError> {
+    pub(crate) fn last(&self, test: &str) -> Result<Option<TestRun>, ToolError> {
         self.file
             .read(|f| f.runs.iter().rev().find(|r| r.test == test).cloned())
     }
 
     /// Up to `limit` recorded runs (of `test`, or of every test), newest first.
-    pub fn recent(&self, test: Option<&str>, limit: usize) -> Result<Vec<TestRun>, ToolError> {
+    pub(crate) fn recent(
+        &self,
+        test: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TestRun>, ToolError> {
         self.file.read(|f| {
             f.runs
                 .iter()
@@ -96,7 +96,7 @@ impl TestResults {
     }
 
     /// The result recorded for `key` of `tool`, if any.
-    pub fn replay(&self, tool: &str, key: &str) -> Result<Option<TestRun>, ToolError> {
+    pub(crate) fn replay(&self, tool: &str, key: &str) -> Result<Option<TestRun>, ToolError> {
         self.file.read(|f| {
             f.idempotency
                 .iter()
@@ -107,12 +107,12 @@ impl TestResults {
     }
 
     /// Marks `key` of `tool` as in flight; `None` if a call with it is already running.
-    pub fn claim(&self, tool: &str, key: &str) -> Option<Claim<'_>> {
+    pub(crate) fn claim(&self, tool: &str, key: &str) -> Option<Claim<'_>> {
         self.file.claim(tool, key)
     }
 
     /// Records `run` (and `key` of `tool` with it), writing the file before it is visible.
-    pub fn record(&self, run: &TestRun, key: Option<(&str, &str)>) -> Result<(), ToolError> {
+    pub(crate) fn record(&self, run: &TestRun, key: Option<(&str, &str)>) -> Result<(), ToolError> {
         self.file.change(|next| {
             next.runs.push(run.clone());
             let of_test = next.runs.iter().filter(|r| r.test == run.test).count();

@@ -8,14 +8,14 @@ use std::path::{Path, PathBuf};
 /// A step of [`write_atomic`] failed: `path` is the file or directory that step touched.
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {source}", path.display())]
-pub struct WriteError {
+pub(crate) struct WriteError {
     pub path: PathBuf,
     pub source: std::io::Error,
 }
 
 /// Replaces `path` with `bytes`: creates the parent directory, writes `<path>.tmp`, flushes it
 /// to disk (fsync), then renames it over `path`.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     let at = |p: &Path| {
         let path = p.to_owned();
         move |source| WriteError { path, source }

@@ -127,7 +127,7 @@ impl Drop for ActivityRecorder {
 
 /// Final enforcement, then the adapter; the call is recorded in the activity log when it
 /// finishes (the one place every call handled by the hub ends).
-pub async fn execute(
+pub(crate) async fn execute(
     ch: &Channel,
     call: CallRequest,
     progress: crate::skill::adapters::Progress,

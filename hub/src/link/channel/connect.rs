@@ -59,7 +59,7 @@ pub fn upgrade_request(
 
 /// Exponential backoff with jitter between half and all of the current step.
 #[derive(Debug)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     initial: Duration,
     max: Duration,
     next: Duration,
@@ -67,7 +67,7 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    pub fn new(initial_ms: u64, max_ms: u64) -> Backoff {
+    pub(crate) fn new(initial_ms: u64, max_ms: u64) -> Backoff {
         let initial = Duration::from_millis(initial_ms.max(1));
         Backoff {
             initial,
@@ -83,12 +83,12 @@ impl Backoff {
     }
 
     /// After a successful welcome.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.next = self.initial;
     }
 
     /// The delay before the next attempt.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         // xorshift64: enough randomness to spread hubs reconnecting after a root restart.
         self.seed ^= self.seed << 13;
         self.seed ^= self.seed >> 7;

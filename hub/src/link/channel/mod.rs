@@ -33,13 +33,14 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 
 mod call;
-mod connect;
+pub(crate) mod connect;
 mod frames;
 
-pub use call::execute;
+#[cfg(test)]
+pub(crate) use call::execute;
 use call::run_call;
 use connect::Socket;
-pub use connect::{Backoff, ChannelError, upgrade_request};
+pub(crate) use connect::{Backoff, ChannelError, upgrade_request};
 use frames::{encode, envelope, raw_id};
 
 use crate::context::HubContext;
@@ -57,7 +58,7 @@ const OUTBOX: usize = 1024;
 
 /// Everything one connection needs.
 #[derive(Clone)]
-pub struct Channel {
+pub(crate) struct Channel {
     pub ctx: Arc<HubContext>,
     pub gate: Arc<Gate>,
     pub skill: SkillHandle,
@@ -68,7 +69,7 @@ pub struct Channel {
 impl Channel {
     /// Connects and reconnects until shutdown. With several root URLs (replicas of one
     /// zone), a failed or ended connection moves on to the next URL.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let cfg = self.ctx.config.reconnect;
         let mut backoff = Backoff::new(cfg.initial_ms, cfg.max_ms);
         let n_urls = self.ctx.config.root_url_list().len().max(1);

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// A log file capped at `cap` bytes: past it, the file becomes `<path>.1` and a new one starts.
-pub struct CappedLog {
+pub(crate) struct CappedLog {
     path: PathBuf,
     cap: u64,
     file: Option<File>,
@@ -19,7 +19,7 @@ pub struct CappedLog {
 
 impl CappedLog {
     /// Opens `path` for appending (creating it and its directory).
-    pub fn open(path: &Path, cap: u64) -> std::io::Result<CappedLog> {
+    pub(crate) fn open(path: &Path, cap: u64) -> std::io::Result<CappedLog> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
@@ -38,7 +38,7 @@ impl CappedLog {
     }
 
     /// The previous part of a log at `path`.
-    pub fn rotated_path(path: &Path) -> PathBuf {
+    pub(crate) fn rotated_path(path: &Path) -> PathBuf {
         let mut name = path.as_os_str().to_owned();
         name.push(".1");
         PathBuf::from(name)
@@ -76,7 +76,7 @@ impl CappedLog {
 
     /// Appends `bytes`, rotating as often as needed; a failure is logged once and the bytes
     /// are dropped (a full disk must not stop the service).
-    pub fn write(&mut self, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
         if let Err(e) = self.write_capped(bytes) {
             if !self.warned {
                 tracing::warn!(path = %self.path.display(), error = %e, "cannot write a service log; output is dropped");

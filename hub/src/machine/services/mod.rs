@@ -30,7 +30,7 @@
 
 mod capped_log;
 mod process;
-mod supervisor;
+pub(crate) mod supervisor;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -45,10 +45,10 @@ use tokio::sync::watch;
 
 use crate::config::{HubConfig, ServiceConfig};
 
-pub use capped_log::CappedLog;
-pub use mcp_shared::profiling::Mode;
-pub use process::{cpu_seconds, kb_field, rss_bytes};
-pub use supervisor::{Msg, ServiceSupervisor, SupervisorArgs, SupervisorState};
+pub(crate) use capped_log::CappedLog;
+pub(crate) use mcp_shared::profiling::Mode;
+pub(crate) use process::{cpu_seconds, kb_field, rss_bytes};
+pub(crate) use supervisor::{Msg, ServiceSupervisor, SupervisorArgs};
 
 /// How long to wait for a group's leader to go after SIGKILL.
 const KILL_WAIT: Duration = Duration::from_secs(5);
@@ -79,7 +79,7 @@ impl ServiceState {
 /// How a service's process ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExitInfo {
+pub(crate) struct ExitInfo {
     /// Exit status, when it exited normally.
     pub code: Option<i32>,
     /// The signal that ended it, when one did.
@@ -91,7 +91,7 @@ pub struct ExitInfo {
 /// One service as readers see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ServiceSnapshot {
+pub(crate) struct ServiceSnapshot {
     pub name: String,
     pub state: ServiceState,
     /// Of the running process (the leader of its process group).
@@ -222,7 +222,7 @@ pub struct Services {
 impl Services {
     /// The table of `config.services`, every service `stopped`; nothing runs until
     /// [`Services::start`].
-    pub fn new(config: &HubConfig) -> Services {
+    pub(crate) fn new(config: &HubConfig) -> Services {
         let entries = config
             .services
             .iter()
@@ -251,15 +251,17 @@ impl Services {
     }
 
     /// Spawns the `ServiceSupervisor` actor, which starts the autostart services. A service
-    /// that cannot be started is recorded as `failed`; the hub starts anyway.
-    pub async fn start(&self) -> anyhow::Result<()> {
+    /// that cannot be started is recorded as `failed`; the hub starts anyway. The hub's
+    /// supervisor uses [`Services::start_under`].
+    #[cfg(test)]
+    pub(crate) async fn start(&self) -> anyhow::Result<()> {
         self.start_under(None).await.map(|_| ())
     }
 
     /// [`Services::start`] linked under `supervisor` (the hub's). A restarted supervisor
     /// takes the table as it is: running services keep running (their exits are still
     /// recorded), and only autostart services never started are started.
-    pub async fn start_under(
+    pub(crate) async fn start_under(
         &self,
         supervisor: Option<ractor::ActorCell>,
     ) -> anyhow::Result<ActorRef<Msg>> {
@@ -284,7 +286,7 @@ impl Services {
     }
 
     /// Stops the supervisor and with it every service; returns once they are gone.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         let actor = lock(&self.actor).take();
         if let Some(actor) = actor {
             let wait = Duration::from_millis(self.longest_stop_ms()) + KILL_WAIT * 2;
@@ -303,29 +305,30 @@ impl Services {
     }
 
     /// The configuration of `name`.
-    pub fn config(&self, name: &str) -> Result<ServiceConfig, ToolError> {
+    pub(crate) fn config(&self, name: &str) -> Result<ServiceConfig, ToolError> {
         self.table.with(name, |e| e.config.clone())
     }
 
     /// Where the output of `name` goes (`<log_file>.1` holds the previous part).
-    pub fn log_path(&self, name: &str) -> Result<PathBuf, ToolError> {
+    #[cfg(test)]
+    pub(crate) fn log_path(&self, name: &str) -> Result<PathBuf, ToolError> {
         self.table.with(name, |e| e.log_path.clone())
     }
 
     /// Every service, in configuration order, with live RSS and CPU figures.
-    pub fn snapshot(&self) -> Vec<ServiceSnapshot> {
+    pub(crate) fn snapshot(&self) -> Vec<ServiceSnapshot> {
         let rows: Vec<ServiceSnapshot> = lock(&self.table.entries).iter().map(row).collect();
         rows.into_iter().map(with_figures).collect()
     }
 
     /// One service, with live figures.
-    pub fn get(&self, name: &str) -> Result<ServiceSnapshot, ToolError> {
+    pub(crate) fn get(&self, name: &str) -> Result<ServiceSnapshot, ToolError> {
         self.table.with(name, |e| row(e)).map(with_figures)
     }
 
     /// Stops `name` (if it runs) and starts it again in `mode`; answers the new process.
     /// Waits at most until `deadline`.
-    pub async fn restart(
+    pub(crate) async fn restart(
         &self,
         name: &str,
         mode: Mode,

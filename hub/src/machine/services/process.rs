@@ -2,13 +2,13 @@
 //! group.
 
 /// `VmRSS` of `pid` in bytes.
-pub fn rss_bytes(pid: u32) -> Option<u64> {
+pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     kb_field(&text, "VmRSS")
 }
 
 /// The value in kB of `key` in a `/proc` "Key:   123 kB" text, in bytes.
-pub fn kb_field(text: &str, key: &str) -> Option<u64> {
+pub(crate) fn kb_field(text: &str, key: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
@@ -16,7 +16,7 @@ pub fn kb_field(text: &str, key: &str) -> Option<u64> {
 }
 
 /// `utime + stime` of `pid`, in seconds.
-pub fn cpu_seconds(pid: u32) -> Option<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may hold spaces: fields follow the last `)`.
     let rest = &text[text.rfind(')')? + 1..];

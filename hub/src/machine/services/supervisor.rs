@@ -28,14 +28,14 @@ pub enum Msg {
     Panic,
 }
 
-pub struct ServiceSupervisor;
+pub(crate) struct ServiceSupervisor;
 
-pub struct SupervisorArgs {
+pub(crate) struct SupervisorArgs {
     pub(super) table: Arc<Table>,
     pub(super) state_dir: PathBuf,
 }
 
-pub struct SupervisorState {
+pub(crate) struct SupervisorState {
     table: Arc<Table>,
     state_dir: PathBuf,
 }

@@ -39,22 +39,21 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use align::{Aligned, align, cmp_fraction, score_value};
-pub use patterns::MatchedBy;
 use patterns::{Compiled, LocaleIndex, Source, compile, gazetteer_for};
 
 use super::content::Content;
 use super::normalize::{self, analyze};
 
 /// Least score a template needs to be ranked.
-pub const MIN_SCORE: f64 = 0.5;
+pub(crate) const MIN_SCORE: f64 = 0.5;
 /// Ranked templates at most.
-pub const MAX_RANKING: usize = 10;
+pub(crate) const MAX_RANKING: usize = 10;
 /// Words of a phrase at most.
-pub const MAX_PHRASE_WORDS: usize = 64;
+pub(crate) const MAX_PHRASE_WORDS: usize = 64;
 
 /// The compiled content of one version.
 #[derive(Debug, Default)]
-pub struct Index {
+pub(crate) struct Index {
     locales: BTreeMap<String, LocaleIndex>,
 }
 
@@ -64,7 +63,7 @@ fn ranked((num, den): (usize, usize)) -> bool {
 
 impl Index {
     /// Compiles `content` (with its current templates).
-    pub fn build(content: &Content) -> Index {
+    pub(crate) fn build(content: &Content) -> Index {
         let mut locales: BTreeMap<String, LocaleIndex> = BTreeMap::new();
         for template in content.templates.values() {
             let entry = locales
@@ -80,7 +79,7 @@ impl Index {
     }
 
     /// Locales that have templates.
-    pub fn locales(&self) -> Vec<&str> {
+    pub(crate) fn locales(&self) -> Vec<&str> {
         self.locales.keys().map(String::as_str).collect()
     }
 
@@ -123,7 +122,7 @@ impl Index {
 
     /// Matches `phrase`: the `check_phrase` answer. `Err` only for a locale with no templates
     /// or a phrase over [`MAX_PHRASE_WORDS`] words.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         content: &Content,
         phrase: &str,

@@ -9,7 +9,7 @@ use crate::nlu::normalize::analyze;
 
 /// How an entity's form was written in the content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum MatchedBy {
+pub(crate) enum MatchedBy {
     Label,
     Alias,
 }

@@ -11,11 +11,11 @@ use crate::context::HubContext;
 use crate::store::activity::ActivityStatus;
 
 /// Entries returned when no `limit` is given.
-pub const DEFAULT_LIMIT: usize = 50;
+pub(crate) const DEFAULT_LIMIT: usize = 50;
 /// Largest `limit`.
-pub const MAX_LIMIT: u64 = 200;
+pub(crate) const MAX_LIMIT: u64 = 200;
 
-pub fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let bad = |m: String| ToolError::new(ErrorCode::InvalidArguments, m);
     let map = match arguments {
         Value::Object(m) => m.clone(),

@@ -14,7 +14,7 @@ use tracing::Instrument;
 use super::{AdapterKind, AdapterReply, CallInput};
 use crate::context::HubContext;
 
-pub enum AdapterMsg {
+pub(crate) enum AdapterMsg {
     /// Run one call; refused at once with `busy` over the concurrency limit.
     Run {
         input: CallInput,
@@ -41,16 +41,16 @@ pub struct CrashReport {
     pub reply: RpcReplyPort<AdapterReply>,
 }
 
-pub struct AdapterArgs {
+pub(crate) struct AdapterArgs {
     pub kind: AdapterKind,
     pub ctx: Arc<HubContext>,
     /// Where crash reports go (the skill turns them into a restart and then the reply).
     pub on_crash: Arc<dyn Fn(CrashReport) + Send + Sync>,
 }
 
-pub struct AdapterActor;
+pub(crate) struct AdapterActor;
 
-pub struct AdapterState {
+pub(crate) struct AdapterState {
     args: Arc<AdapterArgs>,
     permits: Arc<Semaphore>,
     running: HashMap<String, AbortHandle>,

@@ -21,7 +21,7 @@ struct Usage {
 }
 
 /// Nearest-rank percentile (`q` in 0..=100) of sorted values; 0 for none.
-pub fn percentile(sorted: &[u64], q: u64) -> u64 {
+pub(crate) fn percentile(sorted: &[u64], q: u64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
@@ -32,7 +32,7 @@ pub fn percentile(sorted: &[u64], q: u64) -> u64 {
     sorted[index.min(sorted.len() - 1)]
 }
 
-pub fn run(ctx: &HubContext) -> Value {
+pub(crate) fn run(ctx: &HubContext) -> Value {
     let entries = ctx.stores.activity.snapshot();
     let since = entries
         .iter()

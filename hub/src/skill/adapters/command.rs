@@ -25,21 +25,15 @@ use mcp_shared::error::{ErrorCode, ToolError};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::config::CommandAdapterConfig;
 use crate::context::HubContext;
-use crate::skill::adapters::{AdapterKind, CallInput};
+use crate::skill::adapters::CallInput;
 
 /// Largest stdout accepted (the result); a program that writes more is killed.
-pub const MAX_OUTPUT: usize = 1024 * 1024;
+pub(crate) const MAX_OUTPUT: usize = 1024 * 1024;
 /// Bytes of stderr kept (the tail) for the error message; the rest is read and dropped.
 const STDERR_TAIL: usize = 4096;
 /// Longest stderr excerpt put in an error message.
 const MAX_DETAIL: usize = 300;
-
-/// The adapter kind of a configured command (see [`CommandAdapterConfig::decl`]).
-pub fn kind(config: &CommandAdapterConfig) -> AdapterKind {
-    AdapterKind::Command(config.decl())
-}
 
 fn failed(tool_id: &str, what: impl std::fmt::Display) -> ToolError {
     ToolError::new(
@@ -69,7 +63,11 @@ impl Drop for GroupGuard {
 }
 
 /// Runs the command of `tool_id` for one call.
-pub async fn run(ctx: &HubContext, tool_id: &str, input: CallInput) -> Result<Value, ToolError> {
+pub(crate) async fn run(
+    ctx: &HubContext,
+    tool_id: &str,
+    input: CallInput,
+) -> Result<Value, ToolError> {
     let Some(command) = ctx
         .config
         .skill
@@ -236,6 +234,8 @@ mod tests {
     use std::sync::Arc;
 
     use serde_json::json;
+
+    use crate::config::CommandAdapterConfig;
 
     use super::*;
     use crate::config::HubConfig;

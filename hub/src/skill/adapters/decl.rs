@@ -49,7 +49,7 @@ macro_rules! declare_builtins {
         }
 
         /// Every built-in adapter, in the order of [`ADAPTERS`].
-        pub const BUILTINS: [Builtin; [$(stringify!($kind)),*].len()] = [$(Builtin::$kind),*];
+        pub(crate) const BUILTINS: [Builtin; [$(stringify!($kind)),*].len()] = [$(Builtin::$kind),*];
 
         impl Builtin {
             pub const fn decl(self) -> AdapterDecl {
@@ -100,6 +100,6 @@ impl Builtin {
 /// The built-in adapters `config` gives something to serve, in table order: a hub without
 /// managed services publishes no `hub.memory.*` and no `hub.restart_service`, one without
 /// `[nlu]` no `nlu_authoring.*`, and so on. The rest answer from the hub itself.
-pub fn served(config: Provided) -> impl Iterator<Item = Builtin> {
+pub(crate) fn served(config: Provided) -> impl Iterator<Item = Builtin> {
     BUILTINS.into_iter().filter(move |k| k.serves(config))
 }

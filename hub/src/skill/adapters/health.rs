@@ -25,7 +25,7 @@ const KEPT_OUTPUT: usize = 4096;
 /// How long the pipes may stay open once the command has exited (a straggler of its group).
 const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
-pub async fn run(ctx: &HubContext) -> Value {
+pub(crate) async fn run(ctx: &HubContext) -> Value {
     let plain = ctx
         .config
         .skill

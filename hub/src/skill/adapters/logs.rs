@@ -35,17 +35,17 @@ use crate::context::HubContext;
 use crate::skill::adapters::redact::REDACTED;
 
 /// Bytes read from the end of a log file.
-pub const WINDOW_BYTES: u64 = 1024 * 1024;
+pub(crate) const WINDOW_BYTES: u64 = 1024 * 1024;
 /// Longest line returned (longer lines are cut and end with `…`).
-pub const MAX_LINE_BYTES: usize = 2048;
+pub(crate) const MAX_LINE_BYTES: usize = 2048;
 /// Bytes of lines in one answer, shared by its entries (the channel's frames are at most
 /// 1 MiB).
-pub const BUDGET_BYTES: usize = 512 * 1024;
+pub(crate) const BUDGET_BYTES: usize = 512 * 1024;
 /// Most lines per stream a caller may ask for, and the default.
-pub const MAX_LINES: u64 = 1000;
-pub const DEFAULT_LINES: u64 = 100;
+pub(crate) const MAX_LINES: u64 = 1000;
+pub(crate) const DEFAULT_LINES: u64 = 100;
 /// Longest `contains` filter.
-pub const MAX_FILTER: usize = 200;
+pub(crate) const MAX_FILTER: usize = 200;
 
 static ANSI: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]").expect("built-in ANSI pattern compiles")
@@ -285,7 +285,7 @@ fn tail(raw: Raw, req: &Request, extra: &[Regex]) -> Tail {
     }
 }
 
-pub async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let req = request(arguments)?;
     let all = streams(ctx);
     let chosen: Vec<(String, Origin)> = match &req.stream {

@@ -128,7 +128,7 @@ fn live(ctx: &HubContext, mut answer: Value) -> Value {
 }
 
 /// `hub.memory.get_status`.
-pub fn status(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn status(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     args(arguments, &[])?;
     let p = &ctx.machine.profiles;
     let (sessions, running, incidents, artifacts) = p.counts()?;
@@ -175,7 +175,7 @@ fn service_filter(map: &Map<String, Value>) -> Result<Option<&str>, ToolError> {
 }
 
 /// `hub.memory.list_sessions`.
-pub fn list_sessions(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn list_sessions(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["service", "state", "limit"])?;
     let state = match string(map, "state", 20)? {
         None => None,
@@ -195,7 +195,7 @@ pub fn list_sessions(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolE
 }
 
 /// `hub.memory.get_session`.
-pub fn get_session(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn get_session(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["session_id"])?;
     let (session, recent) = ctx.machine.profiles.session(id(map, "session_id")?)?;
     Ok(live(
@@ -205,7 +205,7 @@ pub fn get_session(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolErr
 }
 
 /// `hub.memory.list_incidents`.
-pub fn list_incidents(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn list_incidents(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["service", "limit"])?;
     let incidents = ctx
         .machine
@@ -215,7 +215,7 @@ pub fn list_incidents(ctx: &HubContext, arguments: &Value) -> Result<Value, Tool
 }
 
 /// `hub.memory.list_artifacts`.
-pub fn list_artifacts(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn list_artifacts(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["service", "limit"])?;
     let artifacts = ctx
         .machine
@@ -225,7 +225,7 @@ pub fn list_artifacts(ctx: &HubContext, arguments: &Value) -> Result<Value, Tool
 }
 
 /// `hub.memory.get_artifact`.
-pub fn get_artifact(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn get_artifact(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["artifact_id", "offset", "length"])?;
     let artifact_id = id(map, "artifact_id")?;
     let offset = number(map, "offset", 0..=u64::MAX)?;
@@ -399,7 +399,7 @@ fn expected_samples(interval_ms: u64, duration_sec: u64) -> u64 {
 }
 
 /// `hub.memory.start_profile`.
-pub async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
+pub(crate) async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let map = args(
         &input.arguments,
         &["service", "interval_ms", "duration_sec", "mode"],
@@ -457,7 +457,7 @@ pub async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, ToolErro
 }
 
 /// `hub.memory.stop_profile`.
-pub async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
+pub(crate) async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let map = args(&input.arguments, &["session_id"])?;
     let session_id = id(map, "session_id")?;
     let session = ctx.machine.profiles.get(session_id)?;
@@ -498,7 +498,7 @@ pub async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError
 }
 
 /// `hub.memory.retry_profile`.
-pub async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
+pub(crate) async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let map = args(&input.arguments, &["session_id"])?;
     let session_id = id(map, "session_id")?;
     let old = ctx.machine.profiles.get(session_id)?;
@@ -535,7 +535,7 @@ pub async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, ToolErro
 }
 
 /// `hub.memory.publish_profile`: the compact summary root keeps (`result.published_summary`).
-pub async fn publish(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
+pub(crate) async fn publish(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let map = args(&input.arguments, &["session_id"])?;
     let session_id = id(map, "session_id")?;
     let session = ctx.machine.profiles.get(session_id)?;

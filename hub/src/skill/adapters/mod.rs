@@ -44,25 +44,25 @@
 //! ([`AdapterKind`], [`KINDS`]); [`actor`] is the adapter actor ([`AdapterActor`]) that runs
 //! their calls.
 
-pub mod activity_log;
+pub(crate) mod activity_log;
 mod actor;
-pub mod capability_usage;
-pub mod command;
+pub(crate) mod capability_usage;
+pub(crate) mod command;
 pub(crate) mod decl;
-pub mod deploy;
-pub mod health;
-pub mod logs;
-pub mod memory;
-pub mod nlu_authoring;
-pub mod redact;
-mod registry;
-pub mod restart_service;
-pub mod runtime;
-pub mod status;
-pub mod surface;
+pub(crate) mod deploy;
+pub(crate) mod health;
+pub(crate) mod logs;
+pub(crate) mod memory;
+pub(crate) mod nlu_authoring;
+pub(crate) mod redact;
+pub(crate) mod registry;
+pub(crate) mod restart_service;
+pub(crate) mod runtime;
+pub(crate) mod status;
+pub(crate) mod surface;
 mod table;
-pub mod test_results;
-pub mod test_runs;
+pub(crate) mod test_results;
+pub(crate) mod test_runs;
 
 #[cfg(test)]
 mod contract_tests;
@@ -73,12 +73,14 @@ use serde_json::Value;
 
 use mcp_shared::error::ToolError;
 
-pub use actor::{AdapterActor, AdapterArgs, AdapterMsg, AdapterState, CrashReport};
-pub use decl::{ADAPTERS, AdapterDecl, Builtin, Provided};
-use registry::no_arguments;
+pub(crate) use actor::{AdapterActor, AdapterArgs, AdapterMsg, CrashReport};
 #[cfg(test)]
-pub(crate) use registry::serve_everything;
-pub use registry::{AdapterKind, EmbeddedAdapter, EmbeddedRun, KINDS, served};
+pub(crate) use decl::ADAPTERS;
+pub(crate) use decl::AdapterDecl;
+use registry::no_arguments;
+pub(crate) use registry::{AdapterKind, EmbeddedAdapter, served};
+#[cfg(test)]
+pub(crate) use registry::{KINDS, serve_everything};
 
 /// One call as an adapter receives it.
 #[derive(Debug, Clone)]

@@ -32,7 +32,7 @@ use crate::skill::adapters::{AdapterKind, CallInput};
 use crate::store::ledger::Begin;
 
 /// Characters of a phrase `check_phrase` takes at most.
-pub const MAX_PHRASE_CHARS: usize = 500;
+pub(crate) const MAX_PHRASE_CHARS: usize = 500;
 
 fn bad(message: String) -> ToolError {
     ToolError::new(ErrorCode::InvalidArguments, message)
@@ -94,7 +94,7 @@ fn locale_hint(locale: &str, templates: usize) -> Value {
 }
 
 /// `nlu_authoring.get_context`.
-pub fn get_context(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn get_context(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     args(arguments, &[])?;
     let snap = ctx.stores.nlu.snapshot()?;
     let content = &snap.content;
@@ -168,7 +168,7 @@ pub fn get_context(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolErr
 }
 
 /// `nlu_authoring.list_templates`.
-pub fn list_templates(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn list_templates(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["locale", "intent"])?;
     let locale = locale_arg(map)?;
     let intent = match map.get("intent") {
@@ -205,7 +205,7 @@ pub fn list_templates(ctx: &HubContext, arguments: &Value) -> Result<Value, Tool
 }
 
 /// `nlu_authoring.check_phrase`.
-pub fn check_phrase(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn check_phrase(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let map = args(arguments, &["phrase", "locale"])?;
     let phrase = match map.get("phrase") {
         Some(Value::String(p)) if (1..=MAX_PHRASE_CHARS).contains(&p.chars().count()) => p,
@@ -221,13 +221,13 @@ pub fn check_phrase(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolEr
 }
 
 /// `nlu_authoring.propose_change`: the preview, whatever `dry_run` says.
-pub fn propose_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolError> {
+pub(crate) fn propose_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolError> {
     let req = ChangeRequest::parse(&input.arguments)?;
     ctx.stores.nlu.snapshot()?.preview(&req)
 }
 
 /// `nlu_authoring.apply_change`.
-pub fn apply_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolError> {
+pub(crate) fn apply_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolError> {
     let req = ChangeRequest::parse(&input.arguments)?;
     if input.dry_run {
         return ctx.stores.nlu.snapshot()?.preview(&req);

@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 /// What replaces a redacted value.
-pub const REDACTED: &str = "[REDACTED]";
+pub(crate) const REDACTED: &str = "[REDACTED]";
 
 struct Rules {
     /// A whole private key block; an unterminated one runs to the end of the text.
@@ -59,7 +59,7 @@ static RULES: LazyLock<Rules> = LazyLock::new(|| {
 });
 
 /// `text` with every secret replaced, and how many replacements were made.
-pub fn redact(text: &str) -> (String, usize) {
+pub(crate) fn redact(text: &str) -> (String, usize) {
     let r = &*RULES;
     let mut count = 0;
     let mut out = text.to_owned();
@@ -88,7 +88,7 @@ pub fn redact(text: &str) -> (String, usize) {
 }
 
 /// [`redact`], then every match of the configured `extra` patterns (`[redaction]`).
-pub fn redact_with(text: &str, extra: &[Regex]) -> (String, usize) {
+pub(crate) fn redact_with(text: &str, extra: &[Regex]) -> (String, usize) {
     let (mut out, mut count) = redact(text);
     for re in extra {
         let n = re.find_iter(&out).count();

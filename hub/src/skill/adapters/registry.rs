@@ -71,7 +71,8 @@ macro_rules! dispatch_builtins {
         /// Every built-in adapter kind, in the order of [`super::decl::ADAPTERS`] (configured
         /// command adapters come from `[[skill.commands]]`, embedded ones from the embedding
         /// program).
-        pub const KINDS: [AdapterKind; [$(stringify!($kind)),*].len()] = [$(AdapterKind::$kind),*];
+        #[cfg(test)]
+        pub(crate) const KINDS: [AdapterKind; [$(stringify!($kind)),*].len()] = [$(AdapterKind::$kind),*];
 
         impl From<Builtin> for AdapterKind {
             fn from(builtin: Builtin) -> AdapterKind {

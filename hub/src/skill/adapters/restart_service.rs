@@ -22,7 +22,7 @@ fn tool_id() -> &'static str {
 }
 
 /// The service name from `{"service": "..."}` (nothing else is accepted).
-pub fn service_name(arguments: &Value) -> Result<&str, ToolError> {
+pub(crate) fn service_name(arguments: &Value) -> Result<&str, ToolError> {
     let bad = |m: String| ToolError::new(ErrorCode::InvalidArguments, m);
     let Value::Object(map) = arguments else {
         return Err(bad(
@@ -43,7 +43,7 @@ pub fn service_name(arguments: &Value) -> Result<&str, ToolError> {
     }
 }
 
-pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
+pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let name = service_name(&input.arguments)?;
     let config = ctx.machine.services.config(name)?;
     if input.dry_run {

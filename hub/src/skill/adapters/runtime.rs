@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::context::HubContext;
 
-pub async fn run(ctx: &HubContext) -> Result<Value, ToolError> {
+pub(crate) async fn run(ctx: &HubContext) -> Result<Value, ToolError> {
     let state_dir = ctx.config.state_dir.clone();
     let hub_uptime = ctx.process.started.elapsed().as_secs();
     let mut v = tokio::task::spawn_blocking(move || summary(&state_dir, hub_uptime))

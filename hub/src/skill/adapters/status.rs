@@ -6,13 +6,13 @@ use serde_json::{Value, json};
 
 use crate::context::HubContext;
 
-pub async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     super::no_arguments(arguments)?;
     Ok(status(ctx))
 }
 
 /// The status document.
-pub fn status(ctx: &HubContext) -> Value {
+pub(crate) fn status(ctx: &HubContext) -> Value {
     let connected_since = ctx.connection.connected_since.load_full();
     json!({
         "target_id": ctx.config.target_id,

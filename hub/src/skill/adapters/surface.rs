@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::context::{HubContext, PUBLISHED_BY};
 
-pub fn run(ctx: &HubContext) -> Value {
+pub(crate) fn run(ctx: &HubContext) -> Value {
     let lifecycle = ctx.lifecycle();
     let adapters: Vec<Value> = ctx
         .adapter_decls()

@@ -10,9 +10,9 @@ use crate::context::HubContext;
 use crate::store::results::KEEP_PER_TEST;
 
 /// Results returned when no `limit` is given.
-pub const DEFAULT_LIMIT: usize = 10;
+pub(crate) const DEFAULT_LIMIT: usize = 10;
 
-pub fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let bad = |m: String| ToolError::new(ErrorCode::InvalidArguments, m);
     let map = match arguments {
         Value::Object(m) => m.clone(),

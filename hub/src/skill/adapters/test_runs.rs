@@ -28,7 +28,7 @@ use crate::skill::adapters::{AdapterKind, CallInput, Progress};
 use crate::store::results::TestRun;
 
 /// Bytes of output returned (the tail of stdout and stderr).
-pub const TAIL_BYTES: usize = 4096;
+pub(crate) const TAIL_BYTES: usize = 4096;
 /// Bytes of output kept and redacted before the tail is cut, so a secret that starts before
 /// the tail is still recognised whole.
 const WINDOW_BYTES: usize = 16 * 1024;
@@ -46,7 +46,7 @@ fn tool_id() -> &'static str {
 }
 
 /// `invalid_arguments` naming the allowed tests.
-pub fn unknown_test(ctx: &HubContext, name: &str) -> ToolError {
+pub(crate) fn unknown_test(ctx: &HubContext, name: &str) -> ToolError {
     let names: Vec<String> = ctx
         .config
         .skill
@@ -83,7 +83,7 @@ fn test_name(arguments: &Value) -> Result<&str, ToolError> {
     }
 }
 
-pub async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
+pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let name = test_name(&input.arguments)?;
     let test = ctx
         .config

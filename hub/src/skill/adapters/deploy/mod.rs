@@ -43,9 +43,9 @@ mod ops;
 use ops::{Ops, Position, Worktree};
 
 /// Commits listed in each direction.
-pub const MAX_COMMITS: usize = 50;
+pub(crate) const MAX_COMMITS: usize = 50;
 /// Changed paths listed.
-pub const MAX_LOCAL_CHANGES: usize = 20;
+pub(crate) const MAX_LOCAL_CHANGES: usize = 20;
 /// Time kept back from the call's deadline to record the outcome and restart services.
 const RECORD_MARGIN: Duration = Duration::from_millis(1500);
 
@@ -196,7 +196,7 @@ fn replayed(
     Ok(record.result)
 }
 
-pub async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
+pub(crate) async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let deploy = config(ctx)?;
     let requested = ref_argument(&input.arguments)?;
     let wanted = crate::machine::refs::check_requested(
@@ -248,7 +248,7 @@ pub async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Value, Too
     .await
 }
 
-pub async fn rollback(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
+pub(crate) async fn rollback(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let deploy = config(ctx)?;
     no_arguments(&input.arguments)?;
     let _op = ctx.stores.deploys.exclusive(input.deadline).await?;
