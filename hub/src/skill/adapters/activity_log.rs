@@ -4,8 +4,11 @@
 //! `{"entries": [...], "retained": n, "capacity": 1000}`, where `retained` counts every call in
 //! the ring (unfiltered).
 
-use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::error::ToolError;
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+use super::args::{Arguments, invalid, parse, present};
 
 use crate::context::HubContext;
 use crate::store::activity::ActivityStatus;
@@ -15,47 +18,42 @@ pub(crate) const DEFAULT_LIMIT: usize = 50;
 /// Largest `limit`.
 pub(crate) const MAX_LIMIT: u64 = 200;
 
-pub(crate) fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    let bad = |m: String| ToolError::new(ErrorCode::InvalidArguments, m);
-    let map = match arguments {
-        Value::Object(m) => m.clone(),
-        Value::Null => serde_json::Map::new(),
-        _ => return Err(bad("arguments must be an object".into())),
-    };
-    if let Some(k) = map
-        .keys()
-        .find(|k| !matches!(k.as_str(), "limit" | "tool_id" | "status"))
-    {
-        return Err(bad(format!(
-            "unknown argument `{k}`; this tool takes `limit`, `tool_id` and `status`"
-        )));
+/// The arguments of `hub.get_activity_log`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    #[serde(default, deserialize_with = "present")]
+    limit: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
+    tool_id: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    status: Option<String>,
+}
+
+impl Arguments for Args {
+    fn rule(field: &str) -> String {
+        match field {
+            "limit" => format!("`limit` must be an integer from 1 to {MAX_LIMIT}"),
+            "tool_id" => "`tool_id` must be a non-empty string".into(),
+            _ => "`status` must be one of \"ok\", \"error\", \"refused\"".into(),
+        }
     }
-    let limit = match map.get("limit") {
+}
+
+pub(crate) fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+    let args: Args = parse(arguments)?;
+    let limit = match args.limit {
         None => DEFAULT_LIMIT,
-        Some(v) => match v.as_u64() {
-            Some(n @ 1..=MAX_LIMIT) => usize::try_from(n).unwrap_or(DEFAULT_LIMIT),
-            _ => {
-                return Err(bad(format!(
-                    "`limit` must be an integer from 1 to {MAX_LIMIT}"
-                )));
-            }
-        },
+        Some(n @ 1..=MAX_LIMIT) => usize::try_from(n).unwrap_or(DEFAULT_LIMIT),
+        Some(_) => return Err(invalid(Args::rule("limit"))),
     };
-    let tool_id = match map.get("tool_id") {
-        None => None,
-        Some(Value::String(t)) if !t.is_empty() => Some(t.as_str()),
-        Some(_) => return Err(bad("`tool_id` must be a non-empty string".into())),
+    let tool_id = match args.tool_id.as_deref() {
+        Some("") => return Err(invalid(Args::rule("tool_id"))),
+        t => t,
     };
-    let status = match map.get("status") {
+    let status = match args.status.as_deref() {
         None => None,
-        Some(v) => match v.as_str().and_then(ActivityStatus::parse) {
-            Some(s) => Some(s),
-            None => {
-                return Err(bad(
-                    "`status` must be one of \"ok\", \"error\", \"refused\"".into(),
-                ));
-            }
-        },
+        Some(s) => Some(ActivityStatus::parse(s).ok_or_else(|| invalid(Args::rule("status")))?),
     };
     let entries = ctx.stores.activity.recent(limit, tool_id, status);
     Ok(json!({

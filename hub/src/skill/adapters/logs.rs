@@ -26,10 +26,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::error::ToolError;
 use regex::Regex;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::args::{Arguments, invalid, parse, present};
 use crate::config::HUB_STREAM;
 use crate::context::HubContext;
 use crate::skill::adapters::redact::REDACTED;
@@ -50,10 +52,6 @@ pub(crate) const MAX_FILTER: usize = 200;
 static ANSI: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]").expect("built-in ANSI pattern compiles")
 });
-
-fn invalid(message: impl Into<String>) -> ToolError {
-    ToolError::new(ErrorCode::InvalidArguments, message)
-}
 
 /// Where a stream's lines come from.
 #[derive(Debug, Clone)]
@@ -96,66 +94,62 @@ struct Request {
     contains: Option<String>,
 }
 
-fn request(arguments: &Value) -> Result<Request, ToolError> {
-    let map = match arguments {
-        Value::Null => {
-            return Ok(Request {
-                stream: None,
-                lines: DEFAULT_LINES as usize,
-                contains: None,
-            });
+/// The arguments of `hub.get_logs`, as given.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    #[serde(default, deserialize_with = "present")]
+    source: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    stream: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    lines: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
+    contains: Option<String>,
+}
+
+impl Arguments for Args {
+    fn rule(field: &str) -> String {
+        match field {
+            "source" => "`source` must be \"subnet_active\" or \"root_local\"".into(),
+            "stream" => "`stream` must be a name of 1 to 64 characters".into(),
+            "lines" => format!("`lines` must be an integer from 1 to {MAX_LINES}"),
+            _ => format!("`contains` must be a string of 1 to {MAX_FILTER} characters"),
         }
-        Value::Object(m) => m,
-        _ => return Err(invalid("arguments must be an object")),
-    };
-    if let Some(k) = map
-        .keys()
-        .find(|k| !matches!(k.as_str(), "source" | "stream" | "lines" | "contains"))
-    {
-        return Err(invalid(format!(
-            "unknown argument `{k}`; this tool takes source, stream, lines and contains"
-        )));
     }
-    match map.get("source") {
-        None => {}
-        Some(Value::String(s)) if s == "subnet_active" => {}
-        Some(Value::String(s)) if s == "root_local" => {
+}
+
+fn request(arguments: &Value) -> Result<Request, ToolError> {
+    let args: Args = parse(arguments)?;
+    match args.source.as_deref() {
+        None | Some("subnet_active") => {}
+        Some("root_local") => {
             return Err(invalid(
                 "source `root_local` is root's own log and is answered by root, not by a hub",
             ));
         }
         Some(other) => {
             return Err(invalid(format!(
-                "`source` must be \"subnet_active\" or \"root_local\", not {other}"
+                "{}, not {}",
+                Args::rule("source"),
+                Value::from(other)
             )));
         }
     }
-    let stream = match map.get("stream") {
+    let stream = match args.stream {
         None => None,
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= 64 => Some(s.clone()),
-        Some(_) => return Err(invalid("`stream` must be a name of 1 to 64 characters")),
+        Some(s) if !s.is_empty() && s.len() <= 64 => Some(s),
+        Some(_) => return Err(invalid(Args::rule("stream"))),
     };
-    let lines = match map.get("lines") {
+    let lines = match args.lines {
         None => DEFAULT_LINES,
-        Some(v) => match v.as_u64() {
-            Some(n) if (1..=MAX_LINES).contains(&n) => n,
-            _ => {
-                return Err(invalid(format!(
-                    "`lines` must be an integer from 1 to {MAX_LINES}"
-                )));
-            }
-        },
+        Some(n) if (1..=MAX_LINES).contains(&n) => n,
+        Some(_) => return Err(invalid(Args::rule("lines"))),
     };
-    let contains = match map.get("contains") {
+    let contains = match args.contains {
         None => None,
-        Some(Value::String(s)) if !s.is_empty() && s.chars().count() <= MAX_FILTER => {
-            Some(s.clone())
-        }
-        Some(_) => {
-            return Err(invalid(format!(
-                "`contains` must be a string of 1 to {MAX_FILTER} characters"
-            )));
-        }
+        Some(s) if !s.is_empty() && s.chars().count() <= MAX_FILTER => Some(s),
+        Some(_) => return Err(invalid(Args::rule("contains"))),
     };
     Ok(Request {
         stream,

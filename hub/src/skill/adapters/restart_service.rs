@@ -9,8 +9,10 @@
 //!   gets that call's outcome back and restarts nothing; the same key in flight is `busy`.
 
 use mcp_shared::error::{ErrorCode, ToolError};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::args::{Arguments, invalid, parse};
 use crate::config::MAX_SERVICE_NAME;
 use crate::context::HubContext;
 use crate::machine::services::Mode;
@@ -21,30 +23,37 @@ fn tool_id() -> &'static str {
     AdapterKind::RestartService.decl().tool_id
 }
 
+/// The arguments of `hub.restart_service`: `{"service": "<name>"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    service: String,
+}
+
+impl Arguments for Args {
+    fn rule(_field: &str) -> String {
+        "`service` (a string) is required".into()
+    }
+
+    fn not_an_object() -> String {
+        "arguments must be an object {\"service\": \"<name>\"}".into()
+    }
+}
+
 /// The service name from `{"service": "..."}` (nothing else is accepted).
-pub(crate) fn service_name(arguments: &Value) -> Result<&str, ToolError> {
-    let bad = |m: String| ToolError::new(ErrorCode::InvalidArguments, m);
-    let Value::Object(map) = arguments else {
-        return Err(bad(
-            "arguments must be an object {\"service\": \"<name>\"}".into()
-        ));
-    };
-    if let Some(k) = map.keys().find(|k| *k != "service") {
-        return Err(bad(format!(
-            "unknown argument `{k}`; this tool takes only `service`"
+pub(crate) fn service_name(arguments: &Value) -> Result<String, ToolError> {
+    let Args { service } = parse(arguments)?;
+    if service.is_empty() || service.len() > MAX_SERVICE_NAME {
+        return Err(invalid(format!(
+            "`service` must have 1 to {MAX_SERVICE_NAME} characters"
         )));
     }
-    match map.get("service").and_then(Value::as_str) {
-        Some(n) if !n.is_empty() && n.len() <= MAX_SERVICE_NAME => Ok(n),
-        Some(_) => Err(bad(format!(
-            "`service` must have 1 to {MAX_SERVICE_NAME} characters"
-        ))),
-        None => Err(bad("`service` (a string) is required".into())),
-    }
+    Ok(service)
 }
 
 pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let name = service_name(&input.arguments)?;
+    let name = name.as_str();
     let config = ctx.machine.services.config(name)?;
     if input.dry_run {
         let now = ctx.machine.services.get(name)?;

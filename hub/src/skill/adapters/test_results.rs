@@ -3,8 +3,11 @@
 //! 10). A name that is neither configured nor recorded is `invalid_arguments` naming the
 //! allowed tests.
 
-use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::error::ToolError;
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+use super::args::{Arguments, invalid, parse, present};
 
 use crate::context::HubContext;
 use crate::store::results::KEEP_PER_TEST;
@@ -12,29 +15,35 @@ use crate::store::results::KEEP_PER_TEST;
 /// Results returned when no `limit` is given.
 pub(crate) const DEFAULT_LIMIT: usize = 10;
 
-pub(crate) fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    let bad = |m: String| ToolError::new(ErrorCode::InvalidArguments, m);
-    let map = match arguments {
-        Value::Object(m) => m.clone(),
-        Value::Null => serde_json::Map::new(),
-        _ => return Err(bad("arguments must be an object".into())),
-    };
-    if let Some(k) = map.keys().find(|k| *k != "name" && *k != "limit") {
-        return Err(bad(format!(
-            "unknown argument `{k}`; this tool takes `name` and `limit`"
-        )));
+/// The arguments of `hub.get_test_results`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    #[serde(default, deserialize_with = "present")]
+    name: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    limit: Option<u64>,
+}
+
+impl Arguments for Args {
+    fn rule(field: &str) -> String {
+        match field {
+            "name" => "`name` must be a non-empty string".into(),
+            _ => "`limit` must be an integer from 1 to 50".into(),
+        }
     }
-    let name = match map.get("name") {
-        None => None,
-        Some(Value::String(n)) if !n.is_empty() => Some(n.as_str()),
-        Some(_) => return Err(bad("`name` must be a non-empty string".into())),
+}
+
+pub(crate) fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+    let args: Args = parse(arguments)?;
+    let name = match args.name.as_deref() {
+        Some("") => return Err(invalid(Args::rule("name"))),
+        n => n,
     };
-    let limit = match map.get("limit") {
+    let limit = match args.limit {
         None => DEFAULT_LIMIT,
-        Some(v) => match v.as_u64() {
-            Some(n @ 1..=50) => usize::try_from(n).unwrap_or(KEEP_PER_TEST),
-            _ => return Err(bad("`limit` must be an integer from 1 to 50".into())),
-        },
+        Some(n @ 1..=50) => usize::try_from(n).unwrap_or(KEEP_PER_TEST),
+        Some(_) => return Err(invalid(Args::rule("limit"))),
     };
     let results = ctx.stores.test_results.recent(name, limit)?;
     if let Some(name) = name

@@ -18,10 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcp_shared::error::{ErrorCode, ToolError};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tracing::Instrument;
 
+use super::args::{Arguments, invalid, parse};
 use crate::config::{AllowedTestConfig, MAX_TEST_NAME};
 use crate::context::HubContext;
 use crate::skill::adapters::{AdapterKind, CallInput, Progress};
@@ -65,26 +67,35 @@ pub(crate) fn unknown_test(ctx: &HubContext, name: &str) -> ToolError {
     )
 }
 
+/// The arguments of `hub.run_allowed_tests`: `{"name": "<test>"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    name: String,
+}
+
+impl Arguments for Args {
+    fn rule(_field: &str) -> String {
+        "`name` (a string) is required".into()
+    }
+
+    fn not_an_object() -> String {
+        "arguments must be an object {\"name\": \"<test>\"}".into()
+    }
+}
+
 /// The test name from `{"name": "..."}` (nothing else is accepted).
-fn test_name(arguments: &Value) -> Result<&str, ToolError> {
-    let bad = |m: &str| ToolError::new(ErrorCode::InvalidArguments, m.to_owned());
-    let Value::Object(map) = arguments else {
-        return Err(bad("arguments must be an object {\"name\": \"<test>\"}"));
-    };
-    if let Some(k) = map.keys().find(|k| *k != "name") {
-        return Err(bad(&format!(
-            "unknown argument `{k}`; this tool takes only `name`"
-        )));
+fn test_name(arguments: &Value) -> Result<String, ToolError> {
+    let Args { name } = parse(arguments)?;
+    if name.is_empty() || name.chars().count() > MAX_TEST_NAME {
+        return Err(invalid("`name` must have 1 to 200 characters"));
     }
-    match map.get("name").and_then(Value::as_str) {
-        Some(n) if !n.is_empty() && n.chars().count() <= MAX_TEST_NAME => Ok(n),
-        Some(_) => Err(bad("`name` must have 1 to 200 characters")),
-        None => Err(bad("`name` (a string) is required")),
-    }
+    Ok(name)
 }
 
 pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let name = test_name(&input.arguments)?;
+    let name = name.as_str();
     let test = ctx
         .config
         .skill

@@ -31,8 +31,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use mcp_shared::error::{ErrorCode, ToolError};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::args::{Arguments, parse};
 use crate::config::DeployConfig;
 use crate::context::HubContext;
 use crate::machine::deploys::{DeployKind, DeployRecord};
@@ -71,19 +73,27 @@ fn config(ctx: &HubContext) -> Result<&DeployConfig, ToolError> {
     })
 }
 
-/// The ref from `{"ref": "..."}` (nothing else is accepted).
-fn ref_argument(arguments: &Value) -> Result<&str, ToolError> {
-    let Value::Object(map) = arguments else {
-        return Err(invalid("arguments must be an object {\"ref\": \"<ref>\"}"));
-    };
-    if let Some(k) = map.keys().find(|k| *k != "ref") {
-        return Err(invalid(format!(
-            "unknown argument `{k}`; this tool takes only `ref`"
-        )));
+/// The arguments of `hub.deploy_ref`: `{"ref": "<ref>"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefArgs {
+    #[serde(rename = "ref")]
+    ref_name: String,
+}
+
+impl Arguments for RefArgs {
+    fn rule(_field: &str) -> String {
+        "`ref` (a string) is required".into()
     }
-    map.get("ref")
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid("`ref` (a string) is required"))
+
+    fn not_an_object() -> String {
+        "arguments must be an object {\"ref\": \"<ref>\"}".into()
+    }
+}
+
+/// The ref from `{"ref": "..."}` (nothing else is accepted).
+fn ref_argument(arguments: &Value) -> Result<String, ToolError> {
+    parse::<RefArgs>(arguments).map(|a| a.ref_name)
 }
 
 fn no_arguments(arguments: &Value) -> Result<(), ToolError> {
@@ -199,6 +209,7 @@ fn replayed(
 pub(crate) async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let deploy = config(ctx)?;
     let requested = ref_argument(&input.arguments)?;
+    let requested = requested.as_str();
     let wanted = crate::machine::refs::check_requested(
         requested,
         &deploy.allowed_refs,

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use mcp_shared::error::ErrorCode;
+
 use super::*;
 use crate::config::{HubConfig, LogSourceConfig};
 use crate::skill::adapters::{AdapterKind, CallInput};
