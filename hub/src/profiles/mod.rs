@@ -150,7 +150,7 @@ impl Profiles {
         self.start_under(services, None).await.map(|_| ())
     }
 
-    /// [`Profiles::start`] linked under `supervisor` (the hub's). A restarted actor rebuilds
+    /// `Profiles::start` linked under `supervisor` (the hub's). A restarted actor rebuilds
     /// its state from the index on disk: sessions that were running end `interrupted` with
     /// the samples they kept, and their samplers are stopped.
     pub(crate) async fn start_under(

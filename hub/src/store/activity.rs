@@ -1,6 +1,6 @@
 //! The hub's activity record: every call the channel finishes (after the gate, refusals by
 //! the gate included) as one [`ActivityEntry`] in a bounded in-memory ring of the last
-//! [`CAPACITY`] calls. Written only by [`crate::link::channel::execute`]; read by the
+//! [`CAPACITY`] calls. Written only by `crate::link::channel::execute`; read by the
 //! `activity_log` and `capability_usage` adapters. Nothing is persisted: the record starts
 //! empty with the hub process.
 

@@ -6,7 +6,7 @@
 //!
 //! On a live connection one task owns the socket and multiplexes: frames from root, frames
 //! queued by call tasks, the heartbeat timer, and shutdown. Every `call` runs in its own task
-//! (many in flight), through the [`Gate`](crate::link::enforcement::Gate) and then the skill.
+//! (many in flight), through the [`Gate`] and then the skill.
 //! A frame that does not decode is answered with `protocol_error` and logged; it never ends the
 //! connection. `hello` announces the protocol features this hub understands and `welcome`
 //! root's; the hub sends root only the optional fields root announced, and a root of an
@@ -15,6 +15,10 @@
 //! nothing for that call. When the connection drops, calls in flight are stopped the same way
 //! (their results could not be delivered). Root silent for three heartbeat intervals counts as
 //! a dropped connection.
+//!
+//! Layout: this module holds the connection (dial, welcome, serve, skill commands);
+//! [`connect`] the upgrade request, [`ChannelError`] and [`Backoff`]; [`frames`] the
+//! envelopes and their encoding; [`call`] one call (gate, skill, progress, result).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

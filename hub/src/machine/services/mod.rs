@@ -4,7 +4,7 @@
 //! [`Services`] (in [`crate::context::Machine::services`]) holds the service table that
 //! readers (`hub.get_runtime_summary`, `hub.run_healthchecks`, ProfileOps) snapshot without
 //! waiting, and a handle to the `ServiceSupervisor` ractor actor that owns every control
-//! action. The hub spawns the actor at start ([`Services::start`]: autostart services are
+//! action. The hub spawns the actor at start (`Services::start`: autostart services are
 //! started then) and stops it at shutdown ([`Services::stop`]: every service is stopped, no
 //! process is left behind).
 //!
@@ -221,7 +221,7 @@ pub struct Services {
 
 impl Services {
     /// The table of `config.services`, every service `stopped`; nothing runs until
-    /// [`Services::start`].
+    /// `Services::start`.
     pub(crate) fn new(config: &HubConfig) -> Services {
         let entries = config
             .services
@@ -258,7 +258,7 @@ impl Services {
         self.start_under(None).await.map(|_| ())
     }
 
-    /// [`Services::start`] linked under `supervisor` (the hub's). A restarted supervisor
+    /// `Services::start` linked under `supervisor` (the hub's). A restarted supervisor
     /// takes the table as it is: running services keep running (their exits are still
     /// recorded), and only autostart services never started are started.
     pub(crate) async fn start_under(

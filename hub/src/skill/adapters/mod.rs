@@ -40,9 +40,9 @@
 
 //!
 //! Layout: [`table`] is the table of built-in adapters, expanded into their declarations in
-//! [`decl`] ([`AdapterDecl`], [`Builtin`], [`ADAPTERS`]) and their dispatch in [`registry`]
-//! ([`AdapterKind`], [`KINDS`]); [`actor`] is the adapter actor ([`AdapterActor`]) that runs
-//! their calls.
+//! [`decl`] ([`AdapterDecl`], `Builtin`, `ADAPTERS`) and their dispatch in [`registry`]
+//! ([`AdapterKind`], `KINDS`); [`args`] reads a call's arguments into an adapter's typed
+//! arguments; [`actor`] is the adapter actor ([`AdapterActor`]) that runs their calls.
 
 pub(crate) mod activity_log;
 mod actor;

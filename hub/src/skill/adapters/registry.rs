@@ -61,7 +61,7 @@ macro_rules! dispatch_builtins {
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum AdapterKind {
             /// A configured command adapter ([`command`]); it carries its declaration (tool id
-            /// and name from the configuration), so it is not in [`KINDS`].
+            /// and name from the configuration), so it is not in `KINDS`.
             Command(AdapterDecl),
             /// An adapter of the embedding program ([`EmbeddedAdapter`]).
             Embedded(&'static EmbeddedAdapter),
