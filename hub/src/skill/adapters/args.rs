@@ -18,6 +18,11 @@ pub(crate) trait Arguments: DeserializeOwned {
     /// (`` `limit` must be an integer from 1 to 200 ``).
     fn rule(field: &str) -> String;
 
+    /// What a missing required `field` is told (its [`Arguments::rule`] unless said otherwise).
+    fn missing(field: &str) -> String {
+        Self::rule(field)
+    }
+
     /// The refusal of arguments that are not an object.
     fn not_an_object() -> String {
         "arguments must be an object".into()
@@ -63,7 +68,7 @@ fn refusal<T: Arguments>(field: &str, inner: &str) -> String {
         return format!("unknown argument {name}; {takes}");
     }
     if let Some(rest) = inner.strip_prefix("missing field ") {
-        return T::rule(rest.trim_matches('`'));
+        return T::missing(rest.trim_matches('`'));
     }
     if field == "." || field.is_empty() {
         return inner.to_owned();

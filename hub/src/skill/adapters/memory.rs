@@ -16,9 +16,11 @@ use std::future::Future;
 
 use base64::Engine;
 use mcp_shared::error::{ErrorCode, ToolError};
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::args::{Arguments, parse, present};
 use crate::context::HubContext;
 use crate::machine::services::{Mode, ServiceState};
 use crate::profiles::{DURATION_SEC, Delivery, INTERVAL_MS, SessionState, StartRequest};
@@ -33,74 +35,156 @@ fn bad(message: String) -> ToolError {
     ToolError::new(ErrorCode::InvalidArguments, message)
 }
 
-/// The arguments object, refusing keys not in `allowed`.
-fn args<'a>(arguments: &'a Value, allowed: &[&str]) -> Result<&'a Map<String, Value>, ToolError> {
-    static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
-    let map = match arguments {
-        Value::Object(m) => m,
-        Value::Null => &EMPTY,
-        _ => return Err(bad("arguments must be an object".into())),
-    };
-    if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        let list: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
-        return Err(bad(format!(
-            "unknown argument `{k}`; this tool takes {}",
-            if list.is_empty() {
-                "none".to_owned()
-            } else {
-                list.join(", ")
+/// The typed arguments of one `hub.memory.*` tool; the tools share one vocabulary of
+/// arguments, so one rule per argument name.
+macro_rules! memory_arguments {
+    ($($name:ident),*) => {$(
+        impl Arguments for $name {
+            fn rule(field: &str) -> String {
+                rule(field)
             }
-        )));
+
+            fn missing(field: &str) -> String {
+                missing(field)
+            }
+        }
+    )*};
+}
+
+/// What the value of `field` must be.
+fn rule(field: &str) -> String {
+    match field {
+        "service" => format!(
+            "`service` must be a string of 1 to {} characters",
+            crate::config::MAX_SERVICE_NAME
+        ),
+        "state" | "mode" => format!("`{field}` must be a string of 1 to 20 characters"),
+        "session_id" | "artifact_id" => format!("`{field}` must be a string of 1 to 36 characters"),
+        "limit" => range_rule(field, &(1..=MAX_LIMIT)),
+        "offset" => range_rule(field, &(0..=u64::MAX)),
+        "length" => range_rule(field, &(1..=u64::MAX)),
+        "interval_ms" => range_rule(field, &INTERVAL_MS),
+        "duration_sec" => range_rule(field, &DURATION_SEC),
+        _ => format!("`{field}` does not fit"),
     }
-    Ok(map)
 }
 
-fn string<'a>(
-    map: &'a Map<String, Value>,
-    key: &str,
-    max: usize,
-) -> Result<Option<&'a str>, ToolError> {
-    match map.get(key) {
-        None => Ok(None),
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= max => Ok(Some(s)),
-        Some(_) => Err(bad(format!(
-            "`{key}` must be a string of 1 to {max} characters"
-        ))),
+/// What a missing required `field` is told.
+fn missing(field: &str) -> String {
+    match field {
+        "interval_ms" => "`interval_ms` (100 to 60000) is required".into(),
+        "duration_sec" => "`duration_sec` (1 to 3600) is required".into(),
+        _ => format!("`{field}` (a string) is required"),
     }
 }
 
-fn required<'a>(map: &'a Map<String, Value>, key: &str, max: usize) -> Result<&'a str, ToolError> {
-    string(map, key, max)?.ok_or_else(|| bad(format!("`{key}` (a string) is required")))
+fn range_rule(field: &str, range: &std::ops::RangeInclusive<u64>) -> String {
+    format!(
+        "`{field}` must be an integer from {} to {}",
+        range.start(),
+        range.end()
+    )
 }
 
-fn number(
-    map: &Map<String, Value>,
+/// `hub.memory.get_status`: no arguments.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+/// `hub.memory.list_sessions`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListSessions {
+    #[serde(default, deserialize_with = "present")]
+    service: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    state: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    limit: Option<u64>,
+}
+
+/// `hub.memory.list_incidents` and `hub.memory.list_artifacts`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListOfService {
+    #[serde(default, deserialize_with = "present")]
+    service: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    limit: Option<u64>,
+}
+
+/// The tools about one session.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OneSession {
+    session_id: String,
+}
+
+/// `hub.memory.get_artifact`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetArtifact {
+    artifact_id: String,
+    #[serde(default, deserialize_with = "present")]
+    offset: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
+    length: Option<u64>,
+}
+
+/// `hub.memory.start_profile`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartProfile {
+    service: String,
+    interval_ms: u64,
+    duration_sec: u64,
+    #[serde(default, deserialize_with = "present")]
+    mode: Option<String>,
+}
+
+memory_arguments!(
+    NoArgs,
+    ListSessions,
+    ListOfService,
+    OneSession,
+    GetArtifact,
+    StartProfile
+);
+
+/// `value` if it has 1 to `max` bytes.
+fn text<'a>(value: Option<&'a str>, key: &str, max: usize) -> Result<Option<&'a str>, ToolError> {
+    match value {
+        Some(s) if s.is_empty() || s.len() > max => Err(bad(rule(key))),
+        v => Ok(v),
+    }
+}
+
+/// `value` if it is in `range`.
+fn within(
+    value: Option<u64>,
     key: &str,
     range: std::ops::RangeInclusive<u64>,
 ) -> Result<Option<u64>, ToolError> {
-    match map.get(key) {
-        None => Ok(None),
-        Some(v) => match v.as_u64() {
-            Some(n) if range.contains(&n) => Ok(Some(n)),
-            _ => Err(bad(format!(
-                "`{key}` must be an integer from {} to {}",
-                range.start(),
-                range.end()
-            ))),
-        },
+    match value {
+        Some(n) if !range.contains(&n) => Err(bad(range_rule(key, &range))),
+        v => Ok(v),
     }
 }
 
-fn limit(map: &Map<String, Value>) -> Result<usize, ToolError> {
-    Ok(number(map, "limit", 1..=MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT) as usize)
+fn limit(value: Option<u64>) -> Result<usize, ToolError> {
+    Ok(within(value, "limit", 1..=MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT) as usize)
+}
+
+fn service_filter(value: Option<&str>) -> Result<Option<&str>, ToolError> {
+    text(value, "service", crate::config::MAX_SERVICE_NAME)
 }
 
 /// A session, incident or artifact id: a UUID.
-fn id<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolError> {
-    let v = required(map, key, 36)?;
-    uuid::Uuid::parse_str(v)
+fn id<'a>(value: &'a str, key: &str) -> Result<&'a str, ToolError> {
+    text(Some(value), key, 36)?;
+    uuid::Uuid::parse_str(value)
         .map_err(|_| bad(format!("`{key}` must be a UUID")))
-        .map(|_| v)
+        .map(|_| value)
 }
 
 fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ToolError> {
@@ -129,7 +213,7 @@ fn live(ctx: &HubContext, mut answer: Value) -> Value {
 
 /// `hub.memory.get_status`.
 pub(crate) fn status(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    args(arguments, &[])?;
+    let NoArgs {} = parse(arguments)?;
     let p = &ctx.machine.profiles;
     let (sessions, running, incidents, artifacts) = p.counts()?;
     let c = p.config();
@@ -170,14 +254,10 @@ pub(crate) fn status(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolE
     }))
 }
 
-fn service_filter(map: &Map<String, Value>) -> Result<Option<&str>, ToolError> {
-    string(map, "service", crate::config::MAX_SERVICE_NAME)
-}
-
 /// `hub.memory.list_sessions`.
 pub(crate) fn list_sessions(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    let map = args(arguments, &["service", "state", "limit"])?;
-    let state = match string(map, "state", 20)? {
+    let args: ListSessions = parse(arguments)?;
+    let state = match text(args.state.as_deref(), "state", 20)? {
         None => None,
         Some(s) => Some(
             serde_json::from_value::<SessionState>(json!(s)).map_err(|_| {
@@ -187,17 +267,21 @@ pub(crate) fn list_sessions(ctx: &HubContext, arguments: &Value) -> Result<Value
             })?,
         ),
     };
-    let sessions = ctx
-        .machine
-        .profiles
-        .sessions(service_filter(map)?, state, limit(map)?)?;
+    let sessions = ctx.machine.profiles.sessions(
+        service_filter(args.service.as_deref())?,
+        state,
+        limit(args.limit)?,
+    )?;
     Ok(live(ctx, json!({ "sessions": to_value(&sessions)? })))
 }
 
 /// `hub.memory.get_session`.
 pub(crate) fn get_session(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    let map = args(arguments, &["session_id"])?;
-    let (session, recent) = ctx.machine.profiles.session(id(map, "session_id")?)?;
+    let args: OneSession = parse(arguments)?;
+    let (session, recent) = ctx
+        .machine
+        .profiles
+        .session(id(&args.session_id, "session_id")?)?;
     Ok(live(
         ctx,
         json!({ "session": to_value(&session)?, "recent_samples": to_value(&recent)? }),
@@ -206,30 +290,30 @@ pub(crate) fn get_session(ctx: &HubContext, arguments: &Value) -> Result<Value, 
 
 /// `hub.memory.list_incidents`.
 pub(crate) fn list_incidents(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    let map = args(arguments, &["service", "limit"])?;
+    let args: ListOfService = parse(arguments)?;
     let incidents = ctx
         .machine
         .profiles
-        .incidents(service_filter(map)?, limit(map)?)?;
+        .incidents(service_filter(args.service.as_deref())?, limit(args.limit)?)?;
     Ok(live(ctx, json!({ "incidents": to_value(&incidents)? })))
 }
 
 /// `hub.memory.list_artifacts`.
 pub(crate) fn list_artifacts(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    let map = args(arguments, &["service", "limit"])?;
+    let args: ListOfService = parse(arguments)?;
     let artifacts = ctx
         .machine
         .profiles
-        .artifacts(service_filter(map)?, limit(map)?)?;
+        .artifacts(service_filter(args.service.as_deref())?, limit(args.limit)?)?;
     Ok(live(ctx, json!({ "artifacts": to_value(&artifacts)? })))
 }
 
 /// `hub.memory.get_artifact`.
 pub(crate) fn get_artifact(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    let map = args(arguments, &["artifact_id", "offset", "length"])?;
-    let artifact_id = id(map, "artifact_id")?;
-    let offset = number(map, "offset", 0..=u64::MAX)?;
-    let length = number(map, "length", 1..=u64::MAX)?;
+    let args: GetArtifact = parse(arguments)?;
+    let artifact_id = id(&args.artifact_id, "artifact_id")?;
+    let offset = args.offset;
+    let length = within(args.length, "length", 1..=u64::MAX)?;
     Ok(live(
         ctx,
         match ctx.machine.profiles.artifact(artifact_id, offset, length)? {
@@ -400,16 +484,18 @@ fn expected_samples(interval_ms: u64, duration_sec: u64) -> u64 {
 
 /// `hub.memory.start_profile`.
 pub(crate) async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
-    let map = args(
-        &input.arguments,
-        &["service", "interval_ms", "duration_sec", "mode"],
-    )?;
-    let service = required(map, "service", crate::config::MAX_SERVICE_NAME)?;
-    let interval_ms = number(map, "interval_ms", INTERVAL_MS)?
-        .ok_or_else(|| bad("`interval_ms` (100 to 60000) is required".into()))?;
-    let duration_sec = number(map, "duration_sec", DURATION_SEC)?
-        .ok_or_else(|| bad("`duration_sec` (1 to 3600) is required".into()))?;
-    let mode = match string(map, "mode", 20)? {
+    let args: StartProfile = parse(&input.arguments)?;
+    let service = text(
+        Some(&args.service),
+        "service",
+        crate::config::MAX_SERVICE_NAME,
+    )?
+    .unwrap_or_default();
+    let interval_ms = args.interval_ms;
+    within(Some(interval_ms), "interval_ms", INTERVAL_MS)?;
+    let duration_sec = args.duration_sec;
+    within(Some(duration_sec), "duration_sec", DURATION_SEC)?;
+    let mode = match text(args.mode.as_deref(), "mode", 20)? {
         None | Some("normal") => Mode::Normal,
         Some("profiling") => Mode::Profiling,
         Some(other) => {
@@ -458,8 +544,8 @@ pub(crate) async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, T
 
 /// `hub.memory.stop_profile`.
 pub(crate) async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
-    let map = args(&input.arguments, &["session_id"])?;
-    let session_id = id(map, "session_id")?;
+    let args: OneSession = parse(&input.arguments)?;
+    let session_id = id(&args.session_id, "session_id")?;
     let session = ctx.machine.profiles.get(session_id)?;
     if input.dry_run {
         let running = session.state == SessionState::Running;
@@ -499,8 +585,8 @@ pub(crate) async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, To
 
 /// `hub.memory.retry_profile`.
 pub(crate) async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
-    let map = args(&input.arguments, &["session_id"])?;
-    let session_id = id(map, "session_id")?;
+    let args: OneSession = parse(&input.arguments)?;
+    let session_id = id(&args.session_id, "session_id")?;
     let old = ctx.machine.profiles.get(session_id)?;
     if input.dry_run {
         let plan = plan(ctx, &old.service, old.mode)?;
@@ -536,8 +622,8 @@ pub(crate) async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, T
 
 /// `hub.memory.publish_profile`: the compact summary root keeps (`result.published_summary`).
 pub(crate) async fn publish(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
-    let map = args(&input.arguments, &["session_id"])?;
-    let session_id = id(map, "session_id")?;
+    let args: OneSession = parse(&input.arguments)?;
+    let session_id = id(&args.session_id, "session_id")?;
     let session = ctx.machine.profiles.get(session_id)?;
     if input.dry_run {
         let summary = ctx.machine.profiles.summary(&session)?;
