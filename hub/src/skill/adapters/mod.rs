@@ -46,7 +46,7 @@
 
 pub(crate) mod activity_log;
 mod actor;
-mod args;
+pub(crate) mod args;
 pub(crate) mod capability_usage;
 pub(crate) mod command;
 pub(crate) mod decl;

@@ -21,8 +21,10 @@
 //! `not_found`; a hub without `[nlu]` answers `not_found` to every tool.
 
 use mcp_shared::error::{ErrorCode, ToolError};
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
+use super::args::{Arguments, parse, present};
 use crate::context::HubContext;
 use crate::nlu::change::ChangeRequest;
 use crate::nlu::content::{MAX_TEXT_CHARS, valid_id, valid_locale};
@@ -38,35 +40,61 @@ fn bad(message: String) -> ToolError {
     ToolError::new(ErrorCode::InvalidArguments, message)
 }
 
-/// The arguments object, refusing keys not in `allowed`.
-fn args<'a>(arguments: &'a Value, allowed: &[&str]) -> Result<&'a Map<String, Value>, ToolError> {
-    static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
-    let map = match arguments {
-        Value::Object(m) => m,
-        Value::Null => &EMPTY,
-        _ => return Err(bad("arguments must be an object".into())),
-    };
-    if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        let list: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
-        return Err(bad(format!(
-            "unknown argument `{k}`; this tool takes {}",
-            if list.is_empty() {
-                "none".to_owned()
-            } else {
-                list.join(", ")
-            }
-        )));
+/// What the value of `field` must be (the read tools share their arguments' names).
+fn rule(field: &str) -> String {
+    match field {
+        "locale" => "`locale` must be `xx` or `xx-XX` (ISO 639-1, ISO 3166-1)".into(),
+        "intent" => "`intent` must match [a-z0-9][a-z0-9_.-]{0,63}".into(),
+        _ => format!("`phrase` (a string of 1 to {MAX_PHRASE_CHARS} characters) is required"),
     }
-    Ok(map)
 }
 
-fn locale_arg(map: &Map<String, Value>) -> Result<Option<&str>, ToolError> {
-    match map.get("locale") {
-        None => Ok(None),
-        Some(Value::String(l)) if valid_locale(l) => Ok(Some(l)),
-        Some(_) => Err(bad(
-            "`locale` must be `xx` or `xx-XX` (ISO 639-1, ISO 3166-1)".into(),
-        )),
+/// `nlu_authoring.get_context`: no arguments.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+/// `nlu_authoring.list_templates`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListTemplates {
+    #[serde(default, deserialize_with = "present")]
+    locale: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    intent: Option<String>,
+}
+
+/// `nlu_authoring.check_phrase`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckPhrase {
+    phrase: String,
+    #[serde(default, deserialize_with = "present")]
+    locale: Option<String>,
+}
+
+impl Arguments for NoArgs {
+    fn rule(field: &str) -> String {
+        rule(field)
+    }
+}
+
+impl Arguments for ListTemplates {
+    fn rule(field: &str) -> String {
+        rule(field)
+    }
+}
+
+impl Arguments for CheckPhrase {
+    fn rule(field: &str) -> String {
+        rule(field)
+    }
+}
+
+fn locale_arg(locale: Option<&str>) -> Result<Option<&str>, ToolError> {
+    match locale {
+        Some(l) if !valid_locale(l) => Err(bad(rule("locale"))),
+        l => Ok(l),
     }
 }
 
@@ -95,7 +123,7 @@ fn locale_hint(locale: &str, templates: usize) -> Value {
 
 /// `nlu_authoring.get_context`.
 pub(crate) fn get_context(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    args(arguments, &[])?;
+    let NoArgs {} = parse(arguments)?;
     let snap = ctx.stores.nlu.snapshot()?;
     let content = &snap.content;
     let locales: Vec<Value> = content
@@ -169,14 +197,11 @@ pub(crate) fn get_context(ctx: &HubContext, arguments: &Value) -> Result<Value, 
 
 /// `nlu_authoring.list_templates`.
 pub(crate) fn list_templates(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    let map = args(arguments, &["locale", "intent"])?;
-    let locale = locale_arg(map)?;
-    let intent = match map.get("intent") {
-        None => None,
-        Some(Value::String(i)) if valid_id(i) => Some(i.as_str()),
-        Some(_) => {
-            return Err(bad("`intent` must match [a-z0-9][a-z0-9_.-]{0,63}".into()));
-        }
+    let args: ListTemplates = parse(arguments)?;
+    let locale = locale_arg(args.locale.as_deref())?;
+    let intent = match args.intent.as_deref() {
+        Some(i) if !valid_id(i) => return Err(bad(rule("intent"))),
+        i => i,
     };
     let snap = ctx.stores.nlu.snapshot()?;
     let templates: Vec<Value> = snap
@@ -206,16 +231,12 @@ pub(crate) fn list_templates(ctx: &HubContext, arguments: &Value) -> Result<Valu
 
 /// `nlu_authoring.check_phrase`.
 pub(crate) fn check_phrase(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    let map = args(arguments, &["phrase", "locale"])?;
-    let phrase = match map.get("phrase") {
-        Some(Value::String(p)) if (1..=MAX_PHRASE_CHARS).contains(&p.chars().count()) => p,
-        _ => {
-            return Err(bad(format!(
-                "`phrase` (a string of 1 to {MAX_PHRASE_CHARS} characters) is required"
-            )));
-        }
-    };
-    let locale = locale_arg(map)?;
+    let args: CheckPhrase = parse(arguments)?;
+    let phrase = args.phrase.as_str();
+    if !(1..=MAX_PHRASE_CHARS).contains(&phrase.chars().count()) {
+        return Err(bad(rule("phrase")));
+    }
+    let locale = locale_arg(args.locale.as_deref())?;
     let snap = ctx.stores.nlu.snapshot()?;
     snap.index.check(&snap.content, phrase, locale).map_err(bad)
 }
