@@ -67,6 +67,8 @@ pub(crate) mod test_runs;
 
 #[cfg(test)]
 mod contract_tests;
+#[cfg(test)]
+mod memory_contract_tests;
 
 use std::sync::Arc;
 
