@@ -11,7 +11,8 @@ use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
 use tracing::Instrument;
 
-use super::{AdapterKind, AdapterReply, CallInput};
+use super::call::{AdapterReply, CallInput};
+use super::registry::AdapterKind;
 use crate::context::HubContext;
 
 pub(crate) enum AdapterMsg {

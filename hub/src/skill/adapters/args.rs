@@ -78,6 +78,18 @@ fn refusal<T: Arguments>(field: &str, inner: &str) -> String {
     T::rule(top)
 }
 
+/// Refuses anything but `{}` (root validates too; the hub does not rely on it).
+pub(crate) fn no_arguments(arguments: &Value) -> Result<(), ToolError> {
+    match arguments {
+        Value::Object(m) if m.is_empty() => Ok(()),
+        Value::Null => Ok(()),
+        _ => Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            "this tool takes no arguments",
+        )),
+    }
+}
+
 /// For `Option` fields given as `#[serde(default, deserialize_with = "present")]`: an argument
 /// that is present must hold a value (`null` does not fit), one that is absent is `None`.
 pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>

@@ -25,8 +25,8 @@ use mcp_shared::error::{ErrorCode, ToolError};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::call::CallInput;
 use crate::context::HubContext;
-use crate::skill::adapters::CallInput;
 
 /// Largest stdout accepted (the result); a program that writes more is killed.
 pub(crate) const MAX_OUTPUT: usize = 1024 * 1024;

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::*;
 use crate::config::{AllowedTestConfig, HealthcheckConfig, HubConfig};
 use crate::context::HubContext;
+use serde_json::Value;
 
 pub(super) fn contract(tool: &str) -> ToolContract {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -20,10 +20,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::args::parse;
+use super::call::CallInput;
+use super::decl::Builtin;
 use crate::context::HubContext;
 use crate::machine::services::{Mode, ServiceState};
 use crate::profiles::{DURATION_SEC, Delivery, INTERVAL_MS, SessionState, StartRequest};
-use crate::skill::adapters::{AdapterKind, CallInput};
 use crate::store::ledger::Begin;
 
 mod arguments;
@@ -212,7 +213,7 @@ pub(crate) fn get_artifact(ctx: &HubContext, arguments: &Value) -> Result<Value,
 /// arguments are the same) and runs nothing.
 async fn once<F>(
     ctx: &HubContext,
-    kind: AdapterKind,
+    kind: Builtin,
     input: &CallInput,
     run: F,
 ) -> Result<Value, ToolError>
@@ -380,7 +381,7 @@ pub(crate) async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, T
         duration_sec,
         retry_of: None,
     };
-    once(ctx, AdapterKind::MemoryStartProfile, &input, async {
+    once(ctx, Builtin::MemoryStartProfile, &input, async {
         plan(ctx, service, mode)?;
         let session = ctx
             .machine
@@ -422,7 +423,7 @@ pub(crate) async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, To
             "description": description,
         }));
     }
-    once(ctx, AdapterKind::MemoryStopProfile, &input, async {
+    once(ctx, Builtin::MemoryStopProfile, &input, async {
         let (session, stopped) = ctx
             .machine
             .profiles
@@ -458,7 +459,7 @@ pub(crate) async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, T
         duration_sec: old.duration_sec,
         retry_of: Some(session_id.to_owned()),
     };
-    once(ctx, AdapterKind::MemoryRetryProfile, &input, async {
+    once(ctx, Builtin::MemoryRetryProfile, &input, async {
         plan(ctx, &request.service, request.mode)?;
         let session = ctx
             .machine
@@ -487,7 +488,7 @@ pub(crate) async fn publish(ctx: &HubContext, input: CallInput) -> Result<Value,
             ),
         }));
     }
-    once(ctx, AdapterKind::MemoryPublishProfile, &input, async {
+    once(ctx, Builtin::MemoryPublishProfile, &input, async {
         let summary = ctx
             .machine
             .profiles

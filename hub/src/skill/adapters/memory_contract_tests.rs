@@ -10,6 +10,8 @@ use super::contract_tests::{assert_valid, contract, soon, validator};
 use super::*;
 use crate::config::HubConfig;
 use crate::context::HubContext;
+use mcp_shared::error::ToolError;
+use serde_json::Value;
 
 /// The ProfileOps tests' hub: `app` (with a profiling argv) and `plain` (without) under the
 /// service supervisor, and ProfileOps started.

@@ -25,12 +25,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::args::{Arguments, parse, present};
+use super::call::CallInput;
+use super::decl::Builtin;
 use crate::context::HubContext;
 use crate::nlu::change::ChangeRequest;
 use crate::nlu::content::{MAX_TEXT_CHARS, valid_id, valid_locale};
 use crate::nlu::matcher::{MAX_PHRASE_WORDS, MIN_SCORE};
 use crate::nlu::normalize::{RU_ENDINGS, RU_MIN_STEM, language};
-use crate::skill::adapters::{AdapterKind, CallInput};
 use crate::store::ledger::Begin;
 
 /// Characters of a phrase `check_phrase` takes at most.
@@ -253,7 +254,7 @@ pub(crate) fn apply_change(ctx: &HubContext, input: &CallInput) -> Result<Value,
     if input.dry_run {
         return ctx.stores.nlu.snapshot()?.preview(&req);
     }
-    let tool = AdapterKind::NluApplyChange.decl().tool_id;
+    let tool = Builtin::NluApplyChange.decl().tool_id;
     let Some(key) = &input.idempotency_key else {
         return ctx.stores.nlu.apply(&req, None);
     };

@@ -6,13 +6,15 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use mcp_shared::error::{ErrorCode, ToolError};
+use mcp_shared::error::ToolError;
 use serde_json::Value;
 
+use super::args::no_arguments;
+use super::call::{AdapterReply, CallInput};
 use super::decl::{AdapterDecl, Builtin, Provided};
 use super::{
-    AdapterReply, CallInput, activity_log, capability_usage, command, deploy, health, logs, memory,
-    nlu_authoring, restart_service, runtime, status, surface, test_results, test_runs,
+    activity_log, capability_usage, command, deploy, health, logs, memory, nlu_authoring,
+    restart_service, runtime, status, surface, test_results, test_runs,
 };
 use crate::context::HubContext;
 
@@ -144,18 +146,6 @@ impl AdapterKind {
             Some(e) => AdapterKind::Embedded(e),
             None => AdapterKind::Command(decl),
         }
-    }
-}
-
-/// Refuses anything but `{}` (root validates too; the hub does not rely on it).
-pub(super) fn no_arguments(arguments: &Value) -> Result<(), ToolError> {
-    match arguments {
-        Value::Object(m) if m.is_empty() => Ok(()),
-        Value::Null => Ok(()),
-        _ => Err(ToolError::new(
-            ErrorCode::InvalidArguments,
-            "this tool takes no arguments",
-        )),
     }
 }
 

@@ -13,14 +13,15 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::args::{Arguments, invalid, parse};
+use super::call::CallInput;
+use super::decl::Builtin;
 use crate::config::MAX_SERVICE_NAME;
 use crate::context::HubContext;
 use crate::machine::services::Mode;
-use crate::skill::adapters::{AdapterKind, CallInput};
 use crate::store::ledger::Begin;
 
 fn tool_id() -> &'static str {
-    AdapterKind::RestartService.decl().tool_id
+    Builtin::RestartService.decl().tool_id
 }
 
 /// The arguments of `hub.restart_service`: `{"service": "<name>"}`.
@@ -137,6 +138,7 @@ mod tests {
 
     use super::*;
     use crate::config::{HubConfig, ServiceConfig};
+    use crate::skill::adapters::AdapterKind;
 
     fn soon() -> tokio::time::Instant {
         tokio::time::Instant::now() + Duration::from_secs(30)

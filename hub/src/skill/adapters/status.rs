@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::context::HubContext;
 
 pub(crate) async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
-    super::no_arguments(arguments)?;
+    super::args::no_arguments(arguments)?;
     Ok(status(ctx))
 }
 

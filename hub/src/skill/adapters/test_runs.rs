@@ -24,9 +24,10 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tracing::Instrument;
 
 use super::args::{Arguments, invalid, parse};
+use super::call::{CallInput, Progress};
+use super::decl::Builtin;
 use crate::config::{AllowedTestConfig, MAX_TEST_NAME};
 use crate::context::HubContext;
-use crate::skill::adapters::{AdapterKind, CallInput, Progress};
 use crate::store::results::TestRun;
 
 /// Bytes of output returned (the tail of stdout and stderr).
@@ -44,7 +45,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 const LINE_BYTES: usize = 4096;
 
 fn tool_id() -> &'static str {
-    AdapterKind::AllowedTests.decl().tool_id
+    Builtin::AllowedTests.decl().tool_id
 }
 
 /// `invalid_arguments` naming the allowed tests.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::config::HubConfig;
+use crate::skill::adapters::AdapterKind;
 
 /// Runs git for a test (with an identity); panics with git's output on failure.
 pub(crate) fn git(dir: &Path, args: &[&str]) -> String {

@@ -38,7 +38,8 @@ use super::args::{Arguments, parse};
 use crate::config::DeployConfig;
 use crate::context::HubContext;
 use crate::machine::deploys::{DeployKind, DeployRecord};
-use crate::skill::adapters::{AdapterKind, CallInput, Progress};
+use crate::skill::adapters::call::{CallInput, Progress};
+use crate::skill::adapters::decl::Builtin;
 
 mod ops;
 
@@ -52,11 +53,11 @@ pub(crate) const MAX_LOCAL_CHANGES: usize = 20;
 const RECORD_MARGIN: Duration = Duration::from_millis(1500);
 
 fn deploy_tool() -> &'static str {
-    AdapterKind::DeployRef.decl().tool_id
+    Builtin::DeployRef.decl().tool_id
 }
 
 fn rollback_tool() -> &'static str {
-    AdapterKind::RollbackLastTestDeploy.decl().tool_id
+    Builtin::RollbackLastTestDeploy.decl().tool_id
 }
 
 fn invalid(message: impl Into<String>) -> ToolError {

@@ -13,7 +13,7 @@ use crate::config::DeployConfig;
 use crate::context::HubContext;
 use crate::machine::git::{Git, GitError};
 use crate::machine::refs::Wanted;
-use crate::skill::adapters::CallInput;
+use crate::skill::adapters::call::CallInput;
 
 /// A commit and the ref it came from, if known.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::nlu::tests::config_with_nlu;
+use crate::skill::adapters::AdapterKind;
 use crate::skill::adapters::contract_tests::{assert_valid, contract, validator};
 
 fn soon() -> tokio::time::Instant {

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use super::*;
 use crate::config::HubConfig;
+use crate::skill::adapters::AdapterKind;
 
 fn soon(ms: u64) -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_millis(ms)
