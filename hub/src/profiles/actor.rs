@@ -16,7 +16,7 @@ use crate::machine::services::{Mode, ServiceState, Services};
 
 use super::sample::{Sample, sample};
 use super::store::{Session, SessionState, Shared};
-use super::{StartRequest, admission, lock, now};
+use super::store::{StartRequest, admission, lock, now};
 
 pub enum Msg {
     Start {
