@@ -19,7 +19,8 @@
 //! - `skill/`: `infra_access_skill`, a ractor actor supervising one actor per adapter
 //!   (`actor.rs`), its lifecycle on disk (`lifecycle.rs`), and `adapters/`: the one table of
 //!   built-in adapters (`table.rs`) expanded into their declarations (`decl.rs`) and their
-//!   dispatch (`registry.rs`), typed arguments (`args.rs`), the adapter actor (`actor.rs`),
+//!   dispatch (`registry.rs`), a call as an adapter gets it (`call.rs`), typed arguments
+//!   (`args.rs`), the adapter actor (`actor.rs`),
 //!   redaction (`redact.rs`), configured command adapters (`command.rs`) and a module per
 //!   tool family (`status`, `runtime`, `surface`, `health`, `test_runs`, `test_results`,
 //!   `activity_log`, `capability_usage`, `deploy/`, `logs`, `restart_service`, `memory`,
