@@ -20,11 +20,10 @@
 //!   (`actor.rs`), its lifecycle on disk (`lifecycle.rs`), and `adapters/`: the one table of
 //!   built-in adapters (`table.rs`) expanded into their declarations (`decl.rs`) and their
 //!   dispatch (`registry.rs`), a call as an adapter gets it (`call.rs`), typed arguments
-//!   (`args.rs`), the adapter actor (`actor.rs`),
-//!   redaction (`redact.rs`), configured command adapters (`command.rs`) and a module per
-//!   tool family (`status`, `runtime`, `surface`, `health`, `test_runs`, `test_results`,
-//!   `activity_log`, `capability_usage`, `deploy/`, `logs`, `restart_service`, `memory`,
-//!   `nlu_authoring`).
+//!   (`args.rs`), the adapter actor (`actor.rs`), redaction (`redact.rs`), configured
+//!   command adapters (`command.rs`) and a module per tool family (`status`, `runtime`,
+//!   `surface`, `health`, `test_runs`, `test_results`, `activity_log`, `capability_usage`,
+//!   `deploy/`, `logs`, `restart_service`, `memory/`, `nlu_authoring`).
 //! - `machine/`: what acts on the machine: `services/` (the managed services of
 //!   `[[services]]`, their supervisor actor and size-capped logs), `deploys.rs` (the deploy
 //!   history), `git.rs` (git as argv with a deadline), `refs.rs` (the refs a caller may
