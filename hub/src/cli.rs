@@ -94,8 +94,10 @@ pub fn main() -> std::process::ExitCode {
 }
 
 /// [`main`] for a program that embeds the hub with adapters of its own
-/// ([`crate::adapters::EmbeddedAdapter`]).
-pub fn main_with(embedded: &[&'static crate::adapters::EmbeddedAdapter]) -> std::process::ExitCode {
+/// ([`crate::skill::adapters::EmbeddedAdapter`]).
+pub fn main_with(
+    embedded: &[&'static crate::skill::adapters::EmbeddedAdapter],
+) -> std::process::ExitCode {
     crate::install_crypto_provider();
     match run_with(Cli::parse(), embedded) {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -114,16 +116,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// [`run`] with the embedding program's adapters.
 pub fn run_with(
     cli: Cli,
-    embedded: &[&'static crate::adapters::EmbeddedAdapter],
+    embedded: &[&'static crate::skill::adapters::EmbeddedAdapter],
 ) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { config, overrides } => {
-            let mut config = HubConfig::load(config.as_deref(), &overrides)?;
-            config.embedded = embedded.to_vec();
+            let config = HubConfig::load(config.as_deref(), &overrides)?;
             let otel = start_otel(&config);
             init_tracing(otel.as_ref());
             let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
-            let served = rt.block_on(serve(config));
+            let served = rt.block_on(serve(config, embedded));
             if let Some(otel) = otel {
                 otel.shutdown();
             }
@@ -155,15 +156,11 @@ fn skill(command: SkillCmd) -> anyhow::Result<()> {
     let mut lifecycle = crate::skill::load_lifecycle(&state_dir)?;
     lifecycle.owner_enabled = crate::skill::load_owner_switch(&state_dir)?;
     // The built-in adapters and the configured command adapters, as the running hub.
-    let decls: Vec<crate::adapters::AdapterDecl> = crate::adapters::served(file.provided())
-        .map(|k| k.decl())
-        .chain(
-            file.skill
-                .commands
-                .iter()
-                .map(|c| crate::adapters::command::kind(c).decl()),
-        )
-        .collect();
+    let decls: Vec<crate::skill::adapters::AdapterDecl> =
+        crate::skill::adapters::served(file.provided())
+            .map(|k| k.decl())
+            .chain(file.skill.commands.iter().map(|c| c.decl()))
+            .collect();
     let state = lifecycle.skill_state_with(&decls);
     if json {
         println!("{}", serde_json::to_string_pretty(&state)?);
@@ -194,7 +191,7 @@ fn skill(command: SkillCmd) -> anyhow::Result<()> {
 }
 
 /// Logs to stderr and, without colours, into the ring that `hub.get_logs` serves as stream
-/// `hub` ([`crate::hublog`]).
+/// `hub` ([`crate::store::hublog`]).
 /// The OpenTelemetry exporter, when `[telemetry]` or the `OTEL_*` variables configure one.
 fn start_otel(config: &HubConfig) -> Option<mcp_shared::otel::Otel> {
     // The exporter's HTTP client is built now, on the process's TLS provider.
@@ -230,15 +227,20 @@ fn init_tracing(otel: Option<&mcp_shared::otel::Otel>) {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_ansi(false)
-                .with_writer(crate::hublog::RingWriter::new(crate::hublog::global())),
+                .with_writer(crate::store::hublog::RingWriter::new(
+                    crate::store::hublog::global(),
+                )),
         )
         .with(otel.map(|o| o.layer()))
         .try_init();
 }
 
-async fn serve(config: HubConfig) -> anyhow::Result<()> {
+async fn serve(
+    config: HubConfig,
+    embedded: &[&'static crate::skill::adapters::EmbeddedAdapter],
+) -> anyhow::Result<()> {
     tracing::info!(target_id = %config.target_id, root = %config.root_url, "mcp-hub starting");
-    let hub = crate::start(config).await?;
+    let hub = crate::start_with(config, embedded).await?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
     tokio::select! {

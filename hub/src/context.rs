@@ -6,123 +6,58 @@
 
 use std::time::Instant;
 
+use crate::config::HubConfig;
+use crate::link::enforcement::Published;
+use crate::machine::deploys::Deploys;
+use crate::machine::services::Services;
+use crate::nlu::Nlu;
+use crate::profiles::Profiles;
+use crate::skill::adapters::decl::{ADAPTERS, AdapterDecl, Builtin, served};
+use crate::skill::lifecycle::{Lifecycle, SKILL};
+use crate::store::activity::ActivityLog;
+use crate::store::hublog::LogRing;
+use crate::store::ledger::WriteLedger;
+use crate::store::results::TestResults;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use mcp_shared::protocol::SkillState;
 use mcp_shared::target::{
     ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport,
 };
 use mcp_shared::time::OffsetDateTime;
-use serde::{Deserialize, Serialize};
 
-use crate::activity::ActivityLog;
-use crate::adapters::{ADAPTERS, AdapterDecl, AdapterKind, served};
-use crate::config::HubConfig;
-use crate::deploys::Deploys;
-use crate::enforcement::Published;
-use crate::hublog::LogRing;
-use crate::ledger::WriteLedger;
-use crate::nlu::Nlu;
-use crate::profiles::Profiles;
-use crate::results::TestResults;
-use crate::services::Services;
-
-/// The one skill this hub hosts.
-pub const SKILL: &str = "infra_access_skill";
-/// The skill's version: the hub's build.
-pub const SKILL_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// `operational_surface.published_by` in the descriptor.
-pub const PUBLISHED_BY: &str = "skill:infra_access_skill";
+pub(crate) const PUBLISHED_BY: &str = "skill:infra_access_skill";
 /// `kind` of this managed target.
-pub const TARGET_KIND: &str = "hub";
+pub(crate) const TARGET_KIND: &str = "hub";
 /// `transport.channel` of this managed target.
-pub const CHANNEL: &str = "hub_root_protocol";
-
-/// A skill's lifecycle on this hub: `installed` and `enabled` as root last directed
-/// (persisted in `<state_dir>/skills.json`), and the hub owner's own switch (persisted in
-/// `<state_dir>/skill-owner.json`, set with `mcp-hub skill enable|disable`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Lifecycle {
-    pub installed: bool,
-    pub enabled: bool,
-    /// The hub owner's switch; off publishes nothing, whatever root directs.
-    #[serde(skip, default = "switched_on")]
-    pub owner_enabled: bool,
-}
-
-fn switched_on() -> bool {
-    true
-}
-
-impl Default for Lifecycle {
-    fn default() -> Self {
-        Lifecycle {
-            installed: true,
-            enabled: true,
-            owner_enabled: true,
-        }
-    }
-}
-
-impl Lifecycle {
-    /// Whether the skill publishes its tools: installed and enabled as root directs, and
-    /// not switched off by the hub's owner.
-    pub fn active(self) -> bool {
-        self.installed && self.enabled && self.owner_enabled
-    }
-
-    /// The protocol view of `infra_access_skill` in this lifecycle state, with the built-in
-    /// adapters only (a hub's own view, with its command adapters, is
-    /// [`HubContext::skill_states`]).
-    pub fn skill_state(self) -> SkillState {
-        self.skill_state_with(&ADAPTERS)
-    }
-
-    /// The protocol view of `infra_access_skill` serving `adapters`.
-    pub fn skill_state_with(self, adapters: &[AdapterDecl]) -> SkillState {
-        let tools: Vec<String> = adapters.iter().map(|a| a.tool_id.to_owned()).collect();
-        SkillState {
-            skill: SKILL.to_owned(),
-            installed: self.installed,
-            enabled: self.enabled,
-            published: if self.active() {
-                tools.clone()
-            } else {
-                Vec::new()
-            },
-            owner_disabled: !self.owner_enabled,
-            version: Some(SKILL_VERSION.to_owned()),
-            adapters: tools,
-        }
-    }
-}
+pub(crate) const CHANNEL: &str = "hub_root_protocol";
 
 /// Shared state of one hub process, grouped by who reads and writes it.
 pub struct HubContext {
     pub config: HubConfig,
     /// When the hub process started.
-    pub process: Process,
+    pub(crate) process: Process,
     /// The channel's connection to root.
-    pub connection: Connection,
+    pub(crate) connection: Connection,
     /// The skill's adapters, lifecycle and published surface.
-    pub skill: SkillSurface,
+    pub(crate) skill: SkillSurface,
     /// What the hub keeps: the stores under `state_dir` and the activity log.
-    pub stores: Stores,
+    pub(crate) stores: Stores,
     /// What acts on the machine: the managed services, ProfileOps and health checks.
     pub machine: Machine,
     /// The hub's own log and the redaction applied to what it returns.
-    pub logging: Logging,
+    pub(crate) logging: Logging,
 }
 
 /// The process clock: when the hub process started (monotonic and wall clock).
-pub struct Process {
+pub(crate) struct Process {
     pub started: Instant,
     pub started_at: OffsetDateTime,
 }
 
 /// The connection to root: what the channel dials with and what it learned at the last
 /// `welcome`.
-pub struct Connection {
+pub(crate) struct Connection {
     /// The hub token the next `hello` carries: `config.token` at start, replaced when the
     /// token file changes (key rotation).
     pub token: ArcSwap<String>,
@@ -133,7 +68,7 @@ pub struct Connection {
     /// When the current connection was welcomed by root; `None` while disconnected.
     pub connected_since: ArcSwapOption<OffsetDateTime>,
     /// The hub's clock and root's offset from it (measured at each welcome).
-    pub clock: crate::clock::HubClock,
+    pub clock: crate::link::clock::HubClock,
     /// The protocol features root announced in its last welcome.
     pub root_features: ArcSwap<mcp_shared::protocol::Features>,
     /// Root refused a `hello` that announced features (a root of an earlier build, which
@@ -143,12 +78,10 @@ pub struct Connection {
 
 /// The skill's state: its adapters, its lifecycle and what of it is published (read by the
 /// gate, the adapters and the channel; written by the skill actor only).
-pub struct SkillSurface {
-    /// Every adapter of the skill: the built-in ones its configuration serves ([`served`]), then
-    /// the command adapters of `[[skill.commands]]`, in configuration order, then the embedding
-    /// program's ([`HubConfig::embedded`]); fixed for the life of the process.
-    kinds: Vec<AdapterKind>,
-    /// Their declarations, in the same order.
+pub(crate) struct SkillSurface {
+    /// What every adapter of the skill declares: the built-in ones its configuration serves
+    /// ([`served`]), then the command adapters of `[[skill.commands]]`, in configuration
+    /// order, then the embedding program's; fixed for the life of the process.
     decls: Vec<AdapterDecl>,
     pub lifecycle: ArcSwap<Lifecycle>,
     /// Tools whose adapter used up its restart budget: withdrawn from the published surface
@@ -160,7 +93,7 @@ pub struct SkillSurface {
 }
 
 /// What the hub keeps: the stores under `state_dir`, and the in-memory activity log.
-pub struct Stores {
+pub(crate) struct Stores {
     /// Recorded allowed-test results and idempotency keys (`<state_dir>/test-results.json`).
     pub test_results: TestResults,
     /// The deploy history and the one-deploy-at-a-time lock (`<state_dir>/deploys.json`).
@@ -181,19 +114,29 @@ pub struct Machine {
     /// ProfileOps: profiling sessions, incidents and artifacts (`<state_dir>/profiles/`).
     pub profiles: Profiles,
     /// Client for HTTP health checks.
-    pub http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
 }
 
 /// The hub's own log and the redaction applied to the text it returns.
-pub struct Logging {
-    /// The hub's own recent log lines (the process-wide ring; see [`crate::hublog`]).
+pub(crate) struct Logging {
+    /// The hub's own recent log lines (the process-wide ring; see [`crate::store::hublog`]).
     pub hub_log: std::sync::Arc<LogRing>,
     /// `[redaction]` patterns, compiled; applied on top of the built-in ones.
     pub redaction: Vec<regex::Regex>,
 }
 
 impl HubContext {
+    /// The context of a hub with the built-in and command adapters its configuration serves.
     pub fn new(config: HubConfig) -> anyhow::Result<HubContext> {
+        HubContext::with_embedded(config, &[])
+    }
+
+    /// [`HubContext::new`] for a program that embeds adapters of its own: `embedded` are their
+    /// declarations, served after the others. No two adapters may serve one tool.
+    pub fn with_embedded(
+        config: HubConfig,
+        embedded: &[AdapterDecl],
+    ) -> anyhow::Result<HubContext> {
         crate::install_crypto_provider();
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::limited(3))
@@ -212,31 +155,36 @@ impl HubContext {
             .connect_urls()
             .is_ok_and(|urls| urls.iter().any(|u| u.starts_with("wss://")))
         {
-            Some(crate::tls::client_config(&config.tls)?)
+            Some(crate::link::tls::client_config(&config.tls)?)
         } else {
             None
         };
-        let commands = config
-            .skill
-            .commands
+        if let Some(e) = embedded
             .iter()
-            .map(crate::adapters::command::kind);
-        let embedded = config.embedded.iter().map(|e| AdapterKind::Embedded(e));
-        let kinds: Vec<AdapterKind> = served(config.provided())
-            .chain(commands)
-            .chain(embedded)
-            .collect();
-        if let Some(e) = config
-            .embedded
-            .iter()
-            .find(|e| AdapterKind::for_tool(e.decl.tool_id).is_some())
+            .find(|e| ADAPTERS.iter().any(|a| a.tool_id == e.tool_id))
         {
             anyhow::bail!(
                 "embedded adapter `{}`: a built-in adapter serves this tool",
-                e.decl.tool_id
+                e.tool_id
             );
         }
-        let decls = kinds.iter().map(|k| k.decl()).collect();
+        if let Some(c) = config
+            .skill
+            .commands
+            .iter()
+            .find(|c| embedded.iter().any(|e| e.tool_id == c.tool_id))
+        {
+            anyhow::bail!(
+                "invalid configuration: command adapter `{}`: an embedded adapter serves this tool",
+                c.tool_id
+            );
+        }
+        let commands = config.skill.commands.iter().map(|c| c.decl());
+        let decls = served(config.provided())
+            .map(Builtin::decl)
+            .chain(commands)
+            .chain(embedded.iter().copied())
+            .collect();
         Ok(HubContext {
             process: Process {
                 started: Instant::now(),
@@ -247,12 +195,11 @@ impl HubContext {
                 token_changed: tokio::sync::Notify::new(),
                 tls,
                 connected_since: ArcSwapOption::empty(),
-                clock: crate::clock::HubClock::new(config.skill.test_clock_offset_ms),
+                clock: crate::link::clock::HubClock::new(config.skill.test_clock_offset_ms),
                 root_features: ArcSwap::from_pointee(Default::default()),
                 plain_hello: Default::default(),
             },
             skill: SkillSurface {
-                kinds,
                 decls,
                 lifecycle: ArcSwap::from_pointee(Lifecycle::default()),
                 unavailable: ArcSwap::from_pointee(Vec::new()),
@@ -271,7 +218,7 @@ impl HubContext {
                 http,
             },
             logging: Logging {
-                hub_log: crate::hublog::global(),
+                hub_log: crate::store::hublog::global(),
                 redaction,
             },
             config,
@@ -292,23 +239,9 @@ impl HubContext {
         vec![state]
     }
 
-    /// Every adapter of the skill (built-in, then configured commands).
-    pub fn adapter_kinds(&self) -> &[AdapterKind] {
-        &self.skill.kinds
-    }
-
-    /// The declarations of [`HubContext::adapter_kinds`].
+    /// What every adapter of the skill declares (built-in, configured commands, embedded).
     pub fn adapter_decls(&self) -> &[AdapterDecl] {
         &self.skill.decls
-    }
-
-    /// The adapter serving `tool_id`, built-in or configured.
-    pub fn adapter_kind(&self, tool_id: &str) -> Option<AdapterKind> {
-        self.skill
-            .kinds
-            .iter()
-            .copied()
-            .find(|k| k.decl().tool_id == tool_id)
     }
 
     /// What the gate checks calls against.

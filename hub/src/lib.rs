@@ -2,72 +2,60 @@
 //! `infra_access_skill` with its execution adapters.
 //!
 //! # Layout
-//! - [`config`]: [`HubConfig`] from TOML plus command-line overrides.
-//! - [`context`]: state shared by the parts (configuration, clocks, lifecycle snapshot,
-//!   activity record).
-//! - [`activity`]: the in-memory record of the last 1000 calls the hub finished.
-//! - [`channel`]: the root channel (hello → welcome → frames, heartbeats, reconnects).
-//! - [`enforcement`]: the final checks on every call (signature, clock skew, deadline, replay,
-//!   published tool, write scope); [`clock`]: the hub's clock and root's offset from it.
-//! - [`skill`]: `infra_access_skill`, a ractor actor supervising one actor per adapter;
-//!   [`supervisor`]: the skill, the service supervisor and ProfileOps under one supervisor
+//! - `lib.rs` (here): [`start`] / [`start_with`] and [`HubHandle`], and the crate's public
+//!   API (re-exported below; everything else is `pub(crate)`). `main.rs` is the binary.
+//! - [`cli`]: the command line (`run`, `skill status|enable|disable`).
+//! - [`config`]: [`HubConfig`] from TOML plus command-line overrides, a file per section.
+//! - `context.rs`: [`HubContext`], what the parts share (configuration, connection state,
+//!   the skill's declarations and lifecycle, the stores, the machine, the hub's log).
+//! - `supervisor.rs`: the skill, the service supervisor and ProfileOps under one supervisor
 //!   that starts a failed one again with its state rebuilt.
-//! - [`adapters`]: the execution adapters, one table of them in `adapters/registry.rs`
-//!   (status, runtime summary, operational surface, health checks, allowed tests and their
-//!   results, activity log, capability usage, deploy and rollback, logs, service restart,
-//!   the `hub.memory.*` ProfileOps tools, the `nlu_authoring.*` tools), and configured
-//!   command adapters (`[[skill.commands]]`).
-//! - [`results`]: recorded allowed-test results and idempotency keys
-//!   (`<state_dir>/test-results.json`).
-//! - [`services`]: the managed services of `[[services]]` (the `ServiceSupervisor` actor
-//!   starts, stops and restarts them; their output goes to size-capped log files).
-//! - [`profiles`]: ProfileOps, the hub as profiling authority (the `ProfileOps` actor samples
-//!   service memory into sessions, artifacts and incidents under `<state_dir>/profiles/`).
-//! - [`ledger`]: hub-side idempotency keys of the other writes (`<state_dir>/write-ledger.json`).
-//! - [`state`]: the one atomic write (temporary file, fsync, rename) every state file goes through.
-//! - [`nlu`]: the NLU content store (entities, intents, templates from `[nlu]`, applied changes
-//!   in `<state_dir>/nlu/`) and its deterministic phrase matcher.
-//! - [`redact`]: secrets removed from test output and log lines before they leave the hub.
-//! - [`refs`]: validation of the refs a caller may deploy; [`git`]: git run as argv with a
-//!   deadline; [`deploys`]: the deploy history (`<state_dir>/deploys.json`).
-//! - [`hublog`]: the hub's own recent log lines in memory (stream `hub` of `hub.get_logs`).
-//! - [`tls`]: how the hub verifies root on `wss://` (system roots or a CA bundle, SPKI pins,
-//!   a client certificate for mutual TLS) and the secret-file mode check.
-//! - [`cli`]: the command line (`run`, `skill status`).
+//! - `link/`: the link to root. `channel/` (`mod.rs` hello, welcome, frames, heartbeats,
+//!   reconnects; `connect.rs` the upgrade request and backoff; `frames.rs` envelopes;
+//!   `call.rs` one call through the gate and the skill, recorded in the activity log),
+//!   `enforcement.rs` (the final checks on every call: signature, clock skew, deadline,
+//!   replay, published tool, write scope), `clock.rs` (root's offset), `tls.rs` (how `wss://`
+//!   verifies root; the secret-file mode check).
+//! - `skill/`: `infra_access_skill`, a ractor actor supervising one actor per adapter
+//!   (`actor.rs`), its lifecycle on disk (`lifecycle.rs`), and `adapters/`: the one table of
+//!   built-in adapters (`table.rs`) expanded into their declarations (`decl.rs`) and their
+//!   dispatch (`registry.rs`), a call as an adapter gets it (`call.rs`), typed arguments
+//!   (`args.rs`), the adapter actor (`actor.rs`), redaction (`redact.rs`), configured
+//!   command adapters (`command.rs`) and a module per tool family (`status`, `runtime`,
+//!   `surface`, `health`, `test_runs`, `test_results`, `activity_log`, `capability_usage`,
+//!   `deploy/`, `logs`, `restart_service`, `memory/`, `nlu_authoring`).
+//! - `machine/`: what acts on the machine: `services/` (the managed services of
+//!   `[[services]]`, their supervisor actor and size-capped logs), `deploys.rs` (the deploy
+//!   history), `git.rs` (git as argv with a deadline), `refs.rs` (the refs a caller may
+//!   deploy).
+//! - `store/`: what the hub keeps: `json_file.rs` (one typed JSON file with idempotency-key
+//!   claims, behind `ledger.rs` `<state_dir>/write-ledger.json`, `results.rs`
+//!   `<state_dir>/test-results.json` and the deploy history), `state.rs` (the one atomic
+//!   write every state file goes through), `activity.rs` (the last 1000 finished calls) and
+//!   `hublog.rs` (the hub's own recent log lines).
+//! - `nlu/`: the NLU content store (`content.rs`, `syntax.rs`, `normalize.rs`, applied
+//!   changes in `change.rs`) and its deterministic phrase matcher (`matcher/`).
+//! - `profiles/`: ProfileOps, the hub as profiling authority (sessions, artifacts and
+//!   incidents under `<state_dir>/profiles/`, the evidence log root is sent).
+//!
+//! Unit tests sit beside the module they test (`tests.rs` or `*_tests.rs`, declared by it).
 //!
 //! Invariant: the hub is transport plus final enforcement. It never owns the tool catalog or
 //! business policy: root decides who may call what; the hub only re-checks root's signature,
 //! the deadline, replays, what its own skill publishes and its own write scope.
 
-pub mod activity;
-pub mod adapters;
-pub mod channel;
-pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod context;
-pub mod deploys;
-pub mod enforcement;
-pub mod git;
-pub mod hublog;
-pub mod ledger;
-pub mod nlu;
-pub mod profiles;
-pub mod redact;
-pub mod refs;
-pub mod results;
-pub mod services;
-pub mod skill;
-pub mod state;
-pub mod supervisor;
-pub mod tls;
+#![warn(unreachable_pub)]
 
-#[cfg(test)]
-mod activity_tests;
-#[cfg(test)]
-mod channel_tests;
-#[cfg(test)]
-mod test_fault;
+pub mod cli;
+pub mod config;
+mod context;
+mod link;
+mod machine;
+mod nlu;
+mod profiles;
+mod skill;
+mod store;
+mod supervisor;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,11 +67,24 @@ use tokio_util::sync::CancellationToken;
 
 pub use cli::{Cli, run};
 pub use config::HubConfig;
+pub use context::{HubContext, Machine};
+pub use link::channel::connect::upgrade_request;
+pub use link::tls::spki_pin;
+pub use machine::services::Services;
+/// The actors' messages; their `Panic` variant (feature `fault-injection`) lets tests fail
+/// an actor on purpose.
+pub use machine::services::supervisor::Msg as ServiceSupervisorMsg;
+pub use profiles::Profiles;
+pub use profiles::actor::Msg as ProfileOpsMsg;
+pub use skill::SkillHandle;
+pub use skill::actor::Msg as SkillMsg;
+pub use skill::adapters::decl::{ADAPTERS, AdapterDecl};
+pub use skill::adapters::registry::{AdapterKind, EmbeddedAdapter, EmbeddedRun, served};
+pub use skill::adapters::{AdapterReply, CallInput, Progress};
+pub use supervisor::Msg as SupervisorMsg;
 
-use crate::channel::Channel;
-use crate::context::HubContext;
-use crate::enforcement::Gate;
-use crate::skill::SkillHandle;
+use crate::link::channel::Channel;
+use crate::link::enforcement::Gate;
 
 /// A running hub.
 pub struct HubHandle {
@@ -104,6 +105,15 @@ pub fn install_crypto_provider() {
 /// Starts the managed services, the skill and the root channel; returns at once (the hub
 /// connects in the background and keeps reconnecting).
 pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
+    start_with(config, &[]).await
+}
+
+/// [`start`] for a program that embeds the hub library with adapters of its own (`embedded`,
+/// served after the built-in and command adapters; `mcp-hub` has none).
+pub async fn start_with(
+    config: HubConfig,
+    embedded: &[&'static EmbeddedAdapter],
+) -> anyhow::Result<HubHandle> {
     install_crypto_provider();
     config.validate()?;
     config.check_transport()?;
@@ -112,18 +122,20 @@ pub async fn start(config: HubConfig) -> anyhow::Result<HubHandle> {
         &config.environment,
         config.write_scope,
     ));
-    let ctx = Arc::new(HubContext::new(config)?);
+    let decls: Vec<_> = embedded.iter().map(|e| e.decl).collect();
+    let ctx = Arc::new(HubContext::with_embedded(config, &decls)?);
     // The skill, the service supervisor and ProfileOps, under one supervisor.
     let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (supervisor, skill) = match supervisor::start(ctx.clone(), stopping.clone()).await {
-        Ok(s) => s,
-        Err(e) => {
-            stopping.store(true, std::sync::atomic::Ordering::Release);
-            ctx.machine.profiles.stop().await;
-            ctx.machine.services.stop().await;
-            return Err(e);
-        }
-    };
+    let (supervisor, skill) =
+        match supervisor::start(ctx.clone(), embedded.into(), stopping.clone()).await {
+            Ok(s) => s,
+            Err(e) => {
+                stopping.store(true, std::sync::atomic::Ordering::Release);
+                ctx.machine.profiles.stop().await;
+                ctx.machine.services.stop().await;
+                return Err(e);
+            }
+        };
     let (tx, connected) = watch::channel(false);
     let shutdown = CancellationToken::new();
     let channel = Channel {

@@ -16,16 +16,16 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::context::HubContext;
-use crate::skill::SkillHandle;
+use crate::skill::{Embedded, SkillHandle};
 
 /// Restarts of one child allowed within [`RESTART_WINDOW`].
-pub const MAX_RESTARTS: usize = 5;
+pub(crate) const MAX_RESTARTS: usize = 5;
 /// The window restarts are counted in.
-pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
 /// A supervised part of the hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Child {
+pub(crate) enum Child {
     Skill,
     Services,
     Profiles,
@@ -41,18 +41,21 @@ impl Child {
     }
 }
 
-pub struct HubSupervisor;
+pub(crate) struct HubSupervisor;
 
-pub struct Args {
+pub(crate) struct Args {
     pub ctx: Arc<HubContext>,
+    /// The adapters of the program embedding the hub (the skill serves them).
+    pub embedded: Embedded,
     /// Set by the hub's shutdown: children stopping then are not restarted.
     pub stopping: Arc<AtomicBool>,
     /// Gets the handle of the skill (swapped to each new instance) once it is started.
     pub skill: tokio::sync::oneshot::Sender<SkillHandle>,
 }
 
-pub struct State {
+pub(crate) struct State {
     ctx: Arc<HubContext>,
+    embedded: Embedded,
     stopping: Arc<AtomicBool>,
     skill: Option<SkillHandle>,
     children: HashMap<ActorId, Child>,
@@ -60,13 +63,15 @@ pub struct State {
 }
 
 /// Starts the supervisor and its children; returns it and the skill's handle.
-pub async fn start(
+pub(crate) async fn start(
     ctx: Arc<HubContext>,
+    embedded: Embedded,
     stopping: Arc<AtomicBool>,
 ) -> anyhow::Result<(ActorRef<Msg>, SkillHandle)> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let args = Args {
         ctx,
+        embedded,
         stopping,
         skill: tx,
     };
@@ -85,7 +90,7 @@ impl State {
         let ctx = self.ctx.clone();
         let id = match child {
             Child::Skill => {
-                let actor = SkillHandle::spawn_under(ctx, me).await?;
+                let actor = SkillHandle::spawn_under(ctx, self.embedded.clone(), me).await?;
                 let id = actor.get_id();
                 match &self.skill {
                     Some(handle) => handle.replace(actor),
@@ -97,7 +102,7 @@ impl State {
             Child::Profiles => ctx
                 .machine
                 .profiles
-                .start_under(ctx.clone(), Some(me))
+                .start_under(ctx.machine.services.clone(), Some(me))
                 .await?
                 .get_id(),
         };
@@ -131,6 +136,7 @@ impl Actor for HubSupervisor {
     ) -> Result<State, ActorProcessingErr> {
         let mut state = State {
             ctx: args.ctx,
+            embedded: args.embedded,
             stopping: args.stopping,
             skill: None,
             children: HashMap::new(),

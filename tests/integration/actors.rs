@@ -249,7 +249,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
     hub.handle()
         .skill()
         .actor()
-        .cast(mcp_hub::skill::Msg::Panic)
+        .cast(mcp_hub::SkillMsg::Panic)
         .unwrap();
     until("a new skill instance", async || {
         hub.handle().skill().actor().get_id() != skill_before
@@ -271,7 +271,9 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
     // The service supervisor panics: the service runs on under the new one and can be
     // restarted through it.
     let services_before = ctx.machine.services.current().unwrap();
-    services_before.cast(mcp_hub::services::Msg::Panic).unwrap();
+    services_before
+        .cast(mcp_hub::ServiceSupervisorMsg::Panic)
+        .unwrap();
     until("a new service supervisor", async || {
         ctx.machine
             .services
@@ -301,7 +303,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
         .unwrap_or_else(|| panic!("{started}"))
         .to_owned();
     let ops_before = ctx.machine.profiles.current().unwrap();
-    ops_before.cast(mcp_hub::profiles::Msg::Panic).unwrap();
+    ops_before.cast(mcp_hub::ProfileOpsMsg::Panic).unwrap();
     until("the running session ended interrupted", async || {
         let s = call(
             &profiler,

@@ -227,7 +227,7 @@ async fn hub_and_skill_commands_work_end_to_end() {
     let (code, out, _) = admin(&root, &["skill", "enable", "--target", "hub:test-alpha"]);
     assert_eq!(code, 0);
     // A hub with nothing configured publishes the tools that answer from the hub itself.
-    let n = mcp_hub::adapters::served(mcp_hub::config::HubFile::default().provided()).count();
+    let n = mcp_hub::served(mcp_hub::config::HubFile::default().provided()).count();
     assert_eq!(n, 6);
     let published = format!("{n} published of {n} tools");
     assert!(

@@ -319,16 +319,16 @@ fn the_hub_names_tool_ids_only_in_its_adapters() {
     assert!(ids.contains("hub.get_status"), "{ids:?}");
     let (adapters, others): (Vec<PathBuf>, Vec<PathBuf>) = rust_files("hub/src")
         .into_iter()
-        .filter(|p| !p.to_string_lossy().ends_with("_tests.rs"))
-        .partition(|p| p.starts_with("hub/src/adapters"));
+        .filter(|p| !p.to_string_lossy().ends_with("tests.rs"))
+        .partition(|p| p.starts_with("hub/src/skill/adapters"));
     assert!(others.iter().any(|p| p.ends_with("enforcement.rs")));
-    assert!(others.iter().any(|p| p.ends_with("channel.rs")));
+    assert!(others.iter().any(|p| p.ends_with("channel/mod.rs")));
     let found = tool_id_literals(&others, &ids);
     assert!(
         found.is_empty(),
         "tool ids outside the hub's adapters (an allowlist or per-tool branch): {found:#?}"
     );
-    let declared: BTreeSet<String> = mcp_hub::adapters::ADAPTERS
+    let declared: BTreeSet<String> = mcp_hub::ADAPTERS
         .iter()
         .map(|a| a.tool_id.to_string())
         .collect();
@@ -463,7 +463,7 @@ fn code(o: &CallOutcome) -> String {
 #[tokio::test]
 async fn the_hub_refuses_only_on_signature_expiry_replay_capability_or_environment() {
     // The source: the gate's refusals, and no policy vocabulary anywhere in the hub.
-    let gate = std::fs::read_to_string(repo().join("hub/src/enforcement.rs")).unwrap();
+    let gate = std::fs::read_to_string(repo().join("hub/src/link/enforcement.rs")).unwrap();
     let toks = tokens(&gate);
     let cut = toks
         .windows(5)

@@ -110,7 +110,7 @@ impl Pki {
             cert: cert_path,
             key: key_path,
             der: cert.der().to_vec(),
-            pin: mcp_hub::tls::spki_pin(&key.subject_public_key_info()),
+            pin: mcp_hub::spki_pin(&key.subject_public_key_info()),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Test-only fault injection, kept out of every contract and release build: a fixture tool
 //! `test.fault` with its own contract (loaded only by the roots of tests that ask for it)
 //! and an adapter embedded into the hubs those tests start (in-process through
-//! `HubConfig::embedded`, or the `mcp-hub-faults` binary: `mcp-hub` with this adapter).
+//! `mcp_hub::start_with`, or the `mcp-hub-faults` binary: `mcp-hub` with this adapter).
 //!
 //! `{"fault": "panic"}` makes the adapter panic, `{"fault": "hang"}` never finishes,
 //! `{"fault": "hang_once"}` hangs the first time a hub's state directory sees it (a marker file
@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use mcp_hub::adapters::{AdapterDecl, AdapterReply, CallInput, EmbeddedAdapter};
-use mcp_hub::context::HubContext;
+use mcp_hub::HubContext;
+use mcp_hub::{AdapterDecl, AdapterReply, CallInput, EmbeddedAdapter};
 use serde_json::{Value, json};
 
 /// The fixture tool.

@@ -498,7 +498,7 @@ impl SimHub {
             .max_message_size(Some(MAX_FRAME_BYTES))
             .max_frame_size(Some(MAX_FRAME_BYTES));
         // The hub's own upgrade request: the token rides in `Authorization`.
-        let request = mcp_hub::channel::upgrade_request(&self.shared.url, &self.token)
+        let request = mcp_hub::upgrade_request(&self.shared.url, &self.token)
             .map_err(|e| ConnError::Connect(e.to_string()))?;
         let (mut ws, _) = tokio_tungstenite::connect_async_with_config(request, Some(cfg), true)
             .await

@@ -534,7 +534,7 @@ pub async fn dial_hub_door(
             .replacen("http://", "ws://", 1)
     );
     let request = match token {
-        Some(t) => mcp_hub::channel::upgrade_request(&url, t).map_err(|e| {
+        Some(t) => mcp_hub::upgrade_request(&url, t).map_err(|e| {
             tokio_tungstenite::tungstenite::Error::Url(
                 tokio_tungstenite::tungstenite::error::UrlError::UnableToConnect(e.to_string()),
             )
@@ -630,22 +630,29 @@ impl TestHub {
         target_id: &str,
         token: &str,
         extra: &str,
-        embedded: &[&'static mcp_hub::adapters::EmbeddedAdapter],
+        embedded: &[&'static mcp_hub::EmbeddedAdapter],
     ) -> anyhow::Result<TestHub> {
-        let embedded = embedded.to_vec();
-        Self::start_with(root_url, target_id, token, extra, move |cfg| {
-            cfg.embedded = embedded
-        })
-        .await
+        Self::start_full(root_url, target_id, token, extra, embedded, |_| {}).await
     }
 
     /// [`TestHub::start`] with its resolved configuration changed by `f` (what no file sets:
-    /// embedded adapters, the protocol features it announces).
+    /// the protocol features it announces).
     pub async fn start_with(
         root_url: &str,
         target_id: &str,
         token: &str,
         extra: &str,
+        f: impl FnOnce(&mut mcp_hub::HubConfig),
+    ) -> anyhow::Result<TestHub> {
+        Self::start_full(root_url, target_id, token, extra, &[], f).await
+    }
+
+    async fn start_full(
+        root_url: &str,
+        target_id: &str,
+        token: &str,
+        extra: &str,
+        embedded: &[&'static mcp_hub::EmbeddedAdapter],
         f: impl FnOnce(&mut mcp_hub::HubConfig),
     ) -> anyhow::Result<TestHub> {
         let state_dir = tempfile::tempdir()?;
@@ -661,7 +668,7 @@ impl TestHub {
         private_file(&path)?;
         let mut cfg = mcp_hub::config::HubFile::load(&path)?.resolve()?;
         f(&mut cfg);
-        let handle = mcp_hub::start(cfg).await?;
+        let handle = mcp_hub::start_with(cfg, embedded).await?;
         handle
             .wait_connected(std::time::Duration::from_secs(10))
             .await?;

@@ -1,11 +1,15 @@
 //! `[[skill.commands]]`: command adapters, read tools served by a declared program (see
-//! [`crate::adapters::command`]).
+//! [`crate::skill::adapters::command`]).
 
 use std::path::{Path, PathBuf};
+
+use std::collections::BTreeSet;
+use std::sync::{LazyLock, Mutex};
 
 use serde::Deserialize;
 
 use super::{ConfigError, HubConfig};
+use crate::skill::adapters::decl::{ADAPTERS, AdapterDecl};
 
 /// Longest time a command adapter may run (ten minutes; tool contracts bound it further).
 pub const MAX_COMMAND_TIMEOUT_MS: u64 = 600_000;
@@ -14,7 +18,7 @@ fn default_command_timeout_ms() -> u64 {
     10_000
 }
 
-/// A command adapter (`[[skill.commands]]`, see [`crate::adapters::command`]): the read tool
+/// A command adapter (`[[skill.commands]]`, see [`crate::skill::adapters::command`]): the read tool
 /// `tool_id` is served by running `argv` (never through a shell) with the call's arguments as
 /// one line of JSON on stdin; its stdout (one JSON object) is the result. The hub gives the
 /// tool no meaning: root publishes it only with a contract of that id.
@@ -34,6 +38,35 @@ pub struct CommandAdapterConfig {
     /// Variables set for the program on top of the hub's own environment.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// Process-wide interned names, so an adapter declaration can be `&'static` (like the
+/// compiled-in ones) while each distinct name is allocated once per process, however many
+/// hubs a process starts.
+static NAMES: LazyLock<Mutex<BTreeSet<&'static str>>> = LazyLock::new(Default::default);
+
+fn intern(s: String) -> &'static str {
+    let mut names = NAMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(&known) = names.get(s.as_str()) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(s.into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+impl CommandAdapterConfig {
+    /// The command adapter's declaration: its tool id, named
+    /// `infra_access_skill.command.<tool id>`, never writing.
+    pub fn decl(&self) -> AdapterDecl {
+        AdapterDecl {
+            tool_id: intern(self.tool_id.clone()),
+            name: intern(format!("infra_access_skill.command.{}", self.tool_id)),
+            writes: false,
+        }
+    }
 }
 
 /// Whether `id` is a dotted lowercase tool id (`[a-z][a-z0-9_]*` segments, at least two).
@@ -61,11 +94,8 @@ impl HubConfig {
                     "tool_id must be dotted lowercase segments [a-z][a-z0-9_]*, e.g. acme.inventory.count".into(),
                 ));
             }
-            if crate::adapters::AdapterKind::for_tool(id).is_some() {
+            if ADAPTERS.iter().any(|a| a.tool_id == id) {
                 return Err(bad("a built-in adapter serves this tool".into()));
-            }
-            if self.embedded.iter().any(|e| e.decl.tool_id == id) {
-                return Err(bad("an embedded adapter serves this tool".into()));
             }
             if !ids.insert(id) {
                 return Err(bad("declared twice".into()));

@@ -112,7 +112,7 @@ impl HubConfig {
             );
         }
         for pattern in &deploy.allowed_refs {
-            if let Err(e) = crate::refs::check_pattern(pattern) {
+            if let Err(e) = crate::machine::refs::check_pattern(pattern) {
                 return bad(format!("allowed_refs: {e}"));
             }
         }

@@ -9,7 +9,7 @@
 //! [`health`] (`[[skill.healthchecks]]`, a service's `health`), [`commands`]
 //! (`[[skill.commands]]`), [`services`] (`[[services]]`, `allowed_roots`), [`profiling`],
 //! [`deploy`], [`logs`] (`[[log_sources]]`, `[redaction]`), [`nlu`]; `[tls]` is
-//! [`crate::tls`]. [`HubConfig::validate`] runs the sections' checks in a fixed order.
+//! [`crate::link::tls`]. [`HubConfig::validate`] runs the sections' checks in a fixed order.
 
 mod commands;
 mod deploy;
@@ -29,7 +29,9 @@ use std::path::{Component, Path, PathBuf};
 use mcp_shared::target::WriteScope;
 use serde::Deserialize;
 
-pub use crate::tls::HubTlsConfig;
+pub use crate::skill::adapters::decl::Provided;
+
+pub use crate::link::tls::HubTlsConfig;
 pub use commands::{CommandAdapterConfig, MAX_COMMAND_TIMEOUT_MS, valid_tool_id};
 pub use deploy::{DEPLOY_MIRROR_DIR, DeployConfig};
 pub use health::{HealthcheckConfig, ServiceHealthConfig};
@@ -64,7 +66,7 @@ pub enum ConfigError {
     #[error("invalid configuration: {0}")]
     Invalid(String),
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] crate::link::tls::TlsError),
 }
 
 fn default_token_reload_interval_ms() -> u64 {
@@ -130,38 +132,38 @@ pub struct HubFile {
     pub token_reload_interval_ms: Option<u64>,
 }
 
-/// What a configuration gives the built-in adapters to serve (health checks, allowed tests,
-/// managed services, a deploy repository, NLU content), read alike from a [`HubConfig`] and a
-/// [`HubFile`]: [`crate::adapters::served`] publishes from it.
-#[derive(Debug, Clone, Copy)]
-pub struct Provided<'a> {
-    pub skill: &'a SkillConfig,
-    pub services: &'a [ServiceConfig],
-    pub deploy: bool,
-    pub nlu: bool,
+/// What a configuration with these sections gives the built-in adapters to serve.
+fn provided(skill: &SkillConfig, services: &[ServiceConfig], deploy: bool, nlu: bool) -> Provided {
+    Provided {
+        healthchecks: !skill.healthchecks.is_empty() || services.iter().any(|s| s.health.is_some()),
+        allowed_tests: !skill.allowed_tests.is_empty(),
+        services: !services.is_empty(),
+        deploy,
+        nlu,
+    }
 }
 
 impl HubConfig {
-    /// See [`Provided`].
-    pub fn provided(&self) -> Provided<'_> {
-        Provided {
-            skill: &self.skill,
-            services: &self.services,
-            deploy: self.deploy.is_some(),
-            nlu: self.nlu.is_some(),
-        }
+    /// What this configuration gives the built-in adapters to serve.
+    pub fn provided(&self) -> Provided {
+        provided(
+            &self.skill,
+            &self.services,
+            self.deploy.is_some(),
+            self.nlu.is_some(),
+        )
     }
 }
 
 impl HubFile {
-    /// See [`Provided`].
-    pub fn provided(&self) -> Provided<'_> {
-        Provided {
-            skill: &self.skill,
-            services: &self.services,
-            deploy: self.deploy.is_some(),
-            nlu: self.nlu.is_some(),
-        }
+    /// What this configuration gives the built-in adapters to serve.
+    pub fn provided(&self) -> Provided {
+        provided(
+            &self.skill,
+            &self.services,
+            self.deploy.is_some(),
+            self.nlu.is_some(),
+        )
     }
 
     /// Reads and parses a configuration file.
@@ -176,7 +178,7 @@ impl HubFile {
         })?;
         // A file with an inline token is a secret file.
         if file.token.is_some() {
-            crate::tls::check_private_file(path)?;
+            crate::link::tls::check_private_file(path)?;
         }
         Ok(file)
     }
@@ -282,7 +284,6 @@ impl HubFile {
             token_reload_interval_ms: self
                 .token_reload_interval_ms
                 .unwrap_or_else(default_token_reload_interval_ms),
-            embedded: Vec::new(),
             protocol_features: None,
         };
         config.validate()?;
@@ -292,7 +293,7 @@ impl HubFile {
 
 /// Reads a hub token file (refused when group or others may read it), trimmed.
 pub fn read_token_file(path: &Path) -> Result<String, ConfigError> {
-    crate::tls::check_private_file(path)?;
+    crate::link::tls::check_private_file(path)?;
     Ok(std::fs::read_to_string(path)
         .map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -358,9 +359,6 @@ pub struct HubConfig {
     pub tls: HubTlsConfig,
     pub insecure_plaintext: bool,
     pub token_reload_interval_ms: u64,
-    /// Adapters of the program embedding the hub library (never from a file; `mcp-hub` has
-    /// none): served after the built-in and command adapters.
-    pub embedded: Vec<&'static crate::adapters::EmbeddedAdapter>,
     /// The protocol features this hub announces, when not all it understands (never from a
     /// file: a test's hub of an earlier build).
     pub protocol_features: Option<Vec<String>>,
@@ -391,7 +389,6 @@ impl std::fmt::Debug for HubConfig {
             .field("tls", &self.tls)
             .field("insecure_plaintext", &self.insecure_plaintext)
             .field("token_reload_interval_ms", &self.token_reload_interval_ms)
-            .field("embedded", &self.embedded)
             .field("protocol_features", &self.protocol_features)
             .finish()
     }
@@ -430,7 +427,6 @@ impl HubConfig {
             tls: HubTlsConfig::default(),
             insecure_plaintext: false,
             token_reload_interval_ms: default_token_reload_interval_ms(),
-            embedded: Vec::new(),
             protocol_features: None,
         }
     }
@@ -449,7 +445,7 @@ impl HubConfig {
     /// problem found is the one reported).
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.connect_urls()?;
-        crate::tls::validate(&self.tls)?;
+        crate::link::tls::validate(&self.tls)?;
         self.validate_adapter_limits()?;
         self.reconnect.validate()?;
         self.validate_healthchecks()?;

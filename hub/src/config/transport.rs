@@ -78,7 +78,7 @@ impl HubConfig {
         } else {
             host.split(':').next().unwrap_or(host)
         };
-        if !self.insecure_plaintext && !crate::tls::is_loopback_host(host) {
+        if !self.insecure_plaintext && !crate::link::tls::is_loopback_host(host) {
             return Err(ConfigError::Invalid(format!(
                 "root_url `{root_url}` is plaintext to non-loopback host `{host}`: use https:// or \
                  wss://, or set insecure_plaintext = true to send the hub token unencrypted"

@@ -7,17 +7,19 @@
 //! words); `text` follows the template text syntax and keeps exactly the intent's slots.
 
 use mcp_shared::error::{ErrorCode, ToolError};
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::content::{Content, MAX_TEMPLATES_BYTES, MAX_TEXT_CHARS, Template, valid_id};
 use super::normalize;
+use crate::skill::adapters::args::{Arguments, parse, present};
 
 /// Examples one change adds (or removes) at most.
-pub const MAX_CHANGE_ITEMS: usize = 20;
+pub(crate) const MAX_CHANGE_ITEMS: usize = 20;
 
 /// The domain arguments of a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChangeRequest {
+pub(crate) struct ChangeRequest {
     pub template_id: String,
     pub base_fingerprint: String,
     pub add_examples: Vec<String>,
@@ -30,89 +32,81 @@ fn bad(message: String) -> ToolError {
 }
 
 /// Whether `s` is `sha256:` and 64 lower-case hex digits.
-pub fn valid_fingerprint(s: &str) -> bool {
+pub(crate) fn valid_fingerprint(s: &str) -> bool {
     s.strip_prefix("sha256:")
         .is_some_and(|h| h.len() == 64 && h.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')))
 }
 
-fn string_list(map: &Map<String, Value>, key: &str) -> Result<Vec<String>, ToolError> {
-    let Some(v) = map.get(key) else {
-        return Ok(Vec::new());
-    };
-    let items = v
-        .as_array()
-        .ok_or_else(|| bad(format!("`{key}` must be an array of strings")))?;
+/// The arguments of `propose_change` and `apply_change`, as given.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangeArgs {
+    template_id: String,
+    base_fingerprint: String,
+    #[serde(default, deserialize_with = "present")]
+    add_examples: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "present")]
+    remove_examples: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "present")]
+    text: Option<String>,
+}
+
+impl Arguments for ChangeArgs {
+    fn rule(field: &str) -> String {
+        match field {
+            "template_id" => {
+                "`template_id` (matching [a-z0-9][a-z0-9_.-]{0,63}) is required".into()
+            }
+            "base_fingerprint" => {
+                "`base_fingerprint` (`sha256:` and 64 hex digits, from list_templates) is required"
+                    .into()
+            }
+            "text" => format!("`text` must be a string of 1 to {MAX_TEXT_CHARS} characters"),
+            list => format!("`{list}` must be an array of strings"),
+        }
+    }
+}
+
+/// The examples of `list` (`key`): at most [`MAX_CHANGE_ITEMS`], each of 1 to
+/// [`MAX_TEXT_CHARS`] characters, none twice.
+fn string_list(list: Option<Vec<String>>, key: &str) -> Result<Vec<String>, ToolError> {
+    let items = list.unwrap_or_default();
     if items.len() > MAX_CHANGE_ITEMS {
         return Err(bad(format!(
             "`{key}` has {} items; at most {MAX_CHANGE_ITEMS}",
             items.len()
         )));
     }
-    let mut out: Vec<String> = Vec::with_capacity(items.len());
-    for item in items {
-        let s = item
-            .as_str()
-            .filter(|s| (1..=MAX_TEXT_CHARS).contains(&s.chars().count()))
-            .ok_or_else(|| {
-                bad(format!(
-                    "`{key}` items must be strings of 1 to {MAX_TEXT_CHARS} characters"
-                ))
-            })?;
-        if out.iter().any(|o| o == s) {
+    for (i, s) in items.iter().enumerate() {
+        if !(1..=MAX_TEXT_CHARS).contains(&s.chars().count()) {
+            return Err(bad(format!(
+                "`{key}` items must be strings of 1 to {MAX_TEXT_CHARS} characters"
+            )));
+        }
+        if items[..i].contains(s) {
             return Err(bad(format!("`{key}` names `{s}` twice")));
         }
-        out.push(s.to_owned());
     }
-    Ok(out)
+    Ok(items)
 }
 
 impl ChangeRequest {
     /// Parses the domain arguments (root has stripped its control fields).
-    pub fn parse(arguments: &Value) -> Result<ChangeRequest, ToolError> {
-        const KEYS: [&str; 5] = [
-            "template_id",
-            "base_fingerprint",
-            "add_examples",
-            "remove_examples",
-            "text",
-        ];
-        let Value::Object(map) = arguments else {
-            return Err(bad("arguments must be an object".into()));
-        };
-        if let Some(k) = map.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(bad(format!(
-                "unknown argument `{k}`; this tool takes {}",
-                KEYS.map(|k| format!("`{k}`")).join(", ")
-            )));
+    pub(crate) fn parse(arguments: &Value) -> Result<ChangeRequest, ToolError> {
+        let args: ChangeArgs = parse(arguments)?;
+        if !valid_id(&args.template_id) {
+            return Err(bad(ChangeArgs::rule("template_id")));
         }
-        let template_id = map
-            .get("template_id")
-            .and_then(Value::as_str)
-            .filter(|s| valid_id(s))
-            .ok_or_else(|| {
-                bad("`template_id` (matching [a-z0-9][a-z0-9_.-]{0,63}) is required".into())
-            })?
-            .to_owned();
-        let base_fingerprint = map
-            .get("base_fingerprint")
-            .and_then(Value::as_str)
-            .filter(|s| valid_fingerprint(s))
-            .ok_or_else(|| {
-                bad("`base_fingerprint` (`sha256:` and 64 hex digits, from list_templates) is required".into())
-            })?
-            .to_owned();
-        let add_examples = string_list(map, "add_examples")?;
-        let remove_examples = string_list(map, "remove_examples")?;
-        let text = match map.get("text") {
-            None => None,
-            Some(Value::String(s)) if (1..=MAX_TEXT_CHARS).contains(&s.chars().count()) => {
-                Some(s.clone())
+        if !valid_fingerprint(&args.base_fingerprint) {
+            return Err(bad(ChangeArgs::rule("base_fingerprint")));
+        }
+        let add_examples = string_list(args.add_examples, "add_examples")?;
+        let remove_examples = string_list(args.remove_examples, "remove_examples")?;
+        let text = match args.text {
+            Some(s) if !(1..=MAX_TEXT_CHARS).contains(&s.chars().count()) => {
+                return Err(bad(ChangeArgs::rule("text")));
             }
-            Some(_) => {
-                return Err(bad(format!(
-                    "`text` must be a string of 1 to {MAX_TEXT_CHARS} characters"
-                )));
-            }
+            t => t,
         };
         if add_examples.is_empty() && remove_examples.is_empty() && text.is_none() {
             return Err(bad(
@@ -120,8 +114,8 @@ impl ChangeRequest {
             ));
         }
         Ok(ChangeRequest {
-            template_id,
-            base_fingerprint,
+            template_id: args.template_id,
+            base_fingerprint: args.base_fingerprint,
             add_examples,
             remove_examples,
             text,
@@ -129,7 +123,7 @@ impl ChangeRequest {
     }
 
     /// The template after this change, with a line per change; checked against `content`.
-    pub fn apply_to(
+    pub(crate) fn apply_to(
         &self,
         before: &Template,
         content: &Content,
@@ -221,7 +215,7 @@ impl ChangeRequest {
 }
 
 /// The preview of a change: what `propose_change` answers and `apply_change` applies.
-pub fn preview(before: &Template, after: &Template, changes: &[String]) -> Value {
+pub(crate) fn preview(before: &Template, after: &Template, changes: &[String]) -> Value {
     json!({
         "template_id": before.template_id,
         "base_fingerprint": before.fingerprint(),
@@ -231,7 +225,7 @@ pub fn preview(before: &Template, after: &Template, changes: &[String]) -> Value
 }
 
 /// `{before, after, changes}`.
-pub fn diff(before: &Template, after: &Template, changes: &[String]) -> Value {
+pub(crate) fn diff(before: &Template, after: &Template, changes: &[String]) -> Value {
     json!({
         "before": before.to_json(),
         "after": after.to_json(),

@@ -1,6 +1,6 @@
 //! NLU content as written in the files `[nlu]` declares, validated into [`Content`]: the
-//! named-entity registry, the intents and the templates; template text syntax and template
-//! fingerprints.
+//! named-entity registry, the intents and the templates, and template fingerprints (the
+//! syntax of names, refs, locales and template text is [`super::syntax`]).
 //!
 //! Files (JSON, unknown fields refused, at most [`MAX_FILE_BYTES`] each):
 //! - entities: `{"entities": [{"ref": "device:lamp.kitchen", "labels": {"en": "kitchen lamp"},
@@ -29,29 +29,29 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::normalize;
+pub(crate) use super::syntax::{
+    MAX_TEXT_CHARS, Piece, parse_text, valid_id, valid_locale, valid_ref, valid_slot_name,
+};
+use super::syntax::{check_alias, check_form, valid_dispatch_name};
 
 /// Largest content file read.
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// Entities in the registry at most.
-pub const MAX_ENTITIES: usize = 500;
+pub(crate) const MAX_ENTITIES: usize = 500;
 /// Aliases of one entity in one locale at most.
-pub const MAX_ALIASES: usize = 32;
-/// Words of one label or alias at most (after normalization).
-pub const MAX_ALIAS_WORDS: usize = 6;
+pub(crate) const MAX_ALIASES: usize = 32;
 /// Intents at most.
-pub const MAX_INTENTS: usize = 200;
+pub(crate) const MAX_INTENTS: usize = 200;
 /// Slots of one intent at most.
-pub const MAX_SLOTS: usize = 8;
+pub(crate) const MAX_SLOTS: usize = 8;
 /// Templates at most (over all files); keeps `list_templates` within one protocol frame.
-pub const MAX_TEMPLATES: usize = 100;
+pub(crate) const MAX_TEMPLATES: usize = 100;
 /// Examples of one template at most.
-pub const MAX_EXAMPLES: usize = 20;
-/// Characters of a template text, an example, a label or an alias at most.
-pub const MAX_TEXT_CHARS: usize = 160;
+pub(crate) const MAX_EXAMPLES: usize = 20;
 /// Bytes of the entities and intents as JSON at most (so `get_context` fits one frame).
-pub const MAX_REGISTRY_BYTES: usize = 384 * 1024;
+pub(crate) const MAX_REGISTRY_BYTES: usize = 384 * 1024;
 /// Bytes of all templates as JSON at most (so `list_templates` fits one frame).
-pub const MAX_TEMPLATES_BYTES: usize = 384 * 1024;
+pub(crate) const MAX_TEMPLATES_BYTES: usize = 384 * 1024;
 
 fn json_len<T: Serialize>(v: &T) -> usize {
     serde_json::to_vec(v).map_or(usize::MAX, |b| b.len())
@@ -60,7 +60,7 @@ fn json_len<T: Serialize>(v: &T) -> usize {
 /// A named entity: its canonical ref and the surface forms that recognize it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Entity {
+pub(crate) struct Entity {
     /// `<type>:<id>`; what dispatch and patches use, never a label.
     #[serde(rename = "ref")]
     pub reference: String,
@@ -73,7 +73,7 @@ pub struct Entity {
 
 impl Entity {
     /// The entity type (the part of the ref before `:`).
-    pub fn kind(&self) -> &str {
+    pub(crate) fn kind(&self) -> &str {
         self.reference
             .split_once(':')
             .map_or(self.reference.as_str(), |(k, _)| k)
@@ -83,7 +83,7 @@ impl Entity {
 /// One slot an intent takes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SlotDecl {
+pub(crate) struct SlotDecl {
     pub name: String,
     /// An entity type.
     #[serde(rename = "type")]
@@ -93,7 +93,7 @@ pub struct SlotDecl {
 /// An intent and the skill, tool and action it dispatches to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Intent {
+pub(crate) struct Intent {
     pub intent: String,
     pub skill: String,
     pub tool: String,
@@ -110,7 +110,7 @@ pub struct Intent {
 /// A template: the fingerprinted unit the authoring tools change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Template {
+pub(crate) struct Template {
     pub template_id: String,
     pub locale: String,
     pub intent: String,
@@ -121,7 +121,7 @@ pub struct Template {
 
 impl Template {
     /// `sha256:<hex>` of the template's canonical JSON.
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         let value = serde_json::json!({
             "template_id": self.template_id,
             "locale": self.locale,
@@ -136,7 +136,7 @@ impl Template {
     }
 
     /// The template as JSON (the fields the fingerprint covers).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::json!({
             "template_id": self.template_id,
             "locale": self.locale,
@@ -145,17 +145,6 @@ impl Template {
             "examples": self.examples,
         })
     }
-}
-
-/// One piece of template text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece {
-    /// Literal text between slots (may hold several words).
-    Text(String),
-    Slot {
-        name: String,
-        kind: String,
-    },
 }
 
 #[derive(Deserialize)]
@@ -179,13 +168,13 @@ struct TemplatesFile {
 /// Why content could not be loaded: the file (or item) and the reason.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
-pub struct LoadError {
+pub(crate) struct LoadError {
     pub path: PathBuf,
     pub message: String,
 }
 
 impl LoadError {
-    pub fn new(path: &Path, message: impl Into<String>) -> LoadError {
+    pub(crate) fn new(path: &Path, message: impl Into<String>) -> LoadError {
         LoadError {
             path: path.to_owned(),
             message: message.into(),
@@ -195,7 +184,7 @@ impl LoadError {
 
 /// Validated content (templates as configured, before applied changes).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Content {
+pub(crate) struct Content {
     /// By ref.
     pub entities: BTreeMap<String, Entity>,
     /// By intent id.
@@ -204,126 +193,8 @@ pub struct Content {
     pub templates: BTreeMap<String, Template>,
 }
 
-fn is_name(s: &str, max: usize) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && s.len() <= max
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
-
-/// `[a-z][a-z0-9_]{0,31}`: slot names and entity types.
-pub fn valid_slot_name(s: &str) -> bool {
-    is_name(s, 32)
-}
-
-/// `<type>:<id>` with type `[a-z][a-z0-9_]{0,31}` and id `[a-z0-9][a-z0-9_.-]{0,63}`.
-pub fn valid_ref(s: &str) -> bool {
-    let Some((kind, id)) = s.split_once(':') else {
-        return false;
-    };
-    let mut chars = id.chars();
-    valid_slot_name(kind)
-        && chars
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && id.len() <= 64
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
-}
-
-/// `[a-z0-9][a-z0-9_.-]{0,63}`: template and intent ids.
-pub fn valid_id(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && s.len() <= 64
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
-}
-
-/// `[a-z]{2}` with an optional `-[A-Z]{2}` region.
-pub fn valid_locale(s: &str) -> bool {
-    let (lang, region) = match s.split_once('-') {
-        Some((l, r)) => (l, Some(r)),
-        None => (s, None),
-    };
-    lang.len() == 2
-        && lang.chars().all(|c| c.is_ascii_lowercase())
-        && region.is_none_or(|r| r.len() == 2 && r.chars().all(|c| c.is_ascii_uppercase()))
-}
-
-/// `[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}`: skill, tool and action names.
-fn valid_dispatch_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && s.len() <= 128
-        && chars.all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
-}
-
-/// Whether `s` is 1 to [`MAX_TEXT_CHARS`] characters without control characters.
-fn plain_text(s: &str) -> bool {
-    let n = s.chars().count();
-    (1..=MAX_TEXT_CHARS).contains(&n) && !s.chars().any(char::is_control) && !s.trim().is_empty()
-}
-
-/// Splits template text into words and slots, checking the slot syntax.
-pub fn parse_text(text: &str) -> Result<Vec<Piece>, String> {
-    if !plain_text(text) {
-        return Err(format!(
-            "text must have 1 to {MAX_TEXT_CHARS} characters, no control characters"
-        ));
-    }
-    let mut pieces = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let open = rest.find('{');
-        let close = rest.find('}');
-        match (open, close) {
-            (None, None) => {
-                pieces.push(Piece::Text(rest.to_owned()));
-                break;
-            }
-            (Some(o), Some(c)) if o < c => {
-                let before = &rest[..o];
-                let inner = &rest[o + 1..c];
-                let after = &rest[c + 1..];
-                if inner.contains('{') {
-                    return Err(format!("slot `{{{inner}}}`: slots cannot nest"));
-                }
-                if !(before.is_empty() || before.ends_with(char::is_whitespace))
-                    || !(after.is_empty() || after.starts_with(char::is_whitespace))
-                {
-                    return Err(format!(
-                        "slot `{{{inner}}}` must be separated from neighbouring words by spaces"
-                    ));
-                }
-                let Some((name, kind)) = inner.split_once(':') else {
-                    return Err(format!(
-                        "slot `{{{inner}}}` must be written `{{name:type}}`"
-                    ));
-                };
-                if !valid_slot_name(name) || !valid_slot_name(kind) {
-                    return Err(format!(
-                        "slot `{{{inner}}}`: name and type must match [a-z][a-z0-9_]{{0,31}}"
-                    ));
-                }
-                if !before.is_empty() {
-                    pieces.push(Piece::Text(before.to_owned()));
-                }
-                pieces.push(Piece::Slot {
-                    name: name.to_owned(),
-                    kind: kind.to_owned(),
-                });
-                rest = after;
-            }
-            (Some(_), _) => return Err("`{` without a matching `}`".into()),
-            (None, Some(_)) => return Err("`}` without a matching `{`".into()),
-        }
-    }
-    Ok(pieces)
-}
-
 /// The slots of `pieces`, in order.
-pub fn slots(pieces: &[Piece]) -> Vec<SlotDecl> {
+pub(crate) fn slots(pieces: &[Piece]) -> Vec<SlotDecl> {
     pieces
         .iter()
         .filter_map(|p| match p {
@@ -353,7 +224,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, LoadError
 
 /// The template files named by `paths`: files as given, directories as their `*.json` files
 /// in name order.
-pub fn template_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+pub(crate) fn template_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
@@ -376,7 +247,7 @@ pub fn template_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
 
 impl Content {
     /// Reads and validates the files `[nlu]` names.
-    pub fn load(
+    pub(crate) fn load(
         entities: &Path,
         intents: &Path,
         templates: &[PathBuf],
@@ -563,7 +434,7 @@ impl Content {
     }
 
     /// Checks one template against the registry and intents (not its uniqueness).
-    pub fn check_template(&self, t: &Template) -> Result<(), String> {
+    pub(crate) fn check_template(&self, t: &Template) -> Result<(), String> {
         let id = &t.template_id;
         let bad = |m: String| Err(format!("template `{id}`: {m}"));
         if !valid_id(id) {
@@ -602,7 +473,12 @@ impl Content {
     }
 
     /// Checks template text: syntax, slots equal to the intent's, at least one word.
-    pub fn check_text(&self, text: &str, locale: &str, intent: &Intent) -> Result<(), String> {
+    pub(crate) fn check_text(
+        &self,
+        text: &str,
+        locale: &str,
+        intent: &Intent,
+    ) -> Result<(), String> {
         let pieces = parse_text(text)?;
         let words = pieces
             .iter()
@@ -652,7 +528,7 @@ impl Content {
     }
 
     /// Bytes of all templates as JSON, with `replaced` instead of the template of its id.
-    pub fn templates_bytes(&self, replaced: Option<&Template>) -> usize {
+    pub(crate) fn templates_bytes(&self, replaced: Option<&Template>) -> usize {
         self.templates
             .values()
             .map(|t| match replaced {
@@ -663,7 +539,7 @@ impl Content {
     }
 
     /// Every locale used by templates, labels or aliases.
-    pub fn locales(&self) -> BTreeSet<String> {
+    pub(crate) fn locales(&self) -> BTreeSet<String> {
         let mut set: BTreeSet<String> = self.templates.values().map(|t| t.locale.clone()).collect();
         for e in self.entities.values() {
             set.extend(e.labels.keys().cloned());
@@ -684,117 +560,5 @@ fn describe_slots(slots: &[SlotDecl]) -> String {
         .join(", ")
 }
 
-/// Checks a label, alias or example in `locale`.
-fn check_form(locale: &str, form: &str) -> Result<(), String> {
-    if !valid_locale(locale) {
-        return Err(format!("locale `{locale}` must be `xx` or `xx-XX`"));
-    }
-    if !plain_text(form) {
-        return Err(format!(
-            "`{form}` must have 1 to {MAX_TEXT_CHARS} characters, no control characters"
-        ));
-    }
-    let words = normalize::normalize(form, locale).len();
-    if words == 0 {
-        return Err(format!("`{form}` has no words"));
-    }
-    Ok(())
-}
-
-/// Checks a label or alias: a form of at most [`MAX_ALIAS_WORDS`] words.
-fn check_alias(locale: &str, form: &str) -> Result<(), String> {
-    check_form(locale, form)?;
-    let words = normalize::normalize(form, locale).len();
-    if words > MAX_ALIAS_WORDS {
-        return Err(format!("`{form}` has more than {MAX_ALIAS_WORDS} words"));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_syntax() {
-        assert_eq!(
-            parse_text("turn on the {device:device}").expect("ok"),
-            [
-                Piece::Text("turn on the ".into()),
-                Piece::Slot {
-                    name: "device".into(),
-                    kind: "device".into()
-                }
-            ]
-        );
-        for (bad, expect) in [
-            ("turn on {device:device", "without a matching `}`"),
-            ("turn on device}", "without a matching `{`"),
-            ("turn on {device}", "`{name:type}`"),
-            ("turn on {Device:device}", "must match"),
-            ("turn on {de vice:device}", "must match"),
-            ("turn on{device:device}", "separated"),
-            ("turn on {device:device}s", "separated"),
-            ("turn on {a:{b:c}}", "cannot nest"),
-            ("", "1 to 160"),
-            ("a\nb", "control"),
-        ] {
-            let err = parse_text(bad).expect_err(bad);
-            assert!(err.contains(expect), "{bad}: {err}");
-        }
-        assert_eq!(parse_text("{a:b} and {c:d}").expect("ok").len(), 3);
-        let long = "x".repeat(161);
-        assert!(parse_text(&long).is_err());
-    }
-
-    #[test]
-    fn ids_refs_and_locales() {
-        for ok in ["device:lamp.kitchen", "room:living_room", "scene:a-1"] {
-            assert!(valid_ref(ok), "{ok}");
-        }
-        for bad in [
-            "lamp",
-            "Device:x",
-            "device:",
-            ":x",
-            "device:Lamp",
-            "device:x y",
-        ] {
-            assert!(!valid_ref(bad), "{bad}");
-        }
-        for ok in ["en", "ru", "ru-RU"] {
-            assert!(valid_locale(ok), "{ok}");
-        }
-        for bad in ["EN", "eng", "ru_RU", "ru-ru", ""] {
-            assert!(!valid_locale(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn fingerprints_cover_every_field_and_ignore_nothing_else() {
-        let t = Template {
-            template_id: "en.x".into(),
-            locale: "en".into(),
-            intent: "i".into(),
-            text: "do {a:b}".into(),
-            examples: vec!["do it".into()],
-        };
-        let fp = t.fingerprint();
-        assert!(fp.starts_with("sha256:") && fp.len() == 7 + 64, "{fp}");
-        assert_eq!(fp, t.clone().fingerprint(), "stable");
-        let expected = format!(
-            "sha256:{}",
-            hex::encode(Sha256::digest(mcp_shared::canonical::to_vec(&t.to_json())))
-        );
-        assert_eq!(fp, expected);
-        let mut other = t.clone();
-        other.examples.push("again".into());
-        assert_ne!(other.fingerprint(), fp);
-        let mut other = t.clone();
-        other.text = "do {a:b} now".into();
-        assert_ne!(other.fingerprint(), fp);
-        let mut other = t;
-        other.locale = "en-GB".into();
-        assert_ne!(other.fingerprint(), fp);
-    }
-}
+mod tests;

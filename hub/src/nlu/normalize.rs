@@ -22,7 +22,7 @@
 //! content) go through the same rules, so a merge is the same everywhere.
 
 /// Russian endings removed by [`stem`], tried longest first.
-pub const RU_ENDINGS: &[&str] = &[
+pub(crate) const RU_ENDINGS: &[&str] = &[
     "ами", "ями", "ого", "его", "ому", "ему", "ыми", "ими", "ите", "ить", "ать", "ять", "еть",
     "ешь", "ишь", "ая", "яя", "ую", "юю", "ое", "ее", "ой", "ей", "ый", "ий", "ые", "ие", "ых",
     "ым", "ом", "ем", "ах", "ях", "ам", "ям", "ов", "ев", "ью", "ет", "ит", "ут", "ют", "ат", "ят",
@@ -30,15 +30,15 @@ pub const RU_ENDINGS: &[&str] = &[
 ];
 
 /// Characters a Russian stem keeps at least.
-pub const RU_MIN_STEM: usize = 3;
+pub(crate) const RU_MIN_STEM: usize = 3;
 
 /// The language part of a locale (`ru-RU` → `ru`).
-pub fn language(locale: &str) -> &str {
+pub(crate) fn language(locale: &str) -> &str {
     locale.split('-').next().unwrap_or(locale)
 }
 
 /// The normalized tokens of `text` in `locale`.
-pub fn normalize(text: &str, locale: &str) -> Vec<String> {
+pub(crate) fn normalize(text: &str, locale: &str) -> Vec<String> {
     let fold_yo = language(locale) == "ru";
     let mut out = String::with_capacity(text.len());
     for c in text.chars().flat_map(char::to_lowercase) {
@@ -53,7 +53,7 @@ pub fn normalize(text: &str, locale: &str) -> Vec<String> {
 }
 
 /// The stem of one normalized token in `locale`.
-pub fn stem(token: &str, locale: &str) -> String {
+pub(crate) fn stem(token: &str, locale: &str) -> String {
     match language(locale) {
         "ru" => stem_ru(token),
         "en" => stem_en(token),
@@ -110,7 +110,7 @@ fn stem_en(token: &str) -> String {
 }
 
 /// `text` normalized and stemmed: (tokens, stems), index by index.
-pub fn analyze(text: &str, locale: &str) -> (Vec<String>, Vec<String>) {
+pub(crate) fn analyze(text: &str, locale: &str) -> (Vec<String>, Vec<String>) {
     let tokens = normalize(text, locale);
     let stems = tokens.iter().map(|t| stem(t, locale)).collect();
     (tokens, stems)
@@ -118,7 +118,7 @@ pub fn analyze(text: &str, locale: &str) -> (Vec<String>, Vec<String>) {
 
 /// The stems of `text` joined by single spaces: the key two surface forms share when they are
 /// the same words.
-pub fn key(text: &str, locale: &str) -> String {
+pub(crate) fn key(text: &str, locale: &str) -> String {
     analyze(text, locale).1.join(" ")
 }
 

@@ -12,12 +12,11 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::HubContext;
-use crate::services::{Mode, ServiceState};
+use crate::machine::services::{Mode, ServiceState, Services};
 
 use super::sample::{Sample, sample};
 use super::store::{Session, SessionState, Shared};
-use super::{StartRequest, admission, lock, now};
+use super::store::{StartRequest, admission, lock, now};
 
 pub enum Msg {
     Start {
@@ -44,11 +43,11 @@ pub enum Msg {
     Panic,
 }
 
-pub struct ProfileOps;
+pub(crate) struct ProfileOps;
 
-pub struct OpsArgs {
+pub(crate) struct OpsArgs {
     pub(super) shared: Arc<Shared>,
-    pub(super) ctx: Arc<HubContext>,
+    pub(super) services: Services,
 }
 
 struct Running {
@@ -60,9 +59,9 @@ struct Running {
 /// takes at most the service's `stop_timeout_ms`, then it starts).
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub struct OpsState {
+pub(crate) struct OpsState {
     shared: Arc<Shared>,
-    ctx: Arc<HubContext>,
+    services: Services,
     running: HashMap<String, Running>,
 }
 
@@ -80,7 +79,7 @@ impl OpsState {
         {
             return Err(ToolError::new(ErrorCode::Busy, why));
         }
-        let services = &self.ctx.machine.services;
+        let services = &self.services;
         let pid = if request.mode == Mode::Profiling {
             services
                 .restart(service, Mode::Profiling, deadline)
@@ -163,7 +162,7 @@ impl OpsState {
         let Ok(session) = self.shared.session(session_id) else {
             return;
         };
-        let services = &self.ctx.machine.services;
+        let services = &self.services;
         if session.mode != Mode::Profiling
             || !services
                 .get(&session.service)
@@ -288,7 +287,7 @@ impl Actor for ProfileOps {
         }
         Ok(OpsState {
             shared,
-            ctx: args.ctx,
+            services: args.services,
             running: HashMap::new(),
         })
     }

@@ -89,7 +89,7 @@ impl EvidenceLog {
 
 /// A record changed after some position, at its own position; an artifact's file to read
 /// when it is small enough to go with it.
-pub struct Change {
+pub(crate) struct Change {
     pub seq: u64,
     pub record: EvidenceRecord,
     pub(super) content_of: Option<std::path::PathBuf>,
@@ -159,7 +159,7 @@ const FRAME_RECORDS: usize = 256;
 
 /// `changes` (in log order, all after `after`) as `evidence` frames of at most
 /// [`FRAME_BUDGET`] bytes each, every frame continuing from the one before.
-pub fn frames(
+pub(crate) fn frames(
     epoch: &str,
     mut after: u64,
     changes: Vec<Change>,

@@ -30,80 +30,43 @@
 //!   (else `busy`); the last [`KEEP_SESSIONS`] sessions (with their artifacts) and
 //!   [`KEEP_INCIDENTS`] incidents are kept.
 
-mod actor;
+pub(crate) mod actor;
 mod evidence;
 mod sample;
 mod store;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef, RpcReplyPort};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{HubConfig, ProfilingConfig};
-use crate::context::HubContext;
-use crate::services::Mode;
+#[cfg(test)]
+use crate::machine::services::Mode;
+use crate::machine::services::Services;
 
-pub use actor::{Msg, OpsArgs, OpsState, ProfileOps};
-pub use evidence::{Change, frames as evidence_frames};
-pub use sample::{Growth, Sample, growth, sample};
-pub use store::{ArtifactMeta, Incident, Session, SessionState};
-use store::{Index, Shared};
-
-/// Directory of the profiling state under `state_dir`.
-pub const PROFILES_DIR: &str = "profiles";
-/// The index file in that directory.
-pub const INDEX_FILE: &str = "index.json";
-/// `format` of an artifact file.
-pub const ARTIFACT_FORMAT: &str = "mcp-hub.memory-profile/v1";
-/// Sessions kept (oldest dropped first, with their artifacts).
-pub const KEEP_SESSIONS: usize = 200;
-/// Incidents kept.
-pub const KEEP_INCIDENTS: usize = 500;
-/// Samples `get_session` shows of a session (the newest).
-pub const RECENT_SAMPLES: usize = 60;
-/// Smallest chunk of a chunked artifact delivery.
-pub const MIN_CHUNK_BYTES: u64 = 1024;
-/// Accepted sampling intervals, in ms.
-pub const INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
-/// Accepted session durations, in seconds.
-pub const DURATION_SEC: std::ops::RangeInclusive<u64> = 1..=3_600;
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-pub(super) fn internal(message: String) -> ToolError {
-    ToolError::new(ErrorCode::Internal, message)
-}
-
-pub(super) fn not_found(what: &str, id: &str) -> ToolError {
-    ToolError::new(ErrorCode::NotFound, format!("no {what} `{id}` on this hub"))
-}
-
-pub(super) fn now() -> String {
-    mcp_shared::time::format(mcp_shared::time::now())
-}
-
-/// What `hub.memory.start_profile` and `retry_profile` ask for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StartRequest {
-    pub service: String,
-    pub mode: Mode,
-    pub interval_ms: u64,
-    pub duration_sec: u64,
-    pub retry_of: Option<String>,
-}
+pub(crate) use actor::{Msg, OpsArgs, ProfileOps};
+pub(crate) use evidence::{Change, frames as evidence_frames};
+pub(crate) use sample::Sample;
+#[cfg(test)]
+pub(crate) use sample::{growth, sample};
+#[cfg(test)]
+use store::{ARTIFACT_FORMAT, Index};
+pub(crate) use store::{
+    ArtifactMeta, DURATION_SEC, INTERVAL_MS, Incident, MIN_CHUNK_BYTES, PROFILES_DIR,
+    RECENT_SAMPLES, Session, SessionState, StartRequest,
+};
+use store::{Shared, admission, internal, lock, not_found};
 
 /// How a chunk or a whole artifact is delivered.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Delivery {
+pub(crate) enum Delivery {
     /// The whole artifact (parsed JSON).
     Inline { meta: ArtifactMeta, artifact: Value },
     /// Too large to inline: fetch `chunks` chunks of `chunk_bytes` by offset.
@@ -127,7 +90,7 @@ pub struct Profiles {
 }
 
 impl Profiles {
-    pub fn new(config: &HubConfig) -> Profiles {
+    pub(crate) fn new(config: &HubConfig) -> Profiles {
         Profiles {
             shared: Arc::new(Shared {
                 dir: config.state_dir.join(PROFILES_DIR),
@@ -143,22 +106,23 @@ impl Profiles {
     }
 
     /// Spawns the `ProfileOps` actor (which first finishes sessions a previous hub process
-    /// left `running` as `interrupted`).
-    pub async fn start(&self, ctx: Arc<HubContext>) -> anyhow::Result<()> {
-        self.start_under(ctx, None).await.map(|_| ())
+    /// left `running` as `interrupted`). The hub's supervisor uses [`Profiles::start_under`].
+    #[cfg(test)]
+    pub(crate) async fn start(&self, services: Services) -> anyhow::Result<()> {
+        self.start_under(services, None).await.map(|_| ())
     }
 
-    /// [`Profiles::start`] linked under `supervisor` (the hub's). A restarted actor rebuilds
+    /// `Profiles::start` linked under `supervisor` (the hub's). A restarted actor rebuilds
     /// its state from the index on disk: sessions that were running end `interrupted` with
     /// the samples they kept, and their samplers are stopped.
-    pub async fn start_under(
+    pub(crate) async fn start_under(
         &self,
-        ctx: Arc<HubContext>,
+        services: Services,
         supervisor: Option<ractor::ActorCell>,
     ) -> anyhow::Result<ActorRef<Msg>> {
         let args = OpsArgs {
             shared: self.shared.clone(),
-            ctx,
+            services,
         };
         let (actor, _) = match supervisor {
             Some(sup) => Actor::spawn_linked(None, ProfileOps, args, sup).await,
@@ -177,7 +141,7 @@ impl Profiles {
     }
 
     /// Stops the actor; running sessions are finished as `interrupted`.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         let actor = lock(&self.actor).take();
         if let Some(actor) = actor {
             let _ = actor
@@ -189,24 +153,24 @@ impl Profiles {
         }
     }
 
-    pub fn config(&self) -> &ProfilingConfig {
+    pub(crate) fn config(&self) -> &ProfilingConfig {
         &self.shared.config
     }
 
     /// Follows the evidence log's latest position (see [`evidence`]).
-    pub fn evidence_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub(crate) fn evidence_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.shared.evidence_seq.subscribe()
     }
 
     /// The evidence log's epoch and latest position.
-    pub fn evidence_head(&self) -> Result<(String, u64), ToolError> {
+    pub(crate) fn evidence_head(&self) -> Result<(String, u64), ToolError> {
         self.shared
             .with(|i| (i.evidence.epoch.clone(), i.evidence.seq))
     }
 
     /// The evidence log's epoch and the records changed after `after` (each small artifact
     /// with its bytes), in log order.
-    pub fn evidence_after(&self, after: u64) -> Result<(String, Vec<Change>), ToolError> {
+    pub(crate) fn evidence_after(&self, after: u64) -> Result<(String, Vec<Change>), ToolError> {
         let max = self.shared.config.evidence_artifact_max_bytes;
         let (epoch, changes) = self.shared.with(|i| {
             let changes =
@@ -218,7 +182,7 @@ impl Profiles {
     }
 
     /// Chunk size of chunked deliveries.
-    pub fn chunk_bytes(&self) -> u64 {
+    pub(crate) fn chunk_bytes(&self) -> u64 {
         self.shared
             .config
             .artifact_inline_max_bytes
@@ -226,7 +190,7 @@ impl Profiles {
     }
 
     /// Sessions newest first, filtered.
-    pub fn sessions(
+    pub(crate) fn sessions(
         &self,
         service: Option<&str>,
         state: Option<SessionState>,
@@ -246,7 +210,7 @@ impl Profiles {
     }
 
     /// Counts: sessions, running sessions, incidents, artifacts.
-    pub fn counts(&self) -> Result<(usize, Vec<String>, usize, usize), ToolError> {
+    pub(crate) fn counts(&self) -> Result<(usize, Vec<String>, usize, usize), ToolError> {
         self.shared.with(|i| {
             (
                 i.sessions.len(),
@@ -262,7 +226,7 @@ impl Profiles {
     }
 
     /// One session and its newest samples.
-    pub fn session(&self, session_id: &str) -> Result<(Session, Vec<Sample>), ToolError> {
+    pub(crate) fn session(&self, session_id: &str) -> Result<(Session, Vec<Sample>), ToolError> {
         let session = self.shared.view(self.shared.session(session_id)?);
         let recent = if session.state == SessionState::Running {
             lock(&self.shared.live)
@@ -283,7 +247,7 @@ impl Profiles {
     }
 
     /// Incidents newest first.
-    pub fn incidents(
+    pub(crate) fn incidents(
         &self,
         service: Option<&str>,
         limit: usize,
@@ -300,7 +264,7 @@ impl Profiles {
     }
 
     /// Artifact records newest first.
-    pub fn artifacts(
+    pub(crate) fn artifacts(
         &self,
         service: Option<&str>,
         limit: usize,
@@ -341,7 +305,7 @@ impl Profiles {
 
     /// `get_artifact`: the whole artifact inline when small enough and no range is asked,
     /// else the chunked delivery contract, or the chunk at `offset` (at most `chunk_bytes`).
-    pub fn artifact(
+    pub(crate) fn artifact(
         &self,
         artifact_id: &str,
         offset: Option<u64>,
@@ -416,7 +380,7 @@ impl Profiles {
     }
 
     /// Starts a session (restarting the service into profiling mode first when asked).
-    pub async fn start_session(
+    pub(crate) async fn start_session(
         &self,
         request: StartRequest,
         deadline: tokio::time::Instant,
@@ -430,7 +394,7 @@ impl Profiles {
     }
 
     /// Stops a running session; `(session, whether it was running)`.
-    pub async fn stop_session(
+    pub(crate) async fn stop_session(
         &self,
         session_id: &str,
         deadline: tokio::time::Instant,
@@ -441,7 +405,7 @@ impl Profiles {
     }
 
     /// Marks a finished session published; its summary.
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         session_id: &str,
         deadline: tokio::time::Instant,
@@ -452,84 +416,21 @@ impl Profiles {
     }
 
     /// The session `session_id` (as readers see it).
-    pub fn get(&self, session_id: &str) -> Result<Session, ToolError> {
+    pub(crate) fn get(&self, session_id: &str) -> Result<Session, ToolError> {
         Ok(self.shared.view(self.shared.session(session_id)?))
     }
 
     /// Whether a new session for `service` would be refused with `busy`, and why.
-    pub fn admission(&self, service: &str) -> Result<Option<String>, ToolError> {
+    pub(crate) fn admission(&self, service: &str) -> Result<Option<String>, ToolError> {
         self.shared
             .with(|i| admission(&self.shared.config, i, service))
     }
 
     /// The compact summary `publish_profile` publishes for `session` (see its contract);
     /// `busy` while it runs.
-    pub fn summary(&self, session: &Session) -> Result<Value, ToolError> {
+    pub(crate) fn summary(&self, session: &Session) -> Result<Value, ToolError> {
         self.shared.summary(session)
     }
-}
-
-/// The summary of a finished session.
-fn summary(target_id: &str, s: &Session, artifact: Option<Value>) -> Result<Value, ToolError> {
-    let ended_at = s.ended_at.clone().ok_or_else(|| {
-        ToolError::new(
-            ErrorCode::Busy,
-            format!(
-                "session `{}` is still running; stop it or wait until it ends, then publish",
-                s.session_id
-            ),
-        )
-    })?;
-    let duration_ms = match (
-        mcp_shared::time::parse(&s.started_at),
-        mcp_shared::time::parse(&ended_at),
-    ) {
-        (Ok(a), Ok(b)) => (b - a).whole_milliseconds().max(0) as u64,
-        _ => 0,
-    };
-    Ok(json!({
-        "session_id": s.session_id,
-        "target_id": target_id,
-        "service": s.service,
-        "mode": s.mode,
-        "state": s.state,
-        "window": {"started_at": s.started_at, "ended_at": ended_at, "duration_ms": duration_ms},
-        "interval_ms": s.interval_ms,
-        "samples": s.samples,
-        "rss": s.growth.as_ref().map(|g| json!({
-            "start_bytes": g.start_rss_bytes,
-            "end_bytes": g.end_rss_bytes,
-            "peak_bytes": g.peak_rss_bytes,
-        })),
-        "growth": s.growth.as_ref().map(|g| json!({
-            "bytes": g.growth_bytes,
-            "percent": g.growth_percent,
-            "slope_bytes_per_sec": g.slope_bytes_per_sec,
-        })),
-        "incident_ids": s.incident_ids,
-        "artifact": artifact,
-    }))
-}
-
-/// Why a new session for `service` must wait, if it must.
-fn admission(config: &ProfilingConfig, index: &Index, service: &str) -> Option<String> {
-    let running: Vec<&Session> = index
-        .sessions
-        .iter()
-        .filter(|s| s.state == SessionState::Running)
-        .collect();
-    if let Some(s) = running.iter().find(|s| s.service == service) {
-        return Some(format!(
-            "session `{}` already profiles `{service}`; stop it or wait for it to end",
-            s.session_id
-        ));
-    }
-    (running.len() >= config.max_concurrent_sessions).then(|| {
-        format!(
-            "{} profiling sessions are running, the most this hub allows (max_concurrent_sessions); retry later",
-            running.len()
-        )
-    })
 }
 
 #[cfg(test)]

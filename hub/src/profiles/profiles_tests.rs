@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::context::HubContext;
 
 fn s(t_ms: u64, rss: u64) -> Sample {
     Sample {
@@ -160,7 +161,7 @@ async fn a_session_left_running_is_interrupted_at_the_next_start() {
     let ctx = Arc::new(HubContext::new(config).expect("context"));
     ctx.machine
         .profiles
-        .start(ctx.clone())
+        .start(ctx.machine.services.clone())
         .await
         .expect("start");
     let (session, samples) = ctx.machine.profiles.session(&id).expect("kept");

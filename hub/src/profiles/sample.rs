@@ -3,13 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::services::kb_field;
-pub use mcp_shared::profiling::Growth;
+use crate::machine::services::kb_field;
+pub(crate) use mcp_shared::profiling::Growth;
 
 /// One memory sample of a process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Milliseconds since the session started.
     pub t_ms: u64,
     pub rss_bytes: u64,
@@ -22,7 +22,7 @@ pub struct Sample {
 }
 
 /// Reads one sample of `pid` (`None` once the process is gone).
-pub fn sample(pid: u32, t_ms: u64) -> Option<Sample> {
+pub(crate) fn sample(pid: u32, t_ms: u64) -> Option<Sample> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     if let Ok(rollup) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
         && let Some(rss) = kb_field(&rollup, "Rss")
@@ -47,7 +47,7 @@ pub fn sample(pid: u32, t_ms: u64) -> Option<Sample> {
 }
 
 /// Growth of `samples` (`None` when there are none).
-pub fn growth(samples: &[Sample]) -> Option<Growth> {
+pub(crate) fn growth(samples: &[Sample]) -> Option<Growth> {
     let first = samples.first()?;
     let last = samples.last()?;
     let peak = samples.iter().map(|s| s.rss_bytes).max()?;

@@ -1,27 +1,25 @@
 //! The profiling state on disk and in memory: sessions, incidents and artifact records in
 //! `<state_dir>/profiles/index.json` ([`Index`]), the artifacts and sample logs beside it, and
 //! [`Shared`], what the readers and the actor share (finishing a session, publishing it,
-//! raising incidents).
+//! raising incidents); the limits of that state, what a session is started with
+//! ([`StartRequest`]) and when a new one must wait ([`admission`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use mcp_shared::error::ToolError;
+use mcp_shared::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ProfilingConfig;
-pub use mcp_shared::profiling::{ArtifactMeta, Incident, Session, SessionState};
+use crate::machine::services::Mode;
+pub(crate) use mcp_shared::profiling::{ArtifactMeta, Incident, Session, SessionState};
 
 use super::evidence::EvidenceLog;
 use super::sample::{Growth, Sample, growth};
-use super::{
-    ARTIFACT_FORMAT, INDEX_FILE, KEEP_INCIDENTS, KEEP_SESSIONS, internal, lock, not_found, now,
-    summary,
-};
 
 /// `index.json`; every list oldest first. Read tolerantly: an index a later build wrote
 /// still loads after a downgrade.
@@ -291,8 +289,120 @@ impl Shared {
     }
 }
 
-/// Writes `bytes` to `path` (a file in the profiles directory) through [`crate::state::write_atomic`].
+/// Writes `bytes` to `path` (a file in the profiles directory) through [`crate::store::state::write_atomic`].
 pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
-    crate::state::write_atomic(path, bytes)
+    crate::store::state::write_atomic(path, bytes)
         .map_err(|e| internal(format!("{}: cannot write: {}", e.path.display(), e.source)))
+}
+
+/// Directory of the profiling state under `state_dir`.
+pub(crate) const PROFILES_DIR: &str = "profiles";
+/// The index file in that directory.
+pub(crate) const INDEX_FILE: &str = "index.json";
+/// `format` of an artifact file.
+pub(crate) const ARTIFACT_FORMAT: &str = "mcp-hub.memory-profile/v1";
+/// Sessions kept (oldest dropped first, with their artifacts).
+pub(crate) const KEEP_SESSIONS: usize = 200;
+/// Incidents kept.
+pub(crate) const KEEP_INCIDENTS: usize = 500;
+/// Samples `get_session` shows of a session (the newest).
+pub(crate) const RECENT_SAMPLES: usize = 60;
+/// Smallest chunk of a chunked artifact delivery.
+pub(crate) const MIN_CHUNK_BYTES: u64 = 1024;
+/// Accepted sampling intervals, in ms.
+pub(crate) const INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
+/// Accepted session durations, in seconds.
+pub(crate) const DURATION_SEC: std::ops::RangeInclusive<u64> = 1..=3_600;
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(super) fn internal(message: String) -> ToolError {
+    ToolError::new(ErrorCode::Internal, message)
+}
+
+pub(super) fn not_found(what: &str, id: &str) -> ToolError {
+    ToolError::new(ErrorCode::NotFound, format!("no {what} `{id}` on this hub"))
+}
+
+pub(super) fn now() -> String {
+    mcp_shared::time::format(mcp_shared::time::now())
+}
+
+/// What `hub.memory.start_profile` and `retry_profile` ask for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartRequest {
+    pub service: String,
+    pub mode: Mode,
+    pub interval_ms: u64,
+    pub duration_sec: u64,
+    pub retry_of: Option<String>,
+}
+
+/// The summary of a finished session.
+pub(super) fn summary(
+    target_id: &str,
+    s: &Session,
+    artifact: Option<Value>,
+) -> Result<Value, ToolError> {
+    let ended_at = s.ended_at.clone().ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::Busy,
+            format!(
+                "session `{}` is still running; stop it or wait until it ends, then publish",
+                s.session_id
+            ),
+        )
+    })?;
+    let duration_ms = match (
+        mcp_shared::time::parse(&s.started_at),
+        mcp_shared::time::parse(&ended_at),
+    ) {
+        (Ok(a), Ok(b)) => (b - a).whole_milliseconds().max(0) as u64,
+        _ => 0,
+    };
+    Ok(json!({
+        "session_id": s.session_id,
+        "target_id": target_id,
+        "service": s.service,
+        "mode": s.mode,
+        "state": s.state,
+        "window": {"started_at": s.started_at, "ended_at": ended_at, "duration_ms": duration_ms},
+        "interval_ms": s.interval_ms,
+        "samples": s.samples,
+        "rss": s.growth.as_ref().map(|g| json!({
+            "start_bytes": g.start_rss_bytes,
+            "end_bytes": g.end_rss_bytes,
+            "peak_bytes": g.peak_rss_bytes,
+        })),
+        "growth": s.growth.as_ref().map(|g| json!({
+            "bytes": g.growth_bytes,
+            "percent": g.growth_percent,
+            "slope_bytes_per_sec": g.slope_bytes_per_sec,
+        })),
+        "incident_ids": s.incident_ids,
+        "artifact": artifact,
+    }))
+}
+
+/// Why a new session for `service` must wait, if it must.
+pub(super) fn admission(config: &ProfilingConfig, index: &Index, service: &str) -> Option<String> {
+    let running: Vec<&Session> = index
+        .sessions
+        .iter()
+        .filter(|s| s.state == SessionState::Running)
+        .collect();
+    if let Some(s) = running.iter().find(|s| s.service == service) {
+        return Some(format!(
+            "session `{}` already profiles `{service}`; stop it or wait for it to end",
+            s.session_id
+        ));
+    }
+    (running.len() >= config.max_concurrent_sessions).then(|| {
+        format!(
+            "{} profiling sessions are running, the most this hub allows (max_concurrent_sessions); retry later",
+            running.len()
+        )
+    })
 }

@@ -10,12 +10,13 @@ use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::protocol::{SkillCommand, SkillState};
 use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, SupervisionEvent};
 
-use crate::adapters::{
+use crate::context::HubContext;
+use crate::skill::adapters::{
     AdapterActor, AdapterArgs, AdapterKind, AdapterMsg, AdapterReply, CallInput, CrashReport,
+    EmbeddedAdapter,
 };
-use crate::context::{HubContext, Lifecycle, SKILL};
 
-use super::lifecycle::{load_lifecycle, load_owner_switch, save_lifecycle};
+use super::lifecycle::{Lifecycle, SKILL, load_lifecycle, load_owner_switch, save_lifecycle};
 
 pub enum Msg {
     /// Route a call (already past the gate) to the adapter serving `tool_id`.
@@ -41,14 +42,21 @@ pub enum Msg {
     Panic,
 }
 
-pub struct Skill;
+pub(crate) struct Skill;
 
-pub struct SkillArgs {
+pub(crate) struct SkillArgs {
     pub ctx: Arc<HubContext>,
+    /// The adapters of the program embedding the hub (declared in the context too).
+    pub embedded: Embedded,
 }
 
-pub struct State {
+/// The adapters of the program embedding the hub library (none in `mcp-hub`).
+pub(crate) type Embedded = Arc<[&'static EmbeddedAdapter]>;
+
+pub(crate) struct State {
     ctx: Arc<HubContext>,
+    /// Every adapter of the skill, in the order of the context's declarations.
+    kinds: Vec<AdapterKind>,
     adapters: HashMap<&'static str, ActorRef<AdapterMsg>>,
     restarts: u64,
     /// When each adapter was last restarted, within the restart window.
@@ -130,7 +138,12 @@ impl State {
             return Ok(());
         }
         for tool in std::mem::take(&mut self.unavailable).into_keys() {
-            if let Some(kind) = self.ctx.adapter_kind(tool) {
+            if let Some(kind) = self
+                .kinds
+                .iter()
+                .copied()
+                .find(|k| k.decl().tool_id == tool)
+            {
                 self.adapters
                     .insert(tool, spawn_adapter(kind, &self.ctx, myself).await?);
                 self.recent_restarts.remove(tool);
@@ -171,8 +184,13 @@ impl Actor for Skill {
         }
         std::fs::create_dir_all(&ctx.config.state_dir)?;
         ctx.skill.lifecycle.store(Arc::new(lifecycle));
+        let kinds: Vec<AdapterKind> = ctx
+            .adapter_decls()
+            .iter()
+            .map(|&decl| AdapterKind::of(decl, &args.embedded))
+            .collect();
         let mut adapters = HashMap::new();
-        for &kind in ctx.adapter_kinds() {
+        for &kind in &kinds {
             adapters.insert(
                 kind.decl().tool_id,
                 spawn_adapter(kind, &ctx, &myself).await?,
@@ -186,6 +204,7 @@ impl Actor for Skill {
         );
         Ok(State {
             ctx,
+            kinds,
             adapters,
             restarts: 0,
             recent_restarts: HashMap::new(),
@@ -357,8 +376,7 @@ impl Actor for Skill {
         }
         let id = cell.get_id();
         let Some(kind) = state
-            .ctx
-            .adapter_kinds()
+            .kinds
             .iter()
             .copied()
             .find(|k| state.adapters.get(k.decl().tool_id).map(|a| a.get_id()) == Some(id))

@@ -14,8 +14,11 @@
 //! Layout: [`lifecycle`] is the state on disk, [`actor`] the `Skill` actor; [`SkillHandle`]
 //! (here) is how the rest of the hub talks to it.
 
-mod actor;
-mod lifecycle;
+pub(crate) mod actor;
+pub(crate) mod adapters;
+pub(crate) mod lifecycle;
+#[cfg(test)]
+pub(crate) mod test_fault;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,13 +29,13 @@ use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
 use serde_json::Value;
 
-use crate::adapters::{AdapterDecl, AdapterReply, CallInput};
-use crate::context::{HubContext, SKILL};
+use crate::context::HubContext;
+use crate::skill::adapters::{AdapterDecl, AdapterReply, CallInput};
+use lifecycle::SKILL;
 
-pub use actor::{Msg, Skill, SkillArgs, State};
-pub use lifecycle::{
-    OWNER_FILE, OWNER_SWITCH_POLL, STATE_FILE, StateError, load_lifecycle, load_owner_switch,
-    save_lifecycle, save_owner_switch,
+pub(crate) use actor::{Embedded, Msg, Skill, SkillArgs};
+pub(crate) use lifecycle::{
+    OWNER_SWITCH_POLL, load_lifecycle, load_owner_switch, save_owner_switch,
 };
 
 /// Default timeout for a request to the skill actor that does not run an adapter.
@@ -48,11 +51,13 @@ pub struct SkillHandle {
 }
 
 impl SkillHandle {
-    /// Starts the skill (and its adapters) for `ctx`, unsupervised.
+    /// Starts the skill (and its adapters) for `ctx`, with the embedding program's adapters
+    /// `embedded`, unsupervised.
     pub async fn start(
         ctx: Arc<HubContext>,
+        embedded: Embedded,
     ) -> anyhow::Result<(SkillHandle, tokio::task::JoinHandle<()>)> {
-        let (actor, join) = Actor::spawn(None, Skill, SkillArgs { ctx })
+        let (actor, join) = Actor::spawn(None, Skill, SkillArgs { ctx, embedded })
             .await
             .map_err(|e| anyhow::anyhow!("cannot start {SKILL}: {e}"))?;
         Ok((SkillHandle::of(actor), join))
@@ -65,12 +70,14 @@ impl SkillHandle {
         }
     }
 
-    /// Spawns the skill for `ctx` linked under `supervisor`.
+    /// Spawns the skill for `ctx` (with the embedding program's adapters `embedded`) linked
+    /// under `supervisor`.
     pub async fn spawn_under(
         ctx: Arc<HubContext>,
+        embedded: Embedded,
         supervisor: ractor::ActorCell,
     ) -> anyhow::Result<ActorRef<Msg>> {
-        let (actor, _) = Actor::spawn_linked(None, Skill, SkillArgs { ctx }, supervisor)
+        let (actor, _) = Actor::spawn_linked(None, Skill, SkillArgs { ctx, embedded }, supervisor)
             .await
             .map_err(|e| anyhow::anyhow!("cannot start {SKILL}: {e}"))?;
         Ok(actor)
@@ -177,14 +184,14 @@ impl SkillHandle {
 
 /// Stops a call's adapter work when the call's task is dropped before it finished (a
 /// `cancel` from root, or the connection going away).
-pub struct CancelOnDrop {
+pub(crate) struct CancelOnDrop {
     skill: SkillHandle,
     call_id: String,
     armed: bool,
 }
 
 impl CancelOnDrop {
-    pub fn new(skill: &SkillHandle, call_id: &str) -> CancelOnDrop {
+    pub(crate) fn new(skill: &SkillHandle, call_id: &str) -> CancelOnDrop {
         CancelOnDrop {
             skill: skill.clone(),
             call_id: call_id.to_owned(),
@@ -192,7 +199,7 @@ impl CancelOnDrop {
         }
     }
 
-    pub fn disarm(mut self) {
+    pub(crate) fn disarm(mut self) {
         self.armed = false;
     }
 }

@@ -5,15 +5,15 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::*;
-use crate::adapters::{ADAPTERS, AdapterKind};
 use crate::config::HubConfig;
+use crate::skill::adapters::{ADAPTERS, AdapterKind};
 
 fn ctx(dir: &Path, concurrency: usize) -> Arc<HubContext> {
     let mut config = HubConfig::new("hub:test-alpha", "test", "ws://127.0.0.1:1", "t", dir);
-    config.embedded = vec![&crate::test_fault::FAULT];
     config.skill.adapter_concurrency = concurrency;
-    crate::adapters::serve_everything(&mut config);
-    Arc::new(HubContext::new(config).expect("context"))
+    crate::skill::adapters::serve_everything(&mut config);
+    let fault = [crate::skill::test_fault::FAULT.decl];
+    Arc::new(HubContext::with_embedded(config, &fault).expect("context"))
 }
 
 fn soon(ms: u64) -> tokio::time::Instant {
@@ -21,13 +21,15 @@ fn soon(ms: u64) -> tokio::time::Instant {
 }
 
 const STATUS: AdapterDecl = AdapterKind::Status.decl();
-const FAULT: AdapterDecl = crate::test_fault::FAULT.decl;
+const FAULT: AdapterDecl = crate::skill::test_fault::FAULT.decl;
 
 #[tokio::test]
 async fn every_adapter_answers_with_real_figures() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ctx = ctx(dir.path(), 4);
-    let (skill, _) = SkillHandle::start(ctx.clone()).await.expect("skill");
+    let (skill, _) = SkillHandle::start(ctx.clone(), crate::skill::test_fault::embedded())
+        .await
+        .expect("skill");
     let mut answers = HashMap::new();
     for decl in ADAPTERS {
         // Writes and the reads that name an object need arguments, the NLU tools need
@@ -112,7 +114,9 @@ async fn the_adapter_sees_the_calls_dry_run_flag_and_idempotency_key() {
         progress_total: None,
     }];
     let ctx = Arc::new(HubContext::new(config).expect("context"));
-    let (skill, _) = SkillHandle::start(ctx).await.expect("skill");
+    let (skill, _) = SkillHandle::start(ctx, crate::skill::test_fault::embedded())
+        .await
+        .expect("skill");
     let decl = AdapterKind::AllowedTests.decl();
     let input = |dry_run: bool, key: &str| CallInput {
         call_id: format!("{dry_run}-{key}"),
@@ -147,7 +151,9 @@ async fn the_adapter_sees_the_calls_dry_run_flag_and_idempotency_key() {
 #[tokio::test]
 async fn lifecycle_persists_across_a_restart_of_the_skill() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (skill, _) = SkillHandle::start(ctx(dir.path(), 4)).await.expect("skill");
+    let (skill, _) = SkillHandle::start(ctx(dir.path(), 4), crate::skill::test_fault::embedded())
+        .await
+        .expect("skill");
     let state = skill
         .command(SKILL, SkillCommand::Disable)
         .await
@@ -162,7 +168,7 @@ async fn lifecycle_persists_across_a_restart_of_the_skill() {
     skill.stop().await;
 
     let ctx2 = ctx(dir.path(), 4);
-    let (skill, _) = SkillHandle::start(ctx2.clone())
+    let (skill, _) = SkillHandle::start(ctx2.clone(), crate::skill::test_fault::embedded())
         .await
         .expect("restarted skill");
     let state = skill
@@ -192,7 +198,9 @@ async fn lifecycle_persists_across_a_restart_of_the_skill() {
 #[tokio::test]
 async fn a_panicking_adapter_fails_the_call_and_is_restarted() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (skill, _) = SkillHandle::start(ctx(dir.path(), 4)).await.expect("skill");
+    let (skill, _) = SkillHandle::start(ctx(dir.path(), 4), crate::skill::test_fault::embedded())
+        .await
+        .expect("skill");
     for i in 0..3 {
         let err = skill
             .execute(
@@ -216,7 +224,9 @@ async fn a_panicking_adapter_fails_the_call_and_is_restarted() {
 #[tokio::test]
 async fn over_the_limit_is_busy_and_a_hang_times_out() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (skill, _) = SkillHandle::start(ctx(dir.path(), 1)).await.expect("skill");
+    let (skill, _) = SkillHandle::start(ctx(dir.path(), 1), crate::skill::test_fault::embedded())
+        .await
+        .expect("skill");
     let hung = {
         let skill = skill.clone();
         tokio::spawn(async move {
@@ -250,7 +260,9 @@ async fn over_the_limit_is_busy_and_a_hang_times_out() {
 async fn uninstall_and_the_owners_switch_withdraw_everything_and_persist() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ctx = ctx(dir.path(), 4);
-    let (skill, _) = SkillHandle::start(ctx.clone()).await.expect("skill");
+    let (skill, _) = SkillHandle::start(ctx.clone(), crate::skill::test_fault::embedded())
+        .await
+        .expect("skill");
     let state = skill
         .command(SKILL, SkillCommand::Uninstall)
         .await
@@ -285,7 +297,9 @@ async fn uninstall_and_the_owners_switch_withdraw_everything_and_persist() {
     skill.stop().await;
     // A restarted skill starts switched off by its owner.
     let ctx2 = super::skill_tests::ctx(dir.path(), 4);
-    let (skill, _) = SkillHandle::start(ctx2.clone()).await.expect("restarted");
+    let (skill, _) = SkillHandle::start(ctx2.clone(), crate::skill::test_fault::embedded())
+        .await
+        .expect("restarted");
     assert!(!ctx2.lifecycle().owner_enabled);
     skill.owner_switch(true);
     let state = skill
@@ -304,7 +318,9 @@ async fn hub_get_status_takes_no_arguments() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = HubConfig::new("hub:x", "test", "ws://127.0.0.1:1", "t", dir.path());
     let ctx = Arc::new(HubContext::new(config).expect("context"));
-    let (skill, _) = SkillHandle::start(ctx).await.expect("skill");
+    let (skill, _) = SkillHandle::start(ctx, crate::skill::test_fault::embedded())
+        .await
+        .expect("skill");
     let err = skill
         .execute(
             "f",

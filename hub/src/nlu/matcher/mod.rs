@@ -30,367 +30,40 @@
 //! A phrase that matches nothing is an empty ranking with the trace of what was tried, not an
 //! error.
 
+mod align;
+mod patterns;
+
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::content::{Content, Entity, Piece, SlotDecl, Template, parse_text, slots};
+use align::{Aligned, align, cmp_fraction, score_value};
+use patterns::{Compiled, LocaleIndex, Source, compile, gazetteer_for};
+
+use super::content::Content;
 use super::normalize::{self, analyze};
 
 /// Least score a template needs to be ranked.
-pub const MIN_SCORE: f64 = 0.5;
+pub(crate) const MIN_SCORE: f64 = 0.5;
 /// Ranked templates at most.
-pub const MAX_RANKING: usize = 10;
+pub(crate) const MAX_RANKING: usize = 10;
 /// Words of a phrase at most.
-pub const MAX_PHRASE_WORDS: usize = 64;
-
-/// How an entity's form was written in the content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum MatchedBy {
-    Label,
-    Alias,
-}
-
-impl MatchedBy {
-    fn as_str(self) -> &'static str {
-        match self {
-            MatchedBy::Label => "label",
-            MatchedBy::Alias => "alias",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Hit {
-    by: MatchedBy,
-    reference: String,
-}
-
-/// The forms of one entity type in one locale.
-#[derive(Debug, Default)]
-struct Gazetteer {
-    /// Joined stems → the entities (sorted: labels first, then by ref).
-    forms: HashMap<String, Vec<Hit>>,
-    /// Words of the longest form.
-    max_words: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
-    Word(String),
-    /// Index into the template's slots.
-    Slot(usize),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
-    Text,
-    Example(usize),
-}
-
-#[derive(Debug)]
-struct Pattern {
-    source: Source,
-    parts: Vec<Part>,
-}
-
-#[derive(Debug)]
-struct Compiled {
-    template_id: String,
-    intent: String,
-    slots: Vec<SlotDecl>,
-    patterns: Vec<Pattern>,
-}
-
-#[derive(Debug, Default)]
-struct LocaleIndex {
-    kinds: BTreeMap<String, Gazetteer>,
-    templates: Vec<Compiled>,
-}
+pub(crate) const MAX_PHRASE_WORDS: usize = 64;
 
 /// The compiled content of one version.
 #[derive(Debug, Default)]
-pub struct Index {
+pub(crate) struct Index {
     locales: BTreeMap<String, LocaleIndex>,
-}
-
-/// One slot filled by an alignment.
-#[derive(Debug, Clone)]
-struct Fill {
-    start: usize,
-    end: usize,
-    hits: Vec<Hit>,
-}
-
-/// The best alignment of one pattern with a phrase.
-#[derive(Debug, Clone)]
-struct Aligned {
-    matched: usize,
-    parts: usize,
-    extra: usize,
-    fills: Vec<Option<Fill>>,
-}
-
-impl Aligned {
-    /// Score as a fraction (numerator, denominator).
-    fn score(&self) -> (usize, usize) {
-        (self.matched, self.parts + self.extra)
-    }
-}
-
-/// `a` compared with `b` as fractions.
-fn cmp_fraction(a: (usize, usize), b: (usize, usize)) -> Ordering {
-    (a.0 * b.1).cmp(&(b.0 * a.1))
-}
-
-fn score_value((num, den): (usize, usize)) -> f64 {
-    if den == 0 {
-        return 0.0;
-    }
-    (num as f64 / den as f64 * 10_000.0).round() / 10_000.0
 }
 
 fn ranked((num, den): (usize, usize)) -> bool {
     num > 0 && num as f64 >= MIN_SCORE * den as f64
 }
 
-fn gazetteer_for(locale: &str, entities: &BTreeMap<String, Entity>) -> BTreeMap<String, Gazetteer> {
-    let mut kinds: BTreeMap<String, Gazetteer> = BTreeMap::new();
-    for entity in entities.values() {
-        let label = entity.labels.get(locale).map(|l| (MatchedBy::Label, l));
-        let aliases = entity
-            .aliases
-            .get(locale)
-            .into_iter()
-            .flatten()
-            .map(|a| (MatchedBy::Alias, a));
-        for (by, form) in label.into_iter().chain(aliases) {
-            let stems = analyze(form, locale).1;
-            if stems.is_empty() {
-                continue;
-            }
-            let g = kinds.entry(entity.kind().to_owned()).or_default();
-            g.max_words = g.max_words.max(stems.len());
-            let hits = g.forms.entry(stems.join(" ")).or_default();
-            if !hits.iter().any(|h| h.reference == entity.reference) {
-                hits.push(Hit {
-                    by,
-                    reference: entity.reference.clone(),
-                });
-                hits.sort();
-            }
-        }
-    }
-    kinds
-}
-
-/// Turns an example into parts: entity spans of the slots' types become slots.
-fn delexicalize(
-    example: &str,
-    locale: &str,
-    slots: &[SlotDecl],
-    kinds: &BTreeMap<String, Gazetteer>,
-) -> Vec<Part> {
-    let stems = analyze(example, locale).1;
-    let mut used = vec![false; slots.len()];
-    let mut parts = Vec::new();
-    let mut j = 0;
-    'words: while j < stems.len() {
-        let longest = slots
-            .iter()
-            .filter_map(|s| kinds.get(&s.kind).map(|g| g.max_words))
-            .max()
-            .unwrap_or(0)
-            .min(stems.len() - j);
-        for len in (1..=longest).rev() {
-            let key = stems[j..j + len].join(" ");
-            let free = slots.iter().enumerate().find(|(i, s)| {
-                !used[*i]
-                    && kinds
-                        .get(&s.kind)
-                        .is_some_and(|g| g.forms.contains_key(&key))
-            });
-            if let Some((i, _)) = free {
-                used[i] = true;
-                parts.push(Part::Slot(i));
-                j += len;
-                continue 'words;
-            }
-        }
-        parts.push(Part::Word(stems[j].clone()));
-        j += 1;
-    }
-    parts
-}
-
-fn compile(template: &Template, kinds: &BTreeMap<String, Gazetteer>) -> Compiled {
-    let locale = &template.locale;
-    // Content is validated before it is compiled; a text that does not parse has no pattern.
-    let pieces = parse_text(&template.text).unwrap_or_default();
-    let slot_list = slots(&pieces);
-    let mut parts = Vec::new();
-    for piece in &pieces {
-        match piece {
-            Piece::Text(t) => parts.extend(analyze(t, locale).1.into_iter().map(Part::Word)),
-            Piece::Slot { name, .. } => {
-                if let Some(i) = slot_list.iter().position(|s| &s.name == name) {
-                    parts.push(Part::Slot(i));
-                }
-            }
-        }
-    }
-    let mut patterns = vec![Pattern {
-        source: Source::Text,
-        parts,
-    }];
-    for (i, example) in template.examples.iter().enumerate() {
-        let parts = delexicalize(example, locale, &slot_list, kinds);
-        if !parts.is_empty() {
-            patterns.push(Pattern {
-                source: Source::Example(i),
-                parts,
-            });
-        }
-    }
-    Compiled {
-        template_id: template.template_id.clone(),
-        intent: template.intent.clone(),
-        slots: slot_list,
-        patterns,
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Step {
-    Start,
-    Extra,
-    Skip,
-    Word,
-    Slot(usize),
-}
-
-/// The least-cost alignment of `pattern` with `stems` (see the module documentation).
-fn align(
-    pattern: &Pattern,
-    slots: &[SlotDecl],
-    stems: &[String],
-    kinds: &BTreeMap<String, Gazetteer>,
-) -> Aligned {
-    let n = pattern.parts.len();
-    let m = stems.len();
-    let at = |i: usize, j: usize| i * (m + 1) + j;
-    let mut best: Vec<Option<(usize, usize)>> = vec![None; (n + 1) * (m + 1)];
-    let mut back = vec![Step::Start; (n + 1) * (m + 1)];
-    best[at(0, 0)] = Some((0, 0));
-    let relax = |best: &mut Vec<Option<(usize, usize)>>,
-                 back: &mut Vec<Step>,
-                 to: usize,
-                 cost: (usize, usize),
-                 step: Step| {
-        if best[to].is_none_or(|b| cost < b) {
-            best[to] = Some(cost);
-            back[to] = step;
-        }
-    };
-    for i in 0..=n {
-        for j in 0..=m {
-            let Some((cost, skipped)) = best[at(i, j)] else {
-                continue;
-            };
-            if j < m {
-                relax(
-                    &mut best,
-                    &mut back,
-                    at(i, j + 1),
-                    (cost + 1, skipped),
-                    Step::Extra,
-                );
-            }
-            if i == n {
-                continue;
-            }
-            relax(
-                &mut best,
-                &mut back,
-                at(i + 1, j),
-                (cost + 1, skipped + 1),
-                Step::Skip,
-            );
-            match &pattern.parts[i] {
-                Part::Word(w) => {
-                    if j < m && &stems[j] == w {
-                        relax(
-                            &mut best,
-                            &mut back,
-                            at(i + 1, j + 1),
-                            (cost, skipped),
-                            Step::Word,
-                        );
-                    }
-                }
-                Part::Slot(s) => {
-                    let Some(g) = slots.get(*s).and_then(|s| kinds.get(&s.kind)) else {
-                        continue;
-                    };
-                    for len in 1..=g.max_words.min(m - j) {
-                        if g.forms.contains_key(&stems[j..j + len].join(" ")) {
-                            relax(
-                                &mut best,
-                                &mut back,
-                                at(i + 1, j + len),
-                                (cost, skipped),
-                                Step::Slot(len),
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let (cost, skipped) = best[at(n, m)].unwrap_or((n + m, n));
-    let mut fills = vec![None; slots.len()];
-    let (mut i, mut j) = (n, m);
-    while i > 0 || j > 0 {
-        match back[at(i, j)] {
-            Step::Start => break,
-            Step::Extra => j -= 1,
-            Step::Skip => i -= 1,
-            Step::Word => {
-                i -= 1;
-                j -= 1;
-            }
-            Step::Slot(len) => {
-                i -= 1;
-                j -= len;
-                if let Part::Slot(s) = &pattern.parts[i]
-                    && let Some(g) = slots.get(*s).and_then(|d| kinds.get(&d.kind))
-                {
-                    let hits = g
-                        .forms
-                        .get(&stems[j..j + len].join(" "))
-                        .cloned()
-                        .unwrap_or_default();
-                    fills[*s] = Some(Fill {
-                        start: j,
-                        end: j + len,
-                        hits,
-                    });
-                }
-            }
-        }
-    }
-    Aligned {
-        matched: n - skipped,
-        parts: n,
-        extra: cost - skipped,
-        fills,
-    }
-}
-
 impl Index {
     /// Compiles `content` (with its current templates).
-    pub fn build(content: &Content) -> Index {
+    pub(crate) fn build(content: &Content) -> Index {
         let mut locales: BTreeMap<String, LocaleIndex> = BTreeMap::new();
         for template in content.templates.values() {
             let entry = locales
@@ -406,7 +79,7 @@ impl Index {
     }
 
     /// Locales that have templates.
-    pub fn locales(&self) -> Vec<&str> {
+    pub(crate) fn locales(&self) -> Vec<&str> {
         self.locales.keys().map(String::as_str).collect()
     }
 
@@ -449,7 +122,7 @@ impl Index {
 
     /// Matches `phrase`: the `check_phrase` answer. `Err` only for a locale with no templates
     /// or a phrase over [`MAX_PHRASE_WORDS`] words.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         content: &Content,
         phrase: &str,

@@ -1,0 +1,101 @@
+//! Reaching root: the WebSocket upgrade request carrying the hub token, why a connection
+//! ended ([`ChannelError`]), and the jittered exponential [`Backoff`] between attempts.
+
+use std::time::Duration;
+
+/// The socket of one connection to root.
+pub(super) type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Why a connection ended.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("connect to {url}: {source}")]
+    Connect {
+        url: String,
+        source: Box<tokio_tungstenite::tungstenite::Error>,
+    },
+    #[error("websocket: {0}")]
+    Socket(#[from] Box<tokio_tungstenite::tungstenite::Error>),
+    #[error("root refused the hub: {0}")]
+    Refused(String),
+    #[error("no welcome from root within {0:?}")]
+    NoWelcome(Duration),
+    #[error("root sent {0} before welcome")]
+    UnexpectedBeforeWelcome(String),
+    #[error("root closed the connection")]
+    Closed,
+    #[error("root silent for {0:?}")]
+    Silent(Duration),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("the hub token changed; reconnecting with the new one")]
+    TokenChanged,
+}
+
+impl From<tokio_tungstenite::tungstenite::Error> for ChannelError {
+    fn from(e: tokio_tungstenite::tungstenite::Error) -> Self {
+        ChannelError::Socket(Box::new(e))
+    }
+}
+
+/// The upgrade request to `url`, carrying the hub token as `Authorization: Bearer` (marked
+/// sensitive, so no HTTP client logs it).
+pub fn upgrade_request(
+    url: &str,
+    token: &str,
+) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, ChannelError> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::http::{HeaderValue, header};
+    let mut request = url
+        .into_client_request()
+        .map_err(|e| ChannelError::Config(format!("root URL `{url}`: {e}")))?;
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+        .map_err(|_| ChannelError::Config("the hub token is not a valid header value".into()))?;
+    value.set_sensitive(true);
+    request.headers_mut().insert(header::AUTHORIZATION, value);
+    Ok(request)
+}
+
+/// Exponential backoff with jitter between half and all of the current step.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    initial: Duration,
+    max: Duration,
+    next: Duration,
+    seed: u64,
+}
+
+impl Backoff {
+    pub(crate) fn new(initial_ms: u64, max_ms: u64) -> Backoff {
+        let initial = Duration::from_millis(initial_ms.max(1));
+        Backoff {
+            initial,
+            max: Duration::from_millis(max_ms.max(initial_ms.max(1))),
+            next: initial,
+            seed: {
+                use std::hash::{BuildHasher, Hasher};
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u64(std::process::id() as u64);
+                h.finish()
+            },
+        }
+    }
+
+    /// After a successful welcome.
+    pub(crate) fn reset(&mut self) {
+        self.next = self.initial;
+    }
+
+    /// The delay before the next attempt.
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        // xorshift64: enough randomness to spread hubs reconnecting after a root restart.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let step = self.next;
+        self.next = (self.next * 2).min(self.max);
+        let frac = (self.seed % 1_000) as f64 / 1_000.0;
+        step.mul_f64(0.5 + 0.5 * frac)
+    }
+}

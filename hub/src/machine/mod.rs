@@ -1,0 +1,7 @@
+//! What acts on the machine: the managed services and their supervisor, and the deploy
+//! worktree's history, refs and git.
+
+pub(crate) mod deploys;
+pub(crate) mod git;
+pub(crate) mod refs;
+pub(crate) mod services;
