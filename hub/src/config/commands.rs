@@ -1,15 +1,14 @@
 //! `[[skill.commands]]`: command adapters, read tools served by a declared program (see
 //! [`crate::skill::adapters::command`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use std::collections::BTreeSet;
 use std::sync::{LazyLock, Mutex};
 
 use serde::Deserialize;
 
-use super::{ConfigError, HubConfig};
-use crate::skill::adapters::decl::{ADAPTERS, AdapterDecl};
+use crate::skill::adapters::decl::AdapterDecl;
 
 /// Longest time a command adapter may run (ten minutes; tool contracts bound it further).
 pub const MAX_COMMAND_TIMEOUT_MS: u64 = 600_000;
@@ -79,54 +78,4 @@ pub fn valid_tool_id(id: &str) -> bool {
                 && s.chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         })
-}
-
-impl HubConfig {
-    /// Checks `[[skill.commands]]`: valid and distinct tool ids that no built-in adapter
-    /// serves, a program, confined paths, a timeout.
-    pub(super) fn validate_commands(&self) -> Result<(), ConfigError> {
-        let mut ids = std::collections::BTreeSet::new();
-        for command in &self.skill.commands {
-            let id = command.tool_id.as_str();
-            let bad = |why: String| ConfigError::Invalid(format!("command adapter `{id}`: {why}"));
-            if !valid_tool_id(id) {
-                return Err(bad(
-                    "tool_id must be dotted lowercase segments [a-z][a-z0-9_]*, e.g. acme.inventory.count".into(),
-                ));
-            }
-            if ADAPTERS.iter().any(|a| a.tool_id == id) {
-                return Err(bad("a built-in adapter serves this tool".into()));
-            }
-            if !ids.insert(id) {
-                return Err(bad("declared twice".into()));
-            }
-            let Some(program) = command.argv.first().filter(|p| !p.is_empty()) else {
-                return Err(bad("empty argv".into()));
-            };
-            if program.contains('/') {
-                self.check_confined(
-                    &format!("command adapter `{id}`: program"),
-                    Path::new(program),
-                )?;
-            }
-            if let Some(cwd) = &command.cwd {
-                self.check_confined(&format!("command adapter `{id}`: cwd"), cwd)?;
-            }
-            if command.timeout_ms == 0 || command.timeout_ms > MAX_COMMAND_TIMEOUT_MS {
-                return Err(bad(format!(
-                    "timeout_ms must be between 1 and {MAX_COMMAND_TIMEOUT_MS}"
-                )));
-            }
-            if let Some(key) = command
-                .env
-                .keys()
-                .find(|k| k.is_empty() || k.contains(['=', '\0']))
-            {
-                return Err(bad(format!(
-                    "env name `{key}` is empty or contains `=` or NUL"
-                )));
-            }
-        }
-        Ok(())
-    }
 }

@@ -5,8 +5,6 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{ConfigError, HubConfig};
-
 fn default_expect_status() -> u16 {
     200
 }
@@ -132,29 +130,5 @@ impl ServiceHealthConfig {
                 timeout_ms,
             },
         }
-    }
-}
-
-impl HubConfig {
-    /// Checks `[[skill.healthchecks]]`: distinct names, a program for command checks.
-    pub(super) fn validate_healthchecks(&self) -> Result<(), ConfigError> {
-        let mut names = std::collections::BTreeSet::new();
-        for check in &self.skill.healthchecks {
-            if !names.insert(check.name()) {
-                return Err(ConfigError::Invalid(format!(
-                    "two health checks are named `{}`",
-                    check.name()
-                )));
-            }
-            if let HealthcheckConfig::Command { argv, .. } = check
-                && argv.is_empty()
-            {
-                return Err(ConfigError::Invalid(format!(
-                    "health check `{}` has an empty argv",
-                    check.name()
-                )));
-            }
-        }
-        Ok(())
     }
 }

@@ -5,8 +5,6 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{ConfigError, HubConfig};
-
 /// Longest name of a log source.
 pub const MAX_LOG_SOURCE_NAME: usize = 64;
 /// The stream name of the hub's own log in `hub.get_logs` (no service or log source may use it).
@@ -48,47 +46,4 @@ pub fn valid_log_source_name(name: &str) -> bool {
     chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
         && name.len() <= MAX_LOG_SOURCE_NAME
         && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-}
-
-impl HubConfig {
-    /// Checks `[[log_sources]]` and `[redaction]`.
-    pub(super) fn validate_log_sources(&self) -> Result<(), ConfigError> {
-        if self.services.iter().any(|s| s.name == HUB_STREAM) {
-            return Err(ConfigError::Invalid(format!(
-                "service name `{HUB_STREAM}` is taken by the hub's own log stream"
-            )));
-        }
-        let mut names: std::collections::BTreeSet<&str> =
-            self.services.iter().map(|s| s.name.as_str()).collect();
-        for source in &self.log_sources {
-            let name = source.name.as_str();
-            if !valid_log_source_name(name) {
-                return Err(ConfigError::Invalid(format!(
-                    "log source name `{name}` must match [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}}"
-                )));
-            }
-            if name == HUB_STREAM {
-                return Err(ConfigError::Invalid(format!(
-                    "log source name `{HUB_STREAM}` is taken by the hub's own log"
-                )));
-            }
-            if !names.insert(name) {
-                return Err(ConfigError::Invalid(format!(
-                    "log source `{name}`: a service or another log source has that name"
-                )));
-            }
-            self.check_confined(
-                &format!("log source `{name}`: path"),
-                &self.under_state_dir(&source.path),
-            )?;
-        }
-        for pattern in &self.redaction.patterns {
-            if let Err(e) = regex::Regex::new(pattern) {
-                return Err(ConfigError::Invalid(format!(
-                    "redaction: pattern `{pattern}` does not compile: {e}"
-                )));
-            }
-        }
-        Ok(())
-    }
 }

@@ -13,18 +13,21 @@
 
 mod commands;
 mod deploy;
+mod error;
 mod health;
 mod logs;
 mod nlu;
+mod paths;
 mod profiling;
 mod services;
 mod skill;
 mod transport;
+mod validate;
 
 #[cfg(test)]
 mod config_tests;
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use mcp_shared::target::WriteScope;
 use serde::Deserialize;
@@ -34,12 +37,14 @@ pub use crate::skill::adapters::decl::Provided;
 pub use crate::link::tls::HubTlsConfig;
 pub use commands::{CommandAdapterConfig, MAX_COMMAND_TIMEOUT_MS, valid_tool_id};
 pub use deploy::{DEPLOY_MIRROR_DIR, DeployConfig};
+pub use error::ConfigError;
 pub use health::{HealthcheckConfig, ServiceHealthConfig};
 pub use logs::{
     HUB_STREAM, LogSourceConfig, MAX_LOG_SOURCE_NAME, RedactionConfig, TelemetryConfig,
     valid_log_source_name,
 };
 pub use nlu::NluConfig;
+use paths::{absolute, has_parent_component, resolved};
 pub use profiling::{MAX_ARTIFACT_INLINE_BYTES, MAX_CONCURRENT_SESSIONS, ProfilingConfig};
 pub use services::{
     MAX_SERVICE_NAME, MAX_STOP_TIMEOUT_MS, MIN_LOG_MAX_BYTES, SERVICES_DIR, ServiceConfig,
@@ -47,27 +52,6 @@ pub use services::{
 };
 pub use skill::{AllowedTestConfig, MAX_TEST_NAME, SkillConfig};
 pub use transport::{CONNECT_PATH, ReconnectConfig, connect_url_of};
-
-/// Why a configuration could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
-    Parse {
-        path: PathBuf,
-        source: Box<toml::de::Error>,
-    },
-    #[error("missing configuration: {} (set them in the config file or with flags)", .0.join(", "))]
-    Missing(Vec<&'static str>),
-    #[error("invalid configuration: {0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Tls(#[from] crate::link::tls::TlsError),
-}
 
 fn default_token_reload_interval_ms() -> u64 {
     2_000
@@ -515,25 +499,4 @@ impl HubConfig {
         }
         Ok(())
     }
-}
-
-/// `path` made absolute against the current directory (lexically; nothing is resolved).
-fn absolute(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
-}
-
-/// `path` with its longest existing ancestor resolved (symbolic links followed) and the rest
-/// appended as written.
-fn resolved(path: &Path) -> PathBuf {
-    for ancestor in path.ancestors() {
-        if let Ok(real) = ancestor.canonicalize() {
-            let rest = path.strip_prefix(ancestor).unwrap_or(Path::new(""));
-            return real.join(rest);
-        }
-    }
-    path.to_owned()
-}
-
-fn has_parent_component(path: &Path) -> bool {
-    path.components().any(|c| c == Component::ParentDir)
 }

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 fn default_growth_threshold_bytes() -> u64 {
     64 * 1024 * 1024

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{ConfigError, HubConfig, ServiceHealthConfig, absolute, has_parent_component};
+use super::health::ServiceHealthConfig;
 
 fn default_true() -> bool {
     true
@@ -101,83 +101,4 @@ pub fn valid_service_name(name: &str) -> bool {
         .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
         && name.len() <= MAX_SERVICE_NAME
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
-}
-
-impl HubConfig {
-    /// Checks `[[services]]` and `allowed_roots`.
-    pub(super) fn validate_services(&self) -> Result<(), ConfigError> {
-        for root in &self.allowed_roots {
-            if !root.is_absolute() || has_parent_component(root) {
-                return Err(ConfigError::Invalid(format!(
-                    "allowed_roots: `{}` must be an absolute path without `..`",
-                    root.display()
-                )));
-            }
-        }
-        let mut names = std::collections::BTreeSet::new();
-        let mut logs = BTreeMap::new();
-        for service in &self.services {
-            let name = service.name.as_str();
-            if !valid_service_name(name) {
-                return Err(ConfigError::Invalid(format!(
-                    "service name `{name}` must match [a-z0-9][a-z0-9_.-]{{0,63}}"
-                )));
-            }
-            if !names.insert(name) {
-                return Err(ConfigError::Invalid(format!(
-                    "two services are named `{name}`"
-                )));
-            }
-            if service.argv.first().is_none_or(|p| p.is_empty()) {
-                return Err(ConfigError::Invalid(format!(
-                    "service `{name}` has an empty argv"
-                )));
-            }
-            if let Some(argv) = &service.profiling_argv
-                && argv.first().is_none_or(|p| p.is_empty())
-            {
-                return Err(ConfigError::Invalid(format!(
-                    "service `{name}` has an empty profiling_argv (leave it out instead)"
-                )));
-            }
-            if let Some(key) = service
-                .env
-                .keys()
-                .find(|k| k.is_empty() || k.contains(['=', '\0']))
-            {
-                return Err(ConfigError::Invalid(format!(
-                    "service `{name}`: env name `{key}` is empty or contains `=` or NUL"
-                )));
-            }
-            if service.log_max_bytes < MIN_LOG_MAX_BYTES {
-                return Err(ConfigError::Invalid(format!(
-                    "service `{name}`: log_max_bytes must be at least {MIN_LOG_MAX_BYTES}"
-                )));
-            }
-            if service.stop_timeout_ms == 0 || service.stop_timeout_ms > MAX_STOP_TIMEOUT_MS {
-                return Err(ConfigError::Invalid(format!(
-                    "service `{name}`: stop_timeout_ms must be between 1 and {MAX_STOP_TIMEOUT_MS}"
-                )));
-            }
-            if let Some(ServiceHealthConfig::Command { argv, .. }) = &service.health
-                && argv.first().is_none_or(|p| p.is_empty())
-            {
-                return Err(ConfigError::Invalid(format!(
-                    "service `{name}`: the health check has an empty argv"
-                )));
-            }
-            if let Some(cwd) = &service.cwd {
-                self.check_confined(&format!("service `{name}`: cwd"), cwd)?;
-            }
-            let log = service.log_path(&self.state_dir);
-            self.check_confined(&format!("service `{name}`: log_file"), &log)?;
-            if let Some(other) = logs.insert(absolute(&log), name) {
-                return Err(ConfigError::Invalid(format!(
-                    "services `{other}` and `{name}` share the log file `{}`",
-                    log.display()
-                )));
-            }
-        }
-        Ok(())
-    }
 }

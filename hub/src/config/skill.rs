@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{CommandAdapterConfig, ConfigError, HealthcheckConfig, HubConfig};
+use super::commands::CommandAdapterConfig;
+use super::health::HealthcheckConfig;
 
 fn default_adapter_concurrency() -> usize {
     4
@@ -105,67 +106,5 @@ impl Default for SkillConfig {
             adapter_restart_window_ms: default_adapter_restart_window_ms(),
             test_clock_offset_ms: 0,
         }
-    }
-}
-
-impl HubConfig {
-    /// Checks `skill.adapter_concurrency` and `skill.adapter_restart_window_ms`.
-    pub(super) fn validate_adapter_limits(&self) -> Result<(), ConfigError> {
-        if self.skill.adapter_concurrency == 0 {
-            return Err(ConfigError::Invalid(
-                "skill.adapter_concurrency must be at least 1".into(),
-            ));
-        }
-        if !(1_000..=86_400_000).contains(&self.skill.adapter_restart_window_ms) {
-            return Err(ConfigError::Invalid(
-                "skill.adapter_restart_window_ms must be between 1000 and 86400000 (a day)".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Checks `[[skill.allowed_tests]]`: distinct names of bounded length, a program, a
-    /// timeout, a confined `cwd`.
-    pub(super) fn validate_allowed_tests(&self) -> Result<(), ConfigError> {
-        let mut names = std::collections::BTreeSet::new();
-        for test in &self.skill.allowed_tests {
-            let name = test.name.as_str();
-            if name.trim().is_empty() || name.chars().count() > MAX_TEST_NAME {
-                return Err(ConfigError::Invalid(format!(
-                    "allowed test name `{name}` must have 1 to {MAX_TEST_NAME} characters"
-                )));
-            }
-            if !names.insert(name) {
-                return Err(ConfigError::Invalid(format!(
-                    "two allowed tests are named `{name}`"
-                )));
-            }
-            if test.argv.first().is_none_or(|p| p.is_empty()) {
-                return Err(ConfigError::Invalid(format!(
-                    "allowed test `{name}` has an empty argv"
-                )));
-            }
-            if test.timeout_ms == 0 {
-                return Err(ConfigError::Invalid(format!(
-                    "allowed test `{name}` needs timeout_ms of at least 1"
-                )));
-            }
-            if let Some(cwd) = &test.cwd {
-                self.check_confined(&format!("allowed test `{name}`: cwd"), cwd)?;
-            }
-            for (field, pattern) in [
-                ("progress_line", &test.progress_line),
-                ("progress_total", &test.progress_total),
-            ] {
-                if let Some(p) = pattern
-                    && let Err(e) = regex::Regex::new(p)
-                {
-                    return Err(ConfigError::Invalid(format!(
-                        "allowed test `{name}`: {field} is not a regular expression: {e}"
-                    )));
-                }
-            }
-        }
-        Ok(())
     }
 }

@@ -1,9 +1,8 @@
 //! How the hub reaches root: the root URLs (`root_url`, `root_urls`), the WebSocket URL dialed
 //! for each, the plaintext check, and `[reconnect]` backoff.
 
+use super::error::ConfigError;
 use serde::Deserialize;
-
-use super::{ConfigError, HubConfig};
 
 /// Path on root that hubs dial.
 pub const CONNECT_PATH: &str = "/v1/root/hubs/connect";
@@ -33,64 +32,6 @@ impl ReconnectConfig {
             ));
         }
         Ok(())
-    }
-}
-
-impl HubConfig {
-    /// Refuses a plaintext root URL (`http://`, `ws://`) to a non-loopback host unless
-    /// `insecure_plaintext` is set (checked when the hub starts), for every root URL.
-    pub fn check_transport(&self) -> Result<(), ConfigError> {
-        for url in self.root_url_list() {
-            self.check_one_transport(url)?;
-        }
-        Ok(())
-    }
-
-    /// The root URLs in the order the hub tries them.
-    pub fn root_url_list(&self) -> Vec<&str> {
-        if self.root_urls.is_empty() {
-            vec![self.root_url.as_str()]
-        } else {
-            self.root_urls.iter().map(String::as_str).collect()
-        }
-    }
-
-    /// The WebSocket URL of every root, in the order tried.
-    pub fn connect_urls(&self) -> Result<Vec<String>, ConfigError> {
-        self.root_url_list()
-            .into_iter()
-            .map(connect_url_of)
-            .collect()
-    }
-
-    fn check_one_transport(&self, root_url: &str) -> Result<(), ConfigError> {
-        let url = connect_url_of(root_url)?;
-        let Some(rest) = url.strip_prefix("ws://") else {
-            return Ok(());
-        };
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-        let host = match authority.rsplit_once('@') {
-            Some((_, h)) => h,
-            None => authority,
-        };
-        let host = if host.starts_with('[') {
-            host.split_inclusive(']').next().unwrap_or(host)
-        } else {
-            host.split(':').next().unwrap_or(host)
-        };
-        if !self.insecure_plaintext && !crate::link::tls::is_loopback_host(host) {
-            return Err(ConfigError::Invalid(format!(
-                "root_url `{root_url}` is plaintext to non-loopback host `{host}`: use https:// or \
-                 wss://, or set insecure_plaintext = true to send the hub token unencrypted"
-            )));
-        }
-        Ok(())
-    }
-
-    /// The WebSocket URL the hub dials: `root_url` with http→ws, https→wss, plus
-    /// [`CONNECT_PATH`].
-    pub fn connect_url(&self) -> Result<String, ConfigError> {
-        connect_url_of(&self.root_url)
     }
 }
 
