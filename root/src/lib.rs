@@ -2,8 +2,8 @@
 //!
 //! # Layout, in two crates
 //! The **lower layer** is the crate `mcp-root-core` (config, store, catalog, policy, leases,
-//! operators, descriptors, audit, hubs, skill catalog, actors, secrets, auth, telemetry): every concept
-//! of a zone that needs no HTTP. The compiler keeps it below: it cannot name this crate or
+//! operators, descriptors, audit, hubs, skill catalog, actors, secrets, auth, telemetry):
+//! every concept of a zone that needs no HTTP. The compiler keeps it below: it cannot name this crate or
 //! axum. Its modules are re-exported here under their own names, so `crate::store` reads the
 //! same in both crates.
 //!
