@@ -187,7 +187,7 @@ impl Logins {
         self.forget(id);
         if let Some(zone) = &app.zone {
             app.store.end_console_session(id).await?;
-            zone.changed(crate::replica::zone::kind::CONSOLE, id, true)
+            zone.changed(crate::replica::zone::ChangeKind::Console, id, true)
                 .await;
         }
         Ok(())
@@ -208,7 +208,7 @@ impl Logins {
         if let Some(zone) = &app.zone {
             for id in app.store.end_operator_console_sessions(name).await? {
                 self.forget(&id);
-                zone.changed(crate::replica::zone::kind::CONSOLE, &id, true)
+                zone.changed(crate::replica::zone::ChangeKind::Console, &id, true)
                     .await;
             }
         }

@@ -105,7 +105,7 @@ async fn publish(
         .publish(to, items, |revision| async move {
             if let Some(zone) = &app.zone {
                 zone.changed(
-                    crate::replica::kind::DESCRIPTORS,
+                    crate::replica::ChangeKind::Descriptors,
                     &revision.to_string(),
                     true,
                 )

@@ -249,7 +249,7 @@ async fn changed(app: &App, name: &str) -> Result<(), ApiError> {
         .await
         .map_err(ApiError::internal)?;
     if let Some(zone) = &app.zone {
-        zone.changed(crate::replica::kind::OPERATOR, name, true)
+        zone.changed(crate::replica::ChangeKind::Operator, name, true)
             .await;
     }
     Ok(())

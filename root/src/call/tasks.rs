@@ -305,7 +305,7 @@ pub async fn cancel(app: &App, lease: &LeaseEntry, task_id: &str) -> Result<Task
     if !app.tasks.stop(task_id)
         && let Some(zone) = &app.zone
     {
-        zone.changed(crate::replica::kind::TASK, task_id, false)
+        zone.changed(crate::replica::zone::ChangeKind::Task, task_id, false)
             .await;
     }
     tracing::info!(task = %task_id, tool = %row.tool_id, session = %lease.session_id(), "task cancelled by its client");

@@ -73,8 +73,12 @@ impl Zone {
     }
 
     pub(super) async fn apply(&self, app: &App, c: &ChangeRow) -> Result<(), store::Error> {
-        match c.kind.as_str() {
-            kind::LEASE => {
+        let Some(kind) = ChangeKind::parse(&c.kind) else {
+            tracing::debug!(kind = %c.kind, "change of an unknown kind ignored");
+            return Ok(());
+        };
+        match kind {
+            ChangeKind::Lease => {
                 if let Some(entry) = app
                     .leases
                     .upsert_chain(self.store.lease_chain(&c.item).await?)
@@ -83,14 +87,13 @@ impl Zone {
                     app.limits.forget_prefix(&format!("lease:{}", c.item));
                 }
             }
-            kind::TARGET => self.refresh_target(app, &c.item).await?,
-            kind::DESCRIPTORS => self.refresh_descriptors(app).await?,
-            kind::CONSOLE => app.logins.forget(&c.item),
-            kind::OPERATOR => app.operators.reload(&app.store).await?,
-            kind::TASK => {
+            ChangeKind::Target => self.refresh_target(app, &c.item).await?,
+            ChangeKind::Descriptors => self.refresh_descriptors(app).await?,
+            ChangeKind::Console => app.logins.forget(&c.item),
+            ChangeKind::Operator => app.operators.reload(&app.store).await?,
+            ChangeKind::Task => {
                 app.tasks.stop(&c.item);
             }
-            other => tracing::debug!(kind = other, "change of an unknown kind ignored"),
         }
         Ok(())
     }

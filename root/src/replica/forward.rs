@@ -396,7 +396,8 @@ async fn local_skill_command(
         {
             tracing::warn!(%target_id, error = %e, "cannot store the changed surface");
         }
-        zone.changed(super::kind::TARGET, target_id, true).await;
+        zone.changed(super::ChangeKind::Target, target_id, true)
+            .await;
     }
     Ok(state)
 }

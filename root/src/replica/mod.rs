@@ -32,7 +32,7 @@ mod view;
 pub mod zone;
 
 pub use view::zone_view;
-pub use zone::{ACK_BUDGET, EXPIRY_MS, FALLBACK, HEARTBEAT, Owner, Zone, kind};
+pub use zone::{ACK_BUDGET, ChangeKind, EXPIRY_MS, FALLBACK, HEARTBEAT, Owner, Zone};
 
 use std::sync::Arc;
 
@@ -54,14 +54,14 @@ pub async fn authenticate(app: &App, token: &str) -> Option<Arc<LeaseEntry>> {
 /// refuses the bearer.
 pub async fn lease_changed(app: &App, session_id: &str, revoked: bool) {
     if let Some(z) = &app.zone {
-        z.changed(kind::LEASE, session_id, revoked).await;
+        z.changed(ChangeKind::Lease, session_id, revoked).await;
     }
 }
 
 /// Tells the other replicas that a target changed (enrolment, key, connection, surface).
 pub async fn target_changed(app: &App, target_id: &str, wait: bool) {
     if let Some(z) = &app.zone {
-        z.changed(kind::TARGET, target_id, wait).await;
+        z.changed(ChangeKind::Target, target_id, wait).await;
     }
 }
 
@@ -79,7 +79,7 @@ pub async fn hub_connected(app: &App, target_id: &str, connection_id: &str) {
     // Held from now on: the heartbeat keeps the row alive, or claims it again if it is lost.
     z.held
         .insert(target_id.to_owned(), connection_id.to_owned());
-    z.changed(kind::TARGET, target_id, false).await;
+    z.changed(ChangeKind::Target, target_id, false).await;
 }
 
 /// `target_id`'s hub connection `connection_id` ended here.
@@ -89,5 +89,5 @@ pub async fn hub_disconnected(app: &App, target_id: &str, connection_id: &str) {
     if let Err(e) = z.store.release_hub(target_id, connection_id).await {
         tracing::warn!(%target_id, error = %e, "cannot release hub ownership; it expires by itself");
     }
-    z.changed(kind::TARGET, target_id, false).await;
+    z.changed(ChangeKind::Target, target_id, false).await;
 }

@@ -29,20 +29,51 @@ pub(super) const CHANGE_RETENTION_MS: i64 = 3_600_000;
 /// Bearer hashes remembered as unknown to the store (beyond that the set starts over).
 pub(super) const UNKNOWN_BEARERS_MAX: usize = 10_000;
 
-/// Kinds of change in the feed; the item names what to reload.
-pub mod kind {
+/// What a change in the feed is about; its item names what to reload. Stored by name
+/// (`as_str`), so replicas of different versions share the feed: a kind a replica does not
+/// know is ignored there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
     /// A lease (item: session id) was created, revoked or rotated.
-    pub const LEASE: &str = "lease";
+    Lease,
     /// A target (item: target id): enrolment, hub key, hub connection or published surface.
-    pub const TARGET: &str = "target";
+    Target,
     /// A descriptor set (item: revision) was published.
-    pub const DESCRIPTORS: &str = "descriptors";
+    Descriptors,
     /// A console session (item: its id) ended (logout).
-    pub const CONSOLE: &str = "console";
+    Console,
     /// An operator (item: name) was added or revoked.
-    pub const OPERATOR: &str = "operator";
+    Operator,
     /// A task (item: its id) was cancelled: the replica running it stops its call.
-    pub const TASK: &str = "task";
+    Task,
+}
+
+impl ChangeKind {
+    const ALL: [ChangeKind; 6] = [
+        ChangeKind::Lease,
+        ChangeKind::Target,
+        ChangeKind::Descriptors,
+        ChangeKind::Console,
+        ChangeKind::Operator,
+        ChangeKind::Task,
+    ];
+
+    /// The name the feed stores.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Lease => "lease",
+            ChangeKind::Target => "target",
+            ChangeKind::Descriptors => "descriptors",
+            ChangeKind::Console => "console",
+            ChangeKind::Operator => "operator",
+            ChangeKind::Task => "task",
+        }
+    }
+
+    /// The kind a stored name stands for (`None`: one this replica does not know).
+    pub fn parse(name: &str) -> Option<ChangeKind> {
+        ChangeKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
 }
 
 /// The replica holding a hub's connection.
@@ -164,7 +195,8 @@ impl Zone {
     /// Records a change for the other replicas. With `wait`, returns once every live replica
     /// has applied it (or after [`ACK_BUDGET`], logging which have not; they apply it within
     /// the fallback reload).
-    pub async fn changed(&self, kind: &str, item: &str, wait: bool) {
+    pub async fn changed(&self, kind: ChangeKind, item: &str, wait: bool) {
+        let kind = kind.as_str();
         let mut attempt = 0;
         let id = loop {
             match self
@@ -279,5 +311,23 @@ pub(super) fn stored_replica_id(data_dir: &std::path::Path) -> anyhow::Result<St
             Ok(id)
         }
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ChangeKind;
+
+    #[test]
+    fn change_kinds_are_stored_by_name_and_read_back() {
+        for kind in ChangeKind::ALL {
+            assert_eq!(ChangeKind::parse(kind.as_str()), Some(kind));
+        }
+        let names: std::collections::BTreeSet<_> =
+            ChangeKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), ChangeKind::ALL.len(), "one name per kind");
+        // A kind written by a newer replica is not one of ours.
+        assert_eq!(ChangeKind::parse("fleet_run"), None);
+        assert_eq!(ChangeKind::parse("Lease"), None);
     }
 }
