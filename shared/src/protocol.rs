@@ -362,6 +362,24 @@ pub enum CallOutcome {
     },
 }
 
+impl CallOutcome {
+    /// A call no adapter ran: refused, timed out or lost before a hub answered.
+    pub fn failed(error: ToolError) -> CallOutcome {
+        CallOutcome::Error {
+            adapter: None,
+            error,
+        }
+    }
+
+    /// The adapter that ran the call and what it came to.
+    pub fn into_parts(self) -> (Option<String>, Result<Value, ToolError>) {
+        match self {
+            CallOutcome::Ok { adapter, result } => (Some(adapter), Ok(result)),
+            CallOutcome::Error { adapter, error } => (adapter, Err(error)),
+        }
+    }
+}
+
 /// Decodes one frame; the error names what was wrong for the peer's protocol error.
 pub fn decode<B: for<'de> Deserialize<'de>>(frame: &str) -> Result<Envelope<B>, String> {
     if frame.len() > MAX_FRAME_BYTES {

@@ -11,8 +11,7 @@ use std::collections::HashMap;
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::protocol::{
-    CallOutcome, CallRequest, Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub, SkillCommand,
-    SkillState,
+    CallRequest, Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub, SkillCommand, SkillState,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
@@ -147,7 +146,9 @@ impl Actor for Link {
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         for (_, waiting) in state.calls.drain() {
-            let _ = waiting.reply.send(Err((None, gone(&state.args.target_id))));
+            let _ = waiting
+                .reply
+                .send(RoutedResult::failed(gone(&state.args.target_id)));
         }
         for (_, reply) in state.commands.drain() {
             let _ = reply.send(Err(gone(&state.args.target_id)));
@@ -192,7 +193,7 @@ impl Actor for Link {
                         state.calls.insert(call.call_id, waiting);
                     }
                     Err(e) => {
-                        let _ = reply.send(Err((None, e)));
+                        let _ = reply.send(RoutedResult::failed(e));
                     }
                 }
             }
@@ -216,10 +217,7 @@ impl Actor for Link {
             Msg::Frame(env) => match env.body {
                 HubToRoot::Result { call_id, outcome } => {
                     if let Some(Waiting { reply, .. }) = state.calls.remove(&call_id) {
-                        let _ = reply.send(match outcome {
-                            CallOutcome::Ok { adapter, result } => Ok((adapter, result)),
-                            CallOutcome::Error { adapter, error } => Err((adapter, error)),
-                        });
+                        let _ = reply.send(outcome);
                     } else {
                         tracing::debug!(target_id = %state.args.target_id, %call_id, "result for a call nobody waits for");
                     }
@@ -264,7 +262,9 @@ impl Actor for Link {
                         .find(|(_, w)| w.frame_id == frame_id)
                         .map(|(call_id, _)| call_id.clone());
                     if let Some(w) = call_id.and_then(|id| state.calls.remove(&id)) {
-                        let _ = w.reply.send(Err((None, undecodable(target_id, &message))));
+                        let _ = w
+                            .reply
+                            .send(RoutedResult::failed(undecodable(target_id, &message)));
                     } else if let Some(reply) = state.commands.remove(&frame_id) {
                         let _ = reply.send(Err(undecodable(target_id, &message)));
                     }
@@ -361,7 +361,11 @@ mod tests {
             .expect("answered at once")
             .expect("join")
             .expect("rpc");
-        let ractor::rpc::CallResult::Success(Err((None, err))) = outcome else {
+        let ractor::rpc::CallResult::Success(RoutedResult::Error {
+            adapter: None,
+            error: err,
+        }) = outcome
+        else {
             panic!("the undecodable call did not fail with an error");
         };
         assert_eq!(err.code, ErrorCode::Internal);
@@ -373,7 +377,11 @@ mod tests {
         session.stop(None);
         handle.await.expect("stopped");
         let outcome = second.await.expect("join").expect("rpc");
-        let ractor::rpc::CallResult::Success(Err((None, err))) = outcome else {
+        let ractor::rpc::CallResult::Success(RoutedResult::Error {
+            adapter: None,
+            error: err,
+        }) = outcome
+        else {
             panic!("the waiting call did not end with the connection");
         };
         assert_eq!(err.code, ErrorCode::TargetOffline);

@@ -86,9 +86,8 @@ impl std::fmt::Debug for ProgressSink {
     }
 }
 
-/// What a routed call produced: the adapter that ran and its result, or the error (with the
-/// adapter when one ran).
-pub type RoutedResult = Result<(String, Value), (Option<String>, ToolError)>;
+/// What a routed call came to (the hub's outcome, or the failure that stood in for it).
+pub type RoutedResult = mcp_shared::protocol::CallOutcome;
 
 pub enum Msg {
     /// An operator command for a skill on a target.
@@ -148,7 +147,7 @@ pub fn route(links: &Links, call: RoutedCall, reply: RpcReplyPort<RoutedResult>)
             }
         }
         None => {
-            let _ = reply.send(Err((None, offline(&call.target_id))));
+            let _ = reply.send(RoutedResult::failed(offline(&call.target_id)));
         }
     }
 }
@@ -340,7 +339,11 @@ pub(crate) mod tests {
         // No session: target_offline at once, nothing waits.
         let (tx, rx) = ractor::concurrency::oneshot();
         route(&links, call("c0", "hub:t"), tx.into());
-        let Err((None, e)) = rx.await.expect("answered") else {
+        let RoutedResult::Error {
+            adapter: None,
+            error: e,
+        } = rx.await.expect("answered")
+        else {
             panic!("expected an error")
         };
         assert_eq!(e.code, ErrorCode::TargetOffline);

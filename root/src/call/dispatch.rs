@@ -67,7 +67,9 @@ async fn routed(
         return crate::call::executors::evidence::run(app, ctx, name, &input).await;
     }
     let kept = offline.map(|_| input.clone());
-    let (adapter, result) = route_retrying(app, ctx, entry, &target, input, event).await;
+    let (adapter, result) = route_retrying(app, ctx, entry, &target, input, event)
+        .await
+        .into_parts();
     event.execution_adapter = Some(adapter.unwrap_or_else(|| "root.router".into()));
     match (result, offline, kept) {
         (Err(e), Some(name), Some(input)) if e.code == ErrorCode::TargetOffline => {

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::event::OperationalEvent;
+use mcp_shared::protocol::CallOutcome;
 use mcp_shared::time::now;
-use serde_json::Value;
 use tracing::Instrument;
 
 use crate::app::App;
@@ -28,7 +28,7 @@ pub(crate) async fn route_retrying(
     target_id: &str,
     input: crate::call::executors::input::ExecInput,
     event: &mut OperationalEvent,
-) -> (Option<String>, Result<Value, ToolError>) {
+) -> CallOutcome {
     let c = &entry.contract;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(c.timeout_ms);
     let safe = c.side_effect == mcp_shared::contract::SideEffectClass::Read
@@ -38,12 +38,12 @@ pub(crate) async fn route_retrying(
     let mut attempt = 1u32;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let (adapter, result) = route_for(app, ctx, entry, target_id, input.clone(), left).await;
+        let outcome = route_for(app, ctx, entry, target_id, input.clone(), left).await;
         let Some(p) = policy else {
-            return (adapter, result);
+            return outcome;
         };
-        let Err(e) = &result else {
-            return (adapter, result);
+        let CallOutcome::Error { error: e, .. } = &outcome else {
+            return outcome;
         };
         let wait = Duration::from_millis(p.backoff_ms.saturating_mul(1 << (attempt - 1).min(16)));
         let retry = p.on.contains(&e.code)
@@ -52,7 +52,7 @@ pub(crate) async fn route_retrying(
             && ctx.lease.is_usable()
             && app.hubs.skill_open(target_id);
         if !retry {
-            return (adapter, result);
+            return outcome;
         }
         event.retried.push(mcp_shared::event::RetriedAttempt {
             attempt,
@@ -67,7 +67,10 @@ pub(crate) async fn route_retrying(
         };
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            () = cancelled => return (adapter, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{}` between attempts", c.tool_id)))),
+            () = cancelled => return CallOutcome::Error {
+                adapter: outcome.into_parts().0,
+                error: ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{}` between attempts", c.tool_id)),
+            },
         }
         attempt += 1;
     }
@@ -76,15 +79,14 @@ pub(crate) async fn route_retrying(
 /// Routes an operational call to `target_id` and waits for its result until the tool's
 /// deadline; past it the hub is told to cancel and the caller gets `timeout`. When another
 /// replica of the zone holds the target's hub, the call is forwarded to it (same deadline,
-/// same cancellation; the audit event stays here). Returns the hub adapter that ran (if one
-/// did) with the outcome.
+/// same cancellation; the audit event stays here).
 pub(crate) async fn route_to(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,
     target_id: &str,
     input: crate::call::executors::input::ExecInput,
-) -> (Option<String>, Result<Value, ToolError>) {
+) -> CallOutcome {
     let timeout = Duration::from_millis(entry.contract.timeout_ms);
     route_for(app, ctx, entry, target_id, input, timeout).await
 }
@@ -97,7 +99,7 @@ pub(super) async fn route_for(
     target_id: &str,
     input: crate::call::executors::input::ExecInput,
     timeout: Duration,
-) -> (Option<String>, Result<Value, ToolError>) {
+) -> CallOutcome {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
     // The route's span: the hub's spans attach to it (its traceparent rides in the call).
@@ -145,7 +147,7 @@ pub(crate) async fn route_local(
     routed: router::RoutedCall,
     timeout: Duration,
     cancel: Option<&tokio_util::sync::CancellationToken>,
-) -> (Option<String>, Result<Value, ToolError>) {
+) -> CallOutcome {
     let call_id = routed.call_id.clone();
     let target_id = routed.target_id.clone();
     let tool_id = routed.tool_id.clone();
@@ -168,40 +170,29 @@ pub(crate) async fn route_local(
     let outcome = tokio::select! {
         r = tokio::time::timeout(timeout, pending) => r,
         () = cancelled => {
-            return (None, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{tool_id}`; the target was told to stop"))));
+            return CallOutcome::failed(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{tool_id}`; the target was told to stop")));
         }
     };
-    match outcome {
-        Ok(Ok(Ok((adapter, value)))) => {
-            guard.sessions = None;
-            (Some(adapter), Ok(value))
-        }
-        Ok(Ok(Err((adapter, error)))) => {
-            guard.sessions = None;
-            (adapter, Err(error))
-        }
+    let answer = match outcome {
+        Ok(Ok(answer)) => answer,
         // The session went away with the call (connection closed): the target is offline.
-        Ok(Err(_)) => {
-            guard.sessions = None;
-            (
-                None,
-                Err(ToolError::new(
-                    ErrorCode::TargetOffline,
-                    format!("target `{target_id}` disconnected during the call"),
-                )),
-            )
-        }
-        Err(_) => (
-            None,
-            Err(ToolError::new(
+        Ok(Err(_closed)) => CallOutcome::failed(ToolError::new(
+            ErrorCode::TargetOffline,
+            format!("target `{target_id}` disconnected during the call"),
+        )),
+        Err(_elapsed) => {
+            return CallOutcome::failed(ToolError::new(
                 ErrorCode::Timeout,
                 format!(
                     "`{tool_id}` did not answer within {} ms; the target was told to cancel",
                     timeout.as_millis()
                 ),
-            )),
-        ),
-    }
+            ));
+        }
+    };
+    // Answered (or the session is gone): nothing left to cancel on the hub.
+    guard.sessions = None;
+    answer
 }
 
 /// Tells the target's session to cancel a call unless disarmed (`sessions` taken) first.

@@ -226,7 +226,7 @@ pub async fn route(
     call: router::RoutedCall,
     timeout: Duration,
     cancel: Option<&CancellationToken>,
-) -> (Option<String>, Result<Value, ToolError>) {
+) -> CallOutcome {
     let target_id = call.target_id.clone();
     let call_id = call.call_id.clone();
     let tool_id = call.tool_id.clone();
@@ -255,38 +255,32 @@ pub async fn route(
         a = tokio::time::timeout(timeout + WIRE_SLACK, sent) => a,
         () = cancelled => {
             cancel_on_owner(zone, owner, &target_id, &call_id);
-            return (None, Err(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{tool_id}`; the target was told to stop"))));
+            return CallOutcome::failed(ToolError::new(ErrorCode::Cancelled, format!("the client cancelled `{tool_id}`; the target was told to stop")));
         }
     };
     match answer {
-        Ok(Ok(ReplicaAnswer::Routed { outcome })) => match outcome {
-            CallOutcome::Ok { adapter, result } => (Some(adapter), Ok(result)),
-            CallOutcome::Error { adapter, error } => (adapter, Err(error)),
-        },
+        Ok(Ok(ReplicaAnswer::Routed { outcome })) => outcome,
         Ok(Ok(ReplicaAnswer::Refused { error })) => {
             if error.code == ErrorCode::TargetOffline {
                 zone.forget_owner(&target_id);
             }
-            (None, Err(error))
+            CallOutcome::failed(error)
         }
-        Ok(Ok(other)) => (
-            None,
-            Err(zone.failed(
-                &target_id,
-                ForwardError::BadAnswer {
-                    replica: owner.replica_id.clone(),
-                    detail: format!("unexpected answer {other:?} to a route"),
-                },
-            )),
-        ),
+        Ok(Ok(other)) => CallOutcome::failed(zone.failed(
+            &target_id,
+            ForwardError::BadAnswer {
+                replica: owner.replica_id.clone(),
+                detail: format!("unexpected answer {other:?} to a route"),
+            },
+        )),
         Ok(Err(ForwardError::Unreachable { source, .. })) if source.is_timeout() => {
             cancel_on_owner(zone, owner, &target_id, &call_id);
-            (None, Err(timed_out(&tool_id, timeout)))
+            CallOutcome::failed(timed_out(&tool_id, timeout))
         }
-        Ok(Err(e)) => (None, Err(zone.failed(&target_id, e))),
+        Ok(Err(e)) => CallOutcome::failed(zone.failed(&target_id, e)),
         Err(_) => {
             cancel_on_owner(zone, owner, &target_id, &call_id);
-            (None, Err(timed_out(&tool_id, timeout)))
+            CallOutcome::failed(timed_out(&tool_id, timeout))
         }
     }
 }
@@ -501,7 +495,7 @@ pub async fn internal_route(
                     progress: None,
                     traceparent: mcp_shared::otel::traceparent_of(&span),
                 };
-                let (adapter, result) = crate::call::route::route_local(
+                let outcome = crate::call::route::route_local(
                     &app,
                     call,
                     Duration::from_millis(remaining),
@@ -509,15 +503,7 @@ pub async fn internal_route(
                 )
                 .instrument(span)
                 .await;
-                ReplicaAnswer::Routed {
-                    outcome: match result {
-                        Ok(result) => CallOutcome::Ok {
-                            adapter: adapter.unwrap_or_else(|| "root.router".into()),
-                            result,
-                        },
-                        Err(error) => CallOutcome::Error { adapter, error },
-                    },
-                }
+                ReplicaAnswer::Routed { outcome }
             }
         }
         ReplicaCall::Cancel { target_id, call_id } => {

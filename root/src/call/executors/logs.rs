@@ -21,6 +21,7 @@ use crate::app::App;
 use crate::call::context::CallContext;
 use crate::call::route::route_to;
 use crate::catalog::ContractEntry;
+use mcp_shared::protocol::CallOutcome;
 
 /// Lines per stream a read may ask for.
 const MAX_LINES: u64 = 1_000;
@@ -187,7 +188,10 @@ async fn subnet_active(
     let mut entries = Vec::new();
     let mut notes = Vec::new();
     let mut adapters = Vec::new();
-    for (t, (adapter, result)) in reachable.iter().zip(answers) {
+    for (t, (adapter, result)) in reachable
+        .iter()
+        .zip(answers.into_iter().map(CallOutcome::into_parts))
+    {
         if let Some(a) = adapter {
             adapters.push(a);
         }
