@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use fantoccini::{Client, Locator};
+use mcp_tests::ports::free_port;
 use mcp_tests::{TestRoot, mcp_client};
 use serde_json::{Value, json};
 
@@ -687,14 +688,6 @@ fn find_program(names: &[&str]) -> Option<PathBuf> {
     None
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn screenshot_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -716,6 +709,7 @@ impl Browser {
             );
             return Ok(None);
         };
+        // chromedriver takes its port on the command line and does not announce one it chose.
         let port = free_port();
         let profile = tempfile::tempdir()?;
         let log = std::fs::File::create(profile.path().join("chromedriver.log"))?;
@@ -900,7 +894,7 @@ async fn console_in_a_real_browser() {
     let root = TestRoot::start().await.unwrap();
     // The hub serves the NLU authoring plane, whose apply_change needs an operator's approval,
     // and one managed service that leaks memory, for ProfileOps.
-    let port = crate::services::free_port();
+    let port = free_port();
     let config = format!(
         "{}{}[profiling]\ngrowth_threshold_bytes = 1048576\ngrowth_threshold_percent = 1000.0\n",
         mcp_tests::nlu_hub_toml().unwrap(),
@@ -1497,6 +1491,7 @@ async fn an_oauth_sign_in_is_approved_in_the_console_dialog() {
 }
 
 async fn oauth_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
+    // A redirect URI on a port nobody serves: the browser's navigation there is read back.
     let redirect = format!("http://127.0.0.1:{}/callback", free_port());
     let client: Value = root
         .http

@@ -26,9 +26,13 @@
 //! machine is.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mcp_tests::admin::Admin;
+use mcp_tests::hub_process::HubProcess;
+use mcp_tests::ports;
+use mcp_tests::process::Proc;
 use mcp_tests::{TestHub, eventually, mcp_client, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -36,40 +40,19 @@ use serde_json::{Value, json};
 /// How long any single wait in these tests may take before the test fails.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A child process this test started; SIGKILLed (by its PID) when dropped.
-pub(crate) struct Proc(Child);
-
-impl Proc {
-    /// SIGKILL, then reap.
-    pub(crate) fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-pub(crate) fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 /// One `mcp-root serve` process with its config, data directory and log file.
 pub(crate) struct RootProc {
     pub(crate) base: String,
-    log: PathBuf,
-    admin: String,
+    admin: Admin,
     http: reqwest::Client,
     pub(crate) proc: Proc,
 }
 
 impl RootProc {
     /// Starts `mcp-root serve` on `127.0.0.1:port` with `data` and `extra` TOML appended to
-    /// its config, and waits until it answers `/healthz`.
+    /// its config, and waits until it answers `/healthz`. Port 0 lets root choose (the address
+    /// it announces is read back); a root started again on the same data is given the port it
+    /// had ([`RootProc::port`]), so its hubs find it again.
     pub(crate) async fn start(
         dir: &Path,
         name: &str,
@@ -87,76 +70,56 @@ impl RootProc {
         )
         .unwrap();
         let log = dir.join(format!("{name}.log"));
-        let child = Command::new(workspace_bin("mcp-root").unwrap())
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&log)
-                    .unwrap(),
-            )
-            .spawn()
-            .unwrap();
-        let mut root = RootProc {
-            base: format!("http://127.0.0.1:{port}"),
+        let mut proc = Proc::spawn(
+            &format!("mcp-root {name}"),
+            Command::new(workspace_bin("mcp-root").unwrap())
+                .args(["serve", "--config"])
+                .arg(&config)
+                .env("RUST_LOG", "info"),
             log,
-            admin: String::new(),
-            http: reqwest::Client::new(),
-            proc: Proc(child),
+        );
+        let base = if port == 0 {
+            ports::announced_root_url(&mut proc, PATIENCE).await
+        } else {
+            format!("http://127.0.0.1:{port}")
         };
+        let http = reqwest::Client::new();
         let start = Instant::now();
-        while root
-            .http
-            .get(format!("{}/healthz", root.base))
-            .send()
-            .await
-            .is_err()
-        {
+        while http.get(format!("{base}/healthz")).send().await.is_err() {
             assert!(
                 start.elapsed() < PATIENCE,
                 "root did not start:\n{}",
-                root.log_text()
+                proc.log_text()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        root.admin = std::fs::read_to_string(data.join("admin.token"))
+        let token = std::fs::read_to_string(data.join("admin.token"))
             .unwrap()
             .trim()
             .to_owned();
-        root
+        RootProc {
+            admin: Admin::new(http.clone(), &base, token),
+            base,
+            http,
+            proc,
+        }
+    }
+
+    /// The port it listens on.
+    pub(crate) fn port(&self) -> u16 {
+        ports::port_of(&self.base)
     }
 
     fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.proc.log_text()
     }
 
     pub(crate) async fn admin_get(&self, path: &str) -> Value {
-        let res = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(&self.admin)
-            .send()
-            .await
-            .unwrap();
-        assert!(res.status().is_success(), "GET {path}: {}", res.status());
-        res.json().await.unwrap()
+        self.admin.get(path).await.unwrap()
     }
 
     async fn admin_post(&self, path: &str, body: Value) -> Value {
-        let res = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(&self.admin)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(res.status().is_success(), "POST {path}: {}", res.status());
-        res.json().await.unwrap()
+        self.admin.post(path, body).await.unwrap()
     }
 
     /// Enrols `target` (environment `test`); the hub token.
@@ -306,7 +269,7 @@ async fn a_full_disk_stops_every_call_until_the_audit_trail_can_be_written_again
         return;
     };
     // SQLite whatever MCP_TEST_ALL_ON_POSTGRES says: the fault is this file system.
-    let root = RootProc::start(dir.path(), "root", free_port(), &data, "").await;
+    let root = RootProc::start(dir.path(), "root", 0, &data, "").await;
     let target = "hub:faults-disk";
     let hub_token = root.enroll(target).await;
     let hub = TestHub::start(&root.base, target, &hub_token, "")
@@ -628,54 +591,20 @@ async fn stalled_clients_are_bounded_by_limits_and_others_are_still_served() {
 /// its config (state in `dir/<name>-state`, log in `dir/<name>.log`). Started again with the
 /// same arguments it is the same hub (same state directory and token).
 fn start_hub(dir: &Path, target: &str, token: &str, root_url: &str, extra: &str) -> Proc {
-    start_hub_bin("mcp-hub", dir, target, token, root_url, extra)
+    HubProcess::new(dir, target, token, &[root_url])
+        .write_scope("test-only")
+        .extra(extra)
+        .spawn()
 }
 
 /// [`start_hub`] running `mcp-hub-faults`: the hub with the fault fixture
 /// (`mcp_tests::faults`) embedded, for a root that loads its contract.
 fn start_fault_hub(dir: &Path, target: &str, token: &str, root_url: &str, extra: &str) -> Proc {
-    start_hub_bin("mcp-hub-faults", dir, target, token, root_url, extra)
-}
-
-fn start_hub_bin(
-    bin: &str,
-    dir: &Path,
-    target: &str,
-    token: &str,
-    root_url: &str,
-    extra: &str,
-) -> Proc {
-    let name = target.replace(':', "_");
-    let token_file = dir.join(format!("{name}.token"));
-    std::fs::write(&token_file, token).unwrap();
-    mcp_tests::private_file(&token_file).unwrap();
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "target_id = \"{target}\"\nenvironment = \"test\"\nsubnet = \"subnet-a\"\n\
-             root_url = \"{root_url}\"\ntoken_file = \"{}\"\nstate_dir = \"{}\"\n\
-             write_scope = \"test-only\"\n{extra}\n[reconnect]\ninitial_ms = 50\nmax_ms = 500\n",
-            token_file.display(),
-            dir.join(format!("{name}-state")).display(),
-        ),
-    )
-    .unwrap();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(format!("{name}.log")))
-        .unwrap();
-    Proc(
-        Command::new(workspace_bin(bin).unwrap())
-            .args(["run", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    )
+    HubProcess::new(dir, target, token, &[root_url])
+        .bin("mcp-hub-faults")
+        .write_scope("test-only")
+        .extra(extra)
+        .spawn()
 }
 
 /// `target` as root's hub list shows it.
@@ -1280,7 +1209,6 @@ async fn root_killed_and_restarted(database_url: Option<&str>) {
     mcp_tests::init_crypto();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("root-data");
-    let port = free_port();
     let contracts = mcp_tests::faults::contracts_dir(&dir.path().join("contracts")).unwrap();
     let extra = format!(
         "contracts_dir = \"{}\"\n{}",
@@ -1289,7 +1217,8 @@ async fn root_killed_and_restarted(database_url: Option<&str>) {
             .map(|u| format!("database_url = \"{u}\""))
             .unwrap_or_default()
     );
-    let mut root = RootProc::start(dir.path(), "root", port, &data, &extra).await;
+    let mut root = RootProc::start(dir.path(), "root", 0, &data, &extra).await;
+    let port = root.port();
     let (ops, nlu) = ("hub:faults-ops", "hub:faults-nlu");
     let ops_token = root.enroll(ops).await;
     let nlu_token = root.enroll(nlu).await;
@@ -1301,8 +1230,8 @@ async fn root_killed_and_restarted(database_url: Option<&str>) {
         &root.base,
         &mcp_tests::nlu_hub_toml().unwrap(),
     );
-    wait_online(&root.http, &root.base, &root.admin, ops).await;
-    wait_online(&root.http, &root.base, &root.admin, nlu).await;
+    wait_online(&root.http, &root.base, &root.admin.token, ops).await;
+    wait_online(&root.http, &root.base, &root.admin.token, nlu).await;
     let (session, bearer) = root.lease(ops, "InfraOpsRead").await;
     let (_, author) = root.lease(nlu, "NLUTeacherAuthor").await;
 
@@ -1374,7 +1303,7 @@ async fn root_killed_and_restarted(database_url: Option<&str>) {
         })
     };
     eventually("both hanging calls to reach the hub", async || {
-        let e = hub_entry(&root.http, &root.base, &root.admin, ops).await;
+        let e = hub_entry(&root.http, &root.base, &root.admin.token, ops).await;
         (e["pressure"]["pending_calls"].as_u64() == Some(2)).then_some(())
     })
     .await;
@@ -1418,8 +1347,8 @@ async fn root_killed_and_restarted(database_url: Option<&str>) {
     );
 
     // Hubs come back by themselves; the lease still works.
-    wait_online(&root2.http, &root2.base, &root2.admin, ops).await;
-    wait_online(&root2.http, &root2.base, &root2.admin, nlu).await;
+    wait_online(&root2.http, &root2.base, &root2.admin.token, ops).await;
+    wait_online(&root2.http, &root2.base, &root2.admin.token, nlu).await;
     let (status, _, body) = root2.call(&bearer, "hub.get_status", json!({})).await;
     assert_eq!(status, 200, "{body}");
     answered.push(body["event_id"].as_str().unwrap().to_owned());
@@ -1571,7 +1500,7 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
          timeout_ms = 1000\n"
     );
     let hub = start_fault_hub(dir.path(), target, &token, &base, &extra);
-    let hub_pid = hub.0.id();
+    let hub_pid = hub.id();
     wait_online(&root.http, &base, &admin, target).await;
     let (_, reader) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
     let (_, control) = root.lease(target, "InfraOpsControl", 600).await.unwrap();

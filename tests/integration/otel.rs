@@ -6,11 +6,14 @@
 //! MCP request's `_meta`); and a call forwarded between replicas stays one trace.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
+use mcp_tests::ports;
+use mcp_tests::process::Proc;
 use mcp_tests::{private_file, workspace_bin};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
@@ -86,42 +89,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A daemon process: stopped with SIGTERM (it flushes its spans), SIGKILL if it hangs.
-struct Daemon(Option<Child>);
-
-impl Daemon {
-    /// SIGTERM, then waits (without holding a runtime thread: the receiver still answers
-    /// the daemon's last export).
-    async fn stop(&mut self) {
-        let Some(mut child) = self.0.take() else {
-            return;
-        };
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// An `mcp-hub run` process on `settings` (its state under `dir`), exporting to `otlp`.
-fn exporting_hub(dir: &std::path::Path, settings: &str, otlp: &str) -> Daemon {
+fn exporting_hub(dir: &std::path::Path, settings: &str, otlp: &str) -> Proc {
     let config = dir.join("hub.toml");
     let state = dir.join("hub");
     std::fs::write(
@@ -132,21 +101,27 @@ fn exporting_hub(dir: &std::path::Path, settings: &str, otlp: &str) -> Daemon {
     .unwrap();
     private_file(&config).unwrap();
     exporting(
+        "mcp-hub",
         Command::new(workspace_bin("mcp-hub").unwrap())
             .args(["run", "--config"])
             .arg(&config),
         otlp,
+        dir.join("hub.log"),
     )
 }
 
-fn exporting(cmd: &mut Command, otlp: &str) -> Daemon {
+fn exporting(name: &str, cmd: &mut Command, otlp: &str, log: PathBuf) -> Proc {
     cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")
         .env_remove("OTEL_SDK_DISABLED")
-        .env_remove("OTEL_SERVICE_NAME")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    Daemon(Some(cmd.spawn().unwrap()))
+        .env_remove("OTEL_SERVICE_NAME");
+    Proc::spawn(name, cmd, log)
+}
+
+/// SIGTERM, then waits (without holding a runtime thread: the receiver still answers the
+/// daemon's last export); the guard kills it if it outlives the wait.
+async fn stop(daemon: &mut Proc) {
+    let _ = daemon.terminate(Duration::from_secs(20)).await;
 }
 
 struct Rest {
@@ -198,24 +173,16 @@ async fn one_call_is_one_trace_across_root_and_hub() {
     mcp_tests::init_crypto();
     let (otlp, spans) = receiver().await;
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let base = format!("http://127.0.0.1:{port}");
     let data = dir.path().join("root");
     let mut root = exporting(
+        "mcp-root",
         Command::new(workspace_bin("mcp-root").unwrap())
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--data-dir",
-            ])
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(&data),
         &otlp,
+        dir.path().join("root.log"),
     );
+    let base = ports::announced_root_url(&mut root, Duration::from_secs(30)).await;
     let rest = Rest {
         http: reqwest::Client::new(),
         base: base.clone(),
@@ -436,8 +403,8 @@ async fn one_call_is_one_trace_across_root_and_hub() {
         .await
         .unwrap();
     assert_eq!(events["events"][0]["tool_id"], "hub.get_status", "{events}");
-    hub.stop().await;
-    root.stop().await;
+    stop(&mut hub).await;
+    stop(&mut root).await;
 }
 
 /// A call made on one replica for a hub another replica holds is still one trace: the
@@ -452,17 +419,12 @@ async fn a_forwarded_call_is_one_trace_across_replicas_and_the_hub() {
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("shared");
     std::fs::create_dir_all(&shared).unwrap();
-    let replica = |id: &str| {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+    let replica = async |id: &str| {
         let config = dir.path().join(format!("{id}.toml"));
         std::fs::write(
             &config,
             format!(
-                "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\ndatabase_url = \"{}\"\n\
+                "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\ndatabase_url = \"{}\"\n\
                  zone = \"zone-otel\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n\
                  [replica]\nid = \"{id}\"\n",
                 dir.path().join(id).display(),
@@ -472,13 +434,16 @@ async fn a_forwarded_call_is_one_trace_across_replicas_and_the_hub() {
             ),
         )
         .unwrap();
-        let daemon = exporting(
+        let mut daemon = exporting(
+            &format!("replica {id}"),
             Command::new(workspace_bin("mcp-root").unwrap())
                 .args(["serve", "--config"])
                 .arg(&config),
             &otlp,
+            dir.path().join(format!("{id}.log")),
         );
-        (format!("http://127.0.0.1:{port}"), daemon)
+        let base = ports::announced_root_url(&mut daemon, Duration::from_secs(30)).await;
+        (base, daemon)
     };
     let http = reqwest::Client::new();
     let ready = async |base: &str| {
@@ -497,9 +462,9 @@ async fn a_forwarded_call_is_one_trace_across_replicas_and_the_hub() {
         }
     };
     // A first: it writes the admin token and master key B shares.
-    let (a, mut a_daemon) = replica("r-a");
+    let (a, mut a_daemon) = replica("r-a").await;
     ready(&a).await;
-    let (b, mut b_daemon) = replica("r-b");
+    let (b, mut b_daemon) = replica("r-b").await;
     ready(&b).await;
     let admin = std::fs::read_to_string(shared.join("admin.token"))
         .unwrap()
@@ -594,7 +559,7 @@ async fn a_forwarded_call_is_one_trace_across_replicas_and_the_hub() {
         span("mcp-hub", "hub call").parent_span_id,
         span("mcp-root", "forwarded call").span_id
     );
-    hub.stop().await;
-    b_daemon.stop().await;
-    a_daemon.stop().await;
+    stop(&mut hub).await;
+    stop(&mut b_daemon).await;
+    stop(&mut a_daemon).await;
 }

@@ -9,9 +9,10 @@
 //! TLS, answers a governed call, and both stop cleanly on SIGTERM, as systemd stops them.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mcp_tests::process::Proc;
 use mcp_tests::{private_file, workspace_bin};
 use serde_json::{Value, json};
 
@@ -239,55 +240,6 @@ fn adjust(text: &str, edits: &[(&str, String)]) -> String {
     text
 }
 
-/// A daemon this test started: SIGKILLed (by its PID) if the test ends before it does.
-struct Daemon {
-    name: &'static str,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn start(name: &'static str, cmd: &mut Command, log: PathBuf) -> Daemon {
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Daemon { name, child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGTERM, as `systemctl stop` sends it; the exit status within `limit`.
-    async fn terminate(&mut self, limit: Duration) -> ExitStatus {
-        run(Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string()));
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "{} still runs {limit:?} after SIGTERM:\n{}",
-                self.name,
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_packages_install_a_root_and_a_hub_that_connect() {
     let version = Command::new(env!("CARGO"))
@@ -452,33 +404,15 @@ async fn the_packages_install_a_root_and_a_hub_that_connect() {
     put(&pki.ca_file(), "etc/mcp-root/hub-ca.pem", false);
 
     let mcp_root = sys.join("usr/bin/mcp-root");
-    let mut root = Daemon::start(
+    let mut root = Proc::spawn(
         "mcp-root",
         Command::new(&mcp_root)
             .args(["serve", "--config"])
             .arg(&root_toml),
         dir.path().join("root.log"),
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let base = loop {
-        let log = root.log();
-        if let Some(url) = log
-            .lines()
-            .find_map(|l| l.strip_prefix("mcp-root listening on "))
-            .and_then(|rest| rest.split_whitespace().next())
-        {
-            break url.to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the packaged root did not start:\n{log}"
-        );
-        assert!(
-            root.child.try_wait().unwrap().is_none(),
-            "the packaged root exited:\n{log}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    // The packaged config listens on port 0; root announces the address it bound.
+    let base = mcp_tests::ports::announced_root_url(&mut root, Duration::from_secs(30)).await;
     assert!(base.starts_with("https://127.0.0.1:"), "{base}");
     // The bootstrap credential, made by root on first start in its state directory, private.
     let state = sys.join("var/lib/mcp-root");
@@ -537,7 +471,7 @@ async fn the_packages_install_a_root_and_a_hub_that_connect() {
         ],
     );
     std::fs::write(&hub_toml, text).unwrap();
-    let mut hub = Daemon::start(
+    let mut hub = Proc::spawn(
         "mcp-hub",
         Command::new(sys.join("usr/bin/mcp-hub"))
             .args(["run", "--config"])
@@ -571,13 +505,13 @@ async fn the_packages_install_a_root_and_a_hub_that_connect() {
         assert!(
             Instant::now() < deadline,
             "the packaged hub never came online: {hubs}\n--- hub\n{}\n--- root\n{}",
-            hub.log(),
-            root.log()
+            hub.log_text(),
+            root.log_text()
         );
         assert!(
-            hub.child.try_wait().unwrap().is_none(),
+            hub.try_wait().is_none(),
             "the packaged hub exited:\n{}",
-            hub.log()
+            hub.log_text()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -604,10 +538,26 @@ async fn the_packages_install_a_root_and_a_hub_that_connect() {
     assert_eq!(body["result"]["target_id"], target.as_str(), "{body}");
 
     // `systemctl stop`: SIGTERM to the hub (KillMode=mixed) and to root; both end cleanly.
-    let hub_exit = hub.terminate(Duration::from_secs(20)).await;
-    assert!(hub_exit.success(), "hub: {hub_exit}\n{}", hub.log());
-    let root_exit = root.terminate(Duration::from_secs(30)).await;
-    assert!(root_exit.success(), "root: {root_exit}\n{}", root.log());
+    // SIGTERM, as `systemctl stop` sends it; each exits within its limit.
+    let hub_exit = hub
+        .terminate(Duration::from_secs(20))
+        .await
+        .unwrap_or_else(|| panic!("mcp-hub still runs 20 s after SIGTERM:\n{}", hub.log_text()));
+    assert!(hub_exit.success(), "hub: {hub_exit}\n{}", hub.log_text());
+    let root_exit = root
+        .terminate(Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "mcp-root still runs 30 s after SIGTERM:\n{}",
+                root.log_text()
+            )
+        });
+    assert!(
+        root_exit.success(),
+        "root: {root_exit}\n{}",
+        root.log_text()
+    );
     eprintln!(
         "packages: cargo deb {:.1} s, the whole test past the binaries' build {:.1} s",
         packaged.as_secs_f64(),

@@ -5,30 +5,14 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mcp_tests::process::Proc;
 use mcp_tests::{mcp_client, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-/// Stops a child process when dropped, so a failing test leaves nothing running: SIGTERM
-/// first (a root with a hub in-process stops the hub's managed services), then SIGKILL.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+/// How long a dropped process gets after SIGTERM before the SIGKILL: a root with a hub
+/// in-process stops the hub's managed services on SIGTERM.
+const GRACE: Duration = Duration::from_secs(15);
 
 /// Reads the child's stdout until a line containing `marker`; returns every line read.
 fn read_until(child: &mut Child, marker: &str) -> Vec<String> {
@@ -74,7 +58,8 @@ fn field(lines: &[String], label: &str) -> String {
 async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
     mcp_tests::init_crypto();
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Proc(
+    let mut child = Proc::adopt(
+        "mcp-root demo",
         Command::new(workspace_bin("mcp-root").unwrap())
             .args(["demo", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.path().join("data"))
@@ -82,8 +67,10 @@ async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
-    );
-    let lines = read_until(&mut child.0, "Press Ctrl-C");
+        None,
+    )
+    .term_on_drop(GRACE);
+    let lines = read_until(child.child_mut(), "Press Ctrl-C");
     let url = field(&lines, "MCP URL:");
     let token = field(&lines, "Bearer:");
     assert!(
@@ -220,25 +207,15 @@ async fn root_and_hub_as_separate_processes() {
     mcp_tests::init_crypto();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("root");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let base = format!("http://127.0.0.1:{port}");
-    let _root = Proc(
+    let mut root = Proc::spawn(
+        "mcp-root serve",
         Command::new(workspace_bin("mcp-root").unwrap())
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--data-dir",
-            ])
-            .arg(&data)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&data),
+        dir.path().join("root.log"),
+    )
+    .term_on_drop(GRACE);
+    let base = mcp_tests::ports::announced_root_url(&mut root, Duration::from_secs(20)).await;
     let http = reqwest::Client::new();
     let start = Instant::now();
     while http.get(format!("{base}/healthz")).send().await.is_err() {
@@ -279,7 +256,8 @@ async fn root_and_hub_as_separate_processes() {
     let bearer = lease["token"].as_str().unwrap().to_string();
 
     // The hub with no config file at all: flags only.
-    let _hub = Proc(
+    let _hub = Proc::spawn(
+        "mcp-hub run",
         Command::new(workspace_bin("mcp-hub").unwrap())
             .args([
                 "run",
@@ -294,12 +272,10 @@ async fn root_and_hub_as_separate_processes() {
             .arg(&token_file)
             .arg("--state-dir")
             .arg(dir.path().join("hub-state"))
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+            .env("RUST_LOG", "info"),
+        dir.path().join("hub.log"),
+    )
+    .term_on_drop(GRACE);
     let client = mcp_client(&format!("{base}/mcp"), &bearer).await.unwrap();
     let start = Instant::now();
     loop {

@@ -14,7 +14,8 @@ use sha2::Digest;
 
 use mcp_tests::eventually;
 
-use crate::services::{call, fixture_service, free_port, write};
+use crate::services::{call, fixture_service, write};
+use mcp_tests::ports::free_port;
 
 #[tokio::test]
 async fn profile_a_leaking_service_through_mcp() {

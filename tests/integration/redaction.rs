@@ -8,7 +8,8 @@ use serde_json::json;
 
 use mcp_tests::eventually;
 
-use crate::services::{call, fixture_service, free_port, write};
+use crate::services::{call, fixture_service, write};
+use mcp_tests::ports::free_port;
 
 /// The token `mcp-fixture-service --print-secret` writes (`SECRET_LINE` in its source).
 const PLANTED: &str = "sk_live_fixture0123456789abcdef";

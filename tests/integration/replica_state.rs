@@ -19,9 +19,11 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use mcp_tests::ports;
+use mcp_tests::process::Proc;
 use mcp_tests::{TestRoot, mcp_client, until, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -113,27 +115,22 @@ fn hubs_of(view: &Value, replica: &str) -> Vec<String> {
 
 // ---- descriptor sets --------------------------------------------------------------------------
 
-/// One `mcp-root serve` process (SIGKILLed by its PID when dropped): the descriptor test
-/// needs replicas in processes of their own, since publishes within one process are also
-/// serialized by a process-wide lock.
-struct Proc {
-    child: Child,
+/// One `mcp-root serve` process (SIGKILLed when dropped): the descriptor test needs replicas
+/// in processes of their own, since publishes within one process are also serialized by a
+/// process-wide lock.
+struct Replica {
     base: String,
     log: PathBuf,
+    proc: Proc,
 }
 
-impl Proc {
-    async fn start(dir: &Path, id: &str, db: &str, shared: &Path) -> Proc {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+impl Replica {
+    async fn start(dir: &Path, id: &str, db: &str, shared: &Path) -> Replica {
         let config = dir.join(format!("{id}.toml"));
         std::fs::write(
             &config,
             format!(
-                "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\ndatabase_url = \"{db}\"\n\
+                "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\ndatabase_url = \"{db}\"\n\
                  zone = \"zone-rs\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n\
                  [replica]\nid = \"{id}\"\n",
                 dir.join(id).display(),
@@ -143,18 +140,20 @@ impl Proc {
         )
         .unwrap();
         let log = dir.join(format!("{id}.log"));
-        let child = Command::new(workspace_bin("mcp-root").unwrap())
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let p = Proc {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
+        // A failing test shows what each replica logged, and whether it was still running
+        // (the guard prints it).
+        let mut proc = Proc::spawn(
+            &format!("replica {id}"),
+            Command::new(workspace_bin("mcp-root").unwrap())
+                .args(["serve", "--config"])
+                .arg(&config)
+                .env("RUST_LOG", "info"),
+            log.clone(),
+        );
+        let p = Replica {
+            base: ports::announced_root_url(&mut proc, WAIT).await,
             log,
+            proc,
         };
         let http = reqwest::Client::new();
         let start = Instant::now();
@@ -176,31 +175,7 @@ impl Proc {
 
     /// SIGSTOP or SIGCONT, by PID.
     fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .arg(sig)
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig}");
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // A failing test shows what each replica logged, and whether it was still running.
-        if std::thread::panicking() {
-            let status = self.child.try_wait();
-            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            eprintln!(
-                "--- replica {} ({status:?}), last lines of its log:\n{}",
-                self.base,
-                lines[lines.len().saturating_sub(40)..].join("\n")
-            );
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        assert!(self.proc.signal(sig), "kill {sig}");
     }
 }
 
@@ -264,9 +239,9 @@ async fn concurrent_publishes_through_two_replicas_end_with_one_set_served_every
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("shared");
     std::fs::create_dir_all(&shared).unwrap();
-    let a = Proc::start(dir.path(), "r-a", &db.url, &shared).await;
-    let b = Proc::start(dir.path(), "r-b", &db.url, &shared).await;
-    let c = Proc::start(dir.path(), "r-c", &db.url, &shared).await;
+    let a = Replica::start(dir.path(), "r-a", &db.url, &shared).await;
+    let b = Replica::start(dir.path(), "r-b", &db.url, &shared).await;
+    let c = Replica::start(dir.path(), "r-c", &db.url, &shared).await;
     let admin = std::fs::read_to_string(shared.join("admin.token"))
         .unwrap()
         .trim()

@@ -5,11 +5,15 @@
 //! (in-process) and the single-replica view on SQLite.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mcp_root::replica::credential;
 use mcp_shared::replica::{REPLICA_PROTOCOL_VERSION, ReplicaAnswer, ReplicaCall, ReplicaEnvelope};
+use mcp_tests::admin::Admin;
+use mcp_tests::hub_process::HubProcess;
+use mcp_tests::ports;
+use mcp_tests::process::Proc;
 use mcp_tests::{TestRoot, mcp_client, until, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -54,27 +58,6 @@ impl PgSchema {
     }
 }
 
-/// A child process this test started; SIGKILLed (by its PID) when dropped.
-struct Proc(Child);
-
-impl Proc {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 /// One `mcp-root serve` replica.
 struct Replica {
     id: &'static str,
@@ -98,13 +81,12 @@ impl Replica {
         shared: &Path,
         extra: &str,
     ) -> Replica {
-        let port = free_port();
         let data = dir.join(id);
         let config = dir.join(format!("{id}.toml"));
         std::fs::write(
             &config,
             format!(
-                "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\ndatabase_url = \"{db}\"\n\
+                "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\ndatabase_url = \"{db}\"\n\
                  zone = \"zone-r8\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n\
                  {extra}\n[replica]\nid = \"{id}\"\n",
                 data.display(),
@@ -114,19 +96,19 @@ impl Replica {
         )
         .unwrap();
         let log = dir.join(format!("{id}.log"));
-        let child = Command::new(workspace_bin("mcp-root").unwrap())
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
+        let mut proc = Proc::spawn(
+            &format!("replica {id}"),
+            Command::new(workspace_bin("mcp-root").unwrap())
+                .args(["serve", "--config"])
+                .arg(&config)
+                .env("RUST_LOG", "info"),
+            log.clone(),
+        );
         let r = Replica {
             id,
-            base: format!("http://127.0.0.1:{port}"),
+            base: ports::announced_root_url(&mut proc, Duration::from_secs(30)).await,
             log,
-            proc: Proc(child),
+            proc,
         };
         let http = reqwest::Client::new();
         let start = Instant::now();
@@ -158,33 +140,9 @@ fn start_hub(dir: &Path, target: &str, token: &str, root_urls: &[&str]) -> Proc 
 
 /// [`start_hub`] with `extra` at the top of the hub's configuration.
 fn start_hub_with(dir: &Path, target: &str, token: &str, root_urls: &[&str], extra: &str) -> Proc {
-    let name = target.replace(':', "_");
-    let token_file = dir.join(format!("{name}.token"));
-    std::fs::write(&token_file, token).unwrap();
-    mcp_tests::private_file(&token_file).unwrap();
-    let urls: Vec<String> = root_urls.iter().map(|u| format!("\"{u}\"")).collect();
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "target_id = \"{target}\"\nenvironment = \"test\"\nsubnet = \"subnet-a\"\n\
-             root_urls = [{}]\ntoken_file = \"{}\"\nstate_dir = \"{}\"\n\
-             {extra}\n[reconnect]\ninitial_ms = 50\nmax_ms = 500\n",
-            urls.join(", "),
-            token_file.display(),
-            dir.join(format!("{name}-state")).display(),
-        ),
-    )
-    .unwrap();
-    Proc(
-        Command::new(workspace_bin("mcp-hub").unwrap())
-            .args(["run", "--config"])
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
-            .spawn()
-            .unwrap(),
-    )
+    HubProcess::new(dir, target, token, root_urls)
+        .extra(extra)
+        .spawn()
 }
 
 /// The client side of the test: every call it makes is counted (each is one audit event),
@@ -198,30 +156,16 @@ struct Client {
 
 impl Client {
     async fn admin_get(&self, base: &str, path: &str) -> Value {
-        let res = self
-            .http
-            .get(format!("{base}{path}"))
-            .bearer_auth(&self.admin)
-            .send()
-            .await
-            .unwrap();
-        assert!(res.status().is_success(), "GET {path}: {}", res.status());
-        res.json().await.unwrap()
+        self.admin_at(base).get(path).await.unwrap()
     }
 
     async fn admin_post(&self, base: &str, path: &str, body: Value) -> (u16, Value) {
-        let res = self
-            .http
-            .post(format!("{base}{path}"))
-            .bearer_auth(&self.admin)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        (
-            res.status().as_u16(),
-            res.json().await.unwrap_or(Value::Null),
-        )
+        self.admin_at(base).post_status(path, body).await.unwrap()
+    }
+
+    /// The admin client for replica `base`.
+    fn admin_at(&self, base: &str) -> Admin {
+        Admin::new(self.http.clone(), base, &self.admin)
     }
 
     async fn lease(&self, base: &str, target: &str, profile: &str) -> (String, String) {

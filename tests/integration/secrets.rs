@@ -4,7 +4,7 @@
 //! metrics and the raw bytes of every data file are searched for every secret the run issued.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
@@ -12,6 +12,8 @@ use mcp_shared::protocol::{Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub};
 use mcp_shared::target::{
     ManagedTargetDescriptor, OperationalSurface, TargetPolicy, TargetStatus, Transport, WriteScope,
 };
+use mcp_tests::ports;
+use mcp_tests::process::Proc;
 use mcp_tests::{TestRoot, private_file, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -352,37 +354,6 @@ async fn signing_keys_are_encrypted_at_rest_and_clear_rows_are_migrated() {
     );
 }
 
-/// A child process killed (and reaped) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    /// SIGTERM and wait, so that everything it logs is written.
-    fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     mcp_tests::init_crypto();
@@ -390,14 +361,12 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     let server = pki.server("root");
     let work = tempfile::tempdir().unwrap();
     let data = work.path().join("root-data");
-    let port = free_port();
-    let base = format!("https://127.0.0.1:{port}");
     let tls = tls_config(&server, None, 0);
     let root_toml = work.path().join("root.toml");
     std::fs::write(
         &root_toml,
         format!(
-            "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\n[oauth]\ndiscovery = true\n[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nreload_interval_sec = 0\n",
+            "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n[oauth]\ndiscovery = true\n[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nreload_interval_sec = 0\n",
             data.display(),
             tls.cert_file.display(),
             tls.key_file.display()
@@ -405,7 +374,8 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     )
     .unwrap();
     let root_log = work.path().join("root.log");
-    let root = Proc(
+    let mut root = Proc::adopt(
+        "mcp-root",
         Command::new(workspace_bin("mcp-root").unwrap())
             .args(["serve", "--config"])
             .arg(&root_toml)
@@ -414,7 +384,10 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
             .stderr(std::fs::File::create(&root_log).unwrap())
             .spawn()
             .unwrap(),
+        Some(root_log.clone()),
     );
+    let base = ports::announced_root_url(&mut root, Duration::from_secs(60)).await;
+    assert!(base.starts_with("https://127.0.0.1:"), "{base}");
     let http = https_client(&pki.ca_file());
     wait_until("root to serve https", async || {
         http.get(format!("{base}/healthz")).send().await.is_ok()
@@ -463,15 +436,13 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     )
     .unwrap();
     let hub_log = work.path().join("hub.log");
-    let hub = Proc(
+    let mut hub = Proc::spawn(
+        "mcp-hub",
         Command::new(workspace_bin("mcp-hub").unwrap())
             .args(["run", "--config"])
             .arg(&hub_toml)
-            .env("RUST_LOG", "trace")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&hub_log).unwrap())
-            .spawn()
-            .unwrap(),
+            .env("RUST_LOG", "trace"),
+        &hub_log,
     );
     let online = async || {
         let res = http
@@ -610,8 +581,9 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     // in the MCP Server dialog, logout. Each answer is kept for the sweep.
     let console = run_console(&http, &base, &admin, target).await;
     drop(client);
-    hub.stop();
-    root.stop();
+    // SIGTERM and wait, so that everything they log is written.
+    hub.terminate_blocking(Duration::from_secs(20));
+    root.terminate_blocking(Duration::from_secs(20));
 
     let master = std::fs::read_to_string(data.join("secrets.key"))
         .unwrap()

@@ -4,6 +4,7 @@
 //! health check in `hub.run_healthchecks` passing while it runs and failing once it exited.
 //! The service is `mcp-fixture-service` (tests/src/bin).
 
+use mcp_tests::ports::free_port;
 use mcp_tests::{TestRoot, eventually, mcp_client, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
@@ -11,13 +12,8 @@ use serde_json::{Value, json};
 
 type Client = RunningService<rmcp::RoleClient, ()>;
 
-/// A loopback port that was free a moment ago (the fixture binds it itself).
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-/// `[[services]]` TOML for the fixture on `port` with `extra` arguments.
+/// `[[services]]` TOML for the fixture on `port` with `extra` arguments (the fixture binds
+/// `port` itself and its health URL names it: a [`free_port`]).
 pub fn fixture_service(name: &str, port: u16, extra: &[&str], more_toml: &str) -> String {
     let bin = workspace_bin("mcp-fixture-service").unwrap();
     let mut argv = vec![

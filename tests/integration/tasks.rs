@@ -570,12 +570,12 @@ async fn the_typescript_sdk_runs_a_2025_11_25_task_on_a_session() {
 
 #[tokio::test]
 async fn a_task_whose_root_is_killed_fails_with_its_event_at_restart() {
-    use crate::faults::{RootProc, free_port};
+    use crate::faults::RootProc;
     mcp_tests::init_crypto();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let port = free_port();
-    let mut root = RootProc::start(dir.path(), "root", port, &data, "").await;
+    let mut root = RootProc::start(dir.path(), "root", 0, &data, "").await;
+    let port = root.port();
     let hub_token = root.enroll("hub:tasks-crash").await;
     let slow = "[[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sleep\", \"30\"]\ntimeout_ms = 60000\n";
     let hub = mcp_tests::TestHub::start(&root.base, "hub:tasks-crash", &hub_token, slow)
