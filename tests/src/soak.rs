@@ -1,7 +1,7 @@
 //! A bounded soak: several real hubs and many MCP clients on one root for a fixed time, mixed
 //! reads and previewed writes, then the audit trail checked call by call.
 //!
-//! Used by `tests/integration/soak.rs` (seconds, in CI) and `mcp-hubsim --mode soak`
+//! Used by `tests/integration/ops/soak.rs` (seconds, in CI) and `mcp-hubsim --mode soak`
 //! (minutes, by hand). Everything is loopback: the hubs are in-process [`TestHub`]s enrolled
 //! through root's REST API, the clients are rmcp clients each on a lease of its own.
 //!

@@ -207,7 +207,7 @@ async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
 /// ends `interrupted`, a new one can start). The root channel never drops.
 #[tokio::test]
 async fn hub_parts_that_panic_are_restarted_with_their_state() {
-    use crate::services::{call, fixture_service, write};
+    use crate::hubs::services::{call, fixture_service, write};
     use mcp_tests::ports::free_port;
     let target = "hub:test-alpha";
     let root = TestRoot::start().await.unwrap();

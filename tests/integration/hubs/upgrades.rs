@@ -14,10 +14,10 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::bad_input::hub_door::{descriptor, dial, text};
+use crate::hardening::bad_input::hub_door::{descriptor, dial, text};
 
 /// The body of the next text frame root sends (heartbeats skipped).
-async fn next_body(ws: &mut crate::bad_input::hub_door::Ws) -> Value {
+async fn next_body(ws: &mut crate::hardening::bad_input::hub_door::Ws) -> Value {
     loop {
         let msg = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
             .await
@@ -187,14 +187,14 @@ async fn every_tool_works_between_older_and_newer_peers() {
         assert!(called >= 40, "{target}: only {called} tools listed");
         // Neither peer announced `progress.total` to the other: progress comes without it.
         let (_, bearer) = root.lease(target, "InfraOpsControl", 600).await.unwrap();
-        let client = crate::tasks::connect_to(&root.mcp_url(), &bearer, false).await;
+        let client = crate::mcp::tasks::connect_to(&root.mcp_url(), &bearer, false).await;
         let token =
-            crate::tasks::preview(&client, "hub.run_allowed_tests", &json!({"name": "count"}))
+            crate::mcp::tasks::preview(&client, "hub.run_allowed_tests", &json!({"name": "count"}))
                 .await;
-        let exec = crate::tasks::execute_args(&json!({"name": "count"}), &token, "k-up");
+        let exec = crate::mcp::tasks::execute_args(&json!({"name": "count"}), &token, "k-up");
         let res = client
             .peer()
-            .call_tool_once(crate::tasks::params("hub.run_allowed_tests", exec))
+            .call_tool_once(crate::mcp::tasks::params("hub.run_allowed_tests", exec))
             .await
             .unwrap();
         assert!(

@@ -95,7 +95,7 @@ async fn a_minted_lease_ends_with_every_lease_above_it() {
     works(&root, &child_token, "the child").await;
     works(&root, &grandchild_token, "the grandchild").await;
     // `mcp-root admin lease show` draws the chain: the parent above, the grandchild below.
-    let (code, out, err) = crate::admin_cli::admin(&root, &["lease", "show", &child]);
+    let (code, out, err) = crate::ops::admin_cli::admin(&root, &["lease", "show", &child]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "issued by operator:admin", "{out}");
@@ -106,7 +106,8 @@ async fn a_minted_lease_ends_with_every_lease_above_it() {
         lines[3].starts_with(&format!("    {grandchild} minted")),
         "{out}"
     );
-    let (_, json_out, _) = crate::admin_cli::admin(&root, &["lease", "show", &parent, "--json"]);
+    let (_, json_out, _) =
+        crate::ops::admin_cli::admin(&root, &["lease", "show", &parent, "--json"]);
     let view: Value = serde_json::from_str(&json_out).unwrap();
     assert_eq!(view["descendants"][1]["depth"], 2, "{view}");
 
@@ -384,7 +385,7 @@ async fn a_revoked_operators_sign_ins_end_and_their_leases_only_when_asked() {
     let erin = add_operator(&root, "erin").await;
     let (_, erin_lease) = issued_by(&root, &erin, target).await;
     let (code, out, err) =
-        crate::admin_cli::admin(&root, &["operator", "revoke", "erin", "--cascade"]);
+        crate::ops::admin_cli::admin(&root, &["operator", "revoke", "erin", "--cascade"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("ended: 0 OAuth grants, 1 leases, 0 descendants"),

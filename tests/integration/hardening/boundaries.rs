@@ -29,7 +29,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::run_profile::{assert_no_secret, fetch};
+use crate::governance::run_profile::{assert_no_secret, fetch};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -10,7 +10,7 @@
 use mcp_tests::{TestRoot, mcp_client, nlu_hub_toml};
 use serde_json::{Value, json};
 
-use crate::services::call;
+use crate::hubs::services::call;
 
 fn refs(answer: &Value) -> Vec<String> {
     answer["entities"]

@@ -14,7 +14,7 @@ use sha2::Digest;
 
 use mcp_tests::eventually;
 
-use crate::services::{call, fixture_service, write};
+use crate::hubs::services::{call, fixture_service, write};
 use mcp_tests::ports::free_port;
 
 #[tokio::test]

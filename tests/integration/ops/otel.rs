@@ -377,7 +377,7 @@ async fn one_call_is_one_trace_across_root_and_hub() {
         .send()
         .await
         .unwrap();
-    let (code, answer) = crate::bad_input::json_of(res).await;
+    let (code, answer) = crate::hardening::bad_input::json_of(res).await;
     assert_eq!(code, 200, "{answer}");
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     let tree = received(&spans, "the MCP client's trace continued", |s| {
@@ -411,7 +411,7 @@ async fn one_call_is_one_trace_across_root_and_hub() {
 /// forwarding replica's route, the owner's forwarded call, the hub's call (PostgreSQL).
 #[tokio::test]
 async fn a_forwarded_call_is_one_trace_across_replicas_and_the_hub() {
-    let Some(db) = crate::replicas::PgSchema::create("otel_forwarded_call").await else {
+    let Some(db) = crate::zone::replicas::PgSchema::create("otel_forwarded_call").await else {
         return;
     };
     mcp_tests::init_crypto();

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use mcp_tests::eventually;
 
-use crate::services::{call, fixture_service, write};
+use crate::hubs::services::{call, fixture_service, write};
 use mcp_tests::ports::free_port;
 
 /// The token `mcp-fixture-service --print-secret` writes (`SECRET_LINE` in its source).
@@ -189,7 +189,7 @@ async fn a_secret_in_a_service_log_never_reaches_the_client_or_the_audit_store()
 /// into the trail: root applies the contract's rules and its own before a result leaves it.
 #[tokio::test]
 async fn root_redacts_bare_secrets_a_hub_did_not() {
-    use crate::bad_input::hub_door::{hello, next, text};
+    use crate::hardening::bad_input::hub_door::{hello, next, text};
     use futures::SinkExt;
     use mcp_shared::protocol::{CallOutcome, HubToRoot, RootToHub};
 

@@ -14,8 +14,10 @@ use mcp_tests::{TestHub, TestRoot};
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 
-use crate::replicas::PgSchema;
-use crate::tls::{Leaf, Pki, https_client, hub_tls, mcp_https, tls_config, wait_for_log};
+use crate::hardening::tls::{
+    Leaf, Pki, https_client, hub_tls, mcp_https, tls_config, wait_for_log,
+};
+use crate::zone::replicas::PgSchema;
 
 /// The files every replica of the test zone shares (admin token, master key).
 struct Zone {

@@ -18,7 +18,7 @@ use mcp_tests::{TestRoot, private_file, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use crate::tls::{Pki, https_client, tls_config, wait_for_log};
+use crate::hardening::tls::{Pki, https_client, tls_config, wait_for_log};
 
 /// Opens the hub door with `token` and says `hello` for `target_id` but the wrong
 /// environment: root refuses the upgrade (401) when it does not accept the token, and names

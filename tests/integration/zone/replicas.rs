@@ -869,7 +869,7 @@ async fn an_oauth_sign_in_spans_the_replicas() {
 
 #[tokio::test]
 async fn a_task_is_read_and_cancelled_through_the_other_replica() {
-    use crate::tasks::{connect_to, get, poll_until, start_task, terminal};
+    use crate::mcp::tasks::{connect_to, get, poll_until, start_task, terminal};
     use rmcp::model::{CancelTaskParams, TaskPayload, TaskStatus};
     let Some(db) = PgSchema::create("a_task_is_read_and_cancelled_through_the_other_replica").await
     else {

@@ -708,7 +708,7 @@ async fn the_admin_cli_acts_as_a_named_operator() {
 async fn next_call(ws: &mut mcp_tests::HubSocket) -> mcp_shared::protocol::CallRequest {
     use mcp_shared::protocol::RootToHub;
     loop {
-        match crate::bad_input::hub_door::next(ws).await {
+        match crate::hardening::bad_input::hub_door::next(ws).await {
             Ok((RootToHub::Call(c), _)) => return c,
             Ok(_) => continue,
             Err(e) => panic!("connection ended: {e:?}"),
@@ -721,7 +721,7 @@ async fn next_call(ws: &mut mcp_tests::HubSocket) -> mcp_shared::protocol::CallR
 /// call each time) and answered once it succeeds; the event records the failed attempts.
 #[tokio::test]
 async fn routed_reads_are_retried_under_their_contracts_policy() {
-    use crate::bad_input::hub_door::{descriptor, next, text};
+    use crate::hardening::bad_input::hub_door::{descriptor, next, text};
     use futures::SinkExt;
     use mcp_shared::error::{ErrorCode, ToolError};
     use mcp_shared::protocol::{self, CallOutcome, HubToRoot, RootToHub};

@@ -8,8 +8,8 @@
 use mcp_tests::{TestRoot, mcp_client, nlu_hub_toml};
 use serde_json::{Value, json};
 
-use crate::admin_cli::admin;
-use crate::services::call;
+use crate::hubs::services::call;
+use crate::ops::admin_cli::admin;
 
 const TEMPLATE: &str = "en.device.turn_on";
 

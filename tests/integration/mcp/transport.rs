@@ -347,7 +347,7 @@ async fn session_post(root: &TestRoot, bearer: &str, sid: &str, body: Value) -> 
         .send()
         .await
         .unwrap();
-    crate::bad_input::json_of(res).await
+    crate::hardening::bad_input::json_of(res).await
 }
 
 fn session_call(tool: &str, arguments: Value) -> Value {

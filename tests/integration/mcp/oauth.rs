@@ -770,7 +770,7 @@ async fn claude_code_keeps_its_pasted_bearer_when_discovery_is_on() {
 /// the document, and the operator's dialog says who published it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_named_by_its_metadata_document_signs_in() {
-    let pki = crate::tls::Pki::new("cimd");
+    let pki = crate::hardening::tls::Pki::new("cimd");
     let leaf = pki.server("cimd");
     let ca = pki.ca_file();
     let root = TestRoot::start_with(|c| {

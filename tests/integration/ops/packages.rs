@@ -16,7 +16,7 @@ use mcp_tests::process::Proc;
 use mcp_tests::{private_file, workspace_bin};
 use serde_json::{Value, json};
 
-use crate::tls::{Pki, https_client};
+use crate::hardening::tls::{Pki, https_client};
 
 /// The cargo-deb release `.ci/run` installs.
 const CARGO_DEB: &str = "3.8.0";

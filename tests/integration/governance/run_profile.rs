@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use mcp_tests::{TestRoot, mcp_client};
 use serde_json::{Value, json};
 
-use crate::admin_cli::admin;
+use crate::ops::admin_cli::admin;
 
 fn schema(file: &str) -> jsonschema::Validator {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -15,7 +15,7 @@ use mcp_tests::{TestRoot, mcp_client};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use crate::run_profile::fetch;
+use crate::governance::run_profile::fetch;
 
 const TOOL: &str = "hub.fixture.echo_upper";
 

@@ -360,7 +360,7 @@ async fn mcp_endpoint_battery() {
     );
 
     // In a session: methods, params, tools, arguments.
-    let sid = crate::transport::open_session(&root, &token).await;
+    let sid = crate::mcp::transport::open_session(&root, &token).await;
     let session = Mcp {
         session: Some(&sid),
         ..Mcp::new(&root, &token)

@@ -570,7 +570,7 @@ async fn the_typescript_sdk_runs_a_2025_11_25_task_on_a_session() {
 
 #[tokio::test]
 async fn a_task_whose_root_is_killed_fails_with_its_event_at_restart() {
-    use crate::faults::RootProc;
+    use crate::hardening::faults::RootProc;
     mcp_tests::init_crypto();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

@@ -898,7 +898,7 @@ async fn console_in_a_real_browser() {
     let config = format!(
         "{}{}[profiling]\ngrowth_threshold_bytes = 1048576\ngrowth_threshold_percent = 1000.0\n",
         mcp_tests::nlu_hub_toml().unwrap(),
-        crate::services::fixture_service("leaky", port, &["--leak-kib-per-sec", "2048"], ""),
+        crate::hubs::services::fixture_service("leaky", port, &["--leak-kib-per-sec", "2048"], ""),
     );
     let hub = root.start_hub("hub:ui-alpha", &config).await.unwrap();
     // From here to `close` nothing panics, so no Chromium outlives the test (chromedriver is
