@@ -4,7 +4,9 @@
 //! `127.0.0.1:0` and hand back their bound address; nothing here is needed for them. An
 //! `mcp-root serve` process also takes `listen = "127.0.0.1:0"` and announces the address it
 //! bound on stderr (`mcp-root listening on <base url> (MCP endpoint ...)`): start it that way
-//! and read the address back with [`announced_root_url`].
+//! and read the address back with [`announced_root_url`]. A root started again on the same
+//! data (after a SIGKILL) is given the port it announced, so its hubs find it again; that
+//! port is free again only once the first process has died, a window of the restart's moment.
 //!
 //! [`free_port`] is for the rest: a port number that must be written down before the process
 //! that binds it starts (a managed service's `--port` and health URL in a hub's config,
@@ -20,11 +22,12 @@ use crate::process::Proc;
 /// number handed on to a process that binds it itself.
 ///
 /// Between the release and that bind another process can take the port. The window is bounded
-/// this way: Linux hands out port-0 binds from the whole ephemeral range, not the port just
-/// released, so another `bind(0)` in the suite is unlikely to land on it; and this function
+/// this way: Linux picks a port-0 bind at a random offset in the ephemeral range, so another
+/// `bind(0)` in the suite is unlikely to land on the port just released; and this function
 /// never hands out the same number twice in one test process, so two of its own callers cannot
-/// collide. Where a lost race happens anyway, the process that binds fails to start and the
-/// test fails with its log, not with a wrong answer.
+/// collide. Where a lost race happens anyway, the service or driver that binds does not come
+/// up and the test fails saying so, never with a wrong answer. (A retry is not cheap at the
+/// call sites: the port is in a hub's config before the hub starts the service.)
 pub fn free_port() -> u16 {
     static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
