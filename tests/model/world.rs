@@ -3,54 +3,15 @@
 //! target, on loopback, driven over the REST family and MCP as operators and agents drive them.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use mcp_tests::hub_process::spawn_hub;
+use mcp_tests::process::Proc;
 use serde_json::{Value, json};
 
 use crate::oracle::{Effects, Model};
 use crate::steps::{TARGETS, Write};
-
-/// A child process, killed when dropped.
-pub struct Proc {
-    child: Child,
-    pub log: PathBuf,
-}
-
-impl Proc {
-    fn spawn(cmd: &mut Command, log: PathBuf) -> Proc {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .expect("a log file");
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .expect("the process starts");
-        Proc { child, log }
-    }
-
-    /// SIGKILL, and reaped.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// The last lines of its log, for a failure's message.
-    pub fn tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 /// Where root keeps its state: the embedded SQLite file of one root, or one PostgreSQL
 /// database shared by two replicas.
@@ -69,8 +30,22 @@ pub struct Replica {
 }
 
 impl Replica {
-    fn start(config: PathBuf, log: PathBuf, base: String) -> Replica {
-        let proc = spawn_root(&config, &log);
+    /// Starts root on `config`, which listens on port 0: the address root announces is read
+    /// back and written into `config`, so a restart comes back on the same port (where the
+    /// hubs dial it).
+    fn start(rt: &tokio::runtime::Runtime, config: PathBuf, log: PathBuf) -> Replica {
+        let mut proc = spawn_root(&config, &log);
+        let base = rt.block_on(mcp_tests::ports::announced_root_url(
+            &mut proc,
+            Duration::from_secs(30),
+        ));
+        let text = std::fs::read_to_string(&config).unwrap();
+        let bound = text.replacen(
+            "listen = \"127.0.0.1:0\"",
+            &format!("listen = \"{}\"", base.trim_start_matches("http://")),
+            1,
+        );
+        std::fs::write(&config, bound).unwrap();
         Replica {
             base,
             config,
@@ -143,13 +118,6 @@ fn nlu_toml() -> (String, String) {
     let toml = mcp_tests::nlu_hub_toml().expect("config/nlu");
     let (roots, nlu) = toml.split_once("[nlu]").expect("an [nlu] section");
     (roots.to_owned(), format!("[nlu]{nlu}"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 fn file_name(target: &str) -> String {
@@ -225,11 +193,9 @@ impl World {
     }
 
     fn start_replica(&self, id: &str) -> Replica {
-        let base = format!("http://127.0.0.1:{}", free_port());
         let shared = self.dir.path();
         let mut config = format!(
-            "listen = \"{}\"\ndata_dir = \"{}\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n",
-            base.trim_start_matches("http://"),
+            "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n",
             shared.join(id).display(),
             shared.join("admin.token").display(),
             shared.join("secrets.key").display(),
@@ -246,7 +212,7 @@ impl World {
         config += "[oauth]\ndiscovery = true\n";
         let path = shared.join(format!("{id}.toml"));
         std::fs::write(&path, config).unwrap();
-        Replica::start(path, shared.join(format!("{id}.log")), base)
+        Replica::start(&self.rt, path, shared.join(format!("{id}.log")))
     }
 
     /// The contracts root loads: the shipped ones and the model's fixture, copied once.
@@ -298,7 +264,7 @@ impl World {
             assert!(
                 Instant::now() < deadline,
                 "root did not start:\n{}",
-                r.proc.tail()
+                r.proc.tail(30)
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -308,7 +274,7 @@ impl World {
     pub fn root_logs(&self) -> String {
         self.replicas
             .iter()
-            .map(|r| format!("--- {}\n{}", r.base, r.proc.tail()))
+            .map(|r| format!("--- {}\n{}", r.base, r.proc.tail(30)))
             .collect()
     }
 
@@ -585,13 +551,7 @@ impl World {
             .path()
             .join(format!("{}.log", file_name(TARGETS[t].id)));
         self.hub_starts[t] += 1;
-        self.hubs[t] = Some(Proc::spawn(
-            Command::new(mcp_tests::workspace_bin("mcp-hub").unwrap())
-                .args(["run", "--config"])
-                .arg(&config)
-                .env("RUST_LOG", "info"),
-            log,
-        ));
+        self.hubs[t] = Some(spawn_hub("mcp-hub", &config, log, TARGETS[t].id).quiet());
     }
 
     /// SIGKILLs target `t`'s hub, and then the service it left running (in a process group
@@ -808,14 +768,18 @@ async fn drop_schema(schema: Schema) {
     }
 }
 
+/// `mcp-root serve` on `config`; quiet when a history fails (the divergence's message has
+/// the last lines of every replica's log).
 fn spawn_root(config: &Path, log: &Path) -> Proc {
     Proc::spawn(
+        "mcp-root",
         Command::new(mcp_tests::workspace_bin("mcp-root").unwrap())
             .args(["serve", "--config"])
             .arg(config)
             .env("RUST_LOG", "info"),
         log.to_path_buf(),
     )
+    .quiet()
 }
 
 /// Whether root's target list shows target `t` as the model has it.

@@ -1,5 +1,5 @@
 //! A light hub simulator: many managed targets speaking the real root↔hub protocol from one
-//! process, for fan-in measurements and tests (`mcp-hubsim`, `tests/integration/fanin.rs`).
+//! process, for fan-in measurements and tests (`mcp-hubsim`, `tests/integration/hubs/fanin.rs`).
 //!
 //! Each simulated hub is one tokio task holding one WebSocket to root's
 //! `/v1/root/hubs/connect`: `hello` with its enrolment token and a descriptor publishing one

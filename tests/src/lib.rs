@@ -1,10 +1,24 @@
 //! Test support shared by the integration suite and the `mcp-load` generator: start a real
 //! root on `127.0.0.1:0`, issue leases over its REST API, and connect real MCP clients.
+//!
+//! # Layout
+//! - This file: [`TestRoot`] and [`TestHub`], root and hub in-process on `127.0.0.1:0`; MCP
+//!   clients; the binaries and client installs the tests run.
+//! - [`ports`]: ports for daemons started as processes (read back where the daemon announces
+//!   them; [`ports::free_port`] where a number must be written down first).
+//! - [`process`]: [`process::Proc`], the one guard for a child process.
+//! - [`admin`]: [`admin::Admin`], the one admin client for root's REST API.
+//! - [`hub_process`]: [`hub_process::HubProcess`], the one starter for `mcp-hub run`.
+//! - [`faults`], [`git`], [`hubsim`], [`oauth`], [`soak`]: fixtures and drivers.
 
+pub mod admin;
 pub mod faults;
 pub mod git;
+pub mod hub_process;
 pub mod hubsim;
 pub mod oauth;
+pub mod ports;
+pub mod process;
 pub mod soak;
 
 use std::path::PathBuf;
@@ -172,15 +186,18 @@ impl TestRoot {
         ))
     }
 
+    /// The admin client for this root.
+    pub fn admin(&self) -> admin::Admin {
+        admin::Admin::new(
+            self.http.clone(),
+            self.handle().base_url(),
+            self.admin_token(),
+        )
+    }
+
+    /// GET with the admin bearer ([`admin::Admin::get`]).
     pub async fn admin_get(&self, path: &str) -> anyhow::Result<Value> {
-        let res = self
-            .http
-            .get(self.url(path))
-            .bearer_auth(self.admin_token())
-            .send()
-            .await?;
-        anyhow::ensure!(res.status().is_success(), "GET {path}: {}", res.status());
-        Ok(res.json().await?)
+        self.admin().get(path).await
     }
 
     /// Root's Prometheus exposition text (`/metrics`, with the admin bearer).
@@ -207,16 +224,9 @@ impl TestRoot {
             .with_context(|| format!("the value of {series}"))
     }
 
+    /// POST with the admin bearer ([`admin::Admin::post`]).
     pub async fn admin_post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        let res = self
-            .http
-            .post(self.url(path))
-            .bearer_auth(self.admin_token())
-            .json(&body)
-            .send()
-            .await?;
-        anyhow::ensure!(res.status().is_success(), "POST {path}: {}", res.status());
-        Ok(res.json().await?)
+        self.admin().post(path, body).await
     }
 
     /// REST `/call` with a lease bearer: `(status, body)`.
@@ -588,8 +598,9 @@ impl TestRoot {
         Ok(v["token"].as_str().context("token")?.to_string())
     }
 
-    /// Enrols `target_id` (environment `test`) and starts a hub for it with `extra` TOML
-    /// appended to its config; waits until it is connected.
+    /// Enrols `target_id` (environment `test`) and starts a hub for it in-process with
+    /// `extra` TOML appended to its config; waits until it is connected. (A hub as a separate
+    /// `mcp-hub run` process: [`hub_process::HubProcess`].)
     pub async fn start_hub(&self, target_id: &str, extra: &str) -> anyhow::Result<TestHub> {
         let token = self.enroll(target_id, "test").await?;
         let hub = TestHub::start(&self.handle().base_url(), target_id, &token, extra).await?;

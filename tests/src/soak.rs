@@ -1,7 +1,7 @@
 //! A bounded soak: several real hubs and many MCP clients on one root for a fixed time, mixed
 //! reads and previewed writes, then the audit trail checked call by call.
 //!
-//! Used by `tests/integration/soak.rs` (seconds, in CI) and `mcp-hubsim --mode soak`
+//! Used by `tests/integration/ops/soak.rs` (seconds, in CI) and `mcp-hubsim --mode soak`
 //! (minutes, by hand). Everything is loopback: the hubs are in-process [`TestHub`]s enrolled
 //! through root's REST API, the clients are rmcp clients each on a lease of its own.
 //!
@@ -25,6 +25,7 @@ use anyhow::Context;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
+use crate::admin::Admin;
 use crate::hubsim::{Enrolled, enroll_all};
 use crate::{TestHub, mcp_client, workspace_bin};
 
@@ -305,16 +306,11 @@ async fn run_client(
     Ok(t)
 }
 
-/// A loopback port that was free a moment ago (the fixture service binds it itself).
-fn free_port() -> anyhow::Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
-}
-
 /// Hub TOML: a no-op allowed test and the fixture service, managed by the hub.
 fn hub_toml() -> anyhow::Result<String> {
     let bin = workspace_bin("mcp-fixture-service")?;
-    let port = free_port()?;
+    // The fixture service binds the port itself, and its health URL names it first.
+    let port = crate::ports::free_port();
     Ok(format!(
         "[[skill.allowed_tests]]\nname = \"noop\"\nargv = [\"true\"]\ntimeout_ms = 10000\n\
          [[services]]\nname = \"fixture\"\nargv = [{:?}, \"--port\", \"{port}\", \"--log-every-ms\", \"1000\"]\nstop_timeout_ms = 3000\n\
@@ -323,42 +319,8 @@ fn hub_toml() -> anyhow::Result<String> {
     ))
 }
 
-async fn admin_post(
-    http: &reqwest::Client,
-    o: &SoakOptions,
-    path: &str,
-    body: Value,
-) -> anyhow::Result<Value> {
-    let res = http
-        .post(format!("{}{path}", o.root_url))
-        .bearer_auth(&o.admin_token)
-        .json(&body)
-        .send()
-        .await?;
-    let status = res.status();
-    let v: Value = res.json().await?;
-    anyhow::ensure!(status.is_success(), "POST {path}: {status}: {v}");
-    Ok(v)
-}
-
-async fn admin_get(http: &reqwest::Client, o: &SoakOptions, path: &str) -> anyhow::Result<Value> {
-    let res = http
-        .get(format!("{}{path}", o.root_url))
-        .bearer_auth(&o.admin_token)
-        .send()
-        .await?;
-    let status = res.status();
-    let v: Value = res.json().await?;
-    anyhow::ensure!(status.is_success(), "GET {path}: {status}: {v}");
-    Ok(v)
-}
-
 /// Every event id of `session_id`'s calls in the audit trail (all pages).
-async fn lease_events(
-    http: &reqwest::Client,
-    o: &SoakOptions,
-    session_id: &str,
-) -> anyhow::Result<Vec<String>> {
+async fn lease_events(admin: &Admin, session_id: &str) -> anyhow::Result<Vec<String>> {
     let mut ids = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -366,7 +328,7 @@ async fn lease_events(
         if let Some(c) = &cursor {
             path.push_str(&format!("&cursor={c}"));
         }
-        let page = admin_get(http, o, &path).await?;
+        let page = admin.get(&path).await?;
         for e in page["events"].as_array().context("events")? {
             ids.push(e["event_id"].as_str().context("event_id")?.to_owned());
         }
@@ -408,6 +370,7 @@ async fn drive(
     o: &SoakOptions,
     targets: &[String],
 ) -> anyhow::Result<SoakReport> {
+    let admin = Admin::new(http.clone(), &o.root_url, &o.admin_token);
     let ttl = o.duration.as_secs() + 600;
     let mut leases = Vec::new();
     for i in 0..o.clients {
@@ -417,13 +380,12 @@ async fn drive(
         } else {
             "InfraOpsControl"
         };
-        let v = admin_post(
-            http,
-            o,
-            "/v1/root/mcp/sessions",
-            json!({"target_id": targets[i % targets.len()], "capability_profile": profile, "ttl_sec": ttl}),
-        )
-        .await?;
+        let v = admin
+            .post(
+                "/v1/root/mcp/sessions",
+                json!({"target_id": targets[i % targets.len()], "capability_profile": profile, "ttl_sec": ttl}),
+            )
+            .await?;
         leases.push((
             v["session_id"].as_str().context("session_id")?.to_owned(),
             v["token"].as_str().context("token")?.to_owned(),
@@ -468,7 +430,7 @@ async fn drive(
     // The trail: the events of the soak's leases are exactly the answers' event ids.
     let mut in_trail: Vec<String> = Vec::new();
     for (session_id, _, _) in &leases {
-        in_trail.extend(lease_events(http, o, session_id).await?);
+        in_trail.extend(lease_events(&admin, session_id).await?);
     }
     report.audit_events = in_trail.len();
     let answered_set: HashSet<&str> = answered.iter().map(String::as_str).collect();
@@ -479,7 +441,7 @@ async fn drive(
         .count();
     report.missing_events = answered_set.iter().filter(|id| !seen.contains(*id)).count()
         + (answered.len() - answered_set.len());
-    let v = admin_get(http, o, "/v1/root/mcp/audit/verify").await?;
+    let v = admin.get("/v1/root/mcp/audit/verify").await?;
     report.verify_ok = v["ok"] == true;
     report.verify_checked = v["checked"].as_u64().unwrap_or(0);
     Ok(report)

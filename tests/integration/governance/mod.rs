@@ -1,0 +1,11 @@
+//! Governance: leases and what they may do, previewed and confirmed writes, delegation,
+//! run profiles, the tools root runs itself, the audit trail and redaction (and the
+//! operator's promises tried end to end in `no_holes`).
+
+mod audit;
+mod delegation;
+mod no_holes;
+mod redaction;
+mod root_tools;
+pub(crate) mod run_profile;
+mod writes;

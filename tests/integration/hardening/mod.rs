@@ -1,0 +1,11 @@
+//! Hardening: bad input, limits and boundaries, authentication, TLS, secrets, config
+//! validation, supervised actors that panic, and the fault battery.
+
+mod actors;
+mod auth;
+pub(crate) mod bad_input;
+mod boundaries;
+mod config;
+pub(crate) mod faults;
+mod secrets;
+pub(crate) mod tls;

@@ -1,0 +1,476 @@
+//! ProfileOps through root and a real hub, with the rmcp client and a `ProfileOpsControl`
+//! lease: a managed `mcp-fixture-service` that leaks memory steadily is profiled (restarted
+//! into its profiling argv), the session completes, a memory-growth incident is raised, the
+//! artifact comes in chunks that reassemble to its SHA-256 (and inline when small), a second
+//! session is stopped early, and the first is published (with a replay that publishes nothing
+//! new). Root's retention of published summaries is tested on root's side, and so is the
+//! evidence the hub published as it went: with the hub stopped (and after root restarts), the
+//! profiler reads are answered from root, saying so and how old the answer is.
+
+use base64::Engine;
+use mcp_tests::{TestRoot, mcp_client, workspace_bin};
+use serde_json::{Value, json};
+use sha2::Digest;
+
+use mcp_tests::eventually;
+
+use crate::hubs::services::{call, fixture_service, write};
+use mcp_tests::ports::free_port;
+
+#[tokio::test]
+async fn profile_a_leaking_service_through_mcp() {
+    let root = TestRoot::start().await.unwrap();
+    let port = free_port();
+    let bin = workspace_bin("mcp-fixture-service").unwrap();
+    let profiling_argv = format!(
+        "profiling_argv = [{:?}, \"--port\", \"{port}\", \"--leak-kib-per-sec\", \"2048\", \"--mode\", \"profiling\"]",
+        bin.display().to_string()
+    );
+    let config = format!(
+        "{}[profiling]\ngrowth_threshold_bytes = 1048576\ngrowth_threshold_percent = 1000.0\n\
+         artifact_inline_max_bytes = 1024\nmax_concurrent_sessions = 2\n\
+         evidence_artifact_max_bytes = 1024\n",
+        fixture_service(
+            "leaky",
+            port,
+            &["--leak-kib-per-sec", "2048"],
+            &profiling_argv
+        )
+    );
+    let hub = root.start_hub("hub:test-alpha", &config).await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "ProfileOpsControl", 600)
+        .await
+        .unwrap();
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    let tools: Vec<String> = mcp_tests::listed_tools(&client).await;
+    for tool in [
+        "hub.memory.get_status",
+        "hub.memory.list_sessions",
+        "hub.memory.get_session",
+        "hub.memory.list_incidents",
+        "hub.memory.list_artifacts",
+        "hub.memory.get_artifact",
+        "hub.memory.start_profile",
+        "hub.memory.stop_profile",
+        "hub.memory.retry_profile",
+        "hub.memory.publish_profile",
+    ] {
+        assert!(
+            tools.iter().any(|t| t == tool),
+            "{tool} not listed: {tools:?}"
+        );
+    }
+
+    let status = call(&client, "hub.memory.get_status", json!({})).await;
+    assert_eq!(status["authority"], "hub", "{status}");
+    assert_eq!(status["services"][0]["name"], "leaky");
+    assert_eq!(status["services"][0]["profiling_available"], true);
+    let normal_pid = status["services"][0]["pid"].as_u64().unwrap();
+
+    // Start in profiling mode: preview, then execute with the token.
+    let args =
+        json!({"service": "leaky", "interval_ms": 200, "duration_sec": 2, "mode": "profiling"});
+    let preview = call(&client, "hub.memory.start_profile", args.clone()).await;
+    assert_eq!(
+        preview["expected_effect"]["will_restart"], true,
+        "{preview}"
+    );
+    assert_eq!(preview["expected_effect"]["pid"], normal_pid);
+    let started = write(&client, "hub.memory.start_profile", args, "start-1").await;
+    assert_eq!(started["phase"], "execute", "{started}");
+    let session = &started["result"]["session"];
+    assert_eq!(session["state"], "running");
+    assert_eq!(session["mode"], "profiling");
+    let a = session["session_id"].as_str().unwrap().to_owned();
+    assert_ne!(session["pid"].as_u64(), Some(normal_pid), "restarted");
+
+    let done = eventually("the session to end", async || {
+        let s = call(&client, "hub.memory.get_session", json!({"session_id": a})).await;
+        (s["session"]["state"] != "running").then_some(s)
+    })
+    .await;
+    let done_session = &done["session"];
+    assert_eq!(done_session["state"], "completed", "{done}");
+    // The session over, the service runs its normal argv again (a new process).
+    let back = eventually("the service back in its normal argv", async || {
+        let s = call(&client, "hub.memory.get_status", json!({})).await;
+        (s["services"][0]["mode"] == "normal" && s["services"][0]["state"] == "running")
+            .then_some(s)
+    })
+    .await;
+    assert_ne!(back["services"][0]["pid"], session["pid"], "{back}");
+    let samples = done_session["samples"].as_u64().unwrap();
+    assert!(samples >= 2, "{done}");
+    assert!(
+        done_session["growth"]["growth_bytes"].as_i64().unwrap() > 0,
+        "{done}"
+    );
+
+    // The leak raised an incident.
+    let incidents = call(
+        &client,
+        "hub.memory.list_incidents",
+        json!({"service": "leaky"}),
+    )
+    .await;
+    let incident = incidents["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["session_id"] == a)
+        .cloned()
+        .unwrap_or_else(|| panic!("no incident for {a}: {incidents} {done}"));
+    assert_eq!(incident["kind"], "memory_growth");
+    assert_eq!(done_session["incident_ids"][0], incident["incident_id"]);
+
+    // Its artifact is over the 1 KiB inline limit: a chunked delivery whose chunks
+    // reassemble to the announced size and SHA-256.
+    let artifact_id = done_session["artifact_id"].as_str().unwrap().to_owned();
+    let delivery = call(
+        &client,
+        "hub.memory.get_artifact",
+        json!({"artifact_id": artifact_id}),
+    )
+    .await;
+    assert_eq!(delivery["delivery"], "chunked", "{delivery}");
+    let chunk = delivery["chunk_bytes"].as_u64().unwrap();
+    let mut bytes = Vec::new();
+    for i in 0..delivery["chunks"].as_u64().unwrap() {
+        let part = call(
+            &client,
+            "hub.memory.get_artifact",
+            json!({"artifact_id": artifact_id, "offset": i * chunk, "length": chunk}),
+        )
+        .await;
+        assert_eq!(part["delivery"], "chunk", "{part}");
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(part["data_base64"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(&data)),
+            part["chunk_sha256"]
+        );
+        bytes.extend(data);
+    }
+    assert_eq!(bytes.len() as u64, delivery["size_bytes"].as_u64().unwrap());
+    assert_eq!(
+        hex::encode(sha2::Sha256::digest(&bytes)),
+        delivery["sha256"]
+    );
+    let artifact: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(artifact["session_id"], a);
+    assert_eq!(
+        artifact["samples"].as_array().unwrap().len() as u64,
+        samples
+    );
+
+    // A second session (normal mode), stopped early: its small artifact comes inline.
+    let b_args = json!({"service": "leaky", "interval_ms": 200, "duration_sec": 600});
+    let b = write(&client, "hub.memory.start_profile", b_args, "start-2").await;
+    let b = b["result"]["session"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    eventually("a first sample", async || {
+        let s = call(&client, "hub.memory.get_session", json!({"session_id": b})).await;
+        (s["session"]["samples"].as_u64() > Some(0)).then_some(())
+    })
+    .await;
+    let stopped = write(
+        &client,
+        "hub.memory.stop_profile",
+        json!({"session_id": b}),
+        "stop-1",
+    )
+    .await;
+    assert_eq!(stopped["result"]["stopped"], true, "{stopped}");
+    assert_eq!(stopped["result"]["session"]["state"], "stopped");
+    let small = call(
+        &client,
+        "hub.memory.get_artifact",
+        json!({"artifact_id": stopped["result"]["session"]["artifact_id"]}),
+    )
+    .await;
+    assert_eq!(small["delivery"], "inline", "{small}");
+    assert_eq!(small["artifact"]["session_id"], b);
+
+    // Publish the first session: the stable summary root keeps.
+    let published = write(
+        &client,
+        "hub.memory.publish_profile",
+        json!({"session_id": a}),
+        "pub-1",
+    )
+    .await;
+    assert_eq!(published["phase"], "execute", "{published}");
+    let summary = &published["result"]["published_summary"];
+    assert_eq!(summary["session_id"], a);
+    assert_eq!(summary["target_id"], "hub:test-alpha");
+    assert_eq!(summary["service"], "leaky");
+    assert_eq!(summary["samples"], samples);
+    assert_eq!(summary["incident_ids"][0], incident["incident_id"]);
+    assert_eq!(summary["artifact"]["sha256"], delivery["sha256"]);
+    assert!(summary["rss"]["peak_bytes"].as_u64() >= summary["rss"]["start_bytes"].as_u64());
+    let again = call(
+        &client,
+        "hub.memory.publish_profile",
+        json!({"session_id": a, "phase": "execute", "idempotency_key": "pub-1"}),
+    )
+    .await;
+    assert_eq!(again["replay"], true, "{again}");
+    assert_eq!(again["result"], published["result"]);
+
+    // Lists.
+    let sessions = call(
+        &client,
+        "hub.memory.list_sessions",
+        json!({"service": "leaky"}),
+    )
+    .await;
+    assert_eq!(
+        sessions["sessions"].as_array().unwrap().len(),
+        2,
+        "{sessions}"
+    );
+    let artifacts = call(&client, "hub.memory.list_artifacts", json!({})).await;
+    assert_eq!(
+        artifacts["artifacts"].as_array().unwrap().len(),
+        2,
+        "{artifacts}"
+    );
+
+    // A read-only lease reads but cannot start.
+    let (_, read) = root
+        .lease("hub:test-alpha", "ProfileOpsRead", 600)
+        .await
+        .unwrap();
+    let (status, body) = root
+        .rest_call(&read, "hub.memory.list_sessions", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = root
+        .rest_call(
+            &read,
+            "hub.memory.start_profile",
+            json!({"service": "leaky", "interval_ms": 200, "duration_sec": 1}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "capability_not_granted");
+
+    // Root kept the published summary: readable with the hub stopped, without a round trip.
+    hub.stop().await;
+    eventually("the hub to be offline", async || {
+        let (s, b) = root
+            .rest_call(&read, "hub.memory.get_status", json!({}))
+            .await
+            .unwrap();
+        (s == 503 && b["error"]["code"] == "target_offline").then_some(())
+    })
+    .await;
+    let hub_said = HubSaid {
+        sessions: sessions["sessions"].clone(),
+        incidents: incidents["incidents"].clone(),
+        artifacts: artifacts["artifacts"].clone(),
+        chunked: delivery.clone(),
+        inline: small.clone(),
+    };
+    evidence_answers_while_the_hub_is_offline(&root, &read, &hub_said).await;
+    let (status, kept) = root
+        .rest_call(&read, "hub.memory.get_published_summaries", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{kept}");
+    assert_eq!(kept["result"]["source"], "root");
+    let summaries = kept["result"]["summaries"].as_array().unwrap();
+    assert_eq!(summaries.len(), 1, "{kept}");
+    assert_eq!(summaries[0]["summary"], *summary);
+    // Kept by the first execute (the replay kept nothing again).
+    let audit = root
+        .admin_get("/v1/root/mcp/audit?tool_id=hub.memory.publish_profile&status=ok")
+        .await
+        .unwrap();
+    let executes: Vec<&Value> = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["dry_run"] == false)
+        .collect();
+    assert_eq!(executes.len(), 2, "{audit}");
+    assert_eq!(summaries[0]["event_id"], executes[1]["event_id"]);
+    let (_, one) = root
+        .rest_call(
+            &read,
+            "hub.memory.get_published_summaries",
+            json!({"session_id": a}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(one["result"]["summaries"].as_array().unwrap().len(), 1);
+    let (_, none) = root
+        .rest_call(
+            &read,
+            "hub.memory.get_published_summaries",
+            json!({"session_id": "nope"}),
+        )
+        .await
+        .unwrap();
+    assert!(none["result"]["summaries"].as_array().unwrap().is_empty());
+    // And the subnet diagnostics carry it as a compact memory-profile projection.
+    let (_, ops) = root
+        .lease("hub:test-alpha", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let (status, diag) = root
+        .rest_call(&ops, "root.get_subnet_diagnostics", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{diag}");
+    let profiles = diag["result"]["memory_profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 1, "{diag}");
+    assert_eq!(profiles[0]["session_id"], a);
+    assert_eq!(profiles[0]["service"], "leaky");
+    // The evidence outlives root's restart too (it is in root's store).
+    let mut root = root;
+    root.restart().await.unwrap();
+    evidence_answers_while_the_hub_is_offline(&root, &read, &hub_said).await;
+    // Tools a lease lists while its hub is offline: the reads root answers, not the rest.
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    let listed: Vec<String> = mcp_tests::listed_tools(&client).await;
+    for tool in [
+        "hub.memory.list_sessions",
+        "hub.memory.get_session",
+        "hub.memory.list_incidents",
+        "hub.memory.list_artifacts",
+        "hub.memory.get_artifact",
+        "hub.memory.get_published_summaries",
+    ] {
+        assert!(listed.iter().any(|t| t == tool), "{tool}: {listed:?}");
+    }
+    for tool in ["hub.memory.get_status", "hub.memory.start_profile"] {
+        assert!(!listed.iter().any(|t| t == tool), "{tool}: {listed:?}");
+    }
+    let offline = call(&client, "hub.memory.list_incidents", json!({})).await;
+    assert_eq!(offline["evidence"]["source"], "root", "{offline}");
+    root.stop().await;
+}
+
+/// What the hub answered while it was connected.
+struct HubSaid {
+    sessions: Value,
+    incidents: Value,
+    artifacts: Value,
+    /// `get_artifact` of the first session's artifact (over the 1 KiB root is sent: chunked).
+    chunked: Value,
+    /// `get_artifact` of the second's (small: inline, and kept at root).
+    inline: Value,
+}
+
+/// With the hub offline, root answers the profiler reads from the evidence the hub published:
+/// the same records, saying so and how old they are; the small artifact inline (and by
+/// chunks), the larger one as where it is; each call audited as answered on root.
+async fn evidence_answers_while_the_hub_is_offline(root: &TestRoot, lease: &str, hub: &HubSaid) {
+    let read = async |tool: &str, args: Value| {
+        let (status, body) = root.rest_call(lease, tool, args).await.unwrap();
+        assert_eq!(status, 200, "{tool}: {body}");
+        let result = body["result"].clone();
+        assert_eq!(result["evidence"]["source"], "root", "{tool}: {result}");
+        assert!(
+            result["evidence"]["age_seconds"].as_u64().unwrap() < 300,
+            "{result}"
+        );
+        mcp_shared::time::parse(result["evidence"]["as_of"].as_str().unwrap()).unwrap();
+        result
+    };
+    let sessions = read("hub.memory.list_sessions", json!({"service": "leaky"})).await;
+    assert_eq!(sessions["sessions"], hub.sessions);
+    let stopped = read("hub.memory.list_sessions", json!({"state": "stopped"})).await;
+    assert_eq!(
+        stopped["sessions"].as_array().unwrap().len(),
+        1,
+        "{stopped}"
+    );
+    assert_eq!(stopped["sessions"][0], hub.sessions[0]);
+    let incidents = read("hub.memory.list_incidents", json!({})).await;
+    assert_eq!(incidents["incidents"], hub.incidents);
+    let artifacts = read("hub.memory.list_artifacts", json!({})).await;
+    assert_eq!(artifacts["artifacts"], hub.artifacts);
+
+    // Newest first: [1] is the first session (its artifact too large to go to root).
+    let first = &hub.sessions[1];
+    let one = read(
+        "hub.memory.get_session",
+        json!({"session_id": first["session_id"]}),
+    )
+    .await;
+    assert_eq!(one["session"], *first);
+    assert_eq!(one["recent_samples"], json!([]), "{one}");
+    let large = read(
+        "hub.memory.get_artifact",
+        json!({"artifact_id": first["artifact_id"]}),
+    )
+    .await;
+    assert_eq!(large["delivery"], "on_hub", "{large}");
+    assert_eq!(large["sha256"], hub.chunked["sha256"]);
+    assert_eq!(large["size_bytes"], hub.chunked["size_bytes"]);
+
+    let second = &hub.sessions[0];
+    let two = read(
+        "hub.memory.get_session",
+        json!({"session_id": second["session_id"]}),
+    )
+    .await;
+    assert_eq!(two["recent_samples"], hub.inline["artifact"]["samples"]);
+    let kept = read(
+        "hub.memory.get_artifact",
+        json!({"artifact_id": second["artifact_id"]}),
+    )
+    .await;
+    assert_eq!(kept["delivery"], "inline", "{kept}");
+    assert_eq!(kept["artifact"], hub.inline["artifact"]);
+    assert_eq!(kept["sha256"], hub.inline["sha256"]);
+    let chunk = read(
+        "hub.memory.get_artifact",
+        json!({"artifact_id": second["artifact_id"], "offset": 0, "length": 64}),
+    )
+    .await;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(chunk["data_base64"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(data.len(), 64);
+    assert_eq!(
+        hex::encode(sha2::Sha256::digest(&data)),
+        chunk["chunk_sha256"]
+    );
+
+    let (status, missing) = root
+        .rest_call(
+            lease,
+            "hub.memory.get_session",
+            json!({"session_id": uuid::Uuid::now_v7().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 404, "{missing}");
+    assert_eq!(missing["error"]["code"], "not_found");
+    // The live status has no evidence to answer from.
+    let (status, live) = root
+        .rest_call(lease, "hub.memory.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, &live["error"]["code"]),
+        (503, &json!("target_offline"))
+    );
+
+    let audit = root
+        .admin_get("/v1/root/mcp/audit?tool_id=hub.memory.list_incidents&limit=1")
+        .await
+        .unwrap();
+    let event = &audit["events"][0];
+    assert_eq!(event["status"], "ok", "{audit}");
+    assert_eq!(event["execution_adapter"], "root.evidence.list_incidents");
+}

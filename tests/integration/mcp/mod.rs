@@ -1,0 +1,13 @@
+//! The MCP front door: transports, protocol revisions and wire-level checks as clients see
+//! them, tool lists and calls, tasks, elicitation, OAuth sign-in, descriptors, `skills
+//! sync`, and generic workers on run profiles.
+
+mod descriptors;
+mod elicitation;
+mod generic_worker;
+mod oauth;
+mod protocol;
+mod skills_sync;
+pub(crate) mod tasks;
+mod tools;
+pub(crate) mod transport;

@@ -1,0 +1,1569 @@
+//! The operator web console at `/ui`: its login, cross-site defences and security headers over
+//! plain HTTP, the REST family additions it uses (audit stream, usage summary, operator reads),
+//! and the whole console driven in headless Chromium through chromedriver (WebDriver) against
+//! a real root and hub.
+//!
+//! The browser test needs `chromedriver` and `chromium` (Debian's `chromium-driver` and
+//! `chromium`; `.ci/run` installs them). Without them it prints SKIPPED, except under CI
+//! (`CI` set), where it fails.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use fantoccini::{Client, Locator};
+use mcp_tests::ports::free_port;
+use mcp_tests::{TestRoot, mcp_client};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+// ---- HTTP helpers ---------------------------------------------------------------------------
+
+/// Logs in over HTTP as the console page does; returns the `name=value` cookie pair and the
+/// CSRF token.
+async fn login(root: &TestRoot) -> (String, String) {
+    let res = root
+        .http
+        .post(root.url("/ui/api/login"))
+        .header("origin", root.handle().base_url())
+        .json(&json!({ "token": root.admin_token() }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let set_cookie = res
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let pair = set_cookie.split(';').next().unwrap().to_string();
+    let body: Value = res.json().await.unwrap();
+    (pair, body["csrf_token"].as_str().unwrap().to_string())
+}
+
+/// A request with the console cookie; `csrf` and `origin` added when given.
+fn with_cookie(
+    root: &TestRoot,
+    method: reqwest::Method,
+    path: &str,
+    cookie: &str,
+    csrf: Option<&str>,
+    origin: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let mut req = root
+        .http
+        .request(method, root.url(path))
+        .header("cookie", cookie);
+    if let Some(c) = csrf {
+        req = req.header("x-mcp-console-csrf", c);
+    }
+    if let Some(o) = origin {
+        req = req.header("origin", o);
+    }
+    req
+}
+
+#[tokio::test]
+async fn console_apis_refuse_requests_without_a_login() {
+    let root = TestRoot::start().await.unwrap();
+    let other = TestRoot::start().await.unwrap();
+    // A well-formed credential signed by another root (another admin token).
+    let (foreign, _) = login(&other).await;
+    let forged = "mcp_console=v1.0123456789abcdef.99999999999999.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    let gets = [
+        "/ui/api/session",
+        "/v1/root/mcp/sessions",
+        "/v1/root/mcp/audit",
+        "/v1/root/mcp/audit/stream",
+        "/v1/root/mcp/audit/usage",
+        "/v1/root/mcp/audit/verify",
+        "/v1/root/mcp/approvals",
+        "/v1/root/hubs",
+        "/v1/root/mcp/foundation",
+    ];
+    for cookie in [None, Some(forged), Some(foreign.as_str())] {
+        for path in gets {
+            let mut req = root.http.get(root.url(path));
+            if let Some(c) = cookie {
+                req = req.header("cookie", c);
+            }
+            let res = req.send().await.unwrap();
+            assert_eq!(res.status(), 401, "GET {path} with {cookie:?}");
+        }
+        for path in [
+            "/ui/api/logout",
+            "/v1/root/mcp/sessions",
+            "/v1/root/hubs/hub:x/read",
+        ] {
+            let mut req = root
+                .http
+                .post(root.url(path))
+                .header("origin", root.handle().base_url())
+                .json(&json!({}));
+            if let Some(c) = cookie {
+                req = req.header("cookie", c);
+            }
+            let res = req.send().await.unwrap();
+            assert_eq!(res.status(), 401, "POST {path} with {cookie:?}");
+        }
+    }
+    // A wrong admin token does not log in.
+    let res = root
+        .http
+        .post(root.url("/ui/api/login"))
+        .header("origin", root.handle().base_url())
+        .json(&json!({ "token": "mcpa_wrong" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    assert!(res.headers().get("set-cookie").is_none());
+    other.stop().await;
+    root.stop().await;
+}
+
+#[tokio::test]
+async fn console_cookie_is_signed_http_only_and_cross_site_requests_are_refused() {
+    let root = TestRoot::start().await.unwrap();
+    let base = root.handle().base_url();
+    // Login needs the page's Origin.
+    let res = root
+        .http
+        .post(root.url("/ui/api/login"))
+        .json(&json!({ "token": root.admin_token() }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    let res = root
+        .http
+        .post(root.url("/ui/api/login"))
+        .header("origin", &base)
+        .json(&json!({ "token": root.admin_token() }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let set_cookie = res.headers()["set-cookie"].to_str().unwrap().to_string();
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age="] {
+        assert!(set_cookie.contains(attr), "{set_cookie}");
+    }
+    assert!(!set_cookie.contains("Secure"), "plain HTTP: {set_cookie}");
+    assert!(!set_cookie.contains(&root.admin_token()));
+    let cookie = set_cookie.split(';').next().unwrap().to_string();
+    let csrf = res.json::<Value>().await.unwrap()["csrf_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!csrf.contains(&root.admin_token()));
+
+    // Reads work with the cookie alone.
+    let res = with_cookie(
+        &root,
+        reqwest::Method::GET,
+        "/v1/root/mcp/sessions",
+        &cookie,
+        None,
+        None,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 200);
+    let session: Value = with_cookie(
+        &root,
+        reqwest::Method::GET,
+        "/ui/api/session",
+        &cookie,
+        None,
+        None,
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(session["csrf_token"], csrf.as_str());
+
+    let body =
+        json!({ "target_id": "hub:none", "capability_profile": "AdaOSDevRead", "ttl_sec": 60 });
+    let post = |csrf: Option<&str>, origin: Option<&str>| {
+        with_cookie(
+            &root,
+            reqwest::Method::POST,
+            "/v1/root/mcp/sessions",
+            &cookie,
+            csrf,
+            origin,
+        )
+        .json(&body)
+    };
+    // Forged cross-site requests: no CSRF header, a wrong one, a foreign Origin, no Origin,
+    // or a browser saying the request is cross-site.
+    for (why, req) in [
+        ("no csrf header", post(None, Some(&base))),
+        ("wrong csrf header", post(Some("nope"), Some(&base))),
+        (
+            "foreign origin",
+            post(Some(&csrf), Some("http://evil.example")),
+        ),
+        ("no origin", post(Some(&csrf), None)),
+        (
+            "sec-fetch-site cross-site",
+            post(Some(&csrf), Some(&base)).header("sec-fetch-site", "cross-site"),
+        ),
+    ] {
+        let res = req.send().await.unwrap();
+        assert_eq!(res.status(), 403, "{why}");
+    }
+    assert!(
+        root.admin_get("/v1/root/mcp/sessions").await.unwrap()["sessions"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // The same request from the page goes through.
+    let res = post(Some(&csrf), Some(&base))
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    // The bearer shown once is not in root's log ring or in the audit trail.
+    let token = res.json::<Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let audit = root
+        .admin_get("/v1/root/mcp/audit?limit=1000")
+        .await
+        .unwrap();
+    assert!(!audit.to_string().contains(&token));
+    let logs = mcp_root::telemetry::logging::RING
+        .tail(4000, |l| Some(l.to_string()))
+        .0
+        .join("\n");
+    assert!(!logs.contains(&token) && !logs.contains(&root.admin_token()));
+    assert!(!logs.contains(cookie.trim_start_matches("mcp_console=")));
+
+    // Logout ends the session: the cookie no longer authenticates.
+    let res = with_cookie(
+        &root,
+        reqwest::Method::POST,
+        "/ui/api/logout",
+        &cookie,
+        Some(&csrf),
+        Some(&base),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(
+        res.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    let res = with_cookie(
+        &root,
+        reqwest::Method::GET,
+        "/v1/root/mcp/sessions",
+        &cookie,
+        None,
+        None,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 401);
+    // The login and the logout are operator events in the trail, the refused logins are not.
+    let audit = root
+        .admin_get("/v1/root/mcp/audit?limit=1000")
+        .await
+        .unwrap();
+    let console: Vec<&str> = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["tool_id"].as_str())
+        .filter(|t| t.starts_with("admin.console."))
+        .collect();
+    assert!(
+        console.contains(&"admin.console.login") && console.contains(&"admin.console.logout"),
+        "{console:?}"
+    );
+    assert_eq!(
+        console
+            .iter()
+            .filter(|t| **t == "admin.console.logout")
+            .count(),
+        1,
+        "{console:?}"
+    );
+    root.stop().await;
+
+    // Behind TLS (an https origin the root is configured for) the cookie is Secure.
+    let root = TestRoot::start_with(|c| {
+        c.allowed_origins = vec!["https://console.example".into()];
+    })
+    .await
+    .unwrap();
+    let res = root
+        .http
+        .post(root.url("/ui/api/login"))
+        .header("origin", "https://console.example")
+        .json(&json!({ "token": root.admin_token() }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(
+        res.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("; Secure")
+    );
+    root.stop().await;
+}
+
+#[tokio::test]
+async fn console_assets_come_from_the_binary_with_security_headers() {
+    let root = TestRoot::start().await.unwrap();
+    let res = root.http.get(root.url("/ui")).send().await.unwrap();
+    // reqwest follows the redirect to /ui/.
+    assert_eq!(res.url().path(), "/ui/");
+    for (path, ty) in [
+        ("/ui/", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/style.css", "text/css"),
+        ("/ui/js/pages/requests.js", "text/javascript"),
+        ("/ui/js/charts.js", "text/javascript"),
+    ] {
+        let res = root.http.get(root.url(path)).send().await.unwrap();
+        assert_eq!(res.status(), 200, "{path}");
+        let h = res.headers().clone();
+        assert!(
+            h["content-type"].to_str().unwrap().starts_with(ty),
+            "{path}"
+        );
+        let csp = h["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("default-src 'self'"), "{csp}");
+        assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"));
+        assert!(csp.contains("frame-ancestors 'none'"));
+        assert_eq!(h["x-frame-options"], "DENY");
+        assert_eq!(h["referrer-policy"], "no-referrer");
+        assert_eq!(h["x-content-type-options"], "nosniff");
+        // The bytes are the ones compiled into the binary.
+        let body = res.bytes().await.unwrap();
+        let file = if path == "/ui/" {
+            "index.html"
+        } else {
+            path.trim_start_matches("/ui/")
+        };
+        assert_eq!(
+            &body[..],
+            mcp_root::api::console::asset_bytes(file).unwrap(),
+            "{path}"
+        );
+    }
+    // The page runs no inline script: every <script> names a file.
+    let index = std::str::from_utf8(mcp_root::api::console::asset_bytes("index.html").unwrap())
+        .unwrap()
+        .to_string();
+    for tag in index.split("<script").skip(1) {
+        assert!(
+            tag.trim_start().starts_with("type=\"module\" src=\"/ui/"),
+            "{tag}"
+        );
+    }
+    assert!(!index.contains("http://") && !index.contains("https://"));
+    // Console API errors carry the headers too; unknown files are 404.
+    for path in ["/ui/api/session", "/ui/nope.js", "/ui/../Cargo.toml"] {
+        let res = root.http.get(root.url(path)).send().await.unwrap();
+        assert!(res.status().is_client_error(), "{path}");
+        assert!(res.headers().contains_key("content-security-policy") || path.contains(".."));
+    }
+    // No file of the console loads anything from another origin.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../root/ui");
+    for f in walk(&dir) {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for bad in ["http://", "https://", "innerHTML", "eval("] {
+            let hits: Vec<_> = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//") && !l.trim_start().starts_with("/*"))
+                .filter(|l| l.contains(bad) && !l.contains("www.w3.org/2000/svg"))
+                .collect();
+            assert!(hits.is_empty(), "{} uses {bad}: {hits:?}", f.display());
+        }
+    }
+    root.stop().await;
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
+    let root = TestRoot::start().await.unwrap();
+    let everything = mcp_tests::serving_everything_toml().unwrap();
+    let hub = root.start_hub("hub:console-a", &everything).await.unwrap();
+    let (session_id, token) = root
+        .lease("hub:console-a", "InfraOpsRead", 600)
+        .await
+        .unwrap();
+    let (cookie, csrf) = login(&root).await;
+    let base = root.handle().base_url();
+
+    // The live stream, opened with the cookie (as EventSource does), from now on.
+    let mut stream = with_cookie(
+        &root,
+        reqwest::Method::GET,
+        "/v1/root/mcp/audit/stream?tool_id=hub.get_status",
+        &cookie,
+        None,
+        None,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(
+        stream.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let (s, ok) = root
+        .rest_call(&token, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{ok}");
+    let (s, _) = root
+        .rest_call(&token, "sdk.get_metadata", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(s, 403);
+    let (s, _) = root
+        .rest_call(&token, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200);
+    let event_id = ok["event_id"].as_str().unwrap();
+    let mut seen = String::new();
+    let deadline = Instant::now() + WAIT;
+    while !seen.contains(event_id) {
+        let chunk = tokio::time::timeout_at(deadline.into(), stream.chunk())
+            .await
+            .expect("the stream delivers the new event")
+            .unwrap()
+            .expect("the stream stays open");
+        seen.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    assert!(seen.contains("event: audit"), "{seen}");
+    // The filter holds: the denied sdk call is not in this stream.
+    assert!(!seen.contains("sdk.get_metadata"), "{seen}");
+    drop(stream);
+    // Reconnecting with Last-Event-ID replays what came after it.
+    let first_seq: i64 = seen
+        .lines()
+        .find_map(|l| l.strip_prefix("id:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut again = with_cookie(
+        &root,
+        reqwest::Method::GET,
+        "/v1/root/mcp/audit/stream?tool_id=hub.get_status",
+        &cookie,
+        None,
+        None,
+    )
+    .header("last-event-id", first_seq.to_string())
+    .send()
+    .await
+    .unwrap();
+    let chunk = tokio::time::timeout(WAIT, again.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let text = std::str::from_utf8(&chunk).unwrap();
+    assert!(
+        text.contains("hub.get_status") && !text.contains(event_id),
+        "{text}"
+    );
+    drop(again);
+
+    // Usage: per tool and per profile, with error rates and latency percentiles.
+    let u = root.admin_get("/v1/root/mcp/audit/usage").await.unwrap();
+    let tool = u["by_tool"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tool_id"] == "hub.get_status")
+        .unwrap();
+    assert_eq!(
+        (tool["calls"].as_u64(), tool["ok"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert!(tool["latency_ms"]["p50"].as_f64().unwrap() >= 0.0);
+    assert!(
+        tool["latency_ms"]["p99"].as_f64().unwrap() >= tool["latency_ms"]["p50"].as_f64().unwrap()
+    );
+    let profile = u["by_profile"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["capability_profile"] == "InfraOpsRead")
+        .unwrap();
+    assert_eq!(
+        (profile["calls"].as_u64(), profile["denied"].as_u64()),
+        (Some(3), Some(1))
+    );
+    assert!(
+        u["by_error_code"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["code"] == "capability_not_granted")
+    );
+    let series_calls: u64 = u["series"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(series_calls, u["totals"]["calls"].as_u64().unwrap());
+    let res = root
+        .http
+        .get(root.url("/v1/root/mcp/audit/usage?bucket_sec=0"))
+        .bearer_auth(root.admin_token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    // The actor filter of the audit query.
+    let mine = root
+        .admin_get(&format!("/v1/root/mcp/audit?actor=lease:{session_id}"))
+        .await
+        .unwrap();
+    assert_eq!(mine["events"].as_array().unwrap().len(), 3);
+
+    // Operator reads go through the governed path under an operator-console lease.
+    let read = |tool: &str| {
+        with_cookie(
+            &root,
+            reqwest::Method::POST,
+            "/v1/root/hubs/hub:console-a/read",
+            &cookie,
+            Some(&csrf),
+            Some(&base),
+        )
+        .json(&json!({ "tool_id": tool }))
+    };
+    // Panels load at once (the inspector's typed feeds among them): the reads that find no
+    // reader lease share the one issued first.
+    let panels = [
+        "hub.run_healthchecks",
+        "hub.get_runtime_summary",
+        "hub.get_operational_surface",
+        "hub.get_activity_log",
+        "hub.get_capability_usage_summary",
+        "root.get_subnet_timeline",
+    ];
+    let first = futures::future::join_all(panels.map(|tool| read(tool).send())).await;
+    let mut bodies = Vec::new();
+    for (tool, res) in panels.iter().zip(first) {
+        let res = res.unwrap();
+        assert_eq!(res.status(), 200, "{tool}");
+        let body = res.json::<Value>().await.unwrap();
+        assert_eq!(body["ok"], true, "{tool}: {body}");
+        bodies.push(body);
+    }
+    let body = &bodies[0];
+    let ev = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit/{}",
+            body["event_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert_eq!(ev["actor"]["audience"], "operator-console");
+    assert_eq!(ev["actor"]["capability_profile"], "InfraOpsRead");
+    // The reader lease is reused and listed like any other.
+    let res = read("hub.get_runtime_summary").send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let sessions = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
+    let readers: Vec<_> = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["audience"] == "operator-console")
+        .collect();
+    assert_eq!(readers.len(), 1, "{sessions}");
+    let issued = root
+        .admin_get("/v1/root/mcp/audit?tool_id=admin.lease.create")
+        .await
+        .unwrap();
+    let for_reads = issued["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["request"]["audience"] == "operator-console")
+        .count();
+    assert_eq!(for_reads, 1, "one reader lease issued: {issued}");
+    // ProfileOps reads pick the ProfileOps read profile.
+    let res = read("hub.memory.list_sessions").send().await.unwrap();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["ok"], true, "{body}");
+    // Writes are refused; unknown tools and targets are named.
+    let res = read("hub.run_allowed_tests").send().await.unwrap();
+    assert_eq!(res.status(), 403);
+    let res = read("hub.nope").send().await.unwrap();
+    assert_eq!(res.status(), 404);
+    let res = with_cookie(
+        &root,
+        reqwest::Method::POST,
+        "/v1/root/hubs/hub:unknown/read",
+        &cookie,
+        Some(&csrf),
+        Some(&base),
+    )
+    .json(&json!({ "tool_id": "hub.get_status" }))
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 404);
+    // A lease cannot use the operator's read path.
+    let res = root
+        .http
+        .post(root.url("/v1/root/hubs/hub:console-a/read"))
+        .bearer_auth(&token)
+        .json(&json!({ "tool_id": "hub.get_status" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    hub.stop().await;
+    root.stop().await;
+}
+
+// ---- the browser ----------------------------------------------------------------------------
+
+/// chromedriver on a free loopback port, and a WebDriver session of headless Chromium.
+struct Browser {
+    client: Option<Client>,
+    driver: tokio::process::Child,
+    _profile: tempfile::TempDir,
+    shots: PathBuf,
+    saved: Vec<PathBuf>,
+}
+
+fn find_program(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in names {
+        for dir in std::env::split_paths(&path).chain([PathBuf::from("/usr/bin")]) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("ui-screenshots")
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium session; `None` (after saying SKIPPED) when
+    /// they are not installed outside CI.
+    async fn start() -> anyhow::Result<Option<Browser>> {
+        mcp_tests::init_crypto();
+        let Some(driver_bin) = find_program(&["chromedriver"]) else {
+            if std::env::var_os("CI").is_some() {
+                bail!("chromedriver is not installed; .ci/run installs chromium-driver");
+            }
+            println!(
+                "SKIPPED: the console browser test needs chromedriver and chromium (apt-get install -y chromium chromium-driver)"
+            );
+            return Ok(None);
+        };
+        // chromedriver takes its port on the command line and does not announce one it chose.
+        let port = free_port();
+        let profile = tempfile::tempdir()?;
+        let log = std::fs::File::create(profile.path().join("chromedriver.log"))?;
+        let driver = tokio::process::Command::new(&driver_bin)
+            .arg(format!("--port={port}"))
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", driver_bin.display()))?;
+        let url = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = http.get(format!("{url}/status")).send().await
+                && r.status().is_success()
+            {
+                break;
+            }
+            ensure!(
+                started.elapsed() < Duration::from_secs(30),
+                "chromedriver did not answer on {url} within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut chrome = json!({
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--no-first-run", "--disable-extensions", "--window-size=1366,1000",
+                format!("--user-data-dir={}", profile.path().join("chrome").display()),
+            ],
+        });
+        if let Some(bin) = find_program(&["chromium", "chromium-browser", "google-chrome"]) {
+            chrome["binary"] = json!(bin);
+        }
+        let mut caps = serde_json::Map::new();
+        caps.insert("browserName".into(), json!("chrome"));
+        caps.insert("goog:chromeOptions".into(), chrome);
+        let mut builder = fantoccini::ClientBuilder::new(
+            hyper_util::client::legacy::connect::HttpConnector::new(),
+        );
+        builder.capabilities(caps);
+        let client = builder
+            .connect(&url)
+            .await
+            .context("opening a Chromium session through chromedriver")?;
+        let shots = screenshot_dir();
+        std::fs::create_dir_all(&shots)?;
+        Ok(Some(Browser {
+            client: Some(client),
+            driver,
+            _profile: profile,
+            shots,
+            saved: Vec::new(),
+        }))
+    }
+
+    fn c(&self) -> &Client {
+        self.client.as_ref().expect("the session is open")
+    }
+
+    async fn shot(&mut self, name: &str) -> anyhow::Result<()> {
+        let png = self.c().screenshot().await?;
+        let path = self.shots.join(format!("{name}.png"));
+        std::fs::write(&path, png)?;
+        self.saved.push(path);
+        Ok(())
+    }
+
+    async fn find(&self, css: &str) -> anyhow::Result<fantoccini::elements::Element> {
+        self.c()
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css(css))
+            .await
+            .with_context(|| format!("no `{css}` on the page within {WAIT:?}"))
+    }
+
+    /// Clicks `css` once it is there and interactable (a re-render or the phone menu sliding
+    /// in can make the first attempts miss).
+    async fn click(&self, css: &str) -> anyhow::Result<()> {
+        let start = Instant::now();
+        loop {
+            let res = match self.find(css).await {
+                Ok(el) => {
+                    // Centre it, so the sticky top bar cannot be the one clicked.
+                    let arg = serde_json::to_value(&el)?;
+                    let _ = self
+                        .c()
+                        .execute(
+                            "arguments[0].scrollIntoView({block: 'center'}); return null",
+                            vec![arg],
+                        )
+                        .await;
+                    el.click().await.map_err(anyhow::Error::from)
+                }
+                Err(e) => Err(e),
+            };
+            match res {
+                Ok(()) => return Ok(()),
+                Err(e) if start.elapsed() >= WAIT => {
+                    return Err(e.context(format!("clicking `{css}`")));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
+    /// Waits until the text of `css` contains `want`; returns the text.
+    async fn text_contains(&self, css: &str, want: &str) -> anyhow::Result<String> {
+        let start = Instant::now();
+        let mut last = String::new();
+        loop {
+            if let Ok(el) = self.c().find(Locator::Css(css)).await
+                && let Ok(t) = el.text().await
+            {
+                if t.contains(want) {
+                    return Ok(t);
+                }
+                last = t;
+            }
+            ensure!(
+                start.elapsed() < WAIT,
+                "`{css}` never showed `{want}` (last: `{last}`)"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until `css` matches nothing.
+    async fn gone(&self, css: &str) -> anyhow::Result<()> {
+        let start = Instant::now();
+        while !self.c().find_all(Locator::Css(css)).await?.is_empty() {
+            ensure!(start.elapsed() < WAIT, "`{css}` is still on the page");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    async fn js(&self, script: &str) -> anyhow::Result<Value> {
+        Ok(self.c().execute(script, vec![]).await?)
+    }
+
+    /// Fails if the page shows raw JSON: a `pre.json` block, or text that reads like a JSON
+    /// object dump (`{"` or an object opening `{ "key":`, compact or pretty-printed).
+    async fn no_raw_json(&self, page: &str) -> anyhow::Result<()> {
+        let found = self
+            .js(r#"const text = document.getElementById('page').innerText;
+                const m = text.match(/[{\[]\s*"[^"\n]{0,200}"\s*:/) || text.match(/\{"/);
+                return {
+                  pre: document.querySelectorAll('pre.json').length,
+                  dump: m ? text.slice(Math.max(0, m.index - 80), m.index + 120) : null,
+                };"#)
+            .await?;
+        ensure!(
+            found["pre"] == json!(0) && found["dump"].is_null(),
+            "the {page} page shows raw JSON: {found}"
+        );
+        Ok(())
+    }
+
+    async fn close(mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = c.close().await;
+        }
+        let _ = self.driver.kill().await;
+    }
+}
+
+/// Polls `f` until it holds, at most [`WAIT`].
+async fn eventually<F: AsyncFn() -> anyhow::Result<bool>>(what: &str, f: F) -> anyhow::Result<()> {
+    let start = Instant::now();
+    while !f().await? {
+        ensure!(start.elapsed() < WAIT, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn console_in_a_real_browser() {
+    let root = TestRoot::start().await.unwrap();
+    // The hub serves the NLU authoring plane, whose apply_change needs an operator's approval,
+    // and one managed service that leaks memory, for ProfileOps.
+    let port = free_port();
+    let config = format!(
+        "{}{}[profiling]\ngrowth_threshold_bytes = 1048576\ngrowth_threshold_percent = 1000.0\n",
+        mcp_tests::nlu_hub_toml().unwrap(),
+        crate::hubs::services::fixture_service("leaky", port, &["--leak-kib-per-sec", "2048"], ""),
+    );
+    let hub = root.start_hub("hub:ui-alpha", &config).await.unwrap();
+    // From here to `close` nothing panics, so no Chromium outlives the test (chromedriver is
+    // killed on drop, but the browser it started would not be).
+    let Some(mut b) = Browser::start().await.unwrap() else {
+        hub.stop().await;
+        root.stop().await;
+        return;
+    };
+    // The scenario stops the hub near its end (the inspector of an offline target).
+    let mut hub = Some(hub);
+    let res = scenario(&mut b, &root, &mut hub).await;
+    if res.is_err() {
+        let _ = b.shot("zz-failure").await;
+        if let Ok(text) = b.js("return document.body.innerText").await {
+            println!(
+                "--- the page at the failure\n{}",
+                text.as_str().unwrap_or("")
+            );
+        }
+    }
+    let saved = b.saved.clone();
+    let shots = b.shots.clone();
+    b.close().await;
+    if let Some(hub) = hub {
+        hub.stop().await;
+    }
+    root.stop().await;
+    println!(
+        "console screenshots ({}) in {}",
+        saved.len(),
+        shots.display()
+    );
+    res.unwrap();
+}
+
+async fn scenario(
+    b: &mut Browser,
+    root: &TestRoot,
+    hub: &mut Option<mcp_tests::TestHub>,
+) -> anyhow::Result<()> {
+    let base = root.handle().base_url();
+    // Log in.
+    b.c().goto(&format!("{base}/ui/")).await?;
+    b.find("#login-token").await?;
+    b.shot("01-login").await?;
+    b.find("#login-token")
+        .await?
+        .send_keys(&root.admin_token())
+        .await?;
+    b.click("#login-submit").await?;
+    b.find("#nav-overview").await?;
+    // The token is not kept by the page: the field is emptied, nothing in storage or the URL.
+    let leftovers = b
+        .js("return [document.getElementById('login-token').value, JSON.stringify(localStorage), JSON.stringify(sessionStorage), location.href, document.cookie]")
+        .await?;
+    ensure!(
+        !leftovers.to_string().contains(&root.admin_token()),
+        "{leftovers}"
+    );
+
+    // Overview: the target online with its skill enabled.
+    let row = "tr[data-target='hub:ui-alpha'][data-status='online']";
+    b.find(row).await?;
+    b.text_contains(row, "enabled").await?;
+    b.text_contains("#ov-connected", "1 / 1").await?;
+    b.shot("02-overview").await?;
+    b.no_raw_json("overview").await?;
+
+    // Sessions: the MCP Server dialog issues a lease and shows the bearer once.
+    b.click("#nav-sessions").await?;
+    b.click("#open-mcp-dialog").await?;
+    b.find("#lease-target")
+        .await?
+        .select_by_value("hub:ui-alpha")
+        .await?;
+    b.find("#lease-profile")
+        .await?
+        .select_by_value("InfraOpsRead")
+        .await?;
+    b.find("#lease-ttl").await?.select_by_value("3600").await?;
+    b.click("#lease-create").await?;
+    let token = b
+        .find("#issued-token")
+        .await?
+        .prop("value")
+        .await?
+        .context("bearer value")?;
+    ensure!(token.starts_with("mcpl_"), "{token}");
+    let session_id = b.find("#issued-session").await?.text().await?;
+    let codex = b.find("#codex-config").await?.text().await?;
+    ensure!(
+        codex.contains(&format!("url = \"{base}/mcp\"")) && codex.contains(&token),
+        "{codex}"
+    );
+    let claude = b.find("#claude-config").await?.text().await?;
+    ensure!(
+        claude.contains(&format!("claude mcp add --transport http root {base}/mcp"))
+            && claude.contains(&format!("Authorization: Bearer {token}")),
+        "{claude}"
+    );
+    b.shot("03-sessions-dialog").await?;
+    b.click("#issued-done").await?;
+    b.gone("#issued-token").await?;
+    let lease_row = format!("tr[data-session='{session_id}']");
+    b.find(&format!("{lease_row}[data-status='active']"))
+        .await?;
+    b.text_contains(&lease_row, "hub:ui-alpha").await?;
+
+    // Requests log: a call by an MCP client appears live, without a reload.
+    b.click("#nav-requests").await?;
+    b.text_contains("#live", "live").await?;
+    b.js("window.__sameDocument = 'yes'; return null").await?;
+    let client = mcp_client(&root.mcp_url(), &token).await?;
+    let res = client
+        .call_tool(rmcp::model::CallToolRequestParams::new("hub.get_status"))
+        .await?;
+    ensure!(res.is_error != Some(true), "{res:?}");
+    let call_row = "tr.event-row[data-tool='hub.get_status']";
+    b.find(call_row).await?;
+    b.text_contains(call_row, &format!("lease:{session_id}"))
+        .await?;
+    ensure!(
+        b.js("return window.__sameDocument || null").await? == json!("yes"),
+        "the page was reloaded"
+    );
+    // A denied call appears too.
+    client
+        .call_tool(rmcp::model::CallToolRequestParams::new("sdk.get_metadata"))
+        .await
+        .ok();
+    b.find("tr.event-row[data-status='denied']").await?;
+    // One click opens the event: decision, adapter, dry-run flag, linked events.
+    b.click(call_row).await?;
+    b.text_contains("#detail-decision", "allow").await?;
+    let adapter = b.find("#detail-adapter").await?.text().await?;
+    ensure!(adapter.starts_with("infra_access_skill"), "{adapter}");
+    b.text_contains("#detail-dry-run", "no").await?;
+    b.text_contains("#detail-linked", "this event").await?;
+    b.text_contains("#event-detail", "Redactions").await?;
+    // The request body reads as fields, not JSON.
+    b.text_contains("#detail-request", "hub.get_status").await?;
+    b.shot("04-requests-event").await?;
+    b.no_raw_json("requests").await?;
+
+    // A ProfileOps session on the leaking service, run to its end by a control lease.
+    let (_, profiler) = root.lease("hub:ui-alpha", "ProfileOpsControl", 600).await?;
+    let args = json!({"service": "leaky", "interval_ms": 200, "duration_sec": 2, "mode": "normal"});
+    let (s, preview) = root
+        .rest_call(&profiler, "hub.memory.start_profile", args.clone())
+        .await?;
+    ensure!(s == 200, "{preview}");
+    let mut execute = args;
+    execute["phase"] = json!("execute");
+    execute["idempotency_key"] = json!("ui-profile-1");
+    execute["confirmation_token"] = preview["result"]["confirmation_token"].clone();
+    let (s, started) = root
+        .rest_call(&profiler, "hub.memory.start_profile", execute)
+        .await?;
+    ensure!(s == 200, "{started}");
+    let profile_id = started["result"]["result"]["session"]["session_id"]
+        .as_str()
+        .with_context(|| format!("no session in {started}"))?
+        .to_string();
+    eventually("the profiling session ends", async || {
+        let (_, s) = root
+            .rest_call(
+                &profiler,
+                "hub.memory.get_session",
+                json!({ "session_id": profile_id }),
+            )
+            .await?;
+        Ok(s["result"]["session"]["state"] == "completed")
+    })
+    .await?;
+
+    // Target inspector: health, runtime, ProfileOps with the memory chart, then disable the
+    // skill and watch the lease's tools go.
+    b.click("#nav-targets").await?;
+    b.text_contains("#health-status", "healthy").await?;
+    b.text_contains("#inspect-health", "leaky").await?;
+    b.text_contains("#inspect-runtime", "Hub process").await?;
+    b.text_contains("#inspect-runtime", "leaky").await?;
+    b.text_contains("#inspect-profiles", "completed").await?;
+    b.find("#memory-chart svg.line-chart path.line").await?;
+    b.text_contains("#memory-chart", "RSS of leaky").await?;
+    b.text_contains("#inspect-incidents", "memory_growth")
+        .await?;
+    b.text_contains("#skill-state", "enabled").await?;
+    b.text_contains("#subnet-health", "healthy").await?;
+    b.text_contains("#inspect-subnet", "hub:").await?;
+    b.text_contains("#inspect-tokens", "active").await?;
+    b.shot("05-target-inspector").await?;
+    b.js("document.getElementById('inspect-profiles').scrollIntoView(); return null")
+        .await?;
+    b.shot("05b-target-profileops").await?;
+    typed_feeds(b, root).await?;
+    b.click("#skill-disable-infra_access_skill").await?;
+    b.text_contains("#skill-state", "disabled").await?;
+    b.text_contains("#published-count", "0").await?;
+    let tools = async || -> anyhow::Result<Vec<String>> {
+        Ok(client
+            .list_all_tools()
+            .await?
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect())
+    };
+    eventually("the lease's hub tools are withdrawn", async || {
+        Ok(!tools().await?.iter().any(|t| t == "hub.get_status"))
+    })
+    .await?;
+    b.text_contains("#inspect-history", "admin.skill.disable")
+        .await?;
+    b.shot("06-skill-disabled").await?;
+    b.click("#skill-enable-infra_access_skill").await?;
+    b.text_contains("#skill-state", "enabled").await?;
+    eventually("the lease's hub tools are back", async || {
+        Ok(tools().await?.iter().any(|t| t == "hub.get_status"))
+    })
+    .await?;
+
+    // Approvals: NLU changes proposed by an author lease, one approved and one rejected here;
+    // the approved one then applies, the rejected one never does.
+    let (_, author) = root.lease("hub:ui-alpha", "NLUTeacherAuthor", 600).await?;
+    let (s, list) = root
+        .rest_call(&author, "nlu_authoring.list_templates", json!({}))
+        .await?;
+    ensure!(s == 200, "{list}");
+    let fp = list["result"]["templates"]
+        .as_array()
+        .context("templates")?
+        .iter()
+        .find(|t| t["template_id"] == "en.device.turn_on")
+        .and_then(|t| t["fingerprint"].as_str())
+        .with_context(|| format!("no en.device.turn_on in {list}"))?
+        .to_string();
+    let propose = async |example: &str| -> anyhow::Result<(String, String)> {
+        let (s, p) = root
+            .rest_call(
+                &author,
+                "nlu_authoring.propose_change",
+                json!({"template_id": "en.device.turn_on", "base_fingerprint": fp, "add_examples": [example]}),
+            )
+            .await?;
+        ensure!(s == 200, "{p}");
+        Ok((
+            p["result"]["approval"]["approval_id"]
+                .as_str()
+                .with_context(|| format!("no approval in {p}"))?
+                .to_string(),
+            p["result"]["confirmation_token"]
+                .as_str()
+                .context("confirmation token")?
+                .to_string(),
+        ))
+    };
+    let (approve_id, approve_token) = propose("illuminate the kitchen lamp").await?;
+    let (reject_id, reject_token) = propose("brighten the hallway lamp").await?;
+    let apply = |token: &str, key: &str| json!({"phase": "execute", "confirmation_token": token, "idempotency_key": key});
+    let (_, pending) = root
+        .rest_call(
+            &author,
+            "nlu_authoring.apply_change",
+            apply(&approve_token, "ui-1"),
+        )
+        .await?;
+    ensure!(pending["error"]["code"] == "approval_pending", "{pending}");
+    b.click("#nav-approvals").await?;
+    let card = format!("article[data-approval='{approve_id}']");
+    b.text_contains(&card, "nlu_authoring.apply_change").await?;
+    // The preview diff: the added example, marked as an addition.
+    b.text_contains(
+        &format!("{card} .diff-line.add"),
+        "illuminate the kitchen lamp",
+    )
+    .await?;
+    b.text_contains(
+        &format!("article[data-approval='{reject_id}'] .diff-line.add"),
+        "brighten the hallway lamp",
+    )
+    .await?;
+    // The arguments read as fields, not JSON.
+    b.text_contains(&format!("{card} details.arguments"), "Arguments")
+        .await?;
+    b.js("document.querySelectorAll('details').forEach((d) => { d.open = true; }); return null")
+        .await?;
+    b.text_contains(&format!("{card} details.arguments"), "add_examples")
+        .await?;
+    b.shot("07-approvals").await?;
+    b.no_raw_json("approvals").await?;
+    b.click(&format!("#approve-{approve_id}")).await?;
+    b.gone(&card).await?;
+    b.find(&format!(
+        "tr[data-approval='{approve_id}'][data-status='approved']"
+    ))
+    .await?;
+    b.find(&format!(
+        "article[data-approval='{reject_id}'] input.reason"
+    ))
+    .await?
+    .send_keys("not a real phrase")
+    .await?;
+    b.click(&format!("#reject-{reject_id}")).await?;
+    b.find(&format!(
+        "tr[data-approval='{reject_id}'][data-status='rejected']"
+    ))
+    .await?;
+    b.text_contains(
+        &format!("tr[data-approval='{reject_id}']"),
+        "not a real phrase",
+    )
+    .await?;
+    b.text_contains("#approvals-pending", "No approval is waiting")
+        .await?;
+    b.no_raw_json("approvals").await?;
+    let (s, done) = root
+        .rest_call(
+            &author,
+            "nlu_authoring.apply_change",
+            apply(&approve_token, "ui-1"),
+        )
+        .await?;
+    ensure!(s == 200 && done["ok"] == true, "{s} {done}");
+    let (_, refused) = root
+        .rest_call(
+            &author,
+            "nlu_authoring.apply_change",
+            apply(&reject_token, "ui-2"),
+        )
+        .await?;
+    ensure!(
+        refused["ok"] == false,
+        "a rejected change applied: {refused}"
+    );
+    b.shot("08-approvals-decided").await?;
+
+    // A lease and what it minted: its chain is one click away, and revoking it in the console
+    // ends what it minted.
+    let (parent, parent_token) = root.lease("hub:ui-alpha", "InfraOpsControl", 600).await?;
+    let (s, minted) = root
+        .write(
+            &parent_token,
+            "hub.issue_access_token",
+            json!({"capability_profile": "InfraOpsRead", "ttl_sec": 300}),
+            "ui-mint",
+        )
+        .await?;
+    ensure!(s == 200, "{minted}");
+    let child = minted["result"]["result"]["session_id"]
+        .as_str()
+        .context("the minted lease")?
+        .to_owned();
+    b.click("#nav-sessions").await?;
+    let child_row = format!("tr[data-session='{child}']");
+    b.text_contains(&child_row, "minted of").await?;
+    b.click(&format!("#chain-{child}")).await?;
+    b.text_contains("#delegation", &parent[parent.len() - 12..])
+        .await?;
+    b.text_contains("#delegation", "(this lease)").await?;
+    b.text_contains("#delegation-issuer", "operator:admin")
+        .await?;
+    let revoke_parent = format!("#revoke-{parent}");
+    b.click(&revoke_parent).await?;
+    b.click(&revoke_parent).await?;
+    b.find(&format!("{child_row}[data-status='revoked']"))
+        .await?;
+    b.shot("09-sessions-chain").await?;
+
+    // Revoke the lease from the console; the client's bearer stops working.
+    b.click("#nav-sessions").await?;
+    let revoke = format!("#revoke-{session_id}");
+    b.click(&revoke).await?;
+    b.text_contains(&revoke, "Confirm").await?;
+    b.click(&revoke).await?;
+    b.find(&format!("{lease_row}[data-status='revoked']"))
+        .await?;
+    let after = client
+        .call_tool(rmcp::model::CallToolRequestParams::new("hub.get_status"))
+        .await;
+    ensure!(
+        after
+            .as_ref()
+            .map(|r| r.is_error == Some(true))
+            .unwrap_or(true),
+        "a revoked lease still calls: {after:?}"
+    );
+    b.shot("09-sessions-revoked").await?;
+    b.no_raw_json("sessions").await?;
+    drop(client);
+
+    // The remaining pages.
+    b.click("#nav-failures").await?;
+    b.text_contains("#page-failures", "capability_not_granted")
+        .await?;
+    b.text_contains("#page-failures", "sdk.get_metadata")
+        .await?;
+    b.shot("10-failures").await?;
+    b.no_raw_json("failures").await?;
+    b.click("#nav-usage").await?;
+    b.find("tr[data-key='hub.get_status']").await?;
+    b.find("svg.chart").await?;
+    b.shot("11-usage").await?;
+    b.no_raw_json("usage").await?;
+    b.click("#nav-policy").await?;
+    b.find("article[data-profile='InfraOpsRead']").await?;
+    b.text_contains("#page-policy", "test-only").await?;
+    b.shot("12-policy").await?;
+    b.no_raw_json("policy").await?;
+    b.click("#nav-integrity").await?;
+    b.text_contains("#verify-verdict", "Chain intact").await?;
+    b.shot("13-integrity").await?;
+    b.no_raw_json("integrity").await?;
+
+    // Phone width: the navigation folds behind the menu button.
+    b.c().set_window_size(390, 844).await?;
+    b.click("#nav-toggle").await?;
+    b.click("#nav-overview").await?;
+    b.find(row).await?;
+    b.shot("14-phone-overview").await?;
+    b.click("#nav-toggle").await?;
+    b.click("#nav-requests").await?;
+    b.find(call_row).await?;
+    b.shot("15-phone-requests").await?;
+
+    // The hub goes away: its panels say so once each, root's own records still answer, and
+    // so does the ProfileOps evidence the hub published.
+    b.c().set_window_size(1366, 1000).await?;
+    hub.take().context("the hub runs")?.stop().await;
+    eventually("root sees the hub offline", async || {
+        let hubs = root.admin_get("/v1/root/hubs").await?;
+        Ok(hubs["targets"][0]["status"] == "offline")
+    })
+    .await?;
+    b.click("#nav-targets").await?;
+    b.text_contains("#inspect-status", "offline").await?;
+    b.find("#inspect-offline").await?;
+    b.text_contains("#transport-pressure", "no connection")
+        .await?;
+    for panel in [
+        "#inspect-surface",
+        "#inspect-usage",
+        "#inspect-activity",
+        "#inspect-health",
+    ] {
+        b.text_contains(&format!("{panel} .unavailable"), "hub:ui-alpha is offline")
+            .await?;
+    }
+    // ProfileOps still shows what the hub published, from root's copy, saying so.
+    b.text_contains("#profiles-source", "From root's copy")
+        .await?;
+    b.text_contains("#inspect-profiles", "leaky").await?;
+    b.text_contains("#incidents-source", "From root's copy")
+        .await?;
+    b.text_contains("#inspect-incidents", "memory_growth")
+        .await?;
+    b.text_contains("#memory-chart", "RSS of leaky").await?;
+    b.find("#inspect-timeline tr[data-kind='disconnected'][data-target='hub:ui-alpha']")
+        .await?;
+    b.text_contains("#subnet-health", "").await?;
+    b.find("#inspect-tokens table").await?;
+    b.find("#inspect-history table").await?;
+    let errors = b
+        .js("return [...document.querySelectorAll('#page-targets .error')].map((e) => e.innerText)")
+        .await?;
+    ensure!(
+        errors == json!([]),
+        "errors on the offline target's page: {errors}"
+    );
+    b.shot("16-target-offline").await?;
+    b.no_raw_json("offline target").await?;
+
+    // Log out: the login form is back and the API refuses the old session.
+    b.click("#logout").await?;
+    b.find("#login-form").await?;
+    let status = b
+        .js("return fetch('/v1/root/mcp/sessions', {credentials: 'same-origin'}).then(r => r.status)")
+        .await?;
+    ensure!(status == json!(401), "{status}");
+    Ok(())
+}
+
+/// The inspector's typed feeds show what the hub and root report: transport pressure as
+/// labelled numbers, the hub's surface joined with the contracts, its activity log and usage
+/// naming the client's earlier `hub.get_status` call (the count the hub itself reports), and
+/// the subnet timeline with the hub's `connected` event.
+async fn typed_feeds(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
+    let pressure = b
+        .text_contains("#transport-pressure", "Pending commands")
+        .await?;
+    for label in ["Queue depth", "Pending calls", "Pending commands"] {
+        let n = pressure
+            .split(label)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .with_context(|| format!("no `{label}` in `{pressure}`"))?;
+        ensure!(
+            n.parse::<u64>().is_ok(),
+            "{label} is not a number: `{pressure}`"
+        );
+    }
+    b.find("#inspect-surface tr[data-tool='hub.get_status'][data-published='true']")
+        .await?;
+    // Side effect and capability come from the contract, writes from the hub's adapter.
+    let apply = "#inspect-surface tr[data-tool='nlu_authoring.apply_change']";
+    for want in ["published", "write", "nlu.author", "yes"] {
+        b.text_contains(apply, want).await?;
+    }
+    // The newest calls are the inspector's own reads and the profiler's polls: the tool
+    // filter finds the client's call.
+    b.find("#inspect-activity tr[data-tool='hub.memory.get_session'][data-status='ok']")
+        .await?;
+    b.find("#activity-tool")
+        .await?
+        .select_by_value("hub.get_status")
+        .await?;
+    b.find("#inspect-activity tr[data-tool='hub.get_status'][data-status='ok']")
+        .await?;
+    b.gone("#inspect-activity tr:not([data-tool='hub.get_status'])[data-tool]")
+        .await?;
+    b.find("#inspect-usage tr[data-capability='infra.read.status']")
+        .await?;
+    let chart = b
+        .js("return document.querySelector('#usage-chart svg.bar-chart').textContent")
+        .await?;
+    ensure!(
+        chart
+            .as_str()
+            .is_some_and(|t| t.contains("hub.memory.get_session")),
+        "the usage chart: {chart}"
+    );
+    let shown = b
+        .find("#inspect-usage tr[data-tool='hub.get_status'] .calls")
+        .await?
+        .text()
+        .await?;
+    let (_, reader) = root.lease("hub:ui-alpha", "InfraOpsRead", 60).await?;
+    let (s, usage) = root
+        .rest_call(&reader, "hub.get_capability_usage_summary", json!({}))
+        .await?;
+    ensure!(s == 200, "{usage}");
+    let calls = usage["result"]["tools"]
+        .as_array()
+        .context("tools")?
+        .iter()
+        .find(|t| t["tool_id"] == "hub.get_status")
+        .map(|t| t["calls"].to_string())
+        .with_context(|| format!("no hub.get_status in {usage}"))?;
+    ensure!(
+        shown == calls,
+        "the panel shows {shown} calls, the hub {calls}"
+    );
+    b.find("#inspect-timeline tr[data-kind='connected'][data-target='hub:ui-alpha']")
+        .await?;
+    b.js("document.getElementById('inspect-surface').scrollIntoView(); return null")
+        .await?;
+    b.shot("05c-target-surface").await?;
+    b.js("document.getElementById('inspect-usage').scrollIntoView(); return null")
+        .await?;
+    b.shot("05d-target-usage").await?;
+    b.js("document.getElementById('inspect-timeline').scrollIntoView(); return null")
+        .await?;
+    b.shot("05e-target-timeline").await?;
+    b.no_raw_json("targets").await
+}
+
+/// An OAuth client's sign-in approved in the console: the browser opens the client's
+/// authorization URL, root sends it to the console, the operator logs in and approves in
+/// the MCP Server dialog, and the browser lands on the client's redirect URI with a code
+/// the client exchanges for a lease bearer that calls the target.
+#[tokio::test]
+async fn an_oauth_sign_in_is_approved_in_the_console_dialog() {
+    let root = TestRoot::start_with(|c| c.oauth.discovery = true)
+        .await
+        .unwrap();
+    let hub = root.start_hub("hub:ui-oauth", "").await.unwrap();
+    let Some(mut b) = Browser::start().await.unwrap() else {
+        hub.stop().await;
+        root.stop().await;
+        return;
+    };
+    let res = oauth_scenario(&mut b, &root).await;
+    if res.is_err() {
+        let _ = b.shot("zz-oauth-failure").await;
+    }
+    b.close().await;
+    hub.stop().await;
+    root.stop().await;
+    res.unwrap();
+}
+
+async fn oauth_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
+    // A redirect URI on a port nobody serves: the browser's navigation there is read back.
+    let redirect = format!("http://127.0.0.1:{}/callback", free_port());
+    let client: Value = root
+        .http
+        .post(root.url("/oauth/register"))
+        .json(&json!({"client_name": "Browser Test Client", "redirect_uris": [redirect]}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let client_id = client["client_id"].as_str().context("client_id")?;
+    let pkce = mcp_tests::oauth::pkce();
+    let query = mcp_tests::oauth::authorize_query(
+        client_id,
+        &redirect,
+        &pkce.challenge,
+        &[("state", "browser-state"), ("scope", "InfraOpsRead")],
+    );
+    b.c()
+        .goto(&format!("{}?{query}", root.url("/oauth/authorize")))
+        .await?;
+    // Not logged in yet: the console asks first, and keeps the request.
+    b.find("#login-token")
+        .await?
+        .send_keys(&root.admin_token())
+        .await?;
+    b.click("#login-submit").await?;
+    b.text_contains("#oauth-client", "Browser Test Client")
+        .await?;
+    b.text_contains("#oauth-redirect", &redirect).await?;
+    let profile = b.find("#oauth-profile").await?.prop("value").await?;
+    ensure!(
+        profile.as_deref() == Some("InfraOpsRead"),
+        "the asked scope is preselected: {profile:?}"
+    );
+    b.find("#oauth-target")
+        .await?
+        .select_by_value("hub:ui-oauth")
+        .await?;
+    b.find("#oauth-ttl").await?.select_by_value("3600").await?;
+    b.shot("20-oauth-sign-in").await?;
+    b.click("#oauth-approve").await?;
+    eventually("the browser returns to the client", async || {
+        Ok(b.c().current_url().await?.as_str().starts_with(&redirect))
+    })
+    .await?;
+    let landed = b.c().current_url().await?.to_string();
+    let q = mcp_tests::oauth::query_of(&landed);
+    ensure!(
+        q.get("state").map(String::as_str) == Some("browser-state"),
+        "{landed}"
+    );
+    let form = mcp_tests::oauth::form(&[
+        ("grant_type", "authorization_code"),
+        ("client_id", client_id),
+        ("code", q.get("code").context("code")?),
+        ("redirect_uri", &redirect),
+        ("code_verifier", &pkce.verifier),
+    ]);
+    let tokens: Value = root
+        .http
+        .post(root.url("/oauth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let access = tokens["access_token"].as_str().context("access_token")?;
+    let (status, body) = root.rest_call(access, "hub.get_status", json!({})).await?;
+    ensure!(
+        status == 200 && body["result"]["target_id"] == "hub:ui-oauth",
+        "{body}"
+    );
+    Ok(())
+}

@@ -1,0 +1,323 @@
+//! The binaries as users run them: `mcp-root demo` (the README's main job), and `mcp-root
+//! serve` with `mcp-hub run` as separate processes talking over a real WebSocket.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mcp_tests::process::Proc;
+use mcp_tests::{mcp_client, workspace_bin};
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+/// How long a dropped process gets after SIGTERM before the SIGKILL: a root with a hub
+/// in-process stops the hub's managed services on SIGTERM.
+const GRACE: Duration = Duration::from_secs(15);
+
+/// Reads the child's stdout until a line containing `marker`; returns every line read.
+fn read_until(child: &mut Child, marker: &str) -> Vec<String> {
+    let out = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) => {
+                let done = line.contains(marker);
+                lines.push(line);
+                if done {
+                    return lines;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => break,
+        }
+    }
+    panic!("no line with `{marker}` in: {lines:#?}");
+}
+
+fn field(lines: &[String], label: &str) -> String {
+    lines
+        .iter()
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix(label)
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no `{label}` in {lines:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
+    mcp_tests::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Proc::adopt(
+        "mcp-root demo",
+        Command::new(workspace_bin("mcp-root").unwrap())
+            .args(["demo", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+        None,
+    )
+    .term_on_drop(GRACE);
+    let lines = read_until(child.child_mut(), "Press Ctrl-C");
+    let url = field(&lines, "MCP URL:");
+    let token = field(&lines, "Bearer:");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("bearer_token_env_var = \"ROOT_MCP_TOKEN\""))
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("claude mcp add --transport http root"))
+    );
+    let client = mcp_client(&url, &token).await.unwrap();
+    let res = client
+        .call_tool(CallToolRequestParams::new("hub.get_status"))
+        .await
+        .unwrap();
+    assert_ne!(res.is_error, Some(true), "{res:?}");
+    assert_eq!(
+        res.structured_content.unwrap()["target_id"],
+        "hub:test-alpha"
+    );
+    let dev = field(&lines, "Dev bearer:");
+    let client = mcp_client(&url, &dev).await.unwrap();
+    let res = client
+        .call_tool(CallToolRequestParams::new("sdk.get_metadata"))
+        .await
+        .unwrap();
+    assert_ne!(res.is_error, Some(true));
+    the_demo_hub_serves_every_part(&lines, &token).await;
+}
+
+/// The demo's walk-through and the rest of its hub, as a newcomer would try them: every part
+/// of the product answers with something real.
+async fn the_demo_hub_serves_every_part(lines: &[String], read: &str) {
+    let base = field(lines, "MCP URL:").trim_end_matches("/mcp").to_owned();
+    let control = field(lines, "Control bearer:");
+    let rest = Rest {
+        http: reqwest::Client::new(),
+        url: format!("{base}/v1/root/mcp/call"),
+    };
+    // The walk-through: a read, then the printed preview and its execute.
+    let walk: Vec<&String> = lines.iter().filter(|l| l.contains("curl -s")).collect();
+    assert_eq!(walk.len(), 3, "{lines:#?}");
+    assert!(walk[0].contains("hub.run_healthchecks") && walk[1].contains(&control));
+    mcp_tests::eventually("the demo app healthy", async || {
+        let checks = rest
+            .call(read, json!({"tool_id": "hub.run_healthchecks"}))
+            .await;
+        (checks["result"]["status"] == "healthy").then_some(())
+    })
+    .await;
+    let restarted = rest
+        .write(
+            &control,
+            "hub.restart_service",
+            json!({"service": "demo-app"}),
+        )
+        .await;
+    assert_eq!(restarted["state"], "running", "{restarted}");
+    // The allowed test checks the app (and reports progress, counted from its output).
+    let run = rest
+        .write(
+            &control,
+            "hub.run_allowed_tests",
+            json!({"name": "demo-app-checks"}),
+        )
+        .await;
+    assert_eq!(run["passed"], true, "{run}");
+    // A release from the demo's repository, deployed and the app restarted on it.
+    let deployed = rest
+        .write(&control, "hub.deploy_ref", json!({"ref": "v2"}))
+        .await;
+    assert_eq!(deployed["deployed"]["ref"], "v2", "{deployed}");
+    assert_eq!(deployed["services"][0]["restarted"], true, "{deployed}");
+    // ProfileOps sees the managed service; NLU answers from the sample content.
+    let profile = field(lines, "Profile bearer:");
+    let memory = rest
+        .call(&profile, json!({"tool_id": "hub.memory.get_status"}))
+        .await;
+    assert_eq!(
+        memory["result"]["services"][0]["name"], "demo-app",
+        "{memory}"
+    );
+    let nlu = field(lines, "NLU bearer:");
+    let context = rest
+        .call(&nlu, json!({"tool_id": "nlu_authoring.get_context"}))
+        .await;
+    assert_eq!(context["ok"], true, "{context}");
+}
+
+/// `POST /v1/root/mcp/call` with one bearer per call.
+struct Rest {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Rest {
+    async fn call(&self, bearer: &str, body: Value) -> Value {
+        self.http
+            .post(&self.url)
+            .bearer_auth(bearer)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// A write's preview, then its execute with the confirmation token; the execute's result.
+    async fn write(&self, bearer: &str, tool: &str, arguments: Value) -> Value {
+        let preview = self
+            .call(bearer, json!({"tool_id": tool, "arguments": arguments}))
+            .await;
+        let token = preview["result"]["confirmation_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{preview}"));
+        let mut execute = arguments;
+        execute["phase"] = json!("execute");
+        execute["confirmation_token"] = json!(token);
+        execute["idempotency_key"] = json!(format!("demo-{tool}"));
+        let done = self
+            .call(bearer, json!({"tool_id": tool, "arguments": execute}))
+            .await;
+        assert_eq!(done["ok"], true, "{done}");
+        done["result"]["result"].clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_and_hub_as_separate_processes() {
+    mcp_tests::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("root");
+    let mut root = Proc::spawn(
+        "mcp-root serve",
+        Command::new(workspace_bin("mcp-root").unwrap())
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&data),
+        dir.path().join("root.log"),
+    )
+    .term_on_drop(GRACE);
+    let base = mcp_tests::ports::announced_root_url(&mut root, Duration::from_secs(20)).await;
+    let http = reqwest::Client::new();
+    let start = Instant::now();
+    while http.get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "root did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let admin = std::fs::read_to_string(data.join("admin.token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let post = |path: &str, body: Value| {
+        http.post(format!("{base}{path}"))
+            .bearer_auth(&admin)
+            .json(&body)
+            .send()
+    };
+    let enrol: Value = post(
+        "/v1/root/hubs",
+        json!({"target_id": "hub:test-alpha", "environment": "test"}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let token_file = dir.path().join("hub.token");
+    std::fs::write(&token_file, enrol["token"].as_str().unwrap()).unwrap();
+    mcp_tests::private_file(&token_file).unwrap();
+    let lease: Value = post("/v1/root/mcp/sessions", json!({"target_id": "hub:test-alpha", "capability_profile": "InfraOpsRead", "ttl_sec": 600}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let bearer = lease["token"].as_str().unwrap().to_string();
+
+    // The hub with no config file at all: flags only.
+    let _hub = Proc::spawn(
+        "mcp-hub run",
+        Command::new(workspace_bin("mcp-hub").unwrap())
+            .args([
+                "run",
+                "--root-url",
+                &base,
+                "--target",
+                "hub:test-alpha",
+                "--environment",
+                "test",
+                "--token-file",
+            ])
+            .arg(&token_file)
+            .arg("--state-dir")
+            .arg(dir.path().join("hub-state"))
+            .env("RUST_LOG", "info"),
+        dir.path().join("hub.log"),
+    )
+    .term_on_drop(GRACE);
+    let client = mcp_client(&format!("{base}/mcp"), &bearer).await.unwrap();
+    let start = Instant::now();
+    loop {
+        let res = client
+            .call_tool(CallToolRequestParams::new("hub.get_runtime_summary"))
+            .await
+            .unwrap();
+        if res.is_error != Some(true) {
+            let sc = res.structured_content.unwrap();
+            assert!(sc["memory"]["total_bytes"].as_u64().unwrap() > 0, "{sc}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "hub never became reachable: {res:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The hub binary keeps its own recent log lines: stream `hub` of hub.get_logs.
+    let res = client
+        .call_tool(
+            CallToolRequestParams::new("hub.get_logs")
+                .with_arguments(json!({"stream": "hub"}).as_object().cloned().unwrap()),
+        )
+        .await
+        .unwrap();
+    let sc = res.structured_content.unwrap();
+    let lines = sc["entries"][0]["lines"].as_array().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("mcp-hub starting")),
+        "{sc}"
+    );
+    let hubs: Value = http
+        .get(format!("{base}/v1/root/hubs"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(hubs["targets"][0]["status"], "online");
+}

@@ -1,0 +1,7 @@
+//! A zone of several root replicas on one PostgreSQL database (forwarding, failover, shared
+//! state, TLS between replicas), and root on PostgreSQL.
+
+mod postgres;
+mod replica_state;
+mod replica_tls;
+pub(crate) mod replicas;

@@ -1,0 +1,750 @@
+//! What the replicas of one zone share besides calls, on one PostgreSQL schema
+//! (`MCP_TEST_DATABASE_URL`; each test says SKIPPED without it):
+//!
+//! - two descriptor publishes through two replicas at once end with one set, the later
+//!   revision, served by every replica; a replica that was stopped while its change left the
+//!   feed catches up with the set anyway;
+//! - the audit stream of one replica carries the events committed on another, also when the
+//!   notification of an append is lost;
+//! - a console login on one replica works on every replica, a logout on any ends it on all,
+//!   a session the zone dropped is refused everywhere within the fallback;
+//! - an MCP session id a replica does not know is answered 404, and an rmcp client sent to
+//!   another replica by a load balancer re-initializes there;
+//! - a hub ownership row that was lost is claimed again, and one left behind by a failed
+//!   release goes away, within a heartbeat.
+//!
+//! Where a test needs a failure PostgreSQL will not produce on request (a lost
+//! notification, a pruned change, a lost ownership row), it changes the rows the way that
+//! failure would leave them, with its own connection, and says so.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mcp_tests::ports;
+use mcp_tests::process::Proc;
+use mcp_tests::{TestRoot, mcp_client, until, workspace_bin};
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+/// How long a condition may take before the test fails.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A schema of its own on the test database; `None` (after saying so) without
+/// `MCP_TEST_DATABASE_URL`.
+struct Db {
+    base: String,
+    schema: String,
+    url: String,
+}
+
+impl Db {
+    async fn create(test: &str) -> Option<Db> {
+        let Ok(base) = std::env::var("MCP_TEST_DATABASE_URL") else {
+            eprintln!("SKIPPED {test}: MCP_TEST_DATABASE_URL is not set");
+            return None;
+        };
+        let schema = format!("rs_{}", uuid::Uuid::now_v7().simple());
+        let mut conn = sqlx::PgConnection::connect(&base)
+            .await
+            .expect("connect to MCP_TEST_DATABASE_URL");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        Some(Db { base, schema, url })
+    }
+
+    /// Runs `sql` in the zone's schema on a connection of the test's own.
+    async fn exec(&self, sql: &str) -> u64 {
+        let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut conn)
+            .await
+            .unwrap()
+            .rows_affected()
+    }
+
+    async fn drop_schema(self) {
+        let mut conn = sqlx::PgConnection::connect(&self.base).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA {} CASCADE",
+            self.schema
+        )))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+}
+
+/// A replica `id` of zone `zone-rs` running in this process, sharing the admin token and
+/// master key in `shared` (the first replica creates them).
+async fn replica(db: &Db, shared: &Path, id: &str) -> TestRoot {
+    TestRoot::start_with(|c| {
+        c.database_url = Some(db.url.clone());
+        c.zone = "zone-rs".into();
+        c.admin_token_file = Some(shared.join("admin.token"));
+        c.master_key_file = Some(shared.join("secrets.key"));
+        c.replica.id = Some(id.to_owned());
+    })
+    .await
+    .unwrap()
+}
+
+/// The hubs the zone view says `replica` holds.
+fn hubs_of(view: &Value, replica: &str) -> Vec<String> {
+    view["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["replica_id"] == replica)
+        .map(|r| {
+            r["hubs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|h| h.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// ---- descriptor sets --------------------------------------------------------------------------
+
+/// One `mcp-root serve` process (SIGKILLed when dropped): the descriptor test needs replicas
+/// in processes of their own, since publishes within one process are also serialized by a
+/// process-wide lock.
+struct Replica {
+    base: String,
+    log: PathBuf,
+    proc: Proc,
+}
+
+impl Replica {
+    async fn start(dir: &Path, id: &str, db: &str, shared: &Path) -> Replica {
+        let config = dir.join(format!("{id}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\ndatabase_url = \"{db}\"\n\
+                 zone = \"zone-rs\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n\
+                 [replica]\nid = \"{id}\"\n",
+                dir.join(id).display(),
+                shared.join("admin.token").display(),
+                shared.join("secrets.key").display(),
+            ),
+        )
+        .unwrap();
+        let log = dir.join(format!("{id}.log"));
+        // A failing test shows what each replica logged, and whether it was still running
+        // (the guard prints it).
+        let mut proc = Proc::spawn(
+            &format!("replica {id}"),
+            Command::new(workspace_bin("mcp-root").unwrap())
+                .args(["serve", "--config"])
+                .arg(&config)
+                .env("RUST_LOG", "info"),
+            log.clone(),
+        );
+        let p = Replica {
+            base: ports::announced_root_url(&mut proc, WAIT).await,
+            log,
+            proc,
+        };
+        let http = reqwest::Client::new();
+        let start = Instant::now();
+        while http
+            .get(format!("{}/readyz", p.base))
+            .send()
+            .await
+            .map_or(true, |r| !r.status().is_success())
+        {
+            assert!(
+                start.elapsed() < WAIT,
+                "replica {id} did not start:\n{}",
+                std::fs::read_to_string(&p.log).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        p
+    }
+
+    /// SIGSTOP or SIGCONT, by PID.
+    fn signal(&self, sig: &str) {
+        assert!(self.proc.signal(sig), "kill {sig}");
+    }
+}
+
+/// The built descriptor set with `architecture.overview`'s summary set to `summary` (so each
+/// variant has its own set hash).
+fn descriptor_set(summary: &str) -> Vec<Value> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let built = mcp_root::descriptors::build::build(
+        &root.join("config/descriptor-source"),
+        &mcp_root::descriptors::build::BuildOptions::default(),
+    )
+    .expect("config/descriptor-source builds");
+    let mut set: Vec<Value> = built
+        .iter()
+        .map(|d| serde_json::to_value(d).unwrap())
+        .collect();
+    let d = set
+        .iter_mut()
+        .find(|d| d["descriptor_id"] == "architecture.overview")
+        .unwrap();
+    d["content"]["summary"] = json!(summary);
+    d["content_hash"] = json!(mcp_shared::descriptor::content_hash(&d["content"]));
+    set
+}
+
+async fn publish(http: &reqwest::Client, base: &str, admin: &str, set: &[Value]) -> (u16, Value) {
+    let res = http
+        .post(format!("{base}/v1/root/mcp/descriptors"))
+        .bearer_auth(admin)
+        .json(&json!({ "descriptors": set }))
+        .send()
+        .await
+        .unwrap();
+    (
+        res.status().as_u16(),
+        res.json().await.unwrap_or(Value::Null),
+    )
+}
+
+/// The served set's origin (`revision`, `set_hash`) on `base`.
+async fn served(http: &reqwest::Client, base: &str, admin: &str) -> Value {
+    let v: Value = http
+        .get(format!("{base}/v1/root/mcp/descriptors"))
+        .bearer_auth(admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["set"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_publishes_through_two_replicas_end_with_one_set_served_everywhere() {
+    let test = "concurrent_publishes_through_two_replicas_end_with_one_set_served_everywhere";
+    let Some(db) = Db::create(test).await else {
+        return;
+    };
+    mcp_tests::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let a = Replica::start(dir.path(), "r-a", &db.url, &shared).await;
+    let b = Replica::start(dir.path(), "r-b", &db.url, &shared).await;
+    let c = Replica::start(dir.path(), "r-c", &db.url, &shared).await;
+    let admin = std::fs::read_to_string(shared.join("admin.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let http = reqwest::Client::new();
+
+    // Rounds of two publishes of different sets at the same moment, through A and B: both
+    // are taken (one after the other, two revisions), and every replica serves the later
+    // revision, never the other set or a mix of the two.
+    for round in 0..4 {
+        let via_a = descriptor_set(&format!("round {round}, published through A"));
+        let via_b = descriptor_set(&format!("round {round}, published through B"));
+        let ((sa, va), (sb, vb)) = tokio::join!(
+            publish(&http, &a.base, &admin, &via_a),
+            publish(&http, &b.base, &admin, &via_b)
+        );
+        let logs = || {
+            [&a, &b]
+                .map(|p| std::fs::read_to_string(&p.log).unwrap_or_default())
+                .join("\n---\n")
+        };
+        assert_eq!(sa, 200, "round {round} through A: {va}\n{}", logs());
+        assert_eq!(sb, 200, "round {round} through B: {vb}\n{}", logs());
+        let (ra, rb) = (
+            va["set"]["revision"].as_i64().unwrap(),
+            vb["set"]["revision"].as_i64().unwrap(),
+        );
+        assert_ne!(ra, rb, "round {round}: two publishes, two revisions");
+        assert_ne!(va["set"]["set_hash"], vb["set"]["set_hash"]);
+        let later = if ra > rb { &va["set"] } else { &vb["set"] };
+        // Each publish returns once every live replica serves it (or after the
+        // acknowledgement budget, on a slow machine): the later one is what stays.
+        for p in [&a, &b, &c] {
+            until(
+                &format!("round {round}: {} serves the later set", p.base),
+                || async {
+                    let set = served(&http, &p.base, &admin).await;
+                    set["revision"] == later["revision"] && set["set_hash"] == later["set_hash"]
+                },
+            )
+            .await;
+        }
+    }
+
+    // C stops; a set published through A and the change naming it leave the feed before C
+    // applies them (as the feed's pruning does to a replica stalled past the retention),
+    // another change follows. C, resumed, sees the gap in the change ids and reloads.
+    c.signal("-STOP");
+    let latest = descriptor_set("published while C was stopped");
+    let (s, v) = publish(&http, &a.base, &admin, &latest).await;
+    assert_eq!(s, 200, "{v}");
+    let revision = v["set"]["revision"].as_i64().unwrap();
+    let (s, lease) = {
+        let res = http
+            .post(format!("{}/v1/root/mcp/sessions", a.base))
+            .bearer_auth(&admin)
+            .json(&json!({"target_id": "hub:rs-any", "capability_profile": "AdaOSDevRead", "ttl_sec": 600}))
+            .send()
+            .await
+            .unwrap();
+        (res.status().as_u16(), res.json::<Value>().await.unwrap())
+    };
+    assert_eq!(s, 201, "{lease}");
+    let pruned = db
+        .exec(&format!(
+            "DELETE FROM zone_changes WHERE kind = 'descriptors' AND item = '{revision}'"
+        ))
+        .await;
+    assert_eq!(pruned, 1);
+    c.signal("-CONT");
+    let start = Instant::now();
+    while served(&http, &c.base, &admin).await["revision"] != revision {
+        assert!(
+            start.elapsed() < WAIT,
+            "C never served the set published while it was stopped:\n{}",
+            std::fs::read_to_string(&c.log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        served(&http, &c.base, &admin).await["set_hash"],
+        v["set"]["set_hash"]
+    );
+    let log = std::fs::read_to_string(&c.log).unwrap_or_default();
+    assert!(
+        log.contains("changes left the feed before this replica applied them"),
+        "C says why it reloaded:\n{log}"
+    );
+
+    drop((a, b, c));
+    db.drop_schema().await;
+}
+
+// ---- audit stream -----------------------------------------------------------------------------
+
+/// Reads `stream` until it has sent an event whose SSE id is `seq` (or fails after [`WAIT`]).
+async fn stream_until_seq(stream: &mut reqwest::Response, seen: &mut String, seq: i64) {
+    let deadline = Instant::now() + WAIT;
+    let has = |seen: &str| {
+        seen.lines()
+            .filter_map(|l| l.strip_prefix("id:"))
+            .any(|id| id.trim() == seq.to_string())
+    };
+    while !has(seen) {
+        let chunk = tokio::time::timeout_at(deadline.into(), stream.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("event {seq} never arrived on the stream:\n{seen}"))
+            .unwrap()
+            .expect("the stream stays open");
+        seen.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_stream_of_one_replica_carries_events_committed_on_another() {
+    let test = "the_audit_stream_of_one_replica_carries_events_committed_on_another";
+    let Some(db) = Db::create(test).await else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let a = replica(&db, shared.path(), "r-a").await;
+    let b = replica(&db, shared.path(), "r-b").await;
+    let mut stream = a
+        .http
+        .get(a.url("/v1/root/mcp/audit/stream?tool_id=sdk.get_metadata"))
+        .bearer_auth(a.admin_token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+
+    // A call on B: its event is committed by B's audit writer and arrives on A's stream.
+    let (_, token) = b.lease("hub:rs-any", "AdaOSDevRead", 600).await.unwrap();
+    let (s, body) = b
+        .rest_call(&token, "sdk.get_metadata", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{body}");
+    let event_id = body["event_id"].as_str().unwrap().to_owned();
+    let row = b
+        .admin_get(&format!(
+            "/v1/root/mcp/audit?trace_id={}",
+            body["trace_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    let seq = row["events"][0]["seq"].as_i64().unwrap();
+    assert_eq!(row["events"][0]["replica_id"], "r-b", "{row}");
+    let mut seen = String::new();
+    stream_until_seq(&mut stream, &mut seen, seq).await;
+    assert!(seen.contains(&event_id), "{seen}");
+
+    // An append whose notification is lost: a row committed without NOTIFY (a copy of the
+    // last one under the next seq, as another replica's append would leave it). A's
+    // fallback reads the head and the stream delivers it.
+    let copied = db
+        .exec(
+            "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status, actor,
+                 started_at, event, prev_hash, hash, replica_id)
+             SELECT seq + 1, event_id || '-unannounced', trace_id, target_id, tool_id, status,
+                 actor, started_at, event, hash, hash, 'r-elsewhere'
+             FROM audit_events ORDER BY seq DESC LIMIT 1",
+        )
+        .await;
+    assert_eq!(copied, 1);
+    stream_until_seq(&mut stream, &mut seen, seq + 1).await;
+
+    drop(stream);
+    a.stop().await;
+    b.stop().await;
+    db.drop_schema().await;
+}
+
+// ---- console logins ---------------------------------------------------------------------------
+
+/// Logs in to the console of `root`; returns `(cookie, csrf)`.
+async fn console_login(root: &TestRoot) -> (String, String) {
+    let res = root
+        .http
+        .post(root.url("/ui/api/login"))
+        .header("origin", root.handle().base_url())
+        .json(&json!({ "token": root.admin_token() }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let cookie = res.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let v: Value = res.json().await.unwrap();
+    (cookie, v["csrf_token"].as_str().unwrap().to_owned())
+}
+
+/// `GET /ui/api/session` on `root` with `cookie`: the status.
+async fn console_session(root: &TestRoot, cookie: &str) -> u16 {
+    root.http
+        .get(root.url("/ui/api/session"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_login_works_on_every_replica_and_a_logout_ends_it_everywhere() {
+    let test = "a_console_login_works_on_every_replica_and_a_logout_ends_it_everywhere";
+    let Some(db) = Db::create(test).await else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let a = replica(&db, shared.path(), "r-a").await;
+    let b = replica(&db, shared.path(), "r-b").await;
+    let c = replica(&db, shared.path(), "r-c").await;
+
+    // Logged in on A: the same cookie reads and acts on B and C.
+    let (cookie, csrf) = console_login(&a).await;
+    for r in [&a, &b, &c] {
+        assert_eq!(console_session(r, &cookie).await, 200);
+    }
+    let res = b
+        .http
+        .get(b.url("/v1/root/replicas"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let res = c
+        .http
+        .post(c.url("/v1/root/hubs"))
+        .header("cookie", &cookie)
+        .header("x-mcp-console-csrf", &csrf)
+        .header("origin", c.handle().base_url())
+        .json(
+            &json!({"target_id": "hub:rs-console", "environment": "test", "subnet_id": "subnet-a"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201, "an operator action through C");
+
+    // Logged out through B: refused on A and C at the next request.
+    let res = b
+        .http
+        .post(b.url("/ui/api/logout"))
+        .header("cookie", &cookie)
+        .header("x-mcp-console-csrf", &csrf)
+        .header("origin", b.handle().base_url())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    for r in [&a, &b, &c] {
+        assert_eq!(console_session(r, &cookie).await, 401);
+    }
+    let res = a
+        .http
+        .get(a.url("/v1/root/replicas"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+
+    // A session the zone dropped without a change reaching the replicas (its row deleted,
+    // as an eviction whose notice was lost leaves it) is refused by a replica that had it
+    // cached, within the fallback.
+    let (cookie, _) = console_login(&c).await;
+    assert_eq!(console_session(&a, &cookie).await, 200);
+    let id = cookie.split('.').nth(1).unwrap().to_owned();
+    let gone = db
+        .exec(&format!(
+            "DELETE FROM console_sessions WHERE session_id = '{id}'"
+        ))
+        .await;
+    assert_eq!(gone, 1);
+    until("A refuses the dropped console session", || async {
+        console_session(&a, &cookie).await == 401
+    })
+    .await;
+
+    a.stop().await;
+    b.stop().await;
+    c.stop().await;
+    db.drop_schema().await;
+}
+
+// ---- MCP transport sessions -------------------------------------------------------------------
+
+/// A TCP load balancer in front of replicas: each new connection goes to the current
+/// upstream; sending another upstream cuts the open connections (the replica they went to
+/// is gone for the client).
+async fn balancer(first: SocketAddr) -> (SocketAddr, tokio::sync::watch::Sender<SocketAddr>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::watch::channel(first);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let mut rx = rx.clone();
+            let upstream = *rx.borrow_and_update();
+            tokio::spawn(async move {
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    _ = rx.changed() => {}
+                }
+            });
+        }
+    });
+    (addr, tx)
+}
+
+/// A raw Streamable HTTP POST to `/mcp` of `root`: `(status, session id header, body)`.
+async fn mcp_post(
+    root: &TestRoot,
+    bearer: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (u16, Option<String>, String) {
+    let mut req = root
+        .http
+        .post(root.mcp_url())
+        .bearer_auth(bearer)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .json(&body);
+    if let Some(sid) = session {
+        req = req
+            .header("mcp-session-id", sid)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let sid = res
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (status, sid, res.text().await.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_unknown_on_a_replica_is_404_and_the_client_reinitializes_there() {
+    let test = "an_mcp_session_unknown_on_a_replica_is_404_and_the_client_reinitializes_there";
+    let Some(db) = Db::create(test).await else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let a = replica(&db, shared.path(), "r-a").await;
+    let b = replica(&db, shared.path(), "r-b").await;
+    let (_, token) = a.lease("hub:rs-any", "AdaOSDevRead", 600).await.unwrap();
+
+    // A session opened on A, with raw requests.
+    let (s, sid, body) = mcp_post(
+        &a,
+        &token,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let sid = sid.expect("a session-based revision gets a session id");
+    let (s, _, _) = mcp_post(
+        &a,
+        &token,
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(s, 202);
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (s, _, body) = mcp_post(&a, &token, Some(&sid), list.clone()).await;
+    assert_eq!(s, 200, "{body}");
+    assert!(body.contains("sdk.get_metadata"), "{body}");
+
+    // The same session id on B (same zone, same lease): 404, which tells a client that
+    // follows the specification to initialize a new session.
+    let (s, _, body) = mcp_post(&b, &token, Some(&sid), list.clone()).await;
+    assert_eq!(s, 404, "{body}");
+    let res = b
+        .http
+        .get(b.mcp_url())
+        .bearer_auth(&token)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404, "the GET stream of an unknown session");
+    // A session id nobody issued: 404 on A as well.
+    let (s, _, _) = mcp_post(&a, &token, Some("no-such-session"), list).await;
+    assert_eq!(s, 404);
+
+    // The rmcp client behind a load balancer: initialized on A, moved to B by the balancer
+    // (A's connections cut); its next request meets the 404, it re-initializes on B, and
+    // the request succeeds there.
+    let (lb, upstream) = balancer(a.handle().addr).await;
+    let client = mcp_client(&format!("http://{lb}/mcp"), &token)
+        .await
+        .unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "sdk.get_metadata"));
+    let sessions_on_b = b.handle().mcp_sessions();
+    upstream.send(b.handle().addr).unwrap();
+    let res = client
+        .call_tool(CallToolRequestParams::new("sdk.get_metadata"))
+        .await
+        .unwrap();
+    assert_ne!(res.is_error, Some(true), "{res:?}");
+    assert_eq!(
+        b.handle().mcp_sessions(),
+        sessions_on_b + 1,
+        "the client opened a session on B"
+    );
+    let trace = serde_json::to_value(&res).unwrap()["_meta"]["trace_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let row = a
+        .admin_get(&format!("/v1/root/mcp/audit?trace_id={trace}"))
+        .await
+        .unwrap();
+    assert_eq!(row["events"][0]["replica_id"], "r-b", "{row}");
+    drop(client);
+
+    a.stop().await;
+    b.stop().await;
+    db.drop_schema().await;
+}
+
+// ---- hub ownership ----------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat() {
+    let test = "lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat";
+    let Some(db) = Db::create(test).await else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let a = replica(&db, shared.path(), "r-a").await;
+    let b = replica(&db, shared.path(), "r-b").await;
+    let hub = a.start_hub("hub:rs-owned", "").await.unwrap();
+    a.enroll("hub:rs-ghost", "test").await.unwrap();
+    let view = || async { b.admin_get("/v1/root/replicas").await.unwrap() };
+    until("A holds hub:rs-owned in the zone view", || async {
+        hubs_of(&view().await, "r-a") == ["hub:rs-owned"]
+    })
+    .await;
+
+    // The row of a connection A holds is lost (a claim that failed, or another replica's
+    // stale claim whose release removed it): A's heartbeat claims it again.
+    let lost = db
+        .exec("DELETE FROM hub_ownership WHERE target_id = 'hub:rs-owned'")
+        .await;
+    assert_eq!(lost, 1);
+    until("A holds hub:rs-owned again", || async {
+        hubs_of(&view().await, "r-a") == ["hub:rs-owned"]
+    })
+    .await;
+    let (_, token) = b.lease("hub:rs-owned", "InfraOpsRead", 600).await.unwrap();
+    let (s, body) = b
+        .rest_call(&token, "hub.get_status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "forwarded B → A: {body}");
+
+    // A row A left behind for a connection it no longer holds (a release that failed):
+    // A's heartbeat drops it instead of keeping it alive.
+    let ghost = db
+        .exec(
+            "INSERT INTO hub_ownership (target_id, replica_id, connection_id, connected_at, heartbeat_at)
+             VALUES ('hub:rs-ghost', 'r-a', 'a-connection-that-ended',
+                 (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+                 (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)",
+        )
+        .await;
+    assert_eq!(ghost, 1);
+    until("the row left behind is gone", || async {
+        hubs_of(&view().await, "r-a") == ["hub:rs-owned"]
+    })
+    .await;
+    // B's directory, kept from the zone's ownership, says nobody holds it.
+    until("hub:rs-ghost offline on B", || async {
+        b.admin_get("/v1/root/hubs").await.unwrap()["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["target_id"] == "hub:rs-ghost" && t["status"] == "offline")
+    })
+    .await;
+
+    hub.stop().await;
+    a.stop().await;
+    b.stop().await;
+    db.drop_schema().await;
+}
