@@ -143,10 +143,17 @@ async fn metrics_count_per_target_code_and_audit_commit_with_bounded_labels() {
         ),
         ("mcp_root_audit_available", 1.0),
         ("mcp_root_hub_door_refusals_total{reason=\"missing\"}", 1.0),
-        ("mcp_root_connection_timeouts_total{kind=\"header\"}", 1.0),
     ] {
         assert_eq!(sample(&text, series), Some(want), "{series} in\n{text}");
     }
+    // The silent connection's bound fired. The same 200 ms bound also ends this client's own
+    // keep-alive connections when they sit idle that long (a slow CI host between two
+    // requests), and those count as `header` too: at least one, not exactly one.
+    let header = "mcp_root_connection_timeouts_total{kind=\"header\"}";
+    assert!(
+        sample(&text, header).is_some_and(|n| n >= 1.0),
+        "{header} in\n{text}"
+    );
     let denials = "mcp_root_denials_total{reason=\"capability_not_granted\"}";
     assert_eq!(sample(&text, denials), Some(1.0), "{text}");
     let errors = format!("mcp_root_call_errors_total{{code=\"{error_code}\"}}");
