@@ -4,7 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_root::mcp::front::{self, FrontError};
+use mcp_root::mcp::error::McpError;
+use mcp_root::mcp::front;
 
 fuzz_target!(|data: &[u8]| {
     match front::check_body(data) {
@@ -19,13 +20,11 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(e) => {
             assert!(e.status().is_client_error());
-            assert!(matches!(
-                e.code(),
-                front::PARSE_ERROR | front::INVALID_REQUEST
-            ));
-            let body = e.body(None);
+            // Parse error or Invalid Request.
+            assert!([-32700, -32600].contains(&e.code().0));
+            let body = McpError::from(e).body();
             assert_eq!(body["jsonrpc"], "2.0");
-            assert!(!matches!(e, FrontError::Transport(..)));
+            assert!(body["id"].is_null());
         }
     }
 });

@@ -82,11 +82,53 @@ pub struct Envelope<B> {
     pub body: B,
 }
 
-/// A call that root routes to a hub, signed by root so the hub can re-check it.
+/// The body of one governed call: what the caller asked of a tool, as every side sees it.
+/// Root's adapters run it ([`CallBody`] alone), root routes it (`RoutedCall`: the body plus
+/// its target and progress sink), the wire carries it signed ([`CallRequest`]: the body plus
+/// the call's identity, deadline and signature) and the hub's adapters run it (`CallInput`:
+/// the body plus a deadline, progress and span).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallBody {
+    /// The tool's arguments, root's own control fields stripped.
+    pub arguments: Value,
+    /// Describe the effect, change nothing (a write's preview, or `dry_run: true`).
+    pub dry_run: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// A write's execute: the `expected_effect` its confirmation token was issued for (the
+    /// dry run the caller previewed and confirmed). An adapter whose world can move between
+    /// preview and execute (a branch to deploy) refuses with `conflict` when the confirmed
+    /// effect no longer holds, rather than running something the caller never saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed_effect: Option<Value>,
+}
+
+impl CallBody {
+    /// A read: no dry run, no idempotency key, nothing confirmed.
+    pub fn run(arguments: Value) -> CallBody {
+        CallBody {
+            arguments,
+            dry_run: false,
+            idempotency_key: None,
+            confirmed_effect: None,
+        }
+    }
+
+    /// A dry run (a write's preview or `dry_run: true`).
+    pub fn dry_run(arguments: Value) -> CallBody {
+        CallBody {
+            dry_run: true,
+            ..CallBody::run(arguments)
+        }
+    }
+}
+
+/// A call that root routes to a hub, signed by root so the hub can re-check it. On the wire
+/// the body's fields sit beside the others (`arguments`, `dry_run`, ... at the top level).
 ///
 /// The hub trusts none of it without [`verify_call`]: the signature covers every field but
-/// `traceparent`, the arguments through their SHA-256. The hub checks the environment against
-/// its own configuration, never a claim from root.
+/// `traceparent`, the arguments and a confirmed effect through their SHA-256. The hub checks
+/// the environment against its own configuration, never a claim from root.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRequest {
     /// Unique per call; the hub refuses a call id it has seen (replay protection).
@@ -96,19 +138,10 @@ pub struct CallRequest {
     pub session_id: String,
     pub tool_id: String,
     pub capability: String,
-    pub arguments: Value,
-    pub dry_run: bool,
+    #[serde(flatten)]
+    pub body: CallBody,
     /// Unix milliseconds after which the hub must refuse (and stop) the call.
     pub expires_at_ms: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
-    /// A write's execute: the `expected_effect` its confirmation token was issued for (the
-    /// dry run the caller previewed and confirmed). An adapter whose world can move between
-    /// preview and execute (a branch to deploy) refuses with `conflict` when the confirmed
-    /// effect no longer holds, rather than running something the caller never saw. Covered by
-    /// the signature through its SHA-256, when present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirmed_effect: Option<Value>,
     /// The W3C `traceparent` of root's span routing the call, for a hub that announced
     /// [`feature::CALL_TRACEPARENT`]: where the hub's spans attach. Not signed (it grants
     /// nothing; the event's `trace_id` is signed).
@@ -147,21 +180,21 @@ impl CallRequest {
         let digest = |v: &Value| hex::encode(Sha256::digest(crate::canonical::to_vec(v)));
         let mut out = Vec::with_capacity(400);
         key(&mut out, "arguments_sha256");
-        write_str(&digest(&self.arguments), &mut out);
+        write_str(&digest(&self.body.arguments), &mut out);
         key(&mut out, "call_id");
         write_str(&self.call_id, &mut out);
         key(&mut out, "capability");
         write_str(&self.capability, &mut out);
-        if let Some(effect) = &self.confirmed_effect {
+        if let Some(effect) = &self.body.confirmed_effect {
             key(&mut out, "confirmed_effect_sha256");
             write_str(&digest(effect), &mut out);
         }
         key(&mut out, "dry_run");
-        out.extend_from_slice(if self.dry_run { b"true" } else { b"false" });
+        out.extend_from_slice(if self.body.dry_run { b"true" } else { b"false" });
         key(&mut out, "expires_at_ms");
         out.extend_from_slice(self.expires_at_ms.to_string().as_bytes());
         key(&mut out, "idempotency_key");
-        match &self.idempotency_key {
+        match &self.body.idempotency_key {
             Some(k) => write_str(k, &mut out),
             None => out.extend_from_slice(b"null"),
         }
@@ -521,11 +554,13 @@ mod tests {
             session_id: "s1".into(),
             tool_id: "hub.get_status".into(),
             capability: "infra.read.status".into(),
-            arguments: serde_json::json!({"a": 1}),
-            dry_run: false,
+            body: CallBody {
+                arguments: serde_json::json!({"a": 1}),
+                dry_run: false,
+                idempotency_key: None,
+                confirmed_effect: None,
+            },
             expires_at_ms: 1,
-            idempotency_key: None,
-            confirmed_effect: None,
             traceparent: None,
             signature: String::new(),
         };
@@ -533,16 +568,16 @@ mod tests {
         assert!(verify_call(&call, &key));
         // A confirmed effect added, or changed, after signing does not verify.
         let mut forged = call.clone();
-        forged.confirmed_effect = Some(serde_json::json!({"target": {"commit": "c0ffee"}}));
+        forged.body.confirmed_effect = Some(serde_json::json!({"target": {"commit": "c0ffee"}}));
         assert!(!verify_call(&forged, &key));
         let mut confirmed = forged.clone();
         confirmed.sign(&key);
         assert!(verify_call(&confirmed, &key));
-        confirmed.confirmed_effect = Some(serde_json::json!({"target": {"commit": "bad"}}));
+        confirmed.body.confirmed_effect = Some(serde_json::json!({"target": {"commit": "bad"}}));
         assert!(!verify_call(&confirmed, &key));
         assert!(!verify_call(&call, &signing_key("other")));
         let mut forged = call.clone();
-        forged.arguments = serde_json::json!({"a": 2});
+        forged.body.arguments = serde_json::json!({"a": 2});
         assert!(!verify_call(&forged, &key));
         let mut forged = call.clone();
         forged.expires_at_ms = 2;
@@ -562,11 +597,13 @@ mod tests {
             session_id: "s1".into(),
             tool_id: "hub.get_status".into(),
             capability: "infra.read.status".into(),
-            arguments: serde_json::json!({"a": 1}),
-            dry_run: false,
+            body: CallBody {
+                arguments: serde_json::json!({"a": 1}),
+                dry_run: false,
+                idempotency_key: None,
+                confirmed_effect: None,
+            },
             expires_at_ms: -1,
-            idempotency_key: None,
-            confirmed_effect: None,
             traceparent: None,
             signature: String::new(),
         };
@@ -578,10 +615,10 @@ mod tests {
                 r#""idempotency_key":null,"session_id":"s1","tool_id":"hub.get_status","trace_id":"t\"1"}"#
             )
         );
-        call.dry_run = true;
+        call.body.dry_run = true;
         call.expires_at_ms = 1_790_000_000_000;
-        call.idempotency_key = Some("k-1".into());
-        call.confirmed_effect = Some(serde_json::json!({"target": {"commit": "c0ffee"}}));
+        call.body.idempotency_key = Some("k-1".into());
+        call.body.confirmed_effect = Some(serde_json::json!({"target": {"commit": "c0ffee"}}));
         assert_eq!(
             String::from_utf8(call.signing_input()).expect("UTF-8"),
             concat!(

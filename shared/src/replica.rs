@@ -10,10 +10,9 @@
 //! hub and relays the outcome.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::error::ToolError;
-use crate::protocol::{CallOutcome, SkillCommand, SkillState};
+use crate::protocol::{CallBody, CallOutcome, SkillCommand, SkillState};
 
 /// The replica channel version this build speaks.
 pub const REPLICA_PROTOCOL_VERSION: u32 = 1;
@@ -42,16 +41,12 @@ pub enum ReplicaCall {
         session_id: String,
         tool_id: String,
         capability: String,
-        arguments: Value,
-        dry_run: bool,
+        /// The call's body, its fields beside the others on the wire.
+        #[serde(flatten)]
+        body: CallBody,
         /// Milliseconds left of the call's deadline when it was forwarded; the owner counts
         /// its own deadline from it (no clock comparison between replicas).
         remaining_ms: u64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        idempotency_key: Option<String>,
-        /// See [`crate::protocol::CallRequest::confirmed_effect`].
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        confirmed_effect: Option<Value>,
     },
     /// Stop a forwarded call (its deadline passed on the forwarding replica, or the client
     /// cancelled).

@@ -228,11 +228,13 @@ fn call_request() -> impl Strategy<Value = CallRequest> {
                 session_id,
                 tool_id,
                 capability,
-                arguments,
-                dry_run,
+                body: mcp_shared::protocol::CallBody {
+                    arguments,
+                    dry_run,
+                    idempotency_key,
+                    confirmed_effect: None,
+                },
                 expires_at_ms,
-                idempotency_key,
-                confirmed_effect: None,
                 traceparent: None,
                 signature: String::new(),
             },
@@ -374,10 +376,10 @@ proptest! {
             2 => forged.session_id.push('x'),
             3 => forged.tool_id.push('x'),
             4 => forged.capability.push('x'),
-            5 => forged.arguments = json!({ "changed": forged.arguments }),
-            6 => forged.dry_run = !forged.dry_run,
+            5 => forged.body.arguments = json!({ "changed": forged.body.arguments }),
+            6 => forged.body.dry_run = !forged.body.dry_run,
             7 => forged.expires_at_ms = forged.expires_at_ms.wrapping_add(1),
-            _ => forged.idempotency_key = Some(format!("{}x", forged.idempotency_key.unwrap_or_default())),
+            _ => forged.body.idempotency_key = Some(format!("{}x", forged.body.idempotency_key.unwrap_or_default())),
         }
         prop_assert!(!protocol::verify_call(&forged, &key), "field {field} is not covered");
     }

@@ -35,7 +35,7 @@ const HUNG: &str = "test-fault-hung";
 
 fn run(ctx: Arc<HubContext>, input: CallInput) -> BoxFuture<'static, AdapterReply> {
     Box::pin(async move {
-        match input.arguments.get("fault").and_then(Value::as_str) {
+        match input.body.arguments.get("fault").and_then(Value::as_str) {
             Some("panic") => panic!("test fault injected"),
             Some("hang") => std::future::pending().await,
             Some("hang_once") => {

@@ -268,11 +268,13 @@ mod tests {
             session_id: "s".into(),
             tool_id: tool.into(),
             capability: "infra.read.status".into(),
-            arguments: serde_json::json!({}),
-            dry_run: false,
+            body: mcp_shared::protocol::CallBody {
+                arguments: serde_json::json!({}),
+                dry_run: false,
+                idempotency_key: None,
+                confirmed_effect: None,
+            },
             expires_at_ms: NOW + 5_000,
-            idempotency_key: None,
-            confirmed_effect: None,
             traceparent: None,
             signature: String::new(),
         };
@@ -297,7 +299,7 @@ mod tests {
     fn forged_signature_is_refused_first() {
         let gate = Gate::new(TOKEN, "test", WriteScope::None);
         let mut forged = call("c1", "hub.get_status");
-        forged.arguments = serde_json::json!({"fault": "panic"});
+        forged.body.arguments = serde_json::json!({"fault": "panic"});
         assert_eq!(
             code(gate.check(&forged, NOW, published(true))),
             ErrorCode::SignatureInvalid

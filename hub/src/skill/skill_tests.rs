@@ -7,6 +7,7 @@ use std::path::Path;
 use super::*;
 use crate::config::HubConfig;
 use crate::skill::adapters::{ADAPTERS, AdapterKind};
+use mcp_shared::protocol::CallBody;
 
 fn ctx(dir: &Path, concurrency: usize) -> Arc<HubContext> {
     let mut config = HubConfig::new("hub:test-alpha", "test", "ws://127.0.0.1:1", "t", dir);
@@ -120,10 +121,12 @@ async fn the_adapter_sees_the_calls_dry_run_flag_and_idempotency_key() {
     let decl = AdapterKind::AllowedTests.decl();
     let input = |dry_run: bool, key: &str| CallInput {
         call_id: format!("{dry_run}-{key}"),
-        arguments: serde_json::json!({"name": "mark"}),
-        dry_run,
-        idempotency_key: Some(key.to_owned()),
-        confirmed_effect: None,
+        body: CallBody {
+            arguments: serde_json::json!({"name": "mark"}),
+            dry_run,
+            idempotency_key: Some(key.to_owned()),
+            confirmed_effect: None,
+        },
         deadline: soon(5_000),
         progress: Default::default(),
         span: tracing::Span::none(),

@@ -29,7 +29,7 @@ pub(crate) static FAULT: EmbeddedAdapter = EmbeddedAdapter {
 
 fn run(_ctx: Arc<HubContext>, input: CallInput) -> BoxFuture<'static, AdapterReply> {
     Box::pin(async move {
-        match input.arguments.get("fault").and_then(|f| f.as_str()) {
+        match input.body.arguments.get("fault").and_then(|f| f.as_str()) {
             Some("panic") => panic!("test fault injected"),
             Some("hang") => std::future::pending().await,
             _ => Ok(json!({ "ok": true })),

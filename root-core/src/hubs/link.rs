@@ -173,11 +173,8 @@ impl Actor for Link {
                     session_id: call.session_id,
                     tool_id: call.tool_id,
                     capability: call.capability,
-                    arguments: call.arguments,
-                    dry_run: call.dry_run,
+                    body: call.body,
                     expires_at_ms: call.expires_at_ms,
-                    idempotency_key: call.idempotency_key,
-                    confirmed_effect: call.confirmed_effect,
                     traceparent: call.traceparent.filter(|_| state.args.traceparent),
                     signature: String::new(),
                 };

@@ -5,6 +5,7 @@
 pub mod evidence;
 pub mod identity;
 pub mod link;
+pub mod push;
 pub mod router;
 pub mod skill;
 pub mod timeline;
@@ -140,18 +141,7 @@ pub struct Hubs {
     /// door subscribes and tells its sessions on those targets.
     pub surface: tokio::sync::broadcast::Sender<String>,
     /// One push of a desired skill state to a hub at a time, per target.
-    pub pushes: PushLocks,
-}
-
-/// Serializes pushes of the desired state to one target's hub, so the last one sent is the
-/// newest (an operator's command and a reconnect's push never overtake each other).
-#[derive(Default)]
-pub struct PushLocks(dashmap::DashMap<String, Arc<tokio::sync::Mutex<()>>>);
-
-impl PushLocks {
-    pub fn of(&self, target_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.0.entry(target_id.to_owned()).or_default().clone()
-    }
+    pub pushes: push::PushLocks,
 }
 
 /// Surface changes a slow subscriber may fall behind by before it is told it lagged (and

@@ -21,10 +21,9 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use mcp_shared::error::{ErrorCode, ToolError};
-use mcp_shared::protocol::{SkillCommand, SkillState};
+use mcp_shared::protocol::{CallBody, SkillCommand, SkillState};
 use mcp_shared::target::ManagedTargetDescriptor;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use serde_json::Value;
 
 use super::link;
 
@@ -36,7 +35,7 @@ pub type TargetDirectory = DashMap<String, ManagedTargetDescriptor>;
 /// read by callers.
 pub type Links = DashMap<String, ActorRef<link::Msg>>;
 
-/// A call routed to a target.
+/// A call routed to a target: its body plus where it goes, under which lease, until when.
 #[derive(Debug, Clone)]
 pub struct RoutedCall {
     pub call_id: String,
@@ -44,13 +43,9 @@ pub struct RoutedCall {
     pub session_id: String,
     pub tool_id: String,
     pub capability: String,
-    pub arguments: Value,
+    pub body: CallBody,
     pub trace_id: String,
-    pub dry_run: bool,
     pub expires_at_ms: i64,
-    pub idempotency_key: Option<String>,
-    /// See [`mcp_shared::protocol::CallRequest::confirmed_effect`].
-    pub confirmed_effect: Option<Value>,
     /// Where the hub's `progress` frames for this call go (nowhere: dropped).
     pub progress: Option<ProgressSink>,
     /// The route span's W3C `traceparent` (OpenTelemetry on), for a hub that continues it.
@@ -276,6 +271,7 @@ impl Actor for LinkSupervisor {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use serde_json::Value;
     use tokio::sync::mpsc;
 
     /// A routed read of `hub.get_status` (also used by the link's tests).
@@ -286,12 +282,9 @@ pub(crate) mod tests {
             session_id: "s".into(),
             tool_id: "hub.get_status".into(),
             capability: "infra.read.status".into(),
-            arguments: serde_json::json!({}),
+            body: CallBody::run(serde_json::json!({})),
             trace_id: "t".into(),
-            dry_run: false,
             expires_at_ms: i64::MAX,
-            idempotency_key: None,
-            confirmed_effect: None,
             progress: None,
             traceparent: None,
         }

@@ -5,7 +5,7 @@
 //!   `install`, `enable`, `disable` or `uninstall` takes effect at root at once (the policy
 //!   engine refuses the target's tools with `skill_disabled` from the next request, on every
 //!   replica), is stored, and is pushed to the hub now if it is connected, else when it
-//!   reconnects (`api::skill::push`); the hub's own view follows.
+//!   reconnects ([`Hubs::push_skill`](super::Hubs::push_skill)); the hub's own view follows.
 //! - **The hub's owner** may switch the skill off on the hub itself (`mcp-hub skill
 //!   disable`). The hub reports it (`owner_disabled`); root shows it and cannot override it.
 //! - **Updates**: a hub that publishes another version or adapter set of the skill is

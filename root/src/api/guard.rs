@@ -3,7 +3,7 @@
 //! no host of its own).
 
 use crate::app::App;
-use axum::Json;
+use crate::mcp::error::McpError;
 use axum::extract::Request;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -11,7 +11,7 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
-use serde_json::json;
+use rmcp::model::ErrorCode;
 use std::sync::Arc;
 
 /// The one Host rule, for every surface (`/mcp`, the REST family, the console, the hub
@@ -70,8 +70,7 @@ pub(super) async fn guard_host_origin(
         .and_then(|h| h.to_str().ok())
         .or_else(|| req.uri().authority().map(|a| a.as_str()));
     let refuse = |why: String| {
-        (StatusCode::FORBIDDEN, Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32600, "message": why } })))
-            .into_response()
+        McpError::new(StatusCode::FORBIDDEN, ErrorCode::INVALID_REQUEST, why).into_response()
     };
     match host {
         Some(h) if host_allowed(&app.config.allowed_hosts, h) => {}

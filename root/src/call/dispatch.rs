@@ -4,6 +4,7 @@
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::event::OperationalEvent;
+use mcp_shared::protocol::CallBody;
 use serde_json::Value;
 
 use crate::app::App;
@@ -18,7 +19,7 @@ pub(crate) async fn dispatch(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,
-    input: crate::call::executors::input::ExecInput,
+    input: CallBody,
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
     let result = match &entry.contract.executor {
@@ -48,7 +49,7 @@ async fn routed(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,
-    input: crate::call::executors::input::ExecInput,
+    input: CallBody,
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
     let target = ctx.lease.lease().target_id.clone();

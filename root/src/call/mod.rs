@@ -23,6 +23,7 @@ pub use context::{CallContext, Confirmation, Trace, trace, trace_id_from};
 use descriptive::descriptive_answer;
 use dispatch::dispatch;
 use failure::internal;
+use mcp_shared::protocol::CallBody;
 pub use route::{progress_channel, redacted};
 use schema::validate;
 
@@ -726,7 +727,7 @@ async fn execute(
             "a descriptive tool is not executed",
         )),
         RoutingClass::OperationalRead => {
-            let input = crate::call::executors::input::ExecInput::run(arguments.clone());
+            let input = CallBody::run(arguments.clone());
             dispatch(app, ctx, entry, input, event).await
         }
         RoutingClass::OperationalWrite => {

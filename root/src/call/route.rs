@@ -2,6 +2,7 @@
 //! retried once where the contract allows, cancelled on the hub if the caller goes away; the
 //! hub's progress reports go to the caller's sink (`progress_channel`), redacted by root.
 
+use mcp_shared::protocol::CallBody;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ pub(crate) async fn route_retrying(
     ctx: &CallContext,
     entry: &ContractEntry,
     target_id: &str,
-    input: crate::call::executors::input::ExecInput,
+    input: CallBody,
     event: &mut OperationalEvent,
 ) -> CallOutcome {
     let c = &entry.contract;
@@ -85,7 +86,7 @@ pub(crate) async fn route_to(
     ctx: &CallContext,
     entry: &ContractEntry,
     target_id: &str,
-    input: crate::call::executors::input::ExecInput,
+    input: CallBody,
 ) -> CallOutcome {
     let timeout = Duration::from_millis(entry.contract.timeout_ms);
     route_for(app, ctx, entry, target_id, input, timeout).await
@@ -97,7 +98,7 @@ pub(super) async fn route_for(
     ctx: &CallContext,
     entry: &ContractEntry,
     target_id: &str,
-    input: crate::call::executors::input::ExecInput,
+    body: CallBody,
     timeout: Duration,
 ) -> CallOutcome {
     let c = &entry.contract;
@@ -111,12 +112,9 @@ pub(super) async fn route_for(
         session_id: lease.session_id.clone(),
         tool_id: c.tool_id.clone(),
         capability: c.required_capability.clone(),
-        arguments: input.arguments,
+        body,
         trace_id: ctx.trace_id.clone(),
-        dry_run: input.dry_run,
         expires_at_ms: mcp_shared::time::unix_ms(now()) + timeout.as_millis() as i64,
-        idempotency_key: input.idempotency_key,
-        confirmed_effect: input.confirmed_effect,
         progress: ctx.progress.clone(),
         traceparent,
     };

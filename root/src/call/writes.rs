@@ -20,6 +20,7 @@
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::event::OperationalEvent;
+use mcp_shared::protocol::CallBody;
 use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -28,7 +29,6 @@ use sha2::{Digest, Sha256};
 use crate::app::App;
 use crate::call::context::{CallContext, Confirmation};
 use crate::call::dispatch::dispatch;
-use crate::call::executors::input::ExecInput;
 use crate::catalog::ContractEntry;
 use crate::store::{ApprovalRow, ApprovalStatus, ConfirmationRow, IdempotencyKey, IdempotencyRow};
 
@@ -160,7 +160,7 @@ pub async fn write(
 
     if controls.dry_run {
         event.dry_run = true;
-        let effect = dispatch(app, ctx, entry, ExecInput::dry_run(domain), event).await?;
+        let effect = dispatch(app, ctx, entry, CallBody::dry_run(domain), event).await?;
         return Ok(
             json!({ "phase": "dry_run", "expected_effect": effect, "summary": "dry run: nothing was changed" }),
         );
@@ -273,7 +273,7 @@ async fn execute(
         None
     };
     let (run_args, confirmed_effect) = redeem(app, ctx, c, &token_hash, domain, &hash).await?;
-    let input = ExecInput {
+    let input = CallBody {
         arguments: run_args,
         dry_run: false,
         idempotency_key: Some(hub_key(&owner, &key)),
@@ -429,7 +429,7 @@ async fn preview(
     };
     let needs_approval = executes.contract.requires_approval;
     event.dry_run = true;
-    let effect = dispatch(app, ctx, entry, ExecInput::dry_run(domain.clone()), event).await?;
+    let effect = dispatch(app, ctx, entry, CallBody::dry_run(domain.clone()), event).await?;
     let token = crate::auth::new_token(CONFIRMATION_PREFIX);
     let ttl = if needs_approval {
         app.config.limits.approval_ttl_sec

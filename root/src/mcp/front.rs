@@ -37,16 +37,13 @@ use serde_json::{Value, json};
 
 use crate::api::error::ApiError;
 use crate::app::App;
+use crate::mcp::error::McpError;
 use mcp_shared::error::ErrorCode;
+use rmcp::model::ErrorCode as RpcCode;
 
 /// Deepest nesting of arrays and objects accepted in a request body (serde_json stops at 128;
 /// no MCP message needs more than a handful).
 pub const MAX_DEPTH: usize = 64;
-
-/// JSON-RPC 2.0 error codes used here.
-pub const PARSE_ERROR: i32 = -32700;
-pub const INVALID_REQUEST: i32 = -32600;
-pub const INVALID_PARAMS: i32 = -32602;
 
 /// Why the front refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -77,9 +74,6 @@ pub enum FrontError {
     NotAMessage(String),
     #[error("Invalid params for `{method}`: {detail}")]
     InvalidParams { method: String, detail: String },
-    /// A plain-text refusal of the transport (status and text kept).
-    #[error("{1}")]
-    Transport(u16, String),
 }
 
 impl FrontError {
@@ -96,39 +90,30 @@ impl FrontError {
             | FrontError::Batch
             | FrontError::NotAMessage(_)
             | FrontError::InvalidParams { .. } => StatusCode::BAD_REQUEST,
-            FrontError::Transport(s, _) => {
-                StatusCode::from_u16(*s).unwrap_or(StatusCode::BAD_REQUEST)
-            }
         }
     }
 
     /// The JSON-RPC error code.
-    pub fn code(&self) -> i32 {
+    pub fn code(&self) -> RpcCode {
         match self {
-            FrontError::NotUtf8(_) | FrontError::TooDeep | FrontError::Syntax(_) => PARSE_ERROR,
-            FrontError::InvalidParams { .. } => INVALID_PARAMS,
+            FrontError::NotUtf8(_) | FrontError::TooDeep | FrontError::Syntax(_) => {
+                RpcCode::PARSE_ERROR
+            }
+            FrontError::InvalidParams { .. } => RpcCode::INVALID_PARAMS,
             FrontError::NotAcceptable
             | FrontError::UnsupportedMediaType(_)
             | FrontError::TooLarge(_)
             | FrontError::Unreadable(_)
             | FrontError::Stalled(_)
             | FrontError::Batch
-            | FrontError::NotAMessage(_)
-            | FrontError::Transport(..) => INVALID_REQUEST,
+            | FrontError::NotAMessage(_) => RpcCode::INVALID_REQUEST,
         }
     }
+}
 
-    /// The JSON-RPC error response; `id` is the request's when it could be read, else null.
-    pub fn body(&self, id: Option<&Value>) -> Value {
-        json!({
-            "jsonrpc": "2.0",
-            "id": id.cloned().unwrap_or(Value::Null),
-            "error": { "code": self.code(), "message": self.to_string() },
-        })
-    }
-
-    pub fn response(&self, id: Option<&Value>) -> Response {
-        (self.status(), axum::Json(self.body(id))).into_response()
+impl From<FrontError> for McpError {
+    fn from(e: FrontError) -> McpError {
+        McpError::new(e.status(), e.code(), e.to_string())
     }
 }
 
@@ -528,7 +513,7 @@ pub async fn shape_refusals(State(app): State<Arc<App>>, req: Request, next: Nex
     }
     let e = FrontError::TooLarge(app.config.limits.max_body_bytes);
     if mcp {
-        e.response(None)
+        McpError::from(e).into_response()
     } else {
         rest_error(&e)
     }
@@ -585,7 +570,7 @@ mod tests {
     use axum::http::HeaderValue;
     use proptest::prelude::*;
 
-    fn code(body: &str) -> i32 {
+    fn code(body: &str) -> RpcCode {
         check_body(body.as_bytes()).expect_err("refused").code()
     }
 
@@ -605,11 +590,11 @@ mod tests {
 
     #[test]
     fn each_defect_has_its_code() {
-        assert_eq!(code("{not json"), PARSE_ERROR);
-        assert_eq!(code(""), PARSE_ERROR);
+        assert_eq!(code("{not json"), RpcCode::PARSE_ERROR);
+        assert_eq!(code(""), RpcCode::PARSE_ERROR);
         assert_eq!(
             code(&format!("{}{}", "[".repeat(65), "]".repeat(65))),
-            PARSE_ERROR
+            RpcCode::PARSE_ERROR
         );
         assert_eq!(
             check_body(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}").expect_err("utf-8"),
@@ -617,7 +602,7 @@ mod tests {
         );
         assert_eq!(
             code(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#),
-            INVALID_REQUEST
+            RpcCode::INVALID_REQUEST
         );
         assert_eq!(check_body(b"[]").expect_err("batch"), FrontError::Batch);
         for bad in [
@@ -634,7 +619,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#,
             r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
         ] {
-            assert_eq!(code(bad), INVALID_REQUEST, "{bad}");
+            assert_eq!(code(bad), RpcCode::INVALID_REQUEST, "{bad}");
         }
     }
 
@@ -750,9 +735,9 @@ mod tests {
             match check_body(&bytes) {
                 Ok(_) => prop_assert!(serde_json::from_slice::<Value>(&bytes).is_ok()),
                 Err(e) => {
-                    let body = e.body(None);
                     prop_assert!(e.status().is_client_error());
-                    prop_assert!([PARSE_ERROR, INVALID_REQUEST].contains(&e.code()));
+                    prop_assert!([RpcCode::PARSE_ERROR, RpcCode::INVALID_REQUEST].contains(&e.code()));
+                    let body = McpError::from(e).body();
                     prop_assert_eq!(&body["jsonrpc"], "2.0");
                 }
             }
@@ -770,7 +755,7 @@ mod tests {
                 }
                 Err(e) => {
                     // Well-formed JSON is never a parse error; an array is always a batch.
-                    prop_assert_eq!(e.code(), INVALID_REQUEST);
+                    prop_assert_eq!(e.code(), RpcCode::INVALID_REQUEST);
                     prop_assert_eq!(v.is_array(), e == FrontError::Batch);
                 }
             }

@@ -15,6 +15,7 @@
 
 pub(crate) mod bindings;
 pub mod confirm;
+pub mod error;
 pub mod front;
 pub mod tasks;
 pub mod transport;

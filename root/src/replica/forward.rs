@@ -1,5 +1,6 @@
 //! Forwarding between replicas: the client side (a routed call, a cancel or a skill command
-//! for a hub another replica holds) and the owner's endpoint `POST /v1/root/internal/route`.
+//! for a hub another replica holds; a push of the desired skill state, wherever the hub is)
+//! and the owner's endpoint `POST /v1/root/internal/route`.
 //!
 //! The forwarding replica has already done everything the governed call path does before
 //! routing (policy, argument validation, concurrency slots) and writes the call's one audit
@@ -33,7 +34,9 @@ const TRACEPARENT: &str = "traceparent";
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::api::error::ApiError;
 use crate::app::App;
+use crate::hubs::push::Pushed;
 use crate::hubs::router;
+use crate::hubs::skill::SKILL;
 
 /// The internal endpoint's path.
 pub const ROUTE_PATH: &str = "/v1/root/internal/route";
@@ -238,11 +241,8 @@ pub async fn route(
         session_id: call.session_id,
         tool_id: call.tool_id,
         capability: call.capability,
-        arguments: call.arguments,
-        dry_run: call.dry_run,
+        body: call.body,
         remaining_ms: timeout.as_millis() as u64,
-        idempotency_key: call.idempotency_key,
-        confirmed_effect: call.confirmed_effect,
     };
     let cancelled = async {
         match cancel {
@@ -310,6 +310,22 @@ fn cancel_on_owner(zone: &Arc<Zone>, owner: &Owner, target_id: &str, call_id: &s
             tracing::debug!(error = %e, "cancel of a forwarded call not delivered");
         }
     });
+}
+
+/// Brings `target_id`'s hub to root's desired skill state ([`Hubs::push_skill`]), through
+/// this replica's link or the replica holding the hub.
+///
+/// [`Hubs::push_skill`]: crate::hubs::Hubs::push_skill
+pub async fn push_skill(app: &App, target_id: &str, also: Option<SkillCommand>) -> Pushed {
+    let reachable = async {
+        app.hubs.connected(target_id)
+            || match &app.zone {
+                Some(z) => z.owner_of(target_id).await.is_some(),
+                None => false,
+            }
+    };
+    let send = |command| skill_command(app, target_id, SKILL, command);
+    app.hubs.push_skill(target_id, also, reachable, send).await
 }
 
 /// An operator's skill command for `target_id`: run by the router when this replica holds the
@@ -450,11 +466,8 @@ pub async fn internal_route(
             session_id,
             tool_id,
             capability,
-            arguments,
-            dry_run,
+            body,
             remaining_ms,
-            idempotency_key,
-            confirmed_effect,
         } => {
             tracing::debug!(%from, %target_id, %tool_id, %call_id, "forwarded call");
             if !app.hubs.connected(&target_id) {
@@ -486,12 +499,9 @@ pub async fn internal_route(
                     session_id,
                     tool_id,
                     capability,
-                    arguments,
+                    body,
                     trace_id,
-                    dry_run,
                     expires_at_ms: unix_ms(now()) + remaining as i64,
-                    idempotency_key,
-                    confirmed_effect,
                     progress: None,
                     traceparent: mcp_shared::otel::traceparent_of(&span),
                 };

@@ -437,7 +437,8 @@ async fn mcp_endpoint_battery() {
         json!(["/name: 42 is not of type \"string\""])
     );
     reached_policy += 1;
-    // Another lease cannot use this session.
+    // Another lease cannot use this session: it is answered as a session root never issued
+    // (same status, code, message and id), so a bearer cannot learn which sessions exist.
     let (_, other) = root
         .lease("hub:test-alpha", "AdaOSDevRead", 600)
         .await
@@ -451,10 +452,36 @@ async fn mcp_endpoint_battery() {
             .post(call(16, json!({"name": "sdk.get_metadata"})))
             .await,
         404,
-        -32001,
-        "session not found",
+        -32600,
+        "Not Found: Session not found",
+        json!(16),
+    );
+    // Nor end it: its DELETE is answered alike, and the session goes on.
+    let ended = root
+        .http
+        .delete(root.mcp_url())
+        .bearer_auth(&other)
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    let ended = json_of(ended).await;
+    rpc_error(
+        &ended,
+        404,
+        -32600,
+        "Not Found: Session not found",
         Value::Null,
     );
+    let (s, v) = session
+        .post(call(17, json!({"name": "sdk.get_metadata"})))
+        .await;
+    assert_eq!(
+        s, 200,
+        "the owner's session survives another lease's DELETE: {v}"
+    );
+    reached_policy += 1;
 
     // Bearers the other tests do not cover: a forged one of the right shape, another scheme,
     // one in the query string only, and a rotated one on an open MCP session.
@@ -1598,11 +1625,13 @@ async fn the_hub_rechecks_what_root_sends() {
         session_id: "lease".into(),
         tool_id: "hub.get_status".into(),
         capability: "infra.read.status".into(),
-        arguments,
-        dry_run: false,
+        body: mcp_shared::protocol::CallBody {
+            arguments,
+            dry_run: false,
+            idempotency_key: None,
+            confirmed_effect: None,
+        },
         expires_at_ms: now + 30_000,
-        idempotency_key: None,
-        confirmed_effect: None,
         traceparent: None,
         signature: String::new(),
     };

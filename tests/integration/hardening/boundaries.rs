@@ -542,11 +542,13 @@ async fn the_hub_refuses_only_on_signature_expiry_replay_capability_or_environme
             session_id: "no-such-lease".into(),
             tool_id: tool.into(),
             capability: "no.profile.grants.this".into(),
-            arguments: args,
-            dry_run,
+            body: mcp_shared::protocol::CallBody {
+                arguments: args,
+                dry_run,
+                idempotency_key: None,
+                confirmed_effect: None,
+            },
             expires_at_ms: now + 30_000,
-            idempotency_key: None,
-            confirmed_effect: None,
             traceparent: None,
             signature: String::new(),
         };

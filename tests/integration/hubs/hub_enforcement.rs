@@ -27,11 +27,13 @@ fn call(id: &str, tool: &str, expires_at_ms: i64) -> CallRequest {
         session_id: "lease".into(),
         tool_id: tool.into(),
         capability: "infra.read.status".into(),
-        arguments: json!({}),
-        dry_run: false,
+        body: mcp_shared::protocol::CallBody {
+            arguments: json!({}),
+            dry_run: false,
+            idempotency_key: None,
+            confirmed_effect: None,
+        },
         expires_at_ms,
-        idempotency_key: None,
-        confirmed_effect: None,
         traceparent: None,
         signature: String::new(),
     }

@@ -648,11 +648,13 @@ async fn the_replica_channel_refuses_forged_expired_and_misdirected_credentials(
             session_id: "s".into(),
             tool_id: "hub.get_status".into(),
             capability: "hub.get_status".into(),
-            arguments: json!({}),
-            dry_run: false,
+            body: mcp_shared::protocol::CallBody {
+                arguments: json!({}),
+                dry_run: false,
+                idempotency_key: None,
+                confirmed_effect: None,
+            },
             remaining_ms: 1_000,
-            idempotency_key: None,
-            confirmed_effect: None,
         },
     })
     .unwrap();

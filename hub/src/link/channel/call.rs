@@ -84,7 +84,7 @@ impl ActivityRecorder {
                 adapter: None,
                 status: ActivityStatus::Error,
                 error_code: Some(ErrorCode::Cancelled),
-                dry_run: call.dry_run,
+                dry_run: call.body.dry_run,
                 started_at: mcp_shared::time::now(),
                 duration_ms: 0,
             }),
@@ -161,13 +161,10 @@ async fn gate_and_run(
     let remaining = Duration::from_millis(u64::try_from(call.expires_at_ms - now_ms).unwrap_or(0));
     let deadline = tokio::time::Instant::now() + remaining;
     let guard = CancelOnDrop::new(&ch.skill, &call.call_id);
-    // The adapter sees the signed call's dry-run flag and idempotency key with the arguments.
+    // The adapter sees the signed call's body: arguments, dry-run flag, idempotency key.
     let input = CallInput {
         call_id: call.call_id.clone(),
-        arguments: call.arguments,
-        dry_run: call.dry_run,
-        idempotency_key: call.idempotency_key,
-        confirmed_effect: call.confirmed_effect,
+        body: call.body,
         deadline,
         progress,
         span: tracing::Span::current(),

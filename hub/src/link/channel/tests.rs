@@ -65,11 +65,13 @@ fn call(id: &str, tool: &str, arguments: serde_json::Value, ttl_ms: i64) -> Root
         session_id: "lease-1".into(),
         tool_id: tool.into(),
         capability: "infra.read.status".into(),
-        arguments,
-        dry_run: false,
+        body: mcp_shared::protocol::CallBody {
+            arguments,
+            dry_run: false,
+            idempotency_key: None,
+            confirmed_effect: None,
+        },
         expires_at_ms: mcp_shared::time::unix_ms(mcp_shared::time::now()) + ttl_ms,
-        idempotency_key: None,
-        confirmed_effect: None,
         traceparent: None,
         signature: String::new(),
     };
@@ -389,8 +391,8 @@ async fn allowed_tests_take_dry_run_and_idempotency_key_from_the_signed_call() {
             unreachable!()
         };
         c.capability = "infra.write.tests".into();
-        c.dry_run = dry_run;
-        c.idempotency_key = key.map(str::to_owned);
+        c.body.dry_run = dry_run;
+        c.body.idempotency_key = key.map(str::to_owned);
         c.sign(&signing_key(TOKEN));
         RootToHub::Call(c)
     };

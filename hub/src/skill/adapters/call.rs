@@ -1,25 +1,20 @@
-//! One call as an adapter receives it ([`CallInput`]: the arguments plus the signed call's
-//! `dry_run` flag, idempotency key and deadline), where it reports progress ([`Progress`]),
-//! and what it answers ([`AdapterReply`]).
+//! One call as an adapter receives it ([`CallInput`]: the signed call's body, shared with
+//! root, plus its id, deadline, progress and span), where it reports progress
+//! ([`Progress`]), and what it answers ([`AdapterReply`]).
 
 use std::sync::Arc;
 
 use mcp_shared::error::ToolError;
+use mcp_shared::protocol::CallBody;
 use serde_json::Value;
 
 /// One call as an adapter receives it.
 #[derive(Debug, Clone)]
 pub struct CallInput {
     pub call_id: String,
-    /// The tool's arguments (root has stripped its own control fields).
-    pub arguments: Value,
-    /// From the signed `CallRequest`: describe the effect, change nothing.
-    pub dry_run: bool,
-    /// From the signed `CallRequest`.
-    pub idempotency_key: Option<String>,
-    /// From the signed `CallRequest`: a write's execute carries the dry-run effect the caller
-    /// previewed and confirmed; an adapter whose world can move in between checks it.
-    pub confirmed_effect: Option<Value>,
+    /// The signed `CallRequest`'s body: the arguments (root has stripped its own control
+    /// fields), the dry-run flag, the idempotency key and a write's confirmed effect.
+    pub body: CallBody,
     /// When the call must be answered; the adapter task is stopped then.
     pub deadline: tokio::time::Instant,
     /// Where the adapter reports how far it has got.
@@ -67,10 +62,7 @@ impl CallInput {
     pub fn new(call_id: &str, arguments: Value, deadline: tokio::time::Instant) -> CallInput {
         CallInput {
             call_id: call_id.to_owned(),
-            arguments,
-            dry_run: false,
-            idempotency_key: None,
-            confirmed_effect: None,
+            body: CallBody::run(arguments),
             deadline,
             progress: Progress::default(),
             span: tracing::Span::none(),

@@ -85,7 +85,7 @@ pub(crate) async fn run(
     };
     let stdin_line = format!(
         "{}\n",
-        serde_json::to_string(&input.arguments).unwrap_or_default()
+        serde_json::to_string(&input.body.arguments).unwrap_or_default()
     );
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)

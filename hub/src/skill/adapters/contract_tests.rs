@@ -287,7 +287,7 @@ async fn test_tool_answers_match_their_contracts() {
     }
     let call = |name: &str, dry_run: bool| {
         let mut input = CallInput::new("c", json!({ "name": name }), soon());
-        input.dry_run = dry_run;
+        input.body.dry_run = dry_run;
         AdapterKind::AllowedTests.run(ctx.clone(), input)
     };
     let effect = call("ok", true).await.expect("dry run");
@@ -371,8 +371,8 @@ async fn service_tool_answers_match_their_contracts() {
     }
     let run = |kind: AdapterKind, args: Value, dry_run: bool| {
         let mut input = CallInput::new("c", args, soon());
-        input.dry_run = dry_run;
-        input.idempotency_key = Some("k".into());
+        input.body.dry_run = dry_run;
+        input.body.idempotency_key = Some("k".into());
         kind.run(ctx.clone(), input)
     };
 

@@ -221,12 +221,12 @@ where
     F: Future<Output = Result<Value, ToolError>>,
 {
     let tool = kind.decl().tool_id;
-    let Some(key) = &input.idempotency_key else {
+    let Some(key) = &input.body.idempotency_key else {
         return run.await;
     };
     let _claim = match ctx.stores.ledger.begin(tool, key)? {
         Begin::Replay(first) => {
-            if first["arguments"] != input.arguments {
+            if first["arguments"] != input.body.arguments {
                 return Err(bad(format!(
                     "idempotency key `{key}` was already used with other arguments ({})",
                     first["arguments"]
@@ -242,7 +242,7 @@ where
         .record(
             tool,
             key,
-            &json!({"arguments": input.arguments, "result": result}),
+            &json!({"arguments": input.body.arguments, "result": result}),
         )
         .map_err(|e| {
             ToolError::new(
@@ -335,7 +335,7 @@ fn expected_samples(interval_ms: u64, duration_sec: u64) -> u64 {
 
 /// `hub.memory.start_profile`.
 pub(crate) async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
-    let args: StartProfile = parse(&input.arguments)?;
+    let args: StartProfile = parse(&input.body.arguments)?;
     let service = text(
         Some(&args.service),
         "service",
@@ -355,7 +355,7 @@ pub(crate) async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, T
             )));
         }
     };
-    if input.dry_run {
+    if input.body.dry_run {
         let plan = plan(ctx, service, mode)?;
         let c = ctx.machine.profiles.config();
         return Ok(json!({
@@ -395,10 +395,10 @@ pub(crate) async fn start(ctx: &HubContext, input: CallInput) -> Result<Value, T
 
 /// `hub.memory.stop_profile`.
 pub(crate) async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
-    let args: OneSession = parse(&input.arguments)?;
+    let args: OneSession = parse(&input.body.arguments)?;
     let session_id = id(&args.session_id, "session_id")?;
     let session = ctx.machine.profiles.get(session_id)?;
-    if input.dry_run {
+    if input.body.dry_run {
         let running = session.state == SessionState::Running;
         let description = if running {
             let back = if session.mode == Mode::Profiling {
@@ -436,10 +436,10 @@ pub(crate) async fn stop(ctx: &HubContext, input: CallInput) -> Result<Value, To
 
 /// `hub.memory.retry_profile`.
 pub(crate) async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
-    let args: OneSession = parse(&input.arguments)?;
+    let args: OneSession = parse(&input.body.arguments)?;
     let session_id = id(&args.session_id, "session_id")?;
     let old = ctx.machine.profiles.get(session_id)?;
-    if input.dry_run {
+    if input.body.dry_run {
         let plan = plan(ctx, &old.service, old.mode)?;
         return Ok(json!({
             "action": "retry_profile",
@@ -473,10 +473,10 @@ pub(crate) async fn retry(ctx: &HubContext, input: CallInput) -> Result<Value, T
 
 /// `hub.memory.publish_profile`: the compact summary root keeps (`result.published_summary`).
 pub(crate) async fn publish(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
-    let args: OneSession = parse(&input.arguments)?;
+    let args: OneSession = parse(&input.body.arguments)?;
     let session_id = id(&args.session_id, "session_id")?;
     let session = ctx.machine.profiles.get(session_id)?;
-    if input.dry_run {
+    if input.body.dry_run {
         let summary = ctx.machine.profiles.summary(&session)?;
         return Ok(json!({
             "action": "publish_profile",

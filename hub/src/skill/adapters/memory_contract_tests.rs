@@ -50,8 +50,8 @@ impl Memory {
         key: Option<&str>,
     ) -> Result<Value, ToolError> {
         let mut input = CallInput::new("c", args, soon());
-        input.dry_run = dry_run;
-        input.idempotency_key = key.map(str::to_owned);
+        input.body.dry_run = dry_run;
+        input.body.idempotency_key = key.map(str::to_owned);
         kind.run(self.ctx.clone(), input).await
     }
 

@@ -244,23 +244,23 @@ pub(crate) fn check_phrase(ctx: &HubContext, arguments: &Value) -> Result<Value,
 
 /// `nlu_authoring.propose_change`: the preview, whatever `dry_run` says.
 pub(crate) fn propose_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolError> {
-    let req = ChangeRequest::parse(&input.arguments)?;
+    let req = ChangeRequest::parse(&input.body.arguments)?;
     ctx.stores.nlu.snapshot()?.preview(&req)
 }
 
 /// `nlu_authoring.apply_change`.
 pub(crate) fn apply_change(ctx: &HubContext, input: &CallInput) -> Result<Value, ToolError> {
-    let req = ChangeRequest::parse(&input.arguments)?;
-    if input.dry_run {
+    let req = ChangeRequest::parse(&input.body.arguments)?;
+    if input.body.dry_run {
         return ctx.stores.nlu.snapshot()?.preview(&req);
     }
     let tool = Builtin::NluApplyChange.decl().tool_id;
-    let Some(key) = &input.idempotency_key else {
+    let Some(key) = &input.body.idempotency_key else {
         return ctx.stores.nlu.apply(&req, None);
     };
     let _claim = match ctx.stores.ledger.begin(tool, key)? {
         Begin::Replay(first) => {
-            if first["arguments"] != input.arguments {
+            if first["arguments"] != input.body.arguments {
                 return Err(ToolError::new(
                     ErrorCode::IdempotencyConflict,
                     format!(
@@ -278,7 +278,7 @@ pub(crate) fn apply_change(ctx: &HubContext, input: &CallInput) -> Result<Value,
         .record(
             tool,
             key,
-            &json!({"arguments": input.arguments, "result": result}),
+            &json!({"arguments": input.body.arguments, "result": result}),
         )
         .map_err(|e| {
             ToolError::new(

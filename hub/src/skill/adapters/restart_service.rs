@@ -53,10 +53,10 @@ pub(crate) fn service_name(arguments: &Value) -> Result<String, ToolError> {
 }
 
 pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
-    let name = service_name(&input.arguments)?;
+    let name = service_name(&input.body.arguments)?;
     let name = name.as_str();
     let config = ctx.machine.services.config(name)?;
-    if input.dry_run {
+    if input.body.dry_run {
         let now = ctx.machine.services.get(name)?;
         let argv: Vec<String> = config
             .argv
@@ -88,7 +88,7 @@ pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, Too
         }));
     }
     let tool = tool_id();
-    let _claim = match &input.idempotency_key {
+    let _claim = match &input.body.idempotency_key {
         Some(key) => match ctx.stores.ledger.begin(tool, key)? {
             Begin::Replay(first) => return replayed(first, name, key),
             Begin::Run(claim) => Some(claim),
@@ -102,7 +102,7 @@ pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, Too
         .await?;
     let result = serde_json::to_value(&outcome)
         .map_err(|e| ToolError::new(ErrorCode::Internal, format!("cannot encode result: {e}")))?;
-    if let Some(key) = &input.idempotency_key {
+    if let Some(key) = &input.body.idempotency_key {
         ctx.stores.ledger.record(tool, key, &result).map_err(|e| {
             ToolError::new(
                 ErrorCode::Internal,
@@ -151,8 +151,8 @@ mod tests {
         key: Option<&str>,
     ) -> Result<Value, ToolError> {
         let mut input = CallInput::new("c", args, soon());
-        input.dry_run = dry_run;
-        input.idempotency_key = key.map(str::to_owned);
+        input.body.dry_run = dry_run;
+        input.body.idempotency_key = key.map(str::to_owned);
         AdapterKind::RestartService.run(ctx.clone(), input).await
     }
 

@@ -22,28 +22,28 @@ macro_rules! builtin_adapters {
                 name: "infra_access_skill.status",
                 writes: false,
                 serves: |_| true,
-                run: |ctx, input| status::run(&ctx, &input.arguments).await,
+                run: |ctx, input| status::run(&ctx, &input.body.arguments).await,
             }
             RuntimeSummary {
                 tool_id: "hub.get_runtime_summary",
                 name: "infra_access_skill.runtime_summary",
                 writes: false,
                 serves: |_| true,
-                run: |ctx, input| { no_arguments(&input.arguments)?; runtime::run(&ctx).await },
+                run: |ctx, input| { no_arguments(&input.body.arguments)?; runtime::run(&ctx).await },
             }
             OperationalSurface {
                 tool_id: "hub.get_operational_surface",
                 name: "infra_access_skill.operational_surface",
                 writes: false,
                 serves: |_| true,
-                run: |ctx, input| { no_arguments(&input.arguments)?; Ok(surface::run(&ctx)) },
+                run: |ctx, input| { no_arguments(&input.body.arguments)?; Ok(surface::run(&ctx)) },
             }
             Healthchecks {
                 tool_id: "hub.run_healthchecks",
                 name: "infra_access_skill.healthchecks",
                 writes: false,
                 serves: |c| c.healthchecks,
-                run: |ctx, input| { no_arguments(&input.arguments)?; Ok(health::run(&ctx).await) },
+                run: |ctx, input| { no_arguments(&input.body.arguments)?; Ok(health::run(&ctx).await) },
             }
             AllowedTests {
                 tool_id: "hub.run_allowed_tests",
@@ -57,21 +57,21 @@ macro_rules! builtin_adapters {
                 name: "infra_access_skill.test_results",
                 writes: false,
                 serves: |c| c.allowed_tests,
-                run: |ctx, input| test_results::run(&ctx, &input.arguments),
+                run: |ctx, input| test_results::run(&ctx, &input.body.arguments),
             }
             ActivityLog {
                 tool_id: "hub.get_activity_log",
                 name: "infra_access_skill.activity_log",
                 writes: false,
                 serves: |_| true,
-                run: |ctx, input| activity_log::run(&ctx, &input.arguments),
+                run: |ctx, input| activity_log::run(&ctx, &input.body.arguments),
             }
             CapabilityUsage {
                 tool_id: "hub.get_capability_usage_summary",
                 name: "infra_access_skill.capability_usage",
                 writes: false,
                 serves: |_| true,
-                run: |ctx, input| { no_arguments(&input.arguments)?; Ok(capability_usage::run(&ctx)) },
+                run: |ctx, input| { no_arguments(&input.body.arguments)?; Ok(capability_usage::run(&ctx)) },
             }
             DeployRef {
                 tool_id: "hub.deploy_ref",
@@ -92,7 +92,7 @@ macro_rules! builtin_adapters {
                 name: "infra_access_skill.logs",
                 writes: false,
                 serves: |_| true,
-                run: |ctx, input| logs::run(&ctx, &input.arguments).await,
+                run: |ctx, input| logs::run(&ctx, &input.body.arguments).await,
             }
             RestartService {
                 tool_id: "hub.restart_service",
@@ -106,42 +106,42 @@ macro_rules! builtin_adapters {
                 name: "infra_access_skill.memory.status",
                 writes: false,
                 serves: |c| c.services,
-                run: |ctx, input| memory::status(&ctx, &input.arguments),
+                run: |ctx, input| memory::status(&ctx, &input.body.arguments),
             }
             MemoryListSessions {
                 tool_id: "hub.memory.list_sessions",
                 name: "infra_access_skill.memory.list_sessions",
                 writes: false,
                 serves: |c| c.services,
-                run: |ctx, input| memory::list_sessions(&ctx, &input.arguments),
+                run: |ctx, input| memory::list_sessions(&ctx, &input.body.arguments),
             }
             MemoryGetSession {
                 tool_id: "hub.memory.get_session",
                 name: "infra_access_skill.memory.get_session",
                 writes: false,
                 serves: |c| c.services,
-                run: |ctx, input| memory::get_session(&ctx, &input.arguments),
+                run: |ctx, input| memory::get_session(&ctx, &input.body.arguments),
             }
             MemoryListIncidents {
                 tool_id: "hub.memory.list_incidents",
                 name: "infra_access_skill.memory.list_incidents",
                 writes: false,
                 serves: |c| c.services,
-                run: |ctx, input| memory::list_incidents(&ctx, &input.arguments),
+                run: |ctx, input| memory::list_incidents(&ctx, &input.body.arguments),
             }
             MemoryListArtifacts {
                 tool_id: "hub.memory.list_artifacts",
                 name: "infra_access_skill.memory.list_artifacts",
                 writes: false,
                 serves: |c| c.services,
-                run: |ctx, input| memory::list_artifacts(&ctx, &input.arguments),
+                run: |ctx, input| memory::list_artifacts(&ctx, &input.body.arguments),
             }
             MemoryGetArtifact {
                 tool_id: "hub.memory.get_artifact",
                 name: "infra_access_skill.memory.get_artifact",
                 writes: false,
                 serves: |c| c.services,
-                run: |ctx, input| memory::get_artifact(&ctx, &input.arguments),
+                run: |ctx, input| memory::get_artifact(&ctx, &input.body.arguments),
             }
             MemoryStartProfile {
                 tool_id: "hub.memory.start_profile",
@@ -176,21 +176,21 @@ macro_rules! builtin_adapters {
                 name: "infra_access_skill.nlu_authoring.get_context",
                 writes: false,
                 serves: |c| c.nlu,
-                run: |ctx, input| nlu_authoring::get_context(&ctx, &input.arguments),
+                run: |ctx, input| nlu_authoring::get_context(&ctx, &input.body.arguments),
             }
             NluListTemplates {
                 tool_id: "nlu_authoring.list_templates",
                 name: "infra_access_skill.nlu_authoring.list_templates",
                 writes: false,
                 serves: |c| c.nlu,
-                run: |ctx, input| nlu_authoring::list_templates(&ctx, &input.arguments),
+                run: |ctx, input| nlu_authoring::list_templates(&ctx, &input.body.arguments),
             }
             NluCheckPhrase {
                 tool_id: "nlu_authoring.check_phrase",
                 name: "infra_access_skill.nlu_authoring.check_phrase",
                 writes: false,
                 serves: |c| c.nlu,
-                run: |ctx, input| nlu_authoring::check_phrase(&ctx, &input.arguments),
+                run: |ctx, input| nlu_authoring::check_phrase(&ctx, &input.body.arguments),
             }
             NluProposeChange {
                 tool_id: "nlu_authoring.propose_change",

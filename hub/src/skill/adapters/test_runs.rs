@@ -95,7 +95,7 @@ fn test_name(arguments: &Value) -> Result<String, ToolError> {
 }
 
 pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
-    let name = test_name(&input.arguments)?;
+    let name = test_name(&input.body.arguments)?;
     let name = name.as_str();
     let test = ctx
         .config
@@ -105,7 +105,7 @@ pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, Too
         .find(|t| t.name == name)
         .ok_or_else(|| unknown_test(ctx, name))?;
     let store = &ctx.stores.test_results;
-    if input.dry_run {
+    if input.body.dry_run {
         let last = store.last(name)?;
         let argv: Vec<String> = test
             .argv
@@ -122,7 +122,7 @@ pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, Too
         }));
     }
     let tool = tool_id();
-    let _claim = match &input.idempotency_key {
+    let _claim = match &input.body.idempotency_key {
         Some(key) => {
             if let Some(first) = store.replay(tool, key)? {
                 return replayed(first, name, key);
@@ -151,7 +151,7 @@ pub(crate) async fn run(ctx: &HubContext, input: CallInput) -> Result<Value, Too
     let outcome = execute(test, limit, &ctx.logging.redaction, counter)
         .instrument(process)
         .await;
-    let key = input.idempotency_key.as_deref().map(|k| (tool, k));
+    let key = input.body.idempotency_key.as_deref().map(|k| (tool, k));
     store.record(&outcome, key).map_err(|e| {
         ToolError::new(
             ErrorCode::Internal,

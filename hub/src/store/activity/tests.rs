@@ -63,11 +63,13 @@ fn signed(id: &str, tool: &str, arguments: Value, dry_run: bool, key: &str) -> C
         session_id: "lease-1".into(),
         tool_id: tool.into(),
         capability: "infra.read.activity".into(),
-        arguments,
-        dry_run,
+        body: mcp_shared::protocol::CallBody {
+            arguments,
+            dry_run,
+            idempotency_key: None,
+            confirmed_effect: None,
+        },
         expires_at_ms: mcp_shared::time::unix_ms(mcp_shared::time::now()) + 10_000,
-        idempotency_key: None,
-        confirmed_effect: None,
         traceparent: None,
         signature: String::new(),
     };

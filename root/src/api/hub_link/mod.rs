@@ -16,7 +16,8 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::protocol::{
-    self, Envelope, Evidence, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub, feature,
+    self, Envelope, Evidence, HubToRoot, MAX_FRAME_BYTES, PROTOCOL_VERSION, RootToHub, SkillState,
+    feature,
 };
 use mcp_shared::target::{ManagedTargetDescriptor, TargetStatus};
 use mcp_shared::time::{now, unix_ms};
@@ -26,6 +27,7 @@ use tokio::sync::mpsc;
 use crate::api::error::ApiError;
 use crate::app::App;
 use crate::hubs::link::{self, Link};
+use crate::hubs::skill::SKILL;
 use crate::hubs::timeline::LifecycleKind;
 use crate::net::tls::TlsPeer;
 
@@ -494,7 +496,7 @@ async fn open_link(
             serde_json::to_string(skills).ok().as_deref(),
         )
         .await?;
-    crate::api::skill::reported(app, &target_id, skills);
+    skill_reported(app, &target_id, skills);
     router::attach(&app.hubs.links, target_id.clone(), session.clone());
     drop(writes);
     app.metrics.targets.connected_now(&target_id);
@@ -531,8 +533,8 @@ async fn open_link(
     {
         let (app, target_id) = (app.clone(), target_id.clone());
         tokio::spawn(async move {
-            if let crate::api::skill::Pushed::Failed(why) =
-                crate::api::skill::push(&app, &target_id, None).await
+            if let crate::hubs::push::Pushed::Failed(why) =
+                crate::replica::forward::push_skill(&app, &target_id, None).await
             {
                 tracing::warn!(%target_id, %why, "the hub did not take root's desired skill state");
             }
@@ -540,6 +542,28 @@ async fn open_link(
     }
 
     Ok((session, session_done, connection_id))
+}
+
+/// Takes what a connected hub reports of its skills into its gate; an update of the skill
+/// or an owner's switch is recorded in the audit trail (as the hub's own action).
+fn skill_reported(app: &Arc<App>, target_id: &str, skills: &[SkillState]) {
+    for change in app.hubs.skill_reported(target_id, skills) {
+        let (app, target_id) = (app.clone(), target_id.to_owned());
+        tokio::spawn(async move {
+            let action = crate::audit::Recorded {
+                surface: mcp_shared::event::Surface::Hub,
+                actor: format!("target:{target_id}"),
+                tool_id: change.tool_id.into(),
+                target_id: Some(&target_id),
+                adapter: Some(format!("hub.skill:{SKILL}")),
+                started_at: now(),
+                request: change.request,
+            };
+            if let Err(e) = crate::api::audited::record(&app, action, Ok(change.summary)).await {
+                tracing::error!(%target_id, error = ?e, "a skill change of the hub was not recorded");
+            }
+        });
+    }
 }
 
 /// What the link does with a hub's `surface_changed`: the gate takes the skill report, the
@@ -560,7 +584,7 @@ fn on_surface(app: &Arc<App>, target_id: &str, subnet_id: &str) -> link::OnSurfa
                 return;
             }
             descriptor.status = TargetStatus::Online;
-            crate::api::skill::reported(&surface_app, &surface_target, &skills);
+            skill_reported(&surface_app, &surface_target, &skills);
             surface_app.hubs.timeline.record(
                 &surface_target,
                 &surface_subnet,

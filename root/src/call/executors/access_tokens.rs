@@ -18,11 +18,12 @@ use mcp_shared::time::{format, now};
 use ractor::call_t;
 use serde_json::{Value, json};
 
-use super::input::{ExecInput, arg_str, arg_u64, internal};
+use super::input::{arg_str, arg_u64, internal};
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::app::App;
 use crate::call::context::CallContext;
 use crate::leases::manager::{self as lease_manager, LeaseError, NewLease, Source};
+use mcp_shared::protocol::CallBody;
 
 /// Default audience of an issued lease.
 const DEFAULT_AUDIENCE: &str = "mcp-client";
@@ -44,7 +45,7 @@ fn token_row(l: &SessionLease, caller: &str) -> Value {
 
 /// `hub.list_access_tokens {include_inactive?, limit?}`: the target's leases, newest first,
 /// with expired ones shown as expired; never a bearer.
-pub fn list(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Value, ToolError> {
+pub fn list(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, ToolError> {
     let caller = ctx.lease.lease();
     let include_inactive = input
         .arguments
@@ -71,7 +72,7 @@ pub fn list(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Value, To
 }
 
 /// `hub.issue_access_token {capability_profile, ttl_sec, audience?}`.
-pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Value, ToolError> {
+pub async fn issue(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, ToolError> {
     let caller = ctx.lease.lease();
     // A run credential stays within its run profile: a lease it issued would not.
     if caller.is_run() {
@@ -202,7 +203,7 @@ pub async fn issue(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Va
 }
 
 /// `hub.revoke_access_token {session_id}`: only a lease of the caller's target.
-pub async fn revoke(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Value, ToolError> {
+pub async fn revoke(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, ToolError> {
     let caller = ctx.lease.lease();
     let session_id = arg_str(input, "session_id").unwrap_or_default();
     let lease = app

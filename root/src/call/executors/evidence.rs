@@ -16,10 +16,11 @@ use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::input::{ExecInput, arg_str, internal};
+use super::input::{arg_str, internal};
 use crate::app::App;
 use crate::call::context::CallContext;
 use crate::store::{EVIDENCE_KEEP, EvidenceRow};
+use mcp_shared::protocol::CallBody;
 
 /// Samples `get_session` shows (the newest), as the hub does.
 const RECENT_SAMPLES: usize = 60;
@@ -31,7 +32,7 @@ pub async fn run(
     app: &App,
     ctx: &CallContext,
     name: &str,
-    input: &ExecInput,
+    input: &CallBody,
 ) -> Result<Value, ToolError> {
     let target = ctx.lease.lease().target_id.clone();
     let held = Held::of(app, &target).await?;
@@ -66,7 +67,7 @@ pub async fn run(
     }
 }
 
-fn limit(input: &ExecInput) -> usize {
+fn limit(input: &CallBody) -> usize {
     input
         .arguments
         .get("limit")
@@ -120,7 +121,7 @@ impl<'a> Held<'a> {
     async fn list(
         &self,
         kind: &str,
-        input: &ExecInput,
+        input: &CallBody,
         all: bool,
     ) -> Result<Vec<EvidenceRow>, ToolError> {
         let n = if all {
@@ -185,7 +186,7 @@ impl<'a> Held<'a> {
 
     /// `get_artifact`: inline, or the chunk asked for, when root keeps the bytes; otherwise
     /// where the artifact is.
-    async fn artifact(&self, input: &ExecInput) -> Result<Value, ToolError> {
+    async fn artifact(&self, input: &CallBody) -> Result<Value, ToolError> {
         let id = arg_str(input, "artifact_id").unwrap_or_default();
         let row = self.one("artifact", "artifact", id).await?;
         let meta = &row.record;

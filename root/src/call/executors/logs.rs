@@ -15,12 +15,13 @@ use mcp_shared::event::{OperationalEvent, Redaction};
 use mcp_shared::target::TargetStatus;
 use serde_json::{Value, json};
 
-use super::input::{ExecInput, arg_str, arg_u64};
+use super::input::{arg_str, arg_u64};
 use super::reach::Reach;
 use crate::app::App;
 use crate::call::context::CallContext;
 use crate::call::route::route_to;
 use crate::catalog::ContractEntry;
+use mcp_shared::protocol::CallBody;
 use mcp_shared::protocol::CallOutcome;
 
 /// Lines per stream a read may ask for.
@@ -58,7 +59,7 @@ pub async fn run(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,
-    input: &ExecInput,
+    input: &CallBody,
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
     let source = arg_str(input, "source").unwrap_or("subnet_active");
@@ -70,12 +71,7 @@ pub async fn run(
 
 /// Root's own log lines about the lease's target (its hub's connection, its calls), never
 /// another target's or root's whole log: a lease reads what concerns it.
-fn root_local(
-    app: &App,
-    target_id: &str,
-    input: &ExecInput,
-    event: &mut OperationalEvent,
-) -> Value {
+fn root_local(app: &App, target_id: &str, input: &CallBody, event: &mut OperationalEvent) -> Value {
     let lines = arg_u64(input, "lines", 100, 1, MAX_LINES) as usize;
     // Filter after redaction, so `contains` cannot probe for a secret.
     let contains = arg_str(input, "contains");
@@ -140,7 +136,7 @@ async fn subnet_active(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,
-    input: &ExecInput,
+    input: &CallBody,
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
     let lease = ctx.lease.lease();
@@ -182,7 +178,7 @@ async fn subnet_active(
     let answers = join_all(
         reachable
             .iter()
-            .map(|t| route_to(app, ctx, entry, t, ExecInput::run(arguments.clone()))),
+            .map(|t| route_to(app, ctx, entry, t, CallBody::run(arguments.clone()))),
     )
     .await;
     let mut entries = Vec::new();

@@ -29,19 +29,19 @@ pub mod subnet;
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::event::OperationalEvent;
+use mcp_shared::protocol::CallBody;
 use serde_json::Value;
 
 use crate::app::App;
 use crate::call::context::CallContext;
 use crate::catalog::ContractEntry;
-pub use input::ExecInput;
 
 pub async fn run(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,
     name: &str,
-    input: ExecInput,
+    input: CallBody,
     event: &mut OperationalEvent,
 ) -> Result<Value, ToolError> {
     match name {

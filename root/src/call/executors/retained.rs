@@ -6,14 +6,15 @@ use mcp_shared::error::ToolError;
 use mcp_shared::time::{format, from_unix_ms};
 use serde_json::{Value, json};
 
-use super::input::{ExecInput, arg_str, arg_u64, internal};
+use super::input::{arg_str, arg_u64, internal};
 use crate::app::App;
 use crate::call::context::CallContext;
+use mcp_shared::protocol::CallBody;
 
 pub async fn memory_profiles(
     app: &App,
     ctx: &CallContext,
-    input: &ExecInput,
+    input: &CallBody,
 ) -> Result<Value, ToolError> {
     let target = ctx.lease.lease().target_id.clone();
     let limit = arg_u64(input, "limit", 20, 1, 200) as i64;

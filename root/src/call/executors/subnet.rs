@@ -19,7 +19,7 @@ use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use ractor::call_t;
 use serde_json::{Value, json};
 
-use super::input::{ExecInput, arg_u64, internal};
+use super::input::{arg_u64, internal};
 use super::reach::Reach;
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::app::App;
@@ -27,6 +27,7 @@ use crate::call::context::CallContext;
 use crate::hubs::OUTBOUND_QUEUE;
 use crate::hubs::router;
 use crate::store::AuditFilter;
+use mcp_shared::protocol::CallBody;
 
 /// The window `analysis_health` computes error rates over.
 const HEALTH_WINDOW_MIN: i64 = 15;
@@ -127,7 +128,7 @@ pub async fn analysis_health(app: &App, ctx: &CallContext) -> Result<Value, Tool
     }))
 }
 
-pub async fn timeline(app: &App, ctx: &CallContext, input: &ExecInput) -> Result<Value, ToolError> {
+pub async fn timeline(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, ToolError> {
     let subnet = ctx.lease.lease().subnet_id.clone();
     let since_min = arg_u64(input, "since_minutes", 60, 1, 7 * 24 * 60) as i64;
     let limit = arg_u64(input, "limit", 100, 1, 500) as usize;

@@ -13,56 +13,13 @@ use rmcp::transport::common::http_header::{
     BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, HEADER_MCP_METHOD, HEADER_MCP_NAME,
     HEADER_MCP_PROTOCOL_VERSION,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
-/// A refusal before dispatch: status, JSON-RPC code and message, and the request's id.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Refusal {
-    pub status: StatusCode,
-    pub code: ErrorCode,
-    pub message: String,
-    pub id: Option<RequestId>,
-}
+use crate::mcp::error::McpError;
 
-impl Refusal {
-    fn new(code: ErrorCode, id: Option<RequestId>, message: impl Into<String>) -> Refusal {
-        Refusal {
-            status: StatusCode::BAD_REQUEST,
-            code,
-            message: message.into(),
-            id,
-        }
-    }
-
-    pub fn invalid_request(id: Option<RequestId>, message: impl Into<String>) -> Refusal {
-        Refusal::new(ErrorCode::INVALID_REQUEST, id, message)
-    }
-
-    fn invalid_params(id: Option<RequestId>, message: impl Into<String>) -> Refusal {
-        Refusal::new(ErrorCode::INVALID_PARAMS, id, message)
-    }
-
-    fn header_mismatch(id: Option<RequestId>, message: impl Into<String>) -> Refusal {
-        Refusal::new(ErrorCode::HEADER_MISMATCH, id, message)
-    }
-
-    /// A transport-level refusal (no session, unknown session, ...): `status` with the text.
-    pub fn transport(status: StatusCode, id: Option<RequestId>, message: &str) -> Refusal {
-        Refusal {
-            status,
-            code: ErrorCode::INVALID_REQUEST,
-            message: message.to_owned(),
-            id,
-        }
-    }
-
-    pub fn body(&self) -> Value {
-        json!({
-            "jsonrpc": "2.0",
-            "id": self.id,
-            "error": { "code": self.code.0, "message": self.message },
-        })
-    }
+/// A `400` Header Mismatch (-32020) with `why`.
+fn mismatch(why: String) -> McpError {
+    McpError::bad_request(ErrorCode::HEADER_MISMATCH, why)
 }
 
 /// The request id of a message, when it is a request.
@@ -92,26 +49,26 @@ pub fn version_header(
     headers: &HeaderMap,
     id: Option<RequestId>,
     allow_unknown: bool,
-) -> Result<(), Refusal> {
+) -> Result<(), McpError> {
     let Some(value) = headers.get(HEADER_MCP_PROTOCOL_VERSION) else {
         return Ok(());
     };
     let Ok(version) = value.to_str() else {
-        return Err(Refusal::transport(
+        return Err(McpError::transport(
             StatusCode::BAD_REQUEST,
-            id,
             "Bad Request: Invalid MCP-Protocol-Version header encoding",
-        ));
+        )
+        .answering(id.as_ref()));
     };
     let known = ProtocolVersion::KNOWN_VERSIONS
         .iter()
         .any(|v| v.as_str() == version);
     if !allow_unknown && !known {
-        return Err(Refusal::transport(
+        return Err(McpError::transport(
             StatusCode::BAD_REQUEST,
-            id,
-            &format!("Bad Request: Unsupported MCP-Protocol-Version: {version}"),
-        ));
+            format!("Bad Request: Unsupported MCP-Protocol-Version: {version}"),
+        )
+        .answering(id.as_ref()));
     }
     Ok(())
 }
@@ -122,38 +79,40 @@ fn header_matches_initialize(
     headers: &HeaderMap,
     body_version: &str,
     id: &RequestId,
-) -> Result<(), Refusal> {
+) -> Result<(), McpError> {
     let Some(value) = headers.get(HEADER_MCP_PROTOCOL_VERSION) else {
         return Ok(());
     };
     let Ok(header) = value.to_str() else {
-        return Err(Refusal::invalid_request(
-            Some(id.clone()),
+        return Err(McpError::bad_request(
+            ErrorCode::INVALID_REQUEST,
             "Invalid Request: MCP-Protocol-Version header is not valid UTF-8",
-        ));
+        )
+        .answering(Some(id)));
     };
     if header != body_version {
-        return Err(Refusal::invalid_request(
-            Some(id.clone()),
+        return Err(McpError::bad_request(
+            ErrorCode::INVALID_REQUEST,
             format!(
                 "Invalid Request: MCP-Protocol-Version header ({header}) does not match \
                  initialize params.protocolVersion ({body_version})"
             ),
-        ));
+        )
+        .answering(Some(id)));
     }
     Ok(())
 }
 
 /// A request's revision in `_meta` agrees with the header; a request on 2026-07-28 (by its
 /// header) or a `server/discover` carries every `_meta` key that revision requires.
-pub fn version_meta(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Result<(), Refusal> {
+pub fn version_meta(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Result<(), McpError> {
     let ClientJsonRpcMessage::Request(request) = message else {
         return Ok(());
     };
     if matches!(&request.request, ClientRequest::InitializeRequest(_)) {
         return Ok(());
     }
-    let id = Some(request.id.clone());
+    let id = Some(&request.id);
     let discover = matches!(&request.request, ClientRequest::DiscoverRequest(_));
     let meta = request.request.get_meta();
     let header = header_version(headers);
@@ -162,27 +121,25 @@ pub fn version_meta(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Resu
             discover || header.is_some_and(|v| v >= ProtocolVersion::V_2026_07_28.as_str());
         if required {
             let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
-            return Err(Refusal::invalid_params(
-                id,
+            return Err(McpError::bad_request(
+                ErrorCode::INVALID_PARAMS,
                 format!(
                     "Invalid params: request _meta is missing or has malformed required fields: {}",
                     missing.join(", ")
                 ),
-            ));
+            )
+            .answering(id));
         }
         return Ok(());
     };
+    let mismatch = |why: String| mismatch(why).answering(id);
     match header {
-        None => Err(Refusal::header_mismatch(
-            id,
-            "request _meta protocolVersion requires MCP-Protocol-Version header",
+        None => Err(mismatch(
+            "request _meta protocolVersion requires MCP-Protocol-Version header".into(),
         )),
-        Some(h) if h != own.as_str() => Err(Refusal::header_mismatch(
-            id,
-            format!(
-                "MCP-Protocol-Version header ({h}) does not match request _meta protocolVersion ({own})"
-            ),
-        )),
+        Some(h) if h != own.as_str() => Err(mismatch(format!(
+            "MCP-Protocol-Version header ({h}) does not match request _meta protocolVersion ({own})"
+        ))),
         Some(_) => Ok(()),
     }
 }
@@ -190,7 +147,7 @@ pub fn version_meta(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Resu
 /// Whether a message belongs to the revisions with sessions (an `initialize`, or a request
 /// without a complete 2026-07-28 `_meta` on a revision that has the handshake), after the
 /// header checks every message gets.
-pub fn uses_session(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Result<bool, Refusal> {
+pub fn uses_session(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Result<bool, McpError> {
     let id = request_id(message);
     let own = own_version(message);
     version_header(headers, id.clone(), own.is_some())?;
@@ -220,7 +177,7 @@ pub fn uses_session(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Resu
 }
 
 /// Whether the headers alone (a `GET` or `DELETE`) belong to a revision with sessions.
-pub fn headers_use_session(headers: &HeaderMap) -> Result<bool, Refusal> {
+pub fn headers_use_session(headers: &HeaderMap) -> Result<bool, McpError> {
     version_header(headers, None, false)?;
     let version: Option<ProtocolVersion> = header_version(headers)
         .and_then(|s| serde_json::from_value(Value::String(s.to_owned())).ok());
@@ -277,7 +234,7 @@ fn name_of(request: &ClientRequest) -> Option<&str> {
 pub fn standard_headers(
     headers: &HeaderMap,
     message: &ClientJsonRpcMessage,
-) -> Result<(), Refusal> {
+) -> Result<(), McpError> {
     let required =
         header_version(headers).is_some_and(|v| v >= ProtocolVersion::STANDARD_HEADERS.as_str());
     if !required {
@@ -298,7 +255,7 @@ pub fn standard_headers(
         }
         _ => return Ok(()),
     };
-    let mismatch = |why: String| Refusal::header_mismatch(id.clone(), why);
+    let mismatch = |why: String| mismatch(why).answering(id.as_ref());
     if method == "initialize" {
         let mut values = headers.get_all(HEADER_MCP_METHOD).iter();
         let Some(first) = values.next() else {
@@ -362,6 +319,7 @@ pub fn stateless_status(message: &ServerJsonRpcMessage, meta_malformed: bool) ->
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+    use serde_json::json;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -390,7 +348,13 @@ mod tests {
             Ok(())
         );
         let other = standard_headers(&headers(&good), &call("hub.get_logs"));
-        assert_eq!(other.map_err(|r| r.code), Err(ErrorCode::HEADER_MISMATCH));
+        let other = other.expect_err("another name");
+        assert_eq!(other.code(), ErrorCode::HEADER_MISMATCH);
+        assert_eq!(
+            other.body()["id"],
+            json!(7),
+            "the refusal answers the request"
+        );
         let encoded = [
             ("mcp-protocol-version", "2026-07-28"),
             ("mcp-method", "tools/call"),
@@ -424,7 +388,7 @@ mod tests {
     fn unknown_and_unreadable_revisions_are_refused() {
         let h = headers(&[("mcp-protocol-version", "1999-01-01")]);
         assert_eq!(
-            version_header(&h, None, false).map_err(|r| r.message),
+            version_header(&h, None, false).map_err(|r| r.message().to_owned()),
             Err("Bad Request: Unsupported MCP-Protocol-Version: 1999-01-01".to_string())
         );
         assert_eq!(version_header(&h, None, true), Ok(()));

@@ -37,17 +37,18 @@ use dashmap::DashMap;
 use futures::Stream;
 use rmcp::model::{
     CancelledNotification, CancelledNotificationParam, ClientCapabilities, ClientJsonRpcMessage,
-    ClientNotification, ClientRequest, CustomResult, GetExtensions, GetMeta, Implementation,
-    InitializeRequestParams, JsonRpcError, JsonRpcNotification, JsonRpcResponse, JsonRpcVersion2_0,
-    NumberOrString, ProgressToken, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
+    ClientNotification, ClientRequest, CustomResult, ErrorCode, GetExtensions, GetMeta,
+    Implementation, InitializeRequestParams, JsonRpcError, JsonRpcNotification, JsonRpcResponse,
+    JsonRpcVersion2_0, NumberOrString, ProgressToken, ProtocolVersion, RequestId,
+    ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use tokio_util::sync::CancellationToken;
 
-use self::checks::Refusal;
 use self::wire::{Answer, Inlet};
 use crate::app::{App, Principal};
 use crate::mcp::bindings::Bindings;
+use crate::mcp::error::McpError;
 use crate::mcp::front::{self, FrontError};
 use crate::mcp::{RootMcp, tasks};
 
@@ -122,25 +123,20 @@ impl Door {
     /// Answers one request to `/mcp`. A session is continued only with the bearer of the
     /// lease that opened it.
     pub async fn serve(self: &Arc<Self>, req: Request) -> Response {
-        let bindings = &self.handler.bindings;
         let lease = match req.extensions().get::<Principal>() {
             Some(Principal::Lease(l)) => Some(l.session_id().to_string()),
             _ => None,
         };
-        if let (Some(lease), Some(sid)) = (&lease, session_id(req.headers()))
-            && !bindings.continues(sid, lease)
-        {
-            return session_not_found();
-        }
+        let asker = lease.as_deref();
         let result = match *req.method() {
-            Method::POST => self.post(req).await,
-            Method::GET => self.get(req),
-            Method::DELETE => self.delete(req),
+            Method::POST => self.post(req, asker).await,
+            Method::GET => self.get(req, asker),
+            Method::DELETE => self.delete(req, asker),
             _ => Ok(method_not_allowed()),
         };
-        let res = result.unwrap_or_else(refused);
+        let res = result.unwrap_or_else(IntoResponse::into_response);
         if let (Some(lease), Some(sid)) = (&lease, session_id(res.headers())) {
-            bindings.bind(sid, lease);
+            self.handler.bindings.bind(sid, lease);
         }
         res
     }
@@ -155,19 +151,16 @@ impl Door {
         self.handler.bindings.forget_leases(dead);
     }
 
-    async fn post(self: &Arc<Self>, req: Request) -> Result<Response, Refusal> {
-        if let Err(e) = front::check_headers(req.headers()) {
-            return Ok(e.response(None));
-        }
+    async fn post(
+        self: &Arc<Self>,
+        req: Request,
+        asker: Option<&str>,
+    ) -> Result<Response, McpError> {
+        front::check_headers(req.headers())?;
         let (parts, body) = req.into_parts();
-        let bytes = match front::read_body(body, self.app.config.limits.max_body_bytes).await {
-            Ok(b) => b,
-            Err(e) => return Ok(e.response(None)),
-        };
-        let message = match decode(&bytes) {
-            Ok(m) => m,
-            Err((e, id)) => return Ok(e.response(id.as_ref())),
-        };
+        let limit = self.app.config.limits.max_body_bytes;
+        let bytes = front::read_body(body, limit).await?;
+        let message = decode(&bytes).map_err(|(e, id)| McpError::from(e).answering_raw(id))?;
         let session = checks::uses_session(&parts.headers, &message)?;
         checks::standard_headers(&parts.headers, &message)?;
         if !session {
@@ -187,7 +180,9 @@ impl Door {
         let id = checks::request_id(&message);
         match session_id(&parts.headers) {
             Some(sid) => {
-                let session = self.session(sid, id)?;
+                let session = self
+                    .session(sid, asker)
+                    .map_err(|e| e.answering(id.as_ref()))?;
                 if session.legacy_tasks.load(Ordering::Acquire) {
                     return Ok(self.legacy_tasks(&session, message, parts, &bytes).await);
                 }
@@ -203,22 +198,21 @@ impl Door {
                 {
                     Ok(self.open(message, parts).await)
                 }
-                _ => Err(Refusal::transport(
-                    StatusCode::BAD_REQUEST,
-                    id,
-                    "Bad Request: Session ID is required",
-                )),
+                _ => Err(session_required().answering(id.as_ref())),
             },
         }
     }
 
-    fn session(&self, sid: &str, id: Option<RequestId>) -> Result<Session, Refusal> {
+    /// The session `sid`, when `asker` (the bearer's lease, if it is one) may continue it: a
+    /// session bound to another lease is answered as if it did not exist.
+    fn session(&self, sid: &str, asker: Option<&str>) -> Result<Session, McpError> {
+        if asker.is_some_and(|lease| !self.handler.bindings.continues(sid, lease)) {
+            return Err(McpError::session_not_found());
+        }
         self.sessions
             .get(sid)
             .map(|s| s.value().clone())
-            .ok_or_else(|| {
-                Refusal::transport(StatusCode::NOT_FOUND, id, "Not Found: Session not found")
-            })
+            .ok_or_else(McpError::session_not_found)
     }
 
     /// `initialize` without a session: a new session, its service, and the handshake's answer
@@ -294,10 +288,12 @@ impl Door {
         }
         session.inlet.routes.touch();
         let Some(Principal::Lease(lease)) = parts.extensions.get::<Principal>().cloned() else {
-            return refused(Refusal::invalid_request(
-                Some(request.id),
+            return McpError::bad_request(
+                ErrorCode::INVALID_REQUEST,
                 "this endpoint needs a lease bearer",
-            ));
+            )
+            .answering(Some(&request.id))
+            .into_response();
         };
         let caller = tasks::legacy::Caller {
             lease,
@@ -360,11 +356,9 @@ impl Door {
                 let answer = inlet.routes.expect(id.clone(), progress);
                 if !inlet.send(ClientJsonRpcMessage::Request(r)) {
                     inlet.routes.abandon(&id);
-                    return refused(Refusal::transport(
-                        StatusCode::NOT_FOUND,
-                        Some(asked),
-                        "Not Found: Session not found",
-                    ));
+                    return McpError::session_not_found()
+                        .answering(Some(&asked))
+                        .into_response();
                 }
                 let pending = Pending {
                     inlet: inlet.clone(),
@@ -384,10 +378,11 @@ impl Door {
                 inlet.send(response);
                 StatusCode::ACCEPTED.into_response()
             }
-            _ => refused(Refusal::invalid_request(
-                None,
+            _ => McpError::bad_request(
+                ErrorCode::INVALID_REQUEST,
                 "stateless server does not accept JSON-RPC responses",
-            )),
+            )
+            .into_response(),
         }
     }
 
@@ -406,11 +401,12 @@ impl Door {
             _ = self.shutdown.cancelled() => None,
         };
         let Some(first) = first else {
-            return refused(Refusal::transport(
+            return McpError::transport(
                 StatusCode::SERVICE_UNAVAILABLE,
-                Some(asked),
                 "Service Unavailable: root is stopping",
-            ));
+            )
+            .answering(Some(&asked))
+            .into_response();
         };
         if terminal(&first) {
             pending.armed = false;
@@ -453,12 +449,11 @@ impl Door {
     }
 
     /// `GET /mcp`: a session's standalone stream.
-    fn get(&self, req: Request) -> Result<Response, Refusal> {
+    fn get(&self, req: Request, asker: Option<&str>) -> Result<Response, McpError> {
         let headers = req.headers();
         if !front::accepts(headers, "text/event-stream") {
-            return Err(Refusal::transport(
+            return Err(McpError::transport(
                 StatusCode::NOT_ACCEPTABLE,
-                None,
                 "Not Acceptable: Client must accept text/event-stream",
             ));
         }
@@ -466,7 +461,7 @@ impl Door {
             return Ok(method_not_allowed());
         }
         let sid = session_id(headers).ok_or_else(session_required)?;
-        let session = self.session(sid, None)?;
+        let session = self.session(sid, asker)?;
         let messages = session.inlet.routes.open_standalone();
         let stream = futures::stream::unfold(messages, |mut messages| async move {
             let message = messages.recv().await?;
@@ -476,15 +471,17 @@ impl Door {
     }
 
     /// `DELETE /mcp`: ends a session.
-    fn delete(&self, req: Request) -> Result<Response, Refusal> {
+    fn delete(&self, req: Request, asker: Option<&str>) -> Result<Response, McpError> {
         let headers = req.headers();
         if !checks::headers_use_session(headers)? {
             return Ok(method_not_allowed());
         }
         let sid = session_id(headers).ok_or_else(session_required)?;
-        let (_, session) = self.sessions.remove(sid).ok_or_else(|| {
-            Refusal::transport(StatusCode::NOT_FOUND, None, "Not Found: Session not found")
-        })?;
+        self.session(sid, asker)?;
+        let (_, session) = self
+            .sessions
+            .remove(sid)
+            .ok_or_else(McpError::session_not_found)?;
         session.ends.cancel();
         session.inlet.routes.close_standalone();
         Ok(StatusCode::OK.into_response())
@@ -543,10 +540,9 @@ fn session_id(headers: &HeaderMap) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
-fn session_required() -> Refusal {
-    Refusal::transport(
+fn session_required() -> McpError {
+    McpError::transport(
         StatusCode::BAD_REQUEST,
-        None,
         "Bad Request: Session ID is required",
     )
 }
@@ -629,22 +625,6 @@ fn method_not_allowed() -> Response {
         StatusCode::METHOD_NOT_ALLOWED,
         [(header::ALLOW, "GET, POST, DELETE")],
         "Method Not Allowed",
-    )
-        .into_response()
-}
-
-fn refused(r: Refusal) -> Response {
-    (r.status, axum::Json(r.body())).into_response()
-}
-
-/// A session continued with another lease's bearer: as if it did not exist.
-fn session_not_found() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        axum::Json(serde_json::json!({
-            "jsonrpc": "2.0", "id": null,
-            "error": { "code": -32001, "message": "session not found" }
-        })),
     )
         .into_response()
 }

@@ -69,8 +69,8 @@ pub(crate) async fn call(
 ) -> Result<Value, ToolError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut input = CallInput::new("d", arguments, deadline);
-    input.dry_run = dry_run;
-    input.idempotency_key = key.map(str::to_owned);
+    input.body.dry_run = dry_run;
+    input.body.idempotency_key = key.map(str::to_owned);
     kind.run(ctx.clone(), input).await
 }
 
@@ -96,8 +96,8 @@ async fn execute_confirmed(
 ) -> Result<Value, ToolError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut input = CallInput::new("d", arguments, deadline);
-    input.idempotency_key = Some(key.to_owned());
-    input.confirmed_effect = Some(confirmed.clone());
+    input.body.idempotency_key = Some(key.to_owned());
+    input.body.confirmed_effect = Some(confirmed.clone());
     kind.run(ctx.clone(), input).await
 }
 

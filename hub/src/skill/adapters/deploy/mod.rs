@@ -166,7 +166,7 @@ struct Steps {
 impl Steps {
     fn new(input: &CallInput, total: usize) -> Steps {
         Steps {
-            progress: if input.dry_run {
+            progress: if input.body.dry_run {
                 Progress::default()
             } else {
                 input.progress.clone()
@@ -209,7 +209,7 @@ fn replayed(
 
 pub(crate) async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let deploy = config(ctx)?;
-    let requested = ref_argument(&input.arguments)?;
+    let requested = ref_argument(&input.body.arguments)?;
     let requested = requested.as_str();
     let wanted = crate::machine::refs::check_requested(
         requested,
@@ -219,8 +219,8 @@ pub(crate) async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Val
     .map_err(invalid)?;
     let _op = ctx.stores.deploys.exclusive(input.deadline).await?;
     let tool = deploy_tool();
-    if !input.dry_run
-        && let Some(key) = &input.idempotency_key
+    if !input.body.dry_run
+        && let Some(key) = &input.body.idempotency_key
         && let Some(first) = ctx.stores.deploys.replay(tool, key)?
     {
         return replayed(first, tool, key, Some(requested));
@@ -236,11 +236,15 @@ pub(crate) async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Val
     let mut effect = ops
         .effect(tool_action(tool), &state, current.as_ref(), &target)
         .await?;
-    if input.dry_run {
+    if input.body.dry_run {
         effect.insert("repository".into(), json!(ops.redact(&deploy.repository)));
         return Ok(Value::Object(effect));
     }
-    check_confirmed(input.confirmed_effect.as_ref(), current.as_ref(), &target)?;
+    check_confirmed(
+        input.body.confirmed_effect.as_ref(),
+        current.as_ref(),
+        &target,
+    )?;
     let changes: Vec<String> =
         serde_json::from_value(effect["local_changes"].clone()).unwrap_or_default();
     if !changes.is_empty() {
@@ -262,11 +266,11 @@ pub(crate) async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Val
 
 pub(crate) async fn rollback(ctx: &HubContext, input: CallInput) -> Result<Value, ToolError> {
     let deploy = config(ctx)?;
-    no_arguments(&input.arguments)?;
+    no_arguments(&input.body.arguments)?;
     let _op = ctx.stores.deploys.exclusive(input.deadline).await?;
     let tool = rollback_tool();
-    if !input.dry_run
-        && let Some(key) = &input.idempotency_key
+    if !input.body.dry_run
+        && let Some(key) = &input.body.idempotency_key
         && let Some(first) = ctx.stores.deploys.replay(tool, key)?
     {
         return replayed(first, tool, key, None);
@@ -317,11 +321,15 @@ pub(crate) async fn rollback(ctx: &HubContext, input: CallInput) -> Result<Value
     let mut effect = ops
         .effect(tool_action(tool), &state, current.as_ref(), &target)
         .await?;
-    if input.dry_run {
+    if input.body.dry_run {
         effect.insert("undoes".into(), undoes);
         return Ok(Value::Object(effect));
     }
-    check_confirmed(input.confirmed_effect.as_ref(), current.as_ref(), &target)?;
+    check_confirmed(
+        input.body.confirmed_effect.as_ref(),
+        current.as_ref(),
+        &target,
+    )?;
     let changes: Vec<String> =
         serde_json::from_value(effect["local_changes"].clone()).unwrap_or_default();
     if !changes.is_empty() {
@@ -389,7 +397,7 @@ async fn finish(
         previous_ref: current.as_ref().and_then(|c| c.ref_name.clone()),
         commit: target.commit.clone(),
         at,
-        idempotency_key: input.idempotency_key.clone(),
+        idempotency_key: input.body.idempotency_key.clone(),
         result: result.clone(),
     };
     ops.ctx.stores.deploys.record(&record).map_err(|e| {

@@ -19,8 +19,8 @@ async fn run(
     key: Option<&str>,
 ) -> Result<Value, ToolError> {
     let mut input = CallInput::new("c", arguments, soon());
-    input.dry_run = dry_run;
-    input.idempotency_key = key.map(str::to_owned);
+    input.body.dry_run = dry_run;
+    input.body.idempotency_key = key.map(str::to_owned);
     kind.run(ctx.clone(), input).await
 }
 

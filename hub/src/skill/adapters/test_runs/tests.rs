@@ -69,8 +69,8 @@ async fn call(
     key: Option<&str>,
 ) -> Result<Value, ToolError> {
     let mut input = CallInput::new("c", json!({ "name": name }), soon(10_000));
-    input.dry_run = dry_run;
-    input.idempotency_key = key.map(str::to_owned);
+    input.body.dry_run = dry_run;
+    input.body.idempotency_key = key.map(str::to_owned);
     AdapterKind::AllowedTests.run(ctx.clone(), input).await
 }
 
