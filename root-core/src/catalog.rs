@@ -19,7 +19,7 @@ const BUILTIN_PROFILES: &str = include_str!("../../config/profiles.toml");
 const BUILTIN_DESTRUCTIVE: &str = include_str!("../../config/destructive.toml");
 
 /// Every root adapter name a contract may use (`call::executors` runs each).
-pub const ROOT_EXECUTORS: &[&str] = &[
+pub(crate) const ROOT_EXECUTORS: &[&str] = &[
     "root.access_tokens.list",
     "root.access_tokens.issue",
     "root.access_tokens.revoke",
@@ -32,7 +32,7 @@ pub const ROOT_EXECUTORS: &[&str] = &[
 
 /// Every root adapter a routed read may name to answer while its target is offline (a
 /// contract's `offline`; `call::executors::evidence` runs each).
-pub const ROOT_OFFLINE_EXECUTORS: &[&str] = &[
+pub(crate) const ROOT_OFFLINE_EXECUTORS: &[&str] = &[
     "root.evidence.list_sessions",
     "root.evidence.get_session",
     "root.evidence.list_incidents",
@@ -52,8 +52,8 @@ pub struct Catalog {
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: {reason}")]
 pub struct CatalogError {
-    pub file: String,
-    pub reason: String,
+    pub(crate) file: String,
+    pub(crate) reason: String,
 }
 
 fn err(file: impl Into<String>, reason: impl Into<String>) -> CatalogError {
@@ -397,7 +397,7 @@ struct DestructiveFile {
 
 /// A destructive action name and what to do instead.
 pub struct DestructiveRule {
-    pub pattern: regex::Regex,
+    pub(crate) pattern: regex::Regex,
     pub reason: String,
     pub alternatives: Vec<String>,
 }

@@ -22,6 +22,8 @@
 //! - [`actors`]: the supervision tree over the actors the concepts above define;
 //!   [`telemetry`]: logging and metrics.
 
+#![warn(unreachable_pub)]
+
 pub mod actors;
 pub mod audit;
 pub mod auth;

@@ -78,7 +78,7 @@ impl Registry {
     }
 
     /// Replaces the registry with the active operators of `rows`.
-    pub fn load(&self, rows: &[OperatorRow]) {
+    pub(crate) fn load(&self, rows: &[OperatorRow]) {
         self.by_hash.retain(|hash, _| {
             rows.iter()
                 .any(|r| r.revoked_at_ms.is_none() && &r.token_hash == hash)

@@ -61,7 +61,7 @@ pub struct Args {
     pub enrolments: Arc<crate::hubs::Enrolments>,
 }
 
-pub struct PolicyEngine;
+pub(crate) struct PolicyEngine;
 
 impl Actor for PolicyEngine {
     type Msg = Msg;

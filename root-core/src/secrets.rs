@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use aws_lc_rs::aead::{AES_256_GCM, Aad, NONCE_LEN, Nonce, RandomizedNonceKey};
 
 /// Prefix of an encrypted signing key as stored.
-pub const ENCRYPTED_PREFIX: &str = "enc:v1:";
+pub(crate) const ENCRYPTED_PREFIX: &str = "enc:v1:";
 
 /// Why sealed state did not open ([`MasterKey::open`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -79,7 +79,7 @@ pub fn check_private_file(path: &Path) -> Result<(), SecretError> {
 }
 
 /// Reads a secret file after [`check_private_file`].
-pub fn read_private_file(path: &Path) -> Result<String, SecretError> {
+pub(crate) fn read_private_file(path: &Path) -> Result<String, SecretError> {
     check_private_file(path)?;
     std::fs::read_to_string(path).map_err(|source| SecretError::Read {
         path: path.to_owned(),
@@ -234,7 +234,11 @@ impl MasterKey {
     }
 
     /// Opens a stored signing key; a clear (pre-encryption) row is read as hex.
-    pub fn open_signing_key(&self, target_id: &str, stored: &str) -> Result<[u8; 32], SecretError> {
+    pub(crate) fn open_signing_key(
+        &self,
+        target_id: &str,
+        stored: &str,
+    ) -> Result<[u8; 32], SecretError> {
         let undecryptable = || SecretError::Undecryptable {
             target_id: target_id.to_owned(),
         };

@@ -18,34 +18,34 @@ pub struct App {
     pub store: Store,
     pub actors: Arc<Actors>,
     /// Tool contracts, capability profiles and the destructive-action rules.
-    pub catalog: Catalog,
-    pub leases: Arc<LeaseIndex>,
+    pub(crate) catalog: Catalog,
+    pub(crate) leases: Arc<LeaseIndex>,
     /// The descriptor set being served, read without a message to the descriptor cache
     /// (which alone replaces it; see `descriptors::cache`).
     pub descriptors: Arc<crate::descriptors::cache::Args>,
     /// Publishes descriptor sets, one at a time.
-    pub publisher: crate::descriptors::publish::Publisher,
+    pub(crate) publisher: crate::descriptors::publish::Publisher,
     /// The clock descriptor freshness is judged by (tests move it).
     pub clock: crate::descriptors::clock::Clock,
     /// Enrolled and connected targets, their links and timeline.
     pub hubs: Hubs,
     /// The audit trail every call and operator action is appended to.
-    pub audit: Arc<Trail>,
-    pub limits: ConcurrencyLimits,
-    pub metrics: Metrics,
+    pub(crate) audit: Arc<Trail>,
+    pub(crate) limits: ConcurrencyLimits,
+    pub(crate) metrics: Metrics,
     /// The bootstrap operator's (`admin`) bearer.
-    pub admin_token: String,
+    pub(crate) admin_token: String,
     /// Named operators' credentials (`operators`).
-    pub operators: crate::operators::Registry,
+    pub(crate) operators: crate::operators::Registry,
     /// Encrypts hub signing keys at rest.
     pub master_key: crate::secrets::MasterKey,
     /// The tasks (calls run past their request) this replica runs.
-    pub tasks: crate::call::running::Running,
+    pub(crate) tasks: crate::call::running::Running,
     /// Operators' console sessions and the reader leases their reads run under.
-    pub logins: crate::logins::Logins,
-    pub started_at: time::OffsetDateTime,
+    pub(crate) logins: crate::logins::Logins,
+    pub(crate) started_at: time::OffsetDateTime,
     /// Cancelled when the daemon shuts down; long-lived connections (hubs) end with it.
-    pub shutdown: tokio_util::sync::CancellationToken,
+    pub(crate) shutdown: tokio_util::sync::CancellationToken,
     /// This process as one replica of the zone (PostgreSQL); `None` on SQLite, the single
     /// replica default.
     pub zone: Option<Arc<crate::replica::zone::Zone>>,
@@ -53,7 +53,7 @@ pub struct App {
 
 /// Who is calling, as resolved by root from the bearer.
 #[derive(Clone)]
-pub enum Principal {
+pub(crate) enum Principal {
     Lease(Arc<crate::leases::manager::LeaseEntry>),
     Operator(crate::operators::OperatorId),
 }
@@ -61,7 +61,10 @@ pub enum Principal {
 impl App {
     /// The tools a lease with `profile` may call: every non-destructive contract whose
     /// capability the profile grants.
-    pub fn effective_tools(&self, profile: &mcp_shared::profile::CapabilityProfile) -> Vec<String> {
+    pub(crate) fn effective_tools(
+        &self,
+        profile: &mcp_shared::profile::CapabilityProfile,
+    ) -> Vec<String> {
         self.catalog
             .contracts
             .all()
@@ -79,7 +82,7 @@ impl App {
     }
 
     /// The contracts a lease may call right now, in stable order (the policy engine decides).
-    pub async fn visible_tools(
+    pub(crate) async fn visible_tools(
         &self,
         lease: &crate::leases::manager::LeaseEntry,
     ) -> Result<Vec<Arc<crate::catalog::ContractEntry>>, String> {
@@ -100,7 +103,7 @@ impl App {
     /// Descriptors of `set` readable with `visible` tools (`None`: the operator, who reads
     /// all): those a visible tool projects, plus those no tool projects (public
     /// self-description such as the plane registry).
-    pub fn readable_in(
+    pub(crate) fn readable_in(
         &self,
         set: &crate::descriptors::DescriptorSet,
         visible: Option<&[Arc<crate::catalog::ContractEntry>]>,

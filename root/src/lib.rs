@@ -23,6 +23,8 @@
 //! [`run`] starts everything and returns a [`RootHandle`] with the bound address; tests start
 //! the daemon in-process on `127.0.0.1:0`.
 
+#![warn(unreachable_pub)]
+
 pub use mcp_root_core::{
     actors, audit, auth, catalog, config, descriptors, hubs, leases, operators, policy, secrets,
     skill_catalog, store, telemetry,

@@ -27,7 +27,7 @@ type HmacSha256 = Hmac<Sha256>;
 /// Console state shared through [`App`]: live cookie sessions and the operator's reader
 /// leases (`inspect.rs`).
 #[derive(Default)]
-pub struct Logins {
+pub(crate) struct Logins {
     /// Session id → expiry (unix ms) and the operator who logged in: every session of a single
     /// replica; with replicas, the ones this replica has seen (the store holds the zone's).
     live: DashMap<String, (i64, crate::operators::OperatorId)>,
@@ -43,11 +43,11 @@ pub struct Logins {
 
 /// A verified console session.
 #[derive(Debug, Clone)]
-pub struct ConsoleSession {
-    pub id: String,
-    pub expires_ms: i64,
+pub(crate) struct ConsoleSession {
+    pub(crate) id: String,
+    pub(crate) expires_ms: i64,
     /// Who logged in.
-    pub operator: crate::operators::OperatorId,
+    pub(crate) operator: crate::operators::OperatorId,
 }
 
 fn mac(key: &[u8], parts: &[&[u8]]) -> Option<[u8; 32]> {
@@ -76,7 +76,7 @@ pub(crate) fn credential(app: &App, id: &str, expires_ms: i64) -> Option<String>
 }
 
 /// The CSRF token of session `id`.
-pub fn csrf_token(app: &App, id: &str) -> Option<String> {
+pub(crate) fn csrf_token(app: &App, id: &str) -> Option<String> {
     let sig = mac(&key(app)?, &[b"csrf.", id.as_bytes()])?;
     Some(b64(&sig))
 }
@@ -85,7 +85,7 @@ impl Logins {
     /// Verifies a cookie value: well-formed, signed by the zone's key, unexpired, and a
     /// session root still holds (with replicas: one the zone's store holds, which is how a
     /// session opened on another replica is found).
-    pub async fn verify(&self, app: &App, value: &str) -> Option<ConsoleSession> {
+    pub(crate) async fn verify(&self, app: &App, value: &str) -> Option<ConsoleSession> {
         let mut parts = value.split('.');
         let (v, id, exp, sig) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         if v != "v1" || parts.next().is_some() || id.len() > 64 {
@@ -195,7 +195,11 @@ impl Logins {
 
     /// Ends every console session of operator `name` (revoked), here and, with replicas, in
     /// the store and on every live replica before it returns.
-    pub async fn end_operator(&self, app: &App, name: &str) -> Result<(), crate::store::Error> {
+    pub(crate) async fn end_operator(
+        &self,
+        app: &App,
+        name: &str,
+    ) -> Result<(), crate::store::Error> {
         let here: Vec<String> = self
             .live
             .iter()
@@ -216,7 +220,7 @@ impl Logins {
     }
 
     /// Session `id` ended (here, or on another replica: the change feed says so).
-    pub fn forget(&self, id: &str) {
+    pub(crate) fn forget(&self, id: &str) {
         if self.ended.len() >= MAX_ENDED {
             // The oldest half; a session ended that long ago has usually expired as well,
             // and the store no longer holds any of them.
@@ -231,7 +235,11 @@ impl Logins {
 
     /// Drops those of `ids` this replica holds that the zone's store no longer holds (ended
     /// on another replica, evicted or expired). Nothing to do on a single replica.
-    pub async fn recheck(&self, app: &App, ids: &[String]) -> Result<(), crate::store::Error> {
+    pub(crate) async fn recheck(
+        &self,
+        app: &App,
+        ids: &[String],
+    ) -> Result<(), crate::store::Error> {
         if app.zone.is_none() {
             return Ok(());
         }
@@ -256,7 +264,7 @@ impl Logins {
     }
 
     /// [`Logins::recheck`] for every session this replica holds.
-    pub async fn recheck_all(&self, app: &App) -> Result<(), crate::store::Error> {
+    pub(crate) async fn recheck_all(&self, app: &App) -> Result<(), crate::store::Error> {
         let ids: Vec<String> = self.live.iter().map(|e| e.key().clone()).collect();
         self.recheck(app, &ids).await
     }

@@ -29,9 +29,9 @@ pub struct ChildArgs {
     pub router: Arc<router::Args>,
 }
 
-pub struct Supervisor;
+pub(crate) struct Supervisor;
 
-pub struct State {
+pub(crate) struct State {
     args: Arc<ChildArgs>,
     actors: Arc<Actors>,
     /// Each child's restarts within the window, oldest first.

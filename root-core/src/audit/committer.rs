@@ -30,10 +30,10 @@ use crate::store::AuditEntry;
 
 /// What the thread needs besides the events: the database file and the writer's arguments
 /// (batch size, delay, running calls, head channel, health, metrics, replica id).
-pub struct Settings {
-    pub path: PathBuf,
-    pub synchronous: SqliteSync,
-    pub writer: Arc<Args>,
+pub(crate) struct Settings {
+    pub(crate) path: PathBuf,
+    pub(crate) synchronous: SqliteSync,
+    pub(crate) writer: Arc<Args>,
 }
 
 enum Job {
@@ -51,11 +51,11 @@ pub struct Committer {
 /// The commit thread has stopped (it panicked); its writer is restarted by the supervisor.
 #[derive(Debug, thiserror::Error)]
 #[error("the audit commit thread has stopped")]
-pub struct Stopped;
+pub(crate) struct Stopped;
 
 impl Committer {
     /// Starts the thread. It opens its connection when the first batch arrives.
-    pub fn start(settings: Settings) -> std::io::Result<Committer> {
+    pub(crate) fn start(settings: Settings) -> std::io::Result<Committer> {
         let (jobs, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("audit-commit".into())
@@ -65,7 +65,7 @@ impl Committer {
 
     /// Queues `entry`; `reply` is answered when its batch is committed or has failed. When
     /// the thread has stopped the entry is handed back, not lost.
-    pub fn append(
+    pub(crate) fn append(
         &self,
         entry: Box<AuditEntry>,
         reply: AppendReply,
@@ -78,7 +78,7 @@ impl Committer {
     }
 
     /// Waits until everything queued so far is committed (or has failed).
-    pub async fn drain(&self) {
+    pub(crate) async fn drain(&self) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         if self.jobs.send(Job::Drain(tx)).is_ok() {
             let _ = rx.await;

@@ -30,10 +30,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 /// How often [`watch`] tries to write the outage record while the trail is unavailable.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// `tool_id` of the event that records an outage of the trail.
-pub const OUTAGE_EVENT: &str = "admin.audit.outage";
+pub(crate) const OUTAGE_EVENT: &str = "admin.audit.outage";
 
 #[derive(Debug, Clone)]
 struct Outage {

@@ -2,7 +2,7 @@
 //! what the request path appends through; [`verify`] walks the chain; [`record`] writes an
 //! event that is not a tool call (an operator's action, a hub's report).
 
-pub mod committer;
+pub(crate) mod committer;
 pub mod health;
 pub mod redaction;
 pub mod writer;

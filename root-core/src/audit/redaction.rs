@@ -15,7 +15,7 @@ use regex::Regex;
 use serde_json::Value;
 
 /// What replaces a redacted value.
-pub const REDACTED: &str = "[REDACTED]";
+pub(crate) const REDACTED: &str = "[REDACTED]";
 
 const BUILTIN_FIELDS: &[&str] = &[
     "token",

@@ -29,10 +29,11 @@ use super::committer::Committer;
 use crate::store::{AuditEntry, ChainLink, Store};
 
 /// The `prev_hash` of the first row.
-pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS_HASH: &str =
+    "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The chain hash of a row.
-pub fn chain_hash(prev_hash: &str, event_json: &str) -> String {
+pub(crate) fn chain_hash(prev_hash: &str, event_json: &str) -> String {
     let mut h = Sha256::new();
     h.update(prev_hash.as_bytes());
     h.update(b"\n");
@@ -41,14 +42,14 @@ pub fn chain_hash(prev_hash: &str, event_json: &str) -> String {
 }
 
 /// The stored form of an event: canonical JSON.
-pub fn event_json(event: &OperationalEvent) -> String {
+pub(crate) fn event_json(event: &OperationalEvent) -> String {
     let value = serde_json::to_value(event).unwrap_or(serde_json::Value::Null);
     String::from_utf8(mcp_shared::canonical::to_vec(&value)).unwrap_or_default()
 }
 
 /// The stored form of an event with the columns the trail is indexed by; consumes the event
 /// (nothing is cloned on the way to the store).
-pub fn entry(event: OperationalEvent) -> AuditEntry {
+pub(crate) fn entry(event: OperationalEvent) -> AuditEntry {
     let event_json = event_json(&event);
     AuditEntry {
         started_at_ms: mcp_shared::time::unix_ms(event.started_at),
@@ -84,7 +85,7 @@ impl RunningCalls {
         RunningGuard(self.clone())
     }
 
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.0.load(Ordering::Relaxed)
     }
 }
@@ -99,7 +100,7 @@ impl Drop for RunningGuard {
 }
 
 /// Answered with the event's sequence number once it is committed.
-pub type AppendReply = RpcReplyPort<Result<i64, String>>;
+pub(crate) type AppendReply = RpcReplyPort<Result<i64, String>>;
 
 /// Why an event was not recorded.
 #[derive(Debug, thiserror::Error)]
@@ -113,12 +114,12 @@ pub enum AppendError {
 }
 
 /// How long a caller waits for its event to be committed before giving up on the writer.
-pub const APPEND_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const APPEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Appends `event` to the trail and returns its `seq` once it is committed. On embedded SQLite
 /// the event goes straight to the writer's commit thread (serialized here, on the caller's
 /// task); otherwise, or when that thread has stopped, through the writer actor.
-pub async fn append(
+pub(crate) async fn append(
     actor: &ActorRef<Msg>,
     commit_thread: &CommitThread,
     event: OperationalEvent,
@@ -232,9 +233,9 @@ pub(super) fn retry_pause(attempt: u64) -> Duration {
 /// The commit thread of the running audit writer, if it has one (see [`Args::commit_thread`]).
 pub type CommitThread = Arc<arc_swap::ArcSwapOption<Committer>>;
 
-pub struct AuditWriter;
+pub(crate) struct AuditWriter;
 
-pub struct State {
+pub(crate) struct State {
     args: Arc<Args>,
     /// Entries of the next batch and their callers, in the same order.
     pending: Vec<AuditEntry>,

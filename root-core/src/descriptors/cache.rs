@@ -43,9 +43,9 @@ impl Args {
     }
 }
 
-pub struct DescriptorCache;
+pub(crate) struct DescriptorCache;
 
-pub struct State {
+pub(crate) struct State {
     args: Arc<Args>,
     set: Arc<DescriptorSet>,
 }

@@ -36,9 +36,4 @@ impl Clock {
             })
             .ok();
     }
-
-    /// Back to the system clock.
-    pub fn reset(&self) {
-        self.offset_ms.store(0, Ordering::Relaxed);
-    }
 }

@@ -53,7 +53,7 @@ pub struct SetOrigin {
     /// The store's revision of a published set.
     pub revision: Option<i64>,
     /// RFC 3339, for a published set.
-    pub published_at: Option<String>,
+    pub(crate) published_at: Option<String>,
     /// `sha256:` over the canonical JSON of `[[descriptor_id, content_hash], …]`.
     pub set_hash: String,
 }
@@ -73,7 +73,7 @@ pub struct DescriptorSet {
 
 /// What identifies a descriptive answer within one set: the tool, the selected entry's key
 /// (JSON text; empty without a selector) and the freshness state it reports.
-pub type AnswerKey = (String, String, mcp_shared::descriptor::FreshnessState);
+pub(crate) type AnswerKey = (String, String, mcp_shared::descriptor::FreshnessState);
 
 /// A descriptive tool's answer: the projection, already checked against the tool's output
 /// schema, and its JSON text (the MCP result's text content).
@@ -84,17 +84,13 @@ pub struct DescriptiveAnswer {
 }
 
 impl DescriptorSet {
-    pub fn get(&self, id: &str) -> Option<&Arc<Descriptor>> {
-        self.by_id.get(id)
-    }
-
     pub fn all(&self) -> Vec<Arc<Descriptor>> {
         self.by_id.values().cloned().collect()
     }
 }
 
 /// The set's identity: hash over its descriptors' ids and content hashes.
-pub fn set_hash(descriptors: &[Descriptor]) -> String {
+pub(crate) fn set_hash(descriptors: &[Descriptor]) -> String {
     let mut pairs: Vec<(&str, &str)> = descriptors
         .iter()
         .map(|d| {
@@ -221,7 +217,7 @@ fn find_secret(v: &Value, pointer: &mut String) -> Option<(String, &'static str)
 }
 
 /// A repository-relative reference: no absolute path, `..`, `~`, scheme or backslash.
-pub fn safe_source_ref(r: &str) -> bool {
+pub(crate) fn safe_source_ref(r: &str) -> bool {
     !r.is_empty()
         && r.len() <= 300
         && !r.starts_with('/')
@@ -234,7 +230,7 @@ pub fn safe_source_ref(r: &str) -> bool {
 
 /// Checks one descriptor on its own (schema, hash, times, provenance, secrets). `item` names
 /// it in errors (a file name or the descriptor id).
-pub fn check_one(item: &str, raw: &Value) -> Result<Descriptor, SetError> {
+pub(crate) fn check_one(item: &str, raw: &Value) -> Result<Descriptor, SetError> {
     match &*DESCRIPTOR_SCHEMA {
         Ok(v) => {
             let errors: Vec<String> = v

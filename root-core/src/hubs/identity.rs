@@ -13,7 +13,7 @@
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
 /// Scheme of the URI name that binds a certificate to a target.
-pub const URI_PREFIX: &str = "mcp-hub:";
+pub(crate) const URI_PREFIX: &str = "mcp-hub:";
 
 /// The URI name a certificate for `target_id` carries.
 pub fn uri_for(target_id: &str) -> String {
@@ -43,7 +43,7 @@ pub enum BindingError {
 }
 
 /// The targets a certificate (DER) is bound to: its `mcp-hub:` URI names.
-pub fn bound_targets(der: &[u8]) -> Result<Vec<String>, BindingError> {
+pub(crate) fn bound_targets(der: &[u8]) -> Result<Vec<String>, BindingError> {
     let (_, cert) =
         X509Certificate::from_der(der).map_err(|e| BindingError::Unreadable(e.to_string()))?;
     let san = cert

@@ -50,7 +50,7 @@ impl Pushed {
     }
 
     /// What sending one command came to, when it did not come to the hub's state.
-    pub fn of_error(e: ToolError) -> Pushed {
+    pub(crate) fn of_error(e: ToolError) -> Pushed {
         if e.code == ErrorCode::TargetOffline {
             Pushed::Pending
         } else {

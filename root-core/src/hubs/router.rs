@@ -82,7 +82,7 @@ impl std::fmt::Debug for ProgressSink {
 }
 
 /// What a routed call came to (the hub's outcome, or the failure that stood in for it).
-pub type RoutedResult = mcp_shared::protocol::CallOutcome;
+pub(crate) type RoutedResult = mcp_shared::protocol::CallOutcome;
 
 pub enum Msg {
     /// An operator command for a skill on a target.
@@ -107,9 +107,9 @@ pub struct Args {
     pub links: Arc<Links>,
 }
 
-pub struct Router;
+pub(crate) struct Router;
 
-pub struct State {
+pub(crate) struct State {
     links: Arc<Links>,
 }
 
@@ -227,7 +227,7 @@ impl Actor for Router {
 /// connection notices and closes, the hub dials again and gets a new session), and no other
 /// link is touched. It has no messages, so it cannot fail on one; the router restarting
 /// never touches it.
-pub struct LinkSupervisor;
+pub(crate) struct LinkSupervisor;
 
 impl Actor for LinkSupervisor {
     type Msg = ();

@@ -35,7 +35,7 @@ pub struct Desired {
     pub changed_by: Option<String>,
     /// When (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub changed_at: Option<String>,
+    pub(crate) changed_at: Option<String>,
 }
 
 impl Default for Desired {
@@ -106,7 +106,7 @@ impl Gate {
     }
 
     /// Whether the hub's owner switched the skill off (as last reported).
-    pub fn owner_disabled(&self) -> bool {
+    pub(crate) fn owner_disabled(&self) -> bool {
         self.reported.as_ref().is_some_and(|r| r.owner_disabled)
     }
 

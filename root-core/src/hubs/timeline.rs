@@ -11,7 +11,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 /// Lifecycle events kept.
-pub const CAPACITY: usize = 2_000;
+pub(crate) const CAPACITY: usize = 2_000;
 
 /// What happened to a target's connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -39,7 +39,7 @@ pub struct LifecycleEvent {
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
     pub target_id: String,
-    pub subnet_id: String,
+    pub(crate) subnet_id: String,
     pub kind: LifecycleKind,
     pub detail: String,
 }

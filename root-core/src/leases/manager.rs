@@ -91,7 +91,7 @@ impl LeaseEntry {
     }
 
     /// Its ancestors, parent first.
-    pub fn ancestors(&self) -> impl Iterator<Item = &LeaseEntry> {
+    pub(crate) fn ancestors(&self) -> impl Iterator<Item = &LeaseEntry> {
         std::iter::successors(self.parent.as_deref(), |e| e.parent.as_deref())
     }
 
@@ -179,7 +179,7 @@ impl LeaseIndex {
     ///
     /// A lease with a parent takes the parent's entry, which must be here already (load the
     /// chain with [`LeaseIndex::upsert_chain`]); one whose parent is not is refused here.
-    pub fn upsert(&self, row: LeaseRow) -> Arc<LeaseEntry> {
+    pub(crate) fn upsert(&self, row: LeaseRow) -> Arc<LeaseEntry> {
         let parent = match &row.lease.parent_session_id {
             Some(p) => match self.entry(p) {
                 Some(e) => Some(e),
@@ -316,7 +316,7 @@ pub enum Source {
 
 impl Source {
     /// The source of a lease as stored (a rotation keeps it).
-    pub fn of(lease: &SessionLease) -> Source {
+    pub(crate) fn of(lease: &SessionLease) -> Source {
         match (&lease.parent_session_id, lease.kind) {
             (Some(parent), LeaseKind::Run) => Source::Run {
                 parent: parent.clone(),
@@ -409,14 +409,14 @@ pub enum Msg {
     Panic,
 }
 
-pub struct LeaseManager;
+pub(crate) struct LeaseManager;
 
 pub struct Args {
     pub store: Store,
     pub index: Arc<LeaseIndex>,
 }
 
-pub struct State {
+pub(crate) struct State {
     store: Store,
     index: Arc<LeaseIndex>,
 }

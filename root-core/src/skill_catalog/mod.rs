@@ -36,11 +36,11 @@ pub const ONTOLOGY_MIME: &str = "application/json";
 /// Bundle-relative path of the ontology.
 pub const ONTOLOGY_PATH: &str = "ontology.json";
 /// Descriptor class of the catalog artifact.
-pub const DESCRIPTOR_CLASS: &str = "platform_skill_catalog";
+pub(crate) const DESCRIPTOR_CLASS: &str = "platform_skill_catalog";
 /// Default URI scheme (root config `skill_catalog.scheme`).
 pub const DEFAULT_SCHEME: &str = "mcp-root";
 /// Largest skill file accepted, in bytes.
-pub const MAX_SKILL_BYTES: u64 = 256 * 1024;
+pub(crate) const MAX_SKILL_BYTES: u64 = 256 * 1024;
 /// Longest name or path component accepted.
 const MAX_NAME: usize = 64;
 /// Longest bundle-relative path accepted.
@@ -205,7 +205,7 @@ pub fn skill_dir(install_path: &str) -> &str {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrontMatter {
     pub name: String,
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
 }
 
 /// Parses the YAML front matter at the start of a `SKILL.md` text.
@@ -256,7 +256,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The catalog revision: SHA-256 of the canonical JSON of the manifest (everything but the
 /// skill texts, which their content hashes stand for).
-pub fn manifest_sha256(manifest_version: u64, owner: &str, skills: &[SkillEntry]) -> String {
+pub(crate) fn manifest_sha256(manifest_version: u64, owner: &str, skills: &[SkillEntry]) -> String {
     let entries: Vec<Value> = skills
         .iter()
         .map(|s| {
@@ -271,7 +271,7 @@ pub fn manifest_sha256(manifest_version: u64, owner: &str, skills: &[SkillEntry]
 }
 
 /// Builds one skill entry from a `SKILL.md` file at bundle path `path`.
-pub fn skill_entry(path: &str, bytes: &[u8]) -> Result<SkillEntry, String> {
+pub(crate) fn skill_entry(path: &str, bytes: &[u8]) -> Result<SkillEntry, String> {
     let install = check_skill_path(path).map_err(|e| e.to_string())?;
     if bytes.len() as u64 > MAX_SKILL_BYTES {
         return Err(format!("larger than {MAX_SKILL_BYTES} bytes"));
@@ -304,7 +304,7 @@ pub fn skill_entry(path: &str, bytes: &[u8]) -> Result<SkillEntry, String> {
 }
 
 /// Assembles catalog content from entries (sorted by name and URI identity).
-pub fn catalog_content(mut skills: Vec<SkillEntry>) -> Result<CatalogContent, String> {
+pub(crate) fn catalog_content(mut skills: Vec<SkillEntry>) -> Result<CatalogContent, String> {
     skills.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
     let content = CatalogContent {
         manifest_version: MANIFEST_VERSION,
@@ -317,7 +317,7 @@ pub fn catalog_content(mut skills: Vec<SkillEntry>) -> Result<CatalogContent, St
 }
 
 /// Every rule a stored catalog must satisfy (build, publish and start-up alike).
-pub fn check_content(c: &CatalogContent) -> Result<(), String> {
+pub(crate) fn check_content(c: &CatalogContent) -> Result<(), String> {
     if c.manifest_version != MANIFEST_VERSION {
         return Err(format!(
             "manifest_version {} (root publishes {MANIFEST_VERSION})",
@@ -376,7 +376,7 @@ pub fn check_content(c: &CatalogContent) -> Result<(), String> {
 
 /// Two skill directories that collide (equal ignoring ASCII case, so a case-insensitive
 /// filesystem cannot merge them) or nest (one inside the other).
-pub fn nested_dirs(dirs: &[String]) -> Option<(String, String)> {
+pub(crate) fn nested_dirs(dirs: &[String]) -> Option<(String, String)> {
     let mut lower: Vec<String> = dirs.iter().map(|d| d.to_ascii_lowercase()).collect();
     lower.sort();
     for w in lower.windows(2) {
@@ -408,7 +408,7 @@ pub struct SkillCatalog {
 
 impl SkillCatalog {
     /// The served view of a catalog descriptor, or why it cannot be served.
-    pub fn from_descriptor(d: &Descriptor, scheme: &str) -> Result<SkillCatalog, String> {
+    pub(crate) fn from_descriptor(d: &Descriptor, scheme: &str) -> Result<SkillCatalog, String> {
         check_scheme(scheme).map_err(|e| e.to_string())?;
         let c: CatalogContent = serde_json::from_value(d.content.clone())
             .map_err(|e| format!("not a skill catalog: {e}"))?;

@@ -7,8 +7,6 @@ use super::*;
 pub struct AuditRow {
     pub seq: i64,
     pub event: OperationalEvent,
-    /// The event exactly as stored (what the hash covers).
-    pub event_json: String,
     pub prev_hash: String,
     pub hash: String,
     /// The replica that wrote the row (PostgreSQL with replicas; not covered by the hash).
@@ -19,22 +17,22 @@ pub struct AuditRow {
 /// canonical JSON (what the chain hash covers), taken from the event once.
 #[derive(Debug, Clone)]
 pub struct AuditEntry {
-    pub event_id: String,
-    pub trace_id: String,
-    pub target_id: Option<String>,
-    pub tool_id: String,
-    pub status: &'static str,
-    pub actor: String,
-    pub started_at_ms: i64,
-    pub event_json: String,
+    pub(crate) event_id: String,
+    pub(crate) trace_id: String,
+    pub(crate) target_id: Option<String>,
+    pub(crate) tool_id: String,
+    pub(crate) status: &'static str,
+    pub(crate) actor: String,
+    pub(crate) started_at_ms: i64,
+    pub(crate) event_json: String,
 }
 
 /// Where an [`AuditEntry`] lands in the hash chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChainLink {
-    pub seq: i64,
-    pub prev_hash: String,
-    pub hash: String,
+pub(crate) struct ChainLink {
+    pub(crate) seq: i64,
+    pub(crate) prev_hash: String,
+    pub(crate) hash: String,
 }
 
 /// Filters for the audit query; all optional, newest first, `before_seq` pages backwards.
@@ -86,7 +84,7 @@ impl Store {
     ///
     /// Root's audit writer appends this way on PostgreSQL; on SQLite it appends from its
     /// commit thread (`audit::committer`), and this serves everyone else.
-    pub async fn append_audit_chained(
+    pub(crate) async fn append_audit_chained(
         &self,
         entries: &[AuditEntry],
         replica_id: Option<&str>,
@@ -216,7 +214,6 @@ impl Store {
                 Ok(AuditRow {
                     seq,
                     event,
-                    event_json,
                     prev_hash: r.try_get(2).map_err(db("query audit"))?,
                     hash: r.try_get(3).map_err(db("query audit"))?,
                     replica_id: r.try_get(4).map_err(db("query audit"))?,
@@ -227,7 +224,7 @@ impl Store {
 
     /// Raw chain rows `(seq, event_json, prev_hash, hash)` after `after_seq`, oldest first, for
     /// verification (no parsing, so a tampered row cannot hide behind a parse error).
-    pub async fn audit_chain_page(
+    pub(crate) async fn audit_chain_page(
         &self,
         after_seq: i64,
         limit: i64,
@@ -253,11 +250,11 @@ impl Store {
 
 /// Rows per multi-row audit insert (12 parameters each; well under SQLite's and PostgreSQL's
 /// parameter limits).
-pub const AUDIT_ROWS_PER_INSERT: usize = 64;
+pub(crate) const AUDIT_ROWS_PER_INSERT: usize = 64;
 
 /// One audit row, in [`audit_insert_sql`]'s column order with SQLite's placeholders (the
 /// audit writer's commit thread prepares it once and runs it per row).
-pub const AUDIT_INSERT_ONE_SQL: &str = "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status, actor, started_at, event, prev_hash, hash, replica_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+pub(crate) const AUDIT_INSERT_ONE_SQL: &str = "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status, actor, started_at, event, prev_hash, hash, replica_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// Appends the multi-row insert of `n` audit rows to `sql`. `anonymous`: SQLite's `?`
 /// placeholders instead of `$N`; sqlx binds a named parameter by asking SQLite for its name,

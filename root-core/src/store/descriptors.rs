@@ -6,10 +6,9 @@ use super::*;
 #[derive(Debug, Clone)]
 pub struct DescriptorSetRow {
     pub revision: i64,
-    pub set_hash: String,
-    pub published_at_ms: i64,
+    pub(crate) published_at_ms: i64,
     /// The descriptors as a JSON array.
-    pub body: String,
+    pub(crate) body: String,
 }
 
 impl Store {
@@ -17,7 +16,7 @@ impl Store {
 
     /// Stores a published descriptor set as the next revision; returns the revision. Older
     /// revisions beyond the newest ten are dropped.
-    pub async fn put_descriptor_set(
+    pub(crate) async fn put_descriptor_set(
         &self,
         set_hash: &str,
         published_at_ms: i64,
@@ -53,7 +52,7 @@ impl Store {
     }
 
     /// Withdraws a stored revision (a publish the cache could not take).
-    pub async fn delete_descriptor_set(&self, revision: i64) -> Result<()> {
+    pub(crate) async fn delete_descriptor_set(&self, revision: i64) -> Result<()> {
         on_pool!(self, pool => {
             sqlx::query("DELETE FROM descriptor_sets WHERE revision = $1")
                 .bind(revision)
@@ -69,7 +68,7 @@ impl Store {
         let op = "load descriptor set";
         on_pool!(self, pool => {
             let row = sqlx::query(
-                "SELECT revision, set_hash, published_at, descriptors FROM descriptor_sets ORDER BY revision DESC LIMIT 1",
+                "SELECT revision, published_at, descriptors FROM descriptor_sets ORDER BY revision DESC LIMIT 1",
             )
             .fetch_optional(pool)
             .await
@@ -77,9 +76,8 @@ impl Store {
             row.map(|r| -> Result<DescriptorSetRow> {
                 Ok(DescriptorSetRow {
                     revision: r.try_get(0).map_err(db(op))?,
-                    set_hash: r.try_get(1).map_err(db(op))?,
-                    published_at_ms: r.try_get(2).map_err(db(op))?,
-                    body: r.try_get(3).map_err(db(op))?,
+                    published_at_ms: r.try_get(1).map_err(db(op))?,
+                    body: r.try_get(2).map_err(db(op))?,
                 })
             })
             .transpose()

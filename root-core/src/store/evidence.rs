@@ -6,36 +6,36 @@ use super::*;
 /// Records of one kind root keeps per target (the newest by id; hubs keep fewer).
 pub const EVIDENCE_KEEP: i64 = 1000;
 /// Artifacts whose bytes root keeps per target (the newest; older ones keep their record).
-pub const EVIDENCE_KEEP_CONTENT: i64 = 50;
+pub(crate) const EVIDENCE_KEEP_CONTENT: i64 = 50;
 
 /// One stored record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvidenceRow {
-    pub kind: String,
-    pub item_id: String,
-    pub service: String,
+    pub(crate) kind: String,
+    pub(crate) item_id: String,
+    pub(crate) service: String,
     /// The record (JSON) as the hub sent it.
     pub record: serde_json::Value,
     /// An artifact's bytes, when root keeps them.
     pub content: Option<String>,
-    pub received_at_ms: i64,
+    pub(crate) received_at_ms: i64,
 }
 
 /// How far root holds a hub's evidence log, and since when its copy is known complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EvidenceCursorRow {
-    pub epoch: String,
-    pub seq: i64,
+    pub(crate) epoch: String,
+    pub(crate) seq: i64,
     pub synced_at_ms: i64,
 }
 
 /// One batch to store: its records and root's new position.
-pub struct EvidenceBatch<'a> {
-    pub target_id: &'a str,
-    pub epoch: &'a str,
-    pub upto: i64,
-    pub rows: Vec<EvidenceRow>,
-    pub now_ms: i64,
+pub(crate) struct EvidenceBatch<'a> {
+    pub(crate) target_id: &'a str,
+    pub(crate) epoch: &'a str,
+    pub(crate) upto: i64,
+    pub(crate) rows: Vec<EvidenceRow>,
+    pub(crate) now_ms: i64,
 }
 
 impl Store {
@@ -63,7 +63,7 @@ impl Store {
 
     /// Stores a batch and moves the position, in one transaction; then drops what is past
     /// [`EVIDENCE_KEEP`] and the bytes past [`EVIDENCE_KEEP_CONTENT`].
-    pub async fn put_evidence(&self, batch: &EvidenceBatch<'_>) -> Result<()> {
+    pub(crate) async fn put_evidence(&self, batch: &EvidenceBatch<'_>) -> Result<()> {
         let op = "store evidence";
         let target = batch.target_id;
         on_pool!(self, pool => {
@@ -131,7 +131,7 @@ impl Store {
 
     /// Root's copy of `target_id`'s evidence was complete at `at_ms` (its hub's connection
     /// ended with every batch stored).
-    pub async fn evidence_synced(&self, target_id: &str, at_ms: i64) -> Result<()> {
+    pub(crate) async fn evidence_synced(&self, target_id: &str, at_ms: i64) -> Result<()> {
         on_pool!(self, pool => {
             sqlx::query("UPDATE evidence_cursors SET synced_at = $2 WHERE target_id = $1 AND synced_at < $2")
                 .bind(target_id)

@@ -11,13 +11,13 @@ use super::*;
 #[derive(Debug, Clone)]
 pub struct LeaseRow {
     pub lease: SessionLease,
-    pub token_hash: String,
+    pub(crate) token_hash: String,
     /// The lease this one descends from by rotation (its own session id when it was not
     /// rotated from another): what owns its tasks.
-    pub lineage: String,
+    pub(crate) lineage: String,
     /// The lineage at the top of its delegation chain (its own lineage when it was issued,
     /// its parent's owner when it was handed on): what owns its idempotency keys.
-    pub owner: String,
+    pub(crate) owner: String,
 }
 
 const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status, lineage, parent_id, kind, issued_by, grant_id, owner";
@@ -97,7 +97,7 @@ macro_rules! lease_from_row {
 
 /// Where a set of leases came from, for ending them together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseSource {
+pub(crate) enum LeaseSource {
     /// The access tokens of one OAuth grant.
     Grant,
     /// The leases one operator issued (`operator:<name>`), OAuth ones included.
@@ -107,7 +107,7 @@ pub enum LeaseSource {
 impl Store {
     // ---- leases -------------------------------------------------------------------------
 
-    pub async fn insert_lease(&self, row: &LeaseRow) -> Result<()> {
+    pub(crate) async fn insert_lease(&self, row: &LeaseRow) -> Result<()> {
         let lease = &row.lease;
         let tools = serde_json::to_string(&lease.effective_tools).unwrap_or_else(|_| "[]".into());
         on_pool!(self, pool => {
@@ -142,7 +142,7 @@ impl Store {
         })
     }
 
-    pub async fn load_leases(&self) -> Result<Vec<LeaseRow>> {
+    pub(crate) async fn load_leases(&self) -> Result<Vec<LeaseRow>> {
         on_pool!(self, pool => {
             let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "SELECT {LEASE_COLUMNS} FROM leases ORDER BY created_at"
@@ -205,7 +205,7 @@ impl Store {
     /// Whether lease `session_id` and every ancestor of it are active in the store (checked
     /// after a child is written, so a revocation racing with it on another replica is seen by
     /// one side or the other).
-    pub async fn chain_active(&self, session_id: &str, now_ms: i64) -> Result<bool> {
+    pub(crate) async fn chain_active(&self, session_id: &str, now_ms: i64) -> Result<bool> {
         let chain = self.lease_chain(session_id).await?;
         Ok(!chain.is_empty()
             && chain.iter().all(|r| {
@@ -215,7 +215,10 @@ impl Store {
 
     /// Revokes the active descendants of the leases `roots` (whatever their own status), in
     /// one statement; the revoked ones with their kinds.
-    pub async fn revoke_descendants(&self, roots: &[String]) -> Result<Vec<(String, LeaseKind)>> {
+    pub(crate) async fn revoke_descendants(
+        &self,
+        roots: &[String],
+    ) -> Result<Vec<(String, LeaseKind)>> {
         let op = "revoke a lease's descendants";
         let mut out = Vec::new();
         for root in roots {
@@ -245,7 +248,7 @@ impl Store {
 
     /// Revokes the active leases whose `column` (`grant_id` or `issued_by`) is `value`; their
     /// ids (their descendants are the caller's next step).
-    pub async fn revoke_leases_where(
+    pub(crate) async fn revoke_leases_where(
         &self,
         column: LeaseSource,
         value: &str,
@@ -271,7 +274,7 @@ impl Store {
     }
 
     /// One lease by its session id.
-    pub async fn lease_by_id(&self, session_id: &str) -> Result<Option<LeaseRow>> {
+    pub(crate) async fn lease_by_id(&self, session_id: &str) -> Result<Option<LeaseRow>> {
         self.lease_where("session_id", session_id).await
     }
 
@@ -307,7 +310,7 @@ impl Store {
 
     /// Revokes a lease that is still active; `Ok(false)` when it was not (another replica
     /// revoked or rotated it first).
-    pub async fn revoke_lease_if_active(&self, session_id: &str) -> Result<bool> {
+    pub(crate) async fn revoke_lease_if_active(&self, session_id: &str) -> Result<bool> {
         on_pool!(self, pool => {
             let res = sqlx::query(
                 "UPDATE leases SET status = 'revoked' WHERE session_id = $1 AND status = 'active'",
@@ -320,7 +323,11 @@ impl Store {
         })
     }
 
-    pub async fn set_lease_status(&self, session_id: &str, status: LeaseStatus) -> Result<()> {
+    pub(crate) async fn set_lease_status(
+        &self,
+        session_id: &str,
+        status: LeaseStatus,
+    ) -> Result<()> {
         on_pool!(self, pool => {
             sqlx::query("UPDATE leases SET status = $1 WHERE session_id = $2")
                 .bind(status.as_str())
@@ -335,7 +342,7 @@ impl Store {
     /// Adds usage to many leases in one transaction: `(session id, last used ms, uses since
     /// the last flush)`. Increments, so replicas that serve one lease add up rather than
     /// overwrite each other.
-    pub async fn record_lease_usage(&self, usage: &[(String, i64, u64)]) -> Result<()> {
+    pub(crate) async fn record_lease_usage(&self, usage: &[(String, i64, u64)]) -> Result<()> {
         if usage.is_empty() {
             return Ok(());
         }

@@ -108,9 +108,9 @@ async fn reusable(conn: &mut sqlx::SqliteConnection) -> std::result::Result<bool
 
 /// Where an embedded SQLite store lives and how durably it commits.
 #[derive(Debug, Clone)]
-pub struct SqliteFile {
-    pub path: std::path::PathBuf,
-    pub synchronous: crate::config::SqliteSync,
+pub(crate) struct SqliteFile {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) synchronous: crate::config::SqliteSync,
 }
 
 #[derive(Clone)]
@@ -209,7 +209,7 @@ impl Store {
     }
 
     /// The SQLite database file and its durability; `None` on PostgreSQL.
-    pub fn sqlite_file(&self) -> Option<&SqliteFile> {
+    pub(crate) fn sqlite_file(&self) -> Option<&SqliteFile> {
         self.sqlite_file.as_ref()
     }
 

@@ -319,7 +319,7 @@ impl Store {
     }
 
     /// Whether grant `grant_id` is live (not ended).
-    pub async fn grant_live(&self, grant_id: &str) -> Result<bool> {
+    pub(crate) async fn grant_live(&self, grant_id: &str) -> Result<bool> {
         on_pool!(self, pool => {
             let ended: Option<Option<i64>> =
                 sqlx::query_scalar("SELECT ended_at FROM oauth_grants WHERE grant_id = $1")
@@ -342,22 +342,6 @@ impl Store {
             .await
             .map_err(db("read an oauth grant"))?;
             row.map(|r| grant_from_row!(&r)).transpose()
-        })
-    }
-
-    /// The grants operator `name` approved, newest first (at most `limit`).
-    pub async fn grants_of_operator(&self, name: &str, limit: i64) -> Result<Vec<GrantRow>> {
-        on_pool!(self, pool => {
-            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {GRANT_COLUMNS} FROM oauth_grants WHERE operator = $1
-                 ORDER BY created_at DESC LIMIT $2"
-            )))
-            .bind(name)
-            .bind(limit)
-            .fetch_all(pool)
-            .await
-            .map_err(db("read an operator's oauth grants"))?;
-            rows.iter().map(|r| grant_from_row!(r)).collect()
         })
     }
 

@@ -32,10 +32,6 @@ impl TaskState {
             _ => return None,
         })
     }
-
-    pub fn is_terminal(self) -> bool {
-        self != TaskState::Working
-    }
 }
 
 /// A task as stored.

@@ -64,20 +64,20 @@ pub struct ReplicaRow {
 pub struct OwnershipRow {
     pub target_id: String,
     pub replica_id: String,
-    pub connection_id: String,
-    pub connected_at_ms: i64,
-    pub heartbeat_age_ms: i64,
+    pub(crate) connection_id: String,
+    pub(crate) connected_at_ms: i64,
+    pub(crate) heartbeat_age_ms: i64,
     /// The owner's advertised internal address.
     pub advertise_url: String,
 }
 
 /// A zone-wide lock on PostgreSQL (see [`Store::lock_descriptor_publish`]): a transaction
 /// holding an advisory lock until it ends.
-pub struct ZoneLock(sqlx::Transaction<'static, sqlx::Postgres>);
+pub(crate) struct ZoneLock(sqlx::Transaction<'static, sqlx::Postgres>);
 
 impl ZoneLock {
     /// Releases the lock (ends its transaction).
-    pub async fn release(self) -> Result<()> {
+    pub(crate) async fn release(self) -> Result<()> {
         self.0.commit().await.map_err(db("release zone lock"))
     }
 }
@@ -88,7 +88,7 @@ pub struct ChangeRow {
     pub change_id: i64,
     pub kind: String,
     pub item: String,
-    pub origin: String,
+    pub(crate) origin: String,
 }
 
 /// Replicas of one zone on PostgreSQL: the registry, hub ownership and the change feed.
@@ -444,7 +444,7 @@ impl Store {
     /// until [`ZoneLock::release`] (or the guard is dropped, which rolls back and releases
     /// it). Publishes on every replica of the zone run one at a time under it, so revisions
     /// are stored and served in one order. Waits at most 30 s for another publish.
-    pub async fn lock_descriptor_publish(&self) -> Result<ZoneLock> {
+    pub(crate) async fn lock_descriptor_publish(&self) -> Result<ZoneLock> {
         let op = "descriptor publish lock";
         let (pg, n) = self.pg(op)?;
         let mut tx = pg.begin().await.map_err(db(op))?;

@@ -20,10 +20,10 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
 /// Lines the ring keeps.
-pub const RING_LINES: usize = 4_000;
+pub(crate) const RING_LINES: usize = 4_000;
 
 /// The field that names the managed target a log line concerns.
-pub const TARGET_FIELD: &str = "target_id";
+pub(crate) const TARGET_FIELD: &str = "target_id";
 
 /// The process's log ring.
 pub static RING: LazyLock<LogRing> = LazyLock::new(LogRing::default);
@@ -104,7 +104,8 @@ impl LogRing {
     }
 
     /// Lines dropped since the process started (the ring was full).
-    pub fn dropped(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 }
@@ -147,7 +148,7 @@ impl Visit for Fields {
 struct SpanTarget(String);
 
 /// The tracing layer that fills [`RING`].
-pub struct RingLayer;
+pub(crate) struct RingLayer;
 
 impl<S> tracing_subscriber::Layer<S> for RingLayer
 where
@@ -187,12 +188,13 @@ where
 }
 
 /// The payload-logging caps as a filter layer.
-pub type PayloadCaps = tracing_subscriber::filter::FilterFn<fn(&tracing::Metadata<'_>) -> bool>;
+pub(crate) type PayloadCaps =
+    tracing_subscriber::filter::FilterFn<fn(&tracing::Metadata<'_>) -> bool>;
 
 /// The payload-logging caps ([`mcp_shared::logging`]) as a global filter: it only ever
 /// removes events (tungstenite above `debug`, rmcp above `info`), whatever the other filter
 /// enables.
-pub fn payload_caps() -> PayloadCaps {
+pub(crate) fn payload_caps() -> PayloadCaps {
     tracing_subscriber::filter::filter_fn(mcp_shared::logging::metadata_within_payload_caps)
 }
 

@@ -30,8 +30,8 @@ pub struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
-    pub kind: String,
+pub(crate) struct KindLabel {
+    pub(crate) kind: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -127,7 +127,7 @@ impl ConnMetrics {
 }
 
 /// A latency histogram of the buckets every latency metric here uses.
-pub fn latency_histogram() -> Histogram {
+pub(crate) fn latency_histogram() -> Histogram {
     // 100 µs .. ~3.3 s
     Histogram::new(exponential_buckets(0.0001, 2.0, 16))
 }

@@ -30,20 +30,20 @@ use crate::call;
 use crate::call::writes::Preview;
 
 /// The path, relative to root's URL, that run profiles name as `assistantActions.endpoint`.
-pub const ACTIONS_ENDPOINT: &str = "/api/ai-workspace/assistant/v1/actions";
+pub(crate) const ACTIONS_ENDPOINT: &str = "/api/ai-workspace/assistant/v1/actions";
 
 /// An action call, in the seed's words.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ActionRequest {
-    pub phase: ActionPhase,
+pub(crate) struct ActionRequest {
+    pub(crate) phase: ActionPhase,
     /// `actionId`, the action's arguments, and the write controls.
-    pub input: Map<String, Value>,
+    pub(crate) input: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ActionPhase {
+pub(crate) enum ActionPhase {
     Preview,
     Execute,
 }
@@ -51,58 +51,58 @@ pub enum ActionPhase {
 /// A successful action call.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ActionAnswer {
-    pub phase: ActionPhase,
-    pub action_id: String,
+pub(crate) struct ActionAnswer {
+    pub(crate) phase: ActionPhase,
+    pub(crate) action_id: String,
     /// A preview's human-readable expected effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_effect: Option<Value>,
+    pub(crate) expected_effect: Option<Value>,
     /// A preview's token, which the execute presents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirmation_token: Option<String>,
+    pub(crate) confirmation_token: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirmation_expires_at: Option<String>,
+    pub(crate) confirmation_expires_at: Option<String>,
     /// An execute's result (for a write: its phase, replay flag and the adapter's answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
+    pub(crate) result: Option<Value>,
     /// What happened or what to do next, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
-    pub event_id: String,
-    pub trace_id: String,
+    pub(crate) summary: Option<String>,
+    pub(crate) event_id: String,
+    pub(crate) trace_id: String,
     /// What root redacted from this answer (count and paths, never values).
     #[serde(default)]
-    pub redactions: mcp_shared::event::RedactionSummary,
+    pub(crate) redactions: mcp_shared::event::RedactionSummary,
 }
 
 /// A refused or failed action call.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ActionRefusal {
-    pub error: ActionError,
-    pub action_id: String,
-    pub event_id: String,
-    pub trace_id: String,
+pub(crate) struct ActionRefusal {
+    pub(crate) error: ActionError,
+    pub(crate) action_id: String,
+    pub(crate) event_id: String,
+    pub(crate) trace_id: String,
     /// What root redacted from this answer (count and paths, never values).
     #[serde(default)]
-    pub redactions: mcp_shared::event::RedactionSummary,
+    pub(crate) redactions: mcp_shared::event::RedactionSummary,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ActionError {
-    pub code: mcp_shared::error::ErrorCode,
-    pub message: String,
-    pub retryable: bool,
+pub(crate) struct ActionError {
+    pub(crate) code: mcp_shared::error::ErrorCode,
+    pub(crate) message: String,
+    pub(crate) retryable: bool,
     /// For a forbidden (destructive) action: what to do instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub safe_alternatives: Option<Value>,
+    pub(crate) safe_alternatives: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
+    pub(crate) details: Option<Value>,
 }
 
 /// `POST /api/ai-workspace/assistant/v1/actions`.
-pub async fn post(
+pub(crate) async fn post(
     State(app): State<Arc<App>>,
     LeaseAuth(lease): LeaseAuth,
     headers: HeaderMap,

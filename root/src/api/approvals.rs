@@ -25,7 +25,7 @@ use crate::app::App;
 use crate::store::{ApprovalRow, ApprovalStatus};
 
 /// An approval as the REST family shows it (status freshness-normalized).
-pub fn view(a: &ApprovalRow) -> ApprovalView {
+pub(crate) fn view(a: &ApprovalRow) -> ApprovalView {
     let now_ms = unix_ms(now());
     ApprovalView {
         approval_id: a.approval_id.clone(),
@@ -46,14 +46,14 @@ pub fn view(a: &ApprovalRow) -> ApprovalView {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     /// `pending` (default), `approved`, `rejected`, `applied`, `failed`, `expired` or `all`.
     status: Option<String>,
     limit: Option<i64>,
 }
 
 /// `GET /v1/root/mcp/approvals?status=pending|…|all&limit=N`.
-pub async fn list(
+pub(crate) async fn list(
     State(app): State<Arc<App>>,
     _op: Operator,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
@@ -90,7 +90,7 @@ pub async fn list(
 }
 
 /// `GET /v1/root/mcp/approvals/{id}`.
-pub async fn show(
+pub(crate) async fn show(
     State(app): State<Arc<App>>,
     _op: Operator,
     Path(id): Path<String>,
@@ -106,7 +106,7 @@ pub async fn show(
 /// `POST /v1/root/mcp/approvals/{id}/approve|reject` with an optional `{"reason": "…"}`:
 /// one audit event naming the operator, with the effect approved or rejected (a refusal
 /// too: an unknown approval, one already decided or expired).
-pub async fn decide(
+pub(crate) async fn decide(
     State(app): State<Arc<App>>,
     op: Operator,
     Path((id, decision)): Path<(String, String)>,

@@ -8,19 +8,19 @@ use crate::app::App;
 use crate::audit::Recorded;
 
 /// An operator action to record in the trail (surface `admin`).
-pub struct AdminAction<'a> {
+pub(crate) struct AdminAction<'a> {
     /// `admin.<area>.<verb>`, e.g. `admin.skill.disable`.
-    pub tool_id: String,
-    pub target_id: Option<&'a str>,
-    pub adapter: Option<String>,
-    pub started_at: time::OffsetDateTime,
+    pub(crate) tool_id: String,
+    pub(crate) target_id: Option<&'a str>,
+    pub(crate) adapter: Option<String>,
+    pub(crate) started_at: time::OffsetDateTime,
     /// What the operator asked for; redacted before it is stored.
-    pub request: serde_json::Value,
+    pub(crate) request: serde_json::Value,
 }
 
 /// Records an operator action and its outcome as one audit event naming the operator; see
 /// [`record`].
-pub async fn record_admin(
+pub(crate) async fn record_admin(
     app: &App,
     op: &Operator,
     action: AdminAction<'_>,
@@ -39,19 +39,19 @@ pub async fn record_admin(
 }
 
 /// What an operator asked for, for [`audited`].
-pub struct Asked {
+pub(crate) struct Asked {
     /// `admin.<area>.<verb>`.
-    pub tool_id: &'static str,
-    pub target_id: Option<String>,
-    pub adapter: Option<String>,
+    pub(crate) tool_id: &'static str,
+    pub(crate) target_id: Option<String>,
+    pub(crate) adapter: Option<String>,
     /// What the operator asked for (never a secret it is handed); redacted before storing.
-    pub request: serde_json::Value,
+    pub(crate) request: serde_json::Value,
 }
 
 /// Runs an operator action and records it as one audit event naming the operator, whatever
 /// its outcome: the summary it returns, or the refusal (whose answer then names the event).
 /// Returns the action's value and the event id.
-pub async fn audited<T>(
+pub(crate) async fn audited<T>(
     app: &App,
     op: &Operator,
     asked: Asked,
@@ -80,7 +80,7 @@ pub async fn audited<T>(
 
 /// [`crate::audit::record`] for a handler: a trail that cannot be written answers as the
 /// refusal calls get while it is unavailable.
-pub async fn record(
+pub(crate) async fn record(
     app: &App,
     action: Recorded<'_>,
     outcome: Result<String, &mcp_shared::ToolError>,

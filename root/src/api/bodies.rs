@@ -24,24 +24,24 @@ use crate::store::ApprovalStatus;
 pub struct Audited<T> {
     #[serde(flatten)]
     pub item: T,
-    pub event_id: String,
+    pub(crate) event_id: String,
 }
 
 /// Every refusal of the REST family: `{"error": {...}}` with the status.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ErrorAnswer {
-    pub error: ErrorDetail,
+pub(crate) struct ErrorAnswer {
+    pub(crate) error: ErrorDetail,
     /// The audit event that records the refused request (an operator action), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_id: Option<String>,
+    pub(crate) event_id: Option<String>,
 }
 
 /// What went wrong, in the governed calls' error vocabulary.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ErrorDetail {
-    pub code: mcp_shared::error::ErrorCode,
-    pub message: String,
-    pub retryable: bool,
+pub(crate) struct ErrorDetail {
+    pub(crate) code: mcp_shared::error::ErrorCode,
+    pub(crate) message: String,
+    pub(crate) retryable: bool,
 }
 
 // ---- leases (`/v1/root/mcp/sessions`) ----
@@ -64,102 +64,102 @@ pub struct NewLeaseRequest {
 /// `GET /v1/root/mcp/sessions/{id}/delegation`: where a lease's authority came from and
 /// what it handed on. It works only while every ancestor works.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DelegationView {
-    pub lease: SessionLease,
+pub(crate) struct DelegationView {
+    pub(crate) lease: SessionLease,
     /// The OAuth grant at the top of the chain, when the chain came from a sign-in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grant: Option<GrantView>,
+    pub(crate) grant: Option<GrantView>,
     /// The leases it came from, its parent first.
-    pub ancestors: Vec<SessionLease>,
+    pub(crate) ancestors: Vec<SessionLease>,
     /// The leases it handed on and theirs, each under its parent (`depth` 1: its children).
-    pub descendants: Vec<DescendantView>,
+    pub(crate) descendants: Vec<DescendantView>,
 }
 
 /// A lease below another in the delegation graph.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DescendantView {
-    pub depth: usize,
-    pub lease: SessionLease,
+pub(crate) struct DescendantView {
+    pub(crate) depth: usize,
+    pub(crate) lease: SessionLease,
 }
 
 /// An OAuth grant: an operator's approval of one client's sign-in.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct GrantView {
-    pub grant_id: String,
-    pub client_id: String,
+pub(crate) struct GrantView {
+    pub(crate) grant_id: String,
+    pub(crate) client_id: String,
     /// `operator:<name>`, who approved.
-    pub approved_by: String,
+    pub(crate) approved_by: String,
     /// RFC 3339: when the approval ends (no token of the grant outlives it).
-    pub expires_at: String,
+    pub(crate) expires_at: String,
     /// RFC 3339, when the grant ended (revoked, its operator revoked, a token reused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_at: Option<String>,
+    pub(crate) ended_at: Option<String>,
 }
 
 /// A lease as issued (created or rotated): its bearer, shown in this answer only.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IssuedLeaseBody {
-    pub session_id: String,
+    pub(crate) session_id: String,
     pub token: String,
     /// RFC 3339.
     pub deadline_at: String,
-    pub lease: SessionLease,
+    pub(crate) lease: SessionLease,
 }
 
 /// `GET /v1/root/mcp/sessions`: newest first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LeaseList {
-    pub sessions: Vec<SessionLease>,
+pub(crate) struct LeaseList {
+    pub(crate) sessions: Vec<SessionLease>,
 }
 
 /// `POST /v1/root/mcp/sessions/{id}/run-profile`; no body asks for the defaults.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RunProfileRequest {
+pub(crate) struct RunProfileRequest {
     /// Seconds the run lives (1..=600, never past the lease's deadline).
     #[serde(default)]
-    pub ttl_sec: Option<u64>,
+    pub(crate) ttl_sec: Option<u64>,
     /// Only these of the lease's visible tools (default: all of them).
     #[serde(default)]
-    pub tools: Option<Vec<String>>,
+    pub(crate) tools: Option<Vec<String>>,
 }
 
 /// A run profile and its run credential: the bearer is here only, never in the document.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct IssuedRunProfile {
+pub(crate) struct IssuedRunProfile {
     /// The signed document, as root signed it.
-    pub run_profile: Value,
-    pub session_id: String,
-    pub token_ref: String,
-    pub token: String,
+    pub(crate) run_profile: Value,
+    pub(crate) session_id: String,
+    pub(crate) token_ref: String,
+    pub(crate) token: String,
     /// RFC 3339.
-    pub expires_at: String,
+    pub(crate) expires_at: String,
 }
 
 /// `POST /v1/root/mcp/run-profiles/verify`: valid (with the run it names), or the reason
 /// and message why not.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProfileVerdict {
-    pub valid: bool,
+pub(crate) struct ProfileVerdict {
+    pub(crate) valid: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
+    pub(crate) run_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
+    pub(crate) owner: Option<String>,
     /// RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<String>,
+    pub(crate) expires_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key_id: Option<String>,
+    pub(crate) key_id: Option<String>,
     /// `malformed`, `tampered`, `unsigned`, `unknown_key`, `expired`, ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
 }
 
 impl ProfileVerdict {
     /// An invalid document: the reason's code and what it means.
-    pub fn invalid(reason: &str, message: String) -> ProfileVerdict {
+    pub(crate) fn invalid(reason: &str, message: String) -> ProfileVerdict {
         ProfileVerdict {
             valid: false,
             run_id: None,
@@ -177,150 +177,150 @@ impl ProfileVerdict {
 /// `POST /v1/root/operators`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NewOperatorRequest {
-    pub name: String,
+pub(crate) struct NewOperatorRequest {
+    pub(crate) name: String,
 }
 
 /// A new operator and their credential, shown in this answer only.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct NewOperator {
-    pub name: String,
-    pub token: String,
+pub(crate) struct NewOperator {
+    pub(crate) name: String,
+    pub(crate) token: String,
     /// RFC 3339.
-    pub created_at: String,
-    pub created_by: String,
+    pub(crate) created_at: String,
+    pub(crate) created_by: String,
 }
 
 /// Whether an operator's credential works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum OperatorStatus {
+pub(crate) enum OperatorStatus {
     Active,
     Revoked,
 }
 
 /// An operator as listed; the bootstrap `admin` names its credential instead of times.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OperatorView {
-    pub name: String,
-    pub status: OperatorStatus,
+pub(crate) struct OperatorView {
+    pub(crate) name: String,
+    pub(crate) status: OperatorStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credential: Option<String>,
+    pub(crate) credential: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created_at: Option<String>,
+    pub(crate) created_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created_by: Option<String>,
+    pub(crate) created_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked_at: Option<String>,
+    pub(crate) revoked_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked_by: Option<String>,
+    pub(crate) revoked_by: Option<String>,
 }
 
 /// `GET /v1/root/operators`: the bootstrap `admin` first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OperatorList {
-    pub operators: Vec<OperatorView>,
+pub(crate) struct OperatorList {
+    pub(crate) operators: Vec<OperatorView>,
 }
 
 /// `POST /v1/root/operators/{name}/revoke` (an empty body is `{}`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RevokeOperatorRequest {
+pub(crate) struct RevokeOperatorRequest {
     /// Also end every lease the operator issued (with their descendants); without it they
     /// keep their own deadlines. The OAuth sign-ins the operator approved end either way.
     #[serde(default)]
-    pub cascade: bool,
+    pub(crate) cascade: bool,
 }
 
 /// `POST /v1/root/operators/{name}/revoke`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RevokedOperator {
-    pub name: String,
-    pub status: OperatorStatus,
+pub(crate) struct RevokedOperator {
+    pub(crate) name: String,
+    pub(crate) status: OperatorStatus,
     /// What ended with the operator.
     #[serde(default)]
-    pub ended: EndedWithOperator,
+    pub(crate) ended: EndedWithOperator,
 }
 
 /// What a revoked operator's authority took with it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EndedWithOperator {
+pub(crate) struct EndedWithOperator {
     /// Whether the leases the operator issued were ended too (`cascade`).
-    pub cascade: bool,
+    pub(crate) cascade: bool,
     /// OAuth grants (sign-ins) the operator approved that were live.
-    pub grants: usize,
+    pub(crate) grants: usize,
     /// Leases that stopped working: the grants' access tokens, and with `cascade` every
     /// lease the operator issued.
-    pub leases: usize,
+    pub(crate) leases: usize,
     /// Leases those had handed on (minted leases, run credentials, theirs).
-    pub descendants: usize,
+    pub(crate) descendants: usize,
 }
 
 // ---- approvals (`/v1/root/mcp/approvals`) ----
 
 /// An approval as the REST family shows it (status freshness-normalized).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ApprovalView {
-    pub approval_id: String,
-    pub status: ApprovalStatus,
-    pub tool_id: String,
-    pub target_id: String,
-    pub session_id: String,
-    pub arguments: Value,
+pub(crate) struct ApprovalView {
+    pub(crate) approval_id: String,
+    pub(crate) status: ApprovalStatus,
+    pub(crate) tool_id: String,
+    pub(crate) target_id: String,
+    pub(crate) session_id: String,
+    pub(crate) arguments: Value,
     /// The expected effect (for an NLU change, its diff).
-    pub effect: Value,
-    pub requested_at: String,
-    pub expires_at: String,
-    pub decided_at: Option<String>,
-    pub reason: Option<String>,
-    pub preview_event_id: String,
-    pub applied_event_id: Option<String>,
+    pub(crate) effect: Value,
+    pub(crate) requested_at: String,
+    pub(crate) expires_at: String,
+    pub(crate) decided_at: Option<String>,
+    pub(crate) reason: Option<String>,
+    pub(crate) preview_event_id: String,
+    pub(crate) applied_event_id: Option<String>,
 }
 
 /// `GET /v1/root/mcp/approvals`: newest first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ApprovalList {
-    pub approvals: Vec<ApprovalView>,
+pub(crate) struct ApprovalList {
+    pub(crate) approvals: Vec<ApprovalView>,
 }
 
 /// `POST /v1/root/mcp/approvals/{id}/approve|reject` (the body is optional).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DecisionRequest {
+pub(crate) struct DecisionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 /// The approval after the decision.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Decided {
-    pub approval: ApprovalView,
+pub(crate) struct Decided {
+    pub(crate) approval: ApprovalView,
 }
 
 // ---- audit (`/v1/root/mcp/audit`) ----
 
 /// One event of the trail with its place in the chain.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AuditEntry {
+pub(crate) struct AuditEntry {
     #[serde(flatten)]
-    pub event: OperationalEvent,
-    pub seq: i64,
-    pub hash: String,
+    pub(crate) event: OperationalEvent,
+    pub(crate) seq: i64,
+    pub(crate) hash: String,
     /// Only when one event is asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prev_hash: Option<String>,
+    pub(crate) prev_hash: Option<String>,
     /// The replica that committed it (replicated zones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica_id: Option<String>,
+    pub(crate) replica_id: Option<String>,
 }
 
 /// `GET /v1/root/mcp/audit`: a page of events and the cursor of the next one. An export
 /// reads the events as JSON (`AuditPage<Value>`), so a field this build does not know is
 /// exported all the same.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AuditPage<E = AuditEntry> {
-    pub events: Vec<E>,
-    pub next_cursor: Option<String>,
+pub(crate) struct AuditPage<E = AuditEntry> {
+    pub(crate) events: Vec<E>,
+    pub(crate) next_cursor: Option<String>,
 }
 
 // ---- targets (`/v1/root/hubs`) ----
@@ -340,64 +340,64 @@ pub struct EnrollRequest {
 /// An enrolled target and its hub token, shown in this answer only.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Enrolled {
-    pub target_id: String,
-    pub environment: String,
-    pub subnet_id: String,
-    pub zone: String,
+    pub(crate) target_id: String,
+    pub(crate) environment: String,
+    pub(crate) subnet_id: String,
+    pub(crate) zone: String,
     pub token: String,
 }
 
 /// `POST /v1/root/hubs/{target_id}/rotate-key` (the body is optional).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RotateKeyRequest {
+pub(crate) struct RotateKeyRequest {
     /// How long the previous token and key keep working, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grace_sec: Option<u64>,
+    pub(crate) grace_sec: Option<u64>,
 }
 
 /// A new hub token (shown in this answer only) and until when the previous one works.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct KeyRotated {
-    pub target_id: String,
-    pub token: String,
+pub(crate) struct KeyRotated {
+    pub(crate) target_id: String,
+    pub(crate) token: String,
     /// RFC 3339.
-    pub previous_valid_until: String,
-    pub grace_sec: u64,
+    pub(crate) previous_valid_until: String,
+    pub(crate) grace_sec: u64,
 }
 
 /// A target as listed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TargetView {
-    pub target_id: String,
-    pub environment: String,
-    pub subnet_id: String,
-    pub zone: String,
-    pub status: mcp_shared::target::TargetStatus,
-    pub enrolled_at: String,
-    pub last_seen_at: Option<String>,
+pub(crate) struct TargetView {
+    pub(crate) target_id: String,
+    pub(crate) environment: String,
+    pub(crate) subnet_id: String,
+    pub(crate) zone: String,
+    pub(crate) status: mcp_shared::target::TargetStatus,
+    pub(crate) enrolled_at: String,
+    pub(crate) last_seen_at: Option<String>,
     /// The live descriptor, or the last one stored.
-    pub descriptor: Option<Value>,
+    pub(crate) descriptor: Option<Value>,
     /// What the hub last reported of its skills.
-    pub skills: Value,
+    pub(crate) skills: Value,
     /// Root's desired state of the target's skill and the hub's report.
-    pub skill: Option<SkillView>,
+    pub(crate) skill: Option<SkillView>,
     /// The capabilities the hub publishes (none while offline).
-    pub published_capabilities: Vec<Value>,
-    pub pressure: Option<Pressure>,
+    pub(crate) published_capabilities: Vec<Value>,
+    pub(crate) pressure: Option<Pressure>,
 }
 
 /// `GET /v1/root/hubs`: by target id.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TargetList {
-    pub targets: Vec<TargetView>,
+pub(crate) struct TargetList {
+    pub(crate) targets: Vec<TargetView>,
 }
 
 /// `POST /v1/root/hubs/{target}/skills/{skill}/{command}`: the skill after the command.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SkillAnswer {
-    pub target_id: String,
-    pub skill: SkillView,
+pub(crate) struct SkillAnswer {
+    pub(crate) target_id: String,
+    pub(crate) skill: SkillView,
 }
 
 // ---- descriptors (`/v1/root/mcp/descriptors`) ----
@@ -406,41 +406,41 @@ pub struct SkillAnswer {
 /// `names[i]`) in errors.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PublishRequest {
-    pub descriptors: Vec<Value>,
+pub(crate) struct PublishRequest {
+    pub(crate) descriptors: Vec<Value>,
     /// Optional labels for the items (the CLI sends file names).
     #[serde(default)]
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
 }
 
 /// A served descriptor without its content: header, class, title and state as of now.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DescriptorSummary {
+pub(crate) struct DescriptorSummary {
     #[serde(flatten)]
-    pub header: mcp_shared::descriptor::Freshness,
-    pub class: String,
-    pub title: String,
+    pub(crate) header: mcp_shared::descriptor::Freshness,
+    pub(crate) class: String,
+    pub(crate) title: String,
     /// `fresh`, `stale` or `expired`.
-    pub freshness: String,
+    pub(crate) freshness: String,
     /// RFC 3339.
-    pub expires_at: String,
+    pub(crate) expires_at: String,
 }
 
 /// The platform skill catalog a published set carries.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CatalogSummary {
-    pub ontology: String,
-    pub skills: usize,
-    pub manifest_sha256: String,
+pub(crate) struct CatalogSummary {
+    pub(crate) ontology: String,
+    pub(crate) skills: usize,
+    pub(crate) manifest_sha256: String,
 }
 
 /// `GET /v1/root/mcp/descriptors`, and the answer to a publish (with the catalog).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DescriptorList {
-    pub set: crate::descriptors::SetOrigin,
-    pub descriptors: Vec<DescriptorSummary>,
+pub(crate) struct DescriptorList {
+    pub(crate) set: crate::descriptors::SetOrigin,
+    pub(crate) descriptors: Vec<DescriptorSummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub skill_catalog: Option<CatalogSummary>,
+    pub(crate) skill_catalog: Option<CatalogSummary>,
 }
 
 // ---- replicas (`/v1/root/replicas`) ----
@@ -448,39 +448,39 @@ pub struct DescriptorList {
 /// Whether a replica's heartbeat is recent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Health {
+pub(crate) enum Health {
     Up,
     Down,
 }
 
 /// One replica of the zone.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ReplicaView {
-    pub replica_id: String,
+pub(crate) struct ReplicaView {
+    pub(crate) replica_id: String,
     #[serde(rename = "self")]
-    pub this: bool,
-    pub health: Health,
-    pub heartbeat_age_ms: i64,
+    pub(crate) this: bool,
+    pub(crate) health: Health,
+    pub(crate) heartbeat_age_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_heartbeat_at: Option<String>,
-    pub started_at: String,
-    pub version: String,
-    pub changes_behind: i64,
+    pub(crate) last_heartbeat_at: Option<String>,
+    pub(crate) started_at: String,
+    pub(crate) version: String,
+    pub(crate) changes_behind: i64,
     /// The targets whose hubs it holds.
-    pub hubs: Vec<String>,
+    pub(crate) hubs: Vec<String>,
     /// Its internal address (operators only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub advertise_url: Option<String>,
+    pub(crate) advertise_url: Option<String>,
 }
 
 /// `GET /v1/root/replicas`: the zone's replicas, their health and hubs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ZoneView {
+pub(crate) struct ZoneView {
     /// `single` (SQLite) or `replicated` (PostgreSQL).
-    pub mode: String,
-    pub backend: String,
-    pub zone: String,
+    pub(crate) mode: String,
+    pub(crate) backend: String,
+    pub(crate) zone: String,
     #[serde(rename = "self")]
-    pub this: String,
-    pub replicas: Vec<ReplicaView>,
+    pub(crate) this: String,
+    pub(crate) replicas: Vec<ReplicaView>,
 }

@@ -44,14 +44,14 @@ use crate::logins::{ConsoleSession, credential, csrf_token};
 static ASSETS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/ui");
 
 /// The session cookie's name.
-pub const COOKIE: &str = "mcp_console";
+pub(crate) const COOKIE: &str = "mcp_console";
 /// The header a cookie-authenticated state-changing request must carry.
-pub const CSRF_HEADER: &str = "x-mcp-console-csrf";
+pub(crate) const CSRF_HEADER: &str = "x-mcp-console-csrf";
 /// Longest admin token accepted by the login form.
 const MAX_TOKEN_LEN: usize = 512;
 /// Content-Security-Policy of console responses: only the binary's own files, no inline
 /// script or style, no framing.
-pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+pub(crate) const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The console cookie's value, if the request has one.
 fn cookie_value(headers: &HeaderMap) -> Option<&str> {
@@ -78,7 +78,7 @@ fn same_site_fetch(headers: &HeaderMap) -> bool {
 ///
 /// `Ok(None)`: no usable cookie (the caller answers 401). `Err`: a valid session whose
 /// request fails the cross-site checks (403).
-pub async fn cookie_operator(
+pub(crate) async fn cookie_operator(
     app: &App,
     method: &Method,
     headers: &HeaderMap,
@@ -121,7 +121,7 @@ pub async fn cookie_operator(
 
 /// The console's API routes (its files apart): a login and a logout are operator actions,
 /// each one audit event (a refused login is not: it has no operator to name).
-pub fn endpoints() -> Vec<crate::api::endpoint::Endpoint> {
+pub(crate) fn endpoints() -> Vec<crate::api::endpoint::Endpoint> {
     use crate::api::endpoint::{Access, Endpoint};
     vec![
         Endpoint {
@@ -143,7 +143,7 @@ pub fn endpoints() -> Vec<crate::api::endpoint::Endpoint> {
 }
 
 /// The console's routes; an empty router when the console is disabled.
-pub fn routes(app: Arc<App>) -> Router {
+pub(crate) fn routes(app: Arc<App>) -> Router {
     if !app.config.console.enabled {
         return Router::new();
     }

@@ -10,7 +10,7 @@ use crate::api::bodies;
 
 /// An error answered by a REST endpoint: the status plus a normalized error body.
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     status: StatusCode,
     code: ErrorCode,
     message: String,
@@ -19,7 +19,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             code,
@@ -29,12 +29,12 @@ impl ApiError {
     }
 
     /// The refusal as a tool error (for the audit event that records it).
-    pub fn tool_error(&self) -> mcp_shared::ToolError {
+    pub(crate) fn tool_error(&self) -> mcp_shared::ToolError {
         mcp_shared::ToolError::new(self.code, self.message.clone())
     }
 
     /// The refusal, naming the audit event that records it.
-    pub fn with_event(mut self, event_id: String) -> ApiError {
+    pub(crate) fn with_event(mut self, event_id: String) -> ApiError {
         self.event_id = Some(event_id);
         self
     }
@@ -45,7 +45,7 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidArguments, what)
     }
     /// A tool error as a REST error (its status from [`status_of`]).
-    pub fn of_tool(e: &mcp_shared::ToolError) -> ApiError {
+    pub(crate) fn of_tool(e: &mcp_shared::ToolError) -> ApiError {
         ApiError::new(status_of(e.code), e.code, e.message.clone())
     }
     pub(crate) fn internal(e: impl std::fmt::Display) -> ApiError {
@@ -84,7 +84,7 @@ impl IntoResponse for ApiError {
 }
 
 /// The HTTP status a tool error maps to on REST `/call`.
-pub fn status_of(code: ErrorCode) -> StatusCode {
+pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
     match code {
         ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
         ErrorCode::Forbidden

@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// door): `host` names an entry of `allowed`, compared case-insensitively with IPv6 brackets
 /// ignored; an entry with a port matches that port only, one without matches any port.
 /// Anything that does not parse as an authority is refused.
-pub fn host_allowed(allowed: &[String], host: &str) -> bool {
+pub(crate) fn host_allowed(allowed: &[String], host: &str) -> bool {
     let Ok(authority) = host.trim().parse::<http::uri::Authority>() else {
         return false;
     };

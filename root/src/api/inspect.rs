@@ -35,14 +35,14 @@ use crate::call::{self, CallContext};
 use crate::leases::manager::{self as lease_manager, LeaseEntry, NewLease};
 
 /// Audience of the leases operator reads run under.
-pub const AUDIENCE: &str = "operator-console";
+pub(crate) const AUDIENCE: &str = "operator-console";
 /// Lifetime of such a lease; a new one is issued when less than [`READER_RENEW`] is left.
-pub const READER_TTL: Duration = Duration::from_secs(600);
+pub(crate) const READER_TTL: Duration = Duration::from_secs(600);
 const READER_RENEW: Duration = Duration::from_secs(60);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReadBody {
+pub(crate) struct ReadBody {
     tool_id: String,
     #[serde(default)]
     arguments: Option<Value>,
@@ -156,7 +156,7 @@ async fn reader_lease(
 }
 
 /// `POST /v1/root/hubs/{target_id}/read`.
-pub async fn operator_read(
+pub(crate) async fn operator_read(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(target_id): Path<String>,

@@ -67,7 +67,7 @@ fn issued_summary(verb: &str, i: &IssuedLease) -> String {
 }
 
 /// `POST /v1/root/mcp/sessions`: a new lease; its bearer is shown once, in this answer.
-pub async fn create(
+pub(crate) async fn create(
     State(app): State<Arc<App>>,
     op: Operator,
     body: Result<Json<NewLeaseRequest>, axum::extract::rejection::JsonRejection>,
@@ -171,14 +171,14 @@ pub(crate) async fn issue(
 }
 
 /// `GET /v1/root/mcp/sessions`: every lease, newest first, freshness-normalized.
-pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Json<LeaseList> {
+pub(crate) async fn list(State(app): State<Arc<App>>, _op: Operator) -> Json<LeaseList> {
     Json(LeaseList {
         sessions: app.leases.list(),
     })
 }
 
 /// `GET /v1/root/mcp/sessions/{id}`.
-pub async fn get(
+pub(crate) async fn get(
     State(app): State<Arc<App>>,
     _op: Operator,
     Path(id): Path<String>,
@@ -192,7 +192,7 @@ pub async fn get(
 /// `GET /v1/root/mcp/sessions/{id}/delegation`: the lease, where its authority came from
 /// (its ancestors and the OAuth grant at the top), and every lease below it, from the store
 /// (every replica's), each status as it stands (a lease under an ended one reads revoked).
-pub async fn delegation(
+pub(crate) async fn delegation(
     State(app): State<Arc<App>>,
     _op: Operator,
     Path(id): Path<String>,
@@ -289,7 +289,7 @@ fn in_tree_order(
 }
 
 /// `POST /v1/root/mcp/sessions/{id}/revoke`: refused on every live replica when it returns.
-pub async fn revoke(
+pub(crate) async fn revoke(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(id): Path<String>,
@@ -402,7 +402,7 @@ pub(crate) fn descendants_phrase(descendants: &[(String, mcp_shared::lease::Leas
 
 /// `POST /v1/root/mcp/sessions/{id}/rotate`: a new bearer for the same binding (and
 /// deadline); the old one is refused on every live replica when it returns.
-pub async fn rotate(
+pub(crate) async fn rotate(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(id): Path<String>,

@@ -4,30 +4,30 @@
 //! Invariant: actor identity comes from the bearer (lease or admin token), never from client
 //! headers; tokens are never taken from query strings.
 
-pub mod actions;
-pub mod approvals;
+pub(crate) mod actions;
+pub(crate) mod approvals;
 mod audit;
-pub mod audited;
+pub(crate) mod audited;
 pub mod bodies;
 mod catalog;
 pub mod console;
-pub mod descriptors;
-pub mod endpoint;
-pub mod error;
+pub(crate) mod descriptors;
+pub(crate) mod endpoint;
+pub(crate) mod error;
 mod guard;
 mod health;
-pub mod hub_link;
-pub mod inspect;
-pub mod leases;
-pub mod oauth;
-pub mod observe;
-pub mod operators;
-pub mod principal;
-pub mod replicas;
+pub(crate) mod hub_link;
+pub(crate) mod inspect;
+pub(crate) mod leases;
+pub(crate) mod oauth;
+pub(crate) mod observe;
+pub(crate) mod operators;
+pub(crate) mod principal;
+pub(crate) mod replicas;
 mod rest_call;
 pub mod run_profile;
-pub mod skill;
-pub mod targets;
+pub(crate) mod skill;
+pub(crate) mod targets;
 
 use std::sync::Arc;
 
@@ -41,11 +41,10 @@ use audit::{get_audit_event, query_audit, verify_audit};
 use catalog::{foundation, get_contract, get_descriptor, list_contracts, list_descriptors};
 use descriptors::publish_descriptors;
 pub use endpoint::{Access, Endpoint};
-pub use error::{ApiError, status_of};
+pub(crate) use error::ApiError;
 use guard::guard_host_origin;
 use health::{metrics, readyz};
 use principal::mcp_auth;
-pub use principal::{Auth, LeaseAuth, Operator};
 use rest_call::rest_call;
 
 type Route = (Endpoint, axum::routing::MethodRouter<Arc<App>>);
@@ -292,7 +291,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         .collect()
 }
 
-pub fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
+pub(crate) fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
     let rest = routes()
         .into_iter()
         .fold(Router::new(), |router, (e, handler)| {

@@ -55,7 +55,7 @@ fn parse_time(name: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
 }
 
 /// An audit row as the REST family shows it: the event plus `seq` and `hash`.
-pub fn row_json(r: &AuditRow) -> Value {
+pub(crate) fn row_json(r: &AuditRow) -> Value {
     let mut v = serde_json::to_value(&r.event).unwrap_or(Value::Null);
     v["seq"] = json!(r.seq);
     v["hash"] = json!(r.hash);
@@ -64,7 +64,7 @@ pub fn row_json(r: &AuditRow) -> Value {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StreamQuery {
+pub(crate) struct StreamQuery {
     /// Send events with a larger sequence number; default: the head when the stream opens.
     after_seq: Option<i64>,
     target_id: Option<String>,
@@ -83,7 +83,7 @@ struct StreamState {
 }
 
 /// `GET /v1/root/mcp/audit/stream`.
-pub async fn stream(
+pub(crate) async fn stream(
     State(app): State<Arc<App>>,
     _op: Operator,
     headers: HeaderMap,
@@ -168,7 +168,7 @@ pub async fn stream(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UsageQuery {
+pub(crate) struct UsageQuery {
     /// RFC 3339; default one hour before `until`.
     since: Option<String>,
     /// RFC 3339; default now.
@@ -224,7 +224,7 @@ fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
 }
 
 /// `GET /v1/root/mcp/audit/usage`.
-pub async fn usage(
+pub(crate) async fn usage(
     State(app): State<Arc<App>>,
     _op: Operator,
     q: Result<Query<UsageQuery>, axum::extract::rejection::QueryRejection>,

@@ -23,7 +23,7 @@ use crate::store::OperatorRow;
 
 /// `POST /v1/root/operators` `{"name": …}`: a new operator and their credential, shown once
 /// in this answer (never in the trail). Audited as `admin.operator.add`.
-pub async fn add(
+pub(crate) async fn add(
     State(app): State<Arc<App>>,
     op: Operator,
     body: Result<Json<NewOperatorRequest>, axum::extract::rejection::JsonRejection>,
@@ -90,7 +90,7 @@ pub async fn add(
 }
 
 /// `GET /v1/root/operators`: every operator (the bootstrap `admin` first), active or revoked.
-pub async fn list(
+pub(crate) async fn list(
     State(app): State<Arc<App>>,
     _op: Operator,
 ) -> Result<Json<OperatorList>, ApiError> {
@@ -129,7 +129,7 @@ pub async fn list(
 /// they approved (a token never outlives the operator's approval, nor the operator). The
 /// leases they issued keep their own deadlines unless `cascade` ends them too, with their
 /// descendants. Audited as `admin.operator.revoke`, one event counting what ended.
-pub async fn revoke(
+pub(crate) async fn revoke(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(name): Path<String>,

@@ -45,19 +45,19 @@ pub(super) async fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal>
 }
 
 /// Extractor: any authenticated principal.
-pub struct Auth(pub Principal);
+pub(crate) struct Auth(pub(crate) Principal);
 /// Extractor: an operator only (the bootstrap admin token, or the console cookie of an
 /// operator's login).
-pub struct Operator(pub crate::operators::OperatorId);
+pub(crate) struct Operator(pub(crate) crate::operators::OperatorId);
 
 impl Operator {
     /// The actor id operator events name: `operator:<name>`.
-    pub fn actor_id(&self) -> String {
+    pub(crate) fn actor_id(&self) -> String {
         self.0.actor_id()
     }
 }
 /// Extractor: a lease only.
-pub struct LeaseAuth(pub Arc<lease_manager::LeaseEntry>);
+pub(crate) struct LeaseAuth(pub(crate) Arc<lease_manager::LeaseEntry>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Auth
 where

@@ -13,11 +13,14 @@ use crate::app::{App, Principal};
 use crate::replica::zone_view;
 
 /// `GET /v1/root/replicas` (operator): the replicas of the zone, their hubs and health.
-pub async fn list(State(app): State<Arc<App>>, _op: Operator) -> Result<Json<ZoneView>, ApiError> {
+pub(crate) async fn list(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+) -> Result<Json<ZoneView>, ApiError> {
     zone_view(&app, true).await.map(Json)
 }
 
 /// The zone view for a principal (advertised addresses only for the operator).
-pub async fn view_for(app: &App, auth: &Auth) -> Result<ZoneView, ApiError> {
+pub(crate) async fn view_for(app: &App, auth: &Auth) -> Result<ZoneView, ApiError> {
     zone_view(app, matches!(auth.0, Principal::Operator(_))).await
 }

@@ -43,11 +43,11 @@ use crate::app::{App, Principal};
 use crate::leases::manager::LeaseEntry;
 
 /// The longest a run profile lives (and the default): ten minutes, never past the lease.
-pub const MAX_TTL_SEC: u64 = 600;
+pub(crate) const MAX_TTL_SEC: u64 = 600;
 /// Audience of run credentials.
-pub const RUN_AUDIENCE: &str = "run-worker";
+pub(crate) const RUN_AUDIENCE: &str = "run-worker";
 /// The MCP endpoint named in the tool profile (relative to root's URL).
-pub const MCP_ENDPOINT: &str = "/mcp";
+pub(crate) const MCP_ENDPOINT: &str = "/mcp";
 
 /// The key run profiles are signed with on this root (and every replica of its zone).
 pub fn signing_key(app: &App) -> [u8; 32] {
@@ -181,7 +181,7 @@ fn document(app: &App, run: &Run<'_>, requested_by: &Principal) -> RunProfile {
 /// cannot issue another. The credential's bearer is in this answer only, never in the
 /// document; the lease's bearer appears nowhere. One audit event (`admin.run_profile.issue`
 /// for an operator, `run_profile.issue` for a lease), refusals included.
-pub async fn post(
+pub(crate) async fn post(
     State(app): State<Arc<App>>,
     Auth(principal): Auth,
     Path(id): Path<String>,
@@ -362,7 +362,7 @@ async fn resolve(app: &App, principal: &Principal, id: &str) -> Result<Arc<Lease
 /// `POST /v1/root/mcp/run-profiles/verify` (operator): whether a document is a valid run
 /// profile of this zone's root now. Always 200 when the request itself is fine; the answer
 /// says `valid` or the reason (`tampered`, `unsigned`, `unknown_key`, `expired`, ...).
-pub async fn verify(
+pub(crate) async fn verify(
     State(app): State<Arc<App>>,
     _op: Operator,
     body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
@@ -372,7 +372,7 @@ pub async fn verify(
 }
 
 /// The verification answer for `document` as of now.
-pub fn verdict(app: &App, document: &Value) -> ProfileVerdict {
+pub(crate) fn verdict(app: &App, document: &Value) -> ProfileVerdict {
     let key = signing_key(app);
     match mcp_shared::run_profile::verify(document, &key, mcp_shared::time::now()) {
         Ok(p) => ProfileVerdict {

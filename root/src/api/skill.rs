@@ -51,7 +51,7 @@ fn command_of(name: &str) -> Option<SkillCommand> {
 /// `disable`, `uninstall` (root's desired state: stored, in force at root at once, pushed to
 /// the hub) or `status`; each one audited event (`admin.skill.<command>`) naming the
 /// operator. A target whose hub is offline is switched all the same.
-pub async fn command(
+pub(crate) async fn command(
     State(app): State<Arc<App>>,
     op: Operator,
     Path((target_id, skill, name)): Path<(String, String, String)>,

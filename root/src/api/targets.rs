@@ -28,9 +28,9 @@ use crate::hubs::{Enrolment, HUB_TOKEN_PREFIX, PreviousHubKey};
 use crate::store::{PreviousKey, TargetRow};
 
 /// Longest grace period of a key rotation (a week).
-pub const MAX_ROTATION_GRACE_SEC: u64 = 7 * 24 * 3600;
+pub(crate) const MAX_ROTATION_GRACE_SEC: u64 = 7 * 24 * 3600;
 /// Grace period of a key rotation when the operator names none.
-pub const DEFAULT_ROTATION_GRACE_SEC: u64 = 600;
+pub(crate) const DEFAULT_ROTATION_GRACE_SEC: u64 = 600;
 
 fn valid_id(s: &str) -> bool {
     !s.is_empty()
@@ -40,7 +40,7 @@ fn valid_id(s: &str) -> bool {
 }
 
 /// `POST /v1/root/hubs`: enrols a target; its hub token is shown once, in this answer.
-pub async fn enroll(
+pub(crate) async fn enroll(
     State(app): State<Arc<App>>,
     op: Operator,
     body: Result<Json<EnrollRequest>, axum::extract::rejection::JsonRejection>,
@@ -137,7 +137,7 @@ async fn enrol(app: &App, req: EnrollRequest) -> Result<(TargetRow, String), Api
 
 /// `GET /v1/root/hubs`: every enrolled target with its status, descriptor, skill (root's
 /// desired state and the hub's report) and published capabilities.
-pub async fn list(
+pub(crate) async fn list(
     State(app): State<Arc<App>>,
     _op: Operator,
 ) -> Result<Json<TargetList>, ApiError> {
@@ -195,7 +195,7 @@ pub async fn list(
 /// `POST /v1/root/hubs/{target_id}/rotate-key`: a new hub token (shown once) and signing key;
 /// the previous ones keep working for `grace_sec`, then a hub still using them is refused (and
 /// dropped at its next frame). Audited as `admin.hub.rotate_key`, without the token.
-pub async fn rotate_key(
+pub(crate) async fn rotate_key(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(target_id): Path<String>,

@@ -11,33 +11,33 @@ use crate::hubs::router;
 use crate::leases::manager::LeaseEntry;
 
 /// Where a call came from and how to trace it.
-pub struct CallContext {
-    pub surface: Surface,
-    pub lease: Arc<LeaseEntry>,
+pub(crate) struct CallContext {
+    pub(crate) surface: Surface,
+    pub(crate) lease: Arc<LeaseEntry>,
     /// The event's `trace_id`: the trace of [`CallContext::span`] (see [`trace`]).
-    pub trace_id: String,
+    pub(crate) trace_id: String,
     /// The call's span, exported while OpenTelemetry is on ([`tracing::Span::none`] otherwise);
     /// policy, validation, route and audit commit are its children.
-    pub span: tracing::Span,
-    pub request_id: String,
+    pub(crate) span: tracing::Span,
+    pub(crate) request_id: String,
     /// Cancelled when the client cancels the request (MCP `notifications/cancelled`).
-    pub cancel: Option<tokio_util::sync::CancellationToken>,
+    pub(crate) cancel: Option<tokio_util::sync::CancellationToken>,
     /// The operator a call is made for (an operator read under root's reader lease): the
     /// event names them as its actor, with the lease as its session.
-    pub operator: Option<crate::operators::OperatorId>,
+    pub(crate) operator: Option<crate::operators::OperatorId>,
     /// A write's confirmation, answered by the client's retry (MCP multi-round-trip
     /// requests); refused for any other tool.
-    pub confirmation: Option<Confirmation>,
+    pub(crate) confirmation: Option<Confirmation>,
     /// Where a routed call's progress goes (the client's progress notifications, a task's
     /// status); `None`: nowhere.
-    pub progress: Option<router::ProgressSink>,
+    pub(crate) progress: Option<router::ProgressSink>,
 }
 
 /// A confirmation the client answered by retrying the call (MCP 2026-07-28 multi-round-trip
 /// requests, `mcp::confirm`): the retry is the execute, and the answer stands in for the
 /// `confirmation_token` argument.
 #[derive(Debug, Clone)]
-pub enum Confirmation {
+pub(crate) enum Confirmation {
     /// The person confirmed: the execute redeems the preview's token.
     Confirmed(String),
     /// Not confirmed (declined, cancelled, or accepted without confirming, `why`): the token
@@ -48,15 +48,15 @@ pub enum Confirmation {
 }
 
 /// A call's trace: its span and the trace id its event records.
-pub struct Trace {
-    pub id: String,
-    pub span: tracing::Span,
+pub(crate) struct Trace {
+    pub(crate) id: String,
+    pub(crate) span: tracing::Span,
 }
 
 /// The trace of a call made with `traceparent` (W3C, from the request's headers or `_meta`):
 /// with OpenTelemetry on, a span continuing it (or starting a trace) whose trace id is the
 /// event's; off, the trace id alone ([`trace_id_from`]) and no span.
-pub fn trace(traceparent: Option<&str>) -> Trace {
+pub(crate) fn trace(traceparent: Option<&str>) -> Trace {
     if !mcp_shared::otel::on() {
         return Trace {
             id: trace_id_from(traceparent),
@@ -74,7 +74,7 @@ pub fn trace(traceparent: Option<&str>) -> Trace {
 }
 
 /// A new trace id, or the one from a W3C `traceparent` header.
-pub fn trace_id_from(traceparent: Option<&str>) -> String {
+pub(crate) fn trace_id_from(traceparent: Option<&str>) -> String {
     traceparent
         .and_then(|tp| {
             let parts: Vec<&str> = tp.split('-').collect();

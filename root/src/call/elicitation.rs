@@ -29,7 +29,7 @@ use crate::store::IdempotencyKey;
 /// `confirmation_required`.
 /// `form`: whether the client can answer a form elicitation (declared at `initialize` for a
 /// session, in each request's `_meta` on 2026-07-28).
-pub async fn applies(
+pub(crate) async fn applies(
     app: &App,
     form: bool,
     lease: &LeaseEntry,
@@ -69,14 +69,14 @@ pub async fn applies(
 }
 
 /// Whether a session's client can answer a form elicitation (declared at `initialize`).
-pub fn session_has_form(ctx: &RequestContext<RoleServer>) -> bool {
+pub(crate) fn session_has_form(ctx: &RequestContext<RoleServer>) -> bool {
     ctx.peer
         .supported_elicitation_modes()
         .contains(&ElicitationMode::Form)
 }
 
 /// What the person is asked about a previewed write.
-pub fn question(tool_id: &str, target: &str, preview: &Preview) -> String {
+pub(crate) fn question(tool_id: &str, target: &str, preview: &Preview) -> String {
     let effect = &preview.expected_effect;
     let described = effect["description"]
         .as_str()
@@ -90,7 +90,7 @@ pub fn question(tool_id: &str, target: &str, preview: &Preview) -> String {
 /// The preview an execute without a token is asked about: the governed preview call (an
 /// audited dry run) of the same arguments and its typed answer; the call's outcome as it is
 /// when it did not preview (refused, failed, or not a write).
-pub async fn preview_first(
+pub(crate) async fn preview_first(
     app: &App,
     ctx: CallContext,
     tool_id: &str,
@@ -114,7 +114,7 @@ pub async fn preview_first(
 
 /// Preview, ask, then execute (or not). `new_ctx` builds the governed call's context (one per
 /// phase, same trace).
-pub async fn confirm_and_execute(
+pub(crate) async fn confirm_and_execute(
     app: &App,
     ctx: &RequestContext<RoleServer>,
     new_ctx: impl Fn() -> CallContext,

@@ -8,16 +8,16 @@ use dashmap::DashMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 #[derive(Default)]
-pub struct ConcurrencyLimits {
+pub(crate) struct ConcurrencyLimits {
     slots: DashMap<String, Arc<Semaphore>>,
 }
 
 /// Held for the duration of a call; dropping it frees the slots.
-pub struct Permits(#[allow(dead_code)] Vec<OwnedSemaphorePermit>);
+pub(crate) struct Permits(#[allow(dead_code)] Vec<OwnedSemaphorePermit>);
 
 impl ConcurrencyLimits {
     /// Takes one slot in each `(key, limit)` or none at all; `Err(key)` names the full one.
-    pub fn try_acquire(&self, keys: &[(String, u32)]) -> Result<Permits, String> {
+    pub(crate) fn try_acquire(&self, keys: &[(String, u32)]) -> Result<Permits, String> {
         let mut held = Vec::with_capacity(keys.len());
         for (key, limit) in keys {
             let sem = self
@@ -34,7 +34,7 @@ impl ConcurrencyLimits {
     }
 
     /// Forgets the slots of a lease that can no longer call (revoked or rotated).
-    pub fn forget_prefix(&self, prefix: &str) {
+    pub(crate) fn forget_prefix(&self, prefix: &str) {
         self.slots.retain(|k, _| !k.starts_with(prefix));
     }
 }

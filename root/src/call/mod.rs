@@ -6,25 +6,25 @@
 //! against the output schema once; an operational one: executed on root or routed, under the
 //! tool's timeout, then output validation) → durable audit event → normalized response.
 
-pub mod context;
+pub(crate) mod context;
 mod descriptive;
 pub(crate) mod dispatch;
-pub mod elicitation;
-pub mod executors;
+pub(crate) mod elicitation;
+pub(crate) mod executors;
 mod failure;
-pub mod limits;
+pub(crate) mod limits;
 pub(crate) mod route;
-pub mod running;
+pub(crate) mod running;
 mod schema;
-pub mod tasks;
-pub mod writes;
+pub(crate) mod tasks;
+pub(crate) mod writes;
 
-pub use context::{CallContext, Confirmation, Trace, trace, trace_id_from};
+pub(crate) use context::{CallContext, trace};
 use descriptive::descriptive_answer;
 use dispatch::dispatch;
 use failure::internal;
 use mcp_shared::protocol::CallBody;
-pub use route::{progress_channel, redacted};
+pub(crate) use route::{progress_channel, redacted};
 use schema::validate;
 
 use std::sync::Arc;
@@ -42,23 +42,23 @@ use crate::catalog::ContractEntry;
 use crate::policy;
 
 /// The outcome plus whether the tool id was unknown (MCP answers that as a protocol error).
-pub struct Outcome {
-    pub response: ToolResponse,
-    pub unknown_tool: bool,
+pub(crate) struct Outcome {
+    pub(crate) response: ToolResponse,
+    pub(crate) unknown_tool: bool,
     /// No event records this call: it was refused because the audit trail cannot be written,
     /// or its own event could not be committed. The response's error says so
     /// (`audit_unavailable`) and its `event_id` names no stored event; REST answers 503 and MCP
     /// a JSON-RPC error instead of a tool result.
-    pub unaudited: bool,
+    pub(crate) unaudited: bool,
     /// Set by [`call_keeping_answer`] only: the descriptive answer its descriptor set keeps,
     /// which is then this call's result (and `response.result` is `None`), so an MCP answer
     /// can use the JSON text the set serialized once instead of serializing the value again.
-    pub kept: Option<Arc<crate::descriptors::DescriptiveAnswer>>,
+    pub(crate) kept: Option<Arc<crate::descriptors::DescriptiveAnswer>>,
 }
 
 impl Outcome {
     /// The outcome with a kept descriptive answer copied into `response.result`.
-    pub fn with_result(mut self) -> Outcome {
+    pub(crate) fn with_result(mut self) -> Outcome {
         if let Some(kept) = self.kept.take() {
             self.response.result = Some(kept.value.clone());
         }
@@ -66,7 +66,7 @@ impl Outcome {
     }
 
     /// The `audit_unavailable` error of a call that left no event.
-    pub fn unaudited_error(&self) -> Option<&ToolError> {
+    pub(crate) fn unaudited_error(&self) -> Option<&ToolError> {
         if self.unaudited {
             self.response.error.as_ref()
         } else {
@@ -76,7 +76,7 @@ impl Outcome {
 }
 
 /// A governed call: its outcome with the result in `response.result`.
-pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Outcome {
+pub(crate) async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Outcome {
     call_keeping_answer(app, ctx, tool_id, arguments)
         .await
         .with_result()
@@ -84,7 +84,7 @@ pub async fn call(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) 
 
 /// [`call`], except that a descriptive answer stays in [`Outcome::kept`] (not copied into
 /// `response.result`).
-pub async fn call_keeping_answer(
+pub(crate) async fn call_keeping_answer(
     app: &App,
     ctx: CallContext,
     tool_id: &str,
@@ -97,7 +97,7 @@ pub async fn call_keeping_answer(
 }
 
 /// A call's governed checks: what [`admit`] decided.
-pub enum Admission {
+pub(crate) enum Admission {
     /// Every check passed; [`Admitted::run`] answers it.
     Admitted(Box<Admitted>),
     /// Refused (unknown tool, policy, arguments, limits, audit unavailable): its outcome, with
@@ -107,7 +107,7 @@ pub enum Admission {
 
 /// A call that passed its governed checks (contract, policy, arguments, concurrency slots,
 /// which it holds) and has not run yet. A task runs it later, in the background.
-pub struct Admitted {
+pub(crate) struct Admitted {
     ctx: CallContext,
     entry: Arc<ContractEntry>,
     arguments: Value,
@@ -119,7 +119,7 @@ pub struct Admitted {
 impl Admitted {
     /// The call's event as it will be committed unless it runs to its end here: its id,
     /// actor, tool and decision, with the redacted request.
-    pub fn pending_event(&self, app: &App) -> OperationalEvent {
+    pub(crate) fn pending_event(&self, app: &App) -> OperationalEvent {
         let mut event = self.event.clone();
         record_request(
             app,
@@ -132,13 +132,13 @@ impl Admitted {
     }
 
     /// Refuses the admitted call after all (`error`), committing its event.
-    pub async fn refuse(self, app: &App, error: ToolError) -> Outcome {
+    pub(crate) async fn refuse(self, app: &App, error: ToolError) -> Outcome {
         self.finish(app, Err(error), None).await
     }
 
     /// Runs the admitted call and commits its event (in its span: a task's runs detached from
     /// the request that admitted it).
-    pub async fn run(self, app: &App) -> Outcome {
+    pub(crate) async fn run(self, app: &App) -> Outcome {
         let span = self.ctx.span.clone();
         self.run_in_span(app).instrument(span).await
     }
@@ -180,7 +180,12 @@ impl Admitted {
 /// The governed checks of one call, in order: audit health, contract, policy, arguments,
 /// concurrency slots. A refusal is committed as its event here.
 /// They run in the call's span (whichever path admits it: a request, or a task's creation).
-pub async fn admit(app: &App, ctx: CallContext, tool_id: &str, arguments: Value) -> Admission {
+pub(crate) async fn admit(
+    app: &App,
+    ctx: CallContext,
+    tool_id: &str,
+    arguments: Value,
+) -> Admission {
     let span = ctx.span.clone();
     span.record("tool", tool_id);
     admit_in_span(app, ctx, tool_id, arguments)

@@ -217,7 +217,7 @@ const PROGRESS_QUEUE: usize = 64;
 
 /// A progress sink whose reports arrive, in order, on the returned receiver (a report the
 /// queue cannot take at once is dropped).
-pub fn progress_channel() -> (
+pub(crate) fn progress_channel() -> (
     router::ProgressSink,
     tokio::sync::mpsc::Receiver<router::Progress>,
 ) {
@@ -231,7 +231,7 @@ pub fn progress_channel() -> (
 }
 
 /// `p` with root's redaction applied to its message (a hub redacts too; root does again).
-pub fn redacted(app: &App, mut p: router::Progress) -> router::Progress {
+pub(crate) fn redacted(app: &App, mut p: router::Progress) -> router::Progress {
     if let Some(m) = &p.message {
         p.message = Some(
             app.audit

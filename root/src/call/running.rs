@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The tasks this replica runs.
 #[derive(Default)]
-pub struct Running {
+pub(crate) struct Running {
     /// Task id → how to stop its call.
     tasks: DashMap<String, Stop>,
     /// Signalled whenever a task here ends (a stopping root waits for them).

@@ -41,12 +41,12 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// A running task's status message is written at most this often.
 const MESSAGE_EVERY: Duration = Duration::from_millis(500);
 /// Tasks per `tasks/list` page.
-pub const PAGE: i64 = 50;
+pub(crate) const PAGE: i64 = 50;
 /// The replica name of a task run by a root on SQLite (one replica).
 const LOCAL: &str = "local";
 
 /// What [`start`] did with a call.
-pub enum Started {
+pub(crate) enum Started {
     /// The call runs as this task.
     Task(Box<TaskRow>),
     /// The call's checks refused it (or no task could be recorded): its outcome, answered as
@@ -56,7 +56,7 @@ pub enum Started {
 
 /// Why a task cannot be read or cancelled.
 #[derive(Debug, thiserror::Error)]
-pub enum TaskError {
+pub(crate) enum TaskError {
     /// Unknown, or another lease's (said the same way, so ids reveal nothing).
     #[error("no task `{0}` for this lease")]
     NotFound(String),
@@ -78,14 +78,14 @@ fn replica(app: &App) -> String {
 }
 
 /// A new task id: random (a task's owner is checked too, but ids are not to be guessed).
-pub fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
 /// Starts `tool_id` as task `task_id` ([`new_id`]): its checks now, its work in the
 /// background. `notify`, when given, also receives the call's progress (a session's client
 /// that gave a progress token).
-pub async fn start(
+pub(crate) async fn start(
     app: &Arc<App>,
     mut ctx: CallContext,
     task_id: &str,
@@ -240,7 +240,11 @@ async fn write_message(app: &App, task_id: &str, message: &str) {
 }
 
 /// The lease's task `task_id`.
-pub async fn get(app: &App, lease: &LeaseEntry, task_id: &str) -> Result<TaskRow, TaskError> {
+pub(crate) async fn get(
+    app: &App,
+    lease: &LeaseEntry,
+    task_id: &str,
+) -> Result<TaskRow, TaskError> {
     let row = app
         .store
         .task(task_id)
@@ -254,7 +258,7 @@ pub async fn get(app: &App, lease: &LeaseEntry, task_id: &str) -> Result<TaskRow
 }
 
 /// A page of the lease's tasks, newest first, and the cursor of the next page.
-pub async fn list(
+pub(crate) async fn list(
     app: &App,
     lease: &LeaseEntry,
     cursor: Option<&str>,
@@ -283,7 +287,11 @@ pub async fn list(
 
 /// Cancels the lease's task: it is `cancelled` when this returns, and its call is stopped
 /// where it runs (its event then records the cancellation).
-pub async fn cancel(app: &App, lease: &LeaseEntry, task_id: &str) -> Result<TaskRow, TaskError> {
+pub(crate) async fn cancel(
+    app: &App,
+    lease: &LeaseEntry,
+    task_id: &str,
+) -> Result<TaskRow, TaskError> {
     let row = get(app, lease, task_id).await?;
     let message = "cancelled by the client; the target was told to stop";
     let at = unix_ms(now());
@@ -319,7 +327,7 @@ pub async fn cancel(app: &App, lease: &LeaseEntry, task_id: &str) -> Result<Task
 
 /// A stopping root: waits up to [`DRAIN`] for its tasks, then stops what still runs (the
 /// hub is told to stop it); those are ended when a root starts again ([`recover`]).
-pub async fn drain(app: &App) {
+pub(crate) async fn drain(app: &App) {
     let left = app.tasks.drain(DRAIN).await;
     if left > 0 {
         tracing::warn!(
@@ -332,7 +340,7 @@ pub async fn drain(app: &App) {
 /// Ends as `failed`, each with its event committed now, the working tasks whose root stopped
 /// under them: this replica's own at start-up (`live` is `None`), or, on a zone, those of the
 /// replicas not in `live`.
-pub async fn recover(app: &App, live: Option<&[String]>) {
+pub(crate) async fn recover(app: &App, live: Option<&[String]>) {
     let mine = replica(app);
     let rows = match app
         .store
@@ -419,7 +427,7 @@ async fn orphaned(app: &App, row: TaskRow, why: &str) {
 }
 
 /// Forgets tasks past their time to live.
-pub async fn sweep(app: &App) {
+pub(crate) async fn sweep(app: &App) {
     match app.store.delete_expired_tasks(unix_ms(now())).await {
         Ok(0) => {}
         Ok(n) => tracing::debug!(count = n, "expired tasks forgotten"),

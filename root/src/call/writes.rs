@@ -33,7 +33,7 @@ use crate::catalog::ContractEntry;
 use crate::store::{ApprovalRow, ApprovalStatus, ConfirmationRow, IdempotencyKey, IdempotencyRow};
 
 /// Prefix of confirmation tokens (redacted like every bearer).
-pub const CONFIRMATION_PREFIX: &str = "mcpc_";
+pub(crate) const CONFIRMATION_PREFIX: &str = "mcpc_";
 
 fn internal(e: impl std::fmt::Display) -> ToolError {
     tracing::error!(error = %e, "store failure in the write flow");
@@ -42,28 +42,28 @@ fn internal(e: impl std::fmt::Display) -> ToolError {
 
 /// The idempotency key an adapter is handed: the caller's key under its owner, so the
 /// target's own ledger (which outlives root's) keeps two leases' keys apart as well.
-pub fn hub_key(owner: &str, key: &str) -> String {
+pub(crate) fn hub_key(owner: &str, key: &str) -> String {
     format!("{owner}/{key}")
 }
 
 /// The digest a confirmation is bound to: SHA-256 of the domain arguments' canonical JSON.
-pub fn args_hash(domain: &Value) -> String {
+pub(crate) fn args_hash(domain: &Value) -> String {
     hex::encode(Sha256::digest(mcp_shared::canonical::to_vec(domain)))
 }
 
 /// The write-control fields a write carries beside its domain arguments, taken out of them
 /// before the arguments are hashed or run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Controls {
-    pub phase: Phase,
-    pub confirmation_token: Option<String>,
-    pub idempotency_key: Option<String>,
-    pub dry_run: bool,
+pub(crate) struct Controls {
+    pub(crate) phase: Phase,
+    pub(crate) confirmation_token: Option<String>,
+    pub(crate) idempotency_key: Option<String>,
+    pub(crate) dry_run: bool,
 }
 
 /// A write's phase (`preview` when the call names none).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     Preview,
     Execute,
     /// A phase no write has, refused by name.
@@ -74,7 +74,9 @@ impl Controls {
     /// Takes the control fields out of `arguments`, leaving the domain arguments. A control
     /// field of the wrong type (`"dry_run": "true"`, a numeric key) is refused by name rather
     /// than read as absent, which could turn a dry run into a preview.
-    pub fn take(arguments: &mut serde_json::Map<String, Value>) -> Result<Controls, ToolError> {
+    pub(crate) fn take(
+        arguments: &mut serde_json::Map<String, Value>,
+    ) -> Result<Controls, ToolError> {
         let wrong = |name: &str, kind: &str| {
             ToolError::new(
                 ErrorCode::InvalidArguments,
@@ -107,7 +109,7 @@ impl Controls {
     }
 
     /// The control fields of `arguments`, which stay as they are (`None`: not an object).
-    pub fn read(arguments: &Value) -> Option<Result<Controls, ToolError>> {
+    pub(crate) fn read(arguments: &Value) -> Option<Result<Controls, ToolError>> {
         let mut copy = arguments.as_object()?.clone();
         Some(Controls::take(&mut copy))
     }
@@ -116,31 +118,31 @@ impl Controls {
 /// What a write's preview answers: the expected effect and the token its execute presents
 /// (and, for a write that needs one, the operator approval it waits for).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Preview {
+pub(crate) struct Preview {
     /// Always `preview`.
-    pub phase: String,
-    pub expected_effect: Value,
-    pub confirmation_token: String,
+    pub(crate) phase: String,
+    pub(crate) expected_effect: Value,
+    pub(crate) confirmation_token: String,
     /// RFC 3339.
-    pub confirmation_expires_at: String,
+    pub(crate) confirmation_expires_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<PendingApproval>,
+    pub(crate) approval: Option<PendingApproval>,
     /// What to do next, in words.
-    pub summary: String,
+    pub(crate) summary: String,
 }
 
 /// The approval a preview opened.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PendingApproval {
-    pub approval_id: String,
-    pub status: ApprovalStatus,
+pub(crate) struct PendingApproval {
+    pub(crate) approval_id: String,
+    pub(crate) status: ApprovalStatus,
     /// RFC 3339.
-    pub expires_at: String,
+    pub(crate) expires_at: String,
 }
 
 /// A write call: a dry run, its preview (a confirmation token) or its execute (once per
 /// idempotency key, with the preview's token).
-pub async fn write(
+pub(crate) async fn write(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,

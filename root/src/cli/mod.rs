@@ -3,7 +3,7 @@
 //! Exit codes: 0 success, 1 failure, 2 usage error, 3 audit chain broken, 4 run profile
 //! invalid.
 
-pub mod admin;
+pub(crate) mod admin;
 pub mod skills_sync;
 
 use std::net::SocketAddr;
@@ -23,13 +23,13 @@ pub use admin::AdminClient;
     version,
     about = "Root MCP gateway: governed, audited MCP tools for one zone"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the root daemon.
     Serve(ServeArgs),
     /// Run root on the embedded default, create a lease, and print ready-to-paste client config.
@@ -45,7 +45,7 @@ pub enum Command {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum DescriptorsCommand {
+pub(crate) enum DescriptorsCommand {
     /// Build normalized descriptor artifacts from a source tree (its `sources.toml`).
     Build {
         /// The source tree, e.g. config/descriptor-source.
@@ -63,7 +63,7 @@ pub enum DescriptorsCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum SkillsCommand {
+pub(crate) enum SkillsCommand {
     /// Install the platform skill catalog of a root into DEST/NAMESPACE (validated whole,
     /// staged, swapped in atomically; any failure leaves the installed tree unchanged).
     Sync(skills_sync::SyncArgs),
@@ -73,19 +73,19 @@ pub enum SkillsCommand {
 pub struct ServeArgs {
     /// TOML config file (every field optional).
     #[arg(long)]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Listen address, e.g. 127.0.0.1:8700.
     #[arg(long)]
-    pub listen: Option<SocketAddr>,
+    pub(crate) listen: Option<SocketAddr>,
     /// Data directory (embedded database, admin token).
     #[arg(long)]
-    pub data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// Database URL: sqlite:PATH or postgres://...
     #[arg(long, env = "MCP_ROOT_DATABASE_URL")]
-    pub database_url: Option<String>,
+    pub(crate) database_url: Option<String>,
     /// Allow plain HTTP on a non-loopback address (warned at every start); prefer [tls].
     #[arg(long)]
-    pub insecure_http: bool,
+    pub(crate) insecure_http: bool,
 }
 
 impl ServeArgs {

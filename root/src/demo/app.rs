@@ -17,10 +17,10 @@ use axum::extract::State;
 use axum::routing::get;
 
 /// The first argument that selects the demo app (handled before the command line proper).
-pub const COMMAND: &str = "demo-app";
+pub(crate) const COMMAND: &str = "demo-app";
 
 /// Runs `mcp-root demo-app ...` (`args` after `demo-app`).
-pub fn main(args: Vec<String>) -> ExitCode {
+pub(crate) fn main(args: Vec<String>) -> ExitCode {
     // reqwest's TLS stack needs its provider chosen, though the checks are plain HTTP.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let rt = match tokio::runtime::Builder::new_current_thread()

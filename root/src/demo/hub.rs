@@ -31,20 +31,20 @@ const NLU_FILES: [(&str, &str); 4] = [
 ];
 
 /// The managed service's name.
-pub const SERVICE: &str = "demo-app";
+pub(crate) const SERVICE: &str = "demo-app";
 /// The allowed test's name.
-pub const TEST: &str = "demo-app-checks";
+pub(crate) const TEST: &str = "demo-app-checks";
 
 /// Where the demo hub's parts are, for the walk-through.
-pub struct DemoHub {
+pub(crate) struct DemoHub {
     /// `<data>/demo-hub.toml`.
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// Whether `[deploy]` is configured (it needs git).
-    pub deploys: bool,
+    pub(crate) deploys: bool,
 }
 
 /// Writes the demo hub's content, repository and configuration under `data_dir`.
-pub fn prepare(
+pub(crate) fn prepare(
     data_dir: &Path,
     root_url: &str,
     zone: &str,

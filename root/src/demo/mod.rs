@@ -5,7 +5,7 @@
 //! Everything lives under the data directory. Compiled into the binary only (the `demo`
 //! feature, on by default), so that the library never depends on the hub's crate.
 
-pub mod app;
+pub(crate) mod app;
 mod hub;
 
 use std::io::Write;

@@ -60,7 +60,7 @@ struct State {
 }
 
 /// What the retry of a call that carries a `requestState` comes to.
-pub enum Retry {
+pub(crate) enum Retry {
     /// The governed execute, with this answer in its context.
     Answered(Confirmation),
     /// No answer to the question: ask again, with the same state.
@@ -68,7 +68,7 @@ pub enum Retry {
 }
 
 /// Whether `ctx`'s client declared form elicitation in this request's `_meta`.
-pub fn declares_form_elicitation(ctx: &RequestContext<RoleServer>) -> bool {
+pub(crate) fn declares_form_elicitation(ctx: &RequestContext<RoleServer>) -> bool {
     ctx.client_capabilities()
         .and_then(|c| c.elicitation)
         .is_some_and(|e| e.form.is_some() || e.url.is_none())
@@ -76,7 +76,7 @@ pub fn declares_form_elicitation(ctx: &RequestContext<RoleServer>) -> bool {
 
 /// The first round: the preview, then the question. A preview that fails (or a write that
 /// has nothing to confirm) is answered as it is.
-pub async fn ask(
+pub(crate) async fn ask(
     app: &App,
     new_ctx: impl Fn() -> CallContext,
     tool_id: &str,
@@ -115,7 +115,7 @@ pub async fn ask(
 }
 
 /// A retry that carries `state`: opens it against this call and reads the person's answer.
-pub fn retry(
+pub(crate) fn retry(
     app: &App,
     lease: &LeaseEntry,
     request: &CallToolRequestParams,

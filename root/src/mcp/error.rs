@@ -24,7 +24,11 @@ pub struct McpError {
 
 impl McpError {
     /// An error of `status` with `code` and `message`, answering no readable request id.
-    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<Cow<'static, str>>) -> Self {
+    pub(crate) fn new(
+        status: StatusCode,
+        code: ErrorCode,
+        message: impl Into<Cow<'static, str>>,
+    ) -> Self {
         McpError {
             status,
             error: ErrorData::new(code, message, None),
@@ -33,44 +37,42 @@ impl McpError {
     }
 
     /// A `400` with `code`: the request itself is wrong.
-    pub fn bad_request(code: ErrorCode, message: impl Into<Cow<'static, str>>) -> Self {
+    pub(crate) fn bad_request(code: ErrorCode, message: impl Into<Cow<'static, str>>) -> Self {
         McpError::new(StatusCode::BAD_REQUEST, code, message)
     }
 
     /// A refusal of the transport (no session, unknown session, root stopping): `status`
     /// with an Invalid Request error.
-    pub fn transport(status: StatusCode, message: impl Into<Cow<'static, str>>) -> Self {
+    pub(crate) fn transport(status: StatusCode, message: impl Into<Cow<'static, str>>) -> Self {
         McpError::new(status, ErrorCode::INVALID_REQUEST, message)
     }
 
     /// A session root does not hold, or holds for another lease: the two are answered alike,
     /// so a bearer cannot learn which sessions exist.
-    pub fn session_not_found() -> Self {
+    pub(crate) fn session_not_found() -> Self {
         McpError::transport(StatusCode::NOT_FOUND, "Not Found: Session not found")
     }
 
     /// The same error answering request `id`.
-    pub fn answering(mut self, id: Option<&RequestId>) -> Self {
+    pub(crate) fn answering(mut self, id: Option<&RequestId>) -> Self {
         self.id = id.map_or(Value::Null, |id| json!(id));
         self
     }
 
     /// The same error answering an id read from the raw body (it may not fit rmcp's
     /// `RequestId`, e.g. an integer beyond `i64`; it is echoed as the client sent it).
-    pub fn answering_raw(mut self, id: Option<Value>) -> Self {
+    pub(crate) fn answering_raw(mut self, id: Option<Value>) -> Self {
         self.id = id.unwrap_or(Value::Null);
         self
     }
 
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
-
-    pub fn code(&self) -> ErrorCode {
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> ErrorCode {
         self.error.code
     }
 
-    pub fn message(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn message(&self) -> &str {
         &self.error.message
     }
 
@@ -94,7 +96,7 @@ mod tests {
     fn the_body_carries_the_code_the_message_and_the_id_asked() {
         let e = McpError::bad_request(ErrorCode::HEADER_MISMATCH, "headers disagree")
             .answering(Some(&RequestId::Number(7)));
-        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
         assert_eq!(
             e.body(),
             json!({"jsonrpc": "2.0", "id": 7,

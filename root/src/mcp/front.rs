@@ -43,7 +43,7 @@ use rmcp::model::ErrorCode as RpcCode;
 
 /// Deepest nesting of arrays and objects accepted in a request body (serde_json stops at 128;
 /// no MCP message needs more than a handful).
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// Why the front refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,7 +125,7 @@ pub struct Probe {
 }
 
 /// Accepted media types of an `Accept` header list, without parameters; `q=0` excludes.
-pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
+pub(crate) fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
@@ -146,7 +146,7 @@ pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
 }
 
 /// Steps 1 and 2: the `Accept` and `Content-Type` a POST needs.
-pub fn check_headers(headers: &HeaderMap) -> Result<(), FrontError> {
+pub(crate) fn check_headers(headers: &HeaderMap) -> Result<(), FrontError> {
     if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
         return Err(FrontError::NotAcceptable);
     }
@@ -414,7 +414,7 @@ fn over_limit(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// The body checks shared by both doors: UTF-8 and nesting depth (no parse, so no recursion).
-pub fn check_text(body: &[u8]) -> Result<&str, FrontError> {
+pub(crate) fn check_text(body: &[u8]) -> Result<&str, FrontError> {
     let text = std::str::from_utf8(body).map_err(|e| FrontError::NotUtf8(e.valid_up_to()))?;
     if exceeds_depth(body, MAX_DEPTH) {
         return Err(FrontError::TooDeep);
@@ -423,7 +423,7 @@ pub fn check_text(body: &[u8]) -> Result<&str, FrontError> {
 }
 
 /// Reads a body up to `limit` bytes; over it, [`FrontError::TooLarge`].
-pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, FrontError> {
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, FrontError> {
     axum::body::to_bytes(body, limit).await.map_err(|e| {
         if over_limit(&e) {
             FrontError::TooLarge(limit)
@@ -473,7 +473,7 @@ fn rest_error(e: &FrontError) -> Response {
 /// application/json` (`415`), fit the limit (`413`), be UTF-8 and nest at most [`MAX_DEPTH`]
 /// levels (`400`). Bodiless requests (revoke, rotate, skill commands) and the replica channel
 /// (its body is authenticated byte for byte, see `replica::forward`) pass untouched.
-pub async fn rest_guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+pub(crate) async fn rest_guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let checked = matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH)
         && req.uri().path() != crate::replica::forward::ROUTE_PATH;
     if !checked {
@@ -500,7 +500,11 @@ pub async fn rest_guard(State(app): State<Arc<App>>, req: Request, next: Next) -
 
 /// Outermost middleware: the body limit layer's plain-text `413` (it answers before any
 /// handler when `Content-Length` exceeds the limit) in the shape of the endpoint asked.
-pub async fn shape_refusals(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+pub(crate) async fn shape_refusals(
+    State(app): State<Arc<App>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let mcp = req.uri().path() == "/mcp";
     let res = next.run(req).await;
     let plain = res
@@ -525,7 +529,7 @@ pub async fn shape_refusals(State(app): State<Arc<App>>, req: Request, next: Nex
 /// (-32601, naming it).
 // `logging/setLevel` is deprecated by SEP-2577 but still served (see `mcp.rs`).
 #[allow(deprecated)]
-pub fn unmatched_request(method: &str, params: Option<&Value>) -> rmcp::ErrorData {
+pub(crate) fn unmatched_request(method: &str, params: Option<&Value>) -> rmcp::ErrorData {
     use rmcp::model as m;
     fn misfit<P: serde::de::DeserializeOwned>(params: Option<&Value>) -> Option<String> {
         let p = params.cloned().unwrap_or_else(|| json!({}));

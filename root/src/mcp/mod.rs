@@ -14,11 +14,11 @@
 //! (`fresh`, `stale`, `expired`) in the text and in `_meta`. `resources/list` paginates.
 
 pub(crate) mod bindings;
-pub mod confirm;
+pub(crate) mod confirm;
 pub mod error;
 pub mod front;
-pub mod tasks;
-pub mod transport;
+pub(crate) mod tasks;
+pub(crate) mod transport;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -48,17 +48,17 @@ use crate::catalog::ContractEntry;
 use crate::leases::manager::LeaseEntry;
 
 /// Tools per `tools/list` page.
-pub const PAGE_SIZE: usize = 50;
+pub(crate) const PAGE_SIZE: usize = 50;
 
 /// URI scheme of descriptors served as resources.
-pub const DESCRIPTOR_URI_PREFIX: &str = "descriptor://";
+pub(crate) const DESCRIPTOR_URI_PREFIX: &str = "descriptor://";
 
 /// The `_meta` key of a descriptor resource's freshness (`freshness`, `expires_at`,
 /// `content_hash`, `class`).
-pub const DESCRIPTOR_META_KEY: &str = "root-mcp.local/descriptor";
+pub(crate) const DESCRIPTOR_META_KEY: &str = "root-mcp.local/descriptor";
 
 /// Protocol revisions served: the session-based ones and the stateless 2026-07-28.
-pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
+pub(crate) const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2025_03_26,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_11_25,
@@ -66,7 +66,7 @@ pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
 ];
 
 #[derive(Clone)]
-pub struct RootMcp {
+pub(crate) struct RootMcp {
     app: Arc<App>,
     /// The door's sessions: which lease opened each, and their peers.
     pub(crate) bindings: Arc<bindings::Bindings>,
@@ -107,7 +107,7 @@ fn header<'a>(ctx: &'a RequestContext<RoleServer>, name: &str) -> Option<&'a str
 }
 
 /// The MCP tool for a contract; annotations come from the side-effect class.
-pub fn tool_of(entry: &ContractEntry) -> Tool {
+pub(crate) fn tool_of(entry: &ContractEntry) -> Tool {
     let c = &entry.contract;
     let object = |v: &Value| Arc::new(v.as_object().cloned().unwrap_or_default());
     let annotations = ToolAnnotations::with_title(c.title.clone())
@@ -561,11 +561,11 @@ fn descriptor_meta(
 
 /// What a `tools/call` needs besides its params: the caller's lease, the request's id (the
 /// event's `request_id`), its W3C `traceparent` and its cancellation.
-pub struct ToolCall<'a> {
-    pub lease: Arc<LeaseEntry>,
-    pub request_id: String,
-    pub traceparent: Option<&'a str>,
-    pub cancel: tokio_util::sync::CancellationToken,
+pub(crate) struct ToolCall<'a> {
+    pub(crate) lease: Arc<LeaseEntry>,
+    pub(crate) request_id: String,
+    pub(crate) traceparent: Option<&'a str>,
+    pub(crate) cancel: tokio_util::sync::CancellationToken,
 }
 
 /// Answers one `tools/call`: the governed call (or, for a write that the client can confirm,
@@ -680,7 +680,7 @@ fn progress_to_client(
 }
 
 /// The `notifications/progress` parameters of `p` for `token`, `meta` riding along.
-pub fn progress_param(
+pub(crate) fn progress_param(
     token: rmcp::model::ProgressToken,
     p: crate::hubs::router::Progress,
     meta: Option<rmcp::model::NotificationMetaObject>,
@@ -732,7 +732,7 @@ fn meta_of(r: &mcp_shared::error::ToolResponse) -> Value {
 
 /// A governed call's response as an MCP tool result: its value, or its error with
 /// `isError`; `_meta` names the call's event and trace, and what was redacted.
-pub fn tool_result(r: mcp_shared::error::ToolResponse) -> CallToolResult {
+pub(crate) fn tool_result(r: mcp_shared::error::ToolResponse) -> CallToolResult {
     let meta = meta_of(&r);
     let meta_obj: Option<MetaObject> = serde_json::from_value(meta).ok();
     let result = match (r.result, r.error) {

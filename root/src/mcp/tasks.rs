@@ -15,7 +15,7 @@
 //! failed (its call left no audit event, or its root stopped under it) carries a JSON-RPC
 //! error. Task ids of another lease, unknown and expired ones are `-32602`.
 
-pub mod legacy;
+pub(crate) mod legacy;
 
 use std::sync::Arc;
 
@@ -41,7 +41,12 @@ const FAILED: i32 = -32603;
 
 /// Whether a 2026-07-28 `tools/call` runs as a task: the request declares the extension,
 /// the contract allows it, and the call runs work (a write's execute, not a preview).
-pub fn wanted(app: &App, ctx: &RequestContext<RoleServer>, tool_id: &str, args: &Value) -> bool {
+pub(crate) fn wanted(
+    app: &App,
+    ctx: &RequestContext<RoleServer>,
+    tool_id: &str,
+    args: &Value,
+) -> bool {
     let modern = ctx
         .protocol_version()
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
@@ -53,7 +58,7 @@ pub fn wanted(app: &App, ctx: &RequestContext<RoleServer>, tool_id: &str, args: 
 
 /// Whether a call of `tool_id` with `args` may run as a task: the contract allows it, and
 /// for a write, the call executes (a preview or dry run answers at once).
-pub fn runs_as_task(app: &App, tool_id: &str, args: &Value) -> bool {
+pub(crate) fn runs_as_task(app: &App, tool_id: &str, args: &Value) -> bool {
     let Some(entry) = app.catalog.contracts.get(tool_id) else {
         return false;
     };
@@ -76,7 +81,7 @@ pub fn runs_as_task(app: &App, tool_id: &str, args: &Value) -> bool {
 
 /// Starts the call as a task: its `CreateTaskResult`, or the answer of a call its checks
 /// refused.
-pub async fn create(
+pub(crate) async fn create(
     app: &Arc<App>,
     ctx: CallContext,
     tool_id: &str,
@@ -117,7 +122,7 @@ fn status_of(state: TaskState) -> TaskStatus {
 }
 
 /// A task's state as the extension carries it.
-pub fn task_of(app: &App, row: &TaskRow) -> Task {
+pub(crate) fn task_of(app: &App, row: &TaskRow) -> Task {
     let mut task = Task::new(
         row.task_id.clone(),
         status_of(row.state),
@@ -140,13 +145,13 @@ fn response_of(row: &TaskRow) -> Option<ToolResponse> {
 }
 
 /// The tool result of a completed task.
-pub fn result_of(row: &TaskRow) -> Option<CallToolResult> {
+pub(crate) fn result_of(row: &TaskRow) -> Option<CallToolResult> {
     response_of(row).map(super::tool_result)
 }
 
 /// The JSON-RPC error of a task that failed (or, for 2025-11-25's `tasks/result`, was
 /// cancelled): root's failure, with the tool error's code and the trace in `data`.
-pub fn error_of(row: &TaskRow) -> ErrorData {
+pub(crate) fn error_of(row: &TaskRow) -> ErrorData {
     let response = response_of(row);
     let error = response.as_ref().and_then(|r| r.error.clone());
     let message = match (row.state, &error) {
@@ -173,7 +178,7 @@ fn object(v: Value) -> JsonObject {
 }
 
 /// `tasks/get` of the extension: the task with its result or error inline.
-pub fn detailed(app: &App, row: &TaskRow) -> GetTaskResult {
+pub(crate) fn detailed(app: &App, row: &TaskRow) -> GetTaskResult {
     let payload = match row.state {
         TaskState::Working => TaskPayload::Working,
         TaskState::Cancelled => TaskPayload::Cancelled,
@@ -194,7 +199,7 @@ pub fn detailed(app: &App, row: &TaskRow) -> GetTaskResult {
 
 /// A task error as JSON-RPC says it: the client named no task of its own (`-32602`), or root
 /// could not read its tasks.
-pub fn task_error(e: TaskError) -> ErrorData {
+pub(crate) fn task_error(e: TaskError) -> ErrorData {
     match e {
         TaskError::Store(e) => {
             tracing::error!(error = %e, "tasks unavailable");

@@ -41,15 +41,15 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The bounds every connection is served with (from `[limits]`).
 #[derive(Debug, Clone, Copy)]
-pub struct ConnLimits {
-    pub max_connections: usize,
-    pub header_read: Duration,
-    pub body_read: Duration,
-    pub write_stall: Duration,
+pub(crate) struct ConnLimits {
+    pub(crate) max_connections: usize,
+    pub(crate) header_read: Duration,
+    pub(crate) body_read: Duration,
+    pub(crate) write_stall: Duration,
 }
 
 impl ConnLimits {
-    pub fn from_config(l: &crate::config::Limits) -> ConnLimits {
+    pub(crate) fn from_config(l: &crate::config::Limits) -> ConnLimits {
         ConnLimits {
             max_connections: l.max_connections,
             header_read: Duration::from_millis(l.header_read_timeout_ms),
@@ -61,7 +61,7 @@ impl ConnLimits {
 
 /// Serves `router` on `listener` (over TLS with `tls`) until `stop`, then lets open
 /// connections finish their requests (the caller bounds the wait).
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     tls: Option<Arc<TlsState>>,
     router: axum::Router,
@@ -310,7 +310,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for StallGuard<T> {
 /// Why a request body failed: it sent nothing for the body read timeout.
 #[derive(Debug, thiserror::Error)]
 #[error("the request body sent nothing for {0} ms")]
-pub struct BodyStalled(pub u128);
+pub(crate) struct BodyStalled(pub(crate) u128);
 
 /// A request body with a bound on how long it may send nothing.
 struct StallBody {

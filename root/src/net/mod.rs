@@ -1,6 +1,6 @@
 //! Root's network edge: the listener with its connection bounds, TLS on it, and the TLS client
 //! root uses to reach other replicas and catalogs.
 
-pub mod listener;
-pub mod tls;
-pub mod tls_client;
+pub(crate) mod listener;
+pub(crate) mod tls;
+pub(crate) mod tls_client;

@@ -49,13 +49,13 @@ pub enum TlsError {
 /// What the TLS connection says about its peer; in the extensions of every request that came
 /// over TLS.
 #[derive(Debug, Clone)]
-pub struct TlsPeer {
+pub(crate) struct TlsPeer {
     /// The client's end-entity certificate, verified against `client_ca_file`.
-    pub client_certificate: Option<CertificateDer<'static>>,
+    pub(crate) client_certificate: Option<CertificateDer<'static>>,
 }
 
 /// Root's TLS state: the current server config and how to reload it.
-pub struct TlsState {
+pub(crate) struct TlsState {
     cfg: TlsConfig,
     current: ArcSwap<ServerConfig>,
     /// SHA-256 over the files' bytes at the last load attempt (change detection).
@@ -74,13 +74,13 @@ fn read(path: &Path) -> Result<Vec<u8>, std::io::Error> {
 
 /// SHA-256 of the certificate's DER, hex (what operators compare with `openssl x509
 /// -fingerprint -sha256`).
-pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
+pub(crate) fn fingerprint(cert: &CertificateDer<'_>) -> String {
     hex::encode(Sha256::digest(cert.as_ref()))
 }
 
 impl TlsState {
     /// Loads the configured files; any problem stops start-up with the file and the reason.
-    pub fn load(cfg: &TlsConfig) -> Result<TlsState, TlsError> {
+    pub(crate) fn load(cfg: &TlsConfig) -> Result<TlsState, TlsError> {
         let sessions: Arc<dyn StoresServerSessions> = ServerSessionMemoryCache::new(1024);
         let digest = files_digest(cfg);
         let (config, fp) = build(cfg, sessions.clone())?;
@@ -94,13 +94,13 @@ impl TlsState {
     }
 
     /// SHA-256 fingerprint of the certificate new connections get.
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         self.fingerprint.load().as_ref().clone()
     }
 
     /// Reloads the files: always when `force` (SIGHUP, an operator), else only if their
     /// contents changed since the last attempt. `Ok(true)` when a new config is in place.
-    pub fn reload(&self, force: bool) -> Result<bool, TlsError> {
+    pub(crate) fn reload(&self, force: bool) -> Result<bool, TlsError> {
         let digest = files_digest(&self.cfg);
         {
             let Ok(mut last) = self.files_digest.lock() else {
@@ -231,7 +231,7 @@ impl rustls::server::ResolvesServerCert for SingleCert {
 }
 
 /// Reloads on SIGHUP and, every `reload_interval_sec` (unless 0), when the files changed.
-pub async fn watch(tls: Arc<TlsState>, interval_sec: u64, stop: CancellationToken) {
+pub(crate) async fn watch(tls: Arc<TlsState>, interval_sec: u64, stop: CancellationToken) {
     #[cfg(unix)]
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(s) => Some(s),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Why a CA bundle could not be used.
 #[derive(Debug, thiserror::Error)]
-pub enum CaFileError {
+pub(crate) enum CaFileError {
     #[error("CA file {path}: cannot be read: {source}")]
     Read {
         path: PathBuf,
@@ -21,7 +21,7 @@ pub enum CaFileError {
 }
 
 /// The certificates of a PEM bundle (at least one).
-pub fn load_ca_bundle(path: &Path) -> Result<Vec<reqwest::Certificate>, CaFileError> {
+pub(crate) fn load_ca_bundle(path: &Path) -> Result<Vec<reqwest::Certificate>, CaFileError> {
     let pem = std::fs::read(path).map_err(|source| CaFileError::Read {
         path: path.to_owned(),
         source,
@@ -42,7 +42,7 @@ pub fn load_ca_bundle(path: &Path) -> Result<Vec<reqwest::Certificate>, CaFileEr
 /// ("invalid peer certificate: UnknownIssuer", ...), found through the source chain. An
 /// `io::Error` hides the error it wraps from `source()`, so it is opened explicitly; layers
 /// that keep only the text of what they wrap are recognised by rustls' wording.
-pub fn tls_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+pub(crate) fn tls_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next = Some(e);
     while let Some(err) = next {
         if let Some(t) = err.downcast_ref::<rustls::Error>() {

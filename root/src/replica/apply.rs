@@ -14,7 +14,7 @@ use mcp_shared::target::TargetStatus;
 
 impl Zone {
     /// Applies every change after the last one applied here, in order.
-    pub async fn catch_up(&self, app: &App) {
+    pub(crate) async fn catch_up(&self, app: &App) {
         let _one = self.apply_lock.lock().await;
         loop {
             let after = self.applied.load(Ordering::Acquire);
@@ -323,7 +323,11 @@ impl Zone {
     }
 
     /// A lease this replica has not seen (issued by another replica): loaded from the store.
-    pub async fn lease_on_miss(&self, app: &App, token_hash: &str) -> Option<Arc<LeaseEntry>> {
+    pub(crate) async fn lease_on_miss(
+        &self,
+        app: &App,
+        token_hash: &str,
+    ) -> Option<Arc<LeaseEntry>> {
         if self.unknown_bearers.contains_key(token_hash) {
             return None;
         }
@@ -355,7 +359,7 @@ impl Zone {
     /// Reloads every enrolment (a hub presenting a token this replica does not know may have
     /// been enrolled on another replica); at most once a second, whatever unknown tokens
     /// arrive.
-    pub async fn reload_enrolments(&self, app: &App) {
+    pub(crate) async fn reload_enrolments(&self, app: &App) {
         let Ok(_permit) = self.lookups.acquire().await else {
             return;
         };

@@ -16,19 +16,19 @@ use sha2::{Digest, Sha256};
 use crate::config::valid_replica_id;
 
 /// The `Authorization` scheme of the internal channel.
-pub const SCHEME: &str = "Replica";
+pub(crate) const SCHEME: &str = "Replica";
 /// Derivation label of the credential key (input to `MasterKey::derive_key`).
 pub const KEY_PURPOSE: &str = "mcp-root/replica-credential/v1";
 /// Longest lifetime a receiver accepts (a forwarded call's deadline plus slack never needs
 /// more); also absorbs clock skew between replicas up to this much.
-pub const MAX_LIFETIME_MS: i64 = 10 * 60 * 1000;
+pub(crate) const MAX_LIFETIME_MS: i64 = 10 * 60 * 1000;
 
 const VERSION: &str = "v1";
 
 /// Why a replica credential was refused. Every variant names what is wrong, so an operator
 /// can tell a forged credential from a clock problem or a misrouted request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CredentialError {
+pub(crate) enum CredentialError {
     #[error(
         "missing replica credential (expected `Authorization: Replica v1.<from>.<to>.<expires_ms>.<mac>`)"
     )]
@@ -79,7 +79,7 @@ pub fn mint(key: &[u8; 32], from: &str, to: &str, expires_ms: i64, body: &[u8]) 
 
 /// Checks an `Authorization` header value for a request with `body` received by `me` at
 /// `now_ms`; returns the sending replica's id.
-pub fn verify(
+pub(crate) fn verify(
     key: &[u8; 32],
     me: &str,
     header: Option<&str>,

@@ -179,7 +179,7 @@ impl Zone {
     /// Registers this replica once its listener is bound, and starts the heartbeat, the
     /// notification listener and the fallback reload. Refuses to start next to a live replica
     /// of another zone or one using the same replica id.
-    pub async fn start(
+    pub(crate) async fn start(
         self: &Arc<Self>,
         app: Arc<App>,
         bound: SocketAddr,

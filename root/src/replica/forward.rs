@@ -39,7 +39,7 @@ use crate::hubs::router;
 use crate::hubs::skill::SKILL;
 
 /// The internal endpoint's path.
-pub const ROUTE_PATH: &str = "/v1/root/internal/route";
+pub(crate) const ROUTE_PATH: &str = "/v1/root/internal/route";
 /// Extra time a forwarded call gets on the wire beyond its own deadline (the owner answers
 /// `timeout` itself at the deadline; this only covers the answer's way back).
 const WIRE_SLACK: Duration = Duration::from_millis(250);
@@ -50,7 +50,7 @@ const SEEN_SWEEP_AT: usize = 10_000;
 
 /// Why a request to another replica failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ForwardError {
+pub(crate) enum ForwardError {
     #[error("replica `{replica}` at {url} is unreachable: {source}")]
     Unreachable {
         replica: String,
@@ -223,7 +223,7 @@ impl Zone {
 /// Forwards a routed call to the replica holding its hub and waits for the outcome until
 /// `timeout`; past it, or when `cancel` fires, the owner is told to cancel. Returns the hub
 /// adapter that ran (if one did) with the outcome, like a local route.
-pub async fn route(
+pub(crate) async fn route(
     zone: &Arc<Zone>,
     owner: &Owner,
     call: router::RoutedCall,
@@ -316,7 +316,7 @@ fn cancel_on_owner(zone: &Arc<Zone>, owner: &Owner, target_id: &str, call_id: &s
 /// this replica's link or the replica holding the hub.
 ///
 /// [`Hubs::push_skill`]: crate::hubs::Hubs::push_skill
-pub async fn push_skill(app: &App, target_id: &str, also: Option<SkillCommand>) -> Pushed {
+pub(crate) async fn push_skill(app: &App, target_id: &str, also: Option<SkillCommand>) -> Pushed {
     let reachable = async {
         app.hubs.connected(target_id)
             || match &app.zone {
@@ -330,7 +330,7 @@ pub async fn push_skill(app: &App, target_id: &str, also: Option<SkillCommand>) 
 
 /// An operator's skill command for `target_id`: run by the router when this replica holds the
 /// hub (or is the only replica), else forwarded to the replica that does.
-pub async fn skill_command(
+pub(crate) async fn skill_command(
     app: &App,
     target_id: &str,
     skill: &str,
@@ -413,7 +413,7 @@ async fn local_skill_command(
 }
 
 /// `POST /v1/root/internal/route`: a request from another replica of the zone.
-pub async fn internal_route(
+pub(crate) async fn internal_route(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     body: Bytes,

@@ -27,12 +27,12 @@
 mod apply;
 pub mod credential;
 mod feed;
-pub mod forward;
+pub(crate) mod forward;
 mod view;
-pub mod zone;
+pub(crate) mod zone;
 
-pub use view::zone_view;
-pub use zone::{ACK_BUDGET, ChangeKind, EXPIRY_MS, FALLBACK, HEARTBEAT, Owner, Zone};
+pub(crate) use view::zone_view;
+pub(crate) use zone::{ACK_BUDGET, ChangeKind, Owner, Zone};
 
 use std::sync::Arc;
 
@@ -41,7 +41,7 @@ use crate::leases::manager::LeaseEntry;
 
 /// The lease a bearer resolves to, if usable: from the index, or (replicas) from the store
 /// when another replica issued it.
-pub async fn authenticate(app: &App, token: &str) -> Option<Arc<LeaseEntry>> {
+pub(crate) async fn authenticate(app: &App, token: &str) -> Option<Arc<LeaseEntry>> {
     let hash = crate::auth::token_hash(token);
     let entry = match app.leases.by_hash(&hash) {
         Some(e) => e,
@@ -52,21 +52,21 @@ pub async fn authenticate(app: &App, token: &str) -> Option<Arc<LeaseEntry>> {
 
 /// Tells the other replicas that a lease changed; revocations wait until every live replica
 /// refuses the bearer.
-pub async fn lease_changed(app: &App, session_id: &str, revoked: bool) {
+pub(crate) async fn lease_changed(app: &App, session_id: &str, revoked: bool) {
     if let Some(z) = &app.zone {
         z.changed(ChangeKind::Lease, session_id, revoked).await;
     }
 }
 
 /// Tells the other replicas that a target changed (enrolment, key, connection, surface).
-pub async fn target_changed(app: &App, target_id: &str, wait: bool) {
+pub(crate) async fn target_changed(app: &App, target_id: &str, wait: bool) {
     if let Some(z) = &app.zone {
         z.changed(ChangeKind::Target, target_id, wait).await;
     }
 }
 
 /// This replica now holds `target_id`'s hub connection `connection_id`.
-pub async fn hub_connected(app: &App, target_id: &str, connection_id: &str) {
+pub(crate) async fn hub_connected(app: &App, target_id: &str, connection_id: &str) {
     let Some(z) = &app.zone else { return };
     z.forget_owner(target_id);
     if let Err(e) = z
@@ -83,7 +83,7 @@ pub async fn hub_connected(app: &App, target_id: &str, connection_id: &str) {
 }
 
 /// `target_id`'s hub connection `connection_id` ended here.
-pub async fn hub_disconnected(app: &App, target_id: &str, connection_id: &str) {
+pub(crate) async fn hub_disconnected(app: &App, target_id: &str, connection_id: &str) {
     let Some(z) = &app.zone else { return };
     z.held.remove_if(target_id, |_, c| c == connection_id);
     if let Err(e) = z.store.release_hub(target_id, connection_id).await {

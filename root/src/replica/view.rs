@@ -9,7 +9,7 @@ use crate::store;
 impl Zone {
     /// The zone view: every registered replica with its health and the hubs it holds.
     /// Internal addresses only for the operator.
-    pub async fn view(&self, operator: bool) -> Result<ZoneView, store::Error> {
+    pub(crate) async fn view(&self, operator: bool) -> Result<ZoneView, store::Error> {
         let replicas = self.store.list_replicas(FORGET_MS).await?;
         let owners = self.store.live_owners(None, EXPIRY_MS).await?;
         let last_change = self.store.last_change().await?;
@@ -72,7 +72,7 @@ fn single_view(app: &App) -> ZoneView {
 }
 
 /// The zone view as the REST family shows it (`/v1/root/replicas`, foundation).
-pub async fn zone_view(app: &App, operator: bool) -> Result<ZoneView, ApiError> {
+pub(crate) async fn zone_view(app: &App, operator: bool) -> Result<ZoneView, ApiError> {
     match &app.zone {
         Some(z) => z.view(operator).await.map_err(ApiError::internal),
         None => Ok(single_view(app)),

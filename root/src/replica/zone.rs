@@ -14,14 +14,14 @@ use crate::config::{RootConfig, valid_replica_id};
 use crate::store::Store;
 
 /// How often a replica heartbeats its registry row and its hub ownerships.
-pub const HEARTBEAT: Duration = Duration::from_secs(1);
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(1);
 /// A replica or hub ownership silent this long (database clock) is dead.
-pub const EXPIRY_MS: i64 = 5_000;
+pub(crate) const EXPIRY_MS: i64 = 5_000;
 /// The bounded-staleness fallback: changes, revocations and hub ownership are re-read this
 /// often, whatever the notifications did.
-pub const FALLBACK: Duration = Duration::from_secs(2);
+pub(crate) const FALLBACK: Duration = Duration::from_secs(2);
 /// How long a change that takes authority away waits for every live replica to apply it.
-pub const ACK_BUDGET: Duration = Duration::from_secs(2);
+pub(crate) const ACK_BUDGET: Duration = Duration::from_secs(2);
 /// Registry rows silent this long are dropped from the zone view.
 pub(super) const FORGET_MS: i64 = 3_600_000;
 /// How long applied changes stay in the feed.
@@ -33,7 +33,7 @@ pub(super) const UNKNOWN_BEARERS_MAX: usize = 10_000;
 /// (`as_str`), so replicas of different versions share the feed: a kind a replica does not
 /// know is ignored there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeKind {
+pub(crate) enum ChangeKind {
     /// A lease (item: session id) was created, revoked or rotated.
     Lease,
     /// A target (item: target id): enrolment, hub key, hub connection or published surface.
@@ -59,7 +59,7 @@ impl ChangeKind {
     ];
 
     /// The name the feed stores.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ChangeKind::Lease => "lease",
             ChangeKind::Target => "target",
@@ -71,23 +71,23 @@ impl ChangeKind {
     }
 
     /// The kind a stored name stands for (`None`: one this replica does not know).
-    pub fn parse(name: &str) -> Option<ChangeKind> {
+    pub(crate) fn parse(name: &str) -> Option<ChangeKind> {
         ChangeKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 }
 
 /// The replica holding a hub's connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    pub replica_id: String,
-    pub advertise_url: String,
+pub(crate) struct Owner {
+    pub(crate) replica_id: String,
+    pub(crate) advertise_url: String,
 }
 
 /// This process as one replica of the zone.
 pub struct Zone {
     pub replica_id: String,
     /// Unique per process start (a restarted replica keeps its id, not its instance).
-    pub instance_id: String,
+    pub(crate) instance_id: String,
     pub(super) advertise_url: OnceLock<String>,
     pub(super) zone: String,
     /// Key of the replica credentials (derived from the shared master key).
@@ -119,14 +119,14 @@ pub struct Zone {
     /// Held while enrolments are read from the store and put into memory, and while a key
     /// rotation or an operator's skill command writes both: a reload never puts back a
     /// snapshot older than what memory has.
-    pub enrolment_writes: tokio::sync::Mutex<()>,
+    pub(crate) enrolment_writes: tokio::sync::Mutex<()>,
 }
 
 impl Zone {
     /// The zone machinery for a PostgreSQL store; `None` on SQLite (one replica). Call it
     /// before loading leases, enrolments and descriptors: the change feed is read from the
     /// position it notes here, so nothing committed meanwhile is missed.
-    pub async fn prepare(
+    pub(crate) async fn prepare(
         config: &RootConfig,
         store: &Store,
         master_key: &crate::secrets::MasterKey,
@@ -177,12 +177,12 @@ impl Zone {
     }
 
     /// The address other replicas reach this one at.
-    pub fn advertise_url(&self) -> &str {
+    pub(crate) fn advertise_url(&self) -> &str {
         self.advertise_url.get().map_or("", String::as_str)
     }
 
     /// Leaves the registry with the hubs this replica held (clean shutdown).
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         if let Err(e) = self
             .store
             .unregister_replica(&self.replica_id, &self.instance_id)
@@ -195,7 +195,7 @@ impl Zone {
     /// Records a change for the other replicas. With `wait`, returns once every live replica
     /// has applied it (or after [`ACK_BUDGET`], logging which have not; they apply it within
     /// the fallback reload).
-    pub async fn changed(&self, kind: ChangeKind, item: &str, wait: bool) {
+    pub(crate) async fn changed(&self, kind: ChangeKind, item: &str, wait: bool) {
         let kind = kind.as_str();
         let mut attempt = 0;
         let id = loop {
@@ -249,7 +249,7 @@ impl Zone {
 
     /// The ids of the zone's replicas heard from within `within_ms` (`None`: the registry
     /// could not be read).
-    pub async fn replicas_heard_within(&self, within_ms: i64) -> Option<Vec<String>> {
+    pub(crate) async fn replicas_heard_within(&self, within_ms: i64) -> Option<Vec<String>> {
         match self.store.list_replicas(FORGET_MS).await {
             Ok(rows) => Some(
                 rows.into_iter()
@@ -265,7 +265,7 @@ impl Zone {
     }
 
     /// The live replica holding `target_id`'s hub, if another one does.
-    pub async fn owner_of(&self, target_id: &str) -> Option<Owner> {
+    pub(crate) async fn owner_of(&self, target_id: &str) -> Option<Owner> {
         if let Some(o) = self.owners.get(target_id) {
             return Some(o.clone());
         }
@@ -285,7 +285,7 @@ impl Zone {
     }
 
     /// Forgets a cached owner that could not be reached.
-    pub fn forget_owner(&self, target_id: &str) {
+    pub(crate) fn forget_owner(&self, target_id: &str) {
         self.owners.remove(target_id);
     }
 }

@@ -21,13 +21,13 @@ use crate::app::App;
 use crate::hubs::Enrolment;
 
 /// The window refusals are counted in.
-pub const FAILURE_WINDOW: Duration = Duration::from_secs(10);
+pub(crate) const FAILURE_WINDOW: Duration = Duration::from_secs(10);
 /// Addresses tracked at once; past it, windows that ended are forgotten first.
 const MAX_TRACKED: usize = 10_000;
 
 /// Why an upgrade was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// No `Authorization: Bearer` header.
     Missing,
     /// A token no enrolment (or rotation grace) has.
@@ -38,7 +38,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// The metric label.
-    pub fn reason(self) -> &'static str {
+    pub(crate) fn reason(self) -> &'static str {
         match self {
             Refusal::Missing => "missing",
             Refusal::Unknown => "unknown",
@@ -72,15 +72,15 @@ impl Refusal {
 
 /// A hub admitted at the door: its enrolment, the signing key that goes with the token it
 /// presented (current, or previous within a rotation's grace) and that token's hash.
-pub struct Admitted {
-    pub enrolment: Enrolment,
-    pub signing_key: [u8; 32],
-    pub token_hash: String,
+pub(crate) struct Admitted {
+    pub(crate) enrolment: Enrolment,
+    pub(crate) signing_key: [u8; 32],
+    pub(crate) token_hash: String,
 }
 
 /// Refusal counts per peer address.
 #[derive(Default)]
-pub struct HubDoor {
+pub(crate) struct HubDoor {
     failures: DashMap<IpAddr, (Instant, u32)>,
 }
 
@@ -105,7 +105,7 @@ impl HubDoor {
 
 /// Checks the upgrade request's hub token; the refusal is the answer to send instead of
 /// upgrading.
-pub async fn admit(
+pub(crate) async fn admit(
     app: &App,
     door: &HubDoor,
     remote: Option<IpAddr>,

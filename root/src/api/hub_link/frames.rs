@@ -31,7 +31,11 @@ const FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Whether a frame's claims stay within the enrolment: a `surface_changed` names the target
 /// this connection was admitted for and its enrolled environment.
-pub fn check_claims(body: &HubToRoot, target_id: &str, environment: &str) -> Result<(), String> {
+pub(crate) fn check_claims(
+    body: &HubToRoot,
+    target_id: &str,
+    environment: &str,
+) -> Result<(), String> {
     let HubToRoot::SurfaceChanged { descriptor, .. } = body else {
         return Ok(());
     };
@@ -52,13 +56,13 @@ pub fn check_claims(body: &HubToRoot, target_id: &str, environment: &str) -> Res
 
 /// The close frame root ends a connection with.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Closing {
-    pub code: u16,
-    pub reason: String,
+pub(crate) struct Closing {
+    pub(crate) code: u16,
+    pub(crate) reason: String,
 }
 
 impl Closing {
-    pub fn new(code: u16, reason: impl Into<String>) -> Closing {
+    pub(crate) fn new(code: u16, reason: impl Into<String>) -> Closing {
         let mut reason: String = reason.into();
         if reason.len() > MAX_REASON_BYTES {
             let mut end = MAX_REASON_BYTES;
@@ -70,24 +74,24 @@ impl Closing {
         Closing { code, reason }
     }
 
-    pub fn normal() -> Closing {
+    pub(crate) fn normal() -> Closing {
         Closing::new(close_code::NORMAL, "")
     }
 
     /// A refused or no longer admitted hub.
-    pub fn policy(reason: impl Into<String>) -> Closing {
+    pub(crate) fn policy(reason: impl Into<String>) -> Closing {
         Closing::new(close_code::POLICY, reason)
     }
 
     /// Root is going away (shutdown).
-    pub fn away(reason: impl Into<String>) -> Closing {
+    pub(crate) fn away(reason: impl Into<String>) -> Closing {
         Closing::new(close_code::AWAY, reason)
     }
 
     /// A frame could not be read: too big (1009), a text frame that is not UTF-8 (1007), or
     /// another protocol error (1002); the reason is the WebSocket library's own text
     /// (tungstenite's, e.g. "Space limit exceeded: Message too long: 1048577 > 1048576").
-    pub fn read_error(e: &axum::Error) -> Closing {
+    pub(crate) fn read_error(e: &axum::Error) -> Closing {
         let text = e.to_string();
         let code = if text.contains("Space limit exceeded") {
             close_code::SIZE
@@ -103,7 +107,7 @@ impl Closing {
     /// the WebSocket closing handshake: a hub stopping, a process killed, a network reset)
     /// rather than that it sent something unreadable. Matched on the WebSocket library's text
     /// as [`Closing::read_error`] is (axum's error does not expose tungstenite's).
-    pub fn is_gone(e: &axum::Error) -> bool {
+    pub(crate) fn is_gone(e: &axum::Error) -> bool {
         let text = e.to_string();
         [
             "Connection reset without closing handshake",
@@ -114,7 +118,7 @@ impl Closing {
         .any(|t| text.contains(t))
     }
 
-    pub fn frame(&self) -> Message {
+    pub(crate) fn frame(&self) -> Message {
         Message::Close(Some(CloseFrame {
             code: self.code,
             reason: self.reason.as_str().into(),
@@ -124,7 +128,7 @@ impl Closing {
 
 /// The connection's writer: sends queued frames until told to close (or the queue ends),
 /// then the close frame.
-pub async fn write(
+pub(crate) async fn write(
     mut sink: SplitSink<WebSocket, Message>,
     mut frames: mpsc::Receiver<String>,
     mut closing: oneshot::Receiver<Closing>,
@@ -165,7 +169,7 @@ pub async fn write(
 
 /// Ends a connection's writer with `closing`: it gets [`FLUSH_TIMEOUT`] to write what is
 /// queued and the close frame, then it is stopped.
-pub async fn finish(
+pub(crate) async fn finish(
     writer: tokio::task::JoinHandle<()>,
     tell: oneshot::Sender<Closing>,
     closing: Closing,
@@ -179,7 +183,7 @@ pub async fn finish(
 
 /// Refuses a connection before `welcome`: the reason as a `protocol_error` frame (`encoded`),
 /// then a close frame with code 1008 and the same reason.
-pub async fn refuse(socket: &mut WebSocket, encoded: String, reason: &str) {
+pub(crate) async fn refuse(socket: &mut WebSocket, encoded: String, reason: &str) {
     let _ = socket.send(Message::Text(encoded.into())).await;
     let _ = socket.send(Closing::policy(reason).frame()).await;
     // Wait briefly for the peer's close so the frames are delivered before the socket drops.

@@ -33,8 +33,8 @@ use crate::net::tls::TlsPeer;
 
 use crate::hubs::{HEARTBEAT_INTERVAL, OUTBOUND_QUEUE, evidence, router};
 
-pub mod door;
-pub mod frames;
+pub(crate) mod door;
+pub(crate) mod frames;
 
 /// Time a new connection has to send its `hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,7 +50,7 @@ fn requires_client_cert(app: &App) -> bool {
 /// `GET /v1/root/hubs/connect`: the hub's WebSocket, upgraded only for a request that
 /// carries an enrolled hub token (see `hubs::door`) and, where root has a client CA, a client
 /// certificate.
-pub async fn connect(
+pub(crate) async fn connect(
     State(app): State<Arc<App>>,
     axum::Extension(hub_door): axum::Extension<Arc<door::HubDoor>>,
     peer: Option<axum::Extension<TlsPeer>>,
@@ -119,7 +119,7 @@ async fn refuse<T>(socket: &mut WebSocket, message: String) -> anyhow::Result<T>
 /// hubs heard from since the last round in one transaction: a connection's reader never
 /// waits for the store (a routed call's result was held behind this write once per interval)
 /// and a fleet of hubs costs one commit per interval, not one per hub.
-pub async fn record_last_seen(app: Arc<App>, stop: tokio_util::sync::CancellationToken) {
+pub(crate) async fn record_last_seen(app: Arc<App>, stop: tokio_util::sync::CancellationToken) {
     let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut since = std::time::Instant::now();

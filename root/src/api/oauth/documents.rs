@@ -25,7 +25,7 @@ const REFUSED: &str = "resolves to no address root fetches client metadata from"
 
 /// Fetched documents, and the HTTP client that fetches them.
 #[derive(Default)]
-pub struct Documents {
+pub(crate) struct Documents {
     kept: DashMap<String, (Instant, Client)>,
     http: std::sync::OnceLock<Result<reqwest::Client, String>>,
 }

@@ -25,9 +25,8 @@ mod protocol;
 mod register;
 mod token;
 
-pub use documents::Documents;
-pub use protocol::{OauthError, Urls};
-pub use register::Registrations;
+pub(crate) use documents::Documents;
+pub(crate) use protocol::Urls;
 
 use std::sync::Arc;
 
@@ -44,14 +43,14 @@ use crate::api::endpoint::{Access, Endpoint};
 use crate::app::App;
 
 /// The protected-resource metadata path (RFC 9728), and its form for `/mcp`.
-pub const RESOURCE_METADATA: &str = "/.well-known/oauth-protected-resource";
+pub(crate) const RESOURCE_METADATA: &str = "/.well-known/oauth-protected-resource";
 const RESOURCE_METADATA_MCP: &str = "/.well-known/oauth-protected-resource/mcp";
 /// The authorization-server metadata path (RFC 8414).
-pub const SERVER_METADATA: &str = "/.well-known/oauth-authorization-server";
+pub(crate) const SERVER_METADATA: &str = "/.well-known/oauth-authorization-server";
 
 /// The OAuth endpoints the operator calls (the console's dialog); the client's endpoints
 /// (`/oauth/register`, `/oauth/authorize`, `/oauth/token`) take no root credential.
-pub fn endpoints() -> Vec<Endpoint> {
+pub(crate) fn endpoints() -> Vec<Endpoint> {
     vec![
         Endpoint {
             method: "POST",
@@ -72,7 +71,7 @@ pub fn endpoints() -> Vec<Endpoint> {
 }
 
 /// The OAuth routes; none (a clean 404 for every discovery probe) while discovery is off.
-pub fn routes(app: Arc<App>) -> Router {
+pub(crate) fn routes(app: Arc<App>) -> Router {
     if !app.config.oauth.discovery {
         return Router::new();
     }
@@ -176,7 +175,7 @@ fn public_json(body: serde_json::Value) -> Response {
 }
 
 /// The challenge of a 401 while discovery is on: where the protected-resource metadata is.
-pub fn challenge(app: &App, headers: &HeaderMap) -> Option<HeaderValue> {
+pub(crate) fn challenge(app: &App, headers: &HeaderMap) -> Option<HeaderValue> {
     if !app.config.oauth.discovery {
         return None;
     }
@@ -191,7 +190,11 @@ pub fn challenge(app: &App, headers: &HeaderMap) -> Option<HeaderValue> {
 
 /// The challenge of a 403 for a call the lease's profile does not grant, naming the
 /// profiles that would (RFC 6750 `insufficient_scope`).
-pub fn insufficient_scope(app: &App, headers: &HeaderMap, tool_id: &str) -> Option<HeaderValue> {
+pub(crate) fn insufficient_scope(
+    app: &App,
+    headers: &HeaderMap,
+    tool_id: &str,
+) -> Option<HeaderValue> {
     if !app.config.oauth.discovery {
         return None;
     }
@@ -214,7 +217,7 @@ pub fn insufficient_scope(app: &App, headers: &HeaderMap, tool_id: &str) -> Opti
 
 /// Middleware: every 401 root answers names the protected-resource metadata while discovery
 /// is on (a client learns where to sign in from any refused request).
-pub async fn challenge_unauthorized(
+pub(crate) async fn challenge_unauthorized(
     State(app): State<Arc<App>>,
     req: Request,
     next: Next,

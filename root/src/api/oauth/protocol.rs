@@ -14,15 +14,15 @@ use serde::Serialize;
 
 /// Where this root is, as its clients reach it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Urls {
+pub(crate) struct Urls {
     /// `scheme://host[:port]`: the issuer, and the base of every endpoint.
-    pub issuer: String,
+    pub(crate) issuer: String,
 }
 
 impl Urls {
     /// From `[oauth] public_url`, or the request's scheme and `Host` (which the Host guard
     /// has already checked against `allowed_hosts`).
-    pub fn of(app: &App, headers: &HeaderMap) -> Urls {
+    pub(crate) fn of(app: &App, headers: &HeaderMap) -> Urls {
         if let Some(url) = &app.config.oauth.public_url {
             return Urls {
                 issuer: url.clone(),
@@ -43,7 +43,7 @@ impl Urls {
     }
 
     /// The MCP URL tokens are bound to (the `resource`, RFC 8707).
-    pub fn mcp(&self) -> String {
+    pub(crate) fn mcp(&self) -> String {
         format!("{}/mcp", self.issuer)
     }
 
@@ -54,7 +54,7 @@ impl Urls {
 
 /// An OAuth error answer (RFC 6749 §5.2): `{"error", "error_description"}`, never cached.
 #[derive(Debug)]
-pub struct OauthError {
+pub(crate) struct OauthError {
     pub(super) status: StatusCode,
     pub(super) error: &'static str,
     pub(super) description: String,

@@ -37,7 +37,7 @@ const MAX_TRACKED: usize = 10_000;
 
 /// Registrations per client address (see the module's header).
 #[derive(Default)]
-pub struct Registrations {
+pub(crate) struct Registrations {
     limiter: OnceLock<DefaultKeyedRateLimiter<IpAddr>>,
 }
 
@@ -82,35 +82,35 @@ const MAX_NAME_LEN: usize = 200;
 #[derive(Debug, Deserialize)]
 pub(super) struct Registration {
     #[serde(default)]
-    pub redirect_uris: Vec<String>,
+    pub(crate) redirect_uris: Vec<String>,
     #[serde(default)]
-    pub client_name: Option<String>,
+    pub(crate) client_name: Option<String>,
     #[serde(default)]
-    pub grant_types: Option<Vec<String>>,
+    pub(crate) grant_types: Option<Vec<String>>,
     #[serde(default)]
-    pub response_types: Option<Vec<String>>,
+    pub(crate) response_types: Option<Vec<String>>,
     #[serde(default)]
-    pub scope: Option<String>,
+    pub(crate) scope: Option<String>,
 }
 
 /// A client as registered: what `/oauth/register` answers and the store keeps.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct Client {
-    pub client_id: String,
-    pub client_id_issued_at: i64,
-    pub client_name: Option<String>,
-    pub redirect_uris: Vec<String>,
-    pub grant_types: Vec<String>,
-    pub response_types: Vec<String>,
-    pub token_endpoint_auth_method: String,
+    pub(crate) client_id: String,
+    pub(crate) client_id_issued_at: i64,
+    pub(crate) client_name: Option<String>,
+    pub(crate) redirect_uris: Vec<String>,
+    pub(crate) grant_types: Vec<String>,
+    pub(crate) response_types: Vec<String>,
+    pub(crate) token_endpoint_auth_method: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<String>,
+    pub(crate) scope: Option<String>,
 }
 
 impl Client {
     /// How the console names the client: its name, and for a metadata document the host
     /// that published it.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         let name = self
             .client_name
             .clone()
@@ -130,7 +130,7 @@ impl Client {
     /// Whether `uri` is one of the client's redirect URIs, compared as strings (RFC 6749
     /// §3.1.2, RFC 9700 §2.1). Only a loopback `http` URI's port may differ (RFC 8252 §7.3: a
     /// native client listens on whatever port is free).
-    pub fn redirects_to(&self, uri: &str) -> bool {
+    pub(crate) fn redirects_to(&self, uri: &str) -> bool {
         self.redirect_uris
             .iter()
             .any(|r| r == uri || loopback_port_variant(r, uri))

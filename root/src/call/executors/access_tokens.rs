@@ -45,7 +45,7 @@ fn token_row(l: &SessionLease, caller: &str) -> Value {
 
 /// `hub.list_access_tokens {include_inactive?, limit?}`: the target's leases, newest first,
 /// with expired ones shown as expired; never a bearer.
-pub fn list(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, ToolError> {
+pub(crate) fn list(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, ToolError> {
     let caller = ctx.lease.lease();
     let include_inactive = input
         .arguments
@@ -72,7 +72,11 @@ pub fn list(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, Too
 }
 
 /// `hub.issue_access_token {capability_profile, ttl_sec, audience?}`.
-pub async fn issue(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, ToolError> {
+pub(crate) async fn issue(
+    app: &App,
+    ctx: &CallContext,
+    input: &CallBody,
+) -> Result<Value, ToolError> {
     let caller = ctx.lease.lease();
     // A run credential stays within its run profile: a lease it issued would not.
     if caller.is_run() {
@@ -203,7 +207,11 @@ pub async fn issue(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Val
 }
 
 /// `hub.revoke_access_token {session_id}`: only a lease of the caller's target.
-pub async fn revoke(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, ToolError> {
+pub(crate) async fn revoke(
+    app: &App,
+    ctx: &CallContext,
+    input: &CallBody,
+) -> Result<Value, ToolError> {
     let caller = ctx.lease.lease();
     let session_id = arg_str(input, "session_id").unwrap_or_default();
     let lease = app

@@ -28,7 +28,7 @@ const RECENT_SAMPLES: usize = 60;
 const DEFAULT_LIMIT: i64 = 50;
 
 /// Runs the offline adapter `name` (one of [`crate::catalog::ROOT_OFFLINE_EXECUTORS`]).
-pub async fn run(
+pub(crate) async fn run(
     app: &App,
     ctx: &CallContext,
     name: &str,

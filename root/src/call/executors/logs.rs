@@ -55,7 +55,7 @@ fn per_stream(index: usize, found: &[Redaction], by_hub: u64) -> Vec<Redaction> 
         .collect()
 }
 
-pub async fn run(
+pub(crate) async fn run(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,

@@ -19,13 +19,13 @@
 //! The table in [`run`] maps adapter names to code; `catalog` refuses a contract naming an
 //! adapter that is not in [`crate::catalog::ROOT_EXECUTORS`].
 
-pub mod access_tokens;
-pub mod evidence;
-pub mod input;
-pub mod logs;
-pub mod reach;
-pub mod retained;
-pub mod subnet;
+pub(crate) mod access_tokens;
+pub(crate) mod evidence;
+pub(crate) mod input;
+pub(crate) mod logs;
+pub(crate) mod reach;
+pub(crate) mod retained;
+pub(crate) mod subnet;
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::event::OperationalEvent;
@@ -36,7 +36,7 @@ use crate::app::App;
 use crate::call::context::CallContext;
 use crate::catalog::ContractEntry;
 
-pub async fn run(
+pub(crate) async fn run(
     app: &App,
     ctx: &CallContext,
     entry: &ContractEntry,

@@ -10,19 +10,19 @@ use crate::app::App;
 
 /// The targets a lease reaches beyond its own.
 #[derive(Debug, Default)]
-pub struct Reach {
+pub(crate) struct Reach {
     /// The environment the lease reaches (its target's; `None` when its target is not
     /// enrolled, and then it reaches nothing).
-    pub environment: Option<String>,
+    pub(crate) environment: Option<String>,
     /// Enrolled targets of the subnet in that environment, sorted.
-    pub members: Vec<String>,
+    pub(crate) members: Vec<String>,
     /// Enrolled targets of the subnet it does not reach, sorted, with why.
-    pub excluded: Vec<(String, String)>,
+    pub(crate) excluded: Vec<(String, String)>,
 }
 
 impl Reach {
     /// The lease's reach over its subnet, as the enrolments stand now.
-    pub fn of(app: &App, lease: &SessionLease) -> Reach {
+    pub(crate) fn of(app: &App, lease: &SessionLease) -> Reach {
         let environment = app
             .hubs
             .enrolments
@@ -58,12 +58,12 @@ impl Reach {
     }
 
     /// Whether `target_id` is within reach.
-    pub fn contains(&self, target_id: &str) -> bool {
+    pub(crate) fn contains(&self, target_id: &str) -> bool {
         self.members.iter().any(|m| m == target_id)
     }
 
     /// The excluded targets as answers carry them: `[{target_id, reason}]`.
-    pub fn excluded_json(&self) -> Value {
+    pub(crate) fn excluded_json(&self) -> Value {
         json!(
             self.excluded
                 .iter()

@@ -11,7 +11,7 @@ use crate::app::App;
 use crate::call::context::CallContext;
 use mcp_shared::protocol::CallBody;
 
-pub async fn memory_profiles(
+pub(crate) async fn memory_profiles(
     app: &App,
     ctx: &CallContext,
     input: &CallBody,

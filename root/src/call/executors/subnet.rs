@@ -54,7 +54,7 @@ fn overall(total: usize, healthy: usize) -> &'static str {
     }
 }
 
-pub async fn analysis_health(app: &App, ctx: &CallContext) -> Result<Value, ToolError> {
+pub(crate) async fn analysis_health(app: &App, ctx: &CallContext) -> Result<Value, ToolError> {
     let subnet = ctx.lease.lease().subnet_id.clone();
     let since = unix_ms(now()) - HEALTH_WINDOW_MIN * 60_000;
     let mut targets = Vec::new();
@@ -128,7 +128,11 @@ pub async fn analysis_health(app: &App, ctx: &CallContext) -> Result<Value, Tool
     }))
 }
 
-pub async fn timeline(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, ToolError> {
+pub(crate) async fn timeline(
+    app: &App,
+    ctx: &CallContext,
+    input: &CallBody,
+) -> Result<Value, ToolError> {
     let subnet = ctx.lease.lease().subnet_id.clone();
     let since_min = arg_u64(input, "since_minutes", 60, 1, 7 * 24 * 60) as i64;
     let limit = arg_u64(input, "limit", 100, 1, 500) as usize;
@@ -205,7 +209,7 @@ fn pressure_level(queue_depth: usize, backlog: usize) -> &'static str {
     }
 }
 
-pub async fn diagnostics(app: &App, ctx: &CallContext) -> Result<Value, ToolError> {
+pub(crate) async fn diagnostics(app: &App, ctx: &CallContext) -> Result<Value, ToolError> {
     let subnet = ctx.lease.lease().subnet_id.clone();
     let pressure = call_t!(
         app.actors.router.load(),

@@ -5,7 +5,7 @@ use super::commands::ApprovalsCommand;
 use crate::api::bodies::{ApprovalList, ApprovalView, Audited, Decided, DecisionRequest};
 
 /// Runs one approvals command.
-pub async fn run(c: &AdminClient, cmd: ApprovalsCommand) -> anyhow::Result<()> {
+pub(super) async fn run(c: &AdminClient, cmd: ApprovalsCommand) -> anyhow::Result<()> {
     match cmd {
         ApprovalsCommand::List { status, json } => {
             let list: ApprovalList = c

@@ -12,7 +12,7 @@ use crate::api::bodies::{AuditEntry, AuditPage};
 use crate::audit::Verification;
 
 /// Runs one audit command; exit 3 when the chain is broken.
-pub async fn run(c: &AdminClient, cmd: AuditCommand) -> anyhow::Result<ExitCode> {
+pub(super) async fn run(c: &AdminClient, cmd: AuditCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         AuditCommand::Tail { limit, json } => {
             let page: AuditPage = c

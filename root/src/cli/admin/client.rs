@@ -23,7 +23,7 @@ impl AdminClient {
 
     /// A client that verifies an https root against `ca_file` (PEM) instead of the system's
     /// roots.
-    pub fn with_ca(
+    pub(crate) fn with_ca(
         base: String,
         token: String,
         ca_file: Option<&std::path::Path>,
@@ -74,12 +74,12 @@ impl AdminClient {
         })
     }
 
-    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
         self.send(self.http.get(format!("{}{path}", self.base)))
             .await
     }
 
-    pub async fn get_query<T: DeserializeOwned>(
+    pub(crate) async fn get_query<T: DeserializeOwned>(
         &self,
         path: &str,
         query: &[(&str, String)],

@@ -6,25 +6,25 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 #[derive(Args, Debug)]
-pub struct AdminArgs {
+pub(crate) struct AdminArgs {
     /// Root base URL.
     #[arg(long, env = "MCP_ROOT_URL", default_value = "http://127.0.0.1:8700")]
-    pub root_url: String,
+    pub(crate) root_url: String,
     /// Admin token; default: read from <data-dir>/admin.token.
     #[arg(long, env = "MCP_ROOT_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
+    pub(crate) admin_token: Option<String>,
     /// Where to find admin.token when no token is given.
     #[arg(long, default_value = "./data")]
-    pub data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     /// PEM CA bundle to verify an https root with (instead of the system's roots).
     #[arg(long, env = "MCP_ROOT_CA_FILE")]
-    pub ca_file: Option<PathBuf>,
+    pub(crate) ca_file: Option<PathBuf>,
     #[command(subcommand)]
-    pub command: AdminCommand,
+    pub(crate) command: AdminCommand,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum AdminCommand {
+pub(crate) enum AdminCommand {
     /// MCP session leases.
     #[command(subcommand)]
     Lease(LeaseCommand),
@@ -55,7 +55,7 @@ pub enum AdminCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum OperatorCommand {
+pub(crate) enum OperatorCommand {
     /// Add an operator; their credential is shown once (or written 0600 to --token-file).
     /// They use it as the admin CLI's --admin-token (MCP_ROOT_ADMIN_TOKEN) or to log in to
     /// the console.
@@ -85,7 +85,7 @@ pub enum OperatorCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum ReplicasCommand {
+pub(crate) enum ReplicasCommand {
     /// Every registered replica: health, heartbeat age, the hubs it holds.
     List {
         #[arg(long)]
@@ -94,7 +94,7 @@ pub enum ReplicasCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum ApprovalsCommand {
+pub(crate) enum ApprovalsCommand {
     /// Approvals, newest first (default: pending).
     List {
         /// pending, approved, rejected, applied, failed, expired or all.
@@ -128,7 +128,7 @@ pub enum ApprovalsCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum AdminDescriptorsCommand {
+pub(crate) enum AdminDescriptorsCommand {
     /// Validate an artifact directory as a whole set and serve it instead of the current one
     /// (kept across restarts); a refused set changes nothing.
     Publish {
@@ -145,7 +145,7 @@ pub enum AdminDescriptorsCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum HubCommand {
+pub(crate) enum HubCommand {
     /// Enrol a target; prints the hub token once (root keeps only its hash).
     Enroll {
         #[arg(long)]
@@ -182,19 +182,19 @@ pub enum HubCommand {
 }
 
 #[derive(Args, Debug)]
-pub struct SkillArgs {
+pub(crate) struct SkillArgs {
     #[arg(long)]
-    pub target: String,
+    pub(crate) target: String,
     #[arg(long, default_value = "infra_access_skill")]
-    pub skill: String,
+    pub(crate) skill: String,
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Root's desired state of a target's skill: in force at root at once (on every replica),
 /// stored, and pushed to the hub now or when it reconnects. Each command is audited.
 #[derive(Subcommand, Debug)]
-pub enum SkillCmd {
+pub(crate) enum SkillCmd {
     /// Install the skill on the target (its tools become callable once it is enabled too).
     Install(SkillArgs),
     /// Enable the skill: its tools are callable (unless the hub's owner switched it off).
@@ -209,7 +209,7 @@ pub enum SkillCmd {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum LeaseCommand {
+pub(crate) enum LeaseCommand {
     /// Create a lease; its bearer is printed once.
     Create {
         #[arg(long)]
@@ -287,7 +287,7 @@ pub enum LeaseCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum AuditCommand {
+pub(crate) enum AuditCommand {
     /// The newest events.
     Tail {
         #[arg(long, default_value_t = 20)]

@@ -12,7 +12,7 @@ use crate::api::bodies::{
 use crate::descriptors::SetOrigin;
 
 /// Runs one descriptors command.
-pub async fn run(c: &AdminClient, cmd: AdminDescriptorsCommand) -> anyhow::Result<()> {
+pub(super) async fn run(c: &AdminClient, cmd: AdminDescriptorsCommand) -> anyhow::Result<()> {
     match cmd {
         AdminDescriptorsCommand::Publish { artifact_dir, json } => {
             let (names, descriptors) = read_artifacts(&artifact_dir)?.into_iter().unzip();
@@ -73,7 +73,7 @@ fn descriptor_line(d: &DescriptorSummary) -> String {
 }
 
 /// `admin replicas list`.
-pub async fn replicas(c: &AdminClient, json: bool) -> anyhow::Result<()> {
+pub(crate) async fn replicas(c: &AdminClient, json: bool) -> anyhow::Result<()> {
     let zone: ZoneView = c.get("/v1/root/replicas").await?;
     print(json, &zone, |z| {
         let mut lines = vec![format!("zone {} ({}, {}):", z.zone, z.mode, z.backend)];

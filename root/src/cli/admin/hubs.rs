@@ -11,7 +11,7 @@ use crate::api::bodies::{
 };
 
 /// Runs one hub command.
-pub async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> {
+pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> {
     match cmd {
         HubCommand::Enroll {
             target,
@@ -79,7 +79,7 @@ fn target_line(t: &TargetView) -> String {
 }
 
 /// Runs one skill command.
-pub async fn skill(c: &AdminClient, command: SkillCmd) -> anyhow::Result<()> {
+pub(crate) async fn skill(c: &AdminClient, command: SkillCmd) -> anyhow::Result<()> {
     let (verb, a) = match command {
         SkillCmd::Install(a) => ("install", a),
         SkillCmd::Enable(a) => ("enable", a),

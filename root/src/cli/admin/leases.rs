@@ -14,7 +14,7 @@ use crate::api::bodies::{
 };
 
 /// Runs one lease command.
-pub async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<ExitCode> {
+pub(super) async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         LeaseCommand::Create {
             target,

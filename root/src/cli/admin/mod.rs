@@ -14,10 +14,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 pub use client::AdminClient;
-pub use commands::*;
+pub(crate) use commands::*;
 
 /// Runs one admin command against the root at `--root-url`.
-pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     let token = match args.admin_token {
         Some(t) => t,
         None => {

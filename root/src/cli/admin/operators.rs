@@ -8,7 +8,7 @@ use crate::api::bodies::{
 };
 
 /// `mcp-root admin operator add|list|revoke`.
-pub async fn run(c: &AdminClient, cmd: OperatorCommand) -> anyhow::Result<()> {
+pub(super) async fn run(c: &AdminClient, cmd: OperatorCommand) -> anyhow::Result<()> {
     match cmd {
         OperatorCommand::Add {
             name,

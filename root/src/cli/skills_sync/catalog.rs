@@ -13,48 +13,48 @@ use std::collections::BTreeSet;
 
 /// A resource as `resources/list` showed it.
 #[derive(Debug, Clone)]
-pub struct Listed {
-    pub uri: String,
-    pub name: String,
-    pub mime_type: Option<String>,
-    pub size: Option<u64>,
-    pub meta: Option<Value>,
+pub(crate) struct Listed {
+    pub(crate) uri: String,
+    pub(crate) name: String,
+    pub(crate) mime_type: Option<String>,
+    pub(crate) size: Option<u64>,
+    pub(crate) meta: Option<Value>,
 }
 
 /// A resource as `resources/read` returned it (text, or decoded blob bytes).
 #[derive(Debug, Clone)]
-pub struct Read {
-    pub uri: String,
-    pub mime_type: Option<String>,
-    pub bytes: Vec<u8>,
-    pub meta: Option<Value>,
+pub(crate) struct Read {
+    pub(crate) uri: String,
+    pub(crate) mime_type: Option<String>,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) meta: Option<Value>,
 }
 
 /// One validated skill, ready to install.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct ValidSkill {
     pub name: String,
-    pub uri: String,
+    pub(crate) uri: String,
     /// Below the namespace, e.g. `ops/hub_diagnostics/SKILL.md`.
-    pub path: String,
-    pub content_sha256: String,
-    pub size: u64,
+    pub(crate) path: String,
+    pub(crate) content_sha256: String,
+    pub(crate) size: u64,
     #[serde(skip)]
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// A validated catalog, sorted by name and URI.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct ValidCatalog {
-    pub owner_application: String,
-    pub manifest_version: u64,
+    pub(crate) owner_application: String,
+    pub(crate) manifest_version: u64,
     pub manifest_sha256: String,
     pub skills: Vec<ValidSkill>,
 }
 
 /// Steps 2–3 and 6 of discovery: index the listed resources by URI, keep only the ontology
 /// and the skill prefix (duplicates there are refused), and require the ontology.
-pub fn select(
+pub(crate) fn select(
     scheme: &str,
     listed: Vec<Listed>,
 ) -> Result<(Listed, BTreeMap<String, Listed>), CatalogError> {
@@ -81,7 +81,7 @@ pub fn select(
 
 /// Step 5: the ontology's declared skills `(name, uri)`, sorted by name and URI; the version
 /// is checked first, so an unsupported catalog fails with a compatibility error.
-pub fn declared(
+pub(crate) fn declared(
     scheme: &str,
     listed: &Listed,
     read: &Read,
@@ -143,7 +143,7 @@ pub fn declared(
 }
 
 /// Step 6: the listed skills are exactly the declared ones.
-pub fn match_declared(
+pub(crate) fn match_declared(
     declared: &[(String, String)],
     listed: &BTreeMap<String, Listed>,
 ) -> Result<(), CatalogError> {
@@ -176,7 +176,7 @@ pub(super) fn parse_meta(
 
 /// Step 8: validates the selected catalog whole. `skills` pairs each declared skill's list
 /// entry with its read result, in declared order.
-pub fn validate(
+pub(crate) fn validate(
     scheme: &str,
     ontology: (&Listed, &Read),
     declared: &[(String, String)],

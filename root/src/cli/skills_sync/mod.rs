@@ -176,7 +176,7 @@ async fn discover(
 }
 
 /// `mcp-root skills sync`.
-pub async fn main(args: SyncArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn main(args: SyncArgs) -> anyhow::Result<ExitCode> {
     let token = match (&args.token_env, &args.token_file) {
         (Some(var), _) => TokenSource::Env(var.clone()),
         (None, Some(f)) => TokenSource::File(f.clone()),

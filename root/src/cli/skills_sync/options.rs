@@ -8,52 +8,52 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Default owned namespace below `--dest`.
-pub const DEFAULT_NAMESPACE: &str = "mcp_root_platform";
+pub(crate) const DEFAULT_NAMESPACE: &str = "mcp_root_platform";
 /// The sentinel file inside the namespace: the installed catalog revision.
 pub const SENTINEL: &str = ".mcp-root-catalog.json";
 
 #[derive(clap::Args, Debug, Clone)]
-pub struct SyncArgs {
+pub(crate) struct SyncArgs {
     /// The root's MCP endpoint, e.g. http://127.0.0.1:8700/mcp.
     #[arg(long)]
-    pub url: String,
+    pub(crate) url: String,
     /// Environment variable that holds the lease bearer (re-read once on a 401).
     #[arg(
         long,
         required_unless_present = "token_file",
         conflicts_with = "token_file"
     )]
-    pub token_env: Option<String>,
+    pub(crate) token_env: Option<String>,
     /// File that holds the lease bearer (re-read once on a 401).
     #[arg(long)]
-    pub token_file: Option<PathBuf>,
+    pub(crate) token_file: Option<PathBuf>,
     /// Directory holding the namespaces, e.g. .agents/skills.
     #[arg(long)]
-    pub dest: PathBuf,
+    pub(crate) dest: PathBuf,
     /// The owned namespace below DEST (snake_case); replaced whole.
     #[arg(long, default_value = DEFAULT_NAMESPACE)]
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// URI scheme of the catalog (the root's `skill_catalog.scheme`).
     #[arg(long, default_value = rules::DEFAULT_SCHEME)]
-    pub scheme: String,
+    pub(crate) scheme: String,
     /// Discover and validate, print what would change, write nothing.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// PEM CA bundle added to the trust store, for a root whose certificate a private CA
     /// issued; needs an https:// URL.
     #[arg(long, env = "MCP_ROOT_CA_FILE")]
-    pub ca_file: Option<PathBuf>,
+    pub(crate) ca_file: Option<PathBuf>,
     /// Per-request connect budget in milliseconds (tests shorten it).
     #[arg(long, hide = true, default_value_t = 5_000)]
-    pub connect_timeout_ms: u64,
+    pub(crate) connect_timeout_ms: u64,
     /// Per-request read budget in milliseconds.
     #[arg(long, hide = true, default_value_t = 120_000)]
-    pub read_timeout_ms: u64,
+    pub(crate) read_timeout_ms: u64,
     /// Per-request total budget in milliseconds.
     #[arg(long, hide = true, default_value_t = 125_000)]
-    pub total_timeout_ms: u64,
+    pub(crate) total_timeout_ms: u64,
 }
 
 /// Where the bearer comes from; read at start and once more after a 401.
@@ -173,13 +173,13 @@ pub enum SyncError {
 /// What a sync did (or, dry, would do).
 #[derive(Debug, Clone, Serialize)]
 pub struct SyncReport {
-    pub namespace: String,
+    pub(crate) namespace: String,
     pub dry_run: bool,
     /// False when the namespace already held exactly this catalog.
     pub changed: bool,
     pub catalog: ValidCatalog,
     /// Files below the namespace that the new catalog no longer has.
-    pub removed: Vec<String>,
+    pub(crate) removed: Vec<String>,
     /// How many times the token was re-read after a 401.
     pub renewals: u32,
 }

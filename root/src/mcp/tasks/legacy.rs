@@ -33,14 +33,14 @@ use crate::mcp::transport::wire::Routes;
 use crate::store::{TaskRow, TaskState};
 
 /// The revision whose tasks these are.
-pub const REVISION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+pub(crate) const REVISION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 /// `_meta` key tying a message to its task.
-pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// How often `tasks/result` looks whether its task has ended.
 const RESULT_POLL: Duration = Duration::from_millis(200);
 
 /// The methods of a 2025-11-25 session that root answers here.
-pub fn handles(request: &ClientRequest, body: &[u8]) -> bool {
+pub(crate) fn handles(request: &ClientRequest, body: &[u8]) -> bool {
     match request {
         ClientRequest::GetTaskRequest(_) | ClientRequest::CancelTaskRequest(_) => true,
         ClientRequest::CustomRequest(r) => {
@@ -72,7 +72,7 @@ fn task_param(body: &[u8]) -> Option<Value> {
 
 /// The session's `initialize` answer, given the `tasks` capability when it negotiated this
 /// revision (`true` then).
-pub fn patch_initialize(answer: &mut Value) -> bool {
+pub(crate) fn patch_initialize(answer: &mut Value) -> bool {
     let Some(result) = answer.get_mut("result") else {
         return false;
     };
@@ -93,7 +93,7 @@ pub fn patch_initialize(answer: &mut Value) -> bool {
 }
 
 /// A `tools/list` answer with `execution.taskSupport` on each tool that may run as a task.
-pub fn patch_tools(app: &App, answer: &mut Value) {
+pub(crate) fn patch_tools(app: &App, answer: &mut Value) {
     let Some(tools) = answer
         .pointer_mut("/result/tools")
         .and_then(Value::as_array_mut)
@@ -113,18 +113,18 @@ pub fn patch_tools(app: &App, answer: &mut Value) {
 }
 
 /// What a task-augmented call needs from the transport besides the request.
-pub struct Caller {
-    pub lease: Arc<LeaseEntry>,
-    pub request_id: String,
-    pub traceparent: Option<String>,
+pub(crate) struct Caller {
+    pub(crate) lease: Arc<LeaseEntry>,
+    pub(crate) request_id: String,
+    pub(crate) traceparent: Option<String>,
     /// The progress token the call gave, if it did: the task's progress goes to the
     /// session's stream under it for as long as the task runs.
-    pub progress_token: Option<rmcp::model::ProgressToken>,
-    pub stream: Arc<Routes>,
+    pub(crate) progress_token: Option<rmcp::model::ProgressToken>,
+    pub(crate) stream: Arc<Routes>,
 }
 
 /// Answers one of [`handles`]'s messages: the result's JSON, or the error.
-pub async fn answer(
+pub(crate) async fn answer(
     app: &Arc<App>,
     caller: Caller,
     request: ClientRequest,
@@ -259,7 +259,7 @@ async fn result(app: &Arc<App>, lease: &LeaseEntry, task_id: &str) -> Result<Val
 }
 
 /// A task as 2025-11-25 carries it.
-pub fn task_of(app: &App, row: &TaskRow) -> Value {
+pub(crate) fn task_of(app: &App, row: &TaskRow) -> Value {
     let mut task = json!({
         "taskId": row.task_id,
         "status": row.state.as_str(),

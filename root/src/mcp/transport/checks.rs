@@ -23,7 +23,7 @@ fn mismatch(why: String) -> McpError {
 }
 
 /// The request id of a message, when it is a request.
-pub fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+pub(crate) fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
     match message {
         ClientJsonRpcMessage::Request(r) => Some(r.id.clone()),
         _ => None,
@@ -45,7 +45,7 @@ fn own_version(message: &ClientJsonRpcMessage) -> Option<ProtocolVersion> {
 
 /// The `MCP-Protocol-Version` header, when present, is readable and names a revision MCP
 /// knows (an unknown one passes when the request names its own revision in `_meta`).
-pub fn version_header(
+pub(crate) fn version_header(
     headers: &HeaderMap,
     id: Option<RequestId>,
     allow_unknown: bool,
@@ -105,7 +105,10 @@ fn header_matches_initialize(
 
 /// A request's revision in `_meta` agrees with the header; a request on 2026-07-28 (by its
 /// header) or a `server/discover` carries every `_meta` key that revision requires.
-pub fn version_meta(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Result<(), McpError> {
+pub(crate) fn version_meta(
+    headers: &HeaderMap,
+    message: &ClientJsonRpcMessage,
+) -> Result<(), McpError> {
     let ClientJsonRpcMessage::Request(request) = message else {
         return Ok(());
     };
@@ -147,7 +150,10 @@ pub fn version_meta(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Resu
 /// Whether a message belongs to the revisions with sessions (an `initialize`, or a request
 /// without a complete 2026-07-28 `_meta` on a revision that has the handshake), after the
 /// header checks every message gets.
-pub fn uses_session(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Result<bool, McpError> {
+pub(crate) fn uses_session(
+    headers: &HeaderMap,
+    message: &ClientJsonRpcMessage,
+) -> Result<bool, McpError> {
     let id = request_id(message);
     let own = own_version(message);
     version_header(headers, id.clone(), own.is_some())?;
@@ -177,7 +183,7 @@ pub fn uses_session(headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Resu
 }
 
 /// Whether the headers alone (a `GET` or `DELETE`) belong to a revision with sessions.
-pub fn headers_use_session(headers: &HeaderMap) -> Result<bool, McpError> {
+pub(crate) fn headers_use_session(headers: &HeaderMap) -> Result<bool, McpError> {
     version_header(headers, None, false)?;
     let version: Option<ProtocolVersion> = header_version(headers)
         .and_then(|s| serde_json::from_value(Value::String(s.to_owned())).ok());
@@ -231,7 +237,7 @@ fn name_of(request: &ClientRequest) -> Option<&str> {
 /// On 2026-07-28 (by the header), `Mcp-Method` and `Mcp-Name` are present and agree with the
 /// body; an `initialize` may omit them but must not contradict itself. Root's tools declare
 /// no `Mcp-Param-*` headers, so none is checked.
-pub fn standard_headers(
+pub(crate) fn standard_headers(
     headers: &HeaderMap,
     message: &ClientJsonRpcMessage,
 ) -> Result<(), McpError> {
@@ -301,7 +307,7 @@ pub fn standard_headers(
 
 /// The status of a stateless request's only message: the transport's errors about the
 /// request itself are `400`, an unknown method `404`, everything else `200`.
-pub fn stateless_status(message: &ServerJsonRpcMessage, meta_malformed: bool) -> StatusCode {
+pub(crate) fn stateless_status(message: &ServerJsonRpcMessage, meta_malformed: bool) -> StatusCode {
     let ServerJsonRpcMessage::Error(e) = message else {
         return StatusCode::OK;
     };

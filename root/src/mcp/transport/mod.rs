@@ -19,8 +19,8 @@
 //! replacing an earlier one. Bearer admission and the Host/Origin rule are middleware in
 //! front of this (`api`).
 
-pub mod checks;
-pub mod wire;
+pub(crate) mod checks;
+pub(crate) mod wire;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -56,7 +56,7 @@ use crate::mcp::{RootMcp, tasks};
 const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The `/mcp` endpoint's state.
-pub struct Door {
+pub(crate) struct Door {
     app: Arc<App>,
     handler: RootMcp,
     /// Live sessions by `Mcp-Session-Id`.
@@ -89,7 +89,7 @@ enum Lifecycle {
 
 impl Door {
     /// The door, with its stateless service running until `shutdown`.
-    pub fn start(app: Arc<App>, shutdown: &CancellationToken) -> Arc<Door> {
+    pub(crate) fn start(app: Arc<App>, shutdown: &CancellationToken) -> Arc<Door> {
         let bindings = Arc::new(Bindings::default());
         tokio::spawn(
             bindings
@@ -122,7 +122,7 @@ impl Door {
 
     /// Answers one request to `/mcp`. A session is continued only with the bearer of the
     /// lease that opened it.
-    pub async fn serve(self: &Arc<Self>, req: Request) -> Response {
+    pub(crate) async fn serve(self: &Arc<Self>, req: Request) -> Response {
         let lease = match req.extensions().get::<Principal>() {
             Some(Principal::Lease(l)) => Some(l.session_id().to_string()),
             _ => None,
@@ -142,12 +142,12 @@ impl Door {
     }
 
     /// How many sessions are bound to the lease that opened them.
-    pub fn bound_sessions(&self) -> usize {
+    pub(crate) fn bound_sessions(&self) -> usize {
         self.handler.bindings.sessions.len()
     }
 
     /// Forgets the sessions of leases that can no longer authenticate.
-    pub fn forget_leases(&self, dead: &[String]) {
+    pub(crate) fn forget_leases(&self, dead: &[String]) {
         self.handler.bindings.forget_leases(dead);
     }
 

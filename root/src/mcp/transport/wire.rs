@@ -25,11 +25,11 @@ use rmcp::service::OriginatingRequestId;
 use tokio::sync::mpsc;
 
 /// Messages of one answer in flight: the terminal one last.
-pub type Answer = mpsc::UnboundedReceiver<ServerJsonRpcMessage>;
+pub(crate) type Answer = mpsc::UnboundedReceiver<ServerJsonRpcMessage>;
 
 /// Where the service's messages go.
 #[derive(Default)]
-pub struct Routes {
+pub(crate) struct Routes {
     /// Client request id (as the service sees it) → the answer waiting for it.
     waiting: DashMap<RequestId, mpsc::UnboundedSender<ServerJsonRpcMessage>>,
     /// Progress token (as the service sees it) → the request that gave it, and the token as
@@ -48,7 +48,7 @@ impl Routes {
     /// Registers a request before it is handed to the service; its messages arrive on the
     /// returned receiver. `progress`: its progress token as the client gave it and as the
     /// service sees it.
-    pub fn expect(
+    pub(crate) fn expect(
         &self,
         id: RequestId,
         progress: Option<(ProgressToken, ProgressToken)>,
@@ -64,7 +64,7 @@ impl Routes {
 
     /// Forgets a request whose answer nobody reads any more (it stays in flight in the
     /// service until it finishes; its answer is then dropped).
-    pub fn abandon(&self, id: &RequestId) {
+    pub(crate) fn abandon(&self, id: &RequestId) {
         if self.waiting.remove(id).is_some() {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
         }
@@ -79,13 +79,13 @@ impl Routes {
     }
 
     /// Opens the standalone stream, replacing (and so ending) an earlier one.
-    pub fn open_standalone(&self) -> Answer {
+    pub(crate) fn open_standalone(&self) -> Answer {
         let (tx, rx) = mpsc::unbounded_channel();
         *self.slot() = Some(tx);
         rx
     }
 
-    pub fn close_standalone(&self) {
+    pub(crate) fn close_standalone(&self) {
         self.slot().take();
     }
 
@@ -102,7 +102,7 @@ impl Routes {
     }
 
     /// The session was used by a message the door answered itself.
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         *self.touched.lock().unwrap_or_else(PoisonError::into_inner) =
             Some(std::time::Instant::now());
     }
@@ -116,7 +116,7 @@ impl Routes {
     }
 
     /// Sends a server message to the session's standalone stream (dropped when none is open).
-    pub fn notify(&self, message: ServerJsonRpcMessage) {
+    pub(crate) fn notify(&self, message: ServerJsonRpcMessage) {
         self.to_standalone(message);
     }
 
@@ -184,20 +184,20 @@ impl Routes {
 
 /// The door's end of a wire: it writes client messages in.
 #[derive(Clone)]
-pub struct Inlet {
+pub(crate) struct Inlet {
     tx: mpsc::UnboundedSender<ClientJsonRpcMessage>,
-    pub routes: Arc<Routes>,
+    pub(crate) routes: Arc<Routes>,
 }
 
 impl Inlet {
     /// Hands a message to the service; `false` when the service has ended.
-    pub fn send(&self, message: ClientJsonRpcMessage) -> bool {
+    pub(crate) fn send(&self, message: ClientJsonRpcMessage) -> bool {
         self.tx.send(message).is_ok()
     }
 }
 
 /// The service's end of a wire: rmcp's transport.
-pub struct Outlet {
+pub(crate) struct Outlet {
     rx: mpsc::UnboundedReceiver<ClientJsonRpcMessage>,
     routes: Arc<Routes>,
     /// For a session: how long it may receive nothing while nothing is in flight before it
@@ -206,7 +206,7 @@ pub struct Outlet {
 }
 
 /// A new wire.
-pub fn wire(idle: Option<Duration>) -> (Inlet, Outlet) {
+pub(crate) fn wire(idle: Option<Duration>) -> (Inlet, Outlet) {
     let (tx, rx) = mpsc::unbounded_channel();
     let routes = Arc::new(Routes::default());
     (
@@ -221,7 +221,7 @@ pub fn wire(idle: Option<Duration>) -> (Inlet, Outlet) {
 /// The transport never fails: a message for an answer nobody waits for is dropped.
 #[derive(Debug, thiserror::Error)]
 #[error("the MCP wire is closed")]
-pub struct Closed;
+pub(crate) struct Closed;
 
 impl rmcp::transport::Transport<RoleServer> for Outlet {
     type Error = Closed;
