@@ -5,8 +5,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use mcp_root::cli::skills_sync::catalog::{
+    Listed, Read, declared, match_declared, select, validate,
+};
 use mcp_root::skill_catalog as rules;
-use mcp_root::skill_catalog::sync::{Listed, Read, declared, match_declared, select, validate};
 use serde_json::{Value, json};
 
 const SCHEME: &str = "mcp-root";

@@ -317,7 +317,7 @@ pub(crate) fn catalog_content(mut skills: Vec<SkillEntry>) -> Result<CatalogCont
 }
 
 /// Every rule a stored catalog must satisfy (build, publish and start-up alike).
-pub(crate) fn check_content(c: &CatalogContent) -> Result<(), String> {
+pub fn check_content(c: &CatalogContent) -> Result<(), String> {
     if c.manifest_version != MANIFEST_VERSION {
         return Err(format!(
             "manifest_version {} (root publishes {MANIFEST_VERSION})",

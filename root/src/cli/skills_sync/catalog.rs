@@ -13,21 +13,21 @@ use std::collections::BTreeSet;
 
 /// A resource as `resources/list` showed it.
 #[derive(Debug, Clone)]
-pub(crate) struct Listed {
-    pub(crate) uri: String,
-    pub(crate) name: String,
-    pub(crate) mime_type: Option<String>,
-    pub(crate) size: Option<u64>,
-    pub(crate) meta: Option<Value>,
+pub struct Listed {
+    pub uri: String,
+    pub name: String,
+    pub mime_type: Option<String>,
+    pub size: Option<u64>,
+    pub meta: Option<Value>,
 }
 
 /// A resource as `resources/read` returned it (text, or decoded blob bytes).
 #[derive(Debug, Clone)]
-pub(crate) struct Read {
-    pub(crate) uri: String,
-    pub(crate) mime_type: Option<String>,
-    pub(crate) bytes: Vec<u8>,
-    pub(crate) meta: Option<Value>,
+pub struct Read {
+    pub uri: String,
+    pub mime_type: Option<String>,
+    pub bytes: Vec<u8>,
+    pub meta: Option<Value>,
 }
 
 /// One validated skill, ready to install.
@@ -36,7 +36,7 @@ pub struct ValidSkill {
     pub name: String,
     pub(crate) uri: String,
     /// Below the namespace, e.g. `ops/hub_diagnostics/SKILL.md`.
-    pub(crate) path: String,
+    pub path: String,
     pub(crate) content_sha256: String,
     pub(crate) size: u64,
     #[serde(skip)]
@@ -54,7 +54,7 @@ pub struct ValidCatalog {
 
 /// Steps 2–3 and 6 of discovery: index the listed resources by URI, keep only the ontology
 /// and the skill prefix (duplicates there are refused), and require the ontology.
-pub(crate) fn select(
+pub fn select(
     scheme: &str,
     listed: Vec<Listed>,
 ) -> Result<(Listed, BTreeMap<String, Listed>), CatalogError> {
@@ -81,7 +81,7 @@ pub(crate) fn select(
 
 /// Step 5: the ontology's declared skills `(name, uri)`, sorted by name and URI; the version
 /// is checked first, so an unsupported catalog fails with a compatibility error.
-pub(crate) fn declared(
+pub fn declared(
     scheme: &str,
     listed: &Listed,
     read: &Read,
@@ -143,7 +143,7 @@ pub(crate) fn declared(
 }
 
 /// Step 6: the listed skills are exactly the declared ones.
-pub(crate) fn match_declared(
+pub fn match_declared(
     declared: &[(String, String)],
     listed: &BTreeMap<String, Listed>,
 ) -> Result<(), CatalogError> {
@@ -176,7 +176,7 @@ pub(super) fn parse_meta(
 
 /// Step 8: validates the selected catalog whole. `skills` pairs each declared skill's list
 /// entry with its read result, in declared order.
-pub(crate) fn validate(
+pub fn validate(
     scheme: &str,
     ontology: (&Listed, &Read),
     declared: &[(String, String)],

@@ -32,7 +32,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 
 use crate::skill_catalog::{self as rules};
 
-mod catalog;
+pub mod catalog;
 mod client;
 mod install;
 pub(crate) mod options;
