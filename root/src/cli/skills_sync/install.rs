@@ -10,7 +10,7 @@ use std::path::Path;
 // ---- installation ---------------------------------------------------------------------------
 
 /// The sentinel's bytes: the catalog revision and what was installed, deterministic.
-pub fn sentinel_bytes(namespace: &str, c: &ValidCatalog) -> Vec<u8> {
+fn sentinel_bytes(namespace: &str, c: &ValidCatalog) -> Vec<u8> {
     let v = json!({
         "format": "mcp-root-skills-sentinel/1",
         "namespace": namespace,

@@ -43,7 +43,6 @@ pub use catalog::*;
 use catalog::{listed_of, read_of};
 pub use client::RenewingHttp;
 use client::{TokenState, bounded};
-pub use install::sentinel_bytes;
 pub use options::*;
 
 /// Discovers, validates and installs the catalog.
