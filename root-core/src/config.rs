@@ -354,9 +354,15 @@ pub struct Limits {
     pub approval_ttl_sec: u64,
     /// Resources per `resources/list` page.
     pub resources_page_size: usize,
-    /// Connections served at once (hub WebSockets and event streams included); past it new
-    /// connections wait in the backlog until one closes.
+    /// Client connections served at once (MCP, REST, console; event streams included; a
+    /// hub's socket only until its upgrade). Past it probes (`/healthz`, `/readyz`,
+    /// `/metrics`) are still answered and other requests get `503` with `Retry-After`.
     pub max_connections: usize,
+    /// Hub links (WebSockets) served at once, apart from client connections; past it a hub
+    /// is answered `503` with `Retry-After` and dials again later. Each link is an open file:
+    /// root needs an open-file limit above `max_hub_links + max_connections` (the packaged
+    /// systemd unit sets `LimitNOFILE=65536`; root raises its soft limit to the hard one).
+    pub max_hub_links: usize,
     /// Time a connection has to send each request head (idle keep-alive connections end
     /// after it too), in milliseconds.
     pub header_read_timeout_ms: u64,
@@ -395,6 +401,7 @@ impl Default for Limits {
             approval_ttl_sec: 3600,
             resources_page_size: 50,
             max_connections: 8192,
+            max_hub_links: 20_000,
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 30_000,
             write_stall_timeout_ms: 30_000,
@@ -514,6 +521,11 @@ impl RootConfig {
         if self.limits.audit_commit_delay_ms > 100 {
             return Err(ConfigError::Invalid(
                 "limits.audit_commit_delay_ms must be at most 100".into(),
+            ));
+        }
+        if self.limits.max_hub_links == 0 {
+            return Err(ConfigError::Invalid(
+                "limits.max_hub_links must be at least 1".into(),
             ));
         }
         if self.limits.max_connections == 0 {

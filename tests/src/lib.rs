@@ -658,7 +658,33 @@ impl TestHub {
         Self::start_full(root_url, target_id, token, extra, &[], f).await
     }
 
+    /// [`TestHub::start`] without waiting for the connection (a hub root may refuse for a
+    /// while); [`mcp_hub::HubHandle::wait_connected`] waits for it.
+    pub async fn launch(
+        root_url: &str,
+        target_id: &str,
+        token: &str,
+        extra: &str,
+    ) -> anyhow::Result<TestHub> {
+        Self::launch_full(root_url, target_id, token, extra, &[], |_| {}).await
+    }
+
     async fn start_full(
+        root_url: &str,
+        target_id: &str,
+        token: &str,
+        extra: &str,
+        embedded: &[&'static mcp_hub::EmbeddedAdapter],
+        f: impl FnOnce(&mut mcp_hub::HubConfig),
+    ) -> anyhow::Result<TestHub> {
+        let hub = Self::launch_full(root_url, target_id, token, extra, embedded, f).await?;
+        hub.handle()
+            .wait_connected(std::time::Duration::from_secs(10))
+            .await?;
+        Ok(hub)
+    }
+
+    async fn launch_full(
         root_url: &str,
         target_id: &str,
         token: &str,
@@ -680,9 +706,6 @@ impl TestHub {
         let mut cfg = mcp_hub::config::HubFile::load(&path)?.resolve()?;
         f(&mut cfg);
         let handle = mcp_hub::start_with(cfg, embedded).await?;
-        handle
-            .wait_connected(std::time::Duration::from_secs(10))
-            .await?;
         Ok(TestHub {
             handle: Some(handle),
             state_dir,

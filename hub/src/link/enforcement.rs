@@ -13,7 +13,7 @@
 //! Invariant: the hub holds no product tool allowlist beyond its own adapters' declarations
 //! and no business policy (capabilities, profiles, leases are root's).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 
 use mcp_shared::error::{ErrorCode, ToolError};
@@ -25,16 +25,36 @@ use crate::skill::adapters::decl::AdapterDecl;
 /// How long past its deadline a call id is remembered (covers clock skew with root).
 pub(crate) const REPLAY_MARGIN_MS: i64 = 60_000;
 
-/// Call ids remembered at most; when full of unexpired ids new calls are refused (`busy`)
-/// rather than forgetting an id that could still be replayed.
-pub(crate) const REPLAY_CAPACITY: usize = 65_536;
+/// Call ids remembered at most. Retention is by time (each id until its deadline plus
+/// [`REPLAY_MARGIN_MS`]); this bounds memory (about 50 bytes an id, so some 50 MiB at most)
+/// and is reached only past ~2,000 calls/s held with deadlines of several minutes. When full
+/// of unexpired ids, new calls are refused (`busy`) rather than forgetting an id that could
+/// still be replayed.
+pub(crate) const REPLAY_CAPACITY: usize = 1 << 20;
 
-/// Call ids seen, each kept until its deadline plus [`REPLAY_MARGIN_MS`].
+/// Call ids seen, each kept until its deadline plus [`REPLAY_MARGIN_MS`]: 128 bits an id (a
+/// UUID's own bits, the id root sends; any other id by the first half of its SHA-256),
+/// grouped by the second their retention ends, so that pruning drops whole seconds.
 #[derive(Debug, Default)]
 pub(crate) struct ReplayCache {
-    by_id: HashMap<String, i64>,
-    by_expiry: BTreeSet<(i64, String)>,
+    seen: HashSet<u128>,
+    /// Second (rounded up) each group's retention ends → its ids.
+    by_second: BTreeMap<i64, Vec<u128>>,
     capacity: usize,
+}
+
+/// The compact key of a call id.
+fn id_key(call_id: &str) -> u128 {
+    match uuid::Uuid::try_parse(call_id) {
+        Ok(u) => u.as_u128(),
+        Err(_) => {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(call_id.as_bytes());
+            let mut half = [0u8; 16];
+            half.copy_from_slice(&digest[..16]);
+            u128::from_be_bytes(half)
+        }
+    }
 }
 
 impl ReplayCache {
@@ -53,31 +73,35 @@ impl ReplayCache {
         now_ms: i64,
     ) -> Result<(), ToolError> {
         self.prune(now_ms);
-        if self.by_id.contains_key(call_id) {
+        let key = id_key(call_id);
+        if self.seen.contains(&key) {
             return Err(ToolError::new(
                 ErrorCode::ReplayRejected,
                 format!("call id `{call_id}` was already received"),
             ));
         }
-        if self.by_id.len() >= self.capacity {
+        if self.seen.len() >= self.capacity {
             return Err(ToolError::new(
                 ErrorCode::Busy,
-                "the hub's replay cache is full; retry later",
+                "the hub's replay cache is full of unexpired call ids; retry later",
             ));
         }
         let keep_until = expires_at_ms.saturating_add(REPLAY_MARGIN_MS);
-        self.by_id.insert(call_id.to_owned(), keep_until);
-        self.by_expiry.insert((keep_until, call_id.to_owned()));
+        // Rounded up: an id is never forgotten before its retention ends.
+        let second = keep_until.div_euclid(1000).saturating_add(1);
+        self.seen.insert(key);
+        self.by_second.entry(second).or_default().push(key);
         Ok(())
     }
 
     /// Forgets ids whose retention ended before `now_ms`.
     pub(crate) fn prune(&mut self, now_ms: i64) {
-        while let Some((keep_until, _)) = self.by_expiry.first()
-            && *keep_until < now_ms
+        let now_second = now_ms.div_euclid(1000);
+        while let Some(entry) = self.by_second.first_entry()
+            && *entry.key() <= now_second
         {
-            if let Some((_, id)) = self.by_expiry.pop_first() {
-                self.by_id.remove(&id);
+            for key in entry.remove() {
+                self.seen.remove(&key);
             }
         }
     }
@@ -209,8 +233,9 @@ mod tests {
     use mcp_shared::protocol::signing_key;
 
     impl ReplayCache {
+        /// Ids remembered now.
         fn len(&self) -> usize {
-            self.by_id.len()
+            self.seen.len()
         }
     }
 
@@ -233,7 +258,6 @@ mod tests {
             self.replay
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .by_id
                 .len()
         }
     }
@@ -340,10 +364,73 @@ mod tests {
             cache.insert("c", NOW, NOW).expect_err("full").code,
             ErrorCode::Busy
         );
-        cache.prune(NOW + REPLAY_MARGIN_MS + 1);
+        cache.prune(NOW + REPLAY_MARGIN_MS - 1);
+        assert_eq!(
+            cache.len(),
+            2,
+            "nothing is forgotten before its expiry plus margin"
+        );
+        cache.prune(NOW + REPLAY_MARGIN_MS + 1_001);
         assert_eq!(cache.len(), 1, "a is pruned after its expiry plus margin");
         assert_eq!(
             cache.insert("b", NOW, NOW).expect_err("b kept").code,
+            ErrorCode::ReplayRejected
+        );
+    }
+
+    /// 2,000 calls a second for five minutes on one hub, each with a 30 s deadline, in
+    /// simulated time: no call is refused `busy` (the old cache held 65,536 ids and refused
+    /// past ~900 calls/s), every replay within the window is refused, and what is remembered
+    /// stays bounded by the rate times the window.
+    #[test]
+    fn a_busy_hub_is_bounded_by_time_not_count() {
+        const RATE: i64 = 2_000;
+        const TIMEOUT_MS: i64 = 30_000;
+        let mut cache = ReplayCache::new(REPLAY_CAPACITY);
+        let mut peak = 0;
+        let mut ids = Vec::new();
+        for i in 0..RATE * 300 {
+            let now = NOW + i * 1_000 / RATE;
+            let id = uuid::Uuid::now_v7().to_string();
+            cache
+                .insert(&id, now + TIMEOUT_MS, now)
+                .expect("no call refused at 2,000/s");
+            if i % 10_007 == 0 {
+                ids.push((id, now));
+            }
+            peak = peak.max(cache.len());
+        }
+        let window = (TIMEOUT_MS + REPLAY_MARGIN_MS) / 1000 + 2;
+        assert!(
+            peak as i64 <= RATE * window,
+            "{peak} ids remembered at most, for a window of {window} s"
+        );
+        assert!(peak > 65_536, "the old bound by count would have refused");
+        let end = NOW + 300_000;
+        for (id, at) in ids {
+            let replay = cache.insert(&id, at + TIMEOUT_MS, end);
+            if end <= at + TIMEOUT_MS + REPLAY_MARGIN_MS {
+                assert_eq!(replay.expect_err("replay").code, ErrorCode::ReplayRejected);
+            }
+        }
+    }
+
+    #[test]
+    fn ids_that_are_not_uuids_are_remembered_too() {
+        let mut cache = ReplayCache::new(8);
+        cache.insert("c1", NOW, NOW).expect("c1");
+        cache.insert("c2", NOW, NOW).expect("c2");
+        assert_eq!(
+            cache.insert("c1", NOW, NOW).expect_err("replay").code,
+            ErrorCode::ReplayRejected
+        );
+        let u = uuid::Uuid::now_v7();
+        cache.insert(&u.to_string(), NOW, NOW).expect("uuid");
+        assert_eq!(
+            cache
+                .insert(&u.hyphenated().to_string().to_uppercase(), NOW, NOW)
+                .expect_err("same uuid")
+                .code,
             ErrorCode::ReplayRejected
         );
     }

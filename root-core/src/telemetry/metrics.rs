@@ -115,12 +115,21 @@ impl Drop for Routing {
 pub struct ConnMetrics {
     pub open: Gauge,
     timeouts: Family<KindLabel, Counter>,
+    refused: Family<KindLabel, Counter>,
 }
 
 impl ConnMetrics {
     /// A connection bound fired: `header`, `body`, `write_stall` or `handshake`.
     pub fn timeout(&self, kind: &str) {
         self.timeouts
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .inc();
+    }
+
+    /// A request refused at a full budget: `connections` (client connections) or
+    /// `hub_links`.
+    pub fn refused(&self, kind: &str) {
+        self.refused
             .get_or_create(&KindLabel { kind: kind.into() })
             .inc();
     }
@@ -281,8 +290,16 @@ impl Default for Metrics {
         let connections = std::sync::Arc::new(ConnMetrics::default());
         registry.register(
             "connections_open",
-            "Connections being served (at most limits.max_connections)",
+            "Sockets being served: client connections (at most limits.max_connections, plus \
+             a few read past it for probes) and hub links (at most limits.max_hub_links)",
             connections.open.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Requests refused with 503 at a full budget: connections (client connections past \
+             limits.max_connections; probes are still answered), hub_links (hubs past \
+             limits.max_hub_links)",
+            connections.refused.clone(),
         );
         registry.register(
             "connection_timeouts",

@@ -16,6 +16,8 @@ pub(crate) struct ApiError {
     message: String,
     /// The audit event that records the refused request (an operator action), if any.
     event_id: Option<String>,
+    /// Seconds the client should wait before trying again (`Retry-After`).
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -25,7 +27,14 @@ impl ApiError {
             code,
             message: message.into(),
             event_id: None,
+            retry_after: None,
         }
+    }
+
+    /// The refusal, telling the client how many seconds to wait (`Retry-After`).
+    pub(crate) fn retry_after(mut self, secs: u64) -> ApiError {
+        self.retry_after = Some(secs);
+        self
     }
 
     /// The refusal as a tool error (for the audit event that records it).
@@ -69,9 +78,12 @@ impl IntoResponse for ApiError {
             event_id: self.event_id,
         });
         let mut res = (self.status, body).into_response();
-        if self.code == ErrorCode::AuditUnavailable {
+        let retry_after = self
+            .retry_after
+            .or((self.code == ErrorCode::AuditUnavailable).then_some(1));
+        if let Some(secs) = retry_after {
             res.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         if self.status == StatusCode::UNAUTHORIZED {
             res.headers_mut().insert(

@@ -309,9 +309,9 @@ pub(crate) fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Rou
         .merge(crate::api::console::routes(app.clone()))
         .merge(oauth::routes(app.clone()))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
-        .layer(axum::Extension(
-            Arc::new(hub_link::door::HubDoor::default()),
-        ))
+        .layer(axum::Extension(Arc::new(hub_link::door::HubDoor::new(
+            app.config.limits.max_hub_links,
+        ))))
         .layer(middleware::from_fn_with_state(
             app.clone(),
             oauth::challenge_unauthorized,

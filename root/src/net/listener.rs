@@ -1,9 +1,13 @@
 //! Root's listener: accepts TCP connections (plain HTTP, or TLS through [`crate::net::tls`]) and
 //! serves the router on each with hyper's HTTP/1.1 connection (with upgrades), bounded so
-//! that slow or stalled clients cannot hold root by luck:
-//! - `limits.max_connections`: at most that many connections are served at once; past it
-//!   root stops accepting and new connections wait in the kernel's backlog until a slot frees
-//!   (nothing is refused, nothing grows without bound);
+//! that slow or stalled clients cannot hold root by luck, and so that a fleet of hubs cannot
+//! lock agents and operators out:
+//! - `limits.max_connections`: client connections served at once (a hub's socket counts here
+//!   only until its upgrade; hub links have their own budget, `limits.max_hub_links`, kept by
+//!   `api::hub_link::door`). Past it root still reads up to [`OVERFLOW_CONNECTIONS`] more:
+//!   probes (`/healthz`, `/readyz`, `/metrics`) are answered, any other request waits a
+//!   moment for a client place and is then served, or gets `503` with `Retry-After`. Past
+//!   those too, new connections wait in the kernel's backlog (the bound on descriptors);
 //! - `limits.header_read_timeout_ms`: a connection must finish each request head within it,
 //!   which also ends idle keep-alive connections (hyper's HTTP/1 header timer); a TLS
 //!   handshake has its own 10 s;
@@ -12,10 +16,12 @@
 //! - `limits.write_stall_timeout_ms`: a write that makes no progress for that long (a client
 //!   that never reads its responses or its event stream) ends the connection.
 //!
-//! Upgraded connections (hub WebSockets) keep the slot and the write-stall bound; long MCP
-//! event streams are bounded only by the client reading them. Each bound is counted in
-//! `mcp_root_connection_timeouts_total{kind}`, open connections in
-//! `mcp_root_connections_open`.
+//! Upgraded connections (hub WebSockets) keep the write-stall bound; long MCP event streams
+//! are bounded only by the client reading them. Each bound is counted in
+//! `mcp_root_connection_timeouts_total{kind}`, refusals at a full budget in
+//! `mcp_root_connections_refused_total{kind}`, open sockets in `mcp_root_connections_open`.
+//! At start root raises its open-file limit to the hard limit and warns when that is below
+//! what its budgets need ([`open_files`]).
 
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
@@ -24,6 +30,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::response::IntoResponse;
 use hyper::body::{Body, Frame, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -33,16 +40,32 @@ use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use mcp_shared::error::ErrorCode;
+
+use crate::api::error::ApiError;
 use crate::net::tls::{TlsPeer, TlsState};
 use crate::telemetry::metrics::ConnMetrics;
 
 /// Time a new TLS connection has to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections read past the client budget, one request each (see the module header).
+const OVERFLOW_CONNECTIONS: usize = 64;
+/// Time an overflow connection has to send its request head.
+const OVERFLOW_HEADER_READ: Duration = Duration::from_secs(2);
+/// How long a request on an overflow connection may wait for a client place.
+const OVERFLOW_WAIT: Duration = Duration::from_secs(2);
+/// Overflow requests waiting for a client place at once; the others are answered at once.
+const OVERFLOW_WAITERS: usize = OVERFLOW_CONNECTIONS / 2;
+/// What an overflow connection is served; everything else is answered `503`.
+const PROBES: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+/// Descriptors root needs besides its connections (store, logs, TLS files, the runtime).
+const OTHER_FILES: u64 = 1024;
 
 /// The bounds every connection is served with (from `[limits]`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnLimits {
     pub(crate) max_connections: usize,
+    pub(crate) max_hub_links: usize,
     pub(crate) header_read: Duration,
     pub(crate) body_read: Duration,
     pub(crate) write_stall: Duration,
@@ -52,10 +75,140 @@ impl ConnLimits {
     pub(crate) fn from_config(l: &crate::config::Limits) -> ConnLimits {
         ConnLimits {
             max_connections: l.max_connections,
+            max_hub_links: l.max_hub_links,
             header_read: Duration::from_millis(l.header_read_timeout_ms),
             body_read: Duration::from_millis(l.body_read_timeout_ms),
             write_stall: Duration::from_millis(l.write_stall_timeout_ms),
         }
+    }
+}
+
+/// A connection's place in root's client budget, in each of its requests' extensions. A
+/// hub's socket gives it back once upgraded ([`ConnSlot::release`]); it then counts among
+/// the hub links instead.
+pub(crate) struct ConnSlot(std::sync::Mutex<Option<OwnedSemaphorePermit>>);
+
+impl ConnSlot {
+    /// Gives the connection's place back to the client budget.
+    pub(crate) fn release(&self) {
+        if let Ok(mut place) = self.0.lock() {
+            place.take();
+        }
+    }
+
+    /// Holds `place` instead (an overflow connection that got a client place).
+    fn replace(&self, place: OwnedSemaphorePermit) {
+        if let Ok(mut held) = self.0.lock() {
+            *held = Some(place);
+        }
+    }
+}
+
+/// The two budgets a new connection may take a place in.
+struct Budgets {
+    clients: Arc<Semaphore>,
+    overflow: Arc<Semaphore>,
+}
+
+impl Budgets {
+    /// A place for the next connection: a client place if one is free, else an overflow
+    /// place (`true`), else the first of either to free up.
+    async fn place(&self) -> (OwnedSemaphorePermit, bool) {
+        if let Ok(p) = self.clients.clone().try_acquire_owned() {
+            return (p, false);
+        }
+        if let Ok(p) = self.overflow.clone().try_acquire_owned() {
+            return (p, true);
+        }
+        loop {
+            tokio::select! {
+                Ok(p) = self.clients.clone().acquire_owned() => return (p, false),
+                Ok(p) = self.overflow.clone().acquire_owned() => return (p, true),
+                else => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+}
+
+/// The router for overflow connections: probes are answered; any other request waits up
+/// to [`OVERFLOW_WAIT`] for a client place (at most [`OVERFLOW_WAITERS`] at once) and is
+/// served in it, or is answered `503` with `Retry-After`. Unless it got a client place, the
+/// connection closes after its answer.
+fn overflow_router(
+    router: axum::Router,
+    budgets: &Budgets,
+    limits: ConnLimits,
+    metrics: Arc<ConnMetrics>,
+) -> axum::Router {
+    let clients = budgets.clients.clone();
+    let waiters = Arc::new(Semaphore::new(OVERFLOW_WAITERS));
+    router.layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let (clients, waiters, metrics) = (clients.clone(), waiters.clone(), metrics.clone());
+            async move {
+                let place = if PROBES.contains(&req.uri().path()) {
+                    None
+                } else if let Ok(_waiting) = waiters.try_acquire_owned() {
+                    tokio::time::timeout(OVERFLOW_WAIT, clients.acquire_owned())
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                } else {
+                    None
+                };
+                if let Some(place) = place {
+                    if let Some(slot) = req.extensions().get::<Arc<ConnSlot>>() {
+                        slot.replace(place);
+                    }
+                    return next.run(req).await;
+                }
+                let mut answer = if PROBES.contains(&req.uri().path()) {
+                    next.run(req).await
+                } else {
+                    metrics.refused("connections");
+                    ApiError::new(
+                        http::StatusCode::SERVICE_UNAVAILABLE,
+                        ErrorCode::Busy,
+                        format!(
+                            "root serves its maximum of {} client connections \
+                             (limits.max_connections); retry after 1 s",
+                            limits.max_connections
+                        ),
+                    )
+                    .retry_after(1)
+                    .into_response()
+                };
+                answer.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+                answer
+            }
+        },
+    ))
+}
+
+/// Raises the soft open-file limit to the hard one (as Go's runtime does) and warns when
+/// the hard one is below what the budgets may open.
+pub(crate) fn open_files(limits: &ConnLimits) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let needed =
+        (limits.max_connections + limits.max_hub_links + OVERFLOW_CONNECTIONS) as u64 + OTHER_FILES;
+    let mut rlimit = getrlimit(Resource::Nofile);
+    if rlimit.current != rlimit.maximum {
+        rlimit.current = rlimit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, rlimit) {
+            tracing::debug!(error = %e, "could not raise the open-file limit");
+        }
+    }
+    let current = getrlimit(Resource::Nofile).current;
+    if let Some(current) = current.filter(|c| *c < needed) {
+        tracing::warn!(
+            open_files = current,
+            needed,
+            "the open-file limit is below what limits.max_connections and limits.max_hub_links \
+             may open; raise it (systemd: LimitNOFILE=, as the packaged unit sets) or lower them"
+        );
     }
 }
 
@@ -69,16 +222,18 @@ pub(crate) async fn serve(
     metrics: Arc<ConnMetrics>,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    open_files(&limits);
+    let budgets = Budgets {
+        clients: Arc::new(Semaphore::new(limits.max_connections.max(1))),
+        overflow: Arc::new(Semaphore::new(OVERFLOW_CONNECTIONS)),
+    };
+    let overflow = overflow_router(router.clone(), &budgets, limits, metrics.clone());
     let tracker = tokio_util::task::TaskTracker::new();
     loop {
-        // A free slot first: at the limit, connections wait in the backlog, unaccepted.
-        let slot = tokio::select! {
+        // A place first: with both budgets full, connections wait in the backlog, unaccepted.
+        let (place, overflowed) = tokio::select! {
             () = stop.cancelled() => break,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(s) => s,
-                Err(_) => break,
-            },
+            place = budgets.place() => place,
         };
         let (tcp, remote) = tokio::select! {
             () = stop.cancelled() => break,
@@ -93,10 +248,19 @@ pub(crate) async fn serve(
             },
         };
         let _ = tcp.set_nodelay(true);
-        // The slot goes with the socket: an upgraded connection (a hub's WebSocket) keeps it
-        // until the socket closes.
-        let io = StallGuard::new(tcp, limits.write_stall, metrics.clone(), slot);
-        let router = router.clone();
+        // The place goes with the socket until it closes, or until a hub's upgrade gives it
+        // back.
+        let slot = Arc::new(ConnSlot(std::sync::Mutex::new(Some(place))));
+        let io = StallGuard::new(tcp, limits.write_stall, metrics.clone(), slot.clone());
+        let served = Served {
+            router: if overflowed {
+                overflow.clone()
+            } else {
+                router.clone()
+            },
+            overflowed,
+            slot,
+        };
         let stop = stop.clone();
         let tls = tls.clone();
         let metrics = metrics.clone();
@@ -127,11 +291,11 @@ pub(crate) async fn serve(
                                 .and_then(|c| c.first())
                                 .map(|c| c.clone().into_owned()),
                         };
-                        connection(stream, remote, Some(peer), router, limits, &metrics, stop)
+                        connection(stream, remote, Some(peer), served, limits, &metrics, stop)
                             .await;
                     }
                 }
-                None => connection(io, remote, None, router, limits, &metrics, stop).await,
+                None => connection(io, remote, None, served, limits, &metrics, stop).await,
             }
         });
     }
@@ -140,11 +304,19 @@ pub(crate) async fn serve(
     Ok(())
 }
 
+/// What one connection is served: the router (probes only past the client budget) and its
+/// place in the budget.
+struct Served {
+    router: axum::Router,
+    overflowed: bool,
+    slot: Arc<ConnSlot>,
+}
+
 async fn connection<I>(
     io: I,
     remote: SocketAddr,
     peer: Option<TlsPeer>,
-    router: axum::Router,
+    served: Served,
     limits: ConnLimits,
     metrics: &Arc<ConnMetrics>,
     stop: CancellationToken,
@@ -152,9 +324,15 @@ async fn connection<I>(
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let body_metrics = metrics.clone();
+    let Served {
+        router,
+        overflowed,
+        slot,
+    } = served;
     let svc = router.map_request(move |req: http::Request<hyper::body::Incoming>| {
         let (mut parts, body) = req.into_parts();
         parts.extensions.insert(axum::extract::ConnectInfo(remote));
+        parts.extensions.insert(slot.clone());
         if let Some(peer) = &peer {
             parts.extensions.insert(peer.clone());
         }
@@ -169,9 +347,13 @@ async fn connection<I>(
     // HTTP/1.1 only (TLS offers `http/1.1` alone), so no protocol sniffing: the header timer
     // runs from the first byte the connection waits for.
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read);
+    builder.timer(TokioTimer::new());
+    builder.header_read_timeout(if overflowed {
+        // A request head promptly: the place is for probes while the budget is full.
+        limits.header_read.min(OVERFLOW_HEADER_READ)
+    } else {
+        limits.header_read
+    });
     let mut conn = pin!(
         builder
             .serve_connection(TokioIo::new(io), TowerToHyperService::new(svc))
@@ -200,13 +382,13 @@ async fn connection<I>(
 }
 
 /// A connection's socket with a bound on how long a write may make no progress; it holds the
-/// connection's slot (and counts as open) until it is dropped.
+/// connection's place (and counts as open) until it is dropped.
 struct StallGuard<T> {
     inner: T,
     limit: Duration,
     stalled: Option<Pin<Box<Sleep>>>,
     metrics: Arc<ConnMetrics>,
-    _slot: OwnedSemaphorePermit,
+    _slot: Arc<ConnSlot>,
 }
 
 impl<T> Drop for StallGuard<T> {
@@ -220,7 +402,7 @@ impl<T> StallGuard<T> {
         inner: T,
         limit: Duration,
         metrics: Arc<ConnMetrics>,
-        slot: OwnedSemaphorePermit,
+        slot: Arc<ConnSlot>,
     ) -> StallGuard<T> {
         metrics.open.inc();
         StallGuard {

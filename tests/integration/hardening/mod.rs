@@ -5,6 +5,7 @@ mod actors;
 mod auth;
 pub(crate) mod bad_input;
 mod boundaries;
+mod budgets;
 mod config;
 pub(crate) mod faults;
 mod secrets;

@@ -19,6 +19,13 @@ pub enum ChannelError {
     Socket(#[from] Box<tokio_tungstenite::tungstenite::Error>),
     #[error("root refused the hub: {0}")]
     Refused(String),
+    #[error("root at {url} is at its capacity ({status}); retry after {retry_after:?}")]
+    Busy {
+        url: String,
+        status: u16,
+        /// Root's `Retry-After`, when it sent one.
+        retry_after: Option<Duration>,
+    },
     #[error("no welcome from root within {0:?}")]
     NoWelcome(Duration),
     #[error("root sent {0} before welcome")]
@@ -32,6 +39,47 @@ pub enum ChannelError {
     #[error("the hub token changed; reconnecting with the new one")]
     TokenChanged,
 }
+
+impl ChannelError {
+    /// A failed upgrade: `Busy` when root answered `503` or `429` (with its `Retry-After`),
+    /// `Connect` otherwise.
+    pub(crate) fn of_upgrade(url: &str, e: tokio_tungstenite::tungstenite::Error) -> ChannelError {
+        use tokio_tungstenite::tungstenite::{Error, http::StatusCode, http::header};
+        if let Error::Http(response) = &e
+            && matches!(
+                response.status(),
+                StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+            )
+        {
+            let retry_after = response
+                .headers()
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|secs| Duration::from_secs(secs.min(MAX_RETRY_AFTER_SECS)));
+            return ChannelError::Busy {
+                url: url.to_owned(),
+                status: response.status().as_u16(),
+                retry_after,
+            };
+        }
+        ChannelError::Connect {
+            url: url.to_owned(),
+            source: Box::new(e),
+        }
+    }
+
+    /// How long root asked the hub to wait, if it did.
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ChannelError::Busy { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// The longest `Retry-After` honoured (a root asking for more is waited on this long).
+const MAX_RETRY_AFTER_SECS: u64 = 300;
 
 impl From<tokio_tungstenite::tungstenite::Error> for ChannelError {
     fn from(e: tokio_tungstenite::tungstenite::Error) -> Self {
@@ -89,13 +137,25 @@ impl Backoff {
 
     /// The delay before the next attempt.
     pub(crate) fn next_delay(&mut self) -> Duration {
-        // xorshift64: enough randomness to spread hubs reconnecting after a root restart.
+        let step = self.next;
+        self.next = (self.next * 2).min(self.max);
+        step.mul_f64(0.5 + 0.5 * self.fraction())
+    }
+
+    /// The delay before the next attempt when root asked for `retry_after` (it was at its
+    /// capacity): at least that, plus up to half of it again, so that hubs refused together
+    /// do not all come back at the same instant; and never less than the backoff's own step.
+    pub(crate) fn delay_after(&mut self, retry_after: Duration) -> Duration {
+        let own = self.next_delay();
+        own.max(retry_after.mul_f64(1.0 + 0.5 * self.fraction()))
+    }
+
+    /// A pseudo-random fraction in [0, 1): xorshift64, enough to spread hubs reconnecting
+    /// after a root restart.
+    fn fraction(&mut self) -> f64 {
         self.seed ^= self.seed << 13;
         self.seed ^= self.seed >> 7;
         self.seed ^= self.seed << 17;
-        let step = self.next;
-        self.next = (self.next * 2).min(self.max);
-        let frac = (self.seed % 1_000) as f64 / 1_000.0;
-        step.mul_f64(0.5 + 0.5 * frac)
+        (self.seed % 1_000) as f64 / 1_000.0
     }
 }

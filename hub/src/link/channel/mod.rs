@@ -95,7 +95,10 @@ impl Channel {
                 tracing::info!("reconnecting with the new hub token");
                 continue;
             }
-            let delay = backoff.next_delay();
+            let delay = match res.as_ref().err().and_then(ChannelError::retry_after) {
+                Some(asked) => backoff.delay_after(asked),
+                None => backoff.next_delay(),
+            };
             match res {
                 Ok(()) => break,
                 Err(e) => {
@@ -168,10 +171,7 @@ impl Channel {
             connector,
         )
         .await
-        .map_err(|e| ChannelError::Connect {
-            url: url.clone(),
-            source: Box::new(e),
-        })?;
+        .map_err(|e| ChannelError::of_upgrade(&url, e))?;
         tracing::debug!(%url, "connected; sending hello");
 
         self.gate.set_token(&token);

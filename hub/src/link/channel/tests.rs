@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{Backoff, raw_id};
+use super::{Backoff, ChannelError, raw_id};
 use crate::HubConfig;
 
 const TOKEN: &str = "mcph_channel_test";
@@ -603,6 +603,57 @@ fn backoff_grows_with_jitter_and_resets() {
     assert!(late >= Duration::from_millis(5_000), "{late:?}");
     b.reset();
     assert!(b.next_delay() <= Duration::from_millis(200));
+}
+
+#[test]
+fn a_busy_root_is_waited_on_at_least_as_long_as_it_asked_with_jitter() {
+    let mut b = Backoff::new(200, 10_000);
+    let asked = Duration::from_secs(5);
+    let delays: Vec<Duration> = (0..50).map(|_| b.delay_after(asked)).collect();
+    assert!(
+        delays
+            .iter()
+            .all(|d| *d >= asked && *d <= asked.mul_f64(1.5).max(Duration::from_secs(10)))
+    );
+    // Spread, not one instant for every hub refused together.
+    let distinct: std::collections::HashSet<u128> =
+        delays[..5].iter().map(|d| d.as_millis()).collect();
+    assert!(distinct.len() > 1, "{delays:?}");
+}
+
+#[test]
+fn a_503_or_429_upgrade_answer_is_busy_with_its_retry_after() {
+    use tokio_tungstenite::tungstenite::{Error, http::Response};
+    let answer = |status: u16, retry: Option<&str>| {
+        let mut r = Response::builder().status(status);
+        if let Some(v) = retry {
+            r = r.header("retry-after", v);
+        }
+        ChannelError::of_upgrade(
+            "ws://root/v1/root/hubs/connect",
+            Error::Http(Box::new(r.body(None).unwrap())),
+        )
+    };
+    assert_eq!(
+        answer(503, Some("5")).retry_after(),
+        Some(Duration::from_secs(5))
+    );
+    assert_eq!(
+        answer(429, Some("10")).retry_after(),
+        Some(Duration::from_secs(10))
+    );
+    assert_eq!(
+        answer(503, Some("86400")).retry_after(),
+        Some(Duration::from_secs(300))
+    );
+    assert!(matches!(
+        answer(503, Some("soon")),
+        ChannelError::Busy {
+            retry_after: None,
+            ..
+        }
+    ));
+    assert!(matches!(answer(401, None), ChannelError::Connect { .. }));
 }
 
 #[test]

@@ -5,16 +5,20 @@
 //! `401` on plain HTTP and never holds a socket (the `hello` that follows must carry the
 //! same token). Refusals are counted in `mcp_root_hub_door_refusals_total{reason}` and
 //! bounded per peer address: past `limits.hub_door_max_failures` within [`FAILURE_WINDOW`]
-//! the address is answered `429` without a token lookup until the window ends. Like every refusal before
+//! the address is answered `429` without a token lookup until the window ends. Hub links have
+//! their own budget (`limits.max_hub_links`, apart from client connections): past it a hub
+//! is answered `503` with `Retry-After` and dials again after that, jittered. Like every refusal before
 //! authentication, none of this is an audit event (there is no actor to attribute it to).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, StatusCode, header};
 use dashmap::DashMap;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::time::{now, unix_ms};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::api::error::ApiError;
 use crate::app::App;
@@ -65,7 +69,8 @@ impl Refusal {
                     "too many refused hub connections from this address; retry after {} s",
                     FAILURE_WINDOW.as_secs()
                 ),
-            ),
+            )
+            .retry_after(FAILURE_WINDOW.as_secs()),
         }
     }
 }
@@ -78,13 +83,45 @@ pub(crate) struct Admitted {
     pub(crate) token_hash: String,
 }
 
-/// Refusal counts per peer address.
-#[derive(Default)]
+/// What a hub at the cap is told to wait before it dials again (it adds its own jitter).
+pub(crate) const CAP_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// The hub links' budget and the refusal counts per peer address.
 pub(crate) struct HubDoor {
     failures: DashMap<IpAddr, (Instant, u32)>,
+    /// One permit per hub link served (`limits.max_hub_links`), held until its socket closes.
+    links: Arc<Semaphore>,
+    max_links: usize,
 }
 
 impl HubDoor {
+    pub(crate) fn new(max_links: usize) -> HubDoor {
+        HubDoor {
+            failures: DashMap::new(),
+            links: Arc::new(Semaphore::new(max_links.max(1))),
+            max_links: max_links.max(1),
+        }
+    }
+
+    /// A place among the hub links for one connection, or, with every place taken, the
+    /// `503` (with `Retry-After`) to answer instead of upgrading. Checked before the token:
+    /// at the cap, a hub's retry costs root no lookup.
+    pub(crate) fn link_slot(&self, app: &App) -> Result<OwnedSemaphorePermit, ApiError> {
+        self.links.clone().try_acquire_owned().map_err(|_| {
+            app.metrics.connections.refused("hub_links");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Busy,
+                format!(
+                    "root serves its maximum of {} hub links (limits.max_hub_links); retry after {} s",
+                    self.max_links,
+                    CAP_RETRY_AFTER.as_secs()
+                ),
+            )
+            .retry_after(CAP_RETRY_AFTER.as_secs())
+        })
+    }
+
     fn throttled(&self, ip: IpAddr, max_failures: u32) -> bool {
         self.failures
             .get(&ip)
@@ -170,7 +207,7 @@ mod tests {
 
     #[test]
     fn an_address_is_throttled_after_its_failures_and_others_are_not() {
-        let door = HubDoor::default();
+        let door = HubDoor::new(1);
         let a: IpAddr = "10.0.0.1".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
         let b: IpAddr = "10.0.0.2".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
         for _ in 0..9 {

@@ -29,6 +29,7 @@ use crate::app::App;
 use crate::hubs::link::{self, Link};
 use crate::hubs::skill::SKILL;
 use crate::hubs::timeline::LifecycleKind;
+use crate::net::listener::ConnSlot;
 use crate::net::tls::TlsPeer;
 
 use crate::hubs::{HEARTBEAT_INTERVAL, OUTBOUND_QUEUE, evidence, router};
@@ -55,6 +56,7 @@ pub(crate) async fn connect(
     axum::Extension(hub_door): axum::Extension<Arc<door::HubDoor>>,
     peer: Option<axum::Extension<TlsPeer>>,
     remote: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    conn: Option<axum::Extension<Arc<ConnSlot>>>,
     headers: axum::http::HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
@@ -72,6 +74,10 @@ pub(crate) async fn connect(
         )
         .into_response();
     }
+    let link_slot = match hub_door.link_slot(&app) {
+        Ok(slot) => slot,
+        Err(refusal) => return refusal.into_response(),
+    };
     let admitted = match door::admit(&app, &hub_door, remote.map(|r| r.0.0.ip()), &headers).await {
         Ok(a) => a,
         Err(refusal) => return refusal.into_response(),
@@ -84,9 +90,15 @@ pub(crate) async fn connect(
         .max_frame_size(MAX_FRAME_BYTES)
         .read_buffer_size(HUB_READ_BUFFER_BYTES)
         .on_upgrade(move |socket| async move {
+            // From here the socket counts among the hub links, no longer among the client
+            // connections.
+            if let Some(conn) = conn {
+                conn.0.release();
+            }
             if let Err(e) = serve(app, socket, admitted, client_certificate).await {
                 tracing::info!(error = %e, "hub connection ended");
             }
+            drop(link_slot);
         })
 }
 
