@@ -6,7 +6,9 @@ mod demo;
 
 /// mimalloc rather than the system allocator: the request path allocates many short-lived
 /// buffers (JSON values, SSE frames), where glibc malloc spent ~15% of root's CPU under load
-/// (see BENCHMARKS.md).
+/// (see BENCHMARKS.md). The `mimalloc` feature (a default) keeps it; heap profiling builds
+/// without it.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -62,17 +62,42 @@ impl Store {
         })
     }
 
+    /// Every enrolled target, by target id.
     pub async fn load_targets(&self) -> Result<Vec<TargetRow>> {
+        self.select_targets(None).await
+    }
+
+    /// The enrolled targets among `ids`, by target id: one query, whatever the table holds
+    /// (a replica applying a change to one target reads that target, not all of them).
+    pub async fn load_targets_of(&self, ids: &[String]) -> Result<Vec<TargetRow>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.select_targets(Some(ids)).await
+    }
+
+    async fn select_targets(&self, ids: Option<&[String]>) -> Result<Vec<TargetRow>> {
+        let op = "load targets";
+        // The ids ride as one JSON array, unpacked by each backend's own function.
+        let filter = match (ids, &self.pool) {
+            (None, _) => "",
+            (Some(_), Pool::Sqlite(_)) => "WHERE target_id IN (SELECT value FROM json_each($1))",
+            (Some(_), Pool::Postgres(_)) => {
+                "WHERE target_id IN (SELECT json_array_elements_text($1::json))"
+            }
+        };
+        let sql = format!(
+            "SELECT target_id, environment, subnet_id, zone, token_hash, signing_key, enrolled_at,
+                last_seen_at, descriptor, skills, skill_desired FROM targets {filter} ORDER BY target_id"
+        );
+        let list = ids.map(|ids| serde_json::Value::from(ids.to_vec()).to_string());
         on_pool!(self, pool => {
-            let rows = sqlx::query(
-                "SELECT target_id, environment, subnet_id, zone, token_hash, signing_key, enrolled_at,
-                    last_seen_at, descriptor, skills, skill_desired FROM targets ORDER BY target_id",
-            )
-            .fetch_all(pool)
-            .await
-            .map_err(db("load targets"))?;
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            if let Some(list) = list {
+                query = query.bind(list);
+            }
+            let rows = query.fetch_all(pool).await.map_err(db(op))?;
             rows.iter().map(|r| -> Result<TargetRow> {
-                let op = "load targets";
                 Ok(TargetRow {
                     target_id: r.try_get("target_id").map_err(db(op))?,
                     environment: r.try_get("environment").map_err(db(op))?,

@@ -282,3 +282,40 @@ async fn a_code_is_claimed_once_and_a_refresh_token_rotates_once() {
         RefreshClaim::Ended
     );
 }
+
+#[tokio::test]
+async fn targets_are_loaded_by_id_without_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&format!("sqlite:{}", dir.path().join("s.db").display()))
+        .await
+        .expect("store");
+    for id in ["hub:a", "hub:b", "hub:c", "hub:\"quoted\""] {
+        let row = TargetRow {
+            target_id: id.into(),
+            environment: "test".into(),
+            subnet_id: "s".into(),
+            zone: "z".into(),
+            token_hash: format!("hash-{id}"),
+            signing_key: "k".into(),
+            enrolled_at_ms: 1,
+            last_seen_at_ms: None,
+            descriptor: None,
+            skills: None,
+            skill_desired: None,
+        };
+        assert!(store.insert_target(&row).await.expect("insert"));
+    }
+    let ids = |rows: Vec<TargetRow>| rows.into_iter().map(|r| r.target_id).collect::<Vec<_>>();
+    let some = store
+        .load_targets_of(&["hub:c".into(), "hub:a".into(), "hub:none".into()])
+        .await
+        .expect("some");
+    assert_eq!(ids(some), ["hub:a", "hub:c"]);
+    let quoted = store
+        .load_targets_of(&["hub:\"quoted\"".into()])
+        .await
+        .expect("quoted");
+    assert_eq!(ids(quoted), ["hub:\"quoted\""]);
+    assert!(store.load_targets_of(&[]).await.expect("none").is_empty());
+    assert_eq!(store.load_targets().await.expect("all").len(), 4);
+}

@@ -6,6 +6,7 @@ mod deploy;
 mod fanin;
 mod hub;
 mod hub_enforcement;
+mod memory;
 mod nlu;
 mod nlu_approval;
 mod profileops;

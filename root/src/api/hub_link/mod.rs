@@ -85,7 +85,7 @@ pub(crate) async fn connect(
     let client_certificate = peer.and_then(|p| p.0.client_certificate);
     // tungstenite reserves 128 KiB per connection for reading by default; hub frames are
     // small (a call, a result) and a larger one still arrives (the buffer is the read chunk,
-    // not a frame limit), so a fleet of idle hubs costs far less memory with 16 KiB.
+    // not a frame limit), so a fleet of idle hubs costs far less memory with a few KiB.
     ws.max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
         .read_buffer_size(HUB_READ_BUFFER_BYTES)
@@ -102,8 +102,11 @@ pub(crate) async fn connect(
         })
 }
 
-/// Read buffer of a hub's WebSocket on root (tungstenite's default is 128 KiB).
-const HUB_READ_BUFFER_BYTES: usize = 16 * 1024;
+/// Read buffer of a hub's WebSocket on root (tungstenite's default is 128 KiB): the chunk
+/// each read takes, not a frame limit. Hub frames are mostly small (heartbeats, results);
+/// a larger one takes several reads. At 16 KiB it was a quarter of what a connected hub cost
+/// root (heaptrack over 2,000 simulated hubs).
+const HUB_READ_BUFFER_BYTES: usize = 4 * 1024;
 
 fn encode(body: RootToHub, in_reply_to: Option<String>) -> String {
     let env = Envelope {
@@ -161,34 +164,52 @@ pub(crate) async fn record_last_seen(app: Arc<App>, stop: tokio_util::sync::Canc
     }
 }
 
-/// The sender of a connection's surface changes to the store: one task writes them in the
-/// order the hub sent them (a later surface never overwritten by an earlier one, which other
-/// replicas would then read back), and tells the other replicas after each. It ends when the
-/// connection drops the sender.
-fn store_surfaces_in_order(
-    app: &Arc<App>,
-    target_id: &str,
-) -> mpsc::UnboundedSender<(Option<String>, Option<String>)> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<(Option<String>, Option<String>)>();
-    let (app, target_id) = (app.clone(), target_id.to_owned());
-    tokio::spawn(async move {
-        while let Some((descriptor, skills)) = rx.recv().await {
-            if let Err(e) = app
-                .store
-                .update_target_seen(
-                    &target_id,
-                    unix_ms(now()),
-                    descriptor.as_deref(),
-                    skills.as_deref(),
-                )
-                .await
-            {
-                tracing::warn!(%target_id, error = %e, "a surface change of the hub was not stored");
-            }
-            crate::replica::target_changed(&app, &target_id, false).await;
+/// Where a connection's surface changes go to the store: one task writes them in the order
+/// the hub sent them (a later surface never overwritten by an earlier one, which other
+/// replicas would then read back), and tells the other replicas after each. The task starts
+/// with the first change (most connections never change their surface, and an idle task
+/// and its channel cost every connected hub some 6 KiB) and ends when the connection drops
+/// the writer.
+struct SurfaceWrites {
+    app: Arc<App>,
+    target_id: String,
+    sender: std::sync::OnceLock<mpsc::UnboundedSender<(Option<String>, Option<String>)>>,
+}
+
+impl SurfaceWrites {
+    fn new(app: &Arc<App>, target_id: &str) -> SurfaceWrites {
+        SurfaceWrites {
+            app: app.clone(),
+            target_id: target_id.to_owned(),
+            sender: std::sync::OnceLock::new(),
         }
-    });
-    tx
+    }
+
+    fn send(&self, descriptor: Option<String>, skills: Option<String>) {
+        let sender = self.sender.get_or_init(|| {
+            let (tx, mut rx) = mpsc::unbounded_channel::<(Option<String>, Option<String>)>();
+            let (app, target_id) = (self.app.clone(), self.target_id.clone());
+            tokio::spawn(async move {
+                while let Some((descriptor, skills)) = rx.recv().await {
+                    if let Err(e) = app
+                        .store
+                        .update_target_seen(
+                            &target_id,
+                            unix_ms(now()),
+                            descriptor.as_deref(),
+                            skills.as_deref(),
+                        )
+                        .await
+                    {
+                        tracing::warn!(%target_id, error = %e, "a surface change of the hub was not stored");
+                    }
+                    crate::replica::target_changed(&app, &target_id, false).await;
+                }
+            });
+            tx
+        });
+        let _ = sender.send((descriptor, skills));
+    }
 }
 
 /// A lifecycle event's detail: what the target publishes.
@@ -238,13 +259,18 @@ async fn serve(
     admitted: door::Admitted,
     client_certificate: Option<rustls::pki_types::CertificateDer<'static>>,
 ) -> anyhow::Result<()> {
-    let greeted = greet(&app, &mut socket, admitted, client_certificate).await?;
+    // Each step before and after the relay is boxed: a connection's task is as large as
+    // its largest step (it is allocated once, at the upgrade), and only the relay lasts; the
+    // setup and teardown futures (store writes, the actor's start) would otherwise make every
+    // connected hub carry their room (root's memory per hub; BENCHMARKS.md).
+    let greeted = Box::pin(greet(&app, &mut socket, admitted, client_certificate)).await?;
     let target_id = greeted.enrolment.row.target_id.clone();
     let subnet_id = greeted.enrolment.row.subnet_id.clone();
     let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
     let intake = Box::pin(open_intake(&app, &greeted)).await;
     let cursor = intake.as_ref().map(|(_, c)| c.clone());
-    let (session, session_done, connection_id) = open_link(&app, &greeted, &out_tx, cursor).await?;
+    let (session, session_done, connection_id) =
+        Box::pin(open_link(&app, &greeted, &out_tx, cursor)).await?;
     let evidence = intake.map(|(intake, _)| take_evidence(intake));
     let (sink, stream) = socket.split();
     let (tell_writer, closing_rx) = tokio::sync::oneshot::channel();
@@ -271,7 +297,7 @@ async fn serve(
     let newest = router::detach(&app.hubs.links, &target_id, session.get_id());
     session.stop(Some("connection closed".into()));
     drop(out_tx);
-    frames::finish(writer, tell_writer, closing).await;
+    Box::pin(frames::finish(writer, tell_writer, closing)).await;
     // Only the newest connection of a target may mark it offline: an older one that a
     // reconnect replaced ends here too.
     if newest {
@@ -288,11 +314,17 @@ async fn serve(
         }
         app.hubs.surface_changed(&target_id);
     }
-    let _ = app
-        .store
-        .update_target_seen(&target_id, unix_ms(now()), None, None)
-        .await;
-    crate::replica::hub_disconnected(&app, &target_id, &connection_id).await;
+    let _ = Box::pin(
+        app.store
+            .update_target_seen(&target_id, unix_ms(now()), None, None),
+    )
+    .await;
+    Box::pin(crate::replica::hub_disconnected(
+        &app,
+        &target_id,
+        &connection_id,
+    ))
+    .await;
     Ok(())
 }
 
@@ -581,7 +613,7 @@ fn skill_reported(app: &Arc<App>, target_id: &str, skills: &[SkillState]) {
 /// What the link does with a hub's `surface_changed`: the gate takes the skill report, the
 /// timeline and the store record it (in order), and the directory publishes the descriptor.
 fn on_surface(app: &Arc<App>, target_id: &str, subnet_id: &str) -> link::OnSurface {
-    let surface_writes = store_surfaces_in_order(app, target_id);
+    let surface_writes = SurfaceWrites::new(app, target_id);
     let surface_app = app.clone();
     let surface_target = target_id.to_owned();
     let surface_subnet = subnet_id.to_owned();
@@ -603,10 +635,10 @@ fn on_surface(app: &Arc<App>, target_id: &str, subnet_id: &str) -> link::OnSurfa
                 LifecycleKind::SurfaceChanged,
                 surface_detail(&descriptor),
             );
-            let _ = surface_writes.send((
+            surface_writes.send(
                 serde_json::to_string(&descriptor).ok(),
                 serde_json::to_string(&skills).ok(),
-            ));
+            );
             publish(&surface_app, descriptor);
         }
     })
