@@ -731,10 +731,21 @@ async fn relay(
                             .try_send(encode(RootToHub::ProtocolError { message }, Some(env.id)));
                         continue;
                     }
-                    // Written to the store for the whole fleet at once (`record_last_seen`).
-                    app.hubs
-                        .last_frame
-                        .insert(target_id.clone(), std::time::Instant::now());
+                    // Written to the store for the whole fleet at once (`record_last_seen`);
+                    // updated in place (a fleet's heartbeats allocate no key).
+                    match app.hubs.last_frame.get_mut(target_id) {
+                        Some(mut seen) => *seen = std::time::Instant::now(),
+                        None => {
+                            app.hubs
+                                .last_frame
+                                .insert(target_id.clone(), std::time::Instant::now());
+                        }
+                    }
+                    // A heartbeat has done its work (the hub was heard); the link has
+                    // nothing to do with it.
+                    if matches!(env.body, HubToRoot::Heartbeat) {
+                        continue;
+                    }
                     // Evidence goes to the intake, never through the link (calls' path).
                     let env = match (env.body, evidence) {
                         (HubToRoot::Evidence(batch), Some(intake)) => {
