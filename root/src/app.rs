@@ -29,6 +29,9 @@ pub struct App {
     pub clock: crate::descriptors::clock::Clock,
     /// Enrolled and connected targets, their links and timeline.
     pub hubs: Hubs,
+    /// Each connected hub's queue of frames to send, by target id: root's heartbeats go to
+    /// the whole fleet from one task at each interval (`api::hub_link::beat`).
+    pub(crate) outboxes: dashmap::DashMap<String, tokio::sync::mpsc::Sender<String>>,
     /// The audit trail every call and operator action is appended to.
     pub(crate) audit: Arc<Trail>,
     pub(crate) limits: ConcurrencyLimits,

@@ -163,6 +163,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         app.clone(),
         shutdown.clone(),
     ));
+    tokio::spawn(crate::api::hub_link::beat(app.clone(), shutdown.clone()));
     tokio::spawn(audit_health::watch(app.audit.clone(), shutdown.clone()));
     let mcp_route = mcp_route(door.clone());
     let routes = http::router(app.clone(), mcp_route);
@@ -397,6 +398,7 @@ async fn compose(
             redactor,
         }),
         limits: Default::default(),
+        outboxes: Default::default(),
         metrics,
         admin_token,
         operators: Default::default(),

@@ -242,26 +242,49 @@ impl Store {
 
     /// Records when each of several connected hubs was last heard from, in one transaction
     /// (one commit for the whole fleet); a time older than the stored one is not written.
+    /// One statement per [`SEEN_CHUNK`] hubs (their ids and times as one JSON array, joined
+    /// against the table by each backend's JSON function): a statement per hub was 15,000
+    /// round trips to the store's thread every 5 s at fleet size.
     pub async fn update_targets_seen(&self, seen: &[(String, i64)]) -> Result<()> {
         if seen.is_empty() {
             return Ok(());
         }
         let op = "update targets seen";
+        let pairs = match &self.pool {
+            Pool::Sqlite(_) => {
+                "SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS ms
+                 FROM json_each($1)"
+            }
+            Pool::Postgres(_) => {
+                "SELECT e->>0 AS id, (e->>1)::BIGINT AS ms FROM json_array_elements($1::json) AS e"
+            }
+        };
+        let sql = format!(
+            "UPDATE targets SET last_seen_at = s.ms FROM ({pairs}) AS s
+             WHERE targets.target_id = s.id
+               AND (targets.last_seen_at IS NULL OR targets.last_seen_at < s.ms)"
+        );
         on_pool!(self, pool => {
             let mut tx = pool.begin().await.map_err(db(op))?;
-            for (target_id, ms) in seen {
-                sqlx::query(
-                    "UPDATE targets SET last_seen_at = $1
-                     WHERE target_id = $2 AND (last_seen_at IS NULL OR last_seen_at < $1)",
+            for chunk in seen.chunks(SEEN_CHUNK) {
+                let list = serde_json::Value::from(
+                    chunk
+                        .iter()
+                        .map(|(id, ms)| serde_json::json!([id, ms]))
+                        .collect::<Vec<_>>(),
                 )
-                .bind(ms)
-                .bind(target_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db(op))?;
+                .to_string();
+                sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                    .bind(list)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(op))?;
             }
             tx.commit().await.map_err(db(op))?;
             Ok(())
         })
     }
 }
+
+/// Hubs per statement of [`Store::update_targets_seen`].
+const SEEN_CHUNK: usize = 5_000;

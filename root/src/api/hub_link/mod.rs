@@ -130,6 +130,26 @@ async fn refuse<T>(socket: &mut WebSocket, message: String) -> anyhow::Result<T>
     anyhow::bail!(message)
 }
 
+/// Root's side of the heartbeat, for the whole fleet from one task: every
+/// [`HEARTBEAT_INTERVAL`], a heartbeat into each connected hub's outbox (a hub counts root as
+/// gone after three silent intervals). One timer and one burst per interval instead of a
+/// timer and two task wake-ups per hub spread over it (root's CPU with a fleet connected and
+/// idle).
+pub(crate) async fn beat(app: Arc<App>, stop: tokio_util::sync::CancellationToken) {
+    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        for outbox in app.outboxes.iter() {
+            // A full outbox has frames going out anyway; a closed one is being removed.
+            let _ = outbox.value().try_send(encode(RootToHub::Heartbeat, None));
+        }
+    }
+}
+
 /// Writes when each connected hub was last heard from, every [`HEARTBEAT_INTERVAL`], for all
 /// hubs heard from since the last round in one transaction: a connection's reader never
 /// waits for the store (a routed call's result was held behind this write once per interval)
@@ -271,6 +291,7 @@ async fn serve(
     let cursor = intake.as_ref().map(|(_, c)| c.clone());
     let (session, session_done, connection_id) =
         Box::pin(open_link(&app, &greeted, &out_tx, cursor)).await?;
+    app.outboxes.insert(target_id.clone(), out_tx.clone());
     let evidence = intake.map(|(intake, _)| take_evidence(intake));
     let (sink, stream) = socket.split();
     let (tell_writer, closing_rx) = tokio::sync::oneshot::channel();
@@ -296,6 +317,9 @@ async fn serve(
     );
     let newest = router::detach(&app.hubs.links, &target_id, session.get_id());
     session.stop(Some("connection closed".into()));
+    // Its writer ends once every sender is gone, the fleet's heartbeat's included.
+    app.outboxes
+        .remove_if(&target_id, |_, outbox| outbox.same_channel(&out_tx));
     drop(out_tx);
     Box::pin(frames::finish(writer, tell_writer, closing)).await;
     // Only the newest connection of a target may mark it offline: an older one that a
@@ -661,22 +685,13 @@ async fn relay(
     let hash = &greeted.token_hash;
     let mut session_done = std::pin::pin!(session_done);
     let mut closing = frames::Closing::normal();
-    // Root's side of the heartbeat: the hub counts root as gone after three silent intervals.
-    let mut heartbeat = tokio::time::interval_at(
-        tokio::time::Instant::now() + HEARTBEAT_INTERVAL,
-        HEARTBEAT_INTERVAL,
-    );
-    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Root's side of the heartbeat is `beat`'s, for the whole fleet.
     let mut last_heard = tokio::time::Instant::now();
     loop {
         let next = tokio::select! {
             _ = app.shutdown.cancelled() => {
                 closing = frames::Closing::away("root is shutting down");
                 break;
-            }
-            _ = heartbeat.tick() => {
-                let _ = out_tx.try_send(encode(RootToHub::Heartbeat, None));
-                continue;
             }
             _ = &mut session_done => {
                 tracing::warn!(%target_id, "the connection's router session ended; closing so the hub dials again");
