@@ -402,7 +402,7 @@ impl World {
                 .as_array()
                 .map_or(0, |a| a.iter().filter(|d| d["kind"] == kind).count())
         };
-        let leases = self.get("/v1/root/mcp/sessions");
+        let leases = self.get("/v1/root/mcp/sessions?limit=1000");
         let issued = leases["sessions"].as_array().map_or(0, |a| {
             a.iter()
                 .filter(|l| l["target_id"] == TARGETS[t].id && l["audience"] == ISSUED)
@@ -972,7 +972,7 @@ impl World {
     /// The session id of the active lease of OAuth client `client_id` (its current access
     /// token).
     pub fn oauth_lease(&self, client_id: &str) -> String {
-        let leases = self.get("/v1/root/mcp/sessions");
+        let leases = self.get("/v1/root/mcp/sessions?limit=1000");
         let audience = format!("oauth:{client_id}");
         let active: Vec<&Value> = leases["sessions"]
             .as_array()

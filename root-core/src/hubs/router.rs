@@ -94,8 +94,6 @@ pub enum Msg {
     },
     /// Number of targets with a live link.
     Connected(RpcReplyPort<usize>),
-    /// Transport pressure of every connected target.
-    Pressure(RpcReplyPort<HashMap<String, link::Pressure>>),
     /// Test builds only: panic, so tests can prove the supervisor contains it.
     #[cfg(any(test, feature = "fault-injection"))]
     Panic,
@@ -204,23 +202,27 @@ impl Actor for Router {
             Msg::Connected(reply) => {
                 let _ = reply.send(state.links.len());
             }
-            Msg::Pressure(reply) => {
-                let links: Vec<_> = state
-                    .links
-                    .iter()
-                    .map(|e| (e.key().clone(), e.value().clone()))
-                    .collect();
-                let mut out = HashMap::new();
-                for (t, s) in &links {
-                    if let Ok(p) = ractor::call_t!(s, link::Msg::Pressure, 1_000) {
-                        out.insert(t.clone(), p);
-                    }
-                }
-                let _ = reply.send(out);
-            }
         }
         Ok(())
     }
+}
+
+/// Transport pressure of those of `targets` connected here, each link asked at once (a
+/// link that does not answer within a second is left out). Only the targets an operator
+/// looks at are asked: a zone's every link is never walked on a request.
+pub async fn pressure(links: &Links, targets: &[String]) -> HashMap<String, link::Pressure> {
+    let asks = targets.iter().filter_map(|t| {
+        let link = links.get(t)?.value().clone();
+        Some(async move {
+            let p = ractor::call_t!(link, link::Msg::Pressure, 1_000).ok()?;
+            Some((t.clone(), p))
+        })
+    });
+    futures::future::join_all(asks)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// The parent of every link: a link that ends leaves the map (a failed one is logged; its

@@ -106,7 +106,7 @@ impl Gate {
     }
 
     /// Whether the hub's owner switched the skill off (as last reported).
-    pub(crate) fn owner_disabled(&self) -> bool {
+    pub fn owner_disabled(&self) -> bool {
         self.reported.as_ref().is_some_and(|r| r.owner_disabled)
     }
 

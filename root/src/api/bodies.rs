@@ -106,10 +106,16 @@ pub struct IssuedLeaseBody {
     pub(crate) lease: SessionLease,
 }
 
-/// `GET /v1/root/mcp/sessions`: newest first.
+/// `GET /v1/root/mcp/sessions`: a page of leases, newest first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct LeaseList {
     pub(crate) sessions: Vec<SessionLease>,
+    /// Leases matching the filters (on every page).
+    pub(crate) total: usize,
+    /// Those by status as of now (`active`, `expired`, `revoked`).
+    pub(crate) by_status: std::collections::BTreeMap<String, usize>,
+    /// The cursor of the next page, if there is one.
+    pub(crate) next_cursor: Option<String>,
 }
 
 /// `POST /v1/root/mcp/sessions/{id}/run-profile`; no body asks for the defaults.
@@ -387,10 +393,16 @@ pub(crate) struct TargetView {
     pub(crate) pressure: Option<Pressure>,
 }
 
-/// `GET /v1/root/hubs`: by target id.
+/// `GET /v1/root/hubs`: a page of targets by target id.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct TargetList {
     pub(crate) targets: Vec<TargetView>,
+    /// Targets matching the filters (on every page).
+    pub(crate) total: usize,
+    /// Those by status (`online`, `degraded`, `offline`; a status none has is absent).
+    pub(crate) by_status: std::collections::BTreeMap<String, usize>,
+    /// The cursor of the next page, if there is one.
+    pub(crate) next_cursor: Option<String>,
 }
 
 /// `POST /v1/root/hubs/{target}/skills/{skill}/{command}`: the skill after the command.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::lease::{LeaseStatus, SessionLease};
@@ -20,6 +20,7 @@ use crate::api::bodies::{
     Audited, DelegationView, DescendantView, GrantView, IssuedLeaseBody, LeaseList, NewLeaseRequest,
 };
 use crate::api::error::ApiError;
+use crate::api::paging;
 use crate::api::principal::Operator;
 use crate::app::App;
 use crate::leases::manager::{
@@ -170,11 +171,95 @@ pub(crate) async fn issue(
     Ok(issued)
 }
 
-/// `GET /v1/root/mcp/sessions`: every lease, newest first, freshness-normalized.
-pub(crate) async fn list(State(app): State<Arc<App>>, _op: Operator) -> Json<LeaseList> {
-    Json(LeaseList {
-        sessions: app.leases.list(),
-    })
+/// `GET /v1/root/mcp/sessions`: the filters of a page of leases.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LeaseQuery {
+    /// `active`, `expired` or `revoked`, as of now.
+    status: Option<String>,
+    target_id: Option<String>,
+    subnet_id: Option<String>,
+    capability_profile: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+impl LeaseQuery {
+    fn admits(&self, l: &SessionLease) -> bool {
+        let is = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        is(&self.status, l.status.as_str())
+            && is(&self.target_id, &l.target_id)
+            && is(&self.subnet_id, &l.subnet_id)
+            && is(&self.capability_profile, &l.capability_profile)
+    }
+}
+
+/// A lease's place in the list (newest first, then by id) as a cursor key.
+fn lease_key(l: &SessionLease) -> String {
+    format!("{}:{}", l.created_at.unix_timestamp_nanos(), l.session_id)
+}
+
+/// Whether `l` comes after the lease whose key is `key` (newest first, then by id).
+fn follows(key: &str, l: &SessionLease) -> bool {
+    let Some((nanos, id)) = key
+        .split_once(':')
+        .and_then(|(n, id)| Some((n.parse::<i128>().ok()?, id)))
+    else {
+        return true;
+    };
+    let at = l.created_at.unix_timestamp_nanos();
+    at < nanos || (at == nanos && l.session_id.as_str() > id)
+}
+
+/// `GET /v1/root/mcp/sessions`: a page of leases, newest first, freshness-normalized,
+/// filtered (status, target, subnet, profile); how many match, by status; and the cursor of
+/// the next page.
+pub(crate) async fn list(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    q: Result<Query<LeaseQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<LeaseList>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if let Some(s) = &q.status
+        && !["active", "expired", "revoked"].contains(&s.as_str())
+    {
+        return Err(ApiError::bad_request(format!(
+            "status must be active, expired or revoked, not `{s}`"
+        )));
+    }
+    let limit = paging::limit(q.limit)?;
+    let after = q
+        .cursor
+        .as_deref()
+        .map(|c| paging::after("l", c))
+        .transpose()?;
+    if after.as_deref().is_some_and(|k| {
+        k.split_once(':')
+            .is_none_or(|(n, _)| n.parse::<i128>().is_err())
+    }) {
+        return Err(ApiError::bad_request(
+            "invalid cursor (take next_cursor from a page of this list)",
+        ));
+    }
+    let matched: Vec<SessionLease> = app
+        .leases
+        .list()
+        .into_iter()
+        .filter(|l| q.admits(l))
+        .collect();
+    let mut by_status = std::collections::BTreeMap::new();
+    for l in &matched {
+        *by_status.entry(l.status.as_str().to_string()).or_insert(0) += 1;
+    }
+    let total = matched.len();
+    let (sessions, next_cursor) =
+        paging::page(matched, "l", after.as_deref(), limit, lease_key, follows);
+    Ok(Json(LeaseList {
+        sessions,
+        total,
+        by_status,
+        next_cursor,
+    }))
 }
 
 /// `GET /v1/root/mcp/sessions/{id}`.

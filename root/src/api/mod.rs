@@ -22,6 +22,7 @@ pub(crate) mod leases;
 pub(crate) mod oauth;
 pub(crate) mod observe;
 pub(crate) mod operators;
+pub(crate) mod paging;
 pub(crate) mod principal;
 pub(crate) mod replicas;
 mod rest_call;
@@ -230,6 +231,12 @@ fn fleet_routes() -> Vec<Route> {
             "/v1/root/hubs/connect",
             Hub,
             get(crate::api::hub_link::connect),
+        ),
+        r(
+            "GET",
+            "/v1/root/hubs/{target_id}",
+            OperatorRead,
+            get(targets::show),
         ),
         r(
             "POST",

@@ -6,21 +6,22 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::protocol;
 use mcp_shared::target::TargetStatus;
 use mcp_shared::time::{now, unix_ms};
-use ractor::call_t;
 use serde_json::{Value, json};
 
-use crate::actors::RPC_TIMEOUT_MS;
 use crate::api::audited::{Asked, audited};
 use crate::api::bodies::{
     Audited, EnrollRequest, Enrolled, KeyRotated, RotateKeyRequest, TargetList, TargetView,
 };
 use crate::api::error::ApiError;
+use crate::api::paging;
 use crate::api::principal::Operator;
 use crate::app::App;
 use crate::hubs::router;
@@ -135,61 +136,197 @@ async fn enrol(app: &App, req: EnrollRequest) -> Result<(TargetRow, String), Api
     Ok((row, token))
 }
 
-/// `GET /v1/root/hubs`: every enrolled target with its status, descriptor, skill (root's
-/// desired state and the hub's report) and published capabilities.
+/// `GET /v1/root/hubs`: the filters of a page of targets.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TargetQuery {
+    environment: Option<String>,
+    subnet_id: Option<String>,
+    zone: Option<String>,
+    /// `online`, `degraded` or `offline`.
+    status: Option<String>,
+    /// The skill as root governs it: `enabled` (callable), `closed` (not callable, for any
+    /// reason), `disabled`, `uninstalled` or `owner_disabled` (switched off on the hub).
+    skill: Option<String>,
+    /// Part of the target id.
+    q: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+const SKILL_FILTERS: [&str; 5] = [
+    "enabled",
+    "closed",
+    "disabled",
+    "uninstalled",
+    "owner_disabled",
+];
+
+impl TargetQuery {
+    fn checked(self) -> Result<TargetQuery, ApiError> {
+        if let Some(s) = &self.status
+            && !["online", "degraded", "offline"].contains(&s.as_str())
+        {
+            return Err(ApiError::bad_request(format!(
+                "status must be online, degraded or offline, not `{s}`"
+            )));
+        }
+        if let Some(s) = &self.skill
+            && !SKILL_FILTERS.contains(&s.as_str())
+        {
+            return Err(ApiError::bad_request(format!(
+                "skill must be one of {}, not `{s}`",
+                SKILL_FILTERS.join(", ")
+            )));
+        }
+        Ok(self)
+    }
+
+    /// Whether an enrolled target with this status passes every filter named.
+    fn admits(&self, e: &Enrolment, status: TargetStatus) -> bool {
+        let is = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        is(&self.environment, &e.row.environment)
+            && is(&self.subnet_id, &e.row.subnet_id)
+            && is(&self.zone, &e.row.zone)
+            && is(&self.status, status.as_str())
+            && self
+                .q
+                .as_deref()
+                .is_none_or(|q| e.row.target_id.contains(q))
+            && self.skill.as_deref().is_none_or(|want| {
+                let g = &e.skill;
+                match want {
+                    "enabled" => g.open(),
+                    "closed" => !g.open(),
+                    "disabled" => g.desired.installed && !g.desired.enabled,
+                    "uninstalled" => !g.desired.installed,
+                    _ => g.owner_disabled(),
+                }
+            })
+    }
+}
+
+/// `GET /v1/root/hubs`: a page of enrolled targets by target id, filtered (environment,
+/// subnet, zone, status, skill state, part of the id), each with its status, descriptor,
+/// skill (root's desired state and the hub's report) and published capabilities; how many
+/// match, by status; and the cursor of the next page. Filtering runs on root's memory; only
+/// the page's rows are read from the store.
 pub(crate) async fn list(
     State(app): State<Arc<App>>,
     _op: Operator,
+    q: Result<Query<TargetQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<TargetList>, ApiError> {
-    let pressure = call_t!(
-        app.actors.router.load(),
-        router::Msg::Pressure,
-        RPC_TIMEOUT_MS
-    )
-    .unwrap_or_default();
-    let mut rows: Vec<TargetRow> = app.store.load_targets().await.map_err(ApiError::internal)?;
-    rows.sort_by(|a, b| a.target_id.cmp(&b.target_id));
-    let time = |ms| mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms));
-    let targets = rows
-        .into_iter()
-        .map(|r| {
-            let live = app.hubs.targets.get(&r.target_id).map(|d| d.clone());
-            let status = app.hubs.status(&r.target_id);
-            let descriptor: Option<Value> = live.map(|d| json!(d)).or_else(|| {
-                r.descriptor
-                    .as_deref()
-                    .and_then(|d| serde_json::from_str(d).ok())
-            });
-            let published_capabilities = descriptor
-                .as_ref()
-                .filter(|_| status != TargetStatus::Offline)
-                .and_then(|d| d["operational_surface"]["capabilities"].as_array().cloned())
-                .unwrap_or_default();
-            TargetView {
-                skills: r
-                    .skills
-                    .as_deref()
-                    .and_then(|s| serde_json::from_str(s).ok())
-                    .unwrap_or(json!([])),
-                skill: app
-                    .hubs
-                    .enrolments
-                    .get(&r.target_id)
-                    .map(|e| e.skill.view()),
-                pressure: pressure.get(&r.target_id).cloned(),
-                enrolled_at: time(r.enrolled_at_ms),
-                last_seen_at: r.last_seen_at_ms.map(time),
-                target_id: r.target_id,
-                environment: r.environment,
-                subnet_id: r.subnet_id,
-                zone: r.zone,
-                status,
-                descriptor,
-                published_capabilities,
-            }
+    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let q = q.checked()?;
+    let limit = paging::limit(q.limit)?;
+    let after = q
+        .cursor
+        .as_deref()
+        .map(|c| paging::after("t", c))
+        .transpose()?;
+    let mut matched: Vec<(String, TargetStatus)> = app
+        .hubs
+        .enrolments
+        .iter()
+        .filter_map(|e| {
+            let status = app.hubs.status(e.key());
+            q.admits(&e, status).then(|| (e.key().clone(), status))
         })
         .collect();
-    Ok(Json(TargetList { targets }))
+    matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut by_status = BTreeMap::new();
+    for (_, s) in &matched {
+        *by_status.entry(s.as_str().to_string()).or_insert(0) += 1;
+    }
+    let total = matched.len();
+    let (page, next_cursor) = paging::page(
+        matched,
+        "t",
+        after.as_deref(),
+        limit,
+        |(id, _)| id.clone(),
+        |a, (id, _)| id.as_str() > a,
+    );
+    let ids: Vec<String> = page.into_iter().map(|(id, _)| id).collect();
+    let mut rows = app
+        .store
+        .load_targets_of(&ids)
+        .await
+        .map_err(ApiError::internal)?;
+    rows.sort_by(|a, b| a.target_id.cmp(&b.target_id));
+    let pressure = router::pressure(&app.hubs.links, &ids).await;
+    let targets = rows
+        .into_iter()
+        .map(|r| target_view(&app, r, &pressure))
+        .collect();
+    Ok(Json(TargetList {
+        targets,
+        total,
+        by_status,
+        next_cursor,
+    }))
+}
+
+/// `GET /v1/root/hubs/{target_id}`: one target as the list shows it.
+pub(crate) async fn show(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+    Path(target_id): Path<String>,
+) -> Result<Json<TargetView>, ApiError> {
+    let ids = [target_id];
+    let row = app
+        .store
+        .load_targets_of(&ids)
+        .await
+        .map_err(ApiError::internal)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::not_found(format!("no target `{}` is enrolled", ids[0])))?;
+    let pressure = router::pressure(&app.hubs.links, &ids).await;
+    Ok(Json(target_view(&app, row, &pressure)))
+}
+
+/// A target as operators see it, from its stored row and root's live view.
+fn target_view(
+    app: &App,
+    r: TargetRow,
+    pressure: &std::collections::HashMap<String, crate::hubs::link::Pressure>,
+) -> TargetView {
+    let time = |ms| mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms));
+    let live = app.hubs.targets.get(&r.target_id).map(|d| d.clone());
+    let status = app.hubs.status(&r.target_id);
+    let descriptor: Option<Value> = live.map(|d| json!(d)).or_else(|| {
+        r.descriptor
+            .as_deref()
+            .and_then(|d| serde_json::from_str(d).ok())
+    });
+    let published_capabilities = descriptor
+        .as_ref()
+        .filter(|_| status != TargetStatus::Offline)
+        .and_then(|d| d["operational_surface"]["capabilities"].as_array().cloned())
+        .unwrap_or_default();
+    TargetView {
+        skills: r
+            .skills
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or(json!([])),
+        skill: app
+            .hubs
+            .enrolments
+            .get(&r.target_id)
+            .map(|e| e.skill.view()),
+        pressure: pressure.get(&r.target_id).cloned(),
+        enrolled_at: time(r.enrolled_at_ms),
+        last_seen_at: r.last_seen_at_ms.map(time),
+        target_id: r.target_id,
+        environment: r.environment,
+        subnet_id: r.subnet_id,
+        zone: r.zone,
+        status,
+        descriptor,
+        published_capabilities,
+    }
 }
 
 /// `POST /v1/root/hubs/{target_id}/rotate-key`: a new hub token (shown once) and signing key;

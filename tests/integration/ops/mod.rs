@@ -3,6 +3,7 @@
 
 pub(crate) mod admin_cli;
 mod console;
+mod lists;
 mod observability;
 mod otel;
 mod packages;

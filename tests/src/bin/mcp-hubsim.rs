@@ -180,18 +180,14 @@ async fn fan_in(args: &Args, root_url: &str, prefix: &str) -> anyhow::Result<()>
     }
 
     // Root sees them all, and routed calls reach the right one.
-    let list = get(&http, root_url, &args.admin_token, "/v1/root/hubs").await?;
-    let online = list["targets"]
-        .as_array()
-        .context("targets")?
-        .iter()
-        .filter(|t| {
-            t["target_id"]
-                .as_str()
-                .is_some_and(|id| id.starts_with(prefix))
-                && t["status"] == "online"
-        })
-        .count();
+    let list = get(
+        &http,
+        root_url,
+        &args.admin_token,
+        &format!("/v1/root/hubs?status=online&q={prefix}&limit=1"),
+    )
+    .await?;
+    let online = list["total"].as_u64().context("total")? as usize;
     println!("root lists {online} of {n} simulated targets online");
     for target in [targets.first(), targets.last()].into_iter().flatten() {
         let lease = post(

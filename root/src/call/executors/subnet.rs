@@ -16,12 +16,10 @@
 use mcp_shared::error::ToolError;
 use mcp_shared::target::TargetStatus;
 use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
-use ractor::call_t;
 use serde_json::{Value, json};
 
 use super::input::{arg_u64, internal};
 use super::reach::Reach;
-use crate::actors::RPC_TIMEOUT_MS;
 use crate::app::App;
 use crate::call::context::CallContext;
 use crate::hubs::OUTBOUND_QUEUE;
@@ -211,13 +209,9 @@ fn pressure_level(queue_depth: usize, backlog: usize) -> &'static str {
 
 pub(crate) async fn diagnostics(app: &App, ctx: &CallContext) -> Result<Value, ToolError> {
     let subnet = ctx.lease.lease().subnet_id.clone();
-    let pressure = call_t!(
-        app.actors.router.load(),
-        router::Msg::Pressure,
-        RPC_TIMEOUT_MS
-    )
-    .map_err(|e| internal("the router", e))?;
     let (members, reach) = members(app, ctx);
+    let ids: Vec<String> = members.iter().map(|(t, _)| t.clone()).collect();
+    let pressure = router::pressure(&app.hubs.links, &ids).await;
     let mut targets = Vec::new();
     let (mut backlog_total, mut acks_total, mut high) = (0, 0, 0);
     for (target_id, _) in &members {
@@ -237,7 +231,6 @@ pub(crate) async fn diagnostics(app: &App, ctx: &CallContext) -> Result<Value, T
             "transport": { "queue_depth": p.queue_depth, "queue_capacity": OUTBOUND_QUEUE, "pressure": level },
         }));
     }
-    let ids: Vec<String> = members.iter().map(|(t, _)| t.clone()).collect();
     let profiles = app
         .store
         .list_retained("memory_profiles", &ids, 20)

@@ -118,3 +118,35 @@ pub(super) fn lines_or(lines: Vec<String>, none: &str) -> String {
         lines.join("\n")
     }
 }
+
+/// A fleet-sized list's filters plus the page asked for, as query pairs.
+pub(super) fn page_query(
+    filters: Vec<(&'static str, Option<String>)>,
+    page: &super::commands::PageArgs,
+    cursor: Option<String>,
+) -> Vec<(&'static str, String)> {
+    let mut q: Vec<(&str, String)> = filters
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect();
+    q.push(("limit", page.limit.to_string()));
+    if let Some(c) = cursor.or_else(|| page.cursor.clone()) {
+        q.push(("cursor", c));
+    }
+    q
+}
+
+/// The footer of a page as the CLI prints it: how many of how many, and how to go on.
+pub(super) fn page_footer(
+    shown: usize,
+    total: usize,
+    by_status: &std::collections::BTreeMap<String, usize>,
+    next: Option<&str>,
+) -> String {
+    let counts: Vec<String> = by_status.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    let mut out = format!("{shown} of {total} ({})", counts.join(", "));
+    if let Some(c) = next {
+        out.push_str(&format!("; next page: --cursor {c}"));
+    }
+    out
+}

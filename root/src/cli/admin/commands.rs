@@ -23,6 +23,20 @@ pub(crate) struct AdminArgs {
     pub(crate) command: AdminCommand,
 }
 
+/// Which page of a fleet-sized list to show.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct PageArgs {
+    /// Items per page (1..=1000).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: usize,
+    /// Start after this cursor (a page's `next_cursor`).
+    #[arg(long, conflicts_with = "all")]
+    pub(crate) cursor: Option<String>,
+    /// Every page, one after the other.
+    #[arg(long)]
+    pub(crate) all: bool,
+}
+
 #[derive(Subcommand, Debug)]
 pub(crate) enum AdminCommand {
     /// MCP session leases.
@@ -159,8 +173,26 @@ pub(crate) enum HubCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Targets with status, last seen, descriptor, skills and published capabilities.
+    /// Targets with status, last seen, descriptor, skills and published capabilities, a page
+    /// at a time (by target id), filtered.
     List {
+        #[arg(long)]
+        environment: Option<String>,
+        #[arg(long)]
+        subnet: Option<String>,
+        #[arg(long)]
+        zone: Option<String>,
+        /// online, degraded or offline.
+        #[arg(long)]
+        status: Option<String>,
+        /// enabled, closed, disabled, uninstalled or owner_disabled.
+        #[arg(long)]
+        skill: Option<String>,
+        /// Part of the target id.
+        #[arg(long = "match")]
+        matching: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
         #[arg(long)]
         json: bool,
     },
@@ -228,8 +260,19 @@ pub(crate) enum LeaseCommand {
         #[arg(long)]
         json: bool,
     },
-    /// List leases (expired ones show as expired).
+    /// List leases, newest first, a page at a time, filtered (expired ones show as expired).
     List {
+        /// active, expired or revoked.
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        target: Option<String>,
+        #[arg(long)]
+        subnet: Option<String>,
+        #[arg(long)]
+        profile: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
         #[arg(long)]
         json: bool,
     },

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::client::{AdminClient, lines_or, print};
+use super::client::{AdminClient, lines_or, page_footer, page_query, print};
 use super::commands::{HubCommand, SkillCmd};
 use crate::api::bodies::{
     Audited, EnrollRequest, Enrolled, KeyRotated, RotateKeyRequest, SkillAnswer, TargetList,
@@ -57,10 +57,48 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
                 )
             });
         }
-        HubCommand::List { json } => {
-            let list: TargetList = c.get("/v1/root/hubs").await?;
+        HubCommand::List {
+            environment,
+            subnet,
+            zone,
+            status,
+            skill,
+            matching,
+            page,
+            json,
+        } => {
+            let filters = vec![
+                ("environment", environment),
+                ("subnet_id", subnet),
+                ("zone", zone),
+                ("status", status),
+                ("skill", skill),
+                ("q", matching),
+            ];
+            let mut list: TargetList = c
+                .get_query("/v1/root/hubs", &page_query(filters.clone(), &page, None))
+                .await?;
+            while page.all
+                && let Some(next) = list.next_cursor.take()
+            {
+                let more: TargetList = c
+                    .get_query(
+                        "/v1/root/hubs",
+                        &page_query(filters.clone(), &page, Some(next)),
+                    )
+                    .await?;
+                list.targets.extend(more.targets);
+                list.next_cursor = more.next_cursor;
+            }
             print(json, &list, |l| {
-                lines_or(l.targets.iter().map(target_line).collect(), "no targets")
+                let footer = page_footer(
+                    l.targets.len(),
+                    l.total,
+                    &l.by_status,
+                    l.next_cursor.as_deref(),
+                );
+                let lines = lines_or(l.targets.iter().map(target_line).collect(), "no targets");
+                format!("{lines}\n{footer}")
             });
         }
     }

@@ -6,7 +6,7 @@ use anyhow::Context;
 use mcp_shared::lease::SessionLease;
 use serde_json::{Value, json};
 
-use super::client::{AdminClient, lines_or, print};
+use super::client::{AdminClient, lines_or, page_footer, page_query, print};
 use super::commands::LeaseCommand;
 use crate::api::bodies::{
     Audited, DelegationView, IssuedLeaseBody, IssuedRunProfile, LeaseList, NewLeaseRequest,
@@ -36,10 +36,42 @@ pub(super) async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<Ex
             let issued: Audited<IssuedLeaseBody> = c.post("/v1/root/mcp/sessions", &ask).await?;
             print(json, &issued, |i| issued_text(&i.item));
         }
-        LeaseCommand::List { json } => {
-            let list: LeaseList = c.get("/v1/root/mcp/sessions").await?;
+        LeaseCommand::List {
+            status,
+            target,
+            subnet,
+            profile,
+            page,
+            json,
+        } => {
+            let filters = vec![
+                ("status", status),
+                ("target_id", target),
+                ("subnet_id", subnet),
+                ("capability_profile", profile),
+            ];
+            let path = "/v1/root/mcp/sessions";
+            let mut list: LeaseList = c
+                .get_query(path, &page_query(filters.clone(), &page, None))
+                .await?;
+            while page.all
+                && let Some(next) = list.next_cursor.take()
+            {
+                let more: LeaseList = c
+                    .get_query(path, &page_query(filters.clone(), &page, Some(next)))
+                    .await?;
+                list.sessions.extend(more.sessions);
+                list.next_cursor = more.next_cursor;
+            }
             print(json, &list, |l| {
-                lines_or(l.sessions.iter().map(lease_line).collect(), "no leases")
+                let footer = page_footer(
+                    l.sessions.len(),
+                    l.total,
+                    &l.by_status,
+                    l.next_cursor.as_deref(),
+                );
+                let lines = lines_or(l.sessions.iter().map(lease_line).collect(), "no leases");
+                format!("{lines}\n{footer}")
             });
         }
         LeaseCommand::Get { session_id, json } => {

@@ -1,8 +1,10 @@
-// Overview: zone, targets with status, environment, skill state and published capabilities;
-// connected hubs; active leases; recent failures.
+// Overview: zone, connected hubs and active leases (counted by root: the lists' `total` and
+// `by_status`), the targets with status, environment, skill state and published capabilities
+// (one filtered page at a time), and recent failures.
 
 import { h, badge, panel, table, fmtTime, kv } from '../dom.js';
 import { get } from '../api.js';
+import { firstOf, statusSummary, targetsTable } from '../paging.js';
 
 export const title = 'Overview';
 
@@ -18,25 +20,26 @@ export function skillCell(t) {
 }
 
 export async function render(root) {
-  const [foundation, hubs, sessions, errors, denied] = await Promise.all([
+  const [foundation, hubs, leases, errors, denied] = await Promise.all([
     get('/v1/root/mcp/foundation'),
-    get('/v1/root/hubs'),
-    get('/v1/root/mcp/sessions'),
+    firstOf('/v1/root/hubs'),
+    firstOf('/v1/root/mcp/sessions', { status: 'active' }),
     get('/v1/root/mcp/audit?status=error&limit=10'),
     get('/v1/root/mcp/audit?status=denied&limit=10'),
   ]);
-  const targets = hubs.targets || [];
-  const online = targets.filter((t) => t.status !== 'offline').length;
-  const active = (sessions.sessions || []).filter((s) => s.status === 'active').length;
+  const total = hubs.total ?? 0;
+  const connected = total - ((hubs.by_status || {}).offline || 0);
+  const active = leases.total ?? 0;
   const failures = [...errors.events, ...denied.events].sort((a, b) => b.seq - a.seq).slice(0, 10);
   root.append(
     h('h1', null, 'Overview'),
     h('div', { class: 'cards' },
       h('div', { class: 'card stat' }, h('span', { class: 'stat-label' }, 'Zone'), h('span', { class: 'stat-value', id: 'ov-zone' }, foundation.zone)),
-      h('div', { class: 'card stat' }, h('span', { class: 'stat-label' }, 'Connected hubs'), h('span', { class: 'stat-value', id: 'ov-connected' }, `${online} / ${targets.length}`)),
+      h('div', { class: 'card stat', title: statusSummary(hubs.by_status) || 'no target is enrolled' }, h('span', { class: 'stat-label' }, 'Connected hubs'),
+        h('span', { class: 'stat-value', id: 'ov-connected', dataset: { connected: String(connected), total: String(total) } }, `${connected} / ${total}`)),
       h('div', { class: 'card stat' }, h('span', { class: 'stat-label' }, 'Active leases'), h('span', { class: 'stat-value', id: 'ov-leases' }, String(active))),
       h('div', { class: 'card stat' }, h('span', { class: 'stat-label' }, 'Tools'), h('span', { class: 'stat-value' }, String(foundation.tools)))),
-    panel('Targets', table([
+    panel('Targets', targetsTable('ov-targets', [
       { label: 'Target', cell: (t) => h('a', { href: `#/targets?t=${encodeURIComponent(t.target_id)}` }, t.target_id) },
       { label: 'Status', cell: (t) => badge(t.status) },
       { label: 'Environment', cell: (t) => t.environment },
@@ -44,7 +47,7 @@ export async function render(root) {
       { label: 'Skill', cell: skillCell },
       { label: 'Published', cell: (t) => h('span', { class: 'published-count' }, String((t.published_capabilities || []).length)) },
       { label: 'Last seen', cell: (t) => fmtTime(t.last_seen_at) },
-    ], targets, { class: 'targets-table', empty: 'No target is enrolled. Enrol one with mcp-root admin hub enroll.', rowAttrs: (t) => ({ dataset: { target: t.target_id, status: t.status } }) })),
+    ], { class: 'targets-table', empty: 'No target is enrolled. Enrol one with mcp-root admin hub enroll.', rowAttrs: (t) => ({ dataset: { target: t.target_id, status: t.status } }) })),
     panel('Recent failures', table([
       { label: 'Time', cell: (e) => fmtTime(e.started_at) },
       { label: 'Tool', cell: (e) => h('a', { href: `#/requests?event=${encodeURIComponent(e.event_id)}` }, e.tool_id) },

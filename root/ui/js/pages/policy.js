@@ -1,16 +1,16 @@
 // Policy and profile state: capability profiles with their capabilities and tools, the tool
-// contracts, targets' write scopes, and root's limits.
+// contracts, targets' write scopes (one filtered page at a time), and root's limits.
 
 import { h, badge, panel, table, kv } from '../dom.js';
 import { get } from '../api.js';
+import { targetsTable } from '../paging.js';
 
 export const title = 'Policy';
 
 export async function render(root) {
-  const [foundation, contracts, hubs] = await Promise.all([
+  const [foundation, contracts] = await Promise.all([
     get('/v1/root/mcp/foundation'),
     get('/v1/root/mcp/contracts'),
-    get('/v1/root/hubs'),
   ]);
   const all = contracts.contracts || [];
   const toolsOf = (p) => all.filter((c) => p.capabilities.includes(c.required_capability) && c.side_effect !== 'destructive');
@@ -26,13 +26,13 @@ export async function render(root) {
         h('div', { class: 'chips' }, p.capabilities.map((c) => h('span', { class: 'chip' }, c))),
         h('p', { class: 'muted small' }, `${tools.length} tools, ${writes} of them writes`));
     }))),
-    panel('Targets and write scopes', table([
+    panel('Targets and write scopes', targetsTable('policy-targets', [
       { label: 'Target', cell: (t) => t.target_id },
       { label: 'Environment', cell: (t) => t.environment },
       { label: 'Status', cell: (t) => badge(t.status) },
       { label: 'Write scope', cell: (t) => (t.descriptor && t.descriptor.policy ? t.descriptor.policy.write_scope : 'none') },
       { label: 'Published by', cell: (t) => (t.descriptor && t.descriptor.operational_surface ? t.descriptor.operational_surface.published_by : '—') },
-    ], hubs.targets || [], { empty: 'No target is enrolled.' })),
+    ], { empty: 'No target is enrolled.', rowAttrs: (t) => ({ dataset: { target: t.target_id } }) })),
     panel('Limits', kv([
       ['Longest lease', `${limits.max_lease_ttl_sec} s`],
       ['Calls in flight per lease', String(limits.per_lease_in_flight)],

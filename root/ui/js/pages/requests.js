@@ -4,6 +4,7 @@
 
 import { h, badge, clear, panel, fmtTime, fmtMs, latencyMs, valueView, kv } from '../dom.js';
 import { get, qs } from '../api.js';
+import { targetPicker } from '../paging.js';
 
 export const title = 'Requests';
 
@@ -84,7 +85,6 @@ export async function renderDetail(box, eventId) {
 }
 
 export async function render(root, params) {
-  const hubs = await get('/v1/root/hubs');
   const filter = {};
   for (const f of FILTERS) filter[f] = params.get(f) || '';
   const live = document.getElementById('live');
@@ -100,9 +100,7 @@ export async function render(root, params) {
 
   const input = (name, label, attrs = {}) => h('label', null, label, h('input', { name, id: `filter-${name}`, value: filter[name], ...attrs }));
   const form = h('form', { class: 'filters', id: 'filters' },
-    h('label', null, 'Target', h('select', { name: 'target_id', id: 'filter-target_id' },
-      h('option', { value: '' }, 'any'),
-      (hubs.targets || []).map((t) => h('option', { value: t.target_id, selected: t.target_id === filter.target_id }, t.target_id)))),
+    h('label', null, 'Target', targetPicker({ id: 'filter-target_id', value: filter.target_id, placeholder: 'any' })),
     input('tool_id', 'Tool', { placeholder: 'hub.get_status', list: 'tool-ids' }),
     h('label', null, 'Status', h('select', { name: 'status', id: 'filter-status' },
       ['', 'ok', 'error', 'denied'].map((v) => h('option', { value: v, selected: v === filter.status }, v || 'any')))),

@@ -1,4 +1,5 @@
-// Target inspector: descriptor with transport pressure, skill state with enable/disable
+// Target inspector: a search for the target (part of its id, a few matches at a time; the
+// fleet is never listed here), then its descriptor with transport pressure, skill state with enable/disable
 // (audited admin commands), the typed feeds (operational surface, capability usage, activity
 // log, subnet timeline: ./target-feeds.js), health checks, runtime summary, ProfileOps
 // sessions and incidents with a memory chart, the subnet's health and pressure, the target's
@@ -6,7 +7,8 @@
 // (`/v1/root/hubs/{t}/read`, an operator reader lease; every read is an audit event).
 
 import { h, badge, clear, panel, table, fmtTime, fmtBytes, fmtMs, kv, toast } from '../dom.js';
-import { get, post, qs } from '../api.js';
+import { get, post, qs, ApiError } from '../api.js';
+import { MATCHES } from '../paging.js';
 import { lineChart } from '../charts.js';
 import { section, reader, contracts, evidenceNote } from '../inspect.js';
 import { skillCell } from './overview.js';
@@ -47,21 +49,74 @@ function memoryChart(read, sessions) {
   return [h('label', null, 'Session ', pick), box];
 }
 
+/** The target search: a box and the first matches, links that open a target's inspector. */
+function targetSearch(q, selected, first) {
+  const input = h('input', {
+    id: 'target-search', type: 'search', value: q, placeholder: 'part of a target id',
+    autocomplete: 'off', spellcheck: 'false', 'aria-controls': 'target-matches',
+  });
+  const count = h('span', { class: 'muted', id: 'target-matches-count' });
+  const box = h('div', { class: 'window-picker', id: 'target-matches', role: 'list' });
+  let seq = 0;
+  let timer = null;
+  let shown = [];
+  const link = (id, query) => `#/targets${qs({ t: id, q: query })}`;
+  function fillMatches(answer, query) {
+    shown = answer.targets || [];
+    const total = answer.total ?? shown.length;
+    count.textContent = query
+      ? `${shown.length} of ${total} targets matching “${query}”`
+      : `first ${shown.length} of ${total} targets; type part of an id to find one`;
+    clear(box).append(...shown.map((x) => h('a', {
+      href: link(x.target_id, query),
+      role: 'listitem',
+      class: ['chip', 'target-match', x.target_id === selected ? 'active' : null],
+      dataset: { target: x.target_id, status: x.status },
+    }, x.target_id, ' ', badge(x.status))));
+    if (query && shown.length === 0) box.append(h('span', { class: 'muted' }, 'No target id contains this.'));
+  }
+  async function search() {
+    const query = input.value.trim();
+    const mine = ++seq;
+    try {
+      const answer = await get(`/v1/root/hubs${qs({ q: query, limit: MATCHES })}`);
+      if (mine === seq) fillMatches(answer, query);
+    } catch (e) {
+      if (mine === seq) clear(box).append(h('p', { class: 'error' }, e.message));
+    }
+  }
+  input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(search, 250); });
+  const form = h('form', { class: 'toolbar', id: 'target-search-form', role: 'search' },
+    h('label', { for: 'target-search' }, 'Find a target'), input, count);
+  // Enter opens the match whose id is what was typed, else the first match.
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    clearTimeout(timer);
+    await search();
+    const query = input.value.trim();
+    const pick = shown.find((x) => x.target_id === query) || shown[0];
+    if (pick) location.hash = link(pick.target_id, query);
+  });
+  fillMatches(first, q);
+  return [form, box];
+}
+
 export async function render(root, params) {
-  const hubs = await get('/v1/root/hubs');
-  const targets = hubs.targets || [];
+  const q = params.get('q') || '';
+  const first = await get(`/v1/root/hubs${qs({ q, limit: MATCHES })}`);
   root.append(h('h1', null, 'Target inspector'));
-  if (targets.length === 0) {
+  if (!q && (first.total ?? 0) === 0) {
     root.append(h('p', { class: 'muted' }, 'No target is enrolled.'));
     return undefined;
   }
-  const id = params.get('t') || targets[0].target_id;
-  const t = targets.find((x) => x.target_id === id);
-  root.append(h('div', { class: 'window-picker', role: 'tablist' }, targets.map((x) => h('a', {
-    href: `#/targets?t=${encodeURIComponent(x.target_id)}`,
-    class: ['chip', x.target_id === id ? 'active' : null],
-  }, x.target_id, ' ', badge(x.status)))));
-  if (!t) {
+  const id = params.get('t') || (first.targets && first.targets.length ? first.targets[0].target_id : '');
+  root.append(...targetSearch(q, id, first));
+  if (!id) return undefined;
+  let t;
+  try {
+    t = await get(`/v1/root/hubs/${encodeURIComponent(id)}`);
+  } catch (e) {
+    if (!(e instanceof ApiError && e.status === 404)) throw e;
     root.append(h('p', { class: 'error' }, `No target ${id}.`));
     return undefined;
   }
