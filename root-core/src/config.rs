@@ -363,6 +363,12 @@ pub struct Limits {
     /// root needs an open-file limit above `max_hub_links + max_connections` (the packaged
     /// systemd unit sets `LimitNOFILE=65536`; root raises its soft limit to the hard one).
     pub max_hub_links: usize,
+    /// Heartbeat interval announced to hubs, in milliseconds (100..=600000): each side sends
+    /// one per interval and drops a peer silent for three; a hub heard from last more than
+    /// two intervals ago shows `degraded`. Both sides' heartbeats are most of root's work
+    /// with a fleet connected and idle (BENCHMARKS.md): 15 s keeps 15,000 hubs at 2,000
+    /// frames/s; a shorter one notices a silently lost hub sooner.
+    pub heartbeat_interval_ms: u64,
     /// Time a connection has to send each request head (idle keep-alive connections end
     /// after it too), in milliseconds.
     pub header_read_timeout_ms: u64,
@@ -402,6 +408,7 @@ impl Default for Limits {
             resources_page_size: 50,
             max_connections: 8192,
             max_hub_links: 20_000,
+            heartbeat_interval_ms: 15_000,
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 30_000,
             write_stall_timeout_ms: 30_000,
@@ -526,6 +533,11 @@ impl RootConfig {
         if self.limits.max_hub_links == 0 {
             return Err(ConfigError::Invalid(
                 "limits.max_hub_links must be at least 1".into(),
+            ));
+        }
+        if !(100..=600_000).contains(&self.limits.heartbeat_interval_ms) {
+            return Err(ConfigError::Invalid(
+                "limits.heartbeat_interval_ms must be between 100 and 600000".into(),
             ));
         }
         if self.limits.max_connections == 0 {

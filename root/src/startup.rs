@@ -388,6 +388,7 @@ async fn compose(
             evidence: evidence_shapes,
             surface: tokio::sync::broadcast::channel(hubs::SURFACE_BACKLOG).0,
             pushes: Default::default(),
+            heartbeat: std::time::Duration::from_millis(config.limits.heartbeat_interval_ms),
         },
         audit: Arc::new(audit::Trail {
             writer: actors.audit.clone(),

@@ -113,6 +113,8 @@ impl TestRoot {
             data_dir: dir.path().join("data"),
             ..Default::default()
         };
+        // Tests notice a silently lost hub within seconds (a zone's default is 15 s).
+        cfg.limits.heartbeat_interval_ms = 5_000;
         f(&mut cfg);
         if cfg.database_url.is_none() {
             cfg.database_url = suite_postgres_url(&cfg.data_dir).await?;

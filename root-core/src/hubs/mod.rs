@@ -19,8 +19,6 @@ use mcp_shared::target::{ManagedTargetDescriptor, TargetStatus};
 use crate::secrets::{MasterKey, SecretError};
 use crate::store::{PreviousKey, TargetRow};
 
-/// Heartbeat interval announced to hubs; a hub silent for three intervals is dropped.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 /// Frames queued per connection before calls are refused with `busy`.
 pub const OUTBOUND_QUEUE: usize = 1024;
 /// Prefix of hub enrolment tokens.
@@ -142,6 +140,9 @@ pub struct Hubs {
     pub surface: tokio::sync::broadcast::Sender<String>,
     /// One push of a desired skill state to a hub at a time, per target.
     pub pushes: push::PushLocks,
+    /// The heartbeat interval announced to hubs (`limits.heartbeat_interval_ms`); a hub
+    /// silent for three is dropped.
+    pub heartbeat: Duration,
 }
 
 /// Surface changes a slow subscriber may fall behind by before it is told it lagged (and
@@ -172,7 +173,7 @@ impl Hubs {
         let late = self
             .last_frame
             .get(target_id)
-            .is_some_and(|t| t.elapsed() > HEARTBEAT_INTERVAL * 2);
+            .is_some_and(|t| t.elapsed() > self.heartbeat * 2);
         match self.targets.get(target_id) {
             Some(d)
                 if d.status == TargetStatus::Online && (late || !d.operational_surface.enabled) =>

@@ -853,7 +853,7 @@ async fn a_read_under_a_killed_hub_is_retried_and_answered_when_the_hub_is_back(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_hub_keeps_its_connection_past_the_silence_limit() {
-    // Both sides drop a peer silent for three heartbeat intervals (15 s); an idle connection
+    // Both sides drop a peer silent for three heartbeat intervals (15 s in tests); an idle connection
     // must not look silent: root sends heartbeats too.
     let root = mcp_tests::TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:faults-idle", "").await.unwrap();
@@ -867,7 +867,7 @@ async fn an_idle_hub_keeps_its_connection_past_the_silence_limit() {
         .await
         .unwrap();
     assert!(since(first.clone()).is_string(), "{first}");
-    tokio::time::sleep(mcp_root::hubs::HEARTBEAT_INTERVAL * 4).await;
+    tokio::time::sleep(root.handle().app.hubs.heartbeat * 4).await;
     let (_, later) = root
         .rest_call(&bearer, "hub.get_status", json!({}))
         .await

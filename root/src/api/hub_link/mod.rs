@@ -32,7 +32,7 @@ use crate::hubs::timeline::LifecycleKind;
 use crate::net::listener::ConnSlot;
 use crate::net::tls::TlsPeer;
 
-use crate::hubs::{HEARTBEAT_INTERVAL, OUTBOUND_QUEUE, evidence, router};
+use crate::hubs::{OUTBOUND_QUEUE, evidence, router};
 
 pub(crate) mod door;
 pub(crate) mod frames;
@@ -131,12 +131,12 @@ async fn refuse<T>(socket: &mut WebSocket, message: String) -> anyhow::Result<T>
 }
 
 /// Root's side of the heartbeat, for the whole fleet from one task: every
-/// [`HEARTBEAT_INTERVAL`], a heartbeat into each connected hub's outbox (a hub counts root as
+/// heartbeat interval, a heartbeat into each connected hub's outbox (a hub counts root as
 /// gone after three silent intervals). One timer and one burst per interval instead of a
 /// timer and two task wake-ups per hub spread over it (root's CPU with a fleet connected and
 /// idle).
 pub(crate) async fn beat(app: Arc<App>, stop: tokio_util::sync::CancellationToken) {
-    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    let mut tick = tokio::time::interval(app.hubs.heartbeat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -150,12 +150,12 @@ pub(crate) async fn beat(app: Arc<App>, stop: tokio_util::sync::CancellationToke
     }
 }
 
-/// Writes when each connected hub was last heard from, every [`HEARTBEAT_INTERVAL`], for all
+/// Writes when each connected hub was last heard from, every heartbeat interval, for all
 /// hubs heard from since the last round in one transaction: a connection's reader never
 /// waits for the store (a routed call's result was held behind this write once per interval)
 /// and a fleet of hubs costs one commit per interval, not one per hub.
 pub(crate) async fn record_last_seen(app: Arc<App>, stop: tokio_util::sync::CancellationToken) {
-    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    let mut tick = tokio::time::interval(app.hubs.heartbeat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut since = std::time::Instant::now();
     loop {
@@ -582,7 +582,7 @@ async fn open_link(
         .send(encode(
             RootToHub::Welcome {
                 target_id: target_id.clone(),
-                heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u64,
+                heartbeat_interval_ms: app.hubs.heartbeat.as_millis() as u64,
                 root_time_ms: Some(unix_ms(now())),
                 max_clock_skew_ms: Some(app.config.limits.max_hub_clock_skew_ms),
                 // A hub that announced nothing is of an earlier build: it knows no `features`.
@@ -698,7 +698,7 @@ async fn relay(
                 closing = frames::Closing::away("root's session for this hub ended; dial again");
                 break;
             }
-            () = tokio::time::sleep_until(last_heard + HEARTBEAT_INTERVAL * 3) => {
+            () = tokio::time::sleep_until(last_heard + app.hubs.heartbeat * 3) => {
                 tracing::warn!(%target_id, "hub silent for three heartbeat intervals; dropping it");
                 closing = frames::Closing::policy("no frame for three heartbeat intervals");
                 break;
