@@ -68,7 +68,7 @@ use tokio_util::sync::CancellationToken;
 pub use cli::{Cli, run};
 pub use config::HubConfig;
 pub use context::{HubContext, Machine};
-pub use link::channel::connect::upgrade_request;
+pub use link::channel::connect::{Backoff, ChannelError, upgrade_request};
 pub use link::tls::spki_pin;
 pub use machine::services::Services;
 /// The actors' messages; their `Panic` variant (feature `fault-injection`) lets tests fail

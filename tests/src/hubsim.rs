@@ -77,6 +77,9 @@ pub enum SimError {
 enum ConnError {
     #[error("connect: {0}")]
     Connect(String),
+    /// Root answered the upgrade `503`/`429`, perhaps with how long to wait.
+    #[error("root is busy (retry after {0:?})")]
+    Busy(Option<Duration>),
     #[error("websocket: {0}")]
     Socket(#[from] tokio_tungstenite::tungstenite::Error),
     #[error("root refused the hub: {0}")]
@@ -196,6 +199,8 @@ pub struct FleetStats {
     pub protocol_errors: AtomicUsize,
     /// Connections that ended other than by shutdown.
     pub disconnects: AtomicUsize,
+    /// Upgrades root answered busy (`503`/`429`).
+    pub busy: AtomicUsize,
 }
 
 /// A running fleet of simulated hubs; [`Fleet::shutdown`] closes them all.
@@ -451,16 +456,23 @@ impl SimHub {
         }
     }
 
-    /// Connects, and reconnects after a connection ends, until shutdown. The first
-    /// connection's outcome (welcomed, or why not) goes to `first`.
+    /// Connects, and reconnects after a connection ends, until shutdown, as a real hub does:
+    /// its jittered exponential backoff (the default 200 ms to 10 s), at least as long as a
+    /// busy root asks. The first connection's outcome (welcomed, or why not) goes to `first`.
     async fn run(mut self, first: mpsc::Sender<Result<(), String>>) {
         let mut first = Some(first);
-        let mut delay = Duration::from_millis(100);
+        let seed = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write(self.target_id.as_bytes());
+            h.finish()
+        };
+        let mut backoff = mcp_hub::Backoff::seeded(200, 10_000, seed);
         let shutdown = self.shared.shutdown.clone();
         loop {
             let res = tokio::select! {
                 () = shutdown.cancelled() => return,
-                res = self.session(&mut first) => res,
+                res = self.session(&mut first, &mut backoff) => res,
             };
             if let Some(tx) = first.take() {
                 // Never welcomed: the fleet reports it instead of retrying forever.
@@ -478,11 +490,21 @@ impl SimHub {
                 .stats
                 .disconnects
                 .fetch_add(1, Ordering::Relaxed);
+            let delay = match res {
+                Err(ConnError::Busy(Some(asked))) => {
+                    self.shared.stats.busy.fetch_add(1, Ordering::Relaxed);
+                    backoff.delay_after(asked)
+                }
+                Err(ConnError::Busy(None)) => {
+                    self.shared.stats.busy.fetch_add(1, Ordering::Relaxed);
+                    backoff.next_delay()
+                }
+                _ => backoff.next_delay(),
+            };
             tokio::select! {
                 () = self.shared.shutdown.cancelled() => return,
                 () = tokio::time::sleep(delay) => {}
             }
-            delay = (delay * 2).min(Duration::from_secs(2));
         }
     }
 
@@ -490,6 +512,7 @@ impl SimHub {
     async fn session(
         &mut self,
         first: &mut Option<mpsc::Sender<Result<(), String>>>,
+        backoff: &mut mcp_hub::Backoff,
     ) -> Result<(), ConnError> {
         let permit = self.shared.handshakes.acquire().await.ok();
         let cfg = WebSocketConfig::default()
@@ -502,7 +525,14 @@ impl SimHub {
             .map_err(|e| ConnError::Connect(e.to_string()))?;
         let (mut ws, _) = tokio_tungstenite::connect_async_with_config(request, Some(cfg), true)
             .await
-            .map_err(|e| ConnError::Connect(e.to_string()))?;
+            .map_err(
+                |e| match mcp_hub::ChannelError::of_upgrade(&self.shared.url, e) {
+                    busy @ mcp_hub::ChannelError::Busy { .. } => {
+                        ConnError::Busy(busy.retry_after())
+                    }
+                    other => ConnError::Connect(other.to_string()),
+                },
+            )?;
         let hello = envelope(
             HubToRoot::Hello {
                 protocol_version: PROTOCOL_VERSION,
@@ -541,6 +571,7 @@ impl SimHub {
         let connected_since = mcp_shared::time::format(mcp_shared::time::now());
         let stats = &self.shared.stats;
         stats.welcomes.fetch_add(1, Ordering::Relaxed);
+        backoff.reset();
         stats.connected.fetch_add(1, Ordering::Relaxed);
         if let Some(tx) = first.take() {
             let _ = tx.send(Ok(())).await;

@@ -82,7 +82,10 @@ async fn a_thousand_simulated_hubs_register_and_route_correctly() {
     );
 
     // The hub list: every simulated target, online, publishing the one tool.
-    let list = root.admin_get("/v1/root/hubs").await.unwrap();
+    let list = root
+        .admin_get("/v1/root/hubs?q=fanin-&limit=1000")
+        .await
+        .unwrap();
     let listed: Vec<&Value> = list["targets"]
         .as_array()
         .unwrap()

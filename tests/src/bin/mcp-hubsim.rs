@@ -213,14 +213,19 @@ async fn fan_in(args: &Args, root_url: &str, prefix: &str) -> anyhow::Result<()>
     }
     println!("routed {SIM_TOOL} to the first and the last target: each answered as itself");
     if args.hold_secs > 0 {
-        tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
+        // SIGINT ends the hold early (a benchmark that is done with the fleet).
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(args.hold_secs)) => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
     }
     let stats = &fleet.stats;
     println!(
-        "fleet: connected={} welcomes={} disconnects={} calls_ok={} calls_refused={}",
+        "fleet: connected={} welcomes={} disconnects={} busy={} calls_ok={} calls_refused={}",
         stats.connected.load(std::sync::atomic::Ordering::Relaxed),
         stats.welcomes.load(std::sync::atomic::Ordering::Relaxed),
         stats.disconnects.load(std::sync::atomic::Ordering::Relaxed),
+        stats.busy.load(std::sync::atomic::Ordering::Relaxed),
         stats.calls_ok.load(std::sync::atomic::Ordering::Relaxed),
         stats
             .calls_refused

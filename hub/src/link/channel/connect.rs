@@ -43,7 +43,7 @@ pub enum ChannelError {
 impl ChannelError {
     /// A failed upgrade: `Busy` when root answered `503` or `429` (with its `Retry-After`),
     /// `Connect` otherwise.
-    pub(crate) fn of_upgrade(url: &str, e: tokio_tungstenite::tungstenite::Error) -> ChannelError {
+    pub fn of_upgrade(url: &str, e: tokio_tungstenite::tungstenite::Error) -> ChannelError {
         use tokio_tungstenite::tungstenite::{Error, http::StatusCode, http::header};
         if let Error::Http(response) = &e
             && matches!(
@@ -70,7 +70,7 @@ impl ChannelError {
     }
 
     /// How long root asked the hub to wait, if it did.
-    pub(crate) fn retry_after(&self) -> Option<Duration> {
+    pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ChannelError::Busy { retry_after, .. } => *retry_after,
             _ => None,
@@ -107,7 +107,7 @@ pub fn upgrade_request(
 
 /// Exponential backoff with jitter between half and all of the current step.
 #[derive(Debug)]
-pub(crate) struct Backoff {
+pub struct Backoff {
     initial: Duration,
     max: Duration,
     next: Duration,
@@ -115,28 +115,33 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    pub(crate) fn new(initial_ms: u64, max_ms: u64) -> Backoff {
+    pub fn new(initial_ms: u64, max_ms: u64) -> Backoff {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(std::process::id() as u64);
+        Backoff::seeded(initial_ms, max_ms, h.finish())
+    }
+
+    /// A backoff whose jitter starts from `seed` (many hubs in one process, as the
+    /// simulator runs them, each need their own).
+    pub fn seeded(initial_ms: u64, max_ms: u64, seed: u64) -> Backoff {
         let initial = Duration::from_millis(initial_ms.max(1));
         Backoff {
             initial,
             max: Duration::from_millis(max_ms.max(initial_ms.max(1))),
             next: initial,
-            seed: {
-                use std::hash::{BuildHasher, Hasher};
-                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-                h.write_u64(std::process::id() as u64);
-                h.finish()
-            },
+            // xorshift never leaves zero.
+            seed: seed.max(1),
         }
     }
 
     /// After a successful welcome.
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.next = self.initial;
     }
 
     /// The delay before the next attempt.
-    pub(crate) fn next_delay(&mut self) -> Duration {
+    pub fn next_delay(&mut self) -> Duration {
         let step = self.next;
         self.next = (self.next * 2).min(self.max);
         step.mul_f64(0.5 + 0.5 * self.fraction())
@@ -145,7 +150,7 @@ impl Backoff {
     /// The delay before the next attempt when root asked for `retry_after` (it was at its
     /// capacity): at least that, plus up to half of it again, so that hubs refused together
     /// do not all come back at the same instant; and never less than the backoff's own step.
-    pub(crate) fn delay_after(&mut self, retry_after: Duration) -> Duration {
+    pub fn delay_after(&mut self, retry_after: Duration) -> Duration {
         let own = self.next_delay();
         own.max(retry_after.mul_f64(1.0 + 0.5 * self.fraction()))
     }
