@@ -76,11 +76,13 @@ pub struct DescriptorSet {
 pub(crate) type AnswerKey = (String, String, mcp_shared::descriptor::FreshnessState);
 
 /// A descriptive tool's answer: the projection, already checked against the tool's output
-/// schema, and its JSON text (the MCP result's text content).
+/// schema, its JSON text (the MCP result's structured content as written, and its text
+/// content), and that text as a JSON string literal (the text content as written).
 #[derive(Debug)]
 pub struct DescriptiveAnswer {
     pub value: serde_json::Value,
     pub text: Arc<str>,
+    pub text_literal: Arc<str>,
 }
 
 impl DescriptorSet {

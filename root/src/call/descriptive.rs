@@ -52,9 +52,12 @@ pub(super) fn descriptive_answer(
         ));
     }
     let text = serde_json::to_string(&value).map_err(|e| internal("descriptive answer", e))?;
+    let text_literal =
+        serde_json::to_string(&text).map_err(|e| internal("descriptive answer", e))?;
     let answer = Arc::new(crate::descriptors::DescriptiveAnswer {
         value,
         text: text.into(),
+        text_literal: text_literal.into(),
     });
     set.answers.insert(key, answer.clone());
     Ok(answer)

@@ -17,6 +17,7 @@ pub(crate) mod bindings;
 pub(crate) mod confirm;
 pub mod error;
 pub mod front;
+pub(crate) mod kept;
 pub(crate) mod tasks;
 pub(crate) mod transport;
 
@@ -70,11 +71,17 @@ pub(crate) struct RootMcp {
     app: Arc<App>,
     /// The door's sessions: which lease opened each, and their peers.
     pub(crate) bindings: Arc<bindings::Bindings>,
+    /// Descriptive answers the door writes as kept ([`kept`]).
+    pub(crate) kept: Arc<kept::Kept>,
 }
 
 impl RootMcp {
     pub(crate) fn new(app: Arc<App>, bindings: Arc<bindings::Bindings>) -> RootMcp {
-        RootMcp { app, bindings }
+        RootMcp {
+            app,
+            bindings,
+            kept: Default::default(),
+        }
     }
 }
 
@@ -213,7 +220,7 @@ impl ServerHandler for RootMcp {
             traceparent: traceparent(&ctx),
             cancel: ctx.ct.clone(),
         };
-        answer_call(&self.app, call, request, &ctx).await
+        answer_call(&self.app, call, request, &ctx, &self.kept).await
     }
 
     async fn get_task(
@@ -576,6 +583,7 @@ async fn answer_call(
     call: ToolCall<'_>,
     request: CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
+    kept: &kept::Kept,
 ) -> Result<CallToolResponse, ErrorData> {
     let ToolCall {
         lease,
@@ -648,7 +656,7 @@ async fn answer_call(
     } else {
         call::call_keeping_answer(app, new_ctx(), tool_id, arguments).await
     };
-    tool_answer(outcome, tool_id)
+    answer(outcome, tool_id, Some(kept))
 }
 
 /// Whether a call of `tool_id` can report progress: it is routed to a hub.
@@ -698,6 +706,16 @@ pub(crate) fn tool_answer(
     outcome: call::Outcome,
     tool_id: &str,
 ) -> Result<CallToolResponse, ErrorData> {
+    answer(outcome, tool_id, None)
+}
+
+/// [`tool_answer`], a kept descriptive answer staged for the door to write when `kept` is
+/// given (the direct answer to a `tools/call`, which the door writes at once).
+fn answer(
+    outcome: call::Outcome,
+    tool_id: &str,
+    kept: Option<&kept::Kept>,
+) -> Result<CallToolResponse, ErrorData> {
     if let Some(e) = outcome.unaudited_error() {
         // No event, so no tool result: a server error whose data names the code.
         return Err(ErrorData::internal_error(
@@ -717,7 +735,10 @@ pub(crate) fn tool_answer(
     }
     if let Some(answer) = outcome.kept {
         let meta_obj: Option<MetaObject> = serde_json::from_value(meta).ok();
-        let result = success_result(answer.value.clone(), String::from(&*answer.text));
+        let result = match kept {
+            Some(kept) => kept.stage(answer),
+            None => success_result(answer.value.clone(), String::from(&*answer.text)),
+        };
         return Ok(result.with_meta(meta_obj).into());
     }
     Ok(tool_result(r).into())

@@ -50,6 +50,7 @@ use crate::app::{App, Principal};
 use crate::mcp::bindings::Bindings;
 use crate::mcp::error::McpError;
 use crate::mcp::front::{self, FrontError};
+use crate::mcp::kept::Kept;
 use crate::mcp::{RootMcp, tasks};
 
 /// SSE comment lines keeping idle streams open through proxies.
@@ -319,7 +320,7 @@ impl Door {
                 error,
             }),
         };
-        json_message(StatusCode::OK, &message, None)
+        json_message(StatusCode::OK, &message, None, &self.handler.kept)
     }
 
     /// Hands one message to a service and answers the POST that carried it; `patch` adds
@@ -417,12 +418,14 @@ impl Door {
                     checks::stateless_status(&message, meta_malformed)
                 }
             };
-            return json_message(status, &message, patch.as_ref());
+            return json_message(status, &message, patch.as_ref(), &self.handler.kept);
         }
+        let kept = self.handler.kept.clone();
         let stream = futures::stream::unfold(
             (Some(first), answer, pending, asked, false),
             move |(first, mut answer, mut pending, asked, done)| {
                 let patch = patch.clone();
+                let kept = kept.clone();
                 async move {
                     if done {
                         return None;
@@ -440,7 +443,7 @@ impl Door {
                     } else {
                         (message, None)
                     };
-                    let event = sse_event(&message, patch.as_ref());
+                    let event = sse_event(&message, patch.as_ref(), &kept);
                     Some((event, (None, answer, pending, asked, last)))
                 }
             },
@@ -463,9 +466,13 @@ impl Door {
         let sid = session_id(headers).ok_or_else(session_required)?;
         let session = self.session(sid, asker)?;
         let messages = session.inlet.routes.open_standalone();
-        let stream = futures::stream::unfold(messages, |mut messages| async move {
-            let message = messages.recv().await?;
-            Some((sse_event(&message, None), messages))
+        let kept = self.handler.kept.clone();
+        let stream = futures::stream::unfold(messages, move |mut messages| {
+            let kept = kept.clone();
+            async move {
+                let message = messages.recv().await?;
+                Some((sse_event(&message, None, &kept), messages))
+            }
         });
         Ok(sse(stream, session.ends.clone()))
     }
@@ -565,17 +572,36 @@ fn with_id(mut message: ServerJsonRpcMessage, id: &RequestId) -> ServerJsonRpcMe
 }
 
 /// A message as JSON text, with `patch` applied.
+/// Why an answer could not be written.
+#[derive(Debug, thiserror::Error)]
+enum EncodeError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Lost(#[from] crate::mcp::kept::StagedLost),
+    #[error("the kept answer's placeholders are missing from the message")]
+    Placeholders,
+}
+
+/// `message` as written: serialized, `patch` applied, a staged descriptive answer written
+/// in place of its placeholders ([`crate::mcp::kept`]).
 fn encode(
     message: &ServerJsonRpcMessage,
     patch: Option<&Patch>,
-) -> Result<Vec<u8>, serde_json::Error> {
-    match patch {
-        None => serde_json::to_vec(message),
+    kept: &Kept,
+) -> Result<Vec<u8>, EncodeError> {
+    let staged = kept.take(message).transpose()?;
+    let bytes = match patch {
+        None => serde_json::to_vec(message)?,
         Some(patch) => {
             let mut value = serde_json::to_value(message)?;
             patch(&mut value);
-            serde_json::to_vec(&value)
+            serde_json::to_vec(&value)?
         }
+    };
+    match staged {
+        None => Ok(bytes),
+        Some(staged) => crate::mcp::kept::splice(&bytes, &staged).ok_or(EncodeError::Placeholders),
     }
 }
 
@@ -583,8 +609,9 @@ fn json_message(
     status: StatusCode,
     message: &ServerJsonRpcMessage,
     patch: Option<&Patch>,
+    kept: &Kept,
 ) -> Response {
-    match encode(message, patch) {
+    match encode(message, patch, kept) {
         Ok(body) => (
             status,
             [(header::CONTENT_TYPE, "application/json")],
@@ -598,8 +625,12 @@ fn json_message(
     }
 }
 
-fn sse_event(message: &ServerJsonRpcMessage, patch: Option<&Patch>) -> Result<Event, Infallible> {
-    let data = encode(message, patch)
+fn sse_event(
+    message: &ServerJsonRpcMessage,
+    patch: Option<&Patch>,
+    kept: &Kept,
+) -> Result<Event, Infallible> {
+    let data = encode(message, patch, kept)
         .map(|b| String::from_utf8(b).unwrap_or_default())
         .unwrap_or_else(|e| {
             tracing::error!(error = %e, "an MCP message could not be serialized");
