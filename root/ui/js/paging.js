@@ -41,7 +41,7 @@ export function firstOf(path, filters = {}) {
  * the first page under new filters; `refresh()` shows the current page again.
  */
 export function pagedList({ id, path, items, view, summary, noun = 'items', limit = PAGE }) {
-  const count = h('span', { class: 'muted', id: `${id}-count` });
+  const count = h('span', { class: 'muted', id: `${id}-count`, 'aria-live': 'polite' });
   const prev = h('button', { type: 'button', class: 'secondary small-button', id: `${id}-prev`, disabled: true }, 'Previous page');
   const next = h('button', { type: 'button', class: 'secondary small-button', id: `${id}-next`, disabled: true }, 'Next page');
   const body = h('div', { id: `${id}-body` }, h('p', { class: 'muted' }, 'Loading…'));

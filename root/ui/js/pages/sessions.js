@@ -1,6 +1,7 @@
 // Sessions: the MCP Server dialog (choose target, TTL and capability profile; get the bearer
 // once with copy-ready client configuration) and the open MCP session leases (target,
-// deadline, last use, use count; expired shown as expired) with revoke and rotate, each with
+// deadline, last use, use count; expired shown as expired; one filtered page at a time) with
+// revoke and rotate, each with
 // its place in the delegation graph (issued, minted by another lease, a run credential) and,
 // one click away, its chain: where its authority came from and what it handed on. Opened as
 // #/sessions?authorize=<request>, the dialog is an OAuth client's sign-in: the operator picks
@@ -9,6 +10,7 @@
 
 import { h, badge, clear, panel, table, fmtTime, toast } from '../dom.js';
 import { get, post, ApiError } from '../api.js';
+import { LEASE_STATUSES, filterForm, pagedList, statusSummary, targetPicker } from '../paging.js';
 
 export const title = 'Sessions';
 
@@ -56,12 +58,11 @@ function issuedView(issued, verb) {
     copyButton(() => claude, 'Copy command'));
 }
 
-/** Target, profile and lifetime selects, with ids under `prefix`. */
-function grantFields(prefix, hubs, foundation, profile, ttl) {
+/** Target (searched as it is typed), profile and lifetime, with ids under `prefix`. */
+function grantFields(prefix, foundation, profile, ttl) {
   return [
     h('label', { for: `${prefix}-target` }, 'Target'),
-    h('select', { id: `${prefix}-target`, name: 'target_id', required: true },
-      (hubs.targets || []).map((t) => h('option', { value: t.target_id }, `${t.target_id} (${t.status})`))),
+    targetPicker({ id: `${prefix}-target`, required: true }),
     h('label', { for: `${prefix}-profile` }, 'Capability profile'),
     h('select', { id: `${prefix}-profile`, name: 'capability_profile', required: true },
       (foundation.capability_profiles || []).map((p) => h('option', { value: p.name, selected: p.name === profile }, `${p.name} — ${p.plane}`))),
@@ -71,7 +72,7 @@ function grantFields(prefix, hubs, foundation, profile, ttl) {
 }
 
 /** The sign-in dialog of an OAuth client's authorization request. */
-async function signInDialog(sealed, hubs, foundation) {
+async function signInDialog(sealed, foundation) {
   const dialog = h('dialog', { id: 'oauth-dialog', class: 'dialog' });
   const error = h('p', { class: 'error', id: 'oauth-error', role: 'alert' });
   let asked;
@@ -91,7 +92,7 @@ async function signInDialog(sealed, hubs, foundation) {
     }
   };
   const form = h('form', { id: 'oauth-form', method: 'dialog' },
-    ...grantFields('oauth', hubs, foundation, asked.capability_profile, '28800'),
+    ...grantFields('oauth', foundation, asked.capability_profile, '28800'),
     error,
     h('div', { class: 'actions' },
       h('button', { type: 'submit', id: 'oauth-approve' }, 'Approve sign-in'),
@@ -154,15 +155,14 @@ function chainView(view) {
 }
 
 export async function render(root, params) {
-  const [hubs, foundation] = await Promise.all([get('/v1/root/hubs'), get('/v1/root/mcp/foundation')]);
-  const listBox = h('div', { id: 'sessions-list' });
+  const foundation = await get('/v1/root/mcp/foundation');
   const chainBox = h('div', { id: 'delegation' }, h('p', { class: 'muted' }, 'Choose Chain on a lease to see where its authority came from and what it handed on.'));
   const dialog = h('dialog', { id: 'mcp-dialog', class: 'dialog' });
   const result = h('div', { id: 'dialog-result' });
   const error = h('p', { class: 'error', id: 'dialog-error', role: 'alert' });
 
   const form = h('form', { id: 'lease-form', method: 'dialog' },
-    ...grantFields('lease', hubs, foundation, null, '3600'),
+    ...grantFields('lease', foundation, null, '3600'),
     error,
     h('div', { class: 'actions' },
       h('button', { type: 'submit', id: 'lease-create' }, 'Create lease'),
@@ -195,7 +195,7 @@ export async function render(root, params) {
         ttl_sec: Number(fd.get('ttl_sec')),
       });
       showIssued(issued, 'created');
-      await refresh();
+      await leases.load(filters.values()); // the first page, where the new lease is
     } catch (err) {
       error.textContent = err instanceof ApiError ? err.message : String(err);
     }
@@ -234,9 +234,13 @@ export async function render(root, params) {
     return h('span', null, kind, s.issued_by ? ` by ${s.issued_by.replace(/^operator:/, '')}` : '');
   }
 
-  async function refresh() {
-    const { sessions } = await get('/v1/root/mcp/sessions');
-    clear(listBox).append(table([
+  const leases = pagedList({
+    id: 'sessions-list',
+    path: '/v1/root/mcp/sessions',
+    noun: 'leases',
+    items: (a) => a.sessions,
+    summary: (a) => statusSummary(a.by_status),
+    view: (sessions) => table([
       { label: 'Session', cell: (s) => h('code', { title: s.session_id }, s.session_id.slice(-12)) },
       { label: 'Kind', cell: kindCell },
       { label: 'Target', cell: (s) => s.target_id },
@@ -254,8 +258,14 @@ export async function render(root, params) {
             actionButton('Revoke', `revoke-${s.session_id}`, async () => { await post(`/v1/root/mcp/sessions/${encodeURIComponent(s.session_id)}/revoke`); toast('Lease revoked with everything it handed on.'); }),
             actionButton('Rotate', `rotate-${s.session_id}`, async () => { const issued = await post(`/v1/root/mcp/sessions/${encodeURIComponent(s.session_id)}/rotate`); showIssued(issued, 'rotated'); })] : [])),
       },
-    ], sessions, { class: 'sessions-table', empty: 'No leases yet.', rowAttrs: (s) => ({ dataset: { session: s.session_id, status: s.status } }) }));
-  }
+    ], sessions, { class: 'sessions-table', empty: 'No lease matches.', rowAttrs: (s) => ({ dataset: { session: s.session_id, status: s.status } }) }),
+  });
+  const refresh = () => leases.refresh();
+  const filters = filterForm('sessions-list', [
+    { name: 'status', label: 'Status', kind: 'select', options: LEASE_STATUSES },
+    { name: 'target_id', label: 'Target', kind: 'target' },
+    { name: 'capability_profile', label: 'Profile', kind: 'select', options: (foundation.capability_profiles || []).map((p) => [p.name, p.name]) },
+  ], (v) => leases.load(v));
 
   root.append(
     h('h1', null, 'MCP sessions'),
@@ -263,13 +273,13 @@ export async function render(root, params) {
       h('button', { type: 'button', id: 'open-mcp-dialog', onclick: () => { closeDialog(); dialog.showModal(); } }, 'New MCP session…'),
       h('button', { type: 'button', class: 'secondary', onclick: () => refresh() }, 'Refresh')),
     dialog,
-    panel('Leases', listBox),
+    panel('Leases', filters.form, leases.element),
     panel('Delegation chain', chainBox),
   );
-  await refresh();
+  await leases.load(filters.values());
   const sealed = params && params.get('authorize');
   if (sealed) {
-    const signIn = await signInDialog(sealed, hubs, foundation);
+    const signIn = await signInDialog(sealed, foundation);
     root.append(signIn);
     signIn.showModal();
   }

@@ -1,10 +1,10 @@
 // Target inspector: a search for the target (part of its id, a few matches at a time; the
-// fleet is never listed here), then its descriptor with transport pressure, skill state with enable/disable
-// (audited admin commands), the typed feeds (operational surface, capability usage, activity
-// log, subnet timeline: ./target-feeds.js), health checks, runtime summary, ProfileOps
-// sessions and incidents with a memory chart, the subnet's health and pressure, the target's
-// access tokens, and the action history. Hub data comes through root's governed path
-// (`/v1/root/hubs/{t}/read`, an operator reader lease; every read is an audit event).
+// fleet is never listed here), then its descriptor with transport pressure, skill state with
+// enable/disable (audited admin commands), the typed feeds (operational surface, capability
+// usage, activity log, subnet timeline: ./target-feeds.js), health checks, runtime summary,
+// ProfileOps sessions and incidents with a memory chart, the subnet's health and pressure,
+// the target's access tokens, and the action history. Hub data comes through root's governed
+// path (`/v1/root/hubs/{t}/read`, an operator reader lease; every read is an audit event).
 
 import { h, badge, clear, panel, table, fmtTime, fmtBytes, fmtMs, kv, toast } from '../dom.js';
 import { get, post, qs, ApiError } from '../api.js';
@@ -55,7 +55,7 @@ function targetSearch(q, selected, first) {
     id: 'target-search', type: 'search', value: q, placeholder: 'part of a target id',
     autocomplete: 'off', spellcheck: 'false', 'aria-controls': 'target-matches',
   });
-  const count = h('span', { class: 'muted', id: 'target-matches-count' });
+  const count = h('span', { class: 'muted', id: 'target-matches-count', 'aria-live': 'polite' });
   const box = h('div', { class: 'window-picker', id: 'target-matches', role: 'list' });
   let seq = 0;
   let timer = null;
