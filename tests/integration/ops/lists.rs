@@ -14,7 +14,7 @@ fn target(i: usize) -> String {
 }
 
 fn environment(i: usize) -> &'static str {
-    if i % 2 == 0 { "test" } else { "prod" }
+    if i.is_multiple_of(2) { "test" } else { "prod" }
 }
 
 fn subnet(i: usize) -> String {
