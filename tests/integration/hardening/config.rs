@@ -23,6 +23,14 @@ fn bad_configs_are_refused_with_the_reason() {
         ("zone = \"\"", "zone must not be empty"),
         ("unknown_key = 1", "unknown field"),
         ("[limits]\nper_lease_in_flight = 0", "in-flight"),
+        (
+            "[limits]\nheartbeat_interval_ms = 50",
+            "limits.heartbeat_interval_ms must be between 100 and 600000",
+        ),
+        (
+            "[limits]\nmax_hub_links = 0",
+            "limits.max_hub_links must be at least 1",
+        ),
         ("[redaction]\npatterns = [\"(\"]", "redaction pattern"),
         ("database_url = \"mysql://x\"", "database_url"),
         ("[replica]\nid = \"root.a\"", "replica.id"),
