@@ -46,6 +46,47 @@ pub const FEATURES: &[&str] = &[
     feature::EVIDENCE,
 ];
 
+/// When a hub sends its heartbeat. Root beats every hub of a fleet from one task, in one
+/// burst per interval; a hub answers root's beat (unless it sent one within half an
+/// interval), so the fleet's heartbeats reach root in that burst instead of one at a time
+/// spread over the interval, each waking root on its own (root's CPU with a fleet idle).
+/// The hub's own timer sends one only when root's did not come within the interval (an
+/// earlier root, or one too busy to beat).
+#[derive(Debug, Clone)]
+pub struct HeartbeatPace {
+    interval: std::time::Duration,
+    last: std::time::Instant,
+}
+
+impl HeartbeatPace {
+    /// A pace for `interval`, as if a heartbeat had just gone out.
+    pub fn new(interval: std::time::Duration) -> HeartbeatPace {
+        HeartbeatPace {
+            interval,
+            last: std::time::Instant::now(),
+        }
+    }
+
+    /// Root's heartbeat arrived: whether to answer it now.
+    pub fn answer_root(&mut self) -> bool {
+        self.due(self.interval / 2)
+    }
+
+    /// The hub's timer fired (every interval): whether to send one of its own.
+    pub fn on_tick(&mut self) -> bool {
+        // A little slack: a timer firing a hair before a full interval still sends.
+        self.due(self.interval.mul_f64(0.9))
+    }
+
+    fn due(&mut self, after: std::time::Duration) -> bool {
+        let due = self.last.elapsed() >= after;
+        if due {
+            self.last = std::time::Instant::now();
+        }
+        due
+    }
+}
+
 /// What a peer announced it understands.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Features(Vec<String>);
@@ -529,6 +570,29 @@ mod fast {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_hub_answers_roots_heartbeat_and_its_own_timer_sends_only_without_one() {
+        use std::time::Duration;
+        // Just sent (or just welcomed): neither root's beat nor the timer sends another.
+        let mut slow = HeartbeatPace::new(Duration::from_secs(3600));
+        assert!(!slow.answer_root());
+        assert!(!slow.on_tick());
+        // Half an interval on, root's beat is answered, and the timer then stays quiet.
+        let mut pace = HeartbeatPace::new(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(pace.answer_root());
+        assert!(
+            !pace.answer_root(),
+            "one answer per beat, not one per frame"
+        );
+        assert!(!pace.on_tick(), "root's beat came within the interval");
+        // A whole interval without root's beat: the timer sends.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(pace.on_tick());
+        assert!(!pace.on_tick());
+    }
+
     use super::*;
 
     #[test]

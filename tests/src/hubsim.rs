@@ -600,6 +600,7 @@ impl SimHub {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let silence = heartbeat * 3;
         let mut last_heard = tokio::time::Instant::now();
+        let mut pace = mcp_shared::protocol::HeartbeatPace::new(heartbeat);
         let stats = self.shared.stats.clone();
         loop {
             let msg = tokio::select! {
@@ -608,7 +609,9 @@ impl SimHub {
                     if last_heard.elapsed() > silence {
                         return Err(ConnError::Silent(silence));
                     }
-                    ws.send(envelope(HubToRoot::Heartbeat, None)).await?;
+                    if pace.on_tick() {
+                        ws.send(envelope(HubToRoot::Heartbeat, None)).await?;
+                    }
                     continue;
                 }
                 msg = ws.next() => msg,
@@ -670,8 +673,14 @@ impl SimHub {
                     ))
                     .await?;
                 }
+                // As a real hub: root's heartbeat answered (see `HeartbeatPace`).
+                RootToHub::Heartbeat => {
+                    if pace.answer_root() {
+                        ws.send(envelope(HubToRoot::Heartbeat, None)).await?;
+                    }
+                }
                 // Answers are immediate, so there is never a call left to stop.
-                RootToHub::Cancel { .. } | RootToHub::Heartbeat | RootToHub::Welcome { .. } => {}
+                RootToHub::Cancel { .. } | RootToHub::Welcome { .. } => {}
                 RootToHub::ProtocolError { .. } => {
                     stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
                 }

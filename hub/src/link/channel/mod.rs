@@ -297,6 +297,7 @@ impl Channel {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let silence = heartbeat * SILENCE_FACTOR;
         let mut last_heard = tokio::time::Instant::now();
+        let mut pace = mcp_shared::protocol::HeartbeatPace::new(heartbeat);
         // Root's position in this hub's evidence log; `None`: root takes no evidence.
         let mut evidence = evidence;
         let mut evidence_changes = self.ctx.machine.profiles.evidence_changes();
@@ -371,7 +372,11 @@ impl Channel {
                             // Enabled again: what changed meanwhile goes out now.
                             self.send_evidence(ws, &mut evidence).await?;
                         }
-                        RootToHub::Heartbeat => {}
+                        RootToHub::Heartbeat => {
+                            if pace.answer_root() {
+                                self.send(ws, envelope(HubToRoot::Heartbeat, None)).await?;
+                            }
+                        }
                         RootToHub::ProtocolError { message } => {
                             tracing::warn!(%message, in_reply_to = ?env.in_reply_to, "root reports a protocol error");
                         }
@@ -398,7 +403,9 @@ impl Channel {
                     if last_heard.elapsed() > silence {
                         break Err(ChannelError::Silent(silence));
                     }
-                    self.send(ws, envelope(HubToRoot::Heartbeat, None)).await?;
+                    if pace.on_tick() {
+                        self.send(ws, envelope(HubToRoot::Heartbeat, None)).await?;
+                    }
                 }
             }
         };
