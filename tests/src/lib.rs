@@ -113,7 +113,7 @@ impl TestRoot {
             data_dir: dir.path().join("data"),
             ..Default::default()
         };
-        // Tests notice a silently lost hub within seconds (a zone's default is 15 s).
+        // Tests notice a silently lost hub within seconds (a zone's default is 30 s).
         cfg.limits.heartbeat_interval_ms = 5_000;
         f(&mut cfg);
         if cfg.database_url.is_none() {

@@ -1642,7 +1642,14 @@ async fn the_console_pages_a_zone_of_fifteen_thousand_targets() {
         println!("SKIPPED: the zone of 15,000 targets runs in the main pass only");
         return;
     }
-    let root = TestRoot::start().await.unwrap();
+    // `synchronous = normal` (an operator's choice root supports): each enrolment is a
+    // commit, and this test is about the console, not about surviving power loss.
+    let root = TestRoot::start_with(|c| {
+        TestRoot::on_sqlite(c);
+        c.storage.sqlite_synchronous = mcp_root::config::SqliteSync::Normal;
+    })
+    .await
+    .unwrap();
     let took = enrol_fleet(&root).await.unwrap();
     println!("enrolled {FLEET} targets over REST (64 at a time) in {took:?}");
     let hub = root.start_hub(FLEET_HUB, "").await.unwrap();
