@@ -19,6 +19,7 @@ pub mod hubsim;
 pub mod oauth;
 pub mod ports;
 pub mod process;
+pub mod root_process;
 pub mod soak;
 
 use std::path::PathBuf;

@@ -6,12 +6,10 @@
 //! two once tripled it, found only by a manual benchmark). The figure is printed;
 //! BENCHMARKS.md has the release one at fleet size.
 
-use std::process::Command;
 use std::time::Duration;
 
 use mcp_tests::hubsim::{self, Fleet, FleetOptions};
-use mcp_tests::process::Proc;
-use mcp_tests::workspace_bin;
+use mcp_tests::root_process::RootProcess;
 
 /// Hubs connected for the measurement.
 const HUBS: usize = 300;
@@ -22,24 +20,14 @@ const BOUND_KIB: u64 = 100;
 async fn memory_per_connected_hub_stays_bounded() {
     mcp_tests::init_crypto();
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("root");
-    let mut root = Proc::spawn(
-        "mcp-root serve",
-        Command::new(workspace_bin("mcp-root").unwrap())
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(&data),
-        dir.path().join("root.log"),
-    );
-    let base = mcp_tests::ports::announced_root_url(&mut root, Duration::from_secs(30)).await;
+    let RootProcess {
+        proc: root,
+        base,
+        admin,
+    } = RootProcess::serve(dir.path(), Duration::from_secs(30))
+        .await
+        .unwrap();
     let http = reqwest::Client::new();
-    mcp_tests::until("root answers /healthz", async || {
-        http.get(format!("{base}/healthz")).send().await.is_ok()
-    })
-    .await;
-    let admin = std::fs::read_to_string(data.join("admin.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
 
     // A few hubs first, so that what root allocates once (pools, the first descriptor set,
     // the runtime's workers) is in the baseline, not counted per hub.

@@ -6,6 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mcp_tests::process::Proc;
+use mcp_tests::root_process::RootProcess;
 use mcp_tests::{mcp_client, workspace_bin};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -206,29 +207,11 @@ impl Rest {
 async fn root_and_hub_as_separate_processes() {
     mcp_tests::init_crypto();
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("root");
-    let mut root = Proc::spawn(
-        "mcp-root serve",
-        Command::new(workspace_bin("mcp-root").unwrap())
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(&data),
-        dir.path().join("root.log"),
-    )
-    .term_on_drop(GRACE);
-    let base = mcp_tests::ports::announced_root_url(&mut root, Duration::from_secs(20)).await;
+    let RootProcess { proc, base, admin } = RootProcess::serve(dir.path(), Duration::from_secs(20))
+        .await
+        .unwrap();
+    let _root = proc.term_on_drop(GRACE);
     let http = reqwest::Client::new();
-    let start = Instant::now();
-    while http.get(format!("{base}/healthz")).send().await.is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "root did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let admin = std::fs::read_to_string(data.join("admin.token"))
-        .unwrap()
-        .trim()
-        .to_string();
     let post = |path: &str, body: Value| {
         http.post(format!("{base}{path}"))
             .bearer_auth(&admin)
