@@ -11,13 +11,7 @@ cd "$(dirname "$0")/../.."
 hubs=${1:-15000}
 hold=${2:-30}
 pg=${3:-}
-if [ -n "${MCP_BENCH_BIN:-}" ]; then
-  bin=$MCP_BENCH_BIN
-else
-  cargo build --release -p mcp-root -p mcp-tests >/dev/null 2>&1
-  bin=${CARGO_TARGET_DIR:-./target}/release
-fi
-ulimit -n "$(ulimit -Hn)"
+source tests/bench/fleet-bins.sh
 work=$(mktemp -d)
 pids=()
 schema=

@@ -10,13 +10,7 @@ cd "$(dirname "$0")/../.."
 hubs=${1:-10000}
 half=$((hubs / 2))
 db=${MCP_TEST_DATABASE_URL:?set MCP_TEST_DATABASE_URL to a PostgreSQL database}
-if [ -n "${MCP_BENCH_BIN:-}" ]; then
-  bin=$MCP_BENCH_BIN
-else
-  cargo build --release -p mcp-root -p mcp-tests >/dev/null 2>&1
-  bin=${CARGO_TARGET_DIR:-./target}/release
-fi
-ulimit -n "$(ulimit -Hn)"
+source tests/bench/fleet-bins.sh
 work=$(mktemp -d)
 pids=()
 schema="replicas_$(date +%s)_$$"

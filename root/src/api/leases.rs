@@ -186,11 +186,10 @@ pub(crate) struct LeaseQuery {
 
 impl LeaseQuery {
     fn admits(&self, l: &SessionLease) -> bool {
-        let is = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
-        is(&self.status, l.status.as_str())
-            && is(&self.target_id, &l.target_id)
-            && is(&self.subnet_id, &l.subnet_id)
-            && is(&self.capability_profile, &l.capability_profile)
+        paging::admits(&self.status, l.status.as_str())
+            && paging::admits(&self.target_id, &l.target_id)
+            && paging::admits(&self.subnet_id, &l.subnet_id)
+            && paging::admits(&self.capability_profile, &l.capability_profile)
     }
 }
 
@@ -199,16 +198,19 @@ fn lease_key(l: &SessionLease) -> String {
     format!("{}:{}", l.created_at.unix_timestamp_nanos(), l.session_id)
 }
 
-/// Whether `l` comes after the lease whose key is `key` (newest first, then by id).
-fn follows(key: &str, l: &SessionLease) -> bool {
-    let Some((nanos, id)) = key
-        .split_once(':')
-        .and_then(|(n, id)| Some((n.parse::<i128>().ok()?, id)))
-    else {
-        return true;
-    };
+/// The place a cursor key names: creation time (nanoseconds) and lease id.
+fn place(key: &str) -> Result<(i128, String), ApiError> {
+    key.split_once(':')
+        .and_then(|(n, id)| Some((n.parse::<i128>().ok()?, id.to_owned())))
+        .ok_or_else(|| {
+            ApiError::bad_request("invalid cursor (take next_cursor from a page of this list)")
+        })
+}
+
+/// Whether `l` comes after the lease at `(nanos, id)` (newest first, then by id).
+fn follows((nanos, id): &(i128, String), l: &SessionLease) -> bool {
     let at = l.created_at.unix_timestamp_nanos();
-    at < nanos || (at == nanos && l.session_id.as_str() > id)
+    at < *nanos || (at == *nanos && l.session_id.as_str() > id.as_str())
 }
 
 /// `GET /v1/root/mcp/sessions`: a page of leases, newest first, freshness-normalized,
@@ -231,29 +233,17 @@ pub(crate) async fn list(
     let after = q
         .cursor
         .as_deref()
-        .map(|c| paging::after("l", c))
+        .map(|c| place(&paging::after("l", c)?))
         .transpose()?;
-    if after.as_deref().is_some_and(|k| {
-        k.split_once(':')
-            .is_none_or(|(n, _)| n.parse::<i128>().is_err())
-    }) {
-        return Err(ApiError::bad_request(
-            "invalid cursor (take next_cursor from a page of this list)",
-        ));
-    }
     let matched: Vec<SessionLease> = app
         .leases
         .list()
         .into_iter()
         .filter(|l| q.admits(l))
         .collect();
-    let mut by_status = std::collections::BTreeMap::new();
-    for l in &matched {
-        *by_status.entry(l.status.as_str().to_string()).or_insert(0) += 1;
-    }
+    let by_status = paging::by_status(&matched, |l| l.status.as_str());
     let total = matched.len();
-    let (sessions, next_cursor) =
-        paging::page(matched, "l", after.as_deref(), limit, lease_key, follows);
+    let (sessions, next_cursor) = paging::page(matched, "l", after, limit, lease_key, follows);
     Ok(Json(LeaseList {
         sessions,
         total,

@@ -3,6 +3,8 @@
 //! before, so a page is the same whatever was added or removed ahead of it (keyset paging, no
 //! offsets). The audit trail pages by sequence number on its own (`api::audit`).
 
+use std::collections::BTreeMap;
+
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
@@ -42,19 +44,37 @@ pub(crate) fn after(kind: &str, cursor: &str) -> Result<String, ApiError> {
         })
 }
 
-/// One page of `items` already in list order: those that `follow` the cursor's key `after`,
-/// at most `limit`, and the cursor of the next page (by `key`) if more come.
-pub(crate) fn page<T>(
+/// Whether a filter, if given, names `have`.
+pub(crate) fn admits(filter: &Option<String>, have: &str) -> bool {
+    filter.as_deref().is_none_or(|want| want == have)
+}
+
+/// How many of `items` have each status.
+pub(crate) fn by_status<T>(
+    items: &[T],
+    status: impl Fn(&T) -> &'static str,
+) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for t in items {
+        *counts.entry(status(t).to_string()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// One page of `items` already in list order: those that `follow` the cursor's position
+/// `after` (its key, parsed once), at most `limit`, and the cursor of the next page (by
+/// `key`) if more come.
+pub(crate) fn page<T, K>(
     items: Vec<T>,
     kind: &str,
-    after: Option<&str>,
+    after: Option<K>,
     limit: usize,
     key: impl Fn(&T) -> String,
-    follows: impl Fn(&str, &T) -> bool,
+    follows: impl Fn(&K, &T) -> bool,
 ) -> (Vec<T>, Option<String>) {
     let mut rest = items
         .into_iter()
-        .skip_while(|t| after.is_some_and(|a| !follows(a, t)))
+        .skip_while(|t| after.as_ref().is_some_and(|a| !follows(a, t)))
         .peekable();
     let mut taken = Vec::with_capacity(limit.min(256));
     while taken.len() < limit {
@@ -84,10 +104,10 @@ mod tests {
             let (items, next) = page(
                 ids.clone(),
                 "t",
-                after_key.as_deref(),
+                after_key,
                 10,
                 |s| s.clone(),
-                |a, s| s.as_str() > a,
+                |a: &String, s| s > a,
             );
             seen.extend(items);
             match next {
@@ -112,7 +132,7 @@ mod tests {
     #[test]
     fn a_last_page_exactly_full_has_no_next_cursor() {
         let ids: Vec<String> = (0..10).map(|i| i.to_string()).collect();
-        let (items, next) = page(ids, "t", None, 10, |s| s.clone(), |_, _| true);
+        let (items, next) = page(ids, "t", None::<String>, 10, |s| s.clone(), |_, _| true);
         assert_eq!(items.len(), 10);
         assert!(next.is_none());
     }

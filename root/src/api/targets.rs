@@ -6,8 +6,6 @@
 use std::sync::Arc;
 
 use axum::Json;
-use std::collections::BTreeMap;
-
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use mcp_shared::error::ErrorCode;
@@ -184,11 +182,10 @@ impl TargetQuery {
 
     /// Whether an enrolled target with this status passes every filter named.
     fn admits(&self, e: &Enrolment, status: TargetStatus) -> bool {
-        let is = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
-        is(&self.environment, &e.row.environment)
-            && is(&self.subnet_id, &e.row.subnet_id)
-            && is(&self.zone, &e.row.zone)
-            && is(&self.status, status.as_str())
+        paging::admits(&self.environment, &e.row.environment)
+            && paging::admits(&self.subnet_id, &e.row.subnet_id)
+            && paging::admits(&self.zone, &e.row.zone)
+            && paging::admits(&self.status, status.as_str())
             && self
                 .q
                 .as_deref()
@@ -234,18 +231,15 @@ pub(crate) async fn list(
         })
         .collect();
     matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut by_status = BTreeMap::new();
-    for (_, s) in &matched {
-        *by_status.entry(s.as_str().to_string()).or_insert(0) += 1;
-    }
+    let by_status = paging::by_status(&matched, |(_, s)| s.as_str());
     let total = matched.len();
     let (page, next_cursor) = paging::page(
         matched,
         "t",
-        after.as_deref(),
+        after,
         limit,
         |(id, _)| id.clone(),
-        |a, (id, _)| id.as_str() > a,
+        |a: &String, (id, _)| id > a,
     );
     let ids: Vec<String> = page.into_iter().map(|(id, _)| id).collect();
     let mut rows = app
