@@ -8,19 +8,22 @@
 //! 3. Descriptive tools are answered on root: no target rule applies.
 //! 4. `target_resolution`: the lease's target is enrolled (`target_offline`); an enrolled target
 //!    whose hub is not connected is in the directory as `offline` with its last descriptor.
-//! 5. `environment_guard`: the tool allows the target's environment, and writes need a
+//! 5. `target_lifecycle`: the target is neither cordoned (`target_cordoned`) nor retired
+//!    (`target_retired`), and its operator's narrowing does not deny the tool (read-only, or
+//!    the tool denied by id: `target_narrowed`). See `hubs::lifecycle`.
+//! 6. `environment_guard`: the tool allows the target's environment, and writes need a
 //!    `test-only` write scope on a `test` target (`environment_forbidden`).
-//! 6. `skill_enabled`: every tool of the target's skill (routed, or executed on root with a
+//! 7. `skill_enabled`: every tool of the target's skill (routed, or executed on root with a
 //!    contract `skill`) needs the skill installed and enabled by root's desired state and not
 //!    switched off by the hub's owner (`skill_disabled`; see `hubs::skill`), connected or not.
-//! 7. `target_online`: the target is connected (`target_offline`), unless the tool is a read
+//! 8. `target_online`: the target is connected (`target_offline`), unless the tool is a read
 //!    root answers from the hub's published evidence while it is offline (a contract
 //!    `offline`, e.g. `hub.memory.list_sessions`).
-//! 8. `skill_published`: the hub publishes the tool through its enabled skill, or published
+//! 9. `skill_published`: the hub publishes the tool through its enabled skill, or published
 //!    it when it was last connected (`skill_disabled`).
 //!
 //! Operational tools that root executes itself (a contract `executor`, e.g. the access-token
-//! tools over root's leases) stop after rule 6: they need no hub to publish or run them.
+//! tools over root's leases) stop after rule 7: they need no hub to publish or run them.
 //!
 //! A decision is a pure function ([`decide`]) of the contract, the profile and the target
 //! directory, all shared read-only (`Arc`, `DashMap`). The governed call path evaluates it on
@@ -137,7 +140,7 @@ pub fn decide(
     entry: &ContractEntry,
 ) -> PolicyDecision {
     let c = &entry.contract;
-    let mut checks = Vec::with_capacity(6);
+    let mut checks = Vec::with_capacity(9);
     let deny = |checks: Vec<String>, reason| PolicyDecision {
         decision: Decision::Deny,
         reason: Some(reason),
@@ -167,6 +170,18 @@ pub fn decide(
         let Some(target) = targets.get(target_id) else {
             return deny(checks, ErrorCode::TargetOffline);
         };
+        let enrolment = enrolments.get(target_id);
+        checks.push("target_lifecycle".to_string());
+        if let Some(e) = &enrolment
+            && let Some(reason) = crate::hubs::lifecycle::objection(
+                &e.lifecycle,
+                &e.narrowing,
+                &c.tool_id,
+                c.side_effect,
+            )
+        {
+            return deny(checks, reason);
+        }
         checks.push("environment_guard".to_string());
         if !c.allows_environment(&target.environment) {
             return deny(checks, ErrorCode::EnvironmentForbidden);
@@ -179,7 +194,7 @@ pub fn decide(
         // One rule for the skill: its tools, wherever they run, only while it is on.
         if c.executor.is_none() || c.skill.is_some() {
             checks.push("skill_enabled".to_string());
-            if !enrolments.get(target_id).is_some_and(|e| e.skill.open()) {
+            if !enrolment.as_ref().is_some_and(|e| e.skill.open()) {
                 return deny(checks, ErrorCode::SkillDisabled);
             }
         }

@@ -60,6 +60,12 @@ pub enum ErrorCode {
     /// The target's clock differs from root's by more than root allows: the hub refuses
     /// calls (the message says by how much) until its clock is fixed and it reconnects.
     ClockSkew,
+    /// The target is cordoned by an operator: no new calls (calls in flight finish).
+    TargetCordoned,
+    /// The target is retired: its hub credentials are revoked and it takes no calls again.
+    TargetRetired,
+    /// An operator denied this tool on this target (per-target narrowing, e.g. read-only).
+    TargetNarrowed,
     /// Something went wrong on our side; details are in the server log.
     Internal,
 }
@@ -91,6 +97,9 @@ impl ErrorCode {
             ErrorCode::ApprovalPending => "approval_pending",
             ErrorCode::AuditUnavailable => "audit_unavailable",
             ErrorCode::ClockSkew => "clock_skew",
+            ErrorCode::TargetCordoned => "target_cordoned",
+            ErrorCode::TargetRetired => "target_retired",
+            ErrorCode::TargetNarrowed => "target_narrowed",
             ErrorCode::Internal => "internal",
         }
     }

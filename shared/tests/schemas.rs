@@ -350,6 +350,9 @@ fn error_codes() -> Vec<ErrorCode> {
         ApprovalPending,
         AuditUnavailable,
         ClockSkew,
+        TargetCordoned,
+        TargetRetired,
+        TargetNarrowed,
         Internal,
     ];
     for c in &all {
@@ -378,6 +381,9 @@ fn error_codes() -> Vec<ErrorCode> {
             | ApprovalPending
             | AuditUnavailable
             | ClockSkew
+            | TargetCordoned
+            | TargetRetired
+            | TargetNarrowed
             | Internal => {}
         }
     }

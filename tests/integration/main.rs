@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 // Modules by concept; a test's path (`zone::replicas::...`) is what `.ci/run` filters on.
+mod fleet;
 mod governance;
 mod hardening;
 mod hubs;

@@ -1,12 +1,15 @@
 //! Managed targets on root: enrolments (an enrolled target with its signing keys and skill
 //! gate), the directory of their descriptors, the link (router session) of each connected
-//! hub, their lifecycle timeline, and the evidence hubs publish. The WebSocket endpoint hubs dial is `api::hub_link`.
+//! hub, their labels, lifecycle and narrowing ([`lifecycle`]), their connection timeline,
+//! and the evidence hubs publish. The WebSocket endpoint hubs dial is `api::hub_link`.
 
 pub mod evidence;
 pub mod identity;
+pub mod lifecycle;
 pub mod link;
 pub mod push;
 pub mod router;
+pub mod selector;
 pub mod skill;
 pub mod timeline;
 
@@ -37,6 +40,10 @@ pub struct Enrolment {
     pub previous: Option<PreviousHubKey>,
     /// Its skill as root governs it (desired state and the hub's last report).
     pub skill: crate::hubs::skill::Gate,
+    /// Its labels, lifecycle state and per-target narrowing, as operators set them.
+    pub labels: lifecycle::Labels,
+    pub lifecycle: lifecycle::Lifecycle,
+    pub narrowing: lifecycle::Narrowing,
 }
 
 /// A rotated-out hub token (hash) and its signing key.
@@ -63,12 +70,31 @@ impl Enrolment {
             }),
             None => None,
         };
-        Ok(Enrolment {
+        Ok(Enrolment::with_keys(row, signing_key, previous))
+    }
+
+    /// An enrolment of a stored row whose keys are open; its skill gate, labels, lifecycle
+    /// and narrowing read from the row.
+    pub fn with_keys(
+        row: TargetRow,
+        signing_key: [u8; 32],
+        previous: Option<PreviousHubKey>,
+    ) -> Enrolment {
+        let id = &row.target_id;
+        Enrolment {
             skill: crate::hubs::skill::Gate::from_row(&row),
+            labels: lifecycle::read_column(id, "labels", row.labels.as_deref()),
+            lifecycle: lifecycle::read_column(id, "lifecycle", row.lifecycle.as_deref()),
+            narrowing: lifecycle::read_column(id, "narrowing", row.narrowing.as_deref()),
             row,
             signing_key,
             previous,
-        })
+        }
+    }
+
+    /// Whether the target is retired (its hub token opens nothing).
+    pub fn retired(&self) -> bool {
+        self.lifecycle.state == lifecycle::State::Retired
     }
 
     /// The signing key that goes with a hub token of this hash at `now_ms`: the current key,
@@ -158,6 +184,14 @@ impl Hubs {
     /// Whether `target_id`'s hub is connected to this replica.
     pub fn connected(&self, target_id: &str) -> bool {
         self.links.contains_key(target_id)
+    }
+
+    /// Ends `target_id`'s hub connection on this replica, if it has one (its target was
+    /// retired): the router session stops, calls in flight on it fail, the socket closes.
+    pub fn drop_link(&self, target_id: &str, why: &str) {
+        if let Some(link) = self.links.get(target_id) {
+            link.stop(Some(why.to_owned()));
+        }
     }
 
     /// Whether the skill tools of `target_id` may be called (enrolled, gate open).

@@ -217,6 +217,9 @@ mod tests {
             descriptor: None,
             skills: None,
             skill_desired: Some("{not json".into()),
+            labels: None,
+            lifecycle: None,
+            narrowing: None,
         };
         assert!(!Gate::from_row(&row).open());
     }

@@ -286,6 +286,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
        AND EXISTS (SELECT 1 FROM oauth_grants g WHERE g.session_id = leases.session_id)",
     "CREATE INDEX IF NOT EXISTS leases_grant ON leases (grant_id)",
     "CREATE INDEX IF NOT EXISTS leases_issued_by ON leases (issued_by)",
+    // A target's labels, lifecycle state and per-target narrowing, as operators set them
+    // (JSON each; NULL: no labels, active, nothing denied). See `hubs::lifecycle`.
+    "ALTER TABLE targets ADD COLUMN labels TEXT",
+    "ALTER TABLE targets ADD COLUMN lifecycle TEXT",
+    "ALTER TABLE targets ADD COLUMN narrowing TEXT",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

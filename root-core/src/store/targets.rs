@@ -21,6 +21,30 @@ pub struct TargetRow {
     /// Root's desired state of the target's skill (JSON of `hubs::skill::Desired`; `None`:
     /// installed and enabled).
     pub skill_desired: Option<String>,
+    /// Its labels (JSON object; `None`: none), see `hubs::lifecycle`.
+    pub labels: Option<String>,
+    /// Its lifecycle state (JSON of `hubs::lifecycle::Lifecycle`; `None`: active).
+    pub lifecycle: Option<String>,
+    /// What operators denied on it (JSON of `hubs::lifecycle::Narrowing`; `None`: nothing).
+    pub narrowing: Option<String>,
+}
+
+/// The operator-set columns of a target, each changed on its own ([`Store::set_target_column`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetColumn {
+    Labels,
+    Lifecycle,
+    Narrowing,
+}
+
+impl TargetColumn {
+    fn name(self) -> &'static str {
+        match self {
+            TargetColumn::Labels => "labels",
+            TargetColumn::Lifecycle => "lifecycle",
+            TargetColumn::Narrowing => "narrowing",
+        }
+    }
 }
 
 /// A target's previous hub token and signing key, valid until `expires_at_ms` (key rotation).
@@ -40,8 +64,9 @@ impl Store {
         on_pool!(self, pool => {
             let res = sqlx::query(
                 "INSERT INTO targets (target_id, environment, subnet_id, zone, token_hash, signing_key,
-                    enrolled_at, last_seen_at, descriptor, skills, skill_desired)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                    enrolled_at, last_seen_at, descriptor, skills, skill_desired, labels, lifecycle,
+                    narrowing)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
                  ON CONFLICT (target_id) DO NOTHING",
             )
             .bind(&t.target_id)
@@ -55,6 +80,9 @@ impl Store {
             .bind(&t.descriptor)
             .bind(&t.skills)
             .bind(&t.skill_desired)
+            .bind(&t.labels)
+            .bind(&t.lifecycle)
+            .bind(&t.narrowing)
             .execute(pool)
             .await
             .map_err(db("insert target"))?;
@@ -88,7 +116,8 @@ impl Store {
         };
         let sql = format!(
             "SELECT target_id, environment, subnet_id, zone, token_hash, signing_key, enrolled_at,
-                last_seen_at, descriptor, skills, skill_desired FROM targets {filter} ORDER BY target_id"
+                last_seen_at, descriptor, skills, skill_desired, labels, lifecycle, narrowing
+             FROM targets {filter} ORDER BY target_id"
         );
         let list = ids.map(|ids| serde_json::Value::from(ids.to_vec()).to_string());
         on_pool!(self, pool => {
@@ -110,8 +139,34 @@ impl Store {
                     descriptor: r.try_get("descriptor").map_err(db(op))?,
                     skills: r.try_get("skills").map_err(db(op))?,
                     skill_desired: r.try_get("skill_desired").map_err(db(op))?,
+                    labels: r.try_get("labels").map_err(db(op))?,
+                    lifecycle: r.try_get("lifecycle").map_err(db(op))?,
+                    narrowing: r.try_get("narrowing").map_err(db(op))?,
                 })
             }).collect()
+        })
+    }
+
+    /// Stores one operator-set column of a target (JSON, `None` for its default); `Ok(false)`
+    /// when the target is not enrolled.
+    pub async fn set_target_column(
+        &self,
+        target_id: &str,
+        column: TargetColumn,
+        value: Option<&str>,
+    ) -> Result<bool> {
+        let sql = format!(
+            "UPDATE targets SET {} = $1 WHERE target_id = $2",
+            column.name()
+        );
+        on_pool!(self, pool => {
+            let res = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(value)
+                .bind(target_id)
+                .execute(pool)
+                .await
+                .map_err(db("set target column"))?;
+            Ok(res.rows_affected() == 1)
         })
     }
 

@@ -302,6 +302,9 @@ async fn targets_are_loaded_by_id_without_the_rest() {
             descriptor: None,
             skills: None,
             skill_desired: None,
+            labels: None,
+            lifecycle: None,
+            narrowing: None,
         };
         assert!(store.insert_target(&row).await.expect("insert"));
     }

@@ -341,6 +341,9 @@ pub struct EnrollRequest {
     pub subnet_id: Option<String>,
     #[serde(default)]
     pub zone: Option<String>,
+    /// Its labels (`{"role": "web"}`), see `hubs::lifecycle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<crate::hubs::lifecycle::Labels>,
 }
 
 /// An enrolled target and its hub token, shown in this answer only.
@@ -391,6 +394,51 @@ pub(crate) struct TargetView {
     /// The capabilities the hub publishes (none while offline).
     pub(crate) published_capabilities: Vec<Value>,
     pub(crate) pressure: Option<Pressure>,
+    pub(crate) labels: crate::hubs::lifecycle::Labels,
+    pub(crate) lifecycle: crate::hubs::lifecycle::Lifecycle,
+    pub(crate) narrowing: crate::hubs::lifecycle::Narrowing,
+}
+
+/// `POST /v1/root/hubs/{target_id}/labels`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LabelsRequest {
+    /// Labels to add or change.
+    #[serde(default)]
+    pub(crate) set: crate::hubs::lifecycle::Labels,
+    /// Label keys to remove (a key the target lacks is fine).
+    #[serde(default)]
+    pub(crate) remove: Vec<String>,
+}
+
+/// `POST /v1/root/hubs/{target_id}/lifecycle/{command}` (the body is optional).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LifecycleRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reason: Option<String>,
+}
+
+/// `POST /v1/root/hubs/{target_id}/narrowing`: what operators deny on this target (the
+/// whole of it: `{}` denies nothing).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NarrowingRequest {
+    /// Deny every write (reads go on).
+    #[serde(default)]
+    pub(crate) read_only: bool,
+    /// Tools denied by id.
+    #[serde(default)]
+    pub(crate) deny: Vec<String>,
+}
+
+/// A target's labels, lifecycle and narrowing, after an operator's change.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct TargetStanding {
+    pub(crate) target_id: String,
+    pub(crate) labels: crate::hubs::lifecycle::Labels,
+    pub(crate) lifecycle: crate::hubs::lifecycle::Lifecycle,
+    pub(crate) narrowing: crate::hubs::lifecycle::Narrowing,
 }
 
 /// `GET /v1/root/hubs`: a page of targets by target id.

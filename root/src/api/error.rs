@@ -103,6 +103,9 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::CapabilityNotGranted
         | ErrorCode::EnvironmentForbidden => StatusCode::FORBIDDEN,
         ErrorCode::ForbiddenDestructive | ErrorCode::SkillDisabled => StatusCode::FORBIDDEN,
+        ErrorCode::TargetCordoned | ErrorCode::TargetRetired | ErrorCode::TargetNarrowed => {
+            StatusCode::FORBIDDEN
+        }
         ErrorCode::UnknownTool | ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::InvalidArguments => StatusCode::BAD_REQUEST,
         ErrorCode::ConfirmationRequired => StatusCode::PRECONDITION_REQUIRED,

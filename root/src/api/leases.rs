@@ -132,11 +132,23 @@ pub(crate) async fn issue(
     let effective_tools = app.effective_tools(profile);
     // A lease binds its target's subnet: an enrolled target's subnet is the default, and
     // another one is refused.
-    let enrolled_subnet = app
+    let (enrolled_subnet, retired) = app
         .hubs
         .enrolments
         .get(&req.target_id)
-        .map(|e| e.row.subnet_id.clone());
+        .map_or((None, false), |e| {
+            (Some(e.row.subnet_id.clone()), e.retired())
+        });
+    if retired {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::TargetRetired,
+            format!(
+                "target `{}` is retired: no lease is issued for it",
+                req.target_id
+            ),
+        ));
+    }
     let subnet_id = match (req.subnet_id, enrolled_subnet) {
         (Some(asked), Some(enrolled)) if asked != enrolled => {
             return Err(ApiError::bad_request(format!(

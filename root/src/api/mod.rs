@@ -19,6 +19,7 @@ mod health;
 pub(crate) mod hub_link;
 pub(crate) mod inspect;
 pub(crate) mod leases;
+pub(crate) mod lifecycle;
 pub(crate) mod oauth;
 pub(crate) mod observe;
 pub(crate) mod operators;
@@ -249,6 +250,24 @@ fn fleet_routes() -> Vec<Route> {
             "/v1/root/hubs/{target_id}/skills/{skill}/{command}",
             OperatorAction,
             post(skill::command),
+        ),
+        r(
+            "POST",
+            "/v1/root/hubs/{target_id}/labels",
+            OperatorAction,
+            post(crate::api::lifecycle::labels),
+        ),
+        r(
+            "POST",
+            "/v1/root/hubs/{target_id}/lifecycle/{command}",
+            OperatorAction,
+            post(crate::api::lifecycle::command),
+        ),
+        r(
+            "POST",
+            "/v1/root/hubs/{target_id}/narrowing",
+            OperatorAction,
+            post(crate::api::lifecycle::narrowing),
         ),
         // A read of the target's tool, audited as a call naming the operator.
         r(

@@ -23,6 +23,7 @@ use crate::api::paging;
 use crate::api::principal::Operator;
 use crate::app::App;
 use crate::hubs::router;
+use crate::hubs::selector::{SKILL_STATES, Selector, Subject, skill_is};
 use crate::hubs::{Enrolment, HUB_TOKEN_PREFIX, PreviousHubKey};
 use crate::store::{PreviousKey, TargetRow};
 
@@ -88,6 +89,9 @@ async fn enrol(app: &App, req: EnrollRequest) -> Result<(TargetRow, String), Api
             "target_id and environment must be 1..200 characters of [A-Za-z0-9._:-]",
         ));
     }
+    let labels = req.labels.unwrap_or_default();
+    crate::hubs::lifecycle::check_labels(&labels)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let token = crate::auth::new_token(HUB_TOKEN_PREFIX);
     let signing_key = protocol::signing_key(&token);
     let sealed = app
@@ -106,6 +110,9 @@ async fn enrol(app: &App, req: EnrollRequest) -> Result<(TargetRow, String), Api
         descriptor: None,
         skills: None,
         skill_desired: None,
+        labels: (!labels.is_empty()).then(|| json!(labels).to_string()),
+        lifecycle: None,
+        narrowing: None,
     };
     let inserted = app
         .store
@@ -113,18 +120,25 @@ async fn enrol(app: &App, req: EnrollRequest) -> Result<(TargetRow, String), Api
         .await
         .map_err(ApiError::internal)?;
     if !inserted {
+        let retired = app
+            .hubs
+            .enrolments
+            .get(&req.target_id)
+            .is_some_and(|e| e.retired());
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             ErrorCode::Conflict,
-            format!("target `{}` is already enrolled", req.target_id),
+            if retired {
+                format!(
+                    "target `{}` was retired; a retired id is never enrolled again",
+                    req.target_id
+                )
+            } else {
+                format!("target `{}` is already enrolled", req.target_id)
+            },
         ));
     }
-    let e = Enrolment {
-        skill: crate::hubs::skill::Gate::from_row(&row),
-        row: row.clone(),
-        signing_key,
-        previous: None,
-    };
+    let e = Enrolment::with_keys(row.clone(), signing_key, None);
     app.hubs
         .targets
         .entry(row.target_id.clone())
@@ -148,20 +162,24 @@ pub(crate) struct TargetQuery {
     skill: Option<String>,
     /// Part of the target id.
     q: Option<String>,
+    /// `active`, `cordoned` or `retired`.
+    lifecycle: Option<String>,
+    /// A label the target has (`role`) or has with a value (`role=web`).
+    label: Option<String>,
+    /// A selector (`env=test,label:role=web`; see `hubs::selector`).
+    selector: Option<String>,
     limit: Option<usize>,
     cursor: Option<String>,
 }
 
-const SKILL_FILTERS: [&str; 5] = [
-    "enabled",
-    "closed",
-    "disabled",
-    "uninstalled",
-    "owner_disabled",
-];
+/// A target query with its label and selector read.
+struct Filters {
+    q: TargetQuery,
+    selector: Option<Selector>,
+}
 
 impl TargetQuery {
-    fn checked(self) -> Result<TargetQuery, ApiError> {
+    fn checked(self) -> Result<Filters, ApiError> {
         if let Some(s) = &self.status
             && !["online", "degraded", "offline"].contains(&s.as_str())
         {
@@ -170,36 +188,71 @@ impl TargetQuery {
             )));
         }
         if let Some(s) = &self.skill
-            && !SKILL_FILTERS.contains(&s.as_str())
+            && !SKILL_STATES.contains(&s.as_str())
         {
             return Err(ApiError::bad_request(format!(
                 "skill must be one of {}, not `{s}`",
-                SKILL_FILTERS.join(", ")
+                SKILL_STATES.join(", ")
             )));
         }
-        Ok(self)
+        if let Some(s) = &self.lifecycle
+            && crate::hubs::lifecycle::State::parse(s).is_none()
+        {
+            return Err(ApiError::bad_request(format!(
+                "lifecycle must be active, cordoned or retired, not `{s}`"
+            )));
+        }
+        // `label=k` and `label=k=v` are the selector terms `label:k` and `label:k=v`.
+        let terms: Vec<String> = self
+            .label
+            .iter()
+            .map(|l| format!("label:{l}"))
+            .chain(self.selector.clone())
+            .collect();
+        let selector = match terms.is_empty() {
+            true => None,
+            false => Some(Selector::parse(&terms.join(",")).map_err(|e| {
+                ApiError::bad_request(match &self.label {
+                    Some(_) => format!("label filter or selector: {e}"),
+                    None => format!("selector: {e}"),
+                })
+            })?),
+        };
+        Ok(Filters { q: self, selector })
     }
+}
 
+impl Filters {
     /// Whether an enrolled target with this status passes every filter named.
     fn admits(&self, e: &Enrolment, status: TargetStatus) -> bool {
-        paging::admits(&self.environment, &e.row.environment)
-            && paging::admits(&self.subnet_id, &e.row.subnet_id)
-            && paging::admits(&self.zone, &e.row.zone)
-            && paging::admits(&self.status, status.as_str())
-            && self
-                .q
+        let q = &self.q;
+        paging::admits(&q.environment, &e.row.environment)
+            && paging::admits(&q.subnet_id, &e.row.subnet_id)
+            && paging::admits(&q.zone, &e.row.zone)
+            && paging::admits(&q.status, status.as_str())
+            && paging::admits(&q.lifecycle, e.lifecycle.state.as_str())
+            && q.q.as_deref().is_none_or(|q| e.row.target_id.contains(q))
+            && q.skill
                 .as_deref()
-                .is_none_or(|q| e.row.target_id.contains(q))
-            && self.skill.as_deref().is_none_or(|want| {
-                let g = &e.skill;
-                match want {
-                    "enabled" => g.open(),
-                    "closed" => !g.open(),
-                    "disabled" => g.desired.installed && !g.desired.enabled,
-                    "uninstalled" => !g.desired.installed,
-                    _ => g.owner_disabled(),
-                }
-            })
+                .is_none_or(|want| skill_is(&e.skill, want))
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&subject(e, status)))
+    }
+}
+
+/// A target as selectors see it.
+pub(crate) fn subject(e: &Enrolment, status: TargetStatus) -> Subject<'_> {
+    Subject {
+        target_id: &e.row.target_id,
+        environment: &e.row.environment,
+        subnet_id: &e.row.subnet_id,
+        zone: &e.row.zone,
+        status: status.as_str(),
+        lifecycle: e.lifecycle.state,
+        skill: &e.skill,
+        labels: &e.labels,
     }
 }
 
@@ -215,12 +268,12 @@ pub(crate) async fn list(
 ) -> Result<Json<TargetList>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let q = q.checked()?;
-    let limit = paging::limit(q.limit)?;
-    let after = q
-        .cursor
-        .as_deref()
-        .map(|c| paging::after("t", c))
-        .transpose()?;
+    let limit = paging::limit(q.q.limit)?;
+    let after =
+        q.q.cursor
+            .as_deref()
+            .map(|c| paging::after("t", c))
+            .transpose()?;
     let mut matched: Vec<(String, TargetStatus)> = app
         .hubs
         .enrolments
@@ -299,7 +352,16 @@ fn target_view(
         .filter(|_| status != TargetStatus::Offline)
         .and_then(|d| d["operational_surface"]["capabilities"].as_array().cloned())
         .unwrap_or_default();
+    let (labels, lifecycle, narrowing) = app
+        .hubs
+        .enrolments
+        .get(&r.target_id)
+        .map(|e| (e.labels.clone(), e.lifecycle.clone(), e.narrowing.clone()))
+        .unwrap_or_default();
     TargetView {
+        labels,
+        lifecycle,
+        narrowing,
         skills: r
             .skills
             .as_deref()

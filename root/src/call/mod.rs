@@ -769,6 +769,18 @@ fn denial_message(
             lease.target_id, c.tool_id
         ),
         ErrorCode::TargetOffline => format!("target `{}` is not connected", lease.target_id),
+        ErrorCode::TargetCordoned => format!(
+            "target `{}` is cordoned by an operator: it takes no new calls until uncordoned",
+            lease.target_id
+        ),
+        ErrorCode::TargetRetired => format!(
+            "target `{}` is retired: it takes no calls again",
+            lease.target_id
+        ),
+        ErrorCode::TargetNarrowed => format!(
+            "an operator denied `{}` on target `{}`",
+            c.tool_id, lease.target_id
+        ),
         other => format!("denied: {other}"),
     }
 }

@@ -89,6 +89,7 @@ async fn enrol(client: &AdminClient, token_path: &Path) -> bool {
         environment: "test".into(),
         subnet_id: Some("demo-subnet".into()),
         zone: None,
+        labels: Some([("role".to_string(), "demo".to_string())].into()),
     };
     let enrolled = client
         .post::<_, Audited<Enrolled>>("/v1/root/hubs", &request)

@@ -477,6 +477,15 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
             ("POST", "/v1/root/hubs/{target_id}/skills/{skill}/{command}") => http.post(url(
                 "/v1/root/hubs/hub:ops-beta/skills/infra_access_skill/disable",
             )),
+            ("POST", "/v1/root/hubs/{target_id}/labels") => http
+                .post(url("/v1/root/hubs/hub:ops-beta/labels"))
+                .json(&json!({"set": {"role": "web"}})),
+            ("POST", "/v1/root/hubs/{target_id}/lifecycle/{command}") => http
+                .post(url("/v1/root/hubs/hub:ops-beta/lifecycle/cordon"))
+                .json(&json!({"reason": "maintenance"})),
+            ("POST", "/v1/root/hubs/{target_id}/narrowing") => http
+                .post(url("/v1/root/hubs/hub:ops-beta/narrowing"))
+                .json(&json!({"read_only": true})),
             ("POST", "/v1/root/hubs/{target_id}/read") => http
                 .post(url("/v1/root/hubs/hub:ops-alpha/read"))
                 .json(&json!({"tool_id": "hub.get_status"})),

@@ -260,6 +260,7 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
             "capability_grant",
             "run_scope",
             "target_resolution",
+            "target_lifecycle",
             "environment_guard",
             "skill_enabled",
             "target_online",

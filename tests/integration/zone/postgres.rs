@@ -307,6 +307,9 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
             descriptor: None,
             skills: None,
             skill_desired: None,
+            labels: None,
+            lifecycle: None,
+            narrowing: None,
         };
         assert!(store.insert_target(&t).await.unwrap());
         assert!(

@@ -38,6 +38,8 @@ pub(crate) enum Refusal {
     Unknown,
     /// The address was refused too often lately.
     Throttled,
+    /// The token's target is retired: its credentials are revoked for good.
+    Retired,
 }
 
 impl Refusal {
@@ -47,6 +49,7 @@ impl Refusal {
             Refusal::Missing => "missing",
             Refusal::Unknown => "unknown",
             Refusal::Throttled => "throttled",
+            Refusal::Retired => "retired",
         }
     }
 
@@ -61,6 +64,11 @@ impl Refusal {
                 StatusCode::UNAUTHORIZED,
                 ErrorCode::Unauthenticated,
                 "unknown hub token",
+            ),
+            Refusal::Retired => ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::TargetRetired,
+                "this hub's target is retired: its hub token opens nothing again",
             ),
             Refusal::Throttled => ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -224,6 +232,7 @@ pub(crate) async fn admit(
         found = find(app);
     }
     match found {
+        Some((enrolment, _)) if enrolment.retired() => Err(refuse(Refusal::Retired)),
         Some((enrolment, signing_key)) => Ok(Admitted {
             enrolment,
             signing_key,

@@ -694,8 +694,13 @@ async fn relay(
                 break;
             }
             _ = &mut session_done => {
-                tracing::warn!(%target_id, "the connection's router session ended; closing so the hub dials again");
-                closing = frames::Closing::away("root's session for this hub ended; dial again");
+                if app.hubs.enrolments.get(target_id).is_some_and(|e| e.retired()) {
+                    tracing::info!(%target_id, "target retired; closing its hub connection");
+                    closing = frames::Closing::policy("this target is retired");
+                } else {
+                    tracing::warn!(%target_id, "the connection's router session ended; closing so the hub dials again");
+                    closing = frames::Closing::away("root's session for this hub ended; dial again");
+                }
                 break;
             }
             () = tokio::time::sleep_until(last_heard + app.hubs.heartbeat * 3) => {
@@ -724,16 +729,19 @@ async fn relay(
             .hubs
             .enrolments
             .get(target_id)
-            .is_some_and(|e| e.key_for(hash, unix_ms(now())).is_some());
+            .is_some_and(|e| !e.retired() && e.key_for(hash, unix_ms(now())).is_some());
         if !valid {
             tracing::warn!(%target_id, "the hub's token was rotated out and its grace period ended; dropping the connection");
             let _ = out_tx.try_send(encode(
                 RootToHub::ProtocolError {
-                    message: "this hub token is no longer valid (rotated)".into(),
+                    message: "this hub token is no longer valid (rotated, or its target retired)"
+                        .into(),
                 },
                 None,
             ));
-            closing = frames::Closing::policy("this hub token is no longer valid (rotated)");
+            closing = frames::Closing::policy(
+                "this hub token is no longer valid (rotated, or its target retired)",
+            );
             break;
         }
         match msg {

@@ -170,6 +170,9 @@ pub(crate) enum HubCommand {
         subnet: Option<String>,
         #[arg(long)]
         zone: Option<String>,
+        /// A label, KEY=VALUE (repeat for several).
+        #[arg(long = "label", value_parser = label_arg)]
+        labels: Vec<(String, String)>,
         #[arg(long)]
         json: bool,
     },
@@ -191,6 +194,15 @@ pub(crate) enum HubCommand {
         /// Part of the target id.
         #[arg(long = "match")]
         matching: Option<String>,
+        /// active, cordoned or retired.
+        #[arg(long)]
+        lifecycle: Option<String>,
+        /// Has the label KEY, or KEY=VALUE.
+        #[arg(long)]
+        label: Option<String>,
+        /// A selector, e.g. `env=test,subnet=subnet-a,label:role=web` (see the README).
+        #[arg(long)]
+        selector: Option<String>,
         #[command(flatten)]
         page: PageArgs,
         #[arg(long)]
@@ -211,6 +223,59 @@ pub(crate) enum HubCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Set or remove a target's labels.
+    Label {
+        #[arg(long)]
+        target: String,
+        /// KEY=VALUE to add or change (repeat for several).
+        #[arg(long = "set", value_parser = label_arg)]
+        set: Vec<(String, String)>,
+        /// KEY to remove (repeat for several).
+        #[arg(long = "remove")]
+        remove: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cordon a target: no new calls (calls in flight finish) until it is uncordoned.
+    Cordon(LifecycleArgs),
+    /// Uncordon a cordoned target: it takes calls again.
+    Uncordon(LifecycleArgs),
+    /// Retire a target for good: its hub is disconnected and its token refused, leases on it
+    /// are refused, its history is kept, and its id is never enrolled again.
+    Retire(LifecycleArgs),
+    /// Deny tools on one target, whatever leases and its hub allow (replaces what was denied;
+    /// with neither option, nothing is denied any more).
+    Narrow {
+        #[arg(long)]
+        target: String,
+        /// Deny every write on the target.
+        #[arg(long)]
+        read_only: bool,
+        /// A tool id to deny (repeat for several).
+        #[arg(long = "deny")]
+        deny: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct LifecycleArgs {
+    #[arg(long)]
+    pub(crate) target: String,
+    /// Why (kept with the state and in the audit trail).
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// A `KEY=VALUE` label argument.
+fn label_arg(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) => Ok((k.to_owned(), v.to_owned())),
+        None => Err(format!("a label is KEY=VALUE, not `{s}`")),
+    }
 }
 
 #[derive(Args, Debug)]

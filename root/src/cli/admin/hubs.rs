@@ -1,13 +1,14 @@
-//! `mcp-root admin hub …` and `admin skill …`: enrol targets, rotate their keys, list them;
-//! switch a target's `infra_access_skill`.
+//! `mcp-root admin hub …` and `admin skill …`: enrol targets, rotate their keys, list them
+//! (filters and selectors); label, cordon, uncordon, retire and narrow them; switch a
+//! target's `infra_access_skill`.
 
 use serde_json::json;
 
 use super::client::{AdminClient, lines_or, page_footer, page_query, print};
-use super::commands::{HubCommand, SkillCmd};
+use super::commands::{HubCommand, LifecycleArgs, SkillCmd};
 use crate::api::bodies::{
-    Audited, EnrollRequest, Enrolled, KeyRotated, RotateKeyRequest, SkillAnswer, TargetList,
-    TargetView,
+    Audited, EnrollRequest, Enrolled, KeyRotated, LabelsRequest, LifecycleRequest,
+    NarrowingRequest, RotateKeyRequest, SkillAnswer, TargetList, TargetStanding, TargetView,
 };
 
 /// Runs one hub command.
@@ -18,6 +19,7 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
             environment,
             subnet,
             zone,
+            labels,
             json,
         } => {
             let ask = EnrollRequest {
@@ -25,6 +27,7 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
                 environment,
                 subnet_id: subnet,
                 zone,
+                labels: (!labels.is_empty()).then(|| labels.into_iter().collect()),
             };
             let enrolled: Audited<Enrolled> = c.post("/v1/root/hubs", &ask).await?;
             print(json, &enrolled, |e| {
@@ -64,6 +67,9 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
             status,
             skill,
             matching,
+            lifecycle,
+            label,
+            selector,
             page,
             json,
         } => {
@@ -74,6 +80,9 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
                 ("status", status),
                 ("skill", skill),
                 ("q", matching),
+                ("lifecycle", lifecycle),
+                ("label", label),
+                ("selector", selector),
             ];
             let mut list: TargetList = c
                 .get_query("/v1/root/hubs", &page_query(filters.clone(), &page, None))
@@ -101,19 +110,106 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
                 format!("{lines}\n{footer}")
             });
         }
+        HubCommand::Label {
+            target,
+            set,
+            remove,
+            json,
+        } => {
+            let ask = LabelsRequest {
+                set: set.into_iter().collect(),
+                remove,
+            };
+            let answer: Audited<TargetStanding> = c
+                .post(&format!("/v1/root/hubs/{target}/labels"), &ask)
+                .await?;
+            print(json, &answer, |a| standing_text(&a.item));
+        }
+        HubCommand::Cordon(a) => lifecycle(c, "cordon", a).await?,
+        HubCommand::Uncordon(a) => lifecycle(c, "uncordon", a).await?,
+        HubCommand::Retire(a) => lifecycle(c, "retire", a).await?,
+        HubCommand::Narrow {
+            target,
+            read_only,
+            deny,
+            json,
+        } => {
+            let answer: Audited<TargetStanding> = c
+                .post(
+                    &format!("/v1/root/hubs/{target}/narrowing"),
+                    &NarrowingRequest { read_only, deny },
+                )
+                .await?;
+            print(json, &answer, |a| standing_text(&a.item));
+        }
     }
     Ok(())
 }
 
-fn target_line(t: &TargetView) -> String {
+async fn lifecycle(c: &AdminClient, command: &str, a: LifecycleArgs) -> anyhow::Result<()> {
+    let answer: Audited<TargetStanding> = c
+        .post(
+            &format!("/v1/root/hubs/{}/lifecycle/{command}", a.target),
+            &LifecycleRequest { reason: a.reason },
+        )
+        .await?;
+    print(a.json, &answer, |a| standing_text(&a.item));
+    Ok(())
+}
+
+/// A target's labels, lifecycle and narrowing as the admin CLI prints them.
+fn standing_text(s: &TargetStanding) -> String {
+    let labels = labels_text(&s.labels);
+    let mut state = s.lifecycle.state.as_str().to_owned();
+    if let Some(by) = &s.lifecycle.changed_by {
+        state.push_str(&format!(" (by {by}"));
+        if let Some(r) = &s.lifecycle.reason {
+            state.push_str(&format!(": {r}"));
+        }
+        state.push(')');
+    }
+    let narrowing = match (s.narrowing.read_only, s.narrowing.deny.is_empty()) {
+        (false, true) => "nothing denied".to_owned(),
+        (true, true) => "read-only".to_owned(),
+        (ro, false) => format!(
+            "{}denied: {}",
+            if ro { "read-only; " } else { "" },
+            s.narrowing.deny.join(", ")
+        ),
+    };
     format!(
+        "{}\n  lifecycle: {state}\n  labels:    {labels}\n  narrowing: {narrowing}",
+        s.target_id
+    )
+}
+
+fn labels_text(labels: &crate::hubs::lifecycle::Labels) -> String {
+    if labels.is_empty() {
+        return "none".to_owned();
+    }
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn target_line(t: &TargetView) -> String {
+    let mut line = format!(
         "{}  {:8}  env={}  last_seen={}  published={}",
         t.target_id,
         t.status.as_str(),
         t.environment,
         t.last_seen_at.as_deref().unwrap_or("never"),
         t.published_capabilities.len()
-    )
+    );
+    if t.lifecycle.state != crate::hubs::lifecycle::State::Active {
+        line.push_str(&format!("  {}", t.lifecycle.state.as_str()));
+    }
+    if !t.labels.is_empty() {
+        line.push_str(&format!("  labels={}", labels_text(&t.labels)));
+    }
+    line
 }
 
 /// Runs one skill command.
