@@ -367,6 +367,8 @@ pub enum Ending {
     Grant(String),
     /// Every lease an operator (`operator:<name>`) issued or approved.
     IssuedBy(String),
+    /// Every lease bound to a target (retired, or moved to another environment or subnet).
+    Target(String),
 }
 
 /// A lease plus its bearer, which is shown exactly once.
@@ -482,6 +484,7 @@ impl Actor for LeaseManager {
                     let (source, value) = match &ending {
                         Ending::Grant(g) => (LeaseSource::Grant, g),
                         Ending::IssuedBy(by) => (LeaseSource::IssuedBy, by),
+                        Ending::Target(t) => (LeaseSource::Target, t),
                     };
                     let leases = state.store.revoke_leases_where(source, value).await?;
                     for id in &leases {

@@ -102,6 +102,8 @@ pub(crate) enum LeaseSource {
     Grant,
     /// The leases one operator issued (`operator:<name>`), OAuth ones included.
     IssuedBy,
+    /// The leases bound to one target (it was retired or moved).
+    Target,
 }
 
 impl Store {
@@ -257,6 +259,7 @@ impl Store {
         let column = match column {
             LeaseSource::Grant => "grant_id",
             LeaseSource::IssuedBy => "issued_by",
+            LeaseSource::Target => "target_id",
         };
         on_pool!(self, pool => {
             let rows = sqlx::query(sqlx::AssertSqlSafe(format!(

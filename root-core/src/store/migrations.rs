@@ -291,6 +291,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE targets ADD COLUMN labels TEXT",
     "ALTER TABLE targets ADD COLUMN lifecycle TEXT",
     "ALTER TABLE targets ADD COLUMN narrowing TEXT",
+    // Leases bound to a target end with it (retired or moved).
+    "CREATE INDEX IF NOT EXISTS leases_target ON leases (target_id)",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

@@ -170,6 +170,27 @@ impl Store {
         })
     }
 
+    /// Moves a target to another environment and subnet; `Ok(false)` when it is not enrolled.
+    pub async fn set_target_placement(
+        &self,
+        target_id: &str,
+        environment: &str,
+        subnet_id: &str,
+    ) -> Result<bool> {
+        on_pool!(self, pool => {
+            let res = sqlx::query(
+                "UPDATE targets SET environment = $1, subnet_id = $2 WHERE target_id = $3",
+            )
+            .bind(environment)
+            .bind(subnet_id)
+            .bind(target_id)
+            .execute(pool)
+            .await
+            .map_err(db("move target"))?;
+            Ok(res.rows_affected() == 1)
+        })
+    }
+
     /// Stores root's desired state of a target's skill; `Ok(false)` when the target is not
     /// enrolled.
     pub async fn set_skill_desired(&self, target_id: &str, desired: &str) -> Result<bool> {

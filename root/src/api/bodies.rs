@@ -436,9 +436,24 @@ pub(crate) struct NarrowingRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct TargetStanding {
     pub(crate) target_id: String,
+    pub(crate) environment: String,
+    pub(crate) subnet_id: String,
     pub(crate) labels: crate::hubs::lifecycle::Labels,
     pub(crate) lifecycle: crate::hubs::lifecycle::Lifecycle,
     pub(crate) narrowing: crate::hubs::lifecycle::Narrowing,
+    /// Leases bound to the target that the change ended (a retire or a move).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) leases_ended: Option<usize>,
+}
+
+/// `POST /v1/root/hubs/{target_id}/placement`: where the target moves (either or both).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PlacementRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) environment: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) subnet_id: Option<String>,
 }
 
 /// `GET /v1/root/hubs`: a page of targets by target id.

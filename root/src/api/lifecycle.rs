@@ -2,7 +2,12 @@
 //! its state (cordon, uncordon, retire) and per-target narrowing. Each is stored, in force on
 //! every replica when the answer comes, and one audit event naming the operator
 //! (`admin.hub.label`, `admin.hub.cordon`, `admin.hub.uncordon`, `admin.hub.retire`,
-//! `admin.hub.narrow`), refusals included. The rules they feed are `hubs::lifecycle`.
+//! `admin.hub.narrow`, `admin.hub.move`), refusals included. The rules they feed are
+//! `hubs::lifecycle`.
+//!
+//! Authority ends with its source: retiring a target, or moving it to another environment or
+//! subnet, ends every lease bound to it (with their descendants); the operator issues new
+//! ones for what the target is now.
 
 use std::sync::Arc;
 
@@ -15,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::api::audited::{Asked, audited};
 use crate::api::bodies::{
-    Audited, LabelsRequest, LifecycleRequest, NarrowingRequest, TargetStanding,
+    Audited, LabelsRequest, LifecycleRequest, NarrowingRequest, PlacementRequest, TargetStanding,
 };
 use crate::api::error::ApiError;
 use crate::api::principal::Operator;
@@ -122,11 +127,15 @@ pub(crate) async fn command(
             Ok(Change::Lifecycle(lifecycle))
         })
         .await?;
+        let mut summary = format!("`{target_id}` is now {}", e.lifecycle.state.as_str());
+        let mut standing = standing_of(&e);
         if command == Command::Retire {
             app.hubs.drop_link(&target_id, "target retired");
+            let ended = end_leases(&app, &target_id).await?;
+            summary.push_str(&format!("; {ended} leases on it ended"));
+            standing.leases_ended = Some(ended);
         }
-        let summary = format!("`{target_id}` is now {}", e.lifecycle.state.as_str());
-        Ok((standing_of(&e), summary))
+        Ok((standing, summary))
     })
     .await?;
     Ok(Json(Audited {
@@ -233,11 +242,125 @@ pub(crate) async fn narrowing(
     }))
 }
 
+/// `POST /v1/root/hubs/{target_id}/placement`: `{"environment": …, "subnet_id": …}` (either
+/// or both) moves the target. Policy judges its calls by the new environment at once; every
+/// lease bound to it ends; a connected hub is disconnected when its environment changed (its
+/// own configuration must name the new one before root takes it back).
+pub(crate) async fn placement(
+    State(app): State<Arc<App>>,
+    op: Operator,
+    Path(target_id): Path<String>,
+    body: Result<Json<PlacementRequest>, JsonRejection>,
+) -> Result<Json<Audited<TargetStanding>>, ApiError> {
+    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
+    let asked = Asked {
+        tool_id: "admin.hub.move",
+        target_id: Some(target_id.clone()),
+        adapter: Some("root.hubs".into()),
+        request: match &parsed {
+            Ok(b) => {
+                json!({ "target_id": target_id, "environment": b.environment, "subnet_id": b.subnet_id })
+            }
+            Err(why) => json!({ "target_id": target_id, "invalid_body": why }),
+        },
+    };
+    let (standing, event_id) = audited(&app, &op, asked, async {
+        let req = parsed.map_err(ApiError::bad_request)?;
+        for value in [&req.environment, &req.subnet_id].into_iter().flatten() {
+            if !crate::api::targets::valid_id(value) {
+                return Err(ApiError::bad_request(
+                    "environment and subnet_id must be 1..200 characters of [A-Za-z0-9._:-]",
+                ));
+            }
+        }
+        let mut from = (String::new(), String::new());
+        let e = change(&app, &target_id, |e| {
+            if e.retired() {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    ErrorCode::Conflict,
+                    format!("target `{target_id}` is retired; a retired target stays retired"),
+                ));
+            }
+            from = (e.row.environment.clone(), e.row.subnet_id.clone());
+            let to = (
+                req.environment.clone().unwrap_or_else(|| from.0.clone()),
+                req.subnet_id.clone().unwrap_or_else(|| from.1.clone()),
+            );
+            if to == from {
+                return Err(ApiError::bad_request(format!(
+                    "target `{target_id}` is in environment `{}` and subnet `{}` already: name another",
+                    from.0, from.1
+                )));
+            }
+            Ok(Change::Placement {
+                environment: to.0,
+                subnet_id: to.1,
+            })
+        })
+        .await?;
+        if e.row.environment != from.0 {
+            app.hubs.drop_link(&target_id, "target moved to another environment");
+        }
+        let ended = end_leases(&app, &target_id).await?;
+        let summary = format!(
+            "`{target_id}` moved from {}/{} to {}/{}; {ended} leases on it ended",
+            from.0, from.1, e.row.environment, e.row.subnet_id
+        );
+        let mut standing = standing_of(&e);
+        standing.leases_ended = Some(ended);
+        Ok((standing, summary))
+    })
+    .await?;
+    Ok(Json(Audited {
+        item: standing,
+        event_id,
+    }))
+}
+
+/// Ends every lease bound to `target_id` (and their descendants), on every replica; how many
+/// were bound to it.
+async fn end_leases(app: &App, target_id: &str) -> Result<usize, ApiError> {
+    let ended = crate::api::leases::end_all(
+        app,
+        crate::leases::manager::Ending::Target(target_id.to_owned()),
+    )
+    .await?;
+    Ok(ended.leases.len())
+}
+
 /// One column's new value.
 enum Change {
     Labels(Labels),
     Lifecycle(Lifecycle),
     Narrowing(Narrowing),
+    Placement {
+        environment: String,
+        subnet_id: String,
+    },
+}
+
+impl Change {
+    /// The operator-set column it changes (a move changes the target's own columns).
+    fn column(&self) -> Option<TargetColumn> {
+        match self {
+            Change::Labels(_) => Some(TargetColumn::Labels),
+            Change::Lifecycle(_) => Some(TargetColumn::Lifecycle),
+            Change::Narrowing(_) => Some(TargetColumn::Narrowing),
+            Change::Placement { .. } => None,
+        }
+    }
+
+    /// That column's stored JSON (`None`: its default).
+    fn stored(&self) -> Option<String> {
+        let value: Option<Value> = match self {
+            Change::Labels(l) => (!l.is_empty()).then(|| json!(l)),
+            Change::Lifecycle(l) => Some(json!(l)),
+            Change::Narrowing(n) => (!n.is_empty()).then(|| json!(n)),
+            Change::Placement { .. } => None,
+        };
+        value.map(|v| v.to_string())
+    }
 }
 
 /// Applies an operator's change to an enrolled target: computed from its current enrolment,
@@ -261,17 +384,27 @@ async fn change(
         .map(|e| e.clone())
         .ok_or_else(|| ApiError::not_found(format!("target `{target_id}` is not enrolled")))?;
     let change = next(&current)?;
-    let (column, stored) = match &change {
-        Change::Labels(l) => (TargetColumn::Labels, (!l.is_empty()).then(|| json!(l))),
-        Change::Lifecycle(l) => (TargetColumn::Lifecycle, Some(json!(l))),
-        Change::Narrowing(n) => (TargetColumn::Narrowing, (!n.is_empty()).then(|| json!(n))),
-    };
-    let stored = stored.map(|v: Value| v.to_string());
-    let found = app
-        .store
-        .set_target_column(target_id, column, stored.as_deref())
-        .await
-        .map_err(ApiError::internal)?;
+    let stored = change.stored();
+    let found = match (&change, change.column()) {
+        (
+            Change::Placement {
+                environment,
+                subnet_id,
+            },
+            _,
+        ) => {
+            app.store
+                .set_target_placement(target_id, environment, subnet_id)
+                .await
+        }
+        (_, Some(column)) => {
+            app.store
+                .set_target_column(target_id, column, stored.as_deref())
+                .await
+        }
+        (_, None) => Ok(true),
+    }
+    .map_err(ApiError::internal)?;
     if !found {
         return Err(ApiError::not_found(format!(
             "target `{target_id}` is not enrolled"
@@ -295,6 +428,17 @@ async fn change(
                 e.row.narrowing = stored;
                 e.narrowing = n;
             }
+            Change::Placement {
+                environment,
+                subnet_id,
+            } => {
+                // Policy reads the environment from the directory: in force at once.
+                if let Some(mut d) = app.hubs.targets.get_mut(target_id) {
+                    d.environment = environment.clone();
+                }
+                e.row.environment = environment;
+                e.row.subnet_id = subnet_id;
+            }
         }
         e.clone()
     };
@@ -309,9 +453,12 @@ async fn change(
 pub(crate) fn standing_of(e: &Enrolment) -> TargetStanding {
     TargetStanding {
         target_id: e.row.target_id.clone(),
+        environment: e.row.environment.clone(),
+        subnet_id: e.row.subnet_id.clone(),
         labels: e.labels.clone(),
         lifecycle: e.lifecycle.clone(),
         narrowing: e.narrowing.clone(),
+        leases_ended: None,
     }
 }
 

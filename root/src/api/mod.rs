@@ -269,6 +269,12 @@ fn fleet_routes() -> Vec<Route> {
             OperatorAction,
             post(crate::api::lifecycle::narrowing),
         ),
+        r(
+            "POST",
+            "/v1/root/hubs/{target_id}/placement",
+            OperatorAction,
+            post(crate::api::lifecycle::placement),
+        ),
         // A read of the target's tool, audited as a call naming the operator.
         r(
             "POST",

@@ -32,7 +32,7 @@ pub(crate) const MAX_ROTATION_GRACE_SEC: u64 = 7 * 24 * 3600;
 /// Grace period of a key rotation when the operator names none.
 pub(crate) const DEFAULT_ROTATION_GRACE_SEC: u64 = 600;
 
-fn valid_id(s: &str) -> bool {
+pub(crate) fn valid_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 200
         && s.chars()

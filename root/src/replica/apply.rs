@@ -234,24 +234,26 @@ impl Zone {
                 enrolment.skill.reported = live.skill.reported.clone();
             }
             let mut descriptor = enrolment.offline_descriptor();
-            let (gate_was_open, standing_changed) =
-                app.hubs
-                    .enrolments
-                    .get(&target_id)
-                    .map_or((None, true), |e| {
-                        let changed = e.lifecycle != enrolment.lifecycle
-                            || e.narrowing != enrolment.narrowing;
-                        (Some(e.skill.open()), changed)
-                    });
+            let (gate_was_open, standing_changed, moved) = app
+                .hubs
+                .enrolments
+                .get(&target_id)
+                .map_or((None, true, false), |e| {
+                    let changed =
+                        e.lifecycle != enrolment.lifecycle || e.narrowing != enrolment.narrowing;
+                    let moved = e.row.environment != enrolment.row.environment;
+                    (Some(e.skill.open()), changed || moved, moved)
+                });
             let gate_open = enrolment.skill.open();
             let retired = enrolment.retired();
             app.hubs.enrolments.insert(target_id.clone(), enrolment);
             if gate_was_open != Some(gate_open) || standing_changed {
                 app.hubs.surface_changed(&target_id);
             }
-            if retired {
-                // Retired on another replica: its hub's connection here ends.
-                app.hubs.drop_link(&target_id, "target retired");
+            if retired || moved {
+                // Retired, or moved to another environment, on another replica: its hub's
+                // connection here ends (a moved hub registers again under its new enrolment).
+                app.hubs.drop_link(&target_id, "target retired or moved");
             }
             if app.hubs.connected(&target_id) {
                 // This replica holds the hub: its live view is the authority.

@@ -301,7 +301,7 @@ async fn cordon_narrowing_and_retire_govern_calls() {
     let ops = root.admin();
     let slow = "[[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sleep\", \"2\"]\n";
     let hub = root.start_hub("hub:life", slow).await.unwrap();
-    let (_, read) = root.lease("hub:life", "InfraOpsRead", 600).await.unwrap();
+    let (read_id, read) = root.lease("hub:life", "InfraOpsRead", 600).await.unwrap();
     let (_, control) = root
         .lease("hub:life", "InfraOpsControl", 600)
         .await
@@ -505,12 +505,14 @@ async fn cordon_narrowing_and_retire_govern_calls() {
             other.map(|_| ())
         ),
     }
+    // Its leases ended with it; a lease on it is refused.
     let refused = read_status(&root, &read).await;
-    assert_eq!(
-        (refused.0, code(&refused).as_deref()),
-        (403, Some("target_retired")),
-        "{refused:?}"
-    );
+    assert_eq!(refused.0, 401, "{refused:?}");
+    let lease = root
+        .admin_get(&format!("/v1/root/mcp/sessions/{read_id}"))
+        .await
+        .unwrap();
+    assert_eq!(lease["status"], "revoked", "{lease}");
     let (got, body) = ops
         .post_status(
             "/v1/root/mcp/sessions",
@@ -569,10 +571,155 @@ async fn cordon_narrowing_and_retire_govern_calls() {
     root.restart().await.unwrap();
     let shown = root.admin_get("/v1/root/hubs/hub:life").await.unwrap();
     assert_eq!(shown["lifecycle"]["state"], "retired");
-    let refused = root
-        .rest_call(&read, "hub.get_status", json!({}))
+    let (got, body) = root
+        .admin()
+        .post_status(
+            "/v1/root/mcp/sessions",
+            json!({ "target_id": "hub:life", "capability_profile": "InfraOpsRead", "ttl_sec": 60 }),
+        )
         .await
         .unwrap();
-    assert_eq!(refused.1["error"]["code"], "target_retired", "{refused:?}");
+    assert_eq!(
+        (got, body["error"]["code"].as_str()),
+        (409, Some("target_retired")),
+        "{body}"
+    );
     hub.stop().await;
+}
+
+/// Moving a target: a new subnet ends the leases bound to it while its hub stays; a new
+/// environment is in force for the next call (a write refused in `prod`), disconnects the hub
+/// and keeps it out while its own configuration names the old environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_target_keeps_no_authority_from_where_it_was() {
+    let root = TestRoot::start().await.unwrap();
+    let ops = root.admin();
+    let _hub = root.start_hub("hub:mover", "").await.unwrap();
+    let (old_id, old) = root.lease("hub:mover", "InfraOpsRead", 600).await.unwrap();
+    assert_eq!(read_status(&root, &old).await.0, 200);
+
+    let moved = root
+        .admin_post(
+            "/v1/root/hubs/hub:mover/placement",
+            json!({ "subnet_id": "subnet-z" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (moved["subnet_id"].as_str(), moved["environment"].as_str()),
+        (Some("subnet-z"), Some("test"))
+    );
+    assert_eq!(moved["leases_ended"], 1, "{moved}");
+    assert_eq!(
+        read_status(&root, &old).await.0,
+        401,
+        "the lease bound to the old subnet ended"
+    );
+    let lease = root
+        .admin_get(&format!("/v1/root/mcp/sessions/{old_id}"))
+        .await
+        .unwrap();
+    assert_eq!(lease["status"], "revoked");
+    assert_eq!(
+        root.admin_get("/v1/root/hubs/hub:mover").await.unwrap()["status"],
+        "online"
+    );
+    let (_, control) = root
+        .lease("hub:mover", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let issued = root
+        .admin_get("/v1/root/mcp/sessions?target_id=hub:mover&status=active")
+        .await
+        .unwrap();
+    assert_eq!(issued["sessions"][0]["subnet_id"], "subnet-z", "{issued}");
+    let (got, body) = root
+        .rest_call(
+            &control,
+            "hub.run_allowed_tests",
+            json!({ "name": "smoke" }),
+        )
+        .await
+        .unwrap();
+    assert_ne!(
+        body["error"]["code"], "environment_forbidden",
+        "a test target takes writes: {got} {body}"
+    );
+
+    // Bad moves: refused, each one event; the target stays where it is.
+    for (body, status, why) in [
+        (
+            json!({}),
+            400,
+            "is in environment `test` and subnet `subnet-z` already",
+        ),
+        (
+            json!({ "environment": "pr od" }),
+            400,
+            "must be 1..200 characters",
+        ),
+        (json!({ "region": "x" }), 400, "unknown field `region`"),
+    ] {
+        let (got, answer) = ops
+            .post_status("/v1/root/hubs/hub:mover/placement", body.clone())
+            .await
+            .unwrap();
+        assert_eq!(got, status, "{body}: {answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(why),
+            "{body}: {answer}"
+        );
+    }
+
+    let (code, out, err) = admin(
+        &root,
+        &[
+            "hub",
+            "move",
+            "--target",
+            "hub:mover",
+            "--environment",
+            "prod",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("hub:mover (env=prod, subnet=subnet-z)") && out.contains("leases ended: 1"),
+        "{out}"
+    );
+    assert_eq!(read_status(&root, &control).await.0, 401);
+    let (_, prod_control) = root
+        .lease("hub:mover", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let (got, body) = root
+        .rest_call(
+            &prod_control,
+            "hub.run_allowed_tests",
+            json!({ "name": "smoke" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (got, body["error"]["code"].as_str()),
+        (403, Some("environment_forbidden")),
+        "{body}"
+    );
+    until("the moved hub is disconnected", async || {
+        root.admin_get("/v1/root/hubs/hub:mover").await.unwrap()["status"] == "offline"
+    })
+    .await;
+    // Its configuration still says `test`: root keeps it out (it dials again meanwhile).
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(
+        root.admin_get("/v1/root/hubs/hub:mover").await.unwrap()["status"],
+        "offline"
+    );
+    assert_eq!(
+        selected(&root, "environment=prod").await,
+        ["hub:mover"],
+        "the directory lists it where it is now"
+    );
+    let moves = events(&root, "admin.hub.move", "hub:mover").await;
+    assert_eq!(moves.len(), 5, "two moves and three refusals");
 }

@@ -483,6 +483,9 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
             ("POST", "/v1/root/hubs/{target_id}/lifecycle/{command}") => http
                 .post(url("/v1/root/hubs/hub:ops-beta/lifecycle/cordon"))
                 .json(&json!({"reason": "maintenance"})),
+            ("POST", "/v1/root/hubs/{target_id}/placement") => http
+                .post(url("/v1/root/hubs/hub:ops-beta/placement"))
+                .json(&json!({"subnet_id": "subnet-q"})),
             ("POST", "/v1/root/hubs/{target_id}/narrowing") => http
                 .post(url("/v1/root/hubs/hub:ops-beta/narrowing"))
                 .json(&json!({"read_only": true})),

@@ -315,7 +315,11 @@ async fn serve(
         LifecycleKind::Disconnected,
         "the hub's connection ended".into(),
     );
-    let newest = router::detach(&app.hubs.links, &target_id, session.get_id());
+    // Its session may have left the map already (the link supervisor detaches a session
+    // that stopped: a retired or moved target's, a failed one): then it was the newest
+    // unless another connection attached since.
+    let newest = router::detach(&app.hubs.links, &target_id, session.get_id())
+        || !app.hubs.links.contains_key(&target_id);
     session.stop(Some("connection closed".into()));
     // Its writer ends once every sender is gone, the fleet's heartbeat's included.
     app.outboxes

@@ -243,6 +243,18 @@ pub(crate) enum HubCommand {
     /// Retire a target for good: its hub is disconnected and its token refused, leases on it
     /// are refused, its history is kept, and its id is never enrolled again.
     Retire(LifecycleArgs),
+    /// Move a target to another environment and/or subnet: policy judges it by the new
+    /// environment at once, and every lease bound to it ends.
+    Move {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        environment: Option<String>,
+        #[arg(long)]
+        subnet: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Deny tools on one target, whatever leases and its hub allow (replaces what was denied;
     /// with neither option, nothing is denied any more).
     Narrow {

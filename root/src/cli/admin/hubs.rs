@@ -8,7 +8,8 @@ use super::client::{AdminClient, lines_or, page_footer, page_query, print};
 use super::commands::{HubCommand, LifecycleArgs, SkillCmd};
 use crate::api::bodies::{
     Audited, EnrollRequest, Enrolled, KeyRotated, LabelsRequest, LifecycleRequest,
-    NarrowingRequest, RotateKeyRequest, SkillAnswer, TargetList, TargetStanding, TargetView,
+    NarrowingRequest, PlacementRequest, RotateKeyRequest, SkillAnswer, TargetList, TargetStanding,
+    TargetView,
 };
 
 /// Runs one hub command.
@@ -128,6 +129,23 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
         HubCommand::Cordon(a) => lifecycle(c, "cordon", a).await?,
         HubCommand::Uncordon(a) => lifecycle(c, "uncordon", a).await?,
         HubCommand::Retire(a) => lifecycle(c, "retire", a).await?,
+        HubCommand::Move {
+            target,
+            environment,
+            subnet,
+            json,
+        } => {
+            let answer: Audited<TargetStanding> = c
+                .post(
+                    &format!("/v1/root/hubs/{target}/placement"),
+                    &PlacementRequest {
+                        environment,
+                        subnet_id: subnet,
+                    },
+                )
+                .await?;
+            print(json, &answer, |a| standing_text(&a.item));
+        }
         HubCommand::Narrow {
             target,
             read_only,
@@ -177,10 +195,14 @@ fn standing_text(s: &TargetStanding) -> String {
             s.narrowing.deny.join(", ")
         ),
     };
-    format!(
-        "{}\n  lifecycle: {state}\n  labels:    {labels}\n  narrowing: {narrowing}",
-        s.target_id
-    )
+    let mut out = format!(
+        "{} (env={}, subnet={})\n  lifecycle: {state}\n  labels:    {labels}\n  narrowing: {narrowing}",
+        s.target_id, s.environment, s.subnet_id
+    );
+    if let Some(n) = s.leases_ended {
+        out.push_str(&format!("\n  leases ended: {n}"));
+    }
+    out
 }
 
 fn labels_text(labels: &crate::hubs::lifecycle::Labels) -> String {
