@@ -11,7 +11,10 @@
 //! - an MCP session id a replica does not know is answered 404, and an rmcp client sent to
 //!   another replica by a load balancer re-initializes there;
 //! - a hub ownership row that was lost is claimed again, and one left behind by a failed
-//!   release goes away, within a heartbeat.
+//!   release goes away, within a heartbeat;
+//! - a target labelled, narrowed, cordoned or retired through one replica is so on every
+//!   replica when the command answers (a retired target's hub is disconnected from the
+//!   replica that holds it, and the leases on it end everywhere).
 //!
 //! Where a test needs a failure PostgreSQL will not produce on request (a lost
 //! notification, a pruned change, a lost ownership row), it changes the rows the way that
@@ -743,6 +746,93 @@ async fn lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat() {
     })
     .await;
 
+    hub.stop().await;
+    a.stop().await;
+    b.stop().await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_labelled_cordoned_or_retired_on_one_replica_is_so_on_every_replica() {
+    let test = "a_target_labelled_cordoned_or_retired_on_one_replica_is_so_on_every_replica";
+    let Some(db) = Db::create(test).await else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let a = replica(&db, shared.path(), "r-a").await;
+    let b = replica(&db, shared.path(), "r-b").await;
+    let hub = a.start_hub("hub:rs-life", "").await.unwrap();
+    let (_, token) = b.lease("hub:rs-life", "InfraOpsRead", 600).await.unwrap();
+    let call = |root: &'static str| {
+        let (a, b, token) = (&a, &b, token.clone());
+        async move {
+            let r = if root == "a" { a } else { b };
+            r.rest_call(&token, "hub.get_status", json!({}))
+                .await
+                .unwrap()
+        }
+    };
+    until("B forwards to A's hub", || async {
+        call("b").await.0 == 200
+    })
+    .await;
+
+    b.admin_post(
+        "/v1/root/hubs/hub:rs-life/labels",
+        json!({ "set": { "role": "web" } }),
+    )
+    .await
+    .unwrap();
+    let listed = a
+        .admin_get("/v1/root/hubs?selector=label%3Arole%3Dweb")
+        .await
+        .unwrap();
+    assert_eq!(
+        listed["total"], 1,
+        "A selects by B's label at once: {listed}"
+    );
+
+    // In force on the other replica when the command answers: no waiting here.
+    b.admin_post("/v1/root/hubs/hub:rs-life/lifecycle/cordon", json!({}))
+        .await
+        .unwrap();
+    let (s, body) = call("a").await;
+    assert_eq!(
+        (s, body["error"]["code"].as_str()),
+        (403, Some("target_cordoned")),
+        "{body}"
+    );
+    a.admin_post("/v1/root/hubs/hub:rs-life/lifecycle/uncordon", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(call("b").await.0, 200);
+    a.admin_post(
+        "/v1/root/hubs/hub:rs-life/narrowing",
+        json!({ "deny": ["hub.get_status"] }),
+    )
+    .await
+    .unwrap();
+    let (s, body) = call("b").await;
+    assert_eq!(
+        (s, body["error"]["code"].as_str()),
+        (403, Some("target_narrowed")),
+        "{body}"
+    );
+
+    // Retired through B: A, which holds the hub, disconnects it; the lease ended everywhere.
+    b.admin_post("/v1/root/hubs/hub:rs-life/lifecycle/retire", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        call("a").await.0,
+        401,
+        "the lease on the retired target ended on A too"
+    );
+    until("A disconnected the retired target's hub", || async {
+        a.admin_get("/v1/root/hubs/hub:rs-life").await.unwrap()["status"] == "offline"
+            && b.admin_get("/v1/root/hubs/hub:rs-life").await.unwrap()["status"] == "offline"
+    })
+    .await;
     hub.stop().await;
     a.stop().await;
     b.stop().await;
