@@ -205,6 +205,8 @@ export const TARGET_FILTERS = [
   { name: 'subnet_id', label: 'Subnet', kind: 'text' },
   { name: 'status', label: 'Status', kind: 'select', options: TARGET_STATUSES },
   { name: 'skill', label: 'Skill', kind: 'select', options: SKILL_STATES },
+  { name: 'lifecycle', label: 'Lifecycle', kind: 'select', options: [['active', 'active'], ['cordoned', 'cordoned'], ['retired', 'retired']] },
+  { name: 'selector', label: 'Selector', kind: 'text', placeholder: 'env=test,label:role=web' },
 ];
 
 /**

@@ -1325,9 +1325,68 @@ async fn scenario(
     b.find(call_row).await?;
     b.shot("15-phone-requests").await?;
 
+    b.c().set_window_size(1366, 1000).await?;
+
+    b.click("#nav-targets").await?;
+    b.text_contains("#skill-state", "enabled").await?;
+    // Lifecycle: a label set in the inspector, a cordon (with its reason) that withdraws the
+    // lease's tools and an uncordon that brings them back, read-only and back; the overview
+    // selects the target by its label.
+    let (_, life_token) = root.lease("hub:ui-alpha", "InfraOpsRead", 600).await?;
+    let life_client = mcp_client(&root.mcp_url(), &life_token).await?;
+    let life_tools = async || -> anyhow::Result<Vec<String>> {
+        Ok(life_client
+            .list_all_tools()
+            .await?
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect())
+    };
+    b.find("#label-input").await?.send_keys("role=web").await?;
+    b.click("#label-form button[type=submit]").await?;
+    b.text_contains("#target-labels", "role=web").await?;
+    b.find("#lifecycle-reason")
+        .await?
+        .send_keys("kernel update")
+        .await?;
+    b.click("#lifecycle-cordon").await?;
+    b.text_contains("#lifecycle-state", "cordoned").await?;
+    b.text_contains("#lifecycle-changed-by", "operator:admin: kernel update")
+        .await?;
+    eventually("a cordoned target's tools are withdrawn", async || {
+        Ok(!life_tools().await?.iter().any(|t| t.starts_with("hub.")))
+    })
+    .await?;
+    b.shot("06b-target-cordoned").await?;
+    b.click("#lifecycle-uncordon").await?;
+    b.text_contains("#lifecycle-state", "active").await?;
+    b.click("#narrow-read-only").await?;
+    b.text_contains("#target-narrowing", "read-only").await?;
+    b.click("#narrow-read-only").await?;
+    b.text_contains("#target-narrowing", "nothing denied")
+        .await?;
+    eventually("the uncordoned target's tools are back", async || {
+        Ok(life_tools().await?.iter().any(|t| t == "hub.get_status"))
+    })
+    .await?;
+    let cordons = root
+        .admin_get("/v1/root/mcp/audit?tool_id=admin.hub.cordon&target_id=hub:ui-alpha")
+        .await?;
+    ensure!(
+        cordons["events"][0]["actor"]["id"] == "operator:admin",
+        "the console's cordon is an event naming the operator: {cordons}"
+    );
+    b.click("#nav-overview").await?;
+    b.find("#ov-targets-selector")
+        .await?
+        .send_keys("label:role=web,env=test")
+        .await?;
+    b.click("#ov-targets-apply").await?;
+    b.text_contains("#ov-targets-count", "of 1 targets").await?;
+    b.text_contains(".targets-table", "role=web").await?;
+
     // The hub goes away: its panels say so once each, root's own records still answer, and
     // so does the ProfileOps evidence the hub published.
-    b.c().set_window_size(1366, 1000).await?;
     hub.take().context("the hub runs")?.stop().await;
     eventually("root sees the hub offline", async || {
         let hubs = root.admin_get("/v1/root/hubs").await?;

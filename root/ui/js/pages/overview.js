@@ -19,6 +19,20 @@ export function skillCell(t) {
   return badge('off on the hub', 'error');
 }
 
+/** A target's labels under its id (nothing when it has none). */
+function labelsLine(t) {
+  const labels = Object.entries(t.labels || {});
+  if (labels.length === 0) return null;
+  return h('div', { class: 'mono small muted target-labels' }, labels.map(([k, v]) => (v ? `${k}=${v}` : k)).join(', '));
+}
+
+/** A cordoned or retired target's state beside its status (nothing while active). */
+function lifecycleBadge(t) {
+  const state = (t.lifecycle || {}).state;
+  if (!state || state === 'active') return null;
+  return [' ', badge(state, state === 'cordoned' ? 'pending' : 'error')];
+}
+
 export async function render(root) {
   const [foundation, hubs, leases, errors, denied] = await Promise.all([
     get('/v1/root/mcp/foundation'),
@@ -40,8 +54,8 @@ export async function render(root) {
       h('div', { class: 'card stat' }, h('span', { class: 'stat-label' }, 'Active leases'), h('span', { class: 'stat-value', id: 'ov-leases' }, String(active))),
       h('div', { class: 'card stat' }, h('span', { class: 'stat-label' }, 'Tools'), h('span', { class: 'stat-value' }, String(foundation.tools)))),
     panel('Targets', targetsTable('ov-targets', [
-      { label: 'Target', cell: (t) => h('a', { href: `#/targets?t=${encodeURIComponent(t.target_id)}` }, t.target_id) },
-      { label: 'Status', cell: (t) => badge(t.status) },
+      { label: 'Target', cell: (t) => [h('a', { href: `#/targets?t=${encodeURIComponent(t.target_id)}` }, t.target_id), labelsLine(t)] },
+      { label: 'Status', cell: (t) => [badge(t.status), lifecycleBadge(t)] },
       { label: 'Environment', cell: (t) => t.environment },
       { label: 'Subnet', cell: (t) => t.subnet_id },
       { label: 'Skill', cell: skillCell },

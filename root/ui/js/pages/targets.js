@@ -101,6 +101,66 @@ function targetSearch(q, selected, first) {
   return [form, box];
 }
 
+const LIFECYCLE_KIND = { active: 'ok', cordoned: 'pending', retired: 'error' };
+
+/**
+ * A target's lifecycle as operators run it: its state (cordon, uncordon, retire), labels (set
+ * one as key=value, remove one) and narrowing (read-only). Each button is an audited admin
+ * command (admin.hub.*), in force at once on every replica.
+ */
+function lifecycleView(t) {
+  const id = t.target_id;
+  const life = t.lifecycle || { state: 'active' };
+  const narrowing = t.narrowing || { read_only: false, deny: [] };
+  const labels = t.labels || {};
+  async function act(path, body, what) {
+    const r = await post(`/v1/root/hubs/${encodeURIComponent(id)}/${path}`, body);
+    const ended = r.leases_ended ? `; ${r.leases_ended} leases on it ended` : '';
+    toast(`${id}: ${what} (event ${r.event_id})${ended}.`);
+    window.dispatchEvent(new HashChangeEvent('hashchange'));
+  }
+  const run = (path, body, what) => () => act(path, body, what).catch((e) => toast(e.message, 'error'));
+  const retired = life.state === 'retired';
+  const reason = h('input', { id: 'lifecycle-reason', type: 'text', placeholder: 'reason (optional)', maxlength: 500, disabled: retired });
+  const withReason = (verb) => () => {
+    if (verb === 'retire' && !window.confirm(`Retire ${id} for good? Its hub is disconnected, its token refused and the leases on it end; the id is never enrolled again.`)) return;
+    const r = reason.value.trim();
+    run(`lifecycle/${verb}`, r ? { reason: r } : {}, verb)();
+  };
+  const button = (verb, label, cls, disabled) => h('button', { type: 'button', id: `lifecycle-${verb}`, class: cls, disabled, onclick: withReason(verb) }, label);
+  const labelInput = h('input', { id: 'label-input', type: 'text', placeholder: 'key=value', spellcheck: 'false', disabled: retired });
+  const labelForm = h('form', { class: 'toolbar', id: 'label-form' },
+    h('label', { for: 'label-input' }, 'Set a label'), labelInput,
+    h('button', { type: 'submit', class: 'secondary', disabled: retired }, 'Set'));
+  labelForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const text = labelInput.value.trim();
+    const at = text.indexOf('=');
+    if (at < 1) { toast('A label is key=value (the value may be empty).', 'error'); return; }
+    run('labels', { set: { [text.slice(0, at)]: text.slice(at + 1) } }, `label ${text}`)();
+  });
+  const chips = Object.keys(labels).length === 0
+    ? h('span', { class: 'muted' }, 'none')
+    : Object.entries(labels).map(([k, v]) => h('span', { class: 'chip mono label-chip', dataset: { key: k } }, v ? `${k}=${v}` : k,
+      h('button', { type: 'button', class: 'chip-remove', title: `Remove label ${k}`, disabled: retired, onclick: run('labels', { remove: [k] }, `label ${k} removed`) }, '×')));
+  const narrowed = [narrowing.read_only ? 'read-only' : null, ...(narrowing.deny || []).map((x) => `denied: ${x}`)].filter(Boolean);
+  return panel('Lifecycle', kv([
+    ['State', h('span', { id: 'lifecycle-state' }, badge(life.state, LIFECYCLE_KIND[life.state]))],
+    ['Changed by', h('span', { id: 'lifecycle-changed-by', class: 'mono' }, life.changed_by ? `${life.changed_by}${life.reason ? `: ${life.reason}` : ''} (${fmtTime(life.changed_at)})` : '—')],
+    ['Labels', h('span', { class: 'chips', id: 'target-labels' }, chips)],
+    ['Narrowing', h('span', { id: 'target-narrowing' }, narrowed.length ? narrowed.join(', ') : 'nothing denied')],
+  ]), labelForm, h('div', { class: 'toolbar row-actions' }, reason,
+    life.state === 'cordoned'
+      ? button('uncordon', 'Uncordon', 'secondary', false)
+      : button('cordon', 'Cordon', 'secondary', retired),
+    button('retire', 'Retire', 'danger', retired),
+    h('button', {
+      type: 'button', id: 'narrow-read-only', class: 'secondary', disabled: retired,
+      onclick: run('narrowing', { read_only: !narrowing.read_only, deny: narrowing.deny || [] }, narrowing.read_only ? 'writes allowed again' : 'read-only'),
+    }, narrowing.read_only ? 'Allow writes' : 'Make read-only')),
+  h('p', { class: 'muted small' }, 'Cordoned: no new calls (calls in flight finish). Retired: for good. Read-only denies every write on this target, whatever leases and the hub allow. Each change is an audited admin command, in force on every replica at once.'));
+}
+
 export async function render(root, params) {
   const q = params.get('q') || '';
   const first = await get(`/v1/root/hubs${qs({ q, limit: MATCHES })}`);
@@ -154,6 +214,8 @@ export async function render(root, params) {
     },
   ], skills), h('p', { class: 'muted small' }, gate.closed_because || 'Install, enable, disable and uninstall are root\'s desired state: in force at root at once (also while the hub is offline), pushed to the hub, and recorded in the audit trail (admin.skill.*). The hub\'s owner can switch the skill off on the hub; root shows it and cannot override it.'));
 
+  const lifecyclePanel = lifecycleView(t);
+
   if (t.status === 'offline') {
     root.append(h('p', { class: 'warning', id: 'inspect-offline' }, `${id} is offline (last seen ${fmtTime(t.last_seen_at)}). Panels that read its hub wait for it to reconnect; root's own records below (subnet health and timeline, access tokens, action history) are current, and ProfileOps shows what the hub published until it went offline.`));
   }
@@ -173,6 +235,7 @@ export async function render(root, params) {
       ]), h('details', null, h('summary', null, `Published capabilities (${(t.published_capabilities || []).length})`),
         h('div', { class: 'chips', id: 'published-chips' }, (t.published_capabilities || []).map((c) => h('span', { class: 'chip mono' }, typeof c === 'string' ? c : c.tool_id || 'unnamed'))))),
       skillPanel),
+    lifecyclePanel,
     h('div', { class: 'grid-2' },
       section('Health', 'inspect-health', async () => {
         const r = await read('hub.run_healthchecks');
