@@ -91,6 +91,12 @@ fn operator_steps(m: &Model) -> Arms {
         ),
         (
             1,
+            (target(), any::<bool>(), by.clone())
+                .prop_map(|(target, on, by)| Step::Cordon { target, on, by })
+                .boxed(),
+        ),
+        (
+            1,
             (name.clone(), by.clone())
                 .prop_map(|(name, by)| Step::AddOperator { name, by })
                 .boxed(),
@@ -501,6 +507,7 @@ pub fn allows(m: &Model, step: &Step) -> bool {
         | Step::Publish { by: b }
         | Step::Enrol { by: b, .. }
         | Step::Skill { by: b, .. }
+        | Step::Cordon { by: b, .. }
         | Step::AddOperator { by: b, .. }
         | Step::SignIn { by: b, .. }
         | Step::RevokeOperator { by: b, .. } => by(b),

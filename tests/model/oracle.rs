@@ -180,6 +180,8 @@ pub struct Target {
     /// Whether the hub published the skill's tools when it last stopped (root answers an
     /// offline read only for a tool the hub published when it was last connected).
     pub published_at_stop: bool,
+    /// Cordoned by an operator: no new calls.
+    pub cordoned: bool,
     pub current: Commit,
     /// Deploys not rolled back, oldest first: `(commit before, commit deployed)`.
     pub deploys: Vec<(Commit, bool)>,
@@ -337,6 +339,7 @@ impl Default for Model {
                     owner_on: true,
                     hub_running: spec.enrolled,
                     published_at_stop: false,
+                    cordoned: false,
                     current: None,
                     deploys: Vec::new(),
                     template: 0,
@@ -382,6 +385,9 @@ impl Model {
         let target = &self.targets[lease.target];
         if !target.enrolled {
             return Err("target_offline");
+        }
+        if target.cordoned {
+            return Err("target_cordoned");
         }
         if !c
             .environments
@@ -782,6 +788,17 @@ impl Model {
                     Expect::Ok
                 }
             },
+            Step::Cordon { target, on, by } => match self.acts(by) {
+                Err(e) => e,
+                Ok(()) if !self.targets[target].enrolled => Expect::OperatorRefused("not_found"),
+                Ok(()) if self.targets[target].cordoned == on => {
+                    Expect::OperatorRefused("conflict")
+                }
+                Ok(()) => {
+                    self.targets[target].cordoned = on;
+                    Expect::Ok
+                }
+            },
             Step::Owner { target, on } => {
                 self.audit.hub += 1;
                 self.targets[target].owner_on = on;
@@ -995,7 +1012,7 @@ impl Model {
                 continue;
             }
             let reached = spec.environment == own.environment;
-            if reached && target.hub_running && target.open() {
+            if reached && target.hub_running && target.open() && !target.cordoned {
                 answered.push(spec.id);
             } else {
                 missing.push(spec.id);

@@ -125,6 +125,17 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             w.settle(m);
             Some(seen)
         }
+        Step::Cordon { target, on, by } => {
+            let path = format!(
+                "/v1/root/hubs/{}/lifecycle/{}",
+                TARGETS[target].id,
+                if on { "cordon" } else { "uncordon" }
+            );
+            let (s, v) = w.operator_as(by, &path, json!({}));
+            let seen = operator_outcome(w, by, s, &v);
+            w.settle(m);
+            Some(seen)
+        }
         Step::PublishInvalid { by } => {
             // A descriptor without any of the fields a descriptor needs.
             let body = json!({"descriptors": [{"descriptor_id": "model.invalid"}]});
@@ -527,8 +538,9 @@ fn call_outcome(w: &World, lease: usize, status: u16, v: &Value) -> Expect {
 /// The error code of an answer, as one of the codes the oracle knows (others are kept as
 /// `unexpected`, which no oracle outcome equals).
 fn code(v: &Value) -> &'static str {
-    const KNOWN: [&str; 14] = [
+    const KNOWN: [&str; 15] = [
         "forbidden",
+        "target_cordoned",
         "forbidden_destructive",
         "not_found",
         "capability_not_granted",

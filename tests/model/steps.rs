@@ -323,6 +323,14 @@ pub enum Step {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<u8>,
     },
+    /// An operator cordons (`on`) or uncordons a target: while cordoned it takes no new call,
+    /// fan-outs included.
+    Cordon {
+        target: usize,
+        on: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
+    },
     /// `mcp-hub skill enable|disable` by the hub's owner, on a running hub.
     Owner {
         target: usize,

@@ -6,7 +6,7 @@
 //! Every answer carries a health summary of the read: `healthy` (all of the path answered),
 //! `partial` (some hubs missing, named in `missing`) or `degraded` (nothing of the subnet
 //! answered); `missing_reasons` says why each missing target is (a target of another
-//! environment is never asked). Hubs redact before lines leave them; root redacts again
+//! environment, or a cordoned, retired or narrowed one, is never asked). Hubs redact before lines leave them; root redacts again
 //! before answering.
 
 use futures::future::join_all;
@@ -21,6 +21,7 @@ use crate::app::App;
 use crate::call::context::CallContext;
 use crate::call::route::route_to;
 use crate::catalog::ContractEntry;
+use crate::hubs::lifecycle;
 use mcp_shared::protocol::CallBody;
 use mcp_shared::protocol::CallOutcome;
 
@@ -151,6 +152,14 @@ async fn subnet_active(
     // skill, in an environment the tool allows.
     let mut reachable = Vec::new();
     for t in &reach.members {
+        // A cordoned, retired or narrowed target is never called, by a fan-out either.
+        let objection = app.hubs.enrolments.get(t).and_then(|e| {
+            lifecycle::objection(&e.lifecycle, &e.narrowing, tool, entry.contract.side_effect)
+        });
+        if let Some(code) = objection {
+            missing.push((t.clone(), code.as_str().replace('_', " ")));
+            continue;
+        }
         match app.hubs.targets.get(t) {
             Some(_) if !app.hubs.skill_open(t) => {
                 missing.push((t.clone(), "skill switched off".into()));
