@@ -52,6 +52,8 @@ pub struct App {
     /// This process as one replica of the zone (PostgreSQL); `None` on SQLite, the single
     /// replica default.
     pub zone: Option<Arc<crate::replica::zone::Zone>>,
+    /// The fleet runs this replica drives.
+    pub(crate) fleet: crate::fleet::runs::Runs,
 }
 
 /// Who is calling, as resolved by root from the bearer.

@@ -34,6 +34,7 @@ pub mod api;
 pub mod app;
 pub mod call;
 pub mod cli;
+pub(crate) mod fleet;
 pub mod logins;
 pub mod mcp;
 pub mod net;

@@ -192,6 +192,8 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         app.metrics.connections.clone(),
         shutdown.clone(),
     ));
+    // Fleet runs this replica left unfinished go on (once hubs had time to reconnect).
+    tokio::spawn(crate::fleet::execute::resume_unfinished(app.clone()));
     let scheme = if tls_state.is_some() { "https" } else { "http" };
     tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.zone.as_ref().map_or("single", |z| z.replica_id.as_str()), tools = app.catalog.contracts.all().len(), "root listening");
     Ok(RootHandle {
@@ -409,6 +411,7 @@ async fn compose(
         started_at: mcp_shared::time::now(),
         shutdown: CancellationToken::new(),
         zone,
+        fleet: Default::default(),
         config,
     });
 

@@ -127,6 +127,8 @@ pub struct Recorded<'a> {
     pub started_at: time::OffsetDateTime,
     /// What was asked for; redacted before it is stored.
     pub request: serde_json::Value,
+    /// The trace the event joins (a fleet run's events share one); a new one when `None`.
+    pub trace_id: Option<String>,
 }
 
 /// Records an action and its outcome (a summary, or the error) as one audit event, redacted,
@@ -149,7 +151,9 @@ pub async fn record(
     };
     let event = OperationalEvent {
         event_id: uuid::Uuid::now_v7().to_string(),
-        trace_id: uuid::Uuid::now_v7().simple().to_string(),
+        trace_id: action
+            .trace_id
+            .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string()),
         request_id: uuid::Uuid::now_v7().to_string(),
         surface: action.surface,
         actor: Actor {

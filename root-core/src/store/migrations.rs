@@ -293,6 +293,34 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE targets ADD COLUMN narrowing TEXT",
     // Leases bound to a target end with it (retired or moved).
     "CREATE INDEX IF NOT EXISTS leases_target ON leases (target_id)",
+    // Fleet runs and each target's part in them (see `store::fleet`).
+    "CREATE TABLE IF NOT EXISTS fleet_runs (
+        run_id TEXT PRIMARY KEY,
+        trace_id TEXT NOT NULL,
+        created_by TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        selector TEXT NOT NULL,
+        tool_id TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        plan TEXT NOT NULL,
+        set_hash TEXT NOT NULL,
+        state TEXT NOT NULL,
+        finished_at BIGINT,
+        driver TEXT NOT NULL
+    )",
+    "CREATE INDEX IF NOT EXISTS fleet_runs_state ON fleet_runs (state)",
+    "CREATE TABLE IF NOT EXISTS fleet_targets (
+        run_id TEXT NOT NULL,
+        ordinal BIGINT NOT NULL,
+        target_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        code TEXT,
+        result TEXT,
+        event_id TEXT,
+        started_at BIGINT,
+        finished_at BIGINT,
+        PRIMARY KEY (run_id, target_id)
+    )",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

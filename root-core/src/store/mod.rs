@@ -68,6 +68,7 @@ macro_rules! on_pool {
 mod audit;
 mod descriptors;
 mod evidence;
+mod fleet;
 mod leases;
 mod migrations;
 mod oauth;
@@ -83,6 +84,7 @@ mod zone;
 pub use audit::*;
 pub use descriptors::*;
 pub use evidence::*;
+pub use fleet::*;
 pub use leases::*;
 pub use oauth::*;
 pub use operators::*;

@@ -16,6 +16,8 @@ pub(crate) struct AdminAction<'a> {
     pub(crate) started_at: time::OffsetDateTime,
     /// What the operator asked for; redacted before it is stored.
     pub(crate) request: serde_json::Value,
+    /// The trace the event joins (`None`: its own).
+    pub(crate) trace_id: Option<String>,
 }
 
 /// Records an operator action and its outcome as one audit event naming the operator; see
@@ -34,6 +36,7 @@ pub(crate) async fn record_admin(
         adapter: action.adapter,
         started_at: action.started_at,
         request: action.request,
+        trace_id: action.trace_id,
     };
     record(app, action, outcome).await
 }
@@ -57,6 +60,18 @@ pub(crate) async fn audited<T>(
     asked: Asked,
     run: impl std::future::Future<Output = Result<(T, String), ApiError>>,
 ) -> Result<(T, String), ApiError> {
+    audited_in(app, op, asked, None, run).await
+}
+
+/// [`audited`], the event joining trace `trace_id` (a fleet run's: its targets' calls
+/// share it).
+pub(crate) async fn audited_in<T>(
+    app: &App,
+    op: &Operator,
+    asked: Asked,
+    trace_id: Option<String>,
+    run: impl std::future::Future<Output = Result<(T, String), ApiError>>,
+) -> Result<(T, String), ApiError> {
     let started_at = mcp_shared::time::now();
     let outcome = run.await;
     let action = AdminAction {
@@ -65,6 +80,7 @@ pub(crate) async fn audited<T>(
         adapter: asked.adapter,
         started_at,
         request: asked.request,
+        trace_id,
     };
     match outcome {
         Ok((value, summary)) => {

@@ -559,3 +559,35 @@ pub(crate) struct ZoneView {
     pub(crate) this: String,
     pub(crate) replicas: Vec<ReplicaView>,
 }
+
+// ---- fleet runs (`/v1/root/fleet/runs`) ----
+
+/// `POST /v1/root/fleet/runs`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FleetRunRequest {
+    /// Which targets (see `hubs::selector`).
+    pub(crate) selector: String,
+    pub(crate) tool_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) arguments: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) plan: Option<crate::fleet::plan::Plan>,
+}
+
+/// `GET /v1/root/fleet/runs`: the newest runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct FleetRuns {
+    pub(crate) runs: Vec<FleetRunSummary>,
+}
+
+/// A run as listed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct FleetRunSummary {
+    pub(crate) run_id: String,
+    pub(crate) state: String,
+    pub(crate) created_by: String,
+    pub(crate) created_at: String,
+    pub(crate) selector: String,
+    pub(crate) tool_id: String,
+}

@@ -351,6 +351,7 @@ async fn console_event(
                 "console_session": session_id,
                 "expires_at": format(from_unix_ms(expires_ms)),
             }),
+            trace_id: None,
         },
         Ok(format!("console {verb}")),
     )

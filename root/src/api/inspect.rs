@@ -155,6 +155,41 @@ async fn reader_lease(
     Ok(entry)
 }
 
+/// The reader lease an operator's read of `contract` on `target_id` runs under (issued when
+/// missing or about to end), touched; refused when the target is not enrolled or no
+/// read-only profile grants the tool.
+pub(crate) async fn reader_for(
+    app: &App,
+    op: &Operator,
+    target_id: &str,
+    contract: &mcp_shared::ToolContract,
+) -> Result<Arc<LeaseEntry>, ApiError> {
+    if !app.hubs.enrolments.contains_key(target_id) {
+        return Err(ApiError::not_found(format!(
+            "target `{target_id}` is not enrolled"
+        )));
+    }
+    let Some(profile) = read_profile(app, &contract.required_capability) else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::CapabilityNotGranted,
+            format!(
+                "no read-only capability profile grants `{}`",
+                contract.required_capability
+            ),
+        ));
+    };
+    let lease = reader_lease(app, op, target_id, &profile).await?;
+    lease.touch();
+    Ok(lease)
+}
+
+/// Whether an operator may run `contract` as a read (reader leases run only reads).
+pub(crate) fn is_read(contract: &mcp_shared::ToolContract) -> bool {
+    contract.side_effect == SideEffectClass::Read
+        && contract.routing != RoutingClass::OperationalWrite
+}
+
 /// `POST /v1/root/hubs/{target_id}/read`.
 pub(crate) async fn operator_read(
     State(app): State<Arc<App>>,
@@ -172,7 +207,7 @@ pub(crate) async fn operator_read(
         ));
     };
     let c = &entry.contract;
-    if c.side_effect != SideEffectClass::Read || c.routing == RoutingClass::OperationalWrite {
+    if !is_read(c) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             ErrorCode::Forbidden,
@@ -182,23 +217,7 @@ pub(crate) async fn operator_read(
             ),
         ));
     }
-    if !app.hubs.enrolments.contains_key(&target_id) {
-        return Err(ApiError::not_found(format!(
-            "target `{target_id}` is not enrolled"
-        )));
-    }
-    let Some(profile) = read_profile(&app, &c.required_capability) else {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::CapabilityNotGranted,
-            format!(
-                "no read-only capability profile grants `{}`",
-                c.required_capability
-            ),
-        ));
-    };
-    let lease = reader_lease(&app, &op, &target_id, &profile).await?;
-    lease.touch();
+    let lease = reader_for(&app, &op, &target_id, c).await?;
     let trace = call::trace(headers.get("traceparent").and_then(|v| v.to_str().ok()));
     let ctx = CallContext {
         surface: Surface::Rest,

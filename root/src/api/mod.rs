@@ -14,6 +14,7 @@ pub mod console;
 pub(crate) mod descriptors;
 pub(crate) mod endpoint;
 pub(crate) mod error;
+pub(crate) mod fleet;
 mod guard;
 mod health;
 pub(crate) mod hub_link;
@@ -268,6 +269,36 @@ fn fleet_routes() -> Vec<Route> {
             "/v1/root/hubs/{target_id}/narrowing",
             OperatorAction,
             post(crate::api::lifecycle::narrowing),
+        ),
+        r(
+            "GET",
+            "/v1/root/fleet/runs",
+            OperatorRead,
+            get(crate::api::fleet::list),
+        ),
+        r(
+            "POST",
+            "/v1/root/fleet/runs",
+            OperatorAction,
+            post(crate::api::fleet::start),
+        ),
+        r(
+            "GET",
+            "/v1/root/fleet/runs/{run_id}",
+            OperatorRead,
+            get(crate::api::fleet::show),
+        ),
+        r(
+            "GET",
+            "/v1/root/fleet/runs/{run_id}/targets/{target_id}",
+            OperatorRead,
+            get(crate::api::fleet::target),
+        ),
+        r(
+            "POST",
+            "/v1/root/fleet/runs/{run_id}/{command}",
+            OperatorAction,
+            post(crate::api::fleet::command),
         ),
         r(
             "POST",

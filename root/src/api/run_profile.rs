@@ -216,6 +216,7 @@ pub(crate) async fn post(
         adapter: Some("root.run_profile".into()),
         started_at,
         request: json!({ "session_id": id, "ask": ask.unwrap_or(Value::Null) }),
+        trace_id: None,
     };
     let outcome = match &issued {
         Ok((doc, cred)) => Ok(format!(

@@ -477,6 +477,13 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
             ("POST", "/v1/root/hubs/{target_id}/skills/{skill}/{command}") => http.post(url(
                 "/v1/root/hubs/hub:ops-beta/skills/infra_access_skill/disable",
             )),
+            // Refused runs and commands (a run's own calls would add events of their own).
+            ("POST", "/v1/root/fleet/runs") => http
+                .post(url(e.path))
+                .json(&json!({"selector": "id=*", "tool_id": "hub.no_such_tool"})),
+            ("POST", "/v1/root/fleet/runs/{run_id}/{command}") => {
+                http.post(url("/v1/root/fleet/runs/no-such-run/pause"))
+            }
             ("POST", "/v1/root/hubs/{target_id}/labels") => http
                 .post(url("/v1/root/hubs/hub:ops-beta/labels"))
                 .json(&json!({"set": {"role": "web"}})),

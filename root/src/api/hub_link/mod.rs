@@ -630,6 +630,7 @@ fn skill_reported(app: &Arc<App>, target_id: &str, skills: &[SkillState]) {
                 adapter: Some(format!("hub.skill:{SKILL}")),
                 started_at: now(),
                 request: change.request,
+                trace_id: None,
             };
             if let Err(e) = crate::api::audited::record(&app, action, Ok(change.summary)).await {
                 tracing::error!(%target_id, error = ?e, "a skill change of the hub was not recorded");

@@ -62,6 +62,9 @@ pub(crate) enum AdminCommand {
     /// The zone's root replicas, their hubs and health.
     #[command(subcommand)]
     Replicas(ReplicasCommand),
+    /// Fleet runs: one read on every target a selector names, under a rollout plan.
+    #[command(subcommand)]
+    Fleet(FleetCommand),
     /// Named operators, each with a credential of their own (every operator action is an
     /// audit event naming them; the admin token file is operator `admin`).
     #[command(subcommand)]
@@ -429,5 +432,62 @@ pub(crate) enum AuditCommand {
     Verify {
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum FleetCommand {
+    /// Start a run: TOOL on every target SELECTOR names (frozen at start), canaries first,
+    /// then a sliding window; once more targets fail than --max-errors allows, no new one
+    /// starts. With --wait, a progress line until it ends, then its report.
+    Run {
+        #[arg(long)]
+        selector: String,
+        #[arg(long)]
+        tool: String,
+        /// The tool's arguments (a JSON object).
+        #[arg(long)]
+        arguments: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        canary: usize,
+        /// Targets at once after the canaries: a count or a percentage (20%).
+        #[arg(long, default_value = "10")]
+        max_concurrency: String,
+        /// Failures before no new target starts: a count or a percentage (2%).
+        #[arg(long, default_value = "0")]
+        max_errors: String,
+        #[arg(long, default_value_t = 0)]
+        pause_after_canary_ms: u64,
+        #[arg(long)]
+        wait: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The newest runs.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// A run: its state, counts, outcomes grouped and a line per target.
+    Status {
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One target's part in a run, with its full result.
+    Target {
+        run: String,
+        target: String,
+    },
+    /// No new target starts; the ones running finish.
+    Pause {
+        run: String,
+    },
+    Resume {
+        run: String,
+    },
+    /// For good: targets not started are cancelled.
+    Cancel {
+        run: String,
     },
 }

@@ -5,6 +5,7 @@ mod audit;
 pub(crate) mod client;
 mod commands;
 mod descriptors;
+mod fleet;
 mod hubs;
 mod leases;
 mod operators;
@@ -44,6 +45,7 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             descriptors::replicas(&c, json).await?
         }
         AdminCommand::Audit(cmd) => return audit::run(&c, cmd).await,
+        AdminCommand::Fleet(cmd) => return fleet::run(&c, cmd).await,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,268 @@
+//! Fleet runs: a run (one tool on a frozen set of targets, under a plan) and each target's
+//! part in it, so a run outlives the process that started it.
+
+use super::*;
+
+/// A fleet run as stored.
+#[derive(Debug, Clone)]
+pub struct FleetRunRow {
+    pub run_id: String,
+    /// The trace every event of the run joins (the run's own and each target's call).
+    pub trace_id: String,
+    pub created_by: String,
+    pub created_at_ms: i64,
+    pub selector: String,
+    pub tool_id: String,
+    /// JSON.
+    pub arguments: String,
+    /// JSON of the plan.
+    pub plan: String,
+    /// SHA-256 of the frozen target set.
+    pub set_hash: String,
+    /// `running`, `paused`, `cancelled`, `stopped` (error budget spent) or `completed`.
+    pub state: String,
+    pub finished_at_ms: Option<i64>,
+    /// The replica driving it (`single` on SQLite): a restarted replica takes up its own.
+    pub driver: String,
+}
+
+/// One target's part in a fleet run.
+#[derive(Debug, Clone)]
+pub struct FleetTargetRow {
+    pub target_id: String,
+    /// Its place in the run's order (canaries first).
+    pub ordinal: i64,
+    /// `pending`, `running`, `succeeded`, `failed`, `undeliverable`, `refused`, `skipped` or
+    /// `cancelled`.
+    pub status: String,
+    /// The error code of a target that did not succeed.
+    pub code: Option<String>,
+    /// JSON: the tool's result, or the error.
+    pub result: Option<String>,
+    /// The target's call event.
+    pub event_id: Option<String>,
+    pub started_at_ms: Option<i64>,
+    pub finished_at_ms: Option<i64>,
+}
+
+const RUN_COLUMNS: &str = "run_id, trace_id, created_by, created_at, selector, tool_id, arguments, plan, set_hash, state, finished_at, driver";
+
+/// A `FleetRunRow` from a row of either backend (the column types are the same on both).
+macro_rules! run_from_row {
+    ($r:expr) => {{
+        let r = $r;
+        let op = "read fleet run";
+        Ok::<FleetRunRow, Error>(FleetRunRow {
+            run_id: r.try_get("run_id").map_err(db(op))?,
+            trace_id: r.try_get("trace_id").map_err(db(op))?,
+            created_by: r.try_get("created_by").map_err(db(op))?,
+            created_at_ms: r.try_get("created_at").map_err(db(op))?,
+            selector: r.try_get("selector").map_err(db(op))?,
+            tool_id: r.try_get("tool_id").map_err(db(op))?,
+            arguments: r.try_get("arguments").map_err(db(op))?,
+            plan: r.try_get("plan").map_err(db(op))?,
+            set_hash: r.try_get("set_hash").map_err(db(op))?,
+            state: r.try_get("state").map_err(db(op))?,
+            finished_at_ms: r.try_get("finished_at").map_err(db(op))?,
+            driver: r.try_get("driver").map_err(db(op))?,
+        })
+    }};
+}
+
+impl Store {
+    /// Stores a new run and its targets (all `pending`, in `targets`' order), in one
+    /// transaction.
+    pub async fn insert_fleet_run(&self, run: &FleetRunRow, targets: &[String]) -> Result<()> {
+        let op = "insert fleet run";
+        let list = serde_json::Value::from(targets.to_vec()).to_string();
+        let unpack = match self.pool {
+            Pool::Sqlite(_) => {
+                "INSERT INTO fleet_targets (run_id, ordinal, target_id, status)
+                 SELECT $1, CAST(key AS BIGINT), value, 'pending' FROM json_each($2)"
+            }
+            Pool::Postgres(_) => {
+                "INSERT INTO fleet_targets (run_id, ordinal, target_id, status)
+                 SELECT $1::TEXT, t.ord - 1, t.value, 'pending'
+                 FROM json_array_elements_text($2::json) WITH ORDINALITY AS t(value, ord)"
+            }
+        };
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await.map_err(db(op))?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO fleet_runs ({RUN_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+            )))
+            .bind(&run.run_id)
+            .bind(&run.trace_id)
+            .bind(&run.created_by)
+            .bind(run.created_at_ms)
+            .bind(&run.selector)
+            .bind(&run.tool_id)
+            .bind(&run.arguments)
+            .bind(&run.plan)
+            .bind(&run.set_hash)
+            .bind(&run.state)
+            .bind(run.finished_at_ms)
+            .bind(&run.driver)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+            sqlx::query(sqlx::AssertSqlSafe(unpack))
+                .bind(&run.run_id)
+                .bind(&list)
+                .execute(&mut *tx)
+                .await
+                .map_err(db(op))?;
+            tx.commit().await.map_err(db(op))?;
+            Ok(())
+        })
+    }
+
+    /// One run.
+    pub async fn fleet_run(&self, run_id: &str) -> Result<Option<FleetRunRow>> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {RUN_COLUMNS} FROM fleet_runs WHERE run_id = $1"
+            )))
+            .bind(run_id)
+            .fetch_optional(pool)
+            .await
+            .map_err(db("read fleet run"))?;
+            row.map(|r| run_from_row!(&r)).transpose()
+        })
+    }
+
+    /// The newest runs first, at most `limit`.
+    pub async fn fleet_runs(&self, limit: i64) -> Result<Vec<FleetRunRow>> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {RUN_COLUMNS} FROM fleet_runs ORDER BY created_at DESC, run_id DESC LIMIT $1"
+            )))
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+            .map_err(db("list fleet runs"))?;
+            rows.iter().map(|r| run_from_row!(r)).collect()
+        })
+    }
+
+    /// The runs `driver` left unfinished (`running` or `paused`): it takes them up again.
+    pub async fn unfinished_fleet_runs(&self, driver: &str) -> Result<Vec<String>> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT run_id FROM fleet_runs WHERE state IN ('running', 'paused') AND driver = $1
+                 ORDER BY created_at",
+            )
+            .bind(driver)
+            .fetch_all(pool)
+            .await
+            .map_err(db("list unfinished fleet runs"))?;
+            rows.iter()
+                .map(|r| r.try_get::<String, _>(0).map_err(db("list unfinished fleet runs")))
+                .collect()
+        })
+    }
+
+    /// A run's targets in the run's order.
+    pub async fn fleet_targets(&self, run_id: &str) -> Result<Vec<FleetTargetRow>> {
+        let op = "read fleet targets";
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT target_id, ordinal, status, code, result, event_id, started_at, finished_at
+                 FROM fleet_targets WHERE run_id = $1 ORDER BY ordinal",
+            )
+            .bind(run_id)
+            .fetch_all(pool)
+            .await
+            .map_err(db(op))?;
+            rows.iter().map(|r| -> Result<FleetTargetRow> {
+                Ok(FleetTargetRow {
+                    target_id: r.try_get("target_id").map_err(db(op))?,
+                    ordinal: r.try_get("ordinal").map_err(db(op))?,
+                    status: r.try_get("status").map_err(db(op))?,
+                    code: r.try_get("code").map_err(db(op))?,
+                    result: r.try_get("result").map_err(db(op))?,
+                    event_id: r.try_get("event_id").map_err(db(op))?,
+                    started_at_ms: r.try_get("started_at").map_err(db(op))?,
+                    finished_at_ms: r.try_get("finished_at").map_err(db(op))?,
+                })
+            }).collect()
+        })
+    }
+
+    /// Moves a run to `state` (`finished_at_ms` for a final one); `Ok(false)` when it does not
+    /// exist or is in none of the states `from`.
+    pub async fn set_fleet_run_state(
+        &self,
+        run_id: &str,
+        from: &[&str],
+        state: &str,
+        finished_at_ms: Option<i64>,
+    ) -> Result<bool> {
+        let from = serde_json::Value::from(from.to_vec()).to_string();
+        let within = match self.pool {
+            Pool::Sqlite(_) => "state IN (SELECT value FROM json_each($4))",
+            Pool::Postgres(_) => "state IN (SELECT json_array_elements_text($4::json))",
+        };
+        let sql = format!(
+            "UPDATE fleet_runs SET state = $1, finished_at = $2 WHERE run_id = $3 AND {within}"
+        );
+        on_pool!(self, pool => {
+            let res = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(state)
+                .bind(finished_at_ms)
+                .bind(run_id)
+                .bind(&from)
+                .execute(pool)
+                .await
+                .map_err(db("set fleet run state"))?;
+            Ok(res.rows_affected() == 1)
+        })
+    }
+
+    /// Records a target's part: its status and, once it finished, its code, result and event.
+    pub async fn set_fleet_target(&self, run_id: &str, t: &FleetTargetRow) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE fleet_targets SET status = $1, code = $2, result = $3, event_id = $4,
+                    started_at = $5, finished_at = $6
+                 WHERE run_id = $7 AND target_id = $8",
+            )
+            .bind(&t.status)
+            .bind(&t.code)
+            .bind(&t.result)
+            .bind(&t.event_id)
+            .bind(t.started_at_ms)
+            .bind(t.finished_at_ms)
+            .bind(run_id)
+            .bind(&t.target_id)
+            .execute(pool)
+            .await
+            .map_err(db("record a fleet target"))?;
+            Ok(())
+        })
+    }
+
+    /// Marks every target of a run still `pending` (or, `running_too`, `running`) as `status`.
+    pub async fn settle_fleet_targets(
+        &self,
+        run_id: &str,
+        status: &str,
+        running_too: bool,
+    ) -> Result<u64> {
+        let sql = if running_too {
+            "UPDATE fleet_targets SET status = $1 WHERE run_id = $2 AND status IN ('pending', 'running')"
+        } else {
+            "UPDATE fleet_targets SET status = $1 WHERE run_id = $2 AND status = 'pending'"
+        };
+        on_pool!(self, pool => {
+            let res = sqlx::query(sql)
+                .bind(status)
+                .bind(run_id)
+                .execute(pool)
+                .await
+                .map_err(db("settle fleet targets"))?;
+            Ok(res.rows_affected())
+        })
+    }
+}

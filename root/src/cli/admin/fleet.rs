@@ -1,0 +1,174 @@
+//! `mcp-root admin fleet …`: start a fleet run and follow it with a progress line, list runs,
+//! report one, read one target's full result, pause, resume or cancel one.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use super::client::{AdminClient, lines_or, print};
+use super::commands::FleetCommand;
+use crate::api::bodies::{Audited, FleetRuns};
+use crate::fleet::report::RunReport;
+
+/// Runs one fleet command; a run that ended with failures exits 1 with `--wait`.
+pub(super) async fn run(c: &AdminClient, cmd: FleetCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        FleetCommand::Run {
+            selector,
+            tool,
+            arguments,
+            canary,
+            max_concurrency,
+            max_errors,
+            pause_after_canary_ms,
+            wait,
+            json,
+        } => {
+            let arguments: Value = match arguments {
+                Some(a) => serde_json::from_str(&a).context("--arguments is not JSON")?,
+                None => json!({}),
+            };
+            let amount =
+                |s: &str| -> Value { s.parse::<u64>().map_or_else(|_| json!(s), |n| json!(n)) };
+            let body = json!({
+                "selector": selector,
+                "tool_id": tool,
+                "arguments": arguments,
+                "plan": {
+                    "canary": canary,
+                    "max_concurrency": amount(&max_concurrency),
+                    "max_errors": amount(&max_errors),
+                    "pause_after_canary_ms": pause_after_canary_ms,
+                },
+            });
+            let started: Audited<RunReport> = c.post("/v1/root/fleet/runs", &body).await?;
+            if !wait {
+                print(json, &started, |a| report_text(&a.item));
+                return Ok(ExitCode::SUCCESS);
+            }
+            let id = started.item.run_id.clone();
+            eprintln!(
+                "fleet run {id}: {} on {} targets",
+                started.item.tool_id, started.item.total
+            );
+            let done = follow(c, &id).await?;
+            print(json, &done, report_text);
+            let failed = done.errors > 0 || done.state != "completed";
+            return Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
+        FleetCommand::List { json } => {
+            let runs: FleetRuns = c.get("/v1/root/fleet/runs").await?;
+            print(json, &runs, |r| {
+                lines_or(
+                    r.runs
+                        .iter()
+                        .map(|r| {
+                            format!(
+                                "{}  {:9}  {}  {}  `{}`  by {}",
+                                r.run_id,
+                                r.state,
+                                r.created_at,
+                                r.tool_id,
+                                r.selector,
+                                r.created_by
+                            )
+                        })
+                        .collect(),
+                    "no fleet runs",
+                )
+            });
+        }
+        FleetCommand::Status { run, json } => {
+            let r: RunReport = c.get(&format!("/v1/root/fleet/runs/{run}")).await?;
+            print(json, &r, report_text);
+        }
+        FleetCommand::Target { run, target } => {
+            let t: Value = c
+                .get(&format!("/v1/root/fleet/runs/{run}/targets/{target}"))
+                .await?;
+            println!("{}", serde_json::to_string_pretty(&t)?);
+        }
+        FleetCommand::Pause { run } => command(c, &run, "pause").await?,
+        FleetCommand::Resume { run } => command(c, &run, "resume").await?,
+        FleetCommand::Cancel { run } => command(c, &run, "cancel").await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn command(c: &AdminClient, run: &str, verb: &str) -> anyhow::Result<()> {
+    let r: Audited<RunReport> = c
+        .post(&format!("/v1/root/fleet/runs/{run}/{verb}"), &json!({}))
+        .await?;
+    println!("{} (event {})", report_text(&r.item), r.event_id);
+    Ok(())
+}
+
+/// Polls the run until it ends, drawing a progress line on stderr.
+async fn follow(c: &AdminClient, id: &str) -> anyhow::Result<RunReport> {
+    loop {
+        let r: RunReport = c.get(&format!("/v1/root/fleet/runs/{id}")).await?;
+        let done = r.total
+            - r.counts.get("pending").copied().unwrap_or(0)
+            - r.counts.get("running").copied().unwrap_or(0);
+        let width = 30;
+        let filled = (done * width).checked_div(r.total).unwrap_or(width);
+        eprint!(
+            "\r[{}{}] {done}/{} done, {} errors (budget {}), {}   ",
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            r.total,
+            r.errors,
+            r.error_budget,
+            r.state
+        );
+        let _ = std::io::stderr().flush();
+        if !matches!(r.state.as_str(), "running" | "paused") {
+            eprintln!();
+            return Ok(r);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// A run as the admin CLI prints it: what, state, the summary, the groups, the targets that
+/// did not succeed.
+fn report_text(r: &RunReport) -> String {
+    let mut out = format!(
+        "fleet run {} ({}): `{}` on `{}` by {}\n{}; errors {} of budget {}; trace {}",
+        r.run_id,
+        r.state,
+        r.tool_id,
+        r.selector,
+        r.created_by,
+        r.summary,
+        r.errors,
+        r.error_budget,
+        r.trace_id
+    );
+    for g in &r.groups {
+        let more = g.count.saturating_sub(g.targets.len());
+        out.push_str(&format!(
+            "\n  {} x {}{}: {}{}",
+            g.count,
+            g.status,
+            g.code
+                .as_deref()
+                .map(|c| format!(" ({c})"))
+                .unwrap_or_default(),
+            g.targets.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    out
+}

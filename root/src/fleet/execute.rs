@@ -1,0 +1,314 @@
+//! Driving a fleet run: canaries first (all of them, then an optional pause), then a sliding
+//! window of `max_concurrency` targets; once more targets failed than `max_errors` allows, no
+//! new one starts and the ones running finish. Pause, resume and cancel are the run's stored
+//! state, read before targets start (this replica's commands wake the task at once). Each
+//! target's outcome is stored as it finishes, so a restart goes on where the run was; a target
+//! left `running` by a crash runs again (a read).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use mcp_shared::error::ErrorCode;
+use mcp_shared::event::Surface;
+use mcp_shared::time::{now, unix_ms};
+use serde_json::{Value, json};
+
+use super::plan::Plan;
+use super::{state, status};
+use crate::app::App;
+use crate::call::{self, CallContext};
+use crate::store::{FleetRunRow, FleetTargetRow};
+
+/// How often a run's task reads its state when nothing wakes it (another replica's command).
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// Starts driving `run_id` on its own task.
+pub(crate) fn spawn(app: Arc<App>, run_id: String) {
+    tokio::spawn(async move {
+        drive(&app, &run_id).await;
+        app.fleet.finished(&run_id);
+    });
+}
+
+/// What the run's stored state allows now.
+enum Allowed {
+    Start,
+    Wait,
+    End(&'static str),
+}
+
+async fn allowed(app: &App, run: &FleetRunRow) -> Allowed {
+    let stored = match app.store.fleet_run(&run.run_id).await {
+        Ok(Some(r)) => r.state,
+        Ok(None) => return Allowed::End(state::CANCELLED),
+        Err(e) => {
+            tracing::warn!(run_id = %run.run_id, error = %e, "cannot read the fleet run's state; waiting");
+            return Allowed::Wait;
+        }
+    };
+    // Authority ends with its source: a run stops with its operator's credential.
+    let operator = run.created_by.strip_prefix("operator:").unwrap_or("");
+    if !app.operators.is_active(operator) {
+        tracing::warn!(run_id = %run.run_id, operator, "the fleet run's operator was revoked; cancelling it");
+        let _ = app
+            .store
+            .set_fleet_run_state(
+                &run.run_id,
+                &[state::RUNNING, state::PAUSED],
+                state::CANCELLED,
+                Some(unix_ms(now())),
+            )
+            .await;
+        return Allowed::End(state::CANCELLED);
+    }
+    match stored.as_str() {
+        state::RUNNING => Allowed::Start,
+        state::PAUSED => Allowed::Wait,
+        state::CANCELLED => Allowed::End(state::CANCELLED),
+        _ => Allowed::End(state::COMPLETED),
+    }
+}
+
+/// Drives the run until it ends (completed, stopped by its error budget, or cancelled).
+async fn drive(app: &Arc<App>, run_id: &str) {
+    let wake = app.fleet.waker(run_id);
+    let (run, rows) = match (
+        app.store.fleet_run(run_id).await,
+        app.store.fleet_targets(run_id).await,
+    ) {
+        (Ok(Some(run)), Ok(rows)) => (run, rows),
+        (run, rows) => {
+            tracing::error!(%run_id, run = ?run.err(), rows = ?rows.err(), "cannot load the fleet run to drive it");
+            return;
+        }
+    };
+    let plan: Plan = serde_json::from_str(&run.plan).unwrap_or_default();
+    let arguments: Value = serde_json::from_str(&run.arguments).unwrap_or_else(|_| json!({}));
+    let (canary, window, budget) = plan.resolve(rows.len());
+    let canary = canary as i64;
+    let mut errors = rows.iter().filter(|t| status::is_error(&t.status)).count();
+    let mut queue: VecDeque<FleetTargetRow> = rows
+        .into_iter()
+        .filter(|t| t.status == status::PENDING || t.status == status::RUNNING)
+        .collect();
+    // Canaries already done before a restart: no second pause.
+    let mut pause_until = None;
+    let mut paused_after_canary = queue.front().is_none_or(|t| t.ordinal >= canary);
+    let mut running = FuturesUnordered::new();
+    let mut canaries_running = 0usize;
+    let end = loop {
+        let allowed = allowed(app, &run).await;
+        if let Allowed::End(s) = allowed
+            && running.is_empty()
+        {
+            break s;
+        }
+        if matches!(allowed, Allowed::Start) && errors <= budget {
+            while let Some(next) = queue.front() {
+                let is_canary = next.ordinal < canary;
+                if !is_canary {
+                    if canaries_running > 0 {
+                        break;
+                    }
+                    if !paused_after_canary {
+                        paused_after_canary = true;
+                        if plan.pause_after_canary_ms > 0 {
+                            pause_until = Some(
+                                tokio::time::Instant::now()
+                                    + Duration::from_millis(plan.pause_after_canary_ms),
+                            );
+                        }
+                    }
+                    if pause_until.is_some_and(|u| tokio::time::Instant::now() < u) {
+                        break;
+                    }
+                }
+                let limit = if is_canary { canary as usize } else { window };
+                if running.len() >= limit {
+                    break;
+                }
+                let Some(t) = queue.pop_front() else { break };
+                canaries_running += usize::from(is_canary);
+                running.push(one(app, &run, &arguments, t, is_canary));
+            }
+        }
+        if running.is_empty() {
+            if queue.is_empty() {
+                break state::COMPLETED;
+            }
+            if errors > budget {
+                break state::STOPPED;
+            }
+        }
+        let pause = pause_until.unwrap_or_else(|| tokio::time::Instant::now() + RECHECK);
+        tokio::select! {
+            // Root is stopping: the run stays as stored, for the next start to take up.
+            () = app.shutdown.cancelled() => {
+                tracing::info!(%run_id, "root is stopping; the fleet run goes on at the next start");
+                return;
+            }
+            Some((row, was_canary)) = running.next() => {
+                canaries_running -= usize::from(was_canary);
+                if status::is_error(&row.status) {
+                    errors += 1;
+                }
+            }
+            () = wake.notified() => {}
+            () = tokio::time::sleep_until(pause.min(tokio::time::Instant::now() + RECHECK)) => {}
+        }
+    };
+    finish(app, &run, end).await;
+}
+
+/// Settles what did not run and stores the run's final state.
+async fn finish(app: &App, run: &FleetRunRow, end: &'static str) {
+    let leftover = match end {
+        state::CANCELLED => Some(status::CANCELLED),
+        state::STOPPED => Some(status::SKIPPED),
+        _ => None,
+    };
+    if let Some(s) = leftover
+        && let Err(e) = app.store.settle_fleet_targets(&run.run_id, s, false).await
+    {
+        tracing::error!(run_id = %run.run_id, error = %e, "cannot settle the fleet run's targets");
+    }
+    let from = [state::RUNNING, state::PAUSED, state::CANCELLED];
+    if let Err(e) = app
+        .store
+        .set_fleet_run_state(&run.run_id, &from, end, Some(unix_ms(now())))
+        .await
+    {
+        tracing::error!(run_id = %run.run_id, error = %e, "cannot store the fleet run's end");
+    }
+    tracing::info!(run_id = %run.run_id, state = end, "fleet run ended");
+}
+
+/// Runs one target's call and stores its outcome.
+async fn one(
+    app: &Arc<App>,
+    run: &FleetRunRow,
+    arguments: &Value,
+    mut t: FleetTargetRow,
+    canary: bool,
+) -> (FleetTargetRow, bool) {
+    t.status = status::RUNNING.into();
+    t.started_at_ms = Some(unix_ms(now()));
+    store(app, run, &t).await;
+    let (s, code, result, event_id) = call_target(app, run, arguments, &t.target_id).await;
+    if s != status::SUCCEEDED && app.shutdown.is_cancelled() {
+        // Failed because root is stopping (its trail closes): left `running`, so the next
+        // start runs it again rather than counting root's own stop against the target.
+        return (t, canary);
+    }
+    t.status = s.into();
+    t.code = code;
+    t.result = Some(result.to_string());
+    t.event_id = event_id;
+    t.finished_at_ms = Some(unix_ms(now()));
+    store(app, run, &t).await;
+    (t, canary)
+}
+
+async fn store(app: &App, run: &FleetRunRow, t: &FleetTargetRow) {
+    if let Err(e) = app.store.set_fleet_target(&run.run_id, t).await {
+        tracing::error!(run_id = %run.run_id, target_id = %t.target_id, error = %e, "cannot record a fleet target");
+    }
+}
+
+/// One target's governed call under the operator's reader lease for it: its status, error
+/// code, result (or error) and event.
+async fn call_target(
+    app: &Arc<App>,
+    run: &FleetRunRow,
+    arguments: &Value,
+    target_id: &str,
+) -> (&'static str, Option<String>, Value, Option<String>) {
+    let name = run.created_by.strip_prefix("operator:").unwrap_or("admin");
+    let op = crate::api::principal::Operator(crate::operators::OperatorId::named(name));
+    let Some(entry) = app.catalog.contracts.get(&run.tool_id).cloned() else {
+        let e = mcp_shared::ToolError::new(
+            ErrorCode::UnknownTool,
+            format!("no tool `{}` any more", run.tool_id),
+        );
+        return (status::FAILED, Some(e.code.as_str().into()), json!(e), None);
+    };
+    let lease = match crate::api::inspect::reader_for(app, &op, target_id, &entry.contract).await {
+        Ok(l) => l,
+        Err(e) => {
+            let e = e.tool_error();
+            let s = if e.code == ErrorCode::NotFound {
+                status::REFUSED
+            } else {
+                status::FAILED
+            };
+            return (s, Some(e.code.as_str().into()), json!(e), None);
+        }
+    };
+    let ctx = CallContext {
+        surface: Surface::Admin,
+        lease,
+        trace_id: run.trace_id.clone(),
+        span: tracing::Span::none(),
+        request_id: format!("{}/{target_id}", run.run_id),
+        cancel: None,
+        operator: Some(op.0.clone()),
+        confirmation: None,
+        progress: None,
+    };
+    let outcome = call::call(app, ctx, &run.tool_id, arguments.clone()).await;
+    let r = outcome.response;
+    let event = (!outcome.unaudited).then_some(r.event_id);
+    match r.error {
+        None => (
+            status::SUCCEEDED,
+            None,
+            r.result.unwrap_or(Value::Null),
+            event,
+        ),
+        Some(e) => {
+            let s = match e.code {
+                ErrorCode::TargetOffline => status::UNDELIVERABLE,
+                ErrorCode::TargetCordoned
+                | ErrorCode::TargetRetired
+                | ErrorCode::TargetNarrowed
+                | ErrorCode::SkillDisabled
+                | ErrorCode::EnvironmentForbidden
+                | ErrorCode::CapabilityNotGranted => status::REFUSED,
+                _ => status::FAILED,
+            };
+            (s, Some(e.code.as_str().into()), json!(e), event)
+        }
+    }
+}
+
+/// The replica id runs are driven under (`single` on SQLite).
+pub(crate) fn driver(app: &crate::app::App) -> String {
+    app.zone
+        .as_ref()
+        .map_or_else(|| "single".to_owned(), |z| z.replica_id.clone())
+}
+
+/// Takes up the runs this replica (by its id) left unfinished, at start-up: after a grace
+/// of one heartbeat interval (at most 10 s), so the hubs root was serving are back before
+/// their targets' turns come (a target still offline then is `undeliverable`).
+pub(crate) async fn resume_unfinished(app: Arc<crate::app::App>) {
+    let app = &app;
+    let grace = app.hubs.heartbeat.min(std::time::Duration::from_secs(10));
+    match app.store.unfinished_fleet_runs(&driver(app)).await {
+        Ok(runs) if runs.is_empty() => return,
+        Ok(_) => tokio::time::sleep(grace).await,
+        Err(_) => {}
+    }
+    match app.store.unfinished_fleet_runs(&driver(app)).await {
+        Ok(runs) => {
+            for run_id in runs {
+                tracing::info!(%run_id, "taking up an unfinished fleet run");
+                spawn(app.clone(), run_id);
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "cannot read the unfinished fleet runs"),
+    }
+}

@@ -1,0 +1,169 @@
+//! What a fleet run reports: its counts by status, its outcomes grouped (identical results
+//! or errors together, with how many and which targets), and a line per target. Inline
+//! output is bounded; each target's full result is its own request.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::status;
+use crate::store::{FleetRunRow, FleetTargetRow};
+
+/// Most bytes of a group's sample output shown inline.
+pub(crate) const SAMPLE_BYTES: usize = 2048;
+/// Most target ids a group names inline.
+pub(crate) const GROUP_TARGETS: usize = 20;
+
+/// A run as `GET /v1/root/fleet/runs/{id}` answers it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct RunReport {
+    pub(crate) run_id: String,
+    pub(crate) state: String,
+    pub(crate) created_by: String,
+    pub(crate) created_at: String,
+    pub(crate) finished_at: Option<String>,
+    pub(crate) selector: String,
+    pub(crate) tool_id: String,
+    pub(crate) arguments: Value,
+    pub(crate) plan: Value,
+    pub(crate) set_hash: String,
+    /// Every event of the run (its own and each target's call) carries it.
+    pub(crate) trace_id: String,
+    pub(crate) total: usize,
+    /// Targets by status (every status, zeros included).
+    pub(crate) counts: BTreeMap<String, usize>,
+    /// Targets that count against the error budget, and the budget.
+    pub(crate) errors: usize,
+    pub(crate) error_budget: usize,
+    /// One line: "500 targets: 480 succeeded, 12 failed, ...".
+    pub(crate) summary: String,
+    pub(crate) groups: Vec<Group>,
+    pub(crate) targets: Vec<TargetLine>,
+}
+
+/// Targets whose outcomes are identical.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Group {
+    pub(crate) status: String,
+    pub(crate) code: Option<String>,
+    pub(crate) count: usize,
+    /// The first [`GROUP_TARGETS`] of them.
+    pub(crate) targets: Vec<String>,
+    /// The outcome, cut at [`SAMPLE_BYTES`].
+    pub(crate) sample: String,
+    pub(crate) truncated: bool,
+}
+
+/// One target's part, without its output.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct TargetLine {
+    pub(crate) target_id: String,
+    pub(crate) status: String,
+    pub(crate) code: Option<String>,
+    pub(crate) event_id: Option<String>,
+    pub(crate) started_at: Option<String>,
+    pub(crate) finished_at: Option<String>,
+}
+
+fn time(ms: i64) -> String {
+    mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms))
+}
+
+/// The report of a run with its targets.
+pub(crate) fn report(run: &FleetRunRow, targets: &[FleetTargetRow]) -> RunReport {
+    let plan: super::plan::Plan = serde_json::from_str(&run.plan).unwrap_or_default();
+    let (_, _, budget) = plan.resolve(targets.len());
+    let mut counts: BTreeMap<String, usize> =
+        status::ALL.iter().map(|s| (s.to_string(), 0)).collect();
+    for t in targets {
+        *counts.entry(t.status.clone()).or_default() += 1;
+    }
+    let errors = targets
+        .iter()
+        .filter(|t| status::is_error(&t.status))
+        .count();
+    let parts: Vec<String> = status::ALL
+        .iter()
+        .filter(|s| counts.get(**s).copied().unwrap_or(0) > 0)
+        .map(|s| format!("{} {s}", counts[*s]))
+        .collect();
+    let summary = format!(
+        "{} targets: {}",
+        targets.len(),
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(", ")
+        }
+    );
+    RunReport {
+        run_id: run.run_id.clone(),
+        state: run.state.clone(),
+        created_by: run.created_by.clone(),
+        created_at: time(run.created_at_ms),
+        finished_at: run.finished_at_ms.map(time),
+        selector: run.selector.clone(),
+        tool_id: run.tool_id.clone(),
+        arguments: serde_json::from_str(&run.arguments).unwrap_or(Value::Null),
+        plan: serde_json::to_value(&plan).unwrap_or(Value::Null),
+        set_hash: run.set_hash.clone(),
+        trace_id: run.trace_id.clone(),
+        total: targets.len(),
+        counts,
+        errors,
+        error_budget: budget,
+        summary,
+        groups: groups(targets),
+        targets: targets
+            .iter()
+            .map(|t| TargetLine {
+                target_id: t.target_id.clone(),
+                status: t.status.clone(),
+                code: t.code.clone(),
+                event_id: t.event_id.clone(),
+                started_at: t.started_at_ms.map(time),
+                finished_at: t.finished_at_ms.map(time),
+            })
+            .collect(),
+    }
+}
+
+/// Finished targets grouped by identical outcome (status, code and output), largest first.
+fn groups(targets: &[FleetTargetRow]) -> Vec<Group> {
+    let mut by: BTreeMap<(String, Option<String>, [u8; 32]), Group> = BTreeMap::new();
+    for t in targets {
+        let Some(result) = &t.result else { continue };
+        // Errors group by code and message; results by their whole value.
+        let key_text = match serde_json::from_str::<Value>(result) {
+            Ok(v) if t.code.is_some() => v["message"].as_str().unwrap_or(result).to_owned(),
+            _ => result.clone(),
+        };
+        let digest: [u8; 32] = Sha256::digest(key_text.as_bytes()).into();
+        let g = by
+            .entry((t.status.clone(), t.code.clone(), digest))
+            .or_insert_with(|| {
+                let truncated = key_text.len() > SAMPLE_BYTES;
+                let mut cut = SAMPLE_BYTES.min(key_text.len());
+                while !key_text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                Group {
+                    status: t.status.clone(),
+                    code: t.code.clone(),
+                    count: 0,
+                    targets: Vec::new(),
+                    sample: key_text[..cut].to_owned(),
+                    truncated,
+                }
+            });
+        g.count += 1;
+        if g.targets.len() < GROUP_TARGETS {
+            g.targets.push(t.target_id.clone());
+        }
+    }
+    let mut groups: Vec<Group> = by.into_values().collect();
+    groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.status.cmp(&b.status)));
+    groups
+}

@@ -1,0 +1,39 @@
+//! The fleet runs this replica drives, each with what wakes its task.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use tokio::sync::Notify;
+
+/// The runs this replica drives, each with what wakes its task (a pause, resume or cancel
+/// here; another replica's reaches it within a second through the store).
+#[derive(Default)]
+pub(crate) struct Runs {
+    wakers: DashMap<String, Arc<Notify>>,
+}
+
+impl Runs {
+    /// The waker of `run_id`'s task (created when missing).
+    pub(crate) fn waker(&self, run_id: &str) -> Arc<Notify> {
+        self.wakers
+            .entry(run_id.to_owned())
+            .or_insert_with(|| Arc::new(Notify::new()))
+            .clone()
+    }
+
+    /// Wakes `run_id`'s task, if this replica drives it.
+    pub(crate) fn wake(&self, run_id: &str) {
+        if let Some(w) = self.wakers.get(run_id) {
+            w.notify_one();
+        }
+    }
+
+    pub(crate) fn finished(&self, run_id: &str) {
+        self.wakers.remove(run_id);
+    }
+
+    /// Whether this replica drives `run_id` now.
+    pub(crate) fn driving(&self, run_id: &str) -> bool {
+        self.wakers.contains_key(run_id)
+    }
+}
