@@ -146,14 +146,17 @@ impl Store {
         })
     }
 
-    /// The runs `driver` left unfinished (`running` or `paused`): it takes them up again.
-    pub async fn unfinished_fleet_runs(&self, driver: &str) -> Result<Vec<String>> {
+    /// The runs `driver` started before `before_ms` and left unfinished (`running` or
+    /// `paused`): it takes them up again.
+    pub async fn unfinished_fleet_runs(&self, driver: &str, before_ms: i64) -> Result<Vec<String>> {
         on_pool!(self, pool => {
             let rows = sqlx::query(
                 "SELECT run_id FROM fleet_runs WHERE state IN ('running', 'paused') AND driver = $1
+                   AND created_at < $2
                  ORDER BY created_at",
             )
             .bind(driver)
+            .bind(before_ms)
             .fetch_all(pool)
             .await
             .map_err(db("list unfinished fleet runs"))?;

@@ -25,10 +25,14 @@ use crate::store::{FleetRunRow, FleetTargetRow};
 /// How often a run's task reads its state when nothing wakes it (another replica's command).
 const RECHECK: Duration = Duration::from_secs(1);
 
-/// Starts driving `run_id` on its own task.
+/// Starts driving `run_id` on its own task, unless a task of this replica drives it already
+/// (claimed here, before the task runs, so a start and a resume never both drive it).
 pub(crate) fn spawn(app: Arc<App>, run_id: String) {
+    let Some(wake) = app.fleet.claim(&run_id) else {
+        return;
+    };
     tokio::spawn(async move {
-        drive(&app, &run_id).await;
+        drive(&app, &run_id, &wake).await;
         app.fleet.finished(&run_id);
     });
 }
@@ -73,8 +77,7 @@ async fn allowed(app: &App, run: &FleetRunRow) -> Allowed {
 }
 
 /// Drives the run until it ends (completed, stopped by its error budget, or cancelled).
-async fn drive(app: &Arc<App>, run_id: &str) {
-    let wake = app.fleet.waker(run_id);
+async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
     let (run, rows) = match (
         app.store.fleet_run(run_id).await,
         app.store.fleet_targets(run_id).await,
@@ -297,12 +300,14 @@ pub(crate) fn driver(app: &crate::app::App) -> String {
 pub(crate) async fn resume_unfinished(app: Arc<crate::app::App>) {
     let app = &app;
     let grace = app.hubs.heartbeat.min(std::time::Duration::from_secs(10));
-    match app.store.unfinished_fleet_runs(&driver(app)).await {
+    // Runs started by this process are driven already.
+    let before = unix_ms(app.started_at);
+    match app.store.unfinished_fleet_runs(&driver(app), before).await {
         Ok(runs) if runs.is_empty() => return,
         Ok(_) => tokio::time::sleep(grace).await,
         Err(_) => {}
     }
-    match app.store.unfinished_fleet_runs(&driver(app)).await {
+    match app.store.unfinished_fleet_runs(&driver(app), before).await {
         Ok(runs) => {
             for run_id in runs {
                 tracing::info!(%run_id, "taking up an unfinished fleet run");

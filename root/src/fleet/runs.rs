@@ -13,12 +13,13 @@ pub(crate) struct Runs {
 }
 
 impl Runs {
-    /// The waker of `run_id`'s task (created when missing).
-    pub(crate) fn waker(&self, run_id: &str) -> Arc<Notify> {
-        self.wakers
-            .entry(run_id.to_owned())
-            .or_insert_with(|| Arc::new(Notify::new()))
-            .clone()
+    /// Claims `run_id` for a task of this replica: its waker, or `None` when a task drives
+    /// it already (a run is never driven twice here).
+    pub(crate) fn claim(&self, run_id: &str) -> Option<Arc<Notify>> {
+        match self.wakers.entry(run_id.to_owned()) {
+            dashmap::Entry::Occupied(_) => None,
+            dashmap::Entry::Vacant(v) => Some(v.insert(Arc::new(Notify::new())).clone()),
+        }
     }
 
     /// Wakes `run_id`'s task, if this replica drives it.
