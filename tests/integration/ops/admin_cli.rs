@@ -10,16 +10,31 @@ fn bin() -> PathBuf {
     mcp_tests::workspace_bin("mcp-root").unwrap()
 }
 
+/// Runs `mcp-root admin ARGS` against `root` (in this process): `(exit code, stdout, stderr)`.
+/// The process is waited for in `block_in_place`, so the test's runtime hands the waiting
+/// worker's tasks to another thread: a task of root's parked on that worker (its LIFO slot
+/// is not stolen) would otherwise wait for the CLI that waits for root (a fleet command
+/// once hung there until the run's timer fired). Tests calling it run on a multi-thread
+/// runtime.
 pub fn admin(root: &TestRoot, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin())
-        .arg("admin")
-        .args(["--root-url", &root.handle().base_url(), "--data-dir"])
-        .arg(root.data_dir())
-        .args(args)
-        .env_remove("MCP_ROOT_URL")
-        .env_remove("MCP_ROOT_ADMIN_TOKEN")
-        .output()
-        .unwrap();
+    let run = || {
+        Command::new(bin())
+            .arg("admin")
+            .args(["--root-url", &root.handle().base_url(), "--data-dir"])
+            .arg(root.data_dir())
+            .args(args)
+            .env_remove("MCP_ROOT_URL")
+            .env_remove("MCP_ROOT_ADMIN_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    let out = if multi_thread {
+        tokio::task::block_in_place(run)
+    } else {
+        run()
+    };
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into(),
