@@ -11,11 +11,8 @@ fn bin() -> PathBuf {
 }
 
 /// Runs `mcp-root admin ARGS` against `root` (in this process): `(exit code, stdout, stderr)`.
-/// The process is waited for in `block_in_place`, so the test's runtime hands the waiting
-/// worker's tasks to another thread: a task of root's parked on that worker (its LIFO slot
-/// is not stolen) would otherwise wait for the CLI that waits for root (a fleet command
-/// once hung there until the run's timer fired). Tests calling it run on a multi-thread
-/// runtime.
+/// On a multi-thread runtime the process is waited for in `block_in_place`, so the waiting
+/// worker hands its other tasks (root's, in this process) to another thread meanwhile.
 pub fn admin(root: &TestRoot, args: &[&str]) -> (i32, String, String) {
     let run = || {
         Command::new(bin())
