@@ -373,10 +373,7 @@ async fn change(
 ) -> Result<Enrolment, ApiError> {
     // Store and memory change together with respect to a replica's enrolment reload (as a
     // key rotation does), which could otherwise put back what it read before this change.
-    let writes = match &app.zone {
-        Some(z) => Some(z.enrolment_writes.lock().await),
-        None => None,
-    };
+    let writes = crate::replica::enrolment_write(app).await;
     let current = app
         .hubs
         .enrolments

@@ -134,10 +134,7 @@ async fn set(
 ) -> Result<Pushed, ToolError> {
     // Store and memory change together with respect to a replica's enrolment reload (as a
     // key rotation does), which could otherwise put back the state it read before this one.
-    let one_writer = match &app.zone {
-        Some(z) => Some(z.enrolment_writes.lock().await),
-        None => None,
-    };
+    let one_writer = crate::replica::enrolment_write(app).await;
     let current = app
         .hubs
         .enrolments

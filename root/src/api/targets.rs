@@ -458,10 +458,7 @@ async fn rotate(app: &App, target_id: &str, grace_sec: u64) -> Result<(String, S
     };
     // Store and memory change together with respect to a replica's enrolment reload, which
     // could otherwise put back what it read before this rotation.
-    let writes = match &app.zone {
-        Some(z) => Some(z.enrolment_writes.lock().await),
-        None => None,
-    };
+    let writes = crate::replica::enrolment_write(app).await;
     let rotated = app
         .store
         .rotate_target_key(

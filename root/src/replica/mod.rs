@@ -50,6 +50,16 @@ pub(crate) async fn authenticate(app: &App, token: &str) -> Option<Arc<LeaseEntr
     entry.is_usable().then_some(entry)
 }
 
+/// Holds the replica's enrolment-write lock (none on SQLite): a change of an enrolment in
+/// the store and in memory is one step with respect to this replica's reload of enrolments,
+/// which could otherwise put back what it read before the change.
+pub(crate) async fn enrolment_write(app: &App) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+    match &app.zone {
+        Some(z) => Some(z.enrolment_writes.lock().await),
+        None => None,
+    }
+}
+
 /// Tells the other replicas that a lease changed; revocations wait until every live replica
 /// refuses the bearer.
 pub(crate) async fn lease_changed(app: &App, session_id: &str, revoked: bool) {

@@ -556,10 +556,7 @@ async fn open_link(
     // target (which reads the store and takes the report of a hub connected here): a reload
     // between the store and the attach would take this report as the previous one, and the
     // skill update it is would go unrecorded.
-    let writes = match &app.zone {
-        Some(zone) => Some(zone.enrolment_writes.lock().await),
-        None => None,
-    };
+    let writes = crate::replica::enrolment_write(app).await;
     app.store
         .update_target_seen(
             &target_id,
