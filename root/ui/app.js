@@ -12,9 +12,10 @@ import * as policy from './js/pages/policy.js';
 import * as targets from './js/pages/targets.js';
 import * as sessions from './js/pages/sessions.js';
 import * as approvals from './js/pages/approvals.js';
+import * as fleet from './js/pages/fleet.js';
 import * as integrity from './js/pages/integrity.js';
 
-const PAGES = { overview, requests, failures, usage, policy, targets, sessions, approvals, integrity };
+const PAGES = { overview, requests, failures, usage, policy, targets, fleet, sessions, approvals, integrity };
 
 const $ = (id) => document.getElementById(id);
 let cleanup = null;

@@ -19,11 +19,17 @@ pub struct FleetRunRow {
     pub plan: String,
     /// SHA-256 of the frozen target set.
     pub set_hash: String,
-    /// `running`, `paused`, `cancelled`, `stopped` (error budget spent) or `completed`.
+    /// `previewed` (a write awaiting its confirmation), `running`, `paused`, `cancelled`,
+    /// `stopped` (error budget spent) or `completed`.
     pub state: String,
     pub finished_at_ms: Option<i64>,
     /// The replica driving it (`single` on SQLite): a restarted replica takes up its own.
     pub driver: String,
+    /// A write run's capability profile (its targets' leases); `None` for a read run.
+    pub profile: Option<String>,
+    /// While `previewed`: the hash of its confirmation token and the token's deadline.
+    pub confirmation_hash: Option<String>,
+    pub confirm_by_ms: Option<i64>,
 }
 
 /// One target's part in a fleet run.
@@ -32,8 +38,8 @@ pub struct FleetTargetRow {
     pub target_id: String,
     /// Its place in the run's order (canaries first).
     pub ordinal: i64,
-    /// `pending`, `running`, `succeeded`, `failed`, `undeliverable`, `refused`, `skipped` or
-    /// `cancelled`.
+    /// `pending`, `running`, `succeeded`, `failed`, `undeliverable`, `refused`, `skipped`,
+    /// `cancelled` or (a write's target that could not take part at its preview) `excluded`.
     pub status: String,
     /// The error code of a target that did not succeed.
     pub code: Option<String>,
@@ -43,9 +49,11 @@ pub struct FleetTargetRow {
     pub event_id: Option<String>,
     pub started_at_ms: Option<i64>,
     pub finished_at_ms: Option<i64>,
+    /// JSON, a write's target: its preview (`expected_effect` or `error`, and `event_id`).
+    pub preview: Option<String>,
 }
 
-const RUN_COLUMNS: &str = "run_id, trace_id, created_by, created_at, selector, tool_id, arguments, plan, set_hash, state, finished_at, driver";
+const RUN_COLUMNS: &str = "run_id, trace_id, created_by, created_at, selector, tool_id, arguments, plan, set_hash, state, finished_at, driver, profile, confirmation_hash, confirm_by";
 
 /// A `FleetRunRow` from a row of either backend (the column types are the same on both).
 macro_rules! run_from_row {
@@ -65,6 +73,9 @@ macro_rules! run_from_row {
             state: r.try_get("state").map_err(db(op))?,
             finished_at_ms: r.try_get("finished_at").map_err(db(op))?,
             driver: r.try_get("driver").map_err(db(op))?,
+            profile: r.try_get("profile").map_err(db(op))?,
+            confirmation_hash: r.try_get("confirmation_hash").map_err(db(op))?,
+            confirm_by_ms: r.try_get("confirm_by").map_err(db(op))?,
         })
     }};
 }
@@ -90,7 +101,7 @@ impl Store {
             let mut tx = pool.begin().await.map_err(db(op))?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO fleet_runs ({RUN_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
             )))
             .bind(&run.run_id)
             .bind(&run.trace_id)
@@ -104,6 +115,9 @@ impl Store {
             .bind(&run.state)
             .bind(run.finished_at_ms)
             .bind(&run.driver)
+            .bind(&run.profile)
+            .bind(&run.confirmation_hash)
+            .bind(run.confirm_by_ms)
             .execute(&mut *tx)
             .await
             .map_err(db(op))?;
@@ -171,7 +185,8 @@ impl Store {
         let op = "read fleet targets";
         on_pool!(self, pool => {
             let rows = sqlx::query(
-                "SELECT target_id, ordinal, status, code, result, event_id, started_at, finished_at
+                "SELECT target_id, ordinal, status, code, result, event_id, started_at, finished_at,
+                    preview
                  FROM fleet_targets WHERE run_id = $1 ORDER BY ordinal",
             )
             .bind(run_id)
@@ -188,6 +203,7 @@ impl Store {
                     event_id: r.try_get("event_id").map_err(db(op))?,
                     started_at_ms: r.try_get("started_at").map_err(db(op))?,
                     finished_at_ms: r.try_get("finished_at").map_err(db(op))?,
+                    preview: r.try_get("preview").map_err(db(op))?,
                 })
             }).collect()
         })
@@ -243,6 +259,87 @@ impl Store {
             .await
             .map_err(db("record a fleet target"))?;
             Ok(())
+        })
+    }
+
+    /// Records a write's target's preview: `pending` (it takes part) or `excluded`, with the
+    /// code of why not.
+    pub async fn set_fleet_target_preview(
+        &self,
+        run_id: &str,
+        target_id: &str,
+        status: &str,
+        code: Option<&str>,
+        preview: &str,
+    ) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE fleet_targets SET status = $1, code = $2, preview = $3
+                 WHERE run_id = $4 AND target_id = $5",
+            )
+            .bind(status)
+            .bind(code)
+            .bind(preview)
+            .bind(run_id)
+            .bind(target_id)
+            .execute(pool)
+            .await
+            .map_err(db("record a fleet target's preview"))?;
+            Ok(())
+        })
+    }
+
+    /// The previewed run a confirmation token (by its hash) was issued for.
+    pub async fn fleet_run_by_confirmation(&self, token_hash: &str) -> Result<Option<FleetRunRow>> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {RUN_COLUMNS} FROM fleet_runs WHERE confirmation_hash = $1"
+            )))
+            .bind(token_hash)
+            .fetch_optional(pool)
+            .await
+            .map_err(db("read fleet run by confirmation"))?;
+            row.map(|r| run_from_row!(&r)).transpose()
+        })
+    }
+
+    /// Sets a previewed run's confirmation deadline (from when its previews are readable).
+    pub async fn set_fleet_confirm_by(&self, run_id: &str, confirm_by_ms: i64) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE fleet_runs SET confirm_by = $1 WHERE run_id = $2")
+                .bind(confirm_by_ms)
+                .bind(run_id)
+                .execute(pool)
+                .await
+                .map_err(db("set a fleet run's confirmation deadline"))?;
+            Ok(())
+        })
+    }
+
+    /// Redeems a previewed run's confirmation, once: `previewed` with this token hash becomes
+    /// `running` under `plan`, driven by `driver`, its token forgotten. `Ok(false)`: already
+    /// redeemed (or not this run's token).
+    pub async fn confirm_fleet_run(
+        &self,
+        run_id: &str,
+        token_hash: &str,
+        plan: &str,
+        driver: &str,
+    ) -> Result<bool> {
+        on_pool!(self, pool => {
+            let res = sqlx::query(
+                "UPDATE fleet_runs SET state = 'running', confirmation_hash = NULL, plan = $1,
+                    driver = $2
+                 WHERE run_id = $3 AND state = 'previewed' AND confirmation_hash = $4",
+            )
+            .bind(plan)
+            .bind(driver)
+            .bind(run_id)
+            .bind(token_hash)
+            .execute(pool)
+            .await
+            .map_err(db("confirm fleet run"))?;
+            Ok(res.rows_affected() == 1)
         })
     }
 

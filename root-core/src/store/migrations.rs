@@ -321,6 +321,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         finished_at BIGINT,
         PRIMARY KEY (run_id, target_id)
     )",
+    // Fleet writes: the capability profile a write run's targets run under, its confirmation
+    // (hash and deadline) while previewed, and each target's preview (its expected effect, or
+    // why it cannot take part).
+    "ALTER TABLE fleet_runs ADD COLUMN profile TEXT",
+    "ALTER TABLE fleet_runs ADD COLUMN confirmation_hash TEXT",
+    "ALTER TABLE fleet_runs ADD COLUMN confirm_by BIGINT",
+    "ALTER TABLE fleet_targets ADD COLUMN preview TEXT",
+    "CREATE INDEX IF NOT EXISTS fleet_runs_confirmation ON fleet_runs (confirmation_hash)",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

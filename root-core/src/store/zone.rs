@@ -213,6 +213,29 @@ impl Store {
         Ok(())
     }
 
+    /// Takes over the unfinished fleet runs (`running` or `paused`) whose driving replica is
+    /// gone: not registered, or silent for longer than `expiry_ms`. `me` drives them from
+    /// now; their ids.
+    pub async fn take_over_fleet_runs(&self, me: &str, expiry_ms: i64) -> Result<Vec<String>> {
+        let op = "take over fleet runs";
+        let (pg, _) = self.pg(op)?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE fleet_runs SET driver = $1
+             WHERE state IN ('running', 'paused') AND driver <> $1
+               AND driver NOT IN (SELECT replica_id FROM replicas
+                                  WHERE heartbeat_at >= {PG_NOW_MS} - $2)
+             RETURNING run_id"
+        )))
+        .bind(me)
+        .bind(expiry_ms)
+        .fetch_all(pg)
+        .await
+        .map_err(db(op))?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).map_err(db(op)))
+            .collect()
+    }
+
     /// Every registered replica, with the age of its heartbeat; rows silent for longer than
     /// `forget_ms` are dropped on the way.
     pub async fn list_replicas(&self, forget_ms: i64) -> Result<Vec<ReplicaRow>> {

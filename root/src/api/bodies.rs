@@ -573,6 +573,24 @@ pub(crate) struct FleetRunRequest {
     pub(crate) arguments: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) plan: Option<crate::fleet::plan::Plan>,
+    /// A write's capability profile (the narrowest granting the tool when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) capability_profile: Option<String>,
+    /// A write's: the token its preview issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) confirmation_token: Option<String>,
+}
+
+/// `POST /v1/root/fleet/previews`: the previewed run and its one confirmation token.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct FleetPreview {
+    pub(crate) report: crate::fleet::report::RunReport,
+    /// Shown once; only its hash is kept.
+    pub(crate) confirmation_token: String,
+    /// RFC 3339.
+    pub(crate) confirmation_expires_at: String,
+    /// What to do next, in words.
+    pub(crate) summary: String,
 }
 
 /// `GET /v1/root/fleet/runs`: the newest runs.

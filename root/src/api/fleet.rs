@@ -1,7 +1,8 @@
-//! Operators' fleet runs (`/v1/root/fleet/runs`): start one (a read on every target a selector
-//! names, under a plan), list them, report one with its outcomes grouped and a line per
+//! Operators' fleet runs (`/v1/root/fleet/runs`): preview a write on every target a selector
+//! names (`/v1/root/fleet/previews`, one confirmation token), start one (a read at once, a
+//! write with its preview's token), list them, report one with its outcomes grouped and a line per
 //! target, read one target's full result, and pause, resume or cancel one. Starting and each
-//! command are one audit event naming the operator (`admin.fleet.run`, `admin.fleet.pause`,
+//! command are one audit event naming the operator (`admin.fleet.preview`, `admin.fleet.run`, `admin.fleet.pause`,
 //! `admin.fleet.resume`, `admin.fleet.cancel`), refusals included; the run's event shares its
 //! trace with every target's call. The runs themselves are `crate::fleet`.
 
@@ -15,75 +16,103 @@ use mcp_shared::error::ErrorCode;
 use mcp_shared::time::{now, unix_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::api::audited::{Asked, audited, audited_in};
-use crate::api::bodies::{Audited, FleetRunRequest, FleetRunSummary, FleetRuns};
+use crate::api::bodies::{Audited, FleetPreview, FleetRunRequest, FleetRunSummary, FleetRuns};
 use crate::api::error::ApiError;
 use crate::api::principal::Operator;
 use crate::app::App;
 use crate::fleet::report::{RunReport, report};
-use crate::fleet::{execute, state};
+use crate::fleet::{execute, preview, state, status};
 use crate::hubs::selector::Selector;
 use crate::store::FleetRunRow;
 
-/// Most targets one run reaches.
-pub(crate) const MAX_TARGETS: usize = 20_000;
-
 /// `POST /v1/root/fleet/runs`: `{"selector", "tool_id", "arguments", "plan"}`; the run as it
-/// started (its targets frozen and hashed). Reads only, for now.
+/// started. A read starts at once (its targets frozen and hashed); a write needs the
+/// `confirmation_token` of its preview (`POST /v1/root/fleet/previews`) and the same selector,
+/// tool and arguments, and starts the previewed run.
 pub(crate) async fn start(
     State(app): State<Arc<App>>,
     op: Operator,
     body: Result<Json<FleetRunRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<Audited<RunReport>>), ApiError> {
     let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
-    let trace_id = uuid::Uuid::now_v7().simple().to_string();
+    // A confirmed write joins its preview's trace.
+    let previewed = match parsed
+        .as_ref()
+        .ok()
+        .and_then(|b| b.confirmation_token.as_deref())
+    {
+        Some(t) => app
+            .store
+            .fleet_run_by_confirmation(&crate::auth::token_hash(t))
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    let trace_id = previewed.as_ref().map_or_else(
+        || uuid::Uuid::now_v7().simple().to_string(),
+        |r| r.trace_id.clone(),
+    );
     let asked = Asked {
         tool_id: "admin.fleet.run",
         target_id: None,
         adapter: Some("root.fleet".into()),
         request: match &parsed {
-            Ok(b) => json!(b),
+            // The token is a bearer: the event names its hash.
+            Ok(b) => {
+                let mut r = json!(FleetRunRequest {
+                    confirmation_token: None,
+                    ..b.clone()
+                });
+                if let Some(t) = &b.confirmation_token {
+                    r["confirmation"] =
+                        json!(format!("sha256:{}", &crate::auth::token_hash(t)[..16]));
+                }
+                r
+            }
             Err(why) => json!({ "invalid_body": why }),
         },
     };
     let (run, event_id) = audited_in(&app, &op, asked, Some(trace_id.clone()), async {
         let req = parsed.map_err(ApiError::bad_request)?;
-        let run = create(&app, &op, req, trace_id.clone()).await?;
+        let (run, what) = match req.confirmation_token.as_deref() {
+            Some(token) => {
+                let run = preview::confirm(&app, &op, &req, token).await?;
+                let what = format!("confirmed preview, set {}", &run.set_hash[..12]);
+                (run, what)
+            }
+            None => {
+                let run = create(&app, &op, req, trace_id.clone()).await?;
+                let what = format!("set {}", &run.set_hash[..12]);
+                (run, what)
+            }
+        };
         let summary = format!(
-            "fleet run {}: `{}` on {} targets of `{}` (set {})",
-            run.0.run_id,
-            run.0.tool_id,
-            run.1,
-            run.0.selector,
-            &run.0.set_hash[..12]
+            "fleet run {}: `{}` on `{}` ({what})",
+            run.run_id, run.tool_id, run.selector
         );
-        Ok((run.0, summary))
+        Ok((run, summary))
     })
     .await?;
     execute::spawn(app.clone(), run.run_id.clone());
-    let targets = app
-        .store
-        .fleet_targets(&run.run_id)
-        .await
-        .map_err(ApiError::internal)?;
     Ok((
         StatusCode::CREATED,
         Json(Audited {
-            item: report(&run, &targets),
+            item: load(&app, &run.run_id).await?,
             event_id,
         }),
     ))
 }
 
-/// Checks a run request, resolves and freezes its targets, and stores the run.
+/// Checks a read run's request, resolves and freezes its targets, and stores the run.
 async fn create(
     app: &App,
     op: &Operator,
     req: FleetRunRequest,
     trace_id: String,
-) -> Result<(FleetRunRow, usize), ApiError> {
+) -> Result<FleetRunRow, ApiError> {
     let selector = Selector::parse(&req.selector)
         .map_err(|e| ApiError::bad_request(format!("selector: {e}")))?;
     let Some(entry) = app.catalog.contracts.get(&req.tool_id) else {
@@ -94,10 +123,20 @@ async fn create(
         ));
     };
     if !crate::api::inspect::is_read(&entry.contract) {
-        return Err(ApiError::bad_request(format!(
-            "`{}` is not a read: fleet runs serve reads for now (writes on a fleet, with a preview per target and one confirmation, are not served yet)",
-            req.tool_id
-        )));
+        preview::write_contract(app, &req.tool_id)?;
+        return Err(ApiError::new(
+            StatusCode::PRECONDITION_REQUIRED,
+            ErrorCode::ConfirmationRequired,
+            format!(
+                "`{}` is not a read: preview it on the fleet first (POST /v1/root/fleet/previews, `admin fleet preview`) and run it with the preview's confirmation_token",
+                req.tool_id
+            ),
+        ));
+    }
+    if req.capability_profile.is_some() {
+        return Err(ApiError::bad_request(
+            "capability_profile is for writes: a read runs under the operator's read-only profile",
+        ));
     }
     let plan = req.plan.unwrap_or_default();
     plan.check()
@@ -106,29 +145,7 @@ async fn create(
     if !arguments.is_object() {
         return Err(ApiError::bad_request("arguments must be a JSON object"));
     }
-    let mut targets: Vec<String> = app
-        .hubs
-        .enrolments
-        .iter()
-        .filter(|e| {
-            let status = app.hubs.status(e.key());
-            selector.matches(&crate::api::targets::subject(e, status))
-        })
-        .map(|e| e.key().clone())
-        .collect();
-    targets.sort();
-    if targets.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "selector `{selector}` names no enrolled target"
-        )));
-    }
-    if targets.len() > MAX_TARGETS {
-        return Err(ApiError::bad_request(format!(
-            "selector `{selector}` names {} targets; a run reaches at most {MAX_TARGETS}",
-            targets.len()
-        )));
-    }
-    let set_hash = hex::encode(Sha256::digest(targets.join("\n").as_bytes()));
+    let set = crate::fleet::set::resolve(app, &selector)?;
     let run = FleetRunRow {
         run_id: uuid::Uuid::now_v7().to_string(),
         trace_id,
@@ -138,16 +155,72 @@ async fn create(
         tool_id: req.tool_id,
         arguments: arguments.to_string(),
         plan: serde_json::to_string(&plan).map_err(ApiError::internal)?,
-        set_hash,
+        set_hash: set.hash,
         state: state::RUNNING.into(),
         finished_at_ms: None,
         driver: crate::fleet::execute::driver(app),
+        profile: None,
+        confirmation_hash: None,
+        confirm_by_ms: None,
     };
     app.store
-        .insert_fleet_run(&run, &targets)
+        .insert_fleet_run(&run, &set.targets)
         .await
         .map_err(ApiError::internal)?;
-    Ok((run, targets.len()))
+    Ok(run)
+}
+
+/// `POST /v1/root/fleet/previews`: `{"selector", "tool_id", "arguments", "plan",
+/// "capability_profile"}` for a write; the previewed run (each target's expected effect, or
+/// why it cannot take part) and its one confirmation token (shown once) with its deadline.
+pub(crate) async fn preview(
+    State(app): State<Arc<App>>,
+    op: Operator,
+    body: Result<Json<FleetRunRequest>, JsonRejection>,
+) -> Result<(StatusCode, Json<Audited<FleetPreview>>), ApiError> {
+    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
+    let trace_id = uuid::Uuid::now_v7().simple().to_string();
+    let asked = Asked {
+        tool_id: "admin.fleet.preview",
+        target_id: None,
+        adapter: Some("root.fleet".into()),
+        request: match &parsed {
+            Ok(b) => json!(b),
+            Err(why) => json!({ "invalid_body": why }),
+        },
+    };
+    let (previewed, event_id) = audited_in(&app, &op, asked, Some(trace_id.clone()), async {
+        let req = parsed.map_err(ApiError::bad_request)?;
+        let p = preview::preview(&app, &op, req, trace_id.clone()).await?;
+        let summary = format!(
+            "fleet preview {}: `{}` on `{}` (set {})",
+            p.run.run_id,
+            p.run.tool_id,
+            p.run.selector,
+            &p.run.set_hash[..12]
+        );
+        Ok((p, summary))
+    })
+    .await?;
+    let report = load(&app, &previewed.run.run_id).await?;
+    let expires = report.confirmation_expires_at.clone().unwrap_or_default();
+    let taking_part = report.counts.get(status::PENDING).copied().unwrap_or(0);
+    let summary = format!(
+        "Nothing was changed. {taking_part} of {} targets take part. To run it, start the run with the same selector, tool and arguments and this confirmation_token before {expires} (`admin fleet run … --confirm TOKEN`).",
+        report.total
+    );
+    Ok((
+        StatusCode::CREATED,
+        Json(Audited {
+            item: FleetPreview {
+                report,
+                confirmation_token: previewed.confirmation_token,
+                confirmation_expires_at: expires,
+                summary,
+            },
+            event_id,
+        }),
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -230,11 +303,11 @@ pub(crate) async fn target(
         .ok_or_else(|| {
             ApiError::not_found(format!("fleet run `{run_id}` has no target `{target_id}`"))
         })?;
-    let result = t
-        .result
-        .as_deref()
-        .and_then(|r| serde_json::from_str::<Value>(r).ok())
-        .unwrap_or(Value::Null);
+    let parse = |v: Option<&str>| {
+        v.and_then(|r| serde_json::from_str::<Value>(r).ok())
+            .unwrap_or(Value::Null)
+    };
+    let (result, preview) = (parse(t.result.as_deref()), parse(t.preview.as_deref()));
     Ok(Json(json!({
         "run_id": run_id,
         "target_id": t.target_id,
@@ -242,6 +315,7 @@ pub(crate) async fn target(
         "code": t.code,
         "event_id": t.event_id,
         "result": result,
+        "preview": preview,
     })))
 }
 
@@ -275,7 +349,10 @@ pub(crate) async fn command(
         let (from, to): (&[&str], &str) = match name.as_str() {
             "pause" => (&[state::RUNNING], state::PAUSED),
             "resume" => (&[state::PAUSED], state::RUNNING),
-            "cancel" => (&[state::RUNNING, state::PAUSED], state::CANCELLED),
+            "cancel" => (
+                &[state::PREVIEWED, state::RUNNING, state::PAUSED],
+                state::CANCELLED,
+            ),
             _ => {
                 return Err(ApiError::bad_request(format!(
                     "command must be pause, resume or cancel, not `{name}`"

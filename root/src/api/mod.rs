@@ -283,6 +283,12 @@ fn fleet_routes() -> Vec<Route> {
             post(crate::api::fleet::start),
         ),
         r(
+            "POST",
+            "/v1/root/fleet/previews",
+            OperatorAction,
+            post(crate::api::fleet::preview),
+        ),
+        r(
             "GET",
             "/v1/root/fleet/runs/{run_id}",
             OperatorRead,

@@ -499,6 +499,35 @@ async fn preview(
     Ok(json!(answer))
 }
 
+/// A confirmation root issues itself for one execute of `tool_id` with `domain` under
+/// `lease`, carrying the `effect` the execute confirms: a fleet write's target, whose execute
+/// the operator confirmed for the whole set (`fleet::preview`). Bound and redeemed like a
+/// preview's token; valid `confirmation_ttl_sec`.
+pub(crate) async fn confirmation_for(
+    app: &App,
+    lease: &mcp_shared::SessionLease,
+    tool_id: &str,
+    domain: &Value,
+    effect: Option<&Value>,
+) -> Result<String, ToolError> {
+    let token = crate::auth::new_token(CONFIRMATION_PREFIX);
+    let expires = now() + time::Duration::seconds(app.config.limits.confirmation_ttl_sec as i64);
+    app.store
+        .insert_confirmation(&ConfirmationRow {
+            token_hash: crate::auth::token_hash(&token),
+            session_id: lease.session_id.clone(),
+            tool_id: tool_id.to_owned(),
+            target_id: lease.target_id.clone(),
+            args_hash: args_hash(domain),
+            expires_at_ms: unix_ms(expires),
+            arguments: None,
+            effect: effect.map(Value::to_string),
+        })
+        .await
+        .map_err(internal)?;
+    Ok(token)
+}
+
 /// The approval of a token, if it allows the execute now: `approval_pending` while undecided,
 /// `confirmation_required` once rejected, expired, failed or used.
 async fn approved(app: &App, token_hash: &str) -> Result<ApprovalRow, ToolError> {

@@ -1,9 +1,13 @@
-//! Driving a fleet run: canaries first (all of them, then an optional pause), then a sliding
+//! Driving a fleet run (by one replica: a replica gone is replaced by another, which takes
+//! the run over, `replica::feed`): canaries first (all of them, then an optional pause), then a sliding
 //! window of `max_concurrency` targets; once more targets failed than `max_errors` allows, no
 //! new one starts and the ones running finish. Pause, resume and cancel are the run's stored
 //! state, read before targets start (this replica's commands wake the task at once). Each
 //! target's outcome is stored as it finishes, so a restart goes on where the run was; a target
-//! left `running` by a crash runs again (a read).
+//! left `running` by a crash runs again: a read simply, a write with the same idempotency
+//! key (`fleet::authority`), so it is answered by its first execution if it had one. A write's
+//! targets that could not take part at the preview (`excluded`) do not run and do not count
+//! in the plan's percentages.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -11,19 +15,22 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use mcp_shared::error::ErrorCode;
+use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::event::Surface;
 use mcp_shared::time::{now, unix_ms};
 use serde_json::{Value, json};
 
 use super::plan::Plan;
-use super::{state, status};
+use super::{authority, state, status};
 use crate::app::App;
 use crate::call::{self, CallContext};
 use crate::store::{FleetRunRow, FleetTargetRow};
 
 /// How often a run's task reads its state when nothing wakes it (another replica's command).
 const RECHECK: Duration = Duration::from_secs(1);
+/// A target answering `busy` is asked again after [`BUSY_WAIT`], at most this many times.
+const BUSY_RETRIES: u32 = 300;
+const BUSY_WAIT: Duration = Duration::from_secs(1);
 
 /// Starts driving `run_id` on its own task, unless a task of this replica drives it already
 /// (claimed here, before the task runs, so a start and a resume never both drive it).
@@ -42,10 +49,13 @@ enum Allowed {
     Start,
     Wait,
     End(&'static str),
+    /// Another replica drives it now (it took this one for gone): this task leaves it.
+    Lost,
 }
 
 async fn allowed(app: &App, run: &FleetRunRow) -> Allowed {
     let stored = match app.store.fleet_run(&run.run_id).await {
+        Ok(Some(r)) if r.driver != driver(app) => return Allowed::Lost,
         Ok(Some(r)) => r.state,
         Ok(None) => return Allowed::End(state::CANCELLED),
         Err(e) => {
@@ -90,8 +100,13 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
     };
     let plan: Plan = serde_json::from_str(&run.plan).unwrap_or_default();
     let arguments: Value = serde_json::from_str(&run.arguments).unwrap_or_else(|_| json!({}));
-    let (canary, window, budget) = plan.resolve(rows.len());
-    let canary = canary as i64;
+    let taking_part: Vec<&FleetTargetRow> = rows
+        .iter()
+        .filter(|t| t.status != status::EXCLUDED)
+        .collect();
+    let (canary, window, budget) = plan.resolve(taking_part.len());
+    // Canaries are the first targets taking part (an excluded one keeps its place).
+    let canary_ordinal = taking_part.get(canary).map_or(i64::MAX, |t| t.ordinal);
     let mut errors = rows.iter().filter(|t| status::is_error(&t.status)).count();
     let mut queue: VecDeque<FleetTargetRow> = rows
         .into_iter()
@@ -99,11 +114,15 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
         .collect();
     // Canaries already done before a restart: no second pause.
     let mut pause_until = None;
-    let mut paused_after_canary = queue.front().is_none_or(|t| t.ordinal >= canary);
+    let mut paused_after_canary = queue.front().is_none_or(|t| t.ordinal >= canary_ordinal);
     let mut running = FuturesUnordered::new();
     let mut canaries_running = 0usize;
     let end = loop {
         let allowed = allowed(app, &run).await;
+        if let Allowed::Lost = allowed {
+            tracing::warn!(%run_id, "another replica took the fleet run over; leaving it");
+            return;
+        }
         if let Allowed::End(s) = allowed
             && running.is_empty()
         {
@@ -111,7 +130,7 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
         }
         if matches!(allowed, Allowed::Start) && errors <= budget {
             while let Some(next) = queue.front() {
-                let is_canary = next.ordinal < canary;
+                let is_canary = next.ordinal < canary_ordinal;
                 if !is_canary {
                     if canaries_running > 0 {
                         break;
@@ -129,7 +148,7 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
                         break;
                     }
                 }
-                let limit = if is_canary { canary as usize } else { window };
+                let limit = if is_canary { canary } else { window };
                 if running.len() >= limit {
                     break;
                 }
@@ -186,6 +205,7 @@ async fn finish(app: &App, run: &FleetRunRow, end: &'static str) {
     {
         tracing::error!(run_id = %run.run_id, error = %e, "cannot store the fleet run's end");
     }
+    authority::end(app, &run.run_id).await;
     tracing::info!(run_id = %run.run_id, state = end, "fleet run ended");
 }
 
@@ -200,7 +220,21 @@ async fn one(
     t.status = status::RUNNING.into();
     t.started_at_ms = Some(unix_ms(now()));
     store(app, run, &t).await;
-    let (s, code, result, event_id) = call_target(app, run, arguments, &t.target_id).await;
+    let mut attempt = 0;
+    let (s, code, result, event_id) = loop {
+        let outcome = call_target(app, run, arguments, &t).await;
+        // `busy`: the target is still running this key's first execution (a resume found it
+        // cut off mid-call); its answer is the first execution's, once it is done.
+        if outcome.1.as_deref() == Some(ErrorCode::Busy.as_str())
+            && attempt < BUSY_RETRIES
+            && !app.shutdown.is_cancelled()
+        {
+            attempt += 1;
+            tokio::time::sleep(BUSY_WAIT).await;
+            continue;
+        }
+        break outcome;
+    };
     if s != status::SUCCEEDED && app.shutdown.is_cancelled() {
         // Failed because root is stopping (its trail closes): left `running`, so the next
         // start runs it again rather than counting root's own stop against the target.
@@ -221,57 +255,60 @@ async fn store(app: &App, run: &FleetRunRow, t: &FleetTargetRow) {
     }
 }
 
-/// One target's governed call under the operator's reader lease for it: its status, error
-/// code, result (or error) and event.
+/// One target's governed call: a read as asked; a write executed with a confirmation root
+/// issues for the effect the target's preview showed (the operator confirmed the set) and the
+/// run's idempotency key. Its status, error code, result (or error) and event.
 async fn call_target(
     app: &Arc<App>,
     run: &FleetRunRow,
     arguments: &Value,
-    target_id: &str,
+    t: &FleetTargetRow,
 ) -> (&'static str, Option<String>, Value, Option<String>) {
-    let name = run.created_by.strip_prefix("operator:").unwrap_or("admin");
-    let op = crate::api::principal::Operator(crate::operators::OperatorId::named(name));
+    let failed = |e: ToolError| {
+        let s = if e.code == ErrorCode::NotFound {
+            status::REFUSED
+        } else {
+            status::FAILED
+        };
+        (s, Some(e.code.as_str().into()), json!(e), None)
+    };
     let Some(entry) = app.catalog.contracts.get(&run.tool_id).cloned() else {
-        let e = mcp_shared::ToolError::new(
+        return failed(ToolError::new(
             ErrorCode::UnknownTool,
             format!("no tool `{}` any more", run.tool_id),
-        );
-        return (status::FAILED, Some(e.code.as_str().into()), json!(e), None);
+        ));
     };
-    let lease = match crate::api::inspect::reader_for(app, &op, target_id, &entry.contract).await {
+    let lease = match authority::lease_for(app, run, &t.target_id, &entry.contract).await {
         Ok(l) => l,
+        Err(e) => return failed(e.tool_error()),
+    };
+    let mut args = arguments.clone();
+    if run.profile.is_some() {
+        let effect = t
+            .preview
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            .map(|p| p["expected_effect"].clone());
+        let token = match crate::call::writes::confirmation_for(
+            app,
+            lease.lease(),
+            &run.tool_id,
+            arguments,
+            effect.as_ref(),
+        )
+        .await
+        {
+            Ok(t) => t,
+            Err(e) => return failed(e),
+        };
+        args["phase"] = json!("execute");
+        args["confirmation_token"] = json!(token);
+        args["idempotency_key"] = json!(authority::IDEMPOTENCY_KEY);
+    }
+    let (answer, event) = call_under(app, run, lease, &t.target_id, args, "call").await;
+    match answer {
+        Ok(result) => (status::SUCCEEDED, None, result, event),
         Err(e) => {
-            let e = e.tool_error();
-            let s = if e.code == ErrorCode::NotFound {
-                status::REFUSED
-            } else {
-                status::FAILED
-            };
-            return (s, Some(e.code.as_str().into()), json!(e), None);
-        }
-    };
-    let ctx = CallContext {
-        surface: Surface::Admin,
-        lease,
-        trace_id: run.trace_id.clone(),
-        span: tracing::Span::none(),
-        request_id: format!("{}/{target_id}", run.run_id),
-        cancel: None,
-        operator: Some(op.0.clone()),
-        confirmation: None,
-        progress: None,
-    };
-    let outcome = call::call(app, ctx, &run.tool_id, arguments.clone()).await;
-    let r = outcome.response;
-    let event = (!outcome.unaudited).then_some(r.event_id);
-    match r.error {
-        None => (
-            status::SUCCEEDED,
-            None,
-            r.result.unwrap_or(Value::Null),
-            event,
-        ),
-        Some(e) => {
             let s = match e.code {
                 ErrorCode::TargetOffline => status::UNDELIVERABLE,
                 ErrorCode::TargetCordoned
@@ -284,6 +321,37 @@ async fn call_target(
             };
             (s, Some(e.code.as_str().into()), json!(e), event)
         }
+    }
+}
+
+/// The run's tool called on `target_id` under `lease`, through the one governed call path,
+/// in the run's trace (`step` names the call among the target's: `preview` or `call`): its
+/// result or error, and its event (none for a call refused before it was audited).
+pub(super) async fn call_under(
+    app: &Arc<App>,
+    run: &FleetRunRow,
+    lease: Arc<crate::leases::manager::LeaseEntry>,
+    target_id: &str,
+    arguments: Value,
+    step: &str,
+) -> (Result<Value, ToolError>, Option<String>) {
+    let ctx = CallContext {
+        surface: Surface::Admin,
+        lease,
+        trace_id: run.trace_id.clone(),
+        span: tracing::Span::none(),
+        request_id: format!("{}/{target_id}/{step}", run.run_id),
+        cancel: None,
+        operator: Some(authority::operator(run).0),
+        confirmation: None,
+        progress: None,
+    };
+    let outcome = call::call(app, ctx, &run.tool_id, arguments).await;
+    let r = outcome.response;
+    let event = (!outcome.unaudited).then_some(r.event_id);
+    match r.error {
+        None => (Ok(r.result.unwrap_or(Value::Null)), event),
+        Some(e) => (Err(e), event),
     }
 }
 

@@ -4,23 +4,31 @@
 //! A run freezes its target set when it starts (the ids in order, and their hash), stores
 //! itself and each target's part (`store::fleet`), and is driven by one task on the replica
 //! that started it ([`execute`]); a restarted root takes up every run left `running` or
-//! `paused`. Each target's call goes through the one governed call path under the operator's
-//! reader lease for that target (`api::inspect`), so policy, limits, redaction and the audit
+//! `paused`. Each target's call goes through the one governed call path under a lease for that
+//! target ([`authority`]: the operator's reader lease, or a write run's own), so policy, limits, redaction and the audit
 //! trail apply to it as to any call: a cordoned target is refused, an offline one is
 //! `undeliverable`, never silently missing. The run's own event (`admin.fleet.run`) and every
 //! target's call event share the run's trace id (`audit export --trace`, the console).
 //!
-//! This step serves reads (health checks, status, logs across a fleet). Writes on a fleet
-//! (a preview per target, one confirmation bound to the set, execute with per-target
-//! idempotency keys) are not served yet and are refused saying so.
+//! Reads start at once. Writes go preview → one confirmation → execute ([`preview`]): the
+//! preview freezes the set, runs each target's dry run and answers one confirmation token
+//! bound to the set's hash, the tool, the arguments' hash, the operator and a deadline; the
+//! execute redeems it once, refused if the set changed since. Each target's write runs under
+//! a lease of the run's own ([`authority`]), with the per-target idempotency key
+//! [`authority::IDEMPOTENCY_KEY`] scoped to the run, so a resume never executes a target twice.
 
+pub(crate) mod authority;
 pub(crate) mod execute;
 pub(crate) mod plan;
+pub(crate) mod preview;
 pub(crate) mod report;
 pub(crate) mod runs;
+pub(crate) mod set;
 
 /// A run's state, as stored.
 pub(crate) mod state {
+    /// A write run awaiting its confirmation.
+    pub(crate) const PREVIEWED: &str = "previewed";
     pub(crate) const RUNNING: &str = "running";
     pub(crate) const PAUSED: &str = "paused";
     pub(crate) const CANCELLED: &str = "cancelled";
@@ -38,9 +46,11 @@ pub(crate) mod status {
     pub(crate) const REFUSED: &str = "refused";
     pub(crate) const SKIPPED: &str = "skipped";
     pub(crate) const CANCELLED: &str = "cancelled";
+    /// A write's target that could not take part at its preview (the code says why).
+    pub(crate) const EXCLUDED: &str = "excluded";
 
     /// Every status, in the order reports list them.
-    pub(crate) const ALL: [&str; 8] = [
+    pub(crate) const ALL: [&str; 9] = [
         SUCCEEDED,
         FAILED,
         UNDELIVERABLE,
@@ -49,6 +59,7 @@ pub(crate) mod status {
         PENDING,
         SKIPPED,
         CANCELLED,
+        EXCLUDED,
     ];
 
     /// Whether a target in this status counts against the run's error budget.

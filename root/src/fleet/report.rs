@@ -29,6 +29,12 @@ pub(crate) struct RunReport {
     pub(crate) arguments: Value,
     pub(crate) plan: Value,
     pub(crate) set_hash: String,
+    /// A write run's capability profile (its targets' leases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) capability_profile: Option<String>,
+    /// A previewed run's confirmation deadline (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) confirmation_expires_at: Option<String>,
     /// Every event of the run (its own and each target's call) carries it.
     pub(crate) trace_id: String,
     pub(crate) total: usize,
@@ -74,7 +80,11 @@ fn time(ms: i64) -> String {
 /// The report of a run with its targets.
 pub(crate) fn report(run: &FleetRunRow, targets: &[FleetTargetRow]) -> RunReport {
     let plan: super::plan::Plan = serde_json::from_str(&run.plan).unwrap_or_default();
-    let (_, _, budget) = plan.resolve(targets.len());
+    let taking_part = targets
+        .iter()
+        .filter(|t| t.status != status::EXCLUDED)
+        .count();
+    let (_, _, budget) = plan.resolve(taking_part);
     let mut counts: BTreeMap<String, usize> =
         status::ALL.iter().map(|s| (s.to_string(), 0)).collect();
     for t in targets {
@@ -109,6 +119,11 @@ pub(crate) fn report(run: &FleetRunRow, targets: &[FleetTargetRow]) -> RunReport
         arguments: serde_json::from_str(&run.arguments).unwrap_or(Value::Null),
         plan: serde_json::to_value(&plan).unwrap_or(Value::Null),
         set_hash: run.set_hash.clone(),
+        capability_profile: run.profile.clone(),
+        confirmation_expires_at: (run.state == super::state::PREVIEWED)
+            .then_some(run.confirm_by_ms)
+            .flatten()
+            .map(time),
         trace_id: run.trace_id.clone(),
         total: targets.len(),
         counts,
@@ -130,13 +145,23 @@ pub(crate) fn report(run: &FleetRunRow, targets: &[FleetTargetRow]) -> RunReport
     }
 }
 
-/// Finished targets grouped by identical outcome (status, code and output), largest first.
+/// Targets grouped by identical outcome (status, code and output: a write's target before it
+/// ran, by its preview), largest first.
 fn groups(targets: &[FleetTargetRow]) -> Vec<Group> {
     let mut by: BTreeMap<(String, Option<String>, [u8; 32]), Group> = BTreeMap::new();
     for t in targets {
-        let Some(result) = &t.result else { continue };
-        // Errors group by code and message; results by their whole value.
+        let (result, previewed) = match (&t.result, &t.preview) {
+            (Some(r), _) => (r, false),
+            (None, Some(p)) => (p, true),
+            (None, None) => continue,
+        };
+        // Errors group by code and message; results by their whole value; previews by the
+        // expected effect.
         let key_text = match serde_json::from_str::<Value>(result) {
+            Ok(v) if previewed => match v.get("error") {
+                Some(e) => e["message"].as_str().unwrap_or_default().to_owned(),
+                None => v["expected_effect"].to_string(),
+            },
             Ok(v) if t.code.is_some() => v["message"].as_str().unwrap_or(result).to_owned(),
             _ => result.clone(),
         };

@@ -1,15 +1,22 @@
-//! The fleet runs this replica drives, each with what wakes its task.
+//! The fleet runs this replica drives, each with what wakes its task, and the leases it
+//! issued for write runs' targets.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dashmap::DashMap;
 use tokio::sync::Notify;
+
+use crate::leases::manager::LeaseEntry;
 
 /// The runs this replica drives, each with what wakes its task (a pause, resume or cancel
 /// here; another replica's reaches it within a second through the store).
 #[derive(Default)]
 pub(crate) struct Runs {
     wakers: DashMap<String, Arc<Notify>>,
+    /// Write runs' leases by (run, target) (see `fleet::authority`).
+    leases: DashMap<(String, String), Arc<LeaseEntry>>,
+    kept: AtomicUsize,
 }
 
 impl Runs {
@@ -36,5 +43,32 @@ impl Runs {
     /// Whether this replica drives `run_id` now.
     pub(crate) fn driving(&self, run_id: &str) -> bool {
         self.wakers.contains_key(run_id)
+    }
+
+    /// The lease kept for a write run's target.
+    pub(crate) fn lease(&self, key: &(String, String)) -> Option<Arc<LeaseEntry>> {
+        self.leases.get(key).map(|l| l.clone())
+    }
+
+    /// Keeps a write run's lease for its target; leases no longer usable (a preview never
+    /// confirmed) are dropped on the way.
+    pub(crate) fn keep_lease(&self, key: (String, String), lease: Arc<LeaseEntry>) {
+        if self.kept.fetch_add(1, Ordering::Relaxed) % 4096 == 4095 {
+            self.leases.retain(|_, l| l.is_usable());
+        }
+        self.leases.insert(key, lease);
+    }
+
+    /// Takes the leases kept for `run_id` (it ended).
+    pub(crate) fn take_leases(&self, run_id: &str) -> Vec<Arc<LeaseEntry>> {
+        let keys: Vec<(String, String)> = self
+            .leases
+            .iter()
+            .filter(|e| e.key().0 == run_id)
+            .map(|e| e.key().clone())
+            .collect();
+        keys.iter()
+            .filter_map(|k| self.leases.remove(k).map(|(_, l)| l))
+            .collect()
     }
 }

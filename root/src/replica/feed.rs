@@ -1,5 +1,6 @@
-//! The loops that keep this replica in the zone: its heartbeat, the change feed's
-//! `LISTEN`, and the polling fallback when notifications are lost.
+//! The loops that keep this replica in the zone: its heartbeat (which also takes over the
+//! fleet runs of replicas that are gone), the change feed's `LISTEN`, and the polling
+//! fallback when notifications are lost.
 
 use super::zone::*;
 use std::net::SocketAddr;
@@ -57,11 +58,31 @@ pub(super) async fn heartbeat(zone: Arc<Zone>, app: Arc<App>) {
             }
             Err(e) => tracing::warn!(error = %e, "replica heartbeat failed"),
         }
+        if n.is_multiple_of(2) {
+            take_over_runs(&zone, &app).await;
+        }
         if n.is_multiple_of(60)
             && let Err(e) = zone.store.prune_changes(CHANGE_RETENTION_MS).await
         {
             tracing::debug!(error = %e, "pruning the change feed failed");
         }
+    }
+}
+
+/// Drives the fleet runs of replicas that are gone (see `Store::take_over_fleet_runs`).
+async fn take_over_runs(zone: &Zone, app: &Arc<App>) {
+    match zone
+        .store
+        .take_over_fleet_runs(&zone.replica_id, EXPIRY_MS)
+        .await
+    {
+        Ok(runs) => {
+            for run_id in runs {
+                tracing::warn!(%run_id, "taking over a fleet run whose replica is gone");
+                crate::fleet::execute::spawn(app.clone(), run_id);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot look for fleet runs to take over"),
     }
 }
 

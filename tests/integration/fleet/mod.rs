@@ -1,5 +1,7 @@
 //! Fleet operations: targets' labels, lifecycle (cordon, uncordon, retire) and per-target
-//! narrowing, the selectors that name a part of the fleet, and fleet runs over them.
+//! narrowing, the selectors that name a part of the fleet, and fleet runs over them (reads,
+//! and writes with a preview per target and one confirmation).
 
 mod lifecycle;
 mod runs;
+mod writes;

@@ -215,11 +215,14 @@ async fn error_budget_pause_resume_cancel_and_bad_runs() {
         "no target starts once the budget is spent: {calls:?}"
     );
 
-    // Paused during the pause after its canary: nothing starts until resumed.
+    // Paused during the pause after its canary: nothing starts until resumed. The pause is
+    // long enough for the command to arrive within it on a loaded machine (a CI run, with the
+    // CLI being built beside it, failed this test once with a pause of 1.5 s; the cause was
+    // not shown), and ends soon after the resume.
     let paused = start(
         &root,
         json!({ "selector": "id=*", "tool_id": "hub.get_status",
-                "plan": { "canary": 1, "max_errors": 5, "pause_after_canary_ms": 1500 } }),
+                "plan": { "canary": 1, "max_errors": 5, "pause_after_canary_ms": 5000 } }),
     )
     .await;
     let id = paused["run_id"].as_str().unwrap().to_owned();
@@ -346,8 +349,8 @@ async fn error_budget_pause_resume_cancel_and_bad_runs() {
         ),
         (
             json!({ "selector": "id=*", "tool_id": "hub.run_allowed_tests" }),
-            400,
-            "is not a read",
+            428,
+            "is not a read: preview it on the fleet first",
         ),
         (
             json!({ "selector": "id=*", "tool_id": "hub.get_status", "plan": { "canary": 101 } }),

@@ -481,6 +481,9 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
             ("POST", "/v1/root/fleet/runs") => http
                 .post(url(e.path))
                 .json(&json!({"selector": "id=*", "tool_id": "hub.no_such_tool"})),
+            ("POST", "/v1/root/fleet/previews") => http
+                .post(url(e.path))
+                .json(&json!({"selector": "id=*", "tool_id": "hub.get_status"})),
             ("POST", "/v1/root/fleet/runs/{run_id}/{command}") => {
                 http.post(url("/v1/root/fleet/runs/no-such-run/pause"))
             }

@@ -1384,6 +1384,7 @@ async fn scenario(
     b.click("#ov-targets-apply").await?;
     b.text_contains("#ov-targets-count", "of 1 targets").await?;
     b.text_contains(".targets-table", "role=web").await?;
+    fleet_runs(b).await?;
 
     // The hub goes away: its panels say so once each, root's own records still answer, and
     // so does the ProfileOps evidence the hub published.
@@ -1438,6 +1439,57 @@ async fn scenario(
         .js("return fetch('/v1/root/mcp/sessions', {credentials: 'same-origin'}).then(r => r.status)")
         .await?;
     ensure!(status == json!(401), "{status}");
+    Ok(())
+}
+
+/// Fleet runs: a read started from the form on `label:role=web` runs to its end on the page
+/// (progress, its outcome grouped, the target's line); a write's preview shows the target's
+/// part and a confirmation button, and is dropped with Cancel.
+async fn fleet_runs(b: &mut Browser) -> anyhow::Result<()> {
+    b.click("#nav-fleet").await?;
+    b.find("#fleet-selector")
+        .await?
+        .send_keys("label:role=web")
+        .await?;
+    b.find("#fleet-tool")
+        .await?
+        .send_keys("hub.get_status")
+        .await?;
+    b.click("#fleet-start-read").await?;
+    b.text_contains("#fleet-run-state", "completed").await?;
+    b.text_contains("#fleet-summary", "1 targets: 1 succeeded")
+        .await?;
+    b.find("#fleet-groups tr[data-status='succeeded']").await?;
+    b.find("#fleet-targets tr[data-target='hub:ui-alpha'][data-status='succeeded']")
+        .await?;
+    b.click("#fleet-targets tr[data-target='hub:ui-alpha'] button")
+        .await?;
+    b.text_contains("#fleet-target-result", "succeeded").await?;
+    b.shot("06c-fleet-run").await?;
+    b.no_raw_json("fleet run").await?;
+
+    b.click("#nav-fleet").await?;
+    b.find("#fleet-runs tr[data-state='completed']").await?;
+    b.find("#fleet-selector")
+        .await?
+        .send_keys("label:role=web")
+        .await?;
+    b.find("#fleet-tool")
+        .await?
+        .send_keys("hub.run_allowed_tests")
+        .await?;
+    b.find("#fleet-arguments")
+        .await?
+        .send_keys(r#"{"name": "smoke"}"#)
+        .await?;
+    b.click("#fleet-preview").await?;
+    b.text_contains("#fleet-run-state", "previewed").await?;
+    b.find("#fleet-confirm").await?;
+    b.find("#fleet-targets tr[data-target='hub:ui-alpha']")
+        .await?;
+    b.shot("06d-fleet-preview").await?;
+    b.click("#fleet-cancel").await?;
+    b.text_contains("#fleet-run-state", "cancelled").await?;
     Ok(())
 }
 

@@ -838,3 +838,71 @@ async fn a_target_labelled_cordoned_or_retired_on_one_replica_is_so_on_every_rep
     b.stop().await;
     db.drop_schema().await;
 }
+
+/// A fleet run outlives the replica driving it: started through A on hubs B holds, with a
+/// pause after its canary; A stops during the pause, and B takes the run over and finishes
+/// it, each target called once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_run_of_a_replica_that_is_gone_is_taken_over_by_another() {
+    let test = "a_fleet_run_of_a_replica_that_is_gone_is_taken_over_by_another";
+    let Some(db) = Db::create(test).await else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let a = replica(&db, shared.path(), "r-a").await;
+    let b = replica(&db, shared.path(), "r-b").await;
+    let hubs = [
+        b.start_hub("f-1", "").await.unwrap(),
+        b.start_hub("f-2", "").await.unwrap(),
+    ];
+    until("A sees both hubs online", || async {
+        a.admin_get("/v1/root/hubs?selector=id%3Df-*,status%3Donline")
+            .await
+            .unwrap()["total"]
+            == 2
+    })
+    .await;
+    let started = a
+        .admin_post(
+            "/v1/root/fleet/runs",
+            json!({ "selector": "id=f-*", "tool_id": "hub.get_status",
+                    "plan": { "canary": 1, "pause_after_canary_ms": 4000 } }),
+        )
+        .await
+        .unwrap();
+    let path = format!(
+        "/v1/root/fleet/runs/{}",
+        started["run_id"].as_str().unwrap()
+    );
+    until("the canary finished on A", || async {
+        a.admin_get(&path).await.unwrap()["counts"]["succeeded"] == 1
+    })
+    .await;
+    a.stop().await;
+    let r = mcp_tests::eventually("B finishes the run", || async {
+        let r = b.admin_get(&path).await.unwrap();
+        (r["state"] == "completed").then_some(r)
+    })
+    .await;
+    assert_eq!(r["counts"]["succeeded"], 2, "{r}");
+    let events = b
+        .admin_get(&format!(
+            "/v1/root/mcp/audit?trace_id={}&tool_id=hub.get_status&limit=100",
+            r["trace_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    let mut reached: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["target_id"].as_str().unwrap())
+        .collect();
+    reached.sort();
+    assert_eq!(reached, ["f-1", "f-2"], "each target once: {events}");
+    for hub in hubs {
+        hub.stop().await;
+    }
+    b.stop().await;
+    db.drop_schema().await;
+}

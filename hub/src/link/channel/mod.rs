@@ -13,7 +13,8 @@
 //! earlier build, which refuses a `hello` with features, is greeted without them from then on.
 //! `cancel` aborts the call's task and stops its adapter work; the hub then sends
 //! nothing for that call. When the connection drops, calls in flight are stopped the same way
-//! (their results could not be delivered). Root silent for three heartbeat intervals counts as
+//! (their results could not be delivered), except writes under an idempotency key, which
+//! finish and answer root's retry from their ledger. Root silent for three heartbeat intervals counts as
 //! a dropped connection.
 //!
 //! Layout: this module holds the connection (dial, welcome, serve, skill commands);
@@ -290,7 +291,8 @@ impl Channel {
     ) -> Result<(), ChannelError> {
         let (out_tx, mut out_rx) = mpsc::channel::<Envelope<HubToRoot>>(OUTBOX);
         let mut calls: JoinSet<String> = JoinSet::new();
-        let mut in_flight: std::collections::HashMap<String, AbortHandle> =
+        // Each call's task, and whether it is a write under an idempotency key (see below).
+        let mut in_flight: std::collections::HashMap<String, (AbortHandle, bool)> =
             std::collections::HashMap::new();
         let mut ticker =
             tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
@@ -355,12 +357,13 @@ impl Channel {
                     match env.body {
                         RootToHub::Call(call) => {
                             let call_id = call.call_id.clone();
+                            let keyed = !call.body.dry_run && call.body.idempotency_key.is_some();
                             let task = calls.spawn(run_call(self.clone(), call, env.id, out_tx.clone()));
                             // A duplicate id is refused by the gate; keep the first task's handle.
-                            in_flight.entry(call_id).or_insert(task);
+                            in_flight.entry(call_id).or_insert((task, keyed));
                         }
                         RootToHub::Cancel { call_id } => {
-                            if let Some(task) = in_flight.remove(&call_id) {
+                            if let Some((task, _)) = in_flight.remove(&call_id) {
                                 tracing::debug!(%call_id, "call cancelled by root");
                                 task.abort();
                             }
@@ -409,8 +412,16 @@ impl Channel {
                 }
             }
         };
-        // Dropping the set aborts every call still in flight; their guards stop the adapters.
-        calls.abort_all();
+        // Calls still in flight stop (their guards stop the adapters), except writes under an
+        // idempotency key: stopped midway, a write is half done, and root's retry under the
+        // same key would start it again. They finish and record their result in the ledger,
+        // which answers that retry (`busy` until then).
+        for (task, keyed) in in_flight.values() {
+            if !keyed {
+                task.abort();
+            }
+        }
+        calls.detach_all();
         end
     }
 

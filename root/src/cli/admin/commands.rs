@@ -435,29 +435,51 @@ pub(crate) enum AuditCommand {
     },
 }
 
+/// What a fleet command runs and how: the selector, the tool and its arguments, the plan.
+#[derive(clap::Args, Debug)]
+pub(crate) struct FleetRunArgs {
+    #[arg(long)]
+    pub(crate) selector: String,
+    #[arg(long)]
+    pub(crate) tool: String,
+    /// The tool's arguments (a JSON object).
+    #[arg(long)]
+    pub(crate) arguments: Option<String>,
+    /// A write's capability profile (the narrowest granting the tool by default).
+    #[arg(long)]
+    pub(crate) capability_profile: Option<String>,
+    #[arg(long, default_value_t = 0)]
+    pub(crate) canary: usize,
+    /// Targets at once after the canaries: a count or a percentage (20%).
+    #[arg(long, default_value = "10")]
+    pub(crate) max_concurrency: String,
+    /// Failures before no new target starts: a count or a percentage (2%).
+    #[arg(long, default_value = "0")]
+    pub(crate) max_errors: String,
+    #[arg(long, default_value_t = 0)]
+    pub(crate) pause_after_canary_ms: u64,
+}
+
 #[derive(Subcommand, Debug)]
 pub(crate) enum FleetCommand {
+    /// Preview a write: each target's dry run (its expected effect, or why it cannot take
+    /// part) and one confirmation token for the whole set, for `fleet run --confirm`.
+    Preview {
+        #[command(flatten)]
+        run: FleetRunArgs,
+        #[arg(long)]
+        json: bool,
+    },
     /// Start a run: TOOL on every target SELECTOR names (frozen at start), canaries first,
     /// then a sliding window; once more targets fail than --max-errors allows, no new one
-    /// starts. With --wait, a progress line until it ends, then its report.
+    /// starts. A write needs its preview's token (--confirm) and the same selector, tool and
+    /// arguments. With --wait, a progress line until it ends, then its report.
     Run {
+        #[command(flatten)]
+        run: FleetRunArgs,
+        /// A write's confirmation token, from `fleet preview`.
         #[arg(long)]
-        selector: String,
-        #[arg(long)]
-        tool: String,
-        /// The tool's arguments (a JSON object).
-        #[arg(long)]
-        arguments: Option<String>,
-        #[arg(long, default_value_t = 0)]
-        canary: usize,
-        /// Targets at once after the canaries: a count or a percentage (20%).
-        #[arg(long, default_value = "10")]
-        max_concurrency: String,
-        /// Failures before no new target starts: a count or a percentage (2%).
-        #[arg(long, default_value = "0")]
-        max_errors: String,
-        #[arg(long, default_value_t = 0)]
-        pause_after_canary_ms: u64,
+        confirm: Option<String>,
         #[arg(long)]
         wait: bool,
         #[arg(long)]

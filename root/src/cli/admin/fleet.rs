@@ -1,4 +1,5 @@
-//! `mcp-root admin fleet …`: start a fleet run and follow it with a progress line, list runs,
+//! `mcp-root admin fleet …`: preview a write on a fleet, start a fleet run and follow it with a
+//! progress line, list runs,
 //! report one, read one target's full result, pause, resume or cancel one.
 
 use std::io::Write;
@@ -9,41 +10,33 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::client::{AdminClient, lines_or, print};
-use super::commands::FleetCommand;
-use crate::api::bodies::{Audited, FleetRuns};
+use super::commands::{FleetCommand, FleetRunArgs};
+use crate::api::bodies::{Audited, FleetPreview, FleetRuns};
 use crate::fleet::report::RunReport;
 
 /// Runs one fleet command; a run that ended with failures exits 1 with `--wait`.
 pub(super) async fn run(c: &AdminClient, cmd: FleetCommand) -> anyhow::Result<ExitCode> {
     match cmd {
+        FleetCommand::Preview { run, json } => {
+            let p: Audited<FleetPreview> = c
+                .post("/v1/root/fleet/previews", &body(&run, None)?)
+                .await?;
+            print(json, &p, |p| {
+                format!(
+                    "{}\nconfirmation token (shown once): {}\n{}",
+                    report_text(&p.item.report),
+                    p.item.confirmation_token,
+                    p.item.summary
+                )
+            });
+        }
         FleetCommand::Run {
-            selector,
-            tool,
-            arguments,
-            canary,
-            max_concurrency,
-            max_errors,
-            pause_after_canary_ms,
+            run,
+            confirm,
             wait,
             json,
         } => {
-            let arguments: Value = match arguments {
-                Some(a) => serde_json::from_str(&a).context("--arguments is not JSON")?,
-                None => json!({}),
-            };
-            let amount =
-                |s: &str| -> Value { s.parse::<u64>().map_or_else(|_| json!(s), |n| json!(n)) };
-            let body = json!({
-                "selector": selector,
-                "tool_id": tool,
-                "arguments": arguments,
-                "plan": {
-                    "canary": canary,
-                    "max_concurrency": amount(&max_concurrency),
-                    "max_errors": amount(&max_errors),
-                    "pause_after_canary_ms": pause_after_canary_ms,
-                },
-            });
+            let body = body(&run, confirm.as_deref())?;
             let started: Audited<RunReport> = c.post("/v1/root/fleet/runs", &body).await?;
             if !wait {
                 print(json, &started, |a| report_text(&a.item));
@@ -100,6 +93,33 @@ pub(super) async fn run(c: &AdminClient, cmd: FleetCommand) -> anyhow::Result<Ex
         FleetCommand::Cancel { run } => command(c, &run, "cancel").await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The request body of a preview or a run.
+fn body(run: &FleetRunArgs, confirm: Option<&str>) -> anyhow::Result<Value> {
+    let arguments: Value = match &run.arguments {
+        Some(a) => serde_json::from_str(a).context("--arguments is not JSON")?,
+        None => json!({}),
+    };
+    let amount = |s: &str| -> Value { s.parse::<u64>().map_or_else(|_| json!(s), |n| json!(n)) };
+    let mut body = json!({
+        "selector": run.selector,
+        "tool_id": run.tool,
+        "arguments": arguments,
+        "plan": {
+            "canary": run.canary,
+            "max_concurrency": amount(&run.max_concurrency),
+            "max_errors": amount(&run.max_errors),
+            "pause_after_canary_ms": run.pause_after_canary_ms,
+        },
+    });
+    if let Some(p) = &run.capability_profile {
+        body["capability_profile"] = json!(p);
+    }
+    if let Some(t) = confirm {
+        body["confirmation_token"] = json!(t);
+    }
+    Ok(body)
 }
 
 async fn command(c: &AdminClient, run: &str, verb: &str) -> anyhow::Result<()> {

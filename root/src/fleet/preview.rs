@@ -1,0 +1,337 @@
+//! Fleet writes before they run: the preview and the one confirmation.
+//!
+//! - **Preview** resolves and freezes the set, stores the run `previewed`, and runs each
+//!   target's dry run (under the plan's window, through the governed call path under the
+//!   run's own lease for it, `fleet::authority`). A target whose dry run answered takes part
+//!   (`pending`, with its expected effect); one that cannot (offline, cordoned, refused by
+//!   policy, its check failed) is `excluded`, with the code of why. It answers one
+//!   confirmation token, bound to the run: its set's hash, tool, arguments' hash, operator
+//!   and deadline (`limits.confirmation_ttl_sec`); only its hash is stored.
+//! - **Confirm** redeems the token once, for the operator it was issued to, before its
+//!   deadline, for the same tool and arguments, when the selector still names the same set
+//!   ("the set changed since the preview: preview again" otherwise). The run then starts;
+//!   each target's execute is confirmed with the effect its preview showed, so an adapter
+//!   whose world moved since refuses with `conflict`.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use futures::StreamExt;
+use mcp_shared::contract::RoutingClass;
+use mcp_shared::error::ErrorCode;
+use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
+use serde_json::{Value, json};
+
+use super::execute::{self, call_under};
+use super::plan::Plan;
+use super::set::{self, TargetSet};
+use super::{authority, state, status};
+use crate::api::bodies::FleetRunRequest;
+use crate::api::error::ApiError;
+use crate::api::principal::Operator;
+use crate::app::App;
+use crate::call::writes::{CONFIRMATION_PREFIX, args_hash};
+use crate::catalog::ContractEntry;
+use crate::hubs::selector::Selector;
+use crate::store::FleetRunRow;
+
+/// A previewed run: the run as stored, and its confirmation token (shown once).
+pub(crate) struct Previewed {
+    pub(crate) run: FleetRunRow,
+    pub(crate) confirmation_token: String,
+}
+
+fn confirmation_required(why: impl Into<String>) -> ApiError {
+    ApiError::new(
+        StatusCode::PRECONDITION_REQUIRED,
+        ErrorCode::ConfirmationRequired,
+        why,
+    )
+}
+
+/// The contract of a tool a fleet may write with: an operational write with a preview, not
+/// one that only proposes or waits for an operator's approval per call.
+pub(crate) fn write_contract(app: &App, tool_id: &str) -> Result<Arc<ContractEntry>, ApiError> {
+    let Some(entry) = app.catalog.contracts.get(tool_id).cloned() else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::UnknownTool,
+            format!("no tool `{tool_id}`"),
+        ));
+    };
+    let c = &entry.contract;
+    if c.routing != RoutingClass::OperationalWrite {
+        return Err(ApiError::bad_request(format!(
+            "`{tool_id}` is not an operational write with a preview: a fleet runs reads, or writes that preview"
+        )));
+    }
+    if c.proposes.is_some() || c.requires_approval {
+        return Err(ApiError::bad_request(format!(
+            "`{tool_id}` needs an operator's approval of each call: it does not run on a fleet"
+        )));
+    }
+    Ok(entry)
+}
+
+/// The capability profile a write run's leases get: the one asked for, which must grant the
+/// tool, or else the narrowest that does.
+fn profile_for(
+    app: &App,
+    c: &mcp_shared::ToolContract,
+    asked: Option<&str>,
+) -> Result<String, ApiError> {
+    let grants = |p: &mcp_shared::profile::CapabilityProfile| {
+        p.capabilities.contains(&c.required_capability)
+    };
+    let refused =
+        |why: String| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::CapabilityNotGranted, why);
+    match asked {
+        Some(name) => match app.catalog.profiles.get(name) {
+            None => Err(ApiError::bad_request(format!(
+                "no capability profile `{name}`"
+            ))),
+            Some(p) if grants(p) => Ok(name.to_owned()),
+            Some(_) => Err(refused(format!(
+                "capability profile `{name}` does not grant `{}`",
+                c.tool_id
+            ))),
+        },
+        None => app
+            .catalog
+            .profiles
+            .profiles
+            .iter()
+            .filter(|p| grants(p))
+            .min_by_key(|p| p.capabilities.len())
+            .map(|p| p.name.clone())
+            .ok_or_else(|| refused(format!("no capability profile grants `{}`", c.tool_id))),
+    }
+}
+
+/// Previews a write on a fleet (see the module's header).
+pub(crate) async fn preview(
+    app: &Arc<App>,
+    op: &Operator,
+    req: FleetRunRequest,
+    trace_id: String,
+) -> Result<Previewed, ApiError> {
+    if req.confirmation_token.is_some() {
+        return Err(ApiError::bad_request(
+            "a preview takes no confirmation_token: it issues one",
+        ));
+    }
+    let selector = Selector::parse(&req.selector)
+        .map_err(|e| ApiError::bad_request(format!("selector: {e}")))?;
+    let entry = write_contract(app, &req.tool_id)?;
+    let profile = profile_for(app, &entry.contract, req.capability_profile.as_deref())?;
+    let plan = req.plan.unwrap_or_default();
+    plan.check()
+        .map_err(|e| ApiError::bad_request(format!("plan: {e}")))?;
+    let arguments = req.arguments.unwrap_or_else(|| json!({}));
+    if !arguments.is_object() {
+        return Err(ApiError::bad_request("arguments must be a JSON object"));
+    }
+    let TargetSet { targets, hash } = set::resolve(app, &selector)?;
+    let token = crate::auth::new_token(CONFIRMATION_PREFIX);
+    let ttl_ms =
+        i64::try_from(app.config.limits.confirmation_ttl_sec).unwrap_or(i64::MAX / 2) * 1000;
+    let created = unix_ms(now());
+    let run = FleetRunRow {
+        run_id: uuid::Uuid::now_v7().to_string(),
+        trace_id,
+        created_by: op.actor_id(),
+        created_at_ms: created,
+        selector: selector.as_str().to_owned(),
+        tool_id: req.tool_id,
+        arguments: arguments.to_string(),
+        plan: serde_json::to_string(&plan).map_err(ApiError::internal)?,
+        set_hash: hash,
+        state: state::PREVIEWED.into(),
+        finished_at_ms: None,
+        driver: execute::driver(app),
+        profile: Some(profile),
+        confirmation_hash: Some(crate::auth::token_hash(&token)),
+        confirm_by_ms: None,
+    };
+    app.store
+        .insert_fleet_run(&run, &targets)
+        .await
+        .map_err(ApiError::internal)?;
+    let (_, window, _) = plan.resolve(targets.len());
+    let (r, e, a) = (&run, &entry, &arguments);
+    let mut dry = futures::stream::iter(targets)
+        .map(move |t| async move { dry_run(app, r, e, a, &t).await })
+        .buffer_unordered(window.max(1));
+    while let Some((target_id, taking_part, code, preview)) = dry.next().await {
+        let s = if taking_part {
+            status::PENDING
+        } else {
+            status::EXCLUDED
+        };
+        app.store
+            .set_fleet_target_preview(
+                &run.run_id,
+                &target_id,
+                s,
+                code.as_deref(),
+                &preview.to_string(),
+            )
+            .await
+            .map_err(ApiError::internal)?;
+    }
+    drop(dry);
+    // The deadline runs from when the operator can read the previews.
+    let confirm_by = unix_ms(now()) + ttl_ms;
+    app.store
+        .set_fleet_confirm_by(&run.run_id, confirm_by)
+        .await
+        .map_err(ApiError::internal)?;
+    let run = FleetRunRow {
+        confirm_by_ms: Some(confirm_by),
+        ..run
+    };
+    Ok(Previewed {
+        run,
+        confirmation_token: token,
+    })
+}
+
+/// One target's dry run: whether it takes part, the code of why not, and its preview.
+async fn dry_run(
+    app: &Arc<App>,
+    run: &FleetRunRow,
+    entry: &ContractEntry,
+    arguments: &Value,
+    target_id: &str,
+) -> (String, bool, Option<String>, Value) {
+    let mut args = arguments.clone();
+    args["dry_run"] = json!(true);
+    let lease = match authority::lease_for(app, run, target_id, &entry.contract).await {
+        Ok(l) => l,
+        Err(e) => {
+            let e = e.tool_error();
+            return (
+                target_id.to_owned(),
+                false,
+                Some(e.code.as_str().into()),
+                json!({ "error": e }),
+            );
+        }
+    };
+    let (answer, event_id) = call_under(app, run, lease, target_id, args, "preview").await;
+    match answer {
+        Ok(result) => (
+            target_id.to_owned(),
+            true,
+            None,
+            json!({ "expected_effect": result["expected_effect"], "event_id": event_id }),
+        ),
+        Err(e) => (
+            target_id.to_owned(),
+            false,
+            Some(e.code.as_str().into()),
+            json!({ "error": e, "event_id": event_id }),
+        ),
+    }
+}
+
+/// Redeems a write run's confirmation (see the module's header): the run, now `running`.
+pub(crate) async fn confirm(
+    app: &App,
+    op: &Operator,
+    req: &FleetRunRequest,
+    token: &str,
+) -> Result<FleetRunRow, ApiError> {
+    let hash = crate::auth::token_hash(token);
+    let used = "the confirmation token is unknown or was already used; preview again";
+    let Some(run) = app
+        .store
+        .fleet_run_by_confirmation(&hash)
+        .await
+        .map_err(ApiError::internal)?
+    else {
+        return Err(confirmation_required(used));
+    };
+    if run.created_by != op.actor_id() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            format!(
+                "the confirmation token was issued to {}, not to you",
+                run.created_by
+            ),
+        ));
+    }
+    if run.state != state::PREVIEWED {
+        return Err(confirmation_required(used));
+    }
+    let deadline = run.confirm_by_ms.unwrap_or(0);
+    if deadline < unix_ms(now()) {
+        return Err(confirmation_required(format!(
+            "the confirmation token expired at {}; preview again",
+            format(from_unix_ms(deadline))
+        )));
+    }
+    if req.tool_id != run.tool_id {
+        return Err(confirmation_required(format!(
+            "the confirmation token was issued for `{}`, not `{}`; preview this one",
+            run.tool_id, req.tool_id
+        )));
+    }
+    let stored: Value = serde_json::from_str(&run.arguments).map_err(ApiError::internal)?;
+    let asked = req.arguments.clone().unwrap_or_else(|| json!({}));
+    if args_hash(&asked) != args_hash(&stored) {
+        return Err(confirmation_required(
+            "the confirmation token was issued for other arguments; preview these",
+        ));
+    }
+    let selector = Selector::parse(&req.selector)
+        .map_err(|e| ApiError::bad_request(format!("selector: {e}")))?;
+    let now_set = set::resolve(app, &selector)?;
+    if now_set.hash != run.set_hash {
+        let then: Vec<String> = app
+            .store
+            .fleet_targets(&run.run_id)
+            .await
+            .map_err(ApiError::internal)?
+            .into_iter()
+            .map(|t| t.target_id)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::Conflict,
+            format!(
+                "the set `{selector}` names changed since the preview of `{}` ({}); preview again",
+                run.selector,
+                set::difference(&then, &now_set.targets)
+            ),
+        ));
+    }
+    let plan: Plan = match &req.plan {
+        Some(p) => {
+            p.check()
+                .map_err(|e| ApiError::bad_request(format!("plan: {e}")))?;
+            p.clone()
+        }
+        None => serde_json::from_str(&run.plan).unwrap_or_default(),
+    };
+    let plan_text = serde_json::to_string(&plan).map_err(ApiError::internal)?;
+    let driver = execute::driver(app);
+    if !app
+        .store
+        .confirm_fleet_run(&run.run_id, &hash, &plan_text, &driver)
+        .await
+        .map_err(ApiError::internal)?
+    {
+        return Err(confirmation_required(used));
+    }
+    Ok(FleetRunRow {
+        state: state::RUNNING.into(),
+        confirmation_hash: None,
+        plan: plan_text,
+        driver,
+        ..run
+    })
+}

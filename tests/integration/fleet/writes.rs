@@ -1,0 +1,396 @@
+//! Fleet writes: a preview per target (each target's dry run, or why it cannot take part), one
+//! confirmation for the whole set bound to its hash, the tool, the arguments, the operator and
+//! a deadline, redeemed once; then each target executed exactly once, also across a restart of
+//! root. The hubs' test command appends a line to a file per hub, so "ran" is counted on the
+//! machine, not read from root's report.
+
+use std::path::{Path, PathBuf};
+
+use mcp_tests::{TestRoot, until};
+use serde_json::{Value, json};
+
+use crate::ops::admin_cli::admin;
+
+fn runs(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// A hub configuration whose test `smoke` appends a line to `counter` after `sleep` seconds
+/// (and, first, one to `counter`'s `.started` sibling).
+fn with_test(counter: &Path, sleep: u32) -> String {
+    format!(
+        "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo start >> {0}.started; sleep {sleep}; echo run >> {0}\"]\ntimeout_ms = 20000\n",
+        counter.display()
+    )
+}
+
+fn count(r: &Value, status: &str) -> u64 {
+    r["counts"][status].as_u64().unwrap()
+}
+
+/// The run's report once it has ended.
+async fn ended(root: &TestRoot, run_id: &str) -> Value {
+    let path = format!("/v1/root/fleet/runs/{run_id}");
+    mcp_tests::eventually("the fleet run ends", async || {
+        let r = root.admin_get(&path).await.unwrap();
+        (!["running", "paused"].contains(&r["state"].as_str().unwrap())).then_some(r)
+    })
+    .await
+}
+
+fn request(selector: &str, token: Option<&str>) -> Value {
+    let mut body = json!({
+        "selector": selector,
+        "tool_id": "hub.run_allowed_tests",
+        "arguments": { "name": "smoke" },
+        "plan": { "canary": 1, "max_concurrency": 2 },
+    });
+    if let Some(t) = token {
+        body["confirmation_token"] = json!(t);
+    }
+    body
+}
+
+/// Three hubs that run the write, one cordoned and one whose hub never connected (so it
+/// never published its write scope), all
+/// `id=w-*`: nothing runs without a preview; the preview runs nothing, shows three targets
+/// taking part with their expected effect and two excluded with why; confirmations for other
+/// arguments, another tool, another operator or an unknown token are refused and the token
+/// survives them; redeemed, the run executes each of the three exactly once, and the token
+/// is spent. A second preview is refused once the set changed, and a cancelled preview's
+/// token is dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = |id: &str| dir.path().join(format!("{id}.txt"));
+    let mut hubs = Vec::new();
+    for id in ["w-1", "w-2", "w-3", "w-4"] {
+        hubs.push(
+            root.start_hub(id, &with_test(&counter(id), 0))
+                .await
+                .unwrap(),
+        );
+    }
+    root.enroll("w-off", "test").await.unwrap();
+    root.admin_post("/v1/root/hubs/w-4/lifecycle/cordon", json!({}))
+        .await
+        .unwrap();
+    let ops = root.admin();
+    let ran = || -> Vec<usize> {
+        ["w-1", "w-2", "w-3", "w-4"]
+            .map(|id| runs(&counter(id)))
+            .to_vec()
+    };
+
+    // A write needs its preview.
+    let (s, b) = ops
+        .post_status("/v1/root/fleet/runs", request("id=w-*", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (428, Some("confirmation_required")),
+        "{b}"
+    );
+    assert!(
+        b["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("preview it on the fleet first"),
+        "{b}"
+    );
+
+    let p = root
+        .admin_post("/v1/root/fleet/previews", request("id=w-*", None))
+        .await
+        .unwrap();
+    let token = p["confirmation_token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("mcpc_"), "{p}");
+    let r = &p["report"];
+    assert_eq!(r["state"], "previewed", "{p}");
+    assert_eq!((count(r, "pending"), count(r, "excluded")), (3, 2), "{p}");
+    assert_eq!(r["capability_profile"], "InfraOpsControl", "{p}");
+    assert!(r["confirmation_expires_at"].is_string(), "{p}");
+    let group = |code: Option<&str>| {
+        r["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["code"].as_str() == code)
+            .cloned()
+            .unwrap_or_else(|| panic!("no group {code:?}: {p}"))
+    };
+    // A hub that never connected never published its write scope: policy refuses it.
+    assert_eq!(
+        group(Some("environment_forbidden"))["targets"],
+        json!(["w-off"])
+    );
+    assert_eq!(group(Some("target_cordoned"))["targets"], json!(["w-4"]));
+    // Each target's effect names its own counter file: a group each.
+    let taking_part = group(None);
+    assert_eq!(taking_part["status"], "pending", "{p}");
+    assert!(
+        taking_part["sample"].as_str().unwrap().contains("smoke"),
+        "{p}"
+    );
+    let one = root
+        .admin_get(&format!(
+            "/v1/root/fleet/runs/{}/targets/w-2",
+            r["run_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert_eq!(one["preview"]["expected_effect"]["test"], "smoke", "{one}");
+    assert_eq!(ran(), [0, 0, 0, 0], "a preview runs nothing");
+
+    // Confirmations that do not fit are refused, and leave the token usable.
+    let bob = {
+        let added = root
+            .admin_post("/v1/root/operators", json!({"name": "bob"}))
+            .await
+            .unwrap();
+        mcp_tests::admin::Admin::new(
+            root.http.clone(),
+            root.handle().base_url(),
+            added["token"].as_str().unwrap(),
+        )
+    };
+    let mut other_args = request("id=w-*", Some(&token));
+    other_args["arguments"] = json!({ "name": "other" });
+    let mut other_tool = request("id=w-*", Some(&token));
+    other_tool["tool_id"] = json!("hub.get_status");
+    for (who, body, status, why) in [
+        (&ops, other_args, 428, "issued for other arguments"),
+        (
+            &ops,
+            other_tool,
+            428,
+            "issued for `hub.run_allowed_tests`, not `hub.get_status`",
+        ),
+        (
+            &ops,
+            request("id=w-*", Some("mcpc_unknown")),
+            428,
+            "unknown or was already used",
+        ),
+        (
+            &bob,
+            request("id=w-*", Some(&token)),
+            403,
+            "issued to operator:admin",
+        ),
+    ] {
+        let (s, b) = who
+            .post_status("/v1/root/fleet/runs", body.clone())
+            .await
+            .unwrap();
+        assert_eq!(s, status, "{body}: {b}");
+        assert!(
+            b["error"]["message"].as_str().unwrap().contains(why),
+            "{body}: {b}"
+        );
+        assert!(b["event_id"].is_string(), "a refusal is an event: {b}");
+    }
+
+    let started = root
+        .admin_post("/v1/root/fleet/runs", request("id=w-*", Some(&token)))
+        .await
+        .unwrap();
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        run_id,
+        r["run_id"].as_str().unwrap(),
+        "the previewed run is the one that runs"
+    );
+    let done = ended(&root, &run_id).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(
+        (count(&done, "succeeded"), count(&done, "excluded")),
+        (3, 2),
+        "{done}"
+    );
+    assert_eq!(
+        (done["errors"].as_u64(), done["total"].as_u64()),
+        (Some(0), Some(5))
+    );
+    assert_eq!(
+        ran(),
+        [1, 1, 1, 0],
+        "each target taking part ran once; the cordoned one never"
+    );
+    let one = root
+        .admin_get(&format!("/v1/root/fleet/runs/{run_id}/targets/w-1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (one["status"].as_str(), one["result"]["phase"].as_str()),
+        (Some("succeeded"), Some("execute")),
+        "{one}"
+    );
+    // The whole run is one trace: the preview, the run, each target's dry run and execute.
+    let events = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit?trace_id={}&limit=1000",
+            done["trace_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    let of = |tool: &str, status: &str| {
+        events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["tool_id"] == tool && e["status"] == status)
+            .count()
+    };
+    assert_eq!(
+        (of("admin.fleet.preview", "ok"), of("admin.fleet.run", "ok")),
+        (1, 1),
+        "{events}"
+    );
+    let writes = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["tool_id"] == "hub.run_allowed_tests" && e["status"] == "ok" && e["dry_run"] == false
+        })
+        .count();
+    assert_eq!(writes, 3, "{events}");
+
+    // Spent.
+    let (s, b) = ops
+        .post_status("/v1/root/fleet/runs", request("id=w-*", Some(&token)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (428, Some("confirmation_required")),
+        "{b}"
+    );
+
+    // The set changed since the preview: refused, nothing runs, the preview stays.
+    let p2 = root
+        .admin_post("/v1/root/fleet/previews", request("id=w-*", None))
+        .await
+        .unwrap();
+    let token2 = p2["confirmation_token"].as_str().unwrap().to_owned();
+    root.enroll("w-new", "test").await.unwrap();
+    let (s, b) = ops
+        .post_status("/v1/root/fleet/runs", request("id=w-*", Some(&token2)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (409, Some("conflict")),
+        "{b}"
+    );
+    let msg = b["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("changed since the preview") && msg.contains("1 joined (`w-new`)"),
+        "{b}"
+    );
+    let id2 = p2["report"]["run_id"].as_str().unwrap();
+    let cancelled = root
+        .admin_post(&format!("/v1/root/fleet/runs/{id2}/cancel"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        cancelled["state"], "cancelled",
+        "a preview can be dropped: {cancelled}"
+    );
+    let (s, _) = ops
+        .post_status("/v1/root/fleet/runs", request("id=w-*", Some(&token2)))
+        .await
+        .unwrap();
+    assert_eq!(s, 428);
+    assert_eq!(ran(), [1, 1, 1, 0]);
+
+    // From the CLI: a preview, then its run with --confirm.
+    let common = [
+        "--selector",
+        "id=w-1|w-2",
+        "--tool",
+        "hub.run_allowed_tests",
+        "--arguments",
+        r#"{"name":"smoke"}"#,
+    ];
+    let (code, out, err) = admin(
+        &root,
+        &[&["fleet", "preview"][..], &common, &["--json"]].concat(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let preview: Value = serde_json::from_str(&out).unwrap();
+    let cli_token = preview["confirmation_token"].as_str().unwrap();
+    let (code, out, err) = admin(
+        &root,
+        &[
+            &["fleet", "run"][..],
+            &common,
+            &["--confirm", cli_token, "--wait"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2 targets: 2 succeeded"), "{out}");
+    assert_eq!(ran(), [2, 2, 1, 0]);
+    for hub in hubs {
+        hub.stop().await;
+    }
+}
+
+/// A write run whose targets' hubs are executing it when root restarts: root takes the run
+/// up again, and every target has started and run exactly once on its machine. A target
+/// whose call the stop cut off is called again under the same idempotency key: its hub
+/// answers `busy` while the first execution runs (root asks again) and then that execution's
+/// recorded result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_write_across_a_restart_runs_each_target_once() {
+    let port = mcp_tests::ports::free_port();
+    let mut root = TestRoot::start_with(|c| c.listen = ([127, 0, 0, 1], port).into())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = |id: &str| -> PathBuf { dir.path().join(format!("{id}.txt")) };
+    let started = |id: &str| -> PathBuf { dir.path().join(format!("{id}.txt.started")) };
+    let mut hubs = Vec::new();
+    for id in ["x-1", "x-2", "x-3"] {
+        hubs.push(
+            root.start_hub(id, &with_test(&counter(id), 2))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut body = request("id=x-*", None);
+    body["plan"] = json!({ "canary": 0, "max_concurrency": 3 });
+    let p = root
+        .admin_post("/v1/root/fleet/previews", body.clone())
+        .await
+        .unwrap();
+    body["confirmation_token"] = p["confirmation_token"].clone();
+    let run = root.admin_post("/v1/root/fleet/runs", body).await.unwrap();
+    let id = run["run_id"].as_str().unwrap().to_owned();
+    until("every hub is executing its target's write", async || {
+        ["x-1", "x-2", "x-3"]
+            .iter()
+            .all(|id| runs(&started(id)) == 1)
+    })
+    .await;
+    root.restart().await.unwrap();
+    let r = ended(&root, &id).await;
+    assert_eq!(
+        (r["state"].as_str(), count(&r, "succeeded")),
+        (Some("completed"), 3),
+        "{r}"
+    );
+    for id in ["x-1", "x-2", "x-3"] {
+        assert_eq!(runs(&counter(id)), 1, "{id} ran exactly once: {r}");
+        assert_eq!(runs(&started(id)), 1, "{id} started exactly once: {r}");
+    }
+    for hub in hubs {
+        hub.stop().await;
+    }
+}
