@@ -11,13 +11,20 @@
 //! Skill commands are answered with the skill's state (enable and disable change what is
 //! published and announce `surface_changed`, as a real hub does).
 //!
+//! For fleet runs ([`FleetOptions::writes`]) each hub also publishes a test write,
+//! [`SIM_WRITE`] (a test-only write scope): its dry run answers the expected effect; its
+//! execute runs "the test" once per idempotency key, counted per target in
+//! [`FleetStats::executions`], and answers a repeated key from the hub's ledger, as a real
+//! hub does. [`Faults`] make chosen targets fail both tools, or answer them only after a
+//! delay (the connection meanwhile keeps serving).
+//!
 //! Memory per hub is kept small: WebSocket buffers of a few KiB, a short ring of recent call
 //! ids, the target id and the derived key; no adapters, no files, no actors.
 //!
 //! Enrolment goes through root's REST API (`POST /v1/root/hubs`, as `mcp-root admin hub
 //! enroll` does), several requests at once: [`enroll_all`].
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -39,6 +46,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The one tool every simulated hub publishes and answers.
 pub const SIM_TOOL: &str = "hub.get_status";
+/// The test write a fleet's simulated hubs publish ([`FleetOptions::writes`]).
+pub const SIM_WRITE: &str = "hub.run_allowed_tests";
 /// The skill that publishes it (the name a real hub uses).
 pub const SIM_SKILL: &str = "infra_access_skill";
 /// `hub_version` in the canned status: says the answer came from the simulator.
@@ -201,6 +210,15 @@ pub struct FleetStats {
     pub disconnects: AtomicUsize,
     /// Upgrades root answered busy (`503`/`429`).
     pub busy: AtomicUsize,
+    /// Times each target ran its test write (a key answered from the ledger does not count).
+    pub executions: std::sync::Mutex<HashMap<String, u32>>,
+}
+
+/// Targets whose simulated tools fail, and targets that answer only after a delay.
+#[derive(Debug, Default, Clone)]
+pub struct Faults {
+    pub failing: HashSet<String>,
+    pub slow: HashMap<String, Duration>,
 }
 
 /// A running fleet of simulated hubs; [`Fleet::shutdown`] closes them all.
@@ -224,6 +242,9 @@ pub struct FleetOptions {
     pub connect_concurrency: usize,
     /// How long to wait for every hub's first welcome.
     pub connect_timeout: Duration,
+    /// Publish [`SIM_WRITE`] too, with a test-only write scope.
+    pub writes: bool,
+    pub faults: Arc<Faults>,
 }
 
 impl Default for FleetOptions {
@@ -234,6 +255,8 @@ impl Default for FleetOptions {
             zone: "zone-local".into(),
             connect_concurrency: 64,
             connect_timeout: Duration::from_secs(120),
+            writes: false,
+            faults: Arc::new(Faults::default()),
         }
     }
 }
@@ -334,6 +357,8 @@ struct SimHub {
     enabled: bool,
     installed: bool,
     recent: VecDeque<String>,
+    /// The test write's results by idempotency key.
+    ledger: HashMap<String, Value>,
 }
 
 fn envelope(body: HubToRoot, in_reply_to: Option<String>) -> Message {
@@ -356,6 +381,16 @@ impl SimHub {
             enabled: true,
             installed: true,
             recent: VecDeque::with_capacity(REPLAY_RING),
+            ledger: HashMap::new(),
+        }
+    }
+
+    /// The tools this hub's skill serves.
+    fn tools(&self) -> Vec<String> {
+        if self.shared.opts.writes {
+            vec![SIM_TOOL.into(), SIM_WRITE.into()]
+        } else {
+            vec![SIM_TOOL.into()]
         }
     }
 
@@ -365,13 +400,13 @@ impl SimHub {
             installed: self.installed,
             enabled: self.enabled,
             published: if self.enabled && self.installed {
-                vec![SIM_TOOL.into()]
+                self.tools()
             } else {
                 Vec::new()
             },
             owner_disabled: false,
             version: Some("hubsim".into()),
-            adapters: vec![SIM_TOOL.into()],
+            adapters: self.tools(),
         }
     }
 
@@ -390,7 +425,11 @@ impl SimHub {
                 capabilities: self.skill_state().published,
             },
             policy: TargetPolicy {
-                write_scope: WriteScope::None,
+                write_scope: if self.shared.opts.writes {
+                    WriteScope::TestOnly
+                } else {
+                    WriteScope::None
+                },
             },
         }
     }
@@ -444,16 +483,69 @@ impl SimHub {
             self.recent.pop_front();
         }
         self.recent.push_back(call.call_id.clone());
-        if !self.enabled || call.tool_id != SIM_TOOL {
+        if !self.enabled || !self.tools().contains(&call.tool_id) {
             return refuse(
                 ErrorCode::SkillDisabled,
                 format!("no enabled skill publishes `{}` here", call.tool_id),
             );
         }
+        if self.shared.opts.faults.failing.contains(&self.target_id) {
+            return refuse(
+                ErrorCode::AdapterFailed,
+                format!("`{}` failed on command (simulated)", call.tool_id),
+            );
+        }
+        if call.tool_id == SIM_WRITE {
+            return self.write(call);
+        }
         CallOutcome::Ok {
             adapter: format!("{SIM_SKILL}.status"),
             result: self.status(connected_since),
         }
+    }
+
+    /// The test write: its dry run's expected effect, or its execution once per key.
+    fn write(&mut self, call: &CallRequest) -> CallOutcome {
+        let adapter = format!("{SIM_SKILL}.test_runs");
+        let test = call.body.arguments["name"]
+            .as_str()
+            .unwrap_or("smoke")
+            .to_owned();
+        if call.body.dry_run {
+            let effect = json!({
+                "action": "run_allowed_test", "test": test, "argv": ["true"], "cwd": null,
+                "timeout_ms": 1000, "last_result": null,
+            });
+            return CallOutcome::Ok {
+                adapter,
+                result: effect,
+            };
+        }
+        let key = call.body.idempotency_key.clone().unwrap_or_default();
+        if let Some(first) = self.ledger.get(&key) {
+            return CallOutcome::Ok {
+                adapter,
+                result: first.clone(),
+            };
+        }
+        *self
+            .shared
+            .stats
+            .executions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(self.target_id.clone())
+            .or_default() += 1;
+        let result = json!({
+            "run_id": uuid::Uuid::now_v7().to_string(), "test": test, "passed": true,
+            "exit_code": 0, "timed_out": false, "duration_ms": 0,
+            "started_at": mcp_shared::time::format(mcp_shared::time::now()),
+            "output_tail": "", "redactions": 0,
+        });
+        if !key.is_empty() {
+            self.ledger.insert(key, result.clone());
+        }
+        CallOutcome::Ok { adapter, result }
     }
 
     /// Connects, and reconnects after a connection ends, until shutdown, as a real hub does:
@@ -602,9 +694,16 @@ impl SimHub {
         let mut last_heard = tokio::time::Instant::now();
         let mut pace = mcp_shared::protocol::HeartbeatPace::new(heartbeat);
         let stats = self.shared.stats.clone();
+        // Answers a slow target sends later, while the connection goes on.
+        let (later_tx, mut later) = mpsc::channel::<Message>(64);
+        let delay = self.shared.opts.faults.slow.get(&self.target_id).copied();
         loop {
             let msg = tokio::select! {
                 () = self.shared.shutdown.cancelled() => return Ok(()),
+                Some(answer) = later.recv() => {
+                    ws.send(answer).await?;
+                    continue;
+                }
                 _ = ticker.tick() => {
                     if last_heard.elapsed() > silence {
                         return Err(ConnError::Silent(silence));
@@ -639,11 +738,23 @@ impl SimHub {
                         CallOutcome::Error { .. } => &stats.calls_refused,
                     };
                     counter.fetch_add(1, Ordering::Relaxed);
-                    let reply = HubToRoot::Result {
-                        call_id: call.call_id,
-                        outcome,
-                    };
-                    ws.send(envelope(reply, Some(env.id))).await?;
+                    let reply = envelope(
+                        HubToRoot::Result {
+                            call_id: call.call_id,
+                            outcome,
+                        },
+                        Some(env.id),
+                    );
+                    match delay {
+                        Some(d) => {
+                            let tx = later_tx.clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(d).await;
+                                let _ = tx.send(reply).await;
+                            });
+                        }
+                        None => ws.send(reply).await?,
+                    }
                 }
                 RootToHub::SkillCommand { skill, command } => {
                     stats.skill_commands.fetch_add(1, Ordering::Relaxed);
@@ -679,7 +790,7 @@ impl SimHub {
                         ws.send(envelope(HubToRoot::Heartbeat, None)).await?;
                     }
                 }
-                // Answers are immediate, so there is never a call left to stop.
+                // A slow answer is sent anyway (root drops what it no longer waits for).
                 RootToHub::Cancel { .. } | RootToHub::Welcome { .. } => {}
                 RootToHub::ProtocolError { .. } => {
                     stats.protocol_errors.fetch_add(1, Ordering::Relaxed);

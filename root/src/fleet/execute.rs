@@ -13,8 +13,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::event::Surface;
 use mcp_shared::time::{now, unix_ms};
@@ -115,8 +113,14 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
     // Canaries already done before a restart: no second pause.
     let mut pause_until = None;
     let mut paused_after_canary = queue.front().is_none_or(|t| t.ordinal >= canary_ordinal);
-    let mut running = FuturesUnordered::new();
-    let mut canaries_running = 0usize;
+    // Each target's call is a task of its own: it goes on while this loop awaits the store
+    // (polled only from here, a call holding a store connection would wait for this loop,
+    // and this loop for a connection: with more targets in flight than the pool holds, every
+    // connection was held so, until the pool's timeout, 30 s).
+    let mut running = tokio::task::JoinSet::new();
+    let run = Arc::new(run);
+    let arguments = Arc::new(arguments);
+    let mut canaries = std::collections::HashSet::new();
     let end = loop {
         let allowed = allowed(app, &run).await;
         if let Allowed::Lost = allowed {
@@ -132,7 +136,7 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
             while let Some(next) = queue.front() {
                 let is_canary = next.ordinal < canary_ordinal;
                 if !is_canary {
-                    if canaries_running > 0 {
+                    if !canaries.is_empty() {
                         break;
                     }
                     if !paused_after_canary {
@@ -153,8 +157,11 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
                     break;
                 }
                 let Some(t) = queue.pop_front() else { break };
-                canaries_running += usize::from(is_canary);
-                running.push(one(app, &run, &arguments, t, is_canary));
+                let (app, run, arguments) = (app.clone(), run.clone(), arguments.clone());
+                let task = running.spawn(async move { one(&app, &run, &arguments, t).await });
+                if is_canary {
+                    canaries.insert(task.id());
+                }
             }
         }
         if running.is_empty() {
@@ -172,11 +179,17 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
                 tracing::info!(%run_id, "root is stopping; the fleet run goes on at the next start");
                 return;
             }
-            Some((row, was_canary)) = running.next() => {
-                canaries_running -= usize::from(was_canary);
-                if status::is_error(&row.status) {
-                    errors += 1;
-                }
+            Some(joined) = running.join_next_with_id() => {
+                let (id, failed) = match joined {
+                    Ok((id, row)) => (id, status::is_error(&row.status)),
+                    Err(e) => {
+                        // Its target stays `running` in the store, for a restart to run again.
+                        tracing::error!(%run_id, error = %e, "a fleet target's task failed");
+                        (e.id(), true)
+                    }
+                };
+                canaries.remove(&id);
+                errors += usize::from(failed);
             }
             () = wake.notified() => {}
             () = tokio::time::sleep_until(pause.min(tokio::time::Instant::now() + RECHECK)) => {}
@@ -215,8 +228,7 @@ async fn one(
     run: &FleetRunRow,
     arguments: &Value,
     mut t: FleetTargetRow,
-    canary: bool,
-) -> (FleetTargetRow, bool) {
+) -> FleetTargetRow {
     t.status = status::RUNNING.into();
     t.started_at_ms = Some(unix_ms(now()));
     store(app, run, &t).await;
@@ -238,7 +250,7 @@ async fn one(
     if s != status::SUCCEEDED && app.shutdown.is_cancelled() {
         // Failed because root is stopping (its trail closes): left `running`, so the next
         // start runs it again rather than counting root's own stop against the target.
-        return (t, canary);
+        return t;
     }
     t.status = s.into();
     t.code = code;
@@ -246,7 +258,7 @@ async fn one(
     t.event_id = event_id;
     t.finished_at_ms = Some(unix_ms(now()));
     store(app, run, &t).await;
-    (t, canary)
+    t
 }
 
 async fn store(app: &App, run: &FleetRunRow, t: &FleetTargetRow) {

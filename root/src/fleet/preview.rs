@@ -158,28 +158,30 @@ pub(crate) async fn preview(
         .await
         .map_err(ApiError::internal)?;
     let (_, window, _) = plan.resolve(targets.len());
-    let (r, e, a) = (&run, &entry, &arguments);
-    let mut dry = futures::stream::iter(targets)
-        .map(move |t| async move { dry_run(app, r, e, a, &t).await })
-        .buffer_unordered(window.max(1));
-    while let Some((target_id, taking_part, code, preview)) = dry.next().await {
-        let s = if taking_part {
-            status::PENDING
-        } else {
-            status::EXCLUDED
-        };
-        app.store
-            .set_fleet_target_preview(
-                &run.run_id,
-                &target_id,
-                s,
-                code.as_deref(),
-                &preview.to_string(),
-            )
-            .await
-            .map_err(ApiError::internal)?;
+    // Each target's dry run and its record together, all polled by one stream: nothing else
+    // awaits the store meanwhile (see `fleet::execute` for the deadlock that avoids).
+    let failed = std::sync::Mutex::new(None);
+    let (r, e, a, failed_ref) = (&run, &entry, &arguments, &failed);
+    futures::stream::iter(targets)
+        .for_each_concurrent(window.max(1), move |t| async move {
+            let (taking_part, code, preview) = dry_run(app, r, e, a, &t).await;
+            let s = if taking_part {
+                status::PENDING
+            } else {
+                status::EXCLUDED
+            };
+            if let Err(e) = app
+                .store
+                .set_fleet_target_preview(&r.run_id, &t, s, code.as_deref(), &preview.to_string())
+                .await
+            {
+                *failed_ref.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+            }
+        })
+        .await;
+    if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(ApiError::internal(e));
     }
-    drop(dry);
     // The deadline runs from when the operator can read the previews.
     let confirm_by = unix_ms(now()) + ttl_ms;
     app.store
@@ -203,31 +205,24 @@ async fn dry_run(
     entry: &ContractEntry,
     arguments: &Value,
     target_id: &str,
-) -> (String, bool, Option<String>, Value) {
+) -> (bool, Option<String>, Value) {
     let mut args = arguments.clone();
     args["dry_run"] = json!(true);
     let lease = match authority::lease_for(app, run, target_id, &entry.contract).await {
         Ok(l) => l,
         Err(e) => {
             let e = e.tool_error();
-            return (
-                target_id.to_owned(),
-                false,
-                Some(e.code.as_str().into()),
-                json!({ "error": e }),
-            );
+            return (false, Some(e.code.as_str().into()), json!({ "error": e }));
         }
     };
     let (answer, event_id) = call_under(app, run, lease, target_id, args, "preview").await;
     match answer {
         Ok(result) => (
-            target_id.to_owned(),
             true,
             None,
             json!({ "expected_effect": result["expected_effect"], "event_id": event_id }),
         ),
         Err(e) => (
-            target_id.to_owned(),
             false,
             Some(e.code.as_str().into()),
             json!({ "error": e, "event_id": event_id }),

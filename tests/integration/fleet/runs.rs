@@ -468,3 +468,80 @@ async fn a_run_goes_on_after_root_restarts() {
         hub.stop().await;
     }
 }
+
+/// A wide window over simulated hubs, twice: 60 targets at once (many more than the store's
+/// connections), two of them failing and one slow; every target is accounted for and no
+/// target's call waited anywhere near the store's 30 s acquire timeout (a run whose calls
+/// were polled only by its driving loop once held every connection until that timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wide_window_over_simulated_hubs_accounts_for_every_target() {
+    use mcp_tests::hubsim::{self, Faults, Fleet, FleetOptions};
+    let root = TestRoot::start().await.unwrap();
+    let base = root.handle().base_url();
+    let ids = hubsim::target_ids("wide", 60);
+    let enrolled = hubsim::enroll_all(
+        &root.http,
+        &base,
+        &root.admin_token(),
+        &ids,
+        "test",
+        "subnet-sim",
+        8,
+    )
+    .await
+    .unwrap();
+    let faults = Faults {
+        failing: [ids[10].clone(), ids[40].clone()].into(),
+        slow: [(ids[20].clone(), std::time::Duration::from_secs(2))].into(),
+    };
+    let mut fleet = Fleet::connect(
+        &base,
+        enrolled,
+        FleetOptions {
+            writes: true,
+            faults: std::sync::Arc::new(faults),
+            ..FleetOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    // Twice: the second run finds the operator's reader leases issued (none is issued under
+    // its lock, one at a time), so its calls reach the store together.
+    for _ in 0..2 {
+        let started = start(
+            &root,
+            json!({ "selector": "id=wide-*", "tool_id": "hub.get_status",
+                    "plan": { "max_concurrency": 60, "max_errors": "100%" } }),
+        )
+        .await;
+        let r = ended(&root, started["run_id"].as_str().unwrap()).await;
+        assert_eq!(
+            (
+                r["state"].as_str(),
+                count(&r, "succeeded"),
+                count(&r, "failed")
+            ),
+            (Some("completed"), 58, 2),
+            "{r}"
+        );
+        let time = |v: &Value| {
+            time::OffsetDateTime::parse(
+                v.as_str().unwrap(),
+                &time::format_description::well_known::Rfc3339,
+            )
+            .unwrap()
+        };
+        let longest = r["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| time(&t["finished_at"]) - time(&t["started_at"]))
+            .max()
+            .unwrap();
+        assert!(
+            longest < time::Duration::seconds(15),
+            "a target's call took {longest}: {r}"
+        );
+    }
+    fleet.shutdown().await;
+}

@@ -7,6 +7,13 @@
 //! every hub online and that routed `hub.get_status` calls to the first and the last target
 //! come back from that target, and disconnects (after `--hold-secs`).
 //!
+//! Fleet (`--mode fleet`): enrols `--hubs` targets that connect and `--offline` more that
+//! never do, connects the hubs serving the test read and the test write, `--failing` percent
+//! of them failing both and `--slow` of them answering after `--slow-ms` (never the first,
+//! the canary), prints `ready` with the fleet's selector, and holds until SIGINT or SIGTERM;
+//! then prints how many times each target ran the write (`executions: 0xN 1xN 2xN`) and, with
+//! `--executions-file`, writes them as JSON. For `tests/bench/fleet-runs.sh`.
+//!
 //! Soak (`--mode soak`): `--real-hubs` in-process hubs and `--clients` MCP clients doing mixed
 //! reads and previewed writes for `--secs`, then the audit trail checked call by call
 //! (`mcp_tests::soak`). Exit status 1 when an invariant broke.
@@ -23,6 +30,7 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Mode {
     FanIn,
+    Fleet,
     Soak,
 }
 
@@ -67,6 +75,20 @@ struct Args {
     /// How long the soak runs.
     #[arg(long, default_value_t = 60)]
     secs: u64,
+    /// Targets enrolled whose hub never connects (fleet).
+    #[arg(long, default_value_t = 0)]
+    offline: usize,
+    /// Percent of the hubs whose tools fail (fleet).
+    #[arg(long, default_value_t = 0)]
+    failing: usize,
+    /// Hubs that answer only after --slow-ms (fleet).
+    #[arg(long, default_value_t = 0)]
+    slow: usize,
+    #[arg(long, default_value_t = 3000)]
+    slow_ms: u64,
+    /// Where to write each target's executions of the test write, as JSON (fleet).
+    #[arg(long)]
+    executions_file: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -84,6 +106,7 @@ async fn main() -> anyhow::Result<()> {
     });
     match args.mode {
         Mode::FanIn => fan_in(&args, &root_url, &prefix).await,
+        Mode::Fleet => fleet(&args, &root_url, &prefix).await,
         Mode::Soak => {
             let report = mcp_tests::soak::run(&mcp_tests::soak::SoakOptions {
                 root_url,
@@ -233,6 +256,98 @@ async fn fan_in(args: &Args, root_url: &str, prefix: &str) -> anyhow::Result<()>
     );
     fleet.shutdown().await;
     anyhow::ensure!(online == n, "root lists {online} of {n} hubs online");
+    Ok(())
+}
+
+/// Every `n / k`-th of `ids` after the first (the canary), `k` of them.
+fn spread(ids: &[String], k: usize, offset: usize) -> Vec<String> {
+    if k == 0 || ids.len() < 2 {
+        return Vec::new();
+    }
+    let step = ((ids.len() - 1) / k).max(1);
+    (0..k)
+        .map(|i| 1 + offset % step + i * step)
+        .filter(|i| *i < ids.len())
+        .map(|i| ids[i].clone())
+        .collect()
+}
+
+async fn fleet(args: &Args, root_url: &str, prefix: &str) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let all = hubsim::target_ids(prefix, args.hubs + args.offline);
+    let enrolled = hubsim::enroll_all(
+        &http,
+        root_url,
+        &args.admin_token,
+        &all,
+        "test",
+        "subnet-sim",
+        args.enroll_concurrency,
+    )
+    .await?;
+    // The offline ones are spread through the fleet too.
+    let offline: std::collections::HashSet<String> =
+        spread(&all, args.offline, 3).into_iter().collect();
+    let online: Vec<hubsim::Enrolled> = enrolled
+        .into_iter()
+        .filter(|e| !offline.contains(&e.target_id))
+        .collect();
+    let ids: Vec<String> = online.iter().map(|e| e.target_id.clone()).collect();
+    let failing = spread(&ids, args.hubs * args.failing / 100, 0);
+    let slow = spread(&ids, args.slow, 1)
+        .into_iter()
+        .filter(|t| !failing.contains(t))
+        .map(|t| (t, Duration::from_millis(args.slow_ms)))
+        .collect();
+    let faults = hubsim::Faults {
+        failing: failing.iter().cloned().collect(),
+        slow,
+    };
+    let mut fleet = Fleet::connect(
+        root_url,
+        online,
+        FleetOptions {
+            connect_concurrency: args.connect_concurrency,
+            writes: true,
+            faults: std::sync::Arc::new(faults.clone()),
+            ..FleetOptions::default()
+        },
+    )
+    .await?;
+    let mut slow_ids: Vec<&String> = faults.slow.keys().collect();
+    slow_ids.sort();
+    println!(
+        "ready: selector id={prefix}-*: {} targets, {} offline, {} failing, {} slow ({} ms): {:?}",
+        all.len(),
+        offline.len(),
+        failing.len(),
+        slow_ids.len(),
+        args.slow_ms,
+        slow_ids
+    );
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    let runs = fleet
+        .stats
+        .executions
+        .lock()
+        .map(|m| m.clone())
+        .unwrap_or_default();
+    fleet.shutdown().await;
+    let mut histogram = std::collections::BTreeMap::<u32, usize>::new();
+    for id in &ids {
+        *histogram
+            .entry(runs.get(id).copied().unwrap_or(0))
+            .or_default() += 1;
+    }
+    let line: Vec<String> = histogram.iter().map(|(k, n)| format!("{k}x{n}")).collect();
+    println!("executions: {}", line.join(" "));
+    if let Some(path) = &args.executions_file {
+        std::fs::write(path, serde_json::to_vec(&runs)?)?;
+    }
     Ok(())
 }
 
