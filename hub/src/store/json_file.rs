@@ -90,7 +90,9 @@ impl<T: Serialize + DeserializeOwned + Default + Clone> JsonFile<T> {
         let slot = (tool.to_owned(), key.to_owned());
         // The guard is released before a claim exists (its drop takes the lock).
         let claimed = lock(&self.in_flight).insert(slot.clone());
-        claimed.then_some(Claim {
+        // Built only when claimed: a `Claim` made and dropped for a refused caller would
+        // release the running call's slot (`then_some` builds its argument either way).
+        claimed.then(|| Claim {
             in_flight: &self.in_flight,
             slot,
         })
@@ -144,6 +146,27 @@ mod tests {
     #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
     struct Counter {
         n: u32,
+    }
+
+    #[test]
+    fn a_refused_claim_leaves_the_running_calls_claim_held() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file: JsonFile<Counter> = JsonFile::new(dir.path().join("c.json"), "the counter");
+        let first = file.claim("tool", "k").expect("the first claim");
+        assert!(
+            file.claim("tool", "k").is_none(),
+            "a second caller is refused"
+        );
+        assert!(
+            file.claim("tool", "k").is_none(),
+            "and the refusal did not release the first claim"
+        );
+        assert!(file.claim("tool", "other").is_some());
+        drop(first);
+        assert!(
+            file.claim("tool", "k").is_some(),
+            "released when the call ends"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use mcp_shared::protocol::{
     CallOutcome, CallRequest, Envelope, HubToRoot, PROTOCOL_VERSION, RootToHub, SkillCommand,
     decode, signing_key,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -80,13 +80,18 @@ fn call(id: &str, tool: &str, arguments: serde_json::Value, ttl_ms: i64) -> Root
 }
 
 async fn handshake(ws: &mut Ws) -> Envelope<HubToRoot> {
+    handshake_with(ws, 200).await
+}
+
+/// The handshake with root's heartbeat interval (the hub drops a root silent for three).
+async fn handshake_with(ws: &mut Ws, heartbeat_interval_ms: u64) -> Envelope<HubToRoot> {
     let hello = next(ws).await;
     send(
         ws,
         "welcome",
         RootToHub::Welcome {
             target_id: "hub:test-alpha".into(),
-            heartbeat_interval_ms: 200,
+            heartbeat_interval_ms,
             root_time_ms: None,
             max_clock_skew_ms: None,
             features: Vec::new(),
@@ -663,4 +668,119 @@ fn raw_id_is_read_from_undecodable_frames() {
         Some("f1")
     );
     assert_eq!(raw_id("not json"), None);
+}
+
+/// The result of `call_id`, skipping other frames (a cancelled call's late result).
+async fn result_of(ws: &mut Ws, call_id: &str) -> CallOutcome {
+    loop {
+        let env = next(ws).await;
+        if let HubToRoot::Result {
+            call_id: id,
+            outcome,
+        } = &env.body
+            && id == call_id
+        {
+            return outcome.clone();
+        }
+    }
+}
+
+/// A write under an idempotency key is never stopped midway: cancelled by root, or cut off
+/// by a dropped connection, it finishes and records its result, and the retry under its key
+/// gets that result (`busy` while it runs) without starting it again.
+#[tokio::test]
+async fn a_keyed_write_finishes_when_cancelled_or_cut_off_and_answers_its_retry() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (started, ran) = (dir.path().join("started"), dir.path().join("ran"));
+    let mut config = HubConfig::new(
+        "hub:test-alpha",
+        "test",
+        format!("http://{addr}"),
+        TOKEN,
+        dir.path(),
+    );
+    config.write_scope = mcp_shared::target::WriteScope::TestOnly;
+    config.skill.allowed_tests = vec![crate::config::AllowedTestConfig {
+        name: "slow".into(),
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "echo x >> '{}'; sleep 1; echo x >> '{}'",
+                started.display(),
+                ran.display()
+            ),
+        ],
+        cwd: None,
+        timeout_ms: 10_000,
+        env: Default::default(),
+        progress_line: None,
+        progress_total: None,
+    }];
+    let hub = crate::start(config).await.expect("hub starts");
+    // A heartbeat the waits below never outlast (this root answers none).
+    let mut ws = accept(&listener).await;
+    handshake_with(&mut ws, 5_000).await;
+    let write = |id: &str, key: &str| {
+        let RootToHub::Call(mut c) =
+            call(id, "hub.run_allowed_tests", json!({"name": "slow"}), 20_000)
+        else {
+            unreachable!()
+        };
+        c.capability = "infra.write.tests".into();
+        c.body.idempotency_key = Some(key.to_owned());
+        c.sign(&signing_key(TOKEN));
+        RootToHub::Call(c)
+    };
+    let lines = |p: &std::path::Path| {
+        std::fs::read_to_string(p)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    // Retries under `key` until the first execution's result answers one.
+    async fn retried(ws: &mut Ws, key: &str, write: impl Fn(&str, &str) -> RootToHub) -> Value {
+        for attempt in 0..50 {
+            let id = format!("{key}-retry-{attempt}");
+            send(ws, &id, write(&id, key)).await;
+            match result_of(ws, &id).await {
+                CallOutcome::Ok { result, .. } => return result,
+                CallOutcome::Error { error, .. } => {
+                    assert_eq!(error.code, ErrorCode::Busy, "{error:?}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+        panic!("no answer for {key}");
+    }
+
+    // Cancelled by root while it runs.
+    send(&mut ws, "w1", write("run1", "k1")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    send(
+        &mut ws,
+        "c1",
+        RootToHub::Cancel {
+            call_id: "run1".into(),
+        },
+    )
+    .await;
+    let first = retried(&mut ws, "k1", write).await;
+    assert_eq!((lines(&started), lines(&ran)), (1, 1), "{first}");
+
+    // Cut off: the connection drops while it runs; the hub dials again.
+    send(&mut ws, "w2", write("run2", "k2")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(ws);
+    let mut ws = accept(&listener).await;
+    handshake_with(&mut ws, 5_000).await;
+    let second = retried(&mut ws, "k2", write).await;
+    assert_ne!(second["run_id"], first["run_id"]);
+    assert_eq!(
+        (lines(&started), lines(&ran)),
+        (2, 2),
+        "each key started once and finished"
+    );
+    hub.shutdown().await;
 }
