@@ -9,7 +9,7 @@ use proptest_state_machine::ReferenceStateMachine;
 
 use crate::oracle::{Model, Operator};
 use crate::steps::{
-    OPERATORS, PROFILES, Profile, READS, ReadTool, SkillCommand, Step, TARGETS, Write,
+    FLEET_READS, OPERATORS, PROFILES, Profile, READS, ReadTool, SkillCommand, Step, TARGETS, Write,
 };
 
 /// The reference state machine: generates histories and applies the oracle to them.
@@ -93,6 +93,15 @@ fn operator_steps(m: &Model) -> Arms {
             1,
             (target(), any::<bool>(), by.clone())
                 .prop_map(|(target, on, by)| Step::Cordon { target, on, by })
+                .boxed(),
+        ),
+        (
+            1,
+            (select(FLEET_READS.to_vec()), by.clone())
+                .prop_map(|(tool, by)| Step::FleetRead {
+                    tool: ReadTool(tool),
+                    by,
+                })
                 .boxed(),
         ),
         (
@@ -508,6 +517,7 @@ pub fn allows(m: &Model, step: &Step) -> bool {
         | Step::Enrol { by: b, .. }
         | Step::Skill { by: b, .. }
         | Step::Cordon { by: b, .. }
+        | Step::FleetRead { by: b, .. }
         | Step::AddOperator { by: b, .. }
         | Step::SignIn { by: b, .. }
         | Step::RevokeOperator { by: b, .. } => by(b),

@@ -49,7 +49,12 @@
 //! 12. a fan-out (`hub.get_logs` from the subnet) reaches the enrolled targets of the lease's
 //!     subnet in its target's environment, and of those answers what is connected with its
 //!     skill open; every other target of the subnet is named missing;
-//! 13. a destructive action's name is refused `forbidden_destructive` by root's policy.
+//! 13. a destructive action's name is refused `forbidden_destructive` by root's policy;
+//! 14. an operator's fleet read reaches every enrolled target once, each as one call under a
+//!     lease of the run's own (the narrowest read-only profile granting the tool) would go:
+//!     `succeeded`, or `undeliverable` (offline), `refused` (cordoned, skill off, environment,
+//!     capability) or `failed`, with the code; the run, each lease and each call are one
+//!     event.
 //!
 //! Every call made with a bearer is one audit event naming the lease (a confirmation asked
 //! through elicitation is two: the preview and the execute), every operator action is one
@@ -84,6 +89,9 @@ pub enum Expect {
         answered: Vec<&'static str>,
         missing: Vec<&'static str>,
     },
+    /// A fleet run's targets (sorted) and each one's part: `succeeded`, or `<status>:
+    /// <code>`.
+    Fleet(Vec<(String, String)>),
 }
 
 /// A tool as the oracle sees its contract.
@@ -799,6 +807,7 @@ impl Model {
                     Expect::Ok
                 }
             },
+            Step::FleetRead { tool, by } => self.fleet_read(tool.0, by),
             Step::Owner { target, on } => {
                 self.audit.hub += 1;
                 self.targets[target].owner_on = on;
@@ -1021,6 +1030,49 @@ impl Model {
         Expect::Reached { answered, missing }
     }
 
+    /// An operator's fleet read of `tool` (rule 14).
+    fn fleet_read(&mut self, tool: &'static str, by: Option<u8>) -> Expect {
+        if let Err(e) = self.acts(by) {
+            return e;
+        }
+        let profile = read_profile(tool);
+        let mut parts = Vec::new();
+        for (t, spec) in TARGETS.iter().enumerate() {
+            if !self.targets[t].enrolled {
+                continue;
+            }
+            self.audit.operator += 1;
+            self.audit.calls += 1;
+            let lease = Lease {
+                target: t,
+                profile,
+                live: true,
+                kind: Kind::Issued,
+                issued_by: by,
+                grant: None,
+                scope: None,
+                depth: 0,
+                subnet_known: true,
+                parent: None,
+                owner: usize::MAX,
+            };
+            let part = match self.decide(&lease, tool) {
+                Ok(()) => "succeeded".to_owned(),
+                Err(code @ "target_offline") => format!("undeliverable: {code}"),
+                Err(
+                    code @ ("target_cordoned"
+                    | "skill_disabled"
+                    | "environment_forbidden"
+                    | "capability_not_granted"),
+                ) => format!("refused: {code}"),
+                Err(code) => format!("failed: {code}"),
+            };
+            parts.push((spec.id.to_owned(), part));
+        }
+        parts.sort();
+        Expect::Fleet(parts)
+    }
+
     /// Lease `lease` stops being a bearer, and so does every lease below it.
     fn end(&mut self, lease: usize) {
         self.leases[lease].live = false;
@@ -1066,6 +1118,24 @@ impl Model {
         }
         Expect::Ok
     }
+}
+
+/// The narrowest profile granting `tool` whose tools are all reads (what root gives an
+/// operator's read).
+fn read_profile(tool: &str) -> &'static str {
+    let capability = &CATALOG.tools[tool].capability;
+    PROFILES
+        .into_iter()
+        .filter(|p| CATALOG.profiles[*p].contains(capability))
+        .filter(|p| {
+            CATALOG
+                .tools
+                .values()
+                .filter(|t| CATALOG.profiles[*p].contains(&t.capability))
+                .all(|t| !t.write)
+        })
+        .min_by_key(|p| CATALOG.profiles[*p].len())
+        .expect("a read-only profile grants every fleet read")
 }
 
 fn outcome(rule: Rule) -> Expect {

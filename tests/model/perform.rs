@@ -136,6 +136,24 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             w.settle(m);
             Some(seen)
         }
+        Step::FleetRead { tool, by } => {
+            let body = json!({
+                "selector": "id=*",
+                "tool_id": tool.0,
+                "arguments": read_arguments(tool.0),
+                "plan": { "max_concurrency": 4, "max_errors": "100%" },
+            });
+            let (s, v) = w.operator_as(by, "/v1/root/fleet/runs", body);
+            let seen = operator_outcome(w, by, s, &v);
+            if seen != Expect::Ok {
+                return Some(seen);
+            }
+            Some(fleet_parts(
+                w,
+                v["run_id"].as_str().expect("a run id"),
+                tool.0,
+            ))
+        }
         Step::PublishInvalid { by } => {
             // A descriptor without any of the fields a descriptor needs.
             let body = json!({"descriptors": [{"descriptor_id": "model.invalid"}]});
@@ -506,6 +524,50 @@ fn operator_outcome(w: &World, by: Option<u8>, status: u16, v: &Value) -> Expect
     } else {
         Expect::OperatorRefused(code(v))
     }
+}
+
+/// A fleet run's outcome once it ended: each target's part, and "called N times" for a
+/// target whose calls in the run's trace are not exactly one.
+fn fleet_parts(w: &World, run_id: &str, tool: &str) -> Expect {
+    let path = format!("/v1/root/fleet/runs/{run_id}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let run = loop {
+        let r = w.get(&path);
+        if !["running", "paused"].contains(&r["state"].as_str().unwrap_or_default()) {
+            break r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fleet run did not end: {r}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let trail = w.get(&format!(
+        "/v1/root/mcp/audit?trace_id={}&tool_id={tool}&limit=100",
+        run["trace_id"].as_str().unwrap_or_default()
+    ));
+    let calls = |target: &str| {
+        trail["events"]
+            .as_array()
+            .map_or(0, |e| e.iter().filter(|e| e["target_id"] == target).count())
+    };
+    let mut parts: Vec<(String, String)> = run["targets"]
+        .as_array()
+        .expect("the run's targets")
+        .iter()
+        .map(|t| {
+            let id = t["target_id"].as_str().unwrap_or_default().to_owned();
+            let part = match (t["status"].as_str(), t["code"].as_str()) {
+                _ if calls(&id) != 1 => format!("called {} times", calls(&id)),
+                (Some(s), None) => s.to_owned(),
+                (Some(s), Some(code)) => format!("{s}: {code}"),
+                (None, _) => "no status".to_owned(),
+            };
+            (id, part)
+        })
+        .collect();
+    parts.sort();
+    Expect::Fleet(parts)
 }
 
 /// A call's outcome as the oracle words it; its event must name the lease and, for a refusal

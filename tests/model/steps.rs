@@ -124,6 +124,14 @@ pub const READS: &[(&str, &str)] = &[
     ("sdk.get_scenario_contract", "{}"),
 ];
 
+/// The reads fleet runs make in histories: a status every target serves, one its contract
+/// allows on test targets only, and one of another skill's profile.
+pub const FLEET_READS: [&str; 3] = [
+    "hub.get_status",
+    "model.test_status",
+    "hub.memory.list_sessions",
+];
+
 /// The NLU template proposals change, and the tool that applies them.
 pub const TEMPLATE: &str = "en.device.turn_on";
 pub const APPLY: &str = "nlu_authoring.apply_change";
@@ -328,6 +336,14 @@ pub enum Step {
     Cordon {
         target: usize,
         on: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
+    },
+    /// An operator's fleet read: `tool` on every enrolled target (`id=*`), four at a time,
+    /// with a budget it cannot spend; the world waits for its end. Each target is accounted
+    /// for as one call under the run's own lease for it would go, and called at most once.
+    FleetRead {
+        tool: ReadTool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<u8>,
     },

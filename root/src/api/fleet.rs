@@ -381,6 +381,10 @@ pub(crate) async fn command(
             ));
         }
         app.fleet.wake(&run_id);
+        // A dropped preview's leases end now (a running run's end with it).
+        if before.state == state::PREVIEWED {
+            crate::fleet::authority::end(&app, &run_id).await;
+        }
         // A run of this replica's that no task drives (a restart found it paused and it
         // ended) is taken up again when resumed.
         let ours = app

@@ -49,7 +49,7 @@ pub(crate) struct ReadBody {
 }
 
 /// The narrowest profile granting `capability` whose tools are all reads.
-fn read_profile(app: &App, capability: &str) -> Option<String> {
+pub(crate) fn read_profile(app: &App, capability: &str) -> Option<String> {
     app.catalog
         .profiles
         .profiles

@@ -1,16 +1,15 @@
-//! The lease each target's call in a fleet run goes under.
+//! The lease each target's call in a fleet run goes under: one root issues to the run's
+//! operator for this run and target. A read's has the narrowest read-only capability profile
+//! that grants the tool (as the console's reads); a write's, the run's capability profile.
+//! Its lineage is the run (`fleet_<run_id>`), so every lease the run issues for a target owns
+//! the same idempotency keys, and a write's [`IDEMPOTENCY_KEY`] names one execution per
+//! target across retries, resumes and restarts: root's ledger answers a replay, and the hub's
+//! own ledger (which outlives root's) never runs it twice. Each issue is an
+//! `admin.lease.create` event in the run's trace, and the run's leases are revoked when it
+//! ends: the run's authority is its own and ends with it.
 //!
-//! - A read: the operator's reader lease for the target (`api::inspect::reader_for`).
-//! - A write: a lease root issues to the operator for this run and target, under the run's
-//!   capability profile, whose lineage is the run (`fleet_<run_id>`). Every lease the run
-//!   issues for a target therefore owns the same idempotency keys, and [`IDEMPOTENCY_KEY`]
-//!   names one execution per target across retries, resumes and restarts: root's ledger
-//!   answers a replay, and the hub's own ledger (which outlives root's) never runs it twice.
-//!   Each issue is an `admin.lease.create` event in the run's trace; the run's leases are
-//!   revoked when it ends (authority ends with its source).
-//!
-//! Policy judges each call under its lease as it would any client's: a fleet write reaches
-//! only targets where one call under that profile would be allowed.
+//! Policy judges each call under its lease as it would any client's: a fleet run reaches only
+//! targets where one call under that profile would be allowed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,14 +28,14 @@ use crate::store::FleetRunRow;
 /// The idempotency key of each target's write (scoped to the run's lineage, the target and
 /// the tool, so one key per target and run).
 pub(crate) const IDEMPOTENCY_KEY: &str = "fleet-run";
-/// Audience of a write run's leases.
+/// Audience of a run's leases.
 pub(crate) const AUDIENCE: &str = "fleet-run";
-/// Lifetime of a write run's lease; a new one (same lineage) is issued when less than
+/// Lifetime of a run's lease; a new one (same lineage) is issued when less than
 /// [`RENEW`] is left.
 const TTL: Duration = Duration::from_secs(900);
 const RENEW: Duration = Duration::from_secs(120);
 
-/// The lineage of a write run's leases: their idempotency owner.
+/// The lineage of a run's leases: their idempotency owner.
 pub(crate) fn lineage(run_id: &str) -> String {
     format!("fleet_{run_id}")
 }
@@ -55,8 +54,20 @@ pub(crate) async fn lease_for(
     contract: &mcp_shared::ToolContract,
 ) -> Result<Arc<LeaseEntry>, ApiError> {
     let op = operator(run);
-    let Some(profile) = &run.profile else {
-        return crate::api::inspect::reader_for(app, &op, target_id, contract).await;
+    let profile = match &run.profile {
+        Some(p) => p.clone(),
+        None => crate::api::inspect::read_profile(app, &contract.required_capability).ok_or_else(
+            || {
+                ApiError::new(
+                    axum::http::StatusCode::FORBIDDEN,
+                    mcp_shared::error::ErrorCode::CapabilityNotGranted,
+                    format!(
+                        "no read-only capability profile grants `{}`",
+                        contract.required_capability
+                    ),
+                )
+            },
+        )?,
     };
     let key = (run.run_id.clone(), target_id.to_owned());
     let renew_at = now() + RENEW;
@@ -67,7 +78,7 @@ pub(crate) async fn lease_for(
         l.touch();
         return Ok(l);
     }
-    let l = issue(app, &op, run, target_id, profile).await?;
+    let l = issue(app, &op, run, target_id, &profile).await?;
     app.fleet.keep_lease(key, l.clone());
     Ok(l)
 }
@@ -131,7 +142,7 @@ async fn issue(
         .map_err(ApiError::internal)?
         .map_err(|e| ApiError::internal(format!("issuing the fleet run's lease: {e}")))?;
         let summary = format!(
-            "issued lease {} for fleet run {}'s write on `{target_id}` ({profile_name})",
+            "issued lease {} for fleet run {} on `{target_id}` ({profile_name})",
             issued.lease.session_id, run.run_id
         );
         Ok((issued, summary))
@@ -142,7 +153,8 @@ async fn issue(
         .ok_or_else(|| ApiError::internal("a new fleet lease does not authenticate"))
 }
 
-/// Revokes the leases this replica issued for `run_id` (the run ended).
+/// Revokes the leases this replica issued for `run_id` (the run ended, or was only
+/// previewed and dropped).
 pub(crate) async fn end(app: &App, run_id: &str) {
     for lease in app.fleet.take_leases(run_id) {
         let id = lease.session_id().to_owned();

@@ -4,18 +4,18 @@
 //! A run freezes its target set when it starts (the ids in order, and their hash), stores
 //! itself and each target's part (`store::fleet`), and is driven by one task on the replica
 //! that started it ([`execute`]); a restarted root takes up every run left `running` or
-//! `paused`. Each target's call goes through the one governed call path under a lease for that
-//! target ([`authority`]: the operator's reader lease, or a write run's own), so policy, limits, redaction and the audit
-//! trail apply to it as to any call: a cordoned target is refused, an offline one is
-//! `undeliverable`, never silently missing. The run's own event (`admin.fleet.run`) and every
-//! target's call event share the run's trace id (`audit export --trace`, the console).
+//! `paused`. Each target's call goes through the one governed call path under a lease the run
+//! issues for that target ([`authority`]), so policy, limits, redaction and the audit trail
+//! apply to it as to any call: a cordoned target is refused, an offline one is
+//! `undeliverable`, never silently missing. The run's own event (`admin.fleet.run`), its
+//! leases' and every target's call event share the run's trace id (`audit export --run`).
 //!
 //! Reads start at once. Writes go preview → one confirmation → execute ([`preview`]): the
 //! preview freezes the set, runs each target's dry run and answers one confirmation token
 //! bound to the set's hash, the tool, the arguments' hash, the operator and a deadline; the
-//! execute redeems it once, refused if the set changed since. Each target's write runs under
-//! a lease of the run's own ([`authority`]), with the per-target idempotency key
-//! [`authority::IDEMPOTENCY_KEY`] scoped to the run, so a resume never executes a target twice.
+//! execute redeems it once, refused if the set changed since. Each target's write carries the
+//! per-target idempotency key [`authority::IDEMPOTENCY_KEY`], scoped to the run by its
+//! leases' lineage, so a resume never executes a target twice.
 
 pub(crate) mod authority;
 pub(crate) mod execute;

@@ -1,5 +1,5 @@
 //! The fleet runs this replica drives, each with what wakes its task, and the leases it
-//! issued for write runs' targets.
+//! issued for runs' targets.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +14,7 @@ use crate::leases::manager::LeaseEntry;
 #[derive(Default)]
 pub(crate) struct Runs {
     wakers: DashMap<String, Arc<Notify>>,
-    /// Write runs' leases by (run, target) (see `fleet::authority`).
+    /// Runs' leases by (run, target) (see `fleet::authority`).
     leases: DashMap<(String, String), Arc<LeaseEntry>>,
     kept: AtomicUsize,
 }
@@ -45,12 +45,12 @@ impl Runs {
         self.wakers.contains_key(run_id)
     }
 
-    /// The lease kept for a write run's target.
+    /// The lease kept for a run's target.
     pub(crate) fn lease(&self, key: &(String, String)) -> Option<Arc<LeaseEntry>> {
         self.leases.get(key).map(|l| l.clone())
     }
 
-    /// Keeps a write run's lease for its target; leases no longer usable (a preview never
+    /// Keeps a run's lease for its target; leases no longer usable (a preview never
     /// confirmed) are dropped on the way.
     pub(crate) fn keep_lease(&self, key: (String, String), lease: Arc<LeaseEntry>) {
         if self.kept.fetch_add(1, Ordering::Relaxed) % 4096 == 4095 {

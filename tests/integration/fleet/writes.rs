@@ -337,6 +337,29 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("2 targets: 2 succeeded"), "{out}");
     assert_eq!(ran(), [2, 2, 1, 0]);
+
+    // The first run's trail, exported by run: its events and no other.
+    let (code, out, err) = admin(&root, &["audit", "export", "--run", &run_id]);
+    assert_eq!(code, 0, "{err}");
+    let exported: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        exported.len(),
+        events["events"].as_array().unwrap().len(),
+        "{out}"
+    );
+    assert!(
+        exported.iter().all(|e| e["trace_id"] == done["trace_id"]),
+        "{out}"
+    );
+    assert!(
+        exported
+            .iter()
+            .any(|e| e["tool_id"] == "admin.fleet.preview"),
+        "{out}"
+    );
     for hub in hubs {
         hub.stop().await;
     }

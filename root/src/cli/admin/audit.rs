@@ -24,9 +24,20 @@ pub(super) async fn run(c: &AdminClient, cmd: AuditCommand) -> anyhow::Result<Ex
         }
         AuditCommand::Export {
             since,
+            trace,
+            run,
             output,
             json,
         } => {
+            // A fleet run's events are its trace.
+            let trace = match run {
+                Some(id) => {
+                    let r: crate::fleet::report::RunReport =
+                        c.get(&format!("/v1/root/fleet/runs/{id}")).await?;
+                    Some(r.trace_id)
+                }
+                None => trace,
+            };
             let mut out: Box<dyn Write> = match &output {
                 Some(p) => Box::new(std::io::BufWriter::new(
                     std::fs::File::create(p)
@@ -40,6 +51,9 @@ pub(super) async fn run(c: &AdminClient, cmd: AuditCommand) -> anyhow::Result<Ex
                 let mut q = vec![("order", "asc".to_string()), ("limit", "1000".to_string())];
                 if let Some(s) = &since {
                     q.push(("since", s.clone()));
+                }
+                if let Some(t) = &trace {
+                    q.push(("trace_id", t.clone()));
                 }
                 if let Some(cur) = &cursor {
                     q.push(("cursor", cur.clone()));

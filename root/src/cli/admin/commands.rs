@@ -418,10 +418,16 @@ pub(crate) enum AuditCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Every event (since T, RFC 3339) as JSON Lines, oldest first.
+    /// Every event (since T, RFC 3339) as JSON Lines, oldest first; of one trace, or of one
+    /// fleet run (its own events, its commands and every target's calls).
     Export {
         #[arg(long)]
         since: Option<String>,
+        #[arg(long, conflicts_with = "run")]
+        trace: Option<String>,
+        /// A fleet run's id.
+        #[arg(long)]
+        run: Option<String>,
         /// Write to this file instead of standard output.
         #[arg(long, short)]
         output: Option<PathBuf>,
