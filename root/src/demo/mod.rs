@@ -2,10 +2,12 @@
 //! leases created and client configuration printed. The hub ([`hub`]) serves every part of
 //! the product: a managed service ([`app`]) with health checks, an allowed test, releases to
 //! deploy, ProfileOps and NLU content, writes allowed (a `test` target, `test-only` scope).
-//! Everything lives under the data directory. Compiled into the binary only (the `demo`
+//! Three more test hubs make a small fleet ([`fleet`]) for fleet runs. Everything lives
+//! under the data directory. Compiled into the binary only (the `demo`
 //! feature, on by default), so that the library never depends on the hub's crate.
 
 pub(crate) mod app;
+mod fleet;
 mod hub;
 
 use std::io::Write;
@@ -52,6 +54,8 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None
     };
 
+    let web = fleet::start(&client, &data_dir, &base, &handle.app.config.zone).await;
+
     let bearers = Bearers {
         ops: lease(&client, "InfraOpsRead").await?,
         control: lease(&client, "InfraOpsControl").await?,
@@ -66,11 +70,18 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
         &bearers,
         hub.as_ref().map(|(_, parts)| parts),
     );
+    if !web.is_empty() {
+        fleet_walk_through(&base, &data_dir, web.len());
+    }
+    println!("Press Ctrl-C to stop.");
     let _ = std::io::stdout().flush();
     tokio::select! {
         r = handle.wait() => r?,
         _ = shutdown_signal() => {
             if let Some((h, _)) = hub {
+                h.shutdown().await;
+            }
+            for h in web {
                 h.shutdown().await;
             }
             handle.shutdown().await;
@@ -186,7 +197,27 @@ fn welcome(url: &str, base: &str, data_dir: &Path, b: &Bearers, hub: Option<&hub
         "  mcp-root skills sync --url {url} --token-env ROOT_MCP_TOKEN --dest .agents/skills\n"
     );
     walk_through(base, token, &b.control.token);
-    println!("Press Ctrl-C to stop.");
+}
+
+/// A fleet read and a fleet write (preview, then the run it confirms) on the demo's fleet.
+fn fleet_walk_through(base: &str, data_dir: &Path, hubs: usize) {
+    let admin = format!(
+        "mcp-root admin --root-url {base} --data-dir {}",
+        data_dir.display()
+    );
+    let on = format!("--selector '{}'", fleet::SELECTOR);
+    let write = format!(
+        "{on} --tool hub.run_allowed_tests --arguments '{{\"name\":\"{}\"}}'",
+        fleet::TEST
+    );
+    println!(
+        "A fleet of {hubs} more test hubs ({}, label role=web): a read on all of them, one canary first;\n\
+         a write's preview on each, then the run its one confirmation starts:\n",
+        fleet::TARGETS.join(", ")
+    );
+    println!("  {admin} fleet run {on} --tool hub.get_status --canary 1 --wait");
+    println!("  {admin} fleet preview {write}");
+    println!("  {admin} fleet run {write} --confirm <the preview's token> --wait\n");
 }
 
 /// Three calls with curl: a read, a write's preview, and its execute.

@@ -102,6 +102,42 @@ async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
         .unwrap();
     assert_ne!(res.is_error, Some(true));
     the_demo_hub_serves_every_part(&lines, &token).await;
+    the_demo_fleet_runs_as_printed(&lines);
+}
+
+/// The demo's fleet walk-through, run as printed (through `sh`, with this build's
+/// `mcp-root`): a read on the fleet to its end, a write's preview, and the run its
+/// confirmation starts, every target succeeded.
+fn the_demo_fleet_runs_as_printed(lines: &[String]) {
+    let bin = workspace_bin("mcp-root").unwrap();
+    let printed = |needle: &str| {
+        lines
+            .iter()
+            .find(|l| l.trim_start().starts_with("mcp-root admin") && l.contains(needle))
+            .unwrap_or_else(|| panic!("no `{needle}` command in {lines:#?}"))
+            .trim()
+            .replacen("mcp-root", &bin.to_string_lossy(), 1)
+    };
+    let sh = |command: &str| {
+        let out = Command::new("sh").args(["-c", command]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{command}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let read = sh(&printed("--tool hub.get_status"));
+    assert!(read.contains("3 targets: 3 succeeded"), "{read}");
+    let preview = sh(&printed("fleet preview"));
+    assert!(preview.contains("3 targets: 3 pending"), "{preview}");
+    let token = preview
+        .lines()
+        .find_map(|l| l.strip_prefix("confirmation token (shown once): "))
+        .unwrap_or_else(|| panic!("no token in {preview}"));
+    let run = sh(&printed("--confirm").replace("<the preview's token>", token));
+    assert!(run.contains("3 targets: 3 succeeded"), "{run}");
 }
 
 /// The demo's walk-through and the rest of its hub, as a newcomer would try them: every part
