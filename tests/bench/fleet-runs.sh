@@ -6,7 +6,7 @@
 #     against the budget plus the calls in flight when the budget was spent; every target
 #     accounted for;
 #  2. the same read with a budget it cannot spend: its duration against its slowest target's;
-#  3. a write (preview, one confirmation) with root SIGKILLed KILLS times while it runs: the
+#  3. a write (preview, one confirmation, window 2) with root SIGKILLed KILLS times while it runs: the
 #     run completes and each target taking part ran the write exactly once (counted by the
 #     simulator, which keeps its ledger across root's deaths).
 #   bash tests/bench/fleet-runs.sh [HUBS] [KILLS]
@@ -83,9 +83,9 @@ admin fleet run --selector 'id=fl-*' --tool hub.get_status --canary 1 --max-conc
   --max-errors 100% --wait --json >"$work/r2.json" 2>"$work/r2.err" || tail -c 300 "$work/r2.err"
 report duration "$work/r2.json"
 
-echo "== 3. write, window 10, root SIGKILLed $kills times while it runs"
+echo "== 3. write, window 2, root SIGKILLed $kills times while it runs"
 args=(--selector 'id=fl-*' --tool hub.run_allowed_tests --arguments '{"name":"smoke"}'
-  --canary 1 --max-concurrency 10 --max-errors 100%)
+  --canary 1 --max-concurrency 2 --max-errors 100%)
 admin fleet preview "${args[@]}" --json >"$work/p.json"
 token=$(python3 -c "import json;print(json.load(open('$work/p.json'))['confirmation_token'])")
 python3 -c "import json;r=json.load(open('$work/p.json'));print('preview:', r['report']['summary'])"
@@ -99,7 +99,7 @@ for k in $(seq "$kills"); do
     sleep 0.1
   done
   [ "$state" = running ] || { echo "the run ended before kill $k ($state)"; break; }
-  sleep 0.$((RANDOM % 5 + 1))
+  sleep 0.0$((RANDOM % 5 + 1))
   kill -9 "$root_pid"; wait "$root_pid" 2>/dev/null || true
   echo "kill $k: SIGKILL with at least $done targets done"
   start_root
