@@ -496,6 +496,25 @@ async fn cordon_narrowing_and_retire_govern_calls() {
         root.admin_get("/v1/root/hubs/hub:life").await.unwrap()["status"] == "offline"
     })
     .await;
+    // The hub dials again once, is told its target is retired, and dials no more (each
+    // refusal would count against its address, which other hubs may share).
+    let retired_refusals = async || {
+        root.metric("mcp_root_hub_door_refusals_total{reason=\"retired\"}")
+            .await
+            .unwrap()
+            .unwrap_or(0)
+    };
+    until("the hub was refused as retired", async || {
+        retired_refusals().await >= 1
+    })
+    .await;
+    let first = retired_refusals().await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        retired_refusals().await,
+        first,
+        "a retired target's hub stops dialling"
+    );
     match dial_hub_door(&root.handle().base_url(), Some(&hub.token)).await {
         Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
             assert_eq!(r.status().as_u16(), 403)

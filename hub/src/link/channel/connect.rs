@@ -38,13 +38,25 @@ pub enum ChannelError {
     Config(String),
     #[error("the hub token changed; reconnecting with the new one")]
     TokenChanged,
+    /// Root answered the upgrade `403 target_retired`: the target is retired for good.
+    #[error("root at {0} retired this target: its hub token opens nothing again")]
+    Retired(String),
 }
 
 impl ChannelError {
     /// A failed upgrade: `Busy` when root answered `503` or `429` (with its `Retry-After`),
-    /// `Connect` otherwise.
+    /// `Retired` when it answered `403` with code `target_retired`, `Connect` otherwise.
     pub fn of_upgrade(url: &str, e: tokio_tungstenite::tungstenite::Error) -> ChannelError {
         use tokio_tungstenite::tungstenite::{Error, http::StatusCode, http::header};
+        if let Error::Http(response) = &e
+            && response.status() == StatusCode::FORBIDDEN
+            && response.body().as_deref().is_some_and(|b| {
+                serde_json::from_slice::<serde_json::Value>(b)
+                    .is_ok_and(|v| v["error"]["code"] == "target_retired")
+            })
+        {
+            return ChannelError::Retired(url.to_owned());
+        }
         if let Error::Http(response) = &e
             && matches!(
                 response.status(),

@@ -1,6 +1,7 @@
 //! The root channel: dials `<root_url>/v1/root/hubs/connect` over WebSocket, introduces the
 //! hub with `hello`, waits for `welcome`, then serves root's frames until the connection
-//! ends, and reconnects forever with jittered exponential backoff. With several root URLs
+//! ends, and reconnects with jittered exponential backoff until shutdown, or until root says
+//! the target is retired (`403 target_retired`), after which it dials no more. With several root URLs
 //! (`root_urls`: replicas of one zone), each new attempt goes to the next URL, so a hub whose
 //! root died is back on another replica after one backoff step.
 //!
@@ -97,6 +98,13 @@ impl Channel {
             if matches!(res, Err(ChannelError::TokenChanged)) {
                 tracing::info!("reconnecting with the new hub token");
                 continue;
+            }
+            // Retired for good: dialling on would only fill root's refusals (and count against
+            // this address, which other hubs behind it share).
+            if let Err(e @ ChannelError::Retired(_)) = &res {
+                tracing::error!(error = %e, "the hub stops dialling root");
+                self.shutdown.cancelled().await;
+                break;
             }
             let delay = match res.as_ref().err().and_then(ChannelError::retry_after) {
                 Some(asked) => backoff.delay_after(asked),
