@@ -155,6 +155,7 @@ pub(crate) async fn route_local(
         sessions: Some(app.hubs.links.clone()),
         target_id: target_id.clone(),
         call_id: call_id.clone(),
+        stopping: app.shutdown.clone(),
     };
     let _routing = app.metrics.targets.routing(&target_id);
     let (tx, pending) = ractor::concurrency::oneshot();
@@ -193,15 +194,21 @@ pub(crate) async fn route_local(
     answer
 }
 
-/// Tells the target's session to cancel a call unless disarmed (`sessions` taken) first.
+/// Tells the target's session to cancel a call unless disarmed (`sessions` taken) first, or
+/// dropped because root is stopping: nobody asked that call to stop (a write under an
+/// idempotency key then finishes on its hub and answers the retry after root's restart).
 struct CancelOnDrop {
     sessions: Option<Arc<router::Links>>,
     target_id: String,
     call_id: String,
+    stopping: tokio_util::sync::CancellationToken,
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
+        if self.stopping.is_cancelled() {
+            return;
+        }
         if let Some(sessions) = self.sessions.take() {
             router::cancel(
                 &sessions,

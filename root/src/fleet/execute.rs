@@ -125,6 +125,8 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
         let allowed = allowed(app, &run).await;
         if let Allowed::Lost = allowed {
             tracing::warn!(%run_id, "another replica took the fleet run over; leaving it");
+            // Calls in flight finish (a write stopped midway would be half done).
+            running.detach_all();
             return;
         }
         if let Allowed::End(s) = allowed
@@ -177,6 +179,8 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
             // Root is stopping: the run stays as stored, for the next start to take up.
             () = app.shutdown.cancelled() => {
                 tracing::info!(%run_id, "root is stopping; the fleet run goes on at the next start");
+                // Calls in flight are not cancelled on their hubs (see `call::route`).
+                running.detach_all();
                 return;
             }
             Some(joined) = running.join_next_with_id() => {

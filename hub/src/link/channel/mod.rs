@@ -12,12 +12,12 @@
 //! connection. `hello` announces the protocol features this hub understands and `welcome`
 //! root's; the hub sends root only the optional fields root announced, and a root of an
 //! earlier build, which refuses a `hello` with features, is greeted without them from then on.
-//! `cancel` aborts the call's task and stops its adapter work; the hub then sends
-//! nothing for that call. When the connection drops, calls in flight are stopped the same way
-//! (their results could not be delivered). Writes under an idempotency key are the exception
-//! to both: stopped midway, a write is half done, and a retry under its key would start it
-//! again; they finish, record their result in the ledger, and that answers the retry (`busy`
-//! until then). A cancelled one's result, sent anyway, is one root waits for no more. Root silent for three heartbeat intervals counts as
+//! `cancel` (the caller asked to stop) aborts the call's task and stops its adapter work; the
+//! hub then sends nothing for that call. When the connection drops, calls in flight are
+//! stopped the same way (their results could not be delivered), except writes under an
+//! idempotency key: nobody asked them to stop, and stopped midway a write is half done and a
+//! retry under its key would start it again. They finish, record their result in the ledger,
+//! and that answers the retry (`busy` until then). Root silent for three heartbeat intervals counts as
 //! a dropped connection.
 //!
 //! Layout: this module holds the connection (dial, welcome, serve, skill commands);
@@ -373,15 +373,9 @@ impl Channel {
                             in_flight.entry(call_id).or_insert((task, keyed));
                         }
                         RootToHub::Cancel { call_id } => {
-                            match in_flight.remove(&call_id) {
-                                Some((_, true)) => {
-                                    tracing::info!(%call_id, "root cancelled a write under an idempotency key: it finishes (half done, it would be started again by a retry), and its recorded result answers the retry");
-                                }
-                                Some((task, false)) => {
-                                    tracing::debug!(%call_id, "call cancelled by root");
-                                    task.abort();
-                                }
-                                None => {}
+                            if let Some((task, _)) = in_flight.remove(&call_id) {
+                                tracing::debug!(%call_id, "call cancelled by root");
+                                task.abort();
                             }
                         }
                         RootToHub::SkillCommand { skill, command } => {
