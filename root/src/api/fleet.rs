@@ -246,13 +246,14 @@ pub(crate) async fn list(
         .await
         .map_err(ApiError::internal)?;
     let time = |ms| mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms));
+    let now_ms = unix_ms(now());
     Ok(Json(FleetRuns {
         runs: runs
             .into_iter()
             .map(|r| FleetRunSummary {
                 created_at: time(r.created_at_ms),
+                state: crate::fleet::report::shown_state(&r, now_ms).to_owned(),
                 run_id: r.run_id,
-                state: r.state,
                 created_by: r.created_by,
                 selector: r.selector,
                 tool_id: r.tool_id,

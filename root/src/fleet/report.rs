@@ -77,6 +77,16 @@ fn time(ms: i64) -> String {
     mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms))
 }
 
+/// A run's state as reports and lists show it: a preview whose confirmation deadline has
+/// passed is `expired` (stored `previewed`: it can only be cancelled, and its token is
+/// refused).
+pub(crate) fn shown_state(run: &FleetRunRow, now_ms: i64) -> &str {
+    match run.confirm_by_ms {
+        Some(by) if run.state == super::state::PREVIEWED && by < now_ms => "expired",
+        _ => &run.state,
+    }
+}
+
 /// The report of a run with its targets.
 pub(crate) fn report(run: &FleetRunRow, targets: &[FleetTargetRow]) -> RunReport {
     let plan: super::plan::Plan = serde_json::from_str(&run.plan).unwrap_or_default();
@@ -110,7 +120,7 @@ pub(crate) fn report(run: &FleetRunRow, targets: &[FleetTargetRow]) -> RunReport
     );
     RunReport {
         run_id: run.run_id.clone(),
-        state: run.state.clone(),
+        state: shown_state(run, mcp_shared::time::unix_ms(mcp_shared::time::now())).to_owned(),
         created_by: run.created_by.clone(),
         created_at: time(run.created_at_ms),
         finished_at: run.finished_at_ms.map(time),

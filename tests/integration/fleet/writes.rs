@@ -417,3 +417,57 @@ async fn a_fleet_write_across_a_restart_runs_each_target_once() {
         hub.stop().await;
     }
 }
+
+/// A preview whose confirmation deadline passed shows `expired`, its token is refused saying
+/// so, and it can still be dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_preview_is_shown_so_and_its_token_refused() {
+    let root = TestRoot::start_with(|c| c.limits.confirmation_ttl_sec = 1)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("e-1.txt");
+    let hub = root
+        .start_hub("e-1", &with_test(&counter, 0))
+        .await
+        .unwrap();
+    let p = root
+        .admin_post("/v1/root/fleet/previews", request("id=e-*", None))
+        .await
+        .unwrap();
+    let token = p["confirmation_token"].as_str().unwrap().to_owned();
+    let path = format!(
+        "/v1/root/fleet/runs/{}",
+        p["report"]["run_id"].as_str().unwrap()
+    );
+    until("the preview expires", async || {
+        root.admin_get(&path).await.unwrap()["state"] == "expired"
+    })
+    .await;
+    let listed = root.admin_get("/v1/root/fleet/runs").await.unwrap();
+    assert_eq!(listed["runs"][0]["state"], "expired", "{listed}");
+    let (s, b) = root
+        .admin()
+        .post_status("/v1/root/fleet/runs", request("id=e-*", Some(&token)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (428, Some("confirmation_required")),
+        "{b}"
+    );
+    assert!(
+        b["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired at"),
+        "{b}"
+    );
+    let dropped = root
+        .admin_post(&format!("{path}/cancel"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(dropped["state"], "cancelled", "{dropped}");
+    assert_eq!(runs(&counter), 0);
+    hub.stop().await;
+}

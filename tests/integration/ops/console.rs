@@ -1444,7 +1444,7 @@ async fn scenario(
 
 /// Fleet runs: a read started from the form on `label:role=web` runs to its end on the page
 /// (progress, its outcome grouped, the target's line); a write's preview shows the target's
-/// part and a confirmation button, and is dropped with Cancel.
+/// part and a confirmation button, and is dropped with Cancel; another is confirmed and runs.
 async fn fleet_runs(b: &mut Browser) -> anyhow::Result<()> {
     b.click("#nav-fleet").await?;
     b.find("#fleet-selector")
@@ -1490,6 +1490,26 @@ async fn fleet_runs(b: &mut Browser) -> anyhow::Result<()> {
     b.shot("06d-fleet-preview").await?;
     b.click("#fleet-cancel").await?;
     b.text_contains("#fleet-run-state", "cancelled").await?;
+    // Previewed again and confirmed: the run starts and ends (this hub has no test `smoke`,
+    // so its one target is excluded and nothing runs).
+    b.click("#nav-fleet").await?;
+    b.find("#fleet-selector")
+        .await?
+        .send_keys("label:role=web")
+        .await?;
+    b.find("#fleet-tool")
+        .await?
+        .send_keys("hub.run_allowed_tests")
+        .await?;
+    b.find("#fleet-arguments")
+        .await?
+        .send_keys(r#"{"name": "smoke"}"#)
+        .await?;
+    b.click("#fleet-preview").await?;
+    b.text_contains("#fleet-run-state", "previewed").await?;
+    b.click("#fleet-confirm").await?;
+    b.text_contains("#fleet-run-state", "completed").await?;
+    b.text_contains("#fleet-summary", "1 excluded").await?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@ import { get, raw } from '../api.js';
 
 export const title = 'Fleet runs';
 
-const STATE_KIND = { completed: 'ok', running: 'pending', paused: 'pending', previewed: 'pending', stopped: 'error', cancelled: 'muted' };
+const STATE_KIND = { completed: 'ok', running: 'pending', paused: 'pending', previewed: 'pending', stopped: 'error', cancelled: 'muted', expired: 'muted' };
 const STATUS_KIND = { succeeded: 'ok', failed: 'error', undeliverable: 'offline', refused: 'denied', excluded: 'muted', skipped: 'muted', cancelled: 'muted', pending: 'pending', running: 'pending' };
 
 /** The preview tokens this page issued, by run (never stored elsewhere). */
