@@ -294,14 +294,22 @@ pub(crate) async fn confirm(
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
+        let why = if selector.as_str() == run.selector {
+            format!(
+                "the set `{selector}` names changed since the preview ({}); preview again",
+                set::difference(&then, &now_set.targets)
+            )
+        } else {
+            format!(
+                "the confirmation token was issued for the set `{}` names, not `{selector}`'s ({}); preview this one",
+                run.selector,
+                set::difference(&then, &now_set.targets)
+            )
+        };
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             ErrorCode::Conflict,
-            format!(
-                "the set `{selector}` names changed since the preview of `{}` ({}); preview again",
-                run.selector,
-                set::difference(&then, &now_set.targets)
-            ),
+            why,
         ));
     }
     let plan: Plan = match &req.plan {

@@ -182,6 +182,12 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
             403,
             "issued to operator:admin",
         ),
+        (
+            &ops,
+            request("id=w-1|w-2", Some(&token)),
+            409,
+            "issued for the set `id=w-*` names, not `id=w-1|w-2`'s (3 left",
+        ),
     ] {
         let (s, b) = who
             .post_status("/v1/root/fleet/runs", body.clone())
