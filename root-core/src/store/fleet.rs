@@ -262,6 +262,29 @@ impl Store {
         })
     }
 
+    /// Starts a target's call: `pending` (or `running`, left so by a stop) becomes `running`
+    /// at `started_at_ms`; `Ok(false)` when it is neither (a cancel settled it meanwhile).
+    pub async fn start_fleet_target(
+        &self,
+        run_id: &str,
+        target_id: &str,
+        started_at_ms: i64,
+    ) -> Result<bool> {
+        on_pool!(self, pool => {
+            let res = sqlx::query(
+                "UPDATE fleet_targets SET status = 'running', started_at = $1
+                 WHERE run_id = $2 AND target_id = $3 AND status IN ('pending', 'running')",
+            )
+            .bind(started_at_ms)
+            .bind(run_id)
+            .bind(target_id)
+            .execute(pool)
+            .await
+            .map_err(db("start a fleet target"))?;
+            Ok(res.rows_affected() == 1)
+        })
+    }
+
     /// Records a write's target's preview: `pending` (it takes part) or `excluded`, with the
     /// code of why not.
     pub async fn set_fleet_target_preview(

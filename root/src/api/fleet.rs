@@ -381,6 +381,14 @@ pub(crate) async fn command(
                 ),
             ));
         }
+        // Cancelled: what had not started is cancelled now, so the run reads as it ended
+        // (a target its driver was about to start finds it so and does not run).
+        if to == state::CANCELLED {
+            app.store
+                .settle_fleet_targets(&run_id, crate::fleet::status::CANCELLED, false)
+                .await
+                .map_err(ApiError::internal)?;
+        }
         app.fleet.wake(&run_id);
         // A dropped preview's leases end now (a running run's end with it).
         if before.state == state::PREVIEWED {

@@ -235,7 +235,23 @@ async fn one(
 ) -> FleetTargetRow {
     t.status = status::RUNNING.into();
     t.started_at_ms = Some(unix_ms(now()));
-    store(app, run, &t).await;
+    // Only a target still to run starts: a cancel settles the pending ones at once.
+    match app
+        .store
+        .start_fleet_target(&run.run_id, &t.target_id, unix_ms(now()))
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            t.status = status::CANCELLED.into();
+            return t;
+        }
+        Err(e) => {
+            tracing::error!(run_id = %run.run_id, target_id = %t.target_id, error = %e, "cannot start a fleet target; left pending");
+            t.status = status::PENDING.into();
+            return t;
+        }
+    }
     let mut attempt = 0;
     let (s, code, result, event_id) = loop {
         let outcome = call_target(app, run, arguments, &t).await;
