@@ -91,6 +91,47 @@ async fn reader_lease(
     if let Some(l) = usable() {
         return Ok(l);
     }
+    let entry = issue(
+        app,
+        op,
+        &Issue {
+            target_id,
+            profile: profile_name,
+            audience: AUDIENCE,
+            ttl: READER_TTL,
+            lineage: None,
+            trace_id: None,
+            purpose: "the operator's reads",
+        },
+    )
+    .await?;
+    app.logins.readers.insert(key, entry.clone());
+    Ok(entry)
+}
+
+/// A lease root issues to an operator for its own calls on a target (see [`issue`]).
+pub(crate) struct Issue<'a> {
+    pub(crate) target_id: &'a str,
+    pub(crate) profile: &'a str,
+    pub(crate) audience: &'a str,
+    pub(crate) ttl: Duration,
+    /// The lineage it joins (its idempotency owner); `None` starts its own.
+    pub(crate) lineage: Option<String>,
+    /// The trace its event joins; `None`: a trace of its own.
+    pub(crate) trace_id: Option<String>,
+    /// What it is for, in the event's request and summary.
+    pub(crate) purpose: &'a str,
+}
+
+/// Issues a lease to the operator `op` for its own calls (the console's reads, a fleet run's
+/// targets): one `admin.lease.create` event naming the operator; the bearer never leaves
+/// root (only the lease entry is kept). Refused when the target is not enrolled.
+pub(crate) async fn issue(
+    app: &App,
+    op: &Operator,
+    l: &Issue<'_>,
+) -> Result<Arc<LeaseEntry>, ApiError> {
+    let (target_id, profile_name) = (l.target_id, l.profile);
     let profile = app
         .catalog
         .profiles
@@ -107,14 +148,14 @@ async fn reader_lease(
         )));
     };
     let new = NewLease {
-        target_id: target_id.to_string(),
+        target_id: target_id.to_owned(),
         subnet_id,
         zone: app.config.zone.clone(),
-        audience: AUDIENCE.into(),
-        capability_profile: profile_name.to_string(),
+        audience: l.audience.into(),
+        capability_profile: profile_name.to_owned(),
         effective_tools: app.effective_tools(profile),
-        ttl: READER_TTL,
-        lineage: None,
+        ttl: l.ttl,
+        lineage: l.lineage.clone(),
         source: crate::leases::manager::Source::Issued {
             by: Some(op.actor_id()),
             grant: None,
@@ -127,11 +168,12 @@ async fn reader_lease(
         request: json!({
             "target_id": target_id,
             "capability_profile": profile_name,
-            "audience": AUDIENCE,
-            "ttl_sec": READER_TTL.as_secs(),
+            "audience": l.audience,
+            "ttl_sec": l.ttl.as_secs(),
+            "for": l.purpose,
         }),
     };
-    let (issued, _) = crate::api::audited::audited(app, op, asked, async {
+    let (issued, _) = crate::api::audited::audited_in(app, op, asked, l.trace_id.clone(), async {
         let issued = call_t!(
             app.actors.leases.load(),
             lease_manager::Msg::Create,
@@ -139,26 +181,23 @@ async fn reader_lease(
             new
         )
         .map_err(ApiError::internal)?
-        .map_err(|e| ApiError::internal(format!("issuing the operator's reader lease: {e}")))?;
+        .map_err(|e| ApiError::internal(format!("issuing a lease for {}: {e}", l.purpose)))?;
         let summary = format!(
-            "issued reader lease {} for the operator's reads of `{target_id}` ({profile_name})",
-            issued.lease.session_id
+            "issued lease {} for {} on `{target_id}` ({profile_name})",
+            issued.lease.session_id, l.purpose
         );
         Ok((issued, summary))
     })
     .await?;
-    let entry = app
-        .leases
+    app.leases
         .authenticate(&issued.token)
-        .ok_or_else(|| ApiError::internal("a new reader lease does not authenticate"))?;
-    app.logins.readers.insert(key, entry.clone());
-    Ok(entry)
+        .ok_or_else(|| ApiError::internal("a newly issued lease does not authenticate"))
 }
 
 /// The reader lease an operator's read of `contract` on `target_id` runs under (issued when
 /// missing or about to end), touched; refused when the target is not enrolled or no
 /// read-only profile grants the tool.
-pub(crate) async fn reader_for(
+async fn reader_for(
     app: &App,
     op: &Operator,
     target_id: &str,

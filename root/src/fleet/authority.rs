@@ -16,13 +16,12 @@ use std::time::Duration;
 
 use mcp_shared::time::now;
 use ractor::call_t;
-use serde_json::json;
 
 use crate::actors::RPC_TIMEOUT_MS;
 use crate::api::error::ApiError;
 use crate::api::principal::Operator;
 use crate::app::App;
-use crate::leases::manager::{self as lease_manager, LeaseEntry, NewLease, Source};
+use crate::leases::manager::{self as lease_manager, LeaseEntry};
 use crate::store::FleetRunRow;
 
 /// The idempotency key of each target's write (scoped to the run's lineage, the target and
@@ -78,79 +77,23 @@ pub(crate) async fn lease_for(
         l.touch();
         return Ok(l);
     }
-    let l = issue(app, &op, run, target_id, &profile).await?;
+    let purpose = format!("fleet run {}", run.run_id);
+    let l = crate::api::inspect::issue(
+        app,
+        &op,
+        &crate::api::inspect::Issue {
+            target_id,
+            profile: &profile,
+            audience: AUDIENCE,
+            ttl: TTL,
+            lineage: Some(lineage(&run.run_id)),
+            trace_id: Some(run.trace_id.clone()),
+            purpose: &purpose,
+        },
+    )
+    .await?;
     app.fleet.keep_lease(key, l.clone());
     Ok(l)
-}
-
-async fn issue(
-    app: &App,
-    op: &Operator,
-    run: &FleetRunRow,
-    target_id: &str,
-    profile_name: &str,
-) -> Result<Arc<LeaseEntry>, ApiError> {
-    let profile = app
-        .catalog
-        .profiles
-        .get(profile_name)
-        .ok_or_else(|| ApiError::internal(format!("profile {profile_name} vanished")))?;
-    let Some(subnet_id) = app
-        .hubs
-        .enrolments
-        .get(target_id)
-        .map(|e| e.row.subnet_id.clone())
-    else {
-        return Err(ApiError::not_found(format!(
-            "target `{target_id}` is not enrolled"
-        )));
-    };
-    let new = NewLease {
-        target_id: target_id.to_owned(),
-        subnet_id,
-        zone: app.config.zone.clone(),
-        audience: AUDIENCE.into(),
-        capability_profile: profile_name.to_owned(),
-        effective_tools: app.effective_tools(profile),
-        ttl: TTL,
-        lineage: Some(lineage(&run.run_id)),
-        source: Source::Issued {
-            by: Some(op.actor_id()),
-            grant: None,
-        },
-    };
-    let asked = crate::api::audited::Asked {
-        tool_id: "admin.lease.create",
-        target_id: Some(target_id.to_owned()),
-        adapter: Some("root.lease_manager".into()),
-        request: json!({
-            "target_id": target_id,
-            "capability_profile": profile_name,
-            "audience": AUDIENCE,
-            "ttl_sec": TTL.as_secs(),
-            "fleet_run": run.run_id,
-        }),
-    };
-    let trace = Some(run.trace_id.clone());
-    let (issued, _) = crate::api::audited::audited_in(app, op, asked, trace, async {
-        let issued = call_t!(
-            app.actors.leases.load(),
-            lease_manager::Msg::Create,
-            RPC_TIMEOUT_MS,
-            new
-        )
-        .map_err(ApiError::internal)?
-        .map_err(|e| ApiError::internal(format!("issuing the fleet run's lease: {e}")))?;
-        let summary = format!(
-            "issued lease {} for fleet run {} on `{target_id}` ({profile_name})",
-            issued.lease.session_id, run.run_id
-        );
-        Ok((issued, summary))
-    })
-    .await?;
-    app.leases
-        .authenticate(&issued.token)
-        .ok_or_else(|| ApiError::internal("a new fleet lease does not authenticate"))
 }
 
 /// Revokes the leases this replica issued for `run_id` (the run ended, or was only

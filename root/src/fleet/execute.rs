@@ -238,7 +238,11 @@ async fn one(
     // Only a target still to run starts: a cancel settles the pending ones at once.
     match app
         .store
-        .start_fleet_target(&run.run_id, &t.target_id, unix_ms(now()))
+        .start_fleet_target(
+            &run.run_id,
+            &t.target_id,
+            t.started_at_ms.unwrap_or_default(),
+        )
         .await
     {
         Ok(true) => {}

@@ -505,8 +505,9 @@ async fn a_wide_window_over_simulated_hubs_accounts_for_every_target() {
     )
     .await
     .unwrap();
-    // Twice: the second run finds the operator's reader leases issued (none is issued under
-    // its lock, one at a time), so its calls reach the store together.
+    // Twice: when fleet reads shared the console's reader leases (issued one at a time under
+    // a lock), only the second run's calls reached the store together; each run now issues
+    // its own leases, and both runs are kept.
     for _ in 0..2 {
         let started = start(
             &root,
