@@ -92,16 +92,10 @@ impl Store {
     ) -> Result<Vec<ChainLink>> {
         let shared = self.shared.clone();
         let op = "append audit";
-        // SQLite: take the write lock up front (the head is read, then rows are written; a
-        // deferred transaction could find its snapshot outdated by another write meanwhile).
-        let begin = if shared.is_some() {
-            "BEGIN"
-        } else {
-            "BEGIN IMMEDIATE"
-        };
         let sqlite = matches!(self.pool, Pool::Sqlite(_));
         on_pool!(self, pool => {
-            let mut tx = pool.begin_with(begin).await.map_err(db(op))?;
+            // The head is read, then rows are written: see `begin_write`.
+            let mut tx = begin_write(pool).await.map_err(db(op))?;
             if let Some(n) = &shared {
                 sqlx::query("SELECT pg_advisory_xact_lock($1)")
                     .bind(n.audit_lock)

@@ -24,7 +24,7 @@ impl Store {
     ) -> Result<i64> {
         let op = "put descriptor set";
         on_pool!(self, pool => {
-            let mut tx = pool.begin().await.map_err(db(op))?;
+            let mut tx = begin_write(pool).await.map_err(db(op))?;
             let revision: i64 = sqlx::query("SELECT COALESCE(MAX(revision), 0) + 1 FROM descriptor_sets")
                 .fetch_one(&mut *tx)
                 .await

@@ -67,7 +67,7 @@ impl Store {
         let op = "store evidence";
         let target = batch.target_id;
         on_pool!(self, pool => {
-            let mut tx = pool.begin().await.map_err(db(op))?;
+            let mut tx = begin_write(pool).await.map_err(db(op))?;
             for r in &batch.rows {
                 sqlx::query(
                     "INSERT INTO evidence (target_id, kind, item_id, service, record, content, received_at)

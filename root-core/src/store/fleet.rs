@@ -98,7 +98,7 @@ impl Store {
             }
         };
         on_pool!(self, pool => {
-            let mut tx = pool.begin().await.map_err(db(op))?;
+            let mut tx = begin_write(pool).await.map_err(db(op))?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO fleet_runs ({RUN_COLUMNS})
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"

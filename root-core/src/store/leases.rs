@@ -350,7 +350,7 @@ impl Store {
             return Ok(());
         }
         on_pool!(self, pool => {
-            let mut tx = pool.begin().await.map_err(db("record lease usage"))?;
+            let mut tx = begin_write(pool).await.map_err(db("record lease usage"))?;
             for (session_id, last_used_ms, uses) in usage {
                 sqlx::query(
                     "UPDATE leases SET

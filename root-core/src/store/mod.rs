@@ -65,6 +65,29 @@ macro_rules! on_pool {
     };
 }
 
+/// How a transaction that writes begins on each backend.
+trait WriteBegin: sqlx::Database {
+    const BEGIN_WRITE: &'static str;
+}
+
+impl WriteBegin for sqlx::Sqlite {
+    /// Takes SQLite's write lock up front. A deferred transaction that reads before it
+    /// writes cannot wait for the lock: when another connection wrote meanwhile, its upgrade
+    /// fails at once with "database is locked" (the busy timeout does not apply).
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+}
+
+impl WriteBegin for sqlx::Postgres {
+    const BEGIN_WRITE: &'static str = "BEGIN";
+}
+
+/// Begins a transaction that will write (see [`WriteBegin`]).
+async fn begin_write<DB: WriteBegin>(
+    pool: &sqlx::Pool<DB>,
+) -> std::result::Result<sqlx::Transaction<'static, DB>, sqlx::Error> {
+    pool.begin_with(DB::BEGIN_WRITE).await
+}
+
 mod audit;
 mod descriptors;
 mod evidence;

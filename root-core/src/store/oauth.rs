@@ -215,7 +215,7 @@ impl Store {
     ) -> Result<RefreshClaim> {
         let op = "claim an oauth refresh token";
         on_pool!(self, pool => {
-            let mut tx = pool.begin().await.map_err(db(op))?;
+            let mut tx = begin_write(pool).await.map_err(db(op))?;
             let claimed = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE oauth_grants SET refresh_hash = $2
                  WHERE refresh_hash = $1 AND ended_at IS NULL RETURNING {GRANT_COLUMNS}"
@@ -363,7 +363,7 @@ impl Store {
     ) -> Result<Vec<GrantRow>> {
         let op = "end oauth grants";
         on_pool!(self, pool => {
-            let mut tx = pool.begin().await.map_err(db(op))?;
+            let mut tx = begin_write(pool).await.map_err(db(op))?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO oauth_spent_refresh (token_hash, grant_id, spent_at)
                  SELECT refresh_hash, grant_id, $2 FROM oauth_grants

@@ -341,7 +341,7 @@ impl Store {
                AND (targets.last_seen_at IS NULL OR targets.last_seen_at < s.ms)"
         );
         on_pool!(self, pool => {
-            let mut tx = pool.begin().await.map_err(db(op))?;
+            let mut tx = begin_write(pool).await.map_err(db(op))?;
             for chunk in seen.chunks(SEEN_CHUNK) {
                 let list = serde_json::Value::from(
                     chunk

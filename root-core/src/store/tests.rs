@@ -322,3 +322,37 @@ async fn targets_are_loaded_by_id_without_the_rest() {
     assert!(store.load_targets_of(&[]).await.expect("none").is_empty());
     assert_eq!(store.load_targets().await.expect("all").len(), 4);
 }
+
+#[tokio::test]
+async fn a_transaction_that_reads_then_writes_waits_for_another_writer_instead_of_failing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&format!("sqlite:{}", dir.path().join("s.db").display()))
+        .await
+        .expect("store");
+    let Pool::Sqlite(pool) = &store.pool else {
+        unreachable!("a sqlite url")
+    };
+    // Another connection holds the write lock, as a fleet run's bookkeeping does.
+    let mut other = begin_write(pool).await.expect("begin");
+    sqlx::query("INSERT INTO descriptor_sets (revision, set_hash, published_at, descriptors) VALUES (100, 'x', 0, '[]')")
+        .execute(&mut *other)
+        .await
+        .expect("insert");
+    // Publishing reads the newest revision, then writes: it must wait for the lock. Begun
+    // deferred, its read would be outdated by the other commit and it would fail at once
+    // with "database is locked" (CI's model test found that).
+    let publish = tokio::spawn({
+        let store = store.clone();
+        async move { store.put_descriptor_set("h", 1, "[]").await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    other.commit().await.expect("commit");
+    let revision = publish
+        .await
+        .expect("join")
+        .expect("published after the other writer");
+    assert_eq!(
+        revision, 101,
+        "it read the newest revision after the other commit"
+    );
+}

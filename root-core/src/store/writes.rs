@@ -164,7 +164,7 @@ impl Store {
         let op = "insert confirmation";
         on_pool!(self, pool => {
             // One transaction (one commit) for the token and the sweep.
-            let mut tx = pool.begin().await.map_err(db(op))?;
+            let mut tx = begin_write(pool).await.map_err(db(op))?;
             sqlx::query(
                 "INSERT INTO confirmations (token_hash, session_id, tool_id, target_id, args_hash, expires_at, arguments, effect)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
