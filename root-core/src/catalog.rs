@@ -28,6 +28,9 @@ pub(crate) const ROOT_EXECUTORS: &[&str] = &[
     "root.subnet.timeline",
     "root.subnet.diagnostics",
     "root.retained.memory_profiles",
+    "root.fleet.read",
+    "root.fleet.write",
+    "root.fleet.get",
 ];
 
 /// Every root adapter a routed read may name to answer while its target is offline (a
@@ -236,6 +239,12 @@ impl ContractRegistry {
                     ),
                 ));
             }
+        }
+        if c.fleet && (c.executor.is_none() || c.skill.is_some() || c.offline.is_some()) {
+            return Err(err(
+                file,
+                "a fleet tool runs on root (an `executor`), for no one target's skill and with no `offline` adapter",
+            ));
         }
         if let Some(offline) = &c.offline {
             if c.routing != RoutingClass::OperationalRead || c.executor.is_some() {

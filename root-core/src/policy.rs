@@ -5,7 +5,10 @@
 //! 2. `capability_grant`: the lease's profile grants the tool's capability
 //!    (`capability_not_granted`); a run credential also needs the tool among the actions
 //!    of its run profile (`run_scope`, `capability_not_granted`).
-//! 3. Descriptive tools are answered on root: no target rule applies.
+//! 3. `fleet_scope`: a fleet lease (bound to a selector) calls only fleet tools, and only a
+//!    fleet lease calls them (`capability_not_granted`); a fleet tool's targets are judged
+//!    one by one, each call under a lease of its own, so no further rule applies here.
+//!    Descriptive tools are answered on root: no target rule applies.
 //! 4. `target_resolution`: the lease's target is enrolled (`target_offline`); an enrolled target
 //!    whose hub is not connected is in the directory as `offline` with its last descriptor.
 //! 5. `target_lifecycle`: the target is neither cordoned (`target_cordoned`) nor retired
@@ -35,6 +38,7 @@ use std::sync::Arc;
 use mcp_shared::contract::{RoutingClass, SideEffectClass};
 use mcp_shared::error::ErrorCode;
 use mcp_shared::event::{Decision, PolicyDecision};
+use mcp_shared::lease::FLEET_TARGET_PREFIX;
 use mcp_shared::profile::{CapabilityProfile, ProfileRegistry};
 use mcp_shared::target::{TargetStatus, WriteScope};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -140,7 +144,7 @@ pub fn decide(
     entry: &ContractEntry,
 ) -> PolicyDecision {
     let c = &entry.contract;
-    let mut checks = Vec::with_capacity(9);
+    let mut checks = Vec::with_capacity(10);
     let deny = |checks: Vec<String>, reason| PolicyDecision {
         decision: Decision::Deny,
         reason: Some(reason),
@@ -164,6 +168,19 @@ pub fn decide(
         if !scope.iter().any(|t| t == &c.tool_id) {
             return deny(checks, ErrorCode::CapabilityNotGranted);
         }
+    }
+    // A fleet lease calls only fleet tools, and only a fleet lease calls them; each target
+    // of a fleet run is judged by these rules under a lease of its own.
+    checks.push("fleet_scope".to_string());
+    if c.fleet != target_id.starts_with(FLEET_TARGET_PREFIX) {
+        return deny(checks, ErrorCode::CapabilityNotGranted);
+    }
+    if c.fleet {
+        return PolicyDecision {
+            decision: Decision::Allow,
+            reason: None,
+            checks,
+        };
     }
     if c.routing != RoutingClass::DescriptiveCached {
         checks.push("target_resolution".to_string());

@@ -54,6 +54,9 @@ pub struct App {
     pub zone: Option<Arc<crate::replica::zone::Zone>>,
     /// The fleet runs this replica drives.
     pub(crate) fleet: crate::fleet::runs::Runs,
+    /// This app, for work that outlives the call holding a `&App` (a fleet run an agent
+    /// starts).
+    pub(crate) me: std::sync::Weak<App>,
 }
 
 /// Who is calling, as resolved by root from the bearer.
@@ -64,16 +67,24 @@ pub(crate) enum Principal {
 }
 
 impl App {
+    /// This app, shared (see [`App::me`]); `None` only while it is being dropped.
+    pub(crate) fn shared(&self) -> Option<Arc<App>> {
+        self.me.upgrade()
+    }
+
     /// The tools a lease with `profile` may call: every non-destructive contract whose
-    /// capability the profile grants.
+    /// capability the profile grants, among the fleet tools for a fleet lease (`fleet`) and
+    /// the others for any other lease.
     pub(crate) fn effective_tools(
         &self,
         profile: &mcp_shared::profile::CapabilityProfile,
+        fleet: bool,
     ) -> Vec<String> {
         self.catalog
             .contracts
             .all()
             .iter()
+            .filter(|c| c.contract.fleet == fleet)
             .filter(|c| {
                 profile
                     .capabilities

@@ -373,7 +373,8 @@ async fn compose(
 
     let redactor = redact::Redactor::new(&config.redaction.fields, &config.redaction.patterns);
     let evidence_shapes = Arc::new(hubs::evidence::Shapes::new(&catalog.contracts));
-    let app = Arc::new(App {
+    let app = Arc::new_cyclic(|me| App {
+        me: me.clone(),
         store,
         actors: actors.clone(),
         catalog,

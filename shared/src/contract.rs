@@ -193,6 +193,11 @@ pub struct ToolContract {
     /// Whether a call may run as an MCP task (absent: never).
     #[serde(default, skip_serializing_if = "TaskSupport::is_forbidden")]
     pub task_support: TaskSupport,
+    /// A fleet tool: callable only under a fleet lease (one bound to a selector), which
+    /// calls nothing else; root runs it over the selector's targets, each through a lease of
+    /// its own (`executor` names the adapter).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fleet: bool,
 }
 
 impl ToolContract {

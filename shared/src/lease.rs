@@ -35,6 +35,9 @@ pub enum LeaseKind {
     Minted,
     /// A run credential, issued under a lease with a run profile.
     Run,
+    /// One target's lease under a fleet lease, issued by root for one fleet run's target:
+    /// the fleet lease's capability profile on one target of its selector.
+    Fleet,
 }
 
 impl LeaseKind {
@@ -43,9 +46,16 @@ impl LeaseKind {
             LeaseKind::Issued => "issued",
             LeaseKind::Minted => "minted",
             LeaseKind::Run => "run",
+            LeaseKind::Fleet => "fleet",
         }
     }
 }
+
+/// The `target_id` of a fleet lease starts with this, followed by its selector
+/// (`fleet:env=test,label:role=web`): a lease bound to the targets a selector names, which
+/// calls only fleet tools and reaches each target through a lease of its own
+/// ([`LeaseKind::Fleet`]). No target id starts so, so a fleet lease reaches no target directly.
+pub const FLEET_TARGET_PREFIX: &str = "fleet:";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,6 +94,11 @@ pub struct SessionLease {
 }
 
 impl SessionLease {
+    /// A fleet lease's selector (see [`FLEET_TARGET_PREFIX`]).
+    pub fn fleet_selector(&self) -> Option<&str> {
+        self.target_id.strip_prefix(FLEET_TARGET_PREFIX)
+    }
+
     /// Whether this is a run credential (bound to exactly its run profile's actions).
     pub fn is_run(&self) -> bool {
         self.kind == LeaseKind::Run

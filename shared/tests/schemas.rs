@@ -579,6 +579,7 @@ fn contract(
         }),
         requires_approval: true,
         task_support: TaskSupport::Optional,
+        fleet: true,
     }
 }
 
@@ -1049,7 +1050,12 @@ fn session_lease_schema_matches_the_type() {
     s.same_enum("/properties/status", &lease_statuses());
     s.same_enum(
         "/properties/kind",
-        &[LeaseKind::Issued, LeaseKind::Minted, LeaseKind::Run],
+        &[
+            LeaseKind::Issued,
+            LeaseKind::Minted,
+            LeaseKind::Run,
+            LeaseKind::Fleet,
+        ],
     );
 
     let never_used = to_json(&SessionLease {

@@ -312,6 +312,8 @@ pub enum Source {
     Minted { parent: String },
     /// A run credential of lease `parent`.
     Run { parent: String },
+    /// A target's lease of fleet lease `parent`, for one of its runs.
+    Fleet { parent: String },
 }
 
 impl Source {
@@ -319,6 +321,9 @@ impl Source {
     pub(crate) fn of(lease: &SessionLease) -> Source {
         match (&lease.parent_session_id, lease.kind) {
             (Some(parent), LeaseKind::Run) => Source::Run {
+                parent: parent.clone(),
+            },
+            (Some(parent), LeaseKind::Fleet) => Source::Fleet {
                 parent: parent.clone(),
             },
             (Some(parent), _) => Source::Minted {
@@ -333,7 +338,9 @@ impl Source {
 
     fn parent(&self) -> Option<&str> {
         match self {
-            Source::Minted { parent } | Source::Run { parent } => Some(parent),
+            Source::Minted { parent } | Source::Run { parent } | Source::Fleet { parent } => {
+                Some(parent)
+            }
             Source::Issued { .. } => None,
         }
     }
@@ -601,6 +608,7 @@ async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError>
         Source::Issued { by, grant } => (LeaseKind::Issued, by.clone(), grant.clone()),
         Source::Minted { .. } => (LeaseKind::Minted, None, None),
         Source::Run { .. } => (LeaseKind::Run, None, None),
+        Source::Fleet { .. } => (LeaseKind::Fleet, None, None),
     };
     let lease = SessionLease {
         session_id: uuid::Uuid::now_v7().to_string(),
@@ -676,16 +684,32 @@ async fn usable_parent(state: &State, id: &str) -> Result<Arc<LeaseEntry>, Lease
 }
 
 /// A child holds nothing its parent does not: its binding (its deadline is clamped to the
-/// parent's; callers check the profile, which needs the catalog).
+/// parent's; callers check the profile, which needs the catalog). A fleet lease hands on
+/// only its targets' leases, one target each (the caller resolved it from the selector);
+/// any other lease only leases of its own target.
 fn within(parent: &LeaseEntry, child: &SessionLease) -> Result<(), LeaseError> {
     let p = parent.lease();
-    if (&p.target_id, &p.subnet_id, &p.zone) != (&child.target_id, &child.subnet_id, &child.zone) {
-        return Err(LeaseError::ExceedsParent {
-            parent: p.session_id.clone(),
-            why: "another target, subnet or zone".to_owned(),
-        });
+    let exceeds = |why: &str| LeaseError::ExceedsParent {
+        parent: p.session_id.clone(),
+        why: why.to_owned(),
+    };
+    if p.zone != child.zone {
+        return Err(exceeds("another zone"));
     }
-    Ok(())
+    let fleet_child = child.kind == LeaseKind::Fleet && child.fleet_selector().is_none();
+    match p.fleet_selector() {
+        Some(_) if !fleet_child => Err(exceeds(
+            "a fleet lease hands on only one target's lease for its fleet runs",
+        )),
+        Some(_) => Ok(()),
+        None if child.kind == LeaseKind::Fleet => Err(exceeds(
+            "only a fleet lease hands on a fleet target's lease",
+        )),
+        None if (&p.target_id, &p.subnet_id) != (&child.target_id, &child.subnet_id) => {
+            Err(exceeds("another target, subnet or zone"))
+        }
+        None => Ok(()),
+    }
 }
 
 async fn flush_usage(state: &State) {

@@ -30,6 +30,7 @@ fn kind_of(s: Option<&str>, parent: bool) -> LeaseKind {
     match s {
         Some("minted") => LeaseKind::Minted,
         Some("run") => LeaseKind::Run,
+        Some("fleet") => LeaseKind::Fleet,
         Some(_) => LeaseKind::Issued,
         // Rows from before the delegation graph: a parent meant a run credential.
         None if parent => LeaseKind::Run,
@@ -207,7 +208,7 @@ impl Store {
     /// Whether lease `session_id` and every ancestor of it are active in the store (checked
     /// after a child is written, so a revocation racing with it on another replica is seen by
     /// one side or the other).
-    pub(crate) async fn chain_active(&self, session_id: &str, now_ms: i64) -> Result<bool> {
+    pub async fn chain_active(&self, session_id: &str, now_ms: i64) -> Result<bool> {
         let chain = self.lease_chain(session_id).await?;
         Ok(!chain.is_empty()
             && chain.iter().all(|r| {

@@ -50,7 +50,13 @@ pub(crate) struct ErrorDetail {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewLeaseRequest {
+    /// The target; empty for a fleet lease (`selector`).
+    #[serde(default)]
     pub target_id: String,
+    /// A fleet lease's selector, instead of a target: its `target_id` becomes
+    /// `fleet:<selector>` (see `mcp_shared::lease::FLEET_TARGET_PREFIX`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
     pub capability_profile: String,
     pub ttl_sec: u64,
     #[serde(default)]

@@ -22,7 +22,7 @@ use crate::api::bodies::{Audited, FleetPreview, FleetRunRequest, FleetRunSummary
 use crate::api::error::ApiError;
 use crate::api::principal::Operator;
 use crate::app::App;
-use crate::fleet::report::{RunReport, report};
+use crate::fleet::report::{RunReport, load};
 use crate::fleet::{execute, preview, state, status};
 use crate::hubs::selector::Selector;
 use crate::store::FleetRunRow;
@@ -138,36 +138,18 @@ async fn create(
             "capability_profile is for writes: a read runs under the operator's read-only profile",
         ));
     }
-    let plan = req.plan.unwrap_or_default();
-    plan.check()
-        .map_err(|e| ApiError::bad_request(format!("plan: {e}")))?;
-    let arguments = req.arguments.unwrap_or_else(|| json!({}));
-    if !arguments.is_object() {
-        return Err(ApiError::bad_request("arguments must be a JSON object"));
-    }
-    let set = crate::fleet::set::resolve(app, &selector)?;
-    let run = FleetRunRow {
-        run_id: uuid::Uuid::now_v7().to_string(),
-        trace_id,
-        created_by: op.actor_id(),
-        created_at_ms: unix_ms(now()),
-        selector: selector.as_str().to_owned(),
-        tool_id: req.tool_id,
-        arguments: arguments.to_string(),
-        plan: serde_json::to_string(&plan).map_err(ApiError::internal)?,
-        set_hash: set.hash,
-        state: state::RUNNING.into(),
-        finished_at_ms: None,
-        driver: crate::fleet::execute::driver(app),
-        profile: None,
-        confirmation_hash: None,
-        confirm_by_ms: None,
-    };
-    app.store
-        .insert_fleet_run(&run, &set.targets)
-        .await
-        .map_err(ApiError::internal)?;
-    Ok(run)
+    crate::fleet::read::start(
+        app,
+        crate::fleet::read::ReadRun {
+            created_by: op.actor_id(),
+            selector: &selector,
+            tool_id: req.tool_id,
+            arguments: req.arguments,
+            plan: req.plan,
+            trace_id,
+        },
+    )
+    .await
 }
 
 /// `POST /v1/root/fleet/previews`: `{"selector", "tool_id", "arguments", "plan",
@@ -191,7 +173,7 @@ pub(crate) async fn preview(
     };
     let (previewed, event_id) = audited_in(&app, &op, asked, Some(trace_id.clone()), async {
         let req = parsed.map_err(ApiError::bad_request)?;
-        let p = preview::preview(&app, &op, req, trace_id.clone()).await?;
+        let p = preview::preview(&app, op.actor_id(), req, trace_id.clone()).await?;
         let summary = format!(
             "fleet preview {}: `{}` on `{}` (set {})",
             p.run.run_id,
@@ -262,21 +244,6 @@ pub(crate) async fn list(
     }))
 }
 
-async fn load(app: &App, run_id: &str) -> Result<RunReport, ApiError> {
-    let run = app
-        .store
-        .fleet_run(run_id)
-        .await
-        .map_err(ApiError::internal)?
-        .ok_or_else(|| ApiError::not_found(format!("no fleet run `{run_id}`")))?;
-    let targets = app
-        .store
-        .fleet_targets(run_id)
-        .await
-        .map_err(ApiError::internal)?;
-    Ok(report(&run, &targets))
-}
-
 /// `GET /v1/root/fleet/runs/{run_id}`.
 pub(crate) async fn show(
     State(app): State<Arc<App>>,
@@ -293,31 +260,9 @@ pub(crate) async fn target(
     _op: Operator,
     Path((run_id, target_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let targets = app
-        .store
-        .fleet_targets(&run_id)
-        .await
-        .map_err(ApiError::internal)?;
-    let t = targets
-        .into_iter()
-        .find(|t| t.target_id == target_id)
-        .ok_or_else(|| {
-            ApiError::not_found(format!("fleet run `{run_id}` has no target `{target_id}`"))
-        })?;
-    let parse = |v: Option<&str>| {
-        v.and_then(|r| serde_json::from_str::<Value>(r).ok())
-            .unwrap_or(Value::Null)
-    };
-    let (result, preview) = (parse(t.result.as_deref()), parse(t.preview.as_deref()));
-    Ok(Json(json!({
-        "run_id": run_id,
-        "target_id": t.target_id,
-        "status": t.status,
-        "code": t.code,
-        "event_id": t.event_id,
-        "result": result,
-        "preview": preview,
-    })))
+    Ok(Json(
+        crate::fleet::report::load_target(&app, &run_id, &target_id).await?,
+    ))
 }
 
 /// `POST /v1/root/fleet/runs/{run_id}/{command}`: `pause` (no new target starts; the ones

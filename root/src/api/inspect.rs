@@ -56,7 +56,7 @@ pub(crate) fn read_profile(app: &App, capability: &str) -> Option<String> {
         .iter()
         .filter(|p| p.capabilities.iter().any(|c| c == capability))
         .filter(|p| {
-            app.effective_tools(p).iter().all(|t| {
+            app.effective_tools(p, false).iter().all(|t| {
                 app.catalog
                     .contracts
                     .get(t)
@@ -153,7 +153,7 @@ pub(crate) async fn issue(
         zone: app.config.zone.clone(),
         audience: l.audience.into(),
         capability_profile: profile_name.to_owned(),
-        effective_tools: app.effective_tools(profile),
+        effective_tools: app.effective_tools(profile, false),
         ttl: l.ttl,
         lineage: l.lineage.clone(),
         source: crate::leases::manager::Source::Issued {

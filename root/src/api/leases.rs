@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use mcp_shared::error::ErrorCode;
-use mcp_shared::lease::{LeaseStatus, SessionLease};
+use mcp_shared::lease::{FLEET_TARGET_PREFIX, LeaseStatus, SessionLease};
 use ractor::call_t;
 use serde_json::json;
 
@@ -106,30 +106,23 @@ pub(crate) async fn issue(
     lineage: Option<String>,
     source: Source,
 ) -> Result<IssuedLease, ApiError> {
+    let mut req = req;
+    if let Some(selector) = req.selector.take() {
+        if !req.target_id.is_empty() {
+            return Err(ApiError::bad_request(
+                "give target_id (one target) or selector (a fleet lease), not both",
+            ));
+        }
+        req.target_id = format!("{FLEET_TARGET_PREFIX}{selector}");
+    }
+    if let Some(selector) = req.target_id.strip_prefix(FLEET_TARGET_PREFIX) {
+        return issue_fleet(app, req.clone(), selector, lineage, source).await;
+    }
     if req.target_id.trim().is_empty() || req.target_id.len() > 200 {
         return Err(ApiError::bad_request("target_id must be 1..200 characters"));
     }
-    if req.ttl_sec == 0 || req.ttl_sec > app.config.limits.max_lease_ttl_sec {
-        return Err(ApiError::bad_request(format!(
-            "ttl_sec must be between 1 and {}",
-            app.config.limits.max_lease_ttl_sec
-        )));
-    }
-    let Some(profile) = app.catalog.profiles.get(&req.capability_profile) else {
-        let names: Vec<_> = app
-            .catalog
-            .profiles
-            .profiles
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect();
-        return Err(ApiError::bad_request(format!(
-            "unknown capability profile `{}` (known: {})",
-            req.capability_profile,
-            names.join(", ")
-        )));
-    };
-    let effective_tools = app.effective_tools(profile);
+    let (profile, ttl) = checked_grant(app, &req)?;
+    let effective_tools = app.effective_tools(profile, false);
     // A lease binds its target's subnet: an enrolled target's subnet is the default, and
     // another one is refused.
     let (enrolled_subnet, retired) = app
@@ -167,10 +160,43 @@ pub(crate) async fn issue(
         target_id: req.target_id,
         capability_profile: req.capability_profile,
         effective_tools,
-        ttl: Duration::from_secs(req.ttl_sec),
+        ttl,
         lineage,
         source,
     };
+    create_lease(app, new).await
+}
+
+/// A lease request's capability profile and lifetime, checked.
+fn checked_grant<'a>(
+    app: &'a App,
+    req: &NewLeaseRequest,
+) -> Result<(&'a mcp_shared::profile::CapabilityProfile, Duration), ApiError> {
+    if req.ttl_sec == 0 || req.ttl_sec > app.config.limits.max_lease_ttl_sec {
+        return Err(ApiError::bad_request(format!(
+            "ttl_sec must be between 1 and {}",
+            app.config.limits.max_lease_ttl_sec
+        )));
+    }
+    let Some(profile) = app.catalog.profiles.get(&req.capability_profile) else {
+        let names: Vec<_> = app
+            .catalog
+            .profiles
+            .profiles
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "unknown capability profile `{}` (known: {})",
+            req.capability_profile,
+            names.join(", ")
+        )));
+    };
+    Ok((profile, Duration::from_secs(req.ttl_sec)))
+}
+
+/// Has the lease manager create `new`, and tells the other replicas.
+async fn create_lease(app: &App, new: NewLease) -> Result<IssuedLease, ApiError> {
     let issued = call_t!(
         app.actors.leases.load(),
         lease_manager::Msg::Create,
@@ -181,6 +207,53 @@ pub(crate) async fn issue(
     .map_err(lease_error)?;
     crate::replica::lease_changed(app, &issued.lease.session_id, false).await;
     Ok(issued)
+}
+
+/// The subnet of a fleet lease: whichever its selector names.
+pub(crate) const FLEET_SUBNET: &str = "*";
+
+/// Issues a fleet lease: bound to the targets `selector` names (its `target_id` is
+/// `fleet:<selector>`, its subnet `*`), with the fleet tools of its profile only. The
+/// selector must name at least one enrolled target now; each run resolves it again.
+async fn issue_fleet(
+    app: &App,
+    req: NewLeaseRequest,
+    selector: &str,
+    lineage: Option<String>,
+    source: Source,
+) -> Result<IssuedLease, ApiError> {
+    let selector = crate::hubs::selector::Selector::parse(selector)
+        .map_err(|e| ApiError::bad_request(format!("selector: {e}")))?;
+    if req.subnet_id.as_deref().is_some_and(|s| s != FLEET_SUBNET) {
+        return Err(ApiError::bad_request(
+            "a fleet lease takes no subnet_id: name the subnet in its selector (subnet=...)",
+        ));
+    }
+    crate::fleet::set::resolve(app, &selector)?;
+    let (profile, ttl) = checked_grant(app, &req)?;
+    let effective_tools = app.effective_tools(profile, true);
+    if effective_tools.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::CapabilityNotGranted,
+            format!(
+                "capability profile `{}` grants no fleet tool: a fleet lease needs infra.fleet.read or infra.fleet.write",
+                req.capability_profile
+            ),
+        ));
+    }
+    let new = NewLease {
+        subnet_id: FLEET_SUBNET.into(),
+        zone: req.zone.unwrap_or_else(|| app.config.zone.clone()),
+        audience: req.audience.unwrap_or_else(|| "mcp-client".into()),
+        target_id: format!("{FLEET_TARGET_PREFIX}{selector}"),
+        capability_profile: req.capability_profile,
+        effective_tools,
+        ttl,
+        lineage,
+        source,
+    };
+    create_lease(app, new).await
 }
 
 /// `GET /v1/root/mcp/sessions`: the filters of a page of leases.
@@ -472,6 +545,11 @@ pub(crate) fn descendants_phrase(descendants: &[(String, mcp_shared::lease::Leas
     let parts: Vec<String> = [
         (count(LeaseKind::Minted), "minted lease", "minted leases"),
         (count(LeaseKind::Run), "run credential", "run credentials"),
+        (
+            count(LeaseKind::Fleet),
+            "fleet target lease",
+            "fleet target leases",
+        ),
     ]
     .into_iter()
     .filter(|(n, ..)| *n > 0)

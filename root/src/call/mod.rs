@@ -752,6 +752,19 @@ fn denial_message(
             lease.effective_tools.len(),
             c.tool_id
         ),
+        ErrorCode::CapabilityNotGranted if c.fleet != lease.fleet_selector().is_some() => {
+            if c.fleet {
+                format!(
+                    "`{}` is a fleet tool: it needs a fleet lease (one issued for a selector)",
+                    c.tool_id
+                )
+            } else {
+                format!(
+                    "this fleet lease calls fleet tools only; `{}` runs on targets through root.run_fleet_read or root.run_fleet_write",
+                    c.tool_id
+                )
+            }
+        }
         ErrorCode::CapabilityNotGranted => format!(
             "profile `{}` does not grant `{}`, which `{}` requires",
             lease.capability_profile, c.required_capability, c.tool_id

@@ -121,6 +121,7 @@ async fn enrol(client: &AdminClient, token_path: &Path) -> bool {
 async fn lease(client: &AdminClient, profile: &str) -> anyhow::Result<IssuedLeaseBody> {
     let ask = NewLeaseRequest {
         target_id: TARGET.into(),
+        selector: None,
         capability_profile: profile.into(),
         ttl_sec: 8 * 3600,
         audience: None,

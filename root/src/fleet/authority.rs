@@ -1,12 +1,16 @@
-//! The lease each target's call in a fleet run goes under: one root issues to the run's
-//! operator for this run and target. A read's has the narrowest read-only capability profile
-//! that grants the tool (as the console's reads); a write's, the run's capability profile.
-//! Its lineage is the run (`fleet_<run_id>`), so every lease the run issues for a target owns
-//! the same idempotency keys, and a write's [`IDEMPOTENCY_KEY`] names one execution per
-//! target across retries, resumes and restarts: root's ledger answers a replay, and the hub's
-//! own ledger (which outlives root's) never runs it twice. Each issue is an
-//! `admin.lease.create` event in the run's trace, and the run's leases are revoked when it
-//! ends: the run's authority is its own and ends with it.
+//! The lease each target's call in a fleet run goes under, for the run's [`Caller`]:
+//! - an operator's run: a lease root issues to the operator for this run and target. A
+//!   read's has the narrowest read-only capability profile that grants the tool (as the
+//!   console's reads); a write's, the run's capability profile. Each issue is an
+//!   `admin.lease.create` event in the run's trace.
+//! - an agent's run, started under a fleet lease: a child of that lease for the target
+//!   (`LeaseKind::Fleet`), with its capability profile and never past its deadline; revoking
+//!   the fleet lease ends every one of them, and the run is cancelled ([`held`]).
+//!
+//! Its lineage is the run (`fleet_<run_id>`), and a write's [`idempotency_key`] names the
+//! run, so it names one execution per target across retries, resumes and restarts: root's
+//! ledger answers a replay, and the hub's own ledger (which outlives root's) never runs it
+//! twice. The run's leases are revoked when it ends: the run's authority ends with it.
 //!
 //! Policy judges each call under its lease as it would any client's: a fleet run reaches only
 //! targets where one call under that profile would be allowed.
@@ -24,9 +28,11 @@ use crate::app::App;
 use crate::leases::manager::{self as lease_manager, LeaseEntry};
 use crate::store::FleetRunRow;
 
-/// The idempotency key of each target's write (scoped to the run's lineage, the target and
-/// the tool, so one key per target and run).
-pub(crate) const IDEMPOTENCY_KEY: &str = "fleet-run";
+/// The idempotency key of each target's write in `run_id` (its owner, target and tool
+/// scope it further: one key per target and run).
+pub(crate) fn idempotency_key(run_id: &str) -> String {
+    format!("fleet-run-{run_id}")
+}
 /// Audience of a run's leases.
 pub(crate) const AUDIENCE: &str = "fleet-run";
 /// Lifetime of a run's lease; a new one (same lineage) is issued when less than
@@ -39,10 +45,41 @@ pub(crate) fn lineage(run_id: &str) -> String {
     format!("fleet_{run_id}")
 }
 
-/// The operator a run acts for.
-pub(crate) fn operator(run: &FleetRunRow) -> Operator {
-    let name = run.created_by.strip_prefix("operator:").unwrap_or("admin");
-    Operator(crate::operators::OperatorId::named(name))
+/// Who a run acts for (its `created_by`).
+pub(crate) enum Caller {
+    /// `operator:<name>`.
+    Operator(Operator),
+    /// `lease:<session id>`: an agent's fleet lease.
+    Lease(String),
+}
+
+/// The `created_by` of a run an agent starts under fleet lease `session_id`.
+pub(crate) fn lease_caller(session_id: &str) -> String {
+    format!("lease:{session_id}")
+}
+
+/// Who `run` acts for.
+pub(crate) fn caller(run: &FleetRunRow) -> Caller {
+    match run.created_by.strip_prefix("lease:") {
+        Some(id) => Caller::Lease(id.to_owned()),
+        None => {
+            let name = run.created_by.strip_prefix("operator:").unwrap_or("admin");
+            Caller::Operator(Operator(crate::operators::OperatorId::named(name)))
+        }
+    }
+}
+
+/// Whether the authority `run` acts under still holds: its operator's credential, or its
+/// fleet lease and every lease above it (another replica's revocation included).
+pub(crate) async fn held(app: &App, run: &FleetRunRow) -> bool {
+    match caller(run) {
+        Caller::Operator(op) => app.operators.is_active(op.0.name()),
+        Caller::Lease(id) => app
+            .store
+            .chain_active(&id, mcp_shared::time::unix_ms(now()))
+            .await
+            .unwrap_or(true),
+    }
 }
 
 /// The lease `target_id`'s call in `run` goes under (see the module's header).
@@ -52,7 +89,31 @@ pub(crate) async fn lease_for(
     target_id: &str,
     contract: &mcp_shared::ToolContract,
 ) -> Result<Arc<LeaseEntry>, ApiError> {
-    let op = operator(run);
+    let key = (run.run_id.clone(), target_id.to_owned());
+    let renew_at = now() + RENEW;
+    if let Some(l) = app.fleet.lease(&key)
+        && l.is_usable()
+        && l.lease().deadline_at > renew_at
+    {
+        l.touch();
+        return Ok(l);
+    }
+    let l = match caller(run) {
+        Caller::Operator(op) => operator_lease(app, run, &op, target_id, contract).await?,
+        Caller::Lease(parent) => fleet_target_lease(app, run, &parent, target_id).await?,
+    };
+    app.fleet.keep_lease(key, l.clone());
+    Ok(l)
+}
+
+/// An operator's run: a lease issued to the operator (see the module's header).
+async fn operator_lease(
+    app: &App,
+    run: &FleetRunRow,
+    op: &Operator,
+    target_id: &str,
+    contract: &mcp_shared::ToolContract,
+) -> Result<Arc<LeaseEntry>, ApiError> {
     let profile = match &run.profile {
         Some(p) => p.clone(),
         None => crate::api::inspect::read_profile(app, &contract.required_capability).ok_or_else(
@@ -68,19 +129,10 @@ pub(crate) async fn lease_for(
             },
         )?,
     };
-    let key = (run.run_id.clone(), target_id.to_owned());
-    let renew_at = now() + RENEW;
-    if let Some(l) = app.fleet.lease(&key)
-        && l.is_usable()
-        && l.lease().deadline_at > renew_at
-    {
-        l.touch();
-        return Ok(l);
-    }
     let purpose = format!("fleet run {}", run.run_id);
-    let l = crate::api::inspect::issue(
+    crate::api::inspect::issue(
         app,
-        &op,
+        op,
         &crate::api::inspect::Issue {
             target_id,
             profile: &profile,
@@ -91,9 +143,78 @@ pub(crate) async fn lease_for(
             purpose: &purpose,
         },
     )
-    .await?;
-    app.fleet.keep_lease(key, l.clone());
-    Ok(l)
+    .await
+}
+
+/// An agent's run: a child of its fleet lease `parent` for `target_id`, with the fleet
+/// lease's capability profile. The target is one of the run's set, which the fleet lease's
+/// selector named when the run started.
+async fn fleet_target_lease(
+    app: &App,
+    run: &FleetRunRow,
+    parent: &str,
+    target_id: &str,
+) -> Result<Arc<LeaseEntry>, ApiError> {
+    let fleet = match app.leases.entry(parent) {
+        Some(e) => e,
+        None => {
+            let chain = app
+                .store
+                .lease_chain(parent)
+                .await
+                .map_err(ApiError::internal)?;
+            app.leases
+                .upsert_chain(chain)
+                .ok_or_else(|| ApiError::not_found(format!("no lease `{parent}`")))?
+        }
+    };
+    let l = fleet.lease();
+    if l.fleet_selector() != Some(run.selector.as_str()) {
+        return Err(ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            mcp_shared::error::ErrorCode::CapabilityNotGranted,
+            format!(
+                "lease `{parent}` is not the fleet lease of `{}`",
+                run.selector
+            ),
+        ));
+    }
+    let profile = app
+        .catalog
+        .profiles
+        .get(&l.capability_profile)
+        .ok_or_else(|| ApiError::internal(format!("profile `{}` is gone", l.capability_profile)))?;
+    let subnet_id = app
+        .hubs
+        .enrolments
+        .get(target_id)
+        .map_or_else(|| "default".to_owned(), |e| e.row.subnet_id.clone());
+    let new = lease_manager::NewLease {
+        target_id: target_id.to_owned(),
+        subnet_id,
+        zone: l.zone.clone(),
+        audience: AUDIENCE.to_owned(),
+        capability_profile: l.capability_profile.clone(),
+        effective_tools: app.effective_tools(profile, false),
+        ttl: TTL,
+        lineage: Some(lineage(&run.run_id)),
+        source: lease_manager::Source::Fleet {
+            parent: parent.to_owned(),
+        },
+    };
+    let issued = call_t!(
+        app.actors.leases.load(),
+        lease_manager::Msg::Create,
+        RPC_TIMEOUT_MS,
+        new
+    )
+    .map_err(ApiError::internal)?
+    .map_err(crate::api::leases::lease_error)?;
+    let id = issued.lease.session_id.clone();
+    crate::replica::lease_changed(app, &id, false).await;
+    app.leases
+        .entry(&id)
+        .ok_or_else(|| ApiError::internal(format!("lease `{id}` vanished")))
 }
 
 /// Revokes the leases this replica issued for `run_id` (the run ended, or was only

@@ -61,10 +61,10 @@ async fn allowed(app: &App, run: &FleetRunRow) -> Allowed {
             return Allowed::Wait;
         }
     };
-    // Authority ends with its source: a run stops with its operator's credential.
-    let operator = run.created_by.strip_prefix("operator:").unwrap_or("");
-    if !app.operators.is_active(operator) {
-        tracing::warn!(run_id = %run.run_id, operator, "the fleet run's operator was revoked; cancelling it");
+    // Authority ends with its source: a run stops with its operator's credential, or its
+    // fleet lease.
+    if !authority::held(app, run).await {
+        tracing::warn!(run_id = %run.run_id, by = %run.created_by, "the fleet run's authority ended; cancelling it");
         let _ = app
             .store
             .set_fleet_run_state(
@@ -73,6 +73,11 @@ async fn allowed(app: &App, run: &FleetRunRow) -> Allowed {
                 state::CANCELLED,
                 Some(unix_ms(now())),
             )
+            .await;
+        // As a cancel command does: what had not started never will.
+        let _ = app
+            .store
+            .settle_fleet_targets(&run.run_id, status::CANCELLED, false)
             .await;
         return Allowed::End(state::CANCELLED);
     }
@@ -339,7 +344,7 @@ async fn call_target(
         };
         args["phase"] = json!("execute");
         args["confirmation_token"] = json!(token);
-        args["idempotency_key"] = json!(authority::IDEMPOTENCY_KEY);
+        args["idempotency_key"] = json!(authority::idempotency_key(&run.run_id));
     }
     let (answer, event) = call_under(app, run, lease, &t.target_id, args, "call").await;
     match answer {
@@ -364,21 +369,26 @@ async fn call_target(
 /// in the run's trace (`step` names the call among the target's: `preview` or `call`): its
 /// result or error, and its event (none for a call refused before it was audited).
 pub(super) async fn call_under(
-    app: &Arc<App>,
+    app: &App,
     run: &FleetRunRow,
     lease: Arc<crate::leases::manager::LeaseEntry>,
     target_id: &str,
     arguments: Value,
     step: &str,
 ) -> (Result<Value, ToolError>, Option<String>) {
+    // An operator's run is the operator's action; an agent's, its fleet lease's calls.
+    let (surface, operator) = match authority::caller(run) {
+        authority::Caller::Operator(op) => (Surface::Admin, Some(op.0)),
+        authority::Caller::Lease(_) => (Surface::Mcp, None),
+    };
     let ctx = CallContext {
-        surface: Surface::Admin,
+        surface,
         lease,
         trace_id: run.trace_id.clone(),
         span: tracing::Span::none(),
         request_id: format!("{}/{target_id}/{step}", run.run_id),
         cancel: None,
-        operator: Some(authority::operator(run).0),
+        operator,
         confirmation: None,
         progress: None,
     };

@@ -14,13 +14,14 @@
 //! preview freezes the set, runs each target's dry run and answers one confirmation token
 //! bound to the set's hash, the tool, the arguments' hash, the operator and a deadline; the
 //! execute redeems it once, refused if the set changed since. Each target's write carries the
-//! per-target idempotency key [`authority::IDEMPOTENCY_KEY`], scoped to the run by its
+//! per-target idempotency key [`authority::idempotency_key`], scoped to the run by its
 //! leases' lineage, so a resume never executes a target twice.
 
 pub(crate) mod authority;
 pub(crate) mod execute;
 pub(crate) mod plan;
 pub(crate) mod preview;
+pub(crate) mod read;
 pub(crate) mod report;
 pub(crate) mod runs;
 pub(crate) mod set;

@@ -110,8 +110,8 @@ fn profile_for(
 
 /// Previews a write on a fleet (see the module's header).
 pub(crate) async fn preview(
-    app: &Arc<App>,
-    op: &Operator,
+    app: &App,
+    created_by: String,
     req: FleetRunRequest,
     trace_id: String,
 ) -> Result<Previewed, ApiError> {
@@ -139,7 +139,7 @@ pub(crate) async fn preview(
     let run = FleetRunRow {
         run_id: uuid::Uuid::now_v7().to_string(),
         trace_id,
-        created_by: op.actor_id(),
+        created_by,
         created_at_ms: created,
         selector: selector.as_str().to_owned(),
         tool_id: req.tool_id,
@@ -200,7 +200,7 @@ pub(crate) async fn preview(
 
 /// One target's dry run: whether it takes part, the code of why not, and its preview.
 async fn dry_run(
-    app: &Arc<App>,
+    app: &App,
     run: &FleetRunRow,
     entry: &ContractEntry,
     arguments: &Value,
@@ -238,16 +238,58 @@ pub(crate) async fn confirm(
     token: &str,
 ) -> Result<FleetRunRow, ApiError> {
     let hash = crate::auth::token_hash(token);
-    let used = "the confirmation token is unknown or was already used; preview again";
     let Some(run) = app
         .store
         .fleet_run_by_confirmation(&hash)
         .await
         .map_err(ApiError::internal)?
     else {
-        return Err(confirmation_required(used));
+        return Err(confirmation_required(USED));
     };
-    if run.created_by != op.actor_id() {
+    redeem(app, &op.actor_id(), req, run, &hash).await
+}
+
+const USED: &str = "the confirmation token is unknown or was already used; preview again";
+
+/// Starts the previewed run `run_id` that `created_by` (an agent's fleet lease) confirmed
+/// through the write flow, which redeemed the token root issued for its preview (the run's
+/// own confirmation is never shown to an agent): the run, now `running`.
+pub(crate) async fn confirm_previewed(
+    app: &App,
+    created_by: &str,
+    run_id: &str,
+) -> Result<FleetRunRow, ApiError> {
+    let Some(run) = app
+        .store
+        .fleet_run(run_id)
+        .await
+        .map_err(ApiError::internal)?
+    else {
+        return Err(ApiError::not_found(format!("no fleet run `{run_id}`")));
+    };
+    let Some(hash) = run.confirmation_hash.clone() else {
+        return Err(confirmation_required(USED));
+    };
+    let req = FleetRunRequest {
+        selector: run.selector.clone(),
+        tool_id: run.tool_id.clone(),
+        arguments: Some(serde_json::from_str(&run.arguments).map_err(ApiError::internal)?),
+        plan: None,
+        capability_profile: None,
+        confirmation_token: None,
+    };
+    redeem(app, created_by, &req, run, &hash).await
+}
+
+/// Redeems `run`'s confirmation (its hash `hash`) for `created_by` and `req`.
+async fn redeem(
+    app: &App,
+    created_by: &str,
+    req: &FleetRunRequest,
+    run: FleetRunRow,
+    hash: &str,
+) -> Result<FleetRunRow, ApiError> {
+    if run.created_by != created_by {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             ErrorCode::Forbidden,
@@ -258,7 +300,7 @@ pub(crate) async fn confirm(
         ));
     }
     if run.state != state::PREVIEWED {
-        return Err(confirmation_required(used));
+        return Err(confirmation_required(USED));
     }
     let deadline = run.confirm_by_ms.unwrap_or(0);
     if deadline < unix_ms(now()) {
@@ -324,11 +366,11 @@ pub(crate) async fn confirm(
     let driver = execute::driver(app);
     if !app
         .store
-        .confirm_fleet_run(&run.run_id, &hash, &plan_text, &driver)
+        .confirm_fleet_run(&run.run_id, hash, &plan_text, &driver)
         .await
         .map_err(ApiError::internal)?
     {
-        return Err(confirmation_required(used));
+        return Err(confirmation_required(USED));
     }
     Ok(FleetRunRow {
         state: state::RUNNING.into(),

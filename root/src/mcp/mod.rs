@@ -659,11 +659,13 @@ async fn answer_call(
     answer(outcome, tool_id, Some(kept))
 }
 
-/// Whether a call of `tool_id` can report progress: it is routed to a hub.
+/// Whether a call of `tool_id` can report progress: it is routed to a hub, or runs on a
+/// fleet.
 fn reports_progress(app: &App, tool_id: &str) -> bool {
     app.catalog.contracts.get(tool_id).is_some_and(|e| {
-        e.contract.routing != mcp_shared::contract::RoutingClass::DescriptiveCached
-            && e.contract.executor.is_none()
+        e.contract.fleet
+            || (e.contract.routing != mcp_shared::contract::RoutingClass::DescriptiveCached
+                && e.contract.executor.is_none())
     })
 }
 

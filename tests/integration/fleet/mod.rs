@@ -2,6 +2,7 @@
 //! narrowing, the selectors that name a part of the fleet, and fleet runs over them (reads,
 //! and writes with a preview per target and one confirmation).
 
+mod agents;
 mod lifecycle;
 mod runs;
 mod writes;

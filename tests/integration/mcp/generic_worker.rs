@@ -259,6 +259,7 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
             "destructive_refusal",
             "capability_grant",
             "run_scope",
+            "fleet_scope",
             "target_resolution",
             "target_lifecycle",
             "environment_guard",

@@ -204,7 +204,7 @@ pub(crate) fn insufficient_scope(
         .profiles
         .profiles
         .iter()
-        .filter(|p| app.effective_tools(p).iter().any(|t| t == tool_id))
+        .filter(|p| app.effective_tools(p, false).iter().any(|t| t == tool_id))
         .map(|p| p.name.clone())
         .collect();
     HeaderValue::from_str(&format!(

@@ -340,6 +340,7 @@ async fn issue(
     };
     let req = NewLeaseRequest {
         target_id: grant.target_id.clone(),
+        selector: None,
         capability_profile: grant.capability_profile.clone(),
         ttl_sec,
         audience: Some(format!("oauth:{}", grant.client_id)),

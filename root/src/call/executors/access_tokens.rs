@@ -156,7 +156,7 @@ pub(crate) async fn issue(
     let audience = arg_str(input, "audience")
         .unwrap_or(DEFAULT_AUDIENCE)
         .to_owned();
-    let effective_tools = app.effective_tools(profile);
+    let effective_tools = app.effective_tools(profile, false);
     if input.dry_run {
         return Ok(json!({
             "action": "issue_access_token",

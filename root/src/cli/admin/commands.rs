@@ -322,10 +322,18 @@ pub(crate) enum SkillCmd {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum LeaseCommand {
-    /// Create a lease; its bearer is printed once.
+    /// Create a lease; its bearer is printed once. `--selector` instead of `--target` binds
+    /// a fleet lease: the targets the selector names, through fleet tools only.
     Create {
+        #[arg(
+            long,
+            required_unless_present = "selector",
+            conflicts_with = "selector"
+        )]
+        target: Option<String>,
+        /// A target selector (`env=test,label:role=web`): a fleet lease.
         #[arg(long)]
-        target: String,
+        selector: Option<String>,
         #[arg(long)]
         profile: String,
         /// Lifetime in seconds.

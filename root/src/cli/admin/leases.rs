@@ -18,6 +18,7 @@ pub(super) async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<Ex
     match cmd {
         LeaseCommand::Create {
             target,
+            selector,
             profile,
             ttl,
             audience,
@@ -26,7 +27,8 @@ pub(super) async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<Ex
             json,
         } => {
             let ask = NewLeaseRequest {
-                target_id: target,
+                target_id: target.unwrap_or_default(),
+                selector,
                 capability_profile: profile,
                 ttl_sec: ttl,
                 audience,
