@@ -71,7 +71,7 @@ fn operator_steps(m: &Model) -> Arms {
     let mut arms: Arms = vec![
         (
             5,
-            (lease_target, profile, by.clone())
+            (lease_target, profile.clone(), by.clone())
                 .prop_map(|(target, profile, by)| Step::Lease {
                     target,
                     profile: Profile(profile),
@@ -99,6 +99,16 @@ fn operator_steps(m: &Model) -> Arms {
             1,
             (select(FLEET_READS.to_vec()), by.clone())
                 .prop_map(|(tool, by)| Step::FleetRead {
+                    tool: ReadTool(tool),
+                    by,
+                })
+                .boxed(),
+        ),
+        (
+            1,
+            (profile.clone(), select(FLEET_READS.to_vec()), by.clone())
+                .prop_map(|(profile, tool, by)| Step::AgentFleetRead {
+                    profile: Profile(profile),
                     tool: ReadTool(tool),
                     by,
                 })
@@ -518,6 +528,7 @@ pub fn allows(m: &Model, step: &Step) -> bool {
         | Step::Skill { by: b, .. }
         | Step::Cordon { by: b, .. }
         | Step::FleetRead { by: b, .. }
+        | Step::AgentFleetRead { by: b, .. }
         | Step::AddOperator { by: b, .. }
         | Step::SignIn { by: b, .. }
         | Step::RevokeOperator { by: b, .. } => by(b),

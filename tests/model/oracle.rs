@@ -9,7 +9,8 @@
 //!    operator's token, nor any lease minted below one of those (a credential works iff
 //!    every ancestor does);
 //! 2. the lease's profile must grant the tool's capability, and a run credential's run profile
-//!    must hold the tool (the tools its lease could call when it was issued);
+//!    must hold the tool (the tools its lease could call when it was issued); a fleet tool
+//!    needs a fleet lease (`capability_not_granted` for every other);
 //! 3. descriptive tools need nothing more;
 //! 4. any other tool needs an enrolled target (`target_offline` otherwise, as for a target
 //!    whose hub is not connected: a lease may be issued before its target is enrolled, and
@@ -55,6 +56,11 @@
 //!     `succeeded`, or `undeliverable` (offline), `refused` (cordoned, skill off, environment,
 //!     capability) or `failed`, with the code; the run, each lease and each call are one
 //!     event.
+//! 15. an agent's fleet read under a fleet lease (issued on `id=*` when some target is
+//!     enrolled and its profile grants `infra.fleet.read`) reaches every enrolled target as
+//!     one call under a lease of that profile for it would go (rule 14's parts), when the
+//!     profile grants the tool (`capability_not_granted` otherwise); the lease's issue, the
+//!     fleet call, each target's call and the revocation are one event each.
 //!
 //! Every call made with a bearer is one audit event naming the lease (a confirmation asked
 //! through elicitation is two: the preview and the execute), every operator action is one
@@ -106,6 +112,8 @@ pub struct Tool {
     /// A routed read root answers from the hub's published evidence while the hub is offline
     /// (a contract `offline`).
     pub offline_answer: bool,
+    /// A fleet tool: only a fleet lease calls it.
+    pub fleet: bool,
     /// It belongs to `infra_access_skill` (routed to the skill's adapters, or executed on
     /// root for the skill).
     pub of_skill: bool,
@@ -148,6 +156,7 @@ fn load_catalog() -> Catalog {
                 on_root: executor,
                 offline_answer: c["offline"].as_str().is_some(),
                 of_skill: !executor || s("skill") == "infra_access_skill",
+                fleet: c["fleet"] == true,
             },
         );
     }
@@ -384,6 +393,10 @@ impl Model {
             return Err("capability_not_granted");
         }
         if lease.scope.as_ref().is_some_and(|s| !s.contains(tool)) {
+            return Err("capability_not_granted");
+        }
+        // A fleet tool needs a fleet lease (only `AgentFleetRead` issues one).
+        if c.fleet {
             return Err("capability_not_granted");
         }
         if c.descriptive {
@@ -808,6 +821,9 @@ impl Model {
                 }
             },
             Step::FleetRead { tool, by } => self.fleet_read(tool.0, by),
+            Step::AgentFleetRead { profile, tool, by } => {
+                self.agent_fleet_read(profile.0, tool.0, by)
+            }
             Step::Owner { target, on } => {
                 self.audit.hub += 1;
                 self.targets[target].owner_on = on;
@@ -1035,13 +1051,46 @@ impl Model {
         if let Err(e) = self.acts(by) {
             return e;
         }
-        let profile = read_profile(tool);
+        // Each target's lease is an operator's action.
+        let leases = self.targets.iter().filter(|t| t.enrolled).count();
+        self.audit.operator += leases;
+        self.fleet_parts(read_profile(tool), tool, by)
+    }
+
+    /// An agent's fleet read of `tool` under a fleet lease with `profile` (rule 15).
+    fn agent_fleet_read(
+        &mut self,
+        profile: &'static str,
+        tool: &'static str,
+        by: Option<u8>,
+    ) -> Expect {
+        if let Err(e) = self.acts(by) {
+            return e;
+        }
+        let grants = |capability: &str| CATALOG.profiles[profile].iter().any(|c| c == capability);
+        if !self.targets.iter().any(|t| t.enrolled) {
+            return Expect::OperatorRefused("invalid_arguments");
+        }
+        if !grants("infra.fleet.read") {
+            return Expect::OperatorRefused("capability_not_granted");
+        }
+        // The fleet tool's call, then the lease's revocation.
+        self.audit.calls += 1;
+        self.audit.operator += 1;
+        if !grants(&CATALOG.tools[tool].capability) {
+            return Expect::Refused("capability_not_granted");
+        }
+        self.fleet_parts(profile, tool, by)
+    }
+
+    /// Each enrolled target's part in a fleet read of `tool`: one call under a lease of
+    /// `profile` for it.
+    fn fleet_parts(&mut self, profile: &'static str, tool: &'static str, by: Option<u8>) -> Expect {
         let mut parts = Vec::new();
         for (t, spec) in TARGETS.iter().enumerate() {
             if !self.targets[t].enrolled {
                 continue;
             }
-            self.audit.operator += 1;
             self.audit.calls += 1;
             let lease = Lease {
                 target: t,

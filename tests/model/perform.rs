@@ -154,6 +154,9 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
                 tool.0,
             ))
         }
+        Step::AgentFleetRead { profile, tool, by } => {
+            Some(agent_fleet_read(w, profile.0, tool.0, by))
+        }
         Step::PublishInvalid { by } => {
             // A descriptor without any of the fields a descriptor needs.
             let body = json!({"descriptors": [{"descriptor_id": "model.invalid"}]});
@@ -524,6 +527,37 @@ fn operator_outcome(w: &World, by: Option<u8>, status: u16, v: &Value) -> Expect
     } else {
         Expect::OperatorRefused(code(v))
     }
+}
+
+/// An agent's fleet read (`Step::AgentFleetRead`): the fleet lease issued, its fleet call,
+/// and the run's parts; the lease revoked after.
+fn agent_fleet_read(w: &World, profile: &str, tool: &str, by: Option<u8>) -> Expect {
+    let ask = json!({ "selector": "id=*", "capability_profile": profile, "ttl_sec": 600 });
+    let (s, v) = w.operator_as(by, "/v1/root/mcp/sessions", ask);
+    let seen = operator_outcome(w, by, s, &v);
+    if seen != Expect::Ok {
+        return seen;
+    }
+    let (id, bearer) = (v["session_id"].as_str(), v["token"].as_str());
+    let (id, bearer) = (id.expect("a session id"), bearer.expect("a bearer"));
+    let arguments = json!({
+        "tool": tool,
+        "arguments": read_arguments(tool),
+        "plan": { "max_concurrency": 4, "max_errors": "100%" },
+    });
+    let body = json!({ "tool_id": "root.run_fleet_read", "arguments": arguments });
+    let (s, r) = w.post("/v1/root/mcp/call", bearer, body);
+    let revoke = format!("/v1/root/mcp/sessions/{id}/revoke");
+    let (rs, rv) = w.operator_as(by, &revoke, json!({}));
+    assert_eq!(rs, 200, "the fleet lease is revoked: {rv}");
+    let Some(event) = event_of(w, s, &r) else {
+        return Expect::Unauthenticated;
+    };
+    assert_eq!(event["actor"]["id"], format!("lease:{id}"), "{event}");
+    if r["ok"] != true {
+        return Expect::Refused(code(&r));
+    }
+    fleet_parts(w, r["result"]["run_id"].as_str().expect("a run id"), tool)
 }
 
 /// A fleet run's outcome once it ended: each target's part, and "called N times" for a

@@ -347,6 +347,16 @@ pub enum Step {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<u8>,
     },
+    /// An agent's fleet read: operator `by` issues a fleet lease on every target (`id=*`)
+    /// with `profile`, whose bearer runs `tool` with `root.run_fleet_read` (four at a time,
+    /// a budget it cannot spend), then revokes it. Each target is accounted for as one call
+    /// under a single-target lease of that profile would go, and called at most once.
+    AgentFleetRead {
+        profile: Profile,
+        tool: ReadTool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u8>,
+    },
     /// `mcp-hub skill enable|disable` by the hub's owner, on a running hub.
     Owner {
         target: usize,

@@ -71,7 +71,8 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
         hub.as_ref().map(|(_, parts)| parts),
     );
     if !web.is_empty() {
-        fleet_walk_through(&base, &data_dir, web.len());
+        let agent = fleet_lease(&client).await?;
+        fleet_walk_through(&base, &data_dir, web.len(), &agent);
     }
     println!("Press Ctrl-C to stop.");
     let _ = std::io::stdout().flush();
@@ -116,6 +117,23 @@ async fn enrol(client: &AdminClient, token_path: &Path) -> bool {
             false
         }
     }
+}
+
+/// An agent's fleet lease on the demo's fleet (InfraOpsControl).
+async fn fleet_lease(client: &AdminClient) -> anyhow::Result<IssuedLeaseBody> {
+    let ask = NewLeaseRequest {
+        target_id: String::new(),
+        selector: Some(fleet::SELECTOR.into()),
+        capability_profile: "InfraOpsControl".into(),
+        ttl_sec: 8 * 3600,
+        audience: None,
+        subnet_id: None,
+        zone: None,
+    };
+    let issued = client
+        .post::<_, Audited<IssuedLeaseBody>>("/v1/root/mcp/sessions", &ask)
+        .await?;
+    Ok(issued.item)
 }
 
 async fn lease(client: &AdminClient, profile: &str) -> anyhow::Result<IssuedLeaseBody> {
@@ -201,7 +219,7 @@ fn welcome(url: &str, base: &str, data_dir: &Path, b: &Bearers, hub: Option<&hub
 }
 
 /// A fleet read and a fleet write (preview, then the run it confirms) on the demo's fleet.
-fn fleet_walk_through(base: &str, data_dir: &Path, hubs: usize) {
+fn fleet_walk_through(base: &str, data_dir: &Path, hubs: usize, agent: &IssuedLeaseBody) {
     let admin = format!(
         "mcp-root admin --root-url {base} --data-dir {}",
         data_dir.display()
@@ -219,6 +237,11 @@ fn fleet_walk_through(base: &str, data_dir: &Path, hubs: usize) {
     println!("  {admin} fleet run {on} --tool hub.get_status --canary 1 --wait");
     println!("  {admin} fleet preview {write}");
     println!("  {admin} fleet run {write} --confirm <the preview's token> --wait\n");
+    println!("  Fleet bearer: {}", agent.token);
+    println!(
+        "              (an agent's fleet lease on `{}`, InfraOpsControl: root.run_fleet_read, root.run_fleet_write, root.get_fleet_run)\n",
+        fleet::SELECTOR
+    );
 }
 
 /// Three calls with curl: a read, a write's preview, and its execute.

@@ -341,3 +341,77 @@ async fn revoking_a_fleet_lease_cancels_its_run() {
         h.stop().await;
     }
 }
+
+/// The Python SDK (`mcp` 2.3, protocol 2026-07-28) drives a fleet write as an agent would:
+/// it calls `root.run_fleet_write` to execute with a key and no token, answers root's
+/// multi-round-trip question (the person sees the fleet preview: who takes part, the plan,
+/// the expected effect), and, declaring the tasks extension, gets a task it polls until the
+/// run ended, its status following the run's progress. Each target ran once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_confirms_a_fleet_write_and_follows_its_task() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = |id: &str| dir.path().join(format!("{id}.txt"));
+    let mut hubs = Vec::new();
+    for id in ["p-1", "p-2", "p-3"] {
+        hubs.push(
+            root.start_hub(id, &with_test(&counter(id), 1))
+                .await
+                .unwrap(),
+        );
+    }
+    let issued = root
+        .admin_post(
+            "/v1/root/mcp/sessions",
+            json!({ "selector": "id=p-*", "capability_profile": "InfraOpsControl", "ttl_sec": 600 }),
+        )
+        .await
+        .unwrap();
+    let token = issued["token"].as_str().unwrap();
+    let seen = mcp_tests::run_python_client("fleet.py", &[&root.mcp_url(), token, "py-fleet-1"])
+        .await
+        .unwrap();
+    let mut tools: Vec<&str> = seen["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    tools.sort();
+    assert_eq!(
+        tools,
+        [
+            "root.get_fleet_run",
+            "root.run_fleet_read",
+            "root.run_fleet_write"
+        ],
+        "{seen}"
+    );
+    let asked = seen["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{seen}");
+    let question = asked[0].as_str().unwrap();
+    assert!(
+        question.contains("on 3 of the 3 targets of `id=p-*`") && question.contains("smoke"),
+        "{seen}"
+    );
+    assert!(seen["task_id"].is_string(), "a task was created: {seen}");
+    assert!(
+        seen["statuses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s.as_str().unwrap().contains("fleet run")),
+        "the task's status follows the run: {seen}"
+    );
+    assert_eq!(seen["is_error"], false, "{seen}");
+    let report = &seen["structured"]["result"];
+    assert_eq!(report["state"], "completed", "{seen}");
+    assert_eq!(count(report, "succeeded"), 3, "{seen}");
+    assert_eq!(
+        ["p-1", "p-2", "p-3"].map(|id| runs(&counter(id))),
+        [1, 1, 1]
+    );
+    for h in hubs {
+        h.stop().await;
+    }
+}

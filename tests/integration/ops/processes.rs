@@ -103,6 +103,7 @@ async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
     assert_ne!(res.is_error, Some(true));
     the_demo_hub_serves_every_part(&lines, &token).await;
     the_demo_fleet_runs_as_printed(&lines);
+    the_demo_fleet_lease_reads_the_fleet(&lines).await;
 }
 
 /// The demo's fleet walk-through, run as printed (through `sh`, with this build's
@@ -138,6 +139,19 @@ fn the_demo_fleet_runs_as_printed(lines: &[String]) {
         .unwrap_or_else(|| panic!("no token in {preview}"));
     let run = sh(&printed("--confirm").replace("<the preview's token>", token));
     assert!(run.contains("3 targets: 3 succeeded"), "{run}");
+}
+
+/// The demo's fleet lease runs a read on the fleet through its fleet tool.
+async fn the_demo_fleet_lease_reads_the_fleet(lines: &[String]) {
+    let base = field(lines, "MCP URL:").trim_end_matches("/mcp").to_owned();
+    let rest = Rest {
+        http: reqwest::Client::new(),
+        url: format!("{base}/v1/root/mcp/call"),
+    };
+    let read =
+        json!({ "tool_id": "root.run_fleet_read", "arguments": { "tool": "hub.get_status" } });
+    let r = rest.call(&field(lines, "Fleet bearer:"), read).await;
+    assert_eq!(r["result"]["summary"], "3 targets: 3 succeeded", "{r}");
 }
 
 /// The demo's walk-through and the rest of its hub, as a newcomer would try them: every part

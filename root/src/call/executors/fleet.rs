@@ -218,7 +218,7 @@ fn effect(r: &RunReport) -> Value {
         .collect();
     let plan = &r.plan;
     let mut description = format!(
-        "Run `{}` with {} on {taking_part} of the {} targets of `{}` (set {}); {} cannot take part.\nPlan: canary {}, then {} at once, stop after {} errors.",
+        "Run `{}` with {} on {taking_part} of the {} targets of `{}` (set {}); {} cannot take part.\nPlan: canary {}, then {} at once; no new target once more than {} failed.",
         r.tool_id,
         r.arguments,
         r.total,
