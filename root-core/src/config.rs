@@ -65,10 +65,37 @@ pub struct RootConfig {
     pub storage: StorageConfig,
     pub mcp: McpConfig,
     pub oauth: OauthConfig,
+    pub audit: AuditConfig,
     /// The protocol features root announces to hubs, when not all it understands (never from
     /// a file: a test's root of an earlier build).
     #[serde(skip)]
     pub protocol_features: Option<Vec<String>>,
+}
+
+/// `[audit]`: what leaves root of the audit trail.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    pub checkpoint: CheckpointConfig,
+}
+
+/// `[audit.checkpoint]`: how often root signs a checkpoint of the trail's Merkle tree
+/// (`audit::checkpoint`): once `every_events` events are past the last one, or after
+/// `every_sec` seconds when any is.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointConfig {
+    pub every_events: u64,
+    pub every_sec: u64,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        CheckpointConfig {
+            every_events: 1000,
+            every_sec: 60,
+        }
+    }
 }
 
 /// `[mcp]`: how the MCP endpoint serves requests.
@@ -445,6 +472,7 @@ impl Default for RootConfig {
             replica: ReplicaConfig::default(),
             storage: StorageConfig::default(),
             mcp: McpConfig::default(),
+            audit: AuditConfig::default(),
             protocol_features: None,
         }
     }
@@ -521,6 +549,12 @@ impl RootConfig {
             ));
         }
         self.oauth.validate()?;
+        let cp = &self.audit.checkpoint;
+        if cp.every_events == 0 || cp.every_sec == 0 || cp.every_sec > 86_400 {
+            return Err(ConfigError::Invalid(
+                "audit.checkpoint: every_events must be at least 1 and every_sec 1..86400".into(),
+            ));
+        }
         if self.limits.audit_batch_max == 0 {
             return Err(ConfigError::Invalid(
                 "limits.audit_batch_max must be at least 1".into(),

@@ -42,6 +42,8 @@ pub struct App {
     pub(crate) operators: crate::operators::Registry,
     /// Encrypts hub signing keys at rest.
     pub master_key: crate::secrets::MasterKey,
+    /// Signs the audit trail's checkpoints (derived from the master key).
+    pub(crate) log_key: Arc<crate::audit::checkpoint::LogKey>,
     /// The tasks (calls run past their request) this replica runs.
     pub(crate) tasks: crate::call::running::Running,
     /// Operators' console sessions and the reader leases their reads run under.
@@ -54,6 +56,8 @@ pub struct App {
     pub zone: Option<Arc<crate::replica::zone::Zone>>,
     /// The fleet runs this replica drives.
     pub(crate) fleet: crate::fleet::runs::Runs,
+    /// The fleet tools' adapters (`fleet::agents`).
+    pub(crate) fleet_tools: Arc<dyn crate::call::executors::fleet::FleetTools>,
     /// This app, for work that outlives the call holding a `&App` (a fleet run an agent
     /// starts).
     pub(crate) me: std::sync::Weak<App>,

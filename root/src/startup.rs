@@ -165,6 +165,14 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     ));
     tokio::spawn(crate::api::hub_link::beat(app.clone(), shutdown.clone()));
     tokio::spawn(audit_health::watch(app.audit.clone(), shutdown.clone()));
+    let cp = &app.config.audit.checkpoint;
+    tokio::spawn(audit::checkpoint::run(
+        app.store.clone(),
+        app.log_key.clone(),
+        cp.every_events,
+        std::time::Duration::from_secs(cp.every_sec),
+        shutdown.clone(),
+    ));
     let mcp_route = mcp_route(door.clone());
     let routes = http::router(app.clone(), mcp_route);
 
@@ -406,6 +414,7 @@ async fn compose(
         metrics,
         admin_token,
         operators: Default::default(),
+        log_key: Arc::new(audit::checkpoint::LogKey::derive(&master_key, &config.zone)),
         master_key,
         tasks: Default::default(),
         logins: Default::default(),
@@ -413,6 +422,7 @@ async fn compose(
         shutdown: CancellationToken::new(),
         zone,
         fleet: Default::default(),
+        fleet_tools: Arc::new(crate::fleet::agents::AgentTools(me.clone())),
         config,
     });
 

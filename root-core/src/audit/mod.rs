@@ -1,10 +1,15 @@
 //! The audit trail: one hash-chained event per call and per operator action. [`Trail`] is
 //! what the request path appends through; [`verify`] walks the chain; [`record`] writes an
-//! event that is not a tool call (an operator's action, a hub's report).
+//! event that is not a tool call (an operator's action, a hub's report). [`tree`] is the
+//! trail's Merkle tree and [`checkpoint`] its signed checkpoints, what the trail's integrity
+//! can be checked against outside root.
 
+pub mod checkpoint;
 pub(crate) mod committer;
+pub mod export;
 pub mod health;
 pub mod redaction;
+pub mod tree;
 pub mod writer;
 
 use std::sync::Arc;

@@ -29,11 +29,10 @@ use super::committer::Committer;
 use crate::store::{AuditEntry, ChainLink, Store};
 
 /// The `prev_hash` of the first row.
-pub(crate) const GENESIS_HASH: &str =
-    "0000000000000000000000000000000000000000000000000000000000000000";
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The chain hash of a row.
-pub(crate) fn chain_hash(prev_hash: &str, event_json: &str) -> String {
+pub fn chain_hash(prev_hash: &str, event_json: &str) -> String {
     let mut h = Sha256::new();
     h.update(prev_hash.as_bytes());
     h.update(b"\n");

@@ -218,7 +218,7 @@ impl Store {
 
     /// Raw chain rows `(seq, event_json, prev_hash, hash)` after `after_seq`, oldest first, for
     /// verification (no parsing, so a tampered row cannot hide behind a parse error).
-    pub(crate) async fn audit_chain_page(
+    pub async fn audit_chain_page(
         &self,
         after_seq: i64,
         limit: i64,

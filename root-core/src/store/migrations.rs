@@ -329,6 +329,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE fleet_runs ADD COLUMN confirm_by BIGINT",
     "ALTER TABLE fleet_targets ADD COLUMN preview TEXT",
     "CREATE INDEX IF NOT EXISTS fleet_runs_confirmation ON fleet_runs (confirmation_hash)",
+    "CREATE TABLE IF NOT EXISTS audit_tree (
+        idx BIGINT PRIMARY KEY,
+        hash TEXT NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS audit_checkpoints (
+        tree_size BIGINT PRIMARY KEY,
+        root_hash TEXT NOT NULL,
+        note TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+    )",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

@@ -89,6 +89,7 @@ async fn begin_write<DB: WriteBegin>(
 }
 
 mod audit;
+mod checkpoints;
 mod descriptors;
 mod evidence;
 mod fleet;
@@ -105,6 +106,7 @@ mod writes;
 mod zone;
 
 pub use audit::*;
+pub use checkpoints::*;
 pub use descriptors::*;
 pub use evidence::*;
 pub use fleet::*;

@@ -356,3 +356,93 @@ async fn a_transaction_that_reads_then_writes_waits_for_another_writer_instead_o
         "it read the newest revision after the other commit"
     );
 }
+
+#[tokio::test]
+async fn the_audit_tree_grows_in_steps_and_proves_inclusion_and_consistency() {
+    use crate::audit::tree;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&format!("sqlite:{}", dir.path().join("s.db").display()))
+        .await
+        .expect("store");
+    // Leaves as the trail gives them: (seq, chain hash).
+    let leaves: Vec<(i64, String)> = (1..=37)
+        .map(|seq: i64| {
+            (
+                seq,
+                hex::encode(<sha2::Sha256 as sha2::Digest>::digest(seq.to_be_bytes())),
+            )
+        })
+        .collect();
+    let data = |upto: usize| {
+        leaves[..upto]
+            .iter()
+            .map(|(_, h)| <[u8; 32]>::try_from(hex::decode(h).unwrap()).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let mut size = 0u64;
+    for step in [1usize, 9, 16, 37] {
+        let grown = tree::grow(&store, size, &leaves[size as usize..step])
+            .await
+            .expect("grow");
+        assert_eq!(grown.size, step as u64);
+        assert_eq!(
+            grown.root,
+            tree::root_of(data(step)).unwrap().1,
+            "size {step}"
+        );
+        let row = CheckpointRow {
+            tree_size: grown.size,
+            root_hash: hex::encode(grown.root.0),
+            note: format!("note {step}"),
+            created_at_ms: 0,
+        };
+        let hashes: Vec<(u64, String)> = grown
+            .hashes
+            .iter()
+            .map(|(i, h)| (*i, hex::encode(h.0)))
+            .collect();
+        assert!(
+            store
+                .put_audit_checkpoint(&hashes, &row)
+                .await
+                .expect("put")
+        );
+        assert!(
+            !store
+                .put_audit_checkpoint(&hashes, &row)
+                .await
+                .expect("again"),
+            "a size stored already is not stored twice"
+        );
+        size = grown.size;
+    }
+    let root = |n: usize| tree::root_of(data(n)).unwrap().1;
+    for n in [0u64, 8, 15, 36] {
+        let proof = tree::inclusion(&store, 37, n).await.expect("inclusion");
+        let leaf = tree::leaf_hash(&leaves[n as usize].1).unwrap();
+        tlog_tiles::check_record(&proof, 37, root(37), n, leaf).expect("verifies");
+        let wrong = tree::leaf_hash(&leaves[(n as usize + 1) % 37].1).unwrap();
+        assert!(tlog_tiles::check_record(&proof, 37, root(37), n, wrong).is_err());
+    }
+    for old in [1u64, 9, 16] {
+        let proof = tree::consistency(&store, 37, old)
+            .await
+            .expect("consistency");
+        tlog_tiles::check_tree(&proof, 37, root(37), old, root(old as usize)).expect("consistent");
+        assert!(tlog_tiles::check_tree(&proof, 37, root(37), old, root(old as usize + 1)).is_err());
+    }
+    // Growing from a size whose events do not follow is refused.
+    let e = tree::grow(&store, 37, &leaves[..2]).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            tree::TreeError::Gap {
+                expected: 38,
+                found: 1
+            }
+        ),
+        "{e}"
+    );
+    let latest = store.audit_checkpoints(1).await.expect("list");
+    assert_eq!(latest[0].tree_size, 37);
+}

@@ -22,7 +22,7 @@ use crate::api::bodies::{Audited, FleetPreview, FleetRunRequest, FleetRunSummary
 use crate::api::error::ApiError;
 use crate::api::principal::Operator;
 use crate::app::App;
-use crate::fleet::report::{RunReport, load};
+use crate::fleet::report::RunReport;
 use crate::fleet::{execute, preview, state, status};
 use crate::hubs::selector::Selector;
 use crate::store::FleetRunRow;
@@ -244,6 +244,14 @@ pub(crate) async fn list(
     }))
 }
 
+/// The report of run `run_id`.
+async fn load(app: &App, run_id: &str) -> Result<RunReport, ApiError> {
+    crate::fleet::report::load(app, run_id)
+        .await
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::not_found(format!("no fleet run `{run_id}`")))
+}
+
 /// `GET /v1/root/fleet/runs/{run_id}`.
 pub(crate) async fn show(
     State(app): State<Arc<App>>,
@@ -260,9 +268,13 @@ pub(crate) async fn target(
     _op: Operator,
     Path((run_id, target_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(
-        crate::fleet::report::load_target(&app, &run_id, &target_id).await?,
-    ))
+    crate::fleet::report::load_target(&app, &run_id, &target_id)
+        .await
+        .map_err(ApiError::internal)?
+        .map(Json)
+        .ok_or_else(|| {
+            ApiError::not_found(format!("fleet run `{run_id}` has no target `{target_id}`"))
+        })
 }
 
 /// `POST /v1/root/fleet/runs/{run_id}/{command}`: `pause` (no new target starts; the ones

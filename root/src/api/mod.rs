@@ -10,6 +10,7 @@ mod audit;
 pub(crate) mod audited;
 pub mod bodies;
 mod catalog;
+pub(crate) mod checkpoints;
 pub mod console;
 pub(crate) mod descriptors;
 pub(crate) mod endpoint;
@@ -166,7 +167,7 @@ fn mcp_routes() -> Vec<Route> {
 
 /// The audit trail and approvals.
 fn audit_routes() -> Vec<Route> {
-    use crate::api::{approvals, observe};
+    use crate::api::{approvals, checkpoints, observe};
     use Access::*;
     vec![
         r(
@@ -211,6 +212,36 @@ fn audit_routes() -> Vec<Route> {
             "/v1/root/mcp/audit/{event_id}",
             OperatorRead,
             get(get_audit_event),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/key",
+            Public,
+            get(checkpoints::key),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/checkpoints",
+            Public,
+            get(checkpoints::list),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/proof/{event_id}",
+            OperatorRead,
+            get(checkpoints::inclusion),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/consistency",
+            OperatorRead,
+            get(checkpoints::consistency),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/chain",
+            OperatorRead,
+            get(checkpoints::chain),
         ),
     ]
 }

@@ -36,6 +36,9 @@ pub(crate) enum Command {
     Demo(ServeArgs),
     /// Operator commands against a running root.
     Admin(AdminArgs),
+    /// The audit trail, offline: no database and no running root.
+    #[command(subcommand)]
+    Audit(AuditOffline),
     /// The descriptor build pipeline (runs offline, e.g. in CI).
     #[command(subcommand)]
     Descriptors(DescriptorsCommand),
@@ -59,6 +62,25 @@ pub(crate) enum DescriptorsCommand {
         /// Write nothing; fail (exit 1) if ARTIFACT_DIR differs from what the build produces.
         #[arg(long)]
         check: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum AuditOffline {
+    /// Check an export (`admin audit export --verifiable`) against a signed checkpoint:
+    /// names the first event that does not match. Exit 3 when it does not verify.
+    VerifyExport {
+        /// The export, one event per line.
+        file: PathBuf,
+        /// A file holding the checkpoint's signed note (`admin audit checkpoints --json`
+        /// shows each one's `note`).
+        #[arg(long)]
+        checkpoint: PathBuf,
+        /// The log's verifier key (`admin audit key`).
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -131,7 +153,7 @@ pub fn main_with(demo: Option<Demo>) -> ExitCode {
     };
     // The offline and client commands print their own results; only warnings go to stderr.
     let level = match cli.command {
-        Command::Skills(_) | Command::Descriptors(_) => "warn",
+        Command::Skills(_) | Command::Descriptors(_) | Command::Audit(_) => "warn",
         // rmcp logs the start and end of every stateless request's service at info (three
         // lines per call, with the client's whole handshake in one): warnings only, unless
         // RUST_LOG asks for more.
@@ -200,6 +222,7 @@ async fn dispatch(cli: Cli, demo: Option<Demo>) -> anyhow::Result<ExitCode> {
         },
         Command::Admin(args) => admin::run(args).await,
         Command::Descriptors(cmd) => descriptors(cmd),
+        Command::Audit(cmd) => audit_offline(cmd),
         Command::Skills(SkillsCommand::Sync(args)) => skills_sync::main(args).await,
     }
 }
@@ -220,6 +243,49 @@ pub async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+fn audit_offline(cmd: AuditOffline) -> anyhow::Result<ExitCode> {
+    let AuditOffline::VerifyExport {
+        file,
+        checkpoint,
+        key,
+        json,
+    } = cmd;
+    let note = std::fs::read_to_string(&checkpoint)
+        .with_context(|| format!("cannot read the checkpoint {}", checkpoint.display()))?;
+    let export = std::fs::File::open(&file)
+        .with_context(|| format!("cannot read the export {}", file.display()))?;
+    let started = std::time::Instant::now();
+    let outcome = crate::audit::export::verify(std::io::BufReader::new(export), &note, key.trim());
+    let ms = started.elapsed().as_millis();
+    match outcome {
+        Ok(v) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "ok": true, "verified": v, "ms": ms })
+                );
+            } else {
+                println!(
+                    "export verified: {} events; the first {} match the checkpoint's root {} ({ms} ms)",
+                    v.events, v.checkpoint_size, v.checkpoint_root
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "ok": false, "error": e.to_string() })
+                );
+            } else {
+                println!("export does NOT verify: {e}");
+            }
+            Ok(ExitCode::from(3))
+        }
+    }
 }
 
 fn descriptors(cmd: DescriptorsCommand) -> anyhow::Result<ExitCode> {

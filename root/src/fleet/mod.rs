@@ -17,6 +17,7 @@
 //! per-target idempotency key [`authority::idempotency_key`], scoped to the run by its
 //! leases' lineage, so a resume never executes a target twice.
 
+pub(crate) mod agents;
 pub(crate) mod authority;
 pub(crate) mod execute;
 pub(crate) mod plan;

@@ -9,7 +9,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::status;
-use crate::api::error::ApiError;
 use crate::store::{FleetRunRow, FleetTargetRow};
 
 /// Most bytes of a group's sample output shown inline.
@@ -88,45 +87,35 @@ pub(crate) fn shown_state(run: &FleetRunRow, now_ms: i64) -> &str {
     }
 }
 
-/// The report of run `run_id`, as stored now.
-pub(crate) async fn load(app: &crate::app::App, run_id: &str) -> Result<RunReport, ApiError> {
-    let run = app
-        .store
-        .fleet_run(run_id)
-        .await
-        .map_err(ApiError::internal)?
-        .ok_or_else(|| ApiError::not_found(format!("no fleet run `{run_id}`")))?;
-    let targets = app
-        .store
-        .fleet_targets(run_id)
-        .await
-        .map_err(ApiError::internal)?;
-    Ok(report(&run, &targets))
+/// The report of run `run_id`, as stored now (`None`: no such run).
+pub(crate) async fn load(
+    app: &crate::app::App,
+    run_id: &str,
+) -> Result<Option<RunReport>, crate::store::Error> {
+    let Some(run) = app.store.fleet_run(run_id).await? else {
+        return Ok(None);
+    };
+    let targets = app.store.fleet_targets(run_id).await?;
+    Ok(Some(report(&run, &targets)))
 }
 
-/// One target's part of run `run_id`, with its full result (or error) and its preview.
+/// One target's part of run `run_id`, with its full result (or error) and its preview
+/// (`None`: the run has no such target).
 pub(crate) async fn load_target(
     app: &crate::app::App,
     run_id: &str,
     target_id: &str,
-) -> Result<Value, ApiError> {
-    let targets = app
-        .store
-        .fleet_targets(run_id)
-        .await
-        .map_err(ApiError::internal)?;
-    let t = targets
-        .into_iter()
-        .find(|t| t.target_id == target_id)
-        .ok_or_else(|| {
-            ApiError::not_found(format!("fleet run `{run_id}` has no target `{target_id}`"))
-        })?;
+) -> Result<Option<Value>, crate::store::Error> {
+    let targets = app.store.fleet_targets(run_id).await?;
+    let Some(t) = targets.into_iter().find(|t| t.target_id == target_id) else {
+        return Ok(None);
+    };
     let parse = |v: Option<&str>| {
         v.and_then(|r| serde_json::from_str::<Value>(r).ok())
             .unwrap_or(Value::Null)
     };
     let (result, preview) = (parse(t.result.as_deref()), parse(t.preview.as_deref()));
-    Ok(serde_json::json!({
+    Ok(Some(serde_json::json!({
         "run_id": run_id,
         "target_id": t.target_id,
         "status": t.status,
@@ -134,7 +123,7 @@ pub(crate) async fn load_target(
         "event_id": t.event_id,
         "result": result,
         "preview": preview,
-    }))
+    })))
 }
 
 /// The report of a run with its targets.

@@ -3,6 +3,7 @@
 //! operator's promises tried end to end in `no_holes`).
 
 mod audit;
+mod checkpoints;
 mod delegation;
 mod no_holes;
 mod redaction;

@@ -14,7 +14,7 @@
 //! - [`evidence`]: `root.evidence.*` answer the ProfileOps reads while the target is offline
 //!   (a contract's `offline`), from the evidence its hub published.
 //! - [`fleet`]: `root.fleet.{read,write,get}`, the fleet tools of a fleet lease: one tool
-//!   on every target of its selector, as a fleet run.
+//!   on every target of its selector, as a fleet run (run by `crate::fleet::agents`).
 //! - [`reach`]: how far the tools that reach several targets go (the lease's subnet, in the
 //!   environment of the lease's target).
 //!
@@ -56,9 +56,9 @@ pub(crate) async fn run(
         "root.subnet.timeline" => subnet::timeline(app, ctx, &input).await,
         "root.subnet.diagnostics" => subnet::diagnostics(app, ctx).await,
         "root.retained.memory_profiles" => retained::memory_profiles(app, ctx, &input).await,
-        "root.fleet.read" => fleet::read(app, ctx, &input).await,
-        "root.fleet.write" => fleet::write(app, ctx, &input).await,
-        "root.fleet.get" => fleet::get(app, ctx, &input).await,
+        "root.fleet.read" | "root.fleet.write" | "root.fleet.get" => {
+            app.fleet_tools.run(ctx, name, &input).await
+        }
         other => Err(ToolError::new(
             ErrorCode::Internal,
             format!("no root adapter `{other}`"),

@@ -439,11 +439,37 @@ pub(crate) enum AuditCommand {
         /// Write to this file instead of standard output.
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// The whole chain as it was hashed (`{"seq", "prev_hash", "hash", "event"}` per
+        /// line, from the first event): what `mcp-root audit verify-export` checks offline.
+        #[arg(long, conflicts_with_all = ["since", "trace", "run"])]
+        verifiable: bool,
         #[arg(long)]
         json: bool,
     },
     /// Verify the hash chain; names the first broken link.
     Verify {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The zone's log key: the signed-note verifier key its checkpoints verify with.
+    Key {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The newest signed checkpoints of the trail's Merkle tree.
+    Checkpoints {
+        #[arg(long, default_value_t = 10)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// An event's inclusion proof against a checkpoint (the newest by default), checked here
+    /// with the zone's log key before it is printed.
+    Prove {
+        event_id: String,
+        /// The checkpoint's tree size.
+        #[arg(long)]
+        size: Option<u64>,
         #[arg(long)]
         json: bool,
     },
