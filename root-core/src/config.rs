@@ -77,6 +77,80 @@ pub struct RootConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
     pub checkpoint: CheckpointConfig,
+    /// `[[audit.sinks]]`: where the trail is shipped (`audit::sinks`).
+    pub sinks: Vec<SinkConfig>,
+}
+
+/// One export sink (`[[audit.sinks]]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkConfig {
+    /// Names the sink's cursor, metrics and log lines; unique, `[a-z0-9_-]`, 1..64.
+    pub name: String,
+    pub kind: SinkKind,
+    /// `http`: the URL events are POSTed to; `otlp`: the collector's base URL (`/v1/logs` is
+    /// appended, as for traces).
+    pub endpoint: String,
+    /// `native` (each event as the chain hashed it, with its sequence number and hashes) or
+    /// `ocsf` (the event mapped to an OCSF class; `audit::sinks::ocsf`).
+    #[serde(default)]
+    pub format: SinkFormat,
+    /// `http` only: `json_lines` (one event per line) or `splunk_hec` (HEC's event shape,
+    /// `Authorization: Splunk <token>`).
+    #[serde(default)]
+    pub shape: HttpShape,
+    /// A file holding the token sent with each request (`http`: a bearer, or HEC's token).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// `fail_open` (calls go on while the sink is behind; an alert) or `fail_closed` (new
+    /// calls are refused once it is `max_lag` events behind, until it catches up).
+    #[serde(default)]
+    pub policy: SinkPolicy,
+    /// Events the sink may fall behind before its policy applies.
+    #[serde(default = "default_max_lag")]
+    pub max_lag: u64,
+    /// Most events per request.
+    #[serde(default = "default_sink_batch")]
+    pub batch: usize,
+}
+
+fn default_max_lag() -> u64 {
+    10_000
+}
+
+fn default_sink_batch() -> usize {
+    500
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SinkKind {
+    Http,
+    Otlp,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SinkFormat {
+    #[default]
+    Native,
+    Ocsf,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpShape {
+    #[default]
+    JsonLines,
+    SplunkHec,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SinkPolicy {
+    #[default]
+    FailOpen,
+    FailClosed,
 }
 
 /// `[audit.checkpoint]`: how often root signs a checkpoint of the trail's Merkle tree
@@ -549,6 +623,33 @@ impl RootConfig {
             ));
         }
         self.oauth.validate()?;
+        let mut names = std::collections::HashSet::new();
+        for sink in &self.audit.sinks {
+            let ok_name = !sink.name.is_empty()
+                && sink.name.len() <= 64
+                && sink
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+            if !ok_name || !names.insert(sink.name.clone()) {
+                return Err(ConfigError::Invalid(format!(
+                    "audit.sinks: name `{}` must be unique, 1..64 of [a-z0-9_-]",
+                    sink.name
+                )));
+            }
+            if !(sink.endpoint.starts_with("http://") || sink.endpoint.starts_with("https://")) {
+                return Err(ConfigError::Invalid(format!(
+                    "audit.sinks `{}`: endpoint must be an http(s) URL, not `{}`",
+                    sink.name, sink.endpoint
+                )));
+            }
+            if sink.batch == 0 || sink.batch > 10_000 || sink.max_lag == 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "audit.sinks `{}`: batch must be 1..10000 and max_lag at least 1",
+                    sink.name
+                )));
+            }
+        }
         let cp = &self.audit.checkpoint;
         if cp.every_events == 0 || cp.every_sec == 0 || cp.every_sec > 86_400 {
             return Err(ConfigError::Invalid(

@@ -35,7 +35,7 @@ pub struct App {
     /// The audit trail every call and operator action is appended to.
     pub(crate) audit: Arc<Trail>,
     pub(crate) limits: ConcurrencyLimits,
-    pub(crate) metrics: Metrics,
+    pub(crate) metrics: Arc<Metrics>,
     /// The bootstrap operator's (`admin`) bearer.
     pub(crate) admin_token: String,
     /// Named operators' credentials (`operators`).

@@ -165,6 +165,16 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     ));
     tokio::spawn(crate::api::hub_link::beat(app.clone(), shutdown.clone()));
     tokio::spawn(audit_health::watch(app.audit.clone(), shutdown.clone()));
+    for sink in &app.config.audit.sinks {
+        tokio::spawn(audit::sinks::run(
+            app.store.clone(),
+            sink.clone(),
+            app.config.zone.clone(),
+            app.audit.health.clone(),
+            app.metrics.clone(),
+            shutdown.clone(),
+        ));
+    }
     let cp = &app.config.audit.checkpoint;
     tokio::spawn(audit::checkpoint::run(
         app.store.clone(),
@@ -343,7 +353,7 @@ async fn compose(
     let audit_head = Arc::new(tokio::sync::watch::Sender::new(0i64));
     let audit_health = Arc::new(audit_health::AuditHealth::default());
     let descriptors = Arc::new(descriptor_cache::Args::new(descriptor_set));
-    let metrics = metrics::Metrics::default();
+    let metrics = Arc::new(metrics::Metrics::default());
     let running_calls = Arc::new(audit_writer::RunningCalls::default());
     let audit_commit_thread = audit_writer::CommitThread::default();
     let (sup, actors) = supervisor::start(supervisor::ChildArgs {

@@ -21,14 +21,23 @@ impl RootProcess {
     /// Starts `mcp-root serve --listen 127.0.0.1:0 --data-dir <dir>/root` (its log
     /// `<dir>/root.log`) and waits, at most `within`, until it answers `/healthz`.
     pub async fn serve(dir: &Path, within: Duration) -> anyhow::Result<RootProcess> {
+        Self::serve_with(dir, None, within).await
+    }
+
+    /// [`RootProcess::serve`] with `--config <config>` when given (its log appended to).
+    pub async fn serve_with(
+        dir: &Path,
+        config: Option<&Path>,
+        within: Duration,
+    ) -> anyhow::Result<RootProcess> {
         let data = dir.join("root");
-        let mut proc = Proc::spawn(
-            "mcp-root serve",
-            Command::new(crate::workspace_bin("mcp-root")?)
-                .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-                .arg(&data),
-            dir.join("root.log"),
-        );
+        let mut cmd = Command::new(crate::workspace_bin("mcp-root")?);
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&data);
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        let mut proc = Proc::spawn("mcp-root serve", &mut cmd, dir.join("root.log"));
         let base = crate::ports::announced_root_url(&mut proc, within).await;
         let http = reqwest::Client::new();
         let answers = tokio::time::timeout(within, async {

@@ -49,6 +49,10 @@ pub struct AuditHealth {
     down: AtomicBool,
     outage: Mutex<Option<Outage>>,
     wake: tokio::sync::Notify,
+    /// `fail_closed` export sinks too far behind, with `(lag, max_lag)` (`audit::sinks`):
+    /// new calls are refused while any is.
+    blocking: Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
+    blocked: AtomicBool,
 }
 
 impl AuditHealth {
@@ -77,6 +81,51 @@ impl AuditHealth {
         self.down.store(true, Ordering::Release);
         tracing::error!(%cause, "the audit trail cannot be written; refusing every call until it can");
         self.wake.notify_one();
+    }
+
+    /// Sink `name` is too far behind and blocks calls (`Some((lag, max_lag))`), or not.
+    pub fn sink_behind(&self, name: &str, blocking: Option<(u64, u64)>) {
+        let mut b = self
+            .blocking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match blocking {
+            Some(lag) => {
+                if b.insert(name.to_owned(), lag).is_none() {
+                    tracing::error!(
+                        sink = name,
+                        lag = lag.0,
+                        max_lag = lag.1,
+                        "audit sink is behind (fail_closed): refusing new calls until it catches up"
+                    );
+                }
+            }
+            None => {
+                if b.remove(name).is_some() {
+                    tracing::info!(sink = name, "audit sink caught up: calls run again");
+                }
+            }
+        }
+        self.blocked.store(!b.is_empty(), Ordering::Release);
+    }
+
+    /// The refusal a call gets while a `fail_closed` sink is too far behind, if one is.
+    pub fn sink_refusal(&self) -> Option<ToolError> {
+        if !self.blocked.load(Ordering::Acquire) {
+            return None;
+        }
+        let b = self
+            .blocking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (name, (lag, max)) = b.iter().next()?;
+        Some(ToolError::new(
+            ErrorCode::AuditUnavailable,
+            format!(
+                "audit sink `{name}` is {lag} events behind (fail_closed, at most {max}); root \
+                 refuses new calls until it catches up (retry later)"
+            ),
+        ))
     }
 
     /// Since when the trail has been unavailable, if it is.

@@ -1,7 +1,8 @@
 //! The audit trail's Merkle tree and its signed checkpoints (`audit::tree`): the tree's
 //! stored hashes by index (`audit_tree`, hex), and each checkpoint, by tree size, with its
 //! root hash and signed note. A checkpoint and the hashes that grew the tree to its size
-//! are written in one transaction, so the tree's size is the newest checkpoint's.
+//! are written in one transaction, so the tree's size is the newest checkpoint's. Each export
+//! sink's cursor (`audit::sinks`): the last event it delivered.
 
 use super::*;
 
@@ -185,6 +186,39 @@ impl Store {
                 .await
                 .map_err(db(op))?;
             row.map(|r| r.try_get::<i64, _>(0).map_err(db(op))).transpose()
+        })
+    }
+
+    /// The sequence number of the last event sink `name` delivered (0: none yet).
+    pub async fn sink_cursor(&self, name: &str) -> Result<i64> {
+        let op = "read sink cursor";
+        on_pool!(self, pool => {
+            let row = sqlx::query("SELECT seq FROM audit_sink_cursors WHERE name = $1")
+                .bind(name)
+                .fetch_optional(pool)
+                .await
+                .map_err(db(op))?;
+            Ok(row.map(|r| r.try_get::<i64, _>(0)).transpose().map_err(db(op))?.unwrap_or(0))
+        })
+    }
+
+    /// Moves sink `name`'s cursor forward to `seq` (never back: a replica that delivered
+    /// less meanwhile does not undo another's progress).
+    pub async fn advance_sink_cursor(&self, name: &str, seq: i64, now_ms: i64) -> Result<()> {
+        let op = "move sink cursor";
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO audit_sink_cursors (name, seq, updated_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, updated_at = excluded.updated_at
+                 WHERE audit_sink_cursors.seq < excluded.seq",
+            )
+            .bind(name)
+            .bind(seq)
+            .bind(now_ms)
+            .execute(pool)
+            .await
+            .map_err(db(op))?;
+            Ok(())
         })
     }
 }

@@ -339,6 +339,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
         note TEXT NOT NULL,
         created_at BIGINT NOT NULL
     )",
+    "CREATE TABLE IF NOT EXISTS audit_sink_cursors (
+        name TEXT PRIMARY KEY,
+        seq BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    )",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

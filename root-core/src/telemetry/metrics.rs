@@ -169,6 +169,47 @@ pub struct Metrics {
     /// `evicted` (never-used registrations dropped for new ones), `full` (503).
     pub oauth_registrations: Family<OutcomeLabel, Counter>,
     pub connections: std::sync::Arc<ConnMetrics>,
+    /// Each export sink (`audit::sinks`): events behind the trail's head, delivered, failed
+    /// sends, and whether it blocks calls (`fail_closed`, too far behind).
+    pub sink_lag: Family<SinkLabel, Gauge>,
+    pub sink_delivered: Family<SinkLabel, Counter>,
+    pub sink_errors: Family<SinkLabel, Counter>,
+    pub sink_blocking: Family<SinkLabel, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SinkLabel {
+    pub sink: String,
+}
+
+impl Metrics {
+    fn sink(name: &str) -> SinkLabel {
+        SinkLabel {
+            sink: name.to_owned(),
+        }
+    }
+
+    pub fn sink_lag(&self, name: &str, lag: u64) {
+        self.sink_lag
+            .get_or_create(&Self::sink(name))
+            .set(i64::try_from(lag).unwrap_or(i64::MAX));
+    }
+
+    pub fn sink_delivered(&self, name: &str, n: u64) {
+        self.sink_delivered
+            .get_or_create(&Self::sink(name))
+            .inc_by(n);
+    }
+
+    pub fn sink_error(&self, name: &str) {
+        self.sink_errors.get_or_create(&Self::sink(name)).inc();
+    }
+
+    pub fn sink_blocking(&self, name: &str, blocking: bool) {
+        self.sink_blocking
+            .get_or_create(&Self::sink(name))
+            .set(i64::from(blocking));
+    }
 }
 
 impl Default for Metrics {
@@ -307,8 +348,36 @@ impl Default for Metrics {
              write_stall (the client read nothing), handshake (TLS)",
             connections.timeouts.clone(),
         );
+        let sink_lag = Family::<SinkLabel, Gauge>::default();
+        registry.register(
+            "audit_sink_lag_events",
+            "Events of the audit trail an export sink has not delivered yet",
+            sink_lag.clone(),
+        );
+        let sink_delivered = Family::<SinkLabel, Counter>::default();
+        registry.register(
+            "audit_sink_delivered",
+            "Events an export sink delivered (at least once; a redelivery counts again)",
+            sink_delivered.clone(),
+        );
+        let sink_errors = Family::<SinkLabel, Counter>::default();
+        registry.register(
+            "audit_sink_errors",
+            "Failed sends to an export sink (each retried)",
+            sink_errors.clone(),
+        );
+        let sink_blocking = Family::<SinkLabel, Gauge>::default();
+        registry.register(
+            "audit_sink_blocking",
+            "1 while a fail_closed export sink is past max_lag and new calls are refused",
+            sink_blocking.clone(),
+        );
         Metrics {
             registry,
+            sink_lag,
+            sink_delivered,
+            sink_errors,
+            sink_blocking,
             calls,
             latency,
             denials,

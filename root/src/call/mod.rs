@@ -547,6 +547,11 @@ fn checks(
     if c.routing == RoutingClass::DescriptiveCached {
         event.target_id = None;
     }
+    // A `fail_closed` export sink too far behind: refused, and audited (the trail itself
+    // can be written; see `audit::sinks`).
+    if let Some(refusal) = app.audit.health.sink_refusal() {
+        return Err(refusal);
+    }
     // Evaluated here, on the call's task: a pure function of shared read-only state.
     let grant = policy::Grant {
         profile: app.catalog.profiles.get(&lease.capability_profile),

@@ -9,4 +9,5 @@ mod no_holes;
 mod redaction;
 mod root_tools;
 pub(crate) mod run_profile;
+mod sinks;
 mod writes;

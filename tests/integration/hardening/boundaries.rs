@@ -737,6 +737,7 @@ fn example_for(schema: &Value) -> Option<Value> {
     }
     for s in [
         "a",
+        "hub.run_allowed_tests",
         "smoke",
         "app",
         "main",
@@ -802,15 +803,34 @@ async fn no_write_executes_without_a_confirmation_token() {
         .unwrap()
         .len();
     let mut tried = BTreeSet::new();
-    let mut leases = 0;
+    // Each profile's lease on the target, and its fleet lease where it grants fleet tools.
+    let mut tokens = Vec::new();
     for profile in foundation["capability_profiles"].as_array().unwrap() {
-        let name = profile["name"].as_str().unwrap();
-        let (_, token) = root.lease("hub:test-alpha", name, 600).await.unwrap();
-        leases += 1;
+        let name = profile["name"].as_str().unwrap().to_owned();
+        let (_, token) = root.lease("hub:test-alpha", &name, 600).await.unwrap();
+        tokens.push((name.clone(), token));
+        let (s, fleet) = root
+            .admin()
+            .post_status(
+                "/v1/root/mcp/sessions",
+                json!({ "selector": "id=*", "capability_profile": name, "ttl_sec": 600 }),
+            )
+            .await
+            .unwrap();
+        if s == 201 {
+            tokens.push((
+                format!("{name}-fleet"),
+                fleet["token"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    let leases = tokens.len();
+    for (name, token) in &tokens {
+        let name = name.as_str();
         let visible = root
             .http
             .get(root.url("/v1/root/mcp/contracts"))
-            .bearer_auth(&token)
+            .bearer_auth(token)
             .send()
             .await
             .unwrap()
@@ -825,7 +845,7 @@ async fn no_write_executes_without_a_confirmation_token() {
             let mut args = domain_arguments(&by_id[tool]);
             args["phase"] = json!("execute");
             args["idempotency_key"] = json!(format!("boundary-{tool}-{name}"));
-            let (s, b) = root.rest_call(&token, tool, args.clone()).await.unwrap();
+            let (s, b) = root.rest_call(token, tool, args.clone()).await.unwrap();
             let code = b["error"]["code"].as_str().unwrap_or("none");
             let only_previews = !c["proposes"].is_null();
             assert!(

@@ -60,9 +60,18 @@ fn sample(exposition: &str, series: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn metrics_count_per_target_code_and_audit_commit_with_bounded_labels() {
-    let root = TestRoot::start_with(|c| c.limits.header_read_timeout_ms = 200)
-        .await
-        .unwrap();
+    // An export sink whose receiver never answers (fail_open): its series are exposed.
+    let root = TestRoot::start_with(|c| {
+        c.limits.header_read_timeout_ms = 200;
+        c.audit.sinks = vec![
+            toml::from_str(
+                "name = \"siem\"\nkind = \"http\"\nendpoint = \"http://127.0.0.1:9/\"\n",
+            )
+            .unwrap(),
+        ];
+    })
+    .await
+    .unwrap();
     let token = root.enroll("hub:obs", "test").await.unwrap();
     let base = root.handle().base_url();
     let tests = "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"true\"]\n";
