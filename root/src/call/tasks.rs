@@ -177,7 +177,20 @@ fn ending(outcome: &Outcome) -> (TaskState, String) {
             TaskState::Completed,
             format!("ended with {}: {}", e.code, e.message),
         ),
-        (None, _) => (TaskState::Completed, format!("`{}` completed", r.tool_id)),
+        (None, _) => {
+            // A result that sums itself up (a fleet run's report, a write's execute of one)
+            // says so in the task's last status.
+            let summary = r.result.as_ref().and_then(|v| {
+                v["summary"]
+                    .as_str()
+                    .or_else(|| v["result"]["summary"].as_str())
+            });
+            let message = match summary {
+                Some(s) => format!("`{}` completed: {s}", r.tool_id),
+                None => format!("`{}` completed", r.tool_id),
+            };
+            (TaskState::Completed, message)
+        }
     }
 }
 

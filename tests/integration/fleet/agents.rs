@@ -403,6 +403,14 @@ async fn the_python_sdk_confirms_a_fleet_write_and_follows_its_task() {
             .any(|s| s.as_str().unwrap().contains("fleet run")),
         "the task's status follows the run: {seen}"
     );
+    assert!(
+        seen["statuses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "`root.run_fleet_write` completed: 3 targets: 3 succeeded"),
+        "the task's last status sums the run up: {seen}"
+    );
     assert_eq!(seen["is_error"], false, "{seen}");
     let report = &seen["structured"]["result"];
     assert_eq!(report["state"], "completed", "{seen}");
