@@ -121,25 +121,29 @@ async fn enrol(client: &AdminClient, token_path: &Path) -> bool {
 
 /// An agent's fleet lease on the demo's fleet (InfraOpsControl).
 async fn fleet_lease(client: &AdminClient) -> anyhow::Result<IssuedLeaseBody> {
-    let ask = NewLeaseRequest {
-        target_id: String::new(),
-        selector: Some(fleet::SELECTOR.into()),
-        capability_profile: "InfraOpsControl".into(),
-        ttl_sec: 8 * 3600,
-        audience: None,
-        subnet_id: None,
-        zone: None,
-    };
-    let issued = client
-        .post::<_, Audited<IssuedLeaseBody>>("/v1/root/mcp/sessions", &ask)
-        .await?;
-    Ok(issued.item)
+    issue(
+        client,
+        String::new(),
+        Some(fleet::SELECTOR.into()),
+        "InfraOpsControl",
+    )
+    .await
 }
 
 async fn lease(client: &AdminClient, profile: &str) -> anyhow::Result<IssuedLeaseBody> {
+    issue(client, TARGET.into(), None, profile).await
+}
+
+/// A lease of eight hours on `target_id`, or on `selector` (a fleet lease).
+async fn issue(
+    client: &AdminClient,
+    target_id: String,
+    selector: Option<String>,
+    profile: &str,
+) -> anyhow::Result<IssuedLeaseBody> {
     let ask = NewLeaseRequest {
-        target_id: TARGET.into(),
-        selector: None,
+        target_id,
+        selector,
         capability_profile: profile.into(),
         ttl_sec: 8 * 3600,
         audience: None,

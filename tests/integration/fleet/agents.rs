@@ -5,24 +5,11 @@
 //! target; revoking the fleet lease ends its targets' leases and cancels its run. The hubs'
 //! test command appends a line to a file per hub, so "ran" is counted on the machine.
 
-use std::path::Path;
-
 use mcp_tests::{TestRoot, listed_tools, mcp_client, until};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-fn runs(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-fn with_test(counter: &Path, sleep: u32) -> String {
-    format!(
-        "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo start >> {0}.started; sleep {sleep}; echo run >> {0}\"]\ntimeout_ms = 20000\n",
-        counter.display()
-    )
-}
+use super::writes::{runs, with_test};
 
 /// Calls `tool` with `args`: its structured content, and whether it is an error.
 async fn call(
