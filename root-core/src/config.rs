@@ -112,6 +112,29 @@ pub struct SinkConfig {
     /// Most events per request.
     #[serde(default = "default_sink_batch")]
     pub batch: usize,
+    /// `syslog` over `tls://`: the receiver's CA (PEM; default: the system's roots).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// `syslog`: a client certificate (PEM) and its key, for receivers that ask for one.
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// `syslog`: the facility (0..=23; default 13, log audit).
+    #[serde(default = "default_facility")]
+    pub facility: u8,
+    /// `syslog`: the SD-ID of each message's structured data (`name@<enterprise number>`;
+    /// the default uses 32473, the number RFC 5612 reserves for examples).
+    #[serde(default = "default_sd_id")]
+    pub sd_id: String,
+}
+
+fn default_facility() -> u8 {
+    13
+}
+
+fn default_sd_id() -> String {
+    "mcp_root@32473".to_owned()
 }
 
 fn default_max_lag() -> u64 {
@@ -127,6 +150,7 @@ fn default_sink_batch() -> usize {
 pub enum SinkKind {
     Http,
     Otlp,
+    Syslog,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -151,6 +175,58 @@ pub enum SinkPolicy {
     #[default]
     FailOpen,
     FailClosed,
+}
+
+impl SinkConfig {
+    /// The endpoint and TLS settings fit the sink's kind.
+    fn validate_transport(&self) -> Result<(), ConfigError> {
+        let bad = |what: String| {
+            Err(ConfigError::Invalid(format!(
+                "audit.sinks `{}`: {what}",
+                self.name
+            )))
+        };
+        let e = &self.endpoint;
+        match self.kind {
+            SinkKind::Http | SinkKind::Otlp
+                if !(e.starts_with("http://") || e.starts_with("https://")) =>
+            {
+                return bad(format!("endpoint must be an http(s) URL, not `{e}`"));
+            }
+            SinkKind::Syslog => {
+                let hostport = e
+                    .strip_prefix("tls://")
+                    .or_else(|| e.strip_prefix("tcp://"));
+                let port_ok = hostport
+                    .and_then(|a| a.rsplit_once(':'))
+                    .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+                if !port_ok {
+                    return bad(format!(
+                        "endpoint must be tls://host:port (or tcp://host:port), not `{e}`"
+                    ));
+                }
+                if self.facility > 23 {
+                    return bad(format!("facility must be 0..=23, not {}", self.facility));
+                }
+                let sd_ok = (1..=32).contains(&self.sd_id.len())
+                    && self
+                        .sd_id
+                        .bytes()
+                        .all(|b| b.is_ascii_graphic() && !matches!(b, b'=' | b']' | b'"'));
+                if !sd_ok {
+                    return bad(format!(
+                        "sd_id `{}` must be 1..32 printable characters without = ] \"",
+                        self.sd_id
+                    ));
+                }
+            }
+            _ => {}
+        }
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return bad("cert_file and key_file go together".to_owned());
+        }
+        Ok(())
+    }
 }
 
 /// `[audit.checkpoint]`: how often root signs a checkpoint of the trail's Merkle tree
@@ -637,12 +713,7 @@ impl RootConfig {
                     sink.name
                 )));
             }
-            if !(sink.endpoint.starts_with("http://") || sink.endpoint.starts_with("https://")) {
-                return Err(ConfigError::Invalid(format!(
-                    "audit.sinks `{}`: endpoint must be an http(s) URL, not `{}`",
-                    sink.name, sink.endpoint
-                )));
-            }
+            sink.validate_transport()?;
             if sink.batch == 0 || sink.batch > 10_000 || sink.max_lag == 0 {
                 return Err(ConfigError::Invalid(format!(
                     "audit.sinks `{}`: batch must be 1..10000 and max_lag at least 1",

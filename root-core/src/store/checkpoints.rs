@@ -205,20 +205,80 @@ impl Store {
     /// Moves sink `name`'s cursor forward to `seq` (never back: a replica that delivered
     /// less meanwhile does not undo another's progress).
     pub async fn advance_sink_cursor(&self, name: &str, seq: i64, now_ms: i64) -> Result<()> {
-        let op = "move sink cursor";
         on_pool!(self, pool => {
-            sqlx::query(
-                "INSERT INTO audit_sink_cursors (name, seq, updated_at) VALUES ($1, $2, $3)
-                 ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, updated_at = excluded.updated_at
-                 WHERE audit_sink_cursors.seq < excluded.seq",
-            )
-            .bind(name)
-            .bind(seq)
-            .bind(now_ms)
-            .execute(pool)
-            .await
-            .map_err(db(op))?;
+            sqlx::query(ADVANCE_SINK_CURSOR)
+                .bind(name)
+                .bind(seq)
+                .bind(now_ms)
+                .execute(pool)
+                .await
+                .map_err(db("move sink cursor"))?;
             Ok(())
         })
+    }
+
+    /// The right to ship sink `name` for the zone, if no one else holds it. On PostgreSQL it
+    /// is a session advisory lock on a connection of its own, taken out of the pool: a
+    /// replica that stops or dies frees it with its connection, and another replica's shipper
+    /// takes over. On SQLite there is one root, and the claim is always granted.
+    pub async fn claim_sink(&self, name: &str) -> Result<Option<SinkClaim>> {
+        let op = "claim sink";
+        let (Pool::Postgres(pg), Some(names)) = (&self.pool, &self.shared) else {
+            return Ok(Some(SinkClaim::Local));
+        };
+        let mut conn = pg.acquire().await.map_err(db(op))?;
+        let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(names.sink_lock(name))
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db(op))?;
+        Ok(got.then(|| SinkClaim::Zone(Box::new(conn.detach()))))
+    }
+
+    /// Saves sink `name`'s cursor through its claim. On PostgreSQL this also proves the
+    /// claim still holds: an error means its connection, and so the lock, is gone.
+    pub async fn save_sink_cursor(
+        &self,
+        claim: &mut SinkClaim,
+        name: &str,
+        seq: i64,
+        now_ms: i64,
+    ) -> Result<()> {
+        match claim {
+            SinkClaim::Local => self.advance_sink_cursor(name, seq, now_ms).await,
+            SinkClaim::Zone(conn) => {
+                sqlx::query(ADVANCE_SINK_CURSOR)
+                    .bind(name)
+                    .bind(seq)
+                    .bind(now_ms)
+                    .execute(&mut **conn)
+                    .await
+                    .map_err(db("move sink cursor"))?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Moves a sink's cursor forward only.
+const ADVANCE_SINK_CURSOR: &str =
+    "INSERT INTO audit_sink_cursors (name, seq, updated_at) VALUES ($1, $2, $3)
+     ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, updated_at = excluded.updated_at
+     WHERE audit_sink_cursors.seq < excluded.seq";
+
+/// The right to ship one sink for the zone ([`Store::claim_sink`]).
+pub enum SinkClaim {
+    /// SQLite: one root, no one to share with.
+    Local,
+    /// PostgreSQL: the connection holding the sink's advisory lock.
+    Zone(Box<sqlx::PgConnection>),
+}
+
+impl SinkClaim {
+    /// Gives the claim up (on PostgreSQL, closes its connection, which frees the lock).
+    pub async fn release(self) {
+        if let SinkClaim::Zone(conn) = self {
+            let _ = sqlx::Connection::close(*conn).await;
+        }
     }
 }

@@ -20,6 +20,8 @@ pub struct SharedNames {
     pub(super) audit_lock: i64,
     pub(super) changes_lock: i64,
     pub(super) descriptors_lock: i64,
+    /// What sink locks' keys are derived from ([`SharedNames::sink_lock`]).
+    sink_seed: String,
 }
 
 impl SharedNames {
@@ -39,7 +41,17 @@ impl SharedNames {
             audit_lock: key(0xA5),
             changes_lock: key(0x5A),
             descriptors_lock: key(0x3C),
+            sink_seed: hex::encode(h),
         }
+    }
+
+    /// The advisory lock key of export sink `name`: whoever holds it ships that sink.
+    pub(super) fn sink_lock(&self, name: &str) -> i64 {
+        use sha2::{Digest, Sha256};
+        let h = Sha256::digest(format!("sink\n{}\n{name}", self.sink_seed).as_bytes());
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&h[..8]);
+        i64::from_be_bytes(b)
     }
 }
 

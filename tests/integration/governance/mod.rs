@@ -9,5 +9,5 @@ mod no_holes;
 mod redaction;
 mod root_tools;
 pub(crate) mod run_profile;
-mod sinks;
+pub(crate) mod sinks;
 mod writes;

@@ -1,8 +1,10 @@
 //! The audit trail shipped to export sinks: an HTTP endpoint (JSON lines, as the chain hashed
 //! each event) and an OTLP/HTTP logs receiver (the events in OCSF), both real servers in this
 //! test. The HTTP sink answers 500 for a while and root is SIGKILLed mid-export: every event
-//! arrives, duplicates only as the same event. A `fail_closed` sink that falls too far behind
-//! stops new calls, audited, until it catches up.
+//! arrives, duplicates only as the same event. A sink whose connections close mid-request
+//! loses nothing either. A `fail_closed` sink that falls too far behind stops new calls,
+//! audited, until it catches up. (One shipper per sink across replicas:
+//! `zone::replica_state`.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,15 +21,15 @@ use serde_json::{Value, json};
 
 /// What the receivers got: each line's event id and the line.
 #[derive(Default)]
-struct Received {
-    http: Mutex<Vec<(String, String)>>,
+pub(crate) struct Received {
+    pub(crate) http: Mutex<Vec<(String, String)>>,
     otlp: Mutex<Vec<(String, Value)>>,
     /// Requests the HTTP endpoint refuses (500) before it accepts.
     refuse: AtomicU32,
 }
 
 /// An HTTP endpoint and an OTLP logs receiver on one loopback port.
-async fn receivers(on: Option<std::net::SocketAddr>) -> (String, Arc<Received>) {
+pub(crate) async fn receivers(on: Option<std::net::SocketAddr>) -> (String, Arc<Received>) {
     let got = Arc::new(Received::default());
     let (h, o) = (got.clone(), got.clone());
     let app = axum::Router::new()
@@ -97,7 +99,7 @@ async fn receivers(on: Option<std::net::SocketAddr>) -> (String, Arc<Received>) 
 }
 
 /// Every event id in the trail, from the chain.
-async fn trail_ids(base: &str, admin: &str) -> Vec<String> {
+pub(crate) async fn trail_ids(base: &str, admin: &str) -> Vec<String> {
     let http = reqwest::Client::new();
     let page: Value = http
         .get(format!("{base}/v1/root/mcp/audit/chain?limit=5000"))
@@ -290,5 +292,75 @@ async fn a_fail_closed_sink_too_far_behind_stops_calls_until_it_catches_up() {
     })
     .await;
     assert!(got.http.lock().unwrap().len() >= 6);
+    root.stop().await;
+}
+
+/// A TCP front for `to` that cuts its first `cuts` connections once it has read part of a
+/// request (the sink's peer going away mid-stream), and relays the later ones.
+async fn cutting_front(to: &str, cuts: u32) -> (String, Arc<AtomicU32>) {
+    use tokio::io::AsyncReadExt;
+    let to = to.trim_start_matches("http://").to_owned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let cut = Arc::new(AtomicU32::new(0));
+    let seen = cut.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            if seen.load(Ordering::Acquire) < cuts {
+                seen.fetch_add(1, Ordering::AcqRel);
+                let mut part = [0u8; 200];
+                let _ = conn.read_exact(&mut part).await;
+                drop(conn);
+                continue;
+            }
+            let to = to.clone();
+            tokio::spawn(async move {
+                if let Ok(mut up) = tokio::net::TcpStream::connect(&to).await {
+                    let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
+                }
+            });
+        }
+    });
+    (base, cut)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_that_closes_mid_stream_loses_nothing() {
+    let (sink, got) = receivers(None).await;
+    let (front, cut) = cutting_front(&sink, 3).await;
+    let root = TestRoot::start_with(|c| {
+        c.audit.sinks = vec![
+            toml::from_str(&format!(
+                "name = \"cut\"\nkind = \"http\"\nendpoint = \"{front}/ingest\"\nbatch = 5\n"
+            ))
+            .unwrap(),
+        ];
+    })
+    .await
+    .unwrap();
+    let base = root.url("");
+    leases(&base, &root.admin_token(), 0, 20).await;
+    let all: BTreeSet<String> = trail_ids(&base, &root.admin_token())
+        .await
+        .into_iter()
+        .collect();
+    eventually("every event past the cut connections", async || {
+        let http: BTreeSet<String> = got
+            .http
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect();
+        all.is_subset(&http).then_some(())
+    })
+    .await;
+    assert_eq!(cut.load(Ordering::Acquire), 3, "three connections cut");
+    let errors = root
+        .metric("mcp_root_audit_sink_errors_total{sink=\"cut\"}")
+        .await
+        .unwrap()
+        .expect("the sink's error counter");
+    assert!(errors >= 3, "each cut counted as an error: {errors}");
     root.stop().await;
 }

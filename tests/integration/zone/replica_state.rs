@@ -16,6 +16,9 @@
 //!   replica when the command answers (a retired target's hub is disconnected from the
 //!   replica that holds it, and the leases on it end everywhere).
 //!
+//! - one replica ships each audit sink (no event twice while both run); when it stops,
+//!   another takes the sink over from its cursor.
+//!
 //! Where a test needs a failure PostgreSQL will not produce on request (a lost
 //! notification, a pruned change, a lost ownership row), it changes the rows the way that
 //! failure would leave them, with its own connection, and says so.
@@ -87,12 +90,21 @@ impl Db {
 /// A replica `id` of zone `zone-rs` running in this process, sharing the admin token and
 /// master key in `shared` (the first replica creates them).
 async fn replica(db: &Db, shared: &Path, id: &str) -> TestRoot {
+    replica_with(db, shared, id, "").await
+}
+
+/// [`replica`] with `sinks` (`[[audit.sinks]]` TOML) in its configuration.
+async fn replica_with(db: &Db, shared: &Path, id: &str, sinks: &str) -> TestRoot {
     TestRoot::start_with(|c| {
         c.database_url = Some(db.url.clone());
         c.zone = "zone-rs".into();
         c.admin_token_file = Some(shared.join("admin.token"));
         c.master_key_file = Some(shared.join("secrets.key"));
         c.replica.id = Some(id.to_owned());
+        if !sinks.is_empty() {
+            let audit: toml::Value = toml::from_str(sinks).unwrap();
+            c.audit.sinks = audit["audit"]["sinks"].clone().try_into().unwrap();
+        }
     })
     .await
     .unwrap()
@@ -903,6 +915,79 @@ async fn a_fleet_run_of_a_replica_that_is_gone_is_taken_over_by_another() {
     for hub in hubs {
         hub.stop().await;
     }
+    b.stop().await;
+    db.drop_schema().await;
+}
+
+/// Sessions created through `root`, `n` of them.
+async fn sessions(root: &TestRoot, n: usize) {
+    for i in 0..n {
+        root.admin_post(
+            "/v1/root/mcp/sessions",
+            json!({ "target_id": format!("hub:s-{i}"), "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_ships_each_sink_and_another_takes_over_when_it_stops() {
+    use crate::governance::sinks::{receivers, trail_ids};
+    use std::collections::{BTreeMap, BTreeSet};
+    let test = "one_replica_ships_each_sink_and_another_takes_over_when_it_stops";
+    let Some(db) = Db::create(test).await else {
+        return;
+    };
+    let (sink, got) = receivers(None).await;
+    let sinks = format!(
+        "[[audit.sinks]]\nname = \"siem\"\nkind = \"http\"\nendpoint = \"{sink}/ingest\"\nbatch = 4\n"
+    );
+    let shared = tempfile::tempdir().unwrap();
+    let a = replica_with(&db, shared.path(), "r-a", &sinks).await;
+    sessions(&a, 3).await;
+    until("A ships", || async { !got.http.lock().unwrap().is_empty() }).await;
+    let b = replica_with(&db, shared.path(), "r-b", &sinks).await;
+    sessions(&a, 15).await;
+    sessions(&b, 15).await;
+    let delivered = |got: &crate::governance::sinks::Received| {
+        let mut n: BTreeMap<String, usize> = BTreeMap::new();
+        for (id, _) in got.http.lock().unwrap().iter() {
+            *n.entry(id.clone()).or_default() += 1;
+        }
+        n
+    };
+    let all: BTreeSet<String> = trail_ids(&b.url(""), &b.admin_token())
+        .await
+        .into_iter()
+        .collect();
+    assert!(all.len() >= 33, "{}", all.len());
+    mcp_tests::eventually("every event delivered", || async {
+        let n = delivered(&got);
+        all.iter().all(|id| n.contains_key(id)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let twice: Vec<_> = delivered(&got)
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "one shipper for the zone, yet sent twice: {twice:?}"
+    );
+    // A stops: B takes the sink over from the cursor.
+    a.stop().await;
+    sessions(&b, 10).await;
+    let all: BTreeSet<String> = trail_ids(&b.url(""), &b.admin_token())
+        .await
+        .into_iter()
+        .collect();
+    mcp_tests::eventually("B ships what A left", || async {
+        let n = delivered(&got);
+        all.iter().all(|id| n.contains_key(id)).then_some(())
+    })
+    .await;
     b.stop().await;
     db.drop_schema().await;
 }

@@ -36,27 +36,29 @@ impl HttpSink {
         })
     }
 
-    /// The request body of `batch`.
-    fn body(&self, batch: &[Shipped]) -> String {
-        let mut body = String::new();
+    /// The request body of `batch`: one record per line, in HEC's envelope for
+    /// `splunk_hec`.
+    fn body(&self, batch: &[Shipped]) -> Result<Vec<u8>, SinkError> {
+        let mut body = Vec::with_capacity(batch.len() * 1024);
         for s in batch {
-            let record = s.record(self.format);
-            let line = match self.shape {
-                HttpShape::JsonLines => record,
-                HttpShape::SplunkHec => serde_json::json!({
-                    "time": s.event["started_at"]
-                        .as_str()
-                        .and_then(|t| mcp_shared::time::parse(t).ok())
-                        .map(|t| mcp_shared::time::unix_ms(t) as f64 / 1000.0),
-                    "source": "mcp-root",
-                    "sourcetype": "_json",
-                    "event": record,
-                }),
-            };
-            body.push_str(&line.to_string());
-            body.push('\n');
+            match self.shape {
+                HttpShape::JsonLines => s.write(self.format, None, &mut body)?,
+                HttpShape::SplunkHec => {
+                    let head = s.head();
+                    let time = head.started_ms().map(|ms| ms as f64 / 1000.0);
+                    body.extend_from_slice(b"{\"time\":");
+                    serde_json::to_writer(&mut body, &time)
+                        .map_err(|e| SinkError::Encode(e.to_string()))?;
+                    body.extend_from_slice(
+                        b",\"source\":\"mcp-root\",\"sourcetype\":\"_json\",\"event\":",
+                    );
+                    s.write(self.format, Some(&head), &mut body)?;
+                    body.push(b'}');
+                }
+            }
+            body.push(b'\n');
         }
-        body
+        Ok(body)
     }
 
     pub(crate) async fn send(&self, batch: &[Shipped]) -> Result<(), SinkError> {
@@ -64,7 +66,7 @@ impl HttpSink {
             .client
             .post(&self.endpoint)
             .header("content-type", "application/x-ndjson")
-            .body(self.body(batch));
+            .body(self.body(batch)?);
         if let Some(t) = &self.token {
             req = match self.shape {
                 HttpShape::JsonLines => req.bearer_auth(t),

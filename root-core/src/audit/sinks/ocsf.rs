@@ -23,14 +23,17 @@
 //!   `product` (`Root MCP gateway`, vendor `root-mcp`), `log_name` `audit`.
 //! - `unmapped`: the event as the chain hashed it, with `seq` and `hash`, so nothing is lost.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::record::{Head, Shipped, parse_ms};
 
 /// OCSF's version of the classes used here.
 pub const VERSION: &str = "1.1.0";
 
 /// `(category_uid, class_uid, activity_id)` of an event.
-fn class(e: &Value) -> (u32, u32, u32) {
-    let tool = e["tool_id"].as_str().unwrap_or_default();
+fn class(e: &Head<'_>) -> (u32, u32, u32) {
+    let tool = Head::text(&e.tool_id);
     let verb = tool.rsplit('.').next().unwrap_or_default();
     let authentication = [
         "admin.lease.",
@@ -54,7 +57,7 @@ fn class(e: &Value) -> (u32, u32, u32) {
         };
         return (3, 3001, activity);
     }
-    let activity = match e["capability"].as_str() {
+    let activity = match e.capability.as_deref() {
         Some(c) if c.contains(".read") => 2,
         Some(c) if c.contains(".write") => 3,
         _ => 99,
@@ -62,67 +65,165 @@ fn class(e: &Value) -> (u32, u32, u32) {
     (6, 6003, activity)
 }
 
-/// The OCSF form of event `e`, the trail's `seq`-th with chain hash `hash` (see the module's
-/// header).
-pub fn map(e: &Value, seq: i64, hash: &str) -> Value {
+/// An event in OCSF (see the module's header), written straight to the sink's buffer.
+#[derive(Serialize)]
+pub struct Record<'a> {
+    category_uid: u32,
+    class_uid: u32,
+    activity_id: u32,
+    type_uid: u32,
+    time: Option<i64>,
+    duration: Option<i64>,
+    status: &'static str,
+    status_id: u8,
+    severity_id: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_code: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_detail: Option<&'a str>,
+    actor: Actor<'a>,
+    api: Api<'a>,
+    src_endpoint: Svc<'a>,
+    metadata: Metadata<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resources: Option<[Resource<'a>; 1]>,
+    unmapped: Unmapped<'a>,
+}
+
+#[derive(Serialize)]
+struct Uid<'a> {
+    uid: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Actor<'a> {
+    user: Uid<'a>,
+    session: Uid<'a>,
+}
+
+#[derive(Serialize)]
+struct Name<'a> {
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+struct Api<'a> {
+    operation: Option<&'a str>,
+    request: Uid<'a>,
+    service: Name<'a>,
+}
+
+#[derive(Serialize)]
+struct Svc<'a> {
+    svc_name: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Product {
+    name: &'static str,
+    vendor_name: &'static str,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    uid: Option<&'a str>,
+    correlation_uid: Option<&'a str>,
+    version: &'static str,
+    log_name: &'static str,
+    product: Product,
+}
+
+#[derive(Serialize)]
+struct Resource<'a> {
+    uid: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct Unmapped<'a> {
+    seq: i64,
+    hash: &'a str,
+    event: &'a RawValue,
+}
+
+/// The OCSF form of `s`, whose fields are `e` (see the module's header).
+pub fn map<'a>(e: &'a Head<'a>, s: &'a Shipped) -> Record<'a> {
     let (category, class_uid, activity) = class(e);
-    let status = e["status"].as_str().unwrap_or_default();
-    let (status_name, status_id, severity) = match status {
-        "ok" => ("Success", 1, 1),
-        "denied" => ("Failure", 2, 3),
+    let (status, status_id, severity_id) = match e.status.as_deref() {
+        Some("ok") => ("Success", 1, 1),
+        Some("denied") => ("Failure", 2, 3),
         _ => ("Failure", 2, 2),
     };
-    let time = |k: &str| {
-        e[k].as_str()
-            .and_then(|t| mcp_shared::time::parse(t).ok())
-            .map(mcp_shared::time::unix_ms)
-    };
-    let (start, end) = (time("started_at"), time("finished_at"));
-    let mut out = json!({
-        "category_uid": category,
-        "class_uid": class_uid,
-        "activity_id": activity,
-        "type_uid": class_uid * 100 + activity,
-        "time": start,
-        "duration": start.zip(end).map(|(a, b)| b - a),
-        "status": status_name,
-        "status_id": status_id,
-        "severity_id": severity,
-        "actor": {
-            "user": { "uid": e["actor"]["id"] },
-            "session": { "uid": e["actor"]["session_id"] },
+    let (start, end) = (parse_ms(&e.started_at), parse_ms(&e.finished_at));
+    let error = e.error.as_ref();
+    let actor = e.actor.as_ref();
+    Record {
+        category_uid: category,
+        class_uid,
+        activity_id: activity,
+        type_uid: class_uid * 100 + activity,
+        time: start,
+        duration: start.zip(end).map(|(a, b)| b - a),
+        status,
+        status_id,
+        severity_id,
+        status_code: error.and_then(|x| x.code.as_deref()),
+        status_detail: error.and_then(|x| x.message.as_deref()),
+        actor: Actor {
+            user: Uid {
+                uid: actor.and_then(|a| a.id.as_deref()),
+            },
+            session: Uid {
+                uid: actor.and_then(|a| a.session_id.as_deref()),
+            },
         },
-        "api": {
-            "operation": e["tool_id"],
-            "request": { "uid": e["request_id"] },
-            "service": { "name": "mcp-root" },
+        api: Api {
+            operation: e.tool_id.as_deref(),
+            request: Uid {
+                uid: e.request_id.as_deref(),
+            },
+            service: Name { name: "mcp-root" },
         },
-        "src_endpoint": { "svc_name": e["surface"] },
-        "metadata": {
-            "uid": e["event_id"],
-            "correlation_uid": e["trace_id"],
-            "version": VERSION,
-            "log_name": "audit",
-            "product": { "name": "Root MCP gateway", "vendor_name": "root-mcp" },
+        src_endpoint: Svc {
+            svc_name: e.surface.as_deref(),
         },
-        "unmapped": { "seq": seq, "hash": hash, "event": e },
-    });
-    if let Some(err) = e.get("error").filter(|v| !v.is_null()) {
-        out["status_code"] = err["code"].clone();
-        out["status_detail"] = err["message"].clone();
+        metadata: Metadata {
+            uid: e.event_id.as_deref(),
+            correlation_uid: e.trace_id.as_deref(),
+            version: VERSION,
+            log_name: "audit",
+            product: Product {
+                name: "Root MCP gateway",
+                vendor_name: "root-mcp",
+            },
+        },
+        resources: e.target_id.as_deref().map(|uid| {
+            [Resource {
+                uid,
+                kind: "managed_target",
+            }]
+        }),
+        unmapped: Unmapped {
+            seq: s.seq,
+            hash: &s.hash,
+            event: &s.event,
+        },
     }
-    if let Some(t) = e["target_id"].as_str() {
-        out["resources"] = json!([{ "uid": t, "type": "managed_target" }]);
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use serde_json::{Value, json};
+
     fn shipped(event: Value) -> Value {
-        map(&event, 7, "h")
+        let s = Shipped::new(7, event.to_string(), String::new(), "h".into());
+        let mut out = Vec::new();
+        s.write(crate::config::SinkFormat::Ocsf, None, &mut out)
+            .unwrap();
+        serde_json::from_slice(&out).unwrap()
     }
 
     #[test]

@@ -14,7 +14,7 @@ use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
-use super::record::{Shipped, SinkError};
+use super::record::{Head, Shipped, SinkError};
 use crate::config::{SinkConfig, SinkFormat};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -52,28 +52,28 @@ impl OtlpSink {
         }
     }
 
-    fn record(&self, s: &Shipped) -> LogRecord {
-        let e = &s.event;
-        let field = |k: &str| e[k].as_str().unwrap_or_default();
-        let nanos = |t: &str| {
-            mcp_shared::time::parse(t)
-                .map(|t| t.unix_timestamp_nanos().max(0) as u64)
-                .unwrap_or(0)
+    fn record(&self, s: &Shipped, observed: u64) -> Result<LogRecord, SinkError> {
+        let e = s.head();
+        let nanos = |t: &Option<std::borrow::Cow<'_, str>>| {
+            t.as_deref()
+                .and_then(|t| mcp_shared::time::parse(t).ok())
+                .map_or(0, |t| t.unix_timestamp_nanos().max(0) as u64)
         };
-        let status = field("status");
+        let status = Head::text(&e.status);
         let severity = if status == "ok" { INFO } else { WARN };
-        LogRecord {
-            time_unix_nano: nanos(field("started_at")),
-            observed_time_unix_nano: nanos(&mcp_shared::time::format(mcp_shared::time::now())),
+        let mut body = Vec::with_capacity(1024);
+        s.write(self.format, Some(&e), &mut body)?;
+        let body = String::from_utf8(body).map_err(|e| SinkError::Encode(e.to_string()))?;
+        Ok(LogRecord {
+            time_unix_nano: nanos(&e.started_at),
+            observed_time_unix_nano: observed,
             severity_number: severity,
             severity_text: if severity == INFO { "INFO" } else { "WARN" }.to_owned(),
             body: Some(AnyValue {
-                value: Some(any_value::Value::StringValue(
-                    s.record(self.format).to_string(),
-                )),
+                value: Some(any_value::Value::StringValue(body)),
             }),
             attributes: vec![
-                text("event_id", s.event_id()),
+                text("event_id", Head::text(&e.event_id)),
                 KeyValue {
                     key: "seq".into(),
                     value: Some(AnyValue {
@@ -81,21 +81,26 @@ impl OtlpSink {
                     }),
                     ..Default::default()
                 },
-                text("tool_id", field("tool_id")),
+                text("tool_id", Head::text(&e.tool_id)),
                 text("status", status),
-                text("actor", e["actor"]["id"].as_str().unwrap_or_default()),
-                text("target_id", field("target_id")),
+                text("actor", e.actor.as_ref().map_or("", |a| Head::text(&a.id))),
+                text("target_id", Head::text(&e.target_id)),
             ],
-            trace_id: hex::decode(field("trace_id"))
+            trace_id: hex::decode(Head::text(&e.trace_id))
                 .ok()
                 .filter(|b| b.len() == 16)
                 .unwrap_or_default(),
             event_name: "mcp_root.audit".to_owned(),
             ..Default::default()
-        }
+        })
     }
 
     pub(crate) async fn send(&self, batch: &[Shipped]) -> Result<(), SinkError> {
+        let observed = mcp_shared::time::now().unix_timestamp_nanos().max(0) as u64;
+        let log_records = batch
+            .iter()
+            .map(|s| self.record(s, observed))
+            .collect::<Result<Vec<_>, _>>()?;
         let request = ExportLogsServiceRequest {
             resource_logs: vec![ResourceLogs {
                 resource: Some(Resource {
@@ -110,7 +115,7 @@ impl OtlpSink {
                         name: "mcp-root.audit".to_owned(),
                         ..Default::default()
                     }),
-                    log_records: batch.iter().map(|s| self.record(s)).collect(),
+                    log_records,
                     ..Default::default()
                 }],
                 ..Default::default()
