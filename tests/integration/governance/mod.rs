@@ -10,4 +10,5 @@ mod redaction;
 mod root_tools;
 pub(crate) mod run_profile;
 pub(crate) mod sinks;
+mod syslog;
 mod writes;

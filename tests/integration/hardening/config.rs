@@ -51,6 +51,30 @@ fn bad_configs_are_refused_with_the_reason() {
             "[storage]\nsqlite_synchronous = \"off\"",
             "expected `full` or `normal`",
         ),
+        (
+            "[[audit.sinks]]\nname = \"s\"\nkind = \"syslog\"\nendpoint = \"https://x:6514\"",
+            "endpoint must be tls://host:port",
+        ),
+        (
+            "[[audit.sinks]]\nname = \"s\"\nkind = \"syslog\"\nendpoint = \"tls://x\"",
+            "endpoint must be tls://host:port",
+        ),
+        (
+            "[[audit.sinks]]\nname = \"s\"\nkind = \"syslog\"\nendpoint = \"tls://x:6514\"\nfacility = 24",
+            "facility must be 0..=23",
+        ),
+        (
+            "[[audit.sinks]]\nname = \"s\"\nkind = \"syslog\"\nendpoint = \"tls://x:6514\"\nsd_id = \"a b\"",
+            "sd_id `a b`",
+        ),
+        (
+            "[[audit.sinks]]\nname = \"s\"\nkind = \"syslog\"\nendpoint = \"tls://x:6514\"\ncert_file = \"/c.pem\"",
+            "cert_file and key_file go together",
+        ),
+        (
+            "[[audit.sinks]]\nname = \"s\"\nkind = \"otlp\"\nendpoint = \"tls://x:6514\"",
+            "endpoint must be an http(s) URL",
+        ),
     ] {
         let err = RootConfig::parse(text).unwrap_err();
         assert!(err.contains(why), "{text}: {err}");
