@@ -66,6 +66,7 @@ pub struct RootConfig {
     pub mcp: McpConfig,
     pub oauth: OauthConfig,
     pub audit: AuditConfig,
+    pub witness: WitnessConfig,
     /// The protocol features root announces to hubs, when not all it understands (never from
     /// a file: a test's root of an earlier build).
     #[serde(skip)]
@@ -79,6 +80,30 @@ pub struct AuditConfig {
     pub checkpoint: CheckpointConfig,
     /// `[[audit.sinks]]`: where the trail is shipped (`audit::sinks`).
     pub sinks: Vec<SinkConfig>,
+    /// `[[audit.witnesses]]`: witnesses asked to cosign each checkpoint (`audit::witness`).
+    pub witnesses: Vec<WitnessPeerConfig>,
+}
+
+/// A witness this zone's checkpoints are submitted to (C2SP `tlog-witness`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WitnessPeerConfig {
+    /// The witness's submission prefix (`<url>/add-checkpoint` is called).
+    pub url: String,
+    /// Its cosigner key, in signed-note verifier form with algorithm 0x04
+    /// (`<name>+<key id>+<base64>`): what its cosignatures are checked with.
+    pub key: String,
+}
+
+/// `[witness]`: root as a witness of other logs (another zone's trail), cosigning their
+/// checkpoints at `/v1/root/witness/add-checkpoint` (`audit::witness`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WitnessConfig {
+    /// The cosigner's name (default `root-mcp-witness/<zone>`).
+    pub name: Option<String>,
+    /// The logs cosigned: each one's verifier key (its name is the log's origin).
+    pub logs: Vec<String>,
 }
 
 /// One export sink (`[[audit.sinks]]`).
@@ -623,12 +648,41 @@ impl Default for RootConfig {
             storage: StorageConfig::default(),
             mcp: McpConfig::default(),
             audit: AuditConfig::default(),
+            witness: WitnessConfig::default(),
             protocol_features: None,
         }
     }
 }
 
 impl RootConfig {
+    /// `[[audit.witnesses]]` and `[witness]`: URLs and keys that parse.
+    fn validate_witnesses(&self) -> Result<(), ConfigError> {
+        use crate::audit::witness::cosign::CosignatureVerifier;
+        for w in &self.audit.witnesses {
+            if !(w.url.starts_with("http://") || w.url.starts_with("https://")) {
+                return Err(ConfigError::Invalid(format!(
+                    "audit.witnesses: url must be an http(s) URL, not `{}`",
+                    w.url
+                )));
+            }
+            CosignatureVerifier::new(&w.key).map_err(|e| {
+                ConfigError::Invalid(format!("audit.witnesses: key `{}`: {e}", w.key))
+            })?;
+        }
+        if let Some(name) = &self.witness.name
+            && !signed_note::is_key_name_valid(name)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "witness.name `{name}` must not be empty nor hold spaces or `+`"
+            )));
+        }
+        for key in &self.witness.logs {
+            signed_note::StandardVerifier::new(key)
+                .map_err(|e| ConfigError::Invalid(format!("witness.logs: key `{key}`: {e}")))?;
+        }
+        Ok(())
+    }
+
     /// Loads a config file; missing fields take their defaults, unknown fields are errors.
     pub fn load(path: &Path) -> Result<RootConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -721,6 +775,7 @@ impl RootConfig {
                 )));
             }
         }
+        self.validate_witnesses()?;
         let cp = &self.audit.checkpoint;
         if cp.every_events == 0 || cp.every_sec == 0 || cp.every_sec > 86_400 {
             return Err(ConfigError::Invalid(

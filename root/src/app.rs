@@ -44,6 +44,10 @@ pub struct App {
     pub master_key: crate::secrets::MasterKey,
     /// Signs the audit trail's checkpoints (derived from the master key).
     pub(crate) log_key: Arc<crate::audit::checkpoint::LogKey>,
+    /// Root as a witness of other zones' trails (`[witness]`; its key from the master key).
+    pub(crate) witness: Arc<crate::audit::witness::Witness>,
+    /// The witnesses this zone's checkpoints go to (`[[audit.witnesses]]`) and their status.
+    pub(crate) witnesses: Arc<crate::audit::witness::submit::Board>,
     /// The tasks (calls run past their request) this replica runs.
     pub(crate) tasks: crate::call::running::Running,
     /// Operators' console sessions and the reader leases their reads run under.

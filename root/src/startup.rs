@@ -175,6 +175,11 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
             shutdown.clone(),
         ));
     }
+    tokio::spawn(audit::witness::submit::run(
+        app.store.clone(),
+        app.witnesses.clone(),
+        shutdown.clone(),
+    ));
     let cp = &app.config.audit.checkpoint;
     tokio::spawn(audit::checkpoint::run(
         app.store.clone(),
@@ -425,6 +430,16 @@ async fn compose(
         admin_token,
         operators: Default::default(),
         log_key: Arc::new(audit::checkpoint::LogKey::derive(&master_key, &config.zone)),
+        witness: Arc::new(audit::witness::Witness::new(
+            audit::witness::cosign::Cosigner::derive(
+                &master_key,
+                &config.witness.name.clone().unwrap_or_else(|| {
+                    audit::witness::cosign::Cosigner::default_name(&config.zone)
+                }),
+            ),
+            &config.witness.logs,
+        )),
+        witnesses: Arc::new(audit::witness::submit::Board::new(&config.audit.witnesses)),
         master_key,
         tasks: Default::default(),
         logins: Default::default(),

@@ -2,7 +2,8 @@
 //! what the request path appends through; [`verify`] walks the chain; [`record`] writes an
 //! event that is not a tool call (an operator's action, a hub's report). [`tree`] is the
 //! trail's Merkle tree and [`checkpoint`] its signed checkpoints, what the trail's integrity
-//! can be checked against outside root; [`sinks`] ship it to where auditors look.
+//! can be checked against outside root, and [`witness`] has others cosign them; [`sinks`]
+//! ship it to where auditors look.
 
 pub mod checkpoint;
 pub(crate) mod committer;
@@ -11,6 +12,7 @@ pub mod health;
 pub mod redaction;
 pub mod sinks;
 pub mod tree;
+pub mod witness;
 pub mod writer;
 
 use std::sync::Arc;

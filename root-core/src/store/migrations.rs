@@ -344,6 +344,22 @@ pub(super) const MIGRATIONS: &[&str] = &[
         seq BIGINT NOT NULL,
         updated_at BIGINT NOT NULL
     )",
+    // Witnesses: the latest checkpoint this root cosigned of each log it witnesses, and the
+    // cosignatures witnesses gave this zone's checkpoints (one signature line each).
+    "CREATE TABLE IF NOT EXISTS witness_state (
+        origin TEXT PRIMARY KEY,
+        tree_size BIGINT NOT NULL,
+        root_hash TEXT NOT NULL,
+        note TEXT NOT NULL,
+        updated_at BIGINT NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS audit_cosignatures (
+        tree_size BIGINT NOT NULL,
+        witness TEXT NOT NULL,
+        line TEXT NOT NULL,
+        cosigned_at BIGINT NOT NULL,
+        PRIMARY KEY (tree_size, witness)
+    )",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

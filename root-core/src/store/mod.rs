@@ -102,6 +102,7 @@ mod targets;
 mod tasks;
 #[cfg(test)]
 mod tests;
+mod witness;
 mod writes;
 mod zone;
 
@@ -116,6 +117,7 @@ pub use operators::*;
 pub use retained::*;
 pub use targets::*;
 pub use tasks::*;
+pub use witness::*;
 pub use writes::*;
 pub use zone::*;
 

@@ -42,6 +42,19 @@ pub(crate) struct CheckpointBody {
     /// The signed note.
     pub(crate) note: String,
     pub(crate) created_at: String,
+    /// Witnesses' cosignatures of it (listed checkpoints only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) cosignatures: Vec<CosignatureBody>,
+}
+
+/// A witness's cosignature of a checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct CosignatureBody {
+    pub(crate) witness: String,
+    /// The cosignature's own time.
+    pub(crate) time: String,
+    /// Its signature line: appended to `note`, the note verifies with the witness's key.
+    pub(crate) line: String,
 }
 
 impl From<CheckpointRow> for CheckpointBody {
@@ -51,6 +64,7 @@ impl From<CheckpointRow> for CheckpointBody {
             root_hash: c.root_hash,
             note: c.note,
             created_at: mcp_shared::time::format(mcp_shared::time::from_unix_ms(c.created_at_ms)),
+            cosignatures: Vec::new(),
         }
     }
 }
@@ -163,7 +177,34 @@ pub(super) async fn list(
         .audit_checkpoints(limit)
         .await
         .map_err(ApiError::internal)?;
-    let checkpoints: Vec<CheckpointBody> = rows.into_iter().map(CheckpointBody::from).collect();
+    let (min, max) = (
+        rows.last().map_or(0, |c| c.tree_size),
+        rows.first().map_or(0, |c| c.tree_size),
+    );
+    let cosigned = app
+        .store
+        .cosignatures(min, max)
+        .await
+        .map_err(ApiError::internal)?;
+    let checkpoints: Vec<CheckpointBody> = rows
+        .into_iter()
+        .map(|row| {
+            let size = row.tree_size;
+            let mut body = CheckpointBody::from(row);
+            body.cosignatures = cosigned
+                .iter()
+                .filter(|c| c.tree_size == size)
+                .map(|c| CosignatureBody {
+                    witness: c.witness.clone(),
+                    time: mcp_shared::time::format(mcp_shared::time::from_unix_ms(
+                        c.cosigned_at.saturating_mul(1000),
+                    )),
+                    line: c.line.clone(),
+                })
+                .collect();
+            body
+        })
+        .collect();
     Ok(Json(Checkpoints {
         latest: checkpoints.first().cloned(),
         checkpoints,

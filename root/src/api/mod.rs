@@ -32,6 +32,7 @@ mod rest_call;
 pub mod run_profile;
 pub(crate) mod skill;
 pub(crate) mod targets;
+pub(crate) mod witness;
 
 use std::sync::Arc;
 
@@ -167,7 +168,7 @@ fn mcp_routes() -> Vec<Route> {
 
 /// The audit trail and approvals.
 fn audit_routes() -> Vec<Route> {
-    use crate::api::{approvals, checkpoints, observe};
+    use crate::api::{approvals, checkpoints, observe, witness};
     use Access::*;
     vec![
         r(
@@ -242,6 +243,19 @@ fn audit_routes() -> Vec<Route> {
             "/v1/root/mcp/audit/chain",
             OperatorRead,
             get(checkpoints::chain),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/witnesses",
+            OperatorRead,
+            get(witness::peers),
+        ),
+        r("GET", "/v1/root/witness", Public, get(witness::show)),
+        r(
+            "POST",
+            witness::ADD_CHECKPOINT,
+            Public,
+            post(witness::add_checkpoint),
         ),
     ]
 }

@@ -471,11 +471,13 @@ fn rest_error(e: &FrontError) -> Response {
 
 /// Middleware on the REST family: a request with a body must say `Content-Type:
 /// application/json` (`415`), fit the limit (`413`), be UTF-8 and nest at most [`MAX_DEPTH`]
-/// levels (`400`). Bodiless requests (revoke, rotate, skill commands) and the replica channel
-/// (its body is authenticated byte for byte, see `replica::forward`) pass untouched.
+/// levels (`400`). Bodiless requests (revoke, rotate, skill commands), the replica channel
+/// (its body is authenticated byte for byte, see `replica::forward`) and the witness's
+/// `add-checkpoint` (a text protocol, `api::witness`) pass untouched.
 pub(crate) async fn rest_guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let checked = matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH)
-        && req.uri().path() != crate::replica::forward::ROUTE_PATH;
+        && req.uri().path() != crate::replica::forward::ROUTE_PATH
+        && req.uri().path() != crate::api::witness::ADD_CHECKPOINT;
     if !checked {
         return next.run(req).await;
     }

@@ -11,4 +11,5 @@ mod root_tools;
 pub(crate) mod run_profile;
 pub(crate) mod sinks;
 mod syslog;
+mod witnesses;
 mod writes;
