@@ -205,6 +205,17 @@ impl Metrics {
         self.sink_errors.get_or_create(&Self::sink(name)).inc();
     }
 
+    /// Sink `name`'s `(lag, delivered, errors, blocking)` as this replica counts them.
+    pub fn sink_counts(&self, name: &str) -> (u64, u64, u64, bool) {
+        let l = Self::sink(name);
+        (
+            self.sink_lag.get_or_create(&l).get().max(0) as u64,
+            self.sink_delivered.get_or_create(&l).get(),
+            self.sink_errors.get_or_create(&l).get(),
+            self.sink_blocking.get_or_create(&l).get() != 0,
+        )
+    }
+
     pub fn sink_blocking(&self, name: &str, blocking: bool) {
         self.sink_blocking
             .get_or_create(&Self::sink(name))

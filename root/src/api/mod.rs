@@ -30,6 +30,7 @@ pub(crate) mod principal;
 pub(crate) mod replicas;
 mod rest_call;
 pub mod run_profile;
+pub(crate) mod sinks;
 pub(crate) mod skill;
 pub(crate) mod targets;
 pub(crate) mod witness;
@@ -168,7 +169,7 @@ fn mcp_routes() -> Vec<Route> {
 
 /// The audit trail and approvals.
 fn audit_routes() -> Vec<Route> {
-    use crate::api::{approvals, checkpoints, observe, witness};
+    use crate::api::{approvals, checkpoints, observe, sinks, witness};
     use Access::*;
     vec![
         r(
@@ -243,6 +244,12 @@ fn audit_routes() -> Vec<Route> {
             "/v1/root/mcp/audit/chain",
             OperatorRead,
             get(checkpoints::chain),
+        ),
+        r(
+            "GET",
+            "/v1/root/mcp/audit/sinks",
+            OperatorRead,
+            get(sinks::list),
         ),
         r(
             "GET",
