@@ -30,6 +30,8 @@ pub(crate) struct Received {
 
 /// An HTTP endpoint and an OTLP logs receiver on one loopback port.
 pub(crate) async fn receivers(on: Option<std::net::SocketAddr>) -> (String, Arc<Received>) {
+    // The tests' HTTP clients (reqwest) need the process's TLS provider, even for http://.
+    mcp_tests::init_crypto();
     let got = Arc::new(Received::default());
     let (h, o) = (got.clone(), got.clone());
     let app = axum::Router::new()
