@@ -40,6 +40,10 @@ use crate::telemetry::metrics::Metrics;
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How often a sink that is caught up looks for new events.
 const IDLE: Duration = Duration::from_millis(500);
+/// How long a shipper waits after a batch that was not full, so the next one gathers the
+/// events of that time (one request for many, as OpenTelemetry's batch processor waits): a
+/// steady trickle of events would otherwise cost one request, and two store reads, each.
+const LINGER: Duration = Duration::from_millis(200);
 
 /// A sink's transport: sends one batch, in order.
 pub(crate) enum Transport {
@@ -95,11 +99,15 @@ pub async fn run(
     let mut backoff = Duration::from_millis(200);
     loop {
         let wait = match shipper.round().await {
-            Ok(true) => {
+            Ok(Some(sent)) => {
                 backoff = Duration::from_millis(200);
-                Duration::ZERO
+                if sent < shipper.cfg.batch {
+                    LINGER
+                } else {
+                    Duration::ZERO
+                }
             }
-            Ok(false) => IDLE,
+            Ok(None) => IDLE,
             Err(e) => {
                 tracing::warn!(sink = %name, error = %e, retry_in_ms = backoff.as_millis() as u64, "audit sink failed");
                 shipper.metrics.sink_error(&name);
@@ -145,9 +153,9 @@ fn db(e: crate::store::Error) -> SinkError {
 
 impl Shipper {
     /// One round: the lag checked against the policy, then, if this root holds the sink's
-    /// claim, one batch sent. `true` when a batch was delivered (more may be waiting).
+    /// claim, one batch sent. The number of events delivered, if any.
     /// Every replica checks the lag (each refuses calls under `fail_closed`); one ships.
-    async fn round(&mut self) -> Result<bool, SinkError> {
+    async fn round(&mut self) -> Result<Option<usize>, SinkError> {
         let head = self
             .store
             .audit_head()
@@ -173,7 +181,7 @@ impl Shipper {
         self.judge_lag((head - cursor).max(0) as u64);
         if self.claim.is_none() || head <= cursor {
             self.save(false).await?;
-            return Ok(false);
+            return Ok(None);
         }
         let batch: Vec<Shipped> = self
             .store
@@ -184,7 +192,7 @@ impl Shipper {
             .map(|(seq, event, prev_hash, hash)| Shipped::new(seq, event, prev_hash, hash))
             .collect();
         let Some(last) = batch.last().map(|s| s.seq) else {
-            return Ok(false);
+            return Ok(None);
         };
         self.transport.send(&batch).await?;
         if let Some(held) = &mut self.claim {
@@ -195,7 +203,7 @@ impl Shipper {
         self.metrics
             .sink_lag(&self.cfg.name, (head - last).max(0) as u64);
         self.save(false).await?;
-        Ok(true)
+        Ok(Some(batch.len()))
     }
 
     /// Publishes the lag, and what the sink's policy makes of it.
