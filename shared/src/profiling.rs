@@ -91,6 +91,54 @@ pub struct Session {
     pub published_at: Option<String>,
     /// Why it failed or was interrupted.
     pub error: Option<String>,
+    /// Where the heap grew, from the service's heap snapshots (when its profiling mode writes
+    /// them, `heap_profiles` in the hub's service config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap: Option<Box<HeapSummary>>,
+    /// Why the heap snapshots could not be summarized (the session's other evidence stands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap_error: Option<String>,
+}
+
+/// Two heap snapshots of a session diffed: the allocation sites that grew most.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeapSummary {
+    /// `pprof` or `heaptrack`.
+    pub format: String,
+    /// The snapshots compared (file names in the service's heap directory; the earlier one
+    /// absent when the session saw one snapshot) and when each was written (RFC 3339).
+    pub from_snapshot: Option<String>,
+    pub to_snapshot: String,
+    pub from_taken_at: Option<String>,
+    pub to_taken_at: String,
+    /// Snapshot files of the session's time skipped, and why (another process's, too large).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    /// Live heap at the later snapshot, and its growth since the earlier one.
+    pub heap_bytes: i64,
+    pub growth_bytes: i64,
+    /// Objects, when the profile counts them (jemalloc's pprof does not; Go's does).
+    pub growth_objects: Option<i64>,
+    /// Whether the profile names functions (else frames are addresses in their mapping).
+    pub symbolized: bool,
+    /// The sites that grew most, largest growth first.
+    pub top_sites: Vec<HeapSite>,
+    /// RSS over the same interval (first and last sample between the two snapshots).
+    pub rss_from_bytes: Option<u64>,
+    pub rss_to_bytes: Option<u64>,
+}
+
+/// One allocation site: the first frame outside the allocator and the frames after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeapSite {
+    /// The allocating function (or address).
+    pub function: String,
+    /// The stack's leading frames from that function on (callee first).
+    pub frames: Vec<String>,
+    pub growth_bytes: i64,
+    pub growth_objects: Option<i64>,
+    /// Live bytes at the later snapshot.
+    pub bytes: i64,
 }
 
 /// A memory-growth incident.
@@ -109,6 +157,9 @@ pub struct Incident {
     pub threshold_bytes: u64,
     pub threshold_percent: f64,
     pub detail: String,
+    /// The allocating function that grew most over the window, when heap snapshots say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_site: Option<String>,
 }
 
 /// An artifact's record (the artifact is a JSON file on the hub).

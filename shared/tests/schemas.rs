@@ -770,6 +770,30 @@ fn evidence_batch() -> mcp_shared::protocol::Evidence {
                 }),
                 published_at: None,
                 error: None,
+                heap: Some(Box::new(mcp_shared::profiling::HeapSummary {
+                    format: "pprof".into(),
+                    from_snapshot: Some("heap.4242.1.pb.gz".into()),
+                    to_snapshot: "heap.4242.9.pb.gz".into(),
+                    from_taken_at: Some(at.into()),
+                    to_taken_at: at.into(),
+                    skipped: vec![
+                        "heap.7.1.pb.gz: written by process 7, not the session's 4242".into(),
+                    ],
+                    heap_bytes: 9_000_000,
+                    growth_bytes: 8_000_000,
+                    growth_objects: None,
+                    symbolized: true,
+                    top_sites: vec![mcp_shared::profiling::HeapSite {
+                        function: "demo::leak_cache".into(),
+                        frames: vec!["demo::leak_cache".into(), "demo::tick".into()],
+                        growth_bytes: 7_900_000,
+                        growth_objects: None,
+                        bytes: 8_900_000,
+                    }],
+                    rss_from_bytes: Some(1000),
+                    rss_to_bytes: Some(3000),
+                })),
+                heap_error: None,
             }),
             EvidenceRecord::Incident(Incident {
                 incident_id: incident.into(),
@@ -784,6 +808,7 @@ fn evidence_batch() -> mcp_shared::protocol::Evidence {
                 threshold_bytes: 1024,
                 threshold_percent: 10.0,
                 detail: "RSS grew by 2000 bytes".into(),
+                top_site: Some("demo::leak_cache".into()),
             }),
             EvidenceRecord::Artifact {
                 meta: ArtifactMeta {

@@ -597,6 +597,14 @@ fn service_values_are_checked() {
             "argv = [\"x\"]\nhealth = { kind = \"command\", argv = [] }",
             "the health check has an empty argv",
         ),
+        (
+            "argv = [\"x\"]\nheap_profiles = { dir = \"heap\" }",
+            "heap_profiles.dir must be an absolute path",
+        ),
+        (
+            "argv = [\"x\"]\nheap_profiles = { dir = \"/nowhere/heap\" }",
+            "heap_profiles.dir",
+        ),
     ] {
         let m = invalid(
             dir.path(),

@@ -29,6 +29,45 @@ pub const MAX_STOP_TIMEOUT_MS: u64 = 600_000;
 /// Directory under `state_dir` of the default service log files.
 pub const SERVICES_DIR: &str = "services";
 
+/// Default most bytes of one heap snapshot file.
+fn default_snapshot_max_bytes() -> u64 {
+    64 * 1024 * 1024
+}
+
+/// Largest `heap_profiles.max_bytes` accepted.
+pub const MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// `heap_profiles` of a service: the directory its profiling mode writes heap snapshots to.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeapProfilesConfig {
+    /// Absolute; under the state directory or a declared root. Snapshots are the files
+    /// written there while a session runs.
+    pub dir: PathBuf,
+    /// `pprof` (profile.proto, gzipped or not: jemalloc through jemalloc_pprof, Go, agents).
+    #[serde(default)]
+    pub format: HeapFormat,
+    /// A larger snapshot file is refused (the session says which).
+    #[serde(default = "default_snapshot_max_bytes")]
+    pub max_bytes: u64,
+}
+
+/// The format of a service's heap snapshots.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeapFormat {
+    #[default]
+    Pprof,
+}
+
+impl HeapFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeapFormat::Pprof => "pprof",
+        }
+    }
+}
+
 /// One `[[services]]` entry: a long-running program the hub starts, supervises and restarts on
 /// request (`hub.restart_service`), with its stdout and stderr in a size-capped log file.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -61,6 +100,10 @@ pub struct ServiceConfig {
     /// The argv of the service's profiling mode (ProfileOps restarts it into this).
     #[serde(default)]
     pub profiling_argv: Option<Vec<String>>,
+    /// Where (and in what format) the service writes heap snapshots when profiled: a
+    /// session diffs the ones written while it ran (`profiles::heap`).
+    #[serde(default)]
+    pub heap_profiles: Option<HeapProfilesConfig>,
     /// How long a stop waits after SIGTERM to the process group before SIGKILL.
     #[serde(default = "default_stop_timeout_ms")]
     pub stop_timeout_ms: u64,
@@ -79,6 +122,7 @@ impl ServiceConfig {
             autostart: true,
             health: None,
             profiling_argv: None,
+            heap_profiles: None,
             stop_timeout_ms: default_stop_timeout_ms(),
         }
     }

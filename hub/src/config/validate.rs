@@ -296,6 +296,20 @@ impl HubConfig {
                     "service `{name}` has an empty profiling_argv (leave it out instead)"
                 )));
             }
+            if let Some(heap) = &service.heap_profiles {
+                if !heap.dir.is_absolute() {
+                    return Err(ConfigError::Invalid(format!(
+                        "service `{name}`: heap_profiles.dir must be an absolute path"
+                    )));
+                }
+                self.check_confined(&format!("service `{name}`: heap_profiles.dir"), &heap.dir)?;
+                if !(1..=super::MAX_SNAPSHOT_BYTES).contains(&heap.max_bytes) {
+                    return Err(ConfigError::Invalid(format!(
+                        "service `{name}`: heap_profiles.max_bytes must be between 1 and {}",
+                        super::MAX_SNAPSHOT_BYTES
+                    )));
+                }
+            }
             if let Some(key) = service
                 .env
                 .keys()

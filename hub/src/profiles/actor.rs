@@ -118,6 +118,8 @@ impl OpsState {
             growth: None,
             published_at: None,
             error: None,
+            heap: None,
+            heap_error: None,
         };
         let recorded = session.clone();
         self.shared.update(|i| i.sessions.push(recorded))?;
@@ -145,7 +147,15 @@ impl OpsState {
         let samples = lock(&self.shared.live)
             .remove(session_id)
             .unwrap_or_default();
-        let outcome = self.shared.finish(session_id, state, error, samples);
+        let heap = self
+            .shared
+            .session(session_id)
+            .ok()
+            .and_then(|s| self.services.config(&s.service).ok())
+            .and_then(|c| c.heap_profiles);
+        let outcome = self
+            .shared
+            .finish(session_id, state, error, samples, heap.as_ref());
         if let Err(e) = &outcome {
             tracing::error!(session = session_id, error = %e, "cannot finish a profiling session");
         }
@@ -278,6 +288,7 @@ impl Actor for ProfileOps {
                         SessionState::Interrupted,
                         Some("the hub stopped while the session ran".into()),
                         samples,
+                        None,
                     ) {
                         tracing::error!(session = %id, error = %e, "cannot finish an interrupted session");
                     }

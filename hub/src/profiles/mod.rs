@@ -32,6 +32,7 @@
 
 pub(crate) mod actor;
 mod evidence;
+pub(crate) mod heap;
 mod sample;
 mod store;
 

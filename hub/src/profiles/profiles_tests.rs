@@ -79,6 +79,8 @@ fn running(id: &str, service: &str) -> Session {
         growth: None,
         published_at: None,
         error: None,
+        heap: None,
+        heap_error: None,
     }
 }
 
@@ -102,6 +104,7 @@ fn finishing_writes_the_artifact_and_raises_an_incident_past_a_threshold() {
             SessionState::Completed,
             None,
             vec![s(0, 5000), s(100, 6500)],
+            None,
         )
         .expect("finish");
     assert_eq!(a.incident_ids.len(), 1, "1500 bytes >= 1000");
@@ -111,6 +114,7 @@ fn finishing_writes_the_artifact_and_raises_an_incident_past_a_threshold() {
             SessionState::Stopped,
             None,
             vec![s(0, 5000), s(100, 5500)],
+            None,
         )
         .expect("finish");
     assert!(
@@ -211,6 +215,7 @@ fn the_evidence_log_marks_changes_and_batches_them_for_root() {
         SessionState::Completed,
         None,
         vec![s(0, 1000), s(100, 5000)],
+        None,
     )
     .expect("finish");
     let path = |id: &str| sh.artifact_path(id);
@@ -286,4 +291,152 @@ fn evidence_batches_stay_inside_a_frame() {
         let frame = serde_json::to_string(b).expect("json");
         assert!(frame.len() < mcp_shared::protocol::MAX_FRAME_BYTES);
     }
+}
+
+#[test]
+fn a_session_names_the_site_its_heap_snapshots_grew_most_in() {
+    use crate::config::{HeapFormat, HeapProfilesConfig};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let heap_dir = |name: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).expect("heap dir");
+        HeapProfilesConfig {
+            dir: d,
+            format: HeapFormat::Pprof,
+            max_bytes: 1 << 20,
+        }
+    };
+    let leaking = heap_dir("leaking");
+    std::fs::write(
+        leaking.dir.join("heap.1.1.pb.gz"),
+        heap::pprof::go_style(1_000),
+    )
+    .expect("w");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(
+        leaking.dir.join("heap.1.2.pb.gz"),
+        heap::pprof::go_style(900_000),
+    )
+    .expect("w");
+    std::fs::write(
+        leaking.dir.join("heap.4242.7.pb.gz"),
+        heap::pprof::go_style(5),
+    )
+    .expect("w");
+    let config = ProfilingConfig {
+        growth_threshold_bytes: 1000,
+        ..ProfilingConfig::default()
+    };
+    let sh = shared(dir.path(), config);
+    let ids: Vec<String> = (0..3).map(|_| uuid::Uuid::now_v7().to_string()).collect();
+    for id in &ids {
+        sh.update(|i| i.sessions.push(running(id, "web")))
+            .expect("push");
+    }
+    let samples = || vec![s(0, 5000), s(100, 6500)];
+    let a = sh
+        .finish(
+            &ids[0],
+            SessionState::Completed,
+            None,
+            samples(),
+            Some(&leaking),
+        )
+        .expect("finish");
+    let h = a.heap.as_ref().expect("a heap summary");
+    assert_eq!(
+        (
+            h.top_sites[0].function.as_str(),
+            h.top_sites[0].growth_bytes
+        ),
+        ("main.leakCache", 899_000)
+    );
+    assert_eq!(h.top_sites[0].frames, ["main.leakCache", "main.main"]);
+    assert_eq!(
+        (h.from_snapshot.as_deref(), h.to_snapshot.as_str()),
+        (Some("heap.1.1.pb.gz"), "heap.1.2.pb.gz")
+    );
+    assert!(
+        h.skipped[0].contains("written by process 4242, not the session's 1"),
+        "{:?}",
+        h.skipped
+    );
+    assert!(h.symbolized);
+    let incident = sh
+        .with(|i| i.incidents.last().cloned())
+        .expect("index")
+        .expect("an incident");
+    assert_eq!(incident.top_site.as_deref(), Some("main.leakCache"));
+    assert!(
+        incident.detail.contains("grew most in `main.leakCache`"),
+        "{}",
+        incident.detail
+    );
+    // What the tools answer with these records fits their contracts.
+    let contract = |tool: &str| -> serde_json::Value {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../schemas/tools/{tool}.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).expect("contract")).expect("JSON")
+    };
+    let fits = |schema: &serde_json::Value, value: serde_json::Value| {
+        let v = jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(schema)
+            .expect("schema");
+        let errors: Vec<String> = v.iter_errors(&value).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{value}: {errors:?}");
+    };
+    fits(
+        &contract("hub.memory.get_session")["output_schema"]["properties"]["session"],
+        serde_json::to_value(&a).expect("session"),
+    );
+    fits(
+        &contract("hub.memory.list_incidents")["output_schema"]["properties"]["incidents"]["items"],
+        serde_json::to_value(&incident).expect("incident"),
+    );
+    let artifact = std::fs::read(sh.artifact_path(a.artifact_id.as_deref().expect("artifact")))
+        .expect("artifact file");
+    fits(
+        &contract("hub.memory.get_artifact")["output_schema"]["oneOf"][0]["properties"]["artifact"],
+        serde_json::from_slice(&artifact).expect("artifact JSON"),
+    );
+
+    // Nothing written, or a snapshot cut short: the session says why and keeps the rest.
+    let b = sh
+        .finish(
+            &ids[1],
+            SessionState::Completed,
+            None,
+            samples(),
+            Some(&heap_dir("quiet")),
+        )
+        .expect("finish");
+    assert_eq!(b.heap, None);
+    assert!(
+        b.heap_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("no heap snapshot")
+    );
+    assert!(b.growth.is_some() && b.artifact_id.is_some());
+    let cut = heap_dir("cut");
+    std::fs::write(
+        cut.dir.join("heap.1.1.pb.gz"),
+        &heap::pprof::go_style(1)[..20],
+    )
+    .expect("w");
+    let c = sh
+        .finish(
+            &ids[2],
+            SessionState::Completed,
+            None,
+            samples(),
+            Some(&cut),
+        )
+        .expect("finish");
+    let why = c.heap_error.expect("an error");
+    assert!(
+        why.starts_with("heap.1.1.pb.gz: the snapshot's gzip data is damaged"),
+        "{why}"
+    );
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ProfilingConfig;
+use crate::config::{HeapProfilesConfig, ProfilingConfig};
 use crate::machine::services::Mode;
 pub(crate) use mcp_shared::profiling::{ArtifactMeta, Incident, Session, SessionState};
 
@@ -153,6 +153,7 @@ impl Shared {
         state: SessionState,
         error: Option<String>,
         samples: Vec<Sample>,
+        heap: Option<&HeapProfilesConfig>,
     ) -> Result<Session, ToolError> {
         let mut session = self.session(session_id)?;
         let ended_at = now();
@@ -161,6 +162,17 @@ impl Shared {
         session.samples = samples.len() as u64;
         session.growth = growth(&samples);
         session.error = error;
+        if let Some(cfg) = heap {
+            let started = mcp_shared::time::parse(&session.started_at)
+                .map_or(std::time::UNIX_EPOCH, std::time::SystemTime::from);
+            match super::heap::collect::summarize(cfg, session.pid, started, &samples) {
+                Ok(summary) => session.heap = Some(Box::new(summary)),
+                Err(why) => {
+                    tracing::warn!(service = %session.service, session = %session.session_id, error = %why, "no heap summary");
+                    session.heap_error = Some(why);
+                }
+            }
+        }
         let mut artifact = None;
         if !samples.is_empty() {
             let artifact_id = uuid::Uuid::now_v7().to_string();
@@ -179,6 +191,13 @@ impl Shared {
                 "growth": session.growth,
                 "samples": samples,
             });
+            let mut body = body;
+            if let Some(heap) = &session.heap {
+                body["heap"] = json!(heap);
+            }
+            if let Some(why) = &session.heap_error {
+                body["heap_error"] = json!(why);
+            }
             let bytes = serde_json::to_vec(&body)
                 .map_err(|e| internal(format!("cannot encode an artifact: {e}")))?;
             write_atomic(&self.artifact_path(&artifact_id), &bytes)?;
@@ -264,6 +283,17 @@ impl Shared {
         let percent = g
             .growth_percent
             .map_or_else(|| "n/a".to_owned(), |p| format!("{p:.1}%"));
+        let top = session
+            .heap
+            .as_ref()
+            .and_then(|h| h.top_sites.first())
+            .cloned();
+        let named = top.as_ref().map_or_else(String::new, |t| {
+            format!(
+                "; the heap grew most in `{}` (+{} bytes)",
+                t.function, t.growth_bytes
+            )
+        });
         Some(Incident {
             incident_id: uuid::Uuid::now_v7().to_string(),
             session_id: session.session_id.clone(),
@@ -284,7 +314,8 @@ impl Shared {
                 g.end_rss_bytes,
                 c.growth_threshold_bytes,
                 c.growth_threshold_percent
-            ),
+            ) + &named,
+            top_site: top.map(|t| t.function),
         })
     }
 }

@@ -273,6 +273,8 @@ mod tests {
             growth: None,
             published_at: None,
             error: None,
+            heap: None,
+            heap_error: None,
         })
     }
 
