@@ -178,6 +178,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     tokio::spawn(audit::witness::submit::run(
         app.store.clone(),
         app.witnesses.clone(),
+        app.metrics.clone(),
         shutdown.clone(),
     ));
     let cp = &app.config.audit.checkpoint;

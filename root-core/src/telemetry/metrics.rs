@@ -175,6 +175,15 @@ pub struct Metrics {
     pub sink_delivered: Family<SinkLabel, Counter>,
     pub sink_errors: Family<SinkLabel, Counter>,
     pub sink_blocking: Family<SinkLabel, Gauge>,
+    /// Each witness (`audit::witness::submit`): the largest checkpoint it cosigned, and 1 while
+    /// it says it saw another history of the trail.
+    pub witness_cosigned: Family<WitnessLabel, Gauge>,
+    pub witness_alarm: Family<WitnessLabel, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WitnessLabel {
+    pub witness: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -214,6 +223,17 @@ impl Metrics {
             self.sink_errors.get_or_create(&l).get(),
             self.sink_blocking.get_or_create(&l).get() != 0,
         )
+    }
+
+    /// Witness `name` cosigned up to `size`; `alarm` while it says it saw another history.
+    pub fn witness(&self, name: &str, size: u64, alarm: bool) {
+        let l = WitnessLabel {
+            witness: name.to_owned(),
+        };
+        self.witness_cosigned
+            .get_or_create(&l)
+            .set(i64::try_from(size).unwrap_or(i64::MAX));
+        self.witness_alarm.get_or_create(&l).set(i64::from(alarm));
     }
 
     pub fn sink_blocking(&self, name: &str, blocking: bool) {
@@ -383,8 +403,22 @@ impl Default for Metrics {
             "1 while a fail_closed export sink is past max_lag and new calls are refused",
             sink_blocking.clone(),
         );
+        let witness_cosigned = Family::<WitnessLabel, Gauge>::default();
+        registry.register(
+            "audit_witness_cosigned_size",
+            "The largest checkpoint (tree size) a witness has cosigned",
+            witness_cosigned.clone(),
+        );
+        let witness_alarm = Family::<WitnessLabel, Gauge>::default();
+        registry.register(
+            "audit_witness_alarm",
+            "1 while a witness refuses this trail's checkpoints because it saw another history",
+            witness_alarm.clone(),
+        );
         Metrics {
             registry,
+            witness_cosigned,
+            witness_alarm,
             sink_lag,
             sink_delivered,
             sink_errors,

@@ -204,6 +204,15 @@ async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
         why.contains(&format!("cosigned size {big}")) && why.contains("another history"),
         "{alarm}"
     );
+    let series = format!(
+        "mcp_root_audit_witness_alarm{{witness=\"{}\"}}",
+        cosigner.name()
+    );
+    assert_eq!(
+        a.metric(&series).await.unwrap(),
+        Some(1),
+        "the alarm in /metrics"
+    );
     b.stop().await;
     a.stop().await;
 }

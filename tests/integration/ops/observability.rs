@@ -60,9 +60,22 @@ fn sample(exposition: &str, series: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn metrics_count_per_target_code_and_audit_commit_with_bounded_labels() {
-    // An export sink whose receiver never answers (fail_open): its series are exposed.
+    // An export sink whose receiver never answers (fail_open), and a witness that never
+    // answers either: their series are exposed.
+    let keys = tempfile::tempdir().unwrap();
+    let witness_key = mcp_root::audit::witness::cosign::Cosigner::derive(
+        &mcp_root::secrets::MasterKey::load_or_create(&keys.path().join("w.key"))
+            .unwrap()
+            .0,
+        "witness.example/w1",
+    )
+    .verifier_key();
     let root = TestRoot::start_with(|c| {
         c.limits.header_read_timeout_ms = 200;
+        c.audit.witnesses = vec![mcp_root::config::WitnessPeerConfig {
+            url: "http://127.0.0.1:9/witness".into(),
+            key: witness_key.clone(),
+        }];
         c.audit.sinks = vec![
             toml::from_str(
                 "name = \"siem\"\nkind = \"http\"\nendpoint = \"http://127.0.0.1:9/\"\n",

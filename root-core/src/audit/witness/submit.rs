@@ -6,7 +6,9 @@
 //!
 //! A witness that answers `409` with a size this zone's checkpoints never reached, or `422`
 //! (the proof does not extend what it cosigned), has seen another history of this trail: that
-//! is logged as an error and shown with the witness (`/v1/root/mcp/audit/witnesses`).
+//! is logged as an error, shown with the witness (`/v1/root/mcp/audit/witnesses`, the
+//! console) and raised in `/metrics` (`mcp_root_audit_witness_alarm`, alerted on). It is not
+//! written into the trail it disputes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -242,7 +244,12 @@ fn cosignature(peer: &Peer, cp: &CheckpointRow, text: &str) -> Result<Cosignatur
 }
 
 /// Submits checkpoints to the board's witnesses until `stop` (see the module's header).
-pub async fn run(store: Store, board: Arc<Board>, stop: tokio_util::sync::CancellationToken) {
+pub async fn run(
+    store: Store,
+    board: Arc<Board>,
+    metrics: Arc<crate::telemetry::metrics::Metrics>,
+    stop: tokio_util::sync::CancellationToken,
+) {
     if board.peers.is_empty() {
         return;
     }
@@ -254,6 +261,7 @@ pub async fn run(store: Store, board: Arc<Board>, stop: tokio_util::sync::Cancel
     for p in &board.peers {
         if let Ok(size) = store.cosigned_size(&p.name).await {
             board.update(&p.name, |s| s.cosigned_size = size);
+            metrics.witness(&p.name, size, false);
         }
     }
     loop {
@@ -295,6 +303,7 @@ pub async fn run(store: Store, board: Arc<Board>, stop: tokio_util::sync::Cancel
                         s.last_error = None;
                         s.alarm = false;
                     });
+                    metrics.witness(&peer.name, cosig.tree_size, false);
                     next_try.remove(&peer.name);
                 }
                 Err(e) => {
@@ -307,6 +316,7 @@ pub async fn run(store: Store, board: Arc<Board>, stop: tokio_util::sync::Cancel
                         s.last_error = Some(e.to_string());
                         s.alarm = e.is_alarm();
                     });
+                    metrics.witness(&peer.name, old, e.is_alarm());
                     let backoff =
                         wait.map_or(Duration::from_secs(1), |(_, b)| (b * 2).min(MAX_BACKOFF));
                     next_try.insert(peer.name.clone(), (now + backoff, backoff));
