@@ -14,7 +14,7 @@ use mcp_shared::profiling::HeapSummary;
 
 use super::{Snapshot, diff, pprof};
 use crate::config::{HeapFormat, HeapProfilesConfig};
-use crate::profiles::Sample;
+use crate::profiles::sample::Sample;
 
 /// Most skipped files a summary names.
 const MAX_SKIPPED: usize = 16;
