@@ -14,6 +14,7 @@
 pub mod admin;
 pub mod faults;
 pub mod git;
+pub mod heap;
 pub mod hub_process;
 pub mod hubsim;
 pub mod oauth;

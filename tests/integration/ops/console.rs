@@ -895,10 +895,23 @@ async fn console_in_a_real_browser() {
     // The hub serves the NLU authoring plane, whose apply_change needs an operator's approval,
     // and one managed service that leaks memory, for ProfileOps.
     let port = free_port();
+    // Where the leaking service's profiling mode "writes" heap snapshots (the test writes them
+    // while the session runs, as a jemalloc-profiled service would).
+    let heap = tempfile::tempdir().unwrap();
+    let heap_dir = heap.path().canonicalize().unwrap();
     let config = format!(
         "{}{}[profiling]\ngrowth_threshold_bytes = 1048576\ngrowth_threshold_percent = 1000.0\n",
-        mcp_tests::nlu_hub_toml().unwrap(),
-        crate::hubs::services::fixture_service("leaky", port, &["--leak-kib-per-sec", "2048"], ""),
+        mcp_tests::nlu_hub_toml().unwrap().replacen(
+            "allowed_roots = [",
+            &format!("allowed_roots = [\"{}\", ", heap_dir.display()),
+            1
+        ),
+        crate::hubs::services::fixture_service(
+            "leaky",
+            port,
+            &["--leak-kib-per-sec", "2048"],
+            &format!("heap_profiles = {{ dir = \"{}\" }}", heap_dir.display()),
+        ),
     );
     let hub = root.start_hub("hub:ui-alpha", &config).await.unwrap();
     // From here to `close` nothing panics, so no Chromium outlives the test (chromedriver is
@@ -910,7 +923,7 @@ async fn console_in_a_real_browser() {
     };
     // The scenario stops the hub near its end (the inspector of an offline target).
     let mut hub = Some(hub);
-    let res = scenario(&mut b, &root, &mut hub).await;
+    let res = scenario(&mut b, &root, &mut hub, &heap_dir).await;
     if res.is_err() {
         let _ = b.shot("zz-failure").await;
         if let Ok(text) = b.js("return document.body.innerText").await {
@@ -939,6 +952,7 @@ async fn scenario(
     b: &mut Browser,
     root: &TestRoot,
     hub: &mut Option<mcp_tests::TestHub>,
+    heap_dir: &Path,
 ) -> anyhow::Result<()> {
     let base = root.handle().base_url();
     // Log in.
@@ -1064,6 +1078,22 @@ async fn scenario(
         .as_str()
         .with_context(|| format!("no session in {started}"))?
         .to_string();
+    let snapshot = |n: u32, leaked: i64| {
+        let stacks: &[(&[&str], i64)] = &[
+            (
+                &["malloc", "fixture::leak_cache", "fixture::tick", "main"],
+                leaked,
+            ),
+            (&["malloc", "fixture::serve", "main"], 4096),
+        ];
+        std::fs::write(
+            heap_dir.join(format!("snapshot-{n}.pb")),
+            mcp_tests::heap::pprof(stacks),
+        )
+    };
+    snapshot(1, 1 << 20)?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    snapshot(2, 5 << 20)?;
     eventually("the profiling session ends", async || {
         let (_, s) = root
             .rest_call(
@@ -1086,7 +1116,25 @@ async fn scenario(
     b.text_contains("#inspect-profiles", "completed").await?;
     b.find("#memory-chart svg.line-chart path.line").await?;
     b.text_contains("#memory-chart", "RSS of leaky").await?;
+    // Where the heap grew: the leaking function first, in the chart and the table.
+    b.text_contains("#heap-summary", "snapshot-1.pb → snapshot-2.pb")
+        .await?;
+    b.find("#heap-summary svg.bar-chart rect.bar").await?;
+    b.text_contains(
+        "#heap-summary tr[data-site='fixture::leak_cache']",
+        "4.0 MiB",
+    )
+    .await?;
+    let first = b
+        .js("return document.querySelector('#heap-summary table tbody tr').dataset.site")
+        .await?;
+    ensure!(first == json!("fixture::leak_cache"), "{first}");
+    b.js("document.getElementById('heap-summary').scrollIntoView({block: 'center'}); return null")
+        .await?;
+    b.shot("05b-heap-summary").await?;
     b.text_contains("#inspect-incidents", "memory_growth")
+        .await?;
+    b.text_contains("#inspect-incidents", "fixture::leak_cache")
         .await?;
     b.text_contains("#skill-state", "enabled").await?;
     b.text_contains("#subnet-health", "healthy").await?;

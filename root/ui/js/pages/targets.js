@@ -9,7 +9,7 @@
 import { h, badge, clear, panel, table, fmtTime, fmtBytes, fmtMs, kv, toast } from '../dom.js';
 import { get, post, qs, ApiError } from '../api.js';
 import { MATCHES } from '../paging.js';
-import { lineChart } from '../charts.js';
+import { barChart, lineChart } from '../charts.js';
 import { section, reader, contracts, evidenceNote } from '../inspect.js';
 import { skillCell } from './overview.js';
 import { surfacePanel, activityPanel, usagePanel, timelinePanel } from './target-feeds.js';
@@ -42,11 +42,39 @@ function memoryChart(read, sessions) {
     const g = r.session.growth;
     clear(box).append(
       lineChart(pts, { fmtX: (v) => `${v.toFixed(0)} s`, fmtY: fmtBytes, title: 'RSS over the session' }),
-      h('p', { class: 'muted small' }, `RSS of ${r.session.service} (pid ${r.session.pid || '—'}), last ${pts.length} samples${g ? `; growth ${fmtBytes(g.growth_bytes)}` : ''}`));
+      h('p', { class: 'muted small' }, `RSS of ${r.session.service} (pid ${r.session.pid || '—'}), last ${pts.length} samples${g ? `; growth ${fmtBytes(g.growth_bytes)}` : ''}`),
+      heapView(r.session));
   }
   pick.addEventListener('change', () => draw().catch((e) => clear(box).append(h('p', { class: 'error' }, e.message))));
   draw().catch((e) => clear(box).append(h('p', { class: 'error' }, e.message)));
   return [h('label', null, 'Session ', pick), box];
+}
+
+/** Where a session's heap grew: its snapshots' top sites, as a chart and a table. */
+function heapView(session) {
+  const heap = session.heap;
+  if (!heap) {
+    return session.heap_error
+      ? h('p', { class: 'warning', id: 'heap-error' }, `No heap summary: ${session.heap_error}`)
+      : null;
+  }
+  const sites = heap.top_sites || [];
+  const span = heap.from_snapshot ? `${heap.from_snapshot} → ${heap.to_snapshot}` : `${heap.to_snapshot} (from nothing)`;
+  const rss = heap.rss_from_bytes !== null && heap.rss_to_bytes !== null
+    ? `; RSS ${fmtBytes(heap.rss_from_bytes)} → ${fmtBytes(heap.rss_to_bytes)}` : '';
+  return h('div', { id: 'heap-summary' },
+    h('h3', null, 'Where the heap grew'),
+    h('p', { class: 'muted small' }, `${heap.format} snapshots ${span}: heap ${fmtBytes(heap.heap_bytes)}, grew ${fmtBytes(heap.growth_bytes)}${rss}${heap.symbolized ? '' : ' (no symbols: addresses in their mapping)'}`),
+    barChart(sites.map((x) => ({ label: x.function, value: Math.max(0, x.growth_bytes), title: x.frames.join(' ← ') })),
+      { fmt: fmtBytes, title: 'Growth by allocation site' }),
+    table([
+      { label: 'Allocation site', cell: (x) => h('code', null, x.function) },
+      { label: 'Grew', cell: (x) => fmtBytes(x.growth_bytes), class: 'num' },
+      { label: 'Objects', cell: (x) => (x.growth_objects === null ? '—' : String(x.growth_objects)), class: 'num' },
+      { label: 'Live', cell: (x) => fmtBytes(x.bytes), class: 'num' },
+      { label: 'Called from', cell: (x) => x.frames.slice(1).join(' ← ') || '—', class: 'wrap' },
+    ], sites, { class: 'heap-sites', rowAttrs: (x) => ({ dataset: { site: x.function } }), empty: 'No site grew between the snapshots.' }),
+    (heap.skipped || []).length ? h('p', { class: 'muted small' }, `Skipped: ${heap.skipped.join('; ')}`) : null);
 }
 
 /** The target search: a box and the first matches, links that open a target's inspector. */
@@ -290,6 +318,7 @@ export async function render(root, params) {
           { label: 'Service', cell: (x) => x.service },
           { label: 'Kind', cell: (x) => x.kind },
           { label: 'Growth', cell: (x) => `${fmtBytes(x.growth_bytes)}${x.growth_percent !== null ? ` (${x.growth_percent.toFixed(1)} %)` : ''}` },
+          { label: 'Top growing site', cell: (x) => (x.top_site ? h('code', null, x.top_site) : '—') },
           { label: 'Detail', cell: (x) => x.detail, class: 'wrap' },
         ], r.incidents || [], { empty: 'No incidents.' })];
       })),
