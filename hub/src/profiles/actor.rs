@@ -125,6 +125,9 @@ impl OpsState {
         self.shared.update(|i| i.sessions.push(recorded))?;
         let cancel = lock(&self.shared.epoch).child_token();
         lock(&self.shared.live).insert(session.session_id.clone(), Vec::new());
+        if let Some(heap) = services.config(service).ok().and_then(|c| c.heap_profiles) {
+            lock(&self.shared.live_heap).insert(session.session_id.clone(), heap);
+        }
         tokio::spawn(sampler(
             self.shared.clone(),
             myself.clone(),
@@ -147,12 +150,7 @@ impl OpsState {
         let samples = lock(&self.shared.live)
             .remove(session_id)
             .unwrap_or_default();
-        let heap = self
-            .shared
-            .session(session_id)
-            .ok()
-            .and_then(|s| self.services.config(&s.service).ok())
-            .and_then(|c| c.heap_profiles);
+        let heap = lock(&self.shared.live_heap).remove(session_id);
         let outcome = self
             .shared
             .finish(session_id, state, error, samples, heap.as_ref());

@@ -99,6 +99,7 @@ impl Profiles {
                 target_id: config.target_id.clone(),
                 index: Mutex::new(None),
                 live: Mutex::new(HashMap::new()),
+                live_heap: Mutex::new(HashMap::new()),
                 epoch: Mutex::new(CancellationToken::new()),
                 evidence_seq: tokio::sync::watch::channel(0).0,
             }),
@@ -228,7 +229,9 @@ impl Profiles {
 
     /// One session and its newest samples.
     pub(crate) fn session(&self, session_id: &str) -> Result<(Session, Vec<Sample>), ToolError> {
-        let session = self.shared.view(self.shared.session(session_id)?);
+        let session = self
+            .shared
+            .heap_so_far(self.shared.view(self.shared.session(session_id)?));
         let recent = if session.state == SessionState::Running {
             lock(&self.shared.live)
                 .get(session_id)

@@ -56,6 +56,7 @@ fn shared(dir: &Path, config: ProfilingConfig) -> Shared {
         target_id: "hub:t".into(),
         index: Mutex::new(None),
         live: Mutex::new(HashMap::new()),
+        live_heap: Mutex::new(HashMap::new()),
         epoch: Mutex::new(CancellationToken::new()),
         evidence_seq: tokio::sync::watch::channel(0).0,
     }
@@ -334,6 +335,17 @@ fn a_session_names_the_site_its_heap_snapshots_grew_most_in() {
             .expect("push");
     }
     let samples = || vec![s(0, 5000), s(100, 6500)];
+    // While the session runs, get_session sums up the snapshots written so far.
+    lock(&sh.live).insert(ids[0].clone(), samples());
+    lock(&sh.live_heap).insert(ids[0].clone(), leaking.clone());
+    let so_far = sh.heap_so_far(sh.session(&ids[0]).expect("session"));
+    assert_eq!(
+        so_far
+            .heap
+            .as_ref()
+            .map(|h| h.top_sites[0].function.as_str()),
+        Some("main.leakCache")
+    );
     let a = sh
         .finish(
             &ids[0],

@@ -41,6 +41,8 @@ pub(super) struct Shared {
     pub(super) index: Mutex<Option<Index>>,
     /// Samples of running sessions, by session id.
     pub(super) live: Mutex<HashMap<String, Vec<Sample>>>,
+    /// Where running sessions' services write heap snapshots, by session id.
+    pub(super) live_heap: Mutex<HashMap<String, HeapProfilesConfig>>,
     /// Parent of every sampler's cancellation: a new ProfileOps actor cancels the samplers
     /// its failed predecessor left running.
     pub(super) epoch: Mutex<CancellationToken>,
@@ -133,6 +135,28 @@ impl Shared {
                 .cloned()
         })?
         .ok_or_else(|| not_found("profiling session", session_id))
+    }
+
+    /// A running `session` with the heap summary of the snapshots written so far (when its
+    /// service writes them); others as they are.
+    pub(super) fn heap_so_far(&self, mut session: Session) -> Session {
+        if session.state != SessionState::Running {
+            return session;
+        }
+        let Some(cfg) = lock(&self.live_heap).get(&session.session_id).cloned() else {
+            return session;
+        };
+        let samples = lock(&self.live)
+            .get(&session.session_id)
+            .cloned()
+            .unwrap_or_default();
+        let started = mcp_shared::time::parse(&session.started_at)
+            .map_or(std::time::UNIX_EPOCH, std::time::SystemTime::from);
+        match super::heap::collect::summarize(&cfg, session.pid, started, &samples) {
+            Ok(summary) => session.heap = Some(Box::new(summary)),
+            Err(why) => session.heap_error = Some(why),
+        }
+        session
     }
 
     /// The session as readers see it: a running one with its live sample count.
