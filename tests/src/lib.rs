@@ -171,6 +171,19 @@ impl TestRoot {
         self.dir.path().join("data")
     }
 
+    /// Issues `n` sessions (leases on targets `hub:<prefix>-<i>`, `InfraOpsRead`), each one
+    /// audited event: trail for tests of what is done with the trail.
+    pub async fn issue_sessions(&self, prefix: &str, n: usize) {
+        for i in 0..n {
+            self.admin_post(
+                "/v1/root/mcp/sessions",
+                serde_json::json!({ "target_id": format!("hub:{prefix}-{i}"), "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
+            )
+            .await
+            .expect("a session");
+        }
+    }
+
     /// Creates a lease over REST; returns `(session_id, token)`.
     pub async fn lease(
         &self,

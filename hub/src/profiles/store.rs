@@ -150,12 +150,7 @@ impl Shared {
             .get(&session.session_id)
             .cloned()
             .unwrap_or_default();
-        let started = mcp_shared::time::parse(&session.started_at)
-            .map_or(std::time::UNIX_EPOCH, std::time::SystemTime::from);
-        match super::heap::collect::summarize(&cfg, session.pid, started, &samples) {
-            Ok(summary) => session.heap = Some(Box::new(summary)),
-            Err(why) => session.heap_error = Some(why),
-        }
+        summarize_heap(&mut session, &cfg, &samples);
         session
     }
 
@@ -187,14 +182,9 @@ impl Shared {
         session.growth = growth(&samples);
         session.error = error;
         if let Some(cfg) = heap {
-            let started = mcp_shared::time::parse(&session.started_at)
-                .map_or(std::time::UNIX_EPOCH, std::time::SystemTime::from);
-            match super::heap::collect::summarize(cfg, session.pid, started, &samples) {
-                Ok(summary) => session.heap = Some(Box::new(summary)),
-                Err(why) => {
-                    tracing::warn!(service = %session.service, session = %session.session_id, error = %why, "no heap summary");
-                    session.heap_error = Some(why);
-                }
+            summarize_heap(&mut session, cfg, &samples);
+            if let Some(why) = &session.heap_error {
+                tracing::warn!(service = %session.service, session = %session.session_id, error = %why, "no heap summary");
             }
         }
         let mut artifact = None;
@@ -341,6 +331,17 @@ impl Shared {
             ) + &named,
             top_site: top.map(|t| t.function),
         })
+    }
+}
+
+/// Sets `session`'s heap summary (or why it has none) from the snapshots its service wrote
+/// since it started, with RSS from `samples`.
+fn summarize_heap(session: &mut Session, cfg: &HeapProfilesConfig, samples: &[Sample]) {
+    let started = mcp_shared::time::parse(&session.started_at)
+        .map_or(std::time::UNIX_EPOCH, std::time::SystemTime::from);
+    match super::heap::collect::summarize(cfg, session.pid, started, samples) {
+        Ok(summary) => session.heap = Some(Box::new(summary)),
+        Err(why) => session.heap_error = Some(why),
     }
 }
 

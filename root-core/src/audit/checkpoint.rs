@@ -59,9 +59,13 @@ impl std::fmt::Debug for LogKey {
     }
 }
 
-/// The log's origin for zone `zone`: `root-mcp/<zone>`, with what a key name cannot hold
-/// (spaces, `+`) replaced.
+/// The log's origin for zone `zone`: `root-mcp/<zone>`.
 pub fn origin(zone: &str) -> String {
+    key_name("root-mcp", zone)
+}
+
+/// `<prefix>/<zone>`, with what a signed-note key name cannot hold (spaces, `+`) replaced.
+pub(crate) fn key_name(prefix: &str, zone: &str) -> String {
     let zone: String = zone
         .chars()
         .map(|c| {
@@ -72,7 +76,7 @@ pub fn origin(zone: &str) -> String {
             }
         })
         .collect();
-    format!("root-mcp/{zone}")
+    format!("{prefix}/{zone}")
 }
 
 impl LogKey {

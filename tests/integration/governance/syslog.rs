@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use mcp_tests::process::Proc;
 use mcp_tests::{TestRoot, eventually};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::hardening::tls::Pki;
 
@@ -111,17 +111,6 @@ template(name="fields" type="list") {{
     }
 }
 
-async fn sessions(root: &TestRoot, from: usize, n: usize) {
-    for i in from..from + n {
-        root.admin_post(
-            "/v1/root/mcp/sessions",
-            json!({ "target_id": format!("hub:sys-{i}"), "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
-        )
-        .await
-        .unwrap();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rsyslog_receives_every_event_over_tls_across_its_restart() {
     let pki = Pki::new("syslog");
@@ -146,7 +135,7 @@ async fn rsyslog_receives_every_event_over_tls_across_its_restart() {
     })
     .await
     .unwrap();
-    sessions(&root, 0, 20).await;
+    root.issue_sessions("sys-a", 20).await;
     let trail = |root: &TestRoot| {
         let root_url = root.url("");
         let admin = root.admin_token();
@@ -183,10 +172,10 @@ async fn rsyslog_receives_every_event_over_tls_across_its_restart() {
 
     // rsyslog restarts mid-export: what happens meanwhile arrives after.
     rsyslog.proc.terminate(Duration::from_secs(10)).await;
-    sessions(&root, 20, 10).await;
+    root.issue_sessions("sys-b", 10).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rsyslog = Rsyslog::start(dir.path(), &pki, port);
-    sessions(&root, 30, 5).await;
+    root.issue_sessions("sys-c", 5).await;
     let all = trail(&root).await;
     eventually("every event after the restart", async || {
         all.is_subset(&rsyslog.ids("audit@32473")).then_some(())

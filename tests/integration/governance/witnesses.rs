@@ -12,22 +12,11 @@ use mcp_root::audit::checkpoint::LogKey;
 use mcp_root::audit::witness::cosign::{CosignatureVerifier, Cosigner};
 use mcp_root::secrets::MasterKey;
 use mcp_tests::{TestRoot, eventually};
-use serde_json::{Value, json};
+use serde_json::Value;
 use signed_note::{Note, StandardVerifier, Verifier, VerifierList};
 
 fn master(path: &Path) -> MasterKey {
     MasterKey::load_or_create(path).unwrap().0
-}
-
-async fn sessions(root: &TestRoot, n: usize) {
-    for i in 0..n {
-        root.admin_post(
-            "/v1/root/mcp/sessions",
-            json!({ "target_id": format!("hub:w-{i}"), "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
-        )
-        .await
-        .unwrap();
-    }
 }
 
 /// POSTs `body` to B's add-checkpoint: `(status, content type, body)`.
@@ -82,9 +71,9 @@ async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
     .unwrap();
 
     // Two checkpoints, each cosigned: the second through a consistency proof from the first.
-    sessions(&a, 6).await;
+    a.issue_sessions("w", 6).await;
     let first = settled(&a).await;
-    sessions(&a, 6).await;
+    a.issue_sessions("w", 6).await;
     let second = settled(&a).await;
     assert!(second["tree_size"].as_u64() > first["tree_size"].as_u64());
     let note = format!(
@@ -193,7 +182,7 @@ async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
     )
     .await;
     assert_eq!(s, 200, "a proof that verifies is cosigned: {body}");
-    sessions(&a, 6).await;
+    a.issue_sessions("w", 6).await;
     let alarm = eventually("the alarm on A", async || {
         let peers = a.admin_get("/v1/root/mcp/audit/witnesses").await.ok()?;
         (peers[0]["alarm"] == true).then_some(peers)

@@ -2056,14 +2056,7 @@ async fn the_audit_integrity_page_shows_checkpoints_witnesses_and_sinks() {
     })
     .await
     .unwrap();
-    for i in 0..4 {
-        a.admin_post(
-            "/v1/root/mcp/sessions",
-            json!({ "target_id": format!("hub:i-{i}"), "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
-        )
-        .await
-        .unwrap();
-    }
+    a.issue_sessions("i", 4).await;
     let Some(mut br) = Browser::start().await.unwrap() else {
         a.stop().await;
         b.stop().await;

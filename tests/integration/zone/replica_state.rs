@@ -919,18 +919,6 @@ async fn a_fleet_run_of_a_replica_that_is_gone_is_taken_over_by_another() {
     db.drop_schema().await;
 }
 
-/// Sessions created through `root`, `n` of them.
-async fn sessions(root: &TestRoot, n: usize) {
-    for i in 0..n {
-        root.admin_post(
-            "/v1/root/mcp/sessions",
-            json!({ "target_id": format!("hub:s-{i}"), "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
-        )
-        .await
-        .unwrap();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_ships_each_sink_and_another_takes_over_when_it_stops() {
     use crate::governance::sinks::{receivers, trail_ids};
@@ -945,11 +933,11 @@ async fn one_replica_ships_each_sink_and_another_takes_over_when_it_stops() {
     );
     let shared = tempfile::tempdir().unwrap();
     let a = replica_with(&db, shared.path(), "r-a", &sinks).await;
-    sessions(&a, 3).await;
+    a.issue_sessions("s-a", 3).await;
     until("A ships", || async { !got.http.lock().unwrap().is_empty() }).await;
     let b = replica_with(&db, shared.path(), "r-b", &sinks).await;
-    sessions(&a, 15).await;
-    sessions(&b, 15).await;
+    a.issue_sessions("s-b", 15).await;
+    b.issue_sessions("s-c", 15).await;
     let delivered = |got: &crate::governance::sinks::Received| {
         let mut n: BTreeMap<String, usize> = BTreeMap::new();
         for (id, _) in got.http.lock().unwrap().iter() {
@@ -978,7 +966,7 @@ async fn one_replica_ships_each_sink_and_another_takes_over_when_it_stops() {
     );
     // A stops: B takes the sink over from the cursor.
     a.stop().await;
-    sessions(&b, 10).await;
+    b.issue_sessions("s-d", 10).await;
     let all: BTreeSet<String> = trail_ids(&b.url(""), &b.admin_token())
         .await
         .into_iter()

@@ -60,19 +60,9 @@ impl Cosigner {
         }
     }
 
-    /// The default cosigner name of zone `zone`'s root.
+    /// The default cosigner name of zone `zone`'s root: `root-mcp-witness/<zone>`.
     pub fn default_name(zone: &str) -> String {
-        let zone: String = zone
-            .chars()
-            .map(|c| {
-                if c.is_whitespace() || c == '+' {
-                    '-'
-                } else {
-                    c
-                }
-            })
-            .collect();
-        format!("root-mcp-witness/{zone}")
+        crate::audit::checkpoint::key_name("root-mcp-witness", zone)
     }
 
     pub fn name(&self) -> &str {
