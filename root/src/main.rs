@@ -14,10 +14,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     #[cfg(feature = "demo")]
-    if std::env::args().nth(1).as_deref() == Some(demo::app::COMMAND) {
-        return demo::app::main(std::env::args().skip(2).collect());
-    }
-    #[cfg(feature = "demo")]
     let demo: Option<mcp_root::cli::Demo> = Some(demo::run);
     #[cfg(not(feature = "demo"))]
     let demo = None;

@@ -111,6 +111,14 @@ pub struct HeapSummary {
     pub to_snapshot: String,
     pub from_taken_at: Option<String>,
     pub to_taken_at: String,
+    /// The artifacts that keep those two snapshots (`hub.memory.get_artifact`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_artifact_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_artifact_id: Option<String>,
+    /// Heap snapshots the session kept as artifacts.
+    #[serde(default)]
+    pub snapshots_kept: u32,
     /// Snapshot files of the session's time skipped, and why (another process's, too large).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
@@ -162,7 +170,7 @@ pub struct Incident {
     pub top_site: Option<String>,
 }
 
-/// An artifact's record (the artifact is a JSON file on the hub).
+/// An artifact's record (the artifact is a file on the hub).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArtifactMeta {
     pub artifact_id: String,
@@ -172,6 +180,26 @@ pub struct ArtifactMeta {
     pub size_bytes: u64,
     /// Hex SHA-256 of the file's bytes.
     pub sha256: String,
+    /// What it holds (records of earlier builds hold samples).
+    #[serde(default)]
+    pub kind: ArtifactKind,
+    /// A heap snapshot's format (`pprof`, `heaptrack`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// A heap snapshot's file name as the service wrote it (never its directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+}
+
+/// What an artifact holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArtifactKind {
+    /// A session's samples, growth and heap summary (JSON).
+    #[default]
+    Samples,
+    /// A heap profile the service wrote during a session, as collected (paths redacted).
+    HeapSnapshot,
 }
 
 /// Largest artifact a hub sends to root with its record (and root keeps): larger ones stay on

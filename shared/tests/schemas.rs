@@ -732,7 +732,7 @@ fn call_request() -> CallRequest {
 /// One batch with a record of every kind.
 fn evidence_batch() -> mcp_shared::protocol::Evidence {
     use mcp_shared::profiling::{
-        ArtifactMeta, EvidenceRecord, Growth, Incident, Mode, Session, SessionState,
+        ArtifactKind, ArtifactMeta, EvidenceRecord, Growth, Incident, Mode, Session, SessionState,
     };
     let (session, artifact, incident) = (
         "0199a1b2-0000-7000-8000-00000000000a",
@@ -776,6 +776,9 @@ fn evidence_batch() -> mcp_shared::protocol::Evidence {
                     to_snapshot: "heap.4242.9.pb.gz".into(),
                     from_taken_at: Some(at.into()),
                     to_taken_at: at.into(),
+                    from_artifact_id: Some("0199a1b2-0000-7000-8000-00000000000d".into()),
+                    to_artifact_id: Some("0199a1b2-0000-7000-8000-00000000000e".into()),
+                    snapshots_kept: 9,
                     skipped: vec![
                         "heap.7.1.pb.gz: written by process 7, not the session's 4242".into(),
                     ],
@@ -818,6 +821,9 @@ fn evidence_batch() -> mcp_shared::protocol::Evidence {
                     created_at: at.into(),
                     size_bytes: content.len() as u64,
                     sha256: "ab".repeat(32),
+                    kind: ArtifactKind::Samples,
+                    format: None,
+                    snapshot: None,
                 },
                 content: Some(content.into()),
             },

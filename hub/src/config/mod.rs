@@ -47,8 +47,9 @@ pub use nlu::NluConfig;
 use paths::{absolute, has_parent_component, resolved};
 pub use profiling::{MAX_ARTIFACT_INLINE_BYTES, MAX_CONCURRENT_SESSIONS, ProfilingConfig};
 pub use services::{
-    HeapFormat, HeapProfilesConfig, MAX_SERVICE_NAME, MAX_SNAPSHOT_BYTES, MAX_STOP_TIMEOUT_MS,
-    MIN_LOG_MAX_BYTES, SERVICES_DIR, ServiceConfig, valid_service_name,
+    HeapFormat, HeapProfilesConfig, MAX_SERVICE_NAME, MAX_SNAPSHOT_BYTES,
+    MAX_SNAPSHOTS_PER_SESSION, MAX_STOP_TIMEOUT_MS, MIN_LOG_MAX_BYTES, SERVICES_DIR, ServiceConfig,
+    valid_service_name,
 };
 pub use skill::{AllowedTestConfig, MAX_TEST_NAME, SkillConfig};
 pub use transport::{CONNECT_PATH, ReconnectConfig, connect_url_of};

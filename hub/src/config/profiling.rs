@@ -21,6 +21,10 @@ fn default_artifact_inline_max_bytes() -> u64 {
     256 * 1024
 }
 
+fn default_heap_snapshots_max_bytes() -> u64 {
+    1024 * 1024 * 1024
+}
+
 fn default_evidence_artifact_max_bytes() -> u64 {
     mcp_shared::profiling::EVIDENCE_CONTENT_MAX_BYTES
 }
@@ -52,6 +56,10 @@ pub struct ProfilingConfig {
     /// 256 KiB (the largest root keeps).
     #[serde(default = "default_evidence_artifact_max_bytes")]
     pub evidence_artifact_max_bytes: u64,
+    /// Heap snapshots kept as artifacts take at most this many bytes on the hub in all;
+    /// past it the oldest finished sessions' snapshots are dropped first.
+    #[serde(default = "default_heap_snapshots_max_bytes")]
+    pub heap_snapshots_max_bytes: u64,
 }
 
 impl Default for ProfilingConfig {
@@ -62,6 +70,7 @@ impl Default for ProfilingConfig {
             max_concurrent_sessions: default_max_concurrent_sessions(),
             artifact_inline_max_bytes: default_artifact_inline_max_bytes(),
             evidence_artifact_max_bytes: default_evidence_artifact_max_bytes(),
+            heap_snapshots_max_bytes: default_heap_snapshots_max_bytes(),
         }
     }
 }

@@ -44,13 +44,35 @@ pub struct HeapProfilesConfig {
     /// Absolute; under the state directory or a declared root. Snapshots are the files
     /// written there while a session runs.
     pub dir: PathBuf,
-    /// `pprof` (profile.proto, gzipped or not: jemalloc through jemalloc_pprof, Go, agents).
+    /// `pprof` (profile.proto, gzipped or not: jemalloc through jemalloc_pprof, Go, agents),
+    /// or `heaptrack` (the hub preloads heaptrack's recorder into the profiling argv).
     #[serde(default)]
     pub format: HeapFormat,
     /// A larger snapshot file is refused (the session says which).
     #[serde(default = "default_snapshot_max_bytes")]
     pub max_bytes: u64,
+    /// Snapshots a session keeps as artifacts: the first and the newest (older ones between
+    /// are dropped as new ones come).
+    #[serde(default = "default_snapshots_per_session")]
+    pub keep: u32,
+    /// Absolute paths in a kept snapshot (mapping and source file names) are cut to their
+    /// file name unless they start with one of these prefixes (system libraries by default).
+    #[serde(default = "default_keep_paths")]
+    pub keep_paths: Vec<String>,
 }
+
+fn default_snapshots_per_session() -> u32 {
+    16
+}
+
+fn default_keep_paths() -> Vec<String> {
+    ["/usr/lib/", "/lib/", "/lib64/", "/usr/lib64/"]
+        .map(String::from)
+        .to_vec()
+}
+
+/// Most snapshots a session may keep (`heap_profiles.keep`).
+pub const MAX_SNAPSHOTS_PER_SESSION: u32 = 256;
 
 /// The format of a service's heap snapshots.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -58,12 +80,16 @@ pub struct HeapProfilesConfig {
 pub enum HeapFormat {
     #[default]
     Pprof,
+    /// heaptrack's recorder preloaded into the profiling argv (native programs as built);
+    /// the hub takes a snapshot of its trace every few seconds.
+    Heaptrack,
 }
 
 impl HeapFormat {
     pub fn as_str(self) -> &'static str {
         match self {
             HeapFormat::Pprof => "pprof",
+            HeapFormat::Heaptrack => "heaptrack",
         }
     }
 }

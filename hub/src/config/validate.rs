@@ -309,6 +309,12 @@ impl HubConfig {
                         super::MAX_SNAPSHOT_BYTES
                     )));
                 }
+                if !(2..=super::MAX_SNAPSHOTS_PER_SESSION).contains(&heap.keep) {
+                    return Err(ConfigError::Invalid(format!(
+                        "service `{name}`: heap_profiles.keep must be between 2 and {} (the first and the newest snapshot at least)",
+                        super::MAX_SNAPSHOTS_PER_SESSION
+                    )));
+                }
             }
             if let Some(key) = service
                 .env

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcp_shared::error::{ErrorCode, ToolError};
@@ -14,9 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::machine::services::{Mode, ServiceState, Services};
 
+use super::heap::collect::Keeper;
 use super::sample::{Sample, sample};
 use super::store::{Session, SessionState, Shared};
-use super::store::{StartRequest, admission, lock, now};
+use super::store::{StartRequest, admission, lock, now, started_at};
 
 pub enum Msg {
     Start {
@@ -58,6 +59,8 @@ struct Running {
 /// How long returning a service from profiling mode to its normal argv may take (its stop
 /// takes at most the service's `stop_timeout_ms`, then it starts).
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a running session keeps the heap snapshots its service wrote (at most).
+const COLLECT_EVERY: Duration = Duration::from_secs(1);
 
 pub(crate) struct OpsState {
     shared: Arc<Shared>,
@@ -126,7 +129,9 @@ impl OpsState {
         let cancel = lock(&self.shared.epoch).child_token();
         lock(&self.shared.live).insert(session.session_id.clone(), Vec::new());
         if let Some(heap) = services.config(service).ok().and_then(|c| c.heap_profiles) {
-            lock(&self.shared.live_heap).insert(session.session_id.clone(), heap);
+            let keeper = Keeper::new(heap, Some(pid), started_at(&session));
+            lock(&self.shared.live_heap)
+                .insert(session.session_id.clone(), Arc::new(Mutex::new(keeper)));
         }
         tokio::spawn(sampler(
             self.shared.clone(),
@@ -150,10 +155,10 @@ impl OpsState {
         let samples = lock(&self.shared.live)
             .remove(session_id)
             .unwrap_or_default();
-        let heap = lock(&self.shared.live_heap).remove(session_id);
-        let outcome = self
-            .shared
-            .finish(session_id, state, error, samples, heap.as_ref());
+        let heap = lock(&self.shared.live_heap)
+            .remove(session_id)
+            .map(|k| lock(&k).clone());
+        let outcome = self.shared.finish(session_id, state, error, samples, heap);
         if let Err(e) = &outcome {
             tracing::error!(session = session_id, error = %e, "cannot finish a profiling session");
         }
@@ -193,6 +198,20 @@ impl OpsState {
     }
 }
 
+/// Keeps the heap snapshots `session`'s service wrote since the last time (off the runtime's
+/// threads: a snapshot is read, checked and rewritten).
+async fn collect_heap(shared: &Arc<Shared>, session: &Session) {
+    let Some(keeper) = lock(&shared.live_heap).get(&session.session_id).cloned() else {
+        return;
+    };
+    let shared = shared.clone();
+    let (id, service) = (session.session_id.clone(), session.service.clone());
+    let _ = tokio::task::spawn_blocking(move || {
+        lock(&keeper).collect(&id, &service, false, |m| shared.file_of(m));
+    })
+    .await;
+}
+
 /// Samples `pid` for `session` until its duration has passed, it is cancelled, or the
 /// process is gone; then tells the actor.
 async fn sampler(
@@ -215,6 +234,7 @@ async fn sampler(
         .ok();
     // The first tick is immediate: a session that starts always takes its first sample.
     ticks.tick().await;
+    let mut collected = started;
     let (state, error) = loop {
         let t_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let Some(s) = sample(pid, t_ms) else {
@@ -233,6 +253,10 @@ async fn sampler(
         }
         if let Some(live) = lock(&shared.live).get_mut(&session.session_id) {
             live.push(s);
+        }
+        if collected.elapsed() >= COLLECT_EVERY {
+            collected = tokio::time::Instant::now();
+            collect_heap(&shared, &session).await;
         }
         if started.elapsed() >= duration {
             break (SessionState::Completed, None);

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use mcp_shared::profiling::{EVIDENCE_CONTENT_MAX_BYTES, EvidenceRecord};
+use mcp_shared::profiling::{ArtifactKind, EVIDENCE_CONTENT_MAX_BYTES, EvidenceRecord};
 use serde::{Deserialize, Serialize};
 
 use super::store::Index;
@@ -111,8 +111,10 @@ pub(super) fn changes_after(
         .filter_map(|(k, seq)| {
             let record = all.remove(k)?;
             let content_of = match &record {
+                // Root keeps JSON artifacts; heap snapshots (binary) stay on the hub.
                 EvidenceRecord::Artifact { meta, .. }
-                    if meta.size_bytes <= content_max.min(EVIDENCE_CONTENT_MAX_BYTES) =>
+                    if meta.kind == ArtifactKind::Samples
+                        && meta.size_bytes <= content_max.min(EVIDENCE_CONTENT_MAX_BYTES) =>
                 {
                     Some(artifact_path(&meta.artifact_id))
                 }

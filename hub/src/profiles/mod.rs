@@ -54,13 +54,15 @@ use crate::machine::services::Services;
 
 pub(crate) use actor::{Msg, OpsArgs, ProfileOps};
 pub(crate) use evidence::{Change, frames as evidence_frames};
+#[cfg(test)]
+use heap::collect::Keeper;
 pub(crate) use sample::Sample;
 #[cfg(test)]
 pub(crate) use sample::{growth, sample};
 #[cfg(test)]
 use store::{ARTIFACT_FORMAT, Index};
 pub(crate) use store::{
-    ArtifactMeta, DURATION_SEC, INTERVAL_MS, Incident, MIN_CHUNK_BYTES, PROFILES_DIR,
+    ArtifactKind, ArtifactMeta, DURATION_SEC, INTERVAL_MS, Incident, MIN_CHUNK_BYTES, PROFILES_DIR,
     RECENT_SAMPLES, Session, SessionState, StartRequest,
 };
 use store::{Shared, admission, internal, lock, not_found};
@@ -295,7 +297,7 @@ impl Profiles {
                     .cloned()
             })?
             .ok_or_else(|| not_found("artifact", artifact_id))?;
-        let path = self.shared.artifact_path(&meta.artifact_id);
+        let path = self.shared.file_of(&meta);
         let bytes = std::fs::read(&path)
             .map_err(|e| internal(format!("{}: cannot read the artifact: {e}", path.display())))?;
         if hex::encode(Sha256::digest(&bytes)) != meta.sha256 {
@@ -319,7 +321,10 @@ impl Profiles {
         let chunk = self.chunk_bytes();
         let size = bytes.len() as u64;
         if offset.is_none() && length.is_none() {
-            if size <= self.shared.config.artifact_inline_max_bytes {
+            // A heap snapshot is binary: it always comes in chunks.
+            if meta.kind == ArtifactKind::Samples
+                && size <= self.shared.config.artifact_inline_max_bytes
+            {
                 let artifact = serde_json::from_slice(&bytes)
                     .map_err(|e| internal(format!("artifact `{artifact_id}` is not JSON: {e}")))?;
                 return Ok(Delivery::Inline { meta, artifact });

@@ -294,36 +294,39 @@ fn evidence_batches_stay_inside_a_frame() {
     }
 }
 
+/// A keeper of the snapshots process 1 writes in `cfg.dir` (from the test sessions' start).
+fn keeper(cfg: &crate::config::HeapProfilesConfig) -> Keeper {
+    let since = mcp_shared::time::parse("2026-01-01T00:00:00Z").expect("time");
+    Keeper::new(cfg.clone(), Some(1), since.into())
+}
+
+/// A heap directory `name` under `dir` whose snapshots are kept as `keep` at most.
+fn heap_dir(dir: &Path, name: &str, keep: u32) -> crate::config::HeapProfilesConfig {
+    let d = dir.join(name);
+    std::fs::create_dir_all(&d).expect("heap dir");
+    crate::config::HeapProfilesConfig {
+        dir: d,
+        format: crate::config::HeapFormat::Pprof,
+        max_bytes: 1 << 20,
+        keep,
+        keep_paths: Vec::new(),
+    }
+}
+
+/// Writes `bytes` as snapshot `name`, a little after the one before it.
+fn write_snapshot(cfg: &crate::config::HeapProfilesConfig, name: &str, bytes: &[u8]) {
+    std::thread::sleep(std::time::Duration::from_millis(15));
+    std::fs::write(cfg.dir.join(name), bytes).expect("snapshot");
+}
+
 #[test]
 fn a_session_names_the_site_its_heap_snapshots_grew_most_in() {
-    use crate::config::{HeapFormat, HeapProfilesConfig};
     let dir = tempfile::tempdir().expect("tempdir");
-    let heap_dir = |name: &str| {
-        let d = dir.path().join(name);
-        std::fs::create_dir_all(&d).expect("heap dir");
-        HeapProfilesConfig {
-            dir: d,
-            format: HeapFormat::Pprof,
-            max_bytes: 1 << 20,
-        }
-    };
-    let leaking = heap_dir("leaking");
-    std::fs::write(
-        leaking.dir.join("heap.1.1.pb.gz"),
-        heap::pprof::go_style(1_000),
-    )
-    .expect("w");
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    std::fs::write(
-        leaking.dir.join("heap.1.2.pb.gz"),
-        heap::pprof::go_style(900_000),
-    )
-    .expect("w");
-    std::fs::write(
-        leaking.dir.join("heap.4242.7.pb.gz"),
-        heap::pprof::go_style(5),
-    )
-    .expect("w");
+    let leaking = heap_dir(dir.path(), "leaking", 16);
+    write_snapshot(&leaking, "heap.1.1.pb.gz", &heap::pprof::go_style(1_000));
+    write_snapshot(&leaking, ".heap.1.2.pb.gz.partial", b"half");
+    write_snapshot(&leaking, "heap.1.2.pb.gz", &heap::pprof::go_style(900_000));
+    write_snapshot(&leaking, "heap.4242.7.pb.gz", &heap::pprof::go_style(5));
     let config = ProfilingConfig {
         growth_threshold_bytes: 1000,
         ..ProfilingConfig::default()
@@ -335,9 +338,17 @@ fn a_session_names_the_site_its_heap_snapshots_grew_most_in() {
             .expect("push");
     }
     let samples = || vec![s(0, 5000), s(100, 6500)];
-    // While the session runs, get_session sums up the snapshots written so far.
+    // While the session runs, its snapshots are kept as they come, and get_session sums up
+    // what was kept so far.
+    let mut k = keeper(&leaking);
+    k.collect(&ids[0], "web", false, |m| sh.file_of(m));
+    assert_eq!(
+        k.kept.len(),
+        2,
+        "the hidden temporary and process 4242's are not kept"
+    );
     lock(&sh.live).insert(ids[0].clone(), samples());
-    lock(&sh.live_heap).insert(ids[0].clone(), leaking.clone());
+    lock(&sh.live_heap).insert(ids[0].clone(), Arc::new(Mutex::new(k.clone())));
     let so_far = sh.heap_so_far(sh.session(&ids[0]).expect("session"));
     assert_eq!(
         so_far
@@ -346,14 +357,10 @@ fn a_session_names_the_site_its_heap_snapshots_grew_most_in() {
             .map(|h| h.top_sites[0].function.as_str()),
         Some("main.leakCache")
     );
+    // The service's files may go: what was kept stays.
+    std::fs::remove_file(leaking.dir.join("heap.1.1.pb.gz")).expect("rm");
     let a = sh
-        .finish(
-            &ids[0],
-            SessionState::Completed,
-            None,
-            samples(),
-            Some(&leaking),
-        )
+        .finish(&ids[0], SessionState::Completed, None, samples(), Some(k))
         .expect("finish");
     let h = a.heap.as_ref().expect("a heap summary");
     assert_eq!(
@@ -374,6 +381,38 @@ fn a_session_names_the_site_its_heap_snapshots_grew_most_in() {
         h.skipped
     );
     assert!(h.symbolized);
+    assert_eq!(h.snapshots_kept, 2);
+    // Both snapshots are artifacts: recorded with the session, digest checked, paths
+    // redacted, and binary: always in chunks.
+    let kept: Vec<ArtifactMeta> = sh
+        .with(|i| i.artifacts.clone())
+        .expect("index")
+        .into_iter()
+        .filter(|m| m.kind == ArtifactKind::HeapSnapshot)
+        .collect();
+    assert_eq!(kept.len(), 2);
+    assert_eq!(
+        h.to_artifact_id.as_deref(),
+        Some(kept[1].artifact_id.as_str())
+    );
+    for m in &kept {
+        assert_eq!(m.session_id, ids[0]);
+        assert_eq!(m.format.as_deref(), Some("pprof"));
+        let bytes = std::fs::read(sh.file_of(m)).expect("kept file");
+        assert_eq!(hex::encode(Sha256::digest(&bytes)), m.sha256);
+        assert_eq!(bytes.len() as u64, m.size_bytes);
+        let raw = flate2::read::GzDecoder::new(&bytes[..]);
+        let text = String::from_utf8_lossy(
+            &std::io::Read::bytes(raw)
+                .map(|b| b.expect("gz"))
+                .collect::<Vec<u8>>(),
+        )
+        .into_owned();
+        assert!(
+            text.contains("<redacted>/app") && !text.contains("/srv/app"),
+            "{text}"
+        );
+    }
     let incident = sh
         .with(|i| i.incidents.last().cloned())
         .expect("index")
@@ -406,6 +445,10 @@ fn a_session_names_the_site_its_heap_snapshots_grew_most_in() {
         &contract("hub.memory.list_incidents")["output_schema"]["properties"]["incidents"]["items"],
         serde_json::to_value(&incident).expect("incident"),
     );
+    fits(
+        &contract("hub.memory.list_artifacts")["output_schema"]["properties"]["artifacts"]["items"],
+        serde_json::to_value(&kept[0]).expect("artifact"),
+    );
     let artifact = std::fs::read(sh.artifact_path(a.artifact_id.as_deref().expect("artifact")))
         .expect("artifact file");
     fits(
@@ -414,13 +457,14 @@ fn a_session_names_the_site_its_heap_snapshots_grew_most_in() {
     );
 
     // Nothing written, or a snapshot cut short: the session says why and keeps the rest.
+    let quiet = heap_dir(dir.path(), "quiet", 16);
     let b = sh
         .finish(
             &ids[1],
             SessionState::Completed,
             None,
             samples(),
-            Some(&heap_dir("quiet")),
+            Some(keeper(&quiet)),
         )
         .expect("finish");
     assert_eq!(b.heap, None);
@@ -431,24 +475,134 @@ fn a_session_names_the_site_its_heap_snapshots_grew_most_in() {
             .contains("no heap snapshot")
     );
     assert!(b.growth.is_some() && b.artifact_id.is_some());
-    let cut = heap_dir("cut");
-    std::fs::write(
-        cut.dir.join("heap.1.1.pb.gz"),
-        &heap::pprof::go_style(1)[..20],
-    )
-    .expect("w");
+    let cut = heap_dir(dir.path(), "cut", 16);
+    write_snapshot(&cut, "heap.1.1.pb.gz", &heap::pprof::go_style(1)[..20]);
     let c = sh
         .finish(
             &ids[2],
             SessionState::Completed,
             None,
             samples(),
-            Some(&cut),
+            Some(keeper(&cut)),
         )
         .expect("finish");
     let why = c.heap_error.expect("an error");
     assert!(
-        why.starts_with("heap.1.1.pb.gz: the snapshot's gzip data is damaged"),
+        why.contains("heap.1.1.pb.gz: the snapshot's gzip data is damaged"),
         "{why}"
+    );
+}
+
+#[test]
+fn a_session_keeps_its_first_and_newest_snapshots_and_the_hub_its_byte_cap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = heap_dir(dir.path(), "heap", 3);
+    let one = heap::pprof::redact(&heap::pprof::go_style(1_000), &[]).expect("redact");
+    let config = ProfilingConfig {
+        // Room for the snapshots of one session, not two.
+        heap_snapshots_max_bytes: 3 * one.len() as u64 + 10,
+        ..ProfilingConfig::default()
+    };
+    let sh = shared(dir.path(), config);
+    let ids: Vec<String> = (0..3).map(|_| uuid::Uuid::now_v7().to_string()).collect();
+    for id in &ids {
+        sh.update(|i| i.sessions.push(running(id, "web")))
+            .expect("push");
+    }
+    let mut k = keeper(&cfg);
+    for n in 1..=5 {
+        write_snapshot(
+            &cfg,
+            &format!("heap.1.{n}.pb.gz"),
+            &heap::pprof::go_style(1_000 * n),
+        );
+        k.collect(&ids[0], "web", false, |m| sh.file_of(m));
+    }
+    let names: Vec<_> = k
+        .kept
+        .iter()
+        .map(|x| x.meta.snapshot.clone().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        ["heap.1.1.pb.gz", "heap.1.4.pb.gz", "heap.1.5.pb.gz"]
+    );
+    let files = || {
+        std::fs::read_dir(dir.path().join(PROFILES_DIR))
+            .expect("dir")
+            .filter(|e| {
+                e.as_ref()
+                    .expect("entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".pb.gz")
+            })
+            .count()
+    };
+    assert_eq!(files(), 3, "dropped snapshots leave no file");
+    // The session ends as its service exits mid-way: the snapshots kept still name the leak.
+    let a = sh
+        .finish(
+            &ids[0],
+            SessionState::Failed,
+            Some("the process of `web` (pid 1) is gone".into()),
+            vec![s(0, 5000), s(100, 6500)],
+            Some(k),
+        )
+        .expect("finish");
+    let h = a.heap.expect("a summary");
+    assert_eq!((h.top_sites[0].growth_bytes, h.snapshots_kept), (4_000, 3));
+    // A second session's snapshots push the first session's out (the hub's byte cap).
+    let cfg2 = heap_dir(dir.path(), "heap2", 3);
+    let mut k2 = keeper(&cfg2);
+    for n in 1..=3 {
+        write_snapshot(
+            &cfg2,
+            &format!("heap.1.{n}.pb.gz"),
+            &heap::pprof::go_style(1_000),
+        );
+        k2.collect(&ids[1], "web", false, |m| sh.file_of(m));
+    }
+    sh.finish(
+        &ids[1],
+        SessionState::Completed,
+        None,
+        vec![s(0, 1)],
+        Some(k2),
+    )
+    .expect("finish");
+    let kept: Vec<String> = sh
+        .with(|i| {
+            i.artifacts
+                .iter()
+                .filter(|m| m.kind == ArtifactKind::HeapSnapshot)
+                .map(|m| m.session_id.clone())
+                .collect()
+        })
+        .expect("index");
+    assert_eq!(kept, vec![ids[1].clone(); 3]);
+    assert_eq!(files(), 3);
+    // An oversized file is named, not kept.
+    let small = crate::config::HeapProfilesConfig {
+        max_bytes: 10,
+        ..heap_dir(dir.path(), "small", 3)
+    };
+    write_snapshot(&small, "heap.1.1.pb.gz", &heap::pprof::go_style(1));
+    let c = sh
+        .finish(
+            &ids[2],
+            SessionState::Completed,
+            None,
+            vec![s(0, 1)],
+            Some(keeper(&small)),
+        )
+        .expect("finish");
+    assert!(
+        c.heap_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("over heap_profiles.max_bytes (10)"),
+        "{:?}",
+        c.heap_error
     );
 }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
@@ -14,11 +14,14 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{HeapProfilesConfig, ProfilingConfig};
+use crate::config::ProfilingConfig;
 use crate::machine::services::Mode;
-pub(crate) use mcp_shared::profiling::{ArtifactMeta, Incident, Session, SessionState};
+pub(crate) use mcp_shared::profiling::{
+    ArtifactKind, ArtifactMeta, Incident, Session, SessionState,
+};
 
 use super::evidence::EvidenceLog;
+use super::heap::collect::Keeper;
 use super::sample::{Growth, Sample, growth};
 
 /// `index.json`; every list oldest first. Read tolerantly: an index a later build wrote
@@ -41,8 +44,8 @@ pub(super) struct Shared {
     pub(super) index: Mutex<Option<Index>>,
     /// Samples of running sessions, by session id.
     pub(super) live: Mutex<HashMap<String, Vec<Sample>>>,
-    /// Where running sessions' services write heap snapshots, by session id.
-    pub(super) live_heap: Mutex<HashMap<String, HeapProfilesConfig>>,
+    /// The heap snapshots of running sessions whose services write them, by session id.
+    pub(super) live_heap: Mutex<HashMap<String, Arc<Mutex<Keeper>>>>,
     /// Parent of every sampler's cancellation: a new ProfileOps actor cancels the samplers
     /// its failed predecessor left running.
     pub(super) epoch: Mutex<CancellationToken>,
@@ -59,8 +62,23 @@ impl Shared {
         self.dir.join(format!("{session_id}.samples.jsonl"))
     }
 
+    /// The file of a session's samples artifact.
     pub(super) fn artifact_path(&self, artifact_id: &str) -> PathBuf {
         self.dir.join(format!("{artifact_id}.json"))
+    }
+
+    /// The file of an artifact of any kind.
+    pub(super) fn file_of(&self, meta: &ArtifactMeta) -> PathBuf {
+        match meta.kind {
+            ArtifactKind::Samples => self.artifact_path(&meta.artifact_id),
+            ArtifactKind::HeapSnapshot => {
+                let ext = match meta.format.as_deref() {
+                    Some("heaptrack") => "heaptrack.gz",
+                    _ => "pb.gz",
+                };
+                self.dir.join(format!("{}.{ext}", meta.artifact_id))
+            }
+        }
     }
 
     /// Runs `f` on the index, reading it on first use.
@@ -108,15 +126,29 @@ impl Shared {
         })?
     }
 
-    /// Drops the oldest sessions (and their artifacts) and incidents past the limits.
+    /// Drops the oldest sessions (and their artifacts) and incidents past the limits, and
+    /// the oldest heap snapshots past `heap_snapshots_max_bytes`.
     pub(super) fn prune(&self, index: &mut Index) {
         let over = index.sessions.len().saturating_sub(KEEP_SESSIONS);
-        for gone in index.sessions.drain(..over) {
-            if let Some(id) = &gone.artifact_id {
-                let _ = std::fs::remove_file(self.artifact_path(id));
-                index.artifacts.retain(|a| &a.artifact_id != id);
+        let gone: Vec<String> = index.sessions.drain(..over).map(|s| s.session_id).collect();
+        let mut heap_bytes: u64 = index
+            .artifacts
+            .iter()
+            .filter(|a| a.kind == ArtifactKind::HeapSnapshot)
+            .map(|a| a.size_bytes)
+            .sum();
+        index.artifacts.retain(|a| {
+            let snapshot = a.kind == ArtifactKind::HeapSnapshot;
+            let drop = gone.contains(&a.session_id)
+                || (snapshot && heap_bytes > self.config.heap_snapshots_max_bytes);
+            if drop {
+                if snapshot {
+                    heap_bytes -= a.size_bytes;
+                }
+                let _ = std::fs::remove_file(self.file_of(a));
             }
-        }
+            !drop
+        });
         let over = index.incidents.len().saturating_sub(KEEP_INCIDENTS);
         index.incidents.drain(..over);
     }
@@ -143,14 +175,14 @@ impl Shared {
         if session.state != SessionState::Running {
             return session;
         }
-        let Some(cfg) = lock(&self.live_heap).get(&session.session_id).cloned() else {
+        let Some(keeper) = lock(&self.live_heap).get(&session.session_id).cloned() else {
             return session;
         };
         let samples = lock(&self.live)
             .get(&session.session_id)
             .cloned()
             .unwrap_or_default();
-        summarize_heap(&mut session, &cfg, &samples);
+        summarize_heap(&mut session, &lock(&keeper), &samples);
         session
     }
 
@@ -172,7 +204,7 @@ impl Shared {
         state: SessionState,
         error: Option<String>,
         samples: Vec<Sample>,
-        heap: Option<&HeapProfilesConfig>,
+        heap: Option<Keeper>,
     ) -> Result<Session, ToolError> {
         let mut session = self.session(session_id)?;
         let ended_at = now();
@@ -181,11 +213,14 @@ impl Shared {
         session.samples = samples.len() as u64;
         session.growth = growth(&samples);
         session.error = error;
-        if let Some(cfg) = heap {
-            summarize_heap(&mut session, cfg, &samples);
+        let mut snapshots = Vec::new();
+        if let Some(mut keeper) = heap {
+            keeper.collect(session_id, &session.service, true, |m| self.file_of(m));
+            summarize_heap(&mut session, &keeper, &samples);
             if let Some(why) = &session.heap_error {
                 tracing::warn!(service = %session.service, session = %session.session_id, error = %why, "no heap summary");
             }
+            snapshots = keeper.kept.into_iter().map(|k| k.meta).collect();
         }
         let mut artifact = None;
         if !samples.is_empty() {
@@ -223,6 +258,9 @@ impl Shared {
                 created_at: ended_at.clone(),
                 size_bytes: bytes.len() as u64,
                 sha256: hex::encode(Sha256::digest(&bytes)),
+                kind: ArtifactKind::Samples,
+                format: None,
+                snapshot: None,
             });
         }
         let incident = session
@@ -243,6 +281,7 @@ impl Shared {
             {
                 *s = done.clone();
             }
+            index.artifacts.extend(snapshots);
             index.artifacts.extend(artifact);
             index.incidents.extend(incident);
         })?;
@@ -334,15 +373,19 @@ impl Shared {
     }
 }
 
-/// Sets `session`'s heap summary (or why it has none) from the snapshots its service wrote
-/// since it started, with RSS from `samples`.
-fn summarize_heap(session: &mut Session, cfg: &HeapProfilesConfig, samples: &[Sample]) {
-    let started = mcp_shared::time::parse(&session.started_at)
-        .map_or(std::time::UNIX_EPOCH, std::time::SystemTime::from);
-    match super::heap::collect::summarize(cfg, session.pid, started, samples) {
+/// Sets `session`'s heap summary (or why it has none) from the snapshots kept of what its
+/// service wrote since it started, with RSS from `samples`.
+fn summarize_heap(session: &mut Session, keeper: &Keeper, samples: &[Sample]) {
+    match keeper.summary(started_at(session), samples) {
         Ok(summary) => session.heap = Some(Box::new(summary)),
         Err(why) => session.heap_error = Some(why),
     }
+}
+
+/// When `session` started.
+pub(super) fn started_at(session: &Session) -> std::time::SystemTime {
+    mcp_shared::time::parse(&session.started_at)
+        .map_or(std::time::UNIX_EPOCH, std::time::SystemTime::from)
 }
 
 /// Writes `bytes` to `path` (a file in the profiles directory) through [`crate::store::state::write_atomic`].

@@ -249,7 +249,7 @@ fn bounded(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use mcp_shared::profiling::{ArtifactMeta, Mode, Session, SessionState};
+    use mcp_shared::profiling::{ArtifactKind, ArtifactMeta, Mode, Session, SessionState};
 
     use super::*;
 
@@ -287,6 +287,9 @@ mod tests {
                 created_at: "2026-12-04T10:01:00Z".to_owned(),
                 size_bytes: content.len() as u64,
                 sha256,
+                kind: ArtifactKind::Samples,
+                format: None,
+                snapshot: None,
             },
             content: Some(content.to_owned()),
         }

@@ -1,123 +1,49 @@
-//! `mcp-root demo-app`: the small service the demo's hub supervises, and the allowed test that
-//! checks it. Both are this binary, so the demo needs nothing but `cargo run`.
-//!
-//! - `demo-app serve --port N --release-dir DIR [--mode NAME]`: HTTP on 127.0.0.1:N
-//!   (`/healthz` → `ok`, `/version` → the `RELEASE` file of the deployed tree, or
-//!   `not deployed`), and a log line every two seconds.
-//! - `demo-app check --url URL`: three checks of a running app, one line each in the format
-//!   the demo's allowed test counts as progress (`running 3 checks`, `check NAME ... ok`);
-//!   exit status 1 when one fails.
+//! Where the demo's managed service is: `mcp-demo-app` (the `demo-app/` crate), beside this
+//! program. It is a binary of its own because its profiling mode needs jemalloc's heap
+//! profiling, and this program's allocator is mimalloc. `cargo run -p mcp-root -- demo`
+//! builds only `mcp-root`, so the first start builds the app with the cargo that built this
+//! program (the same profile and target directory); an installed `mcp-root` expects it
+//! installed beside itself.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
-use std::time::Duration;
+use std::process::Command;
 
-use axum::Router;
-use axum::extract::State;
-use axum::routing::get;
+use anyhow::Context;
 
-/// The first argument that selects the demo app (handled before the command line proper).
-pub(crate) const COMMAND: &str = "demo-app";
+/// The app's binary.
+pub(crate) const BINARY: &str = "mcp-demo-app";
 
-/// Runs `mcp-root demo-app ...` (`args` after `demo-app`).
-pub(crate) fn main(args: Vec<String>) -> ExitCode {
-    // reqwest's TLS stack needs its provider chosen, though the checks are plain HTTP.
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("demo-app: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let outcome = match args.first().map(String::as_str) {
-        Some("serve") => rt.block_on(serve(&args[1..])),
-        Some("check") => rt.block_on(check(&args[1..])),
-        _ => Err(anyhow::anyhow!(
-            "usage: mcp-root demo-app serve --port N --release-dir DIR [--mode NAME] | check --url URL"
-        )),
-    };
-    match outcome {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("demo-app: {e:#}");
-            ExitCode::from(2)
-        }
+/// The path of `mcp-demo-app`, built first when it is missing and cargo is at hand.
+pub(crate) fn binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("the path of this program")?;
+    let dir = exe.parent().context("the directory of this program")?;
+    let app = dir.join(BINARY);
+    if app.is_file() {
+        return Ok(app);
     }
-}
-
-/// The value after `--name` in `args`.
-fn option<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
-}
-
-fn required<'a>(args: &'a [String], name: &str) -> anyhow::Result<&'a str> {
-    option(args, name).ok_or_else(|| anyhow::anyhow!("{name} is required"))
-}
-
-async fn serve(args: &[String]) -> anyhow::Result<ExitCode> {
-    let port: u16 = required(args, "--port")?.parse()?;
-    let release = PathBuf::from(required(args, "--release-dir")?).join("RELEASE");
-    let mode = option(args, "--mode").unwrap_or("normal").to_owned();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
-    println!("demo-app listening on 127.0.0.1:{port} (mode {mode})");
-    let app = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/version", get(version))
-        .with_state(release.clone());
-    tokio::spawn(async move {
-        for tick in 1u64.. {
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            println!("tick {tick}: serving {}", deployed(&release).await);
-        }
-    });
-    axum::serve(listener, app).await?;
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn deployed(release: &std::path::Path) -> String {
-    match tokio::fs::read_to_string(release).await {
-        Ok(text) => text.trim().to_owned(),
-        Err(_) => "not deployed".to_owned(),
+    // `cargo run` says which cargo runs it; else the one this program was built with.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let target_dir = dir.parent().context("the target directory")?;
+    eprintln!("building {BINARY} (the demo's managed service), once ...");
+    let mut build = Command::new(&cargo);
+    build
+        .args(["build", "-q", "-p", BINARY, "--bin", BINARY])
+        .env("CARGO_TARGET_DIR", target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if dir.ends_with("release") {
+        build.arg("--release");
     }
-}
-
-async fn version(State(release): State<PathBuf>) -> String {
-    deployed(&release).await
-}
-
-async fn check(args: &[String]) -> anyhow::Result<ExitCode> {
-    let url = required(args, "--url")?.trim_end_matches('/').to_owned();
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()?;
-    let checks: [(&str, &str, u16); 3] = [
-        ("healthz", "/healthz", 200),
-        ("version", "/version", 200),
-        ("unknown-path", "/no-such-page", 404),
-    ];
-    println!("running {} checks", checks.len());
-    let mut failed = 0;
-    for (name, path, want) in checks {
-        let got = http.get(format!("{url}{path}")).send().await;
-        let ok = got.as_ref().is_ok_and(|r| r.status().as_u16() == want);
-        println!("check {name} ... {}", if ok { "ok" } else { "FAILED" });
-        if !ok {
-            failed += 1;
-        }
-        // Slow enough for a client to see the progress of the run.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    println!("{} passed, {failed} failed", checks.len() - failed);
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    let status = build.status().with_context(|| {
+        format!(
+            "{} is missing and cargo ({}) cannot build it",
+            app.display(),
+            cargo.to_string_lossy()
+        )
+    })?;
+    anyhow::ensure!(
+        status.success() && app.is_file(),
+        "{} is missing: `cargo build -p {BINARY}` failed",
+        app.display()
+    );
+    Ok(app)
 }

@@ -1,7 +1,8 @@
 //! The demo hub's configuration: everything a newcomer should see working, kept under the
-//! demo's data directory. A managed service (this binary's [`super::app`]) with health checks
-//! and a ProfileOps profiling argv, an allowed test that reports progress, a local git
-//! repository with two tagged releases to deploy, and the shipped sample NLU content. Written
+//! demo's data directory. A managed service ([`super::app`]) with health checks and a
+//! ProfileOps profiling argv (it leaks on purpose and writes heap profiles ProfileOps reads),
+//! an allowed test that reports progress, a local git repository with two tagged releases
+//! to deploy, and the shipped sample NLU content. Written
 //! as `<data>/demo-hub.toml` at every start (the app's port and root's address change), so an
 //! operator can read what the demo hub runs with.
 
@@ -72,7 +73,8 @@ pub(crate) fn prepare(
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let exe = std::env::current_exe().context("the path of this program")?;
+    let exe = super::app::binary()?;
+    std::fs::create_dir_all(state_dir.join("heap").join(SERVICE))?;
     let text = config_text(&Parts {
         root_url,
         zone,
@@ -114,8 +116,9 @@ fn config_text(p: &Parts<'_>) -> String {
     let app = format!("http://127.0.0.1:{}", p.port);
     let exe = qp(p.exe);
     let release_dir = qp(&p.state_dir.join("deploy").join(SERVICE));
+    let heap_dir = qp(&p.state_dir.join("heap").join(SERVICE));
     let serve = format!(
-        "[{exe}, \"demo-app\", \"serve\", \"--port\", \"{}\", \"--release-dir\", {release_dir}",
+        "[{exe}, \"serve\", \"--port\", \"{}\", \"--release-dir\", {release_dir}",
         p.port
     );
     let mut text = format!(
@@ -125,11 +128,13 @@ fn config_text(p: &Parts<'_>) -> String {
          [[skill.healthchecks]]\nname = \"root\"\nkind = \"http\"\nurl = {root_health}\n\n\
          [[skill.healthchecks]]\nname = \"demo-app-port\"\nkind = \"tcp\"\naddress = \"127.0.0.1:{port}\"\n\n\
          [[skill.allowed_tests]]\nname = \"{TEST}\"\n\
-         argv = [{exe}, \"demo-app\", \"check\", \"--url\", {app_url}]\ntimeout_ms = 30000\n\
+         argv = [{exe}, \"check\", \"--url\", {app_url}]\ntimeout_ms = 30000\n\
          progress_total = '^running (\\d+) checks$'\nprogress_line = '^check .* \\.\\.\\. (ok|FAILED)$'\n\n\
          [[services]]\nname = \"{SERVICE}\"\nargv = {serve}]\n\
-         profiling_argv = {serve}, \"--mode\", \"profiling\"]\n\
+         profiling_argv = {serve}, \"--mode\", \"profiling\", \"--heap-dir\", {heap_dir}]\n\
+         heap_profiles = {{ dir = {heap_dir}, format = \"pprof\" }}\n\
          health = {{ kind = \"http\", url = {app_health}, expect_status = 200, timeout_ms = 2000 }}\n\n\
+         [profiling]\ngrowth_threshold_bytes = 4194304\n\n\
          [nlu]\nentities = {entities}\nintents = {intents}\ntemplates = [{templates}]\n",
         target = q(p.target),
         zone = q(p.zone),

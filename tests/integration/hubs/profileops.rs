@@ -474,3 +474,143 @@ async fn evidence_answers_while_the_hub_is_offline(root: &TestRoot, lease: &str,
     assert_eq!(event["status"], "ok", "{audit}");
     assert_eq!(event["execution_adapter"], "root.evidence.list_incidents");
 }
+
+/// A native service as built, profiled with heaptrack (Debian's package): its profiling argv
+/// runs with heaptrack's recorder preloaded, the hub snapshots the trace every few seconds
+/// as `heaptrack` artifacts, and the running session's summary names the leaking function
+/// (`leak_steadily`, the fixture's); the kept snapshot, fetched in chunks, is a file
+/// `heaptrack_print` opens, with the service's paths redacted.
+#[tokio::test]
+async fn a_native_service_under_heaptrack_names_its_leak() {
+    if !std::path::Path::new("/usr/lib/heaptrack/libheaptrack_preload.so").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "heaptrack is missing (.ci/run installs Debian's package)"
+        );
+        eprintln!("SKIPPED: heaptrack is not installed");
+        return;
+    }
+    let root = TestRoot::start().await.unwrap();
+    let port = free_port();
+    let heap = tempfile::tempdir().unwrap();
+    let heap_dir = heap.path().canonicalize().unwrap();
+    let bin = workspace_bin("mcp-fixture-service").unwrap();
+    let more = format!(
+        "profiling_argv = [{:?}, \"--port\", \"{port}\", \"--leak-kib-per-sec\", \"1024\"]\n\
+         heap_profiles = {{ dir = {:?}, format = \"heaptrack\" }}\n",
+        bin.display().to_string(),
+        heap_dir.display().to_string()
+    );
+    let config = format!(
+        "allowed_roots = [{:?}]\n{}",
+        heap_dir.display().to_string(),
+        fixture_service("native", port, &[], &more)
+    );
+    let hub = root.start_hub("hub:test-alpha", &config).await.unwrap();
+    let (_, token) = root
+        .lease("hub:test-alpha", "ProfileOpsControl", 600)
+        .await
+        .unwrap();
+    let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
+    let args =
+        json!({"service": "native", "interval_ms": 200, "duration_sec": 300, "mode": "profiling"});
+    let started = write(&client, "hub.memory.start_profile", args, "ht-1").await;
+    let id = started["result"]["session"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_owned();
+    let mut last = Value::Null;
+    let deadline = std::time::Instant::now() + mcp_tests::PATIENCE;
+    let running = loop {
+        let s = call(&client, "hub.memory.get_session", json!({"session_id": id})).await;
+        let top = s["session"]["heap"]["top_sites"][0]["function"].as_str();
+        if top.is_some_and(|t| t.ends_with("leak_steadily")) {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the leak not named while the session ran: {last}"
+        );
+        last = s;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(running["session"]["state"], "running", "{running}");
+    let stopped = write(
+        &client,
+        "hub.memory.stop_profile",
+        json!({"session_id": id}),
+        "ht-stop",
+    )
+    .await;
+    let heap = &stopped["result"]["session"]["heap"];
+    assert_eq!(heap["format"], "heaptrack", "{stopped}");
+    assert!(
+        heap["top_sites"][0]["function"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("leak_steadily")),
+        "{stopped}"
+    );
+    assert!(heap["growth_bytes"].as_i64() > Some(0), "{stopped}");
+    // The last snapshot kept: a heaptrack data file, whole (its SHA-256), without the
+    // service's paths.
+    let artifact_id = heap["to_artifact_id"].as_str().unwrap().to_owned();
+    let contract = call(
+        &client,
+        "hub.memory.get_artifact",
+        json!({"artifact_id": artifact_id}),
+    )
+    .await;
+    assert_eq!(contract["delivery"], "chunked", "{contract}");
+    let mut bytes = Vec::new();
+    while (bytes.len() as u64) < contract["size_bytes"].as_u64().unwrap() {
+        let chunk = call(
+            &client,
+            "hub.memory.get_artifact",
+            json!({"artifact_id": artifact_id, "offset": bytes.len()}),
+        )
+        .await;
+        bytes.extend(
+            base64::engine::general_purpose::STANDARD
+                .decode(chunk["data_base64"].as_str().unwrap())
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        hex::encode(sha2::Sha256::digest(&bytes)),
+        contract["sha256"].as_str().unwrap()
+    );
+    let file = heap_dir.join("kept.gz");
+    std::fs::write(&file, &bytes).unwrap();
+    let printed = std::process::Command::new("heaptrack_print")
+        .args(["-l", "1", "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&printed.stdout);
+    assert!(printed.status.success(), "{text}");
+    assert!(text.contains("leak_steadily"), "{text}");
+    let bin_dir = bin.parent().unwrap().display().to_string();
+    assert!(
+        !text.contains(&bin_dir),
+        "the service's path left the hub: {text}"
+    );
+    let listed = call(
+        &client,
+        "hub.memory.list_artifacts",
+        json!({"service": "native"}),
+    )
+    .await;
+    let snapshot = listed["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["artifact_id"] == artifact_id.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(
+        (&snapshot["kind"], &snapshot["format"]),
+        (&json!("heap_snapshot"), &json!("heaptrack")),
+        "{snapshot}"
+    );
+    hub.stop().await;
+}

@@ -58,6 +58,8 @@ fn field(lines: &[String], label: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
     mcp_tests::init_crypto();
+    // The demo's managed service, built as `demo` would on its first start.
+    workspace_bin("mcp-demo-app").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut child = Proc::adopt(
         "mcp-root demo",
@@ -104,6 +106,48 @@ async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
     the_demo_hub_serves_every_part(&lines, &token).await;
     the_demo_fleet_runs_as_printed(&lines);
     the_demo_fleet_lease_reads_the_fleet(&lines).await;
+    the_demos_leak_is_found_through_the_python_sdk(&lines).await;
+}
+
+/// The demo's ProfileOps walk-through, by an agent on the Python SDK with the demo's Profile
+/// bearer: a session in profiling mode (the app leaks in `retain_request_history` and
+/// writes jemalloc heap profiles) names that function first within 60 s; stopped, its
+/// summary and its incident still do, and the last snapshot it kept comes in chunks that
+/// match their SHA-256.
+async fn the_demos_leak_is_found_through_the_python_sdk(lines: &[String]) {
+    let url = field(lines, "MCP URL:");
+    let profile = field(lines, "Profile bearer:");
+    let function = "retain_request_history";
+    let seen = mcp_tests::run_python_client("leak.py", &[&url, &profile, function])
+        .await
+        .unwrap();
+    let after = seen["found_after_sec"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the leak was not named: {seen}"));
+    assert!(after < 60.0, "named after {after} s: {seen}");
+    let session = &seen["session"];
+    assert_eq!(session["state"], "stopped", "{seen}");
+    let heap = &session["heap"];
+    let top = heap["top_sites"][0]["function"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(top.ends_with(function), "{seen}");
+    assert!(heap["growth_bytes"].as_i64() > Some(0), "{seen}");
+    assert_eq!(heap["symbolized"], true, "{seen}");
+    assert!(heap["snapshots_kept"].as_u64() >= Some(2), "{seen}");
+    let incident = &seen["incidents"][0];
+    assert!(
+        incident["top_site"]
+            .as_str()
+            .is_some_and(|t| t.ends_with(function)),
+        "{seen}"
+    );
+    let snapshot = &seen["snapshot"];
+    assert_eq!(snapshot["delivery"], "chunked", "{seen}");
+    assert_eq!(snapshot["sha256_matches"], true, "{seen}");
+    assert_eq!(snapshot["gzip"], true, "{seen}");
+    assert_eq!(snapshot["record"]["kind"], "heap_snapshot", "{seen}");
+    assert_eq!(snapshot["record"]["format"], "pprof", "{seen}");
 }
 
 /// The demo's fleet walk-through, run as printed (through `sh`, with this build's

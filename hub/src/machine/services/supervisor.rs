@@ -12,6 +12,8 @@ use mcp_shared::time::OffsetDateTime;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::watch;
 
+use crate::config::HeapFormat;
+
 use super::capped_log::{CappedLog, pump};
 use super::process::signal_group;
 use super::{ExitInfo, KILL_WAIT, Mode, RestartOutcome, ServiceState, StopOutcome, Table, lock};
@@ -83,6 +85,15 @@ impl SupervisorState {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        if mode == Mode::Profiling
+            && let Some(heap) = &config.heap_profiles
+            && heap.format == HeapFormat::Heaptrack
+        {
+            // Recorded by heaptrack from its first allocation (see profiles::heap::heaptrack).
+            let env = crate::profiles::heap::heaptrack::env(&heap.dir)
+                .map_err(|e| fail(e.to_string()))?;
+            cmd.envs(env);
+        }
         match &config.cwd {
             Some(dir) => {
                 cmd.current_dir(dir);

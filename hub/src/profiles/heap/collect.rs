@@ -1,25 +1,36 @@
-//! A session's heap snapshots: the files its service wrote into `heap_profiles.dir` while the
-//! session ran (modified at or after its start), oldest first. The first and the last are
-//! read and diffed into the session's [`HeapSummary`], with RSS over the same interval.
+//! A session's heap snapshots kept as artifacts, and summed up.
 //!
-//! A file named `heap.<pid>.…` or `jeprof.<pid>.…` (jemalloc's and the demo's naming) says
-//! which process wrote it: one of another process is skipped, and so is one larger than
-//! `max_bytes`; the summary lists what it skipped. Only file names leave the machine, never
-//! the directory.
+//! A [`Keeper`] follows one running session: each [`Keeper::collect`] (the sampler's, about
+//! once a second, and a last one when the session ends) finds the files the service wrote
+//! into `heap_profiles.dir` since the session started, reads each new one, redacts its paths
+//! and keeps it in the profiles directory as a `heap_snapshot` artifact (size and SHA-256).
+//! A session keeps its first snapshot and the newest ones, `heap_profiles.keep` in all. The
+//! first and the last kept are diffed into the session's [`HeapSummary`], with RSS over the
+//! same interval.
+//!
+//! Skipped, and named with the reason in the summary: a file named `heap.<pid>.…` or
+//! `jeprof.<pid>.…` of another process, one larger than `max_bytes`, one that does not read
+//! as a heap profile (tried again if it changes: the service may still be writing it), one
+//! that could not be kept (a full disk). Hidden files (`.name`, a writer's temporary) are
+//! not snapshots. Only file names leave the machine, never the directory.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use mcp_shared::profiling::HeapSummary;
+use mcp_shared::profiling::{ArtifactKind, ArtifactMeta, HeapSummary};
+use sha2::{Digest, Sha256};
 
-use super::{Snapshot, diff, pprof};
+use super::{Snapshot, diff, heaptrack, pprof};
 use crate::config::{HeapFormat, HeapProfilesConfig};
 use crate::profiles::sample::Sample;
 
 /// Most skipped files a summary names.
 const MAX_SKIPPED: usize = 16;
+/// How often a heaptrack trace is snapshot while the session runs.
+const TRACE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// A snapshot file found.
+/// A snapshot file found in the service's directory.
 struct Found {
     path: PathBuf,
     name: String,
@@ -27,11 +38,38 @@ struct Found {
     size: u64,
 }
 
+/// A snapshot kept as an artifact.
+#[derive(Debug, Clone)]
+pub(crate) struct Kept {
+    pub(crate) meta: ArtifactMeta,
+    /// The artifact's file in the profiles directory.
+    pub(crate) path: PathBuf,
+    /// When the service wrote it.
+    pub(crate) written: SystemTime,
+}
+
+/// The heap snapshots of one running session.
+#[derive(Debug, Clone)]
+pub(crate) struct Keeper {
+    pub(crate) cfg: HeapProfilesConfig,
+    pid: Option<u32>,
+    since: SystemTime,
+    /// Files looked at, with the size and time they had then.
+    seen: HashMap<String, (u64, SystemTime)>,
+    pub(crate) kept: Vec<Kept>,
+    /// Files not kept, and why.
+    skipped: BTreeMap<String, String>,
+    /// Why the directory could not be read, if it could not.
+    unreadable: Option<String>,
+    /// When a heaptrack trace was last snapshot.
+    traced: Option<std::time::Instant>,
+}
+
 /// The process a snapshot file's name says wrote it.
 fn writer_pid(name: &str) -> Option<u32> {
     let mut parts = name.split('.');
     let prefix = parts.next()?;
-    if !matches!(prefix, "heap" | "jeprof") {
+    if !matches!(prefix, "heap" | "jeprof" | "heaptrack") {
         return None;
     }
     parts.next()?.parse().ok()
@@ -43,16 +81,17 @@ fn list(dir: &Path, since: SystemTime) -> Result<Vec<Found>, String> {
         .map_err(|e| format!("the heap profile directory cannot be read: {e}"))?;
     let mut found = Vec::new();
     for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
         let Ok(meta) = entry.metadata() else { continue };
         let Ok(modified) = meta.modified() else {
             continue;
         };
-        if !meta.is_file() || modified < since {
+        if name.starts_with('.') || !meta.is_file() || modified < since {
             continue;
         }
         found.push(Found {
             path: entry.path(),
-            name: entry.file_name().to_string_lossy().into_owned(),
+            name,
             modified,
             size: meta.len(),
         });
@@ -72,86 +111,233 @@ fn rfc3339(t: SystemTime) -> String {
     mcp_shared::time::format(mcp_shared::time::from_unix_ms(ms))
 }
 
-/// Reads one snapshot file.
-fn read(f: &Found, format: HeapFormat) -> Result<Snapshot, String> {
-    let bytes = std::fs::read(&f.path).map_err(|e| format!("{}: cannot be read: {e}", f.name))?;
+/// Reads a kept snapshot.
+fn read(k: &Kept, format: HeapFormat) -> Result<Snapshot, String> {
+    let name = k.meta.snapshot.as_deref().unwrap_or_default();
+    let bytes = std::fs::read(&k.path).map_err(|e| format!("{name}: cannot be read: {e}"))?;
     match format {
-        HeapFormat::Pprof => pprof::read(&bytes).map_err(|e| format!("{}: {e}", f.name)),
+        HeapFormat::Pprof => pprof::read(&bytes),
+        HeapFormat::Heaptrack => heaptrack::read(&k.path),
     }
+    .map_err(|e| format!("{name}: {e}"))
 }
 
-/// The summary of the snapshots `pid` wrote since `started` (the session's start), with RSS
-/// from `samples` over the same interval; `Err` says why there is none.
-pub(crate) fn summarize(
-    cfg: &HeapProfilesConfig,
-    pid: Option<u32>,
-    started: SystemTime,
-    samples: &[Sample],
-) -> Result<HeapSummary, String> {
-    let mut skipped = Vec::new();
-    let mine: Vec<Found> = list(&cfg.dir, started)?
-        .into_iter()
-        .filter(|f| {
-            if let (Some(writer), Some(pid)) = (writer_pid(&f.name), pid)
-                && writer != pid
-            {
-                skipped.push(format!(
-                    "{}: written by process {writer}, not the session's {pid}",
-                    f.name
-                ));
-                return false;
-            }
-            if f.size > cfg.max_bytes {
-                skipped.push(format!(
-                    "{}: {} bytes, over heap_profiles.max_bytes ({})",
-                    f.name, f.size, cfg.max_bytes
-                ));
-                return false;
-            }
-            true
-        })
-        .collect();
-    skipped.truncate(MAX_SKIPPED);
-    let Some(last) = mine.last() else {
-        let why = if skipped.is_empty() {
-            "no heap snapshot was written while the session ran".to_owned()
-        } else {
-            format!("no usable heap snapshot: {}", skipped.join("; "))
-        };
-        return Err(why);
-    };
-    let first = (mine.len() > 1).then(|| &mine[0]);
-    let after = read(last, cfg.format)?;
-    let before = first.map(|f| read(f, cfg.format)).transpose()?;
-    let top_sites = diff(before.as_ref(), &after);
-    let rss_at = |t: SystemTime, last: bool| {
-        let ms = t
-            .duration_since(started)
-            .map_or(0, |d| d.as_millis() as u64);
-        let mut within = samples
-            .iter()
-            .filter(|s| if last { s.t_ms <= ms } else { s.t_ms >= ms });
-        if last {
-            within.next_back()
-        } else {
-            within.next()
+impl Keeper {
+    /// Follows the snapshots process `pid` writes from `since` (the session's start) on.
+    pub(crate) fn new(cfg: HeapProfilesConfig, pid: Option<u32>, since: SystemTime) -> Keeper {
+        Keeper {
+            cfg,
+            pid,
+            since,
+            seen: HashMap::new(),
+            kept: Vec::new(),
+            skipped: BTreeMap::new(),
+            unreadable: None,
+            traced: None,
         }
-        .map(|s| s.rss_bytes)
-    };
-    Ok(HeapSummary {
-        format: cfg.format.as_str().to_owned(),
-        from_snapshot: first.map(|f| f.name.clone()),
-        to_snapshot: last.name.clone(),
-        from_taken_at: first.map(|f| rfc3339(f.modified)),
-        to_taken_at: rfc3339(last.modified),
-        skipped,
-        heap_bytes: after.total.bytes,
-        growth_bytes: after.total.bytes - before.as_ref().map_or(0, |b| b.total.bytes),
-        growth_objects: (after.has_objects && before.as_ref().is_none_or(|b| b.has_objects))
-            .then(|| after.total.objects - before.as_ref().map_or(0, |b| b.total.objects)),
-        symbolized: after.symbolized,
-        top_sites,
-        rss_from_bytes: rss_at(first.map_or(started, |f| f.modified), false),
-        rss_to_bytes: rss_at(last.modified, true),
-    })
+    }
+
+    /// Keeps the snapshots written since the last call as artifacts of `session_id` (each
+    /// file named by `file_of`); drops kept ones past `keep`. `last`: the session is
+    /// ending (a heaptrack trace is snapshot now, whenever the last one was).
+    pub(crate) fn collect(
+        &mut self,
+        session_id: &str,
+        service: &str,
+        last: bool,
+        file_of: impl Fn(&ArtifactMeta) -> PathBuf,
+    ) {
+        let found = match list(&self.cfg.dir, self.since) {
+            Ok(found) => found,
+            Err(why) => {
+                self.unreadable = Some(why);
+                return;
+            }
+        };
+        self.unreadable = None;
+        let mut fresh = Vec::new();
+        for f in found {
+            if self.seen.get(&f.name) == Some(&(f.size, f.modified)) {
+                continue;
+            }
+            if let Err(why) = self.admit(&f) {
+                self.seen.insert(f.name.clone(), (f.size, f.modified));
+                self.skipped.insert(f.name.clone(), why);
+                continue;
+            }
+            fresh.push(f);
+        }
+        let due = |traced: Option<std::time::Instant>| {
+            last || traced.is_none_or(|t| t.elapsed() >= TRACE_EVERY)
+        };
+        if self.cfg.format == HeapFormat::Heaptrack {
+            // One trace grows for the whole run: its newest state, every few seconds.
+            fresh.drain(..fresh.len().saturating_sub(1));
+            if !due(self.traced) {
+                fresh.clear();
+            }
+        }
+        for f in fresh {
+            self.seen.insert(f.name.clone(), (f.size, f.modified));
+            let kept = self.stored_form(&f).and_then(|(name, bytes)| {
+                self.store(name, &f, bytes, session_id, service, &file_of)
+            });
+            match kept {
+                Ok(kept) => {
+                    self.skipped.remove(&f.name);
+                    self.kept.push(kept);
+                    self.traced = Some(std::time::Instant::now());
+                }
+                Err(why) => {
+                    self.skipped.insert(f.name.clone(), why);
+                }
+            }
+        }
+        let most = usize::try_from(self.cfg.keep).unwrap_or(usize::MAX).max(2);
+        while self.kept.len() > most {
+            // The first stays (the session's baseline); the oldest after it goes.
+            let gone = self.kept.remove(1);
+            let _ = std::fs::remove_file(&gone.path);
+        }
+    }
+
+    /// Why a file is not one of the session's snapshots, if it is not.
+    fn admit(&self, f: &Found) -> Result<(), String> {
+        if let (Some(writer), Some(pid)) = (writer_pid(&f.name), self.pid)
+            && writer != pid
+        {
+            return Err(format!(
+                "written by process {writer}, not the session's {pid}"
+            ));
+        }
+        if f.size > self.cfg.max_bytes {
+            return Err(format!(
+                "{} bytes, over heap_profiles.max_bytes ({})",
+                f.size, self.cfg.max_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// A snapshot file read, checked and redacted: the kept snapshot's name and bytes.
+    fn stored_form(&self, f: &Found) -> Result<(String, Vec<u8>), String> {
+        let bytes = std::fs::read(&f.path).map_err(|e| format!("cannot be read: {e}"))?;
+        if bytes.len() as u64 > self.cfg.max_bytes {
+            return Err(format!(
+                "{} bytes, over heap_profiles.max_bytes ({})",
+                bytes.len(),
+                self.cfg.max_bytes
+            ));
+        }
+        match self.cfg.format {
+            HeapFormat::Pprof => {
+                pprof::read(&bytes).map_err(|e| e.to_string())?;
+                let redacted =
+                    pprof::redact(&bytes, &self.cfg.keep_paths).map_err(|e| e.to_string())?;
+                Ok((f.name.clone(), redacted))
+            }
+            HeapFormat::Heaptrack => {
+                let data =
+                    heaptrack::snapshot(&bytes, &self.cfg.keep_paths).map_err(|e| e.to_string())?;
+                let stem = f.name.strip_suffix(".raw").unwrap_or(&f.name);
+                Ok((format!("{stem}.{}.gz", self.kept.len() + 1), data))
+            }
+        }
+    }
+
+    /// Stores `bytes` (snapshot `name`, from file `f`) as an artifact.
+    fn store(
+        &self,
+        name: String,
+        f: &Found,
+        bytes: Vec<u8>,
+        session_id: &str,
+        service: &str,
+        file_of: &impl Fn(&ArtifactMeta) -> PathBuf,
+    ) -> Result<Kept, String> {
+        let meta = ArtifactMeta {
+            artifact_id: uuid::Uuid::now_v7().to_string(),
+            session_id: session_id.to_owned(),
+            service: service.to_owned(),
+            created_at: rfc3339(SystemTime::now()),
+            size_bytes: bytes.len() as u64,
+            sha256: hex::encode(Sha256::digest(&bytes)),
+            kind: ArtifactKind::HeapSnapshot,
+            format: Some(self.cfg.format.as_str().to_owned()),
+            snapshot: Some(name),
+        };
+        let path = file_of(&meta);
+        crate::store::state::write_atomic(&path, &bytes)
+            .map_err(|e| format!("could not be kept: {}", e.source))?;
+        Ok(Kept {
+            meta,
+            path,
+            written: f.modified,
+        })
+    }
+
+    /// Files not kept, and why (at most [`MAX_SKIPPED`]).
+    fn skipped(&self) -> Vec<String> {
+        self.skipped
+            .iter()
+            .take(MAX_SKIPPED)
+            .map(|(name, why)| format!("{name}: {why}"))
+            .collect()
+    }
+
+    /// The summary of the kept snapshots, with RSS from `samples` (taken from the session's
+    /// start, `started`); `Err` says why there is none.
+    pub(crate) fn summary(
+        &self,
+        started: SystemTime,
+        samples: &[Sample],
+    ) -> Result<HeapSummary, String> {
+        let skipped = self.skipped();
+        let Some(last) = self.kept.last() else {
+            return Err(if let Some(why) = &self.unreadable {
+                why.clone()
+            } else if skipped.is_empty() {
+                "no heap snapshot was written while the session ran".to_owned()
+            } else {
+                format!("no usable heap snapshot: {}", skipped.join("; "))
+            });
+        };
+        let first = (self.kept.len() > 1).then(|| &self.kept[0]);
+        let after = read(last, self.cfg.format)?;
+        let before = first.map(|f| read(f, self.cfg.format)).transpose()?;
+        let top_sites = diff(before.as_ref(), &after);
+        let rss_at = |t: SystemTime, last: bool| {
+            let ms = t
+                .duration_since(started)
+                .map_or(0, |d| d.as_millis() as u64);
+            let mut within = samples
+                .iter()
+                .filter(|s| if last { s.t_ms <= ms } else { s.t_ms >= ms });
+            if last {
+                within.next_back()
+            } else {
+                within.next()
+            }
+            .map(|s| s.rss_bytes)
+        };
+        Ok(HeapSummary {
+            format: self.cfg.format.as_str().to_owned(),
+            from_snapshot: first.and_then(|f| f.meta.snapshot.clone()),
+            to_snapshot: last.meta.snapshot.clone().unwrap_or_default(),
+            from_taken_at: first.map(|f| rfc3339(f.written)),
+            to_taken_at: rfc3339(last.written),
+            from_artifact_id: first.map(|f| f.meta.artifact_id.clone()),
+            to_artifact_id: Some(last.meta.artifact_id.clone()),
+            snapshots_kept: u32::try_from(self.kept.len()).unwrap_or(u32::MAX),
+            skipped,
+            heap_bytes: after.total.bytes,
+            growth_bytes: after.total.bytes - before.as_ref().map_or(0, |b| b.total.bytes),
+            growth_objects: (after.has_objects && before.as_ref().is_none_or(|b| b.has_objects))
+                .then(|| after.total.objects - before.as_ref().map_or(0, |b| b.total.objects)),
+            symbolized: after.symbolized,
+            top_sites,
+            rss_from_bytes: rss_at(first.map_or(started, |f| f.written), false),
+            rss_to_bytes: rss_at(last.written, true),
+        })
+    }
 }

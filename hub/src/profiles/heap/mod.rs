@@ -7,13 +7,18 @@
 //!   `libdd-profiling-protobuf` (Datadog's); the bytes sample type is `inuse_space` (else
 //!   `space`), objects `inuse_objects` when the profile has them.
 //!
-//! [`collect`] finds a session's snapshots and summarizes them.
+//! - [`heaptrack`]: heaptrack's trace of a native process (its recorder preloaded into the
+//!   profiling argv), interpreted into heaptrack's data format and read with
+//!   `heaptrack_print` into the bytes live per stack.
+//!
+//! [`collect`] keeps a session's snapshots as artifacts and summarizes them.
 //!
 //! A site is a stack from its first frame outside the allocator (`malloc`, jemalloc,
 //! `alloc::`, Go's `runtime.mallocgc`, ...), so the function named is the one that allocated,
 //! with the frames that called it.
 
 pub(crate) mod collect;
+pub(crate) mod heaptrack;
 pub(crate) mod pprof;
 
 use std::collections::HashMap;
@@ -42,6 +47,8 @@ pub(crate) enum HeapError {
     Malformed(String),
     #[error("the profile has no heap sample type (inuse_space or space), only: {0}")]
     NotHeap(String),
+    #[error("{0}")]
+    Tool(String),
 }
 
 /// Live heap by site.
@@ -77,6 +84,7 @@ const ALLOCATOR: &[&str] = &[
     "prof_",
     "imalloc",
     "__rust_alloc",
+    "__rustc::",
     "__rust_realloc",
     "__rdl_",
     "__rg_",
@@ -100,12 +108,53 @@ const ALLOCATOR: &[&str] = &[
 /// Whether `frame` is the allocator's.
 pub(crate) fn is_allocator(frame: &str) -> bool {
     ALLOCATOR.iter().any(|p| frame.starts_with(p))
+        // A trait's method implemented by the standard library's allocation code:
+        // `<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem`.
+        || (frame.starts_with('<')
+            && (frame.contains(" as alloc::") || frame.contains(" as core::alloc::")))
+}
+
+/// A frame's function name as people read it: Rust symbols demangled (v0 and legacy,
+/// without the hash); other names as they are.
+pub(crate) fn function_name(raw: &str) -> String {
+    if let Ok(name) = rustc_demangle::try_demangle(raw) {
+        return format!("{name:#}");
+    }
+    // A legacy symbol a C++ demangler (heaptrack's) split into its path, leaving the hash and
+    // the escapes (`leak::h0123456789abcdef`, `$u7b$$u7b$closure$u7d$$u7d$`): mangled again,
+    // then demangled.
+    if let Some((_, hash)) = raw.rsplit_once("::h")
+        && hash.len() == 16
+        && hash.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        let mut mangled = String::from("_ZN");
+        for part in raw.split("::") {
+            mangled.push_str(&format!("{}{part}", part.len()));
+        }
+        mangled.push('E');
+        if let Ok(name) = rustc_demangle::try_demangle(&mangled) {
+            return format!("{name:#}");
+        }
+    }
+    raw.to_owned()
 }
 
 /// The site of a stack (`frames`, callee first): from its first frame outside the allocator,
-/// at most [`SITE_FRAMES`]. A stack of allocator frames only is its own site.
+/// at most [`SITE_FRAMES`]. Frames without a path (`from_elem<>`: what debug info names an
+/// inlined function; C functions) between allocator frames are the allocator's too. A stack
+/// of allocator frames only is its own site.
 pub(crate) fn site_of(frames: &[String]) -> Vec<String> {
-    let from = frames.iter().position(|f| !is_allocator(f)).unwrap_or(0);
+    let mut from = 0;
+    for (i, f) in frames.iter().enumerate() {
+        if is_allocator(f) {
+            from = i + 1;
+        } else if f.contains("::") {
+            break;
+        }
+    }
+    if from >= frames.len() {
+        from = 0;
+    }
     frames
         .iter()
         .skip(from)
@@ -199,5 +248,30 @@ mod tests {
         assert_eq!(top.len(), 2, "the site that shrank is not listed");
         // Without an earlier snapshot, growth is from nothing.
         assert_eq!(diff(None, &after)[0].growth_bytes, 9_000);
+    }
+
+    #[test]
+    fn the_standard_librarys_allocation_frames_are_the_allocators() {
+        // A jemalloc-profiled Rust service (Rust 1.95's symbol names), and C.
+        let rust: Vec<String> = [
+            "__rustc::__rust_alloc_zeroed",
+            "alloc::alloc::Global::alloc_impl_runtime",
+            "<alloc::alloc::Global as core::alloc::Allocator>::allocate_zeroed",
+            "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
+            "alloc::vec::from_elem",
+            "retain_request_history",
+            "mcp_demo_app::leak::start::{{closure}}",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(site_of(&rust)[0], "retain_request_history");
+        let c: Vec<String> = ["malloc", "leak_cache", "main"].map(String::from).to_vec();
+        assert_eq!(site_of(&c), ["leak_cache", "main"]);
+        let only: Vec<String> = ["malloc", "je_malloc"].map(String::from).to_vec();
+        assert_eq!(
+            site_of(&only),
+            only,
+            "a stack of the allocator alone is its own site"
+        );
     }
 }

@@ -130,6 +130,30 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Snapshot, HeapError> {
     Ok(snap)
 }
 
+/// `bytes` (a pprof profile) with every absolute path in its string table (mapping file
+/// names, source files) cut to `<redacted>/<file name>` unless it is under one of `keep`;
+/// gzipped. Function names are not paths and stay.
+pub(crate) fn redact(bytes: &[u8], keep: &[String]) -> Result<Vec<u8>, HeapError> {
+    if bytes.is_empty() {
+        return Err(HeapError::Empty);
+    }
+    let raw = unzip(bytes)?;
+    let mut p = Profile::decode(&raw[..]).map_err(|e| HeapError::Malformed(e.to_string()))?;
+    for s in &mut p.string_table {
+        if s.starts_with('/') && !keep.iter().any(|k| s.starts_with(k.as_str())) {
+            let file = s.rsplit('/').next().unwrap_or_default();
+            *s = format!("{REDACTED}/{file}");
+        }
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &p.encode_to_vec())
+        .and_then(|()| gz.finish())
+        .map_err(|e| HeapError::Gzip(e.to_string()))
+}
+
+/// What a redacted path's directory becomes.
+pub(crate) const REDACTED: &str = "<redacted>";
+
 #[cfg(test)]
 /// A Go-style heap profile (four sample types) naming its functions.
 pub(crate) fn go_style(leak_bytes: i64) -> Vec<u8> {
@@ -280,5 +304,30 @@ mod tests {
             read(&cpu.encode_to_vec()).unwrap_err(),
             HeapError::NotHeap("cpu, wall, samples, nanoseconds".into())
         );
+    }
+
+    #[test]
+    fn redaction_cuts_paths_to_their_file_name_and_keeps_the_sites() {
+        let whole = go_style(4096);
+        let strings = |bytes: &[u8]| {
+            Profile::decode(&unzip(bytes).unwrap()[..])
+                .unwrap()
+                .string_table
+        };
+        let redacted = redact(&whole, &[]).unwrap();
+        let table = strings(&redacted);
+        assert!(table.contains(&"<redacted>/app".to_owned()), "{table:?}");
+        assert!(!table.iter().any(|s| s.starts_with("/srv")), "{table:?}");
+        assert!(table.contains(&"main.leakCache".to_owned()));
+        let (before, after) = (read(&whole).unwrap(), read(&redacted).unwrap());
+        assert_eq!((before.sites, before.total), (after.sites, after.total));
+        // A path under a kept prefix stays whole.
+        assert!(
+            strings(&redact(&whole, &["/srv/".into()]).unwrap()).contains(&"/srv/app".to_owned())
+        );
+        assert!(matches!(
+            redact(b"not a profile", &[]),
+            Err(HeapError::Malformed(_))
+        ));
     }
 }
