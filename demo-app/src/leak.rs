@@ -1,7 +1,8 @@
 //! The profiling mode: a leak on purpose, and the heap profiles that show where it is.
 //!
 //! `retain_request_history` keeps a record of every (simulated) request and never lets one
-//! go: [`LEAK_BYTES_PER_TICK`] every [`TICK`], up to [`LEAK_CAP_BYTES`]. jemalloc samples
+//! go: `--leak-kib-per-sec` (by default [`LEAK_KIB_PER_SEC`]) in a record every [`TICK`],
+//! up to [`LEAK_CAP_BYTES`]. jemalloc samples
 //! the heap (about one allocation per [`LG_SAMPLE`]-sized interval of bytes) and every
 //! [`DUMP_EVERY`] the mode writes what it sampled as a gzipped pprof profile (through
 //! `jemalloc_pprof`, with symbol names) to `<heap-dir>/heap.<pid>.<n>.pb.gz`, written to a
@@ -17,9 +18,9 @@ use std::time::Duration;
 const MALLOC_CONF: &str = "_RJEM_MALLOC_CONF";
 /// Base 2 logarithm of the mean bytes between two sampled allocations (64 KiB).
 const LG_SAMPLE: u32 = 16;
-/// What the leak retains per tick.
-const LEAK_BYTES_PER_TICK: usize = 32 * 1024;
-/// How often it does (320 KiB/s in all).
+/// What the leak retains per second unless told.
+pub(crate) const LEAK_KIB_PER_SEC: usize = 320;
+/// How often it does.
 const TICK: Duration = Duration::from_millis(100);
 /// The leak stops growing here, so a forgotten demo does not take the machine.
 const LEAK_CAP_BYTES: usize = 256 * 1024 * 1024;
@@ -47,15 +48,20 @@ pub(crate) fn ensure_sampling() -> anyhow::Result<()> {
     ))
 }
 
-/// Starts the leak and the heap profiles written into `dir`.
-pub(crate) async fn start(dir: PathBuf) -> anyhow::Result<()> {
+/// Starts the leak (`kib_per_sec`) and the heap profiles written into `dir`.
+pub(crate) async fn start(dir: PathBuf, kib_per_sec: usize) -> anyhow::Result<()> {
+    let per_tick = (kib_per_sec * 1024 / 10).max(8);
     tokio::fs::create_dir_all(&dir).await?;
     let ctl = jemalloc_pprof::PROF_CTL.as_ref().cloned().ok_or_else(|| {
         anyhow::anyhow!("jemalloc's heap profiling is off ({MALLOC_CONF} has no prof:true)")
     })?;
+    // The first dump loads the binary's debug information to name frames (tens of MB kept
+    // for the process's life): done once now, it is in every profile, not growth between two.
+    let warm = ctl.clone();
+    tokio::task::spawn_blocking(move || warm.blocking_lock().dump_pprof().map(|_| ())).await??;
     println!(
         "profiling: retaining {} KiB/s in retain_request_history; heap profiles every {} s in {}",
-        LEAK_BYTES_PER_TICK * 10 / 1024,
+        per_tick * 10 / 1024,
         DUMP_EVERY.as_secs(),
         dir.display()
     );
@@ -64,8 +70,8 @@ pub(crate) async fn start(dir: PathBuf) -> anyhow::Result<()> {
         let mut tick = tokio::time::interval(TICK);
         for n in 0u64.. {
             tick.tick().await;
-            if history.len() * LEAK_BYTES_PER_TICK < LEAK_CAP_BYTES {
-                retain_request_history(&mut history, n);
+            if history.len() * per_tick < LEAK_CAP_BYTES {
+                retain_request_history(&mut history, n, per_tick);
             }
         }
     });
@@ -76,12 +82,17 @@ pub(crate) async fn start(dir: PathBuf) -> anyhow::Result<()> {
             let ctl = ctl.clone();
             let dir = dir.clone();
             let written = tokio::task::spawn_blocking(move || {
+                let began = std::time::Instant::now();
                 let pprof = ctl.blocking_lock().dump_pprof()?;
-                write_profile(&dir, pid, n, &pprof)
+                write_profile(&dir, pid, n, &pprof)?;
+                anyhow::Ok((pprof.len(), began.elapsed()))
             })
             .await;
             match written {
-                Ok(Ok(())) => {}
+                Ok(Ok((bytes, took))) => println!(
+                    "profiling: heap profile {n} written ({bytes} bytes in {} ms)",
+                    took.as_millis()
+                ),
                 Ok(Err(e)) => eprintln!("profiling: heap profile {n} not written: {e:#}"),
                 Err(e) => eprintln!("profiling: heap profile {n} not written: {e}"),
             }
@@ -90,11 +101,11 @@ pub(crate) async fn start(dir: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The leak: a record of request `n`, kept forever.
+/// The leak: a record of request `n` (`bytes` long), kept forever.
 #[inline(never)]
-fn retain_request_history(history: &mut Vec<Box<[u8]>>, n: u64) {
-    let mut record = vec![0u8; LEAK_BYTES_PER_TICK].into_boxed_slice();
-    record[..8].copy_from_slice(&n.to_le_bytes());
+fn retain_request_history(history: &mut Vec<Box<[u8]>>, n: u64, bytes: usize) {
+    // Every page written, so the record is resident as a real one would be.
+    let record = vec![n.to_le_bytes()[0] | 1; bytes].into_boxed_slice();
     history.push(record);
 }
 

@@ -1,7 +1,7 @@
 //! `mcp-demo-app`: the small service the demo's hub supervises, and the allowed test that
 //! checks it.
 //!
-//! - `serve --port N --release-dir DIR [--mode NAME] [--heap-dir DIR]`: HTTP on
+//! - `serve --port N --release-dir DIR [--mode NAME] [--heap-dir DIR] [--leak-kib-per-sec N]`: HTTP on
 //!   127.0.0.1:N (`/healthz` → `ok`, `/version` → the `RELEASE` file of the deployed tree, or
 //!   `not deployed`), and a log line every two seconds. With `--mode profiling` and
 //!   `--heap-dir` it leaks on purpose and writes jemalloc heap profiles there (see [`leak`]):
@@ -24,7 +24,7 @@ use axum::routing::get;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-const USAGE: &str = "usage: mcp-demo-app serve --port N --release-dir DIR [--mode NAME] [--heap-dir DIR] | check --url URL";
+const USAGE: &str = "usage: mcp-demo-app serve --port N --release-dir DIR [--mode NAME] [--heap-dir DIR] [--leak-kib-per-sec N] | check --url URL";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -74,8 +74,12 @@ async fn serve(args: &[String]) -> anyhow::Result<ExitCode> {
     if mode == "profiling"
         && let Some(dir) = &heap_dir
     {
+        let rate = match option(args, "--leak-kib-per-sec") {
+            Some(n) => n.parse()?,
+            None => leak::LEAK_KIB_PER_SEC,
+        };
         leak::ensure_sampling()?;
-        leak::start(dir.clone()).await?;
+        leak::start(dir.clone(), rate).await?;
     }
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     println!("demo-app listening on 127.0.0.1:{port} (mode {mode})");

@@ -34,6 +34,29 @@ pub enum Command {
         #[command(subcommand)]
         command: SkillCmd,
     },
+    /// Heap snapshots, offline.
+    Heap {
+        #[command(subcommand)]
+        command: HeapCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HeapCmd {
+    /// Sum up the heap snapshots in a directory as a profiling session does: each read,
+    /// checked and redacted, the first and the last diffed into the allocation sites that
+    /// grew most. Prints the summary as JSON (the `heap` of `hub.memory.get_session`).
+    Summarize {
+        /// Where the snapshots are: pprof files (`heap.<pid>.<n>.pb.gz`, ...), or heaptrack
+        /// raw traces (`heaptrack.<pid>.raw`).
+        dir: PathBuf,
+        /// `pprof` or `heaptrack`.
+        #[arg(long, default_value = "pprof")]
+        format: String,
+        /// Only the snapshots process PID wrote.
+        #[arg(long)]
+        pid: Option<u32>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -131,7 +154,30 @@ pub fn run_with(
             served
         }
         Command::Skill { command } => skill(command),
+        Command::Heap { command } => heap(command),
     }
+}
+
+/// `mcp-hub heap summarize DIR`.
+fn heap(command: HeapCmd) -> anyhow::Result<()> {
+    let HeapCmd::Summarize { dir, format, pid } = command;
+    let format = match format.as_str() {
+        "pprof" => crate::config::HeapFormat::Pprof,
+        "heaptrack" => crate::config::HeapFormat::Heaptrack,
+        other => anyhow::bail!("--format must be pprof or heaptrack, not `{other}`"),
+    };
+    let cfg = crate::config::HeapProfilesConfig {
+        dir,
+        format,
+        max_bytes: crate::config::MAX_SNAPSHOT_BYTES,
+        keep: 2,
+        keep_paths: Vec::new(),
+    };
+    let scratch = tempfile::tempdir().context("a scratch directory")?;
+    let summary = crate::profiles::heap::collect::summarize_dir(cfg, pid, scratch.path())
+        .map_err(|why| anyhow::anyhow!(why))?;
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
 }
 
 /// `mcp-hub skill status|enable|disable`: the local view, and the owner's switch.

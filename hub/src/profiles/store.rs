@@ -71,13 +71,7 @@ impl Shared {
     pub(super) fn file_of(&self, meta: &ArtifactMeta) -> PathBuf {
         match meta.kind {
             ArtifactKind::Samples => self.artifact_path(&meta.artifact_id),
-            ArtifactKind::HeapSnapshot => {
-                let ext = match meta.format.as_deref() {
-                    Some("heaptrack") => "heaptrack.gz",
-                    _ => "pb.gz",
-                };
-                self.dir.join(format!("{}.{ext}", meta.artifact_id))
-            }
+            ArtifactKind::HeapSnapshot => self.dir.join(super::heap::snapshot_file_name(meta)),
         }
     }
 

@@ -398,3 +398,56 @@ async fn root_and_hub_as_separate_processes() {
         .unwrap();
     assert_eq!(hubs["targets"][0]["status"], "online");
 }
+
+/// `mcp-hub heap summarize DIR` sums up snapshot files offline as a session would: the
+/// first and last diffed (another process's skipped when `--pid` says whose), JSON out; a
+/// directory without snapshots or an unknown format is a clear error.
+#[test]
+fn mcp_hub_sums_up_heap_snapshots_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, leak: i64| {
+        let stacks: &[(&[&str], i64)] = &[
+            (&["malloc", "app::cache_forever", "app::main"], leak),
+            (&["malloc", "app::serve", "app::main"], 4096),
+        ];
+        std::fs::write(dir.path().join(name), mcp_tests::heap::pprof(stacks)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    write("heap.7.1.pb.gz", 1_000);
+    write("heap.8.1.pb.gz", 50_000_000);
+    write("heap.7.2.pb.gz", 9_000_000);
+    let hub = workspace_bin("mcp-hub").unwrap();
+    let out = Command::new(&hub)
+        .args(["heap", "summarize", "--pid", "7"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["top_sites"][0]["function"], "app::cache_forever");
+    assert_eq!(summary["growth_bytes"], 8_999_000);
+    assert_eq!(
+        (&summary["from_snapshot"], &summary["to_snapshot"]),
+        (&json!("heap.7.1.pb.gz"), &json!("heap.7.2.pb.gz"))
+    );
+    assert!(
+        summary["skipped"][0]
+            .as_str()
+            .unwrap()
+            .contains("process 8")
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(&hub)
+        .args(["heap", "summarize"])
+        .arg(empty.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no heap snapshot"));
+    let out = Command::new(&hub)
+        .args(["heap", "summarize", "--format", "massif"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--format must be pprof or heaptrack"));
+}

@@ -341,3 +341,18 @@ impl Keeper {
         })
     }
 }
+
+/// The summary of the snapshots in `cfg.dir` (of process `pid` only, when given) as a
+/// session would make it, offline: each kept into `scratch` (which the caller removes), the
+/// first and the last diffed. `mcp-hub heap summarize`.
+pub(crate) fn summarize_dir(
+    cfg: HeapProfilesConfig,
+    pid: Option<u32>,
+    scratch: &Path,
+) -> Result<HeapSummary, String> {
+    let mut keeper = Keeper::new(cfg, pid, SystemTime::UNIX_EPOCH);
+    keeper.collect("offline", "offline", true, |m| {
+        scratch.join(super::snapshot_file_name(m))
+    });
+    keeper.summary(SystemTime::UNIX_EPOCH, &[])
+}

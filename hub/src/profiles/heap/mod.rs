@@ -34,6 +34,16 @@ pub(crate) const TOP_SITES: usize = 10;
 /// Most bytes a snapshot may take once decompressed.
 pub(crate) const MAX_DECODED_BYTES: u64 = 256 * 1024 * 1024;
 
+/// The file name of a kept snapshot (its format's extension: heaptrack_print opens a file
+/// by it).
+pub(crate) fn snapshot_file_name(meta: &mcp_shared::profiling::ArtifactMeta) -> String {
+    let ext = match meta.format.as_deref() {
+        Some("heaptrack") => "heaptrack.gz",
+        _ => "pb.gz",
+    };
+    format!("{}.{ext}", meta.artifact_id)
+}
+
 /// Why a snapshot could not be read.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub(crate) enum HeapError {
