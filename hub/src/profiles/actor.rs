@@ -318,6 +318,7 @@ impl Actor for ProfileOps {
             }
             Err(e) => tracing::error!(error = %e, "the profiling index cannot be read"),
         }
+        shared.sweep_snapshots();
         Ok(OpsState {
             shared,
             services: args.services,

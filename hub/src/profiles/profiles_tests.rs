@@ -163,6 +163,9 @@ async fn a_session_left_running_is_interrupted_at_the_next_start() {
         .map(|x| serde_json::to_string(x).expect("json"))
         .collect();
     std::fs::write(sh.samples_path(&id), lines.join("\n") + "\n").expect("samples");
+    // A heap snapshot the session kept before the hub stopped, never recorded.
+    let orphan = sh.dir.join(format!("{}.pb.gz", uuid::Uuid::now_v7()));
+    std::fs::write(&orphan, b"kept").expect("snapshot");
     let ctx = Arc::new(HubContext::new(config).expect("context"));
     ctx.machine
         .profiles
@@ -183,6 +186,7 @@ async fn a_session_left_running_is_interrupted_at_the_next_start() {
         !sh.samples_path(&id).exists(),
         "the samples file became the artifact"
     );
+    assert!(!orphan.exists(), "an unrecorded snapshot is swept");
     ctx.machine.profiles.stop().await;
 }
 
@@ -582,6 +586,19 @@ fn a_session_keeps_its_first_and_newest_snapshots_and_the_hub_its_byte_cap() {
         .expect("index");
     assert_eq!(kept, vec![ids[1].clone(); 3]);
     assert_eq!(files(), 3);
+    // A snapshot that cannot be stored (a full disk takes the same path; here the place is
+    // a file, not a directory): named with the reason, the session's other evidence kept.
+    let mut blocked = keeper(&cfg2);
+    let wall = dir.path().join("not-a-directory");
+    std::fs::write(&wall, b"").expect("file");
+    blocked.collect(&ids[2], "web", true, |m| wall.join(&m.artifact_id));
+    let why = blocked
+        .summary(std::time::UNIX_EPOCH, &[])
+        .expect_err("nothing kept");
+    assert!(
+        why.starts_with("no usable heap snapshot: heap.1.1.pb.gz: could not be kept:"),
+        "{why}"
+    );
     // An oversized file is named, not kept.
     let small = crate::config::HeapProfilesConfig {
         max_bytes: 10,

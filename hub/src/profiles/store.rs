@@ -147,6 +147,33 @@ impl Shared {
         index.incidents.drain(..over);
     }
 
+    /// Removes heap snapshot files no record names: what a session kept while it ran and a
+    /// hub that stopped before the session's end never recorded.
+    pub(super) fn sweep_snapshots(&self) {
+        let Ok(known) = self.with(|i| {
+            i.artifacts
+                .iter()
+                .map(|a| a.artifact_id.clone())
+                .collect::<std::collections::HashSet<_>>()
+        }) else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let id = name
+                .strip_suffix(".pb.gz")
+                .or_else(|| name.strip_suffix(".heaptrack.gz"));
+            if let Some(id) = id
+                && !known.contains(id)
+            {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
     pub(super) fn write_index(&self, index: &Index) -> Result<(), ToolError> {
         let bytes = serde_json::to_vec(index)
             .map_err(|e| internal(format!("cannot encode the profiling index: {e}")))?;
