@@ -14,7 +14,7 @@ use sha2::Digest;
 
 use mcp_tests::eventually;
 
-use crate::hubs::services::{call, fixture_service, write};
+use crate::hubs::services::{Client, call, fixture_service, write};
 use mcp_tests::ports::free_port;
 
 #[tokio::test]
@@ -127,37 +127,7 @@ async fn profile_a_leaking_service_through_mcp() {
     // Its artifact is over the 1 KiB inline limit: a chunked delivery whose chunks
     // reassemble to the announced size and SHA-256.
     let artifact_id = done_session["artifact_id"].as_str().unwrap().to_owned();
-    let delivery = call(
-        &client,
-        "hub.memory.get_artifact",
-        json!({"artifact_id": artifact_id}),
-    )
-    .await;
-    assert_eq!(delivery["delivery"], "chunked", "{delivery}");
-    let chunk = delivery["chunk_bytes"].as_u64().unwrap();
-    let mut bytes = Vec::new();
-    for i in 0..delivery["chunks"].as_u64().unwrap() {
-        let part = call(
-            &client,
-            "hub.memory.get_artifact",
-            json!({"artifact_id": artifact_id, "offset": i * chunk, "length": chunk}),
-        )
-        .await;
-        assert_eq!(part["delivery"], "chunk", "{part}");
-        let data = base64::engine::general_purpose::STANDARD
-            .decode(part["data_base64"].as_str().unwrap())
-            .unwrap();
-        assert_eq!(
-            hex::encode(sha2::Sha256::digest(&data)),
-            part["chunk_sha256"]
-        );
-        bytes.extend(data);
-    }
-    assert_eq!(bytes.len() as u64, delivery["size_bytes"].as_u64().unwrap());
-    assert_eq!(
-        hex::encode(sha2::Sha256::digest(&bytes)),
-        delivery["sha256"]
-    );
+    let (delivery, bytes) = chunked_artifact(&client, &artifact_id).await;
     let artifact: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(artifact["session_id"], a);
     assert_eq!(
@@ -554,31 +524,7 @@ async fn a_native_service_under_heaptrack_names_its_leak() {
     // The last snapshot kept: a heaptrack data file, whole (its SHA-256), without the
     // service's paths.
     let artifact_id = heap["to_artifact_id"].as_str().unwrap().to_owned();
-    let contract = call(
-        &client,
-        "hub.memory.get_artifact",
-        json!({"artifact_id": artifact_id}),
-    )
-    .await;
-    assert_eq!(contract["delivery"], "chunked", "{contract}");
-    let mut bytes = Vec::new();
-    while (bytes.len() as u64) < contract["size_bytes"].as_u64().unwrap() {
-        let chunk = call(
-            &client,
-            "hub.memory.get_artifact",
-            json!({"artifact_id": artifact_id, "offset": bytes.len()}),
-        )
-        .await;
-        bytes.extend(
-            base64::engine::general_purpose::STANDARD
-                .decode(chunk["data_base64"].as_str().unwrap())
-                .unwrap(),
-        );
-    }
-    assert_eq!(
-        hex::encode(sha2::Sha256::digest(&bytes)),
-        contract["sha256"].as_str().unwrap()
-    );
+    let (_, bytes) = chunked_artifact(&client, &artifact_id).await;
     let file = heap_dir.join("kept.gz");
     std::fs::write(&file, &bytes).unwrap();
     let printed = std::process::Command::new("heaptrack_print")
@@ -613,4 +559,42 @@ async fn a_native_service_under_heaptrack_names_its_leak() {
         "{snapshot}"
     );
     hub.stop().await;
+}
+
+/// Artifact `id` through `hub.memory.get_artifact` as a client takes a large one: the
+/// chunked delivery's contract, then each chunk (checked against its own SHA-256), the
+/// whole checked against the contract's size and SHA-256. The contract and the bytes.
+async fn chunked_artifact(client: &Client, id: &str) -> (Value, Vec<u8>) {
+    let delivery = call(
+        client,
+        "hub.memory.get_artifact",
+        json!({"artifact_id": id}),
+    )
+    .await;
+    assert_eq!(delivery["delivery"], "chunked", "{delivery}");
+    let chunk = delivery["chunk_bytes"].as_u64().unwrap();
+    let mut bytes = Vec::new();
+    for i in 0..delivery["chunks"].as_u64().unwrap() {
+        let part = call(
+            client,
+            "hub.memory.get_artifact",
+            json!({"artifact_id": id, "offset": i * chunk, "length": chunk}),
+        )
+        .await;
+        assert_eq!(part["delivery"], "chunk", "{part}");
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(part["data_base64"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(&data)),
+            part["chunk_sha256"]
+        );
+        bytes.extend(data);
+    }
+    assert_eq!(bytes.len() as u64, delivery["size_bytes"].as_u64().unwrap());
+    assert_eq!(
+        hex::encode(sha2::Sha256::digest(&bytes)),
+        delivery["sha256"]
+    );
+    (delivery, bytes)
 }

@@ -10,7 +10,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
-type Client = RunningService<rmcp::RoleClient, ()>;
+pub type Client = RunningService<rmcp::RoleClient, ()>;
 
 /// `[[services]]` TOML for the fixture on `port` with `extra` arguments (the fixture binds
 /// `port` itself and its health URL names it: a [`free_port`]).
