@@ -201,15 +201,21 @@ impl OpsState {
 /// Keeps the heap snapshots `session`'s service wrote since the last time (off the runtime's
 /// threads: a snapshot is read, checked and rewritten).
 async fn collect_heap(shared: &Arc<Shared>, session: &Session) {
-    let Some(keeper) = lock(&shared.live_heap).get(&session.session_id).cloned() else {
+    let Some(slot) = lock(&shared.live_heap).get(&session.session_id).cloned() else {
         return;
     };
-    let shared = shared.clone();
+    // Collected on a copy, then put back: readers never wait on the collection's I/O.
+    let mut keeper = lock(&slot).clone();
+    let files = shared.clone();
     let (id, service) = (session.session_id.clone(), session.service.clone());
-    let _ = tokio::task::spawn_blocking(move || {
-        lock(&keeper).collect(&id, &service, false, |m| shared.file_of(m));
+    let collected = tokio::task::spawn_blocking(move || {
+        keeper.collect(&id, &service, false, |m| files.file_of(m));
+        keeper
     })
     .await;
+    if let Ok(keeper) = collected {
+        *lock(&slot) = keeper;
+    }
 }
 
 /// Samples `pid` for `session` until its duration has passed, it is cancelled, or the

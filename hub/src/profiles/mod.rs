@@ -44,6 +44,7 @@ use mcp_shared::error::{ErrorCode, ToolError};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef, RpcReplyPort};
 use serde_json::Value;
+#[cfg(test)]
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
@@ -63,9 +64,9 @@ pub(crate) use sample::{growth, sample};
 use store::{ARTIFACT_FORMAT, Index};
 pub(crate) use store::{
     ArtifactKind, ArtifactMeta, DURATION_SEC, INTERVAL_MS, Incident, MIN_CHUNK_BYTES, PROFILES_DIR,
-    RECENT_SAMPLES, Session, SessionState, StartRequest,
+    Session, SessionState, StartRequest,
 };
-use store::{Shared, admission, internal, lock, not_found};
+use store::{Shared, admission, internal, lock};
 
 /// How a chunk or a whole artifact is delivered.
 #[derive(Debug, Clone, PartialEq)]
@@ -229,27 +230,17 @@ impl Profiles {
         })
     }
 
-    /// One session and its newest samples.
-    pub(crate) fn session(&self, session_id: &str) -> Result<(Session, Vec<Sample>), ToolError> {
-        let session = self
-            .shared
-            .heap_so_far(self.shared.view(self.shared.session(session_id)?));
-        let recent = if session.state == SessionState::Running {
-            lock(&self.shared.live)
-                .get(session_id)
-                .map(|s| s[s.len().saturating_sub(RECENT_SAMPLES)..].to_vec())
-                .unwrap_or_default()
-        } else if let Some(id) = &session.artifact_id {
-            let bytes = self.artifact_bytes(id)?.1;
-            let artifact: Value = serde_json::from_slice(&bytes)
-                .map_err(|e| internal(format!("artifact `{id}` is not JSON: {e}")))?;
-            let samples: Vec<Sample> = serde_json::from_value(artifact["samples"].clone())
-                .map_err(|e| internal(format!("artifact `{id}` has bad samples: {e}")))?;
-            samples[samples.len().saturating_sub(RECENT_SAMPLES)..].to_vec()
-        } else {
-            Vec::new()
-        };
-        Ok((session, recent))
+    /// One session and its newest samples (a running one with the heap snapshots kept so
+    /// far summed up: read off the runtime's threads).
+    pub(crate) async fn session(
+        &self,
+        session_id: &str,
+    ) -> Result<(Session, Vec<Sample>), ToolError> {
+        let shared = self.shared.clone();
+        let id = session_id.to_owned();
+        tokio::task::spawn_blocking(move || shared.session_with_samples(&id))
+            .await
+            .map_err(|e| internal(format!("reading a session failed: {e}")))?
     }
 
     /// Incidents newest first.
@@ -286,29 +277,6 @@ impl Profiles {
         })
     }
 
-    /// An artifact's record and bytes (checked against the recorded SHA-256).
-    fn artifact_bytes(&self, artifact_id: &str) -> Result<(ArtifactMeta, Vec<u8>), ToolError> {
-        let meta = self
-            .shared
-            .with(|i| {
-                i.artifacts
-                    .iter()
-                    .find(|a| a.artifact_id == artifact_id)
-                    .cloned()
-            })?
-            .ok_or_else(|| not_found("artifact", artifact_id))?;
-        let path = self.shared.file_of(&meta);
-        let bytes = std::fs::read(&path)
-            .map_err(|e| internal(format!("{}: cannot read the artifact: {e}", path.display())))?;
-        if hex::encode(Sha256::digest(&bytes)) != meta.sha256 {
-            return Err(internal(format!(
-                "{}: the artifact no longer matches its recorded SHA-256",
-                path.display()
-            )));
-        }
-        Ok((meta, bytes))
-    }
-
     /// `get_artifact`: the whole artifact inline when small enough and no range is asked,
     /// else the chunked delivery contract, or the chunk at `offset` (at most `chunk_bytes`).
     pub(crate) fn artifact(
@@ -317,7 +285,7 @@ impl Profiles {
         offset: Option<u64>,
         length: Option<u64>,
     ) -> Result<Delivery, ToolError> {
-        let (meta, bytes) = self.artifact_bytes(artifact_id)?;
+        let (meta, bytes) = self.shared.artifact_bytes(artifact_id)?;
         let chunk = self.chunk_bytes();
         let size = bytes.len() as u64;
         if offset.is_none() && length.is_none() {

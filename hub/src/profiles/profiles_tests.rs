@@ -172,7 +172,7 @@ async fn a_session_left_running_is_interrupted_at_the_next_start() {
         .start(ctx.machine.services.clone())
         .await
         .expect("start");
-    let (session, samples) = ctx.machine.profiles.session(&id).expect("kept");
+    let (session, samples) = ctx.machine.profiles.session(&id).await.expect("kept");
     assert_eq!(session.state, SessionState::Interrupted);
     assert_eq!(session.samples, 2);
     assert_eq!(samples.len(), 2);

@@ -190,7 +190,56 @@ impl Shared {
         .ok_or_else(|| not_found("profiling session", session_id))
     }
 
-    /// A running `session` with the heap summary of the snapshots written so far (when its
+    /// One session and its newest samples (from the live series, or its artifact).
+    pub(super) fn session_with_samples(
+        &self,
+        session_id: &str,
+    ) -> Result<(Session, Vec<Sample>), ToolError> {
+        let session = self.heap_so_far(self.view(self.session(session_id)?));
+        let recent = if session.state == SessionState::Running {
+            lock(&self.live)
+                .get(session_id)
+                .map(|s| s[s.len().saturating_sub(RECENT_SAMPLES)..].to_vec())
+                .unwrap_or_default()
+        } else if let Some(id) = &session.artifact_id {
+            let bytes = self.artifact_bytes(id)?.1;
+            let artifact: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| internal(format!("artifact `{id}` is not JSON: {e}")))?;
+            let samples: Vec<Sample> = serde_json::from_value(artifact["samples"].clone())
+                .map_err(|e| internal(format!("artifact `{id}` has bad samples: {e}")))?;
+            samples[samples.len().saturating_sub(RECENT_SAMPLES)..].to_vec()
+        } else {
+            Vec::new()
+        };
+        Ok((session, recent))
+    }
+
+    /// An artifact's record and bytes (checked against the recorded SHA-256).
+    pub(super) fn artifact_bytes(
+        &self,
+        artifact_id: &str,
+    ) -> Result<(ArtifactMeta, Vec<u8>), ToolError> {
+        let meta = self
+            .with(|i| {
+                i.artifacts
+                    .iter()
+                    .find(|a| a.artifact_id == artifact_id)
+                    .cloned()
+            })?
+            .ok_or_else(|| not_found("artifact", artifact_id))?;
+        let path = self.file_of(&meta);
+        let bytes = std::fs::read(&path)
+            .map_err(|e| internal(format!("{}: cannot read the artifact: {e}", path.display())))?;
+        if hex::encode(Sha256::digest(&bytes)) != meta.sha256 {
+            return Err(internal(format!(
+                "{}: the artifact no longer matches its recorded SHA-256",
+                path.display()
+            )));
+        }
+        Ok((meta, bytes))
+    }
+
+    /// A running `session` with the heap summary of the snapshots kept so far (when its
     /// service writes them); others as they are.
     pub(super) fn heap_so_far(&self, mut session: Session) -> Session {
         if session.state != SessionState::Running {
@@ -199,11 +248,13 @@ impl Shared {
         let Some(keeper) = lock(&self.live_heap).get(&session.session_id).cloned() else {
             return session;
         };
+        // A copy: the sampler replaces the keeper after each collection, never holding it.
+        let keeper = lock(&keeper).clone();
         let samples = lock(&self.live)
             .get(&session.session_id)
             .cloned()
             .unwrap_or_default();
-        summarize_heap(&mut session, &lock(&keeper), &samples);
+        summarize_heap(&mut session, &keeper, &samples);
         session
     }
 

@@ -127,12 +127,13 @@ pub(crate) fn list_sessions(ctx: &HubContext, arguments: &Value) -> Result<Value
 }
 
 /// `hub.memory.get_session`.
-pub(crate) fn get_session(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
+pub(crate) async fn get_session(ctx: &HubContext, arguments: &Value) -> Result<Value, ToolError> {
     let args: OneSession = parse(arguments)?;
     let (session, recent) = ctx
         .machine
         .profiles
-        .session(id(&args.session_id, "session_id")?)?;
+        .session(id(&args.session_id, "session_id")?)
+        .await?;
     Ok(live(
         ctx,
         json!({ "session": to_value(&session)?, "recent_samples": to_value(&recent)? }),

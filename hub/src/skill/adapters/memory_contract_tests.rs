@@ -508,7 +508,7 @@ async fn profile_tool_answers_match_their_contracts() {
     m.ctx.machine.services.stop().await;
     let config = m.ctx.config.clone();
     let fresh = crate::profiles::Profiles::new(&config);
-    let (session, samples) = fresh.session(&c).expect("kept");
+    let (session, samples) = fresh.session(&c).await.expect("kept");
     assert_eq!(session.state, crate::profiles::SessionState::Interrupted);
     assert!(session.artifact_id.is_some() && !samples.is_empty());
 }

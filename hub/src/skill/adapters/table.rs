@@ -120,7 +120,7 @@ macro_rules! builtin_adapters {
                 name: "infra_access_skill.memory.get_session",
                 writes: false,
                 serves: |c| c.services,
-                run: |ctx, input| memory::get_session(&ctx, &input.body.arguments),
+                run: |ctx, input| memory::get_session(&ctx, &input.body.arguments).await,
             }
             MemoryListIncidents {
                 tool_id: "hub.memory.list_incidents",
