@@ -141,7 +141,7 @@ impl World {
         };
         let mut w = World {
             rt,
-            http: reqwest::Client::new(),
+            http: mcp_tests::http_client(),
             admin: String::new(),
             replicas: Vec::new(),
             via: std::cell::Cell::new(0),

@@ -39,6 +39,18 @@ pub fn init_crypto() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
+/// An HTTP client for talking to roots in tests. Root ends a keep-alive connection that stays
+/// idle for its header timer (`header_read_timeout_ms`, 10 s by default), and a request sent
+/// on it as it closes fails (`IncompleteMessage`); reqwest keeps idle connections for 90 s,
+/// so this client drops them after 5 s, as a client configured for root would.
+pub fn http_client() -> reqwest::Client {
+    init_crypto();
+    reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
+        .build()
+        .expect("an HTTP client")
+}
+
 /// A root daemon running in-process on a free loopback port, with its own data directory.
 pub struct TestRoot {
     pub handle: Option<RootHandle>,
@@ -137,7 +149,7 @@ impl TestRoot {
         Ok(TestRoot {
             handle: Some(handle),
             dir,
-            http: reqwest::Client::new(),
+            http: crate::http_client(),
         })
     }
 
@@ -339,7 +351,8 @@ pub async fn mcp_client(
     token: &str,
 ) -> anyhow::Result<RunningService<rmcp::RoleClient, ()>> {
     init_crypto();
-    let transport = StreamableHttpClientTransport::from_config(
+    let transport = StreamableHttpClientTransport::with_client(
+        http_client(),
         StreamableHttpClientTransportConfig::with_uri(url.to_string())
             .auth_header(token.to_string()),
     );
@@ -387,7 +400,8 @@ pub async fn mcp_client_stateless(
 ) -> anyhow::Result<RunningService<rmcp::RoleClient, ()>> {
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
     init_crypto();
-    let transport = StreamableHttpClientTransport::from_config(
+    let transport = StreamableHttpClientTransport::with_client(
+        http_client(),
         StreamableHttpClientTransportConfig::with_uri(url.to_string())
             .auth_header(token.to_string()),
     );

@@ -39,7 +39,7 @@ impl RootProcess {
         }
         let mut proc = Proc::spawn("mcp-root serve", &mut cmd, dir.join("root.log"));
         let base = crate::ports::announced_root_url(&mut proc, within).await;
-        let http = reqwest::Client::new();
+        let http = crate::http_client();
         let answers = tokio::time::timeout(within, async {
             while http.get(format!("{base}/healthz")).send().await.is_err() {
                 tokio::time::sleep(Duration::from_millis(50)).await;

@@ -342,7 +342,7 @@ async fn lease_events(admin: &Admin, session_id: &str) -> anyhow::Result<Vec<Str
 /// Runs the soak and checks the trail; the hubs are stopped before it returns.
 pub async fn run(o: &SoakOptions) -> anyhow::Result<SoakReport> {
     anyhow::ensure!(o.hubs > 0 && o.clients > 0, "a soak needs hubs and clients");
-    let http = reqwest::Client::new();
+    let http = crate::http_client();
     let targets = crate::hubsim::target_ids(&o.target_prefix, o.hubs);
     let enrolled: Vec<Enrolled> = enroll_all(
         &http,

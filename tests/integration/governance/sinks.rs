@@ -102,7 +102,7 @@ pub(crate) async fn receivers(on: Option<std::net::SocketAddr>) -> (String, Arc<
 
 /// Every event id in the trail, from the chain.
 pub(crate) async fn trail_ids(base: &str, admin: &str) -> Vec<String> {
-    let http = reqwest::Client::new();
+    let http = mcp_tests::http_client();
     let page: Value = http
         .get(format!("{base}/v1/root/mcp/audit/chain?limit=5000"))
         .bearer_auth(admin)
@@ -121,7 +121,7 @@ pub(crate) async fn trail_ids(base: &str, admin: &str) -> Vec<String> {
 }
 
 async fn leases(base: &str, admin: &str, from: usize, n: usize) {
-    let http = reqwest::Client::new();
+    let http = mcp_tests::http_client();
     for i in from..from + n {
         let res = http
             .post(format!("{base}/v1/root/mcp/sessions"))
@@ -215,7 +215,7 @@ async fn sinks_deliver_every_event_across_an_outage_and_a_sigkill() {
     );
     assert!(lease["metadata"]["uid"].is_string());
     // The lag is gone, and shown.
-    let http = reqwest::Client::new();
+    let http = mcp_tests::http_client();
     until("lag 0 in /metrics", async || {
         let m = http
             .get(format!("{}/metrics", root.base))

@@ -21,7 +21,7 @@ fn master(path: &Path) -> MasterKey {
 
 /// POSTs `body` to B's add-checkpoint: `(status, content type, body)`.
 async fn add(b: &TestRoot, body: String) -> (u16, String, String) {
-    let res = reqwest::Client::new()
+    let res = mcp_tests::http_client()
         .post(b.url("/v1/root/witness/add-checkpoint"))
         .body(body)
         .send()

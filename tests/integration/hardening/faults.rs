@@ -83,7 +83,7 @@ impl RootProc {
         } else {
             format!("http://127.0.0.1:{port}")
         };
-        let http = reqwest::Client::new();
+        let http = mcp_tests::http_client();
         let start = Instant::now();
         while http.get(format!("{base}/healthz")).send().await.is_err() {
             assert!(
@@ -1172,7 +1172,7 @@ async fn keep_calling(
     stop: tokio::sync::watch::Receiver<bool>,
     answers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) -> Vec<Seen> {
-    let http = reqwest::Client::new();
+    let http = mcp_tests::http_client();
     let mut seen = Vec::new();
     while !*stop.borrow() {
         let res = http

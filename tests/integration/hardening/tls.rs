@@ -263,7 +263,7 @@ async fn mcp_over_https_and_a_hub_over_wss() {
         "hub:tls-alpha"
     );
     // Plain HTTP to the TLS port gets nothing useful.
-    let plain = reqwest::Client::new()
+    let plain = mcp_tests::http_client()
         .get(format!("http://{}/healthz", root.handle().addr))
         .send()
         .await;

@@ -27,7 +27,7 @@ async fn memory_per_connected_hub_stays_bounded() {
     } = RootProcess::serve(dir.path(), Duration::from_secs(30))
         .await
         .unwrap();
-    let http = reqwest::Client::new();
+    let http = mcp_tests::http_client();
 
     // A few hubs first, so that what root allocates once (pools, the first descriptor set,
     // the runtime's workers) is in the baseline, not counted per hub.

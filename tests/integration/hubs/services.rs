@@ -169,7 +169,7 @@ async fn restart_service_through_mcp_with_replay_and_health() {
         (health_of(&client, "fixture").await["ok"] == true).then_some(())
     })
     .await;
-    let http = reqwest::Client::new();
+    let http = mcp_tests::http_client();
     let bye = http
         .get(format!("http://127.0.0.1:{port}/exit"))
         .send()

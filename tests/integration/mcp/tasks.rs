@@ -466,7 +466,7 @@ async fn tasks_outlive_a_root_restart_and_stay_their_owners() {
 
 /// A raw 2026-07-28 `tasks/get` with `task_id` as given and `Mcp-Name: name`.
 async fn raw_task_get(root: &TestRoot, token: &str, task_id: Value, name: &str) -> (u16, Value) {
-    let res = reqwest::Client::new()
+    let res = mcp_tests::http_client()
         .post(root.mcp_url())
         .bearer_auth(token)
         .header("accept", "application/json, text/event-stream")

@@ -721,7 +721,7 @@ impl Browser {
             .spawn()
             .with_context(|| format!("starting {}", driver_bin.display()))?;
         let url = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::new();
+        let http = mcp_tests::http_client();
         let started = Instant::now();
         loop {
             if let Ok(r) = http.get(format!("{url}/status")).send().await

@@ -184,7 +184,7 @@ async fn one_call_is_one_trace_across_root_and_hub() {
     );
     let base = ports::announced_root_url(&mut root, Duration::from_secs(30)).await;
     let rest = Rest {
-        http: reqwest::Client::new(),
+        http: mcp_tests::http_client(),
         base: base.clone(),
     };
     let start = Instant::now();
@@ -445,7 +445,7 @@ async fn a_forwarded_call_is_one_trace_across_replicas_and_the_hub() {
         let base = ports::announced_root_url(&mut daemon, Duration::from_secs(30)).await;
         (base, daemon)
     };
-    let http = reqwest::Client::new();
+    let http = mcp_tests::http_client();
     let ready = async |base: &str| {
         let start = Instant::now();
         while http

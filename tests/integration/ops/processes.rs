@@ -189,7 +189,7 @@ fn the_demo_fleet_runs_as_printed(lines: &[String]) {
 async fn the_demo_fleet_lease_reads_the_fleet(lines: &[String]) {
     let base = field(lines, "MCP URL:").trim_end_matches("/mcp").to_owned();
     let rest = Rest {
-        http: reqwest::Client::new(),
+        http: mcp_tests::http_client(),
         url: format!("{base}/v1/root/mcp/call"),
     };
     let read =
@@ -204,7 +204,7 @@ async fn the_demo_hub_serves_every_part(lines: &[String], read: &str) {
     let base = field(lines, "MCP URL:").trim_end_matches("/mcp").to_owned();
     let control = field(lines, "Control bearer:");
     let rest = Rest {
-        http: reqwest::Client::new(),
+        http: mcp_tests::http_client(),
         url: format!("{base}/v1/root/mcp/call"),
     };
     // The walk-through: a read, then the printed preview and its execute.
@@ -305,7 +305,7 @@ async fn root_and_hub_as_separate_processes() {
         .await
         .unwrap();
     let _root = proc.term_on_drop(GRACE);
-    let http = reqwest::Client::new();
+    let http = mcp_tests::http_client();
     let post = |path: &str, body: Value| {
         http.post(format!("{base}{path}"))
             .bearer_auth(&admin)

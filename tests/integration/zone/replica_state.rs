@@ -170,7 +170,7 @@ impl Replica {
             log,
             proc,
         };
-        let http = reqwest::Client::new();
+        let http = mcp_tests::http_client();
         let start = Instant::now();
         while http
             .get(format!("{}/readyz", p.base))
@@ -261,7 +261,7 @@ async fn concurrent_publishes_through_two_replicas_end_with_one_set_served_every
         .unwrap()
         .trim()
         .to_owned();
-    let http = reqwest::Client::new();
+    let http = mcp_tests::http_client();
 
     // Rounds of two publishes of different sets at the same moment, through A and B: both
     // are taken (one after the other, two revisions), and every replica serves the later

@@ -110,7 +110,7 @@ impl Replica {
             log,
             proc,
         };
-        let http = reqwest::Client::new();
+        let http = mcp_tests::http_client();
         let start = Instant::now();
         while http
             .get(format!("{}/readyz", r.base))
@@ -255,7 +255,7 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
         .trim()
         .to_owned();
     let mut client = Client {
-        http: reqwest::Client::new(),
+        http: mcp_tests::http_client(),
         admin,
         calls: 0,
         traces: Vec::new(),
@@ -884,7 +884,7 @@ async fn a_task_is_read_and_cancelled_through_the_other_replica() {
     let a = Replica::start(dir.path(), "r-a", &db.url, &shared).await;
     let b = Replica::start(dir.path(), "r-b", &db.url, &shared).await;
     let client = Client {
-        http: reqwest::Client::new(),
+        http: mcp_tests::http_client(),
         admin: std::fs::read_to_string(shared.join("admin.token"))
             .unwrap()
             .trim()
