@@ -198,8 +198,9 @@ impl OpsState {
     }
 }
 
-/// Keeps the heap snapshots `session`'s service wrote since the last time (off the runtime's
-/// threads: a snapshot is read, checked and rewritten).
+/// Keeps the heap snapshots `session`'s service wrote since the last time, and sums up what
+/// is kept when that changed (off the runtime's threads: a snapshot is read, checked and
+/// rewritten; a summary reads two).
 async fn collect_heap(shared: &Arc<Shared>, session: &Session) {
     let Some(slot) = lock(&shared.live_heap).get(&session.session_id).cloned() else {
         return;
@@ -208,8 +209,11 @@ async fn collect_heap(shared: &Arc<Shared>, session: &Session) {
     let mut keeper = lock(&slot).clone();
     let files = shared.clone();
     let (id, service) = (session.session_id.clone(), session.service.clone());
+    let started = started_at(session);
     let collected = tokio::task::spawn_blocking(move || {
         keeper.collect(&id, &service, false, |m| files.file_of(m));
+        let samples = lock(&files.live).get(&id).cloned().unwrap_or_default();
+        keeper.refresh(started, &samples);
         keeper
     })
     .await;

@@ -622,4 +622,22 @@ fn a_session_keeps_its_first_and_newest_snapshots_and_the_hub_its_byte_cap() {
         "{:?}",
         c.heap_error
     );
+    // The summary so far is made once and kept until a collection changes what is kept.
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let cfg3 = heap_dir(dir.path(), "heap3", 3);
+    let mut k3 = keeper(&cfg3);
+    let into = |m: &ArtifactMeta| scratch.path().join(&m.artifact_id);
+    write_snapshot(&cfg3, "heap.1.1.pb.gz", &heap::pprof::go_style(1_000));
+    k3.collect(&ids[2], "web", false, into);
+    k3.refresh(std::time::UNIX_EPOCH, &[]);
+    let made = k3.so_far.clone().expect("made").expect("a summary");
+    assert_eq!(made.to_snapshot, "heap.1.1.pb.gz");
+    k3.collect(&ids[2], "web", false, into);
+    assert!(k3.so_far.is_some(), "nothing new: still the same");
+    write_snapshot(&cfg3, "heap.1.2.pb.gz", &heap::pprof::go_style(2_000));
+    k3.collect(&ids[2], "web", false, into);
+    assert!(
+        k3.so_far.is_none(),
+        "a new snapshot: made again at the next refresh"
+    );
 }

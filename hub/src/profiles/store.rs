@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ProfilingConfig;
 use crate::machine::services::Mode;
+use mcp_shared::profiling::HeapSummary;
 pub(crate) use mcp_shared::profiling::{
     ArtifactKind, ArtifactMeta, Incident, Session, SessionState,
 };
@@ -163,9 +164,9 @@ impl Shared {
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let id = name
-                .strip_suffix(".pb.gz")
-                .or_else(|| name.strip_suffix(".heaptrack.gz"));
+            let id = super::heap::SNAPSHOT_EXTENSIONS
+                .iter()
+                .find_map(|ext| name.strip_suffix(ext));
             if let Some(id) = id
                 && !known.contains(id)
             {
@@ -248,13 +249,17 @@ impl Shared {
         let Some(keeper) = lock(&self.live_heap).get(&session.session_id).cloned() else {
             return session;
         };
-        // A copy: the sampler replaces the keeper after each collection, never holding it.
+        // A copy: the sampler replaces the keeper after each collection, never holding it,
+        // and sums it up then; made here only before the sampler's first.
         let keeper = lock(&keeper).clone();
-        let samples = lock(&self.live)
-            .get(&session.session_id)
-            .cloned()
-            .unwrap_or_default();
-        summarize_heap(&mut session, &keeper, &samples);
+        let summary = keeper.so_far.clone().unwrap_or_else(|| {
+            let samples = lock(&self.live)
+                .get(&session.session_id)
+                .cloned()
+                .unwrap_or_default();
+            keeper.summary(started_at(&session), &samples)
+        });
+        set_heap(&mut session, summary);
         session
     }
 
@@ -448,7 +453,12 @@ impl Shared {
 /// Sets `session`'s heap summary (or why it has none) from the snapshots kept of what its
 /// service wrote since it started, with RSS from `samples`.
 fn summarize_heap(session: &mut Session, keeper: &Keeper, samples: &[Sample]) {
-    match keeper.summary(started_at(session), samples) {
+    set_heap(session, keeper.summary(started_at(session), samples));
+}
+
+/// Sets `session`'s heap summary, or why it has none.
+fn set_heap(session: &mut Session, summary: Result<HeapSummary, String>) {
+    match summary {
         Ok(summary) => session.heap = Some(Box::new(summary)),
         Err(why) => session.heap_error = Some(why),
     }

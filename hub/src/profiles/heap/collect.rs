@@ -63,6 +63,9 @@ pub(crate) struct Keeper {
     unreadable: Option<String>,
     /// When a heaptrack trace was last snapshot.
     traced: Option<std::time::Instant>,
+    /// The summary of what is kept now, once [`Keeper::refresh`] made it (cleared by a
+    /// collection that changed anything): readers of a running session take it as it is.
+    pub(crate) so_far: Option<Result<HeapSummary, String>>,
 }
 
 /// The process a snapshot file's name says wrote it.
@@ -134,6 +137,24 @@ impl Keeper {
             skipped: BTreeMap::new(),
             unreadable: None,
             traced: None,
+            so_far: None,
+        }
+    }
+
+    /// What a collection may change, to tell whether the summary so far still holds.
+    fn state(&self) -> (Option<String>, usize, usize, Option<String>) {
+        (
+            self.kept.last().map(|k| k.meta.artifact_id.clone()),
+            self.kept.len(),
+            self.skipped.len(),
+            self.unreadable.clone(),
+        )
+    }
+
+    /// Makes the summary so far (see [`Keeper::so_far`]) when a collection changed it.
+    pub(crate) fn refresh(&mut self, started: SystemTime, samples: &[Sample]) {
+        if self.so_far.is_none() {
+            self.so_far = Some(self.summary(started, samples));
         }
     }
 
@@ -141,6 +162,20 @@ impl Keeper {
     /// file named by `file_of`); drops kept ones past `keep`. `last`: the session is
     /// ending (a heaptrack trace is snapshot now, whenever the last one was).
     pub(crate) fn collect(
+        &mut self,
+        session_id: &str,
+        service: &str,
+        last: bool,
+        file_of: impl Fn(&ArtifactMeta) -> PathBuf,
+    ) {
+        let before = self.state();
+        self.collect_new(session_id, service, last, file_of);
+        if self.state() != before {
+            self.so_far = None;
+        }
+    }
+
+    fn collect_new(
         &mut self,
         session_id: &str,
         service: &str,
@@ -231,7 +266,6 @@ impl Keeper {
         }
         match self.cfg.format {
             HeapFormat::Pprof => {
-                pprof::read(&bytes).map_err(|e| e.to_string())?;
                 let redacted =
                     pprof::redact(&bytes, &self.cfg.keep_paths).map_err(|e| e.to_string())?;
                 Ok((f.name.clone(), redacted))

@@ -37,12 +37,16 @@ pub(crate) const MAX_DECODED_BYTES: u64 = 256 * 1024 * 1024;
 /// The file name of a kept snapshot (its format's extension: heaptrack_print opens a file
 /// by it).
 pub(crate) fn snapshot_file_name(meta: &mcp_shared::profiling::ArtifactMeta) -> String {
+    let [pprof, heaptrack] = SNAPSHOT_EXTENSIONS;
     let ext = match meta.format.as_deref() {
-        Some("heaptrack") => "heaptrack.gz",
-        _ => "pb.gz",
+        Some("heaptrack") => heaptrack,
+        _ => pprof,
     };
-    format!("{}.{ext}", meta.artifact_id)
+    format!("{}{ext}", meta.artifact_id)
 }
+
+/// The endings of kept snapshots' files (pprof, heaptrack).
+pub(crate) const SNAPSHOT_EXTENSIONS: [&str; 2] = [".pb.gz", ".heaptrack.gz"];
 
 /// Why a snapshot could not be read.
 #[derive(Debug, thiserror::Error, PartialEq)]

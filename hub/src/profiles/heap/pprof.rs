@@ -34,24 +34,38 @@ fn unzip(bytes: &[u8]) -> Result<Cow<'_, [u8]>, HeapError> {
     Ok(Cow::Owned(out))
 }
 
-/// Reads a pprof heap profile.
-pub(crate) fn read(bytes: &[u8]) -> Result<Snapshot, HeapError> {
+/// `bytes` decoded into a profile (unzipped first when gzip).
+fn decode(bytes: &[u8]) -> Result<Profile, HeapError> {
     if bytes.is_empty() {
         return Err(HeapError::Empty);
     }
     let raw = unzip(bytes)?;
-    let p = Profile::decode(&raw[..]).map_err(|e| HeapError::Malformed(e.to_string()))?;
-    let text = |i: i64| -> &str {
-        usize::try_from(i)
-            .ok()
-            .and_then(|i| p.string_table.get(i))
-            .map_or("", String::as_str)
-    };
-    let types: Vec<&str> = p.sample_types.iter().map(|t| text(t.r#type)).collect();
+    Profile::decode(&raw[..]).map_err(|e| HeapError::Malformed(e.to_string()))
+}
+
+/// String `i` of `p`'s table (empty when out of range).
+fn text(p: &Profile, i: i64) -> &str {
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| p.string_table.get(i))
+        .map_or("", String::as_str)
+}
+
+/// Which of `p`'s sample values are live bytes and, when counted, live objects; a profile
+/// without them is not a heap profile.
+fn heap_values(p: &Profile) -> Result<(usize, Option<usize>), HeapError> {
+    let types: Vec<&str> = p.sample_types.iter().map(|t| text(p, t.r#type)).collect();
     let at = |names: &[&str]| names.iter().find_map(|n| types.iter().position(|t| t == n));
     let bytes_at =
         at(&["inuse_space", "space"]).ok_or_else(|| HeapError::NotHeap(types.join(", ")))?;
-    let objects_at = at(&["inuse_objects", "objects"]);
+    Ok((bytes_at, at(&["inuse_objects", "objects"])))
+}
+
+/// Reads a pprof heap profile.
+pub(crate) fn read(bytes: &[u8]) -> Result<Snapshot, HeapError> {
+    let p = decode(bytes)?;
+    let (bytes_at, objects_at) = heap_values(&p)?;
+    let text = |i: i64| text(&p, i);
     let functions: HashMap<u64, &str> = p
         .functions
         .iter()
@@ -105,7 +119,7 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Snapshot, HeapError> {
                 HeapError::Malformed(format!(
                     "sample {n} has {} values for {} sample types",
                     sample.values.len(),
-                    types.len()
+                    p.sample_types.len()
                 ))
             })
         };
@@ -130,15 +144,12 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Snapshot, HeapError> {
     Ok(snap)
 }
 
-/// `bytes` (a pprof profile) with every absolute path in its string table (mapping file
-/// names, source files) cut to `<redacted>/<file name>` unless it is under one of `keep`;
-/// gzipped. Function names are not paths and stay.
+/// `bytes` (a pprof heap profile: refused as [`read`] refuses it) with every absolute path
+/// in its string table (mapping file names, source files) cut to `<redacted>/<file name>`
+/// unless it is under one of `keep`; gzipped. Function names are not paths and stay.
 pub(crate) fn redact(bytes: &[u8], keep: &[String]) -> Result<Vec<u8>, HeapError> {
-    if bytes.is_empty() {
-        return Err(HeapError::Empty);
-    }
-    let raw = unzip(bytes)?;
-    let mut p = Profile::decode(&raw[..]).map_err(|e| HeapError::Malformed(e.to_string()))?;
+    let mut p = decode(bytes)?;
+    heap_values(&p)?;
     for s in &mut p.string_table {
         if s.starts_with('/') && !keep.iter().any(|k| s.starts_with(k.as_str())) {
             let file = s.rsplit('/').next().unwrap_or_default();
