@@ -351,8 +351,7 @@ pub async fn mcp_client(
     token: &str,
 ) -> anyhow::Result<RunningService<rmcp::RoleClient, ()>> {
     init_crypto();
-    let transport = StreamableHttpClientTransport::with_client(
-        http_client(),
+    let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_string())
             .auth_header(token.to_string()),
     );
@@ -400,8 +399,7 @@ pub async fn mcp_client_stateless(
 ) -> anyhow::Result<RunningService<rmcp::RoleClient, ()>> {
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
     init_crypto();
-    let transport = StreamableHttpClientTransport::with_client(
-        http_client(),
+    let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_string())
             .auth_header(token.to_string()),
     );
