@@ -189,6 +189,18 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         std::time::Duration::from_secs(cp.every_sec),
         shutdown.clone(),
     ));
+    // Idempotency claims a crash of this replica left (`call::claims`), before any call.
+    match app
+        .store
+        .release_claims_of(&crate::call::claims::claimer(&app))
+        .await
+    {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(claims = n, "idempotency claims left by a crash settled"),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot settle the idempotency claims left by a crash")
+        }
+    }
     let mcp_route = mcp_route(door.clone());
     let routes = http::router(app.clone(), mcp_route);
 

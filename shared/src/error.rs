@@ -45,6 +45,10 @@ pub enum ErrorCode {
     Cancelled,
     /// An idempotency key was reused with different arguments.
     IdempotencyConflict,
+    /// The idempotency key's first execution is still running (another caller, or the fleet
+    /// run it started): send the same execute again for its result; the details name what
+    /// to follow.
+    IdempotencyInProgress,
     /// The named object (a lease, a session, an artifact, a deploy to roll back) does not exist
     /// in the caller's scope.
     NotFound,
@@ -92,6 +96,7 @@ impl ErrorCode {
             ErrorCode::AdapterFailed => "adapter_failed",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::IdempotencyConflict => "idempotency_conflict",
+            ErrorCode::IdempotencyInProgress => "idempotency_in_progress",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Conflict => "conflict",
             ErrorCode::ApprovalPending => "approval_pending",
@@ -109,6 +114,7 @@ impl ErrorCode {
         matches!(
             self,
             ErrorCode::Busy
+                | ErrorCode::IdempotencyInProgress
                 | ErrorCode::Timeout
                 | ErrorCode::TargetOffline
                 | ErrorCode::AdapterFailed

@@ -57,6 +57,21 @@ impl LeaseKind {
 /// ([`LeaseKind::Fleet`]). No target id starts so, so a fleet lease reaches no target directly.
 pub const FLEET_TARGET_PREFIX: &str = "fleet:";
 
+/// Prefixes no enrolled target's id may start with, because the product gives them a meaning
+/// of its own: a fleet lease's target ([`FLEET_TARGET_PREFIX`]), and a hub's identity URI
+/// (`mcp-hub:`, its TLS client certificate's SAN).
+pub const RESERVED_TARGET_PREFIXES: [&str; 2] = [FLEET_TARGET_PREFIX, "mcp-hub:"];
+
+/// The reserved prefix `target_id` starts with, if any (compared without case: `FLEET:` is
+/// refused too).
+pub fn reserved_prefix(target_id: &str) -> Option<&'static str> {
+    RESERVED_TARGET_PREFIXES.into_iter().find(|p| {
+        target_id
+            .get(..p.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(p))
+    })
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionLease {

@@ -345,6 +345,7 @@ fn error_codes() -> Vec<ErrorCode> {
         AdapterFailed,
         Cancelled,
         IdempotencyConflict,
+        IdempotencyInProgress,
         NotFound,
         Conflict,
         ApprovalPending,
@@ -376,6 +377,7 @@ fn error_codes() -> Vec<ErrorCode> {
             | AdapterFailed
             | Cancelled
             | IdempotencyConflict
+            | IdempotencyInProgress
             | NotFound
             | Conflict
             | ApprovalPending

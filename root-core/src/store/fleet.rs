@@ -30,6 +30,10 @@ pub struct FleetRunRow {
     /// While `previewed`: the hash of its confirmation token and the token's deadline.
     pub confirmation_hash: Option<String>,
     pub confirm_by_ms: Option<i64>,
+    /// A confirmed write's identity, set when it is confirmed: the confirmation that started
+    /// it (an agent's idempotency key under its owner, or an operator's token hash). Its
+    /// targets' idempotency keys derive from it (`fleet::authority::idempotency_key`).
+    pub write_key: Option<String>,
 }
 
 /// One target's part in a fleet run.
@@ -53,7 +57,7 @@ pub struct FleetTargetRow {
     pub preview: Option<String>,
 }
 
-const RUN_COLUMNS: &str = "run_id, trace_id, created_by, created_at, selector, tool_id, arguments, plan, set_hash, state, finished_at, driver, profile, confirmation_hash, confirm_by";
+const RUN_COLUMNS: &str = "run_id, trace_id, created_by, created_at, selector, tool_id, arguments, plan, set_hash, state, finished_at, driver, profile, confirmation_hash, confirm_by, write_key";
 
 /// A `FleetRunRow` from a row of either backend (the column types are the same on both).
 macro_rules! run_from_row {
@@ -76,6 +80,7 @@ macro_rules! run_from_row {
             profile: r.try_get("profile").map_err(db(op))?,
             confirmation_hash: r.try_get("confirmation_hash").map_err(db(op))?,
             confirm_by_ms: r.try_get("confirm_by").map_err(db(op))?,
+            write_key: r.try_get("write_key").map_err(db(op))?,
         })
     }};
 }
@@ -101,7 +106,7 @@ impl Store {
             let mut tx = begin_write(pool).await.map_err(db(op))?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO fleet_runs ({RUN_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
             )))
             .bind(&run.run_id)
             .bind(&run.trace_id)
@@ -118,6 +123,7 @@ impl Store {
             .bind(&run.profile)
             .bind(&run.confirmation_hash)
             .bind(run.confirm_by_ms)
+            .bind(&run.write_key)
             .execute(&mut *tx)
             .await
             .map_err(db(op))?;
@@ -340,22 +346,23 @@ impl Store {
     }
 
     /// Redeems a previewed run's confirmation, once: `previewed` with this token hash becomes
-    /// `running` under `plan`, driven by `driver`, its token forgotten. `Ok(false)`: already
+    /// `running` under the plan it was previewed with, driven by `driver`, its token
+    /// forgotten and the confirmed write's identity (`write_key`) kept. `Ok(false)`: already
     /// redeemed (or not this run's token).
     pub async fn confirm_fleet_run(
         &self,
         run_id: &str,
         token_hash: &str,
-        plan: &str,
+        write_key: &str,
         driver: &str,
     ) -> Result<bool> {
         on_pool!(self, pool => {
             let res = sqlx::query(
-                "UPDATE fleet_runs SET state = 'running', confirmation_hash = NULL, plan = $1,
+                "UPDATE fleet_runs SET state = 'running', confirmation_hash = NULL, write_key = $1,
                     driver = $2
                  WHERE run_id = $3 AND state = 'previewed' AND confirmation_hash = $4",
             )
-            .bind(plan)
+            .bind(write_key)
             .bind(driver)
             .bind(run_id)
             .bind(token_hash)

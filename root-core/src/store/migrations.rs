@@ -360,6 +360,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         cosigned_at BIGINT NOT NULL,
         PRIMARY KEY (tree_size, witness)
     )",
+    // Idempotency keys are claimed before their execution runs (`store::writes`): a claim's
+    // state, who holds it, until when, and what it runs (a fleet write's run).
+    "ALTER TABLE idempotency_keys ADD COLUMN state TEXT NOT NULL DEFAULT 'done'",
+    "ALTER TABLE idempotency_keys ADD COLUMN claimed_by TEXT",
+    "ALTER TABLE idempotency_keys ADD COLUMN expires_at BIGINT",
+    "ALTER TABLE idempotency_keys ADD COLUMN detail TEXT",
+    // A confirmed fleet write's identity, which its targets' idempotency keys derive from.
+    "ALTER TABLE fleet_runs ADD COLUMN write_key TEXT",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

@@ -149,13 +149,67 @@ pub struct IdempotencyKey<'a> {
     pub key: &'a str,
 }
 
-/// The first result of a write executed under an idempotency key.
+/// Where a key's execution is: `claimed` while the claimer runs it, `done` with its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimState {
+    Claimed,
+    Done,
+}
+
+impl ClaimState {
+    fn as_str(self) -> &'static str {
+        match self {
+            ClaimState::Claimed => "claimed",
+            ClaimState::Done => "done",
+        }
+    }
+
+    fn named(name: &str) -> Option<ClaimState> {
+        [ClaimState::Claimed, ClaimState::Done]
+            .into_iter()
+            .find(|s| s.as_str() == name)
+    }
+}
+
+/// An idempotency record: a key claimed by the execution that runs it (`event_id`), then its
+/// first result.
 #[derive(Debug, Clone)]
 pub struct IdempotencyRow {
     pub args_hash: String,
+    pub state: ClaimState,
+    /// The result (JSON text) once `done`; empty while `claimed`.
     pub result: String,
+    /// The event of the execution that claimed the key (and ran it).
     pub event_id: String,
+    /// Who holds a claim: the replica that runs it (`single` on SQLite).
+    pub claimed_by: String,
+    /// When a claim no execution finished may be taken over (ms since the epoch).
+    pub expires_at_ms: i64,
+    /// What the claimer runs, for a caller who waits (a fleet write's run: `{"run_id": …}`).
+    pub detail: Option<String>,
 }
+
+/// What claiming a key found.
+#[derive(Debug, Clone)]
+pub enum Claim {
+    /// The key is this caller's to run: new (`None`), or a stale claim taken over, with
+    /// what its execution had noted ([`Store::note_idempotency`]).
+    Won(Option<String>),
+    /// Another execution claimed or ran it first: its record.
+    Held(IdempotencyRow),
+}
+
+/// A claim asked for: the key, the arguments' hash and the execution (its event) that runs it.
+#[derive(Debug, Clone, Copy)]
+pub struct NewClaim<'a> {
+    pub args_hash: &'a str,
+    pub event_id: &'a str,
+    pub claimed_by: &'a str,
+    pub now_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+const IDEMPOTENCY_WHERE: &str = "owner = $1 AND target_id = $2 AND tool_id = $3 AND idem_key = $4";
 
 impl Store {
     // ---- safe writes --------------------------------------------------------------------
@@ -220,54 +274,204 @@ impl Store {
     }
 
     pub async fn get_idempotency(&self, at: &IdempotencyKey<'_>) -> Result<Option<IdempotencyRow>> {
+        let op = "get idempotency";
         on_pool!(self, pool => {
-            let row = sqlx::query(
-                "SELECT args_hash, result, event_id FROM idempotency_keys
-                 WHERE owner = $1 AND target_id = $2 AND tool_id = $3 AND idem_key = $4",
-            )
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT args_hash, state, result, event_id, claimed_by, expires_at, detail
+                 FROM idempotency_keys WHERE {IDEMPOTENCY_WHERE}"
+            )))
             .bind(at.owner)
             .bind(at.target_id)
             .bind(at.tool_id)
             .bind(at.key)
             .fetch_optional(pool)
             .await
-            .map_err(db("get idempotency"))?;
-            let op = "get idempotency";
+            .map_err(db(op))?;
             row.map(|r| -> Result<IdempotencyRow> {
+                let state: String = r.try_get("state").map_err(db(op))?;
                 Ok(IdempotencyRow {
                     args_hash: r.try_get("args_hash").map_err(db(op))?,
+                    state: ClaimState::named(&state).ok_or_else(|| Error::Corrupt {
+                        op,
+                        detail: format!("state: no claim state `{state}`"),
+                    })?,
                     result: r.try_get("result").map_err(db(op))?,
                     event_id: r.try_get("event_id").map_err(db(op))?,
+                    claimed_by: r
+                        .try_get::<Option<String>, _>("claimed_by")
+                        .map_err(db(op))?
+                        .unwrap_or_default(),
+                    expires_at_ms: r
+                        .try_get::<Option<i64>, _>("expires_at")
+                        .map_err(db(op))?
+                        .unwrap_or(0),
+                    detail: r.try_get("detail").map_err(db(op))?,
                 })
             })
             .transpose()
         })
     }
 
-    /// Records the first result under a key; a second record for the same key is ignored.
-    pub async fn put_idempotency(
+    /// Claims `at` for the execution `c.event_id`, before anything runs: one statement that
+    /// inserts the claim or finds the key's record, so of any number of concurrent callers
+    /// (on any replica sharing the store) exactly one wins. A claim past its expiry (its
+    /// claimer died mid-way) is taken over by one statement too.
+    pub async fn claim_idempotency(
         &self,
         at: &IdempotencyKey<'_>,
-        row: &IdempotencyRow,
-        created_at_ms: i64,
-    ) -> Result<()> {
-        on_pool!(self, pool => {
-            sqlx::query(
-                "INSERT INTO idempotency_keys (owner, target_id, tool_id, idem_key, args_hash, result, event_id, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+        c: &NewClaim<'_>,
+    ) -> Result<Claim> {
+        let op = "claim idempotency";
+        let won = on_pool!(self, pool => {
+            let inserted = sqlx::query(
+                "INSERT INTO idempotency_keys (owner, target_id, tool_id, idem_key, args_hash, result, event_id, created_at, state, claimed_by, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, '', $6, $7, 'claimed', $8, $9)
+                 ON CONFLICT (owner, target_id, tool_id, idem_key) DO NOTHING RETURNING event_id",
             )
             .bind(at.owner)
             .bind(at.target_id)
             .bind(at.tool_id)
             .bind(at.key)
-            .bind(&row.args_hash)
-            .bind(&row.result)
-            .bind(&row.event_id)
-            .bind(created_at_ms)
+            .bind(c.args_hash)
+            .bind(c.event_id)
+            .bind(c.now_ms)
+            .bind(c.claimed_by)
+            .bind(c.expires_at_ms)
+            .fetch_optional(pool)
+            .await
+            .map_err(db(op))?;
+            if inserted.is_some() {
+                Some(None)
+            } else {
+                // A stale claim, with the same arguments: taken over by one caller.
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "UPDATE idempotency_keys SET event_id = $5, claimed_by = $6, expires_at = $7, created_at = $8
+                     WHERE {IDEMPOTENCY_WHERE} AND state = 'claimed' AND expires_at < $8 AND args_hash = $9
+                     RETURNING detail"
+                )))
+                .bind(at.owner)
+                .bind(at.target_id)
+                .bind(at.tool_id)
+                .bind(at.key)
+                .bind(c.event_id)
+                .bind(c.claimed_by)
+                .bind(c.expires_at_ms)
+                .bind(c.now_ms)
+                .bind(c.args_hash)
+                .fetch_optional(pool)
+                .await
+                .map_err(db(op))?
+                .map(|r| r.try_get::<Option<String>, _>("detail"))
+                .transpose()
+                .map_err(db(op))?
+            }
+        });
+        if let Some(detail) = won {
+            return Ok(Claim::Won(detail));
+        }
+        match self.get_idempotency(at).await? {
+            Some(row) => Ok(Claim::Held(row)),
+            // Released between the insert and the read: claim it again.
+            None => Box::pin(self.claim_idempotency(at, c)).await,
+        }
+    }
+
+    /// Records the result of the execution that holds `at`'s claim (`event_id`): the key is
+    /// `done`, and every later caller is answered this result. False when the claim is not
+    /// `event_id`'s any more (it expired and another took it over).
+    pub async fn finish_idempotency(
+        &self,
+        at: &IdempotencyKey<'_>,
+        event_id: &str,
+        result: &str,
+    ) -> Result<bool> {
+        on_pool!(self, pool => {
+            let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE idempotency_keys SET state = 'done', result = $5, detail = NULL
+                 WHERE {IDEMPOTENCY_WHERE} AND state = 'claimed' AND event_id = $6"
+            )))
+            .bind(at.owner)
+            .bind(at.target_id)
+            .bind(at.tool_id)
+            .bind(at.key)
+            .bind(result)
+            .bind(event_id)
             .execute(pool)
             .await
-            .map_err(db("put idempotency"))?;
+            .map_err(db("finish idempotency"))?;
+            Ok(done.rows_affected() == 1)
+        })
+    }
+
+    /// Notes what the claim of `event_id` runs, for callers who wait on it.
+    pub async fn note_idempotency(
+        &self,
+        at: &IdempotencyKey<'_>,
+        event_id: &str,
+        detail: &str,
+    ) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE idempotency_keys SET detail = $5
+                 WHERE {IDEMPOTENCY_WHERE} AND state = 'claimed' AND event_id = $6"
+            )))
+            .bind(at.owner)
+            .bind(at.target_id)
+            .bind(at.tool_id)
+            .bind(at.key)
+            .bind(detail)
+            .bind(event_id)
+            .execute(pool)
+            .await
+            .map_err(db("note idempotency"))?;
             Ok(())
+        })
+    }
+
+    /// Releases the claim of `event_id` on `at`: its execution ran nothing (refused before
+    /// it reached the target, or failed), so the key may be executed again.
+    pub async fn release_idempotency(&self, at: &IdempotencyKey<'_>, event_id: &str) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM idempotency_keys WHERE {IDEMPOTENCY_WHERE} AND state = 'claimed' AND event_id = $5"
+            )))
+            .bind(at.owner)
+            .bind(at.target_id)
+            .bind(at.tool_id)
+            .bind(at.key)
+            .bind(event_id)
+            .execute(pool)
+            .await
+            .map_err(db("release idempotency"))?;
+            Ok(())
+        })
+    }
+
+    /// At start: settles the claims `claimed_by` (this replica) left by a crash, whose callers
+    /// got no answer. One that never got past its confirmation ran nothing: released. One
+    /// that did (its detail notes what it redeemed) expires now, for the next caller with
+    /// its key to take over and send again under the same hub key, which the target's own
+    /// ledger answers with the first execution if it got that far.
+    pub async fn release_claims_of(&self, claimed_by: &str) -> Result<u64> {
+        let op = "release claims";
+        on_pool!(self, pool => {
+            let mut tx = begin_write(pool).await.map_err(db(op))?;
+            let released = sqlx::query(
+                "DELETE FROM idempotency_keys WHERE state = 'claimed' AND claimed_by = $1 AND detail IS NULL",
+            )
+            .bind(claimed_by)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+            let expired = sqlx::query(
+                "UPDATE idempotency_keys SET expires_at = 0 WHERE state = 'claimed' AND claimed_by = $1",
+            )
+            .bind(claimed_by)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+            tx.commit().await.map_err(db(op))?;
+            Ok(released.rows_affected() + expired.rows_affected())
         })
     }
 

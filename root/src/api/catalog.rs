@@ -41,7 +41,7 @@ pub(super) async fn foundation(
             "unauthenticated", "forbidden", "unknown_tool", "capability_not_granted", "environment_forbidden",
             "invalid_arguments", "target_offline", "timeout", "busy", "skill_disabled", "confirmation_required",
             "forbidden_destructive", "descriptor_unavailable", "signature_invalid", "deadline_expired",
-            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "not_found", "conflict", "approval_pending", "audit_unavailable", "clock_skew", "internal"
+            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "idempotency_in_progress", "not_found", "conflict", "approval_pending", "audit_unavailable", "clock_skew", "internal"
         ],
         "endpoints": [
             "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",

@@ -109,7 +109,9 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::UnknownTool | ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::InvalidArguments => StatusCode::BAD_REQUEST,
         ErrorCode::ConfirmationRequired => StatusCode::PRECONDITION_REQUIRED,
-        ErrorCode::IdempotencyConflict | ErrorCode::Conflict => StatusCode::CONFLICT,
+        ErrorCode::IdempotencyConflict | ErrorCode::IdempotencyInProgress | ErrorCode::Conflict => {
+            StatusCode::CONFLICT
+        }
         ErrorCode::ApprovalPending => StatusCode::ACCEPTED,
         ErrorCode::Busy => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,

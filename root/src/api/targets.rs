@@ -89,6 +89,12 @@ async fn enrol(app: &App, req: EnrollRequest) -> Result<(TargetRow, String), Api
             "target_id and environment must be 1..200 characters of [A-Za-z0-9._:-]",
         ));
     }
+    if let Some(prefix) = mcp_shared::lease::reserved_prefix(&req.target_id) {
+        return Err(ApiError::bad_request(format!(
+            "target_id `{}` starts with `{prefix}`, which root reserves (`fleet:` names a fleet lease's selector, `mcp-hub:` a hub's identity); enrol it under another id",
+            req.target_id
+        )));
+    }
     let labels = req.labels.unwrap_or_default();
     crate::hubs::lifecycle::check_labels(&labels)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -442,6 +448,16 @@ async fn rotate(app: &App, target_id: &str, grace_sec: u64) -> Result<(String, S
             "target `{target_id}` is not enrolled"
         )));
     };
+    // As every other lifecycle command: a retired target's credentials stay revoked.
+    if current.retired() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::Conflict,
+            format!(
+                "target `{target_id}` is retired; a retired target stays retired and gets no new key"
+            ),
+        ));
+    }
     let started_at = now();
     let token = crate::auth::new_token(HUB_TOKEN_PREFIX);
     let token_hash = crate::auth::token_hash(&token);

@@ -6,6 +6,7 @@
 //! against the output schema once; an operational one: executed on root or routed, under the
 //! tool's timeout, then output validation) → durable audit event → normalized response.
 
+pub(crate) mod claims;
 pub(crate) mod context;
 mod descriptive;
 pub(crate) mod dispatch;

@@ -11,8 +11,10 @@
 //!   (120 s by default), usable once (only its hash is stored).
 //! - `execute`: needs an `idempotency_key`, which belongs to the lease that sends it (its
 //!   rotation lineage; the adapter gets it as `lease:<lineage>/<key>`): another lease's
-//!   identical key is a different key. A key this lease already used with the same arguments
-//!   returns the first result marked `replay` and runs nothing; with other arguments it is an
+//!   identical key is a different key. The key is claimed before anything runs
+//!   (`call::claims`): a key this lease already used with the same arguments returns the
+//!   first result marked `replay` and runs nothing (a caller racing the first waits for it,
+//!   or answers `idempotency_in_progress`); with other arguments it is an
 //!   `idempotency_conflict`. Otherwise the token must be presented and is consumed (unknown,
 //!   used, expired or bound to something else: `confirmation_required`), then the write runs
 //!   with the preview's expected effect as `confirmed_effect`: an adapter whose world moved
@@ -27,10 +29,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::app::App;
+use crate::call::claims::{self, Claimed, Redeemed};
 use crate::call::context::{CallContext, Confirmation};
 use crate::call::dispatch::dispatch;
 use crate::catalog::ContractEntry;
-use crate::store::{ApprovalRow, ApprovalStatus, ConfirmationRow, IdempotencyKey, IdempotencyRow};
+use crate::store::{ApprovalRow, ApprovalStatus, ConfirmationRow, IdempotencyKey};
 
 /// Prefix of confirmation tokens (redacted like every bearer).
 pub(crate) const CONFIRMATION_PREFIX: &str = "mcpc_";
@@ -221,8 +224,10 @@ async fn answered(
     }
 }
 
-/// The execute phase: a replay of the key answers its first execution; otherwise the
-/// confirmation token is redeemed, the adapter runs, and the result is kept under the key.
+/// The execute phase: the key is claimed first (`call::claims`), so a replay, or a caller
+/// racing the first, answers the first execution; otherwise the confirmation token is
+/// redeemed, the adapter runs, and the result is kept under the key. A claim whose
+/// execution fails or never starts is released.
 async fn execute(
     app: &App,
     ctx: &CallContext,
@@ -234,7 +239,7 @@ async fn execute(
 ) -> Result<Value, ToolError> {
     let c = &entry.contract;
     let lease = ctx.lease.lease();
-    let key = controls.idempotency_key.ok_or_else(|| {
+    let key = controls.idempotency_key.clone().ok_or_else(|| {
         ToolError::new(
             ErrorCode::InvalidArguments,
             "phase \"execute\" needs an idempotency_key",
@@ -247,39 +252,67 @@ async fn execute(
         tool_id: &c.tool_id,
         key: &key,
     };
-    if let Some(first) = app.store.get_idempotency(&at).await.map_err(internal)? {
-        if first.args_hash != hash {
-            return Err(ToolError::new(
-                ErrorCode::IdempotencyConflict,
-                format!("idempotency_key `{key}` was already used with other arguments"),
-            ));
+    let timeout = std::time::Duration::from_millis(c.timeout_ms);
+    let taken_over = match claims::claim(app, &at, &hash, &event.event_id, timeout).await? {
+        Claimed::Replay(answer) => {
+            event.result_summary = answer["summary"].as_str().map(str::to_owned);
+            return Ok(answer);
         }
-        let result: Value = serde_json::from_str(&first.result).map_err(internal)?;
-        event.result_summary = Some(format!("replay of event {}", first.event_id));
-        return Ok(json!({
-            "phase": "execute",
-            "replay": true,
-            "idempotency_key": key,
-            "result": result,
-            "summary": format!("replay: the first execution (event {}) is returned; nothing ran again", first.event_id),
-        }));
-    }
-    let token = controls.confirmation_token.ok_or_else(|| {
-        ToolError::new(ErrorCode::ConfirmationRequired, format!("`{}` writes: call it with phase \"preview\" first and execute with its confirmation_token", c.tool_id))
-    })?;
-    let token_hash = crate::auth::token_hash(&token);
-    // An approval is checked before the token is consumed: a pending one keeps it.
-    let approval = if c.requires_approval {
-        Some(approved(app, &token_hash).await?)
-    } else {
-        None
+        Claimed::Run(taken_over) => taken_over,
     };
-    let (run_args, confirmed_effect) = redeem(app, ctx, c, &token_hash, domain, &hash).await?;
+    let outcome = claimed(
+        app, ctx, entry, domain, hash, controls, &at, taken_over, event,
+    )
+    .await;
+    if outcome.is_err() {
+        claims::release(app, &at, &event.event_id).await;
+    }
+    outcome
+}
+
+/// The execute of a claimed key: the confirmation redeemed (or, for a claim taken over, what
+/// its first execution redeemed), the adapter run, the result kept under the key.
+#[allow(clippy::too_many_arguments)]
+async fn claimed(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    domain: Value,
+    hash: String,
+    controls: Controls,
+    at: &IdempotencyKey<'_>,
+    taken_over: Option<Redeemed>,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let c = &entry.contract;
+    let (approval, redeemed) = match taken_over {
+        Some(r) => (None, r),
+        None => {
+            let token = controls.confirmation_token.ok_or_else(|| {
+                ToolError::new(ErrorCode::ConfirmationRequired, format!("`{}` writes: call it with phase \"preview\" first and execute with its confirmation_token", c.tool_id))
+            })?;
+            let token_hash = crate::auth::token_hash(&token);
+            // An approval is checked before the token is consumed: a pending one keeps it.
+            let approval = if c.requires_approval {
+                Some(approved(app, &token_hash).await?)
+            } else {
+                None
+            };
+            let (arguments, confirmed_effect) =
+                redeem(app, ctx, c, &token_hash, domain, &hash).await?;
+            let r = Redeemed {
+                arguments,
+                confirmed_effect,
+            };
+            claims::redeemed(app, at, &event.event_id, &r).await?;
+            (approval, r)
+        }
+    };
     let input = CallBody {
-        arguments: run_args,
+        arguments: redeemed.arguments,
         dry_run: false,
-        idempotency_key: Some(hub_key(&owner, &key)),
-        confirmed_effect,
+        idempotency_key: Some(hub_key(at.owner, at.key)),
+        confirmed_effect: redeemed.confirmed_effect,
     };
     let outcome = dispatch(app, ctx, entry, input, event).await;
     if let Some(a) = &approval {
@@ -311,17 +344,9 @@ async fn execute(
         &entry.redaction_patterns,
         &mut Vec::new(),
     );
-    let row = IdempotencyRow {
-        args_hash: hash,
-        result: stored.to_string(),
-        event_id: event.event_id.clone(),
-    };
-    app.store
-        .put_idempotency(&at, &row, unix_ms(now()))
-        .await
-        .map_err(internal)?;
+    claims::finish(app, at, &event.event_id, &stored).await?;
     let mut answer =
-        json!({ "phase": "execute", "replay": false, "idempotency_key": key, "result": result });
+        json!({ "phase": "execute", "replay": false, "idempotency_key": at.key, "result": result });
     if let Some(a) = approval {
         answer["approval_id"] = json!(a.approval_id);
         event.result_summary = Some(format!("applied after operator approval {}", a.approval_id));

@@ -205,9 +205,27 @@ async fn write(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, 
                 "preview the fleet write first and execute with its confirmation_token",
             )
         })?;
-    let run = preview::confirm_previewed(app, &created_by, run_id)
-        .await
-        .map_err(api)?;
+    let key = input.idempotency_key.as_deref().ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::InvalidArguments,
+            "a fleet write executes with an idempotency_key",
+        )
+    })?;
+    // The same execute sent again (its idempotency claim taken over after a crash) follows
+    // the run it started; anything else starts the previewed run, once.
+    let started = app.store.fleet_run(run_id).await.map_err(internal)?;
+    let run = match started {
+        Some(r)
+            if r.state != state::PREVIEWED
+                && r.created_by == created_by
+                && r.write_key.as_deref() == Some(key) =>
+        {
+            r
+        }
+        _ => preview::confirm_previewed(app, &created_by, run_id, key)
+            .await
+            .map_err(api)?,
+    };
     drive(app, &run.run_id)?;
     follow(app, ctx, &run.run_id).await
 }

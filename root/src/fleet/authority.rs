@@ -8,9 +8,9 @@
 //!   the fleet lease ends every one of them, and the run is cancelled ([`held`]).
 //!
 //! Its lineage is the run (`fleet_<run_id>`), and a write's [`idempotency_key`] names the
-//! run, so it names one execution per target across retries, resumes and restarts: root's
-//! ledger answers a replay, and the hub's own ledger (which outlives root's) never runs it
-//! twice. The run's leases are revoked when it ends: the run's authority ends with it.
+//! confirmed write, so it names one execution per target across retries, resumes, restarts
+//! and a second run of the same confirmation: root's claim answers a replay, and the hub's
+//! own ledger (which outlives root's) never runs it twice. The run's leases are revoked when it ends: the run's authority ends with it.
 //!
 //! Policy judges each call under its lease as it would any client's: a fleet run reaches only
 //! targets where one call under that profile would be allowed.
@@ -28,10 +28,29 @@ use crate::app::App;
 use crate::leases::manager::{self as lease_manager, LeaseEntry};
 use crate::store::FleetRunRow;
 
-/// The idempotency key of each target's write in `run_id` (its owner, target and tool
-/// scope it further: one key per target and run).
-pub(crate) fn idempotency_key(run_id: &str) -> String {
-    format!("fleet-run-{run_id}")
+/// The idempotency key of each target's write in `run` (its owner, target and tool scope it
+/// further): it names the confirmed write, not only the run: the confirmation that started it
+/// (`write_key`), the set's hash, the tool, the arguments and the plan. Two runs of one
+/// confirmed write (an agent's second preview executed with the same key) send the same key,
+/// so neither root's claim nor the target's ledger runs a target twice.
+pub(crate) fn idempotency_key(run: &FleetRunRow) -> String {
+    use sha2::{Digest, Sha256};
+    let Some(write_key) = &run.write_key else {
+        // A run confirmed before writes had an identity.
+        return format!("fleet-run-{}", run.run_id);
+    };
+    let mut h = Sha256::new();
+    for part in [
+        write_key.as_str(),
+        &run.set_hash,
+        &run.tool_id,
+        &run.arguments,
+        &run.plan,
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    format!("fleet-write-{}", hex::encode(&h.finalize()[..16]))
 }
 /// Audience of a run's leases.
 pub(crate) const AUDIENCE: &str = "fleet-run";

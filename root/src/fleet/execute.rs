@@ -319,6 +319,16 @@ async fn call_target(
             format!("no tool `{}` any more", run.tool_id),
         ));
     };
+    // The run's authority is its selector now, not the set it froze: a target that left it
+    // (moved to another environment, relabelled) is refused, never called.
+    if let Err(why) = super::set::within(app, &run.selector, &t.target_id) {
+        return (
+            status::REFUSED,
+            Some(ErrorCode::CapabilityNotGranted.as_str().into()),
+            json!(ToolError::new(ErrorCode::CapabilityNotGranted, why)),
+            None,
+        );
+    }
     let lease = match authority::lease_for(app, run, &t.target_id, &entry.contract).await {
         Ok(l) => l,
         Err(e) => return failed(e.tool_error()),
@@ -344,7 +354,7 @@ async fn call_target(
         };
         args["phase"] = json!("execute");
         args["confirmation_token"] = json!(token);
-        args["idempotency_key"] = json!(authority::idempotency_key(&run.run_id));
+        args["idempotency_key"] = json!(authority::idempotency_key(run));
     }
     let (answer, event) = call_under(app, run, lease, &t.target_id, args, "call").await;
     match answer {
@@ -352,10 +362,12 @@ async fn call_target(
         Err(e) => {
             let s = match e.code {
                 ErrorCode::TargetOffline => status::UNDELIVERABLE,
+                // An operator's deliberate state is not an error: excluded with its reason,
+                // as a write's preview excludes it.
                 ErrorCode::TargetCordoned
                 | ErrorCode::TargetRetired
-                | ErrorCode::TargetNarrowed
-                | ErrorCode::SkillDisabled
+                | ErrorCode::TargetNarrowed => status::EXCLUDED,
+                ErrorCode::SkillDisabled
                 | ErrorCode::EnvironmentForbidden
                 | ErrorCode::CapabilityNotGranted => status::REFUSED,
                 _ => status::FAILED,

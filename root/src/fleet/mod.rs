@@ -6,16 +6,17 @@
 //! that started it ([`execute`]); a restarted root takes up every run left `running` or
 //! `paused`. Each target's call goes through the one governed call path under a lease the run
 //! issues for that target ([`authority`]), so policy, limits, redaction and the audit trail
-//! apply to it as to any call: a cordoned target is refused, an offline one is
-//! `undeliverable`, never silently missing. The run's own event (`admin.fleet.run`), its
+//! apply to it as to any call: a cordoned target is `excluded` with its reason, an offline
+//! one is `undeliverable`, never silently missing. The run's authority is its selector at
+//! the time of each call: a target that left it since the set was frozen is `refused`. The run's own event (`admin.fleet.run`), its
 //! leases' and every target's call event share the run's trace id (`audit export --run`).
 //!
 //! Reads start at once. Writes go preview → one confirmation → execute ([`preview`]): the
 //! preview freezes the set, runs each target's dry run and answers one confirmation token
 //! bound to the set's hash, the tool, the arguments' hash, the operator and a deadline; the
 //! execute redeems it once, refused if the set changed since. Each target's write carries the
-//! per-target idempotency key [`authority::idempotency_key`], scoped to the run by its
-//! leases' lineage, so a resume never executes a target twice.
+//! per-target idempotency key [`authority::idempotency_key`], which names the confirmed write,
+//! so neither a resume nor a second run of one confirmation executes a target twice.
 
 pub(crate) mod agents;
 pub(crate) mod authority;
@@ -48,7 +49,9 @@ pub(crate) mod status {
     pub(crate) const REFUSED: &str = "refused";
     pub(crate) const SKIPPED: &str = "skipped";
     pub(crate) const CANCELLED: &str = "cancelled";
-    /// A write's target that could not take part at its preview (the code says why).
+    /// A target that does not take part (the code says why): a write's that could not at its
+    /// preview, or one an operator cordoned, retired or narrowed by the time its turn came
+    /// (a deliberate state, not an error).
     pub(crate) const EXCLUDED: &str = "excluded";
 
     /// Every status, in the order reports list them.

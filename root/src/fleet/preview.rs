@@ -152,6 +152,7 @@ pub(crate) async fn preview(
         profile: Some(profile),
         confirmation_hash: Some(crate::auth::token_hash(&token)),
         confirm_by_ms: None,
+        write_key: None,
     };
     app.store
         .insert_fleet_run(&run, &targets)
@@ -246,18 +247,20 @@ pub(crate) async fn confirm(
     else {
         return Err(confirmation_required(USED));
     };
-    redeem(app, &op.actor_id(), req, run, &hash).await
+    redeem(app, &op.actor_id(), req, run, &hash, &hash).await
 }
 
 const USED: &str = "the confirmation token is unknown or was already used; preview again";
 
 /// Starts the previewed run `run_id` that `created_by` (an agent's fleet lease) confirmed
 /// through the write flow, which redeemed the token root issued for its preview (the run's
-/// own confirmation is never shown to an agent): the run, now `running`.
+/// own confirmation is never shown to an agent), executed under idempotency key `key` (as
+/// its owner's: the confirmed write's identity): the run, now `running`.
 pub(crate) async fn confirm_previewed(
     app: &App,
     created_by: &str,
     run_id: &str,
+    key: &str,
 ) -> Result<FleetRunRow, ApiError> {
     let Some(run) = app
         .store
@@ -278,16 +281,18 @@ pub(crate) async fn confirm_previewed(
         capability_profile: None,
         confirmation_token: None,
     };
-    redeem(app, created_by, &req, run, &hash).await
+    redeem(app, created_by, &req, run, &hash, key).await
 }
 
-/// Redeems `run`'s confirmation (its hash `hash`) for `created_by` and `req`.
+/// Redeems `run`'s confirmation (its hash `hash`) for `created_by` and `req`; the run, once
+/// running, is the confirmed write `write_key` (see [`FleetRunRow::write_key`]).
 async fn redeem(
     app: &App,
     created_by: &str,
     req: &FleetRunRequest,
     run: FleetRunRow,
     hash: &str,
+    write_key: &str,
 ) -> Result<FleetRunRow, ApiError> {
     if run.created_by != created_by {
         return Err(ApiError::new(
@@ -354,19 +359,21 @@ async fn redeem(
             why,
         ));
     }
-    let plan: Plan = match &req.plan {
-        Some(p) => {
-            p.check()
-                .map_err(|e| ApiError::bad_request(format!("plan: {e}")))?;
-            p.clone()
+    // The plan is part of what was confirmed: none at execute means the previewed one.
+    if let Some(asked) = &req.plan {
+        let previewed: Plan = serde_json::from_str(&run.plan).map_err(ApiError::internal)?;
+        if *asked != previewed {
+            return Err(confirmation_required(format!(
+                "the confirmation token was issued for the plan {}, not {}; send no plan to run the previewed one, or preview this one",
+                run.plan,
+                serde_json::to_string(asked).map_err(ApiError::internal)?
+            )));
         }
-        None => serde_json::from_str(&run.plan).unwrap_or_default(),
-    };
-    let plan_text = serde_json::to_string(&plan).map_err(ApiError::internal)?;
+    }
     let driver = execute::driver(app);
     if !app
         .store
-        .confirm_fleet_run(&run.run_id, hash, &plan_text, &driver)
+        .confirm_fleet_run(&run.run_id, hash, write_key, &driver)
         .await
         .map_err(ApiError::internal)?
     {
@@ -375,7 +382,7 @@ async fn redeem(
     Ok(FleetRunRow {
         state: state::RUNNING.into(),
         confirmation_hash: None,
-        plan: plan_text,
+        write_key: Some(write_key.to_owned()),
         driver,
         ..run
     })

@@ -48,6 +48,7 @@ pub(crate) async fn start(app: &App, ask: ReadRun<'_>) -> Result<FleetRunRow, Ap
         profile: None,
         confirmation_hash: None,
         confirm_by_ms: None,
+        write_key: None,
     };
     app.store
         .insert_fleet_run(&run, &resolved.targets)

@@ -47,6 +47,26 @@ pub(crate) fn resolve(app: &App, selector: &Selector) -> Result<TargetSet, ApiEr
     Ok(TargetSet { targets, hash })
 }
 
+/// Whether `target_id` is still one `selector` names, now: a run's authority is its selector
+/// at the time of each call, whatever it froze (`Err`: why not, in words).
+pub(crate) fn within(app: &App, selector: &str, target_id: &str) -> Result<(), String> {
+    let selector =
+        Selector::parse(selector).map_err(|e| format!("the run's selector `{selector}`: {e}"))?;
+    let Some(e) = app.hubs.enrolments.get(target_id) else {
+        return Err(format!("target `{target_id}` is no longer enrolled"));
+    };
+    let status = app.hubs.status(target_id);
+    if selector.matches(&crate::api::targets::subject(&e, status)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "target `{target_id}` no longer matches `{selector}` (environment `{}`, lifecycle {}): it left the run's reach",
+            e.row.environment,
+            e.lifecycle.state.as_str()
+        ))
+    }
+}
+
 /// How `now` differs from `then`, in words: which targets joined and which left (the first
 /// few of each).
 pub(crate) fn difference(then: &[String], now: &[String]) -> String {

@@ -1,6 +1,6 @@
 //! Fleet runs: a read on every target a selector names, under a plan (canaries, a window, an
 //! error budget), each target's call governed and audited under the run's trace, every target
-//! accounted for (an offline one `undeliverable`, a cordoned one `refused`), durable across a
+//! accounted for (an offline one `undeliverable`, a cordoned one `excluded` with its reason), durable across a
 //! restart, and controlled (pause, resume, cancel) by audited operator commands; bad runs and
 //! commands refused precisely, refusals audited.
 
@@ -52,7 +52,7 @@ fn count(r: &Value, status: &str) -> u64 {
 
 /// Three hubs, one enrolled target whose hub never connected and one cordoned hub, all
 /// labelled `role=web`, plus one other target: a read on `label:role=web` reaches exactly the
-/// five, reports each (3 succeeded, 1 undeliverable, 1 refused), groups the outcomes, and its
+/// five, reports each (3 succeeded, 1 undeliverable, 1 excluded: an operator's cordon is not an error), groups the outcomes, and its
 /// trace holds the run's event and one call event per target. From the CLI too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_read_reaches_every_selected_target_and_accounts_for_each() {
@@ -95,18 +95,18 @@ async fn a_fleet_read_reaches_every_selected_target_and_accounts_for_each() {
         (
             count(&r, "succeeded"),
             count(&r, "undeliverable"),
-            count(&r, "refused")
+            count(&r, "excluded")
         ),
         (3, 1, 1),
         "{r}"
     );
     assert_eq!(
         (r["errors"].as_u64(), r["error_budget"].as_u64()),
-        (Some(2), Some(5))
+        (Some(1), Some(5))
     );
     assert_eq!(
         r["summary"],
-        "5 targets: 3 succeeded, 1 undeliverable, 1 refused"
+        "5 targets: 3 succeeded, 1 undeliverable, 1 excluded"
     );
     let group = |status: &str| {
         r["groups"]
@@ -119,8 +119,8 @@ async fn a_fleet_read_reaches_every_selected_target_and_accounts_for_each() {
     };
     assert_eq!(group("undeliverable")["code"], "target_offline");
     assert_eq!(group("undeliverable")["targets"], json!(["web-4"]));
-    assert_eq!(group("refused")["code"], "target_cordoned");
-    assert_eq!(group("refused")["targets"], json!(["web-5"]));
+    assert_eq!(group("excluded")["code"], "target_cordoned");
+    assert_eq!(group("excluded")["targets"], json!(["web-5"]));
     let canary = &r["targets"][0];
     assert_eq!(
         canary["target_id"], "web-1",
@@ -167,14 +167,14 @@ async fn a_fleet_read_reaches_every_selected_target_and_accounts_for_each() {
     );
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        out.contains("5 targets: 3 succeeded, 1 undeliverable, 1 refused"),
+        out.contains("5 targets: 3 succeeded, 1 undeliverable, 1 excluded"),
         "{out}"
     );
     assert!(err.contains("5/5 done"), "the progress line: {err}");
     let (code, out, err) = admin(&root, &["fleet", "status", &run_id]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        out.contains("(completed)") && out.contains("1 x refused (target_cordoned): web-5"),
+        out.contains("(completed)") && out.contains("1 x excluded (target_cordoned): web-5"),
         "{out}"
     );
     for hub in hubs {

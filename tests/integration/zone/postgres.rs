@@ -235,40 +235,84 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
                 .is_empty()
         );
 
-        let row = mcp_root::store::IdempotencyRow {
-            args_hash: "a".into(),
-            result: "{\"x\":1}".into(),
-            event_id: "e1".into(),
-        };
+        // Idempotency claims: one statement inserts the claim or finds the key's record.
+        use mcp_root::store::{Claim, ClaimState, NewClaim};
         let key = |owner, key| mcp_root::store::IdempotencyKey {
             owner,
             target_id: "hub:t",
             tool_id: "tool",
             key,
         };
-        store
-            .put_idempotency(&key("lease:a", "k"), &row, 1)
-            .await
-            .unwrap();
-        let other = mcp_root::store::IdempotencyRow {
-            args_hash: "b".into(),
-            result: "{}".into(),
-            event_id: "e2".into(),
+        let claim = |args_hash, event_id, now_ms, expires_at_ms| NewClaim {
+            args_hash,
+            event_id,
+            claimed_by: "r1",
+            now_ms,
+            expires_at_ms,
         };
-        store
-            .put_idempotency(&key("lease:a", "k"), &other, 2)
-            .await
-            .unwrap();
-        let got = store
-            .get_idempotency(&key("lease:a", "k"))
+        let k = key("lease:a", "k");
+        assert!(matches!(
+            store
+                .claim_idempotency(&k, &claim("a", "e1", 1, 1_000))
+                .await
+                .unwrap(),
+            Claim::Won(None)
+        ));
+        match store
+            .claim_idempotency(&k, &claim("a", "e2", 2, 1_000))
             .await
             .unwrap()
+        {
+            Claim::Held(r) => assert_eq!(
+                (r.state, r.event_id.as_str(), r.claimed_by.as_str()),
+                (ClaimState::Claimed, "e1", "r1"),
+                "on {url}"
+            ),
+            Claim::Won(_) => panic!("a held claim was won again on {url}"),
+        }
+        store
+            .note_idempotency(&k, "e1", "{\"arguments\":{}}")
+            .await
             .unwrap();
-        assert_eq!(
-            (got.args_hash.as_str(), got.event_id.as_str()),
-            ("a", "e1"),
-            "the first record wins on {url}"
+        // Past its expiry, one caller takes it over, with what it had noted.
+        match store
+            .claim_idempotency(&k, &claim("a", "e3", 2_000, 9_000))
+            .await
+            .unwrap()
+        {
+            Claim::Won(Some(d)) => assert_eq!(d, "{\"arguments\":{}}", "on {url}"),
+            other => panic!("an expired claim was not taken over on {url}: {other:?}"),
+        }
+        // Its first claimer finishing late changes nothing; the new claimer's result stays.
+        assert!(
+            !store
+                .finish_idempotency(&k, "e1", "{\"x\":0}")
+                .await
+                .unwrap()
         );
+        assert!(
+            store
+                .finish_idempotency(&k, "e3", "{\"x\":1}")
+                .await
+                .unwrap()
+        );
+        match store
+            .claim_idempotency(&k, &claim("b", "e4", 3_000, 9_000))
+            .await
+            .unwrap()
+        {
+            Claim::Held(r) => assert_eq!(
+                (
+                    r.state,
+                    r.args_hash.as_str(),
+                    r.result.as_str(),
+                    r.event_id.as_str()
+                ),
+                (ClaimState::Done, "a", "{\"x\":1}", "e3"),
+                "on {url}"
+            ),
+            Claim::Won(_) => panic!("a done key was claimed again on {url}"),
+        }
         assert!(
             store
                 .get_idempotency(&key("lease:a", "other"))
@@ -276,24 +320,43 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
                 .unwrap()
                 .is_none()
         );
-        // Another owner's identical key is another record.
-        assert!(
+        // Another owner's identical key is another record; a released claim is gone.
+        let theirs = key("lease:b", "k");
+        assert!(matches!(
             store
-                .get_idempotency(&key("lease:b", "k"))
+                .claim_idempotency(&theirs, &claim("a", "e5", 1, 1_000))
+                .await
+                .unwrap(),
+            Claim::Won(None)
+        ));
+        store.release_idempotency(&theirs, "e5").await.unwrap();
+        assert!(
+            store.get_idempotency(&theirs).await.unwrap().is_none(),
+            "on {url}"
+        );
+        // At start, a replica's claims left by a crash: released when nothing was redeemed,
+        // expired (for a takeover) when something was.
+        let bare = key("lease:c", "bare");
+        let noted = key("lease:c", "noted");
+        for (k, e) in [(&bare, "e6"), (&noted, "e7")] {
+            store
+                .claim_idempotency(k, &claim("a", e, 1, i64::MAX / 2))
+                .await
+                .unwrap();
+        }
+        store.note_idempotency(&noted, "e7", "{}").await.unwrap();
+        assert_eq!(store.release_claims_of("r1").await.unwrap(), 2, "on {url}");
+        assert!(store.get_idempotency(&bare).await.unwrap().is_none());
+        assert_eq!(
+            store
+                .get_idempotency(&noted)
                 .await
                 .unwrap()
-                .is_none()
+                .unwrap()
+                .expires_at_ms,
+            0,
+            "on {url}"
         );
-        store
-            .put_idempotency(&key("lease:b", "k"), &other, 3)
-            .await
-            .unwrap();
-        let theirs = store
-            .get_idempotency(&key("lease:b", "k"))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(theirs.event_id, "e2", "on {url}");
 
         let t = mcp_root::store::TargetRow {
             target_id: "hub:t".into(),

@@ -1,6 +1,6 @@
 //! `mcp-root admin approvals …`: list, show, approve and reject write approvals.
 
-use super::client::{AdminClient, lines_or, print};
+use super::client::{AdminClient, lines_or, print, segment};
 use super::commands::ApprovalsCommand;
 use crate::api::bodies::{ApprovalList, ApprovalView, Audited, Decided, DecisionRequest};
 
@@ -20,7 +20,10 @@ pub(super) async fn run(c: &AdminClient, cmd: ApprovalsCommand) -> anyhow::Resul
         }
         ApprovalsCommand::Show { approval_id, json } => {
             let a: ApprovalView = c
-                .get(&format!("/v1/root/mcp/approvals/{approval_id}"))
+                .get(&format!(
+                    "/v1/root/mcp/approvals/{}",
+                    segment(&approval_id)?
+                ))
                 .await?;
             print(json, &a, |a| {
                 format!(
@@ -54,7 +57,11 @@ async fn decide(
 ) -> anyhow::Result<()> {
     let decided: Audited<Decided> = c
         .post(
-            &format!("/v1/root/mcp/approvals/{approval_id}/{verb}"),
+            &format!(
+                "/v1/root/mcp/approvals/{}/{}",
+                segment(approval_id)?,
+                segment(verb)?
+            ),
             &DecisionRequest { reason },
         )
         .await?;

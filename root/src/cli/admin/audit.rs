@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::client::{AdminClient, lines_or, print};
+use super::client::{AdminClient, lines_or, print, segment};
 use super::commands::AuditCommand;
 use crate::api::bodies::{AuditEntry, AuditPage};
 use crate::api::checkpoints::{ChainPage, Checkpoints, InclusionBody, LogKeyBody};
@@ -62,7 +62,10 @@ pub(super) async fn run(c: &AdminClient, cmd: AuditCommand) -> anyhow::Result<Ex
             let q: Vec<(&str, String)> =
                 size.map(|s| ("size", s.to_string())).into_iter().collect();
             let p: InclusionBody = c
-                .get_query(&format!("/v1/root/mcp/audit/proof/{event_id}"), &q)
+                .get_query(
+                    &format!("/v1/root/mcp/audit/proof/{}", segment(&event_id)?),
+                    &q,
+                )
                 .await?;
             check_inclusion(&p, &key.verifier_key)?;
             print(json, &p, |p| {
@@ -88,8 +91,9 @@ pub(super) async fn run(c: &AdminClient, cmd: AuditCommand) -> anyhow::Result<Ex
             // A fleet run's events are its trace.
             let trace = match run {
                 Some(id) => {
-                    let r: crate::fleet::report::RunReport =
-                        c.get(&format!("/v1/root/fleet/runs/{id}")).await?;
+                    let r: crate::fleet::report::RunReport = c
+                        .get(&format!("/v1/root/fleet/runs/{}", segment(&id)?))
+                        .await?;
                     Some(r.trace_id)
                 }
                 None => trace,

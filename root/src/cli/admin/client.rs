@@ -9,6 +9,26 @@ use serde::de::DeserializeOwned;
 
 use crate::api::bodies::ErrorAnswer;
 
+/// What a path segment keeps as it is: RFC 3986's unreserved characters and `:` (target ids
+/// are `hub:web-1`); everything else, `/`, `?`, `#` and `%` included, is percent-encoded.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b':');
+
+/// `s` as one URL path segment: an id such as `x/lifecycle/retire?` stays one segment of the
+/// path it is put into, never a path or query of its own. `.`, `..` and the empty id are
+/// refused (a URL parser would drop or climb them).
+pub(crate) fn segment(s: &str) -> anyhow::Result<String> {
+    let bare = s.replace("%2e", ".").replace("%2E", ".");
+    if bare.is_empty() || bare == "." || bare == ".." {
+        bail!("`{s}` is not an id (empty, `.` and `..` cannot name anything in a URL)");
+    }
+    Ok(percent_encoding::utf8_percent_encode(s, SEGMENT).to_string())
+}
+
 /// A small HTTP client for the admin API.
 pub struct AdminClient {
     base: String,

@@ -488,16 +488,20 @@ pub(crate) struct FleetRunArgs {
     /// A write's capability profile (the narrowest granting the tool by default).
     #[arg(long)]
     pub(crate) capability_profile: Option<String>,
-    #[arg(long, default_value_t = 0)]
-    pub(crate) canary: usize,
-    /// Targets at once after the canaries: a count or a percentage (20%).
-    #[arg(long, default_value = "10")]
-    pub(crate) max_concurrency: String,
-    /// Failures before no new target starts: a count or a percentage (2%).
-    #[arg(long, default_value = "0")]
-    pub(crate) max_errors: String,
-    #[arg(long, default_value_t = 0)]
-    pub(crate) pause_after_canary_ms: u64,
+    /// Canaries run first, on their own (0 by default). The plan's options are sent only
+    /// when given: a confirmed write runs the plan it was previewed with, and a different one
+    /// is refused.
+    #[arg(long)]
+    pub(crate) canary: Option<usize>,
+    /// Targets at once after the canaries: a count or a percentage (20%); 10 by default.
+    #[arg(long)]
+    pub(crate) max_concurrency: Option<String>,
+    /// Failures before no new target starts: a count or a percentage (2%); 0 by default.
+    #[arg(long)]
+    pub(crate) max_errors: Option<String>,
+    /// A pause after the canaries (0 by default).
+    #[arg(long)]
+    pub(crate) pause_after_canary_ms: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]

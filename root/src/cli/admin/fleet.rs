@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::client::{AdminClient, lines_or, print};
+use super::client::{AdminClient, lines_or, print, segment};
 use super::commands::{FleetCommand, FleetRunArgs};
 use crate::api::bodies::{Audited, FleetPreview, FleetRuns};
 use crate::fleet::report::RunReport;
@@ -79,12 +79,18 @@ pub(super) async fn run(c: &AdminClient, cmd: FleetCommand) -> anyhow::Result<Ex
             });
         }
         FleetCommand::Status { run, json } => {
-            let r: RunReport = c.get(&format!("/v1/root/fleet/runs/{run}")).await?;
+            let r: RunReport = c
+                .get(&format!("/v1/root/fleet/runs/{}", segment(&run)?))
+                .await?;
             print(json, &r, report_text);
         }
         FleetCommand::Target { run, target } => {
             let t: Value = c
-                .get(&format!("/v1/root/fleet/runs/{run}/targets/{target}"))
+                .get(&format!(
+                    "/v1/root/fleet/runs/{}/targets/{}",
+                    segment(&run)?,
+                    segment(&target)?
+                ))
                 .await?;
             println!("{}", serde_json::to_string_pretty(&t)?);
         }
@@ -106,13 +112,25 @@ fn body(run: &FleetRunArgs, confirm: Option<&str>) -> anyhow::Result<Value> {
         "selector": run.selector,
         "tool_id": run.tool,
         "arguments": arguments,
-        "plan": {
-            "canary": run.canary,
-            "max_concurrency": amount(&run.max_concurrency),
-            "max_errors": amount(&run.max_errors),
-            "pause_after_canary_ms": run.pause_after_canary_ms,
-        },
     });
+    // Only what was given: root fills in the rest, and a confirmed write runs the plan it
+    // was previewed with (one given with `--confirm` must be that one).
+    let mut plan = serde_json::Map::new();
+    if let Some(n) = run.canary {
+        plan.insert("canary".into(), json!(n));
+    }
+    if let Some(s) = &run.max_concurrency {
+        plan.insert("max_concurrency".into(), amount(s));
+    }
+    if let Some(s) = &run.max_errors {
+        plan.insert("max_errors".into(), amount(s));
+    }
+    if let Some(ms) = run.pause_after_canary_ms {
+        plan.insert("pause_after_canary_ms".into(), json!(ms));
+    }
+    if !plan.is_empty() {
+        body["plan"] = Value::Object(plan);
+    }
     if let Some(p) = &run.capability_profile {
         body["capability_profile"] = json!(p);
     }
@@ -124,7 +142,10 @@ fn body(run: &FleetRunArgs, confirm: Option<&str>) -> anyhow::Result<Value> {
 
 async fn command(c: &AdminClient, run: &str, verb: &str) -> anyhow::Result<()> {
     let r: Audited<RunReport> = c
-        .post(&format!("/v1/root/fleet/runs/{run}/{verb}"), &json!({}))
+        .post(
+            &format!("/v1/root/fleet/runs/{}/{}", segment(run)?, segment(verb)?),
+            &json!({}),
+        )
         .await?;
     println!("{} (event {})", report_text(&r.item), r.event_id);
     Ok(())
@@ -133,7 +154,9 @@ async fn command(c: &AdminClient, run: &str, verb: &str) -> anyhow::Result<()> {
 /// Polls the run until it ends, drawing a progress line on stderr.
 async fn follow(c: &AdminClient, id: &str) -> anyhow::Result<RunReport> {
     loop {
-        let r: RunReport = c.get(&format!("/v1/root/fleet/runs/{id}")).await?;
+        let r: RunReport = c
+            .get(&format!("/v1/root/fleet/runs/{}", segment(id)?))
+            .await?;
         let done = r.total
             - r.counts.get("pending").copied().unwrap_or(0)
             - r.counts.get("running").copied().unwrap_or(0);

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::client::{AdminClient, lines_or, page_footer, page_query, print};
+use super::client::{AdminClient, lines_or, page_footer, page_query, print, segment};
 use super::commands::{HubCommand, LifecycleArgs, SkillCmd};
 use crate::api::bodies::{
     Audited, EnrollRequest, Enrolled, KeyRotated, LabelsRequest, LifecycleRequest,
@@ -46,7 +46,7 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
         } => {
             let mut rotated: Audited<KeyRotated> = c
                 .post(
-                    &format!("/v1/root/hubs/{target}/rotate-key"),
+                    &format!("/v1/root/hubs/{}/rotate-key", segment(&target)?),
                     &RotateKeyRequest { grace_sec },
                 )
                 .await?;
@@ -122,7 +122,7 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
                 remove,
             };
             let answer: Audited<TargetStanding> = c
-                .post(&format!("/v1/root/hubs/{target}/labels"), &ask)
+                .post(&format!("/v1/root/hubs/{}/labels", segment(&target)?), &ask)
                 .await?;
             print(json, &answer, |a| standing_text(&a.item));
         }
@@ -137,7 +137,7 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
         } => {
             let answer: Audited<TargetStanding> = c
                 .post(
-                    &format!("/v1/root/hubs/{target}/placement"),
+                    &format!("/v1/root/hubs/{}/placement", segment(&target)?),
                     &PlacementRequest {
                         environment,
                         subnet_id: subnet,
@@ -154,7 +154,7 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
         } => {
             let answer: Audited<TargetStanding> = c
                 .post(
-                    &format!("/v1/root/hubs/{target}/narrowing"),
+                    &format!("/v1/root/hubs/{}/narrowing", segment(&target)?),
                     &NarrowingRequest { read_only, deny },
                 )
                 .await?;
@@ -167,7 +167,7 @@ pub(super) async fn run(c: &AdminClient, cmd: HubCommand) -> anyhow::Result<()> 
 async fn lifecycle(c: &AdminClient, command: &str, a: LifecycleArgs) -> anyhow::Result<()> {
     let answer: Audited<TargetStanding> = c
         .post(
-            &format!("/v1/root/hubs/{}/lifecycle/{command}", a.target),
+            &format!("/v1/root/hubs/{}/lifecycle/{command}", segment(&a.target)?),
             &LifecycleRequest { reason: a.reason },
         )
         .await?;
@@ -245,7 +245,11 @@ pub(crate) async fn skill(c: &AdminClient, command: SkillCmd) -> anyhow::Result<
     };
     let answer: Audited<SkillAnswer> = c
         .post(
-            &format!("/v1/root/hubs/{}/skills/{}/{verb}", a.target, a.skill),
+            &format!(
+                "/v1/root/hubs/{}/skills/{}/{verb}",
+                segment(&a.target)?,
+                segment(&a.skill)?
+            ),
             &json!({}),
         )
         .await?;

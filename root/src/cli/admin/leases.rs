@@ -6,7 +6,7 @@ use anyhow::Context;
 use mcp_shared::lease::SessionLease;
 use serde_json::{Value, json};
 
-use super::client::{AdminClient, lines_or, page_footer, page_query, print};
+use super::client::{AdminClient, lines_or, page_footer, page_query, print, segment};
 use super::commands::LeaseCommand;
 use crate::api::bodies::{
     Audited, DelegationView, IssuedLeaseBody, IssuedRunProfile, LeaseList, NewLeaseRequest,
@@ -78,20 +78,23 @@ pub(super) async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<Ex
         }
         LeaseCommand::Get { session_id, json } => {
             let lease: SessionLease = c
-                .get(&format!("/v1/root/mcp/sessions/{session_id}"))
+                .get(&format!("/v1/root/mcp/sessions/{}", segment(&session_id)?))
                 .await?;
             print(json, &lease, lease_line);
         }
         LeaseCommand::Show { session_id, json } => {
             let view: DelegationView = c
-                .get(&format!("/v1/root/mcp/sessions/{session_id}/delegation"))
+                .get(&format!(
+                    "/v1/root/mcp/sessions/{}/delegation",
+                    segment(&session_id)?
+                ))
                 .await?;
             print(json, &view, delegation_text);
         }
         LeaseCommand::Revoke { session_id, json } => {
             let revoked: Audited<SessionLease> = c
                 .post(
-                    &format!("/v1/root/mcp/sessions/{session_id}/revoke"),
+                    &format!("/v1/root/mcp/sessions/{}/revoke", segment(&session_id)?),
                     &json!({}),
                 )
                 .await?;
@@ -113,7 +116,10 @@ pub(super) async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<Ex
             };
             let issued: Audited<IssuedRunProfile> = c
                 .post(
-                    &format!("/v1/root/mcp/sessions/{session_id}/run-profile"),
+                    &format!(
+                        "/v1/root/mcp/sessions/{}/run-profile",
+                        segment(&session_id)?
+                    ),
                     &ask,
                 )
                 .await?;
@@ -141,7 +147,7 @@ pub(super) async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<Ex
         LeaseCommand::Rotate { session_id, json } => {
             let issued: Audited<IssuedLeaseBody> = c
                 .post(
-                    &format!("/v1/root/mcp/sessions/{session_id}/rotate"),
+                    &format!("/v1/root/mcp/sessions/{}/rotate", segment(&session_id)?),
                     &json!({}),
                 )
                 .await?;

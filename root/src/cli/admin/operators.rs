@@ -1,6 +1,6 @@
 //! `mcp-root admin operator …`: add, list and revoke named operators.
 
-use super::client::{AdminClient, print};
+use super::client::{AdminClient, print, segment};
 use super::commands::OperatorCommand;
 use crate::api::bodies::{
     Audited, NewOperator, NewOperatorRequest, OperatorList, OperatorStatus, OperatorView,
@@ -43,7 +43,7 @@ pub(super) async fn run(c: &AdminClient, cmd: OperatorCommand) -> anyhow::Result
         } => {
             let revoked: Audited<RevokedOperator> = c
                 .post(
-                    &format!("/v1/root/operators/{name}/revoke"),
+                    &format!("/v1/root/operators/{}/revoke", segment(&name)?),
                     &RevokeOperatorRequest { cascade },
                 )
                 .await?;

@@ -1,0 +1,515 @@
+//! Exactly once under concurrency, and the fleet's authority without holes (issue 49): one
+//! idempotency key runs one write however many callers send it at once (the hubs' test
+//! command appends a line to a file, so "ran" is counted on the machine); a fleet write
+//! previewed twice and executed twice with one key runs once per target; a lease and a lease
+//! it minted mint once under one key; the confirmed plan is the plan that runs; ids root
+//! reserves are refused at enrolment; a retired target gets no new key; the CLI keeps an id
+//! one path segment.
+
+use mcp_tests::TestRoot;
+use serde_json::{Value, json};
+
+use super::writes::{runs, with_test};
+use crate::ops::admin_cli::admin;
+
+/// Mints a lease with `bearer` (`hub.issue_access_token`, previewed and confirmed under key
+/// `key`): its bearer.
+pub(crate) async fn mint(root: &TestRoot, bearer: &str, key: &str) -> String {
+    let (s, b) = root
+        .write(
+            bearer,
+            "hub.issue_access_token",
+            json!({"capability_profile": "InfraOpsControl", "ttl_sec": 300}),
+            key,
+        )
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{b}");
+    b["result"]["result"]["token"].as_str().unwrap().to_owned()
+}
+
+/// `n` executes of `tool` with `args` under one idempotency key `key`, sent at once through
+/// `roots` and `bearers` in turn, each with a confirmation of its own previewed first: every
+/// final `(status, body)` (a `busy` answer is retried).
+pub(crate) async fn race(
+    roots: &[&TestRoot],
+    bearers: &[String],
+    tool: &str,
+    args: Value,
+    key: &str,
+    n: usize,
+) -> Vec<(u16, Value)> {
+    let mut tokens = Vec::new();
+    for i in 0..n {
+        let root = roots[i % roots.len()];
+        let bearer = &bearers[i % bearers.len()];
+        tokens.push(root.preview(bearer, tool, args.clone()).await.unwrap());
+    }
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(n));
+    let calls = tokens.into_iter().enumerate().map(|(i, token)| {
+        let root = roots[i % roots.len()];
+        let bearer = bearers[i % bearers.len()].clone();
+        let (args, barrier) = (args.clone(), barrier.clone());
+        async move {
+            barrier.wait().await;
+            // A caller told `busy` (its lease's slots were full; nothing ran, its
+            // confirmation is unspent) retries, as a client does.
+            loop {
+                let (s, b) = root
+                    .execute(&bearer, tool, args.clone(), Some(&token), key)
+                    .await
+                    .unwrap();
+                if b["error"]["code"] != "busy" {
+                    return (s, b);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    });
+    futures::future::join_all(calls).await
+}
+
+/// Every caller of one key got the first execution's outcome: one ran it, the others were
+/// answered its result as a replay.
+pub(crate) fn one_outcome(answers: &[(u16, Value)]) {
+    for (s, b) in answers {
+        assert_eq!(*s, 200, "{b}");
+    }
+    let first: Vec<&Value> = answers
+        .iter()
+        .filter(|(_, b)| b["result"]["replay"] == false)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(first.len(), 1, "one execution ran: {answers:?}");
+    let result = &first[0]["result"]["result"];
+    for (_, b) in answers {
+        assert_eq!(&b["result"]["result"], result, "the same outcome: {b}");
+    }
+}
+
+/// 32 executes of one key under three bearers of one owner (a lease and two leases it
+/// minted), sent at once: the hub ran the test exactly once, and every caller got its result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_key_sent_by_32_callers_at_once_runs_once() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("once.txt");
+    let hub = root
+        .start_hub("hub:once", &with_test(&counter, 1))
+        .await
+        .unwrap();
+    let (_, bearer) = root
+        .lease("hub:once", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let bearers = vec![
+        bearer.clone(),
+        mint(&root, &bearer, "m1").await,
+        mint(&root, &bearer, "m2").await,
+    ];
+    let answers = race(
+        &[&root],
+        &bearers,
+        "hub.run_allowed_tests",
+        json!({ "name": "smoke" }),
+        "once-32",
+        32,
+    )
+    .await;
+    one_outcome(&answers);
+    assert_eq!(runs(&counter), 1, "the hub's own count");
+    hub.stop().await;
+}
+
+/// A lease and a lease it minted each preview `hub.issue_access_token` and execute at once
+/// with one key: one lease is minted (root's claim is the only guard of a root tool), and
+/// both are answered that one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_and_its_minted_lease_mint_once_under_one_key() {
+    let root = TestRoot::start().await.unwrap();
+    let hub = root.start_hub("hub:mint-race", "").await.unwrap();
+    let (parent_id, bearer) = root
+        .lease("hub:mint-race", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let child = mint(&root, &bearer, "m1").await;
+    let answers = race(
+        &[&root],
+        &[bearer, child],
+        "hub.issue_access_token",
+        json!({"capability_profile": "InfraOpsRead", "ttl_sec": 120}),
+        "one-mint",
+        2,
+    )
+    .await;
+    for (s, b) in &answers {
+        assert_eq!(*s, 200, "{b}");
+    }
+    let minted: Vec<&str> = answers
+        .iter()
+        .map(|(_, b)| b["result"]["result"]["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(minted[0], minted[1], "one lease: {answers:?}");
+    let d = root
+        .admin_get(&format!("/v1/root/mcp/sessions/{parent_id}/delegation"))
+        .await
+        .unwrap();
+    let profiles: Vec<&str> = d["descendants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["lease"]["capability_profile"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        profiles.iter().filter(|p| **p == "InfraOpsRead").count(),
+        1,
+        "{d}"
+    );
+    hub.stop().await;
+}
+
+/// Calls an MCP tool; its structured content.
+async fn call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+) -> Value {
+    let res = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new(tool)
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    res.structured_content.unwrap_or(Value::Null)
+}
+
+/// An agent previews one fleet write twice and executes both previews at once with one
+/// idempotency key: each target runs once, one run starts, and both calls answer its report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_write_previewed_twice_and_executed_twice_with_one_key_runs_once_per_target() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = |id: &str| dir.path().join(format!("{id}.txt"));
+    let mut hubs = Vec::new();
+    for id in ["eo-1", "eo-2", "eo-3"] {
+        hubs.push(
+            root.start_hub(id, &with_test(&counter(id), 1))
+                .await
+                .unwrap(),
+        );
+    }
+    let issued = root
+        .admin_post(
+            "/v1/root/mcp/sessions",
+            json!({ "selector": "id=eo-*", "capability_profile": "InfraOpsControl", "ttl_sec": 600 }),
+        )
+        .await
+        .unwrap();
+    let bearer = issued["token"].as_str().unwrap();
+    let client = mcp_tests::mcp_client(&root.mcp_url(), bearer)
+        .await
+        .unwrap();
+    let write = json!({ "tool": "hub.run_allowed_tests", "arguments": { "name": "smoke" }, "plan": { "max_concurrency": 3 } });
+    let mut executes = Vec::new();
+    for _ in 0..2 {
+        let p = call(&client, "root.run_fleet_write", write.clone()).await;
+        let mut x = write.clone();
+        x["phase"] = json!("execute");
+        x["confirmation_token"] = p["confirmation_token"].clone();
+        x["idempotency_key"] = json!("fleet-once");
+        executes.push(x);
+    }
+    let client = std::sync::Arc::new(client);
+    let calls = executes.into_iter().map(|x| {
+        let client = client.clone();
+        async move { call(&client, "root.run_fleet_write", x).await }
+    });
+    let answers = futures::future::join_all(calls).await;
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["result"]["run_id"]).collect();
+    assert!(
+        ids[0].is_string() && ids[0] == ids[1],
+        "one run: {answers:?}"
+    );
+    assert_eq!(
+        answers.iter().filter(|a| a["replay"] == false).count(),
+        1,
+        "{answers:?}"
+    );
+    assert_eq!(
+        ["eo-1", "eo-2", "eo-3"].map(|id| runs(&counter(id))),
+        [1, 1, 1]
+    );
+    for h in hubs {
+        h.stop().await;
+    }
+}
+
+/// The plan is part of what was confirmed: a different plan at execute is refused (the token
+/// survives), none runs the previewed one, and the CLI's `--confirm` sends none unless asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmed_fleet_write_runs_the_plan_it_was_previewed_with() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = |id: &str| dir.path().join(format!("{id}.txt"));
+    let mut hubs = Vec::new();
+    for id in ["pl-1", "pl-2", "pl-3"] {
+        hubs.push(
+            root.start_hub(id, &with_test(&counter(id), 0))
+                .await
+                .unwrap(),
+        );
+    }
+    let ops = root.admin();
+    let previewed =
+        json!({ "canary": 1, "max_concurrency": 2, "max_errors": 0, "pause_after_canary_ms": 0 });
+    let ask = |plan: Option<Value>, token: Option<&str>| {
+        let mut b = json!({ "selector": "id=pl-*", "tool_id": "hub.run_allowed_tests", "arguments": { "name": "smoke" } });
+        if let Some(p) = plan {
+            b["plan"] = p;
+        }
+        if let Some(t) = token {
+            b["confirmation_token"] = json!(t);
+        }
+        b
+    };
+    let p = root
+        .admin_post(
+            "/v1/root/fleet/previews",
+            ask(Some(json!({ "canary": 1, "max_concurrency": 2 })), None),
+        )
+        .await
+        .unwrap();
+    let token = p["confirmation_token"].as_str().unwrap();
+    let (s, b) = ops
+        .post_status(
+            "/v1/root/fleet/runs",
+            ask(Some(json!({ "max_concurrency": 10 })), Some(token)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (428, Some("confirmation_required")),
+        "{b}"
+    );
+    assert!(
+        b["error"]["message"].as_str().unwrap().contains("plan"),
+        "{b}"
+    );
+    assert_eq!(
+        ["pl-1", "pl-2", "pl-3"].map(|id| runs(&counter(id))),
+        [0, 0, 0]
+    );
+    let (s, b) = ops
+        .post_status("/v1/root/fleet/runs", ask(None, Some(token)))
+        .await
+        .unwrap();
+    assert_eq!(s, 201, "{b}");
+    assert_eq!(b["plan"], previewed, "{b}");
+
+    // The CLI: `--confirm` with no plan options runs the previewed plan.
+    let common = [
+        "--selector",
+        "id=pl-*",
+        "--tool",
+        "hub.run_allowed_tests",
+        "--arguments",
+        r#"{"name":"smoke"}"#,
+    ];
+    let (code, out, err) = admin(
+        &root,
+        &[
+            &["fleet", "preview"][..],
+            &common,
+            &["--canary", "1", "--max-concurrency", "2", "--json"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let preview: Value = serde_json::from_str(&out).unwrap();
+    let cli_token = preview["confirmation_token"].as_str().unwrap();
+    let (code, out, err) = admin(
+        &root,
+        &[
+            &["fleet", "run"][..],
+            &common,
+            &["--confirm", cli_token, "--wait", "--json"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let done: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(done["plan"], previewed, "{out}");
+    for h in hubs {
+        h.stop().await;
+    }
+}
+
+/// Ids root gives a meaning of its own are refused at enrolment, whatever their case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserved_target_ids_are_refused_at_enrolment() {
+    let root = TestRoot::start().await.unwrap();
+    let ops = root.admin();
+    for id in ["fleet:label:role", "FLEET:role", "mcp-hub:x"] {
+        let (s, b) = ops
+            .post_status(
+                "/v1/root/hubs",
+                json!({ "target_id": id, "environment": "test" }),
+            )
+            .await
+            .unwrap();
+        assert_eq!(s, 400, "{id}: {b}");
+        assert!(
+            b["error"]["message"].as_str().unwrap().contains("reserves"),
+            "{id}: {b}"
+        );
+    }
+    let listed = root.admin_get("/v1/root/hubs").await.unwrap();
+    assert!(!listed.to_string().contains("fleet:label"), "{listed}");
+}
+
+/// A retired target gets no new key (409, as every other lifecycle command), and the CLI
+/// keeps a target id one path segment: `x/lifecycle/retire?` names no target, and `x` is
+/// not retired by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retired_target_gets_no_key_and_the_cli_encodes_ids() {
+    let root = TestRoot::start().await.unwrap();
+    root.enroll("x", "test").await.unwrap();
+    let (code, out, err) = admin(&root, &["hub", "cordon", "--target", "x/lifecycle/retire?"]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("not enrolled") || err.contains("404"), "{err}");
+    let (code, out, err) = admin(&root, &["hub", "cordon", "--target", ".."]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("is not an id"), "{err}");
+    let x = root.admin_get("/v1/root/hubs/x").await.unwrap();
+    assert_eq!(x["lifecycle"]["state"], "active", "{x}");
+
+    root.enroll("gone", "test").await.unwrap();
+    root.admin_post("/v1/root/hubs/gone/lifecycle/retire", json!({}))
+        .await
+        .unwrap();
+    let (s, b) = root
+        .admin()
+        .post_status("/v1/root/hubs/gone/rotate-key", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (409, Some("conflict")),
+        "{b}"
+    );
+    let (code, _, err) = admin(&root, &["hub", "rotate-key", "--target", "gone"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("retired"), "{err}");
+}
+
+/// A fleet lease's authority is its selector at the time of each call: its read run pauses
+/// after the canary, an operator moves one of its targets to production meanwhile, and that
+/// target is `refused` with the reason in the report, never called (no event of the tool on
+/// it); the others are read. A cordoned target is an operator's deliberate state, not an
+/// error: `excluded` with its reason, and the default error budget (0) is not spent on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
+    let root = TestRoot::start().await.unwrap();
+    let mut hubs = Vec::new();
+    for id in ["sel-1", "sel-2", "sel-3", "sel-4"] {
+        hubs.push(root.start_hub(id, "").await.unwrap());
+    }
+    root.admin_post("/v1/root/hubs/sel-4/lifecycle/cordon", json!({}))
+        .await
+        .unwrap();
+    let issued = root
+        .admin_post(
+            "/v1/root/mcp/sessions",
+            json!({ "selector": "env=test,id=sel-*", "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
+        )
+        .await
+        .unwrap();
+    let client = mcp_tests::mcp_client(&root.mcp_url(), issued["token"].as_str().unwrap())
+        .await
+        .unwrap();
+    let client = std::sync::Arc::new(client);
+    let reading = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            call(
+                &client,
+                "root.run_fleet_read",
+                json!({ "tool": "hub.get_status", "plan": { "canary": 1, "pause_after_canary_ms": 3000 } }),
+            )
+            .await
+        })
+    };
+    // The canary (sel-1) done, the run pauses: sel-2 moves to production.
+    mcp_tests::eventually("the canary is read", async || {
+        let runs = root.admin_get("/v1/root/fleet/runs").await.unwrap();
+        let id = runs["runs"][0]["run_id"].as_str()?.to_owned();
+        let r = root
+            .admin_get(&format!("/v1/root/fleet/runs/{id}"))
+            .await
+            .unwrap();
+        (r["counts"]["succeeded"] == 1).then_some(())
+    })
+    .await;
+    root.admin_post(
+        "/v1/root/hubs/sel-2/placement",
+        json!({ "environment": "production" }),
+    )
+    .await
+    .unwrap();
+    let r = reading.await.unwrap();
+    assert_eq!(r["state"], "completed", "{r}");
+    let target = |id: &str| {
+        r["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["target_id"] == id)
+            .unwrap_or_else(|| panic!("{id} in {r}"))
+            .clone()
+    };
+    let moved = target("sel-2");
+    assert_eq!(moved["status"], "refused", "{r}");
+    let refused = r["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["status"] == "refused")
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(refused["targets"], json!(["sel-2"]), "{r}");
+    assert!(
+        refused["sample"]
+            .as_str()
+            .unwrap()
+            .contains("no longer matches `env=test,id=sel-*`"),
+        "the reason is in the report: {refused}"
+    );
+    assert!(moved["event_id"].is_null(), "never called: {moved}");
+    assert_eq!(target("sel-3")["status"], "succeeded", "{r}");
+    let cordoned = target("sel-4");
+    assert_eq!(
+        (cordoned["status"].as_str(), cordoned["code"].as_str()),
+        (Some("excluded"), Some("target_cordoned")),
+        "{r}"
+    );
+    // The trail holds no call of the tool on the moved target in this run.
+    let events = root
+        .admin_get(&format!(
+            "/v1/root/mcp/audit?trace_id={}&limit=1000",
+            r["trace_id"].as_str().unwrap()
+        ))
+        .await
+        .unwrap();
+    assert!(
+        !events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["tool_id"] == "hub.get_status" && e["target_id"] == "sel-2"),
+        "{events}"
+    );
+    for h in hubs {
+        h.stop().await;
+    }
+}
