@@ -217,20 +217,43 @@ impl MasterKey {
         &self.hex
     }
 
+    /// `plain` encrypted at rest as `enc:v1:<hex(nonce ‖ ciphertext ‖ tag)>`, bound to `aad`
+    /// (the row it belongs to: a ciphertext copied to another row does not open).
+    pub fn encrypt(&self, aad: &str, plain: &[u8]) -> Result<String, SecretError> {
+        let mut in_out = plain.to_vec();
+        let nonce = self
+            .key
+            .seal_in_place_append_tag(Aad::from(aad.as_bytes()), &mut in_out)
+            .map_err(|_| SecretError::Encrypt)?;
+        let mut out = nonce.as_ref().to_vec();
+        out.extend_from_slice(&in_out);
+        Ok(format!("{ENCRYPTED_PREFIX}{}", hex::encode(out)))
+    }
+
+    /// What [`MasterKey::encrypt`] encrypted for `aad`; `None` when `stored` is not that
+    /// (another key, another row, altered).
+    pub fn decrypt(&self, aad: &str, stored: &str) -> Option<Vec<u8>> {
+        let bytes = hex::decode(stored.strip_prefix(ENCRYPTED_PREFIX)?).ok()?;
+        if bytes.len() < NONCE_LEN {
+            return None;
+        }
+        let (nonce, sealed) = bytes.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let mut in_out = sealed.to_vec();
+        let plain = self
+            .key
+            .open_in_place(nonce, Aad::from(aad.as_bytes()), &mut in_out)
+            .ok()?;
+        Some(plain.to_vec())
+    }
+
     /// The stored form of `target_id`'s signing key.
     pub fn seal_signing_key(
         &self,
         target_id: &str,
         signing_key: &[u8; 32],
     ) -> Result<String, SecretError> {
-        let mut in_out = signing_key.to_vec();
-        let nonce = self
-            .key
-            .seal_in_place_append_tag(Aad::from(target_id.as_bytes()), &mut in_out)
-            .map_err(|_| SecretError::Encrypt)?;
-        let mut out = nonce.as_ref().to_vec();
-        out.extend_from_slice(&in_out);
-        Ok(format!("{ENCRYPTED_PREFIX}{}", hex::encode(out)))
+        self.encrypt(target_id, signing_key)
     }
 
     /// Opens a stored signing key; a clear (pre-encryption) row is read as hex.
@@ -242,23 +265,13 @@ impl MasterKey {
         let undecryptable = || SecretError::Undecryptable {
             target_id: target_id.to_owned(),
         };
-        let Some(hex_text) = stored.strip_prefix(ENCRYPTED_PREFIX) else {
+        if !stored.starts_with(ENCRYPTED_PREFIX) {
             return hex::decode(stored)
                 .ok()
                 .and_then(|b| b.try_into().ok())
                 .ok_or_else(undecryptable);
-        };
-        let bytes = hex::decode(hex_text).map_err(|_| undecryptable())?;
-        if bytes.len() < NONCE_LEN {
-            return Err(undecryptable());
         }
-        let (nonce, sealed) = bytes.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| undecryptable())?;
-        let mut in_out = sealed.to_vec();
-        let plain = self
-            .key
-            .open_in_place(nonce, Aad::from(target_id.as_bytes()), &mut in_out)
-            .map_err(|_| undecryptable())?;
+        let plain = self.decrypt(target_id, stored).ok_or_else(undecryptable)?;
         <[u8; 32]>::try_from(&*plain).map_err(|_| undecryptable())
     }
 }

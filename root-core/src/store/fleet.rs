@@ -13,8 +13,11 @@ pub struct FleetRunRow {
     pub created_at_ms: i64,
     pub selector: String,
     pub tool_id: String,
-    /// JSON.
+    /// JSON, as shown and exported: secrets redacted (`fleet::arguments`).
     pub arguments: String,
+    /// The arguments as they run when redaction changed them, encrypted under the master key
+    /// (bound to the run id); `None` when `arguments` are what runs.
+    pub arguments_sealed: Option<String>,
     /// JSON of the plan.
     pub plan: String,
     /// SHA-256 of the frozen target set.
@@ -57,7 +60,7 @@ pub struct FleetTargetRow {
     pub preview: Option<String>,
 }
 
-const RUN_COLUMNS: &str = "run_id, trace_id, created_by, created_at, selector, tool_id, arguments, plan, set_hash, state, finished_at, driver, profile, confirmation_hash, confirm_by, write_key";
+const RUN_COLUMNS: &str = "run_id, trace_id, created_by, created_at, selector, tool_id, arguments, plan, set_hash, state, finished_at, driver, profile, confirmation_hash, confirm_by, write_key, arguments_sealed";
 
 /// A `FleetRunRow` from a row of either backend (the column types are the same on both).
 macro_rules! run_from_row {
@@ -81,6 +84,7 @@ macro_rules! run_from_row {
             confirmation_hash: r.try_get("confirmation_hash").map_err(db(op))?,
             confirm_by_ms: r.try_get("confirm_by").map_err(db(op))?,
             write_key: r.try_get("write_key").map_err(db(op))?,
+            arguments_sealed: r.try_get("arguments_sealed").map_err(db(op))?,
         })
     }};
 }
@@ -106,7 +110,7 @@ impl Store {
             let mut tx = begin_write(pool).await.map_err(db(op))?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO fleet_runs ({RUN_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
             )))
             .bind(&run.run_id)
             .bind(&run.trace_id)
@@ -124,6 +128,7 @@ impl Store {
             .bind(&run.confirmation_hash)
             .bind(run.confirm_by_ms)
             .bind(&run.write_key)
+            .bind(&run.arguments_sealed)
             .execute(&mut *tx)
             .await
             .map_err(db(op))?;

@@ -368,6 +368,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE idempotency_keys ADD COLUMN detail TEXT",
     // A confirmed fleet write's identity, which its targets' idempotency keys derive from.
     "ALTER TABLE fleet_runs ADD COLUMN write_key TEXT",
+    // A fleet run's arguments as they run when redaction changed the shown ones (encrypted).
+    "ALTER TABLE fleet_runs ADD COLUMN arguments_sealed TEXT",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

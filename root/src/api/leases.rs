@@ -106,6 +106,18 @@ pub(crate) async fn issue(
     lineage: Option<String>,
     source: Source,
 ) -> Result<IssuedLease, ApiError> {
+    let new = checked(app, req, lineage, source)?;
+    create_lease(app, new).await
+}
+
+/// Validates a lease request: the lease it asks for, or the precise refusal (nothing is
+/// issued; an OAuth approval checks its grant so before the client ever asks for a token).
+pub(crate) fn checked(
+    app: &App,
+    req: NewLeaseRequest,
+    lineage: Option<String>,
+    source: Source,
+) -> Result<NewLease, ApiError> {
     let mut req = req;
     if let Some(selector) = req.selector.take() {
         if !req.target_id.is_empty() {
@@ -116,7 +128,7 @@ pub(crate) async fn issue(
         req.target_id = format!("{FLEET_TARGET_PREFIX}{selector}");
     }
     if let Some(selector) = req.target_id.strip_prefix(FLEET_TARGET_PREFIX) {
-        return issue_fleet(app, req.clone(), selector, lineage, source).await;
+        return checked_fleet(app, req.clone(), selector, lineage, source);
     }
     if req.target_id.trim().is_empty() || req.target_id.len() > 200 {
         return Err(ApiError::bad_request("target_id must be 1..200 characters"));
@@ -153,7 +165,7 @@ pub(crate) async fn issue(
         (Some(asked), None) => asked,
         (None, None) => "default".into(),
     };
-    let new = NewLease {
+    Ok(NewLease {
         subnet_id,
         zone: req.zone.unwrap_or_else(|| app.config.zone.clone()),
         audience: req.audience.unwrap_or_else(|| "mcp-client".into()),
@@ -163,8 +175,7 @@ pub(crate) async fn issue(
         ttl,
         lineage,
         source,
-    };
-    create_lease(app, new).await
+    })
 }
 
 /// A lease request's capability profile and lifetime, checked.
@@ -212,16 +223,16 @@ async fn create_lease(app: &App, new: NewLease) -> Result<IssuedLease, ApiError>
 /// The subnet of a fleet lease: whichever its selector names.
 pub(crate) const FLEET_SUBNET: &str = "*";
 
-/// Issues a fleet lease: bound to the targets `selector` names (its `target_id` is
+/// Checks a fleet lease: bound to the targets `selector` names (its `target_id` is
 /// `fleet:<selector>`, its subnet `*`), with the fleet tools of its profile only. The
 /// selector must name at least one enrolled target now; each run resolves it again.
-async fn issue_fleet(
+fn checked_fleet(
     app: &App,
     req: NewLeaseRequest,
     selector: &str,
     lineage: Option<String>,
     source: Source,
-) -> Result<IssuedLease, ApiError> {
+) -> Result<NewLease, ApiError> {
     let selector = crate::hubs::selector::Selector::parse(selector)
         .map_err(|e| ApiError::bad_request(format!("selector: {e}")))?;
     if req.subnet_id.as_deref().is_some_and(|s| s != FLEET_SUBNET) {
@@ -242,7 +253,7 @@ async fn issue_fleet(
             ),
         ));
     }
-    let new = NewLease {
+    Ok(NewLease {
         subnet_id: FLEET_SUBNET.into(),
         zone: req.zone.unwrap_or_else(|| app.config.zone.clone()),
         audience: req.audience.unwrap_or_else(|| "mcp-client".into()),
@@ -252,8 +263,7 @@ async fn issue_fleet(
         ttl,
         lineage,
         source,
-    };
-    create_lease(app, new).await
+    })
 }
 
 /// `GET /v1/root/mcp/sessions`: the filters of a page of leases.

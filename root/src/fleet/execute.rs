@@ -102,7 +102,15 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
         }
     };
     let plan: Plan = serde_json::from_str(&run.plan).unwrap_or_default();
-    let arguments: Value = serde_json::from_str(&run.arguments).unwrap_or_else(|_| json!({}));
+    let arguments = match super::arguments::opened(app, &run) {
+        Ok(a) => a,
+        Err(e) => {
+            // Nothing can run without them: the run ends, what had not started never will.
+            tracing::error!(%run_id, error = ?e.tool_error(), "cannot open the fleet run's arguments; cancelling it");
+            finish(app, &run, state::CANCELLED).await;
+            return;
+        }
+    };
     let taking_part: Vec<&FleetTargetRow> = rows
         .iter()
         .filter(|t| t.status != status::EXCLUDED)

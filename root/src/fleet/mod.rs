@@ -19,6 +19,7 @@
 //! so neither a resume nor a second run of one confirmation executes a target twice.
 
 pub(crate) mod agents;
+pub(crate) mod arguments;
 pub(crate) mod authority;
 pub(crate) mod execute;
 pub(crate) mod plan;

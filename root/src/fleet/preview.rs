@@ -136,14 +136,17 @@ pub(crate) async fn preview(
     let ttl_ms =
         i64::try_from(app.config.limits.confirmation_ttl_sec).unwrap_or(i64::MAX / 2) * 1000;
     let created = unix_ms(now());
+    let run_id = uuid::Uuid::now_v7().to_string();
+    let stored = super::arguments::stored(app, &req.tool_id, &run_id, &arguments)?;
     let run = FleetRunRow {
-        run_id: uuid::Uuid::now_v7().to_string(),
+        run_id,
         trace_id,
         created_by,
         created_at_ms: created,
         selector: selector.as_str().to_owned(),
         tool_id: req.tool_id,
-        arguments: arguments.to_string(),
+        arguments: stored.shown,
+        arguments_sealed: stored.sealed,
         plan: serde_json::to_string(&plan).map_err(ApiError::internal)?,
         set_hash: hash,
         state: state::PREVIEWED.into(),
@@ -276,7 +279,7 @@ pub(crate) async fn confirm_previewed(
     let req = FleetRunRequest {
         selector: run.selector.clone(),
         tool_id: run.tool_id.clone(),
-        arguments: Some(serde_json::from_str(&run.arguments).map_err(ApiError::internal)?),
+        arguments: Some(super::arguments::opened(app, &run)?),
         plan: None,
         capability_profile: None,
         confirmation_token: None,
@@ -320,7 +323,7 @@ async fn redeem(
             run.tool_id, req.tool_id
         )));
     }
-    let stored: Value = serde_json::from_str(&run.arguments).map_err(ApiError::internal)?;
+    let stored = super::arguments::opened(app, &run)?;
     let asked = req.arguments.clone().unwrap_or_else(|| json!({}));
     if args_hash(&asked) != args_hash(&stored) {
         return Err(confirmation_required(

@@ -32,14 +32,17 @@ pub(crate) async fn start(app: &App, ask: ReadRun<'_>) -> Result<FleetRunRow, Ap
         return Err(ApiError::bad_request("arguments must be a JSON object"));
     }
     let resolved = set::resolve(app, ask.selector)?;
+    let run_id = uuid::Uuid::now_v7().to_string();
+    let stored = super::arguments::stored(app, &ask.tool_id, &run_id, &arguments)?;
     let run = FleetRunRow {
-        run_id: uuid::Uuid::now_v7().to_string(),
+        run_id,
         trace_id: ask.trace_id,
         created_by: ask.created_by,
         created_at_ms: unix_ms(now()),
         selector: ask.selector.as_str().to_owned(),
         tool_id: ask.tool_id,
-        arguments: arguments.to_string(),
+        arguments: stored.shown,
+        arguments_sealed: stored.sealed,
         plan: serde_json::to_string(&plan).map_err(ApiError::internal)?,
         set_hash: resolved.hash,
         state: state::RUNNING.into(),

@@ -3,7 +3,7 @@
 //! and writes with a preview per target and one confirmation).
 
 mod agents;
-mod exactly_once;
+mod authority;
 mod lifecycle;
 mod runs;
 mod writes;

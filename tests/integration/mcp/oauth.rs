@@ -1219,3 +1219,65 @@ async fn anonymous_registrations_cannot_lock_the_registry() {
     );
     root.stop().await;
 }
+
+/// What an approval grants is checked when it is approved, and the token endpoint answers
+/// every refusal with its OAuth error, never `500`: an approval for a retired target, or for
+/// a fleet sign-in whose profile grants no fleet tool, is refused to the operator; a code
+/// approved for a target retired before the client exchanges it is `invalid_grant`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_check_the_lease_they_grant_and_the_token_endpoint_never_answers_500() {
+    let root = TestRoot::start_with(with_oauth).await.unwrap();
+    root.enroll("hub:oa-live", "test").await.unwrap();
+    root.enroll("hub:oa-gone", "test").await.unwrap();
+    root.admin_post("/v1/root/hubs/hub:oa-gone/lifecycle/retire", json!({}))
+        .await
+        .unwrap();
+    let c = mcp_tests::oauth::client(&root);
+    let (_, registered) = c.register().await.unwrap();
+    let client_id = registered["client_id"].as_str().unwrap();
+    let admin = root.admin_token();
+
+    let a = c
+        .approve(client_id, &admin, "hub:oa-gone", "InfraOpsRead")
+        .await
+        .unwrap();
+    assert_eq!(
+        (a.status, a.body["error"]["code"].as_str()),
+        (409, Some("target_retired")),
+        "{}",
+        a.body
+    );
+    let a = c
+        .approve(client_id, &admin, "fleet:id=hub:oa-*", "ProfileOpsRead")
+        .await
+        .unwrap();
+    assert_eq!(a.status, 403, "{}", a.body);
+    assert!(
+        a.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("grants no fleet tool"),
+        "{}",
+        a.body
+    );
+
+    // Approved while live, retired before the exchange.
+    let a = c
+        .approve(client_id, &admin, "hub:oa-live", "InfraOpsRead")
+        .await
+        .unwrap();
+    assert_eq!(a.status, 200, "{}", a.body);
+    root.admin_post("/v1/root/hubs/hub:oa-live/lifecycle/retire", json!({}))
+        .await
+        .unwrap();
+    let (s, b) = c.exchange(client_id, &a).await.unwrap();
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{b}"
+    );
+    assert!(
+        b["error_description"].as_str().unwrap().contains("retired"),
+        "{b}"
+    );
+}

@@ -373,7 +373,23 @@ fn check_grant(app: &App, a: &Approval) -> Result<(), ApiError> {
             "ttl_sec must be between 60 and {max}"
         )));
     }
-    Ok(())
+    // The lease its tokens will be, checked now as the token endpoint will issue it: a
+    // retired target, a fleet sign-in whose profile grants no fleet tool, a selector that
+    // names nothing are refused to the operator, not to the client later.
+    let lease = crate::api::bodies::NewLeaseRequest {
+        target_id: a.target_id.clone(),
+        selector: None,
+        capability_profile: a.capability_profile.clone(),
+        ttl_sec: app.config.oauth.access_ttl_sec.min(a.ttl_sec).max(1),
+        audience: None,
+        subnet_id: None,
+        zone: None,
+    };
+    let source = crate::leases::manager::Source::Issued {
+        by: None,
+        grant: None,
+    };
+    crate::api::leases::checked(app, lease, None, source).map(|_| ())
 }
 
 /// `POST /oauth/authorize/deny`: the client is told `access_denied`.

@@ -83,6 +83,15 @@ impl OauthError {
             ..OauthError::new("invalid_client", d)
         }
     }
+    /// The server cannot answer now and says when to ask again (503; the audit trail cannot
+    /// be written, so nothing is issued).
+    pub(super) fn temporarily_unavailable(d: impl Into<String>) -> OauthError {
+        OauthError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            retry_after: Some(1),
+            ..OauthError::new("temporarily_unavailable", d)
+        }
+    }
     pub(super) fn server_error(e: impl std::fmt::Display) -> OauthError {
         tracing::error!(error = %e, "internal error on an OAuth endpoint");
         OauthError {

@@ -371,13 +371,21 @@ async fn issue(
     }
 }
 
-/// A refused lease issue as the client sees it (the event records the detail).
+/// A refused lease issue as the client sees it (the event records the detail): every
+/// refusal of the grant's lease is its OAuth error (RFC 6749 §5.2), never a `500`. The
+/// approval checked the grant, but the world may have moved since (the target retired, the
+/// catalog changed).
 fn refused(e: ApiError) -> OauthError {
+    use mcp_shared::error::ErrorCode;
     let t = e.tool_error();
-    if t.code == mcp_shared::error::ErrorCode::InvalidArguments {
-        OauthError::invalid_grant(t.message)
-    } else {
-        OauthError::server_error(t.message)
+    match t.code {
+        // The profile is the grant's scope.
+        ErrorCode::CapabilityNotGranted | ErrorCode::UnknownTool => {
+            OauthError::new("invalid_scope", t.message)
+        }
+        ErrorCode::AuditUnavailable => OauthError::temporarily_unavailable(t.message),
+        ErrorCode::Internal => OauthError::server_error(t.message),
+        _ => OauthError::invalid_grant(t.message),
     }
 }
 

@@ -1,10 +1,11 @@
-//! Exactly once under concurrency, and the fleet's authority without holes (issue 49): one
+//! The fleet's authority without holes, and exactly once under concurrency (issue 49): one
 //! idempotency key runs one write however many callers send it at once (the hubs' test
 //! command appends a line to a file, so "ran" is counted on the machine); a fleet write
 //! previewed twice and executed twice with one key runs once per target; a lease and a lease
-//! it minted mint once under one key; the confirmed plan is the plan that runs; ids root
-//! reserves are refused at enrolment; a retired target gets no new key; the CLI keeps an id
-//! one path segment.
+//! it minted mint once under one key; the confirmed plan is the plan that runs; a run's
+//! selector is its authority at each call; an operator's cordon is no error; a secret among
+//! a run's arguments is never stored or shown; ids root reserves are refused at enrolment; a
+//! retired target gets no new key; the CLI keeps an id one path segment.
 
 use mcp_tests::TestRoot;
 use serde_json::{Value, json};
@@ -509,6 +510,59 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
             .any(|e| e["tool_id"] == "hub.get_status" && e["target_id"] == "sel-2"),
         "{events}"
     );
+    for h in hubs {
+        h.stop().await;
+    }
+}
+
+/// A bearer given as a fleet run's argument is redacted before the run is stored or shown
+/// (its record, its report, the data directory), and the run still runs with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_in_a_fleet_runs_arguments_is_never_stored_or_shown() {
+    let root = TestRoot::start().await.unwrap();
+    let mut hubs = Vec::new();
+    for id in ["sec-1", "sec-2"] {
+        hubs.push(root.start_hub(id, "").await.unwrap());
+    }
+    let (_, bearer) = root.lease("sec-1", "InfraOpsRead", 600).await.unwrap();
+    let started = root
+        .admin_post(
+            "/v1/root/fleet/runs",
+            json!({ "selector": "id=sec-*", "tool_id": "hub.get_logs", "arguments": { "contains": bearer } }),
+        )
+        .await
+        .unwrap();
+    let id = started["run_id"].as_str().unwrap().to_owned();
+    let r = mcp_tests::eventually("the run ends", async || {
+        let r = root
+            .admin_get(&format!("/v1/root/fleet/runs/{id}"))
+            .await
+            .unwrap();
+        (r["state"] == "completed").then_some(r)
+    })
+    .await;
+    assert_eq!(
+        r["counts"]["succeeded"], 2,
+        "it ran with its arguments: {r}"
+    );
+    for shown in [&started, &r] {
+        assert!(!shown.to_string().contains(&bearer), "{shown}");
+        assert!(shown["arguments"]["contains"].is_string(), "{shown}");
+    }
+    let (code, out, err) = admin(&root, &["fleet", "status", &id, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains(&bearer), "{out}");
+    for entry in std::fs::read_dir(root.data_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(bearer.len()).any(|w| w == bearer.as_bytes()),
+                "{} holds the bearer",
+                path.display()
+            );
+        }
+    }
     for h in hubs {
         h.stop().await;
     }
