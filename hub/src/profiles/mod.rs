@@ -260,21 +260,23 @@ impl Profiles {
         })
     }
 
-    /// Artifact records newest first.
+    /// Artifact records newest first: those of ended sessions, and the heap snapshots
+    /// running sessions kept so far.
     pub(crate) fn artifacts(
         &self,
         service: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ArtifactMeta>, ToolError> {
-        self.shared.with(|i| {
-            i.artifacts
-                .iter()
-                .rev()
-                .filter(|x| service.is_none_or(|n| x.service == n))
-                .take(limit)
-                .cloned()
-                .collect()
-        })
+        let mut all = self.shared.with(|i| i.artifacts.clone())?;
+        all.extend(self.shared.live_artifacts());
+        // RFC 3339 times of one format sort as text; the index's order breaks ties.
+        all.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        Ok(all
+            .into_iter()
+            .rev()
+            .filter(|x| service.is_none_or(|n| x.service == n))
+            .take(limit)
+            .collect())
     }
 
     /// `get_artifact`: the whole artifact inline when small enough and no range is asked,

@@ -220,13 +220,18 @@ impl Shared {
         &self,
         artifact_id: &str,
     ) -> Result<(ArtifactMeta, Vec<u8>), ToolError> {
-        let meta = self
-            .with(|i| {
-                i.artifacts
-                    .iter()
+        let recorded = self.with(|i| {
+            i.artifacts
+                .iter()
+                .find(|a| a.artifact_id == artifact_id)
+                .cloned()
+        })?;
+        let meta = recorded
+            .or_else(|| {
+                self.live_artifacts()
+                    .into_iter()
                     .find(|a| a.artifact_id == artifact_id)
-                    .cloned()
-            })?
+            })
             .ok_or_else(|| not_found("artifact", artifact_id))?;
         let path = self.file_of(&meta);
         let bytes = std::fs::read(&path)
@@ -238,6 +243,22 @@ impl Shared {
             )));
         }
         Ok((meta, bytes))
+    }
+
+    /// The heap snapshots running sessions kept so far (recorded in the index when their
+    /// session ends): readable as artifacts within a collection of being written.
+    pub(super) fn live_artifacts(&self) -> Vec<ArtifactMeta> {
+        let keepers: Vec<Arc<Mutex<Keeper>>> = lock(&self.live_heap).values().cloned().collect();
+        keepers
+            .iter()
+            .flat_map(|k| {
+                lock(k)
+                    .kept
+                    .iter()
+                    .map(|kept| kept.meta.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// A running `session` with the heap summary of the snapshots kept so far (when its

@@ -505,6 +505,27 @@ async fn a_native_service_under_heaptrack_names_its_leak() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     };
     assert_eq!(running["session"]["state"], "running", "{running}");
+    // The snapshots the running summary compares are artifacts already: listed and whole.
+    let newest = running["session"]["heap"]["to_artifact_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{running}"))
+        .to_owned();
+    let listed = call(
+        &client,
+        "hub.memory.list_artifacts",
+        json!({"service": "native"}),
+    )
+    .await;
+    assert!(
+        listed["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["artifact_id"] == newest.as_str() && a["kind"] == "heap_snapshot"),
+        "a running session's snapshot is listed: {listed}"
+    );
+    let (delivery, _) = chunked_artifact(&client, &newest).await;
+    assert_eq!(delivery["artifact_id"], newest.as_str(), "{delivery}");
     let stopped = write(
         &client,
         "hub.memory.stop_profile",
