@@ -587,6 +587,7 @@ async fn janitor(app: Arc<App>, door: Arc<mcp::transport::Door>, stop: Cancellat
         for id in &dead {
             app.limits.forget_prefix(&format!("lease:{id}"));
         }
+        app.limits.sweep_idle();
     }
 }
 

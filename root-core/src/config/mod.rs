@@ -344,6 +344,9 @@ pub struct Limits {
     pub per_lease_in_flight: u32,
     /// Calls in flight at once against one target, across all tools.
     pub per_target_in_flight: u32,
+    /// Calls in flight at once for one owner (a lease and every lease it minted, its run
+    /// credentials and a fleet lease's per-target children), across all tools and targets.
+    pub per_owner_in_flight: u32,
     /// Most audit events written in one transaction.
     pub audit_batch_max: usize,
     /// Group commit delay: while other calls are still running when an event is appended,
@@ -411,6 +414,7 @@ impl Default for Limits {
             max_lease_ttl_sec: 30 * 24 * 3600,
             per_lease_in_flight: 64,
             per_target_in_flight: 256,
+            per_owner_in_flight: 256,
             audit_batch_max: 512,
             audit_commit_delay_ms: 0,
             confirmation_ttl_sec: 120,
@@ -496,7 +500,10 @@ impl RootConfig {
                 "limits.max_body_bytes must be at least 1024".into(),
             ));
         }
-        if self.limits.per_lease_in_flight == 0 || self.limits.per_target_in_flight == 0 {
+        if self.limits.per_lease_in_flight == 0
+            || self.limits.per_target_in_flight == 0
+            || self.limits.per_owner_in_flight == 0
+        {
             return Err(ConfigError::Invalid(
                 "in-flight limits must be at least 1".into(),
             ));

@@ -123,6 +123,12 @@ impl LeaseEntry {
         format!("lease:{}", self.owner)
     }
 
+    /// The lineage at the top of its delegation chain (see [`LeaseEntry::idempotency_owner`]),
+    /// whose concurrency slots the whole chain shares.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
     /// Who owns the tasks this lease creates: `lease:<lineage>` (its rotations, not its
     /// parent or children, which may call other tools).
     pub fn task_owner(&self) -> String {

@@ -1,6 +1,9 @@
-//! Concurrency limits per lease and per target, per tool and overall.
+//! Concurrency limits per lease, per owner and per target, per tool and overall.
 //!
-//! Over a limit the call is refused at once with `busy`: nothing queues without bound.
+//! An owner is the top of a lease's delegation chain (`LeaseEntry::idempotency_owner`): the
+//! leases it minted, its run credentials and a fleet lease's per-target children share its
+//! slots, so handing authority on never multiplies how much runs at once. Over a limit the
+//! call is refused at once with `busy`: nothing queues without bound.
 
 use std::sync::Arc;
 
@@ -37,6 +40,13 @@ impl ConcurrencyLimits {
     pub(crate) fn forget_prefix(&self, prefix: &str) {
         self.slots.retain(|k, _| !k.starts_with(prefix));
     }
+
+    /// Forgets every slot no call holds (its semaphore referenced by the map alone: no
+    /// permit out, no caller between lookup and acquire, as both hold a reference), so keys
+    /// of owners and targets gone do not accumulate.
+    pub(crate) fn sweep_idle(&self) {
+        self.slots.retain(|_, s| Arc::strong_count(s) > 1);
+    }
 }
 
 #[cfg(test)]
@@ -54,5 +64,19 @@ mod tests {
         // The target slot freed by the failed attempt is not leaked.
         let _p3 = l.try_acquire(&[("target:x".to_string(), 2)]).unwrap();
         assert!(l.try_acquire(&[("target:x".to_string(), 2)]).is_err());
+    }
+
+    #[test]
+    fn idle_slots_are_swept_and_held_ones_kept() {
+        let l = ConcurrencyLimits::default();
+        let held = l.try_acquire(&[("owner:a".to_string(), 1)]).unwrap();
+        drop(l.try_acquire(&[("owner:b".to_string(), 1)]).unwrap());
+        l.sweep_idle();
+        assert_eq!(l.slots.len(), 1);
+        // The held slot still counts: its limit holds across the sweep.
+        assert!(l.try_acquire(&[("owner:a".to_string(), 1)]).is_err());
+        drop(held);
+        l.sweep_idle();
+        assert!(l.slots.is_empty());
     }
 }

@@ -610,6 +610,21 @@ fn checks(
             format!("lease:{}", lease.session_id),
             app.config.limits.per_lease_in_flight,
         ),
+        // The owner's (see `call::limits`): minted leases, run credentials and fleet
+        // children share them.
+        (
+            format!(
+                "owner:{}:{}:{}",
+                ctx.lease.owner(),
+                lease.target_id,
+                c.tool_id
+            ),
+            c.concurrency.per_lease,
+        ),
+        (
+            format!("owner:{}", ctx.lease.owner()),
+            app.config.limits.per_owner_in_flight,
+        ),
     ];
     if c.routing != RoutingClass::DescriptiveCached {
         keys.push((

@@ -567,3 +567,79 @@ async fn a_secret_in_a_fleet_runs_arguments_is_never_stored_or_shown() {
         h.stop().await;
     }
 }
+
+/// Concurrency is limited per owner as well as per lease: while a lease runs a write whose
+/// tool allows one call per lease at a time, a lease it minted is `busy` on the same tool and
+/// target (before, each minted lease brought slots of its own), and is served once it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minted_leases_share_their_owners_concurrency_slots() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("slots.txt");
+    let hub = root
+        .start_hub("hub:slots", &with_test(&counter, 2))
+        .await
+        .unwrap();
+    let (_, bearer) = root
+        .lease("hub:slots", "InfraOpsControl", 600)
+        .await
+        .unwrap();
+    let minted = mint(&root, &bearer, "m1").await;
+    let args = json!({ "name": "smoke" });
+    let token = root
+        .preview(&bearer, "hub.run_allowed_tests", args.clone())
+        .await
+        .unwrap();
+    let second = root
+        .preview(&minted, "hub.run_allowed_tests", args.clone())
+        .await
+        .unwrap();
+    let first = {
+        let (http, url) = (mcp_tests::http_client(), root.url("/v1/root/mcp/call"));
+        let body = json!({ "tool_id": "hub.run_allowed_tests", "arguments": {
+            "name": "smoke", "phase": "execute", "confirmation_token": token, "idempotency_key": "slot-1" } });
+        let bearer = bearer.clone();
+        tokio::spawn(async move {
+            http.post(url)
+                .bearer_auth(bearer)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    let started = counter.with_extension("txt.started");
+    mcp_tests::until("the first write runs", async || started.exists()).await;
+    let (s, b) = root
+        .execute(
+            &minted,
+            "hub.run_allowed_tests",
+            args.clone(),
+            Some(&second),
+            "slot-2",
+        )
+        .await
+        .unwrap();
+    assert_eq!((s, b["error"]["code"].as_str()), (429, Some("busy")), "{b}");
+    assert!(
+        b["error"]["message"].as_str().unwrap().contains("owner:"),
+        "{b}"
+    );
+    assert_eq!(first.await.unwrap(), 200);
+    // Its confirmation was not spent: once the owner's slot is free, it runs.
+    let (s, b) = root
+        .execute(
+            &minted,
+            "hub.run_allowed_tests",
+            args,
+            Some(&second),
+            "slot-2",
+        )
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(runs(&counter), 2);
+    hub.stop().await;
+}
