@@ -3,7 +3,8 @@
 //!
 //! - The claim is one statement (`Store::claim_idempotency`): of concurrent callers exactly
 //!   one wins and runs; the others wait for its outcome ([`WAIT`] at most) and replay it, or
-//!   answer `idempotency_in_progress` with what to follow (a fleet write's run id and state).
+//!   answer `idempotency_in_progress` with what to follow; a fleet write's, at once, with its
+//!   run's id and state (a run may take hours).
 //! - The winner notes what it redeemed (the arguments and the confirmed effect) once its
 //!   confirmation is spent, records the result when done, and releases the claim when the
 //!   execution failed or never started, so the key may be executed again.
@@ -104,7 +105,8 @@ pub(crate) async fn claim(
         if held.state == ClaimState::Done {
             return replay(key, &held).map(Claimed::Replay);
         }
-        if tokio::time::Instant::now() >= until {
+        // A fleet write's run may take hours: its id and state now, to follow.
+        if tokio::time::Instant::now() >= until || run_of(&held).is_some() {
             return Err(in_progress(app, key, &held).await);
         }
         tokio::time::sleep(pause).await;
@@ -124,17 +126,15 @@ fn replay(key: &str, first: &IdempotencyRow) -> Result<Value, ToolError> {
     }))
 }
 
+/// The fleet run a claim's execution started (its confirmed effect names it), if any.
+fn run_of(held: &IdempotencyRow) -> Option<String> {
+    let redeemed: Redeemed = serde_json::from_str(held.detail.as_deref()?).ok()?;
+    Some(redeemed.confirmed_effect?["run_id"].as_str()?.to_owned())
+}
+
 /// `idempotency_in_progress`: the key's first execution still runs; what to follow.
 async fn in_progress(app: &App, key: &str, held: &IdempotencyRow) -> ToolError {
-    let redeemed = held
-        .detail
-        .as_deref()
-        .and_then(|d| serde_json::from_str::<Redeemed>(d).ok());
-    let run_id = redeemed
-        .as_ref()
-        .and_then(|r| r.confirmed_effect.as_ref())
-        .and_then(|e| e["run_id"].as_str())
-        .map(str::to_owned);
+    let run_id = run_of(held);
     let mut details = json!({ "idempotency_key": key, "event_id": held.event_id });
     let message = match run_id {
         Some(run_id) => {
@@ -170,22 +170,23 @@ pub(crate) async fn redeemed(
         .map_err(internal)
 }
 
-/// Records the execution's result (`stored`, secrets redacted) under the key.
-pub(crate) async fn finish(
-    app: &App,
-    at: &IdempotencyKey<'_>,
-    event_id: &str,
-    stored: &Value,
-) -> Result<(), ToolError> {
-    if !app
+/// Records the execution's result (`stored`, secrets redacted) under the key. What ran is
+/// answered even when this fails (logged): the claim then expires, and the next caller with
+/// the key sends it again under the same hub key, which the target's ledger answers.
+pub(crate) async fn finish(app: &App, at: &IdempotencyKey<'_>, event_id: &str, stored: &Value) {
+    match app
         .store
         .finish_idempotency(at, event_id, &stored.to_string())
         .await
-        .map_err(internal)?
     {
-        tracing::warn!(key = at.key, %event_id, "an idempotency claim was taken over before its execution finished");
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(key = at.key, %event_id, "an idempotency claim was taken over before its execution finished")
+        }
+        Err(e) => {
+            tracing::error!(key = at.key, %event_id, error = %e, "cannot record an execution's result under its idempotency key")
+        }
     }
-    Ok(())
 }
 
 /// Releases the claim: its execution ran nothing, or failed.

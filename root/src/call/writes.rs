@@ -260,52 +260,15 @@ async fn execute(
         }
         Claimed::Run(taken_over) => taken_over,
     };
-    let outcome = claimed(
-        app, ctx, entry, domain, hash, controls, &at, taken_over, event,
-    )
-    .await;
-    if outcome.is_err() {
-        claims::release(app, &at, &event.event_id).await;
-    }
-    outcome
-}
-
-/// The execute of a claimed key: the confirmation redeemed (or, for a claim taken over, what
-/// its first execution redeemed), the adapter run, the result kept under the key.
-#[allow(clippy::too_many_arguments)]
-async fn claimed(
-    app: &App,
-    ctx: &CallContext,
-    entry: &ContractEntry,
-    domain: Value,
-    hash: String,
-    controls: Controls,
-    at: &IdempotencyKey<'_>,
-    taken_over: Option<Redeemed>,
-    event: &mut OperationalEvent,
-) -> Result<Value, ToolError> {
-    let c = &entry.contract;
-    let (approval, redeemed) = match taken_over {
-        Some(r) => (None, r),
-        None => {
-            let token = controls.confirmation_token.ok_or_else(|| {
-                ToolError::new(ErrorCode::ConfirmationRequired, format!("`{}` writes: call it with phase \"preview\" first and execute with its confirmation_token", c.tool_id))
-            })?;
-            let token_hash = crate::auth::token_hash(&token);
-            // An approval is checked before the token is consumed: a pending one keeps it.
-            let approval = if c.requires_approval {
-                Some(approved(app, &token_hash).await?)
-            } else {
-                None
-            };
-            let (arguments, confirmed_effect) =
-                redeem(app, ctx, c, &token_hash, domain, &hash).await?;
-            let r = Redeemed {
-                arguments,
-                confirmed_effect,
-            };
-            claims::redeemed(app, at, &event.event_id, &r).await?;
-            (approval, r)
+    let ready = match taken_over {
+        Some(r) => Ok((None, r)),
+        None => confirmed(app, ctx, entry, domain, &hash, controls, &at, event).await,
+    };
+    let (approval, redeemed) = match ready {
+        Ok(ready) => ready,
+        Err(e) => {
+            claims::release(app, &at, &event.event_id).await;
+            return Err(e);
         }
     };
     let input = CallBody {
@@ -315,13 +278,66 @@ async fn claimed(
         confirmed_effect: redeemed.confirmed_effect,
     };
     let outcome = dispatch(app, ctx, entry, input, event).await;
+    // A failed execution changed nothing root keeps: the key may run again (under the same
+    // hub key, which the target's ledger answers if it got that far).
+    if outcome.is_err() {
+        claims::release(app, &at, &event.event_id).await;
+    }
+    applied(app, entry, &at, approval, outcome, event).await
+}
+
+/// What a claimed execute runs: its confirmation redeemed (after its approval, when the tool
+/// needs one), noted on the claim; the approval.
+#[allow(clippy::too_many_arguments)]
+async fn confirmed(
+    app: &App,
+    ctx: &CallContext,
+    entry: &ContractEntry,
+    domain: Value,
+    hash: &str,
+    controls: Controls,
+    at: &IdempotencyKey<'_>,
+    event: &OperationalEvent,
+) -> Result<(Option<ApprovalRow>, Redeemed), ToolError> {
+    let c = &entry.contract;
+    let token = controls.confirmation_token.ok_or_else(|| {
+        ToolError::new(ErrorCode::ConfirmationRequired, format!("`{}` writes: call it with phase \"preview\" first and execute with its confirmation_token", c.tool_id))
+    })?;
+    let token_hash = crate::auth::token_hash(&token);
+    // An approval is checked before the token is consumed: a pending one keeps it.
+    let approval = if c.requires_approval {
+        Some(approved(app, &token_hash).await?)
+    } else {
+        None
+    };
+    let (arguments, confirmed_effect) = redeem(app, ctx, c, &token_hash, domain, hash).await?;
+    let r = Redeemed {
+        arguments,
+        confirmed_effect,
+    };
+    claims::redeemed(app, at, &event.event_id, &r).await?;
+    Ok((approval, r))
+}
+
+/// An execution's outcome recorded: its approval applied or failed, its result kept under
+/// the key (secrets redacted); the answer.
+async fn applied(
+    app: &App,
+    entry: &ContractEntry,
+    at: &IdempotencyKey<'_>,
+    approval: Option<ApprovalRow>,
+    outcome: Result<Value, ToolError>,
+    event: &mut OperationalEvent,
+) -> Result<Value, ToolError> {
+    let c = &entry.contract;
+    // What ran is answered whatever the bookkeeping after it meets (logged).
     if let Some(a) = &approval {
         let to = if outcome.is_ok() {
             ApprovalStatus::Applied
         } else {
             ApprovalStatus::Failed
         };
-        let _ = app
+        if let Err(e) = app
             .store
             .transition_approval(
                 &a.approval_id,
@@ -332,7 +348,9 @@ async fn claimed(
                 Some(&event.event_id),
             )
             .await
-            .map_err(internal)?;
+        {
+            tracing::error!(approval_id = %a.approval_id, error = %e, "cannot record how an approved write ended");
+        }
     }
     let result = outcome?;
     // The replay copy never holds a secret (an issued bearer is shown once).
@@ -344,7 +362,7 @@ async fn claimed(
         &entry.redaction_patterns,
         &mut Vec::new(),
     );
-    claims::finish(app, at, &event.event_id, &stored).await?;
+    claims::finish(app, at, &event.event_id, &stored).await;
     let mut answer =
         json!({ "phase": "execute", "replay": false, "idempotency_key": at.key, "result": result });
     if let Some(a) = approval {

@@ -186,7 +186,10 @@ async fn call(
 }
 
 /// An agent previews one fleet write twice and executes both previews at once with one
-/// idempotency key: each target runs once, one run starts, and both calls answer its report.
+/// idempotency key: each target runs once and one run starts; the other call answers its
+/// report as a replay, or `idempotency_in_progress` naming it while it runs. The same
+/// execute sent again while the run goes on names the run and its state; once it ended, it
+/// is answered the run's report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_write_previewed_twice_and_executed_twice_with_one_key_runs_once_per_target() {
     let root = TestRoot::start().await.unwrap();
@@ -226,20 +229,61 @@ async fn a_fleet_write_previewed_twice_and_executed_twice_with_one_key_runs_once
         let client = client.clone();
         async move { call(&client, "root.run_fleet_write", x).await }
     });
-    let answers = futures::future::join_all(calls).await;
-    let ids: Vec<&Value> = answers.iter().map(|a| &a["result"]["run_id"]).collect();
-    assert!(
-        ids[0].is_string() && ids[0] == ids[1],
-        "one run: {answers:?}"
-    );
-    assert_eq!(
-        answers.iter().filter(|a| a["replay"] == false).count(),
-        1,
-        "{answers:?}"
-    );
+    let mut answers = futures::future::join_all(calls).await;
+    answers.sort_by_key(|a| a["replay"] != false);
+    let (ran, other) = (&answers[0], &answers[1]);
+    assert_eq!(ran["replay"], false, "{answers:?}");
+    let run_id = ran["result"]["run_id"].as_str().unwrap().to_owned();
+    match other["error"]["code"].as_str() {
+        None => assert_eq!(other["result"]["run_id"], run_id.as_str(), "{other}"),
+        Some(code) => {
+            assert_eq!(code, "idempotency_in_progress", "{other}");
+            assert_eq!(
+                other["error"]["details"]["run_id"],
+                run_id.as_str(),
+                "{other}"
+            );
+        }
+    }
     assert_eq!(
         ["eo-1", "eo-2", "eo-3"].map(|id| runs(&counter(id))),
         [1, 1, 1]
+    );
+
+    // While a run goes on, its execute sent again names it; once it ended, its report.
+    let p = call(&client, "root.run_fleet_write", write.clone()).await;
+    let mut x = write.clone();
+    x["phase"] = json!("execute");
+    x["confirmation_token"] = p["confirmation_token"].clone();
+    x["idempotency_key"] = json!("fleet-twice");
+    let running = {
+        let (client, x) = (client.clone(), x.clone());
+        tokio::spawn(async move { call(&client, "root.run_fleet_write", x).await })
+    };
+    let started = dir.path().join("eo-1.txt.started");
+    mcp_tests::until("the second run starts", async || {
+        std::fs::read_to_string(&started).is_ok_and(|s| s.lines().count() == 2)
+    })
+    .await;
+    let again = call(&client, "root.run_fleet_write", x.clone()).await;
+    assert_eq!(again["error"]["code"], "idempotency_in_progress", "{again}");
+    let second_run = again["error"]["details"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(again["error"]["details"]["state"], "running", "{again}");
+    let done = running.await.unwrap();
+    assert_eq!(done["result"]["run_id"], second_run.as_str(), "{done}");
+    let replayed = call(&client, "root.run_fleet_write", x).await;
+    assert_eq!(replayed["replay"], true, "{replayed}");
+    assert_eq!(
+        replayed["result"]["run_id"],
+        second_run.as_str(),
+        "{replayed}"
+    );
+    assert_eq!(
+        ["eo-1", "eo-2", "eo-3"].map(|id| runs(&counter(id))),
+        [2, 2, 2]
     );
     for h in hubs {
         h.stop().await;
@@ -406,24 +450,32 @@ async fn a_retired_target_gets_no_key_and_the_cli_encodes_ids() {
 }
 
 /// A fleet lease's authority is its selector at the time of each call: its read run pauses
-/// after the canary, an operator moves one of its targets to production meanwhile, and that
-/// target is `refused` with the reason in the report, never called (no event of the tool on
-/// it); the others are read. A cordoned target is an operator's deliberate state, not an
-/// error: `excluded` with its reason, and the default error budget (0) is not spent on it.
+/// after the canary, and meanwhile an operator moves one of its targets to production and
+/// relabels another (whose hub stays connected); both are `refused` with the reason in the
+/// report, never called (no event of the tool on them). A cordoned target is an operator's
+/// deliberate state, not an error: `excluded` with its reason, and the default error budget
+/// (0) is not spent on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
     let root = TestRoot::start().await.unwrap();
     let mut hubs = Vec::new();
     for id in ["sel-1", "sel-2", "sel-3", "sel-4"] {
         hubs.push(root.start_hub(id, "").await.unwrap());
+        root.admin_post(
+            &format!("/v1/root/hubs/{id}/labels"),
+            json!({ "set": { "grp": "a" } }),
+        )
+        .await
+        .unwrap();
     }
     root.admin_post("/v1/root/hubs/sel-4/lifecycle/cordon", json!({}))
         .await
         .unwrap();
+    let selector = "env=test,label:grp=a";
     let issued = root
         .admin_post(
             "/v1/root/mcp/sessions",
-            json!({ "selector": "env=test,id=sel-*", "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
+            json!({ "selector": selector, "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
         )
         .await
         .unwrap();
@@ -442,7 +494,7 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
             .await
         })
     };
-    // The canary (sel-1) done, the run pauses: sel-2 moves to production.
+    // The canary (sel-1) done, the run pauses: sel-2 moves to production, sel-3 to group b.
     mcp_tests::eventually("the canary is read", async || {
         let runs = root.admin_get("/v1/root/fleet/runs").await.unwrap();
         let id = runs["runs"][0]["run_id"].as_str()?.to_owned();
@@ -459,6 +511,12 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
     )
     .await
     .unwrap();
+    root.admin_post(
+        "/v1/root/hubs/sel-3/labels",
+        json!({ "set": { "grp": "b" } }),
+    )
+    .await
+    .unwrap();
     let r = reading.await.unwrap();
     assert_eq!(r["state"], "completed", "{r}");
     let target = |id: &str| {
@@ -470,24 +528,28 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
             .unwrap_or_else(|| panic!("{id} in {r}"))
             .clone()
     };
-    let moved = target("sel-2");
-    assert_eq!(moved["status"], "refused", "{r}");
-    let refused = r["groups"]
+    assert_eq!(target("sel-1")["status"], "succeeded", "{r}");
+    for gone in ["sel-2", "sel-3"] {
+        let t = target(gone);
+        assert_eq!(t["status"], "refused", "{r}");
+        assert!(t["event_id"].is_null(), "never called: {t}");
+    }
+    let refused: Vec<&Value> = r["groups"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|g| g["status"] == "refused")
-        .unwrap_or_else(|| panic!("{r}"));
-    assert_eq!(refused["targets"], json!(["sel-2"]), "{r}");
-    assert!(
-        refused["sample"]
-            .as_str()
-            .unwrap()
-            .contains("no longer matches `env=test,id=sel-*`"),
-        "the reason is in the report: {refused}"
-    );
-    assert!(moved["event_id"].is_null(), "never called: {moved}");
-    assert_eq!(target("sel-3")["status"], "succeeded", "{r}");
+        .filter(|g| g["status"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 2, "{r}");
+    for g in refused {
+        assert!(
+            g["sample"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("no longer matches `{selector}`")),
+            "the reason is in the report: {g}"
+        );
+    }
     let cordoned = target("sel-4");
     assert_eq!(
         (cordoned["status"].as_str(), cordoned["code"].as_str()),
@@ -507,7 +569,8 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|e| e["tool_id"] == "hub.get_status" && e["target_id"] == "sel-2"),
+            .any(|e| e["tool_id"] == "hub.get_status"
+                && ["sel-2", "sel-3"].contains(&e["target_id"].as_str().unwrap_or_default())),
         "{events}"
     );
     for h in hubs {
@@ -642,4 +705,67 @@ async fn minted_leases_share_their_owners_concurrency_slots() {
     assert_eq!(s, 200, "{b}");
     assert_eq!(runs(&counter), 2);
     hub.stop().await;
+}
+
+/// A run's authority ends with its source: an operator revoked while their fleet write runs
+/// (one target at a time) has the run cancelled: the target running finishes (a write is
+/// not cut off midway), no other ever starts, and the report says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_an_operator_cancels_their_fleet_run_in_progress() {
+    let root = TestRoot::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = |id: &str| dir.path().join(format!("{id}.txt"));
+    let mut hubs = Vec::new();
+    for id in ["rv-1", "rv-2", "rv-3"] {
+        hubs.push(
+            root.start_hub(id, &with_test(&counter(id), 2))
+                .await
+                .unwrap(),
+        );
+    }
+    let added = root
+        .admin_post("/v1/root/operators", json!({ "name": "dana" }))
+        .await
+        .unwrap();
+    let dana = mcp_tests::admin::Admin::new(
+        mcp_tests::http_client(),
+        root.handle().base_url(),
+        added["token"].as_str().unwrap(),
+    );
+    let ask = json!({ "selector": "id=rv-*", "tool_id": "hub.run_allowed_tests",
+        "arguments": { "name": "smoke" }, "plan": { "max_concurrency": 1 } });
+    let p = dana
+        .post("/v1/root/fleet/previews", ask.clone())
+        .await
+        .unwrap();
+    let mut run = ask;
+    run["confirmation_token"] = p["confirmation_token"].clone();
+    let started = dana.post("/v1/root/fleet/runs", run).await.unwrap();
+    let id = started["run_id"].as_str().unwrap().to_owned();
+    let began = |t: &str| dir.path().join(format!("{t}.txt.started")).exists();
+    mcp_tests::until("the first target starts", async || began("rv-1")).await;
+    root.admin_post("/v1/root/operators/dana/revoke", json!({}))
+        .await
+        .unwrap();
+    let r = mcp_tests::eventually("the run ends", async || {
+        let r = root
+            .admin_get(&format!("/v1/root/fleet/runs/{id}"))
+            .await
+            .unwrap();
+        let open =
+            r["counts"]["running"].as_u64().unwrap() + r["counts"]["pending"].as_u64().unwrap();
+        (r["state"] == "cancelled" && open == 0).then_some(r)
+    })
+    .await;
+    assert_eq!(r["counts"]["cancelled"], 2, "{r}");
+    mcp_tests::until("the running target finishes", async || {
+        runs(&counter("rv-1")) == 1
+    })
+    .await;
+    // Longer than a target takes (2 s): nothing else started.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(!began("rv-2") && !began("rv-3"), "{r}");
+    for h in hubs {
+        h.stop().await;
+    }
 }

@@ -3,7 +3,7 @@
 //! and writes with a preview per target and one confirmation).
 
 mod agents;
-mod authority;
+pub(crate) mod authority;
 mod lifecycle;
 mod runs;
-mod writes;
+pub(crate) mod writes;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::ops::admin_cli::admin;
 
-pub(super) fn runs(path: &Path) -> usize {
+pub(crate) fn runs(path: &Path) -> usize {
     std::fs::read_to_string(path)
         .map(|s| s.lines().count())
         .unwrap_or(0)
@@ -19,7 +19,7 @@ pub(super) fn runs(path: &Path) -> usize {
 
 /// A hub configuration whose test `smoke` appends a line to `counter` after `sleep` seconds
 /// (and, first, one to `counter`'s `.started` sibling).
-pub(super) fn with_test(counter: &Path, sleep: u32) -> String {
+pub(crate) fn with_test(counter: &Path, sleep: u32) -> String {
     format!(
         "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo start >> {0}.started; sleep {sleep}; echo run >> {0}\"]\ntimeout_ms = 20000\n",
         counter.display()

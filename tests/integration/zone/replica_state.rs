@@ -40,14 +40,14 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// A schema of its own on the test database; `None` (after saying so) without
 /// `MCP_TEST_DATABASE_URL`.
-struct Db {
+pub(super) struct Db {
     base: String,
     schema: String,
     url: String,
 }
 
 impl Db {
-    async fn create(test: &str) -> Option<Db> {
+    pub(super) async fn create(test: &str) -> Option<Db> {
         let Ok(base) = std::env::var("MCP_TEST_DATABASE_URL") else {
             eprintln!("SKIPPED {test}: MCP_TEST_DATABASE_URL is not set");
             return None;
@@ -75,7 +75,7 @@ impl Db {
             .rows_affected()
     }
 
-    async fn drop_schema(self) {
+    pub(super) async fn drop_schema(self) {
         let mut conn = sqlx::PgConnection::connect(&self.base).await.unwrap();
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP SCHEMA {} CASCADE",
@@ -89,7 +89,7 @@ impl Db {
 
 /// A replica `id` of zone `zone-rs` running in this process, sharing the admin token and
 /// master key in `shared` (the first replica creates them).
-async fn replica(db: &Db, shared: &Path, id: &str) -> TestRoot {
+pub(super) async fn replica(db: &Db, shared: &Path, id: &str) -> TestRoot {
     replica_with(db, shared, id, "").await
 }
 
