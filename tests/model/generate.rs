@@ -106,11 +106,17 @@ fn operator_steps(m: &Model) -> Arms {
         ),
         (
             1,
-            (profile.clone(), select(FLEET_READS.to_vec()), by.clone())
-                .prop_map(|(profile, tool, by)| Step::AgentFleetRead {
+            (
+                profile.clone(),
+                select(FLEET_READS.to_vec()),
+                by.clone(),
+                prop::option::weighted(0.5, target()),
+            )
+                .prop_map(|(profile, tool, by, leaves)| Step::AgentFleetRead {
                     profile: Profile(profile),
                     tool: ReadTool(tool),
                     by,
+                    leaves,
                 })
                 .boxed(),
         ),
@@ -300,6 +306,19 @@ fn agent_steps(m: &Model) -> Arms {
     let in_flight = any::<Pick>().prop_map(move |pick| Step::RevokeInFlight {
         lease: testers.writer(Write::Tests.tool(), pick),
     });
+    let racers = chooser.clone();
+    // Half the races are one lease against itself (one owner for sure).
+    let race = (any::<Pick>(), any::<Pick>(), 0..2u8, any::<bool>()).prop_map(
+        move |(a, b, key, alone)| {
+            let lease = racers.writer(Write::Tests.tool(), a);
+            let other = if alone {
+                lease
+            } else {
+                racers.writer(Write::Tests.tool(), b)
+            };
+            Step::Race { lease, other, key }
+        },
+    );
     let mut arms: Arms = vec![
         (
             1,
@@ -341,6 +360,7 @@ fn agent_steps(m: &Model) -> Arms {
         (2, elicit.boxed()),
         (2, propose.boxed()),
         (1, in_flight.boxed()),
+        (2, race.boxed()),
     ];
     if !m.sessions.is_empty() {
         arms.push((
@@ -559,5 +579,8 @@ pub fn allows(m: &Model, step: &Step) -> bool {
             confirmation,
             ..
         } => lease(l) && names(write) && confirmation.is_none_or(|p| p < m.previews.len()),
+        Step::Race {
+            lease: l, other, ..
+        } => lease(l) && lease(other),
     }
 }

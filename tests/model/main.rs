@@ -140,7 +140,7 @@ fn check_effects(w: &World, m: &Model) {
 /// The trail holds exactly the events the oracle counts (hub owners' switches are recorded
 /// a moment after root hears of them, so it waits for those), and verifies.
 fn check_audit(w: &World, m: &Model) {
-    let want = w.baseline + m.audit.total();
+    let want = w.baseline + w.unpredicted.get() + m.audit.total();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let (mut count, mut ok) = w.audit_verify();
     while count < want && std::time::Instant::now() < deadline {

@@ -53,14 +53,22 @@
 //! 13. a destructive action's name is refused `forbidden_destructive` by root's policy;
 //! 14. an operator's fleet read reaches every enrolled target once, each as one call under a
 //!     lease of the run's own (the narrowest read-only profile granting the tool) would go:
-//!     `succeeded`, or `undeliverable` (offline), `refused` (cordoned, skill off, environment,
-//!     capability) or `failed`, with the code; the run, each lease and each call are one
-//!     event.
+//!     `succeeded`, or `undeliverable` (offline), `excluded` (cordoned: an operator's state,
+//!     not an error), `refused` (skill off, environment, capability) or `failed`, with the
+//!     code; the run, each lease and each call are one event.
 //! 15. an agent's fleet read under a fleet lease (issued on `id=*` when some target is
 //!     enrolled and its profile grants `infra.fleet.read`) reaches every enrolled target as
 //!     one call under a lease of that profile for it would go (rule 14's parts), when the
 //!     profile grants the tool (`capability_not_granted` otherwise); the lease's issue, the
 //!     fleet call, each target's call and the revocation are one event each.
+//! 16. two executes of one idempotency key sent at once come to what one after the other
+//!     would, whichever goes first: of one owner's callers one runs and the other is its
+//!     replay; every caller's outcome is a serial one (root claims the key before anything
+//!     runs). A call refused `busy` on the way (the owner's concurrency slot) is sent again.
+//! 17. a fleet run's authority is its selector at the time of each call: a target that left
+//!     it after the run froze its set (relabelled while the run paused after its canary) is
+//!     `refused` (`capability_not_granted`) and never called (no event); the others go as
+//!     rule 15 says.
 //!
 //! Every call made with a bearer is one audit event naming the lease (a confirmation asked
 //! through elicitation is two: the preview and the execute), every operator action is one
@@ -98,6 +106,9 @@ pub enum Expect {
     /// A fleet run's targets (sorted) and each one's part: `succeeded`, or `<status>:
     /// <code>`.
     Fleet(Vec<(String, String)>),
+    /// Two previews (in order), then two executes sent at once (their outcomes sorted: which
+    /// one ran first is the race's).
+    Race(Vec<Expect>),
 }
 
 /// A tool as the oracle sees its contract.
@@ -547,6 +558,26 @@ impl Model {
         outcome(run)
     }
 
+    /// Rule 16: two executes of one key at once come to what one after the other would,
+    /// whichever goes first (the key is claimed before anything runs).
+    fn race(&mut self, lease: usize, other: usize, key: u8) -> Expect {
+        let mut seen = Vec::new();
+        let mut confirmations = Vec::new();
+        for l in [lease, other] {
+            let p = self.preview(l, Write::Tests);
+            confirmations.push((p == Expect::Ok).then(|| self.previews.len() - 1));
+            seen.push(p);
+        }
+        let mut executed: Vec<Expect> = [lease, other]
+            .into_iter()
+            .zip(confirmations)
+            .map(|(l, p)| self.execute(l, Write::Tests, p, key))
+            .collect();
+        executed.sort_by_key(|e| format!("{e:?}"));
+        seen.extend(executed);
+        Expect::Race(seen)
+    }
+
     /// Rule 7: the call, the key's record, the confirmation; the preview confirmed.
     fn confirmed(
         &mut self,
@@ -821,9 +852,12 @@ impl Model {
                 }
             },
             Step::FleetRead { tool, by } => self.fleet_read(tool.0, by),
-            Step::AgentFleetRead { profile, tool, by } => {
-                self.agent_fleet_read(profile.0, tool.0, by)
-            }
+            Step::AgentFleetRead {
+                profile,
+                tool,
+                by,
+                leaves,
+            } => self.agent_fleet_read(profile.0, tool.0, by, leaves),
             Step::Owner { target, on } => {
                 self.audit.hub += 1;
                 self.targets[target].owner_on = on;
@@ -873,6 +907,7 @@ impl Model {
                 key,
                 accept,
             } => self.elicit(lease, write, key, accept),
+            Step::Race { lease, other, key } => self.race(lease, other, key),
             Step::RevokeInFlight { lease } => {
                 // The preview and the execute (its key is the step's own), then the revocation.
                 self.audit.calls += 2;
@@ -1057,12 +1092,14 @@ impl Model {
         self.fleet_parts(read_profile(tool), tool, by)
     }
 
-    /// An agent's fleet read of `tool` under a fleet lease with `profile` (rule 15).
+    /// An agent's fleet read of `tool` under a fleet lease with `profile` (rule 15), with a
+    /// target that `leaves` its selector after the canary (rule 17).
     fn agent_fleet_read(
         &mut self,
         profile: &'static str,
         tool: &'static str,
         by: Option<u8>,
+        leaves: Option<usize>,
     ) -> Expect {
         if let Err(e) = self.acts(by) {
             return e;
@@ -1074,13 +1111,38 @@ impl Model {
         if !grants("infra.fleet.read") {
             return Expect::OperatorRefused("capability_not_granted");
         }
-        // The fleet tool's call, then the lease's revocation.
+        // The fleet tool's call, then the lease's revocation; with a target leaving, the
+        // label set (once the canary finished, or the call was refused) and removed: two
+        // operator actions (refused, and audited, for a target not enrolled).
         self.audit.calls += 1;
         self.audit.operator += 1;
+        if leaves.is_some() {
+            self.audit.operator += 2;
+        }
         if !grants(&CATALOG.tools[tool].capability) {
             return Expect::Refused("capability_not_granted");
         }
-        self.fleet_parts(profile, tool, by)
+        let parts = self.fleet_parts(profile, tool, by);
+        let Some(left) = leaves else {
+            return parts;
+        };
+        let canary = TARGETS
+            .iter()
+            .enumerate()
+            .filter(|(t, _)| self.targets[*t].enrolled)
+            .map(|(_, spec)| spec.id)
+            .min();
+        let Expect::Fleet(mut parts) = parts else {
+            return parts;
+        };
+        for (id, part) in parts.iter_mut() {
+            if id == TARGETS[left].id && Some(id.as_str()) != canary {
+                // Refused before any call: no event of its own.
+                self.audit.calls -= 1;
+                *part = "refused: capability_not_granted".to_owned();
+            }
+        }
+        Expect::Fleet(parts)
     }
 
     /// Each enrolled target's part in a fleet read of `tool`: one call under a lease of
@@ -1108,11 +1170,10 @@ impl Model {
             let part = match self.decide(&lease, tool) {
                 Ok(()) => "succeeded".to_owned(),
                 Err(code @ "target_offline") => format!("undeliverable: {code}"),
+                // An operator's cordon is no error: the target does not take part.
+                Err(code @ "target_cordoned") => format!("excluded: {code}"),
                 Err(
-                    code @ ("target_cordoned"
-                    | "skill_disabled"
-                    | "environment_forbidden"
-                    | "capability_not_granted"),
+                    code @ ("skill_disabled" | "environment_forbidden" | "capability_not_granted"),
                 ) => format!("refused: {code}"),
                 Err(code) => format!("failed: {code}"),
             };

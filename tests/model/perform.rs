@@ -154,9 +154,12 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
                 tool.0,
             ))
         }
-        Step::AgentFleetRead { profile, tool, by } => {
-            Some(agent_fleet_read(w, profile.0, tool.0, by))
-        }
+        Step::AgentFleetRead {
+            profile,
+            tool,
+            by,
+            leaves,
+        } => Some(agent_fleet_read(w, profile.0, tool.0, by, leaves)),
         Step::PublishInvalid { by } => {
             // A descriptor without any of the fields a descriptor needs.
             let body = json!({"descriptors": [{"descriptor_id": "model.invalid"}]});
@@ -263,7 +266,39 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             let (s, v) = w.elicit_call(lease, write.tool(), args, accept);
             Some(executed(w, lease, write, s, &v))
         }
+        Step::Race { lease, other, key } => Some(race(w, lease, other, key)),
     }
+}
+
+/// `Step::Race`: each caller's preview, then both executes sent at once.
+fn race(w: &mut World, lease: usize, other: usize, key: u8) -> Expect {
+    let write = Write::Tests;
+    let mut seen = Vec::new();
+    let mut calls = Vec::new();
+    for l in [lease, other] {
+        let (s, v) = w.call(l, write.tool(), w.arguments(write, l));
+        let preview = call_outcome(w, l, s, &v);
+        let mut args = w.arguments(write, l);
+        args["phase"] = json!("execute");
+        args["idempotency_key"] = json!(format!("k{key}"));
+        if preview == Expect::Ok {
+            let token = v["result"]["confirmation_token"].as_str();
+            let token = token.expect("a preview's confirmation").to_owned();
+            args["confirmation_token"] = json!(token);
+            w.confirmations.push(token);
+        }
+        calls.push((l, args));
+        seen.push(preview);
+    }
+    let answers = w.call_at_once(write.tool(), &calls);
+    let mut executes: Vec<Expect> = calls
+        .iter()
+        .zip(answers)
+        .map(|((l, _), (s, v))| executed(w, *l, write, s, &v))
+        .collect();
+    executes.sort_by_key(|e| format!("{e:?}"));
+    seen.extend(executes);
+    Expect::Race(seen)
 }
 
 /// An execute's outcome; what a write that ran handed out is kept.
@@ -529,10 +564,22 @@ fn operator_outcome(w: &World, by: Option<u8>, status: u16, v: &Value) -> Expect
     }
 }
 
-/// An agent's fleet read (`Step::AgentFleetRead`): the fleet lease issued, its fleet call,
-/// and the run's parts; the lease revoked after.
-fn agent_fleet_read(w: &World, profile: &str, tool: &str, by: Option<u8>) -> Expect {
-    let ask = json!({ "selector": "id=*", "capability_profile": profile, "ttl_sec": 600 });
+/// An agent's fleet read (`Step::AgentFleetRead`): the fleet lease issued, its fleet call
+/// (with a target that `leaves` its selector once the canary finished), and the run's parts;
+/// the lease revoked after.
+fn agent_fleet_read(
+    w: &World,
+    profile: &str,
+    tool: &str,
+    by: Option<u8>,
+    leaves: Option<usize>,
+) -> Expect {
+    let selector = if leaves.is_some() {
+        "id=*,!label:out"
+    } else {
+        "id=*"
+    };
+    let ask = json!({ "selector": selector, "capability_profile": profile, "ttl_sec": 600 });
     let (s, v) = w.operator_as(by, "/v1/root/mcp/sessions", ask);
     let seen = operator_outcome(w, by, s, &v);
     if seen != Expect::Ok {
@@ -540,13 +587,17 @@ fn agent_fleet_read(w: &World, profile: &str, tool: &str, by: Option<u8>) -> Exp
     }
     let (id, bearer) = (v["session_id"].as_str(), v["token"].as_str());
     let (id, bearer) = (id.expect("a session id"), bearer.expect("a bearer"));
-    let arguments = json!({
-        "tool": tool,
-        "arguments": read_arguments(tool),
-        "plan": { "max_concurrency": 4, "max_errors": "100%" },
-    });
+    let mut plan = json!({ "max_concurrency": 4, "max_errors": "100%" });
+    if leaves.is_some() {
+        plan["canary"] = json!(1);
+        plan["pause_after_canary_ms"] = json!(2000);
+    }
+    let arguments = json!({ "tool": tool, "arguments": read_arguments(tool), "plan": plan });
     let body = json!({ "tool_id": "root.run_fleet_read", "arguments": arguments });
-    let (s, r) = w.post("/v1/root/mcp/call", bearer, body);
+    let (s, r) = match leaves {
+        None => w.post("/v1/root/mcp/call", bearer, body),
+        Some(t) => w.fleet_call_while_leaving(bearer, body, id, TARGETS[t].id),
+    };
     let revoke = format!("/v1/root/mcp/sessions/{id}/revoke");
     let (rs, rv) = w.operator_as(by, &revoke, json!({}));
     assert_eq!(rs, 200, "the fleet lease is revoked: {rv}");
@@ -561,7 +612,8 @@ fn agent_fleet_read(w: &World, profile: &str, tool: &str, by: Option<u8>) -> Exp
 }
 
 /// A fleet run's outcome once it ended: each target's part, and "called N times" for a
-/// target whose calls in the run's trace are not exactly one.
+/// target whose calls in the run's trace are not exactly one (none for one refused before
+/// its call).
 fn fleet_parts(w: &World, run_id: &str, tool: &str) -> Expect {
     let path = format!("/v1/root/fleet/runs/{run_id}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -591,8 +643,11 @@ fn fleet_parts(w: &World, run_id: &str, tool: &str) -> Expect {
         .iter()
         .map(|t| {
             let id = t["target_id"].as_str().unwrap_or_default().to_owned();
+            // One call event per target, the one its part names; none for a target refused
+            // before any call (it left the run's selector), which names no event.
+            let once = usize::from(!(t["status"] == "refused" && t["event_id"].is_null()));
             let part = match (t["status"].as_str(), t["code"].as_str()) {
-                _ if calls(&id) != 1 => format!("called {} times", calls(&id)),
+                _ if calls(&id) != once => format!("called {} times", calls(&id)),
                 (Some(s), None) => s.to_owned(),
                 (Some(s), Some(code)) => format!("{s}: {code}"),
                 (None, _) => "no status".to_owned(),

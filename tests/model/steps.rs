@@ -351,11 +351,17 @@ pub enum Step {
     /// with `profile`, whose bearer runs `tool` with `root.run_fleet_read` (four at a time,
     /// a budget it cannot spend), then revokes it. Each target is accounted for as one call
     /// under a single-target lease of that profile would go, and called at most once.
+    ///
+    /// With `leaves`: the fleet lease's selector is `id=*,!label:out` and the run pauses after
+    /// its canary, while an operator labels that target `out` (it leaves the selector); the
+    /// label is removed once the run ended. The run's authority is its selector at each call.
     AgentFleetRead {
         profile: Profile,
         tool: ReadTool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<u8>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        leaves: Option<usize>,
     },
     /// `mcp-hub skill enable|disable` by the hub's owner, on a running hub.
     Owner {
@@ -408,6 +414,17 @@ pub enum Step {
         #[serde(default)]
         write: Write,
         confirmation: Option<usize>,
+        key: u8,
+    },
+    /// Two executes of the allowed test sent at once with one idempotency key `k<key>`, by
+    /// `lease` and `other`, each confirmed by a preview of its own made just before (the two
+    /// previews, then both executes in flight together, through different replicas where
+    /// there are two): callers of one owner (a lease, its rotations and what it minted) run
+    /// it once and the other is answered that execution; a caller told `busy` (its owner's
+    /// slot is held by the other) sends it again.
+    Race {
+        lease: usize,
+        other: usize,
         key: u8,
     },
     /// An execute of `write` without a confirmation over an MCP session whose client offers

@@ -99,6 +99,9 @@ pub struct World {
     pub last: std::cell::RefCell<Value>,
     /// Events in the trail before the history began (the enrolments).
     pub baseline: usize,
+    /// Events the world caused that the oracle does not predict (a racing call refused
+    /// `busy` and sent again, `call_at_once`).
+    pub unpredicted: std::cell::Cell<usize>,
     schema: Option<Schema>,
 }
 
@@ -158,6 +161,7 @@ impl World {
             was_live: std::cell::RefCell::new(Vec::new()),
             last: std::cell::RefCell::new(Value::Null),
             baseline: 0,
+            unpredicted: std::cell::Cell::new(0),
             schema,
             dir,
         };
@@ -609,6 +613,102 @@ impl World {
                 self.post(path, token.expect("an operator that was added"), body)
             }
         }
+    }
+
+    /// Calls of `tool` sent at once, each `(lease, arguments)` through the next replica in
+    /// turn: the answers, in order. A call answered `busy` (a concurrency slot another of
+    /// them holds) is sent again; its refusal is an event the oracle does not predict,
+    /// counted in `unpredicted`.
+    pub fn call_at_once(&self, tool: &str, calls: &[(usize, Value)]) -> Vec<(u16, Value)> {
+        let sends = calls.iter().enumerate().map(|(i, (lease, arguments))| {
+            let base = self.replicas[(self.via.get() + i) % self.replicas.len()]
+                .base
+                .clone();
+            let body = json!({"tool_id": tool, "arguments": arguments});
+            let bearer = self.leases[*lease].1.clone();
+            async move {
+                loop {
+                    let res = self
+                        .http
+                        .post(format!("{base}/v1/root/mcp/call"))
+                        .bearer_auth(&bearer)
+                        .json(&body)
+                        .send()
+                        .await
+                        .expect("root answers");
+                    let status = res.status().as_u16();
+                    let body: Value = res.json().await.unwrap_or(Value::Null);
+                    if body["error"]["code"] != "busy" {
+                        return (status, body);
+                    }
+                    self.unpredicted.set(self.unpredicted.get() + 1);
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        });
+        self.block(futures::future::join_all(sends))
+    }
+
+    /// A fleet tool's call (`body`) by fleet lease `session_id` (`bearer`) whose run pauses
+    /// after its canary: once the canary finished, the admin labels `target` `out`; once the
+    /// call answered, the label is removed. The call's answer (the label's are audited
+    /// operator actions, refused for a target not enrolled).
+    pub fn fleet_call_while_leaving(
+        &self,
+        bearer: &str,
+        body: Value,
+        session_id: &str,
+        target: &str,
+    ) -> (u16, Value) {
+        let url = format!("{}/v1/root/mcp/call", self.base());
+        let (http, bearer) = (self.http.clone(), bearer.to_owned());
+        let call = self.rt.spawn(async move {
+            let res = http
+                .post(url)
+                .bearer_auth(bearer)
+                .json(&body)
+                .send()
+                .await
+                .expect("root answers");
+            let status = res.status().as_u16();
+            (status, res.json::<Value>().await.unwrap_or(Value::Null))
+        });
+        let mine = format!("lease:{session_id}");
+        let labels = format!("/v1/root/hubs/{target}/labels");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut labelled = false;
+        while !call.is_finished() && !labelled {
+            assert!(
+                Instant::now() < deadline,
+                "the fleet run's canary never finished"
+            );
+            let runs = self.get("/v1/root/fleet/runs");
+            let run = runs["runs"]
+                .as_array()
+                .and_then(|r| r.iter().find(|r| r["created_by"] == mine.as_str()).cloned());
+            if let Some(run) = run {
+                let report = self.get(&format!(
+                    "/v1/root/fleet/runs/{}",
+                    run["run_id"].as_str().unwrap_or_default()
+                ));
+                let open = report["counts"]["pending"].as_u64().unwrap_or(0)
+                    + report["counts"]["running"].as_u64().unwrap_or(0);
+                // The canary finished (whatever its part): the run pauses now.
+                if open < report["total"].as_u64().unwrap_or(0) {
+                    self.operator_as(None, &labels, json!({ "set": { "out": "" } }));
+                    labelled = true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let answer = self.block(call).expect("the fleet call's task");
+        if !labelled {
+            // The call ended before its canary did (it was refused): the label is set all the
+            // same, so the step's operator actions do not depend on timing.
+            self.operator_as(None, &labels, json!({ "set": { "out": "" } }));
+        }
+        self.operator_as(None, &labels, json!({ "remove": ["out"] }));
+        answer
     }
 
     pub fn post(&self, path: &str, bearer: &str, body: Value) -> (u16, Value) {
