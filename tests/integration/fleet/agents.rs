@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::writes::{runs, with_test};
 
 /// Calls `tool` with `args`: its structured content, and whether it is an error.
-async fn call(
+pub(super) async fn call(
     client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
     tool: &'static str,
     args: Value,

@@ -175,14 +175,7 @@ async fn call(
     tool: &'static str,
     args: Value,
 ) -> Value {
-    let res = client
-        .call_tool(
-            rmcp::model::CallToolRequestParams::new(tool)
-                .with_arguments(args.as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
-    res.structured_content.unwrap_or(Value::Null)
+    super::agents::call(client, tool, args).await.0
 }
 
 /// An agent previews one fleet write twice and executes both previews at once with one
