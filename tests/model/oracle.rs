@@ -561,6 +561,7 @@ impl Model {
     /// Rule 16: two executes of one key at once come to what one after the other would,
     /// whichever goes first (the key is claimed before anything runs).
     fn race(&mut self, lease: usize, other: usize, key: u8) -> Expect {
+        let numbered = self.previews.len();
         let mut seen = Vec::new();
         let mut confirmations = Vec::new();
         for l in [lease, other] {
@@ -575,6 +576,9 @@ impl Model {
             .collect();
         executed.sort_by_key(|e| format!("{e:?}"));
         seen.extend(executed);
+        // The race's confirmations stay its own: which one a replay left unspent is the
+        // race's to decide, so no later step may name them (the world numbers none either).
+        self.previews.truncate(numbered);
         Expect::Race(seen)
     }
 

@@ -421,7 +421,8 @@ pub enum Step {
     /// previews, then both executes in flight together, through different replicas where
     /// there are two): callers of one owner (a lease, its rotations and what it minted) run
     /// it once and the other is answered that execution; a caller told `busy` (its owner's
-    /// slot is held by the other) sends it again.
+    /// slot is held by the other) sends it again. Its two confirmations are not numbered
+    /// for later steps (which one a replay left unspent is the race's).
     Race {
         lease: usize,
         other: usize,
