@@ -75,6 +75,14 @@ pub(crate) enum Principal {
 }
 
 impl App {
+    /// This replica's id in its zone (`single` on SQLite): who drives a fleet run, who holds
+    /// an idempotency claim.
+    pub(crate) fn replica_id(&self) -> &str {
+        self.zone
+            .as_ref()
+            .map_or("single", |z| z.replica_id.as_str())
+    }
+
     /// This app, shared (see [`App::me`]); `None` only while it is being dropped.
     pub(crate) fn shared(&self) -> Option<Arc<App>> {
         self.me.upgrade()

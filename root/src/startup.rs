@@ -190,11 +190,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         shutdown.clone(),
     ));
     // Idempotency claims a crash of this replica left (`call::claims`), before any call.
-    match app
-        .store
-        .release_claims_of(&crate::call::claims::claimer(&app))
-        .await
-    {
+    match app.store.release_claims_of(app.replica_id()).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(claims = n, "idempotency claims left by a crash settled"),
         Err(e) => {
@@ -231,7 +227,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     // Fleet runs this replica left unfinished go on (once hubs had time to reconnect).
     tokio::spawn(crate::fleet::execute::resume_unfinished(app.clone()));
     let scheme = if tls_state.is_some() { "https" } else { "http" };
-    tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.zone.as_ref().map_or("single", |z| z.replica_id.as_str()), tools = app.catalog.contracts.all().len(), "root listening");
+    tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.replica_id(), tools = app.catalog.contracts.all().len(), "root listening");
     Ok(RootHandle {
         door,
         addr,

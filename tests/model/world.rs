@@ -627,17 +627,9 @@ impl World {
             let body = json!({"tool_id": tool, "arguments": arguments});
             let bearer = self.leases[*lease].1.clone();
             async move {
+                let url = format!("{base}/v1/root/mcp/call");
                 loop {
-                    let res = self
-                        .http
-                        .post(format!("{base}/v1/root/mcp/call"))
-                        .bearer_auth(&bearer)
-                        .json(&body)
-                        .send()
-                        .await
-                        .expect("root answers");
-                    let status = res.status().as_u16();
-                    let body: Value = res.json().await.unwrap_or(Value::Null);
+                    let (status, body) = send(&self.http, &url, &bearer, &body).await;
                     if body["error"]["code"] != "busy" {
                         return (status, body);
                     }
@@ -662,17 +654,9 @@ impl World {
     ) -> (u16, Value) {
         let url = format!("{}/v1/root/mcp/call", self.base());
         let (http, bearer) = (self.http.clone(), bearer.to_owned());
-        let call = self.rt.spawn(async move {
-            let res = http
-                .post(url)
-                .bearer_auth(bearer)
-                .json(&body)
-                .send()
-                .await
-                .expect("root answers");
-            let status = res.status().as_u16();
-            (status, res.json::<Value>().await.unwrap_or(Value::Null))
-        });
+        let call = self
+            .rt
+            .spawn(async move { send(&http, &url, &bearer, &body).await });
         let mine = format!("lease:{session_id}");
         let labels = format!("/v1/root/hubs/{target}/labels");
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -712,20 +696,10 @@ impl World {
     }
 
     pub fn post(&self, path: &str, bearer: &str, body: Value) -> (u16, Value) {
-        self.block(async {
-            let res = self
-                .http
-                .post(format!("{}{path}", self.base()))
-                .bearer_auth(bearer)
-                .json(&body)
-                .send()
-                .await
-                .expect("root answers");
-            let status = res.status().as_u16();
-            let body: Value = res.json().await.unwrap_or(Value::Null);
-            *self.last.borrow_mut() = body.clone();
-            (status, body)
-        })
+        let url = format!("{}{path}", self.base());
+        let (status, body) = self.block(send(&self.http, &url, bearer, &body));
+        *self.last.borrow_mut() = body.clone();
+        (status, body)
     }
 
     pub fn get(&self, path: &str) -> Value {
@@ -1083,4 +1057,17 @@ impl World {
         assert_eq!(active.len(), 1, "one live lease per sign-in: {active:?}");
         active[0]["session_id"].as_str().expect("an id").to_owned()
     }
+}
+
+/// A POST of `body` with `bearer`: its status and JSON body (`null` when it has none).
+async fn send(http: &reqwest::Client, url: &str, bearer: &str, body: &Value) -> (u16, Value) {
+    let res = http
+        .post(url)
+        .bearer_auth(bearer)
+        .json(body)
+        .send()
+        .await
+        .expect("root answers");
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
 }

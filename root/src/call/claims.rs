@@ -51,13 +51,6 @@ pub(crate) enum Claimed {
     Replay(Value),
 }
 
-/// The replica whose claims these are (`single` on SQLite).
-pub(crate) fn claimer(app: &App) -> String {
-    app.zone
-        .as_ref()
-        .map_or_else(|| "single".to_owned(), |z| z.replica_id.clone())
-}
-
 /// Claims `at` for the execution `event_id` with arguments `hash`: the claim, or the first
 /// execution's replay once it is done (waiting for it up to [`WAIT`]).
 pub(crate) async fn claim(
@@ -76,7 +69,7 @@ pub(crate) async fn claim(
         let asked = NewClaim {
             args_hash: hash,
             event_id,
-            claimed_by: &claimer(app),
+            claimed_by: app.replica_id(),
             now_ms,
             expires_at_ms: now_ms + life,
         };

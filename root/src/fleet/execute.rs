@@ -423,9 +423,7 @@ pub(super) async fn call_under(
 
 /// The replica id runs are driven under (`single` on SQLite).
 pub(crate) fn driver(app: &crate::app::App) -> String {
-    app.zone
-        .as_ref()
-        .map_or_else(|| "single".to_owned(), |z| z.replica_id.clone())
+    app.replica_id().to_owned()
 }
 
 /// Takes up the runs this replica (by its id) left unfinished, at start-up: after a grace
