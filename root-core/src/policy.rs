@@ -123,7 +123,11 @@ fn listable(
     target_id: &str,
     c: &ContractEntry,
 ) -> bool {
-    let grant = Grant { profile, scope };
+    let grant = Grant {
+        profile,
+        scope,
+        admitted: false,
+    };
     decide(&state.targets, &state.enrolments, grant, target_id, c).decision == Decision::Allow
 }
 
@@ -133,6 +137,10 @@ fn listable(
 pub struct Grant<'a> {
     pub profile: Option<&'a CapabilityProfile>,
     pub scope: Option<&'a [String]>,
+    /// A call root admitted before it restarted, sent again to finish it (a fleet target's
+    /// turn, recorded `running`): the target's lifecycle and narrowing, which apply to new
+    /// calls, do not refuse it; every other rule does.
+    pub admitted: bool,
 }
 
 /// Pure decision over the current configuration and target directory.
@@ -190,6 +198,7 @@ pub fn decide(
         let enrolment = enrolments.get(target_id);
         checks.push("target_lifecycle".to_string());
         if let Some(e) = &enrolment
+            && !grant.admitted
             && let Some(reason) = crate::hubs::lifecycle::objection(
                 &e.lifecycle,
                 &e.narrowing,

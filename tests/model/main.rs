@@ -22,6 +22,7 @@
 // Test helpers unwrap like tests do: a failure is a failed test with its message.
 #![allow(clippy::unwrap_used)]
 
+mod fleet;
 mod generate;
 mod oracle;
 mod perform;

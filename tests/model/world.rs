@@ -103,6 +103,8 @@ pub struct World {
     /// `busy` and sent again, `call_at_once`).
     pub unpredicted: std::cell::Cell<usize>,
     schema: Option<Schema>,
+    /// Configuration appended to each replica's.
+    extra: String,
 }
 
 /// The audience of leases agents issue with `hub.issue_access_token` (so the world counts them).
@@ -131,6 +133,27 @@ impl World {
     /// Starts root (one on SQLite, two replicas on PostgreSQL), enrols the targets and starts
     /// their hubs; returns once every hub is connected and publishes its skill.
     pub fn start(backend: &Backend) -> World {
+        let mut w = World::start_bare(backend, "", |_| {});
+        w.repository();
+        for (t, spec) in TARGETS.iter().enumerate() {
+            w.hubs.push(None);
+            if spec.enrolled {
+                let (s, v) = w.enrol(t);
+                assert_eq!(s, 201, "enrol {}: {v}", spec.id);
+            }
+        }
+        for t in (0..TARGETS.len()).filter(|&t| TARGETS[t].enrolled) {
+            w.start_hub(t);
+        }
+        w.settle(&Model::default());
+        w.baseline = w.audit_count();
+        w
+    }
+
+    /// Starts root (one on SQLite, two replicas on PostgreSQL) with `extra` appended to each
+    /// replica's configuration, once `prepare` has had the contracts directory root loads;
+    /// no target is enrolled.
+    pub fn start_bare(backend: &Backend, extra: &str, prepare: impl FnOnce(&Path)) -> World {
         mcp_tests::init_crypto();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -163,8 +186,10 @@ impl World {
             baseline: 0,
             unpredicted: std::cell::Cell::new(0),
             schema,
+            extra: extra.to_owned(),
             dir,
         };
+        prepare(&w.contracts());
         let ids: &[&str] = if w.schema.is_some() {
             &["r-a", "r-b"]
         } else {
@@ -180,19 +205,6 @@ impl World {
             .expect("admin.token")
             .trim()
             .to_owned();
-        w.repository();
-        for (t, spec) in TARGETS.iter().enumerate() {
-            w.hubs.push(None);
-            if spec.enrolled {
-                let (s, v) = w.enrol(t);
-                assert_eq!(s, 201, "enrol {}: {v}", spec.id);
-            }
-        }
-        for t in (0..TARGETS.len()).filter(|&t| TARGETS[t].enrolled) {
-            w.start_hub(t);
-        }
-        w.settle(&Model::default());
-        w.baseline = w.audit_count();
         w
     }
 
@@ -214,6 +226,7 @@ impl World {
         }
         // MCP clients sign in with OAuth (approved over the console's endpoints).
         config += "[oauth]\ndiscovery = true\n";
+        config += &self.extra;
         let path = shared.join(format!("{id}.toml"));
         std::fs::write(&path, config).unwrap();
         Replica::start(&self.rt, path, shared.join(format!("{id}.log")))
@@ -247,6 +260,11 @@ impl World {
     /// The URL of `path` at this step's replica.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base())
+    }
+
+    /// The replica requests go to now.
+    pub fn via_now(&self) -> usize {
+        self.via.get()
     }
 
     /// Sends the following requests to replica `n` (mod the replicas).
@@ -1060,7 +1078,7 @@ impl World {
 }
 
 /// A POST of `body` with `bearer`: its status and JSON body (`null` when it has none).
-async fn send(http: &reqwest::Client, url: &str, bearer: &str, body: &Value) -> (u16, Value) {
+pub async fn send(http: &reqwest::Client, url: &str, bearer: &str, body: &Value) -> (u16, Value) {
     let res = http
         .post(url)
         .bearer_auth(bearer)

@@ -16,7 +16,10 @@
 //! execute runs "the test" once per idempotency key, counted per target in
 //! [`FleetStats::executions`], and answers a repeated key from the hub's ledger, as a real
 //! hub does. [`Faults`] make chosen targets fail both tools, or answer them only after a
-//! delay (the connection meanwhile keeps serving).
+//! delay (the connection meanwhile keeps serving). [`Held`] holds calls on command: every
+//! call of [`SIM_TOOL`] and every execute of [`SIM_WRITE`] waits until the test lets its
+//! target's calls go, answered or failed; meanwhile a second execute of the same key is
+//! answered `busy`, as a real hub's claim does.
 //!
 //! Memory per hub is kept small: WebSocket buffers of a few KiB, a short ring of recent call
 //! ids, the target id and the derived key; no adapters, no files, no actors.
@@ -221,6 +224,80 @@ pub struct Faults {
     pub slow: HashMap<String, Duration>,
 }
 
+/// Calls held on command (see the module's header), shared by every hub of a fleet.
+#[derive(Debug, Default)]
+pub struct Held {
+    state: std::sync::Mutex<HeldState>,
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct HeldState {
+    /// Calls waiting now, per target.
+    waiting: HashMap<String, usize>,
+    /// Each target's releases: how many so far, and whether the last one fails its calls.
+    released: HashMap<String, (u64, bool)>,
+    /// Calls held per target since the start (a `busy` or replayed execute is not held).
+    held: HashMap<String, u32>,
+}
+
+impl Held {
+    fn state(&self) -> std::sync::MutexGuard<'_, HeldState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Calls of `target_id` waiting now.
+    pub fn waiting(&self, target_id: &str) -> usize {
+        self.state().waiting.get(target_id).copied().unwrap_or(0)
+    }
+
+    /// Calls held per target since the start.
+    pub fn held(&self) -> HashMap<String, u32> {
+        self.state().held.clone()
+    }
+
+    /// Lets every call of `target_id` waiting now go: answered, or failed (`adapter_failed`).
+    pub fn release(&self, target_id: &str, fail: bool) {
+        let mut s = self.state();
+        let r = s.released.entry(target_id.to_owned()).or_default();
+        *r = (r.0 + 1, fail);
+        drop(s);
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until `target_id`'s calls are let go; whether they fail.
+    async fn wait(&self, target_id: &str) -> bool {
+        let since = {
+            let mut s = self.state();
+            *s.waiting.entry(target_id.to_owned()).or_default() += 1;
+            *s.held.entry(target_id.to_owned()).or_default() += 1;
+            s.released.get(target_id).map_or(0, |r| r.0)
+        };
+        loop {
+            let changed = self.changed.notified();
+            {
+                let mut s = self.state();
+                if let Some(&(n, fail)) = s.released.get(target_id)
+                    && n > since
+                {
+                    if let Some(w) = s.waiting.get_mut(target_id) {
+                        *w = w.saturating_sub(1);
+                    }
+                    return fail;
+                }
+            }
+            changed.await;
+        }
+    }
+}
+
+/// A write's execution by idempotency key: running, or its answer.
+#[derive(Debug, Clone)]
+enum Entry {
+    Running,
+    Done(CallOutcome),
+}
+
 /// A running fleet of simulated hubs; [`Fleet::shutdown`] closes them all.
 pub struct Fleet {
     pub stats: Arc<FleetStats>,
@@ -245,6 +322,8 @@ pub struct FleetOptions {
     /// Publish [`SIM_WRITE`] too, with a test-only write scope.
     pub writes: bool,
     pub faults: Arc<Faults>,
+    /// Hold calls until the test lets them go ([`Held`]).
+    pub held: Option<Arc<Held>>,
 }
 
 impl Default for FleetOptions {
@@ -257,6 +336,7 @@ impl Default for FleetOptions {
             connect_timeout: Duration::from_secs(120),
             writes: false,
             faults: Arc::new(Faults::default()),
+            held: None,
         }
     }
 }
@@ -357,8 +437,75 @@ struct SimHub {
     enabled: bool,
     installed: bool,
     recent: VecDeque<String>,
-    /// The test write's results by idempotency key.
-    ledger: HashMap<String, Value>,
+    /// The test write's executions by idempotency key (shared with held calls' tasks).
+    ledger: Arc<std::sync::Mutex<HashMap<String, Entry>>>,
+}
+
+/// What a call comes to: an answer now, or one once [`Held`] lets it go.
+enum Answer {
+    Now(CallOutcome),
+    Held(Arc<Held>, HeldCall),
+}
+
+/// A held call: what its answer is made of once let go.
+struct HeldCall {
+    target_id: String,
+    tool_id: String,
+    /// An execute's key (its ledger entry is `Running` meanwhile).
+    key: Option<String>,
+    test: String,
+    /// The canned status, for a read.
+    status: Value,
+    ledger: Arc<std::sync::Mutex<HashMap<String, Entry>>>,
+}
+
+impl HeldCall {
+    /// Waits to be let go; the answer.
+    async fn answer(self, held: Arc<Held>) -> CallOutcome {
+        let fail = held.wait(&self.target_id).await;
+        self.outcome(fail)
+    }
+
+    /// The call's answer (a failure on command with `fail`), recorded in the ledger for a
+    /// keyed execute.
+    fn outcome(self, fail: bool) -> CallOutcome {
+        let outcome = if fail {
+            CallOutcome::Error {
+                adapter: None,
+                error: ToolError::new(
+                    ErrorCode::AdapterFailed,
+                    format!("`{}` failed on command (simulated)", self.tool_id),
+                ),
+            }
+        } else if self.tool_id == SIM_WRITE {
+            CallOutcome::Ok {
+                adapter: format!("{SIM_SKILL}.test_runs"),
+                result: test_result(&self.test),
+            }
+        } else {
+            CallOutcome::Ok {
+                adapter: format!("{SIM_SKILL}.status"),
+                result: self.status,
+            }
+        };
+        if let Some(key) = self.key {
+            self.ledger
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, Entry::Done(outcome.clone()));
+        }
+        outcome
+    }
+}
+
+/// A test run's result.
+fn test_result(test: &str) -> Value {
+    json!({
+        "run_id": uuid::Uuid::now_v7().to_string(), "test": test, "passed": true,
+        "exit_code": 0, "timed_out": false, "duration_ms": 0,
+        "started_at": mcp_shared::time::format(mcp_shared::time::now()),
+        "output_tail": "", "redactions": 0,
+    })
 }
 
 fn envelope(body: HubToRoot, in_reply_to: Option<String>) -> Message {
@@ -381,7 +528,7 @@ impl SimHub {
             enabled: true,
             installed: true,
             recent: VecDeque::with_capacity(REPLAY_RING),
-            ledger: HashMap::new(),
+            ledger: Arc::default(),
         }
     }
 
@@ -451,11 +598,28 @@ impl SimHub {
         })
     }
 
-    /// The final checks a real hub makes, in its order; the answer to send.
-    fn answer(&mut self, call: &CallRequest, connected_since: &str) -> CallOutcome {
-        let refuse = |code, message: String| CallOutcome::Error {
-            adapter: None,
-            error: ToolError::new(code, message),
+    /// The final checks a real hub makes, in its order; the answer to send, now or once let
+    /// go.
+    fn answer(&mut self, call: &CallRequest, connected_since: &str) -> Answer {
+        match (self.checked(call, connected_since), &self.shared.opts.held) {
+            (Err(now), _) => Answer::Now(now),
+            (Ok(call), Some(held)) => Answer::Held(held.clone(), call),
+            (Ok(call), None) => Answer::Now(call.outcome(false)),
+        }
+    }
+
+    /// [`SimHub::answer`]'s checks: `Err` is the answer now, `Ok` a call that runs (held
+    /// first, with [`Held`]).
+    fn checked(
+        &mut self,
+        call: &CallRequest,
+        connected_since: &str,
+    ) -> Result<HeldCall, CallOutcome> {
+        let refuse = |code, message: String| {
+            Err(CallOutcome::Error {
+                adapter: None,
+                error: ToolError::new(code, message),
+            })
         };
         let now_ms = mcp_shared::time::unix_ms(mcp_shared::time::now());
         if !verify_call(call, &self.key) {
@@ -498,14 +662,20 @@ impl SimHub {
         if call.tool_id == SIM_WRITE {
             return self.write(call);
         }
-        CallOutcome::Ok {
-            adapter: format!("{SIM_SKILL}.status"),
-            result: self.status(connected_since),
-        }
+        let status = self.status(connected_since);
+        Ok(HeldCall {
+            target_id: self.target_id.clone(),
+            tool_id: call.tool_id.clone(),
+            key: None,
+            test: String::new(),
+            status,
+            ledger: self.ledger.clone(),
+        })
     }
 
-    /// The test write: its dry run's expected effect, or its execution once per key.
-    fn write(&mut self, call: &CallRequest) -> CallOutcome {
+    /// The test write: its dry run's expected effect, or its execution once per key (a key
+    /// still running is `busy`; a finished one answers its first execution).
+    fn write(&mut self, call: &CallRequest) -> Result<HeldCall, CallOutcome> {
         let adapter = format!("{SIM_SKILL}.test_runs");
         let test = call.body.arguments["name"]
             .as_str()
@@ -516,17 +686,31 @@ impl SimHub {
                 "action": "run_allowed_test", "test": test, "argv": ["true"], "cwd": null,
                 "timeout_ms": 1000, "last_result": null,
             });
-            return CallOutcome::Ok {
+            return Err(CallOutcome::Ok {
                 adapter,
                 result: effect,
-            };
+            });
         }
         let key = call.body.idempotency_key.clone().unwrap_or_default();
-        if let Some(first) = self.ledger.get(&key) {
-            return CallOutcome::Ok {
-                adapter,
-                result: first.clone(),
-            };
+        if !key.is_empty() {
+            let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+            match ledger.get(&key) {
+                Some(Entry::Done(first)) => return Err(first.clone()),
+                Some(Entry::Running) => {
+                    return Err(CallOutcome::Error {
+                        adapter: Some(adapter),
+                        error: ToolError::new(
+                            ErrorCode::Busy,
+                            format!(
+                                "a call with idempotency key `{key}` is still running; retry later"
+                            ),
+                        ),
+                    });
+                }
+                None => {
+                    ledger.insert(key.clone(), Entry::Running);
+                }
+            }
         }
         *self
             .shared
@@ -536,16 +720,14 @@ impl SimHub {
             .unwrap_or_else(|e| e.into_inner())
             .entry(self.target_id.clone())
             .or_default() += 1;
-        let result = json!({
-            "run_id": uuid::Uuid::now_v7().to_string(), "test": test, "passed": true,
-            "exit_code": 0, "timed_out": false, "duration_ms": 0,
-            "started_at": mcp_shared::time::format(mcp_shared::time::now()),
-            "output_tail": "", "redactions": 0,
-        });
-        if !key.is_empty() {
-            self.ledger.insert(key, result.clone());
-        }
-        CallOutcome::Ok { adapter, result }
+        Ok(HeldCall {
+            target_id: self.target_id.clone(),
+            tool_id: call.tool_id.clone(),
+            key: (!key.is_empty()).then_some(key),
+            test,
+            status: Value::Null,
+            ledger: self.ledger.clone(),
+        })
     }
 
     /// Connects, and reconnects after a connection ends, until shutdown, as a real hub does:
@@ -732,7 +914,31 @@ impl SimHub {
             };
             match env.body {
                 RootToHub::Call(call) => {
-                    let outcome = self.answer(&call, connected_since);
+                    let outcome = match self.answer(&call, connected_since) {
+                        Answer::Now(outcome) => outcome,
+                        Answer::Held(held, waiting) => {
+                            // Answered once let go, while the connection goes on (an answer
+                            // to a connection that ended meanwhile is dropped).
+                            let (tx, stats, reply_to) = (later_tx.clone(), stats.clone(), env.id);
+                            tokio::spawn(async move {
+                                let outcome = waiting.answer(held).await;
+                                let counter = match outcome {
+                                    CallOutcome::Ok { .. } => &stats.calls_ok,
+                                    CallOutcome::Error { .. } => &stats.calls_refused,
+                                };
+                                counter.fetch_add(1, Ordering::Relaxed);
+                                let reply = envelope(
+                                    HubToRoot::Result {
+                                        call_id: call.call_id,
+                                        outcome,
+                                    },
+                                    Some(reply_to),
+                                );
+                                let _ = tx.send(reply).await;
+                            });
+                            continue;
+                        }
+                    };
                     let counter = match outcome {
                         CallOutcome::Ok { .. } => &stats.calls_ok,
                         CallOutcome::Error { .. } => &stats.calls_refused,

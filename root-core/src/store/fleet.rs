@@ -172,12 +172,15 @@ impl Store {
     }
 
     /// The runs `driver` started before `before_ms` and left unfinished (`running` or
-    /// `paused`): it takes them up again.
+    /// `paused`, or `cancelled` with calls admitted before that still `running`): it takes
+    /// them up again.
     pub async fn unfinished_fleet_runs(&self, driver: &str, before_ms: i64) -> Result<Vec<String>> {
         on_pool!(self, pool => {
             let rows = sqlx::query(
-                "SELECT run_id FROM fleet_runs WHERE state IN ('running', 'paused') AND driver = $1
-                   AND created_at < $2
+                "SELECT run_id FROM fleet_runs r WHERE driver = $1 AND created_at < $2
+                   AND (state IN ('running', 'paused')
+                        OR (state = 'cancelled' AND EXISTS (SELECT 1 FROM fleet_targets t
+                              WHERE t.run_id = r.run_id AND t.status = 'running')))
                  ORDER BY created_at",
             )
             .bind(driver)

@@ -225,7 +225,8 @@ impl Store {
         Ok(())
     }
 
-    /// Takes over the unfinished fleet runs (`running` or `paused`) whose driving replica is
+    /// Takes over the unfinished fleet runs (`running` or `paused`, or cancelled with calls
+    /// admitted before that still to finish) whose driving replica is
     /// gone: not registered, or silent for longer than `expiry_ms`. `me` drives them from
     /// now; their ids.
     pub async fn take_over_fleet_runs(&self, me: &str, expiry_ms: i64) -> Result<Vec<String>> {
@@ -233,7 +234,10 @@ impl Store {
         let (pg, _) = self.pg(op)?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE fleet_runs SET driver = $1
-             WHERE state IN ('running', 'paused') AND driver <> $1
+             WHERE (state IN ('running', 'paused')
+                    OR (state = 'cancelled' AND EXISTS (SELECT 1 FROM fleet_targets t
+                          WHERE t.run_id = fleet_runs.run_id AND t.status = 'running')))
+               AND driver <> $1
                AND driver NOT IN (SELECT replica_id FROM replicas
                                   WHERE heartbeat_at >= {PG_NOW_MS} - $2)
              RETURNING run_id"

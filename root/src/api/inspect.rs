@@ -268,6 +268,7 @@ pub(crate) async fn operator_read(
         operator: Some(op.0.clone()),
         confirmation: None,
         progress: None,
+        resumed: false,
     };
     let outcome = call::call(
         &app,

@@ -79,5 +79,6 @@ pub(crate) fn rest_context(
         operator: None,
         confirmation: None,
         progress: None,
+        resumed: false,
     }
 }

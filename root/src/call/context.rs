@@ -31,6 +31,9 @@ pub(crate) struct CallContext {
     /// Where a routed call's progress goes (the client's progress notifications, a task's
     /// status); `None`: nowhere.
     pub(crate) progress: Option<router::ProgressSink>,
+    /// A fleet target's call admitted before root restarted, sent again under its
+    /// idempotency key to finish it (`policy::Grant::admitted`).
+    pub(crate) resumed: bool,
 }
 
 /// A confirmation the client answered by retrying the call (MCP 2026-07-28 multi-round-trip

@@ -557,6 +557,7 @@ fn checks(
     let grant = policy::Grant {
         profile: app.catalog.profiles.get(&lease.capability_profile),
         scope: lease.is_run().then_some(lease.effective_tools.as_slice()),
+        admitted: ctx.resumed,
     };
     let decision = mcp_shared::otel_span!("policy").in_scope(|| {
         policy::decide(

@@ -29,6 +29,9 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// A target answering `busy` is asked again after [`BUSY_WAIT`], at most this many times.
 const BUSY_RETRIES: u32 = 300;
 const BUSY_WAIT: Duration = Duration::from_secs(1);
+/// How long a call admitted before a restart waits for its target's hub to be back before
+/// it is sent again (its hub was serving it; reconnecting takes its backoff).
+const RESUME_WAIT: Duration = Duration::from_secs(60);
 
 /// Starts driving `run_id` on its own task, unless a task of this replica drives it already
 /// (claimed here, before the task runs, so a start and a resume never both drive it).
@@ -119,10 +122,13 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
     // Canaries are the first targets taking part (an excluded one keeps its place).
     let canary_ordinal = taking_part.get(canary).map_or(i64::MAX, |t| t.ordinal);
     let mut errors = rows.iter().filter(|t| status::is_error(&t.status)).count();
-    let mut queue: VecDeque<FleetTargetRow> = rows
+    // Targets left `running` by a stop were admitted at their turn: they are finished (sent
+    // again under their key), whatever changed since; the pending ones take their turns.
+    let (resumed, pending): (Vec<FleetTargetRow>, Vec<FleetTargetRow>) = rows
         .into_iter()
         .filter(|t| t.status == status::PENDING || t.status == status::RUNNING)
-        .collect();
+        .partition(|t| t.status == status::RUNNING);
+    let mut queue: VecDeque<FleetTargetRow> = pending.into();
     // Canaries already done before a restart: no second pause.
     let mut pause_until = None;
     let mut paused_after_canary = queue.front().is_none_or(|t| t.ordinal >= canary_ordinal);
@@ -134,6 +140,14 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
     let run = Arc::new(run);
     let arguments = Arc::new(arguments);
     let mut canaries = std::collections::HashSet::new();
+    for t in resumed {
+        let is_canary = t.ordinal < canary_ordinal;
+        let (app, run, arguments) = (app.clone(), run.clone(), arguments.clone());
+        let task = running.spawn(async move { one(&app, &run, &arguments, t, true).await });
+        if is_canary {
+            canaries.insert(task.id());
+        }
+    }
     let end = loop {
         let allowed = allowed(app, &run).await;
         if let Allowed::Lost = allowed {
@@ -172,8 +186,21 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
                     break;
                 }
                 let Some(t) = queue.pop_front() else { break };
+                // A target outside the run's authority, or one an operator took out, is
+                // settled here, in order: a refusal spends the budget before the next target
+                // can start.
+                if let Some(settled) = standing(app, &run, &t) {
+                    if let Some(row) = settle(app, &run, t, settled).await {
+                        errors += usize::from(status::is_error(&row.status));
+                    }
+                    if errors > budget {
+                        break;
+                    }
+                    continue;
+                }
                 let (app, run, arguments) = (app.clone(), run.clone(), arguments.clone());
-                let task = running.spawn(async move { one(&app, &run, &arguments, t).await });
+                let task =
+                    running.spawn(async move { one(&app, &run, &arguments, t, false).await });
                 if is_canary {
                     canaries.insert(task.id());
                 }
@@ -239,12 +266,80 @@ async fn finish(app: &App, run: &FleetRunRow, end: &'static str) {
     tracing::info!(run_id = %run.run_id, state = end, "fleet run ended");
 }
 
-/// Runs one target's call and stores its outcome.
+/// A target's standing when its turn comes, before any call: `refused` once it left the
+/// run's selector, `excluded` while an operator cordoned, retired or narrowed it (the call
+/// path checks both again at the call; deciding here keeps the plan's arithmetic in order).
+/// `None`: it goes on to its call.
+fn standing(app: &App, run: &FleetRunRow, t: &FleetTargetRow) -> Option<ToolError> {
+    if let Err(why) = super::set::within(app, &run.selector, &t.target_id) {
+        return Some(ToolError::new(ErrorCode::CapabilityNotGranted, why));
+    }
+    let side_effect = app
+        .catalog
+        .contracts
+        .get(&run.tool_id)?
+        .contract
+        .side_effect;
+    let e = app.hubs.enrolments.get(&t.target_id)?;
+    let code =
+        crate::hubs::lifecycle::objection(&e.lifecycle, &e.narrowing, &run.tool_id, side_effect)?;
+    let why = match code {
+        ErrorCode::TargetNarrowed => format!(
+            "an operator narrowed target `{}`: `{}` is denied there",
+            t.target_id, run.tool_id
+        ),
+        _ => format!(
+            "target `{}` is {}: it takes no new call",
+            t.target_id,
+            e.lifecycle.state.as_str()
+        ),
+    };
+    Some(ToolError::new(code, why))
+}
+
+/// Stores a target settled before its call (see [`standing`]): `refused` for a capability,
+/// `excluded` for an operator's state. `None` when a cancel settled it first.
+async fn settle(
+    app: &App,
+    run: &FleetRunRow,
+    mut t: FleetTargetRow,
+    why: ToolError,
+) -> Option<FleetTargetRow> {
+    let at = unix_ms(now());
+    match app
+        .store
+        .start_fleet_target(&run.run_id, &t.target_id, at)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(e) => {
+            tracing::error!(run_id = %run.run_id, target_id = %t.target_id, error = %e, "cannot settle a fleet target; left pending");
+            return None;
+        }
+    }
+    t.status = if why.code == ErrorCode::CapabilityNotGranted {
+        status::REFUSED
+    } else {
+        status::EXCLUDED
+    }
+    .into();
+    t.code = Some(why.code.as_str().into());
+    t.result = Some(json!(why).to_string());
+    t.started_at_ms = Some(at);
+    t.finished_at_ms = Some(at);
+    store(app, run, &t).await;
+    Some(t)
+}
+
+/// Runs one target's call and stores its outcome (`resumed`: a call admitted before a
+/// restart, finished under its key).
 async fn one(
     app: &Arc<App>,
     run: &FleetRunRow,
     arguments: &Value,
     mut t: FleetTargetRow,
+    resumed: bool,
 ) -> FleetTargetRow {
     t.status = status::RUNNING.into();
     t.started_at_ms = Some(unix_ms(now()));
@@ -269,9 +364,12 @@ async fn one(
             return t;
         }
     }
+    if resumed {
+        hub_back(app, &t.target_id).await;
+    }
     let mut attempt = 0;
     let (s, code, result, event_id) = loop {
-        let outcome = call_target(app, run, arguments, &t).await;
+        let outcome = call_target(app, run, arguments, &t, resumed).await;
         // `busy`: the target is still running this key's first execution (a resume found it
         // cut off mid-call); its answer is the first execution's, once it is done.
         if outcome.1.as_deref() == Some(ErrorCode::Busy.as_str())
@@ -298,6 +396,19 @@ async fn one(
     t
 }
 
+/// Waits (at most [`RESUME_WAIT`], or until root stops) for `target_id`'s hub to be
+/// connected: a call cut off by a restart is sent again once its hub is back, not reported
+/// undeliverable because its hub was still in its reconnect backoff.
+async fn hub_back(app: &App, target_id: &str) {
+    let deadline = tokio::time::Instant::now() + RESUME_WAIT;
+    while app.hubs.status(target_id) == mcp_shared::target::TargetStatus::Offline
+        && tokio::time::Instant::now() < deadline
+        && !app.shutdown.is_cancelled()
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn store(app: &App, run: &FleetRunRow, t: &FleetTargetRow) {
     if let Err(e) = app.store.set_fleet_target(&run.run_id, t).await {
         tracing::error!(run_id = %run.run_id, target_id = %t.target_id, error = %e, "cannot record a fleet target");
@@ -312,6 +423,7 @@ async fn call_target(
     run: &FleetRunRow,
     arguments: &Value,
     t: &FleetTargetRow,
+    resumed: bool,
 ) -> (&'static str, Option<String>, Value, Option<String>) {
     let failed = |e: ToolError| {
         let s = if e.code == ErrorCode::NotFound {
@@ -328,8 +440,9 @@ async fn call_target(
         ));
     };
     // The run's authority is its selector now, not the set it froze: a target that left it
-    // (moved to another environment, relabelled) is refused, never called.
-    if let Err(why) = super::set::within(app, &run.selector, &t.target_id) {
+    // (moved to another environment, relabelled) is refused, never called. A call admitted
+    // before a restart was within it at its turn.
+    if !resumed && let Err(why) = super::set::within(app, &run.selector, &t.target_id) {
         return (
             status::REFUSED,
             Some(ErrorCode::CapabilityNotGranted.as_str().into()),
@@ -364,7 +477,7 @@ async fn call_target(
         args["confirmation_token"] = json!(token);
         args["idempotency_key"] = json!(authority::idempotency_key(run));
     }
-    let (answer, event) = call_under(app, run, lease, &t.target_id, args, "call").await;
+    let (answer, event) = call_under(app, run, lease, &t.target_id, args, "call", resumed).await;
     match answer {
         Ok(result) => (status::SUCCEEDED, None, result, event),
         Err(e) => {
@@ -395,6 +508,7 @@ pub(super) async fn call_under(
     target_id: &str,
     arguments: Value,
     step: &str,
+    resumed: bool,
 ) -> (Result<Value, ToolError>, Option<String>) {
     // An operator's run is the operator's action; an agent's, its fleet lease's calls.
     let (surface, operator) = match authority::caller(run) {
@@ -411,6 +525,7 @@ pub(super) async fn call_under(
         operator,
         confirmation: None,
         progress: None,
+        resumed,
     };
     let outcome = call::call(app, ctx, &run.tool_id, arguments).await;
     let r = outcome.response;

@@ -219,7 +219,7 @@ async fn dry_run(
             return (false, Some(e.code.as_str().into()), json!({ "error": e }));
         }
     };
-    let (answer, event_id) = call_under(app, run, lease, target_id, args, "preview").await;
+    let (answer, event_id) = call_under(app, run, lease, target_id, args, "preview", false).await;
     match answer {
         Ok(result) => (
             true,

@@ -618,6 +618,7 @@ async fn answer_call(
         operator: None,
         confirmation: confirmation.clone(),
         progress: progress.clone(),
+        resumed: false,
     };
     let tool_id = &request.name;
     let modern = ctx

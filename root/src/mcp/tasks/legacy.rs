@@ -208,6 +208,7 @@ async fn create(
         operator: None,
         confirmation: None,
         progress: None,
+        resumed: false,
     };
     let arguments = Value::Object(params.arguments.unwrap_or_default());
     let task_id = call::tasks::new_id();
