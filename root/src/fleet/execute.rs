@@ -114,9 +114,11 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
             return;
         }
     };
+    // Excluded at the preview: never took part. A target excluded at its turn (an
+    // operator's cordon since) took its place in the plan, as it did before a restart.
     let taking_part: Vec<&FleetTargetRow> = rows
         .iter()
-        .filter(|t| t.status != status::EXCLUDED)
+        .filter(|t| t.status != status::EXCLUDED || t.started_at_ms.is_some())
         .collect();
     let (canary, window, budget) = plan.resolve(taking_part.len());
     // Canaries are the first targets taking part (an excluded one keeps its place).

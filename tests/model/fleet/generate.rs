@@ -136,14 +136,19 @@ impl ReferenceStateMachine for Fleets {
                             .boxed(),
                     ));
                 }
-                let commands = vec![
-                    FleetStep::Pause,
-                    FleetStep::Resume,
-                    FleetStep::Cancel,
-                    FleetStep::RevokeLease,
-                ];
-                arms.push((2, select(commands).boxed()));
-                let _ = run;
+                // A paused run is resumed more often than it is paused again.
+                let command = match run.state {
+                    "paused" => FleetStep::Resume,
+                    _ => FleetStep::Pause,
+                };
+                arms.push((
+                    if run.state == "paused" { 6 } else { 2 },
+                    Just(command).boxed(),
+                ));
+                arms.push((
+                    2,
+                    select(vec![FleetStep::Cancel, FleetStep::RevokeLease]).boxed(),
+                ));
             }
         }
         proptest::strategy::Union::new_weighted(arms).boxed()

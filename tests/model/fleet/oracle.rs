@@ -191,21 +191,25 @@ impl FleetModel {
         }
     }
 
-    /// Why target `t` takes no part now (`(status, code)`), checked in the order the call
-    /// path's policy checks: the selector, the lifecycle and narrowing, the environment
-    /// (root's placement: no write outside `test`), then its hub.
-    fn standing(&self, sel: Sel, t: usize, write: bool) -> Option<(&'static str, &'static str)> {
+    /// Why target `t` takes no part when its turn comes (`(status, code)`), before any
+    /// call: it left the run's selector, or an operator cordoned, retired or narrowed it.
+    fn standing(&self, sel: Sel, t: usize) -> Option<(&'static str, &'static str)> {
         let target = &self.targets[t];
         if !self.names(sel, t) {
             return Some(("refused", "capability_not_granted"));
         }
         match target.life {
-            Life::Retired => return Some(("excluded", "target_retired")),
-            Life::Cordoned => return Some(("excluded", "target_cordoned")),
-            Life::Active if target.narrowed => return Some(("excluded", "target_narrowed")),
-            Life::Active => {}
+            Life::Retired => Some(("excluded", "target_retired")),
+            Life::Cordoned => Some(("excluded", "target_cordoned")),
+            Life::Active if target.narrowed => Some(("excluded", "target_narrowed")),
+            Life::Active => None,
         }
-        match (target.moved, write) {
+    }
+
+    /// What the call path answers target `t` without reaching its hub: a write outside
+    /// `test` (root's placement) is refused, a hub that is gone is undeliverable.
+    fn at_call(&self, t: usize, write: bool) -> Option<(&'static str, &'static str)> {
+        match (self.targets[t].moved, write) {
             (true, true) => Some(("refused", "environment_forbidden")),
             (true, false) => Some(("undeliverable", "target_offline")),
             (false, _) => None,
@@ -410,8 +414,28 @@ impl FleetModel {
         self.run = Some(run);
     }
 
-    /// Starts targets in order while the plan allows.
+    /// Starts targets in order while the plan allows. A call the call path answers at once
+    /// (see [`FleetModel::at_call`]) runs for a moment: it holds its place in the window
+    /// while the targets after it are started, then fails, and the run goes on from there.
     fn fill(&mut self, run: &mut Run) {
+        let mut at_once = std::collections::VecDeque::new();
+        self.fill_pass(run, &mut at_once);
+        while let Some((i, status, code)) = at_once.pop_front() {
+            let p: &mut Part = &mut run.parts[i];
+            p.status = status;
+            p.code = Some(code);
+            run.errors += 1;
+            if run.state == "running" && run.errors <= run.budget {
+                self.fill_pass(run, &mut at_once);
+            }
+        }
+    }
+
+    fn fill_pass(
+        &mut self,
+        run: &mut Run,
+        at_once: &mut std::collections::VecDeque<(usize, &'static str, &'static str)>,
+    ) {
         while let Some(i) = run.parts.iter().position(|p| p.status == "pending") {
             let running = run.parts.iter().filter(|p| p.status == "running");
             let canaries_running = running.clone().filter(|p| p.canary).count();
@@ -424,11 +448,11 @@ impl FleetModel {
                 return;
             }
             let t = run.parts[i].target;
-            if let Some((status, code)) = self.standing(run.selector, t, run.write) {
+            if let Some((status, code)) = self.standing(run.selector, t) {
                 let p = &mut run.parts[i];
                 p.status = status;
                 p.code = Some(code);
-                if matches!(status, "refused" | "undeliverable" | "failed") {
+                if status == "refused" {
                     run.errors += 1;
                 }
                 if run.errors > run.budget {
@@ -437,6 +461,10 @@ impl FleetModel {
                 continue;
             }
             run.parts[i].status = "running";
+            if let Some((status, code)) = self.at_call(t, run.write) {
+                at_once.push_back((i, status, code));
+                continue;
+            }
             self.held[t] += 1;
             if run.write {
                 self.executions[t] += 1;
