@@ -32,6 +32,8 @@ const BUSY_WAIT: Duration = Duration::from_secs(1);
 /// How long a call admitted before a restart waits for its target's hub to be back before
 /// it is sent again (its hub was serving it; reconnecting takes its backoff).
 const RESUME_WAIT: Duration = Duration::from_secs(60);
+/// How often a call cut off by its hub's link dropping is sent again.
+const CUT_OFF_RETRIES: u32 = 3;
 
 /// Starts driving `run_id` on its own task, unless a task of this replica drives it already
 /// (claimed here, before the task runs, so a start and a resume never both drive it).
@@ -369,9 +371,24 @@ async fn one(
     if resumed {
         hub_back(app, &t.target_id).await;
     }
+    // A hub connected at the target's turn whose link drops during the call may have run
+    // it: the call is sent again under its key once the hub is back (its first execution
+    // answers), rather than reported undeliverable.
+    let mut connected = app.hubs.status(&t.target_id) != mcp_shared::target::TargetStatus::Offline;
+    let mut cut_off = 0;
     let mut attempt = 0;
     let (s, code, result, event_id) = loop {
-        let outcome = call_target(app, run, arguments, &t, resumed).await;
+        let outcome = call_target(app, run, arguments, &t, resumed || cut_off > 0).await;
+        if outcome.1.as_deref() == Some(ErrorCode::TargetOffline.as_str())
+            && connected
+            && cut_off < CUT_OFF_RETRIES
+            && !app.shutdown.is_cancelled()
+        {
+            cut_off += 1;
+            hub_back(app, &t.target_id).await;
+            connected = app.hubs.status(&t.target_id) != mcp_shared::target::TargetStatus::Offline;
+            continue;
+        }
         // `busy`: the target is still running this key's first execution (a resume found it
         // cut off mid-call); its answer is the first execution's, once it is done.
         if outcome.1.as_deref() == Some(ErrorCode::Busy.as_str())

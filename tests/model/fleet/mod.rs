@@ -39,6 +39,14 @@ thread_local! {
         const { std::cell::RefCell::new(BTreeMap::new()) };
 }
 
+/// How many root replicas the worlds of this thread run (two on PostgreSQL).
+fn replicas() -> usize {
+    BACKEND.with(|b| match *b.borrow() {
+        Backend::Sqlite => 1,
+        Backend::Postgres { .. } => 2,
+    })
+}
+
 fn kind(step: &FleetStep) -> String {
     let kind = format!("{step:?}");
     let name = kind.split([' ', '{']).next().unwrap_or_default().to_owned();

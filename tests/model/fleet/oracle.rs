@@ -93,6 +93,8 @@ pub struct Run {
     pub lease: bool,
     /// Why the run was cancelled, for the report's tally.
     pub ended_by: Option<&'static str>,
+    /// The replica driving it (the one its start was sent to).
+    pub driver: usize,
 }
 
 /// What a run's report and the hubs must show after a step.
@@ -127,6 +129,8 @@ pub struct FleetModel {
     pub answer: Answer,
     /// Rules the last step's snapshot exercised.
     pub rules: Vec<&'static str>,
+    /// Root replicas in the world (steps take turns among them; the hubs dial the first).
+    pub replicas: usize,
 }
 
 impl Default for FleetModel {
@@ -141,6 +145,7 @@ impl Default for FleetModel {
             steps: 0,
             answer: Answer::Ok,
             rules: Vec::new(),
+            replicas: super::replicas(),
         }
     }
 }
@@ -273,12 +278,14 @@ impl FleetModel {
                 }
                 self.cancel();
             }
-            FleetStep::RestartRoot { .. } => {
-                // A read cut off mid-call is sent again (a second call its hub holds); a
-                // write is sent again under its key and answered `busy` until its first
-                // execution is done.
+            FleetStep::RestartRoot { replica } => {
+                // A read cut off mid-call (its driver killed, or the replica holding the
+                // hubs) is sent again: a second call its hub holds. A write is sent again
+                // under its key and answered `busy` until its first execution is done.
+                let killed = replica as usize % self.replicas;
                 if let Some(run) = &self.run
                     && !run.write
+                    && (killed == 0 || killed == run.driver)
                 {
                     for t in self.running_targets() {
                         self.held[t] += 1;
@@ -364,6 +371,7 @@ impl FleetModel {
             budget: of(plan.budget, taking_part, false),
             lease: matches!(who, Who::Agent { .. }),
             ended_by: None,
+            driver: self.steps % self.replicas,
         });
     }
 
