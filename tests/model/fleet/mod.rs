@@ -187,7 +187,7 @@ fn explore(backend: Backend) {
     let label = format!("{backend:?}");
     let backend_name = label.split_whitespace().next().unwrap_or("").to_owned();
     BACKEND.with(|b| *b.borrow_mut() = backend);
-    let cases = crate::env_number("MCP_MODEL_CASES", 10);
+    let cases = crate::env_number("MCP_MODEL_CASES", 8);
     let steps = crate::env_number("MCP_MODEL_STEPS", 30) as usize;
     let config = Config {
         cases,
