@@ -1078,7 +1078,7 @@ impl World {
 }
 
 /// A POST of `body` with `bearer`: its status and JSON body (`null` when it has none).
-pub async fn send(http: &reqwest::Client, url: &str, bearer: &str, body: &Value) -> (u16, Value) {
+async fn send(http: &reqwest::Client, url: &str, bearer: &str, body: &Value) -> (u16, Value) {
     let res = http
         .post(url)
         .bearer_auth(bearer)

@@ -2,8 +2,19 @@
 //! (its own copy of the plan's arithmetic, written from the README and `fleet::plan`'s
 //! documentation, never from the driver's code).
 //!
-//! Its rules, each checked after every step (the table of the mutations that show each one
-//! matters is in the closing note and `docs`' model chapter):
+//! Its rules, each checked after every step, and the mutation of root that shows each one
+//! matters (each caught by the recorded histories and a 10-history search):
+//!
+//! | rule | mutation of root |
+//! |---|---|
+//! | F1 | a target's idempotency key made per attempt (`authority::idempotency_key`) |
+//! | F2 | the selector check at each call always passes (`set::within`) |
+//! | F3 | non-canaries start while canaries run (`execute::drive`) |
+//! | F4 | targets start after the error budget is spent (`execute::drive`) |
+//! | F5 | a run's authority is never re-checked (`execute::allowed`) |
+//! | F6 | a stopped run leaves its pending targets pending (`execute::finish`) |
+//! | F7 | a target's call in a trace of its own (`execute::call_under`) |
+//!
 //!
 //! - **F1 once per confirmation**: each target executes a write at most once for one
 //!   confirmation, across restarts and replicas: the hub's own count of executions equals

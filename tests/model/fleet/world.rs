@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::oracle::{Answer, Snapshot};
 use super::steps::{FleetStep, READ, SIMS, WRITE, Who, sim_id};
-use crate::world::{Backend, World, send};
+use crate::world::{Backend, World};
 
 /// Root's configuration for fleet histories: hubs' heartbeats (and a restarted root's wait
 /// for them before it takes its runs up) in half a second.
@@ -287,9 +287,8 @@ impl FleetWorld {
         let http = self.w.http.clone();
         let call = self.w.rt.spawn(async move {
             // Answered when the run ends (or never, when root is killed meanwhile).
-            let _ =
-                tokio::time::timeout(Duration::from_secs(600), send(&http, &url, &bearer, &body))
-                    .await;
+            let call = http.post(&url).bearer_auth(&bearer).json(&body).send();
+            let _ = tokio::time::timeout(Duration::from_secs(600), call).await;
         });
         // The run, once the call started it (or the call's refusal).
         let mine = format!("lease:{id}");
