@@ -369,6 +369,9 @@ async fn one(
         }
     }
     if resumed {
+        if !authority::held(app, run).await {
+            return unanswered(app, run, t).await;
+        }
         hub_back(app, &t.target_id).await;
     }
     // A hub connected at the target's turn whose link drops during the call may have run
@@ -384,6 +387,9 @@ async fn one(
             && cut_off < CUT_OFF_RETRIES
             && !app.shutdown.is_cancelled()
         {
+            if !authority::held(app, run).await {
+                return unanswered(app, run, t).await;
+            }
             cut_off += 1;
             hub_back(app, &t.target_id).await;
             connected = app.hubs.status(&t.target_id) != mcp_shared::target::TargetStatus::Offline;
@@ -410,6 +416,25 @@ async fn one(
     t.code = code;
     t.result = Some(result.to_string());
     t.event_id = event_id;
+    t.finished_at_ms = Some(unix_ms(now()));
+    store(app, run, &t).await;
+    t
+}
+
+/// A call admitted before its run's authority ended, cut off (by a restart, or its hub's
+/// link) before its answer: nothing may be sent under the ended authority to learn it, so
+/// the target is `failed` (`cancelled`) with what root does not know.
+async fn unanswered(app: &App, run: &FleetRunRow, mut t: FleetTargetRow) -> FleetTargetRow {
+    let why = ToolError::new(
+        ErrorCode::Cancelled,
+        format!(
+            "the run's authority ended while `{}` ran on `{}`, and its answer was cut off: whether it ran is in the hub's activity log, not here",
+            run.tool_id, t.target_id
+        ),
+    );
+    t.status = status::FAILED.into();
+    t.code = Some(why.code.as_str().into());
+    t.result = Some(json!(why).to_string());
     t.finished_at_ms = Some(unix_ms(now()));
     store(app, run, &t).await;
     t

@@ -33,7 +33,9 @@
 //!   starts, the ones running finish and the rest are `skipped` (the run `stopped`).
 //! - **F5 authority ends the run**: a run whose operator was revoked, or whose fleet lease
 //!   ended, is `cancelled`, and so is one an operator cancelled: what had not started never
-//!   starts (`cancelled`), what runs finishes. A paused run starts nothing until resumed.
+//!   starts (`cancelled`), what runs finishes; a call cut off by a restart after its
+//!   authority ended is not sent again under it (`failed`, `cancelled`). A paused run starts
+//!   nothing until resumed.
 //! - **F6 every target reported**: every target of the set appears in the report with its
 //!   status at every step, and the run ends once none is pending or running.
 //! - **F7 one trace**: a target's call event is in the run's trace (the run's own event
@@ -293,11 +295,21 @@ impl FleetModel {
                 // A read cut off mid-call (its driver killed, or the replica holding the
                 // hubs) is sent again: a second call its hub holds. A write is sent again
                 // under its key and answered `busy` until its first execution is done.
+                // A run whose authority ended sends nothing more: what ran is `failed`
+                // (`cancelled`), its answer unknown to root.
                 let killed = replica as usize % self.replicas;
-                if let Some(run) = &self.run
-                    && !run.write
-                    && (killed == 0 || killed == run.driver)
-                {
+                let cut_off = self
+                    .run
+                    .as_ref()
+                    .is_some_and(|r| killed == 0 || killed == r.driver);
+                let authority = self.run.as_ref().is_some_and(|r| self.authority(r));
+                if cut_off && !authority {
+                    let run = self.run.as_mut().expect("the open run");
+                    for p in run.parts.iter_mut().filter(|p| p.status == "running") {
+                        p.status = "failed";
+                        p.code = Some("cancelled");
+                    }
+                } else if cut_off && self.run.as_ref().is_some_and(|r| !r.write) {
                     for t in self.running_targets() {
                         self.held[t] += 1;
                     }

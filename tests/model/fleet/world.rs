@@ -424,7 +424,10 @@ impl FleetWorld {
             .collect();
         for t in r["targets"].as_array().into_iter().flatten() {
             let status = t["status"].as_str().unwrap_or("?");
-            let called = matches!(status, "succeeded" | "failed" | "undeliverable");
+            // A call cut off after its run's authority ended was never answered (`failed`,
+            // `cancelled`): no event of root's names it.
+            let called = matches!(status, "succeeded" | "failed" | "undeliverable")
+                && t["code"] != "cancelled";
             // A call refused by policy is audited too; a target settled before any call
             // (skipped, cancelled, or refused and excluded at its turn) names none.
             match t["event_id"].as_str() {
