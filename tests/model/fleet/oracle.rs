@@ -79,6 +79,9 @@ pub struct Part {
     pub status: &'static str,
     pub code: Option<&'static str>,
     pub canary: bool,
+    /// A write sent again after a restart, asking (`busy`) until its first execution ends:
+    /// each ask is a new call, so none is sent once the run's authority ended.
+    pub resent: bool,
 }
 
 impl Part {
@@ -313,6 +316,11 @@ impl FleetModel {
                     for t in self.running_targets() {
                         self.held[t] += 1;
                     }
+                } else if cut_off {
+                    let run = self.run.as_mut().expect("the open run");
+                    for p in run.parts.iter_mut().filter(|p| p.status == "running") {
+                        p.resent = true;
+                    }
                 }
             }
         }
@@ -353,6 +361,7 @@ impl FleetModel {
                 status: "pending",
                 code: None,
                 canary: false,
+                resent: false,
             })
             .collect();
         if write {
@@ -412,10 +421,23 @@ impl FleetModel {
         let Some(run) = self.run.clone() else {
             return;
         };
-        if !self.authority(&run) && matches!(run.state, "running" | "paused") {
-            self.cancel();
+        if !self.authority(&run) {
+            if matches!(run.state, "running" | "paused") {
+                self.cancel();
+                if let Some(r) = &mut self.run {
+                    r.ended_by = Some("authority");
+                }
+            }
+            // A write asking again after a restart asks no more: its answer is unknown.
             if let Some(r) = &mut self.run {
-                r.ended_by = Some("authority");
+                for p in r
+                    .parts
+                    .iter_mut()
+                    .filter(|p| p.resent && p.status == "running")
+                {
+                    p.status = "failed";
+                    p.code = Some("cancelled");
+                }
             }
         }
         let mut run = self.run.take().expect("the open run");
