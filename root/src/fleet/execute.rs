@@ -191,12 +191,11 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
                 }
                 let Some(t) = queue.pop_front() else { break };
                 // A target outside the run's authority, or one an operator took out, is
-                // settled here, in order: a refusal spends the budget before the next target
-                // can start.
-                if let Some(settled) = standing(app, &run, &t) {
-                    if let Some(row) = settle(app, &run, t, settled).await {
-                        errors += usize::from(status::is_error(&row.status));
-                    }
+                // settled here, in order (its call refused, and audited as any refusal):
+                // a refusal spends the budget before the next target can start.
+                if objects(app, &run, &t) {
+                    let row = one(app, &run, &arguments, t, false).await;
+                    errors += usize::from(status::is_error(&row.status));
                     if errors > budget {
                         break;
                     }
@@ -270,70 +269,25 @@ async fn finish(app: &App, run: &FleetRunRow, end: &'static str) {
     tracing::info!(run_id = %run.run_id, state = end, "fleet run ended");
 }
 
-/// A target's standing when its turn comes, before any call: `refused` once it left the
-/// run's selector, `excluded` while an operator cordoned, retired or narrowed it (the call
-/// path checks both again at the call; deciding here keeps the plan's arithmetic in order).
-/// `None`: it goes on to its call.
-fn standing(app: &App, run: &FleetRunRow, t: &FleetTargetRow) -> Option<ToolError> {
-    if let Err(why) = super::set::within(app, &run.selector, &t.target_id) {
-        return Some(ToolError::new(ErrorCode::CapabilityNotGranted, why));
+/// Whether the run's authority or an operator's state refuses `t` at its turn, before
+/// any call: it left the run's selector, or it is cordoned, retired or narrowed. Its call
+/// is then refused at once, without reaching a hub: the driver settles it in order.
+fn objects(app: &App, run: &FleetRunRow, t: &FleetTargetRow) -> bool {
+    if super::set::within(app, &run.selector, &t.target_id).is_err() {
+        return true;
     }
-    let side_effect = app
-        .catalog
-        .contracts
-        .get(&run.tool_id)?
-        .contract
-        .side_effect;
-    let e = app.hubs.enrolments.get(&t.target_id)?;
-    let code =
-        crate::hubs::lifecycle::objection(&e.lifecycle, &e.narrowing, &run.tool_id, side_effect)?;
-    let why = match code {
-        ErrorCode::TargetNarrowed => format!(
-            "an operator narrowed target `{}`: `{}` is denied there",
-            t.target_id, run.tool_id
-        ),
-        _ => format!(
-            "target `{}` is {}: it takes no new call",
-            t.target_id,
-            e.lifecycle.state.as_str()
-        ),
+    let Some(entry) = app.catalog.contracts.get(&run.tool_id) else {
+        return true;
     };
-    Some(ToolError::new(code, why))
-}
-
-/// Stores a target settled before its call (see [`standing`]): `refused` for a capability,
-/// `excluded` for an operator's state. `None` when a cancel settled it first.
-async fn settle(
-    app: &App,
-    run: &FleetRunRow,
-    mut t: FleetTargetRow,
-    why: ToolError,
-) -> Option<FleetTargetRow> {
-    let at = unix_ms(now());
-    match app
-        .store
-        .start_fleet_target(&run.run_id, &t.target_id, at)
-        .await
-    {
-        Ok(true) => {}
-        Ok(false) => return None,
-        Err(e) => {
-            tracing::error!(run_id = %run.run_id, target_id = %t.target_id, error = %e, "cannot settle a fleet target; left pending");
-            return None;
-        }
-    }
-    t.status = if why.code == ErrorCode::CapabilityNotGranted {
-        status::REFUSED
-    } else {
-        status::EXCLUDED
-    }
-    .into();
-    t.code = Some(why.code.as_str().into());
-    t.result = Some(json!(why).to_string());
-    t.started_at_ms = Some(at);
-    t.finished_at_ms = Some(at);
-    store(app, run, &t).await;
-    Some(t)
+    app.hubs.enrolments.get(&t.target_id).is_some_and(|e| {
+        crate::hubs::lifecycle::objection(
+            &e.lifecycle,
+            &e.narrowing,
+            &run.tool_id,
+            entry.contract.side_effect,
+        )
+        .is_some()
+    })
 }
 
 /// Runs one target's call and stores its outcome (`resumed`: a call admitted before a

@@ -445,9 +445,9 @@ async fn a_retired_target_gets_no_key_and_the_cli_encodes_ids() {
 /// A fleet lease's authority is its selector at the time of each call: its read run pauses
 /// after the canary, and meanwhile an operator moves one of its targets to production and
 /// relabels another (whose hub stays connected); both are `refused` with the reason in the
-/// report, never called (no event of the tool on them). A cordoned target is an operator's
-/// deliberate state, not an error: `excluded` with its reason, and the default error budget
-/// (0) is not spent on it.
+/// report, never called (no event of the tool on them), each spending the run's error
+/// budget at its turn. A cordoned target is an operator's deliberate state, not an error:
+/// `excluded` with its reason, and the budget is not spent on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
     let root = TestRoot::start().await.unwrap();
@@ -482,7 +482,8 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
             call(
                 &client,
                 "root.run_fleet_read",
-                json!({ "tool": "hub.get_status", "plan": { "canary": 1, "pause_after_canary_ms": 3000 } }),
+                // Two refusals to come: a budget for them, so the run goes on to the end.
+                json!({ "tool": "hub.get_status", "plan": { "canary": 1, "pause_after_canary_ms": 3000, "max_errors": 2 } }),
             )
             .await
         })
