@@ -357,6 +357,10 @@ async fn one(
         {
             attempt += 1;
             tokio::time::sleep(BUSY_WAIT).await;
+            // Each ask is a new call: none under an authority that ended meanwhile.
+            if !authority::held(app, run).await {
+                return unanswered(app, run, t).await;
+            }
             continue;
         }
         break outcome;
