@@ -32,8 +32,10 @@ const BUSY_WAIT: Duration = Duration::from_secs(1);
 /// How long a call admitted before a restart waits for its target's hub to be back before
 /// it is sent again (its hub was serving it; reconnecting takes its backoff).
 const RESUME_WAIT: Duration = Duration::from_secs(60);
-/// How often a call cut off by its hub's link dropping is sent again.
+/// How often a call cut off by its hub's link dropping is sent again, the first after
+/// [`CUT_OFF_PAUSE`], each next after twice as long.
 const CUT_OFF_RETRIES: u32 = 3;
+const CUT_OFF_PAUSE: Duration = Duration::from_millis(200);
 
 /// Starts driving `run_id` on its own task, unless a task of this replica drives it already
 /// (claimed here, before the task runs, so a start and a resume never both drive it).
@@ -322,48 +324,8 @@ async fn one(
             return t;
         }
     }
-    if resumed {
-        if !authority::held(app, run).await {
-            return unanswered(app, run, t).await;
-        }
-        hub_back(app, &t.target_id).await;
-    }
-    // A hub connected at the target's turn whose link drops during the call may have run
-    // it: the call is sent again under its key once the hub is back (its first execution
-    // answers), rather than reported undeliverable.
-    let mut connected = app.hubs.status(&t.target_id) != mcp_shared::target::TargetStatus::Offline;
-    let mut cut_off = 0;
-    let mut attempt = 0;
-    let (s, code, result, event_id) = loop {
-        let outcome = call_target(app, run, arguments, &t, resumed || cut_off > 0).await;
-        if outcome.1.as_deref() == Some(ErrorCode::TargetOffline.as_str())
-            && connected
-            && cut_off < CUT_OFF_RETRIES
-            && !app.shutdown.is_cancelled()
-        {
-            if !authority::held(app, run).await {
-                return unanswered(app, run, t).await;
-            }
-            cut_off += 1;
-            hub_back(app, &t.target_id).await;
-            connected = app.hubs.status(&t.target_id) != mcp_shared::target::TargetStatus::Offline;
-            continue;
-        }
-        // `busy`: the target is still running this key's first execution (a resume found it
-        // cut off mid-call); its answer is the first execution's, once it is done.
-        if outcome.1.as_deref() == Some(ErrorCode::Busy.as_str())
-            && attempt < BUSY_RETRIES
-            && !app.shutdown.is_cancelled()
-        {
-            attempt += 1;
-            tokio::time::sleep(BUSY_WAIT).await;
-            // Each ask is a new call: none under an authority that ended meanwhile.
-            if !authority::held(app, run).await {
-                return unanswered(app, run, t).await;
-            }
-            continue;
-        }
-        break outcome;
+    let Some((s, code, result, event_id)) = answered(app, run, arguments, &t, resumed).await else {
+        return unanswered(app, run, t).await;
     };
     if s != status::SUCCEEDED && app.shutdown.is_cancelled() {
         // Failed because root is stopping (its trail closes): left `running`, so the next
@@ -377,6 +339,58 @@ async fn one(
     t.finished_at_ms = Some(unix_ms(now()));
     store(app, run, &t).await;
     t
+}
+
+/// A target's status, error code, result (or error) and event.
+type Outcome = (&'static str, Option<String>, Value, Option<String>);
+
+/// Sends `t`'s call until it is answered: again while its hub answers `busy` (the key's first
+/// execution still runs, as after a resume), and again once its hub is back when its link
+/// dropped during the call (a hub connected at its turn may have run it; its first execution
+/// answers under the same key). `None`: the run's authority ended before an answer came, and
+/// nothing more may be sent under it.
+async fn answered(
+    app: &Arc<App>,
+    run: &FleetRunRow,
+    arguments: &Value,
+    t: &FleetTargetRow,
+    resumed: bool,
+) -> Option<Outcome> {
+    if resumed {
+        if !authority::held(app, run).await {
+            return None;
+        }
+        hub_back(app, &t.target_id).await;
+    }
+    let online = || app.hubs.status(&t.target_id) != mcp_shared::target::TargetStatus::Offline;
+    let mut connected = online();
+    let (mut cut_off, mut busy) = (0, 0);
+    loop {
+        let outcome = call_target(app, run, arguments, t, resumed || cut_off > 0).await;
+        let code = outcome.1.as_deref();
+        let stopping = app.shutdown.is_cancelled();
+        if code == Some(ErrorCode::TargetOffline.as_str())
+            && connected
+            && cut_off < CUT_OFF_RETRIES
+            && !stopping
+        {
+            cut_off += 1;
+            hub_back(app, &t.target_id).await;
+            // A replica that just took the hub back (or restarted) answers for it a moment
+            // later: 200, 400, 800 ms.
+            tokio::time::sleep(CUT_OFF_PAUSE * (1 << (cut_off - 1))).await;
+            connected = online();
+        } else if code == Some(ErrorCode::Busy.as_str()) && busy < BUSY_RETRIES && !stopping {
+            busy += 1;
+            tokio::time::sleep(BUSY_WAIT).await;
+        } else {
+            return Some(outcome);
+        }
+        // Each ask is a new call: none under an authority that ended meanwhile.
+        if !authority::held(app, run).await {
+            return None;
+        }
+    }
 }
 
 /// A call admitted before its run's authority ended, cut off (by a restart, or its hub's
@@ -426,7 +440,7 @@ async fn call_target(
     arguments: &Value,
     t: &FleetTargetRow,
     resumed: bool,
-) -> (&'static str, Option<String>, Value, Option<String>) {
+) -> Outcome {
     let failed = |e: ToolError| {
         let s = if e.code == ErrorCode::NotFound {
             status::REFUSED

@@ -69,14 +69,16 @@ impl FleetWorld {
             .await
             .expect("the simulated hubs connected")
         });
-        FleetWorld {
+        let world = FleetWorld {
             w,
             fleet,
             held,
             open: None,
             last: None,
             runs: 0,
-        }
+        };
+        world.hubs_back();
+        world
     }
 
     /// Applies `step`; what it answered.
@@ -172,7 +174,8 @@ impl FleetWorld {
     }
 
     /// Waits until every replica sees each hub that may connect (in `test`, not retired)
-    /// connected again, as a restarted root's hubs are within their backoff.
+    /// connected, with the descriptor and tools it published (a replica learns of a hub
+    /// another holds a moment later; a restarted root's hubs are within their backoff).
     fn hubs_back(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         let step = self.w.via_now();
@@ -185,7 +188,13 @@ impl FleetWorld {
                     .into_iter()
                     .flatten()
                     .filter(|t| t["environment"] == "test" && t["lifecycle"]["state"] != "retired")
-                    .filter(|t| t["status"] != "online")
+                    .filter(|t| {
+                        t["status"] != "online"
+                            || t["descriptor"].is_null()
+                            || t["published_capabilities"]
+                                .as_array()
+                                .is_none_or(Vec::is_empty)
+                    })
                     .filter_map(|t| t["target_id"].as_str())
                     .collect();
                 if away.is_empty() {
