@@ -24,6 +24,7 @@
 
 mod fleet;
 mod generate;
+mod histories;
 mod oracle;
 mod perform;
 mod steps;
@@ -199,37 +200,6 @@ fn env_number(name: &str, default: u32) -> u32 {
         .unwrap_or(default)
 }
 
-/// A history the model found, kept as a regression case.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Recorded {
-    found: String,
-    steps: Vec<Step>,
-}
-
-fn histories_file() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("model/histories.json")
-}
-
-fn recorded() -> Vec<Recorded> {
-    let text = std::fs::read_to_string(histories_file()).expect("model/histories.json");
-    serde_json::from_str(&text).expect("model/histories.json holds recorded histories")
-}
-
-/// Adds a minimal failing history to `model/histories.json`; says where it went.
-fn record(why: &str, steps: &[Step]) -> String {
-    let mut all = recorded();
-    let found = why.lines().next().unwrap_or(why).to_owned();
-    all.push(Recorded {
-        found,
-        steps: steps.to_vec(),
-    });
-    let text = serde_json::to_string_pretty(&all).expect("JSON") + "\n";
-    match std::fs::write(histories_file(), text) {
-        Ok(()) => "kept in model/histories.json".to_owned(),
-        Err(e) => format!("not kept: {e}"),
-    }
-}
-
 /// The PostgreSQL backend when `MCP_TEST_DATABASE_URL` is set (else `None`, after saying so).
 fn postgres(test: &str) -> Option<Backend> {
     match std::env::var("MCP_TEST_DATABASE_URL") {
@@ -244,26 +214,11 @@ fn postgres(test: &str) -> Option<Backend> {
 /// Replays every history the model ever found (model/histories.json) on `backend`.
 fn replay_recorded(backend: Backend) {
     BACKEND.with(|b| *b.borrow_mut() = backend);
-    // MCP_MODEL_REPLAY=N replays only the recorded history number N (from 0).
-    let only: Option<usize> = std::env::var("MCP_MODEL_REPLAY")
-        .ok()
-        .and_then(|n| n.parse().ok());
-    for (i, history) in recorded().into_iter().enumerate() {
-        if only.is_some_and(|n| n != i) {
-            continue;
-        }
-        let mut m = Model::default();
-        for step in &history.steps {
-            assert!(
-                Governance::preconditions(&m, step),
-                "recorded history {i} ({}): {step:?} does not apply",
-                history.found
-            );
-            m = Governance::apply(m, step);
-        }
-        GovernanceTest::test_sequential(Config::default(), Model::default(), history.steps, None);
-    }
+    histories::replay::<GovernanceTest>(HISTORIES);
 }
+
+/// Where the governance model keeps the histories it found.
+const HISTORIES: &str = "histories.json";
 
 #[test]
 fn recorded_histories_hold() {
@@ -331,7 +286,7 @@ fn explore(backend: Backend) {
                 GovernanceTest::test_sequential(replay.0, Model::default(), replay.1, None)
             }));
             let kept = match again {
-                Err(_) => record(&why.to_string(), &history),
+                Err(_) => histories::record(HISTORIES, &why.to_string(), &history),
                 Ok(()) => "not kept: it passed when replayed".to_owned(),
             };
             let (secs, at) = found.get().unwrap_or_default();

@@ -127,60 +127,12 @@ impl StateMachineTest for FleetTest {
     }
 }
 
-/// A fleet history the model found, kept as a regression case.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Recorded {
-    found: String,
-    steps: Vec<FleetStep>,
-}
-
-fn histories_file() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("model/fleet-histories.json")
-}
-
-fn recorded() -> Vec<Recorded> {
-    let text = std::fs::read_to_string(histories_file()).unwrap_or_else(|_| "[]".into());
-    serde_json::from_str(&text).expect("model/fleet-histories.json holds recorded histories")
-}
-
-fn record(why: &str, steps: &[FleetStep]) -> String {
-    let mut all = recorded();
-    all.push(Recorded {
-        found: why.lines().next().unwrap_or(why).to_owned(),
-        steps: steps.to_vec(),
-    });
-    let text = serde_json::to_string_pretty(&all).expect("JSON") + "\n";
-    match std::fs::write(histories_file(), text) {
-        Ok(()) => "kept in model/fleet-histories.json".to_owned(),
-        Err(e) => format!("not kept: {e}"),
-    }
-}
+/// Where the fleet model keeps the histories it found.
+const HISTORIES: &str = "fleet-histories.json";
 
 fn replay_recorded(backend: Backend) {
     BACKEND.with(|b| *b.borrow_mut() = backend);
-    let only: Option<usize> = std::env::var("MCP_MODEL_REPLAY")
-        .ok()
-        .and_then(|n| n.parse().ok());
-    for (i, history) in recorded().into_iter().enumerate() {
-        if only.is_some_and(|n| n != i) {
-            continue;
-        }
-        let mut m = FleetModel::default();
-        for step in &history.steps {
-            assert!(
-                Fleets::preconditions(&m, step),
-                "recorded fleet history {i} ({}): {step:?} does not apply",
-                history.found
-            );
-            m = Fleets::apply(m, step);
-        }
-        FleetTest::test_sequential(
-            Config::default(),
-            FleetModel::default(),
-            history.steps,
-            None,
-        );
-    }
+    crate::histories::replay::<FleetTest>(HISTORIES);
 }
 
 fn explore(backend: Backend) {
@@ -230,7 +182,7 @@ fn explore(backend: Backend) {
                 FleetTest::test_sequential(replay.0, FleetModel::default(), replay.1, None)
             }));
             let kept = match again {
-                Err(_) => record(&why.to_string(), &history),
+                Err(_) => crate::histories::record(HISTORIES, &why.to_string(), &history),
                 Ok(()) => "not kept: it passed when replayed".to_owned(),
             };
             panic!(
