@@ -508,6 +508,16 @@ fn test_result(test: &str) -> Value {
     })
 }
 
+/// A call's answer to send, counted in `stats` as answered or refused.
+fn result(stats: &FleetStats, call_id: String, outcome: CallOutcome, reply_to: String) -> Message {
+    let counter = match outcome {
+        CallOutcome::Ok { .. } => &stats.calls_ok,
+        CallOutcome::Error { .. } => &stats.calls_refused,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    envelope(HubToRoot::Result { call_id, outcome }, Some(reply_to))
+}
+
 fn envelope(body: HubToRoot, in_reply_to: Option<String>) -> Message {
     let env = Envelope {
         v: PROTOCOL_VERSION,
@@ -922,35 +932,13 @@ impl SimHub {
                             let (tx, stats, reply_to) = (later_tx.clone(), stats.clone(), env.id);
                             tokio::spawn(async move {
                                 let outcome = waiting.answer(held).await;
-                                let counter = match outcome {
-                                    CallOutcome::Ok { .. } => &stats.calls_ok,
-                                    CallOutcome::Error { .. } => &stats.calls_refused,
-                                };
-                                counter.fetch_add(1, Ordering::Relaxed);
-                                let reply = envelope(
-                                    HubToRoot::Result {
-                                        call_id: call.call_id,
-                                        outcome,
-                                    },
-                                    Some(reply_to),
-                                );
+                                let reply = result(&stats, call.call_id, outcome, reply_to);
                                 let _ = tx.send(reply).await;
                             });
                             continue;
                         }
                     };
-                    let counter = match outcome {
-                        CallOutcome::Ok { .. } => &stats.calls_ok,
-                        CallOutcome::Error { .. } => &stats.calls_refused,
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    let reply = envelope(
-                        HubToRoot::Result {
-                            call_id: call.call_id,
-                            outcome,
-                        },
-                        Some(env.id),
-                    );
+                    let reply = result(&stats, call.call_id, outcome, env.id);
                     match delay {
                         Some(d) => {
                             let tx = later_tx.clone();
