@@ -121,7 +121,7 @@ pub fn main() -> std::process::ExitCode {
 pub fn main_with(
     embedded: &[&'static crate::skill::adapters::EmbeddedAdapter],
 ) -> std::process::ExitCode {
-    crate::install_crypto_provider();
+    crate::link::tls::install_crypto_provider();
     match run_with(Cli::parse(), embedded) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -174,8 +174,7 @@ fn heap(command: HeapCmd) -> anyhow::Result<()> {
         keep_paths: Vec::new(),
     };
     let scratch = tempfile::tempdir().context("a scratch directory")?;
-    let summary = crate::profiles::heap::collect::summarize_dir(cfg, pid, scratch.path())
-        .map_err(|why| anyhow::anyhow!(why))?;
+    let summary = crate::profiles::heap::collect::summarize_dir(cfg, pid, scratch.path())?;
     println!("{}", serde_json::to_string_pretty(&summary)?);
     Ok(())
 }
@@ -241,7 +240,7 @@ fn skill(command: SkillCmd) -> anyhow::Result<()> {
 /// The OpenTelemetry exporter, when `[telemetry]` or the `OTEL_*` variables configure one.
 fn start_otel(config: &HubConfig) -> Option<mcp_shared::otel::Otel> {
     // The exporter's HTTP client is built now, on the process's TLS provider.
-    crate::install_crypto_provider();
+    crate::link::tls::install_crypto_provider();
     let endpoint = mcp_shared::otel::endpoint(config.telemetry.otlp_endpoint.as_deref())?;
     match mcp_shared::otel::Otel::start(&endpoint, "mcp-hub") {
         Ok(otel) => Some(otel),

@@ -137,7 +137,7 @@ impl HubContext {
         config: HubConfig,
         embedded: &[AdapterDecl],
     ) -> anyhow::Result<HubContext> {
-        crate::install_crypto_provider();
+        crate::link::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::limited(3))
             .build()

@@ -53,6 +53,7 @@ mod link;
 mod machine;
 mod nlu;
 mod profiles;
+mod restartable;
 mod skill;
 mod store;
 mod supervisor;
@@ -69,7 +70,7 @@ pub use cli::{Cli, run};
 pub use config::HubConfig;
 pub use context::{HubContext, Machine};
 pub use link::channel::connect::{Backoff, ChannelError, upgrade_request};
-pub use link::tls::spki_pin;
+pub use link::tls::{install_crypto_provider, spki_pin};
 pub use machine::services::Services;
 /// The actors' messages; their `Panic` variant (feature `fault-injection`) lets tests fail
 /// an actor on purpose.
@@ -95,11 +96,6 @@ pub struct HubHandle {
     connected: watch::Receiver<bool>,
     shutdown: CancellationToken,
     channel: tokio::task::JoinHandle<()>,
-}
-
-/// Installs the process-wide rustls crypto provider (aws-lc-rs) once; later calls are no-ops.
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
 /// Starts the managed services, the skill and the root channel; returns at once (the hub

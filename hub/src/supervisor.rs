@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::context::HubContext;
+use crate::skill::routes::SharedRoutes;
 use crate::skill::{Embedded, SkillHandle};
 
 /// Restarts of one child allowed within [`RESTART_WINDOW`].
@@ -58,6 +59,8 @@ pub(crate) struct State {
     embedded: Embedded,
     stopping: Arc<AtomicBool>,
     skill: Option<SkillHandle>,
+    /// Where every instance of the skill publishes its routes (its handle reads them).
+    routes: SharedRoutes,
     children: HashMap<ActorId, Child>,
     restarts: HashMap<Child, VecDeque<Instant>>,
 }
@@ -90,11 +93,17 @@ impl State {
         let ctx = self.ctx.clone();
         let id = match child {
             Child::Skill => {
-                let actor = SkillHandle::spawn_under(ctx, self.embedded.clone(), me).await?;
+                let routes = self.routes.clone();
+                let actor =
+                    SkillHandle::spawn_under(ctx.clone(), self.embedded.clone(), routes, me)
+                        .await?;
                 let id = actor.get_id();
                 match &self.skill {
                     Some(handle) => handle.replace(actor),
-                    None => self.skill = Some(SkillHandle::of(actor)),
+                    None => {
+                        let handle = SkillHandle::of(actor, ctx.clone(), self.routes.clone());
+                        self.skill = Some(handle);
+                    }
                 }
                 id
             }
@@ -139,6 +148,7 @@ impl Actor for HubSupervisor {
             embedded: args.embedded,
             stopping: args.stopping,
             skill: None,
+            routes: SharedRoutes::default(),
             children: HashMap::new(),
             restarts: HashMap::new(),
         };

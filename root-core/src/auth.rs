@@ -12,9 +12,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// Prefix of lease bearers (also what the redactor looks for).
-pub(crate) const LEASE_TOKEN_PREFIX: &str = "mcpl_";
+pub const LEASE_TOKEN_PREFIX: &str = "mcpl_";
 /// Prefix of admin tokens.
-pub(crate) const ADMIN_TOKEN_PREFIX: &str = "mcpa_";
+pub const ADMIN_TOKEN_PREFIX: &str = "mcpa_";
 
 /// A new random bearer: prefix plus 256 random bits, base64url.
 pub fn new_token(prefix: &str) -> String {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 
+use crate::roles::Grant;
 use crate::store::{OperatorRow, Store};
 
 /// The operator the bootstrap admin token (`<data_dir>/admin.token`) stands for.
@@ -46,10 +47,12 @@ impl OperatorId {
     }
 }
 
-/// The active named operators by credential hash (the bootstrap `admin` is checked apart).
+/// The active named operators by credential hash (the bootstrap `admin` is checked apart),
+/// and what each holds.
 #[derive(Default)]
 pub struct Registry {
     by_hash: DashMap<String, OperatorId>,
+    grants: DashMap<String, Arc<Grant>>,
 }
 
 impl Registry {
@@ -61,6 +64,15 @@ impl Registry {
         self.by_hash
             .get(&crate::auth::token_hash(token))
             .map(|o| o.clone())
+    }
+
+    /// What an active operator holds: [`Grant::full`] for the bootstrap `admin`; `None` for a
+    /// name that is not an active operator.
+    pub fn grant(&self, name: &str) -> Option<Arc<Grant>> {
+        if name == ADMIN {
+            return Some(Arc::new(Grant::full()));
+        }
+        self.grants.get(name).map(|g| g.clone())
     }
 
     /// Whether `name` is an operator who may act now (the bootstrap `admin`, or a named
@@ -83,11 +95,26 @@ impl Registry {
             rows.iter()
                 .any(|r| r.revoked_at_ms.is_none() && &r.token_hash == hash)
         });
-        for r in rows.iter().filter(|r| r.revoked_at_ms.is_none()) {
+        let active = || rows.iter().filter(|r| r.revoked_at_ms.is_none());
+        self.grants
+            .retain(|name, _| active().any(|r| &r.name == name));
+        for r in active() {
             self.by_hash
                 .entry(r.token_hash.clone())
                 .or_insert_with(|| OperatorId::named(&r.name));
+            self.grants.insert(r.name.clone(), Arc::new(r.grant()));
         }
+    }
+}
+
+impl OperatorRow {
+    /// What this operator holds; a grant the store holds malformed (written by hand) is
+    /// `viewer` only, with a warning, never more.
+    pub fn grant(&self) -> Grant {
+        Grant::from_stored(self.roles.as_deref(), self.profiles.as_deref()).unwrap_or_else(|e| {
+            tracing::warn!(operator = %self.name, error = %e, "a stored grant cannot be read; viewer only");
+            Grant::viewer()
+        })
     }
 }
 
@@ -105,6 +132,7 @@ pub fn valid_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::roles::Role;
 
     #[test]
     fn names_are_short_lowercase_words() {
@@ -135,13 +163,20 @@ mod tests {
             created_by: "operator:admin".into(),
             revoked_at_ms: revoked.then_some(2),
             revoked_by: None,
+            roles: Some("auditor".into()),
+            profiles: None,
         };
         let r = Registry::default();
         r.load(&[row(false)]);
         assert_eq!(r.authenticate(&token), Some(OperatorId::named("ann")));
+        let ann = r.grant("ann").unwrap();
+        assert!(ann.holds(Role::Auditor) && !ann.holds(Role::Operator));
+        assert!(!ann.may_issue("InfraOpsRead"));
+        assert!(r.grant(ADMIN).unwrap().holds(Role::Admin));
         assert_eq!(r.authenticate("mcpo_other"), None);
         assert_eq!(r.authenticate("mcpl_not_an_operator"), None);
         r.load(&[row(true)]);
         assert_eq!(r.authenticate(&token), None);
+        assert_eq!(r.grant("ann"), None);
     }
 }

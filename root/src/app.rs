@@ -35,6 +35,10 @@ pub struct App {
     /// The audit trail every call and operator action is appended to.
     pub(crate) audit: Arc<Trail>,
     pub(crate) limits: ConcurrencyLimits,
+    /// Calls per second per lease, owner, tool and operator (`[rates]`).
+    pub(crate) rates: crate::call::rates::Rates,
+    /// How many refused credentials each address gets recorded (`api::refused`).
+    pub(crate) refusals: crate::audit::refusals::Limiter,
     pub(crate) metrics: Arc<Metrics>,
     /// The bootstrap operator's (`admin`) bearer.
     pub(crate) admin_token: String,
@@ -67,6 +71,11 @@ pub struct App {
     pub(crate) me: std::sync::Weak<App>,
 }
 
+/// The policy engine did not answer: its actor is gone or did not answer in time.
+#[derive(Debug, thiserror::Error)]
+#[error("policy engine unavailable: {0}")]
+pub(crate) struct PolicyUnavailable(ractor::RactorErr<crate::policy::Msg>);
+
 /// Who is calling, as resolved by root from the bearer.
 #[derive(Clone)]
 pub(crate) enum Principal {
@@ -75,6 +84,11 @@ pub(crate) enum Principal {
 }
 
 impl App {
+    /// How far the audit trail is on disk (tests hold its flush: feature `fault-injection`).
+    pub fn audit_flushed(&self) -> &Arc<crate::audit::flusher::Flushed> {
+        &self.audit.flushed
+    }
+
     /// This replica's id in its zone (`single` on SQLite): who drives a fleet run, who holds
     /// an idempotency claim.
     pub(crate) fn replica_id(&self) -> &str {
@@ -117,7 +131,7 @@ impl App {
     pub(crate) async fn visible_tools(
         &self,
         lease: &crate::leases::manager::LeaseEntry,
-    ) -> Result<Vec<Arc<crate::catalog::ContractEntry>>, String> {
+    ) -> Result<Vec<Arc<crate::catalog::ContractEntry>>, PolicyUnavailable> {
         let l = lease.lease();
         ractor::call_t!(
             self.actors.policy.load(),
@@ -129,7 +143,7 @@ impl App {
             },
             crate::actors::RPC_TIMEOUT_MS
         )
-        .map_err(|e| format!("policy engine unavailable: {e}"))
+        .map_err(PolicyUnavailable)
     }
 
     /// Descriptors of `set` readable with `visible` tools (`None`: the operator, who reads

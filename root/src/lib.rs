@@ -24,10 +24,14 @@
 //! the daemon in-process on `127.0.0.1:0`.
 
 #![warn(unreachable_pub)]
+// The governed call path is one deep async call tree (front door, call, executors, fleet
+// tools, leases, the trail); a release build's layout of its futures needs more query depth
+// than the default 128 ("queries overflow the depth limit" on `api::actions::post`).
+#![recursion_limit = "256"]
 
 pub use mcp_root_core::{
-    actors, audit, auth, catalog, config, descriptors, hubs, leases, operators, policy, secrets,
-    skill_catalog, store, telemetry,
+    actors, audit, auth, catalog, config, descriptors, hubs, leases, operators, policy, roles,
+    secrets, skill_catalog, store, telemetry,
 };
 
 pub mod api;
@@ -38,6 +42,7 @@ pub(crate) mod fleet;
 pub mod logins;
 pub mod mcp;
 pub mod net;
+pub(crate) mod ops;
 pub mod replica;
 mod startup;
 

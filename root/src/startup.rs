@@ -56,7 +56,7 @@ impl RootHandle {
 
     /// Reloads the TLS certificate, key and client CA now (what SIGHUP does); `Ok(false)`
     /// without TLS.
-    pub fn reload_tls(&self) -> Result<bool, tls::TlsError> {
+    pub fn reload_tls(&self) -> Result<bool, tls::ServerTlsError> {
         match &self.tls {
             Some(t) => t.reload(true),
             None => Ok(false),
@@ -164,10 +164,11 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
         shutdown.clone(),
     ));
     tokio::spawn(crate::api::hub_link::beat(app.clone(), shutdown.clone()));
-    tokio::spawn(audit_health::watch(app.audit.clone(), shutdown.clone()));
+    tokio::spawn(app.audit.clone().watch_health(shutdown.clone()));
     for sink in &app.config.audit.sinks {
         tokio::spawn(audit::sinks::run(
             app.store.clone(),
+            app.audit.flushed.clone(),
             sink.clone(),
             app.config.zone.clone(),
             app.audit.health.clone(),
@@ -184,6 +185,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     let cp = &app.config.audit.checkpoint;
     tokio::spawn(audit::checkpoint::run(
         app.store.clone(),
+        app.audit.flushed.clone(),
         app.log_key.clone(),
         cp.every_events,
         std::time::Duration::from_secs(cp.every_sec),
@@ -365,6 +367,7 @@ async fn compose(
         targets.insert(e.key().clone(), e.offline_descriptor());
     }
     let audit_head = Arc::new(tokio::sync::watch::Sender::new(0i64));
+    let audit_flushed = Arc::new(audit::flusher::Flushed::for_store(&store));
     let audit_health = Arc::new(audit_health::AuditHealth::default());
     let descriptors = Arc::new(descriptor_cache::Args::new(descriptor_set));
     let metrics = Arc::new(metrics::Metrics::default());
@@ -388,6 +391,7 @@ async fn compose(
             commit_delay: std::time::Duration::from_millis(config.limits.audit_commit_delay_ms),
             running: running_calls.clone(),
             head: audit_head.clone(),
+            flushed: audit_flushed.clone(),
             health: audit_health.clone(),
             replica_id: zone.as_ref().map(|z| z.replica_id.clone()),
             commits: metrics.audit_commits.clone(),
@@ -404,6 +408,21 @@ async fn compose(
     .context("starting actors")?;
 
     let redactor = redact::Redactor::new(&config.redaction.fields, &config.redaction.patterns);
+    let rates = {
+        let profiles: Vec<&str> = catalog
+            .profiles
+            .profiles
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        let tools: Vec<&str> = catalog
+            .contracts
+            .all()
+            .iter()
+            .map(|c| c.contract.tool_id.as_str())
+            .collect();
+        crate::call::rates::Rates::new(&config.rates, &profiles, &tools).context("[rates]")?
+    };
     let evidence_shapes = Arc::new(hubs::evidence::Shapes::new(&catalog.contracts));
     let app = Arc::new_cyclic(|me| App {
         me: me.clone(),
@@ -430,10 +449,14 @@ async fn compose(
             commit_thread: audit_commit_thread,
             health: audit_health,
             head: audit_head,
+            flushed: audit_flushed,
+            reads: config.audit.reads,
             running: running_calls,
             redactor,
         }),
         limits: Default::default(),
+        rates,
+        refusals: Default::default(),
         outboxes: Default::default(),
         metrics,
         admin_token,
@@ -584,6 +607,7 @@ async fn janitor(app: Arc<App>, door: Arc<mcp::transport::Door>, stop: Cancellat
             app.limits.forget_prefix(&format!("lease:{id}"));
         }
         app.limits.sweep_idle();
+        app.rates.sweep();
     }
 }
 

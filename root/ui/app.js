@@ -4,6 +4,7 @@
 
 import { h, clear, toast } from './js/dom.js';
 import { raw, setCsrf, setUnauthorizedHandler } from './js/api.js';
+import { holds, setRoles } from './js/roles.js';
 import * as overview from './js/pages/overview.js';
 import * as requests from './js/pages/requests.js';
 import * as failures from './js/pages/failures.js';
@@ -22,16 +23,21 @@ let cleanup = null;
 let loggedIn = false;
 let renderSeq = 0;
 
+/** The pages the session's roles allow (a page's `role`, `viewer` when it names none). */
+function allowed() {
+  return Object.fromEntries(Object.entries(PAGES).filter(([, mod]) => holds(mod.role || 'viewer')));
+}
+
 function parseHash() {
   const hash = location.hash.replace(/^#\/?/, '');
   const [name, query] = hash.split('?');
-  return { name: PAGES[name] ? name : 'overview', params: new URLSearchParams(query || '') };
+  return { name: allowed()[name] ? name : 'overview', params: new URLSearchParams(query || '') };
 }
 
 function buildNav(active) {
   const nav = $('nav');
   clear(nav);
-  nav.append(h('ul', null, Object.entries(PAGES).map(([name, mod]) => h('li', null,
+  nav.append(h('ul', null, Object.entries(allowed()).map(([name, mod]) => h('li', null,
     h('a', { href: `#/${name}`, id: `nav-${name}`, class: name === active ? 'active' : null, 'aria-current': name === active ? 'page' : null }, mod.title)))));
 }
 
@@ -74,11 +80,12 @@ function showLogin(message) {
 function showApp(session) {
   loggedIn = true;
   setCsrf(session.csrf_token);
+  setRoles(session.roles);
   $('login').hidden = true;
   $('nav').hidden = false;
   $('logout').hidden = false;
   $('nav-toggle').hidden = false;
-  const who = session.operator ? `operator ${session.operator}` : '';
+  const who = session.operator ? `operator ${session.operator} (${(session.roles || []).join(', ')})` : '';
   $('zone').textContent = [session.zone ? `zone ${session.zone}` : '', who].filter(Boolean).join(' · ');
   route();
 }

@@ -11,6 +11,9 @@ pub enum ErrorCode {
     Unauthenticated,
     /// The caller is authenticated but is not an operator.
     Forbidden,
+    /// The operator does not hold the role this route needs (or hands out more than they
+    /// hold): the message names the role.
+    RoleRequired,
     /// No tool has this id.
     UnknownTool,
     /// The lease's capability profile does not grant the tool's capability.
@@ -70,15 +73,54 @@ pub enum ErrorCode {
     TargetRetired,
     /// An operator denied this tool on this target (per-target narrowing, e.g. read-only).
     TargetNarrowed,
+    /// A rate (`[rates]`: per lease, owner, tool or operator) is spent: retry after the
+    /// details' `retry_after_ms`.
+    RateLimited,
     /// Something went wrong on our side; details are in the server log.
     Internal,
 }
 
 impl ErrorCode {
+    /// Every code, in declaration order (`shared/tests/schemas.rs` keeps it whole).
+    pub const ALL: [ErrorCode; 31] = [
+        ErrorCode::Unauthenticated,
+        ErrorCode::Forbidden,
+        ErrorCode::RoleRequired,
+        ErrorCode::UnknownTool,
+        ErrorCode::CapabilityNotGranted,
+        ErrorCode::EnvironmentForbidden,
+        ErrorCode::InvalidArguments,
+        ErrorCode::TargetOffline,
+        ErrorCode::Timeout,
+        ErrorCode::Busy,
+        ErrorCode::SkillDisabled,
+        ErrorCode::ConfirmationRequired,
+        ErrorCode::ForbiddenDestructive,
+        ErrorCode::DescriptorUnavailable,
+        ErrorCode::SignatureInvalid,
+        ErrorCode::DeadlineExpired,
+        ErrorCode::ReplayRejected,
+        ErrorCode::AdapterFailed,
+        ErrorCode::Cancelled,
+        ErrorCode::IdempotencyConflict,
+        ErrorCode::IdempotencyInProgress,
+        ErrorCode::NotFound,
+        ErrorCode::Conflict,
+        ErrorCode::ApprovalPending,
+        ErrorCode::AuditUnavailable,
+        ErrorCode::ClockSkew,
+        ErrorCode::TargetCordoned,
+        ErrorCode::TargetRetired,
+        ErrorCode::TargetNarrowed,
+        ErrorCode::RateLimited,
+        ErrorCode::Internal,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Forbidden => "forbidden",
+            ErrorCode::RoleRequired => "role_required",
             ErrorCode::UnknownTool => "unknown_tool",
             ErrorCode::CapabilityNotGranted => "capability_not_granted",
             ErrorCode::EnvironmentForbidden => "environment_forbidden",
@@ -105,6 +147,7 @@ impl ErrorCode {
             ErrorCode::TargetCordoned => "target_cordoned",
             ErrorCode::TargetRetired => "target_retired",
             ErrorCode::TargetNarrowed => "target_narrowed",
+            ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Internal => "internal",
         }
     }
@@ -114,6 +157,7 @@ impl ErrorCode {
         matches!(
             self,
             ErrorCode::Busy
+                | ErrorCode::RateLimited
                 | ErrorCode::IdempotencyInProgress
                 | ErrorCode::Timeout
                 | ErrorCode::TargetOffline

@@ -106,6 +106,10 @@ pub struct SessionLease {
     /// token of: it ends when the grant does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant_id: Option<String>,
+    /// The lease's own calls-per-second rate (`"20/s"`, `"30/min"`), over its capability
+    /// profile's per-lease rate (`[rates]`), set by whoever issued it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
 }
 
 impl SessionLease {

@@ -454,21 +454,27 @@ impl CallOutcome {
     }
 }
 
+/// Why a frame was not decoded; its text is what the peer's protocol error says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("frame of {bytes} bytes exceeds the limit of {MAX_FRAME_BYTES}")]
+    TooLarge { bytes: usize },
+    /// Not JSON, or not a frame of this direction (serde's message, with its position).
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    #[error("unsupported protocol version {version} (this side speaks {PROTOCOL_VERSION})")]
+    Version { version: u32 },
+}
+
 /// Decodes one frame; the error names what was wrong for the peer's protocol error.
-pub fn decode<B: for<'de> Deserialize<'de>>(frame: &str) -> Result<Envelope<B>, String> {
+pub fn decode<B: for<'de> Deserialize<'de>>(frame: &str) -> Result<Envelope<B>, DecodeError> {
     if frame.len() > MAX_FRAME_BYTES {
-        return Err(format!(
-            "frame of {} bytes exceeds the limit of {MAX_FRAME_BYTES}",
-            frame.len()
-        ));
+        return Err(DecodeError::TooLarge { bytes: frame.len() });
     }
     let env: Envelope<B> =
-        serde_json::from_str(frame).map_err(|e| format!("malformed frame: {e}"))?;
+        serde_json::from_str(frame).map_err(|e| DecodeError::Malformed(e.to_string()))?;
     if env.v != PROTOCOL_VERSION {
-        return Err(format!(
-            "unsupported protocol version {} (this side speaks {PROTOCOL_VERSION})",
-            env.v
-        ));
+        return Err(DecodeError::Version { version: env.v });
     }
     Ok(env)
 }
@@ -481,7 +487,7 @@ pub fn decode<B: for<'de> Deserialize<'de>>(frame: &str) -> Result<Envelope<B>, 
 /// structs; anything it does not take exactly (another type, a missing or extra field, a
 /// `null` where the enum wants a value, a malformed frame) goes through [`decode`], so the
 /// answer and every error are [`decode`]'s own (a property test holds the two equal).
-pub fn decode_from_hub(frame: &str) -> Result<Envelope<HubToRoot>, String> {
+pub fn decode_from_hub(frame: &str) -> Result<Envelope<HubToRoot>, DecodeError> {
     if frame.len() <= MAX_FRAME_BYTES
         && let Ok(f) = serde_json::from_str::<fast::ResultFrame>(frame)
         && f.v == PROTOCOL_VERSION
@@ -599,14 +605,19 @@ mod tests {
     fn unknown_message_type_is_a_decode_error() {
         let err = decode::<HubToRoot>(r#"{"v":1,"id":"x","body":{"type":"launch_missiles"}}"#)
             .expect_err("unknown type must not decode");
-        assert!(err.contains("malformed frame"), "{err}");
+        assert!(matches!(err, DecodeError::Malformed(_)), "{err}");
+        assert!(err.to_string().starts_with("malformed frame: "), "{err}");
     }
 
     #[test]
     fn wrong_version_is_named() {
         let err = decode::<HubToRoot>(r#"{"v":9,"id":"x","body":{"type":"heartbeat"}}"#)
             .expect_err("version 9 must not decode");
-        assert!(err.contains("unsupported protocol version 9"), "{err}");
+        assert_eq!(err, DecodeError::Version { version: 9 });
+        assert!(
+            err.to_string().contains("unsupported protocol version 9"),
+            "{err}"
+        );
     }
 
     #[test]

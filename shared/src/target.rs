@@ -33,7 +33,7 @@ pub struct OperationalSurface {
 }
 
 /// Where writes may happen on a target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WriteScope {
     /// No writes at all.

@@ -328,6 +328,7 @@ fn error_codes() -> Vec<ErrorCode> {
     let all = vec![
         Unauthenticated,
         Forbidden,
+        RoleRequired,
         UnknownTool,
         CapabilityNotGranted,
         EnvironmentForbidden,
@@ -354,12 +355,19 @@ fn error_codes() -> Vec<ErrorCode> {
         TargetCordoned,
         TargetRetired,
         TargetNarrowed,
+        RateLimited,
         Internal,
     ];
+    assert_eq!(
+        all,
+        ErrorCode::ALL,
+        "ErrorCode::ALL holds every variant, in order"
+    );
     for c in &all {
         match c {
             Unauthenticated
             | Forbidden
+            | RoleRequired
             | UnknownTool
             | CapabilityNotGranted
             | EnvironmentForbidden
@@ -386,6 +394,7 @@ fn error_codes() -> Vec<ErrorCode> {
             | TargetCordoned
             | TargetRetired
             | TargetNarrowed
+            | RateLimited
             | Internal => {}
         }
     }
@@ -603,6 +612,7 @@ fn lease(status: LeaseStatus) -> SessionLease {
         kind: LeaseKind::Minted,
         issued_by: None,
         grant_id: None,
+        rate: None,
     }
 }
 
@@ -613,6 +623,7 @@ fn oauth_lease() -> SessionLease {
         kind: LeaseKind::Issued,
         issued_by: Some("operator:bob".into()),
         grant_id: Some("grant-01".into()),
+        rate: Some("20/s".into()),
         audience: "oauth:client-01".into(),
         ..lease(LeaseStatus::Active)
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One benchmark run: the ungoverned baseline vs a governed descriptive call vs a read routed
-# to a hub vs a routed write preview, at concurrency 1 and 16, against a release root and
-# hubs on loopback, for two client lifecycles. Prints mcp-load lines with root's CPU per call.
+# to a hub vs a routed write preview (and, on sessions, its execute), at concurrency 1 and 16,
+# against a release root and hubs on loopback, for two client lifecycles. Prints mcp-load lines with root's CPU per call.
 #   bash tests/bench/compare.sh [COUNT]
 count=${1:-5000}
 source "$(dirname "$0")/setup.sh"
@@ -45,6 +45,13 @@ for lifecycle in wire session; do
     --arguments '{"name":"smoke"}' --count "$count" --concurrency 1
   load --lifecycle $lifecycle --token "$writers" --tool hub.run_allowed_tests \
     --arguments '{"name":"smoke"}' --count "$count" --concurrency 16
+done
+# A write's execute (its flushed event; each after an untimed preview, a new key each, so the
+# hub runs every one): calls/s counts preview and execute pairs, p50/p99 the execute alone.
+for c in 1 16; do
+  tokens=$control; [ $c = 16 ] && tokens=$writers
+  load --lifecycle session --token "$tokens" --tool hub.run_allowed_tests \
+    --arguments '{"name":"smoke"}' --count $((count / 5)) --concurrency $c --execute
 done
 # Root's memory per connected hub, in the same run: 500 simulated hubs (the real protocol, one
 # loopback WebSocket each) join the nine real ones; VmRSS of root before and after.

@@ -60,7 +60,9 @@ pub fn perform(w: &mut World, m: &Model, step: &Step) -> Option<Expect> {
             Some(operator_outcome(w, by, s, &v))
         }
         Step::AddOperator { name, by } => {
-            let body = json!({"name": format!("op{name}")});
+            // Every operator of the model holds everything: roles are tested apart
+            // (governance::roles); the model's subject is authority over leases.
+            let body = json!({"name": format!("op{name}"), "roles": ["admin"], "profiles": ["*"]});
             let (s, v) = w.operator_as(by, "/v1/root/operators", body);
             let seen = operator_outcome(w, by, s, &v);
             if seen == Expect::Ok {

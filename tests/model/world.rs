@@ -757,10 +757,15 @@ impl World {
     }
 
     /// `(events checked, chain verified)` from `audit verify`.
+    /// The trail's events but refused credentials (`auth.refuse`, bounded per address and
+    /// minute, so not the model's to predict: governance::roles tests them), and whether the
+    /// chain verifies.
     pub fn audit_verify(&self) -> (usize, bool) {
         let v = self.get("/v1/root/mcp/audit/verify");
+        let refused = self.get("/v1/root/mcp/audit?tool_id=auth.refuse&limit=1000");
+        let refused = refused["events"].as_array().map_or(0, Vec::len);
         (
-            v["checked"].as_u64().unwrap_or(0) as usize,
+            (v["checked"].as_u64().unwrap_or(0) as usize).saturating_sub(refused),
             v["ok"].as_bool().unwrap_or(false),
         )
     }

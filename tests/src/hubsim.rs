@@ -142,6 +142,23 @@ pub fn connect_url(root_url: &str) -> Result<String, SimError> {
     Ok(format!("ws://{authority}/v1/root/hubs/connect"))
 }
 
+/// Enrols `targets` on `root` for simulated hubs (environment `test`, subnet `subnet-sim`,
+/// eight at a time).
+pub async fn enroll_on(root: &crate::TestRoot, targets: &[String]) -> Vec<Enrolled> {
+    let base = root.handle().base_url();
+    enroll_all(
+        &root.http,
+        &base,
+        &root.admin_token(),
+        targets,
+        "test",
+        "subnet-sim",
+        8,
+    )
+    .await
+    .expect("the simulated hubs enrolled")
+}
+
 /// Enrols every target in `environment` (subnet `subnet`) through `POST /v1/root/hubs`,
 /// `concurrency` requests at a time; the tokens in the order of `targets`.
 pub async fn enroll_all(
@@ -916,7 +933,8 @@ impl SimHub {
             };
             let env = match decode::<RootToHub>(&text) {
                 Ok(env) => env,
-                Err(message) => {
+                Err(e) => {
+                    let message = e.to_string();
                     ws.send(envelope(HubToRoot::ProtocolError { message }, None))
                         .await?;
                     continue;

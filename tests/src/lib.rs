@@ -9,9 +9,11 @@
 //! - [`process`]: [`process::Proc`], the one guard for a child process.
 //! - [`admin`]: [`admin::Admin`], the one admin client for root's REST API.
 //! - [`hub_process`]: [`hub_process::HubProcess`], the one starter for `mcp-hub run`.
+//! - [`zone`]: [`zone::Zone`], the one replica-zone harness on a PostgreSQL schema.
 //! - [`faults`], [`git`], [`hubsim`], [`oauth`], [`soak`]: fixtures and drivers.
 
 pub mod admin;
+pub mod circles;
 pub mod faults;
 pub mod git;
 pub mod heap;
@@ -22,6 +24,8 @@ pub mod ports;
 pub mod process;
 pub mod root_process;
 pub mod soak;
+pub mod witness;
+pub mod zone;
 
 use std::path::PathBuf;
 
@@ -105,11 +109,7 @@ async fn suite_postgres_url(data_dir: &std::path::Path) -> anyhow::Result<Option
     }
     let simple = uuid::Uuid::now_v7().simple().to_string();
     let schema = format!("tall_{now}_{}", &simple[simple.len() - 12..]);
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut conn)
-        .await?;
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    let url = zone::create_schema(&base, &schema).await?;
     std::fs::create_dir_all(data_dir)?;
     std::fs::write(&kept, &url)?;
     Ok(Some(url))
@@ -157,6 +157,13 @@ impl TestRoot {
         Self::start_with(|_| {}).await
     }
 
+    /// A root on a fixed free port, so that its hubs dial it again where they did after a
+    /// [`TestRoot::restart`].
+    pub async fn start_restartable() -> anyhow::Result<TestRoot> {
+        let port = ports::free_port();
+        Self::start_with(|c| c.listen = ([127, 0, 0, 1], port).into()).await
+    }
+
     /// Pins `cfg` to the embedded SQLite database in its data directory (for tests about the
     /// SQLite file itself, which `MCP_TEST_ALL_ON_POSTGRES` must not move).
     pub fn on_sqlite(cfg: &mut RootConfig) {
@@ -187,7 +194,7 @@ impl TestRoot {
     /// audited event: trail for tests of what is done with the trail.
     pub async fn issue_sessions(&self, prefix: &str, n: usize) {
         for i in 0..n {
-            self.admin_post(
+            self.admin().post(
                 "/v1/root/mcp/sessions",
                 serde_json::json!({ "target_id": format!("hub:{prefix}-{i}"), "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
             )
@@ -196,23 +203,167 @@ impl TestRoot {
         }
     }
 
-    /// Creates a lease over REST; returns `(session_id, token)`.
-    pub async fn lease(
-        &self,
-        target: &str,
-        profile: &str,
-        ttl_sec: u64,
-    ) -> anyhow::Result<(String, String)> {
+    /// A 600 s lease on `target` with `profile`, issued over REST: `(session_id, bearer)`
+    /// (panics if root refuses).
+    pub async fn lease(&self, target: &str, profile: &str) -> (String, String) {
+        self.lease_for(target, profile, 600).await
+    }
+
+    /// [`TestRoot::lease`] for `ttl_sec` seconds.
+    pub async fn lease_for(&self, target: &str, profile: &str, ttl_sec: u64) -> (String, String) {
         let v = self
-            .admin_post(
+            .admin()
+            .post(
                 "/v1/root/mcp/sessions",
                 json!({ "target_id": target, "capability_profile": profile, "ttl_sec": ttl_sec }),
             )
-            .await?;
-        Ok((
-            v["session_id"].as_str().context("session_id")?.to_string(),
-            v["token"].as_str().context("token")?.to_string(),
-        ))
+            .await
+            .unwrap_or_else(|e| panic!("a {profile} lease on {target}: {e:#}"));
+        let field = |k: &str| {
+            v[k].as_str()
+                .unwrap_or_else(|| panic!("{k} in {v}"))
+                .to_owned()
+        };
+        (field("session_id"), field("token"))
+    }
+
+    /// A 600 s fleet lease on the targets `selector` names, with `profile`: root's answer
+    /// (`session_id`, `token`, `lease`); panics if root refuses.
+    pub async fn fleet_lease(&self, selector: &str, profile: &str) -> Value {
+        self.admin()
+            .post(
+                "/v1/root/mcp/sessions",
+                json!({ "selector": selector, "capability_profile": profile, "ttl_sec": 600 }),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("a {profile} lease on {selector}: {e:#}"))
+    }
+
+    /// An operator's `action` on lease `id` (`revoke`, `rotate`, `run-profile`) with no
+    /// arguments: root's answer; panics if root refuses.
+    pub async fn on_lease(&self, id: &str, action: &str) -> Value {
+        self.admin()
+            .post(&format!("/v1/root/mcp/sessions/{id}/{action}"), json!({}))
+            .await
+            .unwrap_or_else(|e| panic!("{action} of lease {id}: {e:#}"))
+    }
+
+    /// Adds operator `name` holding `roles` (`viewer`, `auditor`, `approver`, `operator`,
+    /// `admin`) who may issue leases of `profiles` (`*`: all): their bearer.
+    pub async fn add_operator(&self, name: &str, roles: &[&str], profiles: &[&str]) -> String {
+        let added = self
+            .admin_post(
+                "/v1/root/operators",
+                json!({ "name": name, "roles": roles, "profiles": profiles }),
+            )
+            .await;
+        added["token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no token in {added}"))
+            .to_owned()
+    }
+
+    /// The bearer of a [`TestRoot::lease`].
+    pub async fn bearer(&self, target: &str, profile: &str) -> String {
+        self.lease(target, profile).await.1
+    }
+
+    /// GET `path` with `bearer`: root's response, whatever its status.
+    pub async fn get_as(&self, bearer: impl std::fmt::Display, path: &str) -> reqwest::Response {
+        self.http
+            .get(self.url(path))
+            .bearer_auth(bearer)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// POST `body` (as JSON) to `path` with `bearer`: root's response, whatever its status.
+    pub async fn post_as(
+        &self,
+        bearer: impl std::fmt::Display,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> reqwest::Response {
+        self.http
+            .post(self.url(path))
+            .bearer_auth(bearer)
+            .json(body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"))
+    }
+
+    /// The audited event `event_id` of root's trail.
+    pub async fn audit_event(&self, event_id: &str) -> Value {
+        self.admin()
+            .get(&format!("/v1/root/mcp/audit/{event_id}"))
+            .await
+            .unwrap_or_else(|e| panic!("audit event {event_id}: {e:#}"))
+    }
+
+    /// The trail's events that `query` selects (`/v1/root/mcp/audit?<query>`).
+    pub async fn trail(&self, query: &str) -> Vec<Value> {
+        let page = self
+            .admin()
+            .get(&format!("/v1/root/mcp/audit?{query}"))
+            .await
+            .unwrap_or_else(|e| panic!("the trail for {query}: {e:#}"));
+        page["events"]
+            .as_array()
+            .unwrap_or_else(|| panic!("events in {page}"))
+            .clone()
+    }
+
+    /// The trail's events in the trace `answer` names (its `trace_id`), selected further by
+    /// `query` (`tool_id=...&limit=...`).
+    pub async fn trace_of(&self, answer: &Value, query: &str) -> Vec<Value> {
+        let trace = answer["trace_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a trace_id in {answer}"));
+        self.trail(&format!("trace_id={trace}&{query}")).await
+    }
+
+    /// Fleet run `run_id`'s report once it has ended (neither running nor paused).
+    pub async fn fleet_run_ended(&self, run_id: &str) -> Value {
+        let path = format!("/v1/root/fleet/runs/{run_id}");
+        eventually("the fleet run ends", async || {
+            let r = self.admin_get(&path).await;
+            let state = r["state"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a state in {r}"));
+            (!["running", "paused"].contains(&state)).then_some(r)
+        })
+        .await
+    }
+
+    /// Logs in to the console with the admin token, as its page does: the `name=value` cookie
+    /// pair and the CSRF token.
+    pub async fn console_login(&self) -> (String, String) {
+        self.console_login_as(&self.admin_token()).await
+    }
+
+    /// [`TestRoot::console_login`] with `token` (an operator's).
+    pub async fn console_login_as(&self, token: &str) -> (String, String) {
+        let res = self
+            .http
+            .post(self.url("/ui/api/login"))
+            .header("origin", self.handle().base_url())
+            .json(&json!({ "token": token }))
+            .send()
+            .await
+            .expect("POST /ui/api/login");
+        assert_eq!(res.status(), 200, "a console login");
+        let cookie = res.headers()["set-cookie"]
+            .to_str()
+            .expect("a cookie")
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let body: Value = res.json().await.expect("the login's JSON answer");
+        let csrf = body["csrf_token"].as_str().expect("a CSRF token");
+        (cookie, csrf.to_owned())
     }
 
     /// The admin client for this root.
@@ -224,9 +375,13 @@ impl TestRoot {
         )
     }
 
-    /// GET with the admin bearer ([`admin::Admin::get`]).
-    pub async fn admin_get(&self, path: &str) -> anyhow::Result<Value> {
-        self.admin().get(path).await
+    /// GET `path` with the admin bearer: its JSON body; panics unless root answers with a
+    /// success ([`admin::Admin::get`] gives the error instead).
+    pub async fn admin_get(&self, path: &str) -> Value {
+        self.admin()
+            .get(path)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// Root's Prometheus exposition text (`/metrics`, with the admin bearer).
@@ -253,31 +408,51 @@ impl TestRoot {
             .with_context(|| format!("the value of {series}"))
     }
 
-    /// POST with the admin bearer ([`admin::Admin::post`]).
-    pub async fn admin_post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        self.admin().post(path, body).await
+    /// POST `body` to `path` with the admin bearer: root's JSON answer; panics unless it is a
+    /// success ([`admin::Admin::post`] gives the error instead).
+    pub async fn admin_post(&self, path: &str, body: Value) -> Value {
+        self.admin()
+            .post(path, body)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
-    /// REST `/call` with a lease bearer: `(status, body)`.
-    pub async fn rest_call(
+    /// REST `/call` of `tool` with a lease bearer: `(status, body)` whatever the status
+    /// (panics only if root does not answer with JSON).
+    pub async fn call(&self, token: &str, tool: &str, args: Value) -> (u16, Value) {
+        self.call_later(token, tool, args).await
+    }
+
+    /// [`TestRoot::call`] as a future that owns what it needs, to spawn or join while the test
+    /// goes on.
+    pub fn call_later(
         &self,
         token: &str,
         tool: &str,
         args: Value,
-    ) -> anyhow::Result<(u16, Value)> {
-        let res = self
-            .http
-            .post(self.url("/v1/root/mcp/call"))
-            .bearer_auth(token)
-            .json(&json!({ "tool_id": tool, "arguments": args }))
-            .send()
-            .await?;
-        Ok((res.status().as_u16(), res.json().await?))
+    ) -> impl std::future::Future<Output = (u16, Value)> + Send + use<> {
+        let (http, url) = (self.http.clone(), self.url("/v1/root/mcp/call"));
+        let (token, tool) = (token.to_owned(), tool.to_owned());
+        async move {
+            let res = http
+                .post(url)
+                .bearer_auth(&token)
+                .json(&json!({ "tool_id": tool, "arguments": args }))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("POST /call {tool}: {e}"));
+            let status = res.status().as_u16();
+            let body = res
+                .json()
+                .await
+                .unwrap_or_else(|e| panic!("POST /call {tool}: {status} without JSON: {e}"));
+            (status, body)
+        }
     }
 
     /// A write's preview over REST `/call`: its confirmation token.
     pub async fn preview(&self, token: &str, tool: &str, args: Value) -> anyhow::Result<String> {
-        let (status, body) = self.rest_call(token, tool, args).await?;
+        let (status, body) = self.call(token, tool, args).await;
         anyhow::ensure!(status == 200, "preview of {tool}: {status} {body}");
         Ok(body["result"]["confirmation_token"]
             .as_str()
@@ -295,13 +470,28 @@ impl TestRoot {
         confirmation: Option<&str>,
         key: &str,
     ) -> anyhow::Result<(u16, Value)> {
+        Ok(self
+            .execute_later(token, tool, args, confirmation, key)
+            .await)
+    }
+
+    /// [`TestRoot::execute`] as a future that owns what it needs (see
+    /// [`TestRoot::call_later`]).
+    pub fn execute_later(
+        &self,
+        token: &str,
+        tool: &str,
+        args: Value,
+        confirmation: Option<&str>,
+        key: &str,
+    ) -> impl std::future::Future<Output = (u16, Value)> + Send + use<> {
         let mut args = args;
         args["phase"] = json!("execute");
         args["idempotency_key"] = json!(key);
         if let Some(c) = confirmation {
             args["confirmation_token"] = json!(c);
         }
-        self.rest_call(token, tool, args).await
+        self.call_later(token, tool, args)
     }
 
     /// A write's preview, then its execute with the preview's confirmation and idempotency
@@ -316,6 +506,22 @@ impl TestRoot {
         let confirmation = self.preview(token, tool, args.clone()).await?;
         self.execute(token, tool, args, Some(&confirmation), key)
             .await
+    }
+
+    /// A write's preview, done now, and its execute (idempotency key `key`) as a future that
+    /// owns what it needs, to spawn while the test goes on.
+    pub async fn write_later(
+        &self,
+        token: &str,
+        tool: &str,
+        args: Value,
+        key: &str,
+    ) -> impl std::future::Future<Output = (u16, Value)> + Send + use<> {
+        let confirmation = self
+            .preview(token, tool, args.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        self.execute_later(token, tool, args, Some(&confirmation), key)
     }
 
     pub async fn stop(mut self) {
@@ -345,17 +551,144 @@ pub fn private_file(path: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// GET `url` with `bearer`: its JSON body, whatever the status.
+pub async fn get_json(
+    http: &reqwest::Client,
+    url: impl reqwest::IntoUrl,
+    bearer: impl std::fmt::Display,
+) -> Value {
+    get(http, url, bearer)
+        .await
+        .json()
+        .await
+        .expect("a JSON body")
+}
+
+/// GET `url` with `bearer`: its body as text, whatever the status.
+pub async fn get_text(
+    http: &reqwest::Client,
+    url: impl reqwest::IntoUrl,
+    bearer: impl std::fmt::Display,
+) -> String {
+    get(http, url, bearer).await.text().await.expect("a body")
+}
+
+async fn get(
+    http: &reqwest::Client,
+    url: impl reqwest::IntoUrl,
+    bearer: impl std::fmt::Display,
+) -> reqwest::Response {
+    let url = url.into_url().expect("a URL");
+    http.get(url.clone())
+        .bearer_auth(bearer)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+}
+
+/// How many lines the file at `path` holds (0 when there is none): the runs an allowed test
+/// counted by appending a line each time it ran.
+pub fn runs(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// Hub TOML for allowed test `smoke`, which appends a line to `counter` after `sleep` seconds
+/// (and, first, one to `counter`'s `.started` sibling): its runs, counted ([`runs`]).
+pub fn counted_test(counter: &std::path::Path, sleep: u32) -> String {
+    format!(
+        "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo start >> {0}.started; sleep {sleep}; echo run >> {0}\"]\ntimeout_ms = 20000\n",
+        counter.display()
+    )
+}
+
+/// Every file below `dir`, at any depth (none when `dir` does not exist).
+pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Copies the tree at `from` into the directory `to`.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).expect("a directory to copy") {
+        let entry = entry.expect("a directory entry");
+        let dest = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            std::fs::create_dir_all(&dest).expect("a directory in the copy");
+            copy_tree(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), dest).expect("a file copied");
+        }
+    }
+}
+
+/// The items of the JSON array `v`; panics, showing `v`, if it is no array.
+pub fn items(v: &Value) -> &Vec<Value> {
+    v.as_array().unwrap_or_else(|| panic!("an array, not {v}"))
+}
+
+/// An answer's status and error code (`""` when it carries no error), to compare with a
+/// refusal's: `assert_eq!(refusal(s, &b), (403, "capability_not_granted"), "{b}")`.
+pub fn refusal(status: u16, body: &Value) -> (u16, &str) {
+    (status, body["error"]["code"].as_str().unwrap_or_default())
+}
+
+/// Why root refuses to start on `listen` with data directory `data` (the rest defaults): its
+/// error in full; panics if it starts.
+pub async fn refusal_to_start(listen: &str, data: &std::path::Path) -> String {
+    let cfg = RootConfig {
+        listen: listen.parse().expect("a socket address"),
+        data_dir: data.to_owned(),
+        ..Default::default()
+    };
+    format!("{:#}", mcp_root::run(cfg).await.err().expect("refused"))
+}
+
+/// The message of an error answer (`{"error": {"message": ...}}`); panics without one.
+pub fn error_message(body: &Value) -> &str {
+    body["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an error message in {body}"))
+}
+
+/// Runs `cmd` to its end; its output, or a panic with its stderr unless it succeeded.
+pub fn run_ok(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// An rmcp client connected to `url` with `token` as its bearer.
 pub async fn mcp_client(
     url: &str,
     token: &str,
 ) -> anyhow::Result<RunningService<rmcp::RoleClient, ()>> {
+    Ok(().serve(mcp_transport(url, token)).await?)
+}
+
+/// The streamable HTTP transport to `url` with `token` as its bearer.
+fn mcp_transport(url: &str, token: &str) -> StreamableHttpClientTransport<reqwest::Client> {
     init_crypto();
-    let transport = StreamableHttpClientTransport::from_config(
+    StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_string())
             .auth_header(token.to_string()),
-    );
-    Ok(().serve(transport).await?)
+    )
 }
 
 /// How long [`eventually`] and [`until`] wait (long enough for a hub to restart or a
@@ -391,6 +724,17 @@ pub async fn listed_tools(client: &RunningService<rmcp::RoleClient, ()>) -> Vec<
         .collect()
 }
 
+/// `hub.get_status` called through `client`: its structured result; panics on an error
+/// result.
+pub async fn hub_status(client: &RunningService<rmcp::RoleClient, ()>) -> Value {
+    let res = client
+        .call_tool(rmcp::model::CallToolRequestParams::new("hub.get_status"))
+        .await
+        .expect("hub.get_status");
+    assert_ne!(res.is_error, Some(true), "{res:?}");
+    res.structured_content.expect("a structured result")
+}
+
 /// An MCP client on the stateless lifecycle of protocol 2026-07-28: `server/discover`, then
 /// self-contained requests without a transport session.
 pub async fn mcp_client_stateless(
@@ -398,11 +742,7 @@ pub async fn mcp_client_stateless(
     token: &str,
 ) -> anyhow::Result<RunningService<rmcp::RoleClient, ()>> {
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
-    init_crypto();
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_string())
-            .auth_header(token.to_string()),
-    );
+    let transport = mcp_transport(url, token);
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
     };
@@ -463,33 +803,36 @@ fn target_dir() -> anyhow::Result<PathBuf> {
 /// another implementation): `MCP_TEST_PYTHON`, or `<target>/py/bin/python`, which `.ci/run`
 /// creates (`python3 -m venv target/py && target/py/bin/pip install mcp==2.3.0`).
 pub fn python_sdk() -> anyhow::Result<PathBuf> {
-    if let Ok(p) = std::env::var("MCP_TEST_PYTHON") {
-        return Ok(PathBuf::from(p));
-    }
-    let python = target_dir()?.join("py/bin/python");
-    anyhow::ensure!(
-        python.exists(),
-        "{} is missing: run `python3 -m venv target/py && target/py/bin/pip install mcp==2.3.0` \
-         (as .ci/run does) or set MCP_TEST_PYTHON",
-        python.display()
-    );
-    Ok(python)
+    client_install(
+        "MCP_TEST_PYTHON",
+        "py/bin/python",
+        "python3 -m venv target/py && target/py/bin/pip install mcp==2.3.0",
+    )
 }
 
 /// The Claude Code CLI: `MCP_TEST_CLAUDE`, or the one `.ci/run` installs from npm into
 /// `target/npm`.
 pub fn claude_code() -> anyhow::Result<PathBuf> {
-    if let Ok(p) = std::env::var("MCP_TEST_CLAUDE") {
+    client_install(
+        "MCP_TEST_CLAUDE",
+        "npm/node_modules/.bin/claude",
+        "npm install --prefix target/npm @anthropic-ai/claude-code@2.1.197",
+    )
+}
+
+/// A client of another implementation: the path `env` names, or `path` under the target
+/// directory, where `.ci/run` puts it with `install`.
+fn client_install(env: &str, path: &str, install: &str) -> anyhow::Result<PathBuf> {
+    if let Ok(p) = std::env::var(env) {
         return Ok(PathBuf::from(p));
     }
-    let claude = target_dir()?.join("npm/node_modules/.bin/claude");
+    let at = target_dir()?.join(path);
     anyhow::ensure!(
-        claude.exists(),
-        "{} is missing: run `npm install --prefix target/npm @anthropic-ai/claude-code@2.1.197` \
-         (as .ci/run does) or set MCP_TEST_CLAUDE",
-        claude.display()
+        at.exists(),
+        "{} is missing: run `{install}` (as .ci/run does) or set {env}",
+        at.display()
     );
-    Ok(claude)
+    Ok(at)
 }
 
 /// A client script of `tests/clients/` run with the Python SDK: its last stdout line as JSON.
@@ -558,6 +901,36 @@ fn last_json_line(script: &str, out: &std::process::Output) -> anyhow::Result<se
 pub type HubSocket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// `req` as a WebSocket upgrade request (the headers a hub's dial sends, with a fixed key).
+pub fn websocket_upgrade(req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    req.header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+}
+
+/// The next message on the WebSocket `ws`; panics if none comes `within`, the socket ended or
+/// failed.
+pub async fn next_frame<S>(
+    ws: &mut S,
+    within: std::time::Duration,
+) -> tokio_tungstenite::tungstenite::Message
+where
+    S: futures::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + Unpin,
+{
+    use futures::StreamExt;
+    tokio::time::timeout(within, ws.next())
+        .await
+        .expect("a message in time")
+        .expect("the socket is open")
+        .expect("a message")
+}
+
 /// Dials root's hub door (`/v1/root/hubs/connect` under `base_url`, `http` or `https`) as a
 /// hub does, with `token` in the upgrade request when given; a refusal before the upgrade is
 /// `tungstenite::Error::Http` with root's response.
@@ -622,7 +995,7 @@ impl TestRoot {
     /// Enrols `target_id` in `environment`; returns the hub token.
     pub async fn enroll(&self, target_id: &str, environment: &str) -> anyhow::Result<String> {
         let v = self
-            .admin_post("/v1/root/hubs", json!({ "target_id": target_id, "environment": environment, "subnet_id": "subnet-a" }))
+            .admin().post("/v1/root/hubs", json!({ "target_id": target_id, "environment": environment, "subnet_id": "subnet-a" }))
             .await?;
         Ok(v["token"].as_str().context("token")?.to_string())
     }
@@ -634,6 +1007,40 @@ impl TestRoot {
         let token = self.enroll(target_id, "test").await?;
         let hub = TestHub::start(&self.handle().base_url(), target_id, &token, extra).await?;
         Ok(hub)
+    }
+
+    /// A hub for `target` whose configuration `config` writes given a run counter (`runs.txt`
+    /// in a directory of its own): the directory (the counter lives as long as it does), the
+    /// counter and the hub.
+    pub async fn start_counting_hub(
+        &self,
+        target: &str,
+        config: impl FnOnce(&std::path::Path) -> String,
+    ) -> (tempfile::TempDir, PathBuf, TestHub) {
+        let dir = tempfile::tempdir().expect("a directory for the counter");
+        let counter = dir.path().join("runs.txt");
+        let hub = self
+            .start_hub(target, &config(&counter))
+            .await
+            .unwrap_or_else(|e| panic!("hub {target}: {e:#}"));
+        (dir, counter, hub)
+    }
+
+    /// Hubs `ids`, each serving a [`counted_test`] of `sleep` seconds: the directory of their
+    /// counters (`<id>.txt`), and the hubs.
+    pub async fn start_counted_hubs(
+        &self,
+        ids: &[&str],
+        sleep: u32,
+    ) -> (tempfile::TempDir, Vec<TestHub>) {
+        let dir = tempfile::tempdir().expect("a directory for the counters");
+        let mut hubs = Vec::new();
+        for id in ids {
+            let counter = dir.path().join(format!("{id}.txt"));
+            let hub = self.start_hub(id, &counted_test(&counter, sleep)).await;
+            hubs.push(hub.unwrap_or_else(|e| panic!("hub {id}: {e:#}")));
+        }
+        (dir, hubs)
     }
 
     /// [`TestRoot::start_hub`] with the fault fixture ([`faults`]) embedded in the hub (the

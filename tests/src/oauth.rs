@@ -6,6 +6,11 @@ use std::collections::HashMap;
 use base64::Engine;
 use sha2::Digest;
 
+/// A test root's configuration with OAuth discovery on (`TestRoot::start_with(with_oauth)`).
+pub fn with_oauth(cfg: &mut mcp_root::config::RootConfig) {
+    cfg.oauth.discovery = true;
+}
+
 /// A PKCE verifier and its S256 challenge.
 pub struct Pkce {
     pub verifier: String,

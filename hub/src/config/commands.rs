@@ -21,7 +21,7 @@ fn default_command_timeout_ms() -> u64 {
 /// `tool_id` is served by running `argv` (never through a shell) with the call's arguments as
 /// one line of JSON on stdin; its stdout (one JSON object) is the result. The hub gives the
 /// tool no meaning: root publishes it only with a contract of that id.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandAdapterConfig {
     /// Dotted lowercase tool id, e.g. `acme.inventory.count`.
@@ -32,6 +32,7 @@ pub struct CommandAdapterConfig {
     /// Working directory (under the state directory or a declared root); default `state_dir`.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
+    /// Longest a call may take, in milliseconds; past it its group is killed.
     #[serde(default = "default_command_timeout_ms")]
     pub timeout_ms: u64,
     /// Variables set for the program on top of the hub's own environment.

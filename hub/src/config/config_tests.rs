@@ -482,8 +482,8 @@ fn profiling_values_are_checked() {
     assert_eq!(config.profiling.artifact_inline_max_bytes, 256 * 1024);
 }
 
-fn with_services(dir: &Path, toml_text: &str) -> Result<HubConfig, ConfigError> {
-    let mut file: HubFile = toml::from_str(toml_text).map_err(|e| ConfigError::Parse {
+fn with_services(dir: &Path, toml_text: &str) -> Result<HubConfig, HubConfigError> {
+    let mut file: HubFile = toml::from_str(toml_text).map_err(|e| HubConfigError::Parse {
         path: "test.toml".into(),
         source: Box::new(e),
     })?;
@@ -497,8 +497,8 @@ fn with_services(dir: &Path, toml_text: &str) -> Result<HubConfig, ConfigError> 
 
 fn invalid(dir: &Path, toml_text: &str) -> String {
     match with_services(dir, toml_text) {
-        Err(ConfigError::Invalid(m)) => m,
-        other => panic!("expected ConfigError::Invalid for {toml_text:?}, got {other:?}"),
+        Err(HubConfigError::Invalid(m)) => m,
+        other => panic!("expected HubConfigError::Invalid for {toml_text:?}, got {other:?}"),
     }
 }
 

@@ -18,7 +18,7 @@ pub const DEPLOY_MIRROR_DIR: &str = "deploy-mirror.git";
 
 /// `[deploy]`: the one deploy target of this hub, for `hub.deploy_ref` and
 /// `hub.rollback_last_test_deploy`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeployConfig {
     /// Where commits come from: an absolute path of a local git repository, or a URL

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub enum HubConfigError {
     #[error("cannot read {path}: {source}")]
     Read {
         path: PathBuf,

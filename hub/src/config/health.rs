@@ -14,7 +14,7 @@ fn default_check_timeout_ms() -> u64 {
 }
 
 /// One configured health check, run by `hub.run_healthchecks`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum HealthcheckConfig {
     /// HTTP GET; healthy when the status equals `expect_status`.
@@ -72,7 +72,7 @@ impl HealthcheckConfig {
 
 /// A managed service's health check: like [`HealthcheckConfig`] without a name (the check is
 /// named after the service).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ServiceHealthConfig {
     Http {

@@ -11,7 +11,7 @@ pub const MAX_LOG_SOURCE_NAME: usize = 64;
 pub const HUB_STREAM: &str = "hub";
 
 /// One `[[log_sources]]` entry: a log file `hub.get_logs` may tail (stream `name`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogSourceConfig {
     /// `[A-Za-z0-9][A-Za-z0-9_.-]{0,63}`, unique among log sources and services, not `hub`.
@@ -23,7 +23,9 @@ pub struct LogSourceConfig {
 
 /// `[telemetry]`: OpenTelemetry traces (see [`mcp_shared::otel`]): the hub's spans of each
 /// call, continuing root's trace.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
     /// The OTLP/HTTP endpoint's base URL (`/v1/traces` is appended).
@@ -32,7 +34,9 @@ pub struct TelemetryConfig {
 }
 
 /// `[redaction]`: patterns redacted on the hub on top of the built-in ones.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct RedactionConfig {
     /// Regular expressions (Rust `regex` syntax); every match becomes `[REDACTED]`.

@@ -37,7 +37,7 @@ pub use crate::skill::adapters::decl::Provided;
 pub use crate::link::tls::HubTlsConfig;
 pub use commands::{CommandAdapterConfig, MAX_COMMAND_TIMEOUT_MS, valid_tool_id};
 pub use deploy::{DEPLOY_MIRROR_DIR, DeployConfig};
-pub use error::ConfigError;
+pub use error::HubConfigError;
 pub use health::{HealthcheckConfig, ServiceHealthConfig};
 pub use logs::{
     HUB_STREAM, LogSourceConfig, MAX_LOG_SOURCE_NAME, RedactionConfig, TelemetryConfig,
@@ -59,21 +59,30 @@ fn default_token_reload_interval_ms() -> u64 {
 }
 
 /// The configuration file as written; everything optional.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HubFile {
+    /// The target this hub serves (`hub:<name>`), as enrolled on root.
     pub target_id: Option<String>,
+    /// Its environment (`test`, `staging`, `production`…), as enrolled.
     pub environment: Option<String>,
+    /// Its subnet (default `default`).
     pub subnet: Option<String>,
+    /// Its zone (default: root's).
     pub zone: Option<String>,
+    /// The root to dial (`https://…` or, on loopback, `http://…`).
     pub root_url: Option<String>,
     /// Several roots of one zone (replicas), tried in order; the hub moves to the next when a
     /// connection fails or ends. `root_url`, when also set, is tried first.
     #[serde(default)]
     pub root_urls: Vec<String>,
+    /// The hub token `admin hub enroll` printed (prefer `token_file`).
     pub token: Option<String>,
+    /// A file holding the hub token, readable by the hub's user only (mode 0600).
     pub token_file: Option<PathBuf>,
+    /// Where the hub keeps its state: the write ledger, test results, deploys, profiles.
     pub state_dir: Option<PathBuf>,
+    /// Where writes may happen here: `none` or `test-only` (the hub's own final word).
     pub write_scope: Option<WriteScope>,
     #[serde(default)]
     pub reconnect: ReconnectConfig,
@@ -140,6 +149,21 @@ impl HubConfig {
     }
 }
 
+/// The reference page of the hub's configuration file (`docs/hub-configuration.md`),
+/// generated from [`HubFile`] and its doc comments (`mcp_shared::reference`).
+pub fn reference() -> String {
+    let schema = serde_json::to_value(schemars::schema_for!(HubFile)).unwrap_or_default();
+    mcp_shared::reference::render(
+        &schema,
+        "Hub configuration reference",
+        "Every key of the hub's configuration file (`mcp-hub run --config hub.toml`; flags and \
+         `MCP_HUB_*` variables override the top-level ones), with its type, default and \
+         meaning. Generated from the configuration types (`mcp_hub::config::reference`); a \
+         test keeps this page equal to them (`MCP_UPDATE_DOCS=1 cargo test -p mcp-tests --test \
+         integration -- ops::docs` writes it again). An unknown key stops the hub at start.",
+    )
+}
+
 impl HubFile {
     /// What this configuration gives the built-in adapters to serve.
     pub fn provided(&self) -> Provided {
@@ -152,12 +176,12 @@ impl HubFile {
     }
 
     /// Reads and parses a configuration file.
-    pub fn load(path: &Path) -> Result<HubFile, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    pub fn load(path: &Path) -> Result<HubFile, HubConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| HubConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        let file: HubFile = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        let file: HubFile = toml::from_str(&text).map_err(|source| HubConfigError::Parse {
             path: path.to_owned(),
             source: Box::new(source),
         })?;
@@ -192,7 +216,7 @@ impl HubFile {
     }
 
     /// Validates the merged settings into a [`HubConfig`], reading the token file.
-    pub fn resolve(self) -> Result<HubConfig, ConfigError> {
+    pub fn resolve(self) -> Result<HubConfig, HubConfigError> {
         let mut missing = Vec::new();
         let non_empty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
         let target_id = non_empty(self.target_id);
@@ -224,24 +248,24 @@ impl HubFile {
         let (Some(target_id), Some(environment), Some(root_url), Some(state_dir)) =
             (target_id, environment, root_url, self.state_dir)
         else {
-            return Err(ConfigError::Missing(missing));
+            return Err(HubConfigError::Missing(missing));
         };
         if !missing.is_empty() {
-            return Err(ConfigError::Missing(missing));
+            return Err(HubConfigError::Missing(missing));
         }
         let token_file = self.token_file.clone();
         let token = match (self.token, self.token_file) {
             (Some(_), Some(_)) => {
-                return Err(ConfigError::Invalid(
+                return Err(HubConfigError::Invalid(
                     "set token or token_file, not both".into(),
                 ));
             }
             (Some(t), None) => t,
             (None, Some(path)) => read_token_file(&path)?,
-            (None, None) => return Err(ConfigError::Missing(vec!["token"])),
+            (None, None) => return Err(HubConfigError::Missing(vec!["token"])),
         };
         if token.is_empty() {
-            return Err(ConfigError::Invalid("the hub token is empty".into()));
+            return Err(HubConfigError::Invalid("the hub token is empty".into()));
         }
         let config = HubConfig {
             target_id,
@@ -277,10 +301,10 @@ impl HubFile {
 }
 
 /// Reads a hub token file (refused when group or others may read it), trimmed.
-pub fn read_token_file(path: &Path) -> Result<String, ConfigError> {
+pub fn read_token_file(path: &Path) -> Result<String, HubConfigError> {
     crate::link::tls::check_private_file(path)?;
     Ok(std::fs::read_to_string(path)
-        .map_err(|source| ConfigError::Read {
+        .map_err(|source| HubConfigError::Read {
             path: path.to_owned(),
             source,
         })?
@@ -417,7 +441,7 @@ impl HubConfig {
     }
 
     /// Loads `path` (if any), applies `overrides` and validates.
-    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<HubConfig, ConfigError> {
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<HubConfig, HubConfigError> {
         let mut file = match path {
             Some(p) => HubFile::load(p)?,
             None => HubFile::default(),
@@ -428,7 +452,7 @@ impl HubConfig {
 
     /// Checks values that parse but cannot work (the sections in a fixed order: the first
     /// problem found is the one reported).
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), HubConfigError> {
         self.connect_urls()?;
         crate::link::tls::validate(&self.tls)?;
         self.validate_adapter_limits()?;
@@ -455,7 +479,7 @@ impl HubConfig {
     /// `path` must be absolute (or start with a relative state directory), free of `..`, and
     /// lie under the state directory or a declared root — and, when it exists, so must the
     /// path it resolves to (symbolic links cannot lead out).
-    fn check_confined(&self, what: &str, path: &Path) -> Result<(), ConfigError> {
+    fn check_confined(&self, what: &str, path: &Path) -> Result<(), HubConfigError> {
         let roots: Vec<PathBuf> = std::iter::once(absolute(&self.state_dir))
             .chain(self.allowed_roots.iter().cloned())
             .collect();
@@ -469,20 +493,20 @@ impl HubConfig {
             listed.join(", ")
         };
         if has_parent_component(path) {
-            return Err(ConfigError::Invalid(format!(
+            return Err(HubConfigError::Invalid(format!(
                 "{what} `{}` must not contain `..`",
                 path.display()
             )));
         }
         if !path.is_absolute() && !path.starts_with(&self.state_dir) {
-            return Err(ConfigError::Invalid(format!(
+            return Err(HubConfigError::Invalid(format!(
                 "{what} `{}` must be an absolute path",
                 path.display()
             )));
         }
         let full = absolute(path);
         if !roots.iter().any(|r| full.starts_with(r)) {
-            return Err(ConfigError::Invalid(format!(
+            return Err(HubConfigError::Invalid(format!(
                 "{what} `{}` lies outside the state directory and the declared roots ({}); add a root to allowed_roots",
                 path.display(),
                 shown()
@@ -491,7 +515,7 @@ impl HubConfig {
         // What exists must not lead elsewhere through a symbolic link.
         let real = resolved(&full);
         if !roots.iter().any(|r| real.starts_with(resolved(r))) {
-            return Err(ConfigError::Invalid(format!(
+            return Err(HubConfigError::Invalid(format!(
                 "{what} `{}` resolves to `{}`, outside the state directory and the declared roots ({})",
                 path.display(),
                 real.display(),

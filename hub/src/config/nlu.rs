@@ -7,7 +7,7 @@ use serde::Deserialize;
 /// `[nlu]`: the NLU content the `nlu_authoring.*` tools serve (entities, intents, templates;
 /// see [`crate::nlu`]). Each path is a JSON file; a relative path is taken under `state_dir`;
 /// every path must lie under `state_dir` or a declared root.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NluConfig {
     /// The named-entity registry (`{"entities": [...]}`).
@@ -22,7 +22,7 @@ pub struct NluConfig {
 
 /// A path or a list of paths.
 fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
-    #[derive(Deserialize)]
+    #[derive(Deserialize, serde::Serialize, schemars::JsonSchema)]
     #[serde(untagged)]
     enum OneOrMany {
         One(PathBuf),

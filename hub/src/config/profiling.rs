@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::error::ConfigError;
+use super::error::HubConfigError;
 
 fn default_growth_threshold_bytes() -> u64 {
     64 * 1024 * 1024
@@ -35,7 +35,7 @@ pub const MAX_ARTIFACT_INLINE_BYTES: u64 = 512 * 1024;
 pub const MAX_CONCURRENT_SESSIONS: usize = 64;
 
 /// `[profiling]`: ProfileOps policy on this hub (the hub is the profiling authority).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProfilingConfig {
     /// An incident is raised when a session's RSS grew by at least this many bytes ...
@@ -76,8 +76,8 @@ impl Default for ProfilingConfig {
 }
 
 impl ProfilingConfig {
-    pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |m: String| Err(ConfigError::Invalid(format!("profiling: {m}")));
+    pub(super) fn validate(&self) -> Result<(), HubConfigError> {
+        let bad = |m: String| Err(HubConfigError::Invalid(format!("profiling: {m}")));
         if self.growth_threshold_bytes == 0 {
             return bad("growth_threshold_bytes must be at least 1".into());
         }

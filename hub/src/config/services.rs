@@ -38,7 +38,7 @@ fn default_snapshot_max_bytes() -> u64 {
 pub const MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
 
 /// `heap_profiles` of a service: the directory its profiling mode writes heap snapshots to.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeapProfilesConfig {
     /// Absolute; under the state directory or a declared root. Snapshots are the files
@@ -75,7 +75,9 @@ fn default_keep_paths() -> Vec<String> {
 pub const MAX_SNAPSHOTS_PER_SESSION: u32 = 256;
 
 /// The format of a service's heap snapshots.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum HeapFormat {
     #[default]
@@ -96,7 +98,7 @@ impl HeapFormat {
 
 /// One `[[services]]` entry: a long-running program the hub starts, supervises and restarts on
 /// request (`hub.restart_service`), with its stdout and stderr in a size-capped log file.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceConfig {
     /// `[a-z0-9][a-z0-9_.-]{0,63}`, unique.

@@ -22,13 +22,17 @@ pub const MAX_TEST_NAME: usize = 200;
 
 /// One test `hub.run_allowed_tests` may run: a fixed program run as an argv vector (never
 /// through a shell), killed (with its process group) after `timeout_ms`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AllowedTestConfig {
+    /// The name `hub.run_allowed_tests` asks for.
     pub name: String,
+    /// The program and its arguments, run in a process group of its own (no shell).
     pub argv: Vec<String>,
+    /// Working directory (under the state directory or a declared root); default `state_dir`.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
+    /// Longest a run may take, in milliseconds; past it its group is killed.
     #[serde(default = "default_test_timeout_ms")]
     pub timeout_ms: u64,
     /// Variables set for the test on top of the hub's own environment.
@@ -60,9 +64,10 @@ impl AllowedTestConfig {
 }
 
 /// `infra_access_skill` settings.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillConfig {
+    /// Health checks `hub.run_healthchecks` runs (HTTP, TCP or a command).
     #[serde(default)]
     pub healthchecks: Vec<HealthcheckConfig>,
     /// Tests `hub.run_allowed_tests` may run, by name; nothing else can be run.
@@ -79,6 +84,7 @@ pub struct SkillConfig {
     /// is enabled again (or the hub restarts).
     #[serde(default = "default_adapter_max_restarts")]
     pub adapter_max_restarts: u32,
+    /// The window `adapter_max_restarts` counts in, in milliseconds.
     #[serde(default = "default_adapter_restart_window_ms")]
     pub adapter_restart_window_ms: u64,
     /// TEST ONLY: moves the hub's clock this many milliseconds ahead of the system clock

@@ -1,17 +1,21 @@
 //! How the hub reaches root: the root URLs (`root_url`, `root_urls`), the WebSocket URL dialed
 //! for each, the plaintext check, and `[reconnect]` backoff.
 
-use super::error::ConfigError;
+use super::error::HubConfigError;
 use serde::Deserialize;
 
 /// Path on root that hubs dial.
 pub const CONNECT_PATH: &str = "/v1/root/hubs/connect";
 
 /// Reconnect backoff: exponential from `initial_ms` to `max_ms`, jittered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReconnectConfig {
+    /// The first wait after a failed dial, in milliseconds.
     pub initial_ms: u64,
+    /// The longest wait between dials, in milliseconds.
     pub max_ms: u64,
 }
 
@@ -25,9 +29,9 @@ impl Default for ReconnectConfig {
 }
 
 impl ReconnectConfig {
-    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+    pub(super) fn validate(&self) -> Result<(), HubConfigError> {
         if self.initial_ms == 0 || self.max_ms < self.initial_ms {
-            return Err(ConfigError::Invalid(
+            return Err(HubConfigError::Invalid(
                 "reconnect needs 0 < initial_ms <= max_ms".into(),
             ));
         }
@@ -36,10 +40,10 @@ impl ReconnectConfig {
 }
 
 /// The WebSocket URL for one root base URL (see [`HubConfig::connect_url`]).
-pub fn connect_url_of(root_url: &str) -> Result<String, ConfigError> {
+pub fn connect_url_of(root_url: &str) -> Result<String, HubConfigError> {
     let url = root_url.trim().trim_end_matches('/');
     let (scheme, rest) = url.split_once("://").ok_or_else(|| {
-        ConfigError::Invalid(format!(
+        HubConfigError::Invalid(format!(
             "root_url `{url}` has no scheme (http, https, ws, wss)"
         ))
     })?;
@@ -47,13 +51,13 @@ pub fn connect_url_of(root_url: &str) -> Result<String, ConfigError> {
         "http" | "ws" => "ws",
         "https" | "wss" => "wss",
         other => {
-            return Err(ConfigError::Invalid(format!(
+            return Err(HubConfigError::Invalid(format!(
                 "root_url scheme `{other}` is not http, https, ws or wss"
             )));
         }
     };
     if rest.is_empty() {
-        return Err(ConfigError::Invalid(format!(
+        return Err(HubConfigError::Invalid(format!(
             "root_url `{url}` has no host"
         )));
     }

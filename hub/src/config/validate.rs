@@ -6,7 +6,7 @@ use crate::skill::adapters::decl::ADAPTERS;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::error::ConfigError;
+use super::error::HubConfigError;
 use super::paths::{absolute, has_parent_component};
 use super::*;
 
@@ -14,11 +14,12 @@ use super::*;
 impl HubConfig {
     /// Checks `[[skill.commands]]`: valid and distinct tool ids that no built-in adapter
     /// serves, a program, confined paths, a timeout.
-    pub(super) fn validate_commands(&self) -> Result<(), ConfigError> {
+    pub(super) fn validate_commands(&self) -> Result<(), HubConfigError> {
         let mut ids = std::collections::BTreeSet::new();
         for command in &self.skill.commands {
             let id = command.tool_id.as_str();
-            let bad = |why: String| ConfigError::Invalid(format!("command adapter `{id}`: {why}"));
+            let bad =
+                |why: String| HubConfigError::Invalid(format!("command adapter `{id}`: {why}"));
             if !valid_tool_id(id) {
                 return Err(bad(
                     "tool_id must be dotted lowercase segments [a-z][a-z0-9_]*, e.g. acme.inventory.count".into(),
@@ -75,11 +76,11 @@ impl HubConfig {
     }
 
     /// Checks `[deploy]`.
-    pub(super) fn validate_deploy(&self) -> Result<(), ConfigError> {
+    pub(super) fn validate_deploy(&self) -> Result<(), HubConfigError> {
         let Some(deploy) = &self.deploy else {
             return Ok(());
         };
-        let bad = |m: String| Err(ConfigError::Invalid(format!("deploy: {m}")));
+        let bad = |m: String| Err(HubConfigError::Invalid(format!("deploy: {m}")));
         let repo = deploy.repository.as_str();
         if repo.trim().is_empty() {
             return bad("repository is empty".into());
@@ -161,11 +162,11 @@ impl HubConfig {
 // ---- [health]
 impl HubConfig {
     /// Checks `[[skill.healthchecks]]`: distinct names, a program for command checks.
-    pub(super) fn validate_healthchecks(&self) -> Result<(), ConfigError> {
+    pub(super) fn validate_healthchecks(&self) -> Result<(), HubConfigError> {
         let mut names = std::collections::BTreeSet::new();
         for check in &self.skill.healthchecks {
             if !names.insert(check.name()) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "two health checks are named `{}`",
                     check.name()
                 )));
@@ -173,7 +174,7 @@ impl HubConfig {
             if let HealthcheckConfig::Command { argv, .. } = check
                 && argv.is_empty()
             {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "health check `{}` has an empty argv",
                     check.name()
                 )));
@@ -185,9 +186,9 @@ impl HubConfig {
 // ---- [logs]
 impl HubConfig {
     /// Checks `[[log_sources]]` and `[redaction]`.
-    pub(super) fn validate_log_sources(&self) -> Result<(), ConfigError> {
+    pub(super) fn validate_log_sources(&self) -> Result<(), HubConfigError> {
         if self.services.iter().any(|s| s.name == HUB_STREAM) {
-            return Err(ConfigError::Invalid(format!(
+            return Err(HubConfigError::Invalid(format!(
                 "service name `{HUB_STREAM}` is taken by the hub's own log stream"
             )));
         }
@@ -196,17 +197,17 @@ impl HubConfig {
         for source in &self.log_sources {
             let name = source.name.as_str();
             if !valid_log_source_name(name) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "log source name `{name}` must match [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}}"
                 )));
             }
             if name == HUB_STREAM {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "log source name `{HUB_STREAM}` is taken by the hub's own log"
                 )));
             }
             if !names.insert(name) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "log source `{name}`: a service or another log source has that name"
                 )));
             }
@@ -217,7 +218,7 @@ impl HubConfig {
         }
         for pattern in &self.redaction.patterns {
             if let Err(e) = regex::Regex::new(pattern) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "redaction: pattern `{pattern}` does not compile: {e}"
                 )));
             }
@@ -241,12 +242,12 @@ impl HubConfig {
     }
 
     /// Checks `[nlu]`: template paths given, every path confined.
-    pub(super) fn validate_nlu(&self) -> Result<(), ConfigError> {
+    pub(super) fn validate_nlu(&self) -> Result<(), HubConfigError> {
         let Some(nlu) = self.nlu_paths() else {
             return Ok(());
         };
         if nlu.templates.is_empty() {
-            return Err(ConfigError::Invalid(
+            return Err(HubConfigError::Invalid(
                 "nlu: templates names no file or directory".into(),
             ));
         }
@@ -261,10 +262,10 @@ impl HubConfig {
 // ---- [services]
 impl HubConfig {
     /// Checks `[[services]]` and `allowed_roots`.
-    pub(super) fn validate_services(&self) -> Result<(), ConfigError> {
+    pub(super) fn validate_services(&self) -> Result<(), HubConfigError> {
         for root in &self.allowed_roots {
             if !root.is_absolute() || has_parent_component(root) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "allowed_roots: `{}` must be an absolute path without `..`",
                     root.display()
                 )));
@@ -275,42 +276,42 @@ impl HubConfig {
         for service in &self.services {
             let name = service.name.as_str();
             if !valid_service_name(name) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "service name `{name}` must match [a-z0-9][a-z0-9_.-]{{0,63}}"
                 )));
             }
             if !names.insert(name) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "two services are named `{name}`"
                 )));
             }
             if service.argv.first().is_none_or(|p| p.is_empty()) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "service `{name}` has an empty argv"
                 )));
             }
             if let Some(argv) = &service.profiling_argv
                 && argv.first().is_none_or(|p| p.is_empty())
             {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "service `{name}` has an empty profiling_argv (leave it out instead)"
                 )));
             }
             if let Some(heap) = &service.heap_profiles {
                 if !heap.dir.is_absolute() {
-                    return Err(ConfigError::Invalid(format!(
+                    return Err(HubConfigError::Invalid(format!(
                         "service `{name}`: heap_profiles.dir must be an absolute path"
                     )));
                 }
                 self.check_confined(&format!("service `{name}`: heap_profiles.dir"), &heap.dir)?;
                 if !(1..=super::MAX_SNAPSHOT_BYTES).contains(&heap.max_bytes) {
-                    return Err(ConfigError::Invalid(format!(
+                    return Err(HubConfigError::Invalid(format!(
                         "service `{name}`: heap_profiles.max_bytes must be between 1 and {}",
                         super::MAX_SNAPSHOT_BYTES
                     )));
                 }
                 if !(2..=super::MAX_SNAPSHOTS_PER_SESSION).contains(&heap.keep) {
-                    return Err(ConfigError::Invalid(format!(
+                    return Err(HubConfigError::Invalid(format!(
                         "service `{name}`: heap_profiles.keep must be between 2 and {} (the first and the newest snapshot at least)",
                         super::MAX_SNAPSHOTS_PER_SESSION
                     )));
@@ -321,24 +322,24 @@ impl HubConfig {
                 .keys()
                 .find(|k| k.is_empty() || k.contains(['=', '\0']))
             {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "service `{name}`: env name `{key}` is empty or contains `=` or NUL"
                 )));
             }
             if service.log_max_bytes < MIN_LOG_MAX_BYTES {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "service `{name}`: log_max_bytes must be at least {MIN_LOG_MAX_BYTES}"
                 )));
             }
             if service.stop_timeout_ms == 0 || service.stop_timeout_ms > MAX_STOP_TIMEOUT_MS {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "service `{name}`: stop_timeout_ms must be between 1 and {MAX_STOP_TIMEOUT_MS}"
                 )));
             }
             if let Some(ServiceHealthConfig::Command { argv, .. }) = &service.health
                 && argv.first().is_none_or(|p| p.is_empty())
             {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "service `{name}`: the health check has an empty argv"
                 )));
             }
@@ -348,7 +349,7 @@ impl HubConfig {
             let log = service.log_path(&self.state_dir);
             self.check_confined(&format!("service `{name}`: log_file"), &log)?;
             if let Some(other) = logs.insert(absolute(&log), name) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "services `{other}` and `{name}` share the log file `{}`",
                     log.display()
                 )));
@@ -360,14 +361,14 @@ impl HubConfig {
 // ---- [skill]
 impl HubConfig {
     /// Checks `skill.adapter_concurrency` and `skill.adapter_restart_window_ms`.
-    pub(super) fn validate_adapter_limits(&self) -> Result<(), ConfigError> {
+    pub(super) fn validate_adapter_limits(&self) -> Result<(), HubConfigError> {
         if self.skill.adapter_concurrency == 0 {
-            return Err(ConfigError::Invalid(
+            return Err(HubConfigError::Invalid(
                 "skill.adapter_concurrency must be at least 1".into(),
             ));
         }
         if !(1_000..=86_400_000).contains(&self.skill.adapter_restart_window_ms) {
-            return Err(ConfigError::Invalid(
+            return Err(HubConfigError::Invalid(
                 "skill.adapter_restart_window_ms must be between 1000 and 86400000 (a day)".into(),
             ));
         }
@@ -376,27 +377,27 @@ impl HubConfig {
 
     /// Checks `[[skill.allowed_tests]]`: distinct names of bounded length, a program, a
     /// timeout, a confined `cwd`.
-    pub(super) fn validate_allowed_tests(&self) -> Result<(), ConfigError> {
+    pub(super) fn validate_allowed_tests(&self) -> Result<(), HubConfigError> {
         let mut names = std::collections::BTreeSet::new();
         for test in &self.skill.allowed_tests {
             let name = test.name.as_str();
             if name.trim().is_empty() || name.chars().count() > MAX_TEST_NAME {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "allowed test name `{name}` must have 1 to {MAX_TEST_NAME} characters"
                 )));
             }
             if !names.insert(name) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "two allowed tests are named `{name}`"
                 )));
             }
             if test.argv.first().is_none_or(|p| p.is_empty()) {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "allowed test `{name}` has an empty argv"
                 )));
             }
             if test.timeout_ms == 0 {
-                return Err(ConfigError::Invalid(format!(
+                return Err(HubConfigError::Invalid(format!(
                     "allowed test `{name}` needs timeout_ms of at least 1"
                 )));
             }
@@ -410,7 +411,7 @@ impl HubConfig {
                 if let Some(p) = pattern
                     && let Err(e) = regex::Regex::new(p)
                 {
-                    return Err(ConfigError::Invalid(format!(
+                    return Err(HubConfigError::Invalid(format!(
                         "allowed test `{name}`: {field} is not a regular expression: {e}"
                     )));
                 }
@@ -423,7 +424,7 @@ impl HubConfig {
 impl HubConfig {
     /// Refuses a plaintext root URL (`http://`, `ws://`) to a non-loopback host unless
     /// `insecure_plaintext` is set (checked when the hub starts), for every root URL.
-    pub fn check_transport(&self) -> Result<(), ConfigError> {
+    pub fn check_transport(&self) -> Result<(), HubConfigError> {
         for url in self.root_url_list() {
             self.check_one_transport(url)?;
         }
@@ -440,14 +441,14 @@ impl HubConfig {
     }
 
     /// The WebSocket URL of every root, in the order tried.
-    pub fn connect_urls(&self) -> Result<Vec<String>, ConfigError> {
+    pub fn connect_urls(&self) -> Result<Vec<String>, HubConfigError> {
         self.root_url_list()
             .into_iter()
             .map(connect_url_of)
             .collect()
     }
 
-    fn check_one_transport(&self, root_url: &str) -> Result<(), ConfigError> {
+    fn check_one_transport(&self, root_url: &str) -> Result<(), HubConfigError> {
         let url = connect_url_of(root_url)?;
         let Some(rest) = url.strip_prefix("ws://") else {
             return Ok(());
@@ -463,7 +464,7 @@ impl HubConfig {
             host.split(':').next().unwrap_or(host)
         };
         if !self.insecure_plaintext && !crate::link::tls::is_loopback_host(host) {
-            return Err(ConfigError::Invalid(format!(
+            return Err(HubConfigError::Invalid(format!(
                 "root_url `{root_url}` is plaintext to non-loopback host `{host}`: use https:// or \
                  wss://, or set insecure_plaintext = true to send the hub token unencrypted"
             )));
@@ -473,7 +474,7 @@ impl HubConfig {
 
     /// The WebSocket URL the hub dials: `root_url` with http→ws, https→wss, plus
     /// [`CONNECT_PATH`].
-    pub fn connect_url(&self) -> Result<String, ConfigError> {
+    pub fn connect_url(&self) -> Result<String, HubConfigError> {
         connect_url_of(&self.root_url)
     }
 }

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine;
+use mcp_shared::pem::CertFileError;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
@@ -28,8 +29,15 @@ use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+/// Installs the process-wide rustls crypto provider (aws-lc-rs) once; later calls are no-ops.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
 /// `[tls]` of the hub configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct HubTlsConfig {
     /// PEM CA bundle that root's certificate must chain to; the system's roots when unset.
@@ -50,7 +58,15 @@ pub struct HubTlsConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error("tls.ca_file {path}: {reason}")]
-    Ca { path: PathBuf, reason: String },
+    Ca {
+        path: PathBuf,
+        reason: CertFileError,
+    },
+    #[error("tls.ca_file {path}: unusable CA certificate: {reason}")]
+    UnusableCa {
+        path: PathBuf,
+        reason: rustls::Error,
+    },
     #[error("no CA certificates in the system store; set tls.ca_file")]
     NoSystemRoots,
     #[error("tls.pins: `{0}` is not sha256/<base64 of 32 bytes>")]
@@ -58,7 +74,10 @@ pub enum TlsError {
     #[error("tls.client_cert_file and tls.client_key_file go together")]
     HalfClientCert,
     #[error("tls.client_cert_file {path}: {reason}")]
-    ClientCert { path: PathBuf, reason: String },
+    ClientCert {
+        path: PathBuf,
+        reason: CertFileError,
+    },
     /// Never carries key material.
     #[error("tls.client_key_file {path}: {reason}")]
     ClientKey { path: PathBuf, reason: &'static str },
@@ -120,17 +139,6 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 
-fn pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let certs = CertificateDer::pem_slice_iter(&bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not a PEM certificate list: {e}"))?;
-    if certs.is_empty() {
-        return Err("no certificate found".into());
-    }
-    Ok(certs)
-}
-
 /// Checks what can be checked without connecting (pins, client certificate pairing).
 pub(crate) fn validate(cfg: &HubTlsConfig) -> Result<(), TlsError> {
     for pin in &cfg.pins {
@@ -149,14 +157,15 @@ pub(crate) fn client_config(cfg: &HubTlsConfig) -> Result<Arc<rustls::ClientConf
     let mut roots = rustls::RootCertStore::empty();
     match &cfg.ca_file {
         Some(path) => {
-            let ca = |reason: String| TlsError::Ca {
+            let ca = |reason| TlsError::Ca {
                 path: path.clone(),
                 reason,
             };
-            for cert in pem_certs(path).map_err(ca)? {
-                roots
-                    .add(cert)
-                    .map_err(|e| ca(format!("unusable CA certificate: {e}")))?;
+            for cert in mcp_shared::pem::certs(path).map_err(ca)? {
+                roots.add(cert).map_err(|reason| TlsError::UnusableCa {
+                    path: path.clone(),
+                    reason,
+                })?;
             }
         }
         None => {
@@ -193,7 +202,7 @@ pub(crate) fn client_config(cfg: &HubTlsConfig) -> Result<Arc<rustls::ClientConf
     };
     let config = match (&cfg.client_cert_file, &cfg.client_key_file) {
         (Some(cert), Some(key)) => {
-            let chain = pem_certs(cert).map_err(|reason| TlsError::ClientCert {
+            let chain = mcp_shared::pem::certs(cert).map_err(|reason| TlsError::ClientCert {
                 path: cert.clone(),
                 reason,
             })?;

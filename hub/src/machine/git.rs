@@ -6,6 +6,7 @@
 //! transport refused. Arguments that come from a caller have been validated by
 //! [`crate::machine::refs`] and are still placed after `--end-of-options` or `--` where git takes them.
 
+use super::group::GroupGuard;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Stdio;
@@ -56,25 +57,6 @@ impl std::fmt::Display for GitError {
 pub(crate) struct Git {
     pub program: String,
     pub deadline: Instant,
-}
-
-/// Kills a process group (its leader was started with `process_group(0)`).
-fn kill_group(pid: Option<u32>) {
-    let pid = pid
-        .and_then(|p| i32::try_from(p).ok())
-        .and_then(rustix::process::Pid::from_raw);
-    if let Some(pid) = pid {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-}
-
-/// Kills the group when dropped unless disarmed (the call was stopped, or timed out).
-struct GroupGuard(Option<u32>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        kill_group(self.0);
-    }
 }
 
 impl Git {
@@ -128,11 +110,11 @@ impl Git {
             cmd.current_dir(dir);
         }
         let child = cmd.spawn().map_err(GitError::Spawn)?;
-        let mut guard = GroupGuard(child.id());
+        let mut guard = GroupGuard::new(child.id());
         let outcome = tokio::time::timeout_at(self.deadline, child.wait_with_output()).await;
         let output = match outcome {
             Ok(Ok(output)) => {
-                guard.0 = None;
+                guard.disarm();
                 output
             }
             Ok(Err(e)) => return Err(GitError::Spawn(e)),

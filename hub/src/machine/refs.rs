@@ -35,51 +35,112 @@ fn ref_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-')
 }
 
-/// Checks the shape of a ref (`*` allowed too when `pattern`); the error says what is wrong.
-fn check_shape(s: &str, pattern: bool) -> Result<(), String> {
-    let what = if pattern { "pattern" } else { "ref" };
+/// What a checked string is: a requested ref, or an `allowed_refs` pattern (`*` allowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    Ref,
+    Pattern,
+}
+
+impl Shape {
+    /// The characters this shape allows, as the error names them.
+    fn allowed(self) -> &'static str {
+        match self {
+            Shape::Ref => "letters, digits, `.`, `_`, `/` and `-`",
+            Shape::Pattern => "letters, digits, `.`, `_`, `/`, `-` and `*`",
+        }
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Shape::Ref => "ref",
+            Shape::Pattern => "pattern",
+        })
+    }
+}
+
+/// Why a requested ref, or a configured `allowed_refs` pattern, is refused; the message is
+/// the caller's (or the configuration's) explanation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RefError {
+    #[error("a {what} must have 1 to {MAX_REF} characters")]
+    Length { what: Shape },
+    #[error("a {what} must not start with `-`")]
+    LeadingDash { what: Shape },
+    #[error("{what} `{}` contains {found:?}; only {} are allowed", .s.escape_debug(), .what.allowed())]
+    Character { what: Shape, s: String, found: char },
+    #[error("{what} `{s}` contains `..`")]
+    DotDot { what: Shape, s: String },
+    #[error("{what} `{s}` ends with `.`")]
+    TrailingDot { what: Shape, s: String },
+    #[error("{what} `{s}` has an empty component (a leading, trailing or double `/`)")]
+    EmptyComponent { what: Shape, s: String },
+    #[error("{what} `{s}` has a component starting with `.`")]
+    HiddenComponent { what: Shape, s: String },
+    #[error("{what} `{s}` has a component ending with `.lock`")]
+    LockComponent { what: Shape, s: String },
+    #[error(
+        "`{requested}` is a commit id; this hub deploys only refs matching allowed_refs \
+         (deploy.allow_commits is false)"
+    )]
+    CommitsOff { requested: String },
+    #[error("ref `{requested}` is not allowed; allowed refs: {}", backticked(.allowed))]
+    NotAllowed {
+        requested: String,
+        allowed: Vec<String>,
+    },
+}
+
+/// `a`, `b` as `` `a`, `b` ``.
+fn backticked(list: &[String]) -> String {
+    let quoted: Vec<String> = list.iter().map(|p| format!("`{p}`")).collect();
+    quoted.join(", ")
+}
+
+/// Checks the shape of a ref or pattern; the error says what is wrong.
+fn check_shape(s: &str, what: Shape) -> Result<(), RefError> {
     if s.is_empty() || s.chars().count() > MAX_REF {
-        return Err(format!("a {what} must have 1 to {MAX_REF} characters"));
+        return Err(RefError::Length { what });
     }
     if s.starts_with('-') {
-        return Err(format!("a {what} must not start with `-`"));
+        return Err(RefError::LeadingDash { what });
     }
-    if let Some(c) = s.chars().find(|&c| !(ref_char(c) || (pattern && c == '*'))) {
-        let allowed = if pattern {
-            "letters, digits, `.`, `_`, `/`, `-` and `*`"
-        } else {
-            "letters, digits, `.`, `_`, `/` and `-`"
-        };
-        return Err(format!(
-            "{what} `{}` contains {c:?}; only {allowed} are allowed",
-            s.escape_debug()
-        ));
+    let pattern = what == Shape::Pattern;
+    if let Some(found) = s.chars().find(|&c| !(ref_char(c) || (pattern && c == '*'))) {
+        let s = s.to_owned();
+        return Err(RefError::Character { what, s, found });
     }
+    check_components(s, what)
+}
+
+/// The component rules of `git check-ref-format` (after the characters passed).
+fn check_components(s: &str, what: Shape) -> Result<(), RefError> {
+    let owned = || s.to_owned();
     if s.contains("..") {
-        return Err(format!("{what} `{s}` contains `..`"));
+        return Err(RefError::DotDot { what, s: owned() });
     }
     if s.ends_with('.') {
-        return Err(format!("{what} `{s}` ends with `.`"));
+        return Err(RefError::TrailingDot { what, s: owned() });
     }
     for component in s.split('/') {
         if component.is_empty() {
-            return Err(format!(
-                "{what} `{s}` has an empty component (a leading, trailing or double `/`)"
-            ));
+            return Err(RefError::EmptyComponent { what, s: owned() });
         }
         if component.starts_with('.') {
-            return Err(format!("{what} `{s}` has a component starting with `.`"));
+            return Err(RefError::HiddenComponent { what, s: owned() });
         }
         if component.ends_with(".lock") {
-            return Err(format!("{what} `{s}` has a component ending with `.lock`"));
+            return Err(RefError::LockComponent { what, s: owned() });
         }
     }
     Ok(())
 }
 
 /// Checks one configured `allowed_refs` pattern.
-pub(crate) fn check_pattern(pattern: &str) -> Result<(), String> {
-    check_shape(pattern, true)
+pub(crate) fn check_pattern(pattern: &str) -> Result<(), RefError> {
+    check_shape(pattern, Shape::Pattern)
 }
 
 /// Whether `name` matches `pattern` (`*` is any run of characters, possibly empty).
@@ -112,26 +173,24 @@ pub(crate) fn check_requested(
     requested: &str,
     allowed_refs: &[String],
     allow_commits: bool,
-) -> Result<Wanted, String> {
-    check_shape(requested, false)?;
+) -> Result<Wanted, RefError> {
+    check_shape(requested, Shape::Ref)?;
     if is_full_commit(requested) {
         return if allow_commits {
             Ok(Wanted::Commit(requested.to_ascii_lowercase()))
         } else {
-            Err(format!(
-                "`{requested}` is a commit id; this hub deploys only refs matching allowed_refs \
-                 (deploy.allow_commits is false)"
-            ))
+            Err(RefError::CommitsOff {
+                requested: requested.to_owned(),
+            })
         };
     }
     if allowed_refs.iter().any(|p| matches(p, requested)) {
         Ok(Wanted::Name(requested.to_owned()))
     } else {
-        let list: Vec<String> = allowed_refs.iter().map(|p| format!("`{p}`")).collect();
-        Err(format!(
-            "ref `{requested}` is not allowed; allowed refs: {}",
-            list.join(", ")
-        ))
+        Err(RefError::NotAllowed {
+            requested: requested.to_owned(),
+            allowed: allowed_refs.to_vec(),
+        })
     }
 }
 
@@ -200,7 +259,9 @@ mod tests {
             ("mainline", "not allowed"),
             ("HEAD", "not allowed"),
         ] {
-            let err = check_requested(r, &allowed(), false).expect_err(r);
+            let err = check_requested(r, &allowed(), false)
+                .expect_err(r)
+                .to_string();
             assert!(err.contains(why), "{r:?}: {err}");
         }
         let long = format!("v{}", "1".repeat(MAX_REF));
@@ -211,7 +272,9 @@ mod tests {
     fn full_commits_need_allow_commits() {
         let sha = "0123456789ABCDEF0123456789abcdef01234567";
         let every = vec!["*".to_owned()];
-        let err = check_requested(sha, &every, false).expect_err("commits off");
+        let err = check_requested(sha, &every, false)
+            .expect_err("commits off")
+            .to_string();
         assert!(err.contains("allow_commits"), "{err}");
         assert_eq!(
             check_requested(sha, &[], true),

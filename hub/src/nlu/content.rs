@@ -32,7 +32,7 @@ use super::normalize;
 pub(crate) use super::syntax::{
     MAX_TEXT_CHARS, Piece, parse_text, valid_id, valid_locale, valid_ref, valid_slot_name,
 };
-use super::syntax::{check_alias, check_form, valid_dispatch_name};
+use super::syntax::{SyntaxError, check_alias, check_form, valid_dispatch_name};
 
 /// Largest content file read.
 pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -182,6 +182,58 @@ impl LoadError {
     }
 }
 
+/// Why a template does not fit the registry and intents (its uniqueness aside).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TemplateError {
+    #[error("template `{id}`: template_id must match [a-z0-9][a-z0-9_.-]{{0,63}}")]
+    Id { id: String },
+    #[error("template `{id}`: locale `{locale}` must be `xx` or `xx-XX` (ISO 639-1, ISO 3166-1)")]
+    Locale { id: String, locale: String },
+    #[error("template `{id}`: intent `{intent}` is not defined")]
+    UnknownIntent { id: String, intent: String },
+    #[error("template `{id}`: {error}")]
+    Text {
+        id: String,
+        error: TemplateTextError,
+    },
+    #[error("template `{id}`: {count} examples; at most {MAX_EXAMPLES}")]
+    Examples { id: String, count: usize },
+    #[error("template `{id}`: example `{example}`: {error}")]
+    Example {
+        id: String,
+        example: String,
+        error: SyntaxError,
+    },
+    #[error("template `{id}`: example `{example}` repeats another example (after normalization)")]
+    RepeatedExample { id: String, example: String },
+}
+
+/// Why a template's text does not fit its intent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TemplateTextError {
+    #[error(transparent)]
+    Syntax(#[from] SyntaxError),
+    #[error("text needs at least one word besides its slots")]
+    NoWords,
+    #[error("slot `{slot}` appears twice")]
+    RepeatedSlot { slot: String },
+    #[error("slot `{slot}` is not a slot of intent `{intent}` (its slots: {})", describe_slots(.slots))]
+    UnknownSlot {
+        slot: String,
+        intent: String,
+        slots: Vec<SlotDecl>,
+    },
+    #[error("slot `{slot}` has type `{declared}` in intent `{intent}`, not `{used}`")]
+    SlotType {
+        slot: String,
+        declared: String,
+        intent: String,
+        used: String,
+    },
+    #[error("slot `{{{}:{}}}` of intent `{intent}` is missing", .slot.name, .slot.kind)]
+    MissingSlot { slot: SlotDecl, intent: String },
+}
+
 /// Validated content (templates as configured, before applied changes).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Content {
@@ -279,7 +331,7 @@ impl Content {
         for (file, template) in all {
             content
                 .check_template(&template)
-                .map_err(|m| LoadError::new(&file, m))?;
+                .map_err(|m| LoadError::new(&file, m.to_string()))?;
             if content.templates.contains_key(&template.template_id) {
                 return Err(LoadError::new(
                     &file,
@@ -434,42 +486,22 @@ impl Content {
     }
 
     /// Checks one template against the registry and intents (not its uniqueness).
-    pub(crate) fn check_template(&self, t: &Template) -> Result<(), String> {
-        let id = &t.template_id;
-        let bad = |m: String| Err(format!("template `{id}`: {m}"));
-        if !valid_id(id) {
-            return bad("template_id must match [a-z0-9][a-z0-9_.-]{0,63}".into());
+    pub(crate) fn check_template(&self, t: &Template) -> Result<(), TemplateError> {
+        let id = || t.template_id.clone();
+        if !valid_id(&t.template_id) {
+            return Err(TemplateError::Id { id: id() });
         }
         if !valid_locale(&t.locale) {
-            return bad(format!(
-                "locale `{}` must be `xx` or `xx-XX` (ISO 639-1, ISO 3166-1)",
-                t.locale
-            ));
+            let locale = t.locale.clone();
+            return Err(TemplateError::Locale { id: id(), locale });
         }
         let Some(intent) = self.intents.get(&t.intent) else {
-            return bad(format!("intent `{}` is not defined", t.intent));
+            let intent = t.intent.clone();
+            return Err(TemplateError::UnknownIntent { id: id(), intent });
         };
-        if let Err(m) = self.check_text(&t.text, &t.locale, intent) {
-            return bad(m);
-        }
-        if t.examples.len() > MAX_EXAMPLES {
-            return bad(format!(
-                "{} examples; at most {MAX_EXAMPLES}",
-                t.examples.len()
-            ));
-        }
-        let mut seen = BTreeSet::new();
-        for example in &t.examples {
-            if let Err(m) = check_form(&t.locale, example) {
-                return bad(format!("example `{example}`: {m}"));
-            }
-            if !seen.insert(normalize::key(example, &t.locale)) {
-                return bad(format!(
-                    "example `{example}` repeats another example (after normalization)"
-                ));
-            }
-        }
-        Ok(())
+        self.check_text(&t.text, &t.locale, intent)
+            .map_err(|error| TemplateError::Text { id: id(), error })?;
+        check_examples(t)
     }
 
     /// Checks template text: syntax, slots equal to the intent's, at least one word.
@@ -478,7 +510,7 @@ impl Content {
         text: &str,
         locale: &str,
         intent: &Intent,
-    ) -> Result<(), String> {
+    ) -> Result<(), TemplateTextError> {
         let pieces = parse_text(text)?;
         let words = pieces
             .iter()
@@ -488,43 +520,9 @@ impl Content {
             })
             .sum::<usize>();
         if words == 0 {
-            return Err("text needs at least one word besides its slots".into());
+            return Err(TemplateTextError::NoWords);
         }
-        let used = slots(&pieces);
-        let mut names = BTreeSet::new();
-        for slot in &used {
-            if !names.insert(slot.name.as_str()) {
-                return Err(format!("slot `{}` appears twice", slot.name));
-            }
-            match intent.slots.iter().find(|s| s.name == slot.name) {
-                None => {
-                    return Err(format!(
-                        "slot `{}` is not a slot of intent `{}` (its slots: {})",
-                        slot.name,
-                        intent.intent,
-                        describe_slots(&intent.slots)
-                    ));
-                }
-                Some(decl) if decl.kind != slot.kind => {
-                    return Err(format!(
-                        "slot `{}` has type `{}` in intent `{}`, not `{}`",
-                        slot.name, decl.kind, intent.intent, slot.kind
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
-        if let Some(missing) = intent
-            .slots
-            .iter()
-            .find(|s| !names.contains(s.name.as_str()))
-        {
-            return Err(format!(
-                "slot `{{{}:{}}}` of intent `{}` is missing",
-                missing.name, missing.kind, intent.intent
-            ));
-        }
-        Ok(())
+        check_slots(&slots(&pieces), intent)
     }
 
     /// Bytes of all templates as JSON, with `replaced` instead of the template of its id.
@@ -546,6 +544,73 @@ impl Content {
             set.extend(e.aliases.keys().cloned());
         }
         set
+    }
+}
+
+/// Checks a template's examples: at most [`MAX_EXAMPLES`], each a valid form, none repeating
+/// another after normalization.
+fn check_examples(t: &Template) -> Result<(), TemplateError> {
+    let id = || t.template_id.clone();
+    if t.examples.len() > MAX_EXAMPLES {
+        let count = t.examples.len();
+        return Err(TemplateError::Examples { id: id(), count });
+    }
+    let mut seen = BTreeSet::new();
+    for example in &t.examples {
+        if let Err(error) = check_form(&t.locale, example) {
+            let example = example.clone();
+            return Err(TemplateError::Example {
+                id: id(),
+                example,
+                error,
+            });
+        }
+        if !seen.insert(normalize::key(example, &t.locale)) {
+            let example = example.clone();
+            return Err(TemplateError::RepeatedExample { id: id(), example });
+        }
+    }
+    Ok(())
+}
+
+/// Checks the slots `used` by a template's text against `intent`'s: each once, of the
+/// intent's type, none missing.
+fn check_slots(used: &[SlotDecl], intent: &Intent) -> Result<(), TemplateTextError> {
+    let mut names = BTreeSet::new();
+    for slot in used {
+        if !names.insert(slot.name.as_str()) {
+            let slot = slot.name.clone();
+            return Err(TemplateTextError::RepeatedSlot { slot });
+        }
+        match intent.slots.iter().find(|s| s.name == slot.name) {
+            None => {
+                return Err(TemplateTextError::UnknownSlot {
+                    slot: slot.name.clone(),
+                    intent: intent.intent.clone(),
+                    slots: intent.slots.clone(),
+                });
+            }
+            Some(decl) if decl.kind != slot.kind => {
+                return Err(TemplateTextError::SlotType {
+                    slot: slot.name.clone(),
+                    declared: decl.kind.clone(),
+                    intent: intent.intent.clone(),
+                    used: slot.kind.clone(),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    match intent
+        .slots
+        .iter()
+        .find(|s| !names.contains(s.name.as_str()))
+    {
+        Some(missing) => Err(TemplateTextError::MissingSlot {
+            slot: missing.clone(),
+            intent: intent.intent.clone(),
+        }),
+        None => Ok(()),
     }
 }
 

@@ -81,12 +81,37 @@ fn plain_text(s: &str) -> bool {
     (1..=MAX_TEXT_CHARS).contains(&n) && !s.chars().any(char::is_control) && !s.trim().is_empty()
 }
 
+/// Why template text, a label, an alias or an example is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SyntaxError {
+    #[error("text must have 1 to {MAX_TEXT_CHARS} characters, no control characters")]
+    TextLength,
+    #[error("slot `{{{inner}}}`: slots cannot nest")]
+    NestedSlot { inner: String },
+    #[error("slot `{{{inner}}}` must be separated from neighbouring words by spaces")]
+    SlotNotSeparated { inner: String },
+    #[error("slot `{{{inner}}}` must be written `{{name:type}}`")]
+    SlotShape { inner: String },
+    #[error("slot `{{{inner}}}`: name and type must match [a-z][a-z0-9_]{{0,31}}")]
+    SlotName { inner: String },
+    #[error("`{{` without a matching `}}`")]
+    UnclosedSlot,
+    #[error("`}}` without a matching `{{`")]
+    UnopenedSlot,
+    #[error("locale `{locale}` must be `xx` or `xx-XX`")]
+    Locale { locale: String },
+    #[error("`{form}` must have 1 to {MAX_TEXT_CHARS} characters, no control characters")]
+    FormLength { form: String },
+    #[error("`{form}` has no words")]
+    NoWords { form: String },
+    #[error("`{form}` has more than {MAX_ALIAS_WORDS} words")]
+    TooManyWords { form: String },
+}
+
 /// Splits template text into words and slots, checking the slot syntax.
-pub(crate) fn parse_text(text: &str) -> Result<Vec<Piece>, String> {
+pub(crate) fn parse_text(text: &str) -> Result<Vec<Piece>, SyntaxError> {
     if !plain_text(text) {
-        return Err(format!(
-            "text must have 1 to {MAX_TEXT_CHARS} characters, no control characters"
-        ));
+        return Err(SyntaxError::TextLength);
     }
     let mut pieces = Vec::new();
     let mut rest = text;
@@ -99,29 +124,8 @@ pub(crate) fn parse_text(text: &str) -> Result<Vec<Piece>, String> {
                 break;
             }
             (Some(o), Some(c)) if o < c => {
-                let before = &rest[..o];
-                let inner = &rest[o + 1..c];
-                let after = &rest[c + 1..];
-                if inner.contains('{') {
-                    return Err(format!("slot `{{{inner}}}`: slots cannot nest"));
-                }
-                if !(before.is_empty() || before.ends_with(char::is_whitespace))
-                    || !(after.is_empty() || after.starts_with(char::is_whitespace))
-                {
-                    return Err(format!(
-                        "slot `{{{inner}}}` must be separated from neighbouring words by spaces"
-                    ));
-                }
-                let Some((name, kind)) = inner.split_once(':') else {
-                    return Err(format!(
-                        "slot `{{{inner}}}` must be written `{{name:type}}`"
-                    ));
-                };
-                if !valid_slot_name(name) || !valid_slot_name(kind) {
-                    return Err(format!(
-                        "slot `{{{inner}}}`: name and type must match [a-z][a-z0-9_]{{0,31}}"
-                    ));
-                }
+                let (before, inner, after) = (&rest[..o], &rest[o + 1..c], &rest[c + 1..]);
+                let (name, kind) = check_slot(before, inner, after)?;
                 if !before.is_empty() {
                     pieces.push(Piece::Text(before.to_owned()));
                 }
@@ -131,36 +135,63 @@ pub(crate) fn parse_text(text: &str) -> Result<Vec<Piece>, String> {
                 });
                 rest = after;
             }
-            (Some(_), _) => return Err("`{` without a matching `}`".into()),
-            (None, Some(_)) => return Err("`}` without a matching `{`".into()),
+            (Some(_), _) => return Err(SyntaxError::UnclosedSlot),
+            (None, Some(_)) => return Err(SyntaxError::UnopenedSlot),
         }
     }
     Ok(pieces)
 }
 
+/// Checks the slot `{inner}` between `before` and `after`: its name and type.
+fn check_slot<'a>(
+    before: &str,
+    inner: &'a str,
+    after: &str,
+) -> Result<(&'a str, &'a str), SyntaxError> {
+    let slot = || inner.to_owned();
+    if inner.contains('{') {
+        return Err(SyntaxError::NestedSlot { inner: slot() });
+    }
+    if !(before.is_empty() || before.ends_with(char::is_whitespace))
+        || !(after.is_empty() || after.starts_with(char::is_whitespace))
+    {
+        return Err(SyntaxError::SlotNotSeparated { inner: slot() });
+    }
+    let Some((name, kind)) = inner.split_once(':') else {
+        return Err(SyntaxError::SlotShape { inner: slot() });
+    };
+    if !valid_slot_name(name) || !valid_slot_name(kind) {
+        return Err(SyntaxError::SlotName { inner: slot() });
+    }
+    Ok((name, kind))
+}
+
 /// Checks a label, alias or example in `locale`.
-pub(super) fn check_form(locale: &str, form: &str) -> Result<(), String> {
+pub(super) fn check_form(locale: &str, form: &str) -> Result<(), SyntaxError> {
     if !valid_locale(locale) {
-        return Err(format!("locale `{locale}` must be `xx` or `xx-XX`"));
+        return Err(SyntaxError::Locale {
+            locale: locale.to_owned(),
+        });
     }
     if !plain_text(form) {
-        return Err(format!(
-            "`{form}` must have 1 to {MAX_TEXT_CHARS} characters, no control characters"
-        ));
+        let form = form.to_owned();
+        return Err(SyntaxError::FormLength { form });
     }
-    let words = normalize::normalize(form, locale).len();
-    if words == 0 {
-        return Err(format!("`{form}` has no words"));
+    if normalize::normalize(form, locale).is_empty() {
+        let form = form.to_owned();
+        return Err(SyntaxError::NoWords { form });
     }
     Ok(())
 }
 
 /// Checks a label or alias: a form of at most [`MAX_ALIAS_WORDS`] words.
-pub(super) fn check_alias(locale: &str, form: &str) -> Result<(), String> {
+pub(super) fn check_alias(locale: &str, form: &str) -> Result<(), SyntaxError> {
     check_form(locale, form)?;
     let words = normalize::normalize(form, locale).len();
     if words > MAX_ALIAS_WORDS {
-        return Err(format!("`{form}` has more than {MAX_ALIAS_WORDS} words"));
+        return Err(SyntaxError::TooManyWords {
+            form: form.to_owned(),
+        });
     }
     Ok(())
 }

@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use ractor::rpc::CallResult;
-use ractor::{Actor, ActorRef, RpcReplyPort};
+use ractor::{ActorRef, RpcReplyPort};
 use serde_json::Value;
 #[cfg(test)]
 use sha2::{Digest, Sha256};
@@ -66,7 +66,7 @@ pub(crate) use store::{
     ArtifactKind, ArtifactMeta, DURATION_SEC, INTERVAL_MS, Incident, MIN_CHUNK_BYTES, PROFILES_DIR,
     Session, SessionState, StartRequest,
 };
-use store::{Shared, admission, internal, lock};
+use store::{Shared, admission, internal};
 
 /// How a chunk or a whole artifact is delivered.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,7 +90,7 @@ pub(crate) enum Delivery {
 /// The profiling authority of one hub (in [`crate::context::Machine::profiles`]).
 pub struct Profiles {
     shared: Arc<Shared>,
-    actor: Mutex<Option<ActorRef<Msg>>>,
+    actor: crate::restartable::Restartable<Msg>,
 }
 
 impl Profiles {
@@ -106,7 +106,7 @@ impl Profiles {
                 epoch: Mutex::new(CancellationToken::new()),
                 evidence_seq: tokio::sync::watch::channel(0).0,
             }),
-            actor: Mutex::new(None),
+            actor: Default::default(),
         }
     }
 
@@ -129,33 +129,19 @@ impl Profiles {
             shared: self.shared.clone(),
             services,
         };
-        let (actor, _) = match supervisor {
-            Some(sup) => Actor::spawn_linked(None, ProfileOps, args, sup).await,
-            None => Actor::spawn(None, ProfileOps, args).await,
-        }
-        .map_err(|e| anyhow::anyhow!("cannot start ProfileOps: {e}"))?;
-        if let Some(old) = lock(&self.actor).replace(actor.clone()) {
-            old.stop(Some("replaced".into()));
-        }
-        Ok(actor)
+        self.actor
+            .start(ProfileOps, args, supervisor, "ProfileOps")
+            .await
     }
 
     /// The `ProfileOps` actor running now, if any.
     pub fn current(&self) -> Option<ActorRef<Msg>> {
-        lock(&self.actor).clone()
+        self.actor.current()
     }
 
     /// Stops the actor; running sessions are finished as `interrupted`.
     pub(crate) async fn stop(&self) {
-        let actor = lock(&self.actor).take();
-        if let Some(actor) = actor {
-            let _ = actor
-                .stop_and_wait(
-                    Some("hub shutting down".into()),
-                    Some(Duration::from_secs(10)),
-                )
-                .await;
-        }
+        self.actor.stop(Duration::from_secs(10)).await;
     }
 
     pub(crate) fn config(&self) -> &ProfilingConfig {
@@ -332,8 +318,8 @@ impl Profiles {
     }
 
     fn actor(&self) -> Result<ActorRef<Msg>, ToolError> {
-        lock(&self.actor)
-            .clone()
+        self.actor
+            .current()
             .ok_or_else(|| internal("ProfileOps is not running".into()))
     }
 

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::store::lock;
 use super::*;
 use crate::context::HubContext;
 
@@ -594,7 +595,8 @@ fn a_session_keeps_its_first_and_newest_snapshots_and_the_hub_its_byte_cap() {
     blocked.collect(&ids[2], "web", true, |m| wall.join(&m.artifact_id));
     let why = blocked
         .summary(std::time::UNIX_EPOCH, &[])
-        .expect_err("nothing kept");
+        .expect_err("nothing kept")
+        .to_string();
     assert!(
         why.starts_with("no usable heap snapshot: heap.1.1.pb.gz: could not be kept:"),
         "{why}"

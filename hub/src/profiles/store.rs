@@ -22,7 +22,7 @@ pub(crate) use mcp_shared::profiling::{
 };
 
 use super::evidence::EvidenceLog;
-use super::heap::collect::Keeper;
+use super::heap::collect::{HeapSummaryError, Keeper};
 use super::sample::{Growth, Sample, growth};
 
 /// `index.json`; every list oldest first. Read tolerantly: an index a later build wrote
@@ -478,10 +478,10 @@ fn summarize_heap(session: &mut Session, keeper: &Keeper, samples: &[Sample]) {
 }
 
 /// Sets `session`'s heap summary, or why it has none.
-fn set_heap(session: &mut Session, summary: Result<HeapSummary, String>) {
+fn set_heap(session: &mut Session, summary: Result<HeapSummary, HeapSummaryError>) {
     match summary {
         Ok(summary) => session.heap = Some(Box::new(summary)),
-        Err(why) => session.heap_error = Some(why),
+        Err(why) => session.heap_error = Some(why.to_string()),
     }
 }
 

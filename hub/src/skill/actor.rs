@@ -1,6 +1,6 @@
 //! The `Skill` actor: supervises one linked adapter actor per adapter (restarting a failed
-//! one within its budget), routes each call to the adapter serving its tool, and applies
-//! root's lifecycle commands and the owner's switch.
+//! one within its budget), publishes which adapter serves each tool ([`super::routes`]; calls
+//! go there directly), and applies root's lifecycle commands and the owner's switch.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -12,28 +12,37 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, Sup
 
 use crate::context::HubContext;
 use crate::skill::adapters::{
-    AdapterActor, AdapterArgs, AdapterKind, AdapterMsg, AdapterReply, CallInput, CrashReport,
-    EmbeddedAdapter,
+    AdapterActor, AdapterArgs, AdapterKind, AdapterMsg, CrashReport, EmbeddedAdapter,
+};
+use crate::skill::routes::{Route, Routes, SharedRoutes};
+
+use super::lifecycle::{
+    Lifecycle, SKILL, StateError, load_lifecycle, load_owner_switch, save_lifecycle,
 };
 
-use super::lifecycle::{Lifecycle, SKILL, load_lifecycle, load_owner_switch, save_lifecycle};
+/// Why a skill command of root's could not be applied (`pub`: the reply of the public
+/// [`Msg::Command`] and `SkillHandle::command`).
+#[derive(Debug, thiserror::Error)]
+pub enum SkillCommandError {
+    /// The new lifecycle could not be saved.
+    #[error(transparent)]
+    Save(#[from] StateError),
+    #[error("the skill did not answer in time")]
+    Timeout,
+    #[error("the skill stopped")]
+    Stopped,
+    #[error("the skill is not running: {0}")]
+    NotRunning(ractor::MessagingErr<()>),
+}
 
 pub enum Msg {
-    /// Route a call (already past the gate) to the adapter serving `tool_id`.
-    Execute {
-        tool_id: String,
-        input: CallInput,
-        reply: RpcReplyPort<AdapterReply>,
-    },
-    /// Stop a call wherever it runs.
-    Cancel { call_id: String },
     /// The hub owner switched the skill on or off (`mcp-hub skill enable|disable`).
     OwnerSwitch(bool),
     /// Install, enable, disable, uninstall or report a skill (root's desired state).
     Command {
         skill: String,
         command: SkillCommand,
-        reply: RpcReplyPort<Result<SkillState, String>>,
+        reply: RpcReplyPort<Result<SkillState, SkillCommandError>>,
     },
     /// An adapter's call panicked (sent by the adapter before it fails).
     AdapterCrashed(CrashReport),
@@ -46,6 +55,8 @@ pub(crate) struct Skill;
 
 pub(crate) struct SkillArgs {
     pub ctx: Arc<HubContext>,
+    /// Where it publishes which adapter serves each tool.
+    pub routes: SharedRoutes,
     /// The adapters of the program embedding the hub (declared in the context too).
     pub embedded: Embedded,
 }
@@ -55,6 +66,7 @@ pub(crate) type Embedded = Arc<[&'static EmbeddedAdapter]>;
 
 pub(crate) struct State {
     ctx: Arc<HubContext>,
+    routes: SharedRoutes,
     /// Every adapter of the skill, in the order of the context's declarations.
     kinds: Vec<AdapterKind>,
     adapters: HashMap<&'static str, ActorRef<AdapterMsg>>,
@@ -114,6 +126,7 @@ impl State {
             self.adapters.remove(tool);
             self.unavailable.insert(tool, why);
             self.publish_unavailable();
+            self.publish_routes();
             return Ok(());
         }
         recent.push_back(Instant::now());
@@ -121,7 +134,22 @@ impl State {
         tracing::warn!(adapter = kind.decl().name, %reason, restarts = self.restarts, "adapter failed; restarting");
         let adapter = spawn_adapter(kind, &self.ctx, myself).await?;
         self.adapters.insert(tool, adapter);
+        self.publish_routes();
         Ok(())
+    }
+
+    /// Publishes which adapter serves each tool (or why none does) to the call path.
+    fn publish_routes(&self) {
+        let adapters = self
+            .adapters
+            .iter()
+            .map(|(&tool, a)| (tool, Route::Adapter(a.clone())));
+        let unavailable = self
+            .unavailable
+            .iter()
+            .map(|(&tool, why)| (tool, Route::Unavailable(why.clone())));
+        let routes: Routes = adapters.chain(unavailable).collect();
+        self.routes.store(Arc::new(routes));
     }
 
     /// Publishes which tools are withdrawn and has the channel tell root.
@@ -154,11 +182,12 @@ impl State {
             }
         }
         self.publish_unavailable();
+        self.publish_routes();
         Ok(())
     }
 
-    fn set_lifecycle(&self, lifecycle: Lifecycle) -> Result<(), String> {
-        save_lifecycle(&self.ctx.config.state_dir, lifecycle).map_err(|e| e.to_string())?;
+    fn set_lifecycle(&self, lifecycle: Lifecycle) -> Result<(), SkillCommandError> {
+        save_lifecycle(&self.ctx.config.state_dir, lifecycle)?;
         self.ctx.skill.lifecycle.store(Arc::new(lifecycle));
         Ok(())
     }
@@ -202,14 +231,17 @@ impl Actor for Skill {
             enabled = lifecycle.enabled,
             "skill started"
         );
-        Ok(State {
+        let state = State {
             ctx,
+            routes: args.routes,
             kinds,
             adapters,
             restarts: 0,
             recent_restarts: HashMap::new(),
             unavailable: HashMap::new(),
-        })
+        };
+        state.publish_routes();
+        Ok(state)
     }
 
     async fn post_stop(
@@ -217,6 +249,7 @@ impl Actor for Skill {
         _myself: ActorRef<Msg>,
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
+        state.routes.store(Arc::default());
         for adapter in state.adapters.values() {
             adapter.stop(Some("skill stopping".into()));
         }
@@ -230,37 +263,6 @@ impl Actor for Skill {
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            Msg::Execute {
-                tool_id,
-                input,
-                reply,
-            } => {
-                let adapter = state.adapters.get(tool_id.as_str());
-                match adapter {
-                    Some(adapter) if state.ctx.lifecycle().active() => {
-                        // A dead adapter drops the message and so the reply port: the caller
-                        // sees `adapter_failed`.
-                        let _ = adapter.send_message(AdapterMsg::Run { input, reply });
-                    }
-                    _ => {
-                        let error = match state.unavailable.get(tool_id.as_str()) {
-                            Some(why) => ToolError::new(ErrorCode::AdapterFailed, why.clone()),
-                            None => ToolError::new(
-                                ErrorCode::SkillDisabled,
-                                format!("skill `{SKILL}` does not publish `{tool_id}` right now"),
-                            ),
-                        };
-                        let _ = reply.send(Err(error));
-                    }
-                }
-            }
-            Msg::Cancel { call_id } => {
-                for adapter in state.adapters.values() {
-                    let _ = adapter.cast(AdapterMsg::Cancel {
-                        call_id: call_id.clone(),
-                    });
-                }
-            }
             Msg::Command {
                 skill,
                 command,

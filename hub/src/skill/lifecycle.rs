@@ -79,9 +79,10 @@ impl Lifecycle {
 /// File name of the lifecycle state under `state_dir`.
 pub(crate) const STATE_FILE: &str = "skills.json";
 
-/// Why the lifecycle file could not be read or written.
+/// Why the lifecycle file could not be read or written (`pub`, as
+/// [`super::actor::SkillCommandError`] that carries it).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum StateError {
+pub enum StateError {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

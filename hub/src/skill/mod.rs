@@ -17,6 +17,7 @@
 pub(crate) mod actor;
 pub(crate) mod adapters;
 pub(crate) mod lifecycle;
+pub(crate) mod routes;
 #[cfg(test)]
 pub(crate) mod test_fault;
 
@@ -30,10 +31,11 @@ use ractor::{Actor, ActorRef};
 use serde_json::Value;
 
 use crate::context::HubContext;
-use crate::skill::adapters::{AdapterDecl, AdapterReply, CallInput};
+use crate::skill::adapters::{AdapterDecl, AdapterMsg, AdapterReply, CallInput};
+use crate::skill::routes::{Route, SharedRoutes};
 use lifecycle::SKILL;
 
-pub(crate) use actor::{Embedded, Msg, Skill, SkillArgs};
+pub(crate) use actor::{Embedded, Msg, Skill, SkillArgs, SkillCommandError};
 pub(crate) use lifecycle::{
     OWNER_SWITCH_POLL, load_lifecycle, load_owner_switch, save_owner_switch,
 };
@@ -43,11 +45,13 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long past a call's deadline the caller waits for the adapter's own `timeout` answer.
 const DEADLINE_GRACE: Duration = Duration::from_secs(2);
 
-/// A cheap handle to the skill actor: the current instance (the hub's supervisor swaps in a
-/// restarted one).
+/// A cheap handle to the skill: its actor's current instance (the hub's supervisor swaps in a
+/// restarted one) for commands, and the routes it publishes for calls.
 #[derive(Clone)]
 pub struct SkillHandle {
     actor: Arc<arc_swap::ArcSwap<ActorRef<Msg>>>,
+    ctx: Arc<HubContext>,
+    routes: SharedRoutes,
 }
 
 impl SkillHandle {
@@ -57,27 +61,45 @@ impl SkillHandle {
         ctx: Arc<HubContext>,
         embedded: Embedded,
     ) -> anyhow::Result<(SkillHandle, tokio::task::JoinHandle<()>)> {
-        let (actor, join) = Actor::spawn(None, Skill, SkillArgs { ctx, embedded })
+        let routes = SharedRoutes::default();
+        let args = SkillArgs {
+            ctx: ctx.clone(),
+            routes: routes.clone(),
+            embedded,
+        };
+        let (actor, join) = Actor::spawn(None, Skill, args)
             .await
             .map_err(|e| anyhow::anyhow!("cannot start {SKILL}: {e}"))?;
-        Ok((SkillHandle::of(actor), join))
+        Ok((SkillHandle::of(actor, ctx, routes), join))
     }
 
-    /// A handle to `actor`.
-    pub fn of(actor: ActorRef<Msg>) -> SkillHandle {
+    /// A handle to `actor`, the skill of `ctx`, publishing to `routes`.
+    pub(crate) fn of(
+        actor: ActorRef<Msg>,
+        ctx: Arc<HubContext>,
+        routes: SharedRoutes,
+    ) -> SkillHandle {
         SkillHandle {
             actor: Arc::new(arc_swap::ArcSwap::from_pointee(actor)),
+            ctx,
+            routes,
         }
     }
 
-    /// Spawns the skill for `ctx` (with the embedding program's adapters `embedded`) linked
-    /// under `supervisor`.
-    pub async fn spawn_under(
+    /// Spawns the skill for `ctx` (with the embedding program's adapters `embedded`, publishing
+    /// to `routes`) linked under `supervisor`.
+    pub(crate) async fn spawn_under(
         ctx: Arc<HubContext>,
         embedded: Embedded,
+        routes: SharedRoutes,
         supervisor: ractor::ActorCell,
     ) -> anyhow::Result<ActorRef<Msg>> {
-        let (actor, _) = Actor::spawn_linked(None, Skill, SkillArgs { ctx, embedded }, supervisor)
+        let args = SkillArgs {
+            ctx,
+            routes,
+            embedded,
+        };
+        let (actor, _) = Actor::spawn_linked(None, Skill, args, supervisor)
             .await
             .map_err(|e| anyhow::anyhow!("cannot start {SKILL}: {e}"))?;
         Ok(actor)
@@ -106,22 +128,17 @@ impl SkillHandle {
             .await
     }
 
-    /// Runs `input` on the adapter `decl`; answers by the call's deadline.
+    /// Runs `input` on the adapter `decl`, sent straight to the adapter actor serving it;
+    /// answers by the call's deadline.
     pub async fn execute_call(&self, decl: AdapterDecl, input: CallInput) -> AdapterReply {
+        let adapter = self.route(decl)?;
         let wait = input
             .deadline
             .saturating_duration_since(tokio::time::Instant::now())
             + DEADLINE_GRACE;
-        let res = self
-            .actor()
-            .call(
-                |reply| Msg::Execute {
-                    tool_id: decl.tool_id.to_owned(),
-                    input,
-                    reply,
-                },
-                Some(wait),
-            )
+        // A dead adapter drops the message and so the reply port: `adapter_failed`.
+        let res = adapter
+            .call(|reply| AdapterMsg::Run { input, reply }, Some(wait))
             .await;
         match res {
             Ok(CallResult::Success(r)) => r,
@@ -135,20 +152,46 @@ impl SkillHandle {
             )),
             Err(e) => Err(ToolError::new(
                 ErrorCode::AdapterFailed,
-                format!("skill `{SKILL}` is not running: {e}"),
+                format!("adapter `{}` is not running: {e}", decl.name),
+            )),
+        }
+    }
+
+    /// The adapter serving `decl`'s tool while the skill is active; else why not.
+    fn route(&self, decl: AdapterDecl) -> Result<ActorRef<AdapterMsg>, ToolError> {
+        let routes = self.routes.load();
+        match routes.get(decl.tool_id) {
+            Some(Route::Adapter(adapter)) if self.ctx.lifecycle().active() => Ok(adapter.clone()),
+            Some(Route::Unavailable(why)) => {
+                Err(ToolError::new(ErrorCode::AdapterFailed, why.clone()))
+            }
+            _ => Err(ToolError::new(
+                ErrorCode::SkillDisabled,
+                format!(
+                    "skill `{SKILL}` does not publish `{}` right now",
+                    decl.tool_id
+                ),
             )),
         }
     }
 
     /// Stops a call wherever it runs (fire and forget).
     pub fn cancel(&self, call_id: &str) {
-        let _ = self.actor().cast(Msg::Cancel {
-            call_id: call_id.to_owned(),
-        });
+        for route in self.routes.load().values() {
+            if let Route::Adapter(adapter) = route {
+                let _ = adapter.cast(AdapterMsg::Cancel {
+                    call_id: call_id.to_owned(),
+                });
+            }
+        }
     }
 
     /// Applies an operator command; the state afterwards.
-    pub async fn command(&self, skill: &str, command: SkillCommand) -> Result<SkillState, String> {
+    pub async fn command(
+        &self,
+        skill: &str,
+        command: SkillCommand,
+    ) -> Result<SkillState, SkillCommandError> {
         match self
             .actor()
             .call(
@@ -162,9 +205,9 @@ impl SkillHandle {
             .await
         {
             Ok(CallResult::Success(r)) => r,
-            Ok(CallResult::Timeout) => Err("the skill did not answer in time".into()),
-            Ok(CallResult::SenderError) => Err("the skill stopped".into()),
-            Err(e) => Err(format!("the skill is not running: {e}")),
+            Ok(CallResult::Timeout) => Err(SkillCommandError::Timeout),
+            Ok(CallResult::SenderError) => Err(SkillCommandError::Stopped),
+            Err(e) => Err(SkillCommandError::NotRunning(e.map(|_| ()))),
         }
     }
 

@@ -8,7 +8,9 @@
 //!
 //! [`run`] signs a checkpoint once `every_events` events are past the last one, or `every_sec`
 //! after the last when any event is. It grows the tree by the events since, signs, and stores
-//! the hashes and the checkpoint in one transaction. On PostgreSQL, a replica that finds a
+//! the hashes and the checkpoint in one transaction. It covers only flushed events
+//! ([`Flushed::bound`]): a power loss never leaves a signed checkpoint over an event the trail
+//! no longer has. On PostgreSQL, a replica that finds a
 //! checkpoint of that size stored already writes nothing.
 
 use std::time::Duration;
@@ -16,7 +18,9 @@ use std::time::Duration;
 use signed_note::{Note, StandardVerifier, VerifierList};
 use tlog_tiles::{Checkpoint, Hash};
 
+use super::flusher::Flushed;
 use super::tree::{self, TreeError};
+use super::witness::cosign::key_name;
 use crate::secrets::MasterKey;
 use crate::store::{CheckpointRow, Store};
 
@@ -62,21 +66,6 @@ impl std::fmt::Debug for LogKey {
 /// The log's origin for zone `zone`: `root-mcp/<zone>`.
 pub fn origin(zone: &str) -> String {
     key_name("root-mcp", zone)
-}
-
-/// `<prefix>/<zone>`, with what a signed-note key name cannot hold (spaces, `+`) replaced.
-pub(crate) fn key_name(prefix: &str, zone: &str) -> String {
-    let zone: String = zone
-        .chars()
-        .map(|c| {
-            if c.is_whitespace() || c == '+' {
-                '-'
-            } else {
-                c
-            }
-        })
-        .collect();
-    format!("{prefix}/{zone}")
 }
 
 impl LogKey {
@@ -149,10 +138,11 @@ pub fn open(note: &str, verifier_key: &str) -> Result<Checkpoint, CheckpointErro
     Ok(checkpoint)
 }
 
-/// Signs the next checkpoint, over at most [`MAX_GROWTH`] events past the last one; `None`
-/// when no event is past it (or another replica stored this size first).
+/// Signs the next checkpoint, over at most [`MAX_GROWTH`] flushed events past the last one;
+/// `None` when no flushed event is past it (or another replica stored this size first).
 pub async fn sign_next(
     store: &Store,
+    flushed: &Flushed,
     key: &LogKey,
 ) -> Result<Option<CheckpointRow>, CheckpointError> {
     let size = store
@@ -160,10 +150,7 @@ pub async fn sign_next(
         .await?
         .first()
         .map_or(0, |c| c.tree_size);
-    let head = store
-        .audit_head()
-        .await?
-        .map_or(0, |(seq, _)| seq.max(0) as u64);
+    let head = flushed_head(store, flushed).await?;
     if head <= size {
         return Ok(None);
     }
@@ -196,9 +183,16 @@ pub async fn sign_next(
         .then_some(row))
 }
 
+/// The newest `seq` of the trail that is on disk (see [`Flushed::bound`]).
+async fn flushed_head(store: &Store, flushed: &Flushed) -> Result<u64, crate::store::Error> {
+    let head = store.audit_head().await?.map_or(0, |(seq, _)| seq);
+    Ok(flushed.bound(head).max(0) as u64)
+}
+
 /// Signs checkpoints as the configuration says until `stop` (see the module's header).
 pub async fn run(
     store: Store,
+    flushed: std::sync::Arc<Flushed>,
     key: std::sync::Arc<LogKey>,
     every_events: u64,
     every: Duration,
@@ -210,9 +204,11 @@ pub async fn run(
             () = stop.cancelled() => return,
             () = tokio::time::sleep(Duration::from_secs(1).min(every)) => {}
         }
-        let due = match (store.audit_head().await, store.audit_checkpoints(1).await) {
+        let due = match (
+            flushed_head(&store, &flushed).await,
+            store.audit_checkpoints(1).await,
+        ) {
             (Ok(head), Ok(cps)) => {
-                let head = head.map_or(0, |(seq, _)| seq.max(0) as u64);
                 let size = cps.first().map_or(0, |c| c.tree_size);
                 head > size && (head - size >= every_events || last.elapsed() >= every)
             }
@@ -224,7 +220,7 @@ pub async fn run(
         if !due {
             continue;
         }
-        match sign_next(&store, &key).await {
+        match sign_next(&store, &flushed, &key).await {
             Ok(Some(cp)) => {
                 tracing::debug!(size = cp.tree_size, "audit checkpoint signed");
                 last = tokio::time::Instant::now();

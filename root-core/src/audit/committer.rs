@@ -4,9 +4,15 @@
 //! The audit writer hands each event over without waiting ([`Committer::append`]); the thread
 //! takes everything queued as one batch, chains it after the head it last committed, writes it
 //! in one transaction and answers each caller with its `seq`. Events that arrive while a batch
-//! is committing (its `fsync`) are already queued when it ends, so the next batch starts at
-//! once, on this thread, without a trip through the async runtime: the database is never idle
-//! while events wait, and batches grow with the load (group commit).
+//! is committing are already queued when it ends, so the next batch starts at once, on this
+//! thread, without a trip through the async runtime: the database is never idle while events
+//! wait, and batches grow with the load (group commit).
+//!
+//! A batch is committed without waiting for the disk (`synchronous=NORMAL` in WAL mode: safe
+//! against root crashing). Callers of [`Durability::Written`] events are answered then; the
+//! batch then goes to the flush thread ([`super::flusher`]), which answers the callers of
+//! [`Durability::Flushed`] events once the WAL is on disk, while this thread commits the next
+//! batches. With `[storage] sqlite_synchronous = "normal"` nobody waits for a flush.
 //!
 //! Same rules as the writer's PostgreSQL path: nobody is answered before their row is
 //! committed; a batch that fails is retried three times (50, 100, 150 ms apart) and then marks
@@ -24,8 +30,10 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use super::writer::{APPEND_RETRIES, AppendReply, Args, GENESIS_HASH, chain_hash, retry_pause};
-use crate::config::SqliteSync;
+use super::failure::CommitError;
+use super::flusher::{AppendReply, Committed, Flusher};
+use super::writer::{APPEND_RETRIES, Args, GENESIS_HASH, chain_hash, retry_pause};
+use crate::config::{Durability, SqliteSync};
 use crate::store::AuditEntry;
 
 /// What the thread needs besides the events: the database file and the writer's arguments
@@ -37,7 +45,7 @@ pub(crate) struct Settings {
 }
 
 enum Job {
-    Append(Box<AuditEntry>, AppendReply),
+    Append(Box<AuditEntry>, Durability, AppendReply),
     /// Answered once everything queued before it is committed (or has failed).
     Drain(tokio::sync::oneshot::Sender<()>),
 }
@@ -54,30 +62,35 @@ pub struct Committer {
 pub(crate) struct Stopped;
 
 impl Committer {
-    /// Starts the thread. It opens its connection when the first batch arrives.
+    /// Starts the thread and its flush thread (which first flushes what an earlier process
+    /// committed and publishes it). It opens its connection when the first batch arrives.
     pub(crate) fn start(settings: Settings) -> std::io::Result<Committer> {
         let (jobs, rx) = mpsc::channel();
+        let w = &settings.writer;
+        let flusher = Flusher::start(&settings.path, w.flushed.clone(), w.health.clone())?;
         std::thread::Builder::new()
             .name("audit-commit".into())
-            .spawn(move || run(settings, rx))?;
+            .spawn(move || run(settings, flusher, rx))?;
         Ok(Committer { jobs })
     }
 
-    /// Queues `entry`; `reply` is answered when its batch is committed or has failed. When
-    /// the thread has stopped the entry is handed back, not lost.
+    /// Queues `entry`; `reply` is answered when its batch is committed, or flushed as
+    /// `durability` asks, or has failed. When the thread has stopped the entry is handed back,
+    /// not lost.
     pub(crate) fn append(
         &self,
         entry: Box<AuditEntry>,
+        durability: Durability,
         reply: AppendReply,
     ) -> Result<(), Box<AuditEntry>> {
-        match self.jobs.send(Job::Append(entry, reply)) {
+        match self.jobs.send(Job::Append(entry, durability, reply)) {
             Ok(()) => Ok(()),
-            Err(mpsc::SendError(Job::Append(entry, _))) => Err(entry),
+            Err(mpsc::SendError(Job::Append(entry, _, _))) => Err(entry),
             Err(mpsc::SendError(Job::Drain(_))) => unreachable!("an append was sent"),
         }
     }
 
-    /// Waits until everything queued so far is committed (or has failed).
+    /// Waits until everything queued so far is committed (or has failed); its flush follows.
     pub(crate) async fn drain(&self) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         if self.jobs.send(Job::Drain(tx)).is_ok() {
@@ -90,16 +103,16 @@ impl Committer {
 #[derive(Default)]
 struct Batch {
     entries: Vec<AuditEntry>,
-    replies: Vec<AppendReply>,
+    replies: Vec<(Durability, AppendReply)>,
     drained: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Batch {
     fn take(&mut self, job: Job) {
         match job {
-            Job::Append(e, r) => {
+            Job::Append(e, d, r) => {
                 self.entries.push(*e);
-                self.replies.push(r);
+                self.replies.push((d, r));
             }
             Job::Drain(tx) => self.drained.push(tx),
         }
@@ -107,7 +120,7 @@ impl Batch {
 }
 
 /// The thread: batch, commit, answer, until the writer drops its [`Committer`].
-fn run(settings: Settings, rx: Receiver<Job>) {
+fn run(settings: Settings, flusher: Flusher, rx: Receiver<Job>) {
     let s = &*settings.writer;
     let mut log = Log {
         conn: None,
@@ -135,7 +148,13 @@ fn run(settings: Settings, rx: Receiver<Job>) {
             }
         }
         if !batch.entries.is_empty() {
-            commit(&settings, &mut log, &mut batch.entries, &mut batch.replies);
+            commit(
+                &settings,
+                &flusher,
+                &mut log,
+                &mut batch.entries,
+                &mut batch.replies,
+            );
         }
         for tx in batch.drained.drain(..) {
             let _ = tx.send(());
@@ -164,9 +183,10 @@ impl From<rusqlite::Error> for Failure {
 
 fn commit(
     settings: &Settings,
+    flusher: &Flusher,
     log: &mut Log,
     entries: &mut Vec<AuditEntry>,
-    replies: &mut Vec<AppendReply>,
+    replies: &mut Vec<(Durability, AppendReply)>,
 ) {
     let s = &*settings.writer;
     let started = std::time::Instant::now();
@@ -186,17 +206,34 @@ fn commit(
                 std::thread::sleep(retry_pause(attempt));
             }
             Err(Failure::HeadMoved) => {
-                break Err("the audit trail's head kept moving under its writer".to_string());
+                break Err(CommitError::HeadMoved);
             }
-            Err(Failure::Db(err)) => break Err(format!("append audit: {err}")),
+            Err(Failure::Db(err)) => break Err(CommitError::Sqlite(Arc::new(err))),
         }
     };
     match outcome {
         Ok(last_seq) => {
             let first = last_seq - entries.len() as i64 + 1;
-            s.answer_committed(std::mem::take(replies), first, started)
+            let mut written = Vec::with_capacity(replies.len());
+            let mut waiting = Vec::new();
+            for (seq, (durability, reply)) in (first..).zip(replies.drain(..)) {
+                match durability {
+                    Durability::Flushed if settings.synchronous == SqliteSync::Full => {
+                        waiting.push((seq, reply));
+                    }
+                    _ => written.push((seq, reply)),
+                }
+            }
+            s.answer_committed(last_seq, entries.len(), written, started);
+            flusher.send(Committed {
+                upto: last_seq,
+                waiting,
+            });
         }
-        Err(err) => s.answer_failed(std::mem::take(replies), &err),
+        Err(err) => {
+            let replies = replies.drain(..).map(|(_, r)| r).collect();
+            s.answer_failed(replies, err)
+        }
     }
     entries.clear();
 }
@@ -272,7 +309,8 @@ fn read_head(conn: &Connection) -> rusqlite::Result<(i64, String)> {
     }
 }
 
-/// The thread's connection, with the settings of the store's own (see `Store::open_with`).
+/// The thread's connection, with the settings of the store's own (see `Store::open_with`)
+/// except `synchronous`.
 fn open(s: &Settings) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(
         &s.path,
@@ -280,14 +318,8 @@ fn open(s: &Settings) -> rusqlite::Result<Connection> {
     )?;
     conn.busy_timeout(Duration::from_secs(5))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(
-        None,
-        "synchronous",
-        match s.synchronous {
-            SqliteSync::Full => "FULL",
-            SqliteSync::Normal => "NORMAL",
-        },
-    )?;
+    // Commits do not wait for the disk; the flush thread makes them durable.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(conn)
 }
@@ -303,6 +335,7 @@ mod tests {
             commit_delay: Duration::ZERO,
             running: Default::default(),
             head: Arc::new(tokio::sync::watch::Sender::new(0)),
+            flushed: Arc::new(super::super::flusher::Flushed::new(false)),
             replica_id: None,
             health: Default::default(),
             commits: Default::default(),
@@ -310,6 +343,23 @@ mod tests {
             commit_latency: crate::telemetry::metrics::latency_histogram(),
             commit_thread: Default::default(),
         })
+    }
+
+    /// A commit thread on a fresh trail in a temporary directory (kept while it is used).
+    async fn started(synchronous: SqliteSync) -> (tempfile::TempDir, Arc<Args>, Committer) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("a.db");
+        let store = crate::store::Store::open(&format!("sqlite:{}", path.display()))
+            .await
+            .expect("store");
+        let args = writer_args(store);
+        let settings = Settings {
+            path,
+            synchronous,
+            writer: args.clone(),
+        };
+        let c = Committer::start(settings).expect("thread");
+        (dir, args, c)
     }
 
     fn entry(n: i64) -> Box<AuditEntry> {
@@ -325,9 +375,12 @@ mod tests {
         })
     }
 
-    async fn append(c: &Committer, n: i64) -> Result<i64, String> {
+    async fn append(c: &Committer, n: i64) -> Result<i64, CommitError> {
         let (tx, rx) = ractor::concurrency::oneshot();
-        assert!(c.append(entry(n), tx.into()).is_ok(), "the thread runs");
+        assert!(
+            c.append(entry(n), Durability::Flushed, tx.into()).is_ok(),
+            "the thread runs"
+        );
         rx.await.expect("answered")
     }
 
@@ -347,7 +400,8 @@ mod tests {
         })
         .expect("thread");
         let err = append(&c, 1).await.expect_err("nothing to write to");
-        assert!(err.starts_with("append audit: "), "{err}");
+        assert!(matches!(err, CommitError::Sqlite(_)), "{err}");
+        assert!(err.to_string().starts_with("append audit: "), "{err}");
         assert!(
             !args.health.is_available(),
             "the trail is marked unavailable"
@@ -358,22 +412,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_drain_waits_for_what_was_handed_over() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("a.db");
-        let store = crate::store::Store::open(&format!("sqlite:{}", path.display()))
-            .await
-            .expect("store");
-        let args = writer_args(store);
-        let c = Committer::start(Settings {
-            path,
-            synchronous: SqliteSync::Full,
-            writer: args.clone(),
-        })
-        .expect("thread");
+        let (_dir, args, c) = started(SqliteSync::Full).await;
         let mut answers = Vec::new();
         for n in 1..=50 {
             let (tx, rx) = ractor::concurrency::oneshot();
-            assert!(c.append(entry(n), tx.into()).is_ok());
+            assert!(c.append(entry(n), Durability::Written, tx.into()).is_ok());
             answers.push(rx);
         }
         c.drain().await;
@@ -383,10 +426,63 @@ mod tests {
             "all fifty committed before the drain returned"
         );
         for (n, rx) in answers.into_iter().enumerate() {
-            assert_eq!(rx.await.expect("answered"), Ok(n as i64 + 1));
+            assert_eq!(
+                rx.await.expect("answered").map_err(|e| e.to_string()),
+                Ok(n as i64 + 1)
+            );
         }
         let v = crate::audit::verify(&args.store).await.expect("verify");
         assert!(v.ok, "{:?}", v.first_broken);
         assert_eq!(v.checked, 50);
+    }
+
+    #[tokio::test]
+    async fn reads_are_answered_at_their_commit_and_effects_at_their_flush() {
+        let (_dir, args, c) = started(SqliteSync::Full).await;
+        args.flushed.hold();
+        let (tx, read) = ractor::concurrency::oneshot();
+        assert!(c.append(entry(1), Durability::Written, tx.into()).is_ok());
+        assert_eq!(
+            read.await.expect("answered").map_err(|e| e.to_string()),
+            Ok(1),
+            "a read waits for no flush"
+        );
+        let (tx, mut effect) = ractor::concurrency::oneshot();
+        assert!(c.append(entry(2), Durability::Flushed, tx.into()).is_ok());
+        c.drain().await;
+        assert_eq!(*args.head.borrow(), 2, "both are committed");
+        assert!(
+            effect.try_recv().is_err(),
+            "an effect is not answered before its flush"
+        );
+        assert_eq!(args.flushed.seq(), 0, "nothing past the flush is published");
+        assert_eq!(args.flushed.bound(2), 0);
+        args.flushed.release();
+        assert_eq!(
+            effect.await.expect("answered").map_err(|e| e.to_string()),
+            Ok(2)
+        );
+        assert_eq!(
+            args.flushed.seq(),
+            2,
+            "published before its callers are answered"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_synchronous_normal_nobody_waits_for_a_flush() {
+        let (_dir, args, c) = started(SqliteSync::Normal).await;
+        args.flushed.hold();
+        assert_eq!(
+            append(&c, 1).await.map_err(|e| e.to_string()),
+            Ok(1),
+            "answered while the flush is held"
+        );
+        assert_eq!(args.flushed.seq(), 0);
+        args.flushed.release();
+        // The flush still follows within its delay, for checkpoints and sinks.
+        let mut seq = args.flushed.subscribe();
+        let _ = tokio::time::timeout(Duration::from_secs(10), seq.wait_for(|s| *s == 1)).await;
+        assert_eq!(args.flushed.seq(), 1);
     }
 }

@@ -224,9 +224,13 @@ fn outage_event(o: &Outage) -> OperationalEvent {
 }
 
 /// While the trail is unavailable, tries every [`PROBE_INTERVAL`] to append the outage's
-/// record; the first that commits makes the trail available again.
-pub async fn watch(trail: Arc<super::Trail>, stop: CancellationToken) {
-    let health = trail.health.clone();
+/// record with `append` (the trail's, redacting it); the first that commits makes the trail
+/// available again.
+pub(crate) async fn watch<A, F>(health: Arc<AuditHealth>, append: A, stop: CancellationToken)
+where
+    A: Fn(OperationalEvent) -> F,
+    F: std::future::Future<Output = Result<i64, super::failure::AppendError>>,
+{
     loop {
         if health.is_available() {
             tokio::select! {
@@ -242,16 +246,7 @@ pub async fn watch(trail: Arc<super::Trail>, stop: CancellationToken) {
         let Some(outage) = health.lock().clone() else {
             continue;
         };
-        let mut event = outage_event(&outage);
-        trail.redactor.redact(
-            "request",
-            &mut event.request,
-            &[],
-            &[],
-            &mut event.redactions,
-        );
-        let appended = trail.append(event).await;
-        match appended {
+        match append(outage_event(&outage)).await {
             Ok(seq) => {
                 if health.recovered(outage.since) {
                     tracing::info!(

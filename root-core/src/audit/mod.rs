@@ -8,8 +8,11 @@
 pub mod checkpoint;
 pub(crate) mod committer;
 pub mod export;
+pub mod failure;
+pub mod flusher;
 pub mod health;
 pub mod redaction;
+pub mod refusals;
 pub mod sinks;
 pub mod tree;
 pub mod witness;
@@ -37,18 +40,49 @@ pub struct Trail {
     pub health: Arc<health::AuditHealth>,
     /// The newest committed sequence number (the audit live stream waits on it).
     pub head: Arc<tokio::sync::watch::Sender<i64>>,
+    /// How far the trail is on disk: what checkpoints and sinks may cover.
+    pub flushed: Arc<flusher::Flushed>,
+    /// When a call without a side effect is answered (`[audit] reads`).
+    pub reads: crate::config::Durability,
     /// Governed calls not yet at their append (the writer's group-commit hint).
     pub running: Arc<writer::RunningCalls>,
     pub redactor: Redactor,
 }
 
 impl Trail {
-    /// Appends one event and waits until it is committed; its sequence number.
+    /// Appends the event of something with an effect (a write, an operator's action, a
+    /// change of leases or keys) and waits until it is on disk; its sequence number.
     pub async fn append(
         &self,
         event: mcp_shared::event::OperationalEvent,
     ) -> Result<i64, writer::AppendError> {
-        writer::append(&self.writer.load(), &self.commit_thread, event).await
+        let flushed = crate::config::Durability::Flushed;
+        writer::append(&self.writer.load(), &self.commit_thread, event, flushed).await
+    }
+
+    /// Keeps trying to record the trail's outage while it is unavailable (see
+    /// [`health::watch`]), until `stop`.
+    pub async fn watch_health(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let append = |mut event: mcp_shared::event::OperationalEvent| {
+            let trail = self.clone();
+            async move {
+                let r = &mut event.redactions;
+                trail
+                    .redactor
+                    .redact("request", &mut event.request, &[], &[], r);
+                trail.append(event).await
+            }
+        };
+        health::watch(self.health.clone(), append, stop).await;
+    }
+
+    /// Appends the event of a call without a side effect (a read, a listing, a preview) and
+    /// waits as `[audit] reads` says: until it is committed (`written`) or on disk.
+    pub async fn append_read(
+        &self,
+        event: mcp_shared::event::OperationalEvent,
+    ) -> Result<i64, writer::AppendError> {
+        writer::append(&self.writer.load(), &self.commit_thread, event, self.reads).await
     }
 }
 
@@ -147,15 +181,37 @@ pub async fn record(
     action: Recorded<'_>,
     outcome: Result<String, &mcp_shared::ToolError>,
 ) -> Result<String, mcp_shared::ToolError> {
+    append(trail, action, outcome, None).await
+}
+
+/// Records a request refused before anything ran (a credential root does not know) as one
+/// `denied` event whose policy check is `check`, and waits like [`record`].
+pub async fn record_denied(
+    trail: &Trail,
+    action: Recorded<'_>,
+    error: &mcp_shared::ToolError,
+    check: &str,
+) -> Result<String, mcp_shared::ToolError> {
+    append(trail, action, Err(error), Some(check)).await
+}
+
+/// [`record`], or with `denied_by` a refusal by that check.
+async fn append(
+    trail: &Trail,
+    action: Recorded<'_>,
+    outcome: Result<String, &mcp_shared::ToolError>,
+    denied_by: Option<&str>,
+) -> Result<String, mcp_shared::ToolError> {
     use mcp_shared::event::{Actor, Decision, EventStatus, OperationalEvent, PolicyDecision};
     let mut request = action.request;
     let mut redactions = Vec::new();
     trail
         .redactor
         .redact("request", &mut request, &[], &[], &mut redactions);
-    let check = match action.surface {
-        mcp_shared::event::Surface::Hub => "hub",
-        _ => "operator",
+    let check = match (denied_by, action.surface) {
+        (Some(check), _) => check,
+        (None, mcp_shared::event::Surface::Hub) => "hub",
+        (None, _) => "operator",
     };
     let event = OperationalEvent {
         event_id: uuid::Uuid::now_v7().to_string(),
@@ -174,16 +230,20 @@ pub async fn record(
         tool_id: action.tool_id,
         capability: None,
         policy_decision: PolicyDecision {
-            decision: Decision::Allow,
-            reason: None,
+            decision: if denied_by.is_some() {
+                Decision::Deny
+            } else {
+                Decision::Allow
+            },
+            reason: denied_by.and(outcome.as_ref().err()).map(|e| e.code),
             checks: vec![check.into()],
         },
         execution_adapter: action.adapter,
         dry_run: false,
-        status: if outcome.is_ok() {
-            EventStatus::Ok
-        } else {
-            EventStatus::Error
+        status: match (&outcome, denied_by) {
+            (Ok(_), _) => EventStatus::Ok,
+            (Err(_), Some(_)) => EventStatus::Denied,
+            (Err(_), None) => EventStatus::Error,
         },
         started_at: action.started_at,
         finished_at: mcp_shared::time::now(),

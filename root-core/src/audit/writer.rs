@@ -1,7 +1,8 @@
 //! Audit writer: appends operational events to the hash-chained trail in batches.
 //!
-//! Every `Append` is answered only after its batch is committed, so a call's response never
-//! precedes its durable audit event. Appends that arrive while a batch is being written queue
+//! Every `Append` is answered only after its batch is committed, and an event that must be
+//! flushed ([`Durability::Flushed`]: anything with an effect) only after it is on disk, so a
+//! call's response never precedes its audit event. Appends that arrive while a batch is being written queue
 //! in the mailbox and form the next batch. Each row stores the previous row's hash; its own
 //! hash is `sha256(prev_hash "\n" canonical_event_json)`.
 //!
@@ -22,10 +23,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use mcp_shared::event::OperationalEvent;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use sha2::{Digest, Sha256};
 
 use super::committer::Committer;
+use super::flusher::{AppendReply, Flushed, publish_newest};
+use crate::config::Durability;
 use crate::store::{AuditEntry, ChainLink, Store};
 
 /// The `prev_hash` of the first row.
@@ -53,23 +56,24 @@ pub(crate) fn entry(event: OperationalEvent) -> AuditEntry {
     AuditEntry {
         started_at_ms: mcp_shared::time::unix_ms(event.started_at),
         status: event.status.as_str(),
-        event_id: event.event_id,
-        trace_id: event.trace_id,
-        target_id: event.target_id,
-        tool_id: event.tool_id,
-        actor: event.actor.id,
+        event_id: column(event.event_id),
+        trace_id: column(event.trace_id),
+        target_id: event.target_id.map(column),
+        tool_id: column(event.tool_id),
+        actor: column(event.actor.id),
         event_json,
     }
 }
 
-/// Publishes `seq` as the newest committed row, unless a newer one already is (the audit
-/// live stream waits on this channel).
-pub(super) fn publish_head(head: &tokio::sync::watch::Sender<i64>, seq: i64) {
-    head.send_if_modified(|h| {
-        let newer = seq > *h;
-        *h = (*h).max(seq);
-        newer
-    });
+/// A text column's value: a NUL character (which PostgreSQL refuses in text, so one in a
+/// refused request's field would fail the whole batch) becomes U+FFFD. The event itself,
+/// hashed and verified, keeps it, escaped in its JSON.
+fn column(value: String) -> String {
+    if value.contains('\0') {
+        value.replace('\0', "\u{FFFD}")
+    } else {
+        value
+    }
 }
 
 /// Calls between their start and their audit append: the writer's hint that more events are
@@ -98,35 +102,25 @@ impl Drop for RunningGuard {
     }
 }
 
-/// Answered with the event's sequence number once it is committed.
-pub(crate) type AppendReply = RpcReplyPort<Result<i64, String>>;
-
-/// Why an event was not recorded.
-#[derive(Debug, thiserror::Error)]
-pub enum AppendError {
-    /// The writer tried and could not commit it (the trail is then marked unavailable).
-    #[error("{0}")]
-    NotCommitted(String),
-    /// The writer did not take the event or did not answer within its deadline.
-    #[error("the audit writer did not take an append: {0}")]
-    Unreachable(String),
-}
+pub use super::failure::{AppendError, CommitError};
 
 /// How long a caller waits for its event to be committed before giving up on the writer.
 pub(crate) const APPEND_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Appends `event` to the trail and returns its `seq` once it is committed. On embedded SQLite
-/// the event goes straight to the writer's commit thread (serialized here, on the caller's
-/// task); otherwise, or when that thread has stopped, through the writer actor.
+/// Appends `event` to the trail and returns its `seq` once it is committed (and flushed, as
+/// `durability` asks). On embedded SQLite the event goes straight to the writer's commit
+/// thread (serialized here, on the caller's task); otherwise, or when that thread has
+/// stopped, through the writer actor.
 pub(crate) async fn append(
     actor: &ActorRef<Msg>,
     commit_thread: &CommitThread,
     event: OperationalEvent,
+    durability: Durability,
 ) -> Result<i64, AppendError> {
     let mut entry = Box::new(entry(event));
     if let Some(committer) = commit_thread.load_full() {
         let (tx, rx) = ractor::concurrency::oneshot();
-        match committer.append(entry, tx.into()) {
+        match committer.append(entry, durability, tx.into()) {
             Ok(()) => {
                 return match tokio::time::timeout(APPEND_TIMEOUT, rx).await {
                     Ok(Ok(Ok(seq))) => Ok(seq),
@@ -144,7 +138,13 @@ pub(crate) async fn append(
             Err(returned) => entry = returned,
         }
     }
-    match ractor::call_t!(actor, Msg::Append, APPEND_TIMEOUT.as_millis() as u64, entry) {
+    match ractor::call_t!(
+        actor,
+        Msg::Append,
+        APPEND_TIMEOUT.as_millis() as u64,
+        entry,
+        durability
+    ) {
         Ok(Ok(seq)) => Ok(seq),
         Ok(Err(e)) => Err(AppendError::NotCommitted(e)),
         Err(e) => Err(AppendError::Unreachable(e.to_string())),
@@ -152,8 +152,8 @@ pub(crate) async fn append(
 }
 
 pub enum Msg {
-    /// An event in its stored form (see [`entry`]).
-    Append(Box<AuditEntry>, AppendReply),
+    /// An event in its stored form (see [`entry`]) and when its caller is answered.
+    Append(Box<AuditEntry>, Durability, AppendReply),
     Flush,
     /// Test builds only: panic, so tests can prove the supervisor contains it.
     #[cfg(any(test, feature = "fault-injection"))]
@@ -170,6 +170,8 @@ pub struct Args {
     /// The sequence number of the newest committed row, published after every commit (the
     /// audit live stream waits on it instead of polling the store).
     pub head: Arc<tokio::sync::watch::Sender<i64>>,
+    /// How far the trail is on disk (published by the flush thread on SQLite).
+    pub flushed: Arc<Flushed>,
     /// Stored with each row: the replica that wrote it (replicas on PostgreSQL).
     pub replica_id: Option<String>,
     /// Marked unavailable when a batch cannot be committed (calls are then refused).
@@ -185,39 +187,32 @@ pub struct Args {
 }
 
 impl Args {
-    /// Counts a committed batch whose first row got `first_seq` (its rows are consecutive),
-    /// publishes the new head, then answers its callers (in that order: a caller that sees
-    /// its `seq` sees the counters and the head include it).
+    /// Counts a committed batch of `rows` rows ending at `last_seq`, publishes the new head,
+    /// then answers `replies` with their `seq` (in that order: a caller that sees its `seq`
+    /// sees the counters and the head include it).
     pub(super) fn answer_committed(
         &self,
-        replies: Vec<AppendReply>,
-        first_seq: i64,
+        last_seq: i64,
+        rows: usize,
+        replies: Vec<(i64, AppendReply)>,
         started: std::time::Instant,
     ) {
-        if replies.is_empty() {
+        if rows == 0 {
             return;
         }
         self.commits.inc();
         self.commit_latency.observe(started.elapsed().as_secs_f64());
-        self.rows.inc_by(replies.len() as u64);
-        publish_head(&self.head, first_seq + replies.len() as i64 - 1);
-        for (seq, reply) in (first_seq..).zip(replies) {
+        self.rows.inc_by(rows as u64);
+        publish_newest(&self.head, last_seq);
+        for (seq, reply) in replies {
             let _ = reply.send(Ok(seq));
         }
     }
 
     /// Answers the callers of a batch that could not be committed after its retries with
     /// `err`, and marks the trail unavailable (logged once per outage).
-    pub(super) fn answer_failed(&self, replies: Vec<AppendReply>, err: &str) {
-        if self.health.is_available() {
-            tracing::error!(%err, n = replies.len(), "audit append failed; its calls are answered with audit_unavailable");
-            self.health.mark_unavailable(err);
-        } else {
-            tracing::debug!(%err, n = replies.len(), "audit append failed again");
-        }
-        for reply in replies {
-            let _ = reply.send(Err(err.to_owned()));
-        }
+    pub(super) fn answer_failed(&self, replies: Vec<AppendReply>, err: CommitError) {
+        super::flusher::refuse(&self.health, replies, err);
     }
 }
 
@@ -256,7 +251,8 @@ impl Actor for AuditWriter {
         args: Arc<Args>,
     ) -> Result<State, ActorProcessingErr> {
         let head = args.store.audit_head().await?.unwrap_or((0, String::new()));
-        publish_head(&args.head, head.0);
+        publish_newest(&args.head, head.0);
+        // On SQLite the flush thread flushes what is stored before it starts: it is flushed.
         let committer = match args.store.sqlite_file() {
             Some(file) => Some(Arc::new(Committer::start(super::committer::Settings {
                 path: file.path.clone(),
@@ -265,6 +261,7 @@ impl Actor for AuditWriter {
             })?)),
             None => None,
         };
+        args.flushed.publish(head.0);
         args.commit_thread.store(committer.clone());
         Ok(State {
             args,
@@ -302,10 +299,10 @@ impl Actor for AuditWriter {
         match msg {
             #[cfg(any(test, feature = "fault-injection"))]
             Msg::Panic => panic!("fault injected into the audit writer"),
-            Msg::Append(event, reply) => {
+            Msg::Append(event, durability, reply) => {
                 if let Some(committer) = &state.committer {
-                    // The thread answers `reply` once the event is committed.
-                    if committer.append(event, reply).is_err() {
+                    // The thread answers `reply` once the event is committed (or flushed).
+                    if committer.append(event, durability, reply).is_err() {
                         return Err(super::committer::Stopped.into());
                     }
                     return Ok(());
@@ -378,12 +375,18 @@ async fn flush(state: &mut State) {
                 }
                 tokio::time::sleep(retry_pause(attempt)).await;
             }
-            Err(err) => break Err(err.to_string()),
+            Err(err) => break Err(CommitError::Store(Arc::new(err))),
         }
     };
     match res {
-        Ok(links) => args.answer_committed(replies, links.first().map_or(0, |l| l.seq), started),
-        Err(err) => args.answer_failed(replies, &err),
+        Ok(links) => {
+            // A PostgreSQL commit is flushed as the server is configured: everyone is answered.
+            let last = links.last().map_or(0, |l| l.seq);
+            let seqs = links.iter().map(|l| l.seq);
+            args.answer_committed(last, links.len(), seqs.zip(replies).collect(), started);
+            args.flushed.publish(last);
+        }
+        Err(err) => args.answer_failed(replies, err),
     }
 }
 
@@ -391,6 +394,22 @@ async fn flush(state: &mut State) {
 mod tests {
     use super::*;
     use mcp_shared::event::{Actor as EventActor, Decision, EventStatus, PolicyDecision, Surface};
+
+    #[test]
+    fn a_nul_in_a_column_is_replaced_there_and_kept_in_the_hashed_event() {
+        let mut e = *event(1);
+        e.tool_id = "hub.get\0status".into();
+        e.target_id = Some("hub:\0".into());
+        let entry = entry(e);
+        assert_eq!(entry.tool_id, "hub.get\u{FFFD}status");
+        assert_eq!(entry.target_id.as_deref(), Some("hub:\u{FFFD}"));
+        assert!(
+            entry.event_json.contains(r#""hub.get\u0000status""#),
+            "{}",
+            entry.event_json
+        );
+        assert_eq!(entry.actor, "lease:s");
+    }
 
     fn event(n: usize) -> Box<OperationalEvent> {
         let at = mcp_shared::time::now();
@@ -442,6 +461,7 @@ mod tests {
             commit_delay,
             running: Arc::new(RunningCalls::default()),
             head: Arc::new(tokio::sync::watch::Sender::new(0)),
+            flushed: Arc::new(Flushed::new(false)),
             replica_id: None,
             health: Arc::new(crate::audit::health::AuditHealth::default()),
             commits: Default::default(),
@@ -461,9 +481,15 @@ mod tests {
 
     async fn append(actor: &ActorRef<Msg>, n: usize) -> i64 {
         // The bound only keeps a broken writer from hanging the test; no timing is asserted.
-        ractor::call_t!(actor, Msg::Append, 30_000, Box::new(entry(*event(n))))
-            .expect("answered")
-            .expect("committed")
+        ractor::call_t!(
+            actor,
+            Msg::Append,
+            30_000,
+            Box::new(entry(*event(n))),
+            Durability::Flushed
+        )
+        .expect("answered")
+        .expect("committed")
     }
 
     #[tokio::test]

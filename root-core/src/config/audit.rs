@@ -5,12 +5,18 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// `[audit]`: what leaves root of the audit trail.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
+    /// When a call without a side effect (descriptive and routed reads, listings, write
+    /// previews) is answered: `written` (default), once its event is committed to the store,
+    /// safe against root crashing but not against the machine losing power before the next
+    /// flush (the last few milliseconds of read events may be lost, nothing else); `flushed`,
+    /// once its event is on disk, as every call with an effect always is.
+    pub reads: Durability,
     pub checkpoint: CheckpointConfig,
     /// `[[audit.sinks]]`: where the trail is shipped (`audit::sinks`).
     pub sinks: Vec<SinkConfig>,
@@ -18,8 +24,21 @@ pub struct AuditConfig {
     pub witnesses: Vec<WitnessPeerConfig>,
 }
 
+/// When an appended event's caller is answered (see [`AuditConfig::reads`]).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Committed: survives root crashing (in SQLite's WAL, or PostgreSQL's commit).
+    #[default]
+    Written,
+    /// On disk: survives the machine losing power.
+    Flushed,
+}
+
 /// A witness this zone's checkpoints are submitted to (C2SP `tlog-witness`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WitnessPeerConfig {
     /// The witness's submission prefix (`<url>/add-checkpoint` is called).
@@ -31,7 +50,7 @@ pub struct WitnessPeerConfig {
 
 /// `[witness]`: root as a witness of other logs (another zone's trail), cosigning their
 /// checkpoints at `/v1/root/witness/add-checkpoint` (`audit::witness`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct WitnessConfig {
     /// The cosigner's name (default `root-mcp-witness/<zone>`).
@@ -41,11 +60,13 @@ pub struct WitnessConfig {
 }
 
 /// One export sink (`[[audit.sinks]]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SinkConfig {
     /// Names the sink's cursor, metrics and log lines; unique, `[a-z0-9_-]`, 1..64.
     pub name: String,
+    /// `http` (JSON lines or Splunk HEC over HTTP), `otlp` (OpenTelemetry logs over
+    /// OTLP/HTTP) or `syslog` (RFC 5424 over TLS).
     pub kind: SinkKind,
     /// `http`: the URL events are POSTed to; `otlp`: the collector's base URL (`/v1/logs` is
     /// appended, as for traces).
@@ -78,6 +99,7 @@ pub struct SinkConfig {
     #[serde(default)]
     pub cert_file: Option<PathBuf>,
     #[serde(default)]
+    /// `syslog`: the client certificate's key (PEM), with `cert_file`.
     pub key_file: Option<PathBuf>,
     /// `syslog`: the facility (0..=23; default 13, log audit).
     #[serde(default = "default_facility")]
@@ -104,7 +126,9 @@ fn default_sink_batch() -> usize {
     500
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SinkKind {
     Http,
@@ -112,7 +136,9 @@ pub enum SinkKind {
     Syslog,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SinkFormat {
     #[default]
@@ -120,7 +146,9 @@ pub enum SinkFormat {
     Ocsf,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum HttpShape {
     #[default]
@@ -128,7 +156,9 @@ pub enum HttpShape {
     SplunkHec,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SinkPolicy {
     #[default]
@@ -191,10 +221,12 @@ impl SinkConfig {
 /// `[audit.checkpoint]`: how often root signs a checkpoint of the trail's Merkle tree
 /// (`audit::checkpoint`): once `every_events` events are past the last one, or after
 /// `every_sec` seconds when any is.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CheckpointConfig {
+    /// Sign once this many events are past the last checkpoint.
     pub every_events: u64,
+    /// Sign after this many seconds when any event is past the last checkpoint (1..=86400).
     pub every_sec: u64,
 }
 

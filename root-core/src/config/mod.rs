@@ -8,28 +8,18 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 mod audit;
+mod error;
+mod rates;
+pub mod reference;
 
 pub use audit::{
-    AuditConfig, CheckpointConfig, HttpShape, SinkConfig, SinkFormat, SinkKind, SinkPolicy,
-    WitnessConfig, WitnessPeerConfig,
+    AuditConfig, CheckpointConfig, Durability, HttpShape, SinkConfig, SinkFormat, SinkKind,
+    SinkPolicy, WitnessConfig, WitnessPeerConfig,
 };
+pub use error::{ConfigError, ConfigTextError};
+pub use rates::{ProfileRates, Rate, RatesConfig, RawRate};
 
-/// Why a configuration could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("invalid config file {path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("invalid config: {0}")]
-    Invalid(String),
-}
-
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RootConfig {
     /// Address the HTTP server binds (`127.0.0.1:0` picks a free port).
@@ -64,6 +54,8 @@ pub struct RootConfig {
     /// Allow plain HTTP on a non-loopback address (`--insecure-http`); warned at every start.
     pub insecure_http: bool,
     pub limits: Limits,
+    /// `[rates]`: calls per second per lease, owner, tool and operator.
+    pub rates: RatesConfig,
     pub redaction: RedactionConfig,
     pub skill_catalog: SkillCatalogConfig,
     pub console: ConsoleConfig,
@@ -81,7 +73,7 @@ pub struct RootConfig {
 }
 
 /// `[mcp]`: how the MCP endpoint serves requests.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpConfig {
     /// Retired: root's own transport (`mcp::transport`) answers every request one way.
@@ -109,7 +101,7 @@ impl Default for McpConfig {
 }
 
 /// `[storage]`: how the embedded database commits (PostgreSQL commits as it is configured).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StorageConfig {
     /// SQLite's `synchronous` in WAL mode. `full` (default): every commit, and so every
@@ -120,7 +112,9 @@ pub struct StorageConfig {
 }
 
 /// SQLite commit durability, see [`StorageConfig::sqlite_synchronous`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SqliteSync {
     #[default]
@@ -132,7 +126,7 @@ pub enum SqliteSync {
 /// PostgreSQL (any number of `mcp-root serve` with the same `database_url` and `zone`, and
 /// the same master key and admin token files); on SQLite root is the single replica and this
 /// section is not used.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReplicaConfig {
     /// This replica's id: 1..64 characters of `[A-Za-z0-9_-]`. Default: the id kept in
@@ -160,7 +154,7 @@ pub fn valid_replica_id(id: &str) -> bool {
 }
 
 /// `[tls]`: root's certificate, reloaded on SIGHUP and when the files change.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// PEM certificate chain, end-entity certificate first.
@@ -188,7 +182,7 @@ fn default_tls_reload_interval() -> u64 {
 
 /// `[telemetry]`: OpenTelemetry traces (see [`mcp_shared::otel`]); off unless an endpoint is
 /// set here or in the standard `OTEL_EXPORTER_OTLP_ENDPOINT`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryConfig {
     /// The OTLP/HTTP endpoint's base URL (`/v1/traces` is appended), e.g.
@@ -197,7 +191,7 @@ pub struct TelemetryConfig {
 }
 
 /// The operator web console at `/ui`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConsoleConfig {
     /// Serve the console (its login and files); the REST family is there either way.
@@ -220,7 +214,7 @@ impl Default for ConsoleConfig {
 
 /// `[oauth]`: root as its own OAuth 2.1 authorization server, so an MCP client can sign in
 /// (an operator approves in the console) instead of being handed a pasted lease bearer.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct OauthConfig {
     /// Advertise OAuth and serve its endpoints: protected-resource and authorization-server
@@ -317,7 +311,7 @@ impl OauthConfig {
 }
 
 /// The platform skill catalog served as MCP resources.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SkillCatalogConfig {
     /// URI scheme of the catalog resources: `<scheme>://platform/ontology` and
@@ -333,7 +327,7 @@ impl Default for SkillCatalogConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Largest request body accepted on any endpoint, in bytes.
@@ -382,9 +376,14 @@ pub struct Limits {
     /// a core at 30 s, 7.2% at 15 s); a shorter interval notices a silently lost hub (or a
     /// hub a silently lost root) sooner. A closed connection is noticed at once whatever it is.
     pub heartbeat_interval_ms: u64,
-    /// Time a connection has to send each request head (idle keep-alive connections end
-    /// after it too), in milliseconds.
+    /// Time a connection has to send each request head, in milliseconds: from its accept
+    /// for its first request, from the first byte of each later one.
     pub header_read_timeout_ms: u64,
+    /// Longest a keep-alive connection may wait for its next request before root ends it, in
+    /// milliseconds. Longer than common client pools keep idle connections (reqwest and Go:
+    /// 90 s), so that clients drop them first and never send a request on a connection root
+    /// is closing.
+    pub keep_alive_timeout_ms: u64,
     /// Longest a request body may send nothing before the request fails, in milliseconds.
     pub body_read_timeout_ms: u64,
     /// Longest a response write may make no progress (a client that does not read) before
@@ -398,7 +397,7 @@ pub struct Limits {
     pub hub_door_max_failures: u32,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedactionConfig {
     /// Extra regular expressions whose matches are redacted before audit.
@@ -424,6 +423,7 @@ impl Default for Limits {
             max_hub_links: 20_000,
             heartbeat_interval_ms: 30_000,
             header_read_timeout_ms: 10_000,
+            keep_alive_timeout_ms: 120_000,
             body_read_timeout_ms: 30_000,
             write_stall_timeout_ms: 30_000,
             max_hub_clock_skew_ms: 30_000,
@@ -450,6 +450,7 @@ impl Default for RootConfig {
             tls: None,
             insecure_http: false,
             limits: Limits::default(),
+            rates: RatesConfig::default(),
             redaction: RedactionConfig::default(),
             skill_catalog: SkillCatalogConfig::default(),
             console: ConsoleConfig::default(),
@@ -472,16 +473,16 @@ impl RootConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::parse(&text).map_err(|message| ConfigError::Parse {
+        Self::parse(&text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
-            message,
+            message: e.to_string(),
         })
     }
 
     /// Parses config text (TOML).
-    pub fn parse(text: &str) -> Result<RootConfig, String> {
-        let cfg: RootConfig = toml::from_str(text).map_err(|e| e.to_string())?;
-        cfg.validate().map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<RootConfig, ConfigTextError> {
+        let cfg: RootConfig = toml::from_str(text)?;
+        cfg.validate()?;
         Ok(cfg)
     }
 
@@ -540,6 +541,7 @@ impl RootConfig {
         }
         self.oauth.validate()?;
         self.audit.validate(&self.witness)?;
+        self.rates.validate()?;
         if self.limits.audit_batch_max == 0 {
             return Err(ConfigError::Invalid(
                 "limits.audit_batch_max must be at least 1".into(),
@@ -567,6 +569,7 @@ impl RootConfig {
         }
         for (name, ms) in [
             ("header_read_timeout_ms", self.limits.header_read_timeout_ms),
+            ("keep_alive_timeout_ms", self.limits.keep_alive_timeout_ms),
             ("body_read_timeout_ms", self.limits.body_read_timeout_ms),
             ("write_stall_timeout_ms", self.limits.write_stall_timeout_ms),
         ] {

@@ -107,7 +107,7 @@ pub(crate) fn set_hash(descriptors: &[Descriptor]) -> String {
 }
 
 /// Why a set of descriptors was refused. Each names the descriptor (or item) and the reason.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum SetError {
     #[error("the set is empty")]
     Empty,
@@ -155,20 +155,33 @@ pub enum SetError {
         key: String,
     },
     #[error("{id}: platform skill catalog: {reason}")]
-    Catalog { id: String, reason: String },
+    Catalog {
+        id: String,
+        reason: skill_catalog::CatalogDescriptorError,
+    },
     #[error("two platform skill catalogs in one set ({first} and {second})")]
     TwoCatalogs { first: String, second: String },
 }
 
-static DESCRIPTOR_SCHEMA: LazyLock<Result<jsonschema::Validator, String>> = LazyLock::new(|| {
-    let schema: Value =
-        serde_json::from_str(include_str!("../../../schemas/descriptor.schema.json"))
-            .map_err(|e| e.to_string())?;
-    jsonschema::draft202012::options()
-        .should_validate_formats(true)
-        .build(&schema)
-        .map_err(|e| e.to_string())
-});
+/// Why the built-in descriptor schema is unusable (a broken build, never the input's fault).
+#[derive(Debug, thiserror::Error)]
+enum DescriptorSchemaError {
+    #[error("{0}")]
+    Json(serde_json::Error),
+    #[error("{0}")]
+    Compile(jsonschema::ValidationError<'static>),
+}
+
+static DESCRIPTOR_SCHEMA: LazyLock<Result<jsonschema::Validator, DescriptorSchemaError>> =
+    LazyLock::new(|| {
+        let schema: Value =
+            serde_json::from_str(include_str!("../../../schemas/descriptor.schema.json"))
+                .map_err(DescriptorSchemaError::Json)?;
+        jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(&schema)
+            .map_err(DescriptorSchemaError::Compile)
+    });
 
 /// Credentials a descriptor must never contain (high-precision patterns only: prose such as
 /// "bearer resolution" is fine, a token is not).
@@ -400,8 +413,12 @@ pub fn served_state(d: &Descriptor, now: time::OffsetDateTime) -> Value {
 pub enum PublishError {
     #[error("{0}")]
     Invalid(#[from] SetError),
+    /// The cache did not take the set (`publish::CacheUnavailable`, its actor's error).
     #[error("the descriptor cache is unavailable: {0}")]
-    Cache(String),
+    Cache(Box<dyn std::error::Error + Send + Sync>),
+    /// The validated set could not be written as JSON (a broken invariant).
+    #[error("cannot encode the set: {0}")]
+    Encode(serde_json::Error),
     #[error("cannot persist the set: {0}")]
     Store(#[from] crate::store::Error),
 }

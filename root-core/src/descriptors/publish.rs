@@ -16,11 +16,25 @@ use super::{DescriptorSet, PublishError, SetSource};
 use crate::catalog::ContractRegistry;
 use crate::store::Store;
 
+/// The descriptor cache did not take a set: its actor is gone or did not answer in time.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CacheUnavailable(ractor::RactorErr<Msg>);
+
+impl From<CacheUnavailable> for PublishError {
+    fn from(e: CacheUnavailable) -> PublishError {
+        PublishError::Cache(Box::new(e))
+    }
+}
+
 /// Serves `set` (already validated) from now on; `Ok(false)` when a newer published revision
 /// is served already (and stays).
-pub async fn replace(cache: &ActorRef<Msg>, set: Arc<DescriptorSet>) -> Result<bool, String> {
+pub async fn replace(
+    cache: &ActorRef<Msg>,
+    set: Arc<DescriptorSet>,
+) -> Result<bool, CacheUnavailable> {
     ractor::call_t!(cache, Msg::Replace, crate::actors::RPC_TIMEOUT_MS, set)
-        .map_err(|e| format!("descriptor cache unavailable: {e}"))
+        .map_err(CacheUnavailable)
 }
 
 /// What a publish reads and writes.
@@ -52,8 +66,7 @@ impl Publisher {
     ) -> Result<Arc<DescriptorSet>, PublishError> {
         let _one = self.one.lock().await;
         let (descriptors, catalog) = super::validate(items, to.contracts, to.scheme)?;
-        let body =
-            serde_json::to_string(&descriptors).map_err(|e| PublishError::Cache(e.to_string()))?;
+        let body = serde_json::to_string(&descriptors).map_err(PublishError::Encode)?;
         let hash = super::set_hash(&descriptors);
         let zone_lock = match to.zone_wide {
             true => Some(to.store.lock_descriptor_publish().await?),
@@ -81,7 +94,7 @@ impl Publisher {
                 if let Err(undo) = to.store.delete_descriptor_set(revision).await {
                     tracing::error!(revision, error = %undo, "could not withdraw a stored descriptor set the cache refused");
                 }
-                return Err(PublishError::Cache(e));
+                return Err(e.into());
             }
         }
         announce(revision).await;

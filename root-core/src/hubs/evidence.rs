@@ -41,10 +41,13 @@ const SHAPES: &[(&str, &str, &str)] = &[
 ];
 
 /// What became of one batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Taken {
     /// Stored: its records, and those refused (by reason).
-    Stored { kept: usize, refused: Vec<String> },
+    Stored {
+        kept: usize,
+        refused: Vec<EvidenceRecordError>,
+    },
     /// Not stored: it does not continue what root holds (root's position is older or newer).
     Gap {
         held: Option<(String, i64)>,
@@ -52,6 +55,28 @@ pub enum Taken {
     },
     /// Not stored: the store failed (nothing more is taken on this connection).
     Failed(String),
+}
+
+/// Why one evidence record of a batch is refused (the rest of the batch is kept).
+#[derive(Debug, thiserror::Error)]
+pub enum EvidenceRecordError {
+    /// `id` holds at most 64 characters of what the hub sent.
+    #[error("{kind} id `{id}` is not a UUID")]
+    NotUuid { kind: &'static str, id: String },
+    #[error("{kind} `{id}` cannot be encoded: {source}")]
+    Encode {
+        kind: &'static str,
+        id: String,
+        source: serde_json::Error,
+    },
+    /// The first schema error and where in the record it is.
+    #[error("{kind} `{id}` does not have the shape its read serves: {error} at {at}")]
+    Shape {
+        kind: &'static str,
+        id: String,
+        error: String,
+        at: String,
+    },
 }
 
 /// The shape each evidence kind must have, compiled once per root from the contracts (a
@@ -197,10 +222,11 @@ impl Intake {
     }
 
     /// The row a record is kept as, or why it is refused.
-    fn row(&self, record: EvidenceRecord) -> Result<EvidenceRow, String> {
+    fn row(&self, record: EvidenceRecord) -> Result<EvidenceRow, EvidenceRecordError> {
         let (kind, id, service) = (record.kind(), record.id().to_owned(), record.service());
         if uuid::Uuid::parse_str(&id).is_err() {
-            return Err(format!("{kind} id `{}` is not a UUID", bounded(&id)));
+            let id = bounded(&id);
+            return Err(EvidenceRecordError::NotUuid { kind, id });
         }
         let service = service.to_owned();
         let (value, content) = match record {
@@ -211,14 +237,19 @@ impl Intake {
             EvidenceRecord::Session(s) => (serde_json::to_value(&s), None),
             EvidenceRecord::Incident(i) => (serde_json::to_value(&i), None),
         };
-        let value = value.map_err(|e| format!("{kind} `{id}` cannot be encoded: {e}"))?;
+        let value = match value {
+            Ok(v) => v,
+            Err(source) => return Err(EvidenceRecordError::Encode { kind, id, source }),
+        };
         if let Some(shape) = self.shapes.of(kind)
             && let Some(error) = shape.iter_errors(&value).next()
         {
-            return Err(format!(
-                "{kind} `{id}` does not have the shape its read serves: {error} at {}",
-                error.instance_path()
-            ));
+            return Err(EvidenceRecordError::Shape {
+                kind,
+                at: error.instance_path().to_string(),
+                error: error.to_string(),
+                id,
+            });
         }
         Ok(EvidenceRow {
             kind: kind.to_owned(),
@@ -342,6 +373,7 @@ mod tests {
             panic!("stored: {taken:?}");
         };
         assert_eq!(kept, 1);
+        let refused: Vec<String> = refused.iter().map(ToString::to_string).collect();
         assert!(refused[0].contains("is not a UUID"), "{refused:?}");
         assert!(
             refused[1].contains("does not have the shape its read serves")
@@ -375,12 +407,9 @@ mod tests {
             ),
         ];
         let taken = intake.take(batch("e1", 0, 2, records)).await;
-        assert_eq!(
-            taken,
-            Taken::Stored {
-                kept: 2,
-                refused: vec![]
-            }
+        assert!(
+            matches!(&taken, Taken::Stored { kept: 2, refused } if refused.is_empty()),
+            "{taken:?}"
         );
         let rows = store
             .list_evidence(TARGET, "artifact", None, None, 10)

@@ -55,6 +55,20 @@ pub struct PreviousHubKey {
 }
 
 impl Enrolment {
+    /// The target as selectors see it, with its `status` now.
+    pub fn subject(&self, status: TargetStatus) -> selector::Subject<'_> {
+        selector::Subject {
+            target_id: &self.row.target_id,
+            environment: &self.row.environment,
+            subnet_id: &self.row.subnet_id,
+            zone: &self.row.zone,
+            status: status.as_str(),
+            lifecycle: self.lifecycle.state,
+            skill: &self.skill,
+            labels: &self.labels,
+        }
+    }
+
     /// Opens a stored enrolment (and its previous key, if a rotation's grace is running).
     pub fn open(
         row: TargetRow,

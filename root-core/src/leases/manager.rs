@@ -39,6 +39,8 @@ pub struct LeaseEntry {
     owner: String,
     /// The lease that handed this one its authority (a minted lease, a run credential).
     parent: Option<Arc<LeaseEntry>>,
+    /// Its own rate (`SessionLease::rate`), read once.
+    rate: Option<crate::config::Rate>,
     status: AtomicU8,
     use_count: AtomicU64,
     last_used_ms: AtomicI64,
@@ -58,10 +60,15 @@ fn status_code(s: LeaseStatus) -> u8 {
 impl LeaseEntry {
     fn new(row: LeaseRow, parent: Option<Arc<LeaseEntry>>) -> LeaseEntry {
         let lease = row.lease;
+        let rate = lease
+            .rate
+            .as_deref()
+            .and_then(|r| crate::config::RawRate::Text(r.to_owned()).rate("rate").ok());
         LeaseEntry {
             lineage: row.lineage,
             owner: row.owner,
             parent,
+            rate,
             status: AtomicU8::new(status_code(lease.status)),
             use_count: AtomicU64::new(lease.use_count),
             last_used_ms: AtomicI64::new(lease.last_used_at.map(unix_ms).unwrap_or(0)),
@@ -107,6 +114,11 @@ impl LeaseEntry {
 
     pub fn lease(&self) -> &SessionLease {
         &self.lease
+    }
+
+    /// Its own calls-per-second rate, if whoever issued it set one.
+    pub fn rate(&self) -> Option<crate::config::Rate> {
+        self.rate
     }
 
     /// The session id of the lease this one was rotated from, through every rotation (its
@@ -303,6 +315,8 @@ pub struct NewLease {
     pub lineage: Option<String>,
     /// Where its authority comes from.
     pub source: Source,
+    /// Its own calls-per-second rate (checked by the caller), over its profile's.
+    pub rate: Option<String>,
 }
 
 /// Where a new lease's authority comes from: its place in the delegation graph.
@@ -411,7 +425,7 @@ pub enum LeaseError {
 }
 
 pub enum Msg {
-    Create(NewLease, RpcReplyPort<Result<IssuedLease, LeaseError>>),
+    Create(Box<NewLease>, RpcReplyPort<Result<IssuedLease, LeaseError>>),
     /// Revokes an active lease and every descendant.
     Revoke(String, RpcReplyPort<Result<Revoked, LeaseError>>),
     /// Revokes every active lease of a source and every descendant.
@@ -474,7 +488,7 @@ impl Actor for LeaseManager {
             #[cfg(any(test, feature = "fault-injection"))]
             Msg::Panic => panic!("fault injected into the lease manager"),
             Msg::Create(req, reply) => {
-                let _ = reply.send(create(state, req).await);
+                let _ = reply.send(create(state, *req).await);
             }
             Msg::Revoke(id, reply) => {
                 let res = async {
@@ -533,6 +547,7 @@ impl Actor for LeaseManager {
                             ),
                             lineage: Some(entry.lineage.clone()),
                             source: Source::of(&old),
+                            rate: old.rate.clone(),
                         },
                     )
                     .await?;
@@ -637,6 +652,7 @@ async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError>
         kind,
         issued_by,
         grant_id,
+        rate: req.rate,
     };
     if let Some(p) = &parent {
         within(p, &lease)?;

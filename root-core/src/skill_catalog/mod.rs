@@ -270,27 +270,94 @@ pub(crate) fn manifest_sha256(manifest_version: u64, owner: &str, skills: &[Skil
     sha256_hex(&mcp_shared::canonical::to_vec(&manifest))
 }
 
+/// Why a `SKILL.md` file cannot be a catalog entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkillFileError {
+    /// Its path, encoding or front matter breaks a rule.
+    #[error("{0}")]
+    Rule(RuleError),
+    #[error("larger than {MAX_SKILL_BYTES} bytes")]
+    TooLarge,
+    #[error("front matter name: {0}")]
+    Name(RuleError),
+    #[error(
+        "front matter name `{name}` must match its directory `{dir}` (kebab-case of the snake_case directory)"
+    )]
+    NameMismatch { name: String, dir: String },
+    #[error("front matter needs a non-empty `description`")]
+    NoDescription,
+}
+
+/// Why stored catalog content breaks the rules (at build, publish or start-up); a skill's
+/// own fault names its bundle path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogContentError {
+    #[error("manifest_version {0} (root publishes {MANIFEST_VERSION})")]
+    ManifestVersion(u64),
+    #[error("owner_application must be `{OWNER_APPLICATION}`")]
+    Owner,
+    #[error("skill `{path}`: {rule}")]
+    Rule { path: String, rule: RuleError },
+    #[error("skill `{path}`: name `{name}` is not the snake_case of `{id}`")]
+    NameNotId {
+        path: String,
+        name: String,
+        id: String,
+    },
+    #[error("skill `{path}`: front matter name `{found}` is not `{id}`")]
+    FrontMatterName {
+        path: String,
+        found: String,
+        id: String,
+    },
+    #[error("skill `{path}`: mime_type must be {SKILL_MIME}")]
+    MimeType { path: String },
+    #[error("skill `{path}`: size or content_sha256 does not match the text")]
+    Digest { path: String },
+    #[error("skill `{path}`: duplicate skill name `{name}`")]
+    Duplicate { path: String, name: String },
+    #[error("skill directory `{inner}` lies inside skill directory `{outer}`")]
+    Nested { outer: String, inner: String },
+    #[error("manifest_sha256 {declared} does not match the manifest ({expected})")]
+    ManifestHash { declared: String, expected: String },
+}
+
+/// Why a catalog descriptor cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogDescriptorError {
+    /// The configured URI scheme.
+    #[error("{0}")]
+    Scheme(RuleError),
+    #[error("not a skill catalog: {0}")]
+    NotACatalog(serde_json::Error),
+    #[error("{0}")]
+    Content(#[from] CatalogContentError),
+    /// The ontology resource could not be written (a broken invariant).
+    #[error("{0}")]
+    Ontology(serde_json::Error),
+}
+
 /// Builds one skill entry from a `SKILL.md` file at bundle path `path`.
-pub(crate) fn skill_entry(path: &str, bytes: &[u8]) -> Result<SkillEntry, String> {
-    let install = check_skill_path(path).map_err(|e| e.to_string())?;
+pub(crate) fn skill_entry(path: &str, bytes: &[u8]) -> Result<SkillEntry, SkillFileError> {
+    let install = check_skill_path(path).map_err(SkillFileError::Rule)?;
     if bytes.len() as u64 > MAX_SKILL_BYTES {
-        return Err(format!("larger than {MAX_SKILL_BYTES} bytes"));
+        return Err(SkillFileError::TooLarge);
     }
-    let text = std::str::from_utf8(bytes).map_err(|_| RuleError::NotUtf8.to_string())?;
-    let fm = parse_front_matter(text).map_err(|e| e.to_string())?;
-    let name = kebab_to_snake(&fm.name).map_err(|e| format!("front matter name: {e}"))?;
+    let text = std::str::from_utf8(bytes).map_err(|_| SkillFileError::Rule(RuleError::NotUtf8))?;
+    let fm = parse_front_matter(text).map_err(SkillFileError::Rule)?;
+    let name = kebab_to_snake(&fm.name).map_err(SkillFileError::Name)?;
     let dir = skill_dir(&install);
     let last = dir.rsplit('/').next().unwrap_or(dir);
     if last != name {
-        return Err(format!(
-            "front matter name `{}` must match its directory `{last}` (kebab-case of the snake_case directory)",
-            fm.name
-        ));
+        return Err(SkillFileError::NameMismatch {
+            name: fm.name,
+            dir: last.to_string(),
+        });
     }
     let description = fm
         .description
         .filter(|d| !d.trim().is_empty())
-        .ok_or("front matter needs a non-empty `description`")?;
+        .ok_or(SkillFileError::NoDescription)?;
     Ok(SkillEntry {
         name,
         id: fm.name,
@@ -304,7 +371,9 @@ pub(crate) fn skill_entry(path: &str, bytes: &[u8]) -> Result<SkillEntry, String
 }
 
 /// Assembles catalog content from entries (sorted by name and URI identity).
-pub(crate) fn catalog_content(mut skills: Vec<SkillEntry>) -> Result<CatalogContent, String> {
+pub(crate) fn catalog_content(
+    mut skills: Vec<SkillEntry>,
+) -> Result<CatalogContent, CatalogContentError> {
     skills.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
     let content = CatalogContent {
         manifest_version: MANIFEST_VERSION,
@@ -317,59 +386,58 @@ pub(crate) fn catalog_content(mut skills: Vec<SkillEntry>) -> Result<CatalogCont
 }
 
 /// Every rule a stored catalog must satisfy (build, publish and start-up alike).
-pub fn check_content(c: &CatalogContent) -> Result<(), String> {
+pub fn check_content(c: &CatalogContent) -> Result<(), CatalogContentError> {
     if c.manifest_version != MANIFEST_VERSION {
-        return Err(format!(
-            "manifest_version {} (root publishes {MANIFEST_VERSION})",
-            c.manifest_version
-        ));
+        return Err(CatalogContentError::ManifestVersion(c.manifest_version));
     }
     if c.owner_application != OWNER_APPLICATION {
-        return Err(format!("owner_application must be `{OWNER_APPLICATION}`"));
+        return Err(CatalogContentError::Owner);
     }
     let mut names = BTreeSet::new();
     let mut ids = BTreeSet::new();
     let mut dirs: Vec<String> = Vec::new();
     for s in &c.skills {
-        let where_ = |e: String| format!("skill `{}`: {e}", s.path);
-        let install = check_skill_path(&s.path).map_err(|e| where_(e.to_string()))?;
-        if kebab_to_snake(&s.id).map_err(|e| where_(e.to_string()))? != s.name {
-            return Err(where_(format!(
-                "name `{}` is not the snake_case of `{}`",
-                s.name, s.id
-            )));
+        let path = || s.path.clone();
+        let rule = |rule| CatalogContentError::Rule { path: path(), rule };
+        let install = check_skill_path(&s.path).map_err(rule)?;
+        if kebab_to_snake(&s.id).map_err(rule)? != s.name {
+            return Err(CatalogContentError::NameNotId {
+                path: path(),
+                name: s.name.clone(),
+                id: s.id.clone(),
+            });
         }
-        let fm = parse_front_matter(&s.text).map_err(|e| where_(e.to_string()))?;
+        let fm = parse_front_matter(&s.text).map_err(rule)?;
         if fm.name != s.id {
-            return Err(where_(format!(
-                "front matter name `{}` is not `{}`",
-                fm.name, s.id
-            )));
+            return Err(CatalogContentError::FrontMatterName {
+                path: path(),
+                found: fm.name,
+                id: s.id.clone(),
+            });
         }
         if s.mime_type != SKILL_MIME {
-            return Err(where_(format!("mime_type must be {SKILL_MIME}")));
+            return Err(CatalogContentError::MimeType { path: path() });
         }
         if s.size != s.text.len() as u64 || s.content_sha256 != sha256_hex(s.text.as_bytes()) {
-            return Err(where_(
-                "size or content_sha256 does not match the text".into(),
-            ));
+            return Err(CatalogContentError::Digest { path: path() });
         }
         if !names.insert(s.name.clone()) || !ids.insert(s.id.clone()) {
-            return Err(where_(format!("duplicate skill name `{}`", s.name)));
+            return Err(CatalogContentError::Duplicate {
+                path: path(),
+                name: s.name.clone(),
+            });
         }
         dirs.push(skill_dir(&install).to_string());
     }
-    if let Some((a, b)) = nested_dirs(&dirs) {
-        return Err(format!(
-            "skill directory `{b}` lies inside skill directory `{a}`"
-        ));
+    if let Some((outer, inner)) = nested_dirs(&dirs) {
+        return Err(CatalogContentError::Nested { outer, inner });
     }
     let expected = manifest_sha256(c.manifest_version, &c.owner_application, &c.skills);
     if c.manifest_sha256 != expected {
-        return Err(format!(
-            "manifest_sha256 {} does not match the manifest ({expected})",
-            c.manifest_sha256
-        ));
+        return Err(CatalogContentError::ManifestHash {
+            declared: c.manifest_sha256.clone(),
+            expected,
+        });
     }
     Ok(())
 }
@@ -408,10 +476,13 @@ pub struct SkillCatalog {
 
 impl SkillCatalog {
     /// The served view of a catalog descriptor, or why it cannot be served.
-    pub(crate) fn from_descriptor(d: &Descriptor, scheme: &str) -> Result<SkillCatalog, String> {
-        check_scheme(scheme).map_err(|e| e.to_string())?;
+    pub(crate) fn from_descriptor(
+        d: &Descriptor,
+        scheme: &str,
+    ) -> Result<SkillCatalog, CatalogDescriptorError> {
+        check_scheme(scheme).map_err(CatalogDescriptorError::Scheme)?;
         let c: CatalogContent = serde_json::from_value(d.content.clone())
-            .map_err(|e| format!("not a skill catalog: {e}"))?;
+            .map_err(CatalogDescriptorError::NotACatalog)?;
         check_content(&c)?;
         let meta = |path: &str, text: &str, mime: &str| ResourceMeta {
             owner_application: c.owner_application.clone(),
@@ -448,7 +519,8 @@ impl SkillCatalog {
                 })
                 .collect(),
         };
-        let text = serde_json::to_string_pretty(&ontology).map_err(|e| e.to_string())?;
+        let text =
+            serde_json::to_string_pretty(&ontology).map_err(CatalogDescriptorError::Ontology)?;
         Ok(SkillCatalog {
             ontology: CatalogResource {
                 uri: ontology_uri(scheme),

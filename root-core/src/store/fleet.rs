@@ -3,6 +3,95 @@
 
 use super::*;
 
+/// A fleet run's state, stored and shown by its snake_case name (`strum` for the names).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum FleetRunState {
+    /// A write run awaiting its confirmation.
+    Previewed,
+    Running,
+    Paused,
+    Cancelled,
+    /// Its error budget was spent.
+    Stopped,
+    Completed,
+}
+
+/// A target's part in a fleet run, stored and shown by its snake_case name; [`Self::ALL`]
+/// is the order reports list them in.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum FleetTargetStatus {
+    Succeeded,
+    Failed,
+    Undeliverable,
+    Refused,
+    Running,
+    Pending,
+    Skipped,
+    Cancelled,
+    /// A target that does not take part (its code says why): a write's that could not at its
+    /// preview, or one an operator cordoned, retired or narrowed by the time its turn came (a
+    /// deliberate state, not an error).
+    Excluded,
+}
+
+impl FleetRunState {
+    /// The stored (and shown) name.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+impl FleetTargetStatus {
+    /// Every status, in the order reports list them.
+    pub const ALL: &'static [FleetTargetStatus] = <Self as strum::VariantArray>::VARIANTS;
+
+    /// The stored (and shown) name.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// Whether a target in this status counts against its run's error budget.
+    pub fn is_error(self) -> bool {
+        matches!(
+            self,
+            FleetTargetStatus::Failed
+                | FleetTargetStatus::Undeliverable
+                | FleetTargetStatus::Refused
+        )
+    }
+}
+
 /// A fleet run as stored.
 #[derive(Debug, Clone)]
 pub struct FleetRunRow {
@@ -22,9 +111,7 @@ pub struct FleetRunRow {
     pub plan: String,
     /// SHA-256 of the frozen target set.
     pub set_hash: String,
-    /// `previewed` (a write awaiting its confirmation), `running`, `paused`, `cancelled`,
-    /// `stopped` (error budget spent) or `completed`.
-    pub state: String,
+    pub state: FleetRunState,
     pub finished_at_ms: Option<i64>,
     /// The replica driving it (`single` on SQLite): a restarted replica takes up its own.
     pub driver: String,
@@ -45,9 +132,7 @@ pub struct FleetTargetRow {
     pub target_id: String,
     /// Its place in the run's order (canaries first).
     pub ordinal: i64,
-    /// `pending`, `running`, `succeeded`, `failed`, `undeliverable`, `refused`, `skipped`,
-    /// `cancelled` or (a write's target that could not take part at its preview) `excluded`.
-    pub status: String,
+    pub status: FleetTargetStatus,
     /// The error code of a target that did not succeed.
     pub code: Option<String>,
     /// JSON: the tool's result, or the error.
@@ -77,7 +162,7 @@ macro_rules! run_from_row {
             arguments: r.try_get("arguments").map_err(db(op))?,
             plan: r.try_get("plan").map_err(db(op))?,
             set_hash: r.try_get("set_hash").map_err(db(op))?,
-            state: r.try_get("state").map_err(db(op))?,
+            state: stored(op, r.try_get("state").map_err(db(op))?)?,
             finished_at_ms: r.try_get("finished_at").map_err(db(op))?,
             driver: r.try_get("driver").map_err(db(op))?,
             profile: r.try_get("profile").map_err(db(op))?,
@@ -121,7 +206,7 @@ impl Store {
             .bind(&run.arguments)
             .bind(&run.plan)
             .bind(&run.set_hash)
-            .bind(&run.state)
+            .bind(run.state.as_str())
             .bind(run.finished_at_ms)
             .bind(&run.driver)
             .bind(&run.profile)
@@ -211,7 +296,7 @@ impl Store {
                 Ok(FleetTargetRow {
                     target_id: r.try_get("target_id").map_err(db(op))?,
                     ordinal: r.try_get("ordinal").map_err(db(op))?,
-                    status: r.try_get("status").map_err(db(op))?,
+                    status: stored(op, r.try_get("status").map_err(db(op))?)?,
                     code: r.try_get("code").map_err(db(op))?,
                     result: r.try_get("result").map_err(db(op))?,
                     event_id: r.try_get("event_id").map_err(db(op))?,
@@ -228,11 +313,12 @@ impl Store {
     pub async fn set_fleet_run_state(
         &self,
         run_id: &str,
-        from: &[&str],
-        state: &str,
+        from: &[FleetRunState],
+        state: FleetRunState,
         finished_at_ms: Option<i64>,
     ) -> Result<bool> {
-        let from = serde_json::Value::from(from.to_vec()).to_string();
+        let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
+        let from = serde_json::Value::from(from).to_string();
         let within = match self.pool {
             Pool::Sqlite(_) => "state IN (SELECT value FROM json_each($4))",
             Pool::Postgres(_) => "state IN (SELECT json_array_elements_text($4::json))",
@@ -242,7 +328,7 @@ impl Store {
         );
         on_pool!(self, pool => {
             let res = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-                .bind(state)
+                .bind(state.as_str())
                 .bind(finished_at_ms)
                 .bind(run_id)
                 .bind(&from)
@@ -261,7 +347,7 @@ impl Store {
                     started_at = $5, finished_at = $6
                  WHERE run_id = $7 AND target_id = $8",
             )
-            .bind(&t.status)
+            .bind(t.status.as_str())
             .bind(&t.code)
             .bind(&t.result)
             .bind(&t.event_id)
@@ -305,7 +391,7 @@ impl Store {
         &self,
         run_id: &str,
         target_id: &str,
-        status: &str,
+        status: FleetTargetStatus,
         code: Option<&str>,
         preview: &str,
     ) -> Result<()> {
@@ -314,7 +400,7 @@ impl Store {
                 "UPDATE fleet_targets SET status = $1, code = $2, preview = $3
                  WHERE run_id = $4 AND target_id = $5",
             )
-            .bind(status)
+            .bind(status.as_str())
             .bind(code)
             .bind(preview)
             .bind(run_id)
@@ -385,7 +471,7 @@ impl Store {
     pub async fn settle_fleet_targets(
         &self,
         run_id: &str,
-        status: &str,
+        status: FleetTargetStatus,
         running_too: bool,
     ) -> Result<u64> {
         let sql = if running_too {
@@ -395,7 +481,7 @@ impl Store {
         };
         on_pool!(self, pool => {
             let res = sqlx::query(sql)
-                .bind(status)
+                .bind(status.as_str())
                 .bind(run_id)
                 .execute(pool)
                 .await
@@ -403,4 +489,12 @@ impl Store {
             Ok(res.rows_affected())
         })
     }
+}
+
+/// A stored name read back, or the row is corrupt.
+fn stored<T: std::str::FromStr>(op: &'static str, text: String) -> Result<T> {
+    text.parse().map_err(|_| Error::Corrupt {
+        op,
+        detail: format!("unknown state `{text}`"),
+    })
 }

@@ -370,6 +370,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE fleet_runs ADD COLUMN write_key TEXT",
     // A fleet run's arguments as they run when redaction changed the shown ones (encrypted).
     "ALTER TABLE fleet_runs ADD COLUMN arguments_sealed TEXT",
+    // A lease's own calls-per-second rate (`[rates]`), over its profile's.
+    "ALTER TABLE leases ADD COLUMN rate TEXT",
+    // An operator's roles and the profiles they may issue (`roles::Grant`); NULL roles: an
+    // operator from before roles, who holds them all.
+    "ALTER TABLE operators ADD COLUMN roles TEXT",
+    "ALTER TABLE operators ADD COLUMN profiles TEXT",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

@@ -11,6 +11,11 @@ pub struct OperatorRow {
     pub created_by: String,
     pub revoked_at_ms: Option<i64>,
     pub revoked_by: Option<String>,
+    /// Roles, comma-separated (`crate::roles::Grant`'s stored form); `None` for an operator
+    /// stored before roles existed.
+    pub roles: Option<String>,
+    /// Capability profiles the operator may issue leases for, comma-separated (`*`: all).
+    pub profiles: Option<String>,
 }
 
 impl Store {
@@ -21,13 +26,15 @@ impl Store {
     pub async fn insert_operator(&self, o: &OperatorRow) -> Result<bool> {
         on_pool!(self, pool => {
             let res = sqlx::query(
-                "INSERT INTO operators (name, token_hash, created_at, created_by)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING",
+                "INSERT INTO operators (name, token_hash, created_at, created_by, roles, profiles)
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
             )
             .bind(&o.name)
             .bind(&o.token_hash)
             .bind(o.created_at_ms)
             .bind(&o.created_by)
+            .bind(&o.roles)
+            .bind(&o.profiles)
             .execute(pool)
             .await
             .map_err(db("insert operator"))?;
@@ -40,7 +47,8 @@ impl Store {
         let op = "load operators";
         on_pool!(self, pool => {
             let rows = sqlx::query(
-                "SELECT name, token_hash, created_at, created_by, revoked_at, revoked_by
+                "SELECT name, token_hash, created_at, created_by, revoked_at, revoked_by, roles,
+                        profiles
                  FROM operators ORDER BY created_at, name",
             )
             .fetch_all(pool)
@@ -54,6 +62,8 @@ impl Store {
                     created_by: r.try_get("created_by").map_err(db(op))?,
                     revoked_at_ms: r.try_get("revoked_at").map_err(db(op))?,
                     revoked_by: r.try_get("revoked_by").map_err(db(op))?,
+                    roles: r.try_get("roles").map_err(db(op))?,
+                    profiles: r.try_get("profiles").map_err(db(op))?,
                 })
             }).collect()
         })

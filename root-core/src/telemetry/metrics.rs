@@ -54,6 +54,14 @@ pub struct ProfileLabel {
     pub profile: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RateLabels {
+    /// The caller's capability profile (`operator` for an operator's requests).
+    pub profile: String,
+    /// `lease`, `owner`, `tool` or `operator`.
+    pub scope: String,
+}
+
 /// Per managed target: one series each per enrolled target.
 pub struct TargetMetrics {
     /// 1 while the target's hub is connected (to this replica or another of its zone); set
@@ -146,6 +154,8 @@ pub struct Metrics {
     pub calls: Family<CallLabels, Counter>,
     pub latency: Family<ToolLabel, Histogram, fn() -> Histogram>,
     pub denials: Family<ReasonLabel, Counter>,
+    /// Calls and operator requests refused past a rate, by profile and scope.
+    pub rate_limited: Family<RateLabels, Counter>,
     /// Calls that ended in an error (not a denial), by error code.
     pub errors: Family<CodeLabel, Counter>,
     pub active_leases: Gauge,
@@ -154,6 +164,9 @@ pub struct Metrics {
     pub targets: TargetMetrics,
     pub connected_targets: Gauge,
     pub unauthenticated: Counter,
+    /// 401s not recorded as their own audit event (past the per-address limit); the next
+    /// event of that address counts them.
+    pub unauthenticated_unrecorded: Counter,
     /// 1 while the audit trail can be written, 0 while calls are refused for it.
     pub audit_available: Gauge,
     /// Audit batches committed and the rows they held: their ratio is the group-commit batch
@@ -192,6 +205,17 @@ pub struct SinkLabel {
 }
 
 impl Metrics {
+    /// A call or an operator's request refused past a rate (`scope`: lease, owner, tool,
+    /// operator).
+    pub fn rate_limited(&self, profile: &str, scope: &str) {
+        self.rate_limited
+            .get_or_create(&RateLabels {
+                profile: profile.into(),
+                scope: scope.into(),
+            })
+            .inc();
+    }
+
     fn sink(name: &str) -> SinkLabel {
         SinkLabel {
             sink: name.to_owned(),
@@ -254,6 +278,7 @@ impl Default for Metrics {
         let active_leases = Gauge::default();
         let connected_targets = Gauge::default();
         let unauthenticated = Counter::default();
+        let unauthenticated_unrecorded = Counter::default();
         let audit_available = Gauge::default();
         audit_available.set(1);
         registry.register(
@@ -267,6 +292,12 @@ impl Default for Metrics {
             latency.clone(),
         );
         registry.register("denials", "Denied calls by reason code", denials.clone());
+        let rate_limited = Family::<RateLabels, Counter>::default();
+        registry.register(
+            "rate_limited",
+            "Calls and operator requests refused past a rate, by capability profile and scope",
+            rate_limited.clone(),
+        );
         let errors = Family::<CodeLabel, Counter>::default();
         registry.register(
             "call_errors",
@@ -320,6 +351,11 @@ impl Default for Metrics {
             "unauthenticated_requests",
             "Requests refused with 401",
             unauthenticated.clone(),
+        );
+        registry.register(
+            "unauthenticated_unrecorded",
+            "Requests refused with 401 past the per-address audit limit (counted in the address's next event)",
+            unauthenticated_unrecorded.clone(),
         );
         registry.register(
             "audit_available",
@@ -426,12 +462,14 @@ impl Default for Metrics {
             calls,
             latency,
             denials,
+            rate_limited,
             errors,
             active_leases,
             leases,
             targets,
             connected_targets,
             unauthenticated,
+            unauthenticated_unrecorded,
             audit_available,
             audit_commits,
             audit_rows,

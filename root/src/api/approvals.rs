@@ -24,6 +24,24 @@ use crate::api::principal::Operator;
 use crate::app::App;
 use crate::store::{ApprovalRow, ApprovalStatus};
 
+/// Whether the write waiting for approval was asked under a lease `op` issued (at the top of
+/// its chain): separation of duties. The bootstrap admin token (break-glass, every use
+/// audited) is not bound by it.
+async fn own_request(app: &App, op: &Operator, session_id: &str) -> Result<bool, ApiError> {
+    if op.name() == crate::operators::ADMIN {
+        return Ok(false);
+    }
+    let chain = app
+        .store
+        .lease_chain(session_id)
+        .await
+        .map_err(ApiError::internal)?;
+    let me = op.actor_id();
+    Ok(chain
+        .iter()
+        .any(|row| row.lease.issued_by.as_deref() == Some(me.as_str())))
+}
+
 /// An approval as the REST family shows it (status freshness-normalized).
 pub(crate) fn view(a: &ApprovalRow) -> ApprovalView {
     let now_ms = unix_ms(now());
@@ -118,7 +136,7 @@ pub(crate) async fn decide(
         .get_approval(Some(&id), None)
         .await
         .map_err(ApiError::internal)?;
-    let asked = crate::api::audited::Asked {
+    let asked = crate::ops::audited::Asked {
         tool_id: match decision.as_str() {
             "approve" => "admin.approval.approve",
             "reject" => "admin.approval.reject",
@@ -151,6 +169,16 @@ pub(crate) async fn decide(
         let Some(before) = before else {
             return Err(ApiError::not_found(format!("no approval `{id}`")));
         };
+        if to == ApprovalStatus::Approved && own_request(&app, &op, &before.session_id).await? {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::Forbidden,
+                format!(
+                    "{} issued the lease that asked for this write: an approver never approves their own request (another approver decides)",
+                    op.actor_id()
+                ),
+            ));
+        }
         let changed = app
             .store
             .transition_approval(

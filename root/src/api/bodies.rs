@@ -27,22 +27,7 @@ pub struct Audited<T> {
     pub(crate) event_id: String,
 }
 
-/// Every refusal of the REST family: `{"error": {...}}` with the status.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ErrorAnswer {
-    pub(crate) error: ErrorDetail,
-    /// The audit event that records the refused request (an operator action), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) event_id: Option<String>,
-}
-
-/// What went wrong, in the governed calls' error vocabulary.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ErrorDetail {
-    pub(crate) code: mcp_shared::error::ErrorCode,
-    pub(crate) message: String,
-    pub(crate) retryable: bool,
-}
+pub(crate) use crate::net::answer::ErrorAnswer;
 
 // ---- leases (`/v1/root/mcp/sessions`) ----
 
@@ -65,6 +50,10 @@ pub struct NewLeaseRequest {
     pub subnet_id: Option<String>,
     #[serde(default)]
     pub zone: Option<String>,
+    /// The lease's own calls-per-second rate (`20`, `"20/s"`, `"30/min"`), over its
+    /// profile's per-lease rate (`[rates]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<crate::config::RawRate>,
 }
 
 /// `GET /v1/root/mcp/sessions/{id}/delegation`: where a lease's authority came from and
@@ -191,6 +180,17 @@ impl ProfileVerdict {
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewOperatorRequest {
     pub(crate) name: String,
+    /// The roles they hold (default `viewer` only); no more than the caller holds.
+    #[serde(default = "viewer")]
+    pub(crate) roles: Vec<crate::roles::Role>,
+    /// The capability profiles they may issue leases for (`*`: all; default none); no more
+    /// than the caller may.
+    #[serde(default)]
+    pub(crate) profiles: Vec<String>,
+}
+
+fn viewer() -> Vec<crate::roles::Role> {
+    vec![crate::roles::Role::Viewer]
 }
 
 /// A new operator and their credential, shown in this answer only.
@@ -198,6 +198,8 @@ pub(crate) struct NewOperatorRequest {
 pub(crate) struct NewOperator {
     pub(crate) name: String,
     pub(crate) token: String,
+    pub(crate) roles: Vec<crate::roles::Role>,
+    pub(crate) profiles: Vec<String>,
     /// RFC 3339.
     pub(crate) created_at: String,
     pub(crate) created_by: String,
@@ -216,6 +218,9 @@ pub(crate) enum OperatorStatus {
 pub(crate) struct OperatorView {
     pub(crate) name: String,
     pub(crate) status: OperatorStatus,
+    pub(crate) roles: Vec<crate::roles::Role>,
+    /// The capability profiles they may issue leases for (`*`: all).
+    pub(crate) profiles: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) credential: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -526,66 +531,11 @@ pub(crate) struct DescriptorList {
 
 // ---- replicas (`/v1/root/replicas`) ----
 
-/// Whether a replica's heartbeat is recent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Health {
-    Up,
-    Down,
-}
-
-/// One replica of the zone.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ReplicaView {
-    pub(crate) replica_id: String,
-    #[serde(rename = "self")]
-    pub(crate) this: bool,
-    pub(crate) health: Health,
-    pub(crate) heartbeat_age_ms: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) last_heartbeat_at: Option<String>,
-    pub(crate) started_at: String,
-    pub(crate) version: String,
-    pub(crate) changes_behind: i64,
-    /// The targets whose hubs it holds.
-    pub(crate) hubs: Vec<String>,
-    /// Its internal address (operators only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) advertise_url: Option<String>,
-}
-
-/// `GET /v1/root/replicas`: the zone's replicas, their health and hubs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ZoneView {
-    /// `single` (SQLite) or `replicated` (PostgreSQL).
-    pub(crate) mode: String,
-    pub(crate) backend: String,
-    pub(crate) zone: String,
-    #[serde(rename = "self")]
-    pub(crate) this: String,
-    pub(crate) replicas: Vec<ReplicaView>,
-}
+pub(crate) use crate::replica::view::{Health, ZoneView};
 
 // ---- fleet runs (`/v1/root/fleet/runs`) ----
 
-/// `POST /v1/root/fleet/runs`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct FleetRunRequest {
-    /// Which targets (see `hubs::selector`).
-    pub(crate) selector: String,
-    pub(crate) tool_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) arguments: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) plan: Option<crate::fleet::plan::Plan>,
-    /// A write's capability profile (the narrowest granting the tool when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) capability_profile: Option<String>,
-    /// A write's: the token its preview issued.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) confirmation_token: Option<String>,
-}
+pub(crate) use crate::fleet::FleetRunRequest;
 
 /// `POST /v1/root/fleet/previews`: the previewed run and its one confirmation token.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -16,6 +16,11 @@ use std::sync::Arc;
 
 use crate::api::bodies::{DescriptorList, DescriptorSummary};
 
+/// The routes `/foundation` lists, as the router serves them: the route table is the code's,
+/// so `api::router` sets it once, and no request pays for it.
+pub(crate) static SERVED: std::sync::OnceLock<Vec<crate::api::endpoint::Endpoint>> =
+    std::sync::OnceLock::new();
+
 pub(super) async fn foundation(
     State(app): State<Arc<App>>,
     auth: Auth,
@@ -37,20 +42,8 @@ pub(super) async fn foundation(
             "routing": ["descriptive_cached", "operational_read", "operational_write"],
             "side_effect": ["read", "write", "destructive"],
         },
-        "error_codes": [
-            "unauthenticated", "forbidden", "unknown_tool", "capability_not_granted", "environment_forbidden",
-            "invalid_arguments", "target_offline", "timeout", "busy", "skill_disabled", "confirmation_required",
-            "forbidden_destructive", "descriptor_unavailable", "signature_invalid", "deadline_expired",
-            "replay_rejected", "adapter_failed", "cancelled", "idempotency_conflict", "idempotency_in_progress", "not_found", "conflict", "approval_pending", "audit_unavailable", "clock_skew", "internal"
-        ],
-        "endpoints": [
-            "/mcp", "/v1/root/mcp/foundation", "/v1/root/mcp/contracts", "/v1/root/mcp/descriptors",
-            "/v1/root/mcp/sessions", "/v1/root/mcp/sessions/{id}/run-profile", "/v1/root/mcp/run-profiles/verify",
-            "/v1/root/mcp/call", "/v1/root/mcp/audit", "/v1/root/mcp/audit/stream",
-            "/v1/root/mcp/audit/usage", "/v1/root/mcp/audit/verify", "/v1/root/mcp/approvals", "/v1/root/hubs",
-            "/v1/root/replicas",
-            "/healthz", "/readyz", "/metrics", "/ui/"
-        ],
+        "error_codes": mcp_shared::error::ErrorCode::ALL.map(|c| c.as_str()),
+        "endpoints": foundation_endpoints(&app, SERVED.get().map_or(&[], Vec::as_slice)),
         "limits": {
             "max_lease_ttl_sec": app.config.limits.max_lease_ttl_sec,
             "per_lease_in_flight": app.config.limits.per_lease_in_flight,
@@ -66,6 +59,24 @@ pub(super) async fn foundation(
         },
         "replicas": zone_view,
     })))
+}
+
+/// The paths `/foundation` lists: `/mcp`, then every route of the REST family, the console
+/// and (when it is on) OAuth as the router serves them, once each; replicas' internal routes
+/// left out.
+fn foundation_endpoints(app: &App, routes: &[crate::api::endpoint::Endpoint]) -> Vec<&'static str> {
+    let oauth: Vec<&str> = crate::api::oauth::endpoints()
+        .iter()
+        .map(|e| e.path)
+        .collect();
+    let mut paths = vec!["/mcp"];
+    for e in routes {
+        let served = app.config.oauth.discovery || !oauth.contains(&e.path);
+        if served && e.access != crate::api::endpoint::Access::Replica && !paths.contains(&e.path) {
+            paths.push(e.path);
+        }
+    }
+    paths
 }
 
 pub(super) async fn visible_ids(app: &App, p: &Principal) -> Result<Option<Vec<String>>, ApiError> {

@@ -4,7 +4,7 @@
 //!
 //! The console has no API of its own beyond login: its pages call the REST family
 //! (`/v1/root/mcp/*`, `/v1/root/hubs`), whose `Operator` and `Auth` extractors accept the
-//! console cookie besides the bearer (see [`cookie_operator`]).
+//! console cookie besides the bearer (see `api::cookie`).
 //!
 //! Invariants:
 //! - The cookie never holds the admin token: it holds `v1.<id>.<expiry>.<mac>`, an HMAC-SHA256
@@ -36,6 +36,7 @@ use mcp_shared::time::{format, from_unix_ms};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::api::cookie::{COOKIE, cookie_operator, same_site_fetch};
 use crate::api::error::ApiError;
 use crate::app::App;
 use crate::logins::{ConsoleSession, credential, csrf_token};
@@ -43,79 +44,11 @@ use crate::logins::{ConsoleSession, credential, csrf_token};
 /// The console's files: HTML, CSS and JavaScript modules, no build step.
 static ASSETS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/ui");
 
-/// The session cookie's name.
-pub(crate) const COOKIE: &str = "mcp_console";
-/// The header a cookie-authenticated state-changing request must carry.
-pub(crate) const CSRF_HEADER: &str = "x-mcp-console-csrf";
 /// Longest admin token accepted by the login form.
 const MAX_TOKEN_LEN: usize = 512;
 /// Content-Security-Policy of console responses: only the binary's own files, no inline
 /// script or style, no framing.
 pub(crate) const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-
-/// The console cookie's value, if the request has one.
-fn cookie_value(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
-        .map(|(_, v)| v.trim())
-}
-
-/// Whether `Sec-Fetch-Site` (when the browser sends it) says the request came from the
-/// console's own origin or from the operator typing the address.
-fn same_site_fetch(headers: &HeaderMap) -> bool {
-    headers
-        .get("sec-fetch-site")
-        .and_then(|v| v.to_str().ok())
-        .is_none_or(|v| v == "same-origin" || v == "none")
-}
-
-/// The operator, from the console cookie of a request without an `Authorization` header.
-///
-/// `Ok(None)`: no usable cookie (the caller answers 401). `Err`: a valid session whose
-/// request fails the cross-site checks (403).
-pub(crate) async fn cookie_operator(
-    app: &App,
-    method: &Method,
-    headers: &HeaderMap,
-) -> Result<Option<ConsoleSession>, ApiError> {
-    if headers.contains_key(header::AUTHORIZATION) {
-        return Ok(None);
-    }
-    let Some(value) = cookie_value(headers) else {
-        return Ok(None);
-    };
-    let Some(session) = app.logins.verify(app, value).await else {
-        return Ok(None);
-    };
-    let forbidden = |why: &str| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, why);
-    if !same_site_fetch(headers) {
-        return Err(forbidden("cross-site request refused"));
-    }
-    if method != Method::GET && method != Method::HEAD {
-        // The Host/Origin guard has already refused an origin that is not allowed; a
-        // state-changing console request must name one.
-        if !headers.contains_key(header::ORIGIN) {
-            return Err(forbidden(
-                "a console request that changes state needs an Origin",
-            ));
-        }
-        let sent = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
-        let want = csrf_token(app, &session.id);
-        let ok =
-            matches!((sent, want.as_deref()), (Some(s), Some(w)) if crate::auth::secret_eq(s, w));
-        if !ok {
-            return Err(forbidden(
-                "missing or wrong X-MCP-Console-CSRF header on a console request",
-            ));
-        }
-    }
-    Ok(Some(session))
-}
 
 // ---- routes ---------------------------------------------------------------------------------
 
@@ -123,21 +56,22 @@ pub(crate) async fn cookie_operator(
 /// each one audit event (a refused login is not: it has no operator to name).
 pub(crate) fn endpoints() -> Vec<crate::api::endpoint::Endpoint> {
     use crate::api::endpoint::{Access, Endpoint};
+    use crate::roles::Role;
     vec![
         Endpoint {
             method: "POST",
             path: "/ui/api/login",
-            access: Access::OperatorAction,
+            access: Access::OperatorAction(Role::Viewer),
         },
         Endpoint {
             method: "POST",
             path: "/ui/api/logout",
-            access: Access::OperatorAction,
+            access: Access::OperatorAction(Role::Viewer),
         },
         Endpoint {
             method: "GET",
             path: "/ui/api/session",
-            access: Access::OperatorRead,
+            access: Access::OperatorRead(Role::Viewer),
         },
     ]
 }
@@ -323,6 +257,8 @@ async fn login(
         "csrf_token": csrf,
         "expires_at": format(from_unix_ms(s.expires_ms)),
         "operator": s.operator.name(),
+        // What the console offers: the roles held (admin's are every role).
+        "roles": held_roles(&app, s.operator.name()),
         "event_id": event_id,
     }))
     .into_response();
@@ -339,10 +275,10 @@ async fn console_event(
     session: &ConsoleSession,
 ) -> Result<String, ApiError> {
     let (session_id, expires_ms) = (&session.id, session.expires_ms);
-    crate::api::audited::record_admin(
+    let event_id = crate::ops::audited::record_admin(
         app,
-        &crate::api::principal::Operator(session.operator.clone()),
-        crate::api::audited::AdminAction {
+        &session.operator,
+        crate::ops::audited::AdminAction {
             tool_id: format!("admin.console.{verb}"),
             target_id: None,
             adapter: Some("root.console".into()),
@@ -355,7 +291,8 @@ async fn console_event(
         },
         Ok(format!("console {verb}")),
     )
-    .await
+    .await?;
+    Ok(event_id)
 }
 
 async fn require_session(
@@ -404,9 +341,19 @@ async fn session(
         "csrf_token": csrf_token(&app, &s.id),
         "expires_at": format(from_unix_ms(s.expires_ms)),
         "operator": s.operator.name(),
+        "roles": held_roles(&app, s.operator.name()),
         "zone": app.config.zone,
         "version": env!("CARGO_PKG_VERSION"),
     })))
+}
+
+/// Every role `name` holds (`admin` holds them all; nothing once revoked).
+fn held_roles(app: &App, name: &str) -> Vec<crate::roles::Role> {
+    let grant = app.operators.grant(name);
+    crate::roles::Role::ALL
+        .into_iter()
+        .filter(|r| grant.as_ref().is_some_and(|g| g.holds(*r)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -420,18 +367,5 @@ mod tests {
         assert!(asset_bytes("../Cargo.toml").is_none());
         assert!(asset_bytes("js//x.js").is_none());
         assert_eq!(content_type("a/b.js"), "text/javascript; charset=utf-8");
-    }
-
-    #[test]
-    fn cookie_value_is_found_among_others() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::COOKIE,
-            HeaderValue::from_static("a=1; mcp_console=v1.x.1.y; b=2"),
-        );
-        assert_eq!(cookie_value(&h), Some("v1.x.1.y"));
-        let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("xmcp_console=1"));
-        assert_eq!(cookie_value(&h), None);
     }
 }

@@ -22,21 +22,16 @@ use crate::descriptors::publish::Publish;
 pub(super) async fn publish_descriptors(
     State(app): State<Arc<App>>,
     op: Operator,
-    body: Result<Json<PublishRequest>, axum::extract::rejection::JsonRejection>,
+    body: crate::api::audited::ActionBody<PublishRequest>,
 ) -> Result<Json<Audited<DescriptorList>>, ApiError> {
-    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
-    let request = match &parsed {
-        Ok(b) => json!({ "descriptors": b.descriptors.len() }),
-        Err(why) => json!({ "invalid_body": why }),
-    };
-    let asked = crate::api::audited::Asked {
+    let asked = crate::ops::audited::Asked {
         tool_id: "admin.descriptors.publish",
         target_id: None,
         adapter: Some("root.descriptor_cache".into()),
-        request,
+        request: body.request(json!({}), |b| json!({ "descriptors": b.descriptors.len() })),
     };
     let (set, event_id) = crate::api::audited::audited(&app, &op, asked, async {
-        let body = parsed.map_err(ApiError::bad_request)?;
+        let body = body.parsed()?;
         let items: Vec<(String, Value)> = body
             .descriptors
             .into_iter()

@@ -1,12 +1,12 @@
 //! `ApiError`: what a REST endpoint answers when it refuses or fails (status, normalized
 //! error body, the audit event that records it), and the status each error code maps to.
 
-use axum::Json;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mcp_shared::error::ErrorCode;
 
-use crate::api::bodies;
+use crate::net::answer::Refused;
+use crate::ops::error::Refusal;
 
 /// An error answered by a REST endpoint: the status plus a normalized error body.
 #[derive(Debug)]
@@ -69,30 +69,43 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(bodies::ErrorAnswer {
-            error: bodies::ErrorDetail {
-                code: self.code,
-                retryable: self.code.retryable(),
-                message: self.message,
-            },
+        Refused {
+            status: self.status,
+            code: self.code,
+            message: self.message,
             event_id: self.event_id,
-        });
-        let mut res = (self.status, body).into_response();
-        let retry_after = self
-            .retry_after
-            .or((self.code == ErrorCode::AuditUnavailable).then_some(1));
-        if let Some(secs) = retry_after {
-            res.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            retry_after: self.retry_after,
         }
-        if self.status == StatusCode::UNAUTHORIZED {
-            res.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer error=\"invalid_token\""),
-            );
-        }
-        res
+        .into_response()
     }
+}
+
+impl crate::ops::audited::Outcome for ApiError {
+    fn tool_error(&self) -> mcp_shared::ToolError {
+        ApiError::tool_error(self)
+    }
+    fn with_event(self, event_id: String) -> ApiError {
+        ApiError::with_event(self, event_id)
+    }
+}
+
+/// A service's refusal answers with the status its code maps to ([`status_of`]), naming its
+/// event, and `Retry-After` when it says when to retry.
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> ApiError {
+        let retry = retry_after(&r.error);
+        let mut e = ApiError::of_tool(&r.error);
+        e.event_id = r.event_id;
+        e.retry_after = retry;
+        e
+    }
+}
+
+/// `Retry-After` (whole seconds, rounded up) for a tool error that says when to retry
+/// (`rate_limited`'s `retry_after_ms`).
+pub(crate) fn retry_after(e: &mcp_shared::error::ToolError) -> Option<u64> {
+    let ms = e.details.as_ref()?.get("retry_after_ms")?.as_u64()?;
+    (e.code == ErrorCode::RateLimited).then(|| ms.div_ceil(1000).max(1))
 }
 
 /// The HTTP status a tool error maps to on REST `/call`.
@@ -100,6 +113,7 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
     match code {
         ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
         ErrorCode::Forbidden
+        | ErrorCode::RoleRequired
         | ErrorCode::CapabilityNotGranted
         | ErrorCode::EnvironmentForbidden => StatusCode::FORBIDDEN,
         ErrorCode::ForbiddenDestructive | ErrorCode::SkillDisabled => StatusCode::FORBIDDEN,
@@ -113,7 +127,7 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
             StatusCode::CONFLICT
         }
         ErrorCode::ApprovalPending => StatusCode::ACCEPTED,
-        ErrorCode::Busy => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::Busy | ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorCode::TargetOffline
         | ErrorCode::DescriptorUnavailable

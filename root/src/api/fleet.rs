@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use mcp_shared::error::ErrorCode;
@@ -17,14 +16,15 @@ use mcp_shared::time::{now, unix_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::audited::{Asked, audited, audited_in};
+use crate::api::audited::{ActionBody, audited, audited_in};
 use crate::api::bodies::{Audited, FleetPreview, FleetRunRequest, FleetRunSummary, FleetRuns};
 use crate::api::error::ApiError;
 use crate::api::principal::Operator;
 use crate::app::App;
 use crate::fleet::report::RunReport;
-use crate::fleet::{execute, preview, state, status};
+use crate::fleet::{RunState, Status, execute, preview};
 use crate::hubs::selector::Selector;
+use crate::ops::audited::Asked;
 use crate::store::FleetRunRow;
 
 /// `POST /v1/root/fleet/runs`: `{"selector", "tool_id", "arguments", "plan"}`; the run as it
@@ -34,15 +34,10 @@ use crate::store::FleetRunRow;
 pub(crate) async fn start(
     State(app): State<Arc<App>>,
     op: Operator,
-    body: Result<Json<FleetRunRequest>, JsonRejection>,
+    body: ActionBody<FleetRunRequest>,
 ) -> Result<(StatusCode, Json<Audited<RunReport>>), ApiError> {
-    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
     // A confirmed write joins its preview's trace.
-    let previewed = match parsed
-        .as_ref()
-        .ok()
-        .and_then(|b| b.confirmation_token.as_deref())
-    {
+    let previewed = match body.get().and_then(|b| b.confirmation_token.as_deref()) {
         Some(t) => app
             .store
             .fleet_run_by_confirmation(&crate::auth::token_hash(t))
@@ -59,24 +54,20 @@ pub(crate) async fn start(
         tool_id: "admin.fleet.run",
         target_id: None,
         adapter: Some("root.fleet".into()),
-        request: match &parsed {
-            // The token is a bearer: the event names its hash.
-            Ok(b) => {
-                let mut r = json!(FleetRunRequest {
-                    confirmation_token: None,
-                    ..b.clone()
-                });
-                if let Some(t) = &b.confirmation_token {
-                    r["confirmation"] =
-                        json!(format!("sha256:{}", &crate::auth::token_hash(t)[..16]));
-                }
-                r
+        // The token is a bearer: the event names its hash.
+        request: body.request(json!({}), |b| {
+            let mut r = json!(FleetRunRequest {
+                confirmation_token: None,
+                ..b.clone()
+            });
+            if let Some(t) = &b.confirmation_token {
+                r["confirmation"] = json!(format!("sha256:{}", &crate::auth::token_hash(t)[..16]));
             }
-            Err(why) => json!({ "invalid_body": why }),
-        },
+            r
+        }),
     };
     let (run, event_id) = audited_in(&app, &op, asked, Some(trace_id.clone()), async {
-        let req = parsed.map_err(ApiError::bad_request)?;
+        let req = body.parsed()?;
         let (run, what) = match req.confirmation_token.as_deref() {
             Some(token) => {
                 let run = preview::confirm(&app, &op, &req, token).await?;
@@ -138,7 +129,7 @@ async fn create(
             "capability_profile is for writes: a read runs under the operator's read-only profile",
         ));
     }
-    crate::fleet::read::start(
+    let run = crate::fleet::read::start(
         app,
         crate::fleet::read::ReadRun {
             created_by: op.actor_id(),
@@ -149,7 +140,8 @@ async fn create(
             trace_id,
         },
     )
-    .await
+    .await?;
+    Ok(run)
 }
 
 /// `POST /v1/root/fleet/previews`: `{"selector", "tool_id", "arguments", "plan",
@@ -158,21 +150,17 @@ async fn create(
 pub(crate) async fn preview(
     State(app): State<Arc<App>>,
     op: Operator,
-    body: Result<Json<FleetRunRequest>, JsonRejection>,
+    body: ActionBody<FleetRunRequest>,
 ) -> Result<(StatusCode, Json<Audited<FleetPreview>>), ApiError> {
-    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
     let trace_id = uuid::Uuid::now_v7().simple().to_string();
     let asked = Asked {
         tool_id: "admin.fleet.preview",
         target_id: None,
         adapter: Some("root.fleet".into()),
-        request: match &parsed {
-            Ok(b) => json!(b),
-            Err(why) => json!({ "invalid_body": why }),
-        },
+        request: body.request(json!({}), |b| json!(b)),
     };
     let (previewed, event_id) = audited_in(&app, &op, asked, Some(trace_id.clone()), async {
-        let req = parsed.map_err(ApiError::bad_request)?;
+        let req = body.parsed()?;
         let p = preview::preview(&app, op.actor_id(), req, trace_id.clone()).await?;
         let summary = format!(
             "fleet preview {}: `{}` on `{}` (set {})",
@@ -186,7 +174,11 @@ pub(crate) async fn preview(
     .await?;
     let report = load(&app, &previewed.run.run_id).await?;
     let expires = report.confirmation_expires_at.clone().unwrap_or_default();
-    let taking_part = report.counts.get(status::PENDING).copied().unwrap_or(0);
+    let taking_part = report
+        .counts
+        .get(Status::Pending.as_str())
+        .copied()
+        .unwrap_or(0);
     let summary = format!(
         "Nothing was changed. {taking_part} of {} targets take part. To run it, start the run with the same selector, tool and arguments and this confirmation_token before {expires} (`admin fleet run … --confirm TOKEN`).",
         report.total
@@ -304,12 +296,12 @@ pub(crate) async fn command(
         request: json!({ "run_id": run_id, "command": name }),
     };
     let run = |app: Arc<App>| async move {
-        let (from, to): (&[&str], &str) = match name.as_str() {
-            "pause" => (&[state::RUNNING], state::PAUSED),
-            "resume" => (&[state::PAUSED], state::RUNNING),
+        let (from, to): (&[RunState], RunState) = match name.as_str() {
+            "pause" => (&[RunState::Running], RunState::Paused),
+            "resume" => (&[RunState::Paused], RunState::Running),
             "cancel" => (
-                &[state::PREVIEWED, state::RUNNING, state::PAUSED],
-                state::CANCELLED,
+                &[RunState::Previewed, RunState::Running, RunState::Paused],
+                RunState::Cancelled,
             ),
             _ => {
                 return Err(ApiError::bad_request(format!(
@@ -331,8 +323,8 @@ pub(crate) async fn command(
                     "fleet run `{run_id}` is {}: it cannot be {}",
                     before.state,
                     match to {
-                        state::PAUSED => "paused",
-                        state::RUNNING => "resumed",
+                        RunState::Paused => "paused",
+                        RunState::Running => "resumed",
                         _ => "cancelled",
                     }
                 ),
@@ -340,15 +332,15 @@ pub(crate) async fn command(
         }
         // Cancelled: what had not started is cancelled now, so the run reads as it ended
         // (a target its driver was about to start finds it so and does not run).
-        if to == state::CANCELLED {
+        if to == RunState::Cancelled {
             app.store
-                .settle_fleet_targets(&run_id, crate::fleet::status::CANCELLED, false)
+                .settle_fleet_targets(&run_id, crate::fleet::Status::Cancelled, false)
                 .await
                 .map_err(ApiError::internal)?;
         }
         app.fleet.wake(&run_id);
         // A dropped preview's leases end now (a running run's end with it).
-        if before.state == state::PREVIEWED {
+        if before.state == RunState::Previewed.as_str() {
             crate::fleet::authority::end(&app, &run_id).await;
         }
         // A run of this replica's that no task drives (a restart found it paused and it
@@ -360,7 +352,7 @@ pub(crate) async fn command(
             .ok()
             .flatten()
             .is_some_and(|r| r.driver == crate::fleet::execute::driver(&app));
-        if to == state::RUNNING && ours && !app.fleet.driving(&run_id) {
+        if to == RunState::Running && ours && !app.fleet.driving(&run_id) {
             execute::spawn(app.clone(), run_id.clone());
         }
         let after = load(&app, &run_id).await?;

@@ -23,16 +23,14 @@ use mcp_shared::contract::{RoutingClass, SideEffectClass};
 use mcp_shared::error::ErrorCode;
 use mcp_shared::event::Surface;
 use mcp_shared::time::now;
-use ractor::call_t;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::actors::RPC_TIMEOUT_MS;
 use crate::api::error::ApiError;
 use crate::api::principal::Operator;
 use crate::app::App;
 use crate::call::{self, CallContext};
-use crate::leases::manager::{self as lease_manager, LeaseEntry, NewLease};
+use crate::leases::manager::LeaseEntry;
 
 /// Audience of the leases operator reads run under.
 pub(crate) const AUDIENCE: &str = "operator-console";
@@ -46,25 +44,6 @@ pub(crate) struct ReadBody {
     tool_id: String,
     #[serde(default)]
     arguments: Option<Value>,
-}
-
-/// The narrowest profile granting `capability` whose tools are all reads.
-pub(crate) fn read_profile(app: &App, capability: &str) -> Option<String> {
-    app.catalog
-        .profiles
-        .profiles
-        .iter()
-        .filter(|p| p.capabilities.iter().any(|c| c == capability))
-        .filter(|p| {
-            app.effective_tools(p, false).iter().all(|t| {
-                app.catalog
-                    .contracts
-                    .get(t)
-                    .is_some_and(|c| c.contract.side_effect == SideEffectClass::Read)
-            })
-        })
-        .min_by_key(|p| p.capabilities.len())
-        .map(|p| p.name.clone())
 }
 
 /// The reader lease for `(target, profile)`, issued when missing or about to end.
@@ -91,10 +70,10 @@ async fn reader_lease(
     if let Some(l) = usable() {
         return Ok(l);
     }
-    let entry = issue(
+    let entry = crate::ops::leases::issue_to_operator(
         app,
         op,
-        &Issue {
+        &crate::ops::leases::ToOperator {
             target_id,
             profile: profile_name,
             audience: AUDIENCE,
@@ -107,91 +86,6 @@ async fn reader_lease(
     .await?;
     app.logins.readers.insert(key, entry.clone());
     Ok(entry)
-}
-
-/// A lease root issues to an operator for its own calls on a target (see [`issue`]).
-pub(crate) struct Issue<'a> {
-    pub(crate) target_id: &'a str,
-    pub(crate) profile: &'a str,
-    pub(crate) audience: &'a str,
-    pub(crate) ttl: Duration,
-    /// The lineage it joins (its idempotency owner); `None` starts its own.
-    pub(crate) lineage: Option<String>,
-    /// The trace its event joins; `None`: a trace of its own.
-    pub(crate) trace_id: Option<String>,
-    /// What it is for, in the event's request and summary.
-    pub(crate) purpose: &'a str,
-}
-
-/// Issues a lease to the operator `op` for its own calls (the console's reads, a fleet run's
-/// targets): one `admin.lease.create` event naming the operator; the bearer never leaves
-/// root (only the lease entry is kept). Refused when the target is not enrolled.
-pub(crate) async fn issue(
-    app: &App,
-    op: &Operator,
-    l: &Issue<'_>,
-) -> Result<Arc<LeaseEntry>, ApiError> {
-    let (target_id, profile_name) = (l.target_id, l.profile);
-    let profile = app
-        .catalog
-        .profiles
-        .get(profile_name)
-        .ok_or_else(|| ApiError::internal(format!("profile {profile_name} vanished")))?;
-    let Some(subnet_id) = app
-        .hubs
-        .enrolments
-        .get(target_id)
-        .map(|e| e.row.subnet_id.clone())
-    else {
-        return Err(ApiError::not_found(format!(
-            "target `{target_id}` is not enrolled"
-        )));
-    };
-    let new = NewLease {
-        target_id: target_id.to_owned(),
-        subnet_id,
-        zone: app.config.zone.clone(),
-        audience: l.audience.into(),
-        capability_profile: profile_name.to_owned(),
-        effective_tools: app.effective_tools(profile, false),
-        ttl: l.ttl,
-        lineage: l.lineage.clone(),
-        source: crate::leases::manager::Source::Issued {
-            by: Some(op.actor_id()),
-            grant: None,
-        },
-    };
-    let asked = crate::api::audited::Asked {
-        tool_id: "admin.lease.create",
-        target_id: Some(target_id.to_owned()),
-        adapter: Some("root.lease_manager".into()),
-        request: json!({
-            "target_id": target_id,
-            "capability_profile": profile_name,
-            "audience": l.audience,
-            "ttl_sec": l.ttl.as_secs(),
-            "for": l.purpose,
-        }),
-    };
-    let (issued, _) = crate::api::audited::audited_in(app, op, asked, l.trace_id.clone(), async {
-        let issued = call_t!(
-            app.actors.leases.load(),
-            lease_manager::Msg::Create,
-            RPC_TIMEOUT_MS,
-            new
-        )
-        .map_err(ApiError::internal)?
-        .map_err(|e| ApiError::internal(format!("issuing a lease for {}: {e}", l.purpose)))?;
-        let summary = format!(
-            "issued lease {} for {} on `{target_id}` ({profile_name})",
-            issued.lease.session_id, l.purpose
-        );
-        Ok((issued, summary))
-    })
-    .await?;
-    app.leases
-        .authenticate(&issued.token)
-        .ok_or_else(|| ApiError::internal("a newly issued lease does not authenticate"))
 }
 
 /// The reader lease an operator's read of `contract` on `target_id` runs under (issued when
@@ -208,7 +102,7 @@ async fn reader_for(
             "target `{target_id}` is not enrolled"
         )));
     }
-    let Some(profile) = read_profile(app, &contract.required_capability) else {
+    let Some(profile) = crate::ops::leases::read_profile(app, &contract.required_capability) else {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             ErrorCode::CapabilityNotGranted,
@@ -265,7 +159,7 @@ pub(crate) async fn operator_read(
         span: trace.span,
         request_id: uuid::Uuid::now_v7().to_string(),
         cancel: None,
-        operator: Some(op.0.clone()),
+        operator: Some(op.id.clone()),
         confirmation: None,
         progress: None,
         resumed: false,

@@ -15,7 +15,7 @@ use ractor::call_t;
 use serde_json::json;
 
 use crate::actors::RPC_TIMEOUT_MS;
-use crate::api::audited::{Asked, audited};
+use crate::api::audited::{ActionBody, audited};
 use crate::api::bodies::{
     Audited, DelegationView, DescendantView, GrantView, IssuedLeaseBody, LeaseList, NewLeaseRequest,
 };
@@ -26,21 +26,18 @@ use crate::app::App;
 use crate::leases::manager::{
     self as lease_manager, Ended, IssuedLease, LeaseError, NewLease, Revoked, Source,
 };
+use crate::ops::audited::Asked;
+use crate::ops::error::Refusal;
 
 pub(crate) fn lease_error(e: LeaseError) -> ApiError {
     match e {
-        LeaseError::NotFound(id) => ApiError::not_found(format!("no lease `{id}`")),
+        // A lease that ended conflicts with the request rather than being malformed.
         e @ LeaseError::NotActive(..) => ApiError::new(
             StatusCode::CONFLICT,
             ErrorCode::InvalidArguments,
             e.to_string(),
         ),
-        e @ (LeaseError::ExceedsParent { .. } | LeaseError::ChainTooLong(_)) => ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::CapabilityNotGranted,
-            e.to_string(),
-        ),
-        LeaseError::Store(e) => ApiError::internal(e),
+        e => Refusal::from(e).into(),
     }
 }
 
@@ -71,21 +68,19 @@ fn issued_summary(verb: &str, i: &IssuedLease) -> String {
 pub(crate) async fn create(
     State(app): State<Arc<App>>,
     op: Operator,
-    body: Result<Json<NewLeaseRequest>, axum::extract::rejection::JsonRejection>,
+    body: ActionBody<NewLeaseRequest>,
 ) -> Result<(StatusCode, Json<Audited<IssuedLeaseBody>>), ApiError> {
-    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
-    let (target_id, request) = match &parsed {
-        Ok(req) => (Some(req.target_id.clone()), json!(req)),
-        Err(why) => (None, json!({ "invalid_body": why })),
-    };
     let asked = Asked {
         tool_id: "admin.lease.create",
-        target_id,
+        target_id: body.get().map(|req| req.target_id.clone()),
         adapter: Some("root.lease_manager".into()),
-        request,
+        request: body.request(json!({}), |req| json!(req)),
     };
     let (issued, event_id) = audited(&app, &op, asked, async {
-        let req = parsed.map_err(ApiError::bad_request)?;
+        let req = body.parsed()?;
+        if !op.grant.may_issue(&req.capability_profile) {
+            return Err(Refusal::profile_not_held(&req.capability_profile, &op.grant).into());
+        }
         let source = Source::Issued {
             by: Some(op.actor_id()),
             grant: None,
@@ -134,6 +129,7 @@ pub(crate) fn checked(
         return Err(ApiError::bad_request("target_id must be 1..200 characters"));
     }
     let (profile, ttl) = checked_grant(app, &req)?;
+    let rate = checked_rate(&req)?;
     let effective_tools = app.effective_tools(profile, false);
     // A lease binds its target's subnet: an enrolled target's subnet is the default, and
     // another one is refused.
@@ -175,7 +171,20 @@ pub(crate) fn checked(
         ttl,
         lineage,
         source,
+        rate,
     })
+}
+
+/// A lease request's own rate, checked and written as `<calls>/<unit>`.
+fn checked_rate(req: &NewLeaseRequest) -> Result<Option<String>, ApiError> {
+    req.rate
+        .as_ref()
+        .map(|r| r.rate("rate").map(|r| r.to_string()))
+        .transpose()
+        .map_err(|e| match e {
+            crate::config::ConfigError::Invalid(why) => ApiError::bad_request(why),
+            other => ApiError::bad_request(other.to_string()),
+        })
 }
 
 /// A lease request's capability profile and lifetime, checked.
@@ -206,18 +215,18 @@ fn checked_grant<'a>(
     Ok((profile, Duration::from_secs(req.ttl_sec)))
 }
 
-/// Has the lease manager create `new`, and tells the other replicas.
+/// Issues `new` (`ops::leases`).
 async fn create_lease(app: &App, new: NewLease) -> Result<IssuedLease, ApiError> {
-    let issued = call_t!(
-        app.actors.leases.load(),
-        lease_manager::Msg::Create,
-        RPC_TIMEOUT_MS,
-        new
-    )
-    .map_err(ApiError::internal)?
-    .map_err(lease_error)?;
-    crate::replica::lease_changed(app, &issued.lease.session_id, false).await;
-    Ok(issued)
+    Ok(crate::ops::leases::issue(app, new).await?)
+}
+
+impl From<crate::ops::leases::IssueError> for ApiError {
+    fn from(e: crate::ops::leases::IssueError) -> ApiError {
+        match e {
+            crate::ops::leases::IssueError::Refused(e) => lease_error(e),
+            e @ crate::ops::leases::IssueError::Unreachable(_) => ApiError::internal(e),
+        }
+    }
 }
 
 /// The subnet of a fleet lease: whichever its selector names.
@@ -242,6 +251,7 @@ fn checked_fleet(
     }
     crate::fleet::set::resolve(app, &selector)?;
     let (profile, ttl) = checked_grant(app, &req)?;
+    let rate = checked_rate(&req)?;
     let effective_tools = app.effective_tools(profile, true);
     if effective_tools.is_empty() {
         return Err(ApiError::new(
@@ -263,6 +273,7 @@ fn checked_fleet(
         ttl,
         lineage,
         source,
+        rate,
     })
 }
 
@@ -501,7 +512,7 @@ pub(crate) async fn end(app: &App, id: &str) -> Result<Revoked, ApiError> {
         .end_grants_of_lease(id, now_ms)
         .await
         .map_err(ApiError::internal)?;
-    ended_everywhere(
+    crate::ops::leases::ended(
         app,
         std::slice::from_ref(&id.to_owned()),
         &revoked.descendants,
@@ -521,26 +532,8 @@ pub(crate) async fn end_all(app: &App, ending: lease_manager::Ending) -> Result<
     )
     .map_err(ApiError::internal)?
     .map_err(lease_error)?;
-    ended_everywhere(app, &ended.leases, &ended.descendants).await;
+    crate::ops::leases::ended(app, &ended.leases, &ended.descendants).await;
     Ok(ended)
-}
-
-/// Forgets the per-lease bookkeeping of ended leases and tells the other replicas. Telling
-/// them the tops of the ended subtrees is enough: their descendants' entries refuse through
-/// their ancestors (and the store holds every one revoked).
-pub(crate) async fn ended_everywhere(
-    app: &App,
-    tops: &[String],
-    descendants: &[(String, mcp_shared::lease::LeaseKind)],
-) {
-    for id in tops.iter().chain(descendants.iter().map(|(id, _)| id)) {
-        app.limits.forget_prefix(&format!("lease:{id}"));
-    }
-    futures::future::join_all(
-        tops.iter()
-            .map(|id| crate::replica::lease_changed(app, id, true)),
-    )
-    .await;
 }
 
 /// How the trail counts what ended with a lease: `2 descendants (1 minted lease, 1 run
@@ -613,7 +606,7 @@ pub(crate) async fn rotate(
         .map_err(ApiError::internal)?
         .map_err(lease_error)?;
         crate::replica::lease_changed(&app, &issued.lease.session_id, false).await;
-        ended_everywhere(&app, std::slice::from_ref(&id), &issued.revoked).await;
+        crate::ops::leases::ended(&app, std::slice::from_ref(&id), &issued.revoked).await;
         let summary = format!(
             "{}; ended with the old lease: {}",
             issued_summary(&format!("rotated lease {id} into"), &issued),

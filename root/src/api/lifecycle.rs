@@ -18,7 +18,7 @@ use axum::http::StatusCode;
 use mcp_shared::error::ErrorCode;
 use serde_json::{Value, json};
 
-use crate::api::audited::{Asked, audited};
+use crate::api::audited::audited;
 use crate::api::bodies::{
     Audited, LabelsRequest, LifecycleRequest, NarrowingRequest, PlacementRequest, TargetStanding,
 };
@@ -27,6 +27,7 @@ use crate::api::principal::Operator;
 use crate::app::App;
 use crate::hubs::Enrolment;
 use crate::hubs::lifecycle::{self, Labels, Lifecycle, Narrowing, State as LifeState};
+use crate::ops::audited::Asked;
 use crate::store::TargetColumn;
 
 /// Longest reason an operator gives for a lifecycle change.
@@ -89,6 +90,27 @@ pub(crate) async fn command(
     Path((target_id, name)): Path<(String, String)>,
     body: Result<Option<Json<LifecycleRequest>>, JsonRejection>,
 ) -> Result<Json<Audited<TargetStanding>>, ApiError> {
+    apply(app, op, target_id, name, body).await
+}
+
+/// `POST /v1/root/hubs/{target_id}/lifecycle/retire`: [`command`]'s `retire`, a route of its
+/// own since it needs `admin` (retirement ends a target for good), not `operator`.
+pub(crate) async fn retire(
+    State(app): State<Arc<App>>,
+    op: Operator,
+    Path(target_id): Path<String>,
+    body: Result<Option<Json<LifecycleRequest>>, JsonRejection>,
+) -> Result<Json<Audited<TargetStanding>>, ApiError> {
+    apply(app, op, target_id, "retire".into(), body).await
+}
+
+async fn apply(
+    app: Arc<App>,
+    op: Operator,
+    target_id: String,
+    name: String,
+    body: Result<Option<Json<LifecycleRequest>>, JsonRejection>,
+) -> Result<Json<Audited<TargetStanding>>, ApiError> {
     let parsed = body
         .map(|b| b.and_then(|Json(b)| b.reason))
         .map_err(|e| e.body_text());
@@ -108,6 +130,13 @@ pub(crate) async fn command(
                 "command must be cordon, uncordon or retire, not `{name}`"
             ))
         })?;
+        if command == Command::Retire && !op.grant.holds(crate::roles::Role::Admin) {
+            return Err(crate::ops::error::Refusal::role_required(
+                crate::roles::Role::Admin,
+                &op.grant,
+            )
+            .into());
+        }
         if reason
             .as_ref()
             .is_some_and(|r| r.chars().count() > MAX_REASON)

@@ -12,6 +12,7 @@ pub mod bodies;
 mod catalog;
 pub(crate) mod checkpoints;
 pub mod console;
+pub(crate) mod cookie;
 pub(crate) mod descriptors;
 pub(crate) mod endpoint;
 pub(crate) mod error;
@@ -27,6 +28,7 @@ pub(crate) mod observe;
 pub(crate) mod operators;
 pub(crate) mod paging;
 pub(crate) mod principal;
+mod refused;
 pub(crate) mod replicas;
 mod rest_call;
 pub mod run_profile;
@@ -81,6 +83,7 @@ fn r(
 /// The REST family: contracts, descriptors, leases, run profiles and calls.
 fn mcp_routes() -> Vec<Route> {
     use crate::api::{leases, run_profile};
+    use crate::roles::Role::*;
     use Access::*;
     vec![
         r("GET", "/v1/root/mcp/foundation", Any, get(foundation)),
@@ -100,7 +103,7 @@ fn mcp_routes() -> Vec<Route> {
         r(
             "POST",
             "/v1/root/mcp/descriptors",
-            OperatorAction,
+            OperatorAction(Admin),
             post(publish_descriptors),
         ),
         r(
@@ -112,37 +115,37 @@ fn mcp_routes() -> Vec<Route> {
         r(
             "GET",
             "/v1/root/mcp/sessions",
-            OperatorRead,
+            OperatorRead(Viewer),
             get(leases::list),
         ),
         r(
             "POST",
             "/v1/root/mcp/sessions",
-            OperatorAction,
+            OperatorAction(Operator),
             post(leases::create),
         ),
         r(
             "GET",
             "/v1/root/mcp/sessions/{id}",
-            OperatorRead,
+            OperatorRead(Viewer),
             get(leases::get),
         ),
         r(
             "GET",
             "/v1/root/mcp/sessions/{id}/delegation",
-            OperatorRead,
+            OperatorRead(Viewer),
             get(leases::delegation),
         ),
         r(
             "POST",
             "/v1/root/mcp/sessions/{id}/revoke",
-            OperatorAction,
+            OperatorAction(Operator),
             post(leases::revoke),
         ),
         r(
             "POST",
             "/v1/root/mcp/sessions/{id}/rotate",
-            OperatorAction,
+            OperatorAction(Operator),
             post(leases::rotate),
         ),
         r(
@@ -154,7 +157,7 @@ fn mcp_routes() -> Vec<Route> {
         r(
             "POST",
             "/v1/root/mcp/run-profiles/verify",
-            OperatorRead,
+            OperatorRead(Auditor),
             post(run_profile::verify),
         ),
         r("POST", "/v1/root/mcp/call", Lease, post(rest_call)),
@@ -170,49 +173,55 @@ fn mcp_routes() -> Vec<Route> {
 /// The audit trail and approvals.
 fn audit_routes() -> Vec<Route> {
     use crate::api::{approvals, checkpoints, observe, sinks, witness};
+    use crate::roles::Role::*;
     use Access::*;
     vec![
         r(
             "GET",
             "/v1/root/mcp/approvals",
-            OperatorRead,
+            OperatorRead(Approver),
             get(approvals::list),
         ),
         r(
             "GET",
             "/v1/root/mcp/approvals/{id}",
-            OperatorRead,
+            OperatorRead(Approver),
             get(approvals::show),
         ),
         r(
             "POST",
             "/v1/root/mcp/approvals/{id}/{decision}",
-            OperatorAction,
+            OperatorAction(Approver),
             post(approvals::decide),
         ),
-        r("GET", "/v1/root/mcp/audit", OperatorRead, get(query_audit)),
+        r(
+            "GET",
+            "/v1/root/mcp/audit",
+            OperatorRead(Auditor),
+            get(query_audit),
+        ),
         r(
             "GET",
             "/v1/root/mcp/audit/verify",
-            OperatorRead,
+            OperatorRead(Auditor),
             get(verify_audit),
         ),
         r(
             "GET",
             "/v1/root/mcp/audit/stream",
-            OperatorRead,
+            OperatorRead(Auditor),
             get(observe::stream),
         ),
         r(
             "GET",
             "/v1/root/mcp/audit/usage",
-            OperatorRead,
+            OperatorRead(Viewer),
             get(observe::usage),
         ),
         r(
             "GET",
             "/v1/root/mcp/audit/{event_id}",
-            OperatorRead,
+            OperatorRead(Auditor),
             get(get_audit_event),
         ),
         r(
@@ -230,31 +239,31 @@ fn audit_routes() -> Vec<Route> {
         r(
             "GET",
             "/v1/root/mcp/audit/proof/{event_id}",
-            OperatorRead,
+            OperatorRead(Auditor),
             get(checkpoints::inclusion),
         ),
         r(
             "GET",
             "/v1/root/mcp/audit/consistency",
-            OperatorRead,
+            OperatorRead(Auditor),
             get(checkpoints::consistency),
         ),
         r(
             "GET",
             "/v1/root/mcp/audit/chain",
-            OperatorRead,
+            OperatorRead(Auditor),
             get(checkpoints::chain),
         ),
         r(
             "GET",
             "/v1/root/mcp/audit/sinks",
-            OperatorRead,
+            OperatorRead(Auditor),
             get(sinks::list),
         ),
         r(
             "GET",
             "/v1/root/mcp/audit/witnesses",
-            OperatorRead,
+            OperatorRead(Auditor),
             get(witness::peers),
         ),
         r("GET", "/v1/root/witness", Public, get(witness::show)),
@@ -271,13 +280,19 @@ fn audit_routes() -> Vec<Route> {
 fn fleet_routes() -> Vec<Route> {
     use crate::api::{inspect, targets};
     use crate::replica;
+    use crate::roles::Role::*;
     use Access::*;
     vec![
-        r("GET", "/v1/root/hubs", OperatorRead, get(targets::list)),
+        r(
+            "GET",
+            "/v1/root/hubs",
+            OperatorRead(Viewer),
+            get(targets::list),
+        ),
         r(
             "POST",
             "/v1/root/hubs",
-            OperatorAction,
+            OperatorAction(Admin),
             post(targets::enroll),
         ),
         r(
@@ -289,104 +304,111 @@ fn fleet_routes() -> Vec<Route> {
         r(
             "GET",
             "/v1/root/hubs/{target_id}",
-            OperatorRead,
+            OperatorRead(Viewer),
             get(targets::show),
         ),
         r(
             "POST",
             "/v1/root/hubs/{target_id}/rotate-key",
-            OperatorAction,
+            OperatorAction(Admin),
             post(targets::rotate_key),
         ),
         r(
             "POST",
             "/v1/root/hubs/{target_id}/skills/{skill}/{command}",
-            OperatorAction,
+            OperatorAction(Operator),
             post(skill::command),
         ),
         r(
             "POST",
             "/v1/root/hubs/{target_id}/labels",
-            OperatorAction,
+            OperatorAction(Operator),
             post(crate::api::lifecycle::labels),
         ),
         r(
             "POST",
             "/v1/root/hubs/{target_id}/lifecycle/{command}",
-            OperatorAction,
+            OperatorAction(Operator),
             post(crate::api::lifecycle::command),
+        ),
+        // Retirement ends a target for good: admin's, and matched before `{command}`.
+        r(
+            "POST",
+            "/v1/root/hubs/{target_id}/lifecycle/retire",
+            OperatorAction(Admin),
+            post(crate::api::lifecycle::retire),
         ),
         r(
             "POST",
             "/v1/root/hubs/{target_id}/narrowing",
-            OperatorAction,
+            OperatorAction(Operator),
             post(crate::api::lifecycle::narrowing),
         ),
         r(
             "GET",
             "/v1/root/fleet/runs",
-            OperatorRead,
+            OperatorRead(Viewer),
             get(crate::api::fleet::list),
         ),
         r(
             "POST",
             "/v1/root/fleet/runs",
-            OperatorAction,
+            OperatorAction(Operator),
             post(crate::api::fleet::start),
         ),
         r(
             "POST",
             "/v1/root/fleet/previews",
-            OperatorAction,
+            OperatorAction(Operator),
             post(crate::api::fleet::preview),
         ),
         r(
             "GET",
             "/v1/root/fleet/runs/{run_id}",
-            OperatorRead,
+            OperatorRead(Viewer),
             get(crate::api::fleet::show),
         ),
         r(
             "GET",
             "/v1/root/fleet/runs/{run_id}/targets/{target_id}",
-            OperatorRead,
+            OperatorRead(Viewer),
             get(crate::api::fleet::target),
         ),
         r(
             "POST",
             "/v1/root/fleet/runs/{run_id}/{command}",
-            OperatorAction,
+            OperatorAction(Operator),
             post(crate::api::fleet::command),
         ),
         r(
             "POST",
             "/v1/root/hubs/{target_id}/placement",
-            OperatorAction,
+            OperatorAction(Operator),
             post(crate::api::lifecycle::placement),
         ),
         // A read of the target's tool, audited as a call naming the operator.
         r(
             "POST",
             "/v1/root/hubs/{target_id}/read",
-            OperatorAction,
+            OperatorAction(Operator),
             post(inspect::operator_read),
         ),
         r(
             "GET",
             "/v1/root/operators",
-            OperatorRead,
+            OperatorRead(Admin),
             get(operators::list),
         ),
         r(
             "POST",
             "/v1/root/operators",
-            OperatorAction,
+            OperatorAction(Admin),
             post(operators::add),
         ),
         r(
             "POST",
             "/v1/root/operators/{name}/revoke",
-            OperatorAction,
+            OperatorAction(Admin),
             post(operators::revoke),
         ),
         r("GET", "/v1/root/replicas", Any, get(replicas::list)),
@@ -398,7 +420,7 @@ fn fleet_routes() -> Vec<Route> {
         ),
         r("GET", "/healthz", Public, get(|| async { "ok" })),
         r("GET", "/readyz", Public, get(readyz)),
-        r("GET", "/metrics", OperatorRead, get(metrics)),
+        r("GET", "/metrics", OperatorRead(Viewer), get(metrics)),
     ]
 }
 
@@ -413,10 +435,11 @@ pub fn endpoints() -> Vec<Endpoint> {
 }
 
 pub(crate) fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Router {
+    catalog::SERVED.get_or_init(endpoints);
     let rest = routes()
         .into_iter()
         .fold(Router::new(), |router, (e, handler)| {
-            router.route(e.path, handler)
+            router.route(e.path, principal::with_role(&app, e, handler))
         })
         .with_state(app.clone())
         .layer(middleware::from_fn_with_state(
@@ -435,12 +458,13 @@ pub(crate) fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Rou
         ))))
         .layer(middleware::from_fn_with_state(
             app.clone(),
-            oauth::challenge_unauthorized,
+            refused::on_unauthorized,
         ))
         .layer(middleware::from_fn_with_state(
             app.clone(),
             guard_host_origin,
         ))
+        .layer(middleware::from_fn(crate::mcp::front::refuse_nul_uri))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             app.config.limits.max_body_bytes,
         ))

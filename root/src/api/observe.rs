@@ -20,6 +20,7 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
+use mcp_shared::error::ErrorCode;
 use mcp_shared::event::EventStatus;
 use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde::Deserialize;
@@ -184,16 +185,24 @@ struct Tally {
     ok: u64,
     error: u64,
     denied: u64,
+    /// Refused past a rate (`[rates]`), among the denied.
+    rate_limited: u64,
     latencies_ms: Vec<f64>,
 }
 
 impl Tally {
-    fn add(&mut self, status: EventStatus, latency_ms: f64) {
+    fn add(&mut self, e: &mcp_shared::event::OperationalEvent, latency_ms: f64) {
         self.calls += 1;
-        match status {
+        match e.status {
             EventStatus::Ok => self.ok += 1,
             EventStatus::Error => self.error += 1,
             EventStatus::Denied => self.denied += 1,
+        }
+        if e.error
+            .as_ref()
+            .is_some_and(|x| x.code == ErrorCode::RateLimited)
+        {
+            self.rate_limited += 1;
         }
         self.latencies_ms.push(latency_ms);
     }
@@ -207,6 +216,7 @@ impl Tally {
             "ok": self.ok,
             "error": self.error,
             "denied": self.denied,
+            "rate_limited": self.rate_limited,
             "error_rate": if self.calls == 0 { 0.0 } else { self.error as f64 / self.calls as f64 },
             "denied_rate": if self.calls == 0 { 0.0 } else { self.denied as f64 / self.calls as f64 },
             "latency_ms": { "p50": p(0.50), "p95": p(0.95), "p99": p(0.99), "max": self.latencies_ms.last().copied() },
@@ -271,20 +281,17 @@ pub(crate) async fn usage(
     for r in &rows {
         let e = &r.event;
         let latency_ms = (e.finished_at - e.started_at).as_seconds_f64().max(0.0) * 1000.0;
-        total.add(e.status, latency_ms);
+        total.add(e, latency_ms);
         by_tool
             .entry(e.tool_id.clone())
             .or_default()
-            .add(e.status, latency_ms);
+            .add(e, latency_ms);
         let profile = e
             .actor
             .capability_profile
             .clone()
             .unwrap_or_else(|| e.actor.id.clone());
-        by_profile
-            .entry(profile)
-            .or_default()
-            .add(e.status, latency_ms);
+        by_profile.entry(profile).or_default().add(e, latency_ms);
         if let Some(err) = &e.error {
             let code = serde_json::to_value(err.code)
                 .ok()

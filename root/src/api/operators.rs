@@ -10,7 +10,7 @@ use mcp_shared::error::ErrorCode;
 use mcp_shared::time::{format, from_unix_ms, now, unix_ms};
 use serde_json::json;
 
-use crate::api::audited::{Asked, audited};
+use crate::api::audited::{ActionBody, audited};
 use crate::api::bodies::{
     Audited, EndedWithOperator, NewOperator, NewOperatorRequest, OperatorList, OperatorStatus,
     OperatorView, RevokeOperatorRequest, RevokedOperator,
@@ -19,6 +19,8 @@ use crate::api::error::ApiError;
 use crate::api::principal::Operator;
 use crate::app::App;
 use crate::operators::{ADMIN, OPERATOR_TOKEN_PREFIX, OperatorId, valid_name};
+use crate::ops::audited::Asked;
+use crate::roles::Grant;
 use crate::store::OperatorRow;
 
 /// `POST /v1/root/operators` `{"name": …}`: a new operator and their credential, shown once
@@ -26,21 +28,29 @@ use crate::store::OperatorRow;
 pub(crate) async fn add(
     State(app): State<Arc<App>>,
     op: Operator,
-    body: Result<Json<NewOperatorRequest>, axum::extract::rejection::JsonRejection>,
+    body: ActionBody<NewOperatorRequest>,
 ) -> Result<(StatusCode, Json<Audited<NewOperator>>), ApiError> {
-    let parsed = body.map(|Json(b)| b.name).map_err(|e| e.body_text());
-    let request = match &parsed {
-        Ok(name) => json!({ "name": name }),
-        Err(why) => json!({ "invalid_body": why }),
-    };
     let asked = Asked {
         tool_id: "admin.operator.add",
         target_id: None,
         adapter: Some("root.operators".into()),
-        request,
+        request: body.request(
+            json!({}),
+            |b| json!({ "name": b.name, "roles": b.roles, "profiles": b.profiles }),
+        ),
     };
-    let ((row, token), event_id) = audited(&app, &op, asked, async {
-        let name = parsed.map_err(ApiError::bad_request)?;
+    let ((row, token, grant), event_id) = audited(&app, &op, asked, async {
+        let asked = body.parsed()?;
+        let name = asked.name;
+        let grant = Grant::new(asked.roles, &asked.profiles)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        if !op.grant.covers(&grant) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::RoleRequired,
+                "an operator gives no more than they hold: these roles or profiles are not all theirs",
+            ));
+        }
         if !valid_name(&name) {
             return Err(ApiError::bad_request(
                 "name must be 1 to 64 of [a-z0-9._-], starting with a letter or digit",
@@ -52,6 +62,7 @@ pub(crate) async fn add(
             )));
         }
         let token = crate::auth::new_token(OPERATOR_TOKEN_PREFIX);
+        let (roles, profiles) = grant.to_stored();
         let row = OperatorRow {
             name: name.clone(),
             token_hash: crate::auth::token_hash(&token),
@@ -59,6 +70,8 @@ pub(crate) async fn add(
             created_by: op.actor_id(),
             revoked_at_ms: None,
             revoked_by: None,
+            roles: Some(roles),
+            profiles: Some(profiles),
         };
         if !app
             .store
@@ -72,7 +85,7 @@ pub(crate) async fn add(
         }
         changed(&app, &name).await?;
         let summary = format!("operator `{name}` added");
-        Ok(((row, token), summary))
+        Ok(((row, token, grant), summary))
     })
     .await?;
     Ok((
@@ -81,6 +94,8 @@ pub(crate) async fn add(
             item: NewOperator {
                 name: row.name,
                 token,
+                roles: grant.roles(),
+                profiles: grant.profile_names(),
                 created_at: format(from_unix_ms(row.created_at_ms)),
                 created_by: row.created_by,
             },
@@ -103,25 +118,41 @@ pub(crate) async fn list(
     let mut operators = vec![OperatorView {
         name: ADMIN.into(),
         status: OperatorStatus::Active,
+        roles: Grant::full().roles(),
+        profiles: Grant::full().profile_names(),
         credential: Some("the admin token file (bootstrap)".into()),
         created_at: None,
         created_by: None,
         revoked_at: None,
         revoked_by: None,
     }];
-    operators.extend(rows.into_iter().map(|r| OperatorView {
-        name: r.name,
-        status: match r.revoked_at_ms {
-            Some(_) => OperatorStatus::Revoked,
-            None => OperatorStatus::Active,
-        },
-        credential: None,
-        created_at: Some(time(r.created_at_ms)),
-        created_by: Some(r.created_by),
-        revoked_at: r.revoked_at_ms.map(time),
-        revoked_by: r.revoked_by,
+    operators.extend(rows.into_iter().map(|r| {
+        let grant = r.grant();
+        OperatorView {
+            name: r.name,
+            roles: grant.roles(),
+            profiles: grant.profile_names(),
+            status: match r.revoked_at_ms {
+                Some(_) => OperatorStatus::Revoked,
+                None => OperatorStatus::Active,
+            },
+            credential: None,
+            created_at: Some(time(r.created_at_ms)),
+            created_by: Some(r.created_by),
+            revoked_at: r.revoked_at_ms.map(time),
+            revoked_by: r.revoked_by,
+        }
     }));
     Ok(Json(OperatorList { operators }))
+}
+
+/// An operator revocation whose body does not parse.
+#[derive(Debug, thiserror::Error)]
+enum RevokeBodyError {
+    #[error("invalid body: {0}")]
+    Json(serde_json::Error),
+    #[error("the body must be a JSON object, e.g. {{\"cascade\": true}}")]
+    NotAnObject,
 }
 
 /// `POST /v1/root/operators/{name}/revoke` `{"cascade": bool}`: the operator's credential
@@ -135,21 +166,19 @@ pub(crate) async fn revoke(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Audited<RevokedOperator>>, ApiError> {
-    let parsed: Result<RevokeOperatorRequest, String> = if body.iter().all(u8::is_ascii_whitespace)
-    {
-        Ok(RevokeOperatorRequest::default())
-    } else {
-        match serde_json::from_slice::<serde_json::Value>(&body) {
-            Ok(v) if v.is_object() => {
-                serde_json::from_value(v).map_err(|e| format!("invalid body: {e}"))
+    let parsed: Result<RevokeOperatorRequest, RevokeBodyError> =
+        if body.iter().all(u8::is_ascii_whitespace) {
+            Ok(RevokeOperatorRequest::default())
+        } else {
+            match serde_json::from_slice::<serde_json::Value>(&body) {
+                Ok(v) if v.is_object() => serde_json::from_value(v).map_err(RevokeBodyError::Json),
+                Ok(_) => Err(RevokeBodyError::NotAnObject),
+                Err(e) => Err(RevokeBodyError::Json(e)),
             }
-            Ok(_) => Err("the body must be a JSON object, e.g. {\"cascade\": true}".to_owned()),
-            Err(e) => Err(format!("invalid body: {e}")),
-        }
-    };
+        };
     let request = match &parsed {
         Ok(r) => json!({ "name": name, "cascade": r.cascade }),
-        Err(why) => json!({ "name": name, "invalid_body": why }),
+        Err(why) => json!({ "name": name, "invalid_body": why.to_string() }),
     };
     let asked = Asked {
         tool_id: "admin.operator.revoke",
@@ -158,7 +187,9 @@ pub(crate) async fn revoke(
         request,
     };
     let (ended, event_id) = audited(&app, &op, asked, async {
-        let cascade = parsed.map_err(ApiError::bad_request)?.cascade;
+        let cascade = parsed
+            .map_err(|why| ApiError::bad_request(why.to_string()))?
+            .cascade;
         if name == ADMIN {
             return Err(conflict(format!(
                 "`{ADMIN}` is the bootstrap operator: replace the admin token file to change it"

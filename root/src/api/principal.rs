@@ -20,6 +20,10 @@ use std::sync::Arc;
 
 use axum::extract::FromRef;
 
+use crate::api::endpoint::Endpoint;
+use crate::ops::audited::Asked;
+use crate::ops::error::Refusal;
+
 pub(super) fn unauthorized(app: &App, why: &str) -> ApiError {
     app.metrics.unauthenticated.inc();
     ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated, why)
@@ -44,16 +48,28 @@ pub(super) async fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal>
         .map(Principal::Lease)
 }
 
+/// Counts an operator's request against `[rates] per_operator`: past it, 429 with
+/// `Retry-After`.
+fn operator_rate(app: &App, op: &crate::operators::OperatorId) -> Result<(), ApiError> {
+    app.rates.check_operator(&op.actor_id()).map_err(|limited| {
+        app.metrics.rate_limited("operator", limited.scope);
+        ApiError::of_tool(&limited.error()).retry_after(limited.retry_after_ms().div_ceil(1000))
+    })
+}
+
 /// Extractor: any authenticated principal.
 pub(crate) struct Auth(pub(crate) Principal);
 /// Extractor: an operator only (the bootstrap admin token, or the console cookie of an
-/// operator's login).
-pub(crate) struct Operator(pub(crate) crate::operators::OperatorId);
+/// operator's login), with what they hold.
+pub(crate) struct Operator {
+    pub(crate) id: crate::operators::OperatorId,
+    pub(crate) grant: Arc<crate::roles::Grant>,
+}
 
-impl Operator {
-    /// The actor id operator events name: `operator:<name>`.
-    pub(crate) fn actor_id(&self) -> String {
-        self.0.actor_id()
+impl std::ops::Deref for Operator {
+    type Target = crate::operators::OperatorId;
+    fn deref(&self) -> &crate::operators::OperatorId {
+        &self.id
     }
 }
 /// Extractor: a lease only.
@@ -71,14 +87,15 @@ where
         let app = &Arc::<App>::from_ref(state);
         let principal = match resolve(app, &parts.headers).await {
             Some(p) => Some(p),
-            None => crate::api::console::cookie_operator(app, &parts.method, &parts.headers)
+            None => crate::api::cookie::cookie_operator(app, &parts.method, &parts.headers)
                 .await?
                 .map(|s| Principal::Operator(s.operator)),
         };
         match principal {
             Some(p) => {
-                if let Principal::Lease(l) = &p {
-                    l.touch();
+                match &p {
+                    Principal::Lease(l) => l.touch(),
+                    Principal::Operator(op) => operator_rate(app, op)?,
                 }
                 Ok(Auth(p))
             }
@@ -103,12 +120,20 @@ where
         let principal = match resolve(app, &parts.headers).await {
             Some(p) => Some(p),
             // The console's cookie, for a browser without the bearer (console.rs).
-            None => crate::api::console::cookie_operator(app, &parts.method, &parts.headers)
+            None => crate::api::cookie::cookie_operator(app, &parts.method, &parts.headers)
                 .await?
                 .map(|s| Principal::Operator(s.operator)),
         };
         match principal {
-            Some(Principal::Operator(op)) => Ok(Operator(op)),
+            Some(Principal::Operator(op)) => {
+                operator_rate(app, &op)?;
+                // Revoked between the credential's check and here: nothing held.
+                let grant = app
+                    .operators
+                    .grant(op.name())
+                    .ok_or_else(|| unauthorized(app, "missing or invalid admin token"))?;
+                Ok(Operator { id: op, grant })
+            }
             Some(Principal::Lease(_)) => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 ErrorCode::Forbidden,
@@ -175,3 +200,74 @@ pub(super) async fn mcp_auth(
 }
 
 // ---- routes ---------------------------------------------------------------------------------
+
+/// Middleware on a route operators call: an operator who does not hold the route's role
+/// (its [`Endpoint`]'s `access`) is refused with `403 role_required` before the handler runs;
+/// on an audited route the refusal is one event naming the operator (`admin.role.refuse`).
+/// A lease, or a request with no credential, goes on to the handler, whose extractor answers
+/// it.
+pub(crate) async fn require_role(
+    State((app, endpoint)): State<(Arc<App>, Endpoint)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let Some(needed) = endpoint.access.role() else {
+        return next.run(req).await;
+    };
+    let op = match resolve(&app, req.headers()).await {
+        Some(Principal::Operator(op)) => op,
+        Some(Principal::Lease(_)) => return next.run(req).await,
+        None => {
+            match crate::api::cookie::cookie_operator(&app, req.method(), req.headers()).await {
+                Ok(Some(session)) => session.operator,
+                _ => return next.run(req).await,
+            }
+        }
+    };
+    let Some(grant) = app.operators.grant(op.name()) else {
+        return next.run(req).await;
+    };
+    if grant.holds(needed) {
+        return next.run(req).await;
+    }
+    if let Err(limited) = operator_rate(&app, &op) {
+        return limited.into_response();
+    }
+    let refusal = Refusal::role_required(needed, &grant);
+    if !endpoint.access.audited() {
+        return ApiError::from(refusal).into_response();
+    }
+    let asked = Asked {
+        tool_id: "admin.role.refuse",
+        target_id: None,
+        adapter: None,
+        request: serde_json::json!({
+            "method": req.method().as_str(),
+            "path": req.uri().path(),
+            "route": endpoint.path,
+            "role": needed,
+        }),
+    };
+    let refused: Result<((), String), Refusal> =
+        crate::ops::audited::audited(&app, &op, asked, None, async { Err(refusal) }).await;
+    match refused {
+        Err(r) => ApiError::from(r).into_response(),
+        Ok(_) => ApiError::internal("a refusal recorded as a success").into_response(),
+    }
+}
+
+/// `handler` behind [`require_role`] for `endpoint`.
+pub(crate) fn with_role<S: Clone + Send + Sync + 'static>(
+    app: &Arc<App>,
+    endpoint: Endpoint,
+    handler: axum::routing::MethodRouter<S>,
+) -> axum::routing::MethodRouter<S> {
+    match endpoint.access.role() {
+        // Every operator holds `viewer`: nothing to check.
+        None | Some(crate::roles::Role::Viewer) => handler,
+        Some(_) => handler.layer(axum::middleware::from_fn_with_state(
+            (app.clone(), endpoint),
+            require_role,
+        )),
+    }
+}

@@ -17,10 +17,10 @@ pub(crate) async fn list(
     State(app): State<Arc<App>>,
     _op: Operator,
 ) -> Result<Json<ZoneView>, ApiError> {
-    zone_view(&app, true).await.map(Json)
+    Ok(Json(zone_view(&app, true).await?))
 }
 
 /// The zone view for a principal (advertised addresses only for the operator).
 pub(crate) async fn view_for(app: &App, auth: &Auth) -> Result<ZoneView, ApiError> {
-    zone_view(app, matches!(auth.0, Principal::Operator(_))).await
+    Ok(zone_view(app, matches!(auth.0, Principal::Operator(_))).await?)
 }

@@ -3,7 +3,7 @@
 use axum::response::IntoResponse;
 
 use crate::api::error::ApiError;
-use crate::api::error::status_of;
+use crate::api::error::{retry_after, status_of};
 use crate::api::oauth;
 use crate::api::principal::LeaseAuth;
 use crate::app::App;
@@ -11,9 +11,9 @@ use crate::call;
 use crate::call::CallContext;
 use axum::Json;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::http::header;
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::Response;
 use mcp_shared::error::ErrorCode;
 use mcp_shared::event::Surface;
@@ -54,7 +54,12 @@ pub(super) async fn rest_call(
         .error
         .as_ref()
         .is_some_and(|e| e.code == ErrorCode::CapabilityNotGranted);
+    let retry_after = outcome.response.error.as_ref().and_then(retry_after);
     let mut res = (status, Json(outcome.response)).into_response();
+    if let Some(secs) = retry_after {
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
     // An OAuth client learns which scope (capability profile) would allow the call.
     if needs_scope && let Some(c) = oauth::insufficient_scope(&app, &headers, &body.tool_id) {
         res.headers_mut().insert(header::WWW_AUTHENTICATE, c);

@@ -174,6 +174,11 @@ fn document(app: &App, run: &Run<'_>, requested_by: &Principal) -> RunProfile {
     profile
 }
 
+/// A run profile request whose body does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid request body: {0}")]
+struct RunProfileBodyError(serde_json::Error);
+
 /// `POST /v1/root/mcp/sessions/{id}/run-profile`: issues a run credential (a lease of its own,
 /// bound to the run profile's tools and expiry, revoked with the lease) and the signed run
 /// profile naming it (`tokenRef`). The operator for any active lease, a lease bearer for its
@@ -188,16 +193,17 @@ pub(crate) async fn post(
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<Audited<IssuedRunProfile>>), ApiError> {
     // No body asks for the defaults.
-    let parsed: Result<RunProfileRequest, String> = if body.iter().all(u8::is_ascii_whitespace) {
-        Ok(RunProfileRequest::default())
-    } else {
-        serde_json::from_slice(&body).map_err(|e| format!("invalid request body: {e}"))
-    };
+    let parsed: Result<RunProfileRequest, RunProfileBodyError> =
+        if body.iter().all(u8::is_ascii_whitespace) {
+            Ok(RunProfileRequest::default())
+        } else {
+            serde_json::from_slice(&body).map_err(RunProfileBodyError)
+        };
     let ask = parsed.as_ref().ok().map(|a| json!(a));
     let started_at = mcp_shared::time::now();
     let issued = match &parsed {
         Ok(ask) => issue_run(&app, &principal, &id, ask).await,
-        Err(why) => Err(ApiError::bad_request(why.clone())),
+        Err(why) => Err(ApiError::bad_request(why.to_string())),
     };
     let (surface, actor, tool_id) = match &principal {
         Principal::Operator(op) => (Surface::Admin, op.actor_id(), "admin.run_profile.issue"),
@@ -228,8 +234,8 @@ pub(crate) async fn post(
         Err(e) => Err(e.tool_error()),
     };
     let event_id = match &outcome {
-        Ok(summary) => crate::api::audited::record(&app, action, Ok(summary.clone())).await?,
-        Err(refusal) => crate::api::audited::record(&app, action, Err(refusal)).await?,
+        Ok(summary) => crate::ops::audited::record(&app, action, Ok(summary.clone())).await?,
+        Err(refusal) => crate::ops::audited::record(&app, action, Err(refusal)).await?,
     };
     let (document, credential) = issued.map_err(|e| e.with_event(event_id.clone()))?;
     Ok((
@@ -313,16 +319,10 @@ async fn issue_run(
         source: crate::leases::manager::Source::Run {
             parent: l.session_id.clone(),
         },
+        // A child carries its parent's own rate (its owner's is shared anyway).
+        rate: l.rate.clone(),
     };
-    let credential = ractor::call_t!(
-        app.actors.leases.load(),
-        crate::leases::manager::Msg::Create,
-        crate::actors::RPC_TIMEOUT_MS,
-        new
-    )
-    .map_err(ApiError::internal)?
-    .map_err(crate::api::leases::lease_error)?;
-    crate::replica::lease_changed(app, &credential.lease.session_id, false).await;
+    let credential = crate::ops::leases::issue(app, new).await?;
     let run = Run {
         parent: &parent,
         credential: &credential.lease,

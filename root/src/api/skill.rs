@@ -56,7 +56,7 @@ pub(crate) async fn command(
     op: Operator,
     Path((target_id, skill, name)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let asked = crate::api::audited::Asked {
+    let asked = crate::ops::audited::Asked {
         tool_id: match command_of(&name) {
             Some(c) => c.audit_id(),
             None => "admin.skill.unknown",

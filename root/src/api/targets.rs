@@ -14,7 +14,7 @@ use mcp_shared::target::TargetStatus;
 use mcp_shared::time::{now, unix_ms};
 use serde_json::{Value, json};
 
-use crate::api::audited::{Asked, audited};
+use crate::api::audited::{ActionBody, audited};
 use crate::api::bodies::{
     Audited, EnrollRequest, Enrolled, KeyRotated, RotateKeyRequest, TargetList, TargetView,
 };
@@ -23,8 +23,9 @@ use crate::api::paging;
 use crate::api::principal::Operator;
 use crate::app::App;
 use crate::hubs::router;
-use crate::hubs::selector::{SKILL_STATES, Selector, Subject, skill_is};
+use crate::hubs::selector::{SKILL_STATES, Selector, skill_is};
 use crate::hubs::{Enrolment, HUB_TOKEN_PREFIX, PreviousHubKey};
+use crate::ops::audited::Asked;
 use crate::store::{PreviousKey, TargetRow};
 
 /// Longest grace period of a key rotation (a week).
@@ -43,21 +44,16 @@ pub(crate) fn valid_id(s: &str) -> bool {
 pub(crate) async fn enroll(
     State(app): State<Arc<App>>,
     op: Operator,
-    body: Result<Json<EnrollRequest>, axum::extract::rejection::JsonRejection>,
+    body: ActionBody<EnrollRequest>,
 ) -> Result<(StatusCode, Json<Audited<Enrolled>>), ApiError> {
-    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
-    let (target_id, request) = match &parsed {
-        Ok(req) => (Some(req.target_id.clone()), json!(req)),
-        Err(why) => (None, json!({ "invalid_body": why })),
-    };
     let asked = Asked {
         tool_id: "admin.hub.enroll",
-        target_id,
+        target_id: body.get().map(|req| req.target_id.clone()),
         adapter: Some("root.hubs".into()),
-        request,
+        request: body.request(json!({}), |req| json!(req)),
     };
     let ((row, token), event_id) = audited(&app, &op, asked, async {
-        let req = parsed.map_err(ApiError::bad_request)?;
+        let req = body.parsed()?;
         let enrolled = enrol(&app, req).await?;
         let summary = format!(
             "enrolled `{}` ({}, subnet {}); its hub token was shown once",
@@ -244,21 +240,7 @@ impl Filters {
             && self
                 .selector
                 .as_ref()
-                .is_none_or(|s| s.matches(&subject(e, status)))
-    }
-}
-
-/// A target as selectors see it.
-pub(crate) fn subject(e: &Enrolment, status: TargetStatus) -> Subject<'_> {
-    Subject {
-        target_id: &e.row.target_id,
-        environment: &e.row.environment,
-        subnet_id: &e.row.subnet_id,
-        zone: &e.row.zone,
-        status: status.as_str(),
-        lifecycle: e.lifecycle.state,
-        skill: &e.skill,
-        labels: &e.labels,
+                .is_none_or(|s| s.matches(&e.subject(status)))
     }
 }
 
@@ -398,21 +380,19 @@ pub(crate) async fn rotate_key(
     State(app): State<Arc<App>>,
     op: Operator,
     Path(target_id): Path<String>,
-    body: Result<Json<RotateKeyRequest>, axum::extract::rejection::JsonRejection>,
+    body: ActionBody<RotateKeyRequest>,
 ) -> Result<(StatusCode, Json<Audited<KeyRotated>>), ApiError> {
-    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
-    let request = match &parsed {
-        Ok(req) => json!({ "target_id": target_id, "grace_sec": req.grace_sec }),
-        Err(why) => json!({ "target_id": target_id, "invalid_body": why }),
-    };
     let asked = Asked {
         tool_id: "admin.hub.rotate_key",
         target_id: Some(target_id.clone()),
         adapter: Some("root.hubs".into()),
-        request,
+        request: body.request(
+            json!({ "target_id": target_id }),
+            |req| json!({ "grace_sec": req.grace_sec }),
+        ),
     };
     let ((token, grace_sec, valid_until), event_id) = audited(&app, &op, asked, async {
-        let req = parsed.map_err(ApiError::bad_request)?;
+        let req = body.parsed()?;
         let grace_sec = req.grace_sec.unwrap_or(DEFAULT_ROTATION_GRACE_SEC);
         let (token, valid_until) = rotate(&app, &target_id, grace_sec).await?;
         let summary = format!(

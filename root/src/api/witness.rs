@@ -19,8 +19,7 @@ use crate::app::App;
 use crate::audit::witness::submit::PeerStatus;
 use crate::audit::witness::{MAX_REQUEST, WitnessError};
 
-/// The witness protocol's submission path (under the witness's prefix `/v1/root/witness`).
-pub(crate) const ADD_CHECKPOINT: &str = "/v1/root/witness/add-checkpoint";
+pub(crate) use crate::audit::witness::ADD_CHECKPOINT;
 
 /// `POST /v1/root/witness/add-checkpoint`: a cosignature line, or the protocol's refusal
 /// (`409` with the latest cosigned size as `text/x.tlog.size`).

@@ -132,8 +132,8 @@ async fn in_progress(app: &App, key: &str, held: &IdempotencyRow) -> ToolError {
     let message = match run_id {
         Some(run_id) => {
             let state = match app.store.fleet_run(&run_id).await {
-                Ok(Some(run)) => run.state,
-                _ => "unknown".to_owned(),
+                Ok(Some(run)) => run.state.as_str(),
+                _ => "unknown",
             };
             details["run_id"] = json!(run_id);
             details["state"] = json!(state);

@@ -15,12 +15,20 @@ pub(crate) struct ConcurrencyLimits {
     slots: DashMap<String, Arc<Semaphore>>,
 }
 
+/// A call refused at once because one of its slots is full.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("concurrency limit reached ({key}); retry later")]
+pub(crate) struct ConcurrencyError {
+    /// The full slot's key (`lease:…`, `owner:…`, `target:…`).
+    pub(crate) key: String,
+}
+
 /// Held for the duration of a call; dropping it frees the slots.
 pub(crate) struct Permits(#[allow(dead_code)] Vec<OwnedSemaphorePermit>);
 
 impl ConcurrencyLimits {
-    /// Takes one slot in each `(key, limit)` or none at all; `Err(key)` names the full one.
-    pub(crate) fn try_acquire(&self, keys: &[(String, u32)]) -> Result<Permits, String> {
+    /// Takes one slot in each `(key, limit)` or none at all; the error names the full one.
+    pub(crate) fn try_acquire(&self, keys: &[(String, u32)]) -> Result<Permits, ConcurrencyError> {
         let mut held = Vec::with_capacity(keys.len());
         for (key, limit) in keys {
             let sem = self
@@ -30,7 +38,7 @@ impl ConcurrencyLimits {
                 .clone();
             match sem.try_acquire_owned() {
                 Ok(p) => held.push(p),
-                Err(_) => return Err(key.clone()),
+                Err(_) => return Err(ConcurrencyError { key: key.clone() }),
             }
         }
         Ok(Permits(held))
@@ -58,7 +66,10 @@ mod tests {
         let l = ConcurrencyLimits::default();
         let keys = vec![("lease:a:t".to_string(), 1), ("target:x".to_string(), 2)];
         let p1 = l.try_acquire(&keys).unwrap();
-        assert_eq!(l.try_acquire(&keys).err().as_deref(), Some("lease:a:t"));
+        assert_eq!(
+            l.try_acquire(&keys).err().map(|e| e.key).as_deref(),
+            Some("lease:a:t")
+        );
         drop(p1);
         let _p2 = l.try_acquire(&keys).unwrap();
         // The target slot freed by the failed attempt is not leaked.

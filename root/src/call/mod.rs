@@ -14,6 +14,7 @@ pub(crate) mod elicitation;
 pub(crate) mod executors;
 mod failure;
 pub(crate) mod limits;
+pub(crate) mod rates;
 pub(crate) mod route;
 pub(crate) mod running;
 mod schema;
@@ -265,6 +266,7 @@ impl Finished {
             unknown_tool,
         } = self;
         let tool_id = event.tool_id.clone();
+        let effect = writes::has_effect(entry.as_deref(), &arguments);
         let result = seal(
             app,
             entry.as_deref(),
@@ -277,11 +279,15 @@ impl Finished {
         let event_id = event.event_id.clone();
         let redactions = mcp_shared::event::RedactionSummary::of(&event.redactions);
         drop(running);
-        let audited = app
-            .audit
-            .append(event)
-            .instrument(mcp_shared::otel_span!("audit commit"))
-            .await;
+        let audited = async {
+            if effect {
+                app.audit.append(event).await
+            } else {
+                app.audit.append_read(event).await
+            }
+        }
+        .instrument(mcp_shared::otel_span!("audit commit"))
+        .await;
         let (result, unaudited) = match audited {
             Ok(_seq) => (result, false),
             Err(e @ crate::audit::writer::AppendError::NotCommitted(_)) => {
@@ -553,6 +559,19 @@ fn checks(
     if let Some(refusal) = app.audit.health.sink_refusal() {
         return Err(refusal);
     }
+    // Past a rate: refused (and audited) before anything else is asked.
+    let owner = ctx.lease.owner();
+    if let Err(limited) = app.rates.check_call(
+        &lease.capability_profile,
+        &lease.session_id,
+        ctx.lease.rate(),
+        owner,
+        &c.tool_id,
+    ) {
+        app.metrics
+            .rate_limited(&lease.capability_profile, limited.scope);
+        return Err(limited.error());
+    }
     // Evaluated here, on the call's task: a pure function of shared read-only state.
     let grant = policy::Grant {
         profile: app.catalog.profiles.get(&lease.capability_profile),
@@ -637,12 +656,9 @@ fn checks(
             app.config.limits.per_target_in_flight,
         ));
     }
-    app.limits.try_acquire(&keys).map_err(|key| {
-        ToolError::new(
-            ErrorCode::Busy,
-            format!("concurrency limit reached ({key}); retry later"),
-        )
-    })
+    app.limits
+        .try_acquire(&keys)
+        .map_err(|e| ToolError::new(ErrorCode::Busy, e.to_string()))
 }
 
 /// The answer of an admitted call: a descriptive tool's kept answer, or an operational

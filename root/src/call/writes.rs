@@ -19,6 +19,9 @@
 //!   used, expired or bound to something else: `confirmation_required`), then the write runs
 //!   with the preview's expected effect as `confirmed_effect`: an adapter whose world moved
 //!   since (a branch to deploy now points elsewhere) refuses with `conflict`.
+//!
+//! [`has_effect`] says from the same control fields which calls' audit events are flushed
+//! before their answer (an execute, whatever its outcome) and which only written.
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::event::OperationalEvent;
@@ -141,6 +144,20 @@ pub(crate) struct PendingApproval {
     pub(crate) status: ApprovalStatus,
     /// RFC 3339.
     pub(crate) expires_at: String,
+}
+
+/// Whether a call may have an effect, so that its event is flushed before its answer (allowed
+/// or refused): a write's execute, or a write call whose phase is not clearly a preview or
+/// a dry run. Reads, previews, dry runs and unknown tools change nothing.
+pub(crate) fn has_effect(entry: Option<&ContractEntry>, arguments: &Value) -> bool {
+    let Some(entry) = entry else { return false };
+    if entry.contract.side_effect == mcp_shared::SideEffectClass::Read {
+        return false;
+    }
+    !matches!(
+        Controls::read(arguments),
+        Some(Ok(c)) if c.dry_run || c.phase == Phase::Preview
+    )
 }
 
 /// A write call: a dry run, its preview (a confirmation token) or its execute (once per
@@ -663,6 +680,47 @@ mod tests {
         assert_eq!(
             args["phase"], "execute",
             "read leaves the arguments as they are"
+        );
+    }
+
+    /// Which calls' events are flushed before their answer: writes' executes (and a write
+    /// whose phase is not clearly a preview or a dry run), never reads, previews, dry runs
+    /// or unknown tools.
+    #[test]
+    fn a_call_has_an_effect_only_when_it_may_change_something() {
+        let contracts = crate::catalog::ContractRegistry::load(None).expect("built-in contracts");
+        let read = contracts.get("hub.get_status").map(|e| &**e);
+        let write = contracts.get("hub.restart_service").map(|e| &**e);
+        let args = |v: Value| v;
+        assert!(!has_effect(read, &args(json!({}))));
+        assert!(!has_effect(None, &args(json!({"phase": "execute"}))));
+        assert!(
+            !has_effect(write, &args(json!({"service": "a"}))),
+            "a preview"
+        );
+        assert!(!has_effect(
+            write,
+            &args(json!({"service": "a", "phase": "preview"}))
+        ));
+        assert!(!has_effect(
+            write,
+            &args(json!({"service": "a", "dry_run": true}))
+        ));
+        assert!(has_effect(
+            write,
+            &args(json!({"service": "a", "phase": "execute", "idempotency_key": "k"}))
+        ));
+        assert!(
+            has_effect(write, &args(json!({"phase": "later"}))),
+            "an unknown phase"
+        );
+        assert!(
+            has_effect(write, &args(json!({"dry_run": "yes"}))),
+            "malformed controls"
+        );
+        assert!(
+            has_effect(write, &args(json!([1]))),
+            "arguments that are no object"
         );
     }
 }

@@ -28,6 +28,12 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// The command line as clap defines it (its subcommands and flags), for docs and
+/// completions.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 #[derive(Subcommand, Debug)]
 pub(crate) enum Command {
     /// Run the root daemon.

@@ -70,6 +70,7 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
         &bearers,
         hub.as_ref().map(|(_, parts)| parts),
     );
+    roles_to_try(&client, &data_dir).await;
     if !web.is_empty() {
         let agent = fleet_lease(&client).await?;
         fleet_walk_through(&base, &data_dir, web.len(), &agent);
@@ -89,6 +90,53 @@ async fn demo(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Two named operators to try roles with (their credentials kept beside root's data, so a
+/// second `demo` shows the same ones): a viewer, and an operator who hands out the
+/// InfraOps profiles only.
+async fn roles_to_try(client: &AdminClient, data_dir: &Path) {
+    let tries = [
+        (
+            "demo-viewer",
+            "Viewer:",
+            &["viewer"][..],
+            &[][..],
+            "sees the console's pages a viewer may; every action refused",
+        ),
+        (
+            "demo-operator",
+            "Operator:",
+            &["operator"][..],
+            &["InfraOpsRead", "InfraOpsControl"][..],
+            "issues InfraOps leases, runs fleets, cordons; no audit trail, no approvals",
+        ),
+    ];
+    println!("Roles to try (console login, or mcp-root admin --admin-token):\n");
+    for (name, label, roles, profiles, what) in tries {
+        let path = data_dir.join(format!("{name}.token"));
+        let token = match std::fs::read_to_string(&path) {
+            Ok(t) => Some(t.trim().to_owned()),
+            Err(_) => {
+                let ask = serde_json::json!({ "name": name, "roles": roles, "profiles": profiles });
+                let added = client
+                    .post::<_, serde_json::Value>("/v1/root/operators", &ask)
+                    .await;
+                match added
+                    .ok()
+                    .and_then(|a| a["token"].as_str().map(str::to_owned))
+                {
+                    Some(t) if write_private_file(&path, &format!("{t}\n")).is_ok() => Some(t),
+                    _ => None,
+                }
+            }
+        };
+        match token {
+            Some(t) => println!("  {label:<11} {t}\n              ({what})"),
+            None => println!("  {label:<11} operator {name} exists without its token file here"),
+        }
+    }
+    println!();
 }
 
 /// Enrols the demo target once (its token kept in `token_path`); whether a hub can connect.
@@ -149,6 +197,7 @@ async fn issue(
         audience: None,
         subnet_id: None,
         zone: None,
+        rate: None,
     };
     let issued = client
         .post::<_, Audited<IssuedLeaseBody>>("/v1/root/mcp/sessions", &ask)

@@ -28,18 +28,21 @@ use serde_json::{Value, json};
 
 use super::plan::Plan;
 use super::report::{self, RunReport};
-use super::{authority, execute, preview, state, status};
-use crate::api::bodies::FleetRunRequest;
-use crate::api::error::ApiError;
+use super::{RunState, Status, authority, execute, preview};
 use crate::app::App;
 use crate::call::context::CallContext;
 use crate::call::executors::fleet::FleetTools;
 use crate::catalog::ContractEntry;
+use crate::fleet::FleetRunRequest;
 use crate::hubs::router::Progress;
 use crate::hubs::selector::Selector;
 
-/// How often a call following its run reads the run's progress.
+/// How often at most a call following its run reads the run's progress (it reads it when the
+/// run changes here).
 const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+/// How often a follower reads a run no change of this replica's told it about (another
+/// replica drives it).
+const FOLLOW_ELSEWHERE: Duration = Duration::from_secs(2);
 /// Most outcome groups a write's preview shows in its expected effect.
 const EFFECT_GROUPS: usize = 10;
 /// Most excluded targets a write's preview names in its expected effect.
@@ -86,10 +89,6 @@ struct Ask {
 
 fn invalid(why: impl Into<String>) -> ToolError {
     ToolError::new(ErrorCode::InvalidArguments, why)
-}
-
-fn api(e: ApiError) -> ToolError {
-    e.tool_error()
 }
 
 fn internal(e: crate::store::Error) -> ToolError {
@@ -182,8 +181,7 @@ async fn read(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, T
             trace_id: ctx.trace_id.clone(),
         },
     )
-    .await
-    .map_err(api)?;
+    .await?;
     drive(app, &run.run_id)?;
     follow(app, ctx, &run.run_id).await
 }
@@ -216,15 +214,13 @@ async fn write(app: &App, ctx: &CallContext, input: &CallBody) -> Result<Value, 
     let started = app.store.fleet_run(run_id).await.map_err(internal)?;
     let run = match started {
         Some(r)
-            if r.state != state::PREVIEWED
+            if r.state != RunState::Previewed
                 && r.created_by == created_by
                 && r.write_key.as_deref() == Some(key) =>
         {
             r
         }
-        _ => preview::confirm_previewed(app, &created_by, run_id, key)
-            .await
-            .map_err(api)?,
+        _ => preview::confirm_previewed(app, &created_by, run_id, key).await?,
     };
     drive(app, &run.run_id)?;
     follow(app, ctx, &run.run_id).await
@@ -240,7 +236,7 @@ async fn preview_run(
     let ask = read_ask(input)?;
     let (selector, _) = fleet_of(ctx)?;
     inner(app, ctx, &ask.tool, RoutingClass::OperationalWrite)?;
-    preview::write_contract(app, &ask.tool).map_err(api)?;
+    preview::write_contract(app, &ask.tool)?;
     let req = FleetRunRequest {
         selector: selector.as_str().to_owned(),
         tool_id: ask.tool,
@@ -249,9 +245,7 @@ async fn preview_run(
         capability_profile: Some(ctx.lease.lease().capability_profile.clone()),
         confirmation_token: None,
     };
-    let previewed = preview::preview(app, created_by, req, ctx.trace_id.clone())
-        .await
-        .map_err(api)?;
+    let previewed = preview::preview(app, created_by, req, ctx.trace_id.clone()).await?;
     let r = loaded(app, &previewed.run.run_id).await?;
     Ok(effect(&r))
 }
@@ -259,11 +253,11 @@ async fn preview_run(
 /// A previewed run as an expected effect: what the person confirms, and the run the execute
 /// starts.
 fn effect(r: &RunReport) -> Value {
-    let taking_part = r.counts.get(status::PENDING).copied().unwrap_or(0);
+    let taking_part = r.counts.get(Status::Pending.as_str()).copied().unwrap_or(0);
     let excluded: Vec<Value> = r
         .targets
         .iter()
-        .filter(|t| t.status == status::EXCLUDED)
+        .filter(|t| t.status == Status::Excluded)
         .take(EFFECT_EXCLUDED)
         .map(|t| json!({ "target_id": t.target_id, "code": t.code }))
         .collect();
@@ -280,7 +274,7 @@ fn effect(r: &RunReport) -> Value {
         plan["max_concurrency"],
         plan["max_errors"],
     );
-    if let Some(g) = r.groups.iter().find(|g| g.status == status::PENDING) {
+    if let Some(g) = r.groups.iter().find(|g| g.status == Status::Pending) {
         let mut sample = g.sample.clone();
         if sample.len() > 600 {
             let mut cut = 600;
@@ -321,15 +315,22 @@ fn drive(app: &App, run_id: &str) -> Result<(), ToolError> {
 async fn follow(app: &App, ctx: &CallContext, run_id: &str) -> Result<Value, ToolError> {
     let mut shown = None;
     let mut cancelled = false;
+    let mut changes = app.fleet.follow(run_id);
     loop {
+        let read_at = tokio::time::Instant::now();
+        changes.mark_unchanged();
         let r = loaded(app, run_id).await?;
-        let open = r.counts.get(status::PENDING).copied().unwrap_or(0)
-            + r.counts.get(status::RUNNING).copied().unwrap_or(0);
+        let open = r.counts.get(Status::Pending.as_str()).copied().unwrap_or(0)
+            + r.counts.get(Status::Running.as_str()).copied().unwrap_or(0);
         // Ended, and the targets running then finished (a cancel lets them).
         if ended(&r.state) && open == 0 {
             return Ok(json!(r));
         }
-        let taking_part = r.total - r.counts.get(status::EXCLUDED).copied().unwrap_or(0);
+        let taking_part = r.total
+            - r.counts
+                .get(Status::Excluded.as_str())
+                .copied()
+                .unwrap_or(0);
         let done = taking_part.saturating_sub(open);
         if let Some(sink) = &ctx.progress
             && shown != Some(done)
@@ -352,13 +353,23 @@ async fn follow(app: &App, ctx: &CallContext, run_id: &str) -> Result<Value, Too
                 cancelled = true;
                 cancel(app, run_id).await?;
             }
-            () = tokio::time::sleep(FOLLOW_EVERY) => {}
+            // A change here (at most one report read per FOLLOW_EVERY while targets
+            // finish); a run another replica drives is read again every FOLLOW_ELSEWHERE.
+            Ok(()) = changes.changed() => {
+                tokio::time::sleep_until(read_at + FOLLOW_EVERY).await;
+            }
+            () = tokio::time::sleep(FOLLOW_ELSEWHERE) => {}
         }
     }
 }
 
+/// Whether a run shown in state `s` has ended (an expired preview has not: it can still be
+/// cancelled).
 fn ended(s: &str) -> bool {
-    matches!(s, state::COMPLETED | state::STOPPED | state::CANCELLED)
+    matches!(
+        s.parse(),
+        Ok(RunState::Completed | RunState::Stopped | RunState::Cancelled)
+    )
 }
 
 /// Cancels run `run_id` for good: targets not started are `cancelled` at once.
@@ -366,14 +377,14 @@ async fn cancel(app: &App, run_id: &str) -> Result<(), ToolError> {
     app.store
         .set_fleet_run_state(
             run_id,
-            &[state::RUNNING, state::PAUSED],
-            state::CANCELLED,
+            &[RunState::Running, RunState::Paused],
+            RunState::Cancelled,
             None,
         )
         .await
         .map_err(internal)?;
     app.store
-        .settle_fleet_targets(run_id, status::CANCELLED, false)
+        .settle_fleet_targets(run_id, Status::Cancelled, false)
         .await
         .map_err(internal)?;
     app.fleet.wake(run_id);

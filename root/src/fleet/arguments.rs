@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use crate::api::error::ApiError;
 use crate::app::App;
+use crate::ops::error::Refusal;
 use crate::store::FleetRunRow;
 
 /// The arguments as a run stores them.
@@ -22,7 +22,7 @@ pub(crate) fn stored(
     tool_id: &str,
     run_id: &str,
     arguments: &Value,
-) -> Result<Stored, ApiError> {
+) -> Result<Stored, Refusal> {
     let mut shown = arguments.clone();
     let mut redacted = Vec::new();
     let (fields, patterns) = match app.catalog.contracts.get(tool_id) {
@@ -41,7 +41,7 @@ pub(crate) fn stored(
         Some(
             app.master_key
                 .encrypt(run_id, arguments.to_string().as_bytes())
-                .map_err(ApiError::internal)?,
+                .map_err(Refusal::internal)?,
         )
     };
     Ok(Stored {
@@ -51,7 +51,7 @@ pub(crate) fn stored(
 }
 
 /// The arguments `run` runs with.
-pub(crate) fn opened(app: &App, run: &FleetRunRow) -> Result<Value, ApiError> {
+pub(crate) fn opened(app: &App, run: &FleetRunRow) -> Result<Value, Refusal> {
     let text = match &run.arguments_sealed {
         None => run.arguments.clone(),
         Some(sealed) => app
@@ -59,11 +59,11 @@ pub(crate) fn opened(app: &App, run: &FleetRunRow) -> Result<Value, ApiError> {
             .decrypt(&run.run_id, sealed)
             .and_then(|b| String::from_utf8(b).ok())
             .ok_or_else(|| {
-                ApiError::internal(format!(
+                Refusal::internal(format!(
                     "fleet run {}: its arguments do not open with this zone's master key",
                     run.run_id
                 ))
             })?,
     };
-    serde_json::from_str(&text).map_err(ApiError::internal)
+    serde_json::from_str(&text).map_err(Refusal::internal)
 }

@@ -22,11 +22,13 @@ use mcp_shared::time::now;
 use ractor::call_t;
 
 use crate::actors::RPC_TIMEOUT_MS;
-use crate::api::error::ApiError;
-use crate::api::principal::Operator;
 use crate::app::App;
 use crate::leases::manager::{self as lease_manager, LeaseEntry};
+use crate::operators::OperatorId;
+use crate::ops::error::Refusal;
+use crate::roles::Role;
 use crate::store::FleetRunRow;
+use mcp_shared::error::ErrorCode;
 
 /// The idempotency key of each target's write in `run` (its owner, target and tool scope it
 /// further): it names the confirmed write, not only the run: the confirmation that started it
@@ -67,7 +69,7 @@ pub(crate) fn lineage(run_id: &str) -> String {
 /// Who a run acts for (its `created_by`).
 pub(crate) enum Caller {
     /// `operator:<name>`.
-    Operator(Operator),
+    Operator(OperatorId),
     /// `lease:<session id>`: an agent's fleet lease.
     Lease(String),
 }
@@ -83,7 +85,7 @@ pub(crate) fn caller(run: &FleetRunRow) -> Caller {
         Some(id) => Caller::Lease(id.to_owned()),
         None => {
             let name = run.created_by.strip_prefix("operator:").unwrap_or("admin");
-            Caller::Operator(Operator(crate::operators::OperatorId::named(name)))
+            Caller::Operator(OperatorId::named(name))
         }
     }
 }
@@ -92,7 +94,10 @@ pub(crate) fn caller(run: &FleetRunRow) -> Caller {
 /// fleet lease and every lease above it (another replica's revocation included).
 pub(crate) async fn held(app: &App, run: &FleetRunRow) -> bool {
     match caller(run) {
-        Caller::Operator(op) => app.operators.is_active(op.0.name()),
+        // Still an operator who holds `operator`, and may still hand out a write's profile.
+        Caller::Operator(op) => app.operators.grant(op.name()).is_some_and(|g| {
+            g.holds(Role::Operator) && run.profile.as_deref().is_none_or(|p| g.may_issue(p))
+        }),
         Caller::Lease(id) => app
             .store
             .chain_active(&id, mcp_shared::time::unix_ms(now()))
@@ -107,7 +112,7 @@ pub(crate) async fn lease_for(
     run: &FleetRunRow,
     target_id: &str,
     contract: &mcp_shared::ToolContract,
-) -> Result<Arc<LeaseEntry>, ApiError> {
+) -> Result<Arc<LeaseEntry>, Refusal> {
     let key = (run.run_id.clone(), target_id.to_owned());
     let renew_at = now() + RENEW;
     if let Some(l) = app.fleet.lease(&key)
@@ -129,16 +134,23 @@ pub(crate) async fn lease_for(
 async fn operator_lease(
     app: &App,
     run: &FleetRunRow,
-    op: &Operator,
+    op: &OperatorId,
     target_id: &str,
     contract: &mcp_shared::ToolContract,
-) -> Result<Arc<LeaseEntry>, ApiError> {
+) -> Result<Arc<LeaseEntry>, Refusal> {
+    let grant = app.operators.grant(op.name()).ok_or_else(|| {
+        Refusal::new(ErrorCode::Unauthenticated, "the run's operator was revoked")
+    })?;
+    if !grant.holds(Role::Operator) {
+        return Err(Refusal::role_required(Role::Operator, &grant));
+    }
     let profile = match &run.profile {
+        // A write's profile: one its operator may hand out.
+        Some(p) if !grant.may_issue(p) => return Err(Refusal::profile_not_held(p, &grant)),
         Some(p) => p.clone(),
-        None => crate::api::inspect::read_profile(app, &contract.required_capability).ok_or_else(
+        None => crate::ops::leases::read_profile(app, &contract.required_capability).ok_or_else(
             || {
-                ApiError::new(
-                    axum::http::StatusCode::FORBIDDEN,
+                Refusal::new(
                     mcp_shared::error::ErrorCode::CapabilityNotGranted,
                     format!(
                         "no read-only capability profile grants `{}`",
@@ -149,10 +161,10 @@ async fn operator_lease(
         )?,
     };
     let purpose = format!("fleet run {}", run.run_id);
-    crate::api::inspect::issue(
+    crate::ops::leases::issue_to_operator(
         app,
         op,
-        &crate::api::inspect::Issue {
+        &crate::ops::leases::ToOperator {
             target_id,
             profile: &profile,
             audience: AUDIENCE,
@@ -173,7 +185,7 @@ async fn fleet_target_lease(
     run: &FleetRunRow,
     parent: &str,
     target_id: &str,
-) -> Result<Arc<LeaseEntry>, ApiError> {
+) -> Result<Arc<LeaseEntry>, Refusal> {
     let fleet = match app.leases.entry(parent) {
         Some(e) => e,
         None => {
@@ -181,16 +193,15 @@ async fn fleet_target_lease(
                 .store
                 .lease_chain(parent)
                 .await
-                .map_err(ApiError::internal)?;
+                .map_err(Refusal::internal)?;
             app.leases
                 .upsert_chain(chain)
-                .ok_or_else(|| ApiError::not_found(format!("no lease `{parent}`")))?
+                .ok_or_else(|| Refusal::not_found(format!("no lease `{parent}`")))?
         }
     };
     let l = fleet.lease();
     if l.fleet_selector() != Some(run.selector.as_str()) {
-        return Err(ApiError::new(
-            axum::http::StatusCode::FORBIDDEN,
+        return Err(Refusal::new(
             mcp_shared::error::ErrorCode::CapabilityNotGranted,
             format!(
                 "lease `{parent}` is not the fleet lease of `{}`",
@@ -202,7 +213,7 @@ async fn fleet_target_lease(
         .catalog
         .profiles
         .get(&l.capability_profile)
-        .ok_or_else(|| ApiError::internal(format!("profile `{}` is gone", l.capability_profile)))?;
+        .ok_or_else(|| crate::ops::leases::unknown_profile(&l.capability_profile))?;
     let subnet_id = app
         .hubs
         .enrolments
@@ -220,20 +231,14 @@ async fn fleet_target_lease(
         source: lease_manager::Source::Fleet {
             parent: parent.to_owned(),
         },
+        // A child carries its parent's own rate (its owner's is shared anyway).
+        rate: l.rate.clone(),
     };
-    let issued = call_t!(
-        app.actors.leases.load(),
-        lease_manager::Msg::Create,
-        RPC_TIMEOUT_MS,
-        new
-    )
-    .map_err(ApiError::internal)?
-    .map_err(crate::api::leases::lease_error)?;
+    let issued = crate::ops::leases::issue(app, new).await?;
     let id = issued.lease.session_id.clone();
-    crate::replica::lease_changed(app, &id, false).await;
     app.leases
         .entry(&id)
-        .ok_or_else(|| ApiError::internal(format!("lease `{id}` vanished")))
+        .ok_or_else(|| Refusal::internal(format!("lease `{id}` vanished")))
 }
 
 /// Revokes the leases this replica issued for `run_id` (the run ended, or was only

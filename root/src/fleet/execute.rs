@@ -19,7 +19,7 @@ use mcp_shared::time::{now, unix_ms};
 use serde_json::{Value, json};
 
 use super::plan::Plan;
-use super::{authority, state, status};
+use super::{RunState, Status, authority};
 use crate::app::App;
 use crate::call::{self, CallContext};
 use crate::store::{FleetRunRow, FleetTargetRow};
@@ -53,7 +53,7 @@ pub(crate) fn spawn(app: Arc<App>, run_id: String) {
 enum Allowed {
     Start,
     Wait,
-    End(&'static str),
+    End(RunState),
     /// Another replica drives it now (it took this one for gone): this task leaves it.
     Lost,
 }
@@ -62,7 +62,7 @@ async fn allowed(app: &App, run: &FleetRunRow) -> Allowed {
     let stored = match app.store.fleet_run(&run.run_id).await {
         Ok(Some(r)) if r.driver != driver(app) => return Allowed::Lost,
         Ok(Some(r)) => r.state,
-        Ok(None) => return Allowed::End(state::CANCELLED),
+        Ok(None) => return Allowed::End(RunState::Cancelled),
         Err(e) => {
             tracing::warn!(run_id = %run.run_id, error = %e, "cannot read the fleet run's state; waiting");
             return Allowed::Wait;
@@ -76,23 +76,23 @@ async fn allowed(app: &App, run: &FleetRunRow) -> Allowed {
             .store
             .set_fleet_run_state(
                 &run.run_id,
-                &[state::RUNNING, state::PAUSED],
-                state::CANCELLED,
+                &[RunState::Running, RunState::Paused],
+                RunState::Cancelled,
                 Some(unix_ms(now())),
             )
             .await;
         // As a cancel command does: what had not started never will.
         let _ = app
             .store
-            .settle_fleet_targets(&run.run_id, status::CANCELLED, false)
+            .settle_fleet_targets(&run.run_id, Status::Cancelled, false)
             .await;
-        return Allowed::End(state::CANCELLED);
+        return Allowed::End(RunState::Cancelled);
     }
-    match stored.as_str() {
-        state::RUNNING => Allowed::Start,
-        state::PAUSED => Allowed::Wait,
-        state::CANCELLED => Allowed::End(state::CANCELLED),
-        _ => Allowed::End(state::COMPLETED),
+    match stored {
+        RunState::Running => Allowed::Start,
+        RunState::Paused => Allowed::Wait,
+        RunState::Cancelled => Allowed::End(RunState::Cancelled),
+        _ => Allowed::End(RunState::Completed),
     }
 }
 
@@ -114,7 +114,7 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
         Err(e) => {
             // Nothing can run without them: the run ends, what had not started never will.
             tracing::error!(%run_id, error = ?e.tool_error(), "cannot open the fleet run's arguments; cancelling it");
-            finish(app, &run, state::CANCELLED).await;
+            finish(app, &run, RunState::Cancelled).await;
             return;
         }
     };
@@ -122,18 +122,18 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
     // operator's cordon since) took its place in the plan, as it did before a restart.
     let taking_part: Vec<&FleetTargetRow> = rows
         .iter()
-        .filter(|t| t.status != status::EXCLUDED || t.started_at_ms.is_some())
+        .filter(|t| t.status != Status::Excluded || t.started_at_ms.is_some())
         .collect();
     let (canary, window, budget) = plan.resolve(taking_part.len());
     // Canaries are the first targets taking part (an excluded one keeps its place).
     let canary_ordinal = taking_part.get(canary).map_or(i64::MAX, |t| t.ordinal);
-    let mut errors = rows.iter().filter(|t| status::is_error(&t.status)).count();
+    let mut errors = rows.iter().filter(|t| t.status.is_error()).count();
     // Targets left `running` by a stop were admitted at their turn: they are finished (sent
     // again under their key), whatever changed since; the pending ones take their turns.
     let (resumed, pending): (Vec<FleetTargetRow>, Vec<FleetTargetRow>) = rows
         .into_iter()
-        .filter(|t| t.status == status::PENDING || t.status == status::RUNNING)
-        .partition(|t| t.status == status::RUNNING);
+        .filter(|t| t.status == Status::Pending || t.status == Status::Running)
+        .partition(|t| t.status == Status::Running);
     let mut queue: VecDeque<FleetTargetRow> = pending.into();
     // Canaries already done before a restart: no second pause.
     let mut pause_until = None;
@@ -197,7 +197,7 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
                 // a refusal spends the budget before the next target can start.
                 if objects(app, &run, &t) {
                     let row = one(app, &run, &arguments, t, false).await;
-                    errors += usize::from(status::is_error(&row.status));
+                    errors += usize::from(row.status.is_error());
                     if errors > budget {
                         break;
                     }
@@ -213,10 +213,10 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
         }
         if running.is_empty() {
             if queue.is_empty() {
-                break state::COMPLETED;
+                break RunState::Completed;
             }
             if errors > budget {
-                break state::STOPPED;
+                break RunState::Stopped;
             }
         }
         let pause = pause_until.unwrap_or_else(|| tokio::time::Instant::now() + RECHECK);
@@ -230,7 +230,7 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
             }
             Some(joined) = running.join_next_with_id() => {
                 let (id, failed) = match joined {
-                    Ok((id, row)) => (id, status::is_error(&row.status)),
+                    Ok((id, row)) => (id, row.status.is_error()),
                     Err(e) => {
                         // Its target stays `running` in the store, for a restart to run again.
                         tracing::error!(%run_id, error = %e, "a fleet target's task failed");
@@ -248,10 +248,10 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
 }
 
 /// Settles what did not run and stores the run's final state.
-async fn finish(app: &App, run: &FleetRunRow, end: &'static str) {
+async fn finish(app: &App, run: &FleetRunRow, end: RunState) {
     let leftover = match end {
-        state::CANCELLED => Some(status::CANCELLED),
-        state::STOPPED => Some(status::SKIPPED),
+        RunState::Cancelled => Some(Status::Cancelled),
+        RunState::Stopped => Some(Status::Skipped),
         _ => None,
     };
     if let Some(s) = leftover
@@ -259,7 +259,7 @@ async fn finish(app: &App, run: &FleetRunRow, end: &'static str) {
     {
         tracing::error!(run_id = %run.run_id, error = %e, "cannot settle the fleet run's targets");
     }
-    let from = [state::RUNNING, state::PAUSED, state::CANCELLED];
+    let from = [RunState::Running, RunState::Paused, RunState::Cancelled];
     if let Err(e) = app
         .store
         .set_fleet_run_state(&run.run_id, &from, end, Some(unix_ms(now())))
@@ -268,7 +268,8 @@ async fn finish(app: &App, run: &FleetRunRow, end: &'static str) {
         tracing::error!(run_id = %run.run_id, error = %e, "cannot store the fleet run's end");
     }
     authority::end(app, &run.run_id).await;
-    tracing::info!(run_id = %run.run_id, state = end, "fleet run ended");
+    app.fleet.changed(&run.run_id);
+    tracing::info!(run_id = %run.run_id, state = %end, "fleet run ended");
 }
 
 /// Whether the run's authority or an operator's state refuses `t` at its turn, before
@@ -301,7 +302,7 @@ async fn one(
     mut t: FleetTargetRow,
     resumed: bool,
 ) -> FleetTargetRow {
-    t.status = status::RUNNING.into();
+    t.status = Status::Running;
     t.started_at_ms = Some(unix_ms(now()));
     // Only a target still to run starts: a cancel settles the pending ones at once.
     match app
@@ -313,26 +314,26 @@ async fn one(
         )
         .await
     {
-        Ok(true) => {}
+        Ok(true) => app.fleet.changed(&run.run_id),
         Ok(false) => {
-            t.status = status::CANCELLED.into();
+            t.status = Status::Cancelled;
             return t;
         }
         Err(e) => {
             tracing::error!(run_id = %run.run_id, target_id = %t.target_id, error = %e, "cannot start a fleet target; left pending");
-            t.status = status::PENDING.into();
+            t.status = Status::Pending;
             return t;
         }
     }
     let Some((s, code, result, event_id)) = answered(app, run, arguments, &t, resumed).await else {
         return unanswered(app, run, t).await;
     };
-    if s != status::SUCCEEDED && app.shutdown.is_cancelled() {
+    if s != Status::Succeeded && app.shutdown.is_cancelled() {
         // Failed because root is stopping (its trail closes): left `running`, so the next
         // start runs it again rather than counting root's own stop against the target.
         return t;
     }
-    t.status = s.into();
+    t.status = s;
     t.code = code;
     t.result = Some(result.to_string());
     t.event_id = event_id;
@@ -342,7 +343,7 @@ async fn one(
 }
 
 /// A target's status, error code, result (or error) and event.
-type Outcome = (&'static str, Option<String>, Value, Option<String>);
+type Outcome = (Status, Option<String>, Value, Option<String>);
 
 /// Sends `t`'s call until it is answered: again while its hub answers `busy` (the key's first
 /// execution still runs, as after a resume), and again once its hub is back when its link
@@ -356,11 +357,8 @@ async fn answered(
     t: &FleetTargetRow,
     resumed: bool,
 ) -> Option<Outcome> {
-    if resumed {
-        if !authority::held(app, run).await {
-            return None;
-        }
-        hub_back(app, &t.target_id).await;
+    if resumed && !(authority::held(app, run).await && hub_back(app, run, &t.target_id).await) {
+        return None;
     }
     let online = || app.hubs.status(&t.target_id) != mcp_shared::target::TargetStatus::Offline;
     let mut connected = online();
@@ -375,7 +373,9 @@ async fn answered(
             && !stopping
         {
             cut_off += 1;
-            hub_back(app, &t.target_id).await;
+            if !hub_back(app, run, &t.target_id).await {
+                return None;
+            }
             // A replica that just took the hub back (or restarted) answers for it a moment
             // later: 200, 400, 800 ms.
             tokio::time::sleep(CUT_OFF_PAUSE * (1 << (cut_off - 1))).await;
@@ -404,7 +404,7 @@ async fn unanswered(app: &App, run: &FleetRunRow, mut t: FleetTargetRow) -> Flee
             run.tool_id, t.target_id
         ),
     );
-    t.status = status::FAILED.into();
+    t.status = Status::Failed;
     t.code = Some(why.code.as_str().into());
     t.result = Some(json!(why).to_string());
     t.finished_at_ms = Some(unix_ms(now()));
@@ -414,21 +414,31 @@ async fn unanswered(app: &App, run: &FleetRunRow, mut t: FleetTargetRow) -> Flee
 
 /// Waits (at most [`RESUME_WAIT`], or until root stops) for `target_id`'s hub to be
 /// connected: a call cut off by a restart is sent again once its hub is back, not reported
-/// undeliverable because its hub was still in its reconnect backoff.
-async fn hub_back(app: &App, target_id: &str) {
+/// undeliverable because its hub was still in its reconnect backoff. `false`: the run's
+/// authority ended meanwhile (checked every half second), so nothing may be sent under it.
+async fn hub_back(app: &App, run: &FleetRunRow, target_id: &str) -> bool {
     let deadline = tokio::time::Instant::now() + RESUME_WAIT;
+    let mut checked = tokio::time::Instant::now();
     while app.hubs.status(target_id) == mcp_shared::target::TargetStatus::Offline
         && tokio::time::Instant::now() < deadline
         && !app.shutdown.is_cancelled()
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
+        if checked.elapsed() >= Duration::from_millis(500) {
+            if !authority::held(app, run).await {
+                return false;
+            }
+            checked = tokio::time::Instant::now();
+        }
     }
+    true
 }
 
 async fn store(app: &App, run: &FleetRunRow, t: &FleetTargetRow) {
     if let Err(e) = app.store.set_fleet_target(&run.run_id, t).await {
         tracing::error!(run_id = %run.run_id, target_id = %t.target_id, error = %e, "cannot record a fleet target");
     }
+    app.fleet.changed(&run.run_id);
 }
 
 /// One target's governed call: a read as asked; a write executed with a confirmation root
@@ -443,9 +453,9 @@ async fn call_target(
 ) -> Outcome {
     let failed = |e: ToolError| {
         let s = if e.code == ErrorCode::NotFound {
-            status::REFUSED
+            Status::Refused
         } else {
-            status::FAILED
+            Status::Failed
         };
         (s, Some(e.code.as_str().into()), json!(e), None)
     };
@@ -460,9 +470,12 @@ async fn call_target(
     // before a restart was within it at its turn.
     if !resumed && let Err(why) = super::set::within(app, &run.selector, &t.target_id) {
         return (
-            status::REFUSED,
+            Status::Refused,
             Some(ErrorCode::CapabilityNotGranted.as_str().into()),
-            json!(ToolError::new(ErrorCode::CapabilityNotGranted, why)),
+            json!(ToolError::new(
+                ErrorCode::CapabilityNotGranted,
+                why.to_string()
+            )),
             None,
         );
     }
@@ -495,19 +508,19 @@ async fn call_target(
     }
     let (answer, event) = call_under(app, run, lease, &t.target_id, args, "call", resumed).await;
     match answer {
-        Ok(result) => (status::SUCCEEDED, None, result, event),
+        Ok(result) => (Status::Succeeded, None, result, event),
         Err(e) => {
             let s = match e.code {
-                ErrorCode::TargetOffline => status::UNDELIVERABLE,
+                ErrorCode::TargetOffline => Status::Undeliverable,
                 // An operator's deliberate state is not an error: excluded with its reason,
                 // as a write's preview excludes it.
                 ErrorCode::TargetCordoned
                 | ErrorCode::TargetRetired
-                | ErrorCode::TargetNarrowed => status::EXCLUDED,
+                | ErrorCode::TargetNarrowed => Status::Excluded,
                 ErrorCode::SkillDisabled
                 | ErrorCode::EnvironmentForbidden
-                | ErrorCode::CapabilityNotGranted => status::REFUSED,
-                _ => status::FAILED,
+                | ErrorCode::CapabilityNotGranted => Status::Refused,
+                _ => Status::Failed,
             };
             (s, Some(e.code.as_str().into()), json!(e), event)
         }
@@ -528,7 +541,7 @@ pub(super) async fn call_under(
 ) -> (Result<Value, ToolError>, Option<String>) {
     // An operator's run is the operator's action; an agent's, its fleet lease's calls.
     let (surface, operator) = match authority::caller(run) {
-        authority::Caller::Operator(op) => (Surface::Admin, Some(op.0)),
+        authority::Caller::Operator(op) => (Surface::Admin, Some(op)),
         authority::Caller::Lease(_) => (Surface::Mcp, None),
     };
     let ctx = CallContext {

@@ -29,47 +29,28 @@ pub(crate) mod report;
 pub(crate) mod runs;
 pub(crate) mod set;
 
-/// A run's state, as stored.
-pub(crate) mod state {
-    /// A write run awaiting its confirmation.
-    pub(crate) const PREVIEWED: &str = "previewed";
-    pub(crate) const RUNNING: &str = "running";
-    pub(crate) const PAUSED: &str = "paused";
-    pub(crate) const CANCELLED: &str = "cancelled";
-    pub(crate) const STOPPED: &str = "stopped";
-    pub(crate) const COMPLETED: &str = "completed";
-}
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-/// A target's part, as stored.
-pub(crate) mod status {
-    pub(crate) const PENDING: &str = "pending";
-    pub(crate) const RUNNING: &str = "running";
-    pub(crate) const SUCCEEDED: &str = "succeeded";
-    pub(crate) const FAILED: &str = "failed";
-    pub(crate) const UNDELIVERABLE: &str = "undeliverable";
-    pub(crate) const REFUSED: &str = "refused";
-    pub(crate) const SKIPPED: &str = "skipped";
-    pub(crate) const CANCELLED: &str = "cancelled";
-    /// A target that does not take part (the code says why): a write's that could not at its
-    /// preview, or one an operator cordoned, retired or narrowed by the time its turn came
-    /// (a deliberate state, not an error).
-    pub(crate) const EXCLUDED: &str = "excluded";
+/// A run's state and a target's part in it, as stored and shown.
+pub(crate) use crate::store::{FleetRunState as RunState, FleetTargetStatus as Status};
 
-    /// Every status, in the order reports list them.
-    pub(crate) const ALL: [&str; 9] = [
-        SUCCEEDED,
-        FAILED,
-        UNDELIVERABLE,
-        REFUSED,
-        RUNNING,
-        PENDING,
-        SKIPPED,
-        CANCELLED,
-        EXCLUDED,
-    ];
-
-    /// Whether a target in this status counts against the run's error budget.
-    pub(crate) fn is_error(status: &str) -> bool {
-        matches!(status, FAILED | UNDELIVERABLE | REFUSED)
-    }
+/// What starts or previews a run (`POST /v1/root/fleet/runs`, `…/previews`; an agent's fleet
+/// tool).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FleetRunRequest {
+    /// Which targets (see `hubs::selector`).
+    pub(crate) selector: String,
+    pub(crate) tool_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) arguments: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) plan: Option<plan::Plan>,
+    /// A write's capability profile (the narrowest granting the tool when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) capability_profile: Option<String>,
+    /// A write's: the token its preview issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) confirmation_token: Option<String>,
 }

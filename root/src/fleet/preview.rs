@@ -15,7 +15,6 @@
 
 use std::sync::Arc;
 
-use axum::http::StatusCode;
 use futures::StreamExt;
 use mcp_shared::contract::RoutingClass;
 use mcp_shared::error::ErrorCode;
@@ -25,14 +24,14 @@ use serde_json::{Value, json};
 use super::execute::{self, call_under};
 use super::plan::Plan;
 use super::set::{self, TargetSet};
-use super::{authority, state, status};
-use crate::api::bodies::FleetRunRequest;
-use crate::api::error::ApiError;
-use crate::api::principal::Operator;
+use super::{RunState, Status, authority};
 use crate::app::App;
 use crate::call::writes::{CONFIRMATION_PREFIX, args_hash};
 use crate::catalog::ContractEntry;
+use crate::fleet::FleetRunRequest;
 use crate::hubs::selector::Selector;
+use crate::operators::OperatorId;
+use crate::ops::error::Refusal;
 use crate::store::FleetRunRow;
 
 /// A previewed run: the run as stored, and its confirmation token (shown once).
@@ -41,32 +40,27 @@ pub(crate) struct Previewed {
     pub(crate) confirmation_token: String,
 }
 
-fn confirmation_required(why: impl Into<String>) -> ApiError {
-    ApiError::new(
-        StatusCode::PRECONDITION_REQUIRED,
-        ErrorCode::ConfirmationRequired,
-        why,
-    )
+fn confirmation_required(why: impl Into<String>) -> Refusal {
+    Refusal::new(ErrorCode::ConfirmationRequired, why)
 }
 
 /// The contract of a tool a fleet may write with: an operational write with a preview, not
 /// one that only proposes or waits for an operator's approval per call.
-pub(crate) fn write_contract(app: &App, tool_id: &str) -> Result<Arc<ContractEntry>, ApiError> {
+pub(crate) fn write_contract(app: &App, tool_id: &str) -> Result<Arc<ContractEntry>, Refusal> {
     let Some(entry) = app.catalog.contracts.get(tool_id).cloned() else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
+        return Err(Refusal::new(
             ErrorCode::UnknownTool,
             format!("no tool `{tool_id}`"),
         ));
     };
     let c = &entry.contract;
     if c.routing != RoutingClass::OperationalWrite {
-        return Err(ApiError::bad_request(format!(
+        return Err(Refusal::bad_request(format!(
             "`{tool_id}` is not an operational write with a preview: a fleet runs reads, or writes that preview"
         )));
     }
     if c.proposes.is_some() || c.requires_approval {
-        return Err(ApiError::bad_request(format!(
+        return Err(Refusal::bad_request(format!(
             "`{tool_id}` needs an operator's approval of each call: it does not run on a fleet"
         )));
     }
@@ -79,15 +73,14 @@ fn profile_for(
     app: &App,
     c: &mcp_shared::ToolContract,
     asked: Option<&str>,
-) -> Result<String, ApiError> {
+) -> Result<String, Refusal> {
     let grants = |p: &mcp_shared::profile::CapabilityProfile| {
         p.capabilities.contains(&c.required_capability)
     };
-    let refused =
-        |why: String| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::CapabilityNotGranted, why);
+    let refused = |why: String| Refusal::new(ErrorCode::CapabilityNotGranted, why);
     match asked {
         Some(name) => match app.catalog.profiles.get(name) {
-            None => Err(ApiError::bad_request(format!(
+            None => Err(Refusal::bad_request(format!(
                 "no capability profile `{name}`"
             ))),
             Some(p) if grants(p) => Ok(name.to_owned()),
@@ -114,22 +107,22 @@ pub(crate) async fn preview(
     created_by: String,
     req: FleetRunRequest,
     trace_id: String,
-) -> Result<Previewed, ApiError> {
+) -> Result<Previewed, Refusal> {
     if req.confirmation_token.is_some() {
-        return Err(ApiError::bad_request(
+        return Err(Refusal::bad_request(
             "a preview takes no confirmation_token: it issues one",
         ));
     }
     let selector = Selector::parse(&req.selector)
-        .map_err(|e| ApiError::bad_request(format!("selector: {e}")))?;
+        .map_err(|e| Refusal::bad_request(format!("selector: {e}")))?;
     let entry = write_contract(app, &req.tool_id)?;
     let profile = profile_for(app, &entry.contract, req.capability_profile.as_deref())?;
     let plan = req.plan.unwrap_or_default();
     plan.check()
-        .map_err(|e| ApiError::bad_request(format!("plan: {e}")))?;
+        .map_err(|e| Refusal::bad_request(format!("plan: {e}")))?;
     let arguments = req.arguments.unwrap_or_else(|| json!({}));
     if !arguments.is_object() {
-        return Err(ApiError::bad_request("arguments must be a JSON object"));
+        return Err(Refusal::bad_request("arguments must be a JSON object"));
     }
     let TargetSet { targets, hash } = set::resolve(app, &selector)?;
     let token = crate::auth::new_token(CONFIRMATION_PREFIX);
@@ -147,9 +140,9 @@ pub(crate) async fn preview(
         tool_id: req.tool_id,
         arguments: stored.shown,
         arguments_sealed: stored.sealed,
-        plan: serde_json::to_string(&plan).map_err(ApiError::internal)?,
+        plan: serde_json::to_string(&plan).map_err(Refusal::internal)?,
         set_hash: hash,
-        state: state::PREVIEWED.into(),
+        state: RunState::Previewed,
         finished_at_ms: None,
         driver: execute::driver(app),
         profile: Some(profile),
@@ -160,7 +153,7 @@ pub(crate) async fn preview(
     app.store
         .insert_fleet_run(&run, &targets)
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(Refusal::internal)?;
     let (_, window, _) = plan.resolve(targets.len());
     // Each target's dry run and its record together, all polled by one stream: nothing else
     // awaits the store meanwhile (see `fleet::execute` for the deadlock that avoids).
@@ -170,9 +163,9 @@ pub(crate) async fn preview(
         .for_each_concurrent(window.max(1), move |t| async move {
             let (taking_part, code, preview) = dry_run(app, r, e, a, &t).await;
             let s = if taking_part {
-                status::PENDING
+                Status::Pending
             } else {
-                status::EXCLUDED
+                Status::Excluded
             };
             if let Err(e) = app
                 .store
@@ -184,14 +177,14 @@ pub(crate) async fn preview(
         })
         .await;
     if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(ApiError::internal(e));
+        return Err(Refusal::internal(e));
     }
     // The deadline runs from when the operator can read the previews.
     let confirm_by = unix_ms(now()) + ttl_ms;
     app.store
         .set_fleet_confirm_by(&run.run_id, confirm_by)
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(Refusal::internal)?;
     let run = FleetRunRow {
         confirm_by_ms: Some(confirm_by),
         ..run
@@ -237,16 +230,16 @@ async fn dry_run(
 /// Redeems a write run's confirmation (see the module's header): the run, now `running`.
 pub(crate) async fn confirm(
     app: &App,
-    op: &Operator,
+    op: &OperatorId,
     req: &FleetRunRequest,
     token: &str,
-) -> Result<FleetRunRow, ApiError> {
+) -> Result<FleetRunRow, Refusal> {
     let hash = crate::auth::token_hash(token);
     let Some(run) = app
         .store
         .fleet_run_by_confirmation(&hash)
         .await
-        .map_err(ApiError::internal)?
+        .map_err(Refusal::internal)?
     else {
         return Err(confirmation_required(USED));
     };
@@ -264,14 +257,14 @@ pub(crate) async fn confirm_previewed(
     created_by: &str,
     run_id: &str,
     key: &str,
-) -> Result<FleetRunRow, ApiError> {
+) -> Result<FleetRunRow, Refusal> {
     let Some(run) = app
         .store
         .fleet_run(run_id)
         .await
-        .map_err(ApiError::internal)?
+        .map_err(Refusal::internal)?
     else {
-        return Err(ApiError::not_found(format!("no fleet run `{run_id}`")));
+        return Err(Refusal::not_found(format!("no fleet run `{run_id}`")));
     };
     let Some(hash) = run.confirmation_hash.clone() else {
         return Err(confirmation_required(USED));
@@ -296,10 +289,9 @@ async fn redeem(
     run: FleetRunRow,
     hash: &str,
     write_key: &str,
-) -> Result<FleetRunRow, ApiError> {
+) -> Result<FleetRunRow, Refusal> {
     if run.created_by != created_by {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
+        return Err(Refusal::new(
             ErrorCode::Forbidden,
             format!(
                 "the confirmation token was issued to {}, not to you",
@@ -307,7 +299,7 @@ async fn redeem(
             ),
         ));
     }
-    if run.state != state::PREVIEWED {
+    if run.state != RunState::Previewed {
         return Err(confirmation_required(USED));
     }
     let deadline = run.confirm_by_ms.unwrap_or(0);
@@ -331,14 +323,14 @@ async fn redeem(
         ));
     }
     let selector = Selector::parse(&req.selector)
-        .map_err(|e| ApiError::bad_request(format!("selector: {e}")))?;
+        .map_err(|e| Refusal::bad_request(format!("selector: {e}")))?;
     let now_set = set::resolve(app, &selector)?;
     if now_set.hash != run.set_hash {
         let then: Vec<String> = app
             .store
             .fleet_targets(&run.run_id)
             .await
-            .map_err(ApiError::internal)?
+            .map_err(Refusal::internal)?
             .into_iter()
             .map(|t| t.target_id)
             .collect::<std::collections::BTreeSet<_>>()
@@ -356,20 +348,16 @@ async fn redeem(
                 set::difference(&then, &now_set.targets)
             )
         };
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            ErrorCode::Conflict,
-            why,
-        ));
+        return Err(Refusal::new(ErrorCode::Conflict, why));
     }
     // The plan is part of what was confirmed: none at execute means the previewed one.
     if let Some(asked) = &req.plan {
-        let previewed: Plan = serde_json::from_str(&run.plan).map_err(ApiError::internal)?;
+        let previewed: Plan = serde_json::from_str(&run.plan).map_err(Refusal::internal)?;
         if *asked != previewed {
             return Err(confirmation_required(format!(
                 "the confirmation token was issued for the plan {}, not {}; send no plan to run the previewed one, or preview this one",
                 run.plan,
-                serde_json::to_string(asked).map_err(ApiError::internal)?
+                serde_json::to_string(asked).map_err(Refusal::internal)?
             )));
         }
     }
@@ -378,12 +366,12 @@ async fn redeem(
         .store
         .confirm_fleet_run(&run.run_id, hash, write_key, &driver)
         .await
-        .map_err(ApiError::internal)?
+        .map_err(Refusal::internal)?
     {
         return Err(confirmation_required(USED));
     }
     Ok(FleetRunRow {
-        state: state::RUNNING.into(),
+        state: RunState::Running,
         confirmation_hash: None,
         write_key: Some(write_key.to_owned()),
         driver,

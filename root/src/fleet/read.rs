@@ -5,10 +5,10 @@ use mcp_shared::time::{now, unix_ms};
 use serde_json::Value;
 
 use super::plan::Plan;
-use super::{set, state};
-use crate::api::error::ApiError;
+use super::{RunState, set};
 use crate::app::App;
 use crate::hubs::selector::Selector;
+use crate::ops::error::Refusal;
 use crate::store::FleetRunRow;
 
 /// What a read run is asked for.
@@ -23,13 +23,13 @@ pub(crate) struct ReadRun<'a> {
 }
 
 /// Checks the plan and arguments, resolves and freezes the set, and stores the run.
-pub(crate) async fn start(app: &App, ask: ReadRun<'_>) -> Result<FleetRunRow, ApiError> {
+pub(crate) async fn start(app: &App, ask: ReadRun<'_>) -> Result<FleetRunRow, Refusal> {
     let plan = ask.plan.unwrap_or_default();
     plan.check()
-        .map_err(|e| ApiError::bad_request(format!("plan: {e}")))?;
+        .map_err(|e| Refusal::bad_request(format!("plan: {e}")))?;
     let arguments = ask.arguments.unwrap_or_else(|| serde_json::json!({}));
     if !arguments.is_object() {
-        return Err(ApiError::bad_request("arguments must be a JSON object"));
+        return Err(Refusal::bad_request("arguments must be a JSON object"));
     }
     let resolved = set::resolve(app, ask.selector)?;
     let run_id = uuid::Uuid::now_v7().to_string();
@@ -43,9 +43,9 @@ pub(crate) async fn start(app: &App, ask: ReadRun<'_>) -> Result<FleetRunRow, Ap
         tool_id: ask.tool_id,
         arguments: stored.shown,
         arguments_sealed: stored.sealed,
-        plan: serde_json::to_string(&plan).map_err(ApiError::internal)?,
+        plan: serde_json::to_string(&plan).map_err(Refusal::internal)?,
         set_hash: resolved.hash,
-        state: state::RUNNING.into(),
+        state: RunState::Running,
         finished_at_ms: None,
         driver: super::execute::driver(app),
         profile: None,
@@ -56,6 +56,6 @@ pub(crate) async fn start(app: &App, ask: ReadRun<'_>) -> Result<FleetRunRow, Ap
     app.store
         .insert_fleet_run(&run, &resolved.targets)
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(Refusal::internal)?;
     Ok(run)
 }

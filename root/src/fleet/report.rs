@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::status;
+use super::{RunState, Status};
 use crate::store::{FleetRunRow, FleetTargetRow};
 
 /// Most bytes of a group's sample output shown inline.
@@ -52,7 +52,7 @@ pub(crate) struct RunReport {
 /// Targets whose outcomes are identical.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Group {
-    pub(crate) status: String,
+    pub(crate) status: Status,
     pub(crate) code: Option<String>,
     pub(crate) count: usize,
     /// The first [`GROUP_TARGETS`] of them.
@@ -66,7 +66,7 @@ pub(crate) struct Group {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct TargetLine {
     pub(crate) target_id: String,
-    pub(crate) status: String,
+    pub(crate) status: Status,
     pub(crate) code: Option<String>,
     pub(crate) event_id: Option<String>,
     pub(crate) started_at: Option<String>,
@@ -80,10 +80,10 @@ fn time(ms: i64) -> String {
 /// A run's state as reports and lists show it: a preview whose confirmation deadline has
 /// passed is `expired` (stored `previewed`: it can only be cancelled, and its token is
 /// refused).
-pub(crate) fn shown_state(run: &FleetRunRow, now_ms: i64) -> &str {
+pub(crate) fn shown_state(run: &FleetRunRow, now_ms: i64) -> &'static str {
     match run.confirm_by_ms {
-        Some(by) if run.state == super::state::PREVIEWED && by < now_ms => "expired",
-        _ => &run.state,
+        Some(by) if run.state == RunState::Previewed && by < now_ms => "expired",
+        _ => run.state.as_str(),
     }
 }
 
@@ -131,22 +131,19 @@ pub(crate) fn report(run: &FleetRunRow, targets: &[FleetTargetRow]) -> RunReport
     let plan: super::plan::Plan = serde_json::from_str(&run.plan).unwrap_or_default();
     let taking_part = targets
         .iter()
-        .filter(|t| t.status != status::EXCLUDED)
+        .filter(|t| t.status != Status::Excluded)
         .count();
     let (_, _, budget) = plan.resolve(taking_part);
     let mut counts: BTreeMap<String, usize> =
-        status::ALL.iter().map(|s| (s.to_string(), 0)).collect();
+        Status::ALL.iter().map(|s| (s.to_string(), 0)).collect();
     for t in targets {
-        *counts.entry(t.status.clone()).or_default() += 1;
+        *counts.entry(t.status.to_string()).or_default() += 1;
     }
-    let errors = targets
+    let errors = targets.iter().filter(|t| t.status.is_error()).count();
+    let parts: Vec<String> = Status::ALL
         .iter()
-        .filter(|t| status::is_error(&t.status))
-        .count();
-    let parts: Vec<String> = status::ALL
-        .iter()
-        .filter(|s| counts.get(**s).copied().unwrap_or(0) > 0)
-        .map(|s| format!("{} {s}", counts[*s]))
+        .filter(|s| counts.get(s.as_str()).copied().unwrap_or(0) > 0)
+        .map(|s| format!("{} {s}", counts[s.as_str()]))
         .collect();
     let summary = format!(
         "{} targets: {}",
@@ -169,7 +166,7 @@ pub(crate) fn report(run: &FleetRunRow, targets: &[FleetTargetRow]) -> RunReport
         plan: serde_json::to_value(&plan).unwrap_or(Value::Null),
         set_hash: run.set_hash.clone(),
         capability_profile: run.profile.clone(),
-        confirmation_expires_at: (run.state == super::state::PREVIEWED)
+        confirmation_expires_at: (run.state == RunState::Previewed)
             .then_some(run.confirm_by_ms)
             .flatten()
             .map(time),
@@ -184,7 +181,7 @@ pub(crate) fn report(run: &FleetRunRow, targets: &[FleetTargetRow]) -> RunReport
             .iter()
             .map(|t| TargetLine {
                 target_id: t.target_id.clone(),
-                status: t.status.clone(),
+                status: t.status,
                 code: t.code.clone(),
                 event_id: t.event_id.clone(),
                 started_at: t.started_at_ms.map(time),
@@ -197,7 +194,7 @@ pub(crate) fn report(run: &FleetRunRow, targets: &[FleetTargetRow]) -> RunReport
 /// Targets grouped by identical outcome (status, code and output: a write's target before it
 /// ran, by its preview), largest first.
 fn groups(targets: &[FleetTargetRow]) -> Vec<Group> {
-    let mut by: BTreeMap<(String, Option<String>, [u8; 32]), Group> = BTreeMap::new();
+    let mut by: BTreeMap<(Status, Option<String>, [u8; 32]), Group> = BTreeMap::new();
     for t in targets {
         let (result, previewed) = match (&t.result, &t.preview) {
             (Some(r), _) => (r, false),
@@ -216,7 +213,7 @@ fn groups(targets: &[FleetTargetRow]) -> Vec<Group> {
         };
         let digest: [u8; 32] = Sha256::digest(key_text.as_bytes()).into();
         let g = by
-            .entry((t.status.clone(), t.code.clone(), digest))
+            .entry((t.status, t.code.clone(), digest))
             .or_insert_with(|| {
                 let truncated = key_text.len() > SAMPLE_BYTES;
                 let mut cut = SAMPLE_BYTES.min(key_text.len());
@@ -224,7 +221,7 @@ fn groups(targets: &[FleetTargetRow]) -> Vec<Group> {
                     cut -= 1;
                 }
                 Group {
-                    status: t.status.clone(),
+                    status: t.status,
                     code: t.code.clone(),
                     count: 0,
                     targets: Vec::new(),
@@ -238,6 +235,6 @@ fn groups(targets: &[FleetTargetRow]) -> Vec<Group> {
         }
     }
     let mut groups: Vec<Group> = by.into_values().collect();
-    groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.status.cmp(&b.status)));
+    groups.sort_by(|a, b| (b.count.cmp(&a.count)).then(a.status.as_str().cmp(b.status.as_str())));
     groups
 }

@@ -1,5 +1,6 @@
-//! The fleet runs this replica drives, each with what wakes its task, and the leases it
-//! issued for runs' targets.
+//! The fleet runs this replica drives, each with what wakes its task, the leases it issued
+//! for runs' targets, and the followers of runs (an agent's fleet tool), told when a run's
+//! state or a target's part changes here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +18,8 @@ pub(crate) struct Runs {
     /// Runs' leases by (run, target) (see `fleet::authority`).
     leases: DashMap<(String, String), Arc<LeaseEntry>>,
     kept: AtomicUsize,
+    /// Per followed run: a counter bumped at each change here.
+    changes: DashMap<String, tokio::sync::watch::Sender<u64>>,
 }
 
 impl Runs {
@@ -29,10 +32,35 @@ impl Runs {
         }
     }
 
-    /// Wakes `run_id`'s task, if this replica drives it.
+    /// Wakes `run_id`'s task, if this replica drives it, and tells its followers.
     pub(crate) fn wake(&self, run_id: &str) {
         if let Some(w) = self.wakers.get(run_id) {
             w.notify_one();
+        }
+        self.changed(run_id);
+    }
+
+    /// Follows `run_id`: the receiver changes whenever the run's state or a target's part
+    /// changes on this replica.
+    pub(crate) fn follow(&self, run_id: &str) -> tokio::sync::watch::Receiver<u64> {
+        self.changes
+            .entry(run_id.to_owned())
+            .or_insert_with(|| tokio::sync::watch::channel(0).0)
+            .subscribe()
+    }
+
+    /// Tells `run_id`'s followers it changed; a run nobody follows any more is forgotten.
+    pub(crate) fn changed(&self, run_id: &str) {
+        let followed = match self.changes.get(run_id) {
+            Some(tx) => {
+                tx.send_modify(|n| *n += 1);
+                tx.receiver_count() > 0
+            }
+            None => return,
+        };
+        if !followed {
+            self.changes
+                .remove_if(run_id, |_, tx| tx.receiver_count() == 0);
         }
     }
 

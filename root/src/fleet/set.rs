@@ -5,9 +5,9 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::api::error::ApiError;
 use crate::app::App;
-use crate::hubs::selector::Selector;
+use crate::hubs::selector::{Selector, SelectorError};
+use crate::ops::error::Refusal;
 
 /// Most targets one run reaches.
 pub(crate) const MAX_TARGETS: usize = 20_000;
@@ -20,25 +20,25 @@ pub(crate) struct TargetSet {
 
 /// The set `selector` names now; refused when it names no target or more than
 /// [`MAX_TARGETS`].
-pub(crate) fn resolve(app: &App, selector: &Selector) -> Result<TargetSet, ApiError> {
+pub(crate) fn resolve(app: &App, selector: &Selector) -> Result<TargetSet, Refusal> {
     let mut targets: Vec<String> = app
         .hubs
         .enrolments
         .iter()
         .filter(|e| {
             let status = app.hubs.status(e.key());
-            selector.matches(&crate::api::targets::subject(e, status))
+            selector.matches(&e.subject(status))
         })
         .map(|e| e.key().clone())
         .collect();
     targets.sort();
     if targets.is_empty() {
-        return Err(ApiError::bad_request(format!(
+        return Err(Refusal::bad_request(format!(
             "selector `{selector}` names no enrolled target"
         )));
     }
     if targets.len() > MAX_TARGETS {
-        return Err(ApiError::bad_request(format!(
+        return Err(Refusal::bad_request(format!(
             "selector `{selector}` names {} targets; a run reaches at most {MAX_TARGETS}",
             targets.len()
         )));
@@ -47,23 +47,50 @@ pub(crate) fn resolve(app: &App, selector: &Selector) -> Result<TargetSet, ApiEr
     Ok(TargetSet { targets, hash })
 }
 
+/// Why a target is no longer within a run's reach.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReachError {
+    /// The selector the run was started with no longer parses.
+    #[error("the run's selector `{selector}`: {reason}")]
+    Selector {
+        selector: String,
+        reason: SelectorError,
+    },
+    #[error("target `{target_id}` is no longer enrolled")]
+    NotEnrolled { target_id: String },
+    #[error(
+        "target `{target_id}` no longer matches `{selector}` (environment `{environment}`, lifecycle {lifecycle}): it left the run's reach"
+    )]
+    LeftReach {
+        target_id: String,
+        selector: Selector,
+        environment: String,
+        lifecycle: &'static str,
+    },
+}
+
 /// Whether `target_id` is still one `selector` names, now: a run's authority is its selector
-/// at the time of each call, whatever it froze (`Err`: why not, in words).
-pub(crate) fn within(app: &App, selector: &str, target_id: &str) -> Result<(), String> {
-    let selector =
-        Selector::parse(selector).map_err(|e| format!("the run's selector `{selector}`: {e}"))?;
+/// at the time of each call, whatever it froze (`Err`: why not).
+pub(crate) fn within(app: &App, selector: &str, target_id: &str) -> Result<(), ReachError> {
+    let selector = Selector::parse(selector).map_err(|reason| ReachError::Selector {
+        selector: selector.to_owned(),
+        reason,
+    })?;
     let Some(e) = app.hubs.enrolments.get(target_id) else {
-        return Err(format!("target `{target_id}` is no longer enrolled"));
+        return Err(ReachError::NotEnrolled {
+            target_id: target_id.to_owned(),
+        });
     };
     let status = app.hubs.status(target_id);
-    if selector.matches(&crate::api::targets::subject(&e, status)) {
+    if selector.matches(&e.subject(status)) {
         Ok(())
     } else {
-        Err(format!(
-            "target `{target_id}` no longer matches `{selector}` (environment `{}`, lifecycle {}): it left the run's reach",
-            e.row.environment,
-            e.lifecycle.state.as_str()
-        ))
+        Err(ReachError::LeftReach {
+            target_id: target_id.to_owned(),
+            selector,
+            environment: e.row.environment.clone(),
+            lifecycle: e.lifecycle.state.as_str(),
+        })
     }
 }
 

@@ -35,9 +35,9 @@ use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 
-use crate::api::error::ApiError;
 use crate::app::App;
 use crate::mcp::error::McpError;
+use crate::net::answer::Refused;
 use mcp_shared::error::ErrorCode;
 use rmcp::model::ErrorCode as RpcCode;
 
@@ -63,6 +63,12 @@ pub enum FrontError {
     NotUtf8(usize),
     #[error("Parse error: JSON nested deeper than {MAX_DEPTH} levels")]
     TooDeep,
+    /// A string holds U+0000 (`\u0000`), which no identifier, argument or audit field may.
+    #[error("Invalid Request: the body holds a NUL character (\\u0000) at byte {0}")]
+    Nul(usize),
+    /// The path or query holds a NUL character (`%00`).
+    #[error("Bad Request: the request's path or query holds a NUL character (%00)")]
+    NulInUri,
     #[error("Parse error: {0}")]
     Syntax(String),
     #[error(
@@ -86,6 +92,8 @@ impl FrontError {
             FrontError::Unreadable(_)
             | FrontError::NotUtf8(_)
             | FrontError::TooDeep
+            | FrontError::Nul(_)
+            | FrontError::NulInUri
             | FrontError::Syntax(_)
             | FrontError::Batch
             | FrontError::NotAMessage(_)
@@ -106,6 +114,8 @@ impl FrontError {
             | FrontError::Unreadable(_)
             | FrontError::Stalled(_)
             | FrontError::Batch
+            | FrontError::Nul(_)
+            | FrontError::NulInUri
             | FrontError::NotAMessage(_) => RpcCode::INVALID_REQUEST,
         }
     }
@@ -169,12 +179,17 @@ fn check_content_type(ct: Option<&axum::http::HeaderValue>) -> Result<(), FrontE
     }
 }
 
-/// Nesting depth of a JSON text, counted outside strings; stops counting past `limit`.
-fn exceeds_depth(text: &[u8], limit: usize) -> bool {
+/// One pass over a JSON text: nesting deeper than `limit` (counted outside strings), or a
+/// string holding U+0000 (JSON can write it only as the escape `\u0000`; `\\u0000` is a
+/// backslash and text).
+fn check_structure(text: &[u8], limit: usize) -> Result<(), FrontError> {
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for &b in text {
+    for (i, &b) in text.iter().enumerate() {
         if in_string {
             match b {
+                b'u' if escaped && text.get(i + 1..i + 5) == Some(b"0000") => {
+                    return Err(FrontError::Nul(i - 1));
+                }
                 _ if escaped => escaped = false,
                 b'\\' => escaped = true,
                 b'"' => in_string = false,
@@ -187,14 +202,29 @@ fn exceeds_depth(text: &[u8], limit: usize) -> bool {
             b'[' | b'{' => {
                 depth += 1;
                 if depth > limit {
-                    return true;
+                    return Err(FrontError::TooDeep);
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
-    false
+    Ok(())
+}
+
+/// Middleware on every route: a path or query holding a NUL character (`%00`) is refused
+/// (`400`, in `/mcp`'s shape there) before any handler reads it, since no identifier may hold
+/// one and PostgreSQL refuses it in a query.
+pub(crate) async fn refuse_nul_uri(req: Request, next: Next) -> Response {
+    let has = |s: &str| s.as_bytes().windows(3).any(|w| w == b"%00");
+    if !has(req.uri().path()) && !req.uri().query().is_some_and(has) {
+        return next.run(req).await;
+    }
+    if req.uri().path() == "/mcp" {
+        McpError::from(FrontError::NulInUri).into_response()
+    } else {
+        rest_error(&FrontError::NulInUri)
+    }
 }
 
 /// The top level of a body: a message object's members of interest, or another JSON kind.
@@ -416,9 +446,7 @@ fn over_limit(e: &(dyn std::error::Error + 'static)) -> bool {
 /// The body checks shared by both doors: UTF-8 and nesting depth (no parse, so no recursion).
 pub(crate) fn check_text(body: &[u8]) -> Result<&str, FrontError> {
     let text = std::str::from_utf8(body).map_err(|e| FrontError::NotUtf8(e.valid_up_to()))?;
-    if exceeds_depth(body, MAX_DEPTH) {
-        return Err(FrontError::TooDeep);
-    }
+    check_structure(body, MAX_DEPTH)?;
     Ok(text)
 }
 
@@ -460,24 +488,26 @@ fn rest_error(e: &FrontError) -> Response {
             format!("the body is not valid UTF-8 (invalid byte at offset {at})")
         }
         FrontError::TooDeep => format!("JSON nested deeper than {MAX_DEPTH} levels"),
+        FrontError::Nul(at) => format!("the body holds a NUL character (\\u0000) at byte {at}"),
+        FrontError::NulInUri => "the request's path or query holds a NUL character (%00)".into(),
         other => other.to_string(),
     };
     let code = match e {
         FrontError::Stalled(_) => ErrorCode::Timeout,
         _ => ErrorCode::InvalidArguments,
     };
-    ApiError::new(e.status(), code, message).into_response()
+    Refused::new(e.status(), code, message).into_response()
 }
 
 /// Middleware on the REST family: a request with a body must say `Content-Type:
 /// application/json` (`415`), fit the limit (`413`), be UTF-8 and nest at most [`MAX_DEPTH`]
 /// levels (`400`). Bodiless requests (revoke, rotate, skill commands), the replica channel
 /// (its body is authenticated byte for byte, see `replica::forward`) and the witness's
-/// `add-checkpoint` (a text protocol, `api::witness`) pass untouched.
+/// `add-checkpoint` (a text protocol, `audit::witness`) pass untouched.
 pub(crate) async fn rest_guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let checked = matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH)
         && req.uri().path() != crate::replica::forward::ROUTE_PATH
-        && req.uri().path() != crate::api::witness::ADD_CHECKPOINT;
+        && req.uri().path() != crate::audit::witness::ADD_CHECKPOINT;
     if !checked {
         return next.run(req).await;
     }
@@ -733,6 +763,26 @@ mod tests {
         })
     }
 
+    #[test]
+    fn a_nul_escape_is_refused_and_an_escaped_backslash_before_u0000_is_text() {
+        let nul = br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"b\u0000"}}"#;
+        assert_eq!(check_body(nul), Err(FrontError::Nul(53)));
+        let text = br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"b\\u0000"}}"#;
+        assert!(check_body(text).is_ok());
+        let key = br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"\u0000":1}}"#;
+        assert!(matches!(check_body(key), Err(FrontError::Nul(_))));
+    }
+
+    /// Whether a string of `v` (a key or a value) holds U+0000.
+    fn holds_nul(v: &Value) -> bool {
+        match v {
+            Value::String(s) => s.contains('\0'),
+            Value::Array(a) => a.iter().any(holds_nul),
+            Value::Object(m) => m.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+            _ => false,
+        }
+    }
+
     proptest! {
         #![proptest_config(config())]
 
@@ -760,15 +810,21 @@ mod tests {
                     prop_assert_eq!(p.method.as_deref(), v.get("method").and_then(Value::as_str));
                 }
                 Err(e) => {
-                    // Well-formed JSON is never a parse error; an array is always a batch.
+                    // Well-formed JSON is never a parse error; a string holding NUL is refused
+                    // wherever it is; otherwise an array is always a batch.
                     prop_assert_eq!(e.code(), RpcCode::INVALID_REQUEST);
-                    prop_assert_eq!(v.is_array(), e == FrontError::Batch);
+                    let nul = holds_nul(&v);
+                    prop_assert_eq!(nul, matches!(e, FrontError::Nul(_)));
+                    if !nul {
+                        prop_assert_eq!(v.is_array(), e == FrontError::Batch);
+                    }
                 }
             }
         }
 
         #[test]
         fn real_messages_always_pass(id in any::<i64>(), method in "[a-z/_]{1,20}", params in json_value()) {
+            prop_assume!(!holds_nul(&params));
             let params = if params.is_object() { params } else { json!({ "v": params }) };
             let req = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
             let p = check_body(&serde_json::to_vec(&req).unwrap_or_default());

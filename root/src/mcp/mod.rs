@@ -135,7 +135,7 @@ pub(crate) fn tool_of(entry: &ContractEntry) -> Tool {
 async fn visible(app: &App, lease: &LeaseEntry) -> Result<Vec<Arc<ContractEntry>>, ErrorData> {
     app.visible_tools(lease)
         .await
-        .map_err(|e| ErrorData::internal_error(e, None))
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 
 fn parse_cursor(cursor: Option<&str>) -> Result<usize, ErrorData> {

@@ -8,8 +8,9 @@
 //!   probes (`/healthz`, `/readyz`, `/metrics`) are answered, any other request waits a
 //!   moment for a client place and is then served, or gets `503` with `Retry-After`. Past
 //!   those too, new connections wait in the kernel's backlog (the bound on descriptors);
-//! - `limits.header_read_timeout_ms`: a connection must finish each request head within it,
-//!   which also ends idle keep-alive connections (hyper's HTTP/1 header timer); a TLS
+//! - `limits.header_read_timeout_ms`: a connection must finish each request head within it
+//!   (from its accept, or a later request's first byte), and `limits.keep_alive_timeout_ms`
+//!   ends a keep-alive connection idle between requests ([`crate::net::keepalive`]); a TLS
 //!   handshake has its own 10 s;
 //! - `limits.body_read_timeout_ms`: a request body that sends nothing for that long fails
 //!   (the front answers `408 Request Timeout`, then the connection closes);
@@ -42,7 +43,8 @@ use tower::ServiceExt;
 
 use mcp_shared::error::ErrorCode;
 
-use crate::api::error::ApiError;
+use crate::net::answer::Refused;
+use crate::net::keepalive::{Exchanges, Timed};
 use crate::net::tls::{TlsPeer, TlsState};
 use crate::telemetry::metrics::ConnMetrics;
 
@@ -67,6 +69,7 @@ pub(crate) struct ConnLimits {
     pub(crate) max_connections: usize,
     pub(crate) max_hub_links: usize,
     pub(crate) header_read: Duration,
+    pub(crate) keep_alive: Duration,
     pub(crate) body_read: Duration,
     pub(crate) write_stall: Duration,
 }
@@ -77,6 +80,7 @@ impl ConnLimits {
             max_connections: l.max_connections,
             max_hub_links: l.max_hub_links,
             header_read: Duration::from_millis(l.header_read_timeout_ms),
+            keep_alive: Duration::from_millis(l.keep_alive_timeout_ms),
             body_read: Duration::from_millis(l.body_read_timeout_ms),
             write_stall: Duration::from_millis(l.write_stall_timeout_ms),
         }
@@ -166,7 +170,7 @@ fn overflow_router(
                     next.run(req).await
                 } else {
                     metrics.refused("connections");
-                    ApiError::new(
+                    let mut refused = Refused::new(
                         http::StatusCode::SERVICE_UNAVAILABLE,
                         ErrorCode::Busy,
                         format!(
@@ -174,9 +178,9 @@ fn overflow_router(
                              (limits.max_connections); retry after 1 s",
                             limits.max_connections
                         ),
-                    )
-                    .retry_after(1)
-                    .into_response()
+                    );
+                    refused.retry_after = Some(1);
+                    refused.into_response()
                 };
                 answer.headers_mut().insert(
                     http::header::CONNECTION,
@@ -329,7 +333,7 @@ async fn connection<I>(
         overflowed,
         slot,
     } = served;
-    let svc = router.map_request(move |req: http::Request<hyper::body::Incoming>| {
+    let routed = router.map_request(move |req: http::Request<hyper::body::Incoming>| {
         let (mut parts, body) = req.into_parts();
         parts.extensions.insert(axum::extract::ConnectInfo(remote));
         parts.extensions.insert(slot.clone());
@@ -344,16 +348,27 @@ async fn connection<I>(
         };
         http::Request::from_parts(parts, axum::body::Body::new(body))
     });
-    // HTTP/1.1 only (TLS offers `http/1.1` alone), so no protocol sniffing: the header timer
-    // runs from the first byte the connection waits for.
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new());
-    builder.header_read_timeout(if overflowed {
+    // Each request is served from its head until its response body is dropped.
+    let exchanges = Arc::new(Exchanges::default());
+    let serving = exchanges.clone();
+    let svc = tower::service_fn(move |req| {
+        let served = serving.serve();
+        let call = routed.clone().oneshot(req);
+        async move { call.await.map(|res| served.answer(res)) }
+    });
+    // HTTP/1.1 only (TLS offers `http/1.1` alone), so no protocol sniffing. The request-head
+    // and idle timers are root's own, in the read path (hyper's header timer would also time
+    // the idle wait).
+    let head = if overflowed {
         // A request head promptly: the place is for probes while the budget is full.
         limits.header_read.min(OVERFLOW_HEADER_READ)
     } else {
         limits.header_read
-    });
+    };
+    let io = Timed::new(io, exchanges, head, limits.keep_alive, metrics.clone());
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new());
+    builder.header_read_timeout(None);
     let mut conn = pin!(
         builder
             .serve_connection(TokioIo::new(io), TowerToHyperService::new(svc))
@@ -364,12 +379,8 @@ async fn connection<I>(
         tokio::select! {
             res = conn.as_mut() => {
                 if let Err(e) = res {
-                    if e.is_timeout() {
-                        metrics.timeout("header");
-                        tracing::debug!(%remote, "request head not received in time; connection closed");
-                    } else {
-                        tracing::trace!(%remote, error = %e, "connection ended with an error");
-                    }
+                    // A request head not received in time is one (counted by `Timed`).
+                    tracing::trace!(%remote, error = %e, "connection ended with an error");
                 }
                 return;
             }

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use mcp_shared::pem::CertFileError;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -32,14 +33,30 @@ use crate::secrets::SecretError;
 
 /// Why TLS material could not be loaded.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub enum ServerTlsError {
     #[error("TLS certificate file {path}: {reason}")]
-    Cert { path: PathBuf, reason: String },
+    Cert {
+        path: PathBuf,
+        reason: CertFileError,
+    },
     /// Never carries key material: the reason is one of a few fixed texts.
     #[error("TLS key file {path}: {reason}")]
     Key { path: PathBuf, reason: &'static str },
     #[error("TLS client CA file {path}: {reason}")]
-    ClientCa { path: PathBuf, reason: String },
+    ClientCa {
+        path: PathBuf,
+        reason: CertFileError,
+    },
+    #[error("TLS client CA file {path}: unusable CA certificate: {reason}")]
+    UnusableClientCa {
+        path: PathBuf,
+        reason: rustls::Error,
+    },
+    #[error("TLS client CA file {path}: {reason}")]
+    ClientVerifier {
+        path: PathBuf,
+        reason: rustls::server::VerifierBuilderError,
+    },
     #[error(transparent)]
     Secret(#[from] SecretError),
     #[error("TLS configuration: {0}")]
@@ -80,7 +97,7 @@ pub(crate) fn fingerprint(cert: &CertificateDer<'_>) -> String {
 
 impl TlsState {
     /// Loads the configured files; any problem stops start-up with the file and the reason.
-    pub(crate) fn load(cfg: &TlsConfig) -> Result<TlsState, TlsError> {
+    pub(crate) fn load(cfg: &TlsConfig) -> Result<TlsState, ServerTlsError> {
         let sessions: Arc<dyn StoresServerSessions> = ServerSessionMemoryCache::new(1024);
         let digest = files_digest(cfg);
         let (config, fp) = build(cfg, sessions.clone())?;
@@ -100,11 +117,11 @@ impl TlsState {
 
     /// Reloads the files: always when `force` (SIGHUP, an operator), else only if their
     /// contents changed since the last attempt. `Ok(true)` when a new config is in place.
-    pub(crate) fn reload(&self, force: bool) -> Result<bool, TlsError> {
+    pub(crate) fn reload(&self, force: bool) -> Result<bool, ServerTlsError> {
         let digest = files_digest(&self.cfg);
         {
             let Ok(mut last) = self.files_digest.lock() else {
-                return Err(TlsError::Config("reload state poisoned".into()));
+                return Err(ServerTlsError::Config("reload state poisoned".into()));
             };
             if !force && *last == digest {
                 return Ok(false);
@@ -141,24 +158,13 @@ fn files_digest(cfg: &TlsConfig) -> [u8; 32] {
     h.finalize().into()
 }
 
-fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let bytes = read(path).map_err(|e| e.to_string())?;
-    let certs = CertificateDer::pem_slice_iter(&bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not a PEM certificate list: {e}"))?;
-    if certs.is_empty() {
-        return Err("no certificate found".into());
-    }
-    Ok(certs)
-}
-
-fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, ServerTlsError> {
     crate::secrets::check_private_file(path)?;
-    let bytes = read(path).map_err(|_| TlsError::Key {
+    let bytes = read(path).map_err(|_| ServerTlsError::Key {
         path: path.to_owned(),
         reason: "cannot be read",
     })?;
-    PrivateKeyDer::from_pem_slice(&bytes).map_err(|_| TlsError::Key {
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|_| ServerTlsError::Key {
         path: path.to_owned(),
         reason: "no PEM private key (PKCS#8, PKCS#1 or SEC1) found",
     })
@@ -168,9 +174,9 @@ fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 fn build(
     cfg: &TlsConfig,
     sessions: Arc<dyn StoresServerSessions>,
-) -> Result<(ServerConfig, String), TlsError> {
+) -> Result<(ServerConfig, String), ServerTlsError> {
     let provider = provider();
-    let chain = load_certs(&cfg.cert_file).map_err(|reason| TlsError::Cert {
+    let chain = mcp_shared::pem::certs(&cfg.cert_file).map_err(|reason| ServerTlsError::Cert {
         path: cfg.cert_file.clone(),
         reason,
     })?;
@@ -178,7 +184,7 @@ fn build(
     let fp = fingerprint(&chain[0]);
     let certified =
         rustls::sign::CertifiedKey::from_der(chain.clone(), key, &provider).map_err(|e| {
-            TlsError::Key {
+            ServerTlsError::Key {
                 path: cfg.key_file.clone(),
                 reason: match e {
                     rustls::Error::InconsistentKeys(_) => {
@@ -190,23 +196,30 @@ fn build(
         })?;
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Config(e.to_string()))?;
+        .map_err(|e| ServerTlsError::Config(e.to_string()))?;
     let builder = match &cfg.client_ca_file {
         Some(path) => {
-            let ca = |reason: String| TlsError::ClientCa {
-                path: path.clone(),
-                reason,
-            };
             let mut roots = rustls::RootCertStore::empty();
-            for cert in load_certs(path).map_err(ca)? {
+            let certs =
+                mcp_shared::pem::certs(path).map_err(|reason| ServerTlsError::ClientCa {
+                    path: path.clone(),
+                    reason,
+                })?;
+            for cert in certs {
                 roots
                     .add(cert)
-                    .map_err(|e| ca(format!("unusable CA certificate: {e}")))?;
+                    .map_err(|reason| ServerTlsError::UnusableClientCa {
+                        path: path.clone(),
+                        reason,
+                    })?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .allow_unauthenticated()
                 .build()
-                .map_err(|e| ca(e.to_string()))?;
+                .map_err(|reason| ServerTlsError::ClientVerifier {
+                    path: path.clone(),
+                    reason,
+                })?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),

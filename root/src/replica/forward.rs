@@ -32,11 +32,11 @@ use super::{Owner, Zone, credential};
 /// The W3C trace-context header a forward carries.
 const TRACEPARENT: &str = "traceparent";
 use crate::actors::RPC_TIMEOUT_MS;
-use crate::api::error::ApiError;
 use crate::app::App;
 use crate::hubs::push::Pushed;
 use crate::hubs::router;
 use crate::hubs::skill::SKILL;
+use crate::net::answer::Refused;
 
 /// The internal endpoint's path.
 pub(crate) const ROUTE_PATH: &str = "/v1/root/internal/route";
@@ -419,7 +419,7 @@ pub(crate) async fn internal_route(
     body: Bytes,
 ) -> Response {
     let Some(zone) = app.zone.clone() else {
-        return ApiError::new(
+        return Refused::new(
             StatusCode::NOT_FOUND,
             ErrorCode::NotFound,
             "the replica channel is off: this root is the zone's only replica (SQLite)",
@@ -437,7 +437,7 @@ pub(crate) async fn internal_route(
         Err(e) => {
             tracing::warn!(error = %e, "refused a request on the replica channel");
             app.metrics.unauthenticated.inc();
-            return ApiError::new(
+            return Refused::new(
                 StatusCode::UNAUTHORIZED,
                 ErrorCode::Unauthenticated,
                 e.to_string(),
@@ -448,14 +448,23 @@ pub(crate) async fn internal_route(
     let env: ReplicaEnvelope<ReplicaCall> = match serde_json::from_slice(&body) {
         Ok(env) => env,
         Err(e) => {
-            return ApiError::bad_request(format!("not a replica request: {e}")).into_response();
+            return Refused::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidArguments,
+                format!("not a replica request: {e}"),
+            )
+            .into_response();
         }
     };
     if env.v != REPLICA_PROTOCOL_VERSION {
-        return ApiError::bad_request(format!(
-            "replica channel version {} is not {REPLICA_PROTOCOL_VERSION}",
-            env.v
-        ))
+        return Refused::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidArguments,
+            format!(
+                "replica channel version {} is not {REPLICA_PROTOCOL_VERSION}",
+                env.v
+            ),
+        )
         .into_response();
     }
     let answer = match env.body {

@@ -28,7 +28,7 @@ mod apply;
 pub mod credential;
 mod feed;
 pub(crate) mod forward;
-mod view;
+pub(crate) mod view;
 pub(crate) mod zone;
 
 pub(crate) use view::zone_view;

@@ -1,9 +1,10 @@
 //! The zone as operators and callers see it: replicas, their health and the hubs each holds.
 
 use super::zone::*;
-use crate::api::bodies::{Health, ReplicaView, ZoneView};
-use crate::api::error::ApiError;
+use serde::{Deserialize, Serialize};
+
 use crate::app::App;
+use crate::ops::error::Refusal;
 use crate::store;
 
 impl Zone {
@@ -72,9 +73,49 @@ fn single_view(app: &App) -> ZoneView {
 }
 
 /// The zone view as the REST family shows it (`/v1/root/replicas`, foundation).
-pub(crate) async fn zone_view(app: &App, operator: bool) -> Result<ZoneView, ApiError> {
+pub(crate) async fn zone_view(app: &App, operator: bool) -> Result<ZoneView, Refusal> {
     match &app.zone {
-        Some(z) => z.view(operator).await.map_err(ApiError::internal),
+        Some(z) => z.view(operator).await.map_err(Refusal::internal),
         None => Ok(single_view(app)),
     }
+}
+
+/// Whether a replica's heartbeat is recent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Health {
+    Up,
+    Down,
+}
+
+/// One replica of the zone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ReplicaView {
+    pub(crate) replica_id: String,
+    #[serde(rename = "self")]
+    pub(crate) this: bool,
+    pub(crate) health: Health,
+    pub(crate) heartbeat_age_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_heartbeat_at: Option<String>,
+    pub(crate) started_at: String,
+    pub(crate) version: String,
+    pub(crate) changes_behind: i64,
+    /// The targets whose hubs it holds.
+    pub(crate) hubs: Vec<String>,
+    /// Its internal address (operators only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) advertise_url: Option<String>,
+}
+
+/// `GET /v1/root/replicas`: the zone's replicas, their health and hubs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ZoneView {
+    /// `single` (SQLite) or `replicated` (PostgreSQL).
+    pub(crate) mode: String,
+    pub(crate) backend: String,
+    pub(crate) zone: String,
+    #[serde(rename = "self")]
+    pub(crate) this: String,
+    pub(crate) replicas: Vec<ReplicaView>,
 }

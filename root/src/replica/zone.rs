@@ -144,12 +144,12 @@ impl Zone {
             .context("reading the change feed")?;
         let requires_tls_peers = config.tls.is_some() && !config.replica.insecure_http_peers;
         // Never follows a redirect (it could lead off the peer, or down to plain HTTP). An
-        // idle connection is dropped before a peer would end it (its header timer, the same
-        // `header_read_timeout_ms` across the zone, also ends idle keep-alive connections):
-        // reusing one as the peer closes it fails the forwarded request.
-        let idle = Duration::from_millis(config.limits.header_read_timeout_ms)
+        // idle connection is dropped before a peer would end it (its idle timer, the same
+        // `keep_alive_timeout_ms` across the zone): reusing one as the peer closes it fails
+        // the forwarded request.
+        let idle = Duration::from_millis(config.limits.keep_alive_timeout_ms)
             .saturating_sub(Duration::from_secs(2))
-            .max(Duration::from_millis(500));
+            .clamp(Duration::from_millis(500), Duration::from_secs(60));
         let mut http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .pool_idle_timeout(idle)

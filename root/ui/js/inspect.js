@@ -5,6 +5,7 @@
 
 import { h, clear, panel, fmtTime } from './dom.js';
 import { get, readTool } from './api.js';
+import { holds } from './roles.js';
 
 /** Why a panel has nothing to show that is not a failure (shown as a notice). */
 export class Unavailable extends Error {}
@@ -47,6 +48,8 @@ export function contracts() {
 export function reader(t, contractsP) {
   const offline = () => new Unavailable(`${t.target_id} is offline (last seen ${fmtTime(t.last_seen_at)}): its hub answers this again once it reconnects.`);
   return async (tool, args) => {
+    // A governed read of the hub runs under an operator's reader lease: the operator role's.
+    if (!holds('operator')) throw new Unavailable("Reading the target's hub needs the operator role.");
     if (t.status === 'offline') {
       const c = (await contractsP.catch(() => new Map())).get(tool);
       if (!c || !(c.executor || c.offline)) throw offline();

@@ -5,11 +5,13 @@
 //! target; revoking the fleet lease ends its targets' leases and cancels its run. The hubs'
 //! test command appends a line to a file per hub, so "ran" is counted on the machine.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
 use mcp_tests::{TestRoot, listed_tools, mcp_client, until};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use super::writes::{runs, with_test};
+use mcp_tests::runs;
 
 /// Calls `tool` with `args`: its structured content, and whether it is an error.
 pub(super) async fn call(
@@ -44,19 +46,12 @@ fn count(r: &Value, status: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_lease_reads_and_writes_its_selector_through_fleet_tools_only() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, hubs) = root
+        .start_counted_hubs(&["a-1", "a-2", "a-3", "a-4"], 0)
+        .await;
     let counter = |id: &str| dir.path().join(format!("{id}.txt"));
-    let mut hubs = Vec::new();
-    for id in ["a-1", "a-2", "a-3", "a-4"] {
-        hubs.push(
-            root.start_hub(id, &with_test(&counter(id), 0))
-                .await
-                .unwrap(),
-        );
-    }
     root.admin_post("/v1/root/hubs/a-4/lifecycle/cordon", json!({}))
-        .await
-        .unwrap();
+        .await;
     let ops = root.admin();
     let ran = || ["a-1", "a-2", "a-3", "a-4"].map(|id| runs(&counter(id)));
 
@@ -88,19 +83,10 @@ async fn a_fleet_lease_reads_and_writes_its_selector_through_fleet_tools_only() 
             .await
             .unwrap();
         assert_eq!(s, status, "{body}: {b}");
-        assert!(
-            b["error"]["message"].as_str().unwrap().contains(words),
-            "{body}: {b}"
-        );
+        assert!(error_message(&b).contains(words), "{body}: {b}");
     }
 
-    let issued = root
-        .admin_post(
-            "/v1/root/mcp/sessions",
-            json!({ "selector": "id=a-*", "capability_profile": "InfraOpsControl", "ttl_sec": 600 }),
-        )
-        .await
-        .unwrap();
+    let issued = root.fleet_lease("id=a-*", "InfraOpsControl").await;
     assert_eq!(issued["lease"]["target_id"], "fleet:id=a-*", "{issued}");
     assert_eq!(issued["lease"]["subnet_id"], "*", "{issued}");
     let fleet_id = issued["session_id"].as_str().unwrap().to_owned();
@@ -122,13 +108,7 @@ async fn a_fleet_lease_reads_and_writes_its_selector_through_fleet_tools_only() 
     let (e, is_error) = call(&client, "hub.get_status", json!({})).await;
     assert!(is_error, "{e}");
     assert_eq!(e["error"]["code"], "capability_not_granted", "{e}");
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("fleet tools only"),
-        "{e}"
-    );
+    assert!(error_message(&e).contains("fleet tools only"), "{e}");
     let (e, is_error) = call(
         &client,
         "root.run_fleet_read",
@@ -150,13 +130,7 @@ async fn a_fleet_lease_reads_and_writes_its_selector_through_fleet_tools_only() 
         json!({ "tool": "hub.get_status", "plan": { "max_concurrency": 0 } }),
     )
     .await;
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("max_concurrency"),
-        "{e}"
-    );
+    assert!(error_message(&e).contains("max_concurrency"), "{e}");
 
     // A read: every target accounted for, the cordoned one excluded (with why) by its own
     // lease: an operator's cordon is not an error.
@@ -227,9 +201,8 @@ async fn a_fleet_lease_reads_and_writes_its_selector_through_fleet_tools_only() 
     // Its targets' leases were the fleet lease's children, ended with the run.
     let d = root
         .admin_get(&format!("/v1/root/mcp/sessions/{fleet_id}/delegation"))
-        .await
-        .unwrap();
-    let children: Vec<&Value> = d["descendants"].as_array().unwrap().iter().collect();
+        .await;
+    let children: Vec<&Value> = items(&d["descendants"]).iter().collect();
     assert!(children.len() >= 4, "{d}");
     for c in &children {
         assert_eq!(c["lease"]["kind"], "fleet", "{d}");
@@ -251,8 +224,7 @@ async fn a_fleet_lease_reads_and_writes_its_selector_through_fleet_tools_only() 
             "/v1/root/fleet/runs",
             json!({ "selector": "id=a-1", "tool_id": "hub.get_status" }),
         )
-        .await
-        .unwrap();
+        .await;
     let (e, _) = call(
         &client,
         "root.get_fleet_run",
@@ -271,23 +243,9 @@ async fn a_fleet_lease_reads_and_writes_its_selector_through_fleet_tools_only() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_a_fleet_lease_cancels_its_run() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, hubs) = root.start_counted_hubs(&["r-1", "r-2", "r-3"], 2).await;
     let counter = |id: &str| dir.path().join(format!("{id}.txt"));
-    let mut hubs = Vec::new();
-    for id in ["r-1", "r-2", "r-3"] {
-        hubs.push(
-            root.start_hub(id, &with_test(&counter(id), 2))
-                .await
-                .unwrap(),
-        );
-    }
-    let issued = root
-        .admin_post(
-            "/v1/root/mcp/sessions",
-            json!({ "selector": "id=r-*", "capability_profile": "InfraOpsControl", "ttl_sec": 600 }),
-        )
-        .await
-        .unwrap();
+    let issued = root.fleet_lease("id=r-*", "InfraOpsControl").await;
     let fleet_id = issued["session_id"].as_str().unwrap().to_owned();
     let token = issued["token"].as_str().unwrap().to_owned();
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
@@ -300,12 +258,7 @@ async fn revoking_a_fleet_lease_cancels_its_run() {
     let running = tokio::spawn(async move { call(&client, "root.run_fleet_write", execute).await });
     let started = |id: &str| dir.path().join(format!("{id}.txt.started")).exists();
     until("the first target starts", async || started("r-1")).await;
-    root.admin_post(
-        &format!("/v1/root/mcp/sessions/{fleet_id}/revoke"),
-        json!({}),
-    )
-    .await
-    .unwrap();
+    root.on_lease(&fleet_id, "revoke").await;
     let (x, is_error) = running.await.unwrap();
     assert!(!is_error, "{x}");
     let r = &x["result"];
@@ -319,9 +272,8 @@ async fn revoking_a_fleet_lease_cancels_its_run() {
     assert!(!started("r-2") && !started("r-3"));
     let d = root
         .admin_get(&format!("/v1/root/mcp/sessions/{fleet_id}/delegation"))
-        .await
-        .unwrap();
-    for c in d["descendants"].as_array().unwrap() {
+        .await;
+    for c in items(&d["descendants"]) {
         assert_eq!(c["lease"]["status"], "revoked", "{d}");
     }
     let refused = mcp_client(&root.mcp_url(), &token).await;
@@ -342,30 +294,14 @@ async fn revoking_a_fleet_lease_cancels_its_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_confirms_a_fleet_write_and_follows_its_task() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, hubs) = root.start_counted_hubs(&["p-1", "p-2", "p-3"], 1).await;
     let counter = |id: &str| dir.path().join(format!("{id}.txt"));
-    let mut hubs = Vec::new();
-    for id in ["p-1", "p-2", "p-3"] {
-        hubs.push(
-            root.start_hub(id, &with_test(&counter(id), 1))
-                .await
-                .unwrap(),
-        );
-    }
-    let issued = root
-        .admin_post(
-            "/v1/root/mcp/sessions",
-            json!({ "selector": "id=p-*", "capability_profile": "InfraOpsControl", "ttl_sec": 600 }),
-        )
-        .await
-        .unwrap();
+    let issued = root.fleet_lease("id=p-*", "InfraOpsControl").await;
     let token = issued["token"].as_str().unwrap();
     let seen = mcp_tests::run_python_client("fleet.py", &[&root.mcp_url(), token, "py-fleet-1"])
         .await
         .unwrap();
-    let mut tools: Vec<&str> = seen["tools"]
-        .as_array()
-        .unwrap()
+    let mut tools: Vec<&str> = items(&seen["tools"])
         .iter()
         .map(|t| t.as_str().unwrap())
         .collect();
@@ -379,7 +315,7 @@ async fn the_python_sdk_confirms_a_fleet_write_and_follows_its_task() {
         ],
         "{seen}"
     );
-    let asked = seen["asked"].as_array().unwrap();
+    let asked = items(&seen["asked"]);
     assert_eq!(asked.len(), 1, "{seen}");
     let question = asked[0].as_str().unwrap();
     assert!(
@@ -388,17 +324,13 @@ async fn the_python_sdk_confirms_a_fleet_write_and_follows_its_task() {
     );
     assert!(seen["task_id"].is_string(), "a task was created: {seen}");
     assert!(
-        seen["statuses"]
-            .as_array()
-            .unwrap()
+        items(&seen["statuses"])
             .iter()
             .any(|s| s.as_str().unwrap().contains("fleet run")),
         "the task's status follows the run: {seen}"
     );
     assert!(
-        seen["statuses"]
-            .as_array()
-            .unwrap()
+        items(&seen["statuses"])
             .iter()
             .any(|s| s == "`root.run_fleet_write` completed: 3 targets: 3 succeeded"),
         "the task's last status sums the run up: {seen}"

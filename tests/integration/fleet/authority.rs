@@ -8,10 +8,14 @@
 //! retired target gets no new key; the CLI keeps an id one path segment.
 
 use mcp_tests::TestRoot;
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
 use serde_json::{Value, json};
 
-use super::writes::{runs, with_test};
 use crate::ops::admin_cli::admin;
+use mcp_tests::counted_test;
+use mcp_tests::runs;
 
 /// Mints a lease with `bearer` (`hub.issue_access_token`, previewed and confirmed under key
 /// `key`): its bearer.
@@ -93,16 +97,10 @@ pub(crate) fn one_outcome(answers: &[(u16, Value)]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_key_sent_by_32_callers_at_once_runs_once() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("once.txt");
-    let hub = root
-        .start_hub("hub:once", &with_test(&counter, 1))
-        .await
-        .unwrap();
-    let (_, bearer) = root
-        .lease("hub:once", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (_dir, counter, hub) = root
+        .start_counting_hub("hub:once", |c| counted_test(c, 1))
+        .await;
+    let bearer = root.bearer("hub:once", "InfraOpsControl").await;
     let bearers = vec![
         bearer.clone(),
         mint(&root, &bearer, "m1").await,
@@ -129,10 +127,7 @@ async fn one_key_sent_by_32_callers_at_once_runs_once() {
 async fn a_lease_and_its_minted_lease_mint_once_under_one_key() {
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:mint-race", "").await.unwrap();
-    let (parent_id, bearer) = root
-        .lease("hub:mint-race", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (parent_id, bearer) = root.lease("hub:mint-race", "InfraOpsControl").await;
     let child = mint(&root, &bearer, "m1").await;
     let answers = race(
         &[&root],
@@ -153,11 +148,8 @@ async fn a_lease_and_its_minted_lease_mint_once_under_one_key() {
     assert_eq!(minted[0], minted[1], "one lease: {answers:?}");
     let d = root
         .admin_get(&format!("/v1/root/mcp/sessions/{parent_id}/delegation"))
-        .await
-        .unwrap();
-    let profiles: Vec<&str> = d["descendants"]
-        .as_array()
-        .unwrap()
+        .await;
+    let profiles: Vec<&str> = items(&d["descendants"])
         .iter()
         .map(|c| c["lease"]["capability_profile"].as_str().unwrap())
         .collect();
@@ -186,23 +178,9 @@ async fn call(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_write_previewed_twice_and_executed_twice_with_one_key_runs_once_per_target() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, hubs) = root.start_counted_hubs(&["eo-1", "eo-2", "eo-3"], 1).await;
     let counter = |id: &str| dir.path().join(format!("{id}.txt"));
-    let mut hubs = Vec::new();
-    for id in ["eo-1", "eo-2", "eo-3"] {
-        hubs.push(
-            root.start_hub(id, &with_test(&counter(id), 1))
-                .await
-                .unwrap(),
-        );
-    }
-    let issued = root
-        .admin_post(
-            "/v1/root/mcp/sessions",
-            json!({ "selector": "id=eo-*", "capability_profile": "InfraOpsControl", "ttl_sec": 600 }),
-        )
-        .await
-        .unwrap();
+    let issued = root.fleet_lease("id=eo-*", "InfraOpsControl").await;
     let bearer = issued["token"].as_str().unwrap();
     let client = mcp_tests::mcp_client(&root.mcp_url(), bearer)
         .await
@@ -288,16 +266,8 @@ async fn a_fleet_write_previewed_twice_and_executed_twice_with_one_key_runs_once
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirmed_fleet_write_runs_the_plan_it_was_previewed_with() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, hubs) = root.start_counted_hubs(&["pl-1", "pl-2", "pl-3"], 0).await;
     let counter = |id: &str| dir.path().join(format!("{id}.txt"));
-    let mut hubs = Vec::new();
-    for id in ["pl-1", "pl-2", "pl-3"] {
-        hubs.push(
-            root.start_hub(id, &with_test(&counter(id), 0))
-                .await
-                .unwrap(),
-        );
-    }
     let ops = root.admin();
     let previewed =
         json!({ "canary": 1, "max_concurrency": 2, "max_errors": 0, "pause_after_canary_ms": 0 });
@@ -316,8 +286,7 @@ async fn a_confirmed_fleet_write_runs_the_plan_it_was_previewed_with() {
             "/v1/root/fleet/previews",
             ask(Some(json!({ "canary": 1, "max_concurrency": 2 })), None),
         )
-        .await
-        .unwrap();
+        .await;
     let token = p["confirmation_token"].as_str().unwrap();
     let (s, b) = ops
         .post_status(
@@ -326,15 +295,8 @@ async fn a_confirmed_fleet_write_runs_the_plan_it_was_previewed_with() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (428, Some("confirmation_required")),
-        "{b}"
-    );
-    assert!(
-        b["error"]["message"].as_str().unwrap().contains("plan"),
-        "{b}"
-    );
+    assert_eq!(refusal(s, &b), (428, "confirmation_required"), "{b}");
+    assert!(error_message(&b).contains("plan"), "{b}");
     assert_eq!(
         ["pl-1", "pl-2", "pl-3"].map(|id| runs(&counter(id))),
         [0, 0, 0]
@@ -398,12 +360,9 @@ async fn reserved_target_ids_are_refused_at_enrolment() {
             .await
             .unwrap();
         assert_eq!(s, 400, "{id}: {b}");
-        assert!(
-            b["error"]["message"].as_str().unwrap().contains("reserves"),
-            "{id}: {b}"
-        );
+        assert!(error_message(&b).contains("reserves"), "{id}: {b}");
     }
-    let listed = root.admin_get("/v1/root/hubs").await.unwrap();
+    let listed = root.admin_get("/v1/root/hubs").await;
     assert!(!listed.to_string().contains("fleet:label"), "{listed}");
 }
 
@@ -420,23 +379,18 @@ async fn a_retired_target_gets_no_key_and_the_cli_encodes_ids() {
     let (code, out, err) = admin(&root, &["hub", "cordon", "--target", ".."]);
     assert_ne!(code, 0, "{out}{err}");
     assert!(err.contains("is not an id"), "{err}");
-    let x = root.admin_get("/v1/root/hubs/x").await.unwrap();
+    let x = root.admin_get("/v1/root/hubs/x").await;
     assert_eq!(x["lifecycle"]["state"], "active", "{x}");
 
     root.enroll("gone", "test").await.unwrap();
     root.admin_post("/v1/root/hubs/gone/lifecycle/retire", json!({}))
-        .await
-        .unwrap();
+        .await;
     let (s, b) = root
         .admin()
         .post_status("/v1/root/hubs/gone/rotate-key", json!({}))
         .await
         .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (409, Some("conflict")),
-        "{b}"
-    );
+    assert_eq!(refusal(s, &b), (409, "conflict"), "{b}");
     let (code, _, err) = admin(&root, &["hub", "rotate-key", "--target", "gone"]);
     assert_ne!(code, 0);
     assert!(err.contains("retired"), "{err}");
@@ -458,20 +412,17 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
             &format!("/v1/root/hubs/{id}/labels"),
             json!({ "set": { "grp": "a" } }),
         )
-        .await
-        .unwrap();
+        .await;
     }
     root.admin_post("/v1/root/hubs/sel-4/lifecycle/cordon", json!({}))
-        .await
-        .unwrap();
+        .await;
     let selector = "env=test,label:grp=a";
     let issued = root
         .admin_post(
             "/v1/root/mcp/sessions",
             json!({ "selector": selector, "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
         )
-        .await
-        .unwrap();
+        .await;
     let client = mcp_tests::mcp_client(&root.mcp_url(), issued["token"].as_str().unwrap())
         .await
         .unwrap();
@@ -490,12 +441,9 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
     };
     // The canary (sel-1) done, the run pauses: sel-2 moves to production, sel-3 to group b.
     mcp_tests::eventually("the canary is read", async || {
-        let runs = root.admin_get("/v1/root/fleet/runs").await.unwrap();
+        let runs = root.admin_get("/v1/root/fleet/runs").await;
         let id = runs["runs"][0]["run_id"].as_str()?.to_owned();
-        let r = root
-            .admin_get(&format!("/v1/root/fleet/runs/{id}"))
-            .await
-            .unwrap();
+        let r = root.admin_get(&format!("/v1/root/fleet/runs/{id}")).await;
         (r["counts"]["succeeded"] == 1).then_some(())
     })
     .await;
@@ -503,20 +451,16 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
         "/v1/root/hubs/sel-2/placement",
         json!({ "environment": "production" }),
     )
-    .await
-    .unwrap();
+    .await;
     root.admin_post(
         "/v1/root/hubs/sel-3/labels",
         json!({ "set": { "grp": "b" } }),
     )
-    .await
-    .unwrap();
+    .await;
     let r = reading.await.unwrap();
     assert_eq!(r["state"], "completed", "{r}");
     let target = |id: &str| {
-        r["targets"]
-            .as_array()
-            .unwrap()
+        items(&r["targets"])
             .iter()
             .find(|t| t["target_id"] == id)
             .unwrap_or_else(|| panic!("{id} in {r}"))
@@ -528,9 +472,7 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
         assert_eq!(t["status"], "refused", "{r}");
         assert!(t["event_id"].is_null(), "never called: {t}");
     }
-    let refused: Vec<&Value> = r["groups"]
-        .as_array()
-        .unwrap()
+    let refused: Vec<&Value> = items(&r["groups"])
         .iter()
         .filter(|g| g["status"] == "refused")
         .collect();
@@ -551,21 +493,11 @@ async fn a_fleet_read_reaches_only_what_its_selector_names_at_each_call() {
         "{r}"
     );
     // The trail holds no call of the tool on the moved target in this run.
-    let events = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit?trace_id={}&limit=1000",
-            r["trace_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let events = root.trace_of(&r, "limit=1000").await;
     assert!(
-        !events["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["tool_id"] == "hub.get_status"
-                && ["sel-2", "sel-3"].contains(&e["target_id"].as_str().unwrap_or_default())),
-        "{events}"
+        !events.iter().any(|e| e["tool_id"] == "hub.get_status"
+            && ["sel-2", "sel-3"].contains(&e["target_id"].as_str().unwrap_or_default())),
+        "{events:?}"
     );
     for h in hubs {
         h.stop().await;
@@ -581,20 +513,16 @@ async fn a_secret_in_a_fleet_runs_arguments_is_never_stored_or_shown() {
     for id in ["sec-1", "sec-2"] {
         hubs.push(root.start_hub(id, "").await.unwrap());
     }
-    let (_, bearer) = root.lease("sec-1", "InfraOpsRead", 600).await.unwrap();
+    let bearer = root.bearer("sec-1", "InfraOpsRead").await;
     let started = root
         .admin_post(
             "/v1/root/fleet/runs",
             json!({ "selector": "id=sec-*", "tool_id": "hub.get_logs", "arguments": { "contains": bearer } }),
         )
-        .await
-        .unwrap();
+        .await;
     let id = started["run_id"].as_str().unwrap().to_owned();
     let r = mcp_tests::eventually("the run ends", async || {
-        let r = root
-            .admin_get(&format!("/v1/root/fleet/runs/{id}"))
-            .await
-            .unwrap();
+        let r = root.admin_get(&format!("/v1/root/fleet/runs/{id}")).await;
         (r["state"] == "completed").then_some(r)
     })
     .await;
@@ -631,16 +559,10 @@ async fn a_secret_in_a_fleet_runs_arguments_is_never_stored_or_shown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn minted_leases_share_their_owners_concurrency_slots() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("slots.txt");
-    let hub = root
-        .start_hub("hub:slots", &with_test(&counter, 2))
-        .await
-        .unwrap();
-    let (_, bearer) = root
-        .lease("hub:slots", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (_dir, counter, hub) = root
+        .start_counting_hub("hub:slots", |c| counted_test(c, 2))
+        .await;
+    let bearer = root.bearer("hub:slots", "InfraOpsControl").await;
     let minted = mint(&root, &bearer, "m1").await;
     let args = json!({ "name": "smoke" });
     let token = root
@@ -679,11 +601,8 @@ async fn minted_leases_share_their_owners_concurrency_slots() {
         )
         .await
         .unwrap();
-    assert_eq!((s, b["error"]["code"].as_str()), (429, Some("busy")), "{b}");
-    assert!(
-        b["error"]["message"].as_str().unwrap().contains("owner:"),
-        "{b}"
-    );
+    assert_eq!(refusal(s, &b), (429, "busy"), "{b}");
+    assert!(error_message(&b).contains("owner:"), "{b}");
     assert_eq!(first.await.unwrap(), 200);
     // Its confirmation was not spent: once the owner's slot is free, it runs.
     let (s, b) = root
@@ -707,20 +626,14 @@ async fn minted_leases_share_their_owners_concurrency_slots() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_an_operator_cancels_their_fleet_run_in_progress() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, hubs) = root.start_counted_hubs(&["rv-1", "rv-2", "rv-3"], 2).await;
     let counter = |id: &str| dir.path().join(format!("{id}.txt"));
-    let mut hubs = Vec::new();
-    for id in ["rv-1", "rv-2", "rv-3"] {
-        hubs.push(
-            root.start_hub(id, &with_test(&counter(id), 2))
-                .await
-                .unwrap(),
-        );
-    }
     let added = root
-        .admin_post("/v1/root/operators", json!({ "name": "dana" }))
-        .await
-        .unwrap();
+        .admin_post(
+            "/v1/root/operators",
+            json!({ "name": "dana", "roles": ["operator"], "profiles": ["*"] }),
+        )
+        .await;
     let dana = mcp_tests::admin::Admin::new(
         mcp_tests::http_client(),
         root.handle().base_url(),
@@ -739,13 +652,9 @@ async fn revoking_an_operator_cancels_their_fleet_run_in_progress() {
     let began = |t: &str| dir.path().join(format!("{t}.txt.started")).exists();
     mcp_tests::until("the first target starts", async || began("rv-1")).await;
     root.admin_post("/v1/root/operators/dana/revoke", json!({}))
-        .await
-        .unwrap();
+        .await;
     let r = mcp_tests::eventually("the run ends", async || {
-        let r = root
-            .admin_get(&format!("/v1/root/fleet/runs/{id}"))
-            .await
-            .unwrap();
+        let r = root.admin_get(&format!("/v1/root/fleet/runs/{id}")).await;
         let open =
             r["counts"]["running"].as_u64().unwrap() + r["counts"]["pending"].as_u64().unwrap();
         (r["state"] == "cancelled" && open == 0).then_some(r)

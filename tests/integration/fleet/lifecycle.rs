@@ -3,6 +3,9 @@
 //! cordoned target takes no new call while one in flight finishes, a narrowed one refuses what
 //! the operator denied, a retired one loses its hub connection and credentials for good.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
 use mcp_tests::{TestRoot, dial_hub_door, listed_tools, mcp_client, until};
 use serde_json::{Value, json};
 
@@ -12,12 +15,9 @@ use crate::ops::admin_cli::admin;
 async fn selected(root: &TestRoot, query: &str) -> Vec<String> {
     let page = root
         .admin_get(&format!("/v1/root/hubs?limit=1000&{query}"))
-        .await
-        .unwrap();
+        .await;
     assert!(page["next_cursor"].is_null(), "{page}");
-    page["targets"]
-        .as_array()
-        .unwrap()
+    items(&page["targets"])
         .iter()
         .map(|t| t["target_id"].as_str().unwrap().to_owned())
         .collect()
@@ -26,19 +26,14 @@ async fn selected(root: &TestRoot, query: &str) -> Vec<String> {
 /// The events of `tool_id` on `target`, newest first.
 async fn events(root: &TestRoot, tool_id: &str, target: &str) -> Vec<Value> {
     let v = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit?tool_id={tool_id}&target_id={target}&limit=100"
-        ))
-        .await
-        .unwrap();
-    v["events"].as_array().unwrap().clone()
+        .trail(&format!("tool_id={tool_id}&target_id={target}&limit=100"))
+        .await;
+    v.clone()
 }
 
 /// `hub.get_status` over REST `/call` with `token`: `(status, body)`.
 async fn read_status(root: &TestRoot, token: &str) -> (u16, Value) {
-    root.rest_call(token, "hub.get_status", json!({}))
-        .await
-        .unwrap()
+    root.call(token, "hub.get_status", json!({})).await
 }
 
 fn enc(s: &str) -> String {
@@ -65,8 +60,7 @@ async fn labels_and_selectors_name_a_part_of_the_fleet() {
                 "labels": labels,
             }),
         )
-        .await
-        .unwrap();
+        .await;
     }
     for i in 0..4 {
         root.admin_post(
@@ -74,8 +68,7 @@ async fn labels_and_selectors_name_a_part_of_the_fleet() {
             json!({ "target_id": format!("db-{i:02}"), "environment": "test",
                     "subnet_id": "subnet-b", "labels": { "role": "db" } }),
         )
-        .await
-        .unwrap();
+        .await;
     }
     let _hub = root.start_hub("hub:web-live", "").await.unwrap();
     let labelled = root
@@ -83,11 +76,10 @@ async fn labels_and_selectors_name_a_part_of_the_fleet() {
             "/v1/root/hubs/hub:web-live/labels",
             json!({ "set": { "role": "web", "rack": "r1" } }),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(labelled["labels"], json!({ "rack": "r1", "role": "web" }));
     assert!(labelled["event_id"].is_string());
-    let shown = root.admin_get("/v1/root/hubs/web-00").await.unwrap();
+    let shown = root.admin_get("/v1/root/hubs/web-00").await;
     assert_eq!(shown["labels"], json!({ "canary": "", "role": "web" }));
     assert_eq!(shown["lifecycle"]["state"], "active");
 
@@ -170,7 +162,7 @@ async fn labels_and_selectors_name_a_part_of_the_fleet() {
             .await
             .unwrap();
         assert_eq!(status, 400, "{query}: {body}");
-        let message = body["error"]["message"].as_str().unwrap();
+        let message = error_message(&body);
         assert!(message.contains(why), "{query}: {message}");
     }
 
@@ -180,8 +172,7 @@ async fn labels_and_selectors_name_a_part_of_the_fleet() {
             "/v1/root/hubs/web-00/labels",
             json!({ "set": { "role": "cache" }, "remove": ["canary", "never-had"] }),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(changed["labels"], json!({ "role": "cache" }));
     for (body, status, why) in [
         (
@@ -207,10 +198,7 @@ async fn labels_and_selectors_name_a_part_of_the_fleet() {
             .await
             .unwrap();
         assert_eq!(got, status, "{body}: {answer}");
-        assert!(
-            answer["error"]["message"].as_str().unwrap().contains(why),
-            "{body}: {answer}"
-        );
+        assert!(error_message(&answer).contains(why), "{body}: {answer}");
         assert!(
             answer["event_id"].is_string(),
             "a refusal names its event: {answer}"
@@ -297,15 +285,12 @@ async fn labels_and_selectors_name_a_part_of_the_fleet() {
 /// and refused, leases on it and its id's enrolment are refused, its history stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cordon_narrowing_and_retire_govern_calls() {
-    let root = TestRoot::start().await.unwrap();
+    let mut root = TestRoot::start().await.unwrap();
     let ops = root.admin();
     let slow = "[[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sleep\", \"2\"]\n";
     let hub = root.start_hub("hub:life", slow).await.unwrap();
-    let (read_id, read) = root.lease("hub:life", "InfraOpsRead", 600).await.unwrap();
-    let (_, control) = root
-        .lease("hub:life", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (read_id, read) = root.lease("hub:life", "InfraOpsRead").await;
+    let control = root.bearer("hub:life", "InfraOpsControl").await;
     let client = mcp_client(&root.mcp_url(), &read).await.unwrap();
     let code = |answer: &(u16, Value)| answer.1["error"]["code"].as_str().map(str::to_owned);
     assert_eq!(read_status(&root, &read).await.0, 200);
@@ -321,8 +306,7 @@ async fn cordon_narrowing_and_retire_govern_calls() {
             "/v1/root/hubs/hub:life/narrowing",
             json!({ "deny": ["hub.get_status"] }),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         narrowed["narrowing"],
         json!({ "read_only": false, "deny": ["hub.get_status"] })
@@ -350,22 +334,16 @@ async fn cordon_narrowing_and_retire_govern_calls() {
         "/v1/root/hubs/hub:life/narrowing",
         json!({ "read_only": true }),
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         read_status(&root, &read).await.0,
         200,
         "reads go on when read-only"
     );
     let (got, body) = root
-        .rest_call(&control, "hub.run_allowed_tests", json!({ "name": "slow" }))
-        .await
-        .unwrap();
-    assert_eq!(
-        (got, body["error"]["code"].as_str()),
-        (403, Some("target_narrowed")),
-        "{body}"
-    );
+        .call(&control, "hub.run_allowed_tests", json!({ "name": "slow" }))
+        .await;
+    assert_eq!(refusal(got, &body), (403, "target_narrowed"), "{body}");
     let (got, body) = ops
         .post_status(
             "/v1/root/hubs/hub:life/narrowing",
@@ -373,44 +351,26 @@ async fn cordon_narrowing_and_retire_govern_calls() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        (got, body["error"]["code"].as_str()),
-        (404, Some("unknown_tool")),
-        "{body}"
-    );
+    assert_eq!(refusal(got, &body), (404, "unknown_tool"), "{body}");
     root.admin_post("/v1/root/hubs/hub:life/narrowing", json!({}))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(read_status(&root, &read).await.0, 200);
 
     // Cordon while a two-second write runs: the write finishes, new calls are refused.
-    let confirmation = root
-        .preview(&control, "hub.run_allowed_tests", json!({ "name": "slow" }))
-        .await
-        .unwrap();
-    let root = std::sync::Arc::new(root);
-    let write = {
-        let (root, control) = (root.clone(), control.clone());
-        tokio::spawn(async move {
-            root.execute(
-                &control,
-                "hub.run_allowed_tests",
-                json!({ "name": "slow" }),
-                Some(&confirmation),
-                "k1",
-            )
-            .await
-            .unwrap()
-        })
-    };
+    let write = root.write_later(
+        &control,
+        "hub.run_allowed_tests",
+        json!({ "name": "slow" }),
+        "k1",
+    );
+    let write = tokio::spawn(write.await);
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     let cordoned = root
         .admin_post(
             "/v1/root/hubs/hub:life/lifecycle/cordon",
             json!({ "reason": "kernel update" }),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(cordoned["lifecycle"]["state"], "cordoned");
     assert_eq!(cordoned["lifecycle"]["reason"], "kernel update");
     assert_eq!(cordoned["lifecycle"]["changed_by"], "operator:admin");
@@ -446,10 +406,7 @@ async fn cordon_narrowing_and_retire_govern_calls() {
             .await
             .unwrap();
         assert!(got == 409 || got == 400, "{command}: {got} {body}");
-        assert!(
-            body["error"]["message"].as_str().unwrap().contains(why),
-            "{body}"
-        );
+        assert!(error_message(&body).contains(why), "{body}");
     }
     let (code_, out, err) = admin(&root, &["hub", "uncordon", "--target", "hub:life"]);
     assert_eq!(code_, 0, "{out}{err}");
@@ -493,7 +450,7 @@ async fn cordon_narrowing_and_retire_govern_calls() {
         "{out}"
     );
     until("the retired target's hub is disconnected", async || {
-        root.admin_get("/v1/root/hubs/hub:life").await.unwrap()["status"] == "offline"
+        root.admin_get("/v1/root/hubs/hub:life").await["status"] == "offline"
     })
     .await;
     // The hub dials again once, is told its target is retired, and dials no more (each
@@ -529,8 +486,7 @@ async fn cordon_narrowing_and_retire_govern_calls() {
     assert_eq!(refused.0, 401, "{refused:?}");
     let lease = root
         .admin_get(&format!("/v1/root/mcp/sessions/{read_id}"))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(lease["status"], "revoked", "{lease}");
     let (got, body) = ops
         .post_status(
@@ -539,11 +495,7 @@ async fn cordon_narrowing_and_retire_govern_calls() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        (got, body["error"]["code"].as_str()),
-        (409, Some("target_retired")),
-        "{body}"
-    );
+    assert_eq!(refusal(got, &body), (409, "target_retired"), "{body}");
     let (got, body) = ops
         .post_status(
             "/v1/root/hubs",
@@ -553,10 +505,7 @@ async fn cordon_narrowing_and_retire_govern_calls() {
         .unwrap();
     assert_eq!(got, 409, "{body}");
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("never enrolled again"),
+        error_message(&body).contains("never enrolled again"),
         "{body}"
     );
     for command in ["uncordon", "cordon", "retire"] {
@@ -568,27 +517,20 @@ async fn cordon_narrowing_and_retire_govern_calls() {
             .await
             .unwrap();
         assert_eq!(got, 409, "{command}: {body}");
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("stays retired"),
-            "{body}"
-        );
+        assert!(error_message(&body).contains("stays retired"), "{body}");
     }
     // History kept: the calls and the operator's commands are in the trail.
     assert!(!events(&root, "hub.get_status", "hub:life").await.is_empty());
     let retired = events(&root, "admin.hub.retire", "hub:life").await;
     assert_eq!(retired.len(), 2, "the retire and the refused second one");
     assert_eq!(retired.iter().filter(|e| e["status"] == "ok").count(), 1);
-    let shown = root.admin_get("/v1/root/hubs/hub:life").await.unwrap();
+    let shown = root.admin_get("/v1/root/hubs/hub:life").await;
     assert_eq!(shown["lifecycle"]["state"], "retired");
     assert_eq!(shown["lifecycle"]["reason"], "decommissioned");
     // A restart keeps every state (stored, not only in memory).
-    let mut root = std::sync::Arc::try_unwrap(root).ok().unwrap();
     drop(client);
     root.restart().await.unwrap();
-    let shown = root.admin_get("/v1/root/hubs/hub:life").await.unwrap();
+    let shown = root.admin_get("/v1/root/hubs/hub:life").await;
     assert_eq!(shown["lifecycle"]["state"], "retired");
     let (got, body) = root
         .admin()
@@ -598,11 +540,7 @@ async fn cordon_narrowing_and_retire_govern_calls() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        (got, body["error"]["code"].as_str()),
-        (409, Some("target_retired")),
-        "{body}"
-    );
+    assert_eq!(refusal(got, &body), (409, "target_retired"), "{body}");
     hub.stop().await;
 }
 
@@ -614,7 +552,7 @@ async fn a_moved_target_keeps_no_authority_from_where_it_was() {
     let root = TestRoot::start().await.unwrap();
     let ops = root.admin();
     let _hub = root.start_hub("hub:mover", "").await.unwrap();
-    let (old_id, old) = root.lease("hub:mover", "InfraOpsRead", 600).await.unwrap();
+    let (old_id, old) = root.lease("hub:mover", "InfraOpsRead").await;
     assert_eq!(read_status(&root, &old).await.0, 200);
 
     let moved = root
@@ -622,8 +560,7 @@ async fn a_moved_target_keeps_no_authority_from_where_it_was() {
             "/v1/root/hubs/hub:mover/placement",
             json!({ "subnet_id": "subnet-z" }),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         (moved["subnet_id"].as_str(), moved["environment"].as_str()),
         (Some("subnet-z"), Some("test"))
@@ -636,30 +573,24 @@ async fn a_moved_target_keeps_no_authority_from_where_it_was() {
     );
     let lease = root
         .admin_get(&format!("/v1/root/mcp/sessions/{old_id}"))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(lease["status"], "revoked");
     assert_eq!(
-        root.admin_get("/v1/root/hubs/hub:mover").await.unwrap()["status"],
+        root.admin_get("/v1/root/hubs/hub:mover").await["status"],
         "online"
     );
-    let (_, control) = root
-        .lease("hub:mover", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let control = root.bearer("hub:mover", "InfraOpsControl").await;
     let issued = root
         .admin_get("/v1/root/mcp/sessions?target_id=hub:mover&status=active")
-        .await
-        .unwrap();
+        .await;
     assert_eq!(issued["sessions"][0]["subnet_id"], "subnet-z", "{issued}");
     let (got, body) = root
-        .rest_call(
+        .call(
             &control,
             "hub.run_allowed_tests",
             json!({ "name": "smoke" }),
         )
-        .await
-        .unwrap();
+        .await;
     assert_ne!(
         body["error"]["code"], "environment_forbidden",
         "a test target takes writes: {got} {body}"
@@ -684,10 +615,7 @@ async fn a_moved_target_keeps_no_authority_from_where_it_was() {
             .await
             .unwrap();
         assert_eq!(got, status, "{body}: {answer}");
-        assert!(
-            answer["error"]["message"].as_str().unwrap().contains(why),
-            "{body}: {answer}"
-        );
+        assert!(error_message(&answer).contains(why), "{body}: {answer}");
     }
 
     let (code, out, err) = admin(
@@ -707,31 +635,27 @@ async fn a_moved_target_keeps_no_authority_from_where_it_was() {
         "{out}"
     );
     assert_eq!(read_status(&root, &control).await.0, 401);
-    let (_, prod_control) = root
-        .lease("hub:mover", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let prod_control = root.bearer("hub:mover", "InfraOpsControl").await;
     let (got, body) = root
-        .rest_call(
+        .call(
             &prod_control,
             "hub.run_allowed_tests",
             json!({ "name": "smoke" }),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
-        (got, body["error"]["code"].as_str()),
-        (403, Some("environment_forbidden")),
+        refusal(got, &body),
+        (403, "environment_forbidden"),
         "{body}"
     );
     until("the moved hub is disconnected", async || {
-        root.admin_get("/v1/root/hubs/hub:mover").await.unwrap()["status"] == "offline"
+        root.admin_get("/v1/root/hubs/hub:mover").await["status"] == "offline"
     })
     .await;
     // Its configuration still says `test`: root keeps it out (it dials again meanwhile).
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     assert_eq!(
-        root.admin_get("/v1/root/hubs/hub:mover").await.unwrap()["status"],
+        root.admin_get("/v1/root/hubs/hub:mover").await["status"],
         "offline"
     );
     assert_eq!(

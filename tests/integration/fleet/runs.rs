@@ -4,6 +4,9 @@
 //! restart, and controlled (pause, resume, cancel) by audited operator commands; bad runs and
 //! commands refused precisely, refusals audited.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
 use mcp_tests::{TestRoot, until};
 use serde_json::{Value, json};
 
@@ -11,31 +14,15 @@ use crate::ops::admin_cli::admin;
 
 /// Starts a run; its report.
 async fn start(root: &TestRoot, body: Value) -> Value {
-    root.admin_post("/v1/root/fleet/runs", body).await.unwrap()
-}
-
-/// The run's report once it has ended.
-async fn ended(root: &TestRoot, run_id: &str) -> Value {
-    let path = format!("/v1/root/fleet/runs/{run_id}");
-    mcp_tests::eventually("the fleet run ends", async || {
-        let r = root.admin_get(&path).await.unwrap();
-        (!["running", "paused"].contains(&r["state"].as_str().unwrap())).then_some(r)
-    })
-    .await
+    root.admin_post("/v1/root/fleet/runs", body).await
 }
 
 /// The events of the run's trace, oldest first: `(tool_id, target_id, status)`.
 async fn trace(root: &TestRoot, trace_id: &str) -> Vec<(String, String, String)> {
     let v = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit?trace_id={trace_id}&limit=1000&order=asc"
-        ))
-        .await
-        .unwrap();
-    v["events"]
-        .as_array()
-        .unwrap()
-        .iter()
+        .trail(&format!("trace_id={trace_id}&limit=1000&order=asc"))
+        .await;
+    v.iter()
         .map(|e| {
             (
                 e["tool_id"].as_str().unwrap().to_owned(),
@@ -65,19 +52,16 @@ async fn a_fleet_read_reaches_every_selected_target_and_accounts_for_each() {
         "/v1/root/hubs",
         json!({ "target_id": "web-4", "environment": "test", "labels": { "role": "web" } }),
     )
-    .await
-    .unwrap();
+    .await;
     for id in ["web-1", "web-2", "web-3", "web-5"] {
         root.admin_post(
             &format!("/v1/root/hubs/{id}/labels"),
             json!({ "set": { "role": "web" } }),
         )
-        .await
-        .unwrap();
+        .await;
     }
     root.admin_post("/v1/root/hubs/web-5/lifecycle/cordon", json!({}))
-        .await
-        .unwrap();
+        .await;
 
     let started = start(
         &root,
@@ -89,7 +73,7 @@ async fn a_fleet_read_reaches_every_selected_target_and_accounts_for_each() {
     assert_eq!(started["set_hash"].as_str().unwrap().len(), 64);
     assert!(started["event_id"].is_string());
     let run_id = started["run_id"].as_str().unwrap().to_owned();
-    let r = ended(&root, &run_id).await;
+    let r = root.fleet_run_ended(&run_id).await;
     assert_eq!(r["state"], "completed", "{r}");
     assert_eq!(
         (
@@ -109,9 +93,7 @@ async fn a_fleet_read_reaches_every_selected_target_and_accounts_for_each() {
         "5 targets: 3 succeeded, 1 undeliverable, 1 excluded"
     );
     let group = |status: &str| {
-        r["groups"]
-            .as_array()
-            .unwrap()
+        items(&r["groups"])
             .iter()
             .find(|g| g["status"] == status)
             .cloned()
@@ -141,11 +123,10 @@ async fn a_fleet_read_reaches_every_selected_target_and_accounts_for_each() {
     // A target's full result.
     let one = root
         .admin_get(&format!("/v1/root/fleet/runs/{run_id}/targets/web-2"))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(one["status"], "succeeded");
     assert!(one["result"].is_object(), "{one}");
-    let listed = root.admin_get("/v1/root/fleet/runs").await.unwrap();
+    let listed = root.admin_get("/v1/root/fleet/runs").await;
     assert_eq!(listed["runs"][0]["run_id"], run_id.as_str());
 
     // The CLI: a run followed to its end, exit 1 since targets failed; its status.
@@ -201,7 +182,9 @@ async fn error_budget_pause_resume_cancel_and_bad_runs() {
                 "plan": { "canary": 1, "max_errors": 0 } }),
     )
     .await;
-    let r = ended(&root, stopped["run_id"].as_str().unwrap()).await;
+    let r = root
+        .fleet_run_ended(stopped["run_id"].as_str().unwrap())
+        .await;
     assert_eq!(r["state"], "stopped", "{r}");
     assert_eq!(
         (count(&r, "undeliverable"), count(&r, "skipped")),
@@ -228,34 +211,25 @@ async fn error_budget_pause_resume_cancel_and_bad_runs() {
     let id = paused["run_id"].as_str().unwrap().to_owned();
     let path = format!("/v1/root/fleet/runs/{id}");
     until("the canary finished", async || {
-        count(&root.admin_get(&path).await.unwrap(), "pending") == 2
+        count(&root.admin_get(&path).await, "pending") == 2
     })
     .await;
-    let p = root
-        .admin_post(&format!("{path}/pause"), json!({}))
-        .await
-        .unwrap();
+    let p = root.admin_post(&format!("{path}/pause"), json!({})).await;
     assert_eq!(p["state"], "paused");
     let (got, body) = ops
         .post_status(&format!("{path}/pause"), json!({}))
         .await
         .unwrap();
-    assert_eq!(
-        (got, body["error"]["code"].as_str()),
-        (409, Some("conflict")),
-        "{body}"
-    );
+    assert_eq!(refusal(got, &body), (409, "conflict"), "{body}");
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
-    let still = root.admin_get(&path).await.unwrap();
+    let still = root.admin_get(&path).await;
     assert_eq!(
         (still["state"].as_str(), count(&still, "pending")),
         (Some("paused"), 2),
         "{still}"
     );
-    root.admin_post(&format!("{path}/resume"), json!({}))
-        .await
-        .unwrap();
-    let r = ended(&root, &id).await;
+    root.admin_post(&format!("{path}/resume"), json!({})).await;
+    let r = root.fleet_run_ended(&id).await;
     assert_eq!(
         (
             r["state"].as_str(),
@@ -270,13 +244,7 @@ async fn error_budget_pause_resume_cancel_and_bad_runs() {
         .await
         .unwrap();
     assert_eq!(got, 409, "a finished run cannot be paused: {body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("is completed"),
-        "{body}"
-    );
+    assert!(error_message(&body).contains("is completed"), "{body}");
 
     // Cancelled during its pause: the targets not started are cancelled.
     let cancelled = start(
@@ -288,34 +256,21 @@ async fn error_budget_pause_resume_cancel_and_bad_runs() {
     let id = cancelled["run_id"].as_str().unwrap().to_owned();
     let path = format!("/v1/root/fleet/runs/{id}");
     until("the canary finished", async || {
-        count(&root.admin_get(&path).await.unwrap(), "pending") == 2
+        count(&root.admin_get(&path).await, "pending") == 2
     })
     .await;
     // Over REST: the CLI's first use in a fresh checkout builds it, which may outlast the
     // pause (CI saw the run completed by then).
-    let c = root
-        .admin_post(&format!("{path}/cancel"), json!({}))
-        .await
-        .unwrap();
+    let c = root.admin_post(&format!("{path}/cancel"), json!({})).await;
     assert_eq!(c["state"], "cancelled", "{c}");
-    let r = ended(&root, &id).await;
+    let r = root.fleet_run_ended(&id).await;
     assert_eq!(
         (r["state"].as_str(), count(&r, "cancelled")),
         (Some("cancelled"), 2),
         "{r}"
     );
-    let commands = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit?trace_id={}&tool_id=admin.fleet.cancel",
-            r["trace_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        commands["events"].as_array().unwrap().len(),
-        1,
-        "the cancel joins the run's trace"
-    );
+    let commands = root.trace_of(&r, "tool_id=admin.fleet.cancel").await;
+    assert_eq!(commands.len(), 1, "the cancel joins the run's trace");
     let (code, out, err) = admin(&root, &["fleet", "cancel", &id]);
     assert_ne!(code, 0, "{out}");
     assert!(
@@ -325,11 +280,8 @@ async fn error_budget_pause_resume_cancel_and_bad_runs() {
 
     // Bad runs and commands.
     let refused_before = root
-        .admin_get("/v1/root/mcp/audit?tool_id=admin.fleet.run&status=error&limit=100")
+        .trail("tool_id=admin.fleet.run&status=error&limit=100")
         .await
-        .unwrap()["events"]
-        .as_array()
-        .unwrap()
         .len();
     let bad = [
         (
@@ -384,18 +336,12 @@ async fn error_budget_pause_resume_cancel_and_bad_runs() {
             .await
             .unwrap();
         assert_eq!(got, *status, "{body}: {answer}");
-        assert!(
-            answer["error"]["message"].as_str().unwrap().contains(why),
-            "{body}: {answer}"
-        );
+        assert!(error_message(&answer).contains(why), "{body}: {answer}");
         assert!(answer["event_id"].is_string(), "{answer}");
     }
     let refused_after = root
-        .admin_get("/v1/root/mcp/audit?tool_id=admin.fleet.run&status=error&limit=100")
+        .trail("tool_id=admin.fleet.run&status=error&limit=100")
         .await
-        .unwrap()["events"]
-        .as_array()
-        .unwrap()
         .len();
     assert_eq!(
         refused_after - refused_before,
@@ -425,10 +371,7 @@ async fn error_budget_pause_resume_cancel_and_bad_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_goes_on_after_root_restarts() {
     // A fixed port, so the hubs dial the restarted root where they dialled the first one.
-    let port = mcp_tests::ports::free_port();
-    let mut root = TestRoot::start_with(|c| c.listen = ([127, 0, 0, 1], port).into())
-        .await
-        .unwrap();
+    let mut root = TestRoot::start_restartable().await.unwrap();
     let mut hubs = Vec::new();
     for id in ["r-1", "r-2", "r-3"] {
         hubs.push(root.start_hub(id, "").await.unwrap());
@@ -442,11 +385,11 @@ async fn a_run_goes_on_after_root_restarts() {
     let id = started["run_id"].as_str().unwrap().to_owned();
     let path = format!("/v1/root/fleet/runs/{id}");
     until("the canary finished", async || {
-        count(&root.admin_get(&path).await.unwrap(), "succeeded") == 1
+        count(&root.admin_get(&path).await, "succeeded") == 1
     })
     .await;
     root.restart().await.unwrap();
-    let r = ended(&root, &id).await;
+    let r = root.fleet_run_ended(&id).await;
     assert_eq!(
         (r["state"].as_str(), count(&r, "succeeded")),
         (Some("completed"), 3),
@@ -515,7 +458,9 @@ async fn a_wide_window_over_simulated_hubs_accounts_for_every_target() {
                     "plan": { "max_concurrency": 60, "max_errors": "100%" } }),
         )
         .await;
-        let r = ended(&root, started["run_id"].as_str().unwrap()).await;
+        let r = root
+            .fleet_run_ended(started["run_id"].as_str().unwrap())
+            .await;
         assert_eq!(
             (
                 r["state"].as_str(),
@@ -532,9 +477,7 @@ async fn a_wide_window_over_simulated_hubs_accounts_for_every_target() {
             )
             .unwrap()
         };
-        let longest = r["targets"]
-            .as_array()
-            .unwrap()
+        let longest = items(&r["targets"])
             .iter()
             .map(|t| time(&t["finished_at"]) - time(&t["started_at"]))
             .max()

@@ -4,40 +4,20 @@
 //! root. The hubs' test command appends a line to a file per hub, so "ran" is counted on the
 //! machine, not read from root's report.
 
-use std::path::{Path, PathBuf};
+use mcp_tests::counted_test;
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
+use mcp_tests::runs;
+use std::path::PathBuf;
 
 use mcp_tests::{TestRoot, until};
 use serde_json::{Value, json};
 
 use crate::ops::admin_cli::admin;
 
-pub(crate) fn runs(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-/// A hub configuration whose test `smoke` appends a line to `counter` after `sleep` seconds
-/// (and, first, one to `counter`'s `.started` sibling).
-pub(crate) fn with_test(counter: &Path, sleep: u32) -> String {
-    format!(
-        "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo start >> {0}.started; sleep {sleep}; echo run >> {0}\"]\ntimeout_ms = 20000\n",
-        counter.display()
-    )
-}
-
 fn count(r: &Value, status: &str) -> u64 {
     r["counts"][status].as_u64().unwrap()
-}
-
-/// The run's report once it has ended.
-async fn ended(root: &TestRoot, run_id: &str) -> Value {
-    let path = format!("/v1/root/fleet/runs/{run_id}");
-    mcp_tests::eventually("the fleet run ends", async || {
-        let r = root.admin_get(&path).await.unwrap();
-        (!["running", "paused"].contains(&r["state"].as_str().unwrap())).then_some(r)
-    })
-    .await
 }
 
 fn request(selector: &str, token: Option<&str>) -> Value {
@@ -64,20 +44,13 @@ fn request(selector: &str, token: Option<&str>) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, hubs) = root
+        .start_counted_hubs(&["w-1", "w-2", "w-3", "w-4"], 0)
+        .await;
     let counter = |id: &str| dir.path().join(format!("{id}.txt"));
-    let mut hubs = Vec::new();
-    for id in ["w-1", "w-2", "w-3", "w-4"] {
-        hubs.push(
-            root.start_hub(id, &with_test(&counter(id), 0))
-                .await
-                .unwrap(),
-        );
-    }
     root.enroll("w-off", "test").await.unwrap();
     root.admin_post("/v1/root/hubs/w-4/lifecycle/cordon", json!({}))
-        .await
-        .unwrap();
+        .await;
     let ops = root.admin();
     let ran = || -> Vec<usize> {
         ["w-1", "w-2", "w-3", "w-4"]
@@ -90,23 +63,15 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
         .post_status("/v1/root/fleet/runs", request("id=w-*", None))
         .await
         .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (428, Some("confirmation_required")),
-        "{b}"
-    );
+    assert_eq!(refusal(s, &b), (428, "confirmation_required"), "{b}");
     assert!(
-        b["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("preview it on the fleet first"),
+        error_message(&b).contains("preview it on the fleet first"),
         "{b}"
     );
 
     let p = root
         .admin_post("/v1/root/fleet/previews", request("id=w-*", None))
-        .await
-        .unwrap();
+        .await;
     let token = p["confirmation_token"].as_str().unwrap().to_owned();
     assert!(token.starts_with("mcpc_"), "{p}");
     let r = &p["report"];
@@ -115,9 +80,7 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
     assert_eq!(r["capability_profile"], "InfraOpsControl", "{p}");
     assert!(r["confirmation_expires_at"].is_string(), "{p}");
     let group = |code: Option<&str>| {
-        r["groups"]
-            .as_array()
-            .unwrap()
+        items(&r["groups"])
             .iter()
             .find(|g| g["code"].as_str() == code)
             .cloned()
@@ -141,17 +104,18 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
             "/v1/root/fleet/runs/{}/targets/w-2",
             r["run_id"].as_str().unwrap()
         ))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(one["preview"]["expected_effect"]["test"], "smoke", "{one}");
     assert_eq!(ran(), [0, 0, 0, 0], "a preview runs nothing");
 
     // Confirmations that do not fit are refused, and leave the token usable.
     let bob = {
         let added = root
-            .admin_post("/v1/root/operators", json!({"name": "bob"}))
-            .await
-            .unwrap();
+            .admin_post(
+                "/v1/root/operators",
+                json!({"name": "bob", "roles": ["operator"], "profiles": ["*"]}),
+            )
+            .await;
         mcp_tests::admin::Admin::new(
             root.http.clone(),
             root.handle().base_url(),
@@ -194,24 +158,20 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
             .await
             .unwrap();
         assert_eq!(s, status, "{body}: {b}");
-        assert!(
-            b["error"]["message"].as_str().unwrap().contains(why),
-            "{body}: {b}"
-        );
+        assert!(error_message(&b).contains(why), "{body}: {b}");
         assert!(b["event_id"].is_string(), "a refusal is an event: {b}");
     }
 
     let started = root
         .admin_post("/v1/root/fleet/runs", request("id=w-*", Some(&token)))
-        .await
-        .unwrap();
+        .await;
     let run_id = started["run_id"].as_str().unwrap().to_owned();
     assert_eq!(
         run_id,
         r["run_id"].as_str().unwrap(),
         "the previewed run is the one that runs"
     );
-    let done = ended(&root, &run_id).await;
+    let done = root.fleet_run_ended(&run_id).await;
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(
         (count(&done, "succeeded"), count(&done, "excluded")),
@@ -229,25 +189,16 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
     );
     let one = root
         .admin_get(&format!("/v1/root/fleet/runs/{run_id}/targets/w-1"))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         (one["status"].as_str(), one["result"]["phase"].as_str()),
         (Some("succeeded"), Some("execute")),
         "{one}"
     );
     // The whole run is one trace: the preview, the run, each target's dry run and execute.
-    let events = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit?trace_id={}&limit=1000",
-            done["trace_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let events = root.trace_of(&done, "limit=1000").await;
     let of = |tool: &str, status: &str| {
-        events["events"]
-            .as_array()
-            .unwrap()
+        events
             .iter()
             .filter(|e| e["tool_id"] == tool && e["status"] == status)
             .count()
@@ -255,46 +206,35 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
     assert_eq!(
         (of("admin.fleet.preview", "ok"), of("admin.fleet.run", "ok")),
         (1, 1),
-        "{events}"
+        "{events:?}"
     );
-    let writes = events["events"]
-        .as_array()
-        .unwrap()
+    let writes = events
         .iter()
         .filter(|e| {
             e["tool_id"] == "hub.run_allowed_tests" && e["status"] == "ok" && e["dry_run"] == false
         })
         .count();
-    assert_eq!(writes, 3, "{events}");
+    assert_eq!(writes, 3, "{events:?}");
 
     // Spent.
     let (s, b) = ops
         .post_status("/v1/root/fleet/runs", request("id=w-*", Some(&token)))
         .await
         .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (428, Some("confirmation_required")),
-        "{b}"
-    );
+    assert_eq!(refusal(s, &b), (428, "confirmation_required"), "{b}");
 
     // The set changed since the preview: refused, nothing runs, the preview stays.
     let p2 = root
         .admin_post("/v1/root/fleet/previews", request("id=w-*", None))
-        .await
-        .unwrap();
+        .await;
     let token2 = p2["confirmation_token"].as_str().unwrap().to_owned();
     root.enroll("w-new", "test").await.unwrap();
     let (s, b) = ops
         .post_status("/v1/root/fleet/runs", request("id=w-*", Some(&token2)))
         .await
         .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (409, Some("conflict")),
-        "{b}"
-    );
-    let msg = b["error"]["message"].as_str().unwrap();
+    assert_eq!(refusal(s, &b), (409, "conflict"), "{b}");
+    let msg = error_message(&b);
     assert!(
         msg.contains("changed since the preview") && msg.contains("1 joined (`w-new`)"),
         "{b}"
@@ -302,8 +242,7 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
     let id2 = p2["report"]["run_id"].as_str().unwrap();
     let cancelled = root
         .admin_post(&format!("/v1/root/fleet/runs/{id2}/cancel"), json!({}))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         cancelled["state"], "cancelled",
         "a preview can be dropped: {cancelled}"
@@ -351,11 +290,7 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(
-        exported.len(),
-        events["events"].as_array().unwrap().len(),
-        "{out}"
-    );
+    assert_eq!(exported.len(), events.len(), "{out}");
     assert!(
         exported.iter().all(|e| e["trace_id"] == done["trace_id"]),
         "{out}"
@@ -378,29 +313,18 @@ async fn a_fleet_write_is_previewed_confirmed_once_and_run_once_per_target() {
 /// recorded result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_write_across_a_restart_runs_each_target_once() {
-    let port = mcp_tests::ports::free_port();
-    let mut root = TestRoot::start_with(|c| c.listen = ([127, 0, 0, 1], port).into())
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    // A fixed port, so the hubs dial the restarted root where they dialled the first one.
+    let mut root = TestRoot::start_restartable().await.unwrap();
+    let (dir, hubs) = root.start_counted_hubs(&["x-1", "x-2", "x-3"], 2).await;
     let counter = |id: &str| -> PathBuf { dir.path().join(format!("{id}.txt")) };
     let started = |id: &str| -> PathBuf { dir.path().join(format!("{id}.txt.started")) };
-    let mut hubs = Vec::new();
-    for id in ["x-1", "x-2", "x-3"] {
-        hubs.push(
-            root.start_hub(id, &with_test(&counter(id), 2))
-                .await
-                .unwrap(),
-        );
-    }
     let mut body = request("id=x-*", None);
     body["plan"] = json!({ "canary": 0, "max_concurrency": 3 });
     let p = root
         .admin_post("/v1/root/fleet/previews", body.clone())
-        .await
-        .unwrap();
+        .await;
     body["confirmation_token"] = p["confirmation_token"].clone();
-    let run = root.admin_post("/v1/root/fleet/runs", body).await.unwrap();
+    let run = root.admin_post("/v1/root/fleet/runs", body).await;
     let id = run["run_id"].as_str().unwrap().to_owned();
     until("every hub is executing its target's write", async || {
         ["x-1", "x-2", "x-3"]
@@ -409,7 +333,7 @@ async fn a_fleet_write_across_a_restart_runs_each_target_once() {
     })
     .await;
     root.restart().await.unwrap();
-    let r = ended(&root, &id).await;
+    let r = root.fleet_run_ended(&id).await;
     assert_eq!(
         (r["state"].as_str(), count(&r, "succeeded")),
         (Some("completed"), 3),
@@ -431,48 +355,29 @@ async fn an_expired_preview_is_shown_so_and_its_token_refused() {
     let root = TestRoot::start_with(|c| c.limits.confirmation_ttl_sec = 1)
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("e-1.txt");
-    let hub = root
-        .start_hub("e-1", &with_test(&counter, 0))
-        .await
-        .unwrap();
+    let (_dir, counter, hub) = root.start_counting_hub("e-1", |c| counted_test(c, 0)).await;
     let p = root
         .admin_post("/v1/root/fleet/previews", request("id=e-*", None))
-        .await
-        .unwrap();
+        .await;
     let token = p["confirmation_token"].as_str().unwrap().to_owned();
     let path = format!(
         "/v1/root/fleet/runs/{}",
         p["report"]["run_id"].as_str().unwrap()
     );
     until("the preview expires", async || {
-        root.admin_get(&path).await.unwrap()["state"] == "expired"
+        root.admin_get(&path).await["state"] == "expired"
     })
     .await;
-    let listed = root.admin_get("/v1/root/fleet/runs").await.unwrap();
+    let listed = root.admin_get("/v1/root/fleet/runs").await;
     assert_eq!(listed["runs"][0]["state"], "expired", "{listed}");
     let (s, b) = root
         .admin()
         .post_status("/v1/root/fleet/runs", request("id=e-*", Some(&token)))
         .await
         .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (428, Some("confirmation_required")),
-        "{b}"
-    );
-    assert!(
-        b["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("expired at"),
-        "{b}"
-    );
-    let dropped = root
-        .admin_post(&format!("{path}/cancel"), json!({}))
-        .await
-        .unwrap();
+    assert_eq!(refusal(s, &b), (428, "confirmation_required"), "{b}");
+    assert!(error_message(&b).contains("expired at"), "{b}");
+    let dropped = root.admin_post(&format!("{path}/cancel"), json!({})).await;
     assert_eq!(dropped["state"], "cancelled", "{dropped}");
     assert_eq!(runs(&counter), 0);
     hub.stop().await;

@@ -4,6 +4,9 @@
 //! offline by `mcp-root audit verify-export`, which names the event a changed byte is in and
 //! refuses a forged checkpoint.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
 use std::process::Command;
 
 use mcp_tests::{TestRoot, eventually};
@@ -58,8 +61,7 @@ async fn checkpoints_prove_events_and_an_export_verifies_offline() {
                 "/v1/root/mcp/sessions",
                 serde_json::json!({ "target_id": format!("hub:c-{i}"), "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
             )
-            .await
-            .unwrap();
+            .await;
         events.push(v["event_id"].as_str().unwrap().to_owned());
     }
     let first = eventually("a checkpoint", async || {
@@ -77,15 +79,15 @@ async fn checkpoints_prove_events_and_an_export_verifies_offline() {
             "/v1/root/mcp/sessions",
             serde_json::json!({ "target_id": format!("hub:c-{i}"), "capability_profile": "InfraOpsRead", "ttl_sec": 600 }),
         )
-        .await
-        .unwrap();
+        .await;
     }
-    let head = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap()["checked"]
+    let head = root.admin_get("/v1/root/mcp/audit/verify").await["checked"]
         .as_u64()
         .unwrap();
     let latest = eventually("a checkpoint of the whole trail", async || {
         let l = root
-            .admin_get("/v1/root/mcp/audit/checkpoints")
+            .admin()
+            .get("/v1/root/mcp/audit/checkpoints")
             .await
             .ok()?;
         (l["latest"]["tree_size"].as_u64()? >= head).then(|| l["latest"].clone())
@@ -103,12 +105,9 @@ async fn checkpoints_prove_events_and_an_export_verifies_offline() {
     // An event's inclusion, proved by root and checked here.
     let p = root
         .admin_get(&format!("/v1/root/mcp/audit/proof/{}", events[2]))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(p["checkpoint"]["tree_size"], size, "{p}");
-    let proof: Vec<_> = p["proof"]
-        .as_array()
-        .unwrap()
+    let proof: Vec<_> = items(&p["proof"])
         .iter()
         .map(|h| hash(h.as_str().unwrap()))
         .collect();
@@ -129,11 +128,8 @@ async fn checkpoints_prove_events_and_an_export_verifies_offline() {
         .admin_get(&format!(
             "/v1/root/mcp/audit/consistency?from={old}&to={size}"
         ))
-        .await
-        .unwrap();
-    let proof: Vec<_> = c["proof"]
-        .as_array()
-        .unwrap()
+        .await;
+    let proof: Vec<_> = items(&c["proof"])
         .iter()
         .map(|h| hash(h.as_str().unwrap()))
         .collect();
@@ -151,11 +147,7 @@ async fn checkpoints_prove_events_and_an_export_verifies_offline() {
         .get_status("/v1/root/mcp/audit/proof/no-such-event")
         .await
         .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (404, Some("not_found")),
-        "{b}"
-    );
+    assert_eq!(refusal(s, &b), (404, "not_found"), "{b}");
     let (s, b) = ops
         .get_status(&format!(
             "/v1/root/mcp/audit/proof/{}?size=999999",
@@ -164,12 +156,7 @@ async fn checkpoints_prove_events_and_an_export_verifies_offline() {
         .await
         .unwrap();
     assert_eq!(s, 404, "{b}");
-    assert!(
-        b["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("no checkpoint of tree size 999999")
-    );
+    assert!(error_message(&b).contains("no checkpoint of tree size 999999"));
 
     // The whole trail exported, and verified with no root.
     let dir = tempfile::tempdir().unwrap();

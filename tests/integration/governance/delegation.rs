@@ -4,29 +4,23 @@
 //! an idempotency key belongs to the top of its chain. Real roots and hubs, REST and OAuth.
 
 use mcp_tests::TestRoot;
+use mcp_tests::items;
 use mcp_tests::oauth::{sign_in, token};
+use mcp_tests::refusal;
+use mcp_tests::runs;
 use serde_json::{Value, json};
 
-fn with_oauth(cfg: &mut mcp_root::config::RootConfig) {
-    cfg.oauth.discovery = true;
-}
+use mcp_tests::oauth::with_oauth;
 
 /// `hub.get_status` with `bearer`: the status.
 async fn status(root: &TestRoot, bearer: &str) -> u16 {
-    root.rest_call(bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap()
-        .0
+    root.call(bearer, "hub.get_status", json!({})).await.0
 }
 
 /// `GET /v1/root/mcp/contracts` with `bearer`: the status.
 async fn contracts(root: &TestRoot, bearer: &str) -> u16 {
-    root.http
-        .get(root.url("/v1/root/mcp/contracts"))
-        .bearer_auth(bearer)
-        .send()
+    root.get_as(bearer, "/v1/root/mcp/contracts")
         .await
-        .unwrap()
         .status()
         .as_u16()
 }
@@ -55,9 +49,7 @@ async fn mint(root: &TestRoot, bearer: &str, key: &str) -> (String, String) {
 }
 
 async fn lease_of(root: &TestRoot, id: &str) -> Value {
-    root.admin_get(&format!("/v1/root/mcp/sessions/{id}"))
-        .await
-        .unwrap()
+    root.admin_get(&format!("/v1/root/mcp/sessions/{id}")).await
 }
 
 /// Both doors a lease reads through refuse `bearer` (401).
@@ -76,10 +68,7 @@ async fn works(root: &TestRoot, bearer: &str, what: &str) {
 async fn a_minted_lease_ends_with_every_lease_above_it() {
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:del-a", "").await.unwrap();
-    let (parent, parent_token) = root
-        .lease("hub:del-a", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (parent, parent_token) = root.lease("hub:del-a", "InfraOpsControl").await;
     let (child, child_token) = mint(&root, &parent_token, "m1").await;
     let (grandchild, grandchild_token) = mint(&root, &child_token, "m2").await;
     let c = lease_of(&root, &child).await;
@@ -112,10 +101,7 @@ async fn a_minted_lease_ends_with_every_lease_above_it() {
     assert_eq!(view["descendants"][1]["depth"], 2, "{view}");
 
     // The operator revokes the parent: one event, counting what ended with it.
-    let revoked = root
-        .admin_post(&format!("/v1/root/mcp/sessions/{parent}/revoke"), json!({}))
-        .await
-        .unwrap();
+    let revoked = root.on_lease(&parent, "revoke").await;
     refused(&root, &parent_token, "the revoked parent").await;
     refused(&root, &child_token, "the child of a revoked lease").await;
     refused(&root, &grandchild_token, "its grandchild").await;
@@ -125,11 +111,8 @@ async fn a_minted_lease_ends_with_every_lease_above_it() {
     let event_id = revoked["event_id"].as_str().unwrap();
     let trail = root
         .admin_get("/v1/root/mcp/audit?tool_id=admin.lease.revoke&limit=10")
-        .await
-        .unwrap();
-    let event = trail["events"]
-        .as_array()
-        .unwrap()
+        .await;
+    let event = items(&trail["events"])
         .iter()
         .find(|e| e["event_id"] == event_id)
         .unwrap_or_else(|| panic!("the revocation's event in {trail}"));
@@ -142,15 +125,9 @@ async fn a_minted_lease_ends_with_every_lease_above_it() {
     );
 
     // A rotation ends what the rotated bearer minted; an agent's revocation too.
-    let (p2, p2_token) = root
-        .lease("hub:del-a", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (p2, p2_token) = root.lease("hub:del-a", "InfraOpsControl").await;
     let (_, c2_token) = mint(&root, &p2_token, "m3").await;
-    let rotated = root
-        .admin_post(&format!("/v1/root/mcp/sessions/{p2}/rotate"), json!({}))
-        .await
-        .unwrap();
+    let rotated = root.on_lease(&p2, "rotate").await;
     refused(&root, &c2_token, "the child of a rotated bearer").await;
     let p3_token = rotated["token"].as_str().unwrap();
     let (c3, c3_token) = mint(&root, p3_token, "m4").await;
@@ -171,18 +148,13 @@ async fn a_minted_lease_ends_with_every_lease_above_it() {
 
     // A child never exceeds its parent, and a run credential hands nothing on.
     let (s, b) = root
-        .rest_call(
+        .call(
             p3_token,
             "hub.issue_access_token",
             json!({"capability_profile": "InfraOpsRead", "ttl_sec": 3600}),
         )
-        .await
-        .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (400, Some("invalid_arguments")),
-        "{b}"
-    );
+        .await;
+    assert_eq!(refusal(s, &b), (400, "invalid_arguments"), "{b}");
     hub.stop().await;
     root.stop().await;
 }
@@ -262,27 +234,22 @@ async fn an_oauth_sign_in_takes_what_its_tokens_minted_with_it() {
     root.stop().await;
 }
 
-/// Adds operator `name`: their bearer.
+/// Adds operator `name`, who issues leases and approves sign-ins of every profile: their
+/// bearer.
 async fn add_operator(root: &TestRoot, name: &str) -> String {
-    let added = root
-        .admin_post("/v1/root/operators", json!({"name": name}))
+    root.add_operator(name, &["operator", "approver"], &["*"])
         .await
-        .unwrap();
-    added["token"].as_str().unwrap().to_owned()
 }
 
 /// A lease operator `bearer` issues: `(session_id, token)`.
 async fn issued_by(root: &TestRoot, bearer: &str, target: &str) -> (String, String) {
     let res = root
-        .http
-        .post(root.url("/v1/root/mcp/sessions"))
-        .bearer_auth(bearer)
-        .json(
+        .post_as(
+            bearer,
+            "/v1/root/mcp/sessions",
             &json!({"target_id": target, "capability_profile": "InfraOpsControl", "ttl_sec": 600}),
         )
-        .send()
-        .await
-        .unwrap();
+        .await;
     assert_eq!(res.status(), 201);
     let v: Value = res.json().await.unwrap();
     (
@@ -309,8 +276,7 @@ async fn a_revoked_operators_sign_ins_end_and_their_leases_only_when_asked() {
     works(&root, &s.access, "bob's sign-in").await;
     let revoked = root
         .admin_post("/v1/root/operators/bob/revoke", json!({}))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         revoked["ended"],
         json!({"cascade": false, "grants": 1, "leases": 1, "descendants": 1}),
@@ -344,13 +310,12 @@ async fn a_revoked_operators_sign_ins_end_and_their_leases_only_when_asked() {
         .await
         .unwrap();
     let res = root
-        .http
-        .post(root.url("/v1/root/operators/carol/revoke"))
-        .bearer_auth(root.admin_token())
-        .json(&json!({"cascade": true}))
-        .send()
-        .await
-        .unwrap();
+        .post_as(
+            root.admin_token(),
+            "/v1/root/operators/carol/revoke",
+            &json!({"cascade": true}),
+        )
+        .await;
     assert_eq!(res.status(), 200);
     let revoked: Value = res.json().await.unwrap();
     assert_eq!(
@@ -365,13 +330,8 @@ async fn a_revoked_operators_sign_ins_end_and_their_leases_only_when_asked() {
     ] {
         refused(&root, bearer, what).await;
     }
-    let trail = root
-        .admin_get("/v1/root/mcp/audit?tool_id=admin.operator.revoke&limit=10")
-        .await
-        .unwrap();
-    let summaries: Vec<&str> = trail["events"]
-        .as_array()
-        .unwrap()
+    let trail = root.trail("tool_id=admin.operator.revoke&limit=10").await;
+    let summaries: Vec<&str> = trail
         .iter()
         .filter_map(|e| e["result_summary"].as_str())
         .collect();
@@ -401,13 +361,12 @@ async fn a_revoked_operators_sign_ins_end_and_their_leases_only_when_asked() {
     // A body that is not the request's shape is refused, and nothing is revoked.
     let dave = add_operator(&root, "dave").await;
     let res = root
-        .http
-        .post(root.url("/v1/root/operators/dave/revoke"))
-        .bearer_auth(root.admin_token())
-        .json(&json!({"cascade": "yes"}))
-        .send()
-        .await
-        .unwrap();
+        .post_as(
+            root.admin_token(),
+            "/v1/root/operators/dave/revoke",
+            &json!({"cascade": "yes"}),
+        )
+        .await;
     assert_eq!(res.status(), 400);
     let (_, dave_lease) = issued_by(&root, &dave, target).await;
     works(&root, &dave_lease, "a lease of an operator still active").await;
@@ -424,12 +383,6 @@ fn smoke_hub(runs: &std::path::Path) -> String {
     )
 }
 
-fn lines(path: &std::path::Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
 /// A run credential of lease `id` for `hub.run_allowed_tests`, issued by the operator.
 async fn run_credential(root: &TestRoot, id: &str) -> String {
     let v = root
@@ -437,48 +390,35 @@ async fn run_credential(root: &TestRoot, id: &str) -> String {
             &format!("/v1/root/mcp/sessions/{id}/run-profile"),
             json!({"tools": ["hub.run_allowed_tests"]}),
         )
-        .await
-        .unwrap();
+        .await;
     v["token"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_key_belongs_to_the_top_of_its_chain() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let runs = dir.path().join("smoke.runs");
-    let hub = root
-        .start_hub("hub:del-idem", &smoke_hub(&runs))
-        .await
-        .unwrap();
+    let (_dir, counter, hub) = root.start_counting_hub("hub:del-idem", smoke_hub).await;
     let smoke = json!({"name": "smoke"});
-    let (lease, lease_token) = root
-        .lease("hub:del-idem", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (lease, lease_token) = root.lease("hub:del-idem", "InfraOpsControl").await;
     let tool = "hub.run_allowed_tests";
 
     // A worker's run runs the test under key `k`.
     let first = run_credential(&root, &lease).await;
     let (s, b) = root.write(&first, tool, smoke.clone(), "k").await.unwrap();
     assert_eq!((s, &b["result"]["replay"]), (200, &json!(false)), "{b}");
-    assert_eq!(lines(&runs), 1);
+    assert_eq!(runs(&counter), 1);
 
     // Its run profile reissued from the same lease: a new preview, the same key, a replay.
     let second = run_credential(&root, &lease).await;
     let (s, b) = root.write(&second, tool, smoke.clone(), "k").await.unwrap();
     assert_eq!((s, &b["result"]["replay"]), (200, &json!(true)), "{b}");
-    assert_eq!(lines(&runs), 1, "the reissued run ran nothing");
+    assert_eq!(runs(&counter), 1, "the reissued run ran nothing");
     // The same key with other arguments is a conflict, with its own code.
     let (s, b) = root
         .execute(&second, tool, json!({"name": "other"}), None, "k")
         .await
         .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (409, Some("idempotency_conflict")),
-        "{b}"
-    );
+    assert_eq!(refusal(s, &b), (409, "idempotency_conflict"), "{b}");
     // The lease itself, and a lease it minted, replay it too.
     let (s, b) = root
         .execute(&lease_token, tool, smoke.clone(), None, "k")
@@ -488,16 +428,13 @@ async fn an_idempotency_key_belongs_to_the_top_of_its_chain() {
     let (_, minted) = mint(&root, &lease_token, "m").await;
     let (s, b) = root.write(&minted, tool, smoke.clone(), "k").await.unwrap();
     assert_eq!((s, &b["result"]["replay"]), (200, &json!(true)), "{b}");
-    assert_eq!(lines(&runs), 1);
+    assert_eq!(runs(&counter), 1);
 
     // Another owner's key is another key.
-    let (_, other) = root
-        .lease("hub:del-idem", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let other = root.bearer("hub:del-idem", "InfraOpsControl").await;
     let (s, b) = root.write(&other, tool, smoke.clone(), "k").await.unwrap();
     assert_eq!((s, &b["result"]["replay"]), (200, &json!(false)), "{b}");
-    assert_eq!(lines(&runs), 2);
+    assert_eq!(runs(&counter), 2);
     hub.stop().await;
     root.stop().await;
 }
@@ -517,23 +454,17 @@ async fn a_fan_out_reaches_only_the_leases_environment() {
     )
     .await
     .unwrap();
-    let (_, test_lease) = root
-        .lease("hub:fan-test", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let test_lease = root.bearer("hub:fan-test", "InfraOpsRead").await;
     let (s, b) = root
-        .rest_call(
+        .call(
             &test_lease,
             "hub.get_logs",
             json!({"source": "subnet_active", "lines": 5}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(s, 200, "{b}");
     let r = &b["result"];
-    let read: Vec<&str> = r["entries"]
-        .as_array()
-        .unwrap()
+    let read: Vec<&str> = items(&r["entries"])
         .iter()
         .map(|e| e["target_id"].as_str().unwrap())
         .collect();
@@ -549,7 +480,7 @@ async fn a_fan_out_reaches_only_the_leases_environment() {
         "root.get_subnet_diagnostics",
         "root.get_subnet_timeline",
     ] {
-        let (s, b) = root.rest_call(&test_lease, tool, json!({})).await.unwrap();
+        let (s, b) = root.call(&test_lease, tool, json!({})).await;
         assert_eq!(s, 200, "{tool}: {b}");
         let text = b["result"].to_string();
         assert_eq!(
@@ -564,18 +495,14 @@ async fn a_fan_out_reaches_only_the_leases_environment() {
     }
 
     // A production lease reaches the production hub only.
-    let (_, prod_lease) = root
-        .lease("hub:fan-prod", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let prod_lease = root.bearer("hub:fan-prod", "InfraOpsRead").await;
     let (s, b) = root
-        .rest_call(
+        .call(
             &prod_lease,
             "hub.get_logs",
             json!({"source": "subnet_active", "lines": 5}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["result"]["missing"], json!(["hub:fan-test"]), "{b}");
     test_hub.stop().await;

@@ -5,8 +5,11 @@
 mod audit;
 mod checkpoints;
 mod delegation;
+mod durability;
 mod no_holes;
+mod rates;
 mod redaction;
+mod roles;
 mod root_tools;
 pub(crate) mod run_profile;
 pub(crate) mod sinks;

@@ -1,6 +1,9 @@
 //! Governance without holes (issue 22): each promise an operator relies on, tried the way a
 //! new operator would, against real daemons: what a lease reads of root's own log.
 
+use mcp_tests::items;
+use mcp_tests::refusal;
+use mcp_tests::run_ok;
 use mcp_tests::{TestRoot, until};
 use serde_json::json;
 
@@ -11,22 +14,16 @@ async fn root_local_logs_are_scoped_to_the_leases_target() {
     let root = TestRoot::start().await.unwrap();
     let own = root.start_hub("hub:logs-own", "").await.unwrap();
     let other = root.start_hub("hub:logs-other", "").await.unwrap();
-    let (_, token) = root
-        .lease("hub:logs-own", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:logs-own", "InfraOpsRead").await;
     let (s, b) = root
-        .rest_call(
+        .call(
             &token,
             "hub.get_logs",
             json!({"source": "root_local", "lines": 1000}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(s, 200, "{b}");
-    let lines: Vec<&str> = b["result"]["entries"][0]["lines"]
-        .as_array()
-        .unwrap()
+    let lines: Vec<&str> = items(&b["result"]["entries"][0]["lines"])
         .iter()
         .map(|l| l.as_str().unwrap())
         .collect();
@@ -56,13 +53,7 @@ async fn root_local_logs_are_scoped_to_the_leases_target() {
 
 /// An upgrade request to the hub door with this `Authorization` header (or none).
 async fn hub_upgrade(root: &TestRoot, auth: Option<&str>) -> reqwest::Response {
-    let mut req = root
-        .http
-        .get(root.url("/v1/root/hubs/connect"))
-        .header("connection", "upgrade")
-        .header("upgrade", "websocket")
-        .header("sec-websocket-version", "13")
-        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==");
+    let mut req = mcp_tests::websocket_upgrade(root.http.get(root.url("/v1/root/hubs/connect")));
     if let Some(a) = auth {
         req = req.header("authorization", a);
     }
@@ -120,14 +111,8 @@ async fn the_hub_door_authenticates_before_the_upgrade() {
 
     // The connected hub was never disturbed.
     assert!(hub.handle().is_connected());
-    let (_, token) = root
-        .lease("hub:door-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
-    let (s, b) = root
-        .rest_call(&token, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let token = root.bearer("hub:door-alpha", "InfraOpsRead").await;
+    let (s, b) = root.call(&token, "hub.get_status", json!({})).await;
     assert_eq!(s, 200, "{b}");
     hub.stop().await;
     root.stop().await;
@@ -142,10 +127,7 @@ async fn the_hub_door_authenticates_before_the_upgrade() {
 async fn test_faults_are_in_no_contract_and_no_release_hub() {
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:faultless", "").await.unwrap();
-    let (_, token) = root
-        .lease("hub:faultless", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:faultless", "InfraOpsRead").await;
     let client = mcp_tests::mcp_client(&root.mcp_url(), &token)
         .await
         .unwrap();
@@ -165,14 +147,9 @@ async fn test_faults_are_in_no_contract_and_no_release_hub() {
         );
     }
     let (s, b) = root
-        .rest_call(&token, "hub.get_status", json!({"fault": "panic"}))
-        .await
-        .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (400, Some("invalid_arguments")),
-        "{b}"
-    );
+        .call(&token, "hub.get_status", json!({"fault": "panic"}))
+        .await;
+    assert_eq!(refusal(s, &b), (400, "invalid_arguments"), "{b}");
     client.cancel().await.unwrap();
     hub.stop().await;
     root.stop().await;
@@ -199,7 +176,6 @@ async fn skill(root: &TestRoot, target: &str, command: &str) -> serde_json::Valu
         json!({}),
     )
     .await
-    .unwrap()
 }
 
 /// `(status, error code)` of a call.
@@ -209,7 +185,7 @@ async fn outcome(
     tool: &str,
     args: serde_json::Value,
 ) -> (u16, String) {
-    let (s, b) = root.rest_call(token, tool, args).await.unwrap();
+    let (s, b) = root.call(token, tool, args).await;
     (s, b["error"]["code"].as_str().unwrap_or("").to_owned())
 }
 
@@ -222,9 +198,9 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
     let target = "hub:skill-off";
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub(target, "").await.unwrap();
-    let (_, reader) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
-    let (_, control) = root.lease(target, "InfraOpsControl", 600).await.unwrap();
-    let (victim, _) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let reader = root.bearer(target, "InfraOpsRead").await;
+    let control = root.bearer(target, "InfraOpsControl").await;
+    let (victim, _) = root.lease(target, "InfraOpsRead").await;
     let logs = json!({"source": "root_local", "lines": 5});
     let issue = json!({"capability_profile": "InfraOpsRead", "ttl_sec": 60});
     let revoke = json!({"session_id": victim});
@@ -271,15 +247,14 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
     assert!(!hub.handle().skill_state().enabled);
     let ev = root
         .admin_get("/v1/root/mcp/audit?tool_id=admin.skill.disable")
-        .await
-        .unwrap();
+        .await;
     assert_eq!(ev["events"][0]["actor"]["id"], "operator:admin", "{ev}");
 
     // The hub goes away; the operator can still switch the target on and off.
     let hub_token = hub.token.clone();
     hub.stop().await;
     until("the target to be offline", async || {
-        let list = root.admin_get("/v1/root/hubs").await.unwrap();
+        let list = root.admin_get("/v1/root/hubs").await;
         list["targets"][0]["status"] == "offline"
     })
     .await;
@@ -330,15 +305,10 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
     // The hub's owner switches the skill off on the hub: root shows it and cannot override.
     let config = hub.state_dir.path().join("hub.toml");
     let run = |verb: &str| {
-        let out = std::process::Command::new(mcp_tests::workspace_bin("mcp-hub").unwrap())
-            .args(["skill", verb, "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = run_ok(
+            std::process::Command::new(mcp_tests::workspace_bin("mcp-hub").unwrap())
+                .args(["skill", verb, "--config"])
+                .arg(&config),
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
@@ -374,9 +344,8 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
     .await;
     let ev = root
         .admin_get("/v1/root/mcp/audit?tool_id=target.skill.owner_switch")
-        .await
-        .unwrap();
-    let events = ev["events"].as_array().unwrap();
+        .await;
+    let events = items(&ev["events"]);
     assert_eq!(events.len(), 2, "{ev}");
     assert_eq!(events[0]["actor"]["id"], format!("target:{target}"));
     assert_eq!(events[0]["surface"], "hub");
@@ -390,12 +359,11 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
     until("the update to be recorded", async || {
         let ev = root
             .admin_get("/v1/root/mcp/audit?tool_id=target.skill.update")
-            .await
-            .unwrap();
+            .await;
         ev["events"][0]["request"]["added"] == json!(["acme.inventory.count"])
     })
     .await;
-    let verified = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let verified = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(verified["ok"], true, "{verified}");
     client.cancel().await.unwrap();
     hub.stop().await;
@@ -404,11 +372,8 @@ async fn disabling_the_skill_cuts_the_target_off_everywhere() {
 
 /// Events of the trail whose actor is `actor`.
 async fn events_by(root: &TestRoot, actor: &str) -> Vec<serde_json::Value> {
-    let v = root
-        .admin_get(&format!("/v1/root/mcp/audit?actor={actor}&limit=1000"))
-        .await
-        .unwrap();
-    v["events"].as_array().unwrap().clone()
+    let v = root.trail(&format!("actor={actor}&limit=1000")).await;
+    v.clone()
 }
 
 /// Named operators, every action audited: each operator endpoint of the router (the REST
@@ -418,21 +383,17 @@ async fn events_by(root: &TestRoot, actor: &str) -> Vec<serde_json::Value> {
 /// revoked one is refused at once, console session included.
 #[tokio::test]
 async fn every_operator_action_is_one_event_naming_the_operator() {
-    use mcp_root::api::{Access, endpoints};
+    use mcp_root::api::endpoints;
     let root = TestRoot::start_with(|c| c.oauth.discovery = true)
         .await
         .unwrap();
     let hub = root.start_hub("hub:ops-alpha", "").await.unwrap();
     root.enroll("hub:ops-beta", "test").await.unwrap();
-    let added = root
-        .admin_post("/v1/root/operators", json!({"name": "ann"}))
-        .await
-        .unwrap();
-    let ann = added["token"].as_str().unwrap().to_owned();
+    let ann = root.add_operator("ann", &["admin"], &["*"]).await;
     assert!(ann.starts_with("mcpo_"));
     let lease = |profile: &'static str| {
         let root = &root;
-        async move { root.lease("hub:ops-alpha", profile, 600).await.unwrap().0 }
+        async move { root.lease("hub:ops-alpha", profile).await.0 }
     };
     let (to_revoke, to_rotate) = (lease("InfraOpsRead").await, lease("InfraOpsRead").await);
     let to_profile = lease("InfraOpsRead").await;
@@ -443,7 +404,7 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
 
     let actions: Vec<_> = endpoints()
         .into_iter()
-        .filter(|e| matches!(e.access, Access::OperatorAction | Access::AnyAction))
+        .filter(|e| e.access.audited())
         .collect();
     assert!(actions.len() >= 14, "{actions:?}");
     for e in actions {
@@ -493,6 +454,9 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
             ("POST", "/v1/root/hubs/{target_id}/lifecycle/{command}") => http
                 .post(url("/v1/root/hubs/hub:ops-beta/lifecycle/cordon"))
                 .json(&json!({"reason": "maintenance"})),
+            ("POST", "/v1/root/hubs/{target_id}/lifecycle/retire") => {
+                http.post(url("/v1/root/hubs/hub:ops-nobody/lifecycle/retire"))
+            }
             ("POST", "/v1/root/hubs/{target_id}/placement") => http
                 .post(url("/v1/root/hubs/hub:ops-beta/placement"))
                 .json(&json!({"subnet_id": "subnet-q"})),
@@ -582,10 +546,8 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
     );
 
     // Operators are listed; names are never reused; admin cannot be revoked through the API.
-    let list = root.admin_get("/v1/root/operators").await.unwrap();
-    let names: Vec<(&str, &str)> = list["operators"]
-        .as_array()
-        .unwrap()
+    let list = root.admin_get("/v1/root/operators").await;
+    let names: Vec<(&str, &str)> = items(&list["operators"])
         .iter()
         .map(|o| (o["name"].as_str().unwrap(), o["status"].as_str().unwrap()))
         .collect();
@@ -614,20 +576,7 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
     }
 
     // ann's console session and credential end when she is revoked.
-    let relogin = http
-        .post(root.url("/ui/api/login"))
-        .header("origin", &origin)
-        .json(&json!({"token": ann}))
-        .send()
-        .await
-        .unwrap();
-    let cookie = relogin.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let (cookie, _) = root.console_login_as(&ann).await;
     let session = || {
         http.get(root.url("/ui/api/session"))
             .header("cookie", &cookie)
@@ -635,8 +584,7 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
     };
     assert_eq!(session().await.unwrap().status(), 200);
     root.admin_post("/v1/root/operators/ann/revoke", json!({}))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(session().await.unwrap().status(), 401);
     let res = http
         .get(root.url("/v1/root/mcp/sessions"))
@@ -645,7 +593,7 @@ async fn every_operator_action_is_one_event_naming_the_operator() {
         .await
         .unwrap();
     assert_eq!(res.status(), 401);
-    let verified = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let verified = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(verified["ok"], true, "{verified}");
     hub.stop().await;
     root.stop().await;
@@ -681,6 +629,10 @@ async fn the_admin_cli_acts_as_a_named_operator() {
             "operator",
             "add",
             "carol",
+            "--role",
+            "operator",
+            "--profile",
+            "InfraOpsRead",
             "--token-file",
             file.to_str().unwrap(),
         ],
@@ -704,18 +656,22 @@ async fn the_admin_cli_acts_as_a_named_operator() {
     );
     assert_eq!(code, Some(0), "{err}");
     let lease: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            lease["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let ev = root.audit_event(lease["event_id"].as_str().unwrap()).await;
     assert_eq!(ev["tool_id"], "admin.lease.create");
     assert_eq!(ev["actor"]["id"], "operator:carol");
-    let (_, out, _) = admin(&carol, &["operator", "list"]);
+    // Who operators are is admin's to see; carol is an operator.
+    let (code, _, err) = admin(&carol, &["operator", "list"]);
+    assert_eq!(code, Some(1));
     assert!(
-        out.contains("carol") && out.contains("operator:admin"),
+        err.contains("403") && err.contains("needs the role `admin`"),
+        "{err}"
+    );
+    let (_, out, _) = admin(&root.admin_token(), &["operator", "list"]);
+    let line = out.lines().find(|l| l.starts_with("carol")).unwrap();
+    assert!(
+        line.contains("operator")
+            && line.contains("InfraOpsRead")
+            && line.contains("operator:admin"),
         "{out}"
     );
     let (code, _, _) = admin(&root.admin_token(), &["operator", "revoke", "carol"]);
@@ -777,27 +733,8 @@ async fn routed_reads_are_retried_under_their_contracts_policy() {
         "uptime_sec": 1, "connected": true, "connected_since": null, "skills": [],
     });
     let answer = |call_id: String, outcome: CallOutcome| HubToRoot::Result { call_id, outcome };
-    let (_, lease) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
-    let call = || {
-        let (http, url, lease) = (
-            root.http.clone(),
-            root.url("/v1/root/mcp/call"),
-            lease.clone(),
-        );
-        tokio::spawn(async move {
-            let res = http
-                .post(url)
-                .bearer_auth(lease)
-                .json(&json!({"tool_id": "hub.get_status"}))
-                .send()
-                .await
-                .unwrap();
-            (
-                res.status().as_u16(),
-                res.json::<serde_json::Value>().await.unwrap(),
-            )
-        })
-    };
+    let lease = root.bearer(target, "InfraOpsRead").await;
+    let call = || tokio::spawn(root.call_later(&lease, "hub.get_status", json!({})));
 
     // The connection ends under the call; the hub comes back; the retry is answered.
     let mut ws = connect().await;
@@ -824,14 +761,8 @@ async fn routed_reads_are_retried_under_their_contracts_policy() {
     .unwrap();
     let (s, body) = pending.await.unwrap();
     assert_eq!(s, 200, "{body}");
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            body["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
-    let retried = ev["retried"].as_array().unwrap();
+    let ev = root.audit_event(body["event_id"].as_str().unwrap()).await;
+    let retried = items(&ev["retried"]);
     assert!(!retried.is_empty(), "{ev}");
     assert!(
         retried.iter().all(|r| r["code"] == "target_offline"),
@@ -870,15 +801,9 @@ async fn routed_reads_are_retried_under_their_contracts_policy() {
     .unwrap();
     let (s, body) = pending.await.unwrap();
     assert_eq!(s, 200, "{body}");
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            body["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let ev = root.audit_event(body["event_id"].as_str().unwrap()).await;
     assert_eq!(ev["retried"][0]["code"], "busy", "{ev}");
-    assert_eq!(ev["retried"].as_array().unwrap().len(), 1);
+    assert_eq!(items(&ev["retried"]).len(), 1);
 
     // An error the policy does not name is answered at once, not retried.
     let pending = call();
@@ -896,10 +821,6 @@ async fn routed_reads_are_retried_under_their_contracts_policy() {
     .await
     .unwrap();
     let (s, body) = pending.await.unwrap();
-    assert_eq!(
-        (s, body["error"]["code"].as_str()),
-        (502, Some("adapter_failed")),
-        "{body}"
-    );
+    assert_eq!(refusal(s, &body), (502, "adapter_failed"), "{body}");
     root.stop().await;
 }

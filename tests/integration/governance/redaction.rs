@@ -3,6 +3,7 @@
 //! root redacts again before it stores or answers. The audit store is checked at the bytes on
 //! disk (database and write-ahead log), not only through the API.
 
+use mcp_tests::items;
 use mcp_tests::{TestRoot, mcp_client};
 use serde_json::json;
 
@@ -16,7 +17,7 @@ const PLANTED: &str = "sk_live_fixture0123456789abcdef";
 
 fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
     let mut hits = Vec::new();
-    for entry in walk(dir) {
+    for entry in mcp_tests::files_under(dir) {
         if let Ok(bytes) = std::fs::read(&entry)
             && bytes.windows(needle.len()).any(|w| w == needle)
         {
@@ -24,19 +25,6 @@ fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
         }
     }
     hits
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[tokio::test]
@@ -65,10 +53,7 @@ async fn a_secret_in_a_service_log_never_reaches_the_client_or_the_audit_store()
     })
     .await;
 
-    let (_, token) = root
-        .lease("hub:leaky", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:leaky", "InfraOpsControl").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     let mut seen = String::new();
     // Logs through root's subnet fan-out, the service stream and everything.
@@ -100,32 +85,21 @@ async fn a_secret_in_a_service_log_never_reaches_the_client_or_the_audit_store()
         "{meta}"
     );
     let (s, rest) = root
-        .rest_call(&token, "hub.get_logs", json!({"stream": "fixture"}))
-        .await
-        .unwrap();
+        .call(&token, "hub.get_logs", json!({"stream": "fixture"}))
+        .await;
     assert_eq!(s, 200, "{rest}");
     assert_eq!(
         rest["redactions"]["paths"],
         json!(["result.entries[0].lines"])
     );
-    let res = root
-        .http
-        .post(root.url("/api/ai-workspace/assistant/v1/actions"))
-        .bearer_auth(&token)
-        .json(&json!({"phase": "execute", "input": {"actionId": "hub.get_logs", "stream": "fixture"}}))
-        .send()
-        .await
-        .unwrap();
+    let res = root.post_as(&token, "/api/ai-workspace/assistant/v1/actions", &json!({"phase": "execute", "input": {"actionId": "hub.get_logs", "stream": "fixture"}})).await;
     let action: serde_json::Value = res.json().await.unwrap();
     assert!(
         action["redactions"]["count"].as_u64().unwrap() > 0,
         "{action}"
     );
     // A read with nothing to redact says so.
-    let (_, clean) = root
-        .rest_call(&token, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (_, clean) = root.call(&token, "hub.get_status", json!({})).await;
     assert_eq!(
         clean["redactions"],
         json!({"count": 0, "paths": []}),
@@ -138,11 +112,9 @@ async fn a_secret_in_a_service_log_never_reaches_the_client_or_the_audit_store()
     // The probe for the secret's text finds nothing.
     let probe = call(&client, "hub.get_logs", json!({"contains": "sk_live"})).await;
     assert!(
-        probe["entries"]
-            .as_array()
-            .unwrap()
+        items(&probe["entries"])
             .iter()
-            .all(|e| e["lines"].as_array().unwrap().is_empty()),
+            .all(|e| items(&e["lines"]).is_empty()),
         "{probe}"
     );
     // An allowed test's output, run and read back.
@@ -166,11 +138,8 @@ async fn a_secret_in_a_service_log_never_reaches_the_client_or_the_audit_store()
     );
 
     // Nor the audit trail, through the API or on disk.
-    let audit = root
-        .admin_get("/v1/root/mcp/audit?limit=1000")
-        .await
-        .unwrap();
-    assert!(audit["events"].as_array().unwrap().len() >= 7);
+    let audit = root.admin_get("/v1/root/mcp/audit?limit=1000").await;
+    assert!(items(&audit["events"]).len() >= 7);
     assert!(!audit.to_string().contains(PLANTED));
     client.cancel().await.unwrap();
     hub.stop().await;
@@ -213,27 +182,8 @@ async fn root_redacts_bare_secrets_a_hub_did_not() {
         next(&mut ws).await,
         Ok((RootToHub::Welcome { .. }, _))
     ));
-    let (_, lease) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
-    let call = {
-        let (http, url, lease) = (
-            root.http.clone(),
-            root.url("/v1/root/mcp/call"),
-            lease.clone(),
-        );
-        tokio::spawn(async move {
-            let res = http
-                .post(url)
-                .bearer_auth(lease)
-                .json(&json!({"tool_id": "hub.get_status"}))
-                .send()
-                .await
-                .unwrap();
-            (
-                res.status().as_u16(),
-                res.json::<serde_json::Value>().await.unwrap(),
-            )
-        })
-    };
+    let lease = root.bearer(target, "InfraOpsRead").await;
+    let call = tokio::spawn(root.call_later(&lease, "hub.get_status", json!({})));
     let call_id = loop {
         match next(&mut ws).await {
             Ok((RootToHub::Call(c), _)) => break c.call_id,
@@ -265,13 +215,7 @@ async fn root_redacts_bare_secrets_a_hub_did_not() {
     let (status, body) = call.await.unwrap();
     assert_eq!(status, 200, "{body}");
     let answered = body.to_string();
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            body["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let ev = root.audit_event(body["event_id"].as_str().unwrap()).await;
     let stored = ev.to_string();
     for secret in secrets {
         let probe = secret.lines().nth(1).unwrap_or(secret);
@@ -285,9 +229,7 @@ async fn root_redacts_bare_secrets_a_hub_did_not() {
         );
     }
     assert!(answered.contains("[REDACTED]"), "{answered}");
-    let rules: Vec<&str> = ev["redactions"]
-        .as_array()
-        .unwrap()
+    let rules: Vec<&str> = items(&ev["redactions"])
         .iter()
         .map(|r| r["rule"].as_str().unwrap())
         .collect();
@@ -306,9 +248,7 @@ async fn root_redacts_bare_secrets_a_hub_did_not() {
     }
     // The answer says what was redacted, and where: never what.
     let summary = &body["redactions"];
-    let paths: Vec<&str> = summary["paths"]
-        .as_array()
-        .unwrap()
+    let paths: Vec<&str> = items(&summary["paths"])
         .iter()
         .map(|p| p.as_str().unwrap())
         .collect();

@@ -2,6 +2,9 @@
 //! `ai-workspace.run-profile.v1` root derives from a lease, who may read it, what it holds (and
 //! never holds), and its verification with `mcp-root admin lease verify-profile`.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
 use std::collections::BTreeSet;
 
 use mcp_tests::{TestRoot, mcp_client};
@@ -57,20 +60,12 @@ pub async fn fetch(
 
 /// The run profile of a lease, issued by the operator.
 pub async fn operator_profile(root: &TestRoot, id: &str) -> Value {
-    let v = root
-        .admin_post(
-            &format!("/v1/root/mcp/sessions/{id}/run-profile"),
-            json!({}),
-        )
-        .await
-        .unwrap();
+    let v = root.on_lease(id, "run-profile").await;
     v["run_profile"].clone()
 }
 
 fn ids(profile: &Value) -> BTreeSet<String> {
-    profile["toolProfile"]["assistantActions"]["actionIds"]
-        .as_array()
-        .unwrap()
+    items(&profile["toolProfile"]["assistantActions"]["actionIds"])
         .iter()
         .map(|v| v.as_str().unwrap().to_string())
         .collect()
@@ -122,14 +117,8 @@ pub fn assert_no_secret(doc: &Value, secrets: &[&str], root: &TestRoot) {
 async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret() {
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
-    let (id, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 3600)
-        .await
-        .unwrap();
-    let (other_id, other) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 3600)
-        .await
-        .unwrap();
+    let (id, token) = root.lease_for("hub:test-alpha", "InfraOpsRead", 3600).await;
+    let (other_id, other) = root.lease_for("hub:test-alpha", "InfraOpsRead", 3600).await;
 
     // The lease's own bearer: a run credential and the signed document naming it.
     let (s, b) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
@@ -172,13 +161,8 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
         let url = root.mcp_url();
         async move {
             let client = mcp_client(&url, &bearer).await.unwrap();
-            let names: BTreeSet<String> = client
-                .list_all_tools()
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|t| t.name.to_string())
-                .collect();
+            let names: BTreeSet<String> =
+                mcp_tests::listed_tools(&client).await.into_iter().collect();
             client.cancel().await.ok();
             names
         }
@@ -187,14 +171,11 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
     assert!(listed.contains("hub.get_status"), "{listed:?}");
     assert_eq!(ids(&p), listed);
     assert_eq!(list(credential.clone()).await, listed);
-    for a in actions["actions"].as_array().unwrap() {
+    for a in items(&actions["actions"]) {
         assert_eq!(a["sideEffect"], "read", "{a}");
         assert_eq!(a["phases"], json!(["execute"]), "{a}");
     }
-    let (s, r) = root
-        .rest_call(&credential, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (s, r) = root.call(&credential, "hub.get_status", json!({})).await;
     assert_eq!(
         s, 200,
         "the run credential calls what its profile grants: {r}"
@@ -220,21 +201,10 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
         BTreeSet::from(["hub.get_status".to_owned()])
     );
     let (s, r) = root
-        .rest_call(&scoped, "hub.get_runtime_summary", json!({}))
-        .await
-        .unwrap();
-    assert_eq!(
-        (s, r["error"]["code"].as_str()),
-        (403, Some("capability_not_granted")),
-        "{r}"
-    );
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("run credential"),
-        "{r}"
-    );
+        .call(&scoped, "hub.get_runtime_summary", json!({}))
+        .await;
+    assert_eq!(refusal(s, &r), (403, "capability_not_granted"), "{r}");
+    assert!(error_message(&r).contains("run credential"), "{r}");
     // A run credential issues no run profile of its own.
     let (s, r) = fetch(
         &root,
@@ -244,11 +214,7 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
         &[],
     )
     .await;
-    assert_eq!(
-        (s, r["error"]["code"].as_str()),
-        (403, Some("forbidden")),
-        "{r}"
-    );
+    assert_eq!(refusal(s, &r), (403, "forbidden"), "{r}");
     // Tools the lease cannot call are refused, as is an empty list.
     for ask in [json!({"tools": ["hub.deploy_ref"]}), json!({"tools": []})] {
         let (s, r) = fetch(&root, &id, Some(&token), ask.clone(), &[]).await;
@@ -279,8 +245,7 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
     ] {
         let v = root
             .admin_get(&format!("/v1/root/mcp/audit?tool_id={tool}"))
-            .await
-            .unwrap();
+            .await;
         assert_eq!(v["events"][0]["actor"]["id"], actor, "{v}");
     }
 
@@ -289,11 +254,8 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
     let (s2, b2) = fetch(&root, "no-such-lease", Some(&other), Value::Null, &[]).await;
     assert_eq!((s1, s2), (404, 404), "{b1} {b2}");
     assert_eq!(
-        b1["error"]["message"].as_str().unwrap().replace(&id, "ID"),
-        b2["error"]["message"]
-            .as_str()
-            .unwrap()
-            .replace("no-such-lease", "ID")
+        error_message(&b1).replace(&id, "ID"),
+        error_message(&b2).replace("no-such-lease", "ID")
     );
     assert_eq!(fetch(&root, &id, None, Value::Null, &[]).await.0, 401);
     assert_eq!(
@@ -341,10 +303,7 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let expired = short["token"].as_str().unwrap();
     assert_eq!(
-        root.rest_call(expired, "hub.get_status", json!({}))
-            .await
-            .unwrap()
-            .0,
+        root.call(expired, "hub.get_status", json!({})).await.0,
         401,
         "a run credential ends with its run profile"
     );
@@ -364,8 +323,7 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
         "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
         json!({}),
     )
-    .await
-    .unwrap();
+    .await;
     let (_, disabled) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
     assert!(
         !ids(&disabled["run_profile"]).contains("hub.get_status"),
@@ -374,14 +332,11 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
     assert!(ids(&disabled["run_profile"]).len() < ids(&p).len());
 
     // Revoking the lease revokes its run credentials; a revoked lease has no run profile.
-    root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({}))
-        .await
-        .unwrap();
+    root.on_lease(&id, "revoke").await;
     for cred in [&credential, &scoped] {
         assert_eq!(
-            root.rest_call(cred, "root.get_subnet_timeline", json!({}))
+            root.call(cred, "root.get_subnet_timeline", json!({}))
                 .await
-                .unwrap()
                 .0,
             401,
             "revoked with its lease"
@@ -389,8 +344,7 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
     }
     let lease = root
         .admin_get(&format!("/v1/root/mcp/sessions/{run}"))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         (
             lease["status"].as_str(),
@@ -399,12 +353,7 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
         (Some("revoked"), Some(id.as_str())),
         "{lease}"
     );
-    root.admin_post(
-        &format!("/v1/root/mcp/sessions/{other_id}/revoke"),
-        json!({}),
-    )
-    .await
-    .unwrap();
+    root.on_lease(&other_id, "revoke").await;
     let (s, b) = fetch(
         &root,
         &other_id,
@@ -414,10 +363,7 @@ async fn run_profile_is_derived_from_the_lease_signed_and_never_holds_a_secret()
     )
     .await;
     assert_eq!(s, 409, "{b}");
-    assert!(
-        b["error"]["message"].as_str().unwrap().contains("revoked"),
-        "{b}"
-    );
+    assert!(error_message(&b).contains("revoked"), "{b}");
     assert_eq!(
         fetch(&root, &other_id, Some(&other), Value::Null, &[])
             .await
@@ -441,10 +387,7 @@ async fn verify_profile_names_valid_tampered_unsigned_expired_and_unknown_key() 
     let root = TestRoot::start().await.unwrap();
     let other_root = TestRoot::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (id, _) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 3600)
-        .await
-        .unwrap();
+    let (id, _) = root.lease_for("hub:test-alpha", "AdaOSDevRead", 3600).await;
     let profile = operator_profile(&root, &id).await;
     assert!(!ids(&profile).is_empty());
 
@@ -532,9 +475,8 @@ async fn verify_profile_names_valid_tampered_unsigned_expired_and_unknown_key() 
 
     // Signed by another root (another master key): an unknown key, not a tampered document.
     let (other_id, _) = other_root
-        .lease("hub:test-alpha", "AdaOSDevRead", 3600)
-        .await
-        .unwrap();
+        .lease_for("hub:test-alpha", "AdaOSDevRead", 3600)
+        .await;
     let foreign = operator_profile(&other_root, &other_id).await;
     let (code, out) = verify_cli(&root, dir.path(), "foreign.json", &foreign.to_string());
     assert_eq!(code, 4, "{out}");
@@ -550,18 +492,10 @@ async fn verify_profile_names_valid_tampered_unsigned_expired_and_unknown_key() 
     assert!(out.starts_with("invalid (malformed): "), "{out}");
 
     // Verification is the operator's: a lease bearer cannot use root as a signing oracle.
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let res = root
-        .http
-        .post(root.url("/v1/root/mcp/run-profiles/verify"))
-        .bearer_auth(&token)
-        .json(&profile)
-        .send()
-        .await
-        .unwrap();
+        .post_as(&token, "/v1/root/mcp/run-profiles/verify", &profile)
+        .await;
     assert_eq!(res.status(), 403);
     other_root.stop().await;
     root.stop().await;
@@ -578,21 +512,16 @@ async fn every_root_holding_the_zones_master_key_verifies_the_profile() {
     .await
     .unwrap();
     let c = TestRoot::start_with(TestRoot::on_sqlite).await.unwrap();
-    let (id, _) = a
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let (id, _) = a.lease("hub:test-alpha", "AdaOSDevRead").await;
     let profile = operator_profile(&a, &id).await;
     let on_b = b
         .admin_post("/v1/root/mcp/run-profiles/verify", profile.clone())
-        .await
-        .unwrap();
+        .await;
     assert_eq!(on_b["valid"], true, "{on_b}");
     assert_eq!(on_b["key_id"], profile["integrity"]["keyId"]);
     let on_c = c
         .admin_post("/v1/root/mcp/run-profiles/verify", profile)
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         (on_c["valid"].as_bool(), on_c["reason"].as_str()),
         (Some(false), Some("unknown_key")),

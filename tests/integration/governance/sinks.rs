@@ -6,6 +6,8 @@
 //! audited, until it catches up. (One shipper per sink across replicas:
 //! `zone::replica_state`.)
 
+use mcp_tests::error_message;
+use mcp_tests::items;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -103,18 +105,13 @@ pub(crate) async fn receivers(on: Option<std::net::SocketAddr>) -> (String, Arc<
 /// Every event id in the trail, from the chain.
 pub(crate) async fn trail_ids(base: &str, admin: &str) -> Vec<String> {
     let http = mcp_tests::http_client();
-    let page: Value = http
-        .get(format!("{base}/v1/root/mcp/audit/chain?limit=5000"))
-        .bearer_auth(admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    page["events"]
-        .as_array()
-        .unwrap()
+    let page: Value = mcp_tests::get_json(
+        &http,
+        format!("{base}/v1/root/mcp/audit/chain?limit=5000"),
+        admin,
+    )
+    .await;
+    items(&page["events"])
         .iter()
         .map(|e| e["event"]["event_id"].as_str().unwrap().to_owned())
         .collect()
@@ -217,15 +214,7 @@ async fn sinks_deliver_every_event_across_an_outage_and_a_sigkill() {
     // The lag is gone, and shown.
     let http = mcp_tests::http_client();
     until("lag 0 in /metrics", async || {
-        let m = http
-            .get(format!("{}/metrics", root.base))
-            .bearer_auth(&root.admin)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let m = mcp_tests::get_text(&http, format!("{}/metrics", root.base), &root.admin).await;
         m.contains("mcp_root_audit_sink_lag_events{sink=\"http\"} 0")
             && m.contains("mcp_root_audit_sink_lag_events{sink=\"otel\"} 0")
     })
@@ -248,48 +237,34 @@ async fn a_fail_closed_sink_too_far_behind_stops_calls_until_it_catches_up() {
     })
     .await
     .unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     for _ in 0..4 {
         root.admin_post(
             "/v1/root/mcp/sessions",
             json!({ "target_id": "hub:x", "capability_profile": "AdaOSDevRead", "ttl_sec": 60 }),
         )
-        .await
-        .unwrap();
+        .await;
     }
     let refused = eventually("calls refused", async || {
-        let (s, body) = root
-            .rest_call(&token, "sdk.get_metadata", json!({}))
-            .await
-            .ok()?;
+        let (s, body) = root.call(&token, "sdk.get_metadata", json!({})).await;
         (s != 200).then_some(body)
     })
     .await;
     assert_eq!(refused["error"]["code"], "audit_unavailable", "{refused}");
-    let message = refused["error"]["message"].as_str().unwrap();
+    let message = error_message(&refused);
     assert!(
         message.contains("audit sink `siem`") && message.contains("fail_closed"),
         "{refused}"
     );
     // The refusal itself is in the trail.
     let event = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            refused["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+        .audit_event(refused["event_id"].as_str().unwrap())
+        .await;
     assert_eq!(event["error"]["code"], "audit_unavailable", "{event}");
     // The receiver starts: the sink catches up and calls run again.
     let (_, got) = receivers(Some(addr)).await;
     eventually("calls run again", async || {
-        let (s, _) = root
-            .rest_call(&token, "sdk.get_metadata", json!({}))
-            .await
-            .ok()?;
+        let (s, _) = root.call(&token, "sdk.get_metadata", json!({})).await;
         (s == 200).then_some(())
     })
     .await;

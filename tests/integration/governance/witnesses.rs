@@ -5,12 +5,14 @@
 //! 409 with its size, 422), and a split view (B shown a larger tree of A's log than A has)
 //! is raised on A as an alarm.
 
+use mcp_tests::items;
 use std::path::Path;
 
 use base64::Engine;
 use mcp_root::audit::checkpoint::LogKey;
-use mcp_root::audit::witness::cosign::{CosignatureVerifier, Cosigner};
+use mcp_root::audit::witness::cosign::CosignatureVerifier;
 use mcp_root::secrets::MasterKey;
+use mcp_tests::witness::Witnessed;
 use mcp_tests::{TestRoot, eventually};
 use serde_json::Value;
 use signed_note::{Note, StandardVerifier, Verifier, VerifierList};
@@ -38,17 +40,8 @@ async fn add(b: &TestRoot, body: String) -> (u16, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
-    let keys = tempfile::tempdir().unwrap();
-    let (a_key, b_key) = (keys.path().join("a.key"), keys.path().join("b.key"));
-    let log = LogKey::derive(&master(&a_key), "zone-a");
-    let cosigner = Cosigner::derive(&master(&b_key), &Cosigner::default_name("zone-b"));
-    let b = TestRoot::start_with(|c| {
-        c.zone = "zone-b".into();
-        c.master_key_file = Some(b_key.clone());
-        c.witness.logs = vec![log.verifier_key().to_owned()];
-    })
-    .await
-    .unwrap();
+    let zones = Witnessed::start().await.unwrap();
+    let (keys, log, cosigner, b) = (&zones.keys, &zones.log, &zones.cosigner, &zones.b);
     let shown: Value = reqwest::get(b.url("/v1/root/witness"))
         .await
         .unwrap()
@@ -56,16 +49,10 @@ async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
         .await
         .unwrap();
     assert_eq!(shown["verifier_key"], cosigner.verifier_key(), "{shown}");
-    let witness_url = b.url("/v1/root/witness");
     let a = TestRoot::start_with(|c| {
-        c.zone = "zone-a".into();
-        c.master_key_file = Some(a_key.clone());
+        zones.zone_a(c);
         c.audit.checkpoint.every_events = 5;
         c.audit.checkpoint.every_sec = 1;
-        c.audit.witnesses = vec![mcp_root::config::WitnessPeerConfig {
-            url: witness_url.clone(),
-            key: cosigner.verifier_key(),
-        }];
     })
     .await
     .unwrap();
@@ -90,7 +77,7 @@ async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
         .verify(&known)
         .expect("the cosigned note verifies");
     assert_eq!(verified.len(), 2, "the log's signature and the witness's");
-    let peers = a.admin_get("/v1/root/mcp/audit/witnesses").await.unwrap();
+    let peers = a.admin_get("/v1/root/mcp/audit/witnesses").await;
     assert_eq!(peers[0]["name"], cosigner.name(), "{peers}");
     assert_eq!(peers[0]["alarm"], false, "{peers}");
     let size = second["tree_size"].as_u64().unwrap();
@@ -110,27 +97,27 @@ async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
 
     // What B refuses, and how.
     let latest_note = second["note"].as_str().unwrap().to_owned();
-    let (s, _, body) = add(&b, "hello".into()).await;
+    let (s, _, body) = add(b, "hello".into()).await;
     assert_eq!(s, 400, "{body}");
-    let (s, _, body) = add(&b, format!("old {}\n\n{latest_note}", size + 1)).await;
+    let (s, _, body) = add(b, format!("old {}\n\n{latest_note}", size + 1)).await;
     assert_eq!(s, 400, "old past the checkpoint: {body}");
     let stranger = LogKey::derive(&master(&keys.path().join("c.key")), "zone-c");
     let root = tlog_tiles::Hash([7; 32]);
-    let (s, _, body) = add(&b, format!("old 0\n\n{}", stranger.sign(3, root))).await;
+    let (s, _, body) = add(b, format!("old 0\n\n{}", stranger.sign(3, root))).await;
     assert_eq!(s, 404, "an unknown log: {body}");
     let forged = LogKey::derive(&master(&keys.path().join("d.key")), "zone-a");
-    let (s, _, body) = add(&b, format!("old 0\n\n{}", forged.sign(3, root))).await;
+    let (s, _, body) = add(b, format!("old 0\n\n{}", forged.sign(3, root))).await;
     assert_eq!(s, 403, "zone-a's origin, another key: {body}");
-    let (s, ct, body) = add(&b, format!("old 1\n\n{latest_note}")).await;
+    let (s, ct, body) = add(b, format!("old 1\n\n{latest_note}")).await;
     assert_eq!((s, ct.as_str()), (409, "text/x.tlog.size"), "{body}");
     assert_eq!(body, format!("{b_size}\n"));
     // A tree of B's size with another root: the same size, another history.
-    let (s, _, body) = add(&b, format!("old {b_size}\n\n{}", log.sign(b_size, root))).await;
+    let (s, _, body) = add(b, format!("old {b_size}\n\n{}", log.sign(b_size, root))).await;
     assert_eq!(s, 409, "{body}");
     // A larger tree whose proof does not extend what B cosigned.
     let proof = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=\n".repeat(3);
     let (s, _, body) = add(
-        &b,
+        b,
         format!("old {b_size}\n{proof}\n{}", log.sign(b_size + 4, root)),
     )
     .await;
@@ -138,7 +125,7 @@ async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
 
     // The same checkpoint again is cosigned again.
     let same = checkpoint_of(&a, b_size).await;
-    let (s, _, body) = add(&b, format!("old {b_size}\n\n{same}")).await;
+    let (s, _, body) = add(b, format!("old {b_size}\n\n{same}")).await;
     assert_eq!(s, 200, "{body}");
     assert!(
         body.starts_with('\u{2014}') && body.ends_with('\n'),
@@ -148,17 +135,9 @@ async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
     // A split view: whoever holds A's key shows B a longer tree that extends what B cosigned
     // (a valid proof) but not A's trail. B cosigns it; A's next checkpoint is then refused,
     // and A raises the alarm.
-    let chain = a
-        .admin_get("/v1/root/mcp/audit/chain?limit=5000")
-        .await
-        .unwrap();
+    let chain = a.admin_get("/v1/root/mcp/audit/chain?limit=5000").await;
     let mut fork = Mem::default();
-    for row in chain["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .take(b_size as usize)
-    {
+    for row in items(&chain["events"]).iter().take(b_size as usize) {
         fork.push(&hex::decode(row["hash"].as_str().unwrap()).unwrap());
     }
     for _ in 0..100 {
@@ -177,14 +156,14 @@ async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
         })
         .collect();
     let (s, _, body) = add(
-        &b,
+        b,
         format!("old {b_size}\n{proof}\n{}", log.sign(big, fork_root)),
     )
     .await;
     assert_eq!(s, 200, "a proof that verifies is cosigned: {body}");
     a.issue_sessions("w", 6).await;
     let alarm = eventually("the alarm on A", async || {
-        let peers = a.admin_get("/v1/root/mcp/audit/witnesses").await.ok()?;
+        let peers = a.admin().get("/v1/root/mcp/audit/witnesses").await.ok()?;
         (peers[0]["alarm"] == true).then_some(peers)
     })
     .await;
@@ -202,8 +181,8 @@ async fn another_zones_root_cosigns_checkpoints_and_refuses_other_histories() {
         Some(1),
         "the alarm in /metrics"
     );
-    b.stop().await;
     a.stop().await;
+    zones.b.stop().await;
 }
 
 /// A tree held in memory (the stored hashes by index, `tlog_tiles`' layout).
@@ -243,9 +222,7 @@ async fn checkpoint_of(a: &TestRoot, size: u64) -> String {
         .json()
         .await
         .unwrap();
-    l["checkpoints"]
-        .as_array()
-        .unwrap()
+    items(&l["checkpoints"])
         .iter()
         .find(|c| c["tree_size"] == size)
         .and_then(|c| c["note"].as_str())
@@ -258,7 +235,8 @@ async fn checkpoint_of(a: &TestRoot, size: u64) -> String {
 async fn settled(a: &TestRoot) -> Value {
     eventually("a cosigned checkpoint of the whole trail", async || {
         let chain = a
-            .admin_get("/v1/root/mcp/audit/chain?limit=5000")
+            .admin()
+            .get("/v1/root/mcp/audit/chain?limit=5000")
             .await
             .ok()?;
         let head = chain["events"].as_array()?.len() as u64;

@@ -2,16 +2,14 @@
 //! lease, tool, target and arguments, idempotent execute, dry runs, and environment guards.
 //! The fixture's test command appends a line to a file, so "ran" and "did not run" are counted.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
+use mcp_tests::runs;
 use std::time::Duration;
 
 use mcp_tests::TestRoot;
-use serde_json::{Value, json};
-
-fn runs(path: &std::path::Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
+use serde_json::json;
 
 fn hub_config(counter: &std::path::Path) -> String {
     format!(
@@ -21,46 +19,29 @@ fn hub_config(counter: &std::path::Path) -> String {
     )
 }
 
-async fn call(root: &TestRoot, token: &str, args: Value) -> (u16, Value) {
-    root.rest_call(token, "hub.run_allowed_tests", args)
-        .await
-        .unwrap()
-}
+/// The fixture's write tool.
+const TOOL: &str = "hub.run_allowed_tests";
 
 #[tokio::test]
 async fn preview_confirm_execute_and_replay() {
     let root = TestRoot::start_with(|c| c.limits.confirmation_ttl_sec = 2)
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("runs.txt");
-    let hub = root
-        .start_hub("hub:test-alpha", &hub_config(&counter))
-        .await
-        .unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
-    let (_, other_lease) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (_dir, counter, hub) = root.start_counting_hub("hub:test-alpha", hub_config).await;
+    let token = root.bearer("hub:test-alpha", "InfraOpsControl").await;
+    let other_lease = root.bearer("hub:test-alpha", "InfraOpsControl").await;
 
     // Execute without a token: confirmation_required, nothing runs.
-    let (s, b) = call(
-        &root,
-        &token,
-        json!({"name": "smoke", "phase": "execute", "idempotency_key": "k0"}),
-    )
-    .await;
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (428, Some("confirmation_required")),
-        "{b}"
-    );
+    let (s, b) = root
+        .call(
+            &token,
+            TOOL,
+            json!({"name": "smoke", "phase": "execute", "idempotency_key": "k0"}),
+        )
+        .await;
+    assert_eq!(refusal(s, &b), (428, "confirmation_required"), "{b}");
     // No phase means preview: the expected effect and a token, nothing runs.
-    let (s, b) = call(&root, &token, json!({"name": "smoke"})).await;
+    let (s, b) = root.call(&token, TOOL, json!({"name": "smoke"})).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["result"]["phase"], "preview");
     assert_eq!(b["result"]["expected_effect"]["test"], "smoke");
@@ -68,16 +49,12 @@ async fn preview_confirm_execute_and_replay() {
         .as_str()
         .unwrap()
         .to_string();
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            b["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let ev = root.audit_event(b["event_id"].as_str().unwrap()).await;
     assert_eq!(ev["dry_run"], true);
     // A dry run reports and runs nothing either.
-    let (s, b) = call(&root, &token, json!({"name": "smoke", "dry_run": true})).await;
+    let (s, b) = root
+        .call(&token, TOOL, json!({"name": "smoke", "dry_run": true}))
+        .await;
     assert_eq!(
         (s, b["result"]["phase"].as_str()),
         (200, Some("dry_run")),
@@ -95,70 +72,52 @@ async fn preview_confirm_execute_and_replay() {
         ),
         (json!({"name": "smoke", "phase": ["execute"]}), "phase"),
     ] {
-        let (s, b) = call(&root, &token, args).await;
-        assert_eq!(
-            (s, b["error"]["code"].as_str()),
-            (400, Some("invalid_arguments")),
-            "{b}"
-        );
+        let (s, b) = root.call(&token, TOOL, args).await;
+        assert_eq!(refusal(s, &b), (400, "invalid_arguments"), "{b}");
         // The contract's input schema names the field (root's write path would as well).
         assert!(b["error"].to_string().contains(field), "{b}");
     }
     assert_eq!(runs(&counter), 0);
 
     // The token is bound: other arguments, another lease.
-    let (s, b) = call(&root, &other_lease, json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k1"})).await;
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (428, Some("confirmation_required")),
-        "{b}"
-    );
+    let (s, b) = root.call(&other_lease, TOOL, json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k1"})).await;
+    assert_eq!(refusal(s, &b), (428, "confirmation_required"), "{b}");
     // ... and that attempt consumed it: tokens are single-use whatever happens.
-    let (s, b) = call(&root, &token, json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k1"})).await;
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (428, Some("confirmation_required")),
-        "{b}"
-    );
-    let (_, b) = call(&root, &token, json!({"name": "smoke"})).await;
+    let (s, b) = root.call(&token, TOOL, json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k1"})).await;
+    assert_eq!(refusal(s, &b), (428, "confirmation_required"), "{b}");
+    let (_, b) = root.call(&token, TOOL, json!({"name": "smoke"})).await;
     let conf = b["result"]["confirmation_token"]
         .as_str()
         .unwrap()
         .to_string();
-    let (s, b) = call(&root, &token, json!({"name": "failing", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k1"})).await;
+    let (s, b) = root.call(&token, TOOL, json!({"name": "failing", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k1"})).await;
     assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (428, Some("confirmation_required")),
+        refusal(s, &b),
+        (428, "confirmation_required"),
         "bound to other arguments: {b}"
     );
     assert_eq!(runs(&counter), 0);
 
     // The real thing.
-    let (_, b) = call(&root, &token, json!({"name": "smoke"})).await;
+    let (_, b) = root.call(&token, TOOL, json!({"name": "smoke"})).await;
     let conf = b["result"]["confirmation_token"]
         .as_str()
         .unwrap()
         .to_string();
     let exec = json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k2"});
-    let (s, first) = call(&root, &token, exec.clone()).await;
+    let (s, first) = root.call(&token, TOOL, exec.clone()).await;
     assert_eq!(s, 200, "{first}");
     assert_eq!(first["result"]["replay"], false);
     assert_eq!(first["result"]["result"]["passed"], true);
     assert_eq!(runs(&counter), 1);
     // The secret the test printed never reaches the client or the audit store.
     assert!(!first.to_string().contains("mcpl_AAAA"), "{first}");
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            first["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let ev = root.audit_event(first["event_id"].as_str().unwrap()).await;
     assert!(!ev.to_string().contains("mcpl_AAAA") && !ev.to_string().contains(&conf));
     assert_eq!(ev["execution_adapter"], "infra_access_skill.allowed_tests");
 
     // Replay with the same key: the first result, nothing runs again.
-    let (s, again) = call(&root, &token, exec.clone()).await;
+    let (s, again) = root.call(&token, TOOL, exec.clone()).await;
     assert_eq!(s, 200, "{again}");
     assert_eq!(again["result"]["replay"], true);
     assert_eq!(
@@ -167,47 +126,35 @@ async fn preview_confirm_execute_and_replay() {
     );
     assert_eq!(runs(&counter), 1);
     // Same key, other arguments: a conflict.
-    let (s, b) = call(&root, &token, json!({"name": "failing", "phase": "execute", "confirmation_token": "x", "idempotency_key": "k2"})).await;
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (409, Some("idempotency_conflict")),
-        "{b}"
-    );
+    let (s, b) = root.call(&token, TOOL, json!({"name": "failing", "phase": "execute", "confirmation_token": "x", "idempotency_key": "k2"})).await;
+    assert_eq!(refusal(s, &b), (409, "idempotency_conflict"), "{b}");
 
     // Expired tokens are refused.
-    let (_, b) = call(&root, &token, json!({"name": "failing"})).await;
+    let (_, b) = root.call(&token, TOOL, json!({"name": "failing"})).await;
     let conf = b["result"]["confirmation_token"]
         .as_str()
         .unwrap()
         .to_string();
     tokio::time::sleep(Duration::from_millis(2200)).await;
-    let (s, b) = call(&root, &token, json!({"name": "failing", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k3"})).await;
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (428, Some("confirmation_required")),
-        "{b}"
-    );
-    assert!(
-        b["error"]["message"].as_str().unwrap().contains("expired"),
-        "{b}"
-    );
+    let (s, b) = root.call(&token, TOOL, json!({"name": "failing", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k3"})).await;
+    assert_eq!(refusal(s, &b), (428, "confirmation_required"), "{b}");
+    assert!(error_message(&b).contains("expired"), "{b}");
 
     // A failing test is recorded as failed and readable.
-    let (_, b) = call(&root, &token, json!({"name": "failing"})).await;
+    let (_, b) = root.call(&token, TOOL, json!({"name": "failing"})).await;
     let conf = b["result"]["confirmation_token"]
         .as_str()
         .unwrap()
         .to_string();
-    let (s, b) = call(&root, &token, json!({"name": "failing", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k4"})).await;
+    let (s, b) = root.call(&token, TOOL, json!({"name": "failing", "phase": "execute", "confirmation_token": conf, "idempotency_key": "k4"})).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["result"]["result"]["passed"], false);
     assert_eq!(b["result"]["result"]["exit_code"], 3);
     let (s, r) = root
-        .rest_call(&token, "hub.get_test_results", json!({"limit": 5}))
-        .await
-        .unwrap();
+        .call(&token, "hub.get_test_results", json!({"limit": 5}))
+        .await;
     assert_eq!(s, 200, "{r}");
-    let results = r["result"]["results"].as_array().unwrap();
+    let results = items(&r["result"]["results"]);
     assert_eq!(results.len(), 2);
     assert_eq!(results[0]["test"], "failing");
     assert_eq!(runs(&counter), 2);
@@ -218,23 +165,11 @@ async fn preview_confirm_execute_and_replay() {
 #[tokio::test]
 async fn writes_are_refused_outside_test_environments_and_without_the_capability() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("runs.txt");
-    let hub = root
-        .start_hub("hub:test-alpha", &hub_config(&counter))
-        .await
-        .unwrap();
+    let (_dir, counter, hub) = root.start_counting_hub("hub:test-alpha", hub_config).await;
     // Read-only profile: the write tool is neither listed nor callable.
-    let (_, read) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
-    let (s, b) = call(&root, &read, json!({"name": "smoke"})).await;
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (403, Some("capability_not_granted")),
-        "{b}"
-    );
+    let read = root.bearer("hub:test-alpha", "InfraOpsRead").await;
+    let (s, b) = root.call(&read, TOOL, json!({"name": "smoke"})).await;
+    assert_eq!(refusal(s, &b), (403, "capability_not_granted"), "{b}");
 
     // A production target refuses writes, even with the control profile.
     let prod_token = root.enroll("hub:prod-1", "production").await.unwrap();
@@ -249,16 +184,9 @@ async fn writes_are_refused_outside_test_environments_and_without_the_capability
     cfg.write_scope = mcp_shared::target::WriteScope::TestOnly;
     let prod = mcp_hub::start(cfg).await.unwrap();
     prod.wait_connected(Duration::from_secs(10)).await.unwrap();
-    let (_, control) = root
-        .lease("hub:prod-1", "InfraOpsControl", 600)
-        .await
-        .unwrap();
-    let (s, b) = call(&root, &control, json!({"name": "smoke"})).await;
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (403, Some("environment_forbidden")),
-        "{b}"
-    );
+    let control = root.bearer("hub:prod-1", "InfraOpsControl").await;
+    let (s, b) = root.call(&control, TOOL, json!({"name": "smoke"})).await;
+    assert_eq!(refusal(s, &b), (403, "environment_forbidden"), "{b}");
     let client = mcp_tests::mcp_client(&root.mcp_url(), &control)
         .await
         .unwrap();
@@ -281,20 +209,9 @@ async fn writes_are_refused_outside_test_environments_and_without_the_capability
 #[tokio::test]
 async fn another_leases_idempotency_key_is_not_a_replay() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("runs.txt");
-    let _hub = root
-        .start_hub("hub:test-alpha", &hub_config(&counter))
-        .await
-        .unwrap();
-    let (first_id, first) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
-    let (_, second) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (_dir, counter, _hub) = root.start_counting_hub("hub:test-alpha", hub_config).await;
+    let (first_id, first) = root.lease("hub:test-alpha", "InfraOpsControl").await;
+    let second = root.bearer("hub:test-alpha", "InfraOpsControl").await;
     let execute = |conf: Option<&str>| {
         let mut a = json!({"name": "smoke", "phase": "execute", "idempotency_key": "shared-key"});
         if let Some(c) = conf {
@@ -302,12 +219,12 @@ async fn another_leases_idempotency_key_is_not_a_replay() {
         }
         a
     };
-    let (_, b) = call(&root, &first, json!({"name": "smoke"})).await;
+    let (_, b) = root.call(&first, TOOL, json!({"name": "smoke"})).await;
     let conf = b["result"]["confirmation_token"]
         .as_str()
         .unwrap()
         .to_owned();
-    let (s, b) = call(&root, &first, execute(Some(&conf))).await;
+    let (s, b) = root.call(&first, TOOL, execute(Some(&conf))).await;
     assert_eq!(
         (s, b["result"]["replay"].as_bool()),
         (200, Some(false)),
@@ -317,10 +234,10 @@ async fn another_leases_idempotency_key_is_not_a_replay() {
     assert_eq!(runs(&counter), 1);
 
     // The second lease, the same key, no confirmation: refused, nothing of the first leaks.
-    let (s, b) = call(&root, &second, execute(None)).await;
+    let (s, b) = root.call(&second, TOOL, execute(None)).await;
     assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (428, Some("confirmation_required")),
+        refusal(s, &b),
+        (428, "confirmation_required"),
         "another lease's key is no replay: {b}"
     );
     assert!(!b.to_string().contains(&first_event), "{b}");
@@ -328,12 +245,12 @@ async fn another_leases_idempotency_key_is_not_a_replay() {
     assert_eq!(runs(&counter), 1);
 
     // With its own preview the second lease's key is its own: the write runs again.
-    let (_, b) = call(&root, &second, json!({"name": "smoke"})).await;
+    let (_, b) = root.call(&second, TOOL, json!({"name": "smoke"})).await;
     let conf = b["result"]["confirmation_token"]
         .as_str()
         .unwrap()
         .to_owned();
-    let (s, b) = call(&root, &second, execute(Some(&conf))).await;
+    let (s, b) = root.call(&second, TOOL, execute(Some(&conf))).await;
     assert_eq!(
         (s, b["result"]["replay"].as_bool()),
         (200, Some(false)),
@@ -346,7 +263,7 @@ async fn another_leases_idempotency_key_is_not_a_replay() {
     );
 
     // Each lease's replay is its own first result.
-    let (s, b) = call(&root, &first, execute(None)).await;
+    let (s, b) = root.call(&first, TOOL, execute(None)).await;
     assert_eq!(
         (s, b["result"]["replay"].as_bool()),
         (200, Some(true)),
@@ -360,15 +277,9 @@ async fn another_leases_idempotency_key_is_not_a_replay() {
         "{b}"
     );
     // A rotated bearer is the same lease: its key replays.
-    let rotated = root
-        .admin_post(
-            &format!("/v1/root/mcp/sessions/{first_id}/rotate"),
-            json!({}),
-        )
-        .await
-        .unwrap();
+    let rotated = root.on_lease(&first_id, "rotate").await;
     let rotated = rotated["token"].as_str().unwrap();
-    let (s, b) = call(&root, rotated, execute(None)).await;
+    let (s, b) = root.call(rotated, TOOL, execute(None)).await;
     assert_eq!(
         (s, b["result"]["replay"].as_bool()),
         (200, Some(true)),

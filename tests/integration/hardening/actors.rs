@@ -3,21 +3,16 @@
 //! only), on root (its supervised actors, a router session, the router) and on the hub (the
 //! skill, the service supervisor, ProfileOps), and no other target or call is affected.
 
+use mcp_tests::refusal;
 use mcp_tests::{TestRoot, until};
 use serde_json::json;
 
 #[tokio::test]
 async fn stopped_actors_are_restarted_and_state_is_rebuilt() {
     let root = TestRoot::start().await.unwrap();
-    let (id, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let (id, token) = root.lease("hub:test-alpha", "AdaOSDevRead").await;
     assert_eq!(
-        root.rest_call(&token, "sdk.get_metadata", json!({}))
-            .await
-            .unwrap()
-            .0,
+        root.call(&token, "sdk.get_metadata", json!({})).await.0,
         200
     );
     let actors = &root.handle().app.actors;
@@ -49,24 +44,16 @@ async fn stopped_actors_are_restarted_and_state_is_rebuilt() {
         before.1,
         "audit writer restarted"
     );
-    let (s, body) = root
-        .rest_call(&token, "sdk.get_metadata", json!({}))
-        .await
-        .unwrap();
+    let (s, body) = root.call(&token, "sdk.get_metadata", json!({})).await;
     assert_eq!(s, 200, "{body}");
     // The restarted audit writer continued the chain from the stored head.
-    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["checked"], 3, "the lease's issue and two calls");
     // The restarted lease manager still manages the lease created before.
-    root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({}))
-        .await
-        .unwrap();
+    root.on_lease(&id, "revoke").await;
     assert_eq!(
-        root.rest_call(&token, "sdk.get_metadata", json!({}))
-            .await
-            .unwrap()
-            .0,
+        root.call(&token, "sdk.get_metadata", json!({})).await.0,
         401
     );
     root.stop().await;
@@ -74,10 +61,7 @@ async fn stopped_actors_are_restarted_and_state_is_rebuilt() {
 
 /// The status of `hub.get_status` with `token`.
 async fn status(root: &TestRoot, token: &str) -> u16 {
-    root.rest_call(token, "hub.get_status", json!({}))
-        .await
-        .unwrap()
-        .0
+    root.call(token, "hub.get_status", json!({})).await.0
 }
 
 /// The router session of `target`, if one is attached.
@@ -100,14 +84,8 @@ async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
     let root = TestRoot::start().await.unwrap();
     let alpha = root.start_hub("hub:test-alpha", "").await.unwrap();
     let beta = root.start_hub("hub:test-beta", "").await.unwrap();
-    let (_, a) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
-    let (_, b) = root
-        .lease("hub:test-beta", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let a = root.bearer("hub:test-alpha", "InfraOpsRead").await;
+    let b = root.bearer("hub:test-beta", "InfraOpsRead").await;
     assert_eq!(status(&root, &a).await, 200);
     assert_eq!(status(&root, &b).await, 200);
 
@@ -141,15 +119,8 @@ async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
     // the audit writer continues the chain.
     assert_eq!(status(&root, &a).await, 200);
     assert_eq!(status(&root, &b).await, 200);
-    let (s, body) = root
-        .rest_call(&a, "sdk.get_metadata", json!({}))
-        .await
-        .unwrap();
-    assert_eq!(
-        (s, body["error"]["code"].as_str()),
-        (403, Some("capability_not_granted")),
-        "{body}"
-    );
+    let (s, body) = root.call(&a, "sdk.get_metadata", json!({})).await;
+    assert_eq!(refusal(s, &body), (403, "capability_not_granted"), "{body}");
 
     // One target's router session panics: only that target reconnects.
     let alpha_session = session_of(&root, "hub:test-alpha").unwrap();
@@ -193,7 +164,7 @@ async fn root_actors_that_panic_are_restarted_and_contain_the_failure() {
         "no hub reconnected"
     );
 
-    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(v["ok"], true, "{v}");
     alpha.stop().await;
     beta.stop().await;
@@ -216,9 +187,9 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
         .start_hub(target, &fixture_service("fixture", port, &[], ""))
         .await
         .unwrap();
-    let (_, read) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
-    let (_, control) = root.lease(target, "InfraOpsControl", 600).await.unwrap();
-    let (_, profiles) = root.lease(target, "ProfileOpsControl", 600).await.unwrap();
+    let read = root.bearer(target, "InfraOpsRead").await;
+    let control = root.bearer(target, "InfraOpsControl").await;
+    let profiles = root.bearer(target, "ProfileOpsControl").await;
     let client = mcp_tests::mcp_client(&root.mcp_url(), &control)
         .await
         .unwrap();
@@ -239,8 +210,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
             &format!("/v1/root/hubs/{target}/skills/infra_access_skill/disable"),
             json!({}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(disabled["skill"]["desired"]["enabled"], false, "{disabled}");
     until("the hub follows root's disable", async || {
         !hub.handle().skill_state().enabled
@@ -262,8 +232,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
         &format!("/v1/root/hubs/{target}/skills/infra_access_skill/enable"),
         json!({}),
     )
-    .await
-    .unwrap();
+    .await;
     until("the new skill answers", async || {
         status(&root, &read).await == 200
     })
@@ -331,7 +300,7 @@ async fn hub_parts_that_panic_are_restarted_with_their_state() {
         Some(connection),
         "same connection"
     );
-    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(v["ok"], true, "{v}");
     client.cancel().await.ok();
     profiler.cancel().await.ok();
@@ -349,17 +318,7 @@ async fn a_failing_router_drops_no_hub_and_no_call() {
     let root = TestRoot::start().await.unwrap();
     let base = root.handle().base_url();
     let targets = hubsim::target_ids("router-sim", 40);
-    let enrolled = hubsim::enroll_all(
-        &root.http,
-        &base,
-        &root.admin_token(),
-        &targets,
-        "test",
-        "subnet-sim",
-        8,
-    )
-    .await
-    .unwrap();
+    let enrolled = hubsim::enroll_on(&root, &targets).await;
     let mut fleet = Fleet::connect(&base, enrolled, FleetOptions::default())
         .await
         .unwrap();
@@ -367,12 +326,9 @@ async fn a_failing_router_drops_no_hub_and_no_call() {
     let hub = root.start_hub("hub:router-real", slow).await.unwrap();
     let mut tokens = Vec::new();
     for t in &targets {
-        tokens.push(root.lease(t, "InfraOpsRead", 600).await.unwrap().1);
+        tokens.push(root.lease(t, "InfraOpsRead").await.1);
     }
-    let (_, control) = root
-        .lease("hub:router-real", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let control = root.bearer("hub:router-real", "InfraOpsControl").await;
     let mut ids: Vec<ractor::ActorId> = targets
         .iter()
         .map(|t| session_of(&root, t).unwrap())
@@ -380,25 +336,14 @@ async fn a_failing_router_drops_no_hub_and_no_call() {
     ids.push(session_of(&root, "hub:router-real").unwrap());
 
     // A write that runs two seconds, in flight when the router fails.
-    let confirmation = root
-        .preview(&control, "hub.run_allowed_tests", json!({"name": "slow"}))
-        .await
-        .unwrap();
+    let write = root.write_later(
+        &control,
+        "hub.run_allowed_tests",
+        json!({"name": "slow"}),
+        "k",
+    );
+    let write = tokio::spawn(write.await);
     let root = std::sync::Arc::new(root);
-    let write = {
-        let (root, control) = (root.clone(), control.clone());
-        tokio::spawn(async move {
-            root.execute(
-                &control,
-                "hub.run_allowed_tests",
-                json!({"name": "slow"}),
-                Some(&confirmation),
-                "k",
-            )
-            .await
-            .unwrap()
-        })
-    };
     // Reads streaming to every simulated hub before, during and after the failure.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut readers = Vec::new();

@@ -1,5 +1,6 @@
 //! Bearer handling: 401s, lease lifecycle, forged actor headers.
 
+use mcp_tests::items;
 use mcp_tests::{TestRoot, mcp_client};
 use serde_json::json;
 
@@ -32,32 +33,21 @@ async fn missing_unknown_expired_and_revoked_bearers_get_401() {
     // The admin token is not a lease: MCP refuses it too.
     assert_invalid_token(&post_initialize(&root, Some(&root.admin_token())).await);
 
-    let (_, short) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 1)
-        .await
-        .unwrap();
+    let (_, short) = root.lease_for("hub:test-alpha", "AdaOSDevRead", 1).await;
     assert_eq!(post_initialize(&root, Some(&short)).await.status(), 200);
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     assert_invalid_token(&post_initialize(&root, Some(&short)).await);
 
-    let (id, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let (id, token) = root.lease("hub:test-alpha", "AdaOSDevRead").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     assert!(!client.list_all_tools().await.unwrap().is_empty());
-    root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({}))
-        .await
-        .unwrap();
+    root.on_lease(&id, "revoke").await;
     // Revocation takes effect on the very next request of an open MCP session.
     assert!(client.list_all_tools().await.is_err());
     assert_invalid_token(&post_initialize(&root, Some(&token)).await);
 
     // REST answers the same way.
-    let (status, body) = root
-        .rest_call(&token, "sdk.get_metadata", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&token, "sdk.get_metadata", json!({})).await;
     assert_eq!(status, 401);
     assert_eq!(body["error"]["code"], "unauthenticated");
     root.stop().await;
@@ -66,20 +56,12 @@ async fn missing_unknown_expired_and_revoked_bearers_get_401() {
 #[tokio::test]
 async fn leases_are_listed_freshness_normalized_and_rotation_kills_the_old_bearer() {
     let root = TestRoot::start().await.unwrap();
-    let (short_id, _) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 1)
-        .await
-        .unwrap();
-    let (id, old) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let (short_id, _) = root.lease_for("hub:test-alpha", "AdaOSDevRead", 1).await;
+    let (id, old) = root.lease("hub:test-alpha", "InfraOpsRead").await;
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
-    let list = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
+    let list = root.admin_get("/v1/root/mcp/sessions").await;
     let status_of = |sid: &str| {
-        list["sessions"]
-            .as_array()
-            .unwrap()
+        items(&list["sessions"])
             .iter()
             .find(|s| s["session_id"] == sid)
             .unwrap()["status"]
@@ -89,49 +71,21 @@ async fn leases_are_listed_freshness_normalized_and_rotation_kills_the_old_beare
     assert_eq!(status_of(&id), "active");
 
     // Use increments the counters.
-    let (s, _) = root
-        .rest_call(&old, "sdk.get_metadata", json!({}))
-        .await
-        .unwrap();
+    let (s, _) = root.call(&old, "sdk.get_metadata", json!({})).await;
     assert_eq!(s, 403, "InfraOpsRead does not grant sdk.read.metadata");
-    let got = root
-        .admin_get(&format!("/v1/root/mcp/sessions/{id}"))
-        .await
-        .unwrap();
+    let got = root.admin_get(&format!("/v1/root/mcp/sessions/{id}")).await;
     assert_eq!(got["use_count"], 1);
     assert!(got["last_used_at"].is_string());
 
-    let rotated = root
-        .admin_post(&format!("/v1/root/mcp/sessions/{id}/rotate"), json!({}))
-        .await
-        .unwrap();
+    let rotated = root.on_lease(&id, "rotate").await;
     let new = rotated["token"].as_str().unwrap();
     assert_ne!(new, old);
-    assert_eq!(
-        root.rest_call(&old, "sdk.get_metadata", json!({}))
-            .await
-            .unwrap()
-            .0,
-        401
-    );
-    assert_eq!(
-        root.rest_call(new, "sdk.get_metadata", json!({}))
-            .await
-            .unwrap()
-            .0,
-        403
-    );
-    let old_lease = root
-        .admin_get(&format!("/v1/root/mcp/sessions/{id}"))
-        .await
-        .unwrap();
+    assert_eq!(root.call(&old, "sdk.get_metadata", json!({})).await.0, 401);
+    assert_eq!(root.call(new, "sdk.get_metadata", json!({})).await.0, 403);
+    let old_lease = root.admin_get(&format!("/v1/root/mcp/sessions/{id}")).await;
     assert_eq!(old_lease["status"], "revoked");
     // The token is never stored or listed.
-    let all = root
-        .admin_get("/v1/root/mcp/sessions")
-        .await
-        .unwrap()
-        .to_string();
+    let all = root.admin_get("/v1/root/mcp/sessions").await.to_string();
     assert!(!all.contains(&old) && !all.contains(new));
     root.stop().await;
 }
@@ -139,24 +93,19 @@ async fn leases_are_listed_freshness_normalized_and_rotation_kills_the_old_beare
 #[tokio::test]
 async fn leases_survive_a_restart_and_bad_create_requests_are_refused() {
     let mut root = TestRoot::start().await.unwrap();
-    let (id, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let (id, token) = root.lease("hub:test-alpha", "AdaOSDevRead").await;
     let dir = root.data_dir();
     root.handle.take().unwrap().shutdown().await;
     let root2 = TestRoot::start_with(|c| c.data_dir = dir.clone())
         .await
         .unwrap();
-    let (s, body) = root2
-        .rest_call(&token, "sdk.get_metadata", json!({}))
-        .await
-        .unwrap();
+    let (s, body) = root2.call(&token, "sdk.get_metadata", json!({})).await;
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["tool_id"], "sdk.get_metadata");
     assert!(
         root2
-            .admin_get(&format!("/v1/root/mcp/sessions/{id}"))
+            .admin()
+            .get(&format!("/v1/root/mcp/sessions/{id}"))
             .await
             .is_ok()
     );
@@ -180,13 +129,8 @@ async fn leases_survive_a_restart_and_bad_create_requests_are_refused() {
         ),
     ] {
         let res = root2
-            .http
-            .post(root2.url("/v1/root/mcp/sessions"))
-            .bearer_auth(root2.admin_token())
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+            .post_as(root2.admin_token(), "/v1/root/mcp/sessions", &body)
+            .await;
         assert_eq!(res.status(), 400, "{body}");
         let msg = res.json::<serde_json::Value>().await.unwrap()["error"]["message"]
             .as_str()
@@ -195,13 +139,7 @@ async fn leases_survive_a_restart_and_bad_create_requests_are_refused() {
         assert!(msg.contains(why), "{msg} should mention {why}");
     }
     // A lease bearer is not an operator.
-    let res = root2
-        .http
-        .get(root2.url("/v1/root/mcp/sessions"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let res = root2.get_as(&token, "/v1/root/mcp/sessions").await;
     assert_eq!(res.status(), 403);
     root.dir.close().ok();
     root2.stop().await;
@@ -210,10 +148,7 @@ async fn leases_survive_a_restart_and_bad_create_requests_are_refused() {
 #[tokio::test]
 async fn forged_actor_headers_are_ignored() {
     let root = TestRoot::start().await.unwrap();
-    let (id, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let (id, token) = root.lease("hub:test-alpha", "AdaOSDevRead").await;
     let res = root
         .http
         .post(root.url("/v1/root/mcp/call"))
@@ -225,13 +160,7 @@ async fn forged_actor_headers_are_ignored() {
         .await
         .unwrap();
     let body: serde_json::Value = res.json().await.unwrap();
-    let event = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            body["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let event = root.audit_event(body["event_id"].as_str().unwrap()).await;
     assert_eq!(event["actor"]["id"], format!("lease:{id}"));
     assert!(!event.to_string().contains("root-admin"));
     root.stop().await;

@@ -38,6 +38,10 @@
 //! | a child wider than its parent (profile, deadline); a run credential minting | `root_tools.rs`, `run_profile.rs`, `delegation_battery` here |
 
 use mcp_tests::TestRoot;
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
+use mcp_tests::runs;
 use serde_json::{Value, json};
 
 const ACCEPT: &str = "application/json, text/event-stream";
@@ -123,18 +127,18 @@ fn rest_error(got: &(u16, Value), status: u16, code: &str, message: &str) {
 }
 
 /// The audit trail holds exactly `expected` call events (besides the operator's own actions:
-/// leases issued, targets enrolled) and its chain verifies.
+/// leases issued, targets enrolled; and refused credentials, `auth.refuse`, which
+/// governance::roles counts) and its chain verifies.
 async fn assert_audit_count(root: &TestRoot, expected: u64) {
-    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(v["ok"], true, "{v}");
-    let events = root
-        .admin_get("/v1/root/mcp/audit?limit=1000")
-        .await
-        .unwrap();
-    let events = events["events"].as_array().unwrap();
+    let events = root.admin_get("/v1/root/mcp/audit?limit=1000").await;
+    let events = items(&events["events"]);
     let calls = events
         .iter()
-        .filter(|e| e["surface"] != "admin" && e["surface"] != "hub")
+        .filter(|e| {
+            e["surface"] != "admin" && e["surface"] != "hub" && e["tool_id"] != "auth.refuse"
+        })
         .count() as u64;
     assert_eq!(calls, expected, "{events:#?}");
     assert_eq!(v["checked"], events.len() as u64, "{v}");
@@ -147,10 +151,7 @@ fn deep(levels: usize, inner: &str) -> String {
 #[tokio::test]
 async fn mcp_endpoint_battery() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let limit = root.handle().app.config.limits.max_body_bytes;
     let mcp = Mcp::new(&root, &token);
     let mut reached_policy = 0u64;
@@ -439,10 +440,7 @@ async fn mcp_endpoint_battery() {
     reached_policy += 1;
     // Another lease cannot use this session: it is answered as a session root never issued
     // (same status, code, message and id), so a bearer cannot learn which sessions exist.
-    let (_, other) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let other = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let hijack = Mcp {
         session: Some(&sid),
         ..Mcp::new(&root, &other)
@@ -518,21 +516,12 @@ async fn mcp_endpoint_battery() {
             "missing, unknown, expired or revoked bearer",
         );
     }
-    let (rotated_id, rotated) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let (rotated_id, rotated) = root.lease("hub:test-alpha", "AdaOSDevRead").await;
     let client = mcp_tests::mcp_client(&root.mcp_url(), &rotated)
         .await
         .unwrap();
     assert!(!client.list_all_tools().await.unwrap().is_empty());
-    let new = root
-        .admin_post(
-            &format!("/v1/root/mcp/sessions/{rotated_id}/rotate"),
-            json!({}),
-        )
-        .await
-        .unwrap();
+    let new = root.on_lease(&rotated_id, "rotate").await;
     let err = client.list_all_tools().await.unwrap_err();
     assert!(err.to_string().contains("Auth required"), "{err}");
     rest_error(
@@ -576,12 +565,6 @@ fn allowed_test(counter: &std::path::Path) -> String {
     )
 }
 
-fn runs(path: &std::path::Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
 #[tokio::test]
 async fn rest_family_battery() {
     let root = TestRoot::start().await.unwrap();
@@ -595,10 +578,7 @@ async fn rest_family_battery() {
         .start_hub("hub:test-beta", &allowed_test(&beta_runs))
         .await
         .unwrap();
-    let (_, dev) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let dev = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let limit = root.handle().app.config.limits.max_body_bytes;
     let mut reached_policy = 0u64;
     let call_url = root.url("/v1/root/mcp/call");
@@ -723,22 +703,14 @@ async fn rest_family_battery() {
         "forbidden",
         "calls need a session lease bearer, not the admin token",
     );
-    let (_, beta_read) = root
-        .lease("hub:test-beta", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let beta_read = root.bearer("hub:test-beta", "InfraOpsRead").await;
     for path in [
         "/v1/root/hubs/hub:test-alpha/read",
         "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
     ] {
         let res = root
-            .http
-            .post(root.url(path))
-            .bearer_auth(&beta_read)
-            .json(&json!({"tool_id": "hub.get_status"}))
-            .send()
-            .await
-            .unwrap();
+            .post_as(&beta_read, path, &json!({"tool_id": "hub.get_status"}))
+            .await;
         rest_error(
             &json_of(res).await,
             403,
@@ -749,7 +721,7 @@ async fn rest_family_battery() {
 
     // Reached policy: unknown tool, arguments off the schema (one naming another target).
     rest_error(
-        &root.rest_call(&dev, "sdk.launch", json!({})).await.unwrap(),
+        &root.call(&dev, "sdk.launch", json!({})).await,
         404,
         "unknown_tool",
         "no tool `sdk.launch`",
@@ -775,7 +747,7 @@ async fn rest_family_battery() {
             "/: Additional properties are not allowed ('target_id' was unexpected)",
         ),
     ] {
-        let got = root.rest_call(bearer, tool, args).await.unwrap();
+        let got = root.call(bearer, tool, args).await;
         rest_error(
             &got,
             400,
@@ -787,23 +759,16 @@ async fn rest_family_battery() {
     }
 
     // Confirmation tokens: bound to lease, tool and target; single use; never guessable.
-    let (_, alpha_ctl) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
-    let (_, beta_ctl) = root
-        .lease("hub:test-beta", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let alpha_ctl = root.bearer("hub:test-alpha", "InfraOpsControl").await;
+    let beta_ctl = root.bearer("hub:test-beta", "InfraOpsControl").await;
     let preview = async || {
         let (s, b) = root
-            .rest_call(
+            .call(
                 &alpha_ctl,
                 "hub.run_allowed_tests",
                 json!({"name": "smoke"}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(s, 200, "{b}");
         b["result"]["confirmation_token"]
             .as_str()
@@ -820,7 +785,7 @@ async fn rest_family_battery() {
         args["idempotency_key"] = json!(key);
         let (bearer, tool) = (bearer.to_string(), tool.to_string());
         let root = &root;
-        async move { root.rest_call(&bearer, &tool, args).await.unwrap() }
+        async move { root.call(&bearer, &tool, args).await }
     };
     let other_binding = "the confirmation token was issued for another lease, tool or target";
     let used = "the confirmation token is unknown or was already used; preview again";
@@ -883,10 +848,7 @@ async fn rest_family_battery() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    let (s, b) = root
-        .rest_call(&beta_read, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (s, b) = root.call(&beta_read, "hub.get_status", json!({})).await;
     assert_eq!(s, 200, "{b}");
     reached_policy += 2;
     assert_audit_count(&root, reached_policy).await;
@@ -906,26 +868,18 @@ async fn rest_family_battery() {
 async fn operator_endpoint_battery() {
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
-    let (lease, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let (lease, token) = root.lease("hub:test-alpha", "InfraOpsRead").await;
     let ada = root
         .admin_post("/v1/root/operators", json!({"name": "ada"}))
-        .await
-        .unwrap()["token"]
+        .await["token"]
         .as_str()
         .unwrap()
         .to_owned();
     root.admin_post("/v1/root/operators/ada/revoke", json!({}))
-        .await
-        .unwrap();
+        .await;
     let admin_events = async || {
-        let v = root
-            .admin_get("/v1/root/mcp/audit?actor=operator:admin&limit=1000")
-            .await
-            .unwrap();
-        v["events"].as_array().unwrap().len()
+        let v = root.trail("actor=operator:admin&limit=1000").await;
+        v.len()
     };
     let before = admin_events().await;
     let name_rule = "name must be 1 to 64 of [a-z0-9._-], starting with a letter or digit";
@@ -1085,23 +1039,13 @@ async fn operator_endpoint_battery() {
     ];
     let refused = cases.len();
     for (path, body, status, code, message) in cases {
-        let res = root
-            .http
-            .post(root.url(&path))
-            .bearer_auth(root.admin_token())
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let res = root.post_as(root.admin_token(), &path, &body).await;
         let got = json_of(res).await;
         rest_error(&got, status, code, &message);
         let id = got.1["event_id"]
             .as_str()
             .unwrap_or_else(|| panic!("{path}: the refusal names no event: {}", got.1));
-        let event = root
-            .admin_get(&format!("/v1/root/mcp/audit/{id}"))
-            .await
-            .unwrap();
+        let event = root.audit_event(id).await;
         let event = event.get("event").unwrap_or(&event);
         assert_eq!(event["status"], "error", "{path}: {event}");
         assert_eq!(event["error"]["code"], code, "{path}: {event}");
@@ -1122,23 +1066,16 @@ async fn operator_endpoint_battery() {
     // any action, no event.
     for bearer in [&ada, &token] {
         let res = root
-            .http
-            .post(root.url("/v1/root/operators"))
-            .bearer_auth(bearer)
-            .json(&json!({"name": "eve"}))
-            .send()
-            .await
-            .unwrap();
+            .post_as(bearer, "/v1/root/operators", &json!({"name": "eve"}))
+            .await;
         let status = res.status().as_u16();
         assert!(status == 401 || status == 403, "{status}");
     }
     assert_eq!(admin_events().await - before, refused);
 
     // Nothing refused changed anything; the lease and the target serve as before.
-    let operators = root.admin_get("/v1/root/operators").await.unwrap();
-    let names: Vec<&str> = operators["operators"]
-        .as_array()
-        .unwrap()
+    let operators = root.admin_get("/v1/root/operators").await;
+    let names: Vec<&str> = items(&operators["operators"])
         .iter()
         .map(|o| o["name"].as_str().unwrap())
         .collect();
@@ -1146,12 +1083,9 @@ async fn operator_endpoint_battery() {
         !names.contains(&"eve") && !names.contains(&"x"),
         "{names:?}"
     );
-    let (s, b) = root
-        .rest_call(&token, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (s, b) = root.call(&token, "hub.get_status", json!({})).await;
     assert_eq!(s, 200, "{b}");
-    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(v["ok"], true, "{v}");
     hub.stop().await;
     root.stop().await;
@@ -1289,7 +1223,7 @@ pub mod hub_door {
     }
 
     pub fn malformed(text: &str) -> String {
-        protocol::decode::<HubToRoot>(text).unwrap_err()
+        protocol::decode::<HubToRoot>(text).unwrap_err().to_string()
     }
 
     pub fn raw(v: Value) -> Message {
@@ -1344,13 +1278,8 @@ async fn hub_websocket_battery() {
             "a hub connects with its token",
         ),
     ] {
-        let mut req = root
-            .http
-            .get(root.url("/v1/root/hubs/connect"))
-            .header("connection", "upgrade")
-            .header("upgrade", "websocket")
-            .header("sec-websocket-version", "13")
-            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==");
+        let mut req =
+            mcp_tests::websocket_upgrade(root.http.get(root.url("/v1/root/hubs/connect")));
         if let Some(a) = auth {
             req = req.header("authorization", a);
         }
@@ -1359,10 +1288,7 @@ async fn hub_websocket_battery() {
         assert!(res.headers().contains_key("www-authenticate"));
         let b: Value = res.json().await.unwrap();
         assert_eq!(b["error"]["code"], "unauthenticated", "{b}");
-        assert!(
-            b["error"]["message"].as_str().unwrap().starts_with(why),
-            "{b}"
-        );
+        assert!(error_message(&b).starts_with(why), "{b}");
     }
 
     // Before `welcome`: every refusal names its reason, in a protocol error and the close.
@@ -1463,8 +1389,8 @@ async fn hub_websocket_battery() {
         Some("s2"),
     )
     .await;
-    let targets = root.admin_get("/v1/root/hubs").await.unwrap();
-    for t in targets["targets"].as_array().unwrap() {
+    let targets = root.admin_get("/v1/root/hubs").await;
+    for t in items(&targets["targets"]) {
         assert_eq!(t["descriptor"]["target_id"], t["target_id"], "{t}");
         assert_eq!(t["descriptor"]["environment"], "test", "{t}");
         assert_eq!(t["status"], "online", "{t}");
@@ -1472,10 +1398,7 @@ async fn hub_websocket_battery() {
 
     // Results: one for a call never sent, then the real one twice (a replay). The caller gets
     // the first; the others are dropped and the connection stays up.
-    let (_, beta_lease) = root
-        .lease("hub:test-beta", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let beta_lease = root.bearer("hub:test-beta", "InfraOpsRead").await;
     for round in 0..2 {
         let pending = {
             let (root_url, lease) = (root.url("/v1/root/mcp/call"), beta_lease.clone());
@@ -1509,15 +1432,8 @@ async fn hub_websocket_battery() {
     // A frame over the limit ends the connection with 1009 and the reason; beta goes offline.
     send(&mut ws, oversized()).await;
     assert_eq!(next(&mut ws).await.unwrap_err(), (1009, too_big));
-    let (s, b) = root
-        .rest_call(&beta_lease, "hub.get_status", json!({}))
-        .await
-        .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (503, Some("target_offline")),
-        "{b}"
-    );
+    let (s, b) = root.call(&beta_lease, "hub.get_status", json!({})).await;
+    assert_eq!(refusal(s, &b), (503, "target_offline"), "{b}");
     reached_policy += 1;
     // So does a text frame that is not UTF-8, on a fresh connection.
     let mut ws = dial(&base, &beta_token).await;
@@ -1531,14 +1447,8 @@ async fn hub_websocket_battery() {
 
     // The real hub was never displaced or disturbed.
     assert!(alpha.handle().is_connected());
-    let (_, alpha_lease) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
-    let (s, b) = root
-        .rest_call(&alpha_lease, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let alpha_lease = root.bearer("hub:test-alpha", "InfraOpsRead").await;
+    let (s, b) = root.call(&alpha_lease, "hub.get_status", json!({})).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["result"]["target_id"], "hub:test-alpha", "{b}");
     reached_policy += 1;
@@ -1717,7 +1627,9 @@ async fn the_hub_rechecks_what_root_sends() {
     assert_eq!(errors[&None], "binary frames are not part of the protocol");
     assert_eq!(
         errors[&Some("bad".to_string())],
-        protocol::decode::<RootToHub>(&malformed_text).unwrap_err()
+        protocol::decode::<RootToHub>(&malformed_text)
+            .unwrap_err()
+            .to_string()
     );
     assert_eq!(
         skill_state,
@@ -1755,11 +1667,7 @@ async fn the_hub_rechecks_what_root_sends() {
         .await
         .unwrap();
     loop {
-        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let msg = mcp_tests::next_frame(&mut ws, Duration::from_secs(10)).await;
         let Message::Text(t) = msg else { continue };
         if let HubToRoot::Result { call_id, outcome } =
             protocol::decode::<HubToRoot>(t.as_str()).unwrap().body
@@ -1791,10 +1699,7 @@ async fn delegation_battery() {
     };
     let mut calls = 0;
     // A chain of eight leases (the top and seven handed on) is as long as root keeps.
-    let (_, mut bearer) = root
-        .lease("hub:chain", "InfraOpsControl", 3600)
-        .await
-        .unwrap();
+    let (_, mut bearer) = root.lease_for("hub:chain", "InfraOpsControl", 3600).await;
     for depth in 1..8u64 {
         let (s, b) = mint(&bearer, 3000 - depth * 100, &format!("m{depth}")).await;
         calls += 2;
@@ -1807,50 +1712,37 @@ async fn delegation_battery() {
     assert_eq!(*s, 403, "{b}");
     assert_eq!(b["error"]["code"], "capability_not_granted", "{b}");
     assert!(
-        b["error"]["message"]
-            .as_str()
-            .unwrap()
+        error_message(b)
             .ends_with("ends a chain of 8 leases, as long as handed-on authority may go"),
         "{b}"
     );
     // The deepest lease still works; nothing was issued for the refused ask.
-    let (s, _) = root
-        .rest_call(&bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (s, _) = root.call(&bearer, "hub.get_status", json!({})).await;
     calls += 1;
     assert_eq!(s, 200);
 
     // A revocation body that is not `{"cascade": bool}`: 400, audited, nothing revoked.
     root.admin_post("/v1/root/operators", json!({"name": "ops"}))
-        .await
-        .unwrap();
+        .await;
     for body in [
         json!({"cascade": "yes"}),
         json!({"cascade": true, "extra": 1}),
         json!([]),
     ] {
         let res = root
-            .http
-            .post(root.url("/v1/root/operators/ops/revoke"))
-            .bearer_auth(root.admin_token())
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+            .post_as(root.admin_token(), "/v1/root/operators/ops/revoke", &body)
+            .await;
         let status = res.status().as_u16();
         let v: Value = res.json().await.unwrap();
         assert_eq!(
-            (status, v["error"]["code"].as_str()),
-            (400, Some("invalid_arguments")),
+            refusal(status, &v),
+            (400, "invalid_arguments"),
             "{body}: {v}"
         );
         assert!(v["event_id"].is_string(), "the refusal is audited: {v}");
     }
-    let ops = root.admin_get("/v1/root/operators").await.unwrap();
-    let status = ops["operators"]
-        .as_array()
-        .unwrap()
+    let ops = root.admin_get("/v1/root/operators").await;
+    let status = items(&ops["operators"])
         .iter()
         .find(|o| o["name"] == "ops")
         .map(|o| o["status"].clone());
@@ -1867,38 +1759,28 @@ async fn delegation_battery() {
 
     // The chain of an unknown lease.
     let res = root
-        .http
-        .get(root.url("/v1/root/mcp/sessions/no-such-lease/delegation"))
-        .bearer_auth(root.admin_token())
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            root.admin_token(),
+            "/v1/root/mcp/sessions/no-such-lease/delegation",
+        )
+        .await;
     let got = (res.status().as_u16(), res.json::<Value>().await.unwrap());
     rest_error(&got, 404, "not_found", "no lease `no-such-lease`");
 
     // A lease whose parent ended is no bearer: it mints nothing and leaves no event.
-    let (parent_id, parent) = root
-        .lease("hub:chain", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (parent_id, parent) = root.lease("hub:chain", "InfraOpsControl").await;
     let (s, b) = mint(&parent, 300, "p1").await;
     calls += 2;
     assert_eq!(s, 200, "{b}");
     let child = b["result"]["result"]["token"].as_str().unwrap().to_owned();
-    root.admin_post(
-        &format!("/v1/root/mcp/sessions/{parent_id}/revoke"),
-        json!({}),
-    )
-    .await
-    .unwrap();
+    root.on_lease(&parent_id, "revoke").await;
     let (s, b) = root
-        .rest_call(
+        .call(
             &child,
             "hub.issue_access_token",
             json!({"capability_profile": "InfraOpsRead", "ttl_sec": 60}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(s, 401, "{b}");
     assert!(b.get("event_id").is_none(), "{b}");
     assert_audit_count(&root, calls).await;

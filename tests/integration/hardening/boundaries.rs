@@ -17,6 +17,10 @@
 //! whole preview / confirm / execute / replay flow of one write), `tools.rs` (destructive
 //! names over REST and MCP), `config.rs` (example configs parse).
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
+use mcp_tests::runs;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -431,11 +435,7 @@ async fn results(
 ) -> BTreeMap<String, CallOutcome> {
     let mut out = BTreeMap::new();
     while out.len() < n {
-        let msg = tokio::time::timeout(Duration::from_secs(15), ws.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let msg = mcp_tests::next_frame(ws, Duration::from_secs(15)).await;
         let Message::Text(t) = msg else { continue };
         if let HubToRoot::Result { call_id, outcome } =
             protocol::decode::<HubToRoot>(t.as_str()).unwrap().body
@@ -616,18 +616,12 @@ async fn the_run_profile_never_exposes_bearers_or_secrets() {
     let root = TestRoot::start().await.unwrap();
     let tests = "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"true\"]\n";
     let hub = root.start_hub("hub:test-alpha", tests).await.unwrap();
-    let (id, token) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (id, token) = root.lease("hub:test-alpha", "InfraOpsControl").await;
     let (s, issued) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
     assert_eq!(s, 201, "{issued}");
     let p = issued["run_profile"].clone();
     let credential = issued["token"].as_str().unwrap().to_owned();
-    let actions = p["toolProfile"]["assistantActions"]["actions"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let actions = items(&p["toolProfile"]["assistantActions"]["actions"]).clone();
     let write = actions
         .iter()
         .find(|a| a["actionId"] == "hub.run_allowed_tests")
@@ -636,8 +630,7 @@ async fn the_run_profile_never_exposes_bearers_or_secrets() {
     assert!(actions.iter().all(|a| a["sideEffect"] != "destructive"));
     let verdict = root
         .admin_post("/v1/root/mcp/run-profiles/verify", p.clone())
-        .await
-        .unwrap();
+        .await;
     assert_eq!(verdict["valid"], true);
     let (_, op) = fetch(&root, &id, Some(&root.admin_token()), Value::Null, &[]).await;
     let op_credential = op["token"].as_str().unwrap().to_owned();
@@ -679,10 +672,7 @@ async fn mcp_client_with_headers(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_actor_headers_are_ignored_over_mcp() {
     let root = TestRoot::start().await.unwrap();
-    let (id, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let (id, token) = root.lease("hub:test-alpha", "AdaOSDevRead").await;
     let forged = [
         ("x-actor", "root-admin"),
         ("x-owner-key", "email:mallory@example.org"),
@@ -700,10 +690,7 @@ async fn forged_actor_headers_are_ignored_over_mcp() {
         .as_str()
         .unwrap()
         .to_string();
-    let event = root
-        .admin_get(&format!("/v1/root/mcp/audit/{event_id}"))
-        .await
-        .unwrap();
+    let event = root.audit_event(&event_id).await;
     assert_eq!(event["actor"]["id"], format!("lease:{id}"));
     assert_eq!(event["actor"]["capability_profile"], "AdaOSDevRead");
     let text = event.to_string();
@@ -765,49 +752,35 @@ fn domain_arguments(contract: &Value) -> Value {
     Value::Object(args)
 }
 
-fn runs(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
 /// Boundary 6: Write execution without a confirmation token is blocked, for every write tool any
 /// capability profile grants (found from the contracts, no tool named here): an execute with
 /// an idempotency key but no token is refused before anything runs, on root or on the hub.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_write_executes_without_a_confirmation_token() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("runs.txt");
-    let hub = root
-        .start_hub(
-            "hub:test-alpha",
-            &format!(
+    let (_dir, counter, hub) = root
+        .start_counting_hub("hub:test-alpha", |counter| format!(
                 "{}\n[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\n",
                 mcp_tests::serving_everything_toml().unwrap(),
                 counter.display()
-            ),
-        )
-        .await
-        .unwrap();
-    let foundation = root.admin_get("/v1/root/mcp/foundation").await.unwrap();
-    let contracts = root.admin_get("/v1/root/mcp/contracts").await.unwrap();
-    let by_id: BTreeMap<String, Value> = contracts["contracts"]
-        .as_array()
-        .unwrap()
+            ))
+        .await;
+    let foundation = root.admin_get("/v1/root/mcp/foundation").await;
+    let contracts = root.admin_get("/v1/root/mcp/contracts").await;
+    let by_id: BTreeMap<String, Value> = items(&contracts["contracts"])
         .iter()
         .map(|c| (c["tool_id"].as_str().unwrap().to_string(), c.clone()))
         .collect();
-    let sessions_before = root.admin_get("/v1/root/mcp/sessions").await.unwrap()["sessions"]
+    let sessions_before = root.admin_get("/v1/root/mcp/sessions").await["sessions"]
         .as_array()
         .unwrap()
         .len();
     let mut tried = BTreeSet::new();
     // Each profile's lease on the target, and its fleet lease where it grants fleet tools.
     let mut tokens = Vec::new();
-    for profile in foundation["capability_profiles"].as_array().unwrap() {
+    for profile in items(&foundation["capability_profiles"]) {
         let name = profile["name"].as_str().unwrap().to_owned();
-        let (_, token) = root.lease("hub:test-alpha", &name, 600).await.unwrap();
+        let token = root.bearer("hub:test-alpha", &name).await;
         tokens.push((name.clone(), token));
         let (s, fleet) = root
             .admin()
@@ -827,17 +800,9 @@ async fn no_write_executes_without_a_confirmation_token() {
     let leases = tokens.len();
     for (name, token) in &tokens {
         let name = name.as_str();
-        let visible = root
-            .http
-            .get(root.url("/v1/root/mcp/contracts"))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json::<Value>()
-            .await
-            .unwrap();
-        for c in visible["contracts"].as_array().unwrap() {
+        let visible =
+            mcp_tests::get_json(&root.http, root.url("/v1/root/mcp/contracts"), token).await;
+        for c in items(&visible["contracts"]) {
             if c["routing"] != "operational_write" {
                 continue;
             }
@@ -845,7 +810,7 @@ async fn no_write_executes_without_a_confirmation_token() {
             let mut args = domain_arguments(&by_id[tool]);
             args["phase"] = json!("execute");
             args["idempotency_key"] = json!(format!("boundary-{tool}-{name}"));
-            let (s, b) = root.rest_call(token, tool, args.clone()).await.unwrap();
+            let (s, b) = root.call(token, tool, args.clone()).await;
             let code = b["error"]["code"].as_str().unwrap_or("none");
             let only_previews = !c["proposes"].is_null();
             assert!(
@@ -871,23 +836,17 @@ async fn no_write_executes_without_a_confirmation_token() {
     // Nothing ran: no test, no lease issued by the access-token executor, no write reached
     // the hub's adapters.
     assert_eq!(runs(&counter), 0);
-    let sessions_after = root.admin_get("/v1/root/mcp/sessions").await.unwrap()["sessions"]
+    let sessions_after = root.admin_get("/v1/root/mcp/sessions").await["sessions"]
         .as_array()
         .unwrap()
         .len();
     assert_eq!(sessions_after, sessions_before + leases);
-    let (_, reader) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let reader = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let (s, activity) = root
-        .rest_call(&reader, "hub.get_activity_log", json!({"limit": 100}))
-        .await
-        .unwrap();
+        .call(&reader, "hub.get_activity_log", json!({"limit": 100}))
+        .await;
     assert_eq!(s, 200, "{activity}");
-    let ran: Vec<&Value> = activity["result"]["entries"]
-        .as_array()
-        .unwrap()
+    let ran: Vec<&Value> = items(&activity["result"]["entries"])
         .iter()
         .filter(|e| writes.contains(e["tool_id"].as_str().unwrap_or("")))
         .collect();
@@ -903,26 +862,16 @@ async fn no_write_executes_without_a_confirmation_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_replays_of_one_write_have_one_effect() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("runs.txt");
-    let hub = root
-        .start_hub(
-            "hub:test-alpha",
-            &format!(
+    let (_dir, counter, hub) = root
+        .start_counting_hub("hub:test-alpha", |counter| format!(
                 "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}; sleep 0.2\"]\ntimeout_ms = 10000\n",
                 counter.display()
-            ),
-        )
-        .await
-        .unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+            ))
+        .await;
+    let token = root.bearer("hub:test-alpha", "InfraOpsControl").await;
     let (s, preview) = root
-        .rest_call(&token, "hub.run_allowed_tests", json!({"name": "smoke"}))
-        .await
-        .unwrap();
+        .call(&token, "hub.run_allowed_tests", json!({"name": "smoke"}))
+        .await;
     assert_eq!(s, 200, "{preview}");
     let conf = preview["result"]["confirmation_token"]
         .as_str()
@@ -931,11 +880,7 @@ async fn concurrent_replays_of_one_write_have_one_effect() {
     let exec = json!({"name": "smoke", "phase": "execute", "confirmation_token": conf, "idempotency_key": "one-effect"});
     let attempts = futures::future::join_all((0..8).map(|_| {
         let (root, token, exec) = (&root, &token, exec.clone());
-        async move {
-            root.rest_call(token, "hub.run_allowed_tests", exec)
-                .await
-                .unwrap()
-        }
+        async move { root.call(token, "hub.run_allowed_tests", exec).await }
     }))
     .await;
     let ok: Vec<&Value> = attempts
@@ -957,9 +902,8 @@ async fn concurrent_replays_of_one_write_have_one_effect() {
             .all(|b| &b["result"]["result"]["run_id"] == run_id)
     );
     let (s, later) = root
-        .rest_call(&token, "hub.run_allowed_tests", exec.clone())
-        .await
-        .unwrap();
+        .call(&token, "hub.run_allowed_tests", exec.clone())
+        .await;
     assert_eq!(s, 200, "{later}");
     assert_eq!(later["result"]["replay"], true);
     assert_eq!(&later["result"]["result"]["run_id"], run_id);
@@ -975,10 +919,7 @@ async fn concurrent_replays_of_one_write_have_one_effect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destructive_actions_resolve_to_safe_alternatives() {
     let root = TestRoot::start().await.unwrap();
-    let (id, token) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (id, token) = root.lease("hub:test-alpha", "InfraOpsControl").await;
     let ids = contract_tool_ids();
     for name in [
         "hub.delete_deploy",
@@ -991,18 +932,18 @@ async fn destructive_actions_resolve_to_safe_alternatives() {
         "hub.reset_hard",
     ] {
         assert!(!ids.contains(name));
-        let (s, b) = root.rest_call(&token, name, json!({})).await.unwrap();
+        let (s, b) = root.call(&token, name, json!({})).await;
         assert_eq!(
-            (s, b["error"]["code"].as_str()),
-            (403, Some("forbidden_destructive")),
+            refusal(s, &b),
+            (403, "forbidden_destructive"),
             "{name}: {b}"
         );
-        let message = b["error"]["message"].as_str().unwrap();
+        let message = error_message(&b);
         assert!(
             message.contains(name) && message.contains("never a tool"),
             "{name}: {message}"
         );
-        let alternatives = b["error"]["details"]["alternatives"].as_array().unwrap();
+        let alternatives = items(&b["error"]["details"]["alternatives"]);
         assert!(!alternatives.is_empty(), "{name}");
         for alt in alternatives {
             let alt = alt.as_str().unwrap();

@@ -75,9 +75,35 @@ fn bad_configs_are_refused_with_the_reason() {
             "[[audit.sinks]]\nname = \"s\"\nkind = \"otlp\"\nendpoint = \"tls://x:6514\"",
             "endpoint must be an http(s) URL",
         ),
+        (
+            "[audit]\nreads = \"sometimes\"",
+            "expected `written` or `flushed`",
+        ),
+        (
+            "[limits]\nkeep_alive_timeout_ms = 0",
+            "limits.keep_alive_timeout_ms must be between",
+        ),
+        ("[rates]\nper_lease = 0", "rates.per_lease: 0 calls"),
+        ("[rates]\nper_owner = -1", "rates.per_owner: -1 calls"),
+        (
+            "[rates]\nper_operator = 99999999",
+            "rates.per_operator: 99999999 calls",
+        ),
+        (
+            "[rates]\nper_lease = \"many\"",
+            "rates.per_lease: `many` is not a rate",
+        ),
+        (
+            "[rates]\nper_lease = 2.5",
+            "rates.per_lease: 2.5 is not a whole number",
+        ),
+        (
+            "[rates.profiles.InfraOpsRead.tools]\n\"hub.get_logs\" = \"1/week\"",
+            "rates.profiles.InfraOpsRead.tools.\"hub.get_logs\": `1/week`: unknown unit",
+        ),
     ] {
         let err = RootConfig::parse(text).unwrap_err();
-        assert!(err.contains(why), "{text}: {err}");
+        assert!(err.to_string().contains(why), "{text}: {err}");
     }
 }
 
@@ -97,18 +123,14 @@ async fn sqlite_synchronous_normal_is_an_operator_choice_that_still_keeps_every_
     })
     .await
     .unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     for _ in 0..3 {
         let (status, r) = root
-            .rest_call(&token, "sdk.list_schemas", serde_json::json!({}))
-            .await
-            .unwrap();
+            .call(&token, "sdk.list_schemas", serde_json::json!({}))
+            .await;
         assert_eq!((status, &r["ok"]), (200, &serde_json::json!(true)), "{r}");
     }
-    let audit = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let audit = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(audit["ok"], true, "{audit}");
     assert!(audit["checked"].as_u64().unwrap_or(0) >= 3, "{audit}");
     root.stop().await;

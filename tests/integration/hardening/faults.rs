@@ -25,6 +25,9 @@
 //! Every wait is bounded by a generous deadline; no assertion depends on how fast a busy
 //! machine is.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::listed_tools;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -176,7 +179,7 @@ impl RootProc {
                 path.push_str(&format!("&cursor={c}"));
             }
             let page = self.admin_get(&path).await;
-            events.extend(page["events"].as_array().unwrap().iter().cloned());
+            events.extend(items(&page["events"]).iter().cloned());
             match page["next_cursor"].as_str() {
                 Some(c) => cursor = Some(c.to_owned()),
                 None => return events,
@@ -305,7 +308,7 @@ async fn a_full_disk_stops_every_call_until_the_audit_trail_can_be_written_again
         assert_eq!(body["error"]["retryable"], true, "{body}");
         assert_eq!(retry.as_deref(), Some("1"));
         assert!(body.get("event_id").is_none(), "no event to name: {body}");
-        break body["error"]["message"].as_str().unwrap().to_owned();
+        break error_message(&body).to_owned();
     };
     if first_failure.contains("withheld") {
         withheld += 1;
@@ -319,7 +322,7 @@ async fn a_full_disk_stops_every_call_until_the_audit_trail_can_be_written_again
         let (status, retry, body) = root.call(&bearer, "hub.get_status", json!({})).await;
         assert_eq!(status, 503, "{body}");
         assert_eq!(body["error"]["code"], "audit_unavailable", "{body}");
-        let message = body["error"]["message"].as_str().unwrap();
+        let message = error_message(&body);
         assert!(
             message.contains("root refuses calls until it can, so nothing runs unrecorded"),
             "{message}"
@@ -452,7 +455,7 @@ async fn answer_then_close(s: &mut tokio::net::TcpStream) -> Option<String> {
 }
 
 /// `mcp_root_connection_timeouts_total{kind}` from root's metrics.
-async fn timeouts(root: &mcp_tests::TestRoot, kind: &str) -> u64 {
+pub(crate) async fn timeouts(root: &mcp_tests::TestRoot, kind: &str) -> u64 {
     root.metric(&format!(
         "mcp_root_connection_timeouts_total{{kind=\"{kind}\"}}"
     ))
@@ -474,10 +477,7 @@ async fn stalled_clients_are_bounded_by_limits_and_others_are_still_served() {
     .await
     .unwrap();
     let hub = root.start_hub("hub:faults-slow", "").await.unwrap();
-    let (_, bearer) = root
-        .lease("hub:faults-slow", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let bearer = root.bearer("hub:faults-slow", "InfraOpsRead").await;
     let addr = root.handle().addr;
     let before = (
         timeouts(&root, "header").await,
@@ -527,17 +527,10 @@ async fn stalled_clients_are_bounded_by_limits_and_others_are_still_served() {
 
     // Others are still served: REST, MCP and a routed call through the hub.
     let served = tokio::time::timeout(PATIENCE, async {
-        let (status, body) = root
-            .rest_call(&bearer, "hub.get_status", json!({}))
-            .await
-            .unwrap();
+        let (status, body) = root.call(&bearer, "hub.get_status", json!({})).await;
         assert_eq!(status, 200, "{body}");
         let client = mcp_client(&root.mcp_url(), &bearer).await.unwrap();
-        let res = client
-            .call_tool(CallToolRequestParams::new("hub.get_status"))
-            .await
-            .unwrap();
-        assert_ne!(res.is_error, Some(true), "{res:?}");
+        mcp_tests::hub_status(&client).await;
     })
     .await;
     assert!(served.is_ok(), "a well-behaved client was not served");
@@ -609,18 +602,8 @@ fn start_fault_hub(dir: &Path, target: &str, token: &str, root_url: &str, extra:
 
 /// `target` as root's hub list shows it.
 async fn hub_entry(http: &reqwest::Client, base: &str, admin: &str, target: &str) -> Value {
-    let list: Value = http
-        .get(format!("{base}/v1/root/hubs"))
-        .bearer_auth(admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    list["targets"]
-        .as_array()
-        .unwrap()
+    let list: Value = mcp_tests::get_json(http, format!("{base}/v1/root/hubs"), admin).await;
+    items(&list["targets"])
         .iter()
         .find(|t| t["target_id"] == target)
         .cloned()
@@ -642,17 +625,6 @@ async fn wait_pending(http: &reqwest::Client, base: &str, admin: &str, target: &
         (e["pressure"]["pending_calls"].as_u64() == Some(n)).then_some(())
     })
     .await;
-}
-
-/// The tool ids an MCP client is offered.
-async fn tool_names(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Vec<String> {
-    client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect()
 }
 
 /// An MCP tool call's structured answer: the result, or `{"error": …}` for a tool error; with
@@ -692,27 +664,12 @@ async fn a_hub_killed_mid_call_fails_its_calls_with_target_offline_and_comes_bac
     let extra = "";
     let mut hub = start_fault_hub(dir.path(), target, &token, &base, extra);
     wait_online(&root.http, &base, &admin, target).await;
-    let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let bearer = root.bearer(target, "InfraOpsRead").await;
     let client = mcp_client(&root.mcp_url(), &bearer).await.unwrap();
 
     // Two calls the hub holds (REST and MCP), then SIGKILL.
-    let rest = {
-        let (http, url, bearer) = (
-            root.http.clone(),
-            root.url("/v1/root/mcp/call"),
-            bearer.clone(),
-        );
-        tokio::spawn(async move {
-            let res = http
-                .post(url)
-                .bearer_auth(bearer)
-                .json(&json!({"tool_id": mcp_tests::faults::TOOL, "arguments": {"fault": "hang"}}))
-                .send()
-                .await
-                .unwrap();
-            (res.status().as_u16(), res.json::<Value>().await.unwrap())
-        })
-    };
+    let rest =
+        tokio::spawn(root.call_later(&bearer, mcp_tests::faults::TOOL, json!({"fault": "hang"})));
     let mcp = mcp_call(&client, mcp_tests::faults::TOOL, json!({"fault": "hang"}));
     let kill = async {
         wait_pending(&root.http, &base, &admin, target, 2).await;
@@ -726,19 +683,13 @@ async fn a_hub_killed_mid_call_fails_its_calls_with_target_offline_and_comes_bac
     assert_eq!(body["error"]["code"], "target_offline", "{body}");
     assert_eq!(body["error"]["retryable"], true);
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("connection to target `hub:faults-kill` ended"),
+        error_message(&body).contains("connection to target `hub:faults-kill` ended"),
         "{body}"
     );
     assert_eq!(answer["error"]["code"], "target_offline", "{answer}");
     // Each is audited with that outcome.
     for event_id in [body["event_id"].as_str().unwrap(), mcp_event.as_str()] {
-        let ev = root
-            .admin_get(&format!("/v1/root/mcp/audit/{event_id}"))
-            .await
-            .unwrap();
+        let ev = root.audit_event(event_id).await;
         assert_eq!(ev["status"], "error", "{ev}");
         assert_eq!(ev["error"]["code"], "target_offline", "{ev}");
         assert_eq!(ev["policy_decision"]["decision"], "allow", "{ev}");
@@ -749,14 +700,11 @@ async fn a_hub_killed_mid_call_fails_its_calls_with_target_offline_and_comes_bac
     })
     .await;
     assert!(
-        !tool_names(&client)
+        !listed_tools(&client)
             .await
             .contains(&"hub.get_status".to_owned())
     );
-    let (status, body) = root
-        .rest_call(&bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&bearer, "hub.get_status", json!({})).await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (503, &json!("target_offline")),
@@ -766,14 +714,11 @@ async fn a_hub_killed_mid_call_fails_its_calls_with_target_offline_and_comes_bac
     // The same hub started again: back online, calls succeed on the same lease.
     let _hub = start_fault_hub(dir.path(), target, &token, &base, extra);
     wait_online(&root.http, &base, &admin, target).await;
-    let (status, body) = root
-        .rest_call(&bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&bearer, "hub.get_status", json!({})).await;
     assert_eq!(status, 200, "{body}");
     let (answer, _) = mcp_call(&client, "hub.get_status", json!({})).await;
     assert_eq!(answer["target_id"], target, "{answer}");
-    let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let verify = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(verify["ok"], true, "{verify}");
     root.stop().await;
 }
@@ -793,24 +738,12 @@ async fn a_read_under_a_killed_hub_is_retried_and_answered_when_the_hub_is_back(
     let admin = root.admin_token();
     let mut hub = start_fault_hub(dir.path(), target, &token, &base, "");
     wait_online(&root.http, &base, &admin, target).await;
-    let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
-    let call = {
-        let (http, url, bearer) = (
-            root.http.clone(),
-            root.url("/v1/root/mcp/call"),
-            bearer.clone(),
-        );
-        tokio::spawn(async move {
-            let res = http
-                .post(url)
-                .bearer_auth(bearer)
-                .json(&json!({"tool_id": mcp_tests::faults::TOOL, "arguments": {"fault": "hang_once"}}))
-                .send()
-                .await
-                .unwrap();
-            (res.status().as_u16(), res.json::<Value>().await.unwrap())
-        })
-    };
+    let bearer = root.bearer(target, "InfraOpsRead").await;
+    let call = tokio::spawn(root.call_later(
+        &bearer,
+        mcp_tests::faults::TOOL,
+        json!({"fault": "hang_once"}),
+    ));
     wait_pending(&root.http, &base, &admin, target, 1).await;
     // Root has sent the call; killed before its adapter ran, the restarted hub would hang on
     // the retry instead. The adapter's marker says it is hanging now.
@@ -831,22 +764,16 @@ async fn a_read_under_a_killed_hub_is_retried_and_answered_when_the_hub_is_back(
     let (status, body) = call.await.unwrap();
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"], json!({"ok": true}), "{body}");
-    let event = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            body["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let event = root.audit_event(body["event_id"].as_str().unwrap()).await;
     assert_eq!(event["status"], "ok", "{event}");
-    let retried = event["retried"].as_array().unwrap();
+    let retried = items(&event["retried"]);
     assert!(!retried.is_empty(), "{event}");
     assert!(
         retried.iter().all(|r| r["code"] == "target_offline"),
         "{event}"
     );
     assert_eq!(retried[0]["attempt"], 1, "{event}");
-    let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let verify = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(verify["ok"], true, "{verify}");
     root.stop().await;
 }
@@ -857,21 +784,12 @@ async fn an_idle_hub_keeps_its_connection_past_the_silence_limit() {
     // must not look silent: root sends heartbeats too.
     let root = mcp_tests::TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:faults-idle", "").await.unwrap();
-    let (_, bearer) = root
-        .lease("hub:faults-idle", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let bearer = root.bearer("hub:faults-idle", "InfraOpsRead").await;
     let since = |body: Value| body["result"]["connected_since"].clone();
-    let (_, first) = root
-        .rest_call(&bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (_, first) = root.call(&bearer, "hub.get_status", json!({})).await;
     assert!(since(first.clone()).is_string(), "{first}");
     tokio::time::sleep(root.handle().app.hubs.heartbeat * 4).await;
-    let (_, later) = root
-        .rest_call(&bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (_, later) = root.call(&bearer, "hub.get_status", json!({})).await;
     assert_eq!(since(later), since(first), "the hub reconnected while idle");
     hub.stop().await;
     root.stop().await;
@@ -990,17 +908,14 @@ async fn a_network_cut_between_hub_and_root_times_calls_out_and_heals_when_resto
         extra,
     );
     wait_online(&root.http, &base, &admin, target).await;
-    let (session, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let (session, bearer) = root.lease(target, "InfraOpsRead").await;
     let client = mcp_client(&root.mcp_url(), &bearer).await.unwrap();
     assert!(
-        tool_names(&client)
+        listed_tools(&client)
             .await
             .contains(&"hub.run_healthchecks".to_owned())
     );
-    let (status, body) = root
-        .rest_call(&bearer, "hub.run_healthchecks", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&bearer, "hub.run_healthchecks", json!({})).await;
     assert_eq!(status, 200, "{body}");
 
     // The network goes while a call is in flight; another call starts during the cut.
@@ -1029,10 +944,7 @@ async fn a_network_cut_between_hub_and_root_times_calls_out_and_heals_when_resto
     wait_pending(&root.http, &base, &admin, target, 1).await;
     proxy.cut();
     let during = Instant::now();
-    let (status, body) = root
-        .rest_call(&bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&bearer, "hub.get_status", json!({})).await;
     // Root still believes the hub is there: the call is routed and ends at its 5 s deadline.
     assert_eq!(status, 504, "{body}");
     assert_eq!(body["error"]["code"], "timeout", "{body}");
@@ -1063,16 +975,13 @@ async fn a_network_cut_between_hub_and_root_times_calls_out_and_heals_when_resto
         (hub_entry(&root.http, &base, &admin, target).await["status"] == "offline").then_some(())
     })
     .await;
-    let tools = tool_names(&client).await;
+    let tools = listed_tools(&client).await;
     assert!(
         !tools.contains(&"hub.get_status".to_owned())
             && !tools.contains(&"hub.run_healthchecks".to_owned()),
         "the hub's tools are withdrawn during the gap: {tools:?}"
     );
-    let (status, body) = root
-        .rest_call(&bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&bearer, "hub.get_status", json!({})).await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (503, &json!("target_offline")),
@@ -1083,28 +992,20 @@ async fn a_network_cut_between_hub_and_root_times_calls_out_and_heals_when_resto
     proxy.restore();
     wait_online(&root.http, &base, &admin, target).await;
     eventually("hub tools back in tools/list", async || {
-        tool_names(&client)
+        listed_tools(&client)
             .await
             .contains(&"hub.get_status".to_owned())
             .then_some(())
     })
     .await;
-    let (status, body) = root
-        .rest_call(&bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&bearer, "hub.get_status", json!({})).await;
     assert_eq!(status, 200, "{body}");
 
     // Every call is in the trail with the outcome its caller saw.
     let events = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit?actor=lease:{session}&order=asc&limit=100"
-        ))
-        .await
-        .unwrap();
-    let mut outcomes: Vec<(String, String)> = events["events"]
-        .as_array()
-        .unwrap()
+        .trail(&format!("actor=lease:{session}&order=asc&limit=100"))
+        .await;
+    let mut outcomes: Vec<(String, String)> = events
         .iter()
         .map(|e| {
             (
@@ -1378,9 +1279,7 @@ async fn root_killed_and_restarted(database_url: Option<&str>) {
     // The pending approval survived; approved now, its execute applies the change once.
     let pending = root2.admin_get("/v1/root/mcp/approvals").await;
     assert!(
-        pending["approvals"]
-            .as_array()
-            .unwrap()
+        items(&pending["approvals"])
             .iter()
             .any(|a| a["approval_id"] == approval_id.as_str() && a["status"] == "pending"),
         "{pending}"
@@ -1466,13 +1365,13 @@ async fn rest_write(
     args: Value,
     key: &str,
 ) -> (u16, Value) {
-    let (status, preview) = root.rest_call(bearer, tool, args.clone()).await.unwrap();
+    let (status, preview) = root.call(bearer, tool, args.clone()).await;
     assert_eq!(status, 200, "{preview}");
     let mut exec = args;
     exec["phase"] = json!("execute");
     exec["confirmation_token"] = preview["result"]["confirmation_token"].clone();
     exec["idempotency_key"] = json!(key);
-    root.rest_call(bearer, tool, exec).await.unwrap()
+    root.call(bearer, tool, exec).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1502,17 +1401,14 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
     let hub = start_fault_hub(dir.path(), target, &token, &base, &extra);
     let hub_pid = hub.id();
     wait_online(&root.http, &base, &admin, target).await;
-    let (_, reader) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
-    let (_, control) = root.lease(target, "InfraOpsControl", 600).await.unwrap();
+    let reader = root.bearer(target, "InfraOpsRead").await;
+    let control = root.bearer(target, "InfraOpsControl").await;
     let client = mcp_client(&root.mcp_url(), &reader).await.unwrap();
 
     // Hangs end at their deadline; floods are read and dropped, not kept.
-    let (status, body) = root
-        .rest_call(&reader, "hub.run_healthchecks", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&reader, "hub.run_healthchecks", json!({})).await;
     assert_eq!(status, 200, "{body}");
-    let checks = body["result"]["checks"].as_array().unwrap();
+    let checks = items(&body["result"]["checks"]);
     let check = |name: &str| checks.iter().find(|c| c["name"] == name).unwrap().clone();
     assert_eq!(check("flood")["ok"], true, "{body}");
     assert_eq!(check("hang")["ok"], false, "{body}");
@@ -1571,63 +1467,48 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
 
     // A hanging adapter call times out and the adapter serves the next one.
     let (status, body) = root
-        .rest_call(&reader, mcp_tests::faults::TOOL, json!({"fault": "hang"}))
-        .await
-        .unwrap();
+        .call(&reader, mcp_tests::faults::TOOL, json!({"fault": "hang"}))
+        .await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (504, &json!("timeout")),
         "{body}"
     );
-    let (status, body) = root
-        .rest_call(&reader, mcp_tests::faults::TOOL, json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&reader, mcp_tests::faults::TOOL, json!({})).await;
     assert_eq!(status, 200, "{body}");
 
     // A panicking adapter is restarted by its supervisor, within its budget (2 restarts).
     for _ in 0..2 {
         let (status, body) = root
-            .rest_call(&reader, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
-            .await
-            .unwrap();
+            .call(&reader, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
+            .await;
         assert_eq!(status, 502, "{body}");
         assert_eq!(body["error"]["code"], "adapter_failed", "{body}");
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("it was restarted"),
-            "{body}"
-        );
-        let (status, body) = root
-            .rest_call(&reader, mcp_tests::faults::TOOL, json!({}))
-            .await
-            .unwrap();
+        assert!(error_message(&body).contains("it was restarted"), "{body}");
+        let (status, body) = root.call(&reader, mcp_tests::faults::TOOL, json!({})).await;
         assert_eq!(status, 200, "the restarted adapter answers: {body}");
     }
     // Past the budget the adapter stays down and its capability is reported unavailable.
     let (status, body) = root
-        .rest_call(&reader, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
-        .await
-        .unwrap();
+        .call(&reader, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
+        .await;
     assert_eq!(status, 502, "{body}");
     assert_eq!(body["error"]["code"], "adapter_failed", "{body}");
-    let message = body["error"]["message"].as_str().unwrap();
+    let message = error_message(&body);
     assert!(
         message.contains("failed 3 times within 60 s")
             && message.contains("unavailable until skill `infra_access_skill` is enabled again"),
         "{message}"
     );
     eventually("hub.get_status to leave tools/list", async || {
-        (!tool_names(&client)
+        (!listed_tools(&client)
             .await
             .contains(&mcp_tests::faults::TOOL.to_owned()))
         .then_some(())
     })
     .await;
     let entry = hub_entry(&root.http, &base, &admin, target).await;
-    let published = entry["published_capabilities"].as_array().unwrap();
+    let published = items(&entry["published_capabilities"]);
     assert!(
         !published.contains(&json!(mcp_tests::faults::TOOL)),
         "{entry}"
@@ -1636,10 +1517,7 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
         published.contains(&json!("hub.get_runtime_summary")),
         "{entry}"
     );
-    let (status, body) = root
-        .rest_call(&reader, mcp_tests::faults::TOOL, json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&reader, mcp_tests::faults::TOOL, json!({})).await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (403, &json!("skill_disabled")),
@@ -1647,9 +1525,8 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
     );
     // The other adapters serve on.
     let (status, body) = root
-        .rest_call(&reader, "hub.get_runtime_summary", json!({}))
-        .await
-        .unwrap();
+        .call(&reader, "hub.get_runtime_summary", json!({}))
+        .await;
     assert_eq!(status, 200, "{body}");
 
     // The operator enables the skill again: the adapter gets a new budget.
@@ -1657,19 +1534,15 @@ async fn adapters_that_panic_hang_or_flood_are_contained_by_the_hub() {
         &format!("/v1/root/hubs/{target}/skills/infra_access_skill/enable"),
         json!({}),
     )
-    .await
-    .unwrap();
+    .await;
     eventually("hub.get_status back in tools/list", async || {
-        tool_names(&client)
+        listed_tools(&client)
             .await
             .contains(&mcp_tests::faults::TOOL.to_owned())
             .then_some(())
     })
     .await;
-    let (status, body) = root
-        .rest_call(&reader, mcp_tests::faults::TOOL, json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&reader, mcp_tests::faults::TOOL, json!({})).await;
     assert_eq!(status, 200, "{body}");
     drop(hub);
     root.stop().await;
@@ -1685,11 +1558,8 @@ async fn hub_clock_skew_within_the_window_is_absorbed_and_beyond_it_refused() {
     // call would have expired (ahead) or run past root's deadline (behind).
     for (target, offset) in [("hub:faults-ahead", 20_000), ("hub:faults-behind", -20_000)] {
         let hub = root.start_hub(target, &skewed(offset)).await.unwrap();
-        let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
-        let (status, body) = root
-            .rest_call(&bearer, "hub.get_status", json!({}))
-            .await
-            .unwrap();
+        let bearer = root.bearer(target, "InfraOpsRead").await;
+        let (status, body) = root.call(&bearer, "hub.get_status", json!({})).await;
         assert_eq!(status, 200, "{target}: {body}");
         assert_eq!(body["result"]["target_id"], target);
         hub.stop().await;
@@ -1699,36 +1569,24 @@ async fn hub_clock_skew_within_the_window_is_absorbed_and_beyond_it_refused() {
         ("hub:faults-far-behind", -300_000, "300.0 s behind root's"),
     ] {
         let hub = root.start_hub(target, &skewed(offset)).await.unwrap();
-        let (session, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
-        let (status, body) = root
-            .rest_call(&bearer, "hub.get_status", json!({}))
-            .await
-            .unwrap();
+        let (session, bearer) = root.lease(target, "InfraOpsRead").await;
+        let (status, body) = root.call(&bearer, "hub.get_status", json!({})).await;
         assert_eq!(status, 502, "{target}: {body}");
         assert_eq!(body["error"]["code"], "clock_skew", "{body}");
-        let message = body["error"]["message"].as_str().unwrap();
+        let message = error_message(&body);
         assert!(
             message.contains(said) && message.contains("root accepts at most 60.0 s"),
             "{message}"
         );
         // Audited with that outcome; nothing ran on the hub.
-        let ev = root
-            .admin_get(&format!(
-                "/v1/root/mcp/audit/{}",
-                body["event_id"].as_str().unwrap()
-            ))
-            .await
-            .unwrap();
+        let ev = root.audit_event(body["event_id"].as_str().unwrap()).await;
         assert_eq!(ev["status"], "error", "{ev}");
         assert_eq!(ev["error"]["code"], "clock_skew", "{ev}");
         assert_eq!(ev["actor"]["session_id"], session.as_str());
         // The hub's gate refused it: no adapter of the hub ran.
         assert_eq!(ev["execution_adapter"], "root.router", "{ev}");
         // Every call is refused, whatever the tool.
-        let (status, body) = root
-            .rest_call(&bearer, "hub.get_activity_log", json!({}))
-            .await
-            .unwrap();
+        let (status, body) = root.call(&bearer, "hub.get_activity_log", json!({})).await;
         assert_eq!(
             (status, &body["error"]["code"]),
             (502, &json!("clock_skew")),

@@ -3,6 +3,8 @@
 //! and hub as processes logging at `trace`, after which every log line, every audit row, the
 //! metrics and the raw bytes of every data file are searched for every secret the run issued.
 
+use mcp_tests::items;
+use mcp_tests::run_ok;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -110,19 +112,8 @@ async fn hub_with_token_file(
 }
 
 async fn status_ok(root: &TestRoot, bearer: &str) -> bool {
-    let (s, b) = root
-        .rest_call(bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (s, b) = root.call(bearer, "hub.get_status", json!({})).await;
     s == 200 && b["error"].is_null()
-}
-
-async fn wait_until(what: &str, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,30 +126,25 @@ async fn a_rotated_key_is_picked_up_from_the_token_file() {
     std::fs::write(&token_file, format!("{first}\n")).unwrap();
     private_file(&token_file).unwrap();
     let hub = hub_with_token_file(&root, target, dir.path(), &token_file).await;
-    let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let bearer = root.bearer(target, "InfraOpsRead").await;
     assert!(status_ok(&root, &bearer).await);
 
     // The operator rotates with the CLI, writing the new token straight into the hub's file.
-    let out = Command::new(workspace_bin("mcp-root").unwrap())
-        .args(["admin", "--root-url", &root.handle().base_url()])
-        .args(["--admin-token", &root.admin_token()])
-        .args([
-            "hub",
-            "rotate-key",
-            "--target",
-            target,
-            "--grace-sec",
-            "3600",
-        ])
-        .arg("--token-file")
-        .arg(&token_file)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(workspace_bin("mcp-root").unwrap())
+            .args(["admin", "--root-url", &root.handle().base_url()])
+            .args(["--admin-token", &root.admin_token()])
+            .args([
+                "hub",
+                "rotate-key",
+                "--target",
+                target,
+                "--grace-sec",
+                "3600",
+            ])
+            .arg("--token-file")
+            .arg(&token_file)
+            .arg("--json"),
     );
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     let second = std::fs::read_to_string(&token_file)
@@ -173,18 +159,14 @@ async fn a_rotated_key_is_picked_up_from_the_token_file() {
     assert!(printed["previous_valid_until"].is_string(), "{printed}");
     // The rotation is audited, without the token.
     let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            printed["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+        .audit_event(printed["event_id"].as_str().unwrap())
+        .await;
     assert_eq!(ev["tool_id"], "admin.hub.rotate_key");
     assert!(!ev.to_string().contains(&second) && !ev.to_string().contains(&first));
 
     // The hub reconnects with the new token; calls are signed with the new key and run.
     wait_for_log(&["reconnecting with the new hub token"]).await;
-    wait_until("the hub back online with the new token", async || {
+    mcp_tests::until("the hub back online with the new token", async || {
         hub.is_connected() && status_ok(&root, &bearer).await
     })
     .await;
@@ -199,15 +181,14 @@ async fn a_rotated_key_is_picked_up_from_the_token_file() {
             &format!("/v1/root/hubs/{target}/rotate-key"),
             json!({ "grace_sec": 0 }),
         )
-        .await
-        .unwrap();
+        .await;
     let third = v["token"].as_str().unwrap().to_owned();
     assert!(!token_accepted(&root, target, &first).await);
     assert!(!token_accepted(&root, target, &second).await);
     assert!(token_accepted(&root, target, &third).await);
     // The hub's connection (second token) is dropped; given the third it comes back.
     std::fs::write(&token_file, format!("{third}\n")).unwrap();
-    wait_until("the hub online with the third token", async || {
+    mcp_tests::until("the hub online with the third token", async || {
         hub.is_connected() && status_ok(&root, &bearer).await
     })
     .await;
@@ -221,7 +202,7 @@ async fn a_hub_on_a_rotated_out_token_works_until_the_grace_ends() {
     let root = TestRoot::start().await.unwrap();
     let target = "hub:rotate-stale";
     let hub = root.start_hub(target, "").await.unwrap();
-    let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let bearer = root.bearer(target, "InfraOpsRead").await;
     // Rotated, but this hub keeps its (inline) token: during the grace its connection stays
     // and root signs its calls with the key of that connection's token, which the hub checks.
     let v = root
@@ -229,8 +210,7 @@ async fn a_hub_on_a_rotated_out_token_works_until_the_grace_ends() {
             &format!("/v1/root/hubs/{target}/rotate-key"),
             json!({ "grace_sec": 3600 }),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(v["grace_sec"], 3600);
     assert!(status_ok(&root, &bearer).await);
     assert!(hub.handle().is_connected());
@@ -240,18 +220,14 @@ async fn a_hub_on_a_rotated_out_token_works_until_the_grace_ends() {
         &format!("/v1/root/hubs/{target}/rotate-key"),
         json!({ "grace_sec": 0 }),
     )
-    .await
-    .unwrap();
+    .await;
     wait_for_log(&[target, "grace period ended; dropping the connection"]).await;
-    wait_until("the target offline", async || {
-        let list = root.admin_get("/v1/root/hubs").await.unwrap();
+    mcp_tests::until("the target offline", async || {
+        let list = root.admin_get("/v1/root/hubs").await;
         list["targets"][0]["status"] == "offline"
     })
     .await;
-    let (s, b) = root
-        .rest_call(&bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (s, b) = root.call(&bearer, "hub.get_status", json!({})).await;
     assert_eq!(b["error"]["code"], "target_offline", "{s} {b}");
     assert!(!token_accepted(&root, target, &hub.token).await);
     hub.stop().await;
@@ -335,19 +311,14 @@ async fn signing_keys_are_encrypted_at_rest_and_clear_rows_are_migrated() {
     let hub = mcp_tests::TestHub::start(&root.handle().base_url(), target, &token, "")
         .await
         .unwrap();
-    let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let bearer = root.bearer(target, "InfraOpsRead").await;
     assert!(status_ok(&root, &bearer).await);
     hub.stop().await;
     root.stop().await;
 
     // A master key replaced by another makes start-up stop, naming the file.
     std::fs::remove_file(data.join("secrets.key")).unwrap();
-    let cfg = mcp_root::config::RootConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: data.clone(),
-        ..Default::default()
-    };
-    let err = format!("{:#}", mcp_root::run(cfg).await.err().expect("refused"));
+    let err = mcp_tests::refusal_to_start("127.0.0.1:0", &data).await;
     assert!(
         err.contains("secrets.key") && err.contains("restore"),
         "{err}"
@@ -389,7 +360,7 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     let base = ports::announced_root_url(&mut root, Duration::from_secs(60)).await;
     assert!(base.starts_with("https://127.0.0.1:"), "{base}");
     let http = https_client(&pki.ca_file());
-    wait_until("root to serve https", async || {
+    mcp_tests::until("root to serve https", async || {
         http.get(format!("{base}/healthz")).send().await.is_ok()
     })
     .await;
@@ -454,7 +425,7 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
         let v: Value = res.json().await.unwrap();
         v["targets"][0]["status"] == "online"
     };
-    wait_until("the hub online", online).await;
+    mcp_tests::until("the hub online", online).await;
 
     // Leases created and used over MCP (HTTPS), a write previewed and executed.
     let lease = post(
@@ -513,19 +484,14 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     assert!(res.status().is_success());
     // The hub's key rotated with the CLI over HTTPS (token written to the hub's file); the hub
     // picks it up and calls run with the new key.
-    let out = Command::new(workspace_bin("mcp-root").unwrap())
-        .args(["admin", "--root-url", &base, "--ca-file"])
-        .arg(pki.ca_file())
-        .env("MCP_ROOT_ADMIN_TOKEN", &admin)
-        .args(["hub", "rotate-key", "--target", target, "--grace-sec", "60"])
-        .arg("--token-file")
-        .arg(&token_file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(workspace_bin("mcp-root").unwrap())
+            .args(["admin", "--root-url", &base, "--ca-file"])
+            .arg(pki.ca_file())
+            .env("MCP_ROOT_ADMIN_TOKEN", &admin)
+            .args(["hub", "rotate-key", "--target", target, "--grace-sec", "60"])
+            .arg("--token-file")
+            .arg(&token_file),
     );
     let new_hub_token = std::fs::read_to_string(&token_file)
         .unwrap()
@@ -541,7 +507,7 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
         assert!(Instant::now() < deadline, "the hub never reconnected");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    wait_until("a call through the new key", async || {
+    mcp_tests::until("a call through the new key", async || {
         let res = http
             .post(format!("{base}/v1/root/mcp/call"))
             .bearer_auth(&rotated_bearer)
@@ -557,25 +523,14 @@ async fn no_issued_secret_reaches_a_log_an_audit_row_or_a_data_file() {
     let oauth = oauth_sign_in(&pki.ca_file(), &base, &admin, target).await;
 
     // What an operator or a scraper reads.
-    let audit = http
-        .get(format!("{base}/v1/root/mcp/audit?limit=1000"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let audit = mcp_tests::get_text(
+        &http,
+        format!("{base}/v1/root/mcp/audit?limit=1000"),
+        &admin,
+    )
+    .await;
     assert!(audit.contains("admin.hub.rotate_key") && audit.contains("hub.run_allowed_tests"));
-    let metrics = http
-        .get(format!("{base}/metrics"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = mcp_tests::get_text(&http, format!("{base}/metrics"), &admin).await;
     // The web console, as its pages use it: login (the admin token in the body), the session
     // cookie on every page's API answer, state changes with the CSRF token, a lease issued
     // in the MCP Server dialog, logout. Each answer is kept for the sweep.
@@ -889,7 +844,7 @@ async fn run_console(http: &reqwest::Client, base: &str, admin: &str, target: &s
     }
     // The event detail of every event (the requests page opens them one by one).
     let events = get(&mut answers, "/v1/root/mcp/audit?limit=1000&order=asc").await;
-    for e in events["events"].as_array().unwrap() {
+    for e in items(&events["events"]) {
         let id = e["event_id"].as_str().unwrap();
         get(&mut answers, &format!("/v1/root/mcp/audit/{id}")).await;
     }
@@ -901,7 +856,7 @@ async fn run_console(http: &reqwest::Client, base: &str, admin: &str, target: &s
         .await
         .unwrap();
     assert!(stream.status().is_success());
-    let last = events["events"].as_array().unwrap().last().unwrap()["event_id"]
+    let last = items(&events["events"]).last().unwrap()["event_id"]
         .as_str()
         .unwrap()
         .to_owned();

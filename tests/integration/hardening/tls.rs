@@ -4,6 +4,7 @@
 //! session, and the refusals at start (plain HTTP on a non-loopback address, secret files that
 //! others may read).
 
+use mcp_tests::items;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -247,21 +248,11 @@ async fn mcp_over_https_and_a_hub_over_wss() {
     )
     .await
     .unwrap();
-    let (_, bearer) = root
-        .lease("hub:tls-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let bearer = root.bearer("hub:tls-alpha", "InfraOpsRead").await;
     // The rmcp client over HTTPS, a call routed to the hub over WSS.
     let client = mcp_https(&pki.ca_file(), &root.mcp_url(), &bearer).await;
-    let res = client
-        .call_tool(CallToolRequestParams::new("hub.get_status"))
-        .await
-        .unwrap();
-    assert_ne!(res.is_error, Some(true), "{res:?}");
-    assert_eq!(
-        res.structured_content.unwrap()["target_id"],
-        "hub:tls-alpha"
-    );
+    let res = mcp_tests::hub_status(&client).await;
+    assert_eq!(res["target_id"], "hub:tls-alpha");
     // Plain HTTP to the TLS port gets nothing useful.
     let plain = mcp_tests::http_client()
         .get(format!("http://{}/healthz", root.handle().addr))
@@ -331,8 +322,8 @@ async fn a_hub_refuses_a_root_it_cannot_verify_and_honours_pins() {
     .await;
     assert!(!hub.handle().is_connected());
     hub.stop().await;
-    let hubs = root.admin_get("/v1/root/hubs").await.unwrap();
-    for t in hubs["targets"].as_array().unwrap() {
+    let hubs = root.admin_get("/v1/root/hubs").await;
+    for t in items(&hubs["targets"]) {
         assert_eq!(t["status"], "offline", "{t}");
         assert!(t["last_seen_at"].is_null(), "{t}");
     }
@@ -402,31 +393,23 @@ async fn mutual_tls_on_the_hub_path() {
     .await
     .unwrap();
     // MCP clients need no certificate: mutual TLS applies to the hub path only.
-    let (_, bearer) = root
-        .lease("hub:mtls-ok", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let bearer = root.bearer("hub:mtls-ok", "InfraOpsRead").await;
     let client = mcp_https(&pki.ca_file(), &root.mcp_url(), &bearer).await;
-    let res = client
-        .call_tool(CallToolRequestParams::new("hub.get_status"))
-        .await
-        .unwrap();
-    assert_ne!(res.is_error, Some(true), "{res:?}");
+    mcp_tests::hub_status(&client).await;
     // A hub token alone, without the certificate, is not enough even for a valid hub.
-    let res = reqwest::Client::builder()
-        .tls_certs_only(
-            reqwest::Certificate::from_pem_bundle(&std::fs::read(pki.ca_file()).unwrap()).unwrap(),
-        )
-        .build()
-        .unwrap()
-        .get(root.url("/v1/root/hubs/connect"))
-        .header("connection", "upgrade")
-        .header("upgrade", "websocket")
-        .header("sec-websocket-version", "13")
-        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
-        .send()
-        .await
-        .unwrap();
+    let res = mcp_tests::websocket_upgrade(
+        reqwest::Client::builder()
+            .tls_certs_only(
+                reqwest::Certificate::from_pem_bundle(&std::fs::read(pki.ca_file()).unwrap())
+                    .unwrap(),
+            )
+            .build()
+            .unwrap()
+            .get(root.url("/v1/root/hubs/connect")),
+    )
+    .send()
+    .await
+    .unwrap();
     assert_eq!(res.status(), 403);
     drop(client);
     hub.stop().await;
@@ -463,17 +446,9 @@ async fn hub_client_certificates_bound_to_their_target() {
     )
     .await
     .unwrap();
-    let (_, bearer) = root
-        .lease("hub:bound-a", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let bearer = root.bearer("hub:bound-a", "InfraOpsRead").await;
     let client = mcp_https(&pki.ca_file(), &root.mcp_url(), &bearer).await;
-    let res = client
-        .call_tool(CallToolRequestParams::new("hub.get_status"))
-        .await
-        .unwrap();
-    assert_ne!(res.is_error, Some(true), "{res:?}");
-
+    mcp_tests::hub_status(&client).await;
     // B's token with A's certificate (same CA, so the handshake succeeds): refused at hello,
     // precisely, on both sides, and logged by root with the certificate's fingerprint.
     let hub = start_unconnected_hub(
@@ -520,10 +495,8 @@ async fn hub_client_certificates_bound_to_their_target() {
     .await;
     assert!(!hub.handle().is_connected());
     hub.stop().await;
-    let targets = root.admin_get("/v1/root/hubs").await.unwrap();
-    let b = targets["targets"]
-        .as_array()
-        .unwrap()
+    let targets = root.admin_get("/v1/root/hubs").await;
+    let b = items(&targets["targets"])
         .iter()
         .find(|t| t["target_id"] == "hub:bound-b")
         .unwrap()
@@ -576,7 +549,7 @@ async fn certificate_reload_keeps_open_sessions() {
     let root = tls_root(tls_config(&first, None, 0), &pki.ca_file()).await;
     let health = root.url("/healthz");
     assert_eq!(served_cert(&pki.ca_file(), &health).await, first.der);
-    let (_, bearer) = root.lease("hub:none", "AdaOSDevRead", 600).await.unwrap();
+    let bearer = root.bearer("hub:none", "AdaOSDevRead").await;
     let session = mcp_https(&pki.ca_file(), &root.mcp_url(), &bearer).await;
     session
         .call_tool(CallToolRequestParams::new("sdk.get_metadata"))
@@ -641,12 +614,7 @@ async fn plain_http_on_a_non_loopback_address_is_refused() {
     mcp_tests::init_crypto();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let cfg = mcp_root::config::RootConfig {
-        listen: "0.0.0.0:0".parse().unwrap(),
-        data_dir: data.clone(),
-        ..Default::default()
-    };
-    let err = format!("{:#}", mcp_root::run(cfg).await.err().expect("refused"));
+    let err = mcp_tests::refusal_to_start("0.0.0.0:0", &data).await;
     assert!(
         err.contains("--insecure-http") && err.contains("0.0.0.0"),
         "{err}"
@@ -684,12 +652,7 @@ async fn secret_files_readable_by_others_are_refused() {
     for file in ["admin.token", "secrets.key"] {
         let path = data.join(file);
         loosen(&path);
-        let cfg = mcp_root::config::RootConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            data_dir: data.clone(),
-            ..Default::default()
-        };
-        let err = format!("{:#}", mcp_root::run(cfg).await.err().expect("refused"));
+        let err = mcp_tests::refusal_to_start("127.0.0.1:0", &data).await;
         assert!(
             err.contains(&format!("chmod 600 {}", path.display())),
             "{file}: {err}"
@@ -744,10 +707,7 @@ async fn skills_sync_verifies_an_https_root_with_ca_file() {
     let pki = Pki::new("skills");
     let server = pki.server("root");
     let root = tls_root(tls_config(&server, None, 0), &pki.ca_file()).await;
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let work = tempfile::tempdir().unwrap();
     let token_file = work.path().join("token");
     std::fs::write(&token_file, &token).unwrap();

@@ -4,6 +4,8 @@
 //! HEAD and files, the deploy history on the hub, the restarted service's process and the
 //! refusals (refs outside `allowed_refs`, forged refs, nothing to roll back) are checked.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
 use std::path::Path;
 
 use mcp_tests::git::{git, repository};
@@ -44,7 +46,7 @@ async fn write(client: &Client, tool: &str, args: Value, key: &str) -> (Value, V
 fn history(state: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(state.join("deploys.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
-    v["entries"].as_array().unwrap().clone()
+    items(&v["entries"]).clone()
 }
 
 #[tokio::test]
@@ -67,10 +69,7 @@ async fn deploy_preview_rollback_and_refusals_through_root() {
         .unwrap();
     let state = hub.state_dir.path().join("state");
     let worktree = state.join("deploy/app");
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsControl").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     let tools: Vec<String> = mcp_tests::listed_tools(&client).await;
     for tool in ["hub.deploy_ref", "hub.rollback_last_test_deploy"] {
@@ -184,7 +183,7 @@ async fn deploy_preview_rollback_and_refusals_through_root() {
     ] {
         let refused = call(&client, "hub.deploy_ref", json!({"ref": r})).await;
         assert_eq!(refused["error"]["code"], code, "{r}: {refused}");
-        let message = refused["error"]["message"].as_str().unwrap();
+        let message = error_message(&refused);
         assert!(message.contains(why), "{r}: {message}");
     }
     assert_eq!(git(&worktree, &["rev-parse", "HEAD"]), shas[0]);
@@ -202,7 +201,7 @@ async fn deploy_preview_rollback_and_refusals_through_root() {
                       "confirmation_token": preview["confirmation_token"]});
     let moved = call(&client, "hub.deploy_ref", exec.clone()).await;
     assert_eq!(moved["error"]["code"], "conflict", "{moved}");
-    let message = moved["error"]["message"].as_str().unwrap();
+    let message = error_message(&moved);
     assert!(
         message.contains(&shas[2]) && message.contains(&four),
         "{message}"
@@ -237,9 +236,7 @@ async fn deploy_preview_rollback_and_refusals_through_root() {
     assert_eq!(entry["redactions"], 1);
     assert!(!logs.to_string().contains("mcph_AAAA"));
     let all = call(&client, "hub.get_logs", json!({"lines": 5})).await;
-    let streams: Vec<&str> = all["entries"]
-        .as_array()
-        .unwrap()
+    let streams: Vec<&str> = items(&all["entries"])
         .iter()
         .map(|e| e["stream"].as_str().unwrap())
         .collect();

@@ -8,6 +8,7 @@
 //! connection is a change in the zone's serialized change feed and 1000 of them took 35 to
 //! 50 s on two cores. No timing is asserted; the times are printed.
 
+use mcp_tests::items;
 use std::collections::HashSet;
 
 use mcp_tests::TestRoot;
@@ -39,15 +40,9 @@ fn sample(n: usize) -> Vec<usize> {
 /// Every event id of a lease's calls, oldest first.
 async fn lease_event_ids(root: &TestRoot, session_id: &str) -> Vec<String> {
     let v = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit?actor=lease:{session_id}&limit=1000&order=asc"
-        ))
-        .await
-        .unwrap();
-    v["events"]
-        .as_array()
-        .unwrap()
-        .iter()
+        .trail(&format!("actor=lease:{session_id}&limit=1000&order=asc"))
+        .await;
+    v.iter()
         .map(|e| e["event_id"].as_str().unwrap().to_owned())
         .collect()
 }
@@ -60,17 +55,7 @@ async fn a_thousand_simulated_hubs_register_and_route_correctly() {
     let targets = hubsim::target_ids("fanin", n);
 
     let t = std::time::Instant::now();
-    let enrolled = hubsim::enroll_all(
-        &root.http,
-        &base,
-        &root.admin_token(),
-        &targets,
-        "test",
-        "subnet-sim",
-        8,
-    )
-    .await
-    .unwrap();
+    let enrolled = hubsim::enroll_on(&root, &targets).await;
     let enrol_time = t.elapsed();
     let mut fleet = Fleet::connect(&base, enrolled, FleetOptions::default())
         .await
@@ -82,13 +67,8 @@ async fn a_thousand_simulated_hubs_register_and_route_correctly() {
     );
 
     // The hub list: every simulated target, online, publishing the one tool.
-    let list = root
-        .admin_get("/v1/root/hubs?q=fanin-&limit=1000")
-        .await
-        .unwrap();
-    let listed: Vec<&Value> = list["targets"]
-        .as_array()
-        .unwrap()
+    let list = root.admin_get("/v1/root/hubs?q=fanin-&limit=1000").await;
+    let listed: Vec<&Value> = items(&list["targets"])
         .iter()
         .filter(|t| t["target_id"].as_str().unwrap().starts_with("fanin-"))
         .collect();
@@ -108,17 +88,11 @@ async fn a_thousand_simulated_hubs_register_and_route_correctly() {
     let mut answered = Vec::new();
     for k in sample(n) {
         let target = &targets[k];
-        let (session_id, token) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+        let (session_id, token) = root.lease(target, "InfraOpsRead").await;
         let client = mcp_tests::mcp_client(&root.mcp_url(), &token)
             .await
             .unwrap();
-        let tools: Vec<String> = client
-            .list_all_tools()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect();
+        let tools = mcp_tests::listed_tools(&client).await;
         assert!(tools.iter().any(|t| t == SIM_TOOL), "{target}: {tools:?}");
         // Only what this target publishes: no other routed tool of the profile is listed.
         assert!(
@@ -177,7 +151,7 @@ async fn a_thousand_simulated_hubs_register_and_route_correctly() {
     let b: HashSet<&String> = in_trail.iter().collect();
     assert_eq!(a, b);
     assert_eq!(a.len(), answered.len(), "event ids are unique");
-    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(v["ok"], true, "{v}");
 
     fleet.shutdown().await;

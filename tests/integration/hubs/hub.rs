@@ -1,5 +1,8 @@
 //! Governed routing from root to a real hub over a real WebSocket, through the rmcp client.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::listed_tools;
 use std::time::{Duration, Instant};
 
 use mcp_tests::{TestHub, TestRoot, mcp_client};
@@ -41,31 +44,13 @@ fn all_tools() -> Vec<&'static str> {
     all
 }
 
-async fn tool_names(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Vec<String> {
-    mcp_tests::listed_tools(client).await
-}
-
-async fn wait_until<F: AsyncFn() -> bool>(what: &str, f: F) {
-    let start = Instant::now();
-    while !f().await {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_routed_call_returns_real_figures_and_an_event_naming_the_adapter() {
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
-    assert_eq!(tool_names(&client).await, all_tools());
+    assert_eq!(listed_tools(&client).await, all_tools());
 
     let res = client
         .call_tool(CallToolRequestParams::new("hub.get_runtime_summary"))
@@ -79,10 +64,7 @@ async fn a_routed_call_returns_real_figures_and_an_event_naming_the_adapter() {
         .as_str()
         .unwrap()
         .to_string();
-    let ev = root
-        .admin_get(&format!("/v1/root/mcp/audit/{event_id}"))
-        .await
-        .unwrap();
+    let ev = root.audit_event(&event_id).await;
     assert_eq!(ev["status"], "ok");
     assert_eq!(ev["target_id"], "hub:test-alpha");
     assert!(
@@ -102,13 +84,13 @@ async fn a_routed_call_returns_real_figures_and_an_event_naming_the_adapter() {
         "hub:test-alpha"
     );
 
-    let list = root.admin_get("/v1/root/hubs").await.unwrap();
+    let list = root.admin_get("/v1/root/hubs").await;
     let t = &list["targets"][0];
     assert_eq!(t["target_id"], "hub:test-alpha");
     assert_eq!(t["status"], "online");
     assert!(t["last_seen_at"].is_string());
     assert_eq!(
-        t["published_capabilities"].as_array().unwrap().len(),
+        items(&t["published_capabilities"]).len(),
         ALWAYS_SERVED.len()
     );
     assert_eq!(
@@ -118,17 +100,8 @@ async fn a_routed_call_returns_real_figures_and_an_event_naming_the_adapter() {
 
     // Descriptive reads never touch the hub: they work with the hub gone.
     hub.stop().await;
-    let (_, dev) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
-    assert_eq!(
-        root.rest_call(&dev, "sdk.get_metadata", json!({}))
-            .await
-            .unwrap()
-            .0,
-        200
-    );
+    let dev = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
+    assert_eq!(root.call(&dev, "sdk.get_metadata", json!({})).await.0, 200);
     root.stop().await;
 }
 
@@ -137,31 +110,19 @@ async fn a_lease_for_another_target_cannot_reach_this_one() {
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
     root.enroll("hub:test-beta", "test").await.unwrap();
-    let (_, beta) = root
-        .lease("hub:test-beta", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let beta = root.bearer("hub:test-beta", "InfraOpsRead").await;
     let client = mcp_client(&root.mcp_url(), &beta).await.unwrap();
     assert_eq!(
-        tool_names(&client).await,
+        listed_tools(&client).await,
         ROOT_TOOLS,
         "beta is offline: only the tools root answers itself"
     );
-    let (status, body) = root
-        .rest_call(&beta, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&beta, "hub.get_status", json!({})).await;
     assert_eq!(status, 503);
     assert_eq!(body["error"]["code"], "target_offline");
     // A lease for alpha without the capability cannot either.
-    let (_, dev) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
-    let (status, body) = root
-        .rest_call(&dev, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let dev = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
+    let (status, body) = root.call(&dev, "hub.get_status", json!({})).await;
     assert_eq!(status, 403);
     assert_eq!(body["error"]["code"], "capability_not_granted");
     hub.stop().await;
@@ -172,42 +133,29 @@ async fn a_lease_for_another_target_cannot_reach_this_one() {
 async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() {
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
-    assert_eq!(tool_names(&client).await, all_tools());
+    assert_eq!(listed_tools(&client).await, all_tools());
 
     let v = root
         .admin_post(
             "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
             json!({}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(v["skill"]["desired"]["enabled"], false);
     assert_eq!(v["skill"]["open"], false);
     assert_eq!(v["skill"]["desired"]["changed_by"], "operator:admin");
     // The hub followed: it publishes nothing.
     assert_eq!(v["skill"]["hub"]["enabled"], false, "{v}");
-    assert!(
-        v["skill"]["hub"]["published"]
-            .as_array()
-            .unwrap()
-            .is_empty()
-    );
-    assert_eq!(tool_names(&client).await, SUBNET_TOOLS);
-    let (status, body) = root
-        .rest_call(&token, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    assert!(items(&v["skill"]["hub"]["published"]).is_empty());
+    assert_eq!(listed_tools(&client).await, SUBNET_TOOLS);
+    let (status, body) = root.call(&token, "hub.get_status", json!({})).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "skill_disabled");
     let ev = root
         .admin_get("/v1/root/mcp/audit?tool_id=admin.skill.disable")
-        .await
-        .unwrap();
+        .await;
     assert_eq!(ev["events"][0]["status"], "ok");
     assert_eq!(ev["events"][0]["actor"]["id"], "operator:admin");
 
@@ -216,23 +164,15 @@ async fn disabling_the_skill_withdraws_the_tools_and_calls_get_skill_disabled() 
             "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/status",
             json!({}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(v["skill"]["hub"]["enabled"], false);
     root.admin_post(
         "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/enable",
         json!({}),
     )
-    .await
-    .unwrap();
-    assert_eq!(tool_names(&client).await, all_tools());
-    assert_eq!(
-        root.rest_call(&token, "hub.get_status", json!({}))
-            .await
-            .unwrap()
-            .0,
-        200
-    );
+    .await;
+    assert_eq!(listed_tools(&client).await, all_tools());
+    assert_eq!(root.call(&token, "hub.get_status", json!({})).await.0, 200);
     hub.stop().await;
     root.stop().await;
 }
@@ -243,30 +183,21 @@ async fn killing_the_hub_mid_call_fails_the_call_within_its_deadline() {
         .await
         .unwrap();
     let hub = root.start_fault_hub("hub:test-alpha", "").await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let started = Instant::now();
-    let call = root.rest_call(&token, mcp_tests::faults::TOOL, json!({"fault": "hang"}));
+    let call = root.call(&token, mcp_tests::faults::TOOL, json!({"fault": "hang"}));
     let kill = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         hub.stop().await;
     };
-    let ((status, body), ()) = tokio::join!(async { call.await.unwrap() }, kill);
+    let ((status, body), ()) = tokio::join!(call, kill);
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "answered within the 5 s deadline"
     );
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["code"], "target_offline");
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            body["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let ev = root.audit_event(body["event_id"].as_str().unwrap()).await;
     assert_eq!(ev["status"], "error");
     root.stop().await;
 }
@@ -277,35 +208,21 @@ async fn a_hanging_adapter_times_out_and_a_panicking_one_is_contained() {
         .await
         .unwrap();
     let hub = root.start_fault_hub("hub:test-alpha", "").await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let (status, body) = root
-        .rest_call(&token, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
-        .await
-        .unwrap();
+        .call(&token, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
+        .await;
     assert_eq!(body["error"]["code"], "adapter_failed", "{status} {body}");
-    let (status, body) = root
-        .rest_call(&token, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&token, "hub.get_status", json!({})).await;
     assert_eq!(status, 200, "the next call succeeds: {body}");
     let started = Instant::now();
     let (status, body) = root
-        .rest_call(&token, mcp_tests::faults::TOOL, json!({"fault": "hang"}))
-        .await
-        .unwrap();
+        .call(&token, mcp_tests::faults::TOOL, json!({"fault": "hang"}))
+        .await;
     assert_eq!(status, 504, "{body}");
     assert_eq!(body["error"]["code"], "timeout");
     assert!(started.elapsed() < Duration::from_secs(7));
-    assert_eq!(
-        root.rest_call(&token, "hub.get_status", json!({}))
-            .await
-            .unwrap()
-            .0,
-        200
-    );
+    assert_eq!(root.call(&token, "hub.get_status", json!({})).await.0, 200);
     assert!(hub.handle().is_connected());
     hub.stop().await;
     root.stop().await;
@@ -315,17 +232,8 @@ async fn a_hanging_adapter_times_out_and_a_panicking_one_is_contained() {
 async fn a_root_restart_heals_without_an_operator() {
     let mut root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
-    assert_eq!(
-        root.rest_call(&token, "hub.get_status", json!({}))
-            .await
-            .unwrap()
-            .0,
-        200
-    );
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
+    assert_eq!(root.call(&token, "hub.get_status", json!({})).await.0, 200);
     let addr = root.handle().addr;
     let dir = root.data_dir();
     root.handle.take().unwrap().shutdown().await;
@@ -336,16 +244,11 @@ async fn a_root_restart_heals_without_an_operator() {
     })
     .await
     .unwrap();
-    wait_until("the hub to reconnect", async || {
-        root2
-            .rest_call(&token, "hub.get_status", json!({}))
-            .await
-            .unwrap()
-            .0
-            == 200
+    mcp_tests::until("the hub to reconnect", async || {
+        root2.call(&token, "hub.get_status", json!({})).await.0 == 200
     })
     .await;
-    let v = root2.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let v = root2.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(v["ok"], true);
     assert!(v["checked"].as_u64().unwrap() >= 2);
     hub.stop().await;
@@ -390,19 +293,19 @@ async fn a_wrong_token_target_or_environment_is_refused_and_the_hub_keeps_trying
         );
         hub.shutdown().await;
     }
-    let list = root.admin_get("/v1/root/hubs").await.unwrap();
+    let list = root.admin_get("/v1/root/hubs").await;
     assert_eq!(list["targets"][0]["status"], "offline");
     // The real one connects; when it stops, the target shows offline.
     let hub = TestHub::start(&base, "hub:test-alpha", &token, "")
         .await
         .unwrap();
     assert_eq!(
-        root.admin_get("/v1/root/hubs").await.unwrap()["targets"][0]["status"],
+        root.admin_get("/v1/root/hubs").await["targets"][0]["status"],
         "online"
     );
     hub.stop().await;
-    wait_until("the target to show offline", async || {
-        root.admin_get("/v1/root/hubs").await.unwrap()["targets"][0]["status"] == "offline"
+    mcp_tests::until("the target to show offline", async || {
+        root.admin_get("/v1/root/hubs").await["targets"][0]["status"] == "offline"
     })
     .await;
     root.stop().await;
@@ -414,10 +317,7 @@ async fn a_client_cancel_is_forwarded_to_the_hub_and_audited() {
         .await
         .unwrap();
     let hub = root.start_fault_hub("hub:test-alpha", "").await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     let params = CallToolRequestParams::new(mcp_tests::faults::TOOL)
         .with_arguments(json!({"fault": "hang"}).as_object().cloned().unwrap());
@@ -433,23 +333,15 @@ async fn a_client_cancel_is_forwarded_to_the_hub_and_audited() {
         .cancel(Some("user pressed stop".into()))
         .await
         .unwrap();
-    wait_until("the cancelled call's audit event", async || {
-        let v = root
-            .admin_get("/v1/root/mcp/audit?tool_id=test.fault")
-            .await
-            .unwrap();
-        v["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["error"]["code"] == "cancelled")
+    mcp_tests::until("the cancelled call's audit event", async || {
+        let v = root.trail("tool_id=test.fault").await;
+        v.iter().any(|e| e["error"]["code"] == "cancelled")
     })
     .await;
     // The adapter slot was released on the hub: a normal call goes through.
     assert_eq!(
-        root.rest_call(&token, mcp_tests::faults::TOOL, json!({}))
+        root.call(&token, mcp_tests::faults::TOOL, json!({}))
             .await
-            .unwrap()
             .0,
         200
     );
@@ -475,10 +367,7 @@ async fn sessions_bound_to_a_target_hear_that_its_tool_list_changed() {
 
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:test-alpha", "").await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let counter = Counter::default();
     let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
         rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
@@ -497,9 +386,8 @@ async fn sessions_bound_to_a_target_hear_that_its_tool_list_changed() {
         "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
         json!({}),
     )
-    .await
-    .unwrap();
-    wait_until("tools/list_changed", async || {
+    .await;
+    mcp_tests::until("tools/list_changed", async || {
         counter.0.load(Ordering::SeqCst) > 0
     })
     .await;
@@ -517,43 +405,27 @@ async fn the_hub_reports_its_activity_and_capability_usage() {
         .await
         .unwrap();
     let hub = root.start_fault_hub("hub:test-alpha", "").await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     for _ in 0..3 {
-        assert_eq!(
-            root.rest_call(&token, "hub.get_status", json!({}))
-                .await
-                .unwrap()
-                .0,
-            200
-        );
+        assert_eq!(root.call(&token, "hub.get_status", json!({})).await.0, 200);
     }
     let (_, b) = root
-        .rest_call(&token, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
-        .await
-        .unwrap();
+        .call(&token, mcp_tests::faults::TOOL, json!({"fault": "panic"}))
+        .await;
     assert_eq!(b["error"]["code"], "adapter_failed");
-    let (s, log) = root
-        .rest_call(&token, "hub.get_activity_log", json!({}))
-        .await
-        .unwrap();
+    let (s, log) = root.call(&token, "hub.get_activity_log", json!({})).await;
     assert_eq!(s, 200, "{log}");
-    let entries = log["result"]["entries"].as_array().unwrap();
+    let entries = items(&log["result"]["entries"]);
     assert_eq!(entries.len(), 4);
     assert_eq!(entries[0]["status"], "error", "newest first: {log}");
     assert_eq!(entries[0]["tool_id"], mcp_tests::faults::TOOL);
     assert_eq!(entries[0]["error_code"], "adapter_failed");
     let (s, usage) = root
-        .rest_call(&token, "hub.get_capability_usage_summary", json!({}))
-        .await
-        .unwrap();
+        .call(&token, "hub.get_capability_usage_summary", json!({}))
+        .await;
     assert_eq!(s, 200, "{usage}");
     let counts = |tool: &str| {
-        let t = usage["result"]["tools"]
-            .as_array()
-            .unwrap()
+        let t = items(&usage["result"]["tools"])
             .iter()
             .find(|t| t["tool_id"] == tool)
             .unwrap()
@@ -596,17 +468,13 @@ async fn a_hub_publishes_only_the_tools_its_configuration_serves() {
     );
     let served = root.start_hub("hub:served", &extra).await.unwrap();
     let published = async |target: &str| {
-        let list = root.admin_get("/v1/root/hubs").await.unwrap();
-        let t = list["targets"]
-            .as_array()
-            .unwrap()
+        let list = root.admin_get("/v1/root/hubs").await;
+        let t = items(&list["targets"])
             .iter()
             .find(|t| t["target_id"] == target)
             .cloned()
             .unwrap();
-        let mut tools: Vec<String> = t["published_capabilities"]
-            .as_array()
-            .unwrap()
+        let mut tools: Vec<String> = items(&t["published_capabilities"])
             .iter()
             .map(|v| v.as_str().unwrap().to_owned())
             .collect();
@@ -630,20 +498,16 @@ async fn a_hub_publishes_only_the_tools_its_configuration_serves() {
     // A tool the hub does not serve is refused at root, by name, with an event; the hub that
     // serves it answers.
     for (target, ok) in [("hub:bare", false), ("hub:served", true)] {
-        let (_, bearer) = root.lease(target, "NLUTeacherRead", 600).await.unwrap();
+        let bearer = root.bearer(target, "NLUTeacherRead").await;
         let (status, body) = root
-            .rest_call(&bearer, "nlu_authoring.get_context", json!({}))
-            .await
-            .unwrap();
+            .call(&bearer, "nlu_authoring.get_context", json!({}))
+            .await;
         if ok {
             assert_eq!((status, &body["ok"]), (200, &json!(true)), "{body}");
         } else {
             assert_eq!(body["error"]["code"], "skill_disabled", "{body}");
             assert!(
-                body["error"]["message"]
-                    .as_str()
-                    .unwrap()
-                    .contains("does not publish `nlu_authoring.get_context`"),
+                error_message(&body).contains("does not publish `nlu_authoring.get_context`"),
                 "{body}"
             );
             assert!(body["event_id"].is_string(), "{body}");

@@ -105,11 +105,7 @@ async fn forged_expired_replayed_and_unpublished_calls_are_refused_by_the_hub() 
     let mut results = Vec::new();
     let mut protocol_errors = 0;
     while results.len() < 6 {
-        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let msg = mcp_tests::next_frame(&mut ws, Duration::from_secs(10)).await;
         let Message::Text(t) = msg else { continue };
         match protocol::decode::<HubToRoot>(t.as_str()).unwrap().body {
             HubToRoot::Result { call_id, outcome } => results.push((call_id, outcome)),
@@ -133,11 +129,7 @@ async fn forged_expired_replayed_and_unpublished_calls_are_refused_by_the_hub() 
     assert_eq!(code("c-5", 0), "skill_disabled");
     // The protocol error for the garbage frame may arrive before or after the results.
     if protocol_errors == 0 {
-        let msg = tokio::time::timeout(Duration::from_secs(5), ws.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let msg = mcp_tests::next_frame(&mut ws, Duration::from_secs(5)).await;
         let Message::Text(t) = msg else {
             panic!("expected a protocol error")
         };

@@ -7,6 +7,8 @@
 //! profile decides what is visible and callable: the dry-run lease sees no authoring tool, a
 //! read lease cannot check phrases. The approval flow is tested with root's writes.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
 use mcp_tests::{TestRoot, mcp_client, nlu_hub_toml};
 use serde_json::{Value, json};
 
@@ -28,10 +30,7 @@ async fn nlu_reads_and_phrase_checks_through_mcp() {
         .start_hub("hub:test-alpha", &nlu_hub_toml().unwrap())
         .await
         .unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "NLUTeacherDryRun", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "NLUTeacherDryRun").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
 
     let mut tools: Vec<String> = mcp_tests::listed_tools(&client).await;
@@ -49,26 +48,20 @@ async fn nlu_reads_and_phrase_checks_through_mcp() {
     // The authoring context: the registry with localized aliases, hints, rules.
     let context = call(&client, "nlu_authoring.get_context", json!({})).await;
     assert!(context.get("is_error").is_none(), "{context}");
-    let lamp = context["entities"]
-        .as_array()
-        .unwrap()
+    let lamp = items(&context["entities"])
         .iter()
         .find(|e| e["ref"] == "device:lamp.kitchen")
         .unwrap_or_else(|| panic!("no kitchen lamp: {context}"));
     assert_eq!(lamp["type"], "device");
     assert_eq!(lamp["labels"]["ru"], "лампа на кухне");
-    assert!(lamp["aliases"]["en"].as_array().unwrap().len() >= 2);
-    let locales: Vec<&str> = context["locales"]
-        .as_array()
-        .unwrap()
+    assert!(items(&lamp["aliases"]["en"]).len() >= 2);
+    let locales: Vec<&str> = items(&context["locales"])
         .iter()
         .map(|l| l["locale"].as_str().unwrap())
         .collect();
     assert_eq!(locales, ["en", "ru"]);
     assert!(
-        context["canonicalization"]["rules"]
-            .as_array()
-            .unwrap()
+        items(&context["canonicalization"]["rules"])
             .iter()
             .any(|r| r.as_str().unwrap().contains("canonical refs, never labels")),
         "{context}"
@@ -139,9 +132,7 @@ async fn nlu_reads_and_phrase_checks_through_mcp() {
         json!({"phrase": "включи свет на кухне"}),
     )
     .await;
-    let ids: Vec<&str> = first["ranking"]
-        .as_array()
-        .unwrap()
+    let ids: Vec<&str> = items(&first["ranking"])
         .iter()
         .map(|r| r["template_id"].as_str().unwrap())
         .collect();
@@ -167,7 +158,7 @@ async fn nlu_reads_and_phrase_checks_through_mcp() {
     assert!(unknown.get("is_error").is_none(), "{unknown}");
     assert_eq!(unknown["ranking"], json!([]));
     assert_eq!(unknown["action_preview"], Value::Null);
-    assert!(unknown["trace"].as_array().unwrap().len() >= 4, "{unknown}");
+    assert!(items(&unknown["trace"]).len() >= 4, "{unknown}");
     // A locale without templates is refused by the hub, a malformed one by the contract.
     for (locale, code) in [
         ("de", "invalid_arguments"),
@@ -185,42 +176,32 @@ async fn nlu_reads_and_phrase_checks_through_mcp() {
     // The profile decides: no authoring with a dry-run lease, no phrase checks with a read one.
     let template = &templates[0];
     let (status, body) = root
-        .rest_call(
+        .call(
             &token,
             "nlu_authoring.propose_change",
             json!({"template_id": template["template_id"], "base_fingerprint": template["fingerprint"], "add_examples": ["x"]}),
-        )
-        .await
-        .unwrap();
+        ).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "capability_not_granted");
-    let (_, read) = root
-        .lease("hub:test-alpha", "NLUTeacherRead", 600)
-        .await
-        .unwrap();
+    let read = root.bearer("hub:test-alpha", "NLUTeacherRead").await;
     let (status, body) = root
-        .rest_call(&read, "nlu_authoring.list_templates", json!({}))
-        .await
-        .unwrap();
+        .call(&read, "nlu_authoring.list_templates", json!({}))
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["count"], listed["count"]);
     let (status, body) = root
-        .rest_call(
+        .call(
             &read,
             "nlu_authoring.check_phrase",
             json!({"phrase": "turn on the tv"}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "capability_not_granted");
 
     // An author's proposal previews a diff on the current fingerprint; a stale one conflicts
     // and names the current fingerprint (the approval flow itself is tested with root's writes).
-    let (_, author) = root
-        .lease("hub:test-alpha", "NLUTeacherAuthor", 600)
-        .await
-        .unwrap();
+    let author = root.bearer("hub:test-alpha", "NLUTeacherAuthor").await;
     let author = mcp_client(&root.mcp_url(), &author).await.unwrap();
     let turn_on = templates
         .iter()
@@ -248,10 +229,7 @@ async fn nlu_reads_and_phrase_checks_through_mcp() {
     )
     .await;
     assert_eq!(err["error"]["code"], "conflict", "{err}");
-    assert!(
-        err["error"]["message"].as_str().unwrap().contains(current),
-        "{err}"
-    );
+    assert!(error_message(&err).contains(current), "{err}");
     let listed_again = call(&client, "nlu_authoring.list_templates", json!({})).await;
     assert_eq!(listed_again, listed, "a proposal changes nothing");
 

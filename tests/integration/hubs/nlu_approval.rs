@@ -5,6 +5,9 @@
 //! new ranking. A proposal on an old fingerprint conflicts; a rejected approval never applies;
 //! a read lease cannot propose; every decision is in the audit trail.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
 use mcp_tests::{TestRoot, mcp_client, nlu_hub_toml};
 use serde_json::{Value, json};
 
@@ -37,10 +40,7 @@ async fn propose_approve_apply_and_the_ranking_changes() {
         .start_hub("hub:nlu", &nlu_hub_toml().unwrap())
         .await
         .unwrap();
-    let (_, author) = root
-        .lease("hub:nlu", "NLUTeacherAuthor", 600)
-        .await
-        .unwrap();
+    let author = root.bearer("hub:nlu", "NLUTeacherAuthor").await;
     let client = mcp_client(&root.mcp_url(), &author).await.unwrap();
 
     let context = call(&client, "nlu_authoring.get_context", json!({})).await;
@@ -140,13 +140,7 @@ async fn propose_approve_apply_and_the_ranking_changes() {
     // A proposal on the old fingerprint is a conflict.
     let stale = call(&client, "nlu_authoring.propose_change", change).await;
     assert_eq!(stale["error"]["code"], "conflict", "{stale}");
-    assert!(
-        stale["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains(&new_fp),
-        "{stale}"
-    );
+    assert!(error_message(&stale).contains(&new_fp), "{stale}");
 
     // A rejected approval never applies.
     let second = call(
@@ -175,45 +169,39 @@ async fn propose_approve_apply_and_the_ranking_changes() {
         "{rejected}"
     );
     assert!(
-        rejected["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("rejected: keep it"),
+        error_message(&rejected).contains("rejected: keep it"),
         "{rejected}"
     );
     assert_eq!(fingerprint(&client).await, new_fp);
 
     // A read lease cannot propose.
-    let (_, reader) = root.lease("hub:nlu", "NLUTeacherRead", 600).await.unwrap();
+    let reader = root.bearer("hub:nlu", "NLUTeacherRead").await;
     let (status, body) = root
-        .rest_call(
+        .call(
             &reader,
             "nlu_authoring.propose_change",
             json!({"template_id": TEMPLATE, "base_fingerprint": new_fp, "add_examples": ["a b"]}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (403, Some("capability_not_granted")),
+        refusal(status, &body),
+        (403, "capability_not_granted"),
         "{body}"
     );
 
     // The decisions and the apply are in the audit trail, with the diff.
     let audit = root
         .admin_get("/v1/root/mcp/audit?tool_id=admin.approval.approve")
-        .await
-        .unwrap();
+        .await;
     let event = &audit["events"][0];
     assert_eq!(event["request"]["approval_id"], approval_id.as_str());
     assert_eq!(event["request"]["effect"]["diff"], *diff);
     assert_eq!(event["request"]["reason"], "good example");
     let audit = root
         .admin_get("/v1/root/mcp/audit?tool_id=admin.approval.reject")
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
-        audit["events"].as_array().unwrap().len(),
+        items(&audit["events"]).len(),
         2,
         "one refused, one recorded: {audit}"
     );

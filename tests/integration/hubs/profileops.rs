@@ -8,6 +8,7 @@
 //! profiler reads are answered from root, saying so and how old the answer is.
 
 use base64::Engine;
+use mcp_tests::items;
 use mcp_tests::{TestRoot, mcp_client, workspace_bin};
 use serde_json::{Value, json};
 use sha2::Digest;
@@ -38,10 +39,7 @@ async fn profile_a_leaking_service_through_mcp() {
         )
     );
     let hub = root.start_hub("hub:test-alpha", &config).await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "ProfileOpsControl", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "ProfileOpsControl").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     let tools: Vec<String> = mcp_tests::listed_tools(&client).await;
     for tool in [
@@ -114,9 +112,7 @@ async fn profile_a_leaking_service_through_mcp() {
         json!({"service": "leaky"}),
     )
     .await;
-    let incident = incidents["incidents"]
-        .as_array()
-        .unwrap()
+    let incident = items(&incidents["incidents"])
         .iter()
         .find(|i| i["session_id"] == a)
         .cloned()
@@ -130,10 +126,7 @@ async fn profile_a_leaking_service_through_mcp() {
     let (delivery, bytes) = chunked_artifact(&client, &artifact_id).await;
     let artifact: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(artifact["session_id"], a);
-    assert_eq!(
-        artifact["samples"].as_array().unwrap().len() as u64,
-        samples
-    );
+    assert_eq!(items(&artifact["samples"]).len() as u64, samples);
 
     // A second session (normal mode), stopped early: its small artifact comes inline.
     let b_args = json!({"service": "leaky", "interval_ms": 200, "duration_sec": 600});
@@ -198,46 +191,30 @@ async fn profile_a_leaking_service_through_mcp() {
         json!({"service": "leaky"}),
     )
     .await;
-    assert_eq!(
-        sessions["sessions"].as_array().unwrap().len(),
-        2,
-        "{sessions}"
-    );
+    assert_eq!(items(&sessions["sessions"]).len(), 2, "{sessions}");
     let artifacts = call(&client, "hub.memory.list_artifacts", json!({})).await;
-    assert_eq!(
-        artifacts["artifacts"].as_array().unwrap().len(),
-        2,
-        "{artifacts}"
-    );
+    assert_eq!(items(&artifacts["artifacts"]).len(), 2, "{artifacts}");
 
     // A read-only lease reads but cannot start.
-    let (_, read) = root
-        .lease("hub:test-alpha", "ProfileOpsRead", 600)
-        .await
-        .unwrap();
+    let read = root.bearer("hub:test-alpha", "ProfileOpsRead").await;
     let (status, body) = root
-        .rest_call(&read, "hub.memory.list_sessions", json!({}))
-        .await
-        .unwrap();
+        .call(&read, "hub.memory.list_sessions", json!({}))
+        .await;
     assert_eq!(status, 200, "{body}");
     let (status, body) = root
-        .rest_call(
+        .call(
             &read,
             "hub.memory.start_profile",
             json!({"service": "leaky", "interval_ms": 200, "duration_sec": 1}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "capability_not_granted");
 
     // Root kept the published summary: readable with the hub stopped, without a round trip.
     hub.stop().await;
     eventually("the hub to be offline", async || {
-        let (s, b) = root
-            .rest_call(&read, "hub.memory.get_status", json!({}))
-            .await
-            .unwrap();
+        let (s, b) = root.call(&read, "hub.memory.get_status", json!({})).await;
         (s == 503 && b["error"]["code"] == "target_offline").then_some(())
     })
     .await;
@@ -250,56 +227,46 @@ async fn profile_a_leaking_service_through_mcp() {
     };
     evidence_answers_while_the_hub_is_offline(&root, &read, &hub_said).await;
     let (status, kept) = root
-        .rest_call(&read, "hub.memory.get_published_summaries", json!({}))
-        .await
-        .unwrap();
+        .call(&read, "hub.memory.get_published_summaries", json!({}))
+        .await;
     assert_eq!(status, 200, "{kept}");
     assert_eq!(kept["result"]["source"], "root");
-    let summaries = kept["result"]["summaries"].as_array().unwrap();
+    let summaries = items(&kept["result"]["summaries"]);
     assert_eq!(summaries.len(), 1, "{kept}");
     assert_eq!(summaries[0]["summary"], *summary);
     // Kept by the first execute (the replay kept nothing again).
     let audit = root
         .admin_get("/v1/root/mcp/audit?tool_id=hub.memory.publish_profile&status=ok")
-        .await
-        .unwrap();
-    let executes: Vec<&Value> = audit["events"]
-        .as_array()
-        .unwrap()
+        .await;
+    let executes: Vec<&Value> = items(&audit["events"])
         .iter()
         .filter(|e| e["dry_run"] == false)
         .collect();
     assert_eq!(executes.len(), 2, "{audit}");
     assert_eq!(summaries[0]["event_id"], executes[1]["event_id"]);
     let (_, one) = root
-        .rest_call(
+        .call(
             &read,
             "hub.memory.get_published_summaries",
             json!({"session_id": a}),
         )
-        .await
-        .unwrap();
-    assert_eq!(one["result"]["summaries"].as_array().unwrap().len(), 1);
+        .await;
+    assert_eq!(items(&one["result"]["summaries"]).len(), 1);
     let (_, none) = root
-        .rest_call(
+        .call(
             &read,
             "hub.memory.get_published_summaries",
             json!({"session_id": "nope"}),
         )
-        .await
-        .unwrap();
-    assert!(none["result"]["summaries"].as_array().unwrap().is_empty());
+        .await;
+    assert!(items(&none["result"]["summaries"]).is_empty());
     // And the subnet diagnostics carry it as a compact memory-profile projection.
-    let (_, ops) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let ops = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let (status, diag) = root
-        .rest_call(&ops, "root.get_subnet_diagnostics", json!({}))
-        .await
-        .unwrap();
+        .call(&ops, "root.get_subnet_diagnostics", json!({}))
+        .await;
     assert_eq!(status, 200, "{diag}");
-    let profiles = diag["result"]["memory_profiles"].as_array().unwrap();
+    let profiles = items(&diag["result"]["memory_profiles"]);
     assert_eq!(profiles.len(), 1, "{diag}");
     assert_eq!(profiles[0]["session_id"], a);
     assert_eq!(profiles[0]["service"], "leaky");
@@ -344,7 +311,7 @@ struct HubSaid {
 /// chunks), the larger one as where it is; each call audited as answered on root.
 async fn evidence_answers_while_the_hub_is_offline(root: &TestRoot, lease: &str, hub: &HubSaid) {
     let read = async |tool: &str, args: Value| {
-        let (status, body) = root.rest_call(lease, tool, args).await.unwrap();
+        let (status, body) = root.call(lease, tool, args).await;
         assert_eq!(status, 200, "{tool}: {body}");
         let result = body["result"].clone();
         assert_eq!(result["evidence"]["source"], "root", "{tool}: {result}");
@@ -358,11 +325,7 @@ async fn evidence_answers_while_the_hub_is_offline(root: &TestRoot, lease: &str,
     let sessions = read("hub.memory.list_sessions", json!({"service": "leaky"})).await;
     assert_eq!(sessions["sessions"], hub.sessions);
     let stopped = read("hub.memory.list_sessions", json!({"state": "stopped"})).await;
-    assert_eq!(
-        stopped["sessions"].as_array().unwrap().len(),
-        1,
-        "{stopped}"
-    );
+    assert_eq!(items(&stopped["sessions"]).len(), 1, "{stopped}");
     assert_eq!(stopped["sessions"][0], hub.sessions[0]);
     let incidents = read("hub.memory.list_incidents", json!({})).await;
     assert_eq!(incidents["incidents"], hub.incidents);
@@ -417,20 +380,16 @@ async fn evidence_answers_while_the_hub_is_offline(root: &TestRoot, lease: &str,
     );
 
     let (status, missing) = root
-        .rest_call(
+        .call(
             lease,
             "hub.memory.get_session",
             json!({"session_id": uuid::Uuid::now_v7().to_string()}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(status, 404, "{missing}");
     assert_eq!(missing["error"]["code"], "not_found");
     // The live status has no evidence to answer from.
-    let (status, live) = root
-        .rest_call(lease, "hub.memory.get_status", json!({}))
-        .await
-        .unwrap();
+    let (status, live) = root.call(lease, "hub.memory.get_status", json!({})).await;
     assert_eq!(
         (status, &live["error"]["code"]),
         (503, &json!("target_offline"))
@@ -438,8 +397,7 @@ async fn evidence_answers_while_the_hub_is_offline(root: &TestRoot, lease: &str,
 
     let audit = root
         .admin_get("/v1/root/mcp/audit?tool_id=hub.memory.list_incidents&limit=1")
-        .await
-        .unwrap();
+        .await;
     let event = &audit["events"][0];
     assert_eq!(event["status"], "ok", "{audit}");
     assert_eq!(event["execution_adapter"], "root.evidence.list_incidents");
@@ -477,10 +435,7 @@ async fn a_native_service_under_heaptrack_names_its_leak() {
         fixture_service("native", port, &[], &more)
     );
     let hub = root.start_hub("hub:test-alpha", &config).await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "ProfileOpsControl", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "ProfileOpsControl").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     let args =
         json!({"service": "native", "interval_ms": 200, "duration_sec": 300, "mode": "profiling"});
@@ -517,9 +472,7 @@ async fn a_native_service_under_heaptrack_names_its_leak() {
     )
     .await;
     assert!(
-        listed["artifacts"]
-            .as_array()
-            .unwrap()
+        items(&listed["artifacts"])
             .iter()
             .any(|a| a["artifact_id"] == newest.as_str() && a["kind"] == "heap_snapshot"),
         "a running session's snapshot is listed: {listed}"
@@ -567,9 +520,7 @@ async fn a_native_service_under_heaptrack_names_its_leak() {
         json!({"service": "native"}),
     )
     .await;
-    let snapshot = listed["artifacts"]
-        .as_array()
-        .unwrap()
+    let snapshot = items(&listed["artifacts"])
         .iter()
         .find(|a| a["artifact_id"] == artifact_id.as_str())
         .cloned()

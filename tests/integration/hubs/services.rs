@@ -4,6 +4,7 @@
 //! health check in `hub.run_healthchecks` passing while it runs and failing once it exited.
 //! The service is `mcp-fixture-service` (tests/src/bin).
 
+use mcp_tests::items;
 use mcp_tests::ports::free_port;
 use mcp_tests::{TestRoot, eventually, mcp_client, workspace_bin};
 use rmcp::model::CallToolRequestParams;
@@ -69,9 +70,7 @@ async fn service(client: &Client, name: &str) -> Value {
 
 async fn health_of(client: &Client, name: &str) -> Value {
     let health = call(client, "hub.run_healthchecks", json!({})).await;
-    health["checks"]
-        .as_array()
-        .unwrap()
+    items(&health["checks"])
         .iter()
         .find(|c| c["service"] == name)
         .cloned()
@@ -89,10 +88,7 @@ async fn restart_service_through_mcp_with_replay_and_health() {
         )
         .await
         .unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsControl").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
 
     let first = service(&client, "fixture").await;
@@ -206,14 +202,10 @@ async fn restart_service_through_mcp_with_replay_and_health() {
     }
 
     // An InfraOpsRead lease cannot restart.
-    let (_, read) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let read = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let (status, body) = root
-        .rest_call(&read, "hub.restart_service", json!({"service": "fixture"}))
-        .await
-        .unwrap();
+        .call(&read, "hub.restart_service", json!({"service": "fixture"}))
+        .await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "capability_not_granted");
     hub.stop().await;
@@ -228,10 +220,7 @@ async fn hub_shutdown_stops_its_services() {
         .start_hub("hub:test-alpha", &fixture_service("fixture", port, &[], ""))
         .await
         .unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     let pid = service(&client, "fixture").await["pid"].as_u64().unwrap();
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());

@@ -4,10 +4,12 @@
 //! clock; a refused set changes nothing, also after a restart (SQLite and PostgreSQL); resources,
 //! resource templates, pagination and the platform skill catalog.
 
+use mcp_tests::items;
 use std::path::{Path, PathBuf};
 
 use mcp_root::descriptors::build;
 use mcp_shared::descriptor::{Descriptor, content_hash};
+use mcp_tests::zone::PgSchema;
 use mcp_tests::{TestRoot, mcp_client};
 use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};
@@ -43,13 +45,12 @@ fn find<'a>(set: &'a mut [Value], id: &str) -> &'a mut Value {
 
 async fn publish(root: &TestRoot, token: &str, set: &[Value]) -> (u16, Value) {
     let res = root
-        .http
-        .post(root.url("/v1/root/mcp/descriptors"))
-        .bearer_auth(token)
-        .json(&json!({ "descriptors": set }))
-        .send()
-        .await
-        .unwrap();
+        .post_as(
+            token,
+            "/v1/root/mcp/descriptors",
+            &json!({ "descriptors": set }),
+        )
+        .await;
     (
         res.status().as_u16(),
         res.json().await.unwrap_or(Value::Null),
@@ -123,16 +124,12 @@ async fn the_example_source_tree_builds_every_class_and_is_published() {
         let id = &d.freshness.descriptor_id;
         let got = root
             .admin_get(&format!("/v1/root/mcp/descriptors/{id}"))
-            .await
-            .unwrap();
+            .await;
         assert_eq!(got["class"], json!(d.class), "{id}");
         assert_eq!(got["content_hash"], json!(d.freshness.content_hash), "{id}");
         assert_eq!(got["freshness"], "fresh", "{id}");
     }
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     for (tool, args) in [
         ("sdk.get_metadata", json!({})),
         ("sdk.list_schemas", json!({})),
@@ -146,7 +143,7 @@ async fn the_example_source_tree_builds_every_class_and_is_published() {
         ("sdk.list_public_skills", json!({})),
         ("sdk.list_public_scenarios", json!({})),
     ] {
-        let (status, body) = root.rest_call(&token, tool, args).await.unwrap();
+        let (status, body) = root.call(&token, tool, args).await;
         assert_eq!(status, 200, "{tool}: {body}");
         assert_eq!(body["result"]["freshness"], "fresh", "{tool}");
         assert_eq!(body["result"]["stale"], false, "{tool}");
@@ -156,12 +153,8 @@ async fn the_example_source_tree_builds_every_class_and_is_published() {
         ("registry.scenarios", "scenarios", "hub_health_report"),
     ] {
         let res = root
-            .http
-            .get(root.url(&format!("/v1/root/mcp/descriptors/{id}")))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap();
+            .get_as(&token, &format!("/v1/root/mcp/descriptors/{id}"))
+            .await;
         assert_eq!(res.status(), 200, "{id}");
         let v: Value = res.json().await.unwrap();
         assert!(
@@ -180,7 +173,7 @@ async fn the_example_source_tree_builds_every_class_and_is_published() {
 #[test]
 fn malformed_sources_fail_with_file_and_reason() {
     let src = tempfile::tempdir().unwrap();
-    copy_tree(&repo().join("config/descriptor-source"), src.path());
+    mcp_tests::copy_tree(&repo().join("config/descriptor-source"), src.path());
     // The inputs outside the tree point back at the repository.
     let manifest = std::fs::read_to_string(src.path().join("sources.toml")).unwrap();
     let abs = |rel: &str| repo().join(rel).display().to_string();
@@ -304,26 +297,13 @@ fn malformed_sources_fail_with_file_and_reason() {
     ];
     for (what, break_it, expected) in cases {
         let case = tempfile::tempdir().unwrap();
-        copy_tree(src.path(), case.path());
+        mcp_tests::copy_tree(src.path(), case.path());
         break_it(case.path());
         let err = build::build(case.path(), &build::BuildOptions::default())
             .err()
             .unwrap_or_else(|| panic!("{what}: the build should fail"))
             .to_string();
         assert!(err.contains(expected), "{what}: `{err}` lacks `{expected}`");
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-            copy_tree(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), dest).unwrap();
-        }
     }
 }
 
@@ -336,15 +316,11 @@ fn edit_json(path: &Path, f: impl FnOnce(&mut Value)) {
 #[tokio::test]
 async fn answers_are_fresh_then_stale_then_expired_by_roots_clock() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     let d = root
         .admin_get("/v1/root/mcp/descriptors/sdk.metadata")
-        .await
-        .unwrap();
+        .await;
     let at = |k: &str| mcp_shared::time::parse(d[k].as_str().unwrap()).unwrap();
     let (generated, fresh_until) = (at("generated_at"), at("fresh_until"));
     let expires_at = at("expires_at");
@@ -365,19 +341,16 @@ async fn answers_are_fresh_then_stale_then_expired_by_roots_clock() {
         assert_eq!(sc["freshness"], state, "{sc}");
         assert_eq!(sc["stale"], stale);
         // REST, list and one.
-        let list = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
+        let list = root.admin_get("/v1/root/mcp/descriptors").await;
         assert!(
-            list["descriptors"]
-                .as_array()
-                .unwrap()
+            items(&list["descriptors"])
                 .iter()
                 .all(|d| d["freshness"] == state),
             "{list}"
         );
         let one = root
             .admin_get("/v1/root/mcp/descriptors/sdk.metadata")
-            .await
-            .unwrap();
+            .await;
         assert_eq!(one["freshness"], state);
         // Resources: in the text and in `_meta`, listed and read.
         let read = client
@@ -419,10 +392,7 @@ async fn refused_sets_change_nothing(database_url: Option<String>) {
     let set_hash = body["set"]["set_hash"].clone();
     assert_eq!(body["set"]["revision"], 1);
 
-    let (_, lease) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let lease = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     assert_eq!(
         publish(&root, &lease, &good).await.0,
         403,
@@ -499,14 +469,11 @@ async fn refused_sets_change_nothing(database_url: Option<String>) {
         assert_eq!(status, 422, "{what}: {body}");
         let msg = body["error"]["message"].as_str().unwrap_or_default();
         assert!(msg.contains(expected), "{what}: `{msg}` lacks `{expected}`");
-        let now = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
+        let now = root.admin_get("/v1/root/mcp/descriptors").await;
         assert_eq!(now["set"]["set_hash"], set_hash, "{what} changed the set");
     }
-    let audit = root
-        .admin_get("/v1/root/mcp/audit?tool_id=admin.descriptors.publish")
-        .await
-        .unwrap();
-    assert_eq!(audit["events"].as_array().unwrap().len(), 1 + bad.len());
+    let audit = root.trail("tool_id=admin.descriptors.publish").await;
+    assert_eq!(audit.len(), 1 + bad.len());
 
     // A restarted descriptor cache serves the last set it accepted, not the start-up set.
     let actors = &root.handle().app.actors;
@@ -523,18 +490,17 @@ async fn refused_sets_change_nothing(database_url: Option<String>) {
         before,
         "cache restarted"
     );
-    let now = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
+    let now = root.admin_get("/v1/root/mcp/descriptors").await;
     assert_eq!(now["set"]["set_hash"], set_hash);
 
     root.restart().await.unwrap();
-    let now = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
+    let now = root.admin_get("/v1/root/mcp/descriptors").await;
     assert_eq!(now["set"]["set_hash"], set_hash);
     assert_eq!(now["set"]["source"], "published");
     assert_eq!(now["set"]["revision"], 1);
     let arch = root
         .admin_get("/v1/root/mcp/descriptors/architecture.overview")
-        .await
-        .unwrap();
+        .await;
     assert_eq!(arch["title"], "Architecture (published)");
     root.stop().await;
 }
@@ -546,29 +512,11 @@ async fn a_refused_set_changes_nothing_also_after_restart() {
 
 #[tokio::test]
 async fn a_published_set_survives_a_restart_on_postgres() {
-    let Some(url) = postgres_schema_url().await else {
-        eprintln!(
-            "SKIPPED a_published_set_survives_a_restart_on_postgres: MCP_TEST_DATABASE_URL is not set"
-        );
+    let Some(db) = PgSchema::create("a_published_set_survives_a_restart_on_postgres").await else {
         return;
     };
-    refused_sets_change_nothing(Some(url)).await;
-}
-
-/// A PostgreSQL URL with a schema of its own, or `None` without `MCP_TEST_DATABASE_URL`.
-async fn postgres_schema_url() -> Option<String> {
-    use sqlx::Connection;
-    let base = std::env::var("MCP_TEST_DATABASE_URL").ok()?;
-    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
-    let mut conn = sqlx::PgConnection::connect(&base)
-        .await
-        .expect("connect to MCP_TEST_DATABASE_URL");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    Some(format!("{base}{sep}options=-c%20search_path%3D{schema}"))
+    refused_sets_change_nothing(Some(db.url.clone())).await;
+    db.drop_schema().await;
 }
 
 #[tokio::test]
@@ -579,10 +527,7 @@ async fn resources_templates_pagination_and_the_skill_catalog() {
     })
     .await
     .unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     let first = client.list_resources(None).await.unwrap();
     assert_eq!(first.resources.len(), 2);
@@ -644,7 +589,7 @@ async fn resources_templates_pagination_and_the_skill_catalog() {
         .await
         .unwrap();
     let o: Value = serde_json::from_str(&text_of(&ontology.contents[0])).unwrap();
-    let skills = o["skill_resources"].as_array().unwrap();
+    let skills = items(&o["skill_resources"]);
     assert_eq!(skills.len(), 3);
     for s in skills {
         let uri = s["uri"].as_str().unwrap();
@@ -684,10 +629,7 @@ async fn resources_templates_pagination_and_the_skill_catalog() {
     client.cancel().await.unwrap();
 
     // Any lease reads the catalog; descriptors stay behind the tools a lease may call.
-    let (_, ops) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let ops = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let client = mcp_client(&root.mcp_url(), &ops).await.unwrap();
     let all = client.list_all_resources().await.unwrap();
     assert!(
@@ -722,9 +664,7 @@ fn the_sdk_export_fixture_matches_the_shared_crate() {
         &std::fs::read_to_string(repo().join("config/descriptor-source/sdk/export.json")).unwrap(),
     )
     .unwrap();
-    let mut exported: Vec<String> = export["modules"]
-        .as_array()
-        .unwrap()
+    let mut exported: Vec<String> = items(&export["modules"])
         .iter()
         .map(|m| m["module"].as_str().unwrap().to_string())
         .collect();
@@ -733,7 +673,7 @@ fn the_sdk_export_fixture_matches_the_shared_crate() {
         exported, modules,
         "config/descriptor-source/sdk/export.json is out of date with shared/src/lib.rs"
     );
-    for m in export["modules"].as_array().unwrap() {
+    for m in items(&export["modules"]) {
         let path = m["path"].as_str().unwrap();
         assert!(repo().join(path).is_file(), "{path} does not exist");
     }

@@ -6,6 +6,9 @@
 //! what a client must not get away with (forged, replayed, foreign or misplaced state).
 //! The fixture's test command appends a line to a file, so runs are counted.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::runs;
 use std::sync::{Arc, Mutex};
 
 use mcp_tests::TestRoot;
@@ -14,12 +17,6 @@ use rmcp::model::{
     ElicitationAction, Implementation,
 };
 use serde_json::{Value, json};
-
-fn runs(path: &std::path::Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
 
 /// A client that answers every elicitation with `action` (and `confirm: true` on accept),
 /// and remembers the messages it was shown.
@@ -119,22 +116,13 @@ fn body(res: &rmcp::model::CallToolResult) -> Value {
 #[tokio::test]
 async fn an_operator_confirms_or_refuses_a_write_through_elicitation() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("runs.txt");
-    let hub = root
-        .start_hub(
-            "hub:elicit",
-            &format!(
+    let (_dir, counter, hub) = root
+        .start_counting_hub("hub:elicit", |counter| format!(
                 "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\ntimeout_ms = 10000\n",
                 counter.display()
-            ),
-        )
-        .await
-        .unwrap();
-    let (_, token) = root
-        .lease("hub:elicit", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+            ))
+        .await;
+    let token = root.bearer("hub:elicit", "InfraOpsControl").await;
 
     // Accepted: asked once with the expected effect, then the write runs once.
     let (client, asked) = connect(&root, &token, ElicitationAction::Accept).await;
@@ -157,11 +145,8 @@ async fn an_operator_confirms_or_refuses_a_write_through_elicitation() {
     // Both phases are in the audit trail: a dry-run preview and the execute.
     let audit = root
         .admin_get("/v1/root/mcp/audit?tool_id=hub.run_allowed_tests")
-        .await
-        .unwrap();
-    let dry: Vec<bool> = audit["events"]
-        .as_array()
-        .unwrap()
+        .await;
+    let dry: Vec<bool> = items(&audit["events"])
         .iter()
         .map(|e| e["dry_run"].as_bool().unwrap())
         .collect();
@@ -209,13 +194,8 @@ fn smoke_hub(counter: &std::path::Path) -> String {
 
 /// The audit events of `hub.run_allowed_tests`, oldest first: (status, dry run, error code).
 async fn write_events(root: &TestRoot) -> Vec<(String, bool, Option<String>)> {
-    let audit = root
-        .admin_get("/v1/root/mcp/audit?tool_id=hub.run_allowed_tests&limit=100")
-        .await
-        .unwrap();
-    let mut events: Vec<_> = audit["events"]
-        .as_array()
-        .unwrap()
+    let audit = root.trail("tool_id=hub.run_allowed_tests&limit=100").await;
+    let mut events: Vec<_> = audit
         .iter()
         .map(|e| {
             (
@@ -232,16 +212,8 @@ async fn write_events(root: &TestRoot) -> Vec<(String, bool, Option<String>)> {
 #[tokio::test]
 async fn a_2026_07_28_client_confirms_or_refuses_a_write_in_two_round_trips() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("runs.txt");
-    let hub = root
-        .start_hub("hub:mrtr", &smoke_hub(&counter))
-        .await
-        .unwrap();
-    let (_, token) = root
-        .lease("hub:mrtr", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (_dir, counter, hub) = root.start_counting_hub("hub:mrtr", smoke_hub).await;
+    let token = root.bearer("hub:mrtr", "InfraOpsControl").await;
     let modern = Some(rmcp::model::ProtocolVersion::V_2026_07_28);
 
     // Accepted: rmcp's client gets the question, answers it and retries; the write runs once.
@@ -282,7 +254,7 @@ async fn a_2026_07_28_client_confirms_or_refuses_a_write_in_two_round_trips() {
         let b = body(&res);
         assert_eq!(res.is_error, Some(true), "{b}");
         assert_eq!(b["error"]["code"], "confirmation_required", "{b}");
-        let message = b["error"]["message"].as_str().unwrap();
+        let message = error_message(&b);
         assert!(message.contains("nothing was changed"), "{message}");
         assert_eq!((asked.lock().unwrap().len(), runs(&counter)), (1, 1));
         let events = write_events(&root).await;
@@ -352,20 +324,9 @@ fn refusal(result: &Value) -> (String, String) {
 #[tokio::test]
 async fn request_state_is_single_use_bound_and_unforgeable() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("runs.txt");
-    let hub = root
-        .start_hub("hub:mrtr-wire", &smoke_hub(&counter))
-        .await
-        .unwrap();
-    let (_, token) = root
-        .lease("hub:mrtr-wire", "InfraOpsControl", 600)
-        .await
-        .unwrap();
-    let (_, other_lease) = root
-        .lease("hub:mrtr-wire", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (_dir, counter, hub) = root.start_counting_hub("hub:mrtr-wire", smoke_hub).await;
+    let token = root.bearer("hub:mrtr-wire", "InfraOpsControl").await;
+    let other_lease = root.bearer("hub:mrtr-wire", "InfraOpsControl").await;
     let args = run_args("smoke", "w-1");
     let first = wire_call(
         &root,
@@ -536,23 +497,15 @@ async fn request_state_is_single_use_bound_and_unforgeable() {
 #[tokio::test]
 async fn the_python_sdk_confirms_or_declines_a_write_in_two_round_trips() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("runs.txt");
-    let hub = root
-        .start_hub("hub:mrtr-py", &smoke_hub(&counter))
-        .await
-        .unwrap();
-    let (_, token) = root
-        .lease("hub:mrtr-py", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (_dir, counter, hub) = root.start_counting_hub("hub:mrtr-py", smoke_hub).await;
+    let token = root.bearer("hub:mrtr-py", "InfraOpsControl").await;
     let url = root.mcp_url();
     let accepted = mcp_tests::run_python_client("mrtr.py", &[&url, &token, "accept", "py-1"])
         .await
         .unwrap();
     assert_eq!(accepted["is_error"], false, "{accepted}");
     assert_eq!(accepted["structured"]["phase"], "execute", "{accepted}");
-    let asked = accepted["asked"].as_array().unwrap();
+    let asked = items(&accepted["asked"]);
     assert_eq!(asked.len(), 1, "{accepted}");
     assert!(
         asked[0].as_str().unwrap().contains("hub.run_allowed_tests"),

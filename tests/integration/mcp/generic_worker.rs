@@ -8,6 +8,10 @@
 //! discovers and calls it over MCP with the rmcp client; root's unchanged policy, validation,
 //! routing and audit handle it like every other tool.
 
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::refusal;
+use mcp_tests::run_ok;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -110,14 +114,10 @@ impl GenericWorker {
         let bearer = &tokens[server["tokenRef"].as_str().unwrap()];
         let endpoint = format!("{root_url}{}", server["endpoint"].as_str().unwrap());
         let client = mcp_client(&endpoint, bearer).await.unwrap();
-        let actions = tools["assistantActions"]["actions"]
-            .as_array()
-            .unwrap()
+        let actions = items(&tools["assistantActions"]["actions"])
             .iter()
             .map(|a| {
-                let phases = a["phases"]
-                    .as_array()
-                    .unwrap()
+                let phases = items(&a["phases"])
                     .iter()
                     .map(|p| p.as_str().unwrap().to_string())
                     .collect();
@@ -182,10 +182,7 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
         )
         .await
         .unwrap();
-    let (id, token) = root
-        .lease("hub:test-alpha", "FixtureEcho", 600)
-        .await
-        .unwrap();
+    let (id, token) = root.lease("hub:test-alpha", "FixtureEcho").await;
 
     // The run profile lists the new tool (profile and the target's surface), nothing else.
     let (s, issued) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
@@ -200,8 +197,7 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
     );
     let verdict = root
         .admin_post("/v1/root/mcp/run-profiles/verify", profile.clone())
-        .await
-        .unwrap();
+        .await;
     assert_eq!(verdict["valid"], true, "{verdict}");
 
     // The worker: root's URL, the document, the run credential its tokenRef names (never the
@@ -240,10 +236,7 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
 
     // Audited like every call: the run credential as actor, the new capability, the
     // adapter's name, the same policy checks (and the run's scope).
-    let event = root
-        .admin_get(&format!("/v1/root/mcp/audit/{event_id}"))
-        .await
-        .unwrap();
+    let event = root.audit_event(&event_id).await;
     assert_eq!(event["tool_id"], TOOL);
     assert_eq!(event["status"], "ok");
     assert_eq!(event["surface"], "mcp");
@@ -280,58 +273,33 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
         bad.structured_content.unwrap()["error"]["code"],
         "invalid_arguments"
     );
-    let (_, reader) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
-    let (s, b) = root
-        .rest_call(&reader, TOOL, json!({"text": "x"}))
-        .await
-        .unwrap();
-    assert_eq!(
-        (s, b["error"]["code"].as_str()),
-        (403, Some("capability_not_granted")),
-        "{b}"
-    );
+    let reader = root.bearer("hub:test-alpha", "InfraOpsRead").await;
+    let (s, b) = root.call(&reader, TOOL, json!({"text": "x"})).await;
+    assert_eq!(refusal(s, &b), (403, "capability_not_granted"), "{b}");
     // Over REST with the run's own bearer, the same answer as over MCP.
-    let (s, b) = root
-        .rest_call(&token, TOOL, json!({"text": "abc"}))
-        .await
-        .unwrap();
+    let (s, b) = root.call(&token, TOOL, json!({"text": "abc"})).await;
     assert_eq!(
         (s, &b["result"]),
         (200, &json!({"upper": "ABC", "length": 3})),
         "{b}"
     );
     // The hub's own offline view lists it too (`mcp-hub skill status`).
-    let out = std::process::Command::new(mcp_tests::workspace_bin("mcp-hub").unwrap())
-        .args(["skill", "status", "--json", "--config"])
-        .arg(hub.state_dir.path().join("hub.toml"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        std::process::Command::new(mcp_tests::workspace_bin("mcp-hub").unwrap())
+            .args(["skill", "status", "--json", "--config"])
+            .arg(hub.state_dir.path().join("hub.toml")),
     );
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
-        status["published"]
-            .as_array()
-            .unwrap()
-            .contains(&json!(TOOL)),
+        items(&status["published"]).contains(&json!(TOOL)),
         "{status}"
     );
     root.admin_post(
         "/v1/root/hubs/hub:test-alpha/skills/infra_access_skill/disable",
         json!({}),
     )
-    .await
-    .unwrap();
-    let (s, b) = root
-        .rest_call(&token, TOOL, json!({"text": "abc"}))
-        .await
-        .unwrap();
+    .await;
+    let (s, b) = root.call(&token, TOOL, json!({"text": "abc"})).await;
     assert_eq!(b["error"]["code"], "skill_disabled", "{s} {b}");
     let (_, disabled) = fetch(&root, &id, Some(&token), Value::Null, &[]).await;
     assert_eq!(
@@ -349,27 +317,18 @@ async fn a_new_contract_and_hub_adapter_flow_through_unchanged_code() {
 #[tokio::test]
 async fn a_seed_003_worker_uses_the_assistant_action_endpoint_as_written() {
     let root = TestRoot::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("runs.txt");
-    let hub = root
-        .start_hub(
-            "hub:test-alpha",
-            &format!(
+    let (_dir, counter, hub) = root
+        .start_counting_hub("hub:test-alpha", |counter| format!(
                 "[[skill.allowed_tests]]\nname = \"smoke\"\nargv = [\"sh\", \"-c\", \"echo run >> {}\"]\ntimeout_ms = 10000\n",
                 counter.display()
-            ),
-        )
-        .await
-        .unwrap();
+            ))
+        .await;
     let runs = || {
         std::fs::read_to_string(&counter)
             .map(|s| s.lines().count())
             .unwrap_or(0)
     };
-    let (lease_id, lease) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let (lease_id, lease) = root.lease("hub:test-alpha", "InfraOpsControl").await;
     let ask = json!({"tools": ["hub.get_status", "hub.run_allowed_tests"]});
     let (s, issued) = fetch(&root, &lease_id, Some(&lease), ask, &[]).await;
     assert_eq!(s, 201, "{issued}");
@@ -448,13 +407,7 @@ async fn a_seed_003_worker_uses_the_assistant_action_endpoint_as_written() {
     assert_eq!(runs(), 1);
     // Each was one governed, audited call under the run credential.
     for answer in [&read, &preview, &done] {
-        let event = root
-            .admin_get(&format!(
-                "/v1/root/mcp/audit/{}",
-                answer["eventId"].as_str().unwrap()
-            ))
-            .await
-            .unwrap();
+        let event = root.audit_event(answer["eventId"].as_str().unwrap()).await;
         assert_eq!(event["tool_id"], answer["actionId"], "{event}");
         assert_eq!(event["status"], "ok", "{event}");
         assert_eq!(
@@ -489,11 +442,7 @@ async fn a_seed_003_worker_uses_the_assistant_action_endpoint_as_written() {
     ];
     for (body, status, code) in refused {
         let (s, r) = post(body).await;
-        assert_eq!(
-            (s, r["error"]["code"].as_str()),
-            (status, Some(code)),
-            "{r}"
-        );
+        assert_eq!(refusal(s, &r), (status, code), "{r}");
         assert!(
             r["eventId"].as_str().is_some_and(|id| !id.is_empty()),
             "{r}"
@@ -501,7 +450,7 @@ async fn a_seed_003_worker_uses_the_assistant_action_endpoint_as_written() {
     }
     let (_, forbidden) =
         post(json!({"phase": "execute", "input": {"actionId": "hub.wipe_state"}})).await;
-    let alternatives = forbidden["error"]["safeAlternatives"].as_array().unwrap();
+    let alternatives = items(&forbidden["error"]["safeAlternatives"]);
     assert!(
         alternatives.iter().any(|a| a
             .as_str()
@@ -551,7 +500,7 @@ async fn a_seed_003_worker_uses_the_assistant_action_endpoint_as_written() {
     for (body, why) in malformed {
         let (s, r) = post(body.clone()).await;
         assert_eq!(s, 400, "{body}: {r}");
-        let message = r["error"]["message"].as_str().unwrap();
+        let message = error_message(&r);
         assert!(message.contains(why), "{body}: {message}");
     }
     // Without a bearer, or with one that is no lease: refused before anything runs.

@@ -3,12 +3,11 @@
 //! at the metadata, registration, authorization and token endpoints, on real roots.
 
 use mcp_tests::TestRoot;
+use mcp_tests::items;
 use mcp_tests::oauth::{authorize_query, form, query_of, sealed_request};
 use serde_json::{Value, json};
 
-fn with_oauth(cfg: &mut mcp_root::config::RootConfig) {
-    cfg.oauth.discovery = true;
-}
+use mcp_tests::oauth::with_oauth;
 
 /// A client that does not follow redirects (the test reads them).
 fn browser() -> reqwest::Client {
@@ -74,8 +73,7 @@ async fn approved_code(root: &TestRoot, client_id: &str, challenge: &str, target
             "/oauth/authorize/approve",
             json!({"request": sealed, "target_id": target, "capability_profile": "InfraOpsRead", "ttl_sec": 3600}),
         )
-        .await
-        .unwrap();
+        .await;
     let q = query_of(decided["redirect"].as_str().unwrap());
     assert_eq!(q["state"], "st-1");
     assert_eq!(q["iss"], root.handle().base_url());
@@ -112,10 +110,7 @@ async fn exchange(root: &TestRoot, client_id: &str, code: &str, verifier: &str) 
 }
 
 async fn status_call(root: &TestRoot, bearer: &str) -> u16 {
-    root.rest_call(bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap()
-        .0
+    root.call(bearer, "hub.get_status", json!({})).await.0
 }
 
 /// The Python SDK's OAuth client, end to end: discovery from the 401, dynamic registration,
@@ -127,11 +122,9 @@ async fn the_python_sdk_signs_in_with_oauth_and_its_token_is_a_lease() {
     let root = TestRoot::start_with(with_oauth).await.unwrap();
     let target = "hub:oauth-alpha";
     let _hub = root.start_hub(target, "").await.unwrap();
-    let added = root
-        .admin_post("/v1/root/operators", json!({"name": "ann"}))
-        .await
-        .unwrap();
-    let ann = added["token"].as_str().unwrap();
+    let ann = &root
+        .add_operator("ann", &["approver"], &["InfraOpsRead"])
+        .await;
     let out = mcp_tests::run_python_client(
         "oauth.py",
         &[&root.url("/mcp"), ann, target, "InfraOpsRead"],
@@ -149,7 +142,7 @@ async fn the_python_sdk_signs_in_with_oauth_and_its_token_is_a_lease() {
     assert_eq!(out["shown"]["resource"], root.url("/mcp"), "{out}");
     assert_eq!(out["redirected_to"], "http://127.0.0.1:47321/callback");
     assert_eq!(out["iss"], root.handle().base_url());
-    for r in out["results"].as_array().unwrap() {
+    for r in items(&out["results"]) {
         assert_eq!(r["target_id"], target, "{out}");
     }
     let (first, second) = (&out["first"], &out["second"]);
@@ -159,10 +152,8 @@ async fn the_python_sdk_signs_in_with_oauth_and_its_token_is_a_lease() {
 
     // Both tokens were leases of that client, issued under ann's name; the first ended
     // with the refresh.
-    let leases = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
-    let mine: Vec<&Value> = leases["sessions"]
-        .as_array()
-        .unwrap()
+    let leases = root.admin_get("/v1/root/mcp/sessions").await;
+    let mine: Vec<&Value> = items(&leases["sessions"])
         .iter()
         .filter(|l| l["audience"] == format!("oauth:{client_id}"))
         .collect();
@@ -176,15 +167,9 @@ async fn the_python_sdk_signs_in_with_oauth_and_its_token_is_a_lease() {
         mine.iter()
             .all(|l| l["target_id"] == target && l["capability_profile"] == "InfraOpsRead")
     );
-    let trail = root
-        .admin_get("/v1/root/mcp/audit?limit=1000")
-        .await
-        .unwrap();
-    let ann_trail = root
-        .admin_get("/v1/root/mcp/audit?actor=operator:ann&limit=1000")
-        .await
-        .unwrap();
-    let by_ann: Vec<&Value> = ann_trail["events"].as_array().unwrap().iter().collect();
+    let trail = root.admin_get("/v1/root/mcp/audit?limit=1000").await;
+    let ann_trail = root.trail("actor=operator:ann&limit=1000").await;
+    let by_ann: Vec<&Value> = ann_trail.iter().collect();
     let tools: Vec<&str> = by_ann
         .iter()
         .map(|e| e["tool_id"].as_str().unwrap())
@@ -251,7 +236,7 @@ async fn the_python_sdk_signs_in_with_oauth_and_its_token_is_a_lease() {
         (400, Some("invalid_grant")),
         "{body}"
     );
-    let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let verify = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(verify["ok"], true, "{verify}");
     root.stop().await;
 }
@@ -318,12 +303,7 @@ async fn discovery_names_the_metadata_and_the_scope_a_call_needs() {
             .unwrap();
         assert_eq!(prm["resource"], format!("{base}/mcp"), "{prm}");
         assert_eq!(prm["authorization_servers"], json!([base]), "{prm}");
-        assert!(
-            prm["scopes_supported"]
-                .as_array()
-                .unwrap()
-                .contains(&json!("InfraOpsRead"))
-        );
+        assert!(items(&prm["scopes_supported"]).contains(&json!("InfraOpsRead")));
     }
     let asm: Value = root
         .http
@@ -344,18 +324,8 @@ async fn discovery_names_the_metadata_and_the_scope_a_call_needs() {
 
     // A read lease calling a write: 403, and the scopes that grant it.
     let _hub = root.start_hub("hub:oauth-scope", "").await.unwrap();
-    let (_, bearer) = root
-        .lease("hub:oauth-scope", "InfraOpsRead", 600)
-        .await
-        .unwrap();
-    let res = root
-        .http
-        .post(root.url("/v1/root/mcp/call"))
-        .bearer_auth(&bearer)
-        .json(&json!({"tool_id": "hub.run_allowed_tests", "arguments": {"name": "smoke", "phase": "preview"}}))
-        .send()
-        .await
-        .unwrap();
+    let bearer = root.bearer("hub:oauth-scope", "InfraOpsRead").await;
+    let res = root.post_as(&bearer, "/v1/root/mcp/call", &json!({"tool_id": "hub.run_allowed_tests", "arguments": {"name": "smoke", "phase": "preview"}})).await;
     assert_eq!(res.status(), 403);
     let c = res.headers()["www-authenticate"]
         .to_str()
@@ -462,14 +432,7 @@ async fn registration_and_authorization_refuse_bad_requests() {
     let sealed = sealed_request(&loc).unwrap().to_owned();
     let altered = format!("{}x", sealed);
     for request in [altered.as_str(), "oar1.e30.AAAA", "garbage"] {
-        let res = root
-            .http
-            .post(root.url("/oauth/authorize/approve"))
-            .bearer_auth(root.admin_token())
-            .json(&json!({"request": request, "target_id": "hub:x", "capability_profile": "InfraOpsRead", "ttl_sec": 600}))
-            .send()
-            .await
-            .unwrap();
+        let res = root.post_as(root.admin_token(), "/oauth/authorize/approve", &json!({"request": request, "target_id": "hub:x", "capability_profile": "InfraOpsRead", "ttl_sec": 600})).await;
         assert_eq!(res.status(), 400, "{request}");
         let b: Value = res.json().await.unwrap();
         assert!(b["event_id"].is_string(), "{b}");
@@ -477,8 +440,7 @@ async fn registration_and_authorization_refuse_bad_requests() {
     // Denied: the client hears access_denied.
     let decided = root
         .admin_post("/oauth/authorize/deny", json!({"request": sealed}))
-        .await
-        .unwrap();
+        .await;
     let q = query_of(decided["redirect"].as_str().unwrap());
     assert_eq!(q["error"], "access_denied");
     assert_eq!(q["state"], "st-1");
@@ -594,19 +556,15 @@ async fn the_token_endpoint_refuses_what_it_must() {
     let (_, body) = exchange(&root, &client_id, &code, &verifier).await;
     let access = body["access_token"].as_str().unwrap().to_owned();
     let refresh = body["refresh_token"].as_str().unwrap().to_owned();
-    let leases = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
-    let lease = leases["sessions"]
-        .as_array()
-        .unwrap()
+    let leases = root.admin_get("/v1/root/mcp/sessions").await;
+    let lease = items(&leases["sessions"])
         .iter()
         .find(|l| l["status"] == "active" && l["audience"] == format!("oauth:{client_id}"))
         .unwrap()["session_id"]
         .as_str()
         .unwrap()
         .to_owned();
-    root.admin_post(&format!("/v1/root/mcp/sessions/{lease}/revoke"), json!({}))
-        .await
-        .unwrap();
+    root.on_lease(&lease, "revoke").await;
     assert_eq!(status_call(&root, &access).await, 401);
     let (status, body) = token(
         &root,
@@ -652,7 +610,7 @@ async fn the_token_endpoint_refuses_what_it_must() {
         "{body}"
     );
     other.stop().await;
-    let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let verify = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(verify["ok"], true, "{verify}");
     root.stop().await;
 }
@@ -693,14 +651,8 @@ async fn an_expired_code_is_refused() {
 async fn claude_code_keeps_its_pasted_bearer_when_discovery_is_on() {
     let on = TestRoot::start_with(with_oauth).await.unwrap();
     let off = TestRoot::start().await.unwrap();
-    let (_, on_bearer) = on
-        .lease("hub:oauth-claude", "InfraOpsRead", 600)
-        .await
-        .unwrap();
-    let (_, off_bearer) = off
-        .lease("hub:oauth-claude", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let on_bearer = on.bearer("hub:oauth-claude", "InfraOpsRead").await;
+    let off_bearer = off.bearer("hub:oauth-claude", "InfraOpsRead").await;
     let claude = mcp_tests::claude_code().unwrap();
     let home = tempfile::tempdir().unwrap();
     let run = |args: Vec<String>| {
@@ -756,7 +708,7 @@ async fn claude_code_keeps_its_pasted_bearer_when_discovery_is_on() {
         "{listed}"
     );
     assert!(line("signin-off").contains("Failed to connect"), "{listed}");
-    let used = on.admin_get("/v1/root/mcp/sessions").await.unwrap();
+    let used = on.admin_get("/v1/root/mcp/sessions").await;
     assert!(
         used["sessions"][0]["use_count"].as_u64().unwrap() > 0,
         "{used}"
@@ -784,8 +736,7 @@ async fn a_client_named_by_its_metadata_document_signs_in() {
     let _hub = root.start_hub(target, "").await.unwrap();
     let asm = root
         .admin_get("/.well-known/oauth-authorization-server")
-        .await
-        .unwrap();
+        .await;
     assert_eq!(asm["client_id_metadata_document_supported"], true);
     let out = mcp_tests::run_python_client(
         "oauth.py",
@@ -810,14 +761,12 @@ async fn a_client_named_by_its_metadata_document_signs_in() {
         shown.starts_with("python-sdk-cimd-test (published by 127.0.0.1:"),
         "{shown}"
     );
-    for r in out["results"].as_array().unwrap() {
+    for r in items(&out["results"]) {
         assert_eq!(r["target_id"], target, "{out}");
     }
-    let leases = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
+    let leases = root.admin_get("/v1/root/mcp/sessions").await;
     assert!(
-        leases["sessions"]
-            .as_array()
-            .unwrap()
+        items(&leases["sessions"])
             .iter()
             .any(|l| l["audience"] == format!("oauth:{client_id}") && l["status"] == "active"),
         "{leases}"
@@ -931,13 +880,8 @@ async fn malformed_oauth_requests_get_precise_errors() {
         json!({"request": "x", "extra": 1}),
     ] {
         let res = root
-            .http
-            .post(root.url("/oauth/authorize/approve"))
-            .bearer_auth(root.admin_token())
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+            .post_as(root.admin_token(), "/oauth/authorize/approve", &body)
+            .await;
         assert_eq!(res.status(), 400, "{body}");
         let b: Value = res.json().await.unwrap();
         assert_eq!(b["error"]["code"], "invalid_arguments", "{body}: {b}");
@@ -955,7 +899,7 @@ async fn malformed_oauth_requests_get_precise_errors() {
         401,
         "the operator's endpoint needs an operator"
     );
-    let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let verify = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(verify["ok"], true, "{verify}");
     root.stop().await;
 }
@@ -970,8 +914,7 @@ async fn a_client_revokes_its_sign_in_with_either_token() {
     let _hub = root.start_hub(target, "").await.unwrap();
     let asm = root
         .admin_get("/.well-known/oauth-authorization-server")
-        .await
-        .unwrap();
+        .await;
     assert_eq!(asm["revocation_endpoint"], root.url("/oauth/revoke"));
     let client_id = register(&root).await;
     let other = register(&root).await;
@@ -1042,9 +985,8 @@ async fn a_client_revokes_its_sign_in_with_either_token() {
     );
     let trail = root
         .admin_get("/v1/root/mcp/audit?tool_id=admin.lease.revoke&limit=100")
-        .await
-        .unwrap();
-    let revoked = trail["events"].as_array().unwrap();
+        .await;
+    let revoked = items(&trail["events"]);
     assert_eq!(
         revoked.len(),
         2,
@@ -1230,8 +1172,7 @@ async fn approvals_check_the_lease_they_grant_and_the_token_endpoint_never_answe
     root.enroll("hub:oa-live", "test").await.unwrap();
     root.enroll("hub:oa-gone", "test").await.unwrap();
     root.admin_post("/v1/root/hubs/hub:oa-gone/lifecycle/retire", json!({}))
-        .await
-        .unwrap();
+        .await;
     let c = mcp_tests::oauth::client(&root);
     let (_, registered) = c.register().await.unwrap();
     let client_id = registered["client_id"].as_str().unwrap();
@@ -1268,8 +1209,7 @@ async fn approvals_check_the_lease_they_grant_and_the_token_endpoint_never_answe
         .unwrap();
     assert_eq!(a.status, 200, "{}", a.body);
     root.admin_post("/v1/root/hubs/hub:oa-live/lifecycle/retire", json!({}))
-        .await
-        .unwrap();
+        .await;
     let (s, b) = c.exchange(client_id, &a).await.unwrap();
     assert_eq!(
         (s, b["error"].as_str()),

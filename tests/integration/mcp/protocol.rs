@@ -2,6 +2,7 @@
 //! oversized and malformed input, health and metrics.
 
 use mcp_tests::TestRoot;
+use mcp_tests::items;
 use serde_json::{Value, json};
 
 const ACCEPT: &str = "application/json, text/event-stream";
@@ -22,10 +23,7 @@ async fn jsonrpc_body(res: reqwest::Response) -> Value {
 #[tokio::test]
 async fn session_revisions_negotiate_and_2026_07_28_is_served_statelessly() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     for v in ["2025-03-26", "2025-06-18", "2025-11-25"] {
         let res = root
             .http
@@ -72,9 +70,7 @@ async fn session_revisions_negotiate_and_2026_07_28_is_served_statelessly() {
     let body = jsonrpc_body(res).await;
     // The version list names the stateless revision and the session revisions clients fall
     // back to; never only versions a client cannot speak.
-    let versions: Vec<&str> = body["result"]["supportedVersions"]
-        .as_array()
-        .unwrap()
+    let versions: Vec<&str> = items(&body["result"]["supportedVersions"])
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
@@ -110,11 +106,7 @@ async fn session_revisions_negotiate_and_2026_07_28_is_served_statelessly() {
             .unwrap(),
     )
     .await;
-    assert_eq!(
-        list["result"]["tools"].as_array().unwrap().len(),
-        11,
-        "{list}"
-    );
+    assert_eq!(items(&list["result"]["tools"]).len(), 11, "{list}");
     let call = jsonrpc_body(
         stateless(
             "tools/call",
@@ -147,10 +139,7 @@ async fn session_revisions_negotiate_and_2026_07_28_is_served_statelessly() {
 #[tokio::test]
 async fn foreign_host_and_origin_are_refused() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
         "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
     let send = |host: Option<&'static str>, origin: Option<&'static str>| {
@@ -242,10 +231,7 @@ async fn malformed_and_oversized_input_get_precise_errors() {
     let root = TestRoot::start_with(|c| c.limits.max_body_bytes = 64 * 1024)
         .await
         .unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let big = "x".repeat(200 * 1024);
     let res = root
         .http
@@ -293,13 +279,7 @@ async fn malformed_and_oversized_input_get_precise_errors() {
         .await
         .unwrap();
     assert_eq!(res.status(), 413);
-    let res = root
-        .http
-        .get(root.url("/v1/root/mcp/nope"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let res = root.get_as(&token, "/v1/root/mcp/nope").await;
     assert_eq!(res.status(), 404);
     root.stop().await;
 }
@@ -307,10 +287,7 @@ async fn malformed_and_oversized_input_get_precise_errors() {
 #[tokio::test]
 async fn health_readiness_metrics_and_self_description() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     assert_eq!(
         root.http
             .get(root.url("/healthz"))
@@ -329,12 +306,8 @@ async fn health_readiness_metrics_and_self_description() {
             .status(),
         200
     );
-    root.rest_call(&token, "sdk.get_metadata", json!({}))
-        .await
-        .unwrap();
-    root.rest_call(&token, "sdk.get_schema", json!({}))
-        .await
-        .unwrap();
+    root.call(&token, "sdk.get_metadata", json!({})).await;
+    root.call(&token, "sdk.get_schema", json!({})).await;
     assert_eq!(
         root.http
             .get(root.url("/metrics"))
@@ -360,18 +333,10 @@ async fn health_readiness_metrics_and_self_description() {
     assert!(text.contains("mcp_root_active_leases 1"), "{text}");
     assert!(text.contains("mcp_root_connected_targets 0"), "{text}");
 
-    let res = root
-        .http
-        .get(root.url("/v1/root/mcp/foundation"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let res = root.get_as(&token, "/v1/root/mcp/foundation").await;
     let f: Value = res.json().await.unwrap();
     assert_eq!(f["protocol_versions"][2], "2025-11-25");
-    let planes: Vec<&str> = f["planes"]
-        .as_array()
-        .unwrap()
+    let planes: Vec<&str> = items(&f["planes"])
         .iter()
         .map(|p| p.as_str().unwrap())
         .collect();
@@ -384,7 +349,7 @@ async fn health_readiness_metrics_and_self_description() {
             "ProfileOpsPlane"
         ]
     );
-    assert_eq!(f["capability_profiles"].as_array().unwrap().len(), 8);
+    assert_eq!(items(&f["capability_profiles"]).len(), 8);
     // The endpoints a client may discover include the run-profile routes.
     for endpoint in [
         "/mcp",
@@ -393,28 +358,21 @@ async fn health_readiness_metrics_and_self_description() {
         "/v1/root/mcp/run-profiles/verify",
     ] {
         assert!(
-            f["endpoints"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|e| e == endpoint),
+            items(&f["endpoints"]).iter().any(|e| e == endpoint),
             "{endpoint} missing: {}",
             f["endpoints"]
         );
     }
 
-    let d = root.admin_get("/v1/root/mcp/descriptors").await.unwrap();
+    let d = root.admin_get("/v1/root/mcp/descriptors").await;
     assert!(
-        d["descriptors"]
-            .as_array()
-            .unwrap()
+        items(&d["descriptors"])
             .iter()
             .any(|d| d["descriptor_id"] == "sdk.schemas")
     );
     let one = root
         .admin_get("/v1/root/mcp/descriptors/sdk.metadata")
-        .await
-        .unwrap();
+        .await;
     assert!(one["content"].is_object());
     root.stop().await;
 }
@@ -422,10 +380,7 @@ async fn health_readiness_metrics_and_self_description() {
 #[tokio::test]
 async fn resources_list_and_read_descriptors() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let client = mcp_tests::mcp_client(&root.mcp_url(), &token)
         .await
         .unwrap();

@@ -4,6 +4,8 @@
 //! its sentinel byte for byte unchanged; order does not matter; a new skill needs no client
 //! change; a stalling server fails within the budget; a 401 renews the token once.
 
+use mcp_tests::items;
+use mcp_tests::run_ok;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -359,10 +361,7 @@ async fn ok(o: &SyncOptions) -> SyncReport {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_root_catalog_installs_and_a_new_skill_needs_no_client_change() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let work = tempfile::tempdir().unwrap();
     let dest = work.path().join("skills");
     let o = opts(
@@ -408,7 +407,7 @@ async fn a_real_root_catalog_installs_and_a_new_skill_needs_no_client_change() {
     // installs it.
     let src = tempfile::tempdir().unwrap();
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    copy_tree(&repo.join("config/descriptor-source"), src.path());
+    mcp_tests::copy_tree(&repo.join("config/descriptor-source"), src.path());
     let manifest = std::fs::read_to_string(src.path().join("sources.toml")).unwrap();
     let abs = |rel: &str| format!("{:?}", repo.join(rel).display().to_string());
     std::fs::write(
@@ -427,13 +426,12 @@ async fn a_real_root_catalog_installs_and_a_new_skill_needs_no_client_change() {
     .unwrap();
     let set = mcp_root::descriptors::build::build(src.path(), &Default::default()).unwrap();
     let res = root
-        .http
-        .post(root.url("/v1/root/mcp/descriptors"))
-        .bearer_auth(root.admin_token())
-        .json(&json!({ "descriptors": set }))
-        .send()
-        .await
-        .unwrap();
+        .post_as(
+            root.admin_token(),
+            "/v1/root/mcp/descriptors",
+            &json!({ "descriptors": set }),
+        )
+        .await;
     assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
     let report = ok(&o).await;
     assert!(report.changed);
@@ -446,37 +444,19 @@ async fn a_real_root_catalog_installs_and_a_new_skill_needs_no_client_change() {
 
     // The binary, with the token in an environment variable.
     let bin = mcp_tests::workspace_bin("mcp-root").unwrap();
-    let out = std::process::Command::new(bin)
-        .args(["skills", "sync", "--url", &root.mcp_url(), "--token-env"])
-        .arg("SYNC_TEST_TOKEN")
-        .arg("--dest")
-        .arg(work.path().join("cli"))
-        .arg("--json")
-        .env("SYNC_TEST_TOKEN", &token)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        std::process::Command::new(bin)
+            .args(["skills", "sync", "--url", &root.mcp_url(), "--token-env"])
+            .arg("SYNC_TEST_TOKEN")
+            .arg("--dest")
+            .arg(work.path().join("cli"))
+            .arg("--json")
+            .env("SYNC_TEST_TOKEN", &token),
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["catalog"]["skills"].as_array().unwrap().len(), 4);
+    assert_eq!(items(&v["catalog"]["skills"]).len(), 4);
     assert_eq!(v["changed"], true);
     root.stop().await;
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-            copy_tree(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), dest).unwrap();
-        }
-    }
 }
 
 // ---- compatibility --------------------------------------------------------------------------

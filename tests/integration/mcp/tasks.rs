@@ -7,6 +7,7 @@
 //! 2025-11-25 on sessions are driven by the MCP TypeScript SDK's task driver
 //! (`clients/tasks.mjs`; the Python SDK 2.3 has no driver for them). Replicas: `replicas.rs`.
 
+use mcp_tests::items;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -172,11 +173,8 @@ fn rpc_code(e: &rmcp::service::ServiceError) -> i32 {
 
 /// The audit events of `tool`, oldest first.
 async fn events(root: &TestRoot, tool: &str) -> Vec<Value> {
-    let audit = root
-        .admin_get(&format!("/v1/root/mcp/audit?tool_id={tool}"))
-        .await
-        .unwrap();
-    let mut events = audit["events"].as_array().unwrap().clone();
+    let audit = root.trail(&format!("tool_id={tool}")).await;
+    let mut events = audit.clone();
     events.reverse();
     events
 }
@@ -194,10 +192,7 @@ progress_total = '^running (\d+) tests$'
 async fn a_test_run_is_a_task_polled_to_completion_with_its_progress() {
     let root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:tasks-run", SUITE).await.unwrap();
-    let (_, token) = root
-        .lease("hub:tasks-run", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:tasks-run", "InfraOpsControl").await;
     let client = connect(&root, &token, true).await;
     let args = json!({ "name": "suite" });
     let created = start_task(&client, "hub.run_allowed_tests", args.clone(), "k-run").await;
@@ -252,6 +247,12 @@ async fn a_test_run_is_a_task_polled_to_completion_with_its_progress() {
         panic!("{answer:?}")
     };
     assert_eq!(r.structured_content.unwrap()["result"]["passed"], true);
+    // Notifications are handled on the client's own task: one sent before the answer may be
+    // handled just after it.
+    mcp_tests::until("progress to arrive", async || {
+        !plain.service().progress.lock().unwrap().is_empty()
+    })
+    .await;
     let progress = plain.service().progress.lock().unwrap().clone();
     assert!(
         progress
@@ -292,10 +293,7 @@ async fn a_deploy_task_cancelled_midway_is_stopped_on_the_hub() {
         )
         .await
         .unwrap();
-    let (_, token) = root
-        .lease("hub:tasks-deploy", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:tasks-deploy", "InfraOpsControl").await;
     let client = connect(&root, &token, true).await;
     let created = start_task(&client, "hub.deploy_ref", json!({ "ref": "v2" }), "k-dep").await;
     let id = created.task.task_id.clone();
@@ -339,16 +337,9 @@ async fn a_deploy_task_cancelled_midway_is_stopped_on_the_hub() {
         (Some("error"), Some("cancelled")),
         "{event}"
     );
-    let reader = root
-        .lease("hub:tasks-deploy", "InfraOpsRead", 600)
-        .await
-        .unwrap()
-        .1;
-    let (_, log) = root
-        .rest_call(&reader, "hub.get_activity_log", json!({}))
-        .await
-        .unwrap();
-    let entries = log["result"]["entries"].as_array().unwrap();
+    let reader = root.lease("hub:tasks-deploy", "InfraOpsRead").await.1;
+    let (_, log) = root.call(&reader, "hub.get_activity_log", json!({})).await;
+    let entries = items(&log["result"]["entries"]);
     let deploy = entries
         .iter()
         .find(|e| e["tool_id"] == "hub.deploy_ref" && e["dry_run"] == false)
@@ -369,10 +360,7 @@ async fn a_deploy_task_cancelled_midway_is_stopped_on_the_hub() {
 async fn tasks_outlive_a_root_restart_and_stay_their_owners() {
     let mut root = TestRoot::start().await.unwrap();
     let hub = root.start_hub("hub:tasks-keep", SUITE).await.unwrap();
-    let (_, token) = root
-        .lease("hub:tasks-keep", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:tasks-keep", "InfraOpsControl").await;
     let client = connect(&root, &token, true).await;
     let created = start_task(
         &client,
@@ -392,10 +380,7 @@ async fn tasks_outlive_a_root_restart_and_stay_their_owners() {
     assert_eq!(after.task.payload, before.task.payload, "the same result");
 
     // Another lease on the same target is told there is no such task, for every method.
-    let (_, other) = root
-        .lease("hub:tasks-keep", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let other = root.bearer("hub:tasks-keep", "InfraOpsControl").await;
     let stranger = connect(&root, &other, true).await;
     let e = stranger
         .peer()
@@ -442,10 +427,7 @@ async fn tasks_outlive_a_root_restart_and_stay_their_owners() {
 
     // The checks run when the task would be created: a lease that may not run the test is
     // refused at once, within its request, and no task exists.
-    let (_, reader) = root
-        .lease("hub:tasks-keep", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let reader = root.bearer("hub:tasks-keep", "InfraOpsRead").await;
     let reader = connect(&root, &reader, true).await;
     let exec = execute_args(&json!({ "name": "suite" }), "mcpc_forged", "k-r");
     let answer = reader
@@ -501,10 +483,7 @@ async fn the_typescript_sdk_runs_a_2025_11_25_task_on_a_session() {
         "{SUITE}[[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sleep\", \"30\"]\ntimeout_ms = 60000\n"
     );
     let hub = root.start_hub("hub:tasks-ts", &extra).await.unwrap();
-    let (_, token) = root
-        .lease("hub:tasks-ts", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:tasks-ts", "InfraOpsControl").await;
     let seen = mcp_tests::run_node_client("tasks.mjs", &[&root.mcp_url(), &token])
         .await
         .unwrap();
@@ -520,7 +499,7 @@ async fn the_typescript_sdk_runs_a_2025_11_25_task_on_a_session() {
         "{seen}"
     );
     // The SDK's driver: created, polled until completed, then the result.
-    let messages = seen["messages"].as_array().unwrap();
+    let messages = items(&seen["messages"]);
     assert_eq!(messages.first(), Some(&json!("taskCreated")), "{seen}");
     assert_eq!(messages.last(), Some(&json!("result")), "{seen}");
     assert!(seen.get("error").is_none(), "{seen}");
@@ -529,15 +508,9 @@ async fn the_typescript_sdk_runs_a_2025_11_25_task_on_a_session() {
         seen["result_meta"]["io.modelcontextprotocol/related-task"]["taskId"], seen["task_id"],
         "{seen}"
     );
-    assert!(
-        seen["listed"]
-            .as_array()
-            .unwrap()
-            .contains(&seen["task_id"]),
-        "{seen}"
-    );
+    assert!(items(&seen["listed"]).contains(&seen["task_id"]), "{seen}");
     // The run's progress, on the session's stream, under the call's progress token.
-    let progress = seen["progress"].as_array().unwrap();
+    let progress = items(&seen["progress"]);
     assert!(
         progress
             .iter()
@@ -611,9 +584,7 @@ async fn a_task_whose_root_is_killed_fails_with_its_event_at_restart() {
     let audit = root
         .admin_get("/v1/root/mcp/audit?tool_id=hub.run_allowed_tests")
         .await;
-    let executes: Vec<&Value> = audit["events"]
-        .as_array()
-        .unwrap()
+    let executes: Vec<&Value> = items(&audit["events"])
         .iter()
         .filter(|e| e["dry_run"] == false)
         .collect();

@@ -1,5 +1,6 @@
 //! tools/list and tools/call through a real MCP client, plus REST `/call`.
 
+use mcp_tests::items;
 use std::collections::BTreeSet;
 
 use mcp_tests::{TestRoot, mcp_client};
@@ -13,14 +14,8 @@ fn args(v: Value) -> serde_json::Map<String, Value> {
 #[tokio::test]
 async fn tools_list_is_filtered_by_profile_and_annotated() {
     let root = TestRoot::start().await.unwrap();
-    let (_, dev) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
-    let (_, nlu) = root
-        .lease("hub:test-alpha", "NLUTeacherRead", 600)
-        .await
-        .unwrap();
+    let dev = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
+    let nlu = root.bearer("hub:test-alpha", "NLUTeacherRead").await;
 
     let client = mcp_client(&root.mcp_url(), &dev).await.unwrap();
     let tools = client.list_all_tools().await.unwrap();
@@ -60,19 +55,11 @@ async fn tools_list_is_filtered_by_profile_and_annotated() {
     );
 
     // REST /contracts agrees with MCP for a lease, and shows everything to the operator.
-    let res = root
-        .http
-        .get(root.url("/v1/root/mcp/contracts"))
-        .bearer_auth(&nlu)
-        .send()
-        .await
-        .unwrap();
+    let res = root.get_as(&nlu, "/v1/root/mcp/contracts").await;
     let v: Value = res.json().await.unwrap();
-    assert_eq!(v["contracts"].as_array().unwrap().len(), 0);
-    let all = root.admin_get("/v1/root/mcp/contracts").await.unwrap();
-    let ids: BTreeSet<_> = all["contracts"]
-        .as_array()
-        .unwrap()
+    assert_eq!(items(&v["contracts"]).len(), 0);
+    let all = root.admin_get("/v1/root/mcp/contracts").await;
+    let ids: BTreeSet<_> = items(&all["contracts"])
         .iter()
         .map(|c| c["tool_id"].as_str().unwrap().to_string())
         .collect();
@@ -95,10 +82,7 @@ async fn descriptive_call_returns_structured_content_linked_to_its_audit_event()
         .app
         .clock
         .set(generated + time::Duration::days(1));
-    let (sid, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let (sid, token) = root.lease("hub:test-alpha", "AdaOSDevRead").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
 
     let res = client
@@ -108,9 +92,7 @@ async fn descriptive_call_returns_structured_content_linked_to_its_audit_event()
     assert_ne!(res.is_error, Some(true));
     let sc = res.structured_content.clone().unwrap();
     assert!(
-        sc["data"]
-            .as_array()
-            .unwrap()
+        items(&sc["data"])
             .iter()
             .any(|s| s["name"] == "tool-contract"),
         "{sc}"
@@ -138,11 +120,8 @@ async fn descriptive_call_returns_structured_content_linked_to_its_audit_event()
     let event_id = meta.0["event_id"].as_str().unwrap().to_string();
     let trace_id = meta.0["trace_id"].as_str().unwrap().to_string();
 
-    let audit = root
-        .admin_get(&format!("/v1/root/mcp/audit?trace_id={trace_id}"))
-        .await
-        .unwrap();
-    let events = audit["events"].as_array().unwrap();
+    let audit = root.trail(&format!("trace_id={trace_id}")).await;
+    let events = audit;
     assert_eq!(events.len(), 1);
     let e = &events[0];
     assert_eq!(e["event_id"], event_id);
@@ -172,14 +151,8 @@ async fn descriptive_call_returns_structured_content_linked_to_its_audit_event()
 #[tokio::test]
 async fn invalid_arguments_and_denials_are_tool_errors_with_events() {
     let root = TestRoot::start().await.unwrap();
-    let (_, dev) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
-    let (_, infra) = root
-        .lease("hub:test-alpha", "InfraOpsRead", 600)
-        .await
-        .unwrap();
+    let dev = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
+    let infra = root.bearer("hub:test-alpha", "InfraOpsRead").await;
     let client = mcp_client(&root.mcp_url(), &dev).await.unwrap();
 
     for bad in [
@@ -220,8 +193,7 @@ async fn invalid_arguments_and_denials_are_tool_errors_with_events() {
     assert!(err.to_string().contains("unknown tool"), "{err}");
     let denied = root
         .admin_get("/v1/root/mcp/audit?tool_id=sdk.no_such_tool")
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         denied["events"][0]["policy_decision"]["reason"],
         "unknown_tool"
@@ -238,19 +210,10 @@ async fn invalid_arguments_and_denials_are_tool_errors_with_events() {
         res.structured_content.unwrap()["error"]["code"],
         "capability_not_granted"
     );
-    let (status, body) = root
-        .rest_call(&infra, "sdk.get_metadata", json!({}))
-        .await
-        .unwrap();
+    let (status, body) = root.call(&infra, "sdk.get_metadata", json!({})).await;
     assert_eq!(status, 403);
     assert_eq!(body["error"]["code"], "capability_not_granted");
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            body["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let ev = root.audit_event(body["event_id"].as_str().unwrap()).await;
     assert_eq!(ev["status"], "denied");
     assert_eq!(ev["surface"], "rest");
     assert_eq!(ev["policy_decision"]["reason"], "capability_not_granted");
@@ -258,17 +221,10 @@ async fn invalid_arguments_and_denials_are_tool_errors_with_events() {
     // Secrets in arguments never reach the trail.
     let leaked = format!("here is {dev}");
     let (s, body) = root
-        .rest_call(&dev, "sdk.get_schema", json!({"name": leaked}))
-        .await
-        .unwrap();
+        .call(&dev, "sdk.get_schema", json!({"name": leaked}))
+        .await;
     assert_eq!(s, 400);
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            body["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let ev = root.audit_event(body["event_id"].as_str().unwrap()).await;
     assert!(
         !ev.to_string().contains(&dev),
         "bearer leaked into the audit trail"
@@ -283,20 +239,13 @@ async fn over_the_concurrency_limit_calls_get_busy() {
     let root = TestRoot::start_with(|c| c.limits.per_lease_in_flight = 1)
         .await
         .unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let mut busy = 0;
     let mut ok = 0;
     for _round in 0..20 {
-        let calls = (0..16)
-            .map(|_| root.rest_call(&token, "sdk.get_schema", json!({"name": "tool-contract"})));
-        for (status, body) in futures::future::join_all(calls)
-            .await
-            .into_iter()
-            .map(|r| r.unwrap())
-        {
+        let calls =
+            (0..16).map(|_| root.call(&token, "sdk.get_schema", json!({"name": "tool-contract"})));
+        for (status, body) in futures::future::join_all(calls).await.into_iter() {
             match status {
                 200 => ok += 1,
                 429 => {
@@ -312,13 +261,8 @@ async fn over_the_concurrency_limit_calls_get_busy() {
         }
     }
     assert!(ok > 0 && busy > 0, "ok={ok} busy={busy}");
-    let denied = root
-        .admin_get("/v1/root/mcp/audit?status=denied&limit=1000")
-        .await
-        .unwrap();
-    let n_busy = denied["events"]
-        .as_array()
-        .unwrap()
+    let denied = root.trail("status=denied&limit=1000").await;
+    let n_busy = denied
         .iter()
         .filter(|e| e["error"]["code"] == "busy")
         .count();
@@ -329,10 +273,7 @@ async fn over_the_concurrency_limit_calls_get_busy() {
 #[tokio::test]
 async fn a_bad_tools_list_cursor_is_invalid_params() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
     let client = mcp_client(&root.mcp_url(), &token).await.unwrap();
     for cursor in ["zzz", "o:-1", "o:999"] {
         let params =
@@ -349,33 +290,21 @@ async fn a_bad_tools_list_cursor_is_invalid_params() {
 #[tokio::test]
 async fn destructive_action_names_get_forbidden_destructive_with_alternatives() {
     let root = TestRoot::start().await.unwrap();
-    let (_, token) = root
-        .lease("hub:test-alpha", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let token = root.bearer("hub:test-alpha", "InfraOpsControl").await;
     for name in [
         "hub.delete_deploy",
         "hub.wipe_state",
         "hub.exec",
         "hub.force_push",
     ] {
-        let (status, body) = root.rest_call(&token, name, json!({})).await.unwrap();
+        let (status, body) = root.call(&token, name, json!({})).await;
         assert_eq!(status, 403, "{name}: {body}");
         assert_eq!(body["error"]["code"], "forbidden_destructive", "{name}");
         assert!(
-            !body["error"]["details"]["alternatives"]
-                .as_array()
-                .unwrap()
-                .is_empty(),
+            !items(&body["error"]["details"]["alternatives"]).is_empty(),
             "{name}: {body}"
         );
-        let ev = root
-            .admin_get(&format!(
-                "/v1/root/mcp/audit/{}",
-                body["event_id"].as_str().unwrap()
-            ))
-            .await
-            .unwrap();
+        let ev = root.audit_event(body["event_id"].as_str().unwrap()).await;
         assert_eq!(ev["policy_decision"]["reason"], "forbidden_destructive");
     }
     // Through MCP it is a tool error the agent can read, not a protocol error.
@@ -395,10 +324,7 @@ async fn destructive_action_names_get_forbidden_destructive_with_alternatives() 
     );
     // A name that is merely unknown stays unknown.
     assert_eq!(
-        root.rest_call(&token, "hub.no_such_thing", json!({}))
-            .await
-            .unwrap()
-            .0,
+        root.call(&token, "hub.no_such_thing", json!({})).await.0,
         404
     );
     root.stop().await;

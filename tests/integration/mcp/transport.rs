@@ -130,10 +130,7 @@ async fn check(
                 .pointer("/result/_meta/event_id")
                 .and_then(Value::as_str)
                 .unwrap_or_else(|| panic!("{what}: a result names its event: {v}"));
-            let ev = root
-                .admin_get(&format!("/v1/root/mcp/audit/{event_id}"))
-                .await
-                .unwrap();
+            let ev = root.audit_event(event_id).await;
             assert_eq!(ev["tool_id"], tool, "{what}: {ev}");
             if let Some(trace) = trace {
                 assert_eq!(ev["trace_id"], trace, "{what}: {ev}");
@@ -169,7 +166,7 @@ async fn stateless_requests_get_their_answers_and_events() {
     let _hub = root.start_hub(target, "").await.unwrap();
     let mut leases = Vec::new();
     for profile in ["AdaOSDevRead", "InfraOpsRead", "InfraOpsControl"] {
-        leases.push(root.lease(target, profile, 600).await.unwrap().1);
+        leases.push(root.lease(target, profile).await.1);
     }
     let traceparent = (
         "traceparent",
@@ -215,7 +212,7 @@ async fn stateless_clients_do_not_collide_on_request_ids() {
     // One lease per client, so the per-lease concurrency limit is not what is met.
     let mut bearers = Vec::new();
     for _ in 0..12 {
-        bearers.push(root.lease("hub:none", "AdaOSDevRead", 600).await.unwrap().1);
+        bearers.push(root.lease("hub:none", "AdaOSDevRead").await.1);
     }
     let names = [
         "descriptor",
@@ -259,7 +256,7 @@ async fn a_stateless_client_gone_mid_call_still_leaves_its_event() {
         .unwrap();
     let target = "hub:direct-gone";
     let _hub = root.start_fault_hub(target, "").await.unwrap();
-    let (_, bearer) = root.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let bearer = root.bearer(target, "InfraOpsRead").await;
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_millis(500))
         .build()
@@ -283,8 +280,7 @@ async fn a_stateless_client_gone_mid_call_still_leaves_its_event() {
     loop {
         let page = root
             .admin_get("/v1/root/mcp/audit?tool_id=test.fault")
-            .await
-            .unwrap();
+            .await;
         if let Some(ev) = page["events"].as_array().and_then(|e| e.first()) {
             assert_eq!(ev["error"]["code"], "cancelled", "{ev}");
             assert_eq!(ev["status"], "error", "{ev}");
@@ -362,7 +358,7 @@ async fn session_requests_get_their_answers_and_the_same_results_as_stateless_on
     let _hub = root.start_hub(target, "").await.unwrap();
     let mut sessions = Vec::new();
     for profile in ["AdaOSDevRead", "InfraOpsRead", "InfraOpsControl"] {
-        let bearer = root.lease(target, profile, 600).await.unwrap().1;
+        let bearer = root.lease(target, profile).await.1;
         let sid = open_session(&root, &bearer).await;
         sessions.push((bearer, sid));
     }
@@ -456,7 +452,7 @@ async fn a_session_in_use_stays_open_and_an_idle_one_ends() {
     let root = TestRoot::start_with(|c| c.mcp.session_idle_sec = 2)
         .await
         .unwrap();
-    let bearer = root.lease("hub:none", "AdaOSDevRead", 600).await.unwrap().1;
+    let bearer = root.lease("hub:none", "AdaOSDevRead").await.1;
     let (used, idle) = (
         open_session(&root, &bearer).await,
         open_session(&root, &bearer).await,

@@ -1,5 +1,6 @@
 //! The `mcp-root admin` CLI against a running root, as an operator would use it.
 
+use mcp_tests::items;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -63,9 +64,8 @@ async fn lease_and_audit_commands_work_end_to_end() {
     assert!(v["deadline_at"].is_string());
 
     let (s, _) = root
-        .rest_call(&token, "sdk.get_metadata", serde_json::json!({}))
-        .await
-        .unwrap();
+        .call(&token, "sdk.get_metadata", serde_json::json!({}))
+        .await;
     assert_eq!(s, 200);
 
     let (code, out, _) = admin(&root, &["lease", "list", "--json"]);
@@ -130,9 +130,7 @@ async fn lease_and_audit_commands_work_end_to_end() {
     // Rotation, revocation and the refused revocation are each one event naming the operator.
     let (_, out, _) = admin(&root, &["audit", "tail", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
-    let recent: Vec<(&str, &str, &str)> = v["events"]
-        .as_array()
-        .unwrap()
+    let recent: Vec<(&str, &str, &str)> = items(&v["events"])
         .iter()
         .take(3)
         .map(|e| {

@@ -7,6 +7,7 @@
 //! `chromium`; `.ci/run` installs them). Without them it prints SKIPPED, except under CI
 //! (`CI` set), where it fails.
 
+use mcp_tests::items;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -19,30 +20,6 @@ use serde_json::{Value, json};
 const WAIT: Duration = Duration::from_secs(20);
 
 // ---- HTTP helpers ---------------------------------------------------------------------------
-
-/// Logs in over HTTP as the console page does; returns the `name=value` cookie pair and the
-/// CSRF token.
-async fn login(root: &TestRoot) -> (String, String) {
-    let res = root
-        .http
-        .post(root.url("/ui/api/login"))
-        .header("origin", root.handle().base_url())
-        .json(&json!({ "token": root.admin_token() }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let set_cookie = res
-        .headers()
-        .get("set-cookie")
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_string();
-    let pair = set_cookie.split(';').next().unwrap().to_string();
-    let body: Value = res.json().await.unwrap();
-    (pair, body["csrf_token"].as_str().unwrap().to_string())
-}
 
 /// A request with the console cookie; `csrf` and `origin` added when given.
 fn with_cookie(
@@ -71,7 +48,7 @@ async fn console_apis_refuse_requests_without_a_login() {
     let root = TestRoot::start().await.unwrap();
     let other = TestRoot::start().await.unwrap();
     // A well-formed credential signed by another root (another admin token).
-    let (foreign, _) = login(&other).await;
+    let (foreign, _) = other.console_login().await;
     let forged = "mcp_console=v1.0123456789abcdef.99999999999999.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
     let gets = [
         "/ui/api/session",
@@ -221,7 +198,7 @@ async fn console_cookie_is_signed_http_only_and_cross_site_requests_are_refused(
         assert_eq!(res.status(), 403, "{why}");
     }
     assert!(
-        root.admin_get("/v1/root/mcp/sessions").await.unwrap()["sessions"]
+        root.admin_get("/v1/root/mcp/sessions").await["sessions"]
             .as_array()
             .unwrap()
             .is_empty()
@@ -238,10 +215,7 @@ async fn console_cookie_is_signed_http_only_and_cross_site_requests_are_refused(
         .as_str()
         .unwrap()
         .to_string();
-    let audit = root
-        .admin_get("/v1/root/mcp/audit?limit=1000")
-        .await
-        .unwrap();
+    let audit = root.admin_get("/v1/root/mcp/audit?limit=1000").await;
     assert!(!audit.to_string().contains(&token));
     let logs = mcp_root::telemetry::logging::RING
         .tail(4000, |l| Some(l.to_string()))
@@ -282,13 +256,8 @@ async fn console_cookie_is_signed_http_only_and_cross_site_requests_are_refused(
     .unwrap();
     assert_eq!(res.status(), 401);
     // The login and the logout are operator events in the trail, the refused logins are not.
-    let audit = root
-        .admin_get("/v1/root/mcp/audit?limit=1000")
-        .await
-        .unwrap();
-    let console: Vec<&str> = audit["events"]
-        .as_array()
-        .unwrap()
+    let audit = root.trail("limit=1000").await;
+    let console: Vec<&str> = audit
         .iter()
         .filter_map(|e| e["tool_id"].as_str())
         .filter(|t| t.starts_with("admin.console."))
@@ -390,7 +359,9 @@ async fn console_assets_come_from_the_binary_with_security_headers() {
     }
     // No file of the console loads anything from another origin.
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../root/ui");
-    for f in walk(&dir) {
+    let files = mcp_tests::files_under(&dir);
+    assert!(!files.is_empty(), "no console files in {}", dir.display());
+    for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
         for bad in ["http://", "https://", "innerHTML", "eval("] {
             let hits: Vec<_> = text
@@ -404,29 +375,13 @@ async fn console_assets_come_from_the_binary_with_security_headers() {
     root.stop().await;
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[tokio::test]
 async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
     let root = TestRoot::start().await.unwrap();
     let everything = mcp_tests::serving_everything_toml().unwrap();
     let hub = root.start_hub("hub:console-a", &everything).await.unwrap();
-    let (session_id, token) = root
-        .lease("hub:console-a", "InfraOpsRead", 600)
-        .await
-        .unwrap();
-    let (cookie, csrf) = login(&root).await;
+    let (session_id, token) = root.lease("hub:console-a", "InfraOpsRead").await;
+    let (cookie, csrf) = root.console_login().await;
     let base = root.handle().base_url();
 
     // The live stream, opened with the cookie (as EventSource does), from now on.
@@ -448,20 +403,11 @@ async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
             .unwrap()
             .starts_with("text/event-stream")
     );
-    let (s, ok) = root
-        .rest_call(&token, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (s, ok) = root.call(&token, "hub.get_status", json!({})).await;
     assert_eq!(s, 200, "{ok}");
-    let (s, _) = root
-        .rest_call(&token, "sdk.get_metadata", json!({}))
-        .await
-        .unwrap();
+    let (s, _) = root.call(&token, "sdk.get_metadata", json!({})).await;
     assert_eq!(s, 403);
-    let (s, _) = root
-        .rest_call(&token, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (s, _) = root.call(&token, "hub.get_status", json!({})).await;
     assert_eq!(s, 200);
     let event_id = ok["event_id"].as_str().unwrap();
     let mut seen = String::new();
@@ -511,10 +457,8 @@ async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
     drop(again);
 
     // Usage: per tool and per profile, with error rates and latency percentiles.
-    let u = root.admin_get("/v1/root/mcp/audit/usage").await.unwrap();
-    let tool = u["by_tool"]
-        .as_array()
-        .unwrap()
+    let u = root.admin_get("/v1/root/mcp/audit/usage").await;
+    let tool = items(&u["by_tool"])
         .iter()
         .find(|t| t["tool_id"] == "hub.get_status")
         .unwrap();
@@ -526,9 +470,7 @@ async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
     assert!(
         tool["latency_ms"]["p99"].as_f64().unwrap() >= tool["latency_ms"]["p50"].as_f64().unwrap()
     );
-    let profile = u["by_profile"]
-        .as_array()
-        .unwrap()
+    let profile = items(&u["by_profile"])
         .iter()
         .find(|p| p["capability_profile"] == "InfraOpsRead")
         .unwrap();
@@ -537,33 +479,22 @@ async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
         (Some(3), Some(1))
     );
     assert!(
-        u["by_error_code"]
-            .as_array()
-            .unwrap()
+        items(&u["by_error_code"])
             .iter()
             .any(|c| c["code"] == "capability_not_granted")
     );
-    let series_calls: u64 = u["series"]["buckets"]
-        .as_array()
-        .unwrap()
+    let series_calls: u64 = items(&u["series"]["buckets"])
         .iter()
         .map(|b| b["calls"].as_u64().unwrap())
         .sum();
     assert_eq!(series_calls, u["totals"]["calls"].as_u64().unwrap());
     let res = root
-        .http
-        .get(root.url("/v1/root/mcp/audit/usage?bucket_sec=0"))
-        .bearer_auth(root.admin_token())
-        .send()
-        .await
-        .unwrap();
+        .get_as(root.admin_token(), "/v1/root/mcp/audit/usage?bucket_sec=0")
+        .await;
     assert_eq!(res.status(), 400);
     // The actor filter of the audit query.
-    let mine = root
-        .admin_get(&format!("/v1/root/mcp/audit?actor=lease:{session_id}"))
-        .await
-        .unwrap();
-    assert_eq!(mine["events"].as_array().unwrap().len(), 3);
+    let mine = root.trail(&format!("actor=lease:{session_id}")).await;
+    assert_eq!(mine.len(), 3);
 
     // Operator reads go through the governed path under an operator-console lease.
     let read = |tool: &str| {
@@ -597,33 +528,22 @@ async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
         bodies.push(body);
     }
     let body = &bodies[0];
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            body["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let ev = root.audit_event(body["event_id"].as_str().unwrap()).await;
     assert_eq!(ev["actor"]["audience"], "operator-console");
     assert_eq!(ev["actor"]["capability_profile"], "InfraOpsRead");
     // The reader lease is reused and listed like any other.
     let res = read("hub.get_runtime_summary").send().await.unwrap();
     assert_eq!(res.status(), 200);
-    let sessions = root.admin_get("/v1/root/mcp/sessions").await.unwrap();
-    let readers: Vec<_> = sessions["sessions"]
-        .as_array()
-        .unwrap()
+    let sessions = root.admin_get("/v1/root/mcp/sessions").await;
+    let readers: Vec<_> = items(&sessions["sessions"])
         .iter()
         .filter(|s| s["audience"] == "operator-console")
         .collect();
     assert_eq!(readers.len(), 1, "{sessions}");
     let issued = root
         .admin_get("/v1/root/mcp/audit?tool_id=admin.lease.create")
-        .await
-        .unwrap();
-    let for_reads = issued["events"]
-        .as_array()
-        .unwrap()
+        .await;
+    let for_reads = items(&issued["events"])
         .iter()
         .filter(|e| e["request"]["audience"] == "operator-console")
         .count();
@@ -652,13 +572,12 @@ async fn console_stream_usage_and_operator_reads_come_from_the_rest_family() {
     assert_eq!(res.status(), 404);
     // A lease cannot use the operator's read path.
     let res = root
-        .http
-        .post(root.url("/v1/root/hubs/hub:console-a/read"))
-        .bearer_auth(&token)
-        .json(&json!({ "tool_id": "hub.get_status" }))
-        .send()
-        .await
-        .unwrap();
+        .post_as(
+            &token,
+            "/v1/root/hubs/hub:console-a/read",
+            &json!({ "tool_id": "hub.get_status" }),
+        )
+        .await;
     assert_eq!(res.status(), 403);
     hub.stop().await;
     root.stop().await;
@@ -1060,19 +979,19 @@ async fn scenario(
     b.no_raw_json("requests").await?;
 
     // A ProfileOps session on the leaking service, run to its end by a control lease.
-    let (_, profiler) = root.lease("hub:ui-alpha", "ProfileOpsControl", 600).await?;
+    let (_, profiler) = root.lease("hub:ui-alpha", "ProfileOpsControl").await;
     let args = json!({"service": "leaky", "interval_ms": 200, "duration_sec": 2, "mode": "normal"});
     let (s, preview) = root
-        .rest_call(&profiler, "hub.memory.start_profile", args.clone())
-        .await?;
+        .call(&profiler, "hub.memory.start_profile", args.clone())
+        .await;
     ensure!(s == 200, "{preview}");
     let mut execute = args;
     execute["phase"] = json!("execute");
     execute["idempotency_key"] = json!("ui-profile-1");
     execute["confirmation_token"] = preview["result"]["confirmation_token"].clone();
     let (s, started) = root
-        .rest_call(&profiler, "hub.memory.start_profile", execute)
-        .await?;
+        .call(&profiler, "hub.memory.start_profile", execute)
+        .await;
     ensure!(s == 200, "{started}");
     let profile_id = started["result"]["result"]["session"]["session_id"]
         .as_str()
@@ -1096,12 +1015,12 @@ async fn scenario(
     snapshot(2, 5 << 20)?;
     eventually("the profiling session ends", async || {
         let (_, s) = root
-            .rest_call(
+            .call(
                 &profiler,
                 "hub.memory.get_session",
                 json!({ "session_id": profile_id }),
             )
-            .await?;
+            .await;
         Ok(s["result"]["session"]["state"] == "completed")
     })
     .await?;
@@ -1172,10 +1091,10 @@ async fn scenario(
 
     // Approvals: NLU changes proposed by an author lease, one approved and one rejected here;
     // the approved one then applies, the rejected one never does.
-    let (_, author) = root.lease("hub:ui-alpha", "NLUTeacherAuthor", 600).await?;
+    let (_, author) = root.lease("hub:ui-alpha", "NLUTeacherAuthor").await;
     let (s, list) = root
-        .rest_call(&author, "nlu_authoring.list_templates", json!({}))
-        .await?;
+        .call(&author, "nlu_authoring.list_templates", json!({}))
+        .await;
     ensure!(s == 200, "{list}");
     let fp = list["result"]["templates"]
         .as_array()
@@ -1187,12 +1106,11 @@ async fn scenario(
         .to_string();
     let propose = async |example: &str| -> anyhow::Result<(String, String)> {
         let (s, p) = root
-            .rest_call(
+            .call(
                 &author,
                 "nlu_authoring.propose_change",
                 json!({"template_id": "en.device.turn_on", "base_fingerprint": fp, "add_examples": [example]}),
-            )
-            .await?;
+            ).await;
         ensure!(s == 200, "{p}");
         Ok((
             p["result"]["approval"]["approval_id"]
@@ -1209,12 +1127,12 @@ async fn scenario(
     let (reject_id, reject_token) = propose("brighten the hallway lamp").await?;
     let apply = |token: &str, key: &str| json!({"phase": "execute", "confirmation_token": token, "idempotency_key": key});
     let (_, pending) = root
-        .rest_call(
+        .call(
             &author,
             "nlu_authoring.apply_change",
             apply(&approve_token, "ui-1"),
         )
-        .await?;
+        .await;
     ensure!(pending["error"]["code"] == "approval_pending", "{pending}");
     b.click("#nav-approvals").await?;
     let card = format!("article[data-approval='{approve_id}']");
@@ -1265,20 +1183,20 @@ async fn scenario(
         .await?;
     b.no_raw_json("approvals").await?;
     let (s, done) = root
-        .rest_call(
+        .call(
             &author,
             "nlu_authoring.apply_change",
             apply(&approve_token, "ui-1"),
         )
-        .await?;
+        .await;
     ensure!(s == 200 && done["ok"] == true, "{s} {done}");
     let (_, refused) = root
-        .rest_call(
+        .call(
             &author,
             "nlu_authoring.apply_change",
             apply(&reject_token, "ui-2"),
         )
-        .await?;
+        .await;
     ensure!(
         refused["ok"] == false,
         "a rejected change applied: {refused}"
@@ -1287,7 +1205,7 @@ async fn scenario(
 
     // A lease and what it minted: its chain is one click away, and revoking it in the console
     // ends what it minted.
-    let (parent, parent_token) = root.lease("hub:ui-alpha", "InfraOpsControl", 600).await?;
+    let (parent, parent_token) = root.lease("hub:ui-alpha", "InfraOpsControl").await;
     let (s, minted) = root
         .write(
             &parent_token,
@@ -1380,7 +1298,7 @@ async fn scenario(
     // Lifecycle: a label set in the inspector, a cordon (with its reason) that withdraws the
     // lease's tools and an uncordon that brings them back, read-only and back; the overview
     // selects the target by its label.
-    let (_, life_token) = root.lease("hub:ui-alpha", "InfraOpsRead", 600).await?;
+    let (_, life_token) = root.lease("hub:ui-alpha", "InfraOpsRead").await;
     let life_client = mcp_client(&root.mcp_url(), &life_token).await?;
     let life_tools = async || -> anyhow::Result<Vec<String>> {
         Ok(life_client
@@ -1418,7 +1336,8 @@ async fn scenario(
     })
     .await?;
     let cordons = root
-        .admin_get("/v1/root/mcp/audit?tool_id=admin.hub.cordon&target_id=hub:ui-alpha")
+        .admin()
+        .get("/v1/root/mcp/audit?tool_id=admin.hub.cordon&target_id=hub:ui-alpha")
         .await?;
     ensure!(
         cordons["events"][0]["actor"]["id"] == "operator:admin",
@@ -1438,7 +1357,7 @@ async fn scenario(
     // so does the ProfileOps evidence the hub published.
     hub.take().context("the hub runs")?.stop().await;
     eventually("root sees the hub offline", async || {
-        let hubs = root.admin_get("/v1/root/hubs").await?;
+        let hubs = root.admin().get("/v1/root/hubs").await?;
         Ok(hubs["targets"][0]["status"] == "offline")
     })
     .await?;
@@ -1615,10 +1534,10 @@ async fn typed_feeds(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
         .await?
         .text()
         .await?;
-    let (_, reader) = root.lease("hub:ui-alpha", "InfraOpsRead", 60).await?;
+    let (_, reader) = root.lease_for("hub:ui-alpha", "InfraOpsRead", 60).await;
     let (s, usage) = root
-        .rest_call(&reader, "hub.get_capability_usage_summary", json!({}))
-        .await?;
+        .call(&reader, "hub.get_capability_usage_summary", json!({}))
+        .await;
     ensure!(s == 200, "{usage}");
     let calls = usage["result"]["tools"]
         .as_array()
@@ -1740,7 +1659,7 @@ async fn oauth_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> 
         .json()
         .await?;
     let access = tokens["access_token"].as_str().context("access_token")?;
-    let (status, body) = root.rest_call(access, "hub.get_status", json!({})).await?;
+    let (status, body) = root.call(access, "hub.get_status", json!({})).await;
     ensure!(
         status == 200 && body["result"]["target_id"] == "hub:ui-oauth",
         "{body}"
@@ -1856,7 +1775,7 @@ async fn the_console_pages_a_zone_of_fifteen_thousand_targets() {
 async fn fleet_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> {
     let zone = FLEET + 1;
     // What REST says: every target, one of them connected.
-    let all = root.admin_get("/v1/root/hubs?limit=100").await?;
+    let all = root.admin().get("/v1/root/hubs?limit=100").await?;
     ensure!(all["total"] == json!(zone), "{}", all["total"]);
     let offline = all["by_status"]["offline"].as_u64().context("offline")?;
     let connected = zone as u64 - offline;
@@ -1866,11 +1785,13 @@ async fn fleet_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> 
     let cursor = all["next_cursor"].as_str().context("next_cursor")?;
     let second_page = page_ids(
         &root
-            .admin_get(&format!("/v1/root/hubs?limit=100&cursor={cursor}"))
+            .admin()
+            .get(&format!("/v1/root/hubs?limit=100&cursor={cursor}"))
             .await?,
     );
     let active_leases = root
-        .admin_get("/v1/root/mcp/sessions?status=active&limit=1")
+        .admin()
+        .get("/v1/root/mcp/sessions?status=active&limit=1")
         .await?["total"]
         .as_u64()
         .context("the active leases' total")?;
@@ -1923,7 +1844,8 @@ async fn fleet_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> 
     let staging = (1..=FLEET).filter(|i| fleet_target(*i).1 == "staging");
     let n_staging = staging.clone().count();
     let rest = root
-        .admin_get("/v1/root/hubs?environment=staging&limit=1")
+        .admin()
+        .get("/v1/root/hubs?environment=staging&limit=1")
         .await?;
     ensure!(rest["total"] == json!(n_staging), "{}", rest["total"]);
     b.find("#ov-targets-environment")
@@ -1944,7 +1866,8 @@ async fn fleet_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> 
         .filter(|i| fleet_target(*i).2 == "subnet-07")
         .count();
     let rest = root
-        .admin_get("/v1/root/hubs?environment=staging&subnet_id=subnet-07&limit=1")
+        .admin()
+        .get("/v1/root/hubs?environment=staging&subnet_id=subnet-07&limit=1")
         .await?;
     ensure!(rest["total"] == json!(n_subnet), "{}", rest["total"]);
     b.find("#ov-targets-subnet_id")
@@ -2019,34 +1942,12 @@ async fn fleet_scenario(b: &mut Browser, root: &TestRoot) -> anyhow::Result<()> 
 /// receiver is down falls behind and shows it).
 #[tokio::test]
 async fn the_audit_integrity_page_shows_checkpoints_witnesses_and_sinks() {
-    use mcp_root::audit::checkpoint::LogKey;
-    use mcp_root::audit::witness::cosign::Cosigner;
-    use mcp_root::secrets::MasterKey;
-    let keys = tempfile::tempdir().unwrap();
-    let (a_key, b_key) = (keys.path().join("a.key"), keys.path().join("b.key"));
-    let log = LogKey::derive(&MasterKey::load_or_create(&a_key).unwrap().0, "zone-a");
-    let cosigner = Cosigner::derive(
-        &MasterKey::load_or_create(&b_key).unwrap().0,
-        &Cosigner::default_name("zone-b"),
-    );
-    let b = TestRoot::start_with(|c| {
-        c.zone = "zone-b".into();
-        c.master_key_file = Some(b_key.clone());
-        c.witness.logs = vec![log.verifier_key().to_owned()];
-    })
-    .await
-    .unwrap();
+    let zones = mcp_tests::witness::Witnessed::start().await.unwrap();
     let down = free_port();
-    let witness_url = b.url("/v1/root/witness");
     let a = TestRoot::start_with(|c| {
-        c.zone = "zone-a".into();
-        c.master_key_file = Some(a_key.clone());
+        zones.zone_a(c);
         c.audit.checkpoint.every_events = 1;
         c.audit.checkpoint.every_sec = 1;
-        c.audit.witnesses = vec![mcp_root::config::WitnessPeerConfig {
-            url: witness_url.clone(),
-            key: cosigner.verifier_key(),
-        }];
         c.audit.sinks = vec![
             toml::from_str(&format!(
                 "name = \"siem\"\nkind = \"http\"\nendpoint = \"http://127.0.0.1:{down}/ingest\"\nmax_lag = 2\n"
@@ -2059,16 +1960,16 @@ async fn the_audit_integrity_page_shows_checkpoints_witnesses_and_sinks() {
     a.issue_sessions("i", 4).await;
     let Some(mut br) = Browser::start().await.unwrap() else {
         a.stop().await;
-        b.stop().await;
+        zones.b.stop().await;
         return;
     };
-    let res = integrity_scenario(&mut br, &a, cosigner.name()).await;
+    let res = integrity_scenario(&mut br, &a, zones.cosigner.name()).await;
     if res.is_err() {
         let _ = br.shot("zz-integrity-failure").await;
     }
     br.close().await;
     a.stop().await;
-    b.stop().await;
+    zones.b.stop().await;
     res.unwrap();
 }
 
@@ -2100,5 +2001,61 @@ async fn integrity_scenario(b: &mut Browser, root: &TestRoot, witness: &str) -> 
         .await?;
     b.shot("14-integrity-witnesses-sinks").await?;
     b.no_raw_json("integrity").await?;
+    Ok(())
+}
+
+/// The console offers a viewer only what a viewer may do: no Requests, Failures, Integrity or
+/// Approvals page, no lease dialog, no run form, no lifecycle controls; the REST family
+/// refuses the rest anyway (governance::roles).
+#[tokio::test]
+async fn a_viewer_sees_only_what_a_viewer_may_do() {
+    let root = TestRoot::start().await.unwrap();
+    root.enroll("hub:viewer-sees", "test").await.unwrap();
+    let viewer = root.add_operator("vera", &["viewer"], &[]).await;
+    let Some(mut br) = Browser::start().await.unwrap() else {
+        root.stop().await;
+        return;
+    };
+    let res = viewer_scenario(&mut br, &root, &viewer).await;
+    if res.is_err() {
+        let _ = br.shot("zz-viewer-failure").await;
+    }
+    br.close().await;
+    root.stop().await;
+    res.unwrap();
+}
+
+async fn viewer_scenario(b: &mut Browser, root: &TestRoot, viewer: &str) -> anyhow::Result<()> {
+    let base = root.handle().base_url();
+    b.c().goto(&format!("{base}/ui/#/sessions")).await?;
+    b.find("#login-token").await?.send_keys(viewer).await?;
+    b.click("#login-submit").await?;
+    b.text_contains("#zone", "operator vera (viewer)").await?;
+    for page in [
+        "overview", "usage", "policy", "targets", "fleet", "sessions",
+    ] {
+        b.find(&format!("#nav-{page}")).await?;
+    }
+    for page in ["requests", "failures", "integrity", "approvals"] {
+        b.gone(&format!("#nav-{page}")).await?;
+    }
+    b.find("#page-sessions").await?;
+    b.gone("#open-mcp-dialog").await?;
+    // A page the role does not allow, asked for by its address, is the overview.
+    b.c().goto(&format!("{base}/ui/#/integrity")).await?;
+    b.find("#page-overview").await?;
+    b.text_contains("#page-overview", "needs the auditor role")
+        .await?;
+    b.click("#nav-fleet").await?;
+    b.find("#page-fleet").await?;
+    b.gone("#fleet-form").await?;
+    b.c()
+        .goto(&format!("{base}/ui/#/targets?t=hub:viewer-sees"))
+        .await?;
+    b.find("#inspect-target").await?;
+    b.text_contains("#inspect-health", "needs the operator role")
+        .await?;
+    b.gone("#lifecycle-cordon").await?;
+    b.gone("#lifecycle-retire").await?;
     Ok(())
 }

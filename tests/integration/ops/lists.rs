@@ -2,6 +2,7 @@
 //! over REST and the admin CLI, with bad filters and cursors refused precisely.
 
 use futures::StreamExt;
+use mcp_tests::items;
 use mcp_tests::{TestRoot, until};
 use serde_json::{Value, json};
 
@@ -37,7 +38,7 @@ async fn every_page(
         if let Some(c) = &cursor {
             url.push_str(&format!("&cursor={c}"));
         }
-        let page = root.admin_get(&url).await.unwrap();
+        let page = root.admin_get(&url).await;
         let items = page[list].as_array().unwrap();
         assert!(items.len() <= limit, "a page holds at most its limit");
         all.extend(items.iter().map(|t| t[key].clone()));
@@ -63,9 +64,7 @@ async fn fleet(root: &TestRoot) -> mcp_tests::TestHub {
             )
         })
         .buffer_unordered(16)
-        .for_each(|r| async move {
-            r.unwrap();
-        })
+        .for_each(|_| async {})
         .await;
     root.admin_post(
         &format!(
@@ -74,13 +73,11 @@ async fn fleet(root: &TestRoot) -> mcp_tests::TestHub {
         ),
         json!({}),
     )
-    .await
-    .unwrap();
+    .await;
     until("the hub is online", async || {
         let one = root
             .admin_get(&format!("/v1/root/hubs/{}", target(0)))
-            .await
-            .unwrap();
+            .await;
         one["status"] == "online"
     })
     .await;
@@ -96,12 +93,8 @@ async fn targets_page_by_cursor_filter_and_count() {
     let ids = every_page(&root, "/v1/root/hubs", "targets", "target_id", 100).await;
     let want: Vec<Value> = (0..TARGETS).map(|i| json!(target(i))).collect();
     assert_eq!(ids, want);
-    let first = root.admin_get("/v1/root/hubs").await.unwrap();
-    assert_eq!(
-        first["targets"].as_array().unwrap().len(),
-        100,
-        "100 by default"
-    );
+    let first = root.admin_get("/v1/root/hubs").await;
+    assert_eq!(items(&first["targets"]).len(), 100, "100 by default");
     assert_eq!(first["total"], TARGETS);
     assert_eq!(
         first["by_status"],
@@ -112,13 +105,12 @@ async fn targets_page_by_cursor_filter_and_count() {
     let count = |f: &dyn Fn(usize) -> bool| (0..TARGETS).filter(|&i| f(i)).count();
     let prod_b = root
         .admin_get("/v1/root/hubs?environment=prod&subnet_id=subnet-b&limit=5")
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         prod_b["total"],
         count(&|i| i > 0 && environment(i) == "prod" && subnet(i) == "subnet-b")
     );
-    for t in prod_b["targets"].as_array().unwrap() {
+    for t in items(&prod_b["targets"]) {
         assert_eq!(
             (t["environment"].as_str(), t["subnet_id"].as_str()),
             (Some("prod"), Some("subnet-b"))
@@ -137,47 +129,37 @@ async fn targets_page_by_cursor_filter_and_count() {
         .map(|i| json!(target(i)))
         .collect();
     assert_eq!(test_ids, want);
-    let online = root.admin_get("/v1/root/hubs?status=online").await.unwrap();
+    let online = root.admin_get("/v1/root/hubs?status=online").await;
     assert_eq!(online["total"], 1);
     assert_eq!(online["targets"][0]["target_id"], target(0));
     assert_eq!(online["targets"][0]["skill"]["open"], true);
-    let disabled = root
-        .admin_get("/v1/root/hubs?skill=disabled")
-        .await
-        .unwrap();
+    let disabled = root.admin_get("/v1/root/hubs?skill=disabled").await;
     assert_eq!(disabled["total"], 1);
     assert_eq!(disabled["targets"][0]["target_id"], target(7));
     let closed = root
         .admin_get("/v1/root/hubs?skill=closed&q=fleet-00")
-        .await
-        .unwrap();
+        .await;
     assert!(
-        closed["targets"]
-            .as_array()
-            .unwrap()
+        items(&closed["targets"])
             .iter()
             .any(|t| t["target_id"] == target(7)),
         "a disabled skill is closed: {closed}"
     );
     let enabled = root
         .admin_get("/v1/root/hubs?skill=enabled&limit=1000")
-        .await
-        .unwrap();
+        .await;
     assert!(
-        enabled["targets"]
-            .as_array()
-            .unwrap()
+        items(&enabled["targets"])
             .iter()
             .all(|t| t["target_id"] != target(7))
     );
-    let q = root.admin_get("/v1/root/hubs?q=fleet-02").await.unwrap();
+    let q = root.admin_get("/v1/root/hubs?q=fleet-02").await;
     assert_eq!(q["total"], 10, "fleet-020 … fleet-029");
 
     // One target by id.
     let one = root
         .admin_get(&format!("/v1/root/hubs/{}", target(123)))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         (one["target_id"].as_str(), one["environment"].as_str()),
         (Some("fleet-123"), Some("prod"))
@@ -192,12 +174,9 @@ async fn targets_page_by_cursor_filter_and_count() {
     // Bad filters, page sizes and cursors: a 400 that says what is wrong.
     let lease_cursor = {
         for _ in 0..2 {
-            root.lease(&target(0), "InfraOpsRead", 600).await.unwrap();
+            root.lease(&target(0), "InfraOpsRead").await;
         }
-        let page = root
-            .admin_get("/v1/root/mcp/sessions?limit=1")
-            .await
-            .unwrap();
+        let page = root.admin_get("/v1/root/mcp/sessions?limit=1").await;
         page["next_cursor"].as_str().unwrap().to_string()
     };
     for (query, says) in [
@@ -229,25 +208,16 @@ async fn leases_page_newest_first_and_filter_by_status_and_target() {
     let issued: Vec<(String, String)> = futures::stream::iter(0..130)
         .map(|i| {
             let root = &root;
-            async move {
-                root.lease(&target(i % 3), "InfraOpsRead", 600)
-                    .await
-                    .unwrap()
-            }
+            async move { root.lease(&target(i % 3), "InfraOpsRead").await }
         })
         .buffer_unordered(8)
         .collect()
         .await;
     for (id, _) in &issued[..5] {
-        root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({}))
-            .await
-            .unwrap();
+        root.on_lease(id, "revoke").await;
     }
 
-    let page = root
-        .admin_get("/v1/root/mcp/sessions?limit=50")
-        .await
-        .unwrap();
+    let page = root.admin_get("/v1/root/mcp/sessions?limit=50").await;
     assert_eq!(page["total"], 130);
     assert_eq!(page["by_status"], json!({ "active": 125, "revoked": 5 }));
     let times = every_page(&root, "/v1/root/mcp/sessions", "sessions", "created_at", 50).await;
@@ -285,13 +255,10 @@ async fn leases_page_newest_first_and_filter_by_status_and_target() {
             "/v1/root/mcp/sessions?target_id={}&limit=1000",
             target(1)
         ))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(on_one["total"], (0..130).filter(|i| i % 3 == 1).count());
     assert!(
-        on_one["sessions"]
-            .as_array()
-            .unwrap()
+        items(&on_one["sessions"])
             .iter()
             .all(|l| l["target_id"] == target(1))
     );
@@ -377,7 +344,7 @@ async fn the_admin_cli_pages_and_filters_targets_and_leases() {
     );
     assert_eq!(code, 0, "{err}");
     let all: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(all["targets"].as_array().unwrap().len(), TARGETS / 2);
+    assert_eq!(items(&all["targets"]).len(), TARGETS / 2);
     assert_eq!(all["total"], TARGETS / 2);
     assert!(all["next_cursor"].is_null());
 
@@ -388,11 +355,9 @@ async fn the_admin_cli_pages_and_filters_targets_and_leases() {
         "{err}"
     );
 
-    let (id, _) = root.lease(&target(2), "InfraOpsRead", 600).await.unwrap();
-    root.lease(&target(2), "InfraOpsRead", 600).await.unwrap();
-    root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({}))
-        .await
-        .unwrap();
+    let (id, _) = root.lease(&target(2), "InfraOpsRead").await;
+    root.lease(&target(2), "InfraOpsRead").await;
+    root.on_lease(&id, "revoke").await;
     let (code, out, err) = admin(&root, &["lease", "list", "--status", "revoked", "--json"]);
     assert_eq!(code, 0, "{err}");
     let revoked: Value = serde_json::from_str(&out).unwrap();

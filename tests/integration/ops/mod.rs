@@ -3,6 +3,7 @@
 
 pub(crate) mod admin_cli;
 mod console;
+mod docs;
 mod lists;
 mod observability;
 mod otel;

@@ -2,6 +2,7 @@
 //! with bounded labels; the Grafana dashboard and the alert rules in `config/` name only
 //! metrics a running root exposes.
 
+use mcp_tests::items;
 use std::collections::BTreeSet;
 
 use mcp_tests::{TestHub, TestRoot};
@@ -91,27 +92,22 @@ async fn metrics_count_per_target_code_and_audit_commit_with_bounded_labels() {
     let hub = TestHub::start(&base, "hub:obs", &token, tests)
         .await
         .unwrap();
-    let (lease_id, bearer) = root.lease("hub:obs", "InfraOpsRead", 600).await.unwrap();
+    let (lease_id, bearer) = root.lease("hub:obs", "InfraOpsRead").await;
     // A routed read, a denial (a write this profile does not grant) and an error (the hub
     // has no such allowed test).
-    let (s, v) = root
-        .rest_call(&bearer, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let (s, v) = root.call(&bearer, "hub.get_status", json!({})).await;
     assert_eq!(s, 200, "{v}");
     let (_, v) = root
-        .rest_call(&bearer, "hub.restart_service", json!({"service": "x"}))
-        .await
-        .unwrap();
+        .call(&bearer, "hub.restart_service", json!({"service": "x"}))
+        .await;
     assert_eq!(v["ok"], false, "{v}");
     let (_, v) = root
-        .rest_call(
+        .call(
             &bearer,
             "hub.get_test_results",
             json!({"name": "no-such-test"}),
         )
-        .await
-        .unwrap();
+        .await;
     let error_code = v["error"]["code"]
         .as_str()
         .unwrap_or_else(|| panic!("{v}"))
@@ -122,13 +118,7 @@ async fn metrics_count_per_target_code_and_audit_commit_with_bounded_labels() {
         .await
         .unwrap();
     // A hub upgrade without a token, and a connection that never finishes its request head.
-    let door = root
-        .http
-        .get(root.url("/v1/root/hubs/connect"))
-        .header("connection", "Upgrade")
-        .header("upgrade", "websocket")
-        .header("sec-websocket-version", "13")
-        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+    let door = mcp_tests::websocket_upgrade(root.http.get(root.url("/v1/root/hubs/connect")))
         .send()
         .await
         .unwrap();
@@ -202,8 +192,8 @@ async fn metrics_count_per_target_code_and_audit_commit_with_bounded_labels() {
     let dashboard: Value =
         serde_json::from_str(&repo_file("config/grafana/mcp-root.json")).unwrap();
     let mut exprs = Vec::new();
-    for panel in dashboard["panels"].as_array().unwrap() {
-        let targets = panel["targets"].as_array().unwrap();
+    for panel in items(&dashboard["panels"]) {
+        let targets = items(&panel["targets"]);
         assert!(!targets.is_empty(), "{panel}");
         exprs.extend(
             targets

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use mcp_tests::ports;
 use mcp_tests::process::Proc;
+use mcp_tests::zone::{Zone, ready};
 use mcp_tests::{private_file, workspace_bin};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
@@ -295,19 +296,15 @@ async fn one_call_is_one_trace_across_root_and_hub() {
         span("mcp-hub", "adapter run").parent_span_id,
         hub_call.span_id
     );
-    let event = rest
-        .http
-        .get(format!(
+    let event = mcp_tests::get_json(
+        &rest.http,
+        format!(
             "{base}/v1/root/mcp/audit/{}",
             status["event_id"].as_str().unwrap()
-        ))
-        .bearer_auth(admin)
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+        ),
+        admin,
+    )
+    .await;
     assert_eq!(event["trace_id"], trace.as_str(), "{event}");
 
     // A client's traceparent is continued: the event's trace id is the client's.
@@ -392,16 +389,12 @@ async fn one_call_is_one_trace_across_root_and_hub() {
         tree[&("mcp-root".to_owned(), "governed call".to_owned())].parent_span_id,
         "b7ad6b7169203331"
     );
-    let events = rest
-        .http
-        .get(format!("{base}/v1/root/mcp/audit?trace_id={MCP_TRACE}"))
-        .bearer_auth(admin)
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let events = mcp_tests::get_json(
+        &rest.http,
+        format!("{base}/v1/root/mcp/audit?trace_id={MCP_TRACE}"),
+        admin,
+    )
+    .await;
     assert_eq!(events["events"][0]["tool_id"], "hub.get_status", "{events}");
     stop(&mut hub).await;
     stop(&mut root).await;
@@ -411,65 +404,29 @@ async fn one_call_is_one_trace_across_root_and_hub() {
 /// forwarding replica's route, the owner's forwarded call, the hub's call (PostgreSQL).
 #[tokio::test]
 async fn a_forwarded_call_is_one_trace_across_replicas_and_the_hub() {
-    let Some(db) = crate::zone::replicas::PgSchema::create("otel_forwarded_call").await else {
+    let Some(zone) = Zone::create("zone-otel").await else {
         return;
     };
-    mcp_tests::init_crypto();
     let (otlp, spans) = receiver().await;
-    let dir = tempfile::tempdir().unwrap();
-    let shared = dir.path().join("shared");
-    std::fs::create_dir_all(&shared).unwrap();
     let replica = async |id: &str| {
-        let config = dir.path().join(format!("{id}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\ndatabase_url = \"{}\"\n\
-                 zone = \"zone-otel\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n\
-                 [replica]\nid = \"{id}\"\n",
-                dir.path().join(id).display(),
-                db.url,
-                shared.join("admin.token").display(),
-                shared.join("secrets.key").display(),
-            ),
-        )
-        .unwrap();
         let mut daemon = exporting(
             &format!("replica {id}"),
             Command::new(workspace_bin("mcp-root").unwrap())
                 .args(["serve", "--config"])
-                .arg(&config),
+                .arg(zone.config(id, "")),
             &otlp,
-            dir.path().join(format!("{id}.log")),
+            zone.dir.path().join(format!("{id}.log")),
         );
         let base = ports::announced_root_url(&mut daemon, Duration::from_secs(30)).await;
         (base, daemon)
     };
     let http = mcp_tests::http_client();
-    let ready = async |base: &str| {
-        let start = Instant::now();
-        while http
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .map_or(true, |r| !r.status().is_success())
-        {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "{base} not ready"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
     // A first: it writes the admin token and master key B shares.
     let (a, mut a_daemon) = replica("r-a").await;
-    ready(&a).await;
+    ready(&a, || a.clone()).await;
     let (b, mut b_daemon) = replica("r-b").await;
-    ready(&b).await;
-    let admin = std::fs::read_to_string(shared.join("admin.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    ready(&b, || b.clone()).await;
+    let admin = zone.admin_token();
     let rest = Rest {
         http: http.clone(),
         base: a.clone(),
@@ -484,7 +441,7 @@ async fn a_forwarded_call_is_one_trace_across_replicas_and_the_hub() {
         .await;
     // The hub dials B only; the client calls A.
     let mut hub = exporting_hub(
-        dir.path(),
+        zone.dir.path(),
         &format!(
             "target_id = \"hub:otel-far\"\nenvironment = \"test\"\nsubnet = \"subnet-a\"\n\
              root_url = \"{b}\"\ntoken = \"{}\"\n",

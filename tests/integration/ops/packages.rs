@@ -8,6 +8,7 @@
 //! operator's placeholders filled in, certificates made here): the hub connects over mutual
 //! TLS, answers a governed call, and both stop cleanly on SIGTERM, as systemd stops them.
 
+use mcp_tests::items;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -485,18 +486,8 @@ async fn the_packages_install_a_root_and_a_hub_that_connect() {
     let admin = admin.trim();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let hubs: Value = http
-            .get(format!("{base}/v1/root/hubs"))
-            .bearer_auth(admin)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let online = hubs["targets"]
-            .as_array()
-            .unwrap()
+        let hubs: Value = mcp_tests::get_json(&http, format!("{base}/v1/root/hubs"), admin).await;
+        let online = items(&hubs["targets"])
             .iter()
             .any(|t| t["target_id"] == target.as_str() && t["status"] == "online");
         if online {

@@ -1,6 +1,8 @@
 //! The binaries as users run them: `mcp-root demo` (the README's main job), and `mcp-root
 //! serve` with `mcp-hub run` as separate processes talking over a real WebSocket.
 
+use mcp_tests::items;
+use mcp_tests::run_ok;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -87,15 +89,8 @@ async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
             .any(|l| l.contains("claude mcp add --transport http root"))
     );
     let client = mcp_client(&url, &token).await.unwrap();
-    let res = client
-        .call_tool(CallToolRequestParams::new("hub.get_status"))
-        .await
-        .unwrap();
-    assert_ne!(res.is_error, Some(true), "{res:?}");
-    assert_eq!(
-        res.structured_content.unwrap()["target_id"],
-        "hub:test-alpha"
-    );
+    let res = mcp_tests::hub_status(&client).await;
+    assert_eq!(res["target_id"], "hub:test-alpha");
     let dev = field(&lines, "Dev bearer:");
     let client = mcp_client(&url, &dev).await.unwrap();
     let res = client
@@ -107,6 +102,50 @@ async fn the_demo_prints_a_bearer_that_reaches_the_demo_hub() {
     the_demo_fleet_runs_as_printed(&lines);
     the_demo_fleet_lease_reads_the_fleet(&lines).await;
     the_demos_leak_is_found_through_the_python_sdk(&lines).await;
+    the_demos_roles_are_what_it_says(&lines).await;
+}
+
+/// The viewer and the operator the demo prints to try roles with: the viewer reads and is
+/// refused an action; the operator issues a lease of the profiles it hands out, not another.
+async fn the_demos_roles_are_what_it_says(lines: &[String]) {
+    let url = field(lines, "MCP URL:");
+    let base = url.strip_suffix("/mcp").unwrap();
+    let (viewer, operator) = (field(lines, "Viewer:"), field(lines, "Operator:"));
+    let http = mcp_tests::http_client();
+    let lease = |profile: &str| serde_json::json!({"target_id": "hub:test-alpha", "capability_profile": profile, "ttl_sec": 60});
+    let ask = async |bearer: &str, profile: &str| {
+        let res = http
+            .post(format!("{base}/v1/root/mcp/sessions"))
+            .bearer_auth(bearer)
+            .json(&lease(profile))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let body: serde_json::Value = res.json().await.unwrap();
+        (status, body)
+    };
+    let hubs = http
+        .get(format!("{base}/v1/root/hubs"))
+        .bearer_auth(&viewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hubs.status(), 200);
+    let (s, b) = ask(&viewer, "InfraOpsRead").await;
+    assert_eq!(
+        (s, &b["error"]["code"]),
+        (403, &serde_json::json!("role_required")),
+        "{b}"
+    );
+    let (s, b) = ask(&operator, "InfraOpsRead").await;
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = ask(&operator, "ProfileOpsControl").await;
+    assert_eq!(
+        (s, &b["error"]["code"]),
+        (403, &serde_json::json!("role_required")),
+        "{b}"
+    );
 }
 
 /// The demo's ProfileOps walk-through, by an agent on the Python SDK with the demo's Profile
@@ -380,22 +419,14 @@ async fn root_and_hub_as_separate_processes() {
         .await
         .unwrap();
     let sc = res.structured_content.unwrap();
-    let lines = sc["entries"][0]["lines"].as_array().unwrap();
+    let lines = items(&sc["entries"][0]["lines"]);
     assert!(
         lines
             .iter()
             .any(|l| l.as_str().unwrap().contains("mcp-hub starting")),
         "{sc}"
     );
-    let hubs: Value = http
-        .get(format!("{base}/v1/root/hubs"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hubs: Value = mcp_tests::get_json(&http, format!("{base}/v1/root/hubs"), &admin).await;
     assert_eq!(hubs["targets"][0]["status"], "online");
 }
 
@@ -417,12 +448,11 @@ fn mcp_hub_sums_up_heap_snapshots_offline() {
     write("heap.8.1.pb.gz", 50_000_000);
     write("heap.7.2.pb.gz", 9_000_000);
     let hub = workspace_bin("mcp-hub").unwrap();
-    let out = Command::new(&hub)
-        .args(["heap", "summarize", "--pid", "7"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let out = run_ok(
+        Command::new(&hub)
+            .args(["heap", "summarize", "--pid", "7"])
+            .arg(dir.path()),
+    );
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["top_sites"][0]["function"], "app::cache_forever");
     assert_eq!(summary["growth_bytes"], 8_999_000);

@@ -6,36 +6,27 @@
 use mcp_tests::until;
 use serde_json::json;
 
-use super::replica_state::{Db, replica};
 use crate::fleet::authority::{mint, one_outcome, race};
-use crate::fleet::writes::{runs, with_test};
+use mcp_tests::counted_test;
+use mcp_tests::runs;
+use mcp_tests::zone::Zone;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_key_sent_by_32_callers_through_two_replicas_runs_once() {
-    let test = "one_key_sent_by_32_callers_through_two_replicas_runs_once";
-    let Some(db) = Db::create(test).await else {
+    let Some(zone) = Zone::create("zone-rs").await else {
         return;
     };
-    let shared = tempfile::tempdir().unwrap();
-    let a = replica(&db, shared.path(), "r-a").await;
-    let b = replica(&db, shared.path(), "r-b").await;
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("once.txt");
-    let hub = a
-        .start_hub("hub:zone-once", &with_test(&counter, 1))
-        .await
-        .unwrap();
+    let [a, b] = zone.replicas(["r-a", "r-b"]).await;
+    let (_dir, counter, hub) = a
+        .start_counting_hub("hub:zone-once", |c| counted_test(c, 1))
+        .await;
     until("B sees the hub online", || async {
         b.admin_get("/v1/root/hubs?selector=id%3Dhub:zone-once,status%3Donline")
-            .await
-            .unwrap()["total"]
+            .await["total"]
             == 1
     })
     .await;
-    let (_, bearer) = a
-        .lease("hub:zone-once", "InfraOpsControl", 600)
-        .await
-        .unwrap();
+    let bearer = a.bearer("hub:zone-once", "InfraOpsControl").await;
     let bearers = vec![
         bearer.clone(),
         mint(&a, &bearer, "m1").await,
@@ -53,7 +44,5 @@ async fn one_key_sent_by_32_callers_through_two_replicas_runs_once() {
     one_outcome(&answers);
     assert_eq!(runs(&counter), 1, "the hub's own count");
     hub.stop().await;
-    a.stop().await;
-    b.stop().await;
-    db.drop_schema().await;
+    zone.stop([a, b]).await;
 }

@@ -1,80 +1,44 @@
 //! The same store code on PostgreSQL (`MCP_TEST_DATABASE_URL`; skipped, and said so, without).
 
 use mcp_tests::TestRoot;
+use mcp_tests::zone::PgSchema;
 use serde_json::json;
 use sqlx::Connection;
 
 #[tokio::test]
 async fn leases_calls_and_the_audit_chain_work_on_postgres() {
-    let Ok(base) = std::env::var("MCP_TEST_DATABASE_URL") else {
-        eprintln!(
-            "SKIPPED leases_calls_and_the_audit_chain_work_on_postgres: MCP_TEST_DATABASE_URL is not set"
-        );
+    let Some(db) = PgSchema::create("leases_calls_and_the_audit_chain_work_on_postgres").await
+    else {
         return;
     };
-    // A schema of its own, so runs never see each other's rows.
-    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
-    let mut conn = sqlx::PgConnection::connect(&base)
-        .await
-        .expect("connect to MCP_TEST_DATABASE_URL");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-
-    let root = TestRoot::start_with(|c| c.database_url = Some(url.clone()))
+    let root = TestRoot::start_with(|c| c.database_url = Some(db.url.clone()))
         .await
         .unwrap();
     assert_eq!(root.handle().app.store.backend(), "postgres");
-    let (id, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
+    let (id, token) = root.lease("hub:test-alpha", "AdaOSDevRead").await;
     let (s, body) = root
-        .rest_call(&token, "sdk.get_schema", json!({"name": "tool-contract"}))
-        .await
-        .unwrap();
+        .call(&token, "sdk.get_schema", json!({"name": "tool-contract"}))
+        .await;
     assert_eq!(s, 200, "{body}");
-    let (s, _) = root
-        .rest_call(&token, "sdk.get_schema", json!({}))
-        .await
-        .unwrap();
+    let (s, _) = root.call(&token, "sdk.get_schema", json!({})).await;
     assert_eq!(s, 400);
-    let ev = root
-        .admin_get(&format!(
-            "/v1/root/mcp/audit/{}",
-            body["event_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
+    let ev = root.audit_event(body["event_id"].as_str().unwrap()).await;
     assert_eq!(ev["tool_id"], "sdk.get_schema");
-    let v = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    let v = root.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(v["ok"], true);
     assert_eq!(v["checked"], 3, "the lease's issue and two calls");
-    root.admin_post(&format!("/v1/root/mcp/sessions/{id}/revoke"), json!({}))
-        .await
-        .unwrap();
+    root.on_lease(&id, "revoke").await;
     assert_eq!(
-        root.rest_call(&token, "sdk.get_metadata", json!({}))
-            .await
-            .unwrap()
-            .0,
+        root.call(&token, "sdk.get_metadata", json!({})).await.0,
         401
     );
-    let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT count(*) FROM {schema}.audit_events"
-    )))
-    .fetch_one(&mut conn)
-    .await
-    .unwrap();
-    assert_eq!(n, 4, "the lease's issue, two calls, its revocation");
+    let n = db.count("SELECT count(*) FROM audit_events").await;
+    assert_eq!(
+        n, 5,
+        "the lease's issue, two calls, its revocation, the revoked bearer refused"
+    );
     root.stop().await;
-    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    db.drop_schema().await;
 }
 
 /// The write ledger and the target registry on both backends, through the same `Store` code.
@@ -82,23 +46,11 @@ async fn leases_calls_and_the_audit_chain_work_on_postgres() {
 async fn confirmations_idempotency_and_targets_on_both_backends() {
     let dir = tempfile::tempdir().unwrap();
     let mut urls = vec![format!("sqlite:{}", dir.path().join("ledger.db").display())];
-    let mut cleanup = None;
-    match std::env::var("MCP_TEST_DATABASE_URL") {
-        Ok(base) => {
-            let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
-            let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                .execute(&mut conn)
-                .await
-                .unwrap();
-            let sep = if base.contains('?') { '&' } else { '?' };
-            urls.push(format!("{base}{sep}options=-c%20search_path%3D{schema}"));
-            cleanup = Some((conn, schema));
-        }
-        Err(_) => eprintln!(
-            "SKIPPED the PostgreSQL half of confirmations_idempotency_and_targets_on_both_backends: MCP_TEST_DATABASE_URL is not set"
-        ),
-    }
+    let db = PgSchema::create(
+        "the PostgreSQL half of confirmations_idempotency_and_targets_on_both_backends",
+    )
+    .await;
+    urls.extend(db.as_ref().map(|db| db.url.clone()));
     for url in urls {
         let store = mcp_root::store::Store::open(&url).await.unwrap();
         let c = mcp_root::store::ConfirmationRow {
@@ -402,11 +354,8 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
         let rows = store.load_targets().await.unwrap();
         assert_eq!(rows[0].last_seen_at_ms, Some(20), "on {url}");
     }
-    if let Some((mut conn, schema)) = cleanup {
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-            .execute(&mut conn)
-            .await
-            .unwrap();
+    if let Some(db) = db {
+        db.drop_schema().await;
     }
 }
 
@@ -416,21 +365,15 @@ async fn confirmations_idempotency_and_targets_on_both_backends() {
 /// once, its rows kept.
 #[tokio::test]
 async fn an_earlier_runners_postgres_database_continues_under_sqlx_migrations() {
-    let Ok(base) = std::env::var("MCP_TEST_DATABASE_URL") else {
-        eprintln!(
-            "SKIPPED an_earlier_runners_postgres_database_continues_under_sqlx_migrations: MCP_TEST_DATABASE_URL is not set"
-        );
+    let Some(db) =
+        PgSchema::create("an_earlier_runners_postgres_database_continues_under_sqlx_migrations")
+            .await
+    else {
         return;
     };
-    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
-    let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-    let store = mcp_root::store::Store::open(&url).await.unwrap();
+    let (schema, url) = (&db.schema, &db.url);
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let store = mcp_root::store::Store::open(url).await.unwrap();
     drop(store);
     // Turn it into the earlier runner's database: its versions table instead of sqlx's.
     let q = |sql: String| sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -452,7 +395,7 @@ async fn an_earlier_runners_postgres_database_continues_under_sqlx_migrations() 
     ] {
         q(sql).execute(&mut conn).await.unwrap();
     }
-    let store = mcp_root::store::Store::open(&url).await.unwrap();
+    let store = mcp_root::store::Store::open(url).await.unwrap();
     let recorded: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT version FROM {schema}._sqlx_migrations WHERE success ORDER BY version"
     )))
@@ -463,8 +406,6 @@ async fn an_earlier_runners_postgres_database_continues_under_sqlx_migrations() 
     let operators = store.load_operators().await.unwrap();
     assert!(operators.iter().any(|o| o.name == "ann"), "rows are kept");
     drop(store);
-    q(format!("DROP SCHEMA {schema} CASCADE"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    drop(conn);
+    db.drop_schema().await;
 }

@@ -23,176 +23,20 @@
 //! notification, a pruned change, a lost ownership row), it changes the rows the way that
 //! failure would leave them, with its own connection, and says so.
 
+use mcp_tests::refusal;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use mcp_tests::ports;
-use mcp_tests::process::Proc;
-use mcp_tests::{TestRoot, mcp_client, until, workspace_bin};
+use mcp_tests::zone::{Zone, hubs_of};
+use mcp_tests::{TestRoot, mcp_client, until};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
-use sqlx::Connection;
 
 /// How long a condition may take before the test fails.
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A schema of its own on the test database; `None` (after saying so) without
-/// `MCP_TEST_DATABASE_URL`.
-pub(super) struct Db {
-    base: String,
-    schema: String,
-    url: String,
-}
-
-impl Db {
-    pub(super) async fn create(test: &str) -> Option<Db> {
-        let Ok(base) = std::env::var("MCP_TEST_DATABASE_URL") else {
-            eprintln!("SKIPPED {test}: MCP_TEST_DATABASE_URL is not set");
-            return None;
-        };
-        let schema = format!("rs_{}", uuid::Uuid::now_v7().simple());
-        let mut conn = sqlx::PgConnection::connect(&base)
-            .await
-            .expect("connect to MCP_TEST_DATABASE_URL");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-        Some(Db { base, schema, url })
-    }
-
-    /// Runs `sql` in the zone's schema on a connection of the test's own.
-    async fn exec(&self, sql: &str) -> u64 {
-        let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-            .execute(&mut conn)
-            .await
-            .unwrap()
-            .rows_affected()
-    }
-
-    pub(super) async fn drop_schema(self) {
-        let mut conn = sqlx::PgConnection::connect(&self.base).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP SCHEMA {} CASCADE",
-            self.schema
-        )))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    }
-}
-
-/// A replica `id` of zone `zone-rs` running in this process, sharing the admin token and
-/// master key in `shared` (the first replica creates them).
-pub(super) async fn replica(db: &Db, shared: &Path, id: &str) -> TestRoot {
-    replica_with(db, shared, id, "").await
-}
-
-/// [`replica`] with `sinks` (`[[audit.sinks]]` TOML) in its configuration.
-async fn replica_with(db: &Db, shared: &Path, id: &str, sinks: &str) -> TestRoot {
-    TestRoot::start_with(|c| {
-        c.database_url = Some(db.url.clone());
-        c.zone = "zone-rs".into();
-        c.admin_token_file = Some(shared.join("admin.token"));
-        c.master_key_file = Some(shared.join("secrets.key"));
-        c.replica.id = Some(id.to_owned());
-        if !sinks.is_empty() {
-            let audit: toml::Value = toml::from_str(sinks).unwrap();
-            c.audit.sinks = audit["audit"]["sinks"].clone().try_into().unwrap();
-        }
-    })
-    .await
-    .unwrap()
-}
-
-/// The hubs the zone view says `replica` holds.
-fn hubs_of(view: &Value, replica: &str) -> Vec<String> {
-    view["replicas"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["replica_id"] == replica)
-        .map(|r| {
-            r["hubs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|h| h.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 // ---- descriptor sets --------------------------------------------------------------------------
-
-/// One `mcp-root serve` process (SIGKILLed when dropped): the descriptor test needs replicas
-/// in processes of their own, since publishes within one process are also serialized by a
-/// process-wide lock.
-struct Replica {
-    base: String,
-    log: PathBuf,
-    proc: Proc,
-}
-
-impl Replica {
-    async fn start(dir: &Path, id: &str, db: &str, shared: &Path) -> Replica {
-        let config = dir.join(format!("{id}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\ndatabase_url = \"{db}\"\n\
-                 zone = \"zone-rs\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n\
-                 [replica]\nid = \"{id}\"\n",
-                dir.join(id).display(),
-                shared.join("admin.token").display(),
-                shared.join("secrets.key").display(),
-            ),
-        )
-        .unwrap();
-        let log = dir.join(format!("{id}.log"));
-        // A failing test shows what each replica logged, and whether it was still running
-        // (the guard prints it).
-        let mut proc = Proc::spawn(
-            &format!("replica {id}"),
-            Command::new(workspace_bin("mcp-root").unwrap())
-                .args(["serve", "--config"])
-                .arg(&config)
-                .env("RUST_LOG", "info"),
-            log.clone(),
-        );
-        let p = Replica {
-            base: ports::announced_root_url(&mut proc, WAIT).await,
-            log,
-            proc,
-        };
-        let http = mcp_tests::http_client();
-        let start = Instant::now();
-        while http
-            .get(format!("{}/readyz", p.base))
-            .send()
-            .await
-            .map_or(true, |r| !r.status().is_success())
-        {
-            assert!(
-                start.elapsed() < WAIT,
-                "replica {id} did not start:\n{}",
-                std::fs::read_to_string(&p.log).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        p
-    }
-
-    /// SIGSTOP or SIGCONT, by PID.
-    fn signal(&self, sig: &str) {
-        assert!(self.proc.signal(sig), "kill {sig}");
-    }
-}
 
 /// The built descriptor set with `architecture.overview`'s summary set to `summary` (so each
 /// variant has its own set hash).
@@ -232,35 +76,20 @@ async fn publish(http: &reqwest::Client, base: &str, admin: &str, set: &[Value])
 
 /// The served set's origin (`revision`, `set_hash`) on `base`.
 async fn served(http: &reqwest::Client, base: &str, admin: &str) -> Value {
-    let v: Value = http
-        .get(format!("{base}/v1/root/mcp/descriptors"))
-        .bearer_auth(admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value =
+        mcp_tests::get_json(http, format!("{base}/v1/root/mcp/descriptors"), admin).await;
     v["set"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_publishes_through_two_replicas_end_with_one_set_served_everywhere() {
-    let test = "concurrent_publishes_through_two_replicas_end_with_one_set_served_everywhere";
-    let Some(db) = Db::create(test).await else {
+    let Some(zone) = Zone::create("zone-rs").await else {
         return;
     };
-    mcp_tests::init_crypto();
-    let dir = tempfile::tempdir().unwrap();
-    let shared = dir.path().join("shared");
-    std::fs::create_dir_all(&shared).unwrap();
-    let a = Replica::start(dir.path(), "r-a", &db.url, &shared).await;
-    let b = Replica::start(dir.path(), "r-b", &db.url, &shared).await;
-    let c = Replica::start(dir.path(), "r-c", &db.url, &shared).await;
-    let admin = std::fs::read_to_string(shared.join("admin.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let a = zone.serve("r-a").await;
+    let b = zone.serve("r-b").await;
+    let c = zone.serve("r-c").await;
+    let admin = zone.admin_token();
     let http = mcp_tests::http_client();
 
     // Rounds of two publishes of different sets at the same moment, through A and B: both
@@ -273,11 +102,7 @@ async fn concurrent_publishes_through_two_replicas_end_with_one_set_served_every
             publish(&http, &a.base, &admin, &via_a),
             publish(&http, &b.base, &admin, &via_b)
         );
-        let logs = || {
-            [&a, &b]
-                .map(|p| std::fs::read_to_string(&p.log).unwrap_or_default())
-                .join("\n---\n")
-        };
+        let logs = || [&a, &b].map(|p| p.log_text()).join("\n---\n");
         assert_eq!(sa, 200, "round {round} through A: {va}\n{}", logs());
         assert_eq!(sb, 200, "round {round} through B: {vb}\n{}", logs());
         let (ra, rb) = (
@@ -320,7 +145,8 @@ async fn concurrent_publishes_through_two_replicas_end_with_one_set_served_every
         (res.status().as_u16(), res.json::<Value>().await.unwrap())
     };
     assert_eq!(s, 201, "{lease}");
-    let pruned = db
+    let pruned = zone
+        .db
         .exec(&format!(
             "DELETE FROM zone_changes WHERE kind = 'descriptors' AND item = '{revision}'"
         ))
@@ -332,7 +158,7 @@ async fn concurrent_publishes_through_two_replicas_end_with_one_set_served_every
         assert!(
             start.elapsed() < WAIT,
             "C never served the set published while it was stopped:\n{}",
-            std::fs::read_to_string(&c.log).unwrap_or_default()
+            c.log_text()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -340,14 +166,14 @@ async fn concurrent_publishes_through_two_replicas_end_with_one_set_served_every
         served(&http, &c.base, &admin).await["set_hash"],
         v["set"]["set_hash"]
     );
-    let log = std::fs::read_to_string(&c.log).unwrap_or_default();
+    let log = c.log_text();
     assert!(
         log.contains("changes left the feed before this replica applied them"),
         "C says why it reloaded:\n{log}"
     );
 
     drop((a, b, c));
-    db.drop_schema().await;
+    zone.db.drop_schema().await;
 }
 
 // ---- audit stream -----------------------------------------------------------------------------
@@ -372,39 +198,26 @@ async fn stream_until_seq(stream: &mut reqwest::Response, seen: &mut String, seq
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_audit_stream_of_one_replica_carries_events_committed_on_another() {
-    let test = "the_audit_stream_of_one_replica_carries_events_committed_on_another";
-    let Some(db) = Db::create(test).await else {
+    let Some(zone) = Zone::create("zone-rs").await else {
         return;
     };
-    let shared = tempfile::tempdir().unwrap();
-    let a = replica(&db, shared.path(), "r-a").await;
-    let b = replica(&db, shared.path(), "r-b").await;
+    let [a, b] = zone.replicas(["r-a", "r-b"]).await;
     let mut stream = a
-        .http
-        .get(a.url("/v1/root/mcp/audit/stream?tool_id=sdk.get_metadata"))
-        .bearer_auth(a.admin_token())
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            a.admin_token(),
+            "/v1/root/mcp/audit/stream?tool_id=sdk.get_metadata",
+        )
+        .await;
     assert_eq!(stream.status(), 200);
 
     // A call on B: its event is committed by B's audit writer and arrives on A's stream.
-    let (_, token) = b.lease("hub:rs-any", "AdaOSDevRead", 600).await.unwrap();
-    let (s, body) = b
-        .rest_call(&token, "sdk.get_metadata", json!({}))
-        .await
-        .unwrap();
+    let token = b.bearer("hub:rs-any", "AdaOSDevRead").await;
+    let (s, body) = b.call(&token, "sdk.get_metadata", json!({})).await;
     assert_eq!(s, 200, "{body}");
     let event_id = body["event_id"].as_str().unwrap().to_owned();
-    let row = b
-        .admin_get(&format!(
-            "/v1/root/mcp/audit?trace_id={}",
-            body["trace_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
-    let seq = row["events"][0]["seq"].as_i64().unwrap();
-    assert_eq!(row["events"][0]["replica_id"], "r-b", "{row}");
+    let row = b.trace_of(&body, "").await;
+    let seq = row[0]["seq"].as_i64().unwrap();
+    assert_eq!(row[0]["replica_id"], "r-b", "{row:?}");
     let mut seen = String::new();
     stream_until_seq(&mut stream, &mut seen, seq).await;
     assert!(seen.contains(&event_id), "{seen}");
@@ -412,7 +225,8 @@ async fn the_audit_stream_of_one_replica_carries_events_committed_on_another() {
     // An append whose notification is lost: a row committed without NOTIFY (a copy of the
     // last one under the next seq, as another replica's append would leave it). A's
     // fallback reads the head and the stream delivers it.
-    let copied = db
+    let copied = zone
+        .db
         .exec(
             "INSERT INTO audit_events (seq, event_id, trace_id, target_id, tool_id, status, actor,
                  started_at, event, prev_hash, hash, replica_id)
@@ -425,34 +239,10 @@ async fn the_audit_stream_of_one_replica_carries_events_committed_on_another() {
     stream_until_seq(&mut stream, &mut seen, seq + 1).await;
 
     drop(stream);
-    a.stop().await;
-    b.stop().await;
-    db.drop_schema().await;
+    zone.stop([a, b]).await;
 }
 
 // ---- console logins ---------------------------------------------------------------------------
-
-/// Logs in to the console of `root`; returns `(cookie, csrf)`.
-async fn console_login(root: &TestRoot) -> (String, String) {
-    let res = root
-        .http
-        .post(root.url("/ui/api/login"))
-        .header("origin", root.handle().base_url())
-        .json(&json!({ "token": root.admin_token() }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let cookie = res.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let v: Value = res.json().await.unwrap();
-    (cookie, v["csrf_token"].as_str().unwrap().to_owned())
-}
 
 /// `GET /ui/api/session` on `root` with `cookie`: the status.
 async fn console_session(root: &TestRoot, cookie: &str) -> u16 {
@@ -468,17 +258,13 @@ async fn console_session(root: &TestRoot, cookie: &str) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_console_login_works_on_every_replica_and_a_logout_ends_it_everywhere() {
-    let test = "a_console_login_works_on_every_replica_and_a_logout_ends_it_everywhere";
-    let Some(db) = Db::create(test).await else {
+    let Some(zone) = Zone::create("zone-rs").await else {
         return;
     };
-    let shared = tempfile::tempdir().unwrap();
-    let a = replica(&db, shared.path(), "r-a").await;
-    let b = replica(&db, shared.path(), "r-b").await;
-    let c = replica(&db, shared.path(), "r-c").await;
+    let [a, b, c] = zone.replicas(["r-a", "r-b", "r-c"]).await;
 
     // Logged in on A: the same cookie reads and acts on B and C.
-    let (cookie, csrf) = console_login(&a).await;
+    let (cookie, csrf) = a.console_login().await;
     for r in [&a, &b, &c] {
         assert_eq!(console_session(r, &cookie).await, 200);
     }
@@ -530,10 +316,11 @@ async fn a_console_login_works_on_every_replica_and_a_logout_ends_it_everywhere(
     // A session the zone dropped without a change reaching the replicas (its row deleted,
     // as an eviction whose notice was lost leaves it) is refused by a replica that had it
     // cached, within the fallback.
-    let (cookie, _) = console_login(&c).await;
+    let (cookie, _) = c.console_login().await;
     assert_eq!(console_session(&a, &cookie).await, 200);
     let id = cookie.split('.').nth(1).unwrap().to_owned();
-    let gone = db
+    let gone = zone
+        .db
         .exec(&format!(
             "DELETE FROM console_sessions WHERE session_id = '{id}'"
         ))
@@ -544,10 +331,7 @@ async fn a_console_login_works_on_every_replica_and_a_logout_ends_it_everywhere(
     })
     .await;
 
-    a.stop().await;
-    b.stop().await;
-    c.stop().await;
-    db.drop_schema().await;
+    zone.stop([a, b, c]).await;
 }
 
 // ---- MCP transport sessions -------------------------------------------------------------------
@@ -607,14 +391,11 @@ async fn mcp_post(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_session_unknown_on_a_replica_is_404_and_the_client_reinitializes_there() {
-    let test = "an_mcp_session_unknown_on_a_replica_is_404_and_the_client_reinitializes_there";
-    let Some(db) = Db::create(test).await else {
+    let Some(zone) = Zone::create("zone-rs").await else {
         return;
     };
-    let shared = tempfile::tempdir().unwrap();
-    let a = replica(&db, shared.path(), "r-a").await;
-    let b = replica(&db, shared.path(), "r-b").await;
-    let (_, token) = a.lease("hub:rs-any", "AdaOSDevRead", 600).await.unwrap();
+    let [a, b] = zone.replicas(["r-a", "r-b"]).await;
+    let token = a.bearer("hub:rs-any", "AdaOSDevRead").await;
 
     // A session opened on A, with raw requests.
     let (s, sid, body) = mcp_post(
@@ -687,30 +468,24 @@ async fn an_mcp_session_unknown_on_a_replica_is_404_and_the_client_reinitializes
         .to_owned();
     let row = a
         .admin_get(&format!("/v1/root/mcp/audit?trace_id={trace}"))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(row["events"][0]["replica_id"], "r-b", "{row}");
     drop(client);
 
-    a.stop().await;
-    b.stop().await;
-    db.drop_schema().await;
+    zone.stop([a, b]).await;
 }
 
 // ---- hub ownership ----------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat() {
-    let test = "lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat";
-    let Some(db) = Db::create(test).await else {
+    let Some(zone) = Zone::create("zone-rs").await else {
         return;
     };
-    let shared = tempfile::tempdir().unwrap();
-    let a = replica(&db, shared.path(), "r-a").await;
-    let b = replica(&db, shared.path(), "r-b").await;
+    let [a, b] = zone.replicas(["r-a", "r-b"]).await;
     let hub = a.start_hub("hub:rs-owned", "").await.unwrap();
     a.enroll("hub:rs-ghost", "test").await.unwrap();
-    let view = || async { b.admin_get("/v1/root/replicas").await.unwrap() };
+    let view = || async { b.admin_get("/v1/root/replicas").await };
     until("A holds hub:rs-owned in the zone view", || async {
         hubs_of(&view().await, "r-a") == ["hub:rs-owned"]
     })
@@ -718,7 +493,8 @@ async fn lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat() {
 
     // The row of a connection A holds is lost (a claim that failed, or another replica's
     // stale claim whose release removed it): A's heartbeat claims it again.
-    let lost = db
+    let lost = zone
+        .db
         .exec("DELETE FROM hub_ownership WHERE target_id = 'hub:rs-owned'")
         .await;
     assert_eq!(lost, 1);
@@ -726,16 +502,14 @@ async fn lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat() {
         hubs_of(&view().await, "r-a") == ["hub:rs-owned"]
     })
     .await;
-    let (_, token) = b.lease("hub:rs-owned", "InfraOpsRead", 600).await.unwrap();
-    let (s, body) = b
-        .rest_call(&token, "hub.get_status", json!({}))
-        .await
-        .unwrap();
+    let token = b.bearer("hub:rs-owned", "InfraOpsRead").await;
+    let (s, body) = b.call(&token, "hub.get_status", json!({})).await;
     assert_eq!(s, 200, "forwarded B → A: {body}");
 
     // A row A left behind for a connection it no longer holds (a release that failed):
     // A's heartbeat drops it instead of keeping it alive.
-    let ghost = db
+    let ghost = zone
+        .db
         .exec(
             "INSERT INTO hub_ownership (target_id, replica_id, connection_id, connected_at, heartbeat_at)
              VALUES ('hub:rs-ghost', 'r-a', 'a-connection-that-ended',
@@ -750,7 +524,7 @@ async fn lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat() {
     .await;
     // B's directory, kept from the zone's ownership, says nobody holds it.
     until("hub:rs-ghost offline on B", || async {
-        b.admin_get("/v1/root/hubs").await.unwrap()["targets"]
+        b.admin_get("/v1/root/hubs").await["targets"]
             .as_array()
             .unwrap()
             .iter()
@@ -759,29 +533,22 @@ async fn lost_and_left_behind_hub_ownership_rows_heal_within_a_heartbeat() {
     .await;
 
     hub.stop().await;
-    a.stop().await;
-    b.stop().await;
-    db.drop_schema().await;
+    zone.stop([a, b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_labelled_cordoned_or_retired_on_one_replica_is_so_on_every_replica() {
-    let test = "a_target_labelled_cordoned_or_retired_on_one_replica_is_so_on_every_replica";
-    let Some(db) = Db::create(test).await else {
+    let Some(zone) = Zone::create("zone-rs").await else {
         return;
     };
-    let shared = tempfile::tempdir().unwrap();
-    let a = replica(&db, shared.path(), "r-a").await;
-    let b = replica(&db, shared.path(), "r-b").await;
+    let [a, b] = zone.replicas(["r-a", "r-b"]).await;
     let hub = a.start_hub("hub:rs-life", "").await.unwrap();
-    let (_, token) = b.lease("hub:rs-life", "InfraOpsRead", 600).await.unwrap();
+    let token = b.bearer("hub:rs-life", "InfraOpsRead").await;
     let call = |root: &'static str| {
         let (a, b, token) = (&a, &b, token.clone());
         async move {
             let r = if root == "a" { a } else { b };
-            r.rest_call(&token, "hub.get_status", json!({}))
-                .await
-                .unwrap()
+            r.call(&token, "hub.get_status", json!({})).await
         }
     };
     until("B forwards to A's hub", || async {
@@ -793,12 +560,10 @@ async fn a_target_labelled_cordoned_or_retired_on_one_replica_is_so_on_every_rep
         "/v1/root/hubs/hub:rs-life/labels",
         json!({ "set": { "role": "web" } }),
     )
-    .await
-    .unwrap();
+    .await;
     let listed = a
         .admin_get("/v1/root/hubs?selector=label%3Arole%3Dweb")
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         listed["total"], 1,
         "A selects by B's label at once: {listed}"
@@ -806,49 +571,35 @@ async fn a_target_labelled_cordoned_or_retired_on_one_replica_is_so_on_every_rep
 
     // In force on the other replica when the command answers: no waiting here.
     b.admin_post("/v1/root/hubs/hub:rs-life/lifecycle/cordon", json!({}))
-        .await
-        .unwrap();
+        .await;
     let (s, body) = call("a").await;
-    assert_eq!(
-        (s, body["error"]["code"].as_str()),
-        (403, Some("target_cordoned")),
-        "{body}"
-    );
+    assert_eq!(refusal(s, &body), (403, "target_cordoned"), "{body}");
     a.admin_post("/v1/root/hubs/hub:rs-life/lifecycle/uncordon", json!({}))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(call("b").await.0, 200);
     a.admin_post(
         "/v1/root/hubs/hub:rs-life/narrowing",
         json!({ "deny": ["hub.get_status"] }),
     )
-    .await
-    .unwrap();
+    .await;
     let (s, body) = call("b").await;
-    assert_eq!(
-        (s, body["error"]["code"].as_str()),
-        (403, Some("target_narrowed")),
-        "{body}"
-    );
+    assert_eq!(refusal(s, &body), (403, "target_narrowed"), "{body}");
 
     // Retired through B: A, which holds the hub, disconnects it; the lease ended everywhere.
     b.admin_post("/v1/root/hubs/hub:rs-life/lifecycle/retire", json!({}))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         call("a").await.0,
         401,
         "the lease on the retired target ended on A too"
     );
     until("A disconnected the retired target's hub", || async {
-        a.admin_get("/v1/root/hubs/hub:rs-life").await.unwrap()["status"] == "offline"
-            && b.admin_get("/v1/root/hubs/hub:rs-life").await.unwrap()["status"] == "offline"
+        a.admin_get("/v1/root/hubs/hub:rs-life").await["status"] == "offline"
+            && b.admin_get("/v1/root/hubs/hub:rs-life").await["status"] == "offline"
     })
     .await;
     hub.stop().await;
-    a.stop().await;
-    b.stop().await;
-    db.drop_schema().await;
+    zone.stop([a, b]).await;
 }
 
 /// A fleet run outlives the replica driving it: started through A on hubs B holds, with a
@@ -856,21 +607,17 @@ async fn a_target_labelled_cordoned_or_retired_on_one_replica_is_so_on_every_rep
 /// it, each target called once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_run_of_a_replica_that_is_gone_is_taken_over_by_another() {
-    let test = "a_fleet_run_of_a_replica_that_is_gone_is_taken_over_by_another";
-    let Some(db) = Db::create(test).await else {
+    let Some(zone) = Zone::create("zone-rs").await else {
         return;
     };
-    let shared = tempfile::tempdir().unwrap();
-    let a = replica(&db, shared.path(), "r-a").await;
-    let b = replica(&db, shared.path(), "r-b").await;
+    let [a, b] = zone.replicas(["r-a", "r-b"]).await;
     let hubs = [
         b.start_hub("f-1", "").await.unwrap(),
         b.start_hub("f-2", "").await.unwrap(),
     ];
     until("A sees both hubs online", || async {
         a.admin_get("/v1/root/hubs?selector=id%3Df-*,status%3Donline")
-            .await
-            .unwrap()["total"]
+            .await["total"]
             == 2
     })
     .await;
@@ -880,62 +627,59 @@ async fn a_fleet_run_of_a_replica_that_is_gone_is_taken_over_by_another() {
             json!({ "selector": "id=f-*", "tool_id": "hub.get_status",
                     "plan": { "canary": 1, "pause_after_canary_ms": 4000 } }),
         )
-        .await
-        .unwrap();
+        .await;
     let path = format!(
         "/v1/root/fleet/runs/{}",
         started["run_id"].as_str().unwrap()
     );
     until("the canary finished on A", || async {
-        a.admin_get(&path).await.unwrap()["counts"]["succeeded"] == 1
+        a.admin_get(&path).await["counts"]["succeeded"] == 1
     })
     .await;
     a.stop().await;
     let r = mcp_tests::eventually("B finishes the run", || async {
-        let r = b.admin_get(&path).await.unwrap();
+        let r = b.admin_get(&path).await;
         (r["state"] == "completed").then_some(r)
     })
     .await;
     assert_eq!(r["counts"]["succeeded"], 2, "{r}");
-    let events = b
-        .admin_get(&format!(
-            "/v1/root/mcp/audit?trace_id={}&tool_id=hub.get_status&limit=100",
-            r["trace_id"].as_str().unwrap()
-        ))
-        .await
-        .unwrap();
-    let mut reached: Vec<&str> = events["events"]
-        .as_array()
-        .unwrap()
+    let events = b.trace_of(&r, "tool_id=hub.get_status&limit=100").await;
+    let mut reached: Vec<&str> = events
         .iter()
         .map(|e| e["target_id"].as_str().unwrap())
         .collect();
     reached.sort();
-    assert_eq!(reached, ["f-1", "f-2"], "each target once: {events}");
+    assert_eq!(reached, ["f-1", "f-2"], "each target once: {events:?}");
     for hub in hubs {
         hub.stop().await;
     }
-    b.stop().await;
-    db.drop_schema().await;
+    zone.stop([b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_ships_each_sink_and_another_takes_over_when_it_stops() {
     use crate::governance::sinks::{receivers, trail_ids};
     use std::collections::{BTreeMap, BTreeSet};
-    let test = "one_replica_ships_each_sink_and_another_takes_over_when_it_stops";
-    let Some(db) = Db::create(test).await else {
+    let Some(zone) = Zone::create("zone-rs").await else {
         return;
     };
     let (sink, got) = receivers(None).await;
-    let sinks = format!(
+    let audit: toml::Value = toml::from_str(&format!(
         "[[audit.sinks]]\nname = \"siem\"\nkind = \"http\"\nendpoint = \"{sink}/ingest\"\nbatch = 4\n"
-    );
-    let shared = tempfile::tempdir().unwrap();
-    let a = replica_with(&db, shared.path(), "r-a", &sinks).await;
+    ))
+    .unwrap();
+    let a = zone
+        .replica_with("r-a", |c| {
+            c.audit.sinks = audit["audit"]["sinks"].clone().try_into().unwrap()
+        })
+        .await;
     a.issue_sessions("s-a", 3).await;
     until("A ships", || async { !got.http.lock().unwrap().is_empty() }).await;
-    let b = replica_with(&db, shared.path(), "r-b", &sinks).await;
+    let b = zone
+        .replica_with("r-b", |c| {
+            c.audit.sinks = audit["audit"]["sinks"].clone().try_into().unwrap()
+        })
+        .await;
     a.issue_sessions("s-b", 15).await;
     b.issue_sessions("s-c", 15).await;
     let delivered = |got: &crate::governance::sinks::Received| {
@@ -976,6 +720,5 @@ async fn one_replica_ships_each_sink_and_another_takes_over_when_it_stops() {
         all.iter().all(|id| n.contains_key(id)).then_some(())
     })
     .await;
-    b.stop().await;
-    db.drop_schema().await;
+    zone.stop([b]).await;
 }

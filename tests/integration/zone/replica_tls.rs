@@ -6,10 +6,12 @@
 //! the call's audit event still written), and a TLS replica never forwards to a peer that
 //! advertises plain `http://` unless `replica.insecure_http_peers` allows it.
 
+use mcp_tests::items;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mcp_root::config::RootConfig;
+use mcp_tests::zone::Zone;
 use mcp_tests::{TestHub, TestRoot};
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
@@ -17,63 +19,38 @@ use serde_json::Value;
 use crate::hardening::tls::{
     Leaf, Pki, https_client, hub_tls, mcp_https, tls_config, wait_for_log,
 };
-use crate::zone::replicas::PgSchema;
 
-/// The files every replica of the test zone shares (admin token, master key).
-struct Zone {
-    db: PgSchema,
-    shared: tempfile::TempDir,
-}
-
-impl Zone {
-    async fn create(test: &str) -> Option<Zone> {
-        let db = PgSchema::create(test).await?;
-        Some(Zone {
-            db,
-            shared: tempfile::tempdir().unwrap(),
-        })
-    }
-
-    /// A replica `id` of the zone; `tls` is its certificate and the CA its REST helpers
-    /// trust; `f` sets the rest (`[replica] ca_file`, ...).
-    async fn replica(
-        &self,
-        id: &str,
-        tls: Option<(&Leaf, &Path)>,
-        f: impl FnOnce(&mut RootConfig),
-    ) -> TestRoot {
-        let mut root = TestRoot::start_with(|c| {
-            c.database_url = Some(self.db.url.clone());
-            c.admin_token_file = Some(self.shared.path().join("admin.token"));
-            c.master_key_file = Some(self.shared.path().join("secrets.key"));
-            c.replica.id = Some(id.to_owned());
+/// A replica of `zone` (the default zone, `zone-local`); `tls` is its certificate and the CA
+/// its REST helpers trust; `f` sets the rest (`[replica] ca_file`, ...).
+async fn replica(
+    zone: &Zone,
+    id: &str,
+    tls: Option<(&Leaf, &Path)>,
+    f: impl FnOnce(&mut RootConfig),
+) -> TestRoot {
+    let mut root = zone
+        .replica_with(id, |c| {
             c.tls = tls.map(|(leaf, _)| tls_config(leaf, None, 0));
             f(c);
         })
-        .await
-        .unwrap();
-        if let Some((_, ca)) = tls {
-            root.http = https_client(ca);
-        }
-        root
+        .await;
+    if let Some((_, ca)) = tls {
+        root.http = https_client(ca);
     }
+    root
 }
 
 /// The replicas in `root`'s zone view: id → (advertised address, hubs held).
 async fn zone_view(root: &TestRoot) -> Vec<(String, String, Vec<String>)> {
-    let view = root.admin_get("/v1/root/replicas").await.unwrap();
+    let view = root.admin_get("/v1/root/replicas").await;
     assert_eq!(view["mode"], "replicated", "{view}");
-    view["replicas"]
-        .as_array()
-        .unwrap()
+    items(&view["replicas"])
         .iter()
         .map(|r| {
             (
                 r["replica_id"].as_str().unwrap().to_owned(),
                 r["advertise_url"].as_str().unwrap_or("").to_owned(),
-                r["hubs"]
-                    .as_array()
-                    .unwrap()
+                items(&r["hubs"])
                     .iter()
                     .filter_map(|h| h.as_str().map(str::to_owned))
                     .collect(),
@@ -90,7 +67,7 @@ async fn wait_for_owner(root: &TestRoot, target: &str, owner: &str) {
             .await
             .iter()
             .any(|(id, _, hubs)| id == owner && hubs.iter().any(|h| h == target));
-        let online = root.admin_get("/v1/root/hubs").await.unwrap()["targets"]
+        let online = root.admin_get("/v1/root/hubs").await["targets"]
             .as_array()
             .unwrap()
             .iter()
@@ -108,11 +85,8 @@ async fn wait_for_owner(root: &TestRoot, target: &str, owner: &str) {
 
 /// The audit events written for lease `session_id` on the zone's one chain.
 async fn events_of(root: &TestRoot, session_id: &str) -> Vec<Value> {
-    root.admin_get(&format!("/v1/root/mcp/audit?actor=lease:{session_id}"))
+    root.trail(&format!("actor=lease:{session_id}"))
         .await
-        .unwrap()["events"]
-        .as_array()
-        .unwrap()
         .clone()
 }
 
@@ -124,30 +98,26 @@ fn tool_error(res: &rmcp::model::CallToolResult) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_forward_over_tls_and_a_replica_with_the_wrong_ca_refuses() {
-    let test = "replicas_forward_over_tls_and_a_replica_with_the_wrong_ca_refuses";
-    let Some(zone) = Zone::create(test).await else {
+    let Some(zone) = Zone::create("zone-local").await else {
         return;
     };
     let pki = Pki::new("replicas");
     let wrong = Pki::new("not-the-zone");
     let ca = pki.ca_file();
     let (a_cert, b_cert, w_cert) = (pki.server("r-a"), pki.server("r-b"), pki.server("r-w"));
-    let a = zone
-        .replica("tls-a", Some((&a_cert, &ca)), |c| {
-            c.replica.ca_file = Some(ca.clone());
-        })
-        .await;
-    let b = zone
-        .replica("tls-b", Some((&b_cert, &ca)), |c| {
-            c.replica.ca_file = Some(ca.clone());
-        })
-        .await;
+    let a = replica(&zone, "tls-a", Some((&a_cert, &ca)), |c| {
+        c.replica.ca_file = Some(ca.clone());
+    })
+    .await;
+    let b = replica(&zone, "tls-b", Some((&b_cert, &ca)), |c| {
+        c.replica.ca_file = Some(ca.clone());
+    })
+    .await;
     // Trusts another CA for its peers: it cannot verify A or B.
-    let w = zone
-        .replica("tls-w", Some((&w_cert, &ca)), |c| {
-            c.replica.ca_file = Some(wrong.ca_file());
-        })
-        .await;
+    let w = replica(&zone, "tls-w", Some((&w_cert, &ca)), |c| {
+        c.replica.ca_file = Some(wrong.ca_file());
+    })
+    .await;
     // Every replica advertises its https:// address (the bound one, scheme from [tls]).
     let view = zone_view(&a).await;
     assert_eq!(view.len(), 3, "{view:?}");
@@ -170,14 +140,10 @@ async fn replicas_forward_over_tls_and_a_replica_with_the_wrong_ca_refuses() {
     assert!(!a.handle().app.hubs.connected(target));
 
     // An MCP client on A over HTTPS: the call is forwarded A → B over TLS and answered.
-    let (session_a, bearer) = a.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let (session_a, bearer) = a.lease(target, "InfraOpsRead").await;
     let client = mcp_https(&ca, &a.mcp_url(), &bearer).await;
-    let res = client
-        .call_tool(CallToolRequestParams::new("hub.get_status"))
-        .await
-        .unwrap();
-    assert_ne!(res.is_error, Some(true), "{res:?}");
-    assert_eq!(res.structured_content.unwrap()["target_id"], target);
+    let res = mcp_tests::hub_status(&client).await;
+    assert_eq!(res["target_id"], target);
     let events = events_of(&a, &session_a).await;
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["status"], "ok", "{events:?}");
@@ -185,7 +151,7 @@ async fn replicas_forward_over_tls_and_a_replica_with_the_wrong_ca_refuses() {
 
     // W trusts another CA: it refuses to forward, says why, and still audits the call.
     wait_for_owner(&w, target, "tls-b").await;
-    let (session_w, bearer) = w.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let (session_w, bearer) = w.lease(target, "InfraOpsRead").await;
     let client_w = mcp_https(&ca, &w.mcp_url(), &bearer).await;
     let res = client_w
         .call_tool(CallToolRequestParams::new("hub.get_status"))
@@ -217,25 +183,16 @@ async fn replicas_forward_over_tls_and_a_replica_with_the_wrong_ca_refuses() {
     assert_eq!(events[0]["error"]["code"], "internal", "{events:?}");
     // The hub stayed with B (a TLS failure does not make the owner look dead), and A still
     // forwards.
-    let res = client
-        .call_tool(CallToolRequestParams::new("hub.get_status"))
-        .await
-        .unwrap();
-    assert_ne!(res.is_error, Some(true), "{res:?}");
-
-    let verify = a.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
+    mcp_tests::hub_status(&client).await;
+    let verify = a.admin_get("/v1/root/mcp/audit/verify").await;
     assert_eq!(verify["ok"], true, "{verify}");
     drop((client, client_w));
     hub.stop().await;
-    for r in [w, b, a] {
-        r.stop().await;
-    }
-    zone.db.drop_schema().await;
+    zone.stop([w, b, a]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_replica_forwards_to_a_plain_http_peer_only_when_allowed() {
-    let test = "a_tls_replica_forwards_to_a_plain_http_peer_only_when_allowed";
     // A TLS root cannot advertise a plain address (its only listener speaks TLS).
     let pki = Pki::new("plain-peers");
     let ca = pki.ca_file();
@@ -251,30 +208,28 @@ async fn a_tls_replica_forwards_to_a_plain_http_peer_only_when_allowed() {
         "{err}"
     );
 
-    let Some(zone) = Zone::create(test).await else {
+    let Some(zone) = Zone::create("zone-local").await else {
         return;
     };
     // P serves plain HTTP on loopback and holds the hub.
-    let p = zone.replica("plain-p", None, |_| {}).await;
+    let p = replica(&zone, "plain-p", None, |_| {}).await;
     let target = "hub:plain-peer";
     let token = p.enroll(target, "test").await.unwrap();
     let hub = TestHub::start(&p.handle().base_url(), target, &token, "")
         .await
         .unwrap();
     // T serves TLS and keeps the default: no forwarding to plain peers.
-    let t = zone
-        .replica("tls-t", Some((&leaf, &ca)), |c| {
-            c.replica.ca_file = Some(ca.clone());
-        })
-        .await;
+    let t = replica(&zone, "tls-t", Some((&leaf, &ca)), |c| {
+        c.replica.ca_file = Some(ca.clone());
+    })
+    .await;
     // U serves TLS and allows plain peers explicitly.
     let u_cert = pki.server("u");
-    let u = zone
-        .replica("tls-u", Some((&u_cert, &ca)), |c| {
-            c.replica.ca_file = Some(ca.clone());
-            c.replica.insecure_http_peers = true;
-        })
-        .await;
+    let u = replica(&zone, "tls-u", Some((&u_cert, &ca)), |c| {
+        c.replica.ca_file = Some(ca.clone());
+        c.replica.insecure_http_peers = true;
+    })
+    .await;
     let view = zone_view(&t).await;
     assert!(
         view.iter()
@@ -284,7 +239,7 @@ async fn a_tls_replica_forwards_to_a_plain_http_peer_only_when_allowed() {
     wait_for_owner(&t, target, "plain-p").await;
     wait_for_owner(&u, target, "plain-p").await;
 
-    let (session_t, bearer) = t.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let (session_t, bearer) = t.lease(target, "InfraOpsRead").await;
     let client_t = mcp_https(&ca, &t.mcp_url(), &bearer).await;
     let res = client_t
         .call_tool(CallToolRequestParams::new("hub.get_status"))
@@ -310,19 +265,12 @@ async fn a_tls_replica_forwards_to_a_plain_http_peer_only_when_allowed() {
     assert_eq!(events[0]["error"]["code"], "internal", "{events:?}");
 
     // U was told plain peers are acceptable: the same call is forwarded and answered.
-    let (_, bearer) = u.lease(target, "InfraOpsRead", 600).await.unwrap();
+    let bearer = u.bearer(target, "InfraOpsRead").await;
     let client_u = mcp_https(&ca, &u.mcp_url(), &bearer).await;
-    let res = client_u
-        .call_tool(CallToolRequestParams::new("hub.get_status"))
-        .await
-        .unwrap();
-    assert_ne!(res.is_error, Some(true), "{res:?}");
-    assert_eq!(res.structured_content.unwrap()["target_id"], target);
+    let res = mcp_tests::hub_status(&client_u).await;
+    assert_eq!(res["target_id"], target);
 
     drop((client_t, client_u));
     hub.stop().await;
-    for r in [u, t, p] {
-        r.stop().await;
-    }
-    zone.db.drop_schema().await;
+    zone.stop([u, t, p]).await;
 }

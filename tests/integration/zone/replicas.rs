@@ -4,7 +4,10 @@
 //! every replica at once, one audit chain for the zone. Plus the replica channel's refusals
 //! (in-process) and the single-replica view on SQLite.
 
-use std::path::{Path, PathBuf};
+use mcp_tests::error_message;
+use mcp_tests::items;
+use mcp_tests::run_ok;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -12,126 +15,13 @@ use mcp_root::replica::credential;
 use mcp_shared::replica::{REPLICA_PROTOCOL_VERSION, ReplicaAnswer, ReplicaCall, ReplicaEnvelope};
 use mcp_tests::admin::Admin;
 use mcp_tests::hub_process::HubProcess;
-use mcp_tests::ports;
 use mcp_tests::process::Proc;
+use mcp_tests::zone::{PgSchema, Zone, hubs_of};
 use mcp_tests::{TestRoot, mcp_client, until, workspace_bin};
-use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
-use sqlx::Connection;
 
-/// A schema of its own on the test database, so runs never see each other's rows; `None`
-/// (after saying so) without `MCP_TEST_DATABASE_URL`.
-pub(crate) struct PgSchema {
-    base: String,
-    schema: String,
-    pub(crate) url: String,
-}
-
-impl PgSchema {
-    pub(crate) async fn create(test: &str) -> Option<PgSchema> {
-        let Ok(base) = std::env::var("MCP_TEST_DATABASE_URL") else {
-            eprintln!("SKIPPED {test}: MCP_TEST_DATABASE_URL is not set");
-            return None;
-        };
-        let schema = format!("r8_{}", uuid::Uuid::now_v7().simple());
-        let mut conn = sqlx::PgConnection::connect(&base)
-            .await
-            .expect("connect to MCP_TEST_DATABASE_URL");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-        Some(PgSchema { base, schema, url })
-    }
-
-    pub(crate) async fn drop_schema(self) {
-        let mut conn = sqlx::PgConnection::connect(&self.base).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP SCHEMA {} CASCADE",
-            self.schema
-        )))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    }
-}
-
-/// One `mcp-root serve` replica.
-struct Replica {
-    id: &'static str,
-    base: String,
-    log: PathBuf,
-    proc: Proc,
-}
-
-impl Replica {
-    /// Starts a replica of zone `zone-r8` with the shared admin token and master key in
-    /// `shared`, and waits until it answers.
-    async fn start(dir: &Path, id: &'static str, db: &str, shared: &Path) -> Replica {
-        Replica::start_with(dir, id, db, shared, "").await
-    }
-
-    /// [`Replica::start`] with `extra` appended to its configuration.
-    async fn start_with(
-        dir: &Path,
-        id: &'static str,
-        db: &str,
-        shared: &Path,
-        extra: &str,
-    ) -> Replica {
-        let data = dir.join(id);
-        let config = dir.join(format!("{id}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\ndatabase_url = \"{db}\"\n\
-                 zone = \"zone-r8\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n\
-                 {extra}\n[replica]\nid = \"{id}\"\n",
-                data.display(),
-                shared.join("admin.token").display(),
-                shared.join("secrets.key").display(),
-            ),
-        )
-        .unwrap();
-        let log = dir.join(format!("{id}.log"));
-        let mut proc = Proc::spawn(
-            &format!("replica {id}"),
-            Command::new(workspace_bin("mcp-root").unwrap())
-                .args(["serve", "--config"])
-                .arg(&config)
-                .env("RUST_LOG", "info"),
-            log.clone(),
-        );
-        let r = Replica {
-            id,
-            base: ports::announced_root_url(&mut proc, Duration::from_secs(30)).await,
-            log,
-            proc,
-        };
-        let http = mcp_tests::http_client();
-        let start = Instant::now();
-        while http
-            .get(format!("{}/readyz", r.base))
-            .send()
-            .await
-            .map_or(true, |res| !res.status().is_success())
-        {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "replica {id} did not start:\n{}",
-                r.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        r
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
+/// A replica of the test zone.
+type Replica = mcp_tests::zone::ReplicaProcess;
 
 /// One `mcp-hub run` process dialing `root_urls` in order.
 fn start_hub(dir: &Path, target: &str, token: &str, root_urls: &[&str]) -> Proc {
@@ -151,7 +41,7 @@ struct Client {
     http: reqwest::Client,
     admin: String,
     calls: u64,
-    traces: Vec<(String, &'static str)>,
+    traces: Vec<(String, String)>,
 }
 
 impl Client {
@@ -183,8 +73,8 @@ impl Client {
         )
     }
 
-    /// REST `/call` on `replica`; a 401 is not counted (refused before any actor is known,
-    /// so never an audit event).
+    /// REST `/call` on `replica`; a 401 is not counted here (refused before any lease is
+    /// known: its event is an `auth.refuse`, counted apart).
     async fn call(&mut self, replica: &Replica, bearer: &str, tool: &str) -> (u16, Value) {
         let trace = uuid::Uuid::now_v7().simple().to_string();
         let res = self
@@ -199,33 +89,14 @@ impl Client {
         let status = res.status().as_u16();
         if status != 401 {
             self.calls += 1;
-            self.traces.push((trace, replica.id));
+            self.traces.push((trace, replica.id.clone()));
         }
         (status, res.json().await.unwrap_or(Value::Null))
     }
 }
 
-fn hubs_of<'a>(view: &'a Value, replica: &str) -> Vec<&'a str> {
-    view["replicas"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["replica_id"] == replica)
-        .map(|r| {
-            r["hubs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(Value::as_str)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn health_of(view: &Value, replica: &str) -> String {
-    view["replicas"]
-        .as_array()
-        .unwrap()
+    items(&view["replicas"])
         .iter()
         .find(|r| r["replica_id"] == replica)
         .map(|r| r["health"].as_str().unwrap_or("").to_owned())
@@ -238,22 +109,14 @@ fn tool_names(tools: &[rmcp::model::Tool]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
-    let test = "replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain";
-    let Some(db) = PgSchema::create(test).await else {
+    let Some(zone) = Zone::create("zone-r8").await else {
         return;
     };
-    mcp_tests::init_crypto();
-    let dir = tempfile::tempdir().unwrap();
-    let shared = dir.path().join("shared");
-    std::fs::create_dir_all(&shared).unwrap();
     // A first: it creates the admin token and master key the others share.
-    let a = Replica::start(dir.path(), "r-a", &db.url, &shared).await;
-    let mut b = Replica::start(dir.path(), "r-b", &db.url, &shared).await;
-    let c = Replica::start(dir.path(), "r-c", &db.url, &shared).await;
-    let admin = std::fs::read_to_string(shared.join("admin.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let a = zone.serve("r-a").await;
+    let mut b = zone.serve("r-b").await;
+    let c = zone.serve("r-c").await;
+    let admin = zone.admin_token();
     let mut client = Client {
         http: mcp_tests::http_client(),
         admin,
@@ -281,13 +144,13 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
         tokens.push(v["token"].as_str().unwrap().to_owned());
     }
     let _hub_one = start_hub(
-        dir.path(),
+        zone.dir.path(),
         "hub:r8-one",
         &tokens[0],
         &[b.base.as_str(), a.base.as_str()],
     );
     let _hub_two = start_hub(
-        dir.path(),
+        zone.dir.path(),
         "hub:r8-two",
         &tokens[1],
         &[c.base.as_str(), a.base.as_str()],
@@ -307,9 +170,7 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
         for base in [&a.base, &b.base, &c.base] {
             let v = client.admin_get(base, "/v1/root/hubs").await;
             let online = |id: &str| {
-                v["targets"]
-                    .as_array()
-                    .unwrap()
+                items(&v["targets"])
                     .iter()
                     .any(|t| t["target_id"] == id && t["status"] == "online")
             };
@@ -325,12 +186,8 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
     assert_eq!(body["result"]["target_id"], "hub:r8-one", "{body}");
     // The same over MCP on A, and on C (a lease issued by A, first seen by C).
     let mcp_a = mcp_client(&format!("{}/mcp", a.base), &one).await.unwrap();
-    let res = mcp_a
-        .call_tool(CallToolRequestParams::new("hub.get_status"))
-        .await
-        .unwrap();
+    mcp_tests::hub_status(&mcp_a).await;
     client.calls += 1;
-    assert_ne!(res.is_error, Some(true), "{res:?}");
     let (s, body) = client.call(&c, &one, "hub.get_status").await;
     assert_eq!(s, 200, "C forwards to B: {body}");
 
@@ -442,20 +299,19 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
     })
     .await;
     // The zone view through the admin CLI and in foundation.
-    let out = Command::new(workspace_bin("mcp-root").unwrap())
-        .args([
-            "admin",
-            "--root-url",
-            &c.base,
-            "--admin-token",
-            &client.admin,
-        ])
-        .args(["replicas", "list", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let out = run_ok(
+        Command::new(workspace_bin("mcp-root").unwrap())
+            .args([
+                "admin",
+                "--root-url",
+                &c.base,
+                "--admin-token",
+                &client.admin,
+            ])
+            .args(["replicas", "list", "--json"]),
+    );
     let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(cli["replicas"].as_array().unwrap().len(), 3, "{cli}");
+    assert_eq!(items(&cli["replicas"]).len(), 3, "{cli}");
     assert_eq!(cli["self"], "r-c");
     let foundation = client.admin_get(&a.base, "/v1/root/mcp/foundation").await;
     assert_eq!(foundation["replicas"]["self"], "r-a", "{foundation}");
@@ -474,7 +330,7 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
             "/v1/root/mcp/audit?actor=operator:admin&limit=1000",
         )
         .await;
-    let ops = ops["events"].as_array().unwrap();
+    let ops = items(&ops["events"]);
     let revokes: Vec<(&str, &str)> = ops
         .iter()
         .filter(|e| e["tool_id"] == "admin.lease.revoke")
@@ -490,16 +346,22 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
         ops.iter().any(|e| e["tool_id"] == "admin.skill.disable"),
         "{ops:#?}"
     );
+    // And each bearer refused once revoked (on whichever replica refused it).
+    let refused = client
+        .admin_get(&a.base, "/v1/root/mcp/audit?tool_id=auth.refuse&limit=1000")
+        .await;
+    let refused = items(&refused["events"]).len() as u64;
+    assert!(refused > 0, "the revoked bearers' refusals are events");
     assert_eq!(
         verify["checked"].as_u64(),
-        Some(client.calls + ops.len() as u64),
+        Some(client.calls + ops.len() as u64 + refused),
         "{verify}"
     );
     for (trace, replica) in &client.traces {
         let v = client
             .admin_get(&a.base, &format!("/v1/root/mcp/audit?trace_id={trace}"))
             .await;
-        let events = v["events"].as_array().unwrap();
+        let events = items(&v["events"]);
         assert_eq!(events.len(), 1, "trace {trace}: {v}");
         assert_eq!(events[0]["replica_id"], *replica, "{v}");
     }
@@ -516,18 +378,17 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
         ["r-a", "r-b", "r-c"]
     );
     // `audit export` (oldest first, the zone's commit order) has every event once.
-    let out = Command::new(workspace_bin("mcp-root").unwrap())
-        .args([
-            "admin",
-            "--root-url",
-            &a.base,
-            "--admin-token",
-            &client.admin,
-        ])
-        .args(["audit", "export"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let out = run_ok(
+        Command::new(workspace_bin("mcp-root").unwrap())
+            .args([
+                "admin",
+                "--root-url",
+                &a.base,
+                "--admin-token",
+                &client.admin,
+            ])
+            .args(["audit", "export"]),
+    );
     let seqs: Vec<i64> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| {
@@ -542,7 +403,7 @@ async fn replicas_forward_fail_over_revoke_at_once_and_keep_one_audit_chain() {
     );
 
     drop((a, b, c));
-    db.drop_schema().await;
+    zone.db.drop_schema().await;
 }
 
 /// The replica channel refuses what it must, precisely: no credential, a forged one, an
@@ -592,7 +453,7 @@ async fn the_replica_channel_refuses_forged_expired_and_misdirected_credentials(
     let refused = |(status, v): (u16, Value), why: &str| {
         assert_eq!(status, 401, "{v}");
         assert_eq!(v["error"]["code"], "unauthenticated", "{v}");
-        let msg = v["error"]["message"].as_str().unwrap().to_owned();
+        let msg = error_message(&v).to_owned();
         assert!(msg.contains(why), "`{msg}` should say `{why}`");
     };
     refused(post(None, body.clone()).await, "missing replica credential");
@@ -663,9 +524,15 @@ async fn the_replica_channel_refuses_forged_expired_and_misdirected_credentials(
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["body"]["type"], "refused", "{v}");
     assert_eq!(v["body"]["error"]["code"], "target_offline", "{v}");
-    // Nothing of this is an audit event.
-    let verify = root.admin_get("/v1/root/mcp/audit/verify").await.unwrap();
-    assert_eq!(verify["checked"], 0, "{verify}");
+    // Nothing of this is an audit event but the refused credentials (auth.refuse, naming
+    // the address, never the credential).
+    let verify = root.admin_get("/v1/root/mcp/audit/verify").await;
+    let trail = root.trail("limit=100").await;
+    assert!(
+        trail.iter().all(|e| e["tool_id"] == "auth.refuse"),
+        "{trail:#?}"
+    );
+    assert_eq!(verify["checked"], trail.len(), "{verify}");
     root.stop().await;
     db.drop_schema().await;
 }
@@ -676,23 +543,12 @@ async fn the_replica_channel_refuses_forged_expired_and_misdirected_credentials(
 async fn on_sqlite_root_is_the_single_replica() {
     let root = TestRoot::start_with(TestRoot::on_sqlite).await.unwrap();
     assert!(root.handle().app.zone.is_none());
-    let view = root.admin_get("/v1/root/replicas").await.unwrap();
+    let view = root.admin_get("/v1/root/replicas").await;
     assert_eq!(view["mode"], "single", "{view}");
-    assert_eq!(view["replicas"].as_array().unwrap().len(), 1);
-    let (_, token) = root
-        .lease("hub:test-alpha", "AdaOSDevRead", 600)
-        .await
-        .unwrap();
-    let foundation: Value = root
-        .http
-        .get(root.url("/v1/root/mcp/foundation"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    assert_eq!(items(&view["replicas"]).len(), 1);
+    let token = root.bearer("hub:test-alpha", "AdaOSDevRead").await;
+    let foundation: Value =
+        mcp_tests::get_json(&root.http, root.url("/v1/root/mcp/foundation"), &token).await;
     assert_eq!(foundation["replicas"]["mode"], "single", "{foundation}");
     assert!(foundation["replicas"]["replicas"][0]["advertise_url"].is_null());
     let res = root
@@ -711,20 +567,13 @@ async fn on_sqlite_root_is_the_single_replica() {
 /// revoking its lease on one ends the sign-in on the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oauth_sign_in_spans_the_replicas() {
-    let Some(db) = PgSchema::create("an_oauth_sign_in_spans_the_replicas").await else {
+    let Some(zone) = Zone::create("zone-r8").await else {
         return;
     };
-    mcp_tests::init_crypto();
-    let dir = tempfile::tempdir().unwrap();
-    let shared = dir.path().join("shared");
-    std::fs::create_dir_all(&shared).unwrap();
     let oauth = "[oauth]\ndiscovery = true\npublic_url = \"http://zone-r8.example\"\n";
-    let a = Replica::start_with(dir.path(), "r-a", &db.url, &shared, oauth).await;
-    let b = Replica::start_with(dir.path(), "r-b", &db.url, &shared, oauth).await;
-    let admin = std::fs::read_to_string(shared.join("admin.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let a = zone.serve_with("r-a", oauth).await;
+    let b = zone.serve_with("r-b", oauth).await;
+    let admin = zone.admin_token();
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -827,18 +676,9 @@ async fn an_oauth_sign_in_spans_the_replicas() {
     let access = second["access_token"].as_str().unwrap();
     assert_eq!(tools_list(&b.base, access).await, 200);
     // The operator revokes the lease on B: the refresh is refused on A.
-    let leases: Value = http
-        .get(format!("{}/v1/root/mcp/sessions", b.base))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let live = leases["sessions"]
-        .as_array()
-        .unwrap()
+    let leases: Value =
+        mcp_tests::get_json(&http, format!("{}/v1/root/mcp/sessions", b.base), &admin).await;
+    let live = items(&leases["sessions"])
         .iter()
         .find(|l| l["status"] == "active")
         .unwrap()["session_id"]
@@ -873,22 +713,14 @@ async fn an_oauth_sign_in_spans_the_replicas() {
 async fn a_task_is_read_and_cancelled_through_the_other_replica() {
     use crate::mcp::tasks::{connect_to, get, poll_until, start_task, terminal};
     use rmcp::model::{CancelTaskParams, TaskPayload, TaskStatus};
-    let Some(db) = PgSchema::create("a_task_is_read_and_cancelled_through_the_other_replica").await
-    else {
+    let Some(zone) = Zone::create("zone-r8").await else {
         return;
     };
-    mcp_tests::init_crypto();
-    let dir = tempfile::tempdir().unwrap();
-    let shared = dir.path().join("shared");
-    std::fs::create_dir_all(&shared).unwrap();
-    let a = Replica::start(dir.path(), "r-a", &db.url, &shared).await;
-    let b = Replica::start(dir.path(), "r-b", &db.url, &shared).await;
+    let a = zone.serve("r-a").await;
+    let b = zone.serve("r-b").await;
     let client = Client {
         http: mcp_tests::http_client(),
-        admin: std::fs::read_to_string(shared.join("admin.token"))
-            .unwrap()
-            .trim()
-            .to_owned(),
+        admin: zone.admin_token(),
         calls: 0,
         traces: Vec::new(),
     };
@@ -905,7 +737,7 @@ async fn a_task_is_read_and_cancelled_through_the_other_replica() {
                  [[skill.allowed_tests]]\nname = \"quick\"\nargv = [\"true\"]\n\
                  [[skill.allowed_tests]]\nname = \"slow\"\nargv = [\"sleep\", \"30\"]\ntimeout_ms = 60000\n";
     let _hub = start_hub_with(
-        dir.path(),
+        zone.dir.path(),
         target,
         v["token"].as_str().unwrap(),
         &[&a.base],
@@ -913,7 +745,7 @@ async fn a_task_is_read_and_cancelled_through_the_other_replica() {
     );
     until("the hub online on r-a", || async {
         let view = client.admin_get(&a.base, "/v1/root/replicas").await;
-        hubs_of(&view, "r-a").contains(&target)
+        hubs_of(&view, "r-a").iter().any(|h| h == target)
     })
     .await;
     let (_, bearer) = client.lease(&a.base, target, "InfraOpsControl").await;
@@ -956,7 +788,7 @@ async fn a_task_is_read_and_cancelled_through_the_other_replica() {
         let audit = client
             .admin_get(&b.base, "/v1/root/mcp/audit?tool_id=hub.run_allowed_tests")
             .await;
-        audit["events"].as_array().unwrap().iter().any(|e| {
+        items(&audit["events"]).iter().any(|e| {
             e["error"]["code"] == "cancelled" && e["replica_id"].as_str().is_none_or(|r| r == "r-a")
         })
     })
@@ -984,5 +816,5 @@ async fn a_task_is_read_and_cancelled_through_the_other_replica() {
     })
     .await;
     drop((a, b));
-    db.drop_schema().await;
+    zone.db.drop_schema().await;
 }

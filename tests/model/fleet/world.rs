@@ -138,7 +138,10 @@ impl FleetWorld {
             }
             FleetStep::AddOperator { name } => {
                 let (s, v) =
-                    self.admin("/v1/root/operators", json!({ "name": format!("op{name}") }));
+                    self.admin(
+                        "/v1/root/operators",
+                        json!({ "name": format!("op{name}"), "roles": ["operator"], "profiles": ["*"] }),
+                    );
                 if s == 201 || s == 200 {
                     self.w.operators[name as usize] =
                         Some(v["token"].as_str().expect("a token").to_owned());

@@ -8,6 +8,10 @@
 //! HTTP connection per worker (JSON-RPC bodies with the `_meta` and `Mcp-Method`/`Mcp-Name`
 //! headers that protocol version requires): the rmcp client opens a new TCP connection for
 //! most requests, which would make connection set-up, not the call, what is measured.
+//!
+//! `--execute` (session lifecycle, a write tool): each call is a write's execute, after a
+//! preview for its confirmation token that is not timed; the execute carries a key of its
+//! own, so every one runs on the hub.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,6 +51,9 @@ struct Args {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120)]
     max_seconds: u64,
+    /// Time a write's execute (each after an untimed preview) instead of the call as given.
+    #[arg(long)]
+    execute: bool,
 }
 
 #[tokio::main]
@@ -69,6 +76,10 @@ async fn main() -> anyhow::Result<()> {
         .filter(|t| !t.is_empty())
         .collect();
     anyhow::ensure!(!tokens.is_empty(), "--token must name at least one bearer");
+    anyhow::ensure!(
+        !args.execute || args.lifecycle == "session",
+        "--execute runs on the session lifecycle"
+    );
     if args.lifecycle == "wire" {
         let (lat, errors, elapsed) = run_wire(&args, &tokens, &arguments, next, deadline).await?;
         report(&args, tokens.len(), lat, errors, elapsed);
@@ -90,31 +101,27 @@ async fn main() -> anyhow::Result<()> {
         let tool = args.tool.clone();
         let arguments = arguments.clone();
         let count = args.count;
+        let execute = args.execute;
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let mut errors = 0usize;
             while next.fetch_add(1, Ordering::Relaxed) < count && Instant::now() < deadline {
-                let t = Instant::now();
-                let failure = if tool == "ping" {
-                    client
+                let (elapsed, failure) = if tool == "ping" {
+                    let t = Instant::now();
+                    let failure = client
                         .send_request(rmcp::model::ClientRequest::PingRequest(Default::default()))
                         .await
                         .err()
-                        .map(|e| e.to_string())
+                        .map(|e| e.to_string());
+                    (t.elapsed(), failure)
+                } else if execute {
+                    executed(&client, &tool, &arguments).await
                 } else {
-                    match client
-                        .call_tool(
-                            CallToolRequestParams::new(tool.clone())
-                                .with_arguments(arguments.clone()),
-                        )
-                        .await
-                    {
-                        Ok(r) if r.is_error == Some(true) => Some(format!("{:?}", r.content)),
-                        Ok(_) => None,
-                        Err(e) => Some(e.to_string()),
-                    }
+                    let t = Instant::now();
+                    let failure = call(&client, &tool, arguments.clone()).await.err();
+                    (t.elapsed(), failure)
                 };
-                lat.push(t.elapsed());
+                lat.push(elapsed);
                 if let Some(why) = failure {
                     // The first failure of each session is shown; the rest are counted.
                     if errors == 0 {
@@ -139,6 +146,51 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One `tools/call`: its structured result, or why it failed.
+async fn call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    arguments: serde_json::Map<String, serde_json::Value>,
+) -> Result<serde_json::Value, String> {
+    match client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        .await
+    {
+        Ok(r) if r.is_error == Some(true) => Err(format!("{:?}", r.content)),
+        Ok(r) => Ok(r.structured_content.unwrap_or_default()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A write's preview (untimed), then its execute under a new key: the execute's time.
+async fn executed(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    arguments: &serde_json::Map<String, serde_json::Value>,
+) -> (Duration, Option<String>) {
+    let preview = match call(client, tool, arguments.clone()).await {
+        Ok(p) => p,
+        Err(e) => return (Duration::ZERO, Some(format!("preview: {e}"))),
+    };
+    // MCP's structured content is the result itself; REST wraps it in `result`.
+    let Some(token) = preview["confirmation_token"].as_str() else {
+        return (
+            Duration::ZERO,
+            Some(format!("no confirmation token in {preview}")),
+        );
+    };
+    let mut execute = arguments.clone();
+    execute.insert("phase".into(), "execute".into());
+    execute.insert("confirmation_token".into(), token.into());
+    execute.insert(
+        "idempotency_key".into(),
+        uuid::Uuid::now_v7().to_string().into(),
+    );
+    let t = Instant::now();
+    let failure = call(client, tool, execute).await.err();
+    (t.elapsed(), failure)
+}
+
 /// Prints the summary line.
 fn report(args: &Args, leases: usize, mut lat: Vec<Duration>, errors: usize, elapsed: Duration) {
     lat.sort();
@@ -148,8 +200,9 @@ fn report(args: &Args, leases: usize, mut lat: Vec<Duration>, errors: usize, ela
             .unwrap_or_default()
     };
     println!(
-        "tool={} lifecycle={} calls={} concurrency={} leases={} elapsed={:.2}s calls/s={:.0} p50={:.2}ms p99={:.2}ms errors={}",
+        "tool={}{} lifecycle={} calls={} concurrency={} leases={} elapsed={:.2}s calls/s={:.0} p50={:.2}ms p99={:.2}ms errors={}",
         args.tool,
+        if args.execute { " (execute)" } else { "" },
         args.lifecycle,
         lat.len(),
         args.concurrency,

@@ -358,7 +358,8 @@ impl Channel {
                     };
                     let env = match decode::<RootToHub>(&text) {
                         Ok(env) => env,
-                        Err(message) => {
+                        Err(e) => {
+                            let message = e.to_string();
                             tracing::warn!(%message, "undecodable frame from root");
                             self.send(ws, envelope(HubToRoot::ProtocolError { message }, raw_id(&text))).await?;
                             continue;

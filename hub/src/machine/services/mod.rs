@@ -38,8 +38,8 @@ use std::time::Duration;
 
 use mcp_shared::error::{ErrorCode, ToolError};
 use mcp_shared::time::OffsetDateTime;
+use ractor::ActorRef;
 use ractor::rpc::CallResult;
-use ractor::{Actor, ActorRef};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -216,7 +216,7 @@ impl Table {
 pub struct Services {
     table: Arc<Table>,
     state_dir: PathBuf,
-    actor: Arc<Mutex<Option<ActorRef<Msg>>>>,
+    actor: crate::restartable::Restartable<Msg>,
 }
 
 impl Services {
@@ -246,7 +246,7 @@ impl Services {
                 entries: Mutex::new(entries),
             }),
             state_dir: config.state_dir.clone(),
-            actor: Arc::new(Mutex::new(None)),
+            actor: Default::default(),
         }
     }
 
@@ -269,31 +269,21 @@ impl Services {
             table: self.table.clone(),
             state_dir: self.state_dir.clone(),
         };
-        let (actor, _) = match supervisor {
-            Some(sup) => Actor::spawn_linked(None, ServiceSupervisor, args, sup).await,
-            None => Actor::spawn(None, ServiceSupervisor, args).await,
-        }
-        .map_err(|e| anyhow::anyhow!("cannot start the service supervisor: {e}"))?;
-        if let Some(old) = lock(&self.actor).replace(actor.clone()) {
-            old.stop(Some("replaced".into()));
-        }
-        Ok(actor)
+        let what = "the service supervisor";
+        self.actor
+            .start(ServiceSupervisor, args, supervisor, what)
+            .await
     }
 
     /// The `ServiceSupervisor` running now, if any.
     pub fn current(&self) -> Option<ActorRef<Msg>> {
-        lock(&self.actor).clone()
+        self.actor.current()
     }
 
     /// Stops the supervisor and with it every service; returns once they are gone.
     pub(crate) async fn stop(&self) {
-        let actor = lock(&self.actor).take();
-        if let Some(actor) = actor {
-            let wait = Duration::from_millis(self.longest_stop_ms()) + KILL_WAIT * 2;
-            let _ = actor
-                .stop_and_wait(Some("hub shutting down".into()), Some(wait))
-                .await;
-        }
+        let wait = Duration::from_millis(self.longest_stop_ms()) + KILL_WAIT * 2;
+        self.actor.stop(wait).await;
     }
 
     fn longest_stop_ms(&self) -> u64 {
@@ -344,7 +334,7 @@ impl Services {
                 ),
             ));
         }
-        let actor = lock(&self.actor).clone().ok_or_else(|| {
+        let actor = self.actor.current().ok_or_else(|| {
             ToolError::new(ErrorCode::Internal, "the service supervisor is not running")
         })?;
         let wait = deadline.saturating_duration_since(tokio::time::Instant::now());

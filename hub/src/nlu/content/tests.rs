@@ -26,7 +26,7 @@ fn text_syntax() {
         ("", "1 to 160"),
         ("a\nb", "control"),
     ] {
-        let err = parse_text(bad).expect_err(bad);
+        let err = parse_text(bad).expect_err(bad).to_string();
         assert!(err.contains(expect), "{bad}: {err}");
     }
     assert_eq!(parse_text("{a:b} and {c:d}").expect("ok").len(), 3);

@@ -190,7 +190,8 @@ fn unknown_phrases_give_an_empty_ranking_with_a_trace() {
     let content = example_content();
     let err = Index::build(&content)
         .check(&content, "hello", Some("de"))
-        .expect_err("no German templates");
+        .expect_err("no German templates")
+        .to_string();
     assert!(err.contains("en, ru"), "{err}");
     assert_eq!(
         check("turn on the kitchen lamp", Some("en-GB"))["locale"],

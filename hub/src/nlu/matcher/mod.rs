@@ -51,6 +51,15 @@ pub(crate) const MAX_RANKING: usize = 10;
 /// Words of a phrase at most.
 pub(crate) const MAX_PHRASE_WORDS: usize = 64;
 
+/// Why a phrase cannot be matched at all (a phrase that matches nothing is not an error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum MatchError {
+    #[error("no templates in locale `{asked}` (locales: {})", .known.join(", "))]
+    UnknownLocale { asked: String, known: Vec<String> },
+    #[error("the phrase has {words} words; at most {MAX_PHRASE_WORDS}")]
+    TooManyWords { words: usize },
+}
+
 /// The compiled content of one version.
 #[derive(Debug, Default)]
 pub(crate) struct Index {
@@ -84,7 +93,11 @@ impl Index {
     }
 
     /// The locale a phrase is matched in, and how it was chosen; `Err` names the known ones.
-    fn pick_locale(&self, phrase: &str, asked: Option<&str>) -> Result<(String, String), String> {
+    fn pick_locale(
+        &self,
+        phrase: &str,
+        asked: Option<&str>,
+    ) -> Result<(String, String), MatchError> {
         let known = self.locales();
         if let Some(asked) = asked {
             if self.locales.contains_key(asked) {
@@ -97,10 +110,10 @@ impl Index {
                     format!("locale `{l}`: asked for `{asked}`, same language"),
                 ));
             }
-            return Err(format!(
-                "no templates in locale `{asked}` (locales: {})",
-                known.join(", ")
-            ));
+            return Err(MatchError::UnknownLocale {
+                asked: asked.to_owned(),
+                known: known.iter().map(|l| (*l).to_owned()).collect(),
+            });
         }
         let cyrillic = phrase
             .chars()
@@ -127,16 +140,15 @@ impl Index {
         content: &Content,
         phrase: &str,
         asked: Option<&str>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, MatchError> {
         let mut trace = Vec::new();
         let (locale, why) = self.pick_locale(phrase, asked)?;
         trace.push(json!({"step": "locale", "detail": why}));
         let (tokens, stems) = analyze(phrase, &locale);
         if tokens.len() > MAX_PHRASE_WORDS {
-            return Err(format!(
-                "the phrase has {} words; at most {MAX_PHRASE_WORDS}",
-                tokens.len()
-            ));
+            return Err(MatchError::TooManyWords {
+                words: tokens.len(),
+            });
         }
         trace.push(json!({
             "step": "normalize",

@@ -16,12 +16,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use mcp_shared::profiling::{ArtifactKind, ArtifactMeta, HeapSummary};
 use sha2::{Digest, Sha256};
 
-use super::{Snapshot, diff, heaptrack, pprof};
+use super::{HeapError, Snapshot, diff, heaptrack, pprof};
 use crate::config::{HeapFormat, HeapProfilesConfig};
 use crate::profiles::sample::Sample;
 
@@ -29,6 +30,41 @@ use crate::profiles::sample::Sample;
 const MAX_SKIPPED: usize = 16;
 /// How often a heaptrack trace is snapshot while the session runs.
 const TRACE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why a snapshot file was not kept (named with its file in the summary's `skipped`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum CollectError {
+    #[error("written by process {writer}, not the session's {pid}")]
+    OtherProcess { writer: u32, pid: u32 },
+    #[error("{size} bytes, over heap_profiles.max_bytes ({max})")]
+    TooLarge { size: u64, max: u64 },
+    #[error("cannot be read: {0}")]
+    Read(Arc<std::io::Error>),
+    #[error(transparent)]
+    Heap(#[from] HeapError),
+    /// The artifact could not be written (a full disk).
+    #[error("could not be kept: {0}")]
+    Keep(Arc<std::io::Error>),
+}
+
+/// Why a session has no heap summary.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum HeapSummaryError {
+    #[error("the heap profile directory cannot be read: {0}")]
+    Directory(Arc<std::io::Error>),
+    #[error("no heap snapshot was written while the session ran")]
+    NoSnapshot,
+    /// Every file was skipped; the summary's `skipped` lines (`<file>: <why>`).
+    #[error("no usable heap snapshot: {}", .0.join("; "))]
+    NoneUsable(Vec<String>),
+    #[error("{name}: cannot be read: {error}")]
+    Unreadable {
+        name: String,
+        error: Arc<std::io::Error>,
+    },
+    #[error("{name}: {error}")]
+    Unusable { name: String, error: HeapError },
+}
 
 /// A snapshot file found in the service's directory.
 struct Found {
@@ -58,14 +94,14 @@ pub(crate) struct Keeper {
     seen: HashMap<String, (u64, SystemTime)>,
     pub(crate) kept: Vec<Kept>,
     /// Files not kept, and why.
-    skipped: BTreeMap<String, String>,
+    skipped: BTreeMap<String, CollectError>,
     /// Why the directory could not be read, if it could not.
-    unreadable: Option<String>,
+    unreadable: Option<Arc<std::io::Error>>,
     /// When a heaptrack trace was last snapshot.
     traced: Option<std::time::Instant>,
     /// The summary of what is kept now, once [`Keeper::refresh`] made it (cleared by a
     /// collection that changed anything): readers of a running session take it as it is.
-    pub(crate) so_far: Option<Result<HeapSummary, String>>,
+    pub(crate) so_far: Option<Result<HeapSummary, HeapSummaryError>>,
 }
 
 /// The process a snapshot file's name says wrote it.
@@ -79,9 +115,8 @@ fn writer_pid(name: &str) -> Option<u32> {
 }
 
 /// The snapshot files in `dir` modified at or after `since`, oldest first.
-fn list(dir: &Path, since: SystemTime) -> Result<Vec<Found>, String> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| format!("the heap profile directory cannot be read: {e}"))?;
+fn list(dir: &Path, since: SystemTime) -> std::io::Result<Vec<Found>> {
+    let entries = std::fs::read_dir(dir)?;
     let mut found = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -115,14 +150,20 @@ fn rfc3339(t: SystemTime) -> String {
 }
 
 /// Reads a kept snapshot.
-fn read(k: &Kept, format: HeapFormat) -> Result<Snapshot, String> {
-    let name = k.meta.snapshot.as_deref().unwrap_or_default();
-    let bytes = std::fs::read(&k.path).map_err(|e| format!("{name}: cannot be read: {e}"))?;
+fn read(k: &Kept, format: HeapFormat) -> Result<Snapshot, HeapSummaryError> {
+    let name = || k.meta.snapshot.clone().unwrap_or_default();
+    let bytes = std::fs::read(&k.path).map_err(|e| HeapSummaryError::Unreadable {
+        name: name(),
+        error: Arc::new(e),
+    })?;
     match format {
         HeapFormat::Pprof => pprof::read(&bytes),
         HeapFormat::Heaptrack => heaptrack::read(&k.path),
     }
-    .map_err(|e| format!("{name}: {e}"))
+    .map_err(|error| HeapSummaryError::Unusable {
+        name: name(),
+        error,
+    })
 }
 
 impl Keeper {
@@ -147,7 +188,7 @@ impl Keeper {
             self.kept.last().map(|k| k.meta.artifact_id.clone()),
             self.kept.len(),
             self.skipped.len(),
-            self.unreadable.clone(),
+            self.unreadable.as_ref().map(ToString::to_string),
         )
     }
 
@@ -185,7 +226,7 @@ impl Keeper {
         let found = match list(&self.cfg.dir, self.since) {
             Ok(found) => found,
             Err(why) => {
-                self.unreadable = Some(why);
+                self.unreadable = Some(Arc::new(why));
                 return;
             }
         };
@@ -237,42 +278,35 @@ impl Keeper {
     }
 
     /// Why a file is not one of the session's snapshots, if it is not.
-    fn admit(&self, f: &Found) -> Result<(), String> {
+    fn admit(&self, f: &Found) -> Result<(), CollectError> {
         if let (Some(writer), Some(pid)) = (writer_pid(&f.name), self.pid)
             && writer != pid
         {
-            return Err(format!(
-                "written by process {writer}, not the session's {pid}"
-            ));
+            return Err(CollectError::OtherProcess { writer, pid });
         }
-        if f.size > self.cfg.max_bytes {
-            return Err(format!(
-                "{} bytes, over heap_profiles.max_bytes ({})",
-                f.size, self.cfg.max_bytes
-            ));
+        self.within_max(f.size)
+    }
+
+    /// Whether `size` bytes are within `heap_profiles.max_bytes`.
+    fn within_max(&self, size: u64) -> Result<(), CollectError> {
+        let max = self.cfg.max_bytes;
+        if size > max {
+            return Err(CollectError::TooLarge { size, max });
         }
         Ok(())
     }
 
     /// A snapshot file read, checked and redacted: the kept snapshot's name and bytes.
-    fn stored_form(&self, f: &Found) -> Result<(String, Vec<u8>), String> {
-        let bytes = std::fs::read(&f.path).map_err(|e| format!("cannot be read: {e}"))?;
-        if bytes.len() as u64 > self.cfg.max_bytes {
-            return Err(format!(
-                "{} bytes, over heap_profiles.max_bytes ({})",
-                bytes.len(),
-                self.cfg.max_bytes
-            ));
-        }
+    fn stored_form(&self, f: &Found) -> Result<(String, Vec<u8>), CollectError> {
+        let bytes = std::fs::read(&f.path).map_err(|e| CollectError::Read(Arc::new(e)))?;
+        self.within_max(bytes.len() as u64)?;
         match self.cfg.format {
             HeapFormat::Pprof => {
-                let redacted =
-                    pprof::redact(&bytes, &self.cfg.keep_paths).map_err(|e| e.to_string())?;
+                let redacted = pprof::redact(&bytes, &self.cfg.keep_paths)?;
                 Ok((f.name.clone(), redacted))
             }
             HeapFormat::Heaptrack => {
-                let data =
-                    heaptrack::snapshot(&bytes, &self.cfg.keep_paths).map_err(|e| e.to_string())?;
+                let data = heaptrack::snapshot(&bytes, &self.cfg.keep_paths)?;
                 let stem = f.name.strip_suffix(".raw").unwrap_or(&f.name);
                 Ok((format!("{stem}.{}.gz", self.kept.len() + 1), data))
             }
@@ -288,7 +322,7 @@ impl Keeper {
         session_id: &str,
         service: &str,
         file_of: &impl Fn(&ArtifactMeta) -> PathBuf,
-    ) -> Result<Kept, String> {
+    ) -> Result<Kept, CollectError> {
         let meta = ArtifactMeta {
             artifact_id: uuid::Uuid::now_v7().to_string(),
             session_id: session_id.to_owned(),
@@ -302,7 +336,7 @@ impl Keeper {
         };
         let path = file_of(&meta);
         crate::store::state::write_atomic(&path, &bytes)
-            .map_err(|e| format!("could not be kept: {}", e.source))?;
+            .map_err(|e| CollectError::Keep(Arc::new(e.source)))?;
         Ok(Kept {
             meta,
             path,
@@ -325,15 +359,15 @@ impl Keeper {
         &self,
         started: SystemTime,
         samples: &[Sample],
-    ) -> Result<HeapSummary, String> {
+    ) -> Result<HeapSummary, HeapSummaryError> {
         let skipped = self.skipped();
         let Some(last) = self.kept.last() else {
             return Err(if let Some(why) = &self.unreadable {
-                why.clone()
+                HeapSummaryError::Directory(why.clone())
             } else if skipped.is_empty() {
-                "no heap snapshot was written while the session ran".to_owned()
+                HeapSummaryError::NoSnapshot
             } else {
-                format!("no usable heap snapshot: {}", skipped.join("; "))
+                HeapSummaryError::NoneUsable(skipped)
             });
         };
         let first = (self.kept.len() > 1).then(|| &self.kept[0]);
@@ -383,7 +417,7 @@ pub(crate) fn summarize_dir(
     cfg: HeapProfilesConfig,
     pid: Option<u32>,
     scratch: &Path,
-) -> Result<HeapSummary, String> {
+) -> Result<HeapSummary, HeapSummaryError> {
     let mut keeper = Keeper::new(cfg, pid, SystemTime::UNIX_EPOCH);
     keeper.collect("offline", "offline", true, |m| {
         scratch.join(super::snapshot_file_name(m))

@@ -49,7 +49,7 @@ pub(crate) fn snapshot_file_name(meta: &mcp_shared::profiling::ArtifactMeta) -> 
 pub(crate) const SNAPSHOT_EXTENSIONS: [&str; 2] = [".pb.gz", ".heaptrack.gz"];
 
 /// Why a snapshot could not be read.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub(crate) enum HeapError {
     #[error("the snapshot is empty (the service may still be writing it)")]
     Empty,

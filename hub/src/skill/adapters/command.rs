@@ -18,6 +18,7 @@
 //! semantics, which stay with compiled-in adapters. Root calls the tool only if a `read`
 //! contract names it, like any other tool.
 
+use crate::machine::group::{self, GroupGuard};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -40,26 +41,6 @@ fn failed(tool_id: &str, what: impl std::fmt::Display) -> ToolError {
         ErrorCode::AdapterFailed,
         format!("command adapter of `{tool_id}`: {what}"),
     )
-}
-
-/// Kills the process group led by `pid` (the program was started as its leader).
-fn kill_group(pid: Option<u32>) {
-    let pid = pid
-        .and_then(|p| i32::try_from(p).ok())
-        .and_then(rustix::process::Pid::from_raw);
-    if let Some(pid) = pid {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-}
-
-/// Kills the program's process group when dropped (the call ended, timed out or was
-/// cancelled).
-struct GroupGuard(Option<u32>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        kill_group(self.0);
-    }
 }
 
 /// Runs the command of `tool_id` for one call.
@@ -99,7 +80,7 @@ pub(crate) async fn run(
     let mut child = cmd
         .spawn()
         .map_err(|e| failed(tool_id, format!("cannot run `{program}`: {e}")))?;
-    let _group = GroupGuard(child.id());
+    let _group = GroupGuard::new(child.id());
     let limit = Duration::from_millis(command.timeout_ms).min(
         input
             .deadline
@@ -109,7 +90,7 @@ pub(crate) async fn run(
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let pid = child.id();
-    let kill = || kill_group(pid);
+    let kill = || group::kill(pid);
     let work = async {
         if let Some(pipe) = stdin.as_mut() {
             // A program that does not read its input may close the pipe: not an error here.

@@ -25,6 +25,45 @@ const KEPT_OUTPUT: usize = 4096;
 /// How long the pipes may stay open once the command has exited (a straggler of its group).
 const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
+/// Why a check failed: its `detail`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HealthCheckError {
+    #[error("no answer within {ms} ms")]
+    Timeout { ms: u64 },
+    #[error("GET failed: {0}")]
+    Get(reqwest::Error),
+    #[error("HTTP {status}, expected {expected}")]
+    Status { status: u16, expected: u16 },
+    #[error("connect failed: {0}")]
+    Connect(std::io::Error),
+    #[error("empty argv")]
+    EmptyArgv,
+    #[error("cannot run `{program}`: {error}")]
+    Spawn {
+        program: String,
+        error: std::io::Error,
+    },
+    #[error("cannot wait for `{program}`: {error}")]
+    Wait {
+        program: String,
+        error: std::io::Error,
+    },
+    /// The command exited unsuccessfully; `said` is the first line of its output.
+    #[error("{}", exit_detail(*.code, .said))]
+    Exit { code: i32, said: String },
+    #[error("killed by a signal")]
+    Killed,
+}
+
+/// The detail of a command that exited with `code`, having `said` (maybe nothing).
+fn exit_detail(code: i32, said: &str) -> String {
+    if said.is_empty() {
+        format!("exit status {code}")
+    } else {
+        format!("exit status {code}: {said}")
+    }
+}
+
 pub(crate) async fn run(ctx: &HubContext) -> Value {
     let plain = ctx
         .config
@@ -107,11 +146,13 @@ async fn run_one(ctx: &HubContext, check: &HealthcheckConfig, service: Option<&s
     let timeout = Duration::from_millis(check.timeout_ms());
     let outcome = match tokio::time::timeout(timeout, probe(ctx, check)).await {
         Ok(r) => r,
-        Err(_) => Err(format!("no answer within {} ms", check.timeout_ms())),
+        Err(_) => Err(HealthCheckError::Timeout {
+            ms: check.timeout_ms(),
+        }),
     };
     let (ok, detail) = match outcome {
         Ok(d) => (true, d),
-        Err(d) => (false, d),
+        Err(e) => (false, e.to_string()),
     };
     json!({
         "name": check.name(),
@@ -124,7 +165,7 @@ async fn run_one(ctx: &HubContext, check: &HealthcheckConfig, service: Option<&s
 }
 
 /// `Ok(detail)` when healthy, `Err(detail)` when not.
-async fn probe(ctx: &HubContext, check: &HealthcheckConfig) -> Result<String, String> {
+async fn probe(ctx: &HubContext, check: &HealthcheckConfig) -> Result<String, HealthCheckError> {
     match check {
         HealthcheckConfig::Http {
             url, expect_status, ..
@@ -135,18 +176,21 @@ async fn probe(ctx: &HubContext, check: &HealthcheckConfig) -> Result<String, St
                 .get(url)
                 .send()
                 .await
-                .map_err(|e| format!("GET failed: {e}"))?;
+                .map_err(HealthCheckError::Get)?;
             let status = resp.status().as_u16();
             if status == *expect_status {
                 Ok(format!("HTTP {status}"))
             } else {
-                Err(format!("HTTP {status}, expected {expect_status}"))
+                Err(HealthCheckError::Status {
+                    status,
+                    expected: *expect_status,
+                })
             }
         }
         HealthcheckConfig::Tcp { address, .. } => {
             let stream = tokio::net::TcpStream::connect(address.as_str())
                 .await
-                .map_err(|e| format!("connect failed: {e}"))?;
+                .map_err(HealthCheckError::Connect)?;
             Ok(match stream.peer_addr() {
                 Ok(peer) => format!("connected to {peer}"),
                 Err(_) => "connected".to_owned(),
@@ -158,9 +202,12 @@ async fn probe(ctx: &HubContext, check: &HealthcheckConfig) -> Result<String, St
 
 /// Runs a command check: in its own process group (killed whole when the check ends, times
 /// out or is cancelled), reading at most [`KEPT_OUTPUT`] bytes of each pipe.
-async fn command(argv: &[String], cwd: Option<&std::path::Path>) -> Result<String, String> {
+async fn command(
+    argv: &[String],
+    cwd: Option<&std::path::Path>,
+) -> Result<String, HealthCheckError> {
     let Some((program, args)) = argv.split_first() else {
-        return Err("empty argv".to_owned());
+        return Err(HealthCheckError::EmptyArgv);
     };
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
@@ -172,22 +219,17 @@ async fn command(argv: &[String], cwd: Option<&std::path::Path>) -> Result<Strin
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
-    struct GroupGuard(Option<u32>);
-    impl Drop for GroupGuard {
-        fn drop(&mut self) {
-            crate::skill::adapters::test_runs::kill_group(self.0);
-        }
-    }
-    let group = GroupGuard(child.id());
+    let mut child = cmd.spawn().map_err(|error| HealthCheckError::Spawn {
+        program: program.clone(),
+        error,
+    })?;
+    let group = crate::machine::group::GroupGuard::new(child.id());
     let stdout = child.stdout.take().map(|p| tokio::spawn(capped(p)));
     let stderr = child.stderr.take().map(|p| tokio::spawn(capped(p)));
-    let status = child
-        .wait()
-        .await
-        .map_err(|e| format!("cannot wait for `{program}`: {e}"))?;
+    let status = child.wait().await.map_err(|error| HealthCheckError::Wait {
+        program: program.clone(),
+        error,
+    })?;
     drop(group);
     let drained = |reader: Option<tokio::task::JoinHandle<Vec<u8>>>| async move {
         let reader = reader?;
@@ -212,15 +254,10 @@ async fn command(argv: &[String], cwd: Option<&std::path::Path>) -> Result<Strin
         stderr
     };
     let said = said.lines().next().unwrap_or_default().to_owned();
-    let detail = match status.code() {
-        Some(c) if said.is_empty() => format!("exit status {c}"),
-        Some(c) => format!("exit status {c}: {said}"),
-        None => "killed by a signal".to_owned(),
-    };
-    if status.success() {
-        Ok(detail)
-    } else {
-        Err(detail)
+    match status.code() {
+        Some(code) if status.success() => Ok(exit_detail(code, &said)),
+        Some(code) => Err(HealthCheckError::Exit { code, said }),
+        None => Err(HealthCheckError::Killed),
     }
 }
 

@@ -166,6 +166,28 @@ struct Raw {
     earlier: bool,
 }
 
+/// Why a stream could not be read: a short reason for the summary.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LogReadError {
+    #[error("no such file yet")]
+    Missing,
+    #[error("cannot open: {0}")]
+    Open(std::io::Error),
+    #[error("resolves outside the state directory and the declared roots; not read")]
+    OutsideRoots,
+    #[error("cannot stat: {0}")]
+    Stat(std::io::Error),
+    #[error("not a regular file; not read")]
+    NotAFile,
+    #[error("cannot seek: {0}")]
+    Seek(std::io::Error),
+    #[error("cannot read: {0}")]
+    Read(std::io::Error),
+    /// The blocking read's task panicked or was cancelled.
+    #[error("the read failed: {0}")]
+    Task(tokio::task::JoinError),
+}
+
 /// The roots a log source must resolve under (links followed).
 fn roots(ctx: &HubContext) -> Vec<PathBuf> {
     std::iter::once(&ctx.config.state_dir)
@@ -175,31 +197,29 @@ fn roots(ctx: &HubContext) -> Vec<PathBuf> {
 }
 
 /// Reads the last [`WINDOW_BYTES`] of `path`; the error is a short reason for the summary.
-fn read_file(path: &Path, confine: Option<&[PathBuf]>) -> Result<Raw, String> {
+fn read_file(path: &Path, confine: Option<&[PathBuf]>) -> Result<Raw, LogReadError> {
     use std::io::{Read, Seek, SeekFrom};
     let real = std::fs::canonicalize(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file yet".to_owned(),
-        _ => format!("cannot open: {e}"),
+        std::io::ErrorKind::NotFound => LogReadError::Missing,
+        _ => LogReadError::Open(e),
     })?;
     if let Some(roots) = confine
         && !roots.iter().any(|r| real.starts_with(r))
     {
-        return Err(
-            "resolves outside the state directory and the declared roots; not read".to_owned(),
-        );
+        return Err(LogReadError::OutsideRoots);
     }
-    let mut file = std::fs::File::open(&real).map_err(|e| format!("cannot open: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    let mut file = std::fs::File::open(&real).map_err(LogReadError::Open)?;
+    let meta = file.metadata().map_err(LogReadError::Stat)?;
     if !meta.is_file() {
-        return Err("not a regular file; not read".to_owned());
+        return Err(LogReadError::NotAFile);
     }
     let start = meta.len().saturating_sub(WINDOW_BYTES);
     file.seek(SeekFrom::Start(start))
-        .map_err(|e| format!("cannot seek: {e}"))?;
+        .map_err(LogReadError::Seek)?;
     let mut bytes = Vec::new();
     file.take(WINDOW_BYTES)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
+        .map_err(LogReadError::Read)?;
     Ok(Raw {
         text: String::from_utf8_lossy(&bytes).into_owned(),
         partial_first: start > 0,
@@ -208,7 +228,7 @@ fn read_file(path: &Path, confine: Option<&[PathBuf]>) -> Result<Raw, String> {
 }
 
 /// A service's log: its previous part (`<log_file>.1`, if any) followed by the current file.
-fn read_service(path: &Path) -> Result<Raw, String> {
+fn read_service(path: &Path) -> Result<Raw, LogReadError> {
     let current = read_file(path, None);
     let previous = read_file(
         &crate::machine::services::CappedLog::rotated_path(path),
@@ -312,14 +332,14 @@ pub(crate) async fn run(ctx: &HubContext, arguments: &Value) -> Result<Value, To
                 let path = path.clone();
                 tokio::task::spawn_blocking(move || read_service(&path))
                     .await
-                    .unwrap_or_else(|e| Err(format!("the read failed: {e}")))
+                    .unwrap_or_else(|e| Err(LogReadError::Task(e)))
             }
             Origin::Source(path) => {
                 let path = path.clone();
                 let roots = roots.clone();
                 tokio::task::spawn_blocking(move || read_file(&path, Some(&roots)))
                     .await
-                    .unwrap_or_else(|e| Err(format!("the read failed: {e}")))
+                    .unwrap_or_else(|e| Err(LogReadError::Task(e)))
             }
         };
         match raw {

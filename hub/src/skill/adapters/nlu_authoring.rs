@@ -239,7 +239,9 @@ pub(crate) fn check_phrase(ctx: &HubContext, arguments: &Value) -> Result<Value,
     }
     let locale = locale_arg(args.locale.as_deref())?;
     let snap = ctx.stores.nlu.snapshot()?;
-    snap.index.check(&snap.content, phrase, locale).map_err(bad)
+    snap.index
+        .check(&snap.content, phrase, locale)
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// `nlu_authoring.propose_change`: the preview, whatever `dry_run` says.

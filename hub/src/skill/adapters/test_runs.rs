@@ -334,16 +334,6 @@ fn redacted_tail(tail: &Tail, extra: &[regex::Regex]) -> (String, u64) {
     (text[start..].to_owned(), n as u64)
 }
 
-/// Kills the process group led by `pid` (a test or a command check started as its leader).
-pub(crate) fn kill_group(pid: Option<u32>) {
-    let pid = pid
-        .and_then(|p| i32::try_from(p).ok())
-        .and_then(rustix::process::Pid::from_raw);
-    if let Some(pid) = pid {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-}
-
 /// Runs `test` for at most `limit`; its output is redacted with `extra` on top of the built-in
 /// patterns.
 async fn execute(
@@ -393,13 +383,7 @@ async fn execute(
     };
     let pid = child.id();
     // Should this call be stopped (cancel, deadline), the group goes with it.
-    struct GroupGuard(Option<u32>);
-    impl Drop for GroupGuard {
-        fn drop(&mut self) {
-            kill_group(self.0);
-        }
-    }
-    let _group = GroupGuard(pid);
+    let _group = crate::machine::group::GroupGuard::new(pid);
     let tail = Arc::new(Mutex::new(Tail::default()));
     let readers = [
         child
@@ -414,13 +398,13 @@ async fn execute(
     let (status, timed_out) = match tokio::time::timeout(limit, child.wait()).await {
         Ok(status) => (status.ok(), false),
         Err(_) => {
-            kill_group(pid);
+            crate::machine::group::kill(pid);
             let _ = child.kill().await;
             (child.wait().await.ok(), true)
         }
     };
     // Stragglers of the group still holding the pipes are killed too.
-    kill_group(pid);
+    crate::machine::group::kill(pid);
     for reader in readers.into_iter().flatten() {
         let abort = reader.abort_handle();
         if tokio::time::timeout(DRAIN_WAIT, reader).await.is_err() {

@@ -9,12 +9,14 @@
 //! It sends a batch and only then moves the cursor (saved at most once a second), so
 //! delivery is at least once. What was sent in the second before root is SIGKILLed is sent
 //! again. Every event carries its `event_id` for deduplication, and no event is skipped
-//! across a restart or an outage of the sink. A failed send is retried with backoff.
+//! across a restart or an outage of the sink. A failed send is retried with backoff. Only
+//! flushed events are shipped ([`super::flusher::Flushed::bound`]): a power loss never leaves
+//! a sink holding an event the trail no longer has.
 //!
 //! One replica of a zone ships each sink: the one holding its claim (a PostgreSQL advisory
 //! lock, freed when that replica stops or dies; another then takes over from the cursor).
 //!
-//! The sink's lag is `head - cursor`, and its policy says what a lag past `max_lag` means.
+//! The sink's lag is `head - cursor` (the flushed head), and its policy says what a lag past `max_lag` means.
 //! With `fail_open`, calls go on, and the sink is logged as behind and alerted on. With
 //! `fail_closed`, new calls are refused with `audit_unavailable` until it catches up, as
 //! Vault does when no audit device can write. `/metrics` shows each sink's lag, delivered
@@ -31,6 +33,7 @@ use std::time::{Duration, Instant};
 
 pub use record::{Head, Shipped, SinkError};
 
+use super::flusher::Flushed;
 use super::health::AuditHealth;
 use crate::config::{SinkConfig, SinkKind, SinkPolicy};
 use crate::store::{SinkClaim, Store};
@@ -73,6 +76,7 @@ impl Transport {
 /// Ships the trail to sink `cfg` until `stop` (see the module's header).
 pub async fn run(
     store: Store,
+    flushed: Arc<Flushed>,
     cfg: SinkConfig,
     zone: String,
     health: Arc<AuditHealth>,
@@ -90,6 +94,7 @@ pub async fn run(
     };
     let mut shipper = Shipper {
         store,
+        flushed,
         cfg,
         transport,
         health,
@@ -132,6 +137,7 @@ const CURSOR_SAVE: Duration = Duration::from_secs(1);
 /// A sink's shipper: its transport and, while this root ships it for the zone, its claim.
 struct Shipper {
     store: Store,
+    flushed: Arc<Flushed>,
     cfg: SinkConfig,
     transport: Transport,
     health: Arc<AuditHealth>,
@@ -162,6 +168,7 @@ impl Shipper {
             .await
             .map_err(db)?
             .map_or(0, |(s, _)| s);
+        let head = self.flushed.bound(head);
         if self.claim.is_none()
             && let Some(claim) = self.store.claim_sink(&self.cfg.name).await.map_err(db)?
         {
@@ -185,7 +192,7 @@ impl Shipper {
         }
         let batch: Vec<Shipped> = self
             .store
-            .audit_chain_page(cursor, self.cfg.batch as i64)
+            .audit_chain_page(cursor, (self.cfg.batch as i64).min(head - cursor))
             .await
             .map_err(db)?
             .into_iter()

@@ -31,6 +31,21 @@ pub enum KeyError {
     Id,
 }
 
+/// `<prefix>/<zone>` (a log's origin, a witness's name), with what a signed-note key name cannot hold (spaces, `+`) replaced.
+pub(crate) fn key_name(prefix: &str, zone: &str) -> String {
+    let zone: String = zone
+        .chars()
+        .map(|c| {
+            if c.is_whitespace() || c == '+' {
+                '-'
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("{prefix}/{zone}")
+}
+
 /// The message a cosignature at `time` over checkpoint body `body` signs.
 fn message(time: u64, body: &[u8]) -> Vec<u8> {
     let mut m = format!("cosignature/v1\ntime {time}\n").into_bytes();
@@ -62,7 +77,7 @@ impl Cosigner {
 
     /// The default cosigner name of zone `zone`'s root: `root-mcp-witness/<zone>`.
     pub fn default_name(zone: &str) -> String {
-        crate::audit::checkpoint::key_name("root-mcp-witness", zone)
+        key_name("root-mcp-witness", zone)
     }
 
     pub fn name(&self) -> &str {

@@ -24,6 +24,10 @@ use cosign::Cosigner;
 
 /// Most consistency proof lines a request may carry (the protocol's limit).
 const MAX_PROOF_LINES: usize = 63;
+/// Where root serves the witness protocol's submissions (under the witness's prefix
+/// `/v1/root/witness`).
+pub const ADD_CHECKPOINT: &str = "/v1/root/witness/add-checkpoint";
+
 /// Most bytes of an `add-checkpoint` request.
 pub const MAX_REQUEST: usize = 64 * 1024;
 

@@ -118,10 +118,10 @@ impl Ctx {
             .to_string()
     }
 
-    pub(super) fn err(&self, path: &Path, reason: impl Into<String>) -> BuildError {
+    pub(super) fn err(&self, path: &Path, reason: impl std::fmt::Display) -> BuildError {
         BuildError::Source {
             file: self.show(path),
-            reason: reason.into(),
+            reason: reason.to_string(),
         }
     }
 

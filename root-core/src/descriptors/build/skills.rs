@@ -224,5 +224,5 @@ pub(super) fn skill_catalog_content(ctx: &Ctx, dir: &Path) -> Result<Value, Buil
         skills.push(entry);
     }
     let content = skill_catalog::catalog_content(skills).map_err(|r| ctx.err(dir, r))?;
-    serde_json::to_value(content).map_err(|e| ctx.err(dir, e.to_string()))
+    serde_json::to_value(content).map_err(|e| ctx.err(dir, e))
 }

@@ -29,27 +29,43 @@ const MAX_REASON_BYTES: usize = 123;
 /// How long the writer gets to flush queued frames and the close frame at the end.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// A frame claiming more than the connection's enrolment.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ClaimError {
+    #[error("surface_changed names `{claimed}`; this connection is `{target_id}`")]
+    OtherTarget { claimed: String, target_id: String },
+    #[error(
+        "surface_changed claims environment `{claimed}`; `{target_id}` is enrolled in `{environment}`"
+    )]
+    OtherEnvironment {
+        claimed: String,
+        target_id: String,
+        environment: String,
+    },
+}
+
 /// Whether a frame's claims stay within the enrolment: a `surface_changed` names the target
 /// this connection was admitted for and its enrolled environment.
 pub(crate) fn check_claims(
     body: &HubToRoot,
     target_id: &str,
     environment: &str,
-) -> Result<(), String> {
+) -> Result<(), ClaimError> {
     let HubToRoot::SurfaceChanged { descriptor, .. } = body else {
         return Ok(());
     };
     if descriptor.target_id != target_id {
-        return Err(format!(
-            "surface_changed names `{}`; this connection is `{target_id}`",
-            descriptor.target_id
-        ));
+        return Err(ClaimError::OtherTarget {
+            claimed: descriptor.target_id.clone(),
+            target_id: target_id.to_owned(),
+        });
     }
     if descriptor.environment != environment {
-        return Err(format!(
-            "surface_changed claims environment `{}`; `{target_id}` is enrolled in `{environment}`",
-            descriptor.environment
-        ));
+        return Err(ClaimError::OtherEnvironment {
+            claimed: descriptor.environment.clone(),
+            target_id: target_id.to_owned(),
+            environment: environment.to_owned(),
+        });
     }
     Ok(())
 }
@@ -249,19 +265,18 @@ mod tests {
 
     #[test]
     fn surface_claims_stay_within_the_enrolment() {
+        let said =
+            |body: &HubToRoot| check_claims(body, "hub:a", "prod").map_err(|e| e.to_string());
+        assert_eq!(said(&surface("hub:a", "prod")), Ok(()));
         assert_eq!(
-            check_claims(&surface("hub:a", "prod"), "hub:a", "prod"),
-            Ok(())
-        );
-        assert_eq!(
-            check_claims(&surface("hub:b", "prod"), "hub:a", "prod"),
+            said(&surface("hub:b", "prod")),
             Err("surface_changed names `hub:b`; this connection is `hub:a`".into())
         );
         assert_eq!(
-            check_claims(&surface("hub:a", "test"), "hub:a", "prod"),
+            said(&surface("hub:a", "test")),
             Err("surface_changed claims environment `test`; `hub:a` is enrolled in `prod`".into())
         );
-        assert_eq!(check_claims(&HubToRoot::Heartbeat, "hub:a", "prod"), Ok(()));
+        assert_eq!(said(&HubToRoot::Heartbeat), Ok(()));
     }
 
     #[test]

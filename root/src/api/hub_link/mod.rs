@@ -381,7 +381,7 @@ async fn greet(
     };
     let hello = match protocol::decode::<HubToRoot>(first.as_str()) {
         Ok(env) => env,
-        Err(e) => return refuse(socket, e).await,
+        Err(e) => return refuse(socket, e.to_string()).await,
     };
     let HubToRoot::Hello {
         protocol_version,
@@ -629,7 +629,7 @@ fn skill_reported(app: &Arc<App>, target_id: &str, skills: &[SkillState]) {
                 request: change.request,
                 trace_id: None,
             };
-            if let Err(e) = crate::api::audited::record(&app, action, Ok(change.summary)).await {
+            if let Err(e) = crate::ops::audited::record(&app, action, Ok(change.summary)).await {
                 tracing::error!(%target_id, error = ?e, "a skill change of the hub was not recorded");
             }
         });
@@ -750,8 +750,9 @@ async fn relay(
             Message::Text(text) => match protocol::decode_from_hub(text.as_str()) {
                 Ok(env) => {
                     // Nothing a hub says may widen its enrolment (target, environment).
-                    if let Err(message) = frames::check_claims(&env.body, target_id, environment) {
-                        tracing::warn!(%target_id, %message, "frame claiming beyond the enrolment refused");
+                    if let Err(claim) = frames::check_claims(&env.body, target_id, environment) {
+                        tracing::warn!(%target_id, message = %claim, "frame claiming beyond the enrolment refused");
+                        let message = claim.to_string();
                         let _ = out_tx
                             .try_send(encode(RootToHub::ProtocolError { message }, Some(env.id)));
                         continue;
@@ -796,7 +797,8 @@ async fn relay(
                 }
                 Err(e) => {
                     tracing::warn!(%target_id, error = %e, "malformed frame from hub");
-                    let _ = out_tx.try_send(encode(RootToHub::ProtocolError { message: e }, None));
+                    let message = e.to_string();
+                    let _ = out_tx.try_send(encode(RootToHub::ProtocolError { message }, None));
                 }
             },
             Message::Binary(_) => {

@@ -24,11 +24,14 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::register::{Client, client};
-use crate::api::audited::{Asked, audited};
+use crate::api::audited::{ActionBody, audited};
 use crate::api::error::ApiError;
+use crate::api::error::status_of;
 use crate::api::principal::Operator;
+use crate::ops::audited::Asked;
 use axum::extract::RawQuery;
 use axum::extract::rejection::JsonRejection;
+use mcp_shared::error::ErrorCode;
 use mcp_shared::time::{now, unix_ms};
 use serde::Deserialize;
 
@@ -116,7 +119,7 @@ pub(super) async fn authorize(
         Ok(found(&with_query(redirect_uri, &pairs)))
     };
     match check(&app, &p, &urls, &client) {
-        Err((error, why)) => back(error, &why),
+        Err(e) => back(e.code(), &e.to_string()),
         Ok(_) if !app.config.console.enabled => back(
             "temporarily_unavailable",
             "sign-in is approved in root's console, which is off here",
@@ -138,6 +141,41 @@ pub(super) async fn authorize(
     }
 }
 
+/// Why an authorization request for a known client and redirect is sent back refused: the
+/// message is the `error_description`, [`AuthorizeError::code`] the `error`.
+#[derive(Debug, thiserror::Error)]
+enum AuthorizeError {
+    #[error("response_type must be `code`")]
+    ResponseType,
+    #[error("the client did not register the authorization_code grant")]
+    NoCodeGrant,
+    #[error("PKCE is required: code_challenge_method must be S256")]
+    NoPkce,
+    #[error("code_challenge must be the 43-character base64url SHA-256 of the verifier")]
+    Challenge,
+    #[error("resource must be this root's MCP URL, {mcp}")]
+    Resource { mcp: String },
+    #[error("state and scope are at most {MAX_PARAM_LEN} bytes")]
+    TooLong,
+    #[error("scope `{0}` is not a capability profile of this root")]
+    Scope(String),
+}
+
+impl AuthorizeError {
+    /// The OAuth `error` code (RFC 6749 §4.1.2.1, RFC 8707).
+    fn code(&self) -> &'static str {
+        match self {
+            AuthorizeError::ResponseType => "unsupported_response_type",
+            AuthorizeError::NoCodeGrant => "unauthorized_client",
+            AuthorizeError::NoPkce | AuthorizeError::Challenge | AuthorizeError::TooLong => {
+                "invalid_request"
+            }
+            AuthorizeError::Resource { .. } => "invalid_target",
+            AuthorizeError::Scope(_) => "invalid_scope",
+        }
+    }
+}
+
 /// The rest of the request, for a known client and redirect: an error to send back, or the
 /// capability profile the scope asked for.
 fn check(
@@ -145,25 +183,16 @@ fn check(
     p: &std::collections::HashMap<String, String>,
     urls: &Urls,
     client: &Client,
-) -> Result<Option<String>, (&'static str, String)> {
+) -> Result<Option<String>, AuthorizeError> {
     let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("");
     if get("response_type") != "code" {
-        return Err((
-            "unsupported_response_type",
-            "response_type must be `code`".into(),
-        ));
+        return Err(AuthorizeError::ResponseType);
     }
     if !client.grant_types.iter().any(|g| g == "authorization_code") {
-        return Err((
-            "unauthorized_client",
-            "the client did not register the authorization_code grant".into(),
-        ));
+        return Err(AuthorizeError::NoCodeGrant);
     }
     if get("code_challenge_method") != "S256" {
-        return Err((
-            "invalid_request",
-            "PKCE is required: code_challenge_method must be S256".into(),
-        ));
+        return Err(AuthorizeError::NoPkce);
     }
     let challenge = get("code_challenge");
     let well_formed = challenge.len() == 43
@@ -171,26 +200,17 @@ fn check(
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !well_formed {
-        return Err((
-            "invalid_request",
-            "code_challenge must be the 43-character base64url SHA-256 of the verifier".into(),
-        ));
+        return Err(AuthorizeError::Challenge);
     }
     if let Some(r) = p.get("resource")
         && r.trim_end_matches('/') != urls.mcp()
     {
-        return Err((
-            "invalid_target",
-            format!("resource must be this root's MCP URL, {}", urls.mcp()),
-        ));
+        return Err(AuthorizeError::Resource { mcp: urls.mcp() });
     }
     if p.get("state").is_some_and(|s| s.len() > MAX_PARAM_LEN)
         || p.get("scope").is_some_and(|s| s.len() > MAX_PARAM_LEN)
     {
-        return Err((
-            "invalid_request",
-            format!("state and scope are at most {MAX_PARAM_LEN} bytes"),
-        ));
+        return Err(AuthorizeError::TooLong);
     }
     // Scopes are capability profiles; a client may name several (clients ask for what the
     // challenge or the metadata lists), the operator grants one. `offline_access` (asked by
@@ -201,10 +221,7 @@ fn check(
         .collect();
     let known = |s: &str| app.catalog.profiles.get(s).is_some();
     if let Some(unknown) = asked.iter().find(|s| !known(s)) {
-        return Err((
-            "invalid_scope",
-            format!("scope `{unknown}` is not a capability profile of this root"),
-        ));
+        return Err(AuthorizeError::Scope(unknown.to_string()));
     }
     Ok(match asked.as_slice() {
         [one] => Some(one.to_string()),
@@ -253,10 +270,7 @@ pub(super) async fn describe(
 ) -> Result<Json<Described>, ApiError> {
     let Json(named) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let pending = open(&app, &named.request)?;
-    let client = client(&app, &documents, &pending.client_id)
-        .await
-        .map_err(|_| ApiError::internal("the client registry cannot be read"))?
-        .ok_or_else(|| ApiError::not_found("the client is no longer registered"))?;
+    let client = console_client(&app, &documents, &pending.client_id).await?;
     Ok(Json(Described {
         client_name: client.label(),
         client_id: pending.client_id,
@@ -265,6 +279,27 @@ pub(super) async fn describe(
         capability_profile: pending.profile,
         expires_at: mcp_shared::time::format(mcp_shared::time::from_unix_ms(pending.expires_at_ms)),
     }))
+}
+
+/// The client of a sign-in request, looked up again for the console: gone is `not_found`; a
+/// metadata-document client whose document cannot be fetched or used now fails at its own
+/// host (`target_offline`, saying why); only root's own failure (logged) is internal.
+async fn console_client(
+    app: &App,
+    documents: &Documents,
+    client_id: &str,
+) -> Result<Client, ApiError> {
+    match client(app, documents, client_id).await {
+        Ok(Some(client)) => Ok(client),
+        Ok(None) => Err(ApiError::not_found("the client is no longer registered")),
+        Err(e) if e.status == StatusCode::INTERNAL_SERVER_ERROR => {
+            Err(ApiError::internal("the client registry cannot be read"))
+        }
+        Err(e) => {
+            let code = ErrorCode::TargetOffline;
+            Err(ApiError::new(status_of(code), code, e.description))
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -288,36 +323,34 @@ pub(super) async fn approve(
     State(app): State<Arc<App>>,
     State(documents): State<Arc<Documents>>,
     op: Operator,
-    body: Result<Json<Approval>, JsonRejection>,
+    body: ActionBody<Approval>,
 ) -> Result<Json<Decided>, ApiError> {
-    let parsed = body.map(|Json(b)| b).map_err(|e| e.body_text());
-    let (target_id, request) = match &parsed {
-        Ok(a) => (
-            Some(a.target_id.clone()),
-            json!({"target_id": a.target_id, "capability_profile": a.capability_profile, "ttl_sec": a.ttl_sec}),
-        ),
-        Err(why) => (None, json!({ "invalid_body": why })),
-    };
     let asked = Asked {
         tool_id: "admin.oauth.approve",
-        target_id,
+        target_id: body.get().map(|a| a.target_id.clone()),
         adapter: Some("root.oauth".into()),
-        request,
+        request: body.request(json!({}), |a| {
+            json!({"target_id": a.target_id, "capability_profile": a.capability_profile, "ttl_sec": a.ttl_sec})
+        }),
     };
     let (redirect, event_id) = audited(&app, &op, asked, async {
-        let a = parsed.map_err(ApiError::bad_request)?;
+        let a = body.parsed()?;
         let pending = open(&app, &a.request)?;
-        let client = client(&app, &documents, &pending.client_id)
-            .await
-            .map_err(|_| ApiError::internal("the client registry cannot be read"))?
-            .ok_or_else(|| ApiError::not_found("the client is no longer registered"))?;
+        let client = console_client(&app, &documents, &pending.client_id).await?;
         check_grant(&app, &a)?;
+        if !op.grant.may_issue(&a.capability_profile) {
+            return Err(crate::ops::error::Refusal::profile_not_held(
+                &a.capability_profile,
+                &op.grant,
+            )
+            .into());
+        }
         let code = credential("mcpg_");
         let now_ms = unix_ms(now());
         let grant = crate::store::GrantRow {
             grant_id: uuid::Uuid::now_v7().to_string(),
             client_id: client.client_id.clone(),
-            operator: op.0.name().to_owned(),
+            operator: op.id.name().to_owned(),
             target_id: a.target_id.clone(),
             capability_profile: a.capability_profile.clone(),
             resource: pending.resource.clone(),
@@ -384,6 +417,7 @@ fn check_grant(app: &App, a: &Approval) -> Result<(), ApiError> {
         audience: None,
         subnet_id: None,
         zone: None,
+        rate: None,
     };
     let source = crate::leases::manager::Source::Issued {
         by: None,

@@ -27,7 +27,17 @@ const REFUSED: &str = "resolves to no address root fetches client metadata from"
 #[derive(Default)]
 pub(crate) struct Documents {
     kept: DashMap<String, (Instant, Client)>,
-    http: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    http: std::sync::OnceLock<Result<reqwest::Client, FetcherError>>,
+}
+
+/// Why root has no HTTP client to fetch metadata documents with (its configuration).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FetcherError {
+    /// `[oauth] client_metadata_ca_file`.
+    #[error("{0}")]
+    Ca(#[from] crate::net::tls_client::CaFileError),
+    #[error("{0}")]
+    Build(#[from] reqwest::Error),
 }
 
 /// What a metadata document may say; what root does not use is ignored.
@@ -137,7 +147,7 @@ impl reqwest::dns::Resolve for Guarded {
     }
 }
 
-fn http(app: &App, documents: &Documents) -> Result<reqwest::Client, String> {
+fn http<'a>(app: &App, documents: &'a Documents) -> Result<reqwest::Client, &'a FetcherError> {
     documents
         .http
         .get_or_init(|| {
@@ -149,13 +159,12 @@ fn http(app: &App, documents: &Documents) -> Result<reqwest::Client, String> {
                     private_hosts: app.config.oauth.client_metadata_private_hosts,
                 }));
             if let Some(path) = &app.config.oauth.client_metadata_ca_file {
-                let certs =
-                    crate::net::tls_client::load_ca_bundle(path).map_err(|e| e.to_string())?;
-                b = b.tls_certs_only(certs);
+                b = b.tls_certs_only(crate::net::tls_client::load_ca_bundle(path)?);
             }
-            b.build().map_err(|e| e.to_string())
+            Ok(b.build()?)
         })
-        .clone()
+        .as_ref()
+        .cloned()
 }
 
 /// The client a metadata document describes (fetched, or kept from a fetch within five

@@ -32,15 +32,15 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{FromRef, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use axum::extract::{FromRef, State};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 
 use crate::api::endpoint::{Access, Endpoint};
 use crate::app::App;
+use crate::roles::Role;
 
 /// The protected-resource metadata path (RFC 9728), and its form for `/mcp`.
 pub(crate) const RESOURCE_METADATA: &str = "/.well-known/oauth-protected-resource";
@@ -55,17 +55,17 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         Endpoint {
             method: "POST",
             path: authorize::REQUEST_PATH,
-            access: Access::OperatorRead,
+            access: Access::OperatorRead(Role::Approver),
         },
         Endpoint {
             method: "POST",
             path: authorize::APPROVE_PATH,
-            access: Access::OperatorAction,
+            access: Access::OperatorAction(Role::Approver),
         },
         Endpoint {
             method: "POST",
             path: authorize::DENY_PATH,
-            access: Access::OperatorAction,
+            access: Access::OperatorAction(Role::Approver),
         },
     ]
 }
@@ -75,15 +75,32 @@ pub(crate) fn routes(app: Arc<App>) -> Router {
     if !app.config.oauth.discovery {
         return Router::new();
     }
+    // The operator's routes behind the role `endpoints` declares for them.
+    let role = |path: &str, handler| {
+        let e = endpoints()
+            .into_iter()
+            .find(|e| e.path == path)
+            .expect("every operator route of OAuth is in endpoints()");
+        crate::api::principal::with_role(&app, e, handler)
+    };
     Router::new()
         .route(RESOURCE_METADATA, get(resource_metadata))
         .route(RESOURCE_METADATA_MCP, get(resource_metadata))
         .route(SERVER_METADATA, get(server_metadata))
         .route("/oauth/register", post(register::register))
         .route("/oauth/authorize", get(authorize::authorize))
-        .route(authorize::REQUEST_PATH, post(authorize::describe))
-        .route(authorize::APPROVE_PATH, post(authorize::approve))
-        .route(authorize::DENY_PATH, post(authorize::deny))
+        .route(
+            authorize::REQUEST_PATH,
+            role(authorize::REQUEST_PATH, post(authorize::describe)),
+        )
+        .route(
+            authorize::APPROVE_PATH,
+            role(authorize::APPROVE_PATH, post(authorize::approve)),
+        )
+        .route(
+            authorize::DENY_PATH,
+            role(authorize::DENY_PATH, post(authorize::deny)),
+        )
         .route("/oauth/token", post(token::token))
         .route("/oauth/revoke", post(token::revoke))
         .with_state(Oauth {
@@ -213,30 +230,6 @@ pub(crate) fn insufficient_scope(
         urls.at(RESOURCE_METADATA_MCP)
     ))
     .ok()
-}
-
-/// Middleware: every 401 root answers names the protected-resource metadata while discovery
-/// is on (a client learns where to sign in from any refused request).
-pub(crate) async fn challenge_unauthorized(
-    State(app): State<Arc<App>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    if !app.config.oauth.discovery {
-        return next.run(req).await;
-    }
-    // Only the Host is kept (the challenge is built for the rare 401 alone).
-    let mut host = HeaderMap::new();
-    if let Some(h) = req.headers().get(header::HOST) {
-        host.insert(header::HOST, h.clone());
-    }
-    let mut res = next.run(req).await;
-    if res.status() == StatusCode::UNAUTHORIZED
-        && let Some(c) = challenge(&app, &host)
-    {
-        res.headers_mut().insert(header::WWW_AUTHENTICATE, c);
-    }
-    res
 }
 
 #[cfg(test)]

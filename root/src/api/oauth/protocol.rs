@@ -124,12 +124,17 @@ impl IntoResponse for OauthError {
 }
 
 /// An OAuth request's parameters (a query or a form body), each at most once (RFC 6749
-/// §3.1): `invalid_request` naming a repeated one.
+/// §3.1) and none holding a NUL character: else `invalid_request`, naming a repeated one.
 pub(super) fn parameters(
     encoded: &[u8],
 ) -> Result<std::collections::HashMap<String, String>, OauthError> {
     let mut out = std::collections::HashMap::new();
     for (k, v) in url::form_urlencoded::parse(encoded) {
+        if k.contains('\0') || v.contains('\0') {
+            return Err(OauthError::invalid_request(
+                "a parameter holds a NUL character (%00)",
+            ));
+        }
         if out.insert(k.to_string(), v.to_string()).is_some() {
             return Err(OauthError::invalid_request(format!(
                 "parameter `{k}` is repeated"

@@ -20,11 +20,11 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::register::client;
-use crate::api::audited::{Asked, audited};
+use crate::api::audited::audited;
 use crate::api::bodies::NewLeaseRequest;
 use crate::api::error::ApiError;
-use crate::api::principal::Operator;
 use crate::leases::manager::IssuedLease;
+use crate::ops::audited::Asked;
 use crate::store::{GrantRow, RefreshClaim};
 use axum::body::Bytes;
 use mcp_shared::time::{now, unix_ms};
@@ -324,8 +324,23 @@ async fn issue(
             "the operator who approved this sign-in was revoked; sign in again",
         ));
     }
+    // The approver must still hold what they approved (a role or profile taken away ends it).
+    let still = app.operators.grant(&grant.operator).is_some_and(|g| {
+        g.holds(crate::roles::Role::Approver) && g.may_issue(&grant.capability_profile)
+    });
+    if !still {
+        end_grant(
+            app,
+            grant,
+            "the operator who approved it no longer holds its profile",
+        )
+        .await;
+        return Err(OauthError::invalid_grant(
+            "the operator who approved this sign-in no longer holds what it grants; sign in again",
+        ));
+    }
     let ttl_sec = (app.config.oauth.access_ttl_sec as i64).min(left_sec) as u64;
-    let op = Operator(crate::operators::OperatorId::named(&grant.operator));
+    let op = crate::operators::OperatorId::named(&grant.operator);
     let asked = Asked {
         tool_id,
         target_id: Some(grant.target_id.clone()),
@@ -346,6 +361,7 @@ async fn issue(
         audience: Some(format!("oauth:{}", grant.client_id)),
         subnet_id: None,
         zone: None,
+        rate: None,
     };
     let source = crate::leases::manager::Source::Issued {
         by: Some(op.actor_id()),
@@ -414,7 +430,7 @@ pub(crate) async fn revoke_current(app: &App, grant: &GrantRow, why: &str) {
         }
     };
     tracing::warn!(grant_id = %grant.grant_id, %why, "OAuth grant ended; its leases are revoked");
-    let op = Operator(crate::operators::OperatorId::named(&grant.operator));
+    let op = crate::operators::OperatorId::named(&grant.operator);
     let asked = Asked {
         tool_id: "admin.lease.revoke",
         target_id: Some(grant.target_id.clone()),

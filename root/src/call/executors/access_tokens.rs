@@ -185,16 +185,15 @@ pub(crate) async fn issue(
         source: Source::Minted {
             parent: caller.session_id.clone(),
         },
+        // A child carries its parent's own rate (its owner's is shared anyway).
+        rate: caller.rate.clone(),
     };
-    let issued = call_t!(
-        app.actors.leases.load(),
-        lease_manager::Msg::Create,
-        RPC_TIMEOUT_MS,
-        new
-    )
-    .map_err(|e| internal("the lease manager", e))?
-    .map_err(lease_error)?;
-    crate::replica::lease_changed(app, &issued.lease.session_id, false).await;
+    let issued = crate::ops::leases::issue(app, new)
+        .await
+        .map_err(|e| match e {
+            IssueError::Refused(e) => lease_error(e),
+            e @ IssueError::Unreachable(_) => internal("the lease manager", e),
+        })?;
     Ok(json!({
         "session_id": issued.lease.session_id,
         "token": issued.token,
@@ -251,7 +250,7 @@ pub(crate) async fn revoke(
         .await
         .map_err(|e| internal("the grant store", e))?;
     // In force on every live replica before the call answers (its descendants too).
-    crate::api::leases::ended_everywhere(
+    crate::ops::leases::ended(
         app,
         std::slice::from_ref(&session_id.to_owned()),
         &revoked.descendants,
@@ -262,6 +261,8 @@ pub(crate) async fn revoke(
         "descendants_revoked": revoked.descendants.len(),
     }))
 }
+
+use crate::ops::leases::IssueError;
 
 fn lease_error(e: LeaseError) -> ToolError {
     match e {

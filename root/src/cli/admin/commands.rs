@@ -78,6 +78,14 @@ pub(crate) enum OperatorCommand {
     /// the console.
     Add {
         name: String,
+        /// A role they hold (repeat for several): viewer, auditor, approver, operator, admin.
+        /// Default viewer. No more than yours.
+        #[arg(long = "role", value_name = "ROLE")]
+        roles: Vec<crate::roles::Role>,
+        /// A capability profile they may issue leases for (repeat; `*` for all). Default
+        /// none. No more than yours.
+        #[arg(long = "profile", value_name = "PROFILE")]
+        profiles: Vec<String>,
         #[arg(long)]
         token_file: Option<PathBuf>,
         #[arg(long)]
@@ -285,11 +293,16 @@ pub(crate) struct LifecycleArgs {
     pub(crate) json: bool,
 }
 
+/// A label argument without `=`.
+#[derive(Debug, thiserror::Error)]
+#[error("a label is KEY=VALUE, not `{0}`")]
+pub(crate) struct LabelArgError(String);
+
 /// A `KEY=VALUE` label argument.
-fn label_arg(s: &str) -> Result<(String, String), String> {
+fn label_arg(s: &str) -> Result<(String, String), LabelArgError> {
     match s.split_once('=') {
         Some((k, v)) => Ok((k.to_owned(), v.to_owned())),
-        None => Err(format!("a label is KEY=VALUE, not `{s}`")),
+        None => Err(LabelArgError(s.to_owned())),
     }
 }
 
@@ -345,6 +358,9 @@ pub(crate) enum LeaseCommand {
         subnet: Option<String>,
         #[arg(long)]
         zone: Option<String>,
+        /// Its own calls-per-second rate (`20/s`, `30/min`, `500/h`), over its profile's.
+        #[arg(long)]
+        rate: Option<String>,
         #[arg(long)]
         json: bool,
     },

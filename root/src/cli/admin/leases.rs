@@ -24,6 +24,7 @@ pub(super) async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<Ex
             audience,
             subnet,
             zone,
+            rate,
             json,
         } => {
             let ask = NewLeaseRequest {
@@ -34,6 +35,7 @@ pub(super) async fn run(c: &AdminClient, cmd: LeaseCommand) -> anyhow::Result<Ex
                 audience,
                 subnet_id: subnet,
                 zone,
+                rate: rate.map(crate::config::RawRate::Text),
             };
             let issued: Audited<IssuedLeaseBody> = c.post("/v1/root/mcp/sessions", &ask).await?;
             print(json, &issued, |i| issued_text(&i.item));

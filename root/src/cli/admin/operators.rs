@@ -12,20 +12,33 @@ pub(super) async fn run(c: &AdminClient, cmd: OperatorCommand) -> anyhow::Result
     match cmd {
         OperatorCommand::Add {
             name,
+            roles,
+            profiles,
             token_file,
             json,
         } => {
-            let mut added: Audited<NewOperator> = c
-                .post("/v1/root/operators", &NewOperatorRequest { name })
-                .await?;
+            let roles = if roles.is_empty() {
+                vec![crate::roles::Role::Viewer]
+            } else {
+                roles
+            };
+            let asked = NewOperatorRequest {
+                name,
+                roles,
+                profiles,
+            };
+            let mut added: Audited<NewOperator> = c.post("/v1/root/operators", &asked).await?;
             if let Some(path) = &token_file {
                 crate::secrets::write_private_file(path, &format!("{}\n", added.item.token))?;
                 added.item.token = format!("written to {}", path.display());
             }
             print(json, &added, |a| {
                 format!(
-                    "operator: {}\ntoken:    {}  (shown once)",
-                    a.item.name, a.item.token
+                    "operator: {}\nroles:    {}\nprofiles: {}\ntoken:    {}  (shown once)",
+                    a.item.name,
+                    role_names(&a.item.roles),
+                    a.item.profiles.join(", "),
+                    a.item.token
                 )
             });
         }
@@ -67,14 +80,25 @@ pub(super) async fn run(c: &AdminClient, cmd: OperatorCommand) -> anyhow::Result
     Ok(())
 }
 
+/// `operator, auditor`.
+fn role_names(roles: &[crate::roles::Role]) -> String {
+    let names: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
+    names.join(", ")
+}
+
 fn operator_line(o: &OperatorView) -> String {
     let or_dash = |s: &Option<String>| s.as_deref().unwrap_or("-").to_owned();
     format!(
-        "{:<24} {:<8} added {} by {}{}",
+        "{:<24} {:<8} {:<28} profiles {:<24} added {} by {}{}",
         o.name,
         match o.status {
             OperatorStatus::Active => "active",
             OperatorStatus::Revoked => "revoked",
+        },
+        role_names(&o.roles),
+        match o.profiles.join(",") {
+            p if p.is_empty() => "-".to_owned(),
+            p => p,
         },
         or_dash(&o.created_at),
         or_dash(&o.created_by),

@@ -1,7 +1,7 @@
 //! Client-side validation of a skill catalog as discovered: the desired set from the ontology,
 //! the listed and read resources checked against their metadata, the whole catalog or nothing.
 
-use super::options::CatalogError;
+use super::options::SkillCatalogError;
 use base64::Engine;
 
 use crate::skill_catalog as rules;
@@ -57,7 +57,7 @@ pub struct ValidCatalog {
 pub fn select(
     scheme: &str,
     listed: Vec<Listed>,
-) -> Result<(Listed, BTreeMap<String, Listed>), CatalogError> {
+) -> Result<(Listed, BTreeMap<String, Listed>), SkillCatalogError> {
     let ontology_uri = rules::ontology_uri(scheme);
     let prefix = rules::skill_prefix(scheme);
     let mut ontology = None;
@@ -65,17 +65,17 @@ pub fn select(
     for r in listed {
         if r.uri == ontology_uri {
             if ontology.is_some() {
-                return Err(CatalogError::DuplicateUri(r.uri));
+                return Err(SkillCatalogError::DuplicateUri(r.uri));
             }
             ontology = Some(r);
         } else if r.uri.starts_with(&prefix) {
             if skills.contains_key(&r.uri) {
-                return Err(CatalogError::DuplicateUri(r.uri));
+                return Err(SkillCatalogError::DuplicateUri(r.uri));
             }
             skills.insert(r.uri.clone(), r);
         }
     }
-    let ontology = ontology.ok_or(CatalogError::MissingOntology(ontology_uri))?;
+    let ontology = ontology.ok_or(SkillCatalogError::MissingOntology(ontology_uri))?;
     Ok((ontology, skills))
 }
 
@@ -85,15 +85,15 @@ pub fn declared(
     scheme: &str,
     listed: &Listed,
     read: &Read,
-) -> Result<Vec<(String, String)>, CatalogError> {
+) -> Result<Vec<(String, String)>, SkillCatalogError> {
     let uri = listed.uri.clone();
-    let bad = |why: String| CatalogError::Ontology {
+    let bad = |why: String| SkillCatalogError::Ontology {
         uri: uri.clone(),
         why,
     };
     let meta = parse_meta(&uri, "read", read.meta.as_ref())?;
     if !rules::SUPPORTED_MANIFEST_VERSIONS.contains(&meta.manifest_version) {
-        return Err(CatalogError::UnsupportedVersion {
+        return Err(SkillCatalogError::UnsupportedVersion {
             found: meta.manifest_version,
             supported: rules::SUPPORTED_MANIFEST_VERSIONS.to_vec(),
         });
@@ -146,13 +146,13 @@ pub fn declared(
 pub fn match_declared(
     declared: &[(String, String)],
     listed: &BTreeMap<String, Listed>,
-) -> Result<(), CatalogError> {
+) -> Result<(), SkillCatalogError> {
     let want: BTreeSet<&str> = declared.iter().map(|(_, u)| u.as_str()).collect();
     if let Some(extra) = listed.keys().find(|u| !want.contains(u.as_str())) {
-        return Err(CatalogError::Undeclared(extra.clone()));
+        return Err(SkillCatalogError::Undeclared(extra.clone()));
     }
     if let Some(missing) = want.iter().find(|u| !listed.contains_key(**u)) {
-        return Err(CatalogError::Missing((*missing).to_string()));
+        return Err(SkillCatalogError::Missing((*missing).to_string()));
     }
     Ok(())
 }
@@ -161,14 +161,14 @@ pub(super) fn parse_meta(
     uri: &str,
     which: &str,
     meta: Option<&Value>,
-) -> Result<ResourceMeta, CatalogError> {
-    let v = meta
-        .and_then(|m| m.get(rules::META_KEY))
-        .ok_or_else(|| CatalogError::Resource {
-            uri: uri.to_string(),
-            why: format!("{which} result has no `_meta.{}`", rules::META_KEY),
-        })?;
-    serde_json::from_value(v.clone()).map_err(|e| CatalogError::Resource {
+) -> Result<ResourceMeta, SkillCatalogError> {
+    let v =
+        meta.and_then(|m| m.get(rules::META_KEY))
+            .ok_or_else(|| SkillCatalogError::Resource {
+                uri: uri.to_string(),
+                why: format!("{which} result has no `_meta.{}`", rules::META_KEY),
+            })?;
+    serde_json::from_value(v.clone()).map_err(|e| SkillCatalogError::Resource {
         uri: uri.to_string(),
         why: format!("{which} metadata: {e}"),
     })
@@ -181,11 +181,11 @@ pub fn validate(
     ontology: (&Listed, &Read),
     declared: &[(String, String)],
     skills: &[(Listed, Read)],
-) -> Result<ValidCatalog, CatalogError> {
+) -> Result<ValidCatalog, SkillCatalogError> {
     let (o_list, o_read) = ontology;
     let o_meta = check_resource(o_list, o_read, rules::ONTOLOGY_MIME)?;
     if o_meta.owner_application != rules::OWNER_APPLICATION {
-        return Err(CatalogError::Resource {
+        return Err(SkillCatalogError::Resource {
             uri: o_list.uri.clone(),
             why: format!(
                 "owner application `{}` is not `{}`",
@@ -194,7 +194,7 @@ pub fn validate(
             ),
         });
     }
-    rules::check_bundle_path(&o_meta.path).map_err(|e| CatalogError::Resource {
+    rules::check_bundle_path(&o_meta.path).map_err(|e| SkillCatalogError::Resource {
         uri: o_list.uri.clone(),
         why: e.to_string(),
     })?;
@@ -203,9 +203,9 @@ pub fn validate(
     let mut paths = BTreeSet::new();
     for (name, uri) in declared {
         let Some((listed, read)) = skills.iter().find(|(l, _)| &l.uri == uri) else {
-            return Err(CatalogError::Missing(uri.clone()));
+            return Err(SkillCatalogError::Missing(uri.clone()));
         };
-        let bad = |why: String| CatalogError::Resource {
+        let bad = |why: String| SkillCatalogError::Resource {
             uri: uri.clone(),
             why,
         };
@@ -223,7 +223,7 @@ pub fn validate(
             ),
         ] {
             if found != expected {
-                return Err(CatalogError::Mixed {
+                return Err(SkillCatalogError::Mixed {
                     uri: uri.clone(),
                     field,
                     found: found.clone(),
@@ -232,7 +232,7 @@ pub fn validate(
             }
         }
         if meta.manifest_version != o_meta.manifest_version {
-            return Err(CatalogError::Mixed {
+            return Err(SkillCatalogError::Mixed {
                 uri: uri.clone(),
                 field: "manifest_version",
                 found: meta.manifest_version.to_string(),
@@ -266,7 +266,7 @@ pub fn validate(
             )));
         }
         if !paths.insert(install.to_ascii_lowercase()) {
-            return Err(CatalogError::Collision {
+            return Err(SkillCatalogError::Collision {
                 first: uri.clone(),
                 second: uri.clone(),
                 path: install,
@@ -290,7 +290,7 @@ pub fn validate(
     sorted.sort();
     for w in sorted.windows(2) {
         if w[0].0 == w[1].0 || w[1].0.starts_with(&format!("{}/", w[0].0)) {
-            return Err(CatalogError::Collision {
+            return Err(SkillCatalogError::Collision {
                 first: w[0].1.clone(),
                 second: w[1].1.clone(),
                 path: w[1].0.clone(),
@@ -312,16 +312,16 @@ pub(super) fn check_resource(
     listed: &Listed,
     read: &Read,
     mime: &str,
-) -> Result<ResourceMeta, CatalogError> {
+) -> Result<ResourceMeta, SkillCatalogError> {
     let uri = &listed.uri;
-    let bad = |why: String| CatalogError::Resource {
+    let bad = |why: String| SkillCatalogError::Resource {
         uri: uri.clone(),
         why,
     };
     let list_meta = parse_meta(uri, "list", listed.meta.as_ref())?;
     let read_meta = parse_meta(uri, "read", read.meta.as_ref())?;
     if !rules::SUPPORTED_MANIFEST_VERSIONS.contains(&list_meta.manifest_version) {
-        return Err(CatalogError::UnsupportedVersion {
+        return Err(SkillCatalogError::UnsupportedVersion {
             found: list_meta.manifest_version,
             supported: rules::SUPPORTED_MANIFEST_VERSIONS.to_vec(),
         });
@@ -382,8 +382,8 @@ pub(super) fn listed_of(r: &rmcp::model::Resource) -> Listed {
 pub(super) fn read_of(
     uri: &str,
     res: rmcp::model::ReadResourceResult,
-) -> Result<Read, CatalogError> {
-    let bad = |why: &str| CatalogError::Resource {
+) -> Result<Read, SkillCatalogError> {
+    let bad = |why: &str| SkillCatalogError::Resource {
         uri: uri.to_string(),
         why: why.to_string(),
     };

@@ -23,8 +23,8 @@ impl TokenState {
         self.current.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
-    fn renew(&self) -> Result<String, String> {
-        let token = self.source.read().map_err(|e| e.to_string())?;
+    fn renew(&self) -> Result<String, SyncError> {
+        let token = self.source.read()?;
         if let Ok(mut t) = self.current.lock() {
             *t = token.clone();
         }

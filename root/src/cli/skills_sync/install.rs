@@ -2,7 +2,7 @@
 //! leaving the old tree and its sentinel byte for byte as they were on any failure.
 
 use super::catalog::ValidCatalog;
-use super::options::{SENTINEL, SyncError, SyncOptions, SyncReport};
+use super::options::{InstallError, SENTINEL, SyncError, SyncOptions, SyncReport};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,27 +25,27 @@ fn sentinel_bytes(namespace: &str, c: &ValidCatalog) -> Vec<u8> {
 }
 
 /// Every regular file below `dir` as relative path → bytes (an absent dir is empty).
-pub(super) fn read_tree(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, String> {
+pub(super) fn read_tree(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, InstallError> {
     let mut out = BTreeMap::new();
     if !dir.exists() {
         return Ok(out);
     }
     let mut stack = vec![(dir.to_path_buf(), String::new())];
     while let Some((d, rel)) = stack.pop() {
-        for entry in std::fs::read_dir(&d).map_err(|e| e.to_string())? {
-            let entry = entry.map_err(|e| e.to_string())?;
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let child = if rel.is_empty() {
                 name
             } else {
                 format!("{rel}/{name}")
             };
-            let kind = entry.file_type().map_err(|e| e.to_string())?;
+            let kind = entry.file_type()?;
             if kind.is_dir() {
                 stack.push((entry.path(), child));
             } else {
                 let bytes = if kind.is_file() {
-                    std::fs::read(entry.path()).map_err(|e| e.to_string())?
+                    std::fs::read(entry.path())?
                 } else {
                     Vec::new()
                 };
@@ -62,17 +62,14 @@ pub(super) fn install(
     renewals: u32,
 ) -> Result<SyncReport, SyncError> {
     let ns_dir = opts.dest.join(&opts.namespace);
-    let ierr = |path: &Path, reason: String| SyncError::Install {
+    let ierr = |path: &Path, reason: InstallError| SyncError::Install {
         path: path.display().to_string(),
         reason,
     };
     if let Ok(m) = std::fs::symlink_metadata(&ns_dir)
         && !m.is_dir()
     {
-        return Err(ierr(
-            &ns_dir,
-            "exists and is not a directory (or is a symbolic link)".into(),
-        ));
+        return Err(ierr(&ns_dir, InstallError::NotADirectory));
     }
     let mut want: BTreeMap<String, Vec<u8>> = catalog
         .skills
@@ -101,24 +98,24 @@ pub(super) fn install(
     if opts.dry_run || !changed {
         return Ok(report);
     }
-    std::fs::create_dir_all(&opts.dest).map_err(|e| ierr(&opts.dest, e.to_string()))?;
+    std::fs::create_dir_all(&opts.dest).map_err(|e| ierr(&opts.dest, e.into()))?;
     let tag = format!("{}-{}", std::process::id(), uuid::Uuid::now_v7().simple());
     let staging = opts.dest.join(format!(".{}.staging-{tag}", opts.namespace));
-    let staged = (|| -> Result<(), String> {
+    let staged = (|| -> std::io::Result<()> {
         for (rel, bytes) in &want {
             let path = staging.join(rel);
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+                std::fs::create_dir_all(parent)?;
             }
-            let mut f = std::fs::File::create(&path).map_err(|e| e.to_string())?;
-            std::io::Write::write_all(&mut f, bytes).map_err(|e| e.to_string())?;
-            f.sync_all().map_err(|e| e.to_string())?;
+            let mut f = std::fs::File::create(&path)?;
+            std::io::Write::write_all(&mut f, bytes)?;
+            f.sync_all()?;
         }
         Ok(())
     })();
     if let Err(e) = staged {
         let _ = std::fs::remove_dir_all(&staging);
-        return Err(ierr(&staging, e));
+        return Err(ierr(&staging, e.into()));
     }
     if let Err(e) = swap_in(&staging, &ns_dir, &tag) {
         let _ = std::fs::remove_dir_all(&staging);
@@ -129,9 +126,9 @@ pub(super) fn install(
 
 /// Puts `staging` at `target`: an atomic exchange where the kernel offers one, else the old
 /// tree is renamed aside, the new one renamed in, and the old one renamed back on failure.
-pub(super) fn swap_in(staging: &Path, target: &Path, tag: &str) -> Result<(), String> {
+pub(super) fn swap_in(staging: &Path, target: &Path, tag: &str) -> Result<(), InstallError> {
     if !target.exists() {
-        return std::fs::rename(staging, target).map_err(|e| e.to_string());
+        return Ok(std::fs::rename(staging, target)?);
     }
     #[cfg(target_os = "linux")]
     {
@@ -155,15 +152,16 @@ pub(super) fn swap_in(staging: &Path, target: &Path, tag: &str) -> Result<(), St
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let backup = parent.join(format!(".{name}.backup-{tag}"));
-    std::fs::rename(target, &backup).map_err(|e| format!("moving the old tree aside: {e}"))?;
-    if let Err(e) = std::fs::rename(staging, target) {
-        return match std::fs::rename(&backup, target) {
-            Ok(()) => Err(format!("swapping in the new tree: {e}; rolled back")),
-            Err(back) => Err(format!(
-                "swapping in the new tree: {e}; rollback failed too ({back}); the old tree is at {}",
-                backup.display()
-            )),
-        };
+    std::fs::rename(target, &backup).map_err(InstallError::MoveAside)?;
+    if let Err(swap) = std::fs::rename(staging, target) {
+        return Err(match std::fs::rename(&backup, target) {
+            Ok(()) => InstallError::RolledBack(swap),
+            Err(rollback) => InstallError::RollbackFailed {
+                swap,
+                rollback,
+                backup,
+            },
+        });
     }
     let _ = std::fs::remove_dir_all(&backup);
     Ok(())

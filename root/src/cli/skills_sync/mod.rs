@@ -168,7 +168,7 @@ async fn discover(
         let listed = skills
             .get(uri)
             .cloned()
-            .ok_or_else(|| CatalogError::Missing(uri.clone()))?;
+            .ok_or_else(|| SkillCatalogError::Missing(uri.clone()))?;
         pairs.push((listed, read(uri.clone()).await?));
     }
     Ok(validate(scheme, (&ontology, &o_read), &declared, &pairs)?)

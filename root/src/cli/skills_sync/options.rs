@@ -114,7 +114,7 @@ pub struct SyncOptions {
 
 /// Why a catalog was refused. Each variant names the resource and the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CatalogError {
+pub enum SkillCatalogError {
     #[error("the server lists no ontology resource `{0}`")]
     MissingOntology(String),
     #[error("`{0}` is listed twice")]
@@ -165,9 +165,32 @@ pub enum SyncError {
     #[error("{request}: {reason}")]
     Request { request: String, reason: String },
     #[error("catalog refused, nothing installed: {0}")]
-    Catalog(#[from] CatalogError),
+    Catalog(#[from] SkillCatalogError),
     #[error("cannot install into {path}: {reason}")]
-    Install { path: String, reason: String },
+    Install { path: String, reason: InstallError },
+}
+
+/// Why the namespace could not be read, staged or swapped in (the old tree is left as it was,
+/// unless a rollback failed too, which names where it is).
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("exists and is not a directory (or is a symbolic link)")]
+    NotADirectory,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("moving the old tree aside: {0}")]
+    MoveAside(std::io::Error),
+    #[error("swapping in the new tree: {0}; rolled back")]
+    RolledBack(std::io::Error),
+    #[error(
+        "swapping in the new tree: {swap}; rollback failed too ({rollback}); the old tree is at {}",
+        .backup.display()
+    )]
+    RollbackFailed {
+        swap: std::io::Error,
+        rollback: std::io::Error,
+        backup: std::path::PathBuf,
+    },
 }
 
 /// What a sync did (or, dry, would do).

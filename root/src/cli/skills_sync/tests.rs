@@ -22,7 +22,12 @@ fn meta(path: &str, bytes: &[u8], mime: &str) -> Value {
 
 /// A one-skill catalog whose skill has URI identity `kebab`, listed name `name` and bundle
 /// path `path`, run through the whole client-side validation.
-fn check(kebab: &str, name: &str, path: &str, text: &str) -> Result<ValidCatalog, CatalogError> {
+fn check(
+    kebab: &str,
+    name: &str,
+    path: &str,
+    text: &str,
+) -> Result<ValidCatalog, SkillCatalogError> {
     let uri = rules::skill_uri(SCHEME, kebab);
     let ontology = serde_json::to_vec(&json!({
         "skill_resources": [{ "name": name, "uri": uri }],
@@ -117,7 +122,7 @@ fn run_listing(
     ontology: &Value,
     ontology_raw: Option<&[u8]>,
     junk: &Value,
-) -> Result<ValidCatalog, CatalogError> {
+) -> Result<ValidCatalog, SkillCatalogError> {
     let o_uri = rules::ontology_uri(SCHEME);
     let mut listed = Vec::new();
     let mut reads = BTreeMap::new();
@@ -153,7 +158,7 @@ fn run_listing(
     let o_read = reads
         .get(&ontology.uri)
         .cloned()
-        .ok_or_else(|| CatalogError::Missing(ontology.uri.clone()))?;
+        .ok_or_else(|| SkillCatalogError::Missing(ontology.uri.clone()))?;
     let declared = declared(SCHEME, &ontology, &o_read)?;
     match_declared(&declared, &skills)?;
     let mut pairs = Vec::new();
@@ -161,11 +166,11 @@ fn run_listing(
         let listed = skills
             .get(uri)
             .cloned()
-            .ok_or_else(|| CatalogError::Missing(uri.clone()))?;
+            .ok_or_else(|| SkillCatalogError::Missing(uri.clone()))?;
         let read = reads
             .get(uri)
             .cloned()
-            .ok_or_else(|| CatalogError::Missing(uri.clone()))?;
+            .ok_or_else(|| SkillCatalogError::Missing(uri.clone()))?;
         pairs.push((listed, read));
     }
     validate(SCHEME, (&ontology, &o_read), &declared, &pairs)

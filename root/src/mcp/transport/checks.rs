@@ -190,19 +190,28 @@ pub(crate) fn headers_use_session(headers: &HeaderMap) -> Result<bool, McpError>
     Ok(version.is_none_or(|v| v.has_initialize()))
 }
 
+/// Why a standard header has no usable single value.
+#[derive(Debug, thiserror::Error)]
+enum HeaderError {
+    #[error("duplicate {0} header")]
+    Duplicate(&'static str),
+    #[error("{0} header contains invalid characters")]
+    Invalid(&'static str),
+}
+
 /// The sole value of a header, or why there is none usable.
-fn single<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
+fn single<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, HeaderError> {
     let mut values = headers.get_all(name).iter();
     let Some(value) = values.next() else {
         return Ok(None);
     };
     if values.next().is_some() {
-        return Err(format!("duplicate {name} header"));
+        return Err(HeaderError::Duplicate(name));
     }
     value
         .to_str()
         .map(Some)
-        .map_err(|_| format!("{name} header contains invalid characters"))
+        .map_err(|_| HeaderError::Invalid(name))
 }
 
 /// A header value in the standard headers' encoding (plain, or `=?base64?…?=`).
@@ -281,7 +290,7 @@ pub(crate) fn standard_headers(
         }
         return Ok(());
     }
-    match single(headers, HEADER_MCP_METHOD).map_err(&mismatch)? {
+    match single(headers, HEADER_MCP_METHOD).map_err(|e| mismatch(e.to_string()))? {
         None => return Err(mismatch("missing required Mcp-Method header".into())),
         Some(v) if v != method => {
             return Err(mismatch(format!(
@@ -292,7 +301,7 @@ pub(crate) fn standard_headers(
     }
     if let Some(expected) = name {
         let raw = single(headers, HEADER_MCP_NAME)
-            .map_err(&mismatch)?
+            .map_err(|e| mismatch(e.to_string()))?
             .ok_or_else(|| mismatch(format!("missing required Mcp-Name header for `{method}`")))?;
         let decoded =
             decode(raw).ok_or_else(|| mismatch("Mcp-Name header is not valid Base64".into()))?;

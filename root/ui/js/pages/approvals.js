@@ -5,6 +5,7 @@ import { h, badge, clear, panel, table, fmtTime, plainText, valueView, toast } f
 import { get, raw } from '../api.js';
 
 export const title = 'Approvals';
+export const role = 'approver';
 
 function diffLine(text, cls) {
   return h('span', { class: ['diff-line', cls] }, text, '\n');

@@ -6,6 +6,7 @@ import { barChart, stackedColumns } from '../charts.js';
 import { windowPicker, windowParams } from './usage.js';
 
 export const title = 'Failures';
+export const role = 'auditor';
 
 export async function render(root, params) {
   const win = params.get('window') || '1h';

@@ -5,6 +5,7 @@
 
 import { h, badge, clear, panel, table, fmtTime, kv, plainText, toast, valueView } from '../dom.js';
 import { get, raw } from '../api.js';
+import { holds } from '../roles.js';
 
 export const title = 'Fleet runs';
 
@@ -58,7 +59,8 @@ function startForm() {
 
 async function listView(root) {
   const box = h('div', { id: 'fleet-runs' });
-  root.append(h('h1', null, 'Fleet runs'), panel('Start', startForm()), panel('Recent runs', box));
+  // Starting runs is the operator role's; every operator sees them.
+  root.append(h('h1', null, 'Fleet runs'), ...(holds('operator') ? [panel('Start', startForm())] : []), panel('Recent runs', box));
   async function refresh() {
     const { runs } = await get('/v1/root/fleet/runs?limit=50');
     clear(box).append(table([
@@ -111,7 +113,7 @@ function runHead(r, refresh) {
       r.confirmation_expires_at ? ['Confirm before', fmtTime(r.confirmation_expires_at)] : null,
       ['Trace', h('a', { href: `#/requests?trace_id=${encodeURIComponent(r.trace_id)}` }, h('code', null, r.trace_id))],
     ]),
-    h('div', { class: 'actions' }, buttons),
+    h('div', { class: 'actions' }, holds('operator') ? buttons : []),
   ];
 }
 

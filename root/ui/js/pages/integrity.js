@@ -7,6 +7,7 @@ import { h, badge, panel, kv, table, fmtTime } from '../dom.js';
 import { get } from '../api.js';
 
 export const title = 'Audit integrity';
+export const role = 'auditor';
 
 const REFRESH_MS = 5000;
 

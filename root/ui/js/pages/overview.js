@@ -4,6 +4,7 @@
 
 import { h, badge, panel, table, fmtTime, kv } from '../dom.js';
 import { get } from '../api.js';
+import { holds } from '../roles.js';
 import { firstOf, statusSummary, targetsTable } from '../paging.js';
 
 export const title = 'Overview';
@@ -38,8 +39,9 @@ export async function render(root) {
     get('/v1/root/mcp/foundation'),
     firstOf('/v1/root/hubs'),
     firstOf('/v1/root/mcp/sessions', { status: 'active' }),
-    get('/v1/root/mcp/audit?status=error&limit=10'),
-    get('/v1/root/mcp/audit?status=denied&limit=10'),
+    // Recent failures come from the audit trail: an auditor's read.
+    holds('auditor') ? get('/v1/root/mcp/audit?status=error&limit=10') : { events: [] },
+    holds('auditor') ? get('/v1/root/mcp/audit?status=denied&limit=10') : { events: [] },
   ]);
   const total = hubs.total ?? 0;
   const connected = total - ((hubs.by_status || {}).offline || 0);
@@ -69,7 +71,7 @@ export async function render(root) {
       { label: 'Status', cell: (e) => badge(e.status) },
       { label: 'Code', cell: (e) => (e.error ? e.error.code : '—') },
       { label: 'Message', cell: (e) => (e.error ? e.error.message : ''), class: 'wrap' },
-    ], failures, { empty: 'No failures recorded.' })),
+    ], failures, { empty: holds('auditor') ? 'No failures recorded.' : 'Reading the audit trail needs the auditor role.' })),
     panel('Root', kv([
       ['Version', foundation.version],
       ['MCP endpoint', `${location.origin}${foundation.mcp_endpoint}`],

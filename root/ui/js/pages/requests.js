@@ -7,6 +7,7 @@ import { get, qs } from '../api.js';
 import { targetPicker } from '../paging.js';
 
 export const title = 'Requests';
+export const role = 'auditor';
 
 const FILTERS = ['target_id', 'tool_id', 'status', 'actor', 'trace_id'];
 const PAGE = 100;

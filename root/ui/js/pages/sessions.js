@@ -10,6 +10,7 @@
 
 import { h, badge, clear, panel, table, fmtTime, toast } from '../dom.js';
 import { get, post, ApiError } from '../api.js';
+import { holds } from '../roles.js';
 import { LEASE_STATUSES, filterForm, pagedList, statusSummary, targetPicker } from '../paging.js';
 
 export const title = 'Sessions';
@@ -270,7 +271,7 @@ export async function render(root, params) {
   root.append(
     h('h1', null, 'MCP sessions'),
     h('div', { class: 'toolbar' },
-      h('button', { type: 'button', id: 'open-mcp-dialog', onclick: () => { closeDialog(); dialog.showModal(); } }, 'New MCP session…'),
+      holds('operator') ? h('button', { type: 'button', id: 'open-mcp-dialog', onclick: () => { closeDialog(); dialog.showModal(); } }, 'New MCP session…') : null,
       h('button', { type: 'button', class: 'secondary', onclick: () => refresh() }, 'Refresh')),
     dialog,
     panel('Leases', filters.form, leases.element),
@@ -278,7 +279,7 @@ export async function render(root, params) {
   );
   await leases.load(filters.values());
   const sealed = params && params.get('authorize');
-  if (sealed) {
+  if (sealed && holds('approver')) {
     const signIn = await signInDialog(sealed, foundation);
     root.append(signIn);
     signIn.showModal();

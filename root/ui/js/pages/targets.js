@@ -8,6 +8,7 @@
 
 import { h, badge, clear, panel, table, fmtTime, fmtBytes, fmtMs, kv, toast } from '../dom.js';
 import { get, post, qs, ApiError } from '../api.js';
+import { holds } from '../roles.js';
 import { MATCHES } from '../paging.js';
 import { barChart, lineChart } from '../charts.js';
 import { section, reader, contracts, evidenceNote } from '../inspect.js';
@@ -181,7 +182,7 @@ function lifecycleView(t) {
     life.state === 'cordoned'
       ? button('uncordon', 'Uncordon', 'secondary', false)
       : button('cordon', 'Cordon', 'secondary', retired),
-    button('retire', 'Retire', 'danger', retired),
+    holds('admin') ? button('retire', 'Retire', 'danger', retired) : null,
     h('button', {
       type: 'button', id: 'narrow-read-only', class: 'secondary', disabled: retired,
       onclick: run('narrowing', { read_only: !narrowing.read_only, deny: narrowing.deny || [] }, narrowing.read_only ? 'writes allowed again' : 'read-only'),
@@ -242,7 +243,8 @@ export async function render(root, params) {
     },
   ], skills), h('p', { class: 'muted small' }, gate.closed_because || 'Install, enable, disable and uninstall are root\'s desired state: in force at root at once (also while the hub is offline), pushed to the hub, and recorded in the audit trail (admin.skill.*). The hub\'s owner can switch the skill off on the hub; root shows it and cannot override it.'));
 
-  const lifecyclePanel = lifecycleView(t);
+  // Lifecycle, labels and narrowing are the operator role's (retiring, admin's).
+  const lifecyclePanel = holds('operator') ? lifecycleView(t) : '';
 
   if (t.status === 'offline') {
     root.append(h('p', { class: 'warning', id: 'inspect-offline' }, `${id} is offline (last seen ${fmtTime(t.last_seen_at)}). Panels that read its hub wait for it to reconnect; root's own records below (subnet health and timeline, access tokens, action history) are current, and ProfileOps shows what the hub published until it went offline.`));

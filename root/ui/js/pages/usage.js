@@ -28,6 +28,7 @@ function statsTable(rows, key, label) {
     { label: 'OK', cell: (r) => String(r.ok), class: 'num' },
     { label: 'Errors', cell: (r) => String(r.error), class: 'num' },
     { label: 'Denied', cell: (r) => String(r.denied), class: 'num' },
+    { label: 'Rate limited', cell: (r) => String(r.rate_limited), class: 'num' },
     { label: 'Error rate', cell: (r) => pct(r.error_rate), class: 'num' },
     { label: 'p50', cell: (r) => fmtMs(r.latency_ms.p50), class: 'num' },
     { label: 'p95', cell: (r) => fmtMs(r.latency_ms.p95), class: 'num' },

@@ -216,7 +216,7 @@ pub(crate) async fn deploy_ref(ctx: &HubContext, input: CallInput) -> Result<Val
         &deploy.allowed_refs,
         deploy.allow_commits,
     )
-    .map_err(invalid)?;
+    .map_err(|e| invalid(e.to_string()))?;
     let _op = ctx.stores.deploys.exclusive(input.deadline).await?;
     let tool = deploy_tool();
     if !input.body.dry_run
