@@ -21,6 +21,10 @@ pub const ADMIN: &str = "admin";
 /// Prefix of named operators' credentials (the redactor knows it).
 pub const OPERATOR_TOKEN_PREFIX: &str = "mcpo_";
 
+/// Prefix of the names of people signed in through the OpenID provider:
+/// `oidc:<issuer>#<sub>`.
+pub const OIDC_PREFIX: &str = "oidc:";
+
 /// An authenticated operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OperatorId {
@@ -39,6 +43,16 @@ impl OperatorId {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// A person the OpenID provider `issuer` knows as `subject`.
+    pub fn oidc(issuer: &str, subject: &str) -> OperatorId {
+        OperatorId::named(&format!("{OIDC_PREFIX}{issuer}#{subject}"))
+    }
+
+    /// Whether this operator signed in through the OpenID provider.
+    pub fn is_oidc(&self) -> bool {
+        self.name.starts_with(OIDC_PREFIX)
     }
 
     /// The actor id events and records name: `operator:<name>`.
@@ -78,7 +92,7 @@ impl Registry {
     /// Whether `name` is an operator who may act now (the bootstrap `admin`, or a named
     /// operator not revoked).
     pub fn is_active(&self, name: &str) -> bool {
-        name == ADMIN || self.by_hash.iter().any(|o| o.value().name() == name)
+        name == ADMIN || self.grants.contains_key(name)
     }
 
     /// Reads the operators from the store (at start, on a change of the feed, and on every
@@ -99,9 +113,13 @@ impl Registry {
         self.grants
             .retain(|name, _| active().any(|r| &r.name == name));
         for r in active() {
-            self.by_hash
-                .entry(r.token_hash.clone())
-                .or_insert_with(|| OperatorId::named(&r.name));
+            // A person signed in through the OpenID provider has no credential of their own
+            // (their console session and CLI credential are `logins`).
+            if !r.name.starts_with(OIDC_PREFIX) {
+                self.by_hash
+                    .entry(r.token_hash.clone())
+                    .or_insert_with(|| OperatorId::named(&r.name));
+            }
             self.grants.insert(r.name.clone(), Arc::new(r.grant()));
         }
     }

@@ -42,6 +42,7 @@ pub(crate) mod fleet;
 pub mod logins;
 pub mod mcp;
 pub mod net;
+pub(crate) mod oidc;
 pub(crate) mod ops;
 pub mod replica;
 mod startup;

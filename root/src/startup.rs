@@ -228,6 +228,9 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     ));
     // Fleet runs this replica left unfinished go on (once hubs had time to reconnect).
     tokio::spawn(crate::fleet::execute::resume_unfinished(app.clone()));
+    if let Some(oidc) = app.oidc.clone() {
+        tokio::spawn(crate::oidc::check::run(app.clone(), oidc));
+    }
     let scheme = if tls_state.is_some() { "https" } else { "http" };
     tracing::info!(%addr, scheme, zone = %app.config.zone, backend = app.store.backend(), replica = app.replica_id(), tools = app.catalog.contracts.all().len(), "root listening");
     Ok(RootHandle {
@@ -424,6 +427,12 @@ async fn compose(
         crate::call::rates::Rates::new(&config.rates, &profiles, &tools).context("[rates]")?
     };
     let evidence_shapes = Arc::new(hubs::evidence::Shapes::new(&catalog.contracts));
+    let oidc = match &config.operators.oidc {
+        Some(c) => Some(Arc::new(
+            crate::oidc::Oidc::new(c).context("[operators.oidc]")?,
+        )),
+        None => None,
+    };
     let app = Arc::new_cyclic(|me| App {
         me: me.clone(),
         store,
@@ -475,6 +484,7 @@ async fn compose(
         master_key,
         tasks: Default::default(),
         logins: Default::default(),
+        oidc,
         started_at: mcp_shared::time::now(),
         shutdown: CancellationToken::new(),
         zone,

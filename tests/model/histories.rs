@@ -61,6 +61,8 @@ where
         if only.is_some_and(|n| n != i) {
             continue;
         }
+        // Said first, so a failure's output names its history.
+        eprintln!("model/{file}: history {i} ({})", history.found);
         let mut m = Default::default();
         for step in &history.steps {
             assert!(

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 mod audit;
 mod error;
+mod operators;
 mod rates;
 pub mod reference;
 
@@ -17,6 +18,7 @@ pub use audit::{
     SinkPolicy, WitnessConfig, WitnessPeerConfig,
 };
 pub use error::{ConfigError, ConfigTextError};
+pub use operators::{OidcConfig, OperatorsConfig, Person, RoleRule};
 pub use rates::{ProfileRates, Rate, RatesConfig, RawRate};
 
 #[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
@@ -66,6 +68,8 @@ pub struct RootConfig {
     pub oauth: OauthConfig,
     pub audit: AuditConfig,
     pub witness: WitnessConfig,
+    /// `[operators]`: sign-in with the organization's OpenID provider, and its role mapping.
+    pub operators: OperatorsConfig,
     /// The protocol features root announces to hubs, when not all it understands (never from
     /// a file: a test's root of an earlier build).
     #[serde(skip)]
@@ -461,6 +465,7 @@ impl Default for RootConfig {
             mcp: McpConfig::default(),
             audit: AuditConfig::default(),
             witness: WitnessConfig::default(),
+            operators: OperatorsConfig::default(),
             protocol_features: None,
         }
     }
@@ -490,6 +495,9 @@ impl RootConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.zone.trim().is_empty() {
             return Err(ConfigError::Invalid("zone must not be empty".into()));
+        }
+        if let Some(oidc) = &self.operators.oidc {
+            oidc.validate()?;
         }
         if self.allowed_hosts.is_empty() {
             return Err(ConfigError::Invalid(

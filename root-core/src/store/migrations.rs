@@ -376,6 +376,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // operator from before roles, who holds them all.
     "ALTER TABLE operators ADD COLUMN roles TEXT",
     "ALTER TABLE operators ADD COLUMN profiles TEXT",
+    // People signed in through the organization's OpenID provider (`operators` rows named
+    // `oidc:<issuer>#<sub>`): their email, their refresh token (encrypted under the master
+    // key) and when a replica next checks them against the provider.
+    "CREATE TABLE IF NOT EXISTS oidc_identities (
+        name TEXT PRIMARY KEY,
+        email TEXT,
+        refresh_token TEXT,
+        signed_in_at BIGINT NOT NULL,
+        next_check BIGINT NOT NULL
+    )",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

@@ -85,4 +85,142 @@ impl Store {
             Ok(res.rows_affected() == 1)
         })
     }
+
+    // ---- people signed in through the OpenID provider -----------------------------------
+
+    /// Records a sign-in of `who` (an `operators` row named `oidc:…`, active again if it was
+    /// revoked, with the grant the provider's groups map to now) and the identity's check
+    /// state: its email, encrypted refresh token and next check.
+    pub async fn sign_in_oidc(
+        &self,
+        who: &OidcIdentity,
+        roles: &str,
+        profiles: &str,
+    ) -> Result<()> {
+        let op = "record an OpenID sign-in";
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await.map_err(db(op))?;
+            sqlx::query(
+                "INSERT INTO operators (name, token_hash, created_at, created_by, roles, profiles)
+                 VALUES ($1, $2, $3, 'oidc', $4, $5)
+                 ON CONFLICT (name) DO UPDATE SET roles = excluded.roles,
+                     profiles = excluded.profiles, revoked_at = NULL, revoked_by = NULL",
+            )
+            .bind(&who.name)
+            .bind(&who.name)
+            .bind(who.signed_in_at_ms)
+            .bind(roles)
+            .bind(profiles)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+            sqlx::query(
+                "INSERT INTO oidc_identities (name, email, refresh_token, signed_in_at, next_check)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (name) DO UPDATE SET email = excluded.email,
+                     refresh_token = excluded.refresh_token, signed_in_at = excluded.signed_in_at,
+                     next_check = excluded.next_check",
+            )
+            .bind(&who.name)
+            .bind(&who.email)
+            .bind(&who.refresh_token)
+            .bind(who.signed_in_at_ms)
+            .bind(who.next_check_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+            tx.commit().await.map_err(db(op))
+        })
+    }
+
+    /// Claims the active identities due for a check at `now_ms` (each claimed by one replica:
+    /// its next check moves to `next_ms` in the same statement).
+    pub async fn due_oidc_identities(
+        &self,
+        now_ms: i64,
+        next_ms: i64,
+    ) -> Result<Vec<OidcIdentity>> {
+        let op = "claim OpenID identities to check";
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "UPDATE oidc_identities SET next_check = $2
+                 WHERE next_check <= $1 AND name IN
+                     (SELECT name FROM operators WHERE revoked_at IS NULL)
+                 RETURNING name, email, refresh_token, signed_in_at, next_check",
+            )
+            .bind(now_ms)
+            .bind(next_ms)
+            .fetch_all(pool)
+            .await
+            .map_err(db(op))?;
+            rows.iter().map(|r| -> Result<OidcIdentity> {
+                Ok(OidcIdentity {
+                    name: r.try_get("name").map_err(db(op))?,
+                    email: r.try_get("email").map_err(db(op))?,
+                    refresh_token: r.try_get("refresh_token").map_err(db(op))?,
+                    signed_in_at_ms: r.try_get("signed_in_at").map_err(db(op))?,
+                    next_check_ms: r.try_get("next_check").map_err(db(op))?,
+                })
+            }).collect()
+        })
+    }
+
+    /// After a check the provider passed: the identity's new refresh token (when it rotated
+    /// it) and grant.
+    pub async fn checked_oidc(
+        &self,
+        name: &str,
+        refresh_token: Option<&str>,
+        roles: &str,
+        profiles: &str,
+    ) -> Result<()> {
+        let op = "record an OpenID check";
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await.map_err(db(op))?;
+            sqlx::query(
+                "UPDATE oidc_identities SET refresh_token = COALESCE($2, refresh_token)
+                 WHERE name = $1",
+            )
+            .bind(name)
+            .bind(refresh_token)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+            sqlx::query(
+                "UPDATE operators SET roles = $2, profiles = $3
+                 WHERE name = $1 AND revoked_at IS NULL",
+            )
+            .bind(name)
+            .bind(roles)
+            .bind(profiles)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+            tx.commit().await.map_err(db(op))
+        })
+    }
+
+    /// The email an identity signed in with.
+    pub async fn oidc_email(&self, name: &str) -> Result<Option<String>> {
+        on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT email FROM oidc_identities WHERE name = $1")
+                .bind(name)
+                .fetch_optional(pool)
+                .await
+                .map(Option::flatten)
+                .map_err(db("read an OpenID identity"))
+        })
+    }
+}
+
+/// A person signed in through the OpenID provider, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcIdentity {
+    /// `oidc:<issuer>#<sub>`: the operator name (actor `operator:oidc:<issuer>#<sub>`).
+    pub name: String,
+    pub email: Option<String>,
+    /// Encrypted under the master key (`secrets::MasterKey::encrypt`, the name as AAD).
+    pub refresh_token: Option<String>,
+    pub signed_in_at_ms: i64,
+    pub next_check_ms: i64,
 }

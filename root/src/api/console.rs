@@ -184,7 +184,7 @@ struct LoginBody {
     token: String,
 }
 
-fn set_cookie(value: &str, max_age_sec: i64, secure: bool) -> Option<HeaderValue> {
+pub(crate) fn set_cookie(value: &str, max_age_sec: i64, secure: bool) -> Option<HeaderValue> {
     HeaderValue::from_str(&format!(
         "{COOKIE}={value}; Path=/; Max-Age={max_age_sec}; HttpOnly; SameSite=Strict{}",
         if secure { "; Secure" } else { "" }
@@ -195,7 +195,7 @@ fn set_cookie(value: &str, max_age_sec: i64, secure: bool) -> Option<HeaderValue
 /// Whether the browser reached root over TLS: root serves HTTPS itself (`[tls]`), the
 /// login's `Origin` is `https://…` (a TLS-terminating proxy in front), or the configuration
 /// says so.
-fn secure(app: &App, headers: &HeaderMap) -> bool {
+pub(crate) fn secure(app: &App, headers: &HeaderMap) -> bool {
     app.config.console.secure_cookie
         || app.config.tls.is_some()
         || headers

@@ -521,19 +521,14 @@ pub(crate) async fn end(app: &App, id: &str) -> Result<Revoked, ApiError> {
     Ok(revoked)
 }
 
-/// Revokes every active lease of `ending` with its descendants, and returns once every live
-/// replica refuses them.
+/// Revokes every active lease of `ending` with its descendants (`ops::leases::end_all`).
 pub(crate) async fn end_all(app: &App, ending: lease_manager::Ending) -> Result<Ended, ApiError> {
-    let ended = call_t!(
-        app.actors.leases.load(),
-        lease_manager::Msg::End,
-        RPC_TIMEOUT_MS,
-        ending
-    )
-    .map_err(ApiError::internal)?
-    .map_err(lease_error)?;
-    crate::ops::leases::ended(app, &ended.leases, &ended.descendants).await;
-    Ok(ended)
+    crate::ops::leases::end_all(app, ending)
+        .await
+        .map_err(|e| match e {
+            crate::ops::leases::EndError::Lease(e) => lease_error(e),
+            crate::ops::leases::EndError::Internal(e) => ApiError::internal(e),
+        })
 }
 
 /// How the trail counts what ended with a lease: `2 descendants (1 minted lease, 1 run

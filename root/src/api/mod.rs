@@ -25,6 +25,7 @@ pub(crate) mod leases;
 pub(crate) mod lifecycle;
 pub(crate) mod oauth;
 pub(crate) mod observe;
+pub(crate) mod oidc;
 pub(crate) mod operators;
 pub(crate) mod paging;
 pub(crate) mod principal;
@@ -431,6 +432,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         .map(|(e, _)| e)
         .chain(crate::api::console::endpoints())
         .chain(oauth::endpoints())
+        .chain(oidc::endpoints())
         .collect()
 }
 
@@ -452,6 +454,7 @@ pub(crate) fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Rou
     rest.merge(mcp)
         .merge(crate::api::console::routes(app.clone()))
         .merge(oauth::routes(app.clone()))
+        .merge(oidc::routes(app.clone()))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .layer(axum::Extension(Arc::new(hub_link::door::HubDoor::new(
             app.config.limits.max_hub_links,

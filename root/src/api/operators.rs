@@ -18,7 +18,7 @@ use crate::api::bodies::{
 use crate::api::error::ApiError;
 use crate::api::principal::Operator;
 use crate::app::App;
-use crate::operators::{ADMIN, OPERATOR_TOKEN_PREFIX, OperatorId, valid_name};
+use crate::operators::{ADMIN, OPERATOR_TOKEN_PREFIX, valid_name};
 use crate::ops::audited::Asked;
 use crate::roles::Grant;
 use crate::store::OperatorRow;
@@ -190,25 +190,13 @@ pub(crate) async fn revoke(
         let cascade = parsed
             .map_err(|why| ApiError::bad_request(why.to_string()))?
             .cascade;
-        if name == ADMIN {
-            return Err(conflict(format!(
-                "`{ADMIN}` is the bootstrap operator: replace the admin token file to change it"
-            )));
-        }
-        let revoked = app
-            .store
-            .revoke_operator(&name, unix_ms(now()), &op.actor_id())
-            .await
-            .map_err(ApiError::internal)?;
-        if !revoked {
-            return Err(ApiError::not_found(format!("no active operator `{name}`")));
-        }
-        changed(&app, &name).await?;
-        app.logins
-            .end_operator(&app, &name)
-            .await
-            .map_err(ApiError::internal)?;
-        let ended = end_authority(&app, &name, cascade).await?;
+        let ended = crate::ops::operators::revoke(&app, &name, &op.actor_id(), cascade).await?;
+        let ended = EndedWithOperator {
+            cascade,
+            grants: ended.grants,
+            leases: ended.leases,
+            descendants: ended.descendants,
+        };
         let summary = format!(
             "operator `{name}` revoked; ended {} OAuth grants they approved, {} leases{} and {}",
             ended.grants,
@@ -237,51 +225,11 @@ pub(crate) async fn revoke(
     }))
 }
 
-/// Ends what a revoked operator's authority held: the OAuth grants they approved with their
-/// leases, and (`cascade`) every lease they issued; each with its descendants.
-async fn end_authority(
-    app: &App,
-    name: &str,
-    cascade: bool,
-) -> Result<EndedWithOperator, ApiError> {
-    use crate::leases::manager::Ending;
-    let grants = app
-        .store
-        .end_grants_of_operator(name, unix_ms(now()))
-        .await
-        .map_err(ApiError::internal)?;
-    let mut ended = EndedWithOperator {
-        cascade,
-        grants: grants.len(),
-        ..EndedWithOperator::default()
-    };
-    for g in &grants {
-        let e = crate::api::leases::end_all(app, Ending::Grant(g.grant_id.clone())).await?;
-        ended.leases += e.leases.len();
-        ended.descendants += e.descendants.len();
-    }
-    if cascade {
-        let actor = OperatorId::named(name).actor_id();
-        let e = crate::api::leases::end_all(app, Ending::IssuedBy(actor)).await?;
-        ended.leases += e.leases.len();
-        ended.descendants += e.descendants.len();
-    }
-    Ok(ended)
-}
-
 fn conflict(message: String) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
 }
 
 /// The operators changed: reloaded here, and on every live replica before this returns.
 async fn changed(app: &App, name: &str) -> Result<(), ApiError> {
-    app.operators
-        .reload(&app.store)
-        .await
-        .map_err(ApiError::internal)?;
-    if let Some(zone) = &app.zone {
-        zone.changed(crate::replica::ChangeKind::Operator, name, true)
-            .await;
-    }
-    Ok(())
+    Ok(crate::ops::operators::changed(app, name).await?)
 }

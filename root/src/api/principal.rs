@@ -43,6 +43,15 @@ pub(super) async fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal>
     if let Some(op) = app.operators.authenticate(token) {
         return Some(Principal::Operator(op));
     }
+    // `mcp-root login`'s credential: a session of a person signed in with the identity
+    // provider, presented as a bearer (no cookie, so no CSRF check to pass).
+    if let Some(value) = token.strip_prefix(crate::api::oidc::CLI_CREDENTIAL_PREFIX) {
+        return app
+            .logins
+            .verify(app, value)
+            .await
+            .map(|s| Principal::Operator(s.operator));
+    }
     crate::replica::authenticate(app, token)
         .await
         .map(Principal::Lease)

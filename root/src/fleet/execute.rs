@@ -32,10 +32,13 @@ const BUSY_WAIT: Duration = Duration::from_secs(1);
 /// How long a call admitted before a restart waits for its target's hub to be back before
 /// it is sent again (its hub was serving it; reconnecting takes its backoff).
 const RESUME_WAIT: Duration = Duration::from_secs(60);
-/// How often a call cut off by its hub's link dropping is sent again, the first after
-/// [`CUT_OFF_PAUSE`], each next after twice as long.
-const CUT_OFF_RETRIES: u32 = 3;
+/// A call cut off by its hub's link dropping is sent again until [`RESUME_WAIT`] has passed:
+/// the first after [`CUT_OFF_PAUSE`], each next after twice as long, at most
+/// [`CUT_OFF_PAUSE_MAX`]. (The replica holding the hub may be restarting: until it serves
+/// again, another replica still sees the hub connected there, and its forward fails; a
+/// restart under load takes seconds.)
 const CUT_OFF_PAUSE: Duration = Duration::from_millis(200);
+const CUT_OFF_PAUSE_MAX: Duration = Duration::from_secs(2);
 
 /// Starts driving `run_id` on its own task, unless a task of this replica drives it already
 /// (claimed here, before the task runs, so a start and a resume never both drive it).
@@ -362,23 +365,24 @@ async fn answered(
     }
     let online = || app.hubs.status(&t.target_id) != mcp_shared::target::TargetStatus::Offline;
     let mut connected = online();
-    let (mut cut_off, mut busy) = (0, 0);
+    let (mut cut_off, mut busy) = (None, 0);
     loop {
-        let outcome = call_target(app, run, arguments, t, resumed || cut_off > 0).await;
+        let outcome = call_target(app, run, arguments, t, resumed || cut_off.is_some()).await;
         let code = outcome.1.as_deref();
         let stopping = app.shutdown.is_cancelled();
+        let (since, pause) = cut_off.unwrap_or((tokio::time::Instant::now(), CUT_OFF_PAUSE));
         if code == Some(ErrorCode::TargetOffline.as_str())
             && connected
-            && cut_off < CUT_OFF_RETRIES
+            && since.elapsed() < RESUME_WAIT
             && !stopping
         {
-            cut_off += 1;
             if !hub_back(app, run, &t.target_id).await {
                 return None;
             }
             // A replica that just took the hub back (or restarted) answers for it a moment
-            // later: 200, 400, 800 ms.
-            tokio::time::sleep(CUT_OFF_PAUSE * (1 << (cut_off - 1))).await;
+            // later: 200, 400, 800 ms, ... 2 s.
+            tokio::time::sleep(pause).await;
+            cut_off = Some((since, (pause * 2).min(CUT_OFF_PAUSE_MAX)));
             connected = online();
         } else if code == Some(ErrorCode::Busy.as_str()) && busy < BUSY_RETRIES && !stopping {
             busy += 1;

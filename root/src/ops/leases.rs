@@ -195,3 +195,29 @@ pub(crate) async fn ended(
     )
     .await;
 }
+
+/// Why leases could not be ended.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EndError {
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error("the lease manager did not answer: {0}")]
+    Internal(String),
+}
+
+/// Revokes every active lease of `ending` with its descendants, and returns once every live
+/// replica refuses them.
+pub(crate) async fn end_all(
+    app: &App,
+    ending: crate::leases::manager::Ending,
+) -> Result<crate::leases::manager::Ended, EndError> {
+    let done = ractor::call_t!(
+        app.actors.leases.load(),
+        crate::leases::manager::Msg::End,
+        crate::actors::RPC_TIMEOUT_MS,
+        ending
+    )
+    .map_err(|e| EndError::Internal(e.to_string()))??;
+    ended(app, &done.leases, &done.descendants).await;
+    Ok(done)
+}

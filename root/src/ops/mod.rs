@@ -5,3 +5,4 @@
 pub(crate) mod audited;
 pub(crate) mod error;
 pub(crate) mod leases;
+pub(crate) mod operators;
