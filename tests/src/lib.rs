@@ -20,6 +20,7 @@ pub mod heap;
 pub mod hub_process;
 pub mod hubsim;
 pub mod oauth;
+pub mod oidc;
 pub mod ports;
 pub mod process;
 pub mod root_process;

@@ -4,6 +4,7 @@
 //! invalid.
 
 pub(crate) mod admin;
+pub(crate) mod login;
 pub mod skills_sync;
 
 use std::net::SocketAddr;
@@ -42,6 +43,9 @@ pub(crate) enum Command {
     Demo(ServeArgs),
     /// Operator commands against a running root.
     Admin(AdminArgs),
+    /// Sign in with your identity provider (`[operators.oidc]` on root) and keep a
+    /// short-lived root credential for `admin` commands.
+    Login(login::LoginArgs),
     /// The audit trail, offline: no database and no running root.
     #[command(subcommand)]
     Audit(AuditOffline),
@@ -227,6 +231,7 @@ async fn dispatch(cli: Cli, demo: Option<Demo>) -> anyhow::Result<ExitCode> {
             None => bail!("this mcp-root was built without its demo (the `demo` feature)"),
         },
         Command::Admin(args) => admin::run(args).await,
+        Command::Login(args) => login::run(args).await,
         Command::Descriptors(cmd) => descriptors(cmd),
         Command::Audit(cmd) => audit_offline(cmd),
         Command::Skills(SkillsCommand::Sync(args)) => skills_sync::main(args).await,

@@ -282,17 +282,49 @@ pub(crate) async fn person(
     };
     let subject = claims.subject().as_str();
     let operator = OperatorId::oidc(oidc.issuer(), subject);
-    let email = claims
+    let mut email = claims
         .email()
         .filter(|_| claims.email_verified() != Some(false))
         .map(|e| e.as_str().to_owned());
-    let groups = groups(&claims.additional_claims().0, &oidc.config.groups_claim);
+    let mut extra = claims.additional_claims().0.clone();
+    // Many providers keep scope claims (email, groups) out of the ID token and serve them
+    // at the userinfo endpoint (for the subject the ID token names, checked there).
+    if (!extra.contains_key(&oidc.config.groups_claim) || email.is_none())
+        && let Some((more, verified_email)) = userinfo(oidc, token, claims.subject()).await?
+    {
+        extra.extend(more);
+        email = email.or(verified_email);
+    }
+    let groups = groups(&extra, &oidc.config.groups_claim);
     let grant = oidc.config.grant_for(&crate::config::Person {
         subject,
         email: email.as_deref(),
         groups: &groups,
     });
     Ok((operator, email, grant))
+}
+
+/// The person's claims at the provider's userinfo endpoint (none when it has none): the
+/// extra ones, and the email if verified.
+async fn userinfo(
+    oidc: &Oidc,
+    token: &TokenResponse,
+    subject: &openidconnect::SubjectIdentifier,
+) -> Result<Option<(serde_json::Map<String, serde_json::Value>, Option<String>)>, OidcError> {
+    let (client, _) = oidc.client(None, false).await?;
+    let Ok(request) = client.user_info(token.access_token().clone(), Some(subject.clone())) else {
+        return Ok(None);
+    };
+    let info: openidconnect::UserInfoClaims<super::Extra, openidconnect::core::CoreGenderClaim> =
+        request
+            .request_async(&oidc.http())
+            .await
+            .map_err(|e| OidcError::Provider(format!("userinfo: {}", error_chain(&e))))?;
+    let email = info
+        .email()
+        .filter(|_| info.email_verified() != Some(false))
+        .map(|e| e.as_str().to_owned());
+    Ok(Some((info.additional_claims().0.clone(), email)))
 }
 
 /// The groups claim: a list of strings, or one string.

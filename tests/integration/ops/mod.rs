@@ -6,6 +6,7 @@ mod console;
 mod docs;
 mod lists;
 mod observability;
+mod oidc;
 mod otel;
 mod packages;
 mod processes;

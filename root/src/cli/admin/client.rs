@@ -36,6 +36,19 @@ pub struct AdminClient {
     http: reqwest::Client,
 }
 
+/// The CLI's HTTP client: root's answers within 30 s, an https root verified against
+/// `ca_file` (PEM) when given instead of the system's roots.
+pub(crate) fn http_client(ca_file: Option<&std::path::Path>) -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("{}: not a PEM certificate bundle", path.display()))?;
+        builder = builder.tls_certs_only(certs);
+    }
+    Ok(builder.build()?)
+}
+
 impl AdminClient {
     pub fn new(base: String, token: String) -> anyhow::Result<AdminClient> {
         Self::with_ca(base, token, None)
@@ -48,15 +61,7 @@ impl AdminClient {
         token: String,
         ca_file: Option<&std::path::Path>,
     ) -> anyhow::Result<AdminClient> {
-        let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
-        if let Some(path) = ca_file {
-            let pem =
-                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .with_context(|| format!("{}: not a PEM certificate bundle", path.display()))?;
-            builder = builder.tls_certs_only(certs);
-        }
-        let http = builder.build()?;
+        let http = http_client(ca_file)?;
         Ok(AdminClient {
             base: base.trim_end_matches('/').to_string(),
             token,

@@ -13,7 +13,11 @@ pub(crate) struct AdminArgs {
     /// Admin token; default: read from <data-dir>/admin.token.
     #[arg(long, env = "MCP_ROOT_ADMIN_TOKEN", hide_env_values = true)]
     pub(crate) admin_token: Option<String>,
-    /// Where to find admin.token when no token is given.
+    /// The credential `mcp-root login` keeps (used when no token is given); default
+    /// `$XDG_CONFIG_HOME/mcp-root/credential`.
+    #[arg(long, env = "MCP_ROOT_CREDENTIAL_FILE")]
+    pub(crate) credential_file: Option<PathBuf>,
+    /// Where to find admin.token when no token is given and no one signed in.
     #[arg(long, default_value = "./data")]
     pub(crate) data_dir: PathBuf,
     /// PEM CA bundle to verify an https root with (instead of the system's roots).

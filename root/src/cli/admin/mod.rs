@@ -19,7 +19,14 @@ pub(crate) use commands::*;
 
 /// Runs one admin command against the root at `--root-url`.
 pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
-    let token = match args.admin_token {
+    let signed_in = || {
+        let file = args
+            .credential_file
+            .clone()
+            .or_else(super::login::default_file)?;
+        super::login::kept_for(&file, &args.root_url).map(|k| k.credential)
+    };
+    let token = match args.admin_token.clone().or_else(signed_in) {
         Some(t) => t,
         None => {
             let path = args.data_dir.join("admin.token");
@@ -27,7 +34,7 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 .map(|s| s.trim().to_string())
                 .with_context(|| {
                     format!(
-                        "no --admin-token or MCP_ROOT_ADMIN_TOKEN, and cannot read {}",
+                        "no --admin-token or MCP_ROOT_ADMIN_TOKEN, no credential from `mcp-root login`, and cannot read {}",
                         path.display()
                     )
                 })?

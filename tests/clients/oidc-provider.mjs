@@ -2,17 +2,17 @@
 // `oidc-provider` package (installed by .ci/run into <target>/npm), with two users in
 // different groups and a control route the tests use to remove a user.
 //
-//   node provider.mjs PORT
+//   node oidc-provider.mjs NPM_PREFIX PORT
 //
 // Prints `ready <issuer>` once it listens. Users: `alice` (groups `sre`), `bob` (groups
 // `auditors`), `carol` (no group). `POST /test/remove?user=NAME` removes a user: the provider
 // refuses that user's refresh tokens from then on (as a provider does for a disabled person).
-// The login page is the package's development interaction (any password); consent is given
-// by the provider itself (a first-party client).
+// The login and consent pages are the package's development interactions (any password).
 
-import Provider from 'oidc-provider';
+const [npm, portArg] = process.argv.slice(2);
+const { default: Provider } = await import(`${npm}/node_modules/oidc-provider/lib/index.js`);
 
-const port = Number(process.argv[2] || 0);
+const port = Number(portArg || 0);
 const issuer = `http://127.0.0.1:${port}`;
 
 const users = new Map([
@@ -73,17 +73,6 @@ const provider = new Provider(issuer, {
   // Refresh tokens for every sign-in: root checks each person against the provider with it.
   async issueRefreshToken(_ctx, client) {
     return client.grantTypeAllowed('refresh_token');
-  },
-  // Consent is the provider's own for its first-party clients.
-  async loadExistingGrant(ctx) {
-    const grant = new ctx.oidc.provider.Grant({
-      clientId: ctx.oidc.client.clientId,
-      accountId: ctx.oidc.session.accountId,
-    });
-    grant.addOIDCScope('openid offline_access email groups');
-    grant.addOIDCClaims(['email', 'email_verified', 'groups']);
-    await grant.save();
-    return grant;
   },
   ttl: {
     AccessToken: 300,
