@@ -57,7 +57,7 @@ pub struct App {
     /// Operators' console sessions and the reader leases their reads run under.
     pub(crate) logins: crate::logins::Logins,
     /// Operators' sign-in with the organization's OpenID provider (`[operators.oidc]`).
-    pub(crate) oidc: Option<Arc<crate::oidc::Oidc>>,
+    pub(crate) oidc: Option<Arc<crate::oidc::provider::Oidc>>,
     pub(crate) started_at: time::OffsetDateTime,
     /// Cancelled when the daemon shuts down; long-lived connections (hubs) end with it.
     pub(crate) shutdown: tokio_util::sync::CancellationToken,

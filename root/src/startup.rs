@@ -429,7 +429,7 @@ async fn compose(
     let evidence_shapes = Arc::new(hubs::evidence::Shapes::new(&catalog.contracts));
     let oidc = match &config.operators.oidc {
         Some(c) => Some(Arc::new(
-            crate::oidc::Oidc::new(c).context("[operators.oidc]")?,
+            crate::oidc::provider::Oidc::new(c).context("[operators.oidc]")?,
         )),
         None => None,
     };

@@ -27,7 +27,8 @@ use serde_json::json;
 use crate::api::endpoint::{Access, Endpoint};
 use crate::api::error::ApiError;
 use crate::app::App;
-use crate::oidc::flow::{self, Callback, CliReturn, SignedIn};
+use crate::oidc::flow::{self, Callback};
+use crate::oidc::state::{CliReturn, SignedIn};
 use crate::oidc::{Oidc, OidcError};
 
 /// The cookie a browser sign-in in progress is kept in.

@@ -14,7 +14,7 @@ use mcp_shared::time::{now, unix_ms};
 use openidconnect::{OAuth2TokenResponse, RefreshToken};
 use serde_json::json;
 
-use super::{Oidc, OidcError};
+use super::provider::{Oidc, OidcError};
 use crate::app::App;
 use crate::operators::OperatorId;
 
