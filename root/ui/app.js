@@ -75,6 +75,10 @@ function showLogin(message) {
   $('login').hidden = false;
   $('login-error').textContent = message || '';
   $('login-token').focus();
+  // Sign-in with the organization's identity provider, when root offers it.
+  raw('/ui/api/signin').then((r) => {
+    $('oidc-signin').hidden = !(r.status === 200 && r.body && r.body.oidc);
+  });
 }
 
 function showApp(session) {

@@ -73,6 +73,11 @@ pub(crate) fn endpoints() -> Vec<crate::api::endpoint::Endpoint> {
             path: "/ui/api/session",
             access: Access::OperatorRead(Role::Viewer),
         },
+        Endpoint {
+            method: "GET",
+            path: "/ui/api/signin",
+            access: Access::Public,
+        },
     ]
 }
 
@@ -87,6 +92,7 @@ pub(crate) fn routes(app: Arc<App>) -> Router {
         .route("/ui/api/login", post(login))
         .route("/ui/api/logout", post(logout))
         .route("/ui/api/session", get(session))
+        .route("/ui/api/signin", get(signin))
         .route("/ui/api/{*rest}", axum::routing::any(api_not_found))
         .route("/ui/{*path}", get(asset))
         .layer(middleware::from_fn(security_headers))
@@ -345,6 +351,15 @@ async fn session(
         "zone": app.config.zone,
         "version": env!("CARGO_PKG_VERSION"),
     })))
+}
+
+/// `GET /ui/api/signin`: how operators sign in here (the login page offers the identity
+/// provider when `[operators.oidc]` is configured).
+async fn signin(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
+    Json(json!({
+        "oidc": app.oidc.as_ref().map(|o| json!({ "issuer": o.issuer(), "start": crate::api::oidc::START_PATH })),
+        "token": true,
+    }))
 }
 
 /// Every role `name` holds (`admin` holds them all; nothing once revoked).

@@ -2059,3 +2059,65 @@ async fn viewer_scenario(b: &mut Browser, root: &TestRoot, viewer: &str) -> anyh
     b.gone("#lifecycle-retire").await?;
     Ok(())
 }
+
+/// An operator signs in to the console with the identity provider (`[operators.oidc]`): the
+/// login page offers it, the provider's login and consent pages come and go, and the console
+/// shows what the person's group maps to (`sre`: operator, not auditor).
+#[tokio::test]
+async fn an_operator_signs_in_to_the_console_with_the_identity_provider() {
+    let provider = mcp_tests::oidc::Provider::start().await.unwrap();
+    let root = super::oidc::root_for(&provider).await;
+    let Some(mut b) = Browser::start().await.unwrap() else {
+        root.stop().await;
+        return;
+    };
+    let res = oidc_scenario(&mut b, &root, &provider.issuer).await;
+    if res.is_err() {
+        let _ = b.shot("zz-oidc-failure").await;
+        if let Ok(text) = b.js("return document.body.innerText").await {
+            println!(
+                "--- the page at the failure\n{}",
+                text.as_str().unwrap_or("")
+            );
+        }
+    }
+    b.close().await;
+    root.stop().await;
+    res.unwrap();
+}
+
+async fn oidc_scenario(b: &mut Browser, root: &TestRoot, issuer: &str) -> anyhow::Result<()> {
+    b.c().goto(&root.url("/ui/")).await?;
+    b.click("#oidc-signin-link").await?;
+    // The provider's own pages: its login form, then its consent.
+    b.find("input[name=login]")
+        .await?
+        .send_keys("alice")
+        .await?;
+    b.find("input[name=password]")
+        .await?
+        .send_keys("any")
+        .await?;
+    b.click("button[type=submit]").await?;
+    b.text_contains("h1", "Authorize").await?;
+    b.click("button[type=submit]").await?;
+    // Back in the console, as the person, with their group's role.
+    b.text_contains(
+        "#zone",
+        &format!("operator oidc:{issuer}#alice (viewer, operator)"),
+    )
+    .await?;
+    b.shot("oidc-signed-in").await?;
+    b.find("#nav-fleet").await?;
+    b.gone("#nav-requests").await?;
+    b.gone("#nav-approvals").await?;
+    let events = root.trail("tool_id=admin.operator.signin").await;
+    anyhow::ensure!(
+        events
+            .iter()
+            .any(|e| e["request"]["how"] == "console"
+                && e["request"]["email"] == "alice@example.test"),
+        "the console sign-in in the trail: {events:?}"
+    );
+    Ok(())
+}

@@ -168,10 +168,18 @@ fn every_configuration_block_in_the_book_loads() {
 /// every route the router serves, and each path it lists is routed (no 404).
 #[tokio::test]
 async fn the_foundation_lists_every_error_code_and_every_route() {
-    // With OAuth on, so that every route is served.
-    let root = mcp_tests::TestRoot::start_with(|c| c.oauth.discovery = true)
-        .await
-        .unwrap();
+    // With OAuth and operators' sign-in on, so that every route is served (the provider is
+    // read only when someone signs in).
+    let oidc = toml::from_str(
+        "issuer = \"http://127.0.0.1:9\"\nclient_id = \"root\"\n[[roles]]\ngroup = \"ops\"\nroles = [\"viewer\"]",
+    )
+    .unwrap();
+    let root = mcp_tests::TestRoot::start_with(|c| {
+        c.oauth.discovery = true;
+        c.operators.oidc = Some(oidc);
+    })
+    .await
+    .unwrap();
     let f = root.admin_get("/v1/root/mcp/foundation").await;
     let codes: Vec<&str> = items(&f["error_codes"])
         .iter()

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// A root with `[operators.oidc]` for `provider` (its client secret in a 0600 file).
-async fn root_for(provider: &Provider) -> TestRoot {
+pub(crate) async fn root_for(provider: &Provider) -> TestRoot {
     let secret_dir = tempfile::tempdir().unwrap();
     let secret = secret_dir.keep().join("oidc.secret");
     std::fs::write(&secret, "mcp-root-test-secret\n").unwrap();
