@@ -228,6 +228,7 @@ pub async fn run(config: RootConfig) -> anyhow::Result<RootHandle> {
     ));
     // Fleet runs this replica left unfinished go on (once hubs had time to reconnect).
     tokio::spawn(crate::fleet::execute::resume_unfinished(app.clone()));
+    tokio::spawn(crate::ops::breakglass::run(app.clone()));
     if let Some(oidc) = app.oidc.clone() {
         tokio::spawn(crate::oidc::check::run(app.clone(), oidc));
     }
@@ -466,6 +467,7 @@ async fn compose(
         limits: Default::default(),
         rates,
         refusals: Default::default(),
+        breakglass: Default::default(),
         outboxes: Default::default(),
         metrics,
         admin_token,

@@ -762,8 +762,14 @@ impl World {
     /// chain verifies.
     pub fn audit_verify(&self) -> (usize, bool) {
         let v = self.get("/v1/root/mcp/audit/verify");
-        let refused = self.get("/v1/root/mcp/audit?tool_id=auth.refuse&limit=1000");
-        let refused = refused["events"].as_array().map_or(0, Vec::len);
+        // And the admin token's uses, gathered per address and minute.
+        let refused: usize = ["auth.refuse", "admin.breakglass.use"]
+            .iter()
+            .map(|tool| {
+                let page = self.get(&format!("/v1/root/mcp/audit?tool_id={tool}&limit=1000"));
+                page["events"].as_array().map_or(0, Vec::len)
+            })
+            .sum();
         (
             (v["checked"].as_u64().unwrap_or(0) as usize).saturating_sub(refused),
             v["ok"].as_bool().unwrap_or(false),

@@ -130,6 +130,9 @@ impl TestRoot {
         };
         // Tests notice a silently lost hub within seconds (a zone's default is 30 s).
         cfg.limits.heartbeat_interval_ms = 5_000;
+        // Every test uses the admin token: its uses are gathered into the trail once an hour
+        // here, so a test's count of events is its own (governance::roles tests them).
+        cfg.audit.breakglass_window_sec = Some(3600);
         f(&mut cfg);
         if cfg.database_url.is_none() {
             cfg.database_url = suite_postgres_url(&cfg.data_dir).await?;

@@ -170,7 +170,7 @@ impl Zone {
             format!(
                 "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\ndatabase_url = \"{}\"\n\
                  zone = \"{}\"\nadmin_token_file = \"{}\"\nmaster_key_file = \"{}\"\n\
-                 {extra}\n[replica]\nid = \"{id}\"\n",
+                 {extra}\n[audit]\nbreakglass_window_sec = 3600\n[replica]\nid = \"{id}\"\n",
                 self.dir.path().join(id).display(),
                 self.db.url,
                 self.name,

@@ -22,6 +22,16 @@ pub struct AuditConfig {
     pub sinks: Vec<SinkConfig>,
     /// `[[audit.witnesses]]`: witnesses asked to cosign each checkpoint (`audit::witness`).
     pub witnesses: Vec<WitnessPeerConfig>,
+    /// The bootstrap admin token's uses are gathered per address into one
+    /// `admin.breakglass.use` event per this many seconds (1..=3600; default 60).
+    pub breakglass_window_sec: Option<u64>,
+}
+
+impl AuditConfig {
+    /// [`AuditConfig::breakglass_window_sec`], its default applied.
+    pub fn breakglass_window(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.breakglass_window_sec.unwrap_or(60))
+    }
 }
 
 /// When an appended event's caller is answered (see [`AuditConfig::reads`]).
@@ -242,6 +252,13 @@ impl Default for CheckpointConfig {
 impl AuditConfig {
     /// Sinks, witnesses (with `[witness]`) and checkpoint timing hold together.
     pub(super) fn validate(&self, witness: &WitnessConfig) -> Result<(), ConfigError> {
+        if let Some(w) = self.breakglass_window_sec
+            && !(1..=3600).contains(&w)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "audit.breakglass_window_sec {w} is not within 1..=3600"
+            )));
+        }
         let mut names = std::collections::HashSet::new();
         for sink in &self.sinks {
             let ok_name = !sink.name.is_empty()

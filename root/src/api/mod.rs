@@ -401,6 +401,12 @@ fn fleet_routes() -> Vec<Route> {
             get(operators::list),
         ),
         r(
+            "GET",
+            "/v1/root/operators/breakglass",
+            OperatorRead(Viewer),
+            get(operators::breakglass),
+        ),
+        r(
             "POST",
             "/v1/root/operators",
             OperatorAction(Admin),
@@ -462,6 +468,10 @@ pub(crate) fn router(app: Arc<App>, mcp: axum::routing::MethodRouter<()>) -> Rou
         .layer(middleware::from_fn_with_state(
             app.clone(),
             refused::on_unauthorized,
+        ))
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            principal::on_admin_token,
         ))
         .layer(middleware::from_fn_with_state(
             app.clone(),

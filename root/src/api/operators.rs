@@ -229,6 +229,23 @@ fn conflict(message: String) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
 }
 
+/// `GET /v1/root/operators/breakglass`: the bootstrap admin token's last use on this
+/// replica and how often it was used since root started (each use is in the trail,
+/// `admin.breakglass.use`, gathered per address and minute).
+pub(crate) async fn breakglass(
+    State(app): State<Arc<App>>,
+    _op: Operator,
+) -> Json<serde_json::Value> {
+    let last = app.breakglass.last();
+    Json(json!({
+        "uses_since_start": app.breakglass.uses.load(std::sync::atomic::Ordering::Relaxed),
+        "started_at": format(app.started_at),
+        "last_used_at": last.as_ref().map(|l| format(l.at)),
+        "last_address": last.as_ref().and_then(|l| l.address.map(|a| a.to_string())),
+        "last_request": last.as_ref().map(|l| l.request.clone()),
+    }))
+}
+
 /// The operators changed: reloaded here, and on every live replica before this returns.
 async fn changed(app: &App, name: &str) -> Result<(), ApiError> {
     Ok(crate::ops::operators::changed(app, name).await?)

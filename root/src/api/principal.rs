@@ -183,6 +183,30 @@ where
 
 // ---- middleware -----------------------------------------------------------------------------
 
+/// Every route: a request the bootstrap admin token authenticates is counted as a
+/// break-glass use (`ops::breakglass`), by the address it came from.
+pub(super) async fn on_admin_token(
+    State(app): State<Arc<App>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let admin = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::auth::bearer)
+        .is_some_and(|t| crate::auth::secret_eq(t, &app.admin_token));
+    if admin {
+        let peer = req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip());
+        app.breakglass
+            .used(peer, req.method().as_str(), req.uri().path());
+    }
+    next.run(req).await
+}
+
 /// `/mcp` admission: a usable lease bearer, and an MCP session only with the lease that
 /// opened it.
 pub(super) async fn mcp_auth(

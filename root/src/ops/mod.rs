@@ -3,6 +3,7 @@
 //! nothing here imports `api/`.
 
 pub(crate) mod audited;
+pub(crate) mod breakglass;
 pub(crate) mod error;
 pub(crate) mod leases;
 pub(crate) mod operators;

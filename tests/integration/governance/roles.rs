@@ -332,3 +332,43 @@ async fn an_approver_never_approves_their_own_request() {
     hub.stop().await;
     root.stop().await;
 }
+
+/// The bootstrap admin token is break-glass: each request it authenticates is counted, its
+/// uses reach the trail per address and window, and the Overview's read shows the last one;
+/// a named operator's requests are not its uses.
+#[tokio::test]
+async fn the_break_glass_token_is_counted_shown_and_audited() {
+    let root = TestRoot::start_with(|c| c.audit.breakglass_window_sec = Some(1))
+        .await
+        .unwrap();
+    let viewer = root.add_operator("glass-viewer", &["viewer"], &[]).await;
+    root.admin_get("/v1/root/hubs").await;
+    root.admin_get("/v1/root/hubs").await;
+    let read = async || -> Value {
+        root.get_as(&viewer, "/v1/root/operators/breakglass")
+            .await
+            .json()
+            .await
+            .unwrap()
+    };
+    let before = read().await;
+    assert_eq!(before["last_address"], "127.0.0.1", "{before}");
+    assert_eq!(before["last_request"], "GET /v1/root/hubs", "{before}");
+    let uses = before["uses_since_start"].as_u64().unwrap();
+    assert!(uses >= 3, "the operator added and two reads: {before}");
+    // The viewer's own requests are not the admin token's.
+    root.get_as(&viewer, "/v1/root/hubs").await;
+    assert_eq!(read().await["uses_since_start"], uses);
+    let event = mcp_tests::eventually("the admin token's uses in the trail", async || {
+        root.trail("tool_id=admin.breakglass.use")
+            .await
+            .into_iter()
+            .find(|e| e["request"]["requests"]["GET /v1/root/hubs"] == 2)
+    })
+    .await;
+    assert_eq!(event["actor"]["id"], "operator:admin", "{event}");
+    assert_eq!(event["request"]["address"], "127.0.0.1", "{event}");
+    assert!(event["request"]["uses"].as_u64().unwrap() >= 3, "{event}");
+    let verified = root.admin_get("/v1/root/mcp/audit/verify").await;
+    assert_eq!(verified["ok"], true, "{verified}");
+}

@@ -2044,6 +2044,9 @@ async fn viewer_scenario(b: &mut Browser, root: &TestRoot, viewer: &str) -> anyh
     // A page the role does not allow, asked for by its address, is the overview.
     b.c().goto(&format!("{base}/ui/#/integrity")).await?;
     b.find("#page-overview").await?;
+    // The break-glass admin token's last use (the test added vera with it).
+    b.text_contains("#ov-breakglass", "requests since root started")
+        .await?;
     b.text_contains("#page-overview", "needs the auditor role")
         .await?;
     b.click("#nav-fleet").await?;

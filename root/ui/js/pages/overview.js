@@ -35,13 +35,14 @@ function lifecycleBadge(t) {
 }
 
 export async function render(root) {
-  const [foundation, hubs, leases, errors, denied] = await Promise.all([
+  const [foundation, hubs, leases, errors, denied, breakglass] = await Promise.all([
     get('/v1/root/mcp/foundation'),
     firstOf('/v1/root/hubs'),
     firstOf('/v1/root/mcp/sessions', { status: 'active' }),
     // Recent failures come from the audit trail: an auditor's read.
     holds('auditor') ? get('/v1/root/mcp/audit?status=error&limit=10') : { events: [] },
     holds('auditor') ? get('/v1/root/mcp/audit?status=denied&limit=10') : { events: [] },
+    get('/v1/root/operators/breakglass'),
   ]);
   const total = hubs.total ?? 0;
   const connected = total - ((hubs.by_status || {}).offline || 0);
@@ -73,6 +74,10 @@ export async function render(root) {
       { label: 'Message', cell: (e) => (e.error ? e.error.message : ''), class: 'wrap' },
     ], failures, { empty: holds('auditor') ? 'No failures recorded.' : 'Reading the audit trail needs the auditor role.' })),
     panel('Root', kv([
+      // The bootstrap admin token is break-glass: its uses are in the trail, and here.
+      ['Break-glass admin token', h('span', { id: 'ov-breakglass' }, breakglass.last_used_at
+        ? `last used ${fmtTime(breakglass.last_used_at)} from ${breakglass.last_address || 'an unknown address'} (${breakglass.last_request}); ${breakglass.uses_since_start} requests since root started`
+        : 'not used since root started')],
       ['Version', foundation.version],
       ['MCP endpoint', `${location.origin}${foundation.mcp_endpoint}`],
       ['Protocol versions', (foundation.protocol_versions || []).join(', ')],
