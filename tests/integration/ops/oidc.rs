@@ -295,6 +295,24 @@ async fn refused_sign_ins_say_why_and_are_audited() {
         )
         .await;
     assert_eq!(status_of(&r), 400);
+    // Malformed bodies: a precise 400, nothing else.
+    for (path, body) in [
+        ("/v1/root/mcp/operators/oidc/token", "{\"code\": 1}"),
+        ("/v1/root/mcp/operators/oidc/token", "not json"),
+        ("/v1/root/mcp/operators/oidc/device/poll", "{\"handle\": \"h\", \"extra\": true}"),
+    ] {
+        let r = root
+            .http
+            .post(root.url(path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(status_of(&r), 400, "{path} {body}");
+        let v: Value = r.json().await.unwrap();
+        assert!(!error_message(&v).is_empty(), "{path} {body}: {v}");
+    }
     // A CLI return that is not on the loopback interface.
     let r = Browser::new()
         .walk(
