@@ -299,7 +299,10 @@ async fn refused_sign_ins_say_why_and_are_audited() {
     for (path, body) in [
         ("/v1/root/mcp/operators/oidc/token", "{\"code\": 1}"),
         ("/v1/root/mcp/operators/oidc/token", "not json"),
-        ("/v1/root/mcp/operators/oidc/device/poll", "{\"handle\": \"h\", \"extra\": true}"),
+        (
+            "/v1/root/mcp/operators/oidc/device/poll",
+            "{\"handle\": \"h\", \"extra\": true}",
+        ),
     ] {
         let r = root
             .http
