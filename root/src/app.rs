@@ -38,7 +38,7 @@ pub struct App {
     /// Calls per second per lease, owner, tool and operator (`[rates]`).
     pub(crate) rates: crate::call::rates::Rates,
     /// The bootstrap admin token's uses (`ops::breakglass`).
-    pub(crate) breakglass: crate::ops::breakglass::BreakGlass,
+    pub(crate) breakglass: crate::audit::breakglass::BreakGlass,
     /// How many refused credentials each address gets recorded (`api::refused`).
     pub(crate) refusals: crate::audit::refusals::Limiter,
     pub(crate) metrics: Arc<Metrics>,

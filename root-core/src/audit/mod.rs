@@ -5,6 +5,7 @@
 //! can be checked against outside root, and [`witness`] has others cosign them; [`sinks`]
 //! ship it to where auditors look.
 
+pub mod breakglass;
 pub mod checkpoint;
 pub(crate) mod committer;
 pub mod export;
