@@ -386,6 +386,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
         signed_in_at BIGINT NOT NULL,
         next_check BIGINT NOT NULL
     )",
+    // Sign-ins between two requests of a CLI, so that any replica answers the next one: a
+    // CLI's one-time code (`code`, with its PKCE challenge and who signed in) and a device
+    // grant in progress (`device`, who signed in once the provider said so). By token hash.
+    "CREATE TABLE IF NOT EXISTS oidc_pending (
+        id_hash TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        challenge TEXT,
+        outcome TEXT,
+        expires_at BIGINT NOT NULL
+    )",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

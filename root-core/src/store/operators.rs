@@ -213,6 +213,109 @@ impl Store {
     }
 }
 
+/// A CLI's sign-in between two of its requests (`oidc_pending`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcPending {
+    pub challenge: Option<String>,
+    /// Who signed in (JSON), or why not; `None` while a device grant waits.
+    pub outcome: Option<String>,
+    pub expires_at_ms: i64,
+}
+
+impl Store {
+    /// Keeps a CLI's sign-in under `id_hash` (`kind`: `code` or `device`) until
+    /// `expires_at_ms`; drops the expired ones.
+    pub async fn keep_oidc_pending(
+        &self,
+        id_hash: &str,
+        kind: &str,
+        p: &OidcPending,
+        now_ms: i64,
+    ) -> Result<()> {
+        let op = "keep a CLI sign-in";
+        on_pool!(self, pool => {
+            sqlx::query("DELETE FROM oidc_pending WHERE expires_at <= $1")
+                .bind(now_ms)
+                .execute(pool)
+                .await
+                .map_err(db(op))?;
+            sqlx::query(
+                "INSERT INTO oidc_pending (id_hash, kind, challenge, outcome, expires_at)
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(id_hash)
+            .bind(kind)
+            .bind(&p.challenge)
+            .bind(&p.outcome)
+            .bind(p.expires_at_ms)
+            .execute(pool)
+            .await
+            .map_err(db(op))?;
+            Ok(())
+        })
+    }
+
+    /// A device grant's outcome, once the provider said (who signed in, or why not).
+    pub async fn settle_oidc_pending(&self, id_hash: &str, outcome: &str) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE oidc_pending SET outcome = $2 WHERE id_hash = $1")
+                .bind(id_hash)
+                .bind(outcome)
+                .execute(pool)
+                .await
+                .map_err(db("settle a device sign-in"))?;
+            Ok(())
+        })
+    }
+
+    /// Takes the CLI sign-in `id_hash` of `kind` out, once, if it has an outcome (a device
+    /// grant still waiting is left, and answered `Ok(Some)` with no outcome); `None` for
+    /// one unknown, taken before, or expired.
+    pub async fn take_oidc_pending(
+        &self,
+        id_hash: &str,
+        kind: &str,
+        now_ms: i64,
+    ) -> Result<Option<OidcPending>> {
+        let op = "take a CLI sign-in";
+        on_pool!(self, pool => {
+            let row = sqlx::query(
+                "DELETE FROM oidc_pending
+                 WHERE id_hash = $1 AND kind = $2 AND expires_at > $3 AND outcome IS NOT NULL
+                 RETURNING challenge, outcome, expires_at",
+            )
+            .bind(id_hash)
+            .bind(kind)
+            .bind(now_ms)
+            .fetch_optional(pool)
+            .await
+            .map_err(db(op))?;
+            if let Some(r) = row {
+                return Ok(Some(OidcPending {
+                    challenge: r.try_get("challenge").map_err(db(op))?,
+                    outcome: r.try_get("outcome").map_err(db(op))?,
+                    expires_at_ms: r.try_get("expires_at").map_err(db(op))?,
+                }));
+            }
+            let waiting: Option<i64> = sqlx::query_scalar(
+                "SELECT expires_at FROM oidc_pending
+                 WHERE id_hash = $1 AND kind = $2 AND expires_at > $3",
+            )
+            .bind(id_hash)
+            .bind(kind)
+            .bind(now_ms)
+            .fetch_optional(pool)
+            .await
+            .map_err(db(op))?;
+            Ok(waiting.map(|expires_at_ms| OidcPending {
+                challenge: None,
+                outcome: None,
+                expires_at_ms,
+            }))
+        })
+    }
+}
+
 /// A person signed in through the OpenID provider, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OidcIdentity {

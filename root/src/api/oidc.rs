@@ -162,7 +162,7 @@ async fn callback(
         let signed = flow::finish(&app, &o, &redirect, pending.as_deref(), &back).await?;
         Ok::<_, OidcError>((o, signed))
     };
-    let (o, signed) = match run.await {
+    let (_, signed) = match run.await {
         Ok(done) => done,
         Err(e) => return refused_page(&app, peer, "callback", &e).await,
     };
@@ -170,7 +170,10 @@ async fn callback(
         Some(cli) => {
             // The CLI's loopback gets a one-time code; the credential goes to it only for
             // the verifier of its own challenge.
-            let code = flow::code_for_cli(&o, signed, &cli.challenge);
+            let code = match flow::code_for_cli(&app, &signed, &cli.challenge).await {
+                Ok(c) => c,
+                Err(e) => return refused_page(&app, peer, "callback", &e).await,
+            };
             let mut to = match url::Url::parse(&cli.redirect) {
                 Ok(u) => u,
                 Err(_) => return ApiError::bad_request("cli_redirect").into_response(),
@@ -350,7 +353,11 @@ async fn token(
     body: Result<Json<TokenBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let signed = match oidc(&app).and_then(|o| flow::redeem(&o, &body.code, &body.code_verifier)) {
+    let redeemed = match oidc(&app) {
+        Ok(_) => flow::redeem(&app, &body.code, &body.code_verifier).await,
+        Err(e) => Err(e),
+    };
+    let signed = match redeemed {
         Ok(s) => s,
         Err(e) => return Err(api_refusal(&app, peer, "token", e).await),
     };
@@ -414,33 +421,18 @@ async fn device_poll(
     body: Result<Json<PollBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let o = match oidc(&app) {
-        Ok(o) => o,
-        Err(e) => return Err(api_refusal(&app, peer, "device", e).await),
-    };
-    let Some(d) = o.flows.devices.get(&body.handle).map(|d| d.clone()) else {
-        let e = OidcError::BadRequest("unknown or finished device sign-in".into());
+    if let Err(e) = oidc(&app) {
         return Err(api_refusal(&app, peer, "device", e).await);
-    };
-    let outcome = d.outcome.lock().unwrap_or_else(|e| e.into_inner()).take();
-    match outcome {
-        None => Ok((
+    }
+    match flow::poll(&app, &body.handle).await {
+        Ok(flow::Polled::Pending) => Ok((
             StatusCode::ACCEPTED,
             Json(json!({ "status": "authorization_pending" })),
         )
             .into_response()),
-        Some(done) => {
-            o.flows.devices.remove(&body.handle);
-            match done {
-                Ok(signed) => {
-                    Ok(Json(cli_credential(&app, &signed, "device").await?).into_response())
-                }
-                Err(why) => Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    mcp_shared::error::ErrorCode::Unauthenticated,
-                    why,
-                )),
-            }
+        Ok(flow::Polled::Done(signed)) => {
+            Ok(Json(cli_credential(&app, &signed, "device").await?).into_response())
         }
+        Err(e) => Err(api_refusal(&app, peer, "device", e).await),
     }
 }

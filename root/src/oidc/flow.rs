@@ -5,12 +5,11 @@
 //! sign-in recorded as an operator, with their refresh token for the checks.
 //!
 //! A flow in progress in a browser is a cookie (`mcp_oidc`: its state, nonce and PKCE
-//! verifier, encrypted under the master key, valid 10 minutes), so any replica finishes it.
-//! A CLI's one-time code and a device grant in progress are kept by the replica that
-//! started them.
+//! verifier, encrypted under the master key, valid 10 minutes), so any replica finishes it;
+//! a CLI's one-time code and a device grant's outcome are in the store, for the same reason.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mcp_shared::time::{now, unix_ms};
 use openidconnect::core::CoreAuthenticationFlow;
@@ -22,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
 use super::provider::{Oidc, OidcError, TokenResponse, error_chain};
-use super::state::{CliReturn, Device, SignedIn};
+use super::state::{CliReturn, SignedIn};
 use crate::app::App;
 use crate::operators::OperatorId;
 use crate::roles::Grant;
@@ -314,35 +313,75 @@ pub(crate) async fn sign_in(
     })
 }
 
-/// Keeps `signed` for the CLI that started it, behind a one-time code; returns the code.
-pub(crate) fn code_for_cli(oidc: &Oidc, signed: SignedIn, challenge: &str) -> String {
-    oidc.flows
-        .codes
-        .retain(|_, (at, _, _)| at.elapsed() < CLI_CODE_TTL);
+/// Keeps `signed` for the CLI that started it, behind a one-time code (in the store, so
+/// any replica redeems it); returns the code.
+pub(crate) async fn code_for_cli(
+    app: &App,
+    signed: &SignedIn,
+    challenge: &str,
+) -> Result<String, OidcError> {
     let code = crate::auth::new_token("mcpx_");
-    oidc.flows
-        .codes
-        .insert(code.clone(), (Instant::now(), challenge.to_owned(), signed));
-    code
+    let now_ms = unix_ms(now());
+    let kept = crate::store::OidcPending {
+        challenge: Some(challenge.to_owned()),
+        outcome: Some(SignedIn::kept(&Ok(signed.clone()))),
+        expires_at_ms: now_ms + CLI_CODE_TTL.as_millis() as i64,
+    };
+    app.store
+        .keep_oidc_pending(&crate::auth::token_hash(&code), "code", &kept, now_ms)
+        .await
+        .map_err(|e| OidcError::Internal(e.to_string()))?;
+    Ok(code)
 }
 
 /// The sign-in behind a CLI's one-time `code`, once, for the verifier of its challenge.
-pub(crate) fn redeem(oidc: &Oidc, code: &str, verifier: &str) -> Result<SignedIn, OidcError> {
-    let (_, (at, challenge, signed)) = oidc
-        .flows
-        .codes
-        .remove(code)
-        .ok_or_else(|| OidcError::BadRequest("unknown or used sign-in code".into()))?;
-    if at.elapsed() >= CLI_CODE_TTL {
-        return Err(OidcError::Expired);
-    }
+pub(crate) async fn redeem(app: &App, code: &str, verifier: &str) -> Result<SignedIn, OidcError> {
+    let taken = app
+        .store
+        .take_oidc_pending(&crate::auth::token_hash(code), "code", unix_ms(now()))
+        .await
+        .map_err(|e| OidcError::Internal(e.to_string()))?;
+    let Some(crate::store::OidcPending {
+        challenge: Some(challenge),
+        outcome: Some(outcome),
+        ..
+    }) = taken
+    else {
+        return Err(OidcError::BadRequest(
+            "unknown, used or expired sign-in code".into(),
+        ));
+    };
     let computed = crate::logins::b64(&sha2::Sha256::digest(verifier.as_bytes()));
     if !crate::auth::secret_eq(&computed, &challenge) {
         return Err(OidcError::BadRequest(
             "code_verifier does not match the sign-in's challenge".into(),
         ));
     }
-    Ok(signed)
+    SignedIn::from_kept(&outcome)
+}
+
+/// How a device grant stands, for its CLI's poll.
+pub(crate) enum Polled {
+    Pending,
+    Done(SignedIn),
+}
+
+/// A CLI's poll of the device grant `handle` (any replica answers it).
+pub(crate) async fn poll(app: &App, handle: &str) -> Result<Polled, OidcError> {
+    let taken = app
+        .store
+        .take_oidc_pending(&crate::auth::token_hash(handle), "device", unix_ms(now()))
+        .await
+        .map_err(|e| OidcError::Internal(e.to_string()))?;
+    match taken {
+        None => Err(OidcError::BadRequest(
+            "unknown, finished or expired device sign-in".into(),
+        )),
+        Some(crate::store::OidcPending { outcome: None, .. }) => Ok(Polled::Pending),
+        Some(crate::store::OidcPending {
+            outcome: Some(o), ..
+        }) => SignedIn::from_kept(&o).map(Polled::Done),
+    }
 }
 
 /// What a person on a headless machine is told to do.
@@ -356,13 +395,12 @@ pub(crate) struct DeviceStart {
     pub(crate) interval: u64,
 }
 
-/// Starts a device grant at the provider; root polls the provider for it (its task) until
-/// the person approved, refused, or the code expired.
+/// Starts a device grant at the provider; root polls the provider for it (a task of this
+/// replica) until the person approved, refused, or the code expired, and keeps the outcome
+/// in the store for the CLI's poll.
 pub(crate) async fn start_device(app: Arc<App>, oidc: Arc<Oidc>) -> Result<DeviceStart, OidcError> {
-    oidc.flows
-        .devices
-        .retain(|_, d| d.started.elapsed() < d.expires_in + Duration::from_secs(60));
-    if oidc.flows.devices.len() >= MAX_DEVICE_GRANTS {
+    let running = oidc.devices.load(std::sync::atomic::Ordering::Relaxed);
+    if running >= MAX_DEVICE_GRANTS {
         return Err(OidcError::Provider(
             "too many device sign-ins in progress; try again in a few minutes".into(),
         ));
@@ -379,13 +417,18 @@ pub(crate) async fn start_device(app: Arc<App>, oidc: Arc<Oidc>) -> Result<Devic
         .await
         .map_err(token_error)?;
     let handle = crate::auth::new_token("mcpd_");
+    let handle_hash = crate::auth::token_hash(&handle);
     let expires_in = details.expires_in();
-    let device = Arc::new(Device {
-        started: Instant::now(),
-        expires_in,
-        outcome: Default::default(),
-    });
-    oidc.flows.devices.insert(handle.clone(), device.clone());
+    let now_ms = unix_ms(now());
+    let waiting = crate::store::OidcPending {
+        challenge: None,
+        outcome: None,
+        expires_at_ms: now_ms + (expires_in + Duration::from_secs(60)).as_millis() as i64,
+    };
+    app.store
+        .keep_oidc_pending(&handle_hash, "device", &waiting, now_ms)
+        .await
+        .map_err(|e| OidcError::Internal(e.to_string()))?;
     let start = DeviceStart {
         handle,
         verification_uri: details.verification_uri().to_string(),
@@ -396,13 +439,19 @@ pub(crate) async fn start_device(app: Arc<App>, oidc: Arc<Oidc>) -> Result<Devic
         expires_in: expires_in.as_secs(),
         interval: details.interval().as_secs().max(1),
     };
+    oidc.devices
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     tokio::spawn(async move {
         let outcome = poll_device(&app, &oidc, &client, &details).await;
+        oidc.devices
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         if let Err(e) = &outcome {
             tracing::warn!(error = %e, "a device sign-in ended without an operator");
         }
-        *device.outcome.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some(outcome.map_err(|e| e.to_string()));
+        let kept = SignedIn::kept(&outcome.map_err(|e| e.to_string()));
+        if let Err(e) = app.store.settle_oidc_pending(&handle_hash, &kept).await {
+            tracing::error!(error = %e, "cannot keep a device sign-in's outcome");
+        }
     });
     Ok(start)
 }

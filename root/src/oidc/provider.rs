@@ -157,13 +157,14 @@ pub(crate) enum HttpError {
 }
 
 /// The provider as root uses it: its configuration, an HTTP client, the metadata last
-/// discovered, and the flows in progress.
+/// discovered, and how many device grants it polls for.
 pub(crate) struct Oidc {
     pub(crate) config: OidcConfig,
     secret: Option<ClientSecret>,
     http: reqwest::Client,
     metadata: tokio::sync::Mutex<Option<(Instant, Metadata)>>,
-    pub(crate) flows: super::state::Flows,
+    /// Device grants this replica polls the provider for.
+    pub(crate) devices: std::sync::atomic::AtomicUsize,
 }
 
 impl Oidc {
@@ -187,7 +188,7 @@ impl Oidc {
             secret,
             http,
             metadata: Default::default(),
-            flows: Default::default(),
+            devices: Default::default(),
         })
     }
 

@@ -1,10 +1,7 @@
-//! What the sign-in flows keep: a CLI's return address, the one-time codes CLIs redeem and
-//! the device grants in progress (by the replica that started them), and who signed in.
+//! What the sign-in flows keep: a CLI's return address, and who signed in, also in the form
+//! the store keeps between two requests of a CLI (`store::OidcPending`), so that any replica
+//! answers the next one.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 
 use super::provider::OidcError;
@@ -60,20 +57,6 @@ impl CliReturn {
     }
 }
 
-/// The flows a replica keeps: CLIs' one-time codes and device grants in progress.
-#[derive(Default)]
-pub(crate) struct Flows {
-    pub(crate) codes: DashMap<String, (Instant, String, SignedIn)>,
-    pub(crate) devices: DashMap<String, Arc<Device>>,
-}
-
-/// A device grant in progress: what the person is shown, and how it ended.
-pub(crate) struct Device {
-    pub(crate) started: Instant,
-    pub(crate) expires_in: Duration,
-    pub(crate) outcome: std::sync::Mutex<Option<Result<SignedIn, String>>>,
-}
-
 /// Someone who signed in: the operator they are and what they hold now.
 #[derive(Debug, Clone)]
 pub(crate) struct SignedIn {
@@ -82,4 +65,58 @@ pub(crate) struct SignedIn {
     pub(crate) grant: Grant,
     /// Where a CLI's sign-in returns (the browser flows only).
     pub(crate) cli: Option<CliReturn>,
+}
+
+/// A CLI's sign-in as the store keeps it: who signed in, or why not.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kept {
+    SignedIn {
+        operator: String,
+        email: Option<String>,
+        roles: String,
+        profiles: String,
+    },
+    Refused {
+        why: String,
+    },
+}
+
+impl SignedIn {
+    /// The stored form of this sign-in (`Err`: why it was refused).
+    pub(crate) fn kept(outcome: &Result<SignedIn, String>) -> String {
+        let kept = match outcome {
+            Ok(s) => {
+                let (roles, profiles) = s.grant.to_stored();
+                Kept::SignedIn {
+                    operator: s.operator.name().to_owned(),
+                    email: s.email.clone(),
+                    roles,
+                    profiles,
+                }
+            }
+            Err(why) => Kept::Refused { why: why.clone() },
+        };
+        serde_json::to_string(&kept).unwrap_or_default()
+    }
+
+    /// A stored sign-in read back.
+    pub(crate) fn from_kept(text: &str) -> Result<SignedIn, OidcError> {
+        match serde_json::from_str::<Kept>(text) {
+            Ok(Kept::SignedIn {
+                operator,
+                email,
+                roles,
+                profiles,
+            }) => Ok(SignedIn {
+                operator: OperatorId::named(&operator),
+                email,
+                grant: Grant::from_stored(Some(&roles), Some(&profiles))
+                    .map_err(|e| OidcError::Internal(e.to_string()))?,
+                cli: None,
+            }),
+            Ok(Kept::Refused { why }) => Err(OidcError::Provider(why)),
+            Err(e) => Err(OidcError::Internal(format!("a kept sign-in: {e}"))),
+        }
+    }
 }

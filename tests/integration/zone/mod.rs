@@ -6,3 +6,4 @@ mod postgres;
 mod replica_state;
 mod replica_tls;
 pub(crate) mod replicas;
+mod sign_in;
