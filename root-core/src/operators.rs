@@ -50,11 +50,6 @@ impl OperatorId {
         OperatorId::named(&format!("{OIDC_PREFIX}{issuer}#{subject}"))
     }
 
-    /// Whether this operator signed in through the OpenID provider.
-    pub fn is_oidc(&self) -> bool {
-        self.name.starts_with(OIDC_PREFIX)
-    }
-
     /// The actor id events and records name: `operator:<name>`.
     pub fn actor_id(&self) -> String {
         format!("operator:{}", self.name)

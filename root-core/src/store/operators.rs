@@ -199,18 +199,6 @@ impl Store {
             tx.commit().await.map_err(db(op))
         })
     }
-
-    /// The email an identity signed in with.
-    pub async fn oidc_email(&self, name: &str) -> Result<Option<String>> {
-        on_pool!(self, pool => {
-            sqlx::query_scalar("SELECT email FROM oidc_identities WHERE name = $1")
-                .bind(name)
-                .fetch_optional(pool)
-                .await
-                .map(Option::flatten)
-                .map_err(db("read an OpenID identity"))
-        })
-    }
 }
 
 /// A CLI's sign-in between two of its requests (`oidc_pending`).

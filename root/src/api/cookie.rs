@@ -14,15 +14,15 @@ pub(crate) const COOKIE: &str = "mcp_console";
 /// The header a cookie-authenticated state-changing request must carry.
 pub(crate) const CSRF_HEADER: &str = "x-mcp-console-csrf";
 
-/// The console cookie's value, if the request has one.
-fn cookie_value(headers: &HeaderMap) -> Option<&str> {
+/// The value of the request's cookie `name`, if it has one.
+pub(crate) fn named<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v.trim())
 }
 
@@ -47,7 +47,7 @@ pub(crate) async fn cookie_operator(
     if headers.contains_key(header::AUTHORIZATION) {
         return Ok(None);
     }
-    let Some(value) = cookie_value(headers) else {
+    let Some(value) = named(headers, COOKIE) else {
         return Ok(None);
     };
     let Some(session) = app.logins.verify(app, value).await else {
@@ -90,9 +90,9 @@ mod tests {
             header::COOKIE,
             HeaderValue::from_static("a=1; mcp_console=v1.x.1.y; b=2"),
         );
-        assert_eq!(cookie_value(&h), Some("v1.x.1.y"));
+        assert_eq!(named(&h, COOKIE), Some("v1.x.1.y"));
         let mut h = HeaderMap::new();
         h.insert(header::COOKIE, HeaderValue::from_static("xmcp_console=1"));
-        assert_eq!(cookie_value(&h), None);
+        assert_eq!(named(&h, COOKIE), None);
     }
 }

@@ -126,11 +126,7 @@ async fn start(
     match run.await {
         Ok(started) => {
             let mut res = Redirect::to(&started.url).into_response();
-            if let Ok(v) = HeaderValue::from_str(&format!(
-                "{PENDING_COOKIE}={}; Path=/ui/oidc; Max-Age=600; HttpOnly; SameSite=Lax{}",
-                started.cookie,
-                secure_suffix(&app)
-            )) {
+            if let Some(v) = pending_cookie(&app, &started.cookie, 600) {
                 res.headers_mut().insert(header::SET_COOKIE, v);
             }
             res
@@ -139,12 +135,15 @@ async fn start(
     }
 }
 
-fn secure_suffix(app: &App) -> &'static str {
-    if app.config.tls.is_some() || app.config.console.secure_cookie {
-        "; Secure"
-    } else {
-        ""
-    }
+/// The cookie of a browser's sign-in in progress (`max_age` 0: the sign-in is over). Lax:
+/// the provider's redirect back is a cross-site navigation, which a Strict cookie misses.
+fn pending_cookie(app: &App, value: &str, max_age: u32) -> Option<HeaderValue> {
+    let secure = app.config.tls.is_some() || app.config.console.secure_cookie;
+    HeaderValue::from_str(&format!(
+        "{PENDING_COOKIE}={value}; Path=/ui/oidc; Max-Age={max_age}; HttpOnly; SameSite=Lax{}",
+        if secure { "; Secure" } else { "" }
+    ))
+    .ok()
 }
 
 /// `GET /ui/oidc/callback`: the provider's answer, checked; a console session, or the CLI's
@@ -155,11 +154,11 @@ async fn callback(
     peer: Peer,
     Query(back): Query<Callback>,
 ) -> Response {
-    let pending = cookie(&headers, PENDING_COOKIE);
+    let pending = crate::api::cookie::named(&headers, PENDING_COOKIE);
     let run = async {
         let o = oidc(&app)?;
         let redirect = redirect_url(&app, &o, &headers)?;
-        let signed = flow::finish(&app, &o, &redirect, pending.as_deref(), &back).await?;
+        let signed = flow::finish(&app, &o, &redirect, pending, &back).await?;
         Ok::<_, OidcError>((o, signed))
     };
     let (_, signed) = match run.await {
@@ -189,9 +188,7 @@ async fn callback(
         },
     };
     // The sign-in in progress is over.
-    if let Ok(v) = HeaderValue::from_str(&format!(
-        "{PENDING_COOKIE}=; Path=/ui/oidc; Max-Age=0; HttpOnly; SameSite=Lax"
-    )) {
+    if let Some(v) = pending_cookie(&app, "", 0) {
         res.headers_mut().append(header::SET_COOKIE, v);
     }
     res
@@ -319,18 +316,6 @@ fn html_escape(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-/// The value of cookie `name`.
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.trim().to_owned())
 }
 
 /// A refused API request of the CLI's flows: its status, code and message, recorded.

@@ -205,6 +205,15 @@ pub(crate) enum EndError {
     Internal(String),
 }
 
+impl From<EndError> for Refusal {
+    fn from(e: EndError) -> Refusal {
+        match e {
+            EndError::Lease(e) => Refusal::from(e),
+            EndError::Internal(e) => Refusal::internal(e),
+        }
+    }
+}
+
 /// Revokes every active lease of `ending` with its descendants, and returns once every live
 /// replica refuses them.
 pub(crate) async fn end_all(

@@ -66,22 +66,14 @@ async fn end_authority(app: &App, name: &str, cascade: bool) -> Result<Ended, Re
         grants: grants.len(),
         ..Ended::default()
     };
-    let end = async |ending| {
-        crate::ops::leases::end_all(app, ending)
-            .await
-            .map_err(|e| match e {
-                crate::ops::leases::EndError::Lease(e) => Refusal::from(e),
-                crate::ops::leases::EndError::Internal(e) => Refusal::internal(e),
-            })
-    };
     for g in &grants {
-        let e = end(Ending::Grant(g.grant_id.clone())).await?;
+        let e = crate::ops::leases::end_all(app, Ending::Grant(g.grant_id.clone())).await?;
         ended.leases += e.leases.len();
         ended.descendants += e.descendants.len();
     }
     if cascade {
         let actor = OperatorId::named(name).actor_id();
-        let e = end(Ending::IssuedBy(actor)).await?;
+        let e = crate::ops::leases::end_all(app, Ending::IssuedBy(actor)).await?;
         ended.leases += e.leases.len();
         ended.descendants += e.descendants.len();
     }
