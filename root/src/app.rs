@@ -41,6 +41,8 @@ pub struct App {
     pub(crate) breakglass: crate::audit::breakglass::BreakGlass,
     /// How many refused credentials each address gets recorded (`api::refused`).
     pub(crate) refusals: crate::audit::refusals::Limiter,
+    /// Checks DPoP proofs (`dpop`): the `jti`s seen, root's nonce.
+    pub(crate) dpop: crate::dpop::Verifier,
     pub(crate) metrics: Arc<Metrics>,
     /// The bootstrap operator's (`admin`) bearer.
     pub(crate) admin_token: String,

@@ -18,6 +18,7 @@
 //! - [`api`]: every HTTP handler: the REST family, health and metrics, the web console,
 //!   operator actions as audited events, and the hub WebSocket (`api::hub_link`).
 //! - [`replica`]: several roots for one zone on PostgreSQL.
+//! - `dpop`: tokens bound to their holder's key (RFC 9449), checked and signed.
 //! - [`cli`]: `serve`, the `admin` client and `skills sync` (`demo` is the binary's).
 //!
 //! [`run`] starts everything and returns a [`RootHandle`] with the bound address; tests start
@@ -38,6 +39,7 @@ pub mod api;
 pub mod app;
 pub mod call;
 pub mod cli;
+pub(crate) mod dpop;
 pub(crate) mod fleet;
 pub mod logins;
 pub mod mcp;

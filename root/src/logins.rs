@@ -48,6 +48,9 @@ pub(crate) struct ConsoleSession {
     pub(crate) expires_ms: i64,
     /// Who logged in.
     pub(crate) operator: crate::operators::OperatorId,
+    /// A CLI's credential bound to its key (DPoP): its thumbprint, signed into the credential.
+    /// Never a cookie's.
+    pub(crate) dpop_jkt: Option<String>,
 }
 
 fn mac(key: &[u8], parts: &[&[u8]]) -> Option<[u8; 32]> {
@@ -68,9 +71,19 @@ fn key(app: &App) -> Option<[u8; 32]> {
     mac(app.admin_token.as_bytes(), &[KEY_CONTEXT])
 }
 
-/// The credential a cookie carries for session `id` expiring at `expires_ms`.
-pub(crate) fn credential(app: &App, id: &str, expires_ms: i64) -> Option<String> {
-    let body = format!("v1.{id}.{expires_ms}");
+/// The credential a cookie carries for session `id` expiring at `expires_ms`
+/// (`v1.<id>.<expiry>.<mac>`), or a CLI presents bound to key `jkt`
+/// (`v1.<id>.<expiry>.<jkt>.<mac>`).
+pub(crate) fn credential(
+    app: &App,
+    id: &str,
+    expires_ms: i64,
+    jkt: Option<&str>,
+) -> Option<String> {
+    let body = match jkt {
+        Some(jkt) => format!("v1.{id}.{expires_ms}.{jkt}"),
+        None => format!("v1.{id}.{expires_ms}"),
+    };
     let sig = mac(&key(app)?, &[body.as_bytes()])?;
     Some(format!("{body}.{}", b64(&sig)))
 }
@@ -86,13 +99,20 @@ impl Logins {
     /// session root still holds (with replicas: one the zone's store holds, which is how a
     /// session opened on another replica is found).
     pub(crate) async fn verify(&self, app: &App, value: &str) -> Option<ConsoleSession> {
-        let mut parts = value.split('.');
-        let (v, id, exp, sig) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-        if v != "v1" || parts.next().is_some() || id.len() > 64 {
+        let parts: Vec<&str> = value.splitn(6, '.').collect();
+        let (v, id, exp, jkt, sig) = match parts[..] {
+            [v, id, exp, sig] => (v, id, exp, None, sig),
+            [v, id, exp, jkt, sig] if jkt.len() <= 64 => (v, id, exp, Some(jkt), sig),
+            _ => return None,
+        };
+        if v != "v1" || id.len() > 64 {
             return None;
         }
         let expires_ms: i64 = exp.parse().ok()?;
-        let body = format!("v1.{id}.{expires_ms}");
+        let body = match jkt {
+            Some(jkt) => format!("v1.{id}.{expires_ms}.{jkt}"),
+            None => format!("v1.{id}.{expires_ms}"),
+        };
         let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(sig)
             .ok()?;
@@ -129,6 +149,7 @@ impl Logins {
             id: id.to_string(),
             expires_ms,
             operator,
+            dpop_jkt: jkt.map(str::to_owned),
         })
     }
 
@@ -178,6 +199,7 @@ impl Logins {
             id,
             expires_ms,
             operator,
+            dpop_jkt: None,
         })
     }
 

@@ -467,6 +467,10 @@ async fn compose(
         limits: Default::default(),
         rates,
         refusals: Default::default(),
+        dpop: crate::dpop::Verifier::new(
+            master_key.derive_key("dpop-nonce"),
+            config.oauth.dpop_nonce,
+        ),
         breakglass: Default::default(),
         outboxes: Default::default(),
         metrics,

@@ -110,6 +110,11 @@ pub struct SessionLease {
     /// profile's per-lease rate (`[rates]`), set by whoever issued it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<String>,
+    /// The RFC 7638 thumbprint of the key this lease's token is bound to (RFC 9449, the
+    /// token's `cnf.jkt`): it works only as `Authorization: DPoP` with a proof that key
+    /// signed. Absent: a bearer token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop_jkt: Option<String>,
 }
 
 impl SessionLease {

@@ -613,6 +613,7 @@ fn lease(status: LeaseStatus) -> SessionLease {
         issued_by: None,
         grant_id: None,
         rate: None,
+        dpop_jkt: None,
     }
 }
 
@@ -624,6 +625,7 @@ fn oauth_lease() -> SessionLease {
         issued_by: Some("operator:bob".into()),
         grant_id: Some("grant-01".into()),
         rate: Some("20/s".into()),
+        dpop_jkt: Some("0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I".into()),
         audience: "oauth:client-01".into(),
         ..lease(LeaseStatus::Active)
     }

@@ -14,6 +14,7 @@
 
 pub mod admin;
 pub mod circles;
+pub mod dpop;
 pub mod faults;
 pub mod git;
 pub mod heap;

@@ -250,6 +250,28 @@ pub struct OauthConfig {
     /// Fetch client metadata documents from loopback and private addresses too. Off by
     /// default: anyone can make root fetch a `client_id` URL, which must not reach inside.
     pub client_metadata_private_hosts: bool,
+    /// Tokens bound to their holder (RFC 9449): `allow` issues a DPoP-bound token to a client
+    /// that presents a DPoP proof and a bearer token to one that does not; `require` refuses
+    /// a token request without a proof, and an unbound OAuth token or CLI credential at every
+    /// request. Leases operators issue by hand stay bearer tokens either way.
+    pub dpop: DpopMode,
+    /// Ask DPoP clients for a nonce root issued (`use_dpop_nonce`, `DPoP-Nonce`): a proof is
+    /// then good for at most 10 minutes however its client set `iat`. Costs each new client one
+    /// more round trip.
+    pub dpop_nonce: bool,
+}
+
+/// `[oauth] dpop`: whether bearer tokens are still accepted.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DpopMode {
+    /// DPoP-bound tokens to clients that ask for them, bearer tokens to the others.
+    #[default]
+    Allow,
+    /// DPoP-bound tokens only.
+    Require,
 }
 
 impl Default for OauthConfig {
@@ -264,6 +286,8 @@ impl Default for OauthConfig {
             registrations_per_hour: 20,
             client_metadata_ca_file: None,
             client_metadata_private_hosts: false,
+            dpop: DpopMode::Allow,
+            dpop_nonce: false,
         }
     }
 }

@@ -327,6 +327,8 @@ pub enum Source {
     Issued {
         by: Option<String>,
         grant: Option<String>,
+        /// The thumbprint of the key its token is bound to (DPoP), if it is.
+        holder: Option<String>,
     },
     /// Minted by lease `parent` (`hub.issue_access_token`).
     Minted { parent: String },
@@ -352,6 +354,7 @@ impl Source {
             (None, _) => Source::Issued {
                 by: lease.issued_by.clone(),
                 grant: lease.grant_id.clone(),
+                holder: lease.dpop_jkt.clone(),
             },
         }
     }
@@ -625,11 +628,13 @@ async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError>
         Some(id) => Some(usable_parent(state, id).await?),
         None => None,
     };
-    let (kind, issued_by, grant_id) = match &req.source {
-        Source::Issued { by, grant } => (LeaseKind::Issued, by.clone(), grant.clone()),
-        Source::Minted { .. } => (LeaseKind::Minted, None, None),
-        Source::Run { .. } => (LeaseKind::Run, None, None),
-        Source::Fleet { .. } => (LeaseKind::Fleet, None, None),
+    let (kind, issued_by, grant_id, dpop_jkt) = match &req.source {
+        Source::Issued { by, grant, holder } => {
+            (LeaseKind::Issued, by.clone(), grant.clone(), holder.clone())
+        }
+        Source::Minted { .. } => (LeaseKind::Minted, None, None, None),
+        Source::Run { .. } => (LeaseKind::Run, None, None, None),
+        Source::Fleet { .. } => (LeaseKind::Fleet, None, None, None),
     };
     let lease = SessionLease {
         session_id: uuid::Uuid::now_v7().to_string(),
@@ -653,6 +658,7 @@ async fn create(state: &State, req: NewLease) -> Result<IssuedLease, LeaseError>
         issued_by,
         grant_id,
         rate: req.rate,
+        dpop_jkt,
     };
     if let Some(p) = &parent {
         within(p, &lease)?;

@@ -20,7 +20,7 @@ pub struct LeaseRow {
     pub(crate) owner: String,
 }
 
-const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status, lineage, parent_id, kind, issued_by, grant_id, owner, rate";
+const LEASE_COLUMNS: &str = "session_id, token_hash, audience, target_id, subnet_id, zone, capability_profile, effective_tools, created_at, deadline_at, last_used_at, use_count, status, lineage, parent_id, kind, issued_by, grant_id, owner, rate, dpop_jkt";
 
 /// How many leases a chain of handed-on authority holds at most (the top and its
 /// descendants down one line): a chain stays short.
@@ -91,6 +91,7 @@ macro_rules! lease_from_row {
                     issued_by: get_o("issued_by")?,
                     grant_id: get_o("grant_id")?,
                     rate: get_o("rate")?,
+                    dpop_jkt: get_o("dpop_jkt")?,
                 },
             })
         })()
@@ -118,7 +119,7 @@ impl Store {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO leases ({LEASE_COLUMNS})
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                         $17, $18, $19, $20)",
+                         $17, $18, $19, $20, $21)",
             )))
             .bind(&lease.session_id)
             .bind(&row.token_hash)
@@ -140,6 +141,7 @@ impl Store {
             .bind(&lease.grant_id)
             .bind(&row.owner)
             .bind(&lease.rate)
+            .bind(&lease.dpop_jkt)
             .execute(pool)
             .await
             .map_err(db("insert lease"))?;

@@ -396,6 +396,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
         outcome TEXT,
         expires_at BIGINT NOT NULL
     )",
+    // Tokens bound to their holder's key (RFC 9449): the key's thumbprint on a lease, and on
+    // the OAuth grant its refresh tokens belong to.
+    "ALTER TABLE leases ADD COLUMN dpop_jkt TEXT",
+    "ALTER TABLE oauth_grants ADD COLUMN dpop_jkt TEXT",
 ];
 
 /// What a migration does, from its SQL (sqlx records it beside the version).

@@ -27,11 +27,14 @@ pub struct GrantRow {
     pub session_id: Option<String>,
     pub refresh_hash: Option<String>,
     pub ended_at_ms: Option<i64>,
+    /// The thumbprint of the key the client proved at its code exchange (DPoP): every token
+    /// of the grant is bound to it, and a refresh needs a proof it signed.
+    pub dpop_jkt: Option<String>,
 }
 
 const GRANT_COLUMNS: &str = "grant_id, client_id, operator, target_id, capability_profile, resource, \
      redirect_uri, code_challenge, code_hash, code_expires_at, code_used_at, created_at, expires_at, \
-     session_id, refresh_hash, ended_at";
+     session_id, refresh_hash, ended_at, dpop_jkt";
 
 /// A [`GrantRow`] from a row of either backend (the row types differ, the columns do not).
 macro_rules! grant_from_row {
@@ -54,6 +57,7 @@ macro_rules! grant_from_row {
             session_id: r.try_get("session_id").map_err(db(op))?,
             refresh_hash: r.try_get("refresh_hash").map_err(db(op))?,
             ended_at_ms: r.try_get("ended_at").map_err(db(op))?,
+            dpop_jkt: r.try_get("dpop_jkt").map_err(db(op))?,
         })
     }};
 }
@@ -78,6 +82,9 @@ pub enum RefreshClaim {
     },
     /// A token of a grant that has ended.
     Ended,
+    /// The live grant's current token, bound to another DPoP key than the caller proved (or
+    /// the caller proved none): nothing spent.
+    OtherHolder,
     Unknown,
 }
 
@@ -145,7 +152,7 @@ impl Store {
         on_pool!(self, pool => {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO oauth_grants ({GRANT_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
             )))
             .bind(&g.grant_id)
             .bind(&g.client_id)
@@ -163,6 +170,7 @@ impl Store {
             .bind(&g.session_id)
             .bind(&g.refresh_hash)
             .bind(g.ended_at_ms)
+            .bind(&g.dpop_jkt)
             .execute(pool)
             .await
             .map_err(db("store an oauth grant"))?;
@@ -206,11 +214,13 @@ impl Store {
     }
 
     /// Replaces a grant's current refresh token by `new_hash` (one caller wins), keeping the
-    /// old one as spent.
+    /// old one as spent. A grant bound to a DPoP key is claimed only by a caller who proved
+    /// that key (`holder`, its thumbprint).
     pub async fn claim_refresh(
         &self,
         old_hash: &str,
         new_hash: &str,
+        holder: Option<&str>,
         now_ms: i64,
     ) -> Result<RefreshClaim> {
         let op = "claim an oauth refresh token";
@@ -218,10 +228,12 @@ impl Store {
             let mut tx = begin_write(pool).await.map_err(db(op))?;
             let claimed = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE oauth_grants SET refresh_hash = $2
-                 WHERE refresh_hash = $1 AND ended_at IS NULL RETURNING {GRANT_COLUMNS}"
+                 WHERE refresh_hash = $1 AND ended_at IS NULL
+                   AND (dpop_jkt IS NULL OR dpop_jkt = $3) RETURNING {GRANT_COLUMNS}"
             )))
             .bind(old_hash)
             .bind(new_hash)
+            .bind(holder)
             .fetch_optional(&mut *tx)
             .await
             .map_err(db(op))?;
@@ -248,10 +260,18 @@ impl Store {
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(db(op))?;
-                    match spent {
-                        Some((grant_id, None)) => RefreshClaim::Spent { grant_id },
-                        Some((_, Some(_))) => RefreshClaim::Ended,
-                        None => RefreshClaim::Unknown,
+                    let current: Option<(String,)> = sqlx::query_as(
+                        "SELECT grant_id FROM oauth_grants WHERE refresh_hash = $1 AND ended_at IS NULL",
+                    )
+                    .bind(old_hash)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db(op))?;
+                    match (spent, current) {
+                        (_, Some(_)) => RefreshClaim::OtherHolder,
+                        (Some((grant_id, None)), None) => RefreshClaim::Spent { grant_id },
+                        (Some((_, Some(_))), None) => RefreshClaim::Ended,
+                        (None, None) => RefreshClaim::Unknown,
                     }
                 }
             };
@@ -281,21 +301,25 @@ impl Store {
         })
     }
 
-    /// The lease a grant's tokens are now, and its refresh token (after a code exchange).
+    /// The lease a grant's tokens are now, and its refresh token and holder's key (after a
+    /// code exchange).
     pub async fn set_grant_tokens(
         &self,
         grant_id: &str,
         session_id: &str,
         refresh_hash: Option<&str>,
+        dpop_jkt: Option<&str>,
     ) -> Result<()> {
         on_pool!(self, pool => {
             sqlx::query(
-                "UPDATE oauth_grants SET session_id = $2, refresh_hash = COALESCE($3, refresh_hash)
+                "UPDATE oauth_grants SET session_id = $2, refresh_hash = COALESCE($3, refresh_hash),
+                 dpop_jkt = COALESCE($4, dpop_jkt)
                  WHERE grant_id = $1",
             )
             .bind(grant_id)
             .bind(session_id)
             .bind(refresh_hash)
+            .bind(dpop_jkt)
             .execute(pool)
             .await
             .map_err(db("record an oauth grant's tokens"))?;

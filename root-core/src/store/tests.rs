@@ -184,6 +184,7 @@ fn grant(grant_id: &str, client_id: &str, code_hash: &str) -> GrantRow {
         session_id: None,
         refresh_hash: None,
         ended_at_ms: None,
+        dpop_jkt: None,
     }
 }
 
@@ -257,28 +258,31 @@ async fn a_code_is_claimed_once_and_a_refresh_token_rotates_once() {
             .unwrap()
             .is_none()
     );
-    store.set_grant_tokens("g", "s1", Some("r1")).await.unwrap();
+    store
+        .set_grant_tokens("g", "s1", Some("r1"), None)
+        .await
+        .unwrap();
     assert!(matches!(
-        store.claim_refresh("r1", "r2", 7).await.unwrap(),
+        store.claim_refresh("r1", "r2", None, 7).await.unwrap(),
         RefreshClaim::Claimed(_)
     ));
     assert_eq!(
-        store.claim_refresh("r1", "r3", 8).await.unwrap(),
+        store.claim_refresh("r1", "r3", None, 8).await.unwrap(),
         RefreshClaim::Spent {
             grant_id: "g".into()
         }
     );
     assert_eq!(
-        store.claim_refresh("zz", "r4", 8).await.unwrap(),
+        store.claim_refresh("zz", "r4", None, 8).await.unwrap(),
         RefreshClaim::Unknown
     );
     assert_eq!(store.end_grants_of_lease("s1", 9).await.unwrap(), 1);
     assert_eq!(
-        store.claim_refresh("r2", "r5", 9).await.unwrap(),
+        store.claim_refresh("r2", "r5", None, 9).await.unwrap(),
         RefreshClaim::Ended
     );
     assert_eq!(
-        store.claim_refresh("r1", "r5", 9).await.unwrap(),
+        store.claim_refresh("r1", "r5", None, 9).await.unwrap(),
         RefreshClaim::Ended
     );
 }

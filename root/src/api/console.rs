@@ -250,7 +250,7 @@ async fn login(
         .await
         .map_err(ApiError::internal)?;
     let (Some(value), Some(csrf)) = (
-        credential(&app, &s.id, s.expires_ms),
+        credential(&app, &s.id, s.expires_ms, None),
         csrf_token(&app, &s.id),
     ) else {
         return Err(ApiError::internal("console credential could not be signed"));

@@ -50,7 +50,13 @@ pub(crate) async fn cookie_operator(
     let Some(value) = named(headers, COOKIE) else {
         return Ok(None);
     };
-    let Some(session) = app.logins.verify(app, value).await else {
+    // A CLI's bound credential works only with its key's proofs, never as a cookie.
+    let Some(session) = app
+        .logins
+        .verify(app, value)
+        .await
+        .filter(|s| s.dpop_jkt.is_none())
+    else {
         return Ok(None);
     };
     let forbidden = |why: &str| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, why);

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mcp_shared::error::ErrorCode;
 
-use crate::net::answer::Refused;
+use crate::net::answer::{Challenge, Refused};
 use crate::ops::error::Refusal;
 
 /// An error answered by a REST endpoint: the status plus a normalized error body.
@@ -18,6 +18,8 @@ pub(crate) struct ApiError {
     event_id: Option<String>,
     /// Seconds the client should wait before trying again (`Retry-After`).
     retry_after: Option<u64>,
+    /// A `401`'s challenge other than the bearer one (DPoP's), and root's DPoP nonce.
+    challenge: Option<Box<Challenge>>,
 }
 
 impl ApiError {
@@ -28,7 +30,21 @@ impl ApiError {
             message: message.into(),
             event_id: None,
             retry_after: None,
+            challenge: None,
         }
+    }
+
+    /// The `401`, with `challenge` for `WWW-Authenticate` and root's DPoP `nonce` to sign with.
+    pub(crate) fn with_challenge(
+        mut self,
+        challenge: axum::http::HeaderValue,
+        nonce: Option<String>,
+    ) -> ApiError {
+        self.challenge = Some(Box::new(Challenge {
+            www_authenticate: challenge,
+            dpop_nonce: nonce.and_then(|n| axum::http::HeaderValue::from_str(&n).ok()),
+        }));
+        self
     }
 
     /// The refusal, telling the client how many seconds to wait (`Retry-After`).
@@ -75,6 +91,7 @@ impl IntoResponse for ApiError {
             message: self.message,
             event_id: self.event_id,
             retry_after: self.retry_after,
+            challenge: self.challenge,
         }
         .into_response()
     }

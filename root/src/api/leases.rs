@@ -84,6 +84,7 @@ pub(crate) async fn create(
         let source = Source::Issued {
             by: Some(op.actor_id()),
             grant: None,
+            holder: None,
         };
         let issued = issue(&app, req, None, source).await?;
         let summary = issued_summary("issued", &issued);

@@ -207,7 +207,7 @@ async fn console_session(
         .await
         .map_err(ApiError::internal)?;
     signed_in_event(app, signed, "console", &s.id, s.expires_ms).await?;
-    let value = crate::logins::credential(app, &s.id, s.expires_ms)
+    let value = crate::logins::credential(app, &s.id, s.expires_ms, None)
         .ok_or_else(|| ApiError::internal("console credential could not be signed"))?;
     let cookie = crate::api::console::set_cookie(
         &value,
@@ -335,9 +335,11 @@ struct TokenBody {
 async fn token(
     State(app): State<Arc<App>>,
     peer: Peer,
+    headers: HeaderMap,
     body: Result<Json<TokenBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let holder = cli_holder(&app, &headers, TOKEN_PATH)?;
     let redeemed = match oidc(&app) {
         Ok(_) => flow::redeem(&app, &body.code, &body.code_verifier).await,
         Err(e) => Err(e),
@@ -346,7 +348,26 @@ async fn token(
         Ok(s) => s,
         Err(e) => return Err(api_refusal(&app, peer, "token", e).await),
     };
-    Ok(Json(cli_credential(&app, &signed, "cli").await?))
+    Ok(Json(cli_credential(&app, &signed, "cli", holder).await?))
+}
+
+/// The key a CLI proved it holds (DPoP) when it asked for its credential, which is then bound
+/// to it; none without a proof (refused under `[oauth] dpop = require`).
+fn cli_holder(app: &App, headers: &HeaderMap, path: &str) -> Result<Option<String>, ApiError> {
+    let refused = |e| crate::api::principal::refused_proof(app, e);
+    if !headers.contains_key(crate::dpop::HEADER) {
+        return match app.config.oauth.dpop {
+            crate::config::DpopMode::Require => Err(refused(crate::dpop::DpopError::Required)),
+            crate::config::DpopMode::Allow => Ok(None),
+        };
+    }
+    let presented = crate::dpop::Presented {
+        headers,
+        method: "POST",
+        url: format!("{}{path}", crate::api::oauth::Urls::of(app, headers).issuer),
+        token: None,
+    };
+    app.dpop.check(&presented).map(Some).map_err(refused)
 }
 
 /// A root credential for the CLI: a session of `cli_credential_ttl_sec`, as a bearer.
@@ -354,6 +375,7 @@ async fn cli_credential(
     app: &App,
     signed: &SignedIn,
     how: &str,
+    holder: Option<String>,
 ) -> Result<serde_json::Value, ApiError> {
     let ttl = app
         .oidc
@@ -365,10 +387,11 @@ async fn cli_credential(
         .await
         .map_err(ApiError::internal)?;
     let event_id = signed_in_event(app, signed, how, &s.id, s.expires_ms).await?;
-    let value = crate::logins::credential(app, &s.id, s.expires_ms)
+    let value = crate::logins::credential(app, &s.id, s.expires_ms, holder.as_deref())
         .ok_or_else(|| ApiError::internal("the credential could not be signed"))?;
     Ok(json!({
         "credential": format!("{CLI_CREDENTIAL_PREFIX}{value}"),
+        "token_type": if holder.is_some() { "DPoP" } else { "Bearer" },
         "expires_at": format(from_unix_ms(s.expires_ms)),
         "operator": signed.operator.name(),
         "email": signed.email,
@@ -403,9 +426,12 @@ struct PollBody {
 async fn device_poll(
     State(app): State<Arc<App>>,
     peer: Peer,
+    headers: HeaderMap,
     body: Result<Json<PollBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    // Checked at every poll, before the outcome is taken (once).
+    let holder = cli_holder(&app, &headers, DEVICE_POLL_PATH)?;
     if let Err(e) = oidc(&app) {
         return Err(api_refusal(&app, peer, "device", e).await);
     }
@@ -416,7 +442,7 @@ async fn device_poll(
         )
             .into_response()),
         Ok(flow::Polled::Done(signed)) => {
-            Ok(Json(cli_credential(&app, &signed, "device").await?).into_response())
+            Ok(Json(cli_credential(&app, &signed, "device", holder).await?).into_response())
         }
         Err(e) => Err(api_refusal(&app, peer, "device", e).await),
     }

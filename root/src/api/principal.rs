@@ -21,40 +21,149 @@ use std::sync::Arc;
 use axum::extract::FromRef;
 
 use crate::api::endpoint::Endpoint;
+use crate::config::DpopMode;
+use crate::dpop::{DpopError, Presented};
 use crate::ops::audited::Asked;
 use crate::ops::error::Refusal;
+use axum::http::{Method, Uri};
 
 pub(super) fn unauthorized(app: &App, why: &str) -> ApiError {
     app.metrics.unauthenticated.inc();
     ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated, why)
 }
 
-/// Resolves the bearer of a request: a usable lease, the operator, or nothing. With
-/// replicas, a lease another replica issued is loaded from the store on first use.
-pub(super) async fn resolve(app: &App, headers: &HeaderMap) -> Option<Principal> {
-    let token = headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()
-        .and_then(crate::auth::bearer)?;
-    if crate::auth::secret_eq(token, &app.admin_token) {
-        return Some(Principal::Operator(crate::operators::OperatorId::admin()));
+/// Resolves the credential of a request: a usable lease, the operator, or nothing. With
+/// replicas, a lease another replica issued is loaded from the store on first use. A token
+/// bound to a key (DPoP) resolves only as `Authorization: DPoP` with a proof that key signed
+/// for this request; a refused proof is the error, to be answered with its challenge.
+pub(super) async fn resolve(
+    app: &App,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<Option<Principal>, DpopError> {
+    let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(None);
+    };
+    let (token, dpop) = match crate::auth::bearer(value) {
+        Some(t) => (t, false),
+        None => match crate::dpop::token(value) {
+            Some(t) => (t, true),
+            None => return Ok(None),
+        },
+    };
+    // The bootstrap and named operators' tokens are bearer tokens (issued out of band).
+    let operator = if crate::auth::secret_eq(token, &app.admin_token) {
+        Some(crate::operators::OperatorId::admin())
+    } else {
+        app.operators.authenticate(token)
+    };
+    if let Some(op) = operator {
+        return match dpop {
+            true => Err(DpopError::Unbound),
+            false => Ok(Some(Principal::Operator(op))),
+        };
     }
-    if let Some(op) = app.operators.authenticate(token) {
-        return Some(Principal::Operator(op));
-    }
+    let asked = Presenting {
+        method,
+        uri,
+        headers,
+        token,
+        dpop,
+    };
     // `mcp-root login`'s credential: a session of a person signed in with the identity
     // provider, presented as a bearer (no cookie, so no CSRF check to pass).
     if let Some(value) = token.strip_prefix(crate::api::oidc::CLI_CREDENTIAL_PREFIX) {
-        return app
-            .logins
-            .verify(app, value)
-            .await
-            .map(|s| Principal::Operator(s.operator));
+        let Some(session) = app.logins.verify(app, value).await else {
+            return Ok(None);
+        };
+        held(app, &asked, session.dpop_jkt.as_deref(), true)?;
+        return Ok(Some(Principal::Operator(session.operator)));
     }
-    crate::replica::authenticate(app, token)
+    let Some(lease) = crate::replica::authenticate(app, token).await else {
+        return Ok(None);
+    };
+    let l = lease.lease();
+    held(app, &asked, l.dpop_jkt.as_deref(), l.grant_id.is_some())?;
+    Ok(Some(Principal::Lease(lease)))
+}
+
+/// What a request presents with its token.
+struct Presenting<'a> {
+    method: &'a Method,
+    uri: &'a Uri,
+    headers: &'a HeaderMap,
+    token: &'a str,
+    /// Sent as `Authorization: DPoP`.
+    dpop: bool,
+}
+
+/// Whether the request holds its token as the token was issued: a bound token (`jkt`) with a
+/// proof its key signed for this request, an unbound one as a bearer (refused under
+/// `[oauth] dpop = require` when it came from a sign-in, `signed_in`).
+fn held(
+    app: &App,
+    a: &Presenting<'_>,
+    jkt: Option<&str>,
+    signed_in: bool,
+) -> Result<(), DpopError> {
+    match (jkt, a.dpop) {
+        (None, false) if signed_in && app.config.oauth.dpop == DpopMode::Require => {
+            Err(DpopError::Required)
+        }
+        (None, false) => Ok(()),
+        (None, true) => Err(DpopError::Unbound),
+        (Some(_), false) => Err(DpopError::Downgrade),
+        (Some(jkt), true) => {
+            let url = format!(
+                "{}{}",
+                crate::api::oauth::Urls::of(app, a.headers).issuer,
+                a.uri.path()
+            );
+            let proven = app.dpop.check(&Presented {
+                headers: a.headers,
+                method: a.method.as_str(),
+                url,
+                token: Some(a.token),
+            })?;
+            match crate::auth::secret_eq(&proven, jkt) {
+                true => Ok(()),
+                false => Err(DpopError::OtherKey),
+            }
+        }
+    }
+}
+
+/// A refused proof or binding: `401` with the `DPoP` challenge (and root's nonce when that
+/// is what it asks for).
+pub(crate) fn refused_proof(app: &App, e: DpopError) -> ApiError {
+    let nonce = (e == DpopError::Nonce).then(|| app.dpop.nonce());
+    unauthorized(app, &e.to_string()).with_challenge(e.challenge(), nonce)
+}
+
+/// What a middleware in front of the handler resolved (kept so that a request's proof is
+/// checked, and its `jti` spent, once).
+#[derive(Clone)]
+struct Resolved(Principal);
+
+/// The request's credential, resolved once per request.
+async fn principal_of(
+    app: &App,
+    parts: &mut http::request::Parts,
+) -> Result<Option<Principal>, ApiError> {
+    if let Some(Resolved(p)) = parts.extensions.get::<Resolved>() {
+        return Ok(Some(p.clone()));
+    }
+    let resolved = resolve(app, &parts.method, &parts.uri, &parts.headers)
         .await
-        .map(Principal::Lease)
+        .map_err(|e| refused_proof(app, e))?;
+    if let Some(p) = &resolved {
+        parts.extensions.insert(Resolved(p.clone()));
+    }
+    Ok(resolved)
 }
 
 /// Counts an operator's request against `[rates] per_operator`: past it, 429 with
@@ -94,7 +203,7 @@ where
         state: &S,
     ) -> Result<Self, ApiError> {
         let app = &Arc::<App>::from_ref(state);
-        let principal = match resolve(app, &parts.headers).await {
+        let principal = match principal_of(app, parts).await? {
             Some(p) => Some(p),
             None => crate::api::cookie::cookie_operator(app, &parts.method, &parts.headers)
                 .await?
@@ -126,7 +235,7 @@ where
         state: &S,
     ) -> Result<Self, ApiError> {
         let app = &Arc::<App>::from_ref(state);
-        let principal = match resolve(app, &parts.headers).await {
+        let principal = match principal_of(app, parts).await? {
             Some(p) => Some(p),
             // The console's cookie, for a browser without the bearer (console.rs).
             None => crate::api::cookie::cookie_operator(app, &parts.method, &parts.headers)
@@ -163,7 +272,7 @@ where
         state: &S,
     ) -> Result<Self, ApiError> {
         let app = &Arc::<App>::from_ref(state);
-        match resolve(app, &parts.headers).await {
+        match principal_of(app, parts).await? {
             Some(Principal::Lease(l)) => {
                 l.touch();
                 Ok(LeaseAuth(l))
@@ -214,15 +323,17 @@ pub(super) async fn mcp_auth(
     mut req: Request,
     next: Next,
 ) -> Response {
+    let resolved = resolve(&app, req.method(), req.uri(), req.headers()).await;
     let lease =
-        match resolve(&app, req.headers()).await {
-            Some(Principal::Lease(l)) => l,
-            Some(Principal::Operator(_)) => return unauthorized(
+        match resolved {
+            Err(e) => return refused_proof(&app, e).into_response(),
+            Ok(Some(Principal::Lease(l))) => l,
+            Ok(Some(Principal::Operator(_))) => return unauthorized(
                 &app,
                 "MCP needs a session lease bearer; create one with `mcp-root admin lease create`",
             )
             .into_response(),
-            None => {
+            Ok(None) => {
                 return unauthorized(&app, "missing, unknown, expired or revoked bearer")
                     .into_response();
             }
@@ -241,16 +352,21 @@ pub(super) async fn mcp_auth(
 /// it.
 pub(crate) async fn require_role(
     State((app, endpoint)): State<(Arc<App>, Endpoint)>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
     let Some(needed) = endpoint.access.role() else {
         return next.run(req).await;
     };
-    let op = match resolve(&app, req.headers()).await {
-        Some(Principal::Operator(op)) => op,
-        Some(Principal::Lease(_)) => return next.run(req).await,
-        None => {
+    let resolved = resolve(&app, req.method(), req.uri(), req.headers()).await;
+    if let Ok(Some(p)) = &resolved {
+        req.extensions_mut().insert(Resolved(p.clone()));
+    }
+    let op = match resolved {
+        Ok(Some(Principal::Operator(op))) => op,
+        // The handler's extractor answers a refused proof, a lease, or no credential.
+        Ok(Some(Principal::Lease(_))) | Err(_) => return next.run(req).await,
+        Ok(None) => {
             match crate::api::cookie::cookie_operator(&app, req.method(), req.headers()).await {
                 Ok(Some(session)) => session.operator,
                 _ => return next.run(req).await,

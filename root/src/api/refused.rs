@@ -38,8 +38,21 @@ pub(crate) async fn on_unauthorized(
         return res;
     }
     let kept: HeaderMap = headers.into_iter().flatten().collect();
+    // A refused DPoP proof or binding keeps its own challenge (and says it in the event).
+    let dpop = res
+        .headers()
+        .get(header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| v.starts_with("DPoP "))
+        .map(str::to_owned);
     if let Some(c) = crate::api::oauth::challenge(&app, &kept) {
-        res.headers_mut().insert(header::WWW_AUTHENTICATE, c);
+        match dpop {
+            Some(_) => res.headers_mut().append(header::WWW_AUTHENTICATE, c),
+            None => res
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, c)
+                .is_some(),
+        };
     }
     let unrecorded = match peer.map(|ip| app.refusals.admit(ip, Instant::now())) {
         Some(Admit::Record { unrecorded }) => unrecorded,
@@ -75,7 +88,10 @@ pub(crate) async fn on_unauthorized(
     };
     let error = mcp_shared::ToolError::new(
         ErrorCode::Unauthenticated,
-        "missing, unknown, expired or revoked credential",
+        match &dpop {
+            Some(challenge) => format!("a refused DPoP proof or binding: {challenge}"),
+            None => "missing, unknown, expired or revoked credential".into(),
+        },
     );
     // A trail that cannot be written refuses every call anyway; the 401 stands.
     let _ = crate::audit::record_denied(&app.audit, action, &error, "authentication").await;
@@ -92,7 +108,8 @@ fn credential(h: &HeaderMap) -> &'static str {
             "none"
         };
     };
-    let Some(token) = auth.to_str().ok().and_then(crate::auth::bearer) else {
+    let value = auth.to_str().unwrap_or_default();
+    let Some(token) = crate::auth::bearer(value).or_else(|| crate::dpop::token(value)) else {
         return "another scheme";
     };
     let kinds = [

@@ -5,8 +5,11 @@
 //! code it receives is worth nothing to anyone else. On a headless machine, `--device`: the
 //! device authorization grant (RFC 8628), approved from any browser.
 //!
-//! The credential goes to `--credential-file` (mode 0600); `mcp-root admin` uses it when
-//! no admin token is given.
+//! The credential goes to `--credential-file` (mode 0600) with the P-256 key this command
+//! made for it: root binds the credential to that key (DPoP, RFC 9449; the command proves it
+//! when it asks for the credential), so `mcp-root admin` signs a proof for each request and a
+//! copy of the credential alone opens nothing. `mcp-root admin` uses it when no admin token
+//! is given.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
 use crate::api::bodies::ErrorAnswer;
+use crate::dpop::holder::Holder;
 
 /// `mcp-root login`.
 #[derive(Args, Debug)]
@@ -54,6 +58,10 @@ pub(crate) struct Kept {
     pub(crate) email: Option<String>,
     #[serde(default)]
     pub(crate) roles: Vec<String>,
+    /// The private key the credential is bound to (DPoP; base64url PKCS#8): the credential
+    /// works only with proofs it signs, so a copy of the credential alone is useless.
+    #[serde(default)]
+    pub(crate) dpop_key: Option<String>,
 }
 
 /// The default credential file.
@@ -83,10 +91,16 @@ pub(crate) async fn run(args: LoginArgs) -> anyhow::Result<ExitCode> {
     let http = super::admin::client::http_client(args.ca_file.as_deref())?;
     let base = args.root_url.trim_end_matches('/').to_owned();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
+    let holder = Holder::generate()?;
+    let to_root = ToRoot {
+        http: &http,
+        base: &base,
+        holder: &holder,
+    };
     let answer = if args.device {
-        device(&http, &base, deadline).await?
+        device(&to_root, deadline).await?
     } else {
-        loopback(&http, &base, args.no_browser, deadline).await?
+        loopback(&to_root, args.no_browser, deadline).await?
     };
     let kept = Kept {
         root_url: base,
@@ -95,6 +109,7 @@ pub(crate) async fn run(args: LoginArgs) -> anyhow::Result<ExitCode> {
         operator: answer.operator,
         email: answer.email,
         roles: answer.roles,
+        dpop_key: Some(holder.kept()),
     };
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -124,6 +139,46 @@ struct Credential {
     roles: Vec<String>,
 }
 
+/// Root, asked with proofs of the key the credential will be bound to.
+struct ToRoot<'a> {
+    http: &'a reqwest::Client,
+    base: &'a str,
+    holder: &'a Holder,
+}
+
+impl ToRoot<'_> {
+    /// `POST <base><path>` with `body` and a DPoP proof (again with root's nonce when root
+    /// asks for one).
+    async fn post(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> anyhow::Result<reqwest::Response> {
+        let url = format!("{}{path}", self.base);
+        let mut nonce: Option<String> = None;
+        loop {
+            let proof = self.holder.proof("POST", &url, None, nonce.as_deref())?;
+            let res = self
+                .http
+                .post(&url)
+                .header(crate::dpop::HEADER, proof)
+                .json(body)
+                .send()
+                .await
+                .with_context(|| format!("cannot reach root at {}", self.base))?;
+            let asked = res
+                .headers()
+                .get(crate::dpop::NONCE_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            match asked {
+                Some(n) if nonce.is_none() && !res.status().is_success() => nonce = Some(n),
+                _ => return Ok(res),
+            }
+        }
+    }
+}
+
 /// Root's refusal, as the operator should read it.
 async fn refusal(res: reqwest::Response) -> anyhow::Error {
     let status = res.status();
@@ -137,11 +192,11 @@ async fn refusal(res: reqwest::Response) -> anyhow::Error {
 
 /// The browser flow, back to a loopback listener of this command.
 async fn loopback(
-    http: &reqwest::Client,
-    base: &str,
+    root: &ToRoot<'_>,
     no_browser: bool,
     deadline: tokio::time::Instant,
 ) -> anyhow::Result<Credential> {
+    let base = root.base;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("cannot listen on the loopback interface for the sign-in's redirect")?;
@@ -163,12 +218,10 @@ async fn loopback(
     let code = tokio::time::timeout_at(deadline, receive(&listener, &state))
         .await
         .context("the sign-in did not come back in time")??;
-    let res = http
-        .post(format!("{base}/v1/root/mcp/operators/oidc/token"))
-        .json(&serde_json::json!({ "code": code, "code_verifier": verifier }))
-        .send()
-        .await
-        .with_context(|| format!("cannot reach root at {base}"))?;
+    let body = serde_json::json!({ "code": code, "code_verifier": verifier });
+    let res = root
+        .post("/v1/root/mcp/operators/oidc/token", &body)
+        .await?;
     if !res.status().is_success() {
         return Err(refusal(res).await);
     }
@@ -248,12 +301,10 @@ struct DeviceStart {
 }
 
 /// The device grant: the person approves on another device; this command polls root.
-async fn device(
-    http: &reqwest::Client,
-    base: &str,
-    deadline: tokio::time::Instant,
-) -> anyhow::Result<Credential> {
-    let res = http
+async fn device(root: &ToRoot<'_>, deadline: tokio::time::Instant) -> anyhow::Result<Credential> {
+    let base = root.base;
+    let res = root
+        .http
         .post(format!("{base}/v1/root/mcp/operators/oidc/device"))
         .send()
         .await
@@ -275,12 +326,10 @@ async fn device(
             bail!("the sign-in was not approved in time");
         }
         tokio::time::sleep(every).await;
-        let res = http
-            .post(format!("{base}/v1/root/mcp/operators/oidc/device/poll"))
-            .json(&serde_json::json!({ "handle": start.handle }))
-            .send()
-            .await
-            .with_context(|| format!("cannot reach root at {base}"))?;
+        let body = serde_json::json!({ "handle": start.handle });
+        let res = root
+            .post("/v1/root/mcp/operators/oidc/device/poll", &body)
+            .await?;
         match res.status() {
             reqwest::StatusCode::ACCEPTED => continue,
             s if s.is_success() => return Ok(res.json().await?),

@@ -34,6 +34,16 @@ pub(crate) struct Refused {
     /// Seconds the client should wait before trying again (`Retry-After`; `audit_unavailable`
     /// always says 1).
     pub(crate) retry_after: Option<u64>,
+    /// A `401`'s own challenge (DPoP's) instead of the bearer one.
+    pub(crate) challenge: Option<Box<Challenge>>,
+}
+
+/// A `401`'s challenge other than `Bearer error="invalid_token"`.
+#[derive(Debug, Clone)]
+pub(crate) struct Challenge {
+    pub(crate) www_authenticate: HeaderValue,
+    /// Root's DPoP nonce (`DPoP-Nonce`), when the challenge asks for it.
+    pub(crate) dpop_nonce: Option<HeaderValue>,
 }
 
 impl Refused {
@@ -44,6 +54,7 @@ impl Refused {
             message: message.into(),
             event_id: None,
             retry_after: None,
+            challenge: None,
         }
     }
 }
@@ -66,11 +77,21 @@ impl IntoResponse for Refused {
             res.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
-        if self.status == StatusCode::UNAUTHORIZED {
-            res.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer error=\"invalid_token\""),
-            );
+        match self.challenge {
+            Some(c) => {
+                res.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, c.www_authenticate);
+                if let Some(n) = c.dpop_nonce {
+                    res.headers_mut().insert(crate::dpop::NONCE_HEADER, n);
+                }
+            }
+            None if self.status == StatusCode::UNAUTHORIZED => {
+                res.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer error=\"invalid_token\""),
+                );
+            }
+            None => {}
         }
         res
     }

@@ -147,6 +147,7 @@ pub(crate) async fn issue_to_operator(
         source: crate::leases::manager::Source::Issued {
             by: Some(op.actor_id()),
             grant: None,
+            holder: None,
         },
         rate: None,
     };

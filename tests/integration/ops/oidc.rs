@@ -7,6 +7,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use mcp_tests::dpop::Holder;
 use mcp_tests::oidc::{Browser, Provider};
 use mcp_tests::{TestRoot, error_message, eventually, workspace_bin};
 use serde_json::{Value, json};
@@ -111,6 +112,17 @@ async fn an_operator_signs_in_from_the_cli_holds_their_groups_role_and_loses_it_
     let cred = kept(&file);
     let bearer = cred["credential"].as_str().unwrap().to_owned();
     assert!(bearer.starts_with("mcpc_"), "{cred}");
+    // The credential is bound to the key the command kept beside it (DPoP): a copy of the
+    // credential alone opens nothing.
+    let holder = Holder::from_kept(cred["dpop_key"].as_str().unwrap());
+    let stolen = root.get_as(&bearer, "/v1/root/mcp/sessions").await;
+    assert_eq!(status_of(&stolen), 401);
+    let challenge = stolen.headers()["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.starts_with("DPoP error=\"invalid_token\""),
+        "{challenge}"
+    );
+    let (get, post) = (reqwest::Method::GET, reqwest::Method::POST);
     let alice = format!("oidc:{}#alice", provider.issuer);
     assert_eq!(cred["operator"], alice.as_str(), "{cred}");
     assert_eq!(cred["email"], "alice@example.test", "{cred}");
@@ -123,15 +135,31 @@ async fn an_operator_signs_in_from_the_cli_holds_their_groups_role_and_loses_it_
 
     // `sre` maps to `operator` with AdaOSDevRead: leases of that profile, nothing more.
     let lease = |profile: &str| json!({"target_id": "hub:oidc-a", "capability_profile": profile, "ttl_sec": 60});
-    let r = root
-        .post_as(&bearer, "/v1/root/mcp/sessions", &lease("AdaOSDevRead"))
+    let sessions = root.url("/v1/root/mcp/sessions");
+    let r = holder
+        .send(
+            &root.http,
+            post.clone(),
+            &sessions,
+            &bearer,
+            Some(&lease("AdaOSDevRead")),
+        )
         .await;
     assert_eq!(status_of(&r), 201, "{:?}", r.text().await);
-    let r = root
-        .post_as(&bearer, "/v1/root/mcp/sessions", &lease("InfraOpsControl"))
+    let r = holder
+        .send(
+            &root.http,
+            post,
+            &sessions,
+            &bearer,
+            Some(&lease("InfraOpsControl")),
+        )
         .await;
     assert_eq!(status_of(&r), 403);
-    let r = root.get_as(&bearer, "/v1/root/mcp/audit").await;
+    let audit = root.url("/v1/root/mcp/audit");
+    let r = holder
+        .send(&root.http, get.clone(), &audit, &bearer, None)
+        .await;
     assert_eq!(status_of(&r), 403, "an operator is not an auditor");
     let body: Value = r.json().await.unwrap();
     assert!(error_message(&body).contains("`auditor`"), "{body}");
@@ -170,7 +198,9 @@ async fn an_operator_signs_in_from_the_cli_holds_their_groups_role_and_loses_it_
     provider.remove("alice").await.unwrap();
     let removed = std::time::Instant::now();
     eventually("alice's credential refused", async || {
-        let r = root.get_as(&bearer, "/v1/root/mcp/sessions").await;
+        let r = holder
+            .send(&root.http, get.clone(), &sessions, &bearer, None)
+            .await;
         (status_of(&r) == 401).then_some(())
     })
     .await;
@@ -212,13 +242,27 @@ async fn a_headless_operator_signs_in_with_the_device_grant() {
     assert_eq!(done.status, 200, "{}: {}", done.url, done.body);
     login.succeeds().await;
 
-    // `auditors` maps to `auditor`: the trail, not leases.
-    let bearer = kept(&file)["credential"].as_str().unwrap().to_owned();
-    let r = root.get_as(&bearer, "/v1/root/mcp/audit").await;
+    // `auditors` maps to `auditor`: the trail, not leases (with the kept key's proofs).
+    let cred = kept(&file);
+    let bearer = cred["credential"].as_str().unwrap().to_owned();
+    let holder = Holder::from_kept(cred["dpop_key"].as_str().unwrap());
+    let audit = root.url("/v1/root/mcp/audit");
+    let r = holder
+        .send(&root.http, reqwest::Method::GET, &audit, &bearer, None)
+        .await;
     assert_eq!(status_of(&r), 200);
     let lease =
         json!({"target_id": "hub:oidc-b", "capability_profile": "AdaOSDevRead", "ttl_sec": 60});
-    let r = root.post_as(&bearer, "/v1/root/mcp/sessions", &lease).await;
+    let sessions = root.url("/v1/root/mcp/sessions");
+    let r = holder
+        .send(
+            &root.http,
+            reqwest::Method::POST,
+            &sessions,
+            &bearer,
+            Some(&lease),
+        )
+        .await;
     assert_eq!(status_of(&r), 403);
     let signins = root.trail("tool_id=admin.operator.signin").await;
     assert!(

@@ -364,6 +364,7 @@ pub(super) async fn approve(
             session_id: None,
             refresh_hash: None,
             ended_at_ms: None,
+            dpop_jkt: None,
         };
         app.store
             .insert_oauth_grant(&grant)
@@ -422,6 +423,7 @@ fn check_grant(app: &App, a: &Approval) -> Result<(), ApiError> {
     let source = crate::leases::manager::Source::Issued {
         by: None,
         grant: None,
+        holder: None,
     };
     crate::api::leases::checked(app, lease, None, source).map(|_| ())
 }

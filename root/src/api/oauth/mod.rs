@@ -157,6 +157,10 @@ async fn resource_metadata(State(app): State<Arc<App>>, headers: HeaderMap) -> R
         "scopes_supported": scopes(&app),
         "bearer_methods_supported": ["header"],
         "resource_name": format!("Root MCP gateway, zone {}", app.config.zone),
+        // RFC 9449 §5.1.
+        "dpop_signing_alg_values_supported": crate::dpop::ALGORITHM_NAMES,
+        "dpop_bound_access_tokens_required":
+            app.config.oauth.dpop == crate::config::DpopMode::Require,
     }))
 }
 
@@ -178,6 +182,7 @@ async fn server_metadata(State(app): State<Arc<App>>, headers: HeaderMap) -> Res
         "code_challenge_methods_supported": ["S256"],
         "authorization_response_iss_parameter_supported": true,
         "client_id_metadata_document_supported": true,
+        "dpop_signing_alg_values_supported": crate::dpop::ALGORITHM_NAMES,
     }))
 }
 

@@ -60,6 +60,8 @@ pub(crate) struct OauthError {
     pub(super) description: String,
     /// Seconds for `Retry-After` (a `429`).
     pub(super) retry_after: Option<u64>,
+    /// Root's DPoP nonce (`DPoP-Nonce`), with `use_dpop_nonce`.
+    pub(super) dpop_nonce: Option<String>,
 }
 
 impl OauthError {
@@ -69,6 +71,16 @@ impl OauthError {
             error,
             description: description.into(),
             retry_after: None,
+            dpop_nonce: None,
+        }
+    }
+    /// A refused DPoP proof at the token endpoint (RFC 9449 §5, §8): `invalid_dpop_proof`,
+    /// or `use_dpop_nonce` with root's nonce.
+    pub(super) fn dpop(app: &App, e: crate::dpop::DpopError) -> OauthError {
+        let nonce = (e == crate::dpop::DpopError::Nonce).then(|| app.dpop.nonce());
+        OauthError {
+            dpop_nonce: nonce,
+            ..OauthError::new(e.oauth_code(), e.to_string())
         }
     }
     pub(super) fn invalid_request(d: impl Into<String>) -> OauthError {
@@ -118,6 +130,9 @@ impl IntoResponse for OauthError {
         if let Some(secs) = self.retry_after {
             res.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Some(n) = self.dpop_nonce.and_then(|n| HeaderValue::from_str(&n).ok()) {
+            res.headers_mut().insert(crate::dpop::NONCE_HEADER, n);
         }
         res
     }

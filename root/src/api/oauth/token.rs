@@ -89,13 +89,37 @@ pub(super) async fn token(
             "grant_type must be authorization_code or refresh_token (as the client registered)",
         ));
     }
+    let holder = holder(&app, &headers, &urls)?;
     let tokens = match get("grant_type") {
-        "authorization_code" => exchange(&app, &client.client_id, &p).await?,
-        _ => refresh(&app, &client.client_id, get("refresh_token")).await?,
+        "authorization_code" => exchange(&app, &client.client_id, &p, holder).await?,
+        _ => refresh(&app, &client.client_id, get("refresh_token"), holder).await?,
     };
     let mut res = Json(tokens).into_response();
     no_store(&mut res);
     Ok(res)
+}
+
+/// The key the client proved it holds with the request's DPoP proof (its thumbprint), if it
+/// sent one; without one, refused when this root requires DPoP.
+fn holder(app: &App, headers: &HeaderMap, urls: &Urls) -> Result<Option<String>, OauthError> {
+    if !headers.contains_key(crate::dpop::HEADER) {
+        return match app.config.oauth.dpop {
+            crate::config::DpopMode::Require => {
+                Err(OauthError::dpop(app, crate::dpop::DpopError::Required))
+            }
+            crate::config::DpopMode::Allow => Ok(None),
+        };
+    }
+    let presented = crate::dpop::Presented {
+        headers,
+        method: "POST",
+        url: urls.at("/oauth/token"),
+        token: None,
+    };
+    match app.dpop.check(&presented) {
+        Ok(jkt) => Ok(Some(jkt)),
+        Err(e) => Err(OauthError::dpop(app, e)),
+    }
 }
 
 /// `POST /oauth/revoke` (RFC 7009): a client ends its sign-in by revoking its access or
@@ -154,6 +178,7 @@ async fn exchange(
     app: &App,
     client_id: &str,
     p: &std::collections::HashMap<String, String>,
+    holder: Option<String>,
 ) -> Result<Tokens, OauthError> {
     let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("");
     let now_ms = unix_ms(now());
@@ -192,12 +217,13 @@ async fn exchange(
         ));
     }
     let refresh_token = credential("mcpr_");
-    let issued = issue(app, &grant, None, "admin.lease.create").await?;
+    let issued = issue(app, &grant, None, "admin.lease.create", holder.clone()).await?;
     app.store
         .set_grant_tokens(
             &grant.grant_id,
             &issued.lease.session_id,
             Some(&crate::auth::token_hash(&refresh_token)),
+            holder.as_deref(),
         )
         .await
         .map_err(OauthError::server_error)?;
@@ -205,7 +231,12 @@ async fn exchange(
 }
 
 /// A refresh token for the grant's next lease (the token rotates).
-async fn refresh(app: &App, client_id: &str, presented: &str) -> Result<Tokens, OauthError> {
+async fn refresh(
+    app: &App,
+    client_id: &str,
+    presented: &str,
+    holder: Option<String>,
+) -> Result<Tokens, OauthError> {
     let now_ms = unix_ms(now());
     let refresh_token = credential("mcpr_");
     let claim = app
@@ -213,6 +244,7 @@ async fn refresh(app: &App, client_id: &str, presented: &str) -> Result<Tokens, 
         .claim_refresh(
             &crate::auth::token_hash(presented),
             &crate::auth::token_hash(&refresh_token),
+            holder.as_deref(),
             now_ms,
         )
         .await
@@ -220,6 +252,16 @@ async fn refresh(app: &App, client_id: &str, presented: &str) -> Result<Tokens, 
     let grant = match claim {
         RefreshClaim::Claimed(g) => *g,
         RefreshClaim::Unknown => return Err(OauthError::invalid_grant("unknown refresh token")),
+        // RFC 9449 §5: a bound refresh token works only with a proof of its key.
+        RefreshClaim::OtherHolder => {
+            let e = match holder {
+                Some(_) => crate::dpop::DpopError::OtherKey,
+                None => crate::dpop::DpopError::Downgrade,
+            };
+            return Err(OauthError::invalid_grant(format!(
+                "the refresh token is bound to its client's DPoP key: {e}"
+            )));
+        }
         RefreshClaim::Ended => {
             return Err(OauthError::invalid_grant(
                 "this sign-in has ended (its lease was revoked, its approval ran out, or a \
@@ -260,9 +302,10 @@ async fn refresh(app: &App, client_id: &str, presented: &str) -> Result<Tokens, 
         ));
     }
     let lineage = current.as_ref().map(|l| l.lineage().to_owned());
-    let issued = issue(app, &grant, lineage, "admin.lease.refresh").await?;
+    let holder = grant.dpop_jkt.clone().or(holder);
+    let issued = issue(app, &grant, lineage, "admin.lease.refresh", holder).await?;
     app.store
-        .set_grant_tokens(&grant.grant_id, &issued.lease.session_id, None)
+        .set_grant_tokens(&grant.grant_id, &issued.lease.session_id, None, None)
         .await
         .map_err(OauthError::server_error)?;
     // One live lease per sign-in: the one the client just replaced ends (when it has not
@@ -294,8 +337,11 @@ async fn lease_entry(
 fn answer(issued: IssuedLease, refresh_token: String, grant: &GrantRow) -> Tokens {
     let expires_in = (issued.lease.deadline_at - now()).whole_seconds().max(1);
     Tokens {
+        token_type: match issued.lease.dpop_jkt {
+            Some(_) => "DPoP",
+            None => "Bearer",
+        },
         access_token: issued.token,
-        token_type: "Bearer",
         expires_in,
         refresh_token,
         scope: grant.capability_profile.clone(),
@@ -309,6 +355,7 @@ async fn issue(
     grant: &GrantRow,
     lineage: Option<String>,
     tool_id: &'static str,
+    holder: Option<String>,
 ) -> Result<IssuedLease, OauthError> {
     let now_ms = unix_ms(now());
     let left_sec = (grant.expires_at_ms - now_ms) / 1000;
@@ -351,6 +398,7 @@ async fn issue(
             "ttl_sec": ttl_sec,
             "oauth_client": grant.client_id,
             "grant_id": grant.grant_id,
+            "dpop_jkt": holder,
         }),
     };
     let req = NewLeaseRequest {
@@ -366,6 +414,7 @@ async fn issue(
     let source = crate::leases::manager::Source::Issued {
         by: Some(op.actor_id()),
         grant: Some(grant.grant_id.clone()),
+        holder,
     };
     let issued = audited(app, &op, asked, async {
         let issued = crate::api::leases::issue(app, req, lineage, source).await?;

@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use anyhow::{Context, bail};
+use reqwest::header::AUTHORIZATION;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -34,6 +35,10 @@ pub struct AdminClient {
     base: String,
     token: String,
     http: reqwest::Client,
+    /// The key the token is bound to (DPoP): each request then carries its proof.
+    holder: Option<crate::dpop::holder::Holder>,
+    /// Root's latest DPoP nonce, once it asked for one.
+    nonce: std::sync::Mutex<Option<String>>,
 }
 
 /// The CLI's HTTP client: root's answers within 30 s, an https root verified against
@@ -66,16 +71,74 @@ impl AdminClient {
             base: base.trim_end_matches('/').to_string(),
             token,
             http,
+            holder: None,
+            nonce: std::sync::Mutex::new(None),
         })
     }
 
-    /// Sends `req` with the admin bearer; the answer as `T`, or root's refusal as an error.
-    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> anyhow::Result<T> {
-        let res = req
-            .bearer_auth(&self.token)
-            .send()
+    /// The client, its token bound to `holder`'s key (DPoP) when there is one.
+    pub(crate) fn holding(mut self, holder: Option<crate::dpop::holder::Holder>) -> AdminClient {
+        self.holder = holder;
+        self
+    }
+
+    /// Sends `req` with the operator's credential (and a DPoP proof when it is bound; once
+    /// more with root's nonce when root asks for one).
+    async fn sent(&self, req: reqwest::RequestBuilder) -> anyhow::Result<reqwest::Response> {
+        let mut request = req.build()?;
+        let Some(holder) = &self.holder else {
+            let value = format!("Bearer {}", self.token).parse()?;
+            request.headers_mut().insert(AUTHORIZATION, value);
+            return self.execute(request).await;
+        };
+        request
+            .headers_mut()
+            .insert(AUTHORIZATION, format!("DPoP {}", self.token).parse()?);
+        let again = request.try_clone();
+        let res = self.execute(self.proved(holder, request)?).await?;
+        let asked = res.status() == reqwest::StatusCode::UNAUTHORIZED
+            && res.headers().get(crate::dpop::NONCE_HEADER).is_some();
+        let (Some(again), true) = (again, asked) else {
+            return Ok(res);
+        };
+        *self.nonce.lock().unwrap_or_else(|e| e.into_inner()) = res
+            .headers()
+            .get(crate::dpop::NONCE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        self.execute(self.proved(holder, again)?).await
+    }
+
+    /// `request` with a fresh proof of `holder`'s key for it.
+    fn proved(
+        &self,
+        holder: &crate::dpop::holder::Holder,
+        mut request: reqwest::Request,
+    ) -> anyhow::Result<reqwest::Request> {
+        let nonce = self.nonce.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let proof = holder.proof(
+            request.method().as_str(),
+            request.url().as_str(),
+            Some(&self.token),
+            nonce.as_deref(),
+        )?;
+        request
+            .headers_mut()
+            .insert(crate::dpop::HEADER, proof.parse()?);
+        Ok(request)
+    }
+
+    async fn execute(&self, request: reqwest::Request) -> anyhow::Result<reqwest::Response> {
+        self.http
+            .execute(request)
             .await
-            .with_context(|| format!("cannot reach root at {}", self.base))?;
+            .with_context(|| format!("cannot reach root at {}", self.base))
+    }
+
+    /// Sends `req` with the operator's credential; the answer as `T`, or root's refusal as an
+    /// error.
+    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> anyhow::Result<T> {
+        let res = self.sent(req).await?;
         let status = res.status();
         let body = res
             .bytes()

@@ -24,23 +24,25 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             .credential_file
             .clone()
             .or_else(super::login::default_file)?;
-        super::login::kept_for(&file, &args.root_url).map(|k| k.credential)
+        super::login::kept_for(&file, &args.root_url)
     };
-    let token = match args.admin_token.clone().or_else(signed_in) {
-        Some(t) => t,
-        None => {
-            let path = args.data_dir.join("admin.token");
-            std::fs::read_to_string(&path)
-                .map(|s| s.trim().to_string())
-                .with_context(|| {
-                    format!(
-                        "no --admin-token or MCP_ROOT_ADMIN_TOKEN, no credential from `mcp-root login`, and cannot read {}",
-                        path.display()
-                    )
-                })?
-        }
+    // A credential from `mcp-root login`, with the key it is bound to (DPoP).
+    let (token, holder) = match args.admin_token.clone() {
+        Some(t) => (t, None),
+        None => match signed_in() {
+            Some(k) => {
+                let holder = k
+                    .dpop_key
+                    .as_deref()
+                    .map(crate::dpop::holder::Holder::open)
+                    .transpose()
+                    .context("the kept credential's key")?;
+                (k.credential, holder)
+            }
+            None => (read_admin_token(&args.data_dir)?, None),
+        },
     };
-    let c = AdminClient::with_ca(args.root_url, token, args.ca_file.as_deref())?;
+    let c = AdminClient::with_ca(args.root_url, token, args.ca_file.as_deref())?.holding(holder);
     match args.command {
         AdminCommand::Lease(cmd) => return leases::run(&c, cmd).await,
         AdminCommand::Operator(cmd) => operators::run(&c, cmd).await?,
@@ -55,4 +57,17 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         AdminCommand::Fleet(cmd) => return fleet::run(&c, cmd).await,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The bootstrap admin token root keeps in its data directory (break-glass).
+fn read_admin_token(data_dir: &std::path::Path) -> anyhow::Result<String> {
+    let path = data_dir.join("admin.token");
+    std::fs::read_to_string(&path)
+        .map(|s| s.trim().to_string())
+        .with_context(|| {
+            format!(
+                "no --admin-token or MCP_ROOT_ADMIN_TOKEN, no credential from `mcp-root login`, and cannot read {}",
+                path.display()
+            )
+        })
 }
