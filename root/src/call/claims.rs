@@ -52,13 +52,16 @@ pub(crate) enum Claimed {
 }
 
 /// Claims `at` for the execution `event_id` with arguments `hash`: the claim, or the first
-/// execution's replay once it is done (waiting for it up to [`WAIT`]).
+/// execution's replay once it is done (waiting for it up to [`WAIT`], while the caller's
+/// `lease` lasts: a caller whose authority ended meanwhile is answered `cancelled`, nothing
+/// sent).
 pub(crate) async fn claim(
     app: &App,
     at: &IdempotencyKey<'_>,
     hash: &str,
     event_id: &str,
     timeout: Duration,
+    lease: &crate::leases::manager::LeaseEntry,
 ) -> Result<Claimed, ToolError> {
     let key = at.key;
     let until = tokio::time::Instant::now() + WAIT;
@@ -101,6 +104,15 @@ pub(crate) async fn claim(
         // A fleet write's run may take hours: its id and state now, to follow.
         if tokio::time::Instant::now() >= until || run_of(&held).is_some() {
             return Err(in_progress(app, key, &held).await);
+        }
+        if !lease.is_usable() {
+            return Err(ToolError::new(
+                ErrorCode::Cancelled,
+                format!(
+                    "the lease ended while idempotency_key `{key}`'s first execution (event {}) ran; nothing was sent",
+                    held.event_id
+                ),
+            ));
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(500));

@@ -270,7 +270,7 @@ async fn execute(
         key: &key,
     };
     let timeout = std::time::Duration::from_millis(c.timeout_ms);
-    let taken_over = match claims::claim(app, &at, &hash, &event.event_id, timeout).await? {
+    let taken_over = match claims::claim(app, &at, &hash, &event.event_id, timeout, &ctx.lease).await? {
         Claimed::Replay(answer) => {
             event.result_summary = answer["summary"].as_str().map(str::to_owned);
             return Ok(answer);
