@@ -270,13 +270,14 @@ async fn execute(
         key: &key,
     };
     let timeout = std::time::Duration::from_millis(c.timeout_ms);
-    let taken_over = match claims::claim(app, &at, &hash, &event.event_id, timeout, &ctx.lease).await? {
-        Claimed::Replay(answer) => {
-            event.result_summary = answer["summary"].as_str().map(str::to_owned);
-            return Ok(answer);
-        }
-        Claimed::Run(taken_over) => taken_over,
-    };
+    let taken_over =
+        match claims::claim(app, &at, &hash, &event.event_id, timeout, &ctx.lease).await? {
+            Claimed::Replay(answer) => {
+                event.result_summary = answer["summary"].as_str().map(str::to_owned);
+                return Ok(answer);
+            }
+            Claimed::Run(taken_over) => taken_over,
+        };
     let ready = match taken_over {
         Some(r) => Ok((None, r)),
         None => confirmed(app, ctx, entry, domain, &hash, controls, &at, event).await,
