@@ -7,10 +7,21 @@
 // Prints `ready <issuer>` once it listens. Users: `alice` (groups `sre`), `bob` (groups
 // `auditors`), `carol` (no group). `POST /test/remove?user=NAME` removes a user: the provider
 // refuses that user's refresh tokens from then on (as a provider does for a disabled person).
+// `POST /test/tamper?claim=aud|iss|exp|nonce|replay|key` makes the next token response's ID
+// token a bad one, signed again (with the provider's own key, but for `key`): for another
+// audience, from another issuer, expired, with another nonce, the previous sign-in's token,
+// or signed by a key the provider does not publish. As a broken or hostile provider would.
 // The login and consent pages are the package's development interactions (any password).
 
 const [npm, portArg] = process.argv.slice(2);
 const { default: Provider } = await import(`${npm}/node_modules/oidc-provider/lib/index.js`);
+const jose = await import(`${npm}/node_modules/jose/dist/webapi/index.js`);
+
+// The provider's signing key (published at its JWKS), and one it never publishes.
+const KID = 'tests-rs256';
+const signing = await jose.generateKeyPair('RS256', { extractable: true });
+const unpublished = await jose.generateKeyPair('RS256', { extractable: true });
+const signingJwk = { ...(await jose.exportJWK(signing.privateKey)), kid: KID, alg: 'RS256', use: 'sig' };
 
 const port = Number(portArg || 0);
 const issuer = `http://127.0.0.1:${port}`;
@@ -22,6 +33,7 @@ const users = new Map([
 ]);
 
 const provider = new Provider(issuer, {
+  jwks: { keys: [signingJwk] },
   clients: [
     {
       client_id: 'mcp-root',
@@ -83,13 +95,47 @@ const provider = new Provider(issuer, {
   cookies: { keys: ['mcp-root-tests-only'] },
 });
 
+// The next token response's ID token made bad (`/test/tamper`), and the last good one.
+let tamper = null;
+let previous = null;
+
+async function tampered(idToken, how) {
+  const claims = jose.decodeJwt(idToken);
+  const now = Math.floor(Date.now() / 1000);
+  let key = signing.privateKey;
+  switch (how) {
+    case 'aud': claims.aud = 'other-app'; break;
+    case 'iss': claims.iss = 'http://127.0.0.1:9'; break;
+    case 'exp': claims.iat = now - 1200; claims.exp = now - 600; break;
+    case 'nonce': claims.nonce = 'not-the-nonce-root-sent'; break;
+    case 'replay': return previous;
+    case 'key': key = unpublished.privateKey; break;
+    default: return idToken;
+  }
+  return new jose.SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: KID }).sign(key);
+}
+
 provider.use(async (ctx, next) => {
   if (ctx.method === 'POST' && ctx.path === '/test/remove') {
     const name = ctx.query.user;
     ctx.body = { removed: users.delete(name) };
     return;
   }
+  if (ctx.method === 'POST' && ctx.path === '/test/tamper') {
+    tamper = ctx.query.claim;
+    ctx.body = { tamper };
+    return;
+  }
   await next();
+  if (ctx.path === '/token' && ctx.body && typeof ctx.body.id_token === 'string') {
+    const genuine = ctx.body.id_token;
+    if (tamper) {
+      const how = tamper;
+      tamper = null;
+      ctx.body = { ...ctx.body, id_token: await tampered(genuine, how) };
+    }
+    previous = genuine;
+  }
 });
 
 const server = provider.listen(port, '127.0.0.1', () => {

@@ -93,6 +93,17 @@ impl Provider {
     }
 
     /// The provider forgets `user`: their refresh tokens are refused from now on.
+    /// Makes the next token response's ID token a bad one (`aud`, `iss`, `exp`, `nonce`,
+    /// `replay`, `key`: see `oidc-provider.mjs`).
+    pub async fn tamper(&self, claim: &str) -> anyhow::Result<()> {
+        let res = reqwest::Client::new()
+            .post(format!("{}/test/tamper?claim={claim}", self.issuer))
+            .send()
+            .await?;
+        anyhow::ensure!(res.status().is_success(), "tampering: {}", res.status());
+        Ok(())
+    }
+
     pub async fn remove(&self, user: &str) -> anyhow::Result<()> {
         let res = reqwest::Client::new()
             .post(format!("{}/test/remove?user={user}", self.issuer))

@@ -403,6 +403,50 @@ async fn refused_sign_ins_say_why_and_are_audited() {
     assert_eq!(verified["ok"], true, "{verified}");
 }
 
+/// A provider's bad ID tokens (signed again by the test provider, as a broken or hostile
+/// provider would send them): each refused with what is wrong, no session, one denied event.
+#[tokio::test]
+async fn bad_id_tokens_are_refused_with_what_is_wrong() {
+    let provider = Provider::start().await.unwrap();
+    let root = root_for(&provider).await;
+    let start = root.url("/ui/oidc/start");
+    // A good sign-in first: the token `replay` sends again is its.
+    let mut first = Browser::new();
+    let page = first.walk(&start, None).await.unwrap();
+    let ok = first.log_in(&page, "alice", None).await.unwrap();
+    assert!(ok.url.ends_with("/ui/"), "{}: {}", ok.url, ok.body);
+    for (claim, says) in [
+        ("aud", "audience"),
+        ("iss", "issuer"),
+        ("exp", "expired"),
+        ("nonce", "nonce"),
+        ("replay", "nonce"),
+        ("key", "signature"),
+    ] {
+        provider.tamper(claim).await.unwrap();
+        let mut b = Browser::new();
+        let page = b.walk(&start, None).await.unwrap();
+        let back = b.log_in(&page, "alice", None).await.unwrap();
+        assert_eq!(back.status, 400, "{claim}: {} {}", back.url, back.body);
+        let body = back.body.to_lowercase();
+        assert!(
+            body.contains("the id token is not valid") && body.contains(says),
+            "{claim}: {}",
+            back.body
+        );
+        assert!(!b.cookies.contains_key("mcp_console"), "{claim}");
+    }
+    let refused = root
+        .trail("tool_id=admin.operator.signin&status=denied")
+        .await;
+    let id_token_refusals = refused
+        .iter()
+        .filter_map(|e| e["error"]["message"].as_str())
+        .filter(|m| m.contains("ID token is not valid"))
+        .count();
+    assert_eq!(id_token_refusals, 6, "{refused:?}");
+}
+
 fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
