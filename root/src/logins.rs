@@ -19,6 +19,8 @@ use crate::app::App;
 const MAX_SESSIONS: usize = 64;
 /// Ended sessions remembered (see [`Logins::forget`]).
 const MAX_ENDED: usize = 1024;
+/// Prefix of the CLI's root credential (`mcp-root login`'s): a session as a bearer.
+pub(crate) const CLI_CREDENTIAL_PREFIX: &str = "mcpc_";
 /// Key derivation context of console credentials.
 const KEY_CONTEXT: &[u8] = b"mcp-root/console-session/v1";
 

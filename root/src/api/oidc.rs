@@ -33,8 +33,6 @@ use crate::oidc::{Oidc, OidcError};
 
 /// The cookie a browser sign-in in progress is kept in.
 const PENDING_COOKIE: &str = "mcp_oidc";
-/// Prefix of the CLI's root credential.
-pub(crate) const CLI_CREDENTIAL_PREFIX: &str = "mcpc_";
 
 pub(crate) const START_PATH: &str = "/ui/oidc/start";
 pub(crate) const CALLBACK_PATH: &str = "/ui/oidc/callback";
@@ -390,7 +388,7 @@ async fn cli_credential(
     let value = crate::logins::credential(app, &s.id, s.expires_ms, holder.as_deref())
         .ok_or_else(|| ApiError::internal("the credential could not be signed"))?;
     Ok(json!({
-        "credential": format!("{CLI_CREDENTIAL_PREFIX}{value}"),
+        "credential": format!("{}{value}", crate::logins::CLI_CREDENTIAL_PREFIX),
         "token_type": if holder.is_some() { "DPoP" } else { "Bearer" },
         "expires_at": format(from_unix_ms(s.expires_ms)),
         "operator": signed.operator.name(),

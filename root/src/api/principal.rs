@@ -76,7 +76,7 @@ pub(super) async fn resolve(
     };
     // `mcp-root login`'s credential: a session of a person signed in with the identity
     // provider, presented as a bearer (no cookie, so no CSRF check to pass).
-    if let Some(value) = token.strip_prefix(crate::api::oidc::CLI_CREDENTIAL_PREFIX) {
+    if let Some(value) = token.strip_prefix(crate::logins::CLI_CREDENTIAL_PREFIX) {
         let Some(session) = app.logins.verify(app, value).await else {
             return Ok(None);
         };

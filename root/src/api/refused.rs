@@ -117,6 +117,7 @@ fn credential(h: &HeaderMap) -> &'static str {
         (crate::operators::OPERATOR_TOKEN_PREFIX, "operator bearer"),
         (ADMIN_TOKEN_PREFIX, "admin token"),
         (crate::hubs::HUB_TOKEN_PREFIX, "hub token"),
+        (crate::logins::CLI_CREDENTIAL_PREFIX, "CLI credential"),
     ];
     kinds
         .iter()
