@@ -198,6 +198,14 @@ async def main(base: str, admin: str, target: str, profile: str) -> None:
         out["other_key"] = await mcp_post(
             http, base, {"Authorization": f"DPoP {access}", "DPoP": thief.proof("POST", url, access)}
         )
+        # A proof naming the holder's key in its header, signed by the thief's.
+        forged = jws.serialize_compact(
+            {"typ": "dpop+jwt", "alg": "ES256", "jwk": holder.public()},
+            json.dumps({"jti": str(uuid.uuid4()), "htm": "POST", "htu": url, "iat": int(time.time()),
+                        "ath": b64(hashlib.sha256(access.encode()).digest()), "nonce": holder.nonce}),
+            thief.key,
+        )
+        out["forged"] = await mcp_post(http, base, {"Authorization": f"DPoP {access}", "DPoP": forged})
         # A proof the holder made, sent again.
         proof = holder.proof("POST", url, access)
         first = await mcp_post(http, base, {"Authorization": f"DPoP {access}", "DPoP": proof})

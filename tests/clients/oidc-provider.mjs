@@ -7,10 +7,10 @@
 // Prints `ready <issuer>` once it listens. Users: `alice` (groups `sre`), `bob` (groups
 // `auditors`), `carol` (no group). `POST /test/remove?user=NAME` removes a user: the provider
 // refuses that user's refresh tokens from then on (as a provider does for a disabled person).
-// `POST /test/tamper?claim=aud|iss|exp|nonce|replay|key` makes the next token response's ID
-// token a bad one, signed again (with the provider's own key, but for `key`): for another
-// audience, from another issuer, expired, with another nonce, the previous sign-in's token,
-// or signed by a key the provider does not publish. As a broken or hostile provider would.
+// `POST /test/tamper?claim=aud|iss|exp|nonce|no_nonce|replay|key` makes the next token
+// response's ID token a bad one, signed again (with the provider's own key, but for `key`):
+// for another audience, from another issuer, expired, with another nonce or none, the
+// previous sign-in's token, or signed by a key the provider does not publish. As a broken or hostile provider would.
 // The login and consent pages are the package's development interactions (any password).
 
 const [npm, portArg] = process.argv.slice(2);
@@ -108,6 +108,7 @@ async function tampered(idToken, how) {
     case 'iss': claims.iss = 'http://127.0.0.1:9'; break;
     case 'exp': claims.iat = now - 1200; claims.exp = now - 600; break;
     case 'nonce': claims.nonce = 'not-the-nonce-root-sent'; break;
+    case 'no_nonce': delete claims.nonce; break;
     case 'replay': return previous;
     case 'key': key = unpublished.privateKey; break;
     default: return idToken;

@@ -94,7 +94,7 @@ impl Provider {
 
     /// The provider forgets `user`: their refresh tokens are refused from now on.
     /// Makes the next token response's ID token a bad one (`aud`, `iss`, `exp`, `nonce`,
-    /// `replay`, `key`: see `oidc-provider.mjs`).
+    /// `no_nonce`, `replay`, `key`: see `oidc-provider.mjs`).
     pub async fn tamper(&self, claim: &str) -> anyhow::Result<()> {
         let res = reqwest::Client::new()
             .post(format!("{}/test/tamper?claim={claim}", self.issuer))

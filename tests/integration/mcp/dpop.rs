@@ -61,6 +61,7 @@ async fn a_dpop_bound_token_works_for_its_holder_only() {
             "send it as `Authorization: DPoP`",
         ),
         ("other_key", "invalid_token", "bound to another key"),
+        ("forged", "invalid_dpop_proof", "signature does not verify"),
         ("replayed", "invalid_dpop_proof", "jti was used before"),
         ("other_url", "invalid_dpop_proof", "/v1/root/mcp/call, not"),
         ("other_method", "invalid_dpop_proof", "method GET, not POST"),

@@ -430,6 +430,7 @@ async fn bad_id_tokens_are_refused_with_what_is_wrong() {
         ("iss", "issuer"),
         ("exp", "expired"),
         ("nonce", "nonce"),
+        ("no_nonce", "nonce"),
         ("replay", "nonce"),
         ("key", "signature"),
     ] {
@@ -454,7 +455,7 @@ async fn bad_id_tokens_are_refused_with_what_is_wrong() {
         .filter_map(|e| e["error"]["message"].as_str())
         .filter(|m| m.contains("ID token is not valid"))
         .count();
-    assert_eq!(id_token_refusals, 6, "{refused:?}");
+    assert_eq!(id_token_refusals, 7, "{refused:?}");
 }
 
 fn urlencode(s: &str) -> String {
