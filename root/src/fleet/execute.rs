@@ -157,8 +157,18 @@ async fn drive(app: &Arc<App>, run_id: &str, wake: &tokio::sync::Notify) {
             canaries.insert(task.id());
         }
     }
+    // Once the run must end, it stays so: the calls in flight finish, and the stored state is
+    // not read (and the cancel not written) again at every wake-up, which each such write
+    // caused on a zone (a loop of store writes, ms apart, while a call in flight finished).
+    let mut ending = None;
     let end = loop {
-        let allowed = allowed(app, &run).await;
+        let allowed = match ending {
+            Some(s) => Allowed::End(s),
+            None => allowed(app, &run).await,
+        };
+        if let Allowed::End(s) = allowed {
+            ending = Some(s);
+        }
         if let Allowed::Lost = allowed {
             tracing::warn!(%run_id, "another replica took the fleet run over; leaving it");
             // Calls in flight finish (a write stopped midway would be half done).
