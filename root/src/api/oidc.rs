@@ -352,20 +352,10 @@ async fn token(
 /// The key a CLI proved it holds (DPoP) when it asked for its credential, which is then bound
 /// to it; none without a proof (refused under `[oauth] dpop = require`).
 fn cli_holder(app: &App, headers: &HeaderMap, path: &str) -> Result<Option<String>, ApiError> {
-    let refused = |e| crate::api::principal::refused_proof(app, e);
-    if !headers.contains_key(crate::dpop::HEADER) {
-        return match app.config.oauth.dpop {
-            crate::config::DpopMode::Require => Err(refused(crate::dpop::DpopError::Required)),
-            crate::config::DpopMode::Allow => Ok(None),
-        };
-    }
-    let presented = crate::dpop::Presented {
-        headers,
-        method: "POST",
-        url: format!("{}{path}", crate::api::oauth::Urls::of(app, headers).issuer),
-        token: None,
-    };
-    app.dpop.check(&presented).map(Some).map_err(refused)
+    let url = format!("{}{path}", crate::api::oauth::Urls::of(app, headers).issuer);
+    app.dpop
+        .holder(headers, url, app.config.oauth.dpop)
+        .map_err(|e| crate::api::principal::refused_proof(app, e))
 }
 
 /// A root credential for the CLI: a session of `cli_credential_ttl_sec`, as a bearer.

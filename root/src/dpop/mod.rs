@@ -223,6 +223,29 @@ impl Verifier {
         Ok(jkt)
     }
 
+    /// The key a token request proved it holds (its thumbprint), if it sent a proof for `url`
+    /// (a `POST`, no token yet): none without one, refused when `mode` requires DPoP.
+    pub(crate) fn holder(
+        &self,
+        headers: &HeaderMap,
+        url: String,
+        mode: crate::config::DpopMode,
+    ) -> Result<Option<String>, DpopError> {
+        if !headers.contains_key(HEADER) {
+            return match mode {
+                crate::config::DpopMode::Require => Err(DpopError::Required),
+                crate::config::DpopMode::Allow => Ok(None),
+            };
+        }
+        let presented = Presented {
+            headers,
+            method: "POST",
+            url,
+            token: None,
+        };
+        self.check(&presented).map(Some)
+    }
+
     /// Root's current nonce (`DPoP-Nonce`).
     pub(crate) fn nonce(&self) -> String {
         let window = unix_now().div_euclid(NONCE_WINDOW_SEC);

@@ -89,7 +89,11 @@ pub(super) async fn token(
             "grant_type must be authorization_code or refresh_token (as the client registered)",
         ));
     }
-    let holder = holder(&app, &headers, &urls)?;
+    // The key the client proved it holds (DPoP), which its tokens are then bound to.
+    let holder = app
+        .dpop
+        .holder(&headers, urls.at("/oauth/token"), app.config.oauth.dpop)
+        .map_err(|e| OauthError::dpop(&app, e))?;
     let tokens = match get("grant_type") {
         "authorization_code" => exchange(&app, &client.client_id, &p, holder).await?,
         _ => refresh(&app, &client.client_id, get("refresh_token"), holder).await?,
@@ -97,29 +101,6 @@ pub(super) async fn token(
     let mut res = Json(tokens).into_response();
     no_store(&mut res);
     Ok(res)
-}
-
-/// The key the client proved it holds with the request's DPoP proof (its thumbprint), if it
-/// sent one; without one, refused when this root requires DPoP.
-fn holder(app: &App, headers: &HeaderMap, urls: &Urls) -> Result<Option<String>, OauthError> {
-    if !headers.contains_key(crate::dpop::HEADER) {
-        return match app.config.oauth.dpop {
-            crate::config::DpopMode::Require => {
-                Err(OauthError::dpop(app, crate::dpop::DpopError::Required))
-            }
-            crate::config::DpopMode::Allow => Ok(None),
-        };
-    }
-    let presented = crate::dpop::Presented {
-        headers,
-        method: "POST",
-        url: urls.at("/oauth/token"),
-        token: None,
-    };
-    match app.dpop.check(&presented) {
-        Ok(jkt) => Ok(Some(jkt)),
-        Err(e) => Err(OauthError::dpop(app, e)),
-    }
 }
 
 /// `POST /oauth/revoke` (RFC 7009): a client ends its sign-in by revoking its access or
